@@ -1,0 +1,289 @@
+"""Python source generation for a :class:`~ember.fx.Graph`.
+
+Why generate source at all (rather than interpret): the source *is* the
+readable artefact -- ``gm.code`` is what a user reads to see what was traced,
+and executing it is also the fastest way to run a graph in Python. The style
+follows torch.fx so that the two can be compared line by line:
+
+- one statement per node, named after the node (``add = mul + 3``);
+- Python operators for ``operator.*`` targets, ``x.attr`` for
+  ``getattr(x, "attr")``, ``x.relu()`` for methods, ``self.linear(x)`` for
+  submodules, ``ember.relu(x)`` for ember functions;
+- after the last use of a value, ``;  x = None`` frees it, so intermediate
+  tensors die as early as in eager mode.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+import operator
+import sys
+import types
+from typing import Any, Dict, List, NamedTuple
+
+from ._names import Namespace, is_ember_object, qualified_name, snake_case
+from .node import Node, map_arg
+
+__all__ = ["PythonCode", "generate_python", "format_target", "MAGIC_METHODS", "INPLACE_METHODS"]
+
+
+class PythonCode(NamedTuple):
+    """Generated source plus the globals it must be executed with."""
+
+    src: str
+    globals: Dict[str, Any]
+
+
+# operator function name -> template; one statement per node means the
+# operands are always simple names or literals, so no parenthesisation is
+# needed.
+MAGIC_METHODS: Dict[str, str] = {
+    "add": "{} + {}",
+    "sub": "{} - {}",
+    "mul": "{} * {}",
+    "floordiv": "{} // {}",
+    "truediv": "{} / {}",
+    "mod": "{} % {}",
+    "pow": "{} ** {}",
+    "lshift": "{} << {}",
+    "rshift": "{} >> {}",
+    "and_": "{} & {}",
+    "or_": "{} | {}",
+    "xor": "{} ^ {}",
+    "getitem": "{}[{}]",
+    "matmul": "{} @ {}",
+    "eq": "{} == {}",
+    "ne": "{} != {}",
+    "lt": "{} < {}",
+    "gt": "{} > {}",
+    "le": "{} <= {}",
+    "ge": "{} >= {}",
+    "neg": "-{}",
+    "pos": "+{}",
+    "invert": "~{}",
+}
+UNARY = {"neg", "pos", "invert"}
+
+INPLACE_METHODS: Dict[str, str] = {
+    "iadd": "{} += {}",
+    "isub": "{} -= {}",
+    "imul": "{} *= {}",
+    "itruediv": "{} /= {}",
+    "ifloordiv": "{} //= {}",
+    "imod": "{} %= {}",
+    "ipow": "{} **= {}",
+    "iand": "{} &= {}",
+    "ior": "{} |= {}",
+    "ixor": "{} ^= {}",
+    "ilshift": "{} <<= {}",
+    "irshift": "{} >>= {}",
+    "imatmul": "{} @= {}",
+}
+
+
+def format_target(base: str, target: str) -> str:
+    """``self`` + ``seq.0.conv`` -> ``getattr(self.seq, "0").conv``."""
+    r = base
+    for part in target.split("."):
+        if part.isidentifier():
+            r = f"{r}.{part}"
+        else:
+            r = f'getattr({r}, "{part}")'
+    return r
+
+
+_LITERAL_TYPES = (bool, int, str, bytes, type(None), type(Ellipsis), complex)
+
+
+class _Emitter:
+    """Turns argument values into source text, registering globals."""
+
+    def __init__(self, namespace: Namespace) -> None:
+        self.ns = namespace
+        self.globals: Dict[str, Any] = {
+            "inf": math.inf,
+            "nan": math.nan,
+            "NoneType": type(None),
+        }
+        ember = sys.modules.get("ember")
+        if ember is not None:
+            self.globals["ember"] = ember
+
+    def add_global(self, name_hint: str, obj: Any) -> str:
+        if getattr(builtins, getattr(obj, "__name__", "") or "", None) is obj and isinstance(
+            obj, (types.BuiltinFunctionType, type)
+        ):
+            return obj.__name__
+        if is_ember_object(obj) and callable(obj):
+            try:
+                q = qualified_name(obj)
+            except RuntimeError:
+                q = None
+            if q is not None and q.startswith("ember.") and self._resolves(q, obj):
+                return q
+        name = self.ns.create_name(name_hint, obj)
+        if name in self.globals and self.globals[name] is not obj:
+            name = self.ns.create_name(name_hint + "_", None)
+        self.globals[name] = obj
+        return name
+
+    @staticmethod
+    def _resolves(dotted: str, obj: Any) -> bool:
+        cur: Any = sys.modules.get("ember")
+        for part in dotted.split(".")[1:]:
+            cur = getattr(cur, part, None)
+            if cur is None:
+                return False
+        return cur is obj
+
+    def callable_name(self, fn: Any) -> str:
+        try:
+            hint = qualified_name(fn)
+        except RuntimeError:
+            hint = snake_case(getattr(fn, "__name__", type(fn).__name__))
+        return self.add_global(hint, fn)
+
+    def emit(self, a: Any) -> str:
+        if isinstance(a, Node):
+            return a.name
+        if isinstance(a, tuple):
+            inner = ", ".join(self.emit(x) for x in a)
+            if hasattr(a, "_fields"):
+                return f"{self.callable_name(type(a))}({inner})"
+            return "(" + inner + ("," if len(a) == 1 else "") + ")"
+        if isinstance(a, list):
+            return "[" + ", ".join(self.emit(x) for x in a) + "]"
+        if isinstance(a, dict):
+            return "{" + ", ".join(f"{self.emit(k)}: {self.emit(v)}" for k, v in a.items()) + "}"
+        if isinstance(a, slice):
+            return f"slice({self.emit(a.start)}, {self.emit(a.stop)}, {self.emit(a.step)})"
+        if isinstance(a, float):
+            if math.isinf(a):
+                return "inf" if a > 0 else "-inf"
+            if math.isnan(a):
+                return "nan"
+            return repr(a)
+        if isinstance(a, _LITERAL_TYPES):
+            return repr(a)
+        if isinstance(a, (types.FunctionType, types.BuiltinFunctionType, type)) or (
+            callable(a) and hasattr(a, "__qualname__")
+        ):
+            return self.callable_name(a)
+        # Anything else (dtypes, devices, opaque constants): a global holding
+        # the object itself, named after its repr where that is readable.
+        r = repr(a)
+        if r.startswith("ember.") and self._resolves(r, a):
+            return r
+        hint = r if r.isidentifier() else "_" + snake_case(type(a).__name__) + "_constant"
+        return self.add_global(hint, a)
+
+    def emit_call_args(self, args, kwargs) -> str:
+        parts = [self.emit(a) for a in args]
+        parts += [f"{k} = {self.emit(v)}" for k, v in kwargs.items()]
+        return ", ".join(parts)
+
+
+def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forward") -> PythonCode:
+    """Generate ``def forward(self, ...)`` source for ``graph``."""
+    ns = Namespace()
+    ns.mark_used(root_module)
+    nodes = list(graph.nodes)
+    for n in nodes:
+        ns.mark_used(n.name)
+    em = _Emitter(ns)
+
+    # Last-use analysis: walking backwards, the first time we meet a read of
+    # ``n`` is its last use in program order.
+    last_use: Dict[Node, Node] = {}
+    frees: Dict[Node, List[Node]] = {}
+
+    for user in reversed(nodes):
+        def reg(n: Node, user: Node = user) -> Node:
+            if n not in last_use:
+                last_use[n] = user
+                frees.setdefault(user, []).append(n)
+            return n
+
+        map_arg(user.args, reg)
+        map_arg(user.kwargs, reg)
+
+    params: List[str] = []
+    lines: List[str] = []
+    for node in nodes:
+        stmt = None
+        if node.op == "placeholder":
+            target = node.target
+            bare = target.lstrip("*")
+            if node.args:
+                params.append(f"{target} = {em.emit(node.args[0])}")
+            else:
+                params.append(target)
+            if node.name != bare:
+                stmt = f"{node.name} = {bare}"
+        elif node.op == "get_attr":
+            stmt = f"{node.name} = {format_target(root_module, node.target)}"
+        elif node.op == "call_method":
+            if not node.args:
+                raise RuntimeError(f"fx codegen: call_method node {node.name} has no receiver argument")
+            stmt = (
+                f"{node.name} = {format_target(em.emit(node.args[0]), node.target)}"
+                f"({em.emit_call_args(node.args[1:], node.kwargs)})"
+            )
+        elif node.op == "call_module":
+            stmt = (
+                f"{node.name} = {format_target(root_module, node.target)}"
+                f"({em.emit_call_args(node.args, node.kwargs)})"
+            )
+        elif node.op == "call_function":
+            stmt = _emit_call_function(node, em)
+        elif node.op == "output":
+            stmt = f"return {em.emit(node.args[0])}"
+        else:
+            raise RuntimeError(f"fx codegen: unknown op {node.op!r}")
+
+        if node.op not in ("placeholder", "output"):
+            dead = list(frees.get(node, []))
+            if not node.users:
+                dead.append(node)
+            if dead:
+                stmt += ";  " + " = ".join(d.name for d in dead) + " = None"
+        if stmt is not None:
+            lines.append(stmt)
+
+    if not lines:
+        lines.append("pass")
+    body = "".join(f"    {ln}\n" for ln in lines)
+    src = f"\n\n\ndef {fn_name}({', '.join([root_module] + params)}):\n{body}    "
+    return PythonCode(src, em.globals)
+
+
+def _emit_call_function(node: Node, em: _Emitter) -> str:
+    target = node.target
+    args, kwargs = node.args, node.kwargs
+    mod = getattr(target, "__module__", None)
+    fname = getattr(target, "__name__", None)
+    if (
+        mod in ("_operator", "operator")
+        and getattr(operator, fname or "", None) is target
+        and not kwargs
+    ):
+        if fname in MAGIC_METHODS:
+            arity = 1 if fname in UNARY else 2
+            if len(args) == arity:
+                return f"{node.name} = {MAGIC_METHODS[fname].format(*(em.emit(a) for a in args))}"
+        if fname in INPLACE_METHODS and len(args) == 2 and isinstance(args[0], Node):
+            # Python's augmented assignment rebinds; emit it so the result
+            # name refers to the (possibly mutated) receiver.
+            a0, a1 = em.emit(args[0]), em.emit(args[1])
+            return f"{node.name} = {a0};  {INPLACE_METHODS[fname].format(node.name, a1)}"
+    if (
+        target is builtins.getattr
+        and len(args) == 2
+        and not kwargs
+        and isinstance(args[1], str)
+        and args[1].isidentifier()
+    ):
+        return f"{node.name} = {format_target(em.emit(args[0]), args[1])}"
+    fn = em.callable_name(target)
+    return f"{node.name} = {fn}({em.emit_call_args(args, kwargs)})"

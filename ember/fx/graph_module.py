@@ -1,0 +1,256 @@
+"""``GraphModule``: an ``ember.nn.Module`` whose ``forward`` is generated
+from a :class:`~ember.fx.Graph`.
+
+Why a module: a traced program must be usable wherever the original was
+(called, trained, nested in other modules), and it must carry the
+parameters/submodules its ``get_attr``/``call_module`` nodes refer to. So a
+GraphModule copies exactly those from the root it was built from, then
+generates Python source for the graph (``gm.code``), compiles it and installs
+it as ``forward``. Each instance gets its own subclass so installing
+``forward`` on the class never affects another GraphModule.
+
+The generated source is registered with ``linecache`` under a unique file
+name, so tracebacks through ``forward`` show the generated lines.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import linecache
+from typing import Any, Dict, Optional, Union
+
+from ember.nn.modules.module import Module
+
+from ._codegen import PythonCode
+from .graph import Graph
+
+__all__ = ["GraphModule"]
+
+_src_counter = itertools.count()
+
+
+def _exec_forward(src: str, globals_: Dict[str, Any]) -> Any:
+    key = f"<eval_with_key>.{next(_src_counter)}"
+    linecache.cache[key] = (len(src), None, src.splitlines(True), key)
+    g = dict(globals_)
+    exec(compile(src, key, "exec"), g)
+    return g["forward"]
+
+
+def _tensor_types():
+    from ._symbolic_trace import _tensor_classes
+
+    return _tensor_classes()
+
+
+def _is_buffer(mod: Any, field: str) -> bool:
+    bufs = getattr(mod, "_buffers", None)
+    if isinstance(bufs, dict):
+        return field in bufs
+    try:
+        return any(n == field for n, _ in mod.named_buffers(recurse=False))
+    except Exception:
+        return False
+
+
+def _copy_attr(from_module: Any, to_module: Any, target: str) -> None:
+    """Make ``to_module.<target>`` refer to ``from_module.<target>``,
+    creating empty intermediate Modules as needed."""
+    *prefix, field = target.split(".")
+    for item in prefix:
+        f = getattr(from_module, item)
+        t = getattr(to_module, item, None)
+        if f is t:
+            return  # the whole subtree is already shared
+        if t is None:
+            t = Module()
+            setattr(to_module, item, t)
+        from_module, to_module = f, t
+    orig = getattr(from_module, field)
+    Tensor, Parameter = _tensor_types()
+    if (
+        Tensor is not None
+        and isinstance(orig, Tensor)
+        and not (Parameter is not None and isinstance(orig, Parameter))
+        and _is_buffer(from_module, field)
+    ):
+        to_module.register_buffer(field, orig)
+    else:
+        _setattr(to_module, field, orig)
+
+
+def _setattr(mod: Any, field: str, value: Any) -> None:
+    Tensor, Parameter = _tensor_types()
+    if isinstance(value, Module) or (Parameter is not None and isinstance(value, Parameter)):
+        setattr(mod, field, value)
+    else:
+        # plain tensors/constants: not registered as state
+        object.__setattr__(mod, field, value)
+
+
+def _assign_attr(value: Any, to_module: Any, target: str) -> None:
+    *prefix, field = target.split(".")
+    for item in prefix:
+        t = getattr(to_module, item, None)
+        if t is None:
+            t = Module()
+            setattr(to_module, item, t)
+        to_module = t
+    Tensor, Parameter = _tensor_types()
+    if (
+        Tensor is not None
+        and isinstance(value, Tensor)
+        and not (Parameter is not None and isinstance(value, Parameter))
+    ):
+        to_module.register_buffer(field, value)
+    else:
+        _setattr(to_module, field, value)
+
+
+class GraphModule(Module):
+    """A Module generated from a Graph. ``root`` is an ``ember.nn.Module``
+    (attributes are copied from it) or a dict mapping each ``get_attr`` /
+    ``call_module`` target to its value."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "GraphModule":
+        base = cls
+        while base.__dict__.get("_fx_per_instance_class", False):
+            base = base.__bases__[0]
+
+        class GraphModuleImpl(base):  # type: ignore[valid-type, misc]
+            _fx_per_instance_class = True
+
+        return super().__new__(GraphModuleImpl)
+
+    def __init__(self, root: Union[Module, Dict[str, Any]], graph: Graph, class_name: str = "GraphModule") -> None:
+        super().__init__()
+        type(self).__name__ = class_name
+        type(self).__qualname__ = class_name
+        if isinstance(root, Module):
+            if hasattr(root, "training"):
+                self.training = root.training
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    _copy_attr(root, self, node.target)
+        elif isinstance(root, dict):
+            for node in graph.nodes:
+                if node.op in ("get_attr", "call_module"):
+                    if node.target not in root:
+                        raise RuntimeError(
+                            f"fx: node {node.name!r} refers to {node.target!r}, which is missing from the root dict"
+                        )
+                    _assign_attr(root[node.target], self, node.target)
+        else:
+            raise TypeError(f"fx: GraphModule root must be an ember Module or a dict, got {type(root).__name__}")
+        object.__setattr__(self, "meta", {})
+        self.graph = graph
+
+    # -- graph and code --------------------------------------------------------
+    @property
+    def graph(self) -> Graph:
+        """The underlying graph; assigning one recompiles."""
+        return self.__dict__["_graph"]
+
+    @graph.setter
+    def graph(self, g: Graph) -> None:
+        if not isinstance(g, Graph):
+            raise TypeError(f"fx: GraphModule.graph must be a Graph, got {type(g).__name__}")
+        object.__setattr__(self, "_graph", g)
+        g.owning_module = self
+        self.recompile()
+
+    @property
+    def code(self) -> str:
+        """The Python source of ``forward`` (regenerated by :meth:`recompile`)."""
+        if "_code" not in self.__dict__:
+            raise RuntimeError("fx: GraphModule has no code yet; call recompile()")
+        return self.__dict__["_code"]
+
+    def recompile(self) -> PythonCode:
+        """Regenerate ``forward`` from the graph; call after editing the graph."""
+        pc = self._graph.python_code(root_module="self")
+        object.__setattr__(self, "_code", pc.src)
+        type(self).forward = _exec_forward(pc.src, pc.globals)
+        return pc
+
+    def print_readable(self, print_output: bool = True) -> str:
+        """The module (and nested GraphModules) as a readable class listing."""
+        s = self._readable(type(self).__name__)
+        if print_output:
+            print(s)
+        return s
+
+    def _readable(self, name: str) -> str:
+        lines = [f"class {name}(ember.nn.Module):"]
+        for sub_name, sub in self.named_children() if hasattr(self, "named_children") else []:
+            if isinstance(sub, GraphModule):
+                nested = sub._readable(sub_name)
+                lines += ["    " + ln if ln else ln for ln in nested.split("\n")]
+                lines.append("")
+        body = self.code.strip("\n").rstrip()
+        lines += ["    " + ln if ln.strip() else "" for ln in body.split("\n")]
+        return "\n".join(lines) + "\n"
+
+    def __str__(self) -> str:
+        return "\n".join([super().__str__(), self.code, "# To see more debug info, please use `graph_module.print_readable()`"])
+
+    # -- submodule management -------------------------------------------------------
+    def add_submodule(self, target: str, m: Module) -> bool:
+        """Install ``m`` at dotted path ``target``, creating parents."""
+        *prefix, field = target.split(".")
+        mod: Any = self
+        for item in prefix:
+            sub = getattr(mod, item, None)
+            if sub is None:
+                sub = Module()
+                setattr(mod, item, sub)
+            if not isinstance(sub, Module):
+                return False
+            mod = sub
+        setattr(mod, field, m)
+        return True
+
+    def delete_submodule(self, target: str) -> bool:
+        """Remove the submodule at ``target``; False if there is none."""
+        *prefix, field = target.split(".")
+        mod: Any = self
+        for item in prefix:
+            mod = getattr(mod, item, None)
+            if not isinstance(mod, Module):
+                return False
+        if not isinstance(getattr(mod, field, None), Module):
+            return False
+        delattr(mod, field)
+        return True
+
+    def delete_all_unused_submodules(self) -> None:
+        """Drop submodules no ``call_module``/``get_attr`` node refers to."""
+        used = set()
+        for node in self.graph.nodes:
+            if node.op in ("call_module", "get_attr"):
+                parts = node.target.split(".")
+                for i in range(1, len(parts) + 1):
+                    used.add(".".join(parts[:i]))
+        for name, _ in list(self.named_modules()):
+            if name and name not in used:
+                self.delete_submodule(name)
+
+    # -- copying -------------------------------------------------------------------------
+    def __deepcopy__(self, memo: Dict[int, Any]) -> "GraphModule":
+        state = copy.deepcopy(self.__dict__, memo)
+        holder = Module.__new__(Module)
+        holder.__dict__.update(state)
+        new = GraphModule(holder, state["_graph"], type(self).__name__)
+        object.__setattr__(new, "meta", state.get("meta", {}))
+        memo[id(self)] = new
+        return new
+
+    def __copy__(self) -> "GraphModule":
+        new = GraphModule(self, self.graph, type(self).__name__)
+        object.__setattr__(new, "meta", dict(self.meta))
+        return new
+
+    def __reduce__(self):
+        raise NotImplementedError("fx: pickling a GraphModule is not supported yet")
+

@@ -1,0 +1,63 @@
+"""Common-subexpression elimination.
+
+Why: tracing duplicates work whenever user code recomputes the same value
+(``x.relu() + x.relu()``), and later stages would otherwise compile it twice.
+Two nodes are the same expression when they have the same op, target and
+(already deduplicated) arguments. Impure nodes are never merged, nor are
+placeholders (distinct inputs) or outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from ..node import Node, map_arg
+
+__all__ = ["eliminate_common_subexpressions"]
+
+
+def _key(node: Node) -> Any:
+    def freeze(a: Any) -> Any:
+        if isinstance(a, Node):
+            return ("node", id(a))
+        if isinstance(a, (list, tuple)):
+            return (type(a).__name__, tuple(freeze(x) for x in a))
+        if isinstance(a, dict):
+            return ("dict", tuple((k, freeze(v)) for k, v in a.items()))
+        if isinstance(a, slice):
+            return ("slice", freeze(a.start), freeze(a.stop), freeze(a.step))
+        # distinguish 1 from 1.0 from True: same hash/eq in Python
+        hash(a)
+        return (type(a), a)
+
+    target = node.target if isinstance(node.target, str) else ("fn", id(node.target))
+    return (node.op, target, freeze(node.args), freeze(node.kwargs))
+
+
+def eliminate_common_subexpressions(graph) -> bool:
+    """Replace each repeated pure expression by its first occurrence and
+    erase the duplicate. Works on a Graph or a GraphModule (recompiled).
+    Returns True if anything changed."""
+    gm = None
+    if not hasattr(graph, "erase_node"):
+        gm, graph = graph, graph.graph
+    seen: Dict[Any, Node] = {}
+    changed = False
+    for node in list(graph.nodes):
+        if node.op in ("placeholder", "output") or node.is_impure():
+            continue
+        try:
+            key = _key(node)
+            hash(key)
+        except TypeError:
+            continue  # unhashable constant argument: leave it alone
+        first = seen.get(key)
+        if first is None:
+            seen[key] = node
+            continue
+        node.replace_all_uses_with(first)
+        graph.erase_node(node)
+        changed = True
+    if gm is not None and changed:
+        gm.recompile()
+    return changed
