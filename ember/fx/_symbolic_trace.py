@@ -334,6 +334,12 @@ class Tracer(TracerBase):
             if id(v) in targets and callable(v):
                 patcher.patch_dict(fn_globals, name, _leaf_wrapper(v))
                 done.add((id(fn_globals), name))
+        for m in self.autowrap_modules:
+            md = vars(m)
+            for name, v in list(md.items()):
+                if (id(md), name) not in done and id(v) in targets and callable(v):
+                    patcher.patch_dict(md, name, _leaf_wrapper(v))
+                    done.add((id(md), name))
         for g, n in list(_wrapped_fns.values()):
             if (id(g), n) not in done and n in g and callable(g[n]):
                 patcher.patch_dict(g, n, _leaf_wrapper(g[n]))
