@@ -323,6 +323,9 @@ class Node:
         if self.op == "call_function":
             if getattr(self.target, "_ember_is_impure", False):
                 return True
+            op = getattr(self.target, "_ember_op", None)
+            if op is not None and {"inplace", "random"} & set(getattr(op, "tags", ())):
+                return True
             try:
                 return self.target in impure
             except TypeError:

@@ -242,14 +242,57 @@ class Proxy:
         Tensor methods arrive as the unbound ``ember.Tensor.<name>`` and are
         recorded as ``call_method``; everything else as ``call_function``.
         """
-        kwargs = kwargs or {}
+        kwargs = dict(kwargs or {})
         tracer = _find_tracer(args, kwargs)
         if tracer is None:
             raise TraceError(f"fx: __ember_function__ for {func!r} called without any Proxy argument")
+        op = getattr(func, "_ember_op", None)
+        if op is not None:
+            args, kwargs = _normalize_op_args(op, tuple(args), kwargs)
+            if not getattr(op, "function", True) and getattr(op, "method", False):
+                # a Tensor-only method (e.g. ``add_``): record it as one
+                return tracer.create_proxy("call_method", op.public_name, args, kwargs)
+            return tracer.create_proxy("call_function", func, args, kwargs)
         method = _is_tensor_method(func)
         if method is not None:
             return tracer.create_proxy("call_method", method, args, kwargs)
         return tracer.create_proxy("call_function", func, args, kwargs)
+
+
+def _same_default(v: Any, d: Any) -> bool:
+    if v is d:
+        return True
+    if isinstance(v, Proxy) or type(v) is not type(d):
+        return False
+    try:
+        return bool(v == d)
+    except Exception:
+        return False
+
+
+def _normalize_op_args(op: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Tuple[Tuple[Any, ...], Dict[str, Any]]:
+    """ember's dispatcher hands overrides the fully bound argument tuple
+    (defaults and keyword-only arguments included, in schema order). Turn
+    it back into what a user would write -- positional arguments up to the
+    last non-default one, keyword-only ones as kwargs when not defaulted --
+    so graphs read like the source and regenerated code calls the binding
+    correctly."""
+    params = getattr(op, "params", None)
+    if params is None or kwargs or len(args) != len(params):
+        return args, kwargs
+    required = getattr(sys.modules.get("ember.ops.registry"), "_REQUIRED", None)
+    pos: list = []
+    kw: Dict[str, Any] = {}
+    for p, v in zip(params, args):
+        has_default = p.default is not required
+        if p.kwonly:
+            if not (has_default and _same_default(v, p.default)):
+                kw[p.name] = v
+        else:
+            pos.append((v, has_default and _same_default(v, p.default)))
+    while pos and pos[-1][1]:
+        pos.pop()
+    return tuple(v for v, _ in pos), kw
 
 
 class Attribute(Proxy):
