@@ -1,0 +1,97 @@
+"""ember: a PyTorch-style deep-learning framework with its own compiler.
+
+``import ember as torch`` gives the torch-like top level: tensors and their
+factories, every registry op as a function, grad-mode switches, autograd,
+nn, optim, fx, and (as they land) ``ember.compile``.
+"""
+from __future__ import annotations
+
+from . import types as _types
+from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
+                    int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types)
+from .tensor import Parameter, Tensor
+from . import ops as _ops
+from .ops import api as _api
+from .random import Generator, default_generator, get_rng_state, initial_seed, manual_seed, seed, \
+    set_rng_state
+from . import autograd
+from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from .autograd.grad_mode import is_inference_mode_enabled
+from . import cuda
+
+half = float16
+float = float32
+double = float64
+short = int16
+int = int32
+long = int64
+cpu = _types.cpu
+strided = "strided"
+contiguous_format = "contiguous_format"
+preserve_format = "preserve_format"
+channels_last = "channels_last"
+
+
+def _export_api():
+    g = globals()
+    for name in dir(_api):
+        if name.startswith("__"):
+            continue
+        if name.startswith("_") and name not in ("_to_copy_if_needed",):
+            continue
+        val = getattr(_api, name)
+        # api functions win over submodules of the same name (ember.tensor is the
+        # factory function, as in torch; the module stays importable as ember.tensor).
+        if name not in g or type(g[name]).__name__ == "module" or name in ("range",):
+            g[name] = val
+
+
+_export_api()
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(t):
+    return t.dtype.is_floating_point
+
+
+def numel(t):
+    return t.numel()
+
+
+def result_type(a, b):
+    from .ops._helpers import result_dtype
+    arrs = [x._data if isinstance(x, Tensor) else x for x in (a, b)]
+    return result_dtype(*arrs)
+
+
+def can_cast(from_, to):
+    return _types.can_cast(from_, to)
+
+
+def set_printoptions(**kwargs):
+    from ._tensor_str import set_printoptions as _sp
+    _sp(**kwargs)
+
+
+def _lazy(name):
+    import importlib
+    return importlib.import_module(f"ember.{name}")
+
+
+def __getattr__(name):
+    # Subpackages that import heavy things load on first use.
+    if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
+                "serialization", "testing"):
+        mod = _lazy(name)
+        globals()[name] = mod
+        return mod
+    if name in ("save", "load"):
+        mod = _lazy("serialization")
+        return getattr(mod, name)
+    if name == "compile":
+        from .dynamo import compile as _compile
+        return _compile
+    raise AttributeError(f"module 'ember' has no attribute '{name}'")

@@ -1,0 +1,379 @@
+"""The backward engine: iterative, dependency-counted, no recursion.
+
+1. Discover the graph from the root edges and count, for every node, how
+   many edges point into it (only edges from nodes that will run).
+2. A node becomes ready when all its producers have run; ready nodes run in
+   decreasing creation order (like PyTorch), which keeps memory low and the
+   order deterministic.
+3. Gradients for a node's outputs are summed in its input buffer; a node's
+   results are routed along ``next_edges``.
+4. ``AccumulateGrad`` adds into ``.grad``; ``autograd.grad`` instead captures
+   the gradient arriving at each input's edge and runs only the nodes on a
+   path to an input.
+"""
+from __future__ import annotations
+
+import heapq
+import warnings
+
+from .._state import STATE
+from ..tensor import Tensor, _make
+from .graph import AccumulateGrad, gradient_edge
+
+
+def _add(a, b):
+    if a is None:
+        return b
+    if b is None:
+        return a
+    from ..ops import api
+    return api.add(a, b)
+
+
+def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
+            accumulate_only=None):
+    """Run backward.
+
+    roots:        list of ((node, nr), grad) pairs.
+    capture:      list of edges whose incoming gradient is returned (autograd.grad).
+    accumulate:   whether AccumulateGrad nodes add into ``.grad``.
+    accumulate_only: when given (backward(inputs=...)), the set of nodes allowed to run
+                  as accumulation targets.
+    """
+    root_nodes = []
+    for (node, _), _g in roots:
+        root_nodes.append(node)
+
+    # -- 1. discovery: children and parents
+    parents = {}
+    seen = set()
+    stack = []
+    for n in root_nodes:
+        if n not in seen:
+            seen.add(n)
+            stack.append(n)
+    while stack:
+        n = stack.pop()
+        for e in n.next_edges:
+            if e is None:
+                continue
+            c = e[0]
+            if capture is not None or accumulate_only is not None:
+                parents.setdefault(c, []).append(n)
+            if c not in seen:
+                seen.add(c)
+                stack.append(c)
+
+    # -- which nodes run
+    targets = None
+    if capture is not None or accumulate_only is not None:
+        targets = set()
+        for e in capture or ():
+            if e is not None:
+                targets.add(e[0])
+        for n in accumulate_only or ():
+            targets.add(n)
+        runs = set()
+        frontier = list(targets)
+        while frontier:
+            n = frontier.pop()
+            for p in parents.get(n, ()):
+                if p not in runs:
+                    runs.add(p)
+                    frontier.append(p)
+        if accumulate_only is not None:
+            runs |= set(accumulate_only)
+    else:
+        runs = seen
+
+    deps = {}
+    for n in runs:
+        for e in n.next_edges:
+            if e is not None:
+                deps[e[0]] = deps.get(e[0], 0) + 1
+
+    capture_at = {}
+    if capture is not None:
+        for i, e in enumerate(capture):
+            if e is not None:
+                capture_at.setdefault(e[0], []).append((e[1], i))
+    captured = [None] * (len(capture) if capture is not None else 0)
+
+    buffers = {}
+    for (node, nr), g in roots:
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = [None] * node._n_out
+        buf[nr] = _add(buf[nr], g)
+
+    heap = []
+    pushed = set()
+    for n in root_nodes:
+        if deps.get(n, 0) == 0 and n not in pushed:
+            pushed.add(n)
+            heapq.heappush(heap, (-n._seq, id(n), n))
+
+    prev_grad_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        while heap:
+            _, _, node = heapq.heappop(heap)
+            buf = buffers.pop(node, None)
+            if buf is None:
+                buf = [None] * node._n_out
+            buf = _run_pre_hooks(node, buf)
+            hits = capture_at.get(node)
+            if hits:
+                for nr, i in hits:
+                    captured[i] = buf[nr]
+            if isinstance(node, AccumulateGrad):
+                if accumulate and (accumulate_only is None or node in accumulate_only):
+                    if buf[0] is not None:
+                        _accumulate(node.variable, buf[0], create_graph)
+                continue
+            if node not in runs:
+                continue
+            if all(g is None for g in buf):
+                grads = [None] * len(node.next_edges)
+            else:
+                grads = _call_node(node, buf)
+            if node._hooks:
+                for h in list(node._hooks.values()):
+                    r = h(tuple(grads), tuple(buf))
+                    if r is not None:
+                        grads = list(r)
+            if not retain_graph:
+                node.release()
+            for e, g in zip(node.next_edges, grads):
+                if e is None:
+                    continue
+                child, nr = e
+                if child not in runs and child not in capture_at and not isinstance(child, AccumulateGrad):
+                    continue
+                if g is not None:
+                    cb = buffers.get(child)
+                    if cb is None:
+                        cb = buffers[child] = [None] * child._n_out
+                    cb[nr] = _add(cb[nr], g)
+                d = deps.get(child, 1) - 1
+                deps[child] = d
+                if d == 0 and child not in pushed:
+                    pushed.add(child)
+                    heapq.heappush(heap, (-child._seq, id(child), child))
+    finally:
+        STATE.grad_enabled = prev_grad_mode
+    return captured
+
+
+def _run_pre_hooks(node, buf):
+    th = node._tensor_pre_hooks
+    if th:
+        for nr, hooks in th.items():
+            g = buf[nr]
+            if g is None:
+                continue
+            for h in list(hooks.values()):
+                r = h(g)
+                if r is not None:
+                    g = r
+            buf[nr] = g
+    rh = node._retain_grad_hooks
+    if rh:
+        for nr, h in rh.items():
+            if buf[nr] is not None:
+                h(buf[nr])
+    if node._pre_hooks:
+        for h in list(node._pre_hooks.values()):
+            r = h(tuple(buf))
+            if r is not None:
+                buf = list(r)
+    return buf
+
+
+def _call_node(node, buf):
+    if STATE.anomaly:
+        try:
+            grads = node.apply(buf)
+        except Exception:
+            _warn_anomaly(node)
+            raise
+    else:
+        grads = node.apply(buf)
+    grads = list(grads)
+    if len(grads) != len(node.next_edges):
+        raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
+                           f"(expected {len(node.next_edges)}, got {len(grads)})")
+    metas = node._in_meta
+    for i, g in enumerate(grads):
+        if g is None:
+            continue
+        if not isinstance(g, Tensor):
+            raise TypeError(f"function {node.name()} returned a gradient of type {type(g).__name__} "
+                            f"at index {i}; expected a Tensor or None")
+        if node.next_edges[i] is None:
+            grads[i] = None
+            continue
+        if metas is not None and metas[i] is not None:
+            shape, dtype, device = metas[i]
+            if tuple(g.shape) != tuple(shape):
+                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
+                                   f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
+            if g.dtype is not dtype:
+                grads[i] = g.to(dtype)
+        if STATE.anomaly and STATE.anomaly_check_nan and g.dtype.is_floating_point:
+            if bool(_isnan_any(g)):
+                _warn_anomaly(node)
+                raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
+    return grads
+
+
+def _isnan_any(g):
+    xp_arr = g._data
+    return (xp_arr != xp_arr).any()
+
+
+def _warn_anomaly(node):
+    tr = node._anomaly_trace()
+    if tr:
+        warnings.warn(f"Error detected in {node.name()}. Traceback of forward call that caused the "
+                      f"error:\n{tr}", RuntimeWarning, stacklevel=3)
+
+
+def _accumulate(t, g, create_graph):
+    hooks = t._hooks
+    if hooks:
+        for h in list(hooks.values()):
+            r = h(g)
+            if r is not None:
+                g = r
+    old = t._grad
+    if old is None:
+        if create_graph and g._requires_grad:
+            t._grad = g
+        else:
+            t._grad = _make(g._data.copy(), g.device, g.dtype)
+    elif create_graph or old._requires_grad or g._requires_grad:
+        from ..ops import api
+        t._grad = api.add(old, g)
+    else:
+        d = old._data
+        d += g._data
+        old._bump_version()
+    post = t._post_acc_hooks
+    if post:
+        for h in list(post.values()):
+            h(t)
+
+
+# ---------------------------------------------------------------------- public entry points
+def _make_roots(tensors, grad_tensors, create_graph, fn_name):
+    roots = []
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn_name}: expected Tensors, got {type(t).__name__}")
+        edge = gradient_edge(t)
+        if edge is None:
+            raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
+        if g is None:
+            if t.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if not t.dtype.is_floating_point:
+                raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
+                                   f"{t.dtype}")
+            from ..ops import api
+            g = api.ones_like(t)
+        elif not isinstance(g, Tensor):
+            from ..ops import api
+            g = api.tensor(g, dtype=t.dtype, device=t.device)
+        if tuple(g.shape) != tuple(t.shape):
+            raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
+                               f"output[{i}] has a shape of {t.shape}.")
+        roots.append((edge, g))
+    return roots
+
+
+def _as_tuple(x):
+    if isinstance(x, Tensor):
+        return (x,)
+    if x is None:
+        return None
+    return tuple(x)
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
+             inputs=None):
+    """Accumulate d(tensors)/d(leaves) into the leaves' ``.grad``."""
+    tensors = _as_tuple(tensors)
+    if grad_tensors is None:
+        grad_tensors = grad_variables
+    grad_tensors = _as_tuple(grad_tensors) if grad_tensors is not None else (None,) * len(tensors)
+    if isinstance(grad_tensors, tuple) and len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"got {len(grad_tensors)} gradients for {len(tensors)} tensors")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _make_roots(tensors, grad_tensors, create_graph, "backward")
+    only = None
+    if inputs is not None:
+        inputs = _as_tuple(inputs)
+        if len(inputs) == 0:
+            raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        only = set()
+        nonleaf = []
+        for t in inputs:
+            e = gradient_edge(t)
+            if e is None:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+            if isinstance(e[0], AccumulateGrad):
+                only.add(e[0])
+            else:
+                nonleaf.append((t, e))
+        if nonleaf:
+            got = execute(roots, retain_graph=True, create_graph=create_graph,
+                          capture=[e for _, e in nonleaf], accumulate=True, accumulate_only=only)
+            for (t, _), g in zip(nonleaf, got):
+                if g is not None:
+                    t._grad = g if t._grad is None else t._grad + g
+            if not retain_graph:
+                pass
+            return
+    execute(roots, retain_graph=retain_graph, create_graph=create_graph, accumulate_only=only)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False, only_inputs=True,
+         allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Return d(outputs)/d(inputs) without touching ``.grad``."""
+    outputs = _as_tuple(outputs)
+    single = isinstance(inputs, Tensor)
+    inputs = _as_tuple(inputs)
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    grad_outputs = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} for "
+                           f"{len(outputs)} outputs")
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = _make_roots(outputs, grad_outputs, create_graph, "grad")
+    edges = []
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
+        e = gradient_edge(t)
+        if e is None:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        edges.append(e)
+    got = execute(roots, retain_graph=retain_graph, create_graph=create_graph, capture=edges,
+                  accumulate=False)
+    out = []
+    for t, g in zip(inputs, got):
+        if g is None:
+            if materialize_grads:
+                from ..ops import api
+                g = api.zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError("One of the differentiated Tensors appears to not have been used in "
+                                   "the graph. Set allow_unused=True if this is the desired behavior.")
+        elif not create_graph and g._requires_grad:
+            g = g.detach()
+        out.append(g)
+    return tuple(out)

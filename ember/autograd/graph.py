@@ -1,0 +1,559 @@
+"""The backward graph: Nodes, edges, saved tensors, and how ops record them.
+
+A Node is one backward function. ``next_edges[i]`` is the edge ``(node,
+input_nr)`` that the gradient for the op's i-th tensor input flows into, or
+None when that input needs no gradient. Leaves that require grad get an
+``AccumulateGrad`` node (one per leaf, kept alive by the graph, referenced
+weakly from the tensor).
+
+Saved tensors remember the version counter value at save time; unpacking
+after an in-place change raises PyTorch's error, and unpacking after the
+graph was freed raises the "backward through the graph a second time" error.
+"""
+from __future__ import annotations
+
+import itertools
+import traceback
+import weakref
+
+from .._state import STATE
+from ..tensor import Tensor, _alias, _make
+
+_seq = itertools.count()
+
+_FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
+              "after they have already been freed). Saved intermediate values of the graph are freed "
+              "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+              "backward through the graph a second time or if you need to access saved tensors after "
+              "calling backward.")
+
+
+class Node:
+    """Base of every backward function."""
+
+    __slots__ = ("next_edges", "_seq", "_n_out", "_pre_hooks", "_hooks", "_tensor_pre_hooks",
+                 "_retain_grad_hooks", "_trace", "_in_meta", "metadata", "__weakref__", "__dict__")
+
+    def __init__(self):
+        self.next_edges = ()
+        self._seq = next(_seq)
+        self._n_out = 1
+        self._pre_hooks = None
+        self._hooks = None
+        self._tensor_pre_hooks = None
+        self._retain_grad_hooks = None
+        self._in_meta = None
+        self._trace = traceback.format_stack()[:-3] if STATE.anomaly else None
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+    @property
+    def next_functions(self):
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in self.next_edges)
+
+    def apply(self, grads):
+        """grads: list, one per output (None where no gradient flowed). Returns one per edge."""
+        raise NotImplementedError(f"{self.name()}.apply")
+
+    def __call__(self, *grads):
+        return self.apply(list(grads))
+
+    def release(self):
+        pass
+
+    def register_hook(self, fn):
+        """fn(grad_inputs, grad_outputs) -> None or new grad_inputs, after the node runs."""
+        if self._hooks is None:
+            self._hooks = {}
+        return _Handle(self._hooks, fn)
+
+    def register_prehook(self, fn):
+        """fn(grad_outputs) -> None or new grad_outputs, before the node runs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return _Handle(self._pre_hooks, fn)
+
+    def _register_hook_dict(self, tensor):  # torch API compatibility
+        pass
+
+    @property
+    def _sequence_nr(self):
+        return self._seq
+
+    def _anomaly_trace(self):
+        return "".join(self._trace) if self._trace else None
+
+
+class _Handle:
+    """RemovableHandle over a dict of id -> fn (insertion ordered)."""
+
+    _ids = itertools.count()
+
+    def __init__(self, store, fn):
+        self.id = next(self._ids)
+        self._store = store
+        store[self.id] = fn
+
+    def remove(self):
+        self._store.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+# ---------------------------------------------------------------------- saved tensors
+class _SavedHooks:
+    stack: list = []
+
+
+class SavedTensor:
+    """A tensor saved for backward, with its version at save time."""
+
+    __slots__ = ("_t", "_data", "_vc", "_version", "_is_output", "_packed", "_unpack", "_released",
+                 "_dtype", "_device", "_requires_grad")
+
+    def __init__(self, t, is_output=False):
+        self._released = False
+        self._is_output = is_output
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        self._vc = vc
+        self._version = vc[0]
+        hooks = _SavedHooks.stack
+        if hooks:
+            pack, unpack = hooks[-1]
+            self._packed = pack(t)
+            self._unpack = unpack
+            self._t = None
+            self._data = None
+        else:
+            self._packed = None
+            self._unpack = None
+            if is_output:
+                # Keep only the data: holding the output itself would make a cycle
+                # out -> grad_fn -> saved out.
+                self._t = None
+                self._data = t._data
+                self._dtype = t.dtype
+                self._device = t.device
+                self._requires_grad = t._requires_grad
+            else:
+                self._t = t
+                self._data = None
+
+    def unpack(self, owner=None, output_nr=0):
+        if self._released:
+            raise RuntimeError(_FREED_MSG)
+        if self._unpack is not None:
+            return self._unpack(self._packed)
+        if self._vc[0] != self._version:
+            t = self._t
+            desc = (f"[ember.{(t.dtype if t is not None else self._dtype).legacy_name}Tensor "
+                    f"[{', '.join(str(s) for s in (t._data.shape if t is not None else self._data.shape))}]]")
+            who = ""
+            if self._is_output and owner is not None:
+                who = f", which is output {output_nr} of {owner.name()},"
+            elif t is not None and t._grad_fn is not None:
+                who = f", which is output {t._output_nr} of {t._grad_fn.name()},"
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an inplace "
+                f"operation: {desc}{who} is at version {self._vc[0]}; expected version {self._version} "
+                f"instead. Hint: enable anomaly detection to find the operation that failed to compute "
+                f"its gradient, with ember.autograd.set_detect_anomaly(True).")
+        if self._t is not None:
+            return self._t
+        out = _make(self._data, self._device, self._dtype)
+        out._vc = self._vc
+        if owner is not None and self._requires_grad:
+            out._requires_grad = True
+            out._grad_fn = owner
+            out._output_nr = output_nr
+        return out
+
+    def release(self):
+        self._released = True
+        self._t = None
+        self._data = None
+        self._packed = None
+
+
+class saved_tensors_hooks:
+    """Context manager: ``pack_hook(tensor) -> obj`` at save, ``unpack_hook(obj) -> tensor`` at use."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        _SavedHooks.stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        _SavedHooks.stack.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    def __init__(self, pin_memory=False):
+        super().__init__(lambda t: (t.device, t.cpu()), lambda p: p[1].to(p[0]))
+
+
+class _Meta:
+    """What backward may need of an unsaved tensor input: its metadata."""
+
+    __slots__ = ("shape", "dtype", "device", "ndim", "requires_grad")
+
+    def __init__(self, t):
+        self.shape = t.shape
+        self.dtype = t.dtype
+        self.device = t.device
+        self.ndim = t._data.ndim
+        self.requires_grad = t._requires_grad
+
+    def size(self, dim=None):
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        return self.shape.numel()
+
+
+# ---------------------------------------------------------------------- op nodes
+class OpNode(Node):
+    """The backward of one registry op; the class name is the op's grad_fn name."""
+
+    __slots__ = ("_op", "_args", "_result", "needs_input_grad", "_released")
+
+    @property
+    def args(self):
+        if self._released:
+            raise RuntimeError(_FREED_MSG)
+        return tuple(_unpack_arg(a, self) for a in self._args)
+
+    @property
+    def result(self):
+        r = self._result
+        if r is None:
+            raise RuntimeError(f"{self.name()} did not save its result")
+        if type(r) is tuple:
+            return tuple(s.unpack(self, i) if s is not None else None for i, s in enumerate(r))
+        return r.unpack(self, 0)
+
+    @property
+    def next_functions(self):
+        hidden = self._op.scalar_overload
+        edges = self.next_edges
+        if hidden:
+            keep = []
+            for k, i in enumerate(self._op.grad_params):
+                if i in hidden and not isinstance(self._args[i], (SavedTensor, _Meta, list)):
+                    continue
+                keep.append(edges[k])
+            edges = keep
+        return tuple((e[0], e[1]) if e is not None else (None, 0) for e in edges)
+
+    # torch exposes saved values as _saved_<name>
+    def __getattr__(self, name):
+        if name.startswith("_saved_"):
+            pname = name[len("_saved_"):]
+            for p, a in zip(self._op.params, self.args):
+                if p.name == pname:
+                    return a
+            if pname == "result":
+                return self.result
+        raise AttributeError(name)
+
+    def apply(self, grads):
+        g = grads[0] if self._n_out == 1 else tuple(grads)
+        res = self._op.backward(self, g)
+        if type(res) is not tuple:
+            res = (res,)
+        flat = []
+        for gp, r in zip(self._op.grad_params, res):
+            if self._op.params[gp].kind == 2:  # Tensor[]
+                n = len(self._args[gp])
+                flat.extend(r if r is not None else [None] * n)
+            else:
+                flat.append(r)
+        return flat
+
+    def release(self):
+        self._released = True
+        for a in self._args:
+            if type(a) is SavedTensor:
+                a.release()
+            elif type(a) is list:
+                for x in a:
+                    if type(x) is SavedTensor:
+                        x.release()
+        r = self._result
+        if r is not None:
+            if type(r) is tuple:
+                for s in r:
+                    if s is not None:
+                        s.release()
+            else:
+                r.release()
+
+
+def _unpack_arg(a, node):
+    t = type(a)
+    if t is SavedTensor:
+        return a.unpack()
+    if t is list:
+        return [x.unpack() if type(x) is SavedTensor else x for x in a]
+    return a
+
+
+class AccumulateGrad(Node):
+    """Sink of a leaf: adds the incoming gradient into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__()
+        self.variable = variable
+        self._in_meta = ((variable.shape, variable.dtype, variable.device),)
+
+    def apply(self, grads):
+        raise RuntimeError("AccumulateGrad is run by the engine")
+
+
+def gradient_edge(t):
+    """The (node, input_nr) a gradient for ``t`` flows into, or None."""
+    if t._diff_view:
+        refresh_view_grad_fn(t)
+    fn = t._grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    if t._requires_grad:
+        return (accumulate_node(t), 0)
+    return None
+
+
+def accumulate_node(t):
+    ref = t._acc
+    node = ref() if ref is not None else None
+    if node is None:
+        node = AccumulateGrad(t)
+        t._acc = weakref.ref(node)
+    return node
+
+
+def record(op, args, out):
+    """Attach a backward node for ``op(*args) -> out``; called with grad mode on."""
+    edges = []
+    metas = []
+    saved = list(args)
+    save = op.save
+    params = op.params
+    for i in op.grad_params:
+        a = args[i]
+        if params[i].kind == 2:
+            lst = []
+            for x in a:
+                edges.append(gradient_edge(x))
+                metas.append((x.shape, x.dtype, x.device))
+                lst.append(SavedTensor(x) if save is None or params[i].name in save else _Meta(x))
+            saved[i] = lst
+        elif isinstance(a, Tensor):
+            edges.append(gradient_edge(a))
+            metas.append((a.shape, a.dtype, a.device))
+            saved[i] = SavedTensor(a) if save is None or params[i].name in save else _Meta(a)
+        else:
+            edges.append(None)
+            metas.append(None)
+    outs = out if type(out) is tuple else (out,)
+    if op.backward is None:
+        if any(o is not None and o.dtype.is_floating_point for o in outs) \
+                and "nondifferentiable" not in op.tags:
+            raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
+        return out
+    name = op.grad_fn_name
+    if callable(name):
+        name = name(args)
+    node = op.node_class(name)()
+    node.next_edges = tuple(edges)
+    node.needs_input_grad = tuple(e is not None for e in edges)
+    node._in_meta = metas
+    node._op = op
+    node._args = tuple(saved)
+    node._released = False
+    node._n_out = len(outs)
+    node._result = None
+    for k, o in enumerate(outs):
+        if o is not None and o.dtype.is_floating_point:
+            o._requires_grad = True
+            o._grad_fn = node
+            o._output_nr = k
+            if op.is_view:
+                o._diff_view = True
+                o._view_version = o._vc[0]
+    if op.save_result:
+        if type(out) is tuple:
+            node._result = tuple(SavedTensor(o, True) if o is not None else None for o in outs)
+        else:
+            node._result = SavedTensor(out, True)
+    return out
+
+
+# ---------------------------------------------------------------------- in-place + views
+def inplace_with_autograd(op, args):
+    """``self.op_(*rest)`` when autograd must record it.
+
+    The functional op runs on an alias of ``self`` that holds a copy of its
+    current data and its current autograd edge, so the backward node sees the
+    pre-mutation value; then the result is written into ``self`` and ``self``'s
+    history is rebased onto the new node. When ``self`` is a view of a tensor
+    that needs grad, the base's history is rebased through a CopySlices node.
+    """
+    from ..ops.registry import write_into, dispatch
+    self = args[0]
+    if self._requires_grad and self._grad_fn is None and not self._diff_view:
+        raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base if self._diff_view else None
+    if base is not None and base._requires_grad and base._grad_fn is None:
+        raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
+                           "operation.")
+    orig = _make(self._data.copy(), self.device, self.dtype)
+    edge = gradient_edge(self)
+    if edge is not None:
+        orig._requires_grad = True
+        if isinstance(edge[0], AccumulateGrad):
+            # self is a leaf that does not require grad (handled above otherwise)
+            orig._acc = weakref.ref(edge[0])
+        else:
+            orig._grad_fn, orig._output_nr = edge
+    res = dispatch(op.functional, (orig,) + tuple(args[1:]))
+    write_into(self, res, op.name)
+    if not res._requires_grad:
+        return self
+    if base is None:
+        self._grad_fn = res._grad_fn
+        self._output_nr = res._output_nr
+        self._requires_grad = True
+        return self
+    # self is a differentiable view: rebase the base through CopySlices.
+    old_edge = gradient_edge(base)
+    cs = CopySlices(base, self)
+    cs.next_edges = (old_edge, (res._grad_fn, res._output_nr))
+    cs._in_meta = ((base.shape, base.dtype, base.device), (self.shape, self.dtype, self.device))
+    base._grad_fn = cs
+    base._output_nr = 0
+    base._requires_grad = True
+    self._requires_grad = True
+    self._view_version = -1  # force refresh: self now reads the new base
+    refresh_view_grad_fn(self)
+    return self
+
+
+def _geometry(t):
+    return (tuple(t._data.shape), t.stride(), t.storage_offset())
+
+
+class CopySlices(Node):
+    """Backward of writing into a view of ``base``: the view's region of the
+    incoming gradient goes to the written value, the rest to the old base."""
+
+    __slots__ = ("base_geom", "view_geom")
+
+    def __init__(self, base, view):
+        super().__init__()
+        self.base_geom = _geometry(base)
+        self.view_geom = _geometry(view)
+
+    def apply(self, grads):
+        from ..ops import api
+        g = grads[0]
+        if g is None:
+            return [None, None]
+        bsize, bstride, boff = self.base_geom
+        vsize, vstride, voff = self.view_geom
+        g_value = api._as_strided_from_geometry(g, self.base_geom, self.view_geom)
+        g_base = api._as_strided_zero_region(g, self.base_geom, self.view_geom)
+        return [g_base, g_value]
+
+
+class AsStridedViewNode(Node):
+    """Backward of a view whose base was modified in place since it was made:
+    the gradient is scattered into the base's geometry (AsStridedBackward0)."""
+
+    __slots__ = ("base_geom", "view_geom")
+
+    def __init__(self, base, view):
+        super().__init__()
+        self.base_geom = _geometry(base)
+        self.view_geom = _geometry(view)
+
+    def apply(self, grads):
+        from ..ops import api
+        g = grads[0]
+        if g is None:
+            return [None]
+        return [api._as_strided_scatter_grad(g, self.base_geom, self.view_geom)]
+
+
+def refresh_view_grad_fn(t):
+    """Regenerate a differentiable view's grad_fn if its base changed in place."""
+    vc = t._vc
+    if vc is None or t._view_version == vc[0]:
+        return
+    base = t._base
+    if base is None or not base._requires_grad:
+        return
+    node = type("AsStridedBackward0", (AsStridedViewNode,), {"__slots__": ()})(base, t)
+    node.next_edges = (gradient_edge(base),)
+    node._in_meta = ((base.shape, base.dtype, base.device),)
+    t._grad_fn = node
+    t._output_nr = 0
+    t._view_version = vc[0]
+
+
+# ---------------------------------------------------------------------- tensor hooks
+def register_tensor_hook(t, hook):
+    if not t._requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    fn = t.grad_fn
+    if fn is None:
+        if t._hooks is None:
+            t._hooks = {}
+        return _Handle(t._hooks, hook)
+    if fn._tensor_pre_hooks is None:
+        fn._tensor_pre_hooks = {}
+    store = fn._tensor_pre_hooks.setdefault(t._output_nr, {})
+    return _Handle(store, hook)
+
+
+def register_post_accumulate_hook(t, hook):
+    if t.grad_fn is not None:
+        raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+    if t._post_acc_hooks is None:
+        t._post_acc_hooks = {}
+    return _Handle(t._post_acc_hooks, hook)
+
+
+def install_retain_grad(t):
+    fn = t.grad_fn
+    ref = weakref.ref(t)
+    if fn._retain_grad_hooks is None:
+        fn._retain_grad_hooks = {}
+
+    def retain(grad):
+        tt = ref()
+        if tt is None:
+            return
+        if tt._grad is None:
+            tt._grad = _make(grad._data.copy(), grad.device, grad.dtype)
+        else:
+            tt._grad = tt._grad + grad
+    fn._retain_grad_hooks[t._output_nr] = retain
+    t._retains_grad = True

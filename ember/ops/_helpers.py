@@ -1,0 +1,148 @@
+"""Helpers shared by op kernels, meta functions and derivative formulas.
+
+Kernels see backend arrays (numpy/cupy) and Python scalars, never Tensors;
+formulas see Tensors. Both need PyTorch's promotion and dim handling, which
+live here once.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import types as _t
+from ..types import from_numpy_dtype
+
+_SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def is_scalar(x):
+    return isinstance(x, _SCALAR_TYPES)
+
+
+# ---------------------------------------------------------------------- promotion (arrays)
+def result_dtype(*xs):
+    """PyTorch promotion over arrays (ndim>0 / 0-d tiers) and Python scalars."""
+    dims, zero, scal = [], [], []
+    for x in xs:
+        if x is None:
+            continue
+        if isinstance(x, _SCALAR_TYPES):
+            scal.append(x)
+        elif x.ndim == 0:
+            zero.append(from_numpy_dtype(x.dtype))
+        else:
+            dims.append(from_numpy_dtype(x.dtype))
+    return _t.result_type_from(dims, zero, scal)
+
+
+def cast(x, dt):
+    """Cast an array to ember dtype ``dt`` (no copy if already); scalars pass through."""
+    if isinstance(x, _SCALAR_TYPES):
+        if dt.category == 0:
+            return bool(x)
+        if dt.category == 1 and isinstance(x, (float, np.floating)):
+            return x
+        return x
+    if x.dtype != dt.np:
+        return x.astype(dt.np)
+    return x
+
+
+def float_dtype_for(dt):
+    """The dtype a float-only op (exp, sqrt, ...) computes in for input dtype ``dt``."""
+    return dt if dt.is_floating_point else _t.get_default_dtype()
+
+
+def to_array(xp, x, dt):
+    """An array of dtype ``dt`` for a scalar or array."""
+    if isinstance(x, _SCALAR_TYPES):
+        return xp.asarray(x, dtype=dt.np)
+    return cast(x, dt)
+
+
+def binary_kernel(npname, *, float_only=False, out_bool=False):
+    """Kernel for a promoting binary pointwise op named ``npname`` in the array namespace."""
+    def kernel(xp, a, b):
+        dt = result_dtype(a, b)
+        if float_only and not dt.is_floating_point:
+            dt = _t.get_default_dtype()
+        a = to_array(xp, a, dt)
+        b = to_array(xp, b, dt)
+        out = getattr(xp, npname)(a, b)
+        return xp.asarray(out)
+    kernel.__name__ = f"{npname}_kernel"
+    return kernel
+
+
+def unary_float_kernel(fn):
+    """Kernel for a float-valued unary op: ints/bools compute in the default float dtype."""
+    def kernel(xp, a):
+        dt = from_numpy_dtype(a.dtype)
+        if not dt.is_floating_point:
+            a = a.astype(_t.get_default_dtype().np)
+        return xp.asarray(fn(xp, a))
+    kernel.__name__ = getattr(fn, "__name__", "unary_kernel")
+    return kernel
+
+
+# ---------------------------------------------------------------------- dims
+def wrap_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not isinstance(dim, numbers.Integral):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+def wrap_dims(dims, ndim):
+    """Normalize ``dim`` arguments (int, list, tuple or None=all) to a sorted tuple."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, numbers.Integral):
+        dims = (dims,)
+    out = tuple(sorted({wrap_dim(d, ndim) for d in dims}))
+    if len(out) != len(tuple(dims)):
+        raise RuntimeError(f"dim {list(dims)} appears multiple times in the list of dims")
+    return out
+
+
+def broadcast_shapes(*shapes):
+    try:
+        return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
+    except ValueError:
+        a, b = shapes[0], shapes[1] if len(shapes) > 1 else shapes[0]
+        for i in range(1, min(len(a), len(b)) + 1):
+            if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
+                raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b "
+                                   f"({b[-i]}) at non-singleton dimension {max(len(a), len(b)) - i}") from None
+        raise RuntimeError(f"shapes {[list(s) for s in shapes]} cannot be broadcast together") from None
+
+
+# ---------------------------------------------------------------------- formulas
+def sum_to(grad, shape):
+    """Reduce a broadcast gradient back to ``shape`` (the inverse of broadcasting)."""
+    shape = tuple(shape)
+    gshape = tuple(grad.shape)
+    if gshape == shape:
+        return grad
+    lead = len(gshape) - len(shape)
+    dims = list(range(lead))
+    for i, s in enumerate(shape):
+        if s == 1 and gshape[lead + i] != 1:
+            dims.append(lead + i)
+    if dims:
+        grad = grad.sum(dims, keepdim=True)
+    if lead:
+        grad = grad.reshape(shape)
+    elif tuple(grad.shape) != shape:
+        grad = grad.reshape(shape)
+    return grad
+
+
+def grad_for(g, x):
+    """``g`` reduced to ``x``'s shape, or None when x is not a Tensor (a scalar arg)."""
+    if x is None or isinstance(x, _SCALAR_TYPES):
+        return None
+    return sum_to(g, x.shape)

@@ -1,0 +1,457 @@
+"""Creation ops: tensor, zeros/ones/full/empty (+ _like), arange, linspace, eye,
+and the random family (rand, randn, randint, randperm, normal_, uniform_, ...).
+
+Factories with ``*size`` varargs are thin Python entry points that normalise
+their arguments and call one registry record (``full``, ``_random``, ...).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from .. import random as _random
+from .. import types as _t
+from ..tensor import Tensor, _make
+from . import api
+from ._helpers import is_scalar
+from .registry import defop
+
+
+def _size_args(size, fn="zeros"):
+    """zeros(2, 3), zeros((2, 3)), zeros([2, 3]), zeros(ember.Size(...))."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if isinstance(s, Tensor):
+            s = int(s.item())
+        if not isinstance(s, numbers.Integral) or isinstance(s, bool):
+            raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, but found element of type "
+                            f"{type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"Trying to create tensor with negative dimension {s}: {list(size)}")
+        out.append(int(s))
+    return tuple(out)
+
+
+def _dt(dtype, default=None):
+    if dtype is None:
+        return default if default is not None else _t.get_default_dtype()
+    return _t.as_dtype(dtype)
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _scalar_dtype(v):
+    cat = _t.scalar_category(v)
+    return _t.default_for_category(cat)
+
+
+# ---------------------------------------------------------------------- full / zeros / ones / empty
+@defop("full(int[] size, Scalar fill_value, *, ScalarType? dtype=None, Device? device=None) -> Tensor",
+       method=False, tags=("nondifferentiable",))
+def full(xp, size, fill_value, dtype=None, device=None):
+    dt = _dt(dtype, _scalar_dtype(fill_value))
+    return xp.full(tuple(size), fill_value, dtype=dt.np)
+
+
+_full = full.binding
+
+
+def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None, layout=None,
+                pin_memory=False):
+    if isinstance(size, numbers.Integral):
+        size = (size,)
+    size = _size_args(tuple(size), "full")
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    return _finish(_full(size, fill_value, dtype=None if dtype is None else _t.as_dtype(dtype),
+                         device=device), requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    return _finish(_full(_size_args(size, "zeros"), 0.0 if _dt(dtype).is_floating_point else 0,
+                         dtype=_dt(dtype), device=device), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    return _finish(_full(_size_args(size, "ones"), 1, dtype=_dt(dtype), device=device), requires_grad)
+
+
+@defop("empty(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor", method=False,
+       tags=("nondifferentiable",))
+def _empty(xp, size, dtype=None, device=None):
+    return xp.empty(tuple(size), dtype=_dt(dtype).np)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
+          memory_format=None):
+    return _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
+
+
+def _like(fn):
+    def like(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{fn.__name__}_like(): argument 'input' must be Tensor, not {type(input).__name__}")
+        return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, device=device or input.device,
+                  requires_grad=requires_grad)
+    like.__name__ = fn.__name__ + "_like"
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+
+
+def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
+              memory_format=None):
+    return _full_entry(tuple(input.shape), fill_value, dtype=dtype or input.dtype,
+                       device=device or input.device, requires_grad=requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
+    return _full_entry((), s, dtype=dtype or _t.get_default_dtype(), device=device,
+                       requires_grad=requires_grad)
+
+
+def scalar_tensor_like(s, like):
+    """A 0-d tensor for a Python number on ``like``'s device, typed as a wrapped number."""
+    if isinstance(s, Tensor):
+        return s
+    return _full((), s, dtype=_scalar_dtype(s), device=like.device)
+
+
+# ---------------------------------------------------------------------- tensor()
+def _infer_array(data):
+    if isinstance(data, Tensor):
+        return data._data.copy(), data.dtype, data.device
+    if isinstance(data, np.ndarray):
+        return data.copy(), _t.from_numpy_dtype(data.dtype), None
+    if isinstance(data, (np.generic,)):
+        arr = np.asarray(data)
+        return arr, _t.from_numpy_dtype(arr.dtype), None
+    if isinstance(data, (list, tuple)):
+        data = _flatten_tensors(data)
+    try:
+        arr = np.array(data)
+    except ValueError as e:
+        raise ValueError(f"expected sequence of equal-length lists to build a tensor ({e})") from None
+    if arr.dtype == object:
+        raise TypeError(f"Could not infer dtype of {type(data).__name__}: expected numbers or nested lists "
+                        "of numbers")
+    if arr.dtype.kind == "f":
+        dt = _t.get_default_dtype()
+    elif arr.dtype.kind in "iu":
+        dt = _t.int64
+    elif arr.dtype.kind == "b":
+        dt = _t.bool_
+    elif arr.dtype.kind == "c":
+        raise TypeError("complex tensors are not supported by ember")
+    else:
+        raise TypeError(f"Could not infer dtype of {type(data).__name__}")
+    return arr, dt, None
+
+
+def _flatten_tensors(data):
+    if isinstance(data, Tensor):
+        if data._data.ndim == 0:
+            return data.item()
+        return data.tolist()
+    if isinstance(data, (list, tuple)):
+        return [_flatten_tensors(d) for d in data]
+    return data
+
+
+def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """Copy ``data`` (number, nested lists, numpy array, Tensor) into a new leaf tensor."""
+    arr, dt, dev = _infer_array(data)
+    if dtype is not None:
+        dt = _t.as_dtype(dtype)
+    arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
+    dev = _t.as_device(device) if device is not None else (dev or _t.cpu)
+    if dev.type == "cuda":
+        from .registry import xp_of
+        arr = xp_of(dev).asarray(arr)
+    out = _make(arr, dev, dt)
+    if requires_grad:
+        if not dt.is_floating_point:
+            raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
+        out._requires_grad = True
+    return out
+
+
+def as_tensor(data, dtype=None, device=None):
+    if isinstance(data, Tensor):
+        out = data
+        if dtype is not None or device is not None:
+            out = out.to(dtype=dtype, device=device)
+        return out
+    if isinstance(data, np.ndarray) and (dtype is None or _t.as_dtype(dtype).np == data.dtype) \
+            and (device is None or _t.as_device(device).type == "cpu"):
+        return from_numpy(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(arr):
+    """Share ``arr``'s memory (writes through in both directions)."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(arr).__name__})")
+    if any(s < 0 for s in arr.strides):
+        raise ValueError("At least one stride in the given numpy array is negative, and tensors with "
+                         "negative strides are not currently supported. (You can probably work around "
+                         "this by making a copy of your array  with array.copy().)")
+    if any(s % arr.itemsize for s in arr.strides):
+        raise ValueError("given numpy array strides not a multiple of the element byte size. Copy the "
+                         "numpy array to reallocate the memory.")
+    return _make(arr, _t.cpu)
+
+
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    if copy:
+        return tensor(obj, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _finish(as_tensor(obj, dtype=dtype, device=device), requires_grad)
+
+
+# ---------------------------------------------------------------------- ranges
+def _num(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    start, end, step = _num(start), _num(end), _num(step)
+    if end is None:
+        start, end = 0, start
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    if (end - start) / step < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    if dtype is None:
+        dtype = _t.get_default_dtype() if any(isinstance(v, (float, np.floating)) for v in (start, end, step)) \
+            else _t.int64
+    dt = _t.as_dtype(dtype)
+    n = int(math.ceil((end - start) / step))
+    arr = (start + np.arange(n, dtype=np.float64 if dt.is_floating_point or not all(
+        isinstance(v, numbers.Integral) for v in (start, step)) else np.int64) * step)
+    return _finish(tensor(arr.astype(dt.np), dtype=dt, device=device), requires_grad)
+
+
+def range_(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
+    return arange(start, end + step / 2 if step > 0 else end + step / 2, step, dtype=dtype or
+                  _t.get_default_dtype(), device=device, requires_grad=requires_grad)
+
+
+def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    start, end = _num(start), _num(end)
+    if steps < 0:
+        raise RuntimeError("number of steps must be non-negative")
+    dt = _dt(dtype)
+    if steps == 1:
+        arr = np.array([start], dtype=np.float64)
+    else:
+        step = (end - start) / (steps - 1)
+        i = np.arange(steps, dtype=np.float64)
+        half = steps // 2
+        arr = np.where(i < half, start + step * i, end - step * (steps - 1 - i))
+    if not dt.is_floating_point:
+        arr = np.trunc(arr)
+    return _finish(tensor(arr.astype(dt.np), dtype=dt, device=device), requires_grad)
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    lin = linspace(start, end, steps, dtype=_t.float64)
+    return _finish(tensor(np.power(base, lin._data).astype(_dt(dtype).np), dtype=_dt(dtype), device=device),
+                   requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if m is None:
+        m = n
+    dt = _dt(dtype)
+    return _finish(tensor(np.eye(n, m, dtype=dt.np), dtype=dt, device=device), requires_grad)
+
+
+# ---------------------------------------------------------------------- random
+def _gen(generator):
+    return generator if generator is not None else _random.default_generator
+
+
+def _rand_array(kind, size, dt, generator=None, **kw):
+    g = _gen(generator)._np
+    if kind == "uniform":
+        a = g.random(size, dtype=np.float64)
+        lo, hi = kw.get("low", 0.0), kw.get("high", 1.0)
+        if (lo, hi) != (0.0, 1.0):
+            a = lo + (hi - lo) * a
+    elif kind == "normal":
+        a = g.standard_normal(size, dtype=np.float64)
+        mean, std = kw.get("mean", 0.0), kw.get("std", 1.0)
+        if (mean, std) != (0.0, 1.0):
+            a = mean + std * a
+    elif kind == "randint":
+        a = g.integers(kw["low"], kw["high"], size=size, dtype=np.int64)
+    elif kind == "exponential":
+        a = g.exponential(1.0 / kw.get("lambd", 1.0), size=size)
+    elif kind == "bernoulli":
+        a = g.random(size) < kw["p"]
+    else:
+        raise ValueError(kind)
+    return a.astype(dt.np)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    dt = _dt(dtype)
+    return _finish(tensor(_rand_array("uniform", _size_args(size, "rand"), dt, generator), dtype=dt,
+                          device=device), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    dt = _dt(dtype)
+    return _finish(tensor(_rand_array("normal", _size_args(size, "randn"), dt, generator), dtype=dt,
+                          device=device), requires_grad)
+
+
+def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
+            out=None, layout=None):
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint() missing required argument 'size'")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    if isinstance(high, (tuple, list)):
+        low, high, size = 0, low, high
+    if high <= low:
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
+    dt = _dt(dtype, _t.int64)
+    return _finish(tensor(_rand_array("randint", _size_args((size,), "randint"), dt, generator, low=low,
+                                      high=high), dtype=dt, device=device), requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    dt = _dt(dtype, _t.int64)
+    return _finish(tensor(_gen(generator)._np.permutation(n).astype(dt.np), dtype=dt, device=device),
+                   requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                requires_grad=requires_grad)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
+                 requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
+           out=None):
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        m = mean if isinstance(mean, Tensor) else None
+        s = std if isinstance(std, Tensor) else None
+        shape = np.broadcast_shapes(*(tuple(x.shape) for x in (m, s) if x is not None))
+        like = m if m is not None else s
+        z = randn(shape, dtype=like.dtype, device=like.device, generator=generator)
+        return z * std + mean
+    if size is None:
+        raise TypeError("normal() with float mean and std needs a size")
+    return randn(*((size,) if not isinstance(size, (tuple, list)) else (tuple(size),)), generator=generator,
+                 dtype=dtype, device=device, requires_grad=requires_grad) * std + mean
+
+
+@defop("_random(Tensor self, str kind, float a=0.0, float b=1.0, Generator? generator=None) -> Tensor",
+       method=False, function=False, inplace=True, tags=("random", "nondeterministic"))
+def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
+    dt = _t.from_numpy_dtype(self.dtype)
+    if kind == "uniform":
+        arr = _rand_array("uniform", self.shape, dt, generator, low=a, high=b)
+    elif kind == "normal":
+        arr = _rand_array("normal", self.shape, dt, generator, mean=a, std=b)
+    elif kind == "random":
+        arr = _rand_array("randint", self.shape, dt, generator, low=int(a), high=int(b))
+    elif kind == "bernoulli":
+        arr = _rand_array("bernoulli", self.shape, dt, generator, p=a)
+    elif kind == "exponential":
+        arr = _rand_array("exponential", self.shape, dt, generator, lambd=a)
+    else:
+        raise ValueError(f"unknown random kind {kind!r}")
+    return xp.asarray(arr)
+
+
+@_random_op.derivative(save=())
+def _random_bw(ctx, g):
+    return (g * 0,)
+
+
+def _random_entry(kind):
+    def fn(self, a=0.0, b=1.0, *, generator=None):
+        return _random_op.inplace_variant.binding(self, kind, a, b, generator)
+    return fn
+
+
+def uniform_(self, a=0.0, b=1.0, *, generator=None, **kw):
+    a, b = kw.get("from", a), kw.get("to", b)
+    return _random_op.inplace_variant.binding(self, "uniform", a, b, generator)
+
+
+def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    return _random_op.inplace_variant.binding(self, "normal", mean, std, generator)
+
+
+def random_(self, from_=0, to=None, *, generator=None):
+    if to is None:
+        from_, to = 0, from_ if from_ else 2 ** 24
+    return _random_op.inplace_variant.binding(self, "random", from_, to, generator)
+
+
+def bernoulli_(self, p=0.5, *, generator=None):
+    return _random_op.inplace_variant.binding(self, "bernoulli", float(p), 0.0, generator)
+
+
+def exponential_(self, lambd=1.0, *, generator=None):
+    return _random_op.inplace_variant.binding(self, "exponential", lambd, 0.0, generator)
+
+
+def bernoulli(input, p=None, *, generator=None):
+    probs = input if p is None else full_like(input, p)
+    u = rand(tuple(probs.shape), dtype=probs.dtype, device=probs.device, generator=generator)
+    return (u < probs).to(probs.dtype)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    p = input.detach()._data.astype(np.float64)
+    g = _gen(generator)._np
+    rows = p.reshape(-1, p.shape[-1])
+    out = np.stack([g.choice(rows.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in rows])
+    return tensor(out.reshape(p.shape[:-1] + (num_samples,)), dtype=_t.int64)
+
+
+# ---------------------------------------------------------------------- export
+for _name, _fn in dict(zeros=zeros, ones=ones, empty=empty, full=_full_entry, zeros_like=zeros_like,
+                       ones_like=ones_like, empty_like=empty_like, full_like=full_like, tensor=tensor,
+                       as_tensor=as_tensor, from_numpy=from_numpy, asarray=asarray, arange=arange,
+                       linspace=linspace, logspace=logspace, eye=eye, rand=rand, randn=randn,
+                       randint=randint, randperm=randperm, rand_like=rand_like, randn_like=randn_like,
+                       randint_like=randint_like, normal=normal, bernoulli=bernoulli,
+                       multinomial=multinomial, scalar_tensor=scalar_tensor,
+                       scalar_tensor_like=scalar_tensor_like).items():
+    setattr(api, _name, _fn)
+api.range = range_
+
+for _name, _fn in dict(uniform_=uniform_, normal_=normal_, random_=random_, bernoulli_=bernoulli_,
+                       exponential_=exponential_).items():
+    setattr(Tensor, _name, _fn)
+Tensor.bernoulli = bernoulli
+Tensor.multinomial = multinomial

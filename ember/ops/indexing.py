@@ -1,0 +1,1 @@
+"""Op family: indexing (records register on import)."""

@@ -1,0 +1,1 @@
+"""Op family: linalg (records register on import)."""

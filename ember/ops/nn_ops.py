@@ -1,0 +1,1 @@
+"""Op family: nn_ops (records register on import)."""

@@ -1,0 +1,522 @@
+"""The operator registry, which is the dispatcher.
+
+Every operator is one ``OpDef`` record, made by ``defop(schema, ...)``:
+
+* ``schema``      ``"mul(Tensor self, Tensor|Scalar other) -> Tensor"``: argument
+                  names, defaults, which arguments are tensors;
+* ``kernel``      ``kernel(xp, *args)`` over backend arrays (``xp`` is numpy or
+                  cupy, so one body usually serves both devices);
+* ``meta``        output metadata from input metadata (fake tensors use it);
+* ``backward``    the derivative formula ``backward(ctx, grad)`` written in ember
+                  ops (so it is differentiable again); ``ctx.args`` are the
+                  call's arguments with saved tensors unpacked, ``ctx.result``
+                  the saved output, ``ctx.needs_input_grad`` one flag per
+                  tensor argument. It returns one gradient per tensor argument
+                  (a list for a ``Tensor[]`` argument, None where there is none);
+* ``decomp``      the decomposition into prims (filled in by ember.prims);
+* ``tags``        pointwise, reduction, view, inplace, random, nondeterministic,
+                  data_dependent, nondifferentiable, composite.
+
+A *composite* op has no kernel: its implementation is Python over other ember
+ops, whose records give it autograd and meta for free.
+
+A call goes: override protocol (``__ember_function__``, used by fx proxies)
+→ Autograd (record a Node when grad mode is on and an input requires grad)
+→ the mode stack (fake tensors, tracing, ...) → the backend kernel.
+
+The public bindings (``ember.mul``, ``Tensor.mul``, ``Tensor.mul_``) are
+generated from the schema as plain Python functions with the exact
+signature, so binding arguments costs no ``inspect`` machinery per call.
+"""
+from __future__ import annotations
+
+import ast
+import numbers
+import re
+
+import numpy as np
+
+from .. import types as _t
+from .._state import STATE
+from ..tensor import Tensor, _make
+
+OPS: dict[str, "OpDef"] = {}
+
+_REQUIRED = object()
+_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
+
+# Argument kinds.
+K_TENSOR, K_TENSOR_OR_SCALAR, K_TENSOR_LIST, K_OTHER = range(4)
+
+
+class Param:
+    __slots__ = ("name", "type", "kind", "optional", "default", "kwonly")
+
+    def __init__(self, name, typ, default, kwonly):
+        self.name = name
+        self.type = typ
+        self.optional = typ.endswith("?")
+        base = typ.rstrip("?")
+        if base == "Tensor":
+            self.kind = K_TENSOR
+        elif base == "Tensor|Scalar":
+            self.kind = K_TENSOR_OR_SCALAR
+        elif base == "Tensor[]":
+            self.kind = K_TENSOR_LIST
+        else:
+            self.kind = K_OTHER
+        self.default = default
+        self.kwonly = kwonly
+
+
+_SCHEMA_RE = re.compile(r"^\s*(\w+)\((.*)\)\s*(?:->\s*(.+))?$")
+
+
+def parse_schema(schema):
+    m = _SCHEMA_RE.match(schema)
+    if not m:
+        raise ValueError(f"bad op schema {schema!r}")
+    name, params_src, returns = m.group(1), m.group(2), (m.group(3) or "Tensor").strip()
+    params = []
+    kwonly = False
+    for part in _split_params(params_src):
+        part = part.strip()
+        if not part:
+            continue
+        if part == "*":
+            kwonly = True
+            continue
+        if "=" in part:
+            decl, default_src = part.split("=", 1)
+            default = _parse_default(default_src.strip())
+        else:
+            decl, default = part, _REQUIRED
+        typ, pname = decl.strip().rsplit(None, 1)
+        params.append(Param(pname, typ.strip(), default, kwonly))
+    return name, params, returns
+
+
+def _split_params(src):
+    out, depth, cur = [], 0, []
+    for ch in src:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _parse_default(src):
+    if src == "None":
+        return None
+    if src in ("True", "False"):
+        return src == "True"
+    return ast.literal_eval(src)
+
+
+class OpDef:
+    """One operator. See the module docstring."""
+
+    def __init__(self, schema, kernel=None, *, tags=(), method=True, function=True,
+                 inplace=False, grad_fn_name=None, save=None, save_result=False,
+                 composite=None, public_name=None, view=False, scalar_overload=()):
+        name, params, returns = parse_schema(schema)
+        self.name = name
+        self.schema = schema
+        self.params = params
+        self.returns = returns
+        self.kernel = kernel
+        self.composite = composite
+        self.meta = None
+        self.backward = None
+        self.decomp = None
+        self.tags = frozenset(tags) | ({"view"} if view else frozenset()) | (
+            {"composite"} if composite is not None else frozenset())
+        self.is_view = "view" in self.tags
+        self.tensor_pos = tuple(i for i, p in enumerate(params) if p.kind in (K_TENSOR, K_TENSOR_OR_SCALAR))
+        self.list_pos = tuple(i for i, p in enumerate(params) if p.kind == K_TENSOR_LIST)
+        # tensor-ish params in schema order: what backward returns one entry for
+        self.grad_params = tuple(i for i, p in enumerate(params) if p.kind != K_OTHER)
+        self.device_pos = next((i for i, p in enumerate(params) if p.name == "device"), None)
+        self.save = save            # names of tensor params to save (None = all)
+        # Tensor|Scalar params for which PyTorch has a Scalar overload: a Python
+        # number there makes no edge in next_functions (pow(x, 2) has one edge).
+        self.scalar_overload = tuple(i for i, p in enumerate(params) if p.name in scalar_overload)
+        self.save_result = save_result
+        self.grad_fn_name = grad_fn_name or (_camel(name) + "Backward0")
+        self.inplace_variant = None
+        self.functional = None      # for an in-place variant: the functional op
+        self.method = method
+        self.function = function
+        self.public_name = public_name or name
+        self.binding = _make_binding(self, dispatch_composite if composite is not None else dispatch)
+        self._node_classes = {}
+        if inplace:
+            self._make_inplace()
+
+    # -- registration helpers (decorators) --------------------------------
+    def derivative(self, fn=None, *, save=None, save_result=None):
+        def deco(f):
+            self.backward = f
+            if save is not None:
+                self.save = tuple(save)
+            if save_result is not None:
+                self.save_result = save_result
+            return f
+        return deco(fn) if fn is not None else deco
+
+    def meta_fn(self, fn):
+        self.meta = fn
+        return fn
+
+    def decomposition(self, fn):
+        self.decomp = fn
+        return fn
+
+    def _make_inplace(self):
+        ip = OpDef.__new__(OpDef)
+        ip.__dict__.update(self.__dict__)
+        ip.name = self.name + "_"
+        ip.public_name = self.public_name + "_"
+        ip.tags = self.tags | {"inplace"}
+        ip.functional = self
+        ip.inplace_variant = None
+        ip.method = self.method
+        ip.function = False
+        ip._node_classes = {}
+        ip.binding = _make_binding(ip, dispatch_inplace)
+        self.inplace_variant = ip
+
+    def node_class(self, name=None):
+        name = name or self.grad_fn_name
+        if callable(name):
+            raise TypeError
+        cls = self._node_classes.get(name)
+        if cls is None:
+            from ..autograd.graph import OpNode
+            cls = type(name, (OpNode,), {"__slots__": ()})
+            self._node_classes[name] = cls
+        return cls
+
+    # -- the backend kernel ------------------------------------------------
+    def run(self, args):
+        """Run the kernel on backend arrays and wrap the result(s)."""
+        xargs = list(args)
+        dev = None
+        for i in self.tensor_pos:
+            a = xargs[i]
+            if isinstance(a, Tensor):
+                xargs[i] = a._data
+                d = a.device
+                if dev is None or dev is d:
+                    dev = d
+                elif a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu":
+                    _device_mismatch(self, dev, d)
+        for i in self.list_pos:
+            lst = xargs[i]
+            arrs = []
+            for a in lst:
+                d = a.device
+                if dev is None:
+                    dev = d
+                elif d is not dev:
+                    _device_mismatch(self, dev, d)
+                arrs.append(a._data)
+            xargs[i] = arrs
+        if self.device_pos is not None and xargs[self.device_pos] is not None:
+            dev = _t.as_device(xargs[self.device_pos])
+            xargs[self.device_pos] = dev
+        if dev is None:
+            dev = _t.cpu
+        xp = xp_of(dev)
+        out = self.kernel(xp, *xargs)
+        if type(out) is tuple:
+            res = tuple(_wrap(o, dev, xp) for o in out)
+            if self.is_view:
+                for o in res:
+                    _mark_view(o, args[self.tensor_pos[0]])
+            return res
+        res = _wrap(out, dev, xp)
+        if self.is_view:
+            _mark_view(res, args[self.tensor_pos[0]])
+        return res
+
+    def __repr__(self):
+        return f"<ember op {self.name}: {self.schema}>"
+
+    def __call__(self, *args, **kwargs):
+        return self.binding(*args, **kwargs)
+
+
+def _wrap(o, dev, xp):
+    if isinstance(o, Tensor):
+        return o
+    if not isinstance(o, np.ndarray):
+        if o is None:
+            return None
+        o = xp.asarray(o)
+    return _make(o, dev)
+
+
+def _mark_view(out, src):
+    base = src._base if src._base is not None else src
+    vc = base._vc
+    if vc is None:
+        vc = base._vc = [0]
+    out._base = base
+    out._vc = vc
+
+
+def _camel(name):
+    return "".join(p[:1].upper() + p[1:] for p in name.strip("_").split("_"))
+
+
+def _device_mismatch(op, a, b):
+    raise RuntimeError(f"Expected all tensors to be on the same device, but found at least two "
+                       f"devices, {a} and {b}! (when checking arguments for {op.name})")
+
+
+# ---------------------------------------------------------------------- xp
+_XP = {}
+
+
+def xp_of(dev):
+    xp = _XP.get(dev)
+    if xp is None:
+        if dev.type == "cpu":
+            xp = np
+        elif dev.type == "cuda":
+            from ..runtime.cuda import cupy_module
+            xp = cupy_module(dev)
+        else:
+            raise RuntimeError(f"ember cannot run kernels on device '{dev}'")
+        _XP[dev] = xp
+    return xp
+
+
+# ---------------------------------------------------------------------- bindings
+def _make_binding(op, dispatcher):
+    pieces, names, ns = [], [], {"_dispatch": dispatcher, "_op": op}
+    star = False
+    for i, p in enumerate(op.params):
+        if p.kwonly and not star:
+            pieces.append("*")
+            star = True
+        if p.default is _REQUIRED:
+            pieces.append(p.name)
+        else:
+            ns[f"_d{i}"] = p.default
+            pieces.append(f"{p.name}=_d{i}")
+        names.append(p.name)
+    fname = op.public_name
+    body = ", ".join(names) + ("," if len(names) == 1 else "")
+    src = f"def {fname}({', '.join(pieces)}):\n    return _dispatch(_op, ({body}))\n"
+    exec(compile(src, f"<ember op {op.name}>", "exec"), ns)
+    fn = ns[fname]
+    fn.__module__ = "ember"
+    fn.__qualname__ = fname
+    fn.__doc__ = f"{op.schema}"
+    fn._ember_op = op
+    return fn
+
+
+# ---------------------------------------------------------------------- dispatch
+def _check_args(op, args):
+    """Validate tensor arguments; returns (requires_grad, override) ."""
+    req = False
+    params = op.params
+    for i in op.tensor_pos:
+        a = args[i]
+        if isinstance(a, Tensor):
+            if a._requires_grad:
+                req = True
+            continue
+        p = params[i]
+        if a is None:
+            if p.optional:
+                continue
+        elif p.kind == K_TENSOR_OR_SCALAR and isinstance(a, _SCALARS):
+            continue
+        if hasattr(type(a), "__ember_function__"):
+            return req, True
+        _bad_arg(op, i, a)
+    for i in op.list_pos:
+        lst = args[i]
+        if not isinstance(lst, (list, tuple)):
+            if hasattr(type(lst), "__ember_function__"):
+                return req, True
+            _bad_arg(op, i, lst)
+        for a in lst:
+            if isinstance(a, Tensor):
+                if a._requires_grad:
+                    req = True
+            elif hasattr(type(a), "__ember_function__"):
+                return req, True
+            else:
+                raise TypeError(f"{op.public_name}(): argument '{params[i].name}' (position {i + 1}) "
+                                f"must be tuple of Tensors, not {type(a).__name__}")
+    return req, False
+
+
+def _bad_arg(op, i, a):
+    p = op.params[i]
+    want = "Tensor" if p.kind == K_TENSOR else "Tensor or Number" if p.kind == K_TENSOR_OR_SCALAR \
+        else "tuple of Tensors"
+    raise TypeError(f"{op.public_name}(): argument '{p.name}' (position {i + 1}) must be {want}, "
+                    f"not {type(a).__name__}")
+
+
+def _override(op, args):
+    overloaded = []
+    for i in op.tensor_pos + op.list_pos:
+        a = args[i]
+        items = a if isinstance(a, (list, tuple)) else (a,)
+        for x in items:
+            t = type(x)
+            if hasattr(t, "__ember_function__") and t not in overloaded:
+                overloaded.append(t)
+    for t in overloaded:
+        r = t.__ember_function__(op.binding, tuple(overloaded), args, {})
+        if r is not NotImplemented:
+            return r
+    raise TypeError(f"no implementation of {op.public_name} found for types {overloaded}")
+
+
+def dispatch(op, args):
+    """The full dispatch path of a kernel op."""
+    req, ovr = _check_args(op, args)
+    if ovr:
+        return _override(op, args)
+    if req and STATE.grad_enabled:
+        return _autograd(op, args)
+    if STATE.modes:
+        return _mode_dispatch(op, args)
+    return op.run(args)
+
+
+def dispatch_composite(op, args):
+    req, ovr = _check_args(op, args)
+    if ovr:
+        return _override(op, args)
+    if STATE.modes:
+        for m in reversed(STATE.modes):
+            keep = getattr(m, "keep_composite", None)
+            if keep is not None and keep(op):
+                return _mode_dispatch(op, args)
+    return op.composite(*args)
+
+
+def below_autograd(op, args):
+    """What runs under the Autograd key: the mode stack, then the kernel."""
+    if STATE.modes:
+        return _mode_dispatch(op, args)
+    return op.run(args)
+
+
+def _mode_dispatch(op, args):
+    modes = STATE.modes
+    mode = modes.pop()
+    try:
+        return mode.__ember_dispatch__(op, args)
+    finally:
+        modes.append(mode)
+
+
+def _autograd(op, args):
+    st = STATE
+    st.grad_enabled = False
+    try:
+        out = below_autograd(op, args)
+    finally:
+        st.grad_enabled = True
+    from ..autograd.graph import record
+    return record(op, args, out)
+
+
+def dispatch_inplace(op, args):
+    """In-place variant: run the functional op, write into ``self``, bump its version."""
+    from ..autograd.graph import inplace_with_autograd
+    req, ovr = _check_args(op, args)
+    if ovr:
+        return _override(op, args)
+    self = args[0]
+    if req and STATE.grad_enabled:
+        return inplace_with_autograd(op, args)
+    if STATE.modes:
+        return _mode_dispatch(op, args)
+    return run_inplace(op, args)
+
+
+def run_inplace(op, args):
+    """Kernel path of an in-place op (no autograd): functional kernel + copy into self."""
+    self = args[0]
+    res = op.functional.run(args)
+    write_into(self, res, op.name)
+    return self
+
+
+def write_into(self, res, opname):
+    if not _t.can_cast(res.dtype, self.dtype):
+        raise RuntimeError(f"result type {res.dtype.legacy_name} can't be cast to the desired output "
+                           f"type {self.dtype.legacy_name}")
+    if tuple(res._data.shape) != tuple(self._data.shape):
+        try:
+            shape = np.broadcast_shapes(res._data.shape, self._data.shape)
+        except ValueError:
+            shape = None
+        if shape != tuple(self._data.shape):
+            raise RuntimeError(f"output with shape {list(self._data.shape)} doesn't match the broadcast "
+                               f"shape {list(shape) if shape else list(res._data.shape)}")
+    data = self._data
+    if data.ndim == 0 and isinstance(data, np.ndarray):
+        data[()] = res._data.astype(data.dtype, copy=False)
+    else:
+        xp = xp_of(self.device)
+        xp.copyto(data, res._data, casting="unsafe")
+    vc = self._vc
+    if vc is None:
+        vc = self._vc = [0]
+    vc[0] += 1
+
+
+# ---------------------------------------------------------------------- registration
+def defop(schema, **kw):
+    """Decorator: ``@defop("exp(Tensor self) -> Tensor", tags=("pointwise",))`` over a kernel."""
+    def deco(kernel):
+        op = OpDef(schema, kernel, **kw)
+        register(op)
+        return op
+    return deco
+
+
+def defcomposite(schema, **kw):
+    """Decorator for an op implemented in other ember ops."""
+    def deco(fn):
+        op = OpDef(schema, composite=fn, **kw)
+        register(op)
+        return op
+    return deco
+
+
+def register(op):
+    if op.name in OPS:
+        raise ValueError(f"op {op.name!r} registered twice")
+    OPS[op.name] = op
+    if op.inplace_variant is not None:
+        OPS[op.inplace_variant.name] = op.inplace_variant
+    from . import api
+    if op.function:
+        setattr(api, op.public_name, op.binding)
+    if op.method:
+        setattr(Tensor, op.public_name, op.binding)
+        if op.inplace_variant is not None:
+            setattr(Tensor, op.inplace_variant.public_name, op.inplace_variant.binding)
+    if op.inplace_variant is not None:
+        setattr(api, op.inplace_variant.public_name, op.inplace_variant.binding)
+    return op

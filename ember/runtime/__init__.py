@@ -1,0 +1,1 @@
+"""ember.runtime: devices, kernel loading and launching, caches, timers."""

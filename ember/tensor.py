@@ -1,0 +1,748 @@
+"""Tensor and Parameter.
+
+A Tensor owns a backend array (numpy on cpu, cupy on cuda). Views are
+backend views of the same memory; ``_base`` names the tensor that owns the
+storage and ``_vc`` (a one-element list) is the version counter a view
+shares with its base. Every in-place op bumps it, and saved tensors compare
+it at backward time.
+
+Only the four fields every tensor needs are slots. Autograd fields live in
+the instance ``__dict__`` with class-level defaults, so a tensor that never
+meets autograd costs four attribute writes to make.
+
+Operator methods (``add``, ``sum``, ``view``, ...) are attached to the class
+by ``ember.ops`` from the registry: nothing here knows about individual ops
+except the Python operator protocol, which forwards to them.
+"""
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+
+from . import types as _t
+from ._state import STATE
+from .types import Size, device as _device_cls, cpu as _cpu
+
+
+class Tensor:
+    __slots__ = ("_data", "dtype", "device", "_vc", "__dict__", "__weakref__")
+
+    # autograd / view defaults (overridden per instance when set)
+    _requires_grad = False
+    _grad = None
+    _grad_fn = None
+    _output_nr = 0
+    _base = None
+    _view_version = 0
+    _acc = None            # weakref to this leaf's AccumulateGrad node
+    _hooks = None          # leaf hooks (run before accumulation)
+    _post_acc_hooks = None
+    _retains_grad = False
+    _is_param = False
+    _fake = False
+    _diff_view = False     # a view made by a differentiable view op (not detach())
+
+    # ------------------------------------------------------------------ creation
+    def __new__(cls, *args, **kwargs):
+        # Legacy constructor: ember.Tensor([1., 2.]) / ember.Tensor(2, 3).
+        self = object.__new__(cls)
+        if args or kwargs:
+            device = kwargs.pop("device", None)
+            if kwargs:
+                raise TypeError(f"Tensor() got unexpected keyword arguments {sorted(kwargs)}")
+            if len(args) == 1 and not isinstance(args[0], numbers.Integral):
+                arr = np.asarray(args[0], dtype=_t.get_default_dtype().np)
+            else:
+                if not all(isinstance(a, numbers.Integral) for a in args):
+                    raise TypeError("Tensor(*sizes) expects integer sizes")
+                arr = np.empty(tuple(int(a) for a in args), dtype=_t.get_default_dtype().np)
+            self._data = np.asarray(arr, order="C")
+        else:
+            self._data = np.empty((0,), dtype=_t.get_default_dtype().np)
+        self.dtype = _t.from_numpy_dtype(self._data.dtype)
+        self.device = _cpu if device is None else _t.as_device(device)
+        self._vc = None
+        return self
+
+    def __init__(self, *args, **kwargs):
+        pass
+
+    # ------------------------------------------------------------------ metadata
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        return int(self._data.size)
+
+    nelement = numel
+
+    def element_size(self):
+        return self.dtype.itemsize
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.numel() * self.dtype.itemsize
+
+    def stride(self, dim=None):
+        isz = self._data.itemsize
+        st = tuple(s // isz for s in self._data.strides)
+        if dim is None:
+            return st
+        return st[_wrap_dim(dim, self._data.ndim)]
+
+    def data_ptr(self):
+        return _data_ptr(self._data)
+
+    def storage_offset(self):
+        root = self._base if self._base is not None else self
+        return (_data_ptr(self._data) - _data_ptr(root._data)) // self._data.itemsize
+
+    def is_contiguous(self, memory_format=None):
+        d = self._data
+        if d.size <= 1:
+            return True
+        expected = 1
+        isz = d.itemsize
+        for n, s in zip(reversed(d.shape), reversed(d.strides)):
+            if n != 1 and s != expected * isz:
+                return False
+            expected *= n
+        return True
+
+    def is_floating_point(self):
+        return self.dtype.is_floating_point
+
+    def is_complex(self):
+        return False
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def is_cpu(self):
+        return self.device.type == "cpu"
+
+    @property
+    def is_meta(self):
+        return self.device.type == "meta"
+
+    @property
+    def layout(self):
+        return "strided"
+
+    @property
+    def is_sparse(self):
+        return False
+
+    @property
+    def _version(self):
+        vc = self._vc
+        return 0 if vc is None else vc[0]
+
+    def _bump_version(self):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        vc[0] += 1
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __hash__(self):
+        return id(self)
+
+    # ------------------------------------------------------------------ autograd
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, flag):
+        flag = bool(flag)
+        if self._grad_fn is not None and not flag:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a "
+                "computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach().")
+        if flag and not self.dtype.is_floating_point:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = flag
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def grad_fn(self):
+        if self._diff_view and self._requires_grad:
+            from .autograd.graph import refresh_view_grad_fn
+            refresh_view_grad_fn(self)
+        return self._grad_fn
+
+    @property
+    def grad(self):
+        g = self._grad
+        if g is None and self._grad_fn is not None and not self._retains_grad:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. Its "
+                ".grad attribute won't be populated during autograd.backward(). If you indeed want "
+                "the .grad field to be populated for a non-leaf Tensor, use .retain_grad() on the "
+                "non-leaf Tensor.", UserWarning, stacklevel=2)
+        return g
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of type "
+                                f"{type(value).__name__}")
+            if tuple(value.shape) != tuple(self.shape):
+                raise RuntimeError(f"assigned grad has data of a different size: expected "
+                                   f"{list(self.shape)}, got {list(value.shape)}")
+            if value.dtype is not self.dtype:
+                raise RuntimeError("assigned grad has data of a different type")
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    def retain_grad(self):
+        if not self._requires_grad:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self.grad_fn is None:
+            return
+        if self._retains_grad:
+            return
+        from .autograd.graph import install_retain_grad
+        install_retain_grad(self)
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    def register_hook(self, hook):
+        from .autograd.graph import register_tensor_hook
+        return register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        from .autograd.graph import register_post_accumulate_hook
+        return register_post_accumulate_hook(self, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        from .autograd import backward
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def detach(self):
+        out = _alias(self)
+        return out
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        self._grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        out = _alias(self)
+        out._vc = None  # .data does not share the version counter (unlike detach())
+        return out
+
+    @data.setter
+    def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"data must be a Tensor, got {type(value).__name__}")
+        self._data = value._data
+        self.dtype = value.dtype
+        self.device = value.device
+
+    # ------------------------------------------------------------------ conversion
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
+        return _host(self._data).reshape(()).item() if self.dtype is not _t.bfloat16 else float(
+            _host(self._data).reshape(()).astype(np.float32))
+
+    def tolist(self):
+        arr = _host(self._data)
+        if self.dtype is _t.bfloat16 or self.dtype is _t.float16:
+            arr = arr.astype(np.float64)
+        return arr.tolist()
+
+    def numpy(self, *, force=False):
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
+                               "Use tensor.detach().numpy() instead.")
+        if self.device.type != "cpu":
+            if not force:
+                raise TypeError(f"can't convert {self.device.type}:{self.device.index} device type tensor "
+                                "to numpy. Use Tensor.cpu() to copy the tensor to host memory first.")
+            return _host(self._data)
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.dtype is _t.bool_ or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is ambiguous")
+        return bool(self.item())
+
+    def __complex__(self):
+        return complex(self.item())
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return format(self.item(), spec)
+        return object.__format__(self, spec)
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        from .ops import api
+        return iter(api.unbind(self, 0))
+
+    def __reversed__(self):
+        from .ops import api
+        return iter(api.flip(self, (0,)).unbind(0))
+
+    def __contains__(self, element):
+        return bool((self == element).any().item())
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        if self._grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol at the moment.")
+        out = type(self).__new__(type(self))
+        out._data = self._data.copy()
+        out.dtype = self.dtype
+        out.device = self.device
+        out._vc = None
+        out._requires_grad = self._requires_grad
+        if self._grad is not None:
+            import copy as _copy
+            out._grad = _copy.deepcopy(self._grad, memo)
+        memo[id(self)] = out
+        return out
+
+    def __reduce_ex__(self, proto):
+        raise RuntimeError("ember tensors are not picklable; use ember.save / ember.load, which "
+                           "never unpickle code")
+
+    def __repr__(self, *, tensor_contents=None):
+        from ._tensor_str import repr_of
+        return repr_of(self)
+
+    def __str__(self):
+        return self.__repr__()
+
+    def __setstate__(self, state):  # pragma: no cover - pickling is disabled
+        raise RuntimeError("ember tensors are not picklable")
+
+    # ------------------------------------------------------------------ devices / dtypes
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; copy=, non_blocking=."""
+        dtype = kwargs.pop("dtype", None)
+        device = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+        for a in args:
+            if isinstance(a, Tensor):
+                device, dtype = a.device, a.dtype
+            elif isinstance(a, _t.dtype):
+                dtype = a
+            elif isinstance(a, (str, _device_cls)):
+                device = a
+            elif isinstance(a, bool):
+                pass
+            elif isinstance(a, type) or isinstance(a, np.dtype):
+                dtype = _t.as_dtype(a)
+            else:
+                raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
+        from .ops import api
+        return api._to_copy_if_needed(self, dtype=None if dtype is None else _t.as_dtype(dtype),
+                                      device=None if device is None else _t.as_device(device),
+                                      copy=copy)
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None, non_blocking=False):
+        return self.to("cuda" if device is None else _t.device("cuda", device) if isinstance(device, int)
+                       else device)
+
+    def type(self, dtype=None, non_blocking=False):
+        if dtype is None:
+            return f"{_t.PUBLIC_PREFIX}{self.dtype.legacy_name}Tensor"
+        if isinstance(dtype, str) and dtype.endswith("Tensor"):
+            legacy = dtype.rsplit(".", 1)[-1][:-len("Tensor")]
+            for d in _t.ALL_DTYPES:
+                if d.legacy_name == legacy:
+                    return self.to(d)
+            raise ValueError(f"invalid type: {dtype!r}")
+        return self.to(_t.as_dtype(dtype))
+
+    def float(self):
+        return self.to(_t.float32)
+
+    def double(self):
+        return self.to(_t.float64)
+
+    def half(self):
+        return self.to(_t.float16)
+
+    def bfloat16(self):
+        return self.to(_t.bfloat16)
+
+    def int(self):
+        return self.to(_t.int32)
+
+    def long(self):
+        return self.to(_t.int64)
+
+    def short(self):
+        return self.to(_t.int16)
+
+    def char(self):
+        return self.to(_t.int8)
+
+    def byte(self):
+        return self.to(_t.uint8)
+
+    def bool(self):
+        return self.to(_t.bool_)
+
+    def type_as(self, other):
+        return self.to(other.dtype)
+
+    # ------------------------------------------------------------------ Python operators
+    # Each forwards to the registry binding attached by ember.ops (kept as
+    # explicit methods so tracebacks name the operator a user wrote).
+    def __add__(self, other):
+        return _api.add(self, other)
+
+    def __radd__(self, other):
+        return _api.add(self, other)
+
+    def __iadd__(self, other):
+        return _api.add_(self, other)
+
+    def __sub__(self, other):
+        return _api.sub(self, other)
+
+    def __rsub__(self, other):
+        return _api.rsub(self, other)
+
+    def __isub__(self, other):
+        return _api.sub_(self, other)
+
+    def __mul__(self, other):
+        return _api.mul(self, other)
+
+    def __rmul__(self, other):
+        return _api.mul(self, other)
+
+    def __imul__(self, other):
+        return _api.mul_(self, other)
+
+    def __truediv__(self, other):
+        return _api.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _api.rdiv(self, other)
+
+    def __itruediv__(self, other):
+        return _api.div_(self, other)
+
+    def __floordiv__(self, other):
+        return _api.floor_divide(self, other)
+
+    def __rfloordiv__(self, other):
+        return _api.floor_divide(_api.scalar_tensor_like(other, self), self)
+
+    def __ifloordiv__(self, other):
+        return _api.floor_divide_(self, other)
+
+    def __mod__(self, other):
+        return _api.remainder(self, other)
+
+    def __rmod__(self, other):
+        return _api.remainder(_api.scalar_tensor_like(other, self), self)
+
+    def __imod__(self, other):
+        return _api.remainder_(self, other)
+
+    def __pow__(self, other):
+        return _api.pow(self, other)
+
+    def __rpow__(self, other):
+        return _api.pow(_api.scalar_tensor_like(other, self), self)
+
+    def __ipow__(self, other):
+        return _api.pow_(self, other)
+
+    def __matmul__(self, other):
+        return _api.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _api.matmul(other, self)
+
+    def __neg__(self):
+        return _api.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _api.abs(self)
+
+    def __invert__(self):
+        return _api.bitwise_not(self)
+
+    def __and__(self, other):
+        return _api.bitwise_and(self, other)
+
+    def __rand__(self, other):
+        return _api.bitwise_and(self, other)
+
+    def __iand__(self, other):
+        return _api.bitwise_and_(self, other)
+
+    def __or__(self, other):
+        return _api.bitwise_or(self, other)
+
+    def __ror__(self, other):
+        return _api.bitwise_or(self, other)
+
+    def __ior__(self, other):
+        return _api.bitwise_or_(self, other)
+
+    def __xor__(self, other):
+        return _api.bitwise_xor(self, other)
+
+    def __rxor__(self, other):
+        return _api.bitwise_xor(self, other)
+
+    def __ixor__(self, other):
+        return _api.bitwise_xor_(self, other)
+
+    def __lshift__(self, other):
+        return _api.bitwise_left_shift(self, other)
+
+    def __rshift__(self, other):
+        return _api.bitwise_right_shift(self, other)
+
+    def __eq__(self, other):
+        return _api.eq(self, other)
+
+    def __ne__(self, other):
+        return _api.ne(self, other)
+
+    def __lt__(self, other):
+        return _api.lt(self, other)
+
+    def __le__(self, other):
+        return _api.le(self, other)
+
+    def __gt__(self, other):
+        return _api.gt(self, other)
+
+    def __ge__(self, other):
+        return _api.ge(self, other)
+
+    def __getitem__(self, index):
+        return _api.getitem(self, index)
+
+    def __setitem__(self, index, value):
+        _api.setitem(self, index, value)
+
+    @property
+    def T(self):
+        if self._data.ndim > 2:
+            warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their shape "
+                          "is deprecated", UserWarning, stacklevel=2)
+        return _api.permute(self, tuple(range(self._data.ndim - 1, -1, -1)))
+
+    @property
+    def mT(self):
+        return _api.transpose(self, -2, -1)
+
+    @property
+    def H(self):
+        return self.T
+
+    @property
+    def mH(self):
+        return self.mT
+
+    # new_* factories
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        return _api.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
+                           requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        return _api.zeros(*size, dtype=dtype or self.dtype, device=device or self.device,
+                          requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        return _api.ones(*size, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        return _api.empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+                          requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        return _api.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
+                         requires_grad=requires_grad)
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as a parameter. Shares ``data``'s storage."""
+
+    _is_param = True
+
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = Tensor()
+        if not isinstance(data, Tensor):
+            raise TypeError(f"Parameter expects a Tensor, got {type(data).__name__}")
+        self = object.__new__(cls)
+        self._data = data._data
+        self.dtype = data.dtype
+        self.device = data.device
+        self._vc = None
+        if requires_grad:
+            self.requires_grad = True
+        return self
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+    def __deepcopy__(self, memo):
+        if id(self) in memo:
+            return memo[id(self)]
+        out = Parameter(Tensor.__deepcopy__(Tensor._alias_of(self), {}), self._requires_grad)
+        memo[id(self)] = out
+        return out
+
+    @staticmethod
+    def _alias_of(t):
+        return _alias(t)
+
+
+# ---------------------------------------------------------------------- helpers
+_new = object.__new__
+
+
+def _make(arr, device=_cpu, dtype=None):
+    """Wrap a backend array as a fresh tensor (the kernels' output path)."""
+    t = _new(Tensor)
+    t._data = arr
+    t.dtype = dtype if dtype is not None else _t.from_numpy_dtype(arr.dtype)
+    t.device = device
+    t._vc = None
+    return t
+
+
+def _alias(t):
+    """A new leaf tensor sharing ``t``'s storage and version counter (detach())."""
+    out = _new(Tensor)
+    out._data = t._data
+    out.dtype = t.dtype
+    out.device = t.device
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    out._vc = vc
+    base = t._base
+    out._base = base if base is not None else t
+    if t._fake:
+        out._fake = True
+        out.__dict__.update({k: v for k, v in t.__dict__.items() if k.startswith("_fake_")})
+    return out
+
+
+def _data_ptr(arr):
+    try:
+        return arr.__array_interface__["data"][0]
+    except AttributeError:
+        return arr.data.ptr  # cupy
+
+
+def _host(arr):
+    if isinstance(arr, np.ndarray):
+        return arr
+    return arr.get()  # cupy
+
+
+def _wrap_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], "
+                         f"but got {dim})")
+    return dim + n if dim < 0 else dim
+
+
+class _LazyApi:
+    """``ember.ops.api`` resolved on first use (tensor.py is imported first)."""
+
+    def __getattr__(self, name):
+        from .ops import api
+        globals()["_api"] = api
+        return getattr(api, name)
+
+
+_api = _LazyApi()

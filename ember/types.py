@@ -1,0 +1,311 @@
+"""dtypes, devices, Size and PyTorch's type-promotion rules.
+
+Everything here is metadata: no arrays are touched. Kernels ask this module
+which numpy dtype to compute in, and meta functions ask it which ember dtype
+an op produces, so eager kernels and fake tensors always agree.
+"""
+from __future__ import annotations
+
+import builtins
+
+import ml_dtypes
+import numpy as np
+
+# Name printed before dtypes (``ember.float32``) and sizes (``ember.Size``).
+PUBLIC_PREFIX = "ember."
+
+
+class dtype:
+    """A tensor element type. Instances are singletons (compare with ``is``)."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex",
+                 "is_signed", "category", "_legacy")
+
+    def __init__(self, name, np_dtype, category, legacy):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        # 0 bool, 1 integer, 2 floating: the order promotion walks in.
+        self.category = category
+        self.is_floating_point = category == 2
+        self.is_complex = False
+        self.is_signed = name not in ("uint8", "bool")
+        self._legacy = legacy  # "Float" in "ember.FloatTensor" (error messages)
+
+    def __repr__(self):
+        return PUBLIC_PREFIX + self.name
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+    @property
+    def is_signed_(self):  # pragma: no cover - alias kept for symmetry
+        return self.is_signed
+
+    def to_real(self):
+        return self
+
+    @property
+    def legacy_name(self):
+        return self._legacy
+
+
+bool_ = dtype("bool", np.bool_, 0, "Bool")
+uint8 = dtype("uint8", np.uint8, 1, "Byte")
+int8 = dtype("int8", np.int8, 1, "Char")
+int16 = dtype("int16", np.int16, 1, "Short")
+int32 = dtype("int32", np.int32, 1, "Int")
+int64 = dtype("int64", np.int64, 1, "Long")
+float16 = dtype("float16", np.float16, 2, "Half")
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2, "BFloat16")
+float32 = dtype("float32", np.float32, 2, "Float")
+float64 = dtype("float64", np.float64, 2, "Double")
+
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+FLOAT_DTYPES = (float16, bfloat16, float32, float64)
+INT_DTYPES = (uint8, int8, int16, int32, int64)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32,
+                long=int64)
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+
+
+def _dtype_by_name(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype) -> dtype:
+    """The ember dtype of a numpy dtype; a clear error for ones ember lacks."""
+    try:
+        return _BY_NP[np_dtype]
+    except KeyError:
+        d = np.dtype(np_dtype)
+        if d in _BY_NP:
+            return _BY_NP[d]
+        raise TypeError(
+            f"can't convert np.ndarray of type {d}. The only supported types are: "
+            "float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8, and bool."
+        ) from None
+
+
+def as_dtype(d) -> dtype:
+    """Accept an ember dtype, a numpy dtype, a Python type or a name."""
+    if isinstance(d, dtype):
+        return d
+    if d is builtins.float:
+        return get_default_dtype()
+    if d is builtins.int:
+        return int64
+    if d is builtins.bool:
+        return bool_
+    if isinstance(d, str):
+        name = d[len(PUBLIC_PREFIX):] if d.startswith(PUBLIC_PREFIX) else d
+        if name in _BY_NAME:
+            return _BY_NAME[name]
+    try:
+        return from_numpy_dtype(np.dtype(d))
+    except TypeError:
+        raise
+    except Exception:
+        raise TypeError(f"dtype must be an ember.dtype, got {d!r}") from None
+
+
+# --------------------------------------------------------------------------
+# default dtype
+_default_float = [float32]
+
+
+def get_default_dtype() -> dtype:
+    return _default_float[0]
+
+
+def set_default_dtype(d) -> None:
+    d = as_dtype(d)
+    if not d.is_floating_point:
+        raise TypeError(f"only floating-point types are supported as the default type, got {d}")
+    _default_float[0] = d
+
+
+# --------------------------------------------------------------------------
+# promotion
+def _promote_pair(a: dtype, b: dtype) -> dtype:
+    if a is b:
+        return a
+    if a.category != b.category:
+        return a if a.category > b.category else b
+    if a.category == 2:
+        if {a, b} == {float16, bfloat16}:
+            return float32
+        return a if a.itemsize > b.itemsize else b
+    if a.category == 1:
+        # uint8 with a signed type needs a signed type that holds 0..255.
+        if a is uint8 or b is uint8:
+            other = b if a is uint8 else a
+            return int16 if other is int8 else other
+        return a if a.itemsize > b.itemsize else b
+    return a
+
+
+_PROMOTE = {(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES}
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    return _PROMOTE[(a, b)]
+
+
+def scalar_category(x) -> int:
+    if isinstance(x, builtins.bool) or isinstance(x, np.bool_):
+        return 0
+    if isinstance(x, (builtins.int, np.integer)):
+        return 1
+    if isinstance(x, (builtins.float, np.floating)):
+        return 2
+    if isinstance(x, complex):
+        raise TypeError("complex numbers are not supported by ember")
+    raise TypeError(f"expected a number, got {type(x).__name__}")
+
+
+_DEFAULT_FOR_CATEGORY = {0: bool_, 1: int64}
+
+
+def default_for_category(cat: int) -> dtype:
+    return get_default_dtype() if cat == 2 else _DEFAULT_FOR_CATEGORY[cat]
+
+
+def result_type_from(dims, zero_dims, scalars) -> dtype:
+    """PyTorch's three-tier promotion.
+
+    ``dims``: dtypes of tensors with ndim > 0; ``zero_dims``: dtypes of 0-d
+    tensors; ``scalars``: Python numbers. A lower tier only matters when it
+    is of a higher category (bool < int < float) than the tiers above it.
+    """
+    result = None
+    for d in dims:
+        result = d if result is None else _PROMOTE[(result, d)]
+    zd = None
+    for d in zero_dims:
+        zd = d if zd is None else _PROMOTE[(zd, d)]
+    if zd is not None:
+        if result is None or zd.category > result.category:
+            result = zd
+    cat = -1
+    for s in scalars:
+        c = scalar_category(s)
+        if c > cat:
+            cat = c
+    if cat >= 0:
+        if result is None or cat > result.category:
+            result = default_for_category(cat)
+    if result is None:
+        raise TypeError("result_type needs at least one tensor or number")
+    return result
+
+
+def can_cast(frm: dtype, to: dtype) -> bool:
+    """PyTorch's rule for in-place results: no category demotion."""
+    return frm.category <= to.category
+
+
+# --------------------------------------------------------------------------
+# devices
+class device:
+    """``ember.device('cpu')`` or ``ember.device('cuda', 0)``.
+
+    ``xp`` is the array namespace the device's kernels run on (numpy for cpu,
+    cupy for cuda), so one kernel body serves both.
+    """
+
+    __slots__ = ("type", "index")
+    _cache: dict = {}
+
+    def __new__(cls, type_or_str="cpu", index=None):
+        if isinstance(type_or_str, device):
+            return type_or_str
+        if isinstance(type_or_str, builtins.int):
+            type_or_str, index = "cuda", type_or_str
+        if not isinstance(type_or_str, str):
+            raise TypeError(f"device() expected a string or device, got {type(type_or_str).__name__}")
+        s = type_or_str
+        if ":" in s:
+            s, idx = s.split(":", 1)
+            if index is not None:
+                raise RuntimeError(f"device string {type_or_str!r} already has an index")
+            try:
+                index = builtins.int(idx)
+            except ValueError:
+                raise RuntimeError(f"Invalid device string: '{type_or_str}'") from None
+        if s not in ("cpu", "cuda", "meta"):
+            raise RuntimeError(
+                f"Expected one of cpu, cuda, meta device type at start of device string: {type_or_str}")
+        if s == "cuda" and index is None:
+            index = 0
+        key = (s, index)
+        obj = cls._cache.get(key)
+        if obj is None:
+            obj = object.__new__(cls)
+            object.__setattr__(obj, "type", s)
+            object.__setattr__(obj, "index", index)
+            cls._cache[key] = obj
+        return obj
+
+    def __setattr__(self, k, v):
+        raise AttributeError("ember.device is immutable")
+
+    def __repr__(self):
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self):
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except RuntimeError:
+                return False
+        return self is other
+
+    def __hash__(self):
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (self.type, self.index))
+
+
+cpu = device("cpu")
+
+
+def as_device(d) -> device:
+    if d is None:
+        return cpu
+    return device(d)
+
+
+class Size(tuple):
+    """A tuple of ints that prints like ``ember.Size([2, 3])``."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"{PUBLIC_PREFIX}Size([{', '.join(str(s) for s in self)}])"
+
+    __str__ = __repr__
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __getitem__(self, item):
+        r = tuple.__getitem__(self, item)
+        return Size(r) if isinstance(item, slice) else r
+
+    def __add__(self, other):
+        return Size(tuple.__add__(self, tuple(other)))
+
+    def __radd__(self, other):
+        return Size(tuple(other) + tuple(self))
