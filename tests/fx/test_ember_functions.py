@@ -25,7 +25,7 @@ def program(ns):
 
 
 def to_np(t):
-    return np.asarray(t.numpy() if hasattr(t, "numpy") else t)
+    return np.asarray(t.detach().numpy() if hasattr(t, "numpy") else t)
 
 
 def test_traced_ember_program_matches_eager():
