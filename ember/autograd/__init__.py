@@ -6,6 +6,7 @@ from .function import Function, FunctionCtx, InplaceFunction, once_differentiabl
 from .grad_mode import (enable_grad, inference_mode, is_grad_enabled, is_inference_mode_enabled,
                         no_grad, set_grad_enabled)
 from .graph import Node, saved_tensors_hooks, save_on_cpu
+from .gradcheck import gradcheck, gradgradcheck, GradcheckError
 
 graph.saved_tensors_hooks = saved_tensors_hooks
 graph.Node = Node
