@@ -193,3 +193,33 @@ def test_tracing_restores_module_patches():
 
         fx.symbolic_trace(Bad())
     assert nn.Module.__call__ is call and nn.Module.__dict__.get("__getattr__") is ga
+
+
+def test_module_graph_and_code_match_torch_fx():
+    torch = pytest.importorskip("torch")
+    import torch.fx
+
+    class TBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.linear(x) * 2
+
+    class TNet(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer1 = torch.nn.Sequential(TBlock(), torch.nn.Linear(4, 3))
+            self.scale = torch.nn.Parameter(torch.ones(3))
+            self.register_buffer("shift", torch.zeros(3) + 0.5)
+
+        def forward(self, x):
+            h = self.layer1(x)
+            h = h * self.scale + self.shift
+            return h.sum(dim=-1), h
+
+    ours = fx.symbolic_trace(Net())
+    theirs = torch.fx.symbolic_trace(TNet())
+    assert str(ours.graph) == str(theirs.graph)
+    assert ours.code == theirs.code
