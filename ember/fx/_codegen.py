@@ -210,15 +210,17 @@ def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forwa
 
     params: List[str] = []
     lines: List[str] = []
+    ret_ann = ""
     for node in nodes:
         stmt = None
         if node.op == "placeholder":
             target = node.target
             bare = target.lstrip("*")
+            ann = _annotation(node.type, em)
             if node.args:
-                params.append(f"{target} = {em.emit(node.args[0])}")
+                params.append(f"{target}{ann} = {em.emit(node.args[0])}")
             else:
-                params.append(target)
+                params.append(f"{target}{ann}")
             if node.name != bare:
                 stmt = f"{node.name} = {bare}"
         elif node.op == "get_attr":
@@ -239,6 +241,7 @@ def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forwa
             stmt = _emit_call_function(node, em)
         elif node.op == "output":
             stmt = f"return {em.emit(node.args[0])}"
+            ret_ann = _annotation(node.type, em)
         else:
             raise RuntimeError(f"fx codegen: unknown op {node.op!r}")
 
@@ -254,8 +257,18 @@ def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forwa
     if not lines:
         lines.append("pass")
     body = "".join(f"    {ln}\n" for ln in lines)
-    src = f"\n\n\ndef {fn_name}({', '.join([root_module] + params)}):\n{body}    "
+    ret = f" -> {ret_ann[3:]}" if ret_ann else ""
+    src = f"\n\n\ndef {fn_name}({', '.join([root_module] + params)}){ret}:\n{body}    "
     return PythonCode(src, em.globals)
+
+
+def _annotation(t: Any, em: _Emitter) -> str:
+    """`` : int`` / `` : ember.Tensor`` for plain class annotations. Other
+    annotations (typing generics, strings) are left out of the source: they
+    do not affect execution and are not always re-creatable by name."""
+    if t is None or not isinstance(t, type) or isinstance(t, types.GenericAlias):
+        return ""
+    return f" : {em.callable_name(t)}"
 
 
 def _emit_call_function(node: Node, em: _Emitter) -> str:

@@ -221,6 +221,8 @@ def type_repr(obj: Any) -> str:
     if isinstance(obj, type) and not isinstance(obj, types.GenericAlias):
         if obj.__module__ == "builtins":
             return obj.__qualname__
+        if is_ember_object(obj):
+            return qualified_name(obj)  # ember.Tensor, not ember.tensor.Tensor
         return f"{obj.__module__}.{obj.__qualname__}"
     if obj is ...:
         return "..."

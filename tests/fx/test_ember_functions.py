@@ -94,3 +94,20 @@ def test_inplace_ember_op_is_impure():
     assert g.eliminate_dead_code() is False
     x = ember.zeros(2)
     np.testing.assert_allclose(to_np(compile_graph(g)(x)), [1.0, 1.0])
+
+
+def test_shape_prop_on_ember_tensors():
+    from ember.fx.passes import ShapeProp, TensorMetadata, to_dot
+
+    g = fx.Tracer().trace(program(ember))
+    x, y = ember.randn(2, 3), ember.randn(2, 3, requires_grad=True)
+    ShapeProp(type("R", (), {})(), graph=g).propagate(x, y)
+    meta = {n.name: n.meta.get("tensor_meta") for n in g.nodes}
+    assert isinstance(meta["x"], TensorMetadata)
+    assert meta["x"].shape == (2, 3) and meta["x"].dtype == ember.float32
+    assert meta["x"].stride == (3, 1) and meta["x"].requires_grad is False
+    assert meta["add"].requires_grad is True
+    assert meta["sum_1"].shape == (2,)
+    assert meta["transpose"].shape == (3, 2) and meta["transpose"].stride == (1, 3)
+    assert meta["output"][1].shape == ()
+    assert "(2, 3)" in to_dot(g)

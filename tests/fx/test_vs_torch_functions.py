@@ -62,7 +62,11 @@ def unpack(pair):
     return b, a
 
 
-PROGRAMS = [seed, arith, indexing, reflected, unused_values, kwargs_and_defaults, unpack]
+def annotated(x: float, n: int = 2) -> float:
+    return x * n
+
+
+PROGRAMS = [annotated, seed, arith, indexing, reflected, unused_values, kwargs_and_defaults, unpack]
 
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=lambda f: f.__name__)
