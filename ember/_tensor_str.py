@@ -240,12 +240,11 @@ def _layout(arr: np.ndarray, indent: int, summarize: bool, fmt: _ElementFormatte
     cut = summarize and n > 2 * edge
 
     if arr.ndim == 1:
-        items = arr.tolist()
-        if cut:
-            cells = [fmt.format(v) for v in items[:edge]] + [" ..."] + \
-                    [fmt.format(v) for v in items[n - edge:]]
+        if cut:  # convert only what is shown: a long vector stays cheap
+            cells = [fmt.format(v) for v in arr[:edge].tolist()] + [" ..."] + \
+                    [fmt.format(v) for v in arr[n - edge:].tolist()]
         else:
-            cells = [fmt.format(v) for v in items]
+            cells = [fmt.format(v) for v in arr.tolist()]
         per_line = max(1, (opts.linewidth - indent) // (fmt.width + 2))
         lines = [", ".join(cells[i:i + per_line]) for i in range(0, len(cells), per_line)]
         return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
