@@ -94,4 +94,6 @@ def __getattr__(name):
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile
+    if not name.startswith("_") and hasattr(_api, name):
+        return getattr(_api, name)
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
