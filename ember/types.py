@@ -268,8 +268,8 @@ class device:
                 return False
         return self is other
 
-    def __hash__(self):
-        return hash((self.type, self.index))
+    # devices are interned singletons: identity hashing is exact and fast
+    __hash__ = object.__hash__
 
     def __reduce__(self):
         return (device, (self.type, self.index))

@@ -26,8 +26,18 @@ def _add(a, b):
         return b
     if b is None:
         return a
-    from ..ops import api
-    return api.add(a, b)
+    return _api().add(a, b)
+
+
+_API = []
+
+
+def _api():
+    """ember.ops.api, imported once (the engine is imported before the ops)."""
+    if not _API:
+        from ..ops import api
+        _API.append(api)
+    return _API[0]
 
 
 def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
@@ -207,7 +217,7 @@ def _call_node(node, buf):
     for i, g in enumerate(grads):
         if g is None:
             continue
-        if not isinstance(g, Tensor):
+        if type(g) is not Tensor and not isinstance(g, Tensor):
             raise TypeError(f"function {node.name()} returned a gradient of type {type(g).__name__} "
                             f"at index {i}; expected a Tensor or None")
         if node.next_edges[i] is None:
@@ -215,7 +225,7 @@ def _call_node(node, buf):
             continue
         if metas is not None and metas[i] is not None:
             shape, dtype, device = metas[i]
-            if tuple(g.shape) != tuple(shape):
+            if g._data.shape != shape and tuple(g._data.shape) != tuple(shape):
                 raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
                                    f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
             if g.dtype is not dtype:
@@ -280,8 +290,11 @@ def _make_roots(tensors, grad_tensors, create_graph, fn_name):
             if not t.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
                                    f"{t.dtype}")
-            from ..ops import api
-            g = api.ones_like(t)
+            import numpy as _np
+            if t.device.type == "cpu":
+                g = _make(_np.ones(t._data.shape, dtype=t._data.dtype), t.device, t.dtype)
+            else:
+                g = _api().ones_like(t)
         elif not isinstance(g, Tensor):
             from ..ops import api
             g = api.tensor(g, dtype=t.dtype, device=t.device)

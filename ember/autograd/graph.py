@@ -31,19 +31,23 @@ _FREED_MSG = ("Trying to backward through the graph a second time (or directly a
 class Node:
     """Base of every backward function."""
 
-    __slots__ = ("next_edges", "_seq", "_n_out", "_pre_hooks", "_hooks", "_tensor_pre_hooks",
-                 "_retain_grad_hooks", "_trace", "_in_meta", "metadata", "__weakref__", "__dict__")
+    __slots__ = ("next_edges", "_seq", "_n_out", "_in_meta", "__weakref__", "__dict__")
+
+    # Rarely set; class-level defaults keep node creation cheap.
+    _pre_hooks = None
+    _hooks = None
+    _tensor_pre_hooks = None
+    _retain_grad_hooks = None
+    _trace = None
+    metadata = None
 
     def __init__(self):
         self.next_edges = ()
         self._seq = next(_seq)
         self._n_out = 1
-        self._pre_hooks = None
-        self._hooks = None
-        self._tensor_pre_hooks = None
-        self._retain_grad_hooks = None
         self._in_meta = None
-        self._trace = traceback.format_stack()[:-3] if STATE.anomaly else None
+        if STATE.anomaly:
+            self._trace = traceback.format_stack()[:-3]
 
     def name(self):
         return type(self).__name__
@@ -208,30 +212,47 @@ class save_on_cpu(saved_tensors_hooks):
 class _Meta:
     """What backward may need of an unsaved tensor input: its metadata."""
 
-    __slots__ = ("shape", "dtype", "device", "ndim", "requires_grad")
+    __slots__ = ("_shape", "dtype", "device")
 
-    def __init__(self, t):
-        self.shape = t.shape
-        self.dtype = t.dtype
-        self.device = t.device
-        self.ndim = t._data.ndim
-        self.requires_grad = t._requires_grad
+    def __init__(self, shape, dtype, device):
+        self._shape = shape
+        self.dtype = dtype
+        self.device = device
+
+    @property
+    def shape(self):
+        from ..types import Size
+        return Size(self._shape)
+
+    @property
+    def ndim(self):
+        return len(self._shape)
 
     def size(self, dim=None):
-        return self.shape if dim is None else self.shape[dim]
+        return self.shape if dim is None else self._shape[dim]
 
     def dim(self):
-        return self.ndim
+        return len(self._shape)
 
     def numel(self):
-        return self.shape.numel()
+        n = 1
+        for s in self._shape:
+            n *= s
+        return n
 
 
 # ---------------------------------------------------------------------- op nodes
 class OpNode(Node):
     """The backward of one registry op; the class name is the op's grad_fn name."""
 
-    __slots__ = ("_op", "_args", "_result", "needs_input_grad", "_released")
+    __slots__ = ("_args",)
+    _op = None          # set on each per-op subclass
+    _result = None
+    _released = False
+
+    @property
+    def needs_input_grad(self):
+        return tuple(e is not None for e in self.next_edges)
 
     @property
     def args(self):
@@ -322,7 +343,7 @@ class AccumulateGrad(Node):
     def __init__(self, variable):
         super().__init__()
         self.variable = variable
-        self._in_meta = ((variable.shape, variable.dtype, variable.device),)
+        self._in_meta = ((variable._data.shape, variable.dtype, variable.device),)
 
     def apply(self, grads):
         raise RuntimeError("AccumulateGrad is run by the engine")
@@ -351,6 +372,12 @@ def accumulate_node(t):
 
 def record(op, args, out):
     """Attach a backward node for ``op(*args) -> out``; called with grad mode on."""
+    if op.backward is None:
+        outs = out if type(out) is tuple else (out,)
+        if any(o is not None and o.dtype.is_floating_point for o in outs) \
+                and "nondifferentiable" not in op.tags:
+            raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
+        return out
     edges = []
     metas = []
     saved = list(args)
@@ -358,52 +385,58 @@ def record(op, args, out):
     params = op.params
     for i in op.grad_params:
         a = args[i]
-        if params[i].kind == 2:
+        p = params[i]
+        if p.kind == 2:
             lst = []
             for x in a:
                 edges.append(gradient_edge(x))
-                metas.append((x.shape, x.dtype, x.device))
-                lst.append(SavedTensor(x) if save is None or params[i].name in save else _Meta(x))
+                m = (x._data.shape, x.dtype, x.device)
+                metas.append(m)
+                lst.append(SavedTensor(x) if save is None or p.name in save else _Meta(*m))
             saved[i] = lst
         elif isinstance(a, Tensor):
-            edges.append(gradient_edge(a))
-            metas.append((a.shape, a.dtype, a.device))
-            saved[i] = SavedTensor(a) if save is None or params[i].name in save else _Meta(a)
+            fn = a._grad_fn
+            if fn is not None and not a._diff_view:
+                edges.append((fn, a._output_nr))
+            else:
+                edges.append(gradient_edge(a))
+            m = (a._data.shape, a.dtype, a.device)
+            metas.append(m)
+            saved[i] = SavedTensor(a) if save is None or p.name in save else _Meta(*m)
         else:
             edges.append(None)
             metas.append(None)
-    outs = out if type(out) is tuple else (out,)
-    if op.backward is None:
-        if any(o is not None and o.dtype.is_floating_point for o in outs) \
-                and "nondifferentiable" not in op.tags:
-            raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
-        return out
     name = op.grad_fn_name
-    if callable(name):
+    if type(name) is not str:
         name = name(args)
     node = op.node_class(name)()
     node.next_edges = tuple(edges)
-    node.needs_input_grad = tuple(e is not None for e in edges)
     node._in_meta = metas
-    node._op = op
-    node._args = tuple(saved)
-    node._released = False
-    node._n_out = len(outs)
-    node._result = None
-    for k, o in enumerate(outs):
-        if o is not None and o.dtype.is_floating_point:
-            o._requires_grad = True
-            o._grad_fn = node
-            o._output_nr = k
-            if op.is_view:
-                o._diff_view = True
-                o._view_version = o._vc[0]
-    if op.save_result:
-        if type(out) is tuple:
-            node._result = tuple(SavedTensor(o, True) if o is not None else None for o in outs)
-        else:
+    node._args = saved
+    if type(out) is tuple:
+        node._n_out = len(out)
+        for k, o in enumerate(out):
+            if o is not None and o.dtype.is_floating_point:
+                _set_history(o, node, k, op.is_view)
+        if op.save_result:
+            node._result = tuple(SavedTensor(o, True) if o is not None else None for o in out)
+    else:
+        if out.dtype.is_floating_point:
+            _set_history(out, node, 0, op.is_view)
+        if op.save_result:
             node._result = SavedTensor(out, True)
     return out
+
+
+def _set_history(o, node, k, is_view):
+    d = o.__dict__
+    d["_requires_grad"] = True
+    d["_grad_fn"] = node
+    if k:
+        d["_output_nr"] = k
+    if is_view:
+        d["_diff_view"] = True
+        d["_view_version"] = o._vc[0]
 
 
 # ---------------------------------------------------------------------- in-place + views
@@ -446,7 +479,7 @@ def inplace_with_autograd(op, args):
     old_edge = gradient_edge(base)
     cs = CopySlices(base, self)
     cs.next_edges = (old_edge, (res._grad_fn, res._output_nr))
-    cs._in_meta = ((base.shape, base.dtype, base.device), (self.shape, self.dtype, self.device))
+    cs._in_meta = ((base._data.shape, base.dtype, base.device), (self._data.shape, self.dtype, self.device))
     base._grad_fn = cs
     base._output_nr = 0
     base._requires_grad = True
@@ -512,7 +545,7 @@ def refresh_view_grad_fn(t):
         return
     node = type("AsStridedBackward0", (AsStridedViewNode,), {"__slots__": ()})(base, t)
     node.next_edges = (gradient_edge(base),)
-    node._in_meta = ((base.shape, base.dtype, base.device),)
+    node._in_meta = ((base._data.shape, base.dtype, base.device),)
     t._grad_fn = node
     t._output_nr = 0
     t._view_version = vc[0]

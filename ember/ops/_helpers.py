@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from .. import types as _t
-from ..types import from_numpy_dtype
+from ..types import _BY_NP, from_numpy_dtype
 
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 
@@ -23,6 +23,20 @@ def is_scalar(x):
 # ---------------------------------------------------------------------- promotion (arrays)
 def result_dtype(*xs):
     """PyTorch promotion over arrays (ndim>0 / 0-d tiers) and Python scalars."""
+    if len(xs) == 2:
+        a, b = xs
+        if type(a) is np.ndarray:
+            if type(b) is np.ndarray:
+                if a.dtype == b.dtype:
+                    return _BY_NP[a.dtype]
+            elif type(b) is float:
+                dt = _BY_NP[a.dtype]
+                if dt.category == 2:
+                    return dt
+            elif type(b) is int:
+                dt = _BY_NP[a.dtype]
+                if dt.category >= 1:
+                    return dt
     dims, zero, scal = [], [], []
     for x in xs:
         if x is None:

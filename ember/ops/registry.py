@@ -39,6 +39,9 @@ import numpy as np
 from .. import types as _t
 from .._state import STATE
 from ..tensor import Tensor, _make
+from ..types import _BY_NP
+
+_new = object.__new__
 
 OPS: dict[str, "OpDef"] = {}
 
@@ -200,7 +203,7 @@ class OpDef:
         cls = self._node_classes.get(name)
         if cls is None:
             from ..autograd.graph import OpNode
-            cls = type(name, (OpNode,), {"__slots__": ()})
+            cls = type(name, (OpNode,), {"__slots__": (), "_op": self})
             self._node_classes[name] = cls
         return cls
 
@@ -218,23 +221,24 @@ class OpDef:
                     dev = d
                 elif a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu":
                     _device_mismatch(self, dev, d)
-        for i in self.list_pos:
-            lst = xargs[i]
-            arrs = []
-            for a in lst:
-                d = a.device
-                if dev is None:
-                    dev = d
-                elif d is not dev:
-                    _device_mismatch(self, dev, d)
-                arrs.append(a._data)
-            xargs[i] = arrs
+        if self.list_pos:
+            for i in self.list_pos:
+                lst = xargs[i]
+                arrs = []
+                for a in lst:
+                    d = a.device
+                    if dev is None:
+                        dev = d
+                    elif d is not dev:
+                        _device_mismatch(self, dev, d)
+                    arrs.append(a._data)
+                xargs[i] = arrs
         if self.device_pos is not None and xargs[self.device_pos] is not None:
             dev = _t.as_device(xargs[self.device_pos])
             xargs[self.device_pos] = dev
         if dev is None:
             dev = _t.cpu
-        xp = xp_of(dev)
+        xp = _XP.get(dev) or xp_of(dev)
         out = self.kernel(xp, *xargs)
         if type(out) is tuple:
             res = tuple(_wrap(o, dev, xp) for o in out)
@@ -242,10 +246,18 @@ class OpDef:
                 for o in res:
                     _mark_view(o, args[self.tensor_pos[0]])
             return res
-        res = _wrap(out, dev, xp)
+        if type(out) is not np.ndarray:
+            out = _wrap(out, dev, xp)
+        else:
+            t = _new(Tensor)
+            t._data = out
+            t.dtype = _BY_NP.get(out.dtype) or _t.from_numpy_dtype(out.dtype)
+            t.device = dev
+            t._vc = None
+            out = t
         if self.is_view:
-            _mark_view(res, args[self.tensor_pos[0]])
-        return res
+            _mark_view(out, args[self.tensor_pos[0]])
+        return out
 
     def __repr__(self):
         return f"<ember op {self.name}: {self.schema}>"
@@ -432,7 +444,7 @@ def _autograd(op, args):
     st = STATE
     st.grad_enabled = False
     try:
-        out = below_autograd(op, args)
+        out = _mode_dispatch(op, args) if st.modes else op.run(args)
     finally:
         st.grad_enabled = True
     from ..autograd.graph import record
