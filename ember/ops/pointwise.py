@@ -19,6 +19,8 @@ PW = ("pointwise",)
 @defop("add(Tensor self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
        save=())
 def add(xp, a, b, alpha=1):
+    if alpha == 1 and type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype != np.bool_:
+        return np.add(a, b)
     dt = result_dtype(a, b)
     a = to_array(xp, a, dt)
     b = to_array(xp, b, dt)
@@ -83,6 +85,8 @@ def _rsub_bw(ctx, g):
 
 @defop("mul(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True)
 def mul(xp, a, b):
+    if type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype != np.bool_:
+        return np.multiply(a, b)
     dt = result_dtype(a, b)
     a = to_array(xp, a, dt)
     b = to_array(xp, b, dt)

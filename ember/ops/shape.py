@@ -107,6 +107,8 @@ def _offset_array(a, off):
 @defop("view(Tensor self, int[] size) -> Tensor", view=True, save=(), method=False)
 def _view(xp, a, size):
     size = infer_size(size, a.size)
+    if a.flags.c_contiguous:
+        return a.reshape(size)  # always a view for a C-contiguous array
     st = view_strides(a.shape, tuple(s // a.itemsize for s in a.strides), size)
     if st is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
@@ -259,7 +261,8 @@ def _t_bw(ctx, g):
 
 @defop("unsqueeze(Tensor self, int dim) -> Tensor", view=True, save=())
 def unsqueeze(xp, a, dim):
-    return xp.expand_dims(a, wrap_dim(dim, a.ndim + 1))
+    d = wrap_dim(dim, a.ndim + 1)
+    return a[(slice(None),) * d + (None,)]
 
 
 @unsqueeze.derivative
