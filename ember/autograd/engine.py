@@ -54,29 +54,28 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
     for (node, _), _g in roots:
         root_nodes.append(node)
 
-    # -- 1. discovery: children and parents
+    # -- 1. discovery (and, when every node runs, dependency counts in the same pass)
+    selective = capture is not None or accumulate_only is not None
     parents = {}
-    seen = set()
-    stack = []
-    for n in root_nodes:
-        if n not in seen:
-            seen.add(n)
-            stack.append(n)
+    deps = {}
+    seen = set(root_nodes)
+    stack = list(seen)
     while stack:
         n = stack.pop()
         for e in n.next_edges:
             if e is None:
                 continue
             c = e[0]
-            if capture is not None or accumulate_only is not None:
+            if selective:
                 parents.setdefault(c, []).append(n)
+            else:
+                deps[c] = deps.get(c, 0) + 1
             if c not in seen:
                 seen.add(c)
                 stack.append(c)
 
     # -- which nodes run
-    targets = None
-    if capture is not None or accumulate_only is not None:
+    if selective:
         targets = set()
         for e in capture or ():
             if e is not None:
@@ -93,14 +92,12 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                     frontier.append(p)
         if accumulate_only is not None:
             runs |= set(accumulate_only)
+        for n in runs:
+            for e in n.next_edges:
+                if e is not None:
+                    deps[e[0]] = deps.get(e[0], 0) + 1
     else:
         runs = seen
-
-    deps = {}
-    for n in runs:
-        for e in n.next_edges:
-            if e is not None:
-                deps[e[0]] = deps.get(e[0], 0) + 1
 
     capture_at = {}
     if capture is not None:
