@@ -16,3 +16,4 @@ from . import shape  # noqa: E402,F401
 from . import indexing  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import nn_ops  # noqa: E402,F401
+from . import copy  # noqa: E402,F401

@@ -1,0 +1,87 @@
+"""copy_, fill_, zero_: writes of one tensor's (or a number's) values into another.
+
+Each is the in-place variant of a functional record, so the generic in-place
+path (version bump, autograd rebase, CopySlices for views) applies:
+
+* ``_copy_from(self, src)``: ``src`` broadcast to ``self``'s shape, cast to
+  ``self``'s dtype and device. ``x.copy_(src)`` is its in-place variant, named
+  ``copy_`` for users (grad_fn ``CopyBackwards``).
+* ``fill(self, value)``: a tensor like ``self`` filled with ``value``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import types as _t
+from ..tensor import Tensor
+from . import api
+from ._helpers import is_scalar, sum_to
+from .registry import OPS, defop
+
+
+@defop("copy(Tensor self, Tensor|Scalar src) -> Tensor", inplace=True, save=(), method=False,
+       function=False, grad_fn_name="CopyBackwards")
+def _copy_from(xp, self, src):
+    dt = _t.from_numpy_dtype(self.dtype)
+    if is_scalar(src):
+        return xp.full(self.shape, src, dtype=dt.np)
+    try:
+        shape = np.broadcast_shapes(src.shape, self.shape)
+    except ValueError:
+        shape = None
+    if shape != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                           f"{list(shape) if shape else list(src.shape)}")
+    if type(src) is not type(self):  # cross-device
+        src = xp.asarray(src.get() if hasattr(src, "get") else src)
+    return xp.broadcast_to(src.astype(dt.np, copy=False), self.shape).copy()
+
+
+@_copy_from.derivative
+def _copy_bw(ctx, g):
+    self, src = ctx.args
+    gs = None
+    if ctx.needs_input_grad[1]:
+        gs = sum_to(g, src.shape).to(dtype=src.dtype, device=src.device)
+    return (g * 0 if ctx.needs_input_grad[0] else None), gs
+
+
+def copy_(self, src, non_blocking=False):
+    """Write ``src``'s values into ``self`` (broadcasting, casting, across devices)."""
+    if not isinstance(src, Tensor):
+        raise TypeError(f"copy_(): argument 'src' (position 1) must be Tensor, not {type(src).__name__}")
+    return _copy_from.inplace_variant.binding(self, src)
+
+
+@defop("fill(Tensor self, Tensor|Scalar value) -> Tensor", inplace=True, save=(), method=False,
+       function=False, grad_fn_name="FillBackward0")
+def _fill(xp, self, value):
+    dt = _t.from_numpy_dtype(self.dtype)
+    if not is_scalar(value):
+        if value.ndim != 0:
+            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                               f"{value.ndim} dimensions.")
+        value = value.item()
+    return xp.full(self.shape, value, dtype=dt.np)
+
+
+@_fill.derivative
+def _fill_bw(ctx, g):
+    self, value = ctx.args
+    return (g * 0 if ctx.needs_input_grad[0] else None,
+            g.sum().reshape(()) if ctx.needs_input_grad[1] else None)
+
+
+def fill_(self, value):
+    return _fill.inplace_variant.binding(self, value)
+
+
+def zero_(self):
+    return _fill.inplace_variant.binding(self, 0)
+
+
+Tensor.copy_ = copy_
+Tensor.fill_ = fill_
+Tensor.zero_ = zero_
+api.fill_ = fill_
+api.zero_ = zero_
