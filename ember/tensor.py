@@ -48,8 +48,8 @@ class Tensor:
     def __new__(cls, *args, **kwargs):
         # Legacy constructor: ember.Tensor([1., 2.]) / ember.Tensor(2, 3).
         self = object.__new__(cls)
+        device = kwargs.pop("device", None)
         if args or kwargs:
-            device = kwargs.pop("device", None)
             if kwargs:
                 raise TypeError(f"Tensor() got unexpected keyword arguments {sorted(kwargs)}")
             if len(args) == 1 and not isinstance(args[0], numbers.Integral):
@@ -674,7 +674,7 @@ class Parameter(Tensor):
     def __deepcopy__(self, memo):
         if id(self) in memo:
             return memo[id(self)]
-        out = Parameter(Tensor.__deepcopy__(Tensor._alias_of(self), {}), self._requires_grad)
+        out = Parameter(Tensor.__deepcopy__(Parameter._alias_of(self), {}), self._requires_grad)
         memo[id(self)] = out
         return out
 
