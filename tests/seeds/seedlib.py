@@ -64,3 +64,15 @@ def seed_all(lib: Lib, seed: int | None = None) -> None:
     if seed is None:
         seed = int(np.random.default_rng().integers(0, 2**31 - 1))
     lib.torch.manual_seed(seed)
+
+
+def require_compile(lib) -> None:
+    """Skip an example that calls ``torch.compile`` while ember has no compiler yet.
+
+    The skip disappears by itself once ``ember.dynamo`` exists (the dynamo issue)."""
+    if lib.name != "ember":
+        return
+    try:
+        importlib.import_module("ember.dynamo.eval_frame")
+    except ImportError:
+        pytest.skip("ember.compile lands with the dynamo issue; the compiled path is not built yet")

@@ -16,7 +16,7 @@ import warnings
 import numpy as np
 import pytest
 
-from seedlib import seed_all, to_np
+from seedlib import require_compile, seed_all, to_np
 
 
 def _model(lib):
@@ -25,6 +25,7 @@ def _model(lib):
 
 
 def test_torch_compile_example(lib):
+    require_compile(lib)
     torch = lib.torch
     seed_all(lib)
     model = _model(lib)

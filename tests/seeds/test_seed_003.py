@@ -21,7 +21,7 @@ import warnings
 import numpy as np
 import pytest
 
-from seedlib import norm, seed_all, to_np
+from seedlib import require_compile, norm, seed_all, to_np
 
 ADDR = "object at 0x..."
 
@@ -779,6 +779,7 @@ def test_torchscript_optimized_function():  # pragma: no cover
 
 
 def test_compile_optimized_function(lib):
+    require_compile(lib)
     torch = lib.torch
     seed_all(lib)
 

@@ -9,7 +9,7 @@ host-side reads, and eager vs compiled mode giving the same results.
 import numpy as np
 import pytest
 
-from seedlib import seed_all, to_np
+from seedlib import require_compile, seed_all, to_np
 
 
 def test_backward_four_steps(lib):
@@ -91,6 +91,7 @@ def test_cuda_is_asynchronous_but_results_match(lib):
 
 
 def test_eager_vs_compiled(lib):
+    require_compile(lib)
     """'In compiled mode (torch.compile) portions of the program may be captured
     and optimized as graphs' - with the same results as eager."""
     torch = lib.torch
