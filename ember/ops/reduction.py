@@ -1,27 +1,94 @@
 """Reductions: sum, mean, prod, amax/amin, max/min, argmax/argmin, var/std,
 norm, logsumexp, cumsum/cumprod, all/any, softmax/log_softmax, topk, sort.
 
-The reduced-dims convention everywhere: ``dim=None`` reduces all dims; a
-gradient is expanded back with ``expand_reduced``.
+The reduced-dims convention everywhere: ``dim=None`` (or an empty list)
+reduces all dims; a gradient is expanded back with ``expand_reduced``.
+
+Ops that return ``(values, indices)`` (``max(dim)``, ``min(dim)``, ``topk``,
+``sort``) are registry records returning a tuple, wrapped by thin entry
+points into the named tuples of ``ember.return_types``. Entry points whose
+argument conventions do not fit one schema (``max(x)`` / ``max(x, dim)`` /
+``max(x, other)``, ``var(x, unbiased)``, ``norm(x, p='fro')``) are plain
+Python functions over the records; they hand fx proxies to the override
+protocol themselves so traces record the public function.
+
+Gradients that route values back to selected positions (``max(dim)``,
+``topk``, ``sort``) use two private records, ``_reduction_gather`` and
+``_reduction_scatter`` (indices unique along the dim), each the other's
+derivative, so double backward works.
 """
 from __future__ import annotations
+
+import builtins
+import collections
+import math
+import numbers
+import sys
+import types as _pytypes
+import warnings
 
 import numpy as np
 
 from .. import types as _t
-from ._helpers import wrap_dims
-from .registry import defop
+from ..tensor import Tensor
+from . import api
+from ._helpers import wrap_dim, wrap_dims
+from .registry import defcomposite, defop
 
 RED = ("reduction",)
+_HALF = ("float16", "bfloat16")
+
+
+# ---------------------------------------------------------------------- helpers
+def reduce_dims(dim, ndim):
+    """Sorted, wrapped dims of a reduction; ``None`` or an empty list means all dims."""
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(ndim))
+    return wrap_dims(dim, ndim)
+
+
+def _axes(dims, ndim):
+    """numpy axes for wrapped dims (a 0-d tensor accepts dim 0/-1 but has no axes)."""
+    return dims if ndim else ()
+
+
+def _numel_of(shape, dims):
+    n = 1
+    for d in dims:
+        n *= shape[d]
+    return n
 
 
 def expand_reduced(g, shape, dims, keepdim):
     """Broadcast a reduction's gradient ``g`` back to the input ``shape``."""
     shape = tuple(shape)
     if not keepdim and len(shape) > 0:
-        for d in sorted(wrap_dims(dims, len(shape))):
+        for d in reduce_dims(dims, len(shape)):
             g = g.unsqueeze(d)
     return g.expand(shape)
+
+
+def _keep(t, shape, dims, keepdim):
+    """A reduced tensor ``t`` with the reduced dims kept (size 1), for broadcasting."""
+    if keepdim or len(tuple(shape)) == 0:
+        return t
+    for d in reduce_dims(dims, len(tuple(shape))):
+        t = t.unsqueeze(d)
+    return t
+
+
+def _like(g, a):
+    """``g`` in ``a``'s dtype (a reduction run with ``dtype=`` returns its gradient in the input's)."""
+    return g if g.dtype is a.dtype else g.to(a.dtype)
+
+
+def _dt(a):
+    return _t.from_numpy_dtype(a.dtype)
+
+
+def _acc(a):
+    """Half-precision arrays are accumulated in float32."""
+    return a.astype(np.float32) if _dt(a).name in _HALF else a
 
 
 def _sum_dtype(dt, dtype):
@@ -30,11 +97,110 @@ def _sum_dtype(dt, dtype):
     return _t.int64 if dt.category < 2 else dt
 
 
+def _sign(x):
+    """sign(x) as a constant (non-differentiable) tensor of x's dtype."""
+    return (x > 0).to(x.dtype) - (x < 0).to(x.dtype)
+
+
+def _nonempty(name, a, dims, whole, exc=IndexError):
+    """Raise PyTorch's error for an identity-less reduction over an empty dim."""
+    if a.size != 0:
+        return
+    if whole:
+        raise exc(f"{name}(): Expected reduction dim to be specified for input.numel() == 0. Specify the "
+                  f"reduction dim with the 'dim' argument.")
+    for d in dims:
+        if a.ndim and a.shape[d] == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {d} to have non-zero size.")
+
+
+def _overridden(fn, args, kwargs):
+    """fx proxies (types with ``__ember_function__``) record the public entry point ``fn``."""
+    for a in list(args) + list(kwargs.values()):
+        t = type(a)
+        if not isinstance(a, Tensor) and hasattr(t, "__ember_function__"):
+            return t.__ember_function__(fn, (t,), tuple(args), dict(kwargs))
+        if isinstance(a, (list, tuple)):
+            for x in a:
+                if not isinstance(x, Tensor) and hasattr(type(x), "__ember_function__"):
+                    return type(x).__ember_function__(fn, (type(x),), tuple(args), dict(kwargs))
+    return NotImplemented
+
+
+# ---------------------------------------------------------------------- return types
+return_types = _pytypes.ModuleType("ember.return_types", "Named tuples returned by ops with several outputs.")
+
+
+def _return_type(name, fields=("values", "indices")):
+    base = collections.namedtuple(name, fields)
+
+    def __repr__(self):
+        body = ",\n".join(f"{f}={v!r}" for f, v in zip(self._fields, self))
+        return f"ember.return_types.{name}(\n{body})"
+
+    cls = type(name, (base,), {"__slots__": (), "__repr__": __repr__, "__module__": "ember.return_types"})
+    cls.__qualname__ = name
+    setattr(return_types, name, cls)
+    return cls
+
+
+_max_t = _return_type("max")
+_min_t = _return_type("min")
+_topk_t = _return_type("topk")
+_sort_t = _return_type("sort")
+sys.modules.setdefault("ember.return_types", return_types)
+api.return_types = return_types
+
+
+# ---------------------------------------------------------------------- gather/scatter along a dim
+@defop("_reduction_gather(Tensor self, Tensor index, int dim) -> Tensor", save=("index",),
+       function=False, method=False, grad_fn_name="GatherBackward0")
+def _reduction_gather(xp, a, index, dim):
+    if a.ndim == 0:
+        return a.copy()
+    return xp.take_along_axis(a, index.astype(np.int64, copy=False), axis=dim)
+
+
+@_reduction_gather.derivative
+def _reduction_gather_bw(ctx, g):
+    a, index, dim = ctx.args
+    return _reduction_scatter.binding(g, index, dim, list(a.shape)), None
+
+
+@defop("_reduction_scatter(Tensor src, Tensor index, int dim, int[] size) -> Tensor", save=("index",),
+       function=False, method=False, grad_fn_name="ScatterBackward0")
+def _reduction_scatter(xp, src, index, dim, size):
+    """zeros(size) with ``src`` written at ``index`` along ``dim`` (indices unique along dim)."""
+    if len(size) == 0:
+        return src.copy().reshape(())
+    out = xp.zeros(tuple(size), dtype=src.dtype)
+    xp.put_along_axis(out, index.astype(np.int64, copy=False), src, axis=dim)
+    return out
+
+
+@_reduction_scatter.derivative
+def _reduction_scatter_bw(ctx, g):
+    src, index, dim, size = ctx.args
+    return _reduction_gather.binding(g, index, dim), None
+
+
+def _route_back(g, idx, shape, dim, keepdim):
+    """Gradient of ``take_along_dim(x, idx, dim)``: ``g`` written back at ``idx``."""
+    shape = tuple(shape)
+    if len(shape) == 0:
+        return g.reshape(())
+    if not keepdim:
+        g = g.unsqueeze(dim)
+        idx = idx.unsqueeze(dim)
+    return _reduction_scatter.binding(g, idx, dim, list(shape))
+
+
+# ---------------------------------------------------------------------- sum / mean / prod
 @defop("sum(Tensor self, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
        tags=RED, save=(), grad_fn_name=lambda a: "SumBackward0" if a[1] is None else "SumBackward1")
 def sum(xp, a, dim=None, keepdim=False, dtype=None):
-    dims = wrap_dims(dim, a.ndim)
-    out_dt = _sum_dtype(_t.from_numpy_dtype(a.dtype), dtype)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    out_dt = _sum_dtype(_dt(a), dtype)
     if a.dtype != out_dt.np:
         a = a.astype(out_dt.np)
     return xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim))
@@ -43,27 +209,694 @@ def sum(xp, a, dim=None, keepdim=False, dtype=None):
 @sum.derivative
 def _sum_bw(ctx, g):
     a, dim, keepdim, dtype = ctx.args
-    return (expand_reduced(g, a.shape, dim, keepdim),)
+    return (_like(expand_reduced(g, a.shape, dim, keepdim), a),)
 
 
 @defop("mean(Tensor self, int[]? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
        tags=RED, save=(), grad_fn_name=lambda a: "MeanBackward0" if a[1] is None else "MeanBackward1")
 def mean(xp, a, dim=None, keepdim=False, dtype=None):
-    dt = _t.from_numpy_dtype(a.dtype) if dtype is None else _t.as_dtype(dtype)
+    dt = _dt(a) if dtype is None else _t.as_dtype(dtype)
     if not dt.is_floating_point:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating "
                            f"point or complex dtype. Got: {dt.legacy_name}")
-    dims = wrap_dims(dim, a.ndim)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    n = _numel_of(a.shape, dims)
     acc = np.float32 if dt in (_t.float16, _t.bfloat16) else dt.np
-    return xp.asarray(xp.mean(a.astype(acc, copy=False), axis=dims, keepdims=keepdim)).astype(dt.np, copy=False)
+    with np.errstate(all="ignore"):
+        s = xp.sum(a.astype(acc, copy=False), axis=dims, keepdims=keepdim)
+        out = s / n if n else s * np.nan
+    return xp.asarray(out).astype(dt.np, copy=False)
 
 
 @mean.derivative
 def _mean_bw(ctx, g):
     a, dim, keepdim, dtype = ctx.args
-    dims = wrap_dims(dim, len(a.shape))
-    n = 1
-    for d in dims:
-        n *= a.shape[d]
-    return (expand_reduced(g, a.shape, dim, keepdim) / max(n, 1) if n else
-            expand_reduced(g, a.shape, dim, keepdim) * float("nan"),)
+    dims = reduce_dims(dim, len(a.shape))
+    n = _numel_of(a.shape, _axes(dims, len(a.shape)))
+    ge = expand_reduced(g, a.shape, dim, keepdim)
+    return (_like(ge / n if n else ge * float("nan"), a),)
+
+
+@defop("prod(Tensor self, int? dim=None, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor",
+       tags=RED, grad_fn_name=lambda a: "ProdBackward0" if a[1] is None else "ProdBackward1")
+def prod(xp, a, dim=None, keepdim=False, dtype=None):
+    if dim is not None:
+        dim = wrap_dim(dim, a.ndim)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    out_dt = _sum_dtype(_dt(a), dtype)
+    with np.errstate(all="ignore"):
+        return xp.asarray(xp.prod(a.astype(out_dt.np, copy=False), axis=dims, keepdims=keepdim))
+
+
+@prod.derivative
+def _prod_bw(ctx, g):
+    # d prod / d x_i = product of the other elements. With no zero in the slice
+    # that is prod / x_i; with exactly one zero only that position gets the
+    # product of the rest; with two or more zeros everything is zero.
+    a, dim, keepdim, dtype = ctx.args
+    x = a if dtype is None else a.to(_t.as_dtype(dtype))
+    shape = tuple(a.shape)
+    ge = expand_reduced(g, shape, dim, keepdim)
+    zero = x == 0
+    xs = x + zero                       # zeros replaced by one
+    if dim is None:
+        nz = zero.sum()
+        p = xs.prod()
+    else:
+        nz = zero.sum(dim, keepdim=True)
+        p = xs.prod(dim, keepdim=True)
+    only = (nz == 0)
+    one = (nz == 1) * zero
+    return (_like(ge * p * (only / xs + one), a),)
+
+
+# ---------------------------------------------------------------------- amax / amin / max / min
+def _amaxmin(name, fn):
+    @defop(f"{name}(Tensor self, int[] dim=(), bool keepdim=False) -> Tensor", tags=RED,
+           save_result=True)
+    def kernel(xp, a, dim=(), keepdim=False):
+        dims = reduce_dims(dim, a.ndim)
+        whole = dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)
+        _nonempty(name, a, _axes(dims, a.ndim), whole, RuntimeError)
+        return xp.asarray(getattr(xp, fn)(a, axis=_axes(dims, a.ndim), keepdims=keepdim))
+
+    @kernel.derivative
+    def _bw(ctx, g):
+        a, dim, keepdim = ctx.args
+        return (_evenly(g, a, ctx.result, dim, keepdim),)
+    return kernel
+
+
+def _evenly(g, a, res, dim, keepdim):
+    """Gradient of a value-selecting reduction, split evenly among the tied maxima/minima."""
+    shape = tuple(a.shape)
+    mask = a == _keep(res, shape, dim, keepdim)
+    count = mask.sum(dim, keepdim=True)
+    return expand_reduced(g, shape, dim, keepdim) * mask / count
+
+
+amax = _amaxmin("amax", "max")
+amin = _amaxmin("amin", "min")
+
+
+def _full_maxmin(name, fn):
+    @defop(f"{name}(Tensor self) -> Tensor", tags=RED, save_result=True, function=False, method=False,
+           grad_fn_name=f"{name.capitalize()}Backward1")
+    def kernel(xp, a):
+        _nonempty(name, a, (), True, RuntimeError)
+        return xp.asarray(getattr(xp, fn)(a))
+
+    @kernel.derivative
+    def _bw(ctx, g):
+        (a,) = ctx.args
+        return (_evenly(g, a, ctx.result, None, False),)
+    return kernel
+
+
+def _dim_maxmin(name, fn):
+    @defop(f"{name}_dim(Tensor self, int dim, bool keepdim=False) -> Tensor, Tensor", tags=RED,
+           save=(), save_result=True, function=False, method=False,
+           grad_fn_name=f"{name.capitalize()}Backward0")
+    def kernel(xp, a, dim, keepdim=False):
+        d = wrap_dim(dim, a.ndim)
+        if a.ndim == 0:
+            return a.copy(), xp.asarray(0, dtype=np.int64)
+        _nonempty(name, a, (d,), False)
+        idx = getattr(xp, fn)(a, axis=d, keepdims=True)
+        vals = xp.take_along_axis(a, idx, axis=d)
+        if not keepdim:
+            vals, idx = xp.squeeze(vals, axis=d), xp.squeeze(idx, axis=d)
+        return xp.asarray(vals), xp.asarray(idx).astype(np.int64, copy=False)
+
+    @kernel.derivative
+    def _bw(ctx, grads):
+        a, dim, keepdim = ctx.args
+        gv = grads[0]
+        if gv is None:
+            return (None,)
+        idx = ctx.result[1]
+        return (_route_back(gv, idx, a.shape, wrap_dim(dim, len(a.shape)), keepdim),)
+    return kernel
+
+
+_max_full = _full_maxmin("max", "max")
+_min_full = _full_maxmin("min", "min")
+_max_dim = _dim_maxmin("max", "argmax")
+_min_dim = _dim_maxmin("min", "argmin")
+
+
+def _maxmin_entry(name, full, bydim, rtype, binary):
+    def entry(input, dim=None, keepdim=False, *, other=None, out=None):
+        r = _overridden(entry, (input,) + (() if dim is None else (dim,)),
+                        {"keepdim": keepdim} if keepdim else {})
+        if r is not NotImplemented:
+            return r
+        if out is not None:
+            raise TypeError(f"{name}(): the out= argument is not supported by ember")
+        if other is not None:
+            dim = other
+        if isinstance(dim, Tensor):
+            return getattr(api, binary)(input, dim)
+        if dim is None:
+            if keepdim:
+                raise TypeError(f"{name}(): keepdim=True needs a dim")
+            return full.binding(input)
+        return rtype(*bydim.binding(input, dim, keepdim))
+    entry.__name__ = entry.__qualname__ = name
+    entry.__module__ = "ember"
+    entry.__doc__ = (f"{name}(input) -> Tensor; {name}(input, dim, keepdim=False) -> (values, indices); "
+                     f"{name}(input, other) -> {binary}(input, other)")
+    return entry
+
+
+max = _maxmin_entry("max", _max_full, _max_dim, _max_t, "maximum")
+min = _maxmin_entry("min", _min_full, _min_dim, _min_t, "minimum")
+
+
+def _argmaxmin(name, fn):
+    @defop(f"{name}(Tensor self, int? dim=None, bool keepdim=False) -> Tensor",
+           tags=RED + ("nondifferentiable",))
+    def kernel(xp, a, dim=None, keepdim=False):
+        if a.dtype == np.bool_:
+            raise RuntimeError(f"{name}(): does not support bool input")
+        if dim is None:
+            _nonempty(name, a, (), True)
+            r = getattr(xp, fn)(a.reshape(-1))
+            return xp.asarray(r, dtype=np.int64).reshape((1,) * a.ndim if keepdim else ())
+        d = wrap_dim(dim, a.ndim)
+        if a.ndim == 0:
+            return xp.asarray(0, dtype=np.int64)
+        _nonempty(name, a, (d,), False)
+        return xp.asarray(getattr(xp, fn)(a, axis=d, keepdims=keepdim)).astype(np.int64, copy=False)
+    return kernel
+
+
+argmax = _argmaxmin("argmax", "argmax")
+argmin = _argmaxmin("argmin", "argmin")
+
+
+# ---------------------------------------------------------------------- var / std
+def _check_float_var(a):
+    if not _dt(a).is_floating_point:
+        raise RuntimeError("std and var only support floating point and complex dtypes")
+
+
+def _var_core(xp, a, dim, correction, keepdim, name):
+    """(var, mean) in a's dtype; ``mean`` has the reduced dims squeezed unless keepdim."""
+    _check_float_var(a)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    n = _numel_of(a.shape, dims)
+    c = 1 if correction is None else correction
+    dof = n - c
+    if dof <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                      f"reduction factor (input numel divided by output numel).", UserWarning, stacklevel=4)
+    x = _acc(a)
+    with np.errstate(all="ignore"):
+        m = xp.sum(x, axis=dims, keepdims=True) / x.dtype.type(n)
+        d = x - m
+        v = xp.sum(d * d, axis=dims, keepdims=keepdim) / x.dtype.type(builtins.max(0, dof))
+    if not keepdim:
+        m = xp.squeeze(m, axis=dims)
+    return xp.asarray(v).astype(a.dtype, copy=False), xp.asarray(m).astype(a.dtype, copy=False)
+
+
+def _var_grad(g, a, dim, correction, keepdim):
+    """d var / d x = 2 (x - mean) / (N - correction)."""
+    shape = tuple(a.shape)
+    dims = _axes(reduce_dims(dim, len(shape)), len(shape))
+    n = _numel_of(shape, dims)
+    c = 1 if correction is None else correction
+    scale = 2.0 / (n - c) if n != c else math.inf
+    centred = a - (a.mean(list(dims), keepdim=True) if dims else a)
+    return expand_reduced(g, shape, dim, keepdim) * scale * centred
+
+
+def _std_to_var_grad(g, std):
+    """d std = d var / (2 std), zero where std is zero."""
+    nz = std != 0
+    return g / ((std + (std == 0)) * 2) * nz
+
+
+def _mean_grad(g, a, dim, keepdim):
+    shape = tuple(a.shape)
+    n = _numel_of(shape, _axes(reduce_dims(dim, len(shape)), len(shape)))
+    ge = expand_reduced(g, shape, dim, keepdim)
+    return ge / n if n else ge * float("nan")
+
+
+_VARSIG = "(Tensor self, int[]? dim=None, *, Scalar? correction=None, bool keepdim=False)"
+
+
+@defop("var" + _VARSIG + " -> Tensor", tags=RED, function=False, method=False)
+def _var(xp, a, dim=None, correction=None, keepdim=False):
+    return _var_core(xp, a, dim, correction, keepdim, "var")[0]
+
+
+@_var.derivative
+def _var_bw(ctx, g):
+    a, dim, correction, keepdim = ctx.args
+    return (_var_grad(g, a, dim, correction, keepdim),)
+
+
+@defop("std" + _VARSIG + " -> Tensor", tags=RED, function=False, method=False, save_result=True)
+def _std(xp, a, dim=None, correction=None, keepdim=False):
+    v = _var_core(xp, a, dim, correction, keepdim, "std")[0]
+    return xp.sqrt(v)
+
+
+@_std.derivative
+def _std_bw(ctx, g):
+    a, dim, correction, keepdim = ctx.args
+    return (_var_grad(_std_to_var_grad(g, ctx.result), a, dim, correction, keepdim),)
+
+
+@defop("var_mean" + _VARSIG + " -> Tensor, Tensor", tags=RED, function=False, method=False)
+def _var_mean(xp, a, dim=None, correction=None, keepdim=False):
+    return _var_core(xp, a, dim, correction, keepdim, "var_mean")
+
+
+@_var_mean.derivative
+def _var_mean_bw(ctx, grads):
+    a, dim, correction, keepdim = ctx.args
+    gv, gm = grads
+    out = None
+    if gv is not None:
+        out = _var_grad(gv, a, dim, correction, keepdim)
+    if gm is not None:
+        mg = _mean_grad(gm, a, dim, keepdim)
+        out = mg if out is None else out + mg
+    return (out,)
+
+
+@defop("std_mean" + _VARSIG + " -> Tensor, Tensor", tags=RED, function=False, method=False,
+       save_result=True)
+def _std_mean(xp, a, dim=None, correction=None, keepdim=False):
+    v, m = _var_core(xp, a, dim, correction, keepdim, "std_mean")
+    return xp.sqrt(v), m
+
+
+@_std_mean.derivative
+def _std_mean_bw(ctx, grads):
+    a, dim, correction, keepdim = ctx.args
+    gs, gm = grads
+    out = None
+    if gs is not None:
+        out = _var_grad(_std_to_var_grad(gs, ctx.result[0]), a, dim, correction, keepdim)
+    if gm is not None:
+        mg = _mean_grad(gm, a, dim, keepdim)
+        out = mg if out is None else out + mg
+    return (out,)
+
+
+def _var_entry(name, op):
+    def entry(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+        kw = {k: v for k, v in (("unbiased", unbiased), ("keepdim", keepdim), ("correction", correction))
+              if v is not None and v is not False}
+        r = _overridden(entry, (input,) if dim is None else (input, dim), kw)
+        if r is not NotImplemented:
+            return r
+        if out is not None:
+            raise TypeError(f"{name}(): the out= argument is not supported by ember")
+        if isinstance(dim, bool):           # var(x, unbiased)
+            if unbiased is not None:
+                raise TypeError(f"{name}(): unbiased given twice")
+            dim, unbiased = None, dim
+        if unbiased is not None:
+            if correction is not None:
+                raise TypeError(f"{name}(): pass either unbiased or correction, not both")
+            correction = 1 if unbiased else 0
+        if isinstance(dim, numbers.Integral):
+            dim = [dim]
+        elif dim is not None:
+            dim = list(dim)
+        return op.binding(input, dim, correction=correction, keepdim=keepdim)
+    entry.__name__ = entry.__qualname__ = name
+    entry.__module__ = "ember"
+    entry.__doc__ = (f"{name}(input, dim=None, unbiased=None, keepdim=False, *, correction=1): "
+                     f"dims may be an int or a tuple; correction=0 is the population estimate.")
+    return entry
+
+
+var = _var_entry("var", _var)
+std = _var_entry("std", _std)
+var_mean = _var_entry("var_mean", _var_mean)
+std_mean = _var_entry("std_mean", _std_mean)
+
+
+# ---------------------------------------------------------------------- norm
+def _check_float_norm(a, dtype):
+    dt = _dt(a) if dtype is None else _t.as_dtype(dtype)
+    if not _dt(a).is_floating_point or not dt.is_floating_point:
+        raise RuntimeError(f"linalg.vector_norm: Expected a floating point or complex tensor as input. "
+                           f"Got {_dt(a).legacy_name}")
+
+
+@defop("linalg_vector_norm(Tensor self, Scalar ord=2, int[]? dim=None, bool keepdim=False, *, "
+       "ScalarType? dtype=None) -> Tensor", tags=RED, save_result=True, function=False, method=False)
+def linalg_vector_norm(xp, a, ord=2, dim=None, keepdim=False, dtype=None):
+    _check_float_norm(a, dtype)
+    out_dt = _dt(a) if dtype is None else _t.as_dtype(dtype)
+    x = _acc(a.astype(out_dt.np, copy=False))
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    p = float(ord)
+    ax = xp.abs(x)
+    with np.errstate(all="ignore"):
+        if math.isinf(p):
+            for d in dims:
+                if a.shape[d] == 0:
+                    raise RuntimeError(f"linalg.vector_norm cannot compute the {'' if p > 0 else '-'}inf norm "
+                                       f"on the dimension {d} because this dimension is empty and the "
+                                       f"operation does not have an identity")
+            r = (xp.max if p > 0 else xp.min)(ax, axis=dims, keepdims=keepdim)
+        elif p == 0:
+            r = xp.sum((ax != 0).astype(x.dtype), axis=dims, keepdims=keepdim)
+        elif p == 1:
+            r = xp.sum(ax, axis=dims, keepdims=keepdim)
+        elif p == 2:
+            r = xp.sqrt(xp.sum(ax * ax, axis=dims, keepdims=keepdim))
+        else:
+            r = xp.sum(ax ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
+    return xp.asarray(r).astype(out_dt.np, copy=False)
+
+
+@linalg_vector_norm.derivative
+def _vector_norm_bw(ctx, g):
+    a, ord, dim, keepdim, dtype = ctx.args
+    x = a if dtype is None else a.to(_t.as_dtype(dtype))
+    shape = tuple(a.shape)
+    p = float(ord)
+    norm = _keep(ctx.result, shape, dim, keepdim)
+    ge = expand_reduced(g, shape, dim, keepdim)
+    if p == 0:
+        return (_like(ge * 0 * x, a),)
+    sgn = _sign(x)
+    if p == 1:
+        return (_like(ge * sgn, a),)
+    if math.isinf(p):
+        # |x| equal to the norm share the gradient evenly, with x's sign.
+        mask = x * sgn == norm
+        count = mask.sum(dim, keepdim=True)
+        return (_like(ge * sgn * mask / count, a),)
+    nz = norm != 0
+    safe = norm + (norm == 0)
+    if p == 2:
+        return (_like(ge * x / safe * nz, a),)
+    # d ||x||_p / d x_i = sgn(x_i) |x_i|^(p-1) / ||x||_p^(p-1); zero where x_i or the norm is zero.
+    xz = x == 0
+    absx = x * sgn + xz
+    scaled = sgn * absx ** (p - 1) * (x != 0)
+    return (_like(ge * scaled / safe ** (p - 1) * nz, a),)
+
+
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """``norm(input, p='fro', dim=None, keepdim=False, dtype=None)``: vector p-norms over ``dim``
+    (all dims when None); ``'fro'`` is the 2-norm over at most two dims."""
+    kw = {k: v for k, v in (("p", p), ("dim", dim), ("keepdim", keepdim), ("dtype", dtype))
+          if not (k == "p" and v == "fro") and v is not None and v is not False}
+    r = _overridden(norm, (input,), kw)
+    if r is not NotImplemented:
+        return r
+    if out is not None:
+        raise TypeError("norm(): the out= argument is not supported by ember")
+    if isinstance(dim, numbers.Integral):
+        dim = [dim]
+    elif dim is not None:
+        dim = list(dim)
+    if isinstance(p, str):
+        if p == "fro":
+            if dim is not None and len(dim) > 2:
+                raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
+                                   f"{' '.join(str(d) for d in dim)}")
+            p = 2
+        elif p == "nuc":
+            raise NotImplementedError("ember.norm: the nuclear norm (p='nuc') is not implemented")
+        else:
+            raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
+    elif p is None:
+        p = 2
+    return linalg_vector_norm.binding(input, p, dim, keepdim, dtype=dtype)
+
+
+# ---------------------------------------------------------------------- logsumexp
+@defop("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", tags=RED, save_result=True)
+def logsumexp(xp, a, dim, keepdim=False):
+    if not _dt(a).is_floating_point:
+        a = a.astype(_t.get_default_dtype().np)
+    out_np = a.dtype
+    x = _acc(a)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    with np.errstate(all="ignore"):
+        if x.size == 0:
+            m = xp.zeros([1 if i in dims else s for i, s in enumerate(x.shape)], x.dtype)
+        else:
+            m = xp.max(x, axis=dims, keepdims=True)
+            m = xp.where(xp.isinf(m), 0, m)
+        s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+    if not keepdim:
+        s = xp.squeeze(s, axis=dims)
+    return xp.asarray(s).astype(out_np, copy=False)
+
+
+@logsumexp.derivative
+def _logsumexp_bw(ctx, g):
+    a, dim, keepdim = ctx.args
+    shape = tuple(a.shape)
+    r = _keep(ctx.result, shape, dim, keepdim)
+    return (expand_reduced(g, shape, dim, keepdim) * (a - r).exp(),)
+
+
+# ---------------------------------------------------------------------- cumsum / cumprod
+@defop("_reverse_cumsum(Tensor self, int dim) -> Tensor", save=(), function=False, method=False,
+       grad_fn_name="ReverseCumsumBackward0")
+def _reverse_cumsum(xp, a, dim):
+    """Sums from the end along ``dim``: out_i = sum_{j >= i} a_j (cumsum's derivative)."""
+    if a.ndim == 0:
+        return a.copy()
+    d = wrap_dim(dim, a.ndim)
+    return xp.flip(xp.cumsum(xp.flip(a, d), axis=d), d).astype(a.dtype, copy=False)
+
+
+@_reverse_cumsum.derivative
+def _reverse_cumsum_bw(ctx, g):
+    a, dim = ctx.args
+    return (cumsum.binding(g, dim),)
+
+
+@defop("cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", save=(), inplace=True)
+def cumsum(xp, a, dim, dtype=None):
+    d = wrap_dim(dim, a.ndim)
+    out_dt = _sum_dtype(_dt(a), dtype)
+    a = a.astype(out_dt.np, copy=False)
+    if a.ndim == 0:
+        return a.copy()
+    return xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False)
+
+
+@cumsum.derivative
+def _cumsum_bw(ctx, g):
+    a, dim, dtype = ctx.args
+    return (_like(_reverse_cumsum.binding(g, dim), a),)
+
+
+@defop("cumprod(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor", save_result=True, inplace=True)
+def cumprod(xp, a, dim, dtype=None):
+    d = wrap_dim(dim, a.ndim)
+    out_dt = _sum_dtype(_dt(a), dtype)
+    a = a.astype(out_dt.np, copy=False)
+    if a.ndim == 0:
+        return a.copy()
+    with np.errstate(all="ignore"):
+        return xp.asarray(xp.cumprod(a, axis=d)).astype(out_dt.np, copy=False)
+
+
+@cumprod.derivative
+def _cumprod_bw(ctx, g):
+    # d out_k / d x_i = prod_{j<=k, j!=i} x_j for k >= i. Before the first zero
+    # of the slice this is out_k / x_i; at the first zero z it is the cumprod
+    # with x_z replaced by one; after z every term contains x_z = 0.
+    a, dim, dtype = ctx.args
+    x = a if dtype is None else a.to(_t.as_dtype(dtype))
+    out = ctx.result
+    if len(tuple(a.shape)) == 0:
+        return (_like(g, a),)
+    zero = x == 0
+    seen = zero.cumsum(dim)
+    before = seen == 0
+    first = zero * (seen == 1)
+    t1 = _reverse_cumsum.binding(g * out, dim) / (x + zero) * before
+    out1 = (x + first).cumprod(dim)
+    t2 = _reverse_cumsum.binding(g * out1, dim) * first
+    return (_like(t1 + t2, a),)
+
+
+# ---------------------------------------------------------------------- all / any
+def _allany(name, fn):
+    @defop(f"{name}(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor",
+           tags=RED + ("nondifferentiable",))
+    def kernel(xp, a, dim=None, keepdim=False):
+        dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+        r = xp.asarray(getattr(xp, fn)(a, axis=dims, keepdims=keepdim))
+        return r.astype(np.uint8) if a.dtype == np.uint8 else r.astype(np.bool_, copy=False)
+    return kernel
+
+
+all = _allany("all", "all")
+any = _allany("any", "any")
+
+
+# ---------------------------------------------------------------------- softmax / log_softmax
+def _softmax_kernel(name, log):
+    def kernel(xp, a, dim, half_to_float=False):
+        if not _dt(a).is_floating_point:
+            d = wrap_dim(dim, a.ndim)
+            impl = f"{name}_lastdim_kernel_impl" if d == builtins.max(a.ndim, 1) - 1 else f"{name}_kernel_impl"
+            raise NotImplementedError(f'"{impl}" not implemented for \'{_dt(a).legacy_name}\'')
+        d = wrap_dim(dim, a.ndim)
+        out_np = np.float32 if half_to_float else a.dtype
+        x = _acc(a)
+        if a.ndim == 0:
+            return xp.asarray(0.0 if log else 1.0, dtype=out_np)
+        with np.errstate(all="ignore"):
+            if x.size == 0:
+                return x.astype(out_np)
+            m = xp.max(x, axis=d, keepdims=True)
+            m = xp.where(xp.isinf(m), 0, m)
+            z = x - m
+            e = xp.exp(z)
+            s = xp.sum(e, axis=d, keepdims=True)
+            r = z - xp.log(s) if log else e / s
+        return xp.asarray(r).astype(out_np, copy=False)
+    return kernel
+
+
+_softmax = defop("_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", save=(), save_result=True,
+                 function=False, method=False, grad_fn_name="SoftmaxBackward0")(_softmax_kernel("softmax", False))
+_log_softmax = defop("_log_softmax(Tensor self, int dim, bool half_to_float) -> Tensor", save=(),
+                     save_result=True, function=False, method=False,
+                     grad_fn_name="LogSoftmaxBackward0")(_softmax_kernel("log_softmax", True))
+
+
+@_softmax.derivative
+def _softmax_bw(ctx, g):
+    a, dim, h = ctx.args
+    y = ctx.result
+    if len(tuple(a.shape)) == 0:
+        return (g * 0,)
+    return (_like(y * (g - (g * y).sum(dim, keepdim=True)), a),)
+
+
+@_log_softmax.derivative
+def _log_softmax_bw(ctx, g):
+    a, dim, h = ctx.args
+    y = ctx.result
+    if len(tuple(a.shape)) == 0:
+        return (g * 0,)
+    return (_like(g - y.exp() * g.sum(dim, keepdim=True), a),)
+
+
+@defcomposite("softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
+def softmax(self, dim, dtype=None):
+    x = self if dtype is None else self.to(_t.as_dtype(dtype))
+    return _softmax.binding(x, dim, False)
+
+
+@defcomposite("log_softmax(Tensor self, int dim, ScalarType? dtype=None) -> Tensor")
+def log_softmax(self, dim, dtype=None):
+    x = self if dtype is None else self.to(_t.as_dtype(dtype))
+    return _log_softmax.binding(x, dim, False)
+
+
+# ---------------------------------------------------------------------- sort / argsort / topk
+def _sort_indices(xp, a, d, descending):
+    """Stable sort indices along axis ``d`` (NaN sorts as the largest value)."""
+    if descending:
+        n = a.shape[d]
+        idx = xp.flip(xp.argsort(xp.flip(a, d), axis=d, kind="stable"), d)
+        return (n - 1 - idx).astype(np.int64, copy=False)
+    return xp.argsort(a, axis=d, kind="stable").astype(np.int64, copy=False)
+
+
+@defop("sort(Tensor self, int dim=-1, bool descending=False, *, bool? stable=False) -> Tensor, Tensor",
+       save=(), save_result=True, function=False, method=False)
+def _sort(xp, a, dim=-1, descending=False, stable=False):
+    d = wrap_dim(dim, a.ndim)
+    if a.ndim == 0:
+        return a.copy(), xp.asarray(0, dtype=np.int64)
+    idx = _sort_indices(xp, a, d, descending)
+    return xp.take_along_axis(a, idx, axis=d), idx
+
+
+@_sort.derivative
+def _sort_bw(ctx, grads):
+    a, dim, descending, stable = ctx.args
+    gv = grads[0]
+    if gv is None:
+        return (None,)
+    return (_route_back(gv, ctx.result[1], a.shape, wrap_dim(dim, len(a.shape)), True),)
+
+
+@defop("argsort(Tensor self, int dim=-1, bool descending=False, bool stable=False) -> Tensor",
+       tags=("nondifferentiable",))
+def argsort(xp, a, dim=-1, descending=False, stable=False):
+    d = wrap_dim(dim, a.ndim)
+    if a.ndim == 0:
+        return xp.asarray(0, dtype=np.int64)
+    return _sort_indices(xp, a, d, descending)
+
+
+@defop("topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> Tensor, Tensor",
+       save=(), save_result=True, function=False, method=False)
+def _topk(xp, a, k, dim=-1, largest=True, sorted=True):
+    d = wrap_dim(dim, a.ndim)
+    if a.dtype == np.bool_:
+        raise RuntimeError('"topk_cpu" not implemented for \'Bool\'')
+    n = a.shape[d] if a.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if a.ndim == 0:
+        return a.copy(), xp.asarray(0, dtype=np.int64)
+    idx = _sort_indices(xp, a, d, largest)
+    idx = xp.take(idx, xp.arange(k), axis=d)
+    return xp.take_along_axis(a, idx, axis=d), idx
+
+
+@_topk.derivative
+def _topk_bw(ctx, grads):
+    a, k, dim, largest, sorted = ctx.args
+    gv = grads[0]
+    if gv is None:
+        return (None,)
+    return (_route_back(gv, ctx.result[1], a.shape, wrap_dim(dim, len(a.shape)), True),)
+
+
+def sort(input, dim=-1, descending=False, stable=False, *, out=None):
+    """``sort(input, dim=-1, descending=False, stable=False) -> (values, indices)``; always stable."""
+    r = _overridden(sort, (input,), {k: v for k, v in (("dim", dim), ("descending", descending),
+                                                          ("stable", stable)) if v not in (-1, False)})
+    if r is not NotImplemented:
+        return r
+    if out is not None:
+        raise TypeError("sort(): the out= argument is not supported by ember")
+    if isinstance(dim, bool) and isinstance(input, Tensor):   # sort(stable, dim, descending) form
+        raise TypeError("sort(): pass stable= as a keyword argument")
+    return _sort_t(*_sort.binding(input, dim, descending, stable=stable))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
+    """``topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices)``."""
+    r = _overridden(topk, (input, k), {kk: v for kk, v in (("dim", dim), ("largest", largest),
+                                                              ("sorted", sorted)) if v not in (-1, True)})
+    if r is not NotImplemented:
+        return r
+    if out is not None:
+        raise TypeError("topk(): the out= argument is not supported by ember")
+    return _topk_t(*_topk.binding(input, k, dim, largest, sorted))
+
+
+# ---------------------------------------------------------------------- entry points
+for _fn in (max, min, var, std, norm, sort, topk):
+    _fn.__module__ = "ember"
+    setattr(Tensor, _fn.__name__, _fn)
+for _fn in (max, min, var, std, var_mean, std_mean, norm, sort, topk):
+    setattr(api, _fn.__name__, _fn)
