@@ -270,8 +270,14 @@ def _unsqueeze_bw(ctx, g):
     return (g.squeeze(ctx.args[1]),)
 
 
-@defop("squeeze(Tensor self, int[]? dim=None) -> Tensor", view=True, save=(),
-       grad_fn_name=lambda a: "SqueezeBackward0" if a[1] is None else "SqueezeBackward1")
+def _squeeze_name(args):
+    d = args[1]
+    if d is None:
+        return "SqueezeBackward0"
+    return "SqueezeBackward1" if isinstance(d, numbers.Integral) else "SqueezeBackward2"
+
+
+@defop("squeeze(Tensor self, int[]? dim=None) -> Tensor", view=True, save=(), grad_fn_name=_squeeze_name)
 def squeeze(xp, a, dim=None):
     if a.ndim == 0:
         return a.view()
@@ -447,6 +453,641 @@ def _to_copy_if_needed(self, dtype=None, device=None, copy=False):
     return _to_copy.binding(self, dtype=dtype, device=device if not same_dev else None)
 
 
+# ---------------------------------------------------------------------- basic-index views
+def _dim_key(dim, k):
+    return (slice(None),) * dim + (k, Ellipsis)
+
+
+@defop("select(Tensor self, int dim, int index) -> Tensor", view=True, save=())
+def select(xp, a, dim, index):
+    if a.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, a.ndim)
+    n = a.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(a.shape)} at "
+                         f"dimension {dim}")
+    return a[_dim_key(d, index + n if index < 0 else index)]
+
+
+@select.derivative
+def _select_bw(ctx, g):
+    a, dim, index = ctx.args
+    d = wrap_dim(dim, a.ndim)
+    n = a.shape[d]
+    return (_embed.binding(g, tuple(a.shape), _dim_key(d, index + n if index < 0 else index)),)
+
+
+def _slice_bounds(n, start, end, step):
+    if step <= 0:
+        raise RuntimeError("slice step must be positive")
+    start = 0 if start is None else int(start)
+    end = n if end is None else int(end)
+    if start < 0:
+        start += n
+    if end < 0:
+        end += n
+    start = min(max(start, 0), n)
+    end = min(max(end, start), n)
+    return start, end
+
+
+@defop("slice(Tensor self, int dim=0, int? start=None, int? end=None, int step=1) -> Tensor", view=True,
+       save=(), method=False, function=False)
+def _slice(xp, a, dim=0, start=None, end=None, step=1):
+    d = wrap_dim(dim, a.ndim)
+    s, e = _slice_bounds(a.shape[d], start, end, step)
+    return a[_dim_key(d, slice(s, e, step))]
+
+
+@_slice.derivative
+def _slice_bw(ctx, g):
+    a, dim, start, end, step = ctx.args
+    d = wrap_dim(dim, a.ndim)
+    s, e = _slice_bounds(a.shape[d], start, end, step)
+    return (_embed.binding(g, tuple(a.shape), _dim_key(d, slice(s, e, step))),)
+
+
+@defop("alias(Tensor self) -> Tensor", view=True, save=(), method=False, function=False)
+def _alias_op(xp, a):
+    return a.view()
+
+
+@_alias_op.derivative
+def _alias_bw(ctx, g):
+    return (g,)
+
+
+@defop("_embed(Tensor self, int[] size, Any key) -> Tensor", save=(), method=False, function=False)
+def _embed(xp, g, size, key):
+    """zeros(size) with ``g`` written at the basic index ``key`` (backward of select/slice)."""
+    out = xp.zeros(tuple(size), dtype=g.dtype)
+    out[key] = g
+    return out
+
+
+@_embed.derivative
+def _embed_bw(ctx, g):
+    return (_basic_index.binding(g, ctx.args[2]),)
+
+
+@defop("_basic_index(Tensor self, Any key) -> Tensor", view=True, save=(), method=False, function=False)
+def _basic_index(xp, a, key):
+    return a[key]
+
+
+@_basic_index.derivative
+def _basic_index_bw(ctx, g):
+    return (_embed.binding(g, tuple(ctx.args[0].shape), ctx.args[1]),)
+
+
+def narrow(self, dim, start, length):
+    if self.ndim == 0:
+        raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, self.ndim)
+    n = self.shape[d]
+    start = int(start.item()) if isinstance(start, Tensor) else int(start)
+    if not -n <= start <= n:
+        raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
+    if start < 0:
+        start += n
+    if length < 0:
+        raise RuntimeError("narrow(): length must be non-negative.")
+    if start + length > n:
+        raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return _slice.binding(self, d, start, start + length, 1)
+
+
+# ---------------------------------------------------------------------- diagonal
+def _diag_geometry(shape, strides, offset, d1, d2):
+    n1, n2 = shape[d1], shape[d2]
+    if offset >= 0:
+        size = max(0, min(n1, n2 - offset))
+        off = offset * strides[d2] if size else 0
+    else:
+        size = max(0, min(n1 + offset, n2))
+        off = -offset * strides[d1] if size else 0
+    keep = [i for i in range(len(shape)) if i not in (d1, d2)]
+    return ([shape[i] for i in keep] + [size], [strides[i] for i in keep] + [strides[d1] + strides[d2]], off)
+
+
+def _diag_dims(ndim, dim1, dim2):
+    d1, d2 = wrap_dim(dim1, ndim), wrap_dim(dim2, ndim)
+    if d1 == d2:
+        raise RuntimeError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return d1, d2
+
+
+@defop("diagonal(Tensor self, int offset=0, int dim1=0, int dim2=1) -> Tensor", view=True, save=())
+def diagonal(xp, a, offset=0, dim1=0, dim2=1):
+    d1, d2 = _diag_dims(a.ndim, dim1, dim2)
+    shape, st, off = _diag_geometry(a.shape, [s // a.itemsize for s in a.strides], offset, d1, d2)
+    return _strided(xp, a, shape, st, off)
+
+
+@diagonal.derivative
+def _diagonal_bw(ctx, g):
+    a, offset, d1, d2 = ctx.args
+    return (_diagonal_backward.binding(g, tuple(a.shape), offset, d1, d2),)
+
+
+@defop("_diagonal_backward(Tensor self, int[] size, int offset, int dim1, int dim2) -> Tensor", save=(),
+       method=False, function=False)
+def _diagonal_backward(xp, g, size, offset, dim1, dim2):
+    out = xp.zeros(tuple(size), dtype=g.dtype)
+    d1, d2 = _diag_dims(len(size), dim1, dim2)
+    shape, st, off = _diag_geometry(out.shape, [s // out.itemsize for s in out.strides], offset, d1, d2)
+    _strided(xp, out, shape, st, off)[...] = g
+    return out
+
+
+@_diagonal_backward.derivative
+def _diagonal_backward_bw(ctx, g):
+    _, size, offset, d1, d2 = ctx.args
+    return (g.diagonal(offset, d1, d2),)
+
+
+def _diag_name(args):
+    return "DiagEmbedBackward0" if args[0].ndim == 1 else "DiagonalBackward0_copy"
+
+
+@defop("diag(Tensor self, int diagonal=0) -> Tensor", save=(), grad_fn_name=_diag_name)
+def diag(xp, a, diagonal=0):
+    if a.ndim == 1:
+        return xp.diag(a, diagonal)
+    if a.ndim == 2:
+        return xp.diagonal(a, diagonal).copy()
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{a.ndim}D")
+
+
+@diag.derivative
+def _diag_bw(ctx, g):
+    a, k = ctx.args
+    if a.ndim == 1:
+        return (g.diagonal(k),)
+    return (_diagonal_backward.binding(g, tuple(a.shape), k, 0, 1),)
+
+
+# ---------------------------------------------------------------------- split / unbind / chunk
+def _split_sizes_for(n, split_size):
+    if split_size < 0:
+        raise RuntimeError(f"split expects split_size be non-negative, but got split_size={split_size}")
+    if n == 0:
+        return [0]
+    if split_size == 0:
+        raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of "
+                           f"{n}")
+    sizes = [split_size] * (n // split_size)
+    if n % split_size:
+        sizes.append(n % split_size)
+    return sizes
+
+
+def _split_views(a, sizes, d):
+    out, start = [], 0
+    for s in sizes:
+        out.append(a[_dim_key(d, slice(start, start + s))])
+        start += s
+    return tuple(out)
+
+
+def _split_bw_common(ctx, g, d):
+    a = ctx.args[0]
+    outs = g if isinstance(g, tuple) else (g,)
+    sizes = ctx._split_sizes
+    parts = []
+    for gi, s in zip(outs, sizes):
+        if gi is None:
+            shp = list(a.shape)
+            shp[d] = s
+            from . import api as _api
+            gi = _api.zeros(tuple(shp), dtype=a.dtype, device=a.device)
+        parts.append(gi)
+    return (api.cat(parts, d),)
+
+
+@defop("split(Tensor self, int split_size, int dim=0) -> Tensor[]", view=True, save=(), method=False,
+       function=False)
+def _split(xp, a, split_size, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    return _split_views(a, _split_sizes_for(a.shape[d], split_size), d)
+
+
+@_split.derivative
+def _split_bw(ctx, g):
+    a, split_size, dim = ctx.args
+    d = wrap_dim(dim, a.ndim)
+    ctx._split_sizes = _split_sizes_for(a.shape[d], split_size)
+    return _split_bw_common(ctx, g, d)
+
+
+@defop("split_with_sizes(Tensor self, int[] split_sizes, int dim=0) -> Tensor[]", view=True, save=())
+def split_with_sizes(xp, a, split_sizes, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    sizes = [int(s) for s in split_sizes]
+    if any(s < 0 for s in sizes) or builtin_sum(sizes) != a.shape[d]:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    return _split_views(a, sizes, d)
+
+
+@split_with_sizes.derivative
+def _split_with_sizes_bw(ctx, g):
+    a, sizes, dim = ctx.args
+    ctx._split_sizes = list(sizes)
+    return _split_bw_common(ctx, g, wrap_dim(dim, a.ndim))
+
+
+def split(self, split_size_or_sections, dim=0):
+    if isinstance(split_size_or_sections, (list, tuple)):
+        return split_with_sizes.binding(self, [int(s) for s in split_size_or_sections], dim)
+    if isinstance(split_size_or_sections, Tensor):
+        split_size_or_sections = int(split_size_or_sections.item())
+    return _split.binding(self, int(split_size_or_sections), dim)
+
+
+def chunk(self, chunks, dim=0):
+    if self.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = wrap_dim(dim, self.ndim)
+    n = self.shape[d]
+    ss = (n + chunks - 1) // chunks
+    if ss == 0 and n == 0:
+        return split_with_sizes.binding(self, [0] * chunks, d)
+    return _split.binding(self, ss, d)
+
+
+def tensor_split(self, indices_or_sections, dim=0):
+    if self.ndim == 0:
+        raise RuntimeError("tensor_split expects at least a 1-dimensional tensor, but got a tensor with 0 "
+                           "dims")
+    d = wrap_dim(dim, self.ndim)
+    n = self.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        ios = ios.item() if ios.ndim == 0 else ios.tolist()
+    if isinstance(ios, numbers.Integral):
+        if ios <= 0:
+            raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
+        q, r = divmod(n, ios)
+        bounds, start = [], 0
+        for i in range(ios):
+            e = start + q + (1 if i < r else 0)
+            bounds.append((start, e))
+            start = e
+    else:
+        bounds, start = [], 0
+        for i in list(ios) + [None]:
+            e = n if i is None else int(i)
+            bounds.append((start, e))
+            start = e
+    out = []
+    for s, e in bounds:
+        s2, e2 = _slice_bounds(n, s, e, 1)
+        out.append(_slice.binding(self, d, s2, e2, 1))
+    return tuple(out)
+
+
+@defop("unbind(Tensor self, int dim=0) -> Tensor[]", view=True, save=())
+def unbind(xp, a, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim(dim, a.ndim)
+    return tuple(a[_dim_key(d, i)] for i in range(a.shape[d]))
+
+
+@unbind.derivative
+def _unbind_bw(ctx, g):
+    a, dim = ctx.args
+    d = wrap_dim(dim, a.ndim)
+    outs = g if isinstance(g, tuple) else (g,)
+    shp = list(a.shape)
+    del shp[d]
+    parts = [gi if gi is not None else api.zeros(tuple(shp), dtype=a.dtype, device=a.device) for gi in outs]
+    return (api.stack(parts, d),)
+
+
+# ---------------------------------------------------------------------- cat / stack
+def _cat_dtype(arrs):
+    return _t.result_type_from([_t.from_numpy_dtype(x.dtype) for x in arrs], [], [])
+
+
+def _is_legacy_empty(x):
+    return x.ndim == 1 and x.shape[0] == 0
+
+
+@defop("cat(Tensor[] tensors, int dim=0) -> Tensor", save=())
+def cat(xp, tensors, dim=0):
+    if len(tensors) == 0:
+        raise ValueError("cat(): expected a non-empty list of Tensors")
+    for i, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    dt = _cat_dtype(tensors)
+    real = [(i, x) for i, x in enumerate(tensors) if not _is_legacy_empty(x)]
+    if not real:
+        return xp.zeros((0,), dtype=dt.np)
+    i0, ref = real[0]
+    d = wrap_dim(dim, ref.ndim)
+    for i, x in real[1:]:
+        if x.ndim != ref.ndim:
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {ref.ndim} and {x.ndim}")
+        for k in range(ref.ndim):
+            if k != d and x.shape[k] != ref.shape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{ref.shape[k]} but got size {x.shape[k]} for tensor number {i} in the "
+                                   f"list.")
+    return xp.concatenate([x.astype(dt.np, copy=False) for _, x in real], axis=d)
+
+
+@cat.derivative
+def _cat_bw(ctx, g):
+    tensors, dim = ctx.args
+    real = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)]
+    out = []
+    if not real:
+        return ([None for _ in tensors],)
+    d = wrap_dim(dim, real[0].ndim)
+    start = 0
+    for x, need in zip(tensors, ctx.needs_input_grad):
+        if x.ndim == 1 and x.shape[0] == 0 and g.ndim != 1:
+            out.append(None if not need else api.zeros((0,), dtype=x.dtype, device=x.device))
+            continue
+        n = x.shape[d]
+        if need:
+            gi = _slice.binding(g, d, start, start + n, 1)
+            if gi.dtype is not x.dtype:
+                gi = gi.to(x.dtype)
+            out.append(gi)
+        else:
+            out.append(None)
+        start += n
+    return (out,)
+
+
+def _cat_entry(tensors, dim=0, *, out=None, axis=None):
+    if axis is not None:
+        dim = axis
+    if isinstance(tensors, Tensor):
+        raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor")
+    return cat.binding(list(tensors), dim)
+
+
+@defop("stack(Tensor[] tensors, int dim=0) -> Tensor", save=())
+def stack(xp, tensors, dim=0):
+    if len(tensors) == 0:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    ref = tensors[0]
+    for i, x in enumerate(tensors[1:], 1):
+        if x.shape != ref.shape:
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref.shape)} at "
+                               f"entry 0 and {list(x.shape)} at entry {i}")
+    dt = _cat_dtype(tensors)
+    d = wrap_dim(dim, ref.ndim + 1)
+    return xp.stack([x.astype(dt.np, copy=False) for x in tensors], axis=d)
+
+
+@stack.derivative
+def _stack_bw(ctx, g):
+    tensors, dim = ctx.args
+    d = wrap_dim(dim, tensors[0].ndim + 1)
+    parts = g.unbind(d)
+    out = []
+    for x, gi, need in zip(tensors, parts, ctx.needs_input_grad):
+        if not need:
+            out.append(None)
+        else:
+            out.append(gi if gi.dtype is x.dtype else gi.to(x.dtype))
+    return (out,)
+
+
+def _stack_entry(tensors, dim=0, *, out=None):
+    return stack.binding(list(tensors), dim)
+
+
+def atleast_1d(*tensors):
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    out = tuple(t.reshape(1) if t.ndim == 0 else t for t in ts)
+    return out[0] if len(tensors) == 1 and isinstance(tensors[0], Tensor) else out
+
+
+def atleast_2d(*tensors):
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    out = tuple(t.reshape(1, 1) if t.ndim == 0 else t.unsqueeze(0) if t.ndim == 1 else t for t in ts)
+    return out[0] if len(tensors) == 1 and isinstance(tensors[0], Tensor) else out
+
+
+def atleast_3d(*tensors):
+    ts = tensors[0] if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)) else tensors
+    res = []
+    for t in ts:
+        if t.ndim == 0:
+            t = t.reshape(1, 1, 1)
+        elif t.ndim == 1:
+            t = t.unsqueeze(0).unsqueeze(-1)
+        elif t.ndim == 2:
+            t = t.unsqueeze(-1)
+        res.append(t)
+    out = tuple(res)
+    return out[0] if len(tensors) == 1 and isinstance(tensors[0], Tensor) else out
+
+
+def hstack(tensors, *, out=None):
+    ts = atleast_1d(list(tensors))
+    return cat.binding(list(ts), 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors, *, out=None):
+    return cat.binding(list(atleast_2d(list(tensors))), 0)
+
+
+def dstack(tensors, *, out=None):
+    return cat.binding(list(atleast_3d(list(tensors))), 2)
+
+
+def column_stack(tensors, *, out=None):
+    ts = [t.reshape(-1, 1) if t.ndim <= 1 else t for t in tensors]
+    return cat.binding(ts, 1)
+
+
+# ---------------------------------------------------------------------- flatten / movedim
+def flatten(self, start_dim=0, end_dim=-1):
+    nd = self.ndim
+    if nd == 0:
+        return reshape(self, 1)
+    s, e = wrap_dim(start_dim, nd), wrap_dim(end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    if s == e:
+        return self
+    shp = tuple(self.shape)
+    n = 1
+    for k in shp[s:e + 1]:
+        n *= k
+    return reshape(self, shp[:s] + (n,) + shp[e + 1:])
+
+
+def unflatten(self, dim, sizes):
+    d = wrap_dim(dim, self.ndim)
+    sizes = list(sizes)
+    if not sizes:
+        raise RuntimeError("unflatten: sizes must be non-empty")
+    n = self.shape[d]
+    neg = [i for i, s in enumerate(sizes) if s == -1]
+    known = 1
+    for s in sizes:
+        if s != -1:
+            known *= s
+    if len(neg) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    if neg:
+        if known == 0 or n % known:
+            raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {dim} "
+                               f"({n}) in the input tensor")
+        sizes[neg[0]] = n // known
+    elif known != n:
+        raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {dim} "
+                           f"({n}) in the input tensor")
+    shp = tuple(self.shape)
+    return reshape(self, shp[:d] + tuple(sizes) + shp[d + 1:])
+
+
+def movedim(self, source, destination):
+    nd = self.ndim
+    src = [source] if isinstance(source, numbers.Integral) else list(source)
+    dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(f"movedim: Invalid source or destination dims: source ({src} dims) should contain "
+                           f"the same number of dims as destination ({dst} dims)")
+    src = [wrap_dim(s, nd) for s in src]
+    dst = [wrap_dim(s, nd) for s in dst]
+    if len(set(src)) != len(src):
+        raise RuntimeError(f"movedim: repeated dim in `source` ({src})")
+    if len(set(dst)) != len(dst):
+        raise RuntimeError(f"movedim: repeated dim in `destination` ({dst})")
+    order = [-1] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(nd) if i not in src)
+    order = [o if o != -1 else next(rest) for o in order]
+    return _permute.binding(self, tuple(order))
+
+
+def swapaxes(self, axis0, axis1):
+    return transpose.binding(self, axis0, axis1)
+
+
+# ---------------------------------------------------------------------- flip / roll / tril / repeat
+@defop("flip(Tensor self, int[] dims) -> Tensor", save=())
+def _flip(xp, a, dims):
+    ds = wrap_dims(dims, a.ndim) if a.ndim else ()
+    return xp.flip(a, axis=ds).copy() if ds else a.copy()
+
+
+@_flip.derivative
+def _flip_bw(ctx, g):
+    return (g.flip(ctx.args[1]),)
+
+
+def flip(self, *dims):
+    return _flip.binding(self, _size_arg(dims))
+
+
+def fliplr(self):
+    if self.ndim < 2:
+        raise RuntimeError("Input must be >= 2-d.")
+    return _flip.binding(self, (1,))
+
+
+def flipud(self):
+    if self.ndim < 1:
+        raise RuntimeError("Input must be >= 1-d.")
+    return _flip.binding(self, (0,))
+
+
+@defop("roll(Tensor self, int[] shifts, int[] dims=[]) -> Tensor", save=())
+def _roll(xp, a, shifts, dims=()):
+    shifts, dims = list(shifts), list(dims)
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError(f"`shifts` required to be of size 1 when `dims` is empty, but got {len(shifts)}")
+        return xp.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    return xp.roll(a, shifts, axis=tuple(wrap_dim(d, a.ndim) for d in dims))
+
+
+@_roll.derivative
+def _roll_bw(ctx, g):
+    _, shifts, dims = ctx.args
+    return (_roll.binding(g, [-s for s in shifts], list(dims)),)
+
+
+def roll(self, shifts, dims=None):
+    shifts = [shifts] if isinstance(shifts, numbers.Integral) else list(shifts)
+    dims = [] if dims is None else [dims] if isinstance(dims, numbers.Integral) else list(dims)
+    return _roll.binding(self, shifts, dims)
+
+
+def _tri(name, fn):
+    @defop(f"{name}(Tensor self, int diagonal=0) -> Tensor", save=(), inplace=True)
+    def op(xp, a, diagonal=0):
+        if a.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        return getattr(xp, fn)(a, diagonal)
+
+    @op.derivative
+    def _bw(ctx, g):
+        return (getattr(g, name)(ctx.args[1]),)
+    return op
+
+
+tril = _tri("tril", "tril")
+triu = _tri("triu", "triu")
+
+
+@defop("repeat(Tensor self, int[] repeats) -> Tensor", save=(), method=False)
+def _repeat(xp, a, repeats):
+    reps = tuple(repeats)
+    if len(reps) < a.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
+                           "of tensor")
+    if any(r < 0 for r in reps):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: {list(reps)}")
+    a = a.reshape((1,) * (len(reps) - a.ndim) + a.shape)
+    return xp.tile(a, reps)
+
+
+@_repeat.derivative
+def _repeat_bw(ctx, g):
+    a, reps = ctx.args
+    reps = tuple(reps)
+    shp = (1,) * (len(reps) - a.ndim) + tuple(a.shape)
+    inter = []
+    for r, s in zip(reps, shp):
+        inter += [r, s]
+    gg = g.reshape(tuple(inter))
+    gg = gg.sum(list(range(0, 2 * len(reps), 2))) if reps else gg
+    return (gg.reshape(tuple(a.shape)),)
+
+
+def repeat(self, *repeats):
+    return _repeat.binding(self, _size_arg(repeats))
+
+
+def tile(self, *dims):
+    dims = _size_arg(dims)
+    if len(dims) < self.ndim:
+        dims = (1,) * (self.ndim - len(dims)) + dims
+    return _repeat.binding(self, dims)
+
+
 # ---------------------------------------------------------------------- entry points
 for _name, _fn in dict(view=view, reshape=reshape, view_as=view_as, reshape_as=reshape_as, expand=expand,
                        expand_as=expand_as, permute=permute, as_strided=as_strided).items():
@@ -457,4 +1098,18 @@ for _name, _fn in dict(reshape=reshape, permute=permute, as_strided=as_strided,
                        _as_strided_zero_region=_as_strided_zero_region,
                        _as_strided_scatter_grad=_as_strided_scatter_grad,
                        clone=_clone.binding).items():
+    setattr(api, _name, _fn)
+
+for _name, _fn in dict(narrow=narrow, split=split, chunk=chunk, tensor_split=tensor_split, flatten=flatten,
+                       unflatten=unflatten, movedim=movedim, moveaxis=movedim, swapaxes=swapaxes,
+                       swapdims=swapaxes, flip=flip, fliplr=fliplr, flipud=flipud, roll=roll, repeat=repeat,
+                       tile=tile).items():
+    setattr(Tensor, _name, _fn)
+for _name, _fn in dict(narrow=narrow, split=split, chunk=chunk, tensor_split=tensor_split, flatten=flatten,
+                       unflatten=unflatten, movedim=movedim, moveaxis=movedim, swapaxes=swapaxes,
+                       swapdims=swapaxes, flip=flip, fliplr=fliplr, flipud=flipud, roll=roll, tile=tile,
+                       cat=_cat_entry, concat=_cat_entry, concatenate=_cat_entry, stack=_stack_entry,
+                       hstack=hstack, vstack=vstack, dstack=dstack, column_stack=column_stack,
+                       atleast_1d=atleast_1d, atleast_2d=atleast_2d, atleast_3d=atleast_3d,
+                       ).items():
     setattr(api, _name, _fn)
