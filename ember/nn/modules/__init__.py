@@ -1,7 +1,21 @@
+"""Every ember.nn layer (PyTorch's class names, constructor arguments, parameter names and reprs)."""
 from .module import Module, RemovableHandle
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Bilinear
 from .flatten import Flatten, Unflatten
+from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hardsigmoid, Tanh, SiLU, Mish,
+                         Hardswish, ELU, CELU, SELU, GLU, GELU, Hardshrink, LeakyReLU, LogSigmoid, Softplus,
+                         Softshrink, PReLU, Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax)
+from .loss import (L1Loss, NLLLoss, PoissonNLLLoss, GaussianNLLLoss, KLDivLoss, MSELoss, BCELoss,
+                   BCEWithLogitsLoss, HingeEmbeddingLoss, SmoothL1Loss, HuberLoss, SoftMarginLoss, CrossEntropyLoss,
+                   CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+from .distance import PairwiseDistance, CosineSimilarity
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout
+from .sparse import Embedding
+from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
+from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d)
+from .normalization import LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
+from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d
 
-__all__ = ["Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict", "Identity",
-           "Linear", "Bilinear", "Flatten", "Unflatten"]
+__all__ = [n for n in dir() if not n.startswith("_") and n[0].isupper()]
