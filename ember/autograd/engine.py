@@ -257,11 +257,17 @@ def _accumulate(t, g, create_graph):
     if old is None:
         if create_graph and g._requires_grad:
             t._grad = g
+        elif STATE.modes:
+            # a dispatched copy, so tracing modes (make_fx) see where .grad comes from
+            t._grad = _clone_below_autograd(g)
         else:
             t._grad = _make(g._data.copy(), g.device, g.dtype)
     elif create_graph or old._requires_grad or g._requires_grad:
         from ..ops import api
         t._grad = api.add(old, g)
+    elif STATE.modes:
+        from ..ops.registry import OPS, _mode_dispatch
+        _mode_dispatch(OPS["add_"], (old, g, 1))
     else:
         d = old._data
         d += g._data
@@ -270,6 +276,12 @@ def _accumulate(t, g, create_graph):
     if post:
         for h in list(post.values()):
             h(t)
+
+
+def _clone_below_autograd(t):
+    """``clone(t)`` through the mode stack, recording no autograd history."""
+    from ..ops.registry import OPS, below_autograd
+    return below_autograd(OPS["clone"], (t, None))
 
 
 # ---------------------------------------------------------------------- public entry points

@@ -457,7 +457,12 @@ def inplace_with_autograd(op, args):
     if base is not None and base._requires_grad and base._grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
-    orig = _make(self._data.copy(), self.device, self.dtype)
+    if STATE.modes:
+        # dispatched, so tracing modes (make_fx) see the pre-mutation copy
+        from .engine import _clone_below_autograd
+        orig = _clone_below_autograd(self)
+    else:
+        orig = _make(self._data.copy(), self.device, self.dtype)
     edge = gradient_edge(self)
     if edge is not None:
         orig._requires_grad = True
@@ -467,7 +472,12 @@ def inplace_with_autograd(op, args):
         else:
             orig._grad_fn, orig._output_nr = edge
     res = dispatch(op.functional, (orig,) + tuple(args[1:]))
-    write_into(self, res, op.name)
+    if STATE.modes:
+        # tracing modes record the write as the in-place op itself
+        from ..ops.registry import _mode_dispatch
+        _mode_dispatch(op, args)
+    else:
+        write_into(self, res, op.name)
     if not res._requires_grad:
         return self
     if base is None:
@@ -585,7 +595,11 @@ def install_retain_grad(t):
         if tt is None:
             return
         if tt._grad is None:
-            tt._grad = _make(grad._data.copy(), grad.device, grad.dtype)
+            if STATE.modes:
+                from .engine import _clone_below_autograd
+                tt._grad = _clone_below_autograd(grad)
+            else:
+                tt._grad = _make(grad._data.copy(), grad.device, grad.dtype)
         else:
             tt._grad = tt._grad + grad
     fn._retain_grad_hooks[t._output_nr] = retain
