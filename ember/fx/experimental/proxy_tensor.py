@@ -1,0 +1,303 @@
+"""``make_fx``: trace any callable through ember's dispatcher into an
+op-level FX graph.
+
+How it works. ``make_fx(fn)(*example_inputs)`` pushes a dispatch mode (a
+:class:`DispatchTracer`) on ``STATE.modes`` and calls ``fn`` on the real
+example inputs. Every op that reaches the mode stack is run for real (its
+kernel, or the next mode down) and recorded as one ``call_function`` node
+whose target is the op's public binding (``ember.mul``; in-place ops as
+their ``_`` variant, ``ember.add_``). Each output tensor is remembered by
+identity together with its node, so later ops that read it get the node as
+argument. The result is a :class:`~ember.fx.GraphModule`.
+
+Why a mode and not proxies: the autograd key sits *above* the mode stack,
+and the backward engine dispatches the derivative formulas through the same
+dispatcher. So a function that calls ``loss.backward()`` or
+``ember.autograd.grad`` is recorded together with its backward: the graph
+of a training step is the joint forward+backward graph, made of plain ops
+and runnable without autograd.
+
+What becomes what in the graph:
+
+* every tensor among the inputs (positional arguments, flattened through
+  nested lists, tuples and dicts) is a placeholder, in that order; the
+  GraphModule is called with the flat tensors, ``gm(*flat_tensors)``.
+  Non-tensor arguments are baked into the graph as constants (the trace is
+  specialised to them, as to the shapes);
+* a tensor an op reads that was neither an input nor produced inside the
+  trace (a global, a module parameter, the engine's seed gradient of a
+  scalar ``backward()``) is lifted as a ``get_attr`` constant
+  ``_tensor_constant0``, ``_tensor_constant1``, ... held by the GraphModule;
+* a tensor that shares its backend array with a traced tensor (the engine
+  unpacking a saved tensor, ``detach()``) stands for that tensor's node;
+* op outputs that are tuples get one ``operator.getitem`` node per tensor;
+* the output node mirrors the structure ``fn`` returned.
+
+``decomposition_table`` maps ops (an ``OpDef``, its binding such as
+``ember.sub``, or its name) to a Python function taking the op's arguments;
+the function runs with the tracer still active, so the ops it calls are
+recorded instead of the op itself. Returning ``NotImplemented`` records the
+op whole after all.
+
+Composite ops (implemented in other ember ops) decompose on their own. Name
+them in ``keep_composites`` to record them whole instead; that holds where no
+gradient flows through the call: under autograd the backward refers to the
+composite's inner values, so there the composite is still decomposed.
+
+Only ``tracing_mode="real"`` exists so far; ``"fake"`` and ``"symbolic"``
+need fake tensors and symbolic shapes.
+"""
+from __future__ import annotations
+
+import functools
+import inspect
+import operator
+from typing import Any, Callable, Dict, Iterable, Optional, Tuple
+
+from ..._state import STATE
+from ...ops import registry as _reg
+from ...tensor import Tensor
+from ..graph import Graph
+from ..node import Node
+from ..passes.shape_prop import extract_tensor_metadata
+from ..proxy import _normalize_op_args
+
+__all__ = ["make_fx", "DispatchTracer"]
+
+_TRACING_MODES = ("real", "fake", "symbolic")
+
+
+def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
+            tracing_mode: str = "real", *, keep_composites: Iterable[Any] = ()) -> Callable[..., Any]:
+    """Return a function that, called with example inputs, traces ``fn`` on
+    them and returns a GraphModule of the ops it ran (see the module
+    docstring)."""
+    if tracing_mode not in _TRACING_MODES:
+        raise ValueError(f"make_fx: unknown tracing_mode {tracing_mode!r}; expected one of {_TRACING_MODES}")
+    if tracing_mode == "fake":
+        raise NotImplementedError("make_fx(tracing_mode='fake') needs ember fake tensors, which are not "
+                                  "implemented yet; use tracing_mode='real'")
+    if tracing_mode == "symbolic":
+        raise NotImplementedError("make_fx(tracing_mode='symbolic') needs ember fake tensors and symbolic "
+                                  "shapes, which are not implemented yet; use tracing_mode='real'")
+    decomps = _normalize_table(decomposition_table or {})
+    keep = frozenset(_op_name(k) for k in keep_composites)
+
+    @functools.wraps(fn)
+    def wrapped(*args: Any) -> Any:
+        return DispatchTracer(decomps, keep).trace(fn, args)
+
+    return wrapped
+
+
+def _as_op(key: Any) -> Any:
+    if isinstance(key, _reg.OpDef):
+        return key
+    op = getattr(key, "_ember_op", None)
+    if op is not None:
+        return op
+    if isinstance(key, str):
+        op = _reg.OPS.get(key)
+        if op is not None:
+            return op
+        raise KeyError(f"make_fx: no ember op named {key!r}")
+    raise TypeError(f"make_fx: expected an ember op (OpDef, binding or name), got {key!r}")
+
+
+def _op_name(key: Any) -> str:
+    return _as_op(key).name
+
+
+def _normalize_table(table: Dict[Any, Callable[..., Any]]) -> Dict[Any, Callable[..., Any]]:
+    out = {}
+    for k, fn in table.items():
+        if not callable(fn):
+            raise TypeError(f"make_fx: the decomposition for {k!r} is not callable")
+        out[_as_op(k)] = fn
+    return out
+
+
+def _requires_grad(op: Any, args: Tuple[Any, ...]) -> bool:
+    for i in op.tensor_pos:
+        a = args[i]
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    for i in op.list_pos:
+        for a in args[i]:
+            if isinstance(a, Tensor) and a._requires_grad:
+                return True
+    return False
+
+
+def _arg_names(fn: Callable[..., Any], n: int) -> list:
+    names = []
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        params = []
+    for p in params:
+        if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD):
+            names.append(p.name)
+        else:
+            break
+    names = names[:n]
+    names += [f"arg{i}" for i in range(len(names), n)]
+    return names
+
+
+def _class_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None) or type(fn).__name__
+    return name if name.isidentifier() else "GraphModule"
+
+
+class DispatchTracer:
+    """The dispatch mode behind :func:`make_fx`; one instance per trace."""
+
+    def __init__(self, decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
+                 keep_composites: Iterable[str] = ()) -> None:
+        self.graph = Graph()
+        self.decomps = dict(decomposition_table or {})
+        self.keep = frozenset(keep_composites)
+        # id(tensor) -> (tensor, node); the tensor is held so its id stays valid
+        self._by_id: Dict[int, Tuple[Tensor, Node]] = {}
+        # id(backend array) -> (array, dtype, node): aliases made outside the
+        # dispatcher (saved-tensor unpacking, detach) share the array object
+        self._by_data: Dict[int, Tuple[Any, Any, Node]] = {}
+        self.constants: Dict[str, Tensor] = {}
+
+    # -- the entry point ------------------------------------------------------
+    def trace(self, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Any:
+        from ..graph_module import GraphModule
+
+        for name, a in zip(_arg_names(fn, len(args)), args):
+            self._placeholders(a, name)
+        modes = STATE.modes
+        modes.append(self)
+        try:
+            out = fn(*args)
+        finally:
+            if modes and modes[-1] is self:
+                modes.pop()
+            else:
+                if self in modes:
+                    modes.remove(self)
+                raise RuntimeError("make_fx: the dispatch mode stack was left unbalanced by the traced "
+                                   "function (a mode was pushed or popped without being restored)")
+        self.graph.output(self._map_value(out))
+        return GraphModule(dict(self.constants), self.graph, class_name=_class_name(fn))
+
+    def _placeholders(self, a: Any, name: str) -> None:
+        if isinstance(a, Tensor):
+            node = self.graph.placeholder(name)
+            node.meta["tensor_meta"] = extract_tensor_metadata(a)
+            if self._lookup(a) is None:
+                self._track(a, node)
+        elif isinstance(a, (list, tuple)):
+            for i, x in enumerate(a):
+                self._placeholders(x, f"{name}_{i}")
+        elif isinstance(a, dict):
+            for k, x in a.items():
+                self._placeholders(x, f"{name}_{k}")
+
+    # -- tensor <-> node ---------------------------------------------------------
+    def _track(self, t: Tensor, node: Node) -> None:
+        self._by_id[id(t)] = (t, node)
+        data = t._data
+        self._by_data[id(data)] = (data, t.dtype, node)
+
+    def _lookup(self, t: Tensor) -> Optional[Node]:
+        e = self._by_id.get(id(t))
+        if e is not None and e[0] is t:
+            return e[1]
+        data = t._data
+        d = self._by_data.get(id(data))
+        if d is not None and d[0] is data and d[1] is t.dtype:
+            self._by_id[id(t)] = (t, d[2])
+            return d[2]
+        return None
+
+    def _node_of(self, t: Tensor) -> Node:
+        node = self._lookup(t)
+        if node is None:
+            name = f"_tensor_constant{len(self.constants)}"
+            self.constants[name] = t
+            node = self.graph.get_attr(name)
+            node.meta["tensor_meta"] = extract_tensor_metadata(t)
+            self._track(t, node)
+        return node
+
+    def _map_value(self, a: Any) -> Any:
+        if isinstance(a, Tensor):
+            return self._node_of(a)
+        if isinstance(a, tuple):
+            t = tuple(self._map_value(x) for x in a)
+            return type(a)(*t) if hasattr(a, "_fields") else t
+        if isinstance(a, list):
+            return [self._map_value(x) for x in a]
+        if isinstance(a, dict):
+            return {k: self._map_value(v) for k, v in a.items()}
+        return a
+
+    # -- the mode protocol ----------------------------------------------------------
+    def keep_composite(self, op: Any) -> bool:
+        return op in self.decomps or op.name in self.keep
+
+    def __ember_dispatch__(self, op: Any, args: Tuple[Any, ...]) -> Any:
+        fn = self.decomps.get(op)
+        if fn is not None:
+            out = self._decompose(fn, op, args)
+            if out is not NotImplemented:
+                return out
+        if op.composite is not None and STATE.grad_enabled and _requires_grad(op, args):
+            # the backward will read the composite's inner values: trace them
+            return self._with_mode(op.composite, *args)
+        out = self._redispatch(op, args)
+        self._record(op, args, out)
+        return out
+
+    def _with_mode(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        modes = STATE.modes
+        modes.append(self)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if modes and modes[-1] is self:
+                modes.pop()
+            elif self in modes:
+                modes.remove(self)
+
+    def _decompose(self, fn: Callable[..., Any], op: Any, args: Tuple[Any, ...]) -> Any:
+        pos, kw = [], {}
+        for p, a in zip(op.params, args):
+            if p.kwonly:
+                kw[p.name] = a
+            else:
+                pos.append(a)
+        return self._with_mode(fn, *pos, **kw)
+
+    @staticmethod
+    def _redispatch(op: Any, args: Tuple[Any, ...]) -> Any:
+        """Run ``op`` below this mode: the next mode down, or the kernel."""
+        if "inplace" in op.tags:
+            if STATE.modes:
+                return _reg._mode_dispatch(op, args)
+            return _reg.run_inplace(op, args)
+        if op.composite is not None:
+            return op.composite(*args)
+        return _reg.below_autograd(op, args)
+
+    def _record(self, op: Any, args: Tuple[Any, ...], out: Any) -> None:
+        margs = tuple(self._map_value(a) for a in args)
+        pargs, kwargs = _normalize_op_args(op, margs, {})
+        node = self.graph.call_function(op.binding, pargs, kwargs)
+        if "inplace" in op.tags:
+            self.graph.impure_targets.add(op.binding)
+        if isinstance(out, Tensor):
+            node.meta["tensor_meta"] = extract_tensor_metadata(out)
+            self._track(out, node)
+        elif isinstance(out, (tuple, list)):
+            for i, o in enumerate(out):
+                if isinstance(o, Tensor):
+                    item = self.graph.call_function(operator.getitem, (node, i))
+                    item.meta["tensor_meta"] = extract_tensor_metadata(o)
+                    self._track(o, item)
