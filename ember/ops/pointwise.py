@@ -1,32 +1,236 @@
-"""Pointwise ops: arithmetic, math functions, comparisons, logical/bitwise.
+"""Pointwise ops: arithmetic, math functions, comparisons, logical/bitwise,
+clamping/selection, and the pointwise activations.
 
 Each record: schema, a kernel over the array namespace (promotion via
-``_helpers``), and a derivative formula in ember ops. Broadcast gradients
-are reduced back with ``grad_for``.
+``_helpers``), and a derivative formula in ember ops (so it can be
+differentiated again). Broadcast gradients are reduced back with
+``grad_for``.
+
+Conventions shared by the kernels here:
+
+* the result dtype follows PyTorch's promotion (``result_dtype``); float-only
+  functions turn integer/bool results into the default float dtype;
+* float16/bfloat16 are computed in float32 and rounded once at the end, the
+  way PyTorch's CPU kernels do;
+* Python integer scalars wrap into narrow integer dtypes (``int8 + 1000``)
+  instead of raising, like PyTorch;
+* gradients at kinks follow PyTorch (relu'(0) = 0, abs'(0) = 0, clamp passes
+  the gradient at its bounds, maximum/minimum split ties evenly).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from .. import types as _t
-from ._helpers import binary_kernel, cast, grad_for, result_dtype, to_array, unary_float_kernel
-from .registry import defop
+from ..tensor import Tensor
+from ..types import from_numpy_dtype
+from . import api
+from ._helpers import grad_for, result_dtype, sum_to
+from .registry import defcomposite, defop
 
 PW = ("pointwise",)
+ND = PW + ("nondifferentiable",)
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+_HALF = (_t.float16, _t.bfloat16)
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+
+
+# ---------------------------------------------------------------------- kernel helpers
+def _is_scalar(x):
+    return isinstance(x, _SCALARS)
+
+
+def _dt(x):
+    """ember dtype of a backend array."""
+    return from_numpy_dtype(x.dtype)
+
+
+def _floaty(dt):
+    return dt if dt.is_floating_point else _t.get_default_dtype()
+
+
+def _comp(dt):
+    """The dtype a kernel computes in for result dtype ``dt``."""
+    return _t.float32 if dt in _HALF else dt
+
+
+def _arr(xp, x, dt):
+    """``x`` (array or Python scalar) as an array of ember dtype ``dt``.
+
+    Python integers wrap into narrow integer dtypes like PyTorch does (numpy
+    would raise for ``int8 + 1000``)."""
+    if _is_scalar(x):
+        if dt.category == 1 and isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_)):
+            return xp.asarray(x).astype(dt.np)
+        return xp.asarray(x, dtype=dt.np)
+    if x.dtype != dt.np:
+        return x.astype(dt.np)
+    return x
+
+
+def _out(xp, r, dt):
+    return xp.asarray(r).astype(dt.np, copy=False)
+
+
+def _not_impl(kernel, dt):
+    return NotImplementedError(f'"{kernel}" not implemented for \'{dt.legacy_name}\'')
+
+
+def _zeros(like):
+    return api.zeros_like(like)
+
+
+def _zeros_of(meta):
+    """Zeros shaped like a (possibly unsaved) tensor argument."""
+    return api.zeros(tuple(meta.shape), dtype=meta.dtype, device=meta.device)
+
+
+def _mask_grad(mask, g):
+    """``g`` where ``mask`` holds, 0 elsewhere (differentiable in ``g``)."""
+    return api.where(mask, g, 0.0)
+
+
+# ---------------------------------------------------------------------- erf family (numpy/cupy only)
+def _cheb_fit(f, lo, hi, deg):
+    """Chebyshev interpolant of ``f`` on [lo, hi] (coefficients, computed once at import)."""
+    from numpy.polynomial import chebyshev as C
+    k = np.arange(deg + 1)
+    t = np.cos(np.pi * (k + 0.5) / (deg + 1))
+    x = 0.5 * (hi - lo) * t + 0.5 * (hi + lo)
+    return lo, hi, C.chebfit(t, np.array([f(v) for v in x]), deg)
+
+
+def _clenshaw(x, fit):
+    lo, hi, c = fit
+    t = (2.0 * x - (lo + hi)) / (hi - lo)
+    t2 = 2.0 * t
+    b1 = b2 = 0.0
+    for ck in c[:0:-1]:
+        b1, b2 = ck + t2 * b1 - b2, b1
+    return c[0] + t * b1 - b2
+
+
+# erf(x)/x as a function of s = x*x on [0, 1]; exp(x*x)*erfc(x) on [1, 8];
+# an asymptotic series beyond 8 (15 terms: below 1e-16 there).
+_ERF_SMALL = _cheb_fit(lambda s: math.erf(math.sqrt(s)) / math.sqrt(s) if s > 0 else 2 / math.sqrt(math.pi),
+                       0.0, 1.0, 18)
+_ERFCX = [_cheb_fit(lambda v: math.erfc(v) * math.exp(v * v), a, b, 24) for a, b in ((1, 2), (2, 4), (4, 8))]
+_SQRT_PI = math.sqrt(math.pi)
+
+
+def _erfc_pos(xp, z):
+    """erfc(z) for z >= 1 (float64 array), accurate to ~1e-14 relative."""
+    out = xp.zeros_like(z)
+    for fit in _ERFCX:
+        m = (z >= fit[0]) & (z < fit[1])
+        if m.any():
+            v = z[m]
+            out[m] = xp.exp(-v * v) * _clenshaw(v, fit)
+    m = (z >= 8) & (z < 30)
+    if m.any():
+        v = z[m]
+        t = 1.0 / (2.0 * v * v)
+        ser = xp.ones_like(v)
+        term = xp.ones_like(v)
+        for k in range(1, 16):
+            term = -term * (2 * k - 1) * t
+            ser = ser + term
+        out[m] = xp.exp(-v * v) / (v * _SQRT_PI) * ser
+    return out
+
+
+def _erf_erfc(xp, x):
+    """(erf(x), erfc(x)) for a float64 array."""
+    x = xp.asarray(x, dtype=np.float64)
+    ax = xp.abs(x)
+    erf = xp.empty_like(x)
+    erfc = xp.empty_like(x)
+    small = ax < 1.0
+    if small.any():
+        v = x[small]
+        e = v * _clenshaw(v * v, _ERF_SMALL)
+        erf[small] = e
+        erfc[small] = 1.0 - e
+    big = ~small
+    if big.any():
+        v = x[big]
+        ec = _erfc_pos(xp, xp.abs(v))   # nan stays nan through the masks below
+        neg = v < 0
+        ec = xp.where(xp.isnan(v), np.nan, ec)
+        erf[big] = xp.where(neg, ec - 1.0, 1.0 - ec)
+        erfc[big] = xp.where(neg, 2.0 - ec, ec)
+    return erf, erfc
+
+
+def _erfinv(xp, y):
+    """Inverse error function of a float64 array: a closed-form first guess
+    refined by Halley steps on erf (|y| <= 0.5) or on erfc (|y| > 0.5, where
+    1 - |y| is exact, so the tails keep full relative accuracy)."""
+    y = xp.asarray(y, dtype=np.float64)
+    ay = xp.abs(y)
+    ok = ay < 1.0
+    w = xp.where(ok, ay, 0.0)
+    # first guess (relative error ~2e-3): sqrt(sqrt(c^2 - l/a) - c), c = 2/(pi a) + l/2, l = log(1 - w^2)
+    a = 0.147
+    lg = xp.log1p(-w * w)
+    c = 2.0 / (math.pi * a) + 0.5 * lg
+    x = xp.sqrt(xp.maximum(xp.sqrt(c * c - lg / a) - c, 0.0))
+    tail = w > 0.5
+    rest = 1.0 - w
+    k = 2.0 / _SQRT_PI
+    for _ in range(4):
+        e, ec = _erf_erfc(xp, x)
+        f = xp.where(tail, rest - ec, e - w)        # both: erf(x) - w
+        d = f / (k * xp.exp(-x * x))
+        d = xp.where(xp.isfinite(d), d, 0.0)
+        x = x - d / (1.0 + x * d)
+    x = xp.where(w == 0, 0.0, x)
+    out = xp.where(ok, x, xp.where(ay == 1.0, np.inf, np.nan))
+    out = xp.where(xp.isnan(y), np.nan, out)
+    return xp.where(y < 0, -out, out)
 
 
 # ---------------------------------------------------------------------- arithmetic
+def _check_alpha(dt, alpha):
+    if alpha is None or alpha == 1 and not isinstance(alpha, (bool, np.bool_)):
+        return
+    if isinstance(alpha, (bool, np.bool_)) and dt is not _t.bool_:
+        raise RuntimeError("Boolean alpha only supported for Boolean results.")
+    if dt.category < 2 and isinstance(alpha, (float, np.floating)):
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+
+
+def _addsub(xp, a, b, alpha, sign):
+    dt = result_dtype(a, b)
+    _check_alpha(dt, alpha)
+    cdt = _comp(dt)
+    a_ = _arr(xp, a, cdt)
+    b_ = _arr(xp, b, cdt)
+    if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
+        b_ = b_ * _arr(xp, alpha, cdt) if dt is not _t.bool_ else b_ & bool(alpha)
+    if dt is _t.bool_:
+        return _out(xp, a_ | b_, dt)
+    return _out(xp, a_ + b_ if sign > 0 else a_ - b_, dt)
+
+
+def _sub_bool_check(a, b):
+    ab = (a.dtype == np.bool_) if not _is_scalar(a) else isinstance(a, (bool, np.bool_))
+    bb = (b.dtype == np.bool_) if not _is_scalar(b) else isinstance(b, (bool, np.bool_))
+    if ab and bb:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                           "`^` or `logical_xor()` operator instead.")
+    if ab or bb:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
 @defop("add(Tensor self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
        save=())
 def add(xp, a, b, alpha=1):
-    if alpha == 1 and type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype != np.bool_:
-        return np.add(a, b)
-    dt = result_dtype(a, b)
-    a = to_array(xp, a, dt)
-    b = to_array(xp, b, dt)
-    if alpha != 1:
-        b = b * alpha
-    return xp.asarray(xp.add(a, b))
+    return _addsub(xp, a, b, alpha, 1)
 
 
 @add.derivative
@@ -41,15 +245,8 @@ def _add_bw(ctx, g):
 @defop("sub(Tensor self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
        save=())
 def sub(xp, a, b, alpha=1):
-    dt = result_dtype(a, b)
-    if dt is _t.bool_:
-        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
-                           "`^` or `logical_xor()` operator instead.")
-    a = to_array(xp, a, dt)
-    b = to_array(xp, b, dt)
-    if alpha != 1:
-        b = b * alpha
-    return xp.asarray(xp.subtract(a, b))
+    _sub_bool_check(a, b)
+    return _addsub(xp, a, b, alpha, -1)
 
 
 @sub.derivative
@@ -66,12 +263,15 @@ def _sub_bw(ctx, g):
            a[1], "_data") else "RsubBackward0")
 def rsub(xp, a, b, alpha=1):
     """other - alpha * self."""
+    _sub_bool_check(a, b)
     dt = result_dtype(a, b)
-    a = to_array(xp, a, dt)
-    b = to_array(xp, b, dt)
+    _check_alpha(dt, alpha)
+    cdt = _comp(dt)
+    a_ = _arr(xp, a, cdt)
+    b_ = _arr(xp, b, cdt)
     if alpha != 1:
-        a = a * alpha
-    return xp.asarray(xp.subtract(b, a))
+        a_ = a_ * _arr(xp, alpha, cdt)
+    return _out(xp, b_ - a_, dt)
 
 
 @rsub.derivative
@@ -85,14 +285,13 @@ def _rsub_bw(ctx, g):
 
 @defop("mul(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True)
 def mul(xp, a, b):
-    if type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype != np.bool_:
-        return np.multiply(a, b)
     dt = result_dtype(a, b)
-    a = to_array(xp, a, dt)
-    b = to_array(xp, b, dt)
+    cdt = _comp(dt)
+    a_ = _arr(xp, a, cdt)
+    b_ = _arr(xp, b, cdt)
     if dt is _t.bool_:
-        return xp.asarray(xp.logical_and(a, b))
-    return xp.asarray(xp.multiply(a, b))
+        return _out(xp, xp.logical_and(a_, b_), dt)
+    return _out(xp, a_ * b_, dt)
 
 
 @mul.derivative
@@ -103,37 +302,52 @@ def _mul_bw(ctx, g):
             grad_for(g * a, b) if n[1] else None)
 
 
-def _div_rounding(xp, q, rounding_mode):
-    if rounding_mode is None:
-        return q
-    if rounding_mode == "trunc":
-        return xp.trunc(q)
-    if rounding_mode == "floor":
-        return xp.floor(q)
-    raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
-                       f"'{rounding_mode}'")
+def _int_zero_check(xp, b_):
+    if bool(xp.any(b_ == 0)):
+        raise RuntimeError("ZeroDivisionError")
 
 
-@defop("div(Tensor self, Tensor|Scalar other, *, str? rounding_mode=None) -> Tensor", tags=PW, inplace=True)
+def _floor_div_arrays(xp, a_, b_, dt, kname):
+    """Python-style floor division of arrays already in the result dtype."""
+    if dt is _t.bool_:
+        raise _not_impl(kname, dt)
+    if dt.category == 1:
+        _int_zero_check(xp, b_)
+        return xp.floor_divide(a_, b_)
+    cdt = _comp(dt)
+    with np.errstate(all="ignore"):
+        return xp.floor_divide(a_.astype(cdt.np, copy=False), b_.astype(cdt.np, copy=False))
+
+
+def _div_name(args):
+    return "DivBackward2" if args[2] is not None else "DivBackward0"
+
+
+@defop("div(Tensor self, Tensor|Scalar other, *, str? rounding_mode=None) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_div_name)
 def div(xp, a, b, rounding_mode=None):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
     dt = result_dtype(a, b)
     if rounding_mode is None:
-        if not dt.is_floating_point:
-            dt = _t.get_default_dtype()
-        return xp.asarray(xp.true_divide(to_array(xp, a, dt), to_array(xp, b, dt)))
-    if dt.is_floating_point:
-        q = xp.true_divide(to_array(xp, a, dt), to_array(xp, b, dt))
-        return xp.asarray(_div_rounding(xp, q, rounding_mode)).astype(dt.np)
-    a_, b_ = to_array(xp, a, dt), to_array(xp, b, dt)
-    if xp.any(b_ == 0):
-        raise RuntimeError("ZeroDivisionError")
+        dt = _floaty(dt)
+        cdt = _comp(dt)
+        with np.errstate(all="ignore"):
+            return _out(xp, xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
     if rounding_mode == "floor":
-        return xp.asarray(xp.floor_divide(a_, b_))
-    if rounding_mode == "trunc":
+        return _out(xp, _floor_div_arrays(xp, a_, b_, dt, "div_floor_cpu"), dt)
+    if dt is _t.bool_:
+        raise _not_impl("div_trunc_cpu", dt)
+    if dt.category == 1:
+        _int_zero_check(xp, b_)
         q = xp.floor_divide(a_, b_)
         fix = (q < 0) & (q * b_ != a_)
-        return xp.asarray(q + fix.astype(q.dtype))
-    return _div_rounding(xp, a_, rounding_mode)
+        return _out(xp, q + fix.astype(q.dtype), dt)
+    cdt = _comp(dt)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.trunc(xp.true_divide(a_.astype(cdt.np), b_.astype(cdt.np))), dt)
 
 
 @div.derivative
@@ -141,25 +355,82 @@ def _div_bw(ctx, g):
     a, b, mode = ctx.args
     n = ctx.needs_input_grad
     if mode is not None:
-        return (grad_for(g * 0, a) if n[0] else None, grad_for(g * 0, b) if n[1] else None)
+        return (_zeros_of(a) if n[0] else None, _zeros_of(b) if n[1] else None)
     return (grad_for(g / b, a) if n[0] else None,
             grad_for(-g * a / (b * b), b) if n[1] else None)
 
 
-@defop("rdiv(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, method=False)
-def rdiv(xp, a, b):
-    """other / self."""
+@defcomposite("rdiv(Tensor self, Tensor|Scalar other) -> Tensor", method=False)
+def rdiv(self, other):
+    """other / self, computed as PyTorch's ``__rtruediv__`` does: reciprocal(self) * other."""
+    return api.reciprocal(self) * other
+
+
+@defcomposite("true_divide(Tensor self, Tensor|Scalar other) -> Tensor")
+def true_divide(self, other):
+    return api.div(self, other)
+
+
+@defop("floor_divide(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name="NotImplemented")
+def floor_divide(xp, a, b):
     dt = result_dtype(a, b)
-    if not dt.is_floating_point:
-        dt = _t.get_default_dtype()
-    return xp.asarray(xp.true_divide(to_array(xp, b, dt), to_array(xp, a, dt)))
+    return _out(xp, _floor_div_arrays(xp, _arr(xp, a, dt), _arr(xp, b, dt), dt, "div_floor_cpu"), dt)
 
 
-@rdiv.derivative
-def _rdiv_bw(ctx, g):
+@floor_divide.derivative
+def _floor_divide_bw(ctx, g):
+    raise RuntimeError("the derivative for 'floor_divide' is not implemented.")
+
+
+def _mod_name(base):
+    return lambda args: f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
+
+
+@defop("remainder(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_mod_name("Remainder"), scalar_overload=("other",))
+def remainder(xp, a, b):
+    dt = result_dtype(a, b)
+    if dt is _t.bool_:
+        raise _not_impl("remainder_cpu", dt)
+    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
+    if dt.category == 1:
+        _int_zero_check(xp, b_)
+        return _out(xp, xp.remainder(a_, b_), dt)
+    cdt = _comp(dt)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.remainder(a_.astype(cdt.np), b_.astype(cdt.np)), dt)
+
+
+@remainder.derivative
+def _remainder_bw(ctx, g):
     a, b = ctx.args
     n = ctx.needs_input_grad
-    return (grad_for(-g * b / (a * a), a) if n[0] else None, grad_for(g / a, b) if n[1] else None)
+    return (grad_for(g, a) if n[0] else None,
+            grad_for(-g * api.div(a, b, rounding_mode="floor"), b) if n[1] else None)
+
+
+@defop("fmod(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_mod_name("Fmod"), scalar_overload=("other",))
+def fmod(xp, a, b):
+    dt = result_dtype(a, b)
+    if dt is _t.bool_:
+        raise _not_impl("fmod_cpu", dt)
+    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
+    if dt.category == 1:
+        _int_zero_check(xp, b_)
+        return _out(xp, xp.fmod(a_, b_), dt)
+    cdt = _comp(dt)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.fmod(a_.astype(cdt.np), b_.astype(cdt.np)), dt)
+
+
+@fmod.derivative
+def _fmod_bw(ctx, g):
+    a, b = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(g, a) if n[0] else None,
+            grad_for(-g * api.div(a, b, rounding_mode="trunc"), b) if n[1] else None)
 
 
 @defop("neg(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
@@ -167,7 +438,7 @@ def neg(xp, a):
     if a.dtype == np.bool_:
         raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are "
                            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
-    return xp.negative(a)
+    return xp.asarray(xp.negative(a))
 
 
 @neg.derivative
@@ -175,30 +446,40 @@ def _neg_bw(ctx, g):
     return (-g,)
 
 
-@defop("exp(Tensor self) -> Tensor", tags=PW, inplace=True, save=(), save_result=True)
-def exp(xp, a):
-    return unary_float_kernel(lambda xp, x: xp.exp(x))(xp, a)
-
-
-@exp.derivative
-def _exp_bw(ctx, g):
-    return (g * ctx.result,)
-
-
+# ---------------------------------------------------------------------- pow
 def _pow_name(args):
-    return "PowBackward1" if hasattr(args[1], "_data") else "PowBackward0"
+    if not isinstance(args[0], Tensor):
+        return "PowBackward2"
+    return "PowBackward1" if isinstance(args[1], Tensor) else "PowBackward0"
+
+
+def _int_pow(xp, a_, b_):
+    """Integer power; negative exponents give 1, -1 or 0 like PyTorch (1/a truncated)."""
+    negative = b_ < 0
+    if not bool(xp.any(negative)):
+        return xp.power(a_, b_)
+    safe = xp.where(negative, 0, b_).astype(b_.dtype)
+    pos = xp.power(a_, safe)
+    odd = (b_ % 2) != 0
+    one = xp.ones_like(pos)
+    inv = xp.where(a_ == 1, one, xp.where(a_ == -1, xp.where(odd, -one, one), 0 * one))
+    return xp.where(negative, inv, pos)
 
 
 @defop("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", tags=PW, inplace=True,
        grad_fn_name=_pow_name, scalar_overload=("self", "exponent"))
 def pow(xp, a, b):
     dt = result_dtype(a, b)
-    a_ = to_array(xp, a, dt)
-    b_ = to_array(xp, b, dt) if not isinstance(b, (int, float)) or dt.category < 2 else b
-    if dt.category == 1:
-        if np.any(np.asarray(b_) < 0):
+    if dt.category < 2:
+        if _is_scalar(b) and not isinstance(b, (bool, np.bool_)) and b < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
-    return xp.asarray(xp.power(a_, b_)).astype(dt.np, copy=False)
+        cdt = _t.uint8 if dt is _t.bool_ else dt
+        return _out(xp, _int_pow(xp, _arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+    cdt = _comp(dt)
+    a_ = _arr(xp, a, cdt)
+    b_ = b if isinstance(b, (int, float)) and not isinstance(b, bool) else _arr(xp, b, cdt)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.power(a_, b_), dt)
 
 
 @pow.derivative
@@ -207,31 +488,593 @@ def _pow_bw(ctx, g):
     n = ctx.needs_input_grad
     ga = gb = None
     if n[0]:
-        if isinstance(b, (int, float)):
-            ga = g * 0 if b == 0 else g * b * a ** (b - 1)
+        if _is_scalar(b):
+            ga = _zeros(g) if b == 0 else g * b * a ** (b - 1)
         else:
-            from . import api
-            ga = grad_for(api.where(b == 0, g * 0, g * b * a ** (b - 1)), a)
+            ga = grad_for(api.where(b == 0, 0.0, g * b * a ** (b - 1)), a)
     if n[1]:
-        from . import api
         out = a ** b
-        if isinstance(a, (int, float)):
-            import math
-            gb = grad_for(g * out * (math.log(a) if a > 0 else float("nan") if a < 0 else float("-inf")), b)
+        if _is_scalar(a):
             if a == 0:
-                gb = grad_for(api.where(b >= 0, g * 0, g * out * float("-inf")), b)
+                gb = grad_for(api.where(b >= 0, 0.0, g * out * float("-inf")), b)
+            else:
+                la = math.log(a) if a > 0 else float("nan")
+                gb = grad_for(g * out * la, b)
         else:
-            gb = grad_for(api.where((a == 0) & (b >= 0), g * 0, g * out * api.log(a)), b)
+            gb = grad_for(api.where((a == 0) & (b >= 0), 0.0, g * out * api.log(a)), b)
     return ga, gb
+
+
+@defcomposite("square(Tensor self) -> Tensor")
+def square(self):
+    return api.pow(self, 2)
+
+
+@defop("reciprocal(Tensor self) -> Tensor", tags=PW, inplace=True, save=(), save_result=True)
+def reciprocal(xp, a):
+    dt = _floaty(_dt(a))
+    with np.errstate(all="ignore"):
+        return _out(xp, 1.0 / a.astype(_comp(dt).np, copy=False), dt)
+
+
+@reciprocal.derivative
+def _reciprocal_bw(ctx, g):
+    r = ctx.result
+    return (-g * r * r,)
+
+
+# ---------------------------------------------------------------------- unary float functions
+def _unary(name, fn, *, grad_fn_name=None, inplace=True, save=None, save_result=False, method=True,
+           tags=PW):
+    """Register a float-valued unary op ``name`` computing ``fn(xp, x)``."""
+    def kernel(xp, a):
+        dt = _floaty(_dt(a))
+        with np.errstate(all="ignore"):
+            r = fn(xp, a.astype(_comp(dt).np, copy=False))
+        return _out(xp, r, dt)
+    kernel.__name__ = name
+    return defop(f"{name}(Tensor self) -> Tensor", tags=tags, inplace=inplace, grad_fn_name=grad_fn_name,
+                 save=save, save_result=save_result, method=method)(kernel)
+
+
+def _erf64(fn):
+    """Run an erf-family function in float64 (the series are float64 fits)."""
+    return lambda xp, x: fn(xp, x.astype(np.float64))
+
+
+exp = _unary("exp", lambda xp, x: xp.exp(x), save=(), save_result=True)
+exp.derivative(lambda ctx, g: (g * ctx.result,))
+
+exp2 = _unary("exp2", lambda xp, x: xp.exp2(x), save=(), save_result=True)
+exp2.derivative(lambda ctx, g: (g * ctx.result * _LN2,))
+
+expm1 = _unary("expm1", lambda xp, x: xp.expm1(x), save=(), save_result=True)
+expm1.derivative(lambda ctx, g: (g * (ctx.result + 1),))
+
+log = _unary("log", lambda xp, x: xp.log(x))
+log.derivative(lambda ctx, g: (g / ctx.args[0],))
+
+log2 = _unary("log2", lambda xp, x: xp.log2(x))
+log2.derivative(lambda ctx, g: (g / (ctx.args[0] * _LN2),))
+
+log10 = _unary("log10", lambda xp, x: xp.log10(x))
+log10.derivative(lambda ctx, g: (g / (ctx.args[0] * _LN10),))
+
+log1p = _unary("log1p", lambda xp, x: xp.log1p(x), grad_fn_name="Log1PBackward0")
+log1p.derivative(lambda ctx, g: (g / (ctx.args[0] + 1),))
+
+sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), save=(), save_result=True)
+sqrt.derivative(lambda ctx, g: (g / (2 * ctx.result),))
+
+rsqrt = _unary("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), save=(), save_result=True)
+
+
+@rsqrt.derivative
+def _rsqrt_bw(ctx, g):
+    r = ctx.result
+    return (-0.5 * g * r * r * r,)
+
+
+sin = _unary("sin", lambda xp, x: xp.sin(x))
+sin.derivative(lambda ctx, g: (g * api.cos(ctx.args[0]),))
+
+cos = _unary("cos", lambda xp, x: xp.cos(x))
+cos.derivative(lambda ctx, g: (-g * api.sin(ctx.args[0]),))
+
+tan = _unary("tan", lambda xp, x: xp.tan(x), save=(), save_result=True)
+tan.derivative(lambda ctx, g: (g * (1 + ctx.result * ctx.result),))
+
+asin = _unary("asin", lambda xp, x: xp.arcsin(x))
+asin.derivative(lambda ctx, g: (g * api.rsqrt(1 - ctx.args[0] * ctx.args[0]),))
+
+acos = _unary("acos", lambda xp, x: xp.arccos(x))
+acos.derivative(lambda ctx, g: (-g * api.rsqrt(1 - ctx.args[0] * ctx.args[0]),))
+
+atan = _unary("atan", lambda xp, x: xp.arctan(x))
+atan.derivative(lambda ctx, g: (g / (1 + ctx.args[0] * ctx.args[0]),))
+
+sinh = _unary("sinh", lambda xp, x: xp.sinh(x))
+sinh.derivative(lambda ctx, g: (g * api.cosh(ctx.args[0]),))
+
+cosh = _unary("cosh", lambda xp, x: xp.cosh(x))
+cosh.derivative(lambda ctx, g: (g * api.sinh(ctx.args[0]),))
+
+tanh = _unary("tanh", lambda xp, x: xp.tanh(x), save=(), save_result=True)
+tanh.derivative(lambda ctx, g: (g * (1 - ctx.result * ctx.result),))
+
+asinh = _unary("asinh", lambda xp, x: xp.arcsinh(x))
+asinh.derivative(lambda ctx, g: (g * api.rsqrt(ctx.args[0] * ctx.args[0] + 1),))
+
+acosh = _unary("acosh", lambda xp, x: xp.arccosh(x))
+acosh.derivative(lambda ctx, g: (g * api.rsqrt(ctx.args[0] * ctx.args[0] - 1),))
+
+atanh = _unary("atanh", lambda xp, x: xp.arctanh(x))
+atanh.derivative(lambda ctx, g: (g / (1 - ctx.args[0] * ctx.args[0]),))
+
+sigmoid = _unary("sigmoid", lambda xp, x: 1.0 / (1.0 + xp.exp(-x)), save=(), save_result=True)
+sigmoid.derivative(lambda ctx, g: (g * ctx.result * (1 - ctx.result),))
+
+_TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
+
+erf = _unary("erf", _erf64(lambda xp, x: _erf_erfc(xp, x)[0]))
+erf.derivative(lambda ctx, g: (g * _TWO_OVER_SQRT_PI * api.exp(-ctx.args[0] * ctx.args[0]),))
+
+erfc = _unary("erfc", _erf64(lambda xp, x: _erf_erfc(xp, x)[1]))
+erfc.derivative(lambda ctx, g: (-g * _TWO_OVER_SQRT_PI * api.exp(-ctx.args[0] * ctx.args[0]),))
+
+erfinv = _unary("erfinv", _erf64(_erfinv), save=(), save_result=True)
+erfinv.derivative(lambda ctx, g: (g * (_SQRT_PI / 2) * api.exp(ctx.result * ctx.result),))
+
+
+@defop("atan2(Tensor self, Tensor other) -> Tensor", tags=PW, inplace=True)
+def atan2(xp, a, b):
+    dt = _floaty(result_dtype(a, b))
+    cdt = _comp(dt)
+    return _out(xp, xp.arctan2(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+
+
+@atan2.derivative
+def _atan2_bw(ctx, g):
+    a, b = ctx.args
+    n = ctx.needs_input_grad
+    d = a * a + b * b
+    return (grad_for(g * b / d, a) if n[0] else None,
+            grad_for(-g * a / d, b) if n[1] else None)
+
+
+@defop("logit(Tensor self, float? eps=None) -> Tensor", tags=PW, inplace=True)
+def logit(xp, a, eps=None):
+    dt = _floaty(_dt(a))
+    x = a.astype(_comp(dt).np, copy=False)
+    if eps is not None:
+        x = xp.clip(x, eps, 1.0 - eps).astype(x.dtype, copy=False)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.log(x / (1 - x)), dt)
+
+
+@logit.derivative
+def _logit_bw(ctx, g):
+    x, eps = ctx.args
+    d = g / (x * (1 - x))
+    if eps is None:
+        return (d,)
+    return (_mask_grad((x >= eps) & (x <= 1.0 - eps), d),)
+
+
+# ---------------------------------------------------------------------- sign, abs, rounding
+@defop("abs(Tensor self) -> Tensor", tags=PW, inplace=True)
+def abs(xp, a):
+    if a.dtype == np.bool_:
+        raise _not_impl("abs_cpu", _t.bool_)
+    return xp.asarray(xp.abs(a))
+
+
+@abs.derivative
+def _abs_bw(ctx, g):
+    return (g * api.sign(ctx.args[0]),)
+
+
+@defop("sign(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
+def sign(xp, a):
+    if a.dtype == np.bool_:
+        return a.copy()
+    return _out(xp, xp.sign(a.astype(_comp(_dt(a)).np, copy=False)), _dt(a))
+
+
+@sign.derivative
+def _sign_bw(ctx, g):
+    return (_zeros(g),)
+
+
+def _rounding(name, fn, kname):
+    def kernel(xp, a):
+        dt = _dt(a)
+        if dt.category < 2:
+            return a.copy()
+        return _out(xp, fn(xp, a.astype(_comp(dt).np, copy=False)), dt)
+    kernel.__name__ = name
+    op = defop(f"{name}(Tensor self) -> Tensor", tags=PW, inplace=True, save=())(kernel)
+    op.derivative(lambda ctx, g: (_zeros(g),))
+    return op
+
+
+floor = _rounding("floor", lambda xp, x: xp.floor(x), "floor_cpu")
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x), "ceil_cpu")
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), "trunc_cpu")
+
+
+@defop("round(Tensor self, *, int decimals=0) -> Tensor", tags=PW, inplace=True, save=(),
+       grad_fn_name=lambda args: "RoundBackward1" if args[1] != 0 else "RoundBackward0")
+def round(xp, a, decimals=0):
+    dt = _dt(a)
+    if dt.category < 2:
+        if decimals != 0:
+            raise _not_impl("round_cpu", dt)
+        return a.copy()
+    x = a.astype(_comp(dt).np, copy=False)
+    if decimals == 0:
+        return _out(xp, xp.rint(x), dt)
+    p = x.dtype.type(10.0 ** (-decimals if decimals < 0 else decimals))
+    with np.errstate(all="ignore"):
+        r = xp.rint(x / p) * p if decimals < 0 else xp.rint(x * p) / p
+    return _out(xp, r, dt)
+
+
+round.derivative(lambda ctx, g: (_zeros(g),))
+
+
+@defop("frac(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
+def frac(xp, a):
+    dt = _dt(a)
+    if dt.category < 2:
+        raise _not_impl("frac_cpu", dt)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, x - xp.trunc(x), dt)
+
+
+frac.derivative(lambda ctx, g: (g,))
+
+
+@defop("copysign(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_mod_name("Copysign"), scalar_overload=("other",), save_result=True)
+def copysign(xp, a, b):
+    dt = _floaty(result_dtype(a, b))
+    cdt = _comp(dt)
+    return _out(xp, xp.copysign(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+
+
+@copysign.derivative
+def _copysign_bw(ctx, g):
+    a, b = ctx.args
+    n = ctx.needs_input_grad
+    ga = None
+    if n[0]:
+        ga = grad_for(api.where(a == 0, 0.0, g * ctx.result / a), a)
+    return ga, (_zeros_of(b) if n[1] else None)
+
+
+# ---------------------------------------------------------------------- clamp, min/max, where, lerp
+def _clamp_kernel(xp, a, lo, hi, name):
+    if lo is None and hi is None:
+        raise RuntimeError(f"{name}: At least one of 'min' or 'max' must not be None")
+    dt = result_dtype(a, lo, hi)
+    if dt is _t.bool_:
+        raise _not_impl("clamp_cpu", dt)
+    cdt = _comp(dt)
+    x = _arr(xp, a, cdt)
+    if lo is not None:
+        x = xp.maximum(x, _arr(xp, lo, cdt))
+    if hi is not None:
+        x = xp.minimum(x, _arr(xp, hi, cdt))
+    return _out(xp, x, dt)
+
+
+def _clamp_name(args):
+    return "ClampBackward0" if isinstance(args[1], Tensor) or isinstance(args[2], Tensor) else "ClampBackward1"
+
+
+@defop("clamp(Tensor self, Tensor|Scalar? min=None, Tensor|Scalar? max=None) -> Tensor", tags=PW,
+       inplace=True, grad_fn_name=_clamp_name, scalar_overload=("min", "max"))
+def clamp(xp, a, lo=None, hi=None):
+    return _clamp_kernel(xp, a, lo, hi, "torch.clamp")
+
+
+@clamp.derivative
+def _clamp_bw(ctx, g):
+    x, lo, hi = ctx.args
+    n = ctx.needs_input_grad
+    mask = None
+    if lo is not None:
+        mask = x >= lo
+    if hi is not None:
+        m = x <= hi
+        mask = m if mask is None else mask & m
+    gx = grad_for(_mask_grad(mask, g), x) if n[0] else None
+    glo = ghi = None
+    if n[1]:
+        m = x < lo
+        if hi is not None:
+            m = m & (hi > lo)
+        glo = grad_for(_mask_grad(m, g), lo)
+    if n[2]:
+        m = x > hi
+        if lo is not None:
+            m = m | (hi < lo)
+        ghi = grad_for(_mask_grad(m, g), hi)
+    return gx, glo, ghi
+
+
+def _one_side_name(base):
+    return lambda args: f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
+
+
+@defop("clamp_min(Tensor self, Tensor|Scalar min) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_one_side_name("ClampMin"), scalar_overload=("min",))
+def clamp_min(xp, a, lo):
+    return _clamp_kernel(xp, a, lo, None, "torch.clamp_min")
+
+
+@clamp_min.derivative
+def _clamp_min_bw(ctx, g):
+    x, lo = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(_mask_grad(x >= lo, g), x) if n[0] else None,
+            grad_for(_mask_grad(x < lo, g), lo) if n[1] else None)
+
+
+@defop("clamp_max(Tensor self, Tensor|Scalar max) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_one_side_name("ClampMax"), scalar_overload=("max",))
+def clamp_max(xp, a, hi):
+    return _clamp_kernel(xp, a, None, hi, "torch.clamp_max")
+
+
+@clamp_max.derivative
+def _clamp_max_bw(ctx, g):
+    x, hi = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(_mask_grad(x <= hi, g), x) if n[0] else None,
+            grad_for(_mask_grad(x > hi, g), hi) if n[1] else None)
+
+
+def _minmax(name, npname, less):
+    @defop(f"{name}(Tensor self, Tensor other) -> Tensor", tags=PW)
+    def op(xp, a, b):
+        dt = result_dtype(a, b)
+        cdt = _comp(dt)
+        return _out(xp, getattr(xp, npname)(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+
+    @op.derivative
+    def _bw(ctx, g):
+        a, b = ctx.args
+        n = ctx.needs_input_grad
+        half = api.where(a == b, g / 2, g)
+        # maximum: the smaller side gets nothing; minimum: the larger side
+        ga = grad_for(api.where(less(a, b), 0.0, half), a) if n[0] else None
+        gb = grad_for(api.where(less(b, a), 0.0, half), b) if n[1] else None
+        return ga, gb
+    return op
+
+
+maximum = _minmax("maximum", "maximum", lambda u, v: u < v)
+minimum = _minmax("minimum", "minimum", lambda u, v: u > v)
+
+
+@defop("where(Tensor condition, Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=PW, method=False,
+       save=("condition",), scalar_overload=("self", "other"))
+def _where(xp, cond, a, b):
+    if cond.dtype != np.bool_:
+        if cond.dtype != np.uint8:
+            raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                               f"{_dt(cond).legacy_name}")
+        cond = cond.astype(np.bool_)
+    dt = result_dtype(a, b)
+    return _out(xp, xp.where(cond, _arr(xp, a, dt), _arr(xp, b, dt)), dt)
+
+
+@_where.derivative
+def _where_bw(ctx, g):
+    cond, a, b = ctx.args
+    n = ctx.needs_input_grad
+    return (None,
+            grad_for(api.where(cond, g, 0.0), a) if n[1] else None,
+            grad_for(api.where(cond, 0.0, g), b) if n[2] else None)
+
+
+_MISSING = object()
+
+
+def where(condition, input=_MISSING, other=_MISSING):
+    """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(condition, as_tuple=True)``."""
+    if input is _MISSING and other is _MISSING:
+        nz = getattr(api, "nonzero", None)
+        if nz is None:
+            raise RuntimeError("where(condition) needs ember.nonzero, which is not implemented yet")
+        return nz(condition, as_tuple=True)
+    if input is _MISSING or other is _MISSING:
+        raise TypeError("where() expects either (condition) or (condition, input, other)")
+    return _where.binding(condition, input, other)
+
+
+where._ember_op = _where
+where.__module__ = "ember"
+
+
+def _where_method(self, condition, other):
+    return _where.binding(condition, self, other)
+
+
+def _lerp_name(args):
+    return "LerpBackward1" if isinstance(args[2], Tensor) else "LerpBackward0"
+
+
+@defop("lerp(Tensor self, Tensor end, Tensor|Scalar weight) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_lerp_name, scalar_overload=("weight",))
+def lerp(xp, a, e, w):
+    dt = _dt(a)
+    for nm, v in (("end", e), ("weight", w)):
+        if not _is_scalar(v) and v.dtype != a.dtype:
+            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
+                               f"{_TORCH_NAMES.get(_dt(v).name, _dt(v).name)}")
+    if not dt.is_floating_point:
+        raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
+    cdt = _comp(dt)
+    a_, e_ = _arr(xp, a, cdt), _arr(xp, e, cdt)
+    w_ = _arr(xp, w, cdt)
+    d = e_ - a_
+    r = xp.where(xp.abs(w_) < 0.5, a_ + w_ * d, e_ - d * (1 - w_))
+    return _out(xp, r, dt)
+
+
+_TORCH_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+                "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
+                "uint8": "unsigned char", "bool": "bool"}
+
+
+@lerp.derivative
+def _lerp_bw(ctx, g):
+    a, e, w = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(g * (1 - w), a) if n[0] else None,
+            grad_for(g * w, e) if n[1] else None,
+            grad_for(g * (e - a), w) if n[2] else None)
+
+
+def _addc_value(dt, value):
+    if dt.category == 1:
+        return int(value)
+    if dt is _t.bool_:
+        return bool(value)
+    return value
+
+
+@defop("addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", tags=PW,
+       inplace=True)
+def addcmul(xp, a, t1, t2, value=1):
+    dt = result_dtype(a, t1, t2)
+    cdt = _comp(dt)
+    v = _addc_value(dt, value)
+    a_, p = _arr(xp, a, cdt), _arr(xp, t1, cdt) * _arr(xp, t2, cdt)
+    if dt is _t.bool_:
+        return _out(xp, a_ | (p & v), dt)
+    return _out(xp, a_ + _arr(xp, v, cdt) * p, dt)
+
+
+@addcmul.derivative
+def _addcmul_bw(ctx, g):
+    a, t1, t2, value = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(g, a) if n[0] else None,
+            grad_for(g * t2 * value, t1) if n[1] else None,
+            grad_for(g * t1 * value, t2) if n[2] else None)
+
+
+@defop("addcdiv(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor", tags=PW,
+       inplace=True)
+def addcdiv(xp, a, t1, t2, value=1):
+    if _dt(t1).category < 2 and _dt(t2).category < 2:
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+            "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented "
+            "as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+            "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+            "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+    dt = result_dtype(a, t1, t2)
+    cdt = _comp(dt)
+    with np.errstate(all="ignore"):
+        q = _arr(xp, t1, cdt) / _arr(xp, t2, cdt)
+        return _out(xp, _arr(xp, a, cdt) + _arr(xp, value, cdt) * q, dt)
+
+
+@addcdiv.derivative
+def _addcdiv_bw(ctx, g):
+    a, t1, t2, value = ctx.args
+    n = ctx.needs_input_grad
+    return (grad_for(g, a) if n[0] else None,
+            grad_for(g * value / t2, t1) if n[1] else None,
+            grad_for(-g * value * t1 / (t2 * t2), t2) if n[2] else None)
+
+
+# ---------------------------------------------------------------------- classification, nan_to_num
+def _classify(name, fn):
+    def kernel(xp, a):
+        if a.dtype.kind in "biu":   # integers are always finite
+            return xp.full(a.shape, name == "isfinite", dtype=np.bool_)
+        return xp.asarray(fn(xp, a.astype(_comp(_dt(a)).np, copy=False)))
+    kernel.__name__ = name
+    return defop(f"{name}(Tensor self) -> Tensor", tags=ND)(kernel)
+
+
+isnan = _classify("isnan", lambda xp, x: xp.isnan(x))
+isinf = _classify("isinf", lambda xp, x: xp.isinf(x))
+isfinite = _classify("isfinite", lambda xp, x: xp.isfinite(x))
+isposinf = _classify("isposinf", lambda xp, x: xp.isposinf(x))
+isneginf = _classify("isneginf", lambda xp, x: xp.isneginf(x))
+
+
+def _finfo(dt):
+    import ml_dtypes
+    return ml_dtypes.finfo(dt.np)
+
+
+@defop("nan_to_num(Tensor self, float? nan=0.0, float? posinf=None, float? neginf=None) -> Tensor", tags=PW,
+       inplace=True, save=("self",))
+def nan_to_num(xp, a, nan=0.0, posinf=None, neginf=None):
+    dt = _dt(a)
+    if dt.category < 2:
+        return a.copy()
+    fi = _finfo(dt)
+    x = a.astype(_comp(dt).np, copy=False)
+    big = float(fi.max)
+    nan = 0.0 if nan is None else nan
+    posinf = big if posinf is None else posinf
+    neginf = -big if neginf is None else neginf
+    r = xp.where(xp.isnan(x), nan, xp.where(xp.isposinf(x), posinf, xp.where(xp.isneginf(x), neginf, x)))
+    return _out(xp, r, dt)
+
+
+@nan_to_num.derivative
+def _nan_to_num_bw(ctx, g):
+    x = ctx.args[0]
+    return (_mask_grad(api.isfinite(x), g),)
+
+
+# ---------------------------------------------------------------------- masked_fill
+def _masked_fill_name(args):
+    return "MaskedFillBackward1" if isinstance(args[2], Tensor) else "MaskedFillBackward0"
+
+
+@defop("masked_fill(Tensor self, Tensor mask, Tensor|Scalar value) -> Tensor", tags=PW, inplace=True,
+       grad_fn_name=_masked_fill_name, scalar_overload=("value",), save=("mask",))
+def masked_fill(xp, a, mask, value):
+    if mask.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_TORCH_NAMES.get(_dt(mask).name, _dt(mask).name)}")
+    if not _is_scalar(value):
+        if value.ndim != 0:
+            raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                               f"{value.ndim} dimension(s).")
+    dt = _dt(a)
+    v = _arr(xp, value, dt) if _is_scalar(value) else value.astype(dt.np)
+    return _out(xp, xp.where(mask, v, a), dt)
+
+
+@masked_fill.derivative
+def _masked_fill_bw(ctx, g):
+    a, mask, value = ctx.args
+    n = ctx.needs_input_grad
+    ga = grad_for(api.where(mask, 0.0, g), a) if n[0] else None
+    gv = None
+    if n[2]:
+        gv = api.where(mask, g, 0.0).sum()
+    return ga, None, gv
 
 
 # ---------------------------------------------------------------------- comparisons
 def _cmp(name, npname):
-    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW + ("nondifferentiable",),
-           inplace=True)
+    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
     def kernel(xp, a, b):
         dt = result_dtype(a, b)
-        return xp.asarray(getattr(xp, npname)(to_array(xp, a, dt), to_array(xp, b, dt)))
+        return xp.asarray(getattr(xp, npname)(_arr(xp, a, dt), _arr(xp, b, dt)))
     kernel.kernel.__name__ = npname
     return kernel
 
@@ -242,3 +1085,415 @@ lt = _cmp("lt", "less")
 le = _cmp("le", "less_equal")
 gt = _cmp("gt", "greater")
 ge = _cmp("ge", "greater_equal")
+
+
+# ---------------------------------------------------------------------- logical / bitwise
+def _logical(name, npname):
+    @defop(f"{name}(Tensor self, Tensor other) -> Tensor", tags=ND, inplace=True)
+    def op(xp, a, b):
+        return xp.asarray(getattr(xp, npname)(a, b))
+    op.kernel.__name__ = npname
+    return op
+
+
+logical_and = _logical("logical_and", "logical_and")
+logical_or = _logical("logical_or", "logical_or")
+logical_xor = _logical("logical_xor", "logical_xor")
+
+
+@defop("logical_not(Tensor self) -> Tensor", tags=ND, inplace=True)
+def logical_not(xp, a):
+    return xp.asarray(xp.logical_not(a))
+
+
+def _bitwise(name, npname, kname):
+    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
+    def op(xp, a, b):
+        dt = result_dtype(a, b)
+        if dt.is_floating_point:
+            raise _not_impl(kname, dt)
+        return _out(xp, getattr(xp, npname)(_arr(xp, a, dt), _arr(xp, b, dt)), dt)
+    op.kernel.__name__ = npname
+    return op
+
+
+bitwise_and = _bitwise("bitwise_and", "bitwise_and", "bitwise_and_cpu")
+bitwise_or = _bitwise("bitwise_or", "bitwise_or", "bitwise_or_cpu")
+bitwise_xor = _bitwise("bitwise_xor", "bitwise_xor", "bitwise_xor_cpu")
+
+
+@defop("bitwise_not(Tensor self) -> Tensor", tags=ND, inplace=True)
+def bitwise_not(xp, a):
+    dt = _dt(a)
+    if dt.is_floating_point:
+        raise _not_impl("bitwise_not_cpu", dt)
+    if dt is _t.bool_:
+        return xp.asarray(xp.logical_not(a))
+    return xp.asarray(xp.invert(a))
+
+
+def _shift(name, left):
+    kname = "lshift_cpu" if left else "rshift_cpu"
+
+    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
+    def op(xp, a, b):
+        dt = result_dtype(a, b)
+        if dt.category != 1:
+            raise _not_impl(kname, dt)
+        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
+        bits = dt.itemsize * 8
+        out_of_range = (b_ < 0) | (b_ >= bits)
+        amount = xp.where(out_of_range, 0, b_).astype(dt.np)
+        if left:
+            r = xp.where(out_of_range, 0, xp.left_shift(a_, amount))
+        else:
+            fill = xp.right_shift(a_, bits - 1) if dt.is_signed else xp.zeros_like(a_)
+            r = xp.where(out_of_range, fill, xp.right_shift(a_, amount))
+        return _out(xp, r, dt)
+    return op
+
+
+bitwise_left_shift = _shift("bitwise_left_shift", True)
+bitwise_right_shift = _shift("bitwise_right_shift", False)
+
+
+# ---------------------------------------------------------------------- activations
+@defop("relu(Tensor self) -> Tensor", tags=PW, inplace=True, save=(), save_result=True)
+def relu(xp, a):
+    if a.dtype == np.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    return xp.asarray(xp.maximum(a, a.dtype.type(0)))
+
+
+@relu.derivative
+def _relu_bw(ctx, g):
+    return (_mask_grad(ctx.result > 0, g),)
+
+
+def _float_act(name, kname):
+    """Check of an activation that PyTorch only implements for floating dtypes."""
+    def check(a):
+        dt = _dt(a)
+        if not dt.is_floating_point:
+            raise _not_impl(kname, dt)
+        return dt
+    return check
+
+
+@defop("hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor", tags=PW, inplace=True,
+       method=False, save=("self",))
+def hardtanh(xp, a, min_val=-1, max_val=1):
+    dt = _dt(a)
+    if dt is _t.bool_:
+        raise _not_impl("hardtanh_cpu", dt)
+    x = a.astype(_comp(dt).np, copy=False)
+    lo, hi = _arr(xp, min_val, _comp(dt)), _arr(xp, max_val, _comp(dt))
+    return _out(xp, xp.minimum(xp.maximum(x, lo), hi), dt)
+
+
+@hardtanh.derivative
+def _hardtanh_bw(ctx, g):
+    x, lo, hi = ctx.args
+    return (_mask_grad((x > lo) & (x < hi), g),)
+
+
+@defcomposite("relu6(Tensor self) -> Tensor", method=False)
+def relu6(self):
+    return api.hardtanh(self, 0.0, 6.0)
+
+
+_leaky_check = _float_act("leaky_relu", "leaky_relu_cpu")
+
+
+@defop("leaky_relu(Tensor self, Scalar negative_slope=0.01) -> Tensor", tags=PW, inplace=True, method=False)
+def leaky_relu(xp, a, negative_slope=0.01):
+    dt = _leaky_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, xp.where(x > 0, x, x * x.dtype.type(negative_slope)), dt)
+
+
+@leaky_relu.derivative
+def _leaky_relu_bw(ctx, g):
+    x, slope = ctx.args
+    return (api.where(x > 0, g, g * slope),)
+
+
+_elu_check = _float_act("elu", "elu_cpu")
+
+
+@defop("elu(Tensor self, Scalar alpha=1.0, Scalar scale=1.0, Scalar input_scale=1.0) -> Tensor", tags=PW,
+       inplace=True, method=False)
+def elu(xp, a, alpha=1.0, scale=1.0, input_scale=1.0):
+    dt = _elu_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    with np.errstate(all="ignore"):
+        r = xp.where(x > 0, x * scale, (xp.expm1(x * input_scale) * alpha) * scale)
+    return _out(xp, r, dt)
+
+
+@elu.derivative
+def _elu_bw(ctx, g):
+    x, alpha, scale, input_scale = ctx.args
+    neg = g * (alpha * scale * input_scale) * api.exp(x * input_scale)
+    return (api.where(x > 0, g * scale, neg),)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+@defcomposite("selu(Tensor self) -> Tensor", method=False)
+def selu(self):
+    return api.elu(self, _SELU_ALPHA, _SELU_SCALE)
+
+
+@defop("celu(Tensor self, Scalar alpha=1.0) -> Tensor", tags=PW, inplace=True, method=False)
+def celu(xp, a, alpha=1.0):
+    dt = _elu_check(a)
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+    x = a.astype(_comp(dt).np, copy=False)
+    with np.errstate(all="ignore"):
+        r = xp.where(x > 0, x, xp.expm1(x / alpha) * alpha)
+    return _out(xp, r, dt)
+
+
+@celu.derivative
+def _celu_bw(ctx, g):
+    x, alpha = ctx.args
+    return (api.where(x > 0, g, g * api.exp(x / alpha)),)
+
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_GELU_K = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+@defop("gelu(Tensor self, *, str approximate='none') -> Tensor", tags=PW, method=False)
+def gelu(xp, a, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    dt = _float_act("gelu", "GeluKernelImpl")(a)
+    if approximate == "tanh":
+        x = a.astype(_comp(dt).np, copy=False)
+        r = 0.5 * x * (1 + xp.tanh(_GELU_K * (x + _GELU_C * x * x * x)))
+    else:
+        x = a.astype(np.float64)
+        r = 0.5 * x * (1 + _erf_erfc(xp, x * _SQRT1_2)[0])
+    return _out(xp, r, dt)
+
+
+@gelu.derivative
+def _gelu_bw(ctx, g):
+    x, approximate = ctx.args
+    if approximate == "tanh":
+        x2 = x * x
+        t = api.tanh(_GELU_K * (x + _GELU_C * x2 * x))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_K * (1 + 3 * _GELU_C * x2))
+        return (g * d,)
+    cdf = 0.5 * (1 + api.erf(x * _SQRT1_2))
+    pdf = api.exp(-0.5 * x * x) * (1.0 / math.sqrt(2 * math.pi))
+    return (g * (cdf + x * pdf),)
+
+
+_silu_check = _float_act("silu", "silu_cpu")
+
+
+@defop("silu(Tensor self) -> Tensor", tags=PW, inplace=True, method=False)
+def silu(xp, a):
+    dt = _silu_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    with np.errstate(all="ignore"):
+        return _out(xp, x / (1 + xp.exp(-x)), dt)
+
+
+@silu.derivative
+def _silu_bw(ctx, g):
+    x = ctx.args[0]
+    s = api.sigmoid(x)
+    return (g * s * (1 + x * (1 - s)),)
+
+
+_mish_check = _float_act("mish", "mish_cpu")
+
+
+@defop("mish(Tensor self) -> Tensor", tags=PW, inplace=True, method=False)
+def mish(xp, a):
+    dt = _mish_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    with np.errstate(all="ignore"):
+        return _out(xp, x * xp.tanh(xp.logaddexp(x.dtype.type(0), x)), dt)
+
+
+@mish.derivative
+def _mish_bw(ctx, g):
+    x = ctx.args[0]
+    t = api.tanh(api.softplus(x))
+    return (g * (t + x * api.sigmoid(x) * (1 - t * t)),)
+
+
+_softplus_check = _float_act("softplus", "softplus_cpu")
+
+
+@defop("softplus(Tensor self, Scalar beta=1.0, Scalar threshold=20.0) -> Tensor", tags=PW, method=False)
+def softplus(xp, a, beta=1.0, threshold=20.0):
+    dt = _softplus_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    bx = x * x.dtype.type(beta)
+    with np.errstate(all="ignore"):
+        r = xp.where(bx > threshold, x, xp.logaddexp(x.dtype.type(0), bx) / x.dtype.type(beta))
+    return _out(xp, r, dt)
+
+
+@softplus.derivative
+def _softplus_bw(ctx, g):
+    x, beta, threshold = ctx.args
+    bx = x * beta
+    return (api.where(bx > threshold, g, g * api.sigmoid(bx)),)
+
+
+_hs_check = _float_act("hardswish", "hardswish_cpu")
+
+
+@defop("hardswish(Tensor self) -> Tensor", tags=PW, inplace=True, method=False)
+def hardswish(xp, a):
+    dt = _hs_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, x * xp.minimum(xp.maximum(x + 3, 0), 6) / 6, dt)
+
+
+@hardswish.derivative
+def _hardswish_bw(ctx, g):
+    x = ctx.args[0]
+    mid = g * (x / 3 + 0.5)
+    return (api.where(x <= -3, 0.0, api.where(x < 3, mid, g)),)
+
+
+_hsig_check = _float_act("hardsigmoid", "hardsigmoid_cpu")
+
+
+@defop("hardsigmoid(Tensor self) -> Tensor", tags=PW, inplace=True, method=False)
+def hardsigmoid(xp, a):
+    dt = _hsig_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, xp.minimum(xp.maximum(x + 3, 0), 6) / 6, dt)
+
+
+@hardsigmoid.derivative
+def _hardsigmoid_bw(ctx, g):
+    x = ctx.args[0]
+    return (_mask_grad((x > -3) & (x < 3), g / 6),)
+
+
+@defcomposite("softsign(Tensor self) -> Tensor", method=False)
+def softsign(self):
+    return self / (1 + api.abs(self))
+
+
+@defcomposite("tanhshrink(Tensor self) -> Tensor", method=False)
+def tanhshrink(self):
+    return self - api.tanh(self)
+
+
+@defop("threshold(Tensor self, Scalar threshold, Scalar value) -> Tensor", tags=PW, inplace=True, method=False)
+def threshold(xp, a, threshold, value):
+    dt = _dt(a)
+    if dt is _t.bool_:
+        raise _not_impl("threshold_cpu", dt)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, xp.where(x > threshold, x, _arr(xp, value, _comp(dt))), dt)
+
+
+@threshold.derivative
+def _threshold_bw(ctx, g):
+    x, th, _ = ctx.args
+    return (_mask_grad(x > th, g),)
+
+
+_logsig_check = _float_act("logsigmoid", "log_sigmoid_cpu")
+
+
+@defop("logsigmoid(Tensor self) -> Tensor", tags=PW, method=False, grad_fn_name="LogSigmoidBackward0")
+def logsigmoid(xp, a):
+    dt = _logsig_check(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    with np.errstate(all="ignore"):
+        return _out(xp, xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x))), dt)
+
+
+@logsigmoid.derivative
+def _logsigmoid_bw(ctx, g):
+    return (g * api.sigmoid(-ctx.args[0]),)
+
+
+@defop("hardshrink(Tensor self, Scalar lambd=0.5) -> Tensor", tags=PW)
+def hardshrink(xp, a, lambd=0.5):
+    dt = _float_act("hardshrink", "hardshrink_cpu")(a)
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, xp.where((x > lambd) | (x < -lambd), x, 0), dt)
+
+
+@hardshrink.derivative
+def _hardshrink_bw(ctx, g):
+    x, lambd = ctx.args
+    return (_mask_grad((x > lambd) | (x < -lambd), g),)
+
+
+@defop("softshrink(Tensor self, Scalar lambd=0.5) -> Tensor", tags=PW, method=False)
+def softshrink(xp, a, lambd=0.5):
+    dt = _float_act("softshrink", "softshrink_cpu")(a)
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+    x = a.astype(_comp(dt).np, copy=False)
+    return _out(xp, xp.where(x > lambd, x - lambd, xp.where(x < -lambd, x + lambd, 0)), dt)
+
+
+@softshrink.derivative
+def _softshrink_bw(ctx, g):
+    x, lambd = ctx.args
+    return (_mask_grad((x > lambd) | (x < -lambd), g),)
+
+
+# ---------------------------------------------------------------------- hand-written entry points
+def _inplace_alias(fn_name, target, *fixed):
+    """An in-place entry point that forwards to another op's in-place variant."""
+    def f(self, *args, **kwargs):
+        return getattr(api, target)(self, *fixed, *args, **kwargs)
+    f.__name__ = fn_name
+    f.__qualname__ = fn_name
+    f.__module__ = "ember"
+    return f
+
+
+def _install():
+    setattr(api, "where", where)
+    setattr(Tensor, "where", _where_method)
+    extra = {
+        "square_": _inplace_alias("square_", "pow_", 2),
+        "true_divide_": _inplace_alias("true_divide_", "div_"),
+        "relu6_": _inplace_alias("relu6_", "hardtanh_", 0.0, 6.0),
+        "selu_": _inplace_alias("selu_", "elu_", _SELU_ALPHA, _SELU_SCALE),
+        "clip_": _inplace_alias("clip_", "clamp_"),
+    }
+    for k, v in extra.items():
+        setattr(api, k, v)
+    for k in ("square_", "true_divide_", "clip_"):
+        setattr(Tensor, k, extra[k])
+    # PyTorch's aliases (same op, same grad_fn)
+    aliases = {
+        "clip": "clamp", "absolute": "abs", "arccos": "acos", "arcsin": "asin", "arctan": "atan",
+        "arctan2": "atan2", "arcsinh": "asinh", "arccosh": "acosh", "arctanh": "atanh", "divide": "div",
+        "multiply": "mul", "subtract": "sub", "negative": "neg", "fix": "trunc", "greater": "gt",
+        "greater_equal": "ge", "less": "lt", "less_equal": "le", "not_equal": "ne", "sgn": "sign",
+    }
+    for new, old in aliases.items():
+        setattr(api, new, getattr(api, old))
+        if hasattr(Tensor, old):
+            setattr(Tensor, new, getattr(Tensor, old))
+        if hasattr(Tensor, old + "_"):
+            setattr(Tensor, new + "_", getattr(Tensor, old + "_"))
+            setattr(api, new + "_", getattr(api, old + "_"))
+    setattr(api, "log_sigmoid", api.logsigmoid)
+
+
+_install()
