@@ -37,7 +37,8 @@ What becomes what in the graph:
 ``ember.sub``, or its name) to a Python function taking the op's arguments;
 the function runs with the tracer still active, so the ops it calls are
 recorded instead of the op itself. Returning ``NotImplemented`` records the
-op whole after all.
+op whole after all, and so does a call of the op from inside its own
+decomposition.
 
 Composite ops (implemented in other ember ops) decompose on their own. Name
 them in ``keep_composites`` to record them whole instead; that holds where no
@@ -164,6 +165,9 @@ class DispatchTracer:
         # dispatcher (saved-tensor unpacking, detach) share the array object
         self._by_data: Dict[int, Tuple[Any, Any, Node]] = {}
         self.constants: Dict[str, Tensor] = {}
+        # ops whose decomposition is running: a decomposition may call its
+        # own op (with other arguments), which is then recorded whole
+        self._decomposing: set = set()
 
     # -- the entry point ------------------------------------------------------
     def trace(self, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Any:
@@ -244,8 +248,12 @@ class DispatchTracer:
 
     def __ember_dispatch__(self, op: Any, args: Tuple[Any, ...]) -> Any:
         fn = self.decomps.get(op)
-        if fn is not None:
-            out = self._decompose(fn, op, args)
+        if fn is not None and op not in self._decomposing:
+            self._decomposing.add(op)
+            try:
+                out = self._decompose(fn, op, args)
+            finally:
+                self._decomposing.discard(op)
             if out is not NotImplemented:
                 return out
         if op.composite is not None and STATE.grad_enabled and _requires_grad(op, args):
