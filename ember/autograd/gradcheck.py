@@ -9,7 +9,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from .engine import grad as _grad
-from .grad_mode import no_grad
+from .grad_mode import enable_grad, no_grad
 
 
 class GradcheckError(RuntimeError):
@@ -83,8 +83,10 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
     diff = [x for x in inputs if isinstance(x, Tensor) and x.requires_grad]
 
     def vjp_fn(*xs):
-        os_ = _flat_outputs(func(*xs))
-        ds = [x for x in xs if isinstance(x, Tensor) and x.requires_grad]
-        gs = _grad(os_, ds, grad_outputs, create_graph=True, allow_unused=True)
+        # the numerical pass calls this under no_grad; the vjp itself needs a graph
+        with enable_grad():
+            os_ = _flat_outputs(func(*xs))
+            ds = [x for x in xs if isinstance(x, Tensor) and x.requires_grad]
+            gs = _grad(os_, ds, grad_outputs, create_graph=True, allow_unused=True)
         return tuple(g if g is not None else api.zeros_like(d) for g, d in zip(gs, ds))
     return gradcheck(vjp_fn, inputs, eps=eps, atol=atol, rtol=rtol, **kw)
