@@ -44,6 +44,13 @@ def reduce_dims(dim, ndim):
     """Sorted, wrapped dims of a reduction; ``None`` or an empty list means all dims."""
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
         return tuple(range(ndim))
+    if isinstance(dim, (list, tuple)):
+        seen = set()
+        for d in dim:
+            w = wrap_dim(d, ndim)
+            if w in seen:
+                raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+            seen.add(w)
     return wrap_dims(dim, ndim)
 
 
@@ -257,17 +264,23 @@ def _prod_bw(ctx, g):
     x = a if dtype is None else a.to(_t.as_dtype(dtype))
     shape = tuple(a.shape)
     ge = expand_reduced(g, shape, dim, keepdim)
+    # The formula is written so that it is also right to first order (double
+    # backward): the zero values enter as factors (``zsum``), never as masks only.
     zero = x == 0
-    xs = x + zero                       # zeros replaced by one
+    nonzero = x != 0
+    xs = x * nonzero + zero             # zeros replaced by one, with no dependence on them
     if dim is None:
         nz = zero.sum()
-        p = xs.prod()
+        p = xs.prod()                   # product of the nonzero elements
+        zsum = (x * zero).sum()
     else:
         nz = zero.sum(dim, keepdim=True)
         p = xs.prod(dim, keepdim=True)
-    only = (nz == 0)
-    one = (nz == 1) * zero
-    return (_like(ge * p * (only / xs + one), a),)
+        zsum = (x * zero).sum(dim, keepdim=True)
+    none = (nz == 0) / xs                                   # p / x_i
+    one = (nz == 1) * (zero + nonzero * zsum / xs)          # at the zero: p; elsewhere x_z p / x_i
+    two = (nz == 2) * zero * (zsum - x)                     # at one zero: (the other zero) * p
+    return (_like(ge * p * (none + one + two), a),)
 
 
 # ---------------------------------------------------------------------- amax / amin / max / min
@@ -396,14 +409,15 @@ argmin = _argmaxmin("argmin", "argmin")
 
 
 # ---------------------------------------------------------------------- var / std
-def _check_float_var(a):
+def _check_float_var(a, name):
     if not _dt(a).is_floating_point:
-        raise RuntimeError("std and var only support floating point and complex dtypes")
+        who = "std and var" if name in ("std", "var") else name
+        raise RuntimeError(f"{who} only support floating point and complex dtypes")
 
 
 def _var_core(xp, a, dim, correction, keepdim, name):
     """(var, mean) in a's dtype; ``mean`` has the reduced dims squeezed unless keepdim."""
-    _check_float_var(a)
+    _check_float_var(a, name)
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     n = _numel_of(a.shape, dims)
     c = 1 if correction is None else correction
@@ -713,8 +727,10 @@ def cumprod(xp, a, dim, dtype=None):
 @cumprod.derivative
 def _cumprod_bw(ctx, g):
     # d out_k / d x_i = prod_{j<=k, j!=i} x_j for k >= i. Before the first zero
-    # of the slice this is out_k / x_i; at the first zero z it is the cumprod
-    # with x_z replaced by one; after z every term contains x_z = 0.
+    # z of the slice this is out_k / x_i; at z it is the cumprod with x_z
+    # replaced by one (out1); after z every term has the factor x_z = 0, kept
+    # as a factor (zval) so that the formula is right to first order too
+    # (double backward is exact with at most one zero per slice).
     a, dim, dtype = ctx.args
     x = a if dtype is None else a.to(_t.as_dtype(dtype))
     out = ctx.result
@@ -724,10 +740,15 @@ def _cumprod_bw(ctx, g):
     seen = zero.cumsum(dim)
     before = seen == 0
     first = zero * (seen == 1)
-    t1 = _reverse_cumsum.binding(g * out, dim) / (x + zero) * before
-    out1 = (x + first).cumprod(dim)
-    t2 = _reverse_cumsum.binding(g * out1, dim) * first
-    return (_like(t1 + t2, a),)
+    xs = x * (x != 0) + zero
+    t1 = _reverse_cumsum.binding(g * out, dim) / xs * before
+    out1 = (x - x * first + first).cumprod(dim)
+    r1 = _reverse_cumsum.binding(g * out1, dim)
+    t2 = r1 * first
+    zval = (x * first).sum(dim, keepdim=True)
+    after = (seen > 0) * (first == 0)
+    t3 = zval * r1 / xs * after
+    return (_like(t1 + t2 + t3, a),)
 
 
 # ---------------------------------------------------------------------- all / any
@@ -850,7 +871,7 @@ def argsort(xp, a, dim=-1, descending=False, stable=False):
 def _topk(xp, a, k, dim=-1, largest=True, sorted=True):
     d = wrap_dim(dim, a.ndim)
     if a.dtype == np.bool_:
-        raise RuntimeError('"topk_cpu" not implemented for \'Bool\'')
+        raise RuntimeError("topk does not support bool dtypes on CPU")
     n = a.shape[d] if a.ndim else 1
     if not 0 <= k <= n:
         raise RuntimeError("selected index k out of range")
@@ -895,7 +916,7 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
 
 
 # ---------------------------------------------------------------------- entry points
-for _fn in (max, min, var, std, norm, sort, topk):
+for _fn in (max, min, var, std, norm, sort, topk):   # torch has no Tensor.var_mean / std_mean
     _fn.__module__ = "ember"
     setattr(Tensor, _fn.__name__, _fn)
 for _fn in (max, min, var, std, var_mean, std_mean, norm, sort, topk):
