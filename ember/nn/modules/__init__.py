@@ -16,6 +16,10 @@ from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, Conv
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d)
 from .normalization import LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
+from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
+from .attention import MultiheadAttention
+from .transformer import (TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder,
+                          Transformer)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d
 
 __all__ = [n for n in dir() if not n.startswith("_") and n[0].isupper()]
