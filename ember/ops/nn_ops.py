@@ -1,1 +1,1103 @@
-"""Op family: nn_ops (records register on import)."""
+"""Op family: the non-pointwise neural-network ops.
+
+Kernels come in closed pairs where the backward is itself a linear map, so
+every derivative is again an op with a derivative (double backward works):
+
+* ``convolution`` / ``_conv_input_grad`` / ``_conv_weight_grad`` (N-d, groups,
+  stride, padding, dilation; transposed convolution is the input-gradient map);
+* ``max_pool_with_indices`` / ``_max_pool_backward`` / ``_max_pool_gather``;
+* ``avg_pool`` / ``_avg_pool_backward``;
+* ``_gather_axes`` / ``_scatter_axes`` (padding in every mode, nearest resize);
+* ``_resample`` (separable linear maps: bilinear/bicubic resize, adaptive pooling);
+* ``embedding`` / ``embedding_dense_backward``; ``nll_loss_nd`` / ``_nll_loss_backward``.
+
+Normalisation kernels (``native_batch_norm``, ``native_layer_norm``,
+``native_group_norm``) have derivative formulas written in ember ops that
+recompute the statistics, so they are differentiable twice. Losses with a
+PyTorch kernel (``mse_loss``, ``smooth_l1_loss``, ``huber_loss``,
+``binary_cross_entropy``, ``binary_cross_entropy_with_logits``) are kernels
+too; the rest are composites in ``ember.nn.functional``.
+
+Numpy arrays are channels-first (N, C, *spatial) as in PyTorch.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from .. import types as _t
+from ..tensor import Tensor
+from . import api
+from ._helpers import sum_to
+from .registry import defop
+
+# reduction enum as in PyTorch
+REDUCTIONS = {"none": 0, "mean": 1, "sum": 2}
+
+
+def reduction_enum(reduction):
+    try:
+        return REDUCTIONS[reduction]
+    except KeyError:
+        raise ValueError(f"{reduction} is not a valid value for reduction") from None
+
+
+def _reduce_arr(xp, loss, reduction):
+    if reduction == 0:
+        return loss
+    if reduction == 1:
+        return xp.asarray(loss.mean(dtype=loss.dtype)).astype(loss.dtype)
+    return xp.asarray(loss.sum(dtype=loss.dtype)).astype(loss.dtype)
+
+
+def _grad_scale(g, reduction, n):
+    """The upstream gradient of a pointwise loss, before the elementwise factor."""
+    if reduction == 1:
+        return g / max(n, 1) if n else g * float("nan")
+    return g
+
+
+def _cname(arr):
+    from .linalg import _CNAME
+    dt = _t.from_numpy_dtype(arr.dtype)
+    return _CNAME.get(dt.name, dt.name)
+
+
+def _legacy(arr):
+    return _t.from_numpy_dtype(arr.dtype).legacy_name
+
+
+# ====================================================================== convolution
+def _windows(xp, a, out, k, stride, dil):
+    """View (N, C, *out, *k) of the spatial windows of ``a`` (N, C, *S)."""
+    nd = len(k)
+    st = a.strides
+    shape = tuple(a.shape[:2]) + tuple(out) + tuple(k)
+    strides = tuple(st[:2]) + tuple(st[2 + i] * stride[i] for i in range(nd)) + \
+        tuple(st[2 + i] * dil[i] for i in range(nd))
+    return xp.lib.stride_tricks.as_strided(a, shape, strides)
+
+
+def _conv_out(size, k, s, p, d):
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def _pad_zeros(xp, x, padding, value=0):
+    if not any(padding):
+        return x
+    pw = [(0, 0), (0, 0)] + [(p, p) for p in padding]
+    return xp.pad(x, pw, mode="constant", constant_values=value)
+
+
+def _im2col(xp, x, kshape, stride, padding, dilation, groups, out):
+    """(G, N*P, Cg*K) columns of ``x`` for the given output size."""
+    N, C = x.shape[:2]
+    nd = len(kshape)
+    xpad = _pad_zeros(xp, x, padding)
+    win = _windows(xp, xpad, out, kshape, stride, dilation)        # N, C, *out, *k
+    G = groups
+    win = win.reshape((N, G, C // G) + tuple(out) + tuple(kshape))  # view (split C)
+    # -> G, N, *out, Cg, *k
+    perm = (1, 0) + tuple(range(3, 3 + nd)) + (2,) + tuple(range(3 + nd, 3 + 2 * nd))
+    P = int(np.prod(out)) if out else 1
+    K = int(np.prod(kshape)) if kshape else 1
+    return xp.ascontiguousarray(win.transpose(perm)).reshape(G, N * P, (C // G) * K)
+
+
+def _conv_forward(xp, x, w, stride, padding, dilation, groups):
+    N, C = x.shape[:2]
+    O = w.shape[0]
+    kshape = tuple(w.shape[2:])
+    nd = len(kshape)
+    out = tuple(_conv_out(x.shape[2 + i], kshape[i], stride[i], padding[i], dilation[i]) for i in range(nd))
+    G = groups
+    cols = _im2col(xp, x, kshape, stride, padding, dilation, G, out)            # G, NP, CgK
+    wm = w.reshape(G, O // G, -1).transpose(0, 2, 1)                             # G, CgK, Og
+    res = xp.matmul(cols, wm)                                                    # G, NP, Og
+    res = res.reshape((G, N) + out + (O // G,))
+    perm = (1, 0, 2 + nd) + tuple(range(2, 2 + nd))
+    return xp.ascontiguousarray(res.transpose(perm)).reshape((N, O) + out)
+
+
+def _conv_input_grad_arr(xp, g, w, stride, padding, dilation, groups, in_shape):
+    N, C = in_shape[:2]
+    O = w.shape[0]
+    kshape = tuple(w.shape[2:])
+    nd = len(kshape)
+    out = tuple(g.shape[2:])
+    G = groups
+    Og, Cg = O // G, C // G
+    P = int(np.prod(out)) if out else 1
+    gm = g.reshape(N, G, Og, P).transpose(1, 0, 3, 2).reshape(G, N * P, Og)
+    dcols = xp.matmul(gm, w.reshape(G, Og, -1))                                   # G, NP, CgK
+    dcols = dcols.reshape((G, N) + out + (Cg,) + kshape)
+    # -> N, G, Cg, *k, *out
+    perm = (1, 0, 2 + nd) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(2, 2 + nd))
+    dcols = dcols.transpose(perm)
+    spad = tuple(in_shape[2 + i] + 2 * padding[i] for i in range(nd))
+    dx = xp.zeros((N, G, Cg) + spad, dtype=g.dtype)
+    for kk in itertools.product(*[range(k) for k in kshape]):
+        sl = tuple(slice(kk[i] * dilation[i], kk[i] * dilation[i] + stride[i] * (out[i] - 1) + 1, stride[i])
+                   for i in range(nd))
+        dx[(slice(None),) * 3 + sl] += dcols[(slice(None),) * 3 + kk]
+    crop = tuple(slice(padding[i], padding[i] + in_shape[2 + i]) for i in range(nd))
+    return xp.ascontiguousarray(dx[(slice(None),) * 3 + crop]).reshape(tuple(in_shape))
+
+
+def _conv_weight_grad_arr(xp, g, x, stride, padding, dilation, groups, w_shape):
+    N = x.shape[0]
+    O = w_shape[0]
+    kshape = tuple(w_shape[2:])
+    out = tuple(g.shape[2:])
+    G = groups
+    P = int(np.prod(out)) if out else 1
+    cols = _im2col(xp, x, kshape, stride, padding, dilation, G, out)             # G, NP, CgK
+    gm = g.reshape(N, G, O // G, P).transpose(1, 2, 0, 3).reshape(G, O // G, N * P)
+    return xp.matmul(gm, cols).reshape(tuple(w_shape))
+
+
+def _conv_check(x, w, b, stride, padding, dilation, transposed, groups):
+    nd = w.ndim - 2
+    if x.ndim != nd + 2:
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to conv{nd}d, but got "
+                           f"input of size: {list(x.shape)}")
+    if x.dtype != w.dtype:
+        raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(w)}")
+    if b is not None and b.dtype != x.dtype:
+        raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(b)}")
+    if x.dtype.kind not in "f":
+        raise RuntimeError(f"\"slow_conv2d_cpu\" not implemented for '{_legacy(x)}'")
+    if groups <= 0:
+        raise RuntimeError("non-positive groups is not supported")
+    if any(s <= 0 for s in stride):
+        raise RuntimeError("non-positive stride is not supported")
+    if any(p < 0 for p in padding):
+        raise RuntimeError("negative padding is not supported")
+    if any(d <= 0 for d in dilation):
+        raise RuntimeError("dilation should be greater than zero")
+    C = x.shape[1]
+    if not transposed:
+        if w.shape[0] % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at dimension "
+                               f"0, but got weight of size {list(w.shape)} instead")
+        if C != w.shape[1] * groups:
+            raise RuntimeError(f"Given groups={groups}, weight of size {list(w.shape)}, expected input"
+                               f"{list(x.shape)} to have {w.shape[1] * groups} channels, but got {C} channels "
+                               f"instead")
+        if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[0]):
+            raise RuntimeError(f"Given weight of size {list(w.shape)}, expected bias to be 1-dimensional with "
+                               f"{w.shape[0]} elements, but got bias of size {list(b.shape)} instead")
+        padded = [x.shape[2 + i] + 2 * padding[i] for i in range(nd)]
+        eff = [dilation[i] * (w.shape[2 + i] - 1) + 1 for i in range(nd)]
+        if any(p < e for p, e in zip(padded, eff)):
+            raise RuntimeError(f"Calculated padded input size per channel: ({' x '.join(map(str, padded))}). "
+                               f"Kernel size: ({' x '.join(map(str, eff))}). Kernel size can't be greater than "
+                               f"actual input size")
+    else:
+        if C != w.shape[0]:
+            raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected input"
+                               f"{list(x.shape)} to have {w.shape[0]} channels, but got {C} channels instead")
+        if C % groups:
+            raise RuntimeError(f"Given groups={groups}, expected weight to be divisible by {groups} at "
+                               f"dimension 0, but got weight of size {list(w.shape)} instead")
+        if b is not None and (b.ndim != 1 or b.shape[0] != w.shape[1] * groups):
+            raise RuntimeError(f"Given transposed=1, weight of size {list(w.shape)}, expected bias to be "
+                               f"1-dimensional with {w.shape[1] * groups} elements, but got bias of size "
+                               f"{list(b.shape)} instead")
+
+
+def _transposed_out_shape(x_shape, w_shape, stride, padding, dilation, output_padding, groups):
+    nd = len(w_shape) - 2
+    sp = tuple((x_shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w_shape[2 + i] - 1)
+               + output_padding[i] + 1 for i in range(nd))
+    return (x_shape[0], w_shape[1] * groups) + sp
+
+
+@defop("convolution(Tensor input, Tensor weight, Tensor? bias, int[] stride, int[] padding, int[] dilation, "
+       "bool transposed, int[] output_padding, int groups) -> Tensor", method=False, save=("input", "weight"))
+def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    _conv_check(x, w, b, stride, padding, dilation, transposed, groups)
+    if not transposed:
+        out = _conv_forward(xp, x, w, stride, padding, dilation, groups)
+    else:
+        for op_, s, d in zip(output_padding, stride, dilation):
+            if op_ >= s and op_ >= d:
+                raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                                   f"output_padding={list(output_padding)}, stride={list(stride)}, "
+                                   f"dilation={list(dilation)}")
+        shape = _transposed_out_shape(x.shape, w.shape, stride, padding, dilation, output_padding, groups)
+        if any(s <= 0 for s in shape[2:]):
+            raise RuntimeError(f"Given input size per channel: {list(x.shape[2:])}. Calculated output size per "
+                               f"channel: {list(shape[2:])}. Output size is too small")
+        out = _conv_input_grad_arr(xp, x, w, stride, padding, dilation, groups, shape)
+    if b is not None:
+        out = out + b.reshape((1, -1) + (1,) * (out.ndim - 2))
+    return out.astype(x.dtype, copy=False)
+
+
+@convolution.derivative
+def _convolution_bw(ctx, g):
+    x, w, b, stride, padding, dilation, transposed, output_padding, groups = ctx.args
+    n = ctx.needs_input_grad
+    nd = len(w.shape) - 2
+    gx = gw = gb = None
+    if not transposed:
+        if n[0]:
+            gx = _conv_input_grad(g, w, stride, padding, dilation, groups, tuple(x.shape))
+        if n[1]:
+            gw = _conv_weight_grad(g, x, stride, padding, dilation, groups, tuple(w.shape))
+    else:
+        if n[0]:
+            gx = convolution(g, w, None, stride, padding, dilation, False, [0] * nd, groups)
+        if n[1]:
+            gw = _conv_weight_grad(x, g, stride, padding, dilation, groups, tuple(w.shape))
+    if n[2]:
+        gb = g.sum([0] + list(range(2, 2 + nd)))
+    return gx, gw, gb
+
+
+@defop("_conv_input_grad(Tensor grad, Tensor weight, int[] stride, int[] padding, int[] dilation, int groups, "
+       "int[] input_size) -> Tensor", method=False, function=False, grad_fn_name="ConvolutionBackward1")
+def _conv_input_grad(xp, g, w, stride, padding, dilation, groups, input_size):
+    return _conv_input_grad_arr(xp, g, w.astype(g.dtype, copy=False), stride, padding, dilation, groups,
+                                tuple(input_size))
+
+
+@_conv_input_grad.derivative
+def _conv_input_grad_bw(ctx, c):
+    g, w, stride, padding, dilation, groups, input_size = ctx.args
+    n = ctx.needs_input_grad
+    nd = len(w.shape) - 2
+    return (convolution(c, w, None, stride, padding, dilation, False, [0] * nd, groups) if n[0] else None,
+            _conv_weight_grad(g, c, stride, padding, dilation, groups, tuple(w.shape)) if n[1] else None)
+
+
+@defop("_conv_weight_grad(Tensor grad, Tensor input, int[] stride, int[] padding, int[] dilation, int groups, "
+       "int[] weight_size) -> Tensor", method=False, function=False, grad_fn_name="ConvolutionBackward1")
+def _conv_weight_grad(xp, g, x, stride, padding, dilation, groups, weight_size):
+    return _conv_weight_grad_arr(xp, g, x.astype(g.dtype, copy=False), stride, padding, dilation, groups,
+                                 tuple(weight_size))
+
+
+@_conv_weight_grad.derivative
+def _conv_weight_grad_bw(ctx, c):
+    g, x, stride, padding, dilation, groups, weight_size = ctx.args
+    n = ctx.needs_input_grad
+    nd = len(x.shape) - 2
+    return (convolution(x, c, None, stride, padding, dilation, False, [0] * nd, groups) if n[0] else None,
+            _conv_input_grad(g, c, stride, padding, dilation, groups, tuple(x.shape)) if n[1] else None)
+
+
+# ====================================================================== pooling
+def pool_out_size(size, k, s, p, d, ceil_mode):
+    num = size + 2 * p - d * (k - 1) - 1 + ((s - 1) if ceil_mode else 0)
+    out = num // s + 1
+    if ceil_mode and (out - 1) * s >= size + p:
+        out -= 1
+    return out
+
+
+def _pool_check(x, k, s, p, d):
+    for kk, pp, dd in zip(k, p, d):
+        if pp > (dd * (kk - 1) + 1) // 2:
+            raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pp}, "
+                               f"kernel_size={kk} and dilation={dd}")
+    if any(kk <= 0 for kk in k):
+        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_size={list(k)}")
+    if any(ss <= 0 for ss in s):
+        raise RuntimeError(f"stride should be greater than zero, but got stride={list(s)}")
+
+
+def _pool_padded(xp, x, k, s, p, d, out, fill):
+    """Pad ``x`` so every window of the output fits; returns the padded array."""
+    nd = len(k)
+    pw = [(0, 0), (0, 0)]
+    for i in range(nd):
+        need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
+        hi = max(need - x.shape[2 + i] - p[i], 0)
+        pw.append((p[i], hi))
+    if all(a == 0 and b == 0 for a, b in pw):
+        return x
+    return xp.pad(x, pw, mode="constant", constant_values=fill)
+
+
+def _maxpool_name(args):
+    return f"MaxPool{len(args[1])}DWithIndicesBackward0"
+
+
+@defop("max_pool_with_indices(Tensor self, int[] kernel_size, int[] stride, int[] padding, int[] dilation, "
+       "bool ceil_mode) -> Tensor, Tensor", method=False, save=(), grad_fn_name=_maxpool_name)
+def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
+    nd = len(k)
+    _pool_check(x, k, s, p, d)
+    out = tuple(pool_out_size(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(nd))
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated output size: "
+                           f"({'x'.join(map(str, (x.shape[1],) + out))}). Output size is too small")
+    if x.dtype.kind == "f":
+        fill = -np.inf
+    elif x.dtype == np.bool_:
+        raise RuntimeError("\"max_pool2d\" not implemented for 'Bool'")
+    else:
+        fill = np.iinfo(x.dtype).min
+    xpad = _pool_padded(xp, x, k, s, p, d, out, fill)
+    win = _windows(xp, xpad, out, k, s, d)
+    N, C = x.shape[:2]
+    K = int(np.prod(k))
+    flat = win.reshape((N, C) + out + (K,))
+    if x.dtype.kind == "f":
+        # NaN propagates like PyTorch: a NaN is the max
+        isn = xp.isnan(flat)
+        arg = xp.where(isn.any(-1), isn.argmax(-1), flat.argmax(-1))
+    else:
+        arg = flat.argmax(-1)
+    vals = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
+    # input coordinates of the chosen element
+    kidx = xp.unravel_index(arg, tuple(k))
+    flat_idx = xp.zeros(arg.shape, dtype=np.int64)
+    for i in range(nd):
+        shp = [1] * (2 + nd)
+        shp[2 + i] = out[i]
+        pos = xp.arange(out[i], dtype=np.int64).reshape(shp) * s[i] - p[i] + kidx[i] * d[i]
+        flat_idx = flat_idx * x.shape[2 + i] + pos
+    return xp.ascontiguousarray(vals), flat_idx
+
+
+@max_pool_with_indices.derivative(save=(), save_result=True)
+def _max_pool_bw2(ctx, grads):
+    x = ctx.args[0]
+    g = grads[0]
+    idx = ctx.result[1]
+    return (_max_pool_backward(g, idx, tuple(x.shape)),)
+
+
+@defop("_max_pool_backward(Tensor grad, Tensor indices, int[] input_size) -> Tensor", method=False,
+       function=False, save=("indices",), grad_fn_name="MaxPoolBackwardBackward0")
+def _max_pool_backward(xp, g, idx, input_size):
+    input_size = tuple(input_size)
+    N, C = input_size[:2]
+    S = int(np.prod(input_size[2:]))
+    NC = N * C
+    off = (xp.arange(NC, dtype=np.int64) * S).reshape((N, C) + (1,) * (idx.ndim - 2))
+    flat = (idx + off).reshape(-1)
+    res = xp.bincount(flat, weights=g.reshape(-1).astype(np.float64), minlength=NC * S)
+    return res.astype(g.dtype).reshape(input_size)
+
+
+@_max_pool_backward.derivative
+def _max_pool_backward_bw(ctx, c):
+    g, idx, input_size = ctx.args
+    return (_max_pool_gather(c, idx), None)
+
+
+@defop("_max_pool_gather(Tensor self, Tensor indices) -> Tensor", method=False, function=False,
+       save=("indices",), grad_fn_name="MaxPoolGatherBackward0")
+def _max_pool_gather(xp, x, idx):
+    N, C = x.shape[:2]
+    flat = x.reshape(N, C, -1)
+    return xp.take_along_axis(flat, idx.reshape(N, C, -1), -1).reshape(idx.shape)
+
+
+@_max_pool_gather.derivative
+def _max_pool_gather_bw(ctx, g):
+    x, idx = ctx.args
+    return (_max_pool_backward(g, idx, tuple(x.shape)), None)
+
+
+def _avg_divisor(xp, in_sp, out, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
+    if divisor_override is not None:
+        return None
+    nd = len(k)
+    div = None
+    for i in range(nd):
+        o = np.arange(out[i])
+        start = o * s[i] - p[i]
+        end = np.minimum(start + k[i], in_sp[i] + p[i])
+        size_pad = end - start
+        start_c = np.maximum(start, 0)
+        end_c = np.minimum(end, in_sp[i])
+        size = size_pad if count_include_pad else (end_c - start_c)
+        shp = [1] * nd
+        shp[i] = out[i]
+        size = size.reshape(shp)
+        div = size if div is None else div * size
+    return xp.asarray(div.astype(dtype))
+
+
+def _avgpool_name(args):
+    return f"AvgPool{len(args[1])}DBackward0"
+
+
+@defop("avg_pool(Tensor self, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
+       "bool count_include_pad, int? divisor_override) -> Tensor", method=False, save=(),
+       grad_fn_name=_avgpool_name)
+def avg_pool(xp, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
+    nd = len(k)
+    d = [1] * nd
+    _pool_check(x, k, s, p, d)
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"\"avg_pool2d\" not implemented for '{_legacy(x)}'")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    out = tuple(pool_out_size(x.shape[2 + i], k[i], s[i], p[i], 1, ceil_mode) for i in range(nd))
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated output size: "
+                           f"({'x'.join(map(str, (x.shape[1],) + out))}). Output size is too small")
+    xpad = _pool_padded(xp, x, k, s, p, d, out, 0)
+    win = _windows(xp, xpad, out, k, s, d)
+    tot = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
+    div = _avg_divisor(xp, x.shape[2:], out, k, s, p, ceil_mode, count_include_pad, divisor_override, x.dtype)
+    res = tot / (div if div is not None else x.dtype.type(divisor_override))
+    return xp.ascontiguousarray(res).astype(x.dtype, copy=False)
+
+
+@avg_pool.derivative
+def _avg_pool_bw(ctx, g):
+    x, k, s, p, ceil_mode, cip, dov = ctx.args
+    return (_avg_pool_backward(g, k, s, p, ceil_mode, cip, dov, tuple(x.shape)),)
+
+
+@defop("_avg_pool_backward(Tensor grad, int[] kernel_size, int[] stride, int[] padding, bool ceil_mode, "
+       "bool count_include_pad, int? divisor_override, int[] input_size) -> Tensor", method=False,
+       function=False, save=(), grad_fn_name="AvgPoolBackwardBackward0")
+def _avg_pool_backward(xp, g, k, s, p, ceil_mode, cip, dov, input_size):
+    nd = len(k)
+    out = tuple(g.shape[2:])
+    in_sp = tuple(input_size[2:])
+    div = _avg_divisor(xp, in_sp, out, k, s, p, ceil_mode, cip, dov, g.dtype)
+    gd = g / (div if div is not None else g.dtype.type(dov))
+    spad = tuple(max((out[i] - 1) * s[i] + k[i], in_sp[i] + p[i]) + p[i] for i in range(nd))
+    dx = xp.zeros(tuple(input_size[:2]) + spad, dtype=g.dtype)
+    for kk in itertools.product(*[range(kv) for kv in k]):
+        sl = tuple(slice(kk[i], kk[i] + s[i] * (out[i] - 1) + 1, s[i]) for i in range(nd))
+        dx[(slice(None),) * 2 + sl] += gd
+    crop = tuple(slice(p[i], p[i] + in_sp[i]) for i in range(nd))
+    return xp.ascontiguousarray(dx[(slice(None),) * 2 + crop])
+
+
+@_avg_pool_backward.derivative
+def _avg_pool_backward_bw(ctx, c):
+    g, k, s, p, ceil_mode, cip, dov, input_size = ctx.args
+    return (avg_pool(c, k, s, p, ceil_mode, cip, dov),)
+
+
+# ====================================================================== gather / scatter along axes
+@defop("_gather_axes(Tensor self, Any spec, str name) -> Tensor", method=False, function=False, save=(),
+       grad_fn_name=lambda a: a[2])
+def _gather_axes(xp, x, spec, name):
+    """spec: tuple of (axis, index array, valid mask or None, fill value)."""
+    out = x
+    for axis, idx, mask, fill in spec:
+        out = xp.take(out, xp.asarray(idx), axis=axis)
+        if mask is not None:
+            shp = [1] * out.ndim
+            shp[axis] = len(idx)
+            m = xp.asarray(mask).reshape(shp)
+            out = xp.where(m, out, xp.asarray(fill, dtype=out.dtype))
+    if out is x:
+        out = xp.array(x, copy=True)
+    return xp.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+@_gather_axes.derivative
+def _gather_axes_bw(ctx, g):
+    x, spec, name = ctx.args
+    return (_scatter_axes(g, spec, tuple(x.shape)),)
+
+
+@defop("_scatter_axes(Tensor grad, Any spec, int[] input_size) -> Tensor", method=False, function=False,
+       save=(), grad_fn_name="GatherAxesBackwardBackward0")
+def _scatter_axes(xp, g, spec, input_size):
+    out = g
+    sizes = [tuple(input_size)]
+    for axis, idx, mask, fill in spec[:-1]:
+        s = list(sizes[-1])
+        s[axis] = len(idx)
+        sizes.append(tuple(s))
+    for (axis, idx, mask, fill), size in zip(reversed(spec), reversed(sizes)):
+        if mask is not None:
+            shp = [1] * out.ndim
+            shp[axis] = len(idx)
+            out = out * xp.asarray(mask).reshape(shp).astype(out.dtype)
+        n = size[axis]
+        # scatter-add along ``axis`` with a one-hot matrix over the index
+        onehot = xp.zeros((n, len(idx)), dtype=out.dtype)
+        onehot[xp.asarray(idx), xp.arange(len(idx))] = 1
+        moved = xp.moveaxis(out, axis, -1)
+        res = xp.matmul(moved, onehot.T) if xp.isfinite(moved).all() else _scatter_add_last(xp, moved, idx, n)
+        out = xp.moveaxis(res, -1, axis)
+    return xp.ascontiguousarray(out).astype(g.dtype, copy=False)
+
+
+def _scatter_add_last(xp, a, idx, n):
+    res = xp.zeros(a.shape[:-1] + (n,), dtype=a.dtype)
+    for j, i in enumerate(np.asarray(idx)):
+        res[..., i] += a[..., j]
+    return res
+
+
+@_scatter_axes.derivative
+def _scatter_axes_bw(ctx, c):
+    g, spec, input_size = ctx.args
+    zero = tuple((a, i, m, 0) for a, i, m, f in spec)
+    return (_gather_axes(c, zero, "ScatterAxesBackward0"),)
+
+
+# ====================================================================== separable linear resampling
+@defop("_resample(Tensor self, Any mats, str name) -> Tensor", method=False, function=False, save=(),
+       grad_fn_name=lambda a: a[2])
+def _resample(xp, x, mats, name):
+    """mats: tuple of (axis, M) with M of shape (out, in); out[..., i, ...] = sum_j M[i, j] x[..., j, ...]."""
+    out = x
+    acc = x.dtype if x.dtype.kind == "f" else np.float32
+    for axis, m in mats:
+        moved = xp.moveaxis(out.astype(acc, copy=False), axis, -1)
+        out = xp.moveaxis(xp.matmul(moved, xp.asarray(m, dtype=acc).T), -1, axis)
+    return xp.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+@_resample.derivative
+def _resample_bw(ctx, g):
+    x, mats, name = ctx.args
+    return (_resample(g, tuple((a, np.ascontiguousarray(np.asarray(m).T)) for a, m in reversed(mats)),
+                      "ResampleBackwardBackward0"),)
+
+
+# ====================================================================== normalisation
+def _norm_stats(x, dims, eps):
+    mu = x.mean(dims, keepdim=True)
+    xc = x - mu
+    var = (xc * xc).mean(dims, keepdim=True)
+    rstd = (var + eps) ** -0.5
+    return xc * rstd, rstd
+
+
+def _norm_input_grad(gxhat, xhat, rstd, dims):
+    """Gradient w.r.t. x of a normalisation over ``dims`` given the gradient w.r.t. xhat."""
+    return rstd * (gxhat - gxhat.mean(dims, keepdim=True) - xhat * (gxhat * xhat).mean(dims, keepdim=True))
+
+
+def _np_norm(xp, x, axes, eps):
+    acc = x.astype(np.float64 if x.dtype == np.float64 else np.float32, copy=False)
+    mean = acc.mean(axis=axes, keepdims=True)
+    var = ((acc - mean) ** 2).mean(axis=axes, keepdims=True)
+    rstd = 1.0 / xp.sqrt(var + eps)
+    return (acc - mean) * rstd, mean, rstd
+
+
+@defop("native_layer_norm(Tensor input, int[] normalized_shape, Tensor? weight, Tensor? bias, float eps) "
+       "-> Tensor, Tensor, Tensor", method=False, save=("input", "weight"))
+def native_layer_norm(xp, x, shape, w, b, eps):
+    shape = tuple(shape)
+    k = len(shape)
+    if k == 0 or tuple(x.shape[x.ndim - k:]) != shape or x.ndim < k:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(x.shape)}")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and tuple(t.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                               f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    xhat, mean, rstd = _np_norm(xp, x, axes, eps)
+    out = xhat
+    if w is not None:
+        out = out * w
+    if b is not None:
+        out = out + b
+    dt = x.dtype
+    return (out.astype(dt), mean.astype(dt), rstd.astype(dt))
+
+
+@native_layer_norm.derivative
+def _native_layer_norm_bw(ctx, grads):
+    x, shape, w, b, eps = ctx.args
+    g = grads[0]
+    n = ctx.needs_input_grad
+    if g is None:
+        return None, None, None
+    k = len(shape)
+    dims = list(range(x.dim() - k, x.dim()))
+    lead = list(range(x.dim() - k))
+    xhat, rstd = _norm_stats(x, dims, eps)
+    gx = gw = gb = None
+    if n[0]:
+        gxhat = g * w if w is not None else g
+        gx = _norm_input_grad(gxhat, xhat, rstd, dims)
+    if w is not None and n[1]:
+        gw = (g * xhat).sum(lead) if lead else g * xhat
+    if b is not None and n[2]:
+        gb = g.sum(lead) if lead else g
+    return gx, gw, gb
+
+
+def _bn_shape(x):
+    return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+@defop("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
+       "Tensor? running_var, bool training, float momentum, float eps) -> Tensor, Tensor, Tensor",
+       method=False, save=("input", "weight", "running_mean", "running_var"))
+def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
+    if x.ndim < 2:
+        raise ValueError(f"Expected 2D or more input (got {x.ndim}D input)")
+    C = x.shape[1]
+    for name, t in (("weight", w), ("bias", b), ("running_mean", rm), ("running_var", rv)):
+        if t is not None and t.size != C:
+            raise RuntimeError(f"{name} should contain {C} elements not {t.size}")
+    shp = _bn_shape(x)
+    axes = (0,) + tuple(range(2, x.ndim))
+    dt = x.dtype
+    if training:
+        cnt = x.size // max(C, 1)
+        if cnt <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(x.shape)}")
+        xhat, mean, rstd = _np_norm(xp, x, axes, eps)
+        save_mean, save_rstd = mean.reshape(C), rstd.reshape(C)
+    else:
+        if rm is None or rv is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        acc = np.float64 if dt == np.float64 else np.float32
+        rstd = 1.0 / xp.sqrt(rv.astype(acc) + eps)
+        xhat = (x.astype(acc) - rm.astype(acc).reshape(shp)) * rstd.reshape(shp)
+        save_mean = xp.zeros(0, dtype=dt)
+        save_rstd = xp.zeros(0, dtype=dt)
+    out = xhat
+    if w is not None:
+        out = out * w.reshape(shp)
+    if b is not None:
+        out = out + b.reshape(shp)
+    return out.astype(dt), save_mean.astype(dt), save_rstd.astype(dt)
+
+
+@native_batch_norm.derivative
+def _native_batch_norm_bw(ctx, grads):
+    x, w, b, rm, rv, training, momentum, eps = ctx.args
+    g = grads[0]
+    n = ctx.needs_input_grad
+    if g is None:
+        return None, None, None, None, None
+    shp = _bn_shape(x)
+    dims = [0] + list(range(2, x.dim()))
+    if training:
+        xhat, rstd = _norm_stats(x, dims, eps)
+    else:
+        rstd = ((rv + eps) ** -0.5).reshape(shp)
+        xhat = (x - rm.reshape(shp)) * rstd
+    gx = gw = gb = None
+    wr = w.reshape(shp) if w is not None else None
+    if n[0]:
+        gxhat = g * wr if wr is not None else g
+        gx = _norm_input_grad(gxhat, xhat, rstd, dims) if training else gxhat * rstd
+    if w is not None and n[1]:
+        gw = (g * xhat).sum(dims)
+    if b is not None and n[2]:
+        gb = g.sum(dims)
+    return gx, gw, gb, None, None
+
+
+@defop("native_group_norm(Tensor input, Tensor? weight, Tensor? bias, int N, int C, int HxW, int group, "
+       "float eps) -> Tensor, Tensor, Tensor", method=False, save=("input", "weight"))
+def native_group_norm(xp, x, w, b, N, C, HxW, group, eps):
+    if C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(x.shape)} and num_groups={group}")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and (t.ndim != 1 or t.size != C):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in "
+                               f"input, but got {name} of shape {list(t.shape)} and input of shape "
+                               f"{list(x.shape)}")
+    xr = x.reshape(N, group, -1)
+    xhat, mean, rstd = _np_norm(xp, xr, (2,), eps)
+    out = xhat.reshape(x.shape)
+    shp = _bn_shape(x)
+    if w is not None:
+        out = out * w.reshape(shp)
+    if b is not None:
+        out = out + b.reshape(shp)
+    dt = x.dtype
+    return out.astype(dt), mean.reshape(N, group).astype(dt), rstd.reshape(N, group).astype(dt)
+
+
+@native_group_norm.derivative
+def _native_group_norm_bw(ctx, grads):
+    x, w, b, N, C, HxW, group, eps = ctx.args
+    g = grads[0]
+    n = ctx.needs_input_grad
+    if g is None:
+        return None, None, None
+    shape = tuple(x.shape)
+    xr = x.reshape(N, group, -1)
+    xhat_r, rstd = _norm_stats(xr, [2], eps)
+    xhat = xhat_r.reshape(*shape)
+    shp = _bn_shape(x)
+    dims = [0] + list(range(2, len(shape)))
+    gx = gw = gb = None
+    if n[0]:
+        gxhat = (g * w.reshape(shp) if w is not None else g).reshape(N, group, -1)
+        gx = _norm_input_grad(gxhat, xhat_r, rstd, [2]).reshape(*shape)
+    if w is not None and n[1]:
+        gw = (g * xhat).sum(dims)
+    if b is not None and n[2]:
+        gb = g.sum(dims)
+    return gx, gw, gb
+
+
+# ====================================================================== embedding / one_hot
+def _check_index_dtype(idx, fn, arg="indices"):
+    if idx.dtype not in (np.int64, np.int32):
+        raise RuntimeError(f"Expected tensor for argument #1 '{arg}' to have one of the following scalar types: "
+                           f"Long, Int; but got ember.{_legacy(idx)}Tensor instead (while checking arguments "
+                           f"for {fn})")
+
+
+@defop("embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, "
+       "bool sparse=False) -> Tensor", method=False, save=("indices",))
+def embedding(xp, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    _check_index_dtype(idx, "embedding")
+    if w.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    if idx.size and (idx.min() < 0 or idx.max() >= w.shape[0]):
+        raise IndexError("index out of range in self")
+    return xp.take(w, idx, axis=0)
+
+
+@embedding.derivative
+def _embedding_bw(ctx, g):
+    w, idx, padding_idx, sgf, sparse = ctx.args
+    if sparse:
+        raise RuntimeError("ember has no sparse tensors: embedding(sparse=True) gradients are not supported")
+    return (embedding_dense_backward(g, idx, w.shape[0], padding_idx, sgf), None)
+
+
+@defop("embedding_dense_backward(Tensor grad_output, Tensor indices, int num_weights, int padding_idx, "
+       "bool scale_grad_by_freq) -> Tensor", method=False, save=("indices",))
+def embedding_dense_backward(xp, g, idx, num_weights, padding_idx, sgf):
+    flat = idx.reshape(-1)
+    D = g.shape[-1]
+    gr = g.reshape(-1, D)
+    if sgf:
+        counts = xp.bincount(flat, minlength=num_weights)
+        gr = gr / counts[flat][:, None].astype(g.dtype)
+    if padding_idx is not None and padding_idx >= 0:
+        keep = flat != padding_idx
+        flat, gr = flat[keep], gr[keep]
+    out = xp.zeros((num_weights, D), dtype=g.dtype)
+    xp.add.at(out, flat, gr)
+    return out
+
+
+@embedding_dense_backward.derivative
+def _embedding_dense_backward_bw(ctx, c):
+    g, idx, num_weights, padding_idx, sgf = ctx.args
+    if sgf:
+        raise RuntimeError("double backward of embedding with scale_grad_by_freq=True is not supported by ember")
+    out = embedding(c, idx)
+    if padding_idx is not None and padding_idx >= 0:
+        out = out * (idx != padding_idx).unsqueeze(-1).to(out.dtype)
+    return (out, None)
+
+
+@defop("one_hot(Tensor self, int num_classes=-1) -> Tensor", method=False, tags=("nondifferentiable",),
+       save=())
+def one_hot(xp, x, num_classes=-1):
+    if x.dtype != np.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if x.size and x.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if num_classes == -1:
+        if x.size == 0:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(x.max()) + 1
+    elif x.size and x.max() >= num_classes:
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    out = xp.zeros(x.shape + (num_classes,), dtype=np.int64)
+    xp.put_along_axis(out, x[..., None], 1, axis=-1)
+    return out
+
+
+# ====================================================================== losses (kernels)
+def _check_loss_shapes(x, t):
+    if x.shape != t.shape:
+        raise RuntimeError(f"The size of tensor a ({x.shape[-1] if x.ndim else 1}) must match the size of "
+                           f"tensor b ({t.shape[-1] if t.ndim else 1}) at non-singleton dimension "
+                           f"{max(x.ndim, t.ndim) - 1}")
+
+
+@defop("mse_loss(Tensor self, Tensor target, int reduction=1) -> Tensor", method=False)
+def mse_loss(xp, x, t, reduction=1):
+    _check_loss_shapes(x, t)
+    d = x - t.astype(x.dtype, copy=False)
+    return _reduce_arr(xp, d * d, reduction)
+
+
+@mse_loss.derivative
+def _mse_loss_bw(ctx, g):
+    x, t, reduction = ctx.args
+    n = ctx.needs_input_grad
+    gx = _grad_scale(g, reduction, x.numel()) * 2 * (x - t)
+    return (gx if n[0] else None, -gx if n[1] else None)
+
+
+def _pw_loss_arr(xp, d, kind, param):
+    ad = xp.abs(d)
+    if kind == "smooth_l1":
+        if param == 0:
+            return ad
+        return xp.where(ad < param, 0.5 * d * d / param, ad - 0.5 * param)
+    return xp.where(ad < param, 0.5 * d * d, param * (ad - 0.5 * param))
+
+
+@defop("smooth_l1_loss(Tensor self, Tensor target, int reduction=1, float beta=1.0) -> Tensor", method=False)
+def smooth_l1_loss(xp, x, t, reduction=1, beta=1.0):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+    _check_loss_shapes(x, t)
+    return _reduce_arr(xp, _pw_loss_arr(xp, x - t, "smooth_l1", beta).astype(x.dtype), reduction)
+
+
+@smooth_l1_loss.derivative
+def _smooth_l1_loss_bw(ctx, g):
+    x, t, reduction, beta = ctx.args
+    gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "smooth_l1", beta)
+    n = ctx.needs_input_grad
+    return (gx if n[0] else None, -gx if n[1] else None)
+
+
+@defop("huber_loss(Tensor self, Tensor target, int reduction=1, float delta=1.0) -> Tensor", method=False)
+def huber_loss(xp, x, t, reduction=1, delta=1.0):
+    if delta <= 0:
+        raise RuntimeError(f"huber_loss does not support non-positive values for delta.")
+    _check_loss_shapes(x, t)
+    return _reduce_arr(xp, _pw_loss_arr(xp, x - t, "huber", delta).astype(x.dtype), reduction)
+
+
+@huber_loss.derivative
+def _huber_loss_bw(ctx, g):
+    x, t, reduction, delta = ctx.args
+    gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "huber", delta)
+    n = ctx.needs_input_grad
+    return (gx if n[0] else None, -gx if n[1] else None)
+
+
+@defop("_pw_loss_backward(Tensor grad, Tensor self, Tensor target, str kind, float param) -> Tensor",
+       method=False, function=False, grad_fn_name="PwLossBackwardBackward0")
+def _pw_loss_backward(xp, g, x, t, kind, param):
+    d = x - t
+    if kind == "smooth_l1":
+        f = xp.sign(d) if param == 0 else xp.clip(d / param, -1, 1)
+    else:
+        f = xp.clip(d, -param, param)
+    return (g * f).astype(x.dtype)
+
+
+@_pw_loss_backward.derivative
+def _pw_loss_backward_bw(ctx, c):
+    g, x, t, kind, param = ctx.args
+    n = ctx.needs_input_grad
+    gg = _pw_loss_backward(c, x, t, kind, param) if n[0] else None
+    # the elementwise factor is piecewise linear: its slope is 1/param (smooth_l1) or 1 (huber) inside
+    d = (x - t).detach()
+    inside = ((d < param) & (d > -param)).to(x.dtype) if param != 0 else d * 0
+    slope = inside / param if kind == "smooth_l1" and param != 0 else inside
+    h = c * g * slope
+    return gg, (h if n[1] else None), (-h if n[2] else None)
+
+
+@defop("binary_cross_entropy(Tensor self, Tensor target, Tensor? weight=None, int reduction=1) -> Tensor",
+       method=False)
+def binary_cross_entropy(xp, x, t, w=None, reduction=1):
+    if x.shape != t.shape:
+        raise ValueError(f"Using a target size ({list(t.shape)}) that is different to the input size "
+                         f"({list(x.shape)}) is deprecated. Please ensure they have the same size.")
+    if x.size and (x.min() < 0 or x.max() > 1):
+        raise RuntimeError("all elements of input should be between 0 and 1")
+    with np.errstate(divide="ignore"):
+        lx = xp.maximum(xp.log(x), -100)
+        l1x = xp.maximum(xp.log1p(-x), -100)
+    loss = -(t * lx + (1 - t) * l1x)
+    if w is not None:
+        loss = loss * w
+    return _reduce_arr(xp, loss.astype(x.dtype), reduction)
+
+
+@binary_cross_entropy.derivative
+def _bce_bw(ctx, g):
+    x, t, w, reduction = ctx.args
+    gs = _grad_scale(g, reduction, x.numel())
+    gx, gt = _bce_backward(gs, x, t, w)
+    n = ctx.needs_input_grad
+    return (gx if n[0] else None, gt if n[1] else None, None)
+
+
+@defop("_bce_backward(Tensor grad, Tensor self, Tensor target, Tensor? weight) -> Tensor, Tensor",
+       method=False, function=False, grad_fn_name="BinaryCrossEntropyBackwardBackward0")
+def _bce_backward(xp, g, x, t, w):
+    eps = 1e-12
+    gx = g * (x - t) / xp.maximum((1 - x) * x, eps)
+    with np.errstate(divide="ignore"):
+        gt = g * (xp.maximum(xp.log1p(-x), -100) - xp.maximum(xp.log(x), -100))
+    if w is not None:
+        gx, gt = gx * w, gt * w
+    return gx.astype(x.dtype), gt.astype(x.dtype)
+
+
+def _softplus(xp, z):
+    return xp.maximum(z, 0) + xp.log1p(xp.exp(-xp.abs(z)))
+
+
+@defop("binary_cross_entropy_with_logits(Tensor self, Tensor target, Tensor? weight=None, "
+       "Tensor? pos_weight=None, int reduction=1) -> Tensor", method=False)
+def binary_cross_entropy_with_logits(xp, x, t, w=None, pw=None, reduction=1):
+    if x.shape != t.shape:
+        raise ValueError(f"Target size ({list(t.shape)}) must be the same as input size ({list(x.shape)})")
+    t = t.astype(x.dtype, copy=False)
+    if pw is not None:
+        loss = pw * t * _softplus(xp, -x) + (1 - t) * _softplus(xp, x)
+    else:
+        loss = t * _softplus(xp, -x) + (1 - t) * _softplus(xp, x)
+    if w is not None:
+        loss = loss * w
+    return _reduce_arr(xp, xp.asarray(loss).astype(x.dtype), reduction)
+
+
+@binary_cross_entropy_with_logits.derivative
+def _bcel_bw(ctx, g):
+    x, t, w, pw, reduction = ctx.args
+    n = ctx.needs_input_grad
+    gs = _grad_scale(g, reduction, x.numel())
+    sig = api.sigmoid(x)
+    if pw is not None:
+        gx = (pw * t * (sig - 1) + (1 - t) * sig)
+        gt = (-pw * api.log(sig) + api.log(1 - sig)) if n[1] else None
+        gpw = (-t * api.log(sig)) if n[3] else None
+    else:
+        gx = sig - t
+        gt = -x if n[1] else None
+        gpw = None
+    if w is not None:
+        gx = gx * w
+        gt = gt * w if gt is not None else None
+        gpw = gpw * w if gpw is not None else None
+    gx = gs * gx
+    return (sum_to(gx, x.shape) if n[0] else None, sum_to(gs * gt, t.shape) if gt is not None else None,
+            None, sum_to(gs * gpw, pw.shape) if gpw is not None else None)
+
+
+# ---------------------------------------------------------------------- nll_loss
+def _nll_select(xp, x, t, w, ignore_index):
+    """(selected -x values * weights, weights) with shapes of the target."""
+    C = x.shape[1]
+    if w is None:
+        w = xp.ones(C, dtype=x.dtype)
+    valid = t != ignore_index
+    bad = valid & ((t < 0) | (t >= C))
+    if bad.any():
+        raise IndexError(f"Target {int(t[bad].reshape(-1)[0])} is out of bounds.")
+    tc = xp.where(valid, t, 0)
+    sel = xp.take_along_axis(x, tc[:, None], 1)[:, 0]
+    ws = xp.where(valid, w.astype(x.dtype)[tc], 0).astype(x.dtype)
+    return sel, ws, tc
+
+
+def _nll_name(args):
+    return "NllLoss2DBackward0" if args[0].ndim > 2 else "NllLossBackward0"
+
+
+def _nll_check(x, t, w):
+    if x.ndim < 1:
+        raise ValueError(f"Expected 1 or more dimensions (got {x.ndim})")
+    if x.ndim == 1:
+        if t.ndim != 0:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    else:
+        if t.shape[:1] != x.shape[:1]:
+            raise ValueError(f"Expected input batch_size ({x.shape[0]}) to match target batch_size "
+                             f"({t.shape[0] if t.ndim else 1}).")
+        if x.ndim > 2 and tuple(t.shape[1:]) != tuple(x.shape[2:]):
+            raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got {list(t.shape)}")
+        if x.ndim == 2 and t.ndim != 1:
+            raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if t.dtype != np.int64:
+        raise RuntimeError(f"expected scalar type Long but found {_legacy(t)}")
+    C = x.shape[0] if x.ndim == 1 else x.shape[1]
+    if w is not None and w.size != C:
+        raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "
+                           f"weight tensor of shape: {list(w.shape)}")
+
+
+@defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100) "
+       "-> Tensor, Tensor", method=False, save=("target", "weight"), grad_fn_name=_nll_name)
+def nll_loss_nd(xp, x, t, w=None, reduction=1, ignore_index=-100):
+    _nll_check(x, t, w)
+    unb = x.ndim == 1
+    xx = x[None] if unb else x
+    tt = t.reshape(1) if unb else t
+    sel, ws, _ = _nll_select(xp, xx, tt, w, ignore_index)
+    loss = -sel * ws
+    total = ws.sum(dtype=x.dtype)
+    if reduction == 0:
+        out = loss[0] if unb else loss
+    elif reduction == 2:
+        out = loss.sum(dtype=x.dtype)
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = loss.sum(dtype=x.dtype) / total
+    return xp.asarray(out).astype(x.dtype), xp.asarray(total).astype(x.dtype)
+
+
+@nll_loss_nd.derivative
+def _nll_loss_nd_bw(ctx, grads):
+    x, t, w, reduction, ignore_index = ctx.args
+    g = grads[0]
+    if g is None:
+        return None, None, None
+    return (_nll_loss_backward(g, tuple(x.shape), t, w, reduction, ignore_index), None, None)
+
+
+@defop("_nll_loss_backward(Tensor grad, int[] self_size, Tensor target, Tensor? weight, int reduction, "
+       "int ignore_index) -> Tensor", method=False, function=False, save=("target", "weight"),
+       grad_fn_name="NllLossBackwardBackward0")
+def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
+    shape = tuple(self_size)
+    unb = len(shape) == 1
+    xs = (1,) + shape if unb else shape
+    tt = t.reshape(1) if unb else t
+    dummy = xp.zeros((xs[0], xs[1]) + (1,) * (len(xs) - 2), dtype=g.dtype)
+    dummy = xp.broadcast_to(dummy, xs)
+    _, ws, tc = _nll_select(xp, dummy, tt, w, ignore_index)
+    if reduction == 0:
+        gg = g.reshape(1) if unb else g
+        coef = -ws * gg
+    elif reduction == 2:
+        coef = -ws * g
+    else:
+        total = ws.sum(dtype=g.dtype)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            coef = -ws * (g / total)
+    out = xp.zeros(xs, dtype=g.dtype)
+    xp.put_along_axis(out, tc[:, None], coef[:, None].astype(g.dtype), axis=1)
+    return out.reshape(shape)
+
+
+@_nll_loss_backward.derivative
+def _nll_loss_backward_bw(ctx, c):
+    g, self_size, t, w, reduction, ignore_index = ctx.args
+    return (nll_loss_nd(c, t, w, reduction, ignore_index)[0], None, None)
+
+
+# ---------------------------------------------------------------------- clamped 2-norm
+@defop("_norm2_clamp(Tensor self, int dim, float eps) -> Tensor", method=False, function=False,
+       save_result=True, grad_fn_name="LinalgVectorNormBackward0")
+def _norm2_clamp(xp, x, dim, eps):
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    r = xp.sqrt((x.astype(acc) ** 2).sum(axis=dim, keepdims=True))
+    return xp.maximum(r, eps).astype(x.dtype)
+
+
+@_norm2_clamp.derivative
+def _norm2_clamp_bw(ctx, g):
+    x, dim, eps = ctx.args
+    return (g * x / ctx.result,)

@@ -1,0 +1,1342 @@
+"""``ember.nn.functional`` (``F``): PyTorch's ``torch.nn.functional`` over ember ops.
+
+Signatures follow ``torch.nn.functional``. Ops owned by other op families
+(activations, softmax, ...) are looked up on ``ember.ops.api`` when called, so
+this module imports before every family has landed.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from .. import types as _t
+from ..ops import api as _api
+from ..ops import linalg as _la
+from ..ops import nn_ops as _nn
+from ..ops.nn_ops import reduction_enum as _red
+from ..tensor import Tensor, _make
+
+__all__ = []  # filled at the end
+
+
+def _op(name):
+    fn = getattr(_api, name, None)
+    if fn is None:
+        raise RuntimeError(f"ember op '{name}' is not available (its op family has not been registered)")
+    return fn
+
+
+def _tuple(v, n, name="argument"):
+    if isinstance(v, Tensor):
+        v = v.tolist()
+    if isinstance(v, numbers.Integral):
+        return (int(v),) * n
+    v = tuple(int(x) for x in v)
+    if len(v) == 1 and n > 1:
+        return v * n
+    if len(v) != n:
+        raise RuntimeError(f"expected {name} to be a single integer value or a list of {n} values to match the "
+                           f"convolution dimensions, but got {name}={list(v)}")
+    return v
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use reduction='"
+                  + ("none" if reduce is False else "mean" if size_average in (None, True) else "sum")
+                  + "' instead.", UserWarning, stacklevel=3)
+    if reduce is False:
+        return "none"
+    return "mean" if size_average in (None, True) else "sum"
+
+
+# ====================================================================== linear
+def linear(input, weight, bias=None):
+    return _la.linear(input, weight, bias)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    return _la.bilinear(input1, input2, weight, bias)
+
+
+# ====================================================================== convolution
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups, name):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{name}() received an invalid combination of arguments: input must be Tensor, not "
+                        f"{type(input).__name__}")
+    unbatched = input.dim() == nd + 1
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got "
+                           f"input of size: {list(input.shape)}")
+    if unbatched:
+        input = input.unsqueeze(0)
+    stride = _tuple(stride, nd, "stride")
+    dilation = _tuple(dilation, nd, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0,) * nd
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise RuntimeError("padding='same' is not supported for strided convolutions")
+            k = tuple(weight.shape[2:])
+            total = [dilation[i] * (k[i] - 1) for i in range(nd)]
+            lo = [t // 2 for t in total]
+            extra = [t - 2 * l for t, l in zip(total, lo)]
+            if any(extra):
+                # asymmetric: pad the extra element on the high side explicitly, like PyTorch
+                pad_arg = []
+                for i in reversed(range(nd)):
+                    pad_arg += [0, extra[i]]
+                input = pad(input, pad_arg)
+            padding = tuple(lo)
+        else:
+            raise ValueError(f"Invalid padding string '{padding}', should be one of {{'valid', 'same'}}")
+    else:
+        padding = _tuple(padding, nd, "padding")
+    out = _nn.convolution(input, weight, bias, stride, padding, dilation, False, (0,) * nd, groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(1, input, weight, bias, stride, padding, dilation, groups, "conv1d")
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(2, input, weight, bias, stride, padding, dilation, groups, "conv2d")
+
+
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    return _conv(3, input, weight, bias, stride, padding, dilation, groups, "conv3d")
+
+
+def _conv_t(nd, input, weight, bias, stride, padding, output_padding, groups, dilation, name):
+    unbatched = input.dim() == nd + 1
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"Expected {nd + 1}D (unbatched) or {nd + 2}D (batched) input to {name}, but got "
+                           f"input of size: {list(input.shape)}")
+    if isinstance(padding, str):
+        raise RuntimeError(f"{name}: padding must be an int or tuple of ints, got '{padding}'")
+    if unbatched:
+        input = input.unsqueeze(0)
+    out = _nn.convolution(input, weight, bias, _tuple(stride, nd, "stride"), _tuple(padding, nd, "padding"),
+                          _tuple(dilation, nd, "dilation"), True, _tuple(output_padding, nd, "output_padding"),
+                          groups)
+    return out.squeeze(0) if unbatched else out
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_t(1, input, weight, bias, stride, padding, output_padding, groups, dilation, "conv_transpose1d")
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_t(2, input, weight, bias, stride, padding, output_padding, groups, dilation, "conv_transpose2d")
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    return _conv_t(3, input, weight, bias, stride, padding, output_padding, groups, dilation, "conv_transpose3d")
+
+
+# ====================================================================== pooling
+def _pool_prep(nd, input, name):
+    if input.dim() not in (nd + 1, nd + 2):
+        raise RuntimeError(f"{name}: Expected {nd + 1}D or {nd + 2}D (batch mode) tensor for input, but got: "
+                           f"{list(input.shape)}")
+    unbatched = input.dim() == nd + 1
+    return (input.unsqueeze(0) if unbatched else input), unbatched
+
+
+def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, name):
+    k = _tuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+        else _tuple(stride, nd, "stride")
+    p = _tuple(padding, nd, "padding")
+    d = _tuple(dilation, nd, "dilation")
+    x, unb = _pool_prep(nd, input, name)
+    if nd == 1:
+        # PyTorch runs max_pool1d through the 2-d kernel
+        out, idx = _nn.max_pool_with_indices(x.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, (1,) + d, ceil_mode)
+        out, idx = out.squeeze(-2), idx.squeeze(-2)
+    else:
+        out, idx = _nn.max_pool_with_indices(x, k, s, p, d, ceil_mode)
+    if unb:
+        out, idx = out.squeeze(0), idx.squeeze(0)
+    return (out, idx) if return_indices else out
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(1, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool1d")
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(2, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool2d")
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    return _max_pool(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
+
+
+max_pool1d_with_indices = lambda *a, **k: max_pool1d(*a, **{**k, "return_indices": True})  # noqa: E731
+max_pool2d_with_indices = lambda *a, **k: max_pool2d(*a, **{**k, "return_indices": True})  # noqa: E731
+
+
+def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, name):
+    k = _tuple(kernel_size, nd, "kernel_size")
+    s = k if stride is None or (not isinstance(stride, numbers.Integral) and len(stride) == 0) \
+        else _tuple(stride, nd, "stride")
+    p = _tuple(padding, nd, "padding")
+    x, unb = _pool_prep(nd, input, name)
+    if nd == 1:
+        out = _nn.avg_pool(x.unsqueeze(-2), (1,) + k, (1,) + s, (0,) + p, ceil_mode, count_include_pad,
+                           divisor_override).squeeze(-2)
+    else:
+        out = _nn.avg_pool(x, k, s, p, ceil_mode, count_include_pad, divisor_override)
+    return out.squeeze(0) if unb else out
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True):
+    return _avg_pool(1, input, kernel_size, stride, padding, ceil_mode, count_include_pad, None, "avg_pool1d")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(2, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool2d")
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    return _avg_pool(3, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+                     "avg_pool3d")
+
+
+def _adaptive_ranges(n_in, n_out):
+    starts = [(i * n_in) // n_out for i in range(n_out)]
+    ends = [-((-(i + 1) * n_in) // n_out) for i in range(n_out)]
+    return starts, ends
+
+
+def _adaptive_matrix(n_in, n_out):
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    for i, (a, b) in enumerate(zip(*_adaptive_ranges(n_in, n_out))):
+        m[i, a:b] = 1.0 / (b - a)
+    return m
+
+
+def _adaptive_size(output_size, nd, in_sp):
+    if isinstance(output_size, numbers.Integral):
+        output_size = (output_size,) * nd
+    output_size = tuple(output_size)
+    if len(output_size) == 1 and nd > 1:
+        output_size = output_size * nd
+    return tuple(in_sp[i] if o is None else int(o) for i, o in enumerate(output_size))
+
+
+def _adaptive_avg(nd, input, output_size):
+    name = f"adaptive_avg_pool{nd}d"
+    x, unb = _pool_prep(nd, input, name)
+    in_sp = tuple(x.shape[2:])
+    out = _adaptive_size(output_size, nd, in_sp)
+    if any(s == 0 for s in in_sp):
+        raise RuntimeError(f"{name}(): Expected input to have non-zero size for non-batch dimensions, but "
+                           f"input has sizes {list(input.shape)} with dimension {2 + in_sp.index(0)} being empty")
+    if all(o == 1 for o in out) and nd == 2:
+        res = x.mean([-2, -1], keepdim=True)
+    else:
+        mats = tuple((2 + i, _adaptive_matrix(in_sp[i], out[i])) for i in range(nd) if out[i] != in_sp[i] or True)
+        if nd == 1:
+            res = _nn._resample(x.unsqueeze(-2), ((3, mats[0][1]),), "AdaptiveAvgPool2DBackward0").squeeze(-2)
+        else:
+            res = _nn._resample(x, mats, f"AdaptiveAvgPool{nd}DBackward0")
+    return res.squeeze(0) if unb else res
+
+
+def adaptive_avg_pool1d(input, output_size):
+    return _adaptive_avg(1, input, output_size)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    return _adaptive_avg(2, input, output_size)
+
+
+def adaptive_avg_pool3d(input, output_size):
+    return _adaptive_avg(3, input, output_size)
+
+
+def _adaptive_max(nd, input, output_size, return_indices):
+    """Adaptive max pooling: one max_pool per distinct window size, stitched with gathers."""
+    name = f"adaptive_max_pool{nd}d"
+    x, unb = _pool_prep(nd, input, name)
+    in_sp = tuple(x.shape[2:])
+    out = _adaptive_size(output_size, nd, in_sp)
+    ranges = [_adaptive_ranges(in_sp[i], out[i]) for i in range(nd)]
+    # Every output cell's window: gather the window elements with an index tensor, then max over it.
+    N, C = x.shape[:2]
+    S = int(np.prod(in_sp))
+    cells = []
+    kmax = [max(e - s for s, e in zip(*ranges[i])) for i in range(nd)]
+    idx = np.zeros(tuple(out) + tuple(kmax), dtype=np.int64)
+    valid = np.zeros(tuple(out) + tuple(kmax), dtype=bool)
+    import itertools
+    for cell in itertools.product(*[range(o) for o in out]):
+        spans = [range(ranges[i][0][cell[i]], ranges[i][1][cell[i]]) for i in range(nd)]
+        for koff, pos in zip(itertools.product(*[range(len(sp)) for sp in spans]), itertools.product(*spans)):
+            flat = 0
+            for i in range(nd):
+                flat = flat * in_sp[i] + pos[i]
+            idx[cell + koff] = flat
+            valid[cell + koff] = True
+    K = int(np.prod(kmax))
+    P = int(np.prod(out))
+    idx2 = idx.reshape(P, K)
+    valid2 = valid.reshape(P, K)
+    xf = x.reshape(N, C, S)
+    if x.dtype.is_floating_point:
+        pad_val = -np.inf
+    else:
+        pad_val = np.iinfo(x.dtype.np).min
+    xf_np = xf.detach()._data
+    # choose argmax per (n, c, cell) on the data, then gather differentiably
+    win = np.where(valid2, xf_np[:, :, idx2], pad_val)
+    isn = np.isnan(win) if x.dtype.is_floating_point else np.zeros(win.shape, bool)
+    arg = np.where(isn.any(-1), isn.argmax(-1), win.argmax(-1))
+    chosen = np.take_along_axis(np.broadcast_to(idx2, (N, C, P, K)), arg[..., None], -1)[..., 0]
+    ind = _make(np.ascontiguousarray(chosen.reshape((N, C) + tuple(out))))
+    vals = _nn._max_pool_gather(x, ind)
+    if unb:
+        vals, ind = vals.squeeze(0), ind.squeeze(0)
+    return (vals, ind) if return_indices else vals
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    return _adaptive_max(1, input, output_size, return_indices)
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    return _adaptive_max(2, input, output_size, return_indices)
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    kw, kh = _tuple(kernel_size, 2)
+    out = avg_pool2d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    return (_op("sign")(out) * relu(_op("abs")(out))).mul(kw * kh).pow(1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    out = avg_pool1d(input.pow(norm_type), kernel_size, stride, 0, ceil_mode)
+    return (_op("sign")(out) * relu(_op("abs")(out))).mul(kernel_size).pow(1.0 / norm_type)
+
+
+# ====================================================================== normalisation
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if training:
+        size = tuple(input.shape)
+        n = int(np.prod(size)) // size[1] if len(size) > 1 else 0
+        if len(size) > 1 and n <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(size)}")
+    out, mean, rstd = _nn.native_batch_norm(input, weight, bias, running_mean, running_var, training,
+                                            momentum if momentum is not None else 0.0, eps)
+    if training and (running_mean is not None or running_var is not None):
+        from ..autograd import no_grad
+        m = momentum if momentum is not None else 0.0
+        with no_grad():
+            x = input.detach()
+            dims = [0] + list(range(2, x.dim()))
+            cnt = x.numel() // x.shape[1]
+            if running_mean is not None:
+                running_mean.mul_(1 - m).add_(mean.detach().to(running_mean.dtype) * m)
+            if running_var is not None:
+                shp = (1, x.shape[1]) + (1,) * (x.dim() - 2)
+                xc = x - mean.detach().reshape(*shp)
+                var_unb = (xc * xc).sum(dims) / max(cnt - 1, 1)
+                running_var.mul_(1 - m).add_(var_unb.to(running_var.dtype) * m)
+    return out
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
+                  momentum=0.1, eps=1e-5):
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+    N, C = input.shape[:2]
+    x = input.reshape(1, N * C, *tuple(input.shape[2:]))
+    w = weight.repeat(N) if weight is not None else None
+    b = bias.repeat(N) if bias is not None else None
+    rm = running_mean.repeat(N) if running_mean is not None else None
+    rv = running_var.repeat(N) if running_var is not None else None
+    out = batch_norm(x, rm, rv, w, b, True, momentum, eps)
+    if running_mean is not None:
+        from ..autograd import no_grad
+        with no_grad():
+            running_mean.copy_(rm.reshape(N, C).mean(0))
+            running_var.copy_(rv.reshape(N, C).mean(0))
+    return out.reshape(*tuple(input.shape))
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    return _nn.native_layer_norm(input, tuple(normalized_shape), weight, bias, eps)[0]
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    if input.dim() < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received {input.dim()}")
+    N, C = input.shape[0], input.shape[1]
+    if C % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(input.shape)} and num_groups={num_groups}")
+    hxw = int(np.prod(tuple(input.shape[2:]))) if input.dim() > 2 else 1
+    return _nn.native_group_norm(input, weight, bias, N, C, hxw, num_groups, eps)[0]
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    if isinstance(normalized_shape, numbers.Integral):
+        normalized_shape = (normalized_shape,)
+    k = len(normalized_shape)
+    if tuple(input.shape[input.dim() - k:]) != tuple(normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
+    if eps is None:
+        eps = float(np.finfo(input.dtype.np).eps)
+    dims = list(range(input.dim() - k, input.dim()))
+    out = input * (input.pow(2).mean(dims, keepdim=True) + eps).pow(-0.5)
+    if weight is not None:
+        out = out * weight
+    return out
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    dim = input.dim()
+    if dim < 3:
+        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+    div = (input * input).unsqueeze(1)
+    if dim == 3:
+        div = pad(div, (0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool2d(div, (size, 1), stride=1).squeeze(1)
+    else:
+        sizes = tuple(input.shape)
+        div = div.reshape(sizes[0], 1, sizes[1], sizes[2], -1)
+        div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
+        div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1)
+        div = div.reshape(*sizes)
+    div = (div * alpha + k).pow(beta)
+    return input / div
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    if p == 2:
+        from ..ops._helpers import wrap_dim
+        d = wrap_dim(dim, input.dim())
+        denom = _nn._norm2_clamp(input, d, eps)
+    else:
+        denom = _op("clamp_min")(_op("norm")(input, p, dim, True), eps)
+    return input / denom.expand_as(input)
+
+
+# ====================================================================== embedding / one_hot
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    if padding_idx is not None:
+        if padding_idx > 0:
+            if padding_idx >= weight.shape[0]:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -weight.shape[0]:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = weight.shape[0] + padding_idx
+    else:
+        padding_idx = -1
+    if max_norm is not None:
+        _embedding_renorm_(weight, input, max_norm, norm_type)
+    return _nn.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
+
+
+def _embedding_renorm_(weight, input, max_norm, norm_type):
+    """Rescale (in place, without autograd) the rows of ``weight`` that ``input`` uses to norm <= max_norm."""
+    w = weight.detach()._data
+    rows = np.unique(np.asarray(input.detach()._data).reshape(-1))
+    norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+    scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+    w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+    weight._bump_version()
+    return weight
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    if input.dim() == 2:
+        emb = embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
+        if per_sample_weights is not None:
+            emb = emb * per_sample_weights.unsqueeze(-1)
+        if mode == "sum":
+            return emb.sum(1)
+        if mode == "mean":
+            return emb.mean(1)
+        if mode == "max":
+            return _op("amax")(emb, 1)
+        raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
+    raise RuntimeError("embedding_bag with 1-D input and offsets is not supported by ember; pass a 2-D input")
+
+
+def one_hot(tensor, num_classes=-1):
+    return _nn.one_hot(tensor, num_classes)
+
+
+# ====================================================================== padding
+def _pad_spec(shape, pad, mode, value):
+    if len(pad) % 2:
+        raise RuntimeError("Padding length must be divisible by 2")
+    npd = len(pad) // 2
+    if npd > len(shape):
+        raise RuntimeError(f"Padding length should be less than or equal to two times the input dimension but "
+                           f"got padding length {len(pad)} and input of dimension {len(shape)}")
+    spec = []
+    nd = len(shape)
+    for j in range(npd):
+        axis = nd - 1 - j
+        lo, hi = int(pad[2 * j]), int(pad[2 * j + 1])
+        n = shape[axis]
+        m = n + lo + hi
+        if m < 0 or (m == 0 and mode != "constant"):
+            raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} resulted in a negative "
+                               f"output size, which is invalid. Check dimension {axis} of your input.")
+        src = np.arange(m, dtype=np.int64) - lo
+        mask = None
+        if mode == "constant":
+            valid = (src >= 0) & (src < n)
+            if not valid.all():
+                mask = valid
+            src = np.clip(src, 0, max(n - 1, 0))
+        elif mode == "reflect":
+            if lo >= n or hi >= n:
+                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                                   f"dimension, but got: padding ({lo}, {hi}) at dimension {axis} of input "
+                                   f"{list(shape)}")
+            src = np.abs(src)
+            src = np.where(src >= n, 2 * (n - 1) - src, src)
+        elif mode == "replicate":
+            if n == 0:
+                raise RuntimeError("padding size is expected to be nonzero")
+            src = np.clip(src, 0, n - 1)
+        elif mode == "circular":
+            if lo > n or hi > n:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            src = np.mod(src, n)
+        else:
+            raise NotImplementedError(f"Unrecognised padding mode {mode}")
+        if lo == 0 and hi == 0:
+            continue
+        spec.append((axis, src, mask, value))
+    return tuple(spec)
+
+
+def pad(input, pad, mode="constant", value=None):
+    if mode not in ("constant", "reflect", "replicate", "circular"):
+        raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    pad = tuple(int(p) for p in pad)
+    nd = len(pad) // 2
+    if mode != "constant":
+        if value not in (None, 0):
+            raise AssertionError(f'Padding mode "{mode}" doesn\'t take in value argument')
+        if input.dim() not in (nd + 1, nd + 2):
+            raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for "
+                                      f"now")
+    spec = _pad_spec(tuple(input.shape), pad, mode, 0 if value is None else value)
+    if mode == "constant":
+        name = "ConstantPadNdBackward0"
+    elif mode == "reflect":
+        name = f"ReflectionPad{nd}DBackward0"
+    elif mode == "replicate":
+        name = f"ReplicationPad{nd}DBackward0"
+    else:
+        name = "CopySlices"
+    if not spec:
+        return _nn._gather_axes(input, (), name)
+    return _nn._gather_axes(input, spec, name)
+
+
+# ====================================================================== interpolation
+def _src_scale(n_in, n_out, align_corners, scale):
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    if scale is not None and scale > 0:
+        return 1.0 / scale
+    return n_in / n_out
+
+
+def _nearest_index(n_in, n_out, scale, exact):
+    s = np.float32(_src_scale(n_in, n_out, False, scale))
+    dst = np.arange(n_out, dtype=np.float32)
+    if exact:
+        src = np.floor((dst + np.float32(0.5)) * s)
+    else:
+        src = np.floor(dst * s)
+    return np.minimum(src.astype(np.int64), n_in - 1)
+
+
+def _linear_matrix(n_in, n_out, align_corners, scale):
+    s = _src_scale(n_in, n_out, align_corners, scale)
+    dst = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        src = dst * s
+    else:
+        src = np.maximum((dst + 0.5) * s - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    l1 = src - i0
+    l0 = 1.0 - l1
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.arange(n_out), i0), l0)
+    np.add.at(m, (np.arange(n_out), i1), l1)
+    return m
+
+
+def _cubic_matrix(n_in, n_out, align_corners, scale):
+    A = -0.75
+    s = _src_scale(n_in, n_out, align_corners, scale)
+    dst = np.arange(n_out, dtype=np.float64)
+    src = dst * s if align_corners else (dst + 0.5) * s - 0.5
+    i = np.floor(src).astype(np.int64)
+    t = src - i
+
+    def c1(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+    ws = [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+    m = np.zeros((n_out, n_in))
+    for k, w in zip(range(-1, 3), ws):
+        np.add.at(m, (np.arange(n_out), np.clip(i + k, 0, n_in - 1)), w)
+    return m
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    nd = input.dim() - 2
+    if nd < 1:
+        raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the "
+                         f"modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
+                         f"(got {mode})")
+    if antialias:
+        raise NotImplementedError("interpolate(antialias=True) is not supported by ember")
+    if mode in ("nearest", "area", "nearest-exact"):
+        if align_corners is not None:
+            raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
+                             "bilinear | bicubic | trilinear")
+    else:
+        if align_corners is None:
+            align_corners = False
+    need = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    if mode in need and need[mode] != nd:
+        raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {need[mode] + 2}D input")
+    in_sp = tuple(input.shape[2:])
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        out = _tuple(size, nd, "size")
+        scales = [None] * nd
+    elif scale_factor is not None:
+        sf = (scale_factor,) * nd if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
+        if len(sf) != nd:
+            raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got "
+                             f"input with spatial dimensions of {list(in_sp)} and scale_factor of shape {list(sf)}.")
+        out = tuple(int(math.floor(float(in_sp[i]) * float(sf[i]))) for i in range(nd))
+        scales = [None] * nd if recompute_scale_factor else [float(v) for v in sf]
+    else:
+        raise ValueError("either size or scale_factor should be defined")
+    if mode == "area":
+        return _adaptive_avg(nd, input, out)
+    if mode in ("nearest", "nearest-exact"):
+        spec = tuple((2 + i, _nearest_index(in_sp[i], out[i], scales[i], mode == "nearest-exact"), None, 0)
+                     for i in range(nd))
+        tag = "NearestExact" if mode == "nearest-exact" else "Nearest"
+        return _nn._gather_axes(input, spec, f"Upsample{tag}{nd}DBackward0")
+    if mode in ("linear", "bilinear", "trilinear"):
+        mats = tuple((2 + i, _linear_matrix(in_sp[i], out[i], align_corners, scales[i])) for i in range(nd))
+        name = {1: "UpsampleLinear1DBackward0", 2: "UpsampleBilinear2DBackward0",
+                3: "UpsampleTrilinear3DBackward0"}[nd]
+        return _nn._resample(input, mats, name)
+    if mode == "bicubic":
+        mats = tuple((2 + i, _cubic_matrix(in_sp[i], out[i], align_corners, scales[i])) for i in range(nd))
+        return _nn._resample(input, mats, "UpsampleBicubic2DBackward0")
+    raise NotImplementedError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) "
+                              f"for the modes: nearest | linear | bilinear | bicubic | trilinear | area | "
+                              f"nearest-exact (got {mode})")
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
+
+
+def pixel_shuffle(input, upscale_factor):
+    r = upscale_factor
+    *lead, c, h, w = tuple(input.shape)
+    oc = c // (r * r)
+    x = input.reshape(*lead, oc, r, r, h, w)
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return x.reshape(*lead, oc, h * r, w * r)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    r = downscale_factor
+    *lead, c, h, w = tuple(input.shape)
+    x = input.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+# ====================================================================== dropout
+def _check_p(p):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _bernoulli_noise(shape, keep, dtype, device):
+    from .. import random as _random
+    arr = (_random.default_generator._np.random(tuple(shape)) < keep).astype(dtype.np)
+    t = _make(arr)
+    return t if device is None or device == t.device else t.to(device)
+
+
+def _apply_noise(input, noise, inplace):
+    return input.mul_(noise) if inplace else input * noise
+
+
+def dropout(input, p=0.5, training=True, inplace=False):
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    if p == 1.0:
+        return _apply_noise(input, _api.zeros(*tuple(input.shape), dtype=input.dtype), inplace)
+    noise = _bernoulli_noise(tuple(input.shape), 1.0 - p, input.dtype, input.device)
+    noise = noise.div_(1.0 - p)
+    return _apply_noise(input, noise, inplace)
+
+
+def _feature_dropout(input, p, training, inplace, nd, name):
+    _check_p(p)
+    if not training or p == 0.0:
+        return input
+    batched = input.dim() == nd + 2
+    if input.dim() not in (nd + 1, nd + 2):
+        warnings.warn(f"{name}: Received a {input.dim()}-D input; expected {nd + 1}D or {nd + 2}D", UserWarning)
+    shape = tuple(input.shape[:2] if batched else input.shape[:1]) + (1,) * nd
+    if p == 1.0:
+        return _apply_noise(input, _api.zeros(*shape, dtype=input.dtype), inplace)
+    noise = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device).div_(1.0 - p)
+    return _apply_noise(input, noise, inplace)
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _alpha_dropout(input, p, training, inplace, feature):
+    _check_p(p)
+    if p == 0 or not training or input.numel() == 0:
+        return input
+    if p == 1:
+        return input.mul_(0) if inplace else input * 0
+    alpha_p = -_SELU_ALPHA * _SELU_SCALE
+    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
+    shape = tuple(input.shape) if not feature else tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    keep = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device)
+    b = (keep - 1) * (alpha_p * a) + alpha_p * a * p
+    noise = keep * a
+    if inplace:
+        return input.mul_(noise).add_(b)
+    return input * noise + b
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, inplace, False)
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    return _alpha_dropout(input, p, training, inplace, True)
+
+
+# ====================================================================== attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
+    L, S = query.shape[-2], key.shape[-2]
+    E = query.shape[-1]
+    sc = 1.0 / math.sqrt(E) if scale is None else scale
+    if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = _repeat_heads(key, rep)
+        value = _repeat_heads(value, rep)
+    attn = _la.matmul(query, key.transpose(-2, -1)) * sc
+    if is_causal:
+        if attn_mask is not None:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                               "is_causal=True")
+        bias = np.where(np.tril(np.ones((L, S), dtype=bool)), 0.0, -np.inf).astype(query.dtype.np)
+        attn = attn + _make(bias)
+    elif attn_mask is not None:
+        if attn_mask.dtype is _t.bool_:
+            bias = np.where(attn_mask.detach()._data, 0.0, -np.inf).astype(query.dtype.np)
+            attn = attn + _make(bias)
+        else:
+            attn = attn + attn_mask
+    attn = _op("softmax")(attn, -1)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return _la.matmul(attn, value)
+
+
+def _repeat_heads(t, rep):
+    shape = tuple(t.shape)
+    x = t.unsqueeze(-3).expand(*shape[:-2], rep, *shape[-2:])
+    return x.reshape(*shape[:-3], shape[-3] * rep, *shape[-2:])
+
+
+# ====================================================================== losses
+def _check_target_size(input, target, name):
+    if tuple(target.shape) != tuple(input.shape):
+        warnings.warn(f"Using a target size ({target.shape}) that is different to the input size "
+                      f"({input.shape}). This will likely lead to incorrect results due to broadcasting. "
+                      f"Please ensure they have the same size.", UserWarning, stacklevel=3)
+        from ..ops._helpers import broadcast_shapes
+        shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
+        return input.expand(*shape), target.expand(*shape)
+    return input, target
+
+
+def _reduce(loss, reduction):
+    if reduction == "none":
+        return loss
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _check_target_size(input, target, "mse_loss")
+    if weight is not None:
+        return _reduce((input - target).pow(2) * weight, reduction)
+    return _nn.mse_loss(input, target, _red(reduction))
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _check_target_size(input, target, "l1_loss")
+    loss = _op("abs")(input - target)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _check_target_size(input, target, "smooth_l1_loss")
+    return _nn.smooth_l1_loss(input, target, _red(reduction), float(beta))
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    input, target = _check_target_size(input, target, "huber_loss")
+    if weight is not None:
+        return _reduce(_nn.huber_loss(input, target, 0, float(delta)) * weight, reduction)
+    return _nn.huber_loss(input, target, _red(reduction), float(delta))
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Using a target size ({target.shape}) that is different to the input size "
+                         f"({input.shape}) is deprecated. Please ensure they have the same size.")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+        from ..ops._helpers import broadcast_shapes
+        weight = weight.expand(*broadcast_shapes(tuple(weight.shape), tuple(input.shape)))
+    return _nn.binary_cross_entropy(input, target, weight, _red(reduction))
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if tuple(target.shape) != tuple(input.shape):
+        raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    return _nn.binary_cross_entropy_with_logits(input, target, weight, pos_weight, _red(reduction))
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.dim() >= 2 and target.dim() >= 1 and input.shape[0] != target.shape[0]:
+        raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
+                         f"({target.shape[0]}).")
+    return _nn.nll_loss_nd(input, target, weight, _red(reduction), ignore_index)[0]
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    _red(reduction)
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    cdim = 0 if input.dim() == 1 else 1
+    C = input.shape[cdim]
+    logp = _op("log_softmax")(input, cdim)
+    if target.dtype.is_floating_point:
+        # class probabilities
+        if tuple(target.shape) != tuple(input.shape):
+            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+        if label_smoothing > 0:
+            target = target * (1 - label_smoothing) + label_smoothing / C
+        prod = logp * target
+        if weight is not None:
+            wshape = [1] * input.dim()
+            wshape[cdim] = C
+            prod = prod * weight.reshape(*wshape)
+        if reduction == "none":
+            return -prod.sum(cdim)
+        if reduction == "sum":
+            return -prod.sum()
+        return -prod.sum() / (input.numel() / C)
+    nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
+    if label_smoothing == 0.0:
+        return nll
+    tgt = np.asarray(target.detach()._data)
+    ignore = tgt == ignore_index
+    if weight is not None:
+        wshape = [1] * input.dim()
+        wshape[cdim] = C
+        smooth = -(logp * weight.reshape(*wshape)).sum(cdim)
+    else:
+        smooth = -logp.sum(cdim)
+    if ignore.any():
+        smooth = smooth * _make(np.asarray(~ignore).astype(input.dtype.np))
+    if reduction == "mean":
+        if weight is not None:
+            wv = np.asarray(weight.detach()._data)
+            denom = float(wv[tgt[~ignore]].sum())
+        else:
+            denom = float((~ignore).sum())
+        ret = smooth.sum() / denom
+    elif reduction == "sum":
+        ret = smooth.sum()
+    else:
+        ret = smooth
+    return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the support size."
+                      "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
+                      "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
+                      UserWarning, stacklevel=2)
+    if log_target:
+        loss = _op("exp")(target) * (target - input)
+    else:
+        loss = _op("xlogy")(target, target) - target * input
+    if reduction == "batchmean":
+        return loss.sum() / input.shape[0] if input.dim() != 0 else loss.sum()
+    return _reduce(loss, reduction)
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
+                     reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = _op("exp")(input) - target * input
+    else:
+        loss = input - target * _op("log")(input + eps)
+    if full:
+        t = target
+        stirling = t * _op("log")(t) - t + 0.5 * _op("log")(2 * math.pi * t)
+        loss = loss + _op("where")(t > 1, stirling, stirling * 0)
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    if isinstance(var, (int, float)):
+        var = _api.full(tuple(input.shape), float(var), dtype=input.dtype)
+    if var.dim() == input.dim() - 1 or (var.dim() == input.dim() and var.shape[-1] == 1
+                                        and input.shape[-1] != 1):
+        if var.dim() == input.dim() - 1:
+            var = var.unsqueeze(-1)
+    if _api.lt(var, 0).any() if hasattr(_api, "any") else bool(np.any(var.detach()._data < 0)):
+        raise ValueError("var has negative entry/entries")
+    from ..autograd import no_grad
+    var = var.clone()
+    with no_grad():
+        var.clamp_(min=eps) if hasattr(var, "clamp_") else var.copy_(_make(np.maximum(var._data, eps)))
+    loss = 0.5 * (_op("log")(var) + (input - target) ** 2 / var)
+    if full:
+        loss = loss + 0.5 * math.log(2 * math.pi)
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(_op("clamp_min")(-target * (input1 - input2) + margin, 0), reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    where = _op("where")
+    zeros = input * 0
+    margin_clamp = _op("clamp_min")(margin - input, 0)
+    out_margin = where(target != 1, margin_clamp, zeros)
+    out_self = where(target != -1, input, zeros)
+    return _reduce(out_margin + out_self, reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(_op("log1p")(_op("exp")(-target * input)), reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = -(target * logsigmoid(input) + (1 - target) * logsigmoid(-input))
+    if weight is not None:
+        loss = loss * weight
+    loss = loss.sum(loss.dim() - 1) / input.shape[-1]
+    return _reduce(loss, reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    eps = 1e-12
+    prod = (input1 * input2).sum(-1)
+    m1 = (input1 * input1).sum(-1) + eps
+    m2 = (input2 * input2).sum(-1) + eps
+    cos = prod / (m1 * m2).pow(0.5)
+    where = _op("where")
+    pos = 1 - cos
+    neg = _op("clamp_min")(cos - margin, 0)
+    zeros = cos * 0
+    loss = where(target == 1, pos, zeros) + where(target == -1, neg, zeros)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
+                        reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_swap = pairwise_distance(positive, negative, p, eps)
+        d_neg = _op("minimum")(d_neg, d_swap)
+    return _reduce(_op("clamp_min")(margin + d_pos - d_neg, 0), reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
+                      reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if p not in (1, 2):
+        raise ValueError("only p == 1 and p == 2 supported")
+    x = input if input.dim() == 2 else input.unsqueeze(0)
+    t = target.reshape(-1)
+    C = x.shape[1]
+    xt = _op("gather")(x, 1, t.unsqueeze(1))
+    z = _op("clamp_min")(margin - xt + x, 0)
+    if p == 2:
+        z = z * z
+    if weight is not None:
+        z = z * _op("index_select")(weight, 0, t).unsqueeze(1)
+    mask = 1 - one_hot(t, C).to(x.dtype)
+    loss = (z * mask).sum(1) / C
+    if input.dim() == 1:
+        loss = loss.squeeze(0)
+    return _reduce(loss, reduction)
+
+
+# ====================================================================== distances
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    from ..ops._helpers import broadcast_shapes, wrap_dim
+    shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
+    if tuple(x1.shape) != shape:
+        x1 = x1.expand(*shape)
+    if tuple(x2.shape) != shape:
+        x2 = x2.expand(*shape)
+    d = wrap_dim(dim, len(shape))
+    n1 = _nn._norm2_clamp(x1, d, eps)
+    n2 = _nn._norm2_clamp(x2, d, eps)
+    return ((x1 / n1) * (x2 / n2)).sum(d)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    diff = x1 - x2 + eps
+    dim = max(x1.dim(), x2.dim()) - 1
+    if dim < 0:
+        dim = 0
+    return _op("norm")(diff, p, dim, keepdim)
+
+
+def pdist(input, p=2):
+    n = input.shape[0]
+    iu = np.triu_indices(n, 1)
+    a = _op("index_select")(input, 0, _make(iu[0].astype(np.int64)))
+    b = _op("index_select")(input, 0, _make(iu[1].astype(np.int64)))
+    return _op("norm")(a - b, p, 1)
+
+
+# ====================================================================== activations (other op families)
+def _act(name, x, inplace=False, *args, **kw):
+    if inplace:
+        return _op(name + "_")(x, *args, **kw)
+    return _op(name)(x, *args, **kw)
+
+
+def relu(input, inplace=False):
+    return _act("relu", input, inplace)
+
+
+def relu_(input):
+    return _op("relu_")(input)
+
+
+def relu6(input, inplace=False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _act("leaky_relu", input, inplace, negative_slope)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return _op("leaky_relu_")(input, negative_slope)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _act("elu", input, inplace, alpha)
+
+
+def elu_(input, alpha=1.0):
+    return _op("elu_")(input, alpha)
+
+
+def selu(input, inplace=False):
+    return _act("selu", input, inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return _act("celu", input, inplace, alpha)
+
+
+def gelu(input, approximate="none"):
+    return _op("gelu")(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _act("silu", input, inplace)
+
+
+def mish(input, inplace=False):
+    return _act("mish", input, inplace)
+
+
+def hardswish(input, inplace=False):
+    return _act("hardswish", input, inplace)
+
+
+def hardsigmoid(input, inplace=False):
+    return _act("hardsigmoid", input, inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    if min_val > max_val:
+        raise ValueError("min_val cannot be greater than max_val")
+    return _act("hardtanh", input, inplace, min_val, max_val)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, True)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return _op("softplus")(input, beta, threshold)
+
+
+def sigmoid(input):
+    return _op("sigmoid")(input)
+
+
+def tanh(input):
+    return _op("tanh")(input)
+
+
+def logsigmoid(input):
+    return _op("log_sigmoid")(input) if hasattr(_api, "log_sigmoid") else _op("logsigmoid")(input)
+
+
+def softsign(input):
+    return input / (_op("abs")(input) + 1)
+
+
+def tanhshrink(input):
+    return input - _op("tanh")(input)
+
+
+def softshrink(input, lambd=0.5):
+    return _op("softshrink")(input, lambd)
+
+
+def hardshrink(input, lambd=0.5):
+    return _op("hardshrink")(input, lambd)
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _act("threshold", input, inplace, threshold, value)
+
+
+def threshold_(input, threshold, value):
+    return _op("threshold_")(input, threshold, value)
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    from .. import random as _random
+    a = _random.default_generator._np.uniform(lower, upper, size=tuple(input.shape)).astype(input.dtype.np)
+    slope = _make(a)
+    where = _op("where")
+    out = where(input >= 0, input, input * slope)
+    if inplace:
+        from ..autograd import no_grad
+        return input.copy_(out)
+    return out
+
+
+def prelu(input, weight):
+    if weight.numel() != 1 and input.dim() >= 2:
+        shape = [1] * input.dim()
+        shape[1] = weight.numel()
+        weight = weight.reshape(*shape)
+    return _op("where")(input >= 0, input, input * weight)
+
+
+def glu(input, dim=-1):
+    if input.dim() == 0:
+        raise RuntimeError("glu does not support scalars because halving size must be even")
+    return _op("glu")(input, dim)
+
+
+def _softmax_dim(name, ndim):
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call to include "
+                  f"dim=X as an argument.", UserWarning, stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmax", input.dim())
+    if dtype is not None:
+        input = input.to(dtype)
+    return _op("softmax")(input, dim)
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("softmin", input.dim())
+    if dtype is not None:
+        input = input.to(dtype)
+    return _op("softmax")(-input, dim)
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim("log_softmax", input.dim())
+    if dtype is not None:
+        input = input.to(dtype)
+    return _op("log_softmax")(input, dim)
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    from .. import random as _random
+    g = -np.log(_random.default_generator._np.exponential(size=tuple(logits.shape)))
+    gumbels = (logits + _make(g.astype(logits.dtype.np))) / tau
+    y_soft = softmax(gumbels, dim)
+    if hard:
+        index = np.asarray(y_soft.detach()._data).argmax(dim)
+        y_hard = np.zeros(tuple(logits.shape), dtype=logits.dtype.np)
+        np.put_along_axis(y_hard, np.expand_dims(index, dim), 1.0, axis=dim)
+        return _make(y_hard) - y_soft.detach() + y_soft
+    return y_soft
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L), as a convolution with an identity kernel."""
+    if input.dim() not in (3, 4):
+        raise RuntimeError(f"Input Error: Only 3D or 4D input Tensors are supported (got {input.dim()}D)")
+    unb = input.dim() == 3
+    x = input.unsqueeze(0) if unb else input
+    k = _tuple(kernel_size, 2)
+    C = x.shape[1]
+    K = k[0] * k[1]
+    eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
+    for c in range(C):
+        for j in range(K):
+            eye[c * K + j, 0, j // k[1], j % k[1]] = 1
+    w = _make(eye)
+    out = _nn.convolution(x, w, None, _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2), False,
+                          (0, 0), C)
+    out = out.reshape(out.shape[0], C * K, -1)
+    return out.squeeze(0) if unb else out
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im: the adjoint of ``unfold`` (a transposed convolution with an identity kernel)."""
+    unb = input.dim() == 2
+    x = input.unsqueeze(0) if unb else input
+    k = _tuple(kernel_size, 2)
+    K = k[0] * k[1]
+    C = x.shape[1] // K
+    osz = _tuple(output_size, 2)
+    st, pd, dl = _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2)
+    L = [(osz[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(2)]
+    eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
+    for c in range(C):
+        for j in range(K):
+            eye[c * K + j, 0, j // k[1], j % k[1]] = 1
+    cols = x.reshape(x.shape[0], C * K, L[0], L[1])
+    out = _nn._conv_input_grad(cols, _make(eye), st, pd, dl, C, (x.shape[0], C) + osz)
+    return out.squeeze(0) if unb else out
+
+
+def affine_grid(theta, size, align_corners=None):
+    raise NotImplementedError("ember.nn.functional.affine_grid is not implemented")
+
+
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    raise NotImplementedError("ember.nn.functional.grid_sample is not implemented")
+
+
+__all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and callable(v)
+           and getattr(v, "__module__", None) == __name__]
