@@ -42,7 +42,7 @@ def infer_size(shape, numel):
 
 def view_strides(oldshape, oldstride, newshape):
     """Strides for viewing (oldshape, oldstride) as newshape without a copy, or None."""
-    if int(np.prod(oldshape)) == 0 or tuple(oldshape) == tuple(newshape):
+    if int(np.prod(oldshape)) == 0:
         if tuple(oldshape) == tuple(newshape):
             return tuple(oldstride)
         st, acc = [], 1
@@ -107,8 +107,8 @@ def _offset_array(a, off):
 @defop("view(Tensor self, int[] size) -> Tensor", view=True, save=(), method=False)
 def _view(xp, a, size):
     size = infer_size(size, a.size)
-    if a.flags.c_contiguous:
-        return a.reshape(size)  # always a view for a C-contiguous array
+    if a.flags.c_contiguous and size != a.shape:
+        return a.reshape(size)  # always a view for a C-contiguous array, with PyTorch's strides
     st = view_strides(a.shape, tuple(s // a.itemsize for s in a.strides), size)
     if st is None:
         raise RuntimeError("view size is not compatible with input tensor's size and stride (at least one "
@@ -131,9 +131,23 @@ def view(self, *shape):
 @defcomposite("reshape(Tensor self, int[] shape) -> Tensor", method=False)
 def _reshape(self, shape):
     shape = infer_size(shape, self.numel())
-    if view_strides(tuple(self.shape), self.stride(), shape) is not None:
+    if self.is_contiguous():
         return _view.binding(self, shape)
+    st = view_strides(tuple(self.shape), self.stride(), shape)
+    if st is not None:
+        return _reshape_alias.binding(self, shape, st)
     return _unsafe_view.binding(_clone.binding(self), shape)
+
+
+@defop("_reshape_alias(Tensor self, int[] size, int[] stride) -> Tensor", view=True, save=(), method=False,
+       function=False)
+def _reshape_alias(xp, a, size, stride):
+    return _strided(xp, a, size, stride)
+
+
+@_reshape_alias.derivative
+def _reshape_alias_bw(ctx, g):
+    return (g.reshape(ctx.args[0].shape),)
 
 
 @defop("_unsafe_view(Tensor self, int[] size) -> Tensor", save=(), method=False, function=False)
@@ -167,30 +181,28 @@ def _expand(xp, a, size):
                            f"size={list(size)}): the number of sizes provided ({len(size)}) must be greater "
                            f"or equal to the number of dimensions in the tensor ({a.ndim})")
     lead = len(size) - a.ndim
-    shape, strides = [], []
+    n = len(size)
+    shape, strides = [0] * n, [0] * n
     isz = a.itemsize
-    for i, s in enumerate(size):
-        if i < lead:
+    for i in range(n - 1, -1, -1):          # PyTorch's inferExpandGeometry, strides included
+        k = i - lead
+        s = size[i]
+        if k >= 0:
+            cur, st = a.shape[k], a.strides[k] // isz
+        else:
             if s < 0:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
                                    f"non-existing dimension {i}")
-            shape.append(s)
-            strides.append(0)
-            continue
-        cur = a.shape[i - lead]
-        st = a.strides[i - lead] // isz
+            cur, st = 1, (1 if i == n - 1 else shape[i + 1] * strides[i + 1])
         if s == -1:
             s = cur
-        if cur == s:
-            shape.append(s)
-            strides.append(st)
-        elif cur == 1:
-            shape.append(s)
-            strides.append(0)
-        else:
-            raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({cur}) at "
-                               f"non-singleton dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: "
-                               f"{list(a.shape)}")
+        if cur != s:
+            if cur != 1:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({cur}) "
+                                   f"at non-singleton dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: "
+                                   f"{list(a.shape)}")
+            st = 0
+        shape[i], strides[i] = s, st
     return _strided(xp, a, shape, strides)
 
 
@@ -262,7 +274,9 @@ def _t_bw(ctx, g):
 @defop("unsqueeze(Tensor self, int dim) -> Tensor", view=True, save=())
 def unsqueeze(xp, a, dim):
     d = wrap_dim(dim, a.ndim + 1)
-    return a[(slice(None),) * d + (None,)]
+    st = [s // a.itemsize for s in a.strides]
+    new = 1 if d >= a.ndim else a.shape[d] * st[d]  # PyTorch's stride for the new size-1 dim
+    return _strided(xp, a, a.shape[:d] + (1,) + a.shape[d:], st[:d] + [new] + st[d:])
 
 
 @unsqueeze.derivative
@@ -497,6 +511,15 @@ def _slice_bounds(n, start, end, step):
 def _slice(xp, a, dim=0, start=None, end=None, step=1):
     d = wrap_dim(dim, a.ndim)
     s, e = _slice_bounds(a.shape[d], start, end, step)
+    return _slice_view(xp, a, d, s, e, step)
+
+
+def _slice_view(xp, a, d, s, e, step=1):
+    if e <= s and s:   # numpy does not advance the data pointer of an empty slice; PyTorch does
+        st = [x // a.itemsize for x in a.strides]
+        shape = list(a.shape)
+        shape[d] = 0
+        return _strided(xp, a, shape, st[:d] + [st[d] * step] + st[d + 1:], s * st[d])
     return a[_dim_key(d, slice(s, e, step))]
 
 
@@ -643,10 +666,14 @@ def _split_sizes_for(n, split_size):
     return sizes
 
 
+def xp_of_array(a):
+    return np if isinstance(a, np.ndarray) else __import__("cupy")
+
+
 def _split_views(a, sizes, d):
     out, start = [], 0
     for s in sizes:
-        out.append(a[_dim_key(d, slice(start, start + s))])
+        out.append(_slice_view(xp_of_array(a), a, d, start, start + s))
         start += s
     return tuple(out)
 
@@ -812,7 +839,8 @@ def _cat_bw(ctx, g):
     real = [x for x in tensors if not (x.ndim == 1 and x.shape[0] == 0)]
     out = []
     if not real:
-        return ([None for _ in tensors],)
+        return ([api.zeros((0,), dtype=x.dtype, device=x.device) if need else None
+                 for x, need in zip(tensors, ctx.needs_input_grad)],)
     d = wrap_dim(dim, real[0].ndim)
     start = 0
     for x, need in zip(tensors, ctx.needs_input_grad):
@@ -955,7 +983,7 @@ def unflatten(self, dim, sizes):
         raise RuntimeError(f"unflatten: Provided sizes {sizes} don't multiply up to the size of dim {dim} "
                            f"({n}) in the input tensor")
     shp = tuple(self.shape)
-    return reshape(self, shp[:d] + tuple(sizes) + shp[d + 1:])
+    return _view.binding(self, shp[:d] + tuple(sizes) + shp[d + 1:])  # splitting one dim always views
 
 
 def movedim(self, source, destination):
@@ -986,7 +1014,13 @@ def swapaxes(self, axis0, axis1):
 # ---------------------------------------------------------------------- flip / roll / tril / repeat
 @defop("flip(Tensor self, int[] dims) -> Tensor", save=())
 def _flip(xp, a, dims):
-    ds = wrap_dims(dims, a.ndim) if a.ndim else ()
+    ds = []
+    for d in dims:
+        w = wrap_dim(d, a.ndim)
+        if w in ds:
+            raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+        ds.append(w)
+    ds = tuple(ds) if a.ndim else ()
     return xp.flip(a, axis=ds).copy() if ds else a.copy()
 
 
