@@ -218,6 +218,21 @@ def _unsafe_view(t, shape):
     return op.binding(t, tuple(shape))
 
 
+def _should_fold(a, b):
+    da, db = a.dim(), b.dim()
+    big, small = (a, b) if da >= db else (b, a)
+    if not (big.dim() >= 3 and small.dim() <= 2):
+        return False
+    if small.requires_grad:
+        return True
+    if da == 2:
+        return False
+    if big.numel() == 0:
+        return True
+    shp, st = tuple(big.shape), big.stride()
+    return all(st[i] == st[i + 1] * shp[i + 1] for i in range(big.dim() - 2))
+
+
 @defcomposite("matmul(Tensor self, Tensor other) -> Tensor")
 def matmul(a, b):
     da, db = a.dim(), b.dim()
@@ -234,16 +249,24 @@ def matmul(a, b):
         return mm(a.unsqueeze(0), b).squeeze(0)
     if da == 2 and db == 2:
         return mm(a, b)
-    if da >= 3 and db in (1, 2):
-        # fold the batch dims of ``a`` into its rows: one mm
-        k = a.shape[-1]
-        bb = b.unsqueeze(-1) if db == 1 else b
-        if bb.shape[0] != k:
-            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({int(np.prod(a.shape[:-1]))}x{k} "
-                               f"and {bb.shape[0]}x{bb.shape[1]})")
-        out = mm(a.reshape(-1, k), bb)
-        shape = tuple(a.shape[:-1]) + (() if db == 1 else (b.shape[-1],))
-        return _unsafe_view(out, shape)
+    if _should_fold(a, b):
+        # fold the batch dims of the larger operand into matrix rows: one mm (PyTorch's rule)
+        transpose = db > da
+        t1 = b.mT if transpose else a
+        t2 = (a.t() if da == 2 else a) if transpose else b
+        k = t1.shape[-1]
+        t2m = t2.unsqueeze(-1) if t2.dim() == 1 else t2
+        if t2m.shape[0] != k:
+            if transpose:
+                raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                                   f"[{int(np.prod(b.shape[:-2]))}, {a.shape[-1]}] but got: "
+                                   f"[{int(np.prod(b.shape[:-2]))}, {b.shape[-2]}].")
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({int(np.prod(t1.shape[:-1]))}x{k} "
+                               f"and {t2m.shape[0]}x{t2m.shape[1]})")
+        out = mm(t1.reshape(-1, k), t2m)
+        shape = tuple(t1.shape[:-1]) + ((t2.shape[-1],) if t2.dim() == 2 else ())
+        out = _unsafe_view(out, shape)
+        return out.mT.contiguous() if transpose and t2.dim() == 2 else out
     # batched: broadcast the batch dims, expand, fold into one bmm
     a2 = a.unsqueeze(0) if da == 1 else a
     b2 = b.unsqueeze(-1) if db == 1 else b
