@@ -1,0 +1,339 @@
+"""``Optimizer``: parameter groups, per-parameter state, state_dict round trips, step hooks."""
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from collections import OrderedDict, defaultdict
+from itertools import chain
+
+from ..tensor import Tensor
+
+__all__ = ["Optimizer", "required"]
+
+
+class _RequiredParameter:
+    """Marks a hyper-parameter every parameter group must give (no default)."""
+
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+_global_pre_hooks = OrderedDict()
+_global_post_hooks = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    from ..nn.modules.module import RemovableHandle
+    handle = RemovableHandle(_global_pre_hooks)
+    _global_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook):
+    from ..nn.modules.module import RemovableHandle
+    handle = RemovableHandle(_global_post_hooks)
+    _global_post_hooks[handle.id] = hook
+    return handle
+
+
+def _use_grad_for_differentiable(step):
+    """Run ``step`` under no_grad (ember optimizers are not differentiable)."""
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        from ..autograd import no_grad
+        with no_grad():
+            return step(self, *args, **kwargs)
+    return wrapper
+
+
+def _get_value(x):
+    return x.item() if isinstance(x, Tensor) else x
+
+
+def _check_unsupported(name, fused=None, differentiable=False):
+    if fused:
+        raise RuntimeError(f"ember.optim.{name}(fused=True) is not supported: ember has no fused optimizer kernels")
+    if differentiable:
+        raise RuntimeError(f"ember.optim.{name}(differentiable=True) is not supported")
+
+
+def _init_step(state):
+    """The per-parameter step counter: a float32 0-d tensor, as in PyTorch's state dicts."""
+    from .. import float32, tensor
+    state["step"] = tensor(0.0, dtype=float32)
+
+
+def _step_tensor(state):
+    """Increment the step counter; returns the new count as a Python number."""
+    st = state["step"]
+    if isinstance(st, Tensor):
+        st.add_(1)
+        return st.item()
+    state["step"] = st + 1
+    return state["step"]
+
+
+class Optimizer:
+    """Base class: ``param_groups`` (list of dicts with ``params`` and hyper-parameters) and ``state``
+    (a dict from parameter to its state dict)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self._optimizer_step_pre_hooks = OrderedDict()
+        self._optimizer_step_post_hooks = OrderedDict()
+        self._optimizer_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_state_dict_post_hooks = OrderedDict()
+        self._optimizer_load_state_dict_pre_hooks = OrderedDict()
+        self._optimizer_load_state_dict_post_hooks = OrderedDict()
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
+                            f"but got {type(params).__module__}.{type(params).__name__}")
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        param_groups = list(params)
+        if len(param_groups) == 0:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(param_groups[0], dict):
+            param_groups = [{"params": param_groups}]
+        for group in param_groups:
+            self.add_param_group(group)
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
+                     "_optimizer_state_dict_post_hooks", "_optimizer_load_state_dict_pre_hooks",
+                     "_optimizer_load_state_dict_post_hooks"):
+            if name not in self.__dict__:
+                self.__dict__[name] = OrderedDict()
+
+    def __repr__(self):
+        s = self.__class__.__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += "\n"
+            s += f"Parameter Group {i}\n"
+            for key in sorted(group.keys()):
+                if key != "params":
+                    s += f"    {key}: {group[key]}\n"
+        s += ")"
+        return s
+
+    # ------------------------------------------------------------------ groups
+    def add_param_group(self, param_group):
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            param_group["params"] = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, but the ordering "
+                            "of tensors in sets will change between runs. Please use a list instead.")
+        else:
+            param_group["params"] = list(params)
+        extracted, names = [], []
+        for p in param_group["params"]:
+            if isinstance(p, tuple) and len(p) == 2:
+                names.append(p[0])
+                extracted.append(p[1])
+            else:
+                extracted.append(p)
+        if names:
+            if len(names) != len(extracted):
+                raise ValueError("all optimizer params should be with/without names. Some param names are missing")
+            param_group["param_names"] = names
+        param_group["params"] = extracted
+        for param in param_group["params"]:
+            if not isinstance(param, Tensor):
+                raise TypeError("optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(param).__module__}.{type(param).__name__}")
+            if not self.defaults.get("differentiable", None) and not (param.is_leaf or param.retains_grad):
+                raise ValueError("can't optimize a non-leaf Tensor")
+        for name, default in self.defaults.items():
+            if default is required and name not in param_group:
+                raise ValueError(f"parameter group didn't specify a value of required optimization parameter {name}")
+            param_group.setdefault(name, default)
+        params = param_group["params"]
+        if len(params) != len({id(p) for p in params}):
+            warnings.warn("optimizer contains a parameter group with duplicate parameters; in future, this will "
+                          "cause an error; see github.com/pytorch/pytorch/issues/40967 for more information",
+                          stacklevel=3)
+        param_set = set()
+        for group in self.param_groups:
+            param_set.update(id(p) for p in group["params"])
+            if ("param_names" in param_group) != ("param_names" in group):
+                raise ValueError("all optimizer param groups should be with/without names.")
+        if not param_set.isdisjoint({id(p) for p in param_group["params"]}):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(param_group)
+
+    # ------------------------------------------------------------------ grads
+    def zero_grad(self, set_to_none=True):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if set_to_none:
+                    p.grad = None
+                else:
+                    g = p.grad
+                    if g.grad_fn is not None:
+                        g.detach_()
+                    else:
+                        g.requires_grad_(False)
+                    g.zero_()
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, closure=None):
+        raise NotImplementedError(f"{type(self).__name__}.step is not implemented")
+
+    def _run_step(self, closure):
+        """Shared ``step`` body: hooks around ``self._step(closure)``."""
+        for hook in chain(_global_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
+            res = hook(self, (closure,) if closure is not None else (), {})
+            if res is not None:
+                raise RuntimeError(f"{hook} must return None or a tuple of (new_args, new_kwargs), but got {res}.")
+        loss = None
+        if closure is not None:
+            from ..autograd import enable_grad
+            with enable_grad():
+                loss = closure()
+        from ..autograd import no_grad
+        with no_grad():
+            for group in self.param_groups:
+                self._update_group(group)
+        for hook in chain(self._optimizer_step_post_hooks.values(), _global_post_hooks.values()):
+            hook(self, (closure,) if closure is not None else (), {})
+        return loss
+
+    def _update_group(self, group):
+        raise NotImplementedError
+
+    def register_step_pre_hook(self, hook):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_step_pre_hooks)
+        self._optimizer_step_pre_hooks[handle.id] = hook
+        return handle
+
+    def register_step_post_hook(self, hook):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_step_post_hooks)
+        self._optimizer_step_post_hooks[handle.id] = hook
+        return handle
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_state_dict_pre_hooks)
+        self._optimizer_state_dict_pre_hooks[handle.id] = hook
+        if prepend:
+            self._optimizer_state_dict_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_state_dict_post_hooks)
+        self._optimizer_state_dict_post_hooks[handle.id] = hook
+        if prepend:
+            self._optimizer_state_dict_post_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_load_state_dict_pre_hooks)
+        self._optimizer_load_state_dict_pre_hooks[handle.id] = hook
+        if prepend:
+            self._optimizer_load_state_dict_pre_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        from ..nn.modules.module import RemovableHandle
+        handle = RemovableHandle(self._optimizer_load_state_dict_post_hooks)
+        self._optimizer_load_state_dict_post_hooks[handle.id] = hook
+        if prepend:
+            self._optimizer_load_state_dict_post_hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    # ------------------------------------------------------------------ state dict
+    def state_dict(self):
+        """``{'state': {index: {...}}, 'param_groups': [{..., 'params': [index, ...]}]}``; parameters are
+        numbered in group order. State tensors are references, not copies (as in PyTorch)."""
+        for hook in self._optimizer_state_dict_pre_hooks.values():
+            hook(self)
+        param_mappings = {}
+        start_index = 0
+
+        def pack_group(group):
+            nonlocal start_index
+            packed = {k: v for k, v in group.items() if k != "params"}
+            param_mappings.update({id(p): i for i, p in enumerate(group["params"], start_index)
+                                   if id(p) not in param_mappings})
+            packed["params"] = [param_mappings[id(p)] for p in group["params"]]
+            start_index += len(packed["params"])
+            return packed
+
+        param_groups = [pack_group(g) for g in self.param_groups]
+        packed_state = {(param_mappings[id(k)] if isinstance(k, Tensor) else k): v for k, v in self.state.items()}
+        sd = {"state": packed_state, "param_groups": param_groups}
+        for hook in self._optimizer_state_dict_post_hooks.values():
+            res = hook(self, sd)
+            if res is not None:
+                sd = res
+        return sd
+
+    @staticmethod
+    def _process_value_according_to_param_policy(param, value, param_id, param_groups, key=None):
+        if key == "step":
+            return value
+        if param.is_floating_point() and value.is_floating_point():
+            return value.to(dtype=param.dtype, device=param.device)
+        return value.to(device=param.device)
+
+    def load_state_dict(self, state_dict):
+        state_dict = state_dict.copy()
+        for hook in self._optimizer_load_state_dict_pre_hooks.values():
+            res = hook(self, state_dict)
+            if res is not None:
+                state_dict = res
+        groups = self.param_groups
+        saved_groups = copy.deepcopy(state_dict["param_groups"])
+        if len(groups) != len(saved_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        param_lens = (len(g["params"]) for g in groups)
+        saved_lens = (len(g["params"]) for g in saved_groups)
+        if any(p_len != s_len for p_len, s_len in zip(param_lens, saved_lens)):
+            raise ValueError("loaded state dict contains a parameter group that doesn't match the size of "
+                             "optimizer's group")
+        id_map = dict(zip(chain.from_iterable(g["params"] for g in saved_groups),
+                          chain.from_iterable(g["params"] for g in groups)))
+
+        def cast(param, value, param_id=None, key=None):
+            if isinstance(value, Tensor):
+                return Optimizer._process_value_according_to_param_policy(param, value, param_id, groups, key)
+            if isinstance(value, dict):
+                return {k: cast(param, v, param_id, key=k) for k, v in value.items()}
+            if isinstance(value, (list, tuple)) and not isinstance(value, str):
+                return type(value)(cast(param, v, param_id, key=key) for v in value)
+            return value
+
+        state = defaultdict(dict)
+        for k, v in state_dict["state"].items():
+            if k in id_map:
+                param = id_map[k]
+                state[param] = cast(param, v, param_id=k)
+            else:
+                state[k] = v
+
+        def update_group(group, new_group):
+            new_group["params"] = group["params"]
+            if "param_names" in group and "param_names" not in new_group:
+                new_group["param_names"] = group["param_names"]
+            return new_group
+
+        param_groups = [update_group(g, ng) for g, ng in zip(groups, saved_groups)]
+        self.__setstate__({"state": state, "param_groups": param_groups})
+        for hook in self._optimizer_load_state_dict_post_hooks.values():
+            hook(self)
