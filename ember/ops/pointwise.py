@@ -27,8 +27,8 @@ from .. import types as _t
 from ..tensor import Tensor
 from ..types import from_numpy_dtype
 from . import api
-from ._helpers import grad_for, result_dtype, sum_to
-from .registry import defcomposite, defop
+from ._helpers import broadcast_shapes, grad_for, result_dtype
+from .registry import defcomposite, defop as _defop
 
 PW = ("pointwise",)
 ND = PW + ("nondifferentiable",)
@@ -39,6 +39,23 @@ _LN10 = math.log(10.0)
 
 
 # ---------------------------------------------------------------------- kernel helpers
+def defop(schema, **kw):
+    """``registry.defop`` with numpy's broadcasting ValueError turned into PyTorch's RuntimeError."""
+    def deco(kernel):
+        def checked(xp, *args):
+            try:
+                return kernel(xp, *args)
+            except ValueError:
+                shapes = [a.shape for a in args if hasattr(a, "shape") and hasattr(a, "ndim")]
+                if len(shapes) > 1:
+                    broadcast_shapes(*shapes)   # raises the RuntimeError when they do not broadcast
+                raise
+        checked.__name__ = kernel.__name__
+        checked.__doc__ = kernel.__doc__
+        return _defop(schema, **kw)(checked)
+    return deco
+
+
 def _is_scalar(x):
     return isinstance(x, _SCALARS)
 
@@ -213,7 +230,8 @@ def _addsub(xp, a, b, alpha, sign):
         b_ = b_ * _arr(xp, alpha, cdt) if dt is not _t.bool_ else b_ & bool(alpha)
     if dt is _t.bool_:
         return _out(xp, a_ | b_, dt)
-    return _out(xp, a_ + b_ if sign > 0 else a_ - b_, dt)
+    with np.errstate(all="ignore"):
+        return _out(xp, a_ + b_ if sign > 0 else a_ - b_, dt)
 
 
 def _sub_bool_check(a, b):
@@ -291,7 +309,8 @@ def mul(xp, a, b):
     b_ = _arr(xp, b, cdt)
     if dt is _t.bool_:
         return _out(xp, xp.logical_and(a_, b_), dt)
-    return _out(xp, a_ * b_, dt)
+    with np.errstate(all="ignore"):
+        return _out(xp, a_ * b_, dt)
 
 
 @mul.derivative
@@ -689,6 +708,8 @@ def _sign_bw(ctx, g):
 def _rounding(name, fn, kname):
     def kernel(xp, a):
         dt = _dt(a)
+        if dt is _t.bool_:
+            raise _not_impl(kname, dt)
         if dt.category < 2:
             return a.copy()
         return _out(xp, fn(xp, a.astype(_comp(dt).np, copy=False)), dt)
@@ -698,15 +719,17 @@ def _rounding(name, fn, kname):
     return op
 
 
-floor = _rounding("floor", lambda xp, x: xp.floor(x), "floor_cpu")
-ceil = _rounding("ceil", lambda xp, x: xp.ceil(x), "ceil_cpu")
-trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), "trunc_cpu")
+floor = _rounding("floor", lambda xp, x: xp.floor(x), "floor_vml_cpu")
+ceil = _rounding("ceil", lambda xp, x: xp.ceil(x), "ceil_vml_cpu")
+trunc = _rounding("trunc", lambda xp, x: xp.trunc(x), "trunc_vml_cpu")
 
 
 @defop("round(Tensor self, *, int decimals=0) -> Tensor", tags=PW, inplace=True, save=(),
        grad_fn_name=lambda args: "RoundBackward1" if args[1] != 0 else "RoundBackward0")
 def round(xp, a, decimals=0):
     dt = _dt(a)
+    if dt is _t.bool_:
+        raise _not_impl("round_vml_cpu", dt)
     if dt.category < 2:
         if decimals != 0:
             raise _not_impl("round_cpu", dt)
@@ -736,7 +759,7 @@ frac.derivative(lambda ctx, g: (g,))
 
 
 @defop("copysign(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
-       grad_fn_name=_mod_name("Copysign"), scalar_overload=("other",), save_result=True)
+       grad_fn_name=lambda args: "CopysignBackward0" if isinstance(args[1], Tensor) else "CopysignBackward1", scalar_overload=("other",), save_result=True)
 def copysign(xp, a, b):
     dt = _floaty(result_dtype(a, b))
     cdt = _comp(dt)
@@ -1186,6 +1209,8 @@ def hardtanh(xp, a, min_val=-1, max_val=1):
     dt = _dt(a)
     if dt is _t.bool_:
         raise _not_impl("hardtanh_cpu", dt)
+    if dt is _t.uint8 and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     x = a.astype(_comp(dt).np, copy=False)
     lo, hi = _arr(xp, min_val, _comp(dt)), _arr(xp, max_val, _comp(dt))
     return _out(xp, xp.minimum(xp.maximum(x, lo), hi), dt)
