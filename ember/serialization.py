@@ -1,0 +1,253 @@
+"""``ember.save`` / ``ember.load``: a file format that never runs code.
+
+A file is a zip archive holding
+
+* ``ember_manifest.json``: the saved object as a JSON tree of typed nodes — dict (with
+  ordered-ness and the ``_metadata`` a module state_dict carries), list, tuple, ember.Size,
+  str, int, float (inf/nan included), bool, None, and tensor nodes (dtype, shape, device,
+  requires_grad, whether it is a Parameter, and which storage entry holds its data);
+* ``storages/<n>``: each tensor's values as raw little-endian bytes in C order.
+
+Loading reads JSON and raw arrays only: no pickle, ever. A pickle (e.g. a file written by
+``torch.save``) is refused with an error that says so, and saving anything outside the types
+above raises a TypeError that names the type.
+"""
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import zipfile
+from collections import OrderedDict
+
+import numpy as np
+
+from . import types as _t
+from .tensor import Parameter, Tensor, _host
+
+__all__ = ["save", "load", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+_MANIFEST = "ember_manifest.json"
+_MAGIC = "ember.save"
+
+
+# ---------------------------------------------------------------------- encoding
+class _Writer:
+    def __init__(self):
+        self.storages = []   # raw byte strings
+        self.by_id = {}      # id(tensor) -> node, so a tensor saved twice loads as one object
+        self.keep = []       # keep saved objects alive while ids are in use
+
+    def encode(self, obj, path="obj"):
+        if obj is None:
+            return {"t": "none"}
+        if isinstance(obj, bool):
+            return {"t": "bool", "v": obj}
+        if isinstance(obj, int) and type(obj) is int:
+            return {"t": "int", "v": str(obj)}
+        if isinstance(obj, float) and type(obj) is float:
+            if math.isfinite(obj):
+                return {"t": "float", "v": obj}
+            return {"t": "float", "s": repr(obj)}
+        if isinstance(obj, str) and type(obj) is str:
+            return {"t": "str", "v": obj}
+        if isinstance(obj, Tensor):
+            return self._tensor(obj, path)
+        if isinstance(obj, _t.dtype):
+            return {"t": "dtype", "v": obj.name}
+        if isinstance(obj, _t.device):
+            return {"t": "device", "v": str(obj)}
+        if isinstance(obj, _t.Size):
+            return {"t": "size", "v": [int(s) for s in obj]}
+        if type(obj) in (dict, OrderedDict):
+            node = {"t": "dict", "ordered": type(obj) is OrderedDict,
+                    "items": [[self.encode(k, f"{path} key"), self.encode(v, f"{path}[{k!r}]")]
+                              for k, v in obj.items()]}
+            meta = getattr(obj, "_metadata", None)
+            if meta is not None:
+                node["metadata"] = self.encode(meta, f"{path}._metadata")
+            return node
+        if type(obj) is list:
+            return {"t": "list", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(obj)]}
+        if type(obj) is tuple:
+            return {"t": "tuple", "items": [self.encode(v, f"{path}[{i}]") for i, v in enumerate(obj)]}
+        if isinstance(obj, (np.integer, np.floating, np.bool_)):
+            return self.encode(obj.item(), path)
+        raise TypeError(f"ember.save cannot store an object of type {type(obj).__module__}.{type(obj).__qualname__} "
+                        f"(at {path}); it saves tensors, Parameters, and dict/OrderedDict/list/tuple/str/int/"
+                        "float/bool/None containers of them (e.g. state_dicts) — never arbitrary Python objects")
+
+    def _tensor(self, t, path):
+        if id(t) in self.by_id:
+            return {"t": "ref", "v": self.by_id[id(t)]}
+        if t._fake:
+            raise TypeError(f"ember.save cannot store a fake tensor (at {path})")
+        arr = np.asarray(_host(t.detach()._data))
+        if not arr.flags.c_contiguous:
+            arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
+        if arr.dtype.byteorder == ">":
+            arr = arr.astype(arr.dtype.newbyteorder("<"))
+        index = len(self.storages)
+        self.storages.append(arr.tobytes())
+        self.keep.append(t)
+        self.by_id[id(t)] = index
+        node = {"t": "tensor", "id": index, "dtype": t.dtype.name, "shape": list(arr.shape),
+                "device": str(t.device), "requires_grad": bool(t.requires_grad),
+                "parameter": isinstance(t, Parameter)}
+        return node
+
+
+def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
+         _disable_byteorder_record=False):
+    """Save ``obj`` (tensors and containers of them, e.g. a state_dict) to a path or binary file."""
+    if pickle_module is not None:
+        raise TypeError("ember.save does not use pickle; pickle_module is not supported")
+    w = _Writer()
+    root = w.encode(obj)
+    manifest = {"format": _MAGIC, "version": FORMAT_VERSION, "byteorder": "little", "root": root,
+                "storages": len(w.storages)}
+    data = json.dumps(manifest, separators=(",", ":")).encode("utf-8")
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as fh:
+            _write_zip(fh, data, w.storages)
+    else:
+        _write_zip(f, data, w.storages)
+
+
+def _write_zip(fh, manifest, storages):
+    with zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_STORED) as z:
+        z.writestr(_MANIFEST, manifest)
+        for i, raw in enumerate(storages):
+            z.writestr(f"storages/{i}", raw)
+
+
+# ---------------------------------------------------------------------- decoding
+def _np_dtype(name):
+    dt = _t.as_dtype(getattr(__import__("ember"), name))
+    return np.dtype(dt.np)
+
+
+class _Reader:
+    def __init__(self, z, map_location):
+        self.z = z
+        self.map_location = map_location
+        self.tensors = {}
+
+    def decode(self, node):
+        t = node["t"]
+        if t == "none":
+            return None
+        if t == "bool":
+            return bool(node["v"])
+        if t == "int":
+            return int(node["v"])
+        if t == "float":
+            return float(node["s"]) if "s" in node else float(node["v"])
+        if t == "str":
+            return str(node["v"])
+        if t == "dtype":
+            import ember
+            return getattr(ember, node["v"])
+        if t == "device":
+            return _t.device(node["v"])
+        if t == "size":
+            return _t.Size(node["v"])
+        if t == "list":
+            return [self.decode(v) for v in node["items"]]
+        if t == "tuple":
+            return tuple(self.decode(v) for v in node["items"])
+        if t == "dict":
+            cls = OrderedDict if node.get("ordered") else dict
+            out = cls((self.decode(k), self.decode(v)) for k, v in node["items"])
+            if "metadata" in node:
+                meta = self.decode(node["metadata"])
+                if cls is dict:
+                    out = OrderedDict(out)
+                out._metadata = meta
+            return out
+        if t == "ref":
+            return self.tensors[node["v"]]
+        if t == "tensor":
+            return self._tensor(node)
+        raise RuntimeError(f"ember.load: unknown node type {t!r} in the manifest (file corrupt or from a newer "
+                           "ember)")
+
+    def _location(self, saved):
+        ml = self.map_location
+        if ml is None:
+            return saved
+        if isinstance(ml, (str, _t.device)):
+            return str(ml)
+        if isinstance(ml, dict):
+            return str(ml.get(saved, saved))
+        if callable(ml):
+            return None  # applied to the tensor afterwards
+        raise TypeError(f"ember.load: map_location must be None, a str, a device, a dict or a callable, got "
+                        f"{type(ml).__name__}")
+
+    def _tensor(self, node):
+        import ember
+        raw = self.z.read(f"storages/{node['id']}")
+        name = node["dtype"]
+        np_dt = _np_dtype(name)
+        arr = np.frombuffer(raw, dtype=np_dt.newbyteorder("<")).astype(np_dt, copy=True).reshape(node["shape"])
+        dtype = getattr(ember, name)
+        loc = self._location(node["device"])
+        t = ember.tensor(arr, dtype=dtype)
+        if loc is not None and loc != "cpu":
+            dev = _t.device(loc)
+            if dev.type == "cuda" and not ember.cuda.is_available():
+                raise RuntimeError("Attempting to deserialize object on a CUDA device but ember.cuda.is_available() "
+                                   "is False. If you are running on a CPU-only machine, please use ember.load with "
+                                   "map_location='cpu' to map your storages to the CPU.")
+            t = t.to(dev)
+        if callable(self.map_location) and not isinstance(self.map_location, (str, dict, _t.device)):
+            res = self.map_location(t, node["device"])
+            if res is not None:
+                t = res
+        if node.get("parameter"):
+            t = Parameter(t, requires_grad=node.get("requires_grad", True))
+        elif node.get("requires_grad"):
+            t.requires_grad_(True)
+        self.tensors[node["id"]] = t
+        return t
+
+
+def _looks_like_pickle(head):
+    return len(head) >= 2 and head[0] == 0x80 and head[1] <= 5
+
+
+def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
+    """Load what ``ember.save`` wrote. Never unpickles: pickles (e.g. ``torch.save`` files) are refused."""
+    if pickle_module is not None:
+        raise TypeError("ember.load does not use pickle; pickle_module is not supported")
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            data = fh.read()
+    else:
+        data = f.read()
+    if _looks_like_pickle(data[:2]):
+        raise RuntimeError("ember.load refuses this file: it is a Python pickle (for example written by "
+                           "torch.save with the legacy format). ember never unpickles data, because unpickling "
+                           "can run arbitrary code. Convert it to tensors first and save it with ember.save.")
+    try:
+        z = zipfile.ZipFile(io.BytesIO(data))
+    except zipfile.BadZipFile:
+        raise RuntimeError("ember.load: not an ember.save file (not a zip archive)") from None
+    with z:
+        names = z.namelist()
+        if _MANIFEST not in names:
+            if any(n.endswith(".pkl") for n in names):
+                raise RuntimeError("ember.load refuses this file: it holds a pickle (data.pkl — a torch.save "
+                                   "archive). ember never unpickles data, because unpickling can run arbitrary "
+                                   "code. Convert the tensors and save them with ember.save.")
+            raise RuntimeError("ember.load: not an ember.save file (no ember_manifest.json)")
+        manifest = json.loads(z.read(_MANIFEST).decode("utf-8"))
+        if manifest.get("format") != _MAGIC:
+            raise RuntimeError("ember.load: not an ember.save file (bad manifest)")
+        if manifest.get("version", 0) > FORMAT_VERSION:
+            raise RuntimeError(f"ember.load: the file uses format version {manifest['version']}, newer than this "
+                               f"ember understands ({FORMAT_VERSION})")
+        return _Reader(z, map_location).decode(manifest["root"])
