@@ -250,8 +250,8 @@ def gather(xp, a, dim, index, sparse_grad=False):
 def _gather_bw(ctx, g):
     a, dim, index, _ = ctx.args
     if a.ndim == 0:
-        return (g.sum().reshape(()) if index.numel() else api.zeros((), dtype=g.dtype, device=g.device),)
-    return (scatter_add.binding(_zeros_like_meta(a), dim, index, g),)
+        return (g.sum().reshape(()) if index.numel() else api.zeros((), dtype=g.dtype, device=g.device), None)
+    return (scatter_add.binding(_zeros_like_meta(a), dim, index, g), None)
 
 
 def _scatter_name(args):
@@ -296,9 +296,9 @@ def _scatter_bw(ctx, g):
     n = ctx.needs_input_grad
     gs = g.scatter(dim, index, 0.0) if n[0] else None
     gsrc = None
-    if len(n) > 1 and n[1] and isinstance(src, (Tensor,)) or (len(n) > 1 and n[1] and hasattr(src, "shape")):
+    if n[2] and hasattr(src, "shape"):
         gsrc = _pad_to(g.gather(dim, index), src.shape)
-    return gs, gsrc
+    return gs, None, gsrc
 
 
 def _scatter_entry(name):
@@ -332,7 +332,7 @@ def scatter_add(xp, a, dim, index, src):
 def _scatter_add_bw(ctx, g):
     a, dim, index, src = ctx.args
     n = ctx.needs_input_grad
-    return (g if n[0] else None, _pad_to(g.gather(dim, index), src.shape) if n[1] else None)
+    return (g if n[0] else None, None, _pad_to(g.gather(dim, index), src.shape) if n[2] else None)
 
 
 _REDUCE_UFUNC = {"sum": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum", "mean": "add"}
@@ -389,8 +389,7 @@ def _scatter_reduce_bw(ctx, g):
         base = api.ones(tuple(a.shape), dtype=g.dtype, device=g.device) if include_self else \
             api.zeros(tuple(a.shape), dtype=g.dtype, device=g.device)
         cnt = base.scatter_add(dim, index, ones)
-        cnt = api.where(cnt == 0, api.ones((), dtype=g.dtype, device=g.device), cnt) \
-            if hasattr(api, "where") else cnt + (cnt == 0).to(g.dtype)
+        cnt = cnt + (cnt == 0).to(g.dtype)
         gm = g / cnt
         gs = gm if include_self else gm.scatter(dim, index, 0.0)
         gsrc = gm.gather(dim, index)
@@ -409,7 +408,7 @@ def _scatter_reduce_bw(ctx, g):
         gsrc = gd.gather(dim, index) * src_hit
     else:
         raise RuntimeError(f"the derivative for 'scatter_reduce' with reduce='{reduce}' is not implemented")
-    return (gs if n[0] else None, _pad_to(gsrc, src.shape) if n[1] else None)
+    return (gs if n[0] else None, None, _pad_to(gsrc, src.shape) if n[2] else None)
 
 
 # ---------------------------------------------------------------------- index_select & co
@@ -425,12 +424,12 @@ def _index_vector(index, fn):
 def index_select(xp, a, dim, index):
     idx = _index_vector(index, "index_select")
     if a.ndim == 0:
-        if idx.size and (idx.max() >= 1 or idx.min() < -1):
+        if idx.size and (idx.max() >= 1 or idx.min() < 0):
             raise IndexError("index out of range in self")
         return a.reshape(1)[idx].reshape(index.shape)
     d = wrap_dim(dim, a.ndim)
     n = a.shape[d]
-    if idx.size and (idx.max() >= n or idx.min() < -n):
+    if idx.size and (idx.max() >= n or idx.min() < 0):
         raise IndexError("index out of range in self")
     return xp.take(a, idx, axis=d)
 
@@ -438,7 +437,7 @@ def index_select(xp, a, dim, index):
 @index_select.derivative
 def _index_select_bw(ctx, g):
     a, dim, index = ctx.args
-    return (index_add.binding(_zeros_like_meta(a), dim, index, g),)
+    return (index_add.binding(_zeros_like_meta(a), dim, index, g), None)
 
 
 def _index_dim_checks(xp, a, d, idx, src, fn):
@@ -446,11 +445,17 @@ def _index_dim_checks(xp, a, d, idx, src, fn):
     if src is not None:
         ssz = src.shape[d] if src.ndim else 1
         if ssz != idx.size:
-            raise IndexError(f"{fn}(): Number of indices ({idx.size}) should be equal to source.size(dim) "
+            raise IndexError(f"{fn}_(): Number of indices ({idx.size}) should be equal to source.size(dim) "
                              f"({ssz})")
-    if idx.size and (idx.max() >= n or idx.min() < -n):
-        bad = int(idx.max()) if idx.max() >= n else int(idx.min())
-        raise IndexError(f"{fn}(): index {bad} is out of bounds for dimension {d} with size {n}")
+    if idx.size:
+        mx, mn = int(idx.max()), int(idx.min())
+        lo = -n if fn == "index_fill" else 0       # only index_fill accepts negative indices
+        bad = mx if mx >= n else mn if mn < lo else None
+        if bad is not None:
+            msg = f"index {bad} is out of bounds for dimension {d} with size {n}"
+            if fn == "index_add":
+                raise RuntimeError(msg)
+            raise IndexError(f"{fn}_(): {msg}" if fn == "index_copy" else msg)
 
 
 def _dim_key(d, idx):
@@ -480,12 +485,12 @@ def _index_add_bw(ctx, g):
     a, dim, index, source, alpha = ctx.args
     n = ctx.needs_input_grad
     gsrc = None
-    if n[1]:
+    if n[2]:
         gsrc = g.index_select(dim, index) if g.ndim else g.reshape(1).index_select(0, index)
         gsrc = gsrc.reshape(tuple(source.shape))
         if alpha != 1:
             gsrc = gsrc * alpha
-    return (g if n[0] else None, gsrc)
+    return (g if n[0] else None, None, gsrc)
 
 
 @defop("index_copy(Tensor self, int dim, Tensor index, Tensor source) -> Tensor", inplace=True,
@@ -511,8 +516,8 @@ def _index_copy_bw(ctx, g):
     a, dim, index, source = ctx.args
     n = ctx.needs_input_grad
     gs = g.index_fill(dim, index, 0.0) if n[0] else None
-    gsrc = g.index_select(dim, index).reshape(tuple(source.shape)) if n[1] else None
-    return gs, gsrc
+    gsrc = g.index_select(dim, index).reshape(tuple(source.shape)) if n[2] else None
+    return gs, None, gsrc
 
 
 def _index_fill_name(args):
@@ -542,9 +547,9 @@ def _index_fill_bw(ctx, g):
     n = ctx.needs_input_grad
     gs = g.index_fill(dim, index, 0.0) if n[0] else None
     gv = None
-    if len(n) > 1 and n[1] and hasattr(value, "shape"):
-        gv = (g.index_select(dim, index) if g.ndim else g.reshape(1).index_select(0, index)).sum()
-    return gs, gv
+    if n[2] and hasattr(value, "shape"):
+        gv = (g - g.index_fill(dim, index, 0.0)).sum()   # each filled position once
+    return gs, None, gv
 
 
 # ---------------------------------------------------------------------- take / put
@@ -568,7 +573,7 @@ def take(xp, a, index):
 @take.derivative
 def _take_bw(ctx, g):
     a, index = ctx.args
-    return (put.binding(_zeros_like_meta(a), index, g, True),)
+    return (put.binding(_zeros_like_meta(a), index, g, True), None)
 
 
 @defop("put(Tensor self, Tensor index, Tensor source, bool accumulate=False) -> Tensor", inplace=True,
@@ -602,8 +607,8 @@ def _put_bw(ctx, g):
     if n[0]:
         gs = g if accumulate else put.binding(g, index, api.zeros(tuple(source.shape), dtype=g.dtype,
                                                                    device=g.device), False)
-    gsrc = g.take(index).reshape(tuple(source.shape)) if n[1] else None
-    return gs, gsrc
+    gsrc = g.take(index).reshape(tuple(source.shape)) if n[2] else None
+    return gs, None, gsrc
 
 
 # ---------------------------------------------------------------------- masked_select / nonzero
@@ -763,8 +768,12 @@ def _slice_args(s, n, d):
 
 
 def _apply_basic(self, index):
-    """Apply ints/slices/None/Ellipsis as views; return (view, advanced index list or None)."""
+    """Apply ints/slices/None/Ellipsis as views; return (view, advanced index list or None).
+
+    Like PyTorch, a full slice (``0:len:1``) inside a tuple index is skipped; a lone ``x[:]``
+    still makes a slice view."""
     items, ell_dims = _norm_items(self, index)
+    skip_full = _treat_as_tuple(index)
     r = self
     d = 0
     adv = []
@@ -780,8 +789,10 @@ def _apply_basic(self, index):
                 raise IndexError(f"index {v} is out of bounds for dimension {d} with size {n}")
             r = _shape.select.binding(r, d, v)
         elif kind == "slice":
-            start, stop, step = _slice_args(v, r.shape[d], d)
-            r = _shape._slice.binding(r, d, start, stop, step)
+            n = r.shape[d]
+            start, stop, step = _slice_args(v, n, d)
+            if not (skip_full and start == 0 and stop == n and step == 1):
+                r = _shape._slice.binding(r, d, start, stop, step)
             d += 1
         elif kind == "bool":
             r = _shape.unsqueeze.binding(r, d)
@@ -826,8 +837,8 @@ def setitem(self, index, value):
         v = api.tensor(value, dtype=self.dtype, device=self.device)
     else:
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
-    if v.dtype is not self.dtype:
-        v = v.to(self.dtype)
+    if v.dtype is not self.dtype and not (isinstance(value, Tensor) and _has_advanced(self, index)):
+        v = v.to(self.dtype)   # (advanced indexing keeps index_put_'s dtype check, like PyTorch)
     if v.device != self.device:
         v = v.to(self.device)
     grad_on = STATE.grad_enabled
@@ -844,13 +855,27 @@ def setitem(self, index, value):
         v = _strip_leading_ones(v, r.ndim)
         if r is not self and grad_on and v._requires_grad and not r._diff_view and self._base is None:
             _track_as_view(r)
-        _copy_inplace(r, v)
+        if isinstance(value, (numbers.Number, np.generic)) and "fill_" in OPS:
+            OPS["fill_"].binding(r, value)      # a Python number or 0-d tensor: fill_, like PyTorch
+        elif v.ndim == 0 and "fill_" in OPS:
+            OPS["fill_"].binding(r, v)
+        else:
+            _copy_inplace(r, v)
         return
     if grad_on and v._requires_grad and r is not self and not r._diff_view and self._base is None:
         _track_as_view(r)
     tshape = _index_result_shape(r, indices)
     v = _strip_leading_ones(v, len(tshape))
     index_put.inplace_variant.binding(r, indices, v, False)
+
+
+def _has_advanced(self, index):
+    items = tuple(index) if _treat_as_tuple(index) else (index,)
+    for it in items:
+        if isinstance(it, (list, tuple, np.ndarray)) or (isinstance(it, Tensor) and (
+                it.ndim > 0 or it.dtype is _t.bool_ or it.dtype is _t.uint8)) or isinstance(it, _SCALAR_BOOL):
+            return True
+    return False
 
 
 def _track_as_view(r):
