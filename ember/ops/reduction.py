@@ -160,12 +160,27 @@ api.return_types = return_types
 
 
 # ---------------------------------------------------------------------- gather/scatter along a dim
+def _along(xp, index, dim):
+    """Advanced-index tuple selecting ``index`` along ``dim`` (every other dim: its own position)."""
+    index = index.astype(np.int64, copy=False)
+    nd = index.ndim
+    out = []
+    for i, n in enumerate(index.shape):
+        if i == dim:
+            out.append(index)
+        else:
+            shp = [1] * nd
+            shp[i] = n
+            out.append(xp.arange(n).reshape(shp))
+    return tuple(out)
+
+
 @defop("_reduction_gather(Tensor self, Tensor index, int dim) -> Tensor", save=("index",),
        function=False, method=False, grad_fn_name="GatherBackward0")
 def _reduction_gather(xp, a, index, dim):
     if a.ndim == 0:
         return a.copy()
-    return xp.take_along_axis(a, index.astype(np.int64, copy=False), axis=dim)
+    return a[_along(xp, index, dim)]
 
 
 @_reduction_gather.derivative
@@ -181,7 +196,7 @@ def _reduction_scatter(xp, src, index, dim, size):
     if len(size) == 0:
         return src.copy().reshape(())
     out = xp.zeros(tuple(size), dtype=src.dtype)
-    xp.put_along_axis(out, index.astype(np.int64, copy=False), src, axis=dim)
+    out[_along(xp, index, dim)] = src
     return out
 
 
@@ -210,7 +225,8 @@ def sum(xp, a, dim=None, keepdim=False, dtype=None):
     out_dt = _sum_dtype(_dt(a), dtype)
     if a.dtype != out_dt.np:
         a = a.astype(out_dt.np)
-    return xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim))
+    with np.errstate(all="ignore"):         # inf + -inf is nan, quietly, as in torch
+        return xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim))
 
 
 @sum.derivative
@@ -291,7 +307,8 @@ def _amaxmin(name, fn):
         dims = reduce_dims(dim, a.ndim)
         whole = dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)
         _nonempty(name, a, _axes(dims, a.ndim), whole, RuntimeError)
-        return xp.asarray(getattr(xp, fn)(a, axis=_axes(dims, a.ndim), keepdims=keepdim))
+        with np.errstate(invalid="ignore"):
+            return xp.asarray(getattr(xp, fn)(a, axis=_axes(dims, a.ndim), keepdims=keepdim))
 
     @kernel.derivative
     def _bw(ctx, g):
@@ -317,7 +334,8 @@ def _full_maxmin(name, fn):
            grad_fn_name=f"{name.capitalize()}Backward1")
     def kernel(xp, a):
         _nonempty(name, a, (), True, RuntimeError)
-        return xp.asarray(getattr(xp, fn)(a))
+        with np.errstate(invalid="ignore"):
+            return xp.asarray(getattr(xp, fn)(a))
 
     @kernel.derivative
     def _bw(ctx, g):
@@ -688,7 +706,8 @@ def _reverse_cumsum(xp, a, dim):
     if a.ndim == 0:
         return a.copy()
     d = wrap_dim(dim, a.ndim)
-    return xp.flip(xp.cumsum(xp.flip(a, d), axis=d), d).astype(a.dtype, copy=False)
+    with np.errstate(all="ignore"):
+        return xp.ascontiguousarray(xp.flip(xp.cumsum(xp.flip(a, d), axis=d), d)).astype(a.dtype, copy=False)
 
 
 @_reverse_cumsum.derivative
@@ -704,7 +723,8 @@ def cumsum(xp, a, dim, dtype=None):
     a = a.astype(out_dt.np, copy=False)
     if a.ndim == 0:
         return a.copy()
-    return xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False)
+    with np.errstate(all="ignore"):
+        return xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False)
 
 
 @cumsum.derivative
