@@ -862,6 +862,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _check_target_size(input, target, "smooth_l1_loss")
+    if beta == 0.0:
+        return l1_loss(input, target, reduction=reduction)
     return _nn.smooth_l1_loss(input, target, _red(reduction), float(beta))
 
 
@@ -896,7 +898,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if input.dim() >= 2 and target.dim() >= 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
-    return _nn.nll_loss_nd(input, target, weight, _red(reduction), ignore_index)[0]
+    out = _nn.nll_loss_nd(input, target, weight, _red(reduction), ignore_index)[0]
+    if reduction == "none" and input.dim() not in (1, 2, 4):
+        out = out.view(*tuple(out.shape))   # PyTorch folds these ranks to 4-d and views back
+    return out
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
@@ -961,7 +966,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
     if log_target:
         loss = _op("exp")(target) * (target - input)
     else:
-        loss = _op("xlogy")(target, target) - target * input
+        if hasattr(_api, "xlogy"):
+            tlogt = _api.xlogy(target, target)
+        else:
+            tlogt = _op("where")(target == 0, target * 0, target * _op("log")(target))
+        loss = tlogt - target * input
     if reduction == "batchmean":
         return loss.sum() / input.shape[0] if input.dim() != 0 else loss.sum()
     return _reduce(loss, reduction)

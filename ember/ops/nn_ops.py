@@ -250,12 +250,22 @@ def _convolution_bw(ctx, g):
             gw = _conv_weight_grad(g, x, stride, padding, dilation, groups, tuple(w.shape))
     else:
         if n[0]:
-            gx = convolution(g, w, None, stride, padding, dilation, False, [0] * nd, groups)
+            gx = _conv_fit(convolution(g, w, None, stride, padding, dilation, False, [0] * nd, groups), x.shape)
         if n[1]:
             gw = _conv_weight_grad(x, g, stride, padding, dilation, groups, tuple(w.shape))
     if n[2]:
         gb = g.sum([0] + list(range(2, 2 + nd)))
     return gx, gw, gb
+
+
+def _conv_fit(t, shape):
+    """Crop a forward-convolution result to ``shape`` (a transposed conv's output_padding makes its
+    adjoint's output larger than the input by at most output_padding // stride)."""
+    shape = tuple(shape)
+    if tuple(t.shape) == shape:
+        return t
+    spec = tuple((i, np.arange(shape[i]), None, 0) for i in range(2, len(shape)) if t.shape[i] != shape[i])
+    return _gather_axes(t, spec, "SliceBackward0")
 
 
 @defop("_conv_input_grad(Tensor grad, Tensor weight, int[] stride, int[] padding, int[] dilation, int groups, "
@@ -270,7 +280,8 @@ def _conv_input_grad_bw(ctx, c):
     g, w, stride, padding, dilation, groups, input_size = ctx.args
     n = ctx.needs_input_grad
     nd = len(w.shape) - 2
-    return (convolution(c, w, None, stride, padding, dilation, False, [0] * nd, groups) if n[0] else None,
+    return (_conv_fit(convolution(c, w, None, stride, padding, dilation, False, [0] * nd, groups), g.shape)
+            if n[0] else None,
             _conv_weight_grad(g, c, stride, padding, dilation, groups, tuple(w.shape)) if n[1] else None)
 
 
@@ -638,7 +649,7 @@ def _bn_shape(x):
 
 @defop("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
        "Tensor? running_var, bool training, float momentum, float eps) -> Tensor, Tensor, Tensor",
-       method=False, save=("input", "weight", "running_mean", "running_var"))
+       method=False, save=("input", "weight"), save_result=True)
 def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     if x.ndim < 2:
         raise ValueError(f"Expected 2D or more input (got {x.ndim}D input)")
@@ -662,8 +673,10 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         acc = np.float64 if dt == np.float64 else np.float32
         rstd = 1.0 / xp.sqrt(rv.astype(acc) + eps)
         xhat = (x.astype(acc) - rm.astype(acc).reshape(shp)) * rstd.reshape(shp)
-        save_mean = xp.zeros(0, dtype=dt)
-        save_rstd = xp.zeros(0, dtype=dt)
+        # (PyTorch returns empty tensors here; ember returns the statistics it used, which the
+        # derivative needs: the running buffers themselves may be updated in place later)
+        save_mean = xp.array(rm, copy=True).reshape(C)
+        save_rstd = rstd.reshape(C)
     out = xhat
     if w is not None:
         out = out * w.reshape(shp)
@@ -684,8 +697,9 @@ def _native_batch_norm_bw(ctx, grads):
     if training:
         xhat, rstd = _norm_stats(x, dims, eps)
     else:
-        rstd = ((rv + eps) ** -0.5).reshape(shp)
-        xhat = (x - rm.reshape(shp)) * rstd
+        _, smean, srstd = ctx.result
+        rstd = srstd.detach().reshape(shp)
+        xhat = (x - smean.detach().reshape(shp)) * rstd
     gx = gw = gb = None
     wr = w.reshape(shp) if w is not None else None
     if n[0]:
