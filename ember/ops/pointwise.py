@@ -19,6 +19,7 @@ Conventions shared by the kernels here:
 """
 from __future__ import annotations
 
+import builtins
 import math
 
 import numpy as np
@@ -121,27 +122,50 @@ def _cheb_fit(f, lo, hi, deg):
 
 
 def _clenshaw(x, fit):
+    """Evaluate a Chebyshev fit at ``x`` (float64 array), updating buffers in place
+    (``np.multiply`` with ``out=`` reaches cupy through ``__array_ufunc__``)."""
     lo, hi, c = fit
-    t = (2.0 * x - (lo + hi)) / (hi - lo)
-    t2 = 2.0 * t
-    b1 = b2 = 0.0
-    for ck in c[:0:-1]:
-        b1, b2 = ck + t2 * b1 - b2, b1
-    return c[0] + t * b1 - b2
+    t = x * (2.0 / (hi - lo))
+    t -= (lo + hi) / (hi - lo)
+    t2 = t * 2.0
+    b1 = t2 * 0.0
+    b1 += c[-1]
+    b2 = t2 * 0.0
+    tmp = t2 * 0.0
+    for ck in c[-2:0:-1]:
+        np.multiply(t2, b1, out=tmp)
+        tmp -= b2
+        tmp += ck
+        b2, b1, tmp = b1, tmp, b2
+    b1 *= t
+    b1 -= b2
+    b1 += c[0]
+    return b1
 
 
-# erf(x)/x as a function of s = x*x on [0, 1]; exp(x*x)*erfc(x) on [1, 8];
-# an asymptotic series beyond 8 (15 terms: below 1e-16 there).
-_ERF_SMALL = _cheb_fit(lambda s: math.erf(math.sqrt(s)) / math.sqrt(s) if s > 0 else 2 / math.sqrt(math.pi),
-                       0.0, 1.0, 18)
-_ERFCX = [_cheb_fit(lambda v: math.erfc(v) * math.exp(v * v), a, b, 24) for a, b in ((1, 2), (2, 4), (4, 8))]
+def _trim(fit, tol):
+    """Drop the trailing Chebyshev coefficients below ``tol`` (relative to the first)."""
+    lo, hi, c = fit
+    keep = len(c)
+    while keep > 2 and builtins.abs(c[keep - 1]) < tol * builtins.abs(c[0]):
+        keep -= 1
+    return lo, hi, c[:keep]
+
+
+_ERF_SMALL64 = _trim(_cheb_fit(lambda s: math.erf(math.sqrt(s)) / math.sqrt(s) if s > 0 else 2 / math.sqrt(math.pi),
+                               0.0, 1.0, 18), 1e-18)
+_ERFCX64 = [_trim(_cheb_fit(lambda v: math.erfc(v) * math.exp(v * v), a, b, 24), 1e-18)
+            for a, b in ((1, 2), (2, 4), (4, 8))]
+# shorter series for float32/float16/bfloat16 results (relative error ~1e-10)
+_ERF_SMALL32 = _trim(_ERF_SMALL64, 1e-10)
+_ERFCX32 = [_trim(f, 1e-10) for f in _ERFCX64]
 _SQRT_PI = math.sqrt(math.pi)
 
 
-def _erfc_pos(xp, z):
+def _erfc_pos(xp, z, fits):
     """erfc(z) for z >= 1 (float64 array), accurate to ~1e-14 relative."""
     out = xp.zeros_like(z)
-    for fit in _ERFCX:
+    for fit in fits:
         m = (z >= fit[0]) & (z < fit[1])
         if m.any():
             v = z[m]
@@ -159,8 +183,9 @@ def _erfc_pos(xp, z):
     return out
 
 
-def _erf_erfc(xp, x):
-    """(erf(x), erfc(x)) for a float64 array."""
+def _erf_erfc(xp, x, single=False):
+    """(erf(x), erfc(x)) for a float64 array (``single``: to float32 accuracy only)."""
+    small_fit, fits = (_ERF_SMALL32, _ERFCX32) if single else (_ERF_SMALL64, _ERFCX64)
     x = xp.asarray(x, dtype=np.float64)
     ax = xp.abs(x)
     erf = xp.empty_like(x)
@@ -168,13 +193,13 @@ def _erf_erfc(xp, x):
     small = ax < 1.0
     if small.any():
         v = x[small]
-        e = v * _clenshaw(v * v, _ERF_SMALL)
+        e = v * _clenshaw(v * v, small_fit)
         erf[small] = e
         erfc[small] = 1.0 - e
     big = ~small
     if big.any():
         v = x[big]
-        ec = _erfc_pos(xp, xp.abs(v))   # nan stays nan through the masks below
+        ec = _erfc_pos(xp, xp.abs(v), fits)
         neg = v < 0
         ec = xp.where(xp.isnan(v), np.nan, ec)
         erf[big] = xp.where(neg, ec - 1.0, 1.0 - ec)
@@ -182,7 +207,7 @@ def _erf_erfc(xp, x):
     return erf, erfc
 
 
-def _erfinv(xp, y):
+def _erfinv(xp, y, single=False):
     """Inverse error function of a float64 array: a closed-form first guess
     refined by Halley steps on erf (|y| <= 0.5) or on erfc (|y| > 0.5, where
     1 - |y| is exact, so the tails keep full relative accuracy)."""
@@ -198,8 +223,8 @@ def _erfinv(xp, y):
     tail = w > 0.5
     rest = 1.0 - w
     k = 2.0 / _SQRT_PI
-    for _ in range(4):
-        e, ec = _erf_erfc(xp, x)
+    for _ in range(2 if single else 4):
+        e, ec = _erf_erfc(xp, x, single)
         f = xp.where(tail, rest - ec, e - w)        # both: erf(x) - w
         d = f / (k * xp.exp(-x * x))
         d = xp.where(xp.isfinite(d), d, 0.0)
@@ -556,9 +581,9 @@ def _unary(name, fn, *, grad_fn_name=None, inplace=True, save=None, save_result=
                  save=save, save_result=save_result, method=method)(kernel)
 
 
-def _erf64(fn):
-    """Run an erf-family function in float64 (the series are float64 fits)."""
-    return lambda xp, x: fn(xp, x.astype(np.float64))
+def _erf_kernel(which):
+    """erf/erfc in float64 arithmetic; float32-accurate series for narrower dtypes."""
+    return lambda xp, x: _erf_erfc(xp, x, x.dtype != np.float64)[which]
 
 
 exp = _unary("exp", lambda xp, x: xp.exp(x), save=(), save_result=True)
@@ -635,13 +660,13 @@ sigmoid.derivative(lambda ctx, g: (g * ctx.result * (1 - ctx.result),))
 
 _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 
-erf = _unary("erf", _erf64(lambda xp, x: _erf_erfc(xp, x)[0]))
+erf = _unary("erf", _erf_kernel(0))
 erf.derivative(lambda ctx, g: (g * _TWO_OVER_SQRT_PI * api.exp(-ctx.args[0] * ctx.args[0]),))
 
-erfc = _unary("erfc", _erf64(lambda xp, x: _erf_erfc(xp, x)[1]))
+erfc = _unary("erfc", _erf_kernel(1))
 erfc.derivative(lambda ctx, g: (-g * _TWO_OVER_SQRT_PI * api.exp(-ctx.args[0] * ctx.args[0]),))
 
-erfinv = _unary("erfinv", _erf64(_erfinv), save=(), save_result=True)
+erfinv = _unary("erfinv", lambda xp, x: _erfinv(xp, x, x.dtype != np.float64), save=(), save_result=True)
 erfinv.derivative(lambda ctx, g: (g * (_SQRT_PI / 2) * api.exp(ctx.result * ctx.result),))
 
 
@@ -1304,7 +1329,7 @@ def gelu(xp, a, approximate="none"):
         r = 0.5 * x * (1 + xp.tanh(_GELU_K * (x + _GELU_C * x * x * x)))
     else:
         x = a.astype(np.float64)
-        r = 0.5 * x * (1 + _erf_erfc(xp, x * _SQRT1_2)[0])
+        r = 0.5 * x * (1 + _erf_erfc(xp, x * _SQRT1_2, dt is not _t.float64)[0])
     return _out(xp, r, dt)
 
 
