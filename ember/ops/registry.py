@@ -72,14 +72,32 @@ class Param:
         self.kwonly = kwonly
 
 
-_SCHEMA_RE = re.compile(r"^\s*(\w+)\((.*)\)\s*(?:->\s*(.+))?$")
+_NAME_RE = re.compile(r"^\s*(\w+)\(")
 
 
 def parse_schema(schema):
-    m = _SCHEMA_RE.match(schema)
+    """``name(params) -> returns``; the params end at the parenthesis matching the first one."""
+    m = _NAME_RE.match(schema)
     if not m:
         raise ValueError(f"bad op schema {schema!r}")
-    name, params_src, returns = m.group(1), m.group(2), (m.group(3) or "Tensor").strip()
+    name = m.group(1)
+    depth, end = 0, None
+    for i in range(m.end() - 1, len(schema)):
+        ch = schema[i]
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+            if depth == 0:
+                end = i
+                break
+    if end is None:
+        raise ValueError(f"bad op schema {schema!r}: unbalanced parentheses")
+    params_src = schema[m.end():end]
+    rest = schema[end + 1:].strip()
+    if rest and not rest.startswith("->"):
+        raise ValueError(f"bad op schema {schema!r}: expected '->' after the parameters")
+    returns = rest[2:].strip() if rest else "Tensor"
     params = []
     kwonly = False
     for part in _split_params(params_src):
