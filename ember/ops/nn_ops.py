@@ -1090,7 +1090,7 @@ def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
     else:
         total = ws.sum(dtype=g.dtype)
         with np.errstate(invalid="ignore", divide="ignore"):
-            coef = -ws * (g / total)
+            coef = xp.where(ws != 0, -ws * (g / total), 0)   # ignored targets get 0, not 0 * nan
     out = xp.zeros(xs, dtype=g.dtype)
     xp.put_along_axis(out, tc[:, None], coef[:, None].astype(g.dtype), axis=1)
     return out.reshape(shape)
