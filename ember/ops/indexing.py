@@ -747,6 +747,10 @@ def _norm_items(self, index):
     return out, nd - consumed
 
 
+def _is_int(v, k):
+    return isinstance(v, numbers.Integral) and int(v) == k
+
+
 def _slice_args(s, n, d):
     def conv(v):
         if v is None:
@@ -767,13 +771,13 @@ def _slice_args(s, n, d):
     return start, stop, step
 
 
-def _apply_basic(self, index):
+def _apply_basic(self, index, skip_full=True):
     """Apply ints/slices/None/Ellipsis as views; return (view, advanced index list or None).
 
     Like PyTorch, a full slice (``0:len:1``) inside a tuple index is skipped; a lone ``x[:]``
     still makes a slice view."""
     items, ell_dims = _norm_items(self, index)
-    skip_full = _treat_as_tuple(index)
+    skip_full = skip_full and _treat_as_tuple(index)
     r = self
     d = 0
     adv = []
@@ -791,7 +795,9 @@ def _apply_basic(self, index):
         elif kind == "slice":
             n = r.shape[d]
             start, stop, step = _slice_args(v, n, d)
-            if not (skip_full and start == 0 and stop == n and step == 1):
+            full = (v.start is None or _is_int(v.start, 0)) and (v.stop is None or isinstance(v.stop, numbers.Integral) and v.stop >= n) \
+                and (v.step is None or _is_int(v.step, 1))
+            if not (skip_full and full):
                 r = _shape._slice.binding(r, d, start, stop, step)
             d += 1
         elif kind == "bool":
@@ -837,7 +843,7 @@ def setitem(self, index, value):
         v = api.tensor(value, dtype=self.dtype, device=self.device)
     else:
         raise TypeError(f"can't assign a {type(value).__name__} to a {self.type()}")
-    if v.dtype is not self.dtype and not (isinstance(value, Tensor) and _has_advanced(self, index)):
+    if v.dtype is not self.dtype and not (isinstance(value, Tensor) and _has_int_advanced(self, index)):
         v = v.to(self.dtype)   # (advanced indexing keeps index_put_'s dtype check, like PyTorch)
     if v.device != self.device:
         v = v.to(self.device)
@@ -869,11 +875,12 @@ def setitem(self, index, value):
     index_put.inplace_variant.binding(r, indices, v, False)
 
 
-def _has_advanced(self, index):
+def _has_int_advanced(self, index):
     items = tuple(index) if _treat_as_tuple(index) else (index,)
-    for it in items:
-        if isinstance(it, (list, tuple, np.ndarray)) or (isinstance(it, Tensor) and (
-                it.ndim > 0 or it.dtype is _t.bool_ or it.dtype is _t.uint8)) or isinstance(it, _SCALAR_BOOL):
+    for it in items:        # integer index tensors (not masks, not Python bools) keep the dtype check
+        if isinstance(it, (list, tuple, np.ndarray)):
+            it = _as_index_tensor(it, None)
+        if isinstance(it, Tensor) and it.ndim > 0 and it.dtype is not _t.bool_ and it.dtype is not _t.uint8:
             return True
     return False
 

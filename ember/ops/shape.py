@@ -515,7 +515,7 @@ def _slice(xp, a, dim=0, start=None, end=None, step=1):
 
 
 def _slice_view(xp, a, d, s, e, step=1):
-    if e <= s and s:   # numpy does not advance the data pointer of an empty slice; PyTorch does
+    if e <= s:   # numpy's empty slices keep neither PyTorch's data pointer nor its strides
         st = [x // a.itemsize for x in a.strides]
         shape = list(a.shape)
         shape[d] = 0
