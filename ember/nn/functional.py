@@ -941,7 +941,9 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     else:
         smooth = -logp.sum(cdim)
     if ignore.any():
-        smooth = smooth * _make(np.asarray(~ignore).astype(input.dtype.np))
+        # a select, not a product: the ignored entries' gradient is exactly 0 even if the
+        # normaliser below is 0 (PyTorch uses masked_fill)
+        smooth = _op("where")(_make(np.asarray(~ignore)), smooth, _make(np.zeros((), dtype=input.dtype.np)))
     if reduction == "mean":
         if weight is not None:
             wv = np.asarray(weight.detach()._data)
