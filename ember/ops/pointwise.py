@@ -351,16 +351,21 @@ def _int_zero_check(xp, b_):
         raise RuntimeError("ZeroDivisionError")
 
 
-def _floor_div_arrays(xp, a_, b_, dt, kname):
-    """Python-style floor division of arrays already in the result dtype."""
+def _floor_div(xp, a, b, dt, kname):
+    """Python-style floor division in result dtype ``dt``.
+
+    Half-precision results compute in float32 from the operands' own values
+    (a 0-d or scalar operand is not rounded to the half type first), as
+    PyTorch's CPU kernels do."""
     if dt is _t.bool_:
         raise _not_impl(kname, dt)
     if dt.category == 1:
+        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
         _int_zero_check(xp, b_)
         return xp.floor_divide(a_, b_)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return xp.floor_divide(a_.astype(cdt.np, copy=False), b_.astype(cdt.np, copy=False))
+        return xp.floor_divide(_arr(xp, a, cdt), _arr(xp, b, cdt))
 
 
 def _div_name(args):
@@ -379,19 +384,19 @@ def div(xp, a, b, rounding_mode=None):
         cdt = _comp(dt)
         with np.errstate(all="ignore"):
             return _out(xp, xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
-    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
     if rounding_mode == "floor":
-        return _out(xp, _floor_div_arrays(xp, a_, b_, dt, "div_floor_cpu"), dt)
+        return _out(xp, _floor_div(xp, a, b, dt, "div_floor_cpu"), dt)
     if dt is _t.bool_:
         raise _not_impl("div_trunc_cpu", dt)
     if dt.category == 1:
+        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
         _int_zero_check(xp, b_)
         q = xp.floor_divide(a_, b_)
         fix = (q < 0) & (q * b_ != a_)
         return _out(xp, q + fix.astype(q.dtype), dt)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.trunc(xp.true_divide(a_.astype(cdt.np), b_.astype(cdt.np))), dt)
+        return _out(xp, xp.trunc(xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt))), dt)
 
 
 @div.derivative
@@ -419,7 +424,7 @@ def true_divide(self, other):
        grad_fn_name="NotImplemented")
 def floor_divide(xp, a, b):
     dt = result_dtype(a, b)
-    return _out(xp, _floor_div_arrays(xp, _arr(xp, a, dt), _arr(xp, b, dt), dt, "div_floor_cpu"), dt)
+    return _out(xp, _floor_div(xp, a, b, dt, "div_floor_cpu"), dt)
 
 
 @floor_divide.derivative
@@ -437,13 +442,13 @@ def remainder(xp, a, b):
     dt = result_dtype(a, b)
     if dt is _t.bool_:
         raise _not_impl("remainder_cpu", dt)
-    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
     if dt.category == 1:
+        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
         _int_zero_check(xp, b_)
         return _out(xp, xp.remainder(a_, b_), dt)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.remainder(a_.astype(cdt.np), b_.astype(cdt.np)), dt)
+        return _out(xp, xp.remainder(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
 
 
 @remainder.derivative
@@ -460,13 +465,13 @@ def fmod(xp, a, b):
     dt = result_dtype(a, b)
     if dt is _t.bool_:
         raise _not_impl("fmod_cpu", dt)
-    a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
     if dt.category == 1:
+        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
         _int_zero_check(xp, b_)
         return _out(xp, xp.fmod(a_, b_), dt)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.fmod(a_.astype(cdt.np), b_.astype(cdt.np)), dt)
+        return _out(xp, xp.fmod(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
 
 
 @fmod.derivative
