@@ -140,7 +140,9 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                 continue
             if node not in runs:
                 continue
-            if all(g is None for g in buf):
+            if all(g is None for g in buf) and not hasattr(node, "_forward_cls"):
+                # no gradient reached this op: its inputs get none either. (Custom
+                # Functions still run, with zero-filled grads, as in PyTorch.)
                 grads = [None] * len(node.next_edges)
             else:
                 grads = _call_node(node, buf)

@@ -173,7 +173,7 @@ def test_jacobian_loop_from_seed():
 def test_functional_api_matches_torch():
     from ember.autograd import functional as EF
     import torch.autograd.functional as TF
-    a = np.random.default_rng().standard_normal(3)
+    a = np.random.default_rng().standard_normal(3).astype(np.float32)
 
     def fe(x):
         return (x.exp() * x).sum()
@@ -188,7 +188,7 @@ def test_functional_api_matches_torch():
                  TF.jacobian(lambda x: x * 2 + x * x, torch.tensor(a, dtype=torch.float32)))
     assert_close(EF.hessian(fe, t(a)), TF.hessian(ft, torch.tensor(a, dtype=torch.float32)), rtol=1e-4,
                  atol=1e-5)
-    v = np.random.default_rng().standard_normal(3)
+    v = np.random.default_rng().standard_normal(3).astype(np.float32)
     oe, ve = EF.vjp(lambda x: x * x, t(a), t(v))
     ot, vt = TF.vjp(lambda x: x * x, torch.tensor(a, dtype=torch.float32), torch.tensor(v, dtype=torch.float32))
     assert_close(ve, vt)
