@@ -528,7 +528,7 @@ class Tensor:
         return _api.pow(self, other)
 
     def __rpow__(self, other):
-        return _api.pow(_api.scalar_tensor_like(other, self), self)
+        return _api.pow(other, self)
 
     def __ipow__(self, other):
         return _api.pow_(self, other)
