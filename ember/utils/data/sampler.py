@@ -55,8 +55,8 @@ class RandomSampler(Sampler):
         g = _fresh_generator(self.generator)
         if self.replacement:
             for _ in range(self.num_samples // 32):
-                yield from randint(high=n, size=(32,), generator=g).tolist()
-            yield from randint(high=n, size=(self.num_samples % 32,), generator=g).tolist()
+                yield from randint(0, n, (32,), generator=g).tolist()
+            yield from randint(0, n, (self.num_samples % 32,), generator=g).tolist()
         else:
             for _ in range(self.num_samples // n):
                 yield from randperm(n, generator=g).tolist()
