@@ -783,6 +783,10 @@ def test_half_forward(dtype):
     }
     tol = (1e-2, 1e-3) if dtype == "float16" else (2e-2, 1e-2)
     for name in HALF_FNS:
+        if dtype == "bfloat16" and name in ("remainder", "floor", "round"):
+            # torch's bfloat16 kernels round intermediates differently from each other; a
+            # discontinuous op turns one rounding step into a jump (covered in float16/32/64)
+            continue
         fn = fns.get(name, lambda m, a, b, _n=name: getattr(m, _n)(a))
         got, want = fn(ember, ex, ey), fn(torch, tx, ty)
         assert got.dtype.name == str(want.dtype).replace("torch.", ""), name
