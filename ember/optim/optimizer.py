@@ -226,36 +226,20 @@ class Optimizer:
         return handle
 
     def register_state_dict_pre_hook(self, hook, prepend=False):
-        from ..nn.modules.module import RemovableHandle
-        handle = RemovableHandle(self._optimizer_state_dict_pre_hooks)
-        self._optimizer_state_dict_pre_hooks[handle.id] = hook
-        if prepend:
-            self._optimizer_state_dict_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        from ..nn.modules.module import add_hook
+        return add_hook(self._optimizer_state_dict_pre_hooks, hook, prepend)
 
     def register_state_dict_post_hook(self, hook, prepend=False):
-        from ..nn.modules.module import RemovableHandle
-        handle = RemovableHandle(self._optimizer_state_dict_post_hooks)
-        self._optimizer_state_dict_post_hooks[handle.id] = hook
-        if prepend:
-            self._optimizer_state_dict_post_hooks.move_to_end(handle.id, last=False)
-        return handle
+        from ..nn.modules.module import add_hook
+        return add_hook(self._optimizer_state_dict_post_hooks, hook, prepend)
 
     def register_load_state_dict_pre_hook(self, hook, prepend=False):
-        from ..nn.modules.module import RemovableHandle
-        handle = RemovableHandle(self._optimizer_load_state_dict_pre_hooks)
-        self._optimizer_load_state_dict_pre_hooks[handle.id] = hook
-        if prepend:
-            self._optimizer_load_state_dict_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        from ..nn.modules.module import add_hook
+        return add_hook(self._optimizer_load_state_dict_pre_hooks, hook, prepend)
 
     def register_load_state_dict_post_hook(self, hook, prepend=False):
-        from ..nn.modules.module import RemovableHandle
-        handle = RemovableHandle(self._optimizer_load_state_dict_post_hooks)
-        self._optimizer_load_state_dict_post_hooks[handle.id] = hook
-        if prepend:
-            self._optimizer_load_state_dict_post_hooks.move_to_end(handle.id, last=False)
-        return handle
+        from ..nn.modules.module import add_hook
+        return add_hook(self._optimizer_load_state_dict_post_hooks, hook, prepend)
 
     # ------------------------------------------------------------------ state dict
     def state_dict(self):

@@ -47,6 +47,15 @@ class RemovableHandle:
         self.remove()
 
 
+def add_hook(store, hook, prepend=False):
+    """Register ``hook`` in the ordered dict ``store`` (first if ``prepend``); return its handle."""
+    handle = RemovableHandle(store)
+    store[handle.id] = hook
+    if prepend:
+        store.move_to_end(handle.id, last=False)
+    return handle
+
+
 class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
     def __repr__(self):
         if not self.missing_keys and not self.unexpected_keys:
@@ -430,19 +439,11 @@ class Module:
     def register_full_backward_hook(self, hook, prepend=False):
         """``hook(module, grad_input, grad_output) -> tuple | None``; ``grad_input`` covers the tensor
         positional inputs of ``forward`` (``None`` where an input needs no gradient)."""
-        handle = RemovableHandle(self._backward_hooks)
-        self._backward_hooks[handle.id] = hook
-        if prepend:
-            self._backward_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return add_hook(self._backward_hooks, hook, prepend)
 
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """``hook(module, grad_output) -> tuple | None``, run before the gradient w.r.t. inputs exists."""
-        handle = RemovableHandle(self._backward_pre_hooks)
-        self._backward_pre_hooks[handle.id] = hook
-        if prepend:
-            self._backward_pre_hooks.move_to_end(handle.id, last=False)
-        return handle
+        return add_hook(self._backward_pre_hooks, hook, prepend)
 
     def register_backward_hook(self, hook):
         raise RuntimeError("ember.nn.Module.register_backward_hook (the deprecated non-full backward hook) is "
