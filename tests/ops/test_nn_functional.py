@@ -21,7 +21,9 @@ FLOATS = ("float32", "float64")
 
 
 def _tol(dtype):
-    return dict(rtol=1e-4, atol=1e-4) if dtype == "float32" else {}
+    # float32: normalisation gradients divide by a per-group std that can be small for
+    # random data, amplifying summation-order differences; float64 runs pin precision.
+    return dict(rtol=1e-4, atol=1e-3) if dtype == "float32" else {}
 
 
 def _f(m):
