@@ -249,9 +249,14 @@ _FAST_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def _addsub(xp, a, b, alpha, sign):
-    if alpha == 1 and type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype in _FAST_FLOATS:
+    if type(alpha) is int and alpha == 1 and type(a) is type(b) is np.ndarray and a.dtype == b.dtype \
+            and a.dtype in _FAST_FLOATS:
         # hot path of eager arithmetic: same float dtype, nothing to promote or check
-        return np.add(a, b) if sign > 0 else np.subtract(a, b)
+        try:
+            return np.add(a, b) if sign > 0 else np.subtract(a, b)
+        except ValueError:
+            broadcast_shapes(a.shape, b.shape)  # raises PyTorch's size-mismatch error
+            raise
     dt = result_dtype(a, b)
     _check_alpha(dt, alpha)
     cdt = _comp(dt)
@@ -335,7 +340,11 @@ def _rsub_bw(ctx, g):
 @defop("mul(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True)
 def mul(xp, a, b):
     if type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype in _FAST_FLOATS:
-        return np.multiply(a, b)
+        try:
+            return np.multiply(a, b)
+        except ValueError:
+            broadcast_shapes(a.shape, b.shape)  # raises PyTorch's size-mismatch error
+            raise
     dt = result_dtype(a, b)
     cdt = _comp(dt)
     a_ = _arr(xp, a, cdt)
