@@ -394,12 +394,28 @@ def _grad_fn_display_name(grad_fn: Any) -> Optional[str]:
     return type(grad_fn).__name__
 
 
+def _fake_repr(t: Any) -> str:
+    """``FakeTensor(..., size=(s0, 3), dtype=...)``: a fake tensor has no values to show."""
+    parts = ["...", f"size=({', '.join(str(s) for s in t.shape)}{',' if t.ndim == 1 else ''})"]
+    if t.dtype.name != "float32":
+        parts.append(f"dtype={t.dtype}")
+    if t.device.type != "cpu":
+        parts.append(f"device='{t.device}'")
+    if t.grad_fn is not None:
+        parts.append(f"grad_fn=<{type(t.grad_fn).__name__}>")
+    elif t.requires_grad:
+        parts.append("requires_grad=True")
+    return f"FakeTensor({', '.join(parts)})"
+
+
 def repr_of(t: Any, prefix: str = "tensor", default_dtype: Optional[str] = None) -> str:
     """``repr`` of an ember Tensor (duck-typed: ``_data``, ``dtype``, ``device``,
     ``requires_grad``, ``grad_fn``, ``shape``)."""
     dtype = getattr(t, "dtype", None)
     dtype_name = getattr(dtype, "name", None) if dtype is not None else None
     data = getattr(t, "_data", None)
+    if getattr(t, "_fake", False):
+        return _fake_repr(t)
     if data is not None and not isinstance(data, np.ndarray):
         # a device array (cupy) or anything array-like: bring it to host
         get = getattr(data, "get", None)

@@ -293,18 +293,24 @@ class Tensor:
 
     # ------------------------------------------------------------------ conversion
     def item(self):
+        if self._fake:
+            _no_data("item")
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return _host(self._data).reshape(()).item() if self.dtype is not _t.bfloat16 else float(
             _host(self._data).reshape(()).astype(np.float32))
 
     def tolist(self):
+        if self._fake:
+            _no_data("tolist")
         arr = _host(self._data)
         if self.dtype is _t.bfloat16 or self.dtype is _t.float16:
             arr = arr.astype(np.float64)
         return arr.tolist()
 
     def numpy(self, *, force=False):
+        if self._fake:
+            _no_data("numpy")
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
@@ -713,6 +719,11 @@ def _alias(t):
         out._fake = True
         out.__dict__.update({k: v for k, v in t.__dict__.items() if k.startswith("_fake_")})
     return out
+
+
+def _no_data(what):
+    from .ops._meta import DataDependentOutputError
+    raise DataDependentOutputError(what)
 
 
 def _data_ptr(arr):

@@ -1,0 +1,178 @@
+"""Fake tensors: ember tensors with shape, dtype, device and strides but no data.
+
+Inside ``with FakeTensorMode():`` every op that reaches the dispatcher's mode
+stack runs only its **meta function** (``OpDef.meta``, see
+``ember/ops/_meta.py``) and returns fake tensors. A fake tensor is an ordinary
+``ember.Tensor`` whose backend array is a :class:`~ember.ops._meta.FakeArray`:
+views of it share a fake storage and a version counter with their base, so
+view/in-place semantics and the autograd engine work unchanged. Sizes may be
+symbolic (:class:`~ember.fx.experimental.symbolic_shapes.SymInt`) when the
+mode has a :class:`ShapeEnv`.
+
+Anything that needs data raises :class:`DataDependentOutputError`, which names
+the operator: ``nonzero``, ``masked_select``, ``unique``, ``.item()``,
+``.tolist()``, ``.numpy()``, ``bool(t)``. Callers (dynamo) catch it and break
+the graph there.
+
+Real tensors used under the mode (constants, parameters) are accepted as
+inputs; every output is fake. ``mode.from_tensor(t)`` makes the fake twin of
+a real tensor (optionally with symbolic sizes), memoised so the same real
+tensor always maps to the same fake one.
+"""
+from __future__ import annotations
+
+import weakref
+from typing import Any, Iterable, Optional
+
+from .. import types as _t
+from .._state import STATE
+from ..ops import registry as _reg
+from ..ops._meta import (DataDependentOutputError, FakeArray, FakeStorage, broadcast_shapes,
+                         contiguous_strides, dense_permutation, strides_for_permutation)
+from ..tensor import Tensor
+from .experimental.symbolic_shapes import ShapeEnv, SymInt
+
+__all__ = ["FakeTensorMode", "DataDependentOutputError", "UnsupportedFakeOperator", "is_fake",
+           "FakeArray"]
+
+_new = object.__new__
+
+
+class UnsupportedFakeOperator(NotImplementedError):
+    """An op with no meta function was called on fake tensors."""
+
+    def __init__(self, op_name: str):
+        self.op = op_name
+        super().__init__(f"fake tensors: operator '{op_name}' has no meta function, so it cannot run "
+                         f"without data")
+
+
+def is_fake(t: Any) -> bool:
+    return isinstance(t, Tensor) and type(t._data) is FakeArray
+
+
+def make_fake(arr: FakeArray, device) -> Tensor:
+    t = _new(Tensor)
+    t._data = arr
+    t.dtype = _t.from_numpy_dtype(arr.dtype)
+    t.device = device
+    t._vc = None
+    t._fake = True
+    return t
+
+
+class FakeTensorMode:
+    """A dispatch mode in which ops run their meta functions only (see the module docstring)."""
+
+    def __init__(self, shape_env: Optional[ShapeEnv] = None):
+        self.shape_env = shape_env
+        self._memo: "weakref.WeakKeyDictionary[Tensor, Tensor]" = weakref.WeakKeyDictionary()
+
+    # -- the mode protocol --------------------------------------------------------
+    def __enter__(self):
+        STATE.modes.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        modes = STATE.modes
+        for i in range(len(modes) - 1, -1, -1):
+            if modes[i] is self:
+                del modes[i]
+                break
+        return False
+
+    def __ember_dispatch__(self, op, args):
+        return run_meta(op, args)
+
+    # -- making fake tensors ----------------------------------------------------------
+    def from_tensor(self, t: Tensor, *, symbolic: bool = False, dynamic_dims: Optional[Iterable[int]] = None,
+                    source: Optional[str] = None) -> Tensor:
+        """The fake twin of real tensor ``t`` (same shape/dtype/device/strides/requires_grad).
+
+        With ``symbolic=True`` (needs a ShapeEnv) its sizes in ``dynamic_dims``
+        (all by default) become symbols; dense strides follow the sizes."""
+        if is_fake(t):
+            return t
+        hit = self._memo.get(t)
+        if hit is not None:
+            return hit
+        shape = tuple(t.shape)
+        estrides = tuple(t.stride())
+        if symbolic:
+            if self.shape_env is None:
+                raise ValueError("FakeTensorMode.from_tensor(symbolic=True) needs a FakeTensorMode(shape_env=...)")
+            sym_shape = self.shape_env.create_symbolic_sizes(shape, source, dynamic_dims)
+            order = dense_permutation(shape, estrides)
+            if order is not None:
+                estrides = strides_for_permutation(sym_shape, order)
+            elif any(isinstance(s, SymInt) for s in sym_shape):
+                # a non-dense layout (a strided view): keep its sizes concrete
+                sym_shape = shape
+            shape = sym_shape
+        arr = FakeArray(shape, t.dtype, estrides, 0, None)
+        fake = make_fake(arr, t.device)
+        if t.requires_grad:
+            fake.requires_grad_(True)
+        self._memo[t] = fake
+        return fake
+
+
+def _out_device(op, args):
+    if op.device_pos is not None and args[op.device_pos] is not None:
+        return _t.as_device(args[op.device_pos])
+    for i in op.tensor_pos:
+        a = args[i]
+        if isinstance(a, Tensor):
+            return a.device
+    for i in op.list_pos:
+        for a in args[i]:
+            if isinstance(a, Tensor):
+                return a.device
+    return _t.cpu
+
+
+def _wrap_out(op, args, res, dev):
+    if isinstance(res, FakeArray):
+        out = make_fake(res, dev)
+        if op.is_view:
+            _reg._mark_view(out, args[op.tensor_pos[0]])
+        return out
+    if type(res) is tuple:
+        return tuple(_wrap_out(op, args, r, dev) for r in res)
+    if isinstance(res, list):
+        return [_wrap_out(op, args, r, dev) for r in res]
+    return res   # a Python value (a shape, a bool) from a metadata-only op
+
+
+def run_meta(op, args):
+    """What fake tensors run for ``op``: its meta function, wrapped as fake tensors."""
+    if "data_dependent" in op.tags:
+        raise DataDependentOutputError(op.public_name)
+    if op.functional is not None:        # an in-place variant: functional meta + write-back checks
+        self = args[0]
+        res = run_meta(op.functional, args)
+        _check_write(self, res, op)
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        vc[0] += 1
+        return self
+    meta = op.meta
+    if meta is None:
+        raise UnsupportedFakeOperator(op.name)
+    res = meta(*args)
+    return _wrap_out(op, args, res, _out_device(op, args))
+
+
+def _check_write(self, res, op):
+    if not _t.can_cast(res.dtype, self.dtype):
+        raise RuntimeError(f"result type {res.dtype.legacy_name} can't be cast to the desired output "
+                           f"type {self.dtype.legacy_name}")
+    if tuple(res.shape) != tuple(self.shape):
+        try:
+            shape = broadcast_shapes(tuple(res.shape), tuple(self.shape))
+        except RuntimeError:
+            shape = None
+        if shape is None or tuple(shape) != tuple(self.shape):
+            raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast "
+                               f"shape {list(shape) if shape else list(res.shape)}")
