@@ -258,30 +258,36 @@ class OpDef:
             dev = _t.cpu
         xp = _XP.get(dev) or xp_of(dev)
         out = self.kernel(xp, *xargs)
-        if type(out) is tuple:
-            res = tuple(_wrap(o, dev, xp) for o in out)
-            if self.is_view:
-                for o in res:
-                    _mark_view(o, args[self.tensor_pos[0]])
-            return res
         if type(out) is not np.ndarray:
-            out = _wrap(out, dev, xp)
-        else:
-            t = _new(Tensor)
-            t._data = out
-            t.dtype = _BY_NP.get(out.dtype) or _t.from_numpy_dtype(out.dtype)
-            t.device = dev
-            t._vc = None
-            out = t
+            return _finish(self, out, dev, xp, args)
+        t = _new(Tensor)
+        t._data = out
+        t.dtype = _BY_NP.get(out.dtype) or _t.from_numpy_dtype(out.dtype)
+        t.device = dev
+        t._vc = None
         if self.is_view:
-            _mark_view(out, args[self.tensor_pos[0]])
-        return out
+            _mark_view(t, args[self.tensor_pos[0]])
+        return t
 
     def __repr__(self):
         return f"<ember op {self.name}: {self.schema}>"
 
     def __call__(self, *args, **kwargs):
         return self.binding(*args, **kwargs)
+
+
+def _finish(op, out, dev, xp, args):
+    """Wrap a kernel result that is not a single ndarray (a tuple, a cupy array, a scalar)."""
+    if type(out) is tuple:
+        res = tuple(_wrap(o, dev, xp) for o in out)
+        if op.is_view:
+            for o in res:
+                _mark_view(o, args[op.tensor_pos[0]])
+        return res
+    out = _wrap(out, dev, xp)
+    if op.is_view:
+        _mark_view(out, args[op.tensor_pos[0]])
+    return out
 
 
 def _wrap(o, dev, xp):
@@ -331,6 +337,96 @@ def xp_of(dev):
 
 
 # ---------------------------------------------------------------------- bindings
+# Every binding is generated from the schema. Besides the exact signature it
+# gets a fast path for the common call: every tensor argument a Tensor (an
+# optional one may be None, a Tensor|Scalar one may be a Python number). That
+# path makes the same decisions as ``dispatch`` (no override protocol is
+# possible then: only types that are not Tensors can define it), in the same
+# order (Autograd, then the mode stack, then the kernel), without the generic
+# argument loops; anything else takes the generic ``dispatch``.
+_FS = frozenset((int, float, bool))
+_ALL_NS = []
+
+
+def _lazy_record(op, args, out):
+    if not _GRAPH_FNS:
+        _graph_fns()
+    record = _GRAPH_FNS[0]
+    for ns in _ALL_NS:
+        ns["_record"] = record
+    return record(op, args, out)
+
+
+def _fast_checks(op):
+    """(cond, req) source expressions over the parameter names, or None when no fast path."""
+    if op.list_pos or any(p.name.startswith("_") or p.name in ("type", "isinstance") for p in op.params):
+        return None
+    conds, reqs = [], []
+    for i in op.tensor_pos:
+        p = op.params[i]
+        n = p.name
+        if p.kind == K_TENSOR:
+            if p.optional:
+                conds.append(f"({n} is None or isinstance({n}, _T))")
+                reqs.append(f"({n} is not None and {n}._requires_grad)")
+            else:
+                conds.append(f"isinstance({n}, _T)")
+                reqs.append(f"{n}._requires_grad")
+        else:  # Tensor|Scalar
+            if p.optional:
+                return None
+            conds.append(f"(isinstance({n}, _T) or type({n}) in _FS)")
+            reqs.append(f"(type({n}) not in _FS and {n}._requires_grad)")
+    return " and ".join(conds) or "True", " or ".join(reqs) or "False"
+
+
+def _make_fast_run(op):
+    """``op.run`` specialised to the fast path's arguments (see ``_fast_checks``)."""
+    if op.kernel is None or op.list_pos or op.device_pos is not None or not op.tensor_pos:
+        return op.run
+    first = op.params[op.tensor_pos[0]]
+    if first.kind != K_TENSOR or first.optional:
+        return op.run
+    names = [f"a{i}" for i in range(len(op.params))]
+    lines = [f"def run_{op.name}(args):",
+             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args",
+             f"    dev = a{op.tensor_pos[0]}.device"]
+    xs = list(names)
+    for k, i in enumerate(op.tensor_pos):
+        p = op.params[i]
+        a = f"a{i}"
+        xs[i] = f"x{i}"
+        if k == 0:
+            lines.append(f"    x{i} = {a}._data")
+        elif p.kind == K_TENSOR and not p.optional:
+            lines += [f"    if {a}.device is not dev:", "        return _op.run(args)", f"    x{i} = {a}._data"]
+        elif p.kind == K_TENSOR:
+            lines += [f"    if {a} is None:", f"        x{i} = None", "    else:",
+                      f"        if {a}.device is not dev:", "            return _op.run(args)",
+                      f"        x{i} = {a}._data"]
+        else:
+            lines += [f"    if type({a}) in _FS:", f"        x{i} = {a}", "    else:",
+                      f"        if {a}.device is not dev:", "            return _op.run(args)",
+                      f"        x{i} = {a}._data"]
+    lines += ["    xp = _XP.get(dev) or _xp_of(dev)",
+              f"    out = _op.kernel(xp, {', '.join(xs)})",
+              "    if type(out) is not _ndarray:",
+              "        return _finish(_op, out, dev, xp, args)",
+              "    t = _new(_T)",
+              "    t._data = out",
+              "    t.dtype = _BY_NP.get(out.dtype) or _from_np(out.dtype)",
+              "    t.device = dev",
+              "    t._vc = None"]
+    if op.is_view:
+        lines.append(f"    _mark_view(t, a{op.tensor_pos[0]})")
+    lines.append("    return t")
+    ns = {"_op": op, "_T": Tensor, "_FS": _FS, "_XP": _XP, "_xp_of": xp_of, "_ndarray": np.ndarray,
+          "_finish": _finish, "_new": _new, "_BY_NP": _BY_NP, "_from_np": _t.from_numpy_dtype,
+          "_mark_view": _mark_view}
+    exec(compile("\n".join(lines) + "\n", f"<ember op {op.name} run>", "exec"), ns)
+    return ns[f"run_{op.name}"]
+
+
 def _make_binding(op, dispatcher):
     pieces, names, ns = [], [], {"_dispatch": dispatcher, "_op": op}
     star = False
@@ -346,7 +442,44 @@ def _make_binding(op, dispatcher):
         names.append(p.name)
     fname = op.public_name
     body = ", ".join(names) + ("," if len(names) == 1 else "")
-    src = f"def {fname}({', '.join(pieces)}):\n    return _dispatch(_op, ({body}))\n"
+    src = f"def {fname}({', '.join(pieces)}):\n"
+    fast = _fast_checks(op) if fname not in names else None
+    if fast is not None:
+        cond, req = fast
+        ns.update(_T=Tensor, _FS=_FS, _S=STATE, _mode_dispatch=_mode_dispatch, _autograd=_autograd,
+                  _record=_lazy_record)
+        src += f"    if {cond}:\n        _a = ({body})\n"
+        if dispatcher is dispatch:
+            ns["_run"] = _make_fast_run(op)
+            if req != "False":
+                src += (f"        if ({req}) and _S.grad_enabled:\n"
+                        "            if _S.modes:\n"
+                        "                return _autograd(_op, _a)\n"
+                        "            _S.grad_enabled = False\n"
+                        "            try:\n"
+                        "                _out = _run(_a)\n"
+                        "            finally:\n"
+                        "                _S.grad_enabled = True\n"
+                        "            return _record(_op, _a, _out)\n")
+            src += ("        if _S.modes:\n"
+                    "            return _mode_dispatch(_op, _a)\n"
+                    "        return _run(_a)\n")
+        elif dispatcher is dispatch_composite:
+            src += ("        if _S.modes:\n"
+                    "            return _dispatch(_op, _a)\n"
+                    f"        return _op.composite({body})\n")
+        elif dispatcher is dispatch_inplace:
+            ns.update(_inplace_autograd=_inplace_autograd, _run_inplace=run_inplace)
+            if req != "False":
+                src += (f"        if ({req}) and _S.grad_enabled:\n"
+                        "            return _inplace_autograd(_op, _a)\n")
+            src += ("        if _S.modes:\n"
+                    "            return _mode_dispatch(_op, _a)\n"
+                    "        return _run_inplace(_op, _a)\n")
+        else:
+            src += "        return _dispatch(_op, _a)\n"
+        _ALL_NS.append(ns)
+    src += f"    return _dispatch(_op, ({body}))\n"
     exec(compile(src, f"<ember op {op.name}>", "exec"), ns)
     fn = ns[fname]
     fn.__module__ = "ember"
@@ -465,19 +598,32 @@ def _autograd(op, args):
         out = _mode_dispatch(op, args) if st.modes else op.run(args)
     finally:
         st.grad_enabled = True
-    from ..autograd.graph import record
-    return record(op, args, out)
+    if not _GRAPH_FNS:
+        _graph_fns()
+    return _GRAPH_FNS[0](op, args, out)
+
+
+_GRAPH_FNS = []
+
+
+def _graph_fns():
+    from ..autograd.graph import inplace_with_autograd, record
+    _GRAPH_FNS[:] = [record, inplace_with_autograd]
+
+
+def _inplace_autograd(op, args):
+    if not _GRAPH_FNS:
+        _graph_fns()
+    return _GRAPH_FNS[1](op, args)
 
 
 def dispatch_inplace(op, args):
     """In-place variant: run the functional op, write into ``self``, bump its version."""
-    from ..autograd.graph import inplace_with_autograd
     req, ovr = _check_args(op, args)
     if ovr:
         return _override(op, args)
-    self = args[0]
     if req and STATE.grad_enabled:
-        return inplace_with_autograd(op, args)
+        return _inplace_autograd(op, args)
     if STATE.modes:
         return _mode_dispatch(op, args)
     return run_inplace(op, args)
