@@ -22,6 +22,7 @@ import warnings
 import numpy as np
 
 from . import types as _t
+from ._fake import FakeArray
 from ._state import STATE
 from .types import Size, device as _device_cls, cpu as _cpu
 
@@ -41,7 +42,6 @@ class Tensor:
     _post_acc_hooks = None
     _retains_grad = False
     _is_param = False
-    _fake = False
     _diff_view = False     # a view made by a differentiable view op (not detach())
 
     # ------------------------------------------------------------------ creation
@@ -70,6 +70,11 @@ class Tensor:
         pass
 
     # ------------------------------------------------------------------ metadata
+    @property
+    def _fake(self):
+        """A fake tensor (``ember.fx.fake_tensor``): metadata only, no data."""
+        return type(self._data) is FakeArray
+
     @property
     def shape(self):
         return Size(self._data.shape)
@@ -715,9 +720,6 @@ def _alias(t):
     out._vc = vc
     base = t._base
     out._base = base if base is not None else t
-    if t._fake:
-        out._fake = True
-        out.__dict__.update({k: v for k, v in t.__dict__.items() if k.startswith("_fake_")})
     return out
 
 

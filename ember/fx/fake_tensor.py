@@ -57,7 +57,6 @@ def make_fake(arr: FakeArray, device) -> Tensor:
     t.dtype = _t.from_numpy_dtype(arr.dtype)
     t.device = device
     t._vc = None
-    t._fake = True
     return t
 
 
