@@ -52,8 +52,20 @@ into a tensor's backend array that bypasses the ops (``x._data[...] = ...``)
 is missing from it. Python control flow and ``.item()`` are specialised to
 the example inputs, as are all shapes.
 
-Only ``tracing_mode="real"`` exists so far; ``"fake"`` and ``"symbolic"``
-need fake tensors and symbolic shapes.
+``tracing_mode``:
+
+* ``"real"`` runs every op for real on the example inputs;
+* ``"fake"`` replaces the example tensors by fake tensors
+  (``ember.fx.fake_tensor``): ops run their meta functions only, so tracing
+  costs no arithmetic, and an op whose output depends on data (``nonzero``,
+  ``.item()``) raises ``DataDependentOutputError``;
+* ``"symbolic"`` is ``"fake"`` with every input size a ShapeEnv symbol
+  (sizes 0 and 1 stay concrete). Sizes an op receives as arguments
+  (``view(x, [s0 * s1])``) are computed in the graph from ``sym_size`` nodes
+  of the placeholders, so the graph runs on any sizes that satisfy the
+  guards, ``gm.shape_env.guards``.
+
+The fake modes put each node's fake value in ``node.meta['val']``.
 """
 from __future__ import annotations
 
@@ -69,8 +81,9 @@ from ..graph import Graph
 from ..node import Node
 from ..passes.shape_prop import extract_tensor_metadata
 from ..proxy import _normalize_op_args
+from .symbolic_shapes import SymInt
 
-__all__ = ["make_fx", "DispatchTracer"]
+__all__ = ["make_fx", "DispatchTracer", "sym_size"]
 
 _TRACING_MODES = ("real", "fake", "symbolic")
 
@@ -82,20 +95,72 @@ def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Call
     docstring)."""
     if tracing_mode not in _TRACING_MODES:
         raise ValueError(f"make_fx: unknown tracing_mode {tracing_mode!r}; expected one of {_TRACING_MODES}")
-    if tracing_mode == "fake":
-        raise NotImplementedError("make_fx(tracing_mode='fake') needs ember fake tensors, which are not "
-                                  "implemented yet; use tracing_mode='real'")
-    if tracing_mode == "symbolic":
-        raise NotImplementedError("make_fx(tracing_mode='symbolic') needs ember fake tensors and symbolic "
-                                  "shapes, which are not implemented yet; use tracing_mode='real'")
     decomps = _normalize_table(decomposition_table or {})
     keep = frozenset(_op_name(k) for k in keep_composites)
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:
-        return DispatchTracer(decomps, keep).trace(fn, args)
+        if tracing_mode == "real":
+            return DispatchTracer(decomps, keep).trace(fn, args)
+        return _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic")
 
     return wrapped
+
+
+def _trace_fake(fn, args, decomps, keep, symbolic):
+    """Trace on fake twins of the example tensors (symbolic sizes when asked).
+
+    A FakeTensorMode sits below the tracer on the mode stack, so every op the
+    tracer redispatches runs its meta function. Fake inputs are passed through;
+    real ones are replaced by fakes (named after their placeholders, the
+    sources of their size symbols). The GraphModule gets ``shape_env`` (None
+    unless symbolic) and every node ``meta['val']``, its fake value."""
+    from ..fake_tensor import FakeTensorMode, is_fake
+    from .symbolic_shapes import ShapeEnv
+
+    fake_modes = [m for m in STATE.modes if isinstance(m, FakeTensorMode)]
+    mode = fake_modes[-1] if fake_modes else FakeTensorMode(ShapeEnv() if symbolic else None)
+    if symbolic and mode.shape_env is None:
+        mode.shape_env = ShapeEnv()
+    names = _arg_names(fn, len(args))
+
+    def fakeify(a, name):
+        if isinstance(a, Tensor):
+            return a if is_fake(a) else mode.from_tensor(a, symbolic=symbolic, source=name)
+        if isinstance(a, (list, tuple)):
+            items = [fakeify(x, f"{name}_{i}") for i, x in enumerate(a)]
+            return type(a)(*items) if hasattr(a, "_fields") else type(a)(items)
+        if isinstance(a, dict):
+            return {k: fakeify(v, f"{name}_{k}") for k, v in a.items()}
+        return a
+
+    fargs = tuple(fakeify(a, n) for a, n in zip(args, names))
+    pushed = not fake_modes
+    if pushed:
+        mode.__enter__()
+    try:
+        gm = DispatchTracer(decomps, keep, shape_env=mode.shape_env).trace(fn, fargs)
+    finally:
+        if pushed:
+            mode.__exit__(None, None, None)
+    gm.shape_env = mode.shape_env
+    return gm
+
+
+def sym_size(t: Tensor, dim: int) -> Any:
+    """``t.shape[dim]``: how a traced graph reads a symbolic size off its inputs."""
+    return t.shape[dim]
+
+
+_SYM_BINOPS = None
+
+
+def _sym_binops():
+    global _SYM_BINOPS
+    if _SYM_BINOPS is None:
+        import sympy
+        _SYM_BINOPS = {sympy.Add: operator.add, sympy.Mul: operator.mul}
+    return _SYM_BINOPS
 
 
 def _as_op(key: Any) -> Any:
@@ -162,8 +227,12 @@ class DispatchTracer:
     """The dispatch mode behind :func:`make_fx`; one instance per trace."""
 
     def __init__(self, decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
-                 keep_composites: Iterable[str] = ()) -> None:
+                 keep_composites: Iterable[str] = (), shape_env: Any = None) -> None:
         self.graph = Graph()
+        self.shape_env = shape_env
+        # sympy symbol -> graph node computing it (a sym_size of a placeholder)
+        self._sym_nodes: Dict[Any, Node] = {}
+        self._sym_sources: list = []
         self.decomps = dict(decomposition_table or {})
         self.keep = frozenset(keep_composites)
         # id(tensor) -> (tensor, node); the tensor is held so its id stays valid
@@ -201,8 +270,12 @@ class DispatchTracer:
         if isinstance(a, Tensor):
             node = self.graph.placeholder(name)
             node.meta["tensor_meta"] = extract_tensor_metadata(a)
+            if a._fake:
+                node.meta["val"] = a
             if self._lookup(a) is None:
                 self._track(a, node)
+            if self.shape_env is not None:
+                self._sym_sources.append((a, node))
         elif isinstance(a, (list, tuple)):
             for i, x in enumerate(a):
                 self._placeholders(x, f"{name}_{i}")
@@ -240,6 +313,8 @@ class DispatchTracer:
     def _map_value(self, a: Any) -> Any:
         if isinstance(a, Tensor):
             return self._node_of(a)
+        if isinstance(a, SymInt):
+            return self._sym_node(a.expr)
         if isinstance(a, tuple):
             t = tuple(self._map_value(x) for x in a)
             return type(a)(*t) if hasattr(a, "_fields") else t
@@ -248,6 +323,50 @@ class DispatchTracer:
         if isinstance(a, dict):
             return {k: self._map_value(v) for k, v in a.items()}
         return a
+
+    def _sym_node(self, expr: Any) -> Any:
+        """A node computing size expression ``expr`` from the placeholders' sizes.
+
+        Symbols come from ``sym_size(placeholder, dim)`` (the first input
+        dimension carrying them); sums, products, floor division and modulo
+        become ``operator`` calls, so the graph recomputes every size from its
+        actual inputs when run on new shapes."""
+        import sympy
+        if expr.is_Integer:
+            return int(expr)
+        hit = self._sym_nodes.get(expr)
+        if hit is not None:
+            return hit
+        if expr.is_Symbol:
+            for t, node in self._sym_sources:
+                for i, sz in enumerate(t.shape):
+                    if isinstance(sz, SymInt) and sz.expr == expr:
+                        n = self.graph.call_function(sym_size, (node, i))
+                        self._sym_nodes[expr] = n
+                        return n
+            raise RuntimeError(f"make_fx: size symbol {expr} does not come from any input")
+        binop = _sym_binops().get(type(expr))
+        if binop is not None:
+            args = list(expr.args)
+            # put numbers last so `s0*2` reads naturally and ints stay ints
+            args.sort(key=lambda e: e.is_number)
+            acc = self._sym_node(args[0])
+            for e in args[1:]:
+                if e.is_Rational and not e.is_Integer:
+                    raise RuntimeError(f"make_fx: cannot compute non-integer size expression {expr}")
+                acc = self.graph.call_function(binop, (acc, self._sym_node(e)))
+        elif isinstance(expr, sympy.floor) and expr.args[0].is_Mul:
+            num, den = expr.args[0].as_numer_denom()
+            acc = self.graph.call_function(operator.floordiv, (self._sym_node(num), self._sym_node(den)))
+        elif isinstance(expr, sympy.Mod):
+            acc = self.graph.call_function(operator.mod, tuple(self._sym_node(e) for e in expr.args))
+        elif isinstance(expr, (sympy.Max, sympy.Min)):
+            fn = max if isinstance(expr, sympy.Max) else min
+            acc = self.graph.call_function(fn, tuple(self._sym_node(e) for e in expr.args))
+        else:
+            raise RuntimeError(f"make_fx: cannot express size {expr} in the graph")
+        self._sym_nodes[expr] = acc
+        return acc
 
     # -- the mode protocol ----------------------------------------------------------
     def keep_composite(self, op: Any) -> bool:
@@ -309,10 +428,14 @@ class DispatchTracer:
             self.graph.impure_targets.add(op.binding)
         if isinstance(out, Tensor):
             node.meta["tensor_meta"] = extract_tensor_metadata(out)
+            if out._fake:
+                node.meta["val"] = out
             self._track(out, node)
         elif isinstance(out, (tuple, list)):
             for i, o in enumerate(out):
                 if isinstance(o, Tensor):
                     item = self.graph.call_function(operator.getitem, (node, i))
                     item.meta["tensor_meta"] = extract_tensor_metadata(o)
+                    if o._fake:
+                        item.meta["val"] = o
                     self._track(o, item)
