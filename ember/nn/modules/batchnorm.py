@@ -1,6 +1,7 @@
 """BatchNorm1d/2d/3d and InstanceNorm1d/2d (running statistics as buffers)."""
 from __future__ import annotations
 
+from ...autograd.grad_mode import no_grad as _no_grad
 from ...tensor import Parameter
 from .. import init
 from ._F import F
@@ -45,8 +46,8 @@ class _NormBase(Module):
         if self.track_running_stats:
             init.zeros_(self.running_mean)
             init.ones_(self.running_var)
-            self.num_batches_tracked._data[...] = 0
-            self.num_batches_tracked._bump_version()
+            with _no_grad():
+                self.num_batches_tracked.zero_()
 
     def reset_parameters(self):
         self.reset_running_stats()
@@ -82,8 +83,8 @@ class _BatchNorm(_NormBase):
         exponential_average_factor = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
             nbt = self.num_batches_tracked
-            nbt._data[...] = nbt._data + 1
-            nbt._bump_version()
+            with _no_grad():
+                nbt.add_(1)     # through the dispatcher, so tracing and functionalization see it
             if self.momentum is None:
                 exponential_average_factor = 1.0 / float(nbt.item())
             else:
