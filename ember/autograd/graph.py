@@ -20,6 +20,7 @@ from .._state import STATE
 from ..tensor import Tensor, _alias, _make
 
 _seq = itertools.count()
+_new = object.__new__
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
               "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -118,14 +119,18 @@ class _SavedHooks:
 
 
 class SavedTensor:
-    """A tensor saved for backward, with its version at save time."""
+    """A tensor saved for backward, with its version at save time.
 
-    __slots__ = ("_t", "_data", "_vc", "_version", "_is_output", "_packed", "_unpack", "_released",
-                 "_dtype", "_device", "_requires_grad")
+    Four slots, so ``record`` can make one without a Python-level ``__init__``
+    (``_fast_saved``): ``_t`` the saved input tensor (None for an output or a
+    packed tensor), ``_vc``/``_version`` the version counter and its value at
+    save time (``_vc`` is None once released), ``_x`` None or a ``_SavedExtra``
+    holding what an output or a ``saved_tensors_hooks`` pack needs.
+    """
+
+    __slots__ = ("_t", "_vc", "_version", "_x")
 
     def __init__(self, t, is_output=False):
-        self._released = False
-        self._is_output = is_output
         vc = t._vc
         if vc is None:
             vc = t._vc = [0]
@@ -134,59 +139,83 @@ class SavedTensor:
         hooks = _SavedHooks.stack
         if hooks:
             pack, unpack = hooks[-1]
-            self._packed = pack(t)
-            self._unpack = unpack
             self._t = None
-            self._data = None
+            x = self._x = _SavedExtra(is_output)
+            x.packed = pack(t)
+            x.unpack = unpack
+        elif is_output:
+            # Keep only the data: holding the output itself would make a cycle
+            # out -> grad_fn -> saved out.
+            self._t = None
+            x = self._x = _SavedExtra(True)
+            x.data = t._data
+            x.dtype = t.dtype
+            x.device = t.device
+            x.requires_grad = t._requires_grad
         else:
-            self._packed = None
-            self._unpack = None
-            if is_output:
-                # Keep only the data: holding the output itself would make a cycle
-                # out -> grad_fn -> saved out.
-                self._t = None
-                self._data = t._data
-                self._dtype = t.dtype
-                self._device = t.device
-                self._requires_grad = t._requires_grad
-            else:
-                self._t = t
-                self._data = None
+            self._t = t
+            self._x = None
 
     def unpack(self, owner=None, output_nr=0):
-        if self._released:
+        vc = self._vc
+        if vc is None:
             raise RuntimeError(_FREED_MSG)
-        if self._unpack is not None:
-            return self._unpack(self._packed)
-        if self._vc[0] != self._version:
+        x = self._x
+        if x is not None and x.unpack is not None:
+            return x.unpack(x.packed)
+        if vc[0] != self._version:
             t = self._t
-            desc = (f"[ember.{(t.dtype if t is not None else self._dtype).legacy_name}Tensor "
-                    f"[{', '.join(str(s) for s in (t._data.shape if t is not None else self._data.shape))}]]")
+            desc = (f"[ember.{(t.dtype if t is not None else x.dtype).legacy_name}Tensor "
+                    f"[{', '.join(str(s) for s in (t._data.shape if t is not None else x.data.shape))}]]")
             who = ""
-            if self._is_output and owner is not None:
+            if x is not None and x.is_output and owner is not None:
                 who = f", which is output {output_nr} of {owner.name()},"
             elif t is not None and t._grad_fn is not None:
                 who = f", which is output {t._output_nr} of {t._grad_fn.name()},"
             raise RuntimeError(
                 f"one of the variables needed for gradient computation has been modified by an inplace "
-                f"operation: {desc}{who} is at version {self._vc[0]}; expected version {self._version} "
+                f"operation: {desc}{who} is at version {vc[0]}; expected version {self._version} "
                 f"instead. Hint: enable anomaly detection to find the operation that failed to compute "
                 f"its gradient, with ember.autograd.set_detect_anomaly(True).")
-        if self._t is not None:
-            return self._t
-        out = _make(self._data, self._device, self._dtype)
-        out._vc = self._vc
-        if owner is not None and self._requires_grad:
+        t = self._t
+        if t is not None:
+            return t
+        out = _make(x.data, x.device, x.dtype)
+        out._vc = vc
+        if owner is not None and x.requires_grad:
             out._requires_grad = True
             out._grad_fn = owner
             out._output_nr = output_nr
         return out
 
     def release(self):
-        self._released = True
+        self._vc = None
         self._t = None
-        self._data = None
-        self._packed = None
+        self._x = None
+
+
+class _SavedExtra:
+    """What a saved output (its data, not the tensor) or a packed saved tensor keeps."""
+
+    __slots__ = ("is_output", "packed", "unpack", "data", "dtype", "device", "requires_grad")
+
+    def __init__(self, is_output):
+        self.is_output = is_output
+        self.packed = None
+        self.unpack = None
+
+
+def _fast_saved(t):
+    """``SavedTensor(t)`` for an input when no saved_tensors_hooks are active."""
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = [0]
+    s = _new(SavedTensor)
+    s._t = t
+    s._vc = vc
+    s._version = vc[0]
+    s._x = None
+    return s
 
 
 class saved_tensors_hooks:
@@ -241,6 +270,12 @@ class _Meta:
         return n
 
 
+def _fast_meta(m):
+    meta = _new(_Meta)
+    meta._shape, meta.dtype, meta.device = m
+    return meta
+
+
 # ---------------------------------------------------------------------- op nodes
 class OpNode(Node):
     """The backward of one registry op; the class name is the op's grad_fn name."""
@@ -252,13 +287,21 @@ class OpNode(Node):
 
     @property
     def needs_input_grad(self):
-        return tuple(e is not None for e in self.next_edges)
+        return tuple([e is not None for e in self.next_edges])
 
     @property
     def args(self):
         if self._released:
             raise RuntimeError(_FREED_MSG)
-        return tuple(_unpack_arg(a, self) for a in self._args)
+        out = []
+        for a in self._args:
+            t = type(a)
+            if t is SavedTensor:
+                a = a.unpack()
+            elif t is list:
+                a = [x.unpack() if type(x) is SavedTensor else x for x in a]
+            out.append(a)
+        return tuple(out)
 
     @property
     def result(self):
@@ -294,13 +337,16 @@ class OpNode(Node):
         raise AttributeError(name)
 
     def apply(self, grads):
+        op = self._op
         g = grads[0] if self._n_out == 1 else tuple(grads)
-        res = self._op.backward(self, g)
+        res = op.backward(self, g)
         if type(res) is not tuple:
             res = (res,)
+        if not op.list_pos:
+            return list(res[:len(op.grad_params)])
         flat = []
-        for gp, r in zip(self._op.grad_params, res):
-            if self._op.params[gp].kind == 2:  # Tensor[]
+        for gp, r in zip(op.grad_params, res):
+            if op.params[gp].kind == 2:  # Tensor[]
                 n = len(self._args[gp])
                 flat.extend(r if r is not None else [None] * n)
             else:
@@ -365,9 +411,33 @@ def accumulate_node(t):
     ref = t._acc
     node = ref() if ref is not None else None
     if node is None:
-        node = AccumulateGrad(t)
-        t._acc = weakref.ref(node)
+        node = _new_acc(t)
     return node
+
+
+def _new_acc(t):
+    """A leaf's AccumulateGrad node (``AccumulateGrad(t)`` without the __init__ chain)."""
+    node = _new(AccumulateGrad)
+    node.next_edges = ()
+    node._seq = next(_seq)
+    node._n_out = 1
+    node.variable = t
+    node._in_meta = ((t._data.shape, t.dtype, t.device),)
+    if STATE.anomaly:
+        node._trace = traceback.format_stack()[:-3]
+    t._acc = weakref.ref(node)
+    return node
+
+
+def _plan(op):
+    """Per-op recording plan: ``(op.save, ((index, kind, keep), ...))`` over the tensor-ish params."""
+    save = op.save
+    items = []
+    for i in op.grad_params:
+        p = op.params[i]
+        items.append((i, p.kind, save is None or p.name in save))
+    plan = op._rec_plan = (save, tuple(items))
+    return plan
 
 
 def record(op, args, out):
@@ -378,41 +448,58 @@ def record(op, args, out):
                 and "nondifferentiable" not in op.tags:
             raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
         return out
+    plan = op._rec_plan
+    if plan is None or plan[0] is not op.save:
+        plan = _plan(op)
+    hooked = _SavedHooks.stack
     edges = []
     metas = []
     saved = list(args)
-    save = op.save
-    params = op.params
-    for i in op.grad_params:
+    for i, kind, keep in plan[1]:
         a = args[i]
-        p = params[i]
-        if p.kind == 2:
+        if kind == 2:
             lst = []
             for x in a:
                 edges.append(gradient_edge(x))
                 m = (x._data.shape, x.dtype, x.device)
                 metas.append(m)
-                lst.append(SavedTensor(x) if save is None or p.name in save else _Meta(*m))
+                lst.append(SavedTensor(x) if keep else _fast_meta(m))
             saved[i] = lst
         elif isinstance(a, Tensor):
-            fn = a._grad_fn
-            if fn is not None and not a._diff_view:
-                edges.append((fn, a._output_nr))
-            else:
+            if a._diff_view:
                 edges.append(gradient_edge(a))
+            else:
+                fn = a._grad_fn
+                if fn is not None:
+                    edges.append((fn, a._output_nr))
+                elif a._requires_grad:
+                    ref = a._acc
+                    acc = ref() if ref is not None else None
+                    edges.append((acc if acc is not None else _new_acc(a), 0))
+                else:
+                    edges.append(None)
             m = (a._data.shape, a.dtype, a.device)
             metas.append(m)
-            saved[i] = SavedTensor(a) if save is None or p.name in save else _Meta(*m)
+            if not keep:
+                saved[i] = _fast_meta(m)
+            elif hooked:
+                saved[i] = SavedTensor(a)
+            else:
+                saved[i] = _fast_saved(a)
         else:
             edges.append(None)
             metas.append(None)
     name = op.grad_fn_name
     if type(name) is not str:
         name = name(args)
-    node = op.node_class(name)()
+    cls = op._node_classes.get(name) or op.node_class(name)
+    node = _new(cls)
     node.next_edges = tuple(edges)
+    node._seq = next(_seq)
     node._in_meta = metas
     node._args = saved
+    if STATE.anomaly:
+        node._trace = traceback.format_stack()[:-2]
     if type(out) is tuple:
         node._n_out = len(out)
         for k, o in enumerate(out):
@@ -421,8 +508,14 @@ def record(op, args, out):
         if op.save_result:
             node._result = tuple(SavedTensor(o, True) if o is not None else None for o in out)
     else:
+        node._n_out = 1
         if out.dtype.is_floating_point:
-            _set_history(out, node, 0, op.is_view)
+            d = out.__dict__
+            d["_requires_grad"] = True
+            d["_grad_fn"] = node
+            if op.is_view:
+                d["_diff_view"] = True
+                d["_view_version"] = out._vc[0]
         if op.save_result:
             node._result = SavedTensor(out, True)
     return out

@@ -178,6 +178,7 @@ class OpDef:
         self.public_name = public_name or name
         self.binding = _make_binding(self, dispatch_composite if composite is not None else dispatch)
         self._node_classes = {}
+        self._rec_plan = None       # autograd.graph.record's per-op plan, made on first use
         if inplace:
             self._make_inplace()
 
@@ -211,6 +212,7 @@ class OpDef:
         ip.method = self.method
         ip.function = False
         ip._node_classes = {}
+        ip._rec_plan = None
         ip.binding = _make_binding(ip, dispatch_inplace)
         self.inplace_variant = ip
 
