@@ -1,0 +1,14 @@
+"""Builds ember's one C extension, the PEP 523 frame hook (ember/_C/eval_frame.c).
+
+Everything else about the distribution is in pyproject.toml."""
+from setuptools import Extension, setup
+
+setup(
+    ext_modules=[
+        Extension(
+            "ember._C._eval_frame",
+            sources=["ember/_C/eval_frame.c"],
+            extra_compile_args=["-O2", "-Wno-missing-field-initializers"],
+        )
+    ]
+)
