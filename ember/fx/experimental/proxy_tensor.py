@@ -66,6 +66,11 @@ the example inputs, as are all shapes.
   guards, ``gm.shape_env.guards``.
 
 The fake modes put each node's fake value in ``node.meta['val']``.
+
+``functionalize=True`` records in-place ops as their functional versions
+(see ``DispatchTracer._functional_inplace``): the graph is free of mutation,
+its output becomes ``(fn's output, (new values of mutated inputs...))`` and
+``gm.meta['mutated_inputs']`` lists the flat input positions to write back.
 """
 from __future__ import annotations
 
@@ -89,7 +94,8 @@ _TRACING_MODES = ("real", "fake", "symbolic")
 
 
 def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
-            tracing_mode: str = "real", *, keep_composites: Iterable[Any] = ()) -> Callable[..., Any]:
+            tracing_mode: str = "real", *, keep_composites: Iterable[Any] = (),
+            functionalize: bool = False) -> Callable[..., Any]:
     """Return a function that, called with example inputs, traces ``fn`` on
     them and returns a GraphModule of the ops it ran (see the module
     docstring)."""
@@ -101,13 +107,14 @@ def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Call
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:
         if tracing_mode == "real":
-            return DispatchTracer(decomps, keep).trace(fn, args)
-        return _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic")
+            return DispatchTracer(decomps, keep, functionalize=functionalize).trace(fn, args)
+        return _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic",
+                           functionalize=functionalize)
 
     return wrapped
 
 
-def _trace_fake(fn, args, decomps, keep, symbolic):
+def _trace_fake(fn, args, decomps, keep, symbolic, functionalize=False):
     """Trace on fake twins of the example tensors (symbolic sizes when asked).
 
     A FakeTensorMode sits below the tracer on the mode stack, so every op the
@@ -139,7 +146,8 @@ def _trace_fake(fn, args, decomps, keep, symbolic):
     if pushed:
         mode.__enter__()
     try:
-        gm = DispatchTracer(decomps, keep, shape_env=mode.shape_env).trace(fn, fargs)
+        gm = DispatchTracer(decomps, keep, shape_env=mode.shape_env,
+                            functionalize=functionalize).trace(fn, fargs)
     finally:
         if pushed:
             mode.__exit__(None, None, None)
@@ -227,8 +235,15 @@ class DispatchTracer:
     """The dispatch mode behind :func:`make_fx`; one instance per trace."""
 
     def __init__(self, decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
-                 keep_composites: Iterable[str] = (), shape_env: Any = None) -> None:
+                 keep_composites: Iterable[str] = (), shape_env: Any = None,
+                 functionalize: bool = False) -> None:
         self.graph = Graph()
+        self.functionalize = functionalize
+        # functionalization: id(base) -> how many times it was mutated; id(view) -> the
+        # base's count when the view's node was made (a stale view is regenerated)
+        self._base_gen: Dict[int, int] = {}
+        self._view_gen: Dict[int, int] = {}
+        self._inputs: list = []
         self.shape_env = shape_env
         # sympy symbol -> graph node computing it (a sym_size of a placeholder)
         self._sym_nodes: Dict[Any, Node] = {}
@@ -263,8 +278,20 @@ class DispatchTracer:
                     modes.remove(self)
                 raise RuntimeError("make_fx: the dispatch mode stack was left unbalanced by the traced "
                                    "function (a mode was pushed or popped without being restored)")
-        self.graph.output(self._map_value(out))
-        return GraphModule(dict(self.constants), self.graph, class_name=_class_name(fn))
+        result = self._map_value(out)
+        mutated = []
+        if self.functionalize:
+            new_values = []
+            for i, (t, node) in enumerate(self._inputs):
+                cur = self._lookup(t)
+                if cur is not node:
+                    mutated.append(i)
+                    new_values.append(cur)
+            result = (result, tuple(new_values))
+        self.graph.output(result)
+        gm = GraphModule(dict(self.constants), self.graph, class_name=_class_name(fn))
+        gm.meta["mutated_inputs"] = mutated
+        return gm
 
     def _placeholders(self, a: Any, name: str) -> None:
         if isinstance(a, Tensor):
@@ -274,6 +301,7 @@ class DispatchTracer:
                 node.meta["val"] = a
             if self._lookup(a) is None:
                 self._track(a, node)
+            self._inputs.append((a, node))
             if self.shape_env is not None:
                 self._sym_sources.append((a, node))
         elif isinstance(a, (list, tuple)):
@@ -290,6 +318,10 @@ class DispatchTracer:
         self._by_data[id(data)] = (data, t.dtype, node)
 
     def _lookup(self, t: Tensor) -> Optional[Node]:
+        if self._base_gen and t._base is not None:
+            gen = self._base_gen.get(id(t._base), 0)
+            if gen != self._view_gen.get(id(t), 0):
+                return self._regenerate_view(t, gen)
         e = self._by_id.get(id(t))
         if e is not None and e[0] is t:
             return e[1]
@@ -299,6 +331,75 @@ class DispatchTracer:
             self._by_id[id(t)] = (t, d[2])
             return d[2]
         return None
+
+    # -- functionalization ---------------------------------------------------------------
+    def _functional_inplace(self, op: Any, args: Tuple[Any, ...]) -> Any:
+        """Record in-place ``op`` as its functional op, then rebind ``self`` to the result.
+
+        The mutation still happens below the tracer (real data is written, a fake
+        tensor's version bumps), so the traced program behaves as it would eagerly;
+        the graph, though, only holds functional ops. A mutated view also
+        rewrites its base (an ``index_put`` of the view's elements into the
+        flattened base), and views of a mutated base made earlier are
+        regenerated from the new base (``as_strided``) when next read."""
+        from ...ops import api
+        target = args[0]
+        new = self.__ember_dispatch__(op.functional, args)
+        if new.dtype != target.dtype:
+            new = self._with_mode(lambda x: x.to(target.dtype), new)
+        if tuple(new.shape) != tuple(target.shape):
+            new = self._with_mode(lambda x: x.expand(*target.shape).clone(), new)
+        self._redispatch(op, args)          # the real effect, unrecorded
+        node = self._node_of(new)
+        base = target._base
+        if base is not None:
+            new_base = self._write_view_into_base(base, target, new)
+            self._rebind(base, self._node_of(new_base))
+            self._base_gen[id(base)] = self._base_gen.get(id(base), 0) + 1
+            self._view_gen[id(target)] = self._base_gen[id(base)]
+        else:
+            self._base_gen[id(target)] = self._base_gen.get(id(target), 0) + 1
+        self._rebind(target, node)
+        return target
+
+    def _rebind(self, t: Tensor, node: Node) -> None:
+        self._by_id[id(t)] = (t, node)
+        data = t._data
+        self._by_data[id(data)] = (data, t.dtype, node)
+
+    def _write_view_into_base(self, base: Tensor, view: Tensor, new: Tensor) -> Tensor:
+        import numpy as np
+        from ...ops import api
+        from ... import types as _t
+        shape, strides = tuple(view.shape), tuple(view.stride())
+        if any(isinstance(x, SymInt) for x in shape + strides) or any(isinstance(x, SymInt) for x in base.shape):
+            raise NotImplementedError("functionalization: an in-place op on a view of a tensor with symbolic "
+                                      "sizes is not supported yet")
+        if not base.is_contiguous():
+            raise NotImplementedError("functionalization: an in-place op on a view of a non-contiguous tensor "
+                                      "is not supported yet")
+        off = int(view.storage_offset()) - int(base.storage_offset())
+        idx = np.full(shape, off, dtype=np.int64)
+        for d, (n, st) in enumerate(zip(shape, strides)):
+            r = np.arange(n, dtype=np.int64) * st
+            idx = idx + r.reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+        from ...tensor import _make
+        index = _make(idx.reshape(-1), base.device, _t.int64)
+
+        def write(b, v):
+            flat = b.reshape(-1)
+            return api.index_put(flat, (index,), v.reshape(-1), False).reshape(b.shape)
+        return self._with_mode(write, base, new)
+
+    def _regenerate_view(self, t: Tensor, gen: int) -> Node:
+        from ...ops import api
+        base = t._base
+        off = t.storage_offset() - base.storage_offset()
+        v = self._with_mode(lambda b: api.as_strided(b, tuple(t.shape), tuple(t.stride()), off), base)
+        node = self._by_id[id(v)][1]
+        self._rebind(t, node)
+        self._view_gen[id(t)] = gen
+        return node
 
     def _node_of(self, t: Tensor) -> Node:
         node = self._lookup(t)
@@ -373,6 +474,8 @@ class DispatchTracer:
         return op in self.decomps or op.name in self.keep
 
     def __ember_dispatch__(self, op: Any, args: Tuple[Any, ...]) -> Any:
+        if self.functionalize and op.functional is not None:
+            return self._functional_inplace(op, args)
         fn = self.decomps.get(op)
         if fn is not None and op not in self._decomposing:
             self._decomposing.add(op)
