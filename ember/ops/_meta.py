@@ -223,3 +223,429 @@ def result_dtype(*args) -> "_t.dtype":
 def tensor_args(*args):
     from ..tensor import Tensor
     return [a for a in args if isinstance(a, Tensor)]
+
+
+# ---------------------------------------------------------------------- numpy's 'K' layout
+def _op_estrides(op, ndim):
+    """An operand's element strides right-aligned to ``ndim`` dims, as numpy's iterator sees
+    them: broadcast (missing or size-1) dims get stride 0, which orders nothing."""
+    if isinstance(op, tuple) and len(op) == 2 and isinstance(op[0], tuple):
+        shape, st = op
+    else:
+        shape = tuple(op.shape)
+        st = tuple(op.stride()) if callable(getattr(op, "stride", None)) else tuple(op.estrides)
+    off = ndim - len(shape)
+    out = [0] * ndim
+    for i, (n, s) in enumerate(zip(shape, st)):
+        if isinstance(n, int) and n == 1:
+            continue
+        out[off + i] = s
+    return out
+
+
+def k_order(ndim: int, *operands) -> Tuple[int, ...]:
+    """The dim order (outermost first) in which numpy's iterator (order 'K') walks ``operands``.
+
+    ``operands`` are Tensors, FakeArrays or ``(shape, estrides)`` pairs, broadcast
+    against ``ndim`` dims. This is numpy's stable insertion sort of the axes by
+    stride magnitude (``npyiter_find_best_axis_ordering``): for two axes, every
+    operand with a nonzero stride on both votes; an operand saying "already in
+    order" wins over one saying "swap" (C order wins conflicts), and axes no
+    operand can order stay in C order. Numpy allocates its outputs dense in this
+    order, which is why ufunc results, reductions and ``astype`` copies of
+    permuted or sliced arrays keep the input's dim order. Strides are compared by
+    their example values (symbolic strides of a dense input order the same way
+    for every size the guards accept)."""
+    sts = [[_hint(s) for s in _op_estrides(op, ndim)] for op in operands]
+    # numpy keeps its axes innermost-first; perm holds C dims, innermost first
+    perm = list(range(ndim - 1, -1, -1))
+    for i0 in range(1, ndim):
+        ipos = i0
+        ax0 = perm[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            ax1 = perm[i1]
+            ambig, swap = True, False
+            for st in sts:
+                s0, s1 = st[ax0], st[ax1]
+                if s0 != 0 and s1 != 0:
+                    if abs(s1) <= abs(s0):
+                        swap = False
+                    elif ambig:
+                        swap = True
+                    ambig = False
+            if not ambig:
+                if swap:
+                    ipos = i1
+                else:
+                    break
+        if ipos != i0:
+            perm.insert(ipos, perm.pop(i0))
+    return tuple(reversed(perm))
+
+
+def k_strides(shape, *operands) -> Tuple[Any, ...]:
+    """Element strides of a fresh numpy result of ``shape`` laid out in the 'K' order of ``operands``."""
+    shape = tuple(shape)
+    return strides_for_permutation(shape, k_order(len(shape), *operands))
+
+
+def k_out(shape, dtype, *operands) -> FakeArray:
+    """The output numpy's elementwise machinery allocates for ``operands`` (order 'K')."""
+    shape = tuple(shape)
+    return FakeArray(shape, dtype, k_strides(shape, *operands))
+
+
+def k_reduced_out(t, dims, keepdim, dtype) -> FakeArray:
+    """A numpy reduction's result over ``dims`` (canonical) of ``t`` (a tensor or a
+    ``(shape, strides)`` operand): the input's 'K' dim order with the reduced dims
+    removed (or kept as size 1)."""
+    shape, st = k_reduced(t, dims, keepdim)
+    return FakeArray(shape, dtype, st)
+
+
+def is_empty(shape) -> bool:
+    """Whether a shape has no elements (a zero size is always a plain int, never a symbol)."""
+    return any(isinstance(s, int) and s == 0 for s in shape)
+
+
+# ---------------------------------------------------------------------- numpy layout simulation
+# The numpy kernels' output strides follow from the sequence of numpy calls
+# they make, and two different rules are involved:
+#
+# * a ufunc (``np.add``, ``np.exp``, ``np.where``, ...) allocates its output in
+#   the nditer's 'K' order: an insertion sort of the axes where an operand
+#   votes only on axis pairs it has two non-zero strides for (broadcast and
+#   size-1 axes abstain), and a pair is swapped only if every voter agrees
+#   (any conflict keeps C order);
+# * ``astype``/``asarray(dtype=)``/``empty_like``/``zeros_like`` copy in
+#   'K' order of one array: a stable sort of the axes by decreasing |stride|,
+#   so an expanded (stride 0) axis goes innermost.
+#
+# The two differ for expanded inputs, so a meta function that must match a
+# kernel's strides replays the kernel's calls on layouts (``NpLayout``)
+# instead of guessing one rule for the whole op. ``pointwise_out`` above
+# models only dense inputs and picks the first full-shape input's order.
+class NpLayout:
+    """Shape and element strides of an intermediate numpy array in a kernel."""
+
+    __slots__ = ("shape", "estrides")
+
+    def __init__(self, shape, estrides):
+        self.shape = tuple(shape)
+        self.estrides = tuple(estrides)
+
+    def __repr__(self):
+        return f"NpLayout({self.shape}, {self.estrides})"
+
+
+def np_layout(x) -> Optional[NpLayout]:
+    """The layout of a kernel argument: a Tensor's own, None for a Python scalar."""
+    if x is None or isinstance(x, NpLayout):
+        return x
+    if hasattr(x, "_data"):
+        return NpLayout(x.shape, x.stride())
+    return None
+
+
+def _is_one(n) -> bool:
+    return isinstance(n, int) and n == 1
+
+
+def _is_zero(s) -> bool:
+    return isinstance(s, int) and s == 0
+
+
+def _dense_from_order(shape, order) -> Tuple[Any, ...]:
+    """Strides of a fresh array laying out ``order`` (innermost axis first)."""
+    st = [0] * len(shape)
+    acc = 1
+    for ax in order:
+        st[ax] = acc
+        n = shape[ax]
+        acc = acc * (max(n, 1) if isinstance(n, int) else n)
+    return tuple(st)
+
+
+def np_ufunc(*xs) -> NpLayout:
+    """Layout of a numpy ufunc's (or ``np.where``'s) freshly allocated output.
+
+    ``xs`` are the operands (Tensors, ``NpLayout`` s, or Python scalars, which
+    are 0-d and take no part). Sizes may be symbolic; strides are compared by
+    their hints (a layout decision, not a size, so no guard is needed)."""
+    ops = [o for o in (np_layout(x) for x in xs) if o is not None]
+    shape = broadcast_shapes(*(o.shape for o in ops)) if ops else ()
+    nd = len(shape)
+
+    def stride(op, ax):
+        off = nd - len(op.shape)
+        if ax < off or _is_one(op.shape[ax - off]) or _is_one(shape[ax]):
+            return 0
+        return op.estrides[ax - off]
+
+    perm = list(range(nd - 1, -1, -1))   # iterator order, innermost first
+    for i0 in range(1, nd):
+        j0 = i0
+        a0 = perm[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            a1 = perm[i1]
+            ambiguous, swap = True, False
+            for op in ops:
+                s0, s1 = stride(op, a0), stride(op, a1)
+                if not _is_zero(s0) and not _is_zero(s1):
+                    if abs(_hint(s1)) <= abs(_hint(s0)):
+                        swap = False
+                    elif ambiguous:
+                        swap = True
+                    ambiguous = False
+            if not ambiguous:
+                if swap:
+                    j0 = i1
+                else:
+                    break
+        if j0 != i0:
+            perm.insert(j0, perm.pop(i0))
+    return NpLayout(shape, _dense_from_order(shape, perm))
+
+
+
+def np_astype(x, changes: bool = True) -> Optional[NpLayout]:
+    """Layout after ``x.astype(dtype, copy=False)``: ``x`` itself unless the dtype ``changes``,
+    else a copy in numpy's 'K' order of ``x`` (also ``empty_like``/``zeros_like``)."""
+    lay = np_layout(x)
+    if lay is None or not changes:
+        return lay
+    nd = len(lay.shape)
+    order = sorted(range(nd), key=lambda d: -abs(_hint(lay.estrides[d])))
+    return NpLayout(lay.shape, _dense_from_order(lay.shape, order[::-1]))
+
+
+def np_contiguous(shape) -> NpLayout:
+    """Layout of a C-ordered fresh array (``np.full``, ``ndarray.copy()``)."""
+    return NpLayout(shape, contiguous_strides(tuple(shape)))
+
+
+def np_out(lay: NpLayout, dtype) -> FakeArray:
+    """A fresh output buffer with layout ``lay`` (the final ``astype`` of a dense result keeps it)."""
+    return FakeArray(lay.shape, dtype, lay.estrides)
+
+
+class ArrayInfo:
+    """A tensor's metadata dressed as the numpy attributes kernels read (``shape``, ``ndim``,
+    ``size``, ``dtype`` as a numpy dtype), so a meta function can call the kernel's own
+    argument checks and raise exactly the kernel's errors. ``size`` may be symbolic."""
+
+    __slots__ = ("shape", "ndim", "size", "dtype")
+
+    def __init__(self, t):
+        self.shape = tuple(t.shape)
+        self.ndim = len(self.shape)
+        self.size = numel(self.shape)
+        dt = t.dtype
+        self.dtype = np.dtype(dt.np if isinstance(dt, _t.dtype) else dt)
+
+
+def info(t):
+    """:class:`ArrayInfo` of a tensor (None stays None)."""
+    return None if t is None else ArrayInfo(t)
+
+
+def _np_contiguous(shape, estrides, fortran=False) -> bool:
+    dims = range(len(shape)) if fortran else range(len(shape) - 1, -1, -1)
+    expected = 1
+    for d in dims:
+        n = shape[d]
+        if isinstance(n, int) and n == 0:
+            return True
+        if isinstance(n, int) and n == 1:
+            continue
+        if not _same(estrides[d], expected):
+            return False
+        expected = expected * n
+    return True
+
+
+def like_strides(shape, estrides) -> Tuple[Any, ...]:
+    """Element strides of numpy's order-'K' copy of an array (``astype``, ``empty_like``,
+    ``array(copy=True)``): C if the array is C-contiguous, F if F-contiguous, else dense
+    with the dims sorted by decreasing ``|stride|`` (ties: earlier dim outer), which puts
+    broadcast (stride-0) dims innermost -- unlike the iterator's order (:func:`k_order`)."""
+    shape, estrides = tuple(shape), tuple(estrides)
+    if len(shape) <= 1 or _np_contiguous(shape, estrides):
+        return contiguous_strides(shape)
+    if _np_contiguous(shape, estrides, fortran=True):
+        return strides_for_permutation(shape, tuple(range(len(shape) - 1, -1, -1)))
+    order = sorted(range(len(shape)), key=lambda d: (-abs(_hint(estrides[d])), d))
+    return strides_for_permutation(shape, tuple(order))
+
+
+def layout(t) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
+    """``(shape, element strides)`` of a tensor or FakeArray, the operand form the 'K' helpers take."""
+    if isinstance(t, tuple):
+        return t
+    st = tuple(t.stride()) if callable(getattr(t, "stride", None)) else tuple(t.estrides)
+    return tuple(t.shape), st
+
+
+def cast_layout(t, copies: bool):
+    """The layout of ``t.astype(...)``: a numpy 'K' copy when ``copies``, else ``t``'s own."""
+    shape, st = layout(t)
+    return (shape, like_strides(shape, st)) if copies else (shape, st)
+
+
+def k_reduced(t, dims, keepdim) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
+    """``(shape, strides)`` of a numpy reduction of operand ``t`` over canonical ``dims``."""
+    shape, _ = layout(t)
+    order = k_order(len(shape), t)
+    dims = set(dims)
+    if keepdim:
+        rshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
+        return rshape, strides_for_permutation(rshape, order)
+    keep = [i for i in range(len(shape)) if i not in dims]
+    pos = {d: j for j, d in enumerate(keep)}
+    rshape = tuple(shape[i] for i in keep)
+    return rshape, strides_for_permutation(rshape, tuple(pos[d] for d in order if d in pos))
+
+
+# ---------------------------------------------------------------------- symbolic-safe size decisions
+def is_symint(x) -> bool:
+    """Is ``x`` a SymInt? (without importing sympy when no ShapeEnv was ever made)."""
+    import sys
+    mod = sys.modules.get("ember.fx.experimental.symbolic_shapes")
+    return mod is not None and isinstance(x, mod.SymInt)
+
+
+def is_size(x) -> bool:
+    """An int-like size argument: a Python/numpy integer or a SymInt (bools excluded)."""
+    import numbers
+    if isinstance(x, bool):
+        return False
+    return isinstance(x, numbers.Integral) or is_symint(x)
+
+
+def as_size(x):
+    """``int(x)`` for integers; a SymInt stays symbolic (``int()`` would specialise it)."""
+    return x if is_symint(x) else int(x)
+
+
+def statically_true(cond) -> bool:
+    """True when a size relation holds for every size the trace covers, decided
+    without a guard (plain bools, and SymBools the ShapeEnv folds statically)."""
+    return cond is True or (isinstance(cond, (bool, np.bool_)) and bool(cond))
+
+
+def smin(a, b):
+    """``min`` of two sizes: plain ints via ``min``; a relation decided statically
+    picks one side; otherwise a symbolic ``Min`` (no guard), like PyTorch's sym_min."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a if a <= b else b
+    le = a <= b
+    if isinstance(le, bool):
+        return a if le else b
+    from ..fx.experimental.symbolic_shapes import sym_min
+    return sym_min(a, b)
+
+
+def smax(a, b):
+    """``max`` of two sizes; see :func:`smin`."""
+    if isinstance(a, int) and isinstance(b, int):
+        return a if a >= b else b
+    ge = a >= b
+    if isinstance(ge, bool):
+        return a if ge else b
+    from ..fx.experimental.symbolic_shapes import sym_max
+    return sym_max(a, b)
+
+
+def np_c_contiguous(shape, estrides) -> bool:
+    """numpy's C_CONTIGUOUS flag: size-1 dims are ignored and an empty array always counts."""
+    if any(isinstance(n, int) and n == 0 for n in shape):
+        return True
+    return is_contiguous(shape, estrides)
+
+
+def _np_f_contiguous(shape, estrides) -> bool:
+    if any(isinstance(n, int) and n == 0 for n in shape):
+        return True
+    return is_contiguous(tuple(reversed(tuple(shape))), tuple(reversed(tuple(estrides))))
+
+
+def keep_order_strides(shape, estrides) -> Tuple[Any, ...]:
+    """Strides of numpy's ``order='K'`` copy of an array (``astype``, ``np.array(copy=True,
+    order='K')``, ``empty_like``): C if the source is C-contiguous, F if F-contiguous,
+    else dense in the order of decreasing source stride (ties by dim index).
+
+    Unlike :func:`pointwise_out` this also follows non-dense sources (numpy
+    sorts their strides). Symbolic strides are compared by their example values:
+    a layout choice, not a size, so no guard."""
+    import functools
+    shape, estrides = tuple(shape), tuple(estrides)
+    nd = len(shape)
+    if nd <= 1 or np_c_contiguous(shape, estrides):
+        return contiguous_strides(shape)
+    if _np_f_contiguous(shape, estrides):
+        return strides_for_permutation(shape, tuple(range(nd - 1, -1, -1)))
+
+    def cmp(i, j):
+        a, b = _hint(estrides[i]), _hint(estrides[j])
+        if a > b:
+            return -1
+        if a < b:
+            return 1
+        return -1 if i < j else 1
+    order = sorted(range(nd), key=functools.cmp_to_key(cmp))
+    return strides_for_permutation(shape, tuple(order))
+
+
+def np_iter_strides(shape, operands) -> Tuple[Any, ...]:
+    """Strides of an output numpy's iterator allocates in ``order='K'`` (ufunc outputs,
+    ``np.where``, fancy-indexing results) for ``operands`` = [(shape, estrides), ...]
+    broadcast (right-aligned) to ``shape``.
+
+    This is numpy's ``npyiter_find_best_axis_ordering``: a stable insertion sort
+    of the axes from the fastest, where a pair of axes is compared only on the
+    operands that have a non-zero stride on both (broadcast and size-1 dims have
+    stride 0), the first such operand deciding a swap and C order winning
+    conflicts. The output is dense in the resulting order. Symbolic strides are
+    compared by their example values (no guard)."""
+    shape = tuple(shape)
+    nd = len(shape)
+    ops = []
+    for oshape, ost in operands:
+        oshape, ost = tuple(oshape), tuple(ost)
+        lead = nd - len(oshape)
+        row = []
+        for d in range(nd):
+            k = d - lead
+            if k < 0 or (isinstance(shape[d], int) and shape[d] == 1) or \
+                    (isinstance(oshape[k], int) and oshape[k] == 1):
+                row.append(0)
+            else:
+                row.append(ost[k])
+        ops.append(row)
+    perm = list(range(nd - 1, -1, -1))          # fastest axis first
+    for i0 in range(1, nd):
+        ipos = i0
+        j0 = perm[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            j1 = perm[i1]
+            ambig, swap = True, False
+            for row in ops:
+                s0, s1 = row[j0], row[j1]
+                if _nonzero(s0) and _nonzero(s1):
+                    if _hint(s1) <= _hint(s0):
+                        swap = False
+                    elif ambig:
+                        swap = True
+                    ambig = False
+            if not ambig:
+                if swap:
+                    ipos = i1
+                else:
+                    break
+        if ipos != i0:
+            perm.insert(ipos, perm.pop(i0))
+    return strides_for_permutation(shape, tuple(reversed(perm)))
+
+
+def _nonzero(s) -> bool:
+    return not (isinstance(s, int) and s == 0)

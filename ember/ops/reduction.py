@@ -941,3 +941,271 @@ for _fn in (max, min, var, std, norm, sort, topk):   # torch has no Tensor.var_m
     setattr(Tensor, _fn.__name__, _fn)
 for _fn in (max, min, var, std, var_mean, std_mean, norm, sort, topk):
     setattr(api, _fn.__name__, _fn)
+
+
+# ---------------------------------------------------------------------- meta functions
+# Output metadata from input metadata (see ember/ops/_meta.py). Argument checks
+# reuse the kernels' own helpers on ``_meta.info(t)`` so fake tensors raise the
+# kernels' errors. Layouts follow numpy: reductions, cumulative ops and
+# elementwise chains keep the input's dim order ('K'); argmax/argsort, fancy
+# indexing (take_along_axis, take) and ascontiguousarray give C order.
+from . import _meta as _M  # noqa: E402
+
+
+def _k_full(a, dtype):
+    return _M.k_out(tuple(a.shape), dtype, a)
+
+
+def _cast(a, dt):
+    """The operand ``a.astype(dt, copy=False)`` as numpy lays it out (a 'K' copy when the dtype changes)."""
+    return _M.cast_layout(a, a.dtype is not dt)
+
+
+def _acc_m(x, dt):
+    """``_acc``: half precision is accumulated in a float32 copy."""
+    return (_M.cast_layout(x, True), _t.float32) if dt.name in _HALF else (x, dt)
+
+
+def _c_out(shape, dtype):
+    return _M.out(tuple(shape), dtype)
+
+
+def _whole(dim):
+    return dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)
+
+
+@_reduction_gather.meta_fn
+def _reduction_gather_meta(a, index, dim):
+    if a.ndim == 0:
+        return _c_out((), a.dtype)
+    return _c_out(index.shape, a.dtype)
+
+
+@_reduction_scatter.meta_fn
+def _reduction_scatter_meta(src, index, dim, size):
+    return _c_out(tuple(size), src.dtype)
+
+
+@sum.meta_fn
+def _sum_meta(a, dim=None, keepdim=False, dtype=None):
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    dt = _sum_dtype(a.dtype, dtype)
+    return _M.k_reduced_out(_cast(a, dt), dims, keepdim, dt)
+
+
+@mean.meta_fn
+def _mean_meta(a, dim=None, keepdim=False, dtype=None):
+    dt = a.dtype if dtype is None else _t.as_dtype(dtype)
+    if not dt.is_floating_point:
+        raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating "
+                           f"point or complex dtype. Got: {dt.legacy_name}")
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    acc = _t.float32 if dt in (_t.float16, _t.bfloat16) else dt
+    return _M.k_reduced_out(_cast(a, acc), dims, keepdim, dt)
+
+
+@prod.meta_fn
+def _prod_meta(a, dim=None, keepdim=False, dtype=None):
+    if dim is not None:
+        dim = wrap_dim(dim, a.ndim)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    dt = _sum_dtype(a.dtype, dtype)
+    return _M.k_reduced_out(_cast(a, dt), dims, keepdim, dt)
+
+
+def _amaxmin_meta(name):
+    def meta(a, dim=(), keepdim=False):
+        dims = reduce_dims(dim, a.ndim)
+        _nonempty(name, _M.info(a), _axes(dims, a.ndim), _whole(dim), RuntimeError)
+        return _M.k_reduced_out(a, _axes(dims, a.ndim), keepdim, a.dtype)
+    return meta
+
+
+amax.meta = _amaxmin_meta("amax")
+amin.meta = _amaxmin_meta("amin")
+
+
+def _full_maxmin_meta(name):
+    def meta(a):
+        _nonempty(name, _M.info(a), (), True, RuntimeError)
+        return _c_out((), a.dtype)
+    return meta
+
+
+_max_full.meta = _full_maxmin_meta("max")
+_min_full.meta = _full_maxmin_meta("min")
+
+
+def _dim_maxmin_meta(name):
+    def meta(a, dim, keepdim=False):
+        d = wrap_dim(dim, a.ndim)
+        if a.ndim == 0:
+            return _c_out((), a.dtype), _c_out((), _t.int64)
+        _nonempty(name, _M.info(a), (d,), False)
+        shape = _M.reduced_shape(a.shape, (d,), keepdim)
+        # values: take_along_axis (fancy indexing, C order); indices: argmax (C order)
+        return _c_out(shape, a.dtype), _c_out(shape, _t.int64)
+    return meta
+
+
+_max_dim.meta = _dim_maxmin_meta("max")
+_min_dim.meta = _dim_maxmin_meta("min")
+
+
+def _argmaxmin_meta(name):
+    def meta(a, dim=None, keepdim=False):
+        if a.dtype is _t.bool_:
+            raise RuntimeError(f"{name}(): does not support bool input")
+        if dim is None:
+            _nonempty(name, _M.info(a), (), True)
+            return _c_out((1,) * a.ndim if keepdim else (), _t.int64)
+        d = wrap_dim(dim, a.ndim)
+        if a.ndim == 0:
+            return _c_out((), _t.int64)
+        _nonempty(name, _M.info(a), (d,), False)
+        return _c_out(_M.reduced_shape(a.shape, (d,), keepdim), _t.int64)
+    return meta
+
+
+argmax.meta = _argmaxmin_meta("argmax")
+argmin.meta = _argmaxmin_meta("argmin")
+
+
+def _var_core_meta(a, dim, correction, keepdim, name):
+    """(var, mean) metadata, with the kernel's dtype error and degrees-of-freedom warning."""
+    _check_float_var(_M.info(a), name)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    n = _M._hint(_numel_of(tuple(a.shape), dims))     # the warning is advice: decide it without a guard
+    c = 1 if correction is None else correction
+    if n - c <= 0:
+        warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                      f"reduction factor (input numel divided by output numel).", UserWarning, stacklevel=4)
+    x, _ = _acc_m(a, a.dtype)
+    return (_M.k_reduced_out(x, dims, keepdim, a.dtype), _M.k_reduced_out(x, dims, keepdim, a.dtype))
+
+
+_var.meta = lambda a, dim=None, correction=None, keepdim=False: _var_core_meta(a, dim, correction, keepdim,
+                                                                               "var")[0]
+_std.meta = lambda a, dim=None, correction=None, keepdim=False: _var_core_meta(a, dim, correction, keepdim,
+                                                                               "std")[0]
+_var_mean.meta = lambda a, dim=None, correction=None, keepdim=False: _var_core_meta(a, dim, correction,
+                                                                                    keepdim, "var_mean")
+_std_mean.meta = lambda a, dim=None, correction=None, keepdim=False: _var_core_meta(a, dim, correction,
+                                                                                    keepdim, "std_mean")
+
+
+@linalg_vector_norm.meta_fn
+def _linalg_vector_norm_meta(a, ord=2, dim=None, keepdim=False, dtype=None):
+    _check_float_norm(_M.info(a), dtype)
+    out_dt = a.dtype if dtype is None else _t.as_dtype(dtype)
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    p = float(ord)
+    if math.isinf(p):
+        for d in dims:
+            if _M.is_empty((a.shape[d],)):
+                raise RuntimeError(f"linalg.vector_norm cannot compute the {'' if p > 0 else '-'}inf norm "
+                                   f"on the dimension {d} because this dimension is empty and the "
+                                   f"operation does not have an identity")
+    x, _ = _acc_m(_cast(a, out_dt), out_dt)
+    return _M.k_reduced_out(x, dims, keepdim, out_dt)
+
+
+@logsumexp.meta_fn
+def _logsumexp_meta(a, dim, keepdim=False):
+    dt = a.dtype if a.dtype.is_floating_point else _t.get_default_dtype()
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    x, _ = _acc_m(_cast(a, dt), dt)
+    if not _M.is_empty(a.shape):
+        return _M.k_reduced_out(x, dims, keepdim, dt)
+    # empty input: the kernel's shift is a fresh C-order array that also orders the result
+    shape = tuple(a.shape)
+    mshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
+    m = (mshape, _M.contiguous_strides(mshape))
+    z = (shape, _M.k_strides(shape, x, m))
+    s = _M.k_reduced_out(_M.FakeArray(shape, dt, z[1]), dims, True, dt)
+    order = _M.k_order(len(shape), s, m)
+    keep = [i for i in range(len(shape)) if keepdim or i not in dims]
+    rshape = tuple(mshape[i] for i in keep)
+    pos = {d: j for j, d in enumerate(keep)}
+    return _M.out(rshape, dt, _M.strides_for_permutation(rshape, tuple(pos[d] for d in order if d in pos)))
+
+
+@_reverse_cumsum.meta_fn
+def _reverse_cumsum_meta(a, dim):
+    if a.ndim == 0:
+        return _c_out((), a.dtype)
+    wrap_dim(dim, a.ndim)
+    return _c_out(a.shape, a.dtype)
+
+
+def _cum_meta(a, dim, dtype=None):
+    wrap_dim(dim, a.ndim)
+    out_dt = _sum_dtype(a.dtype, dtype)
+    if a.ndim == 0:
+        return _c_out((), out_dt)
+    return _M.k_out(tuple(a.shape), out_dt, _cast(a, out_dt))
+
+
+cumsum.meta = _cum_meta
+cumprod.meta = _cum_meta
+
+
+def _allany_meta(a, dim=None, keepdim=False):
+    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    return _M.k_reduced_out(a, dims, keepdim, _t.uint8 if a.dtype is _t.uint8 else _t.bool_)
+
+
+all.meta = _allany_meta
+any.meta = _allany_meta
+
+
+def _softmax_meta(name):
+    def meta(a, dim, half_to_float=False):
+        if not a.dtype.is_floating_point:
+            d = wrap_dim(dim, a.ndim)
+            impl = f"{name}_lastdim_kernel_impl" if d == builtins.max(a.ndim, 1) - 1 else f"{name}_kernel_impl"
+            raise NotImplementedError(f'"{impl}" not implemented for \'{a.dtype.legacy_name}\'')
+        d = wrap_dim(dim, a.ndim)
+        dt = _t.float32 if half_to_float else a.dtype
+        if a.ndim == 0:
+            return _c_out((), dt)
+        x, _ = _acc_m(a, a.dtype)
+        if _M.is_empty(a.shape):
+            return _M.k_out(tuple(a.shape), dt, x)
+        # x - max(x, keepdims): the shift is a fresh array in x's order that votes too
+        shape = tuple(a.shape)
+        m = _M.k_reduced(x, (d,), True)
+        return _M.k_out(shape, dt, x, m)
+    return meta
+
+
+_softmax.meta = _softmax_meta("softmax")
+_log_softmax.meta = _softmax_meta("log_softmax")
+
+
+@_sort.meta_fn
+def _sort_meta(a, dim=-1, descending=False, stable=False):
+    wrap_dim(dim, a.ndim)
+    if a.ndim == 0:
+        return _c_out((), a.dtype), _c_out((), _t.int64)
+    return _c_out(a.shape, a.dtype), _c_out(a.shape, _t.int64)
+
+
+@argsort.meta_fn
+def _argsort_meta(a, dim=-1, descending=False, stable=False):
+    wrap_dim(dim, a.ndim)
+    return _c_out(a.shape if a.ndim else (), _t.int64)
+
+
+@_topk.meta_fn
+def _topk_meta(a, k, dim=-1, largest=True, sorted=True):
+    d = wrap_dim(dim, a.ndim)
+    if a.dtype is _t.bool_:
+        raise RuntimeError("topk does not support bool dtypes on CPU")
+    n = a.shape[d] if a.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if a.ndim == 0:
+        return _c_out((), a.dtype), _c_out((), _t.int64)
+    shape = tuple(k if i == d else s for i, s in enumerate(a.shape))
+    return _c_out(shape, a.dtype), _c_out(shape, _t.int64)
