@@ -20,6 +20,12 @@ from __future__ import annotations
 
 from ._defprim import PRIMS, PrimError
 from . import elementwise as _elementwise  # noqa: F401
+from . import reductions as _reductions  # noqa: F401
+from . import views as _views  # noqa: F401
+from . import indexing as _indexing  # noqa: F401
+from . import creation as _creation  # noqa: F401
+from . import random as _random  # noqa: F401
+from . import extern as _extern  # noqa: F401
 
 for _name, _b in PRIMS.items():
     globals()[_name] = _b

@@ -24,7 +24,7 @@ from ..ops import _meta
 from ._defprim import (check_dtype, check_operands, compute_np, defprim, dtype_of, fail, finish,
                        is_scalar, scalar_array)
 
-__all__ = []
+__all__: list = []   # prim names defined here (bound in ember.prims)
 
 FLOAT = frozenset({"floating"})
 INT = frozenset({"integer"})
@@ -34,8 +34,9 @@ ANY = frozenset({"integer", "floating", "bool"})
 
 
 def _export(b):
+    """Prims are exported by ``ember.prims`` (from ``PRIMS``), not as module globals here:
+    names like ``slice``, ``sum``, ``abs``, ``round`` would shadow builtins."""
     __all__.append(b.__name__)
-    globals()[b.__name__] = b
     return b
 
 
