@@ -1,0 +1,207 @@
+"""The runtime wrapper: compiled forward and backward graphs plugged into eager autograd.
+
+``aot_function(fn, example_inputs, fw_compiler, bw_compiler)`` returns a
+callable taking the flat input tensors. Called with grad mode on and an input
+that requires grad, it runs the compiled forward inside a custom autograd
+``Function`` named ``CompiledFunction``: its outputs have ``grad_fn`` =
+``CompiledFunctionBackward``, whose backward runs the compiled backward graph on
+the saved values and the incoming gradients. Otherwise it runs an inference
+graph (forward only, traced on first use).
+
+Mutated inputs (BatchNorm running stats, ``x.add_(...)``, ``x[i] = v``) come
+back from the forward graph as new values and are written into the caller's
+tensors after each call, in place, so eager semantics hold.
+
+Double backward (``create_graph=True``) is not compiled: the backward then
+re-runs the original function eagerly on the saved inputs and differentiates
+it with the autograd engine (logged), which is correct and differentiable.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any, Callable, List, Optional, Sequence
+
+from .._state import STATE
+from ..autograd.function import Function
+from ..autograd.grad_mode import enable_grad, no_grad
+from ..tensor import Tensor
+from .joint import AOTUnsupported, JointGraph, trace_joint
+from .partition import partition
+
+log = logging.getLogger("ember.aot")
+
+
+def _logs() -> set:
+    return {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",") if s.strip()}
+
+
+def _emit(kind: str, title: str, text: str) -> None:
+    if kind in _logs():
+        msg = f"===== {title} =====\n{text}"
+        if log.handlers or logging.getLogger().handlers:
+            log.info(msg)
+        else:
+            print(msg)
+
+
+class AOTModule:
+    """A function compiled into forward/backward graphs (see the module docstring)."""
+
+    def __init__(self, fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
+                 fw_compiler: Callable, bw_compiler: Callable, decompositions: Optional[dict] = None,
+                 dynamic: bool = False, memory_budget: Optional[float] = None,
+                 inference_compiler: Optional[Callable] = None):
+        self.fn = fn
+        self.fw_compiler = fw_compiler
+        self.bw_compiler = bw_compiler
+        self.inference_compiler = inference_compiler or fw_compiler
+        self.decompositions = decompositions
+        self.dynamic = dynamic
+        self.memory_budget = memory_budget
+        self.example_inputs = list(example_inputs)
+        self._training = None       # (joint, fw, bw, n_saved, tensor mask, FunctionClass)
+        self._inference = None      # (joint, compiled forward)
+        self.report = None
+        self.timings = {}
+
+    # -- compilation -------------------------------------------------------------------
+    def _compile_training(self):
+        t0 = time.perf_counter()
+        joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
+                            dynamic=self.dynamic, inference=False)
+        self.timings["aot_trace_joint"] = time.perf_counter() - t0
+        if joint.inference:
+            self._training = False
+            return
+        _emit("aot_joint_graph", "aot joint graph", joint.gm.code)
+        t0 = time.perf_counter()
+        fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
+        self.timings["aot_partition"] = time.perf_counter() - t0
+        self.report = report
+        _emit("aot_graphs", "aot forward graph", fw_gm.code)
+        _emit("aot_graphs", "aot backward graph", bw_gm.code)
+        _emit("aot_graphs", "aot partition", str(report))
+        fw_examples = self.example_inputs
+        t0 = time.perf_counter()
+        fw = self.fw_compiler(fw_gm, fw_examples)
+        saved_vals = [s.meta.get("val") for s in saved]
+        tangent_vals = [n.meta.get("val") for n in joint.gm.graph.nodes if n.op == "placeholder"][joint.num_primals:]
+        bw = self.bw_compiler(bw_gm, saved_vals + tangent_vals)
+        self.timings["aot_compile"] = time.perf_counter() - t0
+        is_tensor = [s.meta.get("val") is not None or "tensor_meta" in s.meta for s in saved]
+        self._training = (joint, fw, bw, len(saved), is_tensor, _make_function_class(self, joint))
+
+    def _compile_inference(self):
+        t0 = time.perf_counter()
+        joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
+                            dynamic=self.dynamic, inference=True)
+        self.timings["aot_trace_inference"] = time.perf_counter() - t0
+        _emit("aot_graphs", "aot inference graph", joint.gm.code)
+        fw_gm = _flatten_inference(joint)
+        self._inference = (joint, self.inference_compiler(fw_gm, self.example_inputs))
+
+    # -- calling -------------------------------------------------------------------------
+    def __call__(self, *inputs: Tensor) -> Any:
+        training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in inputs)
+        if training:
+            if self._training is None:
+                self._compile_training()
+            if self._training is not False:
+                joint, fw, bw, n_saved, is_tensor, cls = self._training
+                outs = cls.apply(*inputs)
+                outs = outs if isinstance(outs, tuple) else (outs,)
+                return outs if joint.output_is_tuple else outs[0]
+        if self._inference is None:
+            self._compile_inference()
+        joint, fw = self._inference
+        with no_grad():
+            res = fw(*inputs)
+        n = joint.num_outputs
+        outs = tuple(res[:n])
+        _write_back(inputs, joint.mutated_inputs, res[n:n + len(joint.mutated_inputs)])
+        return outs if joint.output_is_tuple else outs[0]
+
+
+def _flatten_inference(joint: JointGraph):
+    """The inference graph returns ((outs...), (mutated...)): make it one flat tuple."""
+    from ..fx.graph_module import GraphModule
+    g = joint.gm.graph
+    out = next(n for n in g.nodes if n.op == "output")
+    outs, mutated = out.args[0]
+    out.args = (tuple(outs) + tuple(mutated),)
+    return GraphModule(joint.gm, g, class_name="InferenceGraph")
+
+
+def _write_back(inputs, positions, values):
+    if not positions:
+        return
+    with no_grad():
+        for i, v in zip(positions, values):
+            inputs[i].copy_(v)
+
+
+def _make_function_class(aot: AOTModule, joint: JointGraph):
+    n_out = joint.num_outputs
+    n_mut = len(joint.mutated_inputs)
+    diff = set(joint.diff_outputs)
+
+    def forward(ctx, *inputs):
+        _, fw, bw, n_saved, is_tensor, _cls = aot._training
+        res = fw(*inputs)
+        outs = tuple(res[:n_out])
+        _write_back(inputs, joint.mutated_inputs, res[n_out:n_out + n_mut])
+        saved = res[n_out + n_mut:]
+        tensors = [s for s, t in zip(saved, is_tensor) if t and isinstance(s, Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.saved_layout = [isinstance(s, Tensor) for s in saved]
+        ctx.saved_other = [s for s in saved if not isinstance(s, Tensor)]
+        ctx.inputs = inputs
+        nondiff = [o for i, o in enumerate(outs) if i not in diff]
+        if nondiff:
+            ctx.mark_non_differentiable(*nondiff)
+        return outs if len(outs) != 1 else outs[0]
+
+    def backward(ctx, *grads):
+        _, fw, bw, n_saved, is_tensor, _cls = aot._training
+        if STATE.grad_enabled:
+            return _eager_double_backward(aot, joint, ctx, grads)
+        tensors = iter(ctx.saved_tensors)
+        others = iter(ctx.saved_other)
+        saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
+        tangents = [grads[i] for i in joint.diff_outputs]
+        res = bw(*saved, *tangents)
+        out = [None] * joint.num_primals
+        for pos, g in zip(joint.grad_inputs, res):
+            out[pos] = g
+        return tuple(out)
+
+    return type("CompiledFunction", (Function,), {"forward": staticmethod(forward),
+                                                  "backward": staticmethod(backward)})
+
+
+def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
+    """create_graph=True: differentiate the original function eagerly (differentiable grads)."""
+    log.info("aot: create_graph=True backward runs the original function eagerly (compiled backward "
+             "graphs are not differentiable)")
+    from ..autograd import grad as _grad
+    inputs = ctx.inputs
+    with enable_grad():
+        outs = aot.fn(*inputs)
+        outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+        diff = [outs[i] for i in joint.diff_outputs]
+        gouts = [grads[i] for i in joint.diff_outputs]
+        wrt = [inputs[i] for i in joint.grad_inputs]
+        res = _grad(diff, wrt, grad_outputs=gouts, create_graph=True, allow_unused=True)
+    out = [None] * joint.num_primals
+    for pos, g in zip(joint.grad_inputs, res):
+        out[pos] = g
+    return tuple(out)
+
+
+def aot_function(fn, example_inputs, *, fw_compiler, bw_compiler=None, decompositions=None,
+                 dynamic=False, memory_budget=None, inference_compiler=None) -> AOTModule:
+    return AOTModule(fn, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler or fw_compiler,
+                     decompositions=decompositions, dynamic=dynamic, memory_budget=memory_budget,
+                     inference_compiler=inference_compiler)
