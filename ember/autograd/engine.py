@@ -16,6 +16,8 @@ from __future__ import annotations
 import heapq
 import warnings
 
+import numpy as _np
+
 from .._state import STATE
 from ..tensor import Tensor, _make
 from .graph import AccumulateGrad, gradient_edge
@@ -56,26 +58,22 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
 
     # -- 1. discovery (and, when every node runs, dependency counts in the same pass)
     selective = capture is not None or accumulate_only is not None
-    parents = {}
     deps = {}
     seen = set(root_nodes)
     stack = list(seen)
-    while stack:
-        n = stack.pop()
-        for e in n.next_edges:
-            if e is None:
-                continue
-            c = e[0]
-            if selective:
-                parents.setdefault(c, []).append(n)
-            else:
-                deps[c] = deps.get(c, 0) + 1
-            if c not in seen:
-                seen.add(c)
-                stack.append(c)
-
-    # -- which nodes run
     if selective:
+        parents = {}
+        while stack:
+            n = stack.pop()
+            for e in n.next_edges:
+                if e is None:
+                    continue
+                c = e[0]
+                parents.setdefault(c, []).append(n)
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        # -- which nodes run
         targets = set()
         for e in capture or ():
             if e is not None:
@@ -97,6 +95,19 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                 if e is not None:
                     deps[e[0]] = deps.get(e[0], 0) + 1
     else:
+        while stack:
+            for e in stack.pop().next_edges:
+                if e is None:
+                    continue
+                c = e[0]
+                d = deps.get(c)
+                if d is None:
+                    deps[c] = 1
+                    if c not in seen:
+                        seen.add(c)
+                        stack.append(c)
+                else:
+                    deps[c] = d + 1
         runs = seen
 
     capture_at = {}
@@ -116,36 +127,46 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
     heap = []
     pushed = set()
     for n in root_nodes:
-        if deps.get(n, 0) == 0 and n not in pushed:
+        if n not in deps and n not in pushed:
             pushed.add(n)
             heapq.heappush(heap, (-n._seq, id(n), n))
 
-    prev_grad_mode = STATE.grad_enabled
-    STATE.grad_enabled = create_graph
+    accumulating = accumulate and accumulate_only is None
+    st = STATE
+    prev_grad_mode = st.grad_enabled
+    st.grad_enabled = create_graph
     try:
         while heap:
-            _, _, node = heapq.heappop(heap)
+            node = heapq.heappop(heap)[2]
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = [None] * node._n_out
-            buf = _run_pre_hooks(node, buf)
-            hits = capture_at.get(node)
-            if hits:
-                for nr, i in hits:
-                    captured[i] = buf[nr]
-            if isinstance(node, AccumulateGrad):
-                if accumulate and (accumulate_only is None or node in accumulate_only):
-                    if buf[0] is not None:
-                        _accumulate(node.variable, buf[0], create_graph)
+            if node._tensor_pre_hooks or node._retain_grad_hooks or node._pre_hooks:
+                buf = _run_pre_hooks(node, buf)
+            if capture_at:
+                hits = capture_at.get(node)
+                if hits:
+                    for nr, i in hits:
+                        captured[i] = buf[nr]
+            if type(node) is AccumulateGrad or isinstance(node, AccumulateGrad):
+                if accumulating or accumulate and node in accumulate_only:
+                    g = buf[0]
+                    if g is not None:
+                        _accumulate(node.variable, g, create_graph)
                 continue
-            if node not in runs:
+            if selective and node not in runs:
                 continue
-            if all(g is None for g in buf) and not hasattr(node, "_forward_cls"):
-                # no gradient reached this op: its inputs get none either. (Custom
-                # Functions still run, with zero-filled grads, as in PyTorch.)
-                grads = [None] * len(node.next_edges)
+            for g in buf:
+                if g is not None:
+                    grads = _call_node(node, buf)
+                    break
             else:
-                grads = _call_node(node, buf)
+                if hasattr(node, "_forward_cls"):
+                    # Custom Functions still run, with zero-filled grads, as in PyTorch.
+                    grads = _call_node(node, buf)
+                else:
+                    # no gradient reached this op: its inputs get none either.
+                    grads = [None] * len(node.next_edges)
             if node._hooks:
                 for h in list(node._hooks.values()):
                     r = h(tuple(grads), tuple(buf))
@@ -153,24 +174,30 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                         grads = list(r)
             if not retain_graph:
                 node.release()
-            for e, g in zip(node.next_edges, grads):
+            k = 0
+            for e in node.next_edges:
+                g = grads[k]
+                k += 1
                 if e is None:
                     continue
                 child, nr = e
-                if child not in runs and child not in capture_at and not isinstance(child, AccumulateGrad):
+                if selective and child not in runs and child not in capture_at \
+                        and not isinstance(child, AccumulateGrad):
                     continue
                 if g is not None:
                     cb = buffers.get(child)
                     if cb is None:
                         cb = buffers[child] = [None] * child._n_out
-                    cb[nr] = _add(cb[nr], g)
+                        cb[nr] = g
+                    else:
+                        cb[nr] = _add(cb[nr], g)
                 d = deps.get(child, 1) - 1
                 deps[child] = d
                 if d == 0 and child not in pushed:
                     pushed.add(child)
                     heapq.heappush(heap, (-child._seq, id(child), child))
     finally:
-        STATE.grad_enabled = prev_grad_mode
+        st.grad_enabled = prev_grad_mode
     return captured
 
 
@@ -200,7 +227,8 @@ def _run_pre_hooks(node, buf):
 
 
 def _call_node(node, buf):
-    if STATE.anomaly:
+    anomaly = STATE.anomaly
+    if anomaly:
         try:
             grads = node.apply(buf)
         except Exception:
@@ -208,28 +236,34 @@ def _call_node(node, buf):
             raise
     else:
         grads = node.apply(buf)
-    grads = list(grads)
-    if len(grads) != len(node.next_edges):
+    if type(grads) is not list:
+        grads = list(grads)
+    edges = node.next_edges
+    if len(grads) != len(edges):
         raise RuntimeError(f"function {node.name()} returned an incorrect number of gradients "
-                           f"(expected {len(node.next_edges)}, got {len(grads)})")
+                           f"(expected {len(edges)}, got {len(grads)})")
     metas = node._in_meta
-    for i, g in enumerate(grads):
+    i = -1
+    for g in grads:
+        i += 1
         if g is None:
             continue
         if type(g) is not Tensor and not isinstance(g, Tensor):
             raise TypeError(f"function {node.name()} returned a gradient of type {type(g).__name__} "
                             f"at index {i}; expected a Tensor or None")
-        if node.next_edges[i] is None:
+        if edges[i] is None:
             grads[i] = None
             continue
-        if metas is not None and metas[i] is not None:
-            shape, dtype, device = metas[i]
-            if g._data.shape != shape and tuple(g._data.shape) != tuple(shape):
-                raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
-                                   f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
-            if g.dtype is not dtype:
-                grads[i] = g.to(dtype)
-        if STATE.anomaly and STATE.anomaly_check_nan and g.dtype.is_floating_point:
+        if metas is not None:
+            m = metas[i]
+            if m is not None:
+                shape, dtype, device = m
+                if g._data.shape != shape and tuple(g._data.shape) != tuple(shape):
+                    raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
+                                       f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
+                if g.dtype is not dtype:
+                    grads[i] = g.to(dtype)
+        if anomaly and STATE.anomaly_check_nan and g.dtype.is_floating_point:
             if bool(_isnan_any(g)):
                 _warn_anomaly(node)
                 raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
@@ -296,16 +330,16 @@ def _make_roots(tensors, grad_tensors, create_graph, fn_name):
         if edge is None:
             raise RuntimeError(f"element {i} of tensors does not require grad and does not have a grad_fn")
         if g is None:
-            if t.numel() != 1:
+            data = t._data
+            if data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if not t.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
                                    f"{t.dtype}")
-            import numpy as _np
             if t.device.type == "cpu":
-                g = _make(_np.ones(t._data.shape, dtype=t._data.dtype), t.device, t.dtype)
-            else:
-                g = _api().ones_like(t)
+                roots.append((edge, _make(_np.ones(data.shape, dtype=data.dtype), t.device, t.dtype)))
+                continue
+            g = _api().ones_like(t)
         elif not isinstance(g, Tensor):
             from ..ops import api
             g = api.tensor(g, dtype=t.dtype, device=t.device)
