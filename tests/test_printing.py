@@ -33,12 +33,7 @@ def _torch():
 
 
 def _ember_tensor_api():
-    try:
-        import ember
-    except Exception as exc:  # pragma: no cover - core broken
-        pytest.skip(f"ember does not import: {exc!r}")
-    if not hasattr(ember, "tensor"):
-        pytest.skip("ember.tensor is not implemented yet")
+    import ember
     return ember
 
 

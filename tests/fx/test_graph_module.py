@@ -15,17 +15,6 @@ from ember.fx import GraphModule, Tracer  # noqa: E402
 from ember.fx.passes import ShapeProp  # noqa: E402
 
 
-def _has_functional():
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("ember.nn.functional") is not None
-    except ImportError:
-        return False
-
-
-# running nn.Linear needs ember.nn.functional (written concurrently)
-needs_functional = pytest.mark.skipif(not _has_functional(), reason="ember.nn.functional not available yet")
 
 
 def to_np(t):
@@ -76,7 +65,6 @@ def test_trace_module_structure():
     assert type(gm).__name__ == "Net"
 
 
-@needs_functional
 def test_graph_module_numerics_and_parameters_shared():
     m = Net()
     gm = fx.symbolic_trace(m)
@@ -89,7 +77,6 @@ def test_graph_module_numerics_and_parameters_shared():
     assert "shift" in dict(gm.named_buffers())
 
 
-@needs_functional
 def test_recompile_after_edit_and_code_roundtrip():
     m = Net()
     gm = fx.symbolic_trace(m)
@@ -113,7 +100,6 @@ def test_recompile_after_edit_and_code_roundtrip():
     np.testing.assert_allclose(to_np(h2), to_np(h), rtol=1e-6)
 
 
-@needs_functional
 def test_leaf_module_override():
     class T(Tracer):
         def is_leaf_module(self, m, qualname):
@@ -127,7 +113,6 @@ def test_leaf_module_override():
     np.testing.assert_allclose(to_np(gm(x)[1]), to_np(m(x)[1]), rtol=1e-6)
 
 
-@needs_functional
 def test_graph_module_from_dict_and_print_readable():
     g = fx.Graph()
     x = g.placeholder("x")
@@ -146,7 +131,6 @@ def test_graph_module_from_dict_and_print_readable():
         GraphModule({}, g)
 
 
-@needs_functional
 def test_deepcopy_and_dce_on_graph_module():
     m = Net()
     gm = fx.symbolic_trace(m)
@@ -157,7 +141,6 @@ def test_deepcopy_and_dce_on_graph_module():
     np.testing.assert_allclose(to_np(gm2(x)[1]), to_np(gm(x)[1]), rtol=1e-6)
 
 
-@needs_functional
 def test_transformer_rewrites_and_returns_graph_module():
     m = Net()
     gm = fx.symbolic_trace(m)
@@ -178,7 +161,6 @@ def test_transformer_rewrites_and_returns_graph_module():
     np.testing.assert_allclose(to_np(new(x)[1]), to_np(expect), rtol=1e-6)
 
 
-@needs_functional
 def test_shape_prop():
     m = Net()
     gm = fx.symbolic_trace(m)

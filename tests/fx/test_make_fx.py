@@ -183,12 +183,7 @@ def test_training_step_with_sgd_update_mutates_inputs_like_eager():
     close(mine, params)
 
 
-@pytest.mark.skipif(not hasattr(ember.nn, "Linear"), reason="ember.nn.Linear not available")
 def test_nn_linear_mlp_training_step():
-    try:
-        import ember.nn.functional  # noqa: F401
-    except ImportError:
-        pytest.skip("ember.nn.functional not available yet")
     model = ember.nn.Sequential(ember.nn.Linear(6, 8), ember.nn.Linear(8, 3))
     params = list(model.parameters())
 
