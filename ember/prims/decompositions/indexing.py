@@ -1,0 +1,275 @@
+"""Decompositions of the indexing ops (ember/ops/indexing.py) into prims.
+
+Integer advanced indexing (``index``, ``index_put``) becomes a permute that
+brings the indexed dims to the front, one linear index computed from the
+index tensors (negative indices wrapped with ``where``), and
+``prims.index_select`` / ``prims.index_put``; PyTorch's placement rule for
+the advanced dims (in place when the index tensors are adjacent, first
+otherwise) is applied with a final permute. The ``index_*`` family and
+``take``/``put`` become ``scatter``/``scatter_add``/``index_put`` with the
+index vector broadcast to the source's shape.
+
+Left whole (the decomposition returns ``NotImplemented``): boolean-mask
+indices, ``masked_select`` and ``nonzero`` (their output shape depends on the
+data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
+``prod``/``amax``/``amin`` (no prim reduces by product/max into a scatter
+target). Bounds errors that the kernels raise from the index values cannot be
+raised by a graph: a decomposition assumes in-range indices.
+"""
+from __future__ import annotations
+
+from ... import types as _t
+from ...ops._helpers import broadcast_shapes, wrap_dim
+from . import register_decomposition
+from .shape import bcast, bcast_to_dims, flat, full, inverse_perm, numel, permute, reshape, to, wrap_index
+
+from ember import prims  # noqa: E402
+
+
+def _is_mask(t):
+    return t.dtype is _t.bool_ or t.dtype is _t.uint8
+
+
+def _adv_plan(x, indices):
+    """Permutation bringing the indexed dims first, the index tensors (wrapped, broadcast, int64),
+    their broadcast shape, and where the broadcast dims go in the result; None for masks."""
+    idx_dims, tensors = [], []
+    for d, ix in enumerate(indices):
+        if ix is None:
+            continue
+        if _is_mask(ix) or d >= x.ndim:
+            return None
+        idx_dims.append(d)
+        tensors.append(ix)
+    if not tensors:
+        return None
+    rest = [d for d in range(x.ndim) if d not in idx_dims]
+    perm = idx_dims + rest
+    bshape = broadcast_shapes(*[tuple(t.shape) for t in tensors])
+    wrapped = [bcast(wrap_index(t, x.shape[d]), bshape) for d, t in zip(idx_dims, tensors)]
+    adjacent = idx_dims == list(range(idx_dims[0], idx_dims[-1] + 1))
+    pos = idx_dims[0] if adjacent else 0
+    return perm, idx_dims, rest, wrapped, tuple(bshape), pos
+
+
+def _result_perm(nb, n_rest_before, n_rest_after):
+    """Permutation from (broadcast dims, rest dims) to the result's dim order."""
+    b = list(range(nb))
+    before = list(range(nb, nb + n_rest_before))
+    after = list(range(nb + n_rest_before, nb + n_rest_before + n_rest_after))
+    return before + b + after
+
+
+@register_decomposition("index")
+def index(x, indices):
+    plan = _adv_plan(x, list(indices))
+    if plan is None:
+        return NotImplemented        # boolean masks: data-dependent shape, kept whole
+    perm, idx_dims, rest, wrapped, bshape, pos = plan
+    xp = permute(x, perm)
+    ishape = [x.shape[d] for d in idx_dims]
+    rshape = [x.shape[d] for d in rest]
+    # one linear index into the flattened indexed dims
+    lin, mult = None, 1
+    for t, n in zip(reversed(wrapped), reversed(ishape)):
+        term = t if mult == 1 else prims.mul(t, mult)
+        lin = term if lin is None else prims.add(lin, term)
+        mult *= n
+    xf = reshape(xp, [numel(ishape)] + rshape)
+    out = prims.index_select(xf, 0, flat(lin))
+    out = reshape(out, list(bshape) + rshape)
+    n_before = len([d for d in rest if d < pos])
+    return permute(out, _result_perm(len(bshape), n_before, len(rest) - n_before))
+
+
+@register_decomposition("index_put")
+def index_put(x, indices, values, accumulate=False):
+    if values.dtype is not x.dtype:
+        return NotImplemented        # the kernel raises PyTorch's dtype error
+    plan = _adv_plan(x, list(indices))
+    if plan is None:
+        return NotImplemented
+    perm, idx_dims, rest, wrapped, bshape, pos = plan
+    rshape = [x.shape[d] for d in rest]
+    n_before = len([d for d in rest if d < pos])
+    rperm = _result_perm(len(bshape), n_before, len(rest) - n_before)
+    target = [0] * len(rperm)
+    full_shape = list(bshape) + rshape
+    for i, p in enumerate(rperm):
+        target[i] = full_shape[p]
+    v = bcast(values, target)                         # values broadcast to the indexing result
+    v = permute(v, inverse_perm(rperm))               # -> (broadcast dims, rest dims)
+    out = prims.index_put(permute(x, perm), tuple(wrapped), v, bool(accumulate))
+    return permute(out, inverse_perm(perm))
+
+
+# ---------------------------------------------------------------------- gather / scatter
+def _as1d(x):
+    return reshape(x, (1,)) if x.ndim == 0 else x
+
+
+def _src_part(src, idx):
+    if tuple(src.shape) == tuple(idx.shape):
+        return src
+    return prims.slice(src, [0] * src.ndim, list(idx.shape))
+
+
+@register_decomposition("gather")
+def gather(x, dim, index, sparse_grad=False):
+    if index.dtype is not _t.int64:
+        return NotImplemented
+    if x.ndim == 0:
+        out = prims.index_select(reshape(x, (1,)), 0, flat(index))
+        return reshape(out, tuple(index.shape))
+    if index.ndim != x.ndim:
+        return NotImplemented
+    return prims.gather(x, wrap_dim(dim, x.ndim), index)
+
+
+@register_decomposition("scatter")
+def scatter(x, dim, index, src, reduce=None):
+    scalar = not hasattr(src, "shape")
+    if reduce not in (None, "add") or index.dtype is not _t.int64:
+        return NotImplemented        # reduce='multiply': no prim multiplies into a scatter target
+    if not scalar and src.dtype is not x.dtype:
+        return NotImplemented
+    out = _as1d(x)
+    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
+    if idx.ndim != out.ndim:
+        return NotImplemented
+    d = wrap_dim(dim, out.ndim)
+    if scalar:
+        vals = full(tuple(idx.shape), src, x.dtype, x.device)
+    else:
+        vals = _src_part(reshape(src, (src.numel(),)) if x.ndim == 0 else src, idx)
+    res = prims.scatter_add(out, d, idx, vals) if reduce == "add" else prims.scatter(out, d, idx, vals)
+    return reshape(res, tuple(x.shape))
+
+
+@register_decomposition("scatter_add")
+def scatter_add(x, dim, index, src):
+    if src.dtype is not x.dtype or index.dtype is not _t.int64:
+        return NotImplemented
+    out = _as1d(x)
+    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
+    s = reshape(src, (src.numel(),)) if x.ndim == 0 else src
+    if idx.ndim != out.ndim:
+        return NotImplemented
+    res = prims.scatter_add(out, wrap_dim(dim, out.ndim), idx, _src_part(s, idx))
+    return reshape(res, tuple(x.shape))
+
+
+@register_decomposition("scatter_reduce")
+def scatter_reduce(x, dim, index, src, reduce, include_self=True):
+    if reduce not in ("sum", "mean") or src.dtype is not x.dtype or index.dtype is not _t.int64:
+        return NotImplemented        # prod/amax/amin: no prim for a product/max scatter
+    out = _as1d(x)
+    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
+    s = reshape(src, (src.numel(),)) if x.ndim == 0 else src
+    if idx.ndim != out.ndim:
+        return NotImplemented
+    d = wrap_dim(dim, out.ndim)
+    vals = _src_part(s, idx)
+    base = out if include_self else prims.scatter(out, d, idx, full(tuple(idx.shape), 0, x.dtype, x.device))
+    res = prims.scatter_add(base, d, idx, vals)
+    if reduce == "mean":
+        cnt = full(tuple(out.shape), 1 if include_self else 0, x.dtype, x.device)
+        cnt = prims.scatter_add(cnt, d, idx, full(tuple(idx.shape), 1, x.dtype, x.device))
+        cnt = prims.maximum(cnt, full(tuple(out.shape), 1, x.dtype, x.device))
+        res = prims.div(res, cnt) if x.dtype.is_floating_point else prims.floor_divide(res, cnt)
+    return reshape(res, tuple(x.shape))
+
+
+# ---------------------------------------------------------------------- index_select & co
+def _index_vec(index):
+    if index.ndim > 1 or index.dtype.is_floating_point or index.dtype is _t.bool_:
+        return None
+    return to(reshape(index, (index.numel(),)), _t.int64)
+
+
+def _along(idx, shape, d):
+    """The index vector broadcast along dim ``d`` of ``shape`` (for scatter/gather)."""
+    return bcast_to_dims(idx, tuple(shape), (d,))
+
+
+@register_decomposition("index_select")
+def index_select(x, dim, index):
+    idx = _index_vec(index)
+    if idx is None:
+        return NotImplemented
+    if x.ndim == 0:
+        return reshape(prims.index_select(reshape(x, (1,)), 0, idx), tuple(index.shape))
+    return prims.index_select(x, wrap_dim(dim, x.ndim), idx)
+
+
+def _moved_source(x, source, d):
+    """(self as >=1-d, source with the shape self has but len(index) at dim d)."""
+    out = _as1d(x)
+    src = reshape(source, (source.numel(),)) if x.ndim == 0 else source
+    return out, src
+
+
+@register_decomposition("index_add")
+def index_add(x, dim, index, source, alpha=1):
+    idx = _index_vec(index)
+    if idx is None or source.dtype is not x.dtype:
+        return NotImplemented
+    out, src = _moved_source(x, source, dim)
+    d = wrap_dim(dim, out.ndim)
+    if alpha != 1:
+        if not x.dtype.is_floating_point and isinstance(alpha, float):
+            return NotImplemented
+        src = prims.mul(src, alpha)
+    res = prims.scatter_add(out, d, _along(idx, src.shape, d), src)
+    return reshape(res, tuple(x.shape))
+
+
+@register_decomposition("index_copy")
+def index_copy(x, dim, index, source):
+    idx = _index_vec(index)
+    if idx is None or source.dtype is not x.dtype:
+        return NotImplemented
+    out, src = _moved_source(x, source, dim)
+    d = wrap_dim(dim, out.ndim)
+    res = prims.scatter(out, d, _along(idx, src.shape, d), src)
+    return reshape(res, tuple(x.shape))
+
+
+@register_decomposition("index_fill")
+def index_fill(x, dim, index, value):
+    idx = _index_vec(index)
+    if idx is None:
+        return NotImplemented
+    out = _as1d(x)
+    d = wrap_dim(dim, out.ndim)
+    idx = wrap_index(idx, out.shape[d])
+    shape = list(out.shape)
+    shape[d] = idx.shape[0]
+    if hasattr(value, "shape"):
+        if value.ndim != 0:
+            return NotImplemented
+        vals = bcast(to(value, x.dtype), shape)
+    else:
+        if not x.dtype.is_floating_point and isinstance(value, float):
+            return NotImplemented
+        vals = full(shape, value, x.dtype, x.device)
+    res = prims.scatter(out, d, _along(idx, shape, d), vals)
+    return reshape(res, tuple(x.shape))
+
+
+# ---------------------------------------------------------------------- take / put
+@register_decomposition("take")
+def take(x, index):
+    if index.dtype is not _t.int64:
+        return NotImplemented
+    idx = wrap_index(flat(index), x.numel())
+    return reshape(prims.index_select(flat(x), 0, idx), tuple(index.shape))
+
+
+@register_decomposition("put")
+def put(x, index, source, accumulate=False):
+    if index.dtype is not _t.int64 or source.dtype is not x.dtype or index.numel() != source.numel():
+        return NotImplemented
+    idx = wrap_index(flat(index), x.numel())
+    out = prims.index_put(flat(x), (idx,), flat(source), bool(accumulate))
+    return reshape(out, tuple(x.shape))
