@@ -343,7 +343,13 @@ def _einsum(xp, equation, arrs):
         out = xp.einsum(equation, *arrs, optimize=len(arrs) > 2)
     else:
         out = xp.einsum(equation, *arrs)
-    return _fresh(xp, xp.asarray(out).astype(dt.np, copy=False), *arrs)
+    out = xp.asarray(out).astype(dt.np, copy=False)
+    if not out.flags.c_contiguous:
+        # numpy's layout here depends on its contraction path (a transposed view of a
+        # tensordot result, an operand's permuted view, ...); C order is predictable
+        # (the meta function promises it) and a fresh copy never aliases an input
+        return xp.ascontiguousarray(out)
+    return _fresh(xp, out, *arrs)
 
 
 @_einsum.derivative
@@ -469,3 +475,125 @@ def einsum(equation, *operands):
 
 
 setattr(api, "einsum", einsum)
+
+
+# ---------------------------------------------------------------------- meta functions
+# Output metadata from input metadata (see ember/ops/_meta.py); the checks reuse the
+# kernels' own on ``_meta.info(t)`` so fake tensors raise the kernels' errors. numpy's
+# matmul and einsum (made C order above), ascontiguousarray and dot results are C order.
+from . import _meta as _M  # noqa: E402
+
+
+def _mm_meta(a, b):
+    if a.ndim != 2:
+        raise RuntimeError("self must be a matrix")
+    if b.ndim != 2:
+        raise RuntimeError("mat2 must be a matrix")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                           f"{b.shape[0]}x{b.shape[1]})")
+    _check_same_dtype(_M.info(a), _M.info(b))
+    _check_numeric("addmm_impl_cpu_", _M.info(a))
+    return _M.out((a.shape[0], b.shape[1]), a.dtype)
+
+
+mm.meta = _mm_meta
+
+
+def _bmm_checks(a, b):
+    if a.ndim != 3:
+        raise RuntimeError("batch1 must be a 3D tensor")
+    if b.ndim != 3:
+        raise RuntimeError("batch2 must be a 3D tensor")
+    if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
+        raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
+                           f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
+
+
+@bmm.meta_fn
+def _bmm_meta(a, b):
+    _bmm_checks(a, b)
+    _check_same_dtype(_M.info(a), _M.info(b), "scalar type of batch1 and batch2")
+    _check_numeric("bmm", _M.info(a))
+    return _M.out((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
+
+
+def _expanded_size_error(s, shape, msg):
+    """The kernel's ``np.broadcast_shapes(self, out)`` check (and its later ``broadcast_to``)."""
+    try:
+        b = _M.broadcast_shapes(tuple(s.shape), shape)
+    except RuntimeError:
+        raise RuntimeError(msg) from None
+    if len(b) != len(shape):
+        raise RuntimeError(msg)
+
+
+@addmm.meta_fn
+def _addmm_meta(s, a, b, beta=1, alpha=1):
+    if a.ndim != 2:
+        raise RuntimeError(f"mat1 must be a matrix, got {a.ndim}-D tensor")
+    if b.ndim != 2:
+        raise RuntimeError(f"mat2 must be a matrix, got {b.ndim}-D tensor")
+    if a.shape[1] != b.shape[0]:
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                           f"{b.shape[0]}x{b.shape[1]})")
+    _check_same_dtype(_M.info(a), _M.info(b), "mat1 and mat2")
+    _check_same_dtype(_M.info(s), _M.info(a), "self and mat2")
+    _check_numeric("addmm_impl_cpu_", _M.info(a))
+    shape = (a.shape[0], b.shape[1])
+    s_shape = tuple(s.shape)
+    _expanded_size_error(s, shape, f"The expanded size of the tensor ({shape[-1]}) must match the existing "
+                         f"size ({s_shape[-1] if s_shape else 1}) at non-singleton dimension 1.  Target "
+                         f"sizes: {list(shape)}.  Tensor sizes: {list(s_shape)}")
+    return _M.out(shape, a.dtype)
+
+
+@baddbmm.meta_fn
+def _baddbmm_meta(s, a, b, beta=1, alpha=1):
+    _bmm_checks(a, b)
+    _check_same_dtype(_M.info(a), _M.info(b), "scalar type of batch1 and batch2")
+    _check_same_dtype(_M.info(s), _M.info(a), "self and batch1")
+    shape = (a.shape[0], a.shape[1], b.shape[2])
+    _expanded_size_error(s, shape, f"The expanded size of the tensor must match the existing size: target "
+                         f"sizes {list(shape)}, tensor sizes {list(s.shape)}")
+    return _M.out(shape, a.dtype)
+
+
+@mv.meta_fn
+def _mv_meta(a, v):
+    if a.ndim != 2 or v.ndim != 1:
+        raise RuntimeError(f"vector + matrix @ vector expected, got 1, {a.ndim}, {v.ndim}")
+    if a.shape[1] != v.shape[0]:
+        raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
+                           f"vec ({v.shape[0]})")
+    _check_same_dtype(_M.info(a), _M.info(v), "m1 and m2")
+    return _M.out((a.shape[0],), a.dtype)
+
+
+@dot.meta_fn
+def _dot_meta(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise RuntimeError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src [{b.shape[0]}] "
+                           f"to have the same number of elements, but got {a.shape[0]} and {b.shape[0]} "
+                           f"elements respectively")
+    if a.dtype is not b.dtype:
+        raise RuntimeError(f"dot : expected both vectors to have same dtype, but found "
+                           f"{a.dtype.legacy_name} and {b.dtype.legacy_name}")
+    return _M.out((), a.dtype)
+
+
+@_einsum.meta_fn
+def _einsum_meta(equation, ops):
+    """The kernel's equation is already canonical (``subs->rhs``, no ellipsis, operands
+    broadcast to agree on every label): each output label takes its size from an operand
+    where it is not 1."""
+    dt = _M.result_dtype(*ops)
+    lhs, rhs = equation.split("->")
+    sizes = {}
+    for sub, o in zip(lhs.split(","), ops):
+        for c, n in zip(sub, o.shape):
+            if c not in sizes or (isinstance(sizes[c], int) and sizes[c] == 1):
+                sizes[c] = n
+    return _M.out(tuple(sizes[c] for c in rhs), dt)
