@@ -106,6 +106,16 @@ def _offset_array(a, off):
 # ---------------------------------------------------------------------- view / reshape
 @defop("view(Tensor self, int[] size) -> Tensor", view=True, save=(), method=False)
 def _view(xp, a, size):
+    if type(a) is np.ndarray and a.flags.c_contiguous and (not size or min(size) >= -1):
+        # fast path: numpy's reshape of a C-contiguous array is a view with PyTorch's
+        # strides, and it resolves one -1 like infer_size (anything else it rejects
+        # takes the checked path below, for PyTorch's error)
+        try:
+            out = a.reshape(size)
+        except (ValueError, TypeError):
+            out = None
+        if out is not None and out.shape != a.shape:
+            return out
     size = infer_size(size, a.size)
     if a.flags.c_contiguous and size != a.shape:
         return a.reshape(size)  # always a view for a C-contiguous array, with PyTorch's strides
@@ -121,7 +131,15 @@ def _view_bw(ctx, g):
     return (g.reshape(ctx.args[0].shape),)
 
 
+_view_binding = _view.binding
+
+
 def view(self, *shape):
+    for s in shape:
+        if type(s) is not int:
+            break
+    else:  # fast path: view(2, -1)
+        return _view_binding(self, shape)
     if len(shape) == 1 and isinstance(shape[0], (_t.dtype, type, str, np.dtype)) and not isinstance(
             shape[0], (tuple, list)):
         raise RuntimeError("view(dtype) is not supported by ember; use .to(dtype) to convert values")

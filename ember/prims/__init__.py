@@ -27,6 +27,8 @@ from . import creation as _creation  # noqa: F401
 from . import random as _random  # noqa: F401
 from . import extern as _extern  # noqa: F401
 
+from .table import decompose, decomposition_table, register_decomposition  # noqa: E402,F401
+
 for _name, _b in PRIMS.items():
     globals()[_name] = _b
 
