@@ -1,0 +1,171 @@
+"""Compiled-kernel cache: in memory and on disk.
+
+Key: sha256 of (source, compiler command and flags, compiler version, ember
+version, this file's format version). The shared object lives at
+``$EMBER_CACHE_DIR/inductor/<key[:2]>/<key>.so`` (default cache dir:
+``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``), next to ``<key>.sha256``
+holding the .so's own checksum.
+
+Concurrency: g++ writes to a private temporary file in the same directory,
+which is then ``os.replace``-d into place (atomic on POSIX), so two processes
+compiling the same kernel both succeed and readers never see a partial file.
+The checksum is written (atomically too) *after* the .so; a .so without a
+matching checksum -- truncated, corrupt, or from a crashed writer -- is
+rebuilt, as is one that fails to load.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+import subprocess
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Dict, List, Optional
+
+from . import config
+
+log = logging.getLogger("ember.inductor")
+
+FORMAT_VERSION = "1"
+_EMBER_VERSION = "0.1.0"
+
+_memory: Dict[str, ctypes.CDLL] = {}
+_lock = threading.Lock()
+_compiler_version: Dict[str, str] = {}
+
+
+class CompileError(RuntimeError):
+    """g++ failed; the message carries the compiler's output."""
+
+
+def cache_dir() -> str:
+    d = os.environ.get("EMBER_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "ember")
+    return os.path.join(d, "inductor")
+
+
+def compiler_version(cxx: Optional[str] = None) -> str:
+    cxx = cxx or config.cxx
+    v = _compiler_version.get(cxx)
+    if v is None:
+        try:
+            v = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+        except (OSError, subprocess.SubprocessError) as e:
+            raise CompileError(f"C++ compiler {cxx!r} not usable: {e}") from e
+        _compiler_version[cxx] = v
+    return v
+
+
+def _flags() -> List[str]:
+    return list(config.cpp_flags)
+
+
+def cache_key(source: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, config.cxx, " ".join(_flags()), " ".join(config.cpp_libs), compiler_version(),
+                 _EMBER_VERSION, FORMAT_VERSION):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _paths(key: str):
+    d = os.path.join(cache_dir(), key[:2])
+    return d, os.path.join(d, key + ".so"), os.path.join(d, key + ".sha256")
+
+
+def _file_sha(path: str) -> str:
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def _atomic_write_text(path: str, text: str) -> None:
+    d = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".txt")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _valid(so: str, sha: str) -> bool:
+    try:
+        with open(sha) as f:
+            want = f.read().strip()
+        return bool(want) and _file_sha(so) == want
+    except OSError:
+        return False
+
+
+def compile_so(source: str, so_path: str, extra_flags=()) -> str:
+    """Compile ``source`` into ``so_path`` atomically; returns the compiler's stderr."""
+    d = os.path.dirname(so_path)
+    os.makedirs(d, exist_ok=True)
+    fd, src = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".cpp")
+    with os.fdopen(fd, "w") as f:
+        f.write(source)
+    fd, tmp_so = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    cmd = [config.cxx, *_flags(), *extra_flags, src, "-o", tmp_so, *config.cpp_libs]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            raise CompileError(f"g++ failed ({' '.join(cmd)}):\n{r.stderr[-8000:]}")
+        os.replace(tmp_so, so_path)
+        return r.stderr
+    finally:
+        for p in (src, tmp_so):
+            if os.path.exists(p):
+                os.unlink(p)
+
+
+def load(source: str) -> ctypes.CDLL:
+    """The loaded library for ``source``, compiling it on a miss."""
+    key = cache_key(source)
+    lib = _memory.get(key)
+    if lib is not None:
+        return lib
+    _, so, sha = _paths(key)
+    lib = None
+    if os.path.exists(so) and _valid(so, sha):
+        try:
+            lib = ctypes.CDLL(so)
+            stats["disk_hits"] += 1
+        except OSError as e:
+            log.warning("inductor: cached kernel %s failed to load (%s); rebuilding", so, e)
+            lib = None
+    elif os.path.exists(so):
+        log.warning("inductor: cached kernel %s has a bad checksum; rebuilding", so)
+    if lib is None:
+        compile_so(source, so)
+        _atomic_write_text(sha, _file_sha(so))
+        with _lock:
+            stats["compiles"] += 1
+        lib = ctypes.CDLL(so)
+    with _lock:
+        return _memory.setdefault(key, lib)
+
+
+def load_many(sources: List[str]) -> List[ctypes.CDLL]:
+    """Compile several sources in parallel (g++ runs as separate processes, so
+    threads suffice to overlap them)."""
+    if len(sources) <= 1:
+        return [load(s) for s in sources]
+    with ThreadPoolExecutor(max_workers=min(len(sources), os.cpu_count() or 1)) as ex:
+        return list(ex.map(load, sources))
+
+
+def clear_memory_cache() -> None:
+    _memory.clear()
+
+
+stats = {"compiles": 0, "disk_hits": 0}

@@ -1,0 +1,645 @@
+"""C++/OpenMP code generation for the CPU.
+
+One C++ source per graph: a prelude (half-precision conversions, integer
+helpers with the prims' semantics, ``#pragma omp declare simd`` declarations
+of the libm functions so GCC calls glibc's vector math library ``libmvec``
+for them -- vectorised ``expf``/``tanhf``/``erff``/``logf`` under strict IEEE
+flags, no ``-ffast-math``), then one ``extern "C"`` function per fused group.
+
+Loop structure of a group (see ``scheduler.py``): the outer loops over ``P``
+carry ``#pragma omp parallel for collapse(k) if(work > threshold)``; each
+stage's inner loop carries ``#pragma omp simd`` (with a ``reduction`` clause
+for reductions). A group with no inner loops puts ``simd`` on its innermost
+outer loop instead. float16/bfloat16 are loaded into float, computed in
+float and rounded once when stored.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Dict, List
+
+import numpy as np
+import sympy
+
+from ... import types as _t
+from .. import config, ir
+from ..ir import index_vars
+from ..sizevars import cexpr, contiguous_strides, product, sympify
+from ..virtualized import set_ops_handler
+
+STORAGE = {
+    _t.bool_: "bool", _t.uint8: "uint8_t", _t.int8: "int8_t", _t.int16: "int16_t", _t.int32: "int32_t",
+    _t.int64: "int64_t", _t.float16: "_Float16", _t.bfloat16: "uint16_t", _t.float32: "float",
+    _t.float64: "double",
+}
+COMPUTE = dict(STORAGE)
+COMPUTE[_t.float16] = "float"
+COMPUTE[_t.bfloat16] = "float"
+
+# libm functions with vector variants in glibc's libmvec (2.35+), by prim name
+MVEC = ("exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh "
+        "atanh erf erfc").split()
+MVEC2 = ("pow", "atan2")
+
+PRELUDE = r'''
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <algorithm>
+#include <type_traits>
+
+static inline float ember_bf16_to_f32(uint16_t v) {
+    uint32_t u = ((uint32_t)v) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
+static inline uint16_t ember_f32_to_bf16(float f) {
+    uint32_t u; std::memcpy(&u, &f, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);   // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);                                            // round to nearest even
+    return (uint16_t)(u >> 16);
+}
+static inline float ember_bf16_round(float f) { return ember_bf16_to_f32(ember_f32_to_bf16(f)); }
+static inline float ember_f16_round(float f) { return (float)(_Float16)f; }
+
+template <typename T> static inline T ember_div_trunc(T a, T b) {
+    if (b == 0) return 0;
+    if (std::is_signed<T>::value && b == (T)-1) return (T)(-a);
+    return (T)(a / b);
+}
+template <typename T> static inline T ember_floordiv_int(T a, T b) {
+    if (b == 0) return 0;
+    if (std::is_signed<T>::value && b == (T)-1) return (T)(-a);
+    T q = (T)(a / b), r = (T)(a % b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
+}
+template <typename T> static inline T ember_remainder_int(T a, T b) {
+    if (b == 0) return 0;
+    if (std::is_signed<T>::value && b == (T)-1) return 0;
+    T r = (T)(a % b);
+    return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
+}
+template <typename T> static inline T ember_fmod_int(T a, T b) {
+    if (b == 0) return 0;
+    if (std::is_signed<T>::value && b == (T)-1) return 0;
+    return (T)(a % b);
+}
+template <typename T> static inline T ember_pow_int(T base, T exp) {
+    typedef typename std::make_unsigned<T>::type U;
+    U result = 1, b = (U)base;
+    uint64_t e = (uint64_t)exp;
+    if (exp < 0) return 0;
+    while (e) { if (e & 1) result = (U)(result * b); b = (U)(b * b); e >>= 1; }
+    return (T)result;
+}
+template <typename T> static inline T ember_shl(T a, T b) {
+    typedef typename std::make_unsigned<T>::type U;
+    const int bits = sizeof(T) * 8;
+    if (b < 0 || (int64_t)b >= bits) return 0;
+    return (T)((U)a << b);
+}
+template <typename T> static inline T ember_shr(T a, T b) {
+    const int bits = sizeof(T) * 8;
+    if (b < 0 || (int64_t)b >= bits) return a < 0 ? (T)-1 : (T)0;
+    return (T)(a >> b);
+}
+template <typename T> static inline T ember_floordiv_fp(T a, T b) {
+    // PyTorch's div_floor: floor(a / b) from fmod so that it is exact
+    if (b == 0) return a / b;
+    T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= 1;
+    T fl;
+    if (div != 0) { fl = std::floor(div); if (div - fl > (T)0.5) fl += 1; }
+    else fl = std::copysign((T)0, a / b);
+    return fl;
+}
+template <typename T> static inline T ember_remainder_fp(T a, T b) {
+    T m = std::fmod(a, b);
+    if (m != 0 && ((b < 0) != (m < 0))) m += b;
+    else if (m == 0) m = std::copysign((T)0, b);
+    return m;
+}
+template <typename T> static inline T ember_sign_fp(T x) {
+    return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
+}
+template <typename T> static inline T ember_max_fp(T a, T b) {
+    return a != a ? a : (b != b ? b : (a > b ? a : b));
+}
+template <typename T> static inline T ember_min_fp(T a, T b) {
+    return a != a ? a : (b != b ? b : (a < b ? a : b));
+}
+static inline double ember_erfinv(double y) {
+    if (!(y > -1.0 && y < 1.0)) {
+        if (y == 1.0) return std::numeric_limits<double>::infinity();
+        if (y == -1.0) return -std::numeric_limits<double>::infinity();
+        return std::numeric_limits<double>::quiet_NaN();
+    }
+    // Giles' single-precision approximation, then Newton steps on erf in double
+    double w = -std::log((1.0 - y) * (1.0 + y)), x;
+    if (w < 5.0) {
+        w = w - 2.5;
+        x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w;
+        x = -4.39150654e-06 + x * w; x = 0.00021858087 + x * w; x = -0.00125372503 + x * w;
+        x = -0.00417768164 + x * w; x = 0.246640727 + x * w; x = 1.50140941 + x * w;
+    } else {
+        w = std::sqrt(w) - 3.0;
+        x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w;
+        x = -0.00367342844 + x * w; x = 0.00573950773 + x * w; x = -0.0076224613 + x * w;
+        x = 0.00943887047 + x * w; x = 1.00167406 + x * w; x = 2.83297682 + x * w;
+    }
+    x *= y;
+    const double two_over_sqrt_pi = 1.1283791670955126;
+    for (int i = 0; i < 3; ++i) {
+        double err = std::erf(x) - y;
+        x -= err / (two_over_sqrt_pi * std::exp(-x * x));
+    }
+    return x;
+}
+static inline double ember_lgamma(double x) { int s; return lgamma_r(x, &s); }
+'''
+
+
+def simd_declarations() -> str:
+    lines = ['extern "C" {']
+    for f in MVEC:
+        lines.append(f"#pragma omp declare simd notinbranch\nfloat {f}f(float);")
+        lines.append(f"#pragma omp declare simd notinbranch\ndouble {f}(double);")
+    for f in MVEC2:
+        lines.append(f"#pragma omp declare simd notinbranch\nfloat {f}f(float, float);")
+        lines.append(f"#pragma omp declare simd notinbranch\ndouble {f}(double, double);")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+class CppVar:
+    __slots__ = ("name", "dtype")
+
+    def __init__(self, name, dtype):
+        self.name = name
+        self.dtype = dtype
+
+    def __str__(self):
+        return self.name
+
+
+def c_literal(value, dtype) -> str:
+    ct = COMPUTE[dtype]
+    if dtype is _t.bool_:
+        return "true" if value else "false"
+    if dtype.category == 1:
+        v = int(value)
+        return f"static_cast<{ct}>({v}LL)" if abs(v) >= 2 ** 31 else f"static_cast<{ct}>({v})"
+    v = float(value)
+    if math.isnan(v):
+        return f"std::numeric_limits<{ct}>::quiet_NaN()"
+    if math.isinf(v):
+        return f"{'-' if v < 0 else ''}std::numeric_limits<{ct}>::infinity()"
+    r = repr(v)
+    if "e" not in r and "." not in r and "inf" not in r:
+        r += ".0"
+    return f"{r}f" if ct == "float" else r
+
+
+class CppOps:
+    """The ops handler that writes C++ statements into ``self.lines``."""
+
+    def __init__(self, kernel, lines: List[str], indent: str):
+        self.kernel = kernel
+        self.lines = lines
+        self.indent = indent
+        self.cse: Dict[str, CppVar] = {}
+
+    def _emit(self, expr: str, dtype) -> CppVar:
+        v = self.cse.get(expr)
+        if v is not None and v.dtype is dtype:
+            return v
+        name = self.kernel.new_tmp()
+        self.lines.append(f"{self.indent}{COMPUTE[dtype]} {name} = {expr};")
+        v = CppVar(name, dtype)
+        self.cse[expr] = v
+        return v
+
+    # -- memory & constants ---------------------------------------------------
+    def load(self, name, index):
+        dtype = self.kernel.buffer_dtype(name)
+        self.kernel.note_read(name)
+        ref = f"{name}[{cexpr(index)}]"
+        if dtype is _t.float16:
+            ref = f"static_cast<float>({ref})"
+        elif dtype is _t.bfloat16:
+            ref = f"ember_bf16_to_f32({ref})"
+        return self._emit(ref, dtype)
+
+    def constant(self, value, dtype):
+        return self._emit(c_literal(value, dtype), dtype)
+
+    def index_expr(self, expr, dtype):
+        e = cexpr(expr)
+        if dtype is _t.bool_:
+            return self._emit(f"static_cast<bool>({e})", dtype)
+        return self._emit(f"static_cast<{COMPUTE[dtype]}>({e})", dtype)
+
+    def indirect_indexing(self, x, size, check=True):
+        v = self._emit(f"static_cast<int64_t>({x})", _t.int64)
+        s = cexpr(size)
+        w = self._emit(f"{v} < 0 ? {v} + {s} : {v}", _t.int64)
+        return sympy.Symbol(w.name, integer=True)
+
+    def to_dtype(self, x, dtype):
+        src = x.dtype
+        if dtype is src:
+            return x
+        if dtype is _t.bool_:
+            return self._emit(f"({x} != 0)", dtype)
+        if dtype is _t.float16:
+            return self._emit(f"ember_f16_round(static_cast<float>({x}))" if src is not _t.float64
+                              else f"static_cast<float>(static_cast<_Float16>({x}))", dtype)
+        if dtype is _t.bfloat16:
+            return self._emit(f"ember_bf16_round(static_cast<float>({x}))", dtype)
+        return self._emit(f"static_cast<{COMPUTE[dtype]}>({x})", dtype)
+
+    def where(self, c, a, b):
+        return self._emit(f"{c} ? {a} : {b}", a.dtype)
+
+    # -- unary ---------------------------------------------------------------------
+    def _fn(self, name, x):
+        ct = COMPUTE[x.dtype]
+        return f"{name}f({x})" if ct == "float" else f"{name}({x})"
+
+    def _unary(self, op, x):
+        dt = x.dtype
+        fp = dt.category == 2
+        ct = COMPUTE[dt]
+        if op in MVEC and fp:
+            return self._emit(self._fn(op, x), dt)
+        if op == "abs":
+            return self._emit(f"std::fabs({x})" if fp else f"({x} < 0 ? static_cast<{ct}>(-{x}) : {x})", dt)
+        if op == "neg":
+            return self._emit(f"-{x}", dt)
+        if op == "sign":
+            if dt is _t.bool_:
+                return x
+            return self._emit(f"ember_sign_fp({x})" if fp else f"static_cast<{ct}>(({x} > 0) - ({x} < 0))", dt)
+        if op == "sqrt":
+            return self._emit(f"std::sqrt({x})", dt)
+        if op == "rsqrt":
+            return self._emit(f"static_cast<{ct}>(1) / std::sqrt({x})", dt)
+        if op == "reciprocal":
+            return self._emit(f"static_cast<{ct}>(1) / {x}", dt)
+        if op in ("floor", "ceil", "trunc", "round"):
+            if not fp:
+                return x
+            fn = "nearbyint" if op == "round" else op
+            return self._emit(f"std::{fn}({x})", dt)
+        if op == "erfinv":
+            return self._emit(f"static_cast<{ct}>(ember_erfinv(static_cast<double>({x})))", dt)
+        if op == "lgamma":
+            return self._emit(f"static_cast<{ct}>(ember_lgamma(static_cast<double>({x})))", dt)
+        if op == "bitwise_not":
+            return self._emit(f"!{x}" if dt is _t.bool_ else f"static_cast<{ct}>(~{x})", dt)
+        if op == "isnan":
+            return self._emit(f"({x} != {x})" if fp else "false", _t.bool_)
+        if op == "isinf":
+            return self._emit(f"std::isinf({x})" if fp else "false", _t.bool_)
+        if op == "isfinite":
+            return self._emit(f"std::isfinite({x})" if fp else "true", _t.bool_)
+        if op == "signbit":
+            if fp:
+                return self._emit(f"std::signbit({x})", _t.bool_)
+            return self._emit("false" if dt is _t.bool_ or dt is _t.uint8 else f"({x} < 0)", _t.bool_)
+        if op == "logical_not":
+            return self._emit(f"({x} == 0)", _t.bool_)
+        if op in MVEC:
+            raise NotImplementedError(f"inductor: {op} of {dt} (floating tensors only)")
+        raise NotImplementedError(f"inductor C++: unary op {op}")
+
+    # -- binary ------------------------------------------------------------------
+    def _binary(self, op, a, b):
+        dt = a.dtype
+        fp = dt.category == 2
+        ct = COMPUTE[dt]
+        isbool = dt is _t.bool_
+        simple = {"sub": "-", "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
+        if op == "add":
+            return self._emit(f"{a} || {b}" if isbool else f"{a} + {b}", dt)
+        if op == "mul":
+            return self._emit(f"{a} && {b}" if isbool else f"{a} * {b}", dt)
+        if op in simple:
+            return self._emit(f"{a} {simple[op]} {b}", dt)
+        if op == "div":
+            return self._emit(f"{a} / {b}" if fp else f"ember_div_trunc<{ct}>({a}, {b})", dt)
+        if op == "floor_divide":
+            return self._emit(f"ember_floordiv_fp<{ct}>({a}, {b})" if fp else f"ember_floordiv_int<{ct}>({a}, {b})", dt)
+        if op == "remainder":
+            return self._emit(f"ember_remainder_fp<{ct}>({a}, {b})" if fp else f"ember_remainder_int<{ct}>({a}, {b})", dt)
+        if op == "fmod":
+            return self._emit(f"std::fmod({a}, {b})" if fp else f"ember_fmod_int<{ct}>({a}, {b})", dt)
+        if op == "pow":
+            return self._emit(f"{'powf' if ct == 'float' else 'pow'}({a}, {b})" if fp else f"ember_pow_int<{ct}>({a}, {b})", dt)
+        if op == "atan2":
+            return self._emit(f"{'atan2f' if ct == 'float' else 'atan2'}({a}, {b})", dt)
+        if op == "maximum":
+            if isbool:
+                return self._emit(f"{a} || {b}", dt)
+            return self._emit(f"ember_max_fp<{ct}>({a}, {b})" if fp else f"({a} > {b} ? {a} : {b})", dt)
+        if op == "minimum":
+            if isbool:
+                return self._emit(f"{a} && {b}", dt)
+            return self._emit(f"ember_min_fp<{ct}>({a}, {b})" if fp else f"({a} < {b} ? {a} : {b})", dt)
+        if op == "copysign":
+            return self._emit(f"std::copysign({a}, {b})", dt)
+        if op == "shift_left":
+            return self._emit(f"ember_shl<{ct}>({a}, {b})", dt)
+        if op == "shift_right":
+            return self._emit(f"ember_shr<{ct}>({a}, {b})", dt)
+        cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+        if op in cmp:
+            return self._emit(f"{a} {cmp[op]} {b}", _t.bool_)
+        if op == "logical_and":
+            return self._emit(f"({a} != 0) && ({b} != 0)", _t.bool_)
+        if op == "logical_or":
+            return self._emit(f"({a} != 0) || ({b} != 0)", _t.bool_)
+        if op == "logical_xor":
+            return self._emit(f"({a} != 0) != ({b} != 0)", _t.bool_)
+        raise NotImplementedError(f"inductor C++: binary op {op}")
+
+    def __getattr__(self, name):
+        if name in ir.UNARY_OPS or name in ir.UNARY_BOOL_OPS:
+            return lambda x: self._unary(name, x)
+        if name in ir.BINARY_OPS or name in ir.BINARY_BOOL_OPS:
+            return lambda a, b: self._binary(name, a, b)
+        raise AttributeError(name)
+
+
+class KernelGen:
+    """Writes one fused group as one C++ function."""
+
+    def __init__(self, name: str, group, graph, size_syms):
+        self.name = name
+        self.group = group
+        self.graph = graph
+        self.size_syms = size_syms
+        self._tmp = itertools.count()
+        self.reads = set()
+        self.writes = [n.name for n in group.nodes]
+
+    def new_tmp(self):
+        return f"tmp{next(self._tmp)}"
+
+    def buffer_dtype(self, name):
+        return self.graph.buffers_by_name[name].get_dtype()
+
+    def note_read(self, name):
+        self.reads.add(name)
+
+    # -- loops -------------------------------------------------------------
+    @staticmethod
+    def _for(var, size, indent):
+        return f"{indent}for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})"
+
+    def _par_if(self, work):
+        thr = config.parallel_min_work
+        w = sympify(work)
+        if w.is_number:
+            return None if int(w) >= thr else False
+        return f"if(({cexpr(w)}) >= {thr})"
+
+    def _parallel_pragma(self, work, extra=""):
+        if not config.parallel:
+            return None
+        cond = self._par_if(work)
+        if cond is False:
+            return None
+        prag = "#pragma omp parallel for" + (f" {extra}" if extra else "")
+        if cond:
+            prag += f" {cond}"
+        return prag
+
+    def generate(self) -> str:
+        g = self.group
+        p = g.p
+        P = g.outer_sizes
+        xs = index_vars("x", p)
+        body: List[str] = []
+        has_inner = any(n.inner(p) for n in g.nodes)
+        inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
+                         default=sympy.Integer(1))
+        total_work = product(P) * inner_work
+        if p == 0:
+            for n in g.nodes:
+                self._stage(n, p, xs, body, "    ", parallel_inner=True)
+        elif not has_inner:
+            # all stages are one element per iteration: simd on the innermost outer loop
+            ind = "    "
+            prag = self._parallel_pragma(total_work, f"collapse({p - 1})" if p > 2 else "")
+            loops = []
+            if p == 1:
+                if prag:
+                    loops.append(ind + prag.replace("parallel for", "parallel for simd" if config.simd else "parallel for"))
+                elif config.simd:
+                    loops.append(ind + "#pragma omp simd")
+                loops.append(self._for(xs[0], P[0], ind) + " {")
+            else:
+                if prag:
+                    loops.append(ind + prag)
+                for i in range(p - 1):
+                    loops.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
+                if config.simd:
+                    loops.append(ind + "    " * (p - 1) + "#pragma omp simd")
+                loops.append(self._for(xs[p - 1], P[p - 1], ind + "    " * (p - 1)) + " {")
+            body.extend(loops)
+            inner_ind = ind + "    " * p
+            for n in g.nodes:
+                self._stage(n, p, xs, body, inner_ind)
+            for i in reversed(range(p)):
+                body.append(ind + "    " * i + "}")
+        else:
+            ind = "    "
+            prag = self._parallel_pragma(total_work, f"collapse({p})" if p > 1 else "")
+            if prag:
+                body.append(ind + prag)
+            for i in range(p):
+                body.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
+            inner_ind = ind + "    " * p
+            for n in g.nodes:
+                self._stage(n, p, xs, body, inner_ind)
+            for i in reversed(range(p)):
+                body.append(ind + "    " * i + "}")
+        # signature
+        params = []
+        for nm in sorted(self.reads - set(self.writes), key=_natural):
+            params.append(f"const {STORAGE[self.buffer_dtype(nm)]}* __restrict__ {nm}")
+        for nm in self.writes:
+            params.append(f"{STORAGE[self.buffer_dtype(nm)]}* __restrict__ {nm}")
+        for s in self.size_syms:
+            params.append(f"const int64_t {s.name}")
+        self.params = [nm for nm in sorted(self.reads - set(self.writes), key=_natural)] + self.writes
+        head = f'extern "C" void {self.name}({", ".join(params)})'
+        return head + "\n{\n" + "\n".join(body) + "\n}\n"
+
+    # -- stages ------------------------------------------------------------
+    def _store(self, node, index, val, ind, lines):
+        dt = node.buf.get_dtype()
+        v = str(val)
+        if dt is _t.float16:
+            v = f"static_cast<_Float16>({v})"
+        elif dt is _t.bfloat16:
+            v = f"ember_f32_to_bf16({v})"
+        elif dt is _t.bool_:
+            v = f"static_cast<bool>({v})"
+        lines.append(f"{ind}{node.name}[{cexpr(index)}] = {v};")
+
+    def _inner_loops(self, vars_, sizes, ind, lines, pragma):
+        if pragma and len(vars_) > 1:
+            pragma = pragma + f" collapse({len(vars_)})"
+        if pragma:
+            lines.append(ind + pragma)
+        for i, (v, s) in enumerate(zip(vars_, sizes)):
+            lines.append(self._for(v, s, ind + "    " * i) + " {")
+        return ind + "    " * len(vars_)
+
+    def _close(self, n, ind, lines):
+        for i in reversed(range(n)):
+            lines.append(ind + "    " * i + "}")
+
+    def _stage(self, node, p, xs, lines, ind, parallel_inner=False):
+        lines.append(f"{ind}// {node!r}")
+        lines.append(ind + "{")
+        ind2 = ind + "    "
+        if node.is_reduction:
+            self._reduction_stage(node, p, xs, lines, ind2, parallel_inner)
+        else:
+            Q = node.inner(p)
+            rs = index_vars("r", len(Q))
+            pragma = None
+            if Q:
+                pragma = "#pragma omp simd" if config.simd else None
+                if parallel_inner:
+                    par = self._parallel_pragma(product(Q))
+                    if par:
+                        pragma = par.replace("parallel for", "parallel for simd" if config.simd else "parallel for")
+            body_ind = self._inner_loops(rs, Q, ind2, lines, pragma)
+            h = CppOps(self, lines, body_ind)
+            with set_ops_handler(h):
+                val = node.data.inner_fn(xs + rs)
+            self._store(node, node.write_index(p), val, body_ind, lines)
+            self._close(len(Q), ind2, lines)
+        lines.append(ind + "}")
+
+    def _reduction_stage(self, node, p, xs, lines, ind, parallel_inner):
+        red = node.data
+        rtype = red.reduction_type
+        src = red.src_dtype
+        ct = COMPUTE[src]
+        fp = src.category == 2
+        R = red.reduction_ranges
+        rs = index_vars("r", len(R))
+        widx = node.write_index(p)
+
+        def pragma_for(clause):
+            base = "#pragma omp simd" if config.simd else None
+            if parallel_inner:
+                par = self._parallel_pragma(product(R), clause)
+                if par:
+                    return par.replace("parallel for", "parallel for simd" if config.simd else "parallel for")
+            if base and clause:
+                return base + " " + clause
+            return base
+
+        def body(acc_lines_fn, clause, acc_decls):
+            for d in acc_decls:
+                lines.append(ind + d)
+            bi = self._inner_loops(rs, R, ind, lines, pragma_for(clause))
+            h = CppOps(self, lines, bi)
+            with set_ops_handler(h):
+                v = red.inner_fn(xs, rs)
+            for ln in acc_lines_fn(v):
+                lines.append(bi + ln)
+            self._close(len(rs), ind, lines)
+
+        acc_name = self.new_tmp()
+        if rtype in ("sum", "prod"):
+            init = "0" if rtype == "sum" else "1"
+            op = "+" if rtype == "sum" else "*"
+            body(lambda v: [f"{acc_name} = {acc_name} {op} {v};"], f"reduction({op}:{acc_name})",
+                 [f"{ct} {acc_name} = static_cast<{ct}>({init});"])
+            self._store(node, widx, acc_name, ind, lines)
+        elif rtype in ("amax", "amin"):
+            cmp, red_op = (">", "max") if rtype == "amax" else ("<", "min")
+            if fp:
+                init = f"{'-' if rtype == 'amax' else ''}std::numeric_limits<{ct}>::infinity()"
+            else:
+                init = f"std::numeric_limits<{ct}>::{'lowest' if rtype == 'amax' else 'max'}()"
+            nan = self.new_tmp()
+            decls = [f"{ct} {acc_name} = {init};"]
+            clause = f"reduction({red_op}:{acc_name})"
+            if fp:
+                decls.append(f"bool {nan} = false;")
+                clause += f" reduction(|:{nan})"
+
+            def upd(v):
+                out = [f"{acc_name} = {v} {cmp} {acc_name} ? {v} : {acc_name};"]
+                if fp:
+                    out.append(f"{nan} |= ({v} != {v});")
+                return out
+            body(upd, clause, decls)
+            res = f"({nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc_name})" if fp else acc_name
+            self._store(node, widx, res, ind, lines)
+        elif rtype in ("any", "all"):
+            op = "|" if rtype == "any" else "&"
+            body(lambda v: [f"{acc_name} {op}= static_cast<bool>({v});"], f"reduction({op}:{acc_name})",
+                 [f"bool {acc_name} = {'false' if rtype == 'any' else 'true'};"])
+            self._store(node, widx, acc_name, ind, lines)
+        elif rtype in ("argmax", "argmin"):
+            cmp = ">" if rtype == "argmax" else "<"
+            idx_name, first = self.new_tmp(), self.new_tmp()
+            decls = [f"{ct} {acc_name} = 0;", f"int64_t {idx_name} = 0;", f"bool {first} = true;"]
+            rflat = cexpr(sum((r * s for r, s in zip(rs, contiguous_strides(R))), sympy.Integer(0)))
+            nanchk = (lambda v: f" || ({v} != {v})") if fp else (lambda v: "")
+            stop = f"!({acc_name} != {acc_name}) && " if fp else ""
+
+            def upd(v):
+                return [f"if ({first} || ({stop}({v} {cmp} {acc_name}{nanchk(v)}))) "
+                        f"{{ {acc_name} = {v}; {idx_name} = {rflat}; {first} = false; }}"]
+            # sequential: first-occurrence semantics need the scan order
+            for d in decls:
+                lines.append(ind + d)
+            bi = self._inner_loops(rs, R, ind, lines, None)
+            h = CppOps(self, lines, bi)
+            with set_ops_handler(h):
+                v = red.inner_fn(xs, rs)
+            for ln in upd(v):
+                lines.append(bi + ln)
+            self._close(len(rs), ind, lines)
+            self._store(node, widx, idx_name, ind, lines)
+        elif rtype == "var":
+            n = product(R)
+            body(lambda v: [f"{acc_name} = {acc_name} + {v};"], f"reduction(+:{acc_name})",
+                 [f"{ct} {acc_name} = 0;"])
+            mean = self.new_tmp()
+            lines.append(f"{ind}const {ct} {mean} = {acc_name} / static_cast<{ct}>({cexpr(n)});")
+            m2 = self.new_tmp()
+
+            def upd(v):
+                d = self.new_tmp()
+                return [f"{ct} {d} = {v} - {mean};", f"{m2} = {m2} + {d} * {d};"]
+            body(upd, f"reduction(+:{m2})", [f"{ct} {m2} = 0;"])
+            corr = float(red.correction)
+            denom = f"static_cast<{ct}>(std::max<double>(static_cast<double>({cexpr(n)}) - {corr!r}, 0.0))"
+            self._store(node, widx, f"{m2} / {denom}", ind, lines)
+        else:  # pragma: no cover - Reduction validates its type
+            raise NotImplementedError(rtype)
+
+
+def _natural(name):
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+def generate_source(kernels: List[str]) -> str:
+    parts = [PRELUDE]
+    if config.simd:
+        parts.append(simd_declarations())
+    parts.extend(kernels)
+    return "\n".join(parts)

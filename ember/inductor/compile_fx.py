@@ -1,0 +1,179 @@
+"""``compile_fx(gm, example_inputs) -> callable``: the CPU inductor entry point.
+
+lower (``graph.py``) -> schedule/fuse (``scheduler.py``) -> C++ + Python
+wrapper (``codegen/``) -> compile and load (``codecache.py``).
+
+The compiled code is specialised to the example inputs' shapes, dtypes and
+strides (``dynamic=True``: sizes become symbols, contiguous inputs only). A
+call with other strides compiles another variant; other shapes or dtypes
+(without ``dynamic``) are an error, since the FX graph itself bakes them in.
+If lowering or the C++ build fails, the graph runs eagerly and the reason is
+logged (never a crash, never a wrong answer).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Tuple
+
+import numpy as np
+
+from ..tensor import Tensor, _make
+from . import codecache, config
+from .codegen import cpp
+from .codegen.wrapper import WrapperGen
+from .graph import GraphLowering, unflatten
+from .scheduler import FusedGroup, Scheduler
+from .virtualized import set_graph
+
+log = logging.getLogger("ember.inductor")
+log_code = logging.getLogger("ember.inductor.output_code")
+
+
+class GuardError(RuntimeError):
+    """A compiled graph was called with inputs that break its assumptions."""
+
+    def __init__(self, what, dim):
+        super().__init__(f"inductor: input {what} (dim {dim}) violates a size guard of the compiled graph")
+
+
+class CompiledGraph:
+    """One compiled variant: the generated wrapper plus the loaded library."""
+
+    def __init__(self, graph: GraphLowering, source: str, wrapper_src: str, call, n_kernels: int):
+        self.graph = graph
+        self.source = source
+        self.wrapper_src = wrapper_src
+        self._call = call
+        self.n_kernels = n_kernels
+        self.fallbacks = list(graph.fallbacks)
+        self._input_pos = {n: i for i, n in enumerate(graph.input_names)}
+        self._consts = [graph.constants[n]._data for n in graph.input_names if n in graph.constants]
+        self._n_user = len(graph.input_names) - len(graph.constants)
+        kinds = []
+        for o in graph.outputs:
+            if isinstance(o, tuple) and o[0] == "input":
+                kinds.append(("input", self._input_pos[o[1]]))
+            elif isinstance(o, tuple) and o[0] == "const":
+                kinds.append(("const", o[1]))
+            else:
+                kinds.append(("buf", None))
+        self._kinds = kinds
+        self._plain = all(k[0] == "buf" for k in kinds)
+        self._spec = graph.out_spec
+
+    def __call__(self, tensors):
+        arrays = [t._data for t in tensors]
+        if self._consts:
+            arrays = arrays + self._consts
+        res = self._call(arrays)
+        if self._plain:
+            outs = [_make(a) for a in res]
+        else:
+            outs = []
+            for a, (kind, v) in zip(res, self._kinds):
+                if kind == "buf":
+                    outs.append(_make(a))
+                elif kind == "input":
+                    outs.append(tensors[v] if v < len(tensors) else self.graph.constants[
+                        self.graph.input_names[v]])
+                else:
+                    outs.append(v)
+        return unflatten(self._spec, iter(outs))
+
+
+def _ensure_meta(gm, example_inputs):
+    """Fallbacks need each node's output shape/dtype: fill ``tensor_meta`` by an
+    eager run when the tracer did not record it."""
+    missing = any(n.op == "call_function" and "tensor_meta" not in n.meta for n in gm.graph.nodes)
+    if missing:
+        from ..fx.passes.shape_prop import ShapeProp
+        ShapeProp(gm).propagate(*example_inputs)
+
+
+def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
+    graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
+    with set_graph(graph):
+        sched = Scheduler(graph)
+        size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
+        kernels, names, params = [], {}, {}
+        for gi, grp in enumerate(sched.groups):
+            if isinstance(grp, FusedGroup):
+                kname = f"kernel{gi}"
+                kg = cpp.KernelGen(kname, grp, graph, size_syms)
+                kernels.append(kg.generate())
+                names[gi] = kname
+                params[gi] = kg.params
+        source = cpp.generate_source(kernels)
+        lib = codecache.load(source) if kernels else None
+        wg = WrapperGen(graph, sched.groups, names, params, size_syms)
+        wrapper_src = wg.generate(lib)
+    if log_code.isEnabledFor(logging.DEBUG):
+        log_code.debug("generated C++:\n%s\nwrapper:\n%s", source if kernels else "(none)", wrapper_src)
+    glb = dict(wg.globals)
+    glb["_GuardError"] = GuardError
+    glb["_lib"] = lib  # keep the library alive with the wrapper
+    exec(compile(wrapper_src, "<inductor wrapper>", "exec"), glb)
+    return CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
+
+
+def _key(tensors):
+    return tuple((t._data.shape, t._data.strides, t.dtype) for t in tensors)
+
+
+class CompiledFunction:
+    """What :func:`compile_fx` returns: call it with the flat input tensors."""
+
+    def __init__(self, gm, example_inputs, dynamic=False):
+        self.gm = gm
+        self.dynamic = dynamic
+        self.variants: Dict[Any, Any] = {}
+        self._last_key = None
+        self._last = None
+        self.eager_reason = None
+        self._compile(list(example_inputs))
+
+    def _compile(self, inputs):
+        key = self._vkey(inputs)
+        try:
+            _ensure_meta(self.gm, inputs)
+            v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
+        except Exception as e:  # noqa: BLE001 - any failure runs the graph eagerly
+            if config.debug_lowering:
+                raise
+            reason = f"{type(e).__name__}: {e}"
+            log.warning("inductor: compiling the graph failed, running it eagerly: %s", reason)
+            self.eager_reason = reason
+            v = None
+        self.variants[key] = v
+        self._last_key, self._last = key, v
+        return v
+
+    def _vkey(self, tensors):
+        if self.dynamic:
+            return tuple((t._data.ndim, t.dtype) for t in tensors)
+        return _key(tensors)
+
+    @property
+    def compiled(self):
+        return self._last
+
+    def __call__(self, *tensors):
+        key = self._vkey(tensors)
+        if key == self._last_key:
+            v = self._last
+        else:
+            if key not in self.variants:
+                first = next(iter(self.variants))
+                if not self.dynamic and [k[0] for k in first] != [k[0] for k in key]:
+                    raise GuardError("shape", "-")
+                self._compile(list(tensors))
+            v = self.variants[key]
+            self._last_key, self._last = key, v
+        if v is None:
+            return self.gm(*tensors)
+        return v(tensors)
+
+
+def compile_fx(gm, example_inputs, dynamic: bool = False):
+    """Compile an FX graph of prims for the CPU; see the module docstring."""
+    return CompiledFunction(gm, example_inputs, dynamic=dynamic)

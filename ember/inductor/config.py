@@ -1,0 +1,53 @@
+"""Knobs of the CPU inductor (module attributes; change them before compiling).
+
+``EMBER_LOGS`` (a comma list read at import and by :func:`configure_logging`)
+turns on the ``ember.inductor`` loggers: ``output_code`` (the generated C++
+and Python wrapper), ``schedule`` (the kernels and their nodes), ``fusion``
+(every fusion decision with its reason).
+"""
+from __future__ import annotations
+
+import logging
+import os
+
+# fusion ------------------------------------------------------------------------
+fusion = True              # loop fusion in the scheduler (inlining still happens)
+inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
+realize_all = False        # write out every pointwise value (debugging / ablation)
+
+# codegen -----------------------------------------------------------------------
+threads = None             # OpenMP threads; None = OpenMP's default (all cores)
+simd = True                # '#pragma omp simd' and the simd math declarations
+parallel = True            # '#pragma omp parallel for'
+parallel_min_work = 32768  # elements below which a loop runs on one thread
+cxx = os.environ.get("CXX", "g++")
+cpp_flags = ["-O3", "-march=native", "-fopenmp", "-fwrapv", "-fno-math-errno", "-shared", "-fPIC"]
+# why these: -fwrapv makes signed overflow wrap (the prims' integer semantics);
+# -fno-math-errno lets sqrt vectorise and is value-neutral (errno is not IEEE);
+# no -ffast-math: results stay IEEE (NaN/inf, signed zeros, no reassociation
+# outside the reductions that ask for it).
+cpp_libs = ["-lmvec", "-lm"]
+
+# debugging -----------------------------------------------------------------------
+debug_lowering = False     # raise instead of falling back when a lowering fails
+
+LOG_NAMES = ("output_code", "schedule", "fusion")
+
+
+def configure_logging(spec=None):
+    """Enable the loggers named in ``spec`` (default ``$EMBER_LOGS``)."""
+    spec = os.environ.get("EMBER_LOGS", "") if spec is None else spec
+    names = {s.strip() for s in spec.split(",") if s.strip()}
+    for n in LOG_NAMES:
+        lg = logging.getLogger(f"ember.inductor.{n}")
+        if n in names or "all" in names:
+            lg.setLevel(logging.DEBUG)
+            if not lg.handlers:
+                h = logging.StreamHandler()
+                h.setFormatter(logging.Formatter("[ember.inductor.%(name)s] %(message)s".replace(
+                    "%(name)s", n)))
+                lg.addHandler(h)
+    return names
+
+
+configure_logging()

@@ -1,0 +1,454 @@
+"""One lowering per prim: prim arguments (IR values, Python scalars, lists)
+-> an IR value (see ``ir.py``).
+
+A prim with no lowering here, or whose lowering raises, becomes an
+``ExternKernel`` calling the prim's own numpy reference (``graph.py`` does
+that and logs the reason): slower, never wrong.
+
+Prims do no promotion and no broadcasting, so a pointwise lowering only
+checks that its operands agree and builds ``inner_fn`` from their loaders.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict
+
+import numpy as np
+import sympy
+
+from .. import types as _t
+from . import ir
+from .ir import ExternArg, Pointwise, Reduction
+from .sizevars import FloorDiv, ModularIndexing, contiguous_strides, product, sympify
+from .virtualized import V, ops
+
+LOWERINGS: Dict[str, Callable] = {}
+_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def register(*names):
+    def deco(fn):
+        for n in names:
+            LOWERINGS[n] = fn
+        return fn
+    return deco
+
+
+def _is_ir(x):
+    return isinstance(x, ir.IRNode)
+
+
+def scalar_value(v, dtype):
+    """A Python number converted to ``dtype`` exactly as the prims' references do
+    (integers wrap, half precision rounds once)."""
+    if dtype is _t.bool_:
+        return bool(v)
+    if dtype.category == 1:
+        return int(np.asarray(int(v)).astype(dtype.np))
+    return float(np.asarray(v, dtype=dtype.np).astype(np.float64))
+
+
+def _loader_or_const(a, dtype):
+    if _is_ir(a):
+        return a.make_loader()
+    val = scalar_value(a, dtype)
+    return lambda idx: ops.constant(val, dtype)
+
+
+def _check_same_size(name, tensors):
+    ref = tensors[0].get_size()
+    for t in tensors[1:]:
+        s = t.get_size()
+        if len(s) != len(ref):
+            raise ValueError(f"prims.{name}: operand ranks differ")
+        for a, b in zip(s, ref):
+            V.graph.sizevars.guard_equals(a, b)
+    return ref
+
+
+def make_pointwise(name, out_bool=False):
+    def lower(*args):
+        tensors = [a for a in args if _is_ir(a)]
+        size = _check_same_size(name, tensors)
+        dtype = tensors[0].get_dtype()
+        loaders = [_loader_or_const(a, dtype) for a in args]
+        op_name = name
+
+        def inner_fn(idx):
+            return getattr(ops, op_name)(*[ld(idx) for ld in loaders])
+
+        return Pointwise(size, _t.bool_ if out_bool else dtype, inner_fn)
+    return lower
+
+
+for _n in ir.UNARY_OPS + ir.BINARY_OPS:
+    LOWERINGS[_n] = make_pointwise(_n)
+for _n in ir.UNARY_BOOL_OPS + ir.BINARY_BOOL_OPS:
+    LOWERINGS[_n] = make_pointwise(_n, out_bool=True)
+
+
+@register("where")
+def _where(pred, a, b):
+    tensors = [x for x in (pred, a, b) if _is_ir(x)]
+    size = _check_same_size("where", tensors)
+    dtype = (a if _is_ir(a) else b).get_dtype()
+    lp = pred.make_loader()
+    la, lb = _loader_or_const(a, dtype), _loader_or_const(b, dtype)
+    return Pointwise(size, dtype, lambda idx: ops.where(lp(idx), la(idx), lb(idx)))
+
+
+@register("convert_element_type")
+def _convert(x, dtype):
+    dtype = _t.as_dtype(dtype)
+    ld = x.make_loader()
+    return Pointwise(x.get_size(), dtype, lambda idx: ops.to_dtype(ld(idx), dtype))
+
+
+# ---------------------------------------------------------------------- views
+def _view(x, size, reindex):
+    ld = x.make_loader()
+    return Pointwise(size, x.get_dtype(), lambda idx: ld(reindex(list(idx))), is_view=True)
+
+
+@register("broadcast_in_dim")
+def _broadcast_in_dim(x, shape, broadcast_dimensions):
+    shape = [sympify(s) for s in shape]
+    in_size = x.get_size()
+    bd = [int(d) for d in broadcast_dimensions]
+
+    def reindex(idx):
+        return [sympy.Integer(0) if (n == 1 and shape[d] != 1) else idx[d] for n, d in zip(in_size, bd)]
+
+    return _view(x, shape, reindex)
+
+
+@register("permute")
+def _permute(x, dims):
+    dims = [int(d) for d in dims]
+    size = [x.get_size()[d] for d in dims]
+
+    def reindex(idx):
+        out = [None] * len(dims)
+        for i, d in enumerate(dims):
+            out[d] = idx[i]
+        return out
+
+    return _view(x, size, reindex)
+
+
+@register("squeeze")
+def _squeeze(x, dims):
+    dims = set(int(d) for d in dims)
+    in_size = x.get_size()
+    size = [s for i, s in enumerate(in_size) if i not in dims]
+
+    def reindex(idx):
+        it = iter(idx)
+        return [sympy.Integer(0) if i in dims else next(it) for i in range(len(in_size))]
+
+    return _view(x, size, reindex)
+
+
+@register("expand_dims")
+def _expand_dims(x, dims):
+    dims = set(int(d) for d in dims)
+    n = len(x.get_size()) + len(dims)
+    it = iter(x.get_size())
+    size = [sympy.Integer(1) if i in dims else next(it) for i in range(n)]
+
+    def reindex(idx):
+        return [idx[i] for i in range(n) if i not in dims]
+
+    return _view(x, size, reindex)
+
+
+@register("slice")
+def _slice(x, start_indices, limit_indices, strides=None):
+    n = len(x.get_size())
+    steps = [1] * n if strides is None else list(strides)
+    start = [sympify(s) for s in start_indices]
+    limit = [sympify(s) for s in limit_indices]
+    steps = [sympify(s) for s in steps]
+    size = [FloorDiv(l - s + k - 1, k) for s, l, k in zip(start, limit, steps)]
+
+    def reindex(idx):
+        return [s + i * k for s, i, k in zip(start, idx, steps)]
+
+    return _view(x, size, reindex)
+
+
+@register("flip")
+def _flip(x, dims):
+    dims = set(int(d) for d in dims)
+    size = x.get_size()
+
+    def reindex(idx):
+        return [size[d] - 1 - i if d in dims else i for d, i in enumerate(idx)]
+
+    return _view(x, size, reindex)
+
+
+@register("clone")
+def _clone(x):
+    ld = x.make_loader()
+    return Pointwise(x.get_size(), x.get_dtype(), ld)
+
+
+@register("reshape")
+def _reshape(x, shape):
+    old = x.get_size()
+    new = [sympify(s) for s in shape]
+    V.graph.sizevars.guard_equals(product(old), product(new))
+    new_strides = contiguous_strides(new)
+    old_strides = contiguous_strides(old)
+    sv = V.graph.sizevars
+
+    def reindex(idx):
+        ranges = {i: n for i, n in zip(idx, new) if isinstance(i, sympy.Symbol)}
+        flat = sum((i * s for i, s, n in zip(idx, new_strides, new) if n != 1), sympy.Integer(0))
+        out = []
+        for s, n in zip(old_strides, old):
+            if n == 1:
+                out.append(sympy.Integer(0))
+            else:
+                out.append(sv.simplify_with_ranges(ModularIndexing(flat, s, n), ranges))
+        return out
+
+    return _view(x, new, reindex)
+
+
+@register("as_strided")
+def _as_strided(x, size, stride, storage_offset=0):
+    """A view of ``x``'s memory: possible when ``x`` is (a linear view of) a buffer
+    whose layout is the one eager ``x`` has (checked against the FX node's strides)."""
+    view = ir.as_strided_view(x)
+    if view is None:
+        raise NotImplementedError("as_strided of a computed (non-view) value")
+    name, vsize, vstride, voffset = view
+    meta = V.graph.current_arg_meta(0)
+    if meta is None or meta.stride is None:
+        raise NotImplementedError("as_strided: the input's eager strides are unknown")
+    for n, a, b in zip(vsize, vstride, meta.stride):
+        if n != 1 and sympy.expand(a - b) != 0:
+            raise NotImplementedError("as_strided: the input's layout differs from its eager layout")
+    buf = V.graph.buffers_by_name[name]
+    size = [sympify(s) for s in size]
+    stride = [sympify(s) for s in stride]
+    off = voffset + sympify(storage_offset)
+    dtype = x.get_dtype()
+
+    def inner_fn(idx):
+        return ops.load(buf.name, off + sum((i * s for i, s in zip(idx, stride)), sympy.Integer(0)))
+
+    return Pointwise(size, dtype, inner_fn, is_view=True)
+
+
+def _clamp(e, lo, hi):
+    return sympy.Max(lo, sympy.Min(e, hi))
+
+
+@register("cat")
+def _cat(tensors, dim):
+    dim = int(dim)
+    tensors = list(tensors)
+    size = list(tensors[0].get_size())
+    offsets = []
+    total = sympy.Integer(0)
+    for t in tensors:
+        offsets.append(total)
+        total = total + t.get_size()[dim]
+    size[dim] = total
+    dtype = tensors[0].get_dtype()
+    parts = [(t.make_loader(), o, t.get_size()[dim]) for t, o in zip(tensors, offsets)]
+    parts = [p for p in parts if p[2] != 0]
+
+    def inner_fn(idx):
+        i = idx[dim]
+        result = None
+        for ld, o, n in reversed(parts):
+            j = list(idx)
+            j[dim] = _clamp(i - o, 0, n - 1)
+            val = ld(j)
+            if result is None:
+                result = val
+            else:
+                result = ops.where(ops.index_expr(sympy.Lt(i, o + n), _t.bool_), val, result)
+        return result
+
+    return Pointwise(size, dtype, inner_fn)
+
+
+@register("pad")
+def _pad(x, padding_value, padding_config):
+    cfg = [tuple(sympify(v) for v in c) for c in padding_config]
+    in_size = x.get_size()
+    dtype = x.get_dtype()
+    size = []
+    for n, (lo, hi, it) in zip(in_size, cfg):
+        core = n + (n - 1) * it if n != 0 else sympy.Integer(0)
+        size.append(sympy.Max(lo + hi + core, 0) if not (lo + hi + core).is_number else lo + hi + core)
+    ld = x.make_loader()
+    pad_val = scalar_value(padding_value, dtype)
+
+    def inner_fn(idx):
+        conds = []
+        j = []
+        for i, n, (lo, hi, it) in zip(idx, in_size, cfg):
+            if lo == 0 and hi == 0 and it == 0:
+                j.append(i)
+                continue
+            k = i - lo
+            if it == 0:
+                conds.append(sympy.And(sympy.Ge(k, 0), sympy.Lt(k, n)))
+                j.append(_clamp(k, 0, n - 1))
+            else:
+                kk = _clamp(k, 0, (n - 1) * (it + 1))
+                conds.append(sympy.And(sympy.Ge(k, 0), sympy.Le(k, (n - 1) * (it + 1)),
+                                       sympy.Eq(ModularIndexing(kk, 1, it + 1), 0)))
+                j.append(FloorDiv(kk, it + 1))
+        val = ld(j)
+        if not conds:
+            return val
+        cond = ops.index_expr(sympy.And(*conds), _t.bool_)
+        return ops.where(cond, val, ops.constant(pad_val, dtype))
+
+    return Pointwise(size, dtype, inner_fn)
+
+
+# ---------------------------------------------------------------------- creation
+@register("iota")
+def _iota(length, start, step, dtype, device=None):
+    dtype = _t.as_dtype(dtype)
+    if dtype.category == 1:
+        s0, st = int(start), int(step)
+        return Pointwise([length], dtype, lambda idx: ops.to_dtype(
+            ops.index_expr(s0 + idx[0] * st, _t.int64), dtype))
+    s0, st = float(start), float(step)
+    return Pointwise([length], dtype, lambda idx: ops.to_dtype(ops.add(
+        ops.constant(s0, _t.float64), ops.mul(ops.index_expr(idx[0], _t.float64), ops.constant(st, _t.float64))),
+        dtype))
+
+
+@register("full")
+def _full(shape, fill_value, dtype, device=None):
+    dtype = _t.as_dtype(dtype)
+    if dtype is _t.bool_:
+        v = bool(fill_value != 0)
+    elif dtype.category == 1:
+        v = int(np.asarray(fill_value).astype(np.float64 if isinstance(fill_value, float) else np.int64)
+                .astype(dtype.np))
+    else:
+        v = float(np.asarray(fill_value, dtype=np.float64).astype(dtype.np))
+    return Pointwise(list(shape), dtype, lambda idx: ops.constant(v, dtype))
+
+
+# ---------------------------------------------------------------------- indexing
+@register("gather")
+def _gather(x, dim, index):
+    dim = int(dim)
+    lx, li = x.make_loader(), index.make_loader()
+    n = x.get_size()[dim]
+
+    def inner_fn(idx):
+        j = list(idx)
+        j[dim] = ops.indirect_indexing(li(idx), n)
+        return lx(j)
+
+    return Pointwise(index.get_size(), x.get_dtype(), inner_fn)
+
+
+@register("index_select")
+def _index_select(x, dim, index):
+    dim = int(dim)
+    size = list(x.get_size())
+    if not size:
+        raise NotImplementedError("index_select of a 0-d tensor")
+    lx, li = x.make_loader(), index.make_loader()
+    n = size[dim]
+    one_d = len(index.get_size()) == 1
+    size[dim] = index.get_size()[0] if one_d else sympy.Integer(1)
+
+    def inner_fn(idx):
+        j = list(idx)
+        j[dim] = ops.indirect_indexing(li([idx[dim]] if one_d else []), n)
+        return lx(j)
+
+    return Pointwise(size, x.get_dtype(), inner_fn)
+
+
+# ---------------------------------------------------------------------- reductions
+def _make_reduction(x, dims, rtype, dtype=None, correction=0, bool_input=False):
+    size = x.get_size()
+    dims = sorted(set(int(d) for d in dims))
+    out_size = [s for i, s in enumerate(size) if i not in dims]
+    rranges = [size[d] for d in dims]
+    ld = x.make_loader()
+    src_dtype = x.get_dtype()
+
+    def inner_fn(idx, ridx):
+        full, it, rit = [], iter(idx), iter(ridx)
+        for i in range(len(size)):
+            full.append(next(rit) if i in dims else next(it))
+        v = ld(full)
+        if bool_input and src_dtype is not _t.bool_:
+            v = ops.ne(v, ops.constant(scalar_value(0, src_dtype), src_dtype))
+        return v
+
+    return Reduction(out_size, rranges, rtype, _t.bool_ if bool_input else src_dtype, inner_fn,
+                     dtype=dtype, correction=correction)
+
+
+def _reduction(rtype, bool_out=False):
+    def lower(x, dims):
+        if not list(dims):
+            if bool_out:
+                return LOWERINGS["ne"](x, scalar_value(0, x.get_dtype()))
+            return _clone(x)
+        if x.get_dtype() is _t.bool_ and rtype in ("amax", "amin"):
+            return _make_reduction(x, dims, "any" if rtype == "amax" else "all")
+        return _make_reduction(x, dims, rtype, bool_input=bool_out)
+    return lower
+
+
+for _n in ("sum", "prod", "amax", "amin"):
+    LOWERINGS[_n] = _reduction(_n)
+LOWERINGS["any"] = _reduction("any", bool_out=True)
+LOWERINGS["all"] = _reduction("all", bool_out=True)
+
+
+def _argreduce(rtype):
+    def lower(x, dim):
+        if not x.get_size():
+            return Pointwise([], _t.int64, lambda idx: ops.constant(0, _t.int64))
+        return _make_reduction(x, [dim], rtype)
+    return lower
+
+
+LOWERINGS["argmax"] = _argreduce("argmax")
+LOWERINGS["argmin"] = _argreduce("argmin")
+
+
+@register("var")
+def _var(x, dims, correction):
+    if not list(dims):
+        raise NotImplementedError("var over no dims")
+    return _make_reduction(x, dims, "var", correction=float(correction))
+
+
+# ---------------------------------------------------------------------- externs
+def _matmul(a, b, out):
+    np.matmul(a, b, out=out)
+    return out
+
+
+@register("mm", "bmm")
+def _mm(a, b):
+    """numpy's matmul: the BLAS eager ember already uses (OpenBLAS in numpy's wheels,
+    multithreaded, AVX-512 kernels), so compiled and eager matmuls agree bit for bit
+    and no second BLAS is linked into the generated code."""
+    sa, sb = a.get_size(), b.get_size()
+    out = list(sa[:-1]) + [sb[-1]]
+    dtype = a.get_dtype()
+    if dtype in (_t.float16, _t.bfloat16):
+        raise NotImplementedError("half-precision matmul (numpy has no half BLAS)")
+    return V.graph.make_extern("mm", _matmul, [a, b], [ExternArg(0), ExternArg(1)], {},
+                               [ir.Layout(out, dtype=dtype)], out_arg=True)

@@ -1,0 +1,225 @@
+"""The scheduler: group the realized buffers into kernels (loop fusion) and
+order them.
+
+A *fused group* is one C++ kernel: an outer loop nest over sizes ``P``
+(parallel) whose body runs the group's nodes in order, each as a *stage*:
+
+* a pointwise node of size ``P + Q`` runs an inner (SIMD) loop nest over ``Q``
+  (no inner loop when ``Q`` is empty);
+* a reduction with output size ``P`` runs its reduction loop over its
+  ``reduction_ranges`` and stores one value per outer iteration.
+
+So softmax (amax, exp-sub, sum, div over rows) and layer_norm become one
+kernel with one parallel loop over the rows; a chain of pointwise ops of one
+size is one loop (most of it was already inlined by the lowering).
+
+Legality -- never fuse across a dependency we cannot prove. A stage may read
+a buffer written by an earlier stage of the same group only at exactly the
+index that stage wrote in the same outer iteration: the read index must equal
+the writer's index as sympy expressions over the shared outer variables
+``x*`` and, when the writer has an inner loop, over inner variables ``r*``
+of identical ranges. Then every value read was written earlier in the same
+outer iteration, so outer iterations are independent (parallel-safe) and the
+stage order is a valid schedule. Reads of buffers of other kernels are free:
+those kernels ran before. A node joins a group only if every buffer it reads
+was produced by that group or an earlier one.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Optional, Set
+
+import sympy
+
+from . import config, ir
+from .ir import index_vars
+from .sizevars import contiguous_strides
+
+log_fusion = logging.getLogger("ember.inductor.fusion")
+log_schedule = logging.getLogger("ember.inductor.schedule")
+
+
+class SchedNode:
+    def __init__(self, buf: ir.ComputedBuffer):
+        self.buf = buf
+        self.name = buf.name
+        self.data = buf.data
+        self.is_reduction = isinstance(buf.data, ir.Reduction)
+        self.size = list(buf.data.get_size())
+        self.rranges = list(buf.data.reduction_ranges) if self.is_reduction else []
+        self._reads: Dict[int, list] = {}
+        self.read_names: Set[str] = {n for n, _ in self.reads(self.natural_p())}
+
+    def natural_p(self) -> int:
+        return len(self.size)
+
+    def can_split(self, p: int) -> bool:
+        return p == len(self.size) if self.is_reduction else 0 <= p <= len(self.size)
+
+    def outer(self, p):
+        return self.size[:p]
+
+    def inner(self, p):
+        return self.rranges if self.is_reduction else self.size[p:]
+
+    def vars(self, p):
+        return index_vars("x", p), index_vars("r", len(self.inner(p)))
+
+    def reads(self, p) -> list:
+        if p not in self._reads:
+            xs, rs = self.vars(p)
+            if self.is_reduction:
+                rec = ir.extract_reads(self.data.inner_fn, xs, rs)
+            else:
+                rec = ir.extract_reads(self.data.inner_fn, xs + rs)
+            self._reads[p] = [(n, sympy.expand(i)) for n, i in rec.reads]
+        return self._reads[p]
+
+    def write_index(self, p):
+        xs, rs = self.vars(p)
+        if self.is_reduction:
+            idx = xs
+        else:
+            idx = xs + rs
+        return sympy.expand(sum((i * s for i, s, n in zip(idx, contiguous_strides(self.size), self.size)
+                                 if n != 1), sympy.Integer(0)))
+
+    def __repr__(self):
+        kind = f"reduction[{self.data.reduction_type}]" if self.is_reduction else "pointwise"
+        return f"{self.name}: {kind} size={self.size}" + (f" ranges={self.rranges}" if self.is_reduction else "")
+
+
+class ExternNode:
+    def __init__(self, kernel: ir.ExternKernel):
+        self.kernel = kernel
+        self.name = kernel.name
+        self.read_names = set()
+        for x in kernel.inputs:
+            self.read_names.add(x.name if isinstance(x, ir.Buffer) else x[1].name)
+        self.write_names = [o.name for o in kernel.outputs]
+
+
+class FusedGroup:
+    def __init__(self, nodes: List[SchedNode], p: int):
+        self.nodes = nodes
+        self.p = p
+
+    @property
+    def outer_sizes(self):
+        return self.nodes[0].outer(self.p)
+
+    def names(self):
+        return {n.name for n in self.nodes}
+
+    def read_names(self):
+        return set().union(*(n.read_names for n in self.nodes))
+
+    def __repr__(self):
+        return f"FusedGroup(outer={self.outer_sizes}, nodes=[{', '.join(n.name for n in self.nodes)}])"
+
+
+class ExternGroup:
+    def __init__(self, node: ExternNode):
+        self.node = node
+        self.nodes = [node]
+
+    def names(self):
+        return set(self.node.write_names)
+
+    def read_names(self):
+        return set(self.node.read_names)
+
+    def __repr__(self):
+        return f"ExternGroup({self.node.kernel.kind} -> {self.node.write_names})"
+
+
+def _same_sizes(a, b) -> bool:
+    return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b))
+
+
+def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
+    """None when ``nodes`` (in this order) can share one outer loop nest of depth
+    ``p``; else the reason they cannot."""
+    if not all(n.can_split(p) for n in nodes):
+        return "a node cannot split at this depth"
+    P = nodes[0].outer(p)
+    written = {}
+    for n in nodes:
+        if not _same_sizes(n.outer(p), P):
+            return f"outer sizes differ ({n.outer(p)} vs {P})"
+        rvars = set(index_vars("r", len(n.inner(p))))
+        for name, idx in n.reads(p):
+            w = written.get(name)
+            if w is None:
+                continue
+            widx, wq, wr = w
+            if sympy.expand(idx - widx) != 0:
+                return f"{n.name} reads {name} at {idx}, written at {widx}"
+            if wr and not _same_sizes(wq, n.inner(p)):
+                return f"{n.name} reads {name} over inner ranges {n.inner(p)}, written over {wq}"
+        written[n.name] = (n.write_index(p), n.inner(p), bool(n.inner(p)))
+        del rvars
+    return None
+
+
+class Scheduler:
+    def __init__(self, graph):
+        self.graph = graph
+        self.groups: List = []
+        self._schedule()
+
+    def _schedule(self):
+        producer: Dict[str, int] = {}   # buffer name -> group index
+        for buf in self.graph.buffers:
+            if isinstance(buf, ir.ExternKernel):
+                g = ExternGroup(ExternNode(buf))
+                self.groups.append(g)
+                for nm in g.node.write_names:
+                    producer[nm] = len(self.groups) - 1
+                continue
+            node = SchedNode(buf)
+            gi = self._pick_group(node, producer) if config.fusion else None
+            if gi is None:
+                self.groups.append(FusedGroup([node], node.natural_p()))
+                gi = len(self.groups) - 1
+            producer[node.name] = gi
+        if log_schedule.isEnabledFor(logging.DEBUG):
+            for i, g in enumerate(self.groups):
+                log_schedule.debug("kernel %d: %r", i, g)
+                for n in getattr(g, "nodes", []):
+                    log_schedule.debug("    %r", n)
+
+    def _pick_group(self, node: SchedNode, producer) -> Optional[int]:
+        deps = [producer[n] for n in node.read_names if n in producer]
+        lo = max(deps) if deps else 0
+        best = None
+        for gi in range(len(self.groups) - 1, lo - 1, -1):
+            g = self.groups[gi]
+            if not isinstance(g, FusedGroup):
+                continue
+            shared = node.read_names & (g.names() | g.read_names())
+            if not shared:
+                continue
+            score = len(node.read_names & g.names()) * 2 + len(shared)
+            # candidate depths: keep the group's, or narrow it to the node's outer size
+            cands = sorted({g.p, len(node.size)} if node.is_reduction else {g.p, min(g.p, len(node.size))},
+                           reverse=True)
+            for p in cands:
+                if p > g.p:
+                    continue
+                reason = valid_group(g.nodes + [node], p)
+                if reason is None:
+                    if best is None or score > best[0]:
+                        best = (score, gi, p)
+                    break
+                log_fusion.debug("no fusion of %s into kernel %d (depth %d): %s", node.name, gi, p, reason)
+        if best is None:
+            return None
+        _, gi, p = best
+        g = self.groups[gi]
+        g.nodes.append(node)
+        if p != g.p:
+            log_fusion.debug("kernel %d: outer loop narrowed from depth %d to %d", gi, g.p, p)
+        g.p = p
+        log_fusion.debug("fused %s into kernel %d (%s)", node.name, gi, ", ".join(n.name for n in g.nodes))
+        return gi
