@@ -166,11 +166,12 @@ def _reshape_meta(a, shape):
     return _meta.view_of(a, tuple(shape), st)
 
 
-@defprim("reshape(Tensor a, SymInt[] shape) -> Tensor", meta=_reshape_meta, tags=("view",), check=_reshape_check)
+@defprim("reshape(Tensor a, SymInt[] shape) -> Tensor", meta=_reshape_meta, check=_reshape_check)
 def _reshape(xp, a, shape):
     """``a``'s elements in row-major order, laid out as ``shape`` (same number of elements;
-    no -1). A view when ``a``'s strides allow one (PyTorch's ``view`` rule), else a new
-    contiguous tensor. Value semantics are numpy's ``reshape``."""
+    no -1). It shares ``a``'s memory when ``a``'s strides allow (PyTorch's ``view`` rule),
+    else it is a new contiguous tensor; value semantics are numpy's ``reshape``. (Not tagged
+    ``view``: whether it aliases depends on the layout, and graphs of prims are functional.)"""
     st = _view_strides(a.shape, _estrides(a), shape)
     if st is None:
         return xp.ascontiguousarray(a).reshape(tuple(shape))
