@@ -93,7 +93,7 @@ class WrapperGen:
 
         def alloc(buf):
             lay = buf.layout
-            key = (str(sympy.expand(lay.size and _numel(lay.size))), lay.dtype.name)
+            key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
             pool = free.get(key)
             if pool:
                 old = pool.pop()
@@ -120,7 +120,7 @@ class WrapperGen:
                 if last_use.get(nm) == gi and nm not in outputs and nm not in input_set:
                     buf = g.buffers_by_name[nm]
                     lay = buf.layout
-                    key = (str(sympy.expand(lay.size and _numel(lay.size))), lay.dtype.name)
+                    key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
                     free.setdefault(key, []).append(nm)
         outs = []
         for o in g.outputs:

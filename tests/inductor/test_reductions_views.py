@@ -1,0 +1,190 @@
+"""Reductions over various dims (innermost, outer, several, all), views and
+broadcasts as index rewrites, indexing, creation, externs and fallbacks."""
+import numpy as np
+import pytest
+
+import ember
+import ember.prims as P
+from ember.tensor import _make
+
+from ._helpers import RNG, assert_same, compile_and_run, rand, randint
+
+DIMS = [(2,), (0,), (1,), (0, 2), (0, 1, 2)]
+
+
+@pytest.fixture(scope="module")
+def reduction_results():
+    x = rand(6, 7, 33, dtype=np.float64)
+    xf = rand(6, 7, 33, dtype=np.float32, lo=0.5, hi=1.5)
+    xt = _make(rand(33, 7, 6, dtype=np.float32).numpy().transpose(2, 1, 0))   # non-contiguous input
+    xn = x.numpy().copy()
+    xn[2, 3, 5] = np.nan
+    xnan = _make(xn)
+    xi = randint(6, 7, 33, dtype=np.int32, lo=-5, hi=5)
+    xb = _make(RNG.random((6, 7, 33)) < 0.1)
+
+    def fn(x, xf, xt, xnan, xi, xb):
+        out = {}
+        for dims in DIMS:
+            k = "_".join(map(str, dims))
+            out[f"sum_{k}"] = P.sum(x, dims)
+            out[f"prod_{k}"] = P.prod(xf, dims)
+            out[f"amax_{k}"] = P.amax(x, dims)
+            out[f"amin_{k}"] = P.amin(xt, dims)
+            out[f"amaxnan_{k}"] = P.amax(xnan, dims)
+            out[f"any_{k}"] = P.any(xb, dims)
+            out[f"all_{k}"] = P.all(P.logical_not(xb), dims)
+            out[f"isum_{k}"] = P.sum(xi, dims)
+            out[f"imax_{k}"] = P.amax(xi, dims)
+            out[f"var_{k}"] = P.var(x, dims, 1.0)
+            out[f"varf_{k}"] = P.var(xt, dims, 0.0)
+            out[f"sumt_{k}"] = P.sum(xt, dims)
+        for d in range(3):
+            out[f"argmax_{d}"] = P.argmax(x, d)
+            out[f"argmin_{d}"] = P.argmin(xt, d)
+            out[f"argmaxnan_{d}"] = P.argmax(xnan, d)
+            out[f"iargmax_{d}"] = P.argmax(xi, d)    # ties: the first occurrence
+        out["sum_none"] = P.sum(x, [])
+        out["any_int"] = P.any(xi, [1])
+        return out
+
+    return compile_and_run(fn, x, xf, xt, xnan, xi, xb)
+
+
+def test_reductions(reduction_results):
+    cf, got, want = reduction_results
+    assert len(got) == len(want) > 60
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5 if g.dtype == np.float32 else 1e-12, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [1, 5, 40000])
+def test_full_reduction_parallel(n):
+    """A reduction to a scalar runs its reduction loop in parallel (no outer loop)."""
+    x = rand(n, dtype=np.float64)
+    cf, got, want = compile_and_run(lambda x: (P.sum(x, [0]), P.var(x, [0], 1.0), P.amax(x, [0])), x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-10)
+
+
+def test_views_and_broadcasts():
+    x = rand(4, 6, 10, dtype=np.float32)
+    y = rand(6, dtype=np.float32)
+    s = rand(1, 6, 1, dtype=np.float32)
+
+    def fn(x, y, s):
+        out = {}
+        out["bid"] = P.add(x, P.broadcast_in_dim(y, [4, 6, 10], [1]))
+        out["bid1"] = P.mul(x, P.broadcast_in_dim(s, [4, 6, 10], [0, 1, 2]))
+        out["perm"] = P.exp(P.permute(x, [2, 0, 1]))
+        out["slice"] = P.slice(x, [1, 0, 2], [4, 6, 9], [2, 3, 2])
+        out["squeeze"] = P.neg(P.squeeze(s, [0, 2]))
+        out["expand"] = P.expand_dims(y, [0, 2])
+        out["reshape"] = P.reshape(x, [24, 10])
+        out["reshape2"] = P.reshape(x, [4, 3, 2, 5, 2])
+        out["reshape_perm"] = P.reshape(P.permute(x, [1, 0, 2]), [6, 40])   # value semantics, not a view
+        out["reshape_flat"] = P.reshape(P.permute(x, [2, 1, 0]), [240])
+        out["flip"] = P.flip(x, [0, 2])
+        out["cat0"] = P.cat([x, P.mul(x, 2.0)], 0)
+        out["cat2"] = P.cat([x, P.slice(x, [0, 0, 0], [4, 6, 3])], 2)
+        out["pad"] = P.pad(x, 0.5, [(1, 2, 0), (0, 0, 0), (-2, 3, 0)])
+        out["pad_interior"] = P.pad(x, -1.0, [(0, 0, 1), (2, -1, 2), (0, 0, 0)])
+        out["clone"] = P.clone(P.permute(x, [1, 0, 2]))
+        out["as_strided"] = P.as_strided(x, [5, 7], [3, 11], 4)
+        out["iota"] = P.iota(12, 3, 2, ember.int64)
+        out["iota_f"] = P.iota(7, 0.5, 0.25, ember.float32)
+        out["full"] = P.add(x, P.full([4, 6, 10], 2.0, ember.float32))
+        return out
+
+    cf, got, want = compile_and_run(fn, x, y, s)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+
+
+def test_non_contiguous_inputs_and_variants():
+    base = rand(20, 30, dtype=np.float32).numpy()
+    xt = _make(base.T)                   # transposed
+    xs = _make(base[::2, 1::3])          # strided slice
+    xr = _make(base[::-1, :10])          # negative stride
+    fn = lambda a, b, c: (P.exp(a), P.sum(b, [0]), P.mul(c, c))  # noqa: E731
+    cf, got, want = compile_and_run(fn, xt, xs, xr)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=2e-6, atol=1e-6)
+    # the same graph called with contiguous inputs compiles a second variant
+    out = cf(_make(np.ascontiguousarray(base.T)), _make(np.ascontiguousarray(base[::2, 1::3])),
+             _make(np.ascontiguousarray(base[::-1, :10])))
+    assert len(cf.variants) == 2
+    for g, w in zip(out, want):
+        assert_same(g.numpy(), w, rtol=2e-6, atol=1e-6)
+
+
+def test_indexing():
+    x = rand(7, 9, dtype=np.float32)
+    idx = _make(RNG.integers(0, 7, size=(5, 9)).astype(np.int64))
+    sel = _make(RNG.integers(0, 9, size=(4,)).astype(np.int64))
+
+    def fn(x, idx, sel):
+        return (P.gather(x, 0, idx), P.index_select(x, 1, sel), P.exp(P.index_select(x, 0, P.remainder(sel, 7))),
+                P.scatter_add(x, 0, idx, P.slice(x, [0, 0], [5, 9])))
+
+    cf, got, want = compile_and_run(fn, x, idx, sel, allow_fallback=("scatter_add",))
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+    assert any("scatter_add" in f for f in cf.compiled.fallbacks)
+
+
+def test_matmul_extern_with_epilogue():
+    a = rand(16, 32, dtype=np.float32)
+    w = rand(32, 24, dtype=np.float32)
+    b = rand(24, dtype=np.float32)
+    bb = rand(3, 8, 5, dtype=np.float64)
+    cc = rand(3, 5, 4, dtype=np.float64)
+
+    def fn(a, w, b, bb, cc):
+        h = P.add(P.mm(a, w), P.broadcast_in_dim(b, [16, 24], [1]))
+        g = P.mul(h, P.mul(P.add(P.erf(P.mul(h, 0.7071067811865476)), 1.0), 0.5))
+        return g, P.bmm(bb, cc), P.mm(P.permute(w, [1, 0]), P.permute(a, [1, 0]))
+
+    cf, got, want = compile_and_run(fn, a, w, b, bb, cc)
+    for g, w_ in zip(got, want):
+        assert_same(g, w_, rtol=1e-5, atol=1e-5)
+    # gelu(x @ w + b): exactly one C++ kernel after the matmul
+    src = cf.compiled.wrapper_src
+    lines = [ln.strip() for ln in src.splitlines()]
+    mm_line = next(i for i, ln in enumerate(lines) if "# mm" in ln)
+    assert sum(1 for ln in lines[mm_line + 1:] if ln.startswith("_kernel")) >= 1
+    assert cf.compiled.fallbacks == []
+
+
+def test_fallback_extern_ops():
+    x = rand(5, 8, dtype=np.float32)
+
+    def fn(x):
+        v, i = P.sort(x, 1, False, True)
+        return P.cumsum(x, 1), P.add(v, 1.0), i
+
+    cf, got, want = compile_and_run(fn, x, allow_fallback=("cumsum", "sort"))
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+
+
+def test_dynamic_shapes():
+    """Symbolic sizes: one compiled kernel serves other sizes; sizes are kernel arguments."""
+    from ember.fx.experimental.proxy_tensor import make_fx
+    from ember.inductor import compile_fx
+
+    def fn(x, y):
+        e = P.exp(P.mul(x, y))
+        return P.div(e, P.broadcast_in_dim(P.sum(e, [1]), list(x.shape), [0])) if False else (e, P.sum(e, [1]))
+
+    x, y = rand(8, 50, dtype=np.float64), rand(8, 50, dtype=np.float64)
+    gm = make_fx(fn)(x, y)
+    cf = compile_fx(gm, [x, y], dynamic=True)
+    assert cf.compiled is not None, cf.eager_reason
+    assert "const int64_t s0" in cf.compiled.source
+    for shape in ((8, 50), (13, 77), (3, 2)):
+        a, b = rand(*shape, dtype=np.float64), rand(*shape, dtype=np.float64)
+        got, want = cf(a, b), gm(a, b)
+        for g, w in zip(got, want):
+            assert_same(g.numpy(), w.numpy(), rtol=1e-12)
+    assert len(cf.variants) == 1
