@@ -308,23 +308,15 @@ def is_empty(shape) -> bool:
     return any(isinstance(s, int) and s == 0 for s in shape)
 
 
-# ---------------------------------------------------------------------- numpy layout simulation
-# The numpy kernels' output strides follow from the sequence of numpy calls
-# they make, and two different rules are involved:
-#
-# * a ufunc (``np.add``, ``np.exp``, ``np.where``, ...) allocates its output in
-#   the nditer's 'K' order: an insertion sort of the axes where an operand
-#   votes only on axis pairs it has two non-zero strides for (broadcast and
-#   size-1 axes abstain), and a pair is swapped only if every voter agrees
-#   (any conflict keeps C order);
-# * ``astype``/``asarray(dtype=)``/``empty_like``/``zeros_like`` copy in
-#   'K' order of one array: a stable sort of the axes by decreasing |stride|,
-#   so an expanded (stride 0) axis goes innermost.
-#
-# The two differ for expanded inputs, so a meta function that must match a
-# kernel's strides replays the kernel's calls on layouts (``NpLayout``)
-# instead of guessing one rule for the whole op. ``pointwise_out`` above
-# models only dense inputs and picks the first full-shape input's order.
+# ---------------------------------------------------------------------- numpy layout replay
+# A numpy kernel's output strides follow from the sequence of numpy calls it
+# makes, and two rules are involved: a ufunc (``np.add``, ``np.exp``,
+# ``np.where``) allocates in the iterator's order (:func:`k_order`), while
+# ``astype``/``asarray(dtype=)``/``empty_like`` copy in :func:`like_strides`
+# order. The two differ for expanded (stride 0) inputs, so a kernel that casts
+# its input before a ufunc lays out its result unlike one that does not. A
+# meta that must match such a kernel replays its calls on layouts
+# (``NpLayout``) with :func:`np_ufunc` and :func:`np_astype`.
 class NpLayout:
     """Shape and element strides of an intermediate numpy array in a kernel."""
 
@@ -347,76 +339,23 @@ def np_layout(x) -> Optional[NpLayout]:
     return None
 
 
-def _is_one(n) -> bool:
-    return isinstance(n, int) and n == 1
-
-
-def _is_zero(s) -> bool:
-    return isinstance(s, int) and s == 0
-
-
-def _dense_from_order(shape, order) -> Tuple[Any, ...]:
-    """Strides of a fresh array laying out ``order`` (innermost axis first)."""
-    st = [0] * len(shape)
-    acc = 1
-    for ax in order:
-        st[ax] = acc
-        n = shape[ax]
-        acc = acc * (max(n, 1) if isinstance(n, int) else n)
-    return tuple(st)
-
-
 def np_ufunc(*xs) -> NpLayout:
     """Layout of a numpy ufunc's (or ``np.where``'s) freshly allocated output.
 
-    ``xs`` are the operands (Tensors, ``NpLayout`` s, or Python scalars, which
-    are 0-d and take no part). Sizes may be symbolic; strides are compared by
-    their hints (a layout decision, not a size, so no guard is needed)."""
-    ops = [o for o in (np_layout(x) for x in xs) if o is not None]
-    shape = broadcast_shapes(*(o.shape for o in ops)) if ops else ()
-    nd = len(shape)
-
-    def stride(op, ax):
-        off = nd - len(op.shape)
-        if ax < off or _is_one(op.shape[ax - off]) or _is_one(shape[ax]):
-            return 0
-        return op.estrides[ax - off]
-
-    perm = list(range(nd - 1, -1, -1))   # iterator order, innermost first
-    for i0 in range(1, nd):
-        j0 = i0
-        a0 = perm[i0]
-        for i1 in range(i0 - 1, -1, -1):
-            a1 = perm[i1]
-            ambiguous, swap = True, False
-            for op in ops:
-                s0, s1 = stride(op, a0), stride(op, a1)
-                if not _is_zero(s0) and not _is_zero(s1):
-                    if abs(_hint(s1)) <= abs(_hint(s0)):
-                        swap = False
-                    elif ambiguous:
-                        swap = True
-                    ambiguous = False
-            if not ambiguous:
-                if swap:
-                    j0 = i1
-                else:
-                    break
-        if j0 != i0:
-            perm.insert(j0, perm.pop(i0))
-    return NpLayout(shape, _dense_from_order(shape, perm))
-
+    ``xs`` are the operands: Tensors, ``NpLayout`` s, or Python scalars and
+    None, which are 0-d and take no part. Sizes may be symbolic."""
+    ops = [(o.shape, o.estrides) for o in (np_layout(x) for x in xs) if o is not None]
+    shape = broadcast_shapes(*(o[0] for o in ops)) if ops else ()
+    return NpLayout(shape, k_strides(shape, *ops))
 
 
 def np_astype(x, changes: bool = True) -> Optional[NpLayout]:
     """Layout after ``x.astype(dtype, copy=False)``: ``x`` itself unless the dtype ``changes``,
-    else a copy in numpy's 'K' order of ``x`` (also ``empty_like``/``zeros_like``)."""
+    else numpy's 'K' copy of ``x`` (also ``empty_like``/``zeros_like``/``astype(copy=True)``)."""
     lay = np_layout(x)
     if lay is None or not changes:
         return lay
-    nd = len(lay.shape)
-    order = sorted(range(nd), key=lambda d: -abs(_hint(lay.estrides[d])))
-    return NpLayout(lay.shape, _dense_from_order(lay.shape, order[::-1]))
+    return NpLayout(lay.shape, like_strides(lay.shape, lay.estrides))
 
 
 def np_contiguous(shape) -> NpLayout:

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import types as _t
 from ..tensor import Tensor
-from . import api
+from . import _meta, api
 from ._helpers import is_scalar, sum_to
 from .registry import OPS, defop
 
@@ -35,6 +35,24 @@ def _copy_from(xp, self, src):
     if type(src) is not type(self):  # cross-device
         src = xp.asarray(src.get() if hasattr(src, "get") else src)
     return xp.broadcast_to(src.astype(dt.np, copy=False), self.shape).copy()
+
+
+
+@_copy_from.meta_fn
+def _copy_meta(self, src):
+    """``self``'s shape and dtype, C order (the kernel copies a broadcast view)."""
+    shape = tuple(self.shape)
+    if not is_scalar(src):
+        try:
+            bshape = _meta.broadcast_shapes(tuple(src.shape), shape)
+        except RuntimeError:
+            bshape = None
+        if bshape is None or len(bshape) != len(shape) or not all(
+                x is y or bool(x == y) for x, y in zip(bshape, shape)):
+            ints = (lambda sh: [_meta._hint(n) for n in sh])   # the eager message's sizes
+            raise RuntimeError(f"output with shape {ints(shape)} doesn't match the broadcast shape "
+                               f"{ints(bshape) if bshape else ints(src.shape)}")
+    return _meta.out(shape, self.dtype)
 
 
 @_copy_from.derivative
@@ -63,6 +81,15 @@ def _fill(xp, self, value):
                                f"{value.ndim} dimensions.")
         value = value.item()
     return xp.full(self.shape, value, dtype=dt.np)
+
+
+
+@_fill.meta_fn
+def _fill_meta(self, value):
+    if not is_scalar(value) and value.ndim != 0:
+        raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
+                           f"{value.ndim} dimensions.")
+    return _meta.out(tuple(self.shape), self.dtype)
 
 
 @_fill.derivative

@@ -14,7 +14,7 @@ import numpy as np
 from .. import random as _random
 from .. import types as _t
 from ..tensor import Tensor, _make
-from . import api
+from . import _meta, api
 from ._helpers import is_scalar
 from .registry import defop
 
@@ -61,6 +61,18 @@ def full(xp, size, fill_value, dtype=None, device=None):
     return xp.full(tuple(size), fill_value, dtype=dt.np)
 
 
+
+def _check_size(size):
+    """numpy's check in ``xp.full``/``xp.empty`` (the public entry points raise PyTorch's error first)."""
+    if any(isinstance(n, int) and n < 0 for n in size):
+        raise ValueError("negative dimensions are not allowed")
+
+
+@full.meta_fn
+def _full_meta(size, fill_value, dtype=None, device=None):
+    """A fresh C-ordered buffer; sizes may be symbolic. The device comes from ``device`` (fake mode)."""
+    _check_size(size)
+    return _meta.out(tuple(size), _dt(dtype, _scalar_dtype(fill_value)))
 _full = full.binding
 
 
@@ -88,6 +100,12 @@ def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=N
        tags=("nondifferentiable",))
 def _empty(xp, size, dtype=None, device=None):
     return xp.empty(tuple(size), dtype=_dt(dtype).np)
+
+
+@_empty.meta_fn
+def _empty_meta(size, dtype=None, device=None):
+    _check_size(size)
+    return _meta.out(tuple(size), _dt(dtype))
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
@@ -388,6 +406,23 @@ def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
     else:
         raise ValueError(f"unknown random kind {kind!r}")
     return xp.asarray(arr)
+
+
+
+@_random_op.meta_fn
+def _random_meta(self, kind, a=0.0, b=1.0, generator=None):
+    """A fresh C-ordered array like ``self``, with the argument errors numpy raises in the kernel."""
+    shape = tuple(self.shape)
+    if kind == "random":
+        if int(a) >= int(b) and not any(isinstance(n, int) and n == 0 for n in shape):
+            raise ValueError("low >= high")
+    elif kind == "exponential":
+        scale = 1.0 / a
+        if scale < 0:
+            raise ValueError("scale < 0")
+    elif kind not in ("uniform", "normal", "bernoulli"):
+        raise ValueError(f"unknown random kind {kind!r}")
+    return _meta.out(shape, self.dtype)
 
 
 @_random_op.derivative(save=())

@@ -1569,3 +1569,504 @@ def _install():
 
 
 _install()
+
+
+# ---------------------------------------------------------------------- meta functions
+# Each kernel above has a meta function (what fake tensors run): the same
+# argument checks in the same order, the kernel's result dtype, and its
+# strides. The strides are the subtle part: a numpy kernel's output layout
+# follows from the numpy calls it makes (see ``_meta.np_ufunc``/``np_astype``),
+# and an ``astype`` to the compute dtype lays out an expanded input
+# differently from a ufunc on it, so each meta replays the kernel's calls on
+# layouts: ``_L(x, dt)`` is ``_arr(xp, x, dt)``, ``_U(...)`` a ufunc,
+# ``_cast(x, dt)`` ``x.astype(dt, copy=False)``. A chain of ufuncs over one
+# layout and its own ufunc results keeps that ufunc's layout
+# (``x / (1 + exp(-x))`` is laid out like ``exp(x)``), so such chains are
+# replayed as one ``_U``. The data-dependent checks (integer division by zero)
+# cannot run without data: a fake run passes where eager raises.
+from . import _meta as _M
+
+_U = _M.np_ufunc
+
+
+def _is_bool(x):
+    return isinstance(x, (bool, np.bool_)) if _is_scalar(x) else x.dtype is _t.bool_
+
+
+def _L(x, dt):
+    """Layout of ``_arr(xp, x, dt)``: a scalar is 0-d (None), a tensor is cast to ``dt`` if needed.
+
+    A scalar is converted as the kernel does, for the kernel's error when it does not fit ``dt``."""
+    if _is_scalar(x):
+        _arr(np, x, dt)
+        return None
+    return _M.np_astype(x, x.dtype is not dt)
+
+
+def _cast(a, dt):
+    """Layout of ``a.astype(dt.np, copy=False)``."""
+    return _M.np_astype(a, a.dtype is not dt)
+
+
+def _bcast(*args):
+    """The tensor arguments' broadcast shape, with the error the kernel raises (``defop`` above)."""
+    shapes = [tuple(a.shape) for a in args if isinstance(a, Tensor)]
+    if len(shapes) < 2:
+        return shapes[0] if shapes else ()
+    try:
+        return _M.broadcast_shapes(*shapes)
+    except RuntimeError:
+        # the kernel's message (it names the first two shapes); sizes by their example values
+        broadcast_shapes(*[tuple(_M._hint(s) for s in sh) for sh in shapes])
+        raise
+
+
+def _res(lay, dt):
+    return _M.np_out(lay, dt)
+
+
+def _unary_float_meta(a):
+    """exp, log, sin, ...: integer/bool inputs give the default float dtype."""
+    dt = _floaty(a.dtype)
+    return _res(_U(_cast(a, _comp(dt))), dt)
+
+
+def _erf_meta(a):
+    # _erf_erfc fills an ``empty_like`` of its float64 input: 'K' copy layout of the input
+    dt = _floaty(a.dtype)
+    return _res(_M.np_astype(a, True), dt)
+
+
+def _erfinv_meta(a):
+    dt = _floaty(a.dtype)
+    x = _cast(a, _comp(dt))
+    return _res(_U(_M.np_astype(x, _comp(dt) is not _t.float64)), dt)
+
+
+for _op in (exp, exp2, expm1, log, log2, log10, log1p, sqrt, rsqrt, sin, cos, tan, asin, acos, atan, sinh,
+            cosh, tanh, asinh, acosh, atanh, sigmoid, reciprocal):
+    _op.meta = _unary_float_meta
+erf.meta = erfc.meta = _erf_meta
+erfinv.meta = _erfinv_meta
+
+
+@add.meta_fn
+def _add_meta(a, b, alpha=1):
+    return _addsub_meta(a, b, alpha)
+
+
+@sub.meta_fn
+def _sub_meta(a, b, alpha=1):
+    _sub_bool_meta(a, b)
+    return _addsub_meta(a, b, alpha)
+
+
+def _sub_bool_meta(a, b):
+    ab, bb = _is_bool(a), _is_bool(b)
+    if ab and bb:
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not supported. Use the "
+                           "`^` or `logical_xor()` operator instead.")
+    if ab or bb:
+        raise RuntimeError("Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+
+
+def _addsub_meta(a, b, alpha):
+    dt = _M.result_dtype(a, b)
+    _check_alpha(dt, alpha)
+    _bcast(a, b)
+    cdt = _comp(dt)
+    a_, b_ = _L(a, cdt), _L(b, cdt)
+    if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
+        b_ = _U(b_, _L(alpha, cdt) if dt is not _t.bool_ else None)
+    return _res(_U(a_, b_), dt)
+
+
+@rsub.meta_fn
+def _rsub_meta(a, b, alpha=1):
+    _sub_bool_meta(a, b)
+    dt = _M.result_dtype(a, b)
+    _check_alpha(dt, alpha)
+    _bcast(a, b)
+    cdt = _comp(dt)
+    a_, b_ = _L(a, cdt), _L(b, cdt)
+    if alpha != 1:
+        a_ = _U(a_, _L(alpha, cdt))
+    return _res(_U(b_, a_), dt)
+
+
+def _binary_meta(a, b):
+    """mul, maximum, minimum: PyTorch's promotion, computed in float32 for half types."""
+    dt = _M.result_dtype(a, b)
+    _bcast(a, b)
+    cdt = _comp(dt)
+    return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+
+
+def _binary_float_meta(a, b):
+    """atan2, copysign: float-valued, so integer inputs give the default float dtype."""
+    dt = _floaty(_M.result_dtype(a, b))
+    _bcast(a, b)
+    cdt = _comp(dt)
+    return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+
+
+mul.meta = maximum.meta = minimum.meta = _binary_meta
+atan2.meta = copysign.meta = _binary_float_meta
+
+
+def _floor_div_meta(a, b, dt, kname):
+    if dt is _t.bool_:
+        raise _not_impl(kname, dt)
+    _bcast(a, b)
+    cdt = dt if dt.category == 1 else _comp(dt)
+    return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+
+
+@div.meta_fn
+def _div_meta(a, b, rounding_mode=None):
+    if rounding_mode not in (None, "trunc", "floor"):
+        raise RuntimeError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+                           f"'{rounding_mode}'")
+    dt = _M.result_dtype(a, b)
+    if rounding_mode is None:
+        return _binary_float_meta(a, b)
+    if rounding_mode == "floor":
+        return _floor_div_meta(a, b, dt, "div_floor_cpu")
+    if dt is _t.bool_:
+        raise _not_impl("div_trunc_cpu", dt)
+    _bcast(a, b)
+    if dt.category == 1:
+        a_, b_ = _L(a, dt), _L(b, dt)
+        q = _U(a_, b_)
+        fix = _M.np_astype(_U(_U(q), _U(_U(q, b_), a_)), True)
+        return _res(_U(q, fix), dt)
+    cdt = _comp(dt)
+    return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+
+
+@floor_divide.meta_fn
+def _floor_divide_meta(a, b):
+    return _floor_div_meta(a, b, _M.result_dtype(a, b), "div_floor_cpu")
+
+
+remainder.meta = lambda a, b: _floor_div_meta(a, b, _M.result_dtype(a, b), "remainder_cpu")
+fmod.meta = lambda a, b: _floor_div_meta(a, b, _M.result_dtype(a, b), "fmod_cpu")
+
+
+@neg.meta_fn
+def _neg_meta(a):
+    if a.dtype is _t.bool_:
+        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. If you are "
+                           "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
+    return _res(_U(a), a.dtype)
+
+
+@pow.meta_fn
+def _pow_meta(a, b):
+    dt = _M.result_dtype(a, b)
+    _bcast(a, b)
+    if dt.category < 2:
+        if _is_scalar(b) and not isinstance(b, (bool, np.bool_)) and b < 0:
+            raise RuntimeError("Integers to negative integer powers are not allowed.")
+        cdt = _t.uint8 if dt is _t.bool_ else dt
+        # the layout of the common case; a tensor exponent with negative entries takes a
+        # where-chain in _int_pow whose layout can differ for expanded operands (data-dependent)
+        return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+    cdt = _comp(dt)
+    return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+
+
+@logit.meta_fn
+def _logit_meta(a, eps=None):
+    return _unary_float_meta(a)
+
+
+# -- sign, abs, rounding
+@abs.meta_fn
+def _abs_meta(a):
+    if a.dtype is _t.bool_:
+        raise _not_impl("abs_cpu", _t.bool_)
+    return _res(_U(a), a.dtype)
+
+
+@sign.meta_fn
+def _sign_meta(a):
+    if a.dtype is _t.bool_:
+        return _res(_M.np_contiguous(a.shape), a.dtype)      # a.copy(): C order
+    return _res(_U(_cast(a, _comp(a.dtype))), a.dtype)
+
+
+def _rounding_meta(kname):
+    def meta(a, decimals=0):
+        dt = a.dtype
+        if dt is _t.bool_:
+            raise _not_impl(kname, dt)
+        if dt.category < 2:
+            if decimals != 0:
+                raise _not_impl("round_cpu", dt)
+            return _res(_M.np_contiguous(a.shape), dt)       # a.copy(): C order
+        return _res(_U(_cast(a, _comp(dt))), dt)
+    return meta
+
+
+floor.meta = _rounding_meta("floor_vml_cpu")
+ceil.meta = _rounding_meta("ceil_vml_cpu")
+trunc.meta = _rounding_meta("trunc_vml_cpu")
+round.meta = _rounding_meta("round_vml_cpu")
+
+
+@frac.meta_fn
+def _frac_meta(a):
+    if a.dtype.category < 2:
+        raise _not_impl("frac_cpu", a.dtype)
+    return _res(_U(_cast(a, _comp(a.dtype))), a.dtype)
+
+
+# -- clamp, where, lerp, addcmul/addcdiv
+def _clamp_meta_impl(a, lo, hi, name):
+    if lo is None and hi is None:
+        raise RuntimeError(f"{name}: At least one of 'min' or 'max' must not be None")
+    dt = _M.result_dtype(a, lo, hi)
+    if dt is _t.bool_:
+        raise _not_impl("clamp_cpu", dt)
+    _bcast(a, lo, hi)
+    cdt = _comp(dt)
+    x = _L(a, cdt)
+    if lo is not None:
+        x = _U(x, _L(lo, cdt))
+    if hi is not None:
+        x = _U(x, _L(hi, cdt))
+    return _res(x, dt)
+
+
+clamp.meta = lambda a, lo=None, hi=None: _clamp_meta_impl(a, lo, hi, "torch.clamp")
+clamp_min.meta = lambda a, lo: _clamp_meta_impl(a, lo, None, "torch.clamp_min")
+clamp_max.meta = lambda a, hi: _clamp_meta_impl(a, None, hi, "torch.clamp_max")
+
+
+@_where.meta_fn
+def _where_meta(cond, a, b):
+    c = cond
+    if cond.dtype is not _t.bool_:
+        if cond.dtype is not _t.uint8:
+            raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype "
+                               f"{cond.dtype.legacy_name}")
+        c = _M.np_astype(cond, True)
+    dt = _M.result_dtype(a, b)
+    _bcast(cond, a, b)
+    return _res(_U(c, _L(a, dt), _L(b, dt)), dt)
+
+
+@lerp.meta_fn
+def _lerp_meta(a, e, w):
+    dt = a.dtype
+    for nm, v in (("end", e), ("weight", w)):
+        if not _is_scalar(v) and v.dtype is not dt:
+            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
+                               f"{_TORCH_NAMES.get(v.dtype.name, v.dtype.name)}")
+    if not dt.is_floating_point:
+        raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
+    _bcast(a, e, w)
+    cdt = _comp(dt)
+    a_, e_, w_ = _L(a, cdt), _L(e, cdt), _L(w, cdt)
+    d = _U(e_, a_)
+    uw = _U(w_)
+    r = _U(uw, _U(a_, _U(w_, d)), _U(e_, _U(d, uw)))
+    return _res(r, dt)
+
+
+@addcmul.meta_fn
+def _addcmul_meta(a, t1, t2, value=1):
+    dt = _M.result_dtype(a, t1, t2)
+    _bcast(a, t1, t2)
+    cdt = _comp(dt)
+    p = _U(_L(t1, cdt), _L(t2, cdt))
+    if dt is not _t.bool_:
+        _L(_addc_value(dt, value), cdt)
+    return _res(_U(_L(a, cdt), _U(p)), dt)
+
+
+@addcdiv.meta_fn
+def _addcdiv_meta(a, t1, t2, value=1):
+    if t1.dtype.category < 2 and t2.dtype.category < 2:
+        raise RuntimeError(
+            "Integer division with addcdiv is no longer supported, and in a future release addcdiv will "
+            "perform a true division of tensor1 and tensor2. The historic addcdiv behavior can be implemented "
+            "as (input + value * torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+            "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv behavior is just the "
+            "latter implementation: (input + value * tensor1 / tensor2), for all dtypes.")
+    dt = _M.result_dtype(a, t1, t2)
+    _bcast(a, t1, t2)
+    cdt = _comp(dt)
+    q = _U(_L(t1, cdt), _L(t2, cdt))
+    return _res(_U(_L(a, cdt), _U(q, _L(value, cdt))), dt)
+
+
+# -- classification, nan_to_num, masked_fill
+def _classify_meta(a):
+    if a.dtype.category < 2:                  # xp.full: C order
+        return _res(_M.np_contiguous(a.shape), _t.bool_)
+    return _res(_U(_cast(a, _comp(a.dtype))), _t.bool_)
+
+
+for _op in (isnan, isinf, isfinite, isposinf, isneginf):
+    _op.meta = _classify_meta
+
+
+@nan_to_num.meta_fn
+def _nan_to_num_meta(a, nan=0.0, posinf=None, neginf=None):
+    if a.dtype.category < 2:                  # a.copy(): C order
+        return _res(_M.np_contiguous(a.shape), a.dtype)
+    return _res(_U(_cast(a, _comp(a.dtype))), a.dtype)
+
+
+@masked_fill.meta_fn
+def _masked_fill_meta(a, mask, value):
+    if mask.dtype is not _t.bool_:
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_TORCH_NAMES.get(mask.dtype.name, mask.dtype.name)}")
+    if not _is_scalar(value) and value.ndim != 0:
+        raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    _bcast(a, mask, value)
+    _L(value, a.dtype)
+    return _res(_U(mask, a), a.dtype)
+
+
+# -- comparisons, logical, bitwise
+def _cmp_meta(a, b):
+    dt = _M.result_dtype(a, b)
+    _bcast(a, b)
+    return _res(_U(_L(a, dt), _L(b, dt)), _t.bool_)
+
+
+for _op in (eq, ne, lt, le, gt, ge):
+    _op.meta = _cmp_meta
+
+
+def _logical_meta(a, b):
+    _bcast(a, b)
+    return _res(_U(a, b), _t.bool_)
+
+
+logical_and.meta = logical_or.meta = logical_xor.meta = _logical_meta
+logical_not.meta = lambda a: _res(_U(a), _t.bool_)
+
+
+def _bitwise_meta(kname):
+    def meta(a, b):
+        dt = _M.result_dtype(a, b)
+        if dt.is_floating_point:
+            raise _not_impl(kname, dt)
+        _bcast(a, b)
+        return _res(_U(_L(a, dt), _L(b, dt)), dt)
+    return meta
+
+
+bitwise_and.meta = _bitwise_meta("bitwise_and_cpu")
+bitwise_or.meta = _bitwise_meta("bitwise_or_cpu")
+bitwise_xor.meta = _bitwise_meta("bitwise_xor_cpu")
+
+
+@bitwise_not.meta_fn
+def _bitwise_not_meta(a):
+    if a.dtype.is_floating_point:
+        raise _not_impl("bitwise_not_cpu", a.dtype)
+    return _res(_U(a), a.dtype)
+
+
+def _shift_meta(left):
+    kname = "lshift_cpu" if left else "rshift_cpu"
+
+    def meta(a, b):
+        dt = _M.result_dtype(a, b)
+        if dt.category != 1:
+            raise _not_impl(kname, dt)
+        _bcast(a, b)
+        a_, b_ = _L(a, dt), _L(b, dt)
+        out_of_range = _U(b_)
+        amount = _M.np_astype(_U(out_of_range, b_), True)
+        if left:
+            return _res(_U(out_of_range, _U(a_, amount)), dt)
+        fill = _U(a_) if dt.is_signed else _M.np_astype(a_ if a_ is not None else _M.NpLayout((), ()), True)
+        return _res(_U(out_of_range, fill, _U(a_, amount)), dt)
+    return meta
+
+
+bitwise_left_shift.meta = _shift_meta(True)
+bitwise_right_shift.meta = _shift_meta(False)
+
+
+# -- activations
+@relu.meta_fn
+def _relu_meta(a):
+    if a.dtype is _t.bool_:
+        raise RuntimeError("Boolean inputs not supported for relu")
+    return _res(_U(a), a.dtype)
+
+
+@hardtanh.meta_fn
+def _hardtanh_meta(a, min_val=-1, max_val=1):
+    dt = a.dtype
+    if dt is _t.bool_:
+        raise _not_impl("hardtanh_cpu", dt)
+    if dt is _t.uint8 and (min_val < 0 or max_val < 0):
+        raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
+    x = _cast(a, _comp(dt))
+    return _res(_U(x, _L(min_val, _comp(dt)), _L(max_val, _comp(dt))), dt)
+
+
+def _float_act_meta(kname, check=None):
+    """An activation PyTorch implements for floating dtypes only; ``check(*args)`` for its own argument errors."""
+    def meta(a, *args):
+        dt = a.dtype
+        if not dt.is_floating_point:
+            raise _not_impl(kname, dt)
+        if check is not None:
+            check(*args)
+        return _res(_U(_cast(a, _comp(dt))), dt)
+    return meta
+
+
+def _celu_check(alpha=1.0):
+    if alpha == 0:
+        raise RuntimeError("ZeroDivisionError: alpha cannot be 0 for CELU")
+
+
+def _softshrink_check(lambd=0.5):
+    if lambd < 0:
+        raise RuntimeError(f"lambda must be greater or equal to 0, but found to be {lambd}.")
+
+
+leaky_relu.meta = _float_act_meta("leaky_relu_cpu")
+elu.meta = _float_act_meta("elu_cpu")
+celu.meta = _float_act_meta("elu_cpu", _celu_check)
+silu.meta = _float_act_meta("silu_cpu")
+mish.meta = _float_act_meta("mish_cpu")
+softplus.meta = _float_act_meta("softplus_cpu")
+hardswish.meta = _float_act_meta("hardswish_cpu")
+hardsigmoid.meta = _float_act_meta("hardsigmoid_cpu")
+logsigmoid.meta = _float_act_meta("log_sigmoid_cpu")
+hardshrink.meta = _float_act_meta("hardshrink_cpu")
+softshrink.meta = _float_act_meta("softshrink_cpu", _softshrink_check)
+
+
+@gelu.meta_fn
+def _gelu_meta(a, approximate="none"):
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError("approximate argument must be either none or tanh.")
+    dt = a.dtype
+    if not dt.is_floating_point:
+        raise _not_impl("GeluKernelImpl", dt)
+    if approximate == "tanh":
+        return _res(_U(_cast(a, _comp(dt))), dt)
+    return _res(_M.np_astype(a, True), dt)    # a.astype(float64): always a 'K' copy
+
+
+@threshold.meta_fn
+def _threshold_meta(a, threshold, value):
+    dt = a.dtype
+    if dt is _t.bool_:
+        raise _not_impl("threshold_cpu", dt)
+    return _res(_U(_cast(a, _comp(dt)), _L(value, _comp(dt))), dt)
