@@ -510,7 +510,17 @@ class DispatchTracer:
                 kw[p.name] = a
             else:
                 pos.append(a)
-        return self._with_mode(fn, *pos, **kw)
+        if op.composite is not None:
+            return self._with_mode(fn, *pos, **kw)
+        # A kernel op's decomposition runs below autograd, where grad mode is normally off
+        # already; the engine, though, also calls ops below autograd with grad mode on
+        # (cloning a saved input), and the prims must not record a backward there.
+        prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+        try:
+            return self._with_mode(fn, *pos, **kw)
+        finally:
+            STATE.grad_enabled = prev
 
     @staticmethod
     def _redispatch(op: Any, args: Tuple[Any, ...]) -> Any:
