@@ -366,9 +366,10 @@ def _diag_take(x, offset, d1, d2):
     keep = [i for i in range(x.ndim) if i not in (d1, d2)]
     kshape = [x.shape[i] for i in keep]
     size = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
-    if size == 0:
-        return full(kshape + [0], 0, x.dtype, x.device)
-    y = reshape(permute(x, keep + [d1, d2]), kshape + [n1 * n2])
+    y = permute(x, keep + [d1, d2])
+    if size == 0:       # (sliced, not a fresh tensor: autograd marks a view op's result as a view)
+        return prims.reshape(prims.slice(y, [0] * y.ndim, kshape + [0, n2]), tuple(kshape + [0]))
+    y = reshape(y, kshape + [n1 * n2])
     start = offset if offset >= 0 else -offset * n2
     return slice_dim(y, len(kshape), start, start + (size - 1) * (n2 + 1) + 1, n2 + 1)
 
