@@ -236,13 +236,15 @@ def _int_pow(x, y):
     if not is_tensor(y):
         return prims.pow(x, y)
     ref = x if is_tensor(x) else y
+    shape, dt, dev = tuple(ref.shape), ref.dtype, ref.device
     negative = prims.lt(y, 0)
     safe = prims.where(negative, 0, y)
     pos = prims.pow(x, safe)
-    xs = x if is_tensor(x) else prims.full(tuple(ref.shape), x, ref.dtype, ref.device)
+    xs = x if is_tensor(x) else full(shape, x, dt, dev)
+    one, zero = full(shape, 1, dt, dev), full(shape, 0, dt, dev)
     odd = prims.ne(prims.remainder(y, 2), 0)
-    minus_one = prims.where(odd, -1, 1)
-    inv = prims.where(prims.eq(xs, 1), 1, prims.where(prims.eq(xs, -1), minus_one, 0))
+    sign_one = prims.where(odd, prims.neg(one), one)
+    inv = prims.where(prims.eq(xs, 1), one, prims.where(prims.eq(xs, -1), sign_one, zero))
     return prims.where(negative, inv, pos)
 
 
