@@ -1,0 +1,156 @@
+"""Fusion decisions visible in the generated code, vectorisation, logging,
+config knobs and the eager fallback when the C++ build fails."""
+import logging
+import re
+
+import numpy as np
+import pytest
+
+import ember
+import ember.prims as P
+from ember.fx.experimental.proxy_tensor import make_fx
+from ember.inductor import codecache, compile_fx, config
+
+from ._helpers import assert_same, compile_and_run, rand
+
+
+def _outer_loops(src):
+    """Number of kernels and of top-level loop nests (a loop at the kernel's first indent)."""
+    src = src[src.index('extern "C" void kernel'):]
+    return len(re.findall(r"^    for \(", src, flags=re.M))
+
+
+def softmax(x):
+    n, m = x.shape
+    mx = P.amax(x, [1])
+    e = P.exp(P.sub(x, P.broadcast_in_dim(mx, [n, m], [0])))
+    s = P.sum(e, [1])
+    return P.div(e, P.broadcast_in_dim(s, [n, m], [0]))
+
+
+def layer_norm(x, w, b):
+    n, m = x.shape
+    mean = P.div(P.sum(x, [1]), float(m))
+    xc = P.sub(x, P.broadcast_in_dim(mean, [n, m], [0]))
+    var = P.div(P.sum(P.mul(xc, xc), [1]), float(m))
+    rstd = P.rsqrt(P.add(var, 1e-5))
+    y = P.mul(xc, P.broadcast_in_dim(rstd, [n, m], [0]))
+    return P.add(P.mul(y, P.broadcast_in_dim(w, [n, m], [1])), P.broadcast_in_dim(b, [n, m], [1]))
+
+
+def test_pointwise_chain_is_one_loop():
+    x, y = rand(64, 130), rand(64, 130)
+
+    def chain(x, y):
+        a = P.mul(x, y)
+        for op in ("exp", "neg", "tanh", "abs", "sqrt", "log1p", "sin", "cos"):
+            a = getattr(P, op)(a)
+        return P.add(a, x)      # 10 ops
+
+    cf, got, want = compile_and_run(chain, x, y)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels == 1
+    assert _outer_loops(cf.compiled.source) == 1
+    assert cf.compiled.source.count("arg0[") == 1      # x is loaded once (CSE), nothing written between ops
+
+
+@pytest.mark.parametrize("fn,nargs", [(softmax, 1), (layer_norm, 3)])
+def test_softmax_layer_norm_one_kernel(fn, nargs):
+    x = rand(48, 200)
+    args = [x] + [rand(200) for _ in range(nargs - 1)]
+    cf, got, want = compile_and_run(fn, *args)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels == 1
+    assert _outer_loops(cf.compiled.source) == 1
+
+
+def test_sibling_reductions_fuse():
+    x = rand(40, 100)
+    cf, got, want = compile_and_run(lambda x: (P.sum(x, [1]), P.amax(x, [1]), P.var(x, [1], 1.0)), x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels == 1
+
+
+def test_no_fusion_across_a_transposed_read():
+    """b reads a transposed: fusing it into a's loop would read unwritten values."""
+    x = rand(30, 30)
+
+    def fn(x):
+        a = P.exp(x)
+        b = P.add(P.permute(a, [1, 0]), a)
+        return a, b
+
+    cf, got, want = compile_and_run(fn, x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+    assert cf.compiled.n_kernels == 2
+
+
+def test_fusion_off_knob():
+    x = rand(48, 200)
+    old = config.fusion
+    config.fusion = False
+    try:
+        cf, got, want = compile_and_run(softmax, x)
+    finally:
+        config.fusion = old
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels >= 3
+
+
+def test_parallel_pragma_for_large_work():
+    x = rand(256, 512)
+    cf, got, want = compile_and_run(softmax, x)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-7)
+    assert "#pragma omp parallel for" in cf.compiled.source
+    x = rand(4, 8)
+    cf, got, want = compile_and_run(softmax, x)
+    assert "#pragma omp parallel for" not in cf.compiled.source
+
+
+def test_exp_mul_inner_loop_vectorised(tmp_path):
+    """g++'s own report: the simd inner loop of exp(x) * y is vectorised (calls
+    libmvec's vector expf) under strict IEEE flags."""
+    x, y = rand(16, 256), rand(16, 256)
+    cf, got, want = compile_and_run(lambda x, y: P.mul(P.exp(x), y), x, y)
+    src = cf.compiled.source
+    so = str(tmp_path / "k.so")
+    report = codecache.compile_so(src, so, extra_flags=["-fopt-info-vec-optimized"])
+    lines = src.splitlines()
+    exp_line = next(i for i, ln in enumerate(lines) if "= expf(" in ln) + 1
+    loop_line = max(i + 1 for i, ln in enumerate(lines[:exp_line]) if ln.strip().startswith("for ("))
+    vec_lines = {int(m.group(1)) for m in re.finditer(r":(\d+):\d+: optimized: loop vectorized", report)}
+    # gcc reports the loop at its header or at the first statement of its body
+    assert any(loop_line <= v <= exp_line for v in vec_lines), (loop_line, exp_line, report)
+    assert "_ZGV" in open(so, "rb").read().decode("latin-1")     # a libmvec vector variant is called
+    assert "-ffast-math" not in " ".join(config.cpp_flags)
+
+
+def test_logging_output_code(caplog):
+    config.configure_logging("output_code,schedule,fusion")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="ember.inductor"):
+            compile_and_run(softmax, rand(12, 40))
+    finally:
+        config.configure_logging("")
+    text = caplog.text
+    assert 'extern "C" void kernel0' in text and "def call(arrays)" in text
+    assert "fused buf" in text
+    assert "kernel 0: FusedGroup" in text
+
+
+def test_compile_failure_runs_eagerly(caplog):
+    x = rand(5, 7)
+    gm = make_fx(lambda x: P.exp(x))(x)
+    old = list(config.cpp_flags)
+    config.cpp_flags = old + ["-fno-such-flag-ember"]
+    try:
+        with caplog.at_level(logging.WARNING, logger="ember.inductor"):
+            cf = compile_fx(gm, [x])
+    finally:
+        config.cpp_flags = old
+    assert cf.compiled is None
+    assert "g++ failed" in cf.eager_reason and "no-such-flag" in cf.eager_reason
+    assert "running it eagerly" in caplog.text
+    assert_same(cf(x).numpy(), gm(x).numpy())
