@@ -111,18 +111,29 @@ def addmm(xp, s, a, b, beta=1, alpha=1):
     _check_same_dtype(s, a, "self and mat2")
     _check_numeric("addmm_impl_cpu_", a)
     shape = (a.shape[0], b.shape[1])
-    try:
-        np.broadcast_shapes(s.shape, shape)
-    except ValueError:
-        raise RuntimeError(f"The expanded size of the tensor ({shape[-1]}) must match the existing size "
-                           f"({s.shape[-1]}) at non-singleton dimension 1.  Target sizes: {list(shape)}.  "
-                           f"Tensor sizes: {list(s.shape)}") from None
+    ss = s.shape
+    n = len(ss)
+    if ss != shape and not (n == 0 or n == 1 and ss[0] in (1, shape[1]) or
+                            n == 2 and ss[0] in (1, shape[0]) and ss[1] in (1, shape[1])):
+        try:
+            np.broadcast_shapes(ss, shape)
+        except ValueError:
+            raise RuntimeError(f"The expanded size of the tensor ({shape[-1]}) must match the existing size "
+                               f"({s.shape[-1]}) at non-singleton dimension 1.  Target sizes: {list(shape)}.  "
+                               f"Tensor sizes: {list(s.shape)}") from None
     out = xp.matmul(a, b)
     if alpha != 1:
         out = out * xp.asarray(alpha, dtype=out.dtype)
     if beta != 0:
         out = out + (s if beta == 1 else s * xp.asarray(beta, dtype=out.dtype))
-    return xp.ascontiguousarray(xp.broadcast_to(out, shape)).astype(a.dtype, copy=False)
+    if out.shape != shape:
+        out = xp.broadcast_to(out, shape)
+    if not out.flags.c_contiguous:
+        out = xp.ascontiguousarray(out)
+    return out if out.dtype == a.dtype else out.astype(a.dtype)
+
+
+_addmm_binding = addmm.binding
 
 
 @addmm.derivative
@@ -300,8 +311,8 @@ def ger(a, b):
 
 @defcomposite("linear(Tensor input, Tensor weight, Tensor? bias=None) -> Tensor", method=False)
 def linear(x, w, b=None):
-    if x.dim() == 2 and b is not None:
-        return addmm(b, x, w.t())
+    if b is not None and x.dim() == 2:
+        return _addmm_binding(b, x, w.t())
     if b is not None and x.dim() >= 3 and x.is_contiguous():
         # fold leading dims, one addmm, view back (PyTorch: ViewBackward0 on top)
         k = x.shape[-1]
