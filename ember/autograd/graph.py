@@ -513,7 +513,8 @@ def record(op, args, out):
             d = out.__dict__
             d["_requires_grad"] = True
             d["_grad_fn"] = node
-            if op.is_view:
+            if op.is_view and out._vc is not None:
+                # (a view op traced through its decomposition may return a fresh tensor)
                 d["_diff_view"] = True
                 d["_view_version"] = out._vc[0]
         if op.save_result:

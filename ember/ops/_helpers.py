@@ -123,6 +123,14 @@ def wrap_dims(dims, ndim):
 
 
 def broadcast_shapes(*shapes):
+    for shape in shapes:
+        for n in shape:
+            if type(n) is not int:
+                if isinstance(n, numbers.Integral):
+                    continue
+                # symbolic sizes (SymInt): numpy would force them to ints
+                from ._meta import broadcast_shapes as _sym_broadcast
+                return _sym_broadcast(*shapes)
     try:
         return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
