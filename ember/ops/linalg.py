@@ -288,7 +288,9 @@ def matmul(a, b):
                            f"[{int(np.prod(a2.shape[:-2]))}, {k}] but got: [{int(np.prod(b2.shape[:-2]))}, {k2}].")
     from ._helpers import broadcast_shapes
     batch = broadcast_shapes(tuple(a2.shape[:-2]), tuple(b2.shape[:-2]))
-    nb = int(np.prod(batch)) if batch else 1
+    nb = 1
+    for n_b in batch:       # plain Python: sizes may be symbolic
+        nb = nb * n_b
     ea = a2.expand(*batch, n, k).reshape(nb, n, k)
     eb = b2.expand(*batch, k, p).reshape(nb, k, p)
     out = bmm(ea, eb)
