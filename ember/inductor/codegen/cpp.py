@@ -204,21 +204,39 @@ def c_literal(value, dtype) -> str:
 class CppOps:
     """The ops handler that writes C++ statements into ``self.lines``."""
 
-    def __init__(self, kernel, lines: List[str], indent: str):
+    def __init__(self, kernel, lines: List[str], indent: str, hoist=None):
         self.kernel = kernel
         self.lines = lines
         self.indent = indent
         self.cse: Dict[str, CppVar] = {}
+        # (lines, indent, inner variable names): loads that do not depend on the inner
+        # loop's variables go before it. Besides saving work, this matters for
+        # vectorisation: inside an OpenMP-outlined region GCC loses the pointers'
+        # __restrict__ and will not vectorise a loop that re-reads memory it may alias
+        self.hoist = hoist
 
-    def _emit(self, expr: str, dtype) -> CppVar:
+    def _emit(self, expr: str, dtype, hoistable=False) -> CppVar:
         v = self.cse.get(expr)
         if v is not None and v.dtype is dtype:
             return v
         name = self.kernel.new_tmp()
-        self.lines.append(f"{self.indent}{COMPUTE[dtype]} {name} = {expr};")
+        if hoistable and self.hoist is not None:
+            hl, hind, _ = self.hoist
+            hl.append(f"{hind}const {COMPUTE[dtype]} {name} = {expr};")
+        else:
+            self.lines.append(f"{self.indent}{COMPUTE[dtype]} {name} = {expr};")
         v = CppVar(name, dtype)
         self.cse[expr] = v
         return v
+
+    def _invariant(self, index) -> bool:
+        if self.hoist is None:
+            return False
+        inner = self.hoist[2]
+        for s in sympify(index).free_symbols:
+            if s.name in inner or not (s.name[0] in "xs" and s.name[1:].isdigit()):
+                return False
+        return True
 
     # -- memory & constants ---------------------------------------------------
     def load(self, name, index):
@@ -229,10 +247,10 @@ class CppOps:
             ref = f"static_cast<float>({ref})"
         elif dtype is _t.bfloat16:
             ref = f"ember_bf16_to_f32({ref})"
-        return self._emit(ref, dtype)
+        return self._emit(ref, dtype, hoistable=self._invariant(index))
 
     def constant(self, value, dtype):
-        return self._emit(c_literal(value, dtype), dtype)
+        return self._emit(c_literal(value, dtype), dtype, hoistable=self.hoist is not None)
 
     def index_expr(self, expr, dtype):
         e = cexpr(expr)
@@ -519,12 +537,15 @@ class KernelGen:
                     par = self._parallel_pragma(product(Q))
                     if par:
                         pragma = par.replace("parallel for", "parallel for simd" if config.simd else "parallel for")
+            pre = len(lines)
             body_ind = self._inner_loops(rs, Q, ind2, lines, pragma)
-            h = CppOps(self, lines, body_ind)
+            hoisted: List[str] = []
+            h = CppOps(self, lines, body_ind, (hoisted, ind2, {r.name for r in rs}) if Q else None)
             with set_ops_handler(h):
                 val = node.data.inner_fn(xs + rs)
             self._store(node, node.write_index(p), val, body_ind, lines)
             self._close(len(Q), ind2, lines)
+            lines[pre:pre] = hoisted
         lines.append(ind + "}")
 
     def _reduction_stage(self, node, p, xs, lines, ind, parallel_inner):
@@ -550,13 +571,16 @@ class KernelGen:
         def body(acc_lines_fn, clause, acc_decls):
             for d in acc_decls:
                 lines.append(ind + d)
+            pre = len(lines)
             bi = self._inner_loops(rs, R, ind, lines, pragma_for(clause))
-            h = CppOps(self, lines, bi)
+            hoisted: List[str] = []
+            h = CppOps(self, lines, bi, (hoisted, ind, {r.name for r in rs}))
             with set_ops_handler(h):
                 v = red.inner_fn(xs, rs)
             for ln in acc_lines_fn(v):
                 lines.append(bi + ln)
             self._close(len(rs), ind, lines)
+            lines[pre:pre] = hoisted
 
         acc_name = self.new_tmp()
         if rtype in ("sum", "prod"):
