@@ -20,6 +20,8 @@ threads = None             # OpenMP threads; None = OpenMP's default (all cores)
 simd = True                # '#pragma omp simd' and the simd math declarations
 parallel = True            # '#pragma omp parallel for'
 parallel_min_work = 32768  # elements below which a loop runs on one thread
+outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)
+outer_reduction_block = 256  # outputs accumulated together by an interchanged reduction
 cxx = os.environ.get("CXX", "g++")
 cpp_flags = ["-O3", "-march=native", "-fopenmp", "-fwrapv", "-fno-math-errno", "-shared", "-fPIC"]
 # why these: -fwrapv makes signed overflow wrap (the prims' integer semantics);

@@ -434,12 +434,42 @@ class KernelGen:
             prag += f" {cond}"
         return prag
 
+    def _outer_reduction_ok(self) -> bool:
+        """Reductions over outer dims (``sum(x[N, C], 0)``): the reduced index walks
+        with a large stride while the output's innermost index is unit-stride. Then the
+        loops are interchanged: a block of outputs is accumulated in a small array,
+        the reduction loop outside and the unit-stride SIMD loop inside."""
+        g = self.group
+        p = g.p
+        if p == 0 or not config.outer_reduction:
+            return False
+        reds = [n for n in g.nodes if n.is_reduction]
+        if not reds or any(n.data.reduction_type in ("argmax", "argmin") for n in reds):
+            return False
+        if any(not n.is_reduction and n.inner(p) for n in g.nodes):
+            return False
+        R = reds[0].rranges
+        if any(not _same(n.rranges, R) for n in reds):
+            return False
+        xl = index_vars("x", p)[-1]
+        rvars = index_vars("r", len(R))
+        unit_x = False
+        for n in reds:
+            for _, idx in n.reads(p):
+                if idx.coeff(xl) == 1:
+                    unit_x = True
+                if any(idx.coeff(r) == 1 for r in rvars):
+                    return False
+        return unit_x
+
     def generate(self) -> str:
         g = self.group
         p = g.p
         P = g.outer_sizes
         xs = index_vars("x", p)
         body: List[str] = []
+        if self._outer_reduction_ok():
+            return self._finish(self._generate_outer_reduction())
         has_inner = any(n.inner(p) for n in g.nodes)
         inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
                          default=sympy.Integer(1))
@@ -484,7 +514,9 @@ class KernelGen:
                 self._stage(n, p, xs, body, inner_ind)
             for i in reversed(range(p)):
                 body.append(ind + "    " * i + "}")
-        # signature
+        return self._finish(body)
+
+    def _finish(self, body):
         params = []
         for nm in sorted(self.reads - set(self.writes), key=_natural):
             params.append(f"const {STORAGE[self.buffer_dtype(nm)]}* __restrict__ {nm}")
@@ -495,6 +527,141 @@ class KernelGen:
         self.params = [nm for nm in sorted(self.reads - set(self.writes), key=_natural)] + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
         return head + "\n{\n" + "\n".join(body) + "\n}\n"
+
+    # -- interchanged (outer) reductions --------------------------------------
+    def _generate_outer_reduction(self) -> List[str]:
+        g = self.group
+        p = g.p
+        P = g.outer_sizes
+        xs = index_vars("x", p)
+        B = config.outer_reduction_block
+        body: List[str] = []
+        ind = "    "
+        last = cexpr(P[-1])
+        nblk = f"(({last}) + {B - 1}) / {B}"
+        work = product(P) * product(next(n for n in g.nodes if n.is_reduction).rranges)
+        prag = self._parallel_pragma(work, f"collapse({p})" if p > 1 else "")
+        if prag:
+            body.append(ind + prag)
+        for i in range(p - 1):
+            body.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
+        bi = ind + "    " * (p - 1)
+        body.append(f"{bi}for (int64_t xblk = 0; xblk < {nblk}; ++xblk) {{")
+        ind1 = bi + "    "
+        body.append(f"{ind1}const int64_t xb = xblk * {B};")
+        body.append(f"{ind1}const int64_t xn = std::min<int64_t>({B}, ({last}) - xb);")
+        simd = "#pragma omp simd" if config.simd else None
+        xl = xs[-1].name
+
+        def xi_loop(lines, ind_, emit):
+            if simd:
+                lines.append(ind_ + simd)
+            lines.append(f"{ind_}for (int64_t xi = 0; xi < xn; ++xi) {{")
+            lines.append(f"{ind_}    const int64_t {xl} = xb + xi;")
+            emit(ind_ + "    ")
+            lines.append(ind_ + "}")
+
+        for n in g.nodes:
+            body.append(f"{ind1}// {n!r}")
+            body.append(ind1 + "{")
+            ind2 = ind1 + "    "
+            if not n.is_reduction:
+                def emit(ii, n=n):
+                    h = CppOps(self, body, ii)
+                    with set_ops_handler(h):
+                        v = n.data.inner_fn(xs)
+                    self._store(n, n.write_index(p), v, ii, body)
+                xi_loop(body, ind2, emit)
+            else:
+                self._outer_reduction_stage(n, p, xs, body, ind2, xi_loop, B)
+            body.append(ind1 + "}")
+        body.append(bi + "}")
+        for i in reversed(range(p - 1)):
+            body.append(ind + "    " * i + "}")
+        return body
+
+    def _outer_reduction_stage(self, node, p, xs, lines, ind, xi_loop, B):
+        red = node.data
+        rtype = red.reduction_type
+        src = red.src_dtype
+        ct = COMPUTE[src]
+        fp = src.category == 2
+        R = red.reduction_ranges
+        rs = index_vars("r", len(R))
+        widx = node.write_index(p)
+
+        def rloop(update):
+            inner = ind
+            for i, (r, n) in enumerate(zip(rs, R)):
+                lines.append(self._for(r, n, inner) + " {")
+                inner = inner + "    "
+
+            def emit(ii):
+                h = CppOps(self, lines, ii)
+                with set_ops_handler(h):
+                    v = red.inner_fn(xs, rs)
+                for ln in update(v):
+                    lines.append(ii + ln)
+            xi_loop(lines, inner, emit)
+            self._close(len(rs), ind, lines)
+
+        def init(name, typ, value):
+            lines.append(f"{ind}{typ} {name}[{B}];")
+            xi_loop(lines, ind, lambda ii: lines.append(f"{ii}{name}[xi] = {value};"))
+
+        def store(expr_fn):
+            xi_loop(lines, ind, lambda ii: self._store(node, widx, expr_fn(), ii, lines))
+
+        acc = self.new_tmp()
+        if rtype in ("sum", "prod"):
+            op = "+" if rtype == "sum" else "*"
+            init(acc, ct, f"static_cast<{ct}>({'0' if rtype == 'sum' else '1'})")
+            rloop(lambda v: [f"{acc}[xi] = {acc}[xi] {op} {v};"])
+            store(lambda: f"{acc}[xi]")
+        elif rtype in ("amax", "amin"):
+            cmp = ">" if rtype == "amax" else "<"
+            if fp:
+                initv = f"{'-' if rtype == 'amax' else ''}std::numeric_limits<{ct}>::infinity()"
+            else:
+                initv = f"std::numeric_limits<{ct}>::{'lowest' if rtype == 'amax' else 'max'}()"
+            init(acc, ct, initv)
+            nan = self.new_tmp()
+            if fp:
+                init(nan, "int", "0")
+
+            def upd(v):
+                out = [f"{acc}[xi] = {v} {cmp} {acc}[xi] ? {v} : {acc}[xi];"]
+                if fp:
+                    out.append(f"{nan}[xi] |= static_cast<int>({v} != {v});")
+                return out
+            rloop(upd)
+            store(lambda: f"({nan}[xi] ? std::numeric_limits<{ct}>::quiet_NaN() : {acc}[xi])" if fp
+                  else f"{acc}[xi]")
+        elif rtype in ("any", "all"):
+            op = "|" if rtype == "any" else "&"
+            init(acc, "int", "0" if rtype == "any" else "1")
+            rloop(lambda v: [f"{acc}[xi] {op}= static_cast<int>({v} != 0);"])
+            store(lambda: f"({acc}[xi] != 0)")
+        elif rtype == "var":
+            n = product(R)
+            init(acc, ct, "0")
+            rloop(lambda v: [f"{acc}[xi] = {acc}[xi] + {v};"])
+            mean = self.new_tmp()
+            lines.append(f"{ind}{ct} {mean}[{B}];")
+            xi_loop(lines, ind, lambda ii: lines.append(
+                f"{ii}{mean}[xi] = {acc}[xi] / static_cast<{ct}>({cexpr(n)});"))
+            m2 = self.new_tmp()
+            init(m2, ct, "0")
+
+            def upd(v):
+                d = self.new_tmp()
+                return [f"{ct} {d} = {v} - {mean}[xi];", f"{m2}[xi] = {m2}[xi] + {d} * {d};"]
+            rloop(upd)
+            corr = float(red.correction)
+            denom = f"static_cast<{ct}>(std::max<double>(static_cast<double>({cexpr(n)}) - {corr!r}, 0.0))"
+            store(lambda: f"{m2}[xi] / {denom}")
+        else:  # pragma: no cover - excluded by _outer_reduction_ok
+            raise NotImplementedError(rtype)
 
     # -- stages ------------------------------------------------------------
     def _store(self, node, index, val, ind, lines):
@@ -599,22 +766,22 @@ class KernelGen:
             decls = [f"{ct} {acc_name} = {init};"]
             clause = f"reduction({red_op}:{acc_name})"
             if fp:
-                decls.append(f"bool {nan} = false;")
+                decls.append(f"int {nan} = 0;  // int, not bool: a bool reduction blocks vectorisation")
                 clause += f" reduction(|:{nan})"
 
             def upd(v):
                 out = [f"{acc_name} = {v} {cmp} {acc_name} ? {v} : {acc_name};"]
                 if fp:
-                    out.append(f"{nan} |= ({v} != {v});")
+                    out.append(f"{nan} |= static_cast<int>({v} != {v});")
                 return out
             body(upd, clause, decls)
             res = f"({nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc_name})" if fp else acc_name
             self._store(node, widx, res, ind, lines)
         elif rtype in ("any", "all"):
             op = "|" if rtype == "any" else "&"
-            body(lambda v: [f"{acc_name} {op}= static_cast<bool>({v});"], f"reduction({op}:{acc_name})",
-                 [f"bool {acc_name} = {'false' if rtype == 'any' else 'true'};"])
-            self._store(node, widx, acc_name, ind, lines)
+            body(lambda v: [f"{acc_name} {op}= static_cast<int>({v} != 0);"], f"reduction({op}:{acc_name})",
+                 [f"int {acc_name} = {'0' if rtype == 'any' else '1'};"])
+            self._store(node, widx, f"({acc_name} != 0)", ind, lines)
         elif rtype in ("argmax", "argmin"):
             cmp = ">" if rtype == "argmax" else "<"
             idx_name, first = self.new_tmp(), self.new_tmp()
@@ -654,6 +821,10 @@ class KernelGen:
             self._store(node, widx, f"{m2} / {denom}", ind, lines)
         else:  # pragma: no cover - Reduction validates its type
             raise NotImplementedError(rtype)
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b))
 
 
 def _natural(name):
