@@ -128,8 +128,14 @@ def compile_so(source: str, so_path: str, extra_flags=()) -> str:
                 os.unlink(p)
 
 
+def _openmp_env() -> None:
+    if config.omp_wait_policy:
+        os.environ.setdefault("OMP_WAIT_POLICY", config.omp_wait_policy)
+
+
 def load(source: str) -> ctypes.CDLL:
     """The loaded library for ``source``, compiling it on a miss."""
+    _openmp_env()
     key = cache_key(source)
     lib = _memory.get(key)
     if lib is not None:

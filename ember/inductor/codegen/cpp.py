@@ -430,6 +430,8 @@ class KernelGen:
         if cond is False:
             return None
         prag = "#pragma omp parallel for" + (f" {extra}" if extra else "")
+        if config.threads:
+            prag += f" num_threads({int(config.threads)})"
         if cond:
             prag += f" {cond}"
         return prag
