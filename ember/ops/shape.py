@@ -13,26 +13,29 @@ import numpy as np
 
 from .. import types as _t
 from ..tensor import Tensor
-from . import api
+from . import _meta, api
 from ._helpers import wrap_dim, wrap_dims
 from .registry import defcomposite, defop, xp_of
 
 
 # ---------------------------------------------------------------------- size helpers
 def infer_size(shape, numel):
-    """Resolve one -1 in ``shape`` for a tensor of ``numel`` elements."""
+    """Resolve one -1 in ``shape`` for a tensor of ``numel`` elements.
+
+    Symbolic-safe (meta functions call it with SymInt sizes): the -1 dim is
+    ``numel // known`` and divisibility is decided by a guard."""
     shape = list(shape)
-    neg = [i for i, s in enumerate(shape) if s == -1]
+    neg = [i for i, s in enumerate(shape) if _const(s, -1)]
     if len(neg) > 1:
         raise RuntimeError("only one dimension can be inferred")
     known = 1
-    for s in shape:
-        if s != -1:
-            if s < 0:
+    for i, s in enumerate(shape):
+        if not (neg and i == neg[0]):
+            if not _meta.is_symint(s) and s < 0:
                 raise RuntimeError(f"invalid shape dimension {s}")
-            known *= s
+            known = known * s
     if neg:
-        if known == 0 or numel % known:
+        if _const(known, 0) or numel % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
         shape[neg[0]] = numel // known
     elif known != numel:
@@ -40,28 +43,33 @@ def infer_size(shape, numel):
     return tuple(shape)
 
 
+def _const(x, v):
+    """``x == v`` for a concrete size; False for a SymInt (asked only about 0 and -1,
+    which a symbolic size never is), so no guard is recorded."""
+    return not _meta.is_symint(x) and x == v
+
+
 def view_strides(oldshape, oldstride, newshape):
-    """Strides for viewing (oldshape, oldstride) as newshape without a copy, or None."""
-    if int(np.prod(oldshape)) == 0:
-        if tuple(oldshape) == tuple(newshape):
+    """Strides for viewing (oldshape, oldstride) as newshape without a copy, or None.
+
+    PyTorch's computeStride, written with plain Python size arithmetic so meta
+    functions can run it on SymInt sizes (decisions about symbols become guards)."""
+    if _meta.numel(oldshape) == 0:
+        if len(oldshape) == len(newshape) and all(a == b for a, b in zip(oldshape, newshape)):
             return tuple(oldstride)
-        st, acc = [], 1
-        for s in reversed(newshape):
-            st.append(acc)
-            acc *= max(s, 1)
-        return tuple(reversed(st))
+        return _meta.contiguous_strides(newshape)
     newstride = [0] * len(newshape)
     view_d = len(newshape) - 1
     chunk_base_stride = oldstride[-1] if oldstride else 1
     tensor_numel = 1
     view_numel = 1
     for tensor_d in range(len(oldshape) - 1, -1, -1):
-        tensor_numel *= oldshape[tensor_d]
+        tensor_numel = tensor_numel * oldshape[tensor_d]
         if tensor_d == 0 or (oldshape[tensor_d - 1] != 1 and
                              oldstride[tensor_d - 1] != tensor_numel * chunk_base_stride):
             while view_d >= 0 and (view_numel < tensor_numel or newshape[view_d] == 1):
                 newstride[view_d] = view_numel * chunk_base_stride
-                view_numel *= newshape[view_d]
+                view_numel = view_numel * newshape[view_d]
                 view_d -= 1
             if view_numel != tensor_numel:
                 return None
@@ -82,6 +90,9 @@ def _size_arg(shape):
         if isinstance(s, Tensor):
             s = int(s.item())
         if not isinstance(s, numbers.Integral):
+            if _meta.is_symint(s):      # a symbolic size (fake tensors): keep it symbolic
+                out.append(s)
+                continue
             raise TypeError(f"size must be tuple of ints, but found element of type {type(s).__name__}")
         out.append(int(s))
     return tuple(out)
@@ -148,10 +159,10 @@ def view(self, *shape):
 
 @defcomposite("reshape(Tensor self, int[] shape) -> Tensor", method=False)
 def _reshape(self, shape):
-    shape = infer_size(shape, self.numel())
+    shape = infer_size(shape, self._data.size)
     if self.is_contiguous():
         return _view.binding(self, shape)
-    st = view_strides(tuple(self.shape), self.stride(), shape)
+    st = view_strides(tuple(self.shape), _estrides(self), shape)
     if st is not None:
         return _reshape_alias.binding(self, shape, st)
     return _unsafe_view.binding(_clone.binding(self), shape)
@@ -511,16 +522,20 @@ def _select_bw(ctx, g):
 
 
 def _slice_bounds(n, start, end, step):
+    """PyTorch's clamping of slice bounds to ``[0, n]`` (end clamped to ``>= start``).
+
+    Symbolic-safe: SymInt bounds stay symbolic, and a clamp that the ShapeEnv
+    cannot decide statically becomes a symbolic min/max rather than a guard."""
     if step <= 0:
         raise RuntimeError("slice step must be positive")
-    start = 0 if start is None else int(start)
-    end = n if end is None else int(end)
+    start = 0 if start is None else _meta.as_size(start)
+    end = n if end is None else _meta.as_size(end)
     if start < 0:
         start += n
     if end < 0:
         end += n
-    start = min(max(start, 0), n)
-    end = min(max(end, start), n)
+    start = _meta.smin(_meta.smax(start, 0), n)
+    end = _meta.smin(_meta.smax(end, start), n)
     return start, end
 
 
@@ -587,7 +602,7 @@ def narrow(self, dim, start, length):
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     d = wrap_dim(dim, self.ndim)
     n = self.shape[d]
-    start = int(start.item()) if isinstance(start, Tensor) else int(start)
+    start = int(start.item()) if isinstance(start, Tensor) else _meta.as_size(start)
     if not -n <= start <= n:
         raise IndexError(f"start out of range (expected to be in range of [{-n}, {n}], but got {start})")
     if start < 0:
@@ -601,15 +616,22 @@ def narrow(self, dim, start, length):
 
 # ---------------------------------------------------------------------- diagonal
 def _diag_geometry(shape, strides, offset, d1, d2):
+    """(shape, strides, offset) of the diagonal view. Symbolic-safe: a symbolic
+    diagonal length that may be zero is treated as non-zero for the offset (the
+    offset of an empty view is immaterial), so no guard is recorded."""
     n1, n2 = shape[d1], shape[d2]
     if offset >= 0:
-        size = max(0, min(n1, n2 - offset))
-        off = offset * strides[d2] if size else 0
+        size = _meta.smax(0, _meta.smin(n1, n2 - offset))
+        off = offset * strides[d2] if _nonzero_size(size) else 0
     else:
-        size = max(0, min(n1 + offset, n2))
-        off = -offset * strides[d1] if size else 0
+        size = _meta.smax(0, _meta.smin(n1 + offset, n2))
+        off = -offset * strides[d1] if _nonzero_size(size) else 0
     keep = [i for i in range(len(shape)) if i not in (d1, d2)]
     return ([shape[i] for i in keep] + [size], [strides[i] for i in keep] + [strides[d1] + strides[d2]], off)
+
+
+def _nonzero_size(n):
+    return not _const(n, 0)
 
 
 def _diag_dims(ndim, dim1, dim2):
@@ -671,16 +693,19 @@ def _diag_bw(ctx, g):
 
 # ---------------------------------------------------------------------- split / unbind / chunk
 def _split_sizes_for(n, split_size):
+    """The chunk sizes of ``split``. With symbolic sizes the number of chunks is
+    specialised (a guard on ``n // split_size``) and the last chunk stays symbolic."""
     if split_size < 0:
         raise RuntimeError(f"split expects split_size be non-negative, but got split_size={split_size}")
-    if n == 0:
+    if _const(n, 0):
         return [0]
-    if split_size == 0:
+    if _const(split_size, 0):
         raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of "
                            f"{n}")
-    sizes = [split_size] * (n // split_size)
+    count = int(n // split_size)
+    sizes = [split_size] * count
     if n % split_size:
-        sizes.append(n % split_size)
+        sizes.append(n - count * split_size)
     return sizes
 
 
@@ -749,10 +774,10 @@ def _split_with_sizes_bw(ctx, g):
 
 def split(self, split_size_or_sections, dim=0):
     if isinstance(split_size_or_sections, (list, tuple)):
-        return split_with_sizes.binding(self, [int(s) for s in split_size_or_sections], dim)
+        return split_with_sizes.binding(self, [_meta.as_size(s) for s in split_size_or_sections], dim)
     if isinstance(split_size_or_sections, Tensor):
         split_size_or_sections = int(split_size_or_sections.item())
-    return _split.binding(self, int(split_size_or_sections), dim)
+    return _split.binding(self, _meta.as_size(split_size_or_sections), dim)
 
 
 def chunk(self, chunks, dim=0):
@@ -763,7 +788,7 @@ def chunk(self, chunks, dim=0):
     d = wrap_dim(dim, self.ndim)
     n = self.shape[d]
     ss = (n + chunks - 1) // chunks
-    if ss == 0 and n == 0:
+    if n == 0 and ss == 0:
         return split_with_sizes.binding(self, [0] * chunks, d)
     return _split.binding(self, ss, d)
 
@@ -780,7 +805,7 @@ def tensor_split(self, indices_or_sections, dim=0):
     if isinstance(ios, numbers.Integral):
         if ios <= 0:
             raise RuntimeError(f"number of sections must be larger than 0, got {ios}")
-        q, r = divmod(n, ios)
+        q, r = n // ios, n % ios      # (not divmod: n may be a SymInt)
         bounds, start = [], 0
         for i in range(ios):
             e = start + q + (1 if i < r else 0)
@@ -1165,3 +1190,521 @@ for _name, _fn in dict(narrow=narrow, split=split, chunk=chunk, tensor_split=ten
                        atleast_1d=atleast_1d, atleast_2d=atleast_2d, atleast_3d=atleast_3d,
                        ).items():
     setattr(api, _name, _fn)
+
+
+# ---------------------------------------------------------------------- meta functions
+# Output metadata for fake tensors (see ember/ops/_meta.py). View ops return
+# ``_meta.view_of`` with exactly the geometry the numpy kernel's view has;
+# copying ops return the layout numpy gives the kernel's result. Sizes may be
+# SymInts: the arithmetic below is plain Python, never numpy.
+def _estrides(t):
+    """``t.stride()``, read directly off a fake tensor's FakeArray (see :func:`_geom`)."""
+    d = t._data
+    return tuple(d.estrides) if type(d) is _meta.FakeArray else tuple(t.stride())
+
+
+def _geom(t):
+    """(shape, strides, storage offset) in elements. For a fake tensor they are read off its
+    FakeArray (``t.stride()`` would round-trip symbolic strides through bytes and a sympy
+    floor division; and a fake view of a *real* base has no meaningful pointer difference)."""
+    d = t._data
+    if type(d) is _meta.FakeArray:
+        return tuple(d.shape), tuple(d.estrides), d.offset
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def _same_shape(a, b):
+    """``tuple(a) == tuple(b)`` for shapes that may hold SymInts (a guard where undecided)."""
+    return len(a) == len(b) and all(x is y or bool(x == y) for x, y in zip(a, b))
+
+
+_VIEW_ERR = ("view size is not compatible with input tensor's size and stride (at least one dimension spans "
+             "across two contiguous subspaces). Use .reshape(...) instead.")
+
+
+@_view.meta_fn
+def _view_meta(a, size):
+    shape, st, off = _geom(a)
+    size = infer_size(size, _meta.numel(shape))
+    if _meta.np_c_contiguous(shape, st) and not _same_shape(size, shape):
+        return _meta.view_of(a, size, _meta.contiguous_strides(size), off)
+    nst = view_strides(shape, st, size)
+    if nst is None:
+        raise RuntimeError(_VIEW_ERR)
+    return _meta.view_of(a, size, nst, off)
+
+
+@_reshape_alias.meta_fn
+def _reshape_alias_meta(a, size, stride):
+    return _meta.view_of(a, tuple(size), tuple(stride), _geom(a)[2])
+
+
+@_unsafe_view.meta_fn
+def _unsafe_view_meta(a, size):
+    """numpy's reshape: a view when the strides allow it (same strides as PyTorch's rule
+    on every dim of size > 1), else a C-contiguous copy; either way a fresh tensor here."""
+    shape, st, _ = _geom(a)
+    size = infer_size(size, _meta.numel(shape))
+    if _meta.np_c_contiguous(shape, st):
+        return _meta.out(size, a.dtype)
+    nst = view_strides(shape, st, size)
+    return _meta.out(size, a.dtype, nst)
+
+
+@_expand.meta_fn
+def _expand_meta(a, size):
+    size = tuple(size)
+    shape, st, off = _geom(a)
+    nd = len(shape)
+    if len(size) < nd:
+        raise RuntimeError(f"expand(ember.{a.dtype.legacy_name}Tensor{{{list(shape)}}}, size={list(size)}): the "
+                           f"number of sizes provided ({len(size)}) must be greater or equal to the number of "
+                           f"dimensions in the tensor ({nd})")
+    lead = len(size) - nd
+    n = len(size)
+    oshape, ostrides = [0] * n, [0] * n
+    for i in range(n - 1, -1, -1):
+        k = i - lead
+        s = size[i]
+        if k >= 0:
+            cur, cst = shape[k], st[k]
+        else:
+            if isinstance(s, int) and s < 0:
+                raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
+                                   f"non-existing dimension {i}")
+            cur, cst = 1, (1 if i == n - 1 else oshape[i + 1] * ostrides[i + 1])
+        if isinstance(s, int) and s == -1:
+            s = cur
+        if not (cur is s) and cur != s:
+            if not (isinstance(cur, int) and cur == 1):
+                raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({cur}) "
+                                   f"at non-singleton dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: "
+                                   f"{list(shape)}")
+            cst = 0
+        oshape[i], ostrides[i] = s, cst
+    return _meta.view_of(a, oshape, ostrides, off)
+
+
+@_permute.meta_fn
+def _permute_meta(a, dims):
+    dims = tuple(dims)
+    shape, st, off = _geom(a)
+    if len(dims) != len(shape):
+        raise RuntimeError(f"permute: number of dimensions in the tensor input does not match the length of "
+                           f"the desired ordering of dimensions i.e. input.dim() = {len(shape)} is not equal to "
+                           f"len(dims) = {len(dims)}")
+    w = tuple(wrap_dim(d, len(shape)) for d in dims)
+    if len(set(w)) != len(w):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return _meta.view_of(a, [shape[d] for d in w], [st[d] for d in w], off)
+
+
+@transpose.meta_fn
+def _transpose_meta(a, dim0, dim1):
+    shape, st, off = _geom(a)
+    if not shape:
+        return _meta.view_of(a, shape, st, off)
+    d0, d1 = wrap_dim(dim0, len(shape)), wrap_dim(dim1, len(shape))
+    shape, st = list(shape), list(st)
+    shape[d0], shape[d1] = shape[d1], shape[d0]
+    st[d0], st[d1] = st[d1], st[d0]
+    return _meta.view_of(a, shape, st, off)
+
+
+@t.meta_fn
+def _t_meta(a):
+    shape, st, off = _geom(a)
+    if len(shape) > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {len(shape)}D")
+    return _meta.view_of(a, shape[::-1], st[::-1], off)
+
+
+@unsqueeze.meta_fn
+def _unsqueeze_meta(a, dim):
+    shape, st, off = _geom(a)
+    d = wrap_dim(dim, len(shape) + 1)
+    new = 1 if d >= len(shape) else shape[d] * st[d]
+    return _meta.view_of(a, shape[:d] + (1,) + shape[d:], st[:d] + (new,) + st[d:], off)
+
+
+@squeeze.meta_fn
+def _squeeze_meta(a, dim=None):
+    shape, st, off = _geom(a)
+    if not shape:
+        return _meta.view_of(a, shape, st, off)
+    dims = set(d for d in wrap_dims(dim, len(shape)) if isinstance(shape[d], int) and shape[d] == 1)
+    keep = [i for i in range(len(shape)) if i not in dims]
+    return _meta.view_of(a, [shape[i] for i in keep], [st[i] for i in keep], off)
+
+
+@_restride.meta_fn
+def _restride_meta(a, src, dst, mode):
+    if mode in ("gather", "scatter_add"):
+        return _meta.out(tuple(dst[0]), a.dtype)
+    if mode == "zero":
+        return _meta.out(tuple(src[0]), a.dtype)
+    raise ValueError(mode)
+
+
+@_as_strided_rel.meta_fn
+def _as_strided_meta(a, size, stride, storage_offset=None):
+    off = storage_offset or 0
+    if isinstance(off, int) and off < 0:
+        raise RuntimeError("as_strided: a storage_offset before the tensor's own offset is not supported by "
+                           "ember; call as_strided on the base tensor instead")
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    return _meta.view_of(a, tuple(size), tuple(stride), _geom(a)[2] + off)
+
+
+@_clone.meta_fn
+def _clone_meta(a, memory_format=None):
+    shape, st, _ = _geom(a)
+    if memory_format is None:
+        return _meta.out(shape, a.dtype)
+    return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st))
+
+
+@_to_copy.meta_fn
+def _to_copy_meta(a, dtype=None, device=None):
+    """``astype(copy=True)`` keeps the source's dim order (numpy's order 'K')."""
+    dt = _t.as_dtype(dtype) if dtype is not None else a.dtype
+    shape, st, _ = _geom(a)
+    return _meta.out(shape, dt, _meta.keep_order_strides(shape, st))
+
+
+def _select_geom(shape, st, off, d, index):
+    n = shape[d]
+    if not -n <= index < n:
+        return None
+    if index < 0:
+        index = index + n
+    return shape[:d] + shape[d + 1:], st[:d] + st[d + 1:], off + index * st[d]
+
+
+@select.meta_fn
+def _select_meta(a, dim, index):
+    shape, st, off = _geom(a)
+    if not shape:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim(dim, len(shape))
+    g = _select_geom(shape, st, off, d, index)
+    if g is None:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(shape)} at "
+                         f"dimension {dim}")
+    return _meta.view_of(a, *g)
+
+
+def _slice_len(s, e, step):
+    """Length of ``[s:e:step]`` for clamped bounds (``e >= s``); no division for step 1
+    (a symbolic floor division costs a sympy simplification)."""
+    return e - s if step == 1 else (e - s + step - 1) // step
+
+
+def _slice_geom(shape, st, off, d, s, e, step):
+    """Geometry of ``[s:e:step]`` on dim d with clamped bounds (``e >= s``)."""
+    shape, st = list(shape), list(st)
+    shape[d] = _slice_len(s, e, step)
+    o = off + s * st[d]
+    st[d] = st[d] * step
+    return shape, st, o
+
+
+@_slice.meta_fn
+def _slice_meta(a, dim=0, start=None, end=None, step=1):
+    shape, st, off = _geom(a)
+    d = wrap_dim(dim, len(shape))
+    s, e = _slice_bounds(shape[d], start, end, step)
+    return _meta.view_of(a, *_slice_geom(shape, st, off, d, s, e, step))
+
+
+@_alias_op.meta_fn
+def _alias_meta(a):
+    return _meta.view_of(a, *_geom(a))
+
+
+@_embed.meta_fn
+def _embed_meta(g, size, key):
+    return _meta.out(tuple(size), g.dtype)
+
+
+def _basic_key_geom(shape, st, off, key):
+    """numpy basic indexing (ints, slices with a positive step, None, Ellipsis) on a geometry."""
+    key = key if isinstance(key, tuple) else (key,)
+    consumed = builtin_sum(1 for k in key if k is not None and k is not Ellipsis)
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for array: array is {len(shape)}-dimensional, but {consumed} "
+                         f"were indexed")
+    if builtin_sum(1 for k in key if k is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis not in key:
+        key = key + (Ellipsis,)
+    oshape, ost = [], []
+    d = 0
+    for k in key:
+        if k is None:
+            oshape.append(1)
+            ost.append(0)
+        elif k is Ellipsis:
+            for _ in range(len(shape) - consumed):
+                oshape.append(shape[d])
+                ost.append(st[d])
+                d += 1
+        elif isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            if not (isinstance(step, int) and step > 0):
+                raise NotImplementedError("fake tensors: _basic_index supports only slices with a positive step")
+            s, e = _slice_bounds(shape[d], k.start, k.stop, step)
+            ln = _slice_len(s, e, step)
+            oshape.append(ln)
+            ost.append(st[d] * step)
+            off = off + s * st[d]
+            d += 1
+        elif _meta.is_size(k):
+            n = shape[d]
+            if not -n <= k < n:
+                raise IndexError(f"index {k} is out of bounds for axis {d} with size {n}")
+            off = off + (k + n if k < 0 else k) * st[d]
+            d += 1
+        else:
+            raise NotImplementedError(f"fake tensors: _basic_index does not support a key of type "
+                                      f"{type(k).__name__}")
+    return oshape, ost, off
+
+
+@_basic_index.meta_fn
+def _basic_index_meta(a, key):
+    return _meta.view_of(a, *_basic_key_geom(*_geom(a), key))
+
+
+@diagonal.meta_fn
+def _diagonal_meta(a, offset=0, dim1=0, dim2=1):
+    shape, st, off = _geom(a)
+    d1, d2 = _diag_dims(len(shape), dim1, dim2)
+    dshape, dst, doff = _diag_geometry(shape, st, offset, d1, d2)
+    return _meta.view_of(a, dshape, dst, off + doff)
+
+
+def _np_shape_str(shape):
+    return "(" + ",".join(map(str, shape)) + ("," if len(shape) == 1 else "") + ")"
+
+
+@_diagonal_backward.meta_fn
+def _diagonal_backward_meta(g, size, offset, dim1, dim2):
+    size = tuple(size)
+    d1, d2 = _diag_dims(len(size), dim1, dim2)
+    dshape = tuple(_diag_geometry(size, _meta.contiguous_strides(size), offset, d1, d2)[0])
+    gshape = tuple(g.shape)
+    if len(gshape) > len(dshape) or not all(
+            (isinstance(a, int) and a == 1) or a is b or bool(a == b) for a, b in zip(gshape[::-1], dshape[::-1])):
+        # (numpy's error from the kernel's strided assignment)
+        raise ValueError(f"could not broadcast input array from shape {_np_shape_str(gshape)} into "
+                         f"shape {_np_shape_str(dshape)}")
+    return _meta.out(size, g.dtype)
+
+
+@diag.meta_fn
+def _diag_meta(a, diagonal=0):
+    shape = tuple(a.shape)
+    if len(shape) == 1:
+        m = shape[0] + abs(diagonal)
+        return _meta.out((m, m), a.dtype)
+    if len(shape) == 2:
+        dshape, _, _ = _diag_geometry(shape, (0, 0), diagonal, 0, 1)
+        return _meta.out(tuple(dshape), a.dtype)
+    raise RuntimeError("diag(): Supports 1D or 2D tensors. Got " + f"{len(shape)}D")
+
+
+def _split_meta_views(a, sizes, d):
+    shape, st, off = _geom(a)
+    outs, start = [], 0
+    for s in sizes:
+        g = _slice_geom(shape, st, off, d, start, start + s, 1)
+        outs.append(_meta.view_of(a, *g))
+        start = start + s
+    return tuple(outs)
+
+
+@_split.meta_fn
+def _split_meta(a, split_size, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    return _split_meta_views(a, _split_sizes_for(a.shape[d], split_size), d)
+
+
+@split_with_sizes.meta_fn
+def _split_with_sizes_meta(a, split_sizes, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = wrap_dim(dim, a.ndim)
+    sizes = [_meta.as_size(s) for s in split_sizes]
+    n = a.shape[d]
+    total = 0
+    for s in sizes:
+        total = total + s
+    if any(s < 0 for s in sizes) or total != n:
+        raise RuntimeError(f"split_with_sizes expects split_sizes to sum exactly to {n} (input "
+                           f"tensor's size at dimension {d}), but got split_sizes={sizes}")
+    return _split_meta_views(a, sizes, d)
+
+
+@unbind.meta_fn
+def _unbind_meta(a, dim=0):
+    if a.ndim == 0:
+        raise RuntimeError("Dimension specified as 0 but tensor has no dimensions")
+    shape, st, off = _geom(a)
+    d = wrap_dim(dim, len(shape))
+    return tuple(_meta.view_of(a, *_select_geom(shape, st, off, d, i)) for i in range(int(shape[d])))
+
+
+def _concat_strides(out_shape, inputs):
+    """Strides of ``np.concatenate``'s result: numpy orders the axes by a stable
+    insertion sort over all inputs (``PyArray_CreateMultiSortedStridePerm``) in
+    which a pair of axes is compared on every input where neither axis has size
+    1; the first comparison decides, except that "already in order" wins
+    conflicts. ``inputs`` are (shape, estrides) pairs."""
+    nd = len(out_shape)
+    perm = list(range(nd))                # slowest axis first
+    for i0 in range(1, nd):
+        ipos = i0
+        j0 = perm[i0]
+        for i1 in range(i0 - 1, -1, -1):
+            j1 = perm[i1]
+            ambig, swap = True, False
+            for shp, st in inputs:
+                if not (isinstance(shp[j0], int) and shp[j0] == 1) and \
+                        not (isinstance(shp[j1], int) and shp[j1] == 1):
+                    if _meta._hint(st[j0]) <= _meta._hint(st[j1]):
+                        swap = False
+                    elif ambig:
+                        swap = True
+                    ambig = False
+            if not ambig:
+                if swap:
+                    ipos = i1
+                else:
+                    break
+        if ipos != i0:
+            perm.insert(ipos, perm.pop(i0))
+    return _meta.strides_for_permutation(out_shape, tuple(perm))
+
+
+def _cast_geom(x, dt):
+    """(shape, estrides) of ``x.astype(dt, copy=False)`` in a kernel."""
+    shape, st, _ = _geom(x)
+    if x.dtype is dt:
+        return shape, st
+    return shape, _meta.keep_order_strides(shape, st)
+
+
+@cat.meta_fn
+def _cat_meta(tensors, dim=0):
+    if len(tensors) == 0:
+        raise ValueError("cat(): expected a non-empty list of Tensors")
+    for i, x in enumerate(tensors):
+        if x.ndim == 0:
+            raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
+    dt = _t.result_type_from([x.dtype for x in tensors], [], [])
+    real = [(i, x) for i, x in enumerate(tensors)
+            if not (x.ndim == 1 and isinstance(x.shape[0], int) and x.shape[0] == 0)]
+    if not real:
+        return _meta.out((0,), dt)
+    _, ref = real[0]
+    rshape = tuple(ref.shape)
+    d = wrap_dim(dim, len(rshape))
+    total = 0
+    for i, x in real:
+        if x.ndim != len(rshape):
+            raise RuntimeError(f"Tensors must have same number of dimensions: got {len(rshape)} and {x.ndim}")
+        for k in range(len(rshape)):
+            if k != d and not (x.shape[k] is rshape[k]) and x.shape[k] != rshape[k]:
+                raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
+                                   f"{rshape[k]} but got size {x.shape[k]} for tensor number {i} in the "
+                                   f"list.")
+        total = total + x.shape[d]
+    oshape = rshape[:d] + (total,) + rshape[d + 1:]
+    return _meta.out(oshape, dt, _concat_strides(oshape, [_cast_geom(x, dt) for _, x in real]))
+
+
+@stack.meta_fn
+def _stack_meta(tensors, dim=0):
+    if len(tensors) == 0:
+        raise RuntimeError("stack expects a non-empty TensorList")
+    ref = tuple(tensors[0].shape)
+    for i, x in enumerate(tensors[1:], 1):
+        if not _same_shape(tuple(x.shape), ref):
+            raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref)} at "
+                               f"entry 0 and {list(x.shape)} at entry {i}")
+    dt = _t.result_type_from([x.dtype for x in tensors], [], [])
+    d = wrap_dim(dim, len(ref) + 1)
+    inputs = []
+    for x in tensors:      # np.stack: concatenate of x[(:,)*d + (newaxis,)] (a size-1 dim, stride 0)
+        shp, st = _cast_geom(x, dt)
+        inputs.append((shp[:d] + (1,) + shp[d:], st[:d] + (0,) + st[d:]))
+    oshape = ref[:d] + (len(tensors),) + ref[d:]
+    return _meta.out(oshape, dt, _concat_strides(oshape, inputs))
+
+
+@_flip.meta_fn
+def _flip_meta(a, dims):
+    ds = []
+    for d in dims:
+        w = wrap_dim(d, a.ndim)
+        if w in ds:
+            raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
+        ds.append(w)
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@_roll.meta_fn
+def _roll_meta(a, shifts, dims=()):
+    """Without dims: roll of the flattened copy, reshaped (C order); with dims:
+    ``np.roll`` fills ``empty_like(a)`` (numpy's order 'K')."""
+    shifts, dims = list(shifts), list(dims)
+    shape, st, _ = _geom(a)
+    if not dims:
+        if len(shifts) != 1:
+            raise RuntimeError(f"`shifts` required to be of size 1 when `dims` is empty, but got {len(shifts)}")
+        return _meta.out(shape, a.dtype)
+    if len(shifts) != len(dims):
+        raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    for d in dims:
+        wrap_dim(d, a.ndim)
+    return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st))
+
+
+def _tri_meta(name):
+    def meta(a, diagonal=0):
+        """``np.tril``/``np.triu`` are ``np.where(mask, a, zeros(1))``: the iterator's 'K' order
+        over the C-contiguous mask (last two dims) and ``a``."""
+        if a.ndim < 2:
+            raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
+        shape, st, _ = _geom(a)
+        mshape = shape[-2:]
+        return _meta.out(shape, a.dtype,
+                         _meta.np_iter_strides(shape, [(mshape, _meta.contiguous_strides(mshape)), (shape, st)]))
+    return meta
+
+
+tril.meta = _tri_meta("tril")
+triu.meta = _tri_meta("triu")
+
+
+@_repeat.meta_fn
+def _repeat_meta(a, repeats):
+    """``np.tile``: a plain copy (order 'K') when every repeat is 1, else C-contiguous."""
+    reps = tuple(repeats)
+    if len(reps) < a.ndim:
+        raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
+                           "of tensor")
+    if any(isinstance(r, int) and r < 0 for r in reps):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: {list(reps)}")
+    shape, st, _ = _geom(a)
+    lead = len(reps) - len(shape)
+    shape = (1,) * lead + shape
+    st = (1,) * lead + st
+    oshape = tuple(r * s for r, s in zip(reps, shape))
+    if all(isinstance(r, int) and r == 1 for r in reps):
+        return _meta.out(oshape, a.dtype, _meta.keep_order_strides(shape, st))
+    return _meta.out(oshape, a.dtype)
