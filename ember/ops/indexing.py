@@ -24,7 +24,7 @@ import numpy as np
 from .. import types as _t
 from .._state import STATE
 from ..tensor import Tensor
-from . import api
+from . import _meta, api
 from ._helpers import sum_to, wrap_dim
 from .registry import OPS, defop
 from . import shape as _shape
@@ -713,6 +713,9 @@ def _norm_items(self, index):
         elif isinstance(it, numbers.Integral):
             out.append(("int", int(it)))
             consumed += 1
+        elif _meta.is_symint(it):
+            out.append(("int", it))
+            consumed += 1
         elif isinstance(it, slice):
             out.append(("slice", it))
             consumed += 1
@@ -757,6 +760,8 @@ def _slice_args(s, n, d):
             return None
         if isinstance(v, Tensor):
             return int(v.item())
+        if _meta.is_symint(v):
+            return v
         if not isinstance(v, numbers.Integral):
             raise TypeError("slice indices must be integers or None or have an __index__ method")
         return int(v)
@@ -795,7 +800,9 @@ def _apply_basic(self, index, skip_full=True):
         elif kind == "slice":
             n = r.shape[d]
             start, stop, step = _slice_args(v, n, d)
-            full = (v.start is None or _is_int(v.start, 0)) and (v.stop is None or isinstance(v.stop, numbers.Integral) and v.stop >= n) \
+            # (with a symbolic n, "stop >= n" counts only when it holds statically: no guard)
+            full = (v.start is None or _is_int(v.start, 0)) and (v.stop is None or isinstance(
+                v.stop, numbers.Integral) and _meta.statically_true(v.stop >= n)) \
                 and (v.step is None or _is_int(v.step, 1))
             if not (skip_full and full):
                 r = _shape._slice.binding(r, d, start, stop, step)
@@ -870,8 +877,7 @@ def setitem(self, index, value):
         return
     if grad_on and v._requires_grad and r is not self and not r._diff_view and self._base is None:
         _track_as_view(r)
-    tshape = _index_result_shape(r, indices)
-    v = _strip_leading_ones(v, len(tshape))
+    v = _strip_leading_ones(v, _index_result_ndim(r, indices))
     index_put.inplace_variant.binding(r, indices, v, False)
 
 
@@ -895,13 +901,21 @@ def _track_as_view(r):
     r._view_version = vc[0]
 
 
-def _index_result_shape(r, indices):
-    xp = np
-    a = r._data
-    if not isinstance(a, np.ndarray):
-        return tuple(r[indices].shape) if False else tuple(_index.binding(r.detach(), indices).shape)
-    key = _adv_key(xp, np.broadcast_to(np.zeros((), a.dtype), a.shape), indices)
-    return np.broadcast_to(np.zeros((), a.dtype), a.shape)[key].shape
+def _index_result_ndim(r, indices):
+    """ndim of ``r[indices]`` from metadata only: a boolean mask counts as one dim whatever
+    its data, so setitem with a mask works on fake tensors too. (Bad indices are
+    reported by the ``index_put_`` that follows.)"""
+    nd, adv = r.ndim, 0
+    for ix in indices:
+        if ix is None:
+            continue
+        if ix.dtype is _t.bool_ or ix.dtype is _t.uint8:
+            nd -= ix.ndim
+            adv = max(adv, 1)
+        else:
+            nd -= 1
+            adv = max(adv, ix.ndim)
+    return max(nd, 0) + adv
 
 
 # ---------------------------------------------------------------------- entry points
@@ -913,3 +927,285 @@ for _name, _fn in dict(index_put=_index_put_entry, index_put_=_index_put__entry,
                        argwhere=argwhere, where=where, getitem=getitem, setitem=setitem,
                        scatter=_scatter_entry("scatter")).items():
     setattr(api, _name, _fn)
+
+
+# ---------------------------------------------------------------------- meta functions
+# Output metadata for fake tensors (see ember/ops/_meta.py). Index *values* are
+# data, so bounds checks are left to the kernel; everything decided by shapes
+# and dtypes (result shapes, dtype/ndim/size checks) is done here. Boolean-mask
+# indexing has a data-dependent result size: ``index`` raises
+# DataDependentOutputError for it (``index_put`` with a mask is fine: its
+# result has ``self``'s shape).
+def _is_mask_t(ix):
+    return ix.dtype is _t.bool_ or ix.dtype is _t.uint8
+
+
+def _index_key_meta(a, indices):
+    """Validate ``indices`` against ``a`` like ``_adv_key``; return (key, has_mask) where key
+    holds, per indexed dim, ``None`` (a full slice) or the index tensor's shape (a mask of
+    k dims contributes k entries of shape ``None``: its size is data-dependent)."""
+    shape = tuple(a.shape)
+    nd = len(shape)
+    key, dim, has_mask = [], 0, False
+    for ix in indices:
+        if ix is None:
+            key.append(None)
+            dim += 1
+            continue
+        if _is_mask_t(ix):
+            if ix.ndim == 0:
+                raise IndexError("a 0-dim boolean index is only supported through Python indexing (x[True])")
+            if dim + ix.ndim > nd:
+                raise IndexError(f"too many indices for tensor of dimension {nd}")
+            for j in range(ix.ndim):
+                if ix.shape[j] != shape[dim + j]:
+                    raise IndexError(f"The shape of the mask {list(ix.shape)} at index {j} does not match "
+                                     f"the shape of the indexed tensor {list(shape)} at index {dim + j}")
+            key.extend(["mask"] * ix.ndim)
+            dim += ix.ndim
+            has_mask = True
+        elif ix.dtype.np.kind in _INT_KINDS:
+            if dim >= nd:
+                raise IndexError(f"too many indices for tensor of dimension {nd}")
+            key.append(tuple(ix.shape))
+            dim += 1
+        else:
+            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    return key, has_mask
+
+
+def _index_out_shape(a, key):
+    """numpy's advanced-indexing result shape for a mask-free key from :func:`_index_key_meta`:
+    the broadcast index shape replaces the indexed dims where they are adjacent, else goes first."""
+    shape = tuple(a.shape)
+    adv = [i for i, k in enumerate(key) if k is not None]
+    ishapes = [key[i] for i in adv]
+    if len(ishapes) > 1:
+        try:
+            bshape = _meta.broadcast_shapes(*ishapes)
+        except RuntimeError:
+            raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
+                             f"{_fmt_shapes(ishapes)}") from None
+    else:
+        bshape = ishapes[0]
+    if adv == list(range(adv[0], adv[-1] + 1)):
+        return shape[:adv[0]] + tuple(bshape) + shape[adv[-1] + 1:]
+    return tuple(bshape) + tuple(n for i, n in enumerate(shape) if i >= len(key) or key[i] is None)
+
+
+@_index.meta_fn
+def _index_meta(a, indices):
+    key, has_mask = _index_key_meta(a, indices)
+    if has_mask:
+        raise _meta.DataDependentOutputError(
+            "index", "boolean-mask indexing: the result has one row per True element of the mask")
+    if not any(k is not None for k in key):
+        return _meta.out(tuple(a.shape), a.dtype)
+    return _meta.out(_index_out_shape(a, key), a.dtype)
+
+
+@index_put.meta_fn
+def _index_put_meta(a, indices, values, accumulate=False):
+    indices = tuple(indices)
+    if values.dtype is not a.dtype:
+        raise RuntimeError(f"Index put requires the source and destination dtypes match, got "
+                           f"{a.dtype.legacy_name} for the destination and {values.dtype.legacy_name} for "
+                           f"the source.")
+    key, has_mask = _index_key_meta(a, indices)
+    if not has_mask:    # (with a mask the target's length is data: the kernel checks values then)
+        tshape = _index_out_shape(a, key) if any(k is not None for k in key) else tuple(a.shape)
+        vshape = tuple(values.shape)
+        ok = len(vshape) <= len(tshape) and all(
+            (isinstance(v, int) and v == 1) or v is t or bool(v == t)
+            for v, t in zip(vshape[::-1], tshape[::-1]))
+        if not ok:
+            raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast "
+                               f"to indexing result of shape {list(tshape)}")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+def _check_index_dtype_meta(idx, fn):
+    if idx.dtype is not _t.int64:
+        raise RuntimeError(f"{fn}(): Expected dtype int64 for index")
+
+
+@gather.meta_fn
+def _gather_meta(a, dim, index, sparse_grad=False):
+    """A numpy fancy-indexing result: laid out by the iterator over the index arrays
+    (the index tensor and broadcast aranges), so it follows ``index``'s dim order."""
+    _check_index_dtype_meta(index, "gather")
+    ishape = tuple(index.shape)
+    if a.ndim == 0:
+        return _meta.out(ishape, a.dtype)
+    d = wrap_dim(dim, a.ndim)
+    _check_same_ndim(a, index, "gather")
+    ashape = tuple(a.shape)
+    for k in range(a.ndim):
+        if k != d and k < len(ishape) and ishape[k] > ashape[k]:
+            raise RuntimeError(f"Size does not match at dimension {k} expected index {list(ishape)} to be "
+                               f"no larger than self {list(ashape)} apart from dimension {d}")
+    nd = len(ishape)
+    ops = [(ishape, _shape._estrides(index))]
+    for k in range(nd):
+        if k != d:
+            oshape = tuple(ishape[k] if j == k else 1 for j in range(nd))
+            ops.append((oshape, _meta.contiguous_strides(oshape)))
+    return _meta.out(ishape, a.dtype, _meta.np_iter_strides(ishape, ops))
+
+
+def _scatter_checks_meta(ashape, index, src, d, fn):
+    """``_scatter_checks`` without the bounds check (index values are data)."""
+    _check_index_dtype_meta(index, fn)
+    ishape = tuple(index.shape)
+    if len(ishape) != len(ashape) and not (len(ishape) <= 1 and len(ashape) <= 1):
+        raise RuntimeError(f"Index tensor must have the same number of dimensions as "
+                           f"{'input' if fn == 'gather' else 'self'} tensor")
+    sshape = None if src is None else src
+    for k in range(len(ishape)):
+        if k != d and ishape[k] > ashape[k]:
+            raise RuntimeError(f"Expected index {list(ishape)} to be no larger than self {list(ashape)} "
+                               f"apart from dimension {d} and to be no larger size than src "
+                               f"{list(sshape) if sshape is not None else list(ishape)}")
+        if sshape is not None and len(sshape) and ishape[k] > sshape[k]:
+            raise RuntimeError(f"Expected index {list(ishape)} to be no larger than self {list(ashape)} "
+                               f"apart from dimension {d} and to be no larger size than src "
+                               f"{list(sshape)}")
+
+
+class _Flat:
+    """Shape/dtype/ndim of ``x.reshape(-1)`` (what the kernels do to 0-d ``self``'s partners)."""
+
+    def __init__(self, x):
+        self.dtype = x.dtype
+        self.shape = (_meta.numel(tuple(x.shape)),)
+        self.ndim = 1
+
+    def stride(self):
+        return (1,)
+
+
+def _scatter_geometry(a, index, src):
+    """(self shape, index, src shape) as the kernel sees them after its 0-d reshapes, and dim count."""
+    ashape = tuple(a.shape)
+    sshape = None if src is None else tuple(src.shape)
+    if a.ndim == 0:
+        ashape = (1,)
+        index = _Flat(index)
+        if sshape is not None:
+            sshape = (_meta.numel(sshape),)
+    return ashape, index, sshape
+
+
+@scatter.meta_fn
+def _scatter_meta(a, dim, index, src, reduce=None):
+    scalar = not isinstance(src, Tensor)
+    ashape, idx, sshape = _scatter_geometry(a, index, None if scalar else src)
+    d = wrap_dim(dim, len(ashape))
+    if not scalar and src.dtype is not a.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    _scatter_checks_meta(ashape, idx, sshape, d, "scatter")
+    if reduce not in (None, "add", "multiply"):
+        raise RuntimeError(f"reduce argument must be either add or multiply. Got {reduce}")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@scatter_add.meta_fn
+def _scatter_add_meta(a, dim, index, src):
+    if src.dtype is not a.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    ashape, idx, sshape = _scatter_geometry(a, index, src)
+    d = wrap_dim(dim, len(ashape))
+    _scatter_checks_meta(ashape, idx, sshape, d, "scatter_add")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@scatter_reduce.meta_fn
+def _scatter_reduce_meta(a, dim, index, src, reduce, include_self=True):
+    if reduce not in _REDUCE_UFUNC:
+        raise RuntimeError(f"reduce argument must be either sum, prod, mean, amax or amin, got {reduce}")
+    if src.dtype is not a.dtype:
+        raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
+    ashape, idx, sshape = _scatter_geometry(a, index, src)
+    d = wrap_dim(dim, len(ashape))
+    _scatter_checks_meta(ashape, idx, sshape, d, "scatter_reduce")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+def _index_vector_meta(index, fn):
+    if index.ndim > 1:
+        raise IndexError(f"{fn}(): Index is supposed to be a vector")
+    if index.dtype.np.kind not in _INT_KINDS:
+        raise IndexError(f"{fn}(): Expected dtype int32/int64 for index")
+    return _meta.numel(tuple(index.shape))
+
+
+@index_select.meta_fn
+def _index_select_meta(a, dim, index):
+    n = _index_vector_meta(index, "index_select")
+    if a.ndim == 0:
+        return _meta.out(tuple(index.shape), a.dtype)
+    d = wrap_dim(dim, a.ndim)
+    shape = list(a.shape)
+    shape[d] = n
+    return _meta.out(shape, a.dtype)
+
+
+def _index_source_check(a, d, n, source, fn):
+    ssz = source.shape[d] if source.ndim else 1
+    if a.ndim == 0 and source.ndim:
+        ssz = _meta.numel(tuple(source.shape))     # the kernel flattens source for a 0-d self
+    if ssz != n:
+        raise IndexError(f"{fn}_(): Number of indices ({n}) should be equal to source.size(dim) ({ssz})")
+
+
+@index_add.meta_fn
+def _index_add_meta(a, dim, index, source, alpha=1):
+    if source.dtype is not a.dtype:
+        raise RuntimeError(f"index_add_(): self ({a.dtype.legacy_name}) and source ({source.dtype.legacy_name}) "
+                           f"must have the same scalar type")
+    n = _index_vector_meta(index, "index_add")
+    d = wrap_dim(dim, max(a.ndim, 1))
+    _index_source_check(a, d, n, source, "index_add")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@index_copy.meta_fn
+def _index_copy_meta(a, dim, index, source):
+    if source.dtype is not a.dtype:
+        raise RuntimeError("index_copy_(): self and source expected to have the same dtype, but got (self) "
+                           f"{a.dtype.legacy_name} and (source) {source.dtype.legacy_name}")
+    n = _index_vector_meta(index, "index_copy")
+    d = wrap_dim(dim, max(a.ndim, 1))
+    _index_source_check(a, d, n, source, "index_copy")
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@index_fill.meta_fn
+def _index_fill_meta(a, dim, index, value):
+    if isinstance(value, Tensor) and value.ndim != 0:
+        raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
+                           f"{value.ndim} dimension(s).")
+    _index_vector_meta(index, "index_fill")
+    wrap_dim(dim, max(a.ndim, 1))
+    return _meta.out(tuple(a.shape), a.dtype)
+
+
+@take.meta_fn
+def _take_meta(a, index):
+    if index.dtype is not _t.int64:
+        raise RuntimeError(f"take(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
+    return _meta.out(tuple(index.shape), a.dtype)
+
+
+@put.meta_fn
+def _put_meta(a, index, source, accumulate=False):
+    if index.dtype is not _t.int64:
+        raise RuntimeError(f"put_(): Expected a long tensor for index, but got {index.dtype.legacy_name}")
+    if source.dtype is not a.dtype:
+        raise RuntimeError(f"put_(): self and source expected to have the same dtype, but got "
+                           f"self.dtype = {a.dtype.legacy_name} and source.dtype = {source.dtype.legacy_name}")
+    ni, ns = _meta.numel(tuple(index.shape)), _meta.numel(tuple(source.shape))
+    if ni != ns:
+        raise RuntimeError(f"put_(): Expected source and index to have the same number of elements, but got "
+                           f"source.numel() = {ns}, index.numel() = {ni}")
+    return _meta.out(tuple(a.shape), a.dtype)
