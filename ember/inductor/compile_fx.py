@@ -59,15 +59,23 @@ class CompiledGraph:
                 kinds.append(("buf", None))
         self._kinds = kinds
         self._plain = all(k[0] == "buf" for k in kinds)
-        self._spec = graph.out_spec
+        self._spec = spec = graph.out_spec
+        # the common output structures rebuilt without walking the spec
+        if spec[0] == "leaf":
+            self._rebuild = lambda outs: outs[0]
+        elif spec[0] == "seq" and spec[1] in (tuple, list) and all(s[0] == "leaf" for s in spec[2]):
+            self._rebuild = spec[1]
+        else:
+            self._rebuild = lambda outs: unflatten(spec, iter(outs))
 
-    def __call__(self, tensors):
-        arrays = [t._data for t in tensors]
+    def __call__(self, tensors, arrays=None):
+        if arrays is None:
+            arrays = [t._data for t in tensors]
         if self._consts:
             arrays = arrays + self._consts
         res = self._call(arrays)
         if self._plain:
-            outs = [_make(a) for a in res]
+            return self._rebuild([_make(a) for a in res])
         else:
             outs = []
             for a, (kind, v) in zip(res, self._kinds):
@@ -78,7 +86,7 @@ class CompiledGraph:
                         self.graph.input_names[v]])
                 else:
                     outs.append(v)
-        return unflatten(self._spec, iter(outs))
+        return self._rebuild(outs)
 
 
 def _ensure_meta(gm, example_inputs):
@@ -116,8 +124,8 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     return CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
 
 
-def _key(tensors):
-    return tuple((t._data.shape, t._data.strides, t.dtype) for t in tensors)
+def _key(arrays):
+    return tuple([(a.shape, a.strides, a.dtype) for a in arrays])
 
 
 class CompiledFunction:
@@ -148,17 +156,20 @@ class CompiledFunction:
         self._last_key, self._last = key, v
         return v
 
-    def _vkey(self, tensors):
+    def _vkey(self, tensors, arrays=None):
+        if arrays is None:
+            arrays = [t._data for t in tensors]
         if self.dynamic:
-            return tuple((t._data.ndim, t.dtype) for t in tensors)
-        return _key(tensors)
+            return tuple([(a.ndim, a.dtype, a.flags.c_contiguous) for a in arrays])
+        return _key(arrays)
 
     @property
     def compiled(self):
         return self._last
 
     def __call__(self, *tensors):
-        key = self._vkey(tensors)
+        arrays = [t._data for t in tensors]
+        key = self._vkey(tensors, arrays)
         if key == self._last_key:
             v = self._last
         else:
@@ -171,7 +182,7 @@ class CompiledFunction:
             self._last_key, self._last = key, v
         if v is None:
             return self.gm(*tensors)
-        return v(tensors)
+        return v(tensors, arrays)
 
 
 def compile_fx(gm, example_inputs, dynamic: bool = False):

@@ -50,6 +50,9 @@ PRELUDE = r'''
 #include <algorithm>
 #include <type_traits>
 
+// the data pointer of a numpy array object: PyArrayObject_fields.data follows PyObject_HEAD
+#define EMBER_DATA(o) (*reinterpret_cast<void**>(reinterpret_cast<char*>(o) + EMBER_DATA_OFFSET))
+
 static inline float ember_bf16_to_f32(uint16_t v) {
     uint32_t u = ((uint32_t)v) << 16; float f; std::memcpy(&f, &u, 4); return f;
 }
@@ -519,16 +522,24 @@ class KernelGen:
         return self._finish(body)
 
     def _finish(self, body):
-        params = []
-        for nm in sorted(self.reads - set(self.writes), key=_natural):
-            params.append(f"const {STORAGE[self.buffer_dtype(nm)]}* __restrict__ {nm}")
+        """Buffers arrive as the numpy array objects themselves (ctypes ``py_object``:
+        no per-call pointer extraction in Python, which costs microseconds per
+        argument); the data pointer is read from the array struct (``EMBER_DATA``)."""
+        params, unpack = [], []
+        reads = sorted(self.reads - set(self.writes), key=_natural)
+        for nm in reads:
+            params.append(f"void* {nm}_obj")
+            st = STORAGE[self.buffer_dtype(nm)]
+            unpack.append(f"    const {st}* __restrict__ {nm} = static_cast<const {st}*>(EMBER_DATA({nm}_obj));")
         for nm in self.writes:
-            params.append(f"{STORAGE[self.buffer_dtype(nm)]}* __restrict__ {nm}")
+            params.append(f"void* {nm}_obj")
+            st = STORAGE[self.buffer_dtype(nm)]
+            unpack.append(f"    {st}* __restrict__ {nm} = static_cast<{st}*>(EMBER_DATA({nm}_obj));")
         for s in self.size_syms:
             params.append(f"const int64_t {s.name}")
-        self.params = [nm for nm in sorted(self.reads - set(self.writes), key=_natural)] + self.writes
+        self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
-        return head + "\n{\n" + "\n".join(body) + "\n}\n"
+        return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
 
     # -- interchanged (outer) reductions --------------------------------------
     def _generate_outer_reduction(self) -> List[str]:
@@ -834,8 +845,20 @@ def _natural(name):
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
 
 
+def data_offset() -> int:
+    """Offset of the data pointer in a numpy array object, checked against numpy's
+    own answer (it is ``sizeof(PyObject)``, public ABI of ``PyArrayObject_fields``)."""
+    import ctypes
+    import sys
+    off = 2 * ctypes.sizeof(ctypes.c_void_p) if not hasattr(sys, "getobjects") else 4 * ctypes.sizeof(ctypes.c_void_p)
+    for a in (np.empty(3, np.float32), np.empty((2, 5), np.int64)[:, 1:]):
+        if ctypes.c_void_p.from_address(id(a) + off).value != a.ctypes.data:
+            raise RuntimeError("inductor: unexpected numpy array layout (data pointer not found)")
+    return off
+
+
 def generate_source(kernels: List[str]) -> str:
-    parts = [PRELUDE]
+    parts = [f"#define EMBER_DATA_OFFSET {data_offset()}", PRELUDE]
     if config.simd:
         parts.append(simd_declarations())
     parts.extend(kernels)

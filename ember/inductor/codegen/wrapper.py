@@ -108,10 +108,10 @@ class WrapperGen:
                 kname = self.kernel_names[gi]
                 fn = getattr(lib, kname)
                 params = self.kernel_params[gi]
-                fn.argtypes = [ctypes.c_void_p] * len(params) + [ctypes.c_int64] * len(self.size_syms)
+                fn.argtypes = [ctypes.py_object] * len(params) + [ctypes.c_int64] * len(self.size_syms)
                 fn.restype = None
                 self.globals[f"_{kname}"] = fn
-                args = [f"{p}.ctypes.data" for p in params] + [s.name for s in self.size_syms]
+                args = list(params) + [s.name for s in self.size_syms]
                 L.append(f"    _{kname}({', '.join(args)})")
             else:
                 self._extern(grp, alloc)
