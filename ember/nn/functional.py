@@ -18,6 +18,7 @@ from ..ops import linalg as _la
 from ..ops import nn_ops as _nn
 from ..ops.nn_ops import reduction_enum as _red
 from ..tensor import Tensor, _make
+from ..autograd import no_grad as _no_grad
 
 __all__ = []  # filled at the end
 
@@ -293,18 +294,19 @@ def _adaptive_max(nd, input, output_size, return_indices):
     P = int(np.prod(out))
     idx2 = idx.reshape(P, K)
     valid2 = valid.reshape(P, K)
-    xf = x.reshape(N, C, S)
     if x.dtype.is_floating_point:
         pad_val = -np.inf
     else:
-        pad_val = np.iinfo(x.dtype.np).min
-    xf_np = xf.detach()._data
-    # choose argmax per (n, c, cell) on the data, then gather differentiably
-    win = np.where(valid2, xf_np[:, :, idx2], pad_val)
-    isn = np.isnan(win) if x.dtype.is_floating_point else np.zeros(win.shape, bool)
-    arg = np.where(isn.any(-1), isn.argmax(-1), win.argmax(-1))
-    chosen = np.take_along_axis(np.broadcast_to(idx2, (N, C, P, K)), arg[..., None], -1)[..., 0]
-    ind = _make(np.ascontiguousarray(chosen.reshape((N, C) + tuple(out))))
+        pad_val = int(np.iinfo(x.dtype.np).min)
+    # choose the argmax per (n, c, cell) with ops (so a trace computes it from its input; the
+    # window layout idx2/valid2 is static), then gather differentiably
+    with _no_grad():
+        xf = x.detach().reshape(N, C, S)
+        idx_t = _make(np.ascontiguousarray(idx2))
+        win = _op("where")(_make(np.ascontiguousarray(valid2)), xf[:, :, idx_t], pad_val)
+        arg = win.argmax(-1)                                   # NaN counts as the max, first one wins
+        chosen = idx_t.expand(N, C, P, K).gather(-1, arg.unsqueeze(-1)).squeeze(-1)
+        ind = chosen.reshape(N, C, *tuple(out))
     vals = _nn._max_pool_gather(x, ind)
     if unb:
         vals, ind = vals.squeeze(0), ind.squeeze(0)
@@ -709,10 +711,11 @@ def _check_p(p):
 
 
 def _bernoulli_noise(shape, keep, dtype, device):
-    from .. import random as _random
-    arr = (_random.default_generator._np.random(tuple(shape)) < keep).astype(dtype.np)
-    t = _make(arr)
-    return t if device is None or device == t.device else t.to(device)
+    """A 0/1 mask with P(1) = keep, drawn by the ``_random`` op from the global generator (an op,
+    not raw numpy, so traces record the draw and decompositions turn it into prims.philox_rand)."""
+    from ..ops.registry import OPS
+    like = _api.empty(*tuple(shape), dtype=dtype, device=device)
+    return OPS["_random"].binding(like, "bernoulli", float(keep), 0.0, None)
 
 
 def _apply_noise(input, noise, inplace):
@@ -726,7 +729,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
     if p == 1.0:
         return _apply_noise(input, _api.zeros(*tuple(input.shape), dtype=input.dtype), inplace)
     noise = _bernoulli_noise(tuple(input.shape), 1.0 - p, input.dtype, input.device)
-    noise = noise.div_(1.0 - p)
+    noise = noise / (1.0 - p)
     return _apply_noise(input, noise, inplace)
 
 
@@ -740,7 +743,7 @@ def _feature_dropout(input, p, training, inplace, nd, name):
     shape = tuple(input.shape[:2] if batched else input.shape[:1]) + (1,) * nd
     if p == 1.0:
         return _apply_noise(input, _api.zeros(*shape, dtype=input.dtype), inplace)
-    noise = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device).div_(1.0 - p)
+    noise = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device) / (1.0 - p)
     return _apply_noise(input, noise, inplace)
 
 
@@ -804,8 +807,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         attn = attn + _make(bias)
     elif attn_mask is not None:
         if attn_mask.dtype is _t.bool_:
-            bias = np.where(attn_mask.detach()._data, 0.0, -np.inf).astype(query.dtype.np)
-            attn = attn + _make(bias)
+            # a select on the mask tensor (not a constant made from its data: traces stay general)
+            attn = _op("where")(attn_mask, attn, float("-inf"))
         else:
             attn = attn + attn_mask
     attn = _op("softmax")(attn, -1)
@@ -932,24 +935,24 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing == 0.0:
         return nll
-    tgt = np.asarray(target.detach()._data)
-    ignore = tgt == ignore_index
+    # ops on the target (not numpy on its data), so a trace stays valid for other targets
+    keep = target != ignore_index
     if weight is not None:
         wshape = [1] * input.dim()
         wshape[cdim] = C
         smooth = -(logp * weight.reshape(*wshape)).sum(cdim)
     else:
         smooth = -logp.sum(cdim)
-    if ignore.any():
-        # a select, not a product: the ignored entries' gradient is exactly 0 even if the
-        # normaliser below is 0 (PyTorch uses masked_fill)
-        smooth = _op("where")(_make(np.asarray(~ignore)), smooth, _make(np.zeros((), dtype=input.dtype.np)))
+    # a select, not a product: the ignored entries' gradient is exactly 0 even if the
+    # normaliser below is 0 (PyTorch uses masked_fill)
+    smooth = _op("where")(keep, smooth, 0.0)
     if reduction == "mean":
         if weight is not None:
-            wv = np.asarray(weight.detach()._data)
-            denom = float(wv[tgt[~ignore]].sum())
+            tc = _op("where")(keep, target, 0)
+            wsel = weight.detach().index_select(0, tc.reshape(-1)).reshape(*tuple(target.shape))
+            denom = _op("where")(keep, wsel, 0.0).sum()
         else:
-            denom = float((~ignore).sum())
+            denom = keep.sum().to(smooth.dtype)
         ret = smooth.sum() / denom
     elif reduction == "sum":
         ret = smooth.sum()
