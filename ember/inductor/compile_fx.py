@@ -103,7 +103,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     with set_graph(graph):
         sched = Scheduler(graph)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
-        kernels, names, params = [], {}, {}
+        kernels, names, params, checks = [], {}, {}, set()
         for gi, grp in enumerate(sched.groups):
             if isinstance(grp, FusedGroup):
                 kname = f"kernel{gi}"
@@ -111,9 +111,11 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
                 kernels.append(kg.generate())
                 names[gi] = kname
                 params[gi] = kg.params
+                if kg.uses_index_check:
+                    checks.add(gi)
         source = cpp.generate_source(kernels)
         lib = codecache.load(source) if kernels else None
-        wg = WrapperGen(graph, sched.groups, names, params, size_syms)
+        wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks)
         wrapper_src = wg.generate(lib)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("generated C++:\n%s\nwrapper:\n%s", source if kernels else "(none)", wrapper_src)

@@ -195,6 +195,24 @@ class Pointwise(Loops):
         return f"Pointwise(size={self.size}, dtype={self.dtype})"
 
 
+class Scatter(Loops):
+    """A copy of ``init`` (a Pointwise of ``size``) with elements overwritten (or
+    accumulated, ``mode='add'``) at data-dependent places: for every index ``j`` of
+    ``iter_size``, ``out[target_fn(j)] (op)= value_fn(j)``. Always materialised,
+    never fused; the scatter loop runs sequentially in index order, so repeated
+    indices behave like numpy (the last write wins; additions in order)."""
+
+    def __init__(self, size, dtype, init_fn, iter_size, target_fn, value_fn, mode=None):
+        super().__init__(size, dtype, init_fn)
+        self.iter_size = [sympify(s) for s in iter_size]
+        self.target_fn = target_fn
+        self.value_fn = value_fn
+        self.mode = mode
+
+    def make_loader(self):
+        raise AssertionError("a Scatter is read through its buffer")
+
+
 class Reduction(Loops):
     """``size`` is the output size; ``inner_fn(index, rindex)`` gives the
     element to combine. argmax/argmin reduce one dimension and produce int64;
@@ -243,7 +261,7 @@ class ReadRecorder:
         self.reads.append((name, sympify(index)))
         return _VAL
 
-    def indirect_indexing(self, x, size, check=True):
+    def indirect_indexing(self, x, size, wrap_negative=False):
         return sympy.Symbol(f"indirect{next(self._indirect)}", integer=True)
 
     def __getattr__(self, name):

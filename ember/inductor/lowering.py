@@ -375,6 +375,92 @@ def _index_select(x, dim, index):
     return Pointwise(size, x.get_dtype(), inner_fn)
 
 
+def _scatter_common(a, dim, index, src, mode):
+    dim = int(dim)
+    dtype = a.get_dtype()
+    li = index.make_loader()
+    n = a.get_size()[dim]
+    lv = _loader_or_const(src, dtype)
+
+    def target_fn(idx):
+        j = list(idx)
+        j[dim] = ops.indirect_indexing(li(idx), n)
+        return j
+
+    return ir.Scatter(a.get_size(), dtype, a.make_loader(), index.get_size(), target_fn, lv, mode)
+
+
+@register("scatter")
+def _scatter(a, dim, index, src):
+    return _scatter_common(a, dim, index, src, None)
+
+
+@register("scatter_add")
+def _scatter_add(a, dim, index, src):
+    return _scatter_common(a, dim, index, src, "add")
+
+
+@register("index_put")
+def _index_put(a, indices, values, accumulate=False):
+    indices = list(indices)
+    k = len(indices)
+    size = a.get_size()
+    ishapes = [i.get_size() for i in indices]
+    nb = max((len(s) for s in ishapes), default=0)
+    bshape = []
+    for d in range(nb):
+        dim_sizes = [s[len(s) - nb + d] for s in ishapes if len(s) - nb + d >= 0]
+        non1 = [x for x in dim_sizes if x != 1]
+        bshape.append(non1[0] if non1 else sympy.Integer(1))
+    iter_size = bshape + list(size[k:])
+    loaders = [i.make_loader() for i in indices]
+    vsize = values.get_size()
+    lv = values.make_loader()
+    nt = len(iter_size)
+
+    def target_fn(idx):
+        bidx = idx[:nb]
+        out = []
+        for d, (ld, s) in enumerate(zip(loaders, ishapes)):
+            sub = [sympy.Integer(0) if n == 1 else bidx[nb - len(s) + j] for j, n in enumerate(s)]
+            out.append(ops.indirect_indexing(ld(sub), size[d], wrap_negative=True))
+        return out + list(idx[nb:])
+
+    def value_fn(idx):
+        vs = list(vsize)
+        lead = len(vs) - nt
+        sub = []
+        for j, n in enumerate(vs):
+            if j < lead:
+                sub.append(sympy.Integer(0))
+            else:
+                sub.append(sympy.Integer(0) if n == 1 else idx[j - lead])
+        return lv(sub)
+
+    return ir.Scatter(size, a.get_dtype(), a.make_loader(), iter_size, target_fn, value_fn,
+                      "add" if accumulate else None)
+
+
+# ---------------------------------------------------------------------- random
+def _make_philox(normal):
+    def lower(shape, seed, offset, dtype, device=None):
+        dtype = _t.as_dtype(dtype)
+        size = [sympify(s) for s in shape]
+        strides = contiguous_strides(size)
+        ls, lo = seed.make_loader(), offset.make_loader()
+
+        def inner_fn(idx):
+            flat = sum((i * s for i, s, n in zip(idx, strides, size) if n != 1), sympy.Integer(0))
+            return ops.philox(ls([]), lo([]), ops.index_expr(flat, _t.int64), dtype, normal)
+
+        return Pointwise(size, dtype, inner_fn)
+    return lower
+
+
+LOWERINGS["philox_rand"] = _make_philox(False)
+LOWERINGS["philox_randn"] = _make_philox(True)
+
+
 # ---------------------------------------------------------------------- reductions
 def _make_reduction(x, dims, rtype, dtype=None, correction=0, bool_input=False):
     size = x.get_size()

@@ -45,10 +45,19 @@ class SchedNode:
         self.name = buf.name
         self.data = buf.data
         self.is_reduction = isinstance(buf.data, ir.Reduction)
+        self.is_scatter = isinstance(buf.data, ir.Scatter)
         self.size = list(buf.data.get_size())
         self.rranges = list(buf.data.reduction_ranges) if self.is_reduction else []
         self._reads: Dict[int, list] = {}
         self.read_names: Set[str] = {n for n, _ in self.reads(self.natural_p())}
+        if self.is_scatter:
+            d = buf.data
+            js = index_vars("y", len(d.iter_size))
+
+            def body(js):
+                d.target_fn(js)
+                d.value_fn(js)
+            self.read_names |= {n for n, _ in ir.extract_reads(body, js).reads}
 
     def natural_p(self) -> int:
         return len(self.size)
@@ -178,7 +187,7 @@ class Scheduler:
                     producer[nm] = len(self.groups) - 1
                 continue
             node = SchedNode(buf)
-            gi = self._pick_group(node, producer) if config.fusion else None
+            gi = self._pick_group(node, producer) if config.fusion and not node.is_scatter else None
             if gi is None:
                 self.groups.append(FusedGroup([node], node.natural_p()))
                 gi = len(self.groups) - 1
@@ -195,7 +204,7 @@ class Scheduler:
         best = None
         for gi in range(len(self.groups) - 1, lo - 1, -1):
             g = self.groups[gi]
-            if not isinstance(g, FusedGroup):
+            if not isinstance(g, FusedGroup) or any(n.is_scatter for n in g.nodes):
                 continue
             shared = node.read_names & (g.names() | g.read_names())
             if not shared:

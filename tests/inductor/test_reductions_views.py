@@ -122,15 +122,51 @@ def test_indexing():
     x = rand(7, 9, dtype=np.float32)
     idx = _make(RNG.integers(0, 7, size=(5, 9)).astype(np.int64))
     sel = _make(RNG.integers(0, 9, size=(4,)).astype(np.int64))
+    ii = _make(RNG.integers(-7, 7, size=(6,)).astype(np.int64))      # negative: wrapped by index_put
+    jj = _make(RNG.integers(0, 9, size=(6,)).astype(np.int64))
+    vals = rand(6, dtype=np.float32)
 
-    def fn(x, idx, sel):
+    def fn(x, idx, sel, ii, jj, vals):
         return (P.gather(x, 0, idx), P.index_select(x, 1, sel), P.exp(P.index_select(x, 0, P.remainder(sel, 7))),
-                P.scatter_add(x, 0, idx, P.slice(x, [0, 0], [5, 9])))
+                P.scatter(x, 0, idx, P.mul(x, 2.0)), P.scatter_add(x, 0, idx, P.slice(x, [0, 0], [5, 9])),
+                P.scatter(x, 1, P.slice(idx, [0, 0], [5, 7]), -3.0),
+                P.index_put(x, [ii, jj], vals, False), P.index_put(x, [ii, jj], vals, True),
+                P.index_put(x, [ii], P.slice(x, [0, 0], [1, 9]), True))
 
-    cf, got, want = compile_and_run(fn, x, idx, sel, allow_fallback=("scatter_add",))
+    cf, got, want = compile_and_run(fn, x, idx, sel, ii, jj, vals)
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-6)
-    assert any("scatter_add" in f for f in cf.compiled.fallbacks)
+    assert cf.compiled.fallbacks == []
+
+
+def test_out_of_range_index_raises_like_eager():
+    x = rand(7, 9, dtype=np.float32)
+    idx = _make(RNG.integers(0, 7, size=(5, 9)).astype(np.int64))
+    fn = lambda x, idx: (P.gather(x, 0, idx), P.scatter_add(x, 0, idx, P.slice(x, [0, 0], [5, 9])))  # noqa: E731
+    cf, got, want = compile_and_run(fn, x, idx)
+    bad = _make(np.full((5, 9), 7, dtype=np.int64))
+    with pytest.raises(IndexError):
+        cf.gm(x, bad)
+    with pytest.raises(IndexError, match="out of bounds"):
+        cf(x, bad)
+    # the flag is cleared: a good call afterwards works
+    for g, w in zip(cf(x, idx), want):
+        assert_same(g.numpy(), w, rtol=1e-6)
+
+
+def test_philox_random_bit_exact():
+    seed = ember.tensor(np.int64(987654321987))
+    off = ember.tensor(np.int64(3))
+
+    def fn(seed, off):
+        return (P.philox_rand([5, 7], seed, off, ember.float32), P.philox_rand([9], seed, off, ember.float64),
+                P.philox_randn([4, 5], seed, off, ember.float32), P.philox_randn([3, 3], seed, off, ember.float64),
+                P.philox_rand([6], seed, off, ember.bfloat16))
+
+    cf, got, want = compile_and_run(fn, seed, off)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert "ember_philox" in cf.compiled.source
 
 
 def test_matmul_extern_with_epilogue():

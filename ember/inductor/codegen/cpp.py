@@ -160,6 +160,44 @@ static inline double ember_erfinv(double y) {
     return x;
 }
 static inline double ember_lgamma(double x) { int s; return lgamma_r(x, &s); }
+
+static int ember_index_error = 0;
+static inline void ember_flag_index_error() { __atomic_store_n(&ember_index_error, 1, __ATOMIC_RELAXED); }
+extern "C" int ember_take_index_error() {
+    return __atomic_exchange_n(&ember_index_error, 0, __ATOMIC_RELAXED);
+}
+
+// Philox 4x32-10, the stream of ember.prims.philox_rand / philox_randn (bit-exact)
+static inline void ember_philox4x32(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3,
+                                    uint32_t k0, uint32_t k1) {
+    for (int r = 0; r < 10; ++r) {
+        if (r) { k0 += 0x9E3779B9u; k1 += 0xBB67AE85u; }
+        const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
+        const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
+        const uint32_t n0 = static_cast<uint32_t>(p1 >> 32) ^ c1 ^ k0;
+        const uint32_t n2 = static_cast<uint32_t>(p0 >> 32) ^ c3 ^ k1;
+        c1 = static_cast<uint32_t>(p1); c3 = static_cast<uint32_t>(p0); c0 = n0; c2 = n2;
+    }
+}
+static inline double ember_philox_uniform(int64_t seed, int64_t offset, int64_t i, int bits) {
+    const uint64_t s = static_cast<uint64_t>(seed);
+    const uint64_t b = static_cast<uint64_t>(offset) + static_cast<uint64_t>(i >> 2);
+    uint32_t c0 = static_cast<uint32_t>(b), c1 = static_cast<uint32_t>(b >> 32), c2 = 0, c3 = 0;
+    ember_philox4x32(c0, c1, c2, c3, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
+    const int lane = static_cast<int>(i & 3);
+    const uint32_t u = lane == 0 ? c0 : lane == 1 ? c1 : lane == 2 ? c2 : c3;
+    return static_cast<double>(bits >= 32 ? u : (u >> (32 - bits))) * std::ldexp(1.0, -bits);
+}
+static inline double ember_philox_normal(int64_t seed, int64_t offset, int64_t i) {
+    const uint64_t s = static_cast<uint64_t>(seed);
+    const uint64_t b = static_cast<uint64_t>(offset) + static_cast<uint64_t>(i >> 1);
+    uint32_t c0 = static_cast<uint32_t>(b), c1 = static_cast<uint32_t>(b >> 32), c2 = 0, c3 = 0;
+    ember_philox4x32(c0, c1, c2, c3, static_cast<uint32_t>(s), static_cast<uint32_t>(s >> 32));
+    const bool hi = (i & 1) != 0;
+    const double u1 = static_cast<double>(hi ? c2 : c0), u2 = static_cast<double>(hi ? c3 : c1);
+    const double two_pi_2m32 = 2.0 * 3.141592653589793 * 2.3283064365386963e-10;
+    return std::sqrt(-2.0 * std::log((u1 + 1.0) * 2.3283064365386963e-10)) * std::cos(two_pi_2m32 * u2);
+}
 '''
 
 
@@ -261,11 +299,26 @@ class CppOps:
             return self._emit(f"static_cast<bool>({e})", dtype)
         return self._emit(f"static_cast<{COMPUTE[dtype]}>({e})", dtype)
 
-    def indirect_indexing(self, x, size, check=True):
+    def indirect_indexing(self, x, size, wrap_negative=False):
+        """A data-dependent index. Out of range (after wrapping negatives where the
+        prim does) it raises the kernel's error flag -- the wrapper turns that into
+        an IndexError like the eager prim -- and reads/writes element 0 instead of
+        stray memory."""
+        self.kernel.uses_index_check = True
         v = self._emit(f"static_cast<int64_t>({x})", _t.int64)
         s = cexpr(size)
-        w = self._emit(f"{v} < 0 ? {v} + {s} : {v}", _t.int64)
+        if wrap_negative:
+            v = self._emit(f"{v} < 0 ? {v} + ({s}) : {v}", _t.int64)
+        bad = self._emit(f"static_cast<uint64_t>({v}) >= static_cast<uint64_t>({s})", _t.bool_)
+        self.lines.append(f"{self.indent}if ({bad}) ember_flag_index_error();")
+        w = self._emit(f"{bad} ? 0 : {v}", _t.int64)
         return sympy.Symbol(w.name, integer=True)
+
+    def philox(self, seed, offset, index, dtype, normal):
+        fn = "ember_philox_normal" if normal else "ember_philox_uniform"
+        bits = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 32}[dtype.name]
+        e = f"{fn}({seed}, {offset}, {index})" if normal else f"{fn}({seed}, {offset}, {index}, {bits})"
+        return self.to_dtype(self._emit(e, _t.float64), dtype) if dtype is not _t.float64 else self._emit(e, dtype)
 
     def to_dtype(self, x, dtype):
         src = x.dtype
@@ -402,6 +455,7 @@ class KernelGen:
         self.graph = graph
         self.size_syms = size_syms
         self._tmp = itertools.count()
+        self.uses_index_check = False
         self.reads = set()
         self.writes = [n.name for n in group.nodes]
 
@@ -473,6 +527,8 @@ class KernelGen:
         P = g.outer_sizes
         xs = index_vars("x", p)
         body: List[str] = []
+        if len(g.nodes) == 1 and g.nodes[0].is_scatter:
+            return self._finish(self._generate_scatter(g.nodes[0]))
         if self._outer_reduction_ok():
             return self._finish(self._generate_outer_reduction())
         has_inner = any(n.inner(p) for n in g.nodes)
@@ -540,6 +596,52 @@ class KernelGen:
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
+
+    # -- scatter ------------------------------------------------------------
+    def _generate_scatter(self, node) -> List[str]:
+        d = node.data
+        body: List[str] = []
+        ind = "    "
+        n = len(d.size)
+        xs = index_vars("x", n)
+        # 1. the copy of the input, parallel and vectorised
+        body.append(f"{ind}// copy of the scattered-into input")
+        prag = self._parallel_pragma(product(d.size), f"collapse({n - 1})" if n > 2 else "")
+        if prag and n >= 2:
+            body.append(ind + prag)
+        for i in range(n):
+            if i == n - 1 and config.simd:
+                if prag and n == 1:
+                    body.append(ind + "    " * i + prag.replace("parallel for", "parallel for simd"))
+                else:
+                    body.append(ind + "    " * i + "#pragma omp simd")
+            body.append(self._for(xs[i], d.size[i], ind + "    " * i) + " {")
+        bi = ind + "    " * n
+        h = CppOps(self, body, bi)
+        with set_ops_handler(h):
+            v = d.inner_fn(xs)
+        self._store(node, node.write_index(n), v, bi, body)
+        self._close(n, ind, body)
+        # 2. the scatter, sequential in index order
+        m = len(d.iter_size)
+        ys = index_vars("y", m)
+        body.append(f"{ind}// scatter{'-add' if d.mode == 'add' else ''}")
+        for i in range(m):
+            body.append(self._for(ys[i], d.iter_size[i], ind + "    " * i) + " {")
+        bi = ind + "    " * m
+        h = CppOps(self, body, bi)
+        with set_ops_handler(h):
+            tgt = d.target_fn(ys)
+            val = d.value_fn(ys)
+        widx = sum((t * s for t, s, sz in zip(tgt, contiguous_strides(d.size), d.size) if sz != 1),
+                   sympy.Integer(0))
+        if d.mode == "add":
+            dt = node.buf.get_dtype()
+            cur = h.load(node.name, widx)
+            val = h.add(cur, val) if dt is not _t.bool_ else h.add(cur, val)
+        self._store(node, widx, val, bi, body)
+        self._close(m, ind, body)
+        return body
 
     # -- interchanged (outer) reductions --------------------------------------
     def _generate_outer_reduction(self) -> List[str]:

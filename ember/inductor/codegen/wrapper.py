@@ -30,6 +30,10 @@ def _contig(x):
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
 
+def _index_error(kname):
+    raise IndexError(f"inductor: an index is out of bounds (kernel {kname}); the eager prim raises here too")
+
+
 def _run_extern(fn, args, kwargs, arrays):
     def sub(a):
         if isinstance(a, ir.ExternArg):
@@ -42,12 +46,13 @@ def _run_extern(fn, args, kwargs, arrays):
 
 class WrapperGen:
     def __init__(self, graph, groups, kernel_names: Dict[int, str], kernel_params: Dict[int, List[str]],
-                 size_syms: List[sympy.Symbol]):
+                 size_syms: List[sympy.Symbol], index_checks=()):
         self.graph = graph
         self.groups = groups
         self.kernel_names = kernel_names
         self.kernel_params = kernel_params
         self.size_syms = size_syms
+        self.index_checks = set(index_checks)
         self.globals: Dict[str, object] = {"np": np, "_strided_view": _strided_view, "_run_extern": _run_extern,
                                            "_ascontig": _contig, "_empty": np.empty}
         self.lines: List[str] = []
@@ -113,6 +118,12 @@ class WrapperGen:
                 self.globals[f"_{kname}"] = fn
                 args = list(params) + [s.name for s in self.size_syms]
                 L.append(f"    _{kname}({', '.join(args)})")
+                if gi in self.index_checks:
+                    take = lib.ember_take_index_error
+                    take.argtypes, take.restype = [], ctypes.c_int
+                    self.globals["_take_index_error"] = take
+                    self.globals["_index_error"] = _index_error
+                    L.append(f"    if _take_index_error(): _index_error('{kname}')")
             else:
                 self._extern(grp, alloc)
             # release dead buffers
