@@ -448,6 +448,112 @@ def record(op, args, out):
                 and "nondifferentiable" not in op.tags:
             raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
         return out
+    return op._rec(args, out)
+
+
+def build_record(op):
+    """``record`` specialised to one op (its params, what it saves, its node class):
+    straight-line code, no loop over a plan. Ops with a Tensor[] argument, and
+    ops without a derivative, use the generic ``record``."""
+    if op.backward is None:
+        return None
+    if op.list_pos:
+        return lambda args, out: _record_generic(op, args, out)
+    save = op.save
+    n = len(op.params)
+    names = [f"a{i}" for i in range(n)]
+    L = [f"def rec_{op.name}(args, out):",
+         f"    {', '.join(names)}{',' if n == 1 else ''} = args",
+         "    hooked = _SH.stack"]
+    sv = list(names)
+    es, ms = [], []
+    for i in op.grad_params:
+        p = op.params[i]
+        a = f"a{i}"
+        keep = save is None or p.name in save
+        sv[i], es_i, ms_i = f"s{i}", f"e{i}", f"m{i}"
+        es.append(es_i)
+        ms.append(ms_i)
+        body = [f"if {a}._diff_view:",
+                f"    _refresh({a})",
+                f"fn = {a}._grad_fn",
+                "if fn is not None:",
+                f"    e{i} = (fn, {a}._output_nr)",
+                f"elif {a}._requires_grad:",
+                f"    ref = {a}._acc",
+                "    acc = ref() if ref is not None else None",
+                f"    e{i} = (acc if acc is not None else _new_acc({a}), 0)",
+                "else:",
+                f"    e{i} = None",
+                f"m{i} = ({a}._data.shape, {a}.dtype, {a}.device)"]
+        if keep:
+            body += ["if hooked:",
+                     f"    s{i} = _Saved({a})",
+                     "else:",
+                     f"    vc = {a}._vc",
+                     "    if vc is None:",
+                     f"        vc = {a}._vc = [0]",
+                     f"    s{i} = _new(_Saved)",
+                     f"    s{i}._t = {a}",
+                     f"    s{i}._vc = vc",
+                     f"    s{i}._version = vc[0]",
+                     f"    s{i}._x = None"]
+        else:
+            body += [f"s{i} = _new(_Meta)",
+                     f"s{i}._shape, s{i}.dtype, s{i}.device = m{i}"]
+        if p.kind == 0 and not p.optional:   # a Tensor by the time an op records
+            L += ["    " + b for b in body]
+        else:
+            L += [f"    if isinstance({a}, _T):"] + ["        " + b for b in body]
+            L += ["    else:", f"        e{i} = m{i} = None", f"        s{i} = {a}"]
+    name = op.grad_fn_name
+    if type(name) is str:
+        cls = op._node_classes.get(name) or op.node_class(name)
+        L.append("    node = _new(_cls)")
+    else:
+        cls = None
+        L += ["    name = _op.grad_fn_name(args)",
+              "    node = _new(_op._node_classes.get(name) or _op.node_class(name))"]
+    L += [f"    node.next_edges = ({', '.join(es)}{',' if len(es) == 1 else ''})",
+          "    node._seq = _next(_seq)",
+          f"    node._in_meta = [{', '.join(ms)}]",
+          f"    node._args = [{', '.join(sv)}]",
+          "    if _S.anomaly:",
+          "        node._trace = _format_stack()[:-1]",
+          "    if type(out) is tuple:",
+          "        return _tuple_history(_op, node, out)",
+          "    node._n_out = 1",
+          "    if out.dtype.is_floating_point:",
+          "        d = out.__dict__",
+          "        d['_requires_grad'] = True",
+          "        d['_grad_fn'] = node"]
+    if op.is_view:
+        L += ["        vc = out._vc",
+              "        if vc is not None:",
+              "            # (a view op traced through its decomposition may return a fresh tensor)",
+              "            d['_diff_view'] = True",
+              "            d['_view_version'] = vc[0]"]
+    if op.save_result:
+        L.append("    node._result = _Saved(out, True)")
+    L.append("    return out")
+    ns = {"_op": op, "_cls": cls, "_SH": _SavedHooks, "_refresh": refresh_view_grad_fn, "_new_acc": _new_acc,
+          "_Saved": SavedTensor, "_new": _new, "_Meta": _Meta, "_T": Tensor, "_next": next, "_seq": _seq,
+          "_S": STATE, "_format_stack": traceback.format_stack, "_tuple_history": _tuple_history}
+    exec(compile("\n".join(L) + "\n", f"<ember record {op.name}>", "exec"), ns)
+    return ns[f"rec_{op.name}"]
+
+
+def _tuple_history(op, node, out):
+    node._n_out = len(out)
+    for k, o in enumerate(out):
+        if o is not None and o.dtype.is_floating_point:
+            _set_history(o, node, k, op.is_view)
+    if op.save_result:
+        node._result = tuple(SavedTensor(o, True) if o is not None else None for o in out)
+    return out
+
+
+def _record_generic(op, args, out):
     plan = op._rec_plan
     if plan is None or plan[0] is not op.save:
         plan = _plan(op)
@@ -528,7 +634,7 @@ def _set_history(o, node, k, is_view):
     d["_grad_fn"] = node
     if k:
         d["_output_nr"] = k
-    if is_view:
+    if is_view and o._vc is not None:
         d["_diff_view"] = True
         d["_view_version"] = o._vc[0]
 

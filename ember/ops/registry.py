@@ -186,12 +186,24 @@ class OpDef:
     def derivative(self, fn=None, *, save=None, save_result=None):
         def deco(f):
             self.backward = f
+            self.__dict__.pop("_rec", None)   # rebuilt for the new formula / saves
             if save is not None:
                 self.save = tuple(save)
             if save_result is not None:
                 self.save_result = save_result
             return f
         return deco(fn) if fn is not None else deco
+
+    def _rec(self, args, out):
+        """Record the autograd node of a call (``autograd.graph.record`` without the
+        derivative check): the first call builds straight-line code for this op and
+        caches it on the instance, shadowing this method."""
+        from ..autograd.graph import build_record, record
+        fn = build_record(self)
+        if fn is None:
+            return record(self, args, out)
+        self.__dict__["_rec"] = fn
+        return fn(args, out)
 
     def meta_fn(self, fn):
         self.meta = fn
@@ -213,6 +225,7 @@ class OpDef:
         ip.function = False
         ip._node_classes = {}
         ip._rec_plan = None
+        ip.__dict__.pop("_rec", None)
         ip.binding = _make_binding(ip, dispatch_inplace)
         self.inplace_variant = ip
 
@@ -462,7 +475,9 @@ def _make_binding(op, dispatcher):
                         "                _out = _run(_a)\n"
                         "            finally:\n"
                         "                _S.grad_enabled = True\n"
-                        "            return _record(_op, _a, _out)\n")
+                        "            if _op.backward is None:\n"
+                        "                return _record(_op, _a, _out)\n"
+                        "            return _op._rec(_a, _out)\n")
             src += ("        if _S.modes:\n"
                     "            return _mode_dispatch(_op, _a)\n"
                     "        return _run(_a)\n")
