@@ -273,3 +273,24 @@ def put(x, index, source, accumulate=False):
     idx = wrap_index(flat(index), x.numel())
     out = prims.index_put(flat(x), (idx,), flat(source), bool(accumulate))
     return reshape(out, tuple(x.shape))
+
+
+def coverage_examples():
+    """op name -> () -> example arguments, for ``python -m ember.prims.coverage``."""
+    import ember
+    r = ember.randn
+
+    def i(hi, *shape):
+        return ember.randint(0, hi, shape)
+    return {
+        "index": lambda: (r(3, 4, 5), (None, i(4, 2, 3), i(5, 3))),
+        "index_put": lambda: (r(3, 4), (i(3, 2),), r(2, 4), True),
+        "scatter": lambda: (r(3, 4), 1, i(4, 3, 2), r(3, 2)),
+        "scatter_add": lambda: (r(3, 4), 1, i(4, 3, 2), r(3, 2)),
+        "scatter_reduce": lambda: (r(3, 4), 1, i(4, 3, 2), r(3, 2), "mean"),
+        "index_add": lambda: (r(3, 4), 1, i(4, 2), r(3, 2)),
+        "index_copy": lambda: (r(3, 4), 0, ember.tensor([2, 0]), r(2, 4)),
+        "index_fill": lambda: (r(3, 4), 1, i(4, 2), 1.5),
+        "take": lambda: (r(3, 4), i(12, 5)),
+        "put": lambda: (r(3, 4), i(12, 5), r(5), True),
+    }

@@ -173,3 +173,14 @@ def _einsum(equation, operands):
     if out is operands[0] or out is terms[0].t:
         out = prims.clone(out)
     return out
+
+
+def coverage_examples():
+    """op name -> () -> example arguments, for ``python -m ember.prims.coverage``."""
+    import ember
+    r = ember.randn
+    return {
+        "baddbmm": lambda: (r(3, 5), r(2, 3, 4), r(2, 4, 5)),
+        "_einsum": lambda: ("bij,bjk->bik", [r(2, 3, 4), r(2, 4, 5)]),
+        "bilinear": lambda: (r(3, 4), r(3, 5), r(6, 4, 5), r(6)),
+    }

@@ -576,3 +576,39 @@ def _nll_loss_backward(g, self_size, t, w, reduction, ignore_index):
     out = prims.scatter(full(xs, 0, g.dtype, g.device), 1, prims.expand_dims(tc, (1,)),
                         prims.expand_dims(coef, (1,)))
     return reshape(out, shape)
+
+
+def coverage_examples():
+    """op name -> () -> example arguments, for ``python -m ember.prims.coverage``."""
+    import ember
+    r = ember.randn
+
+    def i(hi, *shape):
+        return ember.randint(0, hi, shape)
+    x = lambda: r(2, 3, 6, 6)  # noqa: E731
+    return {
+        "_conv_input_grad": lambda: (r(2, 4, 3, 3), r(4, 3, 3, 3), [2, 2], [1, 1], [1, 1], 1, [2, 3, 6, 6]),
+        "_conv_weight_grad": lambda: (r(2, 4, 3, 3), x(), [2, 2], [1, 1], [1, 1], 1, [4, 3, 3, 3]),
+        "max_pool_with_indices": lambda: (x(), [3, 3], [2, 2], [1, 1], [1, 1], False),
+        "_max_pool_backward": lambda: (r(2, 3, 3, 3), i(36, 2, 3, 3, 3), [2, 3, 6, 6]),
+        "_max_pool_gather": lambda: (x(), i(36, 2, 3, 3, 3)),
+        "avg_pool": lambda: (x(), [3, 3], [2, 2], [1, 1], True, False, None),
+        "_avg_pool_backward": lambda: (r(2, 3, 3, 3), [3, 3], [2, 2], [1, 1], False, True, None, [2, 3, 6, 6]),
+        "_gather_axes": lambda: (x(), ((3, [1, 0, 1, 2, 3, 4, 5, 4], None, 0),), "ReflectionPad1DBackward0"),
+        "_scatter_axes": lambda: (r(2, 3, 6, 8), ((3, [1, 0, 1, 2, 3, 4, 5, 4], None, 0),), [2, 3, 6, 6]),
+        "_resample": lambda: (x(), ((2, np.full((4, 6), 1 / 6)),), "UpsampleBilinear2DBackward0"),
+        "native_layer_norm": lambda: (r(3, 4, 5), [5], r(5), r(5), 1e-5),
+        "native_batch_norm": lambda: (x(), r(3), r(3), r(3), r(3).abs(), True, 0.1, 1e-5),
+        "native_group_norm": lambda: (x(), r(3), r(3), 2, 3, 36, 3, 1e-5),
+        "_norm2_clamp": lambda: (r(3, 4), 1, 1e-12),
+        "embedding_dense_backward": lambda: (r(2, 3, 4), i(5, 2, 3), 5, 1, False),
+        "one_hot": lambda: (i(5, 3), 5),
+        "smooth_l1_loss": lambda: (r(3, 4), r(3, 4), 1, 0.5),
+        "huber_loss": lambda: (r(3, 4), r(3, 4), 1, 0.5),
+        "_pw_loss_backward": lambda: (r(()), r(3, 4), r(3, 4), "smooth_l1", 0.5),
+        "binary_cross_entropy": lambda: (ember.rand(3, 4), ember.rand(3, 4), None, 1),
+        "_bce_backward": lambda: (r(()), ember.rand(3, 4), ember.rand(3, 4), None),
+        "binary_cross_entropy_with_logits": lambda: (r(3, 4), ember.rand(3, 4), None, r(4).abs(), 1),
+        "nll_loss_nd": lambda: (r(4, 5), i(5, 4), r(5).abs(), 1, 2),
+        "_nll_loss_backward": lambda: (r(()), [4, 5], i(5, 4), None, 1, -100),
+    }

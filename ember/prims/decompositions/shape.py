@@ -545,3 +545,29 @@ def _repeat(x, repeats):
     y = prims.broadcast_in_dim(y, tuple(inter), tuple(range(1, 2 * len(reps), 2)))
     out = prims.reshape(y, tuple(r * s for r, s in zip(reps, shp)))
     return prims.clone(out) if out is y else out
+
+
+def coverage_examples():
+    """op name -> () -> example arguments, for ``python -m ember.prims.coverage``."""
+    import ember
+    r = ember.randn
+    ex = {
+        "_reshape_alias": lambda: (r(3, 4), [4, 3], [3, 1]),
+        "_unsafe_view": lambda: (r(3, 4), [2, 6]),
+        "alias": lambda: (r(3, 4),),
+        "as_strided": lambda: (r(4, 5), [3, 3], [5, 1], 2),
+        "_restride": lambda: (r(3, 3), ((3, 3), (5, 1), 2), ((4, 5), (5, 1), 0), "scatter_add"),
+        "_to_copy": lambda: (r(3, 4),),        # (dtype is keyword-only)
+        "slice": lambda: (r(3, 5), 1, 1, 5, 2),
+        "_basic_index": lambda: (r(3, 4, 5), (1, slice(0, 3, 2), Ellipsis)),
+        "_embed": lambda: (r(3, 5), [3, 4, 5], (slice(None), 1, Ellipsis)),
+        "diagonal": lambda: (r(3, 4, 5), 1, 0, 2),
+        "_diagonal_backward": lambda: (r(4, 3), [3, 4, 5], 1, 0, 2),
+        "diag": lambda: (r(4), 1),
+        "split": lambda: (r(5, 3), 2, 0),
+        "split_with_sizes": lambda: (r(5, 3), [1, 4], 0),
+        "unbind": lambda: (r(3, 4), 1),
+        "roll": lambda: (r(3, 4), [1, -1], [0, 1]),
+        "repeat": lambda: (r(3, 4), [2, 1, 3]),
+    }
+    return ex
