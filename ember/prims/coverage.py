@@ -117,6 +117,13 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
     ex["embedding"] = lambda: (r(5, 3), ember.randint(0, 5, (2, 3)))
     ex["convolution"] = lambda: (r(1, 2, 5, 5), r(3, 2, 3, 3), r(3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
     ex["mse_loss"] = lambda: (r(3, 4), r(3, 4))
+    # a family may list examples for its ops next to their decompositions (coverage_examples())
+    from . import decompositions as _d
+    for fam in _d._FAMILIES:
+        more = getattr(sys.modules.get(f"{_d.__name__}.{fam}"), "coverage_examples", None)
+        if more is not None:
+            for k, v in more().items():
+                ex.setdefault(k, v)
     return ex
 
 
