@@ -76,13 +76,6 @@ def set_printoptions(**kwargs):
     _sp(**kwargs)
 
 
-def _compile_unavailable(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None,
-                        options=None, disable=False):
-    """Stands in for ``ember.compile`` until the dynamo issue lands."""
-    raise RuntimeError("ember.compile is not available yet: the dynamo capture layer (ember.dynamo) has not "
-                       "been built. Run the model eagerly for now.")
-
-
 def _lazy(name):
     import importlib
     return importlib.import_module(f"ember.{name}")
@@ -99,10 +92,7 @@ def __getattr__(name):
         mod = _lazy("serialization")
         return getattr(mod, name)
     if name == "compile":
-        try:
-            from .dynamo import compile as _compile
-        except ImportError:
-            return _compile_unavailable
+        from .dynamo import compile as _compile
         return _compile
     if not name.startswith("_") and hasattr(_api, name):
         return getattr(_api, name)

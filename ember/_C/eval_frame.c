@@ -69,7 +69,52 @@ static int active_threads = 0;      /* threads with a callback set */
 static PyObject *skip_marker;       /* value stored in co_extra for "skip" */
 static PyObject *return_stub;       /* code of: def _(r): return r */
 static PyObject *raise_stub;        /* code of: def _(e): raise e */
+static PyObject *stub_cache;        /* {(kind, nlocalsplus): stub code} */
 static unsigned long long n_callback_calls = 0;
+
+/*
+ * The stub must have as many fast locals as the frame it finishes: if a frame
+ * object is ever made for the frame (a traceback through the raise stub,
+ * sys._getframe in a tracer), CPython sizes it from the *stub's* code and
+ * copies frame->stacktop (= the original co_nlocalsplus) slots into it.
+ * With equal counts the stub's stack base is also the original's, and the
+ * stub's one stack slot fits the original's co_stacksize >= 1.
+ */
+static PyObject *
+stub_for(PyObject *base, int kind, int nlocalsplus)
+{
+    PyObject *key = Py_BuildValue("(ii)", kind, nlocalsplus);
+    if (key == NULL) return NULL;
+    PyObject *stub = PyDict_GetItemWithError(stub_cache, key);   /* borrowed */
+    if (stub != NULL || PyErr_Occurred()) {
+        Py_DECREF(key);
+        return stub;
+    }
+    PyObject *names = PyTuple_New(nlocalsplus);
+    if (names == NULL) { Py_DECREF(key); return NULL; }
+    PyTuple_SET_ITEM(names, 0, PyUnicode_FromString(kind ? "e" : "r"));
+    for (int i = 1; i < nlocalsplus; i++) {
+        PyObject *n = PyUnicode_FromFormat("_ember_slot%d", i);
+        if (n == NULL) { Py_DECREF(names); Py_DECREF(key); return NULL; }
+        PyTuple_SET_ITEM(names, i, n);
+    }
+    PyObject *replace = PyObject_GetAttrString(base, "replace");
+    PyObject *kwargs = Py_BuildValue("{s:O,s:i}", "co_varnames", names, "co_nlocals", nlocalsplus);
+    PyObject *empty = PyTuple_New(0);
+    stub = (replace && kwargs && empty) ? PyObject_Call(replace, empty, kwargs) : NULL;
+    Py_XDECREF(replace);
+    Py_XDECREF(kwargs);
+    Py_XDECREF(empty);
+    Py_DECREF(names);
+    if (stub == NULL || PyDict_SetItem(stub_cache, key, stub) < 0) {
+        Py_XDECREF(stub);
+        Py_DECREF(key);
+        return NULL;
+    }
+    Py_DECREF(stub);   /* the cache keeps it alive */
+    Py_DECREF(key);
+    return stub;
+}
 
 static PyObject *
 get_callback(void)
@@ -99,8 +144,16 @@ code_is_skipped(PyCodeObject *code)
  */
 static PyObject *
 finish_with_stub(PyThreadState *tstate, _PyInterpreterFrame *frame,
-                 PyObject *value, PyObject *stub_code)
+                 PyObject *value, PyObject *base_stub)
 {
+    int kind = base_stub == raise_stub;
+    PyObject *stub_code = stub_for(base_stub, kind, FRAME_CODE(frame)->co_nlocalsplus);
+    if (stub_code == NULL) {
+        /* Out of memory making a stub: fall back to the generic stub (locals count mismatch
+           only matters if a frame object is made for this frame). */
+        PyErr_Clear();
+        stub_code = base_stub;
+    }
     PyObject *old = frame->localsplus[0];
     frame->localsplus[0] = value;      /* steals the reference */
     Py_XDECREF(old);
@@ -235,6 +288,13 @@ is_installed(PyObject *self, PyObject *unused)
     return PyBool_FromLong(_PyInterpreterState_GetEvalFrameFunc(interp) == ember_eval_frame);
 }
 
+/*
+ * Only skip_marker is ever stored under our co_extra index. Some CPython
+ * versions release the previous value through our free function inside
+ * _PyCode_SetExtra, others do not, so we never release it ourselves: each
+ * store takes one reference to the (module-lifetime) marker, and at worst a
+ * reference to it is never given back, which is harmless.
+ */
 static PyObject *
 mark_skip(PyObject *self, PyObject *code)
 {
@@ -250,7 +310,6 @@ mark_skip(PyObject *self, PyObject *code)
         Py_DECREF(skip_marker);
         return NULL;
     }
-    Py_XDECREF((PyObject *)extra);
     Py_RETURN_NONE;
 }
 
@@ -265,7 +324,6 @@ unmark_skip(PyObject *self, PyObject *code)
     if (_PyCode_GetExtra(code, extra_index, &extra) < 0) return NULL;
     if (extra == NULL) Py_RETURN_NONE;
     if (_PyCode_SetExtra(code, extra_index, NULL) < 0) return NULL;
-    Py_DECREF((PyObject *)extra);
     Py_RETURN_NONE;
 }
 
@@ -288,7 +346,8 @@ callback_calls(PyObject *self, PyObject *unused)
 static void
 free_extra(void *extra)
 {
-    Py_XDECREF((PyObject *)extra);
+    /* Only skip_marker is stored, and it lives as long as the module (see mark_skip). */
+    (void)extra;
 }
 
 static PyMethodDef methods[] = {
@@ -342,6 +401,8 @@ PyInit__eval_frame(void)
         return NULL;
     }
     skip_marker = PyUnicode_InternFromString("ember.skip");
+    stub_cache = PyDict_New();
+    if (stub_cache == NULL) return NULL;
     return_stub = compile_stub("def __ember_return_stub(r):\n    return r\n", "__ember_return_stub");
     if (return_stub == NULL) return NULL;
     raise_stub = compile_stub("def __ember_raise_stub(e):\n    raise e\n", "__ember_raise_stub");

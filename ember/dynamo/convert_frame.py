@@ -1,0 +1,194 @@
+"""The callback the frame hook calls: cache lookup, guarded entries, compilation, fallback.
+
+``Compiler(backend, fullgraph)`` is one ``ember.compile`` configuration; its
+``__call__(code, func, *argslots)`` is the hook callback (protocol in
+``ember/_C/eval_frame.c``). Each code object has one ``CodeCache`` whose
+entries belong to a compiler (entries of another backend are not reused).
+
+An entry is (guard function, runtime function or None). None means "these
+guards describe a frame we already failed to capture: run it eagerly" -- the
+guards collected up to the unsupported instruction are exactly the
+assumptions that led there, so the same inputs never re-trace."""
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import sysconfig
+import time
+import warnings
+
+from .._C import _eval_frame
+from .._state import STATE as _STATE
+from . import config, logs
+from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported
+from .example_value import preserve_rng
+from .output_graph import OutputGraph
+from .symbolic_convert import run_frame
+
+_EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_SKIP_PREFIXES = tuple({p + os.sep for p in (sysconfig.get_paths().get("stdlib"),
+                                              sysconfig.get_paths().get("purelib"),
+                                              sysconfig.get_paths().get("platlib")) if p} | {_EMBER_DIR})
+
+# Observable counters (tests, explain()).
+counters = {"frames": 0, "compiled": 0, "eager_fallback": 0, "skipped": 0, "internal_errors": 0,
+            "recompiles": 0, "guard_failures": 0}
+fallback_reasons: list = []
+
+
+class CacheEntry:
+    __slots__ = ("guard", "fn", "owner", "info")
+
+    def __init__(self, guard, fn, owner, info):
+        self.guard, self.fn, self.owner, self.info = guard, fn, owner, info
+
+
+class CodeCache:
+    __slots__ = ("entries", "warned", "code")
+
+    def __init__(self, code):
+        self.code = code
+        self.entries: list = []
+        self.warned = False
+
+
+_caches: dict = {}
+# Codes compiled explicitly (ember.compile(F.relu), a compiled ember.nn module's forward): never file-skipped.
+_forced: set = set()
+
+
+def force(code):
+    _forced.add(code)
+    _eval_frame.unmark_skip(code)
+
+
+def reset():
+    """Forget every compiled entry (``ember.compiler.reset()``)."""
+    for code in list(_caches):
+        try:
+            _eval_frame.unmark_skip(code)
+        except Exception:
+            pass
+    _caches.clear()
+    for k in counters:
+        counters[k] = 0
+    fallback_reasons.clear()
+
+
+def _skipped_file(code):
+    fn = code.co_filename
+    if fn.startswith(("<ember", "<frozen")):
+        return True
+    return fn.startswith(_SKIP_PREFIXES)
+
+
+@contextlib.contextmanager
+def _restore_grad_mode():
+    """Tracing a ``with no_grad():`` switches the real grad mode; put it back whatever happens."""
+    mode = _STATE.grad_enabled
+    try:
+        yield
+    finally:
+        _STATE.grad_enabled = mode
+
+
+class Compiler:
+    """One ``ember.compile`` configuration; instances are the hook callbacks."""
+
+    def __init__(self, backend, fullgraph=False, dynamic=None, name=None):
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.name = name or getattr(backend, "__name__", str(backend))
+        self.graphs = []   # (code, info) per compiled entry, for tests and explain()
+
+    def __call__(self, code, func, *args):
+        cache = _caches.get(code)
+        if cache is None:
+            if _skipped_file(code) and code not in _forced:
+                _eval_frame.mark_skip(code)
+                return None
+            cache = _caches[code] = CodeCache(code)
+        mine = 0
+        for e in cache.entries:
+            if e.owner is self:
+                mine += 1
+                if e.guard(func, *args):
+                    return e.fn
+        return self._compile(code, func, args, cache, mine)
+
+    # ------------------------------------------------------------------ compiling
+    def _compile(self, code, func, args, cache, mine):
+        counters["frames"] += 1
+        where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        if mine:
+            last = [e for e in cache.entries if e.owner is self][-1]
+            reason = last.guard.guard_set.first_failure(func, args)
+            counters["recompiles"] += 1
+            logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)
+            if mine >= config.recompile_limit:
+                if not cache.warned:
+                    cache.warned = True
+                    warnings.warn(f"ember.compile: {where} hit the recompile limit "
+                                  f"({config.recompile_limit}); last failed guard: {reason}. "
+                                  f"It runs eagerly from now on.", RecompileLimitExceeded, stacklevel=2)
+                return None
+        t0 = time.perf_counter()
+        output = OutputGraph(code, func, len(args))
+        try:
+            with preserve_rng(), _restore_grad_mode():
+                ret = run_frame(output, code, func, args)
+            fn, guard, info = output.compile(ret, self.backend, code.co_varnames[:len(args)])
+        except SkipFrame:
+            counters["skipped"] += 1
+            if not cache.entries:
+                _eval_frame.mark_skip(code)
+            return None
+        except Unsupported as e:
+            return self._fallback(code, func, args, cache, output, str(e), where)
+        except (NotImplementedError, BackendCompilerFailed):
+            raise
+        except FullGraphError:
+            raise
+        except Exception as e:  # a bug in the translator must never break the user's program
+            counters["internal_errors"] += 1
+            if config.raise_on_unsupported:
+                raise
+            import traceback
+            reason = f"internal error {type(e).__name__}: {e}\n{traceback.format_exc()}"
+            return self._fallback(code, func, args, cache, output, reason, where, internal=True)
+        info["compile_time"] = time.perf_counter() - t0
+        info["guards"] = str(guard.guard_set)
+        info["code"] = code
+        counters["compiled"] += 1
+        cache.entries.append(CacheEntry(guard, fn, self, info))
+        self.graphs.append(info)
+        if logs.get("guards").isEnabledFor(20):
+            logs.get("guards").info("Guards for %s:\n%s", where, guard.guard_set)
+        if logs.get("bytecode").isEnabledFor(20):
+            import dis
+            import io
+            buf = io.StringIO()
+            dis.dis(code, file=buf)
+            logs.get("bytecode").info("Bytecode of %s:\n%s\nruns as:\n%s", where, buf.getvalue(), fn.source)
+        return fn
+
+    def _fallback(self, code, func, args, cache, output, reason, where, internal=False):
+        counters["eager_fallback"] += 1
+        fallback_reasons.append((where, reason))
+        if self.fullgraph and not internal:
+            raise FullGraphError(f"ember.compile(fullgraph=True): cannot capture {where} as one graph: {reason}")
+        logger = logs.get("graph_breaks")
+        logger.info("Running %s eagerly: %s", where, reason)
+        if internal:
+            logs.get("fallback").warning("ember.dynamo internal error in %s, running eagerly: %s", where, reason)
+        if config.raise_on_unsupported:
+            raise Unsupported(reason)
+        try:
+            guard = output.guards.compile(len(args))
+        except Exception:
+            _eval_frame.mark_skip(code)
+            return None
+        cache.entries.append(CacheEntry(guard, None, self, {"reason": reason, "code": code}))
+        return None

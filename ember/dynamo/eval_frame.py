@@ -1,0 +1,120 @@
+"""Glue between user code and the frame hook: ``optimize`` contexts, wrappers, ``disable``.
+
+The hook is installed only while a compiled function runs: the wrapper sets
+this thread's callback, calls the function (whose frame the hook captures)
+and restores the previous callback. Frames the function calls while running
+eagerly are hooked too (so code between unsupported regions still gets
+compiled); ember's own code, the standard library and site-packages are
+skipped after one look (per code object, in C)."""
+from __future__ import annotations
+
+import functools
+import inspect
+
+from .._C import _eval_frame
+from .convert_frame import Compiler, force
+
+set_eval_frame = _eval_frame.set_eval_frame
+
+
+class OptimizeContext:
+    def __init__(self, compiler: Compiler):
+        self.compiler = compiler
+        self._prev = []
+
+    def __enter__(self):
+        self._prev.append(set_eval_frame(self.compiler))
+        return self
+
+    def __exit__(self, *exc):
+        set_eval_frame(self._prev.pop())
+        return False
+
+    def __call__(self, fn):
+        from ..nn.modules.module import Module
+        if isinstance(fn, Module):
+            return OptimizedModule(fn, self)
+        if not callable(fn):
+            raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(fn).__name__}")
+        if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
+            raise TypeError("ember.compile does not support generator or coroutine functions")
+        compiler = self.compiler
+        code = getattr(inspect.unwrap(fn), "__code__", None)
+        if code is not None:
+            force(code)
+
+        @functools.wraps(fn)
+        def compiled_fn(*args, **kwargs):
+            prev = set_eval_frame(compiler)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                set_eval_frame(prev)
+
+        compiled_fn._ember_orig = fn
+        compiled_fn._ember_compiler = compiler
+        return compiled_fn
+
+
+def _optimized_module_class():
+    from ..nn.modules.module import Module
+
+    class OptimizedModule(Module):
+        """What ``ember.compile(module)`` returns: calls run the module under the hook.
+
+        Attributes, parameters and ``state_dict`` are the original module's
+        (under ``_orig_mod``, as in PyTorch)."""
+
+        def __init__(self, mod, ctx):
+            super().__init__()
+            self._orig_mod = mod
+            fwd = getattr(type(mod), "forward", None)
+            if hasattr(fwd, "__code__"):
+                force(fwd.__code__)
+            self.__dict__["_ember_ctx"] = ctx
+            self.__dict__["_ember_call"] = ctx(_call_module)
+
+        def forward(self, *args, **kwargs):
+            return self.__dict__["_ember_call"](self._orig_mod, *args, **kwargs)
+
+        def __getattr__(self, name):
+            try:
+                return super().__getattr__(name)
+            except AttributeError:
+                return getattr(self.__dict__["_modules"]["_orig_mod"], name)
+
+        def __repr__(self):
+            return f"OptimizedModule({self._orig_mod!r})"
+
+    return OptimizedModule
+
+
+def _call_module(mod, *args, **kwargs):
+    return mod(*args, **kwargs)
+
+
+class _Lazy:
+    cls = None
+
+
+def OptimizedModule(mod, ctx):  # noqa: N802 - a factory standing in for the class
+    if _Lazy.cls is None:
+        _Lazy.cls = _optimized_module_class()
+    return _Lazy.cls(mod, ctx)
+
+
+def disable(fn=None, recursive=True):
+    """Run ``fn`` (and everything it calls) without capture; usable as a decorator."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive)
+
+    @functools.wraps(fn)
+    def disabled_fn(*args, **kwargs):
+        prev = set_eval_frame(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            set_eval_frame(prev)
+
+    disabled_fn._ember_dynamo_disable = True
+    return disabled_fn

@@ -1,0 +1,103 @@
+"""Example values: what the translator knows about a tensor while tracing.
+
+This is the one place that decides how example values are computed, so that
+switching from real tensors to ember fake tensors (``ember.fx.fake_tensor``)
+is a one-place change (``config.use_fake_tensors``).
+
+Real mode (the default while fake tensors lack meta functions for many ops):
+graph inputs get a private copy with the same shape, strides, dtype, device
+and requires_grad (so in-place ops while tracing never touch user data), and
+ops run for real. The random-number state is saved before tracing and
+restored after it (``preserve_rng``), so tracing never shifts the user's
+random stream. A dispatch mode watches every op that runs: an op whose
+output shape depends on data (registry tag ``data_dependent``) makes the
+frame unsupported, because decisions taken on such a shape would be baked
+into the graph unguarded."""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from .._state import STATE
+from ..ops import registry as _reg
+from ..tensor import Tensor, _make
+from . import config
+from .exc import Unsupported
+
+
+class _Watch:
+    """Dispatch mode that refuses data-dependent ops during example-value computation."""
+
+    def __ember_dispatch__(self, op, args):
+        if "data_dependent" in op.tags:
+            raise Unsupported(f"data-dependent operator '{op.name}' (output shape depends on tensor data)")
+        return _reg.below_autograd(op, args)
+
+
+class ExampleValues:
+    def __init__(self):
+        self.fake_mode = None
+        if config.use_fake_tensors:
+            from ..fx.fake_tensor import FakeTensorMode
+            self.fake_mode = FakeTensorMode()
+
+    def from_input(self, t: Tensor) -> Tensor:
+        """The example value of a real graph input ``t``."""
+        if self.fake_mode is not None:
+            return self.fake_mode.from_tensor(t)
+        d = t._data
+        xp = t.device.xp if hasattr(t.device, "xp") else np
+        strides = d.strides
+        if d.size == 0 or all(s >= 0 for s in strides):
+            extent = 1 + sum((n - 1) * s // d.itemsize for n, s in zip(d.shape, strides)) if d.size else 0
+            buf = xp.empty(max(extent, 1), dtype=d.dtype)
+            arr = xp.lib.stride_tricks.as_strided(buf, shape=d.shape, strides=strides)
+            if d.size:
+                arr[...] = d
+        else:
+            arr = d.copy()
+        e = _make(arr, t.device)
+        if t.requires_grad:
+            e.requires_grad_(True)
+        return e
+
+    @contextlib.contextmanager
+    def running(self):
+        """Context for running ops on example values."""
+        if self.fake_mode is not None:
+            with self.fake_mode:
+                yield
+            return
+        w = _Watch()
+        STATE.modes.append(w)
+        try:
+            yield
+        finally:
+            modes = STATE.modes
+            for i in range(len(modes) - 1, -1, -1):
+                if modes[i] is w:
+                    del modes[i]
+                    break
+
+    def run(self, fn, args, kwargs):
+        with self.running():
+            try:
+                return fn(*args, **kwargs)
+            except Unsupported:
+                raise
+            except Exception as e:  # the op fails on these inputs: let eager raise it for real
+                if type(e).__name__ in ("DataDependentOutputError", "UnsupportedFakeOperator"):
+                    raise Unsupported(str(e)) from e
+                raise Unsupported(f"op {getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+
+
+@contextlib.contextmanager
+def preserve_rng():
+    """Tracing runs random ops on example values; the user's random stream must not move."""
+    from .. import random as _random
+    state = _random.get_rng_state()
+    try:
+        yield
+    finally:
+        _random.set_rng_state(state)

@@ -1,0 +1,33 @@
+"""Exceptions of the capture layer.
+
+``Unsupported`` is the one signal the translator uses for "I cannot model
+this": the frame then runs eagerly (and the reason is logged), so an
+unsupported construct can never produce a wrong answer."""
+
+
+class Unsupported(Exception):
+    """Something the symbolic interpreter cannot trace; the frame falls back to eager."""
+
+    def __init__(self, msg, where=None):
+        super().__init__(msg)
+        self.msg = msg
+        self.where = where   # "file:line" of the user's instruction, filled in by the translator
+
+    def __str__(self):
+        return f"{self.msg} (at {self.where})" if self.where else self.msg
+
+
+class SkipFrame(Exception):
+    """The frame is not worth compiling (no tensor ops); run it eagerly, without a warning."""
+
+
+class BackendCompilerFailed(RuntimeError):
+    """The backend raised while compiling a captured graph."""
+
+
+class FullGraphError(RuntimeError):
+    """``fullgraph=True`` and the frame could not be captured as one graph."""
+
+
+class RecompileLimitExceeded(Warning):
+    """A code object exceeded ``config.recompile_limit`` cache entries; it now runs eagerly."""

@@ -1,0 +1,124 @@
+"""Guards: the assumptions a compiled entry was traced under, as one Python function.
+
+Each guard is a boolean expression over sources (``source.py``). A cache entry
+owns one generated function ``__guard(__func, a0, a1, ...)`` that ``and``s
+them all, in the order they were installed (so a type check always precedes
+attribute reads that rely on it). Any exception inside a guard counts as a
+failure. On failure the expressions are re-evaluated one by one, only to name
+the failing guard in the ``recompiles`` log.
+
+Guards are installed eagerly, when an outside value is first wrapped: that
+over-guards a little (a recompile more) but never misses an assumption."""
+from __future__ import annotations
+
+import builtins
+
+from .._state import STATE
+from ..tensor import Tensor
+from .. import types as _t
+
+
+class GuardSet:
+    def __init__(self, func):
+        self.exprs: list[str] = []
+        self.reasons: list[str] = []
+        self._seen: set[str] = set()
+        self.globals: dict = {"G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
+                              "_t": _t, "__builtins__": builtins}
+        self._n = 0
+        self.add("__func.__globals__ is G", "the function's globals dict")
+
+    # ------------------------------------------------------------------ building
+    def ref(self, obj) -> str:
+        """A name under which ``obj`` is visible to the guard function."""
+        for k, v in self.globals.items():
+            if v is obj and k.startswith("o"):
+                return k
+        self._n += 1
+        name = f"o{self._n}"
+        self.globals[name] = obj
+        return name
+
+    def add(self, expr: str, reason: str = ""):
+        if expr in self._seen:
+            return
+        self._seen.add(expr)
+        self.exprs.append(expr)
+        self.reasons.append(reason or expr)
+
+    def id_match(self, source, obj):
+        self.add(f"{source.expr()} is {self.ref(obj)}", f"{source.expr()} is the same object")
+
+    def type_match(self, source, obj):
+        self.add(f"type({source.expr()}) is {self.ref(type(obj))}",
+                 f"type({source.expr()}) is {type(obj).__qualname__}")
+
+    def constant_match(self, source, value):
+        e = source.expr()
+        if value is None or value is True or value is False or value is Ellipsis:
+            self.add(f"{e} is {value!r}")
+        elif type(value) in (int, float, str, bytes, complex):
+            self.add(f"type({e}) is {type(value).__name__} and {e} == {value!r}")
+        else:
+            self.add(f"type({e}) is {self.ref(type(value))} and {e} == {self.ref(value)}",
+                     f"{e} == {value!r}")
+
+    def len_match(self, source, n):
+        self.add(f"len({source.expr()}) == {n}")
+
+    def dict_keys_match(self, source, keys):
+        self.add(f"list({source.expr()}.keys()) == {self.ref(list(keys))}",
+                 f"{source.expr()} has keys {list(keys)!r}")
+
+    def tensor_match(self, source, t: Tensor):
+        e = source.expr()
+        d = t._data
+        self.add(
+            f"type({e}) is {self.ref(type(t))} and {e}.dtype is {self.ref(t.dtype)} and "
+            f"{e}.device == {self.ref(t.device)} and {e}._data.shape == {tuple(d.shape)!r} and "
+            f"{e}._data.strides == {tuple(d.strides)!r} and {e}.requires_grad is {bool(t.requires_grad)!r}",
+            f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape={tuple(d.shape)}, "
+            f"strides={t.stride()}, requires_grad={t.requires_grad})")
+
+    def global_state(self):
+        self.add(f"STATE.grad_enabled is {bool(STATE.grad_enabled)!r}", "grad mode unchanged")
+        self.add(f"_t.get_default_dtype() is {self.ref(_t.get_default_dtype())}", "default dtype unchanged")
+
+    # ------------------------------------------------------------------ compiling
+    def compile(self, nargs: int):
+        params = ", ".join(["__func"] + [f"a{i}" for i in range(nargs)])
+        body = " and\n            ".join(f"({e})" for e in self.exprs) or "True"
+        src = (f"def __guard({params}):\n"
+               f"    try:\n"
+               f"        return bool({body})\n"
+               f"    except Exception:\n"
+               f"        return False\n")
+        ns = dict(self.globals)
+        exec(compile(src, "<ember.dynamo guards>", "exec"), ns)
+        fn = ns["__guard"]
+        fn.source = src
+        fn.guard_set = self
+        return fn
+
+    def first_failure(self, func, args):
+        """The reason of the first failing guard (for the recompiles log)."""
+        ns = dict(self.globals)
+        ns["__func"] = func
+        for i, a in enumerate(args):
+            ns[f"a{i}"] = a
+        for e, r in zip(self.exprs, self.reasons):
+            try:
+                ok = eval(e, ns)
+            except Exception as ex:  # noqa: BLE001 - a guard that raises has failed
+                return f"{r} (raised {type(ex).__name__})"
+            if not ok:
+                return r
+        return "none (all guards pass)"
+
+    def __str__(self):
+        return "\n".join(self.reasons)
+
+
+def _builtins_dict(func):
+    b = func.__globals__.get("__builtins__", builtins)
+    return b if isinstance(b, dict) else b.__dict__

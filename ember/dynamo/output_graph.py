@@ -1,0 +1,198 @@
+"""OutputGraph: the FX graph being built for one frame, its inputs, guards and the compiled result.
+
+Inputs are placeholders, one per distinct outside tensor, each remembered with
+its source; at run time the generated ``__compiled`` function reads them
+again through those sources, so the graph always receives the current values
+(parameters replaced between calls, for example), and the guards check
+exactly those values first.
+
+After the frame returns, the return value is *reconstructed*: tensors come
+from the graph's output tuple, constants are inlined, containers are rebuilt
+and outside objects are re-read through their sources."""
+from __future__ import annotations
+
+import operator
+import time
+
+from ..fx import Graph
+from ..tensor import Tensor
+from . import logs
+from .example_value import ExampleValues
+from .exc import BackendCompilerFailed, SkipFrame, Unsupported
+from .guards import GuardSet
+from .source import placeholder_name
+from .variables.constant import ConstantVariable
+from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
+from .variables.tensor import TensorVariable
+
+
+class OutputGraph:
+    def __init__(self, code, func, nargs):
+        self.code = code
+        self.func = func
+        self.nargs = nargs
+        self.graph = Graph()
+        self.guards = GuardSet(func)
+        self.guards.global_state()
+        self.examples = ExampleValues()
+        self.input_sources = []
+        self.input_values = []
+        self._by_id = {}
+        self._names = set()
+        self._first_op = None
+        self.n_calls = 0
+        self.n_instructions = 0
+        self.runtime_globals = {}
+        self._out_tensors = []
+
+    # ------------------------------------------------------------------ inputs
+    def add_tensor_input(self, t: Tensor, source):
+        prev = self._by_id.get(id(t))
+        if prev is not None:
+            tv, first = prev
+            self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
+            return tv
+        self.guards.tensor_match(source, t)
+        name = placeholder_name(source)
+        base, i = name, 1
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        self._names.add(name)
+        if self._first_op is not None:
+            with self.graph.inserting_before(self._first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        tv = TensorVariable(node, self.examples.from_input(t), source, cls=type(t))
+        self._by_id[id(t)] = (tv, source)
+        self.input_sources.append(source)
+        self.input_values.append(t)
+        return tv
+
+    def obj_ref(self, obj) -> str:
+        """A global name for ``obj`` shared by the guard function and the runtime function."""
+        name = self.guards.ref(obj)
+        self.runtime_globals[name] = obj
+        return name
+
+    # ------------------------------------------------------------------ ops
+    def _map(self, v, ex):
+        if isinstance(v, TensorVariable):
+            return v.example if ex else v.node
+        if isinstance(v, ConstantVariable):
+            return v.value
+        if isinstance(v, BaseListVariable):
+            items = [self._map(i, ex) for i in v.items]
+            cls = v.python_type()
+            if cls is list:
+                return items
+            if hasattr(cls, "_fields"):
+                return tuple(items) if not ex else cls(*items)
+            return cls(items) if cls is not tuple else tuple(items)
+        if isinstance(v, DictVariable):
+            return {k: self._map(i, ex) for k, i in v.items.items()}
+        if v.is_python_constant():
+            from .variables.builder import is_ember_function
+            c = v.as_python_constant()
+            if isinstance(c, type) or is_ember_function(c):
+                return c
+        raise Unsupported(f"cannot pass {v} to an ember operator")
+
+    def call_function(self, target, args, kwargs, returns_none=False):
+        return self._call("call_function", target, target, args, kwargs, returns_none)
+
+    def call_method(self, name, args, kwargs):
+        def run(self_, *a, **k):
+            return getattr(self_, name)(*a, **k)
+        return self._call("call_method", name, run, args, kwargs, False)
+
+    def _call(self, kind, target, runner, args, kwargs, returns_none):
+        ex_args = [self._map(a, True) for a in args]
+        ex_kwargs = {k: self._map(v, True) for k, v in kwargs.items()}
+        res = self.examples.run(runner, ex_args, ex_kwargs)
+        node_args = tuple(self._map(a, False) for a in args)
+        node_kwargs = {k: self._map(v, False) for k, v in kwargs.items()}
+        if isinstance(res, Tensor):
+            node = self.graph.create_node(kind, target, node_args, node_kwargs)
+            self._note_op(node)
+            return TensorVariable(node, res)
+        if res is None and returns_none:
+            node = self.graph.create_node(kind, target, node_args, node_kwargs)
+            self._note_op(node)
+            return ConstantVariable(None)
+        if isinstance(res, (tuple, list)) and res and all(isinstance(r, Tensor) for r in res):
+            node = self.graph.create_node(kind, target, node_args, node_kwargs)
+            self._note_op(node)
+            items = []
+            for i, r in enumerate(res):
+                n = self.graph.call_function(operator.getitem, (node, i))
+                items.append(TensorVariable(n, r))
+            if type(res) is list:
+                return ListVariable(items)
+            return TupleVariable(items, cls=type(res) if hasattr(type(res), "_fields") else tuple)
+        tname = target if isinstance(target, str) else getattr(target, "__name__", target)
+        raise Unsupported(f"{tname} returned {type(res).__name__}, not a tensor (would read tensor data into "
+                          f"Python or is not an operator)")
+
+    def _note_op(self, node):
+        if self._first_op is None:
+            self._first_op = node
+        self.n_calls += 1
+
+    # ------------------------------------------------------------------ outputs
+    def ref(self, obj) -> str:
+        return self.obj_ref(obj)
+
+    def tensor_output(self, tv: TensorVariable) -> str:
+        for i, t in enumerate(self._out_tensors):
+            if t.node is tv.node:
+                return f"__r[{i}]"
+        self._out_tensors.append(tv)
+        return f"__r[{len(self._out_tensors) - 1}]"
+
+    def compile(self, return_var, backend, argnames):
+        """Compile the graph with ``backend``; returns (runtime function, guard function, info)."""
+        from .._C import _eval_frame
+        from ..fx.graph_module import GraphModule
+        ret_expr = return_var.reconstruct(self)
+        if self.n_calls == 0:
+            raise SkipFrame("no ember operations in the frame")
+        self.graph.output(tuple(t.node for t in self._out_tensors))
+        gm = GraphModule({}, self.graph)
+        t0 = time.perf_counter()
+        try:
+            compiled = backend(gm, list(self.input_values))
+        except NotImplementedError:
+            raise
+        except Exception as e:
+            raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} raised "
+                                        f"{type(e).__name__}: {e}") from e
+        backend_time = time.perf_counter() - t0
+        if logs.get("graph_code").isEnabledFor(20):
+            logs.get("graph_code").info("%s:%s %s\n%s", self.code.co_filename, self.code.co_firstlineno,
+                                        self.code.co_name, gm.code)
+        params = ", ".join(["__func"] + [f"a{i}" for i in range(self.nargs)])
+        inputs = "".join(f"{s.expr()}, " for s in self.input_sources)
+        src = (f"def __compiled({params}):\n"
+               f"    __prev = __set_eval_frame(None)\n"
+               f"    __g = __STATE.grad_enabled\n"
+               f"    try:\n"
+               f"        __r = __graph({inputs})\n"
+               f"    finally:\n"
+               f"        __set_eval_frame(__prev)\n"
+               f"        __STATE.grad_enabled = __g\n"
+               f"    return {ret_expr}\n")
+        ns = dict(self.guards.globals)
+        ns.update(self.runtime_globals)
+        ns["__graph"] = compiled
+        ns["__set_eval_frame"] = _eval_frame.set_eval_frame
+        from .._state import STATE
+        ns["__STATE"] = STATE
+        exec(compile(src, f"<ember.dynamo compiled {self.code.co_name}>", "exec"), ns)
+        fn = ns["__compiled"]
+        _eval_frame.mark_skip(fn.__code__)
+        fn.source = src
+        guard_fn = self.guards.compile(self.nargs)
+        _eval_frame.mark_skip(guard_fn.__code__)
+        return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls}

@@ -1,0 +1,859 @@
+"""The symbolic bytecode interpreter: runs a frame's bytecode over variable trackers.
+
+One handler per opcode, written against ``dis.get_instructions`` (which
+decodes arguments identically on 3.11, 3.12 and 3.13); the places where the
+three versions differ are marked ``PY311`` / ``PY312`` / ``PY313``:
+
+* NULL placement around calls: 3.11/3.12 push NULL *below* the callable,
+  3.13 *above* it (``LOAD_GLOBAL``/``LOAD_ATTR`` low bit, ``PUSH_NULL``);
+* keyword names: ``KW_NAMES`` + ``CALL`` (3.11/3.12) vs ``CALL_KW`` (3.13);
+* comprehensions: nested functions (3.11) vs inlined with
+  ``LOAD_FAST_AND_CLEAR`` (3.12+); ``END_FOR`` after loops (3.12+, plus
+  ``POP_TOP`` in 3.13); superinstructions ``LOAD_FAST_LOAD_FAST`` etc. (3.13);
+* f-strings: ``FORMAT_VALUE`` (3.11/3.12) vs ``CONVERT_VALUE`` +
+  ``FORMAT_SIMPLE``/``FORMAT_WITH_SPEC`` (3.13); ``MAKE_FUNCTION`` flags vs
+  ``SET_FUNCTION_ATTRIBUTE`` (3.13); ``CALL_INTRINSIC_1`` (3.12+).
+
+Control flow on Python values is followed (loops unroll); on tensor data it is
+unsupported. Code covered by a user ``try``/``with`` block is unsupported
+(an exception the graph raised would not reach the handler)."""
+from __future__ import annotations
+
+import dis
+import operator
+import sys
+
+from . import config
+from .exc import Unsupported
+from .source import BuiltinSource, ClosureSource, FuncSource, GlobalSource, LocalSource
+from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVariable, IteratorVariable,
+                        ListVariable, NestedFunctionVariable, NullVariable, TensorVariable, TupleVariable,
+                        UndefinedVariable, binary_op, bind_args, unary_op, wrap)
+from .variables.lists import BaseListVariable
+from .variables.objects import NNModuleVariable
+
+PY312 = sys.version_info >= (3, 12)
+PY313 = sys.version_info >= (3, 13)
+
+_BINARY = {"+": operator.add, "&": operator.and_, "//": operator.floordiv, "<<": operator.lshift,
+           "@": operator.matmul, "*": operator.mul, "%": operator.mod, "|": operator.or_, "**": operator.pow,
+           ">>": operator.rshift, "-": operator.sub, "/": operator.truediv, "^": operator.xor,
+           "+=": operator.iadd, "&=": operator.iand, "//=": operator.ifloordiv, "<<=": operator.ilshift,
+           "@=": operator.imatmul, "*=": operator.imul, "%=": operator.imod, "|=": operator.ior,
+           "**=": operator.ipow, ">>=": operator.irshift, "-=": operator.isub, "/=": operator.itruediv,
+           "^=": operator.ixor}
+_NB_OPS = [sym for _, sym in dis._nb_ops]
+_COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt,
+            ">=": operator.ge}
+
+_NULL = NullVariable()
+
+
+def _user_handler_offsets(code, instructions, index):
+    """Offsets covered by a user try/except/with handler (3.12+ inlined-comprehension cleanup excluded)."""
+    covered = set()
+    try:
+        entries = dis._parse_exception_table(code)
+    except Exception:
+        return covered
+    for e in entries:
+        i = index.get(e.target)
+        if i is not None and i + 1 < len(instructions) and instructions[i].opname == "PUSH_EXC_INFO" \
+                and instructions[i + 1].opname == "WITH_EXCEPT_START":
+            continue   # a with-block: BEFORE_WITH itself decides whether the context manager is supported
+        if i is not None and instructions[i].opname == "CALL_INTRINSIC_1" and \
+                "STOPITERATION" in instructions[i].argrepr:
+            continue   # a generator's StopIteration -> RuntimeError conversion
+        harmless = True
+        while i is not None and i < len(instructions):
+            op = instructions[i].opname
+            if op == "RERAISE":
+                break
+            if op not in ("SWAP", "POP_TOP", "STORE_FAST", "NOP", "CACHE", "END_FOR"):
+                harmless = False
+                break
+            i += 1
+        if not harmless:
+            covered.update(range(e.start, e.end))
+    return covered
+
+
+class InstructionTranslator:
+    def __init__(self, output, code, f_globals, globals_source, local_vars, closure, depth=0, root=None):
+        self.output = output
+        self.code = code
+        self.f_globals = f_globals
+        self.globals_source = globals_source
+        self.locals = dict(local_vars)
+        self.closure = closure
+        self.depth = depth
+        self.root = root or self
+        self.stack = []
+        self.instructions = list(dis.get_instructions(code))
+        self.index = {inst.offset: i for i, inst in enumerate(self.instructions)}
+        self.try_offsets = _user_handler_offsets(code, self.instructions, self.index)
+        self.ip = 0
+        self.kw_names = None
+        self.done = False
+        self.result = None
+        self.current = None
+        self.yielded = [] if code.co_flags & 0x20 else None
+        if code.co_flags & 0x80 or code.co_flags & 0x200 or code.co_flags & 0x100:
+            raise Unsupported(f"coroutine {code.co_name}")
+
+    # ------------------------------------------------------------------ driver
+    def where(self):
+        inst = self.current
+        line = None
+        if inst is not None:
+            pos = getattr(inst, "positions", None)
+            line = pos.lineno if pos is not None and pos.lineno is not None else None
+        return f"{self.code.co_filename}:{line or self.code.co_firstlineno} in {self.code.co_name}"
+
+    def run(self):
+        out = self.output
+        while not self.done:
+            if self.ip >= len(self.instructions):
+                raise Unsupported("fell off the end of the bytecode")
+            inst = self.instructions[self.ip]
+            self.current = inst
+            self.ip += 1
+            out.n_instructions += 1
+            if out.n_instructions > config.instruction_limit:
+                raise Unsupported(f"more than {config.instruction_limit} instructions (huge unrolled loop)")
+            if inst.offset in self.try_offsets:
+                raise Unsupported("code inside a try/except/with block")
+            handler = getattr(self, inst.opname, None)
+            if handler is None:
+                raise Unsupported(f"bytecode {inst.opname} is not supported")
+            try:
+                handler(inst)
+            except Unsupported as e:
+                if e.where is None:
+                    e.where = self.where()
+                raise
+            except RecursionError:
+                raise Unsupported("recursion too deep while tracing")
+        return self.result
+
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        if not self.stack:
+            raise Unsupported("stack underflow (bytecode not understood)")
+        return self.stack.pop()
+
+    def popn(self, n):
+        if n == 0:
+            return []
+        if len(self.stack) < n:
+            raise Unsupported("stack underflow (bytecode not understood)")
+        items = self.stack[-n:]
+        del self.stack[-n:]
+        return items
+
+    def jump(self, inst):
+        self.ip = self.index[inst.argval]
+
+    # ------------------------------------------------------------------ inlining
+    def inline_call(self, fn, args, kwargs):
+        if self.depth + 1 > config.inline_depth_limit:
+            raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls")
+        code = fn.get_code()
+        defaults, kwdefaults = fn.get_defaults(self)
+        bound = bind_args(code, args, kwargs, defaults, kwdefaults)
+        f_globals = fn.get_globals()
+        root = self.root
+        gsrc = None if f_globals is root.f_globals else _ObjSource(self.output.obj_ref(f_globals))
+        sub = InstructionTranslator(self.output, code, f_globals, gsrc, bound, fn.get_closure(self),
+                                    depth=self.depth + 1, root=root)
+        result = sub.run()
+        if sub.yielded is not None:
+            # A generator is run to completion at once: its items are trackers of pure graph ops
+            # or constants, so producing them early cannot change what the program computes.
+            if not isinstance(fn, NestedFunctionVariable):
+                raise Unsupported("calling a user generator function")
+            return IteratorVariable(sub.yielded)
+        return result
+
+    # ------------------------------------------------------------------ helpers
+    def load_global(self, name):
+        if name in self.f_globals:
+            src = GlobalSource(name) if self.globals_source is None else _GlobalIn(self.globals_source, name)
+            return wrap(self, self.f_globals[name], src)
+        b = self.f_globals.get("__builtins__", __builtins__)
+        bd = b if isinstance(b, dict) else b.__dict__
+        if name in bd:
+            gexpr = "G" if self.globals_source is None else self.globals_source.expr()
+            self.output.guards.add(f"{name!r} not in {gexpr}", f"global {name} is not defined (builtin used)")
+            return wrap(self, bd[name], BuiltinSource(name))
+        raise Unsupported(f"NameError: name {name!r} is not defined")
+
+    def getitem(self, obj, key):
+        if isinstance(obj, TensorVariable):
+            _check_index(key)
+            return self.output.call_function(operator.getitem, [obj, key], {})
+        if isinstance(obj, BaseListVariable):
+            return obj.getitem(self, key)
+        if isinstance(obj, DictVariable):
+            return obj.call_method(self, "__getitem__", [key], {})
+        if isinstance(obj, NNModuleVariable):
+            return obj.getitem(self, key)
+        if obj.is_python_constant() and key.is_python_constant():
+            try:
+                return ConstantVariable(obj.as_python_constant()[key.as_python_constant()])
+            except Exception as e:
+                raise Unsupported(f"indexing raised {type(e).__name__}: {e}")
+        raise Unsupported(f"indexing {obj}")
+
+    def setitem(self, obj, key, value):
+        if isinstance(obj, TensorVariable):
+            _check_index(key)
+            self.output.call_function(operator.setitem, [obj, key, value], {}, returns_none=True)
+            return
+        if isinstance(obj, (ListVariable, DictVariable)):
+            obj.call_method(self, "__setitem__", [key, value], {})
+            return
+        raise Unsupported(f"item assignment on {obj}")
+
+    def call(self, fn, args, kwargs):
+        return fn.call_function(self, list(args), dict(kwargs))
+
+    # ------------------------------------------------------------------ no-ops
+    def NOP(self, inst):
+        pass
+
+    RESUME = CACHE = PRECALL = EXTENDED_ARG = NOP
+
+    def MAKE_CELL(self, inst):
+        name = inst.argval
+        cur = self.locals.get(name)
+        self.locals[name] = CellVariable(cur)
+
+    def COPY_FREE_VARS(self, inst):
+        freevars = self.code.co_freevars
+        if self.depth == 0:
+            for i, name in enumerate(freevars):
+                self.locals[name] = self.closure[i]
+        else:
+            for name, cell in zip(freevars, self.closure):
+                self.locals[name] = cell
+
+    # ------------------------------------------------------------------ stack
+    def POP_TOP(self, inst):
+        self.pop()
+
+    def PUSH_NULL(self, inst):
+        self.push(_NULL)
+
+    def COPY(self, inst):
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        s = self.stack
+        s[-1], s[-inst.arg] = s[-inst.arg], s[-1]
+
+    def END_FOR(self, inst):
+        self.popn(1 if PY313 else 2)
+
+    def LOAD_CONST(self, inst):
+        self.push(ConstantVariable(inst.argval))
+
+    def RETURN_VALUE(self, inst):
+        self.result = self.pop()
+        self.done = True
+
+    def RETURN_CONST(self, inst):
+        self.result = ConstantVariable(inst.argval)
+        self.done = True
+
+    # ------------------------------------------------------------------ locals
+    def _load(self, name):
+        v = self.locals.get(name)
+        if v is None or isinstance(v, UndefinedVariable):
+            raise Unsupported(f"UnboundLocalError: local variable {name!r} (the program raises)")
+        return v
+
+    def LOAD_FAST(self, inst):
+        self.push(self._load(inst.argval))
+
+    LOAD_FAST_CHECK = LOAD_FAST
+    LOAD_CLOSURE = LOAD_FAST
+
+    def LOAD_FAST_AND_CLEAR(self, inst):
+        self.push(self.locals.get(inst.argval) or UndefinedVariable())
+        self.locals[inst.argval] = UndefinedVariable()
+
+    def LOAD_FAST_LOAD_FAST(self, inst):
+        a, b = inst.argval
+        self.push(self._load(a))
+        self.push(self._load(b))
+
+    def STORE_FAST(self, inst):
+        self.locals[inst.argval] = self.pop()
+
+    def STORE_FAST_LOAD_FAST(self, inst):
+        a, b = inst.argval
+        self.locals[a] = self.pop()
+        self.push(self._load(b))
+
+    def STORE_FAST_STORE_FAST(self, inst):
+        a, b = inst.argval
+        self.locals[a] = self.pop()
+        self.locals[b] = self.pop()
+
+    def DELETE_FAST(self, inst):
+        self._load(inst.argval)
+        self.locals[inst.argval] = UndefinedVariable()
+
+    def LOAD_DEREF(self, inst):
+        cell = self.locals.get(inst.argval)
+        if not isinstance(cell, CellVariable) or cell.contents is None:
+            raise Unsupported(f"free variable {inst.argval!r} referenced before assignment")
+        self.push(cell.contents)
+
+    def STORE_DEREF(self, inst):
+        cell = self.locals.get(inst.argval)
+        if not isinstance(cell, CellVariable):
+            raise Unsupported("STORE_DEREF without a cell")
+        cell.set(self.pop())
+
+    def LOAD_GLOBAL(self, inst):
+        v = self.load_global(inst.argval)
+        if inst.arg & 1:
+            if PY313:
+                self.push(v)
+                self.push(_NULL)
+            else:
+                self.push(_NULL)
+                self.push(v)
+        else:
+            self.push(v)
+
+    def LOAD_NAME(self, inst):
+        raise Unsupported("LOAD_NAME (module/class-level code)")
+
+    # ------------------------------------------------------------------ attributes
+    def _getattr(self, obj, name):
+        return obj.var_getattr(self, name)
+
+    def LOAD_ATTR(self, inst):
+        obj = self.pop()
+        if PY312 and inst.arg & 1:
+            attr = self._getattr(obj, inst.argval)
+            if PY313:
+                self.push(attr)
+                self.push(_NULL)
+            else:
+                self.push(_NULL)
+                self.push(attr)
+        else:
+            self.push(self._getattr(obj, inst.argval))
+
+    def LOAD_METHOD(self, inst):  # PY311
+        obj = self.pop()
+        self.push(_NULL)
+        self.push(self._getattr(obj, inst.argval))
+
+    def STORE_ATTR(self, inst):
+        raise Unsupported(f"attribute assignment .{inst.argval} (side effect)")
+
+    # ------------------------------------------------------------------ operators
+    def BINARY_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        self.push(binary_op(self, _BINARY[_NB_OPS[inst.arg]], a, b))
+
+    def COMPARE_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        op = inst.argval
+        if op not in _COMPARE:
+            raise Unsupported(f"comparison {op}")
+        self.push(binary_op(self, _COMPARE[op], a, b))
+
+    def IS_OP(self, inst):
+        b = self.pop()
+        a = self.pop()
+        res = _is(a, b)
+        self.push(ConstantVariable(res != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):
+        container = self.pop()
+        item = self.pop()
+        if isinstance(container, DictVariable):
+            r = container.call_method(self, "__contains__", [item], {}).value
+        elif isinstance(container, (BaseListVariable, IteratorVariable)) or (
+                container.is_python_constant() and not isinstance(container, TensorVariable)):
+            if not item.is_python_constant() or isinstance(item, TensorVariable):
+                raise Unsupported("`in` with a non-constant item")
+            iv = item.as_python_constant()
+            if isinstance(container, ConstantVariable):
+                try:
+                    r = iv in container.value
+                except TypeError as e:
+                    raise Unsupported(str(e))
+            else:
+                r = False
+                for x in container.unpack(self):
+                    if not x.is_python_constant():
+                        raise Unsupported("`in` over non-constant items")
+                    if x.as_python_constant() == iv:
+                        r = True
+                        break
+        else:
+            raise Unsupported(f"`in` on {container}")
+        self.push(ConstantVariable(r != bool(inst.arg)))
+
+    def UNARY_NEGATIVE(self, inst):
+        self.push(unary_op(self, operator.neg, self.pop()))
+
+    def UNARY_POSITIVE(self, inst):
+        self.push(unary_op(self, operator.pos, self.pop()))
+
+    def UNARY_INVERT(self, inst):
+        self.push(unary_op(self, operator.invert, self.pop()))
+
+    def UNARY_NOT(self, inst):
+        self.push(ConstantVariable(not self.pop().truthy(self)))
+
+    def TO_BOOL(self, inst):  # PY313
+        self.push(ConstantVariable(self.pop().truthy(self)))
+
+    def CALL_INTRINSIC_1(self, inst):  # PY312
+        name = inst.argrepr
+        if name == "INTRINSIC_UNARY_POSITIVE":
+            self.UNARY_POSITIVE(inst)
+        elif name == "INTRINSIC_LIST_TO_TUPLE":
+            self.push(TupleVariable(self.pop().unpack(self)))
+        else:
+            raise Unsupported(f"CALL_INTRINSIC_1 {name}")
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(TupleVariable(self.pop().unpack(self)))
+
+    # ------------------------------------------------------------------ subscripts
+    def BINARY_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        self.push(self.getitem(obj, key))
+
+    def STORE_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        self.setitem(obj, key, value)
+
+    def DELETE_SUBSCR(self, inst):
+        key = self.pop()
+        obj = self.pop()
+        if isinstance(obj, (ListVariable, DictVariable)):
+            obj.call_method(self, "__delitem__", [key], {})
+        else:
+            raise Unsupported(f"del on {obj}")
+
+    def _slice_of(self, start, end):
+        if not (start.is_python_constant() and end.is_python_constant()) or \
+                isinstance(start, TensorVariable) or isinstance(end, TensorVariable):
+            raise Unsupported("slice with non-constant bounds")
+        return ConstantVariable(slice(start.as_python_constant(), end.as_python_constant()))
+
+    def BINARY_SLICE(self, inst):  # PY312
+        end = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        self.push(self.getitem(obj, self._slice_of(start, end)))
+
+    def STORE_SLICE(self, inst):  # PY312
+        end = self.pop()
+        start = self.pop()
+        obj = self.pop()
+        value = self.pop()
+        self.setitem(obj, self._slice_of(start, end), value)
+
+    def BUILD_SLICE(self, inst):
+        items = self.popn(inst.arg)
+        if not all(i.is_python_constant() and not isinstance(i, TensorVariable) for i in items):
+            raise Unsupported("slice with non-constant bounds")
+        self.push(ConstantVariable(slice(*[i.as_python_constant() for i in items])))
+
+    # ------------------------------------------------------------------ containers
+    def BUILD_TUPLE(self, inst):
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_MAP(self, inst):
+        items = self.popn(2 * inst.arg)
+        d = {}
+        for k, v in zip(items[::2], items[1::2]):
+            if not k.is_python_constant() or isinstance(k, TensorVariable):
+                raise Unsupported("dict with a non-constant key")
+            d[k.as_python_constant()] = v
+        self.push(DictVariable(d))
+
+    def BUILD_CONST_KEY_MAP(self, inst):
+        keys = self.pop().as_python_constant()
+        vals = self.popn(inst.arg)
+        self.push(DictVariable(dict(zip(keys, vals))))
+
+    def BUILD_STRING(self, inst):
+        parts = self.popn(inst.arg)
+        self.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
+
+    def BUILD_SET(self, inst):
+        raise Unsupported("set literals")
+
+    def LIST_APPEND(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].items.append(v)
+
+    def LIST_EXTEND(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].items.extend(v.unpack(self))
+
+    def MAP_ADD(self, inst):
+        v = self.pop()
+        k = self.pop()
+        d = self.stack[-inst.arg]
+        d.call_method(self, "__setitem__", [k, v], {})
+
+    def DICT_UPDATE(self, inst):
+        v = self.pop()
+        d = self.stack[-inst.arg]
+        if not isinstance(v, DictVariable):
+            raise Unsupported("dict update from a non-dict")
+        d.items.update(v.items)
+
+    def DICT_MERGE(self, inst):
+        v = self.pop()
+        d = self.stack[-inst.arg]
+        if not isinstance(v, DictVariable):
+            raise Unsupported("** of a non-dict")
+        for k in v.items:
+            if k in d.items:
+                raise Unsupported(f"duplicate keyword argument {k!r} (the program raises)")
+        d.items.update(v.items)
+
+    # ------------------------------------------------------------------ f-strings
+    def _format(self, value, conv, spec):
+        if isinstance(value, TensorVariable) or not value.is_python_constant():
+            raise Unsupported("formatting a non-constant value (e.g. a tensor) into a string")
+        v = value.as_python_constant()
+        if conv == 1:
+            v = str(v)
+        elif conv == 2:
+            v = repr(v)
+        elif conv == 3:
+            v = ascii(v)
+        return ConstantVariable(format(v, spec))
+
+    def FORMAT_VALUE(self, inst):  # PY311/PY312
+        spec = self.pop().as_python_constant() if inst.arg & 4 else ""
+        value = self.pop()
+        self.push(self._format(value, inst.arg & 3, spec))
+
+    def CONVERT_VALUE(self, inst):  # PY313
+        value = self.pop()
+        self.push(self._format(value, inst.arg, ""))
+
+    def FORMAT_SIMPLE(self, inst):  # PY313
+        self.push(self._format(self.pop(), 0, ""))
+
+    def FORMAT_WITH_SPEC(self, inst):  # PY313
+        spec = self.pop().as_python_constant()
+        self.push(self._format(self.pop(), 0, spec))
+
+    # ------------------------------------------------------------------ unpacking
+    def UNPACK_SEQUENCE(self, inst):
+        items = self.pop().unpack(self)
+        if len(items) != inst.arg:
+            raise Unsupported(f"unpacking {len(items)} values into {inst.arg} (the program raises)")
+        for v in reversed(items):
+            self.push(v)
+
+    def UNPACK_EX(self, inst):
+        items = self.pop().unpack(self)
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        if len(items) < before + after:
+            raise Unsupported("not enough values to unpack (the program raises)")
+        mid = ListVariable(items[before:len(items) - after])
+        out = items[:before] + [mid] + items[len(items) - after:]
+        for v in reversed(out):
+            self.push(v)
+
+    # ------------------------------------------------------------------ iteration
+    def GET_ITER(self, inst):
+        v = self.pop()
+        if isinstance(v, IteratorVariable):
+            self.push(v)
+        else:
+            self.push(IteratorVariable(v.unpack(self)))
+
+    def FOR_ITER(self, inst):
+        it = self.stack[-1]
+        if not isinstance(it, IteratorVariable):
+            raise Unsupported("FOR_ITER over a non-iterator")
+        v = it.next(self)
+        if v is not None:
+            self.push(v)
+            return
+        self.pop()
+        self.jump(inst)
+        # 3.12+: exhaustion skips END_FOR (and, in 3.13, the POP_TOP after it)
+        if self.ip < len(self.instructions) and self.instructions[self.ip].opname == "END_FOR":
+            self.ip += 1
+            if PY313 and self.ip < len(self.instructions) and self.instructions[self.ip].opname == "POP_TOP":
+                self.ip += 1
+
+    # ------------------------------------------------------------------ jumps
+    def JUMP_FORWARD(self, inst):
+        self.jump(inst)
+
+    JUMP_BACKWARD = JUMP_BACKWARD_NO_INTERRUPT = JUMP_ABSOLUTE = JUMP = JUMP_FORWARD
+
+    def _pop_jump(self, inst, cond_fn):
+        v = self.pop()
+        if cond_fn(v):
+            self.jump(inst)
+
+    def POP_JUMP_IF_TRUE(self, inst):
+        self._pop_jump(inst, lambda v: v.truthy(self))
+
+    def POP_JUMP_IF_FALSE(self, inst):
+        self._pop_jump(inst, lambda v: not v.truthy(self))
+
+    def POP_JUMP_IF_NONE(self, inst):
+        self._pop_jump(inst, lambda v: _is_none(v))
+
+    def POP_JUMP_IF_NOT_NONE(self, inst):
+        self._pop_jump(inst, lambda v: not _is_none(v))
+
+    # PY311 directional variants
+    POP_JUMP_FORWARD_IF_TRUE = POP_JUMP_BACKWARD_IF_TRUE = POP_JUMP_IF_TRUE
+    POP_JUMP_FORWARD_IF_FALSE = POP_JUMP_BACKWARD_IF_FALSE = POP_JUMP_IF_FALSE
+    POP_JUMP_FORWARD_IF_NONE = POP_JUMP_BACKWARD_IF_NONE = POP_JUMP_IF_NONE
+    POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):  # PY311
+        if self.stack[-1].truthy(self):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):  # PY311
+        if not self.stack[-1].truthy(self):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    # ------------------------------------------------------------------ calls
+    def KW_NAMES(self, inst):  # PY311/PY312
+        self.kw_names = self.code.co_consts[inst.arg]
+
+    def _callable_and_self(self, deeper, upper):
+        if PY313:
+            fn, self_ = deeper, upper
+            return fn, (None if isinstance(self_, NullVariable) else self_)
+        if isinstance(deeper, NullVariable):
+            return upper, None
+        return deeper, upper
+
+    def _do_call(self, nargs, kw_names):
+        args = self.popn(nargs)
+        upper = self.pop()
+        deeper = self.pop()
+        fn, self_ = self._callable_and_self(deeper, upper)
+        if self_ is not None:
+            args = [self_] + args
+        kwargs = {}
+        if kw_names:
+            nkw = len(kw_names)
+            kwargs = dict(zip(kw_names, args[len(args) - nkw:]))
+            args = args[:len(args) - nkw]
+        self.push(self.call(fn, args, kwargs))
+
+    def CALL(self, inst):
+        kw = self.kw_names
+        self.kw_names = None
+        self._do_call(inst.arg, kw)
+
+    def CALL_KW(self, inst):  # PY313
+        kw = self.pop().as_python_constant()
+        self._do_call(inst.arg, kw)
+
+    def CALL_FUNCTION_EX(self, inst):
+        kwargs_v = self.pop() if inst.arg & 1 else None
+        args_v = self.pop()
+        upper = self.pop()
+        deeper = self.pop()
+        fn, self_ = self._callable_and_self(deeper, upper)
+        args = args_v.unpack(self)
+        if self_ is not None:
+            args = [self_] + args
+        kwargs = {}
+        if kwargs_v is not None:
+            if not isinstance(kwargs_v, DictVariable):
+                raise Unsupported("** of a non-dict")
+            kwargs = dict(kwargs_v.items)
+        self.push(self.call(fn, args, kwargs))
+
+    def MAKE_FUNCTION(self, inst):
+        code = self.pop().as_python_constant()
+        fn = NestedFunctionVariable(code, self.f_globals, self.globals_source, code.co_name)
+        if not PY313:
+            flags = inst.arg
+            if flags & 0x08:
+                fn.closure = self.pop()
+            if flags & 0x04:
+                self.pop()
+            if flags & 0x02:
+                fn.kwdefaults = self.pop()
+            if flags & 0x01:
+                fn.defaults = _as_tuple(self, self.pop())
+        self.push(fn)
+
+    def SET_FUNCTION_ATTRIBUTE(self, inst):  # PY313
+        fn = self.pop()
+        attr = self.pop()
+        flag = inst.arg
+        if flag == 0x08:
+            fn.closure = attr
+        elif flag == 0x02:
+            fn.kwdefaults = attr
+        elif flag == 0x01:
+            fn.defaults = _as_tuple(self, attr)
+        self.push(fn)
+
+    # ------------------------------------------------------------------ unsupported with reasons
+    def RAISE_VARARGS(self, inst):
+        raise Unsupported("raise statement reached while tracing")
+
+    def LOAD_ASSERTION_ERROR(self, inst):
+        raise Unsupported("assertion fails while tracing")
+
+    def BEFORE_WITH(self, inst):
+        from .variables.ctx import GradModeVariable
+        ctx = self.pop()
+        if not isinstance(ctx, GradModeVariable):
+            raise Unsupported(f"with block over {ctx} (only ember.no_grad()/enable_grad() are modelled)")
+        self.push(ctx.enter(self))
+        self.push(ConstantVariable(None))
+
+    # ------------------------------------------------------------------ generators (materialised)
+    def RETURN_GENERATOR(self, inst):
+        self.push(ConstantVariable(None))
+
+    def YIELD_VALUE(self, inst):
+        if self.yielded is None:
+            raise Unsupported("yield outside a materialised generator")
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))
+
+    def IMPORT_NAME(self, inst):
+        raise Unsupported("import inside a compiled function")
+
+    def STORE_GLOBAL(self, inst):
+        raise Unsupported(f"assigning global {inst.argval!r} (side effect)")
+
+    def LOAD_SUPER_ATTR(self, inst):
+        raise Unsupported("super() is not modelled yet")
+
+
+class _ObjSource:
+    """A source for an object bound by name in the generated functions' globals."""
+
+    def __init__(self, name):
+        self._name = name
+
+    def expr(self):
+        return self._name
+
+    def name(self):
+        return self._name
+
+
+class _GlobalIn(GlobalSource):
+    """A global of another module's function that was inlined."""
+
+    def __init__(self, gsrc, gname):
+        super().__init__(gname)
+        self.gsrc = gsrc
+
+    def expr(self):
+        return f"{self.gsrc.expr()}[{self.gname!r}]"
+
+
+def _as_tuple(tx, v):
+    if isinstance(v, TupleVariable):
+        return v
+    return TupleVariable(v.unpack(tx))
+
+
+def _is_none(v):
+    if isinstance(v, ConstantVariable):
+        return v.value is None
+    if isinstance(v, (TensorVariable, BaseListVariable, DictVariable, NNModuleVariable)):
+        return False
+    if v.is_python_constant():
+        return v.as_python_constant() is None
+    return False
+
+
+def _is(a, b):
+    if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
+        return a.value is b.value
+    if _is_none(a) or _is_none(b):
+        return _is_none(a) and _is_none(b)
+    if isinstance(a, TensorVariable) and isinstance(b, TensorVariable):
+        return a.node is b.node
+    if a is b:
+        return True
+    for attr in ("module", "obj", "fn", "cls"):
+        if hasattr(a, attr) and hasattr(b, attr):
+            return getattr(a, attr) is getattr(b, attr)
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        return False
+    if a.is_python_constant() and b.is_python_constant():
+        return a.as_python_constant() is b.as_python_constant()
+    raise Unsupported(f"`is` between {a} and {b}")
+
+
+def _check_index(key):
+    items = key.items if isinstance(key, TupleVariable) else [key]
+    for k in items:
+        if isinstance(k, TensorVariable) and k.example.dtype.name in ("bool", "uint8"):
+            raise Unsupported("boolean-mask indexing (output shape depends on tensor data)")
+        if isinstance(k, BaseListVariable):
+            _check_index(k)
+
+
+def run_frame(output, code, func, argslots):
+    """Trace the frame; returns the tracker of its return value."""
+
+    class _Root(InstructionTranslator):
+        pass
+
+    tx = _Root.__new__(_Root)
+    # wrap arguments lazily would save guards; eager wrapping is simpler and safe
+    InstructionTranslator.__init__(tx, output, code, func.__globals__, None, {}, [], depth=0)
+    names = code.co_varnames
+    for i, v in enumerate(argslots):
+        tx.locals[names[i]] = wrap(tx, v, LocalSource(names[i], i))
+    cells = func.__closure__ or ()
+    closure = []
+    for i, (name, cell) in enumerate(zip(code.co_freevars, cells)):
+        def load(cell=cell, i=i, name=name):
+            try:
+                v = cell.cell_contents
+            except ValueError:
+                raise Unsupported(f"free variable {name!r} referenced before assignment")
+            return wrap(tx, v, ClosureSource(FuncSource(), i, name))
+        closure.append(CellVariable(real=True, loader=load))
+    tx.closure = closure
+    return tx.run()
+
+
+__all__ = ["InstructionTranslator", "run_frame", "BuiltinVariable"]

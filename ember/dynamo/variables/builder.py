@@ -1,0 +1,159 @@
+"""Wrapping outside values into trackers, installing the guards each one needs."""
+from __future__ import annotations
+
+import enum
+import types
+
+from ... import types as _t
+from ...tensor import Tensor
+from ..exc import Unsupported
+from ..source import AttrSource, GetItemSource
+from .constant import ConstantVariable
+
+_LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
+
+
+def _is_ember_module_name(name):
+    return name == "ember" or (name.startswith("ember.") and not name.startswith("ember.dynamo"))
+
+
+def is_ember_function(value):
+    mod = getattr(value, "__module__", None) or ""
+    return callable(value) and not isinstance(value, type) and _is_ember_module_name(mod)
+
+
+def wrap(tx, value, source, guard=True):
+    """The tracker for ``value`` found at ``source`` (None: a value with no outside home)."""
+    from .builtin import BuiltinVariable
+    from .functions import UserFunctionVariable, UserMethodVariable
+    from .lists import DictVariable, ListVariable, TupleVariable
+    from .objects import (ClassVariable, EmberFunctionVariable, NNModuleVariable, PythonModuleVariable,
+                          UserObjectVariable)
+    g = tx.output.guards if (guard and source is not None) else None
+    if isinstance(value, Tensor):
+        if source is None:
+            raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
+        return tx.output.add_tensor_input(value, source)
+    if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)):
+        if g:
+            g.constant_match(source, value)
+        return ConstantVariable(value, source)
+    if type(value) is _t.Size:
+        if g:
+            g.constant_match(source, value)
+        from .tensor import size_variable
+        v = size_variable(value)
+        v.source = source
+        return v
+    if type(value) in (tuple, list) or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
+        if g:
+            g.type_match(source, value)
+            g.len_match(source, len(value))
+        items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard) for i, v in enumerate(value)]
+        if type(value) is list:
+            return ListVariable(items, source)
+        return TupleVariable(items, source, cls=type(value))
+    if type(value) is dict:
+        if not all(type(k) in (str, int) for k in value):
+            raise Unsupported("dict with keys that are not str/int")
+        if g:
+            g.type_match(source, value)
+            g.dict_keys_match(source, list(value))
+        return DictVariable({k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
+                             for k, v in value.items()}, source)
+    from ...nn.modules.module import Module
+    if isinstance(value, Module):
+        if source is None:
+            raise Unsupported("a module with no source")
+        if g:
+            g.id_match(source, value)
+        return NNModuleVariable(value, source)
+    if isinstance(value, types.ModuleType):
+        trusted = _is_ember_module_name(value.__name__)
+        if g:
+            g.id_match(source, value)
+        return PythonModuleVariable(value, source, trusted=trusted)
+    if isinstance(value, type):
+        if g:
+            g.id_match(source, value)
+        if value in BuiltinVariable.CLASS_CALLS:
+            return BuiltinVariable(value)
+        return ClassVariable(value, source)
+    if getattr(value, "_ember_dynamo_disable", False):
+        raise Unsupported("call to a function wrapped in ember.compiler.disable")
+    if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
+        return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
+    if BuiltinVariable.supports(value):
+        if g:
+            g.id_match(source, value)
+        return BuiltinVariable(value)
+    if is_ember_function(value):
+        inner = getattr(value, "__wrapped__", None)
+        if inner is not None and not is_ember_function(inner):
+            raise Unsupported(f"{getattr(inner, '__qualname__', inner)} is wrapped by an ember decorator "
+                              f"(e.g. @no_grad()); calling it is not traced")
+        if g:
+            g.id_match(source, value)
+        return EmberFunctionVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        if g:
+            g.id_match(source, value)
+        return UserFunctionVariable(value, source)
+    if isinstance(value, types.MethodType):
+        fn, obj = value.__func__, value.__self__
+        obj_var = wrap(tx, obj, AttrSource(source, "__self__") if source else None, guard)
+        if is_ember_function(fn):
+            return EmberMethod(fn, obj_var)
+        if not isinstance(fn, types.FunctionType):
+            raise Unsupported(f"bound method of {type(fn).__name__}")
+        return UserMethodVariable(UserFunctionVariable(fn, AttrSource(source, "__func__") if source else None),
+                                  obj_var)
+    if callable(value) and isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType,
+                                              types.MethodWrapperType, types.WrapperDescriptorType)):
+        raise Unsupported(f"call into unsupported builtin/C function {getattr(value, '__qualname__', value)}")
+    if _is_ember_module_name(getattr(type(value), "__module__", "") or ""):
+        from .objects import EmberObjectVariable
+        if g:
+            g.type_match(source, value)
+        return EmberObjectVariable(value, source, trusted=True)
+    if source is None:
+        raise Unsupported(f"object of type {type(value).__name__} with no source")
+    if g:
+        g.type_match(source, value)
+    return UserObjectVariable(value, source)
+
+
+class EmberMethod:
+    pass
+
+
+def _make_ember_method():
+    from .base import VariableTracker
+
+    class EmberMethodVariable(VariableTracker):
+        def __init__(self, fn, obj):
+            self.fn, self.obj = fn, obj
+
+        def call_function(self, tx, args, kwargs):
+            from .objects import EmberFunctionVariable
+            return EmberFunctionVariable(self.fn).call_function(tx, [self.obj] + list(args), kwargs)
+    return EmberMethodVariable
+
+
+EmberMethod = _make_ember_method()  # noqa: F811
+
+
+def wrap_constant_result(res):
+    """A Python result computed while tracing (folded) as a tracker; only plain constants."""
+    from .lists import TupleVariable
+    from .tensor import size_variable
+    if type(res) in _LITERALS or isinstance(res, (_t.dtype, _t.device, range, slice)):
+        return ConstantVariable(res)
+    if type(res) is _t.Size:
+        return size_variable(res)
+    if type(res) is tuple:
+        return TupleVariable([wrap_constant_result(r) for r in res])
+    if type(res) is list:
+        from .lists import ListVariable
+        return ListVariable([wrap_constant_result(r) for r in res])
+    raise Unsupported(f"folded result of type {type(res).__name__}")

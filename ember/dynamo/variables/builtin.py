@@ -1,0 +1,432 @@
+"""Builtins, ``operator`` and ``math`` functions, and Python operators on trackers."""
+from __future__ import annotations
+
+import builtins
+import functools
+import math
+import operator
+
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable, fold_binary
+from .lists import BaseListVariable, DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .tensor import TensorVariable
+
+INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+           operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
+           operator.imod: operator.mod, operator.ipow: operator.pow, operator.iand: operator.and_,
+           operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+           operator.irshift: operator.rshift, operator.imatmul: operator.matmul}
+
+
+def _const_or_tensor(v):
+    return isinstance(v, TensorVariable) or v.is_python_constant()
+
+
+def binary_op(tx, op, a, b):
+    """``op(a, b)`` for a Python operator function (operator.add, operator.iadd, operator.lt ...)."""
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        if not (_const_or_tensor(a) and _const_or_tensor(b)):
+            raise Unsupported(f"{op.__name__} between a tensor and {a if not _const_or_tensor(a) else b}")
+        return tx.output.call_function(op, [a, b], {})
+    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, BaseListVariable) \
+            and not isinstance(b, BaseListVariable) and not isinstance(a, DictVariable):
+        return fold_binary(op, a.as_python_constant(), b.as_python_constant())
+    base = INPLACE.get(op, op)
+    if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
+        if base is operator.add and a.python_type() is list and b.python_type() is list:
+            if op is operator.iadd:
+                a._check_mutable()
+                a.items.extend(b.items)
+                return a
+            return ListVariable(a.items + b.items)
+        if base is operator.add and issubclass(a.python_type(), tuple) and issubclass(b.python_type(), tuple):
+            return TupleVariable(a.items + b.items)
+        if op in (operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge):
+            if a.is_python_constant() and b.is_python_constant():
+                return fold_binary(op, a.as_python_constant(), b.as_python_constant())
+    if isinstance(a, BaseListVariable) and base is operator.add and op is operator.iadd \
+            and a.python_type() is list:
+        a._check_mutable()
+        a.items.extend(b.unpack(tx))
+        return a
+    if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant() \
+            and isinstance(b.as_python_constant(), int):
+        items = a.items * b.as_python_constant()
+        return ListVariable(items) if a.python_type() is list else TupleVariable(items)
+    if isinstance(a, BaseListVariable) and op in (operator.eq, operator.ne) and b.is_python_constant():
+        if a.is_python_constant():
+            return fold_binary(op, a.as_python_constant(), b.as_python_constant())
+    if op in (operator.eq, operator.ne) and hasattr(a, "module") and hasattr(b, "module"):
+        return ConstantVariable((a.module is b.module) == (op is operator.eq))
+    raise Unsupported(f"operator {op.__name__} on {a} and {b}")
+
+
+def unary_op(tx, op, a):
+    if isinstance(a, TensorVariable):
+        if op is operator.not_:
+            raise Unsupported("`not tensor` depends on tensor data")
+        return tx.output.call_function(op, [a], {})
+    if op is operator.not_:
+        return ConstantVariable(not a.truthy(tx))
+    if a.is_python_constant():
+        try:
+            return ConstantVariable(op(a.as_python_constant()))
+        except Exception as e:
+            raise Unsupported(f"{op.__name__} raised {e}")
+    raise Unsupported(f"{op.__name__} of {a}")
+
+
+def _consts(args):
+    return [a.as_python_constant() for a in args]
+
+
+class BuiltinVariable(VariableTracker):
+    CLASS_CALLS = {list, tuple, dict, int, float, bool, str, range, enumerate, zip, reversed, slice,
+                   map, filter, type, set, frozenset}
+    _OPERATOR_BINARY = {getattr(operator, n) for n in (
+        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
+        "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "iadd", "isub", "imul", "itruediv",
+        "ifloordiv", "imod", "ipow", "iand", "ior", "ixor", "ilshift", "irshift", "imatmul")}
+    _OPERATOR_UNARY = {operator.neg, operator.pos, operator.invert, operator.not_, operator.abs,
+                       operator.truth, operator.index}
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    @classmethod
+    def supports(cls, value):
+        try:
+            if value in cls.CLASS_CALLS or value in _HANDLERS:
+                return True
+            if value in cls._OPERATOR_BINARY or value in cls._OPERATOR_UNARY:
+                return True
+        except TypeError:
+            return False
+        mod = getattr(value, "__module__", None)
+        return callable(value) and mod == "math"
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def call_function(self, tx, args, kwargs):
+        fn = self.fn
+        if fn in self._OPERATOR_BINARY and len(args) == 2 and not kwargs:
+            return binary_op(tx, fn, args[0], args[1])
+        if fn in self._OPERATOR_UNARY and len(args) == 1 and not kwargs:
+            if fn is operator.truth:
+                return ConstantVariable(args[0].truthy(tx))
+            if fn is operator.abs:
+                return _abs(tx, args, kwargs)
+            return unary_op(tx, fn, args[0])
+        h = _HANDLERS.get(fn)
+        if h is not None:
+            return h(tx, args, kwargs)
+        if getattr(fn, "__module__", None) == "math":
+            if all(a.is_python_constant() for a in args) and not kwargs:
+                try:
+                    return ConstantVariable(fn(*_consts(args)))
+                except Exception as e:
+                    raise Unsupported(f"math.{fn.__name__} raised {e}")
+            raise Unsupported(f"math.{fn.__name__} on non-constants (tensor values would be read)")
+        raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}")
+
+    def __repr__(self):
+        return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def _all_const(args, kwargs=None):
+    return all(a.is_python_constant() for a in args) and all(
+        a.is_python_constant() for a in (kwargs or {}).values())
+
+
+def _fold(fn):
+    def h(tx, args, kwargs):
+        if not _all_const(args, kwargs):
+            raise Unsupported(f"{fn.__name__}() of non-constant arguments")
+        try:
+            res = fn(*_consts(args), **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}: {e}")
+        from .builder import wrap_constant_result
+        return wrap_constant_result(res)
+    return h
+
+
+def _len(tx, args, kwargs):
+    (a,) = args
+    if isinstance(a, TensorVariable):
+        if a.example.ndim == 0:
+            raise Unsupported("len() of a 0-d tensor")
+        return ConstantVariable(a.example.shape[0])
+    if isinstance(a, (BaseListVariable, DictVariable)):
+        return ConstantVariable(len(a.items))
+    if hasattr(a, "length"):
+        return ConstantVariable(a.length(tx))
+    if a.is_python_constant():
+        return ConstantVariable(len(a.as_python_constant()))
+    raise Unsupported(f"len() of {a}")
+
+
+def _isinstance(tx, args, kwargs):
+    obj, cls = args
+    if not cls.is_python_constant():
+        raise Unsupported("isinstance with a non-constant class")
+    c = cls.as_python_constant()
+    try:
+        pt = obj.python_type()
+    except Unsupported:
+        raise Unsupported(f"isinstance of {obj}")
+    try:
+        return ConstantVariable(issubclass(pt, c))
+    except TypeError as e:
+        raise Unsupported(f"isinstance raised {e}")
+
+
+def _range(tx, args, kwargs):
+    return _fold(range)(tx, args, kwargs)
+
+
+def _iter_items(tx, v):
+    if isinstance(v, IteratorVariable):
+        return v.unpack(tx)
+    return v.unpack(tx)
+
+
+def _enumerate(tx, args, kwargs):
+    start = kwargs["start"].as_python_constant() if "start" in kwargs else (
+        args[1].as_python_constant() if len(args) > 1 else 0)
+    items = _iter_items(tx, args[0])
+    return IteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(items)])
+
+
+def _zip(tx, args, kwargs):
+    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
+        lists = [_iter_items(tx, a) for a in args]
+        if len({len(x) for x in lists}) > 1:
+            raise Unsupported("zip(strict=True) length mismatch (the program raises)")
+    else:
+        lists = [_iter_items(tx, a) for a in args]
+    return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+
+
+def _reversed(tx, args, kwargs):
+    return IteratorVariable(list(reversed(_iter_items(tx, args[0]))))
+
+
+def _list(tx, args, kwargs):
+    return ListVariable(_iter_items(tx, args[0]) if args else [])
+
+
+def _tuple(tx, args, kwargs):
+    return TupleVariable(_iter_items(tx, args[0]) if args else [])
+
+
+def _dict(tx, args, kwargs):
+    items = {}
+    if args:
+        a = args[0]
+        if isinstance(a, DictVariable):
+            items.update(a.items)
+        else:
+            for kv in _iter_items(tx, a):
+                k, v = kv.unpack(tx)
+                items[k.as_python_constant()] = v
+    for k, v in kwargs.items():
+        items[k] = v
+    return DictVariable(items)
+
+
+def _sorted(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    if not all(i.is_python_constant() for i in items) or "key" in kwargs:
+        raise Unsupported("sorted() of non-constants or with a key")
+    rev = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
+    return ListVariable([ConstantVariable(v) for v in sorted(_consts(items), reverse=rev)])
+
+
+def _minmax(pyfn):
+    def h(tx, args, kwargs):
+        items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
+        if kwargs or not all(i.is_python_constant() for i in items):
+            raise Unsupported(f"{pyfn.__name__}() of tensors compares data")
+        return ConstantVariable(pyfn(_consts(items)))
+    return h
+
+
+def _sum(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    start = args[1] if len(args) > 1 else kwargs.get("start", ConstantVariable(0))
+    acc = start
+    for i in items:
+        acc = binary_op(tx, operator.add, acc, i)
+    return acc
+
+
+def _abs(tx, args, kwargs):
+    (a,) = args
+    if isinstance(a, TensorVariable):
+        return tx.output.call_function(builtins.abs, [a], {})
+    return _fold(abs)(tx, args, kwargs)
+
+
+def _anyall(pyfn):
+    def h(tx, args, kwargs):
+        items = _iter_items(tx, args[0])
+        return ConstantVariable(pyfn(i.truthy(tx) for i in items))
+    return h
+
+
+def _scalar_cast(pyfn):
+    def h(tx, args, kwargs):
+        if args and isinstance(args[0], TensorVariable):
+            raise Unsupported(f"{pyfn.__name__}(tensor) reads tensor data")
+        if pyfn is bool and len(args) == 1:
+            return ConstantVariable(args[0].truthy(tx))
+        return _fold(pyfn)(tx, args, kwargs)
+    return h
+
+
+def _getattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    if len(args) == 3:
+        try:
+            return obj.var_getattr(tx, name)
+        except Unsupported:
+            if _hasattr_static(obj, name) is False:
+                return args[2]
+            raise
+    return obj.var_getattr(tx, name)
+
+
+def _hasattr_static(obj, name):
+    import inspect
+    target = getattr(obj, "module", None) or getattr(obj, "obj", None)
+    if target is None:
+        if obj.is_python_constant():
+            return hasattr(obj.as_python_constant(), name)
+        return None
+    try:
+        inspect.getattr_static(target, name)
+        return True
+    except AttributeError:
+        d = getattr(target, "__dict__", {})
+        return any(name in d.get(s, {}) for s in ("_parameters", "_buffers", "_modules")) or None
+
+
+def _hasattr(tx, args, kwargs):
+    obj, name = args[0], args[1].as_python_constant()
+    if isinstance(obj, TensorVariable):
+        return ConstantVariable(hasattr(obj.example, name))
+    r = _hasattr_static(obj, name)
+    if r is None:
+        raise Unsupported(f"hasattr on {obj}")
+    return ConstantVariable(r)
+
+
+def _iter(tx, args, kwargs):
+    if isinstance(args[0], IteratorVariable):
+        return args[0]
+    return IteratorVariable(args[0].unpack(tx))
+
+
+def _next(tx, args, kwargs):
+    it = args[0]
+    if not isinstance(it, IteratorVariable):
+        raise Unsupported("next() of a non-iterator")
+    v = it.next(tx)
+    if v is None:
+        if len(args) > 1:
+            return args[1]
+        raise Unsupported("StopIteration")
+    return v
+
+
+def _map(tx, args, kwargs):
+    fn = args[0]
+    lists = [_iter_items(tx, a) for a in args[1:]]
+    return IteratorVariable([fn.call_function(tx, list(t), {}) for t in zip(*lists)])
+
+
+def _filter(tx, args, kwargs):
+    fn = args[0]
+    items = _iter_items(tx, args[1])
+    out = []
+    for i in items:
+        keep = i.truthy(tx) if (fn.is_python_constant() and fn.as_python_constant() is None) else \
+            fn.call_function(tx, [i], {}).truthy(tx)
+        if keep:
+            out.append(i)
+    return IteratorVariable(out)
+
+
+def _type(tx, args, kwargs):
+    if len(args) != 1:
+        raise Unsupported("type() with 3 arguments")
+    from .objects import ClassVariable
+    t = args[0].python_type()
+    if t in BuiltinVariable.CLASS_CALLS:
+        return BuiltinVariable(t)
+    return ClassVariable(t)
+
+
+def _print(tx, args, kwargs):
+    raise Unsupported("print() is a side effect (graph break)")
+
+
+def _callable(tx, args, kwargs):
+    from .functions import BaseUserFunctionVariable, UserMethodVariable
+    from .objects import ClassVariable, EmberFunctionVariable, NNModuleVariable
+    a = args[0]
+    if isinstance(a, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable, ClassVariable,
+                      EmberFunctionVariable, NNModuleVariable)):
+        return ConstantVariable(True)
+    if isinstance(a, (TensorVariable, BaseListVariable, DictVariable)) or a.is_python_constant():
+        return ConstantVariable(callable(a.as_python_constant()) if a.is_python_constant() else False)
+    raise Unsupported(f"callable({a})")
+
+
+def _reduce(tx, args, kwargs):
+    fn = args[0]
+    items = _iter_items(tx, args[1])
+    if len(args) > 2:
+        acc = args[2]
+    else:
+        if not items:
+            raise Unsupported("reduce() of empty sequence (the program raises)")
+        acc, items = items[0], items[1:]
+    for i in items:
+        acc = fn.call_function(tx, [acc, i], {})
+    return acc
+
+
+def _slice(tx, args, kwargs):
+    return _fold(slice)(tx, args, kwargs)
+
+
+def _getitem(tx, args, kwargs):
+    return tx.getitem(args[0], args[1])
+
+
+def _setitem(tx, args, kwargs):
+    tx.setitem(args[0], args[1], args[2])
+    return ConstantVariable(None)
+
+
+_HANDLERS = {
+    len: _len, isinstance: _isinstance, range: _range, enumerate: _enumerate, zip: _zip,
+    reversed: _reversed, list: _list, tuple: _tuple, dict: _dict, sorted: _sorted,
+    min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
+    int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _fold(str),
+    round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
+    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: _print, callable: _callable,
+    functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
+    issubclass: _fold(issubclass), repr: _fold(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
+    math.prod: _fold(math.prod),
+}

@@ -1,0 +1,106 @@
+"""Python constants (numbers, strings, None, dtypes, devices, slices, ranges ...)."""
+from __future__ import annotations
+
+import operator
+
+from ..exc import Unsupported
+from .base import VariableTracker
+
+_LITERAL = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis))
+
+
+class ConstantVariable(VariableTracker):
+    def __init__(self, value, source=None):
+        self.value = value
+        self.source = source
+
+    def python_type(self):
+        return type(self.value)
+
+    def as_python_constant(self):
+        return self.value
+
+    def truthy(self, tx):
+        return bool(self.value)
+
+    def unpack(self, tx):
+        v = self.value
+        if isinstance(v, (str, bytes, range, tuple, frozenset)):
+            return [ConstantVariable(x) for x in v]
+        raise Unsupported(f"iterating over constant {type(v).__name__}")
+
+    def var_getattr(self, tx, name):
+        try:
+            attr = getattr(self.value, name)
+        except AttributeError:
+            raise Unsupported(f"constant {type(self.value).__name__} has no attribute {name}")
+        if callable(attr):
+            return ConstantMethodVariable(self, name)
+        return ConstantVariable(attr)
+
+    def call_method(self, tx, name, args, kwargs):
+        return ConstantMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def reconstruct(self, out):
+        if type(self.value) in _LITERAL and not (isinstance(self.value, float) and self.value != self.value):
+            r = repr(self.value)
+            if type(self.value) is float and r in ("inf", "-inf"):
+                return out.ref(self.value)
+            return r
+        return out.ref(self.value)
+
+    def __repr__(self):
+        return f"ConstantVariable({self.value!r})"
+
+
+# Methods of constants that are pure functions of their arguments.
+_PURE_TYPES = (int, float, bool, str, bytes, complex, tuple, range, slice, frozenset)
+
+
+class ConstantMethodVariable(VariableTracker):
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        v = self.obj.value
+        if not isinstance(v, _PURE_TYPES) and not _is_ember_meta(v):
+            raise Unsupported(f"method {self.name} of {type(v).__name__} constant")
+        if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
+            raise Unsupported(f"{type(v).__name__}.{self.name} with non-constant arguments")
+        try:
+            res = getattr(v, self.name)(*[a.as_python_constant() for a in args],
+                                        **{k: a.as_python_constant() for k, a in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"{type(v).__name__}.{self.name} raised {type(e).__name__}: {e}")
+        from .builder import wrap_constant_result
+        return wrap_constant_result(res)
+
+
+def _is_ember_meta(v):
+    from ... import types as _t
+    return isinstance(v, (_t.dtype, _t.device, _t.Size))
+
+
+class NullVariable(VariableTracker):
+    """The NULL CPython pushes under a callable (PUSH_NULL / LOAD_GLOBAL with low bit)."""
+
+    def __repr__(self):
+        return "NULL"
+
+
+class UndefinedVariable(VariableTracker):
+    """An unbound local (LOAD_FAST_AND_CLEAR in inlined comprehensions, 3.12+)."""
+
+    def __repr__(self):
+        return "UNDEFINED"
+
+
+def fold_binary(op, a, b):
+    try:
+        return ConstantVariable(op(a, b))
+    except Exception as e:
+        raise Unsupported(f"constant {getattr(op, '__name__', op)} raised {type(e).__name__}: {e}")
+
+
+COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,
+           ">": operator.gt, ">=": operator.ge}

@@ -1,0 +1,325 @@
+"""nn.Modules, user objects, Python modules, classes and ember functions."""
+from __future__ import annotations
+
+import inspect
+import types
+
+from ..exc import Unsupported
+from ..source import AttrSource, GetItemSource
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .functions import UserFunctionVariable, UserMethodVariable
+
+
+def _attr_of_instance(tx, obj, source, name, self_var):
+    """Static attribute lookup (no user code runs): instance dict, then the class."""
+    from .builder import wrap
+    d = getattr(obj, "__dict__", None)
+    if d is not None and name in d and not _is_data_descriptor(type(obj), name):
+        return wrap(tx, d[name], AttrSource(source, name) if source else None)
+    try:
+        attr = inspect.getattr_static(type(obj), name)
+    except AttributeError:
+        raise Unsupported(f"{type(obj).__name__} object has no attribute {name!r}")
+    if isinstance(attr, staticmethod):
+        return wrap(tx, attr.__func__, AttrSource(AttrSource(source, "__class__"), name) if source else None)
+    if isinstance(attr, classmethod):
+        from .builder import wrap as _w
+        return UserMethodVariable(_w(tx, attr.__func__, None, guard=False), ClassVariable(type(obj)))
+    if isinstance(attr, types.FunctionType):
+        return UserMethodVariable(UserFunctionVariable(attr), self_var)
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise Unsupported(f"unreadable property {name}")
+        return UserFunctionVariable(attr.fget).call_function(tx, [self_var], {})
+    if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, tuple, type(None))):
+        raise Unsupported(f"descriptor attribute {type(obj).__name__}.{name} ({type(attr).__name__})")
+    # plain class attribute: read through the instance at run time, guarded
+    return wrap(tx, attr, AttrSource(source, name) if source else None)
+
+
+def _is_data_descriptor(cls, name):
+    try:
+        a = inspect.getattr_static(cls, name)
+    except AttributeError:
+        return False
+    return hasattr(type(a), "__set__") or hasattr(type(a), "__delete__")
+
+
+class NNModuleVariable(VariableTracker):
+    """An ember.nn.Module read from outside the frame (guarded by identity).
+
+    Calling it inlines ``type(m).forward`` (so its parameters become graph
+    inputs read at run time through their source); hooks are guarded absent."""
+
+    def __init__(self, module, source):
+        self.module = module
+        self.source = source
+
+    def python_type(self):
+        return type(self.module)
+
+    def truthy(self, tx):
+        return True
+
+    def as_python_constant(self):
+        raise Unsupported("module is not a constant")
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        m = self.module
+        d = m.__dict__
+        src = self.source
+        for store in ("_parameters", "_buffers", "_modules"):
+            if name in d.get(store, {}):
+                tx.output.guards.add(f"{name!r} not in {src.expr()}.__dict__", f"{name} is not an instance attribute")
+                return wrap(tx, d[store][name], GetItemSource(AttrSource(src, store), name))
+        return _attr_of_instance(tx, m, src, name, self)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def _submodules(self, tx):
+        from .builder import wrap
+        mods = self.module.__dict__.get("_modules", {})
+        return [wrap(tx, v, GetItemSource(AttrSource(self.source, "_modules"), k)) for k, v in mods.items()]
+
+    def unpack(self, tx):
+        from ...nn.modules.container import ModuleDict, ModuleList, Sequential
+        m = self.module
+        if type(m).__iter__ in (ModuleList.__iter__, Sequential.__iter__):
+            tx.output.guards.len_match(AttrSource(self.source, "_modules"), len(m._modules))
+            tx.output.guards.dict_keys_match(AttrSource(self.source, "_modules"), list(m._modules))
+            return self._submodules(tx)
+        if type(m).__iter__ is ModuleDict.__iter__:
+            tx.output.guards.dict_keys_match(AttrSource(self.source, "_modules"), list(m._modules))
+            return [ConstantVariable(k) for k in m._modules]
+        raise Unsupported(f"iterating over {type(m).__name__}")
+
+    def length(self, tx):
+        from ...nn.modules.container import ModuleDict, ModuleList, Sequential
+        m = self.module
+        if type(m).__len__ in (ModuleList.__len__, Sequential.__len__, ModuleDict.__len__):
+            tx.output.guards.dict_keys_match(AttrSource(self.source, "_modules"), list(m._modules))
+            return len(m._modules)
+        raise Unsupported(f"len() of {type(m).__name__}")
+
+    def getitem(self, tx, key):
+        from ...nn.modules.container import ModuleDict, ModuleList, Sequential
+        m = self.module
+        k = key.as_python_constant()
+        if type(m).__getitem__ in (ModuleList.__getitem__, Sequential.__getitem__) and isinstance(k, int):
+            subs = self.unpack(tx)
+            try:
+                return subs[k]
+            except IndexError:
+                raise Unsupported("module index out of range")
+        if type(m).__getitem__ is ModuleDict.__getitem__ and isinstance(k, str):
+            self.unpack(tx)
+            return self.var_getattr(tx, k)
+        raise Unsupported(f"{type(m).__name__}[{k!r}]")
+
+    def call_function(self, tx, args, kwargs):
+        m = self.module
+        e = self.source.expr()
+        tx.output.guards.add(
+            f"not ({e}._forward_pre_hooks or {e}._forward_hooks or {e}._backward_hooks or "
+            f"{e}._backward_pre_hooks)", f"{e} has no hooks")
+        from ...nn.modules import module as _mm
+        for g in ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_hooks"):
+            if hasattr(_mm, g):
+                if getattr(_mm, g):
+                    raise Unsupported("global module hooks are registered")
+                ref = tx.output.guards.ref(getattr(_mm, g))
+                tx.output.guards.add(f"not {ref}", f"no {g}")
+        if type(m).__call__ is not _mm.Module.__call__ and "__call__" in type(m).__dict__:
+            fn = type(m).__call__
+        else:
+            fn = type(m).forward
+        if not isinstance(fn, types.FunctionType):
+            raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        return UserFunctionVariable(fn).call_function(tx, [self] + list(args), kwargs)
+
+    def __repr__(self):
+        return f"NNModuleVariable({type(self.module).__name__})"
+
+
+class UserObjectVariable(VariableTracker):
+    """An instance of a user class (dataclasses included): attributes are read statically."""
+
+    def __init__(self, obj, source):
+        self.obj = obj
+        self.source = source
+
+    def python_type(self):
+        return type(self.obj)
+
+    def truthy(self, tx):
+        cls = type(self.obj)
+        if getattr(cls, "__bool__", None) is None and getattr(cls, "__len__", None) is None:
+            return True
+        raise Unsupported(f"truth value of {cls.__name__} (user __bool__/__len__)")
+
+    def var_getattr(self, tx, name):
+        return _attr_of_instance(tx, self.obj, self.source, name, self)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        call = inspect.getattr_static(type(self.obj), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return UserFunctionVariable(call).call_function(tx, [self] + list(args), kwargs)
+        raise Unsupported(f"calling a {type(self.obj).__name__} object")
+
+    def __repr__(self):
+        return f"UserObjectVariable({type(self.obj).__name__})"
+
+
+class PythonModuleVariable(VariableTracker):
+    def __init__(self, module, source, trusted=False):
+        self.module = module
+        self.source = source
+        self.trusted = trusted   # ember's own modules: attributes are not guarded
+
+    def python_type(self):
+        return types.ModuleType
+
+    def as_python_constant(self):
+        return self.module
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        try:
+            v = getattr(self.module, name)
+        except AttributeError:
+            raise Unsupported(f"module {self.module.__name__} has no attribute {name}")
+        return wrap(tx, v, AttrSource(self.source, name) if self.source else None, guard=not self.trusted)
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def __repr__(self):
+        return f"PythonModuleVariable({self.module.__name__})"
+
+
+class EmberObjectVariable(PythonModuleVariable):
+    """An ember-internal helper object (e.g. the lazy ``F`` namespace): attributes read for real."""
+
+    def python_type(self):
+        return type(self.module)
+
+    def as_python_constant(self):
+        raise Unsupported("ember object is not a constant")
+
+    def __repr__(self):
+        return f"EmberObjectVariable({type(self.module).__name__})"
+
+
+class ClassVariable(VariableTracker):
+    def __init__(self, cls, source=None):
+        self.cls = cls
+        self.source = source
+
+    def python_type(self):
+        return type(self.cls)
+
+    def as_python_constant(self):
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        from .builder import wrap
+        try:
+            attr = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            raise Unsupported(f"class {self.cls.__name__} has no attribute {name}")
+        if isinstance(attr, staticmethod):
+            attr = attr.__func__
+        elif isinstance(attr, classmethod):
+            return UserMethodVariable(wrap(tx, attr.__func__, None, guard=False), self)
+        return wrap(tx, attr, AttrSource(self.source, name) if self.source else None,
+                    guard=self.source is not None)
+
+    def call_function(self, tx, args, kwargs):
+        from .builtin import BuiltinVariable
+        if self.cls in BuiltinVariable.CLASS_CALLS:
+            return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
+        from ... import types as _t
+        from ...autograd import grad_mode as _gm
+        if self.cls in (_gm.no_grad, _gm.enable_grad) and not args and not kwargs:
+            from .ctx import GradModeVariable
+            return GradModeVariable(self.cls is _gm.enable_grad)
+        if isinstance(self.cls, type) and issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
+            from .lists import TupleVariable
+            fields = self.cls._fields
+            vals = list(args)
+            for f in fields[len(vals):]:
+                if f in kwargs:
+                    vals.append(kwargs[f])
+                elif f in getattr(self.cls, "_field_defaults", {}):
+                    from .builder import wrap
+                    vals.append(wrap(tx, self.cls._field_defaults[f], None, guard=False))
+                else:
+                    raise Unsupported(f"{self.cls.__name__}() missing field {f}")
+            if len(vals) != len(fields) or set(kwargs) - set(fields):
+                raise Unsupported(f"bad arguments to {self.cls.__name__}()")
+            return TupleVariable(vals, cls=self.cls)
+        if self.cls is _t.Size:
+            from .lists import TupleVariable
+            items = args[0].unpack(tx) if args else []
+            return TupleVariable(items, cls=_t.Size)
+        if self.cls is _t.device or self.cls is _t.dtype:
+            if all(a.is_python_constant() for a in args) and not kwargs:
+                return ConstantVariable(self.cls(*[a.as_python_constant() for a in args]))
+        raise Unsupported(f"constructing a {self.cls.__name__} object")
+
+    def reconstruct(self, out):
+        return out.ref(self.cls)
+
+    def __repr__(self):
+        return f"ClassVariable({self.cls.__name__})"
+
+
+# ember functions whose result is a pure function of metadata/constants: folded, never in the graph
+_FOLD = {"is_tensor", "is_floating_point", "is_complex", "numel", "get_default_dtype", "is_grad_enabled",
+         "promote_types", "result_type", "can_cast", "is_inference_mode_enabled"}
+_BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_seed", "save", "load",
+            "set_default_dtype", "set_grad_enabled", "set_printoptions", "compile", "use_deterministic_algorithms",
+            "nonzero", "masked_select", "unique", "unique_consecutive", "bincount", "argwhere",
+            "is_nonzero", "equal", "allclose", "set_num_threads", "no_grad", "enable_grad",
+            "inference_mode"}
+
+
+class EmberFunctionVariable(VariableTracker):
+    """A function of ember (``ember.relu``, ``F.linear``, ``ember.cat``): one graph node per call."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        name = getattr(self.fn, "__name__", "")
+        if name in _BLOCKED:
+            raise Unsupported(f"ember.{name} is not traceable (data-dependent output or global side effect)")
+        allargs = list(args) + list(kwargs.values())
+        if name in _FOLD:
+            from .tensor import TensorVariable
+            ex = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
+            exk = {k: (a.example if isinstance(a, TensorVariable) else a.as_python_constant())
+                   for k, a in kwargs.items()}
+            from .builder import wrap_constant_result
+            return wrap_constant_result(self.fn(*ex, **exk))
+        del allargs
+        return tx.output.call_function(self.fn, list(args), kwargs)
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def __repr__(self):
+        return f"EmberFunctionVariable({getattr(self.fn, '__name__', self.fn)})"

@@ -1,0 +1,116 @@
+"""Tensors: an FX node plus an example value (see ``example_value.py``)."""
+from __future__ import annotations
+
+import operator
+
+from ...tensor import Tensor
+from ... import types as _t
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+# Tensor methods whose result is a Python value computed from metadata only.
+META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
+                "is_floating_point", "element_size", "is_complex", "get_device"}
+META_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "is_meta", "requires_grad",
+              "itemsize", "layout", "is_sparse", "nbytes"}
+# Tensor-valued properties recorded as getattr nodes.
+TENSOR_ATTRS = {"T", "mT", "H", "mH", "real"}
+# Methods that read data into Python, touch autograd state or storage identity: never traced.
+BLOCKED_METHODS = {"item", "tolist", "numpy", "backward", "register_hook", "retain_grad", "data_ptr",
+                   "storage_offset", "untyped_storage", "storage", "equal", "allclose", "is_nonzero",
+                   "__bool__", "__int__", "__float__", "__index__", "__len__", "__iter__", "__repr__",
+                   "__str__", "__format__", "__array__", "__reduce_ex__", "__setstate__", "__deepcopy__",
+                   "pin_memory", "share_memory_", "record_stream", "set_", "resize_", "resize_as_",
+                   "register_post_accumulate_grad_hook", "is_set_to", "_version", "tensor_split_indices"}
+
+
+class TensorVariable(VariableTracker):
+    def __init__(self, node, example, source=None, cls=Tensor):
+        self.node = node
+        self.example = example
+        self.source = source
+        self.cls = cls
+        node.meta["example_value"] = example
+
+    def python_type(self):
+        return self.cls
+
+    def truthy(self, tx):
+        raise Unsupported("data-dependent control flow: the truth value of a tensor depends on its data")
+
+    def as_proxy(self):
+        return self.node
+
+    @property
+    def ndim(self):
+        return self.example.ndim
+
+    def unpack(self, tx):
+        if self.example.ndim == 0:
+            raise Unsupported("iterating over a 0-d tensor")
+        res = tx.output.call_method("unbind", [self, ConstantVariable(0)], {})
+        return res.items
+
+    def var_getattr(self, tx, name):
+        ex = self.example
+        if name == "shape":
+            return size_variable(ex.shape)
+        if name in META_ATTRS:
+            return ConstantVariable(getattr(ex, name))
+        if name in TENSOR_ATTRS:
+            return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
+        if name in BLOCKED_METHODS:
+            raise Unsupported(f"Tensor.{name} reads tensor data or autograd state")
+        if name in ("grad", "data", "grad_fn", "is_leaf", "_base", "_version", "names"):
+            raise Unsupported(f"Tensor.{name} is autograd/storage state")
+        attr = getattr(type(ex), name, None)
+        if attr is None or isinstance(attr, property):
+            raise Unsupported(f"Tensor attribute {name}")
+        return TensorMethodVariable(self, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        return TensorMethodVariable(self, name).call_function(tx, args, kwargs)
+
+    def reconstruct(self, out):
+        return out.tensor_output(self)
+
+    def __repr__(self):
+        return f"TensorVariable({self.node.name}, {tuple(self.example.shape)}, {self.example.dtype})"
+
+
+class TensorMethodVariable(VariableTracker):
+    def __init__(self, tensor, name):
+        self.tensor, self.name = tensor, name
+
+    def call_function(self, tx, args, kwargs):
+        name = self.name
+        if name in BLOCKED_METHODS:
+            raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
+        if name in META_METHODS:
+            if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
+                raise Unsupported(f"Tensor.{name} with non-constant arguments")
+            res = getattr(self.tensor.example, name)(*[a.as_python_constant() for a in args],
+                                                     **{k: v.as_python_constant() for k, v in kwargs.items()})
+            if isinstance(res, tuple):
+                return size_variable(res) if name == "size" else tuple_of_constants(res)
+            return ConstantVariable(res)
+        if name == "__getitem__":
+            return tx.output.call_function(operator.getitem, [self.tensor] + list(args), kwargs)
+        if name == "__setitem__":
+            tx.output.call_function(operator.setitem, [self.tensor] + list(args), kwargs, returns_none=True)
+            return ConstantVariable(None)
+        return tx.output.call_method(name, [self.tensor] + list(args), kwargs)
+
+    def __repr__(self):
+        return f"TensorMethodVariable({self.name})"
+
+
+def size_variable(shape):
+    from .lists import TupleVariable
+    return TupleVariable([ConstantVariable(int(s)) for s in shape], cls=_t.Size)
+
+
+def tuple_of_constants(t):
+    from .lists import TupleVariable
+    return TupleVariable([ConstantVariable(v) for v in t])

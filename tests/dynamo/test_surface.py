@@ -1,0 +1,269 @@
+"""User surface: ember.compile forms, backends, recompiles, fullgraph, disable, reset, logging."""
+import logging
+import warnings
+
+import pytest
+
+import ember
+import ember.nn as nn
+from ember import dynamo
+
+from ._util import CountingBackend, assert_same
+
+
+def test_decorator_forms():
+    cnt = CountingBackend()
+
+    @ember.compile(backend=cnt)
+    def f(x):
+        return x * 2 + 1
+
+    x = ember.randn(3)
+    assert_same(f(x), x * 2 + 1)
+    assert f.__name__ == "f"
+    assert cnt.frame_count == 1
+
+    @ember.compile(backend=cnt, fullgraph=True)
+    def g(x):
+        return x + 1
+    assert_same(g(x), x + 1)
+    assert cnt.frame_count == 2
+
+
+def test_named_backends():
+    x = ember.randn(4)
+    f = ember.compile(lambda t: t.sin() + 1, backend="eager")
+    assert_same(f(x), x.sin() + 1)
+    with pytest.raises(ValueError, match="unknown backend"):
+        ember.compile(lambda t: t, backend="nope")
+    assert "eager" in dynamo.list_backends() and "inductor" in ember.compiler.list_backends()
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_aot_backends_or_clear_error(backend):
+    def f(x, y):
+        return (x * y).relu().sum(1)
+    x, y = ember.randn(3, 4), ember.randn(3, 4)
+    try:
+        cf = ember.compile(f, backend=backend)
+    except NotImplementedError as e:
+        assert backend in str(e)
+        return
+    try:
+        out = cf(x, y)
+    except dynamo.BackendCompilerFailed as e:
+        pytest.skip(f"{backend} backend not ready: {e}")
+    assert_same(out, f(x, y))
+
+
+def test_module_compile_keeps_parameters_and_state_dict():
+    m = nn.Linear(4, 3)
+    cnt = CountingBackend()
+    cm = ember.compile(m, backend=cnt)
+    x = ember.randn(2, 4)
+    assert_same(cm(x), m(x))
+    assert cm.weight is m.weight
+    assert set(cm.state_dict()) == {"_orig_mod.weight", "_orig_mod.bias"}
+    # a parameter replaced after compiling is read at run time (guarded, recompiles if needed)
+    with ember.no_grad():
+        m.weight.mul_(2)
+    assert_same(cm(x), m(x))
+    assert cnt.frame_count == 1
+
+
+def test_builtin_module_forward_is_compiled():
+    cnt = CountingBackend()
+    cm = ember.compile(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), backend=cnt)
+    cm(ember.randn(2, 4))
+    assert cnt.frame_count == 1
+
+
+def test_recompile_on_shape_change_and_cache_hit():
+    cnt = CountingBackend()
+    f = ember.compile(lambda t: t * 2, backend=cnt)
+    f(ember.randn(3))
+    f(ember.randn(3))
+    assert cnt.frame_count == 1
+    f(ember.randn(5))
+    assert cnt.frame_count == 2
+    f(ember.randn(3))
+    f(ember.randn(5))
+    assert cnt.frame_count == 2
+    f(ember.randn(5).double())
+    assert cnt.frame_count == 3
+    f(ember.randn(5, requires_grad=True))
+    assert cnt.frame_count == 4
+
+
+def test_recompile_on_constant_change_and_log(caplog):
+    cnt = CountingBackend()
+
+    def f(x, n):
+        return x * n
+
+    cf = ember.compile(f, backend=cnt)
+    with caplog.at_level(logging.INFO, logger="ember.dynamo.recompiles"):
+        for n in (1, 2, 2, 3):
+            assert_same(cf(ember.ones(2), n), ember.ones(2) * n)
+    assert cnt.frame_count == 3
+    assert any("guard failed" in r.getMessage() and "a1" in r.getMessage() for r in caplog.records)
+
+
+def test_recompile_limit_warns_once_then_eager():
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x, n: x + n, backend=cnt)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(12):
+            assert_same(cf(ember.ones(2), n), ember.ones(2) + n)
+    assert cnt.frame_count == dynamo.config.recompile_limit
+    assert sum(issubclass(x.category, dynamo.RecompileLimitExceeded) for x in w) == 1
+
+
+def test_global_guard():
+    cnt = CountingBackend()
+    g = {"scale": 2.0}
+    src = "def f(x):\n    return x * scale\n"
+    exec(src, g)
+    cf = ember.compile(g["f"], backend=cnt)
+    assert_same(cf(ember.ones(2)), ember.ones(2) * 2.0)
+    g["scale"] = 3.0
+    assert_same(cf(ember.ones(2)), ember.ones(2) * 3.0)
+    assert cnt.frame_count == 2
+
+
+def test_grad_mode_guard():
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x: x * 2, backend=cnt)
+    x = ember.randn(2, requires_grad=True)
+    assert cf(x).requires_grad
+    with ember.no_grad():
+        assert not cf(x).requires_grad
+    assert cnt.frame_count == 2
+
+
+def test_fullgraph_error_names_reason():
+    def f(x):
+        print("side effect")
+        return x + 1
+
+    cf = ember.compile(f, backend="eager", fullgraph=True)
+    with pytest.raises(dynamo.FullGraphError, match="print"):
+        cf(ember.randn(2))
+
+
+def test_unsupported_runs_eagerly_with_logged_reason(caplog):
+    def f(x):
+        return x * x.sum().item()
+
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt)
+    x = ember.randn(3)
+    with caplog.at_level(logging.INFO, logger="ember.dynamo.graph_breaks"):
+        assert_same(cf(x), f(x))
+    assert cnt.frame_count == 0
+    assert any("item" in r.getMessage() for r in caplog.records)
+
+
+def test_disable():
+    calls = []
+
+    @ember.compiler.disable
+    def helper(t):
+        calls.append(1)
+        return t + 1
+
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x: helper(x) * 2, backend=cnt)
+    x = ember.randn(2)
+    assert_same(cf(x), (x + 1) * 2)
+    assert calls == [1]
+
+
+def test_reset_forgets_entries():
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x: x - 1, backend=cnt)
+    cf(ember.randn(2))
+    ember.compiler.reset()
+    cf(ember.randn(2))
+    assert cnt.frame_count == 2
+
+
+def test_nested_compiled_functions():
+    cnt = CountingBackend()
+    inner = ember.compile(lambda t: t * 3, backend=cnt)
+    outer = ember.compile(lambda t: inner(t) + 1, backend=cnt)
+    x = ember.randn(2)
+    assert_same(outer(x), x * 3 + 1)
+    assert cnt.frame_count == 1   # inner is inlined into outer's graph
+
+
+def test_hook_uninstalled_after_call_and_on_error():
+    from ember._C import _eval_frame
+    cf = ember.compile(lambda x: x + 1, backend="eager")
+    cf(ember.randn(2))
+    assert not _eval_frame.is_installed()
+
+    def bad(x):
+        return x + ember.randn(3)
+
+    cb = ember.compile(bad, backend="eager")
+    with pytest.raises(Exception):
+        cb(ember.randn(2))
+    assert not _eval_frame.is_installed()
+
+
+def test_backend_receives_example_inputs_and_graph_code():
+    seen = {}
+
+    def backend(gm, example_inputs):
+        seen["code"] = gm.code
+        seen["n"] = len(example_inputs)
+        return gm.forward
+
+    cf = ember.compile(lambda x, y: (x @ y).relu(), backend=backend)
+    cf(ember.randn(2, 3), ember.randn(3, 2))
+    assert seen["n"] == 2 and "relu" in seen["code"]
+
+
+def test_logs_configure(capsys):
+    from ember.dynamo import logs
+    logs.configure("graph_code,guards")
+    try:
+        cf = ember.compile(lambda x: x.cos(), backend="eager")
+        cf(ember.randn(2))
+        err = capsys.readouterr().err
+        assert "cos" in err and "Guards" in err
+    finally:
+        for name in ("graph_code", "guards"):
+            lg = logs.get(name)
+            lg.handlers = [h for h in lg.handlers if not getattr(h, "_ember", False)]
+            lg.setLevel(logging.NOTSET)
+
+
+def test_rng_not_advanced_by_tracing():
+    cf = ember.compile(lambda x: x + ember.randn(3), backend="eager")
+    ember.manual_seed(0)
+    a = cf(ember.zeros(3))
+    ember.manual_seed(0)
+    b = ember.zeros(3) + ember.randn(3)
+    assert_same(a, b)
+
+
+def test_explain():
+    def f(x):
+        y = x.relu() + 1
+        return y * 2
+
+    out = dynamo.explain(f)(ember.randn(3))
+    assert out.graph_count == 1 and out.graph_break_count == 0 and out.op_count == 3
+    assert "Graph Count: 1" in str(out) and "tensor_match" not in str(out)
+
+    def g(x):
+        y = x + 1
+        print("hi")
+        return y
+
+    out = dynamo.explain(g)(ember.randn(3))
+    assert out.graph_count == 0 and out.graph_break_count == 1
+    assert "print" in out.break_reasons[0][1] and 'print("hi")' in out.break_reasons[0][2]
