@@ -104,18 +104,20 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         sched = Scheduler(graph)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
         kernels, names, params, checks = [], {}, {}, set()
+        local_all = set()
         for gi, grp in enumerate(sched.groups):
             if isinstance(grp, FusedGroup):
                 kname = f"kernel{gi}"
-                kg = cpp.KernelGen(kname, grp, graph, size_syms)
+                kg = cpp.KernelGen(kname, grp, graph, size_syms, sched.local_buffers(gi))
                 kernels.append(kg.generate())
                 names[gi] = kname
                 params[gi] = kg.params
                 if kg.uses_index_check:
                     checks.add(gi)
+                local_all |= kg.local
         source = cpp.generate_source(kernels)
         lib = codecache.load(source) if kernels else None
-        wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks)
+        wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks, local_all)
         wrapper_src = wg.generate(lib)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("generated C++:\n%s\nwrapper:\n%s", source if kernels else "(none)", wrapper_src)

@@ -20,6 +20,8 @@ threads = None             # OpenMP threads; None = OpenMP's default (all cores)
 simd = True                # '#pragma omp simd' and the simd math declarations
 parallel = True            # '#pragma omp parallel for'
 parallel_min_work = 32768  # elements below which a loop runs on one thread
+local_buffers = True       # kernel-private intermediates live in per-iteration local arrays
+local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)
 outer_reduction_block = 256  # outputs accumulated together by an interchanged reduction
 # OpenMP idle threads sleep instead of spinning (set before libgomp loads, unless the

@@ -198,6 +198,31 @@ class Scheduler:
                 for n in getattr(g, "nodes", []):
                     log_schedule.debug("    %r", n)
 
+    def local_buffers(self, gi: int) -> Set[str]:
+        """Buffers of group ``gi`` that nothing outside it reads (not an output, not
+        read by another kernel or extern) and whose per-iteration extent is a small
+        static size: the codegen keeps them in a local array."""
+        g = self.groups[gi]
+        if not isinstance(g, FusedGroup) or not config.local_buffers:
+            return set()
+        outside = set(self._graph_output_names())
+        for gj, other in enumerate(self.groups):
+            if gj != gi:
+                outside |= other.read_names()
+        out = set()
+        for n in g.nodes:
+            if n.name in outside or n.is_scatter:
+                continue
+            numel = sympy.expand(sympy.Mul(*n.inner(g.p))) if n.inner(g.p) else sympy.Integer(1)
+            if n.is_reduction:
+                numel = sympy.Integer(1)
+            if numel.is_Integer and int(numel) <= config.local_buffer_max:
+                out.add(n.name)
+        return out
+
+    def _graph_output_names(self):
+        return [o.name for o in self.graph.outputs if isinstance(o, ir.Buffer)]
+
     def _pick_group(self, node: SchedNode, producer) -> Optional[int]:
         deps = [producer[n] for n in node.read_names if n in producer]
         lo = max(deps) if deps else 0

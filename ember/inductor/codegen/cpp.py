@@ -283,6 +283,7 @@ class CppOps:
     def load(self, name, index):
         dtype = self.kernel.buffer_dtype(name)
         self.kernel.note_read(name)
+        index = self.kernel.local_index(name, index)
         ref = f"{name}[{cexpr(index)}]"
         if dtype is _t.float16:
             ref = f"static_cast<float>({ref})"
@@ -449,8 +450,12 @@ class CppOps:
 class KernelGen:
     """Writes one fused group as one C++ function."""
 
-    def __init__(self, name: str, group, graph, size_syms):
+    def __init__(self, name: str, group, graph, size_syms, local=()):
         self.name = name
+        # buffers written and read only inside this kernel: arrays local to one
+        # outer iteration (the inner extent only), never allocated in memory by the
+        # wrapper -- softmax's exp values stay in L1 instead of a round trip to RAM
+        self.local = set(local)
         self.group = group
         self.graph = graph
         self.size_syms = size_syms
@@ -467,6 +472,18 @@ class KernelGen:
 
     def note_read(self, name):
         self.reads.add(name)
+
+    def local_index(self, name, index):
+        if name not in self.local:
+            return index
+        xs = index_vars("x", self.group.p)
+        return sympy.expand(sympify(index).subs({x: 0 for x in xs}))
+
+    def _declare_locals(self, body, ind):
+        for n in self.group.nodes:
+            if n.name in self.local:
+                numel = sympy.Integer(1) if n.is_reduction else product(n.inner(self.group.p))
+                body.append(f"{ind}{STORAGE[n.buf.get_dtype()]} {n.name}[{cexpr(numel)}];")
 
     # -- loops -------------------------------------------------------------
     @staticmethod
@@ -528,9 +545,13 @@ class KernelGen:
         xs = index_vars("x", p)
         body: List[str] = []
         if len(g.nodes) == 1 and g.nodes[0].is_scatter:
+            self.local = set()
             return self._finish(self._generate_scatter(g.nodes[0]))
         if self._outer_reduction_ok():
+            self.local = set()
             return self._finish(self._generate_outer_reduction())
+        if p == 0:
+            self.local = set()
         has_inner = any(n.inner(p) for n in g.nodes)
         inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
                          default=sympy.Integer(1))
@@ -559,6 +580,7 @@ class KernelGen:
                 loops.append(self._for(xs[p - 1], P[p - 1], ind + "    " * (p - 1)) + " {")
             body.extend(loops)
             inner_ind = ind + "    " * p
+            self._declare_locals(body, inner_ind)
             for n in g.nodes:
                 self._stage(n, p, xs, body, inner_ind)
             for i in reversed(range(p)):
@@ -571,6 +593,7 @@ class KernelGen:
             for i in range(p):
                 body.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
             inner_ind = ind + "    " * p
+            self._declare_locals(body, inner_ind)
             for n in g.nodes:
                 self._stage(n, p, xs, body, inner_ind)
             for i in reversed(range(p)):
@@ -582,7 +605,8 @@ class KernelGen:
         no per-call pointer extraction in Python, which costs microseconds per
         argument); the data pointer is read from the array struct (``EMBER_DATA``)."""
         params, unpack = [], []
-        reads = sorted(self.reads - set(self.writes), key=_natural)
+        self.writes = [w for w in self.writes if w not in self.local]
+        reads = sorted(self.reads - set(self.writes) - self.local, key=_natural)
         for nm in reads:
             params.append(f"void* {nm}_obj")
             st = STORAGE[self.buffer_dtype(nm)]
@@ -788,6 +812,7 @@ class KernelGen:
             v = f"ember_f32_to_bf16({v})"
         elif dt is _t.bool_:
             v = f"static_cast<bool>({v})"
+        index = self.local_index(node.name, index)
         lines.append(f"{ind}{node.name}[{cexpr(index)}] = {v};")
 
     def _inner_loops(self, vars_, sizes, ind, lines, pragma):

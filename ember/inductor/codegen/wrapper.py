@@ -46,13 +46,14 @@ def _run_extern(fn, args, kwargs, arrays):
 
 class WrapperGen:
     def __init__(self, graph, groups, kernel_names: Dict[int, str], kernel_params: Dict[int, List[str]],
-                 size_syms: List[sympy.Symbol], index_checks=()):
+                 size_syms: List[sympy.Symbol], index_checks=(), local=()):
         self.graph = graph
         self.groups = groups
         self.kernel_names = kernel_names
         self.kernel_params = kernel_params
         self.size_syms = size_syms
         self.index_checks = set(index_checks)
+        self.local = set(local)
         self.globals: Dict[str, object] = {"np": np, "_strided_view": _strided_view, "_run_extern": _run_extern,
                                            "_ascontig": _contig, "_empty": np.empty}
         self.lines: List[str] = []
@@ -109,7 +110,8 @@ class WrapperGen:
         for gi, grp in enumerate(self.groups):
             if isinstance(grp, FusedGroup):
                 for n in grp.nodes:
-                    alloc(n.buf)
+                    if n.name not in self.local:
+                        alloc(n.buf)
                 kname = self.kernel_names[gi]
                 fn = getattr(lib, kname)
                 params = self.kernel_params[gi]
@@ -128,7 +130,7 @@ class WrapperGen:
                 self._extern(grp, alloc)
             # release dead buffers
             for nm in sorted(grp.read_names() | grp.names()):
-                if last_use.get(nm) == gi and nm not in outputs and nm not in input_set:
+                if last_use.get(nm) == gi and nm not in outputs and nm not in input_set and nm not in self.local:
                     buf = g.buffers_by_name[nm]
                     lay = buf.layout
                     key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
