@@ -186,6 +186,7 @@ case("threshold", lambda a: E.nn.functional.threshold(a, 0.1, -2.0), [R(3, 4)])
 case("hardshrink", lambda a: E.nn.functional.hardshrink(a, 0.6), [R(3, 4)])
 case("softshrink", lambda a: E.nn.functional.softshrink(a, 0.6), [R(3, 4)])
 case("relu_int", lambda a: E.relu(a), [I(3, 4)], grad=False, dtypes=("int",))
+case("threshold_int", lambda a: E.nn.functional.threshold(a, -0.5, 9), [I(3, 4)], grad=False, dtypes=("int",))
 
 # reductions
 case("sum_all", lambda a: E.sum(a), [NC(3, 4)])
@@ -352,6 +353,27 @@ def test_backward(c, dtype):
     want = f(*xs2, *cots2)
     tol = c.tol or ((1e-4, 1e-4) if dtype == "float32" else (1e-9, 1e-9))
     _compare(got, want, dtype, tol)
+
+
+def test_traced_backward_call():
+    """``loss.backward()`` inside the traced function: the joint graph is prims, and the
+    ``.grad`` it leaves behind equals eager's."""
+    def f(x, w):
+        y = ember.nn.functional.gelu(x * w).softmax(1)
+        loss = (ember.logsumexp(y, 0) + y.var(1).sum() + ember.cumsum(y, 1).amax(1).sum()).sum()
+        loss.backward()
+        return loss, x.grad, w.grad
+
+    def inputs():
+        return ember.randn(3, 4).requires_grad_(), ember.randn(4).requires_grad_()
+
+    x, w = inputs()
+    gm = make_fx(f, decomposition_table=TABLE)(x, w)
+    assert_prims_only(gm)
+    x2, w2 = inputs()
+    got = gm(x2.detach(), w2.detach())
+    want = f(x2, w2)
+    _compare(got, want, "float32", (1e-5, 1e-5))
 
 
 # ---------------------------------------------------------------------- random, creation, API

@@ -688,8 +688,9 @@ def threshold(self, threshold, value):
         raise _not_impl("threshold_cpu", dt)
     x = to(self, comp(dt))
     v = scalar_of(value, comp(dt))
-    return to(prims.where(prims.gt(x, threshold if comp(dt).is_floating_point else int(threshold)), x,
-                          full(tuple(x.shape), v, x.dtype, x.device)), dt)
+    # integers: x > t  <=>  x > floor(t), and the prim needs an int operand
+    t = threshold if comp(dt).is_floating_point else math.floor(threshold)
+    return to(prims.where(prims.gt(x, t), x, full(tuple(x.shape), v, x.dtype, x.device)), dt)
 
 
 _act("logsigmoid", "log_sigmoid_cpu",
