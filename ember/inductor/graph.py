@@ -225,7 +225,7 @@ class GraphLowering:
                 del self.buffers[n_bufs:]
                 out = self.fallback(node, args, kwargs, f"lowering failed: {type(e).__name__}: {e}")
         if isinstance(out, ir.Loops):
-            if isinstance(out, (ir.Reduction, ir.Scatter)):
+            if isinstance(out, (ir.Reduction, ir.Scatter, ir.Scan)):
                 out = self.realize(out)
             elif len(node.users) > 1 and not ir.is_cheap(out, config.inline_max_ops):
                 out = self.realize(out)

@@ -213,6 +213,21 @@ class Scatter(Loops):
         raise AssertionError("a Scatter is read through its buffer")
 
 
+class Scan(Loops):
+    """Inclusive prefix ``op`` ("sum" or "prod") of ``inner_fn`` along ``dim``; always
+    materialised, never fused. The scan dim runs sequentially; the dims after it
+    are a SIMD loop carrying one accumulator each (in the compute dtype, so
+    float16/bfloat16 round once per element like the reference)."""
+
+    def __init__(self, size, dtype, inner_fn, dim, op):
+        super().__init__(size, dtype, inner_fn)
+        self.dim = dim
+        self.op = op
+
+    def make_loader(self):
+        raise AssertionError("a Scan is read through its buffer")
+
+
 class Reduction(Loops):
     """``size`` is the output size; ``inner_fn(index, rindex)`` gives the
     element to combine. argmax/argmin reduce one dimension and produce int64;

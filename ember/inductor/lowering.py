@@ -441,6 +441,18 @@ def _index_put(a, indices, values, accumulate=False):
                       "add" if accumulate else None)
 
 
+def _scan(op):
+    def lower(x, dim):
+        if not x.get_size():
+            return _clone(x)
+        return ir.Scan(x.get_size(), x.get_dtype(), x.make_loader(), int(dim), op)
+    return lower
+
+
+LOWERINGS["cumsum"] = _scan("sum")
+LOWERINGS["cumprod"] = _scan("prod")
+
+
 # ---------------------------------------------------------------------- random
 def _make_philox(normal):
     def lower(shape, seed, offset, dtype, device=None):

@@ -45,12 +45,14 @@ class SchedNode:
         self.name = buf.name
         self.data = buf.data
         self.is_reduction = isinstance(buf.data, ir.Reduction)
-        self.is_scatter = isinstance(buf.data, ir.Scatter)
+        self.is_scan = isinstance(buf.data, ir.Scan)
+        # scatters and scans are kernels of their own (never fused)
+        self.is_scatter = isinstance(buf.data, ir.Scatter) or self.is_scan
         self.size = list(buf.data.get_size())
         self.rranges = list(buf.data.reduction_ranges) if self.is_reduction else []
         self._reads: Dict[int, list] = {}
         self.read_names: Set[str] = {n for n, _ in self.reads(self.natural_p())}
-        if self.is_scatter:
+        if self.is_scatter and not self.is_scan:
             d = buf.data
             js = index_vars("y", len(d.iter_size))
 

@@ -544,6 +544,9 @@ class KernelGen:
         P = g.outer_sizes
         xs = index_vars("x", p)
         body: List[str] = []
+        if len(g.nodes) == 1 and g.nodes[0].is_scan:
+            self.local = set()
+            return self._finish(self._generate_scan(g.nodes[0]))
         if len(g.nodes) == 1 and g.nodes[0].is_scatter:
             self.local = set()
             return self._finish(self._generate_scatter(g.nodes[0]))
@@ -620,6 +623,51 @@ class KernelGen:
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
+
+    # -- scan ---------------------------------------------------------------
+    def _generate_scan(self, node) -> List[str]:
+        d = node.data
+        size = d.size
+        dim = d.dim
+        n = len(size)
+        ct = COMPUTE[d.dtype]
+        xs = index_vars("x", n)
+        outer, inner = list(range(dim)), list(range(dim + 1, n))
+        inner_numel = product([size[i] for i in inner])
+        if not (inner_numel.is_Integer and int(inner_numel) <= config.local_buffer_max):
+            raise NotImplementedError("scan with a large or symbolic extent after the scan dim")
+        body: List[str] = []
+        ind = "    "
+        work = product(size)
+        prag = self._parallel_pragma(work, f"collapse({len(outer)})" if len(outer) > 1 else "")
+        if prag and outer:
+            body.append(ind + prag)
+        for k, i in enumerate(outer):
+            body.append(self._for(xs[i], size[i], ind + "    " * k) + " {")
+        ind1 = ind + "    " * len(outer)
+        acc = self.new_tmp()
+        init = "0" if d.op == "sum" else "1"
+        body.append(f"{ind1}{ct} {acc}[{cexpr(inner_numel)}];")
+        body.append(f"{ind1}for (int64_t j = 0; j < {cexpr(inner_numel)}; ++j) {acc}[j] = {init};")
+        body.append(self._for(xs[dim], size[dim], ind1) + " {")
+        ind2 = ind1 + "    "
+        if inner and config.simd:
+            body.append(ind2 + "#pragma omp simd" + (f" collapse({len(inner)})" if len(inner) > 1 else ""))
+        for k, i in enumerate(inner):
+            body.append(self._for(xs[i], size[i], ind2 + "    " * k) + " {")
+        ind3 = ind2 + "    " * len(inner)
+        h = CppOps(self, body, ind3)
+        with set_ops_handler(h):
+            v = d.inner_fn(xs)
+        j = cexpr(sum((xs[i] * s for i, s in zip(inner, contiguous_strides([size[i] for i in inner]))),
+                      sympy.Integer(0)))
+        op = "+" if d.op == "sum" else "*"
+        body.append(f"{ind3}{acc}[{j}] = static_cast<{ct}>({acc}[{j}] {op} {v});")
+        self._store(node, node.write_index(n), f"{acc}[{j}]", ind3, body)
+        self._close(len(inner), ind2, body)
+        body.append(ind1 + "}")
+        self._close(len(outer), ind, body)
+        return body
 
     # -- scatter ------------------------------------------------------------
     def _generate_scatter(self, node) -> List[str]:
