@@ -65,7 +65,10 @@ class FakeTensorMode:
 
     def __init__(self, shape_env: Optional[ShapeEnv] = None):
         self.shape_env = shape_env
-        self._memo: "weakref.WeakKeyDictionary[Tensor, Tensor]" = weakref.WeakKeyDictionary()
+        # id(real) -> (weakref to real, fake). Not a WeakKeyDictionary: its lookup compares
+        # keys with ``==``, which is elementwise on tensors (the second from_tensor of a
+        # tensor raised "Boolean value of Tensor ... is ambiguous").
+        self._memo: "dict[int, tuple[weakref.ref, Tensor]]" = {}
 
     # -- the mode protocol --------------------------------------------------------
     def __enter__(self):
@@ -92,9 +95,9 @@ class FakeTensorMode:
         (all by default) become symbols; dense strides follow the sizes."""
         if is_fake(t):
             return t
-        hit = self._memo.get(t)
-        if hit is not None:
-            return hit
+        hit = self._memo.get(id(t))
+        if hit is not None and hit[0]() is t:
+            return hit[1]
         shape = tuple(t.shape)
         estrides = tuple(t.stride())
         if symbolic:
@@ -112,7 +115,13 @@ class FakeTensorMode:
         fake = make_fake(arr, t.device)
         if t.requires_grad:
             fake.requires_grad_(True)
-        self._memo[t] = fake
+        memo, key = self._memo, id(t)
+
+        def forget(ref):
+            entry = memo.get(key)
+            if entry is not None and entry[0] is ref:
+                del memo[key]
+        self._memo[key] = (weakref.ref(t, forget), fake)
         return fake
 
 
