@@ -205,12 +205,13 @@ def compute_np(dt):
 
 
 def scalar_array(xp, v, dt):
-    """Python number ``v`` as a 0-d array of ember dtype ``dt`` (integers wrap like a C cast)."""
-    if isinstance(v, (bool, np.bool_)) or dt.category == 2:
-        return xp.asarray(v, dtype=dt.np) if dt.category != 1 else xp.asarray(int(v)).astype(dt.np)
-    if isinstance(v, (int, np.integer)):
+    """Python number ``v`` as a 0-d array of ember dtype ``dt``: integers wrap like a C cast
+    (``int8 + 1000``), bools become 0/1, floats round to nearest."""
+    if dt.category == 1:
         return xp.asarray(int(v)).astype(dt.np)
-    return xp.asarray(v).astype(dt.np)
+    if dt.category == 0:
+        return xp.asarray(bool(v))
+    return xp.asarray(float(v), dtype=np.float64).astype(dt.np)
 
 
 def finish(xp, r, dt):
