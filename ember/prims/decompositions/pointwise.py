@@ -12,6 +12,12 @@ Every decomposition follows the kernel's recipe step by step, made explicit:
    (a prim gives them the tensors' dtype, wrapping integers like the kernel);
 4. the prim expression, then one conversion to the result dtype.
 
+Argument errors the kernels raise from arguments alone (bool subtraction,
+float-only functions on integers, a bad ``rounding_mode``) are raised by the
+decompositions with the same messages. Checks on *values* cannot live in a
+graph: integer division or remainder by zero, an error in the eager kernel,
+gives 0 in a decomposed graph (the prims define it so).
+
 The helpers at the top are shared with ``reductions`` and ``creation``.
 """
 from __future__ import annotations
@@ -129,13 +135,17 @@ def _sub_bool_check(a, b):
                            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
+def _alpha_is_one(alpha):
+    return alpha == 1 and not isinstance(alpha, (bool, np.bool_))
+
+
 def _scaled(x, alpha, dt):
-    """``x * alpha`` in compute dtype (bool results: ``x and alpha``)."""
-    if alpha == 1 and not isinstance(alpha, (bool, np.bool_)):
+    """Tensor ``x`` times ``alpha`` in the compute dtype (bool results: ``x and alpha``)."""
+    if _alpha_is_one(alpha):
         return x
     if dt is _t.bool_:
-        return prims.logical_and(x, bool(alpha)) if is_tensor(x) else (x and bool(alpha))
-    return prims.mul(x, alpha) if is_tensor(x) else x * alpha
+        return prims.logical_and(x, bool(alpha))
+    return prims.mul(x, alpha)
 
 
 # ---------------------------------------------------------------------- arithmetic
@@ -144,13 +154,13 @@ def _addsub(a, b, alpha, sign):
     _alpha_check(dt, alpha)
     cdt = comp(dt)
     x, y = prep((a, b), cdt)
-    if not is_tensor(y) and not (alpha == 1 and not isinstance(alpha, (bool, np.bool_))):
+    if not is_tensor(y) and not _alpha_is_one(alpha):
+        # the kernel rounds the number to the compute dtype before scaling it
         y = full(tuple(x.shape), y, cdt, x.device)
-    y = _scaled(y, alpha, dt)
+    if is_tensor(y):
+        y = _scaled(y, alpha, dt)
     if dt is _t.bool_:
-        return to(prims.logical_or(x, y) if is_tensor(y) else prims.logical_or(x, bool(y)), dt)
-    if not is_tensor(x) and not is_tensor(y):
-        raise RuntimeError("add/sub: no tensor operand")
+        return prims.logical_or(x, y)
     return to(prims.add(x, y) if sign > 0 else prims.sub(x, y), dt)
 
 
