@@ -168,7 +168,9 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
                 return f"{n.name} reads {name} at {idx}, written at {widx}"
             if wr and not _same_sizes(wq, n.inner(p)):
                 return f"{n.name} reads {name} over inner ranges {n.inner(p)}, written over {wq}"
-        written[n.name] = (n.write_index(p), n.inner(p), bool(n.inner(p)))
+        # a reduction writes one element per outer iteration (no inner variables)
+        wq = [] if n.is_reduction else n.inner(p)
+        written[n.name] = (n.write_index(p), wq, bool(wq))
         del rvars
     return None
 
