@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import types as _t
 from ..ops import _meta
-from ._defprim import (check_dim, defprim, dtype_of, fail, fmt_shape, is_scalar, same_shape, scalar_array)
+from ._defprim import check_dim, defprim, dtype_of, fail, fmt_shape, is_scalar, scalar_array
 
 __all__: list = []   # prim names defined here (bound in ember.prims)
 

@@ -11,8 +11,6 @@ meta, so real and fake results have the same layout.
 """
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 
 from .. import types as _t

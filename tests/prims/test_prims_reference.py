@@ -3,8 +3,6 @@ error messages, their meta functions (fake and symbolic), and the Philox
 stream (Random123 known-answer vectors, statistics, reproducibility)."""
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
@@ -15,7 +13,7 @@ from ember.prims import PrimError
 from ember.prims.random import philox
 
 from fx.meta_check import check_meta
-from oracle import assert_close, needs_torch, to_torch
+from oracle import assert_close, needs_torch
 
 try:
     import torch

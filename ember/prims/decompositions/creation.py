@@ -13,11 +13,9 @@ broadcast; ``fill`` a ``full``.
 """
 from __future__ import annotations
 
-import math
-
 from ... import types as _t
 from ..table import register_decomposition
-from .pointwise import bcast, comp, full, is_tensor, to
+from .pointwise import bcast, comp, is_tensor, to
 
 from ember import prims  # noqa: E402
 

@@ -18,7 +18,7 @@ from ... import types as _t
 from ...ops._helpers import wrap_dim
 from ...ops.reduction import reduce_dims
 from ..table import register_decomposition
-from .pointwise import _not_impl, bcast, comp, fresh, full, to
+from .pointwise import bcast, comp, fresh, full, to
 
 from ember import prims  # noqa: E402
 
