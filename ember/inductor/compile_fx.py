@@ -53,6 +53,8 @@ class CompiledGraph:
         for o in graph.outputs:
             if isinstance(o, tuple) and o[0] == "input":
                 kinds.append(("input", self._input_pos[o[1]]))
+            elif isinstance(o, tuple) and o[0] == "view":
+                kinds.append(("buf", None))
             elif isinstance(o, tuple) and o[0] == "const":
                 kinds.append(("const", o[1]))
             else:

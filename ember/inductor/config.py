@@ -13,6 +13,7 @@ import os
 # fusion ------------------------------------------------------------------------
 fusion = True              # loop fusion in the scheduler (inlining still happens)
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
+output_views = True        # outputs that are views of buffers are returned as numpy views
 realize_all = False        # write out every pointwise value (debugging / ablation)
 
 # codegen -----------------------------------------------------------------------

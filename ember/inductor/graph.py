@@ -243,6 +243,21 @@ class GraphLowering:
             raise LoweringError(f"lowering of {node.target.__name__} gave {hint} {out.get_dtype()}, eager "
                                 f"gives {list(meta.shape)} {meta.dtype}")
 
+    def _output_view(self, v):
+        """An output that is a pure view of a buffer (a permute, a reshape, a slice)
+        is returned as a strided numpy view of that buffer -- no copy kernel, and
+        the strides eager would give."""
+        if not config.output_views:
+            return None
+        view = ir.as_strided_view(v)
+        if view is None:
+            return None
+        name, size, stride, offset = view
+        buf = self.buffers_by_name.get(name)
+        if buf is None or not _output_view_ok(buf, stride, offset):
+            return None
+        return ("view", buf, list(size), list(stride), offset)
+
     def _lower_output(self, result, lookup):
         flat, self.out_spec = _flatten(result)
         for a in flat:
@@ -253,9 +268,15 @@ class GraphLowering:
                 elif isinstance(v, ir.Buffer):
                     self.outputs.append(v)
                 else:
-                    self.outputs.append(self.realize(v))
+                    view = self._output_view(v)
+                    self.outputs.append(view if view is not None else self.realize(v))
             else:
                 self.outputs.append(("const", a))
+
+
+def _output_view_ok(buf, stride, offset):
+    return all(s.is_Integer and int(s) >= 0 for s in stride) and offset.is_Integer and int(offset) >= 0 and \
+        (not isinstance(buf, ir.InputBuffer) or buf.layout.is_contiguous())
 
 
 def _getattr(mod, target):

@@ -225,7 +225,9 @@ class Scheduler:
         return out
 
     def _graph_output_names(self):
-        return [o.name for o in self.graph.outputs if isinstance(o, ir.Buffer)]
+        names = [o.name for o in self.graph.outputs if isinstance(o, ir.Buffer)]
+        names += [o[1].name for o in self.graph.outputs if isinstance(o, tuple) and o[0] == "view"]
+        return names
 
     def _pick_group(self, node: SchedNode, producer) -> Optional[int]:
         deps = [producer[n] for n in node.read_names if n in producer]

@@ -88,6 +88,7 @@ class WrapperGen:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
         # lifetimes
         outputs = {o.name for o in g.outputs if isinstance(o, ir.Buffer)}
+        outputs |= {o[1].name for o in g.outputs if isinstance(o, tuple) and o[0] == "view"}
         last_use: Dict[str, int] = {}
         for gi, grp in enumerate(self.groups):
             for nm in grp.read_names():
@@ -141,6 +142,10 @@ class WrapperGen:
                 outs.append(o.name)
             elif o[0] == "input":
                 outs.append(o[1])
+            elif o[0] == "view":
+                _, buf, size, stride, offset = o
+                outs.append(f"_strided_view({buf.name}, {pyexpr(offset)}, {self._shape(size)}, "
+                            f"{self._shape(stride)})")
             else:
                 outs.append("None")
         L.append(f"    return ({''.join(o + ', ' for o in outs)})")
