@@ -21,11 +21,18 @@ from ember.prims.table import decomposition_table
 TOL = {ember.float64: (1e-9, 1e-11), ember.float32: (2e-4, 2e-5)}
 
 
+def _size_arithmetic(target):
+    """Size computations of a symbolic trace (``sym_size`` and Python operators on SymInts)."""
+    return getattr(target, "__name__", None) == "sym_size" or \
+        getattr(target, "__module__", None) in ("_operator", "operator")
+
+
 def non_prim_targets(gm):
-    """Names of the call_function targets of ``gm`` that are neither prims nor getitem."""
+    """Names of the call_function targets of ``gm`` that are neither prims nor getitem (nor, in a
+    symbolic trace, size arithmetic)."""
     bad = []
     for n in gm.graph.nodes:
-        if n.op != "call_function" or n.target is operator.getitem:
+        if n.op != "call_function" or n.target is operator.getitem or _size_arithmetic(n.target):
             continue
         op = getattr(n.target, "_ember_op", None)
         if op is None or "prim" not in op.tags:

@@ -21,7 +21,8 @@ from __future__ import annotations
 from ... import types as _t
 from ...ops._helpers import broadcast_shapes, wrap_dim
 from . import register_decomposition
-from .shape import bcast, bcast_to_dims, flat, full, inverse_perm, numel, permute, reshape, to, wrap_index
+from .shape import (bcast, bcast_to_dims, flat, full, inverse_perm, numel, permute, reshape, size_operand, to,
+                    wrap_index)
 
 from ember import prims  # noqa: E402
 
@@ -72,7 +73,7 @@ def index(x, indices):
     # one linear index into the flattened indexed dims
     lin, mult = None, 1
     for t, n in zip(reversed(wrapped), reversed(ishape)):
-        term = t if mult == 1 else prims.mul(t, mult)
+        term = t if (type(mult) is int and mult == 1) else prims.mul(t, size_operand(mult, t.shape, t.device))
         lin = term if lin is None else prims.add(lin, term)
         mult *= n
     xf = reshape(xp, [numel(ishape)] + rshape)
@@ -134,14 +135,14 @@ def scatter(x, dim, index, src, reduce=None):
     if not scalar and src.dtype is not x.dtype:
         return NotImplemented
     out = _as1d(x)
-    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
+    idx = reshape(index, (numel(index.shape),)) if x.ndim == 0 else index
     if idx.ndim != out.ndim:
         return NotImplemented
     d = wrap_dim(dim, out.ndim)
     if scalar:
         vals = full(tuple(idx.shape), src, x.dtype, x.device)
     else:
-        vals = _src_part(reshape(src, (src.numel(),)) if x.ndim == 0 else src, idx)
+        vals = _src_part(reshape(src, (numel(src.shape),)) if x.ndim == 0 else src, idx)
     res = prims.scatter_add(out, d, idx, vals) if reduce == "add" else prims.scatter(out, d, idx, vals)
     return reshape(res, tuple(x.shape))
 
@@ -151,8 +152,8 @@ def scatter_add(x, dim, index, src):
     if src.dtype is not x.dtype or index.dtype is not _t.int64:
         return NotImplemented
     out = _as1d(x)
-    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
-    s = reshape(src, (src.numel(),)) if x.ndim == 0 else src
+    idx = reshape(index, (numel(index.shape),)) if x.ndim == 0 else index
+    s = reshape(src, (numel(src.shape),)) if x.ndim == 0 else src
     if idx.ndim != out.ndim:
         return NotImplemented
     res = prims.scatter_add(out, wrap_dim(dim, out.ndim), idx, _src_part(s, idx))
@@ -164,8 +165,8 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
     if reduce not in ("sum", "mean") or src.dtype is not x.dtype or index.dtype is not _t.int64:
         return NotImplemented        # prod/amax/amin: no prim for a product/max scatter
     out = _as1d(x)
-    idx = reshape(index, (index.numel(),)) if x.ndim == 0 else index
-    s = reshape(src, (src.numel(),)) if x.ndim == 0 else src
+    idx = reshape(index, (numel(index.shape),)) if x.ndim == 0 else index
+    s = reshape(src, (numel(src.shape),)) if x.ndim == 0 else src
     if idx.ndim != out.ndim:
         return NotImplemented
     d = wrap_dim(dim, out.ndim)
@@ -184,7 +185,7 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
 def _index_vec(index):
     if index.ndim > 1 or index.dtype.is_floating_point or index.dtype is _t.bool_:
         return None
-    return to(reshape(index, (index.numel(),)), _t.int64)
+    return to(reshape(index, (numel(index.shape),)), _t.int64)
 
 
 def _along(idx, shape, d):
@@ -205,7 +206,7 @@ def index_select(x, dim, index):
 def _moved_source(x, source, d):
     """(self as >=1-d, source with the shape self has but len(index) at dim d)."""
     out = _as1d(x)
-    src = reshape(source, (source.numel(),)) if x.ndim == 0 else source
+    src = reshape(source, (numel(source.shape),)) if x.ndim == 0 else source
     return out, src
 
 
@@ -262,15 +263,15 @@ def index_fill(x, dim, index, value):
 def take(x, index):
     if index.dtype is not _t.int64:
         return NotImplemented
-    idx = wrap_index(flat(index), x.numel())
+    idx = wrap_index(flat(index), numel(x.shape))
     return reshape(prims.index_select(flat(x), 0, idx), tuple(index.shape))
 
 
 @register_decomposition("put")
 def put(x, index, source, accumulate=False):
-    if index.dtype is not _t.int64 or source.dtype is not x.dtype or index.numel() != source.numel():
+    if index.dtype is not _t.int64 or source.dtype is not x.dtype or numel(index.shape) != numel(source.shape):
         return NotImplemented
-    idx = wrap_index(flat(index), x.numel())
+    idx = wrap_index(flat(index), numel(x.shape))
     out = prims.index_put(flat(x), (idx,), flat(source), bool(accumulate))
     return reshape(out, tuple(x.shape))
 

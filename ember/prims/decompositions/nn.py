@@ -35,7 +35,7 @@ from ...ops import nn_ops as _nn
 from ...ops._helpers import wrap_dim
 from . import register_decomposition
 from .shape import (bcast, bcast_to_dims, flat, full, inverse_perm, iota, movedim_last, numel, pad, permute,
-                    reshape, to)
+                    reshape, size_operand, to)
 
 from ember import prims  # noqa: E402
 
@@ -52,12 +52,19 @@ def _const(arr, dtype, device):
     return t if t.device == device else t.to(device)
 
 
+def _div_size(t, n):
+    """``t / n`` for a size ``n`` (a plain int, or a SymInt computed in the graph)."""
+    if type(n) is int:
+        return prims.div(t, float(n))
+    return prims.div(t, size_operand(n, tuple(t.shape), t.device, t.dtype))
+
+
 def _reduce(loss, reduction):
     if reduction == 0:
         return loss
     s = prims.sum(loss, tuple(range(loss.ndim)))
     if reduction == 1:
-        return prims.div(s, float(loss.numel())) if loss.numel() else prims.div(s, 0.0)
+        return _div_size(s, numel(loss.shape))      # (0 elements: 0 / 0 = nan, as the kernel)
     return s
 
 
@@ -100,7 +107,7 @@ def _conv_weight_grad(g, x, stride, padding, dilation, groups, weight_size):
     xi = reshape(xi, (Cg, G * N) + sp)
     gk = permute(g, (1, 0) + tuple(range(2, 2 + nd)))
     res = prims.convolution(xi, gk, None, list(dilation), list(padding), list(stride), False, [0] * nd, G)
-    ks = tuple(int(k) for k in weight_size[2:])
+    ks = tuple(weight_size[2:])
     if tuple(res.shape[2:]) != ks:
         res = prims.slice(res, [0] * (2 + nd), list(res.shape[:2]) + list(ks))
     return permute(res, (1, 0) + tuple(range(2, 2 + nd)))
@@ -156,13 +163,13 @@ def max_pool_with_indices(x, k, s, p, d, ceil_mode):
             ki = prims.remainder(ki, k[i])
         base = bcast_to_dims(iota(out[i], x.device, -p[i], s[i]), oshape, (2 + i,))
         pos = prims.add(base, ki if d[i] == 1 else prims.mul(ki, d[i]))
-        idx = pos if idx is None else prims.add(prims.mul(idx, x.shape[2 + i]), pos)
+        idx = pos if idx is None else prims.add(prims.mul(idx, size_operand(x.shape[2 + i], oshape, x.device)), pos)
     return vals, idx
 
 
 @register_decomposition("_max_pool_backward")
 def _max_pool_backward(g, idx, input_size):
-    input_size = tuple(int(v) for v in input_size)
+    input_size = tuple(input_size)
     N, C = input_size[:2]
     S = numel(input_size[2:])
     P = numel(idx.shape[2:])
@@ -185,11 +192,11 @@ def _avg_divisor(in_sp, out, k, s, p, cip, dtype, device):
     div = None
     for i in range(nd):
         start = iota(out[i], device, -p[i], s[i])
-        end = prims.minimum(prims.add(start, k[i]), in_sp[i] + p[i])
+        end = prims.minimum(prims.add(start, k[i]), size_operand(in_sp[i] + p[i], (out[i],), device))
         if cip:
             size = prims.sub(end, start)
         else:
-            size = prims.sub(prims.minimum(end, in_sp[i]), prims.maximum(start, 0))
+            size = prims.sub(prims.minimum(end, size_operand(in_sp[i], (out[i],), device)), prims.maximum(start, 0))
         size = bcast_to_dims(size, tuple(out), (i,))
         div = size if div is None else prims.mul(div, size)
     return to(div, dtype)
@@ -225,7 +232,7 @@ def avg_pool(x, k, s, p, ceil_mode, count_include_pad, divisor_override):
 def _avg_pool_backward(g, k, s, p, ceil_mode, cip, dov, input_size):
     nd = len(k)
     out = tuple(g.shape[2:])
-    in_sp = tuple(int(v) for v in input_size[2:])
+    in_sp = tuple(input_size[2:])
     gd = _divide_by_divisor(g, in_sp, k, s, p, cip, dov)
     spad = tuple(max((out[i] - 1) * s[i] + k[i], in_sp[i] + p[i]) + p[i] for i in range(nd))
     dx = None
@@ -261,7 +268,7 @@ def _gather_axes(x, spec, name):
 @register_decomposition("_scatter_axes")
 def _scatter_axes(g, spec, input_size):
     out = g
-    sizes = [tuple(int(v) for v in input_size)]
+    sizes = [tuple(input_size)]
     for axis, idx, mask, fill in spec[:-1]:
         s = list(sizes[-1])
         s[axis] = len(idx)
@@ -295,7 +302,7 @@ def _resample(x, mats, name):
 def _stats(xa, dims):
     """(mean, rstd-less variance) over ``dims``, both with those dims dropped."""
     n = numel(xa.shape[d] for d in dims)
-    mean = prims.div(prims.sum(xa, tuple(dims)), float(n))
+    mean = _div_size(prims.sum(xa, tuple(dims)), n)
     var = prims.var(xa, tuple(dims), 0)
     return mean, var
 
@@ -337,7 +344,7 @@ def native_batch_norm(x, w, b, rm, rv, training, momentum, eps):
     dims = (0,) + tuple(range(2, x.ndim))
     xa = to(x, acc)
     if training:
-        if x.numel() // max(xs[1], 1) <= 1:
+        if numel(x.shape) // max(xs[1], 1) <= 1:
             return NotImplemented
         mean, var = _stats(xa, dims)
         rstd = prims.rsqrt(prims.add(var, float(eps)))
@@ -559,7 +566,7 @@ def nll_loss_nd(x, t, w=None, reduction=1, ignore_index=-100):
 
 @register_decomposition("_nll_loss_backward")
 def _nll_loss_backward(g, self_size, t, w, reduction, ignore_index):
-    shape = tuple(int(v) for v in self_size)
+    shape = tuple(self_size)
     unb = len(shape) == 1
     xs = (1,) + shape if unb else shape
     tt = reshape(t, (1,)) if unb else t

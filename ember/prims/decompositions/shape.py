@@ -60,14 +60,14 @@ def zeros_like(x, shape=None, dtype=None):
 
 
 def reshape(x, shape):
-    shape = tuple(int(s) for s in shape)
-    if tuple(x.shape) == shape:
+    shape = tuple(shape)
+    if _same_shape(tuple(x.shape), shape):
         return x
     return prims.reshape(x, shape)
 
 
 def flat(x):
-    return reshape(x, (x.numel(),))
+    return reshape(x, (numel(x.shape),))
 
 
 def alias(x):
@@ -78,7 +78,7 @@ def alias(x):
 
 
 def iota(n, device, start=0, step=1, dtype=None):
-    return prims.iota(int(n), start, step, dtype or _t.int64, device)
+    return prims.iota(n, start, step, dtype or _t.int64, device)
 
 
 def slice_dim(x, d, start, end, step=1):
@@ -120,7 +120,7 @@ def inverse_perm(perm):
 def wrap_index(idx, n):
     """Negative indices wrapped (``i + n`` where ``i < 0``), as int64."""
     idx = to(idx, _t.int64)
-    return prims.where(prims.lt(idx, 0), prims.add(idx, n), idx)
+    return prims.where(prims.lt(idx, 0), prims.add(idx, size_operand(n, idx.shape, idx.device)), idx)
 
 
 def pad(x, value, config):
@@ -132,14 +132,28 @@ def pad(x, value, config):
 def numel(shape):
     n = 1
     for s in shape:
-        n *= int(s)
+        n = n * s
     return n
+
+
+def _same_shape(a, b):
+    return len(a) == len(b) and all(x is y or bool(x == y) for x, y in zip(a, b))
+
+
+def size_operand(n, shape, device, dtype=None):
+    """Size ``n`` as the scalar operand of an elementwise prim over ``shape``: the int itself, or,
+    when it is symbolic (prims take Python numbers, not SymInts), an int64 tensor computed in the
+    graph from it (a reduction over ``full((n,), 1)``), broadcast to ``shape``."""
+    if type(n) is int:
+        return n
+    t = prims.sum(prims.full((n,), 1, dtype or _t.int64, device), (0,))
+    return prims.broadcast_in_dim(t, tuple(shape), ())
 
 
 # ---------------------------------------------------------------------- view / reshape
 @register_decomposition("view")
 def view(x, size):
-    return prims.reshape(x, _shape.infer_size(size, x.numel()))
+    return prims.reshape(x, _shape.infer_size(size, numel(x.shape)))
 
 
 @register_decomposition("_reshape_alias")
@@ -149,7 +163,7 @@ def _reshape_alias(x, size, stride):
 
 @register_decomposition("_unsafe_view")
 def _unsafe_view(x, size):
-    return prims.reshape(x, _shape.infer_size(size, x.numel()))
+    return prims.reshape(x, _shape.infer_size(size, numel(x.shape)))
 
 
 @register_decomposition("alias")
