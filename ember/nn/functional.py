@@ -803,8 +803,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         if attn_mask is not None:
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
                                "is_causal=True")
-        bias = np.where(np.tril(np.ones((L, S), dtype=bool)), 0.0, -np.inf).astype(query.dtype.np)
-        attn = attn + _make(bias)
+        # built with ops from the sizes (not a constant array), so symbolic traces keep L and S free
+        causal = _api.full((L, S), True, dtype=_t.bool_, device=query.device).tril()
+        attn = _op("where")(causal, attn, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype is _t.bool_:
             # a select on the mask tensor (not a constant made from its data: traces stay general)
