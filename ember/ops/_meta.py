@@ -496,16 +496,25 @@ def smax(a, b):
 
 
 def np_c_contiguous(shape, estrides) -> bool:
-    """numpy's C_CONTIGUOUS flag: size-1 dims are ignored and an empty array always counts."""
-    if any(isinstance(n, int) and n == 0 for n in shape):
+    """numpy's C_CONTIGUOUS flag: size-1 dims are ignored and an empty array always counts.
+
+    A layout question, decided by the example values of symbolic sizes and
+    strides (no guard): a derived size such as ``floor(s0/2)`` may be 1 or 0."""
+    hs = [_hint(n) for n in shape]
+    if 0 in hs:
         return True
-    return is_contiguous(shape, estrides)
+    expected = 1
+    for n, st in zip(reversed(hs), reversed(tuple(estrides))):
+        if n == 1:
+            continue
+        if _hint(st) != expected:
+            return False
+        expected *= n
+    return True
 
 
 def _np_f_contiguous(shape, estrides) -> bool:
-    if any(isinstance(n, int) and n == 0 for n in shape):
-        return True
-    return is_contiguous(tuple(reversed(tuple(shape))), tuple(reversed(tuple(estrides))))
+    return np_c_contiguous(tuple(reversed(tuple(shape))), tuple(reversed(tuple(estrides))))
 
 
 def keep_order_strides(shape, estrides) -> Tuple[Any, ...]:
@@ -555,8 +564,7 @@ def np_iter_strides(shape, operands) -> Tuple[Any, ...]:
         row = []
         for d in range(nd):
             k = d - lead
-            if k < 0 or (isinstance(shape[d], int) and shape[d] == 1) or \
-                    (isinstance(oshape[k], int) and oshape[k] == 1):
+            if k < 0 or _hint(shape[d]) == 1 or _hint(oshape[k]) == 1:
                 row.append(0)
             else:
                 row.append(ost[k])

@@ -772,7 +772,12 @@ def _slice_args(s, n, d):
         raise ValueError("slice step cannot be zero")
     if step < 0:
         raise ValueError("step must be greater than zero")
-    start, stop = _shape._slice_bounds(n, conv(s.start), conv(s.stop), step)
+    raw_start, raw_stop = conv(s.start), conv(s.stop)
+    start, stop = _shape._slice_bounds(n, raw_start, raw_stop, step)
+    if not (isinstance(start, int) and isinstance(stop, int)):
+        # symbolic bounds: hand the slice op the bounds as written; its meta clamps them
+        # once (clamping an already clamped Min/Max again only nests the expressions)
+        start, stop = raw_start, raw_stop
     return start, stop, step
 
 
@@ -1016,7 +1021,7 @@ def _index_put_meta(a, indices, values, accumulate=False):
         tshape = _index_out_shape(a, key) if any(k is not None for k in key) else tuple(a.shape)
         vshape = tuple(values.shape)
         ok = len(vshape) <= len(tshape) and all(
-            (isinstance(v, int) and v == 1) or v is t or bool(v == t)
+            v is t or bool(v == 1) or bool(v == t)
             for v, t in zip(vshape[::-1], tshape[::-1]))
         if not ok:
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast "

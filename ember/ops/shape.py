@@ -35,7 +35,7 @@ def infer_size(shape, numel):
                 raise RuntimeError(f"invalid shape dimension {s}")
             known = known * s
     if neg:
-        if _const(known, 0) or numel % known:
+        if known == 0 or numel % known:
             raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
         shape[neg[0]] = numel // known
     elif known != numel:
@@ -697,9 +697,9 @@ def _split_sizes_for(n, split_size):
     specialised (a guard on ``n // split_size``) and the last chunk stays symbolic."""
     if split_size < 0:
         raise RuntimeError(f"split expects split_size be non-negative, but got split_size={split_size}")
-    if _const(n, 0):
+    if n == 0:                 # (static for an input symbol; a guard for a derived size)
         return [0]
-    if _const(split_size, 0):
+    if split_size == 0:
         raise RuntimeError("split_size can only be 0 if dimension size is 0, but got dimension size of "
                            f"{n}")
     count = int(n // split_size)
@@ -820,6 +820,8 @@ def tensor_split(self, indices_or_sections, dim=0):
     out = []
     for s, e in bounds:
         s2, e2 = _slice_bounds(n, s, e, 1)
+        if not (isinstance(s2, int) and isinstance(e2, int)):
+            s2, e2 = s, e      # symbolic: the slice op's meta clamps (once)
         out.append(_slice.binding(self, d, s2, e2, 1))
     return tuple(out)
 
@@ -1276,7 +1278,7 @@ def _expand_meta(a, size):
         if isinstance(s, int) and s == -1:
             s = cur
         if not (cur is s) and cur != s:
-            if not (isinstance(cur, int) and cur == 1):
+            if cur != 1:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) must match the existing size ({cur}) "
                                    f"at non-singleton dimension {i}.  Target sizes: {list(size)}.  Tensor sizes: "
                                    f"{list(shape)}")
@@ -1332,7 +1334,7 @@ def _squeeze_meta(a, dim=None):
     shape, st, off = _geom(a)
     if not shape:
         return _meta.view_of(a, shape, st, off)
-    dims = set(d for d in wrap_dims(dim, len(shape)) if isinstance(shape[d], int) and shape[d] == 1)
+    dims = set(d for d in wrap_dims(dim, len(shape)) if shape[d] == 1)   # (a guard for a derived size)
     keep = [i for i in range(len(shape)) if i not in dims]
     return _meta.view_of(a, [shape[i] for i in keep], [st[i] for i in keep], off)
 
@@ -1496,7 +1498,7 @@ def _diagonal_backward_meta(g, size, offset, dim1, dim2):
     dshape = tuple(_diag_geometry(size, _meta.contiguous_strides(size), offset, d1, d2)[0])
     gshape = tuple(g.shape)
     if len(gshape) > len(dshape) or not all(
-            (isinstance(a, int) and a == 1) or a is b or bool(a == b) for a, b in zip(gshape[::-1], dshape[::-1])):
+            a is b or bool(a == 1) or bool(a == b) for a, b in zip(gshape[::-1], dshape[::-1])):
         # (numpy's error from the kernel's strided assignment)
         raise ValueError(f"could not broadcast input array from shape {_np_shape_str(gshape)} into "
                          f"shape {_np_shape_str(dshape)}")
@@ -1573,8 +1575,7 @@ def _concat_strides(out_shape, inputs):
             j1 = perm[i1]
             ambig, swap = True, False
             for shp, st in inputs:
-                if not (isinstance(shp[j0], int) and shp[j0] == 1) and \
-                        not (isinstance(shp[j1], int) and shp[j1] == 1):
+                if _meta._hint(shp[j0]) != 1 and _meta._hint(shp[j1]) != 1:
                     if _meta._hint(st[j0]) <= _meta._hint(st[j1]):
                         swap = False
                     elif ambig:
@@ -1606,8 +1607,7 @@ def _cat_meta(tensors, dim=0):
         if x.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
     dt = _t.result_type_from([x.dtype for x in tensors], [], [])
-    real = [(i, x) for i, x in enumerate(tensors)
-            if not (x.ndim == 1 and isinstance(x.shape[0], int) and x.shape[0] == 0)]
+    real = [(i, x) for i, x in enumerate(tensors) if not (x.ndim == 1 and x.shape[0] == 0)]
     if not real:
         return _meta.out((0,), dt)
     _, ref = real[0]
