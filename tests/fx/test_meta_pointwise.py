@@ -32,7 +32,7 @@ ALL = BOOL + INTS + FLOATS
 SCALARS = [True, 3, -2, 2.5]
 
 # ---------------------------------------------------------------------- inputs
-LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "permuted_sliced")
+LAYOUTS = ("contiguous", "permuted", "sliced", "expanded", "permuted_sliced", "permuted_expanded")
 
 
 def make(rng, shape, dtype, layout="contiguous"):
@@ -42,9 +42,9 @@ def make(rng, shape, dtype, layout="contiguous"):
     nd = len(shape)
     if nd == 0 or layout == "contiguous":
         return _values(rng, shape, dtype)
-    if layout == "expanded":
+    if layout.endswith("expanded"):
         base = tuple(1 if rng.random() < 0.5 else n for n in shape)
-        return _values(rng, base, dtype).expand(*shape)
+        return make(rng, base, dtype, layout.replace("expanded", "").strip("_") or "contiguous").expand(*shape)
     perm = list(range(nd))
     if "permuted" in layout:
         rng.shuffle(perm)
@@ -284,6 +284,46 @@ def test_ternary(shape, ls, dtype, dtype2, scalar, seed):
     check(op("masked_fill"), t(0, full=True), t(1, ember.bool), t(2, dtype2).sum())
     check(op("masked_fill"), t(0), t(1, dtype2), 1.0)                       # non-bool mask
     check(op("masked_fill"), t(0), t(1, ember.bool), make(rng, (2,), dtype))  # non-0-d value
+
+
+TERNARY_ZOO = [1, 4, 5, 6]         # permuted, expanded (outer, middle), permuted+expanded
+
+
+@pytest.mark.parametrize("dtypes", [(ember.float32,) * 3, (ember.float16, ember.int32, ember.float64)])
+def test_ternary_layouts(dtypes):
+    """where/lerp/clamp/addcmul/addcdiv/masked_fill replay several numpy calls: every
+    combination of the tricky layouts for their three operands."""
+    rng = np.random.default_rng(12)
+    za, zb, zc = (zoo(rng, d) for d in dtypes)
+    zbool = zoo(rng, ember.bool)
+    for i in TERNARY_ZOO:
+        for j in TERNARY_ZOO:
+            check(op("masked_fill"), za[i], zbool[j], 1.5)
+            for k in TERNARY_ZOO:
+                check(op("where"), zbool[i], zb[j], zc[k])
+                check(op("lerp"), za[i], za[j], za[k])
+                check(op("clamp"), za[i], zb[j], zc[k])
+                check(op("addcmul"), za[i], zb[j], zc[k], value=2)
+                check(op("addcdiv"), za[i], zb[j], zc[k])
+
+
+@pytest.mark.parametrize("default", [ember.float64, ember.float16])
+def test_default_dtype_for_integer_inputs(default):
+    """Float-valued ops on integer/bool inputs give the default dtype in force at call time."""
+    rng = np.random.default_rng(13)
+    i, b = make(rng, (2, 3), ember.int32, "permuted"), make(rng, (3,), ember.bool)
+    old = ember.get_default_dtype()
+    ember.set_default_dtype(default)
+    try:
+        for name in ("exp", "sqrt", "erf", "erfinv", "sigmoid", "reciprocal", "logit"):
+            check(op(name), i)
+            check(op(name), b)
+        for name in ("div", "atan2", "copysign"):
+            check(op(name), i, b)
+        check(op("add"), i, 2.5)
+        check(op("full"), (2, 3), 1.5)
+    finally:
+        ember.set_default_dtype(old)
 
 
 @SETTINGS
