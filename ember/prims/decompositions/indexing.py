@@ -10,7 +10,7 @@ otherwise) is applied with a final permute. The ``index_*`` family and
 index vector broadcast to the source's shape.
 
 Left whole (the decomposition returns ``NotImplemented``): boolean-mask
-indices, ``masked_select`` and ``nonzero`` (their output shape depends on the
+indices (except ``index_put`` of one value, ``x[mask] = v``, which is a ``where``), ``masked_select`` and ``nonzero`` (their output shape depends on the
 data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
 ``prod``/``amax``/``amin`` (no prim reduces by product/max into a scatter
 target). Bounds errors that the kernels raise from the index values cannot be
@@ -83,13 +83,29 @@ def index(x, indices):
     return permute(out, _result_perm(len(bshape), n_before, len(rest) - n_before))
 
 
+def _mask_fill(x, indices, values, accumulate):
+    """``x[mask] = v`` with one boolean mask and a one-element ``v``: a select, no data-dependent shape."""
+    masks = [(d, ix) for d, ix in enumerate(indices) if ix is not None]
+    if len(masks) != 1 or not _is_mask(masks[0][1]) or numel(values.shape) != 1:
+        return NotImplemented
+    d, m = masks[0]
+    if m.ndim == 0 or d + m.ndim > x.ndim or tuple(m.shape) != tuple(x.shape[d:d + m.ndim]):
+        return NotImplemented
+    m = bcast_to_dims(to(m, _t.bool_), tuple(x.shape), tuple(range(d, d + m.ndim)))
+    v = bcast_to_dims(reshape(values, ()), tuple(x.shape), ())
+    if accumulate:
+        return prims.add(x, prims.where(m, v, 0))
+    return prims.where(m, v, x)
+
+
 @register_decomposition("index_put")
 def index_put(x, indices, values, accumulate=False):
     if values.dtype is not x.dtype:
         return NotImplemented        # the kernel raises PyTorch's dtype error
     plan = _adv_plan(x, list(indices))
     if plan is None:
-        return NotImplemented
+        # a boolean mask: only the one-value fill is data-independent (x[mask] = 0.0)
+        return _mask_fill(x, list(indices), values, accumulate)
     perm, idx_dims, rest, wrapped, bshape, pos = plan
     rshape = [x.shape[d] for d in rest]
     n_before = len([d for d in rest if d < pos])
