@@ -22,8 +22,8 @@ from ember import prims  # noqa: E402
 def _scale(t, s):
     if s == 1:
         return t
-    if not t.dtype.is_floating_point and isinstance(s, float):
-        return prims.mul(prims.convert_element_type(t, _t.float64), s)
+    if not t.dtype.is_floating_point:
+        s = int(s)          # the kernels cast the scalar to the integer dtype first (2.5 -> 2)
     return prims.mul(t, s)
 
 

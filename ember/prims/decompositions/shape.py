@@ -181,6 +181,8 @@ def expand(x, size):
     shape = []
     for i, s in enumerate(size):
         k = i - lead
+        if k < 0 and s == -1:
+            return NotImplemented    # -1 in a new leading dim: the kernel raises the error
         cur = x.shape[k] if k >= 0 else 1
         shape.append(cur if s == -1 else s)
     return prims.broadcast_in_dim(x, tuple(shape), tuple(range(lead, len(size))))
