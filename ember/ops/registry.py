@@ -395,49 +395,62 @@ def _fast_checks(op):
     return " and ".join(conds) or "True", " or ".join(reqs) or "False"
 
 
-def _make_fast_run(op):
-    """``op.run`` specialised to the fast path's arguments (see ``_fast_checks``)."""
+def _fast_run_lines(op, names, args_expr):
+    """Source lines of ``op.run`` specialised to the fast path's arguments (see
+    ``_fast_checks``), over local variables ``names`` (one per param), returning
+    the result; None when the op has no such specialisation."""
     if op.kernel is None or op.list_pos or op.device_pos is not None or not op.tensor_pos:
-        return op.run
+        return None
     first = op.params[op.tensor_pos[0]]
     if first.kind != K_TENSOR or first.optional:
-        return op.run
-    names = [f"a{i}" for i in range(len(op.params))]
-    lines = [f"def run_{op.name}(args):",
-             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args",
-             f"    dev = a{op.tensor_pos[0]}.device"]
+        return None
+    f = op.tensor_pos[0]
+    lines = [f"_dev = {names[f]}.device"]
     xs = list(names)
     for k, i in enumerate(op.tensor_pos):
         p = op.params[i]
-        a = f"a{i}"
-        xs[i] = f"x{i}"
+        a = names[i]
+        xs[i] = f"_x{i}"
         if k == 0:
-            lines.append(f"    x{i} = {a}._data")
+            lines.append(f"_x{i} = {a}._data")
         elif p.kind == K_TENSOR and not p.optional:
-            lines += [f"    if {a}.device is not dev:", "        return _op.run(args)", f"    x{i} = {a}._data"]
+            lines += [f"if {a}.device is not _dev:", f"    return _op.run({args_expr})", f"_x{i} = {a}._data"]
         elif p.kind == K_TENSOR:
-            lines += [f"    if {a} is None:", f"        x{i} = None", "    else:",
-                      f"        if {a}.device is not dev:", "            return _op.run(args)",
-                      f"        x{i} = {a}._data"]
+            lines += [f"if {a} is None:", f"    _x{i} = None", "else:",
+                      f"    if {a}.device is not _dev:", f"        return _op.run({args_expr})",
+                      f"    _x{i} = {a}._data"]
         else:
-            lines += [f"    if type({a}) in _FS:", f"        x{i} = {a}", "    else:",
-                      f"        if {a}.device is not dev:", "            return _op.run(args)",
-                      f"        x{i} = {a}._data"]
-    lines += ["    xp = _XP.get(dev) or _xp_of(dev)",
-              f"    out = _op.kernel(xp, {', '.join(xs)})",
-              "    if type(out) is not _ndarray:",
-              "        return _finish(_op, out, dev, xp, args)",
-              "    t = _new(_T)",
-              "    t._data = out",
-              "    t.dtype = _BY_NP.get(out.dtype) or _from_np(out.dtype)",
-              "    t.device = dev",
-              "    t._vc = None"]
+            lines += [f"if type({a}) in _FS:", f"    _x{i} = {a}", "else:",
+                      f"    if {a}.device is not _dev:", f"        return _op.run({args_expr})",
+                      f"    _x{i} = {a}._data"]
+    lines += ["_xp = _XP.get(_dev) or _xp_of(_dev)",
+              f"_o = _op.kernel(_xp, {', '.join(xs)})",
+              "if type(_o) is not _ndarray:",
+              f"    return _finish(_op, _o, _dev, _xp, {args_expr})",
+              "_t = _new(_T)",
+              "_t._data = _o",
+              "_t.dtype = _BY_NP.get(_o.dtype) or _from_np(_o.dtype)",
+              "_t.device = _dev",
+              "_t._vc = None"]
     if op.is_view:
-        lines.append(f"    _mark_view(t, a{op.tensor_pos[0]})")
-    lines.append("    return t")
-    ns = {"_op": op, "_T": Tensor, "_FS": _FS, "_XP": _XP, "_xp_of": xp_of, "_ndarray": np.ndarray,
-          "_finish": _finish, "_new": _new, "_BY_NP": _BY_NP, "_from_np": _t.from_numpy_dtype,
-          "_mark_view": _mark_view}
+        lines.append(f"_mark_view(_t, {names[f]})")
+    lines.append("return _t")
+    return lines
+
+
+_RUN_NS = {"_T": Tensor, "_FS": _FS, "_XP": _XP, "_ndarray": np.ndarray, "_new": _new, "_BY_NP": _BY_NP,
+           "_from_np": _t.from_numpy_dtype}
+
+
+def _make_fast_run(op):
+    """``op.run`` specialised to the fast path's arguments (see ``_fast_checks``)."""
+    names = [f"a{i}" for i in range(len(op.params))]
+    body = _fast_run_lines(op, names, "args")
+    if body is None:
+        return op.run
+    lines = [f"def run_{op.name}(args):",
+             f"    {', '.join(names)}{',' if len(names) == 1 else ''} = args"] + ["    " + ln for ln in body]
+    ns = dict(_RUN_NS, _op=op, _xp_of=xp_of, _finish=_finish, _mark_view=_mark_view)
     exec(compile("\n".join(lines) + "\n", f"<ember op {op.name} run>", "exec"), ns)
     return ns[f"run_{op.name}"]
 
@@ -463,11 +476,13 @@ def _make_binding(op, dispatcher):
         cond, req = fast
         ns.update(_T=Tensor, _FS=_FS, _S=STATE, _mode_dispatch=_mode_dispatch, _autograd=_autograd,
                   _record=_lazy_record)
-        src += f"    if {cond}:\n        _a = ({body})\n"
         if dispatcher is dispatch:
+            src += f"    if {cond}:\n"
             ns["_run"] = _make_fast_run(op)
+            ns.update(_RUN_NS, _xp_of=xp_of, _finish=_finish, _mark_view=_mark_view)
             if req != "False":
                 src += (f"        if ({req}) and _S.grad_enabled:\n"
+                        f"            _a = ({body})\n"
                         "            if _S.modes:\n"
                         "                return _autograd(_op, _a)\n"
                         "            _S.grad_enabled = False\n"
@@ -479,13 +494,19 @@ def _make_binding(op, dispatcher):
                         "                return _record(_op, _a, _out)\n"
                         "            return _op._rec(_a, _out)\n")
             src += ("        if _S.modes:\n"
-                    "            return _mode_dispatch(_op, _a)\n"
-                    "        return _run(_a)\n")
+                    f"            return _mode_dispatch(_op, ({body}))\n")
+            inline = _fast_run_lines(op, names, f"({body})")
+            if inline is None:
+                src += f"        return _run(({body}))\n"
+            else:
+                src += "".join("        " + ln + "\n" for ln in inline)
         elif dispatcher is dispatch_composite:
+            src += f"    if {cond}:\n        _a = ({body})\n"
             src += ("        if _S.modes:\n"
                     "            return _dispatch(_op, _a)\n"
                     f"        return _op.composite({body})\n")
         elif dispatcher is dispatch_inplace:
+            src += f"    if {cond}:\n        _a = ({body})\n"
             ns.update(_inplace_autograd=_inplace_autograd, _run_inplace=run_inplace)
             if req != "False":
                 src += (f"        if ({req}) and _S.grad_enabled:\n"
@@ -494,7 +515,7 @@ def _make_binding(op, dispatcher):
                     "            return _mode_dispatch(_op, _a)\n"
                     "        return _run_inplace(_op, _a)\n")
         else:
-            src += "        return _dispatch(_op, _a)\n"
+            src += f"    if {cond}:\n        return _dispatch(_op, ({body}))\n"
         _ALL_NS.append(ns)
     src += f"    return _dispatch(_op, ({body}))\n"
     exec(compile(src, f"<ember op {op.name}>", "exec"), ns)
