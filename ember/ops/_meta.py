@@ -481,7 +481,7 @@ def smin(a, b):
     if isinstance(le, bool):
         return a if le else b
     from ..fx.experimental.symbolic_shapes import sym_min
-    return sym_min(a, b)
+    return _settled(sym_min(a, b))
 
 
 def smax(a, b):
@@ -492,7 +492,17 @@ def smax(a, b):
     if isinstance(ge, bool):
         return a if ge else b
     from ..fx.experimental.symbolic_shapes import sym_max
-    return sym_max(a, b)
+    return _settled(sym_max(a, b))
+
+
+def _settled(x):
+    """A symbolic Min/Max with its numeric parts evaluated: sympy's Min/Max absorption
+    rules can leave unevaluated pieces such as ``Max(1, 2)`` (``Min(n, Max(1, Min(2, n)))``
+    becomes ``Min(n, Max(1, 2))``), which then never fold to an int, even for a hint."""
+    if not is_symint(x):
+        return x
+    e = x.expr.doit()
+    return x if e == x.expr else x.env._wrap_int(e)
 
 
 def np_c_contiguous(shape, estrides) -> bool:

@@ -45,8 +45,9 @@ def rint(rng, shape, n):
 LAYOUTS = ("contiguous", "transposed", "permuted", "stepped", "offset", "view_of_view", "expanded")
 
 
-def layout_case(rng, shape, layout):
-    """(contiguous base, fn) with ``fn(base)`` a tensor of ``shape`` laid out as ``layout``."""
+def layout_case(rng, shape, layout, rand=rand):
+    """(contiguous base, fn) with ``fn(base)`` a tensor of ``shape`` laid out as ``layout``
+    (``rand(rng, *shape)`` makes the base)."""
     shape = tuple(shape)
     nd = len(shape)
     if nd == 0 or layout == "contiguous":
@@ -294,7 +295,8 @@ def test_slicing_hypothesis(shape, layout, start, stop, step, dim, seed):
     lambda t: t.narrow(0, 6, 0), lambda t: t.split(3, -1), lambda t: t.split([1, 0, 3], 1),
     lambda t: t.split([1, 1], 1), lambda t: t.chunk(4, 0), lambda t: t.chunk(10, 2),
     lambda t: t.tensor_split([1, 3], 1), lambda t: t.tensor_split(4, 2), lambda t: t.unbind(-1),
-    lambda t: t[1:3].unbind(0),
+    lambda t: t[1:3].unbind(0), lambda t: t[1::2][2:1], lambda t: t[1::2][1:][1:], lambda t: t[::2][2:][:, 1:-1],
+    lambda t: t[::2, 1:][2:1, 1:3:2],     # clamps of clamped (Min/Max) sizes must still fold to ints
 ])
 def test_slicing_cases(fn):
     rng = np.random.default_rng(3)
@@ -488,6 +490,19 @@ def test_gather_scatter(dim):
     check(lambda t, i, s: t.scatter_add(dim, i, s), x, idx, rand(rng, 4, 6))
 
 
+@settings(max_examples=25, **HYP)
+@given(ishape=st.lists(st.integers(1, 3), min_size=3, max_size=3).map(tuple), dim=st.integers(-3, 2),
+       alayout=st.sampled_from(LAYOUTS), ilayout=st.sampled_from(LAYOUTS), seed=st.integers(0, 2 ** 16))
+def test_gather_layouts_hypothesis(ishape, dim, alayout, ilayout, seed):
+    """gather's result is a numpy fancy-indexing result: laid out like the index tensor."""
+    rng = np.random.default_rng(seed)
+    a, amk = layout_case(rng, (3, 4, 5), alayout)
+    idx, imk = layout_case(rng, ishape, ilayout,
+                           rand=lambda r, *s: ember.tensor(r.integers(0, 3, size=s).astype(np.int64)))
+    check(lambda t, i: amk(t).gather(dim, imk(i)), a, idx)
+    check(lambda t, i: amk(t).scatter(dim, imk(i), 0.5), a, idx, symbolic=False)
+
+
 def test_gather_scatter_edge_cases():
     rng = np.random.default_rng(13)
     s0, i0 = rand(rng), ember.tensor(np.array([0, -1, 0], dtype=np.int64))
@@ -542,7 +557,8 @@ def test_bool_mask_and_nonzero_raise_data_dependent():
     b0, i0 = mode.from_tensor(ember.tensor(True)), mode.from_tensor(ember.tensor(1))
     cases = {
         "index": [lambda: f[f > 0], lambda: f[mask], lambda: f[:, mask[0]], lambda: f[mask[:, 0], 1:],
-                  lambda: f[None, mask], lambda: f[mask.to(ember.uint8)]],
+                  lambda: f[None, mask], lambda: f[mask.to(ember.uint8)], lambda: f[[True, False, True, False]],
+                  lambda: f[np.array([True, False, True, False])]],
         "nonzero": [lambda: f.nonzero(), lambda: ember.nonzero(f, as_tuple=True), lambda: ember.where(f > 0),
                     lambda: ember.argwhere(f)],
         "masked_select": [lambda: ember.masked_select(f, mask)],
