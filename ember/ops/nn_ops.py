@@ -1115,3 +1115,364 @@ def _norm2_clamp(xp, x, dim, eps):
 def _norm2_clamp_bw(ctx, g):
     x, dim, eps = ctx.args
     return (g * x / ctx.result,)
+
+
+# ====================================================================== meta functions
+# Output metadata from input metadata (see ember/ops/_meta.py). Checks reuse the
+# kernels' own on ``_meta.info(t)`` so fake tensors raise the kernels' errors; size
+# formulas (conv/pool output sizes) are plain ``+ - * //`` and work on SymInts.
+# Layouts: convolution, pooling, gather/scatter, resampling, embedding and the
+# backward kernels return C order (ascontiguousarray, fresh zeros, np.take, matmul);
+# normalisation and loss kernels are chains of ufuncs and ``astype`` copies, replayed
+# on layouts below (``_uf``: a ufunc's 'K' order, ``_copy``: astype's order).
+from . import _meta as _M  # noqa: E402
+from ._meta import DataDependentOutputError  # noqa: E402
+
+
+def _lay(t):
+    return None if t is None else _M.layout(t)
+
+
+def _uf(*ops):
+    """The layout of a ufunc's output over operand layouts (None = a Python scalar)."""
+    ops = [o for o in ops if o is not None]
+    shape = _M.broadcast_shapes(*(o[0] for o in ops))
+    return shape, _M.k_strides(shape, *ops)
+
+
+def _copy(op):
+    """``astype`` (copy=True) of a layout."""
+    return _M.cast_layout(op, True)
+
+
+def _reshape_lay(op, shape):
+    """numpy ``reshape``: a view when the strides allow one, else a C-order copy."""
+    from .shape import view_strides
+    shape = tuple(shape)
+    st = view_strides(op[0], op[1], shape)
+    return (shape, st if st is not None else _M.contiguous_strides(shape))
+
+
+def _fa(op, dtype):
+    return _M.out(op[0], dtype, op[1])
+
+
+def _c(shape, dtype):
+    return _M.out(tuple(shape), dtype)
+
+
+def _chan(t, nd):
+    """A 1-D per-channel tensor reshaped to (1, C, 1, ...) as a layout."""
+    return ((1, t.shape[0]) + (1,) * (nd - 2), (1, t.stride()[0]) + (1,) * (nd - 2))
+
+
+@convolution.meta_fn
+def _convolution_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    _conv_check(_M.info(x), _M.info(w), _M.info(b), stride, padding, dilation, transposed, groups)
+    if not transposed:
+        nd = w.ndim - 2
+        shape = (x.shape[0], w.shape[0]) + tuple(
+            _conv_out(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(nd))
+        return _c(shape, x.dtype)
+    for op_, s, d in zip(output_padding, stride, dilation):
+        if op_ >= s and op_ >= d:
+            raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
+                               f"output_padding={list(output_padding)}, stride={list(stride)}, "
+                               f"dilation={list(dilation)}")
+    shape = _transposed_out_shape(tuple(x.shape), tuple(w.shape), stride, padding, dilation, output_padding,
+                                  groups)
+    if any(s <= 0 for s in shape[2:]):
+        raise RuntimeError(f"Given input size per channel: {list(x.shape[2:])}. Calculated output size per "
+                           f"channel: {list(shape[2:])}. Output size is too small")
+    return _c(shape, x.dtype)
+
+
+@_conv_input_grad.meta_fn
+def _conv_input_grad_meta(g, w, stride, padding, dilation, groups, input_size):
+    return _c(input_size, g.dtype)
+
+
+@_conv_weight_grad.meta_fn
+def _conv_weight_grad_meta(g, x, stride, padding, dilation, groups, weight_size):
+    return _c(weight_size, g.dtype)
+
+
+def _pool_out_meta(x, k, s, p, d, ceil_mode):
+    nd = len(k)
+    out = tuple(pool_out_size(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(nd))
+    if any(o <= 0 for o in out):
+        raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated output size: "
+                           f"({'x'.join(map(str, (x.shape[1],) + out))}). Output size is too small")
+    return tuple(x.shape[:2]) + out
+
+
+@max_pool_with_indices.meta_fn
+def _max_pool_with_indices_meta(x, k, s, p, d, ceil_mode):
+    _pool_check(_M.info(x), k, s, p, d)
+    shape = _pool_out_meta(x, k, s, p, d, ceil_mode)
+    if x.dtype is _t.bool_:
+        raise RuntimeError("\"max_pool2d\" not implemented for 'Bool'")
+    return _c(shape, x.dtype), _c(shape, _t.int64)
+
+
+@_max_pool_backward.meta_fn
+def _max_pool_backward_meta(g, idx, input_size):
+    return _c(input_size, g.dtype)
+
+
+@_max_pool_gather.meta_fn
+def _max_pool_gather_meta(x, idx):
+    # take_along_axis (the 'K' order of the reshaped index), reshaped back to idx's shape
+    N, C = x.shape[:2]
+    flat_idx = _reshape_lay(_lay(idx), (N, C, _M.numel(tuple(idx.shape)) // (N * C) if N * C != 0 else 0))
+    got = (flat_idx[0], _M.k_strides(flat_idx[0], flat_idx))
+    return _fa(_reshape_lay(got, tuple(idx.shape)), x.dtype)
+
+
+@avg_pool.meta_fn
+def _avg_pool_meta(x, k, s, p, ceil_mode, count_include_pad, divisor_override):
+    _pool_check(_M.info(x), k, s, p, [1] * len(k))
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"\"avg_pool2d\" not implemented for '{x.dtype.legacy_name}'")
+    if divisor_override is not None and divisor_override == 0:
+        raise RuntimeError("divisor must be not zero")
+    return _c(_pool_out_meta(x, k, s, p, [1] * len(k), ceil_mode), x.dtype)
+
+
+@_avg_pool_backward.meta_fn
+def _avg_pool_backward_meta(g, k, s, p, ceil_mode, cip, dov, input_size):
+    return _c(input_size, g.dtype)
+
+
+@_gather_axes.meta_fn
+def _gather_axes_meta(x, spec, name):
+    shape = list(x.shape)
+    for axis, idx, mask, fill in spec:
+        shape[axis] = len(idx)
+    return _c(shape, x.dtype)
+
+
+@_scatter_axes.meta_fn
+def _scatter_axes_meta(g, spec, input_size):
+    return _c(input_size, g.dtype)
+
+
+@_resample.meta_fn
+def _resample_meta(x, mats, name):
+    shape = list(x.shape)
+    for axis, m in mats:
+        shape[axis] = np.shape(m)[0]
+    return _c(shape, x.dtype)
+
+
+def _acc_dt(dt):
+    return _t.float64 if dt is _t.float64 else _t.float32
+
+
+def _np_norm_lay(x, axes, dt):
+    """Layouts of ``_np_norm``: (xhat, mean, rstd)."""
+    acc = _M.cast_layout(x, dt is not _acc_dt(dt))
+    mean = _M.k_reduced(acc, axes, True)
+    xc = _uf(acc, mean)
+    var = _M.k_reduced(_uf(xc), axes, True)
+    rstd = _uf(var)
+    return _uf(xc, rstd), mean, rstd
+
+
+@native_layer_norm.meta_fn
+def _native_layer_norm_meta(x, shape, w, b, eps):
+    shape = tuple(shape)
+    k = len(shape)
+    xs = tuple(x.shape)
+    if k == 0 or x.ndim < k or tuple(xs[x.ndim - k:]) != shape:
+        raise RuntimeError(f"Given normalized_shape={list(shape)}, expected input with shape [*, "
+                           f"{', '.join(map(str, shape))}], but got input of size{list(xs)}")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and tuple(t.shape) != shape:
+            raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
+                               f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
+    axes = tuple(range(x.ndim - k, x.ndim))
+    out, mean, rstd = _np_norm_lay(x, axes, x.dtype)
+    if w is not None:
+        out = _uf(out, _lay(w))
+    if b is not None:
+        out = _uf(out, _lay(b))
+    return _fa(_copy(out), x.dtype), _fa(_copy(mean), x.dtype), _fa(_copy(rstd), x.dtype)
+
+
+@native_batch_norm.meta_fn
+def _native_batch_norm_meta(x, w, b, rm, rv, training, momentum, eps):
+    if x.ndim < 2:
+        raise ValueError(f"Expected 2D or more input (got {x.ndim}D input)")
+    C = x.shape[1]
+    for name, t in (("weight", w), ("bias", b), ("running_mean", rm), ("running_var", rv)):
+        if t is not None and t.numel() != C:
+            raise RuntimeError(f"{name} should contain {C} elements not {t.numel()}")
+    nd = x.ndim
+    axes = (0,) + tuple(range(2, nd))
+    if training:
+        cnt = _M.numel(tuple(x.shape)) // max(C, 1)
+        if cnt <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(x.shape)}")
+        out, _, _ = _np_norm_lay(x, axes, x.dtype)
+    else:
+        if rm is None or rv is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        # (x.astype(acc) - rm.reshape(shp)) * rstd.reshape(shp); rstd is a fresh 1-D array
+        out = _uf(_copy(_lay(x)), _chan(rm, nd))
+        out = _uf(out, ((1, C) + (1,) * (nd - 2), (1, 1) + (1,) * (nd - 2)))
+    if w is not None:
+        out = _uf(out, _chan(w, nd))
+    if b is not None:
+        out = _uf(out, _chan(b, nd))
+    return _fa(_copy(out), x.dtype), _c((C,), x.dtype), _c((C,), x.dtype)
+
+
+@native_group_norm.meta_fn
+def _native_group_norm_meta(x, w, b, N, C, HxW, group, eps):
+    if C % group:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by num_groups, but got input "
+                           f"of shape {list(x.shape)} and num_groups={group}")
+    for name, t in (("weight", w), ("bias", b)):
+        if t is not None and (t.ndim != 1 or t.numel() != C):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in "
+                               f"input, but got {name} of shape {list(t.shape)} and input of shape "
+                               f"{list(x.shape)}")
+    nd = x.ndim
+    xr = _reshape_lay(_lay(x), (N, group, _M.numel(tuple(x.shape)) // (N * group) if N * group != 0 else 0))
+    xhat, mean, rstd = _np_norm_lay(xr, (2,), x.dtype)
+    out = _reshape_lay(xhat, tuple(x.shape))
+    if w is not None:
+        out = _uf(out, _chan(w, nd))
+    if b is not None:
+        out = _uf(out, _chan(b, nd))
+    stats = _copy(_reshape_lay(mean, (N, group)))        # mean.reshape(N, group).astype(dt)
+    return _fa(_copy(out), x.dtype), _fa(stats, x.dtype), _fa(stats, x.dtype)
+
+
+@embedding.meta_fn
+def _embedding_meta(w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    _check_index_dtype(_M.info(idx), "embedding")
+    if w.ndim != 2:
+        raise RuntimeError("'weight' must be 2-D")
+    # (the index range check needs the data; eager raises it)
+    return _c(tuple(idx.shape) + (w.shape[1],), w.dtype)
+
+
+@embedding_dense_backward.meta_fn
+def _embedding_dense_backward_meta(g, idx, num_weights, padding_idx, sgf):
+    return _c((num_weights, g.shape[-1]), g.dtype)
+
+
+@one_hot.meta_fn
+def _one_hot_meta(x, num_classes=-1):
+    if x.dtype is not _t.int64:
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        if _M.is_empty(x.shape):
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        raise DataDependentOutputError("one_hot", "num_classes=-1 takes the class count from the data; "
+                                       "pass num_classes")
+    return _c(tuple(x.shape) + (num_classes,), _t.int64)
+
+
+def _loss_out(lay, dtype, reduction):
+    return _fa(lay, dtype) if reduction == 0 else _c((), dtype)
+
+
+@mse_loss.meta_fn
+def _mse_loss_meta(x, t, reduction=1):
+    _check_loss_shapes(_M.info(x), _M.info(t))
+    d = _uf(_lay(x), _M.cast_layout(t, t.dtype is not x.dtype))
+    return _loss_out(d, x.dtype, reduction)
+
+
+def _pw_loss_meta(name, check):
+    def meta(x, t, reduction=1, param=1.0):
+        check(param)
+        _check_loss_shapes(_M.info(x), _M.info(t))
+        return _loss_out(_copy(_uf(_lay(x), _lay(t))), x.dtype, reduction)
+    meta.__name__ = f"_{name}_meta"
+    return meta
+
+
+def _check_beta(beta):
+    if beta < 0:
+        raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
+
+
+def _check_delta(delta):
+    if delta <= 0:
+        raise RuntimeError(f"huber_loss does not support non-positive values for delta.")
+
+
+smooth_l1_loss.meta = _pw_loss_meta("smooth_l1_loss", _check_beta)
+huber_loss.meta = _pw_loss_meta("huber_loss", _check_delta)
+
+
+@_pw_loss_backward.meta_fn
+def _pw_loss_backward_meta(g, x, t, kind, param):
+    return _fa(_copy(_uf(_lay(g), _uf(_lay(x), _lay(t)))), x.dtype)
+
+
+@binary_cross_entropy.meta_fn
+def _bce_meta(x, t, w=None, reduction=1):
+    if tuple(x.shape) != tuple(t.shape):
+        raise ValueError(f"Using a target size ({list(t.shape)}) that is different to the input size "
+                         f"({list(x.shape)}) is deprecated. Please ensure they have the same size.")
+    # (the 0 <= x <= 1 check needs the data; eager raises it)
+    xl, tl = _lay(x), _lay(t)
+    lx = _uf(xl)
+    loss = _uf(_uf(tl, lx), _uf(_uf(tl), lx))
+    if w is not None:
+        loss = _uf(loss, _lay(w))
+    return _loss_out(_copy(loss), x.dtype, reduction)
+
+
+@_bce_backward.meta_fn
+def _bce_backward_meta(g, x, t, w):
+    gl, xl, tl = _lay(g), _lay(x), _lay(t)
+    gx = _uf(_uf(gl, _uf(xl, tl)), _uf(_uf(xl), xl))
+    gt = _uf(gl, _uf(_uf(xl), _uf(xl)))
+    if w is not None:
+        gx, gt = _uf(gx, _lay(w)), _uf(gt, _lay(w))
+    return _fa(_copy(gx), x.dtype), _fa(_copy(gt), x.dtype)
+
+
+@binary_cross_entropy_with_logits.meta_fn
+def _bcel_meta(x, t, w=None, pw=None, reduction=1):
+    if tuple(x.shape) != tuple(t.shape):
+        raise ValueError(f"Target size ({list(t.shape)}) must be the same as input size ({list(x.shape)})")
+    xl = _lay(x)
+    tl = _M.cast_layout(t, t.dtype is not x.dtype)
+    sp = _uf(xl)                                    # softplus(+-x): ufuncs of x alone
+    first = _uf(_uf(_lay(pw), tl), sp) if pw is not None else _uf(tl, sp)
+    loss = _uf(first, _uf(_uf(tl), sp))
+    if w is not None:
+        loss = _uf(loss, _lay(w))
+    return _loss_out(_copy(loss), x.dtype, reduction)
+
+
+@nll_loss_nd.meta_fn
+def _nll_loss_nd_meta(x, t, w=None, reduction=1, ignore_index=-100):
+    _nll_check(_M.info(x), _M.info(t), _M.info(w))
+    if reduction != 0 or x.ndim == 1:
+        return _c((), x.dtype), _c((), x.dtype)
+    # -take_along_axis(x, tc[:, None], 1)[:, 0] * w[tc]: fancy indexing allocates in the
+    # 'K' order of its index arrays, so everything follows tc = where(t != ignore, t, 0)
+    tc = _uf(_lay(t))
+    return _fa(_copy(_uf(tc, _copy(tc))), x.dtype), _c((), x.dtype)
+
+
+@_nll_loss_backward.meta_fn
+def _nll_loss_backward_meta(g, self_size, t, w, reduction, ignore_index):
+    return _c(self_size, g.dtype)
+
+
+@_norm2_clamp.meta_fn
+def _norm2_clamp_meta(x, dim, eps):
+    from ._helpers import wrap_dim
+    d = wrap_dim(dim, x.ndim)
+    acc = _copy(_lay(x))
+    return _fa(_copy(_M.k_reduced(acc, (d,), True)), x.dtype)

@@ -978,7 +978,8 @@ def _whole(dim):
 def _reduction_gather_meta(a, index, dim):
     if a.ndim == 0:
         return _c_out((), a.dtype)
-    return _c_out(index.shape, a.dtype)
+    # fancy indexing allocates in the 'K' order of its index arrays (the aranges never vote)
+    return _M.k_out(tuple(index.shape), a.dtype, _cast(index, _t.int64))
 
 
 @_reduction_scatter.meta_fn
