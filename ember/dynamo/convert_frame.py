@@ -33,7 +33,7 @@ _SKIP_PREFIXES = tuple({p + os.sep for p in (sysconfig.get_paths().get("stdlib")
 
 # Observable counters (tests, explain()).
 counters = {"frames": 0, "compiled": 0, "eager_fallback": 0, "skipped": 0, "internal_errors": 0,
-            "recompiles": 0, "guard_failures": 0}
+            "recompiles": 0, "guard_failures": 0, "graph_breaks": 0}
 fallback_reasons: list = []
 
 
@@ -146,12 +146,37 @@ class Compiler:
                 _eval_frame.mark_skip(code)
             return None
         except Unsupported as e:
-            return self._fallback(code, func, args, cache, output, str(e), where)
+            if e.break_index is None or e.no_break or self.fullgraph:
+                return self._fallback(code, func, args, cache, output, str(e), where)
+            # Graph break: trace again, stopping before the instruction that failed.
+            reason = str(e)
+            output = OutputGraph(code, func, len(args))
+            try:
+                with preserve_rng(), _restore_grad_mode():
+                    brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
+                fn, guard, info = output.compile(brk, self.backend, code.co_varnames[:len(args)])
+            except Unsupported as e2:
+                return self._fallback(code, func, args, cache, output, str(e2), where)
+            except (NotImplementedError, BackendCompilerFailed):
+                raise
+            except Exception as e2:  # noqa: BLE001
+                counters["internal_errors"] += 1
+                if config.raise_on_unsupported:
+                    raise
+                import traceback
+                return self._fallback(code, func, args, cache, output,
+                                      f"internal error {type(e2).__name__}: {e2}\n{traceback.format_exc()}",
+                                      where, internal=True)
+            counters["graph_breaks"] += 1
+            fallback_reasons.append((where, "graph break: " + reason))
+            logs.get("graph_breaks").info("Graph break in %s: %s", where, reason)
         except (NotImplementedError, BackendCompilerFailed):
             raise
         except FullGraphError:
             raise
         except Exception as e:  # a bug in the translator must never break the user's program
+            if isinstance(e, FullGraphError):
+                raise
             counters["internal_errors"] += 1
             if config.raise_on_unsupported:
                 raise

@@ -12,6 +12,8 @@ class Unsupported(Exception):
         super().__init__(msg)
         self.msg = msg
         self.where = where   # "file:line" of the user's instruction, filled in by the translator
+        self.break_index = None   # top-level instruction index where a graph break can be made
+        self.no_break = False     # set when a break itself is impossible (run the frame eagerly)
 
     def __str__(self):
         return f"{self.msg} (at {self.where})" if self.where else self.msg

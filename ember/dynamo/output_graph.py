@@ -44,6 +44,9 @@ class OutputGraph:
         self.n_instructions = 0
         self.runtime_globals = {}
         self._out_tensors = []
+        self._pre = []          # statements run after the graph (graph-break reconstruction)
+        self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
+        self.active_ctx = 0     # grad-mode with-blocks open at this point of the trace
 
     # ------------------------------------------------------------------ inputs
     def add_tensor_input(self, t: Tensor, source):
@@ -145,44 +148,117 @@ class OutputGraph:
         return self.obj_ref(obj)
 
     def tensor_output(self, tv: TensorVariable) -> str:
+        if tv.source is not None:
+            return tv.source.expr()   # a graph input: read it again (same object)
         for i, t in enumerate(self._out_tensors):
             if t.node is tv.node:
                 return f"__r[{i}]"
         self._out_tensors.append(tv)
         return f"__r[{len(self._out_tensors) - 1}]"
 
-    def compile(self, return_var, backend, argnames):
-        """Compile the graph with ``backend``; returns (runtime function, guard function, info)."""
+    def materialize(self, vt) -> str:
+        """Expression for ``vt`` after the graph; mutable containers are built once into a temp.
+
+        A value that came from outside (it has a source) is read again through it: the same
+        object, so mutations and identity are preserved."""
+        if vt.source is not None and not isinstance(vt, TensorVariable):
+            return vt.source.expr()
+        if isinstance(vt, (ListVariable, DictVariable)):
+            name = self._memo.get(id(vt))
+            if name is None:
+                expr = vt.reconstruct(self)
+                name = self._memo[id(vt)] = f"__t{len(self._memo)}"
+                self._pre.append(f"{name} = {expr}")
+            return name
+        return vt.reconstruct(self)
+
+    def _break_tail(self, brk, func):
+        """Statements after the graph for a graph break: rebuild the stack and locals, run the
+        breaking instruction in CPython, call the resume function(s)."""
+        from .resume import resume_code
+        import types as _types
+        from .variables.constant import NullVariable
+        if self.active_ctx:
+            raise Unsupported("graph break inside a with-block")
+        layout, stack_exprs = [], []
+        for i, v in enumerate(brk.stack):
+            if isinstance(v, NullVariable):
+                layout.append(None)
+            else:
+                layout.append(f"__stack{i}")
+                stack_exprs.append(self.materialize(v))
+        # stack arguments of an enclosing resume function are dead once its prefix ran
+        live = {k: v for k, v in brk.locals.items() if not k.startswith("__stack")}
+        local_names = list(live)
+        local_exprs = [self.materialize(v) for v in live.values()]
+        lines = []
+        if brk.kind == "call":
+            fn, args, kwargs = brk.call
+            fexpr = callable_expr(self, fn)
+            parts = [self.materialize(a) for a in args] + [f"{k}={self.materialize(v)}" for k, v in kwargs.items()]
+            lines.append(f"__v = {fexpr}({', '.join(parts)})")
+        else:
+            lines.append(f"__v = bool({self.materialize(brk.cond)})")
+        resumes = []
+        for target in brk.targets:
+            if target is None:
+                raise Unsupported("graph break at the last instruction")
+            lay = layout + (["__stack_result"] if brk.kind in ("call", "bool") else [])
+            code = resume_code(self.code, target, lay, local_names)
+            fn = _types.FunctionType(code, func.__globals__, code.co_name)
+            resumes.append(self.obj_ref(fn))
+        call_args = stack_exprs + (["__v"] if brk.kind in ("call", "bool") else []) + local_exprs
+        argstr = ", ".join(call_args)
+        if brk.kind == "jump":
+            lines.append(f"if __v:\n        return {resumes[0]}({argstr})")
+            lines.append(f"return {resumes[1]}({argstr})")
+        else:
+            lines.append(f"return {resumes[0]}({argstr})")
+        return lines
+
+    def compile(self, result, backend, argnames):
+        """Compile the graph with ``backend``; returns (runtime function, guard function, info).
+
+        ``result`` is the return value's tracker, or a GraphBreak from the translator."""
         from .._C import _eval_frame
         from ..fx.graph_module import GraphModule
-        ret_expr = return_var.reconstruct(self)
-        if self.n_calls == 0:
-            raise SkipFrame("no ember operations in the frame")
-        self.graph.output(tuple(t.node for t in self._out_tensors))
-        gm = GraphModule({}, self.graph)
-        t0 = time.perf_counter()
-        try:
-            compiled = backend(gm, list(self.input_values))
-        except NotImplementedError:
-            raise
-        except Exception as e:
-            raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} raised "
-                                        f"{type(e).__name__}: {e}") from e
-        backend_time = time.perf_counter() - t0
-        if logs.get("graph_code").isEnabledFor(20):
+        from .symbolic_convert import GraphBreak
+        if isinstance(result, GraphBreak):
+            tail = self._break_tail(result, self.func)
+        else:
+            tail = [f"return {self.materialize(result)}"]
+            if self.n_calls == 0:
+                raise SkipFrame("no ember operations in the frame")
+        compiled, gm, backend_time = None, None, 0.0
+        if self.n_calls:
+            self.graph.output(tuple(t.node for t in self._out_tensors))
+            gm = GraphModule({}, self.graph)
+            t0 = time.perf_counter()
+            try:
+                compiled = backend(gm, list(self.input_values))
+            except NotImplementedError:
+                raise
+            except Exception as e:
+                raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} raised "
+                                            f"{type(e).__name__}: {e}") from e
+            backend_time = time.perf_counter() - t0
+        if gm is not None and logs.get("graph_code").isEnabledFor(20):
             logs.get("graph_code").info("%s:%s %s\n%s", self.code.co_filename, self.code.co_firstlineno,
                                         self.code.co_name, gm.code)
         params = ", ".join(["__func"] + [f"a{i}" for i in range(self.nargs)])
         inputs = "".join(f"{s.expr()}, " for s in self.input_sources)
-        src = (f"def __compiled({params}):\n"
-               f"    __prev = __set_eval_frame(None)\n"
-               f"    __g = __STATE.grad_enabled\n"
-               f"    try:\n"
-               f"        __r = __graph({inputs})\n"
-               f"    finally:\n"
-               f"        __set_eval_frame(__prev)\n"
-               f"        __STATE.grad_enabled = __g\n"
-               f"    return {ret_expr}\n")
+        body = "".join(f"    {line}\n" for line in self._pre + tail)
+        if compiled is not None:
+            src = (f"def __compiled({params}):\n"
+                   f"    __prev = __set_eval_frame(None)\n"
+                   f"    __g = __STATE.grad_enabled\n"
+                   f"    try:\n"
+                   f"        __r = __graph({inputs})\n"
+                   f"    finally:\n"
+                   f"        __set_eval_frame(__prev)\n"
+                   f"        __STATE.grad_enabled = __g\n" + body)
+        else:
+            src = f"def __compiled({params}):\n" + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)
         ns["__graph"] = compiled
@@ -195,4 +271,26 @@ class OutputGraph:
         fn.source = src
         guard_fn = self.guards.compile(self.nargs)
         _eval_frame.mark_skip(guard_fn.__code__)
-        return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls}
+        return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls,
+                              "graph_break": isinstance(result, GraphBreak)}
+
+
+def callable_expr(out, fn) -> str:
+    """Python expression for a callable tracker (the call at a graph break)."""
+    from .variables.builder import EmberMethod
+    from .variables.constant import ConstantMethodVariable
+    from .variables.functions import UserMethodVariable
+    from .variables.lists import ContainerMethodVariable
+    from .variables.tensor import TensorMethodVariable
+    if isinstance(fn, TensorMethodVariable):
+        return f"{out.materialize(fn.tensor)}.{fn.name}"
+    if isinstance(fn, (ContainerMethodVariable, ConstantMethodVariable)):
+        return f"{out.materialize(fn.obj)}.{fn.name}"
+    if isinstance(fn, UserMethodVariable):
+        return f"{callable_expr(out, fn.fn_var)}.__get__({out.materialize(fn.obj)})"
+    if isinstance(fn, EmberMethod):
+        return f"{out.ref(fn.fn)}.__get__({out.materialize(fn.obj)})"
+    from .variables.functions import UserFunctionVariable
+    if isinstance(fn, UserFunctionVariable) and fn.source is None:
+        return out.ref(fn.fn)
+    return fn.reconstruct(out)

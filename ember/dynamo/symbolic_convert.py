@@ -48,6 +48,25 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
 
 _NULL = NullVariable()
 
+# Top-level instructions at which a graph break can be made (see make_break).
+BREAKABLE = {"CALL", "CALL_KW", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
+             "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
+             "POP_JUMP_BACKWARD_IF_FALSE"}
+
+
+class GraphBreak:
+    """What the root translator hands back when it stops at a break instruction."""
+
+    def __init__(self, kind, inst, stack, call, cond, targets, local_vars, reason):
+        self.kind = kind            # "call" | "bool" | "jump"
+        self.inst = inst
+        self.stack = stack          # trackers below the break's operands (NullVariable for NULL)
+        self.call = call            # (fn, args, kwargs) for "call"
+        self.cond = cond            # tracker tested for "bool"/"jump"
+        self.targets = targets      # resume offsets: [next] or [if_true, if_false]
+        self.locals = local_vars    # {name: tracker} live locals
+        self.reason = reason
+
 
 def _user_handler_offsets(code, instructions, index):
     """Offsets covered by a user try/except/with handler (3.12+ inlined-comprehension cleanup excluded)."""
@@ -79,8 +98,11 @@ def _user_handler_offsets(code, instructions, index):
 
 
 class InstructionTranslator:
-    def __init__(self, output, code, f_globals, globals_source, local_vars, closure, depth=0, root=None):
+    def __init__(self, output, code, f_globals, globals_source, local_vars, closure, depth=0, root=None,
+                 break_at=None, break_reason=None):
         self.output = output
+        self.break_at = break_at
+        self.break_reason = break_reason
         self.code = code
         self.f_globals = f_globals
         self.globals_source = globals_source
@@ -117,6 +139,8 @@ class InstructionTranslator:
                 raise Unsupported("fell off the end of the bytecode")
             inst = self.instructions[self.ip]
             self.current = inst
+            if self.ip == self.break_at and self.depth == 0:
+                return self.make_break(inst)
             self.ip += 1
             out.n_instructions += 1
             if out.n_instructions > config.instruction_limit:
@@ -131,6 +155,9 @@ class InstructionTranslator:
             except Unsupported as e:
                 if e.where is None:
                     e.where = self.where()
+                if self.depth == 0 and e.break_index is None and inst.opname in BREAKABLE \
+                        and inst.offset not in self.try_offsets:
+                    e.break_index = self.ip - 1
                 raise
             except RecursionError:
                 raise Unsupported("recursion too deep while tracing")
@@ -219,6 +246,45 @@ class InstructionTranslator:
 
     def call(self, fn, args, kwargs):
         return fn.call_function(self, list(args), dict(kwargs))
+
+    # ------------------------------------------------------------------ graph breaks
+    def make_break(self, inst):
+        """Stop before ``inst`` (which could not be traced) and describe the break."""
+        def nobreak(msg):
+            e = Unsupported(f"{self.break_reason}; and no graph break is possible there: {msg}")
+            e.where = self.where()
+            e.no_break = True
+            return e
+
+        nxt = self.instructions[self.ip + 1].offset if self.ip + 1 < len(self.instructions) else None
+        live = {k: v for k, v in self.locals.items() if not isinstance(v, UndefinedVariable)}
+        op = inst.opname
+        stack = list(self.stack)
+        if op in ("CALL", "CALL_KW"):
+            n = inst.arg
+            kw = self.kw_names
+            if op == "CALL_KW":
+                kw = stack.pop().as_python_constant()
+            if len(stack) < n + 2:
+                raise nobreak("stack underflow")
+            args = stack[len(stack) - n:]
+            upper, deeper = stack[-n - 1], stack[-n - 2]
+            rest = stack[:len(stack) - n - 2]
+            fn, self_ = self._callable_and_self(deeper, upper)
+            if self_ is not None:
+                args = [self_] + args
+            kwargs = {}
+            if kw:
+                kwargs = dict(zip(kw, args[len(args) - len(kw):]))
+                args = args[:len(args) - len(kw)]
+            return GraphBreak("call", inst, rest, (fn, args, kwargs), None, [nxt], live, self.break_reason)
+        if op == "TO_BOOL":
+            return GraphBreak("bool", inst, stack[:-1], None, stack[-1], [nxt], live, self.break_reason)
+        if "POP_JUMP" in op:
+            jump_if = "TRUE" in op
+            targets = [inst.argval, nxt] if jump_if else [nxt, inst.argval]
+            return GraphBreak("jump", inst, stack[:-1], None, stack[-1], targets, live, self.break_reason)
+        raise nobreak(f"instruction {op}")
 
     # ------------------------------------------------------------------ no-ops
     def NOP(self, inst):
@@ -830,15 +896,17 @@ def _check_index(key):
             _check_index(k)
 
 
-def run_frame(output, code, func, argslots):
-    """Trace the frame; returns the tracker of its return value."""
+def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
+    """Trace the frame; returns the tracker of its return value, or a GraphBreak when
+    ``break_at`` (a top-level instruction index from a first, failed trace) is reached."""
 
     class _Root(InstructionTranslator):
         pass
 
     tx = _Root.__new__(_Root)
     # wrap arguments lazily would save guards; eager wrapping is simpler and safe
-    InstructionTranslator.__init__(tx, output, code, func.__globals__, None, {}, [], depth=0)
+    InstructionTranslator.__init__(tx, output, code, func.__globals__, None, {}, [], depth=0,
+                                   break_at=break_at, break_reason=break_reason)
     names = code.co_varnames
     for i, v in enumerate(argslots):
         tx.locals[names[i]] = wrap(tx, v, LocalSource(names[i], i))

@@ -659,22 +659,116 @@ def p_random_ops(x):
 
 
 # ---------------------------------------------------------------- fallbacks: the frame runs eagerly
-@prog(graphs=0)
-def p_fallback_item(x):
+# ---------------------------------------------------------------- graph breaks (resume functions)
+# .item() breaks; the resume function specialises on the float, so each new value recompiles it
+@prog(graphs=4)
+def p_break_item(x):
     return x * x.sum().item()
 
 
-@prog(graphs=0)
-def p_fallback_data_branch(x):
-    if x.sum() > 0:
-        return x + 1
-    return x - 1
+@prog(lambda: (ember.randn(3, 4).abs() + 0.1,), graphs=2)
+def p_break_data_branch(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
 
 
-@prog(graphs=0)
-def p_fallback_print(x):
+@prog(lambda: (-ember.randn(3, 4).abs() - 0.1,), graphs=2)
+def p_break_data_branch_false(x):
+    y = x * 2
+    if y.sum() > 0:
+        return y + 1
+    return y - 1
+
+
+@prog(graphs=1)
+def p_break_print_no_ops_before(x):
     print("hello")
     return x + 1
+
+
+@prog(graphs=2)
+def p_break_print(x):
+    y = x.relu()
+    print("y has shape", y.shape)
+    z = y * 2
+    return z, y
+
+
+# the resume function receives ``b`` as an argument: appending to it there is a side effect on an
+# outside list, which breaks again (3 graphs)
+@prog(graphs=3)
+def p_break_keeps_locals_and_stack(x):
+    a = x + 1
+    b = [a, 2]
+    c = {"k": a * 3}
+    r = a * 2 + len(str(b[1]))
+    b.append(r)
+    print("b", len(b))
+    b.append(a - 1)
+    return r + c["k"], b
+
+
+@prog(graphs=2)
+def p_break_aliasing_preserved(x):
+    inner = [x + 1]
+    outer = [inner, inner]
+    print("break")
+    inner.append(x * 2)
+    return outer, len(outer[1])
+
+
+@ember.compiler.disable
+def _disabled_helper(t):
+    return t * 10
+
+
+@prog(graphs=2)
+def p_break_disabled_call(x):
+    y = x + 1
+    z = _disabled_helper(y)
+    return z * y
+
+
+@prog(graphs=3)
+def p_break_twice(x):
+    a = x + 1
+    print("one")
+    b = a * 2
+    print("two")
+    return b - 1
+
+
+# the resume function specialises on the list of floats: one recompile per call (1 + 3)
+@prog(graphs=4)
+def p_break_method_call_on_tensor(x):
+    y = x.abs() + 1
+    n = y.tolist()
+    return y * len(n)
+
+
+@prog(graphs=4)
+def p_break_in_call_args(x):
+    y = x * 2
+    return ember.stack([y, ember.tensor(float(y.sum().item() > -1e9)) * y])
+
+
+@prog(graphs=1)
+def p_break_nonzero(x):
+    return ember.nonzero(x > 0)
+
+
+def _helper_with_print(t):
+    print("inside helper")
+    return t * 2
+
+
+@prog(graphs=3)
+def p_break_at_inlined_call(x):
+    y = x + 1
+    z = _helper_with_print(y)
+    return z + y
 
 
 @prog(graphs=0)
@@ -704,7 +798,7 @@ def p_fallback_with_unknown_ctx(x):
     return y
 
 
-@prog(lambda: (ember.randn(3, 4), [1, 2]), graphs=0)
+@prog(lambda: (ember.randn(3, 4), [1, 2]), graphs=1)
 def p_fallback_input_list_mutation(x, lst):
     lst.append(3)
     return x + len(lst)
@@ -716,8 +810,19 @@ def p_fallback_tolist(x):
 
 
 @prog(graphs=0)
-def p_fallback_nonzero(x):
-    return ember.nonzero(x > 0)
+def p_fallback_break_in_loop(x):
+    for i in range(2):
+        print(i)
+        x = x + i
+    return x
+
+
+@prog(graphs=0)
+def p_fallback_break_in_with(x):
+    with ember.no_grad():
+        y = x + 1
+        print("inside")
+    return y
 
 
 @prog(graphs=0)

@@ -80,7 +80,11 @@ def wrap(tx, value, source, guard=True):
             return BuiltinVariable(value)
         return ClassVariable(value, source)
     if getattr(value, "_ember_dynamo_disable", False):
-        raise Unsupported("call to a function wrapped in ember.compiler.disable")
+        if source is None:
+            raise Unsupported("a function wrapped in ember.compiler.disable with no source")
+        if g:
+            g.id_match(source, value)
+        return DisabledFunctionVariable(value, source)
     if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
         return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
     if BuiltinVariable.supports(value):
@@ -141,6 +145,28 @@ def _make_ember_method():
 
 
 EmberMethod = _make_ember_method()  # noqa: F811
+
+
+class _DisabledBase:
+    pass
+
+
+def _make_disabled():
+    from .base import VariableTracker
+
+    class DisabledFunctionVariable(VariableTracker):
+        """A function wrapped in ``ember.compiler.disable``: calling it breaks the graph."""
+
+        def __init__(self, fn, source):
+            self.fn, self.source = fn, source
+
+        def call_function(self, tx, args, kwargs):
+            raise Unsupported(f"call to {getattr(self.fn, '__qualname__', self.fn)}, which is wrapped in "
+                              f"ember.compiler.disable")
+    return DisabledFunctionVariable
+
+
+DisabledFunctionVariable = _make_disabled()
 
 
 def wrap_constant_result(res):

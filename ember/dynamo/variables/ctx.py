@@ -26,6 +26,7 @@ class GradModeVariable(VariableTracker):
     def enter(self, tx):
         prev = STATE.grad_enabled
         tx.output.call_function(_set_grad_enabled, [ConstantVariable(self.target)], {}, returns_none=True)
+        tx.output.active_ctx += 1
         return GradModeExitVariable(prev)
 
     def __repr__(self):
@@ -38,4 +39,5 @@ class GradModeExitVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         tx.output.call_function(_set_grad_enabled, [ConstantVariable(self.prev)], {}, returns_none=True)
+        tx.output.active_ctx -= 1
         return ConstantVariable(None)

@@ -87,7 +87,7 @@ class TupleVariable(BaseListVariable):
         return super().var_getattr(tx, name)
 
     def reconstruct(self, out):
-        parts = [i.reconstruct(out) for i in self.items]
+        parts = [out.materialize(i) for i in self.items]
         if _is_namedtuple(self.cls):
             return f"{out.ref(self.cls)}({', '.join(parts)})"
         body = "(" + "".join(p + ", " for p in parts) + ")"
@@ -154,7 +154,7 @@ class ListVariable(BaseListVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, out):
-        return "[" + ", ".join(i.reconstruct(out) for i in self.items) + "]"
+        return "[" + ", ".join(out.materialize(i) for i in self.items) + "]"
 
     def __repr__(self):
         return f"ListVariable({self.items})"
@@ -268,7 +268,7 @@ class DictVariable(VariableTracker):
 
     def reconstruct(self, out):
         body = "{" + ", ".join(f"{out.ref(k) if not isinstance(k, (str, int)) else repr(k)}: "
-                               f"{v.reconstruct(out)}" for k, v in self.items.items()) + "}"
+                               f"{out.materialize(v)}" for k, v in self.items.items()) + "}"
         if self.cls is dict:
             return body
         return f"{out.ref(self.cls)}({body})"

@@ -60,8 +60,8 @@ class TensorVariable(VariableTracker):
             return ConstantVariable(getattr(ex, name))
         if name in TENSOR_ATTRS:
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
-        if name in BLOCKED_METHODS:
-            raise Unsupported(f"Tensor.{name} reads tensor data or autograd state")
+        if name in BLOCKED_METHODS and callable(getattr(type(ex), name, None)):
+            return TensorMethodVariable(self, name)   # calling it is unsupported (a graph break there)
         if name in ("grad", "data", "grad_fn", "is_leaf", "_base", "_version", "names"):
             raise Unsupported(f"Tensor.{name} is autograd/storage state")
         attr = getattr(type(ex), name, None)
