@@ -229,11 +229,7 @@ def tensor_args(*args):
 def _op_estrides(op, ndim):
     """An operand's element strides right-aligned to ``ndim`` dims, as numpy's iterator sees
     them: broadcast (missing or size-1) dims get stride 0, which orders nothing."""
-    if isinstance(op, tuple) and len(op) == 2 and isinstance(op[0], tuple):
-        shape, st = op
-    else:
-        shape = tuple(op.shape)
-        st = tuple(op.stride()) if callable(getattr(op, "stride", None)) else tuple(op.estrides)
+    shape, st = layout(op)
     off = ndim - len(shape)
     out = [0] * ndim
     for i, (n, s) in enumerate(zip(shape, st)):
@@ -421,8 +417,12 @@ def layout(t) -> Tuple[Tuple[Any, ...], Tuple[Any, ...]]:
     """``(shape, element strides)`` of a tensor or FakeArray, the operand form the 'K' helpers take."""
     if isinstance(t, tuple):
         return t
-    st = tuple(t.stride()) if callable(getattr(t, "stride", None)) else tuple(t.estrides)
-    return tuple(t.shape), st
+    data = getattr(t, "_data", t)
+    if isinstance(data, FakeArray):
+        # a fake tensor's element strides as they are: ``Tensor.stride()`` divides byte
+        # strides, which costs a sympy simplification per symbolic stride
+        return tuple(t.shape), tuple(data.estrides)
+    return tuple(t.shape), tuple(t.stride())
 
 
 def cast_layout(t, copies: bool):
@@ -606,3 +606,11 @@ def np_iter_strides(shape, operands) -> Tuple[Any, ...]:
 
 def _nonzero(s) -> bool:
     return not (isinstance(s, int) and s == 0)
+
+
+def check_fill_value(value, dtype) -> None:
+    """Raise what ``np.full(shape, value, dtype)`` raises for a Python number that ``dtype``
+    cannot hold (``OverflowError`` for 1000 into int8): it depends on the number only, never
+    on the shape, so a 0-d conversion shows it."""
+    with np.errstate(all="ignore"):
+        np.full((), value, dtype=dtype.np if isinstance(dtype, _t.dtype) else dtype)
