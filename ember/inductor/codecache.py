@@ -1,7 +1,8 @@
 """Compiled-kernel cache: in memory and on disk.
 
-Key: sha256 of (source, compiler command and flags, compiler version, ember
-version, this file's format version). The shared object lives at
+Key: sha256 of (source, compiler command and flags, compiler version, the
+CPU's model and feature flags (the code is ``-march=native``), ember version,
+this file's format version). The shared object lives at
 ``$EMBER_CACHE_DIR/inductor/<key[:2]>/<key>.so`` (default cache dir:
 ``$XDG_CACHE_HOME/ember`` or ``~/.cache/ember``), next to ``<key>.sha256``
 holding the .so's own checksum.
@@ -65,10 +66,33 @@ def _flags() -> List[str]:
     return list(config.cpp_flags)
 
 
+_cpu_id: List[str] = []
+
+
+def cpu_identity() -> str:
+    """The host CPU's model and feature flags: ``-march=native`` code is only valid on
+    CPUs with the same instruction sets, so a cache directory shared between
+    machines (a network home) must not hand one machine's kernels to another."""
+    if not _cpu_id:
+        ident = ""
+        try:
+            with open("/proc/cpuinfo") as f:
+                for line in f:
+                    if line.startswith(("model name", "flags", "Features", "CPU part")):
+                        ident += line.strip() + "\n"
+                    if line.strip() == "" and ident:
+                        break
+        except OSError:
+            import platform
+            ident = platform.processor() + platform.machine()
+        _cpu_id.append(hashlib.sha256(ident.encode()).hexdigest()[:16])
+    return _cpu_id[0]
+
+
 def cache_key(source: str) -> str:
     h = hashlib.sha256()
     for part in (source, config.cxx, " ".join(_flags()), " ".join(config.cpp_libs), compiler_version(),
-                 _EMBER_VERSION, FORMAT_VERSION):
+                 cpu_identity(), _EMBER_VERSION, FORMAT_VERSION):
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()

@@ -42,7 +42,9 @@ def _copy_from(xp, self, src):
 def _copy_meta(self, src):
     """``self``'s shape and dtype, C order (the kernel copies a broadcast view)."""
     shape = tuple(self.shape)
-    if not is_scalar(src):
+    if is_scalar(src):
+        _meta.check_fill_value(src, self.dtype)
+    else:
         try:
             bshape = _meta.broadcast_shapes(tuple(src.shape), shape)
         except RuntimeError:
@@ -89,6 +91,9 @@ def _fill_meta(self, value):
     if not is_scalar(value) and value.ndim != 0:
         raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                            f"{value.ndim} dimensions.")
+    if is_scalar(value):
+        # (a 0-d tensor's value is data: its out-of-range error cannot be seen without it)
+        _meta.check_fill_value(value, self.dtype)
     return _meta.out(tuple(self.shape), self.dtype)
 
 

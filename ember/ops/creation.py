@@ -72,7 +72,9 @@ def _check_size(size):
 def _full_meta(size, fill_value, dtype=None, device=None):
     """A fresh C-ordered buffer; sizes may be symbolic. The device comes from ``device`` (fake mode)."""
     _check_size(size)
-    return _meta.out(tuple(size), _dt(dtype, _scalar_dtype(fill_value)))
+    dt = _dt(dtype, _scalar_dtype(fill_value))
+    _meta.check_fill_value(fill_value, dt)
+    return _meta.out(tuple(size), dt)
 _full = full.binding
 
 

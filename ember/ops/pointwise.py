@@ -1598,7 +1598,8 @@ def _L(x, dt):
 
     A scalar is converted as the kernel does, for the kernel's error when it does not fit ``dt``."""
     if _is_scalar(x):
-        _arr(np, x, dt)
+        with np.errstate(all="ignore"):
+            _arr(np, x, dt)
         return None
     return _M.np_astype(x, x.dtype is not dt)
 

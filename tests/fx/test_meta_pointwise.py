@@ -455,6 +455,31 @@ def test_copy_fill(shape, ls, dtypes, scalar, seed):
         check(lambda d, v: OPS["fill_"].binding(d, v), dst, scalar)
 
 
+@pytest.mark.parametrize("dtype", ALL)
+def test_python_number_conversion_errors(dtype):
+    """A Python number the kernel converts to a dtype that cannot hold it (1000 into int8,
+    2**70 into int64): numpy raises OverflowError in the kernel, and the meta must too."""
+    rng = np.random.default_rng(14)
+    x = make(rng, (2, 3), dtype, "permuted")
+    mask = make(rng, (3,), ember.bool)
+    for v in (1000, -2, 2 ** 70, 2.5, True, -0.5):
+        check(op("full"), (2, 3), v, dtype=dtype)
+        check(op("copy"), x, v)
+        check(op("fill"), x, v)
+        check(op("masked_fill"), x, mask, v)
+        check(op("threshold"), x, 0.5, v)
+        check(op("hardtanh"), x, v, 2 ** 70)
+        check(op("where"), mask, x, v)
+        check(op("clamp"), x, v, None)
+        for name in ("add", "sub", "mul", "pow", "remainder", "eq", "bitwise_and", "bitwise_left_shift"):
+            check(op(name), x, v)
+        check(op("add"), x, x, alpha=v)
+        check(op("rsub"), x, x, alpha=v)
+        check(op("addcmul"), x, x, x, value=v)
+        check(op("addcdiv"), x, x, make(rng, (2, 3), ember.float32), value=v)
+        check(op("lerp"), x, x, v)
+
+
 # ---------------------------------------------------------------------- coverage
 def _my_ops():
     return [o for o in OPS.values() if o.kernel is not None and o.functional is None
