@@ -241,3 +241,20 @@ def test_dynamic_shapes():
         for g, w in zip(got, want):
             assert_same(g.numpy(), w.numpy(), rtol=1e-12)
     assert len(cf.variants) == 1
+
+
+def test_edge_shapes_and_aliasing():
+    """0-d, empty and size-1 tensors, wrapping int64 arithmetic, an input returned as is."""
+    s = _make(np.array(1.5, np.float32))
+    e = _make(np.zeros((0, 5), np.float32))
+    one = rand(1, 5, 1, dtype=np.float32)
+    big = _make(np.array([2 ** 62, -2 ** 62, 5], np.int64))
+
+    def fn(s, e, one, big):
+        return (P.exp(s), P.sum(s, []), P.exp(e), P.sum(e, [1]), P.sum(e, [0]),
+                P.sum(P.mul(one, one), [0, 2]), P.mul(big, 3), big)
+
+    cf, got, want = compile_and_run(fn, s, e, one, big)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+    assert cf(s, e, one, big)[-1] is big
