@@ -331,7 +331,7 @@ def np_layout(x) -> Optional[NpLayout]:
     if x is None or isinstance(x, NpLayout):
         return x
     if hasattr(x, "_data"):
-        return NpLayout(x.shape, x.stride())
+        return NpLayout(*layout(x))
     return None
 
 
