@@ -132,12 +132,14 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
             heapq.heappush(heap, (-n._seq, id(n), n))
 
     accumulating = accumulate and accumulate_only is None
+    direct_acc = accumulating and not capture_at
+    heappush, heappop = heapq.heappush, heapq.heappop
     st = STATE
     prev_grad_mode = st.grad_enabled
     st.grad_enabled = create_graph
     try:
         while heap:
-            node = heapq.heappop(heap)[2]
+            node = heappop(heap)[2]
             buf = buffers.pop(node, None)
             if buf is None:
                 buf = [None] * node._n_out
@@ -174,10 +176,7 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                         grads = list(r)
             if not retain_graph:
                 node.release()
-            k = 0
-            for e in node.next_edges:
-                g = grads[k]
-                k += 1
+            for e, g in zip(node.next_edges, grads):
                 if e is None:
                     continue
                 child, nr = e
@@ -195,7 +194,15 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                 deps[child] = d
                 if d == 0 and child not in pushed:
                     pushed.add(child)
-                    heapq.heappush(heap, (-child._seq, id(child), child))
+                    if type(child) is AccumulateGrad and direct_acc and not (
+                            child._tensor_pre_hooks or child._retain_grad_hooks or child._pre_hooks):
+                        # A ready leaf accumulates at once, as in PyTorch (whose
+                        # AccumulateGrad has the highest priority in the ready queue).
+                        cb = buffers.pop(child, None)
+                        if cb is not None and cb[0] is not None:
+                            _accumulate(child.variable, cb[0], create_graph)
+                    else:
+                        heappush(heap, (-child._seq, id(child), child))
     finally:
         st.grad_enabled = prev_grad_mode
     return captured
@@ -337,7 +344,9 @@ def _make_roots(tensors, grad_tensors, create_graph, fn_name):
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
                                    f"{t.dtype}")
             if t.device.type == "cpu":
-                roots.append((edge, _make(_np.ones(data.shape, dtype=data.dtype), t.device, t.dtype)))
+                ones = _np.empty(data.shape, dtype=data.dtype)   # np.ones, without its Python layer
+                ones.fill(1)
+                roots.append((edge, _make(ones, t.device, t.dtype)))
                 continue
             g = _api().ones_like(t)
         elif not isinstance(g, Tensor):
@@ -361,6 +370,13 @@ def _as_tuple(x):
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, grad_variables=None,
              inputs=None):
     """Accumulate d(tensors)/d(leaves) into the leaves' ``.grad``."""
+    if grad_tensors is None and grad_variables is None and inputs is None and type(tensors) is Tensor:
+        # t.backward(): one root, implicit gradient
+        if retain_graph is None:
+            retain_graph = create_graph
+        execute(_make_roots((tensors,), (None,), create_graph, "backward"), retain_graph=retain_graph,
+                create_graph=create_graph)
+        return
     tensors = _as_tuple(tensors)
     if grad_tensors is None:
         grad_tensors = grad_variables

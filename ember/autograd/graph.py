@@ -357,7 +357,7 @@ class OpNode(Node):
         self._released = True
         for a in self._args:
             if type(a) is SavedTensor:
-                a.release()
+                a._vc = a._t = a._x = None    # SavedTensor.release, inlined
             elif type(a) is list:
                 for x in a:
                     if type(x) is SavedTensor:
