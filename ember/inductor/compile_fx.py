@@ -117,15 +117,26 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
                 if kg.uses_index_check:
                     checks.add(gi)
                 local_all |= kg.local
-        source = cpp.generate_source(kernels)
-        lib = codecache.load(source) if kernels else None
+        # one translation unit per graph; a graph with many kernels is split into
+        # several compiled in parallel (g++ processes) to cut the cold compile time
+        nparts = 1
+        if config.compile_threads > 1 and len(kernels) >= 2 * config.kernels_per_unit:
+            nparts = min(config.compile_threads, len(kernels) // config.kernels_per_unit)
+        chunks = [kernels[i::nparts] for i in range(nparts)]
+        sources = [cpp.generate_source(c) for c in chunks if c]
+        source = "\n// ---- next translation unit ----\n".join(sources)
+        libs = codecache.load_many(sources) if kernels else []
+        lib = {}
+        for part, l_ in zip(range(nparts), libs):
+            for gi in list(names)[part::nparts]:
+                lib[names[gi]] = l_
         wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks, local_all)
         wrapper_src = wg.generate(lib)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("generated C++:\n%s\nwrapper:\n%s", source if kernels else "(none)", wrapper_src)
     glb = dict(wg.globals)
     glb["_GuardError"] = GuardError
-    glb["_lib"] = lib  # keep the library alive with the wrapper
+    glb["_libs"] = libs  # keep the libraries alive with the wrapper
     exec(compile(wrapper_src, "<inductor wrapper>", "exec"), glb)
     return CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
 

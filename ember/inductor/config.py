@@ -38,6 +38,10 @@ cpp_flags = ["-O3", "-march=native", "-fopenmp", "-fwrapv", "-fno-math-errno", "
 # outside the reductions that ask for it).
 cpp_libs = ["-lmvec", "-lm"]
 
+# compilation -------------------------------------------------------------------
+compile_threads = os.cpu_count() or 1   # g++ processes per graph (1: one translation unit)
+kernels_per_unit = 8       # a graph is split only when each unit gets at least this many kernels
+
 # debugging -----------------------------------------------------------------------
 debug_lowering = False     # raise instead of falling back when a lowering fails
 

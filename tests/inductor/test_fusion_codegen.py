@@ -157,3 +157,24 @@ def test_compile_failure_runs_eagerly(caplog):
     assert "g++ failed" in cf.eager_reason and "no-such-flag" in cf.eager_reason
     assert "running it eagerly" in caplog.text
     assert_same(cf(x).numpy(), gm(x).numpy())
+
+
+def test_many_kernels_compile_as_parallel_units():
+    x = rand(30, 30)
+
+    def fn(x):
+        a = P.exp(x)
+        b = P.add(P.permute(a, [1, 0]), a)
+        c = P.mul(P.permute(b, [1, 0]), b)
+        return a, b, c
+
+    old = (config.compile_threads, config.kernels_per_unit)
+    config.compile_threads, config.kernels_per_unit = 2, 1
+    try:
+        cf, got, want = compile_and_run(fn, x)
+    finally:
+        config.compile_threads, config.kernels_per_unit = old
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6)
+    assert cf.compiled.n_kernels == 2      # (b is cheap: inlined into c, which fuses with b's copy)
+    assert cf.compiled.source.count("next translation unit") == 1

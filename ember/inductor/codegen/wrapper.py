@@ -114,7 +114,7 @@ class WrapperGen:
                     if n.name not in self.local:
                         alloc(n.buf)
                 kname = self.kernel_names[gi]
-                fn = getattr(lib, kname)
+                fn = getattr(lib[kname], kname)
                 params = self.kernel_params[gi]
                 fn.argtypes = [ctypes.py_object] * len(params) + [ctypes.c_int64] * len(self.size_syms)
                 fn.restype = None
@@ -122,11 +122,11 @@ class WrapperGen:
                 args = list(params) + [s.name for s in self.size_syms]
                 L.append(f"    _{kname}({', '.join(args)})")
                 if gi in self.index_checks:
-                    take = lib.ember_take_index_error
+                    take = lib[kname].ember_take_index_error
                     take.argtypes, take.restype = [], ctypes.c_int
-                    self.globals["_take_index_error"] = take
+                    self.globals[f"_take_index_error_{kname}"] = take
                     self.globals["_index_error"] = _index_error
-                    L.append(f"    if _take_index_error(): _index_error('{kname}')")
+                    L.append(f"    if _take_index_error_{kname}(): _index_error('{kname}')")
             else:
                 self._extern(grp, alloc)
             # release dead buffers
