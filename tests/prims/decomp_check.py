@@ -1,7 +1,8 @@
 """Shared checker for the decomposition tests: trace with the full table, run on fresh inputs.
 
 ``check_decomp(fn, make, dtype)``: ``make(rng, dtype)`` draws the inputs (a list; float tensors
-are the differentiable ones unless ``diff`` names the positions). The function is traced (``functionalize=True`` for in-place code) with
+are the differentiable ones unless ``diff`` names the positions). The function is traced
+(``functionalize=True`` for in-place code) with
 ``make_fx(fn, decomposition_table=decomposition_table())`` on one draw, the GraphModule is run
 on a second, fresh draw (same shapes) and compared with eager ``fn`` there: shapes, dtypes,
 values. With ``grad=True`` the same is done for ``ember.autograd.grad`` of a fixed

@@ -10,8 +10,9 @@ otherwise) is applied with a final permute. The ``index_*`` family and
 index vector broadcast to the source's shape.
 
 Left whole (the decomposition returns ``NotImplemented``): boolean-mask
-indices (except ``index_put`` of one value, ``x[mask] = v``, which is a ``where``), ``masked_select`` and ``nonzero`` (their output shape depends on the
-data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
+indices (except ``index_put`` of one value, ``x[mask] = v``, which is a
+``where``), ``masked_select`` and ``nonzero`` (their output shape depends on
+the data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
 ``prod``/``amax``/``amin`` (no prim reduces by product/max into a scatter
 target). Bounds errors that the kernels raise from the index values cannot be
 raised by a graph: a decomposition assumes in-range indices.

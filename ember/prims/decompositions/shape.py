@@ -11,7 +11,14 @@ become ``prims.pad`` with interior padding, or index arithmetic built from
 backward stays in prims too.
 
 The helpers at the top (explicit broadcasting, casts, zeros, index vectors)
-are shared by the other decomposition files of this family.
+are shared by the other decomposition files of this family. Sizes are never
+forced to ``int``: under a symbolic trace they stay SymInts, and where a size
+is an operand of an elementwise prim (which takes Python numbers only) it is
+computed in the graph (``size_operand``).
+
+In-place variants (``index_put_``, ``tril_``, ...) are not decomposed: traced
+with ``make_fx(..., functionalize=True)`` they are recorded as their
+functional op, which is.
 """
 from __future__ import annotations
 
