@@ -110,8 +110,12 @@ class Tensor:
         return self.numel() * self.dtype.itemsize
 
     def stride(self, dim=None):
-        isz = self._data.itemsize
-        st = tuple(s // isz for s in self._data.strides)
+        d = self._data
+        if type(d) is FakeArray:
+            st = d.estrides
+        else:
+            isz = d.itemsize
+            st = tuple(s // isz for s in d.strides)
         if dim is None:
             return st
         return st[_wrap_dim(dim, self._data.ndim)]
@@ -120,6 +124,8 @@ class Tensor:
         return _data_ptr(self._data)
 
     def storage_offset(self):
+        if type(self._data) is FakeArray:
+            return self._data.offset
         root = self._base if self._base is not None else self
         return (_data_ptr(self._data) - _data_ptr(root._data)) // self._data.itemsize
 

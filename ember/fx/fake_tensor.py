@@ -111,8 +111,16 @@ class FakeTensorMode:
                 # a non-dense layout (a strided view): keep its sizes concrete
                 sym_shape = shape
             shape = sym_shape
-        arr = FakeArray(shape, t.dtype, estrides, 0, None)
+        base_fake = None
+        if t._base is not None and not symbolic:
+            # a view: share a fake of its base's storage, at the same offset
+            base_fake = self.from_tensor(t._base)
+            arr = FakeArray(shape, t.dtype, estrides, t.storage_offset(), base_fake._data.storage)
+        else:
+            arr = FakeArray(shape, t.dtype, estrides, 0, None)
         fake = make_fake(arr, t.device)
+        if base_fake is not None:
+            _reg._mark_view(fake, base_fake)
         if t.requires_grad:
             fake.requires_grad_(True)
         memo, key = self._memo, id(t)
@@ -143,7 +151,11 @@ def _wrap_out(op, args, res, dev):
     if isinstance(res, FakeArray):
         out = make_fake(res, dev)
         if op.is_view:
-            _reg._mark_view(out, args[op.tensor_pos[0]])
+            src = args[op.tensor_pos[0]]
+            # a view of a real tensor (a constant under the mode) is a fresh fake:
+            # it must not share the real tensor's version counter or offsets
+            if type(src._data) is FakeArray and src._data.storage is res.storage:
+                _reg._mark_view(out, src)
         return out
     if type(res) is tuple:
         return tuple(_wrap_out(op, args, r, dev) for r in res)

@@ -57,11 +57,14 @@ def _sympify(x: Any) -> sympy.Expr:
 
 
 def FloorDiv(a: sympy.Expr, b: sympy.Expr) -> sympy.Expr:
-    """Integer floor division of size expressions (exact division folds)."""
-    q = sympy.simplify(a / b)
+    """Integer floor division of size expressions (exact division folds).
+
+    sympy cancels common factors of products on construction (``4*s0/4`` is
+    ``s0``), so no ``simplify`` (which costs up to 100s of ms) is needed."""
+    q = a / b
     if q.is_integer:
         return q
-    return sympy.floor(a / b)
+    return sympy.floor(q)
 
 
 class SymInt:
@@ -286,6 +289,10 @@ class ShapeEnv:
         if expr.is_Integer:
             return int(expr)
         if expr.is_number:
+            # sympy may leave numeric pieces unevaluated (Max(1, 2))
+            val = expr.doit()
+            if val.is_Integer:
+                return int(val)
             raise TypeError(f"size expression {expr} is not an integer")
         return SymInt(expr, self)
 
@@ -302,6 +309,8 @@ class ShapeEnv:
         if isinstance(expr, SymInt):
             expr = expr.expr
         val = sympy.sympify(expr).xreplace({k: sympy.Integer(v) for k, v in self.var_to_val.items()})
+        if not (val.is_Integer or val in (sympy.true, sympy.false)):
+            val = val.doit()
         if val.is_Integer:
             return int(val)
         if val in (sympy.true, sympy.false):
