@@ -7,7 +7,8 @@ are the differentiable ones unless ``diff`` names the positions). The function i
 on a second, fresh draw (same shapes) and compared with eager ``fn`` there: shapes, dtypes,
 values. With ``grad=True`` the same is done for ``ember.autograd.grad`` of a fixed
 random-weighted sum of the float outputs with respect to the differentiable inputs (the graph
-is then the joint forward+backward graph). Every graph must hold prims only.
+is then the joint forward+backward graph). Every graph must hold prims only. ``tracing_mode``
+"fake" traces on fake tensors (the decompositions then run on metadata only).
 """
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ def _prepare(args, diff, noncontig):
 
 
 def check_decomp(fn, make, dtype=ember.float64, *, grad=True, diff=None, noncontig=False, seed=0,
-                 functionalize=False):
+                 functionalize=False, tracing_mode="real"):
     rng = np.random.default_rng(seed)
     a1, a2 = make(rng, dtype), make(rng, dtype)
     if diff is None:
@@ -101,8 +102,8 @@ def check_decomp(fn, make, dtype=ember.float64, *, grad=True, diff=None, noncont
     table = decomposition_table()
     # forward
     x1, x2 = _prepare(a1, (), noncontig), _prepare(a2, (), noncontig)
-    trace = (lambda f: make_fx(f, decomposition_table=table, functionalize=True)) if functionalize else \
-        (lambda f: make_fx(f, decomposition_table=table))
+    trace = (lambda f: make_fx(f, decomposition_table=table, tracing_mode=tracing_mode,
+                               functionalize=functionalize))
     unwrap = (lambda out: out[0]) if functionalize else (lambda out: out)
     gm = trace(fn)(*x1)
     assert_prims_only(gm)

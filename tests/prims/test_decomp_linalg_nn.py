@@ -188,6 +188,18 @@ def test_decomposition_noncontiguous(name):
     check_decomp(fn, make, ember.float64, diff=diff[0] if diff else None, noncontig=True)
 
 
+FAKE = ["einsum_chain", "matmul_bcast", "conv2d_groups_dilation", "conv_transpose2d",
+        "max_pool2d_ceil_dilation", "avg_pool2d_exclude_pad", "interpolate_bilinear", "pad_reflect",
+        "batch_norm_train", "nll_weight_ignore", "cross_entropy_smoothing_ignore", "sdpa_bool_mask"]
+
+
+@pytest.mark.parametrize("name", FAKE)
+def test_decomposition_traced_on_fake_tensors(name):
+    """Traced on fake tensors (metadata only), the graph is the same prims program: right on real data."""
+    fn, make, *diff = CASES[name]
+    check_decomp(fn, make, ember.float32, diff=diff[0] if diff else None, tracing_mode="fake")
+
+
 def test_one_hot_inferred_classes_stays_whole():
     """one_hot(num_classes=-1): the output shape is max(x) + 1, so the op is kept whole."""
     x = ember.tensor(np.array([1, 3, 0], dtype=np.int64))

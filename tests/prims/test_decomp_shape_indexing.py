@@ -165,6 +165,18 @@ def test_decomposition_noncontiguous(name):
     check_decomp(fn, make, ember.float64, noncontig=True)
 
 
+FAKE = ["reshape_copy", "diagonal", "diag_embed", "as_strided", "roll", "tril", "repeat", "index_adjacent",
+        "index_put_acc", "scatter_reduce_mean", "take", "setitem_adv"]
+
+
+@pytest.mark.parametrize("name", FAKE)
+def test_decomposition_traced_on_fake_tensors(name):
+    """Traced on fake tensors (metadata only), the graph is the same prims program: right on real data."""
+    fn, make, *diff = CASES[name]
+    check_decomp(fn, make, ember.float32, diff=diff[0] if diff else None, functionalize=name in FUNCTIONAL,
+                 tracing_mode="fake")
+
+
 @pytest.mark.parametrize("fn", [lambda a, m: a[m], lambda a, m: a.masked_select(m), lambda a, m: m.nonzero()],
                          ids=["bool_index", "masked_select", "nonzero"])
 def test_data_dependent_ops_stay_whole(fn):
