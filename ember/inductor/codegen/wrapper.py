@@ -97,8 +97,12 @@ class WrapperGen:
                 last_use.setdefault(nm, gi)
         free: Dict[tuple, List[str]] = {}
         input_set = set(names)
+        # only memory this wrapper allocated is recycled: a fallback's result may alias
+        # its inputs (a numpy reference can return a view), so it is never reused
+        owned = set()
 
         def alloc(buf):
+            owned.add(buf.name)
             lay = buf.layout
             key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
             pool = free.get(key)
@@ -131,7 +135,8 @@ class WrapperGen:
                 self._extern(grp, alloc)
             # release dead buffers
             for nm in sorted(grp.read_names() | grp.names()):
-                if last_use.get(nm) == gi and nm not in outputs and nm not in input_set and nm not in self.local:
+                if last_use.get(nm) == gi and nm in owned and nm not in outputs and nm not in input_set \
+                        and nm not in self.local:
                     buf = g.buffers_by_name[nm]
                     lay = buf.layout
                     key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
