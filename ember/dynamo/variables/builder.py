@@ -91,6 +91,10 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return BuiltinVariable(value)
+    if isinstance(value, types.FunctionType) and value.__name__.startswith("_") and \
+            (value.__module__ or "").startswith("ember.nn.modules"):
+        # a private Python helper of ember's modules (mask/shape preparation): inline it like user code
+        return UserFunctionVariable(value, source)
     if is_ember_function(value):
         inner = getattr(value, "__wrapped__", None)
         if inner is not None and not is_ember_function(inner):

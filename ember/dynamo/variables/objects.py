@@ -315,6 +315,15 @@ class EmberFunctionVariable(VariableTracker):
                    for k, a in kwargs.items()}
             from .builder import wrap_constant_result
             return wrap_constant_result(self.fn(*ex, **exk))
+        from .tensor import TensorVariable
+        if not kwargs and all(a.is_python_constant() and not isinstance(a, TensorVariable) for a in args):
+            # an internal accessor such as ``_api()`` returning a module: fold it
+            try:
+                res = self.fn(*[a.as_python_constant() for a in args])
+            except Exception:
+                res = None
+            if isinstance(res, types.ModuleType):
+                return PythonModuleVariable(res, None, trusted=res.__name__.startswith("ember"))
         del allargs
         return tx.output.call_function(self.fn, list(args), kwargs)
 
