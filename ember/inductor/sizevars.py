@@ -65,7 +65,7 @@ def _is_poly_int(e) -> bool:
     e = sympy.expand(e)
     if e.is_Integer:
         return True
-    if not e.is_polynomial():
+    if not e.is_polynomial() or not e.free_symbols:     # (a non-integer constant: Poly needs a symbol)
         return False
     try:
         return all(c.is_Integer for c in sympy.Poly(e, *sorted(e.free_symbols, key=str)).coeffs())

@@ -35,13 +35,25 @@ def _index_error(kname):
 
 
 def _run_extern(fn, args, kwargs, arrays):
+    """Call a fallback on numpy arrays. Its results are made contiguous and never
+    alias its inputs (a reference may return a view), so the wrapper's buffer
+    lifetimes and reuse stay valid."""
     def sub(a):
         if isinstance(a, ir.ExternArg):
             return arrays[a.i]
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)
         return a
-    return fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
+    res = fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
+
+    def own(x):
+        x = np.asarray(x)
+        if not x.flags.c_contiguous or any(np.may_share_memory(x, a) for a in arrays):
+            x = np.array(x, order="C")
+        return x
+    if isinstance(res, (tuple, list)):
+        return tuple(own(r) for r in res)
+    return own(res)
 
 
 class WrapperGen:
