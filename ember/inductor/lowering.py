@@ -42,9 +42,10 @@ def scalar_value(v, dtype):
     (integers wrap, half precision rounds once)."""
     if dtype is _t.bool_:
         return bool(v)
-    if dtype.category == 1:
-        return int(np.asarray(int(v)).astype(dtype.np))
-    return float(np.asarray(v, dtype=dtype.np).astype(np.float64))
+    with np.errstate(all="ignore"):
+        if dtype.category == 1:
+            return int(np.asarray(int(v)).astype(dtype.np))
+        return float(np.asarray(v, dtype=np.float64).astype(dtype.np).astype(np.float64))
 
 
 def _loader_or_const(a, dtype):
@@ -331,13 +332,14 @@ def _iota(length, start, step, dtype, device=None):
 @register("full")
 def _full(shape, fill_value, dtype, device=None):
     dtype = _t.as_dtype(dtype)
-    if dtype is _t.bool_:
-        v = bool(fill_value != 0)
-    elif dtype.category == 1:
-        v = int(np.asarray(fill_value).astype(np.float64 if isinstance(fill_value, float) else np.int64)
-                .astype(dtype.np))
-    else:
-        v = float(np.asarray(fill_value, dtype=np.float64).astype(dtype.np))
+    with np.errstate(all="ignore"):   # the conversion is the point (as in the reference)
+        if dtype is _t.bool_:
+            v = bool(fill_value != 0)
+        elif dtype.category == 1:
+            v = int(np.asarray(fill_value).astype(np.float64 if isinstance(fill_value, float) else np.int64)
+                    .astype(dtype.np))
+        else:
+            v = float(np.asarray(fill_value, dtype=np.float64).astype(dtype.np))
     return Pointwise(list(shape), dtype, lambda idx: ops.constant(v, dtype))
 
 

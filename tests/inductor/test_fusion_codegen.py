@@ -178,3 +178,21 @@ def test_many_kernels_compile_as_parallel_units():
         assert_same(g, w, rtol=1e-6)
     assert cf.compiled.n_kernels == 2      # (b is cheap: inlined into c, which fuses with b's copy)
     assert cf.compiled.source.count("next translation unit") == 1
+
+
+def test_per_call_overhead_is_microseconds():
+    """The wrapper is straight-line code: array objects go to C as they are (no
+    per-call ctypes conversions). Generous bound: this box is shared and loaded."""
+    import time
+    x = rand(4)
+    cf, got, want = compile_and_run(lambda x: P.add(x, 1.0), x)
+    for _ in range(50):
+        cf(x)
+    best = 1e9
+    for _ in range(5):
+        t = time.perf_counter()
+        for _ in range(200):
+            cf(x)
+        best = min(best, (time.perf_counter() - t) / 200)
+    assert best < 100e-6, best
+    assert ".ctypes" not in cf.compiled.wrapper_src

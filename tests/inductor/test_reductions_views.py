@@ -93,6 +93,10 @@ def test_views_and_broadcasts():
         out["as_strided"] = P.as_strided(x, [5, 7], [3, 11], 4)
         out["iota"] = P.iota(12, 3, 2, ember.int64)
         out["iota_f"] = P.iota(7, 0.5, 0.25, ember.float32)
+        out["iota_i8"] = P.iota(5, -3, 70, ember.int8)                     # wraps
+        out["full_conv"] = P.add(P.full([3], 3.7, ember.int32), P.full([3], 300, ember.int32))
+        out["full_u8"] = P.full([2], -1, ember.uint8)
+        out["full_f16"] = P.full([2], 1e10, ember.float16)                 # inf
         out["full"] = P.add(x, P.full([4, 6, 10], 2.0, ember.float32))
         return out
 
@@ -229,7 +233,7 @@ def test_dynamic_shapes():
 
     def fn(x, y):
         e = P.exp(P.mul(x, y))
-        return P.div(e, P.broadcast_in_dim(P.sum(e, [1]), list(x.shape), [0])) if False else (e, P.sum(e, [1]))
+        return e, P.sum(e, [1]), P.amax(e, [0]), P.var(x, [0], 1.0)
 
     x, y = rand(8, 50, dtype=np.float64), rand(8, 50, dtype=np.float64)
     gm = make_fx(fn)(x, y)

@@ -1,0 +1,1034 @@
+"""Triton code generation from the scheduler's fused groups.
+
+The same loop IR and the same :class:`~ember.inductor.scheduler.FusedGroup`
+s that feed the C++ backend feed this one; only the interpretation of a group
+differs (``inner_fn`` bodies run under :class:`TritonOps`, which returns
+Triton expressions instead of C++).
+
+A group with outer sizes ``P`` becomes one kernel whose programs each own
+``XBLOCK`` consecutive outer iterations (``P`` flattened, decomposed back into
+``x0, x1, ...`` with ``//`` and ``%``):
+
+* **pointwise** -- no stage has an inner extent: a 1-D block over ``xnumel``;
+* **persistent** -- some stage has an inner extent (a reduction's
+  ``reduction_ranges``, or a pointwise node narrower than its size) and every
+  such extent is a static size <= :data:`PERSISTENT_RNUMEL_MAX`: 2-D tiles
+  ``[XBLOCK, RBLOCKk]`` holding whole rows, one power-of-two ``RBLOCKk`` per
+  distinct extent; stage results stay in registers, so softmax reads its input
+  once;
+* **looped** -- otherwise: every stage with an inner extent loops over it in
+  ``RBLOCK`` chunks (accumulators of ``[XBLOCK, RBLOCK]``, one final
+  ``tl.reduce``); an inner pointwise stage that a later stage reads goes
+  through memory, read back after ``tl.debug_barrier()`` (the scheduler only
+  fuses a read at the exact element the same program wrote).
+
+float16/bfloat16 are loaded into float32, computed in float32 and rounded when
+stored or converted (as the C++ backend does); transcendental functions call
+libdevice (``_lib``), IEEE ``div_rn``/``sqrt_rn`` for ``/`` and ``sqrt``;
+integer division, remainders and shifts carry the prims' semantics (no
+undefined behaviour for division by zero or oversized shifts). Philox random
+numbers reproduce ``ember.prims.philox_rand``/``philox_randn`` bit for bit.
+
+The generated module text is backend-neutral Python: its ``_jit`` decorator
+and ``_lib`` namespace are injected when it is loaded, as
+``triton.runtime.interpreter.InterpretedFunction`` + numpy stand-ins
+(:mod:`.triton_interp_lib`) under the interpreter, or ``JITFunction`` +
+libdevice for compilation (PTX, cubin) -- so one source is both checked on the
+CPU and compiled for the GPU.
+
+Not lowered (``TritonCodegenError`` naming the op, so the caller can fall back
+or keep the graph on the CPU): scans (cumsum/cumprod), scatters
+(scatter/scatter_add/index_put) and extern kernels other than those the
+wrapper runs itself.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Dict, List, Optional, Tuple
+
+import sympy
+from sympy.printing.str import StrPrinter
+
+from ... import types as _t
+from .. import ir
+from ..ir import index_vars
+from ..scheduler import ExternGroup, FusedGroup
+from ..sizevars import contiguous_strides, product, sympify
+from ..virtualized import set_ops_handler
+
+# rows (inner extents) up to this many elements are held whole in one block
+PERSISTENT_RNUMEL_MAX = 1024
+# elements of one [XBLOCK, RBLOCK] tile at most (register pressure)
+TILE_MAX = 4096
+
+
+class TritonCodegenError(NotImplementedError):
+    """A construct the Triton backend cannot generate; the message names it."""
+
+
+TL_DTYPE = {
+    _t.bool_: "tl.int1", _t.uint8: "tl.uint8", _t.int8: "tl.int8", _t.int16: "tl.int16",
+    _t.int32: "tl.int32", _t.int64: "tl.int64", _t.float16: "tl.float16", _t.bfloat16: "tl.bfloat16",
+    _t.float32: "tl.float32", _t.float64: "tl.float64",
+}
+# dtype of the values a kernel computes with (half precision computes in float32)
+COMPUTE = dict(TL_DTYPE)
+COMPUTE[_t.float16] = "tl.float32"
+COMPUTE[_t.bfloat16] = "tl.float32"
+# pointer element types of the signature given to triton.compile
+SIG = {
+    _t.bool_: "i1", _t.uint8: "u8", _t.int8: "i8", _t.int16: "i16", _t.int32: "i32", _t.int64: "i64",
+    _t.float16: "fp16", _t.bfloat16: "bf16", _t.float32: "fp32", _t.float64: "fp64",
+}
+INT_BITS = {_t.uint8: 8, _t.int8: 8, _t.int16: 16, _t.int32: 32, _t.int64: 64}
+UNSIGNED = {_t.uint8, _t.bool_}
+
+# unary float functions that go to libdevice (precise; tl.exp & co. are approximations)
+LIBDEVICE_UNARY = {
+    "exp": "exp", "exp2": "exp2", "expm1": "expm1", "log": "log", "log2": "log2", "log10": "log10",
+    "log1p": "log1p", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin", "acos": "acos",
+    "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh", "acosh": "acosh",
+    "atanh": "atanh", "erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "lgamma": "lgamma",
+    "trunc": "trunc", "round": "rint",
+}
+
+# module prelude: helpers every kernel may call (jit functions; `_jit` and `_lib` are injected)
+PRELUDE = '''
+import triton
+import triton.language as tl
+
+_INF = tl.constexpr(float("inf"))
+_NAN = tl.constexpr(float("nan"))
+
+
+@_jit
+def _philox10(c0, c1, c2, c3, k0, k1):
+    # Philox 4x32-10 (the stream of ember.prims.random)
+    for _ in tl.static_range(10):
+        _c0 = c0
+        _c2 = c2
+        c0 = tl.umulhi(tl.full([], 0xCD9E8D57, tl.uint32), _c2) ^ c1 ^ k0
+        c2 = tl.umulhi(tl.full([], 0xD2511F53, tl.uint32), _c0) ^ c3 ^ k1
+        c1 = _c2 * tl.full([], 0xCD9E8D57, tl.uint32)
+        c3 = _c0 * tl.full([], 0xD2511F53, tl.uint32)
+        k0 = k0 + tl.full([], 0x9E3779B9, tl.uint32)
+        k1 = k1 + tl.full([], 0xBB67AE85, tl.uint32)
+    return c0, c1, c2, c3
+
+
+@_jit
+def _philox_words(seed, offset, block):
+    s = seed.to(tl.uint64, bitcast=True)
+    b = offset.to(tl.uint64, bitcast=True) + block.to(tl.uint64, bitcast=True)
+    c0 = (b & 0xFFFFFFFF).to(tl.uint32)
+    c1 = (b >> 32).to(tl.uint32)
+    z = tl.zeros_like(c0)
+    k0 = (s & 0xFFFFFFFF).to(tl.uint32)
+    k1 = (s >> 32).to(tl.uint32)
+    return _philox10(c0, c1, z, z, k0, k1)
+
+
+@_jit
+def _philox_uniform(seed, offset, i, BITS: tl.constexpr):
+    w0, w1, w2, w3 = _philox_words(seed, offset, i >> 2)
+    lane = i & 3
+    u = tl.where(lane == 0, w0, tl.where(lane == 1, w1, tl.where(lane == 2, w2, w3)))
+    if BITS >= 32:
+        r = u.to(tl.float64) * 2.3283064365386963e-10
+    else:
+        r = (u >> (32 - BITS)).to(tl.float32) * (2.0 ** -BITS)
+    return r
+
+
+@_jit
+def _philox_normal(seed, offset, i):
+    w0, w1, w2, w3 = _philox_words(seed, offset, i >> 1)
+    hi = (i & 1) != 0
+    u1 = tl.where(hi, w2, w0).to(tl.float64)
+    u2 = tl.where(hi, w3, w1).to(tl.float64)
+    r = tl.sqrt_rn(-2.0 * _lib.log((u1 + 1.0) * 2.3283064365386963e-10))
+    return r * _lib.cos((2.0 * 3.141592653589793 * 2.3283064365386963e-10) * u2)
+
+
+@_jit
+def _floordiv_fp(a, b):
+    # PyTorch's div_floor: floor(a / b) through fmod, so the result is exact
+    mod = _lib.fmod(a, b)
+    div = tl.div_rn(a - mod, b)
+    div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
+    fl = tl.floor(div)
+    fl = tl.where(div - fl > 0.5, fl + 1, fl)
+    q = tl.div_rn(a, b)
+    res = tl.where(div != 0, fl, _lib.copysign(tl.zeros_like(q), q))
+    return tl.where(b == 0, q, res)
+
+
+@_jit
+def _remainder_fp(a, b):
+    m = _lib.fmod(a, b)
+    fix = (m != 0) & ((b < 0) != (m < 0))
+    return tl.where(fix, m + b, tl.where(m == 0, _lib.copysign(tl.zeros_like(m), b), m))
+
+
+@_jit
+def _pow_int(base, exp, BITS: tl.constexpr):
+    result = tl.full(base.shape, 1, base.dtype) + tl.zeros_like(exp).to(base.dtype)
+    b = base + tl.zeros_like(exp).to(base.dtype)
+    e = exp + tl.zeros_like(base).to(exp.dtype)
+    for _ in tl.static_range(BITS):
+        result = tl.where((e & 1) != 0, result * b, result)
+        b = b * b
+        e = e >> 1
+    return tl.where(exp < 0, tl.zeros_like(result), result)
+
+
+@_jit
+def _argmax_combine(av, ai, bv, bi):
+    # first occurrence; NaN counts as the largest value
+    a_nan = av != av
+    b_nan = bv != bv
+    take_b = (bv > av) | (b_nan & ~a_nan) | (((bv == av) | (a_nan & b_nan)) & (bi < ai))
+    return tl.where(take_b, bv, av), tl.where(take_b, bi, ai)
+
+
+@_jit
+def _argmin_combine(av, ai, bv, bi):
+    a_nan = av != av
+    b_nan = bv != bv
+    take_b = (bv < av) | (b_nan & ~a_nan) | (((bv == av) | (a_nan & b_nan)) & (bi < ai))
+    return tl.where(take_b, bv, av), tl.where(take_b, bi, ai)
+
+
+@_jit
+def _prod_combine(a, b):
+    return a * b
+'''
+
+
+# ----------------------------------------------------------------------- index printing
+class TritonIndexPrinter(StrPrinter):
+    """Index expressions as Triton integer arithmetic (all values non-negative, so
+    Triton's truncating ``//`` and ``%`` are exact)."""
+
+    def _print_FloorDiv(self, e):
+        return f"(({self._print(e.args[0])}) // ({self._print(e.args[1])}))"
+
+    def _print_ModularIndexing(self, e):
+        x, div, mod = e.args
+        inner = self._print(x) if div == 1 else f"(({self._print(x)}) // ({self._print(div)}))"
+        return f"(({inner}) % ({self._print(mod)}))"
+
+    def _print_Pow(self, e):
+        base, exp = e.args
+        if exp.is_Integer and exp > 0:
+            return "(" + "*".join([f"({self._print(base)})"] * int(exp)) + ")"
+        raise TritonCodegenError(f"triton: non-integer power in an index: {e}")
+
+    def _print_Integer(self, e):
+        return str(int(e))
+
+    def _print_Symbol(self, e):
+        return e.name
+
+    def _print_Max(self, e):
+        args = [self._print(a) for a in e.args]
+        out = args[0]
+        for a in args[1:]:
+            out = f"tl.maximum({out}, {a})"
+        return out
+
+    def _print_Min(self, e):
+        args = [self._print(a) for a in e.args]
+        out = args[0]
+        for a in args[1:]:
+            out = f"tl.minimum({out}, {a})"
+        return out
+
+    def _print_Relational(self, e):
+        return f"(({self._print(e.lhs)}) {e.rel_op} ({self._print(e.rhs)}))"
+
+    def _print_And(self, e):
+        return "(" + " & ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Or(self, e):
+        return "(" + " | ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Not(self, e):
+        return f"(~{self._print(e.args[0])})"
+
+    def _print_BooleanTrue(self, e):
+        return "True"
+
+    def _print_BooleanFalse(self, e):
+        return "False"
+
+    def _print_Mul(self, e):
+        c, rest = e.as_coeff_Mul()
+        if c == -1:
+            return f"(-{self._print(rest)})"
+        return "(" + " * ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Add(self, e, order=None):
+        return "(" + " + ".join(self._print(a) for a in e.args) + ")"
+
+
+_printer = TritonIndexPrinter()
+
+
+def texpr(e) -> str:
+    return _printer.doprint(sympify(e))
+
+
+def next_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
+def _literal(value, dtype) -> str:
+    if dtype is _t.bool_:
+        return "1" if value else "0"
+    if dtype.category == 1:
+        return str(int(value))
+    v = float(value)
+    if math.isnan(v):
+        return "_NAN"
+    if math.isinf(v):
+        return "_INF" if v > 0 else "-_INF"
+    return repr(v)
+
+
+# ----------------------------------------------------------------------- the ops handler
+class TV:
+    """A value in a kernel: a Python variable name and its ember dtype (the Triton
+    value is in ``COMPUTE[dtype]``)."""
+    __slots__ = ("name", "dtype")
+
+    def __init__(self, name, dtype):
+        self.name = name
+        self.dtype = dtype
+
+    def __str__(self):
+        return self.name
+
+
+class TritonOps:
+    """Writes one stage's body as Triton statements into ``lines``."""
+
+    def __init__(self, kernel: "TritonKernel", lines: List[str], indent: str, mask: str, rkey):
+        self.k = kernel
+        self.lines = lines
+        self.indent = indent
+        self.mask = mask
+        self.rkey = rkey
+        self.cse: Dict[Tuple[str, object], TV] = {}
+
+    def _emit(self, expr: str, dtype) -> TV:
+        key = (expr, dtype)
+        v = self.cse.get(key)
+        if v is not None:
+            return v
+        name = self.k.new_tmp()
+        self.lines.append(f"{self.indent}{name} = {expr}")
+        v = TV(name, dtype)
+        self.cse[key] = v
+        return v
+
+    # -- memory ------------------------------------------------------------------
+    def load(self, name, index):
+        reg = self.k.registers.get(name)
+        if reg is not None:
+            val, rkey = reg
+            if rkey is None or rkey == self.rkey:
+                return val
+        dtype = self.k.buffer_dtype(name)
+        self.k.note_read(name)
+        if name in self.k.stored and name not in self.k.barrier_done:
+            self.lines.append(f"{self.indent}tl.debug_barrier()")
+            self.k.barrier_done.add(name)
+        index = sympify(index)
+        loopvars = {s for s in index.free_symbols if s.name[0] in "xr" and s.name[1:].isdigit()}
+        indirect = {s for s in index.free_symbols if s.name.startswith("tmp")}
+        if not loopvars and not indirect:
+            expr = f"tl.load({name} + {texpr(index)})"
+        else:
+            expr = f"tl.load({name} + ({texpr(index)}), {self.mask}, other=0)"
+        if dtype in (_t.float16, _t.bfloat16):
+            expr += ".to(tl.float32)"
+        return self._emit(expr, dtype)
+
+    def constant(self, value, dtype):
+        return self._emit(f"tl.full([], {_literal(value, dtype)}, {COMPUTE[dtype]})", dtype)
+
+    def index_expr(self, expr, dtype):
+        expr = sympify(expr)
+        if dtype is _t.bool_:
+            if expr in (sympy.true, sympy.false) or expr.is_Number:
+                return self.constant(bool(expr), dtype)
+            return self._emit(texpr(expr), dtype)
+        if expr.is_Number:
+            return self.constant(expr, dtype)
+        return self._emit(f"({texpr(expr)}).to({COMPUTE[dtype]})", dtype)
+
+    def indirect_indexing(self, x, size, wrap_negative=False):
+        """A data-dependent index: negative values wrapped where the prim does,
+        out-of-range values read element 0 (an out-of-bounds index is the caller's
+        error; the eager prim raises it, the GPU kernel must not fault)."""
+        v = self._emit(f"{x}.to(tl.int64)", _t.int64)
+        s = texpr(size)
+        if wrap_negative:
+            v = self._emit(f"tl.where({v} < 0, {v} + ({s}), {v})", _t.int64)
+        v = self._emit(f"tl.where(({v} >= 0) & ({v} < ({s})), {v}, 0)", _t.int64)
+        return sympy.Symbol(v.name, integer=True)
+
+    def philox(self, seed, offset, index, dtype, normal):
+        if normal:
+            v = self._emit(f"_philox_normal({seed}, {offset}, {index})", _t.float64)
+            return self.to_dtype(v, dtype)
+        bits = {"float32": 24, "float16": 11, "bfloat16": 8, "float64": 32}[dtype.name]
+        v = self._emit(f"_philox_uniform({seed}, {offset}, {index}, {bits})",
+                       _t.float64 if bits >= 32 else _t.float32)
+        return self.to_dtype(v, dtype)
+
+    def to_dtype(self, x, dtype):
+        src = x.dtype
+        if dtype is src:
+            return x
+        if dtype is _t.bool_:
+            return self._emit(f"({x} != 0)", dtype)
+        if dtype in (_t.float16, _t.bfloat16):
+            # round once to the half type, keep computing in float32
+            return self._emit(f"{x}.to({TL_DTYPE[dtype]}).to(tl.float32)", dtype)
+        if src in (_t.float16, _t.bfloat16) and COMPUTE[dtype] == "tl.float32":
+            return TV(x.name, dtype)
+        return self._emit(f"{x}.to({COMPUTE[dtype]})", dtype)
+
+    def where(self, c, a, b):
+        return self._emit(f"tl.where({c}, {a}, {b})", a.dtype)
+
+    # -- unary -------------------------------------------------------------------
+    def _unary(self, op, x):
+        dt = x.dtype
+        fp = dt.category == 2
+        if op in LIBDEVICE_UNARY and fp:
+            return self._emit(f"_lib.{LIBDEVICE_UNARY[op]}({x})", dt)
+        if op == "abs":
+            return x if dt in UNSIGNED else self._emit(f"tl.abs({x})", dt)
+        if op == "neg":
+            return self._emit(f"-{x}", dt)
+        if op == "sign":
+            if dt is _t.bool_:
+                return x
+            if fp:
+                return self._emit(f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x})).to({COMPUTE[dt]})", dt)
+            return self._emit(f"(({x} > 0).to({COMPUTE[dt]}) - ({x} < 0).to({COMPUTE[dt]}))", dt)
+        if op == "sqrt":
+            return self._emit(f"tl.sqrt_rn({x})", dt)
+        if op == "rsqrt":
+            return self._emit(f"tl.div_rn(tl.full([], 1, {COMPUTE[dt]}), tl.sqrt_rn({x}))", dt)
+        if op == "reciprocal":
+            return self._emit(f"tl.div_rn(tl.full([], 1, {COMPUTE[dt]}), {x})", dt)
+        if op in ("floor", "ceil"):
+            return self._emit(f"tl.{op}({x})", dt) if fp else x
+        if op in ("trunc", "round"):
+            return x
+        if op == "bitwise_not":
+            return self._emit(f"({x} == 0)" if dt is _t.bool_ else f"~{x}", dt)
+        if op == "isnan":
+            return self._emit(f"({x} != {x})", _t.bool_)
+        if op == "isinf":
+            return self._emit(f"(tl.abs({x}) == _INF)" if fp else f"({x} != {x})", _t.bool_)
+        if op == "isfinite":
+            return self._emit(f"(tl.abs({x}) < _INF)" if fp else f"({x} == {x})", _t.bool_)
+        if op == "signbit":
+            if fp:
+                return self._emit(f"(_lib.signbit({x}) != 0)", _t.bool_)
+            return self._emit(f"({x} != {x})" if dt in UNSIGNED else f"({x} < 0)", _t.bool_)
+        if op == "logical_not":
+            return self._emit(f"({x} == 0)", _t.bool_)
+        raise TritonCodegenError(f"triton: prims.{op} of {dt.name}")
+
+    # -- binary ------------------------------------------------------------------
+    def _int_div_guard(self, a, b, dt, expr_fn, zero_result, neg1_result):
+        """``expr_fn(a, b')`` with ``b'`` never 0 (nor -1 for signed types: INT_MIN / -1
+        overflows), the special cases patched in afterwards."""
+        ct = COMPUTE[dt]
+        signed = dt not in UNSIGNED
+        bad = f"({b} == 0) | ({b} == -1)" if signed else f"({b} == 0)"
+        safe = self._emit(f"tl.where({bad}, tl.full([], 1, {ct}), {b})", dt)
+        core = self._emit(expr_fn(a, safe), dt)
+        out = core
+        if signed:
+            out = self._emit(f"tl.where({b} == -1, {neg1_result}, {out})", dt)
+        return self._emit(f"tl.where({b} == 0, {zero_result}, {out})", dt)
+
+    def _binary(self, op, a, b):
+        dt = a.dtype
+        fp = dt.category == 2
+        ct = COMPUTE[dt]
+        isbool = dt is _t.bool_
+        zero = f"tl.full([], 0, {ct})"
+        if op == "add":
+            return self._emit(f"({a} | {b})" if isbool else f"({a} + {b})", dt)
+        if op == "mul":
+            return self._emit(f"({a} & {b})" if isbool else f"({a} * {b})", dt)
+        if op == "sub":
+            return self._emit(f"({a} ^ {b})" if isbool else f"({a} - {b})", dt)
+        if op in ("bitwise_and", "bitwise_or", "bitwise_xor"):
+            sym = {"bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}[op]
+            return self._emit(f"({a} {sym} {b})", dt)
+        if op == "div":
+            if fp:
+                return self._emit(f"tl.div_rn({a}, {b})", dt)
+            return self._int_div_guard(a, b, dt, lambda x, y: f"{x} // {y}", zero, f"-{a}")
+        if op == "floor_divide":
+            if fp:
+                return self._emit(f"_floordiv_fp({a}, {b})", dt)
+
+            def fd(x, y):
+                return f"({x} // {y}) - ((({x} % {y}) != 0) & ((({x} % {y}) < 0) != ({y} < 0))).to({ct})"
+            return self._int_div_guard(a, b, dt, fd, zero, f"-{a}")
+        if op == "remainder":
+            if fp:
+                return self._emit(f"_remainder_fp({a}, {b})", dt)
+
+            def rem(x, y):
+                r = f"({x} % {y})"
+                return f"tl.where(({r} != 0) & (({r} < 0) != ({y} < 0)), {r} + {y}, {r})"
+            return self._int_div_guard(a, b, dt, rem, zero, zero)
+        if op == "fmod":
+            if fp:
+                return self._emit(f"_lib.fmod({a}, {b})", dt)
+            return self._int_div_guard(a, b, dt, lambda x, y: f"{x} % {y}", zero, zero)
+        if op == "pow":
+            if fp:
+                return self._emit(f"_lib.pow({a}, {b})", dt)
+            if isbool:
+                return self._emit(f"({a} | ({b} == 0))", dt)
+            return self._emit(f"_pow_int({a}, {b}, {INT_BITS[dt]})", dt)
+        if op == "atan2":
+            return self._emit(f"_lib.atan2({a}, {b})", dt)
+        if op in ("maximum", "minimum"):
+            if isbool:
+                return self._emit(f"({a} | {b})" if op == "maximum" else f"({a} & {b})", dt)
+            cmp = ">" if op == "maximum" else "<"
+            if fp:
+                return self._emit(f"tl.where({a} != {a}, {a}, tl.where({b} != {b}, {b}, "
+                                  f"tl.where({a} {cmp} {b}, {a}, {b})))", dt)
+            return self._emit(f"tl.where({a} {cmp} {b}, {a}, {b})", dt)
+        if op == "copysign":
+            return self._emit(f"_lib.copysign({a}, {b})", dt)
+        if op in ("shift_left", "shift_right"):
+            if isbool:
+                raise TritonCodegenError(f"triton: prims.{op} of bool")
+            bits = INT_BITS[dt]
+            oob = f"(({b} < 0) | ({b} >= {bits}))"
+            amt = self._emit(f"tl.where({oob}, tl.full([], 0, {ct}), {b})", dt)
+            if op == "shift_left":
+                return self._emit(f"tl.where({oob}, {zero}, {a} << {amt})", dt)
+            fill = zero if dt in UNSIGNED else f"tl.where({a} < 0, tl.full([], -1, {ct}), {zero})"
+            return self._emit(f"tl.where({oob}, {fill}, {a} >> {amt})", dt)
+        cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+        if op in cmp:
+            return self._emit(f"({a} {cmp[op]} {b})", _t.bool_)
+        if op == "logical_and":
+            return self._emit(f"(({a} != 0) & ({b} != 0))", _t.bool_)
+        if op == "logical_or":
+            return self._emit(f"(({a} != 0) | ({b} != 0))", _t.bool_)
+        if op == "logical_xor":
+            return self._emit(f"(({a} != 0) ^ ({b} != 0))", _t.bool_)
+        raise TritonCodegenError(f"triton: prims.{op}")
+
+    def __getattr__(self, name):
+        if name in ir.UNARY_OPS or name in ir.UNARY_BOOL_OPS:
+            return lambda x: self._unary(name, x)
+        if name in ir.BINARY_OPS or name in ir.BINARY_BOOL_OPS:
+            return lambda a, b: self._binary(name, a, b)
+        raise TritonCodegenError(f"triton: ops.{name} has no Triton lowering")
+
+
+# ----------------------------------------------------------------------- kernels
+class KernelSpec:
+    """What the wrapper and the compiler need to know about one generated kernel."""
+
+    def __init__(self, name, kind, params, param_dtypes, size_syms, xnumel, rblocks, looped, configs,
+                 aligned):
+        self.name = name
+        self.kind = kind                  # "pointwise" | "persistent" | "looped"
+        self.params = params              # buffer names, in argument order
+        self.param_dtypes = param_dtypes  # ember dtypes of the buffers
+        self.size_syms = size_syms        # size symbols passed after the buffers
+        self.xnumel = xnumel              # sympy expression over the size symbols
+        self.rblocks = rblocks            # persistent: {"RBLOCK0": 64, ...} (fixed constexprs)
+        self.looped = looped
+        self.configs = configs            # list of dicts: constexprs + num_warps
+        self.aligned = aligned            # params known 16-byte aligned (wrapper-allocated)
+
+    def signature(self):
+        sig = {p: "*" + SIG[d] for p, d in zip(self.params, self.param_dtypes)}
+        for s in self.size_syms:
+            sig[s.name] = "i64"
+        sig["xnumel"] = "i64"
+        for c in self.constexpr_names():
+            sig[c] = "constexpr"
+        return sig
+
+    def constexpr_names(self):
+        names = ["XBLOCK"] + sorted(self.rblocks)
+        if self.looped:
+            names.append("RBLOCK")
+        return names
+
+    def __repr__(self):
+        return f"KernelSpec({self.name}, {self.kind}, params={self.params})"
+
+
+class TritonKernel:
+    """One fused group as one ``@_jit`` Triton function."""
+
+    def __init__(self, name, group: FusedGroup, graph, size_syms, outside_reads):
+        self.name = name
+        self.group = group
+        self.graph = graph
+        self.size_syms = size_syms
+        self.outside = set(outside_reads)
+        self._tmp = itertools.count()
+        self.reads = set()
+        self.registers: Dict[str, tuple] = {}
+        self.stored = set()
+        self.barrier_done = set()
+        self.writes: List[str] = []
+        self.local: set = set()
+
+    def new_tmp(self):
+        return f"tmp{next(self._tmp)}"
+
+    def buffer_dtype(self, name):
+        return self.graph.buffers_by_name[name].get_dtype()
+
+    def note_read(self, name):
+        self.reads.add(name)
+
+    def _hint(self, e):
+        return self.graph.sizevars.size_hint(e)
+
+    # -- structure ---------------------------------------------------------------
+    def _plan(self):
+        g = self.group
+        p = g.p
+        for n in g.nodes:
+            if n.is_scan:
+                raise TritonCodegenError(f"triton: cumsum/cumprod (scan over dim {n.data.dim}) of {n.name}")
+            if n.is_scatter:
+                raise TritonCodegenError(f"triton: scatter/index_put ({n.name})")
+        self.P = list(g.outer_sizes)
+        # distinct inner extents, in order of first use
+        self.extents: List[list] = []
+        self.node_rkey: Dict[str, Optional[int]] = {}
+        for n in g.nodes:
+            q = list(n.inner(p))
+            if not q:
+                self.node_rkey[n.name] = None
+                continue
+            for k, e in enumerate(self.extents):
+                if _same(e, q):
+                    self.node_rkey[n.name] = k
+                    break
+            else:
+                self.extents.append(q)
+                self.node_rkey[n.name] = len(self.extents) - 1
+        self.tiled = bool(self.extents)
+        numels = [sympy.expand(product(e)) for e in self.extents]
+        self.persistent = self.tiled and all(m.is_Integer and int(m) <= PERSISTENT_RNUMEL_MAX for m in numels)
+        self.rnumels = numels
+        # which results need memory: read by another kernel/extern/output, or (looped)
+        # an inner pointwise stage read back by a later stage of this kernel
+        later_reads = {}
+        for i, n in enumerate(g.nodes):
+            for nm in n.read_names:
+                later_reads.setdefault(nm, i)
+        for n in g.nodes:
+            need = n.name in self.outside
+            if not need and not self.persistent and self.node_rkey[n.name] is not None and not n.is_reduction \
+                    and n.name in later_reads:
+                need = True
+            if need:
+                self.writes.append(n.name)
+            else:
+                self.local.add(n.name)
+
+    def generate(self) -> Tuple[str, KernelSpec]:
+        self._plan()
+        g = self.group
+        p = g.p
+        xs = index_vars("x", p)
+        body: List[str] = []
+        ind = "    "
+        xnumel = sympy.expand(product(self.P)) if self.P else sympy.Integer(1)
+        if self.tiled:
+            body.append(f"{ind}xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
+        else:
+            body.append(f"{ind}xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)")
+        if self._needs_int64(xnumel):
+            body.append(f"{ind}xindex = xindex.to(tl.int64)")
+        body.append(f"{ind}xmask = xindex < xnumel")
+        for x, s, n in zip(xs, contiguous_strides(self.P), self.P):
+            e = "xindex" if s == 1 else f"(xindex // ({texpr(s)}))"
+            body.append(f"{ind}{x} = {e} % ({texpr(n)})" if x != xs[0] else f"{ind}{x} = {e}")
+        for k, (ext, numel) in enumerate(zip(self.extents, self.rnumels)):
+            body.append(f"{ind}rnumel{k} = {texpr(numel)}")
+        for n in g.nodes:
+            body.append(f"{ind}# {n!r}")
+            if n.is_reduction:
+                self._reduction_stage(n, p, xs, body, ind)
+            else:
+                self._pointwise_stage(n, p, xs, body, ind)
+        return self._finish(body, xnumel)
+
+    def _needs_int64(self, xnumel):
+        biggest = self._hint(xnumel) * max([self._hint(m) for m in self.rnumels] + [1])
+        for nm in self.group.names() | self.group.read_names():
+            buf = self.graph.buffers_by_name.get(nm)
+            if buf is not None:
+                biggest = max(biggest, self._hint(product(buf.get_size())))
+        return biggest >= 2 ** 31 - 1 or bool(self.size_syms)
+
+    def _rvars(self, k, ind, lines, base):
+        """Decompose the flat ``rindex`` of extent ``k`` into r0, r1, ...; returns the vars."""
+        ext = self.extents[k]
+        rs = index_vars("r", len(ext))
+        for r, s, n in zip(rs, contiguous_strides(ext), ext):
+            e = base if s == 1 else f"({base} // ({texpr(s)}))"
+            lines.append(f"{ind}{r} = {e} % ({texpr(n)})" if r != rs[0] else f"{ind}{r} = {e}")
+        return rs
+
+    def _rblock_name(self, k):
+        return f"RBLOCK{k}" if self.persistent else "RBLOCK"
+
+    def _open_r(self, k, ind, lines):
+        """Start an r-range of extent ``k``: persistent = the whole row, looped = a loop.
+        Returns (indent inside, mask expression, r vars)."""
+        rb = self._rblock_name(k)
+        if self.persistent:
+            lines.append(f"{ind}rindex = tl.arange(0, {rb})[None, :]")
+            lines.append(f"{ind}rmask = rindex < rnumel{k}")
+            rs = self._rvars(k, ind, lines, "rindex")
+            return ind, "xmask & rmask", rs
+        lines.append(f"{ind}for roffset in range(0, rnumel{k}, RBLOCK):")
+        ind2 = ind + "    "
+        lines.append(f"{ind2}rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+        lines.append(f"{ind2}rmask = rindex < rnumel{k}")
+        rs = self._rvars(k, ind2, lines, "rindex")
+        return ind2, "xmask & rmask", rs
+
+    def _store(self, name, index, val: TV, mask, ind, lines):
+        dt = self.buffer_dtype(name)
+        v = val.name
+        if dt in (_t.float16, _t.bfloat16):
+            v = f"{v}.to({TL_DTYPE[dt]})"
+        elif COMPUTE[val.dtype] != COMPUTE[dt]:
+            v = f"{v}.to({TL_DTYPE[dt]})"
+        lines.append(f"{ind}tl.store({name} + ({texpr(index)}), {v}, {mask})")
+        self.stored.add(name)
+
+    def _pointwise_stage(self, n, p, xs, lines, ind):
+        k = self.node_rkey[n.name]
+        if k is None:
+            h = TritonOps(self, lines, ind, "xmask", None)
+            with set_ops_handler(h):
+                val = n.data.inner_fn(xs)
+            val = _as_tv(h, val, n.data.get_dtype())
+            if n.name in self.writes:
+                self._store(n.name, n.write_index(p), val, "xmask", ind, lines)
+            self.registers[n.name] = (val, None)
+            return
+        inner, mask, rs = self._open_r(k, ind, lines)
+        h = TritonOps(self, lines, inner, mask, k)
+        with set_ops_handler(h):
+            val = n.data.inner_fn(xs + rs)
+        val = _as_tv(h, val, n.data.get_dtype())
+        if n.name in self.writes:
+            self._store(n.name, n.write_index(p), val, mask, inner, lines)
+        if self.persistent:
+            self.registers[n.name] = (val, k)
+
+    def _reduction_stage(self, n, p, xs, lines, ind):
+        red = n.data
+        rtype = red.reduction_type
+        src = red.src_dtype
+        k = self.node_rkey[n.name]
+        ct = COMPUTE[src]
+        fp = src.category == 2
+        shape = "[XBLOCK, RBLOCK]"
+
+        def body(inner, mask, rs):
+            h = TritonOps(self, lines, inner, mask, k)
+            with set_ops_handler(h):
+                v = red.inner_fn(xs, rs)
+            return h, _as_tv(h, v, src)
+
+        if rtype in ("sum", "prod", "any", "all") or (rtype in ("amax", "amin") and src is _t.bool_):
+            if src is _t.bool_:
+                rtype = {"sum": "any", "prod": "all", "amax": "any", "amin": "all"}.get(rtype, rtype)
+            if rtype in ("any", "all"):
+                acc_t, ident = "tl.int32", ("0" if rtype == "any" else "1")
+                fin = "tl.max" if rtype == "any" else "tl.min"
+                prep = lambda v: f"({v} != 0).to(tl.int32)"  # noqa: E731
+            else:
+                acc_t = ct
+                ident = "0" if rtype == "sum" else "1"
+                fin = "tl.sum" if rtype == "sum" else None
+                prep = lambda v: f"{v}"  # noqa: E731
+            if self.persistent:
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                t = self.new_tmp()
+                lines.append(f"{inner}{t} = tl.where({mask}, {prep(v)}, tl.full([], {ident}, {acc_t}))")
+                res = self._final_reduce(fin, t, lines, inner)
+            else:
+                acc = self.new_tmp()
+                lines.append(f"{ind}{acc} = tl.full({shape}, {ident}, {acc_t})")
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                op = {"sum": "+", "prod": "*"}.get(rtype)
+                if op:
+                    lines.append(f"{inner}{acc} = tl.where({mask}, {acc} {op} {prep(v)}, {acc})")
+                elif rtype == "any":
+                    lines.append(f"{inner}{acc} = {acc} | tl.where({mask}, {prep(v)}, 0)")
+                else:
+                    lines.append(f"{inner}{acc} = {acc} & tl.where({mask}, {prep(v)}, 1)")
+                res = self._final_reduce(fin, acc, lines, ind)
+            out_dt = red.get_dtype()
+            if rtype in ("any", "all"):
+                res = f"({res} != 0)"
+            elif COMPUTE[out_dt] != acc_t:
+                res = f"{res}.to({COMPUTE[out_dt]})"
+            self._finish_reduction(n, p, res, out_dt, lines, ind)
+            return
+        if rtype in ("amax", "amin"):
+            cmp = ">" if rtype == "amax" else "<"
+            if fp:
+                ident = "-_INF" if rtype == "amax" else "_INF"
+            else:
+                info = _int_limits(src)
+                ident = str(info[0] if rtype == "amax" else info[1])
+            fin = "tl.max" if rtype == "amax" else "tl.min"
+            if self.persistent:
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                t = self.new_tmp()
+                lines.append(f"{inner}{t} = tl.where({mask}, {v}, tl.full([], {ident}, {ct}))")
+                res = self._final_reduce(fin, t, lines, inner)
+                if fp:
+                    nn = self.new_tmp()
+                    lines.append(f"{inner}{nn} = tl.where({mask} & ({v} != {v}), 1, 0)")
+                    res = f"tl.where({self._final_reduce('tl.max', nn, lines, inner)} != 0, _NAN, {res})"
+            else:
+                acc = self.new_tmp()
+                nn = self.new_tmp()
+                lines.append(f"{ind}{acc} = tl.full({shape}, {ident}, {ct})")
+                if fp:
+                    lines.append(f"{ind}{nn} = tl.zeros({shape}, tl.int32)")
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                lines.append(f"{inner}{acc} = tl.where({mask} & ({v} {cmp} {acc}), {v}, {acc})")
+                if fp:
+                    lines.append(f"{inner}{nn} = {nn} | tl.where({mask} & ({v} != {v}), 1, 0)")
+                res = self._final_reduce(fin, acc, lines, ind)
+                if fp:
+                    res = f"tl.where({self._final_reduce('tl.max', nn, lines, ind)} != 0, _NAN, {res})"
+            self._finish_reduction(n, p, res, red.get_dtype(), lines, ind)
+            return
+        if rtype in ("argmax", "argmin"):
+            combine = f"_{rtype}_combine"
+            if fp:
+                ident = "-_INF" if rtype == "argmax" else "_INF"
+            else:
+                info = _int_limits(src)
+                ident = str(info[0] if rtype == "argmax" else info[1])
+            big = str(2 ** 62)
+            if self.persistent:
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                tv, ti = self.new_tmp(), self.new_tmp()
+                lines.append(f"{inner}{tv} = tl.where({mask}, {v}, tl.full([], {ident}, {ct}))")
+                lines.append(f"{inner}{ti} = tl.where({mask}, rindex.to(tl.int64), {big})")
+                rv, ri = self.new_tmp(), self.new_tmp()
+                lines.append(f"{inner}{rv}, {ri} = tl.reduce(({tv}, {ti}), 1, {combine})")
+            else:
+                av, ai = self.new_tmp(), self.new_tmp()
+                lines.append(f"{ind}{av} = tl.full({shape}, {ident}, {ct})")
+                lines.append(f"{ind}{ai} = tl.full({shape}, {big}, tl.int64)")
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                nv, ni = self.new_tmp(), self.new_tmp()
+                lines.append(f"{inner}{nv}, {ni} = {combine}({av}, {ai}, {v} + tl.zeros({shape}, {ct}), "
+                             f"rindex.to(tl.int64) + tl.zeros({shape}, tl.int64))")
+                lines.append(f"{inner}{av} = tl.where({mask}, {nv}, {av})")
+                lines.append(f"{inner}{ai} = tl.where({mask}, {ni}, {ai})")
+                rv, ri = self.new_tmp(), self.new_tmp()
+                lines.append(f"{ind}{rv}, {ri} = tl.reduce(({av}, {ai}), 1, {combine})")
+            self._finish_reduction(n, p, f"{ri}[:, None]", _t.int64, lines, ind)
+            return
+        if rtype == "var":
+            corr = float(red.correction)
+            nexpr = texpr(product(red.reduction_ranges))
+            mean = self.new_tmp()
+            if self.persistent:
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                s, d = self.new_tmp(), self.new_tmp()
+                lines.append(f"{inner}{s} = tl.sum(tl.where({mask}, {v}, 0.0).to({ct}), 1)[:, None]")
+                lines.append(f"{inner}{mean} = {s} / ({nexpr})")
+                lines.append(f"{inner}{d} = tl.where({mask}, {v} - {mean}, 0.0).to({ct})")
+                m2 = self.new_tmp()
+                lines.append(f"{inner}{m2} = tl.sum({d} * {d}, 1)[:, None]")
+            else:
+                acc = self.new_tmp()
+                lines.append(f"{ind}{acc} = tl.zeros({shape}, {ct})")
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                lines.append(f"{inner}{acc} = tl.where({mask}, {acc} + {v}, {acc})")
+                lines.append(f"{ind}{mean} = tl.sum({acc}, 1)[:, None] / ({nexpr})")
+                acc2 = self.new_tmp()
+                lines.append(f"{ind}{acc2} = tl.zeros({shape}, {ct})")
+                inner, mask, rs = self._open_r(k, ind, lines)
+                h, v = body(inner, mask, rs)
+                d = self.new_tmp()
+                lines.append(f"{inner}{d} = {v} - {mean}")
+                lines.append(f"{inner}{acc2} = tl.where({mask}, {acc2} + {d} * {d}, {acc2})")
+                m2 = self.new_tmp()
+                lines.append(f"{ind}{m2} = tl.sum({acc2}, 1)[:, None]")
+            denom = f"tl.maximum(({nexpr}) - {corr!r}, 0.0)"
+            res = f"({m2} / {denom}).to({ct})"
+            self._finish_reduction(n, p, res, red.get_dtype(), lines, ind)
+            return
+        raise TritonCodegenError(f"triton: reduction {rtype}")
+
+    def _final_reduce(self, fin, t, lines, ind):
+        out = self.new_tmp()
+        if fin is None:
+            lines.append(f"{ind}{out} = tl.reduce({t}, 1, _prod_combine)[:, None]")
+        else:
+            lines.append(f"{ind}{out} = {fin}({t}, 1)[:, None]")
+        return out
+
+    def _finish_reduction(self, n, p, res_expr, out_dt, lines, ind):
+        """A reduction's result: a register of shape [XBLOCK, 1] for later stages,
+        stored when anything outside this kernel reads it."""
+        name = self.new_tmp()
+        lines.append(f"{ind}{name} = {res_expr}")
+        val = TV(name, out_dt)
+        self.registers[n.name] = (val, None)
+        if n.name in self.writes:
+            self._store(n.name, n.write_index(p), val, "xmask", ind, lines)
+
+    # -- signature -----------------------------------------------------------------
+    def _finish(self, body, xnumel) -> Tuple[str, KernelSpec]:
+        reads = sorted(self.reads - set(self.writes) - self.local, key=_natural)
+        params = reads + list(self.writes)
+        dtypes = [self.buffer_dtype(p) for p in params]
+        used_syms = [s for s in self.size_syms]
+        args = params + [s.name for s in used_syms] + ["xnumel", "XBLOCK: tl.constexpr"]
+        rblocks = {}
+        if self.persistent:
+            for k, m in enumerate(self.rnumels):
+                rblocks[f"RBLOCK{k}"] = next_pow2(int(m))
+                args.append(f"RBLOCK{k}: tl.constexpr")
+        looped = self.tiled and not self.persistent
+        if looped:
+            args.append("RBLOCK: tl.constexpr")
+        head = f"@_jit\ndef {self.name}({', '.join(args)}):"
+        src = head + "\n" + "\n".join(body) + "\n"
+        kind = "looped" if looped else ("persistent" if self.persistent else "pointwise")
+        aligned = [p for p in params if p in self.graph.buffers_by_name and
+                   not isinstance(self.graph.buffers_by_name[p], ir.InputBuffer)]
+        spec = KernelSpec(self.name, kind, params, dtypes, used_syms, xnumel, rblocks, looped,
+                          _configs(kind, self._hint(xnumel), rblocks), aligned)
+        return src, spec
+
+
+def _configs(kind, xnumel_hint, rblocks):
+    """The small autotuning space of a kernel; the first entry is the default (and the
+    one the interpreter runs)."""
+    if kind == "pointwise":
+        cands = [(1024, 4), (512, 4), (256, 4), (128, 4), (2048, 8)]
+        out = [dict(XBLOCK=min(x, next_pow2(max(xnumel_hint, 1))), num_warps=w) for x, w in cands]
+    elif kind == "persistent":
+        rb = max(rblocks.values())
+        out = []
+        for x in (max(1, min(64, TILE_MAX // rb)), 8, 1):
+            x = min(x, next_pow2(max(xnumel_hint, 1)))
+            w = min(16, max(1, next_pow2(x * rb // 256)))
+            out.append(dict(XBLOCK=x, num_warps=w, **rblocks))
+    else:
+        out = []
+        for x, r, w in ((1, 2048, 8), (8, 512, 8), (64, 64, 4), (1, 1024, 4)):
+            x = min(x, next_pow2(max(xnumel_hint, 1)))
+            out.append(dict(XBLOCK=x, RBLOCK=r, num_warps=w))
+    uniq, seen = [], set()
+    for c in out:
+        key = tuple(sorted(c.items()))
+        if key not in seen:
+            seen.add(key)
+            uniq.append(c)
+    return uniq
+
+
+def _int_limits(dt):
+    import numpy as np
+    if dt is _t.bool_:
+        return 0, 1
+    info = np.iinfo(dt.np)
+    return int(info.min), int(info.max)
+
+
+def _as_tv(h: TritonOps, v, dtype) -> TV:
+    if isinstance(v, TV):
+        return v
+    if isinstance(v, sympy.Basic):  # a bare indirect index symbol
+        return h._emit(f"{v.name}", dtype)
+    raise TritonCodegenError(f"triton: unexpected body value {v!r}")
+
+
+def _same(a, b):
+    return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b))
+
+
+def _natural(name):
+    import re
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name)]
+
+
+# ----------------------------------------------------------------------- a whole graph
+def outside_reads(graph, groups) -> Dict[int, set]:
+    """Per group: the buffers of that group that something else reads (another
+    kernel, an extern, a graph output)."""
+    outs = {o.name for o in graph.outputs if isinstance(o, ir.Buffer)}
+    outs |= {o[1].name for o in graph.outputs if isinstance(o, tuple) and o[0] == "view"}
+    res = {}
+    for gi, g in enumerate(groups):
+        other = set(outs)
+        for gj, h in enumerate(groups):
+            if gj != gi:
+                other |= h.read_names()
+        res[gi] = other & g.names()
+    return res
+
+
+def generate_kernels(graph, groups, size_syms) -> Tuple[str, Dict[int, KernelSpec]]:
+    """Triton source of every fused group of ``groups`` (the scheduler's output) and
+    one :class:`KernelSpec` per group index. Raises :class:`TritonCodegenError`
+    naming the op when a group cannot be generated."""
+    outside = outside_reads(graph, groups)
+    parts = [PRELUDE]
+    specs: Dict[int, KernelSpec] = {}
+    for gi, grp in enumerate(groups):
+        if isinstance(grp, FusedGroup):
+            kg = TritonKernel(f"triton_kernel{gi}", grp, graph, size_syms, outside[gi])
+            src, spec = kg.generate()
+            spec.local = kg.local
+            parts.append(src)
+            specs[gi] = spec
+        elif not isinstance(grp, ExternGroup):  # pragma: no cover - scheduler gives only these two
+            raise TritonCodegenError(f"triton: unknown group {grp!r}")
+    return "\n\n".join(parts), specs
