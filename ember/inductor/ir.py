@@ -10,10 +10,14 @@ A value during lowering is one of:
   rewritten index -- never a copy.
 * :class:`Reduction` -- output ``size``, ``reduction_ranges`` and a body
   ``inner_fn(index, rindex)``; always materialised into a buffer.
+* :class:`Scatter` (scatter, scatter_add, index_put: a copy of the input
+  with data-dependent stores) and :class:`Scan` (cumsum, cumprod) -- always
+  materialised, kernels of their own;
 * a :class:`Buffer` -- memory: :class:`InputBuffer` (a graph input or
-  constant, with its real strides), :class:`ComputedBuffer` (a Pointwise or
-  Reduction written out, contiguous) or the output of an :class:`ExternKernel`
-  (matmul, convolution, sort, a fallback to a prim's numpy reference).
+  constant, with its real strides), :class:`ComputedBuffer` (one of the above
+  written out, contiguous) or the output of an :class:`ExternKernel`
+  (matmul via numpy's BLAS; convolution, sort, topk and any prim without a
+  lowering run as the prim's numpy reference).
 
 The ops language a body may use is listed in ``UNARY_OPS``, ``BINARY_OPS``
 and the handler methods ``load(name, index)``, ``constant(value, dtype)``,
