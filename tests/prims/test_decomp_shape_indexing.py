@@ -141,6 +141,12 @@ CASES = {
                    lambda r, dt: [rn(r, dt, 5, 3), ember.tensor(r.permutation(5)[:2]), rn(r, dt, 2, 3)]),
     "index_fill": (lambda a, i: a.index_fill(1, i, -2.0), lambda r, dt: [rn(r, dt, 3, 5), ri(r, -5, 5, 2)]),
     "take": (lambda a, i: a.take(i), lambda r, dt: [rn(r, dt, 3, 4), ri(r, -12, 12, 2, 3)]),
+    # 0-d operands (the kernels treat them as 1-element vectors)
+    "zero_dim_index_ops": (lambda a, s: (a.gather(0, ember.tensor([0, 0])), a.scatter_add(0, ember.tensor(0), s),
+                                         a.index_add(0, ember.tensor([0]), s.reshape(1)),
+                                         a.take(ember.tensor([0, -1]))), T((), ())),
+    "zero_dim_views": (lambda a: (a.squeeze(), a.unsqueeze(0), a.t(), a.expand(3, 2), a.repeat(2, 3), a.view(1, 1),
+                                  a.flip(()), ember.cat([a.reshape(1), a.expand(2)])), T(())),
     "put_acc": (lambda a, i, s: a.put(i, s, accumulate=True),
                 lambda r, dt: [rn(r, dt, 3, 4), ri(r, -12, 12, 5), rn(r, dt, 5)]),
 }

@@ -220,8 +220,8 @@ def index_select(x, dim, index):
     return prims.index_select(x, wrap_dim(dim, x.ndim), idx)
 
 
-def _moved_source(x, source, d):
-    """(self as >=1-d, source with the shape self has but len(index) at dim d)."""
+def _as1d_pair(x, source):
+    """(self, source), both made 1-d when self is 0-d (the kernels' 0-d rule)."""
     out = _as1d(x)
     src = reshape(source, (numel(source.shape),)) if x.ndim == 0 else source
     return out, src
@@ -232,7 +232,7 @@ def index_add(x, dim, index, source, alpha=1):
     idx = _index_vec(index)
     if idx is None or source.dtype is not x.dtype:
         return NotImplemented
-    out, src = _moved_source(x, source, dim)
+    out, src = _as1d_pair(x, source)
     d = wrap_dim(dim, out.ndim)
     if alpha != 1:
         if not x.dtype.is_floating_point and isinstance(alpha, float):
@@ -247,7 +247,7 @@ def index_copy(x, dim, index, source):
     idx = _index_vec(index)
     if idx is None or source.dtype is not x.dtype:
         return NotImplemented
-    out, src = _moved_source(x, source, dim)
+    out, src = _as1d_pair(x, source)
     d = wrap_dim(dim, out.ndim)
     res = prims.scatter(out, d, _along(idx, src.shape, d), src)
     return reshape(res, tuple(x.shape))
