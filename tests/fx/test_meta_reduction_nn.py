@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import warnings
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -113,7 +114,8 @@ def test_dim_list_reductions(fn):
                 check_meta(lambda x: f(x, dim, keepdim=keepdim), t)
 
 
-@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_, np.float16, np.float64, np.uint8])
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_, np.float16, ml_dtypes.bfloat16, np.float64,
+                                   np.uint8])
 def test_sum_prod_dtypes(dtype):
     for shape, name, t in _each_layout([(3, 4, 5), (4,)], dtype):
         check_meta(lambda x: x.sum(), t)
@@ -135,7 +137,7 @@ def test_sum_prod_dtypes(dtype):
             check_meta(lambda x: ember.sort(x, 0, descending=True), t)
             check_meta(lambda x: ember.topk(x, 2, 0), t)
             check_meta(lambda x: ember.argsort(x, -1), t)
-        if dtype in (np.float16, np.float64):
+        if dtype in (np.float16, ml_dtypes.bfloat16, np.float64):
             check_meta(lambda x: x.mean(0, dtype=ember.float32), t)
             check_meta(lambda x: x.var(0), t)
             check_meta(lambda x: ember.logsumexp(x, [0]), t)
@@ -533,7 +535,7 @@ def test_conv_pool_sizes_hypothesis(data):
     check_meta(NN.convolution.binding, x, wt, T((3 * g,)), s, p, dl, True, op, g)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, ml_dtypes.bfloat16])
 def test_normalisation(dtype):
     for name, x in layouts((4, 3, 5, 2), dtype):
         for w, b in ((None, None), (T((3,), dtype), T((3,), dtype)), (T((6,), dtype)[::2], None)):
@@ -752,3 +754,41 @@ def test_softmax_half_to_float():
         check_meta(lambda a: R._softmax.binding(a, 1, True), x)
         check_meta(lambda a: R._log_softmax.binding(a, -1, True), x)
         check_meta(lambda a: R._log_softmax.binding(a, 0, False), x)
+
+
+def _eval_size(s, env, values):
+    from ember.fx.experimental.symbolic_shapes import SymInt
+    if not isinstance(s, SymInt):
+        return s
+    by_source = {src: sym for sym, srcs in env.var_to_sources.items() for src in srcs}
+    sub = {by_source[k]: v for k, v in values.items() if k in by_source}
+    return int(s.expr.xreplace(sub))
+
+
+@pytest.mark.parametrize("name,fn", [
+    ("conv2d", lambda x: F.conv2d(x, ember.ones(4, 3, 3, 2), stride=(2, 3), padding=(1, 0), dilation=(2, 1))),
+    ("conv_transpose2d", lambda x: F.conv_transpose2d(x, ember.ones(3, 2, 3, 3), stride=2, padding=1,
+                                                      output_padding=1, dilation=1)),
+    ("max_pool2d-ceil", lambda x: F.max_pool2d(x, 3, 2, 1, ceil_mode=True)),
+    ("max_pool2d-dil", lambda x: F.max_pool2d(x, 2, 3, 0, dilation=2)),
+    ("avg_pool2d-ceil", lambda x: F.avg_pool2d(x, (3, 2), (2, 2), (1, 1), ceil_mode=True)),
+    ("sum-norm", lambda x: ember.norm(x.sum(1, keepdim=True), 2, (2,))),
+    ("mm", lambda x: ember.mm(x.sum(3).transpose(1, 2).reshape(-1, 3), ember.ones(3, 2))),
+])
+def test_symbolic_output_sizes_hold_for_other_sizes(name, fn):
+    """The symbolic output sizes are formulas of the input sizes: for every other input size
+    the guards accept, they evaluate to what eager produces at that size."""
+    env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=env)
+    x = mode.from_tensor(T((2, 3, 11, 9)), symbolic=True, dynamic_dims=[0, 2, 3], source="x")
+    with mode, others_metas():
+        out = fn(x)
+    checked = 0
+    for n, h, w in itertools.product((2, 3), range(7, 19, 3), range(6, 16)):
+        values = {"x.size()[0]": n, "x.size()[2]": h, "x.size()[3]": w}
+        if not env.evaluate_guards(values):
+            continue
+        eager = fn(T((n, 3, h, w)))
+        assert tuple(_eval_size(s, env, values) for s in out.shape) == tuple(eager.shape), (n, h, w)
+        checked += 1
+    assert checked >= 8
