@@ -54,6 +54,15 @@ def _maybe_mul(t, s):
     return t if s == 1 else t * s
 
 
+def _check_self_rank(s, shape):
+    """``self`` of addmm/baddbmm is expanded to the result's shape: it cannot have more dims
+    (numpy's broadcast_to raised a ValueError here)."""
+    if s.ndim > len(shape):
+        raise RuntimeError(f"expand(ember.{_t.from_numpy_dtype(s.dtype).legacy_name}Tensor{{{list(s.shape)}}}, "
+                           f"size={list(shape)}): the number of sizes provided ({len(shape)}) must be greater "
+                           f"or equal to the number of dimensions in the tensor ({s.ndim})")
+
+
 # ---------------------------------------------------------------------- mm / bmm
 @defop("mm(Tensor self, Tensor mat2) -> Tensor")
 def mm(xp, a, b):
@@ -115,6 +124,7 @@ def addmm(xp, s, a, b, beta=1, alpha=1):
     n = len(ss)
     if ss != shape and not (n == 0 or n == 1 and ss[0] in (1, shape[1]) or
                             n == 2 and ss[0] in (1, shape[0]) and ss[1] in (1, shape[1])):
+        _check_self_rank(s, shape)
         try:
             np.broadcast_shapes(ss, shape)
         except ValueError:
@@ -159,6 +169,7 @@ def baddbmm(xp, s, a, b, beta=1, alpha=1):
     _check_same_dtype(a, b, "scalar type of batch1 and batch2")
     _check_same_dtype(s, a, "self and batch1")
     shape = (a.shape[0], a.shape[1], b.shape[2])
+    _check_self_rank(s, shape)
     try:
         np.broadcast_shapes(s.shape, shape)
     except ValueError:
@@ -532,13 +543,12 @@ def _bmm_meta(a, b):
 
 
 def _expanded_size_error(s, shape, msg):
-    """The kernel's ``np.broadcast_shapes(self, out)`` check (and its later ``broadcast_to``)."""
+    """The kernel's checks that ``self`` expands to the result's shape."""
+    _check_self_rank(_M.info(s), shape)
     try:
-        b = _M.broadcast_shapes(tuple(s.shape), shape)
+        _M.broadcast_shapes(tuple(s.shape), shape)
     except RuntimeError:
         raise RuntimeError(msg) from None
-    if len(b) != len(shape):
-        raise RuntimeError(msg)
 
 
 @addmm.meta_fn
