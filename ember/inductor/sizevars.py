@@ -40,10 +40,7 @@ class FloorDiv(sympy.Function):
             return sympy.Integer(int(a) // int(b))
         if isinstance(a, FloorDiv):
             return FloorDiv(a.args[0], a.args[1] * b)
-        q = sympy.cancel(a / b)
-        if _is_poly_int(q):
-            return q
-        return None
+        return _exact_div(a, b)
 
 
 class ModularIndexing(sympy.Function):
@@ -58,6 +55,33 @@ class ModularIndexing(sympy.Function):
         if x.is_Integer and div.is_Integer and mod.is_Integer:
             return sympy.Integer((int(x) // int(div)) % int(mod))
         return None
+
+
+def _exact_term_div(t, d):
+    """``t / d`` for a monomial ``t`` when it is again a monomial with an integer
+    coefficient, else None. Mul's own cancellation of powers does the work:
+    no ``sympy.cancel`` (which dominated compile time)."""
+    q = t / d
+    c, rest = q.as_coeff_Mul()
+    if not (c.is_Integer or (c.is_Rational and c.q == 1)):
+        return None
+    for f in sympy.Mul.make_args(rest):
+        if f.is_Pow and not (f.exp.is_Integer and f.exp > 0):
+            return None
+        if not (f.is_Symbol or f.is_Pow or f.is_Integer or f.func in (FloorDiv, ModularIndexing)):
+            return None
+    return q
+
+
+def _exact_div(a, d):
+    """``a / d`` when every term of the sum ``a`` divides exactly, else None."""
+    out = sympy.Integer(0)
+    for t in sympy.Add.make_args(sympy.expand(a)):
+        q = _exact_term_div(t, d)
+        if q is None:
+            return None
+        out += q
+    return out
 
 
 def _is_poly_int(e) -> bool:
@@ -171,10 +195,21 @@ class SizeVarAllocator:
 
     # -- index simplification ------------------------------------------------
     def simplify_with_ranges(self, expr, var_ranges: Dict[sympy.Symbol, sympy.Expr]):
-        """Remove divisions and modulos that the ranges prove redundant."""
-        expr = sympy.expand(sympify(expr))
+        """Remove divisions and modulos that the ranges prove redundant (memoised:
+        the same view index is rebuilt by every analysis and codegen pass)."""
+        expr = sympify(expr)
         if not expr.has(FloorDiv, ModularIndexing):
-            return expr
+            return sympy.expand(expr)
+        key = (expr, tuple(sorted(((k, sympify(v)) for k, v in var_ranges.items() if k in expr.free_symbols),
+                                  key=lambda kv: kv[0].name)))
+        memo = self.__dict__.setdefault("_memo", {})
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = self._simplify_with_ranges(expr, var_ranges)
+        return hit
+
+    def _simplify_with_ranges(self, expr, var_ranges):
+        expr = sympy.expand(expr)
 
         def visit(e):
             if not e.args:
@@ -193,8 +228,7 @@ def _split_terms(a, d):
     """Split sum ``a`` into (terms divisible by ``d``, remainder terms)."""
     exact, rest = sympy.Integer(0), sympy.Integer(0)
     for t in sympy.Add.make_args(sympy.expand(a)):
-        q = sympy.cancel(t / d)
-        if _is_poly_int(q):
+        if _exact_term_div(t, d) is not None:
             exact += t
         else:
             rest += t
@@ -218,7 +252,7 @@ def _max_value(e, var_ranges):
                 continue
             return None
         v = vars_in[0]
-        coef = sympy.cancel(t / v)
+        coef = t / v
         if coef.has(v) or not _nonneg(coef):
             return None
         total += coef * (var_ranges[v] - 1)
@@ -230,9 +264,9 @@ def _simplify_floordiv(a, d, var_ranges):
     if exact != 0:
         mx = _max_value(rest, var_ranges)
         if mx is not None and _nonneg(d - 1 - mx):
-            return sympy.expand(sympy.cancel(exact / d))
+            return _exact_div(exact, d)
         if mx is not None:
-            return sympy.expand(sympy.cancel(exact / d)) + FloorDiv(rest, d)
+            return _exact_div(exact, d) + FloorDiv(rest, d)
     mx = _max_value(a, var_ranges)
     if mx is not None and _nonneg(d - 1 - mx):
         return sympy.Integer(0)

@@ -29,8 +29,9 @@ integer division, remainders and shifts carry the prims' semantics (no
 undefined behaviour for division by zero or oversized shifts). Philox random
 numbers reproduce ``ember.prims.philox_rand``/``philox_randn`` bit for bit.
 
-The generated module text is backend-neutral Python: its ``_jit`` decorator
-and ``_lib`` namespace are injected when it is loaded, as
+The generated module text is backend-neutral Python: its ``_jit`` (kernels)
+and ``_helper`` (device functions) decorators and ``_lib`` namespace are
+injected when it is loaded, as
 ``triton.runtime.interpreter.InterpretedFunction`` + numpy stand-ins
 (:mod:`.triton_interp_lib`) under the interpreter, or ``JITFunction`` +
 libdevice for compilation (PTX, cubin) -- so one source is both checked on the
@@ -102,7 +103,7 @@ _INF = tl.constexpr(float("inf"))
 _NAN = tl.constexpr(float("nan"))
 
 
-@_jit
+@_helper
 def _philox10(c0, c1, c2, c3, k0, k1):
     # Philox 4x32-10 (the stream of ember.prims.random)
     for _ in tl.static_range(10):
@@ -117,7 +118,7 @@ def _philox10(c0, c1, c2, c3, k0, k1):
     return c0, c1, c2, c3
 
 
-@_jit
+@_helper
 def _philox_words(seed, offset, block):
     s = seed.to(tl.uint64, bitcast=True)
     b = offset.to(tl.uint64, bitcast=True) + block.to(tl.uint64, bitcast=True)
@@ -129,7 +130,7 @@ def _philox_words(seed, offset, block):
     return _philox10(c0, c1, z, z, k0, k1)
 
 
-@_jit
+@_helper
 def _philox_uniform(seed, offset, i, BITS: tl.constexpr):
     w0, w1, w2, w3 = _philox_words(seed, offset, i >> 2)
     lane = i & 3
@@ -141,7 +142,7 @@ def _philox_uniform(seed, offset, i, BITS: tl.constexpr):
     return r
 
 
-@_jit
+@_helper
 def _philox_normal(seed, offset, i):
     w0, w1, w2, w3 = _philox_words(seed, offset, i >> 1)
     hi = (i & 1) != 0
@@ -151,7 +152,7 @@ def _philox_normal(seed, offset, i):
     return r * _lib.cos((2.0 * 3.141592653589793 * 2.3283064365386963e-10) * u2)
 
 
-@_jit
+@_helper
 def _floordiv_fp(a, b):
     # PyTorch's div_floor: floor(a / b) through fmod, so the result is exact
     mod = _lib.fmod(a, b)
@@ -164,14 +165,14 @@ def _floordiv_fp(a, b):
     return tl.where(b == 0, q, res)
 
 
-@_jit
+@_helper
 def _remainder_fp(a, b):
     m = _lib.fmod(a, b)
     fix = (m != 0) & ((b < 0) != (m < 0))
     return tl.where(fix, m + b, tl.where(m == 0, _lib.copysign(tl.zeros_like(m), b), m))
 
 
-@_jit
+@_helper
 def _pow_int(base, exp, BITS: tl.constexpr):
     result = tl.full(base.shape, 1, base.dtype) + tl.zeros_like(exp).to(base.dtype)
     b = base + tl.zeros_like(exp).to(base.dtype)
@@ -183,7 +184,7 @@ def _pow_int(base, exp, BITS: tl.constexpr):
     return tl.where(exp < 0, tl.zeros_like(result), result)
 
 
-@_jit
+@_helper
 def _argmax_combine(av, ai, bv, bi):
     # first occurrence; NaN counts as the largest value
     a_nan = av != av
@@ -192,7 +193,7 @@ def _argmax_combine(av, ai, bv, bi):
     return tl.where(take_b, bv, av), tl.where(take_b, bi, ai)
 
 
-@_jit
+@_helper
 def _argmin_combine(av, ai, bv, bi):
     a_nan = av != av
     b_nan = bv != bv
@@ -200,7 +201,7 @@ def _argmin_combine(av, ai, bv, bi):
     return tl.where(take_b, bv, av), tl.where(take_b, bi, ai)
 
 
-@_jit
+@_helper
 def _prod_combine(a, b):
     return a * b
 '''
@@ -314,13 +315,14 @@ class TV:
 class TritonOps:
     """Writes one stage's body as Triton statements into ``lines``."""
 
-    def __init__(self, kernel: "TritonKernel", lines: List[str], indent: str, mask: str, rkey):
+    def __init__(self, kernel: "TritonKernel", lines: List[str], indent: str, mask: str, rkey, cse=None):
         self.k = kernel
         self.lines = lines
         self.indent = indent
         self.mask = mask
         self.rkey = rkey
-        self.cse: Dict[Tuple[str, object], TV] = {}
+        # values of earlier stages over the same (straight-line) range are reused
+        self.cse: Dict[Tuple[str, object], TV] = {} if cse is None else cse
 
     def _emit(self, expr: str, dtype) -> TV:
         key = (expr, dtype)
@@ -573,7 +575,7 @@ class KernelSpec:
         return sig
 
     def constexpr_names(self):
-        names = ["XBLOCK"] + sorted(self.rblocks)
+        names = ["XBLOCK"] + list(self.rblocks)   # the kernel's argument order
         if self.looped:
             names.append("RBLOCK")
         return names
@@ -598,6 +600,16 @@ class TritonKernel:
         self.barrier_done = set()
         self.writes: List[str] = []
         self.local: set = set()
+        self._current_extent = None
+        self._cse: Dict[object, dict] = {}
+
+    def stage_cse(self, rkey):
+        """The CSE table a stage over ``rkey`` may share: straight-line code (x-only
+        stages anywhere, every stage of a persistent kernel) shares one per extent;
+        a looped stage's body is a loop of its own and starts empty."""
+        if rkey is None or self.persistent:
+            return self._cse.setdefault(rkey, {})
+        return None
 
     def new_tmp(self):
         return f"tmp{next(self._tmp)}"
@@ -709,9 +721,12 @@ class TritonKernel:
         Returns (indent inside, mask expression, r vars)."""
         rb = self._rblock_name(k)
         if self.persistent:
-            lines.append(f"{ind}rindex = tl.arange(0, {rb})[None, :]")
-            lines.append(f"{ind}rmask = rindex < rnumel{k}")
-            rs = self._rvars(k, ind, lines, "rindex")
+            rs = index_vars("r", len(self.extents[k]))
+            if self._current_extent != k:  # (re)bind rindex and r0, r1, ... for extent k
+                lines.append(f"{ind}rindex = tl.arange(0, {rb})[None, :]")
+                lines.append(f"{ind}rmask = rindex < rnumel{k}")
+                self._rvars(k, ind, lines, "rindex")
+                self._current_extent = k
             return ind, "xmask & rmask", rs
         lines.append(f"{ind}for roffset in range(0, rnumel{k}, RBLOCK):")
         ind2 = ind + "    "
@@ -733,7 +748,7 @@ class TritonKernel:
     def _pointwise_stage(self, n, p, xs, lines, ind):
         k = self.node_rkey[n.name]
         if k is None:
-            h = TritonOps(self, lines, ind, "xmask", None)
+            h = TritonOps(self, lines, ind, "xmask", None, self.stage_cse(None))
             with set_ops_handler(h):
                 val = n.data.inner_fn(xs)
             val = _as_tv(h, val, n.data.get_dtype())
@@ -742,7 +757,7 @@ class TritonKernel:
             self.registers[n.name] = (val, None)
             return
         inner, mask, rs = self._open_r(k, ind, lines)
-        h = TritonOps(self, lines, inner, mask, k)
+        h = TritonOps(self, lines, inner, mask, k, self.stage_cse(k))
         with set_ops_handler(h):
             val = n.data.inner_fn(xs + rs)
         val = _as_tv(h, val, n.data.get_dtype())
@@ -761,7 +776,7 @@ class TritonKernel:
         shape = "[XBLOCK, RBLOCK]"
 
         def body(inner, mask, rs):
-            h = TritonOps(self, lines, inner, mask, k)
+            h = TritonOps(self, lines, inner, mask, k, self.stage_cse(k))
             with set_ops_handler(h):
                 v = red.inner_fn(xs, rs)
             return h, _as_tv(h, v, src)

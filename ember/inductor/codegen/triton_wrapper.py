@@ -1,0 +1,266 @@
+"""The Python wrapper of a graph compiled to Triton, and the entry point
+:func:`compile_graph_triton`.
+
+Same pipeline as the CPU backend up to the scheduler (``GraphLowering`` ->
+``Scheduler``); then ``codegen.triton.generate_kernels`` instead of the C++
+emitter, and a generated ``call(arrays)`` that allocates buffers with the
+device's array module (numpy under the interpreter, cupy on the GPU), launches
+each kernel through a launcher from ``ember.runtime.triton_driver`` and runs
+the externs. Per call it is straight-line code: shape reads for symbolic sizes,
+one ``empty`` per buffer that needs memory (reusing dead buffers of the same
+size and dtype), one launcher call per kernel.
+
+``mode``:
+
+* ``"interpret"`` -- kernels run under Triton's interpreter on numpy arrays
+  (testing without a GPU; set ``TRITON_INTERPRET=1`` before importing triton);
+* ``"cuda"`` -- kernels are compiled for the current GPU and launched on
+  cupy's current stream (needs cupy);
+* ``"aot"`` -- nothing runs: every kernel is compiled for ``target`` (default
+  ``("cuda", 90, 32)``) in every autotuning config, in a separate process
+  (``triton_driver.aot_compile``); ``compiled`` holds the per-config results;
+* ``"source"`` -- only generate (``source``, ``specs``, ``module``).
+"""
+from __future__ import annotations
+
+from typing import Dict, List
+
+import numpy as np
+import sympy
+
+from .. import ir
+from ..graph import GraphLowering, unflatten
+from ..scheduler import ExternGroup, FusedGroup, Scheduler
+from ..sizevars import pyexpr
+from ..virtualized import set_graph
+from .triton import TritonCodegenError, generate_kernels
+
+
+def _run_extern(fn, args, kwargs, arrays):
+    def sub(a):
+        if isinstance(a, ir.ExternArg):
+            return arrays[a.i]
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x) for x in a)
+        return a
+    return fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
+
+
+def _numel(size):
+    out = sympy.Integer(1)
+    for s in size:
+        out = out * s
+    return out
+
+
+class TritonWrapperGen:
+    def __init__(self, graph, groups, specs, launchers, xp, mode):
+        self.graph = graph
+        self.groups = groups
+        self.specs = specs
+        self.launchers = launchers
+        self.mode = mode
+        self.globals: Dict[str, object] = {"_empty": xp.empty, "_run_extern": _run_extern,
+                                           "_as_strided": xp.lib.stride_tricks.as_strided,
+                                           "_ascontig": xp.ascontiguousarray}
+        self.lines: List[str] = []
+
+    def _dtype_ref(self, dtype):
+        name = f"_dt_{dtype.name}"
+        self.globals[name] = dtype.np
+        return name
+
+    @staticmethod
+    def _shape(size):
+        return "(" + "".join(f"{pyexpr(s)}, " for s in size) + ")"
+
+    def _view(self, buf, size, stride, offset, itemsize_of):
+        return (f"_as_strided({buf}.reshape(-1)[{pyexpr(offset)}:], {self._shape(size)}, "
+                f"tuple(_s * {itemsize_of}.itemsize for _s in {self._shape(stride)}))")
+
+    def generate(self) -> str:
+        g = self.graph
+        L = self.lines
+        L.append("def call(arrays):")
+        names = g.input_names
+        if names:
+            L.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = arrays")
+        seen = set()
+        for buf in g.graph_inputs:
+            for d, s in enumerate(buf.layout.size):
+                if isinstance(s, sympy.Symbol):
+                    if s not in seen:
+                        seen.add(s)
+                        L.append(f"    {s.name} = {buf.name}.shape[{d}]")
+                    else:
+                        L.append(f"    if {buf.name}.shape[{d}] != {s.name}: raise _GuardError('{buf.name}', {d})")
+        for guard in g.sizevars.guards:
+            L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
+        outputs = {o.name for o in g.outputs if isinstance(o, ir.Buffer)}
+        outputs |= {o[1].name for o in g.outputs if isinstance(o, tuple) and o[0] == "view"}
+        last_use: Dict[str, int] = {}
+        for gi, grp in enumerate(self.groups):
+            for nm in grp.read_names():
+                last_use[nm] = gi
+            for nm in grp.names():
+                last_use.setdefault(nm, gi)
+        free: Dict[tuple, List[str]] = {}
+        local = set()
+        for spec in self.specs.values():
+            local |= spec.local
+
+        def key_of(lay):
+            return (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
+
+        def alloc(buf):
+            lay = buf.layout
+            pool = free.get(key_of(lay))
+            if pool:
+                L.append(f"    {buf.name} = {pool.pop()}.reshape({self._shape(lay.size)})  # reuse")
+            else:
+                L.append(f"    {buf.name} = _empty({self._shape(lay.size)}, {self._dtype_ref(lay.dtype)})")
+
+        for gi, grp in enumerate(self.groups):
+            if isinstance(grp, FusedGroup):
+                spec = self.specs[gi]
+                for n in grp.nodes:
+                    if n.name not in spec.local:
+                        alloc(n.buf)
+                self.globals[f"_{spec.name}"] = self.launchers[gi]
+                args = [pyexpr(spec.xnumel)] + list(spec.params) + [s.name for s in spec.size_syms]
+                L.append(f"    _{spec.name}({', '.join(args)})")
+            else:
+                self._extern(grp, alloc)
+            for nm in sorted(grp.read_names() | grp.names()):
+                if last_use.get(nm) == gi and nm not in outputs and nm not in names and nm not in local:
+                    buf = g.buffers_by_name[nm]
+                    free.setdefault(key_of(buf.layout), []).append(nm)
+        outs = []
+        for o in g.outputs:
+            if isinstance(o, ir.Buffer):
+                outs.append(o.name)
+            elif o[0] == "input":
+                outs.append(o[1])
+            elif o[0] == "view":
+                _, buf, size, stride, offset = o
+                outs.append(self._view(buf.name, size, stride, offset, buf.name))
+            else:
+                outs.append("None")
+        L.append(f"    return ({''.join(o + ', ' for o in outs)})")
+        return "\n".join(L) + "\n"
+
+    def _extern(self, grp: ExternGroup, alloc):
+        k = grp.node.kernel
+        if self.mode == "cuda" and k.kind != "mm":
+            raise TritonCodegenError(f"triton: extern {k.kind} has no GPU implementation ({k.reason})")
+        fname = f"_extern_{k.name}"
+        fn = k.fn
+        if self.mode == "cuda" and k.kind == "mm":
+            import cupy
+
+            def fn(a, b, out):
+                cupy.matmul(a, b, out=out)
+                return out
+        self.globals[fname] = fn
+        self.globals[f"_args_{k.name}"] = k.args
+        self.globals[f"_kwargs_{k.name}"] = k.kwargs
+        arrs = []
+        for x in k.inputs:
+            if isinstance(x, ir.Buffer):
+                arrs.append(x.name)
+            else:
+                _, buf, size, stride, offset, _dt = x
+                arrs.append(self._view(buf.name, size, stride, offset, buf.name))
+        L = self.lines
+        if getattr(k, "out_arg", False):
+            out = k.outputs[0]
+            alloc(out)
+            L.append(f"    {fname}({', '.join(arrs)}, {out.name})  # {k.kind}")
+            return
+        call = f"_run_extern({fname}, _args_{k.name}, _kwargs_{k.name}, [{', '.join(arrs)}])"
+        if len(k.outputs) == 1:
+            L.append(f"    {k.outputs[0].name} = _ascontig({call})  # {k.kind}")
+        else:
+            tmp = f"_r_{k.name}"
+            L.append(f"    {tmp} = {call}  # {k.kind}")
+            for i, o in enumerate(k.outputs):
+                L.append(f"    {o.name} = _ascontig({tmp}[{i}])")
+
+
+class TritonCompiledGraph:
+    """A graph compiled to Triton. ``source`` is the kernel module, ``wrapper_src``
+    the generated ``call``; ``specs`` the kernels; ``compiled`` (``mode="aot"``)
+    maps kernel names to their ``CompiledKernel`` per config."""
+
+    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None):
+        self.graph = graph
+        self.source = source
+        self.wrapper_src = wrapper_src
+        self._call = call
+        self.specs = specs
+        self.module = module
+        self.compiled = compiled or {}
+        self.fallbacks = list(graph.fallbacks)
+        self.n_kernels = len(specs)
+
+    def __call__(self, *tensors):
+        from ...tensor import Tensor, _make
+        if self._call is None:
+            raise RuntimeError("inductor: a graph compiled ahead of time only (mode='aot') cannot run")
+        arrays = [t._data if isinstance(t, Tensor) else t for t in tensors]
+        consts = [self.graph.constants[n]._data for n in self.graph.input_names if n in self.graph.constants]
+        res = self._call(arrays + consts)
+        outs = []
+        for a, o in zip(res, self.graph.outputs):
+            if isinstance(o, tuple) and o[0] == "input":
+                outs.append(tensors[self.graph.input_names.index(o[1])])
+            elif isinstance(o, tuple) and o[0] == "const":
+                outs.append(o[1])
+            else:
+                outs.append(_make(a) if isinstance(a, np.ndarray) else a)
+        return unflatten(self.graph.out_spec, iter(outs))
+
+
+class _GuardError(RuntimeError):
+    def __init__(self, what, dim):
+        super().__init__(f"inductor: input {what} (dim {dim}) violates a size guard of the compiled graph")
+
+
+def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, target=None,
+                         all_configs=True) -> TritonCompiledGraph:
+    """Lower ``gm`` (an FX graph of prims), schedule it, generate Triton and make it
+    callable per ``mode`` (module docstring)."""
+    from ...runtime import triton_driver as drv
+    from ..compile_fx import _ensure_meta
+    _ensure_meta(gm, example_inputs)
+    graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
+    with set_graph(graph):
+        sched = Scheduler(graph)
+        size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
+        source, specs = generate_kernels(graph, sched.groups, size_syms)
+        module = drv.KernelModule(source)
+        compiled = {}
+        launchers = {}
+        if mode in ("aot", "source"):
+            if mode == "aot":
+                jobs = drv.aot_job(module, list(specs.values()), all_configs)
+                for r in drv.aot_compile(jobs, **({"target": target} if target else {})):
+                    compiled.setdefault(r["name"], []).append(r)
+            return TritonCompiledGraph(graph, source, "", None, specs, module, compiled)
+        if mode == "interpret":
+            ns = module.namespace("interpret")
+            launchers = {gi: drv.InterpretedLauncher(ns[s.name], s) for gi, s in specs.items()}
+            xp = np
+        elif mode == "cuda":
+            from ...runtime.cuda import cupy_module
+            xp = cupy_module()
+            ns = module.namespace("compile")
+            launchers = {gi: drv.CudaLauncher(ns[s.name], s, module) for gi, s in specs.items()}
+        else:
+            raise ValueError(f"compile_graph_triton: unknown mode {mode!r}")
+        wg = TritonWrapperGen(graph, sched.groups, specs, launchers, xp, mode)
+        wrapper_src = wg.generate()
+    glb = dict(wg.globals)
+    glb["_GuardError"] = _GuardError
+    exec(compile(wrapper_src, "<inductor triton wrapper>", "exec"), glb)
+    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module)
