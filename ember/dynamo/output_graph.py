@@ -47,6 +47,9 @@ class OutputGraph:
         self._pre = []          # statements run after the graph (graph-break reconstruction)
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
         self.active_ctx = 0     # grad-mode with-blocks open at this point of the trace
+        self.side_effects = []  # ("setattr", obj, name, value) | ("list", lst) | ("dict", d) | ("global", ...)
+        self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
+        self.containers = {}    # id(outside list/dict) -> its one tracker
 
     # ------------------------------------------------------------------ inputs
     def add_tensor_input(self, t: Tensor, source):
@@ -149,21 +152,55 @@ class OutputGraph:
 
     def tensor_output(self, tv: TensorVariable) -> str:
         if tv.source is not None:
-            return tv.source.expr()   # a graph input: read it again (same object)
+            # a graph input: the object read when the call started (an attribute may be reassigned later)
+            return f"__in[{self.input_sources.index(tv.source)}]"
         for i, t in enumerate(self._out_tensors):
             if t.node is tv.node:
                 return f"__r[{i}]"
         self._out_tensors.append(tv)
         return f"__r[{len(self._out_tensors) - 1}]"
 
+    def record_setattr(self, obj_var, target, name, value):
+        self.attr_overlay[(id(target), name)] = value
+        self.side_effects.append(("setattr", obj_var, name, value))
+
+    def record_container_mutation(self, vt):
+        if not any(k == "container" and v is vt for k, v, *_ in self.side_effects):
+            self.side_effects.append(("container", vt))
+
+    def _replay_side_effects(self):
+        """Statements that redo the frame's mutations of outside objects, in order."""
+        done = set()
+        for eff in self.side_effects:
+            if eff[0] == "setattr":
+                _, obj, name, value = eff
+                self._pre.append(f"setattr({self.materialize(obj)}, {name!r}, {self.materialize(value)})")
+            elif eff[0] == "global":
+                _, gexpr, name, value = eff
+                self._pre.append(f"{gexpr}[{name!r}] = {self.materialize(value)}")
+        for eff in self.side_effects:
+            if eff[0] == "container" and id(eff[1]) not in done:
+                vt = eff[1]
+                done.add(id(vt))
+                src = vt.source.expr()
+                if isinstance(vt, ListVariable):
+                    items = ", ".join(self.materialize(i) for i in vt.items)
+                    self._pre.append(f"{src}[:] = [{items}]")
+                else:
+                    items = ", ".join(f"{k!r}: {self.materialize(v)}" for k, v in vt.items.items())
+                    self._pre.append(f"{src}.clear(); {src}.update({{{items}}})")
+
     def materialize(self, vt) -> str:
         """Expression for ``vt`` after the graph; mutable containers are built once into a temp.
 
         A value that came from outside (it has a source) is read again through it: the same
         object, so mutations and identity are preserved."""
-        if vt.source is not None and not isinstance(vt, TensorVariable):
+        from .variables.constant import ConstantVariable as _C
+        if vt.source is not None and not isinstance(vt, (TensorVariable, _C)) and \
+                not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple
+                     and vt.is_python_constant()):
             return vt.source.expr()
-        if isinstance(vt, (ListVariable, DictVariable)):
+        if isinstance(vt, (ListVariable, DictVariable)) and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
                 expr = vt.reconstruct(self)
@@ -223,11 +260,12 @@ class OutputGraph:
         from .._C import _eval_frame
         from ..fx.graph_module import GraphModule
         from .symbolic_convert import GraphBreak
+        self._replay_side_effects()
         if isinstance(result, GraphBreak):
             tail = self._break_tail(result, self.func)
         else:
             tail = [f"return {self.materialize(result)}"]
-            if self.n_calls == 0:
+            if self.n_calls == 0 and not self.side_effects:
                 raise SkipFrame("no ember operations in the frame")
         compiled, gm, backend_time = None, None, 0.0
         if self.n_calls:
@@ -250,15 +288,16 @@ class OutputGraph:
         body = "".join(f"    {line}\n" for line in self._pre + tail)
         if compiled is not None:
             src = (f"def __compiled({params}):\n"
+                   f"    __in = ({inputs})\n"
                    f"    __prev = __set_eval_frame(None)\n"
                    f"    __g = __STATE.grad_enabled\n"
                    f"    try:\n"
-                   f"        __r = __graph({inputs})\n"
+                   f"        __r = __graph(*__in)\n"
                    f"    finally:\n"
                    f"        __set_eval_frame(__prev)\n"
                    f"        __STATE.grad_enabled = __g\n" + body)
         else:
-            src = f"def __compiled({params}):\n" + body
+            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)
         ns["__graph"] = compiled

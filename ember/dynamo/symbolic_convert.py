@@ -206,6 +206,9 @@ class InstructionTranslator:
 
     # ------------------------------------------------------------------ helpers
     def load_global(self, name):
+        written = self.output.attr_overlay.get((id(self.f_globals), name))
+        if written is not None:
+            return written
         if name in self.f_globals:
             src = GlobalSource(name) if self.globals_source is None else _GlobalIn(self.globals_source, name)
             return wrap(self, self.f_globals[name], src)
@@ -423,7 +426,30 @@ class InstructionTranslator:
         self.push(self._getattr(obj, inst.argval))
 
     def STORE_ATTR(self, inst):
-        raise Unsupported(f"attribute assignment .{inst.argval} (side effect)")
+        """``obj.name = value`` on an outside object: recorded and replayed after the graph."""
+        from .variables.objects import UserObjectVariable
+        obj = self.pop()
+        value = self.pop()
+        name = inst.argval
+        if isinstance(obj, NNModuleVariable):
+            target = obj.module
+        elif isinstance(obj, UserObjectVariable):
+            target = obj.obj
+            import inspect as _inspect
+            cls = type(target)
+            if cls.__setattr__ is not object.__setattr__ or getattr(cls, "__slots__", None) is not None:
+                raise Unsupported(f"attribute assignment on {cls.__name__} (custom __setattr__/slots)")
+            try:
+                attr = _inspect.getattr_static(cls, name)
+                if hasattr(type(attr), "__set__"):
+                    raise Unsupported(f"assignment to descriptor {cls.__name__}.{name}")
+            except AttributeError:
+                pass
+        else:
+            raise Unsupported(f"attribute assignment .{name} on {obj}")
+        if obj.source is None:
+            raise Unsupported("attribute assignment on an object with no source")
+        self.output.record_setattr(obj, target, name, value)
 
     # ------------------------------------------------------------------ operators
     def BINARY_OP(self, inst):
@@ -843,7 +869,13 @@ class InstructionTranslator:
         self.push(self.stack[-1].var_getattr(self, inst.argval))
 
     def STORE_GLOBAL(self, inst):
-        raise Unsupported(f"assigning global {inst.argval!r} (side effect)")
+        """``global x; x = value``: recorded and replayed after the graph."""
+        value = self.pop()
+        if self.globals_source is not None:
+            raise Unsupported(f"assigning global {inst.argval!r} of another module")
+        key = (id(self.f_globals), inst.argval)
+        self.output.attr_overlay[key] = value
+        self.output.side_effects.append(("global", "G", inst.argval, value))
 
     def LOAD_SUPER_ATTR(self, inst):
         raise Unsupported("super() is not modelled yet")

@@ -62,7 +62,8 @@ def assert_same(a, b, path="out"):
         for k in a:
             assert_same(a[k], b[k], f"{path}[{k!r}]")
     elif hasattr(a, "__dict__") and not isinstance(a, type) and not callable(a):
-        assert type(a) is type(b) and vars(a) == vars(b), f"{path}: {vars(b)} != {vars(a)}"
+        assert type(a) is type(b), f"{path}: {type(b)} != {type(a)}"
+        assert_same(vars(a), vars(b), f"{path}.__dict__")
     else:
         assert type(a) is type(b) and a == b, f"{path}: {b!r} != {a!r}"
 

@@ -45,13 +45,22 @@ def wrap(tx, value, source, guard=True):
         v = size_variable(value)
         v.source = source
         return v
+    if type(value) in (list, dict) and source is not None:
+        # one tracker per outside container, so mutations through any alias are seen by all
+        hit = tx.output.containers.get(id(value))
+        if hit is not None:
+            tx.output.guards.add(f"{source.expr()} is {hit.source.expr()}", "same container")
+            return hit
     if type(value) in (tuple, list) or (isinstance(value, tuple) and hasattr(type(value), "_fields")):
         if g:
             g.type_match(source, value)
             g.len_match(source, len(value))
         items = [wrap(tx, v, GetItemSource(source, i) if source else None, guard) for i, v in enumerate(value)]
         if type(value) is list:
-            return ListVariable(items, source)
+            res = ListVariable(items, source)
+            if source is not None:
+                tx.output.containers[id(value)] = res
+            return res
         return TupleVariable(items, source, cls=type(value))
     if type(value) is dict:
         if not all(type(k) in (str, int) for k in value):
@@ -59,8 +68,11 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.type_match(source, value)
             g.dict_keys_match(source, list(value))
-        return DictVariable({k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
-                             for k, v in value.items()}, source)
+        res = DictVariable({k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
+                            for k, v in value.items()}, source)
+        if source is not None:
+            tx.output.containers[id(value)] = res
+        return res
     from ...nn.modules.module import Module
     if isinstance(value, Module):
         if source is None:

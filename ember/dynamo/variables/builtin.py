@@ -36,7 +36,7 @@ def binary_op(tx, op, a, b):
     if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
         if base is operator.add and a.python_type() is list and b.python_type() is list:
             if op is operator.iadd:
-                a._check_mutable()
+                a._check_mutable(tx)
                 a.items.extend(b.items)
                 return a
             return ListVariable(a.items + b.items)
@@ -47,7 +47,7 @@ def binary_op(tx, op, a, b):
                 return fold_binary(op, a.as_python_constant(), b.as_python_constant())
     if isinstance(a, BaseListVariable) and base is operator.add and op is operator.iadd \
             and a.python_type() is list:
-        a._check_mutable()
+        a._check_mutable(tx)
         a.items.extend(b.unpack(tx))
         return a
     if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant() \

@@ -107,14 +107,16 @@ class ListVariable(BaseListVariable):
     def python_type(self):
         return list
 
-    def _check_mutable(self):
+    def _check_mutable(self, tx=None):
         if self.source is not None:
-            raise Unsupported("mutating a list that came from outside the compiled frame (side effect)")
+            if tx is None:
+                raise Unsupported("mutating a list that came from outside the compiled frame (side effect)")
+            tx.output.record_container_mutation(self)
 
     def call_method(self, tx, name, args, kwargs):
         if name in ("append", "extend", "insert", "pop", "clear", "reverse", "__setitem__", "__delitem__",
                     "remove", "sort"):
-            self._check_mutable()
+            self._check_mutable(tx)
         if name == "append" and len(args) == 1:
             self.items.append(args[0])
             return ConstantVariable(None)
@@ -203,9 +205,11 @@ class DictVariable(VariableTracker):
             raise Unsupported("unhashable dict key")
         return key
 
-    def _check_mutable(self):
+    def _check_mutable(self, tx=None):
         if self.source is not None:
-            raise Unsupported("mutating a dict that came from outside the compiled frame (side effect)")
+            if tx is None:
+                raise Unsupported("mutating a dict that came from outside the compiled frame (side effect)")
+            tx.output.record_container_mutation(self)
 
     def call_method(self, tx, name, args, kwargs):
         from .lists import TupleVariable as _T  # noqa: F401 (self-import for clarity)
@@ -230,7 +234,7 @@ class DictVariable(VariableTracker):
         if name == "copy":
             return DictVariable(self.items)
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem"):
-            self._check_mutable()
+            self._check_mutable(tx)
         if name == "__setitem__" and len(args) == 2:
             self.items[self._key(args[0])] = args[1]
             return ConstantVariable(None)

@@ -14,6 +14,9 @@ from .functions import UserFunctionVariable, UserMethodVariable
 def _attr_of_instance(tx, obj, source, name, self_var):
     """Static attribute lookup (no user code runs): instance dict, then the class."""
     from .builder import wrap
+    written = tx.output.attr_overlay.get((id(obj), name))
+    if written is not None:
+        return written
     d = getattr(obj, "__dict__", None)
     if d is not None and name in d and not _is_data_descriptor(type(obj), name):
         return wrap(tx, d[name], AttrSource(source, name) if source else None)
@@ -68,6 +71,9 @@ class NNModuleVariable(VariableTracker):
     def var_getattr(self, tx, name):
         from .builder import wrap
         m = self.module
+        written = tx.output.attr_overlay.get((id(m), name))
+        if written is not None:
+            return written
         d = m.__dict__
         src = self.source
         for store in ("_parameters", "_buffers", "_modules"):
