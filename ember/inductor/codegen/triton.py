@@ -148,19 +148,48 @@ def _philox_normal(seed, offset, i):
     hi = (i & 1) != 0
     u1 = tl.where(hi, w2, w0).to(tl.float64)
     u2 = tl.where(hi, w3, w1).to(tl.float64)
-    r = tl.sqrt_rn(-2.0 * _lib.log((u1 + 1.0) * 2.3283064365386963e-10))
+    r = tl.sqrt(-2.0 * _lib.log((u1 + 1.0) * 2.3283064365386963e-10))
     return r * _lib.cos((2.0 * 3.141592653589793 * 2.3283064365386963e-10) * u2)
+
+
+@_helper
+def _round_bf16(x):
+    # float32 -> the nearest bfloat16 (ties to even), still as float32; bit exact on
+    # the GPU and under the interpreter (whose float32 -> bfloat16 cast truncates)
+    u = x.to(tl.uint32, bitcast=True)
+    r = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000
+    r = tl.where((u & 0x7FFFFFFF) > 0x7F800000, u | 0x00400000, r)  # NaN stays a (quiet) NaN
+    return r.to(tl.float32, bitcast=True)
+
+
+@_helper
+def _div_ieee(a, b):
+    # correctly rounded division (fp32 `/` is an approximation on the GPU)
+    if a.dtype == tl.float32:
+        r = tl.div_rn(a, b)
+    else:
+        r = a / b
+    return r
+
+
+@_helper
+def _sqrt_ieee(a):
+    if a.dtype == tl.float32:
+        r = tl.sqrt_rn(a)
+    else:
+        r = tl.sqrt(a)
+    return r
 
 
 @_helper
 def _floordiv_fp(a, b):
     # PyTorch's div_floor: floor(a / b) through fmod, so the result is exact
     mod = _lib.fmod(a, b)
-    div = tl.div_rn(a - mod, b)
+    div = _div_ieee(a - mod, b)
     div = tl.where((mod != 0) & ((b < 0) != (mod < 0)), div - 1, div)
     fl = tl.floor(div)
     fl = tl.where(div - fl > 0.5, fl + 1, fl)
-    q = tl.div_rn(a, b)
+    q = _div_ieee(a, b)
     res = tl.where(div != 0, fl, _lib.copysign(tl.zeros_like(q), q))
     return tl.where(b == 0, q, res)
 
@@ -398,8 +427,13 @@ class TritonOps:
         if dtype is _t.bool_:
             return self._emit(f"({x} != 0)", dtype)
         if dtype in (_t.float16, _t.bfloat16):
-            # round once to the half type, keep computing in float32
-            return self._emit(f"{x}.to({TL_DTYPE[dtype]}).to(tl.float32)", dtype)
+            # round once to the half type, keep computing in float32; like the C++
+            # backend, everything but float64 -> float16 goes through float32
+            via = "" if (src is _t.float64 and dtype is _t.float16) or COMPUTE[src] == "tl.float32" \
+                else ".to(tl.float32)"
+            if dtype is _t.bfloat16:
+                return self._emit(f"_round_bf16({x}{via})", dtype)
+            return self._emit(f"{x}{via}.to({TL_DTYPE[dtype]}).to(tl.float32)", dtype)
         if src in (_t.float16, _t.bfloat16) and COMPUTE[dtype] == "tl.float32":
             return TV(x.name, dtype)
         return self._emit(f"{x}.to({COMPUTE[dtype]})", dtype)
@@ -424,11 +458,11 @@ class TritonOps:
                 return self._emit(f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x})).to({COMPUTE[dt]})", dt)
             return self._emit(f"(({x} > 0).to({COMPUTE[dt]}) - ({x} < 0).to({COMPUTE[dt]}))", dt)
         if op == "sqrt":
-            return self._emit(f"tl.sqrt_rn({x})", dt)
+            return self._emit(f"_sqrt_ieee({x})", dt)
         if op == "rsqrt":
-            return self._emit(f"tl.div_rn(tl.full([], 1, {COMPUTE[dt]}), tl.sqrt_rn({x}))", dt)
+            return self._emit(f"_div_ieee(tl.full([], 1, {COMPUTE[dt]}), _sqrt_ieee({x}))", dt)
         if op == "reciprocal":
-            return self._emit(f"tl.div_rn(tl.full([], 1, {COMPUTE[dt]}), {x})", dt)
+            return self._emit(f"_div_ieee(tl.full([], 1, {COMPUTE[dt]}), {x})", dt)
         if op in ("floor", "ceil"):
             return self._emit(f"tl.{op}({x})", dt) if fp else x
         if op in ("trunc", "round"):
@@ -480,7 +514,7 @@ class TritonOps:
             return self._emit(f"({a} {sym} {b})", dt)
         if op == "div":
             if fp:
-                return self._emit(f"tl.div_rn({a}, {b})", dt)
+                return self._emit(f"_div_ieee({a}, {b})", dt)
             return self._int_div_guard(a, b, dt, lambda x, y: f"{x} // {y}", zero, f"-{a}")
         if op == "floor_divide":
             if fp:
@@ -738,8 +772,10 @@ class TritonKernel:
     def _store(self, name, index, val: TV, mask, ind, lines):
         dt = self.buffer_dtype(name)
         v = val.name
-        if dt in (_t.float16, _t.bfloat16):
-            v = f"{v}.to({TL_DTYPE[dt]})"
+        if dt is _t.bfloat16:
+            v = f"_round_bf16({v}).to(tl.bfloat16)"
+        elif dt is _t.float16:
+            v = f"{v}.to(tl.float16)"
         elif COMPUTE[val.dtype] != COMPUTE[dt]:
             v = f"{v}.to({TL_DTYPE[dt]})"
         lines.append(f"{ind}tl.store({name} + ({texpr(index)}), {v}, {mask})")

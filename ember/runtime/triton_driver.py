@@ -1,0 +1,351 @@
+"""Loading and launching generated Triton kernels -- without PyTorch.
+
+Triton's own launch path (``JITFunction.__getitem__``) specialises on every
+call and, when torch is imported, asks torch for the device and stream. ember
+never goes through it:
+
+* **GPU**: each kernel is compiled ahead of time with
+  ``triton.compile(ASTSource(fn, signature, constexprs), target, options)``
+  for the device's ``GPUTarget`` (read from cupy), once per autotuning config;
+  a launch is one call of the compiled kernel's C launcher
+  (``CompiledKernel.run(gx, gy, gz, stream, function, packed_metadata, ...)``)
+  with raw device pointers (cupy's ``arr.data.ptr``) and the stream of cupy's
+  current stream -- no torch import, no per-call signature binding.
+* **Interpreter** (``TRITON_INTERPRET=1``, CI without a GPU): the same module
+  runs under ``triton.runtime.interpreter.InterpretedFunction`` on numpy
+  arrays wrapped in :class:`NumpyArg`, the tensor protocol the interpreter
+  needs.
+* **Ahead-of-time check**: :func:`compile_for_target` compiles a kernel for an
+  arbitrary target (``GPUTarget("cuda", 90, 32)``: PTX and, with the ptxas
+  Triton ships, a cubin) on a machine with no GPU at all.
+
+The generated module source (``ember.inductor.codegen.triton``) is written to
+the cache directory (``$EMBER_CACHE_DIR/triton/<sha256>/kernels.py``,
+atomically) because Triton reads a kernel's source back with ``inspect``;
+autotuning results are cached on disk next to it (``autotune.json``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import threading
+from typing import Dict, List, Optional
+
+import numpy as np
+
+_lock = threading.Lock()
+
+
+class TritonUnavailable(RuntimeError):
+    pass
+
+
+def import_triton():
+    try:
+        import triton  # noqa: F401
+        import triton.language  # noqa: F401
+    except ImportError as e:
+        raise TritonUnavailable("ember: the Triton backend needs the 'triton' package "
+                                "(pip install ember[cuda])") from e
+    return triton
+
+
+def cache_root() -> str:
+    d = os.environ.get("EMBER_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "ember")
+    return os.path.join(d, "triton")
+
+
+def _atomic_write(path: str, text: str):
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+# ----------------------------------------------------------------------- modules
+class KernelModule:
+    """One generated source on disk; ``functions(mode)`` gives its kernels wrapped
+    for ``mode`` ("interpret" or "compile")."""
+
+    def __init__(self, source: str):
+        triton = import_triton()
+        self.source = source
+        self.key = hashlib.sha256((source + "\0" + triton.__version__).encode()).hexdigest()
+        self.dir = os.path.join(cache_root(), self.key[:2], self.key)
+        self.path = os.path.join(self.dir, "kernels.py")
+        with _lock:
+            if not os.path.exists(self.path):
+                _atomic_write(self.path, source)
+        self._ns: Dict[str, dict] = {}
+
+    def namespace(self, mode: str) -> dict:
+        ns = self._ns.get(mode)
+        if ns is not None:
+            return ns
+        import linecache
+
+        if mode == "interpret":
+            from triton.runtime.interpreter import InterpretedFunction
+
+            from ..inductor.codegen import triton_interp_lib as lib
+            jit = InterpretedFunction
+            helper = InterpretedHelper
+        elif mode == "compile":
+            from triton.language.extra import libdevice as lib
+            from triton.runtime.jit import JITFunction
+            jit = helper = JITFunction
+        else:
+            raise ValueError(mode)
+        # Triton reads kernel sources with inspect: the code object's file is the real file
+        linecache.checkcache(self.path)
+        ns = {"__name__": f"ember_triton_{self.key[:12]}_{mode}", "__file__": self.path, "_jit": jit, "_helper": helper,
+              "_lib": lib}
+        exec(compile(self.source, self.path, "exec"), ns)
+        self._ns[mode] = ns
+        return ns
+
+
+# ----------------------------------------------------------------------- interpreter
+class InterpretedHelper:
+    """A device function under the interpreter: a plain Python call.
+
+    Why not ``InterpretedFunction``: its ``__call__`` patches ``triton.language``
+    for interpretation and never restores it (triton 3.9), after which
+    ``triton.compile`` in the same process fails. Inside an interpreted kernel the
+    language is patched already, so the helper can simply run; ``tl.reduce``
+    under the interpreter calls ``combine_fn.fn``, hence the attribute."""
+    __slots__ = ("fn", "__name__")
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.__name__ = fn.__name__
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+class _Storage:
+    __slots__ = ("arr",)
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def data_ptr(self):
+        return self.arr.ctypes.data
+
+    def cpu(self):
+        return self  # host memory already: the interpreter works on it in place
+
+    def copy_(self, other):
+        return self
+
+
+class NumpyArg:
+    """The tensor protocol Triton's interpreter needs (``data_ptr``, ``dtype``,
+    ``untyped_storage``, ``storage_offset``, ``size``, ``stride``, ``new_empty``,
+    ``set_``), over a numpy array. The interpreter "copies to the host" through
+    ``untyped_storage().cpu()`` and ``new_empty(0).set_(storage, ...)``, then back
+    with ``copy_``: for host memory all of these are the identity, so the kernel
+    reads and writes the array itself."""
+    __slots__ = ("arr", "dtype")
+
+    def __init__(self, arr, dtype_name: Optional[str] = None):
+        self.arr = arr
+        self.dtype = dtype_name or ("bool" if arr.dtype == np.bool_ else arr.dtype.name)
+
+    def data_ptr(self):
+        return self.arr.ctypes.data
+
+    def untyped_storage(self):
+        return _Storage(self.arr)
+
+    def storage_offset(self):
+        return 0
+
+    def size(self):
+        return self.arr.shape
+
+    def stride(self):
+        return tuple(s // self.arr.itemsize for s in self.arr.strides)
+
+    def new_empty(self, *args, **kwargs):
+        return NumpyArg(self.arr, self.dtype)
+
+    def set_(self, storage, offset, size, stride):
+        return self
+
+    def copy_(self, other):
+        return self
+
+
+class InterpretedLauncher:
+    """Runs one kernel under Triton's interpreter with its first config."""
+
+    def __init__(self, fn, spec):
+        self.fn = fn
+        self.spec = spec
+        self.config = dict(spec.configs[0])
+        self.num_warps = self.config.pop("num_warps", 4)
+
+    def __call__(self, xnumel, *args):
+        if xnumel <= 0:
+            return
+        xb = self.config["XBLOCK"]
+        grid = ((xnumel + xb - 1) // xb,)
+        conv = [NumpyArg(a) if isinstance(a, np.ndarray) else int(a) for a in args]
+        import triton
+        # parts of triton consult TRITON_INTERPRET lazily while a kernel is bound:
+        # interpretation is on for the call only (the scope restores knob and env)
+        with triton.knobs.runtime.scope():
+            triton.knobs.runtime.interpret = True
+            self.fn[grid](*conv, xnumel, **self.config)
+
+
+# ----------------------------------------------------------------------- ahead of time
+def compile_for_target(jitfn, spec, config: dict, target=None):
+    """``triton.compile`` of one kernel for ``target`` (default sm_90), no GPU needed.
+    Returns the ``CompiledKernel`` (``.asm["ptx"]``, ``.asm["cubin"]``)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    target = target or GPUTarget("cuda", 90, 32)
+    cfg = dict(config)
+    num_warps = cfg.pop("num_warps", 4)
+    constexprs = {k: v for k, v in cfg.items()}
+    sig = spec.signature()
+    attrs = {}
+    for i, p in enumerate(spec.params):
+        if p in spec.aligned:
+            attrs[(i,)] = [["tt.divisibility", 16]]
+    src = ASTSource(jitfn, sig, constexprs, attrs)
+    return triton.compile(src, target=target, options={"num_warps": num_warps})
+
+
+def aot_job(module: "KernelModule", specs, all_configs=True) -> list:
+    """The JSON-able description of compiling ``specs`` (kernels of ``module``)."""
+    jobs = []
+    for spec in specs:
+        cfgs = spec.configs if all_configs else spec.configs[:1]
+        jobs.append({"path": module.path, "name": spec.name, "signature": spec.signature(),
+                     "aligned": [i for i, p in enumerate(spec.params) if p in spec.aligned],
+                     "configs": cfgs})
+    return jobs
+
+
+def aot_compile(jobs: list, target=("cuda", 90, 32), timeout=900) -> list:
+    """Compile kernels ahead of time for ``target`` in a fresh Python process and
+    return one result per (kernel, config): ``{"name", "config", "ok", "error",
+    "ptx_bytes", "cubin_bytes", "ptx_path"}``.
+
+    Why a subprocess: under ``TRITON_INTERPRET=1`` (set before triton is imported,
+    as the interpreter needs) ``tl.sum`` & co. are interpreter objects that cannot
+    be compiled, and running them leaves ``triton.language`` patched; a clean
+    process compiles exactly what a GPU machine would."""
+    import subprocess
+    import sys
+    payload = json.dumps({"target": list(target), "jobs": jobs})
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    env.setdefault("TRITON_CACHE_DIR", os.path.join(cache_root(), "triton-cache"))
+    proc = subprocess.run([sys.executable, "-m", "ember.runtime.triton_aot"], input=payload, text=True,
+                          capture_output=True, env=env, timeout=timeout)
+    if proc.returncode != 0:
+        raise RuntimeError(f"triton AOT worker failed (rc={proc.returncode}):\n{proc.stderr[-4000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------- GPU launches
+class CudaLauncher:
+    """A kernel on the GPU: compiled per config for the current device's target,
+    autotuned on the first call (timed with cupy events over the small config
+    space), the winner remembered in ``autotune.json`` next to the kernel source.
+    A call is the compiled kernel's launcher with cupy's current stream."""
+
+    def __init__(self, jitfn, spec, module: KernelModule):
+        self.jitfn = jitfn
+        self.spec = spec
+        self.module = module
+        self._compiled: Dict[int, object] = {}
+        self._best: Optional[int] = None
+        self._tune_path = os.path.join(module.dir, "autotune.json")
+        saved = self._load_tuning().get(spec.name)
+        if saved is not None and saved < len(spec.configs):
+            self._best = saved
+
+    def _load_tuning(self) -> dict:
+        try:
+            with open(self._tune_path) as f:
+                return json.load(f)
+        except (OSError, ValueError):
+            return {}
+
+    def _save_tuning(self):
+        with _lock:
+            data = self._load_tuning()
+            data[self.spec.name] = self._best
+            _atomic_write(self._tune_path, json.dumps(data, indent=1, sort_keys=True))
+
+    def _target(self):
+        import cupy
+        from triton.backends.compiler import GPUTarget
+        dev = cupy.cuda.Device()
+        major, minor = dev.compute_capability[:-1], dev.compute_capability[-1]
+        return GPUTarget("cuda", int(major) * 10 + int(minor), 32)
+
+    def _kernel(self, i):
+        ck = self._compiled.get(i)
+        if ck is None:
+            ck = compile_for_target(self.jitfn, self.spec, self.spec.configs[i], self._target())
+            ck._init_handles()
+            self._compiled[i] = ck
+        return ck
+
+    def _launch(self, i, xnumel, ptrs):
+        import cupy
+        cfg = self.spec.configs[i]
+        ck = self._kernel(i)
+        xb = cfg["XBLOCK"]
+        grid = (xnumel + xb - 1) // xb
+        stream = cupy.cuda.get_current_stream().ptr
+        # the launcher takes every argument in signature order, constexprs included
+        consts = [cfg[c] for c in self.spec.constexpr_names()]
+        ck.run(grid, 1, 1, stream, ck.function, ck.packed_metadata, None, None, None, *ptrs, xnumel, *consts)
+
+    def _autotune(self, xnumel, ptrs):
+        import cupy
+        if len(self.spec.configs) == 1:
+            return 0
+        times = []
+        for i in range(len(self.spec.configs)):
+            try:
+                self._launch(i, xnumel, ptrs)  # compile + warm up
+            except Exception:  # noqa: BLE001 - a config that does not fit is skipped
+                times.append(float("inf"))
+                continue
+            start, end = cupy.cuda.Event(), cupy.cuda.Event()
+            start.record()
+            for _ in range(5):
+                self._launch(i, xnumel, ptrs)
+            end.record()
+            end.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(start, end))
+        return int(np.argmin(times))
+
+    def __call__(self, xnumel, *args):
+        if xnumel <= 0:
+            return
+        ptrs = [a.data.ptr if hasattr(a, "data") and hasattr(a.data, "ptr") else int(a) for a in args]
+        if self._best is None:
+            # autotuning runs the kernel several times: only safe because every
+            # generated kernel writes its outputs without reading them first
+            self._best = self._autotune(xnumel, ptrs)
+            self._save_tuning()
+        self._launch(self._best, xnumel, ptrs)

@@ -1,0 +1,58 @@
+"""Shared set-up of the Triton backend tests: import triton in interpreter mode
+(without leaking ``TRITON_INTERPRET`` into other tests), trace and run graphs
+under the interpreter, compare with the eager prims graph."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+
+def import_triton_interpreted():
+    """``import triton`` with ``TRITON_INTERPRET=1`` set *during the import* only:
+    triton's own library functions (``tl.sum``, ``tl.max`` ...) are created as
+    interpreter objects at import time; ember's launchers pick the interpreter
+    explicitly, so the variable is not needed afterwards and is restored, which
+    keeps it out of every other test (and out of the AOT compile subprocess)."""
+    if "triton" not in sys.modules:
+        old = os.environ.get("TRITON_INTERPRET")
+        os.environ["TRITON_INTERPRET"] = "1"
+        try:
+            triton = pytest.importorskip("triton")
+        finally:
+            if old is None:
+                os.environ.pop("TRITON_INTERPRET", None)
+            else:
+                os.environ["TRITON_INTERPRET"] = old
+    else:
+        triton = sys.modules["triton"]
+    from triton.runtime.interpreter import InterpretedFunction
+    import triton.language as tl
+    if not isinstance(tl.sum, InterpretedFunction):
+        pytest.skip("triton was imported without TRITON_INTERPRET=1 in this process")
+    return triton
+
+
+def compile_interp(fn, *inputs, dynamic=False, decompose=False):
+    """(compiled graph, its outputs, the eager prims graph's outputs), flat numpy lists."""
+    from ember.fx.experimental.proxy_tensor import make_fx
+    from ember.inductor.codegen.triton_wrapper import compile_graph_triton
+    if decompose:
+        from ember.prims.table import decompose as dec
+        gm = dec(fn)(*inputs)
+    else:
+        gm = make_fx(fn)(*inputs)
+    cg = compile_graph_triton(gm, list(inputs), mode="interpret", dynamic=dynamic)
+    assert cg.fallbacks == [], cg.fallbacks
+    got = cg(*inputs)
+    want = gm(*inputs)
+    return cg, _flat(got), _flat(want)
+
+
+def _flat(x):
+    import ember
+    if isinstance(x, (list, tuple)):
+        return [a for v in x for a in _flat(v)]
+    if isinstance(x, dict):
+        return [a for k in sorted(x) for a in _flat(x[k])]
+    return [x.numpy() if isinstance(x, ember.Tensor) else x]
