@@ -21,7 +21,7 @@ from ..tensor import Tensor, _make
 from . import codecache, config
 from .codegen import cpp
 from .codegen.wrapper import WrapperGen
-from .graph import GraphLowering, unflatten
+from .graph import DynamicShapeError, GraphLowering, unflatten
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import set_graph
 
@@ -161,7 +161,13 @@ class CompiledFunction:
         key = self._vkey(inputs)
         try:
             _ensure_meta(self.gm, inputs)
-            v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
+            try:
+                v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
+            except DynamicShapeError as e:
+                log.warning("inductor: %s; compiling for the example shapes instead", e)
+                self.dynamic = False
+                key = self._vkey(inputs)
+                v = compile_graph(self.gm, inputs, dynamic=False)
         except Exception as e:  # noqa: BLE001 - any failure runs the graph eagerly
             if config.debug_lowering:
                 raise

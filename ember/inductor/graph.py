@@ -29,6 +29,11 @@ class LoweringError(RuntimeError):
     pass
 
 
+class DynamicShapeError(LoweringError):
+    """``dynamic=True`` on a graph that bakes concrete sizes into prim arguments
+    (a real-mode trace): compiling it symbolically would be unsound."""
+
+
 def _prim_name(target) -> Optional[str]:
     op = getattr(target, "_ember_op", None)
     if op is None or "prim" not in op.tags:
@@ -211,6 +216,8 @@ class GraphLowering:
             raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
         args = [lookup(a) for a in node.args]
         kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
+        if self.dynamic:
+            self._check_no_baked_sizes(node, args, kwargs)
         low = LOWERINGS.get(name)
         if low is None:
             out = self.fallback(node, args, kwargs, "no lowering")
@@ -232,6 +239,18 @@ class GraphLowering:
             elif config.realize_all:
                 out = self.realize(out)
         return out
+
+    def _check_no_baked_sizes(self, node, args, kwargs):
+        op = node.target._ember_op
+        vals = dict(zip([p.name for p in op.params], args))
+        vals.update(kwargs)
+        for p in op.params:
+            if "SymInt" in p.type and p.name in vals:
+                v = vals[p.name]
+                items = v if isinstance(v, (list, tuple)) else [v]
+                if any(isinstance(i, int) and not isinstance(i, bool) and i > 1 for i in items):
+                    raise DynamicShapeError(f"{op.name} has the concrete size argument {p.name}={v!r}; "
+                                            f"trace the graph symbolically for dynamic shapes")
 
     def _check_meta(self, node, out):
         meta = node.meta.get("tensor_meta")

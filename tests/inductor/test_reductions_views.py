@@ -263,3 +263,22 @@ def test_edge_shapes_and_aliasing():
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-6)
     assert cf(s, e, one, big)[-1] is big
+
+
+def test_dynamic_with_baked_sizes_specialises():
+    """A real-mode trace bakes sizes into broadcast_in_dim: dynamic=True would be
+    unsound, so the graph is compiled for the example shapes (and other shapes are refused)."""
+    from ember.fx.experimental.proxy_tensor import make_fx
+    from ember.inductor import GuardError, compile_fx
+
+    def fn(x, b):
+        return P.add(x, P.broadcast_in_dim(b, [4, 6], [1]))
+
+    x, b = rand(4, 6, dtype=np.float64), rand(6, dtype=np.float64)
+    gm = make_fx(fn)(x, b)
+    cf = compile_fx(gm, [x, b], dynamic=True)
+    assert cf.compiled is not None and not cf.dynamic
+    assert "const int64_t s0" not in cf.compiled.source
+    assert_same(cf(x, b).numpy(), gm(x, b).numpy())
+    with pytest.raises(GuardError):
+        cf(rand(5, 6, dtype=np.float64), b)
