@@ -179,22 +179,12 @@ def out_like(t, dtype=None, shape=None) -> FakeArray:
 def pointwise_out(shape, dtype, *inputs) -> FakeArray:
     """The output of an elementwise op: the layout numpy's kernels produce (order 'K').
 
-    If the first tensor input with the output's full shape is dense in some
-    dim order, the output uses that order; otherwise it is contiguous."""
+    Tensor inputs vote on the dim order exactly as numpy's iterator does (see
+    :func:`k_order`); scalars and None take no part."""
+    from ..tensor import Tensor
     shape = tuple(shape)
-    for t in inputs:
-        if t is None or not hasattr(t, "_data") or t.ndim != len(shape) or t.ndim < 2:
-            continue
-        if tuple(t.shape) != shape and not all(_same(a, b) for a, b in zip(t.shape, shape)):
-            continue
-        st = t.stride()
-        if is_contiguous(shape, st):
-            break
-        order = dense_permutation(shape, st)
-        if order is not None:
-            return FakeArray(shape, dtype, strides_for_permutation(shape, order))
-        break
-    return FakeArray(shape, dtype)
+    ops = [t for t in inputs if isinstance(t, Tensor)]
+    return k_out(shape, dtype, *ops) if ops else FakeArray(shape, dtype)
 
 
 def view_of(t, shape, estrides, offset=None) -> FakeArray:

@@ -19,6 +19,10 @@ from ._helpers import is_scalar
 from .registry import defop
 
 
+def _is_symint(s):
+    return type(s).__name__ == "SymInt" and hasattr(s, "expr")
+
+
 def _size_args(size, fn="zeros"):
     """zeros(2, 3), zeros((2, 3)), zeros([2, 3]), zeros(ember.Size(...))."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -27,6 +31,9 @@ def _size_args(size, fn="zeros"):
     for s in size:
         if isinstance(s, Tensor):
             s = int(s.item())
+        if _is_symint(s):       # a symbolic size (fake tensors): kept as it is
+            out.append(s)
+            continue
         if not isinstance(s, numbers.Integral) or isinstance(s, bool):
             raise TypeError(f"{fn}(): argument 'size' must be tuple of ints, but found element of type "
                             f"{type(s).__name__}")

@@ -456,9 +456,12 @@ class DispatchTracer:
                 if e.is_Rational and not e.is_Integer:
                     raise RuntimeError(f"make_fx: cannot compute non-integer size expression {expr}")
                 acc = self.graph.call_function(binop, (acc, self._sym_node(e)))
-        elif isinstance(expr, sympy.floor) and expr.args[0].is_Mul:
-            num, den = expr.args[0].as_numer_denom()
-            acc = self.graph.call_function(operator.floordiv, (self._sym_node(num), self._sym_node(den)))
+        elif isinstance(expr, sympy.floor):
+            num, den = sympy.together(expr.args[0]).as_numer_denom()
+            acc = self.graph.call_function(operator.floordiv, (self._sym_node(sympy.expand(num)),
+                                                              self._sym_node(den)))
+        elif isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+            acc = self.graph.call_function(operator.pow, (self._sym_node(expr.base), int(expr.exp)))
         elif isinstance(expr, sympy.Mod):
             acc = self.graph.call_function(operator.mod, tuple(self._sym_node(e) for e in expr.args))
         elif isinstance(expr, (sympy.Max, sympy.Min)):
