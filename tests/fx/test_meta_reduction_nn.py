@@ -707,11 +707,10 @@ FUNCTIONAL = [
 ]
 
 
-# composites that build numpy index/weight arrays from sizes (interpolate, non-constant pad), divide
-# by a size (kl_div 'batchmean') or allocate noise (dropout) cannot take symbolic sizes yet: they
-# are checked under fake tensors with concrete sizes
-CONCRETE_ONLY = {"interpolate-bilinear", "interpolate-bicubic", "pad-reflect", "pad-replicate", "pad-circular",
-                 "kl_div", "sdpa-causal"}
+# composites that build numpy index/weight arrays from sizes (bilinear/bicubic interpolate, reflect
+# pad) or divide by a size (kl_div 'batchmean') cannot take symbolic sizes yet: they are checked
+# under fake tensors with concrete sizes
+CONCRETE_ONLY = {"interpolate-bilinear", "interpolate-bicubic", "pad-reflect", "kl_div"}
 
 
 @pytest.mark.parametrize("name,fn", FUNCTIONAL, ids=[n for n, _ in FUNCTIONAL])
@@ -725,7 +724,7 @@ def test_dropout_shapes_under_fake():
     for _, x in layouts((2, 3, 5, 6))[:3]:
         for f in (lambda a: F.dropout(a, 0.3), lambda a: F.dropout2d(a, 0.5), lambda a: F.alpha_dropout(a, 0.2,
                                                                                                           True)):
-            check_ext(f, x, check_strides=False, symbolic=False)
+            check_ext(f, x, check_strides=False)
 
 
 # ---------------------------------------------------------------------- coverage
