@@ -57,6 +57,8 @@ class GuardSet:
         e = source.expr()
         if value is None or value is True or value is False or value is Ellipsis:
             self.add(f"{e} is {value!r}")
+        elif type(value) is float and (value == 0.0 or value != value or value in (float("inf"), float("-inf"))):
+            self.add(f"type({e}) is float and {e}.hex() == {value.hex()!r}", f"{e} == {value!r}")
         elif type(value) in (int, float, str, bytes, complex):
             self.add(f"type({e}) is {type(value).__name__} and {e} == {value!r}")
         else:

@@ -877,8 +877,21 @@ class InstructionTranslator:
         self.output.attr_overlay[key] = value
         self.output.side_effects.append(("global", "G", inst.argval, value))
 
-    def LOAD_SUPER_ATTR(self, inst):
-        raise Unsupported("super() is not modelled yet")
+    def LOAD_SUPER_ATTR(self, inst):  # PY312
+        from .variables.objects import make_super
+        obj = self.pop()
+        cls = self.pop()
+        self.pop()   # the global super
+        attr = make_super(self, [cls, obj]).var_getattr(self, inst.argval)
+        if inst.arg & 1:
+            if PY313:
+                self.push(attr)
+                self.push(_NULL)
+            else:
+                self.push(_NULL)
+                self.push(attr)
+        else:
+            self.push(attr)
 
 
 class _ObjSource:

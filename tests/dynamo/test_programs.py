@@ -547,7 +547,22 @@ class WithHelper(nn.Module):
         return self._act(self.proj(x)) + x @ self.weight_t
 
 
+class ScaledMLP(MLP):
+    def __init__(self):
+        super().__init__()
+        self.scale = 2.0
+
+    def forward(self, x):
+        return super().forward(x) * self.scale + super(ScaledMLP, self).forward(x)
+
+
 MLP_M = MLP()
+SCALED_M = ScaledMLP()
+
+
+@prog()
+def p_module_super_forward(x):
+    return SCALED_M(x)
 RES_M = Residual()
 HELP_M = WithHelper()
 SEQ_M = nn.Sequential(nn.Linear(4, 6), nn.Tanh(), nn.Linear(6, 3), nn.Softmax(dim=-1))
@@ -913,6 +928,19 @@ def _bump_global(x):
     global COUNTER
     COUNTER = COUNTER + 1
     return x * COUNTER
+
+
+def test_module_compile_method():
+    from ._util import CountingBackend, assert_same
+    m = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    ref = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    ref.load_state_dict(m.state_dict())
+    cnt = CountingBackend()
+    m.compile(backend=cnt)
+    x = ember.randn(2, 4)
+    assert_same(m(x), ref(x))
+    assert_same(m(x), ref(x))
+    assert cnt.frame_count == 1
 
 
 def test_global_assignment_side_effect():

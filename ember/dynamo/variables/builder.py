@@ -45,7 +45,8 @@ def wrap(tx, value, source, guard=True):
         v = size_variable(value)
         v.source = source
         return v
-    if type(value) in (list, dict) and source is not None:
+    import collections
+    if type(value) in (list, dict, collections.OrderedDict) and source is not None:
         # one tracker per outside container, so mutations through any alias are seen by all
         hit = tx.output.containers.get(id(value))
         if hit is not None:
@@ -62,14 +63,14 @@ def wrap(tx, value, source, guard=True):
                 tx.output.containers[id(value)] = res
             return res
         return TupleVariable(items, source, cls=type(value))
-    if type(value) is dict:
+    if type(value) in (dict, collections.OrderedDict):
         if not all(type(k) in (str, int) for k in value):
             raise Unsupported("dict with keys that are not str/int")
         if g:
             g.type_match(source, value)
             g.dict_keys_match(source, list(value))
         res = DictVariable({k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
-                            for k, v in value.items()}, source)
+                            for k, v in value.items()}, source, cls=type(value))
         if source is not None:
             tx.output.containers[id(value)] = res
         return res

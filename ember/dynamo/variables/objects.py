@@ -24,6 +24,13 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         attr = inspect.getattr_static(type(obj), name)
     except AttributeError:
         raise Unsupported(f"{type(obj).__name__} object has no attribute {name!r}")
+    if source is not None and not isinstance(attr, (int, float, str, bool, type(None))):
+        # the class attribute we inline (method/property/...) must still be the one found,
+        # and no instance attribute may shadow it
+        g = tx.output.guards
+        g.add(f"{name!r} not in {source.expr()}.__dict__", f"{name} is not an instance attribute")
+        g.add(f"type({source.expr()}).__dict__.get({name!r}, {g.ref(_MISSING)}) is "
+              f"{g.ref(type(obj).__dict__.get(name, _MISSING))}", f"{type(obj).__name__}.{name} unchanged")
     if isinstance(attr, staticmethod):
         return wrap(tx, attr.__func__, AttrSource(AttrSource(source, "__class__"), name) if source else None)
     if isinstance(attr, classmethod):
@@ -39,6 +46,9 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         raise Unsupported(f"descriptor attribute {type(obj).__name__}.{name} ({type(attr).__name__})")
     # plain class attribute: read through the instance at run time, guarded
     return wrap(tx, attr, AttrSource(source, name) if source else None)
+
+
+_MISSING = object()
 
 
 def _is_data_descriptor(cls, name):
@@ -138,10 +148,16 @@ class NNModuleVariable(VariableTracker):
                     raise Unsupported("global module hooks are registered")
                 ref = tx.output.guards.ref(getattr(_mm, g))
                 tx.output.guards.add(f"not {ref}", f"no {g}")
+        g = tx.output.guards
+        if "forward" in m.__dict__:
+            raise Unsupported(f"{type(m).__name__} instance has its own forward attribute")
+        g.add(f"'forward' not in {e}.__dict__", "no instance-level forward")
         if type(m).__call__ is not _mm.Module.__call__ and "__call__" in type(m).__dict__:
             fn = type(m).__call__
+            g.add(f"type({e}).__call__ is {g.ref(fn)}", f"{type(m).__name__}.__call__ unchanged")
         else:
             fn = type(m).forward
+            g.add(f"type({e}).forward is {g.ref(fn)}", f"{type(m).__name__}.forward unchanged")
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
         return UserFunctionVariable(fn).call_function(tx, [self] + list(args), kwargs)
@@ -252,6 +268,8 @@ class ClassVariable(VariableTracker):
             return BuiltinVariable(self.cls).call_function(tx, args, kwargs)
         from ... import types as _t
         from ...autograd import grad_mode as _gm
+        if self.cls is super:
+            return make_super(tx, args)
         if self.cls in (_gm.no_grad, _gm.enable_grad) and not args and not kwargs:
             from .ctx import GradModeVariable
             return GradModeVariable(self.cls is _gm.enable_grad)
@@ -338,3 +356,49 @@ class EmberFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"EmberFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+def make_super(tx, args):
+    """``super()`` / ``super(cls, obj)``: a tracker resolving attributes along the MRO."""
+    if len(args) == 2:
+        cls_v, obj = args
+    elif not args:
+        code = tx.code
+        cell = tx.locals.get("__class__")
+        if cell is None or not code.co_argcount:
+            raise Unsupported("super() without __class__ cell or first argument")
+        cls_v = cell.contents
+        obj = tx.locals.get(code.co_varnames[0])
+        from .functions import CellVariable
+        if isinstance(obj, CellVariable):
+            obj = obj.contents
+    else:
+        raise Unsupported("super() with one argument")
+    if cls_v is None or obj is None or not cls_v.is_python_constant():
+        raise Unsupported("super() arguments not known")
+    return SuperVariable(cls_v.as_python_constant(), obj)
+
+
+class SuperVariable(VariableTracker):
+    def __init__(self, cls, obj):
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        target = getattr(self.obj, "module", None) or getattr(self.obj, "obj", None)
+        if target is None:
+            raise Unsupported("super() on a non-object")
+        mro = type(target).__mro__
+        try:
+            start = mro.index(self.cls) + 1
+        except ValueError:
+            raise Unsupported("super(): class not in the MRO")
+        for klass in mro[start:]:
+            if name in klass.__dict__:
+                attr = klass.__dict__[name]
+                if isinstance(attr, types.FunctionType):
+                    return UserMethodVariable(UserFunctionVariable(attr), self.obj)
+                raise Unsupported(f"super().{name} is a {type(attr).__name__}")
+        raise Unsupported(f"super() has no attribute {name}")
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
