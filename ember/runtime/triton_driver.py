@@ -185,19 +185,42 @@ class NumpyArg:
         return self
 
 
+def _pow2(n):
+    return 1 if n <= 1 else 1 << (int(n) - 1).bit_length()
+
+
 class InterpretedLauncher:
-    """Runs one kernel under Triton's interpreter with its first config."""
+    """Runs one kernel under Triton's interpreter, without autotuning.
+
+    The block sizes are picked for the interpreter, not taken from the GPU
+    configs: it runs the programs of a grid one after the other in Python, each
+    as a handful of vectorised numpy operations, so few large programs are fast
+    and many small ones are slow (``tl.reduce`` with a custom combine even loops
+    over the reduced axis). Rows go into one block where the GPU would tile them,
+    and looped reductions use a small ``RBLOCK`` (:data:`INTERP_RBLOCK`) so that
+    their loops really iterate. The GPU configs themselves are each compiled by
+    the ahead-of-time check (:func:`aot_compile`)."""
+
+    INTERP_RBLOCK = 16
 
     def __init__(self, fn, spec):
         self.fn = fn
         self.spec = spec
-        self.config = dict(spec.configs[0])
-        self.num_warps = self.config.pop("num_warps", 4)
+
+    def config(self, xnumel):
+        spec = self.spec
+        if spec.kind == "pointwise":
+            return {"XBLOCK": min(_pow2(xnumel), 4096)}
+        if spec.kind == "persistent":
+            rb = max(spec.rblocks.values())
+            return {"XBLOCK": min(_pow2(xnumel), max(1, 16384 // rb)), **spec.rblocks}
+        return {"XBLOCK": min(_pow2(xnumel), 1024), "RBLOCK": self.INTERP_RBLOCK}
 
     def __call__(self, xnumel, *args):
         if xnumel <= 0:
             return
-        xb = self.config["XBLOCK"]
+        cfg = self.config(xnumel)
+        xb = cfg["XBLOCK"]
         grid = ((xnumel + xb - 1) // xb,)
         conv = [NumpyArg(a) if isinstance(a, np.ndarray) else int(a) for a in args]
         import triton
@@ -205,7 +228,7 @@ class InterpretedLauncher:
         # interpretation is on for the call only (the scope restores knob and env)
         with triton.knobs.runtime.scope():
             triton.knobs.runtime.interpret = True
-            self.fn[grid](*conv, xnumel, **self.config)
+            self.fn[grid](*conv, xnumel, **cfg)
 
 
 # ----------------------------------------------------------------------- ahead of time

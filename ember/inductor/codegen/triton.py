@@ -377,12 +377,14 @@ class TritonOps:
             self.lines.append(f"{self.indent}tl.debug_barrier()")
             self.k.barrier_done.add(name)
         index = sympify(index)
-        loopvars = {s for s in index.free_symbols if s.name[0] in "xr" and s.name[1:].isdigit()}
+        loopvars = {s.name[0] for s in index.free_symbols if s.name[0] in "xr" and s.name[1:].isdigit()}
         indirect = {s for s in index.free_symbols if s.name.startswith("tmp")}
         if not loopvars and not indirect:
             expr = f"tl.load({name} + {texpr(index)})"
         else:
-            expr = f"tl.load({name} + ({texpr(index)}), {self.mask}, other=0)"
+            # an address that does not depend on r is masked by rows only (a smaller load)
+            mask = self.mask if indirect or "r" in loopvars else "xmask"
+            expr = f"tl.load({name} + ({texpr(index)}), {mask}, other=0)"
         if dtype in (_t.float16, _t.bfloat16):
             expr += ".to(tl.float32)"
         return self._emit(expr, dtype)
@@ -769,6 +771,18 @@ class TritonKernel:
         rs = self._rvars(k, ind2, lines, "rindex")
         return ind2, "xmask & rmask", rs
 
+    @staticmethod
+    def _bcast(index, mask):
+        """Offsets that do not vary over the whole block (a reduction to one value, an
+        inner loop over size-1 dims) are broadcast to the mask's shape: a store needs a
+        pointer block at least as large as its value."""
+        names = {s.name[0] for s in sympify(index).free_symbols if s.name[1:].isdigit()}
+        if "r" in mask and "r" not in names:
+            return " + tl.zeros_like(xindex + rindex)"
+        if "x" not in names and "r" not in names:
+            return " + tl.zeros_like(xindex)"
+        return ""
+
     def _store(self, name, index, val: TV, mask, ind, lines):
         dt = self.buffer_dtype(name)
         v = val.name
@@ -778,7 +792,7 @@ class TritonKernel:
             v = f"{v}.to(tl.float16)"
         elif COMPUTE[val.dtype] != COMPUTE[dt]:
             v = f"{v}.to({TL_DTYPE[dt]})"
-        lines.append(f"{ind}tl.store({name} + ({texpr(index)}), {v}, {mask})")
+        lines.append(f"{ind}tl.store({name} + ({texpr(index)}){self._bcast(index, mask)}, {v}, {mask})")
         self.stored.add(name)
 
     def _pointwise_stage(self, n, p, xs, lines, ind):
