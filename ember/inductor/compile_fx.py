@@ -21,7 +21,7 @@ from ..tensor import Tensor, _make
 from . import codecache, config
 from .codegen import cpp
 from .codegen.wrapper import WrapperGen
-from .graph import DynamicShapeError, GraphLowering, unflatten
+from .graph import DynamicShapeError, GraphLowering, check_no_baked_sizes, unflatten
 from .scheduler import FusedGroup, Scheduler
 from .virtualized import set_graph
 
@@ -162,6 +162,8 @@ class CompiledFunction:
         try:
             _ensure_meta(self.gm, inputs)
             try:
+                if self.dynamic:
+                    check_no_baked_sizes(self.gm)
                 v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
             except DynamicShapeError as e:
                 log.warning("inductor: %s; compiling for the example shapes instead", e)

@@ -216,8 +216,6 @@ class GraphLowering:
             raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
         args = [lookup(a) for a in node.args]
         kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
-        if self.dynamic:
-            self._check_no_baked_sizes(node, args, kwargs)
         low = LOWERINGS.get(name)
         if low is None:
             out = self.fallback(node, args, kwargs, "no lowering")
@@ -239,18 +237,6 @@ class GraphLowering:
             elif config.realize_all:
                 out = self.realize(out)
         return out
-
-    def _check_no_baked_sizes(self, node, args, kwargs):
-        op = node.target._ember_op
-        vals = dict(zip([p.name for p in op.params], args))
-        vals.update(kwargs)
-        for p in op.params:
-            if "SymInt" in p.type and p.name in vals:
-                v = vals[p.name]
-                items = v if isinstance(v, (list, tuple)) else [v]
-                if any(isinstance(i, int) and not isinstance(i, bool) and i > 1 for i in items):
-                    raise DynamicShapeError(f"{op.name} has the concrete size argument {p.name}={v!r}; "
-                                            f"trace the graph symbolically for dynamic shapes")
 
     def _check_meta(self, node, out):
         meta = node.meta.get("tensor_meta")
@@ -296,6 +282,25 @@ class GraphLowering:
 def _output_view_ok(buf, stride, offset):
     return all(s.is_Integer and int(s) >= 0 for s in stride) and offset.is_Integer and int(offset) >= 0 and \
         (not isinstance(buf, ir.InputBuffer) or buf.layout.is_contiguous())
+
+
+def check_no_baked_sizes(gm):
+    """Raise DynamicShapeError when a prim of ``gm`` takes a concrete size (> 1) for a
+    ``SymInt`` parameter: such a graph is only valid for its traced shapes.
+    (``compile_fx`` checks this; ``GraphLowering`` itself trusts its caller.)"""
+    for node in gm.graph.nodes:
+        if node.op != "call_function" or _prim_name(node.target) is None:
+            continue
+        op = node.target._ember_op
+        vals = dict(zip([p.name for p in op.params], node.args))
+        vals.update(node.kwargs)
+        for p in op.params:
+            if "SymInt" in p.type and p.name in vals:
+                v = vals[p.name]
+                items = v if isinstance(v, (list, tuple)) else [v]
+                if any(isinstance(i, int) and not isinstance(i, bool) and i > 1 for i in items):
+                    raise DynamicShapeError(f"{op.name} has the concrete size argument {p.name}={v!r}; "
+                                            f"trace the graph symbolically for dynamic shapes")
 
 
 def _getattr(mod, target):
