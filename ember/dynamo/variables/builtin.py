@@ -96,12 +96,14 @@ class BuiltinVariable(VariableTracker):
 
     @classmethod
     def supports(cls, value):
+        if not callable(value):
+            return False
         try:
             if value in cls.CLASS_CALLS or value in _HANDLERS:
                 return True
             if value in cls._OPERATOR_BINARY or value in cls._OPERATOR_UNARY:
                 return True
-        except TypeError:
+        except Exception:   # unhashable or a __hash__ that raises: not a builtin we know
             return False
         mod = getattr(value, "__module__", None)
         return callable(value) and mod == "math"
