@@ -3,6 +3,7 @@ of time, in a process of its own (see ``triton_driver.aot_compile``).
 
 Reads ``{"target": [backend, arch, warp_size], "jobs": [...]}`` (JSON) from
 stdin, compiles every (kernel, config) with ``triton.compile`` for that target
+(kernels identical up to names -- one per transformer layer -- once)
 -- PTX, then a cubin with the ptxas Triton ships -- writes the PTX next to the
 kernel source (``<module dir>/<target>/<kernel>_<config>.ptx``) and prints one
 JSON list of results as the last line of stdout. A kernel that fails to
@@ -32,6 +33,7 @@ def main():
             self.params = [k for k, v in job["signature"].items() if v.startswith("*")]
             self.aligned = {self.params[i] for i in job["aligned"]}
 
+    done = {}  # (dedupe key, config) -> result of the kernel compiled for it
     for job in req["jobs"]:
         path = job["path"]
         if path not in modules:
@@ -42,6 +44,10 @@ def main():
         spec = _Spec(job)
         for i, cfg in enumerate(job["configs"]):
             res = {"name": job["name"], "config": cfg, "ok": False}
+            dkey = (job.get("key"), json.dumps(cfg, sort_keys=True))
+            if dkey[0] is not None and dkey in done:
+                results.append({**done[dkey], "name": job["name"], "same_as": done[dkey]["name"]})
+                continue
             try:
                 ck = compile_for_target(fn, spec, cfg, target)
                 ptx = ck.asm["ptx"]
@@ -54,6 +60,7 @@ def main():
                            shared=ck.metadata.shared, ptx_path=ptx_path)
             except Exception as e:  # noqa: BLE001 - reported per kernel
                 res["error"] = f"{type(e).__name__}: {e}"
+            done[dkey] = res
             results.append(res)
     print(json.dumps(results))
 

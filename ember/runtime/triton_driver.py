@@ -29,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import tempfile
 import threading
 from typing import Dict, List, Optional
@@ -257,9 +258,16 @@ def aot_job(module: "KernelModule", specs, all_configs=True) -> list:
     jobs = []
     for spec in specs:
         cfgs = spec.configs if all_configs else spec.configs[:1]
-        jobs.append({"path": module.path, "name": spec.name, "signature": spec.signature(),
-                     "aligned": [i for i, p in enumerate(spec.params) if p in spec.aligned],
-                     "configs": cfgs})
+        sig = spec.signature()
+        aligned = [i for i, p in enumerate(spec.params) if p in spec.aligned]
+        # kernels equal up to their names and parameter names compile to the same code
+        # (the layers of a transformer): the worker compiles one of them
+        body = spec.source.replace(spec.name, "K")
+        for i, p in enumerate(list(sig)):
+            body = re.sub(rf"\b{re.escape(p)}\b", f"_a{i}", body)
+        key = hashlib.sha256(json.dumps([body, list(sig.values()), aligned]).encode()).hexdigest()
+        jobs.append({"path": module.path, "name": spec.name, "signature": sig, "aligned": aligned,
+                     "configs": cfgs, "key": key})
     return jobs
 
 

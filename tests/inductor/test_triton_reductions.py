@@ -204,6 +204,28 @@ def test_symbolic_sizes():
             assert_same(g.numpy(), w.numpy(), rtol=1e-12)
 
 
+def test_scatters():
+    """scatter/index_put: the last write of a repeated index wins (elected with
+    atomic_max, whatever the GPU's order); scatter_add/index_put(accumulate) add
+    with atomics."""
+    x = rand(5, 8)
+    src = rand(5, 8)
+    idx = randint(5, 8, dtype=np.int64, lo=0, hi=8)  # many repeats per row
+    rows = _make(np.array([3, 0, 3, 1, 3, 4], dtype=np.int64))
+    vals = rand(6, 8)
+    xi = randint(5, 8, dtype=np.int64, lo=-9, hi=9)
+
+    def fn(x, src, idx, rows, vals, xi):
+        return (P.scatter(x, 1, idx, src), P.scatter_add(x, 1, idx, src),
+                P.index_put(x, (rows,), vals, False), P.index_put(x, (rows,), vals, True),
+                P.scatter_add(xi, 0, P.remainder(idx, 5), xi))
+
+    cg, got, want = compile_interp(fn, x, src, idx, rows, vals, xi)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    assert any(s.scratch for s in cg.specs.values())
+
+
 def test_unsupported_ops_name_themselves():
     from ember.fx.experimental.proxy_tensor import make_fx
     from ember.inductor.codegen.triton_wrapper import compile_graph_triton
@@ -211,7 +233,8 @@ def test_unsupported_ops_name_themselves():
     gm = make_fx(lambda x: P.cumsum(x, 1))(x)
     with pytest.raises(tg.TritonCodegenError, match="cumsum"):
         compile_graph_triton(gm, [x], mode="source")
+    b = randint(4, 6, dtype=np.int8, lo=-5, hi=5)
     idx = randint(4, 6, dtype=np.int64, lo=0, hi=6)
-    gm = make_fx(lambda x, i: P.scatter_add(x, 1, i, x))(x, idx)
-    with pytest.raises(tg.TritonCodegenError, match="scatter"):
-        compile_graph_triton(gm, [x, idx], mode="source")
+    gm = make_fx(lambda b, i: P.scatter_add(b, 1, i, b))(b, idx)
+    with pytest.raises(tg.TritonCodegenError, match="scatter_add.*int8"):
+        compile_graph_triton(gm, [b, idx], mode="source")

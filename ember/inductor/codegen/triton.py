@@ -37,10 +37,11 @@ injected when it is loaded, as
 libdevice for compilation (PTX, cubin) -- so one source is both checked on the
 CPU and compiled for the GPU.
 
-Not lowered (``TritonCodegenError`` naming the op, so the caller can fall back
-or keep the graph on the CPU): scans (cumsum/cumprod), scatters
-(scatter/scatter_add/index_put) and extern kernels other than those the
-wrapper runs itself.
+Scatters (scatter, scatter_add, index_put) are separate launches (see
+:class:`ScatterKernels`). Not lowered (``TritonCodegenError`` naming the op,
+so the caller can fall back or keep the graph on the CPU): scans
+(cumsum/cumprod), scatter-adds of dtypes without atomic add (bool, int8,
+int16, uint8), and extern kernels other than matmul on the GPU.
 """
 from __future__ import annotations
 
@@ -600,6 +601,9 @@ class KernelSpec:
         self.looped = looped
         self.configs = configs            # list of dicts: constexprs + num_warps
         self.aligned = aligned            # params known 16-byte aligned (wrapper-allocated)
+        self.local = set()                # results kept in registers (no memory)
+        self.scratch = []                 # (name, numel, dtype, fill): wrapper-allocated temporaries
+        self.source = ""                  # the kernel's own source text
 
     def signature(self):
         sig = {p: "*" + SIG[d] for p, d in zip(self.params, self.param_dtypes)}
@@ -666,8 +670,8 @@ class TritonKernel:
         for n in g.nodes:
             if n.is_scan:
                 raise TritonCodegenError(f"triton: cumsum/cumprod (scan over dim {n.data.dim}) of {n.name}")
-            if n.is_scatter:
-                raise TritonCodegenError(f"triton: scatter/index_put ({n.name})")
+            if n.is_scatter:  # pragma: no cover - generate_kernels sends scatters to ScatterKernels
+                raise TritonCodegenError(f"triton: scatter/index_put ({n.name}) inside a fused kernel")
         self.P = list(g.outer_sizes)
         # distinct inner extents, in order of first use
         self.extents: List[list] = []
@@ -1009,6 +1013,7 @@ class TritonKernel:
                    not isinstance(self.graph.buffers_by_name[p], ir.InputBuffer)]
         spec = KernelSpec(self.name, kind, params, dtypes, used_syms, xnumel, rblocks, looped,
                           _configs(kind, self._hint(xnumel), rblocks), aligned)
+        spec.source = src
         return src, spec
 
 
@@ -1080,20 +1085,166 @@ def outside_reads(graph, groups) -> Dict[int, set]:
     return res
 
 
-def generate_kernels(graph, groups, size_syms) -> Tuple[str, Dict[int, KernelSpec]]:
+def generate_kernels(graph, groups, size_syms) -> Tuple[str, Dict[int, List[KernelSpec]]]:
     """Triton source of every fused group of ``groups`` (the scheduler's output) and
-    one :class:`KernelSpec` per group index. Raises :class:`TritonCodegenError`
-    naming the op when a group cannot be generated."""
+    the :class:`KernelSpec` s of each group index, in launch order (one kernel per
+    group; a scatter is two or three). Raises :class:`TritonCodegenError` naming
+    the op when a group cannot be generated."""
     outside = outside_reads(graph, groups)
     parts = [PRELUDE]
-    specs: Dict[int, KernelSpec] = {}
+    specs: Dict[int, List[KernelSpec]] = {}
     for gi, grp in enumerate(groups):
         if isinstance(grp, FusedGroup):
+            if len(grp.nodes) == 1 and grp.nodes[0].is_scatter and not grp.nodes[0].is_scan:
+                srcs, sps = ScatterKernels(f"triton_kernel{gi}", grp.nodes[0], graph, size_syms).generate()
+                parts.extend(srcs)
+                specs[gi] = sps
+                continue
             kg = TritonKernel(f"triton_kernel{gi}", grp, graph, size_syms, outside[gi])
             src, spec = kg.generate()
             spec.local = kg.local
             parts.append(src)
-            specs[gi] = spec
+            specs[gi] = [spec]
         elif not isinstance(grp, ExternGroup):  # pragma: no cover - scheduler gives only these two
             raise TritonCodegenError(f"triton: unknown group {grp!r}")
     return "\n\n".join(parts), specs
+
+
+# ----------------------------------------------------------------------- scatters
+ATOMIC_ADD_DTYPES = {_t.float16, _t.bfloat16, _t.float32, _t.float64, _t.int32, _t.int64}
+
+
+class _CopyNode:
+    """The "copy the input" half of a scatter, shaped like a scheduler node so the
+    ordinary pointwise kernel generator writes it."""
+    is_reduction = is_scan = is_scatter = False
+
+    def __init__(self, node):
+        self.name = node.name
+        self.buf = node.buf
+        self.size = list(node.size)
+        self.data = ir.Pointwise(node.size, node.data.get_dtype(), node.data.inner_fn)
+        xs = index_vars("x", len(self.size))
+        self.read_names = {nm for nm, _ in ir.extract_reads(self.data.inner_fn, xs).reads}
+
+    def inner(self, p):
+        return self.size[p:]
+
+    def write_index(self, p):
+        xs = index_vars("x", len(self.size))
+        return sympy.expand(sum((i * s for i, s, n in zip(xs, contiguous_strides(self.size), self.size)
+                                 if n != 1), sympy.Integer(0)))
+
+    def __repr__(self):
+        return f"{self.name}: copy of the scattered-into input size={self.size}"
+
+
+class _CopyGroup:
+    def __init__(self, node):
+        self.nodes = [node]
+        self.p = len(node.size)
+        self.outer_sizes = list(node.size)
+
+    def names(self):
+        return {self.nodes[0].name}
+
+    def read_names(self):
+        return set(self.nodes[0].read_names)
+
+
+class ScatterKernels:
+    """``out = copy(init); out[target(j)] (op)= value(j)`` as launches in order:
+
+    1. the copy (a pointwise kernel over the output);
+    2. ``mode="add"``: one kernel over the iteration space with ``tl.atomic_add``
+       (the order of additions is unspecified: floating-point sums may differ
+       from the sequential reference in the last bits, integers are exact);
+       overwrite: the last write must win, as in the reference, whatever order the
+       GPU runs the iterations in -- ``tl.atomic_max`` of the iteration number
+       into a scratch ``int64`` array (filled with -1) elects the last writer of
+       each element, then a third kernel stores only the elected values."""
+
+    def __init__(self, name, node, graph, size_syms):
+        self.name = name
+        self.node = node
+        self.graph = graph
+        self.size_syms = size_syms
+
+    def generate(self):
+        d = self.node.data
+        dtype = d.get_dtype()
+        if d.mode == "add" and dtype not in ATOMIC_ADD_DTYPES:
+            raise TritonCodegenError(f"triton: scatter_add/index_put(accumulate) of {dtype.name} "
+                                     "(no atomic add for this dtype)")
+        copy = _CopyNode(self.node)
+        kg = TritonKernel(f"{self.name}_copy", _CopyGroup(copy), self.graph, self.size_syms, {copy.name})
+        src0, spec0 = kg.generate()
+        srcs, specs = [src0], [spec0]
+        if d.mode == "add":
+            src, spec = self._pass("add")
+            srcs.append(src)
+            specs.append(spec)
+        else:
+            scratch = f"{self.node.name}_winner"
+            s1, sp1 = self._pass("elect", scratch)
+            s2, sp2 = self._pass("store", scratch)
+            sp1.scratch = [(scratch, product(d.size), _t.int64, -1)]
+            srcs += [s1, s2]
+            specs += [sp1, sp2]
+        return srcs, specs
+
+    def _pass(self, what, scratch=None):
+        d = self.node.data
+        kname = f"{self.name}_{what}"
+        k = TritonKernel(kname, None, self.graph, self.size_syms, set())
+        ys = index_vars("x", len(d.iter_size))
+        lines = ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)"]
+        xnumel = sympy.expand(product(d.iter_size)) if d.iter_size else sympy.Integer(1)
+        lines.append("    xindex = xindex.to(tl.int64)")
+        lines.append("    xmask = xindex < xnumel")
+        for y, st, n in zip(ys, contiguous_strides(d.iter_size), d.iter_size):
+            e = "xindex" if st == 1 else f"(xindex // ({texpr(st)}))"
+            lines.append(f"    {y} = {e} % ({texpr(n)})" if y != ys[0] else f"    {y} = {e}")
+        h = TritonOps(k, lines, "    ", "xmask", None)
+        with set_ops_handler(h):
+            tgt = d.target_fn(ys)
+            val = None if what == "elect" else _as_tv(h, d.value_fn(ys), d.get_dtype())
+        widx = sympy.expand(sum((t * st for t, st, sz in zip(tgt, contiguous_strides(d.size), d.size) if sz != 1),
+                                sympy.Integer(0)))
+        out = self.node.name
+        ptr = f"{out} + ({texpr(widx)}) + tl.zeros_like(xindex)"
+        dt = d.get_dtype()
+        if what == "add":
+            v = val.name
+            if dt is _t.bfloat16:
+                v = f"_round_bf16({v}).to(tl.bfloat16)"
+            elif dt is _t.float16:
+                v = f"{v}.to(tl.float16)"
+            lines.append(f"    tl.atomic_add({ptr}, {v}, xmask, sem='relaxed')")
+            written = [out]
+        elif what == "elect":
+            lines.append(f"    tl.atomic_max({scratch} + ({texpr(widx)}) + tl.zeros_like(xindex), xindex, xmask, "
+                         "sem='relaxed')")
+            written = [scratch]
+        else:
+            win = k.new_tmp()
+            lines.append(f"    {win} = tl.load({scratch} + ({texpr(widx)}) + tl.zeros_like(xindex), xmask, "
+                         "other=-1)")
+            v = val.name
+            if dt is _t.bfloat16:
+                v = f"_round_bf16({v}).to(tl.bfloat16)"
+            elif COMPUTE[val.dtype] != TL_DTYPE[dt] or dt is _t.float16:
+                v = f"{v}.to({TL_DTYPE[dt]})"
+            lines.append(f"    tl.store({ptr}, {v}, xmask & ({win} == xindex))")
+            written = [out]
+            k.reads.add(scratch)
+        reads = sorted(k.reads - {out} - {scratch}, key=_natural)
+        params = reads + ([scratch] if what == "store" else []) + written
+        dtypes = [_t.int64 if p_ == scratch else k.buffer_dtype(p_) for p_ in params]
+        args = params + [s.name for s in self.size_syms] + ["xnumel", "XBLOCK: tl.constexpr"]
+        src = f"@_jit\ndef {kname}({', '.join(args)}):\n" + "\n".join(lines) + "\n"
+        hint = self.graph.sizevars.size_hint(xnumel)
+        spec = KernelSpec(kname, "pointwise", params, dtypes, list(self.size_syms), xnumel, {}, False,
+                          _configs("pointwise", hint, {}), [p_ for p_ in params if p_ in (out, scratch)])
+        spec.source = src
+        return src, spec

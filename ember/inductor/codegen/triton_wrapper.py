@@ -60,6 +60,7 @@ class TritonWrapperGen:
         self.specs = specs
         self.launchers = launchers
         self.mode = mode
+        self.xp = xp
         self.globals: Dict[str, object] = {"_empty": xp.empty, "_run_extern": _run_extern,
                                            "_as_strided": xp.lib.stride_tricks.as_strided,
                                            "_ascontig": xp.ascontiguousarray}
@@ -106,8 +107,9 @@ class TritonWrapperGen:
                 last_use.setdefault(nm, gi)
         free: Dict[tuple, List[str]] = {}
         local = set()
-        for spec in self.specs.values():
-            local |= spec.local
+        for sps in self.specs.values():
+            for spec in sps:
+                local |= spec.local
 
         def key_of(lay):
             return (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
@@ -122,13 +124,17 @@ class TritonWrapperGen:
 
         for gi, grp in enumerate(self.groups):
             if isinstance(grp, FusedGroup):
-                spec = self.specs[gi]
+                sps = self.specs[gi]
                 for n in grp.nodes:
-                    if n.name not in spec.local:
+                    if n.name not in sps[0].local:
                         alloc(n.buf)
-                self.globals[f"_{spec.name}"] = self.launchers[gi]
-                args = [pyexpr(spec.xnumel)] + list(spec.params) + [s.name for s in spec.size_syms]
-                L.append(f"    _{spec.name}({', '.join(args)})")
+                for spec in sps:
+                    for nm, numel, dt, fill in spec.scratch:
+                        self.globals["_full"] = self.xp.full
+                        L.append(f"    {nm} = _full(({pyexpr(numel)},), {fill}, {self._dtype_ref(dt)})")
+                    self.globals[f"_{spec.name}"] = self.launchers[spec.name]
+                    args = [pyexpr(spec.xnumel)] + list(spec.params) + [s.name for s in spec.size_syms]
+                    L.append(f"    _{spec.name}({', '.join(args)})")
             else:
                 self._extern(grp, alloc)
             for nm in sorted(grp.read_names() | grp.names()):
@@ -237,7 +243,8 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
     with set_graph(graph):
         sched = Scheduler(graph)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
-        source, specs = generate_kernels(graph, sched.groups, size_syms)
+        source, group_specs = generate_kernels(graph, sched.groups, size_syms)
+        specs = {s.name: s for sps in group_specs.values() for s in sps}
         module = drv.KernelModule(source)
         compiled = {}
         launchers = {}
@@ -249,16 +256,16 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
             return TritonCompiledGraph(graph, source, "", None, specs, module, compiled)
         if mode == "interpret":
             ns = module.namespace("interpret")
-            launchers = {gi: drv.InterpretedLauncher(ns[s.name], s) for gi, s in specs.items()}
+            launchers = {n: drv.InterpretedLauncher(ns[n], s) for n, s in specs.items()}
             xp = np
         elif mode == "cuda":
             from ...runtime.cuda import cupy_module
             xp = cupy_module()
             ns = module.namespace("compile")
-            launchers = {gi: drv.CudaLauncher(ns[s.name], s, module) for gi, s in specs.items()}
+            launchers = {n: drv.CudaLauncher(ns[n], s, module) for n, s in specs.items()}
         else:
             raise ValueError(f"compile_graph_triton: unknown mode {mode!r}")
-        wg = TritonWrapperGen(graph, sched.groups, specs, launchers, xp, mode)
+        wg = TritonWrapperGen(graph, sched.groups, group_specs, launchers, xp, mode)
         wrapper_src = wg.generate()
     glb = dict(wg.globals)
     glb["_GuardError"] = _GuardError
