@@ -5,10 +5,51 @@ Pieces: the C frame hook (``ember._C._eval_frame``), the glue
 (``convert_frame.py``), the symbolic bytecode interpreter
 (``symbolic_convert.py``) over variable trackers (``variables/``), the graph
 being built (``output_graph.py``), guards (``guards.py``, sources in
-``source.py``), backends (``backends.py``) and logging (``logs.py``).
+``source.py``), resume functions for graph breaks (``resume.py``), example
+values (``example_value.py``), backends (``backends.py``) and logging
+(``logs.py``).
 
-What cannot be captured runs eagerly, with the reason in the
-``graph_breaks`` log: results never differ from eager."""
+Design decisions worth knowing before changing anything:
+
+* **The hook returns a callable, not a code object.** The callback gets
+  ``(code, func, *argument_slots)`` and returns None (run the frame
+  normally) or ``fn``; C calls ``fn(func, *argument_slots)`` and finishes the
+  original frame with a tiny stub code object (see eval_frame.c), so no
+  CPython-internal frame creation is needed on 3.11/3.12/3.13. ``fn`` is a
+  generated Python function (``OutputGraph.compile``): read the graph inputs
+  through their sources, run the backend's callable with the hook off,
+  replay side effects, rebuild the return value -- or, at a graph break, run
+  the breaking instruction and call the resume function.
+* **Graph breaks** re-trace the frame and stop before the failing top-level
+  instruction (a call, ``TO_BOOL`` or a tensor-conditioned jump). The resume
+  function is the original bytecode plus a prefix (``resume.py``) and is an
+  ordinary function of the user's file, captured by the hook when called.
+  Breaks are refused (the whole frame runs eagerly) inside loops (an
+  iterator on the stack), ``with``/``try`` blocks and functions with closure
+  cells.
+* **Unsupported means eager, never wrong.** Every failure raises
+  ``Unsupported``; the frame runs eagerly and the guards collected up to the
+  failure become a cache entry meaning "run eagerly" (no re-trace). Internal
+  bugs are caught the same way and counted in ``counters['internal_errors']``.
+* **Guards are installed when a value is first wrapped** (``variables/builder``),
+  not when used: more recompiles than strictly needed, never a missing one.
+  Tensors: type, dtype, device, shape, strides, requires_grad; constants by
+  value; modules/functions/classes by identity; containers by type, length
+  and keys; grad mode and default dtype always.
+* **Example values are real tensors for now** (``example_value.py``):
+  stride-exact private copies of the inputs, ops run for real under a
+  dispatch mode that refuses data-dependent ops; the RNG state is restored
+  after tracing. ``config.use_fake_tensors`` switches to ember fake tensors
+  once their meta coverage is complete (one-place change).
+* **Shapes are static.** ``dynamic=True`` warns and specialises;
+  ``mark_dynamic`` is accepted and ignored; a new shape recompiles (up to
+  ``config.recompile_limit``, then eager with one warning).
+* ember's own code, the stdlib and site-packages are never captured as
+  frames (skip mark in co_extra after one look), except code passed to
+  ``ember.compile`` explicitly (``convert_frame.force``). ember functions are
+  graph nodes (``EmberFunctionVariable``); ``ember.nn`` module forwards and
+  their private helpers are inlined.
+"""
 from . import config, logs
 from .backends import list_backends, lookup as lookup_backend, register_backend
 from .convert_frame import counters, fallback_reasons, reset

@@ -18,7 +18,9 @@ import sysconfig
 import time
 import warnings
 
-from .._C import _eval_frame
+from .._C import _load_eval_frame
+
+_eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
 from . import config, logs
 from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported

@@ -11,7 +11,9 @@ from __future__ import annotations
 import functools
 import inspect
 
-from .._C import _eval_frame
+from .._C import _load_eval_frame
+
+_eval_frame = _load_eval_frame()
 from .convert_frame import Compiler, force
 
 set_eval_frame = _eval_frame.set_eval_frame

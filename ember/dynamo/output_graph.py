@@ -257,7 +257,8 @@ class OutputGraph:
         """Compile the graph with ``backend``; returns (runtime function, guard function, info).
 
         ``result`` is the return value's tracker, or a GraphBreak from the translator."""
-        from .._C import _eval_frame
+        from .._C import _load_eval_frame
+        _eval_frame = _load_eval_frame()
         from ..fx.graph_module import GraphModule
         from .symbolic_convert import GraphBreak
         self._replay_side_effects()
