@@ -372,6 +372,12 @@ class TritonOps:
             val, rkey = reg
             if rkey is None or rkey == self.rkey:
                 return val
+            if name not in self.k.writes:
+                # a register of another row extent: only a broadcastable one (size-1 rows)
+                if self.k.rnumels[rkey] == 1:
+                    return val
+                raise TritonCodegenError(f"triton: {name} is read over another row extent than it was "
+                                         "computed over (no memory copy planned)")
         dtype = self.k.buffer_dtype(name)
         self.k.note_read(name)
         if name in self.k.stored and name not in self.k.barrier_done:

@@ -15,7 +15,10 @@ size and dtype), one launcher call per kernel.
 * ``"interpret"`` -- kernels run under Triton's interpreter on numpy arrays
   (testing without a GPU; set ``TRITON_INTERPRET=1`` before importing triton);
 * ``"cuda"`` -- kernels are compiled for the current GPU and launched on
-  cupy's current stream (needs cupy);
+  cupy's current stream (needs cupy); inputs are cupy arrays, matmuls go to
+  cupy (cuBLAS), other externs (prim fallbacks on numpy) are refused, outputs
+  are cupy arrays (not yet wrapped as ember cuda tensors: that is the cuda
+  device's part of issue 8). Untested here: no GPU was lent to this session;
 * ``"aot"`` -- nothing runs: every kernel is compiled for ``target`` (default
   ``("cuda", 90, 32)``) in every autotuning config, in a separate process
   (``triton_driver.aot_compile``); ``compiled`` holds the per-config results;
@@ -198,8 +201,11 @@ class TritonCompiledGraph:
     the generated ``call``; ``specs`` the kernels; ``compiled`` (``mode="aot"``)
     maps kernel names to their ``CompiledKernel`` per config."""
 
-    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None):
+    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None, xp=np):
         self.graph = graph
+        # lifted constants (parameters read with get_attr) live where the kernels run:
+        # copied to the device once, here, not per call
+        self._consts = [xp.asarray(graph.constants[n]._data) for n in graph.input_names if n in graph.constants]
         self.source = source
         self.wrapper_src = wrapper_src
         self._call = call
@@ -214,8 +220,7 @@ class TritonCompiledGraph:
         if self._call is None:
             raise RuntimeError("inductor: a graph compiled ahead of time only (mode='aot') cannot run")
         arrays = [t._data if isinstance(t, Tensor) else t for t in tensors]
-        consts = [self.graph.constants[n]._data for n in self.graph.input_names if n in self.graph.constants]
-        res = self._call(arrays + consts)
+        res = self._call(arrays + self._consts)
         outs = []
         for a, o in zip(res, self.graph.outputs):
             if isinstance(o, tuple) and o[0] == "input":
@@ -223,6 +228,8 @@ class TritonCompiledGraph:
             elif isinstance(o, tuple) and o[0] == "const":
                 outs.append(o[1])
             else:
+                # numpy results become CPU tensors; device arrays (cupy) are returned as they
+                # are until ember's cuda device wraps them (see the module docstring)
                 outs.append(_make(a) if isinstance(a, np.ndarray) else a)
         return unflatten(self.graph.out_spec, iter(outs))
 
@@ -270,4 +277,4 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
     glb = dict(wg.globals)
     glb["_GuardError"] = _GuardError
     exec(compile(wrapper_src, "<inductor triton wrapper>", "exec"), glb)
-    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module)
+    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp)
