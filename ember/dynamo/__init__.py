@@ -36,11 +36,12 @@ Design decisions worth knowing before changing anything:
   Tensors: type, dtype, device, shape, strides, requires_grad; constants by
   value; modules/functions/classes by identity; containers by type, length
   and keys; grad mode and default dtype always.
-* **Example values are real tensors for now** (``example_value.py``):
-  stride-exact private copies of the inputs, ops run for real under a
-  dispatch mode that refuses data-dependent ops; the RNG state is restored
-  after tracing. ``config.use_fake_tensors`` switches to ember fake tensors
-  once their meta coverage is complete (one-place change).
+* **Example values are fake tensors** (``example_value.py``,
+  ``config.use_fake_tensors = True``): ops run their meta functions only, and
+  a data-dependent op raises ``DataDependentOutputError``. Setting the knob to
+  False traces on stride-exact private copies of the inputs instead (ops run
+  for real under a mode that refuses data-dependent ops; the RNG state is
+  restored after tracing) -- the fallback used before every op had a meta.
 * **Shapes are static.** ``dynamic=True`` warns and specialises;
   ``mark_dynamic`` is accepted and ignored; a new shape recompiles (up to
   ``config.recompile_limit``, then eager with one warning).

@@ -4,7 +4,8 @@ This is the one place that decides how example values are computed, so that
 switching from real tensors to ember fake tensors (``ember.fx.fake_tensor``)
 is a one-place change (``config.use_fake_tensors``).
 
-Real mode (the default while fake tensors lack meta functions for many ops):
+Fake mode (the default) runs ops on fake tensors (meta functions only).
+Real mode (``config.use_fake_tensors = False``):
 graph inputs get a private copy with the same shape, strides, dtype, device
 and requires_grad (so in-place ops while tracing never touch user data), and
 ops run for real. The random-number state is saved before tracing and
