@@ -26,6 +26,7 @@ autotuning results are cached on disk next to it (``autotune.json``).
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -227,9 +228,19 @@ class InterpretedLauncher:
         import triton
         # parts of triton consult TRITON_INTERPRET lazily while a kernel is bound:
         # interpretation is on for the call only (the scope restores knob and env)
-        with triton.knobs.runtime.scope():
-            triton.knobs.runtime.interpret = True
-            self.fn[grid](*conv, xnumel, **cfg)
+        from triton.runtime import interpreter as _interp
+        # device assertions (out-of-bounds indices) are checked, as eager raises
+        # IndexError; the interpreter's options have no knob for it
+        builder = _interp.interpreter_builder
+        old_opts = builder.options
+        # (integer overflow checks stay off: integer arithmetic wraps, as the prims define it)
+        builder.options = dataclasses.replace(old_opts, debug=True, sanitize_overflow=False)
+        try:
+            with triton.knobs.runtime.scope():
+                triton.knobs.runtime.interpret = True
+                self.fn[grid](*conv, xnumel, **cfg)
+        finally:
+            builder.options = old_opts
 
 
 # ----------------------------------------------------------------------- ahead of time
@@ -250,7 +261,8 @@ def compile_for_target(jitfn, spec, config: dict, target=None):
         if p in spec.aligned:
             attrs[(i,)] = [["tt.divisibility", 16]]
     src = ASTSource(jitfn, sig, constexprs, attrs)
-    return triton.compile(src, target=target, options={"num_warps": num_warps})
+    # sanitize_overflow off: prims' integer arithmetic wraps (it only matters in debug builds)
+    return triton.compile(src, target=target, options={"num_warps": num_warps, "sanitize_overflow": False})
 
 
 def aot_job(module: "KernelModule", specs, all_configs=True) -> list:

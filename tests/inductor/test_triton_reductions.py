@@ -157,6 +157,19 @@ def test_views_and_indexing():
         assert_same(g, w, rtol=1e-6)  # the sum's order differs from numpy's
 
 
+def test_out_of_bounds_index_raises():
+    from ember.fx.experimental.proxy_tensor import make_fx
+    from ember.inductor.codegen.triton_wrapper import compile_graph_triton
+    x = rand(3, 5)
+    good = randint(3, 2, dtype=np.int64, lo=0, hi=5)
+    gm = make_fx(lambda x, i: P.gather(x, 1, i))(x, good)
+    cg = compile_graph_triton(gm, [x, good], mode="interpret")
+    np.testing.assert_array_equal(cg(x, good).numpy(), gm(x, good).numpy())
+    bad = _make(np.array([[0, 1], [2, 7], [1, 1]], dtype=np.int64))
+    with pytest.raises(Exception, match="index out of bounds"):
+        cg(x, bad)
+
+
 def test_strided_input_and_long_rows():
     base = rand(12, 300)
     xt = _make(base.numpy().T)  # a transposed (non-contiguous) input
@@ -238,3 +251,36 @@ def test_unsupported_ops_name_themselves():
     gm = make_fx(lambda b, i: P.scatter_add(b, 1, i, b))(b, idx)
     with pytest.raises(tg.TritonCodegenError, match="scatter_add.*int8"):
         compile_graph_triton(gm, [b, idx], mode="source")
+
+
+@pytest.mark.parametrize("what", ["forward", "train"])
+def test_mlp_end_to_end(what):
+    """Decomposed MLP (Linear, GELU, LayerNorm, softmax / cross-entropy + gradients):
+    matmuls run as externs between the Triton kernels; bias + GELU + LayerNorm after
+    a matmul is one fused kernel (the epilogue)."""
+    import ember.nn as nn
+    import ember.nn.functional as F
+    ember.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 10))
+    x = ember.randn(8, 16)
+    y = ember.randint(0, 10, (8,))
+    params = list(model.parameters())
+
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        return (loss, *ember.autograd.grad(loss, params))
+
+    from ember.prims.table import decompose
+    from ember.inductor.codegen.triton_wrapper import compile_graph_triton
+    fn = (lambda x, y: F.softmax(model(x), -1)) if what == "forward" else step
+    gm = decompose(fn)(x, y)
+    cg = compile_graph_triton(gm, [x, y], mode="interpret")
+    assert cg.fallbacks == []
+    with ember.no_grad():  # the eager prims graph has no derivatives of its own
+        got, want = cg(x, y), gm(x, y)
+    got = got if isinstance(got, (tuple, list)) else [got]
+    want = want if isinstance(want, (tuple, list)) else [want]
+    for g, w in zip([a.numpy() for a in got], [a.numpy() for a in want]):
+        assert_same(g, w, rtol=1e-5, atol=1e-6)
+    if what == "forward":
+        assert cg.n_kernels == 2

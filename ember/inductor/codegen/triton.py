@@ -410,13 +410,18 @@ class TritonOps:
         return self._emit(f"({texpr(expr)}).to({COMPUTE[dtype]})", dtype)
 
     def indirect_indexing(self, x, size, wrap_negative=False):
-        """A data-dependent index: negative values wrapped where the prim does,
-        out-of-range values read element 0 (an out-of-bounds index is the caller's
-        error; the eager prim raises it, the GPU kernel must not fault)."""
+        """A data-dependent index: negative values wrapped where the prim does; an
+        out-of-range value fails a device assertion (an error under the interpreter
+        and in debug builds, as the eager prim raises IndexError) and otherwise
+        reads element 0 -- the GPU kernel must never touch stray memory."""
         v = self._emit(f"{x}.to(tl.int64)", _t.int64)
         s = texpr(size)
         if wrap_negative:
             v = self._emit(f"tl.where({v} < 0, {v} + ({s}), {v})", _t.int64)
+        # raises under the interpreter and in debug builds (like the eager IndexError);
+        # compiled without debug it is dropped and the clamp below keeps memory safe
+        self.lines.append(f'{self.indent}tl.device_assert(({v} >= 0) & ({v} < ({s})), '
+                          f'"index out of bounds")')
         v = self._emit(f"tl.where(({v} >= 0) & ({v} < ({s})), {v}, 0)", _t.int64)
         return sympy.Symbol(v.name, integer=True)
 
