@@ -109,3 +109,22 @@ def test_model_graphs_generate(aot_results):
     _, per_graph, _, _ = aot_results
     for name in ("mlp_forward", "mlp_train", "nanogpt_forward", "nanogpt_train", "lstm_forward", "lstm_train"):
         assert per_graph[name], name
+
+
+def test_autotune_choice_is_cached_next_to_the_kernels(tmp_path, monkeypatch):
+    """The GPU launcher remembers the winning config in autotune.json in the kernel
+    module's directory, so a new process launches without re-tuning (the timing
+    itself needs a GPU)."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    x = rand(4, 40)
+    gm = make_fx(lambda x: P.sum(P.exp(x), [1]))(x)
+    cg = compile_graph_triton(gm, [x], mode="source")
+    spec = next(iter(cg.specs.values()))
+    assert len(spec.configs) > 1
+    assert cg.module.path.startswith(str(tmp_path))
+    la = drv.CudaLauncher(None, spec, cg.module)
+    assert la._best is None
+    la._best = len(spec.configs) - 1
+    la._save_tuning()
+    lb = drv.CudaLauncher(None, spec, cg.module)
+    assert lb._best == len(spec.configs) - 1
