@@ -266,11 +266,9 @@ def _sym_cases():
     def I(rng, hi, *s):
         return ember.tensor(rng.integers(0, hi, s).astype(np.int64))
     return {
-        # (forward only: the backward formulas of index/gather make zeros() of the input's size, and
-        # the creation ops take no symbolic sizes yet)
-        "index": (lambda a, i: a[:, i], lambda r, n: (R(r, 3, n), I(r, n, 4)), False),
+        "index": (lambda a, i: a[:, i], lambda r, n: (R(r, 3, n), I(r, n, 4))),
         "gather_scatter_add": (lambda a, i: a.scatter_add(1, i, a.gather(1, i)),
-                               lambda r, n: (R(r, 3, n), I(r, n, 3, n)), False),
+                               lambda r, n: (R(r, 3, n), I(r, n, 3, n))),
         "cat_roll_tril": (lambda a: ember.cat([a, a.roll(1, 0)], 0).tril(), lambda r, n: (R(r, n, n + 1),)),
         "linear_3d": (lambda a, w: F.linear(a, w), lambda r, n: (R(r, 2, n, 4), R(r, 3, 4))),
         "layer_norm": (lambda a, w: F.layer_norm(a, (4,), w), lambda r, n: (R(r, n, 4), R(r, 4))),
