@@ -38,12 +38,21 @@ def _logs() -> set:
 
 
 def _emit(kind: str, title: str, text: str) -> None:
-    if kind in _logs():
-        msg = f"===== {title} =====\n{text}"
-        if log.handlers or logging.getLogger().handlers:
-            log.info(msg)
-        else:
-            print(msg)
+    """Log ``text`` on ``ember.aot.<kind>``; ``EMBER_LOGS=<kind>`` turns it on, to stderr.
+
+    Like dynamo's artifacts (``ember/dynamo/logs.py``): the loggers always
+    exist, so tests and users can also attach their own handlers."""
+    lg = logging.getLogger(f"ember.aot.{kind}")
+    wanted = kind in _logs() or bool(_logs() & {"all", "aot"})
+    if wanted:
+        lg.setLevel(logging.INFO)
+        if not any(getattr(h, "_ember", False) for h in lg.handlers):
+            h = logging.StreamHandler()
+            h.setFormatter(logging.Formatter(f"[ember {kind}] %(message)s"))
+            h._ember = True
+            lg.addHandler(h)
+    if lg.isEnabledFor(logging.INFO):
+        lg.info("===== %s =====\n%s", title, text)
 
 
 class AOTModule:
