@@ -45,6 +45,11 @@ class JointGraph:
     shape_env: Optional[ShapeEnv] = None
     inference: bool = False
     notes: List[str] = field(default_factory=list)
+    # forward output position -> ("input", input position, size, stride, storage offset relative
+    # to the input's) for outputs that are views of (or are) an input, or ("output", position of
+    # an output that is a whole contiguous buffer, size, stride, offset) for outputs that are views
+    # of another output: regenerated as views after each call so they alias as they do eagerly
+    aliased_outputs: dict = field(default_factory=dict)
 
 
 def _as_tuple(out):
@@ -79,6 +84,7 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
                     for f, w in zip(fakes, wants_grad)]
         with enable_grad() if not inference else _nullcontext():
             probe_out, is_tuple = _as_tuple(fn(*probe_in))
+    aliased = _aliased_outputs(probe_out, fakes)
     diff_outputs = [i for i, o in enumerate(probe_out) if o.requires_grad] if not inference else []
     grad_inputs = [i for i, w in enumerate(wants_grad) if w] if not inference else []
     if not diff_outputs:
@@ -95,7 +101,7 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
                 gm = make_fx(forward_only, decomposition_table=decompositions, tracing_mode=tracing,
                              functionalize=True)(list(fakes))
         return JointGraph(gm, len(fakes), 0, len(probe_out), list(gm.meta["mutated_inputs"]), [], [],
-                          is_tuple, mode.shape_env, True)
+                          is_tuple, mode.shape_env, True, aliased_outputs=aliased)
 
     tangents = [make_fake(FakeArray(tuple(probe_out[i].shape), probe_out[i].dtype), probe_out[i].device)
                 for i in diff_outputs]
@@ -111,7 +117,43 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
         gm = make_fx(joint, decomposition_table=decompositions, tracing_mode=tracing,
                      functionalize=True)(list(fakes), tangents)
     return JointGraph(gm, len(fakes), len(tangents), len(probe_out), list(gm.meta["mutated_inputs"]),
-                      grad_inputs, diff_outputs, is_tuple, mode.shape_env, False)
+                      grad_inputs, diff_outputs, is_tuple, mode.shape_env, False, aliased_outputs=aliased)
+
+
+def _aliased_outputs(outs, fakes) -> dict:
+    """Which outputs share an input's (fake) storage, and as what view of it.
+
+    Sizes must be concrete: with symbolic sizes the output is returned as a
+    fresh tensor (equal values, no aliasing)."""
+    from ..fx.experimental.symbolic_shapes import SymInt
+    found = {}
+    for k, o in enumerate(outs):
+        st = getattr(o._data, "storage", None)
+        if st is None:
+            continue
+        for i, f in enumerate(fakes):
+            if getattr(f._data, "storage", None) is st:
+                geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(), f.storage_offset())
+                if any(isinstance(g, SymInt) for g in geom):
+                    break
+                found[k] = ("input", i, tuple(o.shape), tuple(o.stride()),
+                            int(o.storage_offset()) - int(f.storage_offset()))
+                break
+    # outputs aliasing each other: views of an output that is its whole (contiguous) buffer
+    for r, base in enumerate(outs):
+        if r in found:
+            continue
+        st = getattr(base._data, "storage", None)
+        if st is None or not base.is_contiguous() or base.storage_offset() != 0 or \
+                any(isinstance(n, SymInt) for n in base.shape):
+            continue
+        for k, o in enumerate(outs):
+            if k == r or k in found or getattr(o._data, "storage", None) is not st:
+                continue
+            geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(),)
+            if not any(isinstance(g, SymInt) for g in geom):
+                found[k] = ("output", r, tuple(o.shape), tuple(o.stride()), int(o.storage_offset()))
+    return found
 
 
 class _nullcontext:

@@ -121,6 +121,7 @@ class AOTModule:
                 joint, fw, bw, n_saved, is_tensor, cls = self._training
                 outs = cls.apply(*inputs)
                 outs = outs if isinstance(outs, tuple) else (outs,)
+                outs = _realias(joint, inputs, outs)
                 return outs if joint.output_is_tuple else outs[0]
         if self._inference is None:
             self._compile_inference()
@@ -130,6 +131,7 @@ class AOTModule:
         n = joint.num_outputs
         outs = tuple(res[:n])
         _write_back(inputs, joint.mutated_inputs, res[n:n + len(joint.mutated_inputs)])
+        outs = _realias(joint, inputs, outs)
         return outs if joint.output_is_tuple else outs[0]
 
 
@@ -141,6 +143,31 @@ def _flatten_inference(joint: JointGraph):
     outs, mutated = out.args[0]
     out.args = (tuple(outs) + tuple(mutated),)
     return GraphModule(joint.gm, g, class_name="InferenceGraph")
+
+
+def _realias(joint: JointGraph, inputs, outs):
+    """Outputs that are views of inputs eagerly become views of the real inputs again.
+
+    The graph computed their values functionally; regenerating them with
+    ``as_strided`` on the input (after any write-back) gives the same values
+    *and* the aliasing: a later in-place write through the output reaches the
+    input, and the output's grad_fn is the view's, so gradients flow to the
+    input through eager autograd."""
+    if not joint.aliased_outputs:
+        return outs
+    from ..ops import api
+    outs = list(outs)
+    for k, (kind, i, size, stride, off) in sorted(joint.aliased_outputs.items(), key=lambda e: e[1][0] != "input"):
+        src = inputs[i] if kind == "input" else outs[i]
+        if kind == "output" and (not src.is_contiguous() or src.storage_offset() != 0):
+            continue        # the compiled output is not the plain buffer the trace saw: keep values only
+        offset = src.storage_offset() + off if kind == "input" else off
+        if not STATE.grad_enabled or not src.requires_grad:
+            with no_grad():
+                outs[k] = api.as_strided(src, size, stride, offset)
+        else:
+            outs[k] = api.as_strided(src, size, stride, offset)
+    return tuple(outs)
 
 
 def _write_back(inputs, positions, values):

@@ -319,3 +319,57 @@ def test_aot_logs_print_graphs(monkeypatch, capsys):
     out = capsys.readouterr().err
     assert "aot joint graph" in out and "aot forward graph" in out and "aot backward graph" in out
     assert "saved tensor" in out
+
+
+def test_outputs_that_are_views_of_inputs_alias_them():
+    def f(x, w):
+        return x[1:].t(), (x * w).sum(), x
+
+    x = ember.randn(4, 3)
+    w = ember.randn(3, requires_grad=True)
+    m = _compile(f, [x, w])
+    view, s, same = m(x, w)
+    ref_view, ref_s, _ = f(x, w)
+    _close(view, ref_view)
+    _close(s, ref_s)
+    assert view.stride() == ref_view.stride() and view.storage_offset() == ref_view.storage_offset()
+    view.mul_(0)                  # writes through the output reach the input, as eagerly
+    assert float(x[1:].abs().sum()) == 0.0
+    same.add_(1)
+    assert float(x[0].sum()) != 0.0
+    # a view of an input that requires grad: gradients flow through the view
+    y = ember.randn(4, 3, requires_grad=True)
+    m2 = _compile(lambda y: (y[::2] * 2, y.sum()), [y])
+    v, t = m2(y)
+    (v.sum() + t).backward()
+    g = y.grad
+    y.grad = None
+    v2, t2 = (lambda y: (y[::2] * 2, y.sum()))(y)
+    (v2.sum() + t2).backward()
+    _close(g, y.grad)
+    z = ember.randn(4, 3, requires_grad=True)
+    m3 = _compile(lambda z: z.view(-1)[2:5], [z])
+    out = m3(z)
+    out.sum().backward()
+    assert out._base is z and float(z.grad.sum()) == 3.0
+
+
+def test_outputs_aliasing_each_other_stay_aliased():
+    def f(x, w):
+        h = x @ w
+        return h, h.view(-1)[1:], h.sum()
+
+    x, w = ember.randn(3, 4), ember.randn(4, 5, requires_grad=True)
+    m = _compile(f, [x, w])
+    h, tail, s = m(x, w)
+    rh, rtail, rs = f(x, w)
+    _close(h, rh)
+    _close(tail, rtail)
+    (tail.sum() * 2 + s).backward()
+    g = w.grad
+    w.grad = None
+    (rtail.sum() * 2 + rs).backward()
+    _close(g, w.grad)
+    with ember.no_grad():
+        tail.zero_()
+    assert float(h.view(-1)[1:].abs().sum()) == 0.0 and float(h.view(-1)[0]) == float(rh.view(-1)[0])
