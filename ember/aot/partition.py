@@ -12,10 +12,12 @@ Two strategies:
   reductions and random ops are always computed in the forward, so a cut
   never goes above them.
 
-``memory_budget`` (``ember.aot.config.activation_memory_budget``) picks
-between them: 1.0 saves everything (default partition); below 1.0 the
-min-cut partitioner runs, and at any budget its cut is used only if it saves
-fewer bytes than the baseline.
+``memory_budget`` (``ember.aot.config.activation_memory_budget``) is the
+fraction of the save-everything bytes the backward may keep: 1.0 saves
+everything (default partition, no recomputation); below 1.0 the min-cut
+partitioner saves the fewest bytes it can (its cut is used only if it saves
+fewer bytes than the baseline), and a warning says so when even that exceeds
+the budget.
 
 The forward graph takes the primals and returns ``(*outputs, *mutated input
 values, *saved)``; the backward takes ``(*saved, *tangents)`` and returns one
@@ -262,4 +264,11 @@ def partition(joint: JointGraph, memory_budget: Optional[float] = None):
         raise ValueError(f"aot: memory_budget must be in [0, 1], got {budget}")
     if budget >= 1.0:
         return default_partition(joint)
-    return min_cut_partition(joint, budget)
+    fw, bw, saved, report = min_cut_partition(joint, budget)
+    if report.saved_bytes > budget * report.baseline_bytes:
+        import logging
+        logging.getLogger("ember.aot").warning(
+            "aot: the activation memory budget %.2f cannot be met: the minimum that must be saved is "
+            "%d bytes of a %d-byte baseline (matmul/conv/reduction/random results are never recomputed)",
+            budget, report.saved_bytes, report.baseline_bytes)
+    return fw, bw, saved, report

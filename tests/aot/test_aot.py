@@ -373,3 +373,27 @@ def test_outputs_aliasing_each_other_stay_aliased():
     with ember.no_grad():
         tail.zero_()
     assert float(h.view(-1)[1:].abs().sum()) == 0.0 and float(h.view(-1)[0]) == float(rh.view(-1)[0])
+
+
+def test_index_assignment_into_an_input_is_written_back():
+    def f(x, idx, v):
+        x[idx] = v
+        return x.sum()
+
+    x, idx, v = ember.randn(5, 3), ember.tensor([0, 3]), ember.randn(2, 3)
+    m = _compile(f, [x.clone(), idx, v])
+    xc, xr = x.clone(), x.clone()
+    _close(m(xc, idx, v), f(xr, idx, v))
+    _close(xc, xr)
+
+
+def test_memory_budget_that_cannot_be_met_warns(caplog):
+    def f(x, w):
+        return (x @ w).exp().sum()
+
+    x, w = ember.randn(4, 8), ember.randn(8, 8, requires_grad=True)
+    joint = trace_joint(f, [x, w])
+    from ember.aot import partition
+    with caplog.at_level("WARNING", logger="ember.aot"):
+        partition(joint, 0.01)
+    assert "cannot be met" in caplog.text
