@@ -4,8 +4,9 @@ A backend is what ``ember.compile(..., backend=...)`` calls with a dynamo FX
 graph and its example inputs; it returns a callable on the flat inputs.
 
 * ``aot_eager``: joint graph, functionalization, full decomposition to prims,
-  partition; the forward and backward GraphModules then run as they are (each
-  prim through its numpy reference). The correctness reference for inductor.
+  partition; the forward and backward graphs then run node by node in the fx
+  ``Interpreter`` (each prim through its numpy reference). The correctness
+  reference for inductor.
 * ``aot_autograd(fw_compiler=..., bw_compiler=...)``: the same pipeline with
   compilers for the two graphs (inductor plugs in here).
 """
@@ -18,6 +19,15 @@ from . import config
 
 def _identity_compiler(gm, example_inputs):
     return gm
+
+
+def _interpreter_compiler(gm, example_inputs):
+    """Run a graph node by node with ``ember.fx.Interpreter`` (the reference executor)."""
+    from ..fx.interpreter import Interpreter
+
+    def run(*args):
+        return Interpreter(gm).run(*args)
+    return run
 
 
 def _full_decompositions() -> Optional[dict]:
@@ -43,5 +53,5 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
 
 
 def aot_eager(gm, example_inputs):
-    """Backend ``"aot_eager"``: the AOT pipeline, graphs run by the GraphModule itself."""
-    return aot_autograd(fw_compiler=_identity_compiler)(gm, example_inputs)
+    """Backend ``"aot_eager"``: the AOT pipeline, the prim graphs run by the fx Interpreter."""
+    return aot_autograd(fw_compiler=_interpreter_compiler)(gm, example_inputs)

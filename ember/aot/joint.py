@@ -67,7 +67,23 @@ def _as_tuple(out):
 def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
                 decompositions: Optional[dict] = None, dynamic: bool = False,
                 inference: Optional[bool] = None) -> JointGraph:
-    """Trace ``fn(*example_inputs)`` and its backward (see the module docstring)."""
+    """Trace ``fn(*example_inputs)`` and its backward (see the module docstring).
+
+    An op whose output shape depends on data (``nonzero``, ``.item()``) cannot
+    be traced on fake tensors: that raises :class:`AOTUnsupported` naming the
+    op (``.op``). Dynamo never hands such a graph over: it traces on fake
+    tensors itself and breaks the graph at that op."""
+    from ..fx.fake_tensor import DataDependentOutputError
+    try:
+        return _trace_joint(fn, example_inputs, decompositions, dynamic, inference)
+    except DataDependentOutputError as e:
+        err = AOTUnsupported(f"aot: cannot trace '{e.op}', whose output depends on tensor data; compile "
+                             f"the code before and after it as separate graphs (a graph break)")
+        err.op = e.op
+        raise err from e
+
+
+def _trace_joint(fn, example_inputs, decompositions, dynamic, inference) -> JointGraph:
     for i, t in enumerate(example_inputs):
         if not isinstance(t, Tensor):
             raise AOTUnsupported(f"aot: input {i} is a {type(t).__name__}; only tensor inputs are supported")

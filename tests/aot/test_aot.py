@@ -397,3 +397,43 @@ def test_memory_budget_that_cannot_be_met_warns(caplog):
     with caplog.at_level("WARNING", logger="ember.aot"):
         partition(joint, 0.01)
     assert "cannot be met" in caplog.text
+
+
+def test_pointwise_chain_min_cut_saves_at_most_half():
+    def chain(x, w):
+        y = x * w
+        for _ in range(9):
+            y = (y.sin() + 0.5) if _ % 2 else y.tanh() * 1.5
+        return y.sum()
+
+    x = ember.randn(1_000_000)
+    w = ember.randn(1_000_000, requires_grad=True)
+    joint = trace_joint(chain, [x, w], decompositions=_table("prims") if "prims" in _decomp_choices() else None)
+    *_, base = default_partition(joint)
+    *_, cut = min_cut_partition(joint)
+    assert cut.saved_bytes * 2 <= base.saved_bytes, (str(base), str(cut))
+    assert "recomputed in backward" in str(cut)
+    grads = []
+    for budget in (1.0, 0.0):
+        m = _compile(chain, [x, w], "prims" if "prims" in _decomp_choices() else None, budget=budget)
+        m(x, w).backward()
+        grads.append(w.grad)
+        w.grad = None
+    chain(x, w).backward()
+    _close(grads[0], grads[1], 1e-6)
+    _close(grads[1], w.grad, 1e-5)
+
+
+def test_data_dependent_op_raises_a_clear_error_and_dynamo_breaks_there():
+    from ember.aot import AOTUnsupported
+
+    def f(x):
+        return (x[ember.nonzero(x > 0).squeeze(1)] * 2).sum()
+
+    with pytest.raises(AOTUnsupported, match="nonzero") as err:
+        trace_joint(f, [ember.randn(6, requires_grad=True)])
+    assert err.value.op == "nonzero"
+    x = ember.randn(6, requires_grad=True)
+    cf = ember.compile(f, backend="aot_eager")
+    out = cf(x)
+    _close(out, f(x))
