@@ -1,9 +1,11 @@
 """Knobs of the AOT stage (read at compile time)."""
 
 #: Fraction of the save-everything activation memory the partitioner may keep
-#: for the backward. 1.0: save every needed forward value (default partition);
-#: below 1.0: the min-cut partitioner recomputes cheap values in the backward.
-activation_memory_budget: float = 0.5
+#: for the backward. None (default): the min-cut partitioner, which saves as
+#: few bytes as it can by recomputing cheap values in the backward; 1.0: save
+#: every needed forward value (default partition, no recomputation); a value in
+#: [0, 1): min-cut, and a warning when even that exceeds the budget.
+activation_memory_budget = None
 
 #: Trace with symbolic sizes (make the graphs valid for other input sizes).
 dynamic: bool = False

@@ -260,6 +260,8 @@ def partition(joint: JointGraph, memory_budget: Optional[float] = None):
     """Pick the partitioner by ``memory_budget`` (see the module docstring)."""
     from . import config
     budget = config.activation_memory_budget if memory_budget is None else memory_budget
+    if budget is None:
+        return min_cut_partition(joint)
     if not 0.0 <= budget <= 1.0:
         raise ValueError(f"aot: memory_budget must be in [0, 1], got {budget}")
     if budget >= 1.0:
