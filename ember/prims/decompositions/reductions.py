@@ -233,9 +233,15 @@ def linalg_vector_norm(self, ord=2, dim=None, keepdim=False, *, dtype=None):
 
 
 # ---------------------------------------------------------------------- logsumexp
+def _empty(x):
+    """Whether ``x`` has no elements, without ``numel()`` (an int: it would specialise symbolic
+    sizes); a zero size is always a plain int, never a SymInt."""
+    return any(type(s) is int and s == 0 for s in x.shape)
+
+
 def _finite_max(x, dims):
     """max over ``dims`` (kept as size 1) with ±inf replaced by 0, the kernels' shift."""
-    if x.numel() == 0:
+    if _empty(x):
         shape = tuple(1 if i in dims else s for i, s in enumerate(x.shape))
         return full(shape, 0.0, x.dtype, x.device)
     m = prims.amax(x, dims)
@@ -305,7 +311,7 @@ def _softmax(log, name):
         if self.ndim == 0:
             return full((), 0.0 if log else 1.0, out_dt, self.device)
         x = to(self, comp(self.dtype))
-        if self.numel() == 0:
+        if _empty(self):
             return to(fresh(x) if x is self else x, out_dt)
         shape = tuple(x.shape)
         m = _finite_max(x, (d,))
