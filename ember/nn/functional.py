@@ -537,6 +537,69 @@ def _pad_spec(shape, pad, mode, value):
     return tuple(spec)
 
 
+def _symbolic(sizes):
+    """Whether any size is a SymInt (tracing with symbolic shapes): the index vectors and
+    interpolation matrices, built with numpy from plain int sizes in eager mode, are then computed
+    by ops in the graph, so the trace stays valid for other sizes."""
+    return any(not isinstance(n, numbers.Integral) for n in sizes)
+
+
+def _size_tensor(n, dtype, device):
+    """The (symbolic) size ``n`` as a 0-d tensor computed by ops, for arithmetic with tensors."""
+    return _api.ones(n, dtype=_t.int64, device=device).sum().to(dtype)
+
+
+def _iota(n, dtype, device, start=0):
+    from .. import prims
+    return prims.iota(n, start, 1, dtype, device)
+
+
+def _pad_symbolic(input, pad, mode, value):
+    """``pad`` with symbolic sizes: the same source index per output position as ``_pad_spec``
+    (out-of-range positions masked for ``constant``), computed from an iota and gathered with
+    ``index_select``."""
+    shape = tuple(input.shape)
+    npd = len(pad) // 2
+    if len(pad) % 2 or npd > len(shape):
+        _pad_spec(shape, pad, mode, value)        # raises the eager error
+    out = input
+    for j in range(npd):
+        axis = len(shape) - 1 - j
+        lo, hi = pad[2 * j], pad[2 * j + 1]
+        if lo == 0 and hi == 0:
+            continue
+        n = shape[axis]
+        m = n + lo + hi
+        if m < 0 or (m == 0 and mode != "constant"):
+            raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} resulted in a negative "
+                               f"output size, which is invalid. Check dimension {axis} of your input.")
+        src = _iota(m, _t.int64, input.device, -lo)
+        nt = _size_tensor(n, _t.int64, input.device)
+        mask = None
+        if mode == "constant":
+            mask = (src >= 0) & (src < nt)
+            src = _api.minimum(src.clamp(min=0), nt - 1)
+        elif mode == "reflect":
+            if lo >= n or hi >= n:
+                raise RuntimeError(f"Argument #4: Padding size should be less than the corresponding input "
+                                   f"dimension, but got: padding ({lo}, {hi}) at dimension {axis} of input "
+                                   f"{list(shape)}")
+            src = src.abs()
+            src = _op("where")(src >= nt, 2 * (nt - 1) - src, src)
+        elif mode == "replicate":
+            src = _api.minimum(src.clamp(min=0), nt - 1)
+        else:
+            if lo > n or hi > n:
+                raise RuntimeError("Padding value causes wrapping around more than once.")
+            src = src % nt
+        out = out.index_select(axis, src)
+        if mask is not None:
+            shp = [1] * out.dim()
+            shp[axis] = -1
+            out = out.masked_fill(~mask.reshape(shp), value)
+    return out.contiguous() if out is not input else out.clone()
+
+
 def pad(input, pad, mode="constant", value=None):
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
@@ -548,6 +611,8 @@ def pad(input, pad, mode="constant", value=None):
         if input.dim() not in (nd + 1, nd + 2):
             raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for "
                                       f"now")
+    if _symbolic(input.shape):
+        return _pad_symbolic(input, pad, mode, 0 if value is None else value)
     spec = _pad_spec(tuple(input.shape), pad, mode, 0 if value is None else value)
     if mode == "constant":
         name = "ConstantPadNdBackward0"
@@ -619,6 +684,51 @@ def _cubic_matrix(n_in, n_out, align_corners, scale):
     return m
 
 
+def _src_scale_symbolic(n_in, n_out, align_corners, scale, device):
+    """``_src_scale`` with sizes that may be symbolic: a Python float, or a float64 0-d tensor
+    (the same IEEE double division as the eager one)."""
+    if not align_corners and scale is not None and scale > 0:
+        return 1.0 / scale
+    if align_corners and not n_out > 1:
+        return 0.0
+    a, b = (n_in - 1, n_out - 1) if align_corners else (n_in, n_out)
+    return _size_tensor(a, _t.float64, device) / _size_tensor(b, _t.float64, device)
+
+
+def _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners):
+    """nearest / linear resize with symbolic sizes: the eager index vectors (``_nearest_index``)
+    and interpolation matrices (``_linear_matrix``) computed by ops from iotas, in the same
+    precision (float32 for nearest, float64 for the linear weights)."""
+    dev = input.device
+    res = input
+    for i in range(len(in_sp)):
+        axis = 2 + i
+        n_in, n_out = in_sp[i], out[i]
+        last = _size_tensor(n_in, _t.int64, dev) - 1
+        if mode in ("nearest", "nearest-exact"):
+            s = _src_scale_symbolic(n_in, n_out, False, scales[i], dev)
+            s = float(np.float32(s)) if isinstance(s, float) else s.to(_t.float32)
+            dst = _iota(n_out, _t.float32, dev)
+            src = ((dst + 0.5) * s if mode == "nearest-exact" else dst * s).floor().to(_t.int64)
+            res = res.index_select(axis, _api.minimum(src, last))
+            continue
+        s = _src_scale_symbolic(n_in, n_out, align_corners, scales[i], dev)
+        dst = _iota(n_out, _t.float64, dev)
+        src = dst * s if align_corners else ((dst + 0.5) * s - 0.5).clamp(min=0.0)
+        i0 = _api.minimum(src.floor().to(_t.int64), last)
+        i1 = _api.minimum(i0 + 1, last)
+        l1 = src - i0
+        l0 = 1.0 - l1
+        cols = _iota(n_in, _t.int64, dev).reshape(1, -1)
+        m = l0.reshape(-1, 1) * (i0.reshape(-1, 1) == cols) + l1.reshape(-1, 1) * (i1.reshape(-1, 1) == cols)
+        acc = res.dtype if res.dtype.is_floating_point else _t.float32
+        moved = res.to(acc).movedim(axis, -1)
+        lead = tuple(moved.shape[:-1])
+        # an explicit 2-D mm (matmul's batch folding asks numel(), an int, of the symbolic shape)
+        res = _api.mm(moved.reshape(-1, n_in), m.to(acc).t()).reshape(lead + (n_out,)).movedim(-1, axis)
+    return res.to(input.dtype).contiguous()
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     nd = input.dim() - 2
@@ -649,12 +759,18 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if len(sf) != nd:
             raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got "
                              f"input with spatial dimensions of {list(in_sp)} and scale_factor of shape {list(sf)}.")
-        out = tuple(int(math.floor(float(in_sp[i]) * float(sf[i]))) for i in range(nd))
+        # an integral scale keeps a symbolic size symbolic; otherwise floor(float(in) * scale)
+        # specialises it (an exact rational product could round differently from the float one)
+        out = tuple(in_sp[i] * int(sf[i]) if not isinstance(in_sp[i], numbers.Integral)
+                    and float(sf[i]).is_integer() else int(math.floor(float(in_sp[i]) * float(sf[i])))
+                    for i in range(nd))
         scales = [None] * nd if recompute_scale_factor else [float(v) for v in sf]
     else:
         raise ValueError("either size or scale_factor should be defined")
     if mode == "area":
         return _adaptive_avg(nd, input, out)
+    if _symbolic(in_sp + out) and mode in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+        return _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners)
     if mode in ("nearest", "nearest-exact"):
         spec = tuple((2 + i, _nearest_index(in_sp[i], out[i], scales[i], mode == "nearest-exact"), None, 0)
                      for i in range(nd))
@@ -978,7 +1094,11 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
             tlogt = _op("where")(target == 0, target * 0, target * _op("log")(target))
         loss = tlogt - target * input
     if reduction == "batchmean":
-        return loss.sum() / input.shape[0] if input.dim() != 0 else loss.sum()
+        if input.dim() == 0:
+            return loss.sum()
+        n = input.shape[0]
+        # a symbolic batch size divides as a tensor computed in the graph (ops take Python numbers)
+        return loss.sum() / (n if isinstance(n, numbers.Integral) else _size_tensor(n, loss.dtype, loss.device))
     return _reduce(loss, reduction)
 
 

@@ -8,6 +8,8 @@ decomposition hold prims only and match eager.
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -276,7 +278,53 @@ def _sym_cases():
         "cross_entropy_smoothing": (lambda a, t: F.cross_entropy(a, t, label_smoothing=0.1),
                                     lambda r, n: (R(r, n, 4), I(r, 4, n))),
         "einsum": (lambda a, b: ember.einsum("bij,bjk->bik", a, b), lambda r, n: (R(r, 2, n, 3), R(r, 2, 3, n + 1))),
+        # spatial sizes 4n+1 and 4n+4 keep the parities the strided conv + pool guard on
+        "conv2d_max_pool2d": (lambda a, w: F.max_pool2d(F.conv2d(a, w, stride=2, padding=1), 2), _conv_pool_args),
+        "conv2d_avg_pool2d": (lambda a, w: F.avg_pool2d(F.conv2d(a, w, stride=2, padding=1), 2), _conv_pool_args),
+        "interpolate_nearest": (lambda a: F.interpolate(a, scale_factor=2, mode="nearest"),
+                                lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "interpolate_nearest_size": (lambda a: F.interpolate(a, size=(5, 8), mode="nearest"),
+                                     lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "interpolate_bilinear": (lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"),
+                                 lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "interpolate_bilinear_align_corners": (
+            lambda a: F.interpolate(a, scale_factor=2, mode="bilinear", align_corners=True),
+            lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "pad_reflect": (lambda a: F.pad(a, (2, 1, 1, 2), mode="reflect"), lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "pad_replicate": (lambda a: F.pad(a, (2, 1, 1, 2), mode="replicate"), lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "pad_circular": (lambda a: F.pad(a, (2, 1, 1, 2), mode="circular"), lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "pad_constant": (lambda a: F.pad(a, (2, -1, 1, 2), value=0.5), lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "kl_div_batchmean": (lambda a, b: F.kl_div(F.log_softmax(a, -1), F.softmax(b, -1), reduction="batchmean"),
+                             lambda r, n: (R(r, n, 5), R(r, n, 5))),
     }
+
+
+def _conv_pool_args(rng, n):
+    return (ember.tensor(rng.standard_normal((2, 3, 4 * n + 1, 4 * n + 4)).astype(np.float32)),
+            ember.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32)))
+
+
+@pytest.mark.parametrize("pool", ["max", "avg"])
+def test_conv_pool_backward_keeps_spatial_sizes_symbolic(pool):
+    """The strided conv + pool backward leaves only parity/inequality guards on the spatial sizes
+    (the transposed conv's output padding), never ``Eq(s, <int>)`` (a specialised size)."""
+    p = F.max_pool2d if pool == "max" else F.avg_pool2d
+    rng = np.random.default_rng(3)
+    a, w = _conv_pool_args(rng, 6)
+
+    def f(a, w):
+        out = p(F.conv2d(a, w, stride=2, padding=1), 2)
+        return out, *ember.autograd.grad((out * out).sum(), [a, w])
+
+    gm = make_fx(f, decomposition_table=decomposition_table(), tracing_mode="symbolic")(
+        a.requires_grad_(), w.requires_grad_())
+    x = next(n for n in gm.graph.nodes if n.op == "placeholder")
+    spatial = {str(d) for d in x.meta["val"].shape[2:]}
+    assert len(spatial) == 2 and all(s.startswith("s") for s in spatial), spatial
+    guards = [str(g) for g in gm.shape_env.guards]
+    pinned = [g for g in guards if re.fullmatch(r"Eq\((s\d+), -?\d+\)", g) and g[3:].split(",")[0] in spatial]
+    assert not pinned, guards
+    assert any(s in g for g in guards for s in spatial)         # the parity guards are there
 
 
 @pytest.mark.parametrize("name", sorted(_sym_cases()))
@@ -301,6 +349,24 @@ def test_symbolic_trace_runs_on_other_sizes(name):
         args = make(rng, n)
         got = gm(*args)
         compare(got, joint(*prep([a.clone() for a in args])), ember.float32, f"size {n}")
+
+
+@pytest.mark.parametrize("name", ["interpolate_nearest", "interpolate_bilinear", "interpolate_bilinear_align_corners",
+                                  "pad_reflect", "pad_constant", "kl_div_batchmean"])
+def test_symbolic_trace_pins_no_size(name):
+    """Index vectors / interpolation weights / the batch divisor computed in the graph (and the
+    softmax and resize decompositions not asking ``numel()``): the joint trace records no
+    ``Eq`` guard at all (e.g. ``Eq(s0*s1, 30)`` would tie it to the example's element count)."""
+    fn, make = _sym_cases()[name]
+    args = [a.requires_grad_() for a in make(np.random.default_rng(5), 6)]
+
+    def joint(*a):
+        out = fn(*a)
+        return (out, *ember.autograd.grad((out * out).sum(), list(a)))
+
+    gm = make_fx(joint, decomposition_table=decomposition_table(), tracing_mode="symbolic")(*args)
+    guards = [str(g) for g in gm.shape_env.guards]
+    assert not [g for g in guards if g.startswith("Eq(")], guards
 
 
 # ---------------------------------------------------------------------- the issue's model checks

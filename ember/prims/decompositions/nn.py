@@ -87,7 +87,10 @@ def _conv_input_grad(g, w, stride, padding, dilation, groups, input_size):
     opad = []
     for i in range(nd):
         natural = (g.shape[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (w.shape[2 + i] - 1) + 1
-        opad.append(int(input_size[2 + i]) - natural)
+        # the output padding is the remainder the strided forward dropped, (in + 2p - d(k-1) - 1) % s:
+        # specialising it (not the input size) leaves a parity guard, and the transposed conv needs
+        # it as a plain int
+        opad.append(int(input_size[2 + i] - natural))
     if any(o < 0 or (o >= stride[i] and o >= dilation[i]) for i, o in enumerate(opad)):
         return NotImplemented
     return prims.convolution(g, w, None, list(stride), list(padding), list(dilation), True, opad, int(groups))
