@@ -42,8 +42,23 @@ Design decisions worth knowing before changing anything:
   False traces on stride-exact private copies of the inputs instead (ops run
   for real under a mode that refuses data-dependent ops; the RNG state is
   restored after tracing) -- the fallback used before every op had a meta.
-* **Shapes are static.** ``dynamic=True`` warns and specialises;
-  ``mark_dynamic`` is accepted and ignored; a new shape recompiles (up to
+* **Dynamic shapes** (ShapeEnv symbols in the fake example values): with
+  ``dynamic=True`` every dim of every tensor input (parameters excepted), with
+  ``mark_dynamic(t, d)`` the marked dims, and with ``dynamic=None`` (automatic
+  dynamic) the dims whose size changed when an entry's guard failed
+  (``CodeCache.auto_dynamic``, logged under ``recompiles``) become symbols;
+  ``dynamic=False`` specialises all but marked dims. Only C-contiguous non-view
+  inputs get symbols (strides follow from sizes; a contiguity guard replaces the
+  stride guard). Sizes stay symbolic in Python arithmetic (``ConstantVariable``
+  holding a SymInt); passed to an op they become ``sym_size``/``operator``
+  nodes of the graph (``OutputGraph._sym_node``); decisions on them record
+  ShapeEnv guards, which become guards over the inputs' sizes (sources agree
+  for duck-sized symbols, no symbol is 0 or 1, each relation holds -- see
+  ``GuardSet.shape_env_guards``). A size leaving the graph as a Python value
+  (returned, formatted, a dict key, a builtin call) is specialised with
+  ``int()`` (a guard). Backends see ``gm.meta["dynamic"]``; the AOT backends
+  compile such a graph once per input shape (AOT's own shape guards would go
+  unchecked otherwise). A new shape that violates the guards recompiles (up to
   ``config.recompile_limit``, then eager with one warning).
 * ember's own code, the stdlib and site-packages are never captured as
   frames (skip mark in co_extra after one look), except code passed to
@@ -78,10 +93,6 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mo
     if mode is not None and mode not in ("default", "reduce-overhead", "max-autotune",
                                          "max-autotune-no-cudagraphs"):
         raise ValueError(f"unknown mode {mode!r}")
-    if dynamic:
-        import warnings
-        warnings.warn("ember.compile(dynamic=True): symbolic shapes are not implemented yet; "
-                      "shapes are specialised and a new shape recompiles", stacklevel=2)
     return optimize(backend, fullgraph=fullgraph, dynamic=dynamic)(model)
 
 
@@ -92,7 +103,19 @@ def explain(fn):
 
 
 def mark_dynamic(t, index):
-    """Accepted for API compatibility; shapes are static (specialised and guarded) in this version."""
+    """Make dim(s) ``index`` of tensor ``t`` symbolic whenever ``t`` is a graph input.
+
+    The mark lives on the tensor (``t._ember_dynamic_dims``). A size of 0 or 1, a
+    non-contiguous tensor, or a decision the program takes on the size (an ``int()``, a
+    shape guard like ``Eq(s0, 5)``) still specialises it: the guards stay exact."""
+    dims = [index] if isinstance(index, int) else list(index)
+    nd = t.ndim
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"mark_dynamic: dim {d} out of range for a {nd}-d tensor")
+    cur = set(getattr(t, "_ember_dynamic_dims", ()))
+    cur.update(d % nd for d in dims)
+    t._ember_dynamic_dims = frozenset(cur)
     return t
 
 

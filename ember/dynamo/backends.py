@@ -10,21 +10,52 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import logs
+
 
 def eager(gm, example_inputs):
     """Run the captured graph with ember's eager ops."""
     return gm.forward
 
 
+def _per_shape(compile_one, gm, example_inputs, name):
+    """A graph with symbolic sizes (``gm.meta["dynamic"]``) for an AOT backend: compiled once per
+    distinct input layout (shapes and strides), each compilation static.
+
+    AOT's own symbolic tracing records shape guards that nothing would check when dynamo reuses
+    the entry for other sizes, so specialising inside the backend is what keeps answers exact."""
+    if not gm.meta.get("dynamic"):
+        return compile_one(gm, example_inputs)
+    logs.get("recompiles").info("backend %s: graph has symbolic sizes; the AOT pipeline compiles it once "
+                                "per input shape (its own shape guards would go unchecked)", name)
+    from ..tensor import Tensor
+    compiled = {}
+
+    def key(inputs):
+        return tuple((tuple(t._data.shape), t._data.strides) if isinstance(t, Tensor) else None
+                     for t in inputs)
+
+    compiled[key(example_inputs)] = compile_one(gm, list(example_inputs))
+
+    def run(*inputs):
+        k = key(inputs)
+        fn = compiled.get(k)
+        if fn is None:
+            fn = compiled[k] = compile_one(gm, list(inputs))
+        return fn(*inputs)
+    return run
+
+
 def _aot_eager(gm, example_inputs):
     from ..aot import aot_eager as impl
-    return impl(gm, example_inputs)
+    return _per_shape(impl, gm, example_inputs, "aot_eager")
 
 
 def _inductor(gm, example_inputs):
     from ..aot import aot_autograd
     from ..inductor import compile_fx
-    return aot_autograd(fw_compiler=compile_fx, bw_compiler=compile_fx)(gm, example_inputs)
+    return _per_shape(aot_autograd(fw_compiler=compile_fx, bw_compiler=compile_fx), gm, example_inputs,
+                      "inductor")
 
 
 _REGISTRY: dict[str, Callable] = {"eager": eager, "aot_eager": _aot_eager, "inductor": _inductor}

@@ -47,12 +47,14 @@ class CacheEntry:
 
 
 class CodeCache:
-    __slots__ = ("entries", "warned", "code")
+    __slots__ = ("entries", "warned", "code", "auto_dynamic")
 
     def __init__(self, code):
         self.code = code
         self.entries: list = []
         self.warned = False
+        # automatic dynamic shapes: guard expression of an input -> dims whose size changed
+        self.auto_dynamic: dict = {}
 
 
 _caches: dict = {}
@@ -129,6 +131,8 @@ class Compiler:
             reason = last.guard.guard_set.first_failure(func, args)
             counters["recompiles"] += 1
             logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)
+            if self.dynamic is None:
+                self._note_size_changes(last, func, args, cache, where)
             if mine >= config.recompile_limit:
                 if not cache.warned:
                     cache.warned = True
@@ -137,7 +141,7 @@ class Compiler:
                                   f"It runs eagerly from now on.", RecompileLimitExceeded, stacklevel=2)
                 return None
         t0 = time.perf_counter()
-        output = OutputGraph(code, func, len(args))
+        output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache))
         try:
             with preserve_rng(), _restore_grad_mode():
                 ret = run_frame(output, code, func, args)
@@ -152,7 +156,7 @@ class Compiler:
                 return self._fallback(code, func, args, cache, output, str(e), where)
             # Graph break: trace again, stopping before the instruction that failed.
             reason = str(e)
-            output = OutputGraph(code, func, len(args))
+            output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache))
             try:
                 with preserve_rng(), _restore_grad_mode():
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
@@ -186,6 +190,7 @@ class Compiler:
             reason = f"internal error {type(e).__name__}: {e}\n{traceback.format_exc()}"
             return self._fallback(code, func, args, cache, output, reason, where, internal=True)
         info["compile_time"] = time.perf_counter() - t0
+        info["input_sizes"] = {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}
         info["guards"] = str(guard.guard_set)
         info["code"] = code
         counters["compiled"] += 1
@@ -200,6 +205,47 @@ class Compiler:
             dis.dis(code, file=buf)
             logs.get("bytecode").info("Bytecode of %s:\n%s\nruns as:\n%s", where, buf.getvalue(), fn.source)
         return fn
+
+    # ------------------------------------------------------------------ dynamic shapes
+    def _dynamic_dims_fn(self, cache):
+        """Which dims of a tensor input become ShapeEnv symbols: all of them with
+        ``dynamic=True`` (parameters excepted, as in PyTorch), none with ``dynamic=False``,
+        and always those marked by ``mark_dynamic`` or found to change between calls
+        (automatic dynamic, ``dynamic=None`` only)."""
+        from ..nn.parameter import Parameter
+        mode, auto = self.dynamic, cache.auto_dynamic
+
+        def dims(source, t):
+            d = set(getattr(t, "_ember_dynamic_dims", ()))
+            if mode is True and not isinstance(t, Parameter):
+                d.update(range(t.ndim))
+            elif mode is None:
+                d.update(auto.get(source.expr(), ()))
+            return d
+        return dims
+
+    def _note_size_changes(self, entry, func, args, cache, where):
+        """Automatic dynamic: the tensor inputs of the failing entry whose sizes differ now (same
+        rank) get those dims made symbolic in the recompile."""
+        sizes = entry.info.get("input_sizes") or {}
+        ns = dict(entry.guard.guard_set.globals)
+        ns["__func"] = func
+        for i, a in enumerate(args):
+            ns[f"a{i}"] = a
+        from ..tensor import Tensor
+        for expr, shape in sizes.items():
+            try:
+                v = eval(expr, ns)
+            except Exception:  # noqa: BLE001 - the input is gone or changed type: not a size change
+                continue
+            if not isinstance(v, Tensor) or v.ndim != len(shape):
+                continue
+            changed = {i for i, (a, b) in enumerate(zip(v.shape, shape)) if a != b}
+            new = changed - set(cache.auto_dynamic.get(expr, ()))
+            if new:
+                cache.auto_dynamic.setdefault(expr, set()).update(new)
+                logs.get("recompiles").info("%s: size of %s changed in dim(s) %s (%s -> %s): making them "
+                                            "dynamic", where, expr, sorted(new), tuple(shape), tuple(v.shape))
 
     def _fallback(self, code, func, args, cache, output, reason, where, internal=False):
         counters["eager_fallback"] += 1
@@ -217,5 +263,7 @@ class Compiler:
         except Exception:
             _eval_frame.mark_skip(code)
             return None
-        cache.entries.append(CacheEntry(guard, None, self, {"reason": reason, "code": code}))
+        cache.entries.append(CacheEntry(guard, None, self, {
+            "reason": reason, "code": code,
+            "input_sizes": {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}}))
         return None

@@ -40,12 +40,25 @@ class ExampleValues:
     def __init__(self):
         self.fake_mode = None
         if config.use_fake_tensors:
+            from ..fx.experimental.symbolic_shapes import ShapeEnv
             from ..fx.fake_tensor import FakeTensorMode
-            self.fake_mode = FakeTensorMode()
+            # every trace has a ShapeEnv; it only gets symbols for inputs made dynamic
+            self.fake_mode = FakeTensorMode(shape_env=ShapeEnv())
 
-    def from_input(self, t: Tensor) -> Tensor:
-        """The example value of a real graph input ``t``."""
+    @property
+    def shape_env(self):
+        return self.fake_mode.shape_env if self.fake_mode is not None else None
+
+    def from_input(self, t: Tensor, source=None, dynamic_dims=None) -> Tensor:
+        """The example value of a real graph input ``t``.
+
+        ``dynamic_dims`` (dims of a C-contiguous ``t``; fake mode only): those sizes become
+        ShapeEnv symbols whose source is ``source`` (a guard expression), so the guards
+        can read them off the next call's inputs."""
         if self.fake_mode is not None:
+            if dynamic_dims:
+                return self.fake_mode.from_tensor(t, symbolic=True, dynamic_dims=dynamic_dims,
+                                                  source=source)
             return self.fake_mode.from_tensor(t)
         d = t._data
         xp = t.device.xp if hasattr(t.device, "xp") else np

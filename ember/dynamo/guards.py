@@ -23,7 +23,7 @@ class GuardSet:
         self.exprs: list[str] = []
         self.reasons: list[str] = []
         self._seen: set[str] = set()
-        self.globals: dict = {"G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
+        self.globals: dict = {"__cstrides": _cstrides, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
         self.add("__func.__globals__ is G", "the function's globals dict")
@@ -82,12 +82,58 @@ class GuardSet:
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape={tuple(d.shape)}, "
             f"strides={t.stride()}, requires_grad={t.requires_grad})")
 
+    def dynamic_tensor_match(self, source, t: Tensor, dyn: set):
+        """Like ``tensor_match`` for a C-contiguous input whose dims ``dyn`` are ShapeEnv symbols:
+        rank and the static sizes are checked here, contiguity stands in for the strides, and
+        the symbolic sizes are checked by the ShapeEnv guards (``shape_env_guards``)."""
+        e = source.expr()
+        shape = tuple(t._data.shape)
+        static = " and ".join(f"{e}._data.shape[{i}] == {n}" for i, n in enumerate(shape) if i not in dyn)
+        self.add(
+            f"type({e}) is {self.ref(type(t))} and {e}.dtype is {self.ref(t.dtype)} and "
+            f"{e}.device == {self.ref(t.device)} and {e}._data.ndim == {len(shape)} and "
+            + (f"{static} and " if static else "") +
+            f"{e}._data.strides == __cstrides({e}._data) and {e}.requires_grad is {bool(t.requires_grad)!r}",
+            f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape="
+            f"{tuple('*' if i in dyn else n for i, n in enumerate(shape))}, contiguous, "
+            f"requires_grad={t.requires_grad})")
+
+    def shape_env_guards(self, env):
+        """The ShapeEnv's assumptions as guards over the sources of its symbols: every symbol's
+        sources agree (duck sizing), its value is not 0 or 1 (those are specialised), and every
+        recorded relation holds for the call's sizes. Added last, after the tensor checks."""
+        if env is None or not env.var_to_val:
+            return
+        import sympy
+        first = {}
+        for sym, srcs in env.var_to_sources.items():
+            if not srcs:
+                continue
+            # the ShapeEnv names sources "a0.size()[i]"; reading the array's shape is cheaper
+            srcs = [x.replace(".size()[", "._data.shape[") for x in srcs]
+            first[sym] = srcs[0]
+            self.add(f"{srcs[0]} >= 2", f"{srcs[0]} is not specialised to 0/1 (a symbolic size, was "
+                                        f"{env.var_to_val[sym]})")
+            for other in srcs[1:]:
+                self.add(f"{other} == {srcs[0]}", f"{other} == {srcs[0]} (duck-sized: {sym})")
+        for g in env.guards:
+            syms = sorted(g.free_symbols, key=str)
+            if any(s not in first for s in syms):
+                raise RuntimeError(f"ember.dynamo: shape guard {g} uses a symbol with no source")
+            fn = sympy.lambdify(syms, g, modules="math")
+            name = self.ref(fn)
+            args = ", ".join(first[s] for s in syms)
+            desc = str(g.xreplace({s: sympy.Symbol(first[s].replace("._data.shape[", ".size()["))
+                                   for s in syms}))
+            self.add(f"{name}({args})", f"size guard {g}: {desc}")
+
     def global_state(self):
         self.add(f"STATE.grad_enabled is {bool(STATE.grad_enabled)!r}", "grad mode unchanged")
         self.add(f"_t.get_default_dtype() is {self.ref(_t.get_default_dtype())}", "default dtype unchanged")
 
     # ------------------------------------------------------------------ compiling
     def compile(self, nargs: int):
+        self.shape_env_guards(getattr(self, "shape_env", None))
         params = ", ".join(["__func"] + [f"a{i}" for i in range(nargs)])
         body = " and\n            ".join(f"({e})" for e in self.exprs) or "True"
         src = (f"def __guard({params}):\n"
@@ -119,6 +165,15 @@ class GuardSet:
 
     def __str__(self):
         return "\n".join(self.reasons)
+
+
+def _cstrides(d):
+    """C-contiguous byte strides of array ``d``'s shape (what numpy gives a fresh array)."""
+    out, acc = [], d.itemsize
+    for n in reversed(d.shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
 
 
 def _builtins_dict(func):

@@ -19,15 +19,23 @@ from ..tensor import Tensor
 from . import logs
 from .example_value import ExampleValues
 from .exc import BackendCompilerFailed, SkipFrame, Unsupported
-from .guards import GuardSet
+from .guards import GuardSet, _cstrides
+from ..fx.experimental.symbolic_shapes import SymBool, SymInt
 from .source import placeholder_name
 from .variables.constant import ConstantVariable
 from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
 from .variables.tensor import TensorVariable
 
 
+# ops whose output metadata does not depend on a scalar operand's value
+_POINTWISE_SCALAR_OPS = {"add", "sub", "mul", "truediv", "div", "floordiv", "floor_divide", "mod",
+                         "remainder", "pow", "iadd", "isub", "imul", "itruediv", "rsub", "true_divide",
+                         "subtract", "multiply", "divide", "eq", "ne", "lt", "le", "gt", "ge", "maximum",
+                         "minimum", "fmod"}
+
+
 class OutputGraph:
-    def __init__(self, code, func, nargs):
+    def __init__(self, code, func, nargs, dynamic_dims=None):
         self.code = code
         self.func = func
         self.nargs = nargs
@@ -35,6 +43,11 @@ class OutputGraph:
         self.guards = GuardSet(func)
         self.guards.global_state()
         self.examples = ExampleValues()
+        self.guards.shape_env = self.examples.shape_env
+        # dynamic_dims(source, tensor) -> dims to make symbolic (see convert_frame.Compiler)
+        self.dynamic_dims = dynamic_dims
+        self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
+        self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
         self.input_sources = []
         self.input_values = []
         self._by_id = {}
@@ -58,7 +71,13 @@ class OutputGraph:
             tv, first = prev
             self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
             return tv
-        self.guards.tensor_match(source, t)
+        dims = None
+        if self.dynamic_dims is not None and self.examples.shape_env is not None:
+            dims = self.dynamic_dims(source, t)
+            # only C-contiguous non-view inputs get symbolic sizes: their strides follow from
+            # the sizes, and no aliasing with another input is lost in the example value
+            if dims and not (t._data.ndim and t._base is None and t._data.strides == _cstrides(t._data)):
+                dims = None
         name = placeholder_name(source)
         base, i = name, 1
         while name in self._names:
@@ -70,7 +89,14 @@ class OutputGraph:
                 node = self.graph.placeholder(name)
         else:
             node = self.graph.placeholder(name)
-        tv = TensorVariable(node, self.examples.from_input(t), source, cls=type(t))
+        example = self.examples.from_input(t, source.expr(), dims) if dims else self.examples.from_input(t)
+        dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
+        if dyn:
+            self.guards.dynamic_tensor_match(source, t, dyn)
+            self._sym_inputs.append((example, node))
+        else:
+            self.guards.tensor_match(source, t)
+        tv = TensorVariable(node, example, source, cls=type(t))
         self._by_id[id(t)] = (tv, source)
         self.input_sources.append(source)
         self.input_values.append(t)
@@ -83,10 +109,72 @@ class OutputGraph:
         return name
 
     # ------------------------------------------------------------------ ops
+    def _sym_node(self, expr):
+        """A node computing size expression ``expr`` from the inputs' sizes (``sym_size`` of a
+        placeholder for a symbol, ``operator`` calls for sums, products, floor division ...),
+        so the graph recomputes sizes from the tensors it is called with."""
+        import sympy
+        from ..fx.experimental.proxy_tensor import sym_size
+        if expr.is_Integer:
+            return int(expr)
+        hit = self._sym_nodes.get(expr)
+        if hit is not None:
+            return hit
+        g = self.graph
+        if expr.is_Symbol:
+            for ex, node in self._sym_inputs:
+                for i, n in enumerate(ex.shape):
+                    if isinstance(n, SymInt) and n.expr == expr:
+                        acc = g.call_function(sym_size, (node, i))
+                        if self._first_op is None:
+                            self._first_op = acc   # later placeholders go before it
+                        self._sym_nodes[expr] = acc
+                        return acc
+            raise Unsupported(f"size symbol {expr} does not come from any graph input")
+        if isinstance(expr, (sympy.Add, sympy.Mul)):
+            op = operator.add if isinstance(expr, sympy.Add) else operator.mul
+            args = sorted(expr.args, key=lambda e: e.is_number)
+            if any(e.is_Rational and not e.is_Integer for e in args):
+                raise Unsupported(f"non-integer size expression {expr}")
+            acc = self._sym_node(args[0])
+            for e in args[1:]:
+                acc = g.call_function(op, (acc, self._sym_node(e)))
+        elif isinstance(expr, sympy.floor):
+            num, den = sympy.together(expr.args[0]).as_numer_denom()
+            acc = g.call_function(operator.floordiv, (self._sym_node(sympy.expand(num)), self._sym_node(den)))
+        elif isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+            acc = g.call_function(operator.pow, (self._sym_node(expr.base), int(expr.exp)))
+        elif isinstance(expr, sympy.Mod):
+            acc = g.call_function(operator.mod, tuple(self._sym_node(e) for e in expr.args))
+        elif isinstance(expr, (sympy.Max, sympy.Min)):
+            acc = g.call_function(max if isinstance(expr, sympy.Max) else min,
+                                  tuple(self._sym_node(e) for e in expr.args))
+        else:
+            raise Unsupported(f"cannot compute size expression {expr} in the graph")
+        self._sym_nodes[expr] = acc
+        return acc
+
+    def _sym_leaves(self, c):
+        """A constant for a graph node's arguments: symbolic sizes in it (also inside slices and
+        tuples) become nodes computing them."""
+        if isinstance(c, SymInt):
+            return self._sym_node(c.expr)
+        if isinstance(c, SymBool):
+            raise Unsupported("a symbolic size relation passed to an operator")
+        if type(c) is slice:
+            return slice(self._sym_leaves(c.start), self._sym_leaves(c.stop), self._sym_leaves(c.step))
+        if type(c) in (tuple, list):
+            return type(c)(self._sym_leaves(x) for x in c)
+        return c
+
     def _map(self, v, ex):
         if isinstance(v, TensorVariable):
             return v.example if ex else v.node
         if isinstance(v, ConstantVariable):
+            if isinstance(v.value, SymBool):
+                raise Unsupported("a symbolic size relation passed to an operator")
+            if not ex:
+                return self._sym_leaves(v.value)
             return v.value
         if isinstance(v, BaseListVariable):
             items = [self._map(i, ex) for i in v.items]
@@ -116,7 +204,10 @@ class OutputGraph:
     def _call(self, kind, target, runner, args, kwargs, returns_none):
         ex_args = [self._map(a, True) for a in args]
         ex_kwargs = {k: self._map(v, True) for k, v in kwargs.items()}
-        res = self.examples.run(runner, ex_args, ex_kwargs)
+        if any(isinstance(a, SymInt) for a in ex_args + list(ex_kwargs.values())):
+            res = self._run_with_sym_scalars(target, runner, ex_args, ex_kwargs)
+        else:
+            res = self.examples.run(runner, ex_args, ex_kwargs)
         node_args = tuple(self._map(a, False) for a in args)
         node_kwargs = {k: self._map(v, False) for k, v in kwargs.items()}
         if isinstance(res, Tensor):
@@ -140,6 +231,29 @@ class OutputGraph:
         tname = target if isinstance(target, str) else getattr(target, "__name__", target)
         raise Unsupported(f"{tname} returned {type(res).__name__}, not a tensor (would read tensor data into "
                           f"Python or is not an operator)")
+
+    def _run_with_sym_scalars(self, target, runner, ex_args, ex_kwargs):
+        """An op called with a symbolic size as a scalar argument (``x - x.shape[1]``).
+
+        Pointwise arithmetic does not look at the scalar's value for its output metadata, so
+        the example runs with the size's example value (no guard) and the graph keeps the
+        sym_size node. Any other op first gets the SymInt (ops taking sizes accept them);
+        if it refuses one, the size is specialised (``int()``, which records a guard)."""
+        from ..fx.experimental.symbolic_shapes import hint_int
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        name = name.strip("_")
+        if name in _POINTWISE_SCALAR_OPS or (name[:1] in ("r", "i") and name[1:] in _POINTWISE_SCALAR_OPS):
+            a = [hint_int(x) if isinstance(x, SymInt) else x for x in ex_args]
+            k = {n: hint_int(x) if isinstance(x, SymInt) else x for n, x in ex_kwargs.items()}
+            return self.examples.run(runner, a, k)
+        try:
+            return self.examples.run(runner, ex_args, ex_kwargs)
+        except Unsupported as e:
+            if "SymInt" not in str(e):
+                raise
+        a = [int(x) if isinstance(x, SymInt) else x for x in ex_args]
+        k = {n: int(x) if isinstance(x, SymInt) else x for n, x in ex_kwargs.items()}
+        return self.examples.run(runner, a, k)
 
     def _note_op(self, node):
         if self._first_op is None:
@@ -272,6 +386,11 @@ class OutputGraph:
         if self.n_calls:
             self.graph.output(tuple(t.node for t in self._out_tensors))
             gm = GraphModule({}, self.graph)
+            # backends: the example inputs are the real tensors of this call; with
+            # meta["dynamic"] the graph computes sizes from its inputs (sym_size nodes) and is
+            # run on other sizes that satisfy the entry's guards
+            gm.meta["dynamic"] = bool(self._sym_inputs)
+            gm.meta["shape_env"] = self.examples.shape_env
             t0 = time.perf_counter()
             try:
                 compiled = backend(gm, list(self.input_values))

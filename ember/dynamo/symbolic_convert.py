@@ -633,7 +633,7 @@ class InstructionTranslator:
     def _format(self, value, conv, spec):
         if isinstance(value, TensorVariable) or not value.is_python_constant():
             raise Unsupported("formatting a non-constant value (e.g. a tensor) into a string")
-        v = value.as_python_constant()
+        v = _specialize(value.as_python_constant())
         if conv == 1:
             v = str(v)
         elif conv == 2:
@@ -991,3 +991,13 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
 
 
 __all__ = ["InstructionTranslator", "run_frame", "BuiltinVariable"]
+
+
+def _specialize(v):
+    """A symbolic size turned into text (an f-string) takes its concrete value, with a guard."""
+    from ..fx.experimental.symbolic_shapes import SymBool, SymInt
+    if isinstance(v, SymInt):
+        return int(v)
+    if isinstance(v, SymBool):
+        return bool(v)
+    return v

@@ -190,7 +190,8 @@ def wrap_constant_result(res):
     """A Python result computed while tracing (folded) as a tracker; only plain constants."""
     from .lists import TupleVariable
     from .tensor import size_variable
-    if type(res) in _LITERALS or isinstance(res, (_t.dtype, _t.device, range, slice)):
+    from ...fx.experimental.symbolic_shapes import SymBool, SymInt
+    if type(res) in _LITERALS or isinstance(res, (_t.dtype, _t.device, range, slice, SymInt, SymBool)):
         return ConstantVariable(res)
     if type(res) is _t.Size:
         return size_variable(res)

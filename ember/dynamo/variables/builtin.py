@@ -77,8 +77,18 @@ def unary_op(tx, op, a):
     raise Unsupported(f"{op.__name__} of {a}")
 
 
-def _consts(args):
-    return [a.as_python_constant() for a in args]
+def _consts(args, keep_symbolic=False):
+    """Argument values for folding a builtin; symbolic sizes are specialised (int()/bool(),
+    which record a guard) unless the builtin is size arithmetic that keeps them symbolic."""
+    vals = [a.as_python_constant() for a in args]
+    if keep_symbolic:
+        return vals
+    from ...fx.experimental.symbolic_shapes import SymBool, SymInt
+    return [int(v) if isinstance(v, SymInt) else bool(v) if isinstance(v, SymBool) else v for v in vals]
+
+
+# builtins that handle SymInt sizes themselves (arithmetic, comparisons by guarded decisions)
+_SYMBOLIC_SAFE = {max, min, abs, divmod, pow, int, bool, float, operator.index}
 
 
 class BuiltinVariable(VariableTracker):
@@ -153,7 +163,7 @@ def _fold(fn):
         if not _all_const(args, kwargs):
             raise Unsupported(f"{fn.__name__}() of non-constant arguments")
         try:
-            res = fn(*_consts(args), **{k: v.as_python_constant() for k, v in kwargs.items()})
+            res = fn(*_consts(args, fn in _SYMBOLIC_SAFE), **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
             raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}: {e}")
         from .builder import wrap_constant_result

@@ -42,6 +42,9 @@ class ConstantVariable(VariableTracker):
         return ConstantMethodVariable(self, name).call_function(tx, args, kwargs)
 
     def reconstruct(self, out):
+        if _has_symbolic(self.value):
+            # leaving the graph as a Python value: specialise (int()/bool() records the guard)
+            return ConstantVariable(_concrete(self.value)).reconstruct(out)
         if type(self.value) in _LITERAL and not (isinstance(self.value, float) and self.value != self.value):
             r = repr(self.value)
             if type(self.value) is float and r in ("inf", "-inf"):
@@ -51,6 +54,28 @@ class ConstantVariable(VariableTracker):
 
     def __repr__(self):
         return f"ConstantVariable({self.value!r})"
+
+
+def _has_symbolic(v):
+    from ...fx.experimental.symbolic_shapes import is_symbolic
+    if type(v) is slice:
+        return any(_has_symbolic(x) for x in (v.start, v.stop, v.step))
+    if type(v) in (tuple, list):
+        return any(_has_symbolic(x) for x in v)
+    return is_symbolic(v)
+
+
+def _concrete(v):
+    from ...fx.experimental.symbolic_shapes import SymBool, SymInt
+    if isinstance(v, SymInt):
+        return int(v)
+    if isinstance(v, SymBool):
+        return bool(v)
+    if type(v) is slice:
+        return slice(_concrete(v.start), _concrete(v.stop), _concrete(v.step))
+    if type(v) in (tuple, list):
+        return type(v)(_concrete(x) for x in v)
+    return v
 
 
 # Methods of constants that are pure functions of their arguments.

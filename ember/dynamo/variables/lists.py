@@ -199,6 +199,9 @@ class DictVariable(VariableTracker):
         if not k.is_python_constant():
             raise Unsupported("dict key that is not a constant")
         key = k.as_python_constant()
+        from ...fx.experimental.symbolic_shapes import SymInt
+        if isinstance(key, SymInt):
+            key = int(key)   # a symbolic size as a dict key: hashing needs its value (guarded)
         try:
             hash(key)
         except TypeError:

@@ -340,7 +340,9 @@ class EmberFunctionVariable(VariableTracker):
             from .builder import wrap_constant_result
             return wrap_constant_result(self.fn(*ex, **exk))
         from .tensor import TensorVariable
-        if not kwargs and all(a.is_python_constant() and not isinstance(a, TensorVariable) for a in args):
+        from ...fx.experimental.symbolic_shapes import is_symbolic
+        if not kwargs and all(a.is_python_constant() and not isinstance(a, TensorVariable) for a in args) \
+                and not any(is_symbolic(a.as_python_constant()) for a in args):
             # an internal accessor such as ``_api()`` returning a module: fold it
             try:
                 res = self.fn(*[a.as_python_constant() for a in args])

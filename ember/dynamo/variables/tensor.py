@@ -8,6 +8,7 @@ from ... import types as _t
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
+from ...fx.experimental.symbolic_shapes import SymInt
 
 # Tensor methods whose result is a Python value computed from metadata only.
 META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
@@ -90,6 +91,11 @@ class TensorMethodVariable(VariableTracker):
         if name in META_METHODS:
             if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
                 raise Unsupported(f"Tensor.{name} with non-constant arguments")
+            if name in ("numel", "nelement") and not args and not kwargs:
+                n = 1
+                for s in self.tensor.example.shape:   # keeps a symbolic product symbolic
+                    n = n * s
+                return ConstantVariable(n)
             res = getattr(self.tensor.example, name)(*[a.as_python_constant() for a in args],
                                                      **{k: v.as_python_constant() for k, v in kwargs.items()})
             if isinstance(res, tuple):
@@ -108,7 +114,10 @@ class TensorMethodVariable(VariableTracker):
 
 def size_variable(shape):
     from .lists import TupleVariable
-    return TupleVariable([ConstantVariable(int(s)) for s in shape], cls=_t.Size)
+    # a symbolic size (SymInt) stays symbolic: arithmetic on it folds into size expressions,
+    # decisions on it record ShapeEnv guards, and passed to an op it becomes a sym_size node
+    return TupleVariable([ConstantVariable(s if isinstance(s, SymInt) else int(s)) for s in shape],
+                         cls=_t.Size)
 
 
 def tuple_of_constants(t):
