@@ -6,6 +6,7 @@ this module imports before every family has landed.
 """
 from __future__ import annotations
 
+import fractions
 import math
 import numbers
 import warnings
@@ -729,6 +730,17 @@ def _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners):
     return res.to(input.dtype).contiguous()
 
 
+def _scaled_size(n, scale):
+    """``floor(n * scale)`` as the eager float computes it. A symbolic ``n`` stays symbolic when the
+    float scale is p / 2**k with p of at most 22 bits: then ``float(n) * scale`` is exact for any
+    size below 2**31 and equals the integer ``(n * p) // 2**k``; other scales specialise ``n``."""
+    if not isinstance(n, numbers.Integral):
+        p, q = fractions.Fraction(float(scale)).as_integer_ratio()
+        if p.bit_length() <= 22:
+            return n * p // q
+    return int(math.floor(float(n) * float(scale)))
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     nd = input.dim() - 2
@@ -759,11 +771,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         if len(sf) != nd:
             raise ValueError(f"Input and scale_factor must have the same number of spatial dimensions, but got "
                              f"input with spatial dimensions of {list(in_sp)} and scale_factor of shape {list(sf)}.")
-        # an integral scale keeps a symbolic size symbolic; otherwise floor(float(in) * scale)
-        # specialises it (an exact rational product could round differently from the float one)
-        out = tuple(in_sp[i] * int(sf[i]) if not isinstance(in_sp[i], numbers.Integral)
-                    and float(sf[i]).is_integer() else int(math.floor(float(in_sp[i]) * float(sf[i])))
-                    for i in range(nd))
+        out = tuple(_scaled_size(in_sp[i], sf[i]) for i in range(nd))
         scales = [None] * nd if recompute_scale_factor else [float(v) for v in sf]
     else:
         raise ValueError("either size or scale_factor should be defined")

@@ -285,6 +285,9 @@ def _sym_cases():
                                 lambda r, n: (R(r, 2, 3, n, n + 1),)),
         "interpolate_nearest_size": (lambda a: F.interpolate(a, size=(5, 8), mode="nearest"),
                                      lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "interpolate_nearest_exact_scale_1_5": (lambda a: F.interpolate(a, scale_factor=1.5, mode="nearest-exact"),
+                                                lambda r, n: (R(r, 2, 3, n, n + 1),)),
+        "interpolate_linear_size": (lambda a: F.interpolate(a, size=11, mode="linear"), lambda r, n: (R(r, 2, 3, n),)),
         "interpolate_bilinear": (lambda a: F.interpolate(a, scale_factor=2, mode="bilinear"),
                                  lambda r, n: (R(r, 2, 3, n, n + 1),)),
         "interpolate_bilinear_align_corners": (
@@ -351,8 +354,10 @@ def test_symbolic_trace_runs_on_other_sizes(name):
         compare(got, joint(*prep([a.clone() for a in args])), ember.float32, f"size {n}")
 
 
-@pytest.mark.parametrize("name", ["interpolate_nearest", "interpolate_bilinear", "interpolate_bilinear_align_corners",
-                                  "pad_reflect", "pad_constant", "kl_div_batchmean"])
+@pytest.mark.parametrize("name", ["interpolate_nearest", "interpolate_nearest_exact_scale_1_5",
+                                  "interpolate_linear_size", "interpolate_bilinear",
+                                  "interpolate_bilinear_align_corners", "pad_reflect", "pad_constant",
+                                  "kl_div_batchmean"])
 def test_symbolic_trace_pins_no_size(name):
     """Index vectors / interpolation weights / the batch divisor computed in the graph (and the
     softmax and resize decompositions not asking ``numel()``): the joint trace records no
