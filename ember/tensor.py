@@ -94,7 +94,9 @@ class Tensor:
     ndimension = dim
 
     def numel(self):
-        return int(self._data.size)
+        n = self._data.size
+        # a fake tensor with symbolic sizes: keep the product symbolic (int() would specialise it)
+        return n if hasattr(n, "expr") else int(n)
 
     nelement = numel
 
