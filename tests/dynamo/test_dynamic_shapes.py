@@ -314,3 +314,17 @@ def test_guards_with_floor_division_and_modulo():
         x = ember.randn(n)
         assert_same(f(x), cf(x))
     assert cnt.frame_count == 4
+
+
+def test_transformer_layer_with_changing_batch_and_sequence():
+    nn = ember.nn
+    ember.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    cnt = CountingBackend()
+    cm = ember.compile(layer, backend=cnt)
+    # (2,5)->(2,7): the sequence becomes dynamic; (3,9): the batch too; then no more compiles
+    for b, t in ((2, 5), (2, 7), (3, 9), (4, 11), (5, 13)):
+        x = ember.randn(b, t, 8)
+        with ember.no_grad():
+            assert_same(layer(x), cm(x))
+    assert cnt.frame_count == 3
