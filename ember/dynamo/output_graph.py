@@ -183,6 +183,8 @@ class OutputGraph:
                 return items
             if hasattr(cls, "_fields"):
                 return tuple(items) if not ex else cls(*items)
+            if any(isinstance(i, SymInt) for i in items):
+                return tuple(items)   # a Size of symbolic sizes (Size() would specialise them)
             return cls(items) if cls is not tuple else tuple(items)
         if isinstance(v, DictVariable):
             return {k: self._map(i, ex) for k, i in v.items.items()}
@@ -248,9 +250,8 @@ class OutputGraph:
             return self.examples.run(runner, a, k)
         try:
             return self.examples.run(runner, ex_args, ex_kwargs)
-        except Unsupported as e:
-            if "SymInt" not in str(e):
-                raise
+        except Unsupported:
+            pass   # e.g. linspace's kernel needs an int: specialise below
         a = [int(x) if isinstance(x, SymInt) else x for x in ex_args]
         k = {n: int(x) if isinstance(x, SymInt) else x for n, x in ex_kwargs.items()}
         return self.examples.run(runner, a, k)

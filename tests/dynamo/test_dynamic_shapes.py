@@ -328,3 +328,30 @@ def test_transformer_layer_with_changing_batch_and_sequence():
         with ember.no_grad():
             assert_same(layer(x), cm(x))
     assert cnt.frame_count == 3
+
+
+_SIZE_PROGRAMS = {
+    # name: (program, graphs for three sizes: 1 = stays symbolic, 3 = specialised with a guard)
+    "expand": (lambda x: x[:1].expand(x.shape[0], -1) + x, 1),
+    "repeat_reshape": (lambda x: x.repeat(2, 1).reshape(x.shape[0] * 2, -1), 1),
+    "new_zeros_slice": (lambda x: x.new_zeros(x.shape[0], x.shape[1] + 1)[:, 1:] + x, 1),
+    "narrow": (lambda x: x.narrow(0, 0, x.shape[0] - 1), 1),
+    "split": (lambda x: x.split(x.shape[1] // 2, dim=1)[0] * 2.0, 1),
+    "div_numel": (lambda x: x / x.numel(), 1),
+    "rsub_size": (lambda x: x.shape[1] - x, 1),
+    # linspace's kernel needs an int and a float power leaves the integers: specialised, still exact
+    "linspace": (lambda x: x * ember.linspace(0, 1, x.shape[1]), 3),
+    "float_scale": (lambda x: (x / x.shape[-1] ** 0.5).softmax(-1), 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SIZE_PROGRAMS))
+def test_sizes_flowing_into_ops(name):
+    f, graphs = _SIZE_PROGRAMS[name]
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt, dynamic=True)
+    for shape in ((4, 6), (5, 8), (7, 10)):
+        x = ember.randn(*shape)
+        assert_same(f(x), cf(x))
+    assert cnt.frame_count == graphs
+    assert not dynamo.fallback_reasons
