@@ -29,3 +29,13 @@ print("loss:", loss)
 print("loss.grad_fn:", loss.grad_fn)
 print("next_functions:", loss.grad_fn.next_functions)
 print("first-layer weight grad:\n", model[0].weight.grad[:2])
+
+# the same model compiled: dynamo captures it, aot builds forward + backward
+# graphs, and the inductor turns them into fused C++ kernels
+compiled = torch.compile(model)
+loss_c = F.mse_loss(compiled(x), y)
+loss_c.backward()
+print("compiled loss:", f"{loss_c.item():.4f}", " eager loss:", f"{F.mse_loss(model(x), y).item():.4f}")
+print("compiled loss.grad_fn:", loss_c.grad_fn)
+explanation = torch.dynamo.explain(model)(x)
+print(f"graphs: {explanation.graph_count}, graph breaks: {explanation.graph_break_count}")
