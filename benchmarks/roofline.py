@@ -1,0 +1,83 @@
+"""Roofline check: compiled fused kernels against the machine's copy bandwidth.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/roofline.py            # 16M elements (64 MB) per tensor
+    python benchmarks/roofline.py --numel 4000000 --reps 20
+
+Measures the memory bandwidth of a plain copy (``np.copyto``; bytes read +
+bytes written) and, for a few memory-bound programs compiled by ember's
+default backend (inductor), the bandwidth each achieves counting only the
+bytes it must move (its inputs read once, its outputs written once). A
+well-fused kernel approaches the copy bandwidth; the issue's target is >= 70%.
+Medians over ``--reps`` runs after warm-up.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def _median_time(fn, reps, warmup=3):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--numel", type=int, default=16_000_000)
+    ap.add_argument("--reps", type=int, default=15)
+    args = ap.parse_args(argv)
+    import ember
+
+    n = args.numel
+    src = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    dst = np.empty_like(src)
+    # the copy runs on every core (numpy releases the GIL for large copies), as the compiled
+    # kernels do with OpenMP; the better of that and a single-threaded copy is the roof
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+    workers = os.cpu_count() or 1
+    bounds = np.linspace(0, n, workers + 1).astype(int)
+    pool = ThreadPoolExecutor(workers)
+
+    def threaded_copy():
+        list(pool.map(lambda i: np.copyto(dst[bounds[i]:bounds[i + 1]], src[bounds[i]:bounds[i + 1]]),
+                      range(workers)))
+    t_copy = min(_median_time(lambda: np.copyto(dst, src), args.reps), _median_time(threaded_copy, args.reps))
+    pool.shutdown()
+    copy_bw = 2 * src.nbytes / t_copy / 1e9
+
+    rows = 1000
+    cases = {
+        # name: (fn, input shapes, bytes that must move as a multiple of one tensor)
+        "pointwise chain (10 ops)": (lambda x: ((((x * 1.5 + 0.5).relu() - 0.25) * x).abs() + 1.0).log() * 0.5,
+                                     [(n,)], 2),
+        "two-input pointwise": (lambda x, y: (x * y + x).tanh(), [(n,), (n,)], 3),
+        "row sum of squares": (lambda x: (x * x).sum(-1), [(rows, n // rows)], 1),
+        "softmax over rows": (lambda x: x.softmax(-1), [(rows, n // rows)], 2),
+        "layer_norm over rows": (lambda x: ember.nn.functional.layer_norm(x, (n // rows,)),
+                                 [(rows, n // rows)], 2),
+    }
+    print(f"copy bandwidth: {copy_bw:.1f} GB/s ({2 * src.nbytes / 1e6:.0f} MB moved per copy)")
+    print(f"{'program':<28}{'ms':>9}{'GB/s':>9}{'of copy':>10}")
+    for name, (fn, shapes, units) in cases.items():
+        inputs = [ember.randn(*s) for s in shapes]
+        compiled = ember.compile(fn)
+        with ember.no_grad():
+            t = _median_time(lambda: compiled(*inputs), args.reps)
+        bw = units * n * 4 / t / 1e9
+        print(f"{name:<28}{t * 1e3:>9.2f}{bw:>9.1f}{bw / copy_bw:>9.0%}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
