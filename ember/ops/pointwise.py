@@ -453,50 +453,36 @@ def _mod_name(base):
     return lambda args: f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
 
 
-@defop("remainder(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
-       grad_fn_name=_mod_name("Remainder"), scalar_overload=("other",))
-def remainder(xp, a, b):
-    dt = result_dtype(a, b)
-    if dt is _t.bool_:
-        raise _not_impl("remainder_cpu", dt)
-    if dt.category == 1:
-        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
-        _int_zero_check(xp, b_)
-        return _out(xp, xp.remainder(a_, b_), dt)
-    cdt = _comp(dt)
-    with np.errstate(all="ignore"):
-        return _out(xp, xp.remainder(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+def _def_mod(name, base, np_name, rounding):
+    """remainder (sign of the divisor, floor quotient) and fmod (sign of the dividend,
+    truncated quotient): one kernel and one derivative shape, differing in the numpy
+    function and the quotient's rounding."""
+    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+           grad_fn_name=_mod_name(base), scalar_overload=("other",))
+    def kernel(xp, a, b):
+        fn = getattr(xp, np_name)
+        dt = result_dtype(a, b)
+        if dt is _t.bool_:
+            raise _not_impl(f"{name}_cpu", dt)
+        if dt.category == 1:
+            a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
+            _int_zero_check(xp, b_)
+            return _out(xp, fn(a_, b_), dt)
+        cdt = _comp(dt)
+        with np.errstate(all="ignore"):
+            return _out(xp, fn(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+
+    @kernel.derivative
+    def _bw(ctx, g):
+        a, b = ctx.args
+        n = ctx.needs_input_grad
+        return (grad_for(g, a) if n[0] else None,
+                grad_for(-g * api.div(a, b, rounding_mode=rounding), b) if n[1] else None)
+    return kernel
 
 
-@remainder.derivative
-def _remainder_bw(ctx, g):
-    a, b = ctx.args
-    n = ctx.needs_input_grad
-    return (grad_for(g, a) if n[0] else None,
-            grad_for(-g * api.div(a, b, rounding_mode="floor"), b) if n[1] else None)
-
-
-@defop("fmod(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
-       grad_fn_name=_mod_name("Fmod"), scalar_overload=("other",))
-def fmod(xp, a, b):
-    dt = result_dtype(a, b)
-    if dt is _t.bool_:
-        raise _not_impl("fmod_cpu", dt)
-    if dt.category == 1:
-        a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
-        _int_zero_check(xp, b_)
-        return _out(xp, xp.fmod(a_, b_), dt)
-    cdt = _comp(dt)
-    with np.errstate(all="ignore"):
-        return _out(xp, xp.fmod(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
-
-
-@fmod.derivative
-def _fmod_bw(ctx, g):
-    a, b = ctx.args
-    n = ctx.needs_input_grad
-    return (grad_for(g, a) if n[0] else None,
-            grad_for(-g * api.div(a, b, rounding_mode="trunc"), b) if n[1] else None)
+remainder = _def_mod("remainder", "Remainder", "remainder", "floor")
+fmod = _def_mod("fmod", "Fmod", "fmod", "trunc")
 
 
 @defop("neg(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
