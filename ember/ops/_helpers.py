@@ -13,6 +13,18 @@ import numpy as np
 from .. import types as _t
 from ..types import _BY_NP, from_numpy_dtype
 
+
+def np_is_float(dt) -> bool:
+    """Whether a numpy dtype is floating point, bfloat16 included: ml_dtypes'
+    bfloat16 has ``kind == 'V'``, so ``dtype.kind == 'f'`` alone misses it."""
+    return dt.kind == "f" or dt == _t.bfloat16.np
+
+
+def np_finfo(dt):
+    """``np.finfo`` that also knows bfloat16."""
+    import ml_dtypes
+    return ml_dtypes.finfo(dt)
+
 _SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
 
 

@@ -25,7 +25,7 @@ from .. import types as _t
 from .._state import STATE
 from ..tensor import Tensor
 from . import _meta, api
-from ._helpers import sum_to, wrap_dim
+from ._helpers import np_finfo, np_is_float, sum_to, wrap_dim
 from .registry import OPS, defop
 from . import shape as _shape
 
@@ -360,16 +360,16 @@ def scatter_reduce(xp, a, dim, index, src, reduce, include_self=True):
             # amax/amin: the first written value initialises the slot
             hit = xp.zeros(out.shape, dtype=bool)
             hit[key] = True
-            fill = np.finfo(out.dtype).min if out.dtype.kind == "f" else np.iinfo(out.dtype).min
+            fill = np_finfo(out.dtype).min if np_is_float(out.dtype) else np.iinfo(out.dtype).min
             if reduce == "amin":
-                fill = np.finfo(out.dtype).max if out.dtype.kind == "f" else np.iinfo(out.dtype).max
+                fill = np_finfo(out.dtype).max if np_is_float(out.dtype) else np.iinfo(out.dtype).max
             out[hit] = fill
     getattr(xp, _REDUCE_UFUNC[reduce]).at(out, key, vals)
     if reduce == "mean":
         cnt = xp.zeros(out.shape, dtype=np.int64) + (1 if include_self else 0)
         xp.add.at(cnt, key, 1)
         cnt = xp.maximum(cnt, 1)
-        if out.dtype.kind == "f":
+        if np_is_float(out.dtype):
             out = out / cnt.astype(out.dtype)
         else:
             out = xp.floor_divide(out, cnt).astype(out.dtype)

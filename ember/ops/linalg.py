@@ -50,6 +50,13 @@ def _fresh(xp, out, *ins):
     return out
 
 
+def _same_dtype(out, a):
+    """numpy's matmul on bfloat16 (ml_dtypes) computes and returns float32; PyTorch
+    accumulates in float32 too but returns the input dtype, so round once here."""
+    out = out if hasattr(out, "dtype") else np.asarray(out)
+    return out if out.dtype == a.dtype else out.astype(a.dtype)
+
+
 def _maybe_mul(t, s):
     return t if s == 1 else t * s
 
@@ -75,7 +82,7 @@ def mm(xp, a, b):
                            f"{b.shape[0]}x{b.shape[1]})")
     _check_same_dtype(a, b)
     _check_numeric("addmm_impl_cpu_", a)
-    return xp.asarray(xp.matmul(a, b))
+    return _same_dtype(xp.matmul(a, b), a)
 
 
 @mm.derivative
@@ -96,7 +103,7 @@ def bmm(xp, a, b):
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
     _check_same_dtype(a, b, "scalar type of batch1 and batch2")
     _check_numeric("bmm", a)
-    return xp.asarray(xp.matmul(a, b))
+    return _same_dtype(xp.matmul(a, b), a)
 
 
 @bmm.derivative
@@ -202,7 +209,7 @@ def mv(xp, a, v):
         raise RuntimeError(f"size mismatch, got input ({a.shape[0]}), mat ({a.shape[0]}x{a.shape[1]}), "
                            f"vec ({v.shape[0]})")
     _check_same_dtype(a, v, "m1 and m2")
-    return xp.asarray(xp.matmul(a, v))
+    return _same_dtype(xp.matmul(a, v), a)
 
 
 @mv.derivative

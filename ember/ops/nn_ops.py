@@ -30,7 +30,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import api
-from ._helpers import sum_to
+from ._helpers import np_is_float, sum_to
 from .registry import defop
 
 # reduction enum as in PyTorch
@@ -167,7 +167,7 @@ def _conv_check(x, w, b, stride, padding, dilation, transposed, groups):
         raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(w)}")
     if b is not None and b.dtype != x.dtype:
         raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(b)}")
-    if x.dtype.kind not in "f":
+    if not np_is_float(x.dtype):
         raise RuntimeError(f"\"slow_conv2d_cpu\" not implemented for '{_legacy(x)}'")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
@@ -347,7 +347,7 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
     if any(o <= 0 for o in out):
         raise RuntimeError(f"Given input size: ({'x'.join(map(str, x.shape[1:]))}). Calculated output size: "
                            f"({'x'.join(map(str, (x.shape[1],) + out))}). Output size is too small")
-    if x.dtype.kind == "f":
+    if np_is_float(x.dtype):
         fill = -np.inf
     elif x.dtype == np.bool_:
         raise RuntimeError("\"max_pool2d\" not implemented for 'Bool'")
@@ -358,7 +358,7 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
     N, C = x.shape[:2]
     K = int(np.prod(k))
     flat = win.reshape((N, C) + out + (K,))
-    if x.dtype.kind == "f":
+    if np_is_float(x.dtype):
         # NaN propagates like PyTorch: a NaN is the max
         isn = xp.isnan(flat)
         arg = xp.where(isn.any(-1), isn.argmax(-1), flat.argmax(-1))
@@ -448,7 +448,7 @@ def avg_pool(xp, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
     nd = len(k)
     d = [1] * nd
     _pool_check(x, k, s, p, d)
-    if x.dtype.kind != "f":
+    if not np_is_float(x.dtype):
         raise RuntimeError(f"\"avg_pool2d\" not implemented for '{_legacy(x)}'")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
@@ -562,7 +562,7 @@ def _scatter_axes_bw(ctx, c):
 def _resample(xp, x, mats, name):
     """mats: tuple of (axis, M) with M of shape (out, in); out[..., i, ...] = sum_j M[i, j] x[..., j, ...]."""
     out = x
-    acc = x.dtype if x.dtype.kind == "f" else np.float32
+    acc = x.dtype if np_is_float(x.dtype) else np.float32
     for axis, m in mats:
         moved = xp.moveaxis(out.astype(acc, copy=False), axis, -1)
         out = xp.moveaxis(xp.matmul(moved, xp.asarray(m, dtype=acc).T), -1, axis)
@@ -956,6 +956,46 @@ def _bce_backward(xp, g, x, t, w):
     if w is not None:
         gx, gt = gx * w, gt * w
     return gx.astype(x.dtype), gt.astype(x.dtype)
+
+
+@_bce_backward.derivative
+def _bce_backward_bw(ctx, grads):
+    """Double backward of binary_cross_entropy, written with differentiable ops.
+
+    gx = g*w*(x-t)/D with D = max(x(1-x), eps); gt = g*w*(clamp(log1p(-x)) - clamp(log x)),
+    the clamps at -100 (where the clamp is active the derivative is zero, like
+    the kernel's forward). The weight gets no gradient, as in PyTorch."""
+    g, x, t, w = ctx.args
+    ggx, ggt = grads
+    n = ctx.needs_input_grad
+    eps = 1e-12
+    xx = x * (1 - x)
+    live = (xx > eps).to(x.dtype)
+    d = api.clamp(xx, min=eps)
+    one_w = w if w is not None else None
+    gg_g = gg_x = gg_t = None
+    terms_g, terms_x, terms_t = [], [], []
+    if ggx is not None:
+        gw = ggx if one_w is None else ggx * one_w
+        terms_g.append(gw * (x - t) / d)
+        # d/dx [(x-t)/D] = (D - (x-t) dD/dx) / D^2, dD/dx = (1-2x) where D is not clamped
+        terms_x.append(gw * g * (d - (x - t) * (1 - 2 * x) * live) / (d * d))
+        terms_t.append(-gw * g / d)
+    if ggt is not None:
+        gw = ggt if one_w is None else ggt * one_w
+        l1 = api.clamp(api.log1p(-x), min=-100)
+        l0 = api.clamp(api.log(x), min=-100)
+        terms_g.append(gw * (l1 - l0))
+        dl1 = -(l1 > -100).to(x.dtype) / (1 - x)
+        dl0 = (l0 > -100).to(x.dtype) / x
+        terms_x.append(gw * g * (dl1 - dl0))
+    if n[0] and terms_g:
+        gg_g = sum(terms_g[1:], terms_g[0])
+    if n[1] and terms_x:
+        gg_x = sum(terms_x[1:], terms_x[0])
+    if n[2] and terms_t:
+        gg_t = sum(terms_t[1:], terms_t[0])
+    return gg_g, gg_x, gg_t, None
 
 
 def _softplus(xp, z):
