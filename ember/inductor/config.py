@@ -3,7 +3,8 @@
 ``EMBER_LOGS`` (a comma list read at import and by :func:`configure_logging`)
 turns on the ``ember.inductor`` loggers: ``output_code`` (the generated C++
 and Python wrapper), ``schedule`` (the kernels and their nodes), ``fusion``
-(every fusion decision with its reason).
+(every fusion decision with its reason); ``kernel_times`` sets
+``profile_kernels`` (a per-kernel time table printed at exit, see ``profiler.py``).
 """
 from __future__ import annotations
 
@@ -44,6 +45,7 @@ kernels_per_unit = 8       # a graph is split only when each unit gets at least 
 
 # debugging -----------------------------------------------------------------------
 debug_lowering = False     # raise instead of falling back when a lowering fails
+profile_kernels = False    # time every kernel call of graphs compiled from now on (profiler.py)
 
 LOG_NAMES = ("output_code", "schedule", "fusion")
 
@@ -52,6 +54,9 @@ def configure_logging(spec=None):
     """Enable the loggers named in ``spec`` (default ``$EMBER_LOGS``)."""
     spec = os.environ.get("EMBER_LOGS", "") if spec is None else spec
     names = {s.strip() for s in spec.split(",") if s.strip()}
+    if "kernel_times" in names:
+        global profile_kernels
+        profile_kernels = True
     for n in LOG_NAMES:
         lg = logging.getLogger(f"ember.inductor.{n}")
         if n in names or "all" in names:

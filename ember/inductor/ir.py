@@ -152,6 +152,7 @@ class ExternKernel(IRNode):
         self.args = list(args)
         self.kwargs = dict(kwargs)
         self.reason = reason
+        self.origins = _claim_origins()
         self.outputs = [ExternOutput(f"{name}_{i}" if len(out_layouts) > 1 else name, lay, self, i)
                         for i, lay in enumerate(out_layouts)]
 
@@ -174,11 +175,45 @@ class ExternArg:
 
 
 # ----------------------------------------------------------------------- loops
+# ----------------------------------------------------------------------- origins
+# The FX nodes a loop body computes (for the kernel profiler and the schedule log):
+# the node being lowered, plus the origins of every unrealized Pointwise whose
+# loader it took (those bodies get inlined into it). A lowering takes its inputs'
+# loaders before it builds its own Loops, so the loaders taken while one FX node is
+# lowered are collected here and claimed by the Loops that node creates.
+_pending_origins: Dict[str, Any] = {"node": None, "set": set()}
+
+
+def _current_fx_node():
+    g = V.graph
+    return getattr(g, "_current_node", None) if g is not None else None
+
+
+def _note_inlined(origins):
+    node = _current_fx_node()
+    if node is None:
+        return
+    if _pending_origins["node"] is not node:
+        _pending_origins["node"], _pending_origins["set"] = node, set()
+    _pending_origins["set"] |= origins
+
+
+def _claim_origins():
+    node = _current_fx_node()
+    if node is None:
+        return frozenset()
+    out = {node.name}
+    if _pending_origins["node"] is node:
+        out |= _pending_origins["set"]
+    return frozenset(out)
+
+
 class Loops(IRNode):
     def __init__(self, size, dtype, inner_fn):
         self.size = [sympify(s) for s in size]
         self.dtype = dtype
         self.inner_fn = inner_fn
+        self.origins = _claim_origins()
 
     def get_size(self):
         return self.size
@@ -193,6 +228,7 @@ class Pointwise(Loops):
         self.is_view = is_view
 
     def make_loader(self):
+        _note_inlined(self.origins)
         return self.inner_fn
 
     def __repr__(self):

@@ -463,6 +463,9 @@ class KernelGen:
         self.uses_index_check = False
         self.reads = set()
         self.writes = [n.name for n in group.nodes]
+        self.kind = "cpp"
+        # the FX nodes this kernel computes (profiler table, comment in the source)
+        self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
 
     def new_tmp(self):
         return f"tmp{next(self._tmp)}"
@@ -544,14 +547,18 @@ class KernelGen:
         P = g.outer_sizes
         xs = index_vars("x", p)
         body: List[str] = []
+        self.kind = "cpp red" if any(n.is_reduction for n in g.nodes) else "cpp pw"
         if len(g.nodes) == 1 and g.nodes[0].is_scan:
             self.local = set()
+            self.kind = "cpp scan"
             return self._finish(self._generate_scan(g.nodes[0]))
         if len(g.nodes) == 1 and g.nodes[0].is_scatter:
             self.local = set()
+            self.kind = "cpp scatter"
             return self._finish(self._generate_scatter(g.nodes[0]))
         if self._outer_reduction_ok():
             self.local = set()
+            self.kind = "cpp outer-red"
             return self._finish(self._generate_outer_reduction())
         if p == 0:
             self.local = set()
