@@ -105,7 +105,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     with set_graph(graph):
         sched = Scheduler(graph)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
-        kernels, names, params, checks = [], {}, {}, set()
+        kernels, names, params, checks, prof = [], {}, {}, set(), {}
         local_all = set()
         for gi, grp in enumerate(sched.groups):
             if isinstance(grp, FusedGroup):
@@ -114,6 +114,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
                 kernels.append(kg.generate())
                 names[gi] = kname
                 params[gi] = kg.params
+                prof[gi] = (kg.kind, kg.origins)
                 if kg.uses_index_check:
                     checks.add(gi)
                 local_all |= kg.local
@@ -138,7 +139,24 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs  # keep the libraries alive with the wrapper
     exec(compile(wrapper_src, "<inductor wrapper>", "exec"), glb)
+    if config.profile_kernels:
+        _instrument(glb, sched, names, prof)
     return CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
+
+
+def _instrument(glb, sched, names, prof):
+    """Wrap the wrapper's kernel callables with the per-kernel timer (profiler.py)."""
+    from . import profiler
+    info = {}
+    for gi, grp in enumerate(sched.groups):
+        if gi in names:
+            kind, origins = prof[gi]
+            info[f"_{names[gi]}"] = (names[gi], kind, origins, False)
+        else:
+            k = grp.node.kernel
+            info[f"_extern_{k.name}"] = (k.name, k.kind, sorted(getattr(k, "origins", ())),
+                                         not getattr(k, "out_arg", False))
+    profiler.instrument(glb, info)
 
 
 def _key(arrays):
