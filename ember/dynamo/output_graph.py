@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import operator
 import time
+import types as _types
 
 from ..fx import Graph
 from ..tensor import Tensor
@@ -59,7 +60,9 @@ class OutputGraph:
         self._out_tensors = []
         self._pre = []          # statements run after the graph (graph-break reconstruction)
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
-        self.active_ctx = 0     # grad-mode with-blocks open at this point of the trace
+        self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
+        self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
+        self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
         self.side_effects = []  # ("setattr", obj, name, value) | ("list", lst) | ("dict", d) | ("global", ...)
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
         self.containers = {}    # id(outside list/dict) -> its one tracker
@@ -101,6 +104,51 @@ class OutputGraph:
         self.input_sources.append(source)
         self.input_values.append(t)
         return tv
+
+    def add_scalar_input(self, var, dtype):
+        """A Python float that is an argument of a resume function (e.g. an ``.item()`` value)
+        used in tensor arithmetic: a 0-d tensor graph input of the dtype the eager op converts
+        the scalar to, so a new value reuses the graph (only its type is guarded)."""
+        key = (var.source.expr(), dtype)
+        hit = self._scalar_inputs.get(key)
+        if hit is not None:
+            return hit
+        self.guards.add(f"type({var.source.expr()}) is float", f"{var.source.expr()} is a float")
+        src = _ScalarTensorSource(var.source, self.obj_ref(_scalar_tensor), self.obj_ref(dtype), var.name)
+        t = _scalar_tensor(var.raw, dtype)
+        name = placeholder_name(src)
+        base, i = name, 1
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        self._names.add(name)
+        if self._first_op is not None:
+            with self.graph.inserting_before(self._first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        tv = TensorVariable(node, self.examples.from_input(t), src, cls=type(t))
+        self.input_sources.append(src)
+        self.input_values.append(t)
+        self._scalar_inputs[key] = tv
+        return tv
+
+    def _unspec_args(self, target, args, kwargs):
+        """Replace unspecialized float arguments of a pointwise arithmetic op on floating tensors
+        by 0-d tensor inputs of that dtype (what the eager op converts a Python scalar to);
+        anywhere else the float is used by value (a guard, specialised)."""
+        name = target if isinstance(target, str) else getattr(target, "__name__", "")
+        name = name.strip("_")
+        if not (name in _POINTWISE_SCALAR_OPS or (name[:1] in ("r", "i") and name[1:] in _POINTWISE_SCALAR_OPS)):
+            return args, kwargs
+        dts = {a.example.dtype for a in list(args) + list(kwargs.values()) if isinstance(a, TensorVariable)}
+        if len(dts) != 1 or not next(iter(dts)).is_floating_point:
+            return args, kwargs
+        dt = next(iter(dts))
+
+        def sub(a):
+            return self.add_scalar_input(a, dt) if isinstance(a, UnspecFloatVariable) else a
+        return [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()}
 
     def obj_ref(self, obj) -> str:
         """A global name for ``obj`` shared by the guard function and the runtime function."""
@@ -204,6 +252,8 @@ class OutputGraph:
         return self._call("call_method", name, run, args, kwargs, False)
 
     def _call(self, kind, target, runner, args, kwargs, returns_none):
+        if any(isinstance(a, UnspecFloatVariable) for a in list(args) + list(kwargs.values())):
+            args, kwargs = self._unspec_args(target, args, kwargs)
         ex_args = [self._map(a, True) for a in args]
         ex_kwargs = {k: self._map(v, True) for k, v in kwargs.items()}
         if any(isinstance(a, SymInt) for a in ex_args + list(ex_kwargs.values())):
@@ -302,7 +352,7 @@ class OutputGraph:
                     items = ", ".join(self.materialize(i) for i in vt.items)
                     self._pre.append(f"{src}[:] = [{items}]")
                 else:
-                    items = ", ".join(f"{k!r}: {self.materialize(v)}" for k, v in vt.items.items())
+                    items = ", ".join(f"{vt.key_expr(self, k)}: {self.materialize(v)}" for k, v in vt.items.items())
                     self._pre.append(f"{src}.clear(); {src}.update({{{items}}})")
 
     def materialize(self, vt) -> str:
@@ -311,6 +361,10 @@ class OutputGraph:
         A value that came from outside (it has a source) is read again through it: the same
         object, so mutations and identity are preserved."""
         from .variables.constant import ConstantVariable as _C
+        from .variables.functions import CellVariable, NestedFunctionVariable
+        from .variables.lists import IteratorVariable
+        if isinstance(vt, UnspecFloatVariable):
+            return vt.source.expr()   # the float this call got, not the traced value
         if vt.source is not None and not isinstance(vt, (TensorVariable, _C)) and \
                 not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple
                      and vt.is_python_constant()):
@@ -322,16 +376,68 @@ class OutputGraph:
                 name = self._memo[id(vt)] = f"__t{len(self._memo)}"
                 self._pre.append(f"{name} = {expr}")
             return name
+        if isinstance(vt, IteratorVariable):
+            # a live iterator (a for-loop's, at a break in its body): its remaining items
+            name = self._memo.get(id(vt))
+            if name is None:
+                rest = getattr(vt, "remaining_expr", None)
+                if rest is not None:
+                    expr = f"iter({rest(self)})"
+                else:
+                    items = "".join(f"{self.materialize(i)}, " for i in vt.items[vt.pos:])
+                    expr = f"iter(({items}))"
+                name = self._memo[id(vt)] = f"__t{len(self._memo)}"
+                self._pre.append(f"{name} = {expr}")
+            return name
+        if isinstance(vt, CellVariable):
+            return self.cell_expr(vt)
+        if isinstance(vt, NestedFunctionVariable):
+            name = self._memo.get(id(vt))
+            if name is None:
+                name = self._memo[id(vt)] = f"__t{len(self._memo)}"
+                g = "G" if vt.globals_source is None else vt.globals_source.expr()
+                defaults = self.materialize(vt.defaults) if vt.defaults is not None else "None"
+                closure = "None"
+                if vt.closure is not None:
+                    closure = "(" + "".join(f"{self.cell_expr(c)}, " for c in vt.closure.items) + ")"
+                self._pre.append(f"{name} = {self.ref(_types.FunctionType)}({self.ref(vt.code)}, {g}, "
+                                 f"{vt.code.co_name!r}, {defaults}, {closure})")
+                if vt.kwdefaults is not None:
+                    self._pre.append(f"{name}.__kwdefaults__ = {self.materialize(vt.kwdefaults)}")
+            return name
         return vt.reconstruct(self)
+
+    def cell_expr(self, cell) -> str:
+        """A cell object after the graph: the frame's own closure cells are read from the function,
+        cells the frame created get a new cell (one per tracker, so every function and resume
+        function capturing it shares it)."""
+        from .variables.functions import CellVariable
+        if not isinstance(cell, CellVariable):
+            raise Unsupported(f"closure item {cell} is not a cell")
+        expr = getattr(cell, "cell_expr", None)
+        if expr is not None:
+            return expr
+        if cell.real:
+            raise Unsupported("a closure cell of a function defined outside the frame, kept across a graph break")
+        name = self._memo.get(id(cell))
+        if name is None:
+            name = self._memo[id(cell)] = f"__t{len(self._memo)}"
+            self._pre.append(f"{name} = {self.ref(_types.CellType)}()")
+            if cell.contents is not None:
+                self._pre.append(f"{name}.cell_contents = {self.materialize(cell.contents)}")
+        return name
 
     def _break_tail(self, brk, func):
         """Statements after the graph for a graph break: rebuild the stack and locals, run the
-        breaking instruction in CPython, call the resume function(s)."""
-        from .resume import resume_code
-        import types as _types
+        breaking instruction in CPython, call the resume function(s).
+
+        Open ``with`` blocks are on the stack as their exit callables (rebuilt as
+        ``GradModeExit``); the grad mode is the one at the break (set after the graph, see
+        ``compile``), and if the breaking call raises, the blocks' unwinding is what restores
+        the mode. Closure cells are passed as the resume function's closure."""
+        from .resume import _origin, resume_code
         from .variables.constant import NullVariable
-        if self.active_ctx:
-            raise Unsupported("graph break inside a with-block")
+        from .variables.ctx import GradModeExitVariable
         layout, stack_exprs = [], []
         for i, v in enumerate(brk.stack):
             if isinstance(v, NullVariable):
@@ -341,24 +447,44 @@ class OutputGraph:
                 stack_exprs.append(self.materialize(v))
         # stack arguments of an enclosing resume function are dead once its prefix ran
         live = {k: v for k, v in brk.locals.items() if not k.startswith("__stack")}
-        local_names = list(live)
-        local_exprs = [self.materialize(v) for v in live.values()]
+        code = self.code
+        orig = _origin.get(code, (code,))[0]
+        cell_names = set(orig.co_cellvars) | set(orig.co_freevars)
+        order = {n: i for i, n in enumerate(orig.co_varnames)}
+        local_names = sorted((k for k in live if k not in cell_names), key=lambda n: (order.get(n, len(order)), n))
+        local_exprs = [self.materialize(live[n]) for n in local_names]
         lines = []
         if brk.kind == "call":
             fn, args, kwargs = brk.call
             fexpr = callable_expr(self, fn)
             parts = [self.materialize(a) for a in args] + [f"{k}={self.materialize(v)}" for k, v in kwargs.items()]
-            lines.append(f"__v = {fexpr}({', '.join(parts)})")
+            call = f"__v = {fexpr}({', '.join(parts)})"
         else:
-            lines.append(f"__v = bool({self.materialize(brk.cond)})")
+            call = f"__v = bool({self.materialize(brk.cond)})"
+        exits = [v for v in brk.stack if isinstance(v, GradModeExitVariable)]
+        if exits:
+            lines.append(f"try:\n        {call}\n    except BaseException:\n"
+                         f"        __STATE.grad_enabled = {exits[0].prev!r}\n        raise")
+        else:
+            lines.append(call)
         resumes = []
         for target in brk.targets:
             if target is None:
                 raise Unsupported("graph break at the last instruction")
             lay = layout + (["__stack_result"] if brk.kind in ("call", "bool") else [])
-            code = resume_code(self.code, target, lay, local_names)
-            fn = _types.FunctionType(code, func.__globals__, code.co_name)
-            resumes.append(self.obj_ref(fn))
+            rcode = resume_code(code, target, lay, local_names)
+            if rcode.co_freevars:
+                cells = []
+                for name in rcode.co_freevars:
+                    cell = live.get(name)
+                    if cell is None:
+                        raise Unsupported(f"closure cell {name!r} not found at the graph break")
+                    cells.append(self.cell_expr(cell))
+                resumes.append(f"{self.ref(_types.FunctionType)}({self.ref(rcode)}, __func.__globals__, "
+                               f"{rcode.co_name!r}, None, ({''.join(c + ', ' for c in cells)}))")
+            else:
+                fn = _types.FunctionType(rcode, func.__globals__, rcode.co_name)
+                resumes.append(self.obj_ref(fn))
         call_args = stack_exprs + (["__v"] if brk.kind in ("call", "bool") else []) + local_exprs
         argstr = ", ".join(call_args)
         if brk.kind == "jump":
@@ -408,15 +534,23 @@ class OutputGraph:
         inputs = "".join(f"{s.expr()}, " for s in self.input_sources)
         body = "".join(f"    {line}\n" for line in self._pre + tail)
         if compiled is not None:
+            # grad mode afterwards: the one the trace ended with (the entry mode is guarded, so it
+            # is the same every call); if the graph raises: the caller's, or the one the open
+            # with-blocks of a resume function restore when unwinding
+            exc_mode = "__g" if self.exc_grad_mode is None else repr(self.exc_grad_mode)
+            after = "" if self.final_grad_mode is None else \
+                f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
             src = (f"def __compiled({params}):\n"
                    f"    __in = ({inputs})\n"
                    f"    __prev = __set_eval_frame(None)\n"
                    f"    __g = __STATE.grad_enabled\n"
                    f"    try:\n"
                    f"        __r = __graph(*__in)\n"
+                   f"    except BaseException:\n"
+                   f"        __STATE.grad_enabled = {exc_mode}\n"
+                   f"        raise\n"
                    f"    finally:\n"
-                   f"        __set_eval_frame(__prev)\n"
-                   f"        __STATE.grad_enabled = __g\n" + body)
+                   f"        __set_eval_frame(__prev)\n" + after + body)
         else:
             src = f"def __compiled({params}):\n    __in = ({inputs})\n" + body
         ns = dict(self.guards.globals)
@@ -454,3 +588,70 @@ def callable_expr(out, fn) -> str:
     if isinstance(fn, UserFunctionVariable) and fn.source is None:
         return out.ref(fn.fn)
     return fn.reconstruct(out)
+
+
+def _scalar_tensor(value, dtype):
+    """The 0-d tensor an unspecialized float argument enters the graph as."""
+    from .. import tensor as _mk
+    return _mk(value, dtype=dtype)
+
+
+_scalar_tensor.__module__ = "ember.dynamo.output_graph"
+
+
+class _ScalarTensorSource:
+    """``_scalar_tensor(<float source>, dtype)``: a graph input made from a Python float."""
+
+    def __init__(self, base, fn_name, dtype_name, varname):
+        self.base, self.fn_name, self.dtype_name, self.varname = base, fn_name, dtype_name, varname
+
+    def expr(self):
+        return f"{self.fn_name}({self.base.expr()}, {self.dtype_name})"
+
+    def name(self):
+        return f"S_{self.varname}"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.expr() == other.expr()
+
+    def __hash__(self):
+        return hash(self.expr())
+
+
+class UnspecFloatVariable(ConstantVariable):
+    """A Python float argument of a resume function (an ``.item()`` result, typically).
+
+    It behaves as the constant it is while tracing, but its value is guarded only when
+    something reads it (``.value``: a branch, a format, a call that needs the number); in
+    pointwise arithmetic with a floating tensor it enters the graph as a 0-d tensor input
+    instead (``OutputGraph.add_scalar_input``), so a new value runs the same graph."""
+
+    def __init__(self, value, source, output, name):
+        self._out = output
+        self._guarded = False
+        self.name = name
+        super().__init__(value, source)
+
+    @property
+    def raw(self):
+        return self._raw
+
+    @property
+    def value(self):
+        if not self._guarded:
+            self._guarded = True
+            self._out.guards.constant_match(self.source, self._raw)
+        return self._raw
+
+    @value.setter
+    def value(self, v):
+        self._raw = v
+
+    def is_python_constant(self):
+        return True   # without reading (and guarding) the value
+
+    def reconstruct(self, out):
+        return self.source.expr()
+
+    def __repr__(self):
+        return f"UnspecFloatVariable({self._raw!r})"

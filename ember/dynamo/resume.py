@@ -7,55 +7,116 @@ by the frame's live locals, all positional. It is an ordinary function of the
 user's file, so when it is called the frame hook captures it like any other
 frame (its own cache entries and guards).
 
+* **Always built from the original code.** A break inside a resume function
+  maps its offset back to the original code (``_origin``), so a loop that
+  breaks in every iteration resumes in *one* code object, whatever the
+  iteration: its cache entries (and the recompile limit) are shared, and an
+  entry whose guards hold for the next iteration is reused.
+* **Closure cells become free variables.** The frame's own cells
+  (``co_cellvars``: locals captured by inner functions) and its free
+  variables are both passed as the resume function's closure, as cell
+  objects, so an inner function created before the break and the resumed
+  code keep sharing the same cell. ``MAKE_CELL``/``COPY_FREE_VARS`` of the
+  body become ``NOP`` (the prefix copies the free variables), which keeps a
+  one-to-one instruction mapping with the original code.
+* **Blocks.** ``with`` and ``try`` blocks need no setup instruction on
+  3.11+: they are exception-table entries, which the ``bytecode`` package
+  rebuilds (with their stack depths) from the original code, so the resumed
+  code still has its handlers as long as the prefix rebuilds the stack the
+  table expects -- the ``__exit__`` callable of each open ``with`` is one of
+  the stack values (see ``variables/ctx.py`` for the grad-mode ones).
+
 Built with the ``bytecode`` package, which recomputes jump offsets, the stack
-depth and (3.11+) the exception table on every Python version."""
+depth and the exception table on every Python version."""
 from __future__ import annotations
 
 import dis
 
-from bytecode import Bytecode, Instr, Label
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
 
 from .exc import Unsupported
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
 _cache: dict = {}
+# resume code -> (original code, {offset in the resume code: offset in the original})
+_origin: dict = {}
+
+
+def _real_instructions(code):
+    return [i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
+
+
+def is_resume(code) -> bool:
+    return code in _origin
+
+
+def original(code, offset):
+    """(original code, offset there) for an instruction of ``code`` (itself if not a resume function)."""
+    hit = _origin.get(code)
+    if hit is None:
+        return code, offset
+    orig, offsets = hit
+    if offset not in offsets:
+        raise Unsupported("resume target inside a resume function's prefix")
+    return orig, offsets[offset]
 
 
 def resume_code(code, target_offset, stack_layout, local_names):
     """Code for resuming ``code`` at ``target_offset``.
 
     ``stack_layout``: one entry per stack slot, ``None`` for a NULL, else the argument name
-    holding it; ``local_names``: the live locals passed after the stack arguments."""
+    holding it; ``local_names``: the live locals passed after the stack arguments. The
+    result's ``co_freevars`` are the original cell and free variables: call it through a
+    function whose closure holds their cells in that order."""
+    code, target_offset = original(code, target_offset)
     key = (code, target_offset, tuple(stack_layout), tuple(local_names))
     hit = _cache.get(key)
     if hit is not None:
         return hit
-    if code.co_cellvars or code.co_freevars:
-        raise Unsupported("graph break in a function with closure cells (resume function not supported)")
     bc = Bytecode.from_code(code)
     instrs = [i for i in bc if isinstance(i, Instr)]
-    dis_insts = [i for i in dis.get_instructions(code) if i.opname not in ("EXTENDED_ARG", "CACHE")]
+    dis_insts = _real_instructions(code)
     if len(instrs) != len(dis_insts) or any(a.name != b.opname for a, b in zip(instrs, dis_insts)):
         raise Unsupported("bytecode of the frame could not be matched for a resume function")
     idx = next((k for k, d in enumerate(dis_insts) if d.offset == target_offset), None)
     if idx is None:
         raise Unsupported("resume target not found")
     target = instrs[idx]
-    pos = next(k for k, item in enumerate(bc) if item is target)
+    cells = list(bc.cellvars)
+    free = cells + [n for n in bc.freevars if n not in cells]
+    cellset = set(cells)
     label = Label()
-    body = list(bc)
-    body.insert(pos, label)
-    prefix = [Instr("RESUME", 0)]
+    body = []
+    for item in bc:
+        if item is target:
+            body.append(label)
+        if isinstance(item, Instr):
+            if item.name in ("MAKE_CELL", "COPY_FREE_VARS"):
+                item = Instr("NOP", location=item.location)
+            elif isinstance(item.arg, CellVar):
+                item = Instr(item.name, FreeVar(item.arg.name), location=item.location)
+            elif item.name in ("LOAD_FAST", "LOAD_CLOSURE") and isinstance(item.arg, str) and item.arg in cellset:
+                # PY313: an argument that is also a cell is loaded as a cell by LOAD_FAST
+                item = Instr(item.name, FreeVar(item.arg), location=item.location)
+        body.append(item)
+    prefix = []
+    if free:
+        prefix.append(Instr("COPY_FREE_VARS", len(free)))
+    prefix.append(Instr("RESUME", 0))
     for name in stack_layout:
         prefix.append(Instr("PUSH_NULL") if name is None else Instr("LOAD_FAST", name))
     prefix.append(Instr("JUMP_FORWARD", label))
     args = [n for n in stack_layout if n is not None] + list(local_names)
+    if cellset & set(args) or set(bc.freevars) & set(args):
+        raise Unsupported("a closure cell passed as a plain argument of a resume function")
     new = bc
     new[:] = prefix + body
     new.argnames = args
     new.argcount = len(args)
     new.posonlyargcount = 0
     new.kwonlyargcount = 0
+    new.cellvars = []
+    new.freevars = free
     new.flags = bc.flags & ~(_CO_VARARGS | _CO_VARKEYWORDS)
     new.name = f"__resume_at_{target_offset}_{code.co_name}"
     if hasattr(bc, "qualname"):
@@ -66,9 +127,15 @@ def resume_code(code, target_offset, stack_layout, local_names):
         out = new.to_code()
     except Exception as e:  # noqa: BLE001 - a bytecode we cannot rebuild: run the frame eagerly
         raise Unsupported(f"could not build the resume function: {type(e).__name__}: {e}")
+    new_insts = _real_instructions(out)
+    n_prefix = len(new_insts) - len(dis_insts)
+    if n_prefix < 0 or any(a.opname != b.opname for a, b in zip(new_insts[n_prefix:], dis_insts)
+                           if b.opname not in ("MAKE_CELL", "COPY_FREE_VARS", "LOAD_CLOSURE")):
+        raise Unsupported("resume function's bytecode does not map back to the original")
+    _origin[out] = (code, {a.offset: b.offset for a, b in zip(new_insts[n_prefix:], dis_insts)})
     _cache[key] = out
     return out
 
 
 def clear_cache():
-    _cache.clear()
+    _cache.clear()   # _origin stays: a resume function still running must map back

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dis
 import operator
 import sys
+import types
 
 from . import config
 from .exc import Unsupported
@@ -965,6 +966,8 @@ def _check_index(key):
 def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
     """Trace the frame; returns the tracker of its return value, or a GraphBreak when
     ``break_at`` (a top-level instruction index from a first, failed trace) is reached."""
+    from .._state import STATE
+    from .resume import is_resume
 
     class _Root(InstructionTranslator):
         pass
@@ -974,8 +977,14 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
     InstructionTranslator.__init__(tx, output, code, func.__globals__, None, {}, [], depth=0,
                                    break_at=break_at, break_reason=break_reason)
     names = code.co_varnames
+    resume = is_resume(code)
+    seen = {}
     for i, v in enumerate(argslots):
-        tx.locals[names[i]] = wrap(tx, v, LocalSource(names[i], i))
+        src = LocalSource(names[i], i)
+        if resume:
+            tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
+        else:
+            tx.locals[names[i]] = wrap(tx, v, src)
     cells = func.__closure__ or ()
     closure = []
     for i, (name, cell) in enumerate(zip(code.co_freevars, cells)):
@@ -985,9 +994,127 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
             except ValueError:
                 raise Unsupported(f"free variable {name!r} referenced before assignment")
             return wrap(tx, v, ClosureSource(FuncSource(), i, name))
-        closure.append(CellVariable(real=True, loader=load))
+        cv = CellVariable(real=True, loader=load)
+        cv.cell_expr = f"__func.__closure__[{i}]"   # the same cell, for a resume function's closure
+        closure.append(cv)
     tx.closure = closure
-    return tx.run()
+    try:
+        return tx.run()
+    finally:
+        output.final_grad_mode = STATE.grad_enabled
+
+
+def _tuple_iter_rest(it):
+    """The items a tuple iterator has left, without advancing it."""
+    r = it.__reduce__()
+    if len(r) < 3:
+        return ()
+    return r[1][0][r[2]:]
+
+
+_tuple_iter_rest.__module__ = "ember.dynamo.symbolic_convert"
+_TUPLE_ITER = type(iter(()))
+
+
+class _IterItemSource(GlobalSource):
+    """Item ``k`` of what a tuple iterator argument has left."""
+
+    def __init__(self, base, fn_name, k):
+        super().__init__(f"{base.name()}_{k}")
+        self.base, self.fn_name, self.k = base, fn_name, k
+
+    def expr(self):
+        return f"{self.fn_name}({self.base.expr()})[{self.k}]"
+
+    def name(self):
+        return f"{self.base.name()}_item{self.k}"
+
+
+class ResumedIteratorVariable(IteratorVariable):
+    """A loop's iterator handed to a resume function (``iter(tuple)`` built at the break).
+
+    Items are wrapped (and guarded) only when the loop takes them, and the length guard
+    says only what the trace saw: "more than k left" for each item taken, "exactly k left"
+    when the loop ran out. So a loop that breaks in every iteration and does not look at
+    the items reuses one entry of the resume function for all the iterations."""
+
+    def __init__(self, tx, source, n):
+        super().__init__([None] * n)
+        self.tx = tx
+        self.src = source
+        self.rest = tx.output.obj_ref(_tuple_iter_rest)
+
+    def _guard_len(self, op, k):
+        e = f"len({self.rest}({self.src.expr()})) {op} {k}"
+        self.tx.output.guards.add(e, e)
+
+    def _item(self, k):
+        if self.items[k] is None:
+            self.items[k] = wrap(self.tx, _tuple_iter_rest(self._value())[k], _IterItemSource(self.src, self.rest, k))
+        return self.items[k]
+
+    def _value(self):
+        return self.value
+
+    def next(self, tx):
+        if self.pos >= len(self.items):
+            self._guard_len("==", self.pos)
+            return None
+        self._guard_len(">", self.pos)
+        v = self._item(self.pos)
+        self.pos += 1
+        return v
+
+    def unpack(self, tx):
+        self._guard_len("==", len(self.items))
+        rest = [self._item(k) for k in range(self.pos, len(self.items))]
+        self.pos = len(self.items)
+        return rest
+
+    def remaining_expr(self, out):
+        return f"{self.rest}({self.src.expr()})[{self.pos}:]"
+
+    def __repr__(self):
+        return f"ResumedIteratorVariable({self.pos}/{len(self.items)})"
+
+
+def _wrap_resume_arg(tx, v, src, name, seen):
+    """Arguments of a resume function: what the graph break left on the stack and in locals.
+    Besides ordinary values these are loop iterators, the exits of open grad-mode blocks and
+    ``.item()``-like floats (see ``UnspecFloatVariable``)."""
+    from .output_graph import UnspecFloatVariable
+    from .variables.ctx import GradModeExit, GradModeExitVariable
+    prev = seen.get(id(v))
+    if prev is not None and type(v) in (_TUPLE_ITER, GradModeExit):
+        tx.output.guards.add(f"{src.expr()} is {prev[1].expr()}", "same iterator")
+        return prev[0]
+    if type(v) is _TUPLE_ITER:
+        g = tx.output.guards
+        g.type_match(src, v)
+        res = ResumedIteratorVariable(tx, src, len(_tuple_iter_rest(v)))
+        res.value = v
+    elif type(v) is GradModeExit:
+        g = tx.output.guards
+        g.type_match(src, v)
+        g.add(f"{src.expr()}.prev is {v.prev!r}", f"{src.expr()} restores grad mode {v.prev}")
+        res = GradModeExitVariable(v.prev, src)
+        if tx.output.exc_grad_mode is None:
+            tx.output.exc_grad_mode = v.prev   # the outermost open block
+    elif type(v) is float:
+        res = UnspecFloatVariable(v, src, tx.output, name)
+    elif type(v) is types.FunctionType:
+        # an inner function rebuilt at the break is a new object every call: guard its code and
+        # globals (its defaults and closure contents are read, and guarded, through the source)
+        from .variables.functions import UserFunctionVariable
+        g = tx.output.guards
+        g.type_match(src, v)
+        g.add(f"{src.expr()}.__code__ is {g.ref(v.__code__)}", f"{src.expr()} has code {v.__code__.co_name}")
+        g.add(f"{src.expr()}.__globals__ is {g.ref(v.__globals__)}", f"{src.expr()}.__globals__ unchanged")
+        res = UserFunctionVariable(v, src)
+    else:
+        return wrap(tx, v, src)
+    seen[id(v)] = (res, src)
+    return res
 
 
 __all__ = ["InstructionTranslator", "run_frame", "BuiltinVariable"]

@@ -1,12 +1,23 @@
-"""Grad-mode context managers (``with ember.no_grad():`` / ``enable_grad()``).
+"""Grad-mode context managers (``with ember.no_grad():`` / ``enable_grad()`` /
+``set_grad_enabled(mode)``).
 
 Entering records a ``_set_grad_enabled(mode)`` node in the graph and switches
 the tracing grad mode, exiting records the restore. The runtime function
 restores the caller's grad mode in a ``finally`` (see output_graph), so an
-exception raised inside the graph cannot leak a changed mode."""
+exception raised inside the graph cannot leak a changed mode.
+
+A graph break inside such a block leaves the block's ``__exit__`` callable on
+the value stack (``BEFORE_WITH`` pushed it). It is rebuilt for CPython as a
+``GradModeExit(prev)`` object -- what the exit of the block does: restore the
+grad mode the block was entered from -- and passed to the resume function,
+whose exception table still covers the rest of the block, so both the normal
+exit and an exception unwinding it call it, at the same place as eagerly.
+When the resume function is traced, the object becomes a
+``GradModeExitVariable`` again (guarded by type and ``prev``)."""
 from __future__ import annotations
 
 from ..._state import STATE
+from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -19,25 +30,75 @@ def _set_grad_enabled(mode):
 _set_grad_enabled.__module__ = "ember.dynamo.variables.ctx"
 
 
+class GradModeExit:
+    """The ``__exit__`` of a grad-mode block opened before a graph break: restores ``prev``."""
+
+    __slots__ = ("prev",)
+
+    def __init__(self, prev):
+        self.prev = prev
+
+    def __call__(self, *exc):
+        STATE.grad_enabled = self.prev
+        return False
+
+    def __repr__(self):
+        return f"GradModeExit({self.prev})"
+
+
 class GradModeVariable(VariableTracker):
+    """``no_grad()``/``enable_grad()``: switches the mode when the block is entered."""
+
     def __init__(self, target):
         self.target = target
 
     def enter(self, tx):
         prev = STATE.grad_enabled
         tx.output.call_function(_set_grad_enabled, [ConstantVariable(self.target)], {}, returns_none=True)
-        tx.output.active_ctx += 1
         return GradModeExitVariable(prev)
 
     def __repr__(self):
         return f"GradModeVariable({self.target})"
 
 
-class GradModeExitVariable(VariableTracker):
-    def __init__(self, prev):
+class SetGradEnabledVariable(GradModeVariable):
+    """``set_grad_enabled(mode)`` switches at construction (it also works as a plain call);
+    as a context manager, leaving the block restores the mode from before the call."""
+
+    def __init__(self, target, prev):
+        super().__init__(target)
         self.prev = prev
+
+    @classmethod
+    def create(cls, tx, mode):
+        if not mode.is_python_constant():
+            raise Unsupported("set_grad_enabled() with a non-constant mode")
+        prev = STATE.grad_enabled
+        target = bool(mode.as_python_constant())
+        tx.output.call_function(_set_grad_enabled, [ConstantVariable(target)], {}, returns_none=True)
+        return cls(target, prev)
+
+    def enter(self, tx):
+        return GradModeExitVariable(self.prev)
+
+    def reconstruct(self, out):
+        raise Unsupported("a set_grad_enabled() object kept alive across a graph break")
+
+    def __repr__(self):
+        return f"SetGradEnabledVariable({self.target})"
+
+
+class GradModeExitVariable(VariableTracker):
+    def __init__(self, prev, source=None):
+        self.prev = prev
+        self.source = source
 
     def call_function(self, tx, args, kwargs):
         tx.output.call_function(_set_grad_enabled, [ConstantVariable(self.prev)], {}, returns_none=True)
-        tx.output.active_ctx -= 1
         return ConstantVariable(None)
+
+    def reconstruct(self, out):
+        return f"{out.ref(GradModeExit)}({self.prev!r})"
+
+    def __repr__(self):
+        return f"GradModeExitVariable({self.prev})"
