@@ -273,6 +273,9 @@ class ClassVariable(VariableTracker):
         if self.cls in (_gm.no_grad, _gm.enable_grad) and not args and not kwargs:
             from .ctx import GradModeVariable
             return GradModeVariable(self.cls is _gm.enable_grad)
+        if self.cls is _gm.set_grad_enabled and len(args) == 1 and not kwargs:
+            from .ctx import SetGradEnabledVariable
+            return SetGradEnabledVariable.create(tx, args[0])
         if isinstance(self.cls, type) and issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
             from .lists import TupleVariable
             fields = self.cls._fields
@@ -351,13 +354,49 @@ class EmberFunctionVariable(VariableTracker):
             if isinstance(res, types.ModuleType):
                 return PythonModuleVariable(res, None, trusted=res.__name__.startswith("ember"))
         del allargs
-        return tx.output.call_function(self.fn, list(args), kwargs)
+        try:
+            return tx.output.call_function(self.fn, list(args), kwargs)
+        except Unsupported as e:
+            if " returned " in e.msg and "not a tensor" in e.msg:
+                # the generic message ("f returned NoneType, not a tensor") hides the real reason:
+                # this ember function is not an operator, yet it was called as one graph node
+                mod = getattr(self.fn, "__module__", "?")
+                qual = getattr(self.fn, "__qualname__", name)
+                raise Unsupported(
+                    f"{mod}.{qual} is an ember function, which dynamo records as one graph operator "
+                    f"instead of tracing into it, but it is not an operator: {e.msg.split(' (')[0]}. "
+                    f"(ember's Python code is traced through only in the modules "
+                    f"ember.dynamo.variables.builder.is_inlined_ember_module names)") from None
+            raise
 
     def reconstruct(self, out):
         return out.ref(self.fn)
 
     def __repr__(self):
         return f"EmberFunctionVariable({getattr(self.fn, '__name__', self.fn)})"
+
+
+class IsCompilingVariable(VariableTracker):
+    """``ember.compiler.is_compiling``: False when run, True while dynamo traces the call
+    (code may choose a formulation that captures without graph breaks, e.g. an optimizer's
+    step counter kept as a tensor instead of read with ``.item()``)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        if args or kwargs:
+            raise Unsupported("is_compiling() takes no arguments")
+        return ConstantVariable(True)
+
+    def __repr__(self):
+        return "IsCompilingVariable()"
 
 
 def make_super(tx, args):
