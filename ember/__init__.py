@@ -6,6 +6,11 @@ nn, optim, fx, and (as they land) ``ember.compile``.
 """
 from __future__ import annotations
 
+# first, before anything could load an OpenMP runtime: the compiled kernels' wait policy
+# (see ember/_openmp.py; a value the user exported wins)
+from . import _openmp
+_openmp.at_import()
+
 from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
                     int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types)

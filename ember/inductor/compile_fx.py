@@ -17,6 +17,7 @@ from typing import Any, Dict, List, Tuple
 
 import numpy as np
 
+from .. import _openmp
 from ..tensor import Tensor, _make
 from . import codecache, config
 from .codegen import cpp
@@ -101,6 +102,7 @@ def _ensure_meta(gm, example_inputs):
 
 
 def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
+    _openmp.check_wait_policy(log)   # once per process: a libgomp loaded before ember spins
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
         sched = Scheduler(graph)
