@@ -159,8 +159,14 @@ def _openmp_env() -> None:
 
 def load(source: str) -> ctypes.CDLL:
     """The loaded library for ``source``, compiling it on a miss."""
+    return load_key(cache_key(source), source)
+
+
+def load_key(key: str, source: str) -> ctypes.CDLL:
+    """The library stored under ``key`` (a :func:`cache_key` computed earlier, e.g. kept in
+    a graph-cache entry), compiled from ``source`` when it is missing or corrupt. Skips
+    hashing the source and asking the compiler for its version on the warm path."""
     _openmp_env()
-    key = cache_key(source)
     lib = _memory.get(key)
     if lib is not None:
         return lib
