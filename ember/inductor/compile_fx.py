@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import _openmp
 from ..tensor import Tensor, _make
-from . import codecache, config
+from . import codecache, config, fx_graph_cache
 from .codegen import cpp
 from .codegen.wrapper import WrapperGen
 from .graph import DynamicShapeError, GraphLowering, check_no_baked_sizes, unflatten
@@ -103,6 +103,11 @@ def _ensure_meta(gm, example_inputs):
 
 def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     _openmp.check_wait_policy(log)   # once per process: a libgomp loaded before ember spins
+    cache_key = fx_graph_cache.key_for(gm, example_inputs, dynamic)   # None: bypassed/uncacheable
+    if cache_key is not None:
+        hit = fx_graph_cache.lookup(cache_key, gm)
+        if hit is not None:
+            return hit
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
         sched = Scheduler(graph)
@@ -143,7 +148,10 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     exec(compile(wrapper_src, "<inductor wrapper>", "exec"), glb)
     if config.profile_kernels:
         _instrument(glb, sched, names, prof)
-    return CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
+    compiled = CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
+    if cache_key is not None:
+        fx_graph_cache.save(cache_key, gm, graph, compiled, sources, libs, wg.globals)
+    return compiled
 
 
 def _instrument(glb, sched, names, prof):
