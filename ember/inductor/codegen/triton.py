@@ -38,10 +38,14 @@ libdevice for compilation (PTX, cubin) -- so one source is both checked on the
 CPU and compiled for the GPU.
 
 Scatters (scatter, scatter_add, index_put) are separate launches (see
-:class:`ScatterKernels`). Not lowered (``TritonCodegenError`` naming the op,
-so the caller can fall back or keep the graph on the CPU): scans
-(cumsum/cumprod), scatter-adds of dtypes without atomic add (bool, int8,
-int16, uint8), and extern kernels other than matmul on the GPU.
+:class:`ScatterKernels`); so are scans (cumsum/cumprod, :class:`ScanKernel`:
+persistent ``tl.cumsum``/``tl.cumprod`` over whole rows, or a loop over chunks
+carrying the running value). A reduction with few outputs and long rows is
+split into a partials kernel and a second pass (:func:`split_factor` documents
+the heuristic, :class:`SplitReduction` the kernels). Not lowered
+(``TritonCodegenError`` naming the op, so the caller can fall back or keep the
+graph on the CPU): scatter-adds of dtypes without atomic add (bool, int8, int16,
+uint8). Externs (matmul, convolution, prim fallbacks) are the wrapper's.
 """
 from __future__ import annotations
 
@@ -653,6 +657,10 @@ class TritonKernel:
         self.local: set = set()
         self._current_extent = None
         self._cse: Dict[object, dict] = {}
+        # buffers that only the kernels know (split-reduction partials): name -> dtype
+        self.extra_buffers: Dict[str, object] = {}
+        # split-reduction first pass: (splits, chunk, {reduction: partials}) -- see SplitReduction
+        self.split = None
 
     def stage_cse(self, rkey):
         """The CSE table a stage over ``rkey`` may share: straight-line code (x-only
@@ -666,6 +674,9 @@ class TritonKernel:
         return f"tmp{next(self._tmp)}"
 
     def buffer_dtype(self, name):
+        dt = self.extra_buffers.get(name)
+        if dt is not None:
+            return dt
         return self.graph.buffers_by_name[name].get_dtype()
 
     def note_read(self, name):
@@ -701,7 +712,8 @@ class TritonKernel:
                 self.node_rkey[n.name] = len(self.extents) - 1
         self.tiled = bool(self.extents)
         numels = [sympy.expand(product(e)) for e in self.extents]
-        self.persistent = self.tiled and all(m.is_Integer and int(m) <= PERSISTENT_RNUMEL_MAX for m in numels)
+        self.persistent = self.tiled and not self.split and \
+            all(m.is_Integer and int(m) <= PERSISTENT_RNUMEL_MAX for m in numels)
         self.rnumels = numels
         # which results need memory: read by another kernel/extern/output, or (looped)
         # an inner pointwise stage read back by a later stage of this kernel
@@ -709,6 +721,10 @@ class TritonKernel:
         for i, n in enumerate(g.nodes):
             for nm in n.read_names:
                 later_reads.setdefault(nm, i)
+        if self.split:
+            self.writes = list(self.split[2].values())
+            self.local = {n.name for n in g.nodes}
+            return
         for n in g.nodes:
             need = n.name in self.outside
             if not need and not self.persistent and self.node_rkey[n.name] is not None and not n.is_reduction \
@@ -727,6 +743,9 @@ class TritonKernel:
         body: List[str] = []
         ind = "    "
         xnumel = sympy.expand(product(self.P)) if self.P else sympy.Integer(1)
+        base = "xindex"
+        if self.split:
+            xnumel = xnumel * self.split[0]
         if self.tiled:
             body.append(f"{ind}xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]")
         else:
@@ -734,8 +753,13 @@ class TritonKernel:
         if self._needs_int64(xnumel):
             body.append(f"{ind}xindex = xindex.to(tl.int64)")
         body.append(f"{ind}xmask = xindex < xnumel")
+        if self.split:
+            # program row = (outer index, split): split k reduces elements [k*chunk, (k+1)*chunk)
+            body.append(f"{ind}xsplit = xindex % {self.split[0]}")
+            body.append(f"{ind}xouter = xindex // {self.split[0]}")
+            base = "xouter"
         for x, s, n in zip(xs, contiguous_strides(self.P), self.P):
-            e = "xindex" if s == 1 else f"(xindex // ({texpr(s)}))"
+            e = base if s == 1 else f"({base} // ({texpr(s)}))"
             body.append(f"{ind}{x} = {e} % ({texpr(n)})" if x != xs[0] else f"{ind}{x} = {e}")
         for k, (ext, numel) in enumerate(zip(self.extents, self.rnumels)):
             body.append(f"{ind}rnumel{k} = {texpr(numel)}")
@@ -779,10 +803,17 @@ class TritonKernel:
                 self._rvars(k, ind, lines, "rindex")
                 self._current_extent = k
             return ind, "xmask & rmask", rs
-        lines.append(f"{ind}for roffset in range(0, rnumel{k}, RBLOCK):")
         ind2 = ind + "    "
-        lines.append(f"{ind2}rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
-        lines.append(f"{ind2}rmask = rindex < rnumel{k}")
+        if self.split:
+            chunk = self.split[1]
+            lines.append(f"{ind}for roffset in range(0, {chunk}, RBLOCK):")
+            lines.append(f"{ind2}rlocal = roffset + tl.arange(0, RBLOCK)[None, :]")
+            lines.append(f"{ind2}rindex = xsplit * {chunk} + rlocal")
+            lines.append(f"{ind2}rmask = (rindex < rnumel{k}) & (rlocal < {chunk})")
+        else:
+            lines.append(f"{ind}for roffset in range(0, rnumel{k}, RBLOCK):")
+            lines.append(f"{ind2}rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+            lines.append(f"{ind2}rmask = rindex < rnumel{k}")
         rs = self._rvars(k, ind2, lines, "rindex")
         return ind2, "xmask & rmask", rs
 
@@ -999,6 +1030,10 @@ class TritonKernel:
         lines.append(f"{ind}{name} = {res_expr}")
         val = TV(name, out_dt)
         self.registers[n.name] = (val, None)
+        if self.split:
+            # first pass of a split reduction: one partial per (outer index, split)
+            self._store(self.split[2][n.name], sympy.Symbol("xindex", integer=True), val, "xmask", ind, lines)
+            return
         if n.name in self.writes:
             self._store(n.name, n.write_index(p), val, "xmask", ind, lines)
 
@@ -1020,7 +1055,7 @@ class TritonKernel:
         head = f"@_jit\ndef {self.name}({', '.join(args)}):"
         src = head + "\n" + "\n".join(body) + "\n"
         kind = "looped" if looped else ("persistent" if self.persistent else "pointwise")
-        aligned = [p for p in params if p in self.graph.buffers_by_name and
+        aligned = [p for p in params if p in self.extra_buffers or p in self.graph.buffers_by_name and
                    not isinstance(self.graph.buffers_by_name[p], ir.InputBuffer)]
         spec = KernelSpec(self.name, kind, params, dtypes, used_syms, xnumel, rblocks, looped,
                           _configs(kind, self._hint(xnumel), rblocks), aligned)
@@ -1106,8 +1141,20 @@ def generate_kernels(graph, groups, size_syms) -> Tuple[str, Dict[int, List[Kern
     specs: Dict[int, List[KernelSpec]] = {}
     for gi, grp in enumerate(groups):
         if isinstance(grp, FusedGroup):
-            if len(grp.nodes) == 1 and grp.nodes[0].is_scatter and not grp.nodes[0].is_scan:
+            if len(grp.nodes) == 1 and grp.nodes[0].is_scan:
+                src, spec = ScanKernel(f"triton_kernel{gi}", grp.nodes[0], graph, size_syms).generate()
+                parts.append(src)
+                specs[gi] = [spec]
+                continue
+            if len(grp.nodes) == 1 and grp.nodes[0].is_scatter:
                 srcs, sps = ScatterKernels(f"triton_kernel{gi}", grp.nodes[0], graph, size_syms).generate()
+                parts.extend(srcs)
+                specs[gi] = sps
+                continue
+            splits = split_factor(grp, graph)
+            if splits:
+                srcs, sps = SplitReduction(f"triton_kernel{gi}", grp, graph, size_syms, outside[gi],
+                                           splits).generate()
                 parts.extend(srcs)
                 specs[gi] = sps
                 continue
@@ -1257,5 +1304,243 @@ class ScatterKernels:
         hint = self.graph.sizevars.size_hint(xnumel)
         spec = KernelSpec(kname, "pointwise", params, dtypes, list(self.size_syms), xnumel, {}, False,
                           _configs("pointwise", hint, {}), [p_ for p_ in params if p_ in (out, scratch)])
+        spec.source = src
+        return src, spec
+
+
+# ----------------------------------------------------------------------- split reductions
+# A reduction whose output has few elements (a full sum, a loss, the column sums
+# of a tall matrix) gives the GPU only that many programs, each looping over a huge
+# row: most SMs idle. Such a reduction is split in two kernels -- the first reduces
+# ``splits`` contiguous chunks of every row into a partials buffer [P, splits]
+# (P * splits programs), the second reduces the partials (a short persistent row)
+# and runs the group's epilogue. The heuristic, on static sizes only:
+#   * the group starts with a sum/prod/amax/amin/any/all reduction and its other
+#     stages are per-output (no row extent of their own);
+#   * P (outputs) <= SPLIT_MAX_OUTPUTS and the row has >= SPLIT_MIN_RNUMEL elements;
+#   * splits = min(SPLIT_TARGET_PROGRAMS // P, R // SPLIT_MIN_CHUNK, SPLIT_MAX),
+#     rounded down to a power of two, and at least 2 -- enough programs to fill an
+#     H100's 132 SMs several times, each with at least SPLIT_MIN_CHUNK elements.
+# argmax/argmin (value + index partials) and var (mean + M2 partials, a Chan merge)
+# are not split yet: they stay one looped kernel (correct, slower on the GPU).
+SPLIT_MIN_RNUMEL = 32768
+SPLIT_MAX_OUTPUTS = 256
+SPLIT_TARGET_PROGRAMS = 1024
+SPLIT_MIN_CHUNK = 2048
+SPLIT_MAX = 1024
+SPLITTABLE = ("sum", "prod", "amax", "amin", "any", "all")
+
+
+def split_factor(grp, graph) -> int:
+    """How many chunks to split the group's reductions into (0: do not split); see
+    the comment above."""
+    n0 = grp.nodes[0]
+    if not n0.is_reduction:
+        return 0
+    ext = n0.inner(grp.p)
+    names = grp.names()
+    for n in grp.nodes:
+        if not n.inner(grp.p):
+            continue  # a per-output stage: runs in the second pass
+        if not (n.is_reduction and n.data.reduction_type in SPLITTABLE and _same(n.inner(grp.p), ext)):
+            return 0
+        if n.read_names & names:
+            return 0  # it needs a whole-row result of this group (softmax's sum of exp(x - max))
+    outputs = sympy.expand(product(grp.outer_sizes)) if grp.outer_sizes else sympy.Integer(1)
+    rnumel = sympy.expand(product(ext))
+    if not (outputs.is_Integer and rnumel.is_Integer):
+        return 0
+    outputs, rnumel = int(outputs), int(rnumel)
+    if outputs > SPLIT_MAX_OUTPUTS or rnumel < SPLIT_MIN_RNUMEL:
+        return 0
+    s = min(SPLIT_TARGET_PROGRAMS // max(outputs, 1), rnumel // SPLIT_MIN_CHUNK, SPLIT_MAX)
+    if s < 2:
+        return 0
+    return 1 << (s.bit_length() - 1)
+
+
+class _PartialsNode:
+    """The leading reduction of a split group, as the second pass sees it: the same
+    buffer, reduced over the ``splits`` partials instead of the row."""
+    is_reduction = True
+    is_scan = is_scatter = False
+
+    def __init__(self, node, partials, part_dtype, splits, outer):
+        from ..virtualized import ops
+        red = node.data
+        self.name = node.name
+        self.buf = node.buf
+        self.size = list(node.size)
+        self._node = node
+        strides = contiguous_strides(outer)
+        rtype = red.reduction_type
+
+        def inner_fn(xs, rs):
+            flat = sum((x * st for x, st in zip(xs, strides)), sympy.Integer(0))
+            return ops.load(partials, flat * splits + rs[0])
+
+        self.data = ir.Reduction(red.size, [splits], rtype, part_dtype, inner_fn, dtype=red.get_dtype())
+        self.rranges = [sympy.Integer(splits)]
+        self.read_names = {partials}
+
+    def outer(self, p):
+        return self._node.outer(p)
+
+    def inner(self, p):
+        return self.rranges
+
+    def write_index(self, p):
+        return self._node.write_index(p)
+
+    def __repr__(self):
+        return f"{self.name}: second pass of a split {self.data.reduction_type} over {self.rranges[0]} partials"
+
+
+class SplitReduction:
+    """The two kernels of a split reduction (see :func:`split_factor`)."""
+
+    def __init__(self, name, grp, graph, size_syms, outside, splits):
+        self.name = name
+        self.grp = grp
+        self.graph = graph
+        self.size_syms = size_syms
+        self.outside = outside
+        self.splits = splits
+
+    def generate(self):
+        grp = self.grp
+        reds = [n for n in grp.nodes if n.inner(grp.p)]
+        outputs = int(sympy.expand(product(grp.outer_sizes))) if grp.outer_sizes else 1
+        rnumel = int(sympy.expand(product(reds[0].inner(grp.p))))
+        chunk = -(-rnumel // self.splits)
+        chunk = -(-chunk // 64) * 64
+        partials, dtypes = {}, {}
+        for n in reds:
+            red = n.data
+            src = red.src_dtype
+            if red.reduction_type in ("any", "all") or src is _t.bool_:
+                dtypes[n.name] = _t.bool_
+            else:
+                # half precision accumulates in float32: the partials keep that precision
+                dtypes[n.name] = _t.float32 if src in (_t.float16, _t.bfloat16) else src
+            partials[n.name] = f"{n.name}_partials"
+        k1 = TritonKernel(f"{self.name}_split", FusedGroup(reds, grp.p), self.graph, self.size_syms, set())
+        k1.split = (self.splits, chunk, partials)
+        k1.extra_buffers.update({partials[nm]: dt for nm, dt in dtypes.items()})
+        src1, spec1 = k1.generate()
+        spec1.scratch = [(partials[n.name], sympy.Integer(outputs * self.splits), dtypes[n.name], 0) for n in reds]
+        nodes2 = [_PartialsNode(n, partials[n.name], dtypes[n.name], self.splits, grp.outer_sizes)
+                  if n.name in partials else n for n in grp.nodes]
+        k2 = TritonKernel(f"{self.name}", FusedGroup(nodes2, grp.p), self.graph, self.size_syms, self.outside)
+        k2.extra_buffers.update(k1.extra_buffers)
+        src2, spec2 = k2.generate()
+        spec1.local = spec2.local = k2.local
+        return [src1, src2], [spec1, spec2]
+
+
+# ----------------------------------------------------------------------- scans
+class ScanKernel:
+    """Inclusive cumsum/cumprod (``ir.Scan``) along ``dim``: programs own ``XBLOCK``
+    rows (every index of the other dims, flattened), the scan dim is the block's
+    second axis.
+
+    * persistent (static length <= PERSISTENT_RNUMEL_MAX): the whole row in one
+      ``[XBLOCK, RBLOCK0]`` tile, one ``tl.cumsum``/``tl.cumprod`` (Triton's
+      ``associative_scan`` with its own combine functions, which the interpreter
+      runs as numpy cumsum/cumprod);
+    * looped (longer or symbolic rows): chunks of ``RBLOCK`` in order, each scanned
+      with the previous chunk's last value folded into its first element (the
+      carry), so the row's prefix continues across chunks; the carry is read back
+      from the chunk's last column by a reduction that adds -0.0 / multiplies by 1
+      everywhere else (exact, signed zeros and NaN included).
+
+    The accumulator is the compute dtype (float16/bfloat16 in float32, rounded once
+    per element when stored, like the prim); integers wrap in their own dtype.
+    Within a chunk the combine order is a tree, not sequential: floating-point
+    results differ from numpy's sequential cumsum in the last bits."""
+
+    def __init__(self, name, node, graph, size_syms):
+        self.name = name
+        self.node = node
+        self.graph = graph
+        self.size_syms = size_syms
+
+    def generate(self):
+        d = self.node.data
+        size = list(d.size)
+        dim = d.dim
+        n = len(size)
+        dt = d.get_dtype()
+        ct = COMPUTE[dt]
+        k = TritonKernel(self.name, None, self.graph, self.size_syms, set())
+        rnumel = sympy.expand(size[dim])
+        persistent = rnumel.is_Integer and int(rnumel) <= PERSISTENT_RNUMEL_MAX
+        k.persistent = persistent
+        k.rnumels = [rnumel]
+        others = [i for i in range(n) if i != dim]
+        osizes = [size[i] for i in others]
+        xnumel = sympy.expand(product(osizes)) if osizes else sympy.Integer(1)
+        xs = index_vars("x", n)
+        r0 = index_vars("r", 1)[0]
+        full = list(xs)
+        full[dim] = r0
+        ind = "    "
+        rb = "RBLOCK0" if persistent else "RBLOCK"
+        L = [f"{ind}xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]"]
+        hint = self.graph.sizevars.size_hint
+        biggest = hint(xnumel) * hint(rnumel)
+        if biggest >= 2 ** 31 - 1 or self.size_syms:
+            L.append(f"{ind}xindex = xindex.to(tl.int64)")
+        L.append(f"{ind}xmask = xindex < xnumel")
+        for j, (i, st) in enumerate(zip(others, contiguous_strides(osizes))):
+            e = "xindex" if st == 1 else f"(xindex // ({texpr(st)}))"
+            L.append(f"{ind}{xs[i]} = {e} % ({texpr(size[i])})" if j else f"{ind}{xs[i]} = {e}")
+        L.append(f"{ind}rnumel0 = {texpr(rnumel)}")
+        widx = sympy.expand(self.node.write_index(n)).subs(xs[dim], r0)
+        scan = "tl.cumsum" if d.op == "sum" else "tl.cumprod"
+        if persistent:
+            L.append(f"{ind}rindex = tl.arange(0, RBLOCK0)[None, :]")
+            L.append(f"{ind}rmask = rindex < rnumel0")
+            L.append(f"{ind}{r0} = rindex")
+            inner = ind
+        else:
+            carry = k.new_tmp()
+            ident = "0" if d.op == "sum" else "1"
+            L.append(f"{ind}{carry} = tl.full([XBLOCK, 1], {ident}, {ct})")
+            L.append(f"{ind}for roffset in range(0, rnumel0, RBLOCK):")
+            inner = ind + "    "
+            L.append(f"{inner}rindex = roffset + tl.arange(0, RBLOCK)[None, :]")
+            L.append(f"{inner}rmask = rindex < rnumel0")
+            L.append(f"{inner}{r0} = rindex")
+        h = TritonOps(k, L, inner, "xmask & rmask", 0)
+        with set_ops_handler(h):
+            v = _as_tv(h, d.inner_fn(full), dt)
+        blk = k.new_tmp()
+        L.append(f"{inner}{blk} = ({v} + tl.zeros([XBLOCK, {rb}], {ct})).to({ct})")
+        if not persistent:
+            op = "+" if d.op == "sum" else "*"
+            L.append(f"{inner}{blk} = tl.where(rindex == roffset, {blk} {op} {carry}, {blk})")
+        acc = k.new_tmp()
+        L.append(f"{inner}{acc} = {scan}({blk}, 1, dtype={ct})")
+        if not persistent:
+            last = "(rindex == roffset + RBLOCK - 1)"
+            if d.op == "sum":
+                neutral = "-0.0" if dt.category == 2 else "0"
+                L.append(f"{inner}{carry} = tl.sum(tl.where({last}, {acc}, {neutral}).to({ct}), 1)[:, None]"
+                         f".to({ct})")
+            else:
+                L.append(f"{inner}{carry} = tl.reduce(tl.where({last}, {acc}, 1).to({ct}), 1, "
+                         "_prod_combine)[:, None]")
+        k._store(self.node.name, widx, TV(acc, dt), "xmask & rmask", inner, L)
+        reads = sorted(k.reads - {self.node.name}, key=_natural)
+        params = reads + [self.node.name]
+        dtypes = [k.buffer_dtype(p_) for p_ in params]
+        args = params + [s.name for s in self.size_syms] + ["xnumel", "XBLOCK: tl.constexpr"]
+        rblocks = {"RBLOCK0": next_pow2(int(rnumel))} if persistent else {}
+        args += [f"{c}: tl.constexpr" for c in rblocks] + ([] if persistent else ["RBLOCK: tl.constexpr"])
+        src = f"@_jit\ndef {self.name}({', '.join(args)}):\n" + "\n".join(L) + "\n"
+        kind = "persistent" if persistent else "looped"
+        spec = KernelSpec(self.name, kind, params, dtypes, list(self.size_syms), xnumel, rblocks, not persistent,
+                          _configs(kind, hint(xnumel), rblocks), [self.node.name])
         spec.source = src
         return src, spec
