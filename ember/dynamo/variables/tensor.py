@@ -63,6 +63,8 @@ class TensorVariable(VariableTracker):
             return tx.output.call_function(getattr, [self, ConstantVariable(name)], {})
         if name in BLOCKED_METHODS and callable(getattr(type(ex), name, None)):
             return TensorMethodVariable(self, name)   # calling it is unsupported (a graph break there)
+        if name == "grad" and self.source is not None:
+            return _input_grad(tx, self)
         if name in ("grad", "data", "grad_fn", "is_leaf", "_base", "_version", "names"):
             raise Unsupported(f"Tensor.{name} is autograd/storage state")
         attr = getattr(type(ex), name, None)
@@ -110,6 +112,18 @@ class TensorMethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"TensorMethodVariable({self.name})"
+
+
+def _input_grad(tx, tv):
+    """``x.grad`` of a graph input: read through ``x``'s source at run time (a tensor input, or
+    None, guarded like any outside value); an optimizer's step reads every parameter's grad."""
+    from ..source import AttrSource
+    from .builder import wrap
+    out = tx.output
+    for src, t in zip(out.input_sources, out.input_values):
+        if src == tv.source:
+            return wrap(tx, t.grad, AttrSource(src, "grad"))
+    raise Unsupported("Tensor.grad of a tensor that is not a graph input")
 
 
 def size_variable(shape):
