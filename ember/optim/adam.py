@@ -1,6 +1,7 @@
 """Adam and AdamW (decoupled weight decay), with amsgrad and maximize."""
 from __future__ import annotations
 
+from ..compiler import is_compiling
 from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -41,14 +42,19 @@ class Adam(Optimizer):
         return self._run_step(closure)
 
     def _update_group(self, group):
+        params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = self._init_group(group)
+        if params:
+            _adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group)
+
+    def _init_group(self, group):
+        """The parameters with a gradient and their state tensors, as parallel lists (state created
+        on a parameter's first step)."""
         from .. import zeros_like
-        beta1, beta2 = group["betas"]
-        lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-        amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
+        amsgrad = group["amsgrad"]
+        params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
         for p in group["params"]:
             if p.grad is None:
                 continue
-            grad = p.grad if not maximize else -p.grad
             state = self.state[p]
             if len(state) == 0:
                 _init_step(state)
@@ -56,25 +62,55 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = zeros_like(p)
                 if amsgrad:
                     state["max_exp_avg_sq"] = zeros_like(p)
-            step = _step_tensor(state)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            if wd != 0:
-                if decoupled:
-                    p.mul_(1 - lr * wd)
-                else:
-                    grad = grad.add(p, alpha=wd)
-            _lerp_(exp_avg, grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
-            bias_correction1 = 1 - beta1 ** step
-            bias_correction2 = 1 - beta2 ** step
-            step_size = lr / bias_correction1
-            bias_correction2_sqrt = bias_correction2 ** 0.5
+            params.append(p)
+            grads.append(p.grad)
+            exp_avgs.append(state["exp_avg"])
+            exp_avg_sqs.append(state["exp_avg_sq"])
             if amsgrad:
-                max_sq = state["max_exp_avg_sq"]
-                max_sq.copy_(max_sq.maximum(exp_avg_sq))
-                denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                max_sqs.append(state["max_exp_avg_sq"])
+            steps.append(state["step"])
+        return params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps
+
+
+def _adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group):
+    """One Adam/AdamW update of every parameter of ``group``, with PyTorch's formulas
+    (``_single_tensor_adam``).
+
+    Eagerly the bias corrections are Python floats computed from the step count
+    (``step.item()``, as PyTorch). Under ``ember.compile`` they are 0-d float64 tensors computed
+    from the step tensor (the same double-precision formulas, no ``.item()``, so the whole step is
+    one graph); the element-wise ops then receive them where eager passes a Python float, which
+    every op converts to the tensor's dtype first, so the updates agree."""
+    beta1, beta2 = group["betas"]
+    lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+    amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
+    traced = is_compiling()
+    for i, p in enumerate(params):
+        grad = grads[i] if not maximize else -grads[i]
+        exp_avg, exp_avg_sq = exp_avgs[i], exp_avg_sqs[i]
+        step = _step_tensor(steps[i], traced)
+        if wd != 0:
+            if decoupled:
+                p.mul_(1 - lr * wd)
             else:
-                denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+                grad = grad.add(p, alpha=wd)
+        _lerp_(exp_avg, grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        step_size = lr / bias_correction1
+        bias_correction2_sqrt = bias_correction2.sqrt() if traced else bias_correction2 ** 0.5
+        if amsgrad:
+            max_sq = max_sqs[i]
+            max_sq.copy_(max_sq.maximum(exp_avg_sq))
+            denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        else:
+            denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+        if traced:
+            # addcdiv_'s value must be a number: the same arithmetic as separate ops
+            # (p + value * (exp_avg / denom), value converted to p's dtype)
+            p.add_((exp_avg / denom).mul_(-step_size))
+        else:
             p.addcdiv_(exp_avg, denom, value=-step_size)
 
 

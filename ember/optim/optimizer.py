@@ -66,14 +66,16 @@ def _init_step(state):
     state["step"] = tensor(0.0, dtype=float32)
 
 
-def _step_tensor(state):
-    """Increment the step counter; returns the new count as a Python number."""
-    st = state["step"]
-    if isinstance(st, Tensor):
-        st.add_(1)
-        return st.item()
-    state["step"] = st + 1
-    return state["step"]
+def _step_tensor(st, traced=False):
+    """Increment the step counter ``st`` (a state's ``"step"`` tensor) in place; returns the new
+    count as a Python float, or, when ``traced`` (under ``ember.compile``), as a 0-d float64
+    tensor: reading the value into Python (``.item()``) would break the graph, and float64 keeps
+    the bias corrections computed from it in the double precision of the eager formulas."""
+    st.add_(1)
+    if traced:
+        from .. import float64
+        return st.to(float64)
+    return st.item()
 
 
 class Optimizer:

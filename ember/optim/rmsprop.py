@@ -50,7 +50,7 @@ class RMSprop(Optimizer):
                     state["momentum_buffer"] = zeros_like(p)
                 if centered:
                     state["grad_avg"] = zeros_like(p)
-            _step_tensor(state)
+            _step_tensor(state["step"], traced=True)   # the count itself is not used here
             square_avg = state["square_avg"]
             if wd != 0:
                 grad = grad.add(p, alpha=wd)

@@ -17,9 +17,17 @@ def _is_ember_module_name(name):
     return name == "ember" or (name.startswith("ember.") and not name.startswith("ember.dynamo"))
 
 
+def is_inlined_ember_module(name):
+    """ember's own Python code that is traced through like user code rather than treated as an
+    operator (one graph node per call): the optimizers (their ``step`` is plain Python over tensor
+    methods, as torch.optim is inlined by torch's dynamo)."""
+    return name == "ember.optim" or name.startswith("ember.optim.")
+
+
 def is_ember_function(value):
     mod = getattr(value, "__module__", None) or ""
-    return callable(value) and not isinstance(value, type) and _is_ember_module_name(mod)
+    return callable(value) and not isinstance(value, type) and _is_ember_module_name(mod) \
+        and not is_inlined_ember_module(mod)
 
 
 def wrap(tx, value, source, guard=True):
@@ -46,7 +54,7 @@ def wrap(tx, value, source, guard=True):
         v.source = source
         return v
     import collections
-    if type(value) in (list, dict, collections.OrderedDict) and source is not None:
+    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict) and source is not None:
         # one tracker per outside container, so mutations through any alias are seen by all
         hit = tx.output.containers.get(id(value))
         if hit is not None:
@@ -63,14 +71,9 @@ def wrap(tx, value, source, guard=True):
                 tx.output.containers[id(value)] = res
             return res
         return TupleVariable(items, source, cls=type(value))
-    if type(value) in (dict, collections.OrderedDict):
-        if not all(type(k) in (str, int) for k in value):
-            raise Unsupported("dict with keys that are not str/int")
-        if g:
-            g.type_match(source, value)
-            g.dict_keys_match(source, list(value))
-        res = DictVariable({k: wrap(tx, v, GetItemSource(source, k) if source else None, guard)
-                            for k, v in value.items()}, source, cls=type(value))
+    if type(value) in (dict, collections.OrderedDict, collections.defaultdict):
+        from .lists import wrap_dict
+        res = wrap_dict(tx, value, source, guard)
         if source is not None:
             tx.output.containers[id(value)] = res
         return res
@@ -92,6 +95,11 @@ def wrap(tx, value, source, guard=True):
         if value in BuiltinVariable.CLASS_CALLS:
             return BuiltinVariable(value)
         return ClassVariable(value, source)
+    if getattr(value, "_ember_is_compiling", False):
+        from .objects import IsCompilingVariable
+        if g:
+            g.id_match(source, value)
+        return IsCompilingVariable(value)
     if getattr(value, "_ember_dynamo_disable", False):
         if source is None:
             raise Unsupported("a function wrapped in ember.compiler.disable with no source")
@@ -132,7 +140,8 @@ def wrap(tx, value, source, guard=True):
     if callable(value) and isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType,
                                               types.MethodWrapperType, types.WrapperDescriptorType)):
         raise Unsupported(f"call into unsupported builtin/C function {getattr(value, '__qualname__', value)}")
-    if _is_ember_module_name(getattr(type(value), "__module__", "") or ""):
+    tmod = getattr(type(value), "__module__", "") or ""
+    if _is_ember_module_name(tmod) and not is_inlined_ember_module(tmod):
         from .objects import EmberObjectVariable
         if g:
             g.type_match(source, value)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import itertools
 import math
 import operator
 
@@ -93,7 +94,7 @@ _SYMBOLIC_SAFE = {max, min, abs, divmod, pow, int, bool, float, operator.index}
 
 class BuiltinVariable(VariableTracker):
     CLASS_CALLS = {list, tuple, dict, int, float, bool, str, range, enumerate, zip, reversed, slice,
-                   map, filter, type, set, frozenset}
+                   map, filter, type, set, frozenset, itertools.chain}
     _OPERATOR_BINARY = {getattr(operator, n) for n in (
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
         "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "iadd", "isub", "imul", "itruediv",
@@ -148,6 +149,11 @@ class BuiltinVariable(VariableTracker):
                     raise Unsupported(f"math.{fn.__name__} raised {e}")
             raise Unsupported(f"math.{fn.__name__} on non-constants (tensor values would be read)")
         raise Unsupported(f"builtin {getattr(fn, '__name__', fn)}")
+
+    def var_getattr(self, tx, name):
+        if self.fn is itertools.chain and name == "from_iterable":
+            return BuiltinVariable(_CHAIN_FROM_ITERABLE)
+        raise Unsupported(f"attribute {name!r} of builtin {getattr(self.fn, '__name__', self.fn)}")
 
     def __repr__(self):
         return f"BuiltinVariable({getattr(self.fn, '__name__', self.fn)})"
@@ -418,6 +424,25 @@ def _reduce(tx, args, kwargs):
     return acc
 
 
+def _chain(tx, args, kwargs):
+    """``itertools.chain(*iterables)``: the items of each, materialised (they are trackers)."""
+    if kwargs:
+        raise Unsupported("itertools.chain() takes no keyword arguments")
+    out = []
+    for a in args:
+        out.extend(_iter_items(tx, a))
+    return IteratorVariable(out)
+
+
+def _chain_from_iterable(tx, args, kwargs):
+    if kwargs or len(args) != 1:
+        raise Unsupported("chain.from_iterable() takes one argument")
+    return _chain(tx, _iter_items(tx, args[0]), {})
+
+
+_CHAIN_FROM_ITERABLE = itertools.chain.from_iterable
+
+
 def _slice(tx, args, kwargs):
     return _fold(slice)(tx, args, kwargs)
 
@@ -440,5 +465,5 @@ _HANDLERS = {
     iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: _print, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
     issubclass: _fold(issubclass), repr: _fold(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
-    math.prod: _fold(math.prod),
+    math.prod: _fold(math.prod), itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }

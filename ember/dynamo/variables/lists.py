@@ -7,6 +7,7 @@ version does not do, so it is unsupported (the frame runs eagerly)."""
 from __future__ import annotations
 
 from ..exc import Unsupported
+from ..source import Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 
@@ -173,12 +174,20 @@ class ContainerMethodVariable(VariableTracker):
 
 
 class DictVariable(VariableTracker):
-    """A dict with constant (hashable) keys; values are trackers. Insertion order kept."""
+    """A dict (``dict``, ``OrderedDict`` or ``defaultdict``) whose values are trackers.
 
-    def __init__(self, items: dict, source=None, cls=dict):
+    Keys are Python constants (hashable) or tensors. A tensor key is stored as the real tensor
+    object (tensors hash by identity), so only tensors that exist outside the frame can be keys
+    -- the case of an optimizer's ``state[param]``; ``key_vars`` keeps the tracker of each such
+    key, so iterating the dict yields the same trackers that were used to index it.
+    Insertion order is kept."""
+
+    def __init__(self, items: dict, source=None, cls=dict, default_factory=None):
         self.items = dict(items)
         self.source = source
         self.cls = cls
+        self.default_factory = default_factory
+        self.key_vars = {}      # id(real key object) -> tracker (tensor keys)
 
     def python_type(self):
         return self.cls
@@ -186,18 +195,48 @@ class DictVariable(VariableTracker):
     def truthy(self, tx):
         return len(self.items) > 0
 
+    def key_var(self, tx, k):
+        """The tracker of key ``k`` (a real key of ``self.items``)."""
+        if _is_plain_key(k):
+            return ConstantVariable(k)
+        hit = self.key_vars.get(id(k))
+        if hit is not None:
+            return hit
+        from ...tensor import Tensor
+        if isinstance(k, Tensor):
+            prev = tx.output._by_id.get(id(k))
+            if prev is not None:
+                self.key_vars[id(k)] = prev[0]
+                return prev[0]
+            if self.source is None:
+                raise Unsupported("a tensor dict key with no source")
+            from .builder import wrap
+            idx = list(self.items).index(k)
+            v = wrap(tx, k, DictKeySource(self.source, idx))
+            self.key_vars[id(k)] = v
+            return v
+        return ConstantVariable(k)
+
     def unpack(self, tx):
-        return [ConstantVariable(k) for k in self.items]
+        return [self.key_var(tx, k) for k in self.items]
 
     def as_python_constant(self):
         return {k: _const(v) for k, v in self.items.items()}
 
     def var_getattr(self, tx, name):
+        if name == "default_factory" and self.cls is _defaultdict():
+            from .builder import wrap
+            return wrap(tx, self.default_factory, None, guard=False)
         return ContainerMethodVariable(self, name)
 
-    def _key(self, k):
+    def _key(self, k, tx=None):
+        from .tensor import TensorVariable
+        if isinstance(k, TensorVariable):
+            real = _real_tensor(tx, k)
+            self.key_vars.setdefault(id(real), k)
+            return real
         if not k.is_python_constant():
-            raise Unsupported("dict key that is not a constant")
+            raise Unsupported("dict key that is not a constant or a tensor from outside the frame")
         key = k.as_python_constant()
         from ...fx.experimental.symbolic_shapes import SymInt
         if isinstance(key, SymInt):
@@ -208,41 +247,63 @@ class DictVariable(VariableTracker):
             raise Unsupported("unhashable dict key")
         return key
 
+    def key_expr(self, out, k):
+        """Python expression for key ``k`` in reconstructed code."""
+        return repr(k) if _is_plain_key(k) else out.ref(k)
+
     def _check_mutable(self, tx=None):
         if self.source is not None:
             if tx is None:
                 raise Unsupported("mutating a dict that came from outside the compiled frame (side effect)")
             tx.output.record_container_mutation(self)
 
+    def _missing(self, tx, k):
+        """``d[k]`` for a key not in the dict: a defaultdict inserts ``default_factory()``."""
+        f = self.default_factory
+        if self.cls is not _defaultdict() or f is None:
+            raise Unsupported(f"KeyError {k!r} (the program raises)")
+        if f is dict:
+            v = DictVariable({})
+        elif f is list:
+            v = ListVariable([])
+        elif f in (int, float, bool, str, tuple):
+            v = ConstantVariable(f()) if f is not tuple else TupleVariable([])
+        else:
+            raise Unsupported(f"defaultdict with default_factory {getattr(f, '__name__', f)}")
+        self._check_mutable(tx)
+        self.items[k] = v
+        return v
+
     def call_method(self, tx, name, args, kwargs):
-        from .lists import TupleVariable as _T  # noqa: F401 (self-import for clarity)
         if name == "__getitem__" and len(args) == 1:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
-                raise Unsupported(f"KeyError {k!r} (the program raises)")
+                return self._missing(tx, k)
             return self.items[k]
         if name == "get" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             return self.items.get(k, args[1] if len(args) == 2 else ConstantVariable(None))
         if name == "__contains__":
-            return ConstantVariable(self._key(args[0]) in self.items)
+            return ConstantVariable(self._key(args[0], tx) in self.items)
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "keys":
-            return TupleVariable([ConstantVariable(k) for k in self.items])
+            return TupleVariable(self.unpack(tx))
         if name == "values":
             return TupleVariable(list(self.items.values()))
         if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in self.items.items()])
+            return TupleVariable([TupleVariable([self.key_var(tx, k), v]) for k, v in self.items.items()])
         if name == "copy":
-            return DictVariable(self.items)
+            d = DictVariable(self.items)
+            d.key_vars = dict(self.key_vars)
+            return d
         if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem"):
             self._check_mutable(tx)
         if name == "__setitem__" and len(args) == 2:
-            self.items[self._key(args[0])] = args[1]
+            self.items[self._key(args[0], tx)] = args[1]
             return ConstantVariable(None)
         if name == "__delitem__" and len(args) == 1:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
                 raise Unsupported("KeyError in del")
             del self.items[k]
@@ -253,18 +314,19 @@ class DictVariable(VariableTracker):
                 if not isinstance(other, DictVariable):
                     raise Unsupported("dict.update with a non-dict")
                 self.items.update(other.items)
+                self.key_vars.update(other.key_vars)
             for k, v in kwargs.items():
                 self.items[k] = v
             return ConstantVariable(None)
         if name == "pop" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k in self.items:
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
             raise Unsupported("KeyError in pop")
         if name == "setdefault" and 1 <= len(args) <= 2:
-            k = self._key(args[0])
+            k = self._key(args[0], tx)
             if k not in self.items:
                 self.items[k] = args[1] if len(args) == 2 else ConstantVariable(None)
             return self.items[k]
@@ -274,14 +336,112 @@ class DictVariable(VariableTracker):
         raise Unsupported(f"dict.{name}")
 
     def reconstruct(self, out):
-        body = "{" + ", ".join(f"{out.ref(k) if not isinstance(k, (str, int)) else repr(k)}: "
-                               f"{out.materialize(v)}" for k, v in self.items.items()) + "}"
+        body = "{" + ", ".join(f"{self.key_expr(out, k)}: {out.materialize(v)}"
+                               for k, v in self.items.items()) + "}"
         if self.cls is dict:
             return body
+        if self.cls is _defaultdict():
+            return f"{out.ref(self.cls)}({out.ref(self.default_factory)}, {body})"
         return f"{out.ref(self.cls)}({body})"
 
     def __repr__(self):
         return f"DictVariable({self.items})"
+
+
+def _defaultdict():
+    import collections
+    return collections.defaultdict
+
+
+def _is_plain_key(k):
+    return type(k) in (str, int, float, bool, bytes, type(None)) or (
+        type(k) is tuple and all(_is_plain_key(x) for x in k))
+
+
+def _real_tensor(tx, tv):
+    """The outside tensor a graph-input tracker stands for (dict keys hash real objects)."""
+    if tv.source is None or tx is None:
+        raise Unsupported("a tensor computed in the graph used as a dict key")
+    out = tx.output
+    for src, t in zip(out.input_sources, out.input_values):
+        if src == tv.source:
+            return t
+    raise Unsupported("a tensor dict key that is not a graph input")
+
+
+def _same_keys(d, keys):
+    """Guard helper: ``d``'s keys are exactly ``keys``, in order, by identity (tensor keys compare
+    elementwise under ``==``)."""
+    if len(d) != len(keys):
+        return False
+    for a, b in zip(d, keys):
+        if a is not b:
+            return False
+    return True
+
+
+class DictKeySource(Source):
+    """The ``i``-th key of a dict (a tensor key read back for iteration)."""
+
+    def __init__(self, base, index):
+        self.base, self.index = base, index
+
+    def expr(self):
+        return f"list({self.base.expr()})[{self.index}]"
+
+    def name(self):
+        return f"{self.base.name()}_key{self.index}"
+
+
+
+class RefKeySource(Source):
+    """``base[obj]`` for a key object (a tensor) bound under a global name of the generated code."""
+
+    def __init__(self, base, ref, label):
+        self.base, self.ref, self.label = base, ref, label
+
+    def expr(self):
+        return f"{self.base.expr()}[{self.ref}]"
+
+    def name(self):
+        return f"{self.base.name()}_{self.label}"
+
+
+
+def wrap_dict(tx, value, source, guard=True):
+    """The tracker of an outside ``dict``/``OrderedDict``/``defaultdict``: guards its type, its keys
+    (by equality for str/int keys, by identity for tensor keys) and a defaultdict's factory; values
+    are wrapped through ``source[key]``."""
+    import collections
+    from ...tensor import Tensor
+    from ..source import GetItemSource
+    from .builder import wrap
+    keys = list(value)
+    plain = all(type(k) in (str, int) for k in keys)
+    if not plain and not all(type(k) in (str, int) or isinstance(k, Tensor) for k in keys):
+        raise Unsupported("dict with keys that are not str/int/tensors")
+    g = tx.output.guards if (guard and source is not None) else None
+    factory = value.default_factory if type(value) is collections.defaultdict else None
+    if g:
+        g.type_match(source, value)
+        if plain:
+            g.dict_keys_match(source, keys)
+        else:
+            g.add(f"{g.ref(_same_keys)}({source.expr()}, {g.ref(tuple(keys))})",
+                  f"{source.expr()} has the same {len(keys)} keys (tensors by identity)")
+        if factory is not None or type(value) is collections.defaultdict:
+            g.add(f"{source.expr()}.default_factory is {g.ref(factory)}",
+                  f"{source.expr()}.default_factory is {getattr(factory, '__name__', factory)}")
+    items = {}
+    for i, (k, v) in enumerate(value.items()):
+        if source is None:
+            vs = None
+        elif type(k) in (str, int):
+            vs = GetItemSource(source, k)
+        else:
+            vs = RefKeySource(source, tx.output.obj_ref(k), f"k{i}")
+        items[k] = wrap(tx, v, vs, guard)
+    return DictVariable(items, source, cls=type(value), default_factory=factory)
 
 
 class IteratorVariable(VariableTracker):
