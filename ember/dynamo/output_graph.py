@@ -24,6 +24,7 @@ from .guards import GuardSet, _cstrides
 from ..fx.experimental.symbolic_shapes import SymBool, SymInt
 from .source import placeholder_name
 from .variables.constant import ConstantVariable
+from .variables.ctx import _set_grad_enabled
 from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
 from .variables.tensor import TensorVariable
 
@@ -55,6 +56,7 @@ class OutputGraph:
         self._names = set()
         self._first_op = None
         self.n_calls = 0
+        self.n_grad_nodes = 0   # _set_grad_enabled nodes: a graph of only these is not built
         self.n_instructions = 0
         self.runtime_globals = {}
         self._out_tensors = []
@@ -310,6 +312,8 @@ class OutputGraph:
         if self._first_op is None:
             self._first_op = node
         self.n_calls += 1
+        if node.target is _set_grad_enabled:
+            self.n_grad_nodes += 1
 
     # ------------------------------------------------------------------ outputs
     def ref(self, obj) -> str:
@@ -436,11 +440,12 @@ class OutputGraph:
         ``compile``), and if the breaking call raises, the blocks' unwinding is what restores
         the mode. Closure cells are passed as the resume function's closure."""
         from .resume import _origin, resume_code
-        from .variables.constant import NullVariable
+        from .variables.constant import NullVariable, UndefinedVariable
         from .variables.ctx import GradModeExitVariable
         layout, stack_exprs = [], []
         for i, v in enumerate(brk.stack):
-            if isinstance(v, NullVariable):
+            # PY312+: an inlined comprehension saved its unbound loop variable as NULL
+            if isinstance(v, (NullVariable, UndefinedVariable)):
                 layout.append(None)
             else:
                 layout.append(f"__stack{i}")
@@ -501,16 +506,19 @@ class OutputGraph:
         from .._C import _load_eval_frame
         _eval_frame = _load_eval_frame()
         from ..fx.graph_module import GraphModule
+        from .resume import is_resume
         from .symbolic_convert import GraphBreak
         self._replay_side_effects()
         if isinstance(result, GraphBreak):
             tail = self._break_tail(result, self.func)
         else:
             tail = [f"return {self.materialize(result)}"]
-            if self.n_calls == 0 and not self.side_effects:
+            if self.n_calls == self.n_grad_nodes and not self.side_effects and not is_resume(self.code):
+                # (a resume function gets an entry even so: skipping it would mark its code --
+                # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
         compiled, gm, backend_time = None, None, 0.0
-        if self.n_calls:
+        if self.n_calls > self.n_grad_nodes:
             self.graph.output(tuple(t.node for t in self._out_tensors))
             gm = GraphModule({}, self.graph)
             # backends: the example inputs are the real tensors of this call; with
@@ -552,7 +560,10 @@ class OutputGraph:
                    f"    finally:\n"
                    f"        __set_eval_frame(__prev)\n" + after + body)
         else:
-            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + body
+            # no graph (or one that only switched grad mode): the mode it would have left
+            after = "" if self.final_grad_mode is None else \
+                f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
+            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + after + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)
         ns["__graph"] = compiled
@@ -584,7 +595,9 @@ def callable_expr(out, fn) -> str:
         return f"{callable_expr(out, fn.fn_var)}.__get__({out.materialize(fn.obj)})"
     if isinstance(fn, EmberMethod):
         return f"{out.ref(fn.fn)}.__get__({out.materialize(fn.obj)})"
-    from .variables.functions import UserFunctionVariable
+    from .variables.functions import NestedFunctionVariable, UserFunctionVariable
+    if isinstance(fn, NestedFunctionVariable):
+        return out.materialize(fn)
     if isinstance(fn, UserFunctionVariable) and fn.source is None:
         return out.ref(fn.fn)
     return fn.reconstruct(out)

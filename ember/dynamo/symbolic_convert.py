@@ -30,6 +30,7 @@ from .source import BuiltinSource, ClosureSource, FuncSource, GlobalSource, Loca
 from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVariable, IteratorVariable,
                         ListVariable, NestedFunctionVariable, NullVariable, TensorVariable, TupleVariable,
                         UndefinedVariable, binary_op, bind_args, unary_op, wrap)
+from .variables.base import VariableTracker
 from .variables.lists import BaseListVariable
 from .variables.objects import NNModuleVariable
 
@@ -299,6 +300,8 @@ class InstructionTranslator:
     def MAKE_CELL(self, inst):
         name = inst.argval
         cur = self.locals.get(name)
+        if isinstance(cur, LazyArgVariable):
+            cur = cur.realize()
         self.locals[name] = CellVariable(cur)
 
     def COPY_FREE_VARS(self, inst):
@@ -341,6 +344,8 @@ class InstructionTranslator:
     # ------------------------------------------------------------------ locals
     def _load(self, name):
         v = self.locals.get(name)
+        if isinstance(v, LazyArgVariable):
+            v = self.locals[name] = v.realize()
         if v is None or isinstance(v, UndefinedVariable):
             raise Unsupported(f"UnboundLocalError: local variable {name!r} (the program raises)")
         return v
@@ -352,7 +357,10 @@ class InstructionTranslator:
     LOAD_CLOSURE = LOAD_FAST
 
     def LOAD_FAST_AND_CLEAR(self, inst):
-        self.push(self.locals.get(inst.argval) or UndefinedVariable())
+        v = self.locals.get(inst.argval)
+        if isinstance(v, LazyArgVariable):
+            v = v.realize()
+        self.push(v or UndefinedVariable())
         self.locals[inst.argval] = UndefinedVariable()
 
     def LOAD_FAST_LOAD_FAST(self, inst):
@@ -599,13 +607,24 @@ class InstructionTranslator:
     def BUILD_SET(self, inst):
         raise Unsupported("set literals")
 
+    def _building(self, depth):
+        """The container a LIST_APPEND/LIST_EXTEND/DICT_UPDATE builds. In a resume function
+        that broke inside a comprehension it is an argument (an outside object): mutating it
+        is a side effect, replayed after the graph."""
+        c = self.stack[-depth]
+        if c.source is not None:
+            if not hasattr(c, "_check_mutable"):
+                raise Unsupported(f"building into {c}")
+            c._check_mutable(self)
+        return c
+
     def LIST_APPEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.append(v)
+        self._building(inst.arg).items.append(v)
 
     def LIST_EXTEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.extend(v.unpack(self))
+        self._building(inst.arg).items.extend(v.unpack(self))
 
     def MAP_ADD(self, inst):
         v = self.pop()
@@ -615,7 +634,7 @@ class InstructionTranslator:
 
     def DICT_UPDATE(self, inst):
         v = self.pop()
-        d = self.stack[-inst.arg]
+        d = self._building(inst.arg)
         if not isinstance(v, DictVariable):
             raise Unsupported("dict update from a non-dict")
         d.items.update(v.items)
@@ -691,6 +710,8 @@ class InstructionTranslator:
             raise Unsupported("FOR_ITER over a non-iterator")
         v = it.next(self)
         if v is not None:
+            if isinstance(v, LazyArgVariable) and self.instructions[self.ip].opname != "STORE_FAST":
+                v = v.realize()
             self.push(v)
             return
         self.pop()
@@ -993,7 +1014,10 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
                 v = cell.cell_contents
             except ValueError:
                 raise Unsupported(f"free variable {name!r} referenced before assignment")
-            return wrap(tx, v, ClosureSource(FuncSource(), i, name))
+            src = ClosureSource(FuncSource(), i, name)
+            if resume and type(v) is types.FunctionType and v.__name__ not in tx.f_globals:
+                return _wrap_function_by_code(tx, v, src)
+            return wrap(tx, v, src)
         cv = CellVariable(real=True, loader=load)
         cv.cell_expr = f"__func.__closure__[{i}]"   # the same cell, for a resume function's closure
         closure.append(cv)
@@ -1048,20 +1072,21 @@ class ResumedIteratorVariable(IteratorVariable):
         e = f"len({self.rest}({self.src.expr()})) {op} {k}"
         self.tx.output.guards.add(e, e)
 
-    def _item(self, k):
-        if self.items[k] is None:
-            self.items[k] = wrap(self.tx, _tuple_iter_rest(self._value())[k], _IterItemSource(self.src, self.rest, k))
-        return self.items[k]
-
-    def _value(self):
-        return self.value
+    def _item(self, k, lazy=False):
+        v = self.items[k]
+        if v is None:
+            v = LazyArgVariable(self.tx, _tuple_iter_rest(self.value)[k], _IterItemSource(self.src, self.rest, k))
+        if not lazy and isinstance(v, LazyArgVariable):
+            v = v.realize()
+        self.items[k] = v
+        return v
 
     def next(self, tx):
         if self.pos >= len(self.items):
             self._guard_len("==", self.pos)
             return None
         self._guard_len(">", self.pos)
-        v = self._item(self.pos)
+        v = self._item(self.pos, lazy=True)   # FOR_ITER realizes it unless it is just stored
         self.pos += 1
         return v
 
@@ -1102,19 +1127,46 @@ def _wrap_resume_arg(tx, v, src, name, seen):
             tx.output.exc_grad_mode = v.prev   # the outermost open block
     elif type(v) is float:
         res = UnspecFloatVariable(v, src, tx.output, name)
-    elif type(v) is types.FunctionType:
-        # an inner function rebuilt at the break is a new object every call: guard its code and
-        # globals (its defaults and closure contents are read, and guarded, through the source)
-        from .variables.functions import UserFunctionVariable
-        g = tx.output.guards
-        g.type_match(src, v)
-        g.add(f"{src.expr()}.__code__ is {g.ref(v.__code__)}", f"{src.expr()} has code {v.__code__.co_name}")
-        g.add(f"{src.expr()}.__globals__ is {g.ref(v.__globals__)}", f"{src.expr()}.__globals__ unchanged")
-        res = UserFunctionVariable(v, src)
+    elif type(v) is types.FunctionType and v.__name__ not in func_globals(tx):
+        res = _wrap_function_by_code(tx, v, src)
     else:
-        return wrap(tx, v, src)
+        return LazyArgVariable(tx, v, src)
     seen[id(v)] = (res, src)
     return res
+
+
+def func_globals(tx):
+    return tx.f_globals
+
+
+def _wrap_function_by_code(tx, v, src):
+    """An inner function rebuilt at a graph break is a new object every call: guard its code
+    and globals, not its identity (its defaults and closure contents are read, and guarded,
+    through the source)."""
+    from .variables.functions import UserFunctionVariable
+    g = tx.output.guards
+    g.type_match(src, v)
+    g.add(f"{src.expr()}.__code__ is {g.ref(v.__code__)}", f"{src.expr()} has code {v.__code__.co_name}")
+    g.add(f"{src.expr()}.__globals__ is {g.ref(v.__globals__)}", f"{src.expr()}.__globals__ unchanged")
+    return UserFunctionVariable(v, src)
+
+
+class LazyArgVariable(VariableTracker):
+    """A resume function's argument not read yet: wrapped (and guarded) on first read, and
+    passed on through its source if the trace never reads it (a loop variable about to be
+    overwritten must not specialise the resume function)."""
+
+    def __init__(self, tx, value, source):
+        self.tx, self.value, self.source = tx, value, source
+
+    def realize(self):
+        return wrap(self.tx, self.value, self.source)
+
+    def reconstruct(self, out):
+        return self.source.expr()
+
+    def __repr__(self):
+        return f"LazyArgVariable({self.source.expr()})"
 
 
 __all__ = ["InstructionTranslator", "run_frame", "BuiltinVariable"]
