@@ -47,8 +47,10 @@ Bypassed (compiled as before, nothing read or written) when
 ``EMBER_FX_GRAPH_CACHE=0``, when ``config.profile_kernels`` is on (the
 profiler wraps per-kernel timers that need the scheduler's groups), when the
 ``schedule`` or ``fusion`` log is on (their decisions are only visible while
-compiling), and for fake/symbolic example inputs (lowering adds guards to the
-caller's ShapeEnv: a side effect a hit would skip).
+compiling), for example inputs with symbolic sizes, and for fake example
+inputs under ``dynamic=True`` (lowering then adds guards to the caller's
+ShapeEnv: a side effect a hit would skip). Fake inputs with concrete sizes
+(aot's backward graphs) are cached like real ones: only their layout is read.
 
 Logging: ``ember.inductor.fx_graph_cache`` logs hit/miss/store/corrupt at
 INFO (``EMBER_LOGS=fx_graph_cache`` turns it on); ``stats`` counts them.
@@ -228,7 +230,7 @@ def _config_desc() -> str:
     return ";".join(items)
 
 
-def bypass_reason(example_inputs) -> Optional[str]:
+def bypass_reason(example_inputs, dynamic: bool = False) -> Optional[str]:
     """Why this compile must not use the cache (None: it may)."""
     if not enabled():
         return "EMBER_FX_GRAPH_CACHE=0"
@@ -240,8 +242,12 @@ def bypass_reason(example_inputs) -> Optional[str]:
     import numpy as np
     for t in example_inputs:
         arr = getattr(t, "_data", None)
-        if arr is None or type(arr) is not np.ndarray:
-            return "fake or non-tensor example inputs"
+        if arr is None:
+            return "a non-tensor example input"
+        if any(type(s) is not int for s in arr.shape) or any(type(s) is not int for s in arr.strides):
+            return "symbolic example sizes"
+        if dynamic and type(arr) is not np.ndarray:
+            return "fake example inputs with dynamic=True (lowering guards the caller's ShapeEnv)"
     return None
 
 
@@ -503,7 +509,7 @@ def save(key: str, gm, graph, compiled, sources: List[str], libs, wrapper_global
 def key_for(gm, example_inputs, dynamic: bool) -> Optional[str]:
     """The key to consult for this compile, or None when the cache is bypassed or the
     graph is uncacheable (both logged)."""
-    reason = bypass_reason(example_inputs)
+    reason = bypass_reason(example_inputs, dynamic)
     if reason is not None:
         stats["bypassed"] += 1
         log.info("fx graph cache bypassed: %s", reason)
