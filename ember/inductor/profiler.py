@@ -3,7 +3,7 @@
 ``ember.inductor.config.profile_kernels = True`` (or ``EMBER_LOGS=kernel_times``)
 before compiling makes every compiled graph time each of its kernel calls (the
 generated C++ kernels and the externs: matmul, fallbacks) with
-``time.perf_counter`` around the call. :func:`report` returns a table -- one row
+``time.perf_counter`` and ``time.process_time`` around the call. :func:`report` returns a table -- one row
 per kernel: calls, total ms, bytes moved per call (the arrays passed to the
 kernel: every input read once, every output written once), the achieved GB/s,
 and the FX nodes the kernel computes -- sorted by total time; with
@@ -13,7 +13,8 @@ Why a wrapper around each call instead of cProfile: cProfile attributes all
 generated code to the one ``<inductor wrapper>:call`` frame, and the question
 is *which* kernel is slow and whether it is memory bound (bytes / time against
 the machine's copy bandwidth, see ``benchmarks/roofline.py``).
-Cost: ~0.3 us per call plus the byte count (summing ``nbytes``), so leave it off
+Cost: ~0.3 us per call plus the byte count (summing ``nbytes``) and a process CPU-time read
+(``cpu ms``: all threads' CPU time, the steadier number on a loaded machine), so leave it off
 when timing the whole model.
 """
 from __future__ import annotations
@@ -32,7 +33,7 @@ _graph_ids = itertools.count()
 
 
 class KernelStats:
-    __slots__ = ("label", "kind", "origins", "calls", "seconds", "nbytes")
+    __slots__ = ("label", "kind", "origins", "calls", "seconds", "cpu", "nbytes")
 
     def __init__(self, label, kind, origins):
         self.label = label
@@ -40,6 +41,7 @@ class KernelStats:
         self.origins = list(origins)
         self.calls = 0
         self.seconds = 0.0
+        self.cpu = 0.0
         self.nbytes = 0
 
 
@@ -49,7 +51,7 @@ STATS: Dict[str, KernelStats] = {}
 def reset():
     """Forget all recorded calls (the kernels stay registered)."""
     for s in STATS.values():
-        s.calls, s.seconds, s.nbytes = 0, 0.0, 0
+        s.calls, s.seconds, s.cpu, s.nbytes = 0, 0.0, 0.0, 0
 
 
 def _nbytes(x):
@@ -61,12 +63,14 @@ def _nbytes(x):
 
 
 def _timed(fn, stats: KernelStats, count_result: bool):
-    perf = time.perf_counter
+    perf, cpu = time.perf_counter, time.process_time
 
     def call(*args, **kwargs):
+        c0 = cpu()
         t0 = perf()
         res = fn(*args, **kwargs)
         stats.seconds += perf() - t0
+        stats.cpu += cpu() - c0
         stats.calls += 1
         n = _nbytes(args)
         if count_result:
@@ -101,7 +105,7 @@ def report(top: int = 40, max_origins: int = 6) -> str:
     """The table of the kernels called since the last :func:`reset`, slowest first."""
     rs = rows()
     total = sum(s.seconds for s in rs)
-    lines = [f"{'kernel':<18}{'kind':<14}{'calls':>6}{'total ms':>10}{'%':>6}{'ms/call':>9}"
+    lines = [f"{'kernel':<18}{'kind':<14}{'calls':>6}{'total ms':>10}{'%':>6}{'ms/call':>9}{'cpu ms':>9}"
              f"{'MB/call':>9}{'GB/s':>8}  FX nodes"]
     for s in rs[:top]:
         per = s.seconds / s.calls
@@ -110,7 +114,7 @@ def report(top: int = 40, max_origins: int = 6) -> str:
         org = ", ".join(s.origins[:max_origins]) + (f", ... (+{len(s.origins) - max_origins})"
                                                      if len(s.origins) > max_origins else "")
         lines.append(f"{s.label:<18}{s.kind[:13]:<14}{s.calls:>6}{s.seconds * 1e3:>10.2f}"
-                     f"{100 * s.seconds / total if total else 0:>6.1f}{per * 1e3:>9.3f}{mb:>9.2f}{gbs:>8.1f}  {org}")
+                     f"{100 * s.seconds / total if total else 0:>6.1f}{per * 1e3:>9.3f}{s.cpu * 1e3:>9.2f}{mb:>9.2f}{gbs:>8.1f}  {org}")
     if len(rs) > top:
         rest = sum(s.seconds for s in rs[top:])
         lines.append(f"... {len(rs) - top} more kernels, {rest * 1e3:.2f} ms")
@@ -118,7 +122,7 @@ def report(top: int = 40, max_origins: int = 6) -> str:
     for s in rs:
         k = "cpp" if s.kind.startswith("cpp") else s.kind
         by_kind[k] = by_kind.get(k, 0.0) + s.seconds
-    lines.append("total " + f"{total * 1e3:.2f} ms: " + ", ".join(
+    lines.append("total " + f"{total * 1e3:.2f} ms (cpu {sum(s.cpu for s in rs) * 1e3:.2f} ms): " + ", ".join(
         f"{k} {v * 1e3:.2f} ms" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
     return "\n".join(lines)
 

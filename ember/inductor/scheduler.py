@@ -33,7 +33,7 @@ import sympy
 
 from . import config, ir
 from .ir import index_vars
-from .sizevars import contiguous_strides
+from .sizevars import contiguous_strides, simplify_index
 
 log_fusion = logging.getLogger("ember.inductor.fusion")
 log_schedule = logging.getLogger("ember.inductor.schedule")
@@ -83,8 +83,30 @@ class SchedNode:
                 rec = ir.extract_reads(self.data.inner_fn, xs, rs)
             else:
                 rec = ir.extract_reads(self.data.inner_fn, xs + rs)
-            self._reads[p] = [(n, sympy.expand(i)) for n, i in rec.reads]
+            rng = {v: (sympy.Integer(0), n) for v, n in zip(xs + rs, list(self.outer(p)) + list(self.inner(p)))}
+            sizes = {v: n for v, (_, n) in rng.items()}
+            # simplified over the loop ranges as the codegen prints them: the legality
+            # check compares these, and the access pattern decides loop order
+            self._reads[p] = [(n, simplify_index(i, rng, sizes)) for n, i in rec.reads]
         return self._reads[p]
+
+    def is_outer_reduction(self, p=None) -> bool:
+        """A reduction over outer dims (``sum(x[N, C], 0)``, bias gradients): its reads
+        are unit-stride in the last output variable and in no reduction variable. The
+        codegen interchanges its loops (see ``KernelGen._generate_outer_reduction``),
+        which needs a group without inner loops."""
+        p = len(self.size) if p is None else p
+        if not self.is_reduction or p == 0 or self.data.reduction_type in ("argmax", "argmin"):
+            return False
+        xl = index_vars("x", p)[-1]
+        rvars = index_vars("r", len(self.rranges))
+        unit_x = False
+        for _, idx in self.reads(p):
+            if idx.coeff(xl) == 1:
+                unit_x = True
+            if any(idx.coeff(r) == 1 for r in rvars):
+                return False
+        return unit_x
 
     def write_index(self, p):
         xs, rs = self.vars(p)
@@ -154,6 +176,12 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
     if not all(n.can_split(p) for n in nodes):
         return "a node cannot split at this depth"
     P = nodes[0].outer(p)
+    outer_red = [n for n in nodes if n.is_outer_reduction(p)]
+    if outer_red:
+        if any(not n.is_reduction and n.inner(p) for n in nodes):
+            return "a reduction over outer dims is not fused with inner loops (its loops are interchanged)"
+        if any(n.is_reduction and not _same_sizes(n.rranges, outer_red[0].rranges) for n in nodes):
+            return "a reduction over outer dims is fused only with reductions of the same ranges"
     written = {}
     for n in nodes:
         if not _same_sizes(n.outer(p), P):

@@ -45,3 +45,43 @@ def test_guards():
     assert sv.guards == [a - b]
     sv.guard_equals(a + 1, 1 + a)          # statically true: no guard
     assert len(sv.guards) == 1
+
+
+def test_simplify_index_over_ranges():
+    from ember.inductor.sizevars import simplify_index
+    x0, x1, r0 = loop_var("x", 0), loop_var("x", 1), loop_var("r", 0)
+    R = {x0: (0, 1024), x1: (0, 768), r0: (0, 1024)}
+    f = 768 * x0 + x1
+    # a reshape's digits of a flat index collapse back (gcd reduction)
+    assert simplify_index(FloorDiv(f, 98304), R) == FloorDiv(x0, 128)
+    assert simplify_index(ModularIndexing(f, 768, 128), R) == ModularIndexing(x0, 1, 128)
+    # split digits join: 1024*(r//128)*128 + 1024*(r%128) == 1024*r
+    assert simplify_index(131072 * FloorDiv(r0, 128) + 1024 * ModularIndexing(r0, 1, 128), R) == 1024 * r0
+    assert simplify_index(64 * ModularIndexing(r0, 64, 4) + ModularIndexing(r0, 1, 64), R) == \
+        ModularIndexing(r0, 1, 256)
+    # clamps and comparisons decided by a range
+    R2 = {**R, x1: (512, 768)}
+    assert simplify_index(sympy.Max(0, sympy.Min(255, x1 - 512)), R2) == x1 - 512
+    assert simplify_index(sympy.Lt(x1, 512), R2) is sympy.false
+    assert simplify_index(sympy.Lt(x1, 512), R) == sympy.Lt(x1, 512)
+    # a modulo that the range does not decide stays
+    assert simplify_index(ModularIndexing(x1, 1, 64), R) == ModularIndexing(x1, 1, 64)
+
+
+def test_simplify_index_matches_python():
+    """Random index expressions: the simplified form evaluates like the original."""
+    import itertools
+    import random
+    from ember.inductor.sizevars import simplify_index
+    x0, x1 = loop_var("x", 0), loop_var("x", 1)
+    rnd = random.Random(0)
+    for _ in range(60):
+        n0, n1 = rnd.choice([3, 8, 12, 16]), rnd.choice([4, 6, 32])
+        d, m = rnd.choice([1, 2, 4, 6, 8, 16]), rnd.choice([2, 3, 4, 8])
+        f = rnd.choice([1, 2, 8]) * x0 * n1 + x1 + rnd.choice([0, 5])
+        e = 7 * ModularIndexing(f, d, m) + 3 * FloorDiv(f, d * m) + sympy.Max(0, sympy.Min(5, x1 - 2))
+        R = {x0: (0, n0), x1: (0, n1)}
+        s = simplify_index(e, R)
+        fs, fe = (eval(f"lambda x0, x1: {pyexpr(ex)}", {"Max": max, "Min": min}) for ex in (s, e))
+        for a, b in itertools.product(range(n0), range(n1)):
+            assert fs(a, b) == fe(a, b), (e, s, a, b)
