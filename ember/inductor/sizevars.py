@@ -18,6 +18,7 @@ which is what lets the rewritten loads stay unit-stride and vectorise.
 from __future__ import annotations
 
 import functools
+import math
 from typing import Dict, Iterable, List, Sequence
 
 import sympy
@@ -222,6 +223,253 @@ class SizeVarAllocator:
             return e.func(*args)
 
         return sympy.expand(visit(expr))
+
+
+# -- index simplification over the loop ranges (integer sizes) --------------------
+def _int(v):
+    v = sympify(v)
+    return int(v) if v.is_Integer else None
+
+
+def index_bounds(e, ranges):
+    """Inclusive integer bounds ``(lo, hi)`` of index expression ``e`` when every
+    variable in it has an integer range in ``ranges`` (``var -> (lo, hi_exclusive)``),
+    else None."""
+    if e.is_Integer:
+        return int(e), int(e)
+    if e.is_Symbol:
+        r = ranges.get(e)
+        if r is None:
+            return None
+        lo, hi = _int(r[0]), _int(r[1])
+        return None if lo is None or hi is None or hi <= lo else (lo, hi - 1)
+    if e.is_Add:
+        lo = hi = 0
+        for a in e.args:
+            b = index_bounds(a, ranges)
+            if b is None:
+                return None
+            lo, hi = lo + b[0], hi + b[1]
+        return lo, hi
+    if e.is_Mul:
+        lo = hi = 1
+        for a in e.args:
+            b = index_bounds(a, ranges)
+            if b is None:
+                return None
+            cands = (lo * b[0], lo * b[1], hi * b[0], hi * b[1])
+            lo, hi = min(cands), max(cands)
+        return lo, hi
+    if isinstance(e, FloorDiv):
+        b, d = index_bounds(e.args[0], ranges), _int(e.args[1])
+        if b is None or d is None or d <= 0 or b[0] < 0:
+            return None
+        return b[0] // d, b[1] // d
+    if isinstance(e, ModularIndexing):
+        m, d = _int(e.args[2]), _int(e.args[1])
+        if m is None or d is None or d <= 0 or m <= 0:
+            return None
+        b = index_bounds(e.args[0], ranges)
+        if b is not None and b[0] >= 0 and b[1] // d - b[0] // d < m and (b[0] // d) % m <= (b[1] // d) % m:
+            return (b[0] // d) % m, (b[1] // d) % m
+        return 0, m - 1
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        bs = [index_bounds(a, ranges) for a in e.args]
+        if any(b is None for b in bs):
+            return None
+        f = max if isinstance(e, sympy.Max) else min
+        return f(b[0] for b in bs), f(b[1] for b in bs)
+    return None
+
+
+def _coeff(t):
+    c, _ = t.as_coeff_Mul()
+    return int(c) if c.is_Integer else None
+
+
+def _partition(terms, g):
+    """(sum of the terms whose integer coefficient ``g`` divides, divided by ``g``;
+    the sum of the others)."""
+    big, small = sympy.Integer(0), sympy.Integer(0)
+    for t in terms:
+        c = _coeff(t)
+        if c is not None and c % g == 0:
+            big += t / g
+        else:
+            small += t
+    return big, small
+
+
+def _reduce_by_gcd(a, d, ranges):
+    """``(A, d')`` with ``a // d == A // d'``: terms divisible by some ``g | d`` are
+    divided by it when the other terms stay in ``[0, g)`` (then they cannot carry
+    into the quotient). ``(a, d)`` when no such ``g`` exists."""
+    terms = sympy.Add.make_args(a)
+    gs = sorted({math.gcd(c, d) for c in (_coeff(t) for t in terms) if c} - {1}, reverse=True)
+    for g in gs:
+        big, small = _partition(terms, g)
+        if big == 0:
+            continue
+        b = index_bounds(small, ranges)
+        if b is not None and b[0] >= 0 and b[1] < g:
+            return big, d // g
+    return a, d
+
+
+def _floordiv_ranges(a, d, ranges):
+    """``a // d`` simplified; None when the bounds needed are unknown."""
+    b = index_bounds(a, ranges)
+    if b is None or b[0] < 0:
+        return None
+    if b[1] < d:
+        return sympy.Integer(0)
+    a, d = _reduce_by_gcd(a, d, ranges)
+    if d == 1:
+        return a
+    q, rest = _partition(sympy.Add.make_args(a), d)
+    br = index_bounds(rest, ranges)
+    if br is not None and br[0] >= 0:
+        if br[0] // d == br[1] // d:
+            return q + br[0] // d
+        return q + FloorDiv(rest, d)
+    return FloorDiv(a, d)
+
+
+def _modindex_ranges(x, div, mod, ranges):
+    """``(x // div) % mod`` simplified; None when the bounds needed are unknown."""
+    b = index_bounds(x, ranges)
+    if b is None or b[0] < 0:
+        return None
+    q = _floordiv_ranges(x, div, ranges) if div != 1 else x
+    if q is None:
+        return None
+    if isinstance(q, FloorDiv) or (q.is_Add and any(isinstance(t, FloorDiv) for t in q.args)):
+        # terms of the quotient divisible by ``mod`` drop out of the modulo
+        _, rest = _partition(sympy.Add.make_args(q), mod)
+        inner = q if rest == q else rest
+    else:
+        _, inner = _partition(sympy.Add.make_args(sympy.expand(q)), mod)
+    bq = index_bounds(inner, ranges)
+    if bq is not None and bq[0] >= 0 and bq[1] < mod:
+        return inner
+    if isinstance(inner, FloorDiv):
+        return ModularIndexing(inner.args[0], inner.args[1], mod)
+    if bq is not None and bq[0] >= 0:
+        return ModularIndexing(inner, 1, mod)
+    return ModularIndexing(x, div, mod)
+
+
+def _split_digit(t):
+    """``(k, x, d, m)`` for a term ``k * ModularIndexing(x, d, m)`` (``m = None`` for
+    ``k * FloorDiv(x, d)``, ``d = 1, m = None`` is not produced), else None."""
+    k, rest = t.as_coeff_Mul()
+    if not k.is_Integer:
+        return None
+    if isinstance(rest, ModularIndexing):
+        return int(k), rest.args[0], rest.args[1], rest.args[2]
+    if isinstance(rest, FloorDiv):
+        return int(k), rest.args[0], rest.args[1], None
+    return None
+
+
+def _join_terms(e):
+    """Undo the digit split of a reshape: ``k*((x//d) % m) + k*m*(x//(d*m))`` is
+    ``k*(x//d)`` and ``k*((x//d) % m) + k*m*((x//(d*m)) % M)`` is
+    ``k*((x//d) % (m*M))``. A flatten of a split dim otherwise leaves a division
+    and a modulo per element (``1024*(r//128)*128 + 1024*(r%128)`` is ``1024*r``)."""
+    changed = True
+    while changed and e.is_Add:
+        changed = False
+        terms = list(e.args)
+        digits = [(i, _split_digit(t)) for i, t in enumerate(terms)]
+        digits = [(i, dg) for i, dg in digits if dg is not None and dg[3] is not None]
+        for i, (k, x, d, m) in digits:
+            for j, t in enumerate(terms):
+                if j == i:
+                    continue
+                o = _split_digit(t)
+                if o is None or o[1] != x or o[2] != d * m or o[0] != k * m:
+                    continue
+                if o[3] is None:
+                    new = k * (FloorDiv(x, d) if d != 1 else x)
+                else:
+                    new = k * ModularIndexing(x, d, m * o[3])
+                rest = [tt for n, tt in enumerate(terms) if n not in (i, j)]
+                e = sympy.Add(*rest, new)
+                changed = True
+                break
+            if changed:
+                break
+    return e
+
+
+def simplify_index(expr, ranges, fallback_ranges=None):
+    """Simplify an index expression over loop variables with integer ranges
+    (``var -> (lo, hi_exclusive)``): divisions, modulos, ``Max``/``Min`` clamps and
+    comparisons that the ranges decide are removed. This is what turns the index of a
+    view of a view (a reshape of a permute of a cat ...) back into an affine
+    ``sum(coef * var)`` that the C++ compiler vectorises -- an int64 ``/`` or ``%``
+    per element costs ~20-40 cycles and blocks SIMD loads. Sub-expressions whose
+    bounds are not integers (symbolic sizes) go through ``simplify_with_ranges``
+    rules with ``fallback_ranges`` (``var -> size``)."""
+    expr = sympify(expr)
+    if not expr.has(FloorDiv, ModularIndexing, sympy.Max, sympy.Min) and not isinstance(
+            expr, sympy.logic.boolalg.Boolean):
+        return sympy.expand(expr)
+    fr = fallback_ranges if fallback_ranges is not None else {}
+
+    def visit(e):
+        r = _visit(e)
+        if isinstance(r, (FloorDiv, ModularIndexing, sympy.Max, sympy.Min)):
+            b = index_bounds(r, ranges)
+            if b is not None and b[0] == b[1]:
+                return sympy.Integer(b[0])
+        return r
+
+    def _visit(e):
+        if not e.args or e.is_Symbol:
+            return e
+        args = [visit(a) for a in e.args]
+        if isinstance(e, FloorDiv):
+            a, d = sympy.expand(args[0]), args[1]
+            r = _floordiv_ranges(a, int(d), ranges) if d.is_Integer and int(d) > 0 else None
+            return r if r is not None else _simplify_floordiv(a, d, fr)
+        if isinstance(e, ModularIndexing):
+            x, div, mod = sympy.expand(args[0]), args[1], args[2]
+            r = None
+            if div.is_Integer and mod.is_Integer and int(div) > 0 and int(mod) > 0:
+                r = _modindex_ranges(x, int(div), int(mod), ranges)
+            return r if r is not None else _simplify_modindex(x, div, mod, fr)
+        if isinstance(e, (sympy.Max, sympy.Min)):
+            bs = [index_bounds(a, ranges) for a in args]
+            if all(b is not None for b in bs):
+                is_max = isinstance(e, sympy.Max)
+                for i, b in enumerate(bs):
+                    # an argument that dominates every other over the whole range
+                    if all((b[0] >= o[1]) if is_max else (b[1] <= o[0]) for j, o in enumerate(bs) if j != i):
+                        return args[i]
+            return e.func(*args)
+        if isinstance(e, sympy.core.relational.Relational):
+            lhs, rhs = args
+            b = index_bounds(sympy.expand(lhs - rhs), ranges)
+            if b is not None:
+                lo, hi = b
+                op = e.rel_op
+                decided = {"<": (hi < 0, lo >= 0), "<=": (hi <= 0, lo > 0), ">": (lo > 0, hi <= 0),
+                           ">=": (lo >= 0, hi < 0), "==": (lo == hi == 0, lo > 0 or hi < 0),
+                           "!=": (lo > 0 or hi < 0, lo == hi == 0)}.get(op)
+                if decided is not None:
+                    if decided[0]:
+                        return sympy.true
+                    if decided[1]:
+                        return sympy.false
+            return e.func(*args)
+        if e.is_Add:
+            return _join_terms(sympy.Add(*args))
+        return e.func(*args)
+
+    out = visit(expr)
+    return out if isinstance(out, sympy.logic.boolalg.Boolean) else sympy.expand(out)
 
 
 def _split_terms(a, d):
