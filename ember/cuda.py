@@ -1,6 +1,12 @@
-"""``ember.cuda``: availability, synchronisation and memory stats (cupy-backed)."""
-from .runtime.cuda import (device_count, empty_cache, is_available, manual_seed, manual_seed_all,
-                           max_memory_allocated, memory_allocated, synchronize)
+"""``ember.cuda``: the cuda device's PyTorch-style surface (cupy-backed; see
+``ember.runtime.cuda``): availability, devices, synchronisation, streams and
+events, memory statistics of cupy's pool."""
+from .runtime.cuda import (Event, Stream, current_device, current_stream, default_stream, device, device_count,
+                           empty_cache, get_device_capability, get_device_name, is_available, manual_seed,
+                           manual_seed_all, max_memory_allocated, memory_allocated, memory_reserved, set_device,
+                           stream, synchronize)
 
-__all__ = ["is_available", "device_count", "synchronize", "memory_allocated", "max_memory_allocated",
-           "empty_cache", "manual_seed", "manual_seed_all"]
+__all__ = ["is_available", "device_count", "current_device", "set_device", "device", "get_device_name",
+           "get_device_capability", "synchronize", "memory_allocated", "memory_reserved", "max_memory_allocated",
+           "empty_cache", "Stream", "Event", "current_stream", "default_stream", "stream", "manual_seed",
+           "manual_seed_all"]
