@@ -303,8 +303,8 @@ def _adaptive_max(nd, input, output_size, return_indices):
     # window layout idx2/valid2 is static), then gather differentiably
     with _no_grad():
         xf = x.detach().reshape(N, C, S)
-        idx_t = _make(np.ascontiguousarray(idx2))
-        win = _op("where")(_make(np.ascontiguousarray(valid2)), xf[:, :, idx_t], pad_val)
+        idx_t = _make(np.ascontiguousarray(idx2)).to(x.device)
+        win = _op("where")(_make(np.ascontiguousarray(valid2)).to(x.device), xf[:, :, idx_t], pad_val)
         arg = win.argmax(-1)                                   # NaN counts as the max, first one wins
         chosen = idx_t.expand(N, C, P, K).gather(-1, arg.unsqueeze(-1)).squeeze(-1)
         ind = chosen.reshape(N, C, *tuple(out))
@@ -1447,7 +1447,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     for c in range(C):
         for j in range(K):
             eye[c * K + j, 0, j // k[1], j % k[1]] = 1
-    w = _make(eye)
+    w = _make(eye).to(x.device)
     out = _nn.convolution(x, w, None, _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2), False,
                           (0, 0), C)
     out = out.reshape(out.shape[0], C * K, -1)
@@ -1469,7 +1469,7 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         for j in range(K):
             eye[c * K + j, 0, j // k[1], j % k[1]] = 1
     cols = x.reshape(x.shape[0], C * K, L[0], L[1])
-    out = _nn._conv_input_grad(cols, _make(eye), st, pd, dl, C, (x.shape[0], C) + osz)
+    out = _nn._conv_input_grad(cols, _make(eye).to(x.device), st, pd, dl, C, (x.shape[0], C) + osz)
     return out.squeeze(0) if unb else out
 
 
