@@ -61,7 +61,7 @@ def nanogpt(lib, scale: float = 1.0) -> Case:
             k = k.view(B, T, heads, hd).transpose(1, 2)
             v = v.view(B, T, heads, hd).transpose(1, 2)
             att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
-            mask = lib.ones(T, T).tril() == 0
+            mask = lib.ones(T, T, device=x.device).tril() == 0
             att = att.masked_fill(mask, float("-inf"))
             att = F.softmax(att, dim=-1)
             y = (att @ v).transpose(1, 2).reshape(B, T, C)
@@ -91,7 +91,7 @@ def nanogpt(lib, scale: float = 1.0) -> Case:
 
         def forward(self, idx):
             T = idx.shape[1]
-            x = self.tok(idx) + self.pos(lib.arange(T))
+            x = self.tok(idx) + self.pos(lib.arange(T, device=idx.device))
             for block in self.blocks:
                 x = block(x)
             return self.head(self.ln(x))
@@ -150,8 +150,8 @@ def lstm(lib, scale: float = 1.0) -> Case:
             self.head = nn.Linear(hidden, 10)
 
         def forward(self, x):
-            h = lib.zeros(x.shape[0], hidden)
-            c = lib.zeros(x.shape[0], hidden)
+            h = lib.zeros(x.shape[0], hidden, device=x.device)
+            c = lib.zeros(x.shape[0], hidden, device=x.device)
             for t in range(x.shape[1]):         # unrolled over a Python loop
                 h, c = self.cell(x[:, t], (h, c))
             return self.head(h)
