@@ -9,12 +9,26 @@ graph and its example inputs; it returns a callable on the flat inputs.
   reference for inductor.
 * ``aot_autograd(fw_compiler=..., bw_compiler=...)``: the same pipeline with
   compilers for the two graphs (inductor plugs in here).
+
+**Dynamo graphs with symbolic sizes** (``gm.meta["dynamic"]``, dynamo's
+ShapeEnv in ``gm.meta["shape_env"]``, its fake example values in the
+placeholders' ``meta["example_value"]``) are compiled **once**: traced on
+those fakes with dynamo's own symbols, and compiled before the backend
+returns, so every size guard the trace or the graph compilers add is in
+dynamo's ShapeEnv when dynamo builds the entry's guard function (a call that
+breaks one recompiles there; see ``joint.py``). The graph compilers then get
+fake example inputs with symbolic sizes (and SymInts for sizes the backward
+receives). When that is impossible (no ShapeEnv or example values, or the
+trace fails on symbolic sizes) the graph is compiled once per concrete input
+layout instead, each compilation static, and the reason is logged on
+``ember.dynamo.recompiles``.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
 from . import config
+from .joint import AOTUnsupported
 
 
 def _identity_compiler(gm, example_inputs):
@@ -44,12 +58,69 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
     """A backend running the AOT pipeline with the given graph compilers."""
     from .runtime import aot_function
 
-    def backend(gm, example_inputs):
+    def compile_static(gm, example_inputs):
         decomps = _full_decompositions() if decompositions == "prims" else decompositions
         dyn = config.dynamic if dynamic is None else dynamic
         return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                             decompositions=decomps, dynamic=dyn, memory_budget=memory_budget)
+
+    def backend(gm, example_inputs):
+        if not getattr(gm, "meta", {}).get("dynamic"):
+            return compile_static(gm, example_inputs)
+        decomps = _full_decompositions() if decompositions == "prims" else decompositions
+        fakes, why = _dynamo_fakes(gm, example_inputs)
+        if fakes is not None:
+            try:
+                return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                    decompositions=decomps, dynamic=True, memory_budget=memory_budget,
+                                    shape_env=gm.meta["shape_env"], fake_inputs=fakes).prepare()
+            except Exception as e:  # noqa: BLE001 - the per-shape path below is always correct
+                if config.debug_dynamic:
+                    raise
+                why = f"tracing with the caller's symbolic sizes failed: {type(e).__name__}: {e}"
+        return _per_shape(compile_static, gm, example_inputs, why)
     return backend
+
+
+def _dynamo_fakes(gm, example_inputs):
+    """(dynamo's fake example value per input, None) or (None, why not)."""
+    from ..fx.fake_tensor import is_fake
+    env = gm.meta.get("shape_env")
+    if env is None:
+        return None, "the graph carries no ShapeEnv"
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    if len(phs) != len(example_inputs):
+        return None, "the graph's placeholders do not match its inputs"
+    fakes = [n.meta.get("example_value") for n in phs]
+    if not all(is_fake(f) for f in fakes):
+        return None, "an input has no fake example value"
+    return fakes, None
+
+
+def _per_shape(compile_one, gm, example_inputs, why):
+    """A symbolic graph compiled once per distinct input layout (shapes and strides), each
+    compilation static: the fallback when the graph cannot be traced with the caller's sizes
+    (its own shape guards would go unchecked if one compilation served other sizes)."""
+    import logging
+    logging.getLogger("ember.dynamo.recompiles").info(
+        "aot: graph with symbolic sizes compiled once per input shape: %s", why)
+    from ..tensor import Tensor
+    compiled = {}
+
+    def key(inputs):
+        return tuple((tuple(t._data.shape), t._data.strides) if isinstance(t, Tensor) else None
+                     for t in inputs)
+
+    compiled[key(example_inputs)] = compile_one(gm, list(example_inputs))
+
+    def run(*inputs):
+        k = key(inputs)
+        fn = compiled.get(k)
+        if fn is None:
+            fn = compiled[k] = compile_one(gm, list(inputs))
+        return fn(*inputs)
+    run.per_shape = compiled
+    return run
 
 
 def aot_eager(gm, example_inputs):

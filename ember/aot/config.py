@@ -9,3 +9,7 @@ activation_memory_budget = None
 
 #: Trace with symbolic sizes (make the graphs valid for other input sizes).
 dynamic: bool = False
+
+#: Raise instead of falling back to per-shape compilation when a dynamo graph with symbolic
+#: sizes cannot be traced with dynamo's ShapeEnv (for debugging; the fallback is always correct).
+debug_dynamic: bool = False

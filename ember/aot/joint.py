@@ -10,6 +10,16 @@ gradients of the inputs that require grad)``.
 
 When no input requires grad (or grad mode is off) only the forward is traced
 (an inference graph).
+
+**Dynamo's sizes** (``shape_env=`` and ``fake_inputs=``): a graph dynamo
+captured with symbolic sizes is traced on fakes carrying *dynamo's* symbols,
+in dynamo's ShapeEnv, instead of symbols of our own. Every decision the trace
+takes on a size (a meta function's ``==``, an ``int()``) then lands in the
+ShapeEnv whose guards dynamo compiles into the cache entry, so a call that
+breaks one recompiles at the dynamo level; nothing is left unchecked. Size
+values the graph computes (``sym_size``, ``operator.mul`` nodes) get their
+SymInt in ``node.meta["sym_val"]`` so the graph compilers know them too (the
+backward receives the saved ones as inputs).
 """
 from __future__ import annotations
 
@@ -66,7 +76,8 @@ def _as_tuple(out):
 
 def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
                 decompositions: Optional[dict] = None, dynamic: bool = False,
-                inference: Optional[bool] = None) -> JointGraph:
+                inference: Optional[bool] = None, shape_env: Optional[ShapeEnv] = None,
+                fake_inputs: Optional[Sequence[Tensor]] = None) -> JointGraph:
     """Trace ``fn(*example_inputs)`` and its backward (see the module docstring).
 
     An op whose output shape depends on data (``nonzero``, ``.item()``) cannot
@@ -74,6 +85,8 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
     op (``.op``). Dynamo never hands such a graph over: it traces on fake
     tensors itself and breaks the graph at that op."""
     from ..fx.fake_tensor import DataDependentOutputError
+    if shape_env is not None:
+        return _trace_shared(fn, example_inputs, decompositions, inference, shape_env, fake_inputs)
     try:
         return _trace_joint(fn, example_inputs, decompositions, dynamic, inference)
     except DataDependentOutputError as e:
@@ -83,13 +96,116 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
         raise err from e
 
 
-def _trace_joint(fn, example_inputs, decompositions, dynamic, inference) -> JointGraph:
+def _trace_shared(fn, example_inputs, decompositions, inference, env, fake_inputs) -> JointGraph:
+    """Trace on fakes with the sizes of ``fake_inputs`` (dynamo's example values, same ShapeEnv).
+
+    A failed trace leaves no guards behind (they would over-constrain the caller's entry)."""
+    from ..fx.fake_tensor import DataDependentOutputError, is_fake
+    from ..fx.experimental.symbolic_shapes import SymInt
+    if fake_inputs is None or len(fake_inputs) != len(example_inputs):
+        raise AOTUnsupported("aot: tracing with a caller's ShapeEnv needs one fake input per input")
+    mode = FakeTensorMode(env)
+    fakes = []
+    for i, (t, f) in enumerate(zip(example_inputs, fake_inputs)):
+        if not isinstance(t, Tensor) or not is_fake(f):
+            raise AOTUnsupported(f"aot: input {i} has no fake example value")
+        if any(isinstance(n, SymInt) for n in f.shape):
+            # a fresh fake with the caller's symbolic sizes (its own storage: dynamo only makes
+            # non-view, contiguous inputs symbolic, so no aliasing between inputs is lost)
+            fk = make_fake(FakeArray(tuple(f.shape), f.dtype, tuple(f._data.estrides)), t.device)
+            if t.requires_grad:
+                fk.requires_grad_(True)
+        else:
+            fk = mode.from_tensor(t)
+        fakes.append(fk)
+    n_guards = len(env.guards)
+    if hasattr(fn, "graph"):
+        fn = _sym_scalar_runner(fn)
+    try:
+        joint = _trace_joint(fn, example_inputs, decompositions, True, inference, mode=mode, fakes=fakes)
+    except BaseException as e:
+        del env.guards[n_guards:]
+        env._guard_set = set(env.guards)
+        if isinstance(e, DataDependentOutputError):
+            err = AOTUnsupported(f"aot: cannot trace '{e.op}', whose output depends on tensor data")
+            err.op = e.op
+            raise err from e
+        raise
+    _annotate_sym_vals(joint.gm)
+    return joint
+
+
+def _sym_scalar_runner(gm):
+    """Run dynamo's graph node by node so that a symbolic size passed as a *scalar operand*
+    (``t * x.size(1)``), which ember's operators do not accept, is specialised to its value:
+    ``int()`` records the guard in the shared ShapeEnv, so the entry is valid for that size only
+    and another size recompiles at the dynamo level. Sizes passed as sizes (``view(s0, -1)``)
+    stay symbolic."""
+    from ..fx.interpreter import Interpreter
+    from ..fx.experimental.symbolic_shapes import SymInt
+
+    def spec(a):
+        return int(a) if isinstance(a, SymInt) else a
+
+    def call(fn, args, kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except TypeError:
+            if not any(isinstance(a, SymInt) for a in list(args) + list(kwargs.values())):
+                raise
+        return fn(*[spec(a) for a in args], **{k: spec(v) for k, v in kwargs.items()})
+
+    class _Runner(Interpreter):
+        def call_function(self, target, args, kwargs):
+            return call(target, args, kwargs)
+
+        def call_method(self, target, args, kwargs):
+            self_obj, *rest = args
+            return call(getattr(self_obj, target), rest, kwargs)
+
+    def run(*args):
+        return _Runner(gm).run(*args)
+    return run
+
+
+def _annotate_sym_vals(gm) -> None:
+    """``meta["sym_val"]``: the SymInt (or int) each size node of ``gm`` computes.
+
+    Evaluated from the placeholders' fake sizes; ``max``/``min`` stay symbolic
+    (``sym_max``) rather than deciding an order (which would add a guard)."""
+    from ..fx.experimental.symbolic_shapes import sym_max, sym_min
+    vals = {}
+
+    def val(a):
+        if hasattr(a, "op") and hasattr(a, "users"):
+            return vals.get(a, a.meta.get("val"))
+        if isinstance(a, (list, tuple)):
+            return type(a)(val(x) for x in a)
+        return a
+
+    for n in gm.graph.nodes:
+        if n.op != "call_function" or getattr(n.target, "_ember_op", None) is not None or \
+                "val" in n.meta or "tensor_meta" in n.meta:
+            continue
+        target = {max: sym_max, min: sym_min}.get(n.target, n.target)
+        try:
+            v = target(*[val(a) for a in n.args])
+        except Exception:  # noqa: BLE001 - not a size computation; leave it alone
+            continue
+        if isinstance(v, int) or hasattr(v, "expr"):
+            vals[n] = v
+            n.meta["sym_val"] = v
+
+
+def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=None, fakes=None) -> JointGraph:
     for i, t in enumerate(example_inputs):
         if not isinstance(t, Tensor):
             raise AOTUnsupported(f"aot: input {i} is a {type(t).__name__}; only tensor inputs are supported")
-    mode = FakeTensorMode(ShapeEnv() if dynamic else None)
+    if mode is None:
+        mode = FakeTensorMode(ShapeEnv() if dynamic else None)
+        fakes = [mode.from_tensor(t, symbolic=dynamic, source=f"primals_{i}")
+                 for i, t in enumerate(example_inputs)]
     tracing = "symbolic" if dynamic else "fake"
-    fakes = [mode.from_tensor(t, symbolic=dynamic, source=f"primals_{i}") for i, t in enumerate(example_inputs)]
     wants_grad = [t.requires_grad for t in example_inputs]
     if inference is None:
         inference = not (STATE.grad_enabled and any(wants_grad))
