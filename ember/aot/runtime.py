@@ -61,8 +61,12 @@ class AOTModule:
     def __init__(self, fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
                  fw_compiler: Callable, bw_compiler: Callable, decompositions: Optional[dict] = None,
                  dynamic: bool = False, memory_budget: Optional[float] = None,
-                 inference_compiler: Optional[Callable] = None):
+                 inference_compiler: Optional[Callable] = None, shape_env=None, fake_inputs=None):
         self.fn = fn
+        # dynamo's ShapeEnv and example values: trace with its symbols (see ``prepare``)
+        self.shape_env = shape_env
+        self.fake_inputs = list(fake_inputs) if fake_inputs is not None else None
+        self._frozen = False
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler
         self.inference_compiler = inference_compiler or fw_compiler
@@ -79,7 +83,8 @@ class AOTModule:
     def _compile_training(self):
         t0 = time.perf_counter()
         joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
-                            dynamic=self.dynamic, inference=False)
+                            dynamic=self.dynamic, inference=False, shape_env=self.shape_env,
+                            fake_inputs=self.fake_inputs)
         self.timings["aot_trace_joint"] = time.perf_counter() - t0
         if joint.inference:
             self._training = False
@@ -92,10 +97,10 @@ class AOTModule:
         _emit("aot_graphs", "aot forward graph", fw_gm.code)
         _emit("aot_graphs", "aot backward graph", bw_gm.code)
         _emit("aot_graphs", "aot partition", str(report))
-        fw_examples = self.example_inputs
+        fw_examples = self._examples()
         t0 = time.perf_counter()
         fw = self.fw_compiler(fw_gm, fw_examples)
-        saved_vals = [s.meta.get("val") for s in saved]
+        saved_vals = [s.meta.get("val", s.meta.get("sym_val")) for s in saved]
         tangent_vals = [n.meta.get("val") for n in joint.gm.graph.nodes if n.op == "placeholder"][joint.num_primals:]
         bw = self.bw_compiler(bw_gm, saved_vals + tangent_vals)
         self.timings["aot_compile"] = time.perf_counter() - t0
@@ -105,17 +110,46 @@ class AOTModule:
     def _compile_inference(self):
         t0 = time.perf_counter()
         joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
-                            dynamic=self.dynamic, inference=True)
+                            dynamic=self.dynamic, inference=True, shape_env=self.shape_env,
+                            fake_inputs=self.fake_inputs)
         self.timings["aot_trace_inference"] = time.perf_counter() - t0
         _emit("aot_graphs", "aot inference graph", joint.gm.code)
         fw_gm = _flatten_inference(joint)
-        self._inference = (joint, self.inference_compiler(fw_gm, self.example_inputs))
+        self._inference = (joint, self.inference_compiler(fw_gm, self._examples()))
+
+    def _examples(self):
+        """What the forward compiler gets: dynamo's symbolic fakes when tracing with its ShapeEnv."""
+        return self.fake_inputs if self.shape_env is not None else self.example_inputs
+
+    def prepare(self):
+        """Compile now, for the mode the example inputs will be called in (dynamo guards grad mode
+        and requires_grad, so an entry is always called in one mode).
+
+        With a caller's ShapeEnv this must happen before the caller compiles its guards: every
+        size guard the trace and the graph compilers add goes into that ShapeEnv. Afterwards the
+        ShapeEnv is *frozen*: a call in the other mode is not compiled (its guards would go
+        unchecked) but runs the original function eagerly, logged."""
+        training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad
+                                              for t in self.example_inputs)
+        if training:
+            self._compile_training()
+        if not training or self._training is False:
+            self._compile_inference()
+        self._frozen = self.shape_env is not None
+        return self
+
+    def _unprepared(self, inputs):
+        log.info("aot: a call in a grad mode the graph was not compiled for, after the caller's size "
+                 "guards were fixed: running the original function eagerly")
+        return self.fn(*inputs)
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Tensor) -> Any:
         training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in inputs)
         if training:
             if self._training is None:
+                if self._frozen:
+                    return self._unprepared(inputs)
                 self._compile_training()
             if self._training is not False:
                 joint, fw, bw, n_saved, is_tensor, cls = self._training
@@ -124,6 +158,8 @@ class AOTModule:
                 outs = _realias(joint, inputs, outs)
                 return outs if joint.output_is_tuple else outs[0]
         if self._inference is None:
+            if self._frozen:
+                return self._unprepared(inputs)
             self._compile_inference()
         joint, fw = self._inference
         with no_grad():
@@ -237,7 +273,8 @@ def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
 
 
 def aot_function(fn, example_inputs, *, fw_compiler, bw_compiler=None, decompositions=None,
-                 dynamic=False, memory_budget=None, inference_compiler=None) -> AOTModule:
+                 dynamic=False, memory_budget=None, inference_compiler=None, shape_env=None,
+                 fake_inputs=None) -> AOTModule:
     return AOTModule(fn, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler or fw_compiler,
                      decompositions=decompositions, dynamic=dynamic, memory_budget=memory_budget,
-                     inference_compiler=inference_compiler)
+                     inference_compiler=inference_compiler, shape_env=shape_env, fake_inputs=fake_inputs)
