@@ -4,13 +4,14 @@ A backend is ``backend(gm, example_inputs) -> callable``. Names resolve here:
 ``"eager"`` runs the GraphModule as is; ``"aot_eager"`` is
 ``ember.aot.aot_eager``; ``"inductor"`` is ``ember.aot.aot_autograd`` with
 ``ember.inductor.compile_fx`` compiling the forward and backward graphs (as
-in PyTorch). A name whose package cannot be imported raises
+in PyTorch). Graphs with symbolic sizes (``gm.meta["dynamic"]``) are compiled
+once for all sizes, with dynamo's ShapeEnv (see ``ember/aot/backends.py``).
+A name whose package cannot be imported raises
 NotImplementedError naming what is missing, when ``ember.compile`` is called."""
 from __future__ import annotations
 
 from typing import Callable
 
-from . import logs
 
 
 def eager(gm, example_inputs):
@@ -18,44 +19,19 @@ def eager(gm, example_inputs):
     return gm.forward
 
 
-def _per_shape(compile_one, gm, example_inputs, name):
-    """A graph with symbolic sizes (``gm.meta["dynamic"]``) for an AOT backend: compiled once per
-    distinct input layout (shapes and strides), each compilation static.
-
-    AOT's own symbolic tracing records shape guards that nothing would check when dynamo reuses
-    the entry for other sizes, so specialising inside the backend is what keeps answers exact."""
-    if not gm.meta.get("dynamic"):
-        return compile_one(gm, example_inputs)
-    logs.get("recompiles").info("backend %s: graph has symbolic sizes; the AOT pipeline compiles it once "
-                                "per input shape (its own shape guards would go unchecked)", name)
-    from ..tensor import Tensor
-    compiled = {}
-
-    def key(inputs):
-        return tuple((tuple(t._data.shape), t._data.strides) if isinstance(t, Tensor) else None
-                     for t in inputs)
-
-    compiled[key(example_inputs)] = compile_one(gm, list(example_inputs))
-
-    def run(*inputs):
-        k = key(inputs)
-        fn = compiled.get(k)
-        if fn is None:
-            fn = compiled[k] = compile_one(gm, list(inputs))
-        return fn(*inputs)
-    return run
-
-
 def _aot_eager(gm, example_inputs):
     from ..aot import aot_eager as impl
-    return _per_shape(impl, gm, example_inputs, "aot_eager")
+    return impl(gm, example_inputs)
 
 
 def _inductor(gm, example_inputs):
+    """AOT with inductor compiling the forward and backward graphs. A graph dynamo captured with
+    symbolic sizes reaches the graph compiler with fake inputs of dynamo's symbols: compiled once,
+    symbolically (``ember.inductor.dynamic``)."""
     from ..aot import aot_autograd
-    from ..inductor import compile_fx
-    return _per_shape(aot_autograd(fw_compiler=compile_fx, bw_compiler=compile_fx), gm, example_inputs,
-                      "inductor")
+    from ..inductor.dynamic import compile_fx_maybe_symbolic
+    return aot_autograd(fw_compiler=compile_fx_maybe_symbolic, bw_compiler=compile_fx_maybe_symbolic)(
+        gm, example_inputs)
 
 
 _REGISTRY: dict[str, Callable] = {"eager": eager, "aot_eager": _aot_eager, "inductor": _inductor}
