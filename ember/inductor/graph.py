@@ -5,6 +5,23 @@ always; graph outputs; a pointwise value read by more than one node unless it
 is cheap to recompute (``ir.is_cheap``: a view, or a few loads and cheap
 arithmetic). Everything else is inlined into its consumers, which is the
 first half of fusion (the scheduler's loop fusion is the second).
+
+Symbolic sizes (``dynamic=True``) come from one of two places:
+
+* **real example inputs**: every size > 1 becomes a symbol of this graph's own
+  ``SizeVarAllocator`` (duck-sized by value); the guards lowering needs are
+  checked by the generated wrapper on each call (``GuardError``);
+* **fake example inputs with SymInt sizes** (a graph traced by aot with
+  dynamo's ShapeEnv): the graph uses *those* symbols, so its size nodes
+  (``sym_size``, ``operator.mul`` ...) lower to the same sympy expressions the
+  trace saw, and every guard lowering needs is added to that ShapeEnv (its
+  owner, dynamo, checks it before each call) instead of to the wrapper. Each
+  symbol must be readable at call time as a dimension of some input
+  (``ember.inductor.dynamic`` passes sizes that are not as carrier inputs).
+
+Either way the inputs are compiled as C-contiguous, sizes are kernel
+arguments read off the input arrays' shapes, and a symbolic graph meets only
+contiguous arrays (``compile_fx`` compiles another variant otherwise).
 """
 from __future__ import annotations
 
@@ -47,6 +64,8 @@ class GraphLowering:
         self.example_inputs = list(example_inputs)
         self.dynamic = dynamic
         self.sizevars = SizeVarAllocator()
+        # the caller's ShapeEnv when the example inputs are fakes with its symbols
+        self.shape_env = _shape_env_of(self.example_inputs) if dynamic else None
         self.buffers: List[Any] = []          # ComputedBuffer / ExternKernel, in order
         self.buffers_by_name: Dict[str, ir.Buffer] = {}
         self.graph_inputs: List[ir.InputBuffer] = []
@@ -57,6 +76,8 @@ class GraphLowering:
         self._count = 0
         self._current_node = None
         self._size_symbols: Dict[int, sympy.Symbol] = {}
+        self._input_sizes: List[list] = []
+        self._inputs_checked = False
 
     # -- naming -------------------------------------------------------------
     def new_name(self, prefix="buf"):
@@ -91,6 +112,18 @@ class GraphLowering:
 
     def add_input(self, t: Tensor, name: str) -> ir.InputBuffer:
         arr = t._data
+        if self.shape_env is not None:
+            # the caller's symbols; compiled contiguous (the caller passes contiguous arrays)
+            size = [sympify(n) for n in arr.shape]
+            for n in size:
+                if n.is_Symbol and n not in self.sizevars.var_to_val:
+                    self.sizevars.var_to_val[n] = int(self.shape_env.var_to_val[n])
+            self._input_sizes.append(size)
+            buf = ir.InputBuffer(name, ir.Layout(size, dtype=t.dtype))
+            self.graph_inputs.append(buf)
+            self.input_names.append(name)
+            self.buffers_by_name[name] = buf
+            return buf
         size = [self._size_expr(n) for n in arr.shape]
         if self.dynamic:
             if not (arr.flags.c_contiguous or arr.size <= 1):
@@ -199,19 +232,78 @@ class GraphLowering:
                 self.constants[buf.name] = t
                 env[node] = buf
             elif node.op == "call_function":
+                if not self._inputs_checked:
+                    self._check_input_symbols()
                 env[node] = self._lower_call(node, lookup)
             elif node.op == "output":
                 self._lower_output(node.args[0], lookup)
             else:
                 raise LoweringError(f"unsupported node {node.op} {node.target}")
         self._current_node = None
+        if not self._inputs_checked:
+            self._check_input_symbols()
+        if self.shape_env is not None:
+            self._guards_to_shape_env()
         return self
+
+    # -- the caller's symbols ---------------------------------------------------
+    def _check_input_symbols(self):
+        """Every symbol in an input size must be read off some input dimension at call time."""
+        self._inputs_checked = True
+        if self.shape_env is None:
+            return
+        bound = set(self.sizevars.var_to_val)
+        for size in self._input_sizes:
+            for n in size:
+                missing = n.free_symbols - bound
+                if missing:
+                    raise LoweringError(f"dynamic shapes: size {n} of an input uses "
+                                        f"{', '.join(sorted(map(str, missing)))}, which no input dimension "
+                                        f"carries (the compiled code could not read it)")
+
+    def _guards_to_shape_env(self):
+        """The size guards lowering relied on, handed to the caller's ShapeEnv (as sympy's
+        floor/Mod, which its guard compiler understands) instead of checked by the wrapper."""
+        env = self.shape_env
+        for g in self.sizevars.guards:
+            rel = sympy.Eq(_to_sympy_int(g), 0)
+            if env._static_truth(rel) is True:
+                continue
+            if not bool(env.hint(rel)):
+                raise LoweringError(f"dynamic shapes: size guard {rel} does not hold for the example sizes")
+            env._add_guard(rel)
+        self.sizevars.guards = []
+
+    def _lower_size(self, node, lookup):
+        """A size computation of the traced graph (``sym_size``, ``operator`` arithmetic on
+        sizes, ``max``/``min``) as a sympy expression over the size symbols."""
+        from ..fx.experimental.proxy_tensor import sym_size
+        from .sizevars import FloorDiv
+        t = node.target
+        args = [lookup(a) for a in node.args]
+        if t is sym_size:
+            return args[0].get_size()[int(args[1])]
+        vals = [sympify(a) for a in args]
+        if t is operator.floordiv:
+            return FloorDiv(*vals)
+        if t is operator.mod:
+            from .sizevars import ModularIndexing
+            return ModularIndexing(vals[0], 1, vals[1])
+        fn = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+              operator.neg: operator.neg, operator.pow: operator.pow, max: sympy.Max, min: sympy.Min}.get(t)
+        if fn is None:
+            return None
+        return sympy.expand(fn(*vals)) if fn not in (sympy.Max, sympy.Min) else fn(*vals)
 
     def _lower_call(self, node, lookup):
         if node.target is operator.getitem:
             base = lookup(node.args[0])
             return base[node.args[1]]
         name = _prim_name(node.target)
+        if name is None and self.dynamic:
+            size = self._lower_size(node, lookup)
+            if size is not None:
+                return size
         if name is None:
             raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
         args = [lookup(a) for a in node.args]
@@ -244,7 +336,9 @@ class GraphLowering:
             return
         size = out.get_size()
         hint = [self.sizevars.size_hint(s) for s in size]
-        if tuple(hint) != tuple(int(s) for s in meta.shape) or out.get_dtype() is not meta.dtype:
+        # the eager sizes by their example values (``int()`` of a SymInt would add a guard)
+        want = tuple(s.hint() if hasattr(s, "hint") else int(s) for s in meta.shape)
+        if tuple(hint) != want or out.get_dtype() is not meta.dtype:
             raise LoweringError(f"lowering of {node.target.__name__} gave {hint} {out.get_dtype()}, eager "
                                 f"gives {list(meta.shape)} {meta.dtype}")
 
@@ -301,6 +395,30 @@ def check_no_baked_sizes(gm):
                 if any(isinstance(i, int) and not isinstance(i, bool) and i > 1 for i in items):
                     raise DynamicShapeError(f"{op.name} has the concrete size argument {p.name}={v!r}; "
                                             f"trace the graph symbolically for dynamic shapes")
+
+
+def _shape_env_of(example_inputs):
+    """The ShapeEnv of the first SymInt size among fake example inputs, else None."""
+    for t in example_inputs:
+        if isinstance(t, Tensor) and type(t._data).__name__ == "FakeArray":
+            for n in t._data.shape:
+                env = getattr(n, "env", None)
+                if env is not None:
+                    return env
+    return None
+
+
+def _to_sympy_int(e):
+    """Inductor's FloorDiv/ModularIndexing as sympy's floor/Mod (what ShapeEnv guards use)."""
+    from .sizevars import FloorDiv, ModularIndexing
+    if not e.args:
+        return e
+    args = [_to_sympy_int(a) for a in e.args]
+    if isinstance(e, FloorDiv):
+        return sympy.floor(args[0] / args[1])
+    if isinstance(e, ModularIndexing):
+        return sympy.Mod(sympy.floor(args[0] / args[1]), args[2])
+    return e.func(*args)
 
 
 def _getattr(mod, target):

@@ -1,0 +1,248 @@
+"""Inductor for graphs traced with a caller's symbolic sizes (aot on dynamo's ShapeEnv).
+
+``compile_fx_maybe_symbolic(gm, example_inputs)`` is the graph compiler the
+``"inductor"`` backend hands to aot. When the example inputs are real (or
+fakes with concrete sizes) it is ``compile_fx``. When they carry SymInt sizes
+it compiles the graph **once** for every size (``compile_fx(dynamic=True)``)
+after adapting its inputs and outputs to what compiled code can take:
+
+* **size inputs** (the backward receives the sizes the forward saved, as
+  SymInts): a size that is a dimension of a tensor input is read off that
+  input (``sym_size``), a compound one is computed from those; a symbol no
+  tensor input carries is passed as a *carrier*, an empty ``(n, 0)`` array
+  whose first dimension is the size (no data, one ``np.empty``), so the
+  compiled wrapper reads every size the same way: off an input's shape;
+* **size outputs** (the forward returns the sizes it saves): computed here
+  from the call's input shapes, not by the compiled graph;
+* **layouts**: symbolic inputs are compiled C-contiguous; an input that is
+  not (an expanded gradient, a transposed saved value) is copied to a
+  contiguous array first. Supported: any input whose sizes are symbols, sums,
+  products, floor divisions of symbols that some input dimension or size
+  input carries.
+
+A graph outside that (a size over symbols no input carries) runs in the fx
+Interpreter instead, with the reason logged on ``ember.inductor``. Guards the
+lowering needs go into the caller's ShapeEnv (``graph.py``).
+"""
+from __future__ import annotations
+
+import logging
+import operator
+from typing import Any, Dict, List
+
+import numpy as np
+import sympy
+
+from .. import types as _t
+from ..fx.experimental.symbolic_shapes import SymInt
+from ..tensor import Tensor, _make
+
+log = logging.getLogger("ember.inductor")
+
+
+def _sym_expr(v):
+    return v.expr if isinstance(v, SymInt) else sympy.Integer(int(v))
+
+
+def is_symbolic_example(inputs) -> bool:
+    for a in inputs:
+        if isinstance(a, SymInt):
+            return True
+        if isinstance(a, Tensor) and any(isinstance(n, SymInt) for n in a._data.shape):
+            return True
+    return False
+
+
+def compile_fx_maybe_symbolic(gm, example_inputs):
+    """``compile_fx`` for concrete example inputs; :func:`compile_fx_symbolic` for symbolic ones."""
+    from .compile_fx import compile_fx
+    if not is_symbolic_example(example_inputs):
+        return compile_fx(gm, example_inputs)
+    return compile_fx_symbolic(gm, example_inputs)
+
+
+class _Unsupported(Exception):
+    pass
+
+
+def compile_fx_symbolic(gm, example_inputs):
+    """Compile ``gm`` once for all sizes of its symbolic example inputs (see the module docstring)."""
+    try:
+        return _SymbolicGraph(gm, list(example_inputs))
+    except _Unsupported as e:
+        log.warning("inductor: the graph with symbolic sizes runs in the fx Interpreter: %s", e)
+        from ..fx.interpreter import Interpreter
+
+        def run(*args):
+            return Interpreter(gm).run(*args)
+        run.eager_reason = str(e)
+        return run
+
+
+def _int_fn(fn):
+    return lambda *a: int(fn(*a))
+
+
+def _node_for(graph, expr, sym_nodes: Dict[Any, Any]):
+    """A node (or int) of ``graph`` computing size ``expr`` from the symbols' nodes."""
+    if expr.is_Integer:
+        return int(expr)
+    hit = sym_nodes.get(expr)
+    if hit is not None:
+        return hit
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        op = operator.add if isinstance(expr, sympy.Add) else operator.mul
+        args = sorted(expr.args, key=lambda e: e.is_number)
+        if any(e.is_Rational and not e.is_Integer for e in args):
+            raise _Unsupported(f"non-integer size expression {expr}")
+        acc = _node_for(graph, args[0], sym_nodes)
+        for e in args[1:]:
+            acc = graph.call_function(op, (acc, _node_for(graph, e, sym_nodes)))
+    elif isinstance(expr, sympy.floor):
+        num, den = sympy.together(expr.args[0]).as_numer_denom()
+        acc = graph.call_function(operator.floordiv, (_node_for(graph, sympy.expand(num), sym_nodes),
+                                                      _node_for(graph, den, sym_nodes)))
+    elif isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
+        acc = graph.call_function(operator.pow, (_node_for(graph, expr.base, sym_nodes), int(expr.exp)))
+    elif isinstance(expr, sympy.Mod):
+        acc = graph.call_function(operator.mod, tuple(_node_for(graph, e, sym_nodes) for e in expr.args))
+    elif isinstance(expr, (sympy.Max, sympy.Min)):
+        acc = graph.call_function(max if isinstance(expr, sympy.Max) else min,
+                                  tuple(_node_for(graph, e, sym_nodes) for e in expr.args))
+    else:
+        raise _Unsupported(f"cannot compute size {expr} from the inputs")
+    sym_nodes[expr] = acc
+    return acc
+
+
+class _SymbolicGraph:
+    """The compiled graph plus the per-call adaptation of its inputs and outputs."""
+
+    def __init__(self, gm, example_inputs: List[Any]):
+        from ..fx.experimental.proxy_tensor import sym_size
+        from ..fx.fake_tensor import make_fake
+        from ..fx.graph import Graph
+        from ..fx.graph_module import GraphModule
+        from .._fake import FakeArray
+        from .compile_fx import compile_fx
+
+        phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        if len(phs) != len(example_inputs):
+            raise _Unsupported("placeholders and example inputs differ in number")
+        tensor_pos = [i for i, a in enumerate(example_inputs) if isinstance(a, Tensor)]
+        scalar_pos = [i for i, a in enumerate(example_inputs) if not isinstance(a, Tensor)]
+        for i in scalar_pos:
+            if not isinstance(example_inputs[i], (int, SymInt)) or isinstance(example_inputs[i], bool):
+                raise _Unsupported(f"input {i} is a {type(example_inputs[i]).__name__}")
+        # where each symbol can be read at call time: (input position, dim) or a scalar position
+        where: Dict[sympy.Symbol, tuple] = {}
+        for i in tensor_pos:
+            for d, n in enumerate(example_inputs[i].shape):
+                if isinstance(n, SymInt) and n.expr.is_Symbol and n.expr not in where:
+                    where[n.expr] = ("dim", i, d)
+        carriers = []
+        for i in scalar_pos:
+            e = _sym_expr(example_inputs[i])
+            if e.is_Symbol and e not in where:
+                where[e] = ("scalar", i)
+                carriers.append(i)
+        for i, a in enumerate(example_inputs):
+            exprs = [_sym_expr(a)] if i in scalar_pos else [_sym_expr(n) for n in a.shape]
+            for e in exprs:
+                missing = e.free_symbols - set(where)
+                if missing:
+                    raise _Unsupported(f"size {e} of input {i} uses {', '.join(sorted(map(str, missing)))}, "
+                                       f"which no input carries")
+        # -- the graph inductor compiles: tensor inputs, then carriers; sizes from their shapes
+        g = Graph()
+        env: Dict[Any, Any] = {}
+        new_ph = {}
+        for i in tensor_pos:
+            ph = g.placeholder(phs[i].name)
+            ph.meta.update(phs[i].meta)
+            new_ph[i] = env[phs[i]] = ph
+        carrier_ph = {}
+        for i in carriers:
+            carrier_ph[i] = g.placeholder(f"{phs[i].name}_carrier")
+        sym_nodes: Dict[Any, Any] = {}
+        for s, w in where.items():
+            if w[0] == "dim":
+                sym_nodes[s] = g.call_function(sym_size, (new_ph[w[1]], w[2]))
+            else:
+                sym_nodes[s] = g.call_function(sym_size, (carrier_ph[w[1]], 0))
+        for i in scalar_pos:
+            env[phs[i]] = _node_for(g, _sym_expr(example_inputs[i]), sym_nodes)
+        out_node = None
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                continue
+            if n.op == "output":
+                out_node = n
+                break
+            env[n] = g.node_copy(n, lambda a: env[a])
+        outs = out_node.args[0]
+        if not isinstance(outs, (tuple, list)):
+            raise _Unsupported("the graph's output is not a flat tuple")
+        # size outputs: computed here from the inputs' shapes
+        self._size_outs = {}
+        tensor_outs = []
+        for k, o in enumerate(outs):
+            if hasattr(o, "op") and hasattr(o, "users") and "sym_val" not in o.meta:
+                tensor_outs.append(env[o])
+                continue
+            val = o.meta["sym_val"] if hasattr(o, "op") else o
+            if val is None:
+                self._size_outs[k] = None
+                continue
+            if not isinstance(val, (int, SymInt)):
+                raise _Unsupported(f"output {k} is neither a tensor nor a size")
+            e = _sym_expr(val)
+            if e.free_symbols - set(where):
+                raise _Unsupported(f"output size {e} uses symbols no input carries")
+            self._size_outs[k] = e
+        g.output(tuple(tensor_outs))
+        new_gm = GraphModule(gm, g, class_name=type(gm).__name__)
+        examples = [example_inputs[i] for i in tensor_pos] + \
+            [make_fake(FakeArray((example_inputs[i], 0), np.int8), _t.cpu) for i in carriers]
+        self.compiled = compile_fx(new_gm, examples, dynamic=True)
+        self.gm = new_gm
+        self.n_out = len(outs)
+        self._tensor_pos = tensor_pos
+        self._carriers = carriers
+        self._plain = not carriers and not scalar_pos and not self._size_outs
+        syms = sorted(where, key=str)
+        self._size_fns = []
+        if self._size_outs:
+            readers = [where[s] for s in syms]
+            self._readers = readers
+            for k, e in self._size_outs.items():
+                if e is None:
+                    self._size_fns.append((k, lambda *a: None))
+                elif e.free_symbols:
+                    self._size_fns.append((k, _int_fn(sympy.lambdify(syms, e, modules="math"))))
+                else:
+                    self._size_fns.append((k, lambda *a, v=int(e): v))
+
+    @property
+    def eager_reason(self):
+        return getattr(self.compiled, "eager_reason", None)
+
+    def __call__(self, *args):
+        if self._plain:
+            tensors = args
+        else:
+            tensors = [args[i] for i in self._tensor_pos]
+            for i in self._carriers:
+                tensors.append(_make(np.empty((int(args[i]), 0), np.int8)))
+        tensors = [t if t._data.flags.c_contiguous else _make(np.ascontiguousarray(t._data), t.device, t.dtype)
+                   for t in tensors]
+        res = self.compiled(*tensors)
+        if not self._size_outs:
+            return res
+        vals = [args[w[1]].shape[w[2]] if w[0] == "dim" else int(args[w[1]]) for w in self._readers]
+        out = [None] * self.n_out
+        sizes = {k: fn(*vals) for k, fn in self._size_fns}
+        it = iter(res)
+        for k in range(self.n_out):
+            out[k] = sizes[k] if k in sizes else next(it)
+        return tuple(out)
