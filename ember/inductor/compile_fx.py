@@ -95,7 +95,8 @@ class CompiledGraph:
 def _ensure_meta(gm, example_inputs):
     """Fallbacks need each node's output shape/dtype: fill ``tensor_meta`` by an
     eager run when the tracer did not record it."""
-    missing = any(n.op == "call_function" and "tensor_meta" not in n.meta for n in gm.graph.nodes)
+    missing = any(n.op == "call_function" and "tensor_meta" not in n.meta and
+                  getattr(n.target, "_ember_op", None) is not None for n in gm.graph.nodes)
     if missing:
         from ..fx.passes.shape_prop import ShapeProp
         ShapeProp(gm).propagate(*example_inputs)
@@ -186,11 +187,14 @@ class CompiledFunction:
         self._compile(list(example_inputs))
 
     def _compile(self, inputs):
-        key = self._vkey(inputs)
+        # fake example inputs (symbolic sizes from aot/dynamo): compiled for the contiguous
+        # arrays of any size that the caller passes
+        fake = self.dynamic and any(type(a._data).__name__ == "FakeArray" for a in inputs)
+        key = tuple([(a._data.ndim, a._data.dtype, True) for a in inputs]) if fake else self._vkey(inputs)
         try:
             _ensure_meta(self.gm, inputs)
             try:
-                if self.dynamic:
+                if self.dynamic and not fake:   # (a symbolic trace's concrete sizes are guarded by its owner)
                     check_no_baked_sizes(self.gm)
                 v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
             except DynamicShapeError as e:
