@@ -251,10 +251,36 @@ def _num(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def _symbolic(v):
+    return hasattr(v, "expr") and hasattr(v, "env")
+
+
+def _arange_symbolic(start, end, step, dtype, device, requires_grad):
+    """``arange`` with a symbolic size among its integer bounds (``arange(x.shape[1])`` while
+    tracing with dynamic shapes): the ``iota`` prim, whose length stays a size expression, so
+    the traced graph computes it from its inputs instead of baking in a constant."""
+    from ..prims import iota
+    if not all(isinstance(v, numbers.Integral) or _symbolic(v) for v in (start, end, step)):
+        # a float bound: the length needs a float division of the size; specialise it (a guard)
+        return arange(*[int(v) if _symbolic(v) else v for v in (start, end, step)], dtype=dtype,
+                      device=device, requires_grad=requires_grad)
+    step = int(step)
+    if step == 0:
+        raise RuntimeError("step must be nonzero")
+    n = (end - start + step - 1) // step if step > 0 else (start - end - step - 1) // (-step)
+    if n < 0:
+        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+    dt = _t.as_dtype(dtype) if dtype is not None else _t.int64
+    # a symbolic start is specialised (a guard): the prims take it as a plain number
+    return _finish(iota(n, int(start), step, dt, device), requires_grad)
+
+
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start
+    if _symbolic(start) or _symbolic(end) or _symbolic(step):
+        return _arange_symbolic(start, end, step, dtype, device, requires_grad)
     if step == 0:
         raise RuntimeError("step must be nonzero")
     if (end - start) / step < 0:
