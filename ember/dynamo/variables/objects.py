@@ -317,6 +317,12 @@ _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_se
             "inference_mode"}
 
 
+def _has_symbolic(c, is_symbolic):
+    if isinstance(c, (tuple, list)):
+        return any(_has_symbolic(x, is_symbolic) for x in c)
+    return is_symbolic(c)
+
+
 class EmberFunctionVariable(VariableTracker):
     """A function of ember (``ember.relu``, ``F.linear``, ``ember.cat``): one graph node per call."""
 
@@ -345,7 +351,8 @@ class EmberFunctionVariable(VariableTracker):
         from .tensor import TensorVariable
         from ...fx.experimental.symbolic_shapes import is_symbolic
         if not kwargs and all(a.is_python_constant() and not isinstance(a, TensorVariable) for a in args) \
-                and not any(is_symbolic(a.as_python_constant()) for a in args):
+                and not any(_has_symbolic(a.as_python_constant(), is_symbolic) for a in args):
+            # (a Size of symbolic sizes too: ember.ones(x.shape) must not run for real)
             # an internal accessor such as ``_api()`` returning a module: fold it
             try:
                 res = self.fn(*[a.as_python_constant() for a in args])
