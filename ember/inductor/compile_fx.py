@@ -139,7 +139,8 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         for part, l_ in zip(range(nparts), libs):
             for gi in list(names)[part::nparts]:
                 lib[names[gi]] = l_
-        wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks, local_all)
+        wg = WrapperGen(graph, sched.groups, names, params, size_syms, checks, local_all,
+                        persistent=config.reuse_buffers_across_calls)
         wrapper_src = wg.generate(lib)
     if log_code.isEnabledFor(logging.DEBUG):
         log_code.debug("generated C++:\n%s\nwrapper:\n%s", source if kernels else "(none)", wrapper_src)

@@ -535,9 +535,12 @@ def _var(x, dims, correction):
 
 
 # ---------------------------------------------------------------------- externs
-def _matmul(a, b, out):
-    np.matmul(a, b, out=out)
-    return out
+# the extern is numpy's matmul ufunc itself, called by the wrapper as ``_matmul(a, b, out)``
+# (``out`` positional): no Python frame per call, the product written into the wrapper's
+# preallocated output. Transposed operands arrive as views (``w.T``) and numpy hands them
+# to BLAS with a transpose flag -- no copy (any operand with a unit stride in one of its two
+# matrix dims is passed as is).
+_matmul = np.matmul
 
 
 @register("mm", "bmm")

@@ -72,3 +72,184 @@ def test_loaded_libgomp_reads_the_process_maps():
     """)
     assert "BEFORE []" in out
     assert "AFTER [True]" in out
+
+
+# ---------------------------------------------------------------------- wrapper: buffers and views
+import threading  # noqa: E402
+
+import ember.nn as nn  # noqa: E402
+import ember.nn.functional as F  # noqa: E402
+from ember import prims as P  # noqa: E402
+from ember.inductor import config as icfg  # noqa: E402
+
+from ._helpers import assert_same, compile_and_run, rand  # noqa: E402
+
+
+def _mlp_prims(x, w1, b1, w2):
+    """x @ w1^T + b1 -> gelu (one fused kernel) -> @ w2^T: intermediates (the first matmul's
+    output, the gelu) between two externs, and three outputs."""
+    h = P.add(P.mm(x, P.permute(w1, [1, 0])), P.broadcast_in_dim(b1, [8, 32], [1]))
+    g = P.mul(h, P.mul(P.add(P.erf(P.mul(h, 0.7071067811865476)), 1.0), 0.5))
+    y = P.mm(g, P.permute(w2, [1, 0]))
+    return y, P.exp(y), P.permute(y, [1, 0])
+
+
+def _mlp_args():
+    return [rand(8, 16), rand(32, 16), rand(32), rand(12, 32)]
+
+
+def _globals(cf):
+    return cf.compiled._call.__globals__
+
+
+def test_outputs_fresh_and_values_kept_after_later_calls():
+    args = _mlp_args()
+    cf, got, want = compile_and_run(_mlp_prims, *args)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    first = [t.numpy().copy() for t in cf(*args)]
+    outs1 = [t.numpy() for t in cf(*args)]
+    args2 = _mlp_args()
+    outs2 = [t.numpy() for t in cf(*args2)]
+    # the first call's outputs were not overwritten by the second call
+    for a, b in zip(outs1, first):
+        np.testing.assert_array_equal(a, b)
+    ref2 = [t.numpy() for t in cf.gm(*args2)]
+    for g, w in zip(outs2, ref2):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    # outputs never share memory with each other (except the declared view) or across calls
+    assert not np.shares_memory(outs1[0], outs1[1])
+    assert np.shares_memory(outs1[0], outs1[2])        # y.T is a view of y, as eagerly
+    for a in outs1:
+        for b in outs2:
+            assert not np.shares_memory(a, b)
+
+
+def test_intermediates_pooled_across_calls_never_outputs():
+    args = _mlp_args()
+    cf, _, _ = compile_and_run(_mlp_prims, *args)
+    glb = _globals(cf)
+    src = cf.compiled.wrapper_src
+    assert "def _new_pool():" in src and "_pools" in glb
+    outs = [t.numpy() for t in cf(*args)]
+    (pool,) = glb["_pools"]               # one pool, back on the list after the call
+    assert len(pool) >= 1
+    outs2 = [t.numpy() for t in cf(*args)]
+    (pool2,) = glb["_pools"]
+    assert pool2 is pool                   # the same memory on every call
+    for p in pool:
+        for o in outs + outs2:
+            assert not np.shares_memory(p, o)
+
+
+def test_pooling_off_allocates_per_call():
+    old = icfg.reuse_buffers_across_calls
+    icfg.reuse_buffers_across_calls = False
+    try:
+        args = _mlp_args()
+        cf, got, want = compile_and_run(_mlp_prims, *args)
+    finally:
+        icfg.reuse_buffers_across_calls = old
+    assert "_new_pool" not in cf.compiled.wrapper_src
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_concurrent_calls_get_their_own_pools():
+    args = _mlp_args()
+    cf, _, _ = compile_and_run(_mlp_prims, *args)
+    inputs = [_mlp_args() for _ in range(4)]
+    refs = [[t.numpy() for t in cf.gm(*a)] for a in inputs]
+    errors = []
+
+    def work(k):
+        try:
+            for _ in range(30):
+                got = [t.numpy() for t in cf(*inputs[k])]
+                for g, w in zip(got, refs[k]):
+                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+def test_transposed_operands_are_views_not_copies():
+    """x @ w.T, v.T @ x and a batched x^T @ v: numpy receives transposed views (BLAS transpose
+    flags), no copy kernel, no as_strided."""
+    def fn(x, w, v):
+        return P.mm(x, P.permute(w, [1, 0])), P.mm(P.permute(v, [1, 0]), x), \
+            P.bmm(P.permute(P.reshape(x, [2, 4, 16]), [0, 2, 1]), P.reshape(v, [2, 4, 16]))
+    x, w, v = rand(8, 16), rand(12, 16), rand(8, 16)
+    cf, got, want = compile_and_run(fn, x, w, v)
+    for g, ww in zip(got, want):
+        assert_same(g, ww, rtol=1e-5, atol=1e-5)
+    src = cf.compiled.wrapper_src
+    assert cf.compiled.n_kernels == 0
+    assert "arg1.T" in src and "as_strided" not in src and "_strided_view" not in src
+    assert src.count("# mm") == 3
+    assert "ascontiguousarray" not in src and ".copy(" not in src
+
+
+def test_strided_and_offset_matmul_operands():
+    """Slices with steps and offsets (not a permutation): an ndarray view over the buffer."""
+    def fn(x, w):
+        xs = P.slice(x, [0, 1], [8, 33], [1, 2])          # every other column from 1
+        ws = P.slice(w, [2, 0], [18, 12])                  # rows 2..17
+        return P.mm(xs, ws), P.mm(P.permute(ws, [1, 0]), P.permute(xs, [1, 0]))
+    x, w = rand(8, 40), rand(20, 12)
+    cf, got, want = compile_and_run(fn, x, w)
+    for g, ww in zip(got, want):
+        assert_same(g, ww, rtol=1e-5, atol=1e-5)
+    assert "_as_view(" in cf.compiled.wrapper_src
+    out2 = [t.numpy() for t in cf(rand(8, 40), rand(20, 12))]
+    assert out2[0].shape == (8, 12)
+
+
+def test_bias_epilogue_is_one_kernel_after_the_matmul():
+    args = _mlp_args()
+    cf, got, want = compile_and_run(_mlp_prims, *args)
+    lines = [ln.strip() for ln in cf.compiled.wrapper_src.splitlines()]
+    mm = [i for i, ln in enumerate(lines) if ln.endswith("# mm")]
+    assert len(mm) == 2
+    between = [ln for ln in lines[mm[0] + 1:mm[1]] if ln.startswith("_kernel")]
+    assert len(between) == 1                                  # bias + gelu fused after the mm
+
+
+def test_compiled_training_gradients_two_steps():
+    ember.manual_seed(3)
+    model = nn.Sequential(nn.Linear(16, 32), nn.GELU(), nn.Linear(32, 8))
+    cmodel = ember.compile(model)
+    for step in range(2):
+        x = ember.randn(6, 16)
+        target = ember.randn(6, 8)
+        for p in model.parameters():
+            p.grad = None
+        loss = F.mse_loss(model(x), target)
+        loss.backward()
+        want = [p.grad.numpy().copy() for p in model.parameters()]
+        for p in model.parameters():
+            p.grad = None
+        closs = F.mse_loss(cmodel(x), target)
+        closs.backward()
+        got = [p.grad.numpy() for p in model.parameters()]
+        np.testing.assert_allclose(closs.item(), loss.item(), rtol=1e-5)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_dynamic_sizes_allocate_per_call():
+    def fn(x, w):
+        h = P.tanh(P.mm(x, w))
+        return P.mm(h, P.permute(w, [1, 0]))
+    x, w = rand(5, 16), rand(16, 16)
+    cf, got, want = compile_and_run(fn, x, w, dynamic=True)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+    for n in (7, 3):
+        x2 = rand(n, 16)
+        assert_same(cf(x2, w).numpy(), cf.gm(x2, w).numpy(), rtol=1e-5, atol=1e-5)

@@ -2,9 +2,25 @@
 C++ kernels through ctypes and the externs, return the outputs.
 
 It is generated as Python source (logged with ``output_code``) so the per-call
-work is straight-line code: shape reads for symbolic sizes, ``np.empty`` per
-buffer (or the reuse of a dead buffer of the same size and dtype), and one
-ctypes call per kernel with precomputed ``argtypes``.
+work is straight-line code: shape reads for symbolic sizes, one ctypes call per
+kernel with precomputed ``argtypes`` (the kernels take the numpy array objects
+and read their data pointers in C, no ``arr.ctypes`` in Python), matmuls as
+``np.matmul(a, b, out)`` into a preallocated output, and views of buffers as
+``.T`` / ``transpose`` / ``reshape`` / an ``ndarray`` over the buffer (never
+``as_strided``, ~2 us a call).
+
+Buffers, per call:
+
+* graph outputs (returned to the caller; in training also the values saved for
+  backward) are fresh ``np.empty`` arrays on every call, never memory a later
+  call writes;
+* intermediates with static sizes live in a *pool* allocated on the first call
+  and reused by later calls (no allocation, pages already mapped); a pool is
+  taken off a list for the duration of a call and put back after it, so a
+  concurrent call (another thread) or a call that raised gets its own pool;
+* intermediates with symbolic sizes are allocated per call;
+* within a call a dead buffer of the same size and dtype is recycled for a
+  later one (an output only recycles per-call memory, never pool memory).
 """
 from __future__ import annotations
 
@@ -23,6 +39,12 @@ def _strided_view(arr, offset, shape, strides):
     flat = arr.reshape(-1)
     return np.lib.stride_tricks.as_strided(flat[offset:], shape=shape,
                                            strides=tuple(s * arr.itemsize for s in strides))
+
+
+def _as_view(arr, shape, strides, offset):
+    """A view of a contiguous buffer with byte ``strides`` at byte ``offset``: the
+    ``ndarray`` constructor over the buffer (bounds-checked, ~0.15 us)."""
+    return np.ndarray(shape, arr.dtype, arr, offset, strides)
 
 
 def _contig(x):
@@ -58,7 +80,7 @@ def _run_extern(fn, args, kwargs, arrays):
 
 class WrapperGen:
     def __init__(self, graph, groups, kernel_names: Dict[int, str], kernel_params: Dict[int, List[str]],
-                 size_syms: List[sympy.Symbol], index_checks=(), local=()):
+                 size_syms: List[sympy.Symbol], index_checks=(), local=(), persistent=True):
         self.graph = graph
         self.groups = groups
         self.kernel_names = kernel_names
@@ -67,7 +89,9 @@ class WrapperGen:
         self.index_checks = set(index_checks)
         self.local = set(local)
         self.globals: Dict[str, object] = {"np": np, "_strided_view": _strided_view, "_run_extern": _run_extern,
-                                           "_ascontig": _contig, "_empty": np.empty}
+                                           "_ascontig": _contig, "_empty": np.empty, "_as_view": _as_view}
+        self.pool: List[str] = []     # ``name = expr`` lines of the pool constructor
+        self.persistent = persistent  # static-size intermediates live in a cross-call pool
         self.lines: List[str] = []
 
     def _dtype_ref(self, dtype):
@@ -78,6 +102,37 @@ class WrapperGen:
     def _shape(self, size):
         items = [pyexpr(s) for s in size]
         return "(" + "".join(f"{i}, " for i in items) + ")"
+
+    def _static(self, size) -> bool:
+        return all(getattr(sympy.sympify(n), "is_Integer", False) for n in size)
+
+    def view_expr(self, buf, size, stride, offset) -> str:
+        """Python for a view (``size``, element ``stride``, ``offset``) of the contiguous
+        buffer ``buf``: ``buf`` itself, ``.T``/``transpose``, ``reshape``, or an ``ndarray``
+        over its memory -- each far cheaper per call than ``as_strided``."""
+        base = list(buf.layout.size)
+        base_st = _contig_strides(base)
+        size, stride = list(size), list(stride)
+        off0 = sympy.expand(sympy.sympify(offset)) == 0
+
+        def same(a, b):
+            return len(a) == len(b) and all(sympy.expand(sympy.sympify(x) - y) == 0 for x, y in zip(a, b))
+
+        def eff(sz, st):   # strides of size-1 dims never matter
+            return [0 if sympy.sympify(n) == 1 else st_ for n, st_ in zip(sz, st)]
+
+        if off0 and same(size, base) and same(eff(size, stride), eff(base, base_st)):
+            return buf.name
+        if off0 and len(size) == len(base) and len(size) > 1:
+            perm = _match_perm(size, eff(size, stride), base, eff(base, base_st))
+            if perm is not None:
+                return f"{buf.name}.T" if perm == (1, 0) else f"{buf.name}.transpose({perm!r})"
+        if off0 and same(eff(size, stride), eff(size, _contig_strides(size))) and \
+                sympy.expand(_numel(size) - _numel(base)) == 0:
+            return f"{buf.name}.reshape({self._shape(size)})"
+        isz = buf.layout.dtype.itemsize
+        bst = "(" + "".join(f"{pyexpr(sympy.sympify(x) * isz)}, " for x in stride) + ")"
+        return f"_as_view({buf.name}, {self._shape(size)}, {bst}, {pyexpr(sympy.sympify(offset) * isz)})"
 
     def generate(self, lib) -> str:
         g = self.graph
@@ -98,6 +153,7 @@ class WrapperGen:
                         L.append(f"    if {buf.name}.shape[{d}] != {s.name}: raise _GuardError('{buf.name}', {d})")
         for guard in g.sizevars.guards:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
+        pool_at = len(L)          # where the pool is taken (filled in at the end)
         # lifetimes
         outputs = {o.name for o in g.outputs if isinstance(o, ir.Buffer)}
         outputs |= {o[1].name for o in g.outputs if isinstance(o, tuple) and o[0] == "view"}
@@ -107,20 +163,31 @@ class WrapperGen:
                 last_use[nm] = gi
             for nm in grp.names():
                 last_use.setdefault(nm, gi)
-        free: Dict[tuple, List[str]] = {}
+        free: Dict[tuple, List[tuple]] = {}    # key -> [(name, pooled)]
         input_set = set(names)
         # only memory this wrapper allocated is recycled: a fallback's result may alias
         # its inputs (a numpy reference can return a view), so it is never reused
         owned = set()
+        pooled = set()            # names whose memory belongs to the cross-call pool
 
         def alloc(buf):
             owned.add(buf.name)
             lay = buf.layout
             key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
-            pool = free.get(key)
-            if pool:
-                old = pool.pop()
-                L.append(f"    {buf.name} = {old}.reshape({self._shape(lay.size)})  # reuse")
+            is_out = buf.name in outputs
+            pool = free.get(key, [])
+            # an output never takes pool memory: the caller keeps it past this call
+            pick = next((i for i in range(len(pool) - 1, -1, -1) if not (is_out and pool[i][1])), None)
+            if pick is not None:
+                old, old_pooled = pool.pop(pick)
+                if old_pooled:
+                    pooled.add(buf.name)
+                    self.pool.append(f"{buf.name} = {old}.reshape({self._shape(lay.size)})")
+                else:
+                    L.append(f"    {buf.name} = {old}.reshape({self._shape(lay.size)})  # reuse")
+            elif not is_out and self.persistent and self._static(lay.size):
+                pooled.add(buf.name)
+                self.pool.append(f"{buf.name} = _empty({self._shape(lay.size)}, {self._dtype_ref(lay.dtype)})")
             else:
                 L.append(f"    {buf.name} = _empty({self._shape(lay.size)}, {self._dtype_ref(lay.dtype)})")
 
@@ -152,7 +219,7 @@ class WrapperGen:
                     buf = g.buffers_by_name[nm]
                     lay = buf.layout
                     key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
-                    free.setdefault(key, []).append(nm)
+                    free.setdefault(key, []).append((nm, nm in pooled))
         outs = []
         for o in g.outputs:
             if isinstance(o, ir.Buffer):
@@ -161,33 +228,45 @@ class WrapperGen:
                 outs.append(o[1])
             elif o[0] == "view":
                 _, buf, size, stride, offset = o
-                outs.append(f"_strided_view({buf.name}, {pyexpr(offset)}, {self._shape(size)}, "
-                            f"{self._shape(stride)})")
+                outs.append(self.view_expr(buf, size, stride, offset))
             else:
                 outs.append("None")
+        if self.pool:
+            names_p = [ln.split(" = ")[0] for ln in self.pool]
+            unpack = ", ".join(names_p) + ("," if len(names_p) == 1 else "")
+            L.insert(pool_at, "    _p = _pools.pop() if _pools else _new_pool()")
+            L.insert(pool_at + 1, f"    {unpack} = _p")
+            L.append("    _pools.append(_p)")
+            self.globals["_pools"] = []
         L.append(f"    return ({''.join(o + ', ' for o in outs)})")
+        if self.pool:
+            L.append("")
+            L.append("def _new_pool():")
+            L.append("    # intermediates with static sizes, reused by every call (see the module docstring)")
+            L.extend("    " + ln for ln in self.pool)
+            L.append(f"    return ({''.join(n + ', ' for n in names_p)})")
         return "\n".join(L) + "\n"
 
     def _extern(self, grp: ExternGroup, alloc):
         k = grp.node.kernel
         fname = f"_extern_{k.name}"
         self.globals[fname] = k.fn
-        self.globals[f"_args_{k.name}"] = k.args
-        self.globals[f"_kwargs_{k.name}"] = k.kwargs
         arrs = []
         for x in k.inputs:
             if isinstance(x, ir.Buffer):
                 arrs.append(x.name)
             else:
                 _, buf, size, stride, offset, _dt = x
-                arrs.append(f"_strided_view({buf.name}, {pyexpr(offset)}, {self._shape(size)}, "
-                            f"{self._shape(stride)})")
+                arrs.append(self.view_expr(buf, size, stride, offset))
         L = self.lines
         if getattr(k, "out_arg", False):
+            # fn(*inputs, out): np.matmul itself (a ufunc: ``out`` positional), no Python frame
             out = k.outputs[0]
             alloc(out)
             L.append(f"    {fname}({', '.join(arrs)}, {out.name})  # {k.kind}")
             return
+        self.globals[f"_args_{k.name}"] = k.args
+        self.globals[f"_kwargs_{k.name}"] = k.kwargs
         call = f"_run_extern({fname}, _args_{k.name}, _kwargs_{k.name}, [{', '.join(arrs)}])"
         if len(k.outputs) == 1:
             L.append(f"    {k.outputs[0].name} = _ascontig({call})  # {k.kind}")
@@ -196,6 +275,30 @@ class WrapperGen:
             L.append(f"    {tmp} = {call}  # {k.kind}")
             for i, o in enumerate(k.outputs):
                 L.append(f"    {o.name} = _ascontig({tmp}[{i}])")
+
+
+def _contig_strides(size):
+    out, acc = [], sympy.Integer(1)
+    for n in reversed(list(size)):
+        out.append(acc)
+        acc = acc * sympy.sympify(n)
+    return list(reversed(out))
+
+
+def _match_perm(size, stride, base, base_stride):
+    """The permutation ``perm`` with ``size == base[perm]`` and ``stride == base_stride[perm]``
+    (sympy-equal; size-1 dims carry stride 0), or None; identity is None too."""
+    left = list(range(len(base)))
+    perm = []
+    for n, st in zip(size, stride):
+        hit = next((p for p in left if sympy.expand(sympy.sympify(base[p]) - n) == 0 and
+                    sympy.expand(sympy.sympify(base_stride[p]) - st) == 0), None)
+        if hit is None:
+            return None
+        left.remove(hit)
+        perm.append(hit)
+    perm = tuple(perm)
+    return None if perm == tuple(range(len(base))) else perm
 
 
 def _numel(size):
