@@ -16,6 +16,8 @@ fusion = True              # loop fusion in the scheduler (inlining still happen
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
 output_views = True        # outputs that are views of buffers are returned as numpy views
 realize_all = False        # write out every pointwise value (debugging / ablation)
+reuse_buffers_across_calls = True  # static-size intermediates live in a pool reused by later
+                           # calls (never outputs or saved values; see codegen/wrapper.py)
 
 # codegen -----------------------------------------------------------------------
 threads = None             # OpenMP threads; None = OpenMP's default (all cores)
