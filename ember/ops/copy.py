@@ -20,7 +20,7 @@ from .registry import OPS, defop
 
 
 @defop("copy(Tensor self, Tensor|Scalar src) -> Tensor", inplace=True, save=(), method=False,
-       function=False, grad_fn_name="CopyBackwards")
+       function=False, grad_fn_name="CopyBackwards", tags=("cross_device",))
 def _copy_from(xp, self, src):
     dt = _t.from_numpy_dtype(self.dtype)
     if is_scalar(src):

@@ -252,7 +252,8 @@ class OpDef:
                 d = a.device
                 if dev is None or dev is d:
                     dev = d
-                elif a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu":
+                elif (a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu") and \
+                        "cross_device" not in self.tags:  # copy_: the kernel moves src to self's device
                     _device_mismatch(self, dev, d)
         if self.list_pos:
             for i in self.list_pos:
