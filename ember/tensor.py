@@ -63,6 +63,9 @@ class Tensor:
             self._data = np.empty((0,), dtype=_t.get_default_dtype().np)
         self.dtype = _t.from_numpy_dtype(self._data.dtype)
         self.device = _cpu if device is None else _t.as_device(device)
+        if self.device.type != "cpu":  # the data lives on the device (cupy), not in a numpy array
+            from .ops.registry import xp_of
+            self._data = xp_of(self.device).asarray(self._data)
         self._vc = None
         return self
 
