@@ -269,3 +269,34 @@ def test_benchmark_models_on_device(fake_cupy, name):
         np.testing.assert_allclose(p.grad.cpu().numpy(), q.grad.numpy(), rtol=2e-4, atol=1e-6, err_msg=n)
     for b in model.buffers():
         assert b.device.type == "cuda"
+
+
+def test_copies_across_devices_and_state(fake_cupy):
+    import copy
+    import io
+    a = randn(2, 3)
+    legacy = ember.Tensor(a.tolist(), device="cuda")        # the legacy constructor
+    assert _is_dev(legacy)
+    g = ember.zeros(2, 3, device="cuda")
+    src = ember.tensor(a, requires_grad=True)
+    out = g.clone().copy_(src)                              # cpu -> cuda, differentiable
+    assert _is_dev(out)
+    out.sum().backward()
+    assert src.grad.device.type == "cpu"
+    np.testing.assert_array_equal(src.grad.numpy(), np.ones((2, 3), np.float32))
+    h = ember.zeros(2, 3)
+    h.copy_(ember.tensor(a, device="cuda"))                 # cuda -> cpu
+    np.testing.assert_array_equal(h.numpy(), a)
+    m, ref = nn.Linear(3, 2).cuda(), nn.Linear(3, 2)
+    m.load_state_dict(ref.state_dict())                     # CPU checkpoint into a cuda model
+    assert _is_dev(m.weight)
+    np.testing.assert_array_equal(m.weight.detach().cpu().numpy(), ref.weight.detach().numpy())
+    d = copy.deepcopy(m)
+    assert _is_dev(d.weight) and d.weight._data is not m.weight._data
+    buf = io.BytesIO()
+    ember.save({"w": m.weight.detach()}, buf)
+    buf.seek(0)
+    back = ember.load(buf)["w"]
+    assert _is_dev(back)
+    buf.seek(0)
+    assert ember.load(buf, map_location="cpu")["w"].device.type == "cpu"
