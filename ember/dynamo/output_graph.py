@@ -62,6 +62,7 @@ class OutputGraph:
         self._out_tensors = []
         self._pre = []          # statements run after the graph (graph-break reconstruction)
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
+        self.covers_try = False       # some traced code is inside a user try block
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
         self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
         self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
@@ -467,7 +468,19 @@ class OutputGraph:
         else:
             call = f"__v = bool({self.materialize(brk.cond)})"
         exits = [v for v in brk.stack if isinstance(v, GradModeExitVariable)]
-        if exits:
+        if brk.kind == "call" and brk.covered:
+            # under a try/with handler: the call runs in a trampoline, where the handler is live
+            from .resume import TRAMPOLINE_OK, trampoline_code
+            from .._C import _load_eval_frame
+            tcode = trampoline_code(code, brk.inst.offset, layout, local_names)
+            _load_eval_frame().mark_skip(tcode)
+            targs = ", ".join(stack_exprs + ["__thunk"] + local_exprs)
+            lines.append(f"__thunk = lambda: {call[len('__v = '):]}")
+            lines.append(f"__tr = {self._code_fn(tcode, live, func)}({targs})")
+            lines.append(f"if type(__tr) is not tuple or len(__tr) != 2 or __tr[0] is not {self.ref(TRAMPOLINE_OK)}:\n"
+                         f"        return __tr")
+            lines.append("__v = __tr[1]")
+        elif exits:
             lines.append(f"try:\n        {call}\n    except BaseException:\n"
                          f"        __STATE.grad_enabled = {exits[0].prev!r}\n        raise")
         else:
@@ -478,18 +491,7 @@ class OutputGraph:
                 raise Unsupported("graph break at the last instruction")
             lay = layout + (["__stack_result"] if brk.kind in ("call", "bool") else [])
             rcode = resume_code(code, target, lay, local_names)
-            if rcode.co_freevars:
-                cells = []
-                for name in rcode.co_freevars:
-                    cell = live.get(name)
-                    if cell is None:
-                        raise Unsupported(f"closure cell {name!r} not found at the graph break")
-                    cells.append(self.cell_expr(cell))
-                resumes.append(f"{self.ref(_types.FunctionType)}({self.ref(rcode)}, __func.__globals__, "
-                               f"{rcode.co_name!r}, None, ({''.join(c + ', ' for c in cells)}))")
-            else:
-                fn = _types.FunctionType(rcode, func.__globals__, rcode.co_name)
-                resumes.append(self.obj_ref(fn))
+            resumes.append(self._code_fn(rcode, live, func))
         call_args = stack_exprs + (["__v"] if brk.kind in ("call", "bool") else []) + local_exprs
         argstr = ", ".join(call_args)
         if brk.kind == "jump":
@@ -498,6 +500,31 @@ class OutputGraph:
         else:
             lines.append(f"return {resumes[0]}({argstr})")
         return lines
+
+    def _code_fn(self, rcode, live, func):
+        """Expression for a function running ``rcode`` (a resume function or trampoline): its
+        closure is the frame's cells, in ``rcode.co_freevars`` order."""
+        if rcode.co_freevars:
+            cells = []
+            for name in rcode.co_freevars:
+                cell = live.get(name)
+                if cell is None:
+                    raise Unsupported(f"closure cell {name!r} not found at the graph break")
+                cells.append(self.cell_expr(cell))
+            return (f"{self.ref(_types.FunctionType)}({self.ref(rcode)}, __func.__globals__, "
+                    f"{rcode.co_name!r}, None, ({''.join(c + ', ' for c in cells)}))")
+        return self.obj_ref(_types.FunctionType(rcode, func.__globals__, rcode.co_name))
+
+    def _check_rerunnable(self):
+        """A graph over code in a try block is re-run eagerly from the frame's start if it raises
+        (the handler must see the exception): only sound if the graph changed nothing outside."""
+        for node in self.graph.nodes:
+            if node.op not in ("call_function", "call_method"):
+                continue
+            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+            if name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")):
+                raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
+                                  f"could not be re-run eagerly for the handler)")
 
     def compile(self, result, backend, argnames):
         """Compile the graph with ``backend``; returns (runtime function, guard function, info).
@@ -518,6 +545,8 @@ class OutputGraph:
                 # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
         compiled, gm, backend_time = None, None, 0.0
+        if self.n_calls > self.n_grad_nodes and self.covers_try:
+            self._check_rerunnable()
         if self.n_calls > self.n_grad_nodes:
             self.graph.output(tuple(t.node for t in self._out_tensors))
             gm = GraphModule({}, self.graph)
@@ -548,15 +577,21 @@ class OutputGraph:
             exc_mode = "__g" if self.exc_grad_mode is None else repr(self.exc_grad_mode)
             after = "" if self.final_grad_mode is None else \
                 f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
+            if self.covers_try:
+                # the graph raised inside a try block: run the frame again, eagerly, from its start
+                # (same RNG state and grad mode; the graph mutated nothing) so its handlers see it
+                rng, on_exc = "    __rng = __get_rng()\n", (f"        __STATE.grad_enabled = __g\n"
+                                                         f"        __set_rng(__rng)\n"
+                                                         f"        return __rerun({params})\n")
+            else:
+                rng, on_exc = "", f"        __STATE.grad_enabled = {exc_mode}\n        raise\n"
             src = (f"def __compiled({params}):\n"
-                   f"    __in = ({inputs})\n"
+                   f"    __in = ({inputs})\n" + rng +
                    f"    __prev = __set_eval_frame(None)\n"
                    f"    __g = __STATE.grad_enabled\n"
                    f"    try:\n"
                    f"        __r = __graph(*__in)\n"
-                   f"    except BaseException:\n"
-                   f"        __STATE.grad_enabled = {exc_mode}\n"
-                   f"        raise\n"
+                   f"    except BaseException:\n" + on_exc +
                    f"    finally:\n"
                    f"        __set_eval_frame(__prev)\n" + after + body)
         else:
@@ -570,6 +605,8 @@ class OutputGraph:
         ns["__set_eval_frame"] = _eval_frame.set_eval_frame
         from .._state import STATE
         ns["__STATE"] = STATE
+        from .. import random as _random
+        ns["__get_rng"], ns["__set_rng"], ns["__rerun"] = _random.get_rng_state, _random.set_rng_state, _rerun
         exec(compile(src, f"<ember.dynamo compiled {self.code.co_name}>", "exec"), ns)
         fn = ns["__compiled"]
         _eval_frame.mark_skip(fn.__code__)
@@ -668,3 +705,24 @@ class UnspecFloatVariable(ConstantVariable):
 
     def __repr__(self):
         return f"UnspecFloatVariable({self._raw!r})"
+
+
+_INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
+                      "ixor", "ilshift", "irshift", "imatmul", "delitem"}
+
+
+def _rerun(func, *slots):
+    """Call ``func`` with the frame's argument slots (the hook's protocol: positional, then
+    keyword-only, then the ``*args`` tuple and ``**kwargs`` dict)."""
+    code = func.__code__
+    n, k = code.co_argcount, code.co_kwonlyargcount
+    args = list(slots[:n])
+    names = code.co_varnames
+    kw = {names[n + j]: slots[n + j] for j in range(k)}
+    i = n + k
+    if code.co_flags & 0x04:
+        args.extend(slots[i])
+        i += 1
+    if code.co_flags & 0x08:
+        kw.update(slots[i])
+    return func(*args, **kw)

@@ -19,6 +19,14 @@ frame (its own cache entries and guards).
   code keep sharing the same cell. ``MAKE_CELL``/``COPY_FREE_VARS`` of the
   body become ``NOP`` (the prefix copies the free variables), which keeps a
   one-to-one instruction mapping with the original code.
+* **Trampolines** (``trampoline_code``) run the breaking call of a break that an
+  exception-table entry covers (inside ``try``/``with``): the original code whose
+  prefix rebuilds the stack below the call and jumps to an appended block that
+  calls a thunk under a copy of the covering entry. If the call returns, the
+  trampoline returns ``(TRAMPOLINE_OK, value)`` to the compiled code, which goes
+  on with the resume function; if it raises, the frame's own handler runs in
+  the trampoline (eagerly, to the end of the function) and whatever the
+  trampoline returns or raises is the frame's result.
 * **Blocks.** ``with`` and ``try`` blocks need no setup instruction on
   3.11+: they are exception-table entries, which the ``bytecode`` package
   rebuilds (with their stack depths) from the original code, so the resumed
@@ -32,7 +40,9 @@ from __future__ import annotations
 
 import dis
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label
+import sys
+
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .exc import Unsupported
 
@@ -61,18 +71,10 @@ def original(code, offset):
     return orig, offsets[offset]
 
 
-def resume_code(code, target_offset, stack_layout, local_names):
-    """Code for resuming ``code`` at ``target_offset``.
-
-    ``stack_layout``: one entry per stack slot, ``None`` for a NULL, else the argument name
-    holding it; ``local_names``: the live locals passed after the stack arguments. The
-    result's ``co_freevars`` are the original cell and free variables: call it through a
-    function whose closure holds their cells in that order."""
-    code, target_offset = original(code, target_offset)
-    key = (code, target_offset, tuple(stack_layout), tuple(local_names))
-    hit = _cache.get(key)
-    if hit is not None:
-        return hit
+def _rebuild(code, target_offset, stack_layout, local_names, name, append=None):
+    """The original code as a function of (stack values, locals): a prefix pushes the stack
+    and jumps to ``target_offset`` (or, with ``append(covering TryBegin or None)`` -> instructions,
+    to that block appended after the body). Cells become free variables."""
     bc = Bytecode.from_code(code)
     instrs = [i for i in bc if isinstance(i, Instr)]
     dis_insts = _real_instructions(code)
@@ -87,9 +89,16 @@ def resume_code(code, target_offset, stack_layout, local_names):
     cellset = set(cells)
     label = Label()
     body = []
+    cover, covering = None, None
     for item in bc:
+        if isinstance(item, TryBegin):
+            cover = item
+        elif isinstance(item, TryEnd):
+            cover = None
         if item is target:
-            body.append(label)
+            covering = cover
+            if append is None:
+                body.append(label)
         if isinstance(item, Instr):
             if item.name in ("MAKE_CELL", "COPY_FREE_VARS"):
                 item = Instr("NOP", location=item.location)
@@ -99,12 +108,15 @@ def resume_code(code, target_offset, stack_layout, local_names):
                 # PY313: an argument that is also a cell is loaded as a cell by LOAD_FAST
                 item = Instr(item.name, FreeVar(item.arg), location=item.location)
         body.append(item)
+    if append is not None:
+        body.append(label)
+        body.extend(append(covering, target))
     prefix = []
     if free:
         prefix.append(Instr("COPY_FREE_VARS", len(free)))
     prefix.append(Instr("RESUME", 0))
-    for name in stack_layout:
-        prefix.append(Instr("PUSH_NULL") if name is None else Instr("LOAD_FAST", name))
+    for n in stack_layout:
+        prefix.append(Instr("PUSH_NULL") if n is None else Instr("LOAD_FAST", n))
     prefix.append(Instr("JUMP_FORWARD", label))
     args = [n for n in stack_layout if n is not None] + list(local_names)
     if cellset & set(args) or set(bc.freevars) & set(args):
@@ -118,15 +130,77 @@ def resume_code(code, target_offset, stack_layout, local_names):
     new.cellvars = []
     new.freevars = free
     new.flags = bc.flags & ~(_CO_VARARGS | _CO_VARKEYWORDS)
-    new.name = f"__resume_at_{target_offset}_{code.co_name}"
+    new.name = name
     if hasattr(bc, "qualname"):
         new.qualname = new.name
     new.filename = code.co_filename
     new.first_lineno = code.co_firstlineno
     try:
-        out = new.to_code()
+        return new.to_code(), dis_insts
     except Exception as e:  # noqa: BLE001 - a bytecode we cannot rebuild: run the frame eagerly
         raise Unsupported(f"could not build the resume function: {type(e).__name__}: {e}")
+
+
+class _TrampolineOk:
+    """Marks the value a trampoline returns when the breaking call returned normally."""
+
+    def __repr__(self):
+        return "TRAMPOLINE_OK"
+
+
+TRAMPOLINE_OK = _TrampolineOk()
+
+
+def trampoline_code(code, call_offset, stack_layout, local_names):
+    """Code running a thunk (the breaking call, as ``__thunk``, after the stack and before the
+    locals in the arguments) at ``call_offset`` of ``code`` under the exception-table entry
+    covering that instruction; see the module docstring."""
+    code, call_offset = original(code, call_offset)
+    key = ("trampoline", code, call_offset, tuple(stack_layout), tuple(local_names))
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+
+    def call_block(covering, target):
+        if covering is None:
+            raise Unsupported("trampoline: no exception-table entry covers the call")
+        loc = target.location
+        entry = TryBegin(covering.target, covering.push_lasti, covering.stack_depth)
+        if sys.version_info >= (3, 13):
+            call = [Instr("LOAD_FAST", "__thunk", location=loc), Instr("PUSH_NULL", location=loc)]
+        else:
+            call = [Instr("PUSH_NULL", location=loc), Instr("LOAD_FAST", "__thunk", location=loc)]
+        if sys.version_info < (3, 12):
+            call.append(Instr("PRECALL", 0, location=loc))
+        call.append(Instr("CALL", 0, location=loc))
+        out = [entry] + call + [TryEnd(entry), Instr("STORE_FAST", "__v", location=loc)]
+        # drop the stack below the call (NULL-safe: STORE_FAST, never POP_TOP)
+        out += [Instr("STORE_FAST", "__dead", location=loc) for _ in stack_layout]
+        out += [Instr("LOAD_CONST", TRAMPOLINE_OK, location=loc), Instr("LOAD_FAST", "__v", location=loc),
+                Instr("BUILD_TUPLE", 2, location=loc), Instr("RETURN_VALUE", location=loc)]
+        return out
+
+    layout = list(stack_layout)
+    out, _ = _rebuild(code, call_offset, layout, ["__thunk"] + list(local_names),
+                      f"__trampoline_at_{call_offset}_{code.co_name}", append=call_block)
+    _cache[key] = out
+    return out
+
+
+def resume_code(code, target_offset, stack_layout, local_names):
+    """Code for resuming ``code`` at ``target_offset``.
+
+    ``stack_layout``: one entry per stack slot, ``None`` for a NULL, else the argument name
+    holding it; ``local_names``: the live locals passed after the stack arguments. The
+    result's ``co_freevars`` are the original cell and free variables: call it through a
+    function whose closure holds their cells in that order."""
+    code, target_offset = original(code, target_offset)
+    key = (code, target_offset, tuple(stack_layout), tuple(local_names))
+    hit = _cache.get(key)
+    if hit is not None:
+        return hit
+    out, dis_insts = _rebuild(code, target_offset, stack_layout, local_names,
+                              f"__resume_at_{target_offset}_{code.co_name}")
     new_insts = _real_instructions(out)
     n_prefix = len(new_insts) - len(dis_insts)
     if n_prefix < 0 or any(a.opname != b.opname for a, b in zip(new_insts[n_prefix:], dis_insts)

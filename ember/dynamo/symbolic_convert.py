@@ -15,8 +15,10 @@ three versions differ are marked ``PY311`` / ``PY312`` / ``PY313``:
   ``SET_FUNCTION_ATTRIBUTE`` (3.13); ``CALL_INTRINSIC_1`` (3.12+).
 
 Control flow on Python values is followed (loops unroll); on tensor data it is
-unsupported. Code covered by a user ``try``/``with`` block is unsupported
-(an exception the graph raised would not reach the handler)."""
+unsupported. Code in ``try`` blocks is traced as if nothing raises: a break
+there runs its call in a trampoline under the frame's handler
+(``resume.trampoline_code``), and if the graph itself raises at run time the
+compiled code re-runs the frame eagerly (``OutputGraph.compile``)."""
 from __future__ import annotations
 
 import dis
@@ -68,6 +70,7 @@ class GraphBreak:
         self.targets = targets      # resume offsets: [next] or [if_true, if_false]
         self.locals = local_vars    # {name: tracker} live locals
         self.reason = reason
+        self.covered = False        # a call under an exception-table entry: run in a trampoline
 
 
 def _user_handler_offsets(code, instructions, index):
@@ -99,6 +102,18 @@ def _user_handler_offsets(code, instructions, index):
     return covered
 
 
+def _covered_offsets(code):
+    """Offsets covered by any exception-table entry (try, with, comprehension cleanup)."""
+    covered = set()
+    try:
+        entries = dis._parse_exception_table(code)
+    except Exception:
+        return None   # unknown: breaks are treated as covered
+    for e in entries:
+        covered.update(range(e.start, e.end))
+    return covered
+
+
 class InstructionTranslator:
     def __init__(self, output, code, f_globals, globals_source, local_vars, closure, depth=0, root=None,
                  break_at=None, break_reason=None):
@@ -116,6 +131,7 @@ class InstructionTranslator:
         self.instructions = list(dis.get_instructions(code))
         self.index = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.try_offsets = _user_handler_offsets(code, self.instructions, self.index)
+        self.covered_offsets = _covered_offsets(code)
         self.ip = 0
         self.kw_names = None
         self.done = False
@@ -148,7 +164,9 @@ class InstructionTranslator:
             if out.n_instructions > config.instruction_limit:
                 raise Unsupported(f"more than {config.instruction_limit} instructions (huge unrolled loop)")
             if inst.offset in self.try_offsets:
-                raise Unsupported("code inside a try/except/with block")
+                # traced like any code (no exception happens while tracing); the compiled code
+                # re-runs the frame eagerly if the graph raises (see OutputGraph.compile)
+                out.covers_try = True
             handler = getattr(self, inst.opname, None)
             if handler is None:
                 raise Unsupported(f"bytecode {inst.opname} is not supported")
@@ -157,8 +175,7 @@ class InstructionTranslator:
             except Unsupported as e:
                 if e.where is None:
                     e.where = self.where()
-                if self.depth == 0 and e.break_index is None and inst.opname in BREAKABLE \
-                        and inst.offset not in self.try_offsets:
+                if self.depth == 0 and e.break_index is None and inst.opname in BREAKABLE:
                     e.break_index = self.ip - 1
                 raise
             except RecursionError:
@@ -282,7 +299,9 @@ class InstructionTranslator:
             if kw:
                 kwargs = dict(zip(kw, args[len(args) - len(kw):]))
                 args = args[:len(args) - len(kw)]
-            return GraphBreak("call", inst, rest, (fn, args, kwargs), None, [nxt], live, self.break_reason)
+            brk = GraphBreak("call", inst, rest, (fn, args, kwargs), None, [nxt], live, self.break_reason)
+            brk.covered = self.covered_offsets is None or inst.offset in self.covered_offsets
+            return brk
         if op == "TO_BOOL":
             return GraphBreak("bool", inst, stack[:-1], None, stack[-1], [nxt], live, self.break_reason)
         if "POP_JUMP" in op:

@@ -33,10 +33,12 @@ def run(fn, make_inputs, capsys, calls=3):
         a_e, a_c = clone_tree(args), clone_tree(args)
         capsys.readouterr()
         grad_before = ember.is_grad_enabled()
+        ember.manual_seed(1234 + i)
         expected = fn(*a_e)
         out_e = capsys.readouterr().out
         grad_e = ember.is_grad_enabled()
         ember.set_grad_enabled(grad_before)
+        ember.manual_seed(1234 + i)
         got = cf(*a_c)
         out_c = capsys.readouterr().out
         grad_c = ember.is_grad_enabled()
@@ -462,3 +464,160 @@ def item_float64(x):
 
 def test_item_with_two_dtypes(capsys):
     expect(run(item_float64, x3, capsys, calls=3), graphs=2, breaks=1, recompiles=0)
+
+
+# ---------------------------------------------------------------------------------- try blocks
+def _maybe_raise(t, fail):
+    print("call", fail)
+    if fail:
+        raise ValueError("raised at the break")
+    return t + 1
+
+
+def only_raiser_eager(reasons):
+    """The only frame run eagerly is ``_maybe_raise``'s resume function, which reaches ``raise``."""
+    eager = [(w, r) for w, r in reasons if not r.startswith("graph break")]
+    assert all("_maybe_raise" in w and "raise statement" in r for w, r in eager), eager
+    return True
+
+
+def try_finally_order(x):
+    try:
+        y = x * 2
+        print("in try")
+        y = y + 1
+    finally:
+        print("finally")
+        x = x - 3
+    print("after")
+    return y * x
+
+
+def test_try_finally_side_effect_order(capsys):
+    # three prints, each a break: the one in the try body runs in a trampoline under the
+    # finally handler; the finally body and the rest are resume functions
+    expect(run(try_finally_order, x3, capsys), graphs=4, breaks=3)
+
+
+def try_except_at_break(x, fail):
+    try:
+        y = x * 2
+        y = _maybe_raise(y, fail)
+        y = y * 3
+    except ValueError as e:
+        print("handled", e)
+        y = x - 100
+    return y.exp()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_try_except_exception_raised_by_the_breaking_call(capsys, fail):
+    # the call raising runs the except clause (in the trampoline, eagerly to the end of the frame)
+    cnt, counters, reasons = run(try_except_at_break, lambda: (ember.randn(3, 4), fail), capsys)
+    assert only_raiser_eager(reasons)
+
+
+def try_finally_raises(x):
+    try:
+        y = x * 2
+        _maybe_raise(y, True)
+    finally:
+        print("finally runs once")
+    return y
+
+
+def test_try_finally_exception_propagates(capsys):
+    dynamo.reset()
+    cf = ember.compile(try_finally_raises, backend=CountingBackend())
+    for _ in range(2):
+        capsys.readouterr()
+        with pytest.raises(ValueError, match="raised at the break"):
+            try_finally_raises(ember.randn(3))
+        eager_out = capsys.readouterr().out
+        with pytest.raises(ValueError, match="raised at the break"):
+            cf(ember.randn(3))
+        assert capsys.readouterr().out == eager_out == "call True\nfinally runs once\n"
+
+
+def graph_raises_in_try(x, idx):
+    try:
+        y = x[idx] * 2
+    except IndexError:
+        print("index error handled")
+        y = x.sum().reshape(1) - 1
+    return y + ember.randn(1)
+
+
+def test_graph_raising_inside_try_reruns_frame_eagerly(capsys):
+    # the graph indexes with a tensor: out of range only at run time; the compiled code re-runs
+    # the frame eagerly (same RNG state) so the except clause sees the IndexError
+    state = {"n": 0}
+
+    def make():
+        state["n"] += 1
+        return ember.randn(4), ember.tensor([1, 9 if state["n"] % 2 == 0 else 2])
+    expect(run(graph_raises_in_try, make, capsys, calls=4), graphs=1, breaks=0, recompiles=0)
+
+
+def inplace_in_try(x):
+    try:
+        x.add_(1)
+        y = x * 2
+    except RuntimeError:
+        y = x
+    return y
+
+
+def test_inplace_op_in_try_runs_frame_eagerly(capsys):
+    # a graph that mutated its input cannot be re-run: the frame runs eagerly, with a reason
+    cnt, counters, reasons = run(inplace_in_try, x3, capsys)
+    assert cnt.frame_count == 0 and counters["eager_fallback"] >= 1
+    assert any("in-place op" in r for _, r in reasons), reasons
+
+
+def try_in_loop(x):
+    for i in range(4):
+        try:
+            x = x + 1
+            if i == 2:
+                print("try in loop", i)
+        finally:
+            x = x * 2
+    return x
+
+
+def test_try_in_loop(capsys):
+    expect(run(try_in_loop, x3, capsys), graphs=2, breaks=1)
+
+
+def try_in_no_grad(x, fail):
+    with ember.no_grad():
+        try:
+            y = x * 2
+            y = _maybe_raise(y, fail)
+        except ValueError:
+            y = x * 5
+        z = y + x
+    return y, z, z.requires_grad
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_try_inside_no_grad(capsys, fail):
+    cnt, counters, reasons = run(try_in_no_grad, lambda: (ember.randn(3, requires_grad=True), fail), capsys)
+    assert only_raiser_eager(reasons)
+
+
+def no_grad_in_try(x, fail):
+    try:
+        with ember.no_grad():
+            y = x * 2
+            y = _maybe_raise(y, fail)
+    except ValueError:
+        y = x * 7
+    return y, y.requires_grad, ember.is_grad_enabled()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_no_grad_inside_try(capsys, fail):
+    cnt, counters, reasons = run(no_grad_in_try, lambda: (ember.randn(3, requires_grad=True), fail), capsys)
+    assert only_raiser_eager(reasons)
