@@ -787,7 +787,8 @@ def p_break_at_inlined_call(x):
     return z + y
 
 
-@prog(graphs=0)
+# try bodies are traced (a graph raising there re-runs the frame eagerly for the handler)
+@prog(graphs=1)
 def p_fallback_try(x):
     try:
         y = x + 1
