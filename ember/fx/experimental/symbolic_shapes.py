@@ -30,7 +30,32 @@ import math
 import operator
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
 
-import sympy
+
+
+def _lazy_sympy():
+    """``sympy``, imported on first attribute access (``importlib.util.LazyLoader``).
+
+    Importing sympy costs 0.2-0.4 s, and a static-shape compile -- above all a warm one,
+    whose kernels and wrapper come from the inductor's graph cache -- never builds a
+    symbolic size. The lazy module is registered in ``sys.modules``, so every later
+    ``import sympy`` (the inductor's modules) shares it and nothing loads until a symbol
+    or expression is actually made."""
+    import importlib.util
+    import sys
+    mod = sys.modules.get("sympy")
+    if mod is not None:
+        return mod
+    spec = importlib.util.find_spec("sympy")
+    if spec is None or spec.loader is None:
+        raise ImportError("ember's symbolic shapes need sympy (pip install sympy)")
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules["sympy"] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+sympy = _lazy_sympy()
 
 __all__ = ["ShapeEnv", "SymInt", "SymBool", "GuardOnDataDependentSymNode", "is_symbolic",
            "guard_int", "hint_int", "sym_max", "sym_min", "FloorDiv"]
@@ -319,14 +344,20 @@ class ShapeEnv:
             return val
         raise GuardOnDataDependentSymNode(f"no example value to decide {expr}")
 
-    _REL_TESTS = {
-        sympy.Eq: lambda d: d.is_zero,
-        sympy.Ne: lambda d: None if d.is_zero is None else not d.is_zero,
-        sympy.Lt: lambda d: d.is_negative,
-        sympy.Le: lambda d: d.is_nonpositive,
-        sympy.Gt: lambda d: d.is_positive,
-        sympy.Ge: lambda d: d.is_nonnegative,
-    }
+    _REL_TESTS: Dict[Any, Any] = {}     # filled on first use (sympy is imported lazily)
+
+    @classmethod
+    def _rel_tests(cls):
+        if not cls._REL_TESTS:
+            cls._REL_TESTS.update({
+                sympy.Eq: lambda d: d.is_zero,
+                sympy.Ne: lambda d: None if d.is_zero is None else not d.is_zero,
+                sympy.Lt: lambda d: d.is_negative,
+                sympy.Le: lambda d: d.is_nonpositive,
+                sympy.Gt: lambda d: d.is_positive,
+                sympy.Ge: lambda d: d.is_nonnegative,
+            })
+        return cls._REL_TESTS
 
     def _static_truth(self, expr) -> Optional[bool]:
         """True/False when ``expr`` holds for every size >= 2, None when it depends.
@@ -334,7 +365,7 @@ class ShapeEnv:
         Uses sympy's assumption system on ``lhs - rhs`` with every symbol
         rewritten as ``t + 2`` (t >= 0): cheap, and enough for the relations
         meta functions ask (``Eq(s0, 1)``, ``s0*s1 > 0``, ``Eq(s0, s0)``)."""
-        test = self._REL_TESTS.get(type(expr))
+        test = self._rel_tests().get(type(expr))
         if test is None:
             if isinstance(expr, sympy.Not):
                 inner = self._static_truth(expr.args[0])
