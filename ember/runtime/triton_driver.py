@@ -364,8 +364,8 @@ class CudaLauncher:
 
     def _autotune(self, xnumel, ptrs):
         import cupy
-        if len(self.spec.configs) == 1:
-            return 0
+        if len(self.spec.configs) == 1 or not getattr(self.spec, "idempotent", True):
+            return 0  # (a kernel that accumulates into its output must run once: the default config)
         times = []
         for i in range(len(self.spec.configs)):
             try:
@@ -387,8 +387,8 @@ class CudaLauncher:
             return
         ptrs = [a.data.ptr if hasattr(a, "data") and hasattr(a.data, "ptr") else int(a) for a in args]
         if self._best is None:
-            # autotuning runs the kernel several times: only safe because every
-            # generated kernel writes its outputs without reading them first
+            # autotuning runs the kernel several times: only for kernels that write their
+            # outputs without reading them (spec.idempotent; the others keep the default)
             self._best = self._autotune(xnumel, ptrs)
             self._save_tuning()
         self._launch(self._best, xnumel, ptrs)

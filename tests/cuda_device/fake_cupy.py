@@ -1,5 +1,5 @@
 """A numpy-backed stand-in for the ``cupy`` module -- a test double, used only by
-the tests under ``tests/cuda`` (no GPU and no cupy in CI).
+the tests under ``tests/cuda_device`` (no GPU and no cupy in CI).
 
 What it models, from cupy 14's documented behaviour (docs.cupy.dev):
 

@@ -619,6 +619,9 @@ class KernelSpec:
         self.local = set()                # results kept in registers (no memory)
         self.scratch = []                 # (name, numel, dtype, fill): wrapper-allocated temporaries
         self.source = ""                  # the kernel's own source text
+        # False: a launch reads what it writes (scatter-add's atomics accumulate into the
+        # output), so it must run exactly once per call -- the launcher does not autotune it
+        self.idempotent = True
 
     def signature(self):
         sig = {p: "*" + SIG[d] for p, d in zip(self.params, self.param_dtypes)}
@@ -1304,6 +1307,7 @@ class ScatterKernels:
         hint = self.graph.sizevars.size_hint(xnumel)
         spec = KernelSpec(kname, "pointwise", params, dtypes, list(self.size_syms), xnumel, {}, False,
                           _configs("pointwise", hint, {}), [p_ for p_ in params if p_ in (out, scratch)])
+        spec.idempotent = what != "add"
         spec.source = src
         return src, spec
 

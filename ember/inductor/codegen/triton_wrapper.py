@@ -15,10 +15,16 @@ size and dtype), one launcher call per kernel.
 * ``"interpret"`` -- kernels run under Triton's interpreter on numpy arrays
   (testing without a GPU; set ``TRITON_INTERPRET=1`` before importing triton);
 * ``"cuda"`` -- kernels are compiled for the current GPU and launched on
-  cupy's current stream (needs cupy); inputs are cupy arrays, matmuls go to
-  cupy (cuBLAS), other externs (prim fallbacks on numpy) are refused, outputs
-  are cupy arrays (not yet wrapped as ember cuda tensors: that is the cuda
-  device's part of issue 8). Untested here: no GPU was lent to this session;
+  cupy's current stream (needs cupy); inputs are cuda tensors (cupy arrays),
+  outputs are ember tensors on the inputs' cuda device. Externs run on the
+  device through the array namespace (see :func:`_device_extern`): an
+  extern's ``xp_fn(xp, *arrays, *args)`` when the lowering gives one, matmul
+  as ``cupy.matmul`` (cuBLAS), a prim fallback as the prim's own kernel with
+  ``xp = cupy``; any other extern (the CPU-native convolution helpers) is a
+  ``TritonCodegenError`` naming it, so ``compile_fx`` runs that graph eagerly
+  (on the device) instead. Verified without a GPU only: with a numpy-backed
+  cupy stand-in and the kernels interpreted (``tests/cuda_device``), and the kernels
+  compiled to PTX for sm_90 (``tests/inductor/test_triton_ptx.py``);
 * ``"aot"`` -- nothing runs: every kernel is compiled for ``target`` (default
   ``("cuda", 90, 32)``) in every autotuning config, in a separate process
   (``triton_driver.aot_compile``); ``compiled`` holds the per-config results;
@@ -54,6 +60,29 @@ def _numel(size):
     for s in size:
         out = out * s
     return out
+
+
+def _device_extern(k, xp):
+    """An extern kernel as a call on the device's arrays (``xp`` = cupy): the
+    interface is ``k.xp_fn(xp, *arrays_and_args, **kwargs)`` (the same call
+    signature as ``k.fn`` with the array module first). Until the lowering
+    attaches one to every extern: matmul is ``xp.matmul`` into the preallocated
+    output, a prim fallback (``fallback_<op>``) the op's own kernel -- written
+    against ``xp`` -- with ``xp``; anything else cannot run on the GPU."""
+    xp_fn = getattr(k, "xp_fn", None)
+    if xp_fn is not None:
+        return lambda *a, **kw: xp_fn(xp, *a, **kw)
+    if k.kind == "mm":
+        def mm(a, b, out):
+            xp.matmul(a, b, out=out)
+            return out
+        return mm
+    if k.kind.startswith("fallback_"):
+        from ...ops.registry import OPS
+        kernel = OPS[k.kind[len("fallback_"):]].kernel
+        return lambda *a, **kw: kernel(xp, *a, **kw)
+    raise TritonCodegenError(f"triton: extern {k.kind} has no device implementation (no xp_fn: it runs "
+                             f"on host arrays only){' (' + k.reason + ')' if k.reason else ''}")
 
 
 class TritonWrapperGen:
@@ -160,16 +189,8 @@ class TritonWrapperGen:
 
     def _extern(self, grp: ExternGroup, alloc):
         k = grp.node.kernel
-        if self.mode == "cuda" and k.kind != "mm":
-            raise TritonCodegenError(f"triton: extern {k.kind} has no GPU implementation ({k.reason})")
         fname = f"_extern_{k.name}"
-        fn = k.fn
-        if self.mode == "cuda" and k.kind == "mm":
-            import cupy
-
-            def fn(a, b, out):
-                cupy.matmul(a, b, out=out)
-                return out
+        fn = _device_extern(k, self.xp) if self.mode == "cuda" else k.fn
         self.globals[fname] = fn
         self.globals[f"_args_{k.name}"] = k.args
         self.globals[f"_kwargs_{k.name}"] = k.kwargs
@@ -201,7 +222,7 @@ class TritonCompiledGraph:
     the generated ``call``; ``specs`` the kernels; ``compiled`` (``mode="aot"``)
     maps kernel names to their ``CompiledKernel`` per config."""
 
-    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None, xp=np):
+    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None, xp=np, device=None):
         self.graph = graph
         # lifted constants (parameters read with get_attr) live where the kernels run:
         # copied to the device once, here, not per call
@@ -214,6 +235,11 @@ class TritonCompiledGraph:
         self.compiled = compiled or {}
         self.fallbacks = list(graph.fallbacks)
         self.n_kernels = len(specs)
+        self.device = device            # outputs that are device arrays become tensors there
+
+    def as_variant(self):
+        """This graph with ``compile_fx``'s calling convention (``(tensors, arrays)``)."""
+        return _Variant(self)
 
     def __call__(self, *tensors):
         from ...tensor import Tensor, _make
@@ -228,10 +254,21 @@ class TritonCompiledGraph:
             elif isinstance(o, tuple) and o[0] == "const":
                 outs.append(o[1])
             else:
-                # numpy results become CPU tensors; device arrays (cupy) are returned as they
-                # are until ember's cuda device wraps them (see the module docstring)
-                outs.append(_make(a) if isinstance(a, np.ndarray) else a)
+                # numpy results are CPU tensors, device arrays (cupy) tensors on the inputs' device
+                outs.append(_make(a) if isinstance(a, np.ndarray) else _make(a, device=self.device))
         return unflatten(self.graph.out_spec, iter(outs))
+
+
+class _Variant:
+    """A :class:`TritonCompiledGraph` behind ``compile_fx``'s calling convention."""
+
+    def __init__(self, cg):
+        self.cg = cg
+        self.graph, self.source, self.wrapper_src = cg.graph, cg.source, cg.wrapper_src
+        self.fallbacks, self.n_kernels = cg.fallbacks, cg.n_kernels
+
+    def __call__(self, tensors, arrays=None):
+        return self.cg(*tensors)
 
 
 class _GuardError(RuntimeError):
@@ -261,6 +298,7 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
                 for r in drv.aot_compile(jobs, **({"target": target} if target else {})):
                     compiled.setdefault(r["name"], []).append(r)
             return TritonCompiledGraph(graph, source, "", None, specs, module, compiled)
+        device = None
         if mode == "interpret":
             ns = module.namespace("interpret")
             launchers = {n: drv.InterpretedLauncher(ns[n], s) for n, s in specs.items()}
@@ -268,6 +306,11 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
         elif mode == "cuda":
             from ...runtime.cuda import cupy_module
             xp = cupy_module()
+            device = next((t.device for t in example_inputs if getattr(t, "device", None) is not None
+                           and t.device.type == "cuda"), None)
+            if device is None:
+                from ... import types as _t
+                device = _t.device("cuda", int(xp.cuda.Device().id))
             ns = module.namespace("compile")
             launchers = {n: drv.CudaLauncher(ns[n], s, module) for n, s in specs.items()}
         else:
@@ -277,4 +320,4 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
     glb = dict(wg.globals)
     glb["_GuardError"] = _GuardError
     exec(compile(wrapper_src, "<inductor triton wrapper>", "exec"), glb)
-    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp)
+    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp, device=device)
