@@ -103,6 +103,10 @@ def _ensure_meta(gm, example_inputs):
 
 
 def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
+    if any(getattr(getattr(t, "device", None), "type", None) == "cuda" for t in example_inputs):
+        # cuda inputs: Triton kernels on cupy's current stream, same calling convention
+        from .codegen.triton_wrapper import compile_graph_triton
+        return compile_graph_triton(gm, example_inputs, mode="cuda", dynamic=dynamic).as_variant()
     _openmp.check_wait_policy(log)   # once per process: a libgomp loaded before ember spins
     cache_key = fx_graph_cache.key_for(gm, example_inputs, dynamic)   # None: bypassed/uncacheable
     if cache_key is not None:
