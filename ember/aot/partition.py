@@ -5,7 +5,7 @@ Two strategies:
 * ``default_partition``: the forward computes every value that does not
   depend on a tangent; every such value the backward reads is **saved**.
 * ``min_cut_partition``: the same split, except that the set of saved values
-  is a minimum cut (networkx max-flow) between the inputs and the backward's
+  is a minimum cut (a max-flow, ``_FlowGraph``) between the inputs and the backward's
   needs, weighted by bytes. Values downstream of the cut are **recomputed** in
   the backward from the saved ones. Only cheap ops (pointwise, views,
   broadcasts, casts, size arithmetic) may be recomputed: matmul, convolution,
@@ -217,21 +217,119 @@ def default_partition(joint: JointGraph):
     return fw, bw, saved, report
 
 
+class _FlowGraph:
+    """A flow network for the min-cut partitioner (Dinic's max-flow, pure Python).
+
+    Replaces networkx here: importing networkx costs 0.2-0.4 s, paid by every training
+    compile in a new process -- more than a warm compile is allowed in all. The cut it
+    returns is the one ``networkx.minimum_cut`` returns: the source side is every node
+    that cannot reach the sink in the residual network of a maximum flow, which is the
+    same set for every maximum flow (so the partition does not depend on the algorithm).
+    Edges without a capacity are unbounded."""
+
+    def __init__(self):
+        self.ids: Dict[Any, int] = {}
+        self.to: List[int] = []
+        self.cap: List[float] = []
+        self.adj: List[List[int]] = []
+
+    def __contains__(self, node) -> bool:
+        return node in self.ids
+
+    def _id(self, node) -> int:
+        i = self.ids.get(node)
+        if i is None:
+            i = self.ids[node] = len(self.adj)
+            self.adj.append([])
+        return i
+
+    def add_edge(self, u, v, capacity: Optional[float] = None) -> None:
+        a, b = self._id(u), self._id(v)
+        self.adj[a].append(len(self.to))
+        self.to.append(b)
+        self.cap.append(INF if capacity is None else capacity)
+        self.adj[b].append(len(self.to))        # the residual twin (index ^ 1)
+        self.to.append(a)
+        self.cap.append(0)
+
+    def min_cut_source_side(self, source, sink) -> Set[Any]:
+        s, t = self.ids[source], self.ids[sink]
+        to, cap, adj = self.to, self.cap, self.adj
+        finite = sum(c for c in cap if c != INF)
+        big = 3 * finite + 1                     # larger than any finite cut
+        cap[:] = [big if c == INF else c for c in cap]
+        n = len(adj)
+        while True:
+            level = [-1] * n                     # BFS levels in the residual network
+            level[s] = 0
+            frontier = [s]
+            while frontier and level[t] < 0:
+                nxt = []
+                for u in frontier:
+                    for e in adj[u]:
+                        v = to[e]
+                        if cap[e] > 0 and level[v] < 0:
+                            level[v] = level[u] + 1
+                            nxt.append(v)
+                frontier = nxt
+            if level[t] < 0:
+                break
+            it = [0] * n                         # blocking flow by iterative DFS
+            while True:
+                path, u = [], s
+                while u != t:
+                    edges = adj[u]
+                    while it[u] < len(edges):
+                        e = edges[it[u]]
+                        if cap[e] > 0 and level[to[e]] == level[u] + 1:
+                            break
+                        it[u] += 1
+                    if it[u] < len(edges):
+                        e = edges[it[u]]
+                        path.append(e)
+                        u = to[e]
+                    elif u == s:
+                        break
+                    else:                        # dead end: prune it and step back
+                        level[u] = -1
+                        e = path.pop()
+                        u = to[e ^ 1]
+                        it[u] += 1
+                if u != t:
+                    break
+                f = min(cap[e] for e in path)
+                if f >= big:
+                    raise RuntimeError("aot partition: unbounded cut (an uncuttable path from source to sink)")
+                for e in path:
+                    cap[e] -= f
+                    cap[e ^ 1] += f
+        # the sink side: nodes with a residual path to the sink
+        reaches_sink = [False] * n
+        reaches_sink[t] = True
+        stack = [t]
+        while stack:
+            v = stack.pop()
+            for e in adj[v]:                     # e: v -> w, its twin w -> v
+                w = to[e]
+                if not reaches_sink[w] and cap[e ^ 1] > 0:
+                    reaches_sink[w] = True
+                    stack.append(w)
+        return {node for node, i in self.ids.items() if not reaches_sink[i]}
+
+
 def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
     """Save a minimum-bytes set of forward values; recompute cheap ones (see the module docstring)."""
-    import networkx as nx
-
     split = _Split(joint)
     baseline = [n for n in split.bw_needs if n.op != "get_attr"]
     base_bytes = sum(_nbytes(n) for n in baseline)
     fwd_region = split.ancestors(split.bw_needs) - split.backward
-    G = nx.DiGraph()
+    G = _FlowGraph()
     needs = set(split.bw_needs)
-    for n in fwd_region:
-        if n.op == "get_attr":
+    for n in split.nodes:                 # graph order: a deterministic flow network
+        if n not in fwd_region or n.op == "get_attr":
             continue
         cap = _nbytes(n)
-        G.add_edge(("in", n), ("out", n), capacity=cap)
+        G.add_edge(("in", n), ("out", n), cap)
         if n.op == "placeholder" or not _recomputable(n):
             G.add_edge("source", ("in", n))
         if n in needs:
@@ -241,7 +339,7 @@ def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
                 G.add_edge(("out", a), ("in", n))
     if "sink" not in G or "source" not in G:
         return default_partition(joint)
-    _, (reach, _) = nx.minimum_cut(G, "source", "sink")
+    reach = G.min_cut_source_side("source", "sink")
     saved_set = {n for n in fwd_region if n.op != "get_attr" and ("in", n) in reach and ("out", n) not in reach}
     saved = [n for n in split.nodes if n in saved_set]
     cut_bytes = sum(_nbytes(n) for n in saved)
