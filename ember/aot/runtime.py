@@ -162,11 +162,23 @@ class AOTModule:
                 return self._unprepared(inputs)
             self._compile_inference()
         joint, fw = self._inference
-        with no_grad():
+        # grad mode off for the call: a plain flag flip (a no_grad() context object costs more
+        # than the rest of a small graph's call)
+        prev = STATE.grad_enabled
+        if prev:
+            STATE.grad_enabled = False
+            try:
+                res = fw(*inputs)
+            finally:
+                STATE.grad_enabled = prev
+        else:
             res = fw(*inputs)
         n = joint.num_outputs
+        if joint.mutated_inputs:
+            _write_back(inputs, joint.mutated_inputs, res[n:n + len(joint.mutated_inputs)])
+        if not joint.output_is_tuple and not joint.aliased_outputs:
+            return res[0]
         outs = tuple(res[:n])
-        _write_back(inputs, joint.mutated_inputs, res[n:n + len(joint.mutated_inputs)])
         outs = _realias(joint, inputs, outs)
         return outs if joint.output_is_tuple else outs[0]
 
@@ -219,30 +231,42 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
     n_mut = len(joint.mutated_inputs)
     diff = set(joint.diff_outputs)
 
+    nondiff_idx = [i for i in range(n_out) if i not in diff]
+    all_diff = list(joint.diff_outputs) == list(range(n_out))
+
     def forward(ctx, *inputs):
         _, fw, bw, n_saved, is_tensor, _cls = aot._training
         res = fw(*inputs)
         outs = tuple(res[:n_out])
-        _write_back(inputs, joint.mutated_inputs, res[n_out:n_out + n_mut])
+        if n_mut:
+            _write_back(inputs, joint.mutated_inputs, res[n_out:n_out + n_mut])
         saved = res[n_out + n_mut:]
-        tensors = [s for s, t in zip(saved, is_tensor) if t and isinstance(s, Tensor)]
-        ctx.save_for_backward(*tensors)
-        ctx.saved_layout = [isinstance(s, Tensor) for s in saved]
-        ctx.saved_other = [s for s in saved if not isinstance(s, Tensor)]
+        layout = [isinstance(s, Tensor) for s in saved]
+        if all(layout) and all(is_tensor):
+            # the common case: every saved value is a tensor (no per-value checks needed)
+            ctx.to_save = tuple(saved)
+            ctx.saved_layout = None
+        else:
+            tensors = [s for s, t in zip(saved, is_tensor) if t and isinstance(s, Tensor)]
+            ctx.save_for_backward(*tensors)
+            ctx.saved_layout = layout
+            ctx.saved_other = [s for s in saved if not isinstance(s, Tensor)]
         ctx.inputs = inputs
-        nondiff = [o for i, o in enumerate(outs) if i not in diff]
-        if nondiff:
-            ctx.mark_non_differentiable(*nondiff)
+        if nondiff_idx:
+            ctx.mark_non_differentiable(*[outs[i] for i in nondiff_idx])
         return outs if len(outs) != 1 else outs[0]
 
     def backward(ctx, *grads):
         _, fw, bw, n_saved, is_tensor, _cls = aot._training
         if STATE.grad_enabled:
             return _eager_double_backward(aot, joint, ctx, grads)
-        tensors = iter(ctx.saved_tensors)
-        others = iter(ctx.saved_other)
-        saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
-        tangents = [grads[i] for i in joint.diff_outputs]
+        if ctx.saved_layout is None:
+            saved = ctx.saved_tensors
+        else:
+            tensors = iter(ctx.saved_tensors)
+            others = iter(ctx.saved_other)
+            saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
+        tangents = grads if all_diff else [grads[i] for i in joint.diff_outputs]
         res = bw(*saved, *tangents)
         out = [None] * joint.num_primals
         for pos, g in zip(joint.grad_inputs, res):

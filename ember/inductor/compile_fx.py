@@ -63,6 +63,7 @@ class CompiledGraph:
         self._kinds = kinds
         self._plain = all(k[0] == "buf" for k in kinds)
         self._spec = spec = graph.out_spec
+        self._single = self._plain and spec[0] == "leaf"
         # the common output structures rebuilt without walking the spec
         if spec[0] == "leaf":
             self._rebuild = lambda outs: outs[0]
@@ -78,6 +79,8 @@ class CompiledGraph:
             arrays = arrays + self._consts
         res = self._call(arrays)
         if self._plain:
+            if self._single:
+                return _make(res[0])
             return self._rebuild([_make(a) for a in res])
         else:
             outs = []
@@ -231,7 +234,11 @@ class CompiledFunction:
 
     def __call__(self, *tensors):
         arrays = [t._data for t in tensors]
-        key = self._vkey(tensors, arrays)
+        # the variant key, inlined (this runs on every call): layouts for static graphs
+        if self.dynamic:
+            key = tuple([(a.ndim, a.dtype, a.flags.c_contiguous) for a in arrays])
+        else:
+            key = tuple([(a.shape, a.strides, a.dtype) for a in arrays])
         if key == self._last_key:
             v = self._last
         else:
