@@ -140,6 +140,7 @@ def product(xs: Iterable) -> sympy.Expr:
     return out
 
 
+@functools.lru_cache(maxsize=16384)
 def _nonneg(e) -> bool:
     """Provably ``e >= 0`` given every size symbol >= 2 (sizes 0/1 are specialised):
     substitute ``s = 2 + t`` and check every coefficient of the polynomial in ``t``."""
