@@ -1,0 +1,209 @@
+"""Inductor on graphs traced with a caller's ShapeEnv (fake example inputs with SymInt sizes).
+
+``compile_fx(gm, fakes, dynamic=True)`` compiles once: sizes are the caller's symbols, passed
+to the kernels as arguments read off the input arrays' shapes; guards lowering needs are added to
+the caller's ShapeEnv. ``ember.inductor.dynamic`` adapts size inputs/outputs and non-contiguous
+inputs. Every result is compared with the graph run eagerly on the same real inputs."""
+import logging
+import sys
+
+import numpy as np
+import pytest
+import sympy
+
+import ember
+from ember import prims as P
+from ember.fx.experimental.proxy_tensor import make_fx
+from ember.fx.experimental.symbolic_shapes import ShapeEnv, SymInt
+from ember.fx.fake_tensor import FakeTensorMode
+from ember.inductor import compile_fx
+from ember.inductor.dynamic import compile_fx_symbolic
+
+from ember.tensor import _make
+
+from ._helpers import assert_same, rand
+
+
+@pytest.fixture(autouse=True)
+def _strict(monkeypatch):
+    monkeypatch.setattr(ember.inductor.config, "debug_lowering", True)
+
+
+def _count(monkeypatch):
+    import ember.inductor.compile_fx  # noqa: F401
+    cfx = sys.modules["ember.inductor.compile_fx"]
+    n = [0]
+    orig = cfx.compile_graph
+
+    def counting(*a, **k):
+        n[0] += 1
+        return orig(*a, **k)
+    monkeypatch.setattr(cfx, "compile_graph", counting)
+    return n
+
+
+def _symbolic(fn, *examples, dims=None):
+    """(graph traced on fakes with symbolic sizes, the fakes, the ShapeEnv)."""
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    fakes = [mode.from_tensor(x, symbolic=True, source=f"a{i}",
+                              dynamic_dims=None if dims is None else dims[i]) for i, x in enumerate(examples)]
+    with mode:
+        gm = make_fx(fn, tracing_mode="symbolic")(*fakes)
+    return gm, fakes, env
+
+
+def test_one_compilation_serves_every_size(monkeypatch):
+    n = _count(monkeypatch)
+
+    def fn(x, w):
+        h = P.mm(x, w)
+        e = P.exp(P.sub(h, P.broadcast_in_dim(P.amax(h, [1]), list(h.shape), [0])))
+        return P.div(e, P.broadcast_in_dim(P.sum(e, [1]), list(h.shape), [0])), P.var(x, [0], 1.0)
+
+    gm, fakes, env = _symbolic(fn, rand(5, 7), rand(7, 3), dims=[[0], []])
+    cf = compile_fx(gm, fakes, dynamic=True)
+    assert cf.compiled is not None and "const int64_t s0" in cf.compiled.source
+    for m in (5, 9, 2, 31):
+        x, w = rand(m, 7), rand(7, 3)
+        for g, e in zip(cf(x, w), gm(x, w)):
+            assert_same(g.numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+    assert n[0] == 1 and len(cf.variants) == 1
+    assert env.guards == []     # nothing needed: no guard, no specialisation
+
+
+def test_size_nodes_lower_to_the_callers_symbols():
+    """sym_size / operator nodes (a view to (s0*s1, 4), a slice to s0 // 2) become sympy over the
+    caller's symbols; a guard lowering needs (two sizes equal) goes to the caller's ShapeEnv."""
+    def fn(x, y):
+        a = P.reshape(x, [x.shape[0] * x.shape[1], x.shape[2]])
+        b = P.slice(y, [0, 0], [y.shape[0] // 2, y.shape[1]])
+        return P.mul(a, a), P.add(b, b)
+
+    gm, fakes, env = _symbolic(fn, rand(3, 5, 4), rand(8, 4), dims=[[0, 1], [0]])
+    cf = compile_fx(gm, fakes, dynamic=True)
+    assert cf.compiled is not None
+    syms = set(cf.compiled.graph.sizevars.var_to_val)
+    assert {str(s) for s in syms} == {str(s) for s in env.var_to_val}
+    for (a, b, c) in ((3, 5, 10), (6, 7, 13), (2, 2, 4)):
+        x, y = rand(a, b, 4), rand(c, 4)
+        for g, e in zip(cf(x, y), gm(x, y)):
+            assert_same(g.numpy(), e.numpy(), rtol=1e-6)
+
+
+def test_lowering_guard_is_added_to_the_shape_env():
+    """Two inputs with independent symbols added pointwise: lowering needs s0 == s1, which the
+    caller (not the compiled wrapper) must check."""
+    env = ShapeEnv(duck_shape=False)
+    mode = FakeTensorMode(env)
+    x, y = rand(6, 3), rand(6, 3)
+    fx_, fy = mode.from_tensor(x, symbolic=True, source="x"), mode.from_tensor(y, symbolic=True, source="y")
+    with mode:
+        g = make_fx(lambda a, b: P.mul(P.exp(a), P.exp(b)), tracing_mode="symbolic")(fx_, fy)
+    n_before = len(env.guards)
+    cf = compile_fx(g, [fx_, fy], dynamic=True)
+    assert cf.compiled is not None
+    added = env.guards[n_before:]
+    assert added, "lowering relied on equal sizes without a guard"
+    assert all(isinstance(e, sympy.Basic) for e in added)
+    assert env.evaluate_guards({"x.size()[0]": 6, "x.size()[1]": 3, "y.size()[0]": 6, "y.size()[1]": 3})
+    assert not env.evaluate_guards({"x.size()[0]": 6, "x.size()[1]": 3, "y.size()[0]": 7, "y.size()[1]": 3})
+    assert "_GuardError('size'" not in cf.compiled.wrapper_src
+    a, b = rand(9, 4), rand(9, 4)
+    assert_same(cf(a, b).numpy(), g(a, b).numpy(), rtol=1e-6)
+
+
+def test_size_inputs_outputs_and_non_contiguous_inputs(monkeypatch):
+    """What the backward of a symbolic graph looks like: sizes arrive as SymInt inputs (one carried
+    by a tensor dimension, one not), sizes are returned, and an input may be non-contiguous."""
+    n = _count(monkeypatch)
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = mode.from_tensor(rand(4, 6), symbolic=True, source="x")
+    s0, s1 = x.shape
+    k = env.create_symbol(9, "k")          # a size no tensor input carries
+    # (make_fx bakes scalar arguments: the graph is built by hand, as the partitioner builds it)
+    from ember.fx import Graph
+    from ember.fx.graph_module import GraphModule
+    from ember.fx.experimental.proxy_tensor import sym_size
+    import operator
+    g = Graph()
+    t, a, b = g.placeholder("t"), g.placeholder("a"), g.placeholder("b")
+    a.meta["sym_val"], b.meta["sym_val"] = s0, k
+    n1 = g.call_function(sym_size, (t, 1))
+    shape = g.call_function(operator.mul, (a, n1))
+    flat = g.call_function(P.reshape, (t, [shape]))
+    out = g.call_function(P.mul, (flat, 2.0))
+    from ember.fx.passes.shape_prop import extract_tensor_metadata
+    with mode:      # the metadata a tracer records
+        fflat = P.reshape(x, [s0 * s1])
+        flat.meta["tensor_meta"] = extract_tensor_metadata(fflat)
+        out.meta["tensor_meta"] = extract_tensor_metadata(P.mul(fflat, 2.0))
+    ab = g.call_function(operator.mul, (a, b))
+    ab.meta["sym_val"] = s0 * k
+    g.output((out, ab, b))
+    gm = GraphModule({}, g)
+    c = compile_fx_symbolic(gm, [x, s0, k])
+    assert getattr(c, "eager_reason", None) is None
+    for (r, cols, kk) in ((4, 6, 9), (7, 3, 11), (5, 8, 2)):
+        arr = rand(cols, r).numpy().T          # non-contiguous (a transposed view)
+        tt = _make(arr)
+        assert not tt._data.flags.c_contiguous
+        res = c(tt, r, kk)
+        assert_same(res[0].numpy(), (arr.reshape(-1) * 2.0).astype(np.float32), rtol=1e-6)
+        assert res[1:] == (r * kk, kk)
+    assert n[0] == 1
+
+
+def test_size_over_unreadable_symbols_runs_in_the_interpreter(caplog):
+    env = ShapeEnv()
+    mode = FakeTensorMode(env)
+    x = mode.from_tensor(rand(4, 6), symbolic=True, source="x")
+    s0, s1 = x.shape
+    from ember.fx import Graph
+    from ember.fx.graph_module import GraphModule
+    import operator
+    g = Graph()
+    t, a = g.placeholder("t"), g.placeholder("a")
+    g.output((g.call_function(P.mul, (t, 2.0)),))
+    gm = GraphModule({}, g)
+    prod = s0 * s1        # only the product is passed: s0 and s1 cannot be read back from it
+    fake_y = ember.fx.fake_tensor.make_fake(ember._fake.FakeArray((prod,), np.float32), ember.cpu)
+    with caplog.at_level(logging.WARNING, logger="ember.inductor"):
+        c = compile_fx_symbolic(gm, [fake_y, prod])
+    assert "no input carries" in c.eager_reason
+    z = rand(24)
+    assert_same(c(z, 24)[0].numpy(), (z.numpy() * 2.0), rtol=1e-6)
+    assert any("fx Interpreter" in r.getMessage() for r in caplog.records)
+
+
+def test_nanogpt_inductor_dynamic_true(monkeypatch):
+    """The transformer compiled once with dynamic=True serves 4 batch/sequence sizes: forward and
+    gradients as eager."""
+    import copy
+    import os
+    from ember import dynamo
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+    from benchmarks import models
+    n = _count(monkeypatch)
+    monkeypatch.setattr(ember.aot.config, "debug_dynamic", True)
+    dynamo.reset()
+    try:
+        ember.manual_seed(0)
+        case = models.nanogpt(ember, 0.1)
+        model, ref = case.model, copy.deepcopy(case.model)
+        cm = ember.compile(model, backend="inductor", dynamic=True)
+        for b, t in ((2, 5), (3, 7), (4, 9), (5, 13)):
+            idx = ember.randint(0, 512, (b, t))
+            out = cm(idx)
+            case.loss(out, idx).backward()
+            want = ref(idx)
+            case.loss(want, idx).backward()
+            np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=2e-4, atol=2e-5)
+            for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+                np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=2e-3, atol=3e-5, err_msg=name)
+                p.grad = q.grad = None
+            assert dynamo.convert_frame.counters["compiled"] == 1
+            assert n[0] == 2
+    finally:
+        dynamo.reset()
