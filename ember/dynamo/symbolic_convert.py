@@ -188,16 +188,26 @@ class InstructionTranslator:
     def pop(self):
         if not self.stack:
             raise Unsupported("stack underflow (bytecode not understood)")
-        return self.stack.pop()
+        v = self.stack.pop()
+        return v.realize() if isinstance(v, LazyArgVariable) else v
 
     def popn(self, n):
         if n == 0:
             return []
         if len(self.stack) < n:
             raise Unsupported("stack underflow (bytecode not understood)")
-        items = self.stack[-n:]
+        items = [v.realize() if isinstance(v, LazyArgVariable) else v for v in self.stack[-n:]]
         del self.stack[-n:]
         return items
+
+    def peek(self, n=1):
+        """The n-th value from the top, wrapped if it is a resume function's unread argument."""
+        if len(self.stack) < n:
+            raise Unsupported("stack underflow (bytecode not understood)")
+        v = self.stack[-n]
+        if isinstance(v, LazyArgVariable):
+            v = self.stack[-n] = v.realize()
+        return v
 
     def jump(self, inst):
         self.ip = self.index[inst.argval]
@@ -334,13 +344,15 @@ class InstructionTranslator:
 
     # ------------------------------------------------------------------ stack
     def POP_TOP(self, inst):
-        self.pop()
+        if not self.stack:
+            raise Unsupported("stack underflow (bytecode not understood)")
+        self.stack.pop()   # a discarded value (e.g. a call's result given to a resume function): no guard
 
     def PUSH_NULL(self, inst):
         self.push(_NULL)
 
     def COPY(self, inst):
-        self.push(self.stack[-inst.arg])
+        self.push(self.peek(inst.arg))
 
     def SWAP(self, inst):
         s = self.stack
@@ -370,6 +382,10 @@ class InstructionTranslator:
         return v
 
     def LOAD_FAST(self, inst):
+        v = self.locals.get(inst.argval)
+        if isinstance(v, LazyArgVariable) and inst.argval.startswith("__stack"):
+            self.push(v)   # a resume prefix rebuilding the stack: wrapped when used, not if discarded
+            return
         self.push(self._load(inst.argval))
 
     LOAD_FAST_CHECK = LOAD_FAST
@@ -388,6 +404,9 @@ class InstructionTranslator:
         self.push(self._load(b))
 
     def STORE_FAST(self, inst):
+        if self.stack and isinstance(self.stack[-1], LazyArgVariable):
+            self.locals[inst.argval] = self.stack.pop()   # stays unwrapped until read
+            return
         self.locals[inst.argval] = self.pop()
 
     def STORE_FAST_LOAD_FAST(self, inst):
@@ -630,7 +649,7 @@ class InstructionTranslator:
         """The container a LIST_APPEND/LIST_EXTEND/DICT_UPDATE builds. In a resume function
         that broke inside a comprehension it is an argument (an outside object): mutating it
         is a side effect, replayed after the graph."""
-        c = self.stack[-depth]
+        c = self.peek(depth)
         if c.source is not None:
             if not hasattr(c, "_check_mutable"):
                 raise Unsupported(f"building into {c}")
@@ -648,7 +667,7 @@ class InstructionTranslator:
     def MAP_ADD(self, inst):
         v = self.pop()
         k = self.pop()
-        d = self.stack[-inst.arg]
+        d = self.peek(inst.arg)
         d.call_method(self, "__setitem__", [k, v], {})
 
     def DICT_UPDATE(self, inst):
@@ -660,7 +679,7 @@ class InstructionTranslator:
 
     def DICT_MERGE(self, inst):
         v = self.pop()
-        d = self.stack[-inst.arg]
+        d = self.peek(inst.arg)
         if not isinstance(v, DictVariable):
             raise Unsupported("** of a non-dict")
         for k in v.items:
@@ -724,7 +743,7 @@ class InstructionTranslator:
             self.push(IteratorVariable(v.unpack(self)))
 
     def FOR_ITER(self, inst):
-        it = self.stack[-1]
+        it = self.peek()
         if not isinstance(it, IteratorVariable):
             raise Unsupported("FOR_ITER over a non-iterator")
         v = it.next(self)
@@ -771,13 +790,13 @@ class InstructionTranslator:
     POP_JUMP_FORWARD_IF_NOT_NONE = POP_JUMP_BACKWARD_IF_NOT_NONE = POP_JUMP_IF_NOT_NONE
 
     def JUMP_IF_TRUE_OR_POP(self, inst):  # PY311
-        if self.stack[-1].truthy(self):
+        if self.peek().truthy(self):
             self.jump(inst)
         else:
             self.pop()
 
     def JUMP_IF_FALSE_OR_POP(self, inst):  # PY311
-        if not self.stack[-1].truthy(self):
+        if not self.peek().truthy(self):
             self.jump(inst)
         else:
             self.pop()
@@ -907,7 +926,7 @@ class InstructionTranslator:
         self.push(PythonModuleVariable(mod, src, trusted=trusted))
 
     def IMPORT_FROM(self, inst):
-        self.push(self.stack[-1].var_getattr(self, inst.argval))
+        self.push(self.peek().var_getattr(self, inst.argval))
 
     def STORE_GLOBAL(self, inst):
         """``global x; x = value``: recorded and replayed after the graph."""

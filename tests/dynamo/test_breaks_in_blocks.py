@@ -387,6 +387,45 @@ def test_inner_function_defined_after_break(capsys):
     expect(run(closure_defined_after_break, x3, capsys), graphs=2, breaks=1)
 
 
+def closure_written_after_break(x):
+    y = x + 1
+
+    def inner():
+        return y * 2
+    print("before the write")
+    y = y * 3
+    return inner()
+
+
+def test_cell_written_after_break_runs_resume_eagerly(capsys):
+    # the resumed code writing a cell it shares with an inner function is not modelled: that
+    # resume function runs eagerly, with the reason logged
+    cnt, counters, reasons = run(closure_written_after_break, x3, capsys)
+    assert counters["eager_fallback"] >= 1
+    assert any("nonlocal" in r for _, r in reasons), reasons
+
+
+_counter = [0]
+
+
+def _returns_new_int():
+    _counter[0] += 1
+    print("called")
+    return _counter[0]
+
+
+def discarded_result(x):
+    y = x * 2
+    _returns_new_int()
+    return y + 1
+
+
+def test_discarded_break_result_is_not_guarded(capsys):
+    # the call's result (a new int each call) is passed to the resume function and dropped
+    # there: no guard on it, so no recompile
+    expect(run(discarded_result, x3, capsys, calls=3), graphs=2, breaks=1, recompiles=0)
+
+
 def make_outer(scale):
     w = ember.randn(4)
 
