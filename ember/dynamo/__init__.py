@@ -24,9 +24,22 @@ Design decisions worth knowing before changing anything:
   instruction (a call, ``TO_BOOL`` or a tensor-conditioned jump). The resume
   function is the original bytecode plus a prefix (``resume.py``) and is an
   ordinary function of the user's file, captured by the hook when called.
-  Breaks are refused (the whole frame runs eagerly) inside loops (an
-  iterator on the stack), ``with``/``try`` blocks and functions with closure
-  cells.
+  It is always built from the *original* code (a break in a resume function
+  maps back), so a loop breaking in every iteration has one resume function
+  whose entries later iterations reuse. Its arguments are the stack (a loop's
+  iterator as ``iter(remaining items)``, an open grad-mode block's exit as a
+  ``GradModeExit``, NULLs re-pushed) and the live locals; cells (the frame's
+  own and its free variables) are its closure. In the resume trace arguments
+  are wrapped lazily (unread ones get no guard), iterators guard only the
+  items taken, and floats are ``UnspecFloatVariable`` (a 0-d graph input in
+  tensor arithmetic, guarded by value only when Python reads it). The grad
+  mode after a graph is the traced one (``OutputGraph.final_grad_mode``).
+  A breaking call covered by an exception-table entry (``try``/``with``)
+  runs in a *trampoline* (the original code entered at that call, handler
+  live; ``resume.trampoline_code``). Code in ``try`` blocks is traced; if a
+  graph over such code raises at run time the compiled code re-runs the frame
+  eagerly from its start (same RNG state; refused if the graph mutates in
+  place). Writing a shared cell after a break is not modelled (eager).
 * **Unsupported means eager, never wrong.** Every failure raises
   ``Unsupported``; the frame runs eagerly and the guards collected up to the
   failure become a cache entry meaning "run eagerly" (no re-trace). Internal
