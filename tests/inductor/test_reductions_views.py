@@ -370,3 +370,21 @@ def test_transposed_strided_input_tiles():
         return P.exp(P.mul(P.permute(x, [1, 0]), 0.5))
     cf, got, want = compile_and_run(fn, x)
     assert_same(got[0], want[0], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("sizes", [(32, 32, 32), (5, 17, 1), (1, 40, 3)])
+def test_cat_loop_split(sizes):
+    """cat along the last dim: the loop is split at the inputs' boundaries, each
+    piece loads one input at an affine index (no clamp, no select); the same through
+    a transposed (strided) input and with a pad."""
+    def fn(a, b, c):
+        x = P.cat([a, b, P.permute(c, [1, 0])], 1)
+        return P.mul(x, 2.0), P.pad(a, 0.5, [(0, 0, 0), (2, 3, 0)])
+    a, b = rand(24, sizes[0]), rand(24, sizes[1])
+    c = rand(sizes[2], 24)
+    cf, got, want = compile_and_run(fn, a, b, c)
+    assert_same(got[0], want[0])
+    assert_same(got[1], want[1])
+    src = _kernel_src(cf)
+    assert "// x1 in [" in src
+    assert "std::max" not in src and "std::min<int64_t>(" not in src.replace("std::min<int64_t>(16", "")

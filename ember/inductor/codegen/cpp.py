@@ -255,7 +255,10 @@ class CppOps:
         self.kernel = kernel
         # loop variable -> (lo, hi): index expressions are simplified over these
         # (sizevars.simplify_index) before they are printed
-        self.ranges = ranges or {}
+        self.ranges = dict(ranges or {})
+        for v, r in getattr(kernel, "overrides", {}).items():
+            if v in self.ranges:
+                self.ranges[v] = r
         self._sizes = {v: hi for v, (lo, hi) in self.ranges.items()}
         self.lines = lines
         self.indent = indent
@@ -330,7 +333,8 @@ class CppOps:
     def index_expr(self, expr, dtype):
         expr = self.simplify(expr)
         if expr is sympy.true or expr is sympy.false:
-            return self._emit("true" if expr is sympy.true else "false", _t.bool_) if dtype is _t.bool_ \
+            # decided by the loop ranges: a literal, which ``where`` folds
+            return CppVar("true" if expr is sympy.true else "false", _t.bool_) if dtype is _t.bool_ \
                 else self._emit(f"static_cast<{COMPUTE[dtype]}>({int(bool(expr))})", dtype)
         e = cexpr(expr)
         if dtype is _t.bool_:
@@ -372,6 +376,8 @@ class CppOps:
         return self._emit(f"static_cast<{COMPUTE[dtype]}>({x})", dtype)
 
     def where(self, c, a, b):
+        if str(c) in ("true", "false"):
+            return a if str(c) == "true" else b
         return self._emit(f"{c} ? {a} : {b}", a.dtype)
 
     # -- unary ---------------------------------------------------------------------
@@ -502,6 +508,7 @@ class KernelGen:
         self.writes = [n.name for n in group.nodes]
         self.kind = "cpp"
         self.tiles = {}      # (buffer, index) -> local tile element (transposed reads)
+        self.overrides = {}  # loop variable -> (lo, hi): one piece of a split loop
         # the FX nodes this kernel computes (profiler table, comment in the source)
         self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
 
@@ -527,9 +534,9 @@ class KernelGen:
                 body.append(f"{ind}{STORAGE[n.buf.get_dtype()]} {n.name}[{cexpr(numel)}];")
 
     # -- loops -------------------------------------------------------------
-    @staticmethod
-    def _for(var, size, indent):
-        return f"{indent}for (int64_t {var} = 0; {var} < {cexpr(size)}; ++{var})"
+    def _for(self, var, size, indent):
+        lo, hi = self.overrides.get(var, (0, size))
+        return f"{indent}for (int64_t {var} = {cexpr(lo)}; {var} < {cexpr(hi)}; ++{var})"
 
     def _par_if(self, work):
         thr = config.parallel_min_work
@@ -600,14 +607,34 @@ class KernelGen:
             return self._finish(self._generate_outer_reduction())
         if p == 0:
             self.local = set()
+            body = []
+            for n in g.nodes:
+                self._stage(n, p, xs, body, "    ", parallel_inner=True)
+            return self._finish(body)
+        seg = self._segments()
+        if seg is None:
+            return self._finish(self._nest())
+        var, points = seg
+        body = []
+        for lo, hi in zip(points[:-1], points[1:]):
+            self.overrides = {var: (sympy.Integer(lo), sympy.Integer(hi))}
+            body.append(f"    // {var} in [{lo}, {hi})")
+            body += self._nest()
+        self.overrides = {}
+        return self._finish(body)
+
+    def _nest(self) -> List[str]:
+        """The loop nest of the group (outer loops, stages)."""
+        g = self.group
+        p = g.p
+        P = g.outer_sizes
+        xs = index_vars("x", p)
+        body: List[str] = []
         has_inner = any(n.inner(p) for n in g.nodes)
         inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
                          default=sympy.Integer(1))
         total_work = product(P) * inner_work
-        if p == 0:
-            for n in g.nodes:
-                self._stage(n, p, xs, body, "    ", parallel_inner=True)
-        elif not has_inner:
+        if not has_inner:
             # all stages are one element per iteration: simd on the innermost outer loop
             ind = "    "
             prag = self._parallel_pragma(total_work, f"collapse({p - 1})" if p > 2 else "")
@@ -623,19 +650,25 @@ class KernelGen:
                     loops.append(ind + prag)
                 trs = self._transposed_reads(p - 1)
                 if trs:
-                    return self._finish(body + self._generate_transposed(trs, prag))
+                    return body + self._generate_transposed(trs, prag)
                 for i in range(p - 1):
                     loops.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
                 if config.simd:
                     loops.append(ind + "    " * (p - 1) + "#pragma omp simd")
                 loops.append(self._for(xs[p - 1], P[p - 1], ind + "    " * (p - 1)) + " {")
+            pre_loops = len(body)
             body.extend(loops)
             inner_ind = ind + "    " * p
             self._declare_locals(body, inner_ind)
+            # values that do not depend on the loop variables (0-d input loads, constants and
+            # arithmetic over them) are computed once before the loops
+            hoisted: List[str] = []
+            outer_hoist = (hoisted, ind, {x.name for x in xs})
             for n in g.nodes:
-                self._stage(n, p, xs, body, inner_ind)
+                self._stage(n, p, xs, body, inner_ind, outer_hoist=outer_hoist)
             for i in reversed(range(p)):
                 body.append(ind + "    " * i + "}")
+            body[pre_loops:pre_loops] = hoisted
         else:
             ind = "    "
             prag = self._parallel_pragma(total_work, f"collapse({p})" if p > 1 else "")
@@ -653,13 +686,69 @@ class KernelGen:
                 self._stage(n, p, xs, body, inner_ind)
             for i in reversed(range(depth)):
                 body.append(ind + "    " * i + "}")
-        return self._finish(body)
+        return body
+
+    def _segments(self):
+        """Loop splitting: ``(var, [0, b1, ..., n])`` when the group's index
+        expressions hold clamps or comparisons (``Max``/``Min``/``<``, from cat, pad,
+        where over an index) that are constant on pieces of one outer variable's range;
+        each piece gets its own loop nest, where the simplifier resolves them (a cat
+        becomes plain affine loads of one input per piece instead of every input
+        loaded at a clamped index and selected). None when there is nothing to split."""
+        g = self.group
+        p = g.p
+        P = g.outer_sizes
+        xs = index_vars("x", p)
+        if not config.split_loops or any(not sympify(n).is_Integer for n in P):
+            return None
+        rng = _ranges(xs, P)
+        exprs = []
+        for n in g.nodes:
+            rec = _ExprRecorder()
+            qs = index_vars("r", len(n.inner(p)))
+            r2 = dict(rng)
+            r2.update(_ranges(qs, n.inner(p)))
+            with set_ops_handler(rec):
+                if n.is_reduction:
+                    n.data.inner_fn(xs, qs)
+                else:
+                    n.data.inner_fn(xs + qs)
+            exprs += [simplify_index(e, r2, {v: hi for v, (lo, hi) in r2.items()})
+                      for e in rec.exprs + [i for _, i in rec.reads]]
+        for k in reversed(range(p)):
+            v, N = xs[k], int(P[k])
+            required, flexible = set(), []
+            for e in exprs:
+                for sub in sympy.preorder_traversal(e):
+                    if isinstance(sub, (sympy.Max, sympy.Min)):
+                        for a_, b_ in itertools.combinations(sub.args, 2):
+                            z = _linear_zero(a_ - b_, v)
+                            if z is not None:
+                                flexible.append((z, z + 1))
+                    elif isinstance(sub, sympy.core.relational.Relational):
+                        z = _linear_zero(sub.lhs - sub.rhs, v)
+                        if z is not None:
+                            t = next((c for c in (z, z + 1)
+                                      if bool(sub.subs(v, c)) != bool(sub.subs(v, c - 1))), None)
+                            if t is not None:
+                                required.add(t)
+            pts = {t for t in required if 0 < t < N}
+            for a_, b_ in flexible:
+                if not ({a_, b_} & pts):
+                    if 0 < b_ < N:
+                        pts.add(b_)
+                    elif 0 < a_ < N:
+                        pts.add(a_)
+            if pts and len(pts) <= config.split_loops_max:
+                return v, [0] + sorted(pts) + [N]
+        return None
 
     def _tile_loops(self, var, size, tile, ind):
         """``var`` in tiles of ``tile``: the tile loop (parallelised / collapsed with the
         loops above it) and the loop within one tile."""
-        n = cexpr(size)
-        return [f"{ind}for (int64_t {var}t = 0; {var}t < {n}; {var}t += {tile}) {{",
+        lo, hi = self.overrides.get(var, (0, size))
+        n, lo = cexpr(hi), cexpr(lo)
+        return [f"{ind}for (int64_t {var}t = {lo}; {var}t < {n}; {var}t += {tile}) {{",
                 f"{ind}    for (int64_t {var} = {var}t; {var} < std::min<int64_t>({var}t + {tile}, {n}); ++{var}) {{"]
 
     def _transpose_tile(self) -> int:
@@ -732,10 +821,11 @@ class KernelGen:
         for i in range(p - 2):
             body.append(self._for(xs[i], P[i], ind + "    " * i) + " {")
         ind1 = ind + "    " * (p - 2)
-        na, nb = cexpr(P[p - 2]), cexpr(P[p - 1])
-        body.append(f"{ind1}for (int64_t {a}t = 0; {a}t < {na}; {a}t += {T}) {{")
+        (la, ha), (lb, hb) = (self.overrides.get(v, (0, n)) for v, n in ((a, P[p - 2]), (b, P[p - 1])))
+        na, nb = cexpr(ha), cexpr(hb)
+        body.append(f"{ind1}for (int64_t {a}t = {cexpr(la)}; {a}t < {na}; {a}t += {T}) {{")
         ind2 = ind1 + "    "
-        body.append(f"{ind2}for (int64_t {b}t = 0; {b}t < {nb}; {b}t += {T}) {{")
+        body.append(f"{ind2}for (int64_t {b}t = {cexpr(lb)}; {b}t < {nb}; {b}t += {T}) {{")
         ind3 = ind2 + "    "
         body.append(f"{ind3}const int64_t {a}n = std::min<int64_t>({T}, {na} - {a}t);")
         body.append(f"{ind3}const int64_t {b}n = std::min<int64_t>({T}, {nb} - {b}t);")
@@ -1047,7 +1137,7 @@ class KernelGen:
         for i in reversed(range(n)):
             lines.append(ind + "    " * i + "}")
 
-    def _stage(self, node, p, xs, lines, ind, parallel_inner=False):
+    def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None):
         lines.append(f"{ind}// {node!r}")
         lines.append(ind + "{")
         ind2 = ind + "    "
@@ -1066,7 +1156,7 @@ class KernelGen:
             pre = len(lines)
             body_ind = self._inner_loops(rs, Q, ind2, lines, pragma)
             hoisted: List[str] = []
-            h = CppOps(self, lines, body_ind, (hoisted, ind2, {r.name for r in rs}) if Q else None,
+            h = CppOps(self, lines, body_ind, (hoisted, ind2, {r.name for r in rs}) if Q else outer_hoist,
                        ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(Q)))
             with set_ops_handler(h):
                 val = node.data.inner_fn(xs + rs)
@@ -1182,6 +1272,33 @@ class KernelGen:
             self._store(node, widx, f"{m2} / {denom}", ind, lines)
         else:  # pragma: no cover - Reduction validates its type
             raise NotImplementedError(rtype)
+
+
+class _ExprRecorder(ir.ReadRecorder):
+    """Records loads and ``index_expr`` expressions of a body (loop splitting)."""
+
+    def __init__(self):
+        super().__init__()
+        self.exprs = []
+
+    def index_expr(self, expr, dtype):
+        self.exprs.append(sympify(expr))
+        return ir._VAL
+
+
+def _linear_zero(d, v):
+    """The integer ``v0`` where ``d`` (linear in ``v`` with a unit coefficient, no
+    other variable) is 0, else None."""
+    d = sympy.expand(d)
+    if d.free_symbols != {v}:
+        return None
+    c = d.coeff(v)
+    if c not in (1, -1):
+        return None
+    k = sympy.expand(d - c * v)
+    if not k.is_Integer:
+        return None
+    return int(-k * c)
 
 
 def _ranges(vars_, sizes):
