@@ -97,13 +97,15 @@ def instrument(glb: dict, kernels: Dict[str, tuple]):
     return gid
 
 
-def rows(min_calls: int = 1) -> List[KernelStats]:
-    return sorted((s for s in STATS.values() if s.calls >= min_calls), key=lambda s: -s.seconds)
+def rows(min_calls: int = 1, sort: str = "time") -> List[KernelStats]:
+    key = (lambda s: -s.cpu) if sort == "cpu" else (lambda s: -s.seconds)
+    return sorted((s for s in STATS.values() if s.calls >= min_calls), key=key)
 
 
-def report(top: int = 40, max_origins: int = 6) -> str:
-    """The table of the kernels called since the last :func:`reset`, slowest first."""
-    rs = rows()
+def report(top: int = 40, max_origins: int = 6, sort: str = "time") -> str:
+    """The table of the kernels called since the last :func:`reset`, slowest first
+    (by wall time, or by CPU time with ``sort="cpu"``)."""
+    rs = rows(sort=sort)
     total = sum(s.seconds for s in rs)
     lines = [f"{'kernel':<18}{'kind':<14}{'calls':>6}{'total ms':>10}{'%':>6}{'ms/call':>9}{'cpu ms':>9}"
              f"{'MB/call':>9}{'GB/s':>8}  FX nodes"]
@@ -118,12 +120,14 @@ def report(top: int = 40, max_origins: int = 6) -> str:
     if len(rs) > top:
         rest = sum(s.seconds for s in rs[top:])
         lines.append(f"... {len(rs) - top} more kernels, {rest * 1e3:.2f} ms")
-    by_kind: Dict[str, float] = {}
+    by_kind: Dict[str, list] = {}
     for s in rs:
         k = "cpp" if s.kind.startswith("cpp") else s.kind
-        by_kind[k] = by_kind.get(k, 0.0) + s.seconds
+        acc = by_kind.setdefault(k, [0.0, 0.0])
+        acc[0] += s.seconds
+        acc[1] += s.cpu
     lines.append("total " + f"{total * 1e3:.2f} ms (cpu {sum(s.cpu for s in rs) * 1e3:.2f} ms): " + ", ".join(
-        f"{k} {v * 1e3:.2f} ms" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1])))
+        f"{k} {v[0] * 1e3:.2f} ms (cpu {v[1] * 1e3:.2f})" for k, v in sorted(by_kind.items(), key=lambda kv: -kv[1][0])))
     return "\n".join(lines)
 
 
