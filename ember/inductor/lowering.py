@@ -555,3 +555,50 @@ def _mm(a, b):
         raise NotImplementedError("half-precision matmul (numpy has no half BLAS)")
     return V.graph.make_extern("mm", _matmul, [a, b], [ExternArg(0), ExternArg(1)], {},
                                [ir.Layout(out, dtype=dtype)], out_arg=True)
+
+
+@register("convolution")
+def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
+    """The convolution kernels eager ember runs (``nn_ops`` -> ``ops/_conv_native.py``: per image
+    a C++ im2col and numpy's OpenBLAS gemm, images spread over OpenMP threads), called on the
+    wrapper's arrays -- strided views pass through uncopied -- writing straight into the
+    preallocated output (the fallback would add a dtype cast, a contiguity copy and an aliasing
+    check per call). The prims decomposition of the
+    weight gradient arrives here as a forward convolution with the output gradient as kernel;
+    the kernel recognises that shape (fewer output positions than kernel taps) and computes it
+    as a weight gradient. Sizes may be symbolic: the extern reads the actual ones from its
+    arrays. float16/bfloat16 fall back to the prim's reference (computed in float32)."""
+    from ..ops import nn_ops
+    dtype = x.get_dtype()
+    if dtype not in (_t.float32, _t.float64):
+        raise NotImplementedError(f"convolution in {dtype.name} (the native path is float32/float64)")
+    xs, ws = x.get_size(), weight.get_size()
+    nd = len(ws) - 2
+    stride, padding, dilation = [int(v) for v in stride], [int(v) for v in padding], [int(v) for v in dilation]
+    output_padding, groups, transposed = [int(v) for v in output_padding], int(groups), bool(transposed)
+
+    def div(a, s):
+        return a if s == 1 else FloorDiv(a, s)
+    if not transposed:
+        sp = [div(xs[2 + i] + 2 * padding[i] - dilation[i] * (ws[2 + i] - 1) - 1, stride[i]) + 1 for i in range(nd)]
+        out = [xs[0], ws[0]] + sp
+    else:
+        sp = [(xs[2 + i] - 1) * stride[i] - 2 * padding[i] + dilation[i] * (ws[2 + i] - 1) + output_padding[i] + 1
+              for i in range(nd)]
+        out = [xs[0], ws[1] * groups] + sp
+
+    def conv(xa, wa, *rest):
+        ba, res = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+        if transposed:
+            nn_ops._conv_input_grad_native(xa, wa, stride, padding, dilation, groups, res.shape, out=res)
+        else:
+            nn_ops._conv_forward_native(xa, wa, stride, padding, dilation, groups, out=res)
+        if ba is not None:
+            res += ba.reshape((1, -1) + (1,) * nd)
+        return res
+
+    if nn_ops._native.lib() is None:
+        raise NotImplementedError("the native convolution helpers could not be built")
+    ins = [x, weight] + ([bias] if bias is not None else [])
+    return V.graph.make_extern("convolution", conv, ins, [ExternArg(i) for i in range(len(ins))], {},
+                               [ir.Layout(out, dtype=dtype)], out_arg=True)

@@ -29,6 +29,7 @@ import numpy as np
 
 from .. import types as _t
 from ..tensor import Tensor
+from . import _conv_native as _native
 from . import api
 from ._helpers import np_is_float, sum_to
 from .registry import defop
@@ -106,7 +107,7 @@ def _im2col(xp, x, kshape, stride, padding, dilation, groups, out):
     return xp.ascontiguousarray(win.transpose(perm)).reshape(G, N * P, (C // G) * K)
 
 
-def _conv_forward(xp, x, w, stride, padding, dilation, groups):
+def _conv_forward_np(xp, x, w, stride, padding, dilation, groups):
     N, C = x.shape[:2]
     O = w.shape[0]
     kshape = tuple(w.shape[2:])
@@ -121,7 +122,7 @@ def _conv_forward(xp, x, w, stride, padding, dilation, groups):
     return xp.ascontiguousarray(res.transpose(perm)).reshape((N, O) + out)
 
 
-def _conv_input_grad_arr(xp, g, w, stride, padding, dilation, groups, in_shape):
+def _conv_input_grad_np(xp, g, w, stride, padding, dilation, groups, in_shape):
     N, C = in_shape[:2]
     O = w.shape[0]
     kshape = tuple(w.shape[2:])
@@ -146,7 +147,7 @@ def _conv_input_grad_arr(xp, g, w, stride, padding, dilation, groups, in_shape):
     return xp.ascontiguousarray(dx[(slice(None),) * 3 + crop]).reshape(tuple(in_shape))
 
 
-def _conv_weight_grad_arr(xp, g, x, stride, padding, dilation, groups, w_shape):
+def _conv_weight_grad_np(xp, g, x, stride, padding, dilation, groups, w_shape):
     N = x.shape[0]
     O = w_shape[0]
     kshape = tuple(w_shape[2:])
@@ -156,6 +157,106 @@ def _conv_weight_grad_arr(xp, g, x, stride, padding, dilation, groups, w_shape):
     cols = _im2col(xp, x, kshape, stride, padding, dilation, G, out)             # G, NP, CgK
     gm = g.reshape(N, G, O // G, P).transpose(1, 2, 0, 3).reshape(G, O // G, N * P)
     return xp.matmul(gm, cols).reshape(tuple(w_shape))
+
+
+# --- the native path (``_conv_native``): per image, im2col in C++ then one BLAS matmul per group,
+# images spread over OpenMP threads (single-threaded BLAS in each); float32/float64 numpy arrays.
+def _native_ok(xp, *arrays):
+    return xp is np and _native.supported(*arrays)
+
+
+def _prod(v):
+    r = 1
+    for t in v:
+        r *= int(t)
+    return r
+
+
+def _conv_forward_native(x, w, stride, padding, dilation, groups, out=None):
+    """``out`` (N, O, *o) = W_g (Og, Cg*K) @ cols_n,g (Cg*K, P) per image: the matmul writes NCHW."""
+    N, C = x.shape[:2]
+    O, Cg = w.shape[:2]
+    k = tuple(w.shape[2:])
+    nd = len(k)
+    osp = tuple(_conv_out(x.shape[2 + i], k[i], stride[i], padding[i], dilation[i]) for i in range(nd))
+    res = np.empty((N, O) + osp, x.dtype) if out is None else out
+    if res.size == 0:
+        return res
+    if Cg * _prod(k) == 0:
+        res[...] = 0
+        return res
+    if _prod(osp) < _prod(k):
+        # Fewer output positions than kernel taps: the shape of a weight gradient written as a
+        # convolution (the prims decomposition of _conv_weight_grad: batch and channels of the
+        # input swapped, the output gradient as kernel). Per image that would be a matmul with
+        # P columns over an im2col of P-long rows; as the weight gradient it is (O, J) @ (J, .)
+        # over long rows. out[b, o, kk] = dW[o, b, kk] for dW = wgrad(g = w^T, x = x^T).
+        G = groups
+        xx = x.reshape((N, G, C // G) + tuple(x.shape[2:])).transpose((2, 1, 0) + tuple(range(3, 3 + nd)))
+        xx = xx.reshape((C // G, G * N) + tuple(x.shape[2:]))               # a view when G == 1
+        dw = _conv_weight_grad_native(w.swapaxes(0, 1), xx, dilation, padding, stride, G, (O, N) + osp)
+        np.copyto(res, dw.swapaxes(0, 1))
+        return res
+    _native.forward(x, np.ascontiguousarray(w), stride, padding, dilation, groups, res)
+    return res
+
+
+def _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape, out=None):
+    """The adjoint of the forward. Stride 1 (and an input size the forward fully covers): a forward
+    correlation of ``g`` with the spatially flipped kernel, in/out channels swapped, padding
+    d*(k-1)-p (a matmul with Og*K-long rows and no scatter). Otherwise cols_n,g = W_g^T @ g_n,g,
+    then col2im."""
+    O = g.shape[1]
+    C = in_shape[1]
+    k = tuple(w.shape[2:])
+    nd = len(k)
+    G = groups
+    Og, Cg = O // G, C // G
+    osp, isp = tuple(g.shape[2:]), tuple(in_shape[2:])
+    q = [dilation[i] * (k[i] - 1) - padding[i] for i in range(nd)]
+    if all(s == 1 for s in stride) and all(v >= 0 for v in q) and \
+            all(osp[i] + q[i] * 2 - dilation[i] * (k[i] - 1) == isp[i] for i in range(nd)):
+        flip = (slice(None),) * 3 + (slice(None, None, -1),) * nd
+        wf = np.ascontiguousarray(w.reshape((G, Og, Cg) + k).swapaxes(1, 2)[flip]).reshape((C, Og) + k)
+        return _conv_forward_native(g, wf, [1] * nd, q, dilation, G, out=out)
+    dx = np.empty(tuple(in_shape), g.dtype) if out is None else out
+    if dx.size == 0:
+        return dx
+    if _prod(osp) == 0 or Og == 0:
+        dx[...] = 0
+        return dx
+    _native.input_grad(np.ascontiguousarray(g), np.ascontiguousarray(w), stride, padding, dilation, G, dx)
+    return dx
+
+
+def _conv_weight_grad_native(g, x, stride, padding, dilation, groups, w_shape):
+    """dW_g = sum_n g_n,g (Og, P) @ cols_n,g^T (P, Cg*K), accumulated by BLAS (beta = 1)."""
+    dw = np.empty(tuple(w_shape), g.dtype)
+    if dw.size == 0:
+        return dw
+    if x.shape[0] == 0 or _prod(g.shape[2:]) == 0:
+        dw[...] = 0
+        return dw
+    _native.weight_grad(np.ascontiguousarray(g), x, stride, padding, dilation, groups, dw)
+    return dw
+
+
+def _conv_forward(xp, x, w, stride, padding, dilation, groups):
+    if _native_ok(xp, x, w):
+        return _conv_forward_native(x, w, stride, padding, dilation, groups)
+    return _conv_forward_np(xp, x, w, stride, padding, dilation, groups)
+
+
+def _conv_input_grad_arr(xp, g, w, stride, padding, dilation, groups, in_shape):
+    if _native_ok(xp, g, w):
+        return _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape)
+    return _conv_input_grad_np(xp, g, w, stride, padding, dilation, groups, in_shape)
+
+
+def _conv_weight_grad_arr(xp, g, x, stride, padding, dilation, groups, w_shape):
+    if _native_ok(xp, g, x):
+        return _conv_weight_grad_native(g, x, stride, padding, dilation, groups, w_shape)
+    return _conv_weight_grad_np(xp, g, x, stride, padding, dilation, groups, w_shape)
 
 
 def _conv_check(x, w, b, stride, padding, dilation, transposed, groups):

@@ -1,0 +1,183 @@
+"""The native convolution path (``ember/ops/_conv_native.py`` + the ``*_native`` kernels in
+``nn_ops``) against torch: every branch it takes -- im2col + matmul, the 1x1/stride-1 direct
+matmul, the stride-1 input gradient as a flipped-kernel correlation, col2im (strided, dilated,
+transposed with output_padding), the weight-gradient-shaped forward (fewer output positions
+than kernel taps) -- in 1-d/2-d/3-d, with groups, padding, dilation, float32/float64,
+non-contiguous inputs, one and two threads; plus gradcheck and double backward."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.inductor import config as inductor_config
+from ember.ops import _conv_native, nn_ops as K
+from oracle import check_against_torch, gradcheck_fn, needs_torch, torch
+
+pytestmark = needs_torch
+RNG = np.random.default_rng(20261121)
+
+
+def _r(*shape, dtype=np.float64):
+    return RNG.uniform(-2, 2, size=shape).astype(dtype)
+
+
+def _tol(dt):
+    return dict(rtol=2e-4, atol=2e-4) if dt == np.float32 else dict(rtol=1e-10, atol=1e-10)
+
+
+def _torch_conv(nd):
+    return getattr(torch.nn.functional, f"conv{nd}d")
+
+
+def _torch_grads(x, w, g, stride, padding, dilation, groups):
+    tx = torch.from_numpy(x.copy()).requires_grad_()
+    tw = torch.from_numpy(w.copy()).requires_grad_()
+    out = _torch_conv(w.ndim - 2)(tx, tw, None, stride, padding, dilation, groups)
+    out.backward(torch.from_numpy(g.copy()))
+    return out.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+
+def test_native_path_is_built():
+    # the dev environment has g++ and numpy on OpenBLAS: a silent fallback to numpy would hide a
+    # broken build (and cost the speed this path exists for)
+    lib = _conv_native.lib()
+    assert lib is not None
+    assert all(p for p in lib[1:3])
+
+
+# (N, C, spatial, O, kernel, stride, padding, dilation, groups)
+CASES = [
+    (4, 3, (9, 8), 5, (3, 3), (1, 1), (1, 1), (1, 1), 1),      # im2col; stride-1 igrad as a correlation
+    (3, 4, (9, 10), 6, (3, 2), (2, 1), (1, 0), (1, 1), 2),     # strided: col2im; groups
+    (2, 6, (10, 11), 6, (3, 3), (2, 1), (0, 2), (2, 1), 3),    # dilation, uneven padding
+    (5, 4, (8, 8), 8, (1, 1), (1, 1), (0, 0), (1, 1), 2),      # 1x1 stride 1: x is the column matrix
+    (3, 4, (7, 9), 8, (1, 1), (2, 2), (0, 0), (1, 1), 1),      # 1x1 stride 2 (the ResNet shortcut)
+    (2, 2, (5, 5), 3, (1, 1), (1, 1), (1, 1), (1, 1), 1),      # 1x1 with padding: igrad via col2im
+    (2, 4, (7, 7), 4, (3, 3), (3, 3), (2, 2), (2, 2), 4),      # depthwise, stride > kernel
+    (1, 3, (6, 6), 2, (3, 3), (1, 1), (1, 1), (1, 1), 1),      # one image: the serial loop
+    (3, 2, (11,), 4, (3,), (2,), (1,), (2,), 1),               # 1-d
+    (2, 2, (5, 4, 6), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1),   # 3-d
+]
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
+def test_kernels_vs_torch(case, dt):
+    N, C, sp, O, k, s, p, d, G = case
+    x, w = _r(N, C, *sp, dtype=dt), _r(O, C // G, *k, dtype=dt)
+    out = K._conv_forward(np, x, w, list(s), list(p), list(d), G)
+    g = _r(*out.shape, dtype=dt)
+    ref, gx_ref, gw_ref = _torch_grads(x, w, g, s, p, d, G)
+    gx = K._conv_input_grad_arr(np, g, w, list(s), list(p), list(d), G, x.shape)
+    gw = K._conv_weight_grad_arr(np, g, x, list(s), list(p), list(d), G, w.shape)
+    for got, want in ((out, ref), (gx, gx_ref), (gw, gw_ref)):
+        assert got.dtype == dt and got.shape == want.shape
+        np.testing.assert_allclose(got, want, **_tol(dt))
+    # the numpy formulation (the path without a compiler) agrees too
+    np.testing.assert_allclose(K._conv_forward_np(np, x, w, list(s), list(p), list(d), G), out, **_tol(dt))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_thread_counts_agree(threads, monkeypatch):
+    """Images spread over OpenMP threads (single-threaded BLAS in each) or run serially: same
+    values; the weight gradient's per-thread partial sums are added in a fixed order."""
+    monkeypatch.setattr(inductor_config, "threads", threads)
+    x, w = _r(7, 6, 10, 9, dtype=np.float32), _r(4, 6, 3, 3, dtype=np.float32)
+    out = K._conv_forward(np, x, w, [2, 1], [1, 1], [1, 1], 1)
+    g = _r(*out.shape, dtype=np.float32)
+    ref, gx_ref, gw_ref = _torch_grads(x, w, g, (2, 1), (1, 1), (1, 1), 1)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(K._conv_input_grad_arr(np, g, w, [2, 1], [1, 1], [1, 1], 1, x.shape), gx_ref,
+                               rtol=1e-4, atol=1e-4)
+    gw = K._conv_weight_grad_arr(np, g, x, [2, 1], [1, 1], [1, 1], 1, w.shape)
+    np.testing.assert_allclose(gw, gw_ref, rtol=1e-4, atol=1e-4)
+    assert np.array_equal(gw, K._conv_weight_grad_arr(np, g, x, [2, 1], [1, 1], [1, 1], 1, w.shape))
+
+
+@pytest.mark.parametrize("layout", ["channels_last", "flipped", "sliced", "batch_minor"])
+def test_noncontiguous_inputs(layout):
+    """x is read through its strides (no copy); w and g are made contiguous by the kernels."""
+    base = _r(6, 4, 9, 8)
+    x = {"channels_last": np.ascontiguousarray(base.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2),
+         "flipped": base[:, :, ::-1, ::-1],
+         "sliced": _r(6, 8, 9, 16)[:, ::2, :, ::2],
+         "batch_minor": np.ascontiguousarray(base.transpose(1, 2, 3, 0)).transpose(3, 0, 1, 2)}[layout]
+    assert not x.flags.c_contiguous
+    w = _r(3, 5, 2, 6)[:, :4, :, ::2].swapaxes(2, 3)           # (3, 4, 3, 2), strided
+    for s, p in (((1, 1), (1, 1)), ((2, 2), (1, 0))):
+        out = K._conv_forward(np, x, w, list(s), list(p), [1, 1], 1)
+        g = np.asfortranarray(_r(*out.shape))
+        ref, gx_ref, gw_ref = _torch_grads(np.ascontiguousarray(x), np.ascontiguousarray(w), g, s, p, (1, 1), 1)
+        np.testing.assert_allclose(out, ref, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(K._conv_input_grad_arr(np, g, w, list(s), list(p), [1, 1], 1, x.shape), gx_ref,
+                                   rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(K._conv_weight_grad_arr(np, g, x, list(s), list(p), [1, 1], 1, w.shape), gw_ref,
+                                   rtol=1e-10, atol=1e-10)
+    # 1x1 stride 1 on a channels-last x: not the direct matmul (spatial block not contiguous)
+    w1 = _r(5, 4, 1, 1)
+    np.testing.assert_allclose(K._conv_forward(np, x, w1, [1, 1], [0, 0], [1, 1], 1),
+                               _torch_conv(2)(torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(w1)).numpy(),
+                               rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("cfg", [(4, 6, 12, 5, 10, 1, 1, 1, 1), (3, 4, 11, 6, 4, 2, 1, 3, 2), (5, 8, 9, 4, 9, 1, 0, 1, 1),
+                                 (2, 4, 8, 6, 8, 2, 2, 1, 2)])
+def test_weight_gradient_shaped_forward(cfg, dt):
+    """A forward convolution with fewer output positions than kernel taps is computed as a weight
+    gradient (how the prims decomposition of _conv_weight_grad reaches the kernel); including the
+    strided views of a permuted input it arrives as under the inductor."""
+    B, C, S, O, J, s, p, d, G = cfg
+    X, Wk = _r(B, C, S, S, dtype=dt), _r(O, C // G, J, J, dtype=dt)
+    ref = _torch_conv(2)(torch.from_numpy(X), torch.from_numpy(Wk), None, s, p, d, G).numpy()
+    assert ref.shape[2] * ref.shape[3] < J * J
+    for Xv in (X, np.ascontiguousarray(X.swapaxes(0, 1)).swapaxes(0, 1)):
+        for Wv in (Wk, np.ascontiguousarray(Wk.swapaxes(0, 1)).swapaxes(0, 1)):
+            np.testing.assert_allclose(K._conv_forward(np, Xv, Wv, [s, s], [p, p], [d, d], G), ref, **_tol(dt))
+
+
+@pytest.mark.parametrize("cfg", [
+    ((2, 3, 5, 6), (3, 2, 3, 3), 1, 1, 1, 0, 1),     # stride 1: a forward correlation
+    ((2, 3, 5, 6), (3, 2, 3, 3), 1, 1, 2, 1, 1),     # stride 1, dilation 2, output_padding 1: col2im
+    ((2, 4, 4, 5), (4, 3, 2, 3), 2, 1, 1, 1, 2),     # strided, groups
+    ((1, 2, 3, 3), (2, 3, 1, 1), 3, 0, 1, 2, 1),     # 1x1, stride 3, output_padding 2
+])
+def test_transposed_convolution(cfg):
+    xs, ws, s, p, d, op, G = cfg
+    check_against_torch(lambda m, x, w, b: (F if m is ember else torch.nn.functional).conv_transpose2d(
+        x, w, b, s, p, op, G, d), [_r(*xs), _r(*ws), _r(ws[1] * G)], dtype="float64")
+
+
+def test_module_step_vs_torch():
+    """The ResNet block shapes (3x3 s1/s2 p1, 1x1 s2 shortcut) through autograd, float32."""
+    def block(m, x, w1, w2, ws):
+        f = F if m is ember else torch.nn.functional
+        y = f.relu(f.conv2d(x, w1, None, 2, 1))
+        return f.conv2d(y, w2, None, 1, 1) + f.conv2d(x, ws, None, 2)
+    check_against_torch(block, [_r(4, 8, 16, 16, dtype=np.float32), _r(16, 8, 3, 3, dtype=np.float32),
+                                _r(16, 16, 3, 3, dtype=np.float32), _r(16, 8, 1, 1, dtype=np.float32)],
+                        rtol=2e-4, atol=2e-3)
+
+
+@pytest.mark.parametrize("cfg", [dict(stride=1, padding=1), dict(stride=2, padding=1, groups=2),
+                                 dict(stride=1, padding=0, kernel=1), dict(stride=2, padding=0, kernel=1, dilation=1)])
+def test_gradcheck_and_double_backward(cfg):
+    cfg = dict(cfg)
+    kern = cfg.pop("kernel", 3)
+    arrs = [_r(3, 4, 6, 5), _r(4, 4 // cfg.get("groups", 1), kern, kern), _r(4)]
+    fn = lambda m, x, w, b: F.conv2d(x, w, b, **cfg)  # noqa: E731
+    assert gradcheck_fn(fn, arrs)
+    ins = [ember.tensor(a, requires_grad=True) for a in arrs]
+    assert ember.autograd.gradgradcheck(lambda x, w, b: fn(ember, x, w, b), ins)
+
+
+def test_half_keeps_the_numpy_path():
+    """Only float32/float64 numpy arrays take the native path; float16 keeps the numpy formulation."""
+    x, w = _r(2, 3, 5, 5, dtype=np.float16), _r(2, 3, 3, 3, dtype=np.float16)
+    assert not _conv_native.supported(x, w)
+    out = F.conv2d(ember.tensor(x), ember.tensor(w), padding=1)
+    assert out.dtype is ember.float16
+    ref = _torch_conv(2)(torch.from_numpy(x.astype(np.float32)), torch.from_numpy(w.astype(np.float32)), padding=1)
+    np.testing.assert_allclose(out.numpy().astype(np.float32), ref.numpy(), rtol=2e-2, atol=5e-2)
