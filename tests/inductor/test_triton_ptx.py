@@ -123,17 +123,23 @@ def _op_graphs():
                 P.philox_randn([6, 45], seed, seed, ember.float32, None),
                 P.convert_element_type(P.exp(x), ember.bfloat16), P.scatter(x, 1, idx, x),
                 P.scatter_add(x, 1, idx, x), P.cumsum(x, 1), P.cumprod(ints, 0), P.cumsum(xl, 1),
-                P.cumprod(xl, 1), P.cumsum(P.convert_element_type(x, ember.float16), 0))
+                P.cumprod(xl, 1), P.cumsum(P.convert_element_type(x, ember.float16), 0),
+                P.cumsum(P.convert_element_type(xl, ember.int8), 1))
 
     big = rand(1 << 16)
     bigi = randint(40, 2048, dtype=np.int8)
+    bn = rand(8, 8, 32, 32)
 
-    def split(big, bigi):
-        # split reductions: sibling partials, an epilogue, int8 and bool partials
-        return P.div(P.sum(big, [0]), 65536.0), P.amax(big, [0]), P.sum(bigi, [0, 1]), P.any(P.gt(bigi, 40), [0, 1])
+    def split(big, bigi, bn):
+        # split reductions: sibling partials, an epilogue, int8 and bool partials; BatchNorm's
+        # statistics (sum, var -> rstd) with a row-wise output written by the first pass
+        y = P.exp(bn)
+        rstd = P.rsqrt(P.add(P.var(bn, [0, 2, 3], 0), 1e-5))
+        return (P.div(P.sum(big, [0]), 65536.0), P.amax(big, [0]), P.sum(bigi, [0, 1]),
+                P.any(P.gt(bigi, 40), [0, 1]), P.sum(bn, [0, 2, 3]), rstd, y, P.sum(y, [0, 2, 3]))
 
     return {"ops": (make_fx(ops)(x, xl, ints, seed, idx), [x, xl, ints, seed, idx]),
-            "split": (make_fx(split)(big, bigi), [big, bigi])}
+            "split": (make_fx(split)(big, bigi, bn), [big, bigi, bn])}
 
 
 @pytest.fixture(scope="module")

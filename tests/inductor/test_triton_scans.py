@@ -205,7 +205,7 @@ def test_split_reductions_ints_bools_half(small_splits):
 
 def test_split_heuristic():
     """Defaults: few outputs and long rows split; many outputs, short rows, argmax,
-    var and symbolic sizes do not (they stay single looped kernels)."""
+    whole-row dependencies and symbolic sizes do not (they stay single looped kernels)."""
     def specs(fn, *inputs, dynamic=False):
         gm = make_fx(fn)(*inputs)
         return compile_graph_triton(gm, list(inputs), mode="source", dynamic=dynamic).specs
@@ -220,9 +220,15 @@ def test_split_heuristic():
     # many outputs: the rows already give enough programs
     assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [1]), rand(512, 4096)))
     # a short row
-    assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [0]), rand(20000)))
-    # not splittable (yet): argmax, var
+    assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [0]), rand(5000)))
+    # not splittable (yet): argmax (and a group holding one)
     assert not any(n.endswith("_split") for n in specs(lambda x: (P.argmax(x, 0), P.var(x, [0], 1)), big))
+    # a row stage reading a whole-row result of the group (softmax over a long row)
+    assert not any(n.endswith("_split") for n in specs(
+        lambda x: P.sum(P.exp(P.sub(x, P.broadcast_in_dim(P.amax(x, [0]), [1 << 18], []))), [0]), big))
+    # BatchNorm's statistics over (N, H, W) for 32 channels: mean and var split
+    bn = specs(lambda x: (P.sum(x, [0, 2, 3]), P.var(x, [0, 2, 3], 0)), rand(32, 32, 32, 32))
+    assert sum(len(s.scratch) for s in bn.values()) == 3  # sum, var's mean and M2
     # symbolic sizes
     assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [0]), big, dynamic=True))
     assert tg.split_factor is not None
@@ -236,3 +242,34 @@ def test_split_reduction_runs_at_default_thresholds():
     assert len(_split_groups(cg)) == 1 and _n_partials(cg) == 2  # siblings: one partials kernel
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_split_var_and_row_stages(small_splits, dtype):
+    """var splits into per-chunk (mean, M2) partials merged in the second pass (odd
+    sizes: the last chunk is short, corrections 0/1, a large mean); BatchNorm's
+    statistics group (sum, per-channel mean, var, rstd); a group whose row-wise
+    pointwise stage is written in the first pass while its rows are reduced."""
+    x = rand(3, 41, 37, dtype=dtype, lo=-1.0, hi=1.0)
+    off = _make((x.numpy() + 100.0).astype(dtype))           # stability: var of values near 100
+    w = rand(3, dtype=dtype)
+
+    def fn(x, off, w):
+        n = 41.0 * 37.0
+        mean = P.div(P.sum(x, [1, 2]), n)
+        var = P.var(x, [1, 2], 0)
+        rstd = P.rsqrt(P.add(var, 1e-5))
+        y = P.mul(P.broadcast_in_dim(w, [3, 41, 37], [0]), P.exp(x))   # written in pass 1 ...
+        return (mean, var, rstd, P.var(off, [0, 1, 2], 1), P.var(x, [1, 2], 1),
+                y, P.sum(y, [1, 2]))                                      # ... and reduced there
+
+    cg, got, want = compile_interp(fn, x, off, w)
+    # one split group over x's rows (sum, two vars, the pointwise y and its sum: 6 partials
+    # buffers, var has two) and one for off's full var (2)
+    assert len(_split_groups(cg)) == 2 and _n_partials(cg) == 8
+    tol = dict(rtol=2e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+    for i, (g, w_) in enumerate(zip(got, want)):
+        try:
+            assert_same(g, w_, **tol)
+        except AssertionError as e:
+            raise AssertionError(f"output {i}: {e}") from None

@@ -725,8 +725,15 @@ class TritonKernel:
             for nm in n.read_names:
                 later_reads.setdefault(nm, i)
         if self.split:
+            # pass 1 of a split reduction: the partials, and row-wise pointwise stages that
+            # something outside or a later stage reads (each element belongs to one chunk)
             self.writes = list(self.split[2].values())
-            self.local = {n.name for n in g.nodes}
+            self.local = set()
+            for n in g.nodes:
+                if not n.is_reduction and (n.name in self.outside or n.name in later_reads):
+                    self.writes.append(n.name)
+                else:
+                    self.local.add(n.name)
             return
         for n in g.nodes:
             need = n.name in self.outside
@@ -983,9 +990,19 @@ class TritonKernel:
                 lines.append(f"{ind}{rv}, {ri} = tl.reduce(({av}, {ai}), 1, {combine})")
             self._finish_reduction(n, p, f"{ri}[:, None]", _t.int64, lines, ind)
             return
+        if rtype == "var_merge":
+            self._var_merge(n, p, xs, lines, ind)
+            return
         if rtype == "var":
             corr = float(red.correction)
             nexpr = texpr(product(red.reduction_ranges))
+            if self.split:
+                # this chunk's element count: the last chunks may be short or empty
+                cnt = self.new_tmp()
+                chunk = self.split[1]
+                lines.append(f"{ind}{cnt} = tl.minimum(tl.maximum(({nexpr}) - xsplit * {chunk}, 0), {chunk})"
+                             f".to({ct})")
+                nexpr = f"tl.maximum({cnt}, 1.0)"
             mean = self.new_tmp()
             if self.persistent:
                 inner, mask, rs = self._open_r(k, ind, lines)
@@ -1012,11 +1029,44 @@ class TritonKernel:
                 lines.append(f"{inner}{acc2} = tl.where({mask}, {acc2} + {d} * {d}, {acc2})")
                 m2 = self.new_tmp()
                 lines.append(f"{ind}{m2} = tl.sum({acc2}, 1)[:, None]")
+            if self.split:
+                # partials: the chunk's mean and sum of squared deviations (merged in pass 2)
+                xi = sympy.Symbol("xindex", integer=True)
+                self._store(self.split[2][n.name], xi, TV(mean, src), "xmask", ind, lines)
+                self._store(self.split[2][n.name + ":m2"], xi, TV(m2, src), "xmask", ind, lines)
+                self.registers[n.name] = (TV(mean, src), None)
+                return
             denom = f"tl.maximum(({nexpr}) - {corr!r}, 0.0)"
             res = f"({m2} / {denom}).to({ct})"
             self._finish_reduction(n, p, res, red.get_dtype(), lines, ind)
             return
         raise TritonCodegenError(f"triton: reduction {rtype}")
+
+    def _var_merge(self, n, p, xs, lines, ind):
+        """Pass 2 of a split var: Chan et al.'s merge of the chunks' (count, mean, M2):
+        mean = sum(n_k mean_k) / N, M2 = sum(M2_k + n_k (mean_k - mean)^2), N the row
+        length (static); the counts follow from the chunk layout."""
+        d = n.data
+        k = self.node_rkey[n.name]
+        if not self.persistent:
+            raise TritonCodegenError("triton: a split var's second pass must hold its partials in one block")
+        ct = COMPUTE[d.src_dtype]
+        inner, mask, rs = self._open_r(k, ind, lines)
+        h = TritonOps(self, lines, inner, mask, k, self.stage_cse(k))
+        flat = sum((x * st for x, st in zip(xs, contiguous_strides(self.P))), sympy.Integer(0))
+        idx = flat * d.splits + rs[0]
+        mk = h.load(d.mean_partials, idx)
+        m2k = h.load(d.m2_partials, idx)
+        cnt, mean, dev, m2 = (self.new_tmp() for _ in range(4))
+        lines.append(f"{inner}{cnt} = tl.where({mask}, tl.minimum(tl.maximum({d.rnumel} - {rs[0]} * {d.chunk}, 0), "
+                     f"{d.chunk}), 0).to({ct})")
+        lines.append(f"{inner}{mean} = tl.sum({cnt} * tl.where({mask}, {mk}, 0.0).to({ct}), 1)[:, None] / "
+                     f"{float(d.rnumel)!r}")
+        lines.append(f"{inner}{dev} = tl.where({mask}, {mk} - {mean}, 0.0).to({ct})")
+        lines.append(f"{inner}{m2} = tl.sum(tl.where({mask}, {m2k}, 0.0).to({ct}) + {cnt} * {dev} * {dev}, 1)"
+                     "[:, None]")
+        denom = f"tl.maximum({float(d.rnumel)!r} - {float(d.correction)!r}, 0.0)"
+        self._finish_reduction(n, p, f"({m2} / {denom}).to({ct})", d.get_dtype(), lines, ind)
 
     def _final_reduce(self, fin, t, lines, ind):
         out = self.new_tmp()
@@ -1313,43 +1363,54 @@ class ScatterKernels:
 
 
 # ----------------------------------------------------------------------- split reductions
-# A reduction whose output has few elements (a full sum, a loss, the column sums
-# of a tall matrix) gives the GPU only that many programs, each looping over a huge
-# row: most SMs idle. Such a reduction is split in two kernels -- the first reduces
-# ``splits`` contiguous chunks of every row into a partials buffer [P, splits]
-# (P * splits programs), the second reduces the partials (a short persistent row)
-# and runs the group's epilogue. The heuristic, on static sizes only:
-#   * the group starts with a sum/prod/amax/amin/any/all reduction and its other
-#     stages are per-output (no row extent of their own);
-#   * P (outputs) <= SPLIT_MAX_OUTPUTS and the row has >= SPLIT_MIN_RNUMEL elements;
+# A reduction whose output has few elements (a full sum, a loss, BatchNorm's
+# per-channel statistics, the column sums of a tall matrix) gives the GPU only that
+# many programs, each looping over a huge row: most SMs idle. Such a group is split
+# in two kernels -- the first runs the group's row stages over ``splits`` contiguous
+# chunks of every row (P * splits programs): its reductions write partials [P,
+# splits] (var: each chunk's mean and M2), its row-wise pointwise stages write their
+# elements as usual; the second reduces the partials (a short persistent row; var
+# by Chan's merge) and runs the group's per-output stages. The heuristic, on static
+# sizes only:
+#   * every row stage of the group has the same extent; its reductions are
+#     sum/prod/amax/amin/any/all/var; no row stage reads a whole-row result of the
+#     group (softmax's exp(x - max) needs the max of the row first);
+#   * P (outputs) <= SPLIT_MAX_OUTPUTS (about two per SM of an H100: more outputs
+#     already fill the GPU) and rows of >= SPLIT_MIN_RNUMEL elements;
 #   * splits = min(SPLIT_TARGET_PROGRAMS // P, R // SPLIT_MIN_CHUNK, SPLIT_MAX),
-#     rounded down to a power of two, and at least 2 -- enough programs to fill an
-#     H100's 132 SMs several times, each with at least SPLIT_MIN_CHUNK elements.
-# argmax/argmin (value + index partials) and var (mean + M2 partials, a Chan merge)
-# are not split yet: they stay one looped kernel (correct, slower on the GPU).
-SPLIT_MIN_RNUMEL = 32768
+#     rounded down to a power of two, and at least 2 -- enough programs to fill the
+#     132 SMs several times, each with at least SPLIT_MIN_CHUNK elements.
+# argmax/argmin (value + index partials) are not split yet: such a group stays one
+# looped kernel (correct, slower on the GPU).
+SPLIT_MIN_RNUMEL = 8192
 SPLIT_MAX_OUTPUTS = 256
 SPLIT_TARGET_PROGRAMS = 1024
 SPLIT_MIN_CHUNK = 2048
 SPLIT_MAX = 1024
-SPLITTABLE = ("sum", "prod", "amax", "amin", "any", "all")
+SPLITTABLE = ("sum", "prod", "amax", "amin", "any", "all", "var")
 
 
 def split_factor(grp, graph) -> int:
     """How many chunks to split the group's reductions into (0: do not split); see
     the comment above."""
-    n0 = grp.nodes[0]
-    if not n0.is_reduction:
+    n0 = next((n for n in grp.nodes if n.inner(grp.p)), None)
+    if n0 is None or not any(n.is_reduction for n in grp.nodes):
         return 0
     ext = n0.inner(grp.p)
     names = grp.names()
+    rowwise = {n.name for n in grp.nodes if n.inner(grp.p) and not n.is_reduction}
+    seen_x_only = set()
     for n in grp.nodes:
         if not n.inner(grp.p):
+            seen_x_only.add(n.name)
             continue  # a per-output stage: runs in the second pass
-        if not (n.is_reduction and n.data.reduction_type in SPLITTABLE and _same(n.inner(grp.p), ext)):
+        if not _same(n.inner(grp.p), ext):
             return 0
-        if n.read_names & names:
-            return 0  # it needs a whole-row result of this group (softmax's sum of exp(x - max))
+        if n.is_reduction and n.data.reduction_type not in SPLITTABLE:
+            return 0
+        if (n.read_names & names) - rowwise:
+            # it needs a whole-row result of this group (softmax's sum of exp(x - max))
+            return 0
     outputs = sympy.expand(product(grp.outer_sizes)) if grp.outer_sizes else sympy.Integer(1)
     rnumel = sympy.expand(product(ext))
     if not (outputs.is_Integer and rnumel.is_Integer):
@@ -1357,10 +1418,31 @@ def split_factor(grp, graph) -> int:
     outputs, rnumel = int(outputs), int(rnumel)
     if outputs > SPLIT_MAX_OUTPUTS or rnumel < SPLIT_MIN_RNUMEL:
         return 0
-    s = min(SPLIT_TARGET_PROGRAMS // max(outputs, 1), rnumel // SPLIT_MIN_CHUNK, SPLIT_MAX)
+    # (the second pass holds a row of partials in one block)
+    s = min(SPLIT_TARGET_PROGRAMS // max(outputs, 1), rnumel // SPLIT_MIN_CHUNK, SPLIT_MAX, PERSISTENT_RNUMEL_MAX)
     if s < 2:
         return 0
     return 1 << (s.bit_length() - 1)
+
+
+class _VarMerge:
+    """The second pass of a split var (see ``TritonKernel._var_merge``)."""
+    reduction_type = "var_merge"
+
+    def __init__(self, red, mean_partials, m2_partials, part_dtype, splits, chunk, rnumel):
+        self.size = red.size
+        self.dtype = red.get_dtype()
+        self.src_dtype = part_dtype
+        self.correction = red.correction
+        self.mean_partials, self.m2_partials = mean_partials, m2_partials
+        self.splits, self.chunk, self.rnumel = splits, chunk, rnumel
+        self.reduction_ranges = [sympy.Integer(splits)]
+
+    def get_dtype(self):
+        return self.dtype
+
+    def get_size(self):
+        return self.size
 
 
 class _PartialsNode:
@@ -1369,7 +1451,7 @@ class _PartialsNode:
     is_reduction = True
     is_scan = is_scatter = False
 
-    def __init__(self, node, partials, part_dtype, splits, outer):
+    def __init__(self, node, partials, part_dtype, splits, outer, chunk, rnumel):
         from ..virtualized import ops
         red = node.data
         self.name = node.name
@@ -1383,9 +1465,13 @@ class _PartialsNode:
             flat = sum((x * st for x, st in zip(xs, strides)), sympy.Integer(0))
             return ops.load(partials, flat * splits + rs[0])
 
-        self.data = ir.Reduction(red.size, [splits], rtype, part_dtype, inner_fn, dtype=red.get_dtype())
+        if rtype == "var":
+            self.data = _VarMerge(red, partials, partials + "_m2", part_dtype, splits, chunk, rnumel)
+            self.read_names = {partials, partials + "_m2"}
+        else:
+            self.data = ir.Reduction(red.size, [splits], rtype, part_dtype, inner_fn, dtype=red.get_dtype())
+            self.read_names = {partials}
         self.rranges = [sympy.Integer(splits)]
-        self.read_names = {partials}
 
     def outer(self, p):
         return self._node.outer(p)
@@ -1413,32 +1499,39 @@ class SplitReduction:
 
     def generate(self):
         grp = self.grp
-        reds = [n for n in grp.nodes if n.inner(grp.p)]
+        rows = [n for n in grp.nodes if n.inner(grp.p)]            # pass 1: the row stages
+        reds = [n for n in rows if n.is_reduction]
         outputs = int(sympy.expand(product(grp.outer_sizes))) if grp.outer_sizes else 1
-        rnumel = int(sympy.expand(product(reds[0].inner(grp.p))))
+        rnumel = int(sympy.expand(product(rows[0].inner(grp.p))))
         chunk = -(-rnumel // self.splits)
         chunk = -(-chunk // 64) * 64
-        partials, dtypes = {}, {}
+        partials, dtypes, extra = {}, {}, {}
         for n in reds:
             red = n.data
             src = red.src_dtype
             if red.reduction_type in ("any", "all") or src is _t.bool_:
-                dtypes[n.name] = _t.bool_
+                dt = _t.bool_
             else:
                 # half precision accumulates in float32: the partials keep that precision
-                dtypes[n.name] = _t.float32 if src in (_t.float16, _t.bfloat16) else src
+                dt = _t.float32 if src in (_t.float16, _t.bfloat16) else src
+            dtypes[n.name] = dt
             partials[n.name] = f"{n.name}_partials"
-        k1 = TritonKernel(f"{self.name}_split", FusedGroup(reds, grp.p), self.graph, self.size_syms, set())
+            extra[partials[n.name]] = dt
+            if red.reduction_type == "var":
+                partials[n.name + ":m2"] = f"{n.name}_partials_m2"
+                extra[partials[n.name + ":m2"]] = dt
+        k1 = TritonKernel(f"{self.name}_split", FusedGroup(rows, grp.p), self.graph, self.size_syms, self.outside)
         k1.split = (self.splits, chunk, partials)
-        k1.extra_buffers.update({partials[nm]: dt for nm, dt in dtypes.items()})
+        k1.extra_buffers.update(extra)
         src1, spec1 = k1.generate()
-        spec1.scratch = [(partials[n.name], sympy.Integer(outputs * self.splits), dtypes[n.name], 0) for n in reds]
-        nodes2 = [_PartialsNode(n, partials[n.name], dtypes[n.name], self.splits, grp.outer_sizes)
-                  if n.name in partials else n for n in grp.nodes]
+        spec1.scratch = [(nm, sympy.Integer(outputs * self.splits), extra[nm], 0) for nm in partials.values()]
+        nodes2 = [_PartialsNode(n, partials[n.name], dtypes[n.name], self.splits, grp.outer_sizes, chunk, rnumel)
+                  if n.is_reduction else n for n in grp.nodes if n.is_reduction or not n.inner(grp.p)]
         k2 = TritonKernel(f"{self.name}", FusedGroup(nodes2, grp.p), self.graph, self.size_syms, self.outside)
-        k2.extra_buffers.update(k1.extra_buffers)
+        k2.extra_buffers.update(extra)
         src2, spec2 = k2.generate()
-        spec1.local = spec2.local = k2.local
+        # buffers that neither pass writes need no memory
+        spec1.local = spec2.local = grp.names() - set(k1.writes) - set(k2.writes)
         return [src1, src2], [spec1, spec2]
 
 
