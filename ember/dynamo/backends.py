@@ -4,8 +4,25 @@ A backend is ``backend(gm, example_inputs) -> callable``. Names resolve here:
 ``"eager"`` runs the GraphModule as is; ``"aot_eager"`` is
 ``ember.aot.aot_eager``; ``"inductor"`` is ``ember.aot.aot_autograd`` with
 ``ember.inductor.compile_fx`` compiling the forward and backward graphs (as
-in PyTorch). Graphs with symbolic sizes (``gm.meta["dynamic"]``) are compiled
-once for all sizes, with dynamo's ShapeEnv (see ``ember/aot/backends.py``).
+in PyTorch).
+
+Dynamic shapes through the AOT backends. A graph with symbolic sizes
+(``gm.meta["dynamic"]``: ``dynamic=True``, ``mark_dynamic``, or automatic
+dynamic after a size change) is compiled **once** for every size dynamo's
+guards admit: aot traces it on dynamo's fakes in dynamo's ShapeEnv (same
+symbols), so every guard aot or inductor adds is in the entry's guard function
+and a call breaking one recompiles here (``ember/aot/backends.py``); inductor
+compiles the forward and backward graphs with the sizes as kernel arguments
+(``ember/inductor/dynamic.py``). What stays symbolic, as in torch.compile:
+sizes flowing into views, reshapes, expands, slices, splits, factories
+(``ember.ones(x.shape)``, ``x.new_zeros(x.size(0), 3)``, ``ember.arange(n)``)
+and size arithmetic with ints. What specialises, with a guard (so it is exact,
+and a new value recompiles): floats computed from sizes (``x.size(-1) ** -0.5``,
+``math.sqrt(x.size(-1))``, like torch's default ``specialize_float``), a size
+used as a tensor operand (``t * x.size(1)``: ember's operators take plain
+numbers), ``int()``/f-strings of sizes, and Python branches on sizes. If aot
+cannot trace on the symbolic sizes, the graph is compiled once per input
+shape instead, logged on ``ember.dynamo.recompiles``.
 A name whose package cannot be imported raises
 NotImplementedError naming what is missing, when ``ember.compile`` is called."""
 from __future__ import annotations
