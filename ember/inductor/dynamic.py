@@ -31,10 +31,9 @@ import operator
 from typing import Any, Dict, List
 
 import numpy as np
-import sympy
 
 from .. import types as _t
-from ..fx.experimental.symbolic_shapes import SymInt
+from ..fx.experimental.symbolic_shapes import SymInt, sympy  # sympy: lazy (a graph-cache hit never loads it)
 from ..tensor import Tensor, _make
 
 log = logging.getLogger("ember.inductor")
@@ -207,6 +206,7 @@ class _SymbolicGraph:
         self.compiled = compile_fx(new_gm, examples, dynamic=True)
         self.gm = new_gm
         self.n_out = len(outs)
+        self._warned = False
         self._tensor_pos = tensor_pos
         self._carriers = carriers
         self._plain = not carriers and not scalar_pos and not self._size_outs
@@ -229,13 +229,18 @@ class _SymbolicGraph:
 
     def __call__(self, *args):
         if self._plain:
-            tensors = args
+            tensors = list(args)
         else:
             tensors = [args[i] for i in self._tensor_pos]
             for i in self._carriers:
                 tensors.append(_make(np.empty((int(args[i]), 0), np.int8)))
-        tensors = [t if t._data.flags.c_contiguous else _make(np.ascontiguousarray(t._data), t.device, t.dtype)
-                   for t in tensors]
+        for k, t in enumerate(tensors):
+            if not t._data.flags.c_contiguous:
+                if not self._warned:
+                    self._warned = True
+                    log.info("inductor: a non-contiguous input (%s, strides %s) of a graph compiled for "
+                             "symbolic sizes is copied to a contiguous array", tuple(t.shape), t.stride())
+                tensors[k] = _make(np.ascontiguousarray(t._data), t.device, t.dtype)
         res = self.compiled(*tensors)
         if not self._size_outs:
             return res

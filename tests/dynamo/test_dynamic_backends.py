@@ -103,6 +103,19 @@ def test_mlp_automatic_dynamic_compiles_once_after_the_recompile(backend, counts
     assert len({s[1] for s in seen[1:]}) == 1
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_inference_graph_compiles_once(backend, counts):
+    ember.manual_seed(0)
+    model = models.mlp(ember, 0.05).model
+    cm = ember.compile(model, backend=backend, dynamic=True)
+    with ember.no_grad():
+        for b in (5, 7, 11, 13):
+            x = ember.randn(b, model[0].in_features)
+            np.testing.assert_allclose(cm(x).numpy(), model(x).numpy(), rtol=2e-4, atol=2e-5)
+    assert dynamo.convert_frame.counters["compiled"] == 1
+    assert counts.graphs == 1
+
+
 @pytest.mark.parametrize("dynamic", [True, None])
 def test_nanogpt_aot_eager_batch_and_sequence(dynamic, counts):
     sizes = [(2, 5), (3, 7), (4, 9), (5, 11), (6, 13)]
