@@ -560,7 +560,7 @@ def _mm(a, b):
 @register("convolution")
 def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_padding, groups):
     """The convolution kernels eager ember runs (``nn_ops`` -> ``ops/_conv_native.py``: per image
-    a C++ im2col and numpy's OpenBLAS gemm, images spread over OpenMP threads), called on the
+    a C++ im2col and a matrix product, images spread over OpenMP threads), called on the
     wrapper's arrays -- strided views pass through uncopied -- writing straight into the
     preallocated output (the fallback would add a dtype cast, a contiguity copy and an aliasing
     check per call). The prims decomposition of the

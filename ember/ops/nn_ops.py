@@ -159,8 +159,9 @@ def _conv_weight_grad_np(xp, g, x, stride, padding, dilation, groups, w_shape):
     return xp.matmul(gm, cols).reshape(tuple(w_shape))
 
 
-# --- the native path (``_conv_native``): per image, im2col in C++ then one BLAS matmul per group,
-# images spread over OpenMP threads (single-threaded BLAS in each); float32/float64 numpy arrays.
+# --- the native path (``_conv_native``): per image, im2col in C++ then a matrix product per group
+# (the forward's own kernel, OpenBLAS for the gradients), images spread over OpenMP threads;
+# float32/float64 numpy arrays.
 def _native_ok(xp, *arrays):
     return xp is np and _native.supported(*arrays)
 
