@@ -268,6 +268,11 @@ class Scheduler:
             shared = node.read_names & (g.names() | g.read_names())
             if not shared:
                 continue
+            if not node.size and g.p > 0 and any(n.size for n in g.nodes):
+                # a 0-d node (an optimizer's step counter beside its parameter's update) would
+                # narrow the group to depth 0: one loop nest per node, every intermediate
+                # stored and re-read. It is cheaper as a tiny kernel of its own.
+                continue
             score = len(node.read_names & g.names()) * 2 + len(shared)
             # candidate depths: keep the group's, or narrow it to the node's outer size
             cands = sorted({g.p, len(node.size)} if node.is_reduction else {g.p, min(g.p, len(node.size))},

@@ -682,8 +682,16 @@ class KernelGen:
             depth = p + 1 if tile else p
             inner_ind = ind + "    " * depth
             self._declare_locals(body, inner_ind)
-            for n in g.nodes:
-                self._stage(n, p, xs, body, inner_ind)
+            nodes = list(g.nodes)
+            i = 0
+            while i < len(nodes):
+                n = nodes[i]
+                if i + 1 < len(nodes) and self._merge_ok(n, nodes[i + 1]):
+                    self._stage(nodes[i + 1], p, xs, body, inner_ind, pre=n)
+                    i += 2
+                else:
+                    self._stage(n, p, xs, body, inner_ind)
+                    i += 1
             for i in reversed(range(depth)):
                 body.append(ind + "    " * i + "}")
         return body
@@ -1137,12 +1145,23 @@ class KernelGen:
         for i in reversed(range(n)):
             lines.append(ind + "    " * i + "}")
 
-    def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None):
-        lines.append(f"{ind}// {node!r}")
+    def _merge_ok(self, a, b) -> bool:
+        """A pointwise stage and the reduction after it over the same inner ranges run
+        as one loop (the reduction reading the value just stored): softmax's exp and
+        sum, layer_norm's centring and sum of squares -- one pass over the row less.
+        Only where the reduction's loop is vectorised with a reduction clause (not the
+        sequential argmax/argmin, not the two-pass var)."""
+        p = self.group.p
+        return (config.merge_reduction_loops and not a.is_reduction and b.is_reduction
+                and b.data.reduction_type in ("sum", "prod", "amax", "amin", "any", "all")
+                and bool(a.inner(p)) and _same(a.inner(p), b.rranges))
+
+    def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None, pre=None):
+        lines.append(f"{ind}// {node!r}" + (f" (in the loop of {pre.name})" if pre is not None else ""))
         lines.append(ind + "{")
         ind2 = ind + "    "
         if node.is_reduction:
-            self._reduction_stage(node, p, xs, lines, ind2, parallel_inner)
+            self._reduction_stage(node, p, xs, lines, ind2, parallel_inner, pre=pre)
         else:
             Q = node.inner(p)
             rs = index_vars("r", len(Q))
@@ -1165,7 +1184,7 @@ class KernelGen:
             lines[pre:pre] = hoisted
         lines.append(ind + "}")
 
-    def _reduction_stage(self, node, p, xs, lines, ind, parallel_inner):
+    def _reduction_stage(self, node, p, xs, lines, ind, parallel_inner, pre=None):
         red = node.data
         rtype = red.reduction_type
         src = red.src_dtype
@@ -1174,6 +1193,7 @@ class KernelGen:
         R = red.reduction_ranges
         rs = index_vars("r", len(R))
         widx = node.write_index(p)
+        pre_node = pre
 
         def pragma_for(clause):
             base = "#pragma omp simd" if config.simd else None
@@ -1194,6 +1214,8 @@ class KernelGen:
             h = CppOps(self, lines, bi, (hoisted, ind, {r.name for r in rs}),
                        ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(R)))
             with set_ops_handler(h):
+                if pre_node is not None:   # the merged pointwise stage, stored first
+                    self._store(pre_node, pre_node.write_index(p), pre_node.data.inner_fn(xs + rs), bi, lines)
                 v = red.inner_fn(xs, rs)
             for ln in acc_lines_fn(v):
                 lines.append(bi + ln)
