@@ -137,22 +137,35 @@ def _trace_shared(fn, example_inputs, decompositions, inference, env, fake_input
 
 def _sym_scalar_runner(gm):
     """Run dynamo's graph node by node so that a symbolic size passed as a *scalar operand*
-    (``t * x.size(1)``), which ember's operators do not accept, is specialised to its value:
-    ``int()`` records the guard in the shared ShapeEnv, so the entry is valid for that size only
-    and another size recompiles at the dynamo level. Sizes passed as sizes (``view(s0, -1)``)
-    stay symbolic."""
+    (``t * x.size(1)``, ``x.size(1) - t``), which ember's operators do not accept, still works.
+
+    First it becomes a 0-d int64 tensor computed from the size (``ones(n).sum()``: exact, and
+    it promotes like a Python int); the size stays symbolic. Where the operator refuses that
+    too, the size is specialised to its value: ``int()`` records the guard in the shared
+    ShapeEnv, so the entry is valid for that size only and another size recompiles at the
+    dynamo level. Sizes passed as sizes (``view(s0, -1)``) are untouched."""
     from ..fx.interpreter import Interpreter
     from ..fx.experimental.symbolic_shapes import SymInt
+    from .. import types as _t
+    from ..ops import api as _api
+
+    def as_tensor(a):
+        return _api.ones(a, dtype=_t.int64).sum() if isinstance(a, SymInt) else a
 
     def spec(a):
         return int(a) if isinstance(a, SymInt) else a
 
     def call(fn, args, kwargs):
+        if not any(isinstance(a, SymInt) for a in list(args) + list(kwargs.values())):
+            return fn(*args, **kwargs)
         try:
             return fn(*args, **kwargs)
-        except TypeError:
-            if not any(isinstance(a, SymInt) for a in list(args) + list(kwargs.values())):
-                raise
+        except Exception:  # noqa: BLE001 - refused the SymInt (TypeError, or it asked for data)
+            pass
+        try:
+            return fn(*[as_tensor(a) for a in args], **{k: as_tensor(v) for k, v in kwargs.items()})
+        except Exception:  # noqa: BLE001 - a tensor is not accepted there either
+            pass
         return fn(*[spec(a) for a in args], **{k: spec(v) for k, v in kwargs.items()})
 
     class _Runner(Interpreter):

@@ -16,11 +16,13 @@ compiles the forward and backward graphs with the sizes as kernel arguments
 (``ember/inductor/dynamic.py``). What stays symbolic, as in torch.compile:
 sizes flowing into views, reshapes, expands, slices, splits, factories
 (``ember.ones(x.shape)``, ``x.new_zeros(x.size(0), 3)``, ``ember.arange(n)``)
-and size arithmetic with ints. What specialises, with a guard (so it is exact,
-and a new value recompiles): floats computed from sizes (``x.size(-1) ** -0.5``,
-``math.sqrt(x.size(-1))``, like torch's default ``specialize_float``), a size
-used as a tensor operand (``t * x.size(1)``: ember's operators take plain
-numbers), ``int()``/f-strings of sizes, and Python branches on sizes. If aot
+size arithmetic with ints, and sizes as tensor operands (``t * x.size(1)``,
+``x.size(1) - t``: a 0-d int64 tensor computed from the size). What
+specialises, with a guard (so it is exact, and a new value recompiles): floats
+computed from sizes (``x.size(-1) ** -0.5``, ``math.sqrt(x.size(-1))``, like
+torch's default ``specialize_float``), a size passed where an operator takes
+only a number (``alpha=``, ``clamp(max=)``, ``masked_fill`` values),
+``int()``/f-strings of sizes, and Python branches on sizes. If aot
 cannot trace on the symbolic sizes, the graph is compiled once per input
 shape instead, logged on ``ember.dynamo.recompiles``.
 A name whose package cannot be imported raises

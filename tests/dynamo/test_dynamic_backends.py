@@ -136,18 +136,38 @@ def test_nanogpt_inductor_automatic_dynamic(counts):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_aot_guard_goes_to_dynamo(backend, counts):
-    """A size used as a scalar operand is specialised by aot: the guard is dynamo's, so another
-    size recompiles at the dynamo level (and the answer is right), it never runs a wrong graph."""
+    """``alpha=`` of a size: dynamo's own trace needs no guard (one graph with the eager
+    backend), aot's needs the value and specialises it. The guard is dynamo's, so another size
+    recompiles at the dynamo level (and the answer is right): never a wrong graph reused."""
     def f(x):
-        return (x * x.size(0)).sin()
+        return x.add(x.sin(), alpha=x.size(0))
 
-    cf = ember.compile(f, backend=backend, dynamic=True)
-    for n in (5, 7, 5):
-        x = ember.randn(n, 3)
-        np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
-    assert dynamo.convert_frame.counters["compiled"] == 2
+    def run(be):
+        dynamo.reset()
+        cf = ember.compile(f, backend=be, dynamic=True)
+        for n in (5, 7, 5):
+            x = ember.randn(n, 3)
+            np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)
+        return dynamo.convert_frame.counters["compiled"]
+
+    assert run("eager") == 1
+    assert run(backend) == 2
     guards = [e.info["guards"] for c in dynamo.convert_frame._caches.values() for e in c.entries if e.fn]
     assert len(guards) == 2 and all("size guard Eq(s0, " in g for g in guards)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_size_as_tensor_operand_stays_symbolic(backend, counts):
+    def f(x):
+        return ((x * x.size(0)).sin() + (x.size(1) - x) / x.size(0), (x > 0).to(ember.int32) * x.size(1))
+
+    cf = ember.compile(f, backend=backend, dynamic=True)
+    for n, m in ((5, 3), (7, 4), (9, 6), (11, 2)):
+        x = ember.randn(n, m)
+        for got, want in zip(cf(x), f(x)):
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert dynamo.convert_frame.counters["compiled"] == 1
 
 
 # programs with sizes flowing into creation ops and arithmetic: (program, graphs for 3 sizes)
