@@ -28,6 +28,7 @@ local_buffers = True       # kernel-private intermediates live in per-iteration 
 local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)
 outer_reduction_block = 256  # outputs accumulated together by an interchanged reduction
+merge_reduction_loops = True  # a reduction shares the loop of the pointwise stage before it
 split_loops = True         # a loop over pieces where cat/pad clamps and comparisons are constant
 split_loops_max = 6        # ... at most this many split points
 transpose_tile = 16        # last outer loop tiled by this when an inner loop reads transposed (0: off)

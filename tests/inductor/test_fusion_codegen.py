@@ -231,3 +231,21 @@ def test_kernel_profiler_table():
     assert mm.origins == ["mm"]
     table = profiler.report()
     assert "GB/s" in table and red.label in table and "exp" in table
+
+
+def test_reduction_shares_the_pointwise_loop():
+    """softmax: exp(x - max) is stored and summed in one loop (no second pass over
+    the row for the sum); the results match eager, with the knob off too."""
+    x = rand(64, 300)
+    cf, got, want = compile_and_run(softmax, x)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-7)
+    src = cf.compiled.source
+    assert "reduction[sum]" in src and "(in the loop of buf" in src
+    old = config.merge_reduction_loops
+    config.merge_reduction_loops = False
+    try:
+        cf2, got2, _ = compile_and_run(softmax, x)
+    finally:
+        config.merge_reduction_loops = old
+    assert "(in the loop of" not in cf2.compiled.source
+    assert_same(got2[0], want[0], rtol=1e-5, atol=1e-7)
