@@ -79,6 +79,29 @@ def test_kernels_vs_torch(case, dt):
     np.testing.assert_allclose(K._conv_forward_np(np, x, w, list(s), list(p), list(d), G), out, **_tol(dt))
 
 
+@pytest.mark.parametrize("cfg", [
+    (3, 32, (9, 7), 5, (3, 3), (1, 1), (1, 1), (1, 1), 1, np.float32),
+    (2, 64, (8, 9), 12, (3, 2), (2, 1), (1, 0), (1, 2), 2, np.float32),
+    (2, 32, (5, 4, 6), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1, np.float32),
+    (3, 32, (6, 6), 4, (3, 3), (2, 2), (2, 2), (1, 1), 2, np.float64),
+    (2, 16, (7, 5), 9, (2, 3), (1, 1), (0, 2), (1, 1), 1, np.float64),
+], ids=[str(i) for i in range(5)])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
+def test_weight_grad_channels_last_kernel(cfg, layout):
+    """Channels per group a multiple of 32 (float) / 16 (double), kernel larger than 1x1: the
+    weight gradient's own kernel over a padded channels-last copy of x."""
+    N, C, sp, O, k, s, p, d, G, dt = cfg
+    x, w = _r(N, C, *sp, dtype=dt), _r(O, C // G, *k, dtype=dt)
+    if layout == "channels_last":
+        perm = (0,) + tuple(range(2, 2 + len(sp))) + (1,)
+        x = np.ascontiguousarray(x.transpose(perm)).transpose(np.argsort(perm))
+    out = K._conv_forward(np, x, w, list(s), list(p), list(d), G)
+    g = _r(*out.shape, dtype=dt)
+    _, _, gw_ref = _torch_grads(np.ascontiguousarray(x), w, g, s, p, d, G)
+    gw = K._conv_weight_grad_arr(np, g, x, list(s), list(p), list(d), G, w.shape)
+    np.testing.assert_allclose(gw, gw_ref, **(dict(rtol=2e-5, atol=5e-5) if dt == np.float32 else _tol(dt)))
+
+
 @pytest.mark.parametrize("threads", [1, 2])
 def test_thread_counts_agree(threads, monkeypatch):
     """Images spread over OpenMP threads (single-threaded BLAS in each) or run serially: same
