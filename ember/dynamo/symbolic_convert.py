@@ -502,7 +502,12 @@ class InstructionTranslator:
     def BINARY_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        self.push(binary_op(self, _BINARY[_NB_OPS[inst.arg]], a, b))
+        sym = _NB_OPS[inst.arg]
+        derived = _float_arith(self, sym, a, b)
+        if derived is not None:
+            self.push(derived)
+            return
+        self.push(binary_op(self, _BINARY[sym], a, b))
 
     def COMPARE_OP(self, inst):
         b = self.pop()
@@ -1187,6 +1192,51 @@ def _wrap_function_by_code(tx, v, src):
     g.add(f"{src.expr()}.__code__ is {g.ref(v.__code__)}", f"{src.expr()} has code {v.__code__.co_name}")
     g.add(f"{src.expr()}.__globals__ is {g.ref(v.__globals__)}", f"{src.expr()}.__globals__ unchanged")
     return UserFunctionVariable(v, src)
+
+
+class _ExprSource(GlobalSource):
+    """A float computed from unspecialized floats: a Python expression over the frame's args."""
+
+    def __init__(self, expr):
+        super().__init__("F")
+        self._expr = expr
+
+    def expr(self):
+        return self._expr
+
+    def name(self):
+        return "F"
+
+
+def _float_arith(tx, sym, a, b):
+    """``a + b``, ``a - b``, ``a * b`` (and ``/`` by a non-zero constant) where one side is an
+    unspecialized float and the other one too or a number constant: the result is unspecialized
+    as well, its source the expression (evaluated where it is used: graph input, guard,
+    reconstruction), so ``total += loss.item()`` does not specialise on every value. These
+    operators cannot raise on floats, so computing them outside the frame changes nothing."""
+    from .output_graph import UnspecFloatVariable
+    if not (isinstance(a, UnspecFloatVariable) or isinstance(b, UnspecFloatVariable)):
+        return None
+    base = sym.rstrip("=") if sym not in ("==", "!=", "<=", ">=") else sym
+    if base not in ("+", "-", "*", "/"):
+        return None
+    parts = []
+    for v in (a, b):
+        if isinstance(v, UnspecFloatVariable):
+            parts.append((v.raw, v.source.expr()))
+        elif type(v) is ConstantVariable and type(v.value) in (int, float):
+            c = v.value
+            if type(c) is float and (c != c or c in (float("inf"), float("-inf"))):
+                return None
+            parts.append((c, repr(c)))
+        else:
+            return None
+    if base == "/" and (isinstance(b, UnspecFloatVariable) or parts[1][0] == 0):
+        return None
+    val = _BINARY[base](parts[0][0], parts[1][0])
+    if type(val) is not float:
+        return None
+    return UnspecFloatVariable(val, _ExprSource(f"({parts[0][1]} {base} {parts[1][1]})"), tx.output, "F")
 
 
 class LazyArgVariable(VariableTracker):

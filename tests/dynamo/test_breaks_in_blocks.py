@@ -496,6 +496,20 @@ def test_item_branch_specialises(capsys):
     assert counters["recompiles"] == 2 and counters["eager_fallback"] == 0, (counters, reasons)
 
 
+def running_total(x, total):
+    loss = (x * x).mean()
+    total += loss.item()
+    return x * total, total * 2
+
+
+def test_item_accumulated_in_python_float(capsys):
+    # ``total += loss.item()``: float arithmetic on the unspecialized value stays unspecialized
+    # (an expression over the resume function's arguments), so new values do not recompile
+    # (the frame's own float argument is specialised as usual: the same one every call here)
+    expect(run(running_total, lambda: (ember.randn(3), 0.25), capsys, calls=4),
+           graphs=2, breaks=1, recompiles=0)
+
+
 def item_float64(x):
     s = x.max().item()
     return x.double() / s, x * s
