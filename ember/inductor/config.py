@@ -31,6 +31,7 @@ outer_reduction_block = 256  # outputs accumulated together by an interchanged r
 merge_reduction_loops = True  # a reduction shares the loop of the pointwise stage before it
 split_loops = True         # a loop over pieces where cat/pad clamps and comparisons are constant
 split_loops_max = 6        # ... at most this many split points
+transpose_tile_out_factor = 4  # output-tile transposes run this many tiles along the inputs' rows
 transpose_tile = 16        # last outer loop tiled by this when an inner loop reads transposed (0: off)
 # OpenMP idle threads sleep instead of spinning (set before libgomp loads, unless the
 # user set it). On a small shared machine spinning workers steal the cores the master

@@ -388,3 +388,19 @@ def test_cat_loop_split(sizes):
     src = _kernel_src(cf)
     assert "// x1 in [" in src
     assert "std::max" not in src and "std::min<int64_t>(" not in src.replace("std::min<int64_t>(16", "")
+
+
+@pytest.mark.parametrize("shape", [(48, 160), (37, 70)])
+def test_sum_of_transposed_inputs_output_tile(shape):
+    """A sum of several transposed inputs (an unrolled RNN's per-step weight
+    gradients): the loop runs along the inputs' rows and only the result is
+    transposed through a local tile; exact, ragged tile edges included."""
+    def fn(a, b, c, d):
+        t = [P.permute(v, [1, 0]) for v in (a, b, c)]
+        return P.add(P.add(P.add(t[0], t[1]), t[2]), P.broadcast_in_dim(d, [shape[1], shape[0]], [1]))
+    a, b, c = (rand(*shape) for _ in range(3))
+    d = rand(shape[0])
+    cf, got, want = compile_and_run(fn, a, b, c, d)
+    assert_same(got[0], want[0])
+    src = _kernel_src(cf)
+    assert "ot[" in src and "tr0[" not in src, src

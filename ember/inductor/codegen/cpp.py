@@ -509,6 +509,7 @@ class KernelGen:
         self.kind = "cpp"
         self.tiles = {}      # (buffer, index) -> local tile element (transposed reads)
         self.overrides = {}  # loop variable -> (lo, hi): one piece of a split loop
+        self.store_redirect = {}  # buffer -> where its stores go instead (an output tile)
         # the FX nodes this kernel computes (profiler table, comment in the source)
         self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
 
@@ -649,6 +650,8 @@ class KernelGen:
                 if prag:
                     loops.append(ind + prag)
                 trs = self._transposed_reads(p - 1)
+                if trs and self._output_tile_ok(trs):
+                    return body + self._generate_transposed(trs, prag, out_tile=True)
                 if trs:
                     return body + self._generate_transposed(trs, prag)
                 for i in range(p - 1):
@@ -810,7 +813,20 @@ class KernelGen:
                     out.append(r)
         return out
 
-    def _generate_transposed(self, trs, prag) -> List[str]:
+    def _output_tile_ok(self, trs) -> bool:
+        """Transpose the one output instead of the inputs: a single pointwise node whose
+        reads are all transposed (or constant along the swapped SIMD loop), e.g. the sum of the
+        32 per-step weight gradients of an unrolled LSTM, each a transposed matmul
+        output: then the loop runs along the inputs' unit stride and only the result
+        goes through a local tile."""
+        g = self.group
+        if len(g.nodes) != 1 or len(trs) < 2 or self.local:
+            return False
+        n = g.nodes[0]
+        a = index_vars("x", g.p)[-2]    # the SIMD loop of the swapped loops
+        return all((name, idx) in trs or not idx.has(a) for name, idx in n.reads(g.p))
+
+    def _generate_transposed(self, trs, prag, out_tile=False) -> List[str]:
         """Tiles of ``T x T`` over the last two loops: each transposed read is first
         copied into a local ``T x T`` array (its source rows read contiguously), then
         the stages run with a contiguous SIMD loop over the tile, loading the local
@@ -831,13 +847,45 @@ class KernelGen:
         ind1 = ind + "    " * (p - 2)
         (la, ha), (lb, hb) = (self.overrides.get(v, (0, n)) for v, n in ((a, P[p - 2]), (b, P[p - 1])))
         na, nb = cexpr(ha), cexpr(hb)
-        body.append(f"{ind1}for (int64_t {a}t = {cexpr(la)}; {a}t < {na}; {a}t += {T}) {{")
+        # the output-tile variant walks the inputs' rows: a longer run along them (TA)
+        # keeps the DRAM streams of many inputs sequential
+        TA = T * config.transpose_tile_out_factor if out_tile else T
+        body.append(f"{ind1}for (int64_t {a}t = {cexpr(la)}; {a}t < {na}; {a}t += {TA}) {{")
         ind2 = ind1 + "    "
         body.append(f"{ind2}for (int64_t {b}t = {cexpr(lb)}; {b}t < {nb}; {b}t += {T}) {{")
         ind3 = ind2 + "    "
-        body.append(f"{ind3}const int64_t {a}n = std::min<int64_t>({T}, {na} - {a}t);")
+        body.append(f"{ind3}const int64_t {a}n = std::min<int64_t>({TA}, {na} - {a}t);")
         body.append(f"{ind3}const int64_t {b}n = std::min<int64_t>({T}, {nb} - {b}t);")
         self.tiles = {}
+        if out_tile:
+            # loops swapped: the SIMD loop runs along the inputs' unit stride, results go
+            # to a local tile, which is then stored row by row
+            node = g.nodes[0]
+            st = STORAGE[node.buf.get_dtype()]
+            body.append(f"{ind3}{st} ot[{TA * T}];")
+            body.append(f"{ind3}for (int64_t {b}j = 0; {b}j < {b}n; ++{b}j) {{")
+            body.append(f"{ind3}    const int64_t {b} = {b}t + {b}j;")
+            body.append(f"{ind3}    #pragma omp simd")
+            body.append(f"{ind3}    for (int64_t {a}i = 0; {a}i < {a}n; ++{a}i) {{")
+            body.append(f"{ind3}        const int64_t {a} = {a}t + {a}i;")
+            self.store_redirect = {node.name: f"ot[{b}j * {TA} + {a}i]"}
+            self._stage(node, p, xs, body, ind3 + "        ")
+            self.store_redirect = {}
+            body.append(f"{ind3}    }}")
+            body.append(f"{ind3}}}")
+            body.append(f"{ind3}for (int64_t {a}i = 0; {a}i < {a}n; ++{a}i) {{")
+            body.append(f"{ind3}    const int64_t {a} = {a}t + {a}i;")
+            body.append(f"{ind3}    #pragma omp simd")
+            body.append(f"{ind3}    for (int64_t {b}j = 0; {b}j < {b}n; ++{b}j) {{")
+            body.append(f"{ind3}        const int64_t {b} = {b}t + {b}j;")
+            body.append(f"{ind3}        {node.name}[{cexpr(node.write_index(p))}] = ot[{b}j * {TA} + {a}i];")
+            body.append(f"{ind3}    }}")
+            body.append(f"{ind3}}}")
+            body.append(f"{ind2}}}")
+            body.append(f"{ind1}}}")
+            for i in reversed(range(p - 2)):
+                body.append(ind + "    " * i + "}")
+            return body
         rng = _ranges(xs, P)
         for k, (name, idx) in enumerate(trs):
             loc = f"tr{k}"
@@ -1129,8 +1177,10 @@ class KernelGen:
             v = f"ember_f32_to_bf16({v})"
         elif dt is _t.bool_:
             v = f"static_cast<bool>({v})"
-        index = self.local_index(node.name, index)
-        lines.append(f"{ind}{node.name}[{cexpr(index)}] = {v};")
+        target = self.store_redirect.get(node.name)
+        if target is None:
+            target = f"{node.name}[{cexpr(self.local_index(node.name, index))}]"
+        lines.append(f"{ind}{target} = {v};")
 
     def _inner_loops(self, vars_, sizes, ind, lines, pragma):
         if pragma and len(vars_) > 1:
