@@ -204,6 +204,34 @@ class SymInt:
     def hint(self) -> int:
         return self.env.hint(self.expr)
 
+    @classmethod
+    def __ember_function__(cls, func, types, args=(), kwargs=None):
+        """A size as a tensor operand of an operator (``g / n`` in a mean's backward, ``t * s0``):
+        ember's override protocol hands the call here, and the size becomes a 0-d int64 tensor
+        computed from it (``ones(n).sum()``: exact, and it promotes like a Python int), so a
+        trace keeps it symbolic instead of failing or baking in its value."""
+        op = getattr(func, "_ember_op", None)
+        if op is None:
+            return NotImplemented
+        args = list(args)
+        device = next((a.device for a in args if hasattr(a, "_data") and hasattr(a, "device")), None)
+        changed = False
+        for i in op.tensor_pos:
+            if isinstance(args[i], SymInt):
+                args[i] = _size_tensor(args[i], device)
+                changed = True
+        if not changed:
+            return NotImplemented
+        from ..proxy import _normalize_op_args
+        a, k = _normalize_op_args(op, tuple(args), dict(kwargs or {}))
+        return func(*a, **k)
+
+
+def _size_tensor(n, device):
+    from ... import types as _t
+    from ...ops import api
+    return api.ones(n, dtype=_t.int64, device=device).sum()
+
 
 class SymBool:
     """A relation between sizes; ``bool()`` decides it by the hints and records a guard."""
