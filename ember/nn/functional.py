@@ -337,7 +337,11 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     if training:
         size = tuple(input.shape)
-        n = int(np.prod(size)) // size[1] if len(size) > 1 else 0
+        n = 0
+        if len(size) > 1:   # (a plain product: symbolic sizes stay symbolic, np.prod would specialise them)
+            n = 1
+            for d in size[:1] + size[2:]:
+                n = n * d
         if len(size) > 1 and n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(size)}")
