@@ -10,9 +10,11 @@ ResNet shapes those copies cost several times the matmul. Here each is one pass 
 padding, stride and dilation inline, reading ``x`` through its strides (non-contiguous inputs
 are not copied).
 
-The forward has its own register-blocked kernel fed by an im2col that writes the layout the
-kernel streams (see ``conv_fwd``): with few output channels (M = O = 32..128) a BLAS gemm
-spends much of its time re-packing the columns. The weight gradient, when the channels per
+The forward has its own register-blocked kernels, chosen by shape (``use_nhwc_fwd``): one fed
+by an im2col that writes the panel layout the kernel streams (``conv_fwd``: with few output
+channels, M = O = 32..128, a BLAS gemm spends much of its time re-packing the columns), one
+over a padded channels-last copy of the input that reads every window in place
+(``conv_fwd_nhwc``: no column matrix; better from 64 channels per group and when strided). The weight gradient, when the channels per
 group are a multiple of the kernel's width (32 float / 16 double) and the kernel is not 1x1,
 has its own kernel too, over a channels-last copy of the input that makes the im2col
 implicit (``conv_wgrad_nhwc``: 1.1-2x OpenBLAS at the ResNet shapes). The rest calls numpy's
@@ -52,7 +54,7 @@ _SOURCE = r"""
 #include <omp.h>
 typedef int64_t i64;
 
-// g: N, C, D, H, W, KD, KH, KW, OD, OH, OW, sd, sh, sw, pd, ph, pw, dd, dh, dw, threads, O, groups
+// g: N, C, D, H, W, KD, KH, KW, OD, OH, OW, sd, sh, sw, pd, ph, pw, dd, dh, dw, threads, O, groups, fwd kernel, O, groups
 // xs: element strides of x (n, c, d, h, w)
 enum { RowMajor = 101, NoTrans = 111, Trans = 112 };
 typedef int (*setlocal_t)(int);
@@ -429,11 +431,108 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
     }
 }
 
+// ---- the forward over a channels-last copy (used when the output channels per group fill the
+// NR-wide vector block): acc[MR output positions][NR output channels] += x_nhwc[pos, c] *
+// W[tap][c][o..o+NR]; every tap's window value is read in place (implicit im2col), the
+// MR x NR block is stored transposed into the NCHW output.
+template <class T, int MR, int NR>
+static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T* out) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    const i64 N = g[0], C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
+    const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
+    const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw_ = g[19], O = g[21], G = g[22];
+    const i64 Cg = C / G, Og = O / G, K = KD * KH * KW, P = OD * OH * OW;
+    const i64 Dp = D + 2 * pd, Hp = H + 2 * ph, Wp = W + 2 * pw, OB = (Og + NR - 1) / NR, Op = OB * NR;
+    const i64 XS = Dp * Hp * Wp * Cg;
+    // weights per group as [tap][c][Op], output channels past Og zero
+    std::vector<T> wt((size_t)G * K * Cg * Op, T(0));
+    for (i64 gi = 0; gi < G; ++gi)
+        for (i64 o = 0; o < Og; ++o)
+            for (i64 c = 0; c < Cg; ++c)
+                for (i64 t = 0; t < K; ++t)
+                    wt[((gi * K + t) * Cg + c) * Op + o] = w[((gi * Og + o) * Cg + c) * K + t];
+    const int nt = g[20] > 1 ? (int)g[20] : 1;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1)
+    for (i64 n = 0; n < N; ++n) {
+        T* xp = scratch<T>(XS);
+        for (i64 gi = 0; gi < G; ++gi) {
+            for (i64 i = 0; i < XS; ++i) xp[i] = T(0);
+            for (i64 c = 0; c < Cg; ++c) {
+                const T* xc = x + n * xs[0] + (gi * Cg + c) * xs[1];
+                for (i64 d = 0; d < D; ++d)
+                    for (i64 h = 0; h < H; ++h) {
+                        T* dst = xp + (((d + pd) * Hp + h + ph) * Wp + pw) * Cg + c;
+                        const T* src = xc + d * xs[2] + h * xs[3];
+                        for (i64 ww = 0; ww < W; ++ww) dst[ww * Cg] = src[ww * xs[4]];
+                    }
+            }
+            const T* wg = wt.data() + gi * K * Cg * Op;
+            T* on = out + (n * O + gi * Og) * P;
+            const i64 xstep = sw * Cg;
+            for (i64 od = 0; od < OD; ++od)
+            for (i64 oh = 0; oh < OH; ++oh)
+            for (i64 ow0 = 0; ow0 < OW; ow0 += MR) {
+                const i64 mv = OW - ow0 < MR ? OW - ow0 : MR;
+                const i64 p0 = (od * OH + oh) * OW + ow0;
+                for (i64 ob = 0; ob < OB; ++ob) {
+                    vec acc[MR][NV];
+                    for (int i = 0; i < MR; ++i)
+                        for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
+                    for (i64 kd = 0; kd < KD; ++kd)
+                    for (i64 kh = 0; kh < KH; ++kh)
+                    for (i64 kw = 0; kw < KW; ++kw) {
+                        const i64 t = (kd * KH + kh) * KW + kw;
+                        const T* xr = xp + (((od * sd + kd * dd) * Hp + oh * sh + kh * dh) * Wp + ow0 * sw + kw * dw_) * Cg;
+                        const T* wr = wg + t * Cg * Op + ob * NR;
+                        if (mv == MR) {
+                            for (i64 c = 0; c < Cg; ++c) {
+                                vec bv[NV];
+                                for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + c * Op + j * VL, 64);
+#pragma GCC unroll 8
+                                for (int i = 0; i < MR; ++i)
+                                    for (int j = 0; j < NV; ++j) acc[i][j] += xr[i * xstep + c] * bv[j];
+                            }
+                        } else {
+                            for (i64 c = 0; c < Cg; ++c) {
+                                vec bv[NV];
+                                for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + c * Op + j * VL, 64);
+                                for (int i = 0; i < mv; ++i)
+                                    for (int j = 0; j < NV; ++j) acc[i][j] += xr[i * xstep + c] * bv[j];
+                            }
+                        }
+                    }
+                    T tmp[NR];
+                    const i64 ov = Og - ob * NR < NR ? Og - ob * NR : NR;
+                    for (i64 i = 0; i < mv; ++i) {
+                        for (int j = 0; j < NV; ++j) __builtin_memcpy(tmp + j * VL, &acc[i][j], 64);
+                        T* col = on + (ob * NR) * P + p0 + i;
+                        for (i64 j = 0; j < ov; ++j) col[j * P] = tmp[j];
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Which forward kernel (g[23]: 1 panels, 2 channels-last, 0 by shape). Measured single-threaded
+// at the ResNet shapes: channels-last wins from 64 input channels per group (1.4-2x) and on
+// strided convolutions (the panel im2col gathers with a stride), loses with few channels (the
+// per-tap channel loop is short: 3 channels 8x slower, 32 channels at stride 1 1.2x) and on
+// 1x1 (the channels-last copy of the whole input costs more than the strided gather); it needs
+// output channels per group filling at least half the NR-wide vector block.
+static bool use_nhwc_fwd(const i64* g, i64 NR) {
+    if (g[23] != 0) return g[23] == 2;
+    const i64 Cg = g[1] / g[22], Og = g[21] / g[22], K = g[5] * g[6] * g[7];
+    const bool strided = g[11] > 1 || g[12] > 1 || g[13] > 1;
+    return K > 1 && 2 * Og >= NR && (Cg >= 2 * NR || (Cg >= NR && strided));
+}
+
 extern "C" {
 void ember_conv_fwd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
-{ conv_fwd<float, 8, 32>(x, g, xs, w, out); }
+{ if (use_nhwc_fwd(g, 32)) conv_fwd_nhwc<float, 8, 32>(x, g, xs, w, out); else conv_fwd<float, 8, 32>(x, g, xs, w, out); }
 void ember_conv_fwd_f64(const double* x, const i64* g, const i64* xs, const double* w, double* out)
-{ conv_fwd<double, 8, 16>(x, g, xs, w, out); }
+{ if (use_nhwc_fwd(g, 16)) conv_fwd_nhwc<double, 8, 16>(x, g, xs, w, out); else conv_fwd<double, 8, 16>(x, g, xs, w, out); }
 void ember_conv_igrad_f32(const float* go, const i64* g, const float* w, float* dx, void* gm, void* sl)
 { conv_igrad<float>(go, g, w, dx, gm, sl); }
 void ember_conv_igrad_f64(const double* go, const i64* g, const double* w, double* dx, void* gm, void* sl)
@@ -447,6 +546,7 @@ void ember_conv_wgrad_f64(const double* go, const i64* g, const double* x, const
 
 _lock = threading.Lock()
 _state = {}          # "lib" -> (library, sgemm, dgemm, set_num_threads_local) or None, once tried
+FORWARD_KERNEL = 0      # 0: chosen by shape (see use_nhwc_fwd), 1: panels, 2: channels-last (tests)
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # numpy's OpenBLAS (scipy-openblas wheels: 64-bit integers, symbols suffixed 64_)
 _GEMM_NAMES = (("scipy_cblas_sgemm64_", "scipy_cblas_dgemm64_"), ("cblas_sgemm64_", "cblas_dgemm64_"))
@@ -527,7 +627,7 @@ def _geometry(N, C, sp, k, out, stride, padding, dilation, O, groups):
     pad3 = 3 - len(k)
     f = lambda v, fill: [fill] * pad3 + [int(t) for t in v]  # noqa: E731
     return np.array([N, C] + f(sp, 1) + f(k, 1) + f(out, 1) + f(stride, 1) + f(padding, 0) + f(dilation, 1)
-                    + [threads(), O, groups], dtype=np.int64)
+                    + [threads(), O, groups, FORWARD_KERNEL], dtype=np.int64)
 
 
 def _xstrides(x):

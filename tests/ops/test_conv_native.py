@@ -57,14 +57,20 @@ CASES = [
     (2, 2, (5, 5), 3, (1, 1), (1, 1), (1, 1), (1, 1), 1),      # 1x1 with padding: igrad via col2im
     (2, 4, (7, 7), 4, (3, 3), (3, 3), (2, 2), (2, 2), 4),      # depthwise, stride > kernel
     (1, 3, (6, 6), 2, (3, 3), (1, 1), (1, 1), (1, 1), 1),      # one image: the serial loop
+    (3, 64, (6, 7), 40, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # 64 channels: the channels-last forward
+    (2, 64, (9, 9), 36, (3, 3), (2, 2), (1, 1), (1, 1), 2),    # strided, 32 channels per group: channels-last
     (3, 2, (11,), 4, (3,), (2,), (1,), (2,), 1),               # 1-d
     (2, 2, (5, 4, 6), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1),   # 3-d
 ]
 
 
+@pytest.mark.parametrize("fwd_kernel", [0, 1, 2], ids=["by_shape", "panels", "channels_last"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
-def test_kernels_vs_torch(case, dt):
+def test_kernels_vs_torch(case, dt, fwd_kernel, monkeypatch):
+    """Both forward kernels are pinned on every case (the shape rule picks one of them); the
+    stride-1 input gradient runs through the forward."""
+    monkeypatch.setattr(_conv_native, "FORWARD_KERNEL", fwd_kernel)
     N, C, sp, O, k, s, p, d, G = case
     x, w = _r(N, C, *sp, dtype=dt), _r(O, C // G, *k, dtype=dt)
     out = K._conv_forward(np, x, w, list(s), list(p), list(d), G)
