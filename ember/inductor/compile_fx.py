@@ -20,14 +20,17 @@ import numpy as np
 from .. import _openmp
 from ..tensor import Tensor, _make
 from . import codecache, config, fx_graph_cache
-from .codegen import cpp
-from .codegen.wrapper import WrapperGen
-from .graph import DynamicShapeError, GraphLowering, check_no_baked_sizes, unflatten
-from .scheduler import FusedGroup, Scheduler
-from .virtualized import set_graph
 
 log = logging.getLogger("ember.inductor")
 log_code = logging.getLogger("ember.inductor.output_code")
+
+
+# The compiler proper (graph.py, scheduler.py, codegen/: all built on sympy) is imported when
+# a graph is compiled, not with this module: a graph-cache hit never needs it, and importing
+# sympy alone takes longer than a warm compile may.
+def _graph():
+    from . import graph
+    return graph
 
 
 class GuardError(RuntimeError):
@@ -70,6 +73,7 @@ class CompiledGraph:
         elif spec[0] == "seq" and spec[1] in (tuple, list) and all(s[0] == "leaf" for s in spec[2]):
             self._rebuild = spec[1]
         else:
+            unflatten = _graph().unflatten
             self._rebuild = lambda outs: unflatten(spec, iter(outs))
 
     def __call__(self, tensors, arrays=None):
@@ -116,6 +120,11 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         hit = fx_graph_cache.lookup(cache_key, gm)
         if hit is not None:
             return hit
+    from .codegen import cpp
+    from .codegen.wrapper import WrapperGen
+    from .graph import GraphLowering
+    from .scheduler import FusedGroup, Scheduler
+    from .virtualized import set_graph
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
         sched = Scheduler(graph)
@@ -203,9 +212,9 @@ class CompiledFunction:
             _ensure_meta(self.gm, inputs)
             try:
                 if self.dynamic and not fake:   # (a symbolic trace's concrete sizes are guarded by its owner)
-                    check_no_baked_sizes(self.gm)
+                    _graph().check_no_baked_sizes(self.gm)
                 v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
-            except DynamicShapeError as e:
+            except _graph().DynamicShapeError as e:   # (evaluated only when something is raised)
                 log.warning("inductor: %s; compiling for the example shapes instead", e)
                 self.dynamic = False
                 key = self._vkey(inputs)

@@ -164,14 +164,7 @@ class ExternOutput(Buffer):
         self.index = index
 
 
-class ExternArg:
-    __slots__ = ("i",)
-
-    def __init__(self, i):
-        self.i = i
-
-    def __repr__(self):
-        return f"ExternArg({self.i})"
+from .runtime import ExternArg  # noqa: E402,F401  (sympy-free: the wrapper's run time needs it)
 
 
 # ----------------------------------------------------------------------- loops

@@ -35,47 +35,8 @@ from ..scheduler import ExternGroup, FusedGroup
 from ..sizevars import pyexpr
 
 
-def _strided_view(arr, offset, shape, strides):
-    flat = arr.reshape(-1)
-    return np.lib.stride_tricks.as_strided(flat[offset:], shape=shape,
-                                           strides=tuple(s * arr.itemsize for s in strides))
-
-
-def _as_view(arr, shape, strides, offset):
-    """A view of a contiguous buffer with byte ``strides`` at byte ``offset``: the
-    ``ndarray`` constructor over the buffer (bounds-checked, ~0.15 us)."""
-    return np.ndarray(shape, arr.dtype, arr, offset, strides)
-
-
-def _contig(x):
-    x = np.asarray(x)
-    return x if x.flags.c_contiguous else np.array(x, order="C")
-
-
-def _index_error(kname):
-    raise IndexError(f"inductor: an index is out of bounds (kernel {kname}); the eager prim raises here too")
-
-
-def _run_extern(fn, args, kwargs, arrays):
-    """Call a fallback on numpy arrays. Its results are made contiguous and never
-    alias its inputs (a reference may return a view), so the wrapper's buffer
-    lifetimes and reuse stay valid."""
-    def sub(a):
-        if isinstance(a, ir.ExternArg):
-            return arrays[a.i]
-        if isinstance(a, (list, tuple)):
-            return type(a)(sub(x) for x in a)
-        return a
-    res = fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
-
-    def own(x):
-        x = np.asarray(x)
-        if not x.flags.c_contiguous or any(np.may_share_memory(x, a) for a in arrays):
-            x = np.array(x, order="C")
-        return x
-    if isinstance(res, (tuple, list)):
-        return tuple(own(r) for r in res)
-    return own(res)
+# the run-time helpers live in a sympy-free module (a graph-cache hit imports only that)
+from ..runtime import _as_view, _contig, _index_error, _run_extern, _strided_view  # noqa: E402,F401
 
 
 class WrapperGen:

@@ -1,0 +1,65 @@
+"""What a compiled graph's generated wrapper calls at run time, kept free of sympy.
+
+The wrapper (``codegen/wrapper.py`` generates it) needs only these helpers and
+``ExternArg``; the compiler proper -- lowering, scheduling, codegen -- is built on
+sympy, whose import alone (0.2-0.4 s) exceeds what a warm compile may take. A
+graph-cache hit (``fx_graph_cache.py``) rebuilds a wrapper from this module and
+numpy, so a process that only reuses compiled graphs never imports sympy.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+class ExternArg:
+    """The i-th tensor input of an extern call, in its argument list (``ir.ExternKernel``)."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __repr__(self):
+        return f"ExternArg({self.i})"
+
+
+def _strided_view(arr, offset, shape, strides):
+    flat = arr.reshape(-1)
+    return np.lib.stride_tricks.as_strided(flat[offset:], shape=shape,
+                                           strides=tuple(s * arr.itemsize for s in strides))
+
+
+def _as_view(arr, shape, strides, offset):
+    """A view of a contiguous buffer with byte ``strides`` at byte ``offset``: the
+    ``ndarray`` constructor over the buffer (bounds-checked, ~0.15 us)."""
+    return np.ndarray(shape, arr.dtype, arr, offset, strides)
+
+
+def _contig(x):
+    x = np.asarray(x)
+    return x if x.flags.c_contiguous else np.array(x, order="C")
+
+
+def _index_error(kname):
+    raise IndexError(f"inductor: an index is out of bounds (kernel {kname}); the eager prim raises here too")
+
+
+def _run_extern(fn, args, kwargs, arrays):
+    """Call a fallback on numpy arrays. Its results are made contiguous and never
+    alias its inputs (a reference may return a view), so the wrapper's buffer
+    lifetimes and reuse stay valid."""
+    def sub(a):
+        if isinstance(a, ExternArg):
+            return arrays[a.i]
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x) for x in a)
+        return a
+    res = fn(*[sub(a) for a in args], **{k: sub(v) for k, v in kwargs.items()})
+
+    def own(x):
+        x = np.asarray(x)
+        if not x.flags.c_contiguous or any(np.may_share_memory(x, a) for a in arrays):
+            x = np.array(x, order="C")
+        return x
+    if isinstance(res, (tuple, list)):
+        return tuple(own(r) for r in res)
+    return own(res)
