@@ -20,7 +20,8 @@ a new one -- only loads the shared objects and ``exec``-s the wrapper.
 * every plain value in ``ember.inductor.config`` (fusion, simd, flags ...),
   the compiler binary's identity (path, size, mtime), the CPU's identity;
 * a hash of the inductor package's own source files and ``ember/types.py``
-  (a code change invalidates every entry), and this file's format version.
+  (a code change invalidates every entry), the Python version, and this
+  file's format version.
 
 An argument the key cannot describe stably (an object whose ``repr`` is its
 address, a tensor baked into the graph) makes the graph uncacheable: it is
@@ -30,10 +31,17 @@ compiled as before and nothing is stored.
 keys (a missing or corrupt ``.so`` is rebuilt from the source), the wrapper
 source, its globals pickled with the loaded-library pieces replaced by
 references (``ctypes`` kernel functions by library index and symbol name,
-numpy-reference fallbacks by op name, modules by name) that are resolved
-against the freshly loaded libraries, and the output bookkeeping
+numpy-reference fallbacks by op name, modules by name, closures an extern
+lowering made -- the convolution's -- by their marshalled code and cell
+values) that are resolved against the freshly loaded libraries, and the output bookkeeping
 ``CompiledGraph`` needs (input names, constant targets, output kinds, the
 output structure, the fallback list).
+
+**A hit imports no compiler**: ``compile_fx`` imports the sympy-based modules
+(lowering, scheduler, codegen) only on a miss, and the wrapper's run-time
+helpers live in the sympy-free ``runtime.py``; with sympy imported lazily
+(``symbolic_shapes``), a process whose graphs all hit never loads it (its import
+alone costs more than the 0.3 s a warm compile may take).
 
 **Storage**: ``$EMBER_CACHE_DIR/inductor/fxgraph/<key[:2]>/<key>.fxg``: a
 header line with the format version and the payload's sha256, then the
@@ -65,6 +73,7 @@ import logging
 import os
 import pickle
 import shutil
+import sys
 import tempfile
 import time
 import types
@@ -253,11 +262,13 @@ def bypass_reason(example_inputs, dynamic: bool = False) -> Optional[str]:
 
 def graph_key(gm, example_inputs, dynamic: bool) -> str:
     """The cache key of compiling ``gm`` for ``example_inputs`` (see the module docstring)."""
-    h = hashlib.sha256()
+    return hashlib.sha256("\n".join(key_lines(gm, example_inputs, dynamic)).encode()).hexdigest()
 
-    def put(s: str):
-        h.update(s.encode())
-        h.update(b"\n")
+
+def key_lines(gm, example_inputs, dynamic: bool) -> List[str]:
+    """The text the key hashes, one line per item (diff two of them to see why a compile missed)."""
+    lines: List[str] = []
+    put = lines.append
 
     put(f"format {FORMAT_VERSION} dynamic {bool(dynamic)}")
     for node in gm.graph.nodes:
@@ -265,7 +276,6 @@ def graph_key(gm, example_inputs, dynamic: bool) -> str:
             target = _fn_name(node.target)
         elif node.op == "get_attr":
             target = str(node.target)
-            from .graph import _getattr
             c = _getattr(gm, node.target)
             put("const " + (_array_desc(c._data) if hasattr(c, "_data") else _canon(c)))
         else:
@@ -278,8 +288,9 @@ def graph_key(gm, example_inputs, dynamic: bool) -> str:
     put("config " + _config_desc())
     put("cxx " + _compiler_identity())
     put("cpu " + codecache.cpu_identity())
+    put("python " + sys.version)
     put("src " + source_hash())
-    return h.hexdigest()
+    return lines
 
 
 # ---------------------------------------------------------------------------- storage
@@ -357,6 +368,31 @@ def _fallback_ops(graph) -> Dict[int, str]:
     return out
 
 
+def _global_names(code) -> set:
+    """Global names ``code`` (and the code nested in it) reads or writes."""
+    import dis
+    names = set()
+    for ins in dis.get_instructions(code):
+        if ins.opname in ("LOAD_GLOBAL", "STORE_GLOBAL", "DELETE_GLOBAL", "LOAD_NAME"):
+            names.add(ins.argval)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _global_names(c)
+    return names
+
+
+def _make_function(module, code_bytes, name, defaults, kwdefaults, cells, needs_module):
+    """Rebuild a closure pickled by :meth:`_Pickler.reducer_override`."""
+    import builtins
+    import marshal
+    code = marshal.loads(code_bytes)
+    glb = importlib.import_module(module).__dict__ if needs_module else {"__builtins__": builtins,
+                                                                         "__name__": module}
+    fn = types.FunctionType(code, glb, name, defaults, tuple(types.CellType(c) for c in cells))
+    fn.__kwdefaults__ = kwdefaults
+    return fn
+
+
 class _Pickler(pickle.Pickler):
     def __init__(self, f, libs, fallbacks):
         super().__init__(f, protocol=pickle.HIGHEST_PROTOCOL)
@@ -384,6 +420,22 @@ class _Pickler(pickle.Pickler):
         if isinstance(obj, types.FunctionType) and id(obj) in self._fallbacks:
             return ("fallback", self._fallbacks[id(obj)])
         return None
+
+    def reducer_override(self, obj):
+        """A closure an extern lowering made (the convolution's ``conv``) by its code
+        (``marshal``: the key pins the Python version and the inductor's source) and its
+        cells' values. Its module is imported on load only if the code reads a global
+        other than a builtin (most externs close over everything they use, so a hit stays
+        clear of the sympy-based lowering modules)."""
+        if isinstance(obj, types.FunctionType) and ("<locals>" in obj.__qualname__ or
+                                                    obj.__name__ == "<lambda>"):
+            import builtins
+            import marshal
+            cells = tuple(c.cell_contents for c in (obj.__closure__ or ()))
+            needs_module = bool(_global_names(obj.__code__) - set(vars(builtins)))
+            return (_make_function, (obj.__module__, marshal.dumps(obj.__code__), obj.__name__, obj.__defaults__,
+                                     obj.__kwdefaults__, cells, needs_module))
+        return NotImplemented
 
 
 class _Unpickler(pickle.Unpickler):
@@ -419,6 +471,13 @@ class _GraphInfo:
         self.fallbacks = fallbacks
 
 
+def _getattr(mod, target: str):
+    obj = mod
+    for part in target.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
 def _constant_targets(gm) -> Dict[str, str]:
     """Input name -> get_attr target, named as ``GraphLowering`` names them (``const{i}``)."""
     out, n = {}, 0
@@ -452,7 +511,6 @@ def lookup(key: str, gm):
                     type(e).__name__, e)
         return None
     from .compile_fx import CompiledGraph, GuardError
-    from .graph import _getattr
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs
     exec(compile(entry["wrapper_src"], "<inductor wrapper>", "exec"), glb)

@@ -119,7 +119,18 @@ def test_two_processes_fill_the_same_entry(tmp_path):
 # ------------------------------------------------------------------ in-process
 @pytest.fixture
 def fresh_cache(tmp_path, monkeypatch):
+    """A private cache dir, and none of the conditions that bypass the cache left on by
+    other tests in this process (the schedule/fusion logs, the kernel profiler)."""
+    import logging
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_FX_GRAPH_CACHE", raising=False)
+    if hasattr(config, "profile_kernels"):
+        monkeypatch.setattr(config, "profile_kernels", False)
+    for n in ("schedule", "fusion"):
+        lg = logging.getLogger(f"ember.inductor.{n}")
+        monkeypatch.setattr(lg, "level", logging.WARNING)
+        lg.manager._clear_cache()
+    assert fx_graph_cache.bypass_reason([]) is None
     codecache.clear_memory_cache()
     yield tmp_path / "cache"
     codecache.clear_memory_cache()
