@@ -410,6 +410,14 @@ class OutputGraph:
                 if vt.kwdefaults is not None:
                     self._pre.append(f"{name}.__kwdefaults__ = {self.materialize(vt.kwdefaults)}")
             return name
+        from .variables.constant import ConstantMethodVariable
+        from .variables.functions import UserMethodVariable
+        from .variables.lists import ContainerMethodVariable
+        from .variables.tensor import TensorMethodVariable
+        if isinstance(vt, (ContainerMethodVariable, UserMethodVariable, TensorMethodVariable,
+                           ConstantMethodVariable)) or type(vt).__name__ == "EmberMethodVariable":
+            # a bound method waiting on the stack for its arguments (``out.append(f(print(x)))``)
+            return callable_expr(self, vt)
         return vt.reconstruct(self)
 
     def cell_expr(self, cell) -> str:

@@ -84,6 +84,24 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None):
     if idx is None:
         raise Unsupported("resume target not found")
     target = instrs[idx]
+    # exception-table depths as in the original (the bytecode package would recompute them
+    # along the prefix's path, which enters the body in the middle of a try region)
+    try:
+        depths = {e.start: e.depth for e in dis._parse_exception_table(code)}
+    except Exception as e:  # noqa: BLE001
+        raise Unsupported(f"exception table of the frame not readable: {e}")
+    offset_of = {id(i): d.offset for i, d in zip(instrs, dis_insts)}
+    pending = []
+    for item in bc:
+        if isinstance(item, TryBegin):
+            pending.append(item)
+        elif isinstance(item, Instr) and pending:
+            for tb in pending:
+                d = depths.get(offset_of[id(item)])
+                if d is None:
+                    raise Unsupported("exception table of the frame not understood")
+                tb.stack_depth = d
+            pending = []
     cells = list(bc.cellvars)
     free = cells + [n for n in bc.freevars if n not in cells]
     cellset = set(cells)
@@ -136,7 +154,9 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None):
     new.filename = code.co_filename
     new.first_lineno = code.co_firstlineno
     try:
-        return new.to_code(), dis_insts
+        # keep the exception-table depths of the original code: the prefix enters the body with
+        # the stack the table expects, but a recomputation would follow the prefix's path
+        return new.to_code(compute_exception_stack_depths=False), dis_insts
     except Exception as e:  # noqa: BLE001 - a bytecode we cannot rebuild: run the frame eagerly
         raise Unsupported(f"could not build the resume function: {type(e).__name__}: {e}")
 

@@ -674,3 +674,76 @@ def no_grad_in_try(x, fail):
 def test_no_grad_inside_try(capsys, fail):
     cnt, counters, reasons = run(no_grad_in_try, lambda: (ember.randn(3, requires_grad=True), fail), capsys)
     assert only_raiser_eager(reasons)
+
+
+class _Acc:
+    def __init__(self):
+        self.k = 3
+
+    def meth(self, a, b):
+        return a * self.k + b
+
+
+def _boom(t, flag):
+    print("boom", flag)
+    if flag:
+        raise KeyError("k")
+    return t
+
+
+def except_continue_finally_in_loop(x, fail_at):
+    # a bound method and its first argument wait on the stack while the break call runs; the
+    # except clause continues the loop (the handler runs in the trampoline with the loop's
+    # iterator at the depth the exception table says) and the finally runs every iteration
+    o = _Acc()
+    total = x
+    for i in range(3):
+        try:
+            total = o.meth(total, _boom(total, i == fail_at))
+        except KeyError:
+            total = total - 1
+            continue
+        finally:
+            total = total * 1.5
+    return total
+
+
+@pytest.mark.parametrize("fail_at", [-1, 1])
+def test_except_continue_finally_in_loop(capsys, fail_at):
+    cnt, counters, reasons = run(except_continue_finally_in_loop, lambda: (ember.randn(3), fail_at), capsys)
+    eager = [(w, r) for w, r in reasons if not r.startswith("graph break")]
+    assert all("_boom" in w for w, _ in eager), eager
+
+
+def nested_call_args_in_loop(x):
+    out = []
+    with ember.no_grad():
+        for i in range(3):
+            try:
+                out.append(_Acc().meth(x, _boom(x * i, False)))
+            except KeyError:
+                out.append(x)
+    return out
+
+
+def test_pending_calls_on_the_stack_in_loop_try_and_with(capsys):
+    cnt, counters, reasons = run(nested_call_args_in_loop, lambda: (ember.randn(3, requires_grad=True),), capsys)
+    assert counters["eager_fallback"] == 0, reasons
+
+
+def nested_try_finally(x, fail):
+    try:
+        try:
+            y = x + 1
+            _boom(y, fail)
+        finally:
+            print("inner finally")
+            y = y * 2
+    except KeyError:
+        y = y - 7
+    return y
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_nested_try_finally(capsys, fail):
+    run(nested_try_finally, lambda: (ember.randn(3), fail), capsys)
