@@ -167,7 +167,9 @@ def test_concurrent_calls_get_their_own_pools():
             for _ in range(30):
                 got = [t.numpy() for t in cf(*inputs[k])]
                 for g, w in zip(got, refs[k]):
-                    np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+                    # (BLAS may split a product differently when called from several threads at
+                    # once: last-bit differences; another call's data would be O(1) off)
+                    np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4)
         except Exception as e:  # noqa: BLE001
             errors.append(e)
 

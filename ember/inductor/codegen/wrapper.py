@@ -131,7 +131,14 @@ class WrapperGen:
         owned = set()
         pooled = set()            # names whose memory belongs to the cross-call pool
 
+        inplace = getattr(g, "inplace", None) or {}
+
         def alloc(buf):
+            if buf.name in inplace:
+                # the new value of a mutated input, written straight into that input's memory
+                # (Scheduler.inplace_outputs proved it safe): no buffer, no copy back
+                L.append(f"    {buf.name} = {inplace[buf.name]}  # in place")
+                return
             owned.add(buf.name)
             lay = buf.layout
             key = (str(sympy.expand(_numel(lay.size))), lay.dtype.name)
@@ -195,8 +202,9 @@ class WrapperGen:
         if self.pool:
             names_p = [ln.split(" = ")[0] for ln in self.pool]
             unpack = ", ".join(names_p) + ("," if len(names_p) == 1 else "")
-            L.insert(pool_at, "    _p = _pools.pop() if _pools else _new_pool()")
-            L.insert(pool_at + 1, f"    {unpack} = _p")
+            # list.pop is atomic: a check-then-pop could race with another thread's call
+            L[pool_at:pool_at] = ["    try:", "        _p = _pools.pop()", "    except IndexError:",
+                                  "        _p = _new_pool()", f"    {unpack} = _p"]
             L.append("    _pools.append(_p)")
             self.globals["_pools"] = []
         L.append(f"    return ({''.join(o + ', ' for o in outs)})")
