@@ -115,6 +115,10 @@ class AOTModule:
         self.timings["aot_trace_inference"] = time.perf_counter() - t0
         _emit("aot_graphs", "aot inference graph", joint.gm.code)
         fw_gm = _flatten_inference(joint)
+        # output position -> input position of each mutated input's new value: a compiler may
+        # write it straight into the input (inductor does where safe), then _write_back skips it
+        n = joint.num_outputs
+        fw_gm.meta["input_mutations"] = {n + k: i for k, i in enumerate(joint.mutated_inputs)}
         self._inference = (joint, self.inference_compiler(fw_gm, self._examples()))
 
     def _examples(self):
@@ -223,6 +227,8 @@ def _write_back(inputs, positions, values):
         return
     with no_grad():
         for i, v in zip(positions, values):
+            if v._data is inputs[i]._data:
+                continue   # the compiled graph already wrote it in place
             inputs[i].copy_(v)
 
 

@@ -72,6 +72,10 @@ class GraphLowering:
         self.input_names: List[str] = []
         self.constants: Dict[str, Tensor] = {}  # input name -> constant tensor (get_attr)
         self.outputs: List[Any] = []          # IR buffers, or ("input", i) / ("const", value)
+        # output buffer name -> name of the input it is the new value of (gm.meta["input_mutations"]:
+        # output position -> input position, from aot); the scheduler keeps the safe ones in ``inplace``
+        self.inplace_candidates: Dict[str, str] = {}
+        self.inplace: Dict[str, str] = {}
         self.fallbacks: List[str] = []
         self._count = 0
         self._current_node = None
@@ -371,6 +375,15 @@ class GraphLowering:
                     self.outputs.append(view if view is not None else self.realize(v))
             else:
                 self.outputs.append(("const", a))
+        muts = (getattr(self.gm, "meta", None) or {}).get("input_mutations") or {}
+        if muts:
+            phs = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+            for k, i in muts.items():
+                o = self.outputs[k] if k < len(self.outputs) else None
+                inp = lookup(phs[i]) if i < len(phs) else None
+                if isinstance(o, ir.ComputedBuffer) and isinstance(inp, ir.InputBuffer) \
+                        and o.name not in self.inplace_candidates:
+                    self.inplace_candidates[o.name] = inp.name
 
 
 def _output_view_ok(buf, stride, offset):

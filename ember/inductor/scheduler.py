@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 from typing import Dict, List, Optional, Set
 
+import numpy as np
 import sympy
 
 from . import config, ir
@@ -166,6 +167,11 @@ class ExternGroup:
         return f"ExternGroup({self.node.kernel.kind} -> {self.node.write_names})"
 
 
+def _same_layout(a, b) -> bool:
+    return a.dtype is b.dtype and _same_sizes(a.size, b.size) and _same_sizes(a.stride, b.stride) and \
+        sympy.expand(a.offset - b.offset) == 0
+
+
 def _same_sizes(a, b) -> bool:
     return len(a) == len(b) and all(sympy.expand(x - y) == 0 for x, y in zip(a, b))
 
@@ -208,6 +214,7 @@ class Scheduler:
         self.graph = graph
         self.groups: List = []
         self._schedule()
+        graph.inplace = self.inplace_outputs()
 
     def _schedule(self):
         producer: Dict[str, int] = {}   # buffer name -> group index
@@ -229,6 +236,59 @@ class Scheduler:
                 log_schedule.debug("kernel %d: %r", i, g)
                 for n in getattr(g, "nodes", []):
                     log_schedule.debug("    %r", n)
+
+    def inplace_outputs(self) -> Dict[str, str]:
+        """Output buffers that can be computed straight into the input they are the new value of
+        (``graph.inplace_candidates``: an optimizer's parameters and state, BatchNorm's running
+        stats): saves a buffer and the caller's copy back per mutated input.
+
+        Safe when no read of the input's old value can come after the write: every kernel that
+        reads the input runs before the buffer's kernel, or is that kernel, where every read of
+        the input is at the element the buffer writes (same index) by a stage at or before the
+        writing one. The input must not also be an output (its old value) or alias another
+        input's memory, and the layouts must match."""
+        g = self.graph
+        cands = getattr(g, "inplace_candidates", None) or {}
+        if not cands:
+            return {}
+        returned = {o[1] for o in g.outputs if isinstance(o, tuple) and o[0] == "input"}
+        returned |= {o[1].name for o in g.outputs if isinstance(o, tuple) and o[0] == "view"}
+        where = {}
+        for gi, grp in enumerate(self.groups):
+            if isinstance(grp, FusedGroup):
+                for k, n in enumerate(grp.nodes):
+                    where[n.name] = (gi, k)
+        arrays = {b.name: t._data for b, t in zip(g.graph_inputs, g.example_inputs)}
+        safe: Dict[str, str] = {}
+        for bname, iname in cands.items():
+            if iname in returned or bname in returned or iname in safe.values() or bname not in where:
+                continue
+            gi, k = where[bname]
+            grp = self.groups[gi]
+            node = grp.nodes[k]
+            buf, inp = g.buffers_by_name[bname], g.buffers_by_name[iname]
+            if node.is_reduction or node.is_scatter or not _same_layout(buf.layout, inp.layout):
+                continue
+            arr = arrays.get(iname)
+            if not isinstance(arr, np.ndarray) or any(n != iname and np.may_share_memory(arr, a) for n, a in arrays.items()):
+                continue
+            widx = node.write_index(grp.p)
+            ok = True
+            for gj, other in enumerate(self.groups):
+                if gj < gi or iname not in other.read_names():
+                    continue
+                if gj > gi:
+                    ok = False
+                    break
+                for kk, n in enumerate(grp.nodes):
+                    for name, idx in n.reads(grp.p):
+                        if name == iname and (kk > k or sympy.expand(idx - widx) != 0):
+                            ok = False
+            if ok:
+                safe[bname] = iname
+        if safe:
+            log_schedule.debug("outputs written in place into their inputs: %s", safe)
+        return safe
 
     def local_buffers(self, gi: int) -> Set[str]:
         """Buffers of group ``gi`` that nothing outside it reads (not an output, not
