@@ -12,8 +12,8 @@ a new one -- only loads the shared objects and ``exec``-s the wrapper.
 * the post-aot FX graph: per node its op, name, target (an op's registered
   name, a function's module and qualified name), arguments and keyword
   arguments (literals by ``repr``, nodes by name), and the metadata lowering
-  reads: ``tensor_meta`` (shape, dtype, strides) and the shape/dtype/strides of
-  ``val`` (symbolic sizes by their expression); ``gm.meta``;
+  reads: ``tensor_meta`` (shape, dtype, strides; symbolic sizes by their
+  expression), or ``val``'s when a node has no ``tensor_meta``; ``gm.meta``;
 * the example inputs' and the ``get_attr`` constants' shapes, strides and
   dtypes (values are not compiled in: constants are read at call time), and
   ``dynamic``;
@@ -177,7 +177,7 @@ def _meta_desc(meta: Dict[str, Any]) -> str:
             else:
                 descs.append(_canon(m))
         parts.append("tm=" + ";".join(descs))
-    val = meta.get("val")
+    val = meta.get("val") if tm is None else None    # (tensor_meta already says it: skip the twin)
     if val is not None:
         items = val if isinstance(val, (list, tuple)) else [val]
         descs = []
