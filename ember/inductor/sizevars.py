@@ -370,7 +370,20 @@ def _split_digit(t):
         return int(k), rest.args[0], rest.args[1], rest.args[2]
     if isinstance(rest, FloorDiv):
         return int(k), rest.args[0], rest.args[1], None
-    return None
+    # a symbolic coefficient (``256*s1*(x // (256*s1))``): size symbols times one digit
+    digit, coef = None, k
+    for f in sympy.Mul.make_args(rest):
+        if isinstance(f, (ModularIndexing, FloorDiv)) and digit is None:
+            digit = f
+        elif f.free_symbols and all(s.is_positive for s in f.free_symbols) and f.is_integer:
+            coef = coef * f
+        else:
+            return None
+    if digit is None:
+        return None
+    if isinstance(digit, ModularIndexing):
+        return coef, digit.args[0], digit.args[1], digit.args[2]
+    return coef, digit.args[0], digit.args[1], None
 
 
 def _join_terms(e):
@@ -389,7 +402,8 @@ def _join_terms(e):
                 if j == i:
                     continue
                 o = _split_digit(t)
-                if o is None or o[1] != x or o[2] != d * m or o[0] != k * m:
+                if o is None or o[1] != x or sympy.expand(o[2] - d * m) != 0 or \
+                        sympy.expand(o[0] - k * m) != 0:
                     continue
                 if o[3] is None:
                     new = k * (FloorDiv(x, d) if d != 1 else x)
@@ -466,7 +480,10 @@ def simplify_index(expr, ranges, fallback_ranges=None):
                         return sympy.false
             return e.func(*args)
         if e.is_Add:
-            return _join_terms(sympy.Add(*args))
+            summed = sympy.Add(*args)
+            joined = _join_terms(summed)
+            # a joined digit (``k*(x//d)``) may simplify further with the ranges
+            return visit(joined) if joined != summed else joined
         return e.func(*args)
 
     out = visit(expr)
