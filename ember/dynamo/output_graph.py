@@ -482,7 +482,7 @@ class OutputGraph:
             from .._C import _load_eval_frame
             tcode = trampoline_code(code, brk.inst.offset, layout, local_names)
             _load_eval_frame().mark_skip(tcode)
-            targs = ", ".join(stack_exprs + ["__thunk"] + local_exprs)
+            targs = ", ".join(local_exprs + stack_exprs + ["__thunk"])
             lines.append(f"__thunk = lambda: {call[len('__v = '):]}")
             lines.append(f"__tr = {self._code_fn(tcode, live, func)}({targs})")
             lines.append(f"if type(__tr) is not tuple or len(__tr) != 2 or __tr[0] is not {self.ref(TRAMPOLINE_OK)}:\n"
@@ -500,7 +500,7 @@ class OutputGraph:
             lay = layout + (["__stack_result"] if brk.kind in ("call", "bool") else [])
             rcode = resume_code(code, target, lay, local_names)
             resumes.append(self._code_fn(rcode, live, func))
-        call_args = stack_exprs + (["__v"] if brk.kind in ("call", "bool") else []) + local_exprs
+        call_args = local_exprs + stack_exprs + (["__v"] if brk.kind in ("call", "bool") else [])
         argstr = ", ".join(call_args)
         if brk.kind == "jump":
             lines.append(f"if __v:\n        return {resumes[0]}({argstr})")

@@ -2,8 +2,8 @@
 
 A resume function is the original code with a prefix that rebuilds the value
 stack from its arguments (``PUSH_NULL`` where CPython had a NULL) and jumps to
-the instruction after the break. Its arguments are the stack values followed
-by the frame's live locals, all positional. It is an ordinary function of the
+the instruction after the break. Its arguments are the frame's live locals
+(in their original order) followed by the stack values, all positional. It is an ordinary function of the
 user's file, so when it is called the frame hook captures it like any other
 frame (its own cache entries and guards).
 
@@ -71,7 +71,7 @@ def original(code, offset):
     return orig, offsets[offset]
 
 
-def _rebuild(code, target_offset, stack_layout, local_names, name, append=None):
+def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, extra=()):
     """The original code as a function of (stack values, locals): a prefix pushes the stack
     and jumps to ``target_offset`` (or, with ``append(covering TryBegin or None)`` -> instructions,
     to that block appended after the body). Cells become free variables."""
@@ -136,7 +136,9 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None):
     for n in stack_layout:
         prefix.append(Instr("PUSH_NULL") if n is None else Instr("LOAD_FAST", n))
     prefix.append(Instr("JUMP_FORWARD", label))
-    args = [n for n in stack_layout if n is not None] + list(local_names)
+    # locals first, in the original order: the frame's first argument stays first (zero-argument
+    # super() reads it from there)
+    args = list(local_names) + [n for n in stack_layout if n is not None] + list(extra)
     if cellset & set(args) or set(bc.freevars) & set(args):
         raise Unsupported("a closure cell passed as a plain argument of a resume function")
     new = bc
@@ -172,8 +174,7 @@ TRAMPOLINE_OK = _TrampolineOk()
 
 
 def trampoline_code(code, call_offset, stack_layout, local_names):
-    """Code running a thunk (the breaking call, as ``__thunk``, after the stack and before the
-    locals in the arguments) at ``call_offset`` of ``code`` under the exception-table entry
+    """Code running a thunk (the breaking call, as ``__thunk``, the last argument) at ``call_offset`` of ``code`` under the exception-table entry
     covering that instruction; see the module docstring."""
     code, call_offset = original(code, call_offset)
     key = ("trampoline", code, call_offset, tuple(stack_layout), tuple(local_names))
@@ -201,8 +202,8 @@ def trampoline_code(code, call_offset, stack_layout, local_names):
         return out
 
     layout = list(stack_layout)
-    out, _ = _rebuild(code, call_offset, layout, ["__thunk"] + list(local_names),
-                      f"__trampoline_at_{call_offset}_{code.co_name}", append=call_block)
+    out, _ = _rebuild(code, call_offset, layout, list(local_names),
+                      f"__trampoline_at_{call_offset}_{code.co_name}", append=call_block, extra=["__thunk"])
     _cache[key] = out
     return out
 
@@ -211,7 +212,7 @@ def resume_code(code, target_offset, stack_layout, local_names):
     """Code for resuming ``code`` at ``target_offset``.
 
     ``stack_layout``: one entry per stack slot, ``None`` for a NULL, else the argument name
-    holding it; ``local_names``: the live locals passed after the stack arguments. The
+    holding it; ``local_names``: the live locals, passed before the stack arguments. The
     result's ``co_freevars`` are the original cell and free variables: call it through a
     function whose closure holds their cells in that order."""
     code, target_offset = original(code, target_offset)

@@ -1049,6 +1049,8 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
             tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
         else:
             tx.locals[names[i]] = wrap(tx, v, src)
+    if resume and names and "__class__" in code.co_freevars and isinstance(tx.locals.get(names[0]), LazyArgVariable):
+        tx.locals[names[0]] = tx.locals[names[0]].realize()   # zero-argument super() reads it directly
     cells = func.__closure__ or ()
     closure = []
     for i, (name, cell) in enumerate(zip(code.co_freevars, cells)):

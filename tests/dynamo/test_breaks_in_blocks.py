@@ -747,3 +747,32 @@ def nested_try_finally(x, fail):
 @pytest.mark.parametrize("fail", [False, True])
 def test_nested_try_finally(capsys, fail):
     run(nested_try_finally, lambda: (ember.randn(3), fail), capsys)
+
+
+class _Base(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = ember.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+class _Child(_Base):
+    def forward(self, x):
+        y = x * 2
+        print("child")
+        return super().forward(y) + 1
+
+
+def test_zero_argument_super_after_break(capsys):
+    # the resume function keeps ``self`` as its first argument and ``__class__`` as a free variable
+    m = _Child()
+    dynamo.reset()
+    cnt = CountingBackend()
+    cf = ember.compile(m, backend=cnt)
+    for _ in range(2):
+        x = ember.randn(2, 4)
+        assert_same(m(x), cf(x))
+    assert cnt.frame_count == 2 and dynamo.counters["graph_breaks"] == 1
+    assert not any("super" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons
