@@ -179,6 +179,7 @@ class AOTModule:
             res = fw(*inputs)
         n = joint.num_outputs
         if joint.mutated_inputs:
+            res = _detach_from_mutated(res, n, inputs, joint.mutated_inputs)
             _write_back(inputs, joint.mutated_inputs, res[n:n + len(joint.mutated_inputs)])
         if not joint.output_is_tuple and not joint.aliased_outputs:
             return res[0]
@@ -220,6 +221,21 @@ def _realias(joint: JointGraph, inputs, outs):
         else:
             outs[k] = api.as_strided(src, size, stride, offset)
     return tuple(outs)
+
+
+def _detach_from_mutated(res, n, inputs, positions):
+    """Outputs the compiled graph returned as a mutated input's own array (inductor lowers
+    ``clone(x)`` of an input to ``x`` itself) hold the input's *old* value: copied before the
+    write-back overwrites it."""
+    arrays = [inputs[i]._data for i in positions]
+    if not any(isinstance(o, Tensor) and any(o._data is a for a in arrays) for o in res[:n]):
+        return res
+    res = list(res)
+    for k in range(n):
+        o = res[k]
+        if isinstance(o, Tensor) and any(o._data is a for a in arrays):
+            res[k] = o.clone()
+    return res
 
 
 def _write_back(inputs, positions, values):
