@@ -530,7 +530,8 @@ class OutputGraph:
             if node.op not in ("call_function", "call_method"):
                 continue
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-            if name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")):
+            if name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")) \
+                    or "out" in node.kwargs:
                 raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
                                   f"could not be re-run eagerly for the handler)")
 
