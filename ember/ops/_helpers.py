@@ -155,11 +155,31 @@ def broadcast_shapes(*shapes):
 
 
 # ---------------------------------------------------------------------- formulas
+def same_shape(a, b) -> bool:
+    """``a`` and ``b`` are the same shape *for every size*: symbolic sizes are compared as
+    expressions, never by their example values (``==`` on a SymInt decides by the hint and
+    records a guard, and a tuple ``==`` compares items even when the lengths differ: a
+    shortcut ``(s0*s1, 64) == (64,)`` would pin s0*s1 to 64 whenever the example matches).
+    False where a size is symbolic and the expressions differ: callers then do the general
+    thing (a no-op broadcast or reshape when the sizes turn out equal)."""
+    a, b = tuple(a), tuple(b)
+    if len(a) != len(b):
+        return False
+    for x, y in zip(a, b):
+        ex, ey = getattr(x, "expr", None), getattr(y, "expr", None)
+        if ex is None and ey is None:
+            if x != y:
+                return False
+        elif ex is None or ey is None or ex != ey:
+            return False
+    return True
+
+
 def sum_to(grad, shape):
     """Reduce a broadcast gradient back to ``shape`` (the inverse of broadcasting)."""
     shape = tuple(shape)
     gshape = tuple(grad.shape)
-    if gshape == shape:
+    if same_shape(gshape, shape):
         return grad
     lead = len(gshape) - len(shape)
     dims = list(range(lead))
@@ -170,7 +190,7 @@ def sum_to(grad, shape):
         grad = grad.sum(dims, keepdim=True)
     if lead:
         grad = grad.reshape(shape)
-    elif tuple(grad.shape) != shape:
+    elif not same_shape(grad.shape, shape):
         grad = grad.reshape(shape)
     return grad
 
