@@ -67,7 +67,8 @@ def bcast(x, shape):
     if not is_tensor(x):
         return x
     shape = tuple(shape)
-    if tuple(x.shape) == shape:
+    from .shape import same_shape
+    if same_shape(x.shape, shape):    # (no guard on symbolic sizes that happen to match)
         return x
     lead = len(shape) - x.ndim
     return prims.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))

@@ -26,7 +26,7 @@ import numbers
 
 from ... import types as _t
 from ...ops import shape as _shape
-from ...ops._helpers import wrap_dim, wrap_dims
+from ...ops._helpers import same_shape, wrap_dim, wrap_dims  # noqa: F401  (same_shape: used here and by pointwise)
 from . import register_decomposition
 
 from ember import prims  # noqa: E402  (the package may still be initialising: resolved at call time)
@@ -36,7 +36,7 @@ from ember import prims  # noqa: E402  (the package may still be initialising: r
 def bcast(x, shape):
     """``x`` broadcast numpy-style (trailing dims aligned) to ``shape``."""
     shape = tuple(shape)
-    if tuple(x.shape) == shape:
+    if same_shape(x.shape, shape):
         return x
     lead = len(shape) - x.ndim
     return prims.broadcast_in_dim(x, shape, tuple(range(lead, len(shape))))
@@ -45,7 +45,7 @@ def bcast(x, shape):
 def bcast_to_dims(x, shape, dims):
     """``x`` placed on ``dims`` of ``shape`` (XLA broadcast_in_dim)."""
     shape = tuple(shape)
-    if tuple(x.shape) == shape and tuple(dims) == tuple(range(len(shape))):
+    if same_shape(x.shape, shape) and tuple(dims) == tuple(range(len(shape))):
         return x
     return prims.broadcast_in_dim(x, shape, tuple(dims))
 
