@@ -116,6 +116,22 @@ def test_inference_graph_compiles_once(backend, counts):
     assert counts.graphs == 1
 
 
+def test_sizes_matching_a_width_by_chance_add_no_guard(counts):
+    """batch*sequence == width at the first call: broadcasts compare shapes as expressions, so
+    nothing pins s0*s1 to 64 (the entry serves other sizes)."""
+    nn = ember.nn
+    ember.manual_seed(0)
+    lin = nn.Linear(64, 64)
+    cf = ember.compile(lambda x: lin(x).relu(), backend="aot_eager", dynamic=True)
+    for b, t in ((2, 32), (3, 7), (4, 16)):
+        x = ember.randn(b, t, 64)
+        np.testing.assert_allclose(cf(x).detach().numpy(), lin(x).relu().detach().numpy(), rtol=1e-5, atol=1e-6)
+    assert dynamo.convert_frame.counters["compiled"] == 1
+    guards = [e.info["guards"] for c in dynamo.convert_frame._caches.values() for e in c.entries if e.fn]
+    size_guards = [g for g in guards[0].splitlines() if "size guard" in g]
+    assert [g.split(":")[0] for g in size_guards] == ["size guard Eq(s2, 64)"]   # the width only
+
+
 @pytest.mark.parametrize("dynamic", [True, None])
 def test_nanogpt_aot_eager_batch_and_sequence(dynamic, counts):
     sizes = [(2, 5), (3, 7), (4, 9), (5, 11), (6, 13)]

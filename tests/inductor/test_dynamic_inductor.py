@@ -207,3 +207,29 @@ def test_nanogpt_inductor_dynamic_true(monkeypatch):
             assert n[0] == 2
     finally:
         dynamo.reset()
+
+
+def test_reshape_chain_indexes_affinely_with_symbolic_sizes():
+    """(s0*s1, 256) -> (s0, s1, 256) -> (s0*s1, 256): the digits of the split and of the flatten
+    join again, so the kernel reads ``256*x0 + x1`` (no per-element division or modulo)."""
+    from ember.inductor.sizevars import FloorDiv, ModularIndexing, loop_var, simplify_index, size_symbol
+    s0, s1 = size_symbol("s0"), size_symbol("s1")
+    x0, x1 = loop_var("x", 0), loop_var("x", 1)
+    f = 256 * x0 + x1
+    e = x1 + 256 * ModularIndexing(256 * s1 * FloorDiv(f, 256 * s1) + x1 + 256 * ModularIndexing(f, 256, s1),
+                                   256, s0 * s1)
+    assert simplify_index(e, {x1: (0, 256)}, {x0: s0 * s1, x1: 256}) == f
+    # and in generated code: a 3-d pointwise between two matmuls' 2-d views
+    def fn(a, w):
+        h = P.reshape(P.mm(a, w), [a.shape[0] // 4, 4, 8])
+        return P.mm(P.reshape(P.tanh(h), [a.shape[0], 8]), w)
+
+    gm, fakes, env = _symbolic(fn, rand(12, 8), rand(8, 8), dims=[[0], []])
+    cf = compile_fx(gm, fakes, dynamic=True)
+    assert cf.compiled is not None
+    body = cf.compiled.source[cf.compiled.source.index("tanh"):]
+    assert "tanhf(" in body or "tanh(" in body
+    assert " / " not in body.split("\n")[0]
+    for m in (12, 20, 36):
+        a, w = rand(m, 8), rand(8, 8)
+        assert_same(cf(a, w).numpy(), gm(a, w).numpy(), rtol=1e-5, atol=1e-6)
