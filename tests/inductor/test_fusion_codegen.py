@@ -249,3 +249,39 @@ def test_reduction_shares_the_pointwise_loop():
         config.merge_reduction_loops = old
     assert "(in the loop of" not in cf2.compiled.source
     assert_same(got2[0], want[0], rtol=1e-5, atol=1e-7)
+
+
+def _vectorized_lines(src, tmp_path):
+    so = str(tmp_path / "k.so")
+    report = codecache.compile_so(src, so, extra_flags=["-fopt-info-vec-optimized"])
+    return {int(m.group(1)) for m in re.finditer(r":(\d+):\d+: optimized: loop vectorized", report)}
+
+
+def _loop_of(lines, needle):
+    """(header line, statement line) of the innermost loop around the first line holding needle (1-based)."""
+    stmt = next(i for i, ln in enumerate(lines) if needle in ln) + 1
+    head = max(i + 1 for i, ln in enumerate(lines[:stmt]) if ln.strip().startswith("for ("))
+    return head, stmt
+
+
+def test_transposed_tile_and_column_sum_loops_vectorised(tmp_path):
+    """g++'s report: the tanh loop of a transposed pointwise (read through a local
+    tile) and the unit-stride loop of an interchanged column sum are vectorised.
+    Without the tile the strided read keeps the whole loop scalar."""
+    def fn(x, g):
+        y = P.permute(x, [1, 0])
+        t = P.mul(P.tanh(y), y)
+        return t, P.sum(P.mul(g, 2.0), [0])
+    x, g = rand(64, 96), rand(128, 96)
+    cf, got, want = compile_and_run(fn, x, g)
+    assert_same(got[0], want[0], rtol=1e-6, atol=1e-7)
+    assert_same(got[1], want[1], rtol=1e-5, atol=1e-5)
+    src = cf.compiled.source
+    lines = src.splitlines()
+    vec = _vectorized_lines(src, tmp_path)
+    head, stmt = _loop_of(lines, "= tanhf(")
+    assert "tr0[" in "\n".join(lines[head - 1:stmt])
+    assert any(head <= v <= stmt for v in vec), (head, stmt, sorted(vec))
+    head, stmt = _loop_of(lines, "[xi] = tmp")     # the column sum's accumulation over xi
+    assert "xi" in lines[head - 1]
+    assert any(head <= v <= stmt for v in vec), (head, stmt, sorted(vec))
