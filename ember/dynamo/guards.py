@@ -75,10 +75,12 @@ class GuardSet:
     def tensor_match(self, source, t: Tensor):
         e = source.expr()
         d = t._data
+        # the source is evaluated once (``__t``): an optimizer's state tensors sit behind two
+        # dict lookups, and a step has a few hundred tensor inputs
         self.add(
-            f"type({e}) is {self.ref(type(t))} and {e}.dtype is {self.ref(t.dtype)} and "
-            f"{e}.device == {self.ref(t.device)} and {e}._data.shape == {tuple(d.shape)!r} and "
-            f"{e}._data.strides == {tuple(d.strides)!r} and {e}.requires_grad is {bool(t.requires_grad)!r}",
+            f"type(__t := {e}) is {self.ref(type(t))} and __t.dtype is {self.ref(t.dtype)} and "
+            f"__t.device == {self.ref(t.device)} and (__d := __t._data).shape == {tuple(d.shape)!r} and "
+            f"__d.strides == {tuple(d.strides)!r} and __t.requires_grad is {bool(t.requires_grad)!r}",
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape={tuple(d.shape)}, "
             f"strides={t.stride()}, requires_grad={t.requires_grad})")
 
