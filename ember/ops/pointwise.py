@@ -977,7 +977,12 @@ def lerp(xp, a, e, w):
     a_, e_ = _arr(xp, a, cdt), _arr(xp, e, cdt)
     w_ = _arr(xp, w, cdt)
     d = e_ - a_
-    r = xp.where(xp.abs(w_) < 0.5, a_ + w_ * d, e_ - d * (1 - w_))
+    if _is_scalar(w):
+        # one weight: only its branch is computed (half the passes; an optimizer's moving
+        # averages are lerps by a number)
+        r = a_ + w_ * d if bool(xp.abs(w_) < 0.5) else e_ - d * (1 - w_)
+    else:
+        r = xp.where(xp.abs(w_) < 0.5, a_ + w_ * d, e_ - d * (1 - w_))
     return _out(xp, r, dt)
 
 
