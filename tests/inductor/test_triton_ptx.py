@@ -136,7 +136,8 @@ def _op_graphs():
         y = P.exp(bn)
         rstd = P.rsqrt(P.add(P.var(bn, [0, 2, 3], 0), 1e-5))
         return (P.div(P.sum(big, [0]), 65536.0), P.amax(big, [0]), P.sum(bigi, [0, 1]),
-                P.any(P.gt(bigi, 40), [0, 1]), P.sum(bn, [0, 2, 3]), rstd, y, P.sum(y, [0, 2, 3]))
+                P.any(P.gt(bigi, 40), [0, 1]), P.sum(bn, [0, 2, 3]), rstd, y, P.sum(y, [0, 2, 3]),
+                P.argmax(big, 0), P.argmin(P.reshape(bigi, [40 * 2048]), 0))
 
     return {"ops": (make_fx(ops)(x, xl, ints, seed, idx), [x, xl, ints, seed, idx]),
             "split": (make_fx(split)(big, bigi, bn), [big, bigi, bn])}

@@ -204,7 +204,7 @@ def test_split_reductions_ints_bools_half(small_splits):
 
 
 def test_split_heuristic():
-    """Defaults: few outputs and long rows split; many outputs, short rows, argmax,
+    """Defaults: few outputs and long rows split; many outputs, short rows,
     whole-row dependencies and symbolic sizes do not (they stay single looped kernels)."""
     def specs(fn, *inputs, dynamic=False):
         gm = make_fx(fn)(*inputs)
@@ -221,8 +221,9 @@ def test_split_heuristic():
     assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [1]), rand(512, 4096)))
     # a short row
     assert not any(n.endswith("_split") for n in specs(lambda x: P.sum(x, [0]), rand(5000)))
-    # not splittable (yet): argmax (and a group holding one)
-    assert not any(n.endswith("_split") for n in specs(lambda x: (P.argmax(x, 0), P.var(x, [0], 1)), big))
+    # argmax splits too (value + index partials), with var in the same group
+    am = specs(lambda x: (P.argmax(x, 0), P.var(x, [0], 1)), big)
+    assert sum(len(s.scratch) for s in am.values()) == 4
     # a row stage reading a whole-row result of the group (softmax over a long row)
     assert not any(n.endswith("_split") for n in specs(
         lambda x: P.sum(P.exp(P.sub(x, P.broadcast_in_dim(P.amax(x, [0]), [1 << 18], []))), [0]), big))
@@ -273,3 +274,23 @@ def test_split_var_and_row_stages(small_splits, dtype):
             assert_same(g, w_, **tol)
         except AssertionError as e:
             raise AssertionError(f"output {i}: {e}") from None
+
+
+def test_split_argmax_argmin(small_splits):
+    """argmax/argmin split into (value, global index) partials: the first occurrence
+    wins across chunks (ties planted in different chunks), NaN counts as the extreme,
+    integer and float rows."""
+    a = RNG.uniform(-1, 1, (3, 2000)).astype(np.float32)
+    a[0, [150, 1700]] = 5.0                     # a tie across chunks: the first one wins
+    a[1, [1999, 40]] = -7.0
+    a[2, 900] = np.nan
+    ints = randint(4, 1500, dtype=np.int32, lo=-3, hi=3)   # many ties
+    x, xi = _make(a), ints
+
+    def fn(x, xi):
+        return P.argmax(x, 1), P.argmin(x, 1), P.argmax(xi, 1), P.argmin(xi, 1), P.argmax(P.neg(x), 0)
+
+    cg, got, want = compile_interp(fn, x, xi)
+    assert _n_partials(cg) >= 8
+    for g, w in zip(got, want):
+        assert_same(g, w)

@@ -988,7 +988,16 @@ class TritonKernel:
                 lines.append(f"{inner}{ai} = tl.where({mask}, {ni}, {ai})")
                 rv, ri = self.new_tmp(), self.new_tmp()
                 lines.append(f"{ind}{rv}, {ri} = tl.reduce(({av}, {ai}), 1, {combine})")
+            if self.split:
+                # partials: the chunk's extreme value and its (global) index, merged in pass 2
+                xi = sympy.Symbol("xindex", integer=True)
+                self._store(self.split[2][n.name], xi, TV(f"{rv}[:, None]", src), "xmask", ind, lines)
+                self._store(self.split[2][n.name + ":idx"], xi, TV(f"{ri}[:, None]", _t.int64), "xmask", ind, lines)
+                return
             self._finish_reduction(n, p, f"{ri}[:, None]", _t.int64, lines, ind)
+            return
+        if rtype in ("argmax_merge", "argmin_merge"):
+            self._arg_merge(n, p, xs, lines, ind)
             return
         if rtype == "var_merge":
             self._var_merge(n, p, xs, lines, ind)
@@ -1041,6 +1050,32 @@ class TritonKernel:
             self._finish_reduction(n, p, res, red.get_dtype(), lines, ind)
             return
         raise TritonCodegenError(f"triton: reduction {rtype}")
+
+    def _arg_merge(self, n, p, xs, lines, ind):
+        """Pass 2 of a split argmax/argmin: the same combine (first occurrence, NaN the
+        extreme) over the chunks' (value, global index) pairs."""
+        d = n.data
+        k = self.node_rkey[n.name]
+        if not self.persistent:
+            raise TritonCodegenError("triton: a split argmax's second pass must hold its partials in one block")
+        ct = COMPUTE[d.src_dtype]
+        rtype = d.reduction_type[:-len("_merge")]
+        if d.src_dtype.category == 2:
+            ident = "-_INF" if rtype == "argmax" else "_INF"
+        else:
+            lo, hi = _int_limits(d.src_dtype)
+            ident = str(lo if rtype == "argmax" else hi)
+        inner, mask, rs = self._open_r(k, ind, lines)
+        h = TritonOps(self, lines, inner, mask, k, self.stage_cse(k))
+        flat = sum((x * st for x, st in zip(xs, contiguous_strides(self.P))), sympy.Integer(0))
+        idx = flat * d.splits + rs[0]
+        v = h.load(d.value_partials, idx)
+        i = h.load(d.index_partials, idx)
+        tv, ti, rv, ri = (self.new_tmp() for _ in range(4))
+        lines.append(f"{inner}{tv} = tl.where({mask}, {v}, tl.full([], {ident}, {ct}))")
+        lines.append(f"{inner}{ti} = tl.where({mask}, {i}, {2 ** 62})")
+        lines.append(f"{inner}{rv}, {ri} = tl.reduce(({tv}, {ti}), 1, _{rtype}_combine)")
+        self._finish_reduction(n, p, f"{ri}[:, None]", _t.int64, lines, ind)
 
     def _var_merge(self, n, p, xs, lines, ind):
         """Pass 2 of a split var: Chan et al.'s merge of the chunks' (count, mean, M2):
@@ -1373,21 +1408,21 @@ class ScatterKernels:
 # by Chan's merge) and runs the group's per-output stages. The heuristic, on static
 # sizes only:
 #   * every row stage of the group has the same extent; its reductions are
-#     sum/prod/amax/amin/any/all/var; no row stage reads a whole-row result of the
+#     sum/prod/amax/amin/any/all/var/argmax/argmin; no row stage reads a whole-row result of the
 #     group (softmax's exp(x - max) needs the max of the row first);
 #   * P (outputs) <= SPLIT_MAX_OUTPUTS (about two per SM of an H100: more outputs
 #     already fill the GPU) and rows of >= SPLIT_MIN_RNUMEL elements;
 #   * splits = min(SPLIT_TARGET_PROGRAMS // P, R // SPLIT_MIN_CHUNK, SPLIT_MAX),
 #     rounded down to a power of two, and at least 2 -- enough programs to fill the
 #     132 SMs several times, each with at least SPLIT_MIN_CHUNK elements.
-# argmax/argmin (value + index partials) are not split yet: such a group stays one
-# looped kernel (correct, slower on the GPU).
+# argmax/argmin split into (value, global index) partials merged with the same
+# first-occurrence combine.
 SPLIT_MIN_RNUMEL = 8192
 SPLIT_MAX_OUTPUTS = 256
 SPLIT_TARGET_PROGRAMS = 1024
 SPLIT_MIN_CHUNK = 2048
 SPLIT_MAX = 1024
-SPLITTABLE = ("sum", "prod", "amax", "amin", "any", "all", "var")
+SPLITTABLE = ("sum", "prod", "amax", "amin", "any", "all", "var", "argmax", "argmin")
 
 
 def split_factor(grp, graph) -> int:
@@ -1445,6 +1480,25 @@ class _VarMerge:
         return self.size
 
 
+class _ArgMerge:
+    """The second pass of a split argmax/argmin (see ``TritonKernel._arg_merge``)."""
+
+    def __init__(self, red, value_partials, index_partials, part_dtype, splits):
+        self.reduction_type = red.reduction_type + "_merge"
+        self.size = red.size
+        self.dtype = red.get_dtype()
+        self.src_dtype = part_dtype
+        self.value_partials, self.index_partials = value_partials, index_partials
+        self.splits = splits
+        self.reduction_ranges = [sympy.Integer(splits)]
+
+    def get_dtype(self):
+        return self.dtype
+
+    def get_size(self):
+        return self.size
+
+
 class _PartialsNode:
     """The leading reduction of a split group, as the second pass sees it: the same
     buffer, reduced over the ``splits`` partials instead of the row."""
@@ -1468,6 +1522,9 @@ class _PartialsNode:
         if rtype == "var":
             self.data = _VarMerge(red, partials, partials + "_m2", part_dtype, splits, chunk, rnumel)
             self.read_names = {partials, partials + "_m2"}
+        elif rtype in ("argmax", "argmin"):
+            self.data = _ArgMerge(red, partials, partials + "_idx", part_dtype, splits)
+            self.read_names = {partials, partials + "_idx"}
         else:
             self.data = ir.Reduction(red.size, [splits], rtype, part_dtype, inner_fn, dtype=red.get_dtype())
             self.read_names = {partials}
@@ -1520,6 +1577,9 @@ class SplitReduction:
             if red.reduction_type == "var":
                 partials[n.name + ":m2"] = f"{n.name}_partials_m2"
                 extra[partials[n.name + ":m2"]] = dt
+            if red.reduction_type in ("argmax", "argmin"):
+                partials[n.name + ":idx"] = f"{n.name}_partials_idx"
+                extra[partials[n.name + ":idx"]] = _t.int64
         k1 = TritonKernel(f"{self.name}_split", FusedGroup(rows, grp.p), self.graph, self.size_syms, self.outside)
         k1.split = (self.splits, chunk, partials)
         k1.extra_buffers.update(extra)
