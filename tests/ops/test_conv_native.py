@@ -59,17 +59,21 @@ CASES = [
     (1, 3, (6, 6), 2, (3, 3), (1, 1), (1, 1), (1, 1), 1),      # one image: the serial loop
     (3, 64, (6, 7), 40, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # 64 channels: the channels-last forward
     (2, 64, (9, 9), 36, (3, 3), (2, 2), (1, 1), (1, 1), 2),    # strided, 32 channels per group: channels-last
+    (2, 3, (5, 32), 4, (3, 3), (1, 1), (1, 1), (1, 1), 1),     # output rows of 32: the row kernel
+    (2, 4, (6, 32), 6, (3, 3), (2, 1), (2, 2), (2, 2), 2),     # row kernel: height stride, dilation, groups
+    (2, 3, (34,), 5, (3,), (1,), (0,), (1,), 1),               # row kernel, 1-d
     (3, 2, (11,), 4, (3,), (2,), (1,), (2,), 1),               # 1-d
     (2, 2, (5, 4, 6), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1),   # 3-d
 ]
 
 
-@pytest.mark.parametrize("fwd_kernel", [0, 1, 2], ids=["by_shape", "panels", "channels_last"])
+@pytest.mark.parametrize("fwd_kernel", [0, 1, 2, 3], ids=["by_shape", "panels", "channels_last", "rows"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES, ids=[str(i) for i in range(len(CASES))])
 def test_kernels_vs_torch(case, dt, fwd_kernel, monkeypatch):
-    """Both forward kernels are pinned on every case (the shape rule picks one of them); the
-    stride-1 input gradient runs through the forward."""
+    """Every forward kernel is pinned on every case (the shape rule picks one of them; the row
+    kernel, where its shape condition fails, falls back to panels); the stride-1 input gradient
+    runs through the forward."""
     monkeypatch.setattr(_conv_native, "FORWARD_KERNEL", fwd_kernel)
     N, C, sp, O, k, s, p, d, G = case
     x, w = _r(N, C, *sp, dtype=dt), _r(O, C // G, *k, dtype=dt)
