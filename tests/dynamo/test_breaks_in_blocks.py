@@ -10,9 +10,13 @@ are the ones the design gives (ember/dynamo/__init__.py, "Graph breaks"):
   hold). torch.compile instead skips the whole frame ("graph break in a for/while loop").
 * a break in a grad-mode block re-enters the block in the resume function (its exit restores
   the mode at the same place as eagerly), like torch.compile.
-* a break in a ``try`` block resumes with the handlers of the exception table; ... see the
-  try tests for what runs eagerly.
-* frames with cells pass them to the resume function as its closure.
+* a break in a ``try`` block runs its call in a trampoline under the frame's handler (an
+  exception there is handled as eagerly, the rest of that frame then running eagerly); a
+  graph over try-block code that raises at run time re-runs the frame eagerly; a frame whose
+  graph would mutate in place inside a try runs eagerly (logged). torch.compile skips frames
+  with a break in a try block.
+* frames with cells pass them to the resume function as its closure (writing a shared cell
+  after the break runs that resume function eagerly, logged).
 * an ``.item()`` float reaching the resume function is a graph input, not a constant."""
 import pytest
 
