@@ -109,14 +109,15 @@ class OutputGraph:
         return tv
 
     def add_scalar_input(self, var, dtype):
-        """A Python float that is an argument of a resume function (e.g. an ``.item()`` value)
-        used in tensor arithmetic: a 0-d tensor graph input of the dtype the eager op converts
+        """A Python float/int that is an argument of a resume function (e.g. an ``.item()`` value)
+        used in arithmetic with a floating tensor: a 0-d tensor graph input of the dtype the eager op converts
         the scalar to, so a new value reuses the graph (only its type is guarded)."""
         key = (var.source.expr(), dtype)
         hit = self._scalar_inputs.get(key)
         if hit is not None:
             return hit
-        self.guards.add(f"type({var.source.expr()}) is float", f"{var.source.expr()} is a float")
+        tname = type(var.raw).__name__
+        self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is an {tname}")
         src = _ScalarTensorSource(var.source, self.obj_ref(_scalar_tensor), self.obj_ref(dtype), var.name)
         t = _scalar_tensor(var.raw, dtype)
         name = placeholder_name(src)
@@ -678,7 +679,7 @@ class _ScalarTensorSource:
 
 
 class UnspecFloatVariable(ConstantVariable):
-    """A Python float argument of a resume function (an ``.item()`` result, typically).
+    """A Python float (or int) argument of a resume function (an ``.item()`` result, typically).
 
     It behaves as the constant it is while tracing, but its value is guarded only when
     something reads it (``.value``: a branch, a format, a call that needs the number); in

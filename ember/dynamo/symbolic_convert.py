@@ -1170,7 +1170,7 @@ def _wrap_resume_arg(tx, v, src, name, seen):
         res = GradModeExitVariable(v.prev, src)
         if tx.output.exc_grad_mode is None:
             tx.output.exc_grad_mode = v.prev   # the outermost open block
-    elif type(v) is float:
+    elif type(v) in (float, int):
         res = UnspecFloatVariable(v, src, tx.output, name)
     elif type(v) is types.FunctionType and v.__name__ not in func_globals(tx):
         res = _wrap_function_by_code(tx, v, src)

@@ -780,3 +780,40 @@ def test_zero_argument_super_after_break(capsys):
         assert_same(m(x), cf(x))
     assert cnt.frame_count == 2 and dynamo.counters["graph_breaks"] == 1
     assert not any("super" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons
+
+
+def item_count(x):
+    n = (x > 0).sum().item()
+    return x / (n + 1), x * n
+
+
+def test_int_item_in_float_arithmetic(capsys):
+    # an int .item() in arithmetic with a floating tensor is a graph input too (``n + 1`` on it
+    # specialises: int results are not kept symbolic) -- one recompile per distinct count at most
+    cnt, counters, reasons = run(item_count, lambda: (ember.randn(6),), capsys, calls=4)
+    assert counters["eager_fallback"] == 0, reasons
+
+
+def item_int_index(x):
+    k = x.argmax().item()
+    return x[k] * 2, x * k
+
+
+def test_int_item_used_as_index(capsys):
+    # used as an index the int is read by value (guarded): correct for every value
+    cnt, counters, reasons = run(item_int_index, lambda: (ember.randn(6),), capsys, calls=4)
+    assert counters["eager_fallback"] == 0, reasons
+
+
+def item_int_scale(x):
+    n = (x > 0).sum().item()
+    return x * n - n
+
+
+def test_int_item_is_a_graph_input(capsys):
+    counts = iter([1, 2, 3, 4, 5])
+
+    def make():
+        k = next(counts)
+        return (ember.cat([ember.rand(k) + 0.1, -ember.rand(6 - k) - 0.1]),)
+    expect(run(item_int_scale, make, capsys, calls=4), graphs=2, breaks=1, recompiles=0)
