@@ -31,7 +31,7 @@ Design decisions worth knowing before changing anything:
   ``GradModeExit``, NULLs re-pushed) and the live locals; cells (the frame's
   own and its free variables) are its closure. In the resume trace arguments
   are wrapped lazily (unread ones get no guard), iterators guard only the
-  items taken, and floats are ``UnspecFloatVariable`` (a 0-d graph input in
+  items taken, and floats/ints are ``UnspecFloatVariable`` (a 0-d graph input in
   tensor arithmetic, guarded by value only when Python reads it). The grad
   mode after a graph is the traced one (``OutputGraph.final_grad_mode``).
   A breaking call covered by an exception-table entry (``try``/``with``)
