@@ -366,6 +366,7 @@ def main(argv=None) -> int:
     for c in columns:
         if c not in COLUMNS:
             ap.error(f"unknown column {c!r}; known: {', '.join(COLUMNS)}")
+    columns = [c for c in COLUMNS if c in columns]      # the table's order, whatever the option's
     torch_version = None
     if not args.no_torch and any(c.startswith("torch") for c in columns):
         r = subprocess.run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True,
