@@ -92,3 +92,19 @@ def test_recompiling_a_graph_hits_the_cache():
     cf, got, want = compile_and_run(fn, x)
     assert codecache.stats["compiles"] == n0
     assert_same(got[0], want[0], rtol=1e-6)
+
+
+def test_load_by_stored_key_rebuilds_a_missing_library():
+    """``load_key`` (the graph cache's path: the key stored in its entry, no source hashing)
+    loads the stored library, and recompiles the source into that key's place when the
+    library is gone."""
+    src = _source(5)
+    key = codecache.cache_key(src)
+    n0 = codecache.stats["compiles"]
+    assert codecache.load_key(key, src).ember_cache_probe(2) == 11
+    assert codecache.stats["compiles"] == n0 + 1
+    _, so, sha = codecache._paths(key)
+    os.unlink(so)
+    codecache.clear_memory_cache()
+    assert codecache.load_key(key, src).ember_cache_probe(3) == 16
+    assert codecache.stats["compiles"] == n0 + 2 and os.path.exists(so) and os.path.exists(sha)
