@@ -251,8 +251,9 @@ _LOOPISH = re.compile(r"[a-z]+\d+")
 class CppOps:
     """The ops handler that writes C++ statements into ``self.lines``."""
 
-    def __init__(self, kernel, lines: List[str], indent: str, hoist=None, ranges=None):
+    def __init__(self, kernel, lines: List[str], indent: str, hoist=None, ranges=None, written_inside=()):
         self.kernel = kernel
+        self.written_inside = frozenset(written_inside)   # buffers whose loads never hoist
         # loop variable -> (lo, hi): index expressions are simplified over these
         # (sizevars.simplify_index) before they are printed
         self.ranges = dict(ranges or {})
@@ -325,7 +326,9 @@ class CppOps:
             ref = f"static_cast<float>({ref})"
         elif dtype is _t.bfloat16:
             ref = f"ember_bf16_to_f32({ref})"
-        return self._emit(ref, dtype, hoistable=self._invariant(index))
+        # a buffer written inside the loops the hoist goes before (a stage of the same loop
+        # nest; a kernel-local buffer has index 0 there) holds no value yet at that point
+        return self._emit(ref, dtype, hoistable=name not in self.written_inside and self._invariant(index))
 
     def constant(self, value, dtype):
         return self._emit(c_literal(value, dtype), dtype, hoistable=self.hoist is not None)
@@ -1225,8 +1228,10 @@ class KernelGen:
             pre = len(lines)
             body_ind = self._inner_loops(rs, Q, ind2, lines, pragma)
             hoisted: List[str] = []
+            # (the outer hoist goes before the loop nest every stage of the group writes in)
             h = CppOps(self, lines, body_ind, (hoisted, ind2, {r.name for r in rs}) if Q else outer_hoist,
-                       ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(Q)))
+                       ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(Q)),
+                       written_inside={n.name for n in self.group.nodes} if not Q and outer_hoist else ())
             with set_ops_handler(h):
                 val = node.data.inner_fn(xs + rs)
             self._store(node, node.write_index(p), val, body_ind, lines)
@@ -1262,7 +1267,8 @@ class KernelGen:
             bi = self._inner_loops(rs, R, ind, lines, pragma_for(clause))
             hoisted: List[str] = []
             h = CppOps(self, lines, bi, (hoisted, ind, {r.name for r in rs}),
-                       ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(R)))
+                       ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(R)),
+                       written_inside=(pre_node.name,) if pre_node is not None else ())
             with set_ops_handler(h):
                 if pre_node is not None:   # the merged pointwise stage, stored first
                     self._store(pre_node, pre_node.write_index(p), pre_node.data.inner_fn(xs + rs), bi, lines)
