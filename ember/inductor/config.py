@@ -72,7 +72,14 @@ def configure_logging(spec=None):
                 h = logging.StreamHandler()
                 h.setFormatter(logging.Formatter("[ember.inductor.%(name)s] %(message)s".replace(
                     "%(name)s", n)))
+                h._ember = True
                 lg.addHandler(h)
+        elif any(getattr(h, "_ember", False) for h in lg.handlers):
+            # turned on by an earlier call: turn it off again (a log left at DEBUG
+            # silently disables the graph cache, which skips schedule/fusion logging)
+            lg.setLevel(logging.NOTSET)
+            for h in [h for h in lg.handlers if getattr(h, "_ember", False)]:
+                lg.removeHandler(h)
     return names
 
 
