@@ -1,0 +1,451 @@
+"""AOT-level compile cache: a warm compile skips the joint trace and the partition.
+
+On a warm compile in a new process the FX graph cache (``ember/inductor/fx_graph_cache.py``)
+already skips lowering and g++, but aot still traced the joint forward+backward graph on
+fake tensors and partitioned it -- most of what a warm training compile cost. This cache
+(the counterpart of PyTorch's ``AOTAutogradCache``) stores aot's *result*: the forward and
+backward (or inference) FX graphs and the bookkeeping the runtime wrapper needs, so a hit
+goes straight to the graph compilers (whose own FX graph cache then hits too: the rebuilt
+graphs have the same node names, targets, arguments and ``tensor_meta``, hence the same key).
+
+**Key** (sha256 over): the dynamo graph (per node: op, name, target, arguments), its
+``meta`` items that are plain values; per example input its shape, strides, dtype, device,
+``requires_grad`` and which other inputs share its memory (aliasing changes
+functionalization); training or inference; the decomposition table ("prims" when it
+is ember's own, whose code the source hash covers; otherwise op name -> the
+decomposition's qualified name, bypassed when one has none); ``memory_budget`` and every plain value in
+``ember.aot.config``; a hash of the sources the trace runs through (every ``.py`` file
+of the ``ember`` package except ``inductor``, ``dynamo`` and ``benchmarks``: ops, meta
+functions, derivatives, decompositions, make_fx, functionalization, partitioning); the
+Python and numpy versions; this file's format version.
+
+**Bypassed** (logged with the reason, compiled as before, nothing read or written) when
+``EMBER_AOT_CACHE=0``; when the function is not an FX graph (its code is unknown); when
+the graph has ``get_attr``/``call_module`` nodes (their values or code are not in the key)
+or calls a function outside ember and the standard library (its code is not hashed); for
+symbolic sizes (``dynamic`` or dynamo's ShapeEnv: the trace adds guards to dynamo's guard
+set, which a hit could not replay); when a compiled graph would carry a constant tensor;
+when ``aot_graphs``/``aot_joint_graph`` logging is on (those graphs exist only on a miss).
+
+**Value**: each graph as its node list (op, name, target by op name or qualified name,
+arguments with node references, ``meta`` with fake tensors by shape/dtype/strides), the
+graph's ``meta``, the joint graph's bookkeeping (outputs, mutated inputs, gradient inputs,
+differentiable outputs, aliased outputs), the number of saved values and which are tensors,
+the backward's example inputs (fakes) and the partition report.
+
+**Storage**: ``$EMBER_CACHE_DIR/aot/<key[:2]>/<key>.aot``, a header line (magic, format,
+sha256 of the payload) then the pickle, written to a temporary file and ``os.replace``-d
+(concurrent writers both succeed, readers see a whole file or none). A bad header,
+checksum mismatch, unpickling failure or a graph that does not rebuild identically counts
+as corrupt: logged, traced again, and rewritten.
+
+``EMBER_LOGS=aot_cache`` logs hit/miss/store/bypass lines on ``ember.aot.cache``;
+``stats`` counts them.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import os
+import pickle
+import sys
+import tempfile
+import time
+from typing import Any, Dict, List, Optional
+
+log = logging.getLogger("ember.aot.cache")
+
+FORMAT_VERSION = "1"
+_MAGIC = b"EMBER-AOT"
+
+stats = {"hits": 0, "misses": 0, "stores": 0, "corrupt": 0, "bypassed": 0, "uncacheable": 0}
+
+_STDLIB_MODULES = {"operator", "_operator", "builtins", "math", "functools"}
+
+
+def enabled() -> bool:
+    return os.environ.get("EMBER_AOT_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
+
+
+def _configure_logging() -> None:
+    names = {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",")}
+    if names & {"aot_cache", "all"}:
+        log.setLevel(logging.INFO)
+        if not log.handlers:
+            h = logging.StreamHandler()
+            h.setFormatter(logging.Formatter("[ember.aot.cache] %(message)s"))
+            log.addHandler(h)
+
+
+_configure_logging()
+
+
+class Uncacheable(Exception):
+    """Something the key cannot describe or the entry cannot store."""
+
+
+def cache_dir() -> str:
+    d = os.environ.get("EMBER_CACHE_DIR")
+    if not d:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = os.path.join(base, "ember")
+    return os.path.join(d, "aot")
+
+
+def _path(key: str) -> str:
+    return os.path.join(cache_dir(), key[:2], key + ".aot")
+
+
+# ---------------------------------------------------------------------------- key
+_src_hash: List[str] = []
+
+
+def source_hash() -> str:
+    """sha256 of the ember sources an aot trace runs through (see the module docstring)."""
+    if not _src_hash:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        skip = {"inductor", "dynamo", "benchmarks", "__pycache__"}
+        files = []
+        for d, dirs, fs in os.walk(root):
+            dirs[:] = sorted(x for x in dirs if x not in skip and not x.startswith("."))
+            files += [os.path.join(d, f) for f in fs if f.endswith(".py")]
+        h = hashlib.sha256()
+        for f in sorted(files):
+            h.update(os.path.relpath(f, root).encode() + b"\0")
+            with open(f, "rb") as fh:
+                h.update(fh.read())
+            h.update(b"\0")
+        _src_hash.append(h.hexdigest())
+    return _src_hash[0]
+
+
+def _target_name(t) -> str:
+    from ..inductor.fx_graph_cache import _fn_name, Uncacheable as FxUncacheable
+    try:
+        name = _fn_name(t)
+    except FxUncacheable as e:
+        raise Uncacheable(str(e)) from e
+    if name.startswith("fn:"):
+        mod = getattr(t, "__module__", "") or ""
+        if not (mod == "ember" or mod.startswith("ember.") or mod in _STDLIB_MODULES):
+            raise Uncacheable(f"the graph calls {name[3:]}, whose code is not in the key")
+    return name
+
+
+def _alias_groups(inputs) -> List[int]:
+    """Per input, the index of the first input whose memory it shares (itself if none)."""
+    import numpy as np
+    arrays = [t._data for t in inputs]
+    out = []
+    for i, a in enumerate(arrays):
+        g = i
+        for j in range(i):
+            if type(a) is np.ndarray and type(arrays[j]) is np.ndarray and np.may_share_memory(a, arrays[j]):
+                g = out[j]
+                break
+        out.append(g)
+    return out
+
+
+def _is_prims_table(dec) -> bool:
+    try:
+        from ..prims.table import decomposition_table
+    except ImportError:
+        return False
+    return dec == decomposition_table()
+
+
+def bypass_reason(aot, training: bool) -> Optional[str]:
+    if not enabled():
+        return "EMBER_AOT_CACHE=0"
+    if aot.shape_env is not None or aot.dynamic:
+        return "symbolic sizes (the trace guards dynamo's ShapeEnv; a hit could not replay them)"
+    if getattr(aot.fn, "graph", None) is None:
+        return "the compiled function is not an FX graph"
+    logs = {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",")}
+    for kind in ("aot_graphs", "aot_joint_graph"):
+        if kind in logs or logs & {"all", "aot"} or \
+                logging.getLogger(f"ember.aot.{kind}").isEnabledFor(logging.INFO):
+            return f"the {kind} log is on (its graphs exist only when traced)"
+    import numpy as np
+    from ..tensor import Tensor
+    for t in aot.example_inputs:
+        if not isinstance(t, Tensor):
+            return "a non-tensor example input"
+        if type(t._data) is not np.ndarray:
+            return "a fake or non-numpy example input"
+    return None
+
+
+def key_lines(aot, training: bool) -> List[str]:
+    from ..inductor.fx_graph_cache import _canon, Uncacheable as FxUncacheable
+    from . import config
+    import numpy as np
+    lines = [f"format {FORMAT_VERSION} training {bool(training)}"]
+    put = lines.append
+    gm = aot.fn
+    try:
+        for node in gm.graph.nodes:
+            if node.op in ("get_attr", "call_module"):
+                raise Uncacheable(f"a {node.op} node ({node.target}): its value/code is not in the key")
+            target = _target_name(node.target) if node.op == "call_function" else str(node.target)
+            put(f"{node.op} {node.name} {target} {_canon(tuple(node.args))} {_canon(dict(node.kwargs))}")
+        meta = {k: v for k, v in (getattr(gm, "meta", {}) or {}).items()
+                if isinstance(v, (type(None), bool, int, float, str))}
+        put("gm.meta " + _canon(meta))
+        groups = _alias_groups(aot.example_inputs)
+        for t, g in zip(aot.example_inputs, groups):
+            a = t._data
+            put(f"input {a.shape} {a.strides} {a.dtype.str} {t.device} rg={t.requires_grad} "
+                f"leaf={t.grad_fn is None} alias={g}")
+        dec = aot.decompositions
+        if dec is None:
+            put("decomp none")
+        elif _is_prims_table(dec):
+            put("decomp prims")     # ember's own table: its code is in the source hash
+        else:
+            items = []
+            for op, fn in dec.items():
+                items.append(f"{getattr(op, 'name', op)}={_target_name(fn)}")
+            put("decomp " + ";".join(sorted(items)))
+    except FxUncacheable as e:
+        raise Uncacheable(str(e)) from e
+    cfg = ";".join(f"{k}={getattr(config, k)!r}" for k in sorted(vars(config)) if not k.startswith("_") and
+                   isinstance(getattr(config, k), (type(None), bool, int, float, str)))
+    put(f"memory_budget {aot.memory_budget!r} config {cfg}")
+    put("python " + sys.version)
+    put("numpy " + np.__version__)
+    put("src " + source_hash())
+    return lines
+
+
+def key_for(aot, training: bool) -> Optional[str]:
+    """The key for this compile, or None (bypassed or uncacheable; logged)."""
+    reason = bypass_reason(aot, training)
+    if reason is None:
+        try:
+            return hashlib.sha256("\n".join(key_lines(aot, training)).encode()).hexdigest()
+        except Uncacheable as e:
+            reason = str(e)
+    stats["bypassed"] += 1
+    log.info("aot cache bypassed: %s", reason)
+    return None
+
+
+# ---------------------------------------------------------------------------- graphs
+class _Ref:
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+class _Pickler(pickle.Pickler):
+    """Nodes by name, ember dtypes by name, op bindings by op name, fake tensors by layout."""
+
+    def persistent_id(self, obj):
+        from ..fx.node import Node
+        from ..types import device as _device, dtype as _dtype
+        from ..tensor import Tensor
+        if isinstance(obj, Node):
+            return ("node", obj.name)
+        if isinstance(obj, _dtype):
+            return ("dtype", obj.name)
+        if isinstance(obj, _device):
+            return ("device", str(obj))
+        if isinstance(obj, Tensor):
+            a = obj._data
+            if type(a).__name__ != "FakeArray":
+                raise Uncacheable("a real tensor in a graph (a constant)")
+            if not all(type(s) is int for s in tuple(a.shape) + tuple(a.estrides)) or type(a.offset) is not int:
+                raise Uncacheable("a symbolic size in a graph")
+            return ("fake", tuple(a.shape), a.dtype.str, tuple(a.estrides), a.offset, str(obj.device),
+                    bool(obj.requires_grad))
+        op = getattr(obj, "_ember_op", None)
+        if op is not None and callable(obj):
+            from ..ops.registry import OPS
+            if OPS.get(op.name) is op and op.binding is obj:
+                return ("op", op.name)
+        if type(obj).__name__ == "SymInt":
+            raise Uncacheable("a symbolic size in a graph")
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def persistent_load(self, pid):
+        kind = pid[0]
+        if kind == "node":
+            return _Ref(pid[1])
+        if kind == "dtype":
+            from .. import types as _t
+            return getattr(_t, pid[1])
+        if kind == "device":
+            from ..types import device as _device
+            return _device(pid[1])
+        if kind == "op":
+            from ..ops.registry import OPS
+            return OPS[pid[1]].binding
+        if kind == "fake":
+            from .._fake import FakeArray
+            from ..fx.fake_tensor import make_fake
+            from ..types import device as _device
+            _, shape, dt, estrides, offset, dev, rg = pid
+            t = make_fake(FakeArray(shape, dt, estrides, offset), _device(dev))
+            if rg:
+                t.requires_grad_(True)
+            return t
+        raise pickle.UnpicklingError(f"unknown persistent id {pid!r}")
+
+
+def _graph_record(gm) -> dict:
+    nodes = []
+    for n in gm.graph.nodes:
+        if n.op in ("get_attr", "call_module"):
+            raise Uncacheable(f"the compiled graph has a {n.op} node ({n.target})")
+        nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
+    return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__}
+
+
+def _rebuild_graph(rec: dict):
+    from ..fx.graph import Graph
+    from ..fx.graph_module import GraphModule
+    g = Graph()
+    env: Dict[str, Any] = {}
+
+    def sub(a):
+        if isinstance(a, _Ref):
+            return env[a.name]
+        t = type(a)
+        if t is tuple or t is list:
+            return t(sub(x) for x in a)
+        if t is dict:
+            return {k: sub(v) for k, v in a.items()}
+        if t is slice:
+            return slice(sub(a.start), sub(a.stop), sub(a.step))
+        return a
+
+    for op, name, target, args, kwargs, meta in rec["nodes"]:
+        n = g.create_node(op, target, sub(args), sub(kwargs), name=name)
+        if n.name != name:
+            raise ValueError(f"node {name} rebuilt as {n.name}")
+        n.meta.update({k: sub(v) for k, v in meta.items()})
+        env[name] = n
+    gm = GraphModule({}, g, class_name=rec["class_name"])
+    gm.meta.update(rec["meta"])
+    return gm
+
+
+# ---------------------------------------------------------------------------- storage
+def _atomic_write(path: str, data: bytes) -> None:
+    d = os.path.dirname(path)
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".aot")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _read(path: str) -> Optional[dict]:
+    """The entry's payload (still pickled pieces), None when absent; ValueError when corrupt."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        return None
+    head, sep, payload = data.partition(b"\n")
+    parts = head.split(b" ")
+    if not sep or len(parts) != 3 or parts[0] != _MAGIC or parts[1] != FORMAT_VERSION.encode():
+        raise ValueError("bad header")
+    if hashlib.sha256(payload).hexdigest().encode() != parts[2]:
+        raise ValueError("checksum mismatch (truncated or overwritten)")
+    try:
+        entry = _Unpickler(io.BytesIO(payload)).load()
+    except Exception as e:  # noqa: BLE001
+        raise ValueError(f"unpickling failed: {type(e).__name__}: {e}") from e
+    if not isinstance(entry, dict) or entry.get("format") != FORMAT_VERSION:
+        raise ValueError("not an entry of this format")
+    return entry
+
+
+def _joint_record(joint) -> dict:
+    return {k: getattr(joint, k) for k in ("num_primals", "num_tangents", "num_outputs", "mutated_inputs",
+                                           "grad_inputs", "diff_outputs", "output_is_tuple", "inference",
+                                           "aliased_outputs")}
+
+
+def _joint_from(rec: dict):
+    from .joint import JointGraph
+    return JointGraph(gm=None, **{k: v for k, v in rec.items() if k != "inference"},
+                      inference=rec["inference"])
+
+
+def save(key: str, kind: str, **parts) -> bool:
+    """Store an entry: ``kind`` is "training", "inference" or "no_grad_outputs" (training
+    found no differentiable output: the caller compiles for inference)."""
+    try:
+        entry: Dict[str, Any] = {"format": FORMAT_VERSION, "key": key, "kind": kind}
+        for name, v in parts.items():
+            if name == "joint":
+                v = _joint_record(v)
+            elif name in ("fw", "bw"):
+                v = _graph_record(v)
+            entry[name] = v
+        buf = io.BytesIO()
+        _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
+        payload = buf.getvalue()
+    except Exception as e:  # noqa: BLE001 - an unstorable result is simply not cached
+        stats["uncacheable"] += 1
+        log.info("aot cache: not storing %s: %s: %s", key[:16], type(e).__name__, e)
+        return False
+    header = b" ".join([_MAGIC, FORMAT_VERSION.encode(), hashlib.sha256(payload).hexdigest().encode()])
+    try:
+        _atomic_write(_path(key), header + b"\n" + payload)
+    except OSError as e:
+        log.warning("aot cache: cannot write %s: %s", _path(key), e)
+        return False
+    stats["stores"] += 1
+    log.info("aot cache store %s %s (%d bytes)", kind, key[:16], len(payload))
+    return True
+
+
+def lookup(key: str, kind: str) -> Optional[dict]:
+    """The stored entry with its graphs rebuilt (GraphModules, a JointGraph without ``gm``),
+    or None on a miss or a corrupt entry (logged)."""
+    path = _path(key)
+    t0 = time.perf_counter()
+    try:
+        entry = _read(path)
+        if entry is not None:
+            if entry["kind"] not in (kind, "no_grad_outputs"):
+                raise ValueError(f"entry kind {entry['kind']!r}, expected {kind!r}")
+            out = dict(entry)
+            for name in ("fw", "bw"):
+                if name in out:
+                    out[name] = _rebuild_graph(out[name])
+            if "joint" in out:
+                out["joint"] = _joint_from(out["joint"])
+    except Exception as e:  # noqa: BLE001 - a damaged entry is traced again, never fatal
+        stats["corrupt"] += 1
+        log.warning("aot cache: entry %s is corrupt (%s: %s); tracing again", path, type(e).__name__, e)
+        return None
+    if entry is None:
+        stats["misses"] += 1
+        log.info("aot cache miss %s %s", kind, key[:16])
+        return None
+    stats["hits"] += 1
+    log.info("aot cache hit %s %s (%.1f ms)", kind, key[:16], (time.perf_counter() - t0) * 1e3)
+    return out
+
+
+def clear() -> None:
+    import shutil
+    shutil.rmtree(cache_dir(), ignore_errors=True)
+
+
+__all__ = ["key_for", "lookup", "save", "clear", "stats", "enabled", "source_hash"]
