@@ -81,33 +81,58 @@ class AOTModule:
 
     # -- compilation -------------------------------------------------------------------
     def _compile_training(self):
-        t0 = time.perf_counter()
-        joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
-                            dynamic=self.dynamic, inference=False, shape_env=self.shape_env,
-                            fake_inputs=self.fake_inputs)
-        self.timings["aot_trace_joint"] = time.perf_counter() - t0
-        if joint.inference:
-            self._training = False
-            return
-        _emit("aot_joint_graph", "aot joint graph", joint.gm.code)
-        t0 = time.perf_counter()
-        fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
-        self.timings["aot_partition"] = time.perf_counter() - t0
-        self.report = report
-        _emit("aot_graphs", "aot forward graph", fw_gm.code)
-        _emit("aot_graphs", "aot backward graph", bw_gm.code)
-        _emit("aot_graphs", "aot partition", str(report))
+        from . import cache
+        ck = cache.key_for(self, training=True)
+        hit = cache.lookup(ck, "training") if ck is not None else None
+        if hit is not None:
+            if hit["kind"] == "no_grad_outputs":
+                self._training = False
+                return
+            joint, fw_gm, bw_gm, bw_examples = hit["joint"], hit["fw"], hit["bw"], hit["bw_examples"]
+            self.report = hit["report"]
+            is_tensor, n_saved = hit["is_tensor"], hit["n_saved"]
+        else:
+            t0 = time.perf_counter()
+            joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
+                                dynamic=self.dynamic, inference=False, shape_env=self.shape_env,
+                                fake_inputs=self.fake_inputs)
+            self.timings["aot_trace_joint"] = time.perf_counter() - t0
+            if joint.inference:
+                if ck is not None:
+                    cache.save(ck, "no_grad_outputs")
+                self._training = False
+                return
+            _emit("aot_joint_graph", "aot joint graph", joint.gm.code)
+            t0 = time.perf_counter()
+            fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
+            self.timings["aot_partition"] = time.perf_counter() - t0
+            self.report = report
+            _emit("aot_graphs", "aot forward graph", fw_gm.code)
+            _emit("aot_graphs", "aot backward graph", bw_gm.code)
+            _emit("aot_graphs", "aot partition", str(report))
+            saved_vals = [s.meta.get("val", s.meta.get("sym_val")) for s in saved]
+            tangent_vals = [n.meta.get("val") for n in joint.gm.graph.nodes
+                            if n.op == "placeholder"][joint.num_primals:]
+            bw_examples = saved_vals + tangent_vals
+            is_tensor = [s.meta.get("val") is not None or "tensor_meta" in s.meta for s in saved]
+            n_saved = len(saved)
+            if ck is not None:   # (before the compilers see the graphs)
+                cache.save(ck, "training", joint=joint, fw=fw_gm, bw=bw_gm, bw_examples=bw_examples,
+                           is_tensor=is_tensor, n_saved=n_saved, report=report)
         fw_examples = self._examples()
         t0 = time.perf_counter()
         fw = self.fw_compiler(fw_gm, fw_examples)
-        saved_vals = [s.meta.get("val", s.meta.get("sym_val")) for s in saved]
-        tangent_vals = [n.meta.get("val") for n in joint.gm.graph.nodes if n.op == "placeholder"][joint.num_primals:]
-        bw = self.bw_compiler(bw_gm, saved_vals + tangent_vals)
+        bw = self.bw_compiler(bw_gm, bw_examples)
         self.timings["aot_compile"] = time.perf_counter() - t0
-        is_tensor = [s.meta.get("val") is not None or "tensor_meta" in s.meta for s in saved]
-        self._training = (joint, fw, bw, len(saved), is_tensor, _make_function_class(self, joint))
+        self._training = (joint, fw, bw, n_saved, is_tensor, _make_function_class(self, joint))
 
     def _compile_inference(self):
+        from . import cache
+        ck = cache.key_for(self, training=False)
+        hit = cache.lookup(ck, "inference") if ck is not None else None
+        if hit is not None:
+            self._inference = (hit["joint"], self.inference_compiler(hit["fw"], self._examples()))
+            return
         t0 = time.perf_counter()
         joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
                             dynamic=self.dynamic, inference=True, shape_env=self.shape_env,
@@ -119,6 +144,8 @@ class AOTModule:
         # write it straight into the input (inductor does where safe), then _write_back skips it
         n = joint.num_outputs
         fw_gm.meta["input_mutations"] = {n + k: i for k, i in enumerate(joint.mutated_inputs)}
+        if ck is not None:
+            cache.save(ck, "inference", joint=joint, fw=fw_gm)
         self._inference = (joint, self.inference_compiler(fw_gm, self._examples()))
 
     def _examples(self):
