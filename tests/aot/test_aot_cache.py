@@ -1,0 +1,296 @@
+"""The AOT-level compile cache (``ember/aot/cache.py``): a hit -- in a new process or this
+one -- skips the joint trace and the partition and gives the results of a miss (forward,
+gradients, mutated inputs, aliasing outputs); everything the trace depends on is in the
+key; damaged entries are traced again and rewritten; symbolic sizes bypass it."""
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ember
+from ember import fx
+from ember.aot import aot_autograd, cache, config as aot_config
+from ember.aot import runtime as aot_runtime
+from ember.aot.backends import _interpreter_compiler
+from ember.tensor import _make
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# Run in fresh processes: an nn model's training step and an inference call through
+# ember.compile (inductor: forward/backward/inference graphs), and a function that mutates
+# an input and returns a view of it. Writes every result to an .npz, prints the counters.
+CHILD = r'''
+import json, sys
+import numpy as np
+import ember
+from ember.aot import cache
+from ember.inductor import fx_graph_cache
+
+ember.manual_seed(0)
+model = ember.nn.Sequential(ember.nn.Linear(10, 16), ember.nn.GELU(), ember.nn.LayerNorm(16),
+                            ember.nn.Linear(16, 3))
+cm = ember.compile(model)
+rng = np.random.default_rng(3)
+xin = ember.tensor(rng.standard_normal((5, 10)).astype(np.float32))
+loss = cm(xin).pow(2).mean()
+loss.backward()
+outs = {"loss": loss.detach().numpy()}
+for i, p in enumerate(model.parameters()):
+    outs[f"grad{i}"] = p.grad.numpy()
+with ember.no_grad():
+    outs["inference"] = cm(xin).numpy()
+
+def f(x, y):
+    x.add_(y)
+    return x.view(-1)[2:5], (x * y).sum()
+
+cf = ember.compile(f)
+x = ember.tensor(rng.standard_normal((3, 4)).astype(np.float32))
+y = ember.tensor(rng.standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+v, s = cf(x, y)
+s.backward()
+outs["mut_x"] = x.numpy().copy()
+outs["view"] = v.numpy().copy()
+outs["ygrad"] = y.grad.numpy()
+v.mul_(0.0)                           # the output aliases x: the write reaches it
+outs["x_after_view_write"] = x.numpy().copy()
+np.savez(sys.argv[1], **outs)
+print(json.dumps({"aot": cache.stats, "fx": fx_graph_cache.stats}))
+'''
+
+
+def _run_child(cache_dir, out, env_extra=None):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, **(env_extra or {}))
+    env.pop("EMBER_LOGS", None)
+    p = subprocess.run([sys.executable, "-c", CHILD, str(out)], env=env, cwd=ROOT, capture_output=True,
+                       text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def test_hit_in_a_fresh_process_matches_the_miss(tmp_path):
+    c = tmp_path / "cache"
+    miss = _run_child(c, tmp_path / "miss.npz")
+    assert miss["aot"]["hits"] == 0 and miss["aot"]["stores"] == miss["aot"]["misses"] >= 3
+    hit = _run_child(c, tmp_path / "hit.npz")
+    assert hit["aot"]["misses"] == 0 and hit["aot"]["stores"] == 0 and hit["aot"]["corrupt"] == 0
+    assert hit["aot"]["hits"] == miss["aot"]["misses"]
+    # the rebuilt graphs are the traced ones: the FX graph cache hits on every one of them
+    assert hit["fx"]["misses"] == 0 and hit["fx"]["hits"] == miss["fx"]["misses"]
+    a, b = np.load(tmp_path / "miss.npz"), np.load(tmp_path / "hit.npz")
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        assert a[k].dtype == b[k].dtype and a[k].tobytes() == b[k].tobytes(), k
+    # and the mutation and the aliasing are eager's
+    assert not np.array_equal(b["x_after_view_write"], b["mut_x"])
+    assert (b["x_after_view_write"].reshape(-1)[2:5] == 0).all()
+    np.testing.assert_array_equal(b["x_after_view_write"].reshape(-1)[5:], b["mut_x"].reshape(-1)[5:])
+    np.testing.assert_array_equal(b["view"], b["mut_x"].reshape(-1)[2:5])
+
+
+def test_env_switch_bypasses(tmp_path):
+    stats = _run_child(tmp_path / "cache", tmp_path / "a.npz", {"EMBER_AOT_CACHE": "0"})
+    assert stats["aot"]["hits"] == stats["aot"]["misses"] == stats["aot"]["stores"] == 0
+    assert stats["aot"]["bypassed"] >= 3
+    assert not (tmp_path / "cache" / "aot").exists()
+
+
+# ---------------------------------------------------------------------------- in process
+@pytest.fixture
+def fresh_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("EMBER_AOT_CACHE", raising=False)
+    return tmp_path / "cache"
+
+
+def rand(*shape, dtype=np.float32, requires_grad=False, seed=0):
+    rng = np.random.default_rng(seed + sum(shape))
+    t = _make(rng.uniform(-2, 2, shape).astype(dtype))
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _fn(x, w):
+    return ember.tanh(x @ w).sum(-1) * 0.5
+
+
+def _fn2(x, w):
+    return ember.sin(x @ w).sum(-1) * 0.5
+
+
+def _backend(memory_budget=None):
+    return aot_autograd(fw_compiler=_interpreter_compiler, memory_budget=memory_budget)
+
+
+def _delta(before):
+    return {k: cache.stats[k] - before[k] for k in before}
+
+
+def _step(fn, x, w, backend=None):
+    """Compile ``fn`` (symbolically traced: an FX graph like dynamo's) and run fwd+bwd."""
+    gm = fx.symbolic_trace(fn)
+    compiled = (backend or _backend())(gm, [x, w])
+    for t in (x, w):
+        t.grad = None
+    out = compiled(x, w)
+    if out.requires_grad:
+        out.sum().backward()
+    grads = [None if t.grad is None else t.grad.numpy().copy() for t in (x, w)]
+    return out.detach().numpy().copy(), grads
+
+
+def test_in_process_hit_skips_the_trace_and_matches(fresh_cache, monkeypatch):
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    s0 = dict(cache.stats)
+    out1, g1 = _step(_fn, x, w)
+    assert _delta(s0)["misses"] == 1 and _delta(s0)["stores"] == 1
+
+    def no_trace(*a, **k):
+        raise AssertionError("traced on a hit")
+    monkeypatch.setattr(aot_runtime, "trace_joint", no_trace)
+    monkeypatch.setattr(aot_runtime, "partition", no_trace)
+    out2, g2 = _step(_fn, x, w)
+    assert _delta(s0)["hits"] == 1
+    assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
+    # the eager reference
+    w.grad = None
+    ref = _fn(x, w)
+    ref.sum().backward()
+    np.testing.assert_allclose(out2, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g2[1], w.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("change", ["graph", "shape", "dtype", "requires_grad", "strides", "memory_budget",
+                                    "aot_config", "grad_mode"])
+def test_what_changes_the_key_misses(fresh_cache, change, monkeypatch):
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    _step(_fn, x, w)
+    s0 = dict(cache.stats)
+    fn, backend = _fn, None
+    if change == "graph":
+        fn = _fn2
+    elif change == "shape":
+        x = rand(5, 6)
+    elif change == "dtype":
+        x, w = rand(4, 6, dtype=np.float64), rand(6, 3, dtype=np.float64, requires_grad=True)
+    elif change == "requires_grad":
+        x = rand(4, 6, requires_grad=True)
+    elif change == "strides":
+        x = rand(6, 4).transpose(0, 1)
+    elif change == "memory_budget":
+        backend = _backend(memory_budget=1.0)
+    elif change == "aot_config":
+        monkeypatch.setattr(aot_config, "activation_memory_budget", 0.5)
+    if change == "grad_mode":
+        with ember.no_grad():
+            out, grads = _step(fn, x, w, backend)
+    else:
+        out, grads = _step(fn, x, w, backend)
+    d = _delta(s0)
+    assert d["misses"] == 1 and d["hits"] == 0 and d["stores"] == 1, d
+    ref = fn(x, w)
+    np.testing.assert_allclose(out, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "garbage_payload", "bad_header", "empty"])
+def test_corrupt_entry_is_traced_again_and_rewritten(fresh_cache, damage):
+    x, w = rand(3, 5), rand(5, 2, requires_grad=True)
+    out1, g1 = _step(_fn, x, w)
+    [path] = [os.path.join(d, f) for d, _, fs in os.walk(fresh_cache / "aot") for f in fs]
+    data = open(path, "rb").read()
+    head, _, payload = data.partition(b"\n")
+    bad = {"truncated": data[: len(data) * 2 // 3],
+           "garbage_payload": head + b"\n" + bytes(reversed(payload)),
+           "bad_header": b"not an entry\n" + payload,
+           "empty": b""}[damage]
+    with open(path, "wb") as f:
+        f.write(bad)
+    s0 = dict(cache.stats)
+    out2, g2 = _step(_fn, x, w)
+    d = _delta(s0)
+    assert d["corrupt"] == 1 and d["hits"] == 0 and d["stores"] == 1
+    assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
+    s1 = dict(cache.stats)
+    _step(_fn, x, w)
+    assert _delta(s1)["hits"] == 1
+
+
+def _mutating(x, y):
+    x.mul_(2.0)
+    return x.view(-1)[1:4], x + y
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_mutated_inputs_and_aliasing_outputs_survive(fresh_cache, training):
+    results = []
+    for attempt in range(2):          # a miss, then a hit
+        x = rand(3, 4, seed=1)
+        y = rand(3, 4, seed=2, requires_grad=training)
+        gm = fx.symbolic_trace(_mutating)
+        s0 = dict(cache.stats)
+        compiled = _backend()(gm, [x, y])
+        v, s = compiled(x, y)
+        assert _delta(s0)["hits" if attempt else "misses"] == 1
+        if training:
+            s.sum().backward()
+        x_after = x.numpy().copy()
+        v.mul_(0.0)                     # the view's write reaches x
+        results.append((x_after, v.numpy().copy(), s.detach().numpy().copy(), x.numpy().copy(),
+                        None if y.grad is None else y.grad.numpy().copy()))
+    (xa, va, sa, xa2, ga), (xb, vb, sb, xb2, gb) = results
+    x0, y0 = rand(3, 4, seed=1).numpy(), rand(3, 4, seed=2).numpy()
+    np.testing.assert_array_equal(xa, x0 * 2)
+    np.testing.assert_array_equal(xb, xa)
+    np.testing.assert_array_equal(sb, sa)
+    np.testing.assert_array_equal(sb, x0 * 2 + y0)
+    assert (xb2.reshape(-1)[1:4] == 0).all() and (xa2.reshape(-1)[1:4] == 0).all()
+    np.testing.assert_array_equal(xb2, xa2)
+    if training:
+        np.testing.assert_array_equal(gb, np.ones_like(y0))
+        np.testing.assert_array_equal(ga, gb)
+
+
+def test_symbolic_sizes_bypass(fresh_cache, caplog):
+    import logging
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    gm = fx.symbolic_trace(_fn)
+    s0 = dict(cache.stats)
+    with caplog.at_level(logging.INFO, logger="ember.aot.cache"):
+        compiled = aot_autograd(fw_compiler=_interpreter_compiler, dynamic=True)(gm, [x, w])
+        out = compiled(x, w)
+    assert _delta(s0)["bypassed"] == 1 and _delta(s0)["stores"] == 0
+    assert "symbolic sizes" in caplog.text
+    np.testing.assert_allclose(out.detach().numpy(), _fn(x, w).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_foreign_callable_bypasses(fresh_cache, caplog):
+    import logging
+
+    def fn(x, w):
+        return np_free(x @ w)
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    gm = fx.symbolic_trace(fn)
+    s0 = dict(cache.stats)
+    with caplog.at_level(logging.INFO, logger="ember.aot.cache"):
+        _backend()(gm, [x, w])(x, w)
+    assert _delta(s0)["bypassed"] == 1 and _delta(s0)["stores"] == 0
+    assert "not in the key" in caplog.text
+
+
+@fx.wrap
+def np_free(t):
+    """A leaf function of this test module: its code is not in the aot cache's source hash."""
+    return t * 2.0
+
+
+def test_logs_hit_and_miss(fresh_cache, caplog):
+    import logging
+    x, w = rand(2, 6), rand(6, 3, requires_grad=True)
+    with caplog.at_level(logging.INFO, logger="ember.aot.cache"):
+        _step(_fn, x, w)
+        _step(_fn, x, w)
+    assert "aot cache miss training" in caplog.text
+    assert "aot cache store training" in caplog.text
+    assert "aot cache hit training" in caplog.text
