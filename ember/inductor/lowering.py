@@ -222,6 +222,10 @@ def _as_strided(x, size, stride, storage_offset=0):
     """A view of ``x``'s memory: possible when ``x`` is (a linear view of) a buffer
     whose layout is the one eager ``x`` has (checked against the FX node's strides)."""
     view = ir.as_strided_view(x)
+    if view is None and isinstance(x, ir.Loops):
+        # a computed value (functionalization regenerates a view of a mutated tensor from
+        # its new value): written out, then viewed -- the layout check below still applies
+        view = ir.as_strided_view(V.graph.realize(x))
     if view is None:
         raise NotImplementedError("as_strided of a computed (non-view) value")
     name, vsize, vstride, voffset = view

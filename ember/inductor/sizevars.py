@@ -629,6 +629,14 @@ class PyIndexPrinter(StrPrinter):
         x, div, mod = e.args
         return f"((({self._print(x)}) // ({self._print(div)})) % ({self._print(mod)}))"
 
+    # (sympy's StrPrinter writes ``Min(6, s0)``: a NameError in the wrapper, which computes
+    # the sizes of a dynamic graph's buffers from the size symbols, e.g. a slice's ``x[1:6:2]``)
+    def _print_Max(self, e):
+        return "max(" + ", ".join(self._print(a) for a in e.args) + ")"
+
+    def _print_Min(self, e):
+        return "min(" + ", ".join(self._print(a) for a in e.args) + ")"
+
 
 _cpp = CppIndexPrinter()
 _py = PyIndexPrinter()

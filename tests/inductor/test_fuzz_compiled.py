@@ -44,6 +44,10 @@ N_EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "0"))
 EXPLORE = N_EXAMPLES > 0
 SEED = os.environ.get("EMBER_FUZZ_SEED")
 
+# patterns of open bugs (each pinned by an xfail regression test below) that the generator
+# does not draw, so that exploration finds new bugs; EMBER_FUZZ_KNOWN=1 draws them too
+KNOWN_BUGS_AVOIDED = os.environ.get("EMBER_FUZZ_KNOWN") != "1"
+
 SIZES = [1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33]
 FLOAT = ("float32", "float64")
 
@@ -425,7 +429,10 @@ class Gen:
             n = shp[d]
             start = self.draw(st.integers(0, n - 1))
             step = self.pick([1, 2])
-            target = f"{x}[{', '.join([':'] * d + [f'{start}::{step}'])}]"
+            # (a full slice is an alias: the known aot bug pinned by test_inplace_on_full_slice_alias;
+            # drawn again once that is fixed)
+            if (start, step) != (0, 1) or not KNOWN_BUGS_AVOIDED:
+                target = f"{x}[{', '.join([':'] * d + [f'{start}::{step}'])}]"
         elif len(shp) >= 2 and self.draw(st.booleans()):
             target = f"{x}.transpose(0, {len(shp) - 1})"
         y = self.partner(x)
@@ -533,13 +540,17 @@ def _flat(x):
 
 
 def run_program(src, specs, mode="infer", seed=0, calls=2):
-    """Compile ``src`` and compare with eager on ``calls`` fresh draws of the inputs."""
+    """Compile ``src`` and compare with eager on ``calls`` fresh draws of the inputs; then
+    once more after ``dynamo.reset()``: a recompile that the FX-graph cache answers."""
     ns = {"ember": ember, "F": F}
     exec(src, ns)
     fn = ns["f"]
     ember.dynamo.reset()
     cfn = ember.compile(fn, backend="inductor", dynamic=(mode == "dynamic") or None)
-    for call in range(calls):
+    for call in range(calls + 1):
+        if call == calls:
+            ember.dynamo.reset()
+            cfn = ember.compile(fn, backend="inductor", dynamic=(mode == "dynamic") or None)
         # the same draw twice: identical values and strides for the compiled and the eager run
         args = [make_input(s, r) for r in [np.random.default_rng((seed, call))] for s in specs]
         ref_args = [make_input(s, r) for r in [np.random.default_rng((seed, call))] for s in specs]
@@ -684,3 +695,48 @@ def test_loop_nest_buffer_load_not_hoisted(strict_lowering):
     ember.dynamo.reset()
     ember.compile(f, backend="inductor")(x).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), 1 - np.tanh(np.float32(0.5)) ** 2, rtol=1e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="aot (ember/aot): the gradient through an output that is a view "
+                   "(select/slice) of a non-contiguous (transposed) input is wrong; contiguous inputs are "
+                   "right, and aot_eager is wrong too, so it is not the inductor")
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_grad_of_view_output_of_transposed_input(backend):
+    base = np.random.default_rng(0).uniform(-2, 2, (3, 4)).astype(np.float32)
+    w = ember.from_numpy(np.random.default_rng(1).uniform(-1, 1, 3).astype(np.float32))
+
+    def f(a):
+        return (a.select(0, 0),)
+
+    grads = []
+    for compiled in (True, False):
+        a = ember.from_numpy(base.copy()).T     # (4, 3), strides (1, 4)
+        a.requires_grad_(True)
+        ember.dynamo.reset()
+        out = (ember.compile(f, backend=backend) if compiled else f)(a)
+        (out[0] * w).sum().backward()
+        grads.append(a.grad)
+    assert_close(grads[0], grads[1], "grad")
+
+
+@pytest.mark.parametrize("mode", ["infer", "dynamic"])
+def test_view_taken_before_inplace_update_lowers(mode, strict_lowering):
+    """A view taken before an in-place update of its base reads the new values; the
+    functionalized graph regenerates it as ``as_strided`` of the updated (computed) value,
+    which had no lowering ('as_strided of a computed (non-view) value': the whole graph
+    fell back to eager). It is now written out and viewed."""
+    src = ("def f(a0):\n    v = a0[1:6:2]\n    a0.clamp_(-0.3, 0.4)\n    return (v * 2.0,)\n")
+    run_program(src, [("a0", (7,), "float32", "contig", "data")], mode)
+
+
+def test_dynamic_slice_with_clamped_bound():
+    """``x[1:6:2]`` of a symbolic-size x has size ``min(6, s0) // 2``: the wrapper printed
+    sympy's ``Min(6, s0)``, a NameError on the first call (not a compile-time fallback)."""
+    def f(a):
+        return a[1:6:2] * 2.0
+
+    ember.dynamo.reset()
+    cf = ember.compile(f, backend="inductor", dynamic=True)
+    for n in (7, 9, 4):
+        a = _rand(n, dtype=np.float32, seed=n)
+        assert_close(cf(a), f(a), f"size {n}")
