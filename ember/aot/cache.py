@@ -317,10 +317,13 @@ def _rebuild_graph(rec: dict):
         if isinstance(a, _Ref):
             return env[a.name]
         t = type(a)
-        if t is tuple or t is list:
-            return t(sub(x) for x in a)
-        if t is dict:
-            return {k: sub(v) for k, v in a.items()}
+        if isinstance(a, tuple):
+            items = [sub(x) for x in a]
+            return t._make(items) if hasattr(a, "_fields") else t(items)
+        if isinstance(a, list):
+            return t(sub(x) for x in a)      # (fx's immutable_list included)
+        if isinstance(a, dict):
+            return t({k: sub(v) for k, v in a.items()})
         if t is slice:
             return slice(sub(a.start), sub(a.stop), sub(a.step))
         return a
