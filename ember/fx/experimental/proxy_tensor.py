@@ -198,6 +198,32 @@ def _normalize_table(table: Dict[Any, Callable[..., Any]]) -> Dict[Any, Callable
     return out
 
 
+def _shares_storage(a: Tensor, b: Tensor) -> bool:
+    da, db = a._data, b._data
+    sa, sb = getattr(da, "storage", None), getattr(db, "storage", None)
+    if sa is not None or sb is not None:       # fake tensors: one FakeStorage per memory
+        return sa is not None and sa is sb
+    import numpy as np
+    return isinstance(da, np.ndarray) and isinstance(db, np.ndarray) and np.may_share_memory(da, db)
+
+
+def _mark_decomposed_view(op: Any, args: Tuple[Any, ...], out: Any) -> None:
+    """A view op's decomposition (``view``/``alias`` -> ``prims.reshape``, which is not
+    tagged view because it may copy) returns tensors that alias the source in memory
+    but are not marked as its views; functionalization finds a mutated view's base
+    through ``_base``, so without the mark an in-place op on the view was recorded on
+    a detached value and never reached the base (a silently lost write). Outputs
+    that do alias the source are marked here, as the kernel path would mark them."""
+    from ...ops.registry import _mark_view
+    src = args[op.tensor_pos[0]]
+    if not isinstance(src, Tensor):
+        return
+    base = src._base if src._base is not None else src
+    for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        if isinstance(o, Tensor) and o is not src and o._base is not base and _shares_storage(o, base):
+            _mark_view(o, src)
+
+
 def _requires_grad(op: Any, args: Tuple[Any, ...]) -> bool:
     for i in op.tensor_pos:
         a = args[i]
@@ -487,6 +513,8 @@ class DispatchTracer:
             finally:
                 self._decomposing.discard(op)
             if out is not NotImplemented:
+                if op.is_view and self.functionalize:
+                    _mark_decomposed_view(op, args, out)
                 return out
         if op.composite is not None and STATE.grad_enabled and _requires_grad(op, args):
             # the backward will read the composite's inner values: trace them
