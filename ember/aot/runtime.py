@@ -37,8 +37,9 @@ def _logs() -> set:
     return {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",") if s.strip()}
 
 
-def _emit(kind: str, title: str, text: str) -> None:
-    """Log ``text`` on ``ember.aot.<kind>``; ``EMBER_LOGS=<kind>`` turns it on, to stderr.
+def _emit(kind: str, title: str, text) -> None:
+    """Log ``text`` (or what the callable ``text`` returns: a graph's code is generated only
+    when logged) on ``ember.aot.<kind>``; ``EMBER_LOGS=<kind>`` turns it on, to stderr.
 
     Like dynamo's artifacts (``ember/dynamo/logs.py``): the loggers always
     exist, so tests and users can also attach their own handlers."""
@@ -52,7 +53,7 @@ def _emit(kind: str, title: str, text: str) -> None:
             h._ember = True
             lg.addHandler(h)
     if lg.isEnabledFor(logging.INFO):
-        lg.info("===== %s =====\n%s", title, text)
+        lg.info("===== %s =====\n%s", title, text() if callable(text) else text)
 
 
 class AOTModule:
@@ -102,14 +103,14 @@ class AOTModule:
                     cache.save(ck, "no_grad_outputs")
                 self._training = False
                 return
-            _emit("aot_joint_graph", "aot joint graph", joint.gm.code)
+            _emit("aot_joint_graph", "aot joint graph", lambda: joint.gm.code)
             t0 = time.perf_counter()
             fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
             self.timings["aot_partition"] = time.perf_counter() - t0
             self.report = report
-            _emit("aot_graphs", "aot forward graph", fw_gm.code)
-            _emit("aot_graphs", "aot backward graph", bw_gm.code)
-            _emit("aot_graphs", "aot partition", str(report))
+            _emit("aot_graphs", "aot forward graph", lambda: fw_gm.code)
+            _emit("aot_graphs", "aot backward graph", lambda: bw_gm.code)
+            _emit("aot_graphs", "aot partition", lambda: str(report))
             saved_vals = [s.meta.get("val", s.meta.get("sym_val")) for s in saved]
             tangent_vals = [n.meta.get("val") for n in joint.gm.graph.nodes
                             if n.op == "placeholder"][joint.num_primals:]
@@ -138,7 +139,7 @@ class AOTModule:
                             dynamic=self.dynamic, inference=True, shape_env=self.shape_env,
                             fake_inputs=self.fake_inputs)
         self.timings["aot_trace_inference"] = time.perf_counter() - t0
-        _emit("aot_graphs", "aot inference graph", joint.gm.code)
+        _emit("aot_graphs", "aot inference graph", lambda: joint.gm.code)
         fw_gm = _flatten_inference(joint)
         # output position -> input position of each mutated input's new value: a compiler may
         # write it straight into the input (inductor does where safe), then _write_back skips it
