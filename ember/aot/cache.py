@@ -244,11 +244,23 @@ class _Ref:
 class _Pickler(pickle.Pickler):
     """Nodes by name, ember dtypes by name, op bindings by op name, fake tensors by layout."""
 
-    def persistent_id(self, obj):
+    _PLAIN = frozenset([int, float, str, bool, type(None), tuple, list, dict, bytes])
+
+    def __init__(self, f, protocol):
+        super().__init__(f, protocol=protocol)
         from ..fx.node import Node
-        from ..types import device as _device, dtype as _dtype
+        from ..ops.registry import OPS
         from ..tensor import Tensor
-        if isinstance(obj, Node):
+        from ..types import device, dtype
+        self._classes = (Node, dtype, device, Tensor)
+        self._ops = OPS
+
+    def persistent_id(self, obj):
+        t = type(obj)
+        if t in self._PLAIN:        # (the common case, checked first: this runs per object)
+            return None
+        Node, _dtype, _device, Tensor = self._classes
+        if t is Node:
             return ("node", obj.name)
         if isinstance(obj, _dtype):
             return ("dtype", obj.name)
@@ -264,34 +276,39 @@ class _Pickler(pickle.Pickler):
                     bool(obj.requires_grad))
         op = getattr(obj, "_ember_op", None)
         if op is not None and callable(obj):
-            from ..ops.registry import OPS
-            if OPS.get(op.name) is op and op.binding is obj:
+            if self._ops.get(op.name) is op and op.binding is obj:
                 return ("op", op.name)
-        if type(obj).__name__ == "SymInt":
+        if t.__name__ == "SymInt":
             raise Uncacheable("a symbolic size in a graph")
         return None
 
 
 class _Unpickler(pickle.Unpickler):
+    def __init__(self, f):
+        super().__init__(f)
+        from .. import types as _t
+        from .._fake import FakeArray
+        from ..fx.fake_tensor import make_fake
+        from ..ops.registry import OPS
+        self._t, self._fake, self._make_fake, self._ops = _t, FakeArray, make_fake, OPS
+        self._refs: Dict[str, _Ref] = {}
+
     def persistent_load(self, pid):
         kind = pid[0]
         if kind == "node":
-            return _Ref(pid[1])
+            r = self._refs.get(pid[1])
+            if r is None:
+                r = self._refs[pid[1]] = _Ref(pid[1])
+            return r
         if kind == "dtype":
-            from .. import types as _t
-            return getattr(_t, pid[1])
-        if kind == "device":
-            from ..types import device as _device
-            return _device(pid[1])
+            return getattr(self._t, pid[1])
         if kind == "op":
-            from ..ops.registry import OPS
-            return OPS[pid[1]].binding
+            return self._ops[pid[1]].binding
+        if kind == "device":
+            return self._t.device(pid[1])
         if kind == "fake":
-            from .._fake import FakeArray
-            from ..fx.fake_tensor import make_fake
-            from ..types import device as _device
             _, shape, dt, estrides, offset, dev, rg = pid
-            t = make_fake(FakeArray(shape, dt, estrides, offset), _device(dev))
+            t = self._make_fake(self._fake(shape, dt, estrides, offset), self._t.device(dev))
             if rg:
                 t.requires_grad_(True)
             return t
