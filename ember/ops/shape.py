@@ -414,11 +414,15 @@ def _as_strided_scatter_grad(g, base_geom, view_geom):
     return _restride.binding(g, _rel(view_geom, off), _rel(base_geom, off), "scatter_add")
 
 
-@defop("as_strided(Tensor self, int[] size, int[] stride, int? storage_offset=None) -> Tensor", view=True,
-       save=(), method=False)
-def _as_strided_rel(xp, a, size, stride, storage_offset=None):
+@defop("as_strided(Tensor self, int[] size, int[] stride, int? storage_offset=None, *, Any src_stride=None) "
+       "-> Tensor", view=True, save=(), method=False)
+def _as_strided_rel(xp, a, size, stride, storage_offset=None, src_stride=None):
     """(storage_offset here is relative to ``a``'s first element; the public
-    entry point converts from PyTorch's absolute offsets.)"""
+    entry point converts from PyTorch's absolute offsets. ``src_stride`` is
+    ``a``'s own strides, recorded for the backward, which must gather the
+    gradient back at ``a``'s element positions: an unsaved input's metadata has
+    no strides, and assuming a contiguous ``a`` sent the gradient of a view of a
+    transposed tensor to the wrong elements.)"""
     off = storage_offset or 0
     if off < 0:
         raise RuntimeError("as_strided: a storage_offset before the tensor's own offset is not supported by "
@@ -430,8 +434,8 @@ def _as_strided_rel(xp, a, size, stride, storage_offset=None):
 
 @_as_strided_rel.derivative
 def _as_strided_bw(ctx, g):
-    a, size, stride, off = ctx.args
-    st = tuple(int(s) for s in _contig_strides(a.shape))
+    a, size, stride, off, src_stride = ctx.args
+    st = tuple(src_stride) if src_stride is not None else tuple(int(s) for s in _contig_strides(a.shape))
     return (_restride.binding(g, (tuple(size), tuple(stride), off or 0), (tuple(a.shape), st, 0),
                               "scatter_add"),)
 
@@ -448,7 +452,7 @@ def as_strided(self, size, stride, storage_offset=None):
     rel = None if storage_offset is None else storage_offset - self.storage_offset()
     if not self.is_contiguous() and self._base is None:
         raise RuntimeError("as_strided on a non-contiguous tensor that owns its storage is not supported")
-    return _as_strided_rel.binding(self, tuple(size), tuple(stride), rel)
+    return _as_strided_rel.binding(self, tuple(size), tuple(stride), rel, src_stride=tuple(self.stride()))
 
 
 # ---------------------------------------------------------------------- copies and casts
@@ -1349,7 +1353,7 @@ def _restride_meta(a, src, dst, mode):
 
 
 @_as_strided_rel.meta_fn
-def _as_strided_meta(a, size, stride, storage_offset=None):
+def _as_strided_meta(a, size, stride, storage_offset=None, src_stride=None):
     off = storage_offset or 0
     if isinstance(off, int) and off < 0:
         raise RuntimeError("as_strided: a storage_offset before the tensor's own offset is not supported by "

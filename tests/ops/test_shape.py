@@ -434,3 +434,17 @@ def test_view_geometry_noncontig_chains():
         a, b = f(base_e), f(base_t)
         assert_close(a, b)
         same_geometry(a, b)
+
+
+@needs_torch
+@pytest.mark.parametrize("offset", [0, 2])
+def test_as_strided_backward_on_a_transposed_input(offset):
+    """The gradient lands at the input's own element positions (the backward records the
+    input's strides: it once assumed a contiguous input)."""
+    b = np.random.randn(4, 5)
+    g = np.random.randn(2, 3)
+    x = ember.from_numpy(b.copy()).T.requires_grad_()
+    tx = torch.from_numpy(b.copy()).T.requires_grad_()
+    (x.as_strided((2, 3), (1, 4), offset) * ember.from_numpy(g)).sum().backward()
+    (tx.as_strided((2, 3), (1, 4), offset) * torch.from_numpy(g)).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())

@@ -234,7 +234,7 @@ def squeeze(x, dim=None):
 
 # ---------------------------------------------------------------------- as_strided and its geometry moves
 @register_decomposition("as_strided")
-def as_strided(x, size, stride, storage_offset=None):
+def as_strided(x, size, stride, storage_offset=None, src_stride=None):
     off = storage_offset or 0
     if off < 0 or len(size) != len(stride):
         return NotImplemented
