@@ -14,13 +14,13 @@ graphs have the same node names, targets, arguments and ``tensor_meta``, hence t
 functionalization); training or inference; the decomposition table ("prims" when it
 is ember's own, whose code the source hash covers; otherwise op name -> the
 decomposition's qualified name, bypassed when one has none); ``memory_budget`` and every plain value in
-``ember.aot.config``; a hash of the sources the trace runs through (every ``.py`` file
+``ember.aot.config``; the default dtype and the inference/anomaly flags; a hash of the sources the trace runs through (every ``.py`` file
 of the ``ember`` package except ``inductor``, ``dynamo`` and ``benchmarks``: ops, meta
 functions, derivatives, decompositions, make_fx, functionalization, partitioning); the
 Python and numpy versions; this file's format version.
 
 **Bypassed** (logged with the reason, compiled as before, nothing read or written) when
-``EMBER_AOT_CACHE=0``; when the function is not an FX graph (its code is unknown); when
+``EMBER_AOT_CACHE=0``; while a dispatch mode is active; when the function is not an FX graph (its code is unknown); when
 the graph has ``get_attr``/``call_module`` nodes (their values or code are not in the key)
 or calls a function outside ember and the standard library (its code is not hashed); for
 symbolic sizes (``dynamic`` or dynamo's ShapeEnv: the trace adds guards to dynamo's guard
@@ -168,6 +168,9 @@ def bypass_reason(aot, training: bool) -> Optional[str]:
         if kind in logs or logs & {"all", "aot"} or \
                 logging.getLogger(f"ember.aot.{kind}").isEnabledFor(logging.INFO):
             return f"the {kind} log is on (its graphs exist only when traced)"
+    from .._state import STATE
+    if STATE.modes:
+        return "a dispatch mode is active (it could change what the trace records)"
     import numpy as np
     from ..tensor import Tensor
     for t in aot.example_inputs:
@@ -214,6 +217,9 @@ def key_lines(aot, training: bool) -> List[str]:
     cfg = ";".join(f"{k}={getattr(config, k)!r}" for k in sorted(vars(config)) if not k.startswith("_") and
                    isinstance(getattr(config, k), (type(None), bool, int, float, str)))
     put(f"memory_budget {aot.memory_budget!r} config {cfg}")
+    from .._state import STATE
+    from ..types import get_default_dtype
+    put(f"state inference={STATE.inference} anomaly={STATE.anomaly} default_dtype={get_default_dtype().name}")
     put("python " + sys.version)
     put("numpy " + np.__version__)
     put("src " + source_hash())
