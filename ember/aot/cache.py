@@ -24,11 +24,13 @@ Python and numpy versions; this file's format version.
 the graph has ``get_attr``/``call_module`` nodes (their values or code are not in the key)
 or calls a function outside ember and the standard library (its code is not hashed); for
 symbolic sizes (``dynamic`` or dynamo's ShapeEnv: the trace adds guards to dynamo's guard
-set, which a hit could not replay); when a compiled graph would carry a constant tensor;
+set, which a hit could not replay); not stored when a compiled graph has a ``call_module``
+node or a constant that is not a numpy-backed tensor;
 when ``aot_graphs``/``aot_joint_graph`` logging is on (those graphs exist only on a miss).
 
 **Value**: each graph as its node list (op, name, target by op name or qualified name,
-arguments with node references, ``meta`` with fake tensors by shape/dtype/strides), the
+arguments with node references, ``meta`` with fake tensors by shape/dtype/strides, the
+constant tensors the trace created, by value), the
 graph's ``meta``, the joint graph's bookkeeping (outputs, mutated inputs, gradient inputs,
 differentiable outputs, aliased outputs), the number of saved values and which are tensors,
 the backward's example inputs (fakes) and the partition report.
@@ -322,12 +324,25 @@ class _Unpickler(pickle.Unpickler):
 
 
 def _graph_record(gm) -> dict:
-    nodes = []
+    """A graph as plain data. ``get_attr`` constants are tensors the trace created from
+    literals (the dynamo graph has no ``get_attr``: the key bypasses those), so they are
+    determined by the key and stored by value."""
+    import numpy as np
+    from ..tensor import Tensor
+    nodes, consts = [], {}
     for n in gm.graph.nodes:
-        if n.op in ("get_attr", "call_module"):
-            raise Uncacheable(f"the compiled graph has a {n.op} node ({n.target})")
+        if n.op == "call_module":
+            raise Uncacheable(f"the compiled graph has a call_module node ({n.target})")
+        if n.op == "get_attr":
+            v = gm
+            for part in n.target.split("."):
+                v = getattr(v, part)
+            if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
+                raise Uncacheable(f"the compiled graph's constant {n.target} is not a numpy-backed tensor")
+            consts[n.target] = (np.array(v._data), v.dtype.name, bool(v.requires_grad))
         nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
-    return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__}
+    return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__,
+            "consts": consts}
 
 
 def _rebuild_graph(rec: dict):
@@ -357,7 +372,16 @@ def _rebuild_graph(rec: dict):
             raise ValueError(f"node {name} rebuilt as {n.name}")
         n.meta.update({k: sub(v) for k, v in meta.items()})
         env[name] = n
-    gm = GraphModule({}, g, class_name=rec["class_name"])
+    root = {}
+    if rec["consts"]:
+        from ..tensor import _make
+        from .. import types as _t
+        for target, (arr, dt, rg) in rec["consts"].items():
+            t = _make(arr)
+            if t.dtype is not getattr(_t, dt):
+                raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")
+            root[target] = t.requires_grad_(True) if rg else t
+    gm = GraphModule(root, g, class_name=rec["class_name"])
     gm.meta.update(rec["meta"])
     return gm
 

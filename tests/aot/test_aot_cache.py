@@ -303,3 +303,34 @@ def test_logs_hit_and_miss(fresh_cache, caplog):
     assert "aot cache miss training" in caplog.text
     assert "aot cache store training" in caplog.text
     assert "aot cache hit training" in caplog.text
+
+
+def _constant_graph():
+    """A dynamo-like graph calling a factory (nanoGPT's positions): ``(x @ w)[:, arange(3)]``
+    -- the trace creates the index tensor as a ``get_attr`` constant of its graphs."""
+    g = fx.Graph()
+    x, w = g.placeholder("x"), g.placeholder("w")
+    mm = g.call_function(ember.matmul, (x, w))
+    idx = g.call_function(ember.arange, (3,))
+    g.output(g.call_function(ember.index_select, (mm, 1, idx)))
+    return fx.GraphModule({}, g)
+
+
+def test_constants_the_trace_created_round_trip(fresh_cache):
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    results = []
+    for attempt in range(2):
+        s0 = dict(cache.stats)
+        compiled = _backend()(_constant_graph(), [x, w])
+        w.grad = None
+        out = compiled(x, w)
+        out.sum().backward()
+        assert _delta(s0)["hits" if attempt else "stores"] == 1, _delta(s0)
+        results.append((out.detach().numpy().copy(), w.grad.numpy().copy()))
+    assert results[0][0].tobytes() == results[1][0].tobytes()
+    assert results[0][1].tobytes() == results[1][1].tobytes()
+    w.grad = None
+    ref = ember.index_select(x @ w, 1, ember.arange(3))
+    ref.sum().backward()
+    np.testing.assert_allclose(results[1][0], ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(results[1][1], w.grad.numpy(), rtol=1e-5, atol=1e-6)
