@@ -104,8 +104,10 @@ class Gen:
         line = f"{name} = {expr}"
         try:
             exec(line, self.ns)
-        except Exception as e:  # a generator bug, not a compiler bug: show it
-            raise AssertionError(f"generator produced an invalid line {line!r}: {e}\n" + self.source()) from e
+        except (RuntimeError, IndexError, ValueError) as e:
+            if not any(0 in self.shape_of(v) for v in self.vals):
+                raise AssertionError(f"generator produced an invalid line {line!r}: {e}\n" + self.source()) from e
+            return None   # an op eager rejects on an empty tensor (amax of nothing): not drawn
         self.lines.append(line)
         if usable:
             self.vals.append(name)
@@ -117,7 +119,8 @@ class Gen:
 
     def shape(self, max_dims=4):
         nd = self.draw(st.integers(1 if self.dynamic else 0, max_dims))
-        return tuple(self.draw(st.sampled_from(SIZES)) for _ in range(nd))
+        sizes = SIZES + ([0] if not self.dynamic else [])   # (0-sized: fixed, never symbolic)
+        return tuple(self.draw(st.sampled_from(sizes)) for _ in range(nd))
 
     def operand(self, dtypes=FLOAT):
         cands = [v for v in self.vals if self.dtype_of(v) in dtypes]
@@ -387,7 +390,7 @@ class Gen:
                 return
             idx = self.new_input((m,), "int64", kind=f"index:{shp[0]}", layout="contig")
             v = self.new_input(shp[1:], self.dtype_of(x), layout="contig")
-            y = self.emit(f"{x}.clone()") if self.draw(st.booleans()) else x
+            y = (self.emit(f"{x}.clone()") or x) if self.draw(st.booleans()) else x
             self.stmt(f"{y}.index_put_(({idx},), {v}, accumulate=True)")
             if y != x:
                 self.vals.append(y)
@@ -424,16 +427,16 @@ class Gen:
         x = self.pick(cands)
         shp = self.shape_of(x)
         target = x
-        if shp and self.draw(st.booleans()):
+        layout = {sp[0]: sp[3] for sp in self.inputs}.get(x, "contig")
+        # (a view of an input that is itself a view: test_inplace_on_view_of_transposed_input)
+        view_ok = layout == "contig" or not KNOWN_BUGS_AVOIDED
+        if shp and view_ok and self.draw(st.booleans()):
             d = self.draw(st.integers(0, len(shp) - 1))
             n = shp[d]
             start = self.draw(st.integers(0, n - 1))
             step = self.pick([1, 2])
-            # (a full slice is an alias: the known aot bug pinned by test_inplace_on_full_slice_alias;
-            # drawn again once that is fixed)
-            if (start, step) != (0, 1) or not KNOWN_BUGS_AVOIDED:
-                target = f"{x}[{', '.join([':'] * d + [f'{start}::{step}'])}]"
-        elif len(shp) >= 2 and self.draw(st.booleans()):
+            target = f"{x}[{', '.join([':'] * d + [f'{start}::{step}'])}]"
+        elif len(shp) >= 2 and view_ok and self.draw(st.booleans()):
             target = f"{x}.transpose(0, {len(shp) - 1})"
         y = self.partner(x)
         f = self.pick(["{t}.add_({y})" if self.shape_of(y) == shp or target == x else "{t}.mul_(1.5)",
@@ -565,6 +568,9 @@ def run_program(src, specs, mode="infer", seed=0, calls=2):
         assert len(got) == len(want)
         for i, (g, w) in enumerate(zip(got, want)):
             assert_close(g, w, f"call {call}: output {i}")
+        if call == 0:
+            # a later call must not write into memory the first call returned (buffer pool)
+            first = [(g, w.detach().clone() if isinstance(w, ember.Tensor) else w) for g, w in zip(got, want)]
         for i, (a, r) in enumerate(zip(args, ref_args)):
             assert_close(a.detach(), r.detach(), f"call {call}: input a{i} after the call")
         if mode == "train":
@@ -582,6 +588,12 @@ def run_program(src, specs, mode="infer", seed=0, calls=2):
                 if r.grad is not None or a.grad is not None:
                     assert a.grad is not None and r.grad is not None, f"grad of a{i}"
                     assert_close(a.grad, r.grad, f"call {call}: grad of a{i}")
+    for i, (g, w) in enumerate(first):
+        assert_close(g, w, f"output {i} of the first call, after the later calls")
+    # the comparison means something only if the program really ran compiled
+    c = ember.dynamo.counters
+    assert c["compiled"] >= 1 and c["eager_fallback"] == 0 and c["internal_errors"] == 0 and \
+        c["graph_breaks"] == 0, dict(c)
 
 
 @pytest.fixture
@@ -624,19 +636,19 @@ def _check(src, specs, mode):
         raise
 
 
-@_settings(25)
+@_settings(30)
 @given(p=_program("infer"))
 def test_fuzz_inference(p, strict_lowering):
     _check(*p, "infer")
 
 
-@_settings(8)
+@_settings(10)
 @given(p=_program("dynamic"))
 def test_fuzz_dynamic(p, strict_lowering):
     _check(*p, "dynamic")
 
 
-@_settings(8)
+@_settings(10)
 @given(p=_program("train"))
 def test_fuzz_training(p, strict_lowering):
     _check(*p, "train")
@@ -666,11 +678,11 @@ def test_local_buffer_load_not_hoisted(strict_lowering):
     assert_close(x.grad, xr.grad, "grad")
 
 
-@pytest.mark.xfail(strict=True, reason="aot functionalization (fx/experimental/proxy_tensor.py) loses an "
-                   "in-place op on a full slice: a[:, 0:] traces as alias(a), and the mutation of the alias "
-                   "reaches neither a's write-back nor later reads of a (aot_eager is wrong too)")
 @pytest.mark.parametrize("on_input", [True, False])
 def test_inplace_on_full_slice_alias(on_input):
+    """a[:, 0:] traces as alias(a), whose decomposition (prims.reshape) was not marked
+    as a view of a: the in-place op on it reached neither a's write-back nor later
+    reads of a (fixed in proxy_tensor._mark_decomposed_view)."""
     def f(a):
         v = a if on_input else a * 1.0
         v[:, 0:].mul_(0.5)
@@ -697,11 +709,11 @@ def test_loop_nest_buffer_load_not_hoisted(strict_lowering):
     np.testing.assert_allclose(x.grad.numpy(), 1 - np.tanh(np.float32(0.5)) ** 2, rtol=1e-6)
 
 
-@pytest.mark.xfail(strict=True, reason="aot (ember/aot): the gradient through an output that is a view "
-                   "(select/slice) of a non-contiguous (transposed) input is wrong; contiguous inputs are "
-                   "right, and aot_eager is wrong too, so it is not the inductor")
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
 def test_grad_of_view_output_of_transposed_input(backend):
+    """aot regenerates an output that views an input with as_strided on the input; its
+    backward assumed a contiguous input (an unsaved input's metadata has no strides)
+    and sent the gradient to the wrong elements of a transposed input."""
     base = np.random.default_rng(0).uniform(-2, 2, (3, 4)).astype(np.float32)
     w = ember.from_numpy(np.random.default_rng(1).uniform(-1, 1, 3).astype(np.float32))
 
@@ -740,3 +752,57 @@ def test_dynamic_slice_with_clamped_bound():
     for n in (7, 9, 4):
         a = _rand(n, dtype=np.float32, seed=n)
         assert_close(cf(a), f(a), f"size {n}")
+
+
+@pytest.mark.xfail(strict=True, reason="aot cache (ember/aot/cache.py): an entry whose graph holds a bool "
+                   "value does not unpickle (\"module 'ember.types' has no attribute 'bool'\"), is logged "
+                   "as corrupt and traced again: such graphs never hit the cache")
+def test_aot_cache_hit_with_bool_values(caplog, tmp_path, monkeypatch):
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    a = _rand(3, 4, dtype=np.float32)
+
+    def f(x):
+        return ember.where(x > 0.1, x, -x)
+
+    with caplog.at_level("WARNING", logger="ember.aot.cache"):
+        for _ in range(2):
+            ember.dynamo.reset()
+            assert_close(ember.compile(f, backend="inductor")(a), f(a), "output")
+    assert not [r for r in caplog.records if "corrupt" in r.getMessage()]
+
+
+@pytest.mark.xfail(strict=True, reason="aot functionalization (fx/experimental/proxy_tensor.py "
+                   "_write_view_into_base): an in-place op on a view of an input that is itself a view "
+                   "(a transposed input) writes into the input's hidden base, captured as a graph constant "
+                   "(a fake tensor at trace time): inductor reads uninitialised memory and writes garbage "
+                   "into the input; aot_eager raises DataDependentOutputError")
+def test_inplace_on_view_of_transposed_input():
+    def f(a):
+        a[:, 1:].add_(100.0)
+        return (a * 1.0,)
+
+    def mk():
+        return ember.from_numpy(np.arange(12, dtype=np.float32).reshape(4, 3)).T   # (3, 4), strides (1, 3)
+
+    a, ar = mk(), mk()
+    ember.dynamo.reset()
+    out = ember.compile(f, backend="inductor")(a)
+    ref = f(ar)
+    assert_close(a, ar, "input")
+    assert_close(out[0], ref[0], "output")
+
+
+def test_float32_sum_accumulates_accurately():
+    """A float32 mean over 60k values: each SIMD lane summed its share in float, 1.7e-4
+    relative off numpy's pairwise sum -- enough to flip ``x < x.mean()`` for values near
+    the mean (found as a bool mismatch). Sums of float32 now accumulate in double."""
+    a = ember.from_numpy(np.random.default_rng(0).uniform(-1, 3, (31, 31, 31, 2)).astype(np.float32))
+
+    def f(x):
+        return x.mean(), x.sum((0, 1, 2)), x.var()
+
+    ember.dynamo.reset()
+    got = ember.compile(f, backend="inductor")(a)
+    x64 = a.numpy().astype(np.float64)
+    for g, w in zip(got, (x64.mean(), x64.sum((0, 1, 2)), x64.var(ddof=1))):
+        np.testing.assert_allclose(g.numpy().astype(np.float64), w, rtol=2e-6)
