@@ -309,7 +309,7 @@ class _Unpickler(pickle.Unpickler):
                 r = self._refs[pid[1]] = _Ref(pid[1])
             return r
         if kind == "dtype":
-            return getattr(self._t, pid[1])
+            return self._t.as_dtype(pid[1])
         if kind == "op":
             return self._ops[pid[1]].binding
         if kind == "device":
@@ -378,7 +378,7 @@ def _rebuild_graph(rec: dict):
         from .. import types as _t
         for target, (arr, dt, rg) in rec["consts"].items():
             t = _make(arr)
-            if t.dtype is not getattr(_t, dt):
+            if t.dtype is not _t.as_dtype(dt):
                 raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")
             root[target] = t.requires_grad_(True) if rg else t
     gm = GraphModule(root, g, class_name=rec["class_name"])

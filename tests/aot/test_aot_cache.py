@@ -334,3 +334,17 @@ def test_constants_the_trace_created_round_trip(fresh_cache):
     ref.sum().backward()
     np.testing.assert_allclose(results[1][0], ref.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(results[1][1], w.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _bool_mask(x, w):
+    y = x @ w
+    return ember.where(y > 0, y, y * 0.1)
+
+
+def test_bool_and_int_dtypes_in_graphs_round_trip(fresh_cache):
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    out1, g1 = _step(_bool_mask, x, w)
+    s0 = dict(cache.stats)
+    out2, g2 = _step(_bool_mask, x, w)
+    assert _delta(s0)["hits"] == 1 and _delta(s0)["corrupt"] == 0
+    assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
