@@ -603,6 +603,17 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
 
     if nn_ops._native.lib() is None:
         raise NotImplementedError("the native convolution helpers could not be built")
+    def conv_on_device(xp, xa, wa, *rest):
+        """The device path (Triton wrapper, ``xp`` = cupy): the prim's own kernel, written
+        against the array module, copied into the preallocated output."""
+        from .. import prims
+        ba, res = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
+        r = prims.convolution._ember_op.kernel(xp, xa, wa, ba, stride, padding, dilation, transposed, output_padding, groups)
+        res[...] = r
+        return res
+
     ins = [x, weight] + ([bias] if bias is not None else [])
-    return V.graph.make_extern("convolution", conv, ins, [ExternArg(i) for i in range(len(ins))], {},
-                               [ir.Layout(out, dtype=dtype)], out_arg=True)
+    k_out = V.graph.make_extern("convolution", conv, ins, [ExternArg(i) for i in range(len(ins))], {},
+                                [ir.Layout(out, dtype=dtype)], out_arg=True)
+    k_out.kernel.xp_fn = conv_on_device
+    return k_out
