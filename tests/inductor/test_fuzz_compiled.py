@@ -265,6 +265,8 @@ class Gen:
             self.emit(f"{x}[{idx}]")
         elif f == "select":
             d = self.draw(st.integers(0, nd - 1))
+            if shp[d] == 0:
+                return
             i = self.draw(st.integers(-shp[d], shp[d] - 1))
             self.emit(f"{x}.select({d}, {i})")
         elif f == "flip":
@@ -290,9 +292,9 @@ class Gen:
         elif f == "reshape_split":
             d = self.draw(st.integers(0, nd - 1))
             n = shp[d]
-            divs = [k for k in range(1, n + 1) if n % k == 0]
+            divs = [k for k in range(1, n + 1) if n % k == 0] or [1]
             k = self.pick(divs)
-            new = list(shp[:d]) + [k, n // k] + list(shp[d + 1:])
+            new = list(shp[:d]) + [k, n // k if n else 0] + list(shp[d + 1:])
             self.emit(f"{x}.reshape({tuple(new)})")
         elif f == "pad":
             if self.dtype_of(x) not in FLOAT:
@@ -430,7 +432,7 @@ class Gen:
         layout = {sp[0]: sp[3] for sp in self.inputs}.get(x, "contig")
         # (a view of an input that is itself a view: test_inplace_on_view_of_transposed_input)
         view_ok = layout == "contig" or not KNOWN_BUGS_AVOIDED
-        if shp and view_ok and self.draw(st.booleans()):
+        if shp and 0 not in shp and view_ok and self.draw(st.booleans()):
             d = self.draw(st.integers(0, len(shp) - 1))
             n = shp[d]
             start = self.draw(st.integers(0, n - 1))
@@ -465,7 +467,11 @@ class Gen:
     def source(self):
         args = ", ".join(s[0] for s in self.inputs)
         body = "\n".join("    " + ln for ln in self.lines)
-        ret = ", ".join(getattr(self, "outs", []) or ["None"])
+        outs = getattr(self, "outs", []) or ["None"]
+        if self.training and KNOWN_BUGS_AVOIDED:
+            # (a view output of an expanded input: test_grad_of_view_output_of_expanded_input)
+            outs = [f"{o} * 1.0" if self.dtype_of(o) in FLOAT else o for o in outs]
+        ret = ", ".join(outs)
         return f"def f({args}):\n{body}\n    return ({ret},)\n"
 
     def specs(self):
@@ -592,7 +598,8 @@ def run_program(src, specs, mode="infer", seed=0, calls=2):
         assert_close(g, w, f"output {i} of the first call, after the later calls")
     # the comparison means something only if the program really ran compiled
     c = ember.dynamo.counters
-    assert c["compiled"] >= 1 and c["eager_fallback"] == 0 and c["internal_errors"] == 0 and \
+    has_ops = any(ln.strip() for ln in src.splitlines()[1:-1])
+    assert (c["compiled"] >= 1 or not has_ops) and c["eager_fallback"] == 0 and c["internal_errors"] == 0 and \
         c["graph_breaks"] == 0, dict(c)
 
 
@@ -754,10 +761,10 @@ def test_dynamic_slice_with_clamped_bound():
         assert_close(cf(a), f(a), f"size {n}")
 
 
-@pytest.mark.xfail(strict=True, reason="aot cache (ember/aot/cache.py): an entry whose graph holds a bool "
-                   "value does not unpickle (\"module 'ember.types' has no attribute 'bool'\"), is logged "
-                   "as corrupt and traced again: such graphs never hit the cache")
 def test_aot_cache_hit_with_bool_values(caplog, tmp_path, monkeypatch):
+    """An aot-cache entry whose graph holds a bool value did not unpickle ("module
+    'ember.types' has no attribute 'bool'"), was logged as corrupt and traced again:
+    such graphs never hit the cache (fixed in 3aef146)."""
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     a = _rand(3, 4, dtype=np.float32)
 
@@ -806,3 +813,25 @@ def test_float32_sum_accumulates_accurately():
     x64 = a.numpy().astype(np.float64)
     for g, w in zip(got, (x64.mean(), x64.sum((0, 1, 2)), x64.var(ddof=1))):
         np.testing.assert_allclose(g.numpy().astype(np.float64), w, rtol=2e-6)
+
+
+@pytest.mark.xfail(strict=True, reason="aot view outputs of an input with overlapping memory (an expanded "
+                   "leaf, stride 0): the output is regenerated with as_strided on the input and "
+                   "as_strided's backward gathers through the input's strides, so the gradients of the "
+                   "elements sharing memory are summed and every one of them gets the sum")
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_grad_of_view_output_of_expanded_input(backend):
+    def f(a):
+        return (a.unsqueeze(0),)
+
+    w = ember.from_numpy(np.array([[1.0, 2.0, 3.0]], np.float32))
+    grads = []
+    for compiled in (True, False):
+        a = ember.from_numpy(np.array([0.5], np.float32)).expand(3)
+        a.requires_grad_(True)
+        ember.dynamo.reset()
+        out = (ember.compile(f, backend=backend) if compiled else f)(a)
+        (out[0] * w).sum().backward()
+        grads.append(a.grad)
+    assert_close(grads[1], ember.from_numpy(np.array([1.0, 2.0, 3.0], np.float32)), "eager grad")
+    assert_close(grads[0], grads[1], "grad")
