@@ -463,6 +463,10 @@ def simplify_index(expr, ranges, fallback_ranges=None):
                     # an argument that dominates every other over the whole range
                     if all((b[0] >= o[1]) if is_max else (b[1] <= o[0]) for j, o in enumerate(bs) if j != i):
                         return args[i]
+            if all(a is b for a, b in zip(args, e.args)):
+                # unchanged: sympy's Max/Min construction compares every pair of arguments
+                # (_find_localzeros -> factor_terms): 7 of a cold nanoGPT compile's 16 CPU s
+                return e
             return e.func(*args)
         if isinstance(e, sympy.core.relational.Relational):
             lhs, rhs = args
