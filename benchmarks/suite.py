@@ -169,10 +169,12 @@ def _worker(spec: Dict[str, Any]) -> Dict[str, Any]:
         out["compile_cpu_s"] = max(first_cpu - statistics.median(cpu), 0.0)
         out["first_compiled_s"] = first
         if fw == "ember":
+            from ember.aot import cache as aot_cache
             from ember.inductor import codecache, fx_graph_cache
             out["cache"] = {"kernel_compiles": codecache.stats["compiles"],
                             "kernel_disk_hits": codecache.stats["disk_hits"],
-                            **{f"graph_{k}": v for k, v in fx_graph_cache.stats.items()}}
+                            **{f"graph_{k}": v for k, v in fx_graph_cache.stats.items()},
+                            **{f"aot_{k}": v for k, v in aot_cache.stats.items()}}
     if fw == "torch":
         out["threads"] = lib.get_num_threads()
         out["version"] = lib.__version__
