@@ -79,6 +79,7 @@ class AOTModule:
         self._inference = None      # (joint, compiled forward)
         self.report = None
         self.timings = {}
+        self._eager_reason = None   # set when the graph cannot be traced: it then runs eagerly
 
     # -- compilation -------------------------------------------------------------------
     def _compile_training(self):
@@ -160,7 +161,8 @@ class AOTModule:
         With a caller's ShapeEnv this must happen before the caller compiles its guards: every
         size guard the trace and the graph compilers add goes into that ShapeEnv. Afterwards the
         ShapeEnv is *frozen*: a call in the other mode is not compiled (its guards would go
-        unchecked) but runs the original function eagerly, logged."""
+        unchecked) but runs the original function eagerly, logged. A trace that fails here
+        raises: the backend then compiles per shape (where a failing trace runs eagerly)."""
         training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad
                                               for t in self.example_inputs)
         if training:
@@ -170,6 +172,18 @@ class AOTModule:
         self._frozen = self.shape_env is not None
         return self
 
+    def _compiled(self, compile_fn) -> bool:
+        """Run ``compile_fn``; a graph the trace cannot express (an ``AOTUnsupported`` op, a
+        functionalization case that is not implemented) runs eagerly from then on, logged:
+        never a crash, never a wrong answer."""
+        try:
+            compile_fn()
+            return True
+        except (NotImplementedError, AOTUnsupported) as e:
+            self._eager_reason = f"{type(e).__name__}: {e}"
+            log.warning("aot: this graph cannot be compiled, running it eagerly: %s", self._eager_reason)
+            return False
+
     def _unprepared(self, inputs):
         log.info("aot: a call in a grad mode the graph was not compiled for, after the caller's size "
                  "guards were fixed: running the original function eagerly")
@@ -177,12 +191,15 @@ class AOTModule:
 
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Tensor) -> Any:
+        if self._eager_reason is not None:
+            return self.fn(*inputs)
         training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in inputs)
         if training:
             if self._training is None:
                 if self._frozen:
                     return self._unprepared(inputs)
-                self._compile_training()
+                if not self._compiled(self._compile_training):
+                    return self.fn(*inputs)
             if self._training is not False:
                 joint, fw, bw, n_saved, is_tensor, cls = self._training
                 outs = cls.apply(*inputs)
@@ -192,7 +209,8 @@ class AOTModule:
         if self._inference is None:
             if self._frozen:
                 return self._unprepared(inputs)
-            self._compile_inference()
+            if not self._compiled(self._compile_inference):
+                return self.fn(*inputs)
         joint, fw = self._inference
         # grad mode off for the call: a plain flag flip (a no_grad() context object costs more
         # than the rest of a small graph's call)

@@ -56,3 +56,30 @@ def test_compiled_keeps_view_writes(kind, backend):
     np.testing.assert_array_equal(a.numpy(), ar.numpy())
     for o, r in zip(out, ref):
         np.testing.assert_allclose(o.numpy(), r.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+@pytest.mark.parametrize("training", [False, True])
+def test_inplace_on_view_of_a_view_input_runs_eagerly(backend, training, caplog):
+    """The input is a transposed view of a tensor outside the graph: functionalization
+    cannot write through it (its base would be a graph constant), so aot runs the graph
+    eagerly with a logged reason instead of writing into garbage."""
+    import logging
+
+    def f(a, w):
+        a[:, 1:].add_(100.0)
+        return (a * w,)
+
+    def mk():
+        return ember.from_numpy(np.arange(12, dtype=np.float32).reshape(4, 3)).T
+
+    w = ember.randn(3, 4, requires_grad=training)
+    ember.dynamo.reset()
+    cf = ember.compile(f, backend=backend)
+    with caplog.at_level(logging.WARNING, logger="ember.aot"):
+        for _ in range(2):
+            a, ar = mk(), mk()
+            out, ref = cf(a, w), f(ar, w)
+            np.testing.assert_array_equal(a.numpy(), ar.numpy())
+            np.testing.assert_array_equal(out[0].detach().numpy(), ref[0].detach().numpy())
+    assert any("running it eagerly" in r.getMessage() for r in caplog.records)

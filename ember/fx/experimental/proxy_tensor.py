@@ -370,6 +370,14 @@ class DispatchTracer:
         regenerated from the new base (``as_strided``) when next read."""
         from ...ops import api
         target = args[0]
+        base = target._base
+        if base is not None and base._fake and self._by_id.get(id(base), (None,))[0] is not base:
+            # the base is no value of the trace: an input that is itself a view (a
+            # transposed argument) hides its base, which would become a graph constant
+            # holding no data (a fake tensor) -- the write would land in garbage
+            raise NotImplementedError(
+                f"functionalization: {op.name} on a view of an input that is itself a view of a tensor "
+                f"outside the graph (e.g. an in-place op on a slice of a transposed argument) is not supported")
         new = self.__ember_dispatch__(op.functional, args)
         if new.dtype != target.dtype:
             new = self._with_mode(lambda x: x.to(target.dtype), new)
