@@ -260,6 +260,12 @@ def _realias(joint: JointGraph, inputs, outs):
         src = inputs[i] if kind == "input" else outs[i]
         if kind == "output" and (not src.is_contiguous() or src.storage_offset() != 0):
             continue        # the compiled output is not the plain buffer the trace saw: keep values only
+        if kind == "input" and any(st == 0 and n > 1 for n, st in zip(src.shape, src.stride())):
+            # an input whose elements share memory (expanded): as_strided's backward would
+            # sum the gradients of the shared elements into each of them; keep the values
+            # (and the compiled backward's gradients). Writing into such a view is refused
+            # eagerly anyway.
+            continue
         offset = src.storage_offset() + off if kind == "input" else off
         if not STATE.grad_enabled or not src.requires_grad:
             with no_grad():
