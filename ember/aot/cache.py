@@ -52,9 +52,10 @@ import logging
 import os
 import pickle
 import sys
-import tempfile
 import time
 from typing import Any, Dict, List, Optional
+
+from ..runtime import disk_cache
 
 log = logging.getLogger("ember.aot.cache")
 
@@ -88,11 +89,7 @@ class Uncacheable(Exception):
 
 
 def cache_dir() -> str:
-    d = os.environ.get("EMBER_CACHE_DIR")
-    if not d:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "ember")
-    return os.path.join(d, "aot")
+    return os.path.join(disk_cache.cache_root(), "aot")
 
 
 def _path(key: str) -> str:
@@ -388,39 +385,12 @@ def _rebuild_graph(rec: dict):
 
 # ---------------------------------------------------------------------------- storage
 def _atomic_write(path: str, data: bytes) -> None:
-    d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".aot")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    disk_cache.atomic_write(path, data, ".aot")
 
 
 def _read(path: str) -> Optional[dict]:
     """The entry's payload (still pickled pieces), None when absent; ValueError when corrupt."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    head, sep, payload = data.partition(b"\n")
-    parts = head.split(b" ")
-    if not sep or len(parts) != 3 or parts[0] != _MAGIC or parts[1] != FORMAT_VERSION.encode():
-        raise ValueError("bad header")
-    if hashlib.sha256(payload).hexdigest().encode() != parts[2]:
-        raise ValueError("checksum mismatch (truncated or overwritten)")
-    try:
-        entry = _Unpickler(io.BytesIO(payload)).load()
-    except Exception as e:  # noqa: BLE001
-        raise ValueError(f"unpickling failed: {type(e).__name__}: {e}") from e
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT_VERSION:
-        raise ValueError("not an entry of this format")
-    return entry
+    return disk_cache.read_entry(path, _MAGIC, FORMAT_VERSION, lambda b: _Unpickler(io.BytesIO(b)).load())
 
 
 def _joint_record(joint) -> dict:
@@ -453,9 +423,9 @@ def save(key: str, kind: str, **parts) -> bool:
         stats["uncacheable"] += 1
         log.info("aot cache: not storing %s: %s: %s", key[:16], type(e).__name__, e)
         return False
-    header = b" ".join([_MAGIC, FORMAT_VERSION.encode(), hashlib.sha256(payload).hexdigest().encode()])
+    framed = disk_cache.frame(_MAGIC, FORMAT_VERSION, payload)
     try:
-        _atomic_write(_path(key), header + b"\n" + payload)
+        _atomic_write(_path(key), framed)
     except OSError as e:
         log.warning("aot cache: cannot write %s: %s", _path(key), e)
         return False

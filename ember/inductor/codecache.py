@@ -43,11 +43,8 @@ class CompileError(RuntimeError):
 
 
 def cache_dir() -> str:
-    d = os.environ.get("EMBER_CACHE_DIR")
-    if not d:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "ember")
-    return os.path.join(d, "inductor")
+    from ..runtime.disk_cache import cache_root
+    return os.path.join(cache_root(), "inductor")
 
 
 def compiler_version(cxx: Optional[str] = None) -> str:
@@ -109,16 +106,8 @@ def _file_sha(path: str) -> str:
 
 
 def _atomic_write_text(path: str, text: str) -> None:
-    d = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".txt")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from ..runtime.disk_cache import atomic_write
+    atomic_write(path, text.encode(), ".txt")
 
 
 def _valid(so: str, sha: str) -> bool:

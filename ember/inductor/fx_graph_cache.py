@@ -74,11 +74,11 @@ import os
 import pickle
 import shutil
 import sys
-import tempfile
 import time
 import types
 from typing import Any, Dict, List, Optional
 
+from ..runtime import disk_cache
 from . import codecache, config
 
 log = logging.getLogger("ember.inductor.fx_graph_cache")
@@ -299,39 +299,12 @@ def _path(key: str) -> str:
 
 
 def _atomic_write(path: str, data: bytes) -> None:
-    d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".fxg")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    disk_cache.atomic_write(path, data, ".fxg")
 
 
 def _read(path: str) -> Optional[dict]:
     """The stored entry, None when absent; raises ValueError when corrupt."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        return None
-    head, sep, payload = data.partition(b"\n")
-    parts = head.split(b" ")
-    if not sep or len(parts) != 3 or parts[0] != _MAGIC or parts[1] != FORMAT_VERSION.encode():
-        raise ValueError("bad header")
-    if hashlib.sha256(payload).hexdigest().encode() != parts[2]:
-        raise ValueError("checksum mismatch (truncated or overwritten)")
-    try:
-        entry = pickle.loads(payload)
-    except Exception as e:  # noqa: BLE001
-        raise ValueError(f"unpickling failed: {type(e).__name__}: {e}") from e
-    if not isinstance(entry, dict) or entry.get("format") != FORMAT_VERSION:
-        raise ValueError("not an entry of this format")
-    return entry
+    return disk_cache.read_entry(path, _MAGIC, FORMAT_VERSION, pickle.loads)
 
 
 # ---------------------------------------------------------------------------- globals
@@ -553,9 +526,9 @@ def save(key: str, gm, graph, compiled, sources: List[str], libs, wrapper_global
         stats["uncacheable"] += 1
         log.info("fx graph cache: not storing %s: %s: %s", key[:16], type(e).__name__, e)
         return False
-    header = b" ".join([_MAGIC, FORMAT_VERSION.encode(), hashlib.sha256(payload).hexdigest().encode()])
+    framed = disk_cache.frame(_MAGIC, FORMAT_VERSION, payload)
     try:
-        _atomic_write(_path(key), header + b"\n" + payload)
+        _atomic_write(_path(key), framed)
     except OSError as e:
         log.warning("fx graph cache: cannot write %s: %s", _path(key), e)
         return False

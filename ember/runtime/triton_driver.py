@@ -31,11 +31,12 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from typing import Dict, List, Optional
 
 import numpy as np
+
+from . import disk_cache
 
 _lock = threading.Lock()
 
@@ -55,20 +56,11 @@ def import_triton():
 
 
 def cache_root() -> str:
-    d = os.environ.get("EMBER_CACHE_DIR")
-    if not d:
-        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        d = os.path.join(base, "ember")
-    return os.path.join(d, "triton")
+    return os.path.join(disk_cache.cache_root(), "triton")
 
 
 def _atomic_write(path: str, text: str):
-    d = os.path.dirname(path)
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+    disk_cache.atomic_write(path, text.encode())
 
 
 # ----------------------------------------------------------------------- modules
