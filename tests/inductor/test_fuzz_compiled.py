@@ -32,7 +32,7 @@ import os
 import numpy as np
 import pytest
 
-hypothesis = pytest.importorskip("hypothesis")
+import hypothesis  # noqa: E402
 from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
