@@ -71,17 +71,7 @@ def enabled() -> bool:
     return os.environ.get("EMBER_AOT_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def _configure_logging() -> None:
-    names = {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",")}
-    if names & {"aot_cache", "all"}:
-        log.setLevel(logging.INFO)
-        if not log.handlers:
-            h = logging.StreamHandler()
-            h.setFormatter(logging.Formatter("[ember.aot.cache] %(message)s"))
-            log.addHandler(h)
-
-
-_configure_logging()
+disk_cache.log_from_env(log, "aot_cache")
 
 
 class Uncacheable(Exception):

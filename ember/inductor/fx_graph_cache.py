@@ -94,17 +94,7 @@ def enabled() -> bool:
     return os.environ.get("EMBER_FX_GRAPH_CACHE", "1").strip().lower() not in ("0", "false", "off", "no")
 
 
-def _configure_logging() -> None:
-    names = {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",")}
-    if "fx_graph_cache" in names or "all" in names:
-        log.setLevel(logging.INFO)
-        if not log.handlers:
-            h = logging.StreamHandler()
-            h.setFormatter(logging.Formatter("[ember.inductor.fx_graph_cache] %(message)s"))
-            log.addHandler(h)
-
-
-_configure_logging()
+disk_cache.log_from_env(log, "fx_graph_cache")
 
 
 class Uncacheable(Exception):

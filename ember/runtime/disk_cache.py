@@ -64,3 +64,15 @@ def read_entry(path: str, magic: bytes, version: str, loads: Callable[[bytes], A
     if not isinstance(entry, dict) or entry.get("format") != version:
         raise ValueError("not an entry of this format")
     return entry
+
+
+def log_from_env(log, artifact: str) -> None:
+    """Turn on a cache's hit/miss/store logger when ``EMBER_LOGS`` names ``artifact`` (or ``all``)."""
+    import logging
+    names = {s.strip() for s in os.environ.get("EMBER_LOGS", "").split(",")}
+    if names & {artifact, "all"}:
+        log.setLevel(logging.INFO)
+        if not log.handlers:
+            h = logging.StreamHandler()
+            h.setFormatter(logging.Formatter(f"[{log.name}] %(message)s"))
+            log.addHandler(h)
