@@ -74,3 +74,20 @@ def check_wait_policy(logger: Optional[logging.Logger] = None) -> Optional[str]:
     if msg is not None:
         (logger or logging.getLogger("ember.inductor")).warning("inductor: %s", msg)
     return msg
+
+
+def num_threads() -> int:
+    """Threads for ember's native OpenMP kernels (convolution, the fused optimizer step): the
+    inductor's ``config.threads``, else ``OMP_NUM_THREADS``, else the cores this process may
+    run on (not ``os.cpu_count()``: in a container limited to 2 of 64 cores, 64 threads would
+    fight over 2)."""
+    from .inductor import config
+    if config.threads:
+        return int(config.threads)
+    try:
+        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
+    except ValueError:
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            return os.cpu_count() or 1

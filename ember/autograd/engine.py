@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import heapq
+import sys
 import warnings
 
 import numpy as _np
@@ -154,7 +155,8 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                 if accumulating or accumulate and node in accumulate_only:
                     g = buf[0]
                     if g is not None:
-                        _accumulate(node.variable, g, create_graph)
+                        buf[0] = None
+                        _accumulate(node.variable, g, create_graph, 1)   # held: the local g
                 continue
             if selective and node not in runs:
                 continue
@@ -176,9 +178,10 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                         grads = list(r)
             if not retain_graph:
                 node.release()
-            for e, g in zip(node.next_edges, grads):
+            for i, e in enumerate(node.next_edges):
                 if e is None:
                     continue
+                g = grads[i]    # not zip: its cached result tuple would hold a reference to g
                 child, nr = e
                 if selective and child not in runs and child not in capture_at \
                         and not isinstance(child, AccumulateGrad):
@@ -200,9 +203,14 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
                         # AccumulateGrad has the highest priority in the ready queue).
                         cb = buffers.pop(child, None)
                         if cb is not None and cb[0] is not None:
-                            _accumulate(child.variable, cb[0], create_graph)
+                            acc = cb[0]
+                            cb[0] = None
+                            # held: the local acc, plus the loop's g and its slot in grads
+                            _accumulate(child.variable, acc, create_graph, 3 if acc is g else 1)
+                            acc = None
                     else:
                         heappush(heap, (-child._seq, id(child), child))
+            grads = g = None    # no stale references: they would block stealing a gradient
     finally:
         st.grad_enabled = prev_grad_mode
     return captured
@@ -289,7 +297,15 @@ def _warn_anomaly(node):
                       f"error:\n{tr}", RuntimeWarning, stacklevel=3)
 
 
-def _accumulate(t, g, create_graph):
+_getrefcount = sys.getrefcount
+
+
+def _accumulate(t, g, create_graph, held=-1):
+    """Accumulate ``g`` into ``t.grad``. ``held``: how many references to ``g`` the caller
+    holds (-1: unknown). When ``t.grad`` is None and ``g`` is provably referenced by nobody
+    else, its memory becomes ``t.grad`` without a copy (PyTorch's AccumulateGrad steals an
+    unshared gradient the same way): a fresh 4 MB gradient copied into fresh memory costs
+    more page faults than the whole backward matmul that produced it."""
     hooks = t._hooks
     if hooks:
         for h in list(hooks.values()):
@@ -303,8 +319,10 @@ def _accumulate(t, g, create_graph):
         elif STATE.modes:
             # a dispatched copy, so tracing modes (make_fx) see where .grad comes from
             t._grad = _clone_below_autograd(g)
+        elif held >= 0 and not hooks and _unshared(g, held + 1) and _layout_ok(t._data, g._data):
+            t._grad = _make(g._data, g.device, g.dtype)
         else:
-            t._grad = _make(g._data.copy(), g.device, g.dtype)
+            t._grad = _make(_copy_in_layout_of(t._data, g._data), g.device, g.dtype)
     elif create_graph or old._requires_grad or g._requires_grad:
         from ..ops import api
         t._grad = api.add(old, g)
@@ -319,6 +337,32 @@ def _accumulate(t, g, create_graph):
     if post:
         for h in list(post.values()):
             h(t)
+
+
+def _unshared(g, held):
+    """True when ``g`` is referenced only ``held`` times besides this call's argument, and its
+    array only by ``g``: nobody else can see a write to the memory, so it can be adopted."""
+    if _getrefcount(g) != held + 2 or g._base is not None or g._requires_grad:
+        return False
+    a = g._data
+    # references to the array: g._data, the local ``a``, getrefcount's argument
+    return getattr(a, "base", 0) is None and _getrefcount(a) == 3
+
+
+def _layout_ok(p, a):
+    """The gradient's layout matches the parameter's (PyTorch's layout contract for a stolen
+    gradient), and the memory is writable."""
+    return a.strides == p.strides and a.flags.writeable
+
+
+def _copy_in_layout_of(p, a):
+    """A copy of the gradient ``a`` laid out like the parameter ``p`` (PyTorch's layout
+    contract for ``.grad``; optimizers then walk both in the same order)."""
+    if p.ndim < 2 or p.flags.c_contiguous:
+        return a.copy()
+    out = _np.empty_like(p) if type(p) is _np.ndarray else a.copy(order="K")
+    out[...] = a
+    return out
 
 
 def _clone_below_autograd(t):

@@ -15,6 +15,7 @@ import os
 fusion = True              # loop fusion in the scheduler (inlining still happens)
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
 output_views = True        # outputs that are views of buffers are returned as numpy views
+transposed_products = True  # a matmul used only transposed is computed as b.T @ a.T
 realize_all = False        # write out every pointwise value (debugging / ablation)
 reuse_buffers_across_calls = True  # static-size intermediates live in a pool reused by later
                            # calls (never outputs or saved values; see codegen/wrapper.py)

@@ -16,7 +16,7 @@ import numpy as np
 import sympy
 
 from .. import types as _t
-from . import ir
+from . import config, ir
 from .ir import ExternArg, Pointwise, Reduction
 from .sizevars import FloorDiv, ModularIndexing, contiguous_strides, product, sympify
 from .virtualized import V, ops
@@ -558,8 +558,36 @@ def _mm(a, b):
     dtype = a.get_dtype()
     if dtype in (_t.float16, _t.bfloat16):
         raise NotImplementedError("half-precision matmul (numpy has no half BLAS)")
+    swap = _transposed_use(getattr(V.graph, "_current_node", None), len(out))
+    if swap is not None:
+        # The product's only use transposes it (a weight gradient: ``(x.T @ g).T``). Compute
+        # ``b.T @ a.T`` instead, into memory laid out as the transposed result: the user's
+        # permute then reads it contiguously, and a graph output is C-ordered like eager's
+        # (a transposed output costs a strided copy when the autograd engine adopts it).
+        res = V.graph.make_extern("mm", _matmul, [_permute(b, swap), _permute(a, swap)],
+                                  [ExternArg(0), ExternArg(1)], {},
+                                  [ir.Layout([out[i] for i in swap], dtype=dtype)], out_arg=True)
+        return _permute(res, swap)
     return V.graph.make_extern("mm", _matmul, [a, b], [ExternArg(0), ExternArg(1)], {},
                                [ir.Layout(out, dtype=dtype)], out_arg=True)
+
+
+def _transposed_use(node, ndim):
+    """The swap-last-two-dims permutation when the FX node's value is used only through a
+    chain of such permutes of odd length (an even one, ``(g.T @ a).T.T``, reads it as is)."""
+    if node is None or not config.transposed_products:
+        return None
+    swap = list(range(ndim - 2)) + [ndim - 1, ndim - 2]
+    n_swaps = 0
+    while len(node.users) == 1:
+        user = next(iter(node.users))
+        op = getattr(user.target, "_ember_op", None)
+        if user.op != "call_function" or op is None or op.name != "prims.permute" or len(user.args) < 2 \
+                or [int(d) for d in user.args[1]] != swap:
+            break
+        n_swaps += 1
+        node = user
+    return swap if n_swaps % 2 else None
 
 
 @register("convolution")

@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import threading
 
 import numpy as np
@@ -706,19 +705,9 @@ def supported(*arrays) -> bool:
 
 
 def threads() -> int:
-    """Images are spread over this many OpenMP threads: the inductor's ``config.threads``, else
-    ``OMP_NUM_THREADS``, else the cores this process may run on (not ``os.cpu_count()``: in a
-    container limited to 2 of 64 cores, 64 threads would fight over 2)."""
-    from ..inductor import config
-    if config.threads:
-        return int(config.threads)
-    try:
-        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
-    except ValueError:
-        try:
-            return max(1, len(os.sched_getaffinity(0)))
-        except (AttributeError, OSError):
-            return os.cpu_count() or 1
+    """Images are spread over this many OpenMP threads (``_openmp.num_threads``)."""
+    from .._openmp import num_threads
+    return num_threads()
 
 
 def _geometry(N, C, sp, k, out, stride, padding, dilation, O, groups):

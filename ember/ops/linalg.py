@@ -85,11 +85,29 @@ def mm(xp, a, b):
     return _same_dtype(xp.matmul(a, b), a)
 
 
+def _is_transposed(m):
+    """A matrix laid out as the transpose of a contiguous one (``w.t()`` of a weight)."""
+    st, sz = m.stride(), m.shape
+    return st[0] == 1 and st[1] == sz[0] and sz[0] != 1 and sz[1] != 1
+
+
+def _mm_grad_a(g, a, b):
+    """d(a @ b)/da = g @ b.T, laid out like ``a``: computed transposed when ``a`` is (as PyTorch
+    does), so a gradient flowing back through ``.t()`` lands C-ordered, in the layout the
+    parameter has (no strided copy when it is accumulated into ``.grad``)."""
+    return b.mm(g.t()).t() if _is_transposed(a) else g.mm(b.t())
+
+
+def _mm_grad_b(g, a, b):
+    """d(a @ b)/db = a.T @ g, laid out like ``b`` (see ``_mm_grad_a``)."""
+    return g.t().mm(a).t() if _is_transposed(b) else a.t().mm(g)
+
+
 @mm.derivative
 def _mm_bw(ctx, g):
     a, b = ctx.args
     n = ctx.needs_input_grad
-    return (g.mm(b.t()) if n[0] else None, a.t().mm(g) if n[1] else None)
+    return (_mm_grad_a(g, a, b) if n[0] else None, _mm_grad_b(g, a, b) if n[1] else None)
 
 
 @defop("bmm(Tensor self, Tensor mat2) -> Tensor")
@@ -158,8 +176,8 @@ def _addmm_bw(ctx, g):
     s, a, b, beta, alpha = ctx.args
     n = ctx.needs_input_grad
     gs = sum_to(_maybe_mul(g, beta), s.shape) if n[0] else None
-    ga = _maybe_mul(g.mm(b.t()), alpha) if n[1] else None
-    gb = _maybe_mul(a.t().mm(g), alpha) if n[2] else None
+    ga = _maybe_mul(_mm_grad_a(g, a, b), alpha) if n[1] else None
+    gb = _maybe_mul(_mm_grad_b(g, a, b), alpha) if n[2] else None
     return gs, ga, gb
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
+from . import _fused_native
 from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["Adam", "AdamW"]
@@ -25,7 +26,7 @@ class Adam(Optimizer):
             raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         if not 0.0 <= weight_decay:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
-        _check_unsupported(type(self).__name__, fused, differentiable)
+        _check_unsupported(type(self).__name__, None, differentiable)   # fused: _fused_native
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
@@ -85,6 +86,13 @@ def _adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group):
     lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
     amsgrad, maximize, decoupled = group["amsgrad"], group["maximize"], group["decoupled_weight_decay"]
     traced = is_compiling()
+    if not traced and group.get("fused") is not False:
+        why = _fused_native.why_not((params, grads, exp_avgs, exp_avg_sqs, max_sqs)) if all(
+            isinstance(v, (int, float)) for v in (lr, eps, wd, beta1, beta2)) else "a tensor hyper-parameter"
+        if not why:
+            return _adam_fused(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group)
+        if group.get("fused"):
+            raise RuntimeError(f"Adam(fused=True) cannot run this step: {why}")
     for i, p in enumerate(params):
         grad = grads[i] if not maximize else -grads[i]
         exp_avg, exp_avg_sq = exp_avgs[i], exp_avg_sqs[i]
@@ -125,3 +133,20 @@ class AdamW(Adam):
         super().__setstate__(state)
         for group in self.param_groups:
             group["decoupled_weight_decay"] = True
+
+
+def _adam_fused(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group):
+    """:func:`_adam` as one native pass over the group (``_fused_native``; same numbers)."""
+    beta1, beta2 = group["betas"]
+    lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+    flags = (4 if group["amsgrad"] else 0) | (8 if group["maximize"] else 0)
+    if wd != 0:
+        flags |= 1 if group["decoupled_weight_decay"] else 2
+    decay = 1 - lr * wd if flags & 1 else wd
+    scalars = []
+    for st in steps:
+        step = _step_tensor(st)
+        bias_correction1 = 1 - beta1 ** step
+        bias_correction2 = 1 - beta2 ** step
+        scalars += [decay, 1 - beta1, beta2, 1 - beta2, bias_correction2 ** 0.5, eps, -(lr / bias_correction1)]
+    _fused_native.adam_step(params, grads, exp_avgs, exp_avg_sqs, max_sqs, scalars, flags)

@@ -258,3 +258,31 @@ def test_dynamic_sizes_allocate_per_call():
     for n in (7, 3):
         x2 = rand(n, 16)
         assert_same(cf(x2, w).numpy(), cf.gm(x2, w).numpy(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("batch", [(), (3,)])
+def test_product_used_transposed_is_computed_transposed(batch):
+    """``(a @ b).T`` (a weight gradient) is computed as ``b.T @ a.T`` into a C-ordered buffer:
+    the output is contiguous like eager's, with no ``.T`` view returned; a doubly transposed
+    use reads the product as is."""
+    nd = len(batch) + 2
+    sw = list(range(nd - 2)) + [nd - 1, nd - 2]
+
+    def once(a, b):
+        return P.permute(P.mm(a, b) if not batch else P.bmm(a, b), sw)
+
+    def twice(a, b):
+        return P.permute(once(a, b), sw)
+    a, b = rand(*batch, 7, 5), rand(*batch, 5, 9)
+    for fn, shape in ((once, (*batch, 9, 7)), (twice, (*batch, 7, 9))):
+        cf, got, want = compile_and_run(fn, a, b)
+        assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+        assert got[0].shape == shape and got[0].flags.c_contiguous
+        assert ".T" not in cf.compiled.wrapper_src.split("return")[-1]
+    icfg.transposed_products = False
+    try:
+        cf, got, want = compile_and_run(once, a, b)
+        assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+        assert not got[0].flags.c_contiguous          # the ablation returns the transposed view
+    finally:
+        icfg.transposed_products = True

@@ -141,7 +141,7 @@ def test_optimizer_errors_and_api():
     with pytest.raises(ValueError, match="can't optimize a non-leaf Tensor"):
         ember.optim.SGD([p * 2], lr=0.1)
     with pytest.raises(RuntimeError, match="fused"):
-        ember.optim.Adam([p], fused=True)
+        ember.optim.SGD([p], lr=0.1, fused=True)
     opt = ember.optim.SGD([p], lr=0.1)
     q = ember.nn.Parameter(ember.ones(3))
     opt.add_param_group({"params": q, "lr": 0.5})
