@@ -338,8 +338,8 @@ def index_vars(prefix: str, n: int) -> List[sympy.Symbol]:
 
 def is_cheap(node: Loops, max_ops: int = 8) -> bool:
     """Cheap enough to recompute in every consumer rather than write out."""
-    if isinstance(node, Pointwise) and node.is_view:
-        return True
+    if isinstance(node, Pointwise) and node.is_view and as_strided_view(node) is not None:
+        return True     # a view of a buffer; a view of an unrealized computation is as dear as it
     rec = extract_reads(node.inner_fn, index_vars("x", len(node.size)))
     return rec.expensive == 0 and rec.op_count <= max_ops and len(rec.reads) <= 2
 

@@ -286,3 +286,22 @@ def test_product_used_transposed_is_computed_transposed(batch):
         assert not got[0].flags.c_contiguous          # the ablation returns the transposed view
     finally:
         icfg.transposed_products = True
+
+
+def test_multi_use_view_of_a_computation_is_computed_once():
+    """A reshape of an expensive pointwise value read by two matmuls, one of them transposed
+    (the gelu backward feeding the input and weight gradients): the value is written once and
+    the transposed matmul reads a view of it -- not a second, transposed evaluation."""
+    def fn(x, w, v):
+        t = x
+        for _ in range(6):
+            t = P.mul(P.add(P.tanh(t), t), t)
+        t2 = P.reshape(t, [24, 16])
+        return P.mm(t2, w), P.mm(P.permute(t2, [1, 0]), v)
+    args = rand(4, 6, 16), rand(16, 8), rand(24, 5)
+    cf, got, want = compile_and_run(fn, *args)
+    for g, ww in zip(got, want):
+        assert_same(g, ww, rtol=1e-4, atol=1e-4)
+    mms = [ln.strip() for ln in cf.compiled.wrapper_src.splitlines() if ln.strip().endswith("# mm")]
+    first = mms[0].split("(")[1].split(",")[0]
+    assert mms[1].split("(")[1].split(",")[0] == first + ".T"
