@@ -120,7 +120,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         hit = fx_graph_cache.lookup(cache_key, gm)
         if hit is not None:
             return hit
-    from .codegen import cpp
+    from .codegen import combo, cpp
     from .codegen.wrapper import WrapperGen
     from .graph import GraphLowering
     from .scheduler import FusedGroup, Scheduler
@@ -129,19 +129,23 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     with set_graph(graph):
         sched = Scheduler(graph)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
-        kernels, names, params, checks, prof = [], {}, {}, set(), {}
+        ksrc, names, params, checks, prof = {}, {}, {}, set(), {}
         local_all = set()
         for gi, grp in enumerate(sched.groups):
             if isinstance(grp, FusedGroup):
                 kname = f"kernel{gi}"
                 kg = cpp.KernelGen(kname, grp, graph, size_syms, sched.local_buffers(gi))
-                kernels.append(kg.generate())
+                ksrc[gi] = kg.generate()
                 names[gi] = kname
                 params[gi] = kg.params
                 prof[gi] = (kg.kind, kg.origins)
                 if kg.uses_index_check:
                     checks.add(gi)
                 local_all |= kg.local
+        # consecutive independent kernels share one parallel region (codegen/combo.py)
+        sched.groups, ksrc, names, params, prof, checks = combo.combine(
+            sched.groups, ksrc, names, params, prof, checks, getattr(graph, "inplace", None) or {})
+        kernels = [ksrc[gi] for gi in names]
         # one translation unit per graph; a graph with many kernels is split into
         # several compiled in parallel (g++ processes) to cut the cold compile time
         nparts = 1

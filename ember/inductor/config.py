@@ -13,6 +13,8 @@ import os
 
 # fusion ------------------------------------------------------------------------
 fusion = True              # loop fusion in the scheduler (inlining still happens)
+combo_kernels = True       # consecutive independent kernels share one parallel region (codegen/combo.py)
+combo_max_kernels = 64     # ... at most this many per region
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
 output_views = True        # outputs that are views of buffers are returned as numpy views
 transposed_products = True  # a matmul used only transposed is computed as b.T @ a.T

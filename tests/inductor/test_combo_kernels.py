@@ -1,0 +1,103 @@
+"""Combo kernels (``codegen/combo.py``): consecutive independent kernels run in one OpenMP
+parallel region as ``omp for nowait`` loop nests; dependent ones never share a region."""
+import numpy as np
+import pytest
+
+import ember
+from ember import prims as P
+from ember.inductor import config as icfg
+from ember.inductor.codegen import combo
+
+from ._helpers import assert_same, compile_and_run, rand
+
+NOWAIT = "schedule(static) nowait"
+
+
+def _independent_three(a, b, c):
+    return P.add(P.mul(a, 2.0), 1.0), P.exp(b), P.sum(P.mul(c, c), [0])
+
+
+def test_independent_kernels_share_one_region():
+    args = rand(300, 200), rand(50000), rand(64, 512)
+    cf, got, want = compile_and_run(_independent_three, *args)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    src = cf.compiled.source
+    assert cf.compiled.n_kernels == 1 and "combo_kernel" in src
+    assert src.count(NOWAIT) == 3 and src.count("#pragma omp parallel") == 1
+    again = [t.numpy() for t in cf(*args)]        # the pool and the second call
+    for g, w in zip(again, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_ablation_gives_separate_kernels_and_the_same_values():
+    args = rand(300, 200), rand(50000), rand(64, 512)
+    icfg.combo_kernels = False
+    try:
+        cf, got, want = compile_and_run(_independent_three, *args)
+    finally:
+        icfg.combo_kernels = True
+    assert cf.compiled.n_kernels == 3 and "combo_kernel" not in cf.compiled.source
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_dependent_kernels_are_not_combined():
+    # a row sum, a division by it, then a column sum of the result: each reads the one before
+    def fn(x):
+        s = P.sum(x, [1])
+        y = P.div(x, P.broadcast_in_dim(s, [256, 300], [0]))
+        return P.sum(y, [0])
+    x = rand(256, 300, lo=0.5, hi=2.0)
+    cf, got, want = compile_and_run(fn, x)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+    src = cf.compiled.source
+    # whatever was fused, no loop nest reading another's output shares its region
+    assert src.count(NOWAIT) <= 1 or cf.compiled.n_kernels >= 2
+
+
+class _G(combo.FusedGroup):
+    def __init__(self, writes, reads):
+        self._w, self._r = set(writes), set(reads)
+
+    def names(self):
+        return self._w
+
+    def read_names(self):
+        return self._r | self._w
+
+
+@pytest.mark.parametrize("a,b,inplace,ok", [
+    ((["b1"], ["x"]), (["b2"], ["y"]), {}, True),
+    ((["b1"], ["x"]), (["b2"], ["b1"]), {}, False),           # b reads a's output
+    ((["b1"], ["x"]), (["b2"], ["y"]), {"b2": "x"}, False),   # b overwrites a's input in place
+    ((["b1"], ["x"]), (["b2"], ["y"]), {"b1": "y"}, False),   # a overwrites b's input in place
+    ((["b1"], ["x"]), (["b2"], ["x"]), {}, True),             # both read the same input
+    ((["b1"], ["x"]), (["b2"], ["y"]), {"b1": "p", "b2": "p"}, False),
+])
+def test_independence(a, b, inplace, ok):
+    assert combo._independent(_G(*a), _G(*b), inplace) is ok
+
+
+def test_symbolic_size_kernels_are_left_alone():
+    src = ('extern "C" void kernel0(void* a_obj, const int64_t s0)\n{\n'
+           '    const float* __restrict__ a = static_cast<const float*>(EMBER_DATA(a_obj));\n'
+           '    #pragma omp parallel for if((s0) >= 32768)\n    for (int64_t x0 = 0; x0 < s0; ++x0) {\n'
+           '    }\n}\n')
+    assert combo._split(src) is None
+
+
+def test_compiled_adamw_step_is_one_region_and_matches_eager():
+    ember.manual_seed(0)
+    ps = [ember.nn.Parameter(ember.randn(40, 30)) for _ in range(6)]
+    qs = [ember.nn.Parameter(p.detach().clone()) for p in ps]
+    for p, q in zip(ps, qs):
+        p.grad = ember.randn(40, 30)
+        q.grad = p.grad.clone()
+    opt_c, opt_e = ember.optim.AdamW(ps, lr=0.01), ember.optim.AdamW(qs, lr=0.01)
+    step = ember.compile(opt_c.step)
+    for _ in range(3):
+        step()
+        opt_e.step()
+    for p, q in zip(ps, qs):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
