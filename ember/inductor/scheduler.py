@@ -209,6 +209,13 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
     return None
 
 
+def _same_access(nodes: List[SchedNode], node: SchedNode, shared: Set[str], p: int) -> bool:
+    """Whether ``node`` reads one of the ``shared`` buffers at an index some node of the group
+    reads it at (in the group's loop variables at depth ``p``)."""
+    mine = {(n, sympy.expand(i)) for n, i in node.reads(p) if n in shared}
+    return any((n, sympy.expand(i)) in mine for g in nodes for n, i in g.reads(p) if n in shared)
+
+
 class Scheduler:
     def __init__(self, graph):
         self.graph = graph
@@ -341,6 +348,12 @@ class Scheduler:
                 if p > g.p:
                     continue
                 reason = valid_group(g.nodes + [node], p)
+                if reason is None and not (node.read_names & g.names()) and \
+                        not _same_access(g.nodes, node, shared, p):
+                    # siblings sharing an input only at other indices (a BatchNorm backward's
+                    # per-image and per-channel loops, alike only in their sizes) gain no
+                    # locality, and their loop nest would serve neither access pattern
+                    reason = "siblings read their shared inputs at different indices"
                 if reason is None:
                     if best is None or score > best[0]:
                         best = (score, gi, p)

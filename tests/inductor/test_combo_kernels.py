@@ -101,3 +101,27 @@ def test_compiled_adamw_step_is_one_region_and_matches_eager():
         opt_e.step()
     for p, q in zip(ps, qs):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+
+
+def test_siblings_reading_an_input_at_different_indices_keep_their_own_loops():
+    """Two reductions of one input alike only in their sizes (per-channel and per-image sums
+    of an NCHW tensor with N == C): no shared access, so no shared loop nest."""
+    def fn(x):
+        return P.sum(x, [0, 2]), P.sum(x, [1, 2])
+    x = rand(32, 32, 64)
+    cf, got, want = compile_and_run(fn, x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    src = cf.compiled.source
+    nests = src.count("#pragma omp parallel for") + src.count(NOWAIT)
+    assert nests >= 2, src
+
+
+def test_siblings_reading_an_input_at_the_same_index_share_a_loop():
+    def fn(x):
+        return P.sum(x, [1]), P.amax(x, [1])
+    x = rand(64, 300)
+    cf, got, want = compile_and_run(fn, x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
