@@ -10,6 +10,9 @@ from __future__ import annotations
 # (see ember/_openmp.py; a value the user exported wins)
 from . import _openmp
 _openmp.at_import()
+# big arrays stay in glibc's heap between calls (no page faults per output; ember/_malloc.py)
+from . import _malloc
+_malloc.at_import()
 
 from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
