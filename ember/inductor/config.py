@@ -43,12 +43,16 @@ transpose_tile = 16        # last outer loop tiled by this when an inner loop re
 omp_wait_policy = "passive"
 cxx = os.environ.get("CXX", "g++")
 cpp_flags = ["-O3", "-march=native", "-fopenmp", "-fwrapv", "-fno-math-errno", "-ffp-contract=off",
-             "-shared", "-fPIC"]
+             "-fno-trapping-math", "-shared", "-fPIC"]
 # why these: -fwrapv makes signed overflow wrap (the prims' integer semantics);
 # -fno-math-errno lets sqrt vectorise and is value-neutral (errno is not IEEE);
 # -ffp-contract=off: g++ would otherwise fuse a*b+c into one FMA (one rounding
 # instead of two), 1 ulp away from eager numpy; with it an optimizer step compiled
 # by the inductor is bit-identical to the eager step;
+# -fno-trapping-math: floating-point operations may be evaluated speculatively (nothing
+# here traps on FP exceptions; values are unchanged). Without it g++ 12 keeps a branch in
+# ``acc += m ? g : 0`` with a double accumulator (a ReLU/BatchNorm backward sum) and runs
+# that loop scalar: 25x slower;
 # no -ffast-math: results stay IEEE (NaN/inf, signed zeros, no reassociation
 # outside the reductions that ask for it).
 cpp_libs = ["-lmvec", "-lm"]
