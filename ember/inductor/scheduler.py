@@ -210,10 +210,24 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
 
 
 def _same_access(nodes: List[SchedNode], node: SchedNode, shared: Set[str], p: int) -> bool:
-    """Whether ``node`` reads one of the ``shared`` buffers at an index some node of the group
-    reads it at (in the group's loop variables at depth ``p``)."""
-    mine = {(n, sympy.expand(i)) for n, i in node.reads(p) if n in shared}
-    return any((n, sympy.expand(i)) in mine for g in nodes for n, i in g.reads(p) if n in shared)
+    """Whether ``node`` walks one of the ``shared`` buffers the way some node of the group does:
+    indices (in the loop variables at depth ``p``) differing by a constant at most -- the same
+    row, another column block (an LSTM's gate chunks) -- not a transposed or otherwise
+    unrelated walk."""
+    mine = [(n, sympy.expand(i)) for n, i in node.reads(p) if n in shared]
+    for g in nodes:
+        for n, i in g.reads(p):
+            if n not in shared:
+                continue
+            for m, j in mine:
+                if m == n and not (sympy.expand(i - j).free_symbols & _loop_vars(i, j)):
+                    return True
+    return False
+
+
+def _loop_vars(*idx) -> Set[sympy.Symbol]:
+    """The loop variables (``x*``/``r*``) the indices use (size symbols are not loop variables)."""
+    return {s for i in idx for s in sympy.sympify(i).free_symbols if s.name[0] in "xr" and s.name[1:].isdigit()}
 
 
 class Scheduler:

@@ -125,3 +125,17 @@ def test_siblings_reading_an_input_at_the_same_index_share_a_loop():
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-5, atol=1e-5)
     assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
+
+
+def test_siblings_reading_column_blocks_of_one_buffer_share_a_loop():
+    """An LSTM's gates: sigmoid/tanh of column blocks of one pre-activation buffer -- the
+    same rows, indices a constant apart -- are one loop nest."""
+    def fn(x):
+        a = P.tanh(P.slice(x, [0, 0], [32, 256]))
+        b = P.exp(P.slice(x, [0, 512], [32, 768]))
+        return a, b
+    x = rand(32, 1024)
+    cf, got, want = compile_and_run(fn, x)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
