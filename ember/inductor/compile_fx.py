@@ -125,6 +125,9 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     from .graph import GraphLowering
     from .scheduler import FusedGroup, Scheduler
     from .virtualized import set_graph
+    if not dynamic:
+        from .fx_passes import batch_matmuls
+        batch_matmuls(gm)
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
         sched = Scheduler(graph)

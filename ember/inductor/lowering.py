@@ -266,6 +266,10 @@ def _cat(tensors, dim):
     dtype = tensors[0].get_dtype()
     parts = [(t.make_loader(), o, t.get_size()[dim]) for t, o in zip(tensors, offsets)]
     parts = [p for p in parts if p[2] != 0]
+    if len(parts) > config.cat_extern_min_inputs:
+        # many pieces (the per-step operands of batched matmuls): one copy per piece into
+        # the output, not a select chain per element as deep as the piece count
+        return _cat_extern([t for t in tensors if t.get_size()[dim] != 0], dim, size, dtype)
 
     def inner_fn(idx):
         i = idx[dim]
@@ -281,6 +285,22 @@ def _cat(tensors, dim):
         return result
 
     return Pointwise(size, dtype, inner_fn)
+
+
+def _cat_extern(tensors, dim, size, dtype):
+    """``cat`` as numpy's ``concatenate`` into the preallocated output (strided views pass
+    through uncopied)."""
+    def concat(*arrays):
+        np.concatenate(arrays[:-1], axis=dim, out=arrays[-1])
+        return arrays[-1]
+
+    def concat_on_device(xp, *arrays):
+        xp.concatenate(arrays[:-1], axis=dim, out=arrays[-1])
+        return arrays[-1]
+    out = V.graph.make_extern("cat", concat, tensors, [ExternArg(i) for i in range(len(tensors))], {},
+                              [ir.Layout(size, dtype=dtype)], out_arg=True)
+    out.kernel.xp_fn = concat_on_device
+    return out
 
 
 @register("pad")

@@ -1,0 +1,229 @@
+"""Graph rewrites on the prims graph before lowering.
+
+``batch_matmuls``: independent matrix products that share their right operand become one
+product. An unrolled RNN multiplies every step's input by the same weight
+(``x_t @ W_ih.T`` for t = 1..T; in the backward ``g_t @ W_ih`` for every step's input
+gradient): T small BLAS calls of M = batch rows each, far below the BLAS's peak at M = 32
+and each paying a call and a thread wake-up. ``cat([a_1, ..., a_T]) @ B`` is one call at
+M = T * batch; the step results are row slices (views) of it. Values are the same products
+(each row of the result depends only on its own row of the left operand).
+
+Legality: the left operands must not depend on any product of the batch (a recurrence's
+``h_t @ W_hh`` never batches: ``h_t`` needs the step before). Nodes the left operands need
+that come later in the graph than the first product are moved before it, in their order; they
+cannot depend on the batch either, since the left operands would then. Static 2-d float
+products only; the right operands count as the same when they are the same node or the same
+view (``permute``/``reshape``/...) chain of one node.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Dict, List, Optional
+
+from . import config
+
+log = logging.getLogger("ember.inductor.fusion")
+
+_VIEWS = {"prims.permute", "prims.reshape", "prims.squeeze", "prims.broadcast_in_dim", "prims.slice",
+          "prims.expand_dims"}
+
+
+def _op(node) -> Optional[str]:
+    op = getattr(node.target, "_ember_op", None) if node.op == "call_function" else None
+    return op.name if op is not None else None
+
+
+def _freeze(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_freeze(x) for x in v)
+    if hasattr(v, "op") and hasattr(v, "users"):
+        return ("node", v)
+    return v
+
+
+def _canon(node, memo: Dict) -> object:
+    """A key equal for the same node or the same view chain of one node."""
+    if node in memo:
+        return memo[node]
+    name = _op(node)
+    if name in _VIEWS and node.args and hasattr(node.args[0], "users"):
+        key = (name, _canon(node.args[0], memo), _freeze(node.args[1:]), _freeze(sorted(node.kwargs.items())))
+    else:
+        key = ("node", node)
+    memo[node] = key
+    return key
+
+
+def _meta(node):
+    m = node.meta.get("tensor_meta")
+    return m if m is not None and hasattr(m, "shape") else None
+
+
+def _static_2d(node) -> bool:
+    m = _meta(node)
+    return m is not None and len(m.shape) == 2 and all(type(s) is int for s in m.shape) and \
+        m.dtype.is_floating_point
+
+
+def batch_matmuls(gm, min_batch: int = 4) -> bool:
+    """Rewrite ``gm`` in place; True when it changed."""
+    if not config.batch_matmuls:
+        return False
+    graph = gm.graph
+    nodes = list(graph.nodes)
+    memo: Dict = {}
+    groups: Dict[object, List] = {}
+    for n in nodes:
+        if _op(n) == "prims.mm" and len(n.args) == 2 and _static_2d(n) and all(
+                hasattr(a, "users") and _static_2d(a) for a in n.args):
+            groups.setdefault((_canon(n.args[1], memo), _meta(n).dtype), []).append(n)
+    changed = False
+    for members in groups.values():
+        if len(members) < min_batch:
+            continue
+        batch = _independent_batch(nodes, members)
+        if len(batch) >= min_batch:
+            _rewrite(graph, nodes, batch)
+            nodes = list(graph.nodes)
+            changed = True
+    for root in [n for n in graph.nodes if _op(n) == "prims.add"]:
+        changed |= _sum_of_products(graph, root, min_batch)
+    if changed:
+        graph.eliminate_dead_code()
+        gm.recompile()
+    return changed
+
+
+def _independent_batch(nodes, members) -> List:
+    """The members (in graph order) none of whose left operands depends on an earlier one."""
+    bit = {m: 1 << i for i, m in enumerate(members)}
+    anc: Dict = {}
+    for n in nodes:
+        b = 0
+        for a in n.all_input_nodes:
+            b |= anc.get(a, 0)
+        anc[n] = b | bit.get(n, 0)
+    batch, taken = [], 0
+    for m in members:
+        if anc[m.args[0]] & taken:
+            continue
+        batch.append(m)
+        taken |= bit[m]
+    return batch
+
+
+def _rewrite(graph, nodes, batch) -> None:
+    from .. import prims
+    from ..fx.passes.shape_prop import TensorMetadata
+    pos = {n: i for i, n in enumerate(nodes)}
+    first = batch[0]
+    # everything the left operands need from after the first product moves before it
+    need, stack = set(), [m.args[0] for m in batch]
+    while stack:
+        n = stack.pop()
+        if n in need or pos[n] < pos[first]:
+            continue
+        need.add(n)
+        stack.extend(n.all_input_nodes)
+    for n in sorted(need, key=pos.__getitem__):
+        first.prepend(n)
+    lefts = [m.args[0] for m in batch]
+    rows = [_meta(a).shape[0] for a in lefts]
+    K, N = _meta(lefts[0]).shape[1], _meta(first).shape[1]
+    dtype = _meta(first).dtype
+    total = sum(rows)
+
+    def meta(shape):
+        return TensorMetadata(tuple(shape), dtype, (shape[1], 1), False)
+    with graph.inserting_before(first):
+        cat = graph.call_function(prims.cat, (lefts, 0))
+        cat.meta["tensor_meta"] = meta((total, K))
+        prod = graph.call_function(prims.mm, (cat, first.args[1]))
+        prod.meta["tensor_meta"] = meta((total, N))
+        start = 0
+        for m, r in zip(batch, rows):
+            piece = graph.call_function(prims.slice, (prod, [start, 0], [start + r, N]))
+            piece.meta["tensor_meta"] = TensorMetadata((r, N), dtype, (N, 1), False)
+            start += r
+            m.replace_all_uses_with(piece)
+    for m in batch:
+        graph.erase_node(m)
+    log.debug("batched %d matmuls sharing a right operand into one (%d x %d x %d)", len(batch), total, K, N)
+
+
+def _swap_chain(node):
+    """(base, parity): ``node`` = ``base`` under a chain of single-use 2-d transposes."""
+    parity = 0
+    while _op(node) == "prims.permute" and [int(d) for d in node.args[1]] == [1, 0]:
+        base = node.args[0]
+        if len(base.users) != 1:
+            break
+        node, parity = base, parity ^ 1
+    return node, parity
+
+
+def _sum_of_products(graph, root, min_batch) -> bool:
+    """``p_1 + p_2 + ... + p_n`` (a chain of single-use adds) where every ``p_i`` is a product
+    ``a_i @ b_i`` (or all their transposes): a weight gradient accumulated over an unrolled
+    loop's steps, one small-K product per step. It is one product of the concatenations,
+    ``cat(a_i, 1) @ cat(b_i, 0)``, with K = the steps' K summed."""
+    from .. import prims
+    from ..fx.passes.shape_prop import TensorMetadata
+    if not root.users or not all(hasattr(a, "users") for a in root.args[:2]) or any(
+            _op(u) == "prims.add" and len(root.users) == 1 for u in root.users):
+        return False     # not the top of a chain
+    leaves, stack = [], [root]
+    while stack:
+        n = stack.pop()
+        if _op(n) == "prims.add" and (n is root or len(n.users) == 1) and len(n.args) == 2 and \
+                all(hasattr(a, "users") for a in n.args):
+            stack.extend(reversed(n.args))
+        else:
+            leaves.append(n)
+    if len(leaves) < min_batch or len(set(leaves)) != len(leaves):
+        return False
+    prods, parities = [], set()
+    for leaf in leaves:
+        if len(leaf.users) != 1:
+            return False
+        base, parity = _swap_chain(leaf)
+        if _op(base) != "prims.mm" or len(base.users) != 1 or not _static_2d(base) or \
+                not all(hasattr(a, "users") and _static_2d(a) for a in base.args):
+            return False
+        prods.append(base)
+        parities.add(parity)
+    if len(parities) != 1 or len({_meta(p).dtype for p in prods}) != 1 or \
+            len({tuple(_meta(p).shape) for p in prods}) != 1:
+        return False
+    M, N = _meta(prods[0]).shape
+    K = sum(_meta(p.args[0]).shape[1] for p in prods)
+    dtype = _meta(prods[0]).dtype
+    with graph.inserting_before(root):
+        a = _cat(graph, [p.args[0] for p in prods], 1, (M, K), dtype)
+        b = _cat(graph, [p.args[1] for p in prods], 0, (K, N), dtype)
+        out = graph.call_function(prims.mm, (a, b))
+        out.meta["tensor_meta"] = TensorMetadata((M, N), dtype, (N, 1), False)
+        if parities.pop():
+            out = graph.call_function(prims.permute, (out, [1, 0]))
+            out.meta["tensor_meta"] = TensorMetadata((N, M), dtype, (1, N), False)
+    root.replace_all_uses_with(out)
+    log.debug("summed %d matmuls as one (%d x %d x %d)", len(prods), M, K, N)
+    return True
+
+
+def _cat(graph, items, dim, shape, dtype):
+    """``cat(items, dim)`` of 2-d nodes; when every item is a transpose ``c_i.T`` (a weight
+    gradient's ``g_t.T``), ``cat(c_i, 1 - dim).T`` instead: the pieces are copied row by
+    row and the product reads the transpose through its strides."""
+    from .. import prims
+    from ..fx.passes.shape_prop import TensorMetadata
+    bases = [i.args[0] for i in items if _op(i) == "prims.permute" and [int(d) for d in i.args[1]] == [1, 0]]
+    if len(bases) == len(items) and all(_static_2d(c) for c in bases):
+        c = graph.call_function(prims.cat, (bases, 1 - dim))
+        c.meta["tensor_meta"] = TensorMetadata((shape[1], shape[0]), dtype, (shape[0], 1), False)
+        t = graph.call_function(prims.permute, (c, [1, 0]))
+        t.meta["tensor_meta"] = TensorMetadata(tuple(shape), dtype, (1, shape[0]), False)
+        return t
+    c = graph.call_function(prims.cat, (items, dim))
+    c.meta["tensor_meta"] = TensorMetadata(tuple(shape), dtype, (shape[1], 1), False)
+    return c
