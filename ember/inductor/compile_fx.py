@@ -127,7 +127,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     from .virtualized import set_graph
     if not dynamic:
         from .fx_passes import batch_matmuls
-        batch_matmuls(gm)
+        gm = batch_matmuls(gm)
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
         sched = Scheduler(graph)

@@ -65,10 +65,22 @@ def _static_2d(node) -> bool:
         m.dtype.is_floating_point
 
 
-def batch_matmuls(gm, min_batch: int = 4) -> bool:
+def batch_matmuls(gm, min_batch: int = 4):
+    """``gm`` with the rewrites applied: a rewritten copy, or ``gm`` itself when nothing
+    applies. The caller's module is never changed (aot caches it, and the FX-graph cache
+    keys a warm compile by the graph as aot hands it over)."""
+    if not config.batch_matmuls or sum(1 for n in gm.graph.nodes if _op(n) == "prims.mm") < min_batch:
+        return gm
+    import copy
+
+    from ..fx.graph_module import GraphModule
+    new = GraphModule(gm, copy.deepcopy(gm.graph))
+    object.__setattr__(new, "meta", dict(getattr(gm, "meta", {}) or {}))
+    return new if _batch_matmuls(new, min_batch) else gm
+
+
+def _batch_matmuls(gm, min_batch: int) -> bool:
     """Rewrite ``gm`` in place; True when it changed."""
-    if not config.batch_matmuls:
-        return False
     graph = gm.graph
     nodes = list(graph.nodes)
     memo: Dict = {}

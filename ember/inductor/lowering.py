@@ -290,9 +290,8 @@ def _cat(tensors, dim):
 def _cat_extern(tensors, dim, size, dtype):
     """``cat`` as numpy's ``concatenate`` into the preallocated output (strided views pass
     through uncopied)."""
-    def concat(*arrays):
-        np.concatenate(arrays[:-1], axis=dim, out=arrays[-1])
-        return arrays[-1]
+    from .runtime import concat_into
+    concat = concat_into(dim)
 
     def concat_on_device(xp, *arrays):
         xp.concatenate(arrays[:-1], axis=dim, out=arrays[-1])

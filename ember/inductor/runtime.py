@@ -63,3 +63,12 @@ def _run_extern(fn, args, kwargs, arrays):
     if isinstance(res, (tuple, list)):
         return tuple(own(r) for r in res)
     return own(res)
+
+
+def concat_into(dim: int):
+    """The ``cat`` extern: numpy's concatenate of the pieces into the preallocated output
+    (made here, not in ``lowering``, so a graph-cache hit that rebuilds it stays sympy-free)."""
+    def concat(*arrays):
+        np.concatenate(arrays[:-1], axis=dim, out=arrays[-1])
+        return arrays[-1]
+    return concat

@@ -127,3 +127,15 @@ def test_cat_of_many_pieces_copies_piece_by_piece(dim):
         assert_same(g, w)
     src = cf.compiled.wrapper_src
     assert sum(1 for ln in src.splitlines() if ln.strip().endswith("# cat")) == 1    # the 3-piece cat is a loop
+
+
+def test_the_callers_graph_is_left_alone():
+    # aot caches its graphs and the FX-graph cache keys warm compiles by them: the rewrite
+    # works on a copy
+    from ember.fx.experimental.proxy_tensor import make_fx
+    from ember.inductor import compile_fx
+    x, w = rand(T, B, K), rand(K, N)
+    gm = make_fx(_steps_times_weight)(x, w)
+    before = gm.code
+    cf = compile_fx(gm, [x, w])
+    assert _n_mm(cf) == 1 and gm.code == before
