@@ -10,7 +10,7 @@ import ember.prims as P
 from ember.fx.experimental.proxy_tensor import make_fx
 from ember.inductor import compile_fx
 
-from ._helpers import RNG, assert_same, rand, randint
+from ._helpers import RNG, assert_same, compile_and_run, rand, randint
 from ember.tensor import _make
 
 DOMAIN = {  # which input each unary float op reads
@@ -192,3 +192,21 @@ def test_half_precision_chain():
         tol = 1e-2 if ed is ember.bfloat16 else 2e-3
         for g, w in zip(got, want):
             assert_same(g, w, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_is_a_bitwise_blend_with_the_same_bits(dtype):
+    """Floating ``where`` is emitted as ``ember_sel`` (a bitwise blend g++ vectorises inside
+    collapsed SIMD reductions); the bits are those of eager's select: NaN, inf, -0.0."""
+    special = np.array([np.nan, -np.inf, np.inf, -0.0, 0.0, 1e-45, -3.5], dtype=dtype)
+
+    def fn(c, a, b):
+        return P.where(P.gt(c, 0.0), a, b), P.sum(P.where(P.gt(c, 0.0), a, 0.0), [1])
+    rng = np.random.default_rng(5)
+    c = _make(rng.uniform(-1, 1, (16, 70)).astype(dtype))
+    a = _make(rng.choice(special, (16, 70)).astype(dtype))
+    b = _make(rng.choice(special, (16, 70)).astype(dtype))
+    cf, got, want = compile_and_run(fn, c, a, b)
+    assert got[0].tobytes() == want[0].tobytes()
+    np.testing.assert_array_equal(np.isnan(got[1]), np.isnan(want[1]))
+    assert "ember_sel(" in cf.compiled.source
