@@ -393,7 +393,8 @@ class CppOps:
         if str(c) in ("true", "false"):
             return a if str(c) == "true" else b
         ct = COMPUTE.get(a.dtype)
-        if ct in ("float", "double") and COMPUTE.get(getattr(b, "dtype", None)) == ct:
+        if ct in ("float", "double") and COMPUTE.get(getattr(b, "dtype", None)) == ct and \
+                str(c) not in self._hoisted:     # (a loop-invariant condition: ?: folds away)
             # a bitwise blend, not ``?:``: g++ turns ``acc += m ? g : 0`` inside a collapsed
             # ``omp simd`` reduction into control flow and runs the loop scalar (a ReLU
             # backward's masked sum: 17x slower); same bits either way
