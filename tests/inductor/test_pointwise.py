@@ -210,3 +210,22 @@ def test_where_is_a_bitwise_blend_with_the_same_bits(dtype):
     assert got[0].tobytes() == want[0].tobytes()
     np.testing.assert_array_equal(np.isnan(got[1]), np.isnan(want[1]))
     assert "ember_sel(" in cf.compiled.source
+
+
+def test_linear_pointwise_group_is_one_flat_loop():
+    """Every buffer walked linearly (an optimizer update over a 50x30 parameter): one loop over
+    the 1500 elements; a row-broadcast read keeps the 2-d nest."""
+    def flat(p, g, m):
+        m2 = P.add(P.mul(m, 0.9), P.mul(g, 0.1))
+        return m2, P.sub(p, P.mul(P.div(m2, P.add(P.sqrt(P.abs(m2)), 1e-8)), 0.01))
+
+    def rowwise(p, b):
+        return P.mul(p, P.broadcast_in_dim(b, [50, 30], [0]))
+    args = rand(50, 30), rand(50, 30), rand(50, 30)
+    cf, got, want = compile_and_run(flat, *args)
+    for g, w in zip(got, want):
+        assert g.tobytes() == w.tobytes()
+    assert "x0 < 1500" in cf.compiled.source
+    cf, got, want = compile_and_run(rowwise, rand(50, 30), rand(50))
+    assert_same(got[0], want[0])
+    assert "x0 < 1500" not in cf.compiled.source

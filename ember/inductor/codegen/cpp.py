@@ -542,6 +542,9 @@ class KernelGen:
         self.store_redirect = {}  # buffer -> where its stores go instead (an output tile)
         # the FX nodes this kernel computes (profiler table, comment in the source)
         self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
+        flat = _flattened(group, self.local) if config.flatten_pointwise else None
+        if flat is not None:
+            self.group = flat
 
     def new_tmp(self):
         return f"tmp{next(self._tmp)}"
@@ -1380,6 +1383,85 @@ class KernelGen:
             self._store(node, widx, f"{m2} / {denom}", ind, lines)
         else:  # pragma: no cover - Reduction validates its type
             raise NotImplementedError(rtype)
+
+
+class _OpNames(ir.ReadRecorder):
+    """Records the names of the ops a body calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.names = set()
+
+    def __getattr__(self, name):
+        if not name.startswith("__"):
+            self.names.add(name)
+        return super().__getattr__(name)
+
+
+class _FlatData:
+    """A pointwise body seen over one linear index ``y`` (``inner_fn([y])`` calls the original
+    with ``y`` split into the original dims)."""
+
+    def __init__(self, data, split):
+        self._data = data
+        self._split = split
+        self.origins = getattr(data, "origins", ())
+
+    def inner_fn(self, idx):
+        return self._data.inner_fn(self._split(idx[0]))
+
+
+def _flattened(group, local):
+    """A pointwise group whose every access walks its dims as one linear range (contiguous
+    buffers read and written in the same order, as an optimizer's update over a 500x500
+    parameter), as a 1-d group of the same nodes: one ``parallel for simd`` loop over all
+    elements instead of rows of 500 with a masked vector tail each. None when it does not
+    apply."""
+    from ..scheduler import FusedGroup, SchedNode
+    nodes = group.nodes
+    if type(group) is not FusedGroup or not nodes or any(
+            n.is_reduction or n.is_scatter or n.name in local for n in nodes):
+        return None
+    S = nodes[0].size
+    if len(S) < 2 or any(n.size != S for n in nodes) or not all(getattr(d, "is_Integer", False) for d in S):
+        return None
+    xs = index_vars("x", len(S))
+    for n in nodes:
+        ops = _OpNames()
+        with set_ops_handler(ops):
+            n.data.inner_fn(xs)
+        if "philox" in ops.names:
+            # random numbers match eager bit for bit only where short rows stay scalar: a
+            # vectorised Box-Muller calls libmvec's cos/log, ulps away from libm's
+            return None
+        idxs = [i for _, i in n.reads(len(S))] + [n.write_index(len(S))]
+        for idx in idxs:
+            idx = sympy.expand(idx)
+            cs = [idx.coeff(x) for x in xs]
+            rest = sympy.expand(idx - sum(c * x for c, x in zip(cs, xs)))
+            if any(c.free_symbols for c in cs) or rest.free_symbols & set(xs):
+                return None
+            if any(sympy.expand(cs[i] - cs[i + 1] * S[i + 1]) != 0 for i in range(len(S) - 1)):
+                return None
+    numel = product(S)
+    st = contiguous_strides(S)
+
+    def split(y):
+        from ..sizevars import FloorDiv, ModularIndexing
+        return [FloorDiv(y, st[0])] + [ModularIndexing(y, st[i], S[i]) for i in range(1, len(S))]
+    flat = []
+    for n in nodes:
+        f = SchedNode.__new__(SchedNode)
+        f.__dict__.update(n.__dict__)
+        f.size, f.rranges, f._reads = [numel], [], {}
+        f.data = _FlatData(n.data, split)
+        flat.append(f)
+    for f in flat:     # every index must have simplified back to a linear one
+        for _, idx in f.reads(1):
+            if any(type(a).__name__ in ("FloorDiv", "ModularIndexing", "floor", "Mod") for a in
+                   sympy.preorder_traversal(idx)):
+                return None
+    return FusedGroup(flat, 1)
 
 
 class _ExprRecorder(ir.ReadRecorder):
