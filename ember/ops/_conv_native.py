@@ -43,9 +43,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import threading
 
 import numpy as np
+
+from ..runtime.native import LazyLibrary
 
 log = logging.getLogger("ember.ops")
 
@@ -637,8 +638,6 @@ void ember_conv_wgrad_f64(const double* go, const i64* g, const double* x, const
 }
 """
 
-_lock = threading.Lock()
-_state = {}          # "lib" -> (library, sgemm, dgemm, set_num_threads_local) or None, once tried
 FORWARD_KERNEL = 0      # 0: by shape (use_nhwc_fwd, use_rows_fwd); 1 panels, 2 channels-last, 3 rows (tests)
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 # numpy's OpenBLAS (scipy-openblas wheels: 64-bit integers, symbols suffixed 64_)
@@ -669,33 +668,25 @@ def _numpy_openblas():
     return None
 
 
-def lib():
-    """(library, sgemm, dgemm, set_num_threads_local), or None when the native path cannot run
-    (no C++ compiler, numpy not on an ILP64 OpenBLAS); the reason is logged once."""
-    try:
-        return _state["lib"]
-    except KeyError:
-        pass
-    with _lock:
-        if "lib" not in _state:
-            try:
-                blas = _numpy_openblas()
-                if blas is None:
-                    raise RuntimeError("numpy's BLAS is not an OpenBLAS with 64-bit integers")
-                from ..inductor import codecache
-                L = codecache.load(_SOURCE)
-                P = ctypes.c_void_p
-                for sfx in ("f32", "f64"):
-                    getattr(L, f"ember_conv_fwd_{sfx}").argtypes = [P] * 5
-                    getattr(L, f"ember_conv_igrad_{sfx}").argtypes = [P] * 6
-                    getattr(L, f"ember_conv_wgrad_{sfx}").argtypes = [P] * 7
-                    for k in ("fwd", "igrad", "wgrad"):
-                        getattr(L, f"ember_conv_{k}_{sfx}").restype = None
-                _state["lib"] = (L,) + blas
-            except Exception as e:  # noqa: BLE001 - any failure: the numpy formulation is used
-                log.warning("ember: native convolution unavailable, convolutions use numpy (%s)", e)
-                _state["lib"] = None
-    return _state["lib"]
+def _build():
+    blas = _numpy_openblas()
+    if blas is None:
+        raise RuntimeError("numpy's BLAS is not an OpenBLAS with 64-bit integers")
+    from ..inductor import codecache
+    L = codecache.load(_SOURCE)
+    P = ctypes.c_void_p
+    for sfx in ("f32", "f64"):
+        getattr(L, f"ember_conv_fwd_{sfx}").argtypes = [P] * 5
+        getattr(L, f"ember_conv_igrad_{sfx}").argtypes = [P] * 6
+        getattr(L, f"ember_conv_wgrad_{sfx}").argtypes = [P] * 7
+        for k in ("fwd", "igrad", "wgrad"):
+            getattr(L, f"ember_conv_{k}_{sfx}").restype = None
+    return (L,) + blas
+
+
+# (library, sgemm, dgemm, set_num_threads_local), or None when the native path cannot run (no
+# C++ compiler, numpy not on an ILP64 OpenBLAS); the reason is logged once
+lib = LazyLibrary(_build, "native convolution (convolutions use numpy)", log).get
 
 
 def supported(*arrays) -> bool:

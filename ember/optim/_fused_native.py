@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import ctypes
 import logging
-import threading
 
 import numpy as np
+
+from ..runtime.native import LazyLibrary
 
 log = logging.getLogger("ember.optim")
 
@@ -110,32 +111,21 @@ void ember_adam_f64(i64 n, void** ptr, const i64* numel, const double* s, int fl
 }
 """
 
-_state: dict = {}
-_lock = threading.Lock()
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 
-def lib():
-    """The compiled library, or None when it cannot be built (logged once)."""
-    try:
-        return _state["lib"]
-    except KeyError:
-        pass
-    with _lock:
-        if "lib" not in _state:
-            try:
-                from ..inductor import codecache
-                L = codecache.load(_SOURCE)
-                for sfx in ("f32", "f64"):
-                    f = getattr(L, f"ember_adam_{sfx}")
-                    f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                  ctypes.c_int, ctypes.c_int]
-                    f.restype = None
-                _state["lib"] = L
-            except Exception as e:  # noqa: BLE001 - any failure: the op-by-op step is used
-                log.warning("ember: fused native Adam unavailable, the op-by-op step is used (%s)", e)
-                _state["lib"] = None
-    return _state["lib"]
+def _build():
+    from ..inductor import codecache
+    L = codecache.load(_SOURCE)
+    for sfx in ("f32", "f64"):
+        f = getattr(L, f"ember_adam_{sfx}")
+        f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+        f.restype = None
+    return L
+
+
+# the compiled library, or None when it cannot be built (logged once): the op-by-op step runs
+lib = LazyLibrary(_build, "the fused native Adam step (the op-by-op step is used)", log).get
 
 
 def why_not(tensor_lists) -> str:
