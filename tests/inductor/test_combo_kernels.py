@@ -139,3 +139,16 @@ def test_siblings_reading_column_blocks_of_one_buffer_share_a_loop():
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-5, atol=1e-6)
     assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
+
+
+def test_thread_count_moves_to_the_region():
+    args = rand(300, 200), rand(50000), rand(64, 512)
+    icfg.threads = 2
+    try:
+        cf, got, want = compile_and_run(_independent_three, *args)
+    finally:
+        icfg.threads = None
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-5)
+    prag = [ln.strip() for ln in cf.compiled.source.splitlines() if "#pragma omp parallel" in ln]
+    assert prag == ["#pragma omp parallel num_threads(2)"]
