@@ -117,25 +117,19 @@ def test_siblings_reading_an_input_at_different_indices_keep_their_own_loops():
     assert nests >= 2, src
 
 
-def test_siblings_reading_an_input_at_the_same_index_share_a_loop():
-    def fn(x):
-        return P.sum(x, [1]), P.amax(x, [1])
-    x = rand(64, 300)
-    cf, got, want = compile_and_run(fn, x)
-    for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-5, atol=1e-5)
-    assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
+def _row_reductions(x):
+    return P.sum(x, [1]), P.amax(x, [1])
 
 
-def test_siblings_reading_column_blocks_of_one_buffer_share_a_loop():
-    """An LSTM's gates: sigmoid/tanh of column blocks of one pre-activation buffer -- the
-    same rows, indices a constant apart -- are one loop nest."""
-    def fn(x):
-        a = P.tanh(P.slice(x, [0, 0], [32, 256]))
-        b = P.exp(P.slice(x, [0, 512], [32, 768]))
-        return a, b
-    x = rand(32, 1024)
-    cf, got, want = compile_and_run(fn, x)
+def _gate_blocks(x):
+    # an LSTM's gates: column blocks of one pre-activation buffer, indices a constant apart
+    return P.tanh(P.slice(x, [0, 0], [32, 256])), P.exp(P.slice(x, [0, 512], [32, 768]))
+
+
+@pytest.mark.parametrize("fn,shape", [(_row_reductions, (64, 300)), (_gate_blocks, (32, 1024))],
+                         ids=["same-index", "column-blocks"])
+def test_siblings_walking_a_shared_input_alike_share_a_loop(fn, shape):
+    cf, got, want = compile_and_run(fn, rand(*shape))
     for g, w in zip(got, want):
         assert_same(g, w, rtol=1e-5, atol=1e-6)
     assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
