@@ -15,10 +15,10 @@ it and ran 10x slower).
 Thread settings, identical for every column: ``--threads N`` (default: all
 cores) sets ``OMP_NUM_THREADS``, ``OPENBLAS_NUM_THREADS`` and
 ``MKL_NUM_THREADS`` in every worker's environment and ``torch.set_num_threads(N)``
-in torch workers. Wait policy: ember workers get ``OMP_WAIT_POLICY=passive``
-(ember's own default, which it sets at import); torch workers get torch's
-defaults (any inherited ``OMP_WAIT_POLICY`` is removed) unless
-``--omp-wait-policy`` names one for both.
+in torch workers. Wait policy: every worker gets its framework's
+defaults -- ember's are set at import (``ember/_openmp.py``: passive, with a short spin
+when BLAS shares the OpenMP pool) -- and any inherited ``OMP_WAIT_POLICY`` or
+``GOMP_SPINCOUNT`` is removed, unless ``--omp-wait-policy`` names one for both.
 
 Per cell a worker builds the model (``benchmarks/models.py``, seed 0), runs
 one *eager* step first (first-touch costs: BLAS and OpenMP thread start-up,
@@ -202,8 +202,7 @@ def _env(framework: str, args, cache_dir: Optional[str]) -> Dict[str, str]:
     env.pop("OMP_WAIT_POLICY", None)
     if args.omp_wait_policy:
         env["OMP_WAIT_POLICY"] = args.omp_wait_policy
-    elif framework == "ember":
-        env["OMP_WAIT_POLICY"] = "passive"
+    env.pop("GOMP_SPINCOUNT", None)          # ember chooses its own (ember/_openmp.py)
     # bytecode caching as a user has it (an environment with PYTHONDONTWRITEBYTECODE would
     # recompile every ember module from source in every worker: ~0.5 s of "compile time")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
@@ -343,7 +342,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="threads for every column: OMP/OpenBLAS/MKL env and torch.set_num_threads")
     ap.add_argument("--omp-wait-policy", default=None,
-                    help="OMP_WAIT_POLICY for every worker (default: passive for ember, torch's own)")
+                    help="OMP_WAIT_POLICY for every worker (default: each framework's own)")
     ap.add_argument("--backend", default="inductor", help="ember.compile backend")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-compile (new process) workers")
@@ -408,7 +407,7 @@ def main(argv=None) -> int:
     meta = {"date": _dt.datetime.now().isoformat(timespec="seconds"), "machine": platform.machine(),
             "processor": platform.processor(), "cpus": os.cpu_count(), "python": platform.python_version(),
             "scale": args.scale, "reps": args.reps, "warmup": args.warmup, "threads": args.threads,
-            "omp_wait_policy": args.omp_wait_policy or "ember: passive, torch: default",
+            "omp_wait_policy": args.omp_wait_policy or "each framework's default",
             "backend": args.backend, "torch": torch_version, "loadavg_at_end": load,
             "harness_s": time.perf_counter() - t0}
     out = Path(args.out)

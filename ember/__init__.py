@@ -13,6 +13,9 @@ _openmp.at_import()
 # big arrays stay in glibc's heap between calls (no page faults per output; ember/_malloc.py)
 from . import _malloc
 _malloc.at_import()
+# numpy's OpenBLAS runs its threaded jobs on the OpenMP pool of ember's kernels (ember/_blas_threads.py)
+from . import _blas_threads
+_blas_threads.install()
 
 from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
