@@ -27,7 +27,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
 from . import config
-from .. import _blas_threads
 
 log = logging.getLogger("ember.inductor")
 
@@ -157,9 +156,6 @@ def load_key(key: str, source: str) -> ctypes.CDLL:
     a graph-cache entry), compiled from ``source`` when it is missing or corrupt. Skips
     hashing the source and asking the compiler for its version on the warm path."""
     _openmp_env()
-    if not _blas_threads._state["tried"]:
-        # native code is about to run: BLAS's threaded jobs move onto the same OpenMP pool
-        _blas_threads.install()
     lib = _memory.get(key)
     if lib is not None:
         return lib

@@ -16,6 +16,7 @@ fusion = True              # loop fusion in the scheduler (inlining still happen
 cat_extern_min_inputs = 8  # a cat of more pieces than this copies piece by piece (numpy concatenate)
 batch_matmuls = True       # independent matmuls sharing a right operand become one (fx_passes.py)
 flatten_pointwise = True   # a pointwise group walking every buffer linearly is one 1-d loop
+reshape_to_fuse = True     # a consumer of other sizes over the same elements joins its producer's loop
 combo_kernels = True       # consecutive independent kernels share one parallel region (codegen/combo.py)
 combo_max_kernels = 64     # ... at most this many per region
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this

@@ -34,7 +34,7 @@ import sympy
 
 from . import config, ir
 from .ir import index_vars
-from .sizevars import contiguous_strides, simplify_index
+from .sizevars import contiguous_strides, product, simplify_index
 
 log_fusion = logging.getLogger("ember.inductor.fusion")
 log_schedule = logging.getLogger("ember.inductor.schedule")
@@ -121,6 +121,66 @@ class SchedNode:
     def __repr__(self):
         kind = f"reduction[{self.data.reduction_type}]" if self.is_reduction else "pointwise"
         return f"{self.name}: {kind} size={self.size}" + (f" ranges={self.rranges}" if self.is_reduction else "")
+
+
+class _ReviewedData:
+    """A pointwise body over other sizes of the same elements in the same order:
+    ``inner_fn(ys)`` calls the original with each old index computed from the flat position."""
+
+    def __init__(self, data, old_size, new_size):
+        self._data = data
+        self._old, self._new = list(old_size), list(new_size)
+        self.origins = getattr(data, "origins", ())
+
+    def get_size(self):
+        return self._new
+
+    def __getattr__(self, name):          # dtype, device, ...: the original's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._data, name)
+
+    def inner_fn(self, ys):
+        from .sizevars import FloorDiv, ModularIndexing
+        flat = sum((y * st for y, st in zip(ys, contiguous_strides(self._new))), sympy.Integer(0))
+        st = contiguous_strides(self._old)
+        old = [FloorDiv(flat, st[0])] + [ModularIndexing(flat, st[i], self._old[i]) for i in range(1, len(self._old))]
+        return self._data.inner_fn(old)
+
+
+def reviewed(node: "SchedNode", outer) -> Optional["SchedNode"]:
+    """``node`` (pointwise, static sizes) iterated over ``outer + rest`` instead of its own sizes
+    -- the same elements in the same (row-major) order, so its buffer is written at the same
+    flat positions: softmax's division over ``[B*H, T, T]`` (shaped for the batched matmul
+    after it) fused into the row loop of its reductions over ``[B, H, T]``. ``rest`` is the
+    node's trailing dims when their product is what is left, else one dim. None when the sizes
+    do not divide, or an index would keep a division or modulo (slower than two kernels)."""
+    if node.is_reduction or node.is_scatter or not outer:
+        return None
+    old = node.size
+    if not all(getattr(d, "is_Integer", False) for d in list(old) + list(outer)):
+        return None
+    total, po = int(product(old)), int(product(outer))
+    if po == 0 or total % po:
+        return None
+    left = total // po
+    rest = [left]
+    for k in range(len(old) - 1, -1, -1):
+        if int(product(old[k:])) == left:
+            rest = list(old[k:])
+            break
+    new = list(outer) + [sympy.Integer(r) for r in rest if r != 1 or len(rest) == 1]
+    if _same_sizes(new, old):
+        return None
+    r = SchedNode.__new__(SchedNode)
+    r.__dict__.update(node.__dict__)
+    r.size, r._reads = new, {}
+    r.data = _ReviewedData(node.data, old, new)
+    from .sizevars import FloorDiv, ModularIndexing
+    for _, idx in r.reads(len(outer)):
+        if idx.has(FloorDiv, ModularIndexing):
+            return None
+    return r
 
 
 class ExternNode:
@@ -361,7 +421,12 @@ class Scheduler:
             for p in cands:
                 if p > g.p:
                     continue
+                cand = node
                 reason = valid_group(g.nodes + [node], p)
+                if reason is not None and config.reshape_to_fuse and node.read_names & g.names():
+                    rv = reviewed(node, g.outer_sizes[:p])
+                    if rv is not None and valid_group(g.nodes + [rv], p) is None:
+                        cand, reason = rv, None
                 if reason is None and not (node.read_names & g.names()) and \
                         not _same_access(g.nodes, node, shared, p):
                     # siblings sharing an input only at other indices (a BatchNorm backward's
@@ -370,13 +435,16 @@ class Scheduler:
                     reason = "siblings read their shared inputs at different indices"
                 if reason is None:
                     if best is None or score > best[0]:
-                        best = (score, gi, p)
+                        best = (score, gi, p, cand)
                     break
                 log_fusion.debug("no fusion of %s into kernel %d (depth %d): %s", node.name, gi, p, reason)
         if best is None:
             return None
-        _, gi, p = best
+        _, gi, p, node = best
         g = self.groups[gi]
+        if node.size != node.buf.data.get_size():
+            log_fusion.debug("%s iterated over %s instead of %s to fuse", node.name, node.size,
+                             list(node.buf.data.get_size()))
         g.nodes.append(node)
         if p != g.p:
             log_fusion.debug("kernel %d: outer loop narrowed from depth %d to %d", gi, g.p, p)

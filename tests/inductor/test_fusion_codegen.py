@@ -285,3 +285,34 @@ def test_transposed_tile_and_column_sum_loops_vectorised(tmp_path):
     head, stmt = _loop_of(lines, "[xi] = tmp")     # the column sum's accumulation over xi
     assert "xi" in lines[head - 1]
     assert any(head <= v <= stmt for v in vec), (head, stmt, sorted(vec))
+
+
+def attention_softmax(x):
+    """nanoGPT's softmax over ``[B, H, T, T]`` scores, reshaped to ``[B*H, T, T]`` for the
+    batched matmul that follows: the division's sizes differ from its reductions'."""
+    b, h, t, _ = x.shape
+    mx = P.amax(x, [3])
+    e = P.exp(P.sub(x, P.broadcast_in_dim(mx, [b, h, t, t], [0, 1, 2])))
+    s = P.sum(e, [3])
+    s3 = P.reshape(s, [b * h, t])
+    return P.div(P.reshape(e, [b * h, t, t]), P.broadcast_in_dim(s3, [b * h, t, t], [0, 1]))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_consumer_of_other_sizes_joins_the_row_loop(on, monkeypatch):
+    monkeypatch.setattr(config, "reshape_to_fuse", on)
+    x = rand(3, 4, 24, 24)
+    cf, got, want = compile_and_run(attention_softmax, x)
+    assert_same(got[0], want[0], rtol=1e-6, atol=1e-7)
+    assert cf.compiled.n_kernels == (1 if on else 2)
+
+
+def test_sizes_that_do_not_line_up_stay_apart():
+    # rows of 10 read as rows of 15: the division would need a division in its index
+    def fn(x):
+        s = P.sum(x, [1])
+        y = P.div(x, P.broadcast_in_dim(s, [6, 10], [0]))
+        return P.exp(P.reshape(y, [4, 15]))
+    cf, got, want = compile_and_run(fn, rand(6, 10))
+    assert_same(got[0], want[0], rtol=1e-6, atol=1e-6)
+    assert "/ 15" not in cf.compiled.source and "% 15" not in cf.compiled.source
