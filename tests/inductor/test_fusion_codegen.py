@@ -114,14 +114,14 @@ def test_parallel_pragma_for_large_work():
 
 def test_exp_mul_inner_loop_vectorised(tmp_path):
     """g++'s own report: the simd inner loop of exp(x) * y is vectorised (calls
-    libmvec's vector expf) under strict IEEE flags."""
+    libmvec's vector expf, through the inlined ``ember_expf``) under strict IEEE flags."""
     x, y = rand(16, 256), rand(16, 256)
     cf, got, want = compile_and_run(lambda x, y: P.mul(P.exp(x), y), x, y)
     src = cf.compiled.source
     so = str(tmp_path / "k.so")
     report = codecache.compile_so(src, so, extra_flags=["-fopt-info-vec-optimized"])
     lines = src.splitlines()
-    exp_line = next(i for i, ln in enumerate(lines) if "= expf(" in ln) + 1
+    exp_line = next(i for i, ln in enumerate(lines) if "= ember_expf(" in ln) + 1
     loop_line = max(i + 1 for i, ln in enumerate(lines[:exp_line]) if ln.strip().startswith("for ("))
     vec_lines = {int(m.group(1)) for m in re.finditer(r":(\d+):\d+: optimized: loop vectorized", report)}
     # gcc reports the loop at its header or at the first statement of its body
