@@ -188,8 +188,9 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
 
-    def __hash__(self):
-        return id(self)
+    # identity hash (as torch): object's C slot, not a Python method -- guards and the autograd
+    # engine look tensors up in dicts a few hundred times per optimizer step
+    __hash__ = object.__hash__
 
     # ------------------------------------------------------------------ autograd
     @property

@@ -79,8 +79,9 @@ class GuardSet:
         # dict lookups, and a step has a few hundred tensor inputs
         self.add(
             f"type(__t := {e}) is {self.ref(type(t))} and __t.dtype is {self.ref(t.dtype)} and "
-            f"__t.device == {self.ref(t.device)} and (__d := __t._data).shape == {tuple(d.shape)!r} and "
-            f"__d.strides == {tuple(d.strides)!r} and __t.requires_grad is {bool(t.requires_grad)!r}",
+            f"((__v := __t.device) is {(dv := self.ref(t.device))} or __v == {dv}) and "
+            f"(__d := __t._data).shape == {tuple(d.shape)!r} and "
+            f"__d.strides == {tuple(d.strides)!r} and __t._requires_grad is {bool(t.requires_grad)!r}",
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape={tuple(d.shape)}, "
             f"strides={t.stride()}, requires_grad={t.requires_grad})")
 

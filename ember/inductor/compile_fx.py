@@ -54,6 +54,7 @@ class CompiledGraph:
         self._consts = [graph.constants[n]._data for n in graph.input_names if n in graph.constants]
         self._n_user = len(graph.input_names) - len(graph.constants)
         kinds = []
+        inplace = getattr(graph, "inplace", None) or {}
         for o in graph.outputs:
             if isinstance(o, tuple) and o[0] == "input":
                 kinds.append(("input", self._input_pos[o[1]]))
@@ -61,6 +62,10 @@ class CompiledGraph:
                 kinds.append(("buf", None))
             elif isinstance(o, tuple) and o[0] == "const":
                 kinds.append(("const", o[1]))
+            elif getattr(o, "name", None) in inplace and inplace[o.name] in self._input_pos:
+                # computed into the input it is the new value of: the input tensor is the
+                # output (an optimizer step returns a few hundred of these; no wrapper each)
+                kinds.append(("input", self._input_pos[inplace[o.name]]))
             else:
                 kinds.append(("buf", None))
         self._kinds = kinds

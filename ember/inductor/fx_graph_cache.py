@@ -499,6 +499,8 @@ def save(key: str, gm, graph, compiled, sources: List[str], libs, wrapper_global
                 outputs.append(o)
             elif isinstance(o, tuple) and o[0] == "view":
                 outputs.append(("view",))
+            elif getattr(o, "name", None) in (graph.inplace or {}):
+                outputs.append(("input", graph.inplace[o.name]))   # computed into that input
             else:
                 outputs.append(None)               # a buffer the wrapper returns
         consts = _constant_targets(gm)
