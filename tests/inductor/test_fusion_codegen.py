@@ -316,3 +316,25 @@ def test_sizes_that_do_not_line_up_stay_apart():
     cf, got, want = compile_and_run(fn, rand(6, 10))
     assert_same(got[0], want[0], rtol=1e-6, atol=1e-6)
     assert "/ 15" not in cf.compiled.source and "% 15" not in cf.compiled.source
+
+
+def test_many_stages_over_a_small_nest_run_in_parallel():
+    # the parallel threshold counts every stage's work: an LSTM backward's cell-state
+    # recurrence is ~100 stages over 8192 elements
+    def chain(a, b):
+        c, outs = a, []
+        for _ in range(8):
+            c = P.add(P.mul(c, b), a)
+            outs.append(P.tanh(c))
+        return outs
+
+    def one(a, b):
+        return P.add(a, b)
+    a, b = rand(8192), rand(8192)
+    cf, got, want = compile_and_run(chain, a, b)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-5, atol=1e-6)
+    assert cf.compiled.n_kernels == 1 and "omp parallel" in cf.compiled.source
+    cf, got, want = compile_and_run(one, a, b)
+    assert_same(got[0], want[0])
+    assert "omp parallel" not in cf.compiled.source     # one stage of 8192: not worth a wake-up

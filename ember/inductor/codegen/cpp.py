@@ -669,7 +669,9 @@ class KernelGen:
         has_inner = any(n.inner(p) for n in g.nodes)
         inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
                          default=sympy.Integer(1))
-        total_work = product(P) * inner_work
+        # every stage runs over the nest: an LSTM backward's 32-step cell-state recurrence is
+        # 100 stages over 8192 elements, too much work for one thread though each is small
+        total_work = product(P) * inner_work * len(g.nodes)
         if not has_inner:
             # all stages are one element per iteration: simd on the innermost outer loop
             ind = "    "
