@@ -340,8 +340,14 @@ def is_cheap(node: Loops, max_ops: int = 8) -> bool:
     """Cheap enough to recompute in every consumer rather than write out."""
     if isinstance(node, Pointwise) and node.is_view and as_strided_view(node) is not None:
         return True     # a view of a buffer; a view of an unrealized computation is as dear as it
-    rec = extract_reads(node.inner_fn, index_vars("x", len(node.size)))
-    return rec.expensive == 0 and rec.op_count <= max_ops and len(rec.reads) <= 2
+    xs = index_vars("x", len(node.size))
+    rec = extract_reads(node.inner_fn, xs)
+    # what recomputing costs is re-reading the full-size inputs; a read of a broadcast
+    # operand (BatchNorm's per-channel mean and scale in x_hat = (x - mean) * rstd) stays in
+    # cache. Writing x_hat out instead cost a 4 MB store and reload per BatchNorm backward.
+    full = {x for x, n in zip(xs, node.size) if n != 1}
+    big = {name for name, idx in rec.reads if not full or full <= idx.free_symbols}
+    return rec.expensive == 0 and rec.op_count <= max_ops and len(big) <= 2 and len(rec.reads) <= 6
 
 
 def as_strided_view(node: IRNode):

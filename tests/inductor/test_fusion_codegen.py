@@ -338,3 +338,32 @@ def test_many_stages_over_a_small_nest_run_in_parallel():
     cf, got, want = compile_and_run(one, a, b)
     assert_same(got[0], want[0])
     assert "omp parallel" not in cf.compiled.source     # one stage of 8192: not worth a wake-up
+
+
+def test_relu_summed_by_a_pooling_vectorises(tmp_path):
+    """NaN-propagating maximum is a bitwise blend: the ?: chain it replaced was left as a
+    branch per element in reduction loops (scalar code, a mispredict on every other value)."""
+    x = rand(64, 8, 8)
+    cf, got, want = compile_and_run(lambda x: P.sum(P.maximum(x, 0.0), [1, 2]), x)
+    assert_same(got[0], want[0], rtol=1e-6, atol=1e-6)
+    src = cf.compiled.source
+    report = codecache.compile_so(src, str(tmp_path / "k.so"), extra_flags=["-fopt-info-vec-optimized"])
+    lines = src.splitlines()
+    max_line = next(i for i, ln in enumerate(lines) if "ember_max_fp" in ln and "=" in ln and "inline" not in ln) + 1
+    loop_line = max(i + 1 for i, ln in enumerate(lines[:max_line]) if ln.strip().startswith("for ("))
+    vec_lines = {int(m.group(1)) for m in re.finditer(r":(\d+):\d+: optimized: loop vectorized", report)}
+    assert any(loop_line - 1 <= v <= max_line for v in vec_lines), (loop_line, max_line, report)
+
+
+def test_normalised_value_with_broadcast_operands_is_recomputed_not_stored():
+    # x_hat = (x - mean[c]) * rstd[c] feeds a column sum and a pointwise: recomputing it
+    # re-reads x only (the per-channel operands stay in cache), storing it cost a write + read
+    def fn(x, m, r, g):
+        n, c = x.shape
+        xh = P.mul(P.sub(x, P.broadcast_in_dim(m, [n, c], [1])), P.broadcast_in_dim(r, [n, c], [1]))
+        return P.sum(P.mul(xh, g), [0]), P.mul(xh, 2.0)
+    args = rand(256, 16), rand(16), rand(16), rand(256, 16)
+    cf, got, want = compile_and_run(fn, *args)
+    for a, b in zip(got, want):
+        assert_same(a, b, rtol=1e-5, atol=1e-5)
+    assert len(cf.compiled.graph.buffers) == 2        # the sum and the scaled x_hat only

@@ -138,11 +138,14 @@ template <typename T> static inline T ember_remainder_fp(T a, T b) {
 template <typename T> static inline T ember_sign_fp(T x) {
     return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
 }
+// NaN-propagating maximum/minimum (a NaN wins, the first if both) as bitwise blends: the ?:
+// chain was left as branches in reduction loops (a ReLU summed by a pooling: one
+// mispredicted branch per element, scalar code), the blends vectorise
 template <typename T> static inline T ember_max_fp(T a, T b) {
-    return a != a ? a : (b != b ? b : (a > b ? a : b));
+    return ember_sel(a != a, a, ember_sel(b != b, b, ember_sel(a > b, a, b)));
 }
 template <typename T> static inline T ember_min_fp(T a, T b) {
-    return a != a ? a : (b != b ? b : (a < b ? a : b));
+    return ember_sel(a != a, a, ember_sel(b != b, b, ember_sel(a < b, a, b)));
 }
 static inline double ember_erfinv(double y) {
     if (!(y > -1.0 && y < 1.0)) {
