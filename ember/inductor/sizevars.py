@@ -467,7 +467,8 @@ def simplify_index(expr, ranges, fallback_ranges=None):
                 # unchanged: sympy's Max/Min construction compares every pair of arguments
                 # (_find_localzeros -> factor_terms): 7 of a cold nanoGPT compile's 16 CPU s
                 return e
-            return e.func(*args)
+            # undecided: rebuilt unevaluated for the same reason (the ranges removed what they could)
+            return e.func(*args, evaluate=False)
         if isinstance(e, sympy.core.relational.Relational):
             lhs, rhs = args
             b = index_bounds(sympy.expand(lhs - rhs), ranges)

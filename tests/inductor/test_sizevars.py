@@ -85,3 +85,17 @@ def test_simplify_index_matches_python():
         fs, fe = (eval(f"lambda x0, x1: {pyexpr(ex)}", {"Max": max, "Min": min}) for ex in (s, e))
         for a, b in itertools.product(range(n0), range(n1)):
             assert fs(a, b) == fe(a, b), (e, s, a, b)
+
+
+def test_clamps_built_unevaluated_and_removed_where_the_ranges_decide():
+    # cat's per-piece clamps: sympy's evaluating Max/Min constructor took half of an LSTM
+    # training graph's cold compile, so they are built unevaluated and simplify_index decides
+    from ember.inductor.lowering import _clamp
+    from ember.inductor.sizevars import simplify_index
+    x = sympy.Symbol("x0", integer=True)
+    c = _clamp(x - 32, 0, 31)
+    assert isinstance(c, sympy.Max) and isinstance(c.args[1], sympy.Min)   # as built, not rewritten
+    assert simplify_index(c, {x: (32, 64)}) == x - 32            # inside the piece: no clamp
+    assert simplify_index(_clamp(x, 0, 31), {x: (0, 32)}) == x
+    kept = simplify_index(c, {x: (0, 64)})                        # undecided: still clamped
+    assert kept.has(sympy.Max) and [kept.subs(x, v) for v in (0, 40, 63)] == [0, 8, 31]
