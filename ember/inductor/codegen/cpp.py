@@ -142,10 +142,10 @@ template <typename T> static inline T ember_sign_fp(T x) {
 // chain was left as branches in reduction loops (a ReLU summed by a pooling: one
 // mispredicted branch per element, scalar code), the blends vectorise
 template <typename T> static inline T ember_max_fp(T a, T b) {
-    return ember_sel(a != a, a, ember_sel(b != b, b, ember_sel(a > b, a, b)));
+    return ember_sel(a > b || a != a, a, b);     // b when b alone is NaN: a > b is false
 }
 template <typename T> static inline T ember_min_fp(T a, T b) {
-    return ember_sel(a != a, a, ember_sel(b != b, b, ember_sel(a < b, a, b)));
+    return ember_sel(a < b || a != a, a, b);
 }
 static inline double ember_erfinv(double y) {
     if (!(y > -1.0 && y < 1.0)) {
@@ -1531,16 +1531,16 @@ def data_offset() -> int:
 # vector needs one expf call. Error there: within 1.5 denormal ulps (tested; measured 1.15).
 EXP_HELPERS = r'''
 static inline float ember_expf(float x) {
-    const bool tiny = x < -87.33654f;                           // below ln(FLT_MIN)
-    const float t = ember_sel(tiny, ember_sel(x > -104.0f, x, -104.0f) + 25.0f, x);
-    const float e = expf(t);
-    return ember_sel(tiny, e * 1.38879439e-11f, e);              // e^-25
+    const bool tiny = x < -87.33654f;                           // below ln(FLT_MIN); false for NaN
+    const float lo = x > -104.0f ? x : -104.0f;                 // (a max; x is no NaN where used)
+    const float e = expf(ember_sel(tiny, lo + 25.0f, x));
+    return e * ember_sel(tiny, 1.38879439e-11f, 1.0f);           // e^-25, or exactly 1
 }
 static inline double ember_exp(double x) {
     const bool tiny = x < -708.3964185322641;                   // below ln(DBL_MIN)
-    const double t = ember_sel(tiny, ember_sel(x > -750.0, x, -750.0) + 50.0, x);
-    const double e = exp(t);
-    return ember_sel(tiny, e * 1.9287498479639178e-22, e);      // e^-50
+    const double lo = x > -750.0 ? x : -750.0;
+    const double e = exp(ember_sel(tiny, lo + 50.0, x));
+    return e * ember_sel(tiny, 1.9287498479639178e-22, 1.0);    // e^-50
 }
 '''
 
