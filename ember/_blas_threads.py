@@ -118,20 +118,25 @@ def wanted() -> bool:
     return os.environ.get("EMBER_BLAS_THREADS", "").strip().lower() != "native"
 
 
-def openblas_libraries() -> List[Tuple[str, ctypes.CDLL, str, str]]:
-    """Loaded OpenBLAS libraries that take a threads callback: (path, handle, setter, num-threads setter)."""
+def openblas_handles() -> List[Tuple[str, ctypes.CDLL]]:
+    """(path, ctypes handle) of every OpenBLAS mapped into this process, numpy's first."""
     from ._openmp import mapped_libraries
-    paths = mapped_libraries("openblas")
-    found = []
-    for p in paths:
+    out = []
+    for p in sorted(mapped_libraries("openblas"), key=lambda p: "numpy" not in p):
         try:
-            h = ctypes.CDLL(p)
+            out.append((p, ctypes.CDLL(p)))
         except OSError:
             continue
-        for setter, nthreads in _SETTERS:
-            if hasattr(h, setter):
-                found.append((p, h, setter, nthreads))
-                break
+    return out
+
+
+def openblas_libraries() -> List[Tuple[str, ctypes.CDLL, str, str]]:
+    """Loaded OpenBLAS libraries that take a threads callback: (path, handle, setter, num-threads setter)."""
+    found = []
+    for p, h in openblas_handles():
+        setter = next((pair for pair in _SETTERS if hasattr(h, pair[0])), None)
+        if setter is not None:
+            found.append((p, h, *setter))
     return found
 
 

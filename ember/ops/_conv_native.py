@@ -649,17 +649,8 @@ def _numpy_openblas():
     """(sgemm, dgemm, set_num_threads_local) addresses in the OpenBLAS numpy is linked with, found
     among the loaded libraries (Linux /proc/self/maps); None when it is not an ILP64 OpenBLAS."""
     np.ones((2, 2)) @ np.ones((2, 2))          # numpy loads its BLAS lazily on some builds
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted({ln.split()[-1] for ln in f if "openblas" in ln.lower() and ".so" in ln},
-                           key=lambda p: "numpy" not in p)
-    except OSError:
-        return None
-    for path in paths:
-        try:
-            L = ctypes.CDLL(path)
-        except OSError:
-            continue
+    from .._blas_threads import openblas_handles
+    for path, L in openblas_handles():
         for sname, dname in _GEMM_NAMES:
             if hasattr(L, sname) and hasattr(L, dname):
                 setl = next((getattr(L, n) for n in _SETLOCAL_NAMES if hasattr(L, n)), None)
