@@ -22,7 +22,7 @@ work spins for its 0.1 s before the callback can retire it, and the first steps 
 benchmark would time a spinning worker against the OpenMP pool (measured: eager MLP
 training 27 ms instead of 16 for the first 0.2 s). The helper is built once per machine by the
 inductor's code cache (~0.3 s, the first import ever) under a key that needs no compiler run,
-so a later import pays ~1 ms to load it. Without a C++ compiler OpenBLAS keeps its pool (and
+so a later import pays ~5 ms (the key, the code-cache import, dlopen). Without a C++ compiler OpenBLAS keeps its pool (and
 no OpenMP code of ember's runs either). Numerics are unchanged: OpenBLAS splits the work the
 same way, only the threads differ (tested, bit for bit).
 ``EMBER_BLAS_THREADS=native`` (before ``import ember``) keeps OpenBLAS's pool. A forked child
