@@ -118,12 +118,22 @@ class SchedNode:
         return sympy.expand(sum((i * s for i, s, n in zip(idx, contiguous_strides(self.size), self.size)
                                  if n != 1), sympy.Integer(0)))
 
+    def reindexed(self, new_size) -> "SchedNode":
+        """This pointwise node iterated over ``new_size``: the same elements in the same
+        (row-major) order, its buffer written at the same flat positions. The caller checks
+        that the re-derived indices simplified back to affine ones."""
+        r = SchedNode.__new__(SchedNode)
+        r.__dict__.update(self.__dict__)
+        r.size, r.rranges, r._reads = list(new_size), [], {}
+        r.data = _ReindexedData(self.data, self.size, new_size)
+        return r
+
     def __repr__(self):
         kind = f"reduction[{self.data.reduction_type}]" if self.is_reduction else "pointwise"
         return f"{self.name}: {kind} size={self.size}" + (f" ranges={self.rranges}" if self.is_reduction else "")
 
 
-class _ReviewedData:
+class _ReindexedData:
     """A pointwise body over other sizes of the same elements in the same order:
     ``inner_fn(ys)`` calls the original with each old index computed from the flat position."""
 
@@ -172,15 +182,14 @@ def reviewed(node: "SchedNode", outer) -> Optional["SchedNode"]:
     new = list(outer) + [sympy.Integer(r) for r in rest if r != 1 or len(rest) == 1]
     if _same_sizes(new, old):
         return None
-    r = SchedNode.__new__(SchedNode)
-    r.__dict__.update(node.__dict__)
-    r.size, r._reads = new, {}
-    r.data = _ReviewedData(node.data, old, new)
+    r = node.reindexed(new)
+    return None if has_div_mod(r, len(outer)) else r
+
+
+def has_div_mod(node: SchedNode, p: int) -> bool:
+    """Whether an index of ``node`` (at depth ``p``) kept a division or modulo."""
     from .sizevars import FloorDiv, ModularIndexing
-    for _, idx in r.reads(len(outer)):
-        if idx.has(FloorDiv, ModularIndexing):
-            return None
-    return r
+    return any(idx.has(FloorDiv, ModularIndexing, sympy.floor, sympy.Mod) for _, idx in node.reads(p))
 
 
 class ExternNode:

@@ -1405,26 +1405,13 @@ class _OpNames(ir.ReadRecorder):
         return super().__getattr__(name)
 
 
-class _FlatData:
-    """A pointwise body seen over one linear index ``y`` (``inner_fn([y])`` calls the original
-    with ``y`` split into the original dims)."""
-
-    def __init__(self, data, split):
-        self._data = data
-        self._split = split
-        self.origins = getattr(data, "origins", ())
-
-    def inner_fn(self, idx):
-        return self._data.inner_fn(self._split(idx[0]))
-
-
 def _flattened(group, local):
     """A pointwise group whose every access walks its dims as one linear range (contiguous
     buffers read and written in the same order, as an optimizer's update over a 500x500
     parameter), as a 1-d group of the same nodes: one ``parallel for simd`` loop over all
     elements instead of rows of 500 with a masked vector tail each. None when it does not
     apply."""
-    from ..scheduler import FusedGroup, SchedNode
+    from ..scheduler import FusedGroup, has_div_mod
     nodes = group.nodes
     if type(group) is not FusedGroup or not nodes or any(
             n.is_reduction or n.is_scatter or n.name in local for n in nodes):
@@ -1450,24 +1437,9 @@ def _flattened(group, local):
                 return None
             if any(sympy.expand(cs[i] - cs[i + 1] * S[i + 1]) != 0 for i in range(len(S) - 1)):
                 return None
-    numel = product(S)
-    st = contiguous_strides(S)
-
-    def split(y):
-        from ..sizevars import FloorDiv, ModularIndexing
-        return [FloorDiv(y, st[0])] + [ModularIndexing(y, st[i], S[i]) for i in range(1, len(S))]
-    flat = []
-    for n in nodes:
-        f = SchedNode.__new__(SchedNode)
-        f.__dict__.update(n.__dict__)
-        f.size, f.rranges, f._reads = [numel], [], {}
-        f.data = _FlatData(n.data, split)
-        flat.append(f)
-    for f in flat:     # every index must have simplified back to a linear one
-        for _, idx in f.reads(1):
-            if any(type(a).__name__ in ("FloorDiv", "ModularIndexing", "floor", "Mod") for a in
-                   sympy.preorder_traversal(idx)):
-                return None
+    flat = [n.reindexed([product(S)]) for n in nodes]
+    if any(has_div_mod(f, 1) for f in flat):     # every index must simplify back to a linear one
+        return None
     return FusedGroup(flat, 1)
 
 
