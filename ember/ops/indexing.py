@@ -48,7 +48,7 @@ def _fmt_shapes(shapes):
 def _adv_key(xp, a, indices):
     """The backend (numpy-style) index tuple for a list of index tensors / None, one per dim
     (a boolean mask spans as many dims as it has)."""
-    key, arrays = [], []
+    key, arrays, bounds = [], [], []
     dim = 0
     for ix in indices:
         if ix is None:
@@ -73,20 +73,25 @@ def _adv_key(xp, a, indices):
         elif arr.dtype.kind in _INT_KINDS:
             if dim >= a.ndim:
                 raise IndexError(f"too many indices for tensor of dimension {a.ndim}")
-            n = a.shape[dim]
-            _check_bounds(xp, arr, n, dim, IndexError)
+            bounds.append((arr, a.shape[dim], dim))
             arr = arr.astype(np.int64, copy=False)
             key.append(arr)
             arrays.append(arr)
             dim += 1
         else:
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+    shape = ()
     if len(arrays) > 1:
         try:
-            np.broadcast_shapes(*[x.shape for x in arrays])
+            shape = np.broadcast_shapes(*[x.shape for x in arrays])
         except ValueError:
             raise IndexError("shape mismatch: indexing tensors could not be broadcast together with shapes "
                              f"{_fmt_shapes([x.shape for x in arrays])}") from None
+    # an index that broadcasts to nothing selects nothing: torch (and numpy) do not check its
+    # bounds then (``x[..., False, [1]]`` on a [2, 1] tensor is [2, 0], not an error)
+    if 0 not in shape:
+        for arr, n, d in bounds:
+            _check_bounds(xp, arr, n, d, IndexError)
     return tuple(key)
 
 

@@ -525,3 +525,16 @@ def test_iter_and_unbind():
     assert_close(x.grad, torch.tensor([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]))
     with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
         iter(ember.tensor(1.0))
+
+
+def test_empty_broadcast_index_skips_bounds():
+    """An advanced index that broadcasts with an empty mask selects nothing: torch checks no
+    bounds then (found by hypothesis: ``x[..., False, [1]]`` on a [2, 1] tensor)."""
+    arr = rand_array((2, 1), "float64")
+    for key in [(Ellipsis, False, [1]), (Ellipsis, False, [0])]:
+        re, rt = ember.tensor(arr)[key], torch.tensor(arr)[key]
+        assert tuple(re.shape) == tuple(rt.shape) == (2, 0)
+    with pytest.raises(IndexError):
+        ember.tensor(arr)[..., True, [1]]
+    with pytest.raises(IndexError):
+        torch.tensor(arr)[..., True, [1]]
