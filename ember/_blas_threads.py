@@ -31,7 +31,6 @@ gets OpenBLAS's own pool back (an OpenMP pool does not survive ``fork``).
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import logging
 import os
 import threading
@@ -151,21 +150,8 @@ def calls() -> int:
 
 
 def _helper_key() -> str:
-    """Code-cache key of the helper without running the compiler (``codecache.cache_key`` asks
-    ``g++ --version``, ~5 ms): the compiler binary's path, size and mtime stand for its version."""
-    import shutil
-    from .inductor import codecache, config
-    exe = shutil.which(config.cxx)
-    if exe is None:
-        raise codecache.CompileError(f"no C++ compiler {config.cxx!r} on PATH")
-    real = os.path.realpath(exe)
-    st = os.stat(real)
-    h = hashlib.sha256()
-    for part in (_SOURCE, real, str(st.st_size), str(st.st_mtime_ns), " ".join(config.cpp_flags),
-                 " ".join(config.cpp_libs), codecache.cpu_identity(), codecache.FORMAT_VERSION, "blas-threads"):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+    from .inductor import codecache
+    return codecache.helper_key(_SOURCE, "blas-threads")
 
 
 def install() -> List[str]:

@@ -146,6 +146,25 @@ def _openmp_env() -> None:
         os.environ.setdefault("OMP_WAIT_POLICY", config.omp_wait_policy)
 
 
+def helper_key(source: str, tag: str) -> str:
+    """Code-cache key of one of ember's fixed native helpers (the BLAS threads callback, the
+    GEMM) without running the compiler (:func:`cache_key` asks ``g++ --version``, ~5 ms, which
+    an ``import ember`` should not pay): the compiler binary's path, size and mtime stand for
+    its version."""
+    import shutil
+    exe = shutil.which(config.cxx)
+    if exe is None:
+        raise CompileError(f"no C++ compiler {config.cxx!r} on PATH")
+    real = os.path.realpath(exe)
+    st = os.stat(real)
+    h = hashlib.sha256()
+    for part in (source, real, str(st.st_size), str(st.st_mtime_ns), " ".join(config.cpp_flags),
+                 " ".join(config.cpp_libs), cpu_identity(), FORMAT_VERSION, tag):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def load(source: str) -> ctypes.CDLL:
     """The loaded library for ``source``, compiling it on a miss."""
     return load_key(cache_key(source), source)

@@ -61,6 +61,11 @@ cpp_flags = ["-O3", "-march=native", "-fopenmp", "-fwrapv", "-fno-math-errno", "
 # outside the reductions that ask for it).
 cpp_libs = ["-lmvec", "-lm"]
 
+# matrix products: "ember" runs ember's AVX-512 GEMM (gemm.py) where it builds and applies,
+# "blas" numpy's matmul (OpenBLAS) for every product -- the ablation
+gemm = os.environ.get("EMBER_GEMM", "ember")
+gemm_min_macs = 1 << 15    # smaller products go to numpy: the native call's fixed cost would dominate
+
 # compilation -------------------------------------------------------------------
 compile_threads = os.cpu_count() or 1   # g++ processes per graph (1: one translation unit)
 kernels_per_unit = 8       # a graph is split only when each unit gets at least this many kernels

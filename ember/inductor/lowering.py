@@ -16,7 +16,7 @@ import numpy as np
 import sympy
 
 from .. import types as _t
-from . import config, ir
+from . import config, gemm, ir
 from .ir import ExternArg, Pointwise, Reduction
 from .sizevars import FloorDiv, ModularIndexing, contiguous_strides, product, sympify
 from .virtualized import V, ops
@@ -562,19 +562,16 @@ def _var(x, dims, correction):
 
 
 # ---------------------------------------------------------------------- externs
-# the extern is numpy's matmul ufunc itself, called by the wrapper as ``_matmul(a, b, out)``
-# (``out`` positional): no Python frame per call, the product written into the wrapper's
-# preallocated output. Transposed operands arrive as views (``w.T``) and numpy hands them
-# to BLAS with a transpose flag -- no copy (any operand with a unit stride in one of its two
-# matrix dims is passed as is).
-_matmul = np.matmul
+# the extern is ``gemm.matmul(a, b, out)``: ember's AVX-512 GEMM for float32 where it builds,
+# numpy's matmul otherwise, written into the wrapper's preallocated output. Transposed operands
+# arrive as views (``w.T``) and both take them as strides -- no copy.
+_matmul = gemm.matmul
 
 
 @register("mm", "bmm")
 def _mm(a, b):
-    """numpy's matmul: the BLAS eager ember already uses (OpenBLAS in numpy's wheels,
-    multithreaded, AVX-512 kernels), so compiled and eager matmuls agree bit for bit
-    and no second BLAS is linked into the generated code."""
+    """A matrix product extern (``gemm.py`` says which GEMM runs and why: ember's own on an
+    AVX-512 CPU, numpy's OpenBLAS otherwise)."""
     sa, sb = a.get_size(), b.get_size()
     out = list(sa[:-1]) + [sb[-1]]
     dtype = a.get_dtype()

@@ -5,7 +5,7 @@ It is generated as Python source (logged with ``output_code``) so the per-call
 work is straight-line code: shape reads for symbolic sizes, one ctypes call per
 kernel with precomputed ``argtypes`` (the kernels take the numpy array objects
 and read their data pointers in C, no ``arr.ctypes`` in Python), matmuls as
-``np.matmul(a, b, out)`` into a preallocated output, and views of buffers as
+``gemm.matmul(a, b, out)`` into a preallocated output, and views of buffers as
 ``.T`` / ``transpose`` / ``reshape`` / an ``ndarray`` over the buffer (never
 ``as_strided``, ~2 us a call).
 
@@ -229,7 +229,7 @@ class WrapperGen:
                 arrs.append(self.view_expr(buf, size, stride, offset))
         L = self.lines
         if getattr(k, "out_arg", False):
-            # fn(*inputs, out): np.matmul itself (a ufunc: ``out`` positional), no Python frame
+            # fn(*inputs, out): gemm.matmul, the convolution, cat: writes into the preallocated output
             out = k.outputs[0]
             alloc(out)
             L.append(f"    {fname}({', '.join(arrs)}, {out.name})  # {k.kind}")

@@ -1,0 +1,130 @@
+"""ember's own float32 matrix product for compiled graphs, next to numpy's BLAS.
+
+Why. Matrix products are most of a compiled model's time: on the benchmark suite's nanoGPT,
+ResNet and LSTM steps the matmul and convolution externs are 84-88% of ``EMBER_LOGS=kernel_times``.
+numpy's OpenBLAS picks its kernels by CPU model, and on the development box (AMD Zen 5; the
+machine also exports ``OPENBLAS_CORETYPE=Haswell``) it runs its AVX2 kernels: half the FMA
+width the core has. ``gemm_native.cpp`` is a blocked GEMM with an AVX-512 micro-kernel (packed
+operands, 12x32 register tile, threads over batch, rows or columns). Measured side by side on the
+2-core box, 2 threads, median of 20 (numpy's OpenBLAS in brackets):
+
+    ===============================  ========================  ===============
+    product (M x N x K)              ember                     numpy
+    ===============================  ========================  ===============
+    1024 x 256 x 1024                1.27 ms, 422 GFLOP/s      (2.36 ms, 228)
+    1024 x 1024 x 256, B transposed  1.29 ms, 418              (2.29 ms, 235)
+    32 x 1024 x 256 (an LSTM step)   0.067 ms, 252             (0.095 ms, 177)
+    64 x [128 x 128 x 64] batched    0.56 ms, 239              (0.96 ms, 140)
+    ===============================  ========================  ===============
+
+Eager ember keeps numpy's matmul (its kernels are numpy's, by design), so compiled and eager
+products now differ in the last bits (a different summation order); tests compare them with
+float32 tolerances.
+
+When. :func:`matmul` runs ember's GEMM when ``config.gemm == "ember"`` (the default), the
+library built (a C++ compiler, a CPU with AVX-512F: the source refuses to compile otherwise,
+logged once), all three arrays are float32, the output is C-contiguous, the batch dims match
+and the product is big enough for a native call to pay (``config.gemm_min_macs``); anything
+else goes to ``numpy.matmul``. ``config.gemm = "blas"`` sends every product to numpy (the
+ablation). The module stays free of sympy: a graph-cache hit rebuilds wrappers that call it.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import threading
+from typing import Optional
+
+import numpy as np
+
+from . import config
+
+log = logging.getLogger("ember.inductor")
+
+_SOURCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemm_native.cpp")
+_F32 = np.dtype(np.float32)
+_lock = threading.Lock()
+_state = {"tried": False, "fn": None, "why": None}
+
+
+def _load():
+    """The native entry point (``ember_sgemm``), built on first use; None where it cannot be."""
+    with _lock:
+        if _state["tried"]:
+            return _state["fn"]
+        _state["tried"] = True
+        try:
+            from . import codecache
+            with open(_SOURCE_PATH) as f:
+                source = f.read()
+            lib = codecache.load_key(codecache.helper_key(source, "gemm"), source)
+        except Exception as e:  # noqa: BLE001 - no compiler / no AVX-512: numpy's matmul serves
+            msg = str(e).strip().splitlines()
+            _state["why"] = f"ember's GEMM did not build ({msg[0] if msg else type(e).__name__})"
+            log.info("inductor: %s; matrix products use numpy's matmul", _state["why"])
+            return None
+        fn = lib.ember_sgemm
+        i64, ptr = ctypes.c_int64, ctypes.c_void_p
+        fn.argtypes = [i64, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, ctypes.c_int]
+        fn.restype = None
+        lib.ember_sgemm_calls.restype = ctypes.c_int64
+        _state["fn"], _state["lib"] = fn, lib
+        return fn
+
+
+def available() -> bool:
+    """Whether ember's GEMM built on this machine (builds it on the first call)."""
+    return (_state["fn"] if _state["tried"] else _load()) is not None
+
+
+def calls() -> int:
+    """Products ember's GEMM has computed in this process (0 before it was loaded)."""
+    lib = _state.get("lib")
+    return int(lib.ember_sgemm_calls()) if lib is not None else 0
+
+
+def unavailable_reason() -> Optional[str]:
+    """Why :func:`available` is False (None while it is True or untried)."""
+    return _state["why"]
+
+
+def _element_strides(a) -> Optional[tuple]:
+    out = []
+    for s in a.strides:
+        if s % 4:
+            return None
+        out.append(s // 4)
+    return tuple(out)
+
+
+def matmul(a, b, out):
+    """``numpy.matmul(a, b, out)`` for the inductor's ``mm``/``bmm`` externs: ember's GEMM
+    where it applies (see the module doc), numpy's matmul otherwise. Returns ``out``."""
+    fn = _state["fn"] if _state["tried"] else _load()
+    nd = a.ndim
+    if fn is None or config.gemm != "ember" or nd != b.ndim or nd not in (2, 3) or a.dtype != _F32 \
+            or b.dtype != _F32 or out.dtype != _F32 or not out.flags.c_contiguous:
+        return np.matmul(a, b, out)
+    if nd == 2:
+        (m, k), n = a.shape, b.shape[1]
+        batch, sab, sbb = 1, 0, 0
+        sa, sb = _element_strides(a), _element_strides(b)
+        if sa is None or sb is None:
+            return np.matmul(a, b, out)
+        sa0, sa1 = sa
+        sb0, sb1 = sb
+    else:
+        batch, m, k = a.shape
+        n = b.shape[2]
+        sa, sb = _element_strides(a), _element_strides(b)
+        if b.shape[0] != batch or sa is None or sb is None:
+            return np.matmul(a, b, out)
+        sab, sa0, sa1 = sa
+        sbb, sb0, sb1 = sb
+    if batch * m * n * k < config.gemm_min_macs:
+        return np.matmul(a, b, out)
+    from .._openmp import num_threads
+    fn(batch, m, n, k, a.ctypes.data, sab, sa0, sa1, b.ctypes.data, sbb, sb0, sb1, out.ctypes.data,
+       num_threads())
+    return out

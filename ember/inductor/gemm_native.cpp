@@ -1,0 +1,190 @@
+// ember: float32 matrix products with AVX-512 (ember/inductor/gemm.py says why and when)
+//
+// C[b] = A[b] @ B[b] for b < batch, C row-major and contiguous per matrix; A and B with any
+// element strides, so transposed views need no copy before the call.
+//
+// The classic blocked GEMM: for each KC-deep slice of K and NC-wide slice of N, a packed copy of
+// B (NR-wide column strips, k-major), for each MC-tall block of rows a packed copy of A (MR-row
+// strips, k-major), then an MR x NR micro-kernel that keeps its 24 accumulators in registers,
+// streams its B strip from L1 and its A strip from L2. Packing pads strips with zeros, so the
+// micro-kernel always runs full tiles; only its stores are clipped (AVX-512 masks).
+// Threads split the batch, else the rows, else the columns: each runs the whole product for
+// its part with its own packing buffers (no barrier inside a product).
+#ifndef __AVX512F__
+#error "ember GEMM: the CPU has no AVX-512F (numpy matmul serves)"
+#endif
+#include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+#include <vector>
+
+namespace {
+
+constexpr int MR = 12;         // rows of a micro-tile
+constexpr int NR = 32;         // columns of a micro-tile: two zmm registers
+constexpr int KC = 256;        // depth of a packed slice: a B strip is KC*NR*4 = 32 KB (L1)
+constexpr int MC = 120;        // rows of a packed A block: MC*KC*4 = 120 KB (L2)
+constexpr int NC = 2048;       // columns of a packed B block
+
+struct Mat {                   // a strided matrix view
+    const float* p;
+    int64_t s0, s1;            // element strides of rows and columns
+    inline float at(int64_t i, int64_t j) const { return p[i * s0 + j * s1]; }
+};
+
+// B[k0:k0+kc, j0:j0+nc] as strips of NR columns, each k-major (kc rows of NR), zero-padded
+void pack_b(const Mat& B, int64_t k0, int kc, int64_t j0, int nc, float* dst) {
+    for (int js = 0; js < nc; js += NR) {
+        int w = nc - js < NR ? nc - js : NR;
+        float* d = dst + (int64_t)(js / NR) * kc * NR;
+        if (B.s1 == 1) {
+            __mmask16 m0 = w >= 16 ? 0xFFFF : (__mmask16)((1u << w) - 1);
+            __mmask16 m1 = w >= 32 ? 0xFFFF : (w > 16 ? (__mmask16)((1u << (w - 16)) - 1) : 0);
+            for (int k = 0; k < kc; ++k) {
+                const float* s = B.p + (k0 + k) * B.s0 + (j0 + js);
+                _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, s));
+                _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+            }
+        } else {
+            if (w < NR) memset(d, 0, sizeof(float) * kc * NR);
+            for (int jj = 0; jj < w; ++jj) {          // column by column: contiguous when s0 == 1
+                const float* s = B.p + k0 * B.s0 + (j0 + js + jj) * B.s1;
+                for (int k = 0; k < kc; ++k) d[k * NR + jj] = s[k * B.s0];
+            }
+        }
+    }
+}
+
+// A[i0:i0+mc, k0:k0+kc] as strips of MR rows, each k-major (kc columns of MR), zero-padded
+void pack_a(const Mat& A, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
+    for (int is = 0; is < mc; is += MR) {
+        int h = mc - is < MR ? mc - is : MR;
+        float* d = dst + (int64_t)(is / MR) * kc * MR;
+        if (A.s0 == 1 && h == MR) {                 // transposed A: MR contiguous values per k
+            for (int k = 0; k < kc; ++k) {
+                const float* s = A.p + (i0 + is) + (k0 + k) * A.s1;
+                for (int ii = 0; ii < MR; ++ii) d[k * MR + ii] = s[ii];
+            }
+        } else {
+            if (h < MR) memset(d, 0, sizeof(float) * kc * MR);
+            for (int ii = 0; ii < h; ++ii) {          // row by row: contiguous when s1 == 1
+                const float* s = A.p + (i0 + is + ii) * A.s0 + k0 * A.s1;
+                for (int k = 0; k < kc; ++k) d[k * MR + ii] = s[k * A.s1];
+            }
+        }
+    }
+}
+
+// C[0:mr, 0:nr] (+)= a (MR x kc, k-major) @ b (kc x NR, k-major)
+inline void micro(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                  int mr, __mmask16 m0, __mmask16 m1, bool acc) {
+    __m512 c0[MR], c1[MR];
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
+    for (int k = 0; k < kc; ++k) {
+        __m512 b0 = _mm512_load_ps(b + k * NR), b1 = _mm512_load_ps(b + k * NR + 16);
+#pragma GCC unroll 12
+        for (int i = 0; i < MR; ++i) {
+            __m512 av = _mm512_set1_ps(a[k * MR + i]);
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+        if (i >= mr) break;
+        float* r = c + i * ldc;
+        if (acc) {
+            c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
+            c1[i] = _mm512_add_ps(c1[i], _mm512_maskz_loadu_ps(m1, r + 16));
+        }
+        _mm512_mask_storeu_ps(r, m0, c0[i]);
+        _mm512_mask_storeu_ps(r + 16, m1, c1[i]);
+    }
+}
+
+float* buffer(std::vector<float>& v, size_t n) {
+    if (v.size() < n + 16) v.resize(n + 16);
+    uintptr_t p = (uintptr_t)v.data();
+    return (float*)((p + 63) & ~(uintptr_t)63);
+}
+
+// C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1] on the calling thread
+void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
+               int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    thread_local std::vector<float> abuf, bbuf;
+    float* ap = buffer(abuf, (size_t)MC * KC);
+    float* bp = buffer(bbuf, (size_t)KC * NC);
+    for (int64_t jc = j0; jc < j1; jc += NC) {
+        int nc = (int)(j1 - jc < NC ? j1 - jc : NC);
+        for (int64_t pc = 0; pc < K; pc += KC) {
+            int kc = (int)(K - pc < KC ? K - pc : KC);
+            pack_b(B, pc, kc, jc, nc, bp);
+            for (int64_t ic = i0; ic < i1; ic += MC) {
+                int mc = (int)(i1 - ic < MC ? i1 - ic : MC);
+                pack_a(A, ic, mc, pc, kc, ap);
+                for (int jr = 0; jr < nc; jr += NR) {
+                    int nr = nc - jr < NR ? nc - jr : NR;
+                    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+                    __mmask16 m1 = nr >= 32 ? 0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0);
+                    const float* bs = bp + (int64_t)(jr / NR) * kc * NR;
+                    for (int ir = 0; ir < mc; ir += MR) {
+                        int mr = mc - ir < MR ? mc - ir : MR;
+                        micro(kc, ap + (int64_t)(ir / MR) * kc * MR, bs, C + (ic + ir) * ldc + jc + jr, ldc,
+                              mr, m0, m1, pc > 0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+int64_t calls = 0;
+
+}  // namespace
+
+extern "C" int64_t ember_sgemm_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
+
+// batch products C[b] = A[b] @ B[b]: A [M,K] at a + b*sab with strides (sa0, sa1), B [K,N] likewise,
+// C contiguous [M,N] at c + b*M*N. K == 0 writes zeros.
+extern "C" void ember_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K,
+                            const float* a, int64_t sab, int64_t sa0, int64_t sa1,
+                            const float* b, int64_t sbb, int64_t sb0, int64_t sb1,
+                            float* c, int nthreads) {
+    __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    if (batch <= 0 || M <= 0 || N <= 0) return;
+    if (K <= 0) { memset(c, 0, sizeof(float) * batch * M * N); return; }
+    int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
+    double flops = 2.0 * batch * M * N * K;
+    if (flops < 2e5 || omp_in_parallel()) nt = 1;
+    if (nt == 1) {
+        for (int64_t q = 0; q < batch; ++q)
+            gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
+        return;
+    }
+    #pragma omp parallel num_threads(nt)
+    {
+        int t = omp_get_thread_num(), n = omp_get_num_threads();
+        if (batch >= n) {                               // whole matrices per thread
+            for (int64_t q = t; q < batch; q += n)
+                gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
+        } else {
+            for (int64_t q = 0; q < batch; ++q) {        // split each product: rows, else columns
+                Mat A{a + q * sab, sa0, sa1}, B{b + q * sbb, sb0, sb1};
+                float* C = c + q * M * N;
+                if (M >= N || N < (int64_t)n * NR) {
+                    int64_t strips = (M + MR - 1) / MR;
+                    int64_t lo = strips * t / n * MR, hi = strips * (t + 1) / n * MR;
+                    if (hi > M) hi = M;
+                    if (lo < hi) gemm_part(K, A, B, C, N, lo, hi, 0, N);
+                } else {
+                    int64_t strips = (N + NR - 1) / NR;
+                    int64_t lo = strips * t / n * NR, hi = strips * (t + 1) / n * NR;
+                    if (hi > N) hi = N;
+                    if (lo < hi) gemm_part(K, A, B, C, N, 0, M, lo, hi);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+"""ember's own float32 GEMM (``inductor/gemm.py``): products of every layout against a float64
+reference, the fallbacks to numpy's matmul, and compiled graphs that use it."""
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import ember
+from ember.inductor import config, gemm
+
+if not gemm.available():
+    pytest.skip(f"ember's GEMM is not built here: {gemm.unavailable_reason()}", allow_module_level=True)
+
+_rng = np.random.default_rng()
+
+
+@contextlib.contextmanager
+def _patched(**values):
+    old = {k: getattr(config, k) for k in values}
+    for k, v in values.items():
+        setattr(config, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(config, k, v)
+
+
+def _operand(batch, rows, cols, transposed, step):
+    """A float32 [batch?, rows, cols] view: transposed storage and/or every ``step``-th column."""
+    shape = (rows, cols * step) if not transposed else (cols * step, rows)
+    if batch:
+        shape = (batch,) + shape
+    a = _rng.standard_normal(shape).astype(np.float32)
+    if transposed:
+        a = np.swapaxes(a, -1, -2)
+    return a[..., ::step]
+
+
+def _check(a, b):
+    out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), np.float32)
+    before = gemm.calls()
+    got = gemm.matmul(a, b, out)
+    assert got is out
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    k = a.shape[-1]
+    # float32 accumulation over k terms: relative to the sum of |terms|
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64) + 1e-30
+    assert (np.abs(out - ref) / scale).max() <= 4e-7 * max(k, 1) ** 0.5 + 1e-6
+    return gemm.calls() - before
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 90), k=st.integers(1, 300), ta=st.booleans(), tb=st.booleans(),
+       batch=st.sampled_from([0, 1, 3]), step=st.sampled_from([1, 2]))
+def test_products_match_float64(m, n, k, ta, tb, batch, step):
+    """Edges of the 12 x 32 tile, K across packed slices (256), transposed and strided operands."""
+    with _patched(gemm_min_macs=0):
+        used = _check(_operand(batch, m, k, ta, step), _operand(batch, k, n, tb, 1))
+    assert used == 1
+
+
+@pytest.mark.parametrize("m,n,k", [(1024, 256, 1024), (300, 1100, 520), (32, 1024, 256), (2100, 40, 64)])
+@pytest.mark.parametrize("ta,tb", [(False, False), (False, True), (True, False)])
+def test_large_products_match_float64(m, n, k, ta, tb):
+    """Several NC/MC blocks and both ways of splitting a product over threads."""
+    assert _check(_operand(0, m, k, ta, 1), _operand(0, k, n, tb, 1)) == 1
+
+
+def test_batched_product_over_threads():
+    a, b = _operand(64, 128, 64, False, 1), _operand(64, 64, 128, True, 1)
+    assert _check(a, b) == 1
+
+
+def test_zero_depth_writes_zeros():
+    a, b = np.empty((5, 0), np.float32), np.empty((0, 7), np.float32)
+    out = np.full((5, 7), np.nan, np.float32)
+    with _patched(gemm_min_macs=0):
+        gemm.matmul(a, b, out)
+    assert (out == 0).all()
+
+
+def test_fallbacks_to_numpy():
+    """float64, a strided output, mismatched batches, tiny products and ``config.gemm = "blas"``
+    go to numpy's matmul (bit for bit numpy's answer)."""
+    a32, b32 = _operand(0, 40, 50, False, 1), _operand(0, 50, 60, False, 1)
+    cases = [(a32.astype(np.float64), b32.astype(np.float64), np.empty((40, 60))),
+             (a32, b32, np.empty((60, 40), np.float32).T),
+             (_operand(3, 40, 50, False, 1), _operand(1, 50, 60, False, 1), np.empty((3, 40, 60), np.float32)),
+             (a32[:2, :3], b32[:3, :4], np.empty((2, 4), np.float32))]
+    for a, b, out in cases:
+        before = gemm.calls()
+        gemm.matmul(a, b, out)
+        assert gemm.calls() == before
+        want = np.empty(out.T.shape, out.dtype).T if not out.flags.c_contiguous else np.empty_like(out)
+        np.testing.assert_array_equal(out, np.matmul(a, b, want))   # numpy, into the same layout
+    with _patched(gemm="blas"):
+        out = np.empty((40, 60), np.float32)
+        before = gemm.calls()
+        gemm.matmul(a32, b32, out)
+        assert gemm.calls() == before
+        np.testing.assert_array_equal(out, a32 @ b32)
+
+
+def test_unbuilt_library_falls_back(monkeypatch):
+    """Where the library did not build (no compiler, no AVX-512) every product is numpy's."""
+    monkeypatch.setitem(gemm._state, "fn", None)
+    a, b = _operand(0, 64, 64, False, 1), _operand(0, 64, 64, False, 1)
+    out = np.empty((64, 64), np.float32)
+    before = gemm.calls()
+    gemm.matmul(a, b, out)
+    assert gemm.calls() == before
+    np.testing.assert_array_equal(out, a @ b)
+
+
+def test_compiled_linear_and_bmm_use_it():
+    """A compiled Linear (weight transposed) and attention-style batched products run on ember's
+    GEMM and match eager, forward and backward."""
+    lin = ember.nn.Linear(300, 200)
+    x = ember.randn(96, 300, requires_grad=True)
+    q, kk = ember.randn(4, 64, 32, requires_grad=True), ember.randn(4, 32, 64, requires_grad=True)
+
+    def f(x, q, kk):
+        return ember.nn.functional.gelu(lin(x)).sum() + (q @ kk).softmax(-1).pow(2).sum()
+
+    before = gemm.calls()
+    out = ember.compile(f)(x, q, kk)
+    out.backward()
+    assert gemm.calls() - before >= 5       # forward: 2; backward: grad x, grad W, 2 for bmm
+    grads = [t.grad.numpy().copy() for t in (x, q, kk, lin.weight)]
+    for t in (x, q, kk, lin.weight):
+        t.grad = None
+    ref = f(x, q, kk)
+    ref.backward()
+    np.testing.assert_allclose(out.item(), ref.item(), rtol=2e-5)
+    for g, t in zip(grads, (x, q, kk, lin.weight)):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=2e-4, atol=2e-5)
