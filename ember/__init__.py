@@ -16,9 +16,6 @@ _malloc.at_import()
 # numpy's OpenBLAS runs its threaded jobs on the OpenMP pool of ember's kernels (ember/_blas_threads.py)
 from . import _blas_threads
 _blas_threads.install()
-# ... and its AVX-512 kernels on an AVX-512 CPU it does not recognise (ember/_blas_core.py)
-from . import _blas_core
-_blas_core.apply()
 
 from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,

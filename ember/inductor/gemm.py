@@ -2,20 +2,25 @@
 
 Why. Matrix products are most of a compiled model's time: on the benchmark suite's nanoGPT,
 ResNet and LSTM steps the matmul and convolution externs are 84-88% of ``EMBER_LOGS=kernel_times``.
-numpy's OpenBLAS picks its kernels by CPU model, and on the development box (AMD Zen 5; the
-machine also exports ``OPENBLAS_CORETYPE=Haswell``) it runs its AVX2 kernels: half the FMA
-width the core has. ``gemm_native.cpp`` is a blocked GEMM with an AVX-512 micro-kernel (packed
-operands, 12x32 register tile, threads over batch, rows or columns). Measured side by side on the
-2-core box, 2 threads, median of 20 (numpy's OpenBLAS in brackets):
+numpy's OpenBLAS picks its kernel set by CPU model, unless ``OPENBLAS_CORETYPE`` names one; the
+development box (AMD Zen 5, AVX-512) exports ``OPENBLAS_CORETYPE=Haswell``, so there numpy runs
+OpenBLAS's AVX2 kernels, half the FMA width the core has. ``gemm_native.cpp`` is a blocked GEMM
+with an AVX-512 micro-kernel (packed operands, 12x32 register tile, threads over batch, rows or
+columns). Measured side by side on the 2-core box, 2 threads, median of 20, against numpy's
+OpenBLAS with the machine's Haswell kernels and with its SkylakeX (AVX-512) kernels, which it
+picks on its own when the variable is unset:
 
-    ===============================  ========================  ===============
-    product (M x N x K)              ember                     numpy
-    ===============================  ========================  ===============
-    1024 x 256 x 1024                1.27 ms, 422 GFLOP/s      (2.36 ms, 228)
-    1024 x 1024 x 256, B transposed  1.29 ms, 418              (2.29 ms, 235)
-    32 x 1024 x 256 (an LSTM step)   0.067 ms, 252             (0.095 ms, 177)
-    64 x [128 x 128 x 64] batched    0.56 ms, 239              (0.96 ms, 140)
-    ===============================  ========================  ===============
+    ===============================  ===================  =============  ==============
+    product (M x N x K)              ember                numpy Haswell  numpy SkylakeX
+    ===============================  ===================  =============  ==============
+    1024 x 256 x 1024                1.27 ms, 422 GFLOP/s 2.36 ms, 228   1.48 ms, 364
+    1024 x 1024 x 256, B transposed  1.29 ms, 418         2.29 ms, 235   1.45 ms, 371
+    32 x 1024 x 256 (an LSTM step)   0.067 ms, 252        0.095 ms, 177  0.081 ms, 208
+    64 x [128 x 128 x 64] batched    0.56 ms, 239         0.96 ms, 140   0.60 ms, 223
+    ===============================  ===================  =============  ==============
+
+So on this machine most of the gain over eager comes from the variable the machine sets;
+without it ember's GEMM is still ahead, by 7-20% on these shapes.
 
 Eager ember keeps numpy's matmul (its kernels are numpy's, by design), so compiled and eager
 products now differ in the last bits (a different summation order); tests compare them with
