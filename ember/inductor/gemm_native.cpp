@@ -33,6 +33,30 @@ struct Mat {                   // a strided matrix view
     inline float at(int64_t i, int64_t j) const { return p[i * s0 + j * s1]; }
 };
 
+// r[i][j] <- r[j][i] for a 16x16 block of floats, in registers
+inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16], v[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {
+        u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 4; ++i) {
+            v[8 * h + i] = _mm512_shuffle_f32x4(u[8 * h + i], u[8 * h + 4 + i], 0x88);
+            v[8 * h + 4 + i] = _mm512_shuffle_f32x4(u[8 * h + i], u[8 * h + 4 + i], 0xDD);
+        }
+    for (int i = 0; i < 8; ++i) {
+        r[i] = _mm512_shuffle_f32x4(v[i], v[8 + i], 0x88);
+        r[8 + i] = _mm512_shuffle_f32x4(v[i], v[8 + i], 0xDD);
+    }
+}
+
 // B[k0:k0+kc, j0:j0+nc] as strips of NR columns, each k-major (kc rows of NR), zero-padded
 void pack_b(const Mat& B, int64_t k0, int kc, int64_t j0, int nc, float* dst) {
     for (int js = 0; js < nc; js += NR) {
@@ -45,6 +69,21 @@ void pack_b(const Mat& B, int64_t k0, int kc, int64_t j0, int nc, float* dst) {
                 const float* s = B.p + (k0 + k) * B.s0 + (j0 + js);
                 _mm512_store_ps(d + k * NR, _mm512_maskz_loadu_ps(m0, s));
                 _mm512_store_ps(d + k * NR + 16, _mm512_maskz_loadu_ps(m1, s + 16));
+            }
+        } else if (B.s0 == 1) {
+            // a transposed weight (column j of B is row j of W, contiguous in k): 16x16 blocks
+            // loaded along k and transposed in registers
+            for (int k = 0; k < kc; k += 16) {
+                int kk = kc - k < 16 ? kc - k : 16;
+                __mmask16 km = kk == 16 ? 0xFFFF : (__mmask16)((1u << kk) - 1);
+                for (int h = 0; h < NR; h += 16) {
+                    __m512 r[16];
+                    for (int q = 0; q < 16; ++q)
+                        r[q] = h + q < w ? _mm512_maskz_loadu_ps(km, B.p + (k0 + k) + (j0 + js + h + q) * B.s1)
+                                         : _mm512_setzero_ps();
+                    transpose16(r);
+                    for (int q = 0; q < kk; ++q) _mm512_store_ps(d + (k + q) * NR + h, r[q]);
+                }
             }
         } else {
             if (w < NR) memset(d, 0, sizeof(float) * kc * NR);
@@ -65,6 +104,16 @@ void pack_a(const Mat& A, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
             for (int k = 0; k < kc; ++k) {
                 const float* s = A.p + (i0 + is) + (k0 + k) * A.s1;
                 for (int ii = 0; ii < MR; ++ii) d[k * MR + ii] = s[ii];
+            }
+        } else if (A.s1 == 1) {                    // row-major A: 16 k of 16 (12 used) rows, transposed
+            for (int k = 0; k < kc; k += 16) {
+                int kk = kc - k < 16 ? kc - k : 16;
+                __mmask16 km = kk == 16 ? 0xFFFF : (__mmask16)((1u << kk) - 1);
+                __m512 r[16];
+                for (int q = 0; q < 16; ++q)
+                    r[q] = q < h ? _mm512_maskz_loadu_ps(km, A.p + (i0 + is + q) * A.s0 + k0 + k) : _mm512_setzero_ps();
+                transpose16(r);
+                for (int q = 0; q < kk; ++q) _mm512_mask_storeu_ps(d + (k + q) * MR, (__mmask16)((1u << MR) - 1), r[q]);
             }
         } else {
             if (h < MR) memset(d, 0, sizeof(float) * kc * MR);
