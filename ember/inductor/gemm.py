@@ -43,6 +43,7 @@ from typing import Optional
 
 import numpy as np
 
+from .._openmp import num_threads
 from . import config
 
 log = logging.getLogger("ember.inductor")
@@ -111,25 +112,15 @@ def matmul(a, b, out):
     if fn is None or config.gemm != "ember" or nd != b.ndim or nd not in (2, 3) or a.dtype != _F32 \
             or b.dtype != _F32 or out.dtype != _F32 or not out.flags.c_contiguous:
         return np.matmul(a, b, out)
-    if nd == 2:
-        (m, k), n = a.shape, b.shape[1]
-        batch, sab, sbb = 1, 0, 0
-        sa, sb = _element_strides(a), _element_strides(b)
-        if sa is None or sb is None:
-            return np.matmul(a, b, out)
-        sa0, sa1 = sa
-        sb0, sb1 = sb
-    else:
-        batch, m, k = a.shape
-        n = b.shape[2]
-        sa, sb = _element_strides(a), _element_strides(b)
-        if b.shape[0] != batch or sa is None or sb is None:
-            return np.matmul(a, b, out)
-        sab, sa0, sa1 = sa
-        sbb, sb0, sb1 = sb
+    sa, sb = _element_strides(a), _element_strides(b)
+    if sa is None or sb is None or (nd == 3 and b.shape[0] != a.shape[0]):
+        return np.matmul(a, b, out)
+    if nd == 2:                       # one product: batch 1, batch strides unused
+        sa, sb = (0,) + sa, (0,) + sb
+    batch = a.shape[0] if nd == 3 else 1
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
     if batch * m * n * k < config.gemm_min_macs:
         return np.matmul(a, b, out)
-    from .._openmp import num_threads
-    fn(batch, m, n, k, a.ctypes.data, sab, sa0, sa1, b.ctypes.data, sbb, sb0, sb1, out.ctypes.data,
-       num_threads())
+    fn(batch, m, n, k, a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, num_threads())
     return out
