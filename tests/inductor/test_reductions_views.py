@@ -356,6 +356,25 @@ def test_column_sum_not_fused_with_row_loops():
     assert cf.compiled.n_kernels == 1 and src.count("schedule(static) nowait") == 2
 
 
+@pytest.mark.parametrize("rows", [64, 13])
+def test_column_sum_with_row_statistics_interchanged(rows):
+    """The layer-norm weight gradient ``sum(g * (x - mean[r]) * rstd[r], 0)``: the per-row
+    statistics are read at unit stride along the reduced index but do not move with the
+    columns, so the sum still runs interchanged (unit-stride SIMD over the columns, one
+    broadcast statistic per row) -- it used to fall back to a strided gather per column."""
+    def fn(g, x, mean, rstd):
+        xhat = P.mul(P.sub(x, P.broadcast_in_dim(mean, [rows, 300], [0])),
+                     P.broadcast_in_dim(rstd, [rows, 300], [0]))
+        return (P.sum(P.mul(g, xhat), [0]),)
+    g, x, mean, rstd = rand(rows, 300), rand(rows, 300), rand(rows), rand(rows, lo=0.5, hi=2.0)
+    cf, got, want = compile_and_run(fn, g, x, mean, rstd)
+    gn, xn, mn, rn = (t.numpy() for t in (g, x, mean, rstd))
+    exact = (gn * ((xn - mn[:, None]) * rn[:, None])).astype(np.float64).sum(0)
+    np.testing.assert_allclose(got[0], exact, rtol=1e-6, atol=1e-6)
+    assert_same(got[0], want[0], rtol=1e-4, atol=1e-4)
+    assert "xblk" in _kernel_src(cf)
+
+
 @pytest.mark.parametrize("shape", [(64, 48), (37, 53), (128, 8)])
 def test_transposed_pointwise_tiles(shape):
     """A pointwise of a transposed input (GELU of an activation recomputed in the

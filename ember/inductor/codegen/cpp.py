@@ -621,6 +621,11 @@ class KernelGen:
             for _, idx in n.reads(p):
                 if idx.coeff(xl) == 1:
                     unit_x = True
+                # a read contiguous along a reduced index wants the reduction innermost -- unless
+                # it does not move with the SIMD index (a per-row statistic, ``mean[r0]`` in a
+                # layer-norm weight gradient): then it is one broadcast value per reduced step
+                if not idx.has(xl):
+                    continue
                 if any(idx.coeff(r) == 1 for r in rvars):
                     return False
         return unit_x
