@@ -159,17 +159,19 @@ float* buffer(std::vector<float>& v, size_t n) {
     return (float*)((p + 63) & ~(uintptr_t)63);
 }
 
-// C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1] on the calling thread
+// C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1] on the calling thread. With ``pre`` (B packed
+// whole by ember_sgemm_pack_b, rows padded to npad columns) the B blocks are read from it.
 void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
-               int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+               int64_t i0, int64_t i1, int64_t j0, int64_t j1, const float* pre = nullptr, int64_t npad = 0) {
     thread_local std::vector<float> abuf, bbuf;
     float* ap = buffer(abuf, (size_t)MC * KC);
-    float* bp = buffer(bbuf, (size_t)KC * NC);
+    float* bp = pre ? nullptr : buffer(bbuf, (size_t)KC * NC);
     for (int64_t jc = j0; jc < j1; jc += NC) {
         int nc = (int)(j1 - jc < NC ? j1 - jc : NC);
         for (int64_t pc = 0; pc < K; pc += KC) {
             int kc = (int)(K - pc < KC ? K - pc : KC);
-            pack_b(B, pc, kc, jc, nc, bp);
+            if (pre) bp = const_cast<float*>(pre) + pc * npad + (jc / NR) * kc * NR;   // jc: a multiple of NR
+            else pack_b(B, pc, kc, jc, nc, bp);
             for (int64_t ic = i0; ic < i1; ic += MC) {
                 int mc = (int)(i1 - ic < MC ? i1 - ic : MC);
                 pack_a(A, ic, mc, pc, kc, ap);
@@ -186,6 +188,23 @@ void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
                 }
             }
         }
+    }
+}
+
+// thread t of n computes its share of C = A @ B: a range of row strips, else (a wide, short
+// product) a range of column strips
+void thread_share(int t, int n, int64_t M, int64_t N, int64_t K, const Mat& A, const Mat& B, float* C,
+                  const float* pre = nullptr, int64_t npad = 0) {
+    if (M >= N || N < (int64_t)n * NR) {
+        int64_t strips = (M + MR - 1) / MR;
+        int64_t lo = strips * t / n * MR, hi = strips * (t + 1) / n * MR;
+        if (hi > M) hi = M;
+        if (lo < hi) gemm_part(K, A, B, C, N, lo, hi, 0, N, pre, npad);
+    } else {
+        int64_t strips = (N + NR - 1) / NR;
+        int64_t lo = strips * t / n * NR, hi = strips * (t + 1) / n * NR;
+        if (hi > N) hi = N;
+        if (lo < hi) gemm_part(K, A, B, C, N, 0, M, lo, hi, pre, npad);
     }
 }
 
@@ -219,21 +238,45 @@ extern "C" void ember_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K,
             for (int64_t q = t; q < batch; q += n)
                 gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
         } else {
-            for (int64_t q = 0; q < batch; ++q) {        // split each product: rows, else columns
-                Mat A{a + q * sab, sa0, sa1}, B{b + q * sbb, sb0, sb1};
-                float* C = c + q * M * N;
-                if (M >= N || N < (int64_t)n * NR) {
-                    int64_t strips = (M + MR - 1) / MR;
-                    int64_t lo = strips * t / n * MR, hi = strips * (t + 1) / n * MR;
-                    if (hi > M) hi = M;
-                    if (lo < hi) gemm_part(K, A, B, C, N, lo, hi, 0, N);
-                } else {
-                    int64_t strips = (N + NR - 1) / NR;
-                    int64_t lo = strips * t / n * NR, hi = strips * (t + 1) / n * NR;
-                    if (hi > N) hi = N;
-                    if (lo < hi) gemm_part(K, A, B, C, N, 0, M, lo, hi);
-                }
-            }
+            for (int64_t q = 0; q < batch; ++q)          // split each product
+                thread_share(t, n, M, N, K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N);
         }
+    }
+}
+
+// B [K,N] (element strides sb0, sb1) packed whole for ember_sgemm_packed: for each KC-deep slice
+// (at dst + pc * npad, npad = N rounded up to NR) its NR-wide strips, k-major, zero-padded; the
+// layout gemm_part reads. ``dst`` 64-byte aligned, K * npad floats. Packed once, a right operand
+// shared by many products (an RNN's recurrent weight, used at every step) is not packed per product.
+extern "C" void ember_sgemm_pack_b(int64_t K, int64_t N, const float* b, int64_t sb0, int64_t sb1,
+                                   float* dst, int nthreads) {
+    if (K <= 0 || N <= 0) return;
+    const int64_t npad = (N + NR - 1) / NR * NR, strips = npad / NR;
+    int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
+    if (K * N < (1 << 16) || omp_in_parallel()) nt = 1;
+    Mat B{b, sb0, sb1};
+    #pragma omp parallel for num_threads(nt) schedule(static) collapse(2)
+    for (int64_t pc = 0; pc < K; pc += KC)
+        for (int64_t s = 0; s < strips; ++s) {
+            int kc = (int)(K - pc < KC ? K - pc : KC);
+            int nc = (int)(N - s * NR < NR ? N - s * NR : NR);
+            pack_b(B, pc, kc, s * NR, nc, dst + pc * npad + s * kc * NR);
+        }
+}
+
+// C [M,N] (contiguous) = A @ B with B packed by ember_sgemm_pack_b; threads split rows, else columns
+extern "C" void ember_sgemm_packed(int64_t M, int64_t N, int64_t K, const float* a, int64_t sa0, int64_t sa1,
+                                   const float* packed, float* c, int nthreads) {
+    __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED);
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) { memset(c, 0, sizeof(float) * M * N); return; }
+    const int64_t npad = (N + NR - 1) / NR * NR;
+    Mat A{a, sa0, sa1}, B{nullptr, 0, 0};
+    int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
+    if (2.0 * M * N * K < 2e5 || omp_in_parallel()) nt = 1;
+    if (nt == 1) { gemm_part(K, A, B, c, N, 0, M, 0, N, packed, npad); return; }
+    #pragma omp parallel num_threads(nt)
+    {
+        thread_share(omp_get_thread_num(), omp_get_num_threads(), M, N, K, A, B, c, packed, npad);
     }
 }

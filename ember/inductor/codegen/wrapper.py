@@ -30,7 +30,7 @@ from typing import Dict, List
 import numpy as np
 import sympy
 
-from .. import ir
+from .. import config, gemm, ir
 from ..scheduler import ExternGroup, FusedGroup
 from ..sizevars import pyexpr
 
@@ -54,6 +54,7 @@ class WrapperGen:
         self.pool: List[str] = []     # ``name = expr`` lines of the pool constructor
         self.persistent = persistent  # static-size intermediates live in a cross-call pool
         self.lines: List[str] = []
+        self.packs: Dict[int, tuple] = {}   # shared right operands of products (_shared_right_operands)
 
     def _dtype_ref(self, dtype):
         name = f"_dt_{dtype.name}"
@@ -115,6 +116,7 @@ class WrapperGen:
         for guard in g.sizevars.guards:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
         pool_at = len(L)          # where the pool is taken (filled in at the end)
+        self.packs = self._shared_right_operands()
         # lifetimes
         outputs = {o.name for o in g.outputs if isinstance(o, ir.Buffer)}
         outputs |= {o[1].name for o in g.outputs if isinstance(o, tuple) and o[0] == "view"}
@@ -179,7 +181,7 @@ class WrapperGen:
                     self.globals["_index_error"] = _index_error
                     L.append(f"    if _take_index_error_{kname}(): _index_error('{kname}')")
             else:
-                self._extern(grp, alloc)
+                self._extern(grp, alloc, gi)
             # release dead buffers
             for nm in sorted(grp.read_names() | grp.names()):
                 if last_use.get(nm) == gi and nm in owned and nm not in outputs and nm not in input_set \
@@ -216,10 +218,7 @@ class WrapperGen:
             L.append(f"    return ({''.join(n + ', ' for n in names_p)})")
         return "\n".join(L) + "\n"
 
-    def _extern(self, grp: ExternGroup, alloc):
-        k = grp.node.kernel
-        fname = f"_extern_{k.name}"
-        self.globals[fname] = k.fn
+    def _arg_exprs(self, k) -> List[str]:
         arrs = []
         for x in k.inputs:
             if isinstance(x, ir.Buffer):
@@ -227,7 +226,64 @@ class WrapperGen:
             else:
                 _, buf, size, stride, offset, _dt = x
                 arrs.append(self.view_expr(buf, size, stride, offset))
+        return arrs
+
+    def _shared_right_operands(self) -> Dict[int, tuple]:
+        """2-d matrix products that share their right operand (an unrolled RNN's recurrent
+        weight): group index -> (pack variable, first use?, last use?). The operand is packed
+        once (``gemm.pack_b``) and every product reads the packed copy (``gemm.matmul_packed``).
+        Its value cannot change between the uses: a buffer is live from its write to its last
+        read, and an output written in place into an input is scheduled after every read of it;
+        a use with any write to the operand's memory in between is left alone all the same."""
+        if config.gemm != "ember":
+            return {}
+        inplace = getattr(self.graph, "inplace", None) or {}
+        uses: Dict[str, List[int]] = {}
+        base: Dict[str, str] = {}
+        for gi, grp in enumerate(self.groups):
+            if not isinstance(grp, ExternGroup):
+                continue
+            k = grp.node.kernel
+            if k.fn is not gemm.matmul or not getattr(k, "out_arg", False) or len(k.inputs) != 2:
+                continue
+            a, b = k.inputs
+            if any(len(x.layout.size if isinstance(x, ir.Buffer) else x[2]) != 2 for x in (a, b)):
+                continue
+            expr = self._arg_exprs(k)[1]
+            uses.setdefault(expr, []).append(gi)
+            base[expr] = b.name if isinstance(b, ir.Buffer) else b[1].name
+        out: Dict[int, tuple] = {}
+        for expr, gis in uses.items():
+            if len(gis) < 2:
+                continue
+            name = base[expr]
+            if any(name in {inplace.get(n, n) for n in self.groups[j].names()} | set(self.groups[j].names())
+                   for j in range(gis[0], gis[-1] + 1)):
+                continue
+            var = f"_pk{len({v[0] for v in out.values()})}"
+            for j in gis:
+                out[j] = (var, j == gis[0], j == gis[-1])
+        return out
+
+    def _extern(self, grp: ExternGroup, alloc, gi: int = -1):
+        k = grp.node.kernel
+        fname = f"_extern_{k.name}"
+        self.globals[fname] = k.fn
+        arrs = self._arg_exprs(k)
         L = self.lines
+        pack = self.packs.get(gi)
+        if pack is not None:
+            var, first, last = pack
+            if first:
+                self.globals["_gemm_pack_b"] = gemm.pack_b
+                L.append(f"    {var} = _gemm_pack_b({arrs[1]})  # packed once for {sum(1 for v in self.packs.values() if v[0] == var)} products")
+            self.globals[fname] = gemm.matmul_packed
+            out = k.outputs[0]
+            alloc(out)
+            L.append(f"    {fname}({arrs[0]}, {var}, {out.name})  # {k.kind}")
+            if last:
+                L.append(f"    del {var}")
+            return
         if getattr(k, "out_arg", False):
             # fn(*inputs, out): gemm.matmul, the convolution, cat: writes into the preallocated output
             out = k.outputs[0]
