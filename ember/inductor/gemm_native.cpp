@@ -159,10 +159,41 @@ float* buffer(std::vector<float>& v, size_t n) {
     return (float*)((p + 63) & ~(uintptr_t)63);
 }
 
+// gemm_part for a short block (at most MC rows: one packed A block per slice). B is packed one
+// NR-wide strip at a time, just before its micro-kernels: with few rows a packed B strip serves
+// few micro-tiles, and packing a whole KC x NC slice first read B from memory with nothing to
+// compute meanwhile. Strip by strip, the core overlaps the next strip's loads with this one's
+// FMAs, and the strip stays in L1. Measured on the 2-core box, interleaved in one process:
+// 64 x 1024 x 1024 products 1.03-1.13x, compiled MLP inference (three of them) 1.08x; a
+// software prefetch of the next strip's source on top measured no better (dropped). Same
+// tiles, same order of sums: the same bits as the blocked path.
+void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
+                     int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    thread_local std::vector<float> abuf, sbuf;
+    float* ap = buffer(abuf, (size_t)MC * KC);
+    float* bs = buffer(sbuf, (size_t)KC * NR);
+    const int mc = (int)(i1 - i0), tiles = (mc + MR - 1) / MR;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+        int kc = (int)(K - pc < KC ? K - pc : KC);
+        pack_a(A, i0, mc, pc, kc, ap);
+        for (int64_t j = j0; j < j1; j += NR) {
+            int nr = (int)(j1 - j < NR ? j1 - j : NR);
+            pack_b(B, pc, kc, j, nr, bs);
+            __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+            __mmask16 m1 = nr >= 32 ? 0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0);
+            for (int t = 0; t < tiles; ++t) {
+                int ir = t * MR, mr = mc - ir < MR ? mc - ir : MR;
+                micro(kc, ap + (int64_t)t * kc * MR, bs, C + (i0 + ir) * ldc + j, ldc, mr, m0, m1, pc > 0);
+            }
+        }
+    }
+}
+
 // C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1] on the calling thread. With ``pre`` (B packed
 // whole by ember_sgemm_pack_b, rows padded to npad columns) the B blocks are read from it.
 void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
                int64_t i0, int64_t i1, int64_t j0, int64_t j1, const float* pre = nullptr, int64_t npad = 0) {
+    if (!pre && i1 - i0 <= MC) { gemm_part_short(K, A, B, C, ldc, i0, i1, j0, j1); return; }
     thread_local std::vector<float> abuf, bbuf;
     float* ap = buffer(abuf, (size_t)MC * KC);
     float* bp = pre ? nullptr : buffer(bbuf, (size_t)KC * NC);

@@ -162,6 +162,25 @@ def test_packed_right_operand_matches_per_product_packing(m, n, k, ta, tb, step)
     assert (np.abs(got - ref) / scale).max() <= 4e-7 * k ** 0.5 + 1e-6
 
 
+@pytest.mark.parametrize("m,n,k,tb", [(64, 1024, 1024, True), (64, 1024, 1024, False), (120, 1100, 520, True),
+                                       (121, 70, 300, False), (250, 1000, 300, True)])
+def test_short_blocks_match_the_blocked_path(m, n, k, tb):
+    """A thread's block of at most 120 rows packs B strip by strip (``gemm_part_short``); the
+    blocked path (here: the pre-packed operand, 250 rows = two threads' blocks of 125) packs a
+    whole slice first. Same tiles, same order of sums: the same bits, on shapes with ragged
+    strips, several K slices and both layouts of B."""
+    rng = np.random.default_rng(m * 7 + n)
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((n, k), dtype=np.float32).T if tb else rng.standard_normal((k, n), dtype=np.float32)
+    got, want = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+    gemm.matmul(a, b, got)
+    gemm.matmul_packed(a, gemm.pack_b(b), want)
+    np.testing.assert_array_equal(got, want)
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+    assert (np.abs(got - ref) / scale).max() <= 4e-7 * k ** 0.5
+
+
 def test_packed_right_operand_fallbacks():
     """No packed copy for float64 or under ``config.gemm = "blas"``; a float64 left operand or a
     strided output with a packed float32 B: numpy's matmul of the original operand."""
