@@ -181,8 +181,12 @@ def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return _max_pool(3, input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, "max_pool3d")
 
 
-max_pool1d_with_indices = lambda *a, **k: max_pool1d(*a, **{**k, "return_indices": True})  # noqa: E731
-max_pool2d_with_indices = lambda *a, **k: max_pool2d(*a, **{**k, "return_indices": True})  # noqa: E731
+def max_pool1d_with_indices(*args, **kwargs):
+    return max_pool1d(*args, **{**kwargs, "return_indices": True})
+
+
+def max_pool2d_with_indices(*args, **kwargs):
+    return max_pool2d(*args, **{**kwargs, "return_indices": True})
 
 
 def _avg_pool(nd, input, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, name):

@@ -128,7 +128,9 @@ def _like(fn):
             raise TypeError(f"{fn.__name__}_like(): argument 'input' must be Tensor, not {type(input).__name__}")
         return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, device=device or input.device,
                   requires_grad=requires_grad)
-    like.__name__ = fn.__name__ + "_like"
+    # a module-level name (zeros_like, ...): graphs that call it can be keyed, cached and
+    # pickled by reference (the aot and FX graph caches refuse closures they cannot name)
+    like.__name__ = like.__qualname__ = fn.__name__ + "_like"
     return like
 
 

@@ -315,7 +315,10 @@ def _scatter_entry(name):
         if src is None:
             raise TypeError(f"{name}() missing required argument 'src' or 'value'")
         return op.binding(self, dim, index, src, reduce=reduce)
-    fn.__name__ = name
+    # named as ``ember.<name>``, where the namespace holds it: graphs that call it can be keyed
+    # and pickled by reference (the aot and FX graph caches refuse closures they cannot name)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = "ember"
     return fn
 
 
@@ -929,13 +932,13 @@ def _index_result_ndim(r, indices):
 
 
 # ---------------------------------------------------------------------- entry points
+_scatter_fn = _scatter_entry("scatter")       # one function: ember.scatter and Tensor.scatter
 for _name, _fn in dict(index_put=_index_put_entry, index_put_=_index_put__entry, nonzero=nonzero,
-                       argwhere=argwhere, scatter=_scatter_entry("scatter"),
-                       scatter_=_scatter_entry("scatter_")).items():
+                       argwhere=argwhere, scatter=_scatter_fn, scatter_=_scatter_entry("scatter_")).items():
     setattr(Tensor, _name, _fn)
 for _name, _fn in dict(index_put=_index_put_entry, index_put_=_index_put__entry, nonzero=nonzero,
                        argwhere=argwhere, where=where, getitem=getitem, setitem=setitem,
-                       scatter=_scatter_entry("scatter")).items():
+                       scatter=_scatter_fn).items():
     setattr(api, _name, _fn)
 
 

@@ -348,3 +348,42 @@ def test_bool_and_int_dtypes_in_graphs_round_trip(fresh_cache):
     out2, g2 = _step(_bool_mask, x, w)
     assert _delta(s0)["hits"] == 1 and _delta(s0)["corrupt"] == 0
     assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
+
+
+def test_an_optimizer_first_step_is_cached(fresh_cache):
+    """An optimizer's first step creates its state with ``zeros_like``: the graph calls it, so
+    the key must name it (it was a closure, ``_like.<locals>.like``, and every such graph
+    bypassed the cache: a warm AdamW compile re-traced both aot graphs, ~0.2 s)."""
+    import pickle
+    from ember.inductor.fx_graph_cache import _fn_name
+    for f in (ember.zeros_like, ember.ones_like, ember.empty_like, ember.scatter,
+              ember.nn.functional.max_pool1d_with_indices, ember.nn.functional.max_pool2d_with_indices):
+        assert "<" not in _fn_name(f) and pickle.loads(pickle.dumps(f)) is f
+
+    def run():
+        ember.manual_seed(3)
+        ps = [ember.randn(5, 4, requires_grad=True) for _ in range(3)]
+        for p in ps:
+            p.grad = ember.randn(5, 4)
+        opt = ember.optim.AdamW(ps, lr=1e-2)
+        opt.step = ember.compile(opt.step)
+        s0 = dict(cache.stats)
+        opt.step()
+        return _delta(s0), [p.detach().numpy().copy() for p in ps]
+
+    from ember.dynamo import reset
+    reset()
+    miss, first = run()
+    assert miss["bypassed"] == 0 and miss["stores"] >= 1, miss
+    reset()
+    hit, second = run()
+    assert hit["bypassed"] == 0 and hit["hits"] >= 1 and hit["misses"] == 0, hit
+    for a, b in zip(first, second):
+        np.testing.assert_array_equal(a, b)
+    ember.manual_seed(3)
+    ps = [ember.randn(5, 4, requires_grad=True) for _ in range(3)]
+    for p in ps:
+        p.grad = ember.randn(5, 4)
+    ember.optim.AdamW(ps, lr=1e-2).step()              # eager
+    for p, a in zip(ps, first):
+        np.testing.assert_allclose(p.detach().numpy(), a, rtol=1e-6, atol=1e-7)
