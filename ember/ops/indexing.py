@@ -315,10 +315,7 @@ def _scatter_entry(name):
         if src is None:
             raise TypeError(f"{name}() missing required argument 'src' or 'value'")
         return op.binding(self, dim, index, src, reduce=reduce)
-    # named as ``ember.<name>``, where the namespace holds it: graphs that call it can be keyed
-    # and pickled by reference (the aot and FX graph caches refuse closures they cannot name)
     fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = "ember"
     return fn
 
 
@@ -932,7 +929,11 @@ def _index_result_ndim(r, indices):
 
 
 # ---------------------------------------------------------------------- entry points
-_scatter_fn = _scatter_entry("scatter")       # one function: ember.scatter and Tensor.scatter
+# one function for ember.scatter and Tensor.scatter, named where the namespace holds it: graphs
+# that call it can be keyed and pickled by reference (the aot and FX graph caches refuse
+# closures they cannot name)
+_scatter_fn = _scatter_entry("scatter")
+_scatter_fn.__module__ = "ember"
 for _name, _fn in dict(index_put=_index_put_entry, index_put_=_index_put__entry, nonzero=nonzero,
                        argwhere=argwhere, scatter=_scatter_fn, scatter_=_scatter_entry("scatter_")).items():
     setattr(Tensor, _name, _fn)

@@ -166,9 +166,9 @@ def test_packed_right_operand_matches_per_product_packing(m, n, k, ta, tb, step)
                                        (121, 70, 300, False), (250, 1000, 300, True)])
 def test_short_blocks_match_the_blocked_path(m, n, k, tb):
     """A thread's block of at most 120 rows packs B strip by strip (``gemm_part_short``); the
-    blocked path (here: the pre-packed operand, 250 rows = two threads' blocks of 125) packs a
-    whole slice first. Same tiles, same order of sums: the same bits, on shapes with ragged
-    strips, several K slices and both layouts of B."""
+    pre-packed operand always takes the blocked path, which packs a whole slice first. Same
+    tiles, same order of sums: the same bits, on shapes with ragged strips, several K slices and
+    both layouts of B (m = 250: both sides blocked, columns split over the threads)."""
     rng = np.random.default_rng(m * 7 + n)
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((n, k), dtype=np.float32).T if tb else rng.standard_normal((k, n), dtype=np.float32)
