@@ -131,11 +131,14 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
     __m512 c0[MR], c1[MR];
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
-    for (int k = 0; k < kc; ++k) {
-        __m512 b0 = _mm512_load_ps(b + k * NR), b1 = _mm512_load_ps(b + k * NR + 16);
+    // pointers bumped, not a[k * MR + i]: the code cache builds with -fwrapv, under which an
+    // int index is recomputed and sign-extended for every broadcast (two integer ops per pair of
+    // FMAs: the product ran at 1.9 instead of 1.4 ms for 1024 x 256 x 1024)
+    for (int k = 0; k < kc; ++k, a += MR, b += NR) {
+        __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
         for (int i = 0; i < MR; ++i) {
-            __m512 av = _mm512_set1_ps(a[k * MR + i]);
+            __m512 av = _mm512_set1_ps(a[i]);
             c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
         }
