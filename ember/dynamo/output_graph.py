@@ -75,7 +75,8 @@ class OutputGraph:
         prev = self._by_id.get(id(t))
         if prev is not None:
             tv, first = prev
-            self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
+            if source.expr() != first.expr():     # (the same read again, e.g. ``p.grad`` twice)
+                self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
             return tv
         dims = None
         if self.dynamic_dims is not None and self.examples.shape_env is not None:

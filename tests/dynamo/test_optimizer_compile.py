@@ -9,6 +9,7 @@ floats; both are converted to float32 by the op)."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pytest
@@ -374,3 +375,46 @@ def test_inductor_in_place_only_where_no_old_value_is_read_later(case):
             np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-5, atol=1e-5)   # sums: order
         np.testing.assert_allclose(xc.numpy(), xe.numpy(), rtol=1e-6, atol=1e-6)
     assert dynamo.counters["graph_breaks"] == 0 and dynamo.counters["eager_fallback"] == 0
+
+
+def test_guard_reads_shared_sources_once_and_still_catches_changes():
+    """An optimizer step's guard checks every parameter, gradient and state tensor behind the
+    same chains of reads; the generated guard reads each shared chain once into a local
+    (``__sN = ...``) instead of re-walking it from the argument per check, and drops the
+    ``x is x`` checks a second read of the same source used to add. It must still fail on
+    every change it guarded before: a gradient of another shape, a parameter list of other
+    length, a state tensor of another dtype."""
+    from ember.dynamo import convert_frame
+    ember.manual_seed(SEED)
+    model = _model()
+    opt = ember.optim.AdamW(model.parameters(), lr=1e-2)
+    cnt = CountingBackend()
+    cstep = ember.compile(opt.step, backend=cnt)
+    for _ in range(3):
+        _grads([model], ember.randn(5, 6))
+        cstep()
+    assert cnt.frame_count == 2
+    code = type(opt).step.__code__
+    entries = [e for c, cache in convert_frame._caches.items() for e in cache.entries
+               if c.co_name == code.co_name and c.co_filename == code.co_filename]
+    src = entries[-1].guard.source
+    assert src.count("a0.param_groups") == 1, src            # read once, then a local
+    assert "['params']" in src and src.count("['params']") == 1, src
+    assert not re.search(r"if not \((\S+) is \1\):", src), src
+    g, args = entries[-1].guard, (type(opt).step, opt, None)
+    assert g(*args)
+    w = model[2].weight
+    saved = w.grad
+    w.grad = ember.randn(16, 8).t()                           # other strides
+    assert not g(*args)
+    w.grad = saved
+    assert g(*args)
+    st = opt.state[w]
+    m = st["exp_avg"]
+    st["exp_avg"] = m.double()                                # another dtype in the state
+    assert not g(*args)
+    st["exp_avg"] = m
+    opt.param_groups[0]["params"].append(ember.randn(2, requires_grad=True))
+    assert not g(*args)
+    opt.param_groups[0]["params"].pop()
+    assert g(*args)
