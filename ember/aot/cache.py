@@ -332,16 +332,24 @@ def _graph_record(gm) -> dict:
             "consts": consts}
 
 
+_LEAVES = frozenset((int, float, str, bool, type(None)))
+
+
 def _rebuild_graph(rec: dict):
     from ..fx.graph import Graph
     from ..fx.graph_module import GraphModule
+    from ..fx.passes.shape_prop import TensorMetadata
+    from ..tensor import Tensor
+    leaves = _LEAVES | {TensorMetadata, Tensor}       # values that hold no node (fakes: Tensor)
     g = Graph()
     env: Dict[str, Any] = {}
 
     def sub(a):
-        if isinstance(a, _Ref):
-            return env[a.name]
         t = type(a)
+        if t in leaves:               # (most of a record: a warm compile rebuilds thousands of nodes)
+            return a
+        if t is _Ref:
+            return env[a.name]
         if isinstance(a, tuple):
             items = [sub(x) for x in a]
             return t._make(items) if hasattr(a, "_fields") else t(items)
@@ -354,7 +362,7 @@ def _rebuild_graph(rec: dict):
         return a
 
     for op, name, target, args, kwargs, meta in rec["nodes"]:
-        n = g.create_node(op, target, sub(args), sub(kwargs), name=name)
+        n = g.create_node(op, target, sub(args), sub(kwargs), name=name, _trusted=True)
         if n.name != name:
             raise ValueError(f"node {name} rebuilt as {n.name}")
         n.meta.update({k: sub(v) for k, v in meta.items()})

@@ -109,17 +109,21 @@ class Graph:
         kwargs: Optional[Dict[str, Argument]] = None,
         name: Optional[str] = None,
         type_expr: Optional[Any] = None,
+        *,
+        _trusted: bool = False,
     ) -> Node:
         """Create a node and insert it at the current insertion point.
 
         ``name`` is a hint: it is made unique within this graph (``mul``,
         ``mul_1``, ...). Without a hint the name is derived from ``target``.
+        ``_trusted``: the caller built ``args``/``kwargs`` from this graph's live nodes (a
+        cache rebuilding a stored graph), so the per-argument ownership check is skipped.
         """
         if op not in OPCODES:
             raise ValueError(f"fx: unknown op {op!r}; expected one of {OPCODES}")
         args = () if args is None else tuple(args)
         kwargs = {} if kwargs is None else dict(kwargs)
-        for a in _flatten_nodes((args, kwargs)):
+        for a in (() if _trusted else _flatten_nodes((args, kwargs))):
             if a.graph is not self:
                 raise RuntimeError(
                     f"fx: argument node {a.name!r} belongs to another graph; "
