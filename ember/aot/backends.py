@@ -59,7 +59,9 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
     from .runtime import aot_function
 
     def compile_static(gm, example_inputs):
-        decomps = _full_decompositions() if decompositions == "prims" else decompositions
+        # "prims" stays a name: aot resolves it (importing ember.prims, ~50 ms) only when it
+        # traces, which a warm compile that hits the aot cache never does
+        decomps = decompositions
         dyn = config.dynamic if dynamic is None else dynamic
         return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                             decompositions=decomps, dynamic=dyn, memory_budget=memory_budget)
@@ -67,7 +69,7 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
     def backend(gm, example_inputs):
         if not getattr(gm, "meta", {}).get("dynamic"):
             return compile_static(gm, example_inputs)
-        decomps = _full_decompositions() if decompositions == "prims" else decompositions
+        decomps = decompositions
         fakes, why = _dynamo_fakes(gm, example_inputs)
         if fakes is not None:
             try:

@@ -33,7 +33,18 @@ arguments with node references, ``meta`` with fake tensors by shape/dtype/stride
 constant tensors the trace created, by value), the
 graph's ``meta``, the joint graph's bookkeeping (outputs, mutated inputs, gradient inputs,
 differentiable outputs, aliased outputs), the number of saved values and which are tensors,
-the backward's example inputs (fakes) and the partition report.
+the backward's example inputs (fakes) and the partition report; and per graph the digest
+its compiler reported (``graph_digest``: inductor's ``fx_graph_cache`` digest), when it did.
+The entry is written after the graph compilers ran (to have their digests), the graphs in it
+as they were before (the compilers may add metadata).
+
+**Lazy graphs**: each graph is pickled on its own inside the entry. A hit rebuilds a graph
+stored without a digest at once; one stored with a digest comes back as a
+``LazyGraphModule`` (``ember/fx/lazy_graph_module.py``) that a compiler saying
+``accepts_lazy_graph`` (inductor) gets as it is: inductor looks its entry up by the digest,
+and the graph -- thousands of nodes for an unrolled LSTM, whose rebuild also imports the
+prims -- is built only when read (an inductor miss, an eager fallback, a recompile for
+other strides). LSTM training's warm compile: 0.30 -> 0.12 s.
 
 **Storage**: ``$EMBER_CACHE_DIR/aot/<key[:2]>/<key>.aot``, a header line (magic, format,
 sha256 of the payload) then the pickle, written to a temporary file and ``os.replace``-d
@@ -59,7 +70,7 @@ from ..runtime import disk_cache
 
 log = logging.getLogger("ember.aot.cache")
 
-FORMAT_VERSION = "1"
+FORMAT_VERSION = "2"
 _MAGIC = b"EMBER-AOT"
 
 stats = {"hits": 0, "misses": 0, "stores": 0, "corrupt": 0, "bypassed": 0, "uncacheable": 0}
@@ -194,7 +205,7 @@ def key_lines(aot, training: bool) -> List[str]:
         dec = aot.decompositions
         if dec is None:
             put("decomp none")
-        elif _is_prims_table(dec):
+        elif isinstance(dec, str) or _is_prims_table(dec):   # ("prims": named, not yet imported)
             put("decomp prims")     # ember's own table: its code is in the source hash
         else:
             items = []
@@ -298,7 +309,13 @@ class _Unpickler(pickle.Unpickler):
         if kind == "dtype":
             return self._t.as_dtype(pid[1])
         if kind == "op":
-            return self._ops[pid[1]].binding
+            op = self._ops.get(pid[1])
+            if op is None and pid[1].startswith("prims."):
+                from .. import prims  # noqa: F401 - registers the prims (not imported until needed)
+                op = self._ops.get(pid[1])
+            if op is None:
+                raise pickle.UnpicklingError(f"unknown op {pid[1]!r}")
+            return op.binding
         if kind == "device":
             return self._t.device(pid[1])
         if kind == "fake":
@@ -403,16 +420,35 @@ def _joint_from(rec: dict):
                       inference=rec["inference"])
 
 
+def graph_blob(gm) -> Optional[bytes]:
+    """The graph as the entry stores it, taken *before* the graph compilers see it (they may
+    add metadata); None (logged) when it cannot be stored."""
+    try:
+        buf = io.BytesIO()
+        _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(_graph_record(gm))
+        return buf.getvalue()
+    except Exception as e:  # noqa: BLE001 - an unstorable graph is simply not cached
+        stats["uncacheable"] += 1
+        log.info("aot cache: not storing a graph: %s: %s", type(e).__name__, e)
+        return None
+
+
+def _load_graph(blob: bytes):
+    return _rebuild_graph(_Unpickler(io.BytesIO(blob)).load())
+
+
 def save(key: str, kind: str, **parts) -> bool:
     """Store an entry: ``kind`` is "training", "inference" or "no_grad_outputs" (training
-    found no differentiable output: the caller compiles for inference)."""
+    found no differentiable output: the caller compiles for inference). ``fw``/``bw`` are
+    :func:`graph_blob` bytes (an entry with a None graph is not stored); ``digests`` maps
+    "fw"/"bw" to the compiled graph's ``fx_graph_cache`` digest, or None."""
     try:
         entry: Dict[str, Any] = {"format": FORMAT_VERSION, "key": key, "kind": kind}
         for name, v in parts.items():
             if name == "joint":
                 v = _joint_record(v)
-            elif name in ("fw", "bw"):
-                v = _graph_record(v)
+            elif name in ("fw", "bw") and not isinstance(v, bytes):
+                raise Uncacheable(f"the {name} graph could not be stored")
             entry[name] = v
         buf = io.BytesIO()
         _Pickler(buf, protocol=pickle.HIGHEST_PROTOCOL).dump(entry)
@@ -434,7 +470,13 @@ def save(key: str, kind: str, **parts) -> bool:
 
 def lookup(key: str, kind: str) -> Optional[dict]:
     """The stored entry with its graphs rebuilt (GraphModules, a JointGraph without ``gm``),
-    or None on a miss or a corrupt entry (logged)."""
+    or None on a miss or a corrupt entry (logged).
+
+    A graph stored with its inductor digest comes back as a :class:`LazyGraphModule`
+    carrying it: inductor finds its compiled code by the digest and the graph is never
+    built unless something reads it (``ember/fx/lazy_graph_module.py``). One stored without
+    (another compiler, or none could be computed) is rebuilt here."""
+    from ..fx.lazy_graph_module import LazyGraphModule
     path = _path(key)
     t0 = time.perf_counter()
     try:
@@ -443,9 +485,14 @@ def lookup(key: str, kind: str) -> Optional[dict]:
             if entry["kind"] not in (kind, "no_grad_outputs"):
                 raise ValueError(f"entry kind {entry['kind']!r}, expected {kind!r}")
             out = dict(entry)
+            digests = out.get("digests") or {}
             for name in ("fw", "bw"):
                 if name in out:
-                    out[name] = _rebuild_graph(out[name])
+                    blob = out[name]
+                    if digests.get(name) is not None:
+                        out[name] = LazyGraphModule(lambda blob=blob: _load_graph(blob), digests[name])
+                    else:
+                        out[name] = _load_graph(blob)
             if "joint" in out:
                 out["joint"] = _joint_from(out["joint"])
     except Exception as e:  # noqa: BLE001 - a damaged entry is traced again, never fatal
@@ -466,4 +513,4 @@ def clear() -> None:
     shutil.rmtree(cache_dir(), ignore_errors=True)
 
 
-__all__ = ["key_for", "lookup", "save", "clear", "stats", "enabled", "source_hash"]
+__all__ = ["key_for", "lookup", "save", "graph_blob", "clear", "stats", "enabled", "source_hash"]

@@ -71,6 +71,10 @@ class AOTModule:
         self.fw_compiler = fw_compiler
         self.bw_compiler = bw_compiler
         self.inference_compiler = inference_compiler or fw_compiler
+        # a table, None, or "prims" (ember's own table, resolved on the first trace: see
+        # ``_decomposition_table``)
+        if isinstance(decompositions, str) and decompositions != "prims":
+            raise ValueError(f"aot: decompositions={decompositions!r}: expected a table, None or 'prims'")
         self.decompositions = decompositions
         self.dynamic = dynamic
         self.memory_budget = memory_budget
@@ -82,6 +86,15 @@ class AOTModule:
         self._eager_reason = None   # set when the graph cannot be traced: it then runs eagerly
 
     # -- compilation -------------------------------------------------------------------
+    def _decomposition_table(self):
+        """The table to trace with. ``"prims"`` names ember's own, imported here rather than
+        when the backend is called: the aot cache keys it by name, so a warm compile that
+        hits never imports ``ember.prims`` (~50 ms of a 0.3 s budget)."""
+        if isinstance(self.decompositions, str):
+            from .backends import _full_decompositions
+            self.decompositions = _full_decompositions()
+        return self.decompositions
+
     def _compile_training(self):
         from . import cache
         ck = cache.key_for(self, training=True)
@@ -95,7 +108,7 @@ class AOTModule:
             is_tensor, n_saved = hit["is_tensor"], hit["n_saved"]
         else:
             t0 = time.perf_counter()
-            joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
+            joint = trace_joint(self.fn, self.example_inputs, decompositions=self._decomposition_table(),
                                 dynamic=self.dynamic, inference=False, shape_env=self.shape_env,
                                 fake_inputs=self.fake_inputs)
             self.timings["aot_trace_joint"] = time.perf_counter() - t0
@@ -118,14 +131,18 @@ class AOTModule:
             bw_examples = saved_vals + tangent_vals
             is_tensor = [s.meta.get("val") is not None or "tensor_meta" in s.meta for s in saved]
             n_saved = len(saved)
-            if ck is not None:   # (before the compilers see the graphs)
-                cache.save(ck, "training", joint=joint, fw=fw_gm, bw=bw_gm, bw_examples=bw_examples,
-                           is_tensor=is_tensor, n_saved=n_saved, report=report)
+            # the graphs as stored are taken before the compilers see them; the entry is
+            # written after, with the compiled graphs' digests (see cache.lookup)
+            blobs = (cache.graph_blob(fw_gm), cache.graph_blob(bw_gm)) if ck is not None else None
         fw_examples = self._examples()
         t0 = time.perf_counter()
-        fw = self.fw_compiler(fw_gm, fw_examples)
-        bw = self.bw_compiler(bw_gm, bw_examples)
+        fw = self.fw_compiler(_graph_for(self.fw_compiler, fw_gm), fw_examples)
+        bw = self.bw_compiler(_graph_for(self.bw_compiler, bw_gm), bw_examples)
         self.timings["aot_compile"] = time.perf_counter() - t0
+        if hit is None and ck is not None:
+            cache.save(ck, "training", joint=joint, fw=blobs[0], bw=blobs[1], bw_examples=bw_examples,
+                       is_tensor=is_tensor, n_saved=n_saved, report=report,
+                       digests={"fw": _digest(fw), "bw": _digest(bw)})
         self._training = (joint, fw, bw, n_saved, is_tensor, _make_function_class(self, joint))
 
     def _compile_inference(self):
@@ -133,10 +150,11 @@ class AOTModule:
         ck = cache.key_for(self, training=False)
         hit = cache.lookup(ck, "inference") if ck is not None else None
         if hit is not None:
-            self._inference = (hit["joint"], self.inference_compiler(hit["fw"], self._examples()))
+            self._inference = (hit["joint"], self.inference_compiler(
+                _graph_for(self.inference_compiler, hit["fw"]), self._examples()))
             return
         t0 = time.perf_counter()
-        joint = trace_joint(self.fn, self.example_inputs, decompositions=self.decompositions,
+        joint = trace_joint(self.fn, self.example_inputs, decompositions=self._decomposition_table(),
                             dynamic=self.dynamic, inference=True, shape_env=self.shape_env,
                             fake_inputs=self.fake_inputs)
         self.timings["aot_trace_inference"] = time.perf_counter() - t0
@@ -146,9 +164,11 @@ class AOTModule:
         # write it straight into the input (inductor does where safe), then _write_back skips it
         n = joint.num_outputs
         fw_gm.meta["input_mutations"] = {n + k: i for k, i in enumerate(joint.mutated_inputs)}
+        blob = cache.graph_blob(fw_gm) if ck is not None else None   # (before the compiler sees it)
+        compiled = self.inference_compiler(fw_gm, self._examples())
         if ck is not None:
-            cache.save(ck, "inference", joint=joint, fw=fw_gm)
-        self._inference = (joint, self.inference_compiler(fw_gm, self._examples()))
+            cache.save(ck, "inference", joint=joint, fw=blob, digests={"fw": _digest(compiled)})
+        self._inference = (joint, compiled)
 
     def _examples(self):
         """What the forward compiler gets: dynamo's symbolic fakes when tracing with its ShapeEnv."""
@@ -368,6 +388,21 @@ def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
     for pos, g in zip(joint.grad_inputs, res):
         out[pos] = g
     return tuple(out)
+
+
+def _graph_for(compiler, gm):
+    """What ``compiler`` gets: a LazyGraphModule from the aot cache as it is when the compiler
+    says it takes one (inductor: it finds its compiled code by the graph's digest), else built."""
+    if getattr(compiler, "accepts_lazy_graph", False):
+        return gm
+    from ..fx.lazy_graph_module import materialize
+    return materialize(gm)
+
+
+def _digest(compiled):
+    """The compiled graph's ``fx_graph_cache`` digest (inductor's CompiledFunction), or None."""
+    d = getattr(compiled, "graph_digest", None)
+    return d if isinstance(d, str) else None
 
 
 def aot_function(fn, example_inputs, *, fw_compiler, bw_compiler=None, decompositions=None,

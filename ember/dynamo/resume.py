@@ -42,7 +42,6 @@ import dis
 
 import sys
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .exc import Unsupported
 
@@ -75,6 +74,9 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, 
     """The original code as a function of (stack values, locals): a prefix pushes the stack
     and jumps to ``target_offset`` (or, with ``append(covering TryBegin or None)`` -> instructions,
     to that block appended after the body). Cells become free variables."""
+    # (imported here: ``bytecode`` costs ~10 ms, which a compile without graph breaks, a warm
+    # one included, need not pay; ``is_resume`` runs on every compile)
+    from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
     bc = Bytecode.from_code(code)
     instrs = [i for i in bc if isinstance(i, Instr)]
     dis_insts = _real_instructions(code)
@@ -181,6 +183,7 @@ def trampoline_code(code, call_offset, stack_layout, local_names):
     hit = _cache.get(key)
     if hit is not None:
         return hit
+    from bytecode import Instr, TryBegin, TryEnd
 
     def call_block(covering, target):
         if covering is None:

@@ -18,6 +18,7 @@ from typing import Any, Dict, List, Tuple
 import numpy as np
 
 from .. import _openmp
+from ..fx.lazy_graph_module import LazyGraphModule
 from ..tensor import Tensor, _make
 from . import codecache, config, fx_graph_cache
 
@@ -49,6 +50,7 @@ class CompiledGraph:
         self.wrapper_src = wrapper_src
         self._call = call
         self.n_kernels = n_kernels
+        self.graph_digest = None    # fx_graph_cache's digest of the graph (None: not cacheable)
         self.fallbacks = list(graph.fallbacks)
         self._input_pos = {n: i for i, n in enumerate(graph.input_names)}
         self._consts = [graph.constants[n]._data for n in graph.input_names if n in graph.constants]
@@ -120,11 +122,20 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         from .codegen.triton_wrapper import compile_graph_triton
         return compile_graph_triton(gm, example_inputs, mode="cuda", dynamic=dynamic).as_variant()
     _openmp.check_wait_policy(log)   # once per process: a libgomp loaded before ember spins
-    cache_key = fx_graph_cache.key_for(gm, example_inputs, dynamic)   # None: bypassed/uncacheable
-    if cache_key is not None:
-        hit = fx_graph_cache.lookup(cache_key, gm)
+    # None: bypassed/uncacheable. A LazyGraphModule with a digest hint is looked up unbuilt
+    digest = fx_graph_cache.digest_for(gm, example_inputs, dynamic)
+    if digest is not None:
+        hit = fx_graph_cache.lookup(fx_graph_cache.key_from_digest(digest), gm)
         if hit is not None:
+            hit.graph_digest = digest
             return hit
+    if isinstance(gm, LazyGraphModule):
+        # a miss on the hint (its entry was deleted, or another compiler config): build the
+        # graph and key it from its own nodes, as any other graph
+        gm = gm.materialize()
+        _ensure_meta(gm, example_inputs)
+        digest = fx_graph_cache.digest_for(gm, example_inputs, dynamic)
+    cache_key = fx_graph_cache.key_from_digest(digest) if digest is not None else None
     from .codegen import combo, cpp
     from .codegen.wrapper import WrapperGen
     from .graph import GraphLowering
@@ -179,6 +190,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     if config.profile_kernels:
         _instrument(glb, sched, names, prof)
     compiled = CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))
+    compiled.graph_digest = digest
     if cache_key is not None:
         fx_graph_cache.save(cache_key, gm, graph, compiled, sources, libs, wg.globals)
     return compiled
@@ -207,7 +219,7 @@ class CompiledFunction:
     """What :func:`compile_fx` returns: call it with the flat input tensors."""
 
     def __init__(self, gm, example_inputs, dynamic=False):
-        self.gm = gm
+        self._gm = gm                # a GraphModule, or a LazyGraphModule built on first read
         self.dynamic = dynamic
         self.variants: Dict[Any, Any] = {}
         self._last_key = None
@@ -215,17 +227,38 @@ class CompiledFunction:
         self.eager_reason = None
         self._compile(list(example_inputs))
 
+    @property
+    def gm(self):
+        """The graph (built now if it came lazily from the aot cache and was not yet needed)."""
+        gm = self._gm
+        if isinstance(gm, LazyGraphModule):
+            gm = self._gm = gm.materialize()
+        return gm
+
+    @property
+    def graph_digest(self):
+        """fx_graph_cache's digest of the graph as first compiled (None: not cacheable or failed):
+        what the aot cache stores to find the compiled graph again without rebuilding it."""
+        first = next(iter(self.variants.values()), None)
+        return getattr(first, "graph_digest", None)
+
     def _compile(self, inputs):
         # fake example inputs (symbolic sizes from aot/dynamo): compiled for the contiguous
         # arrays of any size that the caller passes
         fake = self.dynamic and any(type(a._data).__name__ == "FakeArray" for a in inputs)
         key = tuple([(a._data.ndim, a._data.dtype, True) for a in inputs]) if fake else self._vkey(inputs)
         try:
-            _ensure_meta(self.gm, inputs)
+            gm = self._gm
+            # a lazy graph's digest hint describes it with the example inputs it came with: the
+            # first compile only. compile_graph builds the graph if the hint misses
+            if not (isinstance(gm, LazyGraphModule) and gm.graph_digest_hint is not None
+                    and not self.dynamic and not self.variants):
+                gm = self.gm
+                _ensure_meta(gm, inputs)
             try:
                 if self.dynamic and not fake:   # (a symbolic trace's concrete sizes are guarded by its owner)
                     _graph().check_no_baked_sizes(self.gm)
-                v = compile_graph(self.gm, inputs, dynamic=self.dynamic)
+                v = compile_graph(gm, inputs, dynamic=self.dynamic)
             except _graph().DynamicShapeError as e:   # (evaluated only when something is raised)
                 log.warning("inductor: %s; compiling for the example shapes instead", e)
                 self.dynamic = False
@@ -238,6 +271,8 @@ class CompiledFunction:
             log.warning("inductor: compiling the graph failed, running it eagerly: %s", reason)
             self.eager_reason = reason
             v = None
+        if isinstance(self._gm, LazyGraphModule) and self._gm.materialized:
+            self._gm = self._gm.materialize()       # (built on an inductor miss: hold the graph itself)
         self.variants[key] = v
         self._last_key, self._last = key, v
         return v

@@ -57,7 +57,12 @@ def compile_fx_maybe_symbolic(gm, example_inputs):
     from .compile_fx import compile_fx
     if not is_symbolic_example(example_inputs):
         return compile_fx(gm, example_inputs)
-    return compile_fx_symbolic(gm, example_inputs)
+    from ..fx.lazy_graph_module import materialize
+    return compile_fx_symbolic(materialize(gm), example_inputs)
+
+
+# the aot cache may hand this compiler a LazyGraphModule (built only on an inductor cache miss)
+compile_fx_maybe_symbolic.accepts_lazy_graph = True
 
 
 class _Unsupported(Exception):

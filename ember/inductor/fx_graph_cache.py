@@ -23,6 +23,13 @@ a new one -- only loads the shared objects and ``exec``-s the wrapper.
   (a code change invalidates every entry), the Python version, and this
   file's format version.
 
+In two steps: the graph's part (nodes, metadata, example input layouts) is hashed into the
+graph's **digest** (``graph_digest``), and the key hashes the digest with the compiler's
+part (``env_lines``: config, compiler, CPU, Python, sources). The aot cache stores each
+compiled graph's digest, so its warm hit hands inductor a ``LazyGraphModule`` carrying the
+digest (``graph_digest_hint``): the entry is found without building or hashing the graph
+(``ember/fx/lazy_graph_module.py``).
+
 An argument the key cannot describe stably (an object whose ``repr`` is its
 address, a tensor baked into the graph) makes the graph uncacheable: it is
 compiled as before and nothing is stored.
@@ -252,11 +259,32 @@ def bypass_reason(example_inputs, dynamic: bool = False) -> Optional[str]:
 
 def graph_key(gm, example_inputs, dynamic: bool) -> str:
     """The cache key of compiling ``gm`` for ``example_inputs`` (see the module docstring)."""
-    return hashlib.sha256("\n".join(key_lines(gm, example_inputs, dynamic)).encode()).hexdigest()
+    return key_from_digest(graph_digest(gm, example_inputs, dynamic))
+
+
+def graph_digest(gm, example_inputs, dynamic: bool) -> str:
+    """sha256 of what the graph and its example inputs contribute to the key (:func:`graph_lines`).
+
+    Kept apart from the compiler's part so that a caller that knows a graph's digest without
+    holding the graph -- the aot cache, whose hit rebuilds graphs lazily -- can find the entry
+    (:func:`key_from_digest`) without rebuilding or hashing thousands of nodes."""
+    return hashlib.sha256("\n".join(graph_lines(gm, example_inputs, dynamic)).encode()).hexdigest()
+
+
+def key_from_digest(digest: str) -> str:
+    """The key of a graph whose :func:`graph_digest` is ``digest``, under this process's compiler
+    (config, g++, CPU, Python, inductor sources: :func:`env_lines`)."""
+    return hashlib.sha256(("graph " + digest + "\n" + "\n".join(env_lines())).encode()).hexdigest()
 
 
 def key_lines(gm, example_inputs, dynamic: bool) -> List[str]:
-    """The text the key hashes, one line per item (diff two of them to see why a compile missed)."""
+    """The text the key is made of, one line per item (diff two of them to see why a compile
+    missed): the graph's lines (hashed into its digest) then the compiler's."""
+    return graph_lines(gm, example_inputs, dynamic) + env_lines()
+
+
+def graph_lines(gm, example_inputs, dynamic: bool) -> List[str]:
+    """The graph's part of the key: its nodes, metadata and example input layouts."""
     lines: List[str] = []
     put = lines.append
 
@@ -275,12 +303,13 @@ def key_lines(gm, example_inputs, dynamic: bool) -> List[str]:
     put("gm.meta " + _canon(dict(getattr(gm, "meta", {}) or {})))
     for t in example_inputs:
         put("input " + _array_desc(t._data))
-    put("config " + _config_desc())
-    put("cxx " + _compiler_identity())
-    put("cpu " + codecache.cpu_identity())
-    put("python " + sys.version)
-    put("src " + source_hash())
     return lines
+
+
+def env_lines() -> List[str]:
+    """The compiler's part of the key: what else the generated code is a function of."""
+    return ["config " + _config_desc(), "cxx " + _compiler_identity(), "cpu " + codecache.cpu_identity(),
+            "python " + sys.version, "src " + source_hash()]
 
 
 # ---------------------------------------------------------------------------- storage
@@ -532,13 +561,24 @@ def save(key: str, gm, graph, compiled, sources: List[str], libs, wrapper_global
 def key_for(gm, example_inputs, dynamic: bool) -> Optional[str]:
     """The key to consult for this compile, or None when the cache is bypassed or the
     graph is uncacheable (both logged)."""
+    digest = digest_for(gm, example_inputs, dynamic)
+    return None if digest is None else key_from_digest(digest)
+
+
+def digest_for(gm, example_inputs, dynamic: bool) -> Optional[str]:
+    """:func:`graph_digest`, or None when the cache is bypassed or the graph is uncacheable
+    (both logged). A graph that carries ``graph_digest_hint`` (the aot cache's lazily rebuilt
+    graphs) is taken at its word: it is not rebuilt to be hashed."""
     reason = bypass_reason(example_inputs, dynamic)
     if reason is not None:
         stats["bypassed"] += 1
         log.info("fx graph cache bypassed: %s", reason)
         return None
+    hint = getattr(gm, "graph_digest_hint", None)
+    if hint is not None:
+        return hint
     try:
-        return graph_key(gm, example_inputs, dynamic)
+        return graph_digest(gm, example_inputs, dynamic)
     except Uncacheable as e:
         stats["uncacheable"] += 1
         log.info("fx graph cache: graph not cacheable: %s", e)
@@ -550,4 +590,4 @@ def clear() -> None:
     shutil.rmtree(os.path.join(codecache.cache_dir(), "fxgraph"), ignore_errors=True)
 
 
-__all__ = ["lookup", "save", "key_for", "graph_key", "clear", "stats", "enabled", "Uncacheable"]
+__all__ = ["lookup", "save", "key_for", "digest_for", "graph_key", "graph_digest", "key_from_digest", "clear", "stats", "enabled", "Uncacheable"]

@@ -58,7 +58,8 @@ outs["ygrad"] = y.grad.numpy()
 v.mul_(0.0)                           # the output aliases x: the write reaches it
 outs["x_after_view_write"] = x.numpy().copy()
 np.savez(sys.argv[1], **outs)
-print(json.dumps({"aot": cache.stats, "fx": fx_graph_cache.stats}))
+# a run whose graphs all hit never builds them, so never imports the prims their nodes name
+print(json.dumps({"aot": cache.stats, "fx": fx_graph_cache.stats, "prims_imported": "ember.prims" in sys.modules}))
 '''
 
 
@@ -80,6 +81,7 @@ def test_hit_in_a_fresh_process_matches_the_miss(tmp_path):
     assert hit["aot"]["hits"] == miss["aot"]["misses"]
     # the rebuilt graphs are the traced ones: the FX graph cache hits on every one of them
     assert hit["fx"]["misses"] == 0 and hit["fx"]["hits"] == miss["fx"]["misses"]
+    assert miss["prims_imported"] and not hit["prims_imported"]
     a, b = np.load(tmp_path / "miss.npz"), np.load(tmp_path / "hit.npz")
     assert sorted(a.files) == sorted(b.files)
     for k in a.files:
@@ -387,3 +389,96 @@ def test_an_optimizer_first_step_is_cached(fresh_cache):
     ember.optim.AdamW(ps, lr=1e-2).step()              # eager
     for p, a in zip(ps, first):
         np.testing.assert_allclose(p.detach().numpy(), a, rtol=1e-6, atol=1e-7)
+
+
+# ---------------------------------------------------------------------------- lazy graphs (inductor)
+def _inductor_backend():
+    from ember.inductor.dynamic import compile_fx_maybe_symbolic
+    return aot_autograd(fw_compiler=compile_fx_maybe_symbolic, bw_compiler=compile_fx_maybe_symbolic)
+
+
+def _compiled_graphs(fn, x, w):
+    """(aot module, forward CompiledFunction, backward CompiledFunction, out, grads) of one step."""
+    gm = fx.symbolic_trace(fn)
+    mod = _inductor_backend()(gm, [x, w])
+    w.grad = None
+    out = mod(x, w)
+    out.backward(rand(*out.shape, seed=7))       # (a contiguous gradient: the layout bw was compiled for)
+    _, fw, bw = mod._training[:3]
+    return mod, fw, bw, out.detach().numpy().copy(), w.grad.numpy().copy()
+
+
+def test_inductor_hit_finds_its_code_without_building_the_graphs(fresh_cache):
+    """On an aot hit the stored graphs come as LazyGraphModules with inductor's digests: inductor
+    finds its entries by digest and the graphs are never built (what made a warm LSTM training
+    compile 0.3 s: rebuilding and re-hashing 2.8k nodes, importing the prims)."""
+    from ember.fx.lazy_graph_module import LazyGraphModule
+    from ember.inductor import fx_graph_cache
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    _, fw0, bw0, out0, g0 = _compiled_graphs(_fn, x, w)
+    assert isinstance(fw0.graph_digest, str) and isinstance(bw0.graph_digest, str)
+    s0, f0 = dict(cache.stats), dict(fx_graph_cache.stats)
+    _, fw, bw, out, g = _compiled_graphs(_fn, x, w)
+    assert _delta(s0)["hits"] == 1
+    assert fx_graph_cache.stats["hits"] - f0["hits"] == 2 and fx_graph_cache.stats["misses"] == f0["misses"]
+    for cf, ref in ((fw, fw0), (bw, bw0)):
+        assert isinstance(cf._gm, LazyGraphModule) and not cf._gm.materialized
+        assert cf._gm.graph_digest_hint == ref.graph_digest
+    assert out.tobytes() == out0.tobytes() and g.tobytes() == g0.tobytes()
+    # the hint is the truth: the built graph hashes to it, with the inputs it was compiled for
+    assert fx_graph_cache.graph_digest(fw.gm, [x, w], False) == fw0.graph_digest
+    assert not isinstance(fw._gm, LazyGraphModule) and fw.gm.code == fw0.gm.code
+
+
+def test_inductor_miss_on_the_hint_builds_the_graph(fresh_cache):
+    """The aot entry hits but inductor's entry is gone: the lazy graph is built and compiled."""
+    from ember.inductor import fx_graph_cache
+    x, w = rand(5, 6), rand(6, 3, requires_grad=True)
+    _, _, _, out0, g0 = _compiled_graphs(_fn2, x, w)
+    fx_graph_cache.clear()
+    s0, f0 = dict(cache.stats), dict(fx_graph_cache.stats)
+    _, fw, bw, out, g = _compiled_graphs(_fn2, x, w)
+    assert _delta(s0)["hits"] == 1
+    assert fx_graph_cache.stats["misses"] - f0["misses"] == 2 and fx_graph_cache.stats["stores"] - f0["stores"] == 2
+    assert fw._gm.__class__.__name__ != "LazyGraphModule" and bw._gm.__class__.__name__ != "LazyGraphModule"
+    assert out.tobytes() == out0.tobytes() and g.tobytes() == g0.tobytes()
+    ref = _fn2(x, w)
+    np.testing.assert_allclose(out, ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_lazy_graph_called_with_other_strides_is_built_and_compiled_for_them(fresh_cache):
+    """The digest hint describes the graph with its first inputs' layout only: a call with
+    other strides must build the graph and compile a variant, not reuse the hint."""
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    _compiled_graphs(_fn, x, w)
+    mod, fw, _, _, _ = _compiled_graphs(_fn, x, w)
+    assert not fw._gm.materialized
+    xt = _make(np.asfortranarray(x.numpy()))          # same values, column-major strides
+    w.grad = None
+    out = mod(xt, w)
+    out.backward(rand(*out.shape, seed=7))
+    assert fw._gm.__class__.__name__ != "LazyGraphModule" and len(fw.variants) == 2
+    w2 = ember.tensor(w.detach().numpy(), requires_grad=True)
+    ref = _fn(x, w2)
+    ref.backward(rand(*ref.shape, seed=7))
+    np.testing.assert_allclose(out.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(w.grad.numpy(), w2.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_lazy_graph_module_behaves_as_the_graph_it_stands_for():
+    from ember.fx.lazy_graph_module import LazyGraphModule, materialize
+    gm = fx.symbolic_trace(_fn)
+    built = []
+
+    def build():
+        built.append(1)
+        return gm
+    lazy = LazyGraphModule(build, "d")
+    assert not lazy.materialized and lazy.graph_digest_hint == "d" and not built
+    assert "not built" in repr(lazy)
+    x, w = rand(3, 6), rand(6, 2)
+    assert lazy.code == gm.code and built == [1]              # any attribute builds it, once
+    np.testing.assert_array_equal(lazy(x, w).numpy(), gm(x, w).numpy())
+    assert materialize(lazy) is gm and materialize(gm) is gm and built == [1]
+    with pytest.raises(AttributeError):
+        lazy.no_such_attribute
