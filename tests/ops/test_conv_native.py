@@ -95,7 +95,10 @@ def test_kernels_vs_torch(case, dt, fwd_kernel, monkeypatch):
     (2, 32, (5, 4, 6), 3, (2, 3, 2), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1, np.float32),
     (3, 32, (6, 6), 4, (3, 3), (2, 2), (2, 2), (1, 1), 2, np.float64),
     (2, 16, (7, 5), 9, (2, 3), (1, 1), (0, 2), (1, 1), 1, np.float64),
-], ids=[str(i) for i in range(5)])
+    # small outputs: several images per accumulator block, the last block partial
+    (9, 64, (6, 5), 8, (3, 3), (1, 1), (1, 1), (1, 1), 2, np.float32),
+    (7, 32, (5, 5), 6, (3, 3), (2, 2), (1, 1), (1, 1), 1, np.float64),
+], ids=[str(i) for i in range(7)])
 @pytest.mark.parametrize("layout", ["contiguous", "channels_last"])
 def test_weight_grad_channels_last_kernel(cfg, layout):
     """Channels per group a multiple of 32 (float) / 16 (double), kernel larger than 1x1: the
