@@ -80,6 +80,11 @@ NN = {
     "conv2d_groups_dilation": (lambda x, w, b: F.conv2d(x, w, b, stride=(1, 2), padding=(2, 1), dilation=2,
                                                          groups=2), T((2, 4, 9, 8), (6, 2, 3, 2), (6,))),
     "conv3d": (lambda x, w: F.conv3d(x, w, padding=1), T((1, 2, 4, 5, 4), (3, 2, 2, 3, 2))),
+    # the weight gradient cut to the extent the strided forward read (a slice when unpadded, an
+    # explicit pad otherwise; both in one conv below)
+    "conv2d_1x1_stride2": (lambda x, w: F.conv2d(x, w, stride=2), T((2, 4, 8, 7), (6, 4, 1, 1))),
+    "conv2d_stride2_mixed_padding": (lambda x, w: F.conv2d(x, w, stride=(2, 3), padding=(1, 0)),
+                                     T((2, 3, 8, 11), (4, 3, 3, 2))),
     "conv_transpose1d": (lambda x, w: F.conv_transpose1d(x, w, stride=3, dilation=2), T((2, 3, 5), (3, 2, 3))),
     "conv_transpose2d": (lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1,
                                                             groups=2), T((2, 4, 5, 4), (4, 3, 3, 3), (6,))),
