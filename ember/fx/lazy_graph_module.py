@@ -34,8 +34,13 @@ class LazyGraphModule:
     def materialize(self):
         """The GraphModule (built on the first call)."""
         if self._gm is None:
-            self._gm = self._build()
-            self._build = None
+            try:
+                gm = self._build()
+            except Exception as e:  # noqa: BLE001 - named, with what to do about it
+                raise RuntimeError(f"a cached graph could not be rebuilt ({type(e).__name__}: {e}); the "
+                                   "compile cache may be from an incompatible ember: delete "
+                                   "$EMBER_CACHE_DIR/aot (or set EMBER_AOT_CACHE=0) and run again") from e
+            self._gm, self._build = gm, None
         return self._gm
 
     def __getattr__(self, name: str) -> Any:

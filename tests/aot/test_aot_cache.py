@@ -482,3 +482,14 @@ def test_lazy_graph_module_behaves_as_the_graph_it_stands_for():
     assert materialize(lazy) is gm and materialize(gm) is gm and built == [1]
     with pytest.raises(AttributeError):
         lazy.no_such_attribute
+
+
+def test_lazy_graph_that_cannot_be_rebuilt_says_what_to_do():
+    from ember.fx.lazy_graph_module import LazyGraphModule
+
+    def broken():
+        raise KeyError("prims.no_such_op")
+    lazy = LazyGraphModule(broken, "d")
+    with pytest.raises(RuntimeError, match="EMBER_CACHE_DIR/aot"):
+        lazy.materialize()
+    assert not lazy.materialized
