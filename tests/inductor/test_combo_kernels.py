@@ -146,3 +146,40 @@ def test_thread_count_moves_to_the_region():
         assert_same(g, w, rtol=1e-5, atol=1e-5)
     prag = [ln.strip() for ln in cf.compiled.source.splitlines() if "#pragma omp parallel" in ln]
     assert prag == ["#pragma omp parallel num_threads(2)"]
+
+
+def _scalars_and_a_loop(s, t, x):
+    # two size-() kernels (an optimizer's step counts) beside one parallel loop nest
+    return P.add(s, 1.0), P.mul(t, 3.0), P.exp(x)
+
+
+def test_straight_line_kernels_join_the_region_as_single_blocks():
+    args = rand(), rand(), rand(300, 200)
+    cf, got, want = compile_and_run(_scalars_and_a_loop, *args)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    src = cf.compiled.source
+    assert cf.compiled.n_kernels == 1 and "combo_kernel" in src, src
+    assert src.count("#pragma omp parallel") == 1
+    assert src.count("#pragma omp single nowait") == 2 and src.count(NOWAIT) == 1
+
+
+def test_a_run_of_straight_line_kernels_is_one_plain_function():
+    def fn(s, t, u):
+        return P.add(s, 1.0), P.mul(t, 3.0), P.sub(u, 2.0)
+    args = rand(), rand(), rand()
+    cf, got, want = compile_and_run(fn, *args)
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    src = cf.compiled.source
+    assert cf.compiled.n_kernels == 1 and "combo_kernel" in src
+    assert "#pragma omp parallel" not in src and "omp single" not in src
+
+
+def test_straight_line_code_that_returns_is_not_combined():
+    src = ('extern "C" void kernel0(void* a_obj)\n{\n'
+           '    float* __restrict__ a = static_cast<float*>(EMBER_DATA(a_obj));\n'
+           '    if (a[0] < 0) return;\n    a[0] = 1.0f;\n}\n')
+    assert combo._split(src) is None
+    ok = src.replace("    if (a[0] < 0) return;\n", "")
+    assert combo._split(ok) is not None

@@ -14,8 +14,12 @@ pairwise independent: none reads or writes memory another writes (in-place outpu
 the input memory they overwrite). A member must be a plain parallel loop nest: optional
 ``const`` declarations, then one ``#pragma omp parallel for`` (optionally ``simd``, ``collapse``) loop and
 nothing after it; no runtime ``if`` clause (symbolic sizes), no reduction clause, no index-error
-check. The wrapper treats the combo as one group: every member's output is allocated before
-the call and every input stays live until after it.
+check. A member may instead be straight-line code (no OpenMP work-sharing, no ``return``): a
+size-() kernel such as an optimizer's step count, run by one thread as an ``omp single
+nowait`` block (40 such kernels after the benchmark's AdamW were 40 calls from the wrapper;
+a run of only such members is one plain function, no parallel region). The wrapper treats
+the combo as one group: every member's output is allocated before the call and every input
+stays live until after it.
 """
 from __future__ import annotations
 
@@ -25,6 +29,8 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 from .. import config
 from ..scheduler import FusedGroup
 
+_WORKSHARE = re.compile(r"#pragma omp (?!simd)")
+_SEQUENTIAL = "<sequential>"   # first body line of a member that runs on one thread
 _PRAGMA = re.compile(r"^    #pragma omp parallel for( simd)?( collapse\(\d+\))?( num_threads\(\d+\))?$")
 
 
@@ -55,6 +61,12 @@ def _split(src: str) -> Optional[Tuple[List[str], List[str], List[str]]]:
         n_unpack += 1
     unpack, body = inner[:n_unpack], inner[n_unpack:]
     prag = [i for i, ln in enumerate(body) if "#pragma omp parallel" in ln]
+    if not prag:
+        # straight-line code (a size-() kernel: an optimizer's step count): one thread runs it
+        # as an ``omp single nowait`` block; nothing in it may leave the block or share work
+        if any(_WORKSHARE.search(ln) or re.search(r"\b(return|goto)\b", ln) for ln in body):
+            return None
+        return params, unpack, [_SEQUENTIAL] + body
     if len(prag) != 1 or not _PRAGMA.match(body[prag[0]]):
         return None
     i = prag[0]
@@ -143,6 +155,13 @@ def _assemble(cname: str, members) -> Tuple[str, List[str]]:
     body = ["    #pragma omp parallel" + threads, "    {"]
     for kname, (_, _, b) in members:
         body.append(f"        {{  // {kname}")
+        if b and b[0] == _SEQUENTIAL:
+            body.append("            #pragma omp single nowait")
+            body.append("            {")
+            body.extend("            " + ln for ln in b[1:])
+            body.append("            }")
+            body.append("        }")
+            continue
         for ln in b:
             m = _PRAGMA.match(ln)
             if m:
@@ -153,6 +172,9 @@ def _assemble(cname: str, members) -> Tuple[str, List[str]]:
         body.append("        }")
     body.append("    }")
     body[0] = "    #pragma omp parallel" + threads
+    if all(b and b[0] == _SEQUENTIAL for _, (_, _, b) in members):
+        # only straight-line members: no thread pool to wake, the blocks run in turn
+        body = [ln.replace("#pragma omp single nowait", "// sequential") for ln in body[2:-1]]
     head = f'extern "C" void {cname}({", ".join([seen[n] for n in order] + sizes)})'
     # the wrapper passes reads then writes, by name: keep _finish's parameter naming
     return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n", order
