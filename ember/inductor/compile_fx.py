@@ -211,6 +211,16 @@ def _instrument(glb, sched, names, prof):
     profiler.instrument(glb, info)
 
 
+def _intern_key(key):
+    """``key`` with equal per-input layouts sharing one tuple. Each call compares a fresh key
+    with the last one; the last one's tuples were allocated a call ago, and a call that streamed
+    more than the caches (an optimizer step over 280 MB) left them all in memory: one miss per
+    tuple -- 175 us of the benchmark's AdamW step for 160 inputs. Shared, the comparison reads
+    a handful of distinct tuples, cached after their first use."""
+    seen = {}
+    return tuple([seen.setdefault(k, k) for k in key])
+
+
 def _key(arrays):
     return tuple([(a.shape, a.strides, a.dtype) for a in arrays])
 
@@ -274,7 +284,7 @@ class CompiledFunction:
         if isinstance(self._gm, LazyGraphModule) and self._gm.materialized:
             self._gm = self._gm.materialize()       # (built on an inductor miss: hold the graph itself)
         self.variants[key] = v
-        self._last_key, self._last = key, v
+        self._last_key, self._last = _intern_key(key), v
         return v
 
     def _vkey(self, tensors, arrays=None):
@@ -304,7 +314,7 @@ class CompiledFunction:
                     raise GuardError("shape", "-")
                 self._compile(list(tensors))
             v = self.variants[key]
-            self._last_key, self._last = key, v
+            self._last_key, self._last = _intern_key(key), v
         if v is None:
             return self.gm(*tensors)
         return v(tensors, arrays)

@@ -18,6 +18,7 @@ batch_matmuls = True       # independent matmuls sharing a right operand become 
 flatten_pointwise = True   # a pointwise group walking every buffer linearly is one 1-d loop
 reshape_to_fuse = True     # a consumer of other sizes over the same elements joins its producer's loop
 combo_kernels = True       # consecutive independent kernels share one parallel region (codegen/combo.py)
+cse_across_stages = True   # a fused loop body's pointwise stages share loads and values (codegen/cpp.py _stage)
 combo_max_kernels = 64     # ... at most this many per region
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
 output_views = True        # outputs that are views of buffers are returned as numpy views

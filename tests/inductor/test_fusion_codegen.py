@@ -367,3 +367,34 @@ def test_normalised_value_with_broadcast_operands_is_recomputed_not_stored():
     for a, b in zip(got, want):
         assert_same(a, b, rtol=1e-5, atol=1e-5)
     assert len(cf.compiled.graph.buffers) == 2        # the sum and the scaled x_hat only
+
+
+def _two_outputs_sharing(x, y):
+    # three outputs in one loop: the first's value, a shared exp(x) and a shared load of y
+    a = P.mul(P.exp(x), y)
+    b = P.add(P.exp(x), y)
+    c = P.mul(a, 2.0)          # reads what the first stage stored
+    return a, b, c
+
+
+def test_stages_of_one_loop_share_loads_and_values():
+    args = rand(300, 200), rand(300, 200)
+    config.cse_across_stages = False
+    try:
+        cf0, got0, want = compile_and_run(_two_outputs_sharing, *args)
+    finally:
+        config.cse_across_stages = True
+    cf, got, _ = compile_and_run(_two_outputs_sharing, *args)
+    for g, g0, w in zip(got, got0, want):
+        assert_same(g, g0)            # bit for bit: the same operations on the same values
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    for c, shared in ((cf, True), (cf0, False)):
+        src = c.compiled.source
+        loop = src[src.index("for (int64_t x"):]
+        outs = re.findall(r"(buf\d+)\[[^\]]*\] = ", loop)
+        assert len(outs) == 3 and c.compiled.n_kernels == 1, src
+        if shared:
+            assert loop.count("expf(") == 1 and len(re.findall(r"= arg1\[", loop)) == 1, src
+            assert not re.search(rf"= {outs[0]}\[", loop), src     # the stored value is reused
+        else:
+            assert loop.count("expf(") == 2, src

@@ -712,8 +712,9 @@ class KernelGen:
             # arithmetic over them) are computed once before the loops
             hoisted: List[str] = []
             outer_hoist = (hoisted, ind, {x.name for x in xs})
+            shared = ({}, set()) if config.cse_across_stages else None
             for n in g.nodes:
-                self._stage(n, p, xs, body, inner_ind, outer_hoist=outer_hoist)
+                self._stage(n, p, xs, body, inner_ind, outer_hoist=outer_hoist, shared=shared)
             for i in reversed(range(p)):
                 body.append(ind + "    " * i + "}")
             body[pre_loops:pre_loops] = hoisted
@@ -1252,8 +1253,30 @@ class KernelGen:
                 and b.data.reduction_type in ("sum", "prod", "amax", "amin", "any", "all")
                 and bool(a.inner(p)) and _same(a.inner(p), b.rranges))
 
-    def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None, pre=None):
+    def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None, pre=None,
+               shared=None):
+        """One node of the group inside the loops over ``xs``. ``shared``: (cse, hoisted) of
+        the stages before it in the same loop body: a pointwise stage with no loops of its own
+        reuses their loads and values and declares its own at the loop-body level (no block of
+        its own). Why: GCC loses ``__restrict__`` inside OpenMP-outlined loops, so it neither
+        merges a reload of an input across the previous stage's store nor the value computed
+        twice: AdamW's update read the gradient three times and computed ``v`` twice per
+        element (in-place AdamW: the old values are the ones the graph means, too)."""
         lines.append(f"{ind}// {node!r}" + (f" (in the loop of {pre.name})" if pre is not None else ""))
+        flat = shared is not None and not node.is_reduction and not node.inner(p)
+        if flat:
+            h = CppOps(self, lines, ind, outer_hoist, ranges=_ranges(xs, list(self.group.outer_sizes)),
+                       written_inside={n.name for n in self.group.nodes} if outer_hoist else ())
+            h.cse, h._hoisted = shared
+            with set_ops_handler(h):
+                val = node.data.inner_fn(xs)
+            self._store(node, node.write_index(p), val, ind, lines)
+            dt = node.buf.get_dtype()
+            if (isinstance(val, CppVar) and val.dtype is dt and dt not in (_t.float16, _t.bfloat16, _t.bool_)
+                    and node.name not in self.store_redirect and node.name not in self.local):
+                # a later stage's load of what this one stored is the stored value itself
+                shared[0][f"{node.name}[{cexpr(node.write_index(p))}]"] = val
+            return
         lines.append(ind + "{")
         ind2 = ind + "    "
         if node.is_reduction:
