@@ -32,6 +32,14 @@ threads = None             # OpenMP threads; None = OpenMP's default (all cores)
 simd = True                # '#pragma omp simd' and the simd math declarations
 parallel = True            # '#pragma omp parallel for'
 parallel_min_work = 32768  # elements below which a loop runs on one thread
+dynamic_schedule_min_work = 2048  # outer iterations with inner loops this heavy are dealt out
+dynamic_chunks_per_thread = 16    # ... in chunks, this many per thread ('schedule(dynamic, c)';
+                                  # 0: static halves). See KernelGen._schedule
+# rows of big buffers (at least this many bytes; 0: off) in loop nests with inner loops: a
+# float32 output row is staged in a local array and streamed out with non-temporal stores,
+# and a stage computing transcendentals over a row an earlier stage already read prefetches
+# the next row's (see KernelGen._stream_plan)
+stream_min_bytes = 16 << 20
 local_buffers = True       # kernel-private intermediates live in per-iteration local arrays
 local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)

@@ -31,7 +31,8 @@ from ..scheduler import FusedGroup
 
 _WORKSHARE = re.compile(r"#pragma omp (?!simd)")
 _SEQUENTIAL = "<sequential>"   # first body line of a member that runs on one thread
-_PRAGMA = re.compile(r"^    #pragma omp parallel for( simd)?( collapse\(\d+\))?( num_threads\(\d+\))?$")
+_PRAGMA = re.compile(r"^    #pragma omp parallel for( simd)?( collapse\(\d+\))?( schedule\(dynamic, \d+\))?"
+                     r"( num_threads\(\d+\))?$")
 
 
 class ComboGroup(FusedGroup):
@@ -165,9 +166,10 @@ def _assemble(cname: str, members) -> Tuple[str, List[str]]:
         for ln in b:
             m = _PRAGMA.match(ln)
             if m:
-                if m.group(3):
-                    threads = m.group(3)
-                ln = "    #pragma omp for" + (m.group(1) or "") + " schedule(static) nowait" + (m.group(2) or "")
+                if m.group(4):
+                    threads = m.group(4)
+                sched = (m.group(3) or " schedule(static)").strip()
+                ln = "    #pragma omp for" + (m.group(1) or "") + f" {sched} nowait" + (m.group(2) or "")
             body.append("        " + ln)
         body.append("        }")
     body.append("    }")
