@@ -569,6 +569,7 @@ class KernelGen:
         self.overrides = {}  # loop variable -> (lo, hi): one piece of a split loop
         self.store_redirect = {}  # buffer -> where its stores go instead (an output tile)
         self.stream = {}     # node -> (staging array, base index, numel): rows streamed out
+        self._staged = set()  # the streamed nodes of the stage being written (stores go to the row)
         self.prefetch = {}   # node -> (buffer, index of the next outer iteration, guard)
         # the prefetch plan of the stage being written, "open" while its inner loop's blocks
         # are emitted, "closed" after (one blocked loop per stage)
@@ -872,15 +873,14 @@ class KernelGen:
         for n in streamed:
             arr, _, numel = self.stream[n.name]
             lines.append(f"{ind}alignas(64) float {arr}[{numel}];")
-            self.store_redirect[n.name] = None   # (set per index by _store)
+            self._staged.add(n.name)
         pf = self.prefetch.get(node.name) or (self.prefetch.get(pre.name) if pre is not None else None)
         self._blocked = pf
         try:
             self._stage(node, p, xs, lines, ind, pre=pre)
         finally:
             self._blocked = None
-            for n in streamed:
-                del self.store_redirect[n.name]
+            self._staged.clear()
         for n in streamed:
             arr, base, numel = self.stream[n.name]
             lines.append(f"{ind}ember_stream_f32(&{n.name}[{cexpr(base)}], {arr}, {numel});")
@@ -1365,7 +1365,7 @@ class KernelGen:
         elif dt is _t.bool_:
             v = f"static_cast<bool>({v})"
         target = self.store_redirect.get(node.name)
-        if node.name in self.stream and node.name in self.store_redirect:
+        if node.name in self._staged:
             arr, base, _ = self.stream[node.name]
             target = f"{arr}[{cexpr(sympy.expand(sympify(index) - base))}]"
         elif target is None:
