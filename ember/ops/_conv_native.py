@@ -190,6 +190,9 @@ static bool direct_ok(const i64* g, const i64* xs) {
     for (int i = 11; i < 14; ++i) if (g[i] != 1) return false;
     for (int i = 14; i < 17; ++i) if (g[i] != 0) return false;
     const i64 D = g[2], H = g[3], W = g[4];
+    // (the output can be smaller than the input: a transposed convolution's weight gradient, whose
+    // output_padding >= stride made its grad larger than the forward of its input would be)
+    if (g[8] != D || g[9] != H || g[10] != W) return false;
     return (W == 1 || xs[4] == 1) && (H == 1 || xs[3] == W) && (D == 1 || xs[2] == H * W) &&
            (g[1] == 1 || xs[1] >= D * H * W);
 }

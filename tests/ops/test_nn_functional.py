@@ -90,6 +90,19 @@ def test_conv_transpose2d(c, dtype, opad):
     assert _name(out) == "ConvolutionBackward0"
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_conv_transpose2d_output_padding_past_stride(dtype):
+    """output_padding >= stride (allowed below the dilation) with a 1x1 kernel: the weight
+    gradient's forward-convolution geometry has fewer output positions than input positions, so
+    the native kernel's direct (no im2col) path does not apply (found by hypothesis)."""
+    arrs = [rand_array((1, 1, 2, 1)), rand_array((1, 1, 1, 1)), rand_array((1,))]
+    check_against_torch(lambda m, x, w, b: _f(m).conv_transpose2d(x, w, b, 1, 0, (0, 1), 1, (1, 2)),
+                        arrs, dtype=dtype, **_tol(dtype))
+    arrs = [rand_array((2, 3, 4, 3)), rand_array((3, 2, 1, 1)), rand_array((2,))]
+    check_against_torch(lambda m, x, w, b: _f(m).conv_transpose2d(x, w, b, 1, 0, (1, 2), 1, (2, 3)),
+                        arrs, dtype=dtype, **_tol(dtype))
+
+
 @pytest.mark.parametrize("padding", ["same", "valid"])
 @pytest.mark.parametrize("k", [(3, 3), (4, 3), (2, 2)])
 def test_conv2d_padding_strings(padding, k):
