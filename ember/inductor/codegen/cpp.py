@@ -26,6 +26,7 @@ import sympy
 
 from ... import types as _t
 from .. import config, ir
+from .cpp_vexp import VEXP_HELPERS, stage_exps, staging_enabled
 from ..ir import index_vars
 from ..sizevars import cexpr, contiguous_strides, product, simplify_index, sympify
 from ..virtualized import set_ops_handler
@@ -1125,6 +1126,8 @@ class KernelGen:
             params.append(f"const int64_t {s.name}")
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
+        if staging_enabled():
+            body = stage_exps(body)
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
 
     # -- scan ---------------------------------------------------------------
@@ -1700,19 +1703,11 @@ def data_offset() -> int:
     return off
 
 
-# exp without libmvec's scalar fallback for tiny results. glibc's vector expf hands every lane
-# whose result is denormal or zero (x < ln FLT_MIN: softmax's masked -inf scores, half of a
-# causal attention matrix) to scalar expf, one call per lane -- measured, nanoGPT's softmax
-# kernel spent 68% of its time in expf. Such lanes are computed in range instead: the input
-# clamped (every x below the clamp gives 0 anyway) and shifted, the result scaled back, so a
-# vector needs one expf call. Error there: within 1.5 denormal ulps (tested; measured 1.15).
+# double exp without libmvec's scalar fallback for tiny results (float32: cpp_vexp). glibc's vector
+# exp hands every lane whose result is denormal or zero to scalar exp, one call per lane (softmax's
+# masked -inf scores); such lanes are computed in range instead: the input clamped (every x below
+# the clamp gives 0 anyway) and shifted, the result scaled back. Error: within 1.5 denormal ulps.
 EXP_HELPERS = r'''
-static inline float ember_expf(float x) {
-    const bool tiny = x < -87.33654f;                           // below ln(FLT_MIN); false for NaN
-    const float lo = x > -104.0f ? x : -104.0f;                 // (a max; x is no NaN where used)
-    const float e = expf(ember_sel(tiny, lo + 25.0f, x));
-    return e * ember_sel(tiny, 1.38879439e-11f, 1.0f);           // e^-25, or exactly 1
-}
 static inline double ember_exp(double x) {
     const bool tiny = x < -708.3964185322641;                   // below ln(DBL_MIN)
     const double lo = x > -750.0 ? x : -750.0;
@@ -1726,6 +1721,7 @@ def generate_source(kernels: List[str]) -> str:
     parts = [f"#define EMBER_DATA_OFFSET {data_offset()}", PRELUDE]
     if config.simd:
         parts.append(simd_declarations())
+    parts.append(VEXP_HELPERS)
     parts.append(EXP_HELPERS)
     parts.extend(kernels)
     return "\n".join(parts)
