@@ -40,10 +40,11 @@ dynamic_chunks_per_thread = 16    # ... in chunks, this many per thread ('schedu
 # and a stage computing transcendentals over a row an earlier stage already read prefetches
 # the next row's (see KernelGen._stream_plan)
 stream_min_bytes = 16 << 20
-# AVX-512 hosts: SIMD loops calling float32 exp run in strips of this many elements, the exp
-# arguments staged in a local array and ember's inlined vector exp run over it (0: off; GCC then
-# calls the same routine through its vector ABI). See codegen/cpp_vexp.py
-exp_stage = 256
+# SIMD loops run in strips of this many elements (0: off): on AVX-512 hosts a loop calling float32
+# exp stages the arguments of a strip in a local array and runs ember's inlined vector exp over it
+# (off: GCC calls the same routine through its vector ABI); a double sum of float32 values adds a
+# float partial per strip. See codegen/cpp_strips.py
+strip_loops = 1024
 local_buffers = True       # kernel-private intermediates live in per-iteration local arrays
 local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)

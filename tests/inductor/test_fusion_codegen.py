@@ -16,13 +16,13 @@ from ._helpers import assert_same, compile_and_run, rand
 
 @pytest.fixture
 def unstaged():
-    """Loops as the generator writes them, before ``cpp_vexp.stage_exps`` splits a loop that
+    """Loops as the generator writes them, before ``cpp_strips.stage_exps`` splits a loop that
     calls exp into an argument loop and a body loop (tests/inductor/test_vector_exp.py): the
     tests using it count loads and calls in one loop body."""
-    old = config.exp_stage
-    config.exp_stage = 0
+    old = config.strip_loops
+    config.strip_loops = 0
     yield
-    config.exp_stage = old
+    config.strip_loops = old
 
 
 def _outer_loops(src):

@@ -1,4 +1,4 @@
-"""float32 exp in the C++ kernels (codegen/cpp_vexp.py): ember's AVX-512 routine, loops staged
+"""float32 exp in the C++ kernels (codegen/cpp_strips.py): ember's AVX-512 routine, loops staged
 around it, and the libmvec fallback where AVX-512 is off."""
 import re
 
@@ -7,20 +7,20 @@ import pytest
 
 import ember.prims as P
 from ember.inductor import codecache, config
-from ember.inductor.codegen.cpp_vexp import stage_exps, staging_enabled
+from ember.inductor.codegen.cpp_strips import exp_staging_enabled, strip_loops
 from ember.tensor import _make
 
 from ._helpers import RNG, assert_same, compile_and_run, rand
 
-avx512 = pytest.mark.skipif(not staging_enabled(), reason="host without AVX-512F (or -march=native off): "
+avx512 = pytest.mark.skipif(not exp_staging_enabled(), reason="host without AVX-512F (or -march=native off): "
                                                           "exp is libmvec's and loops are not staged")
 
 
 @pytest.fixture
 def knobs():
-    saved = (config.exp_stage, list(config.cpp_flags))
+    saved = (config.strip_loops, list(config.cpp_flags))
     yield
-    config.exp_stage, config.cpp_flags = saved[0], saved[1]
+    config.strip_loops, config.cpp_flags = saved[0], saved[1]
 
 
 def _kernels(src):
@@ -40,7 +40,7 @@ def _ulps(got, x):
 def test_exp_within_one_ulp_over_random_bit_patterns(knobs, stage):
     """2^22 random float bit patterns in exp's range (the routine was checked over all 2^32
     floats: 0.91 ulp at most) plus the special values; staged or called, the same bits."""
-    config.exp_stage = stage
+    config.strip_loops = stage
     bits = RNG.integers(0, 2 ** 32, size=(1 << 22) - 13, dtype=np.uint64).astype(np.uint32)
     x = bits.view(np.float32)
     x = np.where(np.abs(x) < 110, x, RNG.uniform(-110, 90, x.shape).astype(np.float32)).astype(np.float32)
@@ -55,7 +55,7 @@ def test_exp_within_one_ulp_over_random_bit_patterns(knobs, stage):
     err = _ulps(got, x.ravel())
     assert err.max() <= 1.0, err.max()
     if stage:
-        config.exp_stage = 0
+        config.strip_loops = 0
         _, again, _ = compile_and_run(lambda a: P.exp(a), _make(x))
         assert again[0].ravel().tobytes() == got.tobytes()
 
@@ -94,7 +94,7 @@ def test_parallel_flat_loop_strips_are_shared_out(knobs):
     head = re.search(r"#pragma omp parallel for[^\n]*\n\s*for \(int64_t (\w+)s = ", src)
     assert head and "simd" not in head.group(0), src
     assert_same(got[0], want[0], rtol=2e-6, atol=1e-6)
-    config.exp_stage = 0
+    config.strip_loops = 0
     _, plain, _ = compile_and_run(lambda a: P.mul(P.reciprocal(P.add(P.exp(P.neg(a)), 1.0)), a), x)
     assert plain[0].tobytes() == got[0].tobytes()
 
@@ -135,9 +135,9 @@ def _loop(body, pragma="#pragma omp simd", before=()):
 
 
 def test_rewrite_stages_the_argument_and_keeps_the_body(knobs):
-    config.exp_stage = 128
-    out = stage_exps(_loop(["float tmp1 = a[r0];", "float tmp2 = tmp1 * tmp0;", "float tmp3 = ember_expf(tmp2);",
-                            "out[r0] = tmp3 + tmp1;"]))
+    config.strip_loops = 128
+    out = strip_loops(_loop(["float tmp1 = a[r0];", "float tmp2 = tmp1 * tmp0;", "float tmp3 = ember_expf(tmp2);",
+                             "out[r0] = tmp3 + tmp1;"]), True)
     text = "\n".join(out)
     assert "r0s += 128" in text and "alignas(64) float tmp3_s[128];" in text
     assert "tmp3_s[r0 - r0s] = tmp2;" in text and "ember_exp_block(tmp3_s, r0t - r0s);" in text
@@ -159,25 +159,59 @@ def test_rewrite_stages_the_argument_and_keeps_the_body(knobs):
 ])
 def test_rewrite_leaves_loops_it_cannot_prove(body):
     lines = _loop(body)
-    assert stage_exps(lines) == lines
+    assert strip_loops(lines, True) == lines
 
 
 def test_rewrite_keeps_an_exp_of_an_exp_as_a_call():
-    out = "\n".join(stage_exps(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);",
-                                       "float tmp3 = ember_expf(tmp2);", "c[r0] = tmp3;"])))
+    out = "\n".join(strip_loops(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);",
+                                       "float tmp3 = ember_expf(tmp2);", "c[r0] = tmp3;"]), True))
     assert "tmp2_s" in out and "tmp3_s" not in out and "float tmp3 = ember_expf(tmp2);" in out
 
 
 def test_rewrite_of_a_parallel_double_sum():
-    out = stage_exps(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);", "tmp5 = tmp5 + tmp2;"],
+    out = strip_loops(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);", "tmp5 = tmp5 + tmp2;"],
                            pragma="#pragma omp parallel for simd reduction(+:tmp5) if((n) >= 32768)",
-                           before=["    double tmp5 = 0;"]))
+                           before=["    double tmp5 = 0;"]), True)
     text = "\n".join(out)
     assert "#pragma omp parallel for reduction(+:tmp5) if((n) >= 32768)" in text
     assert "#pragma omp simd reduction(+:tmp5_p)" in text and "tmp5_p = tmp5_p + tmp2;" in text
     assert "tmp5 = tmp5 + static_cast<double>(tmp5_p);" in text
     # a float accumulator is left as it is
-    out = "\n".join(stage_exps(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);",
+    out = "\n".join(strip_loops(_loop(["float tmp1 = a[r0];", "float tmp2 = ember_expf(tmp1);",
                                       "tmp5 = tmp5 + tmp2;"], pragma="#pragma omp simd reduction(+:tmp5)",
-                                     before=["    float tmp5 = 0;"])))
+                                     before=["    float tmp5 = 0;"]), True))
     assert "tmp5_p" not in out and "#pragma omp simd reduction(+:tmp5)" in out
+
+
+def test_rewrite_of_a_long_double_sum_without_exp():
+    body = ["float tmp1 = a[r0];", "float tmp2 = tmp1 * tmp1;", "tmp5 = tmp5 + tmp2;"]
+    before = ["    double tmp5 = 0;"]
+    text = "\n".join(strip_loops(_loop(body, pragma="#pragma omp simd reduction(+:tmp5)", before=before), False))
+    assert f"r0s += {config.strip_loops}" in text and "ember_exp_block" not in text and text.count("for (") == 2
+    assert "#pragma omp simd reduction(+:tmp5_p)" in text and "tmp5_p = tmp5_p + tmp2;" in text
+    # one strip or less: nothing to gain
+    short = list(before) + ["    #pragma omp simd reduction(+:tmp5)", "    for (int64_t r0 = 0; r0 < 200; ++r0) {"] + \
+        ["        " + b for b in body] + ["    }"]
+    assert strip_loops(short, False) == short
+
+
+def test_layer_norm_rows_in_three_passes_with_partials():
+    """layer_norm's variance is the mean of squares about the row's mean (decompositions/nn.py
+    ``_stats``): a sum pass, a centred pass, the output pass -- not a fourth re-summing the row;
+    both sums in float partials per strip."""
+    import ember.nn.functional as F
+    from ember.inductor import compile_fx
+    from ember.prims.table import decompose
+    x, w, b = rand(40, 3000, lo=-4, hi=6), rand(3000), rand(3000)
+    gm = decompose(lambda x, w, b: F.layer_norm(x, (3000,), w, b))(x, w, b)
+    cf = compile_fx(gm, [x, w, b])
+    assert cf.compiled is not None, cf.eager_reason
+    got, want = [cf(x, w, b).numpy()], [gm(x, w, b).numpy()]
+    src = _kernels(cf.compiled.source)
+    assert src.count("reduction[sum]") == 2 and "reduction[var]" not in src, src
+    assert len(re.findall(r"float tmp\d+_p = 0\.0f;", src)) == 2, src
+    assert_same(got[0], want[0], rtol=1e-5, atol=2e-5)
+    x64 = x.numpy().astype(np.float64)
+    mu = x64.mean(1, keepdims=True)
+    ref = (x64 - mu) / np.sqrt(((x64 - mu) ** 2).mean(1, keepdims=True) + 1e-5) * w.numpy() + b.numpy()
+    np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=2e-5)

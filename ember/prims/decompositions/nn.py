@@ -328,12 +328,21 @@ def _resample(x, mats, name):
 
 
 # ====================================================================== normalisation
-def _stats(xa, dims):
-    """(mean, rstd-less variance) over ``dims``, both with those dims dropped."""
+def _stats(xa, dims, centre_on_mean=False):
+    """(mean, rstd-less variance) over ``dims``, both with those dims dropped.
+
+    ``centre_on_mean`` (reductions over the trailing dims: layer and group norm): the variance
+    is the mean of squares about ``mean`` itself, a second reduction over the row in the loop
+    nest of the first, instead of ``prims.var``, whose own first pass would sum the row again
+    (a 1000x16000 layer_norm in a C model: 4.05 -> 3.7 ms). Same two-pass arithmetic. Batch
+    norm keeps ``prims.var``: its reductions over outer dims run interchanged (KernelGen
+    ``_outer_reduction_ok``), where a reduction reading another's result would not share a nest."""
     n = numel(xa.shape[d] for d in dims)
     mean = _div_size(prims.sum(xa, tuple(dims)), n)
-    var = prims.var(xa, tuple(dims), 0)
-    return mean, var
+    if centre_on_mean:
+        d = prims.sub(xa, _keep(mean, tuple(xa.shape), dims))
+        return mean, _div_size(prims.sum(prims.mul(d, d), tuple(dims)), n)
+    return mean, prims.var(xa, tuple(dims), 0)
 
 
 def _keep(t, shape, dims):
@@ -352,7 +361,7 @@ def native_layer_norm(x, normalized_shape, w, b, eps):
     dt, acc = x.dtype, _acc(x.dtype)
     xa = to(x, acc)
     dims = tuple(range(x.ndim - k, x.ndim))
-    mean, var = _stats(xa, dims)
+    mean, var = _stats(xa, dims, centre_on_mean=True)
     rstd = prims.rsqrt(prims.add(var, float(eps)))
     xs = tuple(x.shape)
     out = prims.mul(prims.sub(xa, _keep(mean, xs, dims)), _keep(rstd, xs, dims))
@@ -399,7 +408,7 @@ def native_group_norm(x, w, b, N, C, HxW, group, eps):
     dt, acc = x.dtype, _acc(x.dtype)
     xs = tuple(x.shape)
     xr = reshape(to(x, acc), (N, group, numel(xs) // max(N * group, 1)))
-    mean, var = _stats(xr, (2,))
+    mean, var = _stats(xr, (2,), centre_on_mean=True)
     rstd = prims.rsqrt(prims.add(var, float(eps)))
     rs = tuple(xr.shape)
     out = prims.mul(prims.sub(xr, bcast_to_dims(mean, rs, (0, 1))), bcast_to_dims(rstd, rs, (0, 1)))

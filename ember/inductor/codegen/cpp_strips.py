@@ -1,28 +1,33 @@
-"""float32 ``exp`` for the C++ kernels: ember's own AVX-512 routine, and loops staged around it.
+"""SIMD loops in strips: ember's AVX-512 ``exp`` inlined, and double sums added up in float partials.
 
-Why. A softmax row is compute-bound on exp (1000x16000 on the 2-vCPU box: ~15 cycles per 16
+Why exp. A softmax row is compute-bound on exp (1000x16000 on the 2-vCPU box: ~15 cycles per 16
 elements in glibc's vector ``expf`` plus ember's tiny-result wrapper, ~29 vector ops). On
 AVX-512 the whole of exp is 12 instructions: clamp (``vmaxps``/``vminps``), ``x * log2 e``
 rounded (``vrndscaleps``), a two-constant reduction and a degree-6 polynomial (FMAs), and
 ``vscalefps`` for p * 2^n, which rounds subnormal results once and overflows to inf by itself.
 Checked exhaustively over all 2^32 floats: at most 0.91 ulp from exp, NaN in NaN out,
-exp(-inf) = 0, exp(inf) = inf (``tests/inductor/test_vector_exp.py`` re-checks 2^24 of them).
+exp(-inf) = 0, exp(inf) = inf (``tests/inductor/test_vector_exp.py`` re-checks 2^22 of them).
 
 GCC's vectoriser can only *call* such a routine (a vector-ABI clone, ``_ZGVeN16v_ember_expf``):
 every zmm register is caller-saved, so a reduction's accumulator is spilled and reloaded around
 each call and becomes a store-forwarding chain -- measured 0.24 ns per element, against 0.12 with
-the routine inlined. So ``stage_exps`` rewrites each SIMD loop that calls ``ember_expf``: in
-strips of 256 elements, a first loop computes the exp arguments into a local array, the routine
+the routine inlined. So ``strip_loops`` rewrites each SIMD loop that calls ``ember_expf``: in
+strips (``config.strip_loops``, 1024 elements), a first loop computes the exp arguments into a local array, the routine
 runs over the array inlined (``ember_exp_block``), and the original body runs with the exp lines
 reading the array (GCC drops what is only needed for the argument). Softmax's exp pass: 0.31 ->
-0.17 ns per element, L1-resident, one thread. A ``double`` sum in such a loop adds each strip's
-float partial sum (16 lanes of 16 values, then a tree of 16) into the double: the accuracy
-``_acc_type`` wants from double (error ~20 eps per strip, not n/16 eps), without converting
-every element (0.08 ns per element).
+0.16 ns per element, L1-resident, one thread (strips of 256: 0.17).
+
+Why partial sums. A float32 sum accumulates in double (``cpp._acc_type``: a float accumulator per
+SIMD lane loses ~n/16 eps), which costs two conversions and two adds per 16 elements (~0.08 ns per
+element: a layer_norm row pass is that and a load). In strips, each strip's float partial sum
+(16 lanes of 64 values, then a tree of 16) is added into the double: error ~70 eps of the strip
+at worst (the random-walk typical: ~10), not n/16 eps, at float cost: a centred sum of squares
+went 0.058 -> 0.026 ns per element (L1-resident; strips of 256: 0.035). Loops that call exp,
+and loops with such a sum that run longer than one strip, are stripped.
 
 Without AVX-512 (``__AVX512F__`` undefined) ``ember_expf`` is the libmvec-based function it was
-and ``ember_exp_block`` a SIMD loop of it, so staged code compiles everywhere; ember only stages
-where the host has AVX-512 and the flags say ``-march=native`` (``staging_enabled``).
+and ``ember_exp_block`` a loop of it, so staged code compiles everywhere; ember stages exp only
+where the host has AVX-512 and the flags say ``-march=native`` (``exp_staging_enabled``).
 """
 from __future__ import annotations
 
@@ -103,10 +108,10 @@ static inline void ember_exp_block(float* t, int64_t n) {     // (vectorised by 
 _host_avx512: List[bool] = []
 
 
-def staging_enabled() -> bool:
-    """Whether ``stage_exps`` rewrites loops: the knob is on, loops are SIMD, and the kernels
-    are built for this host (``-march=native``) and this host has AVX-512F."""
-    if not (config.exp_stage and config.simd) or "-march=native" not in config.cpp_flags:
+def exp_staging_enabled() -> bool:
+    """Whether ``strip_loops`` stages exp: loops are stripped, and the kernels are built for
+    this host (``-march=native``) and this host has AVX-512F."""
+    if not (config.strip_loops and config.simd) or "-march=native" not in config.cpp_flags:
         return False
     if not _host_avx512:
         ok = False
@@ -132,10 +137,13 @@ _TOKEN = re.compile(r"[A-Za-z_]\w*")
 _REDUCTION = re.compile(r"reduction\([^)]*\)")
 
 
-def stage_exps(lines: List[str]) -> List[str]:
-    """The kernel body ``lines`` with every SIMD loop that calls ``ember_expf`` staged (module
-    docstring). Only flat loops of the form ember's generator writes are touched: a pragma
-    with ``simd``, one ``for`` over one variable, straight-line statements, the closing brace."""
+def strip_loops(lines: List[str], stage_exp: bool) -> List[str]:
+    """The kernel body ``lines`` with its SIMD loops stripped (module docstring): those calling
+    ``ember_expf`` when ``stage_exp``, and those adding floats into a double sum. Only flat loops
+    of the form ember's generator writes are touched: a pragma with ``simd``, one ``for`` over one
+    variable, straight-line statements, the closing brace."""
+    if not (config.strip_loops and config.simd):
+        return lines
     out: List[str] = []
     i = 0
     n = len(lines)
@@ -150,7 +158,7 @@ def stage_exps(lines: List[str]) -> List[str]:
                 while j < n and lines[j] != ind + "}":
                     j += 1
                 if j < n:
-                    staged = _stage_loop(st, m, lines[i + 2:j], lines[:i])
+                    staged = _strip_loop(st, m, lines[i + 2:j], lines[:i], stage_exp)
                     if staged is not None:
                         out.extend(staged)
                         i = j + 1
@@ -160,7 +168,7 @@ def stage_exps(lines: List[str]) -> List[str]:
     return out
 
 
-def _stage_loop(pragma: str, m, body: List[str], before: List[str]) -> Optional[List[str]]:
+def _strip_loop(pragma: str, m, body: List[str], before: List[str], stage_exp: bool) -> Optional[List[str]]:
     ind, v, lo, hi = m.group(1), m.group(2), m.group(3), m.group(4)
     if any(("{" in b or "}" in b or b.strip().startswith("#") or not b.rstrip().endswith(";"))
            and not b.strip().startswith("//") for b in body):
@@ -174,7 +182,7 @@ def _stage_loop(pragma: str, m, body: List[str], before: List[str]) -> Optional[
     assigned = {a.group(1) for a in map(_ASSIGN.match, body) if a and a.group(1) not in defs}
     exps = []           # (line index, result name, argument name, cone line indices)
     for k, b in enumerate(body):
-        e = _EXP.match(b)
+        e = _EXP.match(b) if stage_exp else None
         if not e:
             continue
         cone = _cone(e.group(3), defs, body)
@@ -184,30 +192,8 @@ def _stage_loop(pragma: str, m, body: List[str], before: List[str]) -> Optional[
         if toks & (stored | assigned):
             continue     # the argument reads what this body writes: not before the writes
         exps.append((k, e.group(2), e.group(3), cone))
-    if not exps:
-        return None
-    S = config.exp_stage
-    vs, vt = f"{v}s", f"{v}t"
-    parallel = pragma.startswith("#pragma omp parallel")
-    clauses = " ".join(_REDUCTION.findall(pragma))
-    out: List[str] = []
-    if parallel:
-        out.append(ind + pragma.replace(" simd", "", 1))
-    out.append(f"{ind}for (int64_t {vs} = {lo}; {vs} < {hi}; {vs} += {S}) {{")
-    i2, i3 = ind + "    ", ind + "        "
-    out.append(f"{i2}const int64_t {vt} = std::min<int64_t>({vs} + {S}, {hi});")
-    for _, res, _, _ in exps:
-        out.append(f"{i2}alignas(64) float {res}_s[{S}];")
-    out.append(f"{i2}#pragma omp simd")
-    out.append(f"{i2}for (int64_t {v} = {vs}; {v} < {vt}; ++{v}) {{")
-    for c in sorted(set().union(*(cone for *_, cone in exps))):
-        out.append("    " + body[c])
-    for _, res, arg, _ in exps:
-        out.append(f"{i3}{res}_s[{v} - {vs}] = {arg};")
-    out.append(f"{i2}}}")
-    for _, res, _, _ in exps:
-        out.append(f"{i2}ember_exp_block({res}_s, {vt} - {vs});")
     # a double sum of float values: one float partial per strip, added into the double after it
+    clauses = " ".join(_REDUCTION.findall(pragma))
     partial = {}
     for b in body:
         s = _SUM.match(b)
@@ -215,6 +201,28 @@ def _stage_loop(pragma: str, m, body: List[str], before: List[str]) -> Optional[
                 and _DEF.match(body[defs[s.group(3)]]).group(1) == "float" \
                 and f"+:{s.group(2)})" in clauses.replace(" ", ""):
             partial[s.group(2)] = f"{s.group(2)}_p"
+    S = config.strip_loops
+    if not exps and (not partial or (lo.isdigit() and hi.isdigit() and int(hi) - int(lo) <= S)):
+        return None
+    vs, vt = f"{v}s", f"{v}t"
+    out: List[str] = []
+    if pragma.startswith("#pragma omp parallel"):
+        out.append(ind + pragma.replace(" simd", "", 1))
+    out.append(f"{ind}for (int64_t {vs} = {lo}; {vs} < {hi}; {vs} += {S}) {{")
+    i2, i3 = ind + "    ", ind + "        "
+    out.append(f"{i2}const int64_t {vt} = std::min<int64_t>({vs} + {S}, {hi});")
+    if exps:
+        for _, res, _, _ in exps:
+            out.append(f"{i2}alignas(64) float {res}_s[{S}];")
+        out.append(f"{i2}#pragma omp simd")
+        out.append(f"{i2}for (int64_t {v} = {vs}; {v} < {vt}; ++{v}) {{")
+        for c in sorted(set().union(*(cone for *_, cone in exps))):
+            out.append("    " + body[c])
+        for _, res, arg, _ in exps:
+            out.append(f"{i3}{res}_s[{v} - {vs}] = {arg};")
+        out.append(f"{i2}}}")
+        for _, res, _, _ in exps:
+            out.append(f"{i2}ember_exp_block({res}_s, {vt} - {vs});")
     inner = []
     for c in _REDUCTION.findall(pragma):
         for acc, p in partial.items():
