@@ -45,6 +45,10 @@ stream_min_bytes = 16 << 20
 # (off: GCC calls the same routine through its vector ABI); a double sum of float32 values adds a
 # float partial per strip. See codegen/cpp_strips.py
 strip_loops = 1024
+# ... only in kernels walking at least this many elements per call: stripped loops took g++ longer
+# (an LSTM training graph's cold compile: +0.5-0.8 s of 7 s) and gained nothing measurable at the
+# suite's sizes; a 1000x16000 softmax gained ~10%
+strip_min_work = 1 << 22
 local_buffers = True       # kernel-private intermediates live in per-iteration local arrays
 local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)

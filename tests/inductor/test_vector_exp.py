@@ -16,11 +16,26 @@ avx512 = pytest.mark.skipif(not exp_staging_enabled(), reason="host without AVX-
                                                           "exp is libmvec's and loops are not staged")
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def knobs():
-    saved = (config.strip_loops, list(config.cpp_flags))
+    """Every kernel here is stripped, whatever its size (``config.strip_min_work``: 0)."""
+    saved = (config.strip_loops, list(config.cpp_flags), config.strip_min_work)
+    config.strip_min_work = 0
     yield
-    config.strip_loops, config.cpp_flags = saved[0], saved[1]
+    config.strip_loops, config.cpp_flags, config.strip_min_work = saved
+
+
+@avx512
+def test_small_kernels_are_not_stripped():
+    config.strip_min_work = 1 << 22
+    x = rand(64, 1000)
+    cf, got, want = compile_and_run(lambda a: P.sum(P.exp(a), [1]), x)
+    src = _kernels(cf.compiled.source)
+    assert "ember_exp_block(" not in src and "= ember_expf(" in src and "_p = 0.0f" not in src
+    config.strip_min_work = 64 * 1000
+    cf, got2, _ = compile_and_run(lambda a: P.sum(P.exp(a), [1]), x)
+    assert "ember_exp_block(" in _kernels(cf.compiled.source)
+    np.testing.assert_allclose(got2[0], got[0], rtol=1e-6)
 
 
 def _kernels(src):
@@ -37,7 +52,7 @@ def _ulps(got, x):
 
 @avx512
 @pytest.mark.parametrize("stage", [256, 0])
-def test_exp_within_one_ulp_over_random_bit_patterns(knobs, stage):
+def test_exp_within_one_ulp_over_random_bit_patterns(stage):
     """2^22 random float bit patterns in exp's range (the routine was checked over all 2^32
     floats: 0.91 ulp at most) plus the special values; staged or called, the same bits."""
     config.strip_loops = stage
@@ -87,7 +102,7 @@ def test_long_sum_of_exp_keeps_double_accuracy():
 
 
 @avx512
-def test_parallel_flat_loop_strips_are_shared_out(knobs):
+def test_parallel_flat_loop_strips_are_shared_out():
     x = rand(1000, 700, lo=-20, hi=20)
     cf, got, want = compile_and_run(lambda a: P.mul(P.reciprocal(P.add(P.exp(P.neg(a)), 1.0)), a), x)
     src = cf.compiled.source
@@ -115,7 +130,7 @@ def test_staged_loops_vectorise(tmp_path):
         assert any(line <= v <= line + 8 for v in vec), (line, report)
 
 
-def test_libmvec_fallback_when_avx512_is_off(knobs):
+def test_libmvec_fallback_when_avx512_is_off():
     """Staged code compiles and is right where ``__AVX512F__`` is undefined: ``ember_exp_block``
     is then a loop of the libmvec-based ``ember_expf``."""
     config.cpp_flags = list(config.cpp_flags) + ["-mno-avx512f"]
@@ -134,7 +149,7 @@ def _loop(body, pragma="#pragma omp simd", before=()):
         ["        " + b for b in body] + ["    }"]
 
 
-def test_rewrite_stages_the_argument_and_keeps_the_body(knobs):
+def test_rewrite_stages_the_argument_and_keeps_the_body():
     config.strip_loops = 128
     out = strip_loops(_loop(["float tmp1 = a[r0];", "float tmp2 = tmp1 * tmp0;", "float tmp3 = ember_expf(tmp2);",
                              "out[r0] = tmp3 + tmp1;"]), True)

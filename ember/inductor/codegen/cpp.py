@@ -584,6 +584,13 @@ class KernelGen:
     def new_tmp(self):
         return f"tmp{next(self._tmp)}"
 
+    def _work_hint(self) -> int:
+        """Elements the kernel's biggest stage walks per call (outer iterations times its inner
+        loops), at the size hints."""
+        g, hint = self.group, self.graph.sizevars.size_hint
+        per = max((hint(product(n.inner(g.p))) for n in g.nodes), default=1)
+        return hint(product(g.outer_sizes)) * per
+
     def buffer_dtype(self, name):
         return self.graph.buffers_by_name[name].get_dtype()
 
@@ -1132,7 +1139,8 @@ class KernelGen:
             params.append(f"const int64_t {s.name}")
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
-        body = strip_loops(body, exp_staging_enabled())
+        if self._work_hint() >= config.strip_min_work:
+            body = strip_loops(body, exp_staging_enabled())
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
 
     # -- scan ---------------------------------------------------------------
