@@ -171,9 +171,11 @@ def test_rewrite_stages_the_argument_and_keeps_the_body():
     ["float tmp1 = a[r0];", "if (tmp1 > 0) { c[r0] = 1; }", "float tmp3 = ember_expf(tmp1);"],
     # no exp at all
     ["float tmp1 = a[r0];", "c[r0] = tmp1;"],
+    # a double sum the body also reads: its running value must stay the double
+    ["float tmp1 = a[r0];", "tmp5 = tmp5 + tmp1;", "float tmp2 = static_cast<float>(tmp5);", "c[r0] = tmp2;"],
 ])
 def test_rewrite_leaves_loops_it_cannot_prove(body):
-    lines = _loop(body)
+    lines = _loop(body, pragma="#pragma omp simd reduction(+:tmp5)", before=["    double tmp5 = 0;"])
     assert strip_loops(lines, True) == lines
 
 

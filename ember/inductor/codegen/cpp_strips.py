@@ -203,6 +203,7 @@ def _strip_loop(pragma: str, m, body: List[str], before: List[str], stage_exp: b
     for b in body:
         s = _SUM.match(b)
         if s and _declared(before, s.group(2), "double") and s.group(3) in defs \
+                and sum(s.group(2) in _TOKEN.findall(x) for x in body) == 1 \
                 and _DEF.match(body[defs[s.group(3)]]).group(1) == "float" \
                 and f"+:{s.group(2)})" in clauses.replace(" ", ""):
             partial[s.group(2)] = f"{s.group(2)}_p"
