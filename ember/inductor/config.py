@@ -40,6 +40,9 @@ dynamic_chunks_per_thread = 16    # ... in chunks, this many per thread ('schedu
 # and a stage computing transcendentals over a row an earlier stage already read prefetches
 # the next row's (see KernelGen._stream_plan)
 stream_min_bytes = 16 << 20
+# ... a pointwise stage streaming its row computes it in strips of this many elements, each
+# streamed out from L1 (0: the whole row is staged, then copied out)
+stream_strip = 1024
 # SIMD loops run in strips of this many elements (0: off): on AVX-512 hosts a loop calling float32
 # exp stages the arguments of a strip in a local array and runs ember's inlined vector exp over it
 # (off: GCC calls the same routine through its vector ABI); a double sum of float32 values adds a

@@ -806,7 +806,7 @@ def _softmax_kernel(name, log):
             z = x - m
             e = xp.exp(z)
             s = xp.sum(e, axis=d, keepdims=True)
-            r = z - xp.log(s) if log else e / s
+            r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
         return xp.asarray(r).astype(out_np, copy=False)
     return kernel
 

