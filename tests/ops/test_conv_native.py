@@ -217,3 +217,27 @@ def test_half_keeps_the_numpy_path():
     assert out.dtype is ember.float16
     ref = _torch_conv(2)(torch.from_numpy(x.astype(np.float32)), torch.from_numpy(w.astype(np.float32)), padding=1)
     np.testing.assert_allclose(out.numpy().astype(np.float32), ref.numpy(), rtol=2e-2, atol=5e-2)
+
+
+@pytest.mark.parametrize("cfg", [
+    # (N, C, spatial, O, kernel, stride, padding, dilation, groups, dtype)
+    (3, 32, (9, 9), 40, (3, 3), (2, 2), (1, 1), (1, 1), 1, np.float32),       # the ResNet shape, odd size
+    (2, 20, (11, 13), 24, (3, 3), (2, 2), (1, 1), (1, 1), 1, np.float32),     # a partial channel block
+    (2, 64, (10, 9), 12, (3, 2), (2, 3), (2, 0), (2, 1), 2, np.float32),      # dilation, uneven, groups
+    (2, 16, (9, 8), 6, (2, 2), (3, 3), (0, 1), (1, 1), 1, np.float32),        # stride > kernel: empty phases
+    (2, 16, (21,), 8, (5,), (3,), (4,), (1,), 1, np.float32),                 # 1-d, padding past the kernel
+    (2, 16, (5, 6, 7), 4, (3, 2, 3), (2, 1, 2), (1, 0, 1), (1, 1, 1), 1, np.float32),   # 3-d
+    (3, 8, (9, 7), 10, (3, 3), (2, 2), (1, 1), (1, 1), 1, np.float64),        # double: 16-wide blocks
+    (2, 24, (12, 12), 18, (3, 3), (2, 2), (1, 1), (2, 2), 3, np.float64),
+], ids=[str(i) for i in range(8)])
+def test_strided_input_grad_channels_last_kernel(cfg):
+    """A stride above 1, a kernel larger than 1x1, input channels per group filling half the
+    vector block: the input gradient's own kernel (per-phase taps over a padded channels-last
+    copy of g) against torch."""
+    N, C, sp, O, k, s, p, d, G, dt = cfg
+    x, w = _r(N, C, *sp, dtype=dt), _r(O, C // G, *k, dtype=dt)
+    out = K._conv_forward(np, x, w, list(s), list(p), list(d), G)
+    g = _r(*out.shape, dtype=dt)
+    _, gx_ref, _ = _torch_grads(x, w, g, s, p, d, G)
+    gx = K._conv_input_grad_arr(np, g, w, list(s), list(p), list(d), G, x.shape)
+    np.testing.assert_allclose(gx, gx_ref, **(dict(rtol=2e-5, atol=5e-5) if dt == np.float32 else _tol(dt)))
