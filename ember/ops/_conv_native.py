@@ -478,6 +478,51 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
     }
 }
 
+// out[gi][t][a][0..Bp) = w[gi * gs + a * as + b * bs + t] for b < B, zero past B: weights per
+// group and kernel tap as rows the channels-last kernels stream NR-wide. Written in order, read
+// with a stride, in parallel (the other way round every write of the inner loop went to another
+// page: a 128x128x3x3 repack took ~0.6 ms, a third of the forward call)
+template <class T>
+static void repack_taps(const T* w, i64 G, i64 K, i64 A, i64 B, i64 Bp, i64 gs, i64 as, i64 bs, int nt,
+                        std::vector<T>& out) {
+    out.resize((size_t)(G * K * A * Bp));
+#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1 && G * K * A * Bp > 65536)
+    for (i64 gi = 0; gi < G; ++gi)
+        for (i64 t = 0; t < K; ++t)
+            for (i64 a = 0; a < A; ++a) {
+                T* dst = out.data() + ((gi * K + t) * A + a) * Bp;
+                const T* src = w + gi * gs + a * as + t;
+                for (i64 b = 0; b < B; ++b) dst[b] = src[b * bs];
+                for (i64 b = B; b < Bp; ++b) dst[b] = T(0);
+            }
+}
+
+// acc[i][.] += sum over c < L of a[i * astep + c] * b[c * ldb .. + NR], for the MR (or mv < MR)
+// output positions of a channels-last kernel: one reduction of the channels-last forward's taps
+// and of the strided input gradient's
+template <class T, int MR, int NR>
+static inline void nhwc_block(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))], const T* a, i64 astep,
+                              const T* b, i64 ldb, i64 L, i64 mv) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    if (mv == MR) {
+        for (i64 c = 0; c < L; ++c) {
+            vec bv[NV];
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, 64);
+#pragma GCC unroll 8
+            for (int i = 0; i < MR; ++i)
+                for (int j = 0; j < NV; ++j) acc[i][j] += a[i * astep + c] * bv[j];
+        }
+    } else {
+        for (i64 c = 0; c < L; ++c) {
+            vec bv[NV];
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, 64);
+            for (int i = 0; i < mv; ++i)
+                for (int j = 0; j < NV; ++j) acc[i][j] += a[i * astep + c] * bv[j];
+        }
+    }
+}
+
 // ---- the forward over a channels-last copy (used when the output channels per group fill the
 // NR-wide vector block): acc[MR output positions][NR output channels] += x_nhwc[pos, c] *
 // W[tap][c][o..o+NR]; every tap's window value is read in place (implicit im2col), the
@@ -493,19 +538,9 @@ static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T
     const i64 Dp = D + 2 * pd, Hp = H + 2 * ph, Wp = W + 2 * pw, OB = (Og + NR - 1) / NR, Op = OB * NR;
     const i64 XS = Dp * Hp * Wp * Cg;
     // weights per group as [tap][c][Op], output channels past Og zero
-    // (written in order, read with a stride: the other way round, every write of the inner
-    // loop went to another page, and a 128x128x3x3 repack took ~0.6 ms, a third of the call)
-    std::vector<T> wt((size_t)G * K * Cg * Op);
     const int nt = g[20] > 1 ? (int)g[20] : 1;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1 && G * K * Cg * Op > 65536)
-    for (i64 gi = 0; gi < G; ++gi)
-        for (i64 t = 0; t < K; ++t)
-            for (i64 c = 0; c < Cg; ++c) {
-                T* dst = wt.data() + ((gi * K + t) * Cg + c) * Op;
-                const T* src = w + (gi * Og * Cg + c) * K + t;
-                for (i64 o = 0; o < Og; ++o) dst[o] = src[o * Cg * K];
-                for (i64 o = Og; o < Op; ++o) dst[o] = T(0);
-            }
+    std::vector<T> wt;
+    repack_taps(w, G, K, Cg, Og, Op, Og * Cg * K, K, Cg * K, nt, wt);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1)
     for (i64 n = 0; n < N; ++n) {
         T* xp = scratch<T>(XS);
@@ -528,23 +563,7 @@ static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T
                     for (i64 kw = 0; kw < KW; ++kw) {
                         const i64 t = (kd * KH + kh) * KW + kw;
                         const T* xr = xp + (((od * sd + kd * dd) * Hp + oh * sh + kh * dh) * Wp + ow0 * sw + kw * dw_) * Cg;
-                        const T* wr = wg + t * Cg * Op + ob * NR;
-                        if (mv == MR) {
-                            for (i64 c = 0; c < Cg; ++c) {
-                                vec bv[NV];
-                                for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + c * Op + j * VL, 64);
-#pragma GCC unroll 8
-                                for (int i = 0; i < MR; ++i)
-                                    for (int j = 0; j < NV; ++j) acc[i][j] += xr[i * xstep + c] * bv[j];
-                            }
-                        } else {
-                            for (i64 c = 0; c < Cg; ++c) {
-                                vec bv[NV];
-                                for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + c * Op + j * VL, 64);
-                                for (int i = 0; i < mv; ++i)
-                                    for (int j = 0; j < NV; ++j) acc[i][j] += xr[i * xstep + c] * bv[j];
-                            }
-                        }
+                        nhwc_block<T, MR, NR>(acc, xr, xstep, wg + t * Cg * Op + ob * NR, Op, Cg, mv);
                     }
                     T tmp[NR];
                     const i64 ov = Og - ob * NR < NR ? Og - ob * NR : NR;
@@ -667,18 +686,10 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
     }
     const i64 ODp = OD + lo[0] + hi[0], OHp = OH + lo[1] + hi[1], OWp = OW + lo[2] + hi[2];
     const i64 GS = ODp * OHp * OWp * Og;
-    // weights per group as [tap][o][Cp], channels past Cg zero (written in order)
-    std::vector<T> wt((size_t)G * K * Og * Cp);
+    // weights per group as [tap][o][Cp], channels past Cg zero
     const int nt = g[20] > 1 ? (int)g[20] : 1;
-#pragma omp parallel for collapse(2) schedule(static) num_threads(nt) if (nt > 1 && G * K * Og * Cp > 65536)
-    for (i64 gi = 0; gi < G; ++gi)
-        for (i64 t = 0; t < K; ++t)
-            for (i64 o = 0; o < Og; ++o) {
-                T* dst = wt.data() + ((gi * K + t) * Og + o) * Cp;
-                const T* src = w + ((gi * Og + o) * Cg) * K + t;
-                for (i64 c = 0; c < Cg; ++c) dst[c] = src[c * K];
-                for (i64 c = Cg; c < Cp; ++c) dst[c] = T(0);
-            }
+    std::vector<T> wt;
+    repack_taps(w, G, K, Og, Cg, Cp, Og * Cg * K, Cg * K, K, nt, wt);
     // every phase's taps: their g offsets (elements of the padded channels-last g, from the
     // phase grid's position) and weight offsets (within a group)
     std::vector<std::vector<i64>> taps_off((size_t)(sd * sh * sw)), taps_w((size_t)(sd * sh * sw));
@@ -737,23 +748,7 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
                                 for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
                             for (i64 t = 0; t < nT; ++t) {
                                 const T* gr = gp + gbase + toff[t];
-                                const T* wr = wt.data() + gi * K * Og * Cp + tw[t] + cb * NR;
-                                if (mv == MR) {
-                                    for (i64 o = 0; o < Og; ++o) {
-                                        vec bv[NV];
-                                        for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + o * Cp + j * VL, 64);
-#pragma GCC unroll 8
-                                        for (int i = 0; i < MR; ++i)
-                                            for (int j = 0; j < NV; ++j) acc[i][j] += gr[i * Og + o] * bv[j];
-                                    }
-                                } else {
-                                    for (i64 o = 0; o < Og; ++o) {
-                                        vec bv[NV];
-                                        for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], wr + o * Cp + j * VL, 64);
-                                        for (int i = 0; i < mv; ++i)
-                                            for (int j = 0; j < NV; ++j) acc[i][j] += gr[i * Og + o] * bv[j];
-                                    }
-                                }
+                                nhwc_block<T, MR, NR>(acc, gr, Og, wt.data() + gi * K * Og * Cp + tw[t] + cb * NR, Cp, Og, mv);
                             }
                             T tmp[NR];
                             for (i64 i = 0; i < mv; ++i) {
