@@ -61,7 +61,7 @@ PRELUDE = r'''
 // row goes to memory without first being read into cache (no read-for-ownership: a third
 // less traffic than a store loop) and without evicting the inputs. ember_stream_fence makes
 // the stores visible to other threads in order with later stores: once per row, after its
-// last strip (a fence per 4 KB strip cost a 1000x16000 softmax ~80%).
+// last strip (a fence per strip made a 1000x16000 softmax 1.5x slower with 4 KB strips, 2.2x with 1 KB).
 static inline void ember_stream_part(float* dst, const float* src, int64_t n) {
     int64_t i = 0;
 #if defined(__AVX512F__)
