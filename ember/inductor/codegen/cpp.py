@@ -580,9 +580,9 @@ class KernelGen:
         self.stream = {}     # node -> (staging array, base index, numel): rows streamed out
         self._staged = set()  # the streamed nodes of the stage being written (stores go to the row)
         self.prefetch = {}   # node -> (buffer, index of the next outer iteration, guard)
-        # the row-loop plan of the stage being written ({"prefetch": ..., "strip": ...}), then
-        # ("open", var, plan, the stream entry it replaced) while its inner loop's blocks are emitted, "closed" after (one
-        # blocked loop per stage)
+        # the row-loop plan of the stage being written ({"prefetch": ..., "strip": ...}); then
+        # ("open", var, plan, the stream entry it replaced) while its inner loop's blocks are
+        # emitted, "closed" after (one blocked loop per stage)
         self._blocked = None
         # the FX nodes this kernel computes (profiler table, comment in the source)
         self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
