@@ -30,8 +30,17 @@ def _strided_view(arr, offset, shape, strides):
 
 def _as_view(arr, shape, strides, offset):
     """A view of a contiguous buffer with byte ``strides`` at byte ``offset``: the
-    ``ndarray`` constructor over the buffer (bounds-checked, ~0.15 us)."""
-    return np.ndarray(shape, arr.dtype, arr, offset, strides)
+    ``ndarray`` constructor over the buffer (bounds-checked, ~0.15 us).
+
+    A view with no elements of an empty buffer (a ``select`` or slice of a size-0 tensor) has
+    an offset past the buffer's end, which the constructor refuses; it holds no data, so it is
+    made at offset 0."""
+    try:
+        return np.ndarray(shape, arr.dtype, arr, offset, strides)
+    except ValueError:
+        if 0 not in shape:
+            raise
+        return np.ndarray(shape, arr.dtype, arr, 0, strides)
 
 
 def _contig(x):

@@ -838,3 +838,22 @@ def test_as_strided_of_empty_value_lowers(strict_lowering):
     compared strides that describe no element and refused the lowering."""
     src = "def f(a0):\n    a0.sub_(0.25)\n    return (a0.reshape((3, 0, 8)),)\n"
     run_program(src, [("a0", (3, 0, 7, 8), "float64", "sliced", "data")])
+
+
+@pytest.mark.parametrize("index", [-15, 3])
+def test_view_of_empty_extern_output(index):
+    """select on a size-0 matmul output: the wrapper made the view with the ndarray
+    constructor at the element's byte offset, which numpy refuses past the end of an empty
+    buffer (ValueError at run time; found by the fuzzer with seed 1515)."""
+    rng = np.random.default_rng(0)
+    a = ember.from_numpy(rng.uniform(-2, 2, (0, 2, 1)))
+    b = ember.from_numpy(rng.uniform(-2, 2, (1, 16)))
+
+    def f(a, b):
+        return (a @ b).select(2, index), (a @ b)[:, 1]
+
+    ember.dynamo.reset()
+    out = ember.compile(f, backend="inductor")(a, b)
+    ref = f(a, b)
+    for o, r in zip(out, ref):
+        assert tuple(o.shape) == tuple(r.shape)
