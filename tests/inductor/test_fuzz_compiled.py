@@ -443,7 +443,13 @@ class Gen:
         elif len(shp) >= 2 and view_ok and self.draw(st.booleans()):
             target = f"{x}.transpose(0, {len(shp) - 1})"
         y = self.partner(x)
-        f = self.pick(["{t}.add_({y})" if self.shape_of(y) == shp or target == x else "{t}.mul_(1.5)",
+        # y broadcasts to x, not to a slice or transpose of x: added to those only when it has
+        # x's own shape, transposed like the target (a shape mismatch raised while generating)
+        if target != x and self.shape_of(y) == shp and target.endswith(".transpose(0, %d)" % (len(shp) - 1)):
+            y = f"{y}.transpose(0, {len(shp) - 1})"
+        elif target != x:
+            y = None
+        f = self.pick(["{t}.add_({y})" if y is not None else "{t}.mul_(1.5)",
                        "{t}.mul_(0.5)", "{t}.clamp_(-0.3, 0.4)", "{t}.sub_(0.25)", "{t}.copy_({t} * 2.0)",
                        "{t}.tanh_()", "{t}.add_({t}.flip(0))"])
         self.stmt(f.format(t=target, y=y))
