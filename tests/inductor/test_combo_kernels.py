@@ -94,7 +94,16 @@ def test_symbolic_size_kernels_are_left_alone():
     assert combo._split(src) is None
 
 
-def test_compiled_adamw_step_is_one_region_and_matches_eager():
+def test_compiled_adamw_step_is_one_region_and_matches_eager(monkeypatch):
+    import importlib
+    cfx = importlib.import_module("ember.inductor.compile_fx")
+    graphs = []
+    real = cfx.compile_graph
+
+    def record(*a, **k):
+        graphs.append(real(*a, **k))
+        return graphs[-1]
+    monkeypatch.setattr(cfx, "compile_graph", record)
     ember.manual_seed(0)
     ps = [ember.nn.Parameter(ember.randn(40, 30)) for _ in range(6)]
     qs = [ember.nn.Parameter(p.detach().clone()) for p in ps]
@@ -108,6 +117,19 @@ def test_compiled_adamw_step_is_one_region_and_matches_eager():
         opt_e.step()
     for p, q in zip(ps, qs):
         np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    # the parameters and state are computed in place (Scheduler.inplace_outputs); each input a
+    # kernel overwrites is read through a pointer derived from its output's, never through a
+    # second __restrict__ pointer to the same array
+    steady = graphs[-1]
+    inplace = re.findall(r"^    (buf\d+) = (arg\d+)  # in place$", steady.wrapper_src, re.M)
+    assert len(inplace) >= 3 * len(ps)
+    kernels = steady.source.split('extern "C" void ')[1:]
+    for buf, arg in inplace:
+        writer = [k for k in kernels if f"void* {buf}_obj" in k.split("\n", 1)[0]]
+        assert len(writer) == 1, buf
+        if f"void* {arg}_obj" in writer[0].split("\n", 1)[0]:
+            assert not re.search(rf"\* __restrict__ {arg} =", writer[0]), arg
+            assert re.search(rf"const float\* {arg} = {buf};", writer[0]), arg
 
 
 def test_siblings_reading_an_input_at_different_indices_keep_their_own_loops():

@@ -1151,14 +1151,23 @@ class KernelGen:
         params, unpack = [], []
         self.writes = [w for w in self.writes if w not in self.local]
         reads = sorted(self.reads - set(self.writes) - self.local, key=_natural)
+        # an input this kernel overwrites in place (Scheduler.inplace_outputs) is read through a
+        # pointer derived from the output's: two __restrict__ names for one array would let the
+        # compiler move a read of the old value past the write
+        inplace = {i: b for b, i in (getattr(self.graph, "inplace", None) or {}).items() if b in self.writes}
+        aliased = []
         for nm in reads:
             params.append(f"void* {nm}_obj")
             st = STORAGE[self.buffer_dtype(nm)]
+            if nm in inplace:
+                aliased.append(f"    const {st}* {nm} = {inplace[nm]};")
+                continue
             unpack.append(f"    const {st}* __restrict__ {nm} = static_cast<const {st}*>(EMBER_DATA({nm}_obj));")
         for nm in self.writes:
             params.append(f"void* {nm}_obj")
             st = STORAGE[self.buffer_dtype(nm)]
             unpack.append(f"    {st}* __restrict__ {nm} = static_cast<{st}*>(EMBER_DATA({nm}_obj));")
+        unpack += aliased
         for s in self.size_syms:
             params.append(f"const int64_t {s.name}")
         self.params = reads + self.writes
