@@ -269,6 +269,8 @@ class DispatchTracer:
         # base's count when the view's node was made (a stale view is regenerated)
         self._base_gen: Dict[int, int] = {}
         self._view_gen: Dict[int, int] = {}
+        # id(hidden base) -> the input that is a view of it and receives writes through it
+        self._hidden_owner: Dict[int, Tensor] = {}
         self._inputs: list = []
         self.shape_env = shape_env
         # sympy symbol -> graph node computing it (a sym_size of a placeholder)
@@ -368,16 +370,20 @@ class DispatchTracer:
         rewrites its base (an ``index_put`` of the view's elements into the
         flattened base), and views of a mutated base made earlier are
         regenerated from the new base (``as_strided``) when next read."""
-        from ...ops import api
         target = args[0]
         base = target._base
-        if base is not None and base._fake and self._by_id.get(id(base), (None,))[0] is not base:
-            # the base is no value of the trace: an input that is itself a view (a
-            # transposed argument) hides its base, which would become a graph constant
-            # holding no data (a fake tensor) -- the write would land in garbage
-            raise NotImplementedError(
-                f"functionalization: {op.name} on a view of an input that is itself a view of a tensor "
-                f"outside the graph (e.g. an in-place op on a slice of a transposed argument) is not supported")
+        owner = None
+        if base is not None and self._by_id.get(id(base), (None,))[0] is not base:
+            # the base is no value of the trace: the target is (a view of) an input that is
+            # itself a view -- a transposed or sliced argument -- whose base is outside the
+            # graph. The write goes into that input instead (see ``_write_into_owner``).
+            owner = self._owning_input(base, op)
+            if owner is None and base._fake:
+                # nothing of the trace holds the base's elements: as a graph constant it
+                # would hold no data (a fake tensor) -- the write would land in garbage
+                raise NotImplementedError(
+                    f"functionalization: {op.name} on a view of a tensor outside the graph that no "
+                    f"input of the graph holds is not supported")
         new = self.__ember_dispatch__(op.functional, args)
         if new.dtype != target.dtype:
             new = self._with_mode(lambda x: x.to(target.dtype), new)
@@ -385,8 +391,13 @@ class DispatchTracer:
             new = self._with_mode(lambda x: x.expand(*target.shape).clone(), new)
         self._redispatch(op, args)          # the real effect, unrecorded
         node = self._node_of(new)
-        base = target._base
-        if base is not None:
+        if owner is not None:
+            if target is not owner:
+                self._rebind(owner, self._node_of(self._write_into_owner(owner, target, new)))
+            self._hidden_owner[id(base)] = owner
+            gen = self._base_gen[id(base)] = self._base_gen.get(id(base), 0) + 1
+            self._view_gen[id(owner)] = self._view_gen[id(target)] = gen
+        elif base is not None:
             new_base = self._write_view_into_base(base, target, new)
             self._rebind(base, self._node_of(new_base))
             self._base_gen[id(base)] = self._base_gen.get(id(base), 0) + 1
@@ -395,6 +406,54 @@ class DispatchTracer:
             self._base_gen[id(target)] = self._base_gen.get(id(target), 0) + 1
         self._rebind(target, node)
         return target
+
+    def _owning_input(self, base: Tensor, op: Any) -> Optional[Tensor]:
+        """The one input of the trace that is a view of ``base`` (a tensor outside the graph),
+        or None. Two such inputs may share elements, and a write through one would have to
+        show in the other: refused."""
+        owners = {id(t): t for t, _ in self._inputs if t._base is base}
+        if len(owners) > 1:
+            raise NotImplementedError(
+                f"functionalization: {op.name} on a view of a tensor that several inputs of the graph are "
+                f"views of (e.g. f(a[0], a[1])) is not supported")
+        return next(iter(owners.values()), None)
+
+    @staticmethod
+    def _element_offsets(t: Tensor) -> Any:
+        """Storage offset of each of ``t``'s elements, in ``t``'s logical (row-major) order."""
+        import numpy as np
+        shape, strides = tuple(t.shape), tuple(t.stride())
+        if any(isinstance(x, SymInt) for x in shape + strides + (t.storage_offset(),)):
+            raise NotImplementedError("functionalization: an in-place op on a view of an input that is "
+                                      "itself a view, with symbolic sizes, is not supported yet")
+        offs = np.full(shape, int(t.storage_offset()), dtype=np.int64)
+        for d, (n, st) in enumerate(zip(shape, strides)):
+            offs = offs + (np.arange(n, dtype=np.int64) * st).reshape((1,) * d + (n,) + (1,) * (len(shape) - d - 1))
+        return offs.reshape(-1)
+
+    def _owner_positions(self, owner: Tensor, view: Tensor) -> Tensor:
+        """For each element of ``view`` (a view of the same storage as input ``owner``), its flat
+        logical index in ``owner``: an int64 tensor for ``take``/``put``."""
+        import numpy as np
+        from ... import types as _t
+        from ...tensor import _make
+        own, offs = self._element_offsets(owner), self._element_offsets(view)
+        order = np.argsort(own, kind="stable")
+        srt = own[order]
+        if srt.size > 1 and (srt[1:] == srt[:-1]).any():
+            raise NotImplementedError("functionalization: an in-place op on a view of an input whose "
+                                      "elements overlap (an expanded argument) is not supported")
+        pos = np.searchsorted(srt, offs).clip(0, max(srt.size - 1, 0))
+        if offs.size and (srt.size == 0 or (srt[pos] != offs).any()):
+            raise NotImplementedError("functionalization: an in-place op on a view reaching outside the "
+                                      "input it was made from (as_strided past the argument) is not supported")
+        return _make(order[pos].astype(np.int64), owner.device, _t.int64)
+
+    def _write_into_owner(self, owner: Tensor, view: Tensor, new: Tensor) -> Tensor:
+        """``owner``'s new value: its elements that ``view`` covers replaced by ``new``."""
+        from ...ops import api
+        index = self._owner_positions(owner, view)
+        return self._with_mode(lambda o, v: api.put(o, index, v.reshape(-1)), owner, new)
 
     def _rebind(self, t: Tensor, node: Node) -> None:
         self._by_id[id(t)] = (t, node)
@@ -428,6 +487,16 @@ class DispatchTracer:
     def _regenerate_view(self, t: Tensor, gen: int) -> Node:
         from ...ops import api
         base = t._base
+        owner = self._hidden_owner.get(id(base))
+        if owner is not None:
+            # a view of an input's hidden base: gathered from that input's current value
+            index = self._owner_positions(owner, t)
+            shape = tuple(t.shape)
+            v = self._with_mode(lambda o: api.take(o, index).reshape(shape), owner)
+            node = self._node_of(v)
+            self._rebind(t, node)
+            self._view_gen[id(t)] = gen
+            return node
         off = t.storage_offset() - base.storage_offset()
         v = self._with_mode(lambda b: api.as_strided(b, tuple(t.shape), tuple(t.stride()), off), base)
         node = self._by_id[id(v)][1]
@@ -529,6 +598,11 @@ class DispatchTracer:
             return self._with_mode(op.composite, *args)
         out = self._redispatch(op, args)
         self._record(op, args, out)
+        if self._base_gen and op.is_view:
+            # a view made now from current values is current: not regenerated when read
+            for o in (out if isinstance(out, (tuple, list)) else (out,)):
+                if isinstance(o, Tensor) and o._base is not None:
+                    self._view_gen[id(o)] = self._base_gen.get(id(o._base), 0)
         return out
 
     def _with_mode(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
