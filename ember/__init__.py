@@ -68,6 +68,18 @@ def is_floating_point(t):
     return t.dtype.is_floating_point
 
 
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"allclose(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input.allclose(other, rtol, atol, equal_nan)
+
+
+def equal(input, other):
+    if not isinstance(input, Tensor):
+        raise TypeError(f"equal(): argument 'input' must be Tensor, not {type(input).__name__}")
+    return input.equal(other)
+
+
 def numel(t):
     return t.numel()
 

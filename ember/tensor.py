@@ -317,6 +317,21 @@ class Tensor:
         return _host(self._data).reshape(()).item() if self.dtype is not _t.bfloat16 else float(
             _host(self._data).reshape(()).astype(np.float32))
 
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        """Whether every element is close to ``other``'s (``isclose``, broadcast): a Python bool."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"allclose(): argument 'other' must be Tensor, not {type(other).__name__}")
+        return bool(self.isclose(other, rtol, atol, equal_nan).all())
+
+    def equal(self, other):
+        """True when ``other`` has this shape and equal values (compared after type promotion,
+        as torch.equal; NaN equals nothing): a Python bool, never an error for another shape."""
+        if not isinstance(other, Tensor):
+            raise TypeError(f"equal(): argument 'other' must be Tensor, not {type(other).__name__}")
+        if tuple(self.shape) != tuple(other.shape):
+            return False
+        return bool((self == other).all())
+
     def tolist(self):
         if self._fake:
             _no_data("tolist")

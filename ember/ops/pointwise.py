@@ -2062,3 +2062,28 @@ def _threshold_meta(a, threshold, value):
     if dt is _t.bool_:
         raise _not_impl("threshold_cpu", dt)
     return _res(_U(_cast(a, _comp(dt)), _L(value, _comp(dt))), dt)
+
+
+# ---------------------------------------------------------------------- closeness
+@defcomposite("isclose(Tensor self, Tensor other, float rtol=1e-05, float atol=1e-08, bool equal_nan=False) -> Tensor")
+def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|self - other| <= atol + rtol * |other|`` elementwise, as torch.isclose: equal values
+    (infinities of one sign included) are close, NaN is close to NaN only with ``equal_nan``,
+    and both tensors must have one dtype (PyTorch refuses mixed dtypes too)."""
+    if self.dtype != other.dtype:
+        raise RuntimeError(f"{self.dtype.legacy_name} did not match {other.dtype.legacy_name}")
+    if rtol < 0:
+        raise RuntimeError(f"rtol must be greater than or equal to zero, but got {rtol:g}")
+    if atol < 0:
+        raise RuntimeError(f"atol must be greater than or equal to zero, but got {atol:g}")
+    close = self == other
+    if equal_nan and self.dtype.is_floating_point:
+        close = close | (api.isnan(self) & api.isnan(other))
+    if rtol == 0 and atol == 0:
+        return close
+    if self.dtype is _t.bool_:
+        # bools: their difference in the default float dtype, as PyTorch does
+        self, other = self.to(_t.get_default_dtype()), other.to(_t.get_default_dtype())
+    allowed = atol + api.abs(rtol * other)
+    actual = api.abs(self - other)
+    return close | (api.isfinite(actual) & (actual <= allowed))
