@@ -65,6 +65,7 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
     ex["addcdiv"] = lambda: (r(3, 4), r(3, 4), pos(4))
     ex["masked_fill"] = lambda: (r(3, 4), r(3, 4) > 0, 2.0)
     ex["threshold"] = lambda: (r(3, 4), 0.1, 2.0)
+    ex["isclose"] = lambda: (r(3, 4), r(4), 1e-3, 1e-5, True)
     for n in ("sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any"):
         ex[n] = lambda: (r(3, 4), [1])
     ex["prod"] = lambda: (r(3, 4), 1)
