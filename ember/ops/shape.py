@@ -458,7 +458,31 @@ def as_strided(self, size, stride, storage_offset=None):
 # ---------------------------------------------------------------------- copies and casts
 @defop("clone(Tensor self, *, Any memory_format=None) -> Tensor", save=())
 def _clone(xp, a, memory_format=None):
-    return xp.array(a, copy=True, order="C" if memory_format is None else "K")
+    """A copy, contiguous by default (PyTorch's default, ``preserve_format``, keeps a dense
+    input's strides; ember's compiled clone writes contiguous outputs, so eager does too).
+    ``preserve_format`` keeps the strides of a dense input; ``channels_last`` (4-D) gives NHWC
+    strides; ``contiguous_format`` row-major."""
+    if memory_format is None or memory_format == "contiguous_format":
+        return xp.array(a, copy=True, order="C")
+    if memory_format == "preserve_format":
+        return xp.array(a, copy=True, order="K" if _dense(a) else "C")
+    if memory_format == "channels_last":
+        if a.ndim != 4:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+        return xp.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    raise RuntimeError(f"clone(): unsupported memory_format {memory_format!r}; expected one of "
+                       f"contiguous_format, preserve_format, channels_last")
+
+
+def _dense(a):
+    """Whether ``a``'s elements fill one block of memory without overlap (any dimension order)."""
+    dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n != 1)
+    step = a.itemsize
+    for st, n in dims:
+        if st != step:
+            return False
+        step *= n
+    return True
 
 
 @_clone.derivative
@@ -879,7 +903,12 @@ def cat(xp, tensors, dim=0):
                 raise RuntimeError(f"Sizes of tensors must match except in dimension {d}. Expected size "
                                    f"{ref.shape[k]} but got size {x.shape[k]} for tensor number {i} in the "
                                    f"list.")
-    return xp.concatenate([x.astype(dt.np, copy=False) for _, x in real], axis=d)
+    parts = [x.astype(dt.np, copy=False) for _, x in real]
+    shape = list(ref.shape)
+    shape[d] = sum(x.shape[d] for x in parts)
+    # a contiguous result whatever the inputs' layouts, as PyTorch's (numpy's concatenate
+    # follows transposed inputs: cat of two .t() came out transposed, and .view() refused it)
+    return xp.concatenate(parts, axis=d, out=xp.empty(shape, dtype=dt.np))
 
 
 @cat.derivative
@@ -927,7 +956,10 @@ def stack(xp, tensors, dim=0):
                                f"entry 0 and {list(x.shape)} at entry {i}")
     dt = _cat_dtype(tensors)
     d = wrap_dim(dim, ref.ndim + 1)
-    return xp.stack([x.astype(dt.np, copy=False) for x in tensors], axis=d)
+    shape = list(ref.shape)
+    shape.insert(d, len(tensors))
+    return xp.stack([x.astype(dt.np, copy=False) for x in tensors], axis=d,
+                    out=xp.empty(shape, dtype=dt.np))     # contiguous, as PyTorch's (see cat)
 
 
 @stack.derivative
@@ -1103,7 +1135,8 @@ def _roll(xp, a, shifts, dims=()):
         return xp.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    return xp.roll(a, shifts, axis=tuple(wrap_dim(d, a.ndim) for d in dims))
+    # contiguous, as PyTorch's (numpy's roll keeps a transposed input's layout)
+    return xp.ascontiguousarray(xp.roll(a, shifts, axis=tuple(wrap_dim(d, a.ndim) for d in dims)))
 
 
 @_roll.derivative

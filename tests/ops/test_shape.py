@@ -448,3 +448,46 @@ def test_as_strided_backward_on_a_transposed_input(offset):
     (x.as_strided((2, 3), (1, 4), offset) * ember.from_numpy(g)).sum().backward()
     (tx.as_strided((2, 3), (1, 4), offset) * torch.from_numpy(g)).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+
+# ---------------------------------------------------------------------- output layouts
+LAYOUT_OPS = {
+    "cat": lambda m, x: m.cat([x, x * 2]),
+    "cat_dim1": lambda m, x: m.cat([x, x], 1),
+    "stack": lambda m, x: m.stack([x, x + 1]),
+    "stack_last": lambda m, x: m.stack([x, x], -1),
+    "roll": lambda m, x: m.roll(x, 1, 0),
+    "roll_two_dims": lambda m, x: m.roll(x, (1, -1), (0, 1)),
+    "clone_contiguous_format": lambda m, x: x.clone(memory_format=m.contiguous_format),
+    "clone_preserve_format": lambda m, x: x.clone(memory_format=m.preserve_format),
+    "contiguous": lambda m, x: x.contiguous(),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LAYOUT_OPS))
+@pytest.mark.parametrize("layout", ["transposed", "permuted3d", "sliced"])
+def test_output_strides_match_torch(name, layout):
+    """cat/stack/roll of transposed inputs came out transposed (numpy's layout): a following
+    .view() refused them, where PyTorch's contiguous results view fine."""
+    arr = rand_array((3, 4, 5), "float32")
+    if layout == "transposed":
+        ex, tx = ember.tensor(arr[0]).t(), torch.tensor(arr[0]).t()
+    elif layout == "permuted3d":
+        ex, tx = ember.tensor(arr).permute(2, 0, 1), torch.tensor(arr).permute(2, 0, 1)
+    else:
+        ex, tx = ember.tensor(arr)[:, ::2], torch.tensor(arr)[:, ::2]
+    oe, ot = LAYOUT_OPS[name](ember, ex), LAYOUT_OPS[name](torch, tx)
+    assert oe.stride() == ot.stride(), (oe.stride(), ot.stride())
+    np.testing.assert_array_equal(oe.numpy(), ot.numpy())
+    if ot.is_contiguous():
+        assert tuple(oe.view(-1).shape) == (ot.numel(),)
+
+
+def test_clone_channels_last_and_bad_format():
+    arr = rand_array((2, 3, 4, 5), "float32")
+    oe = ember.tensor(arr).clone(memory_format=ember.channels_last)
+    ot = torch.tensor(arr).clone(memory_format=torch.channels_last)
+    assert oe.stride() == ot.stride()
+    np.testing.assert_array_equal(oe.numpy(), ot.numpy())
+    with pytest.raises(RuntimeError, match="rank 4"):
+        ember.ones(2, 3).clone(memory_format=ember.channels_last)
