@@ -26,3 +26,5 @@ from . import indexing  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from . import nn_ops  # noqa: E402,F401
 from . import copy  # noqa: E402,F401
+from . import search  # noqa: E402,F401
+from . import shape_extra  # noqa: E402,F401

@@ -26,6 +26,9 @@ from typing import Any, Callable, Dict, Optional, Tuple
 EXTERN: Dict[str, str] = {
     "nonzero": "data-dependent output shape (a graph break in dynamo; no prim can express it)",
     "masked_select": "data-dependent output shape (a graph break in dynamo; no prim can express it)",
+    "bincount": "data-dependent output shape (length max(input) + 1; no prim can express it)",
+    "unique": "data-dependent output shape (number of distinct values; no prim can express it)",
+    "unique_consecutive": "data-dependent output shape (number of runs; no prim can express it)",
 }
 
 EXTERN_PRIMS = ("mm", "bmm", "convolution", "sort", "topk")
@@ -66,6 +69,17 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
     ex["masked_fill"] = lambda: (r(3, 4), r(3, 4) > 0, 2.0)
     ex["threshold"] = lambda: (r(3, 4), 0.1, 2.0)
     ex["isclose"] = lambda: (r(3, 4), r(4), 1e-3, 1e-5, True)
+    # ember.ops.search
+    ex["searchsorted"] = lambda: (ember.sort(r(3, 5), -1)[0], r(3, 4))
+    ex["bucketize"] = lambda: (r(3, 4), ember.sort(r(5))[0])
+    ex["isin"] = lambda: (ints(3, 4), ints(5))
+    ex["count_nonzero"] = lambda: (ints(3, 4), [1])
+    for n in ("median", "nanmedian"):
+        ex[n] = lambda: (r(3, 4),)
+    for n in ("median_dim", "nanmedian_dim", "cummax", "cummin", "logcumsumexp"):
+        ex[n] = lambda: (r(3, 4), 1)
+    ex["kthvalue"] = lambda: (r(3, 4), 2, 1)
+    ex["histc"] = lambda: (r(3, 4), 5, -1.0, 1.0)
     for n in ("sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any"):
         ex[n] = lambda: (r(3, 4), [1])
     ex["prod"] = lambda: (r(3, 4), 1)
@@ -118,6 +132,21 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
     ex["embedding"] = lambda: (r(5, 3), ember.randint(0, 5, (2, 3)))
     ex["convolution"] = lambda: (r(1, 2, 5, 5), r(3, 2, 3, 3), r(3), [1, 1], [1, 1], [1, 1], False, [0, 0], 1)
     ex["mse_loss"] = lambda: (r(3, 4), r(3, 4))
+    # ember.ops.shape_extra
+    ex["diff"] = lambda: (r(3, 4), 2, 0, r(1, 4), r(2, 4))
+    ex["trace"] = lambda: (r(3, 4),)
+    ex["diag_embed"] = lambda: (r(2, 3), 1, 0, 2)
+    ex["rot90"] = lambda: (r(3, 4), 1, [0, 1])
+    ex["_repeat_interleave_int"] = lambda: (r(3, 4), 2, 1)
+    ex["_repeat_interleave_tensor"] = lambda: (r(3, 4), ember.tensor([1, 0, 2]), 0)
+    ex["unfold"] = lambda: (r(3, 5), 1, 2, 1)
+    ex["glu"] = lambda: (r(3, 4), 1)
+    ex["kron"] = lambda: (r(2, 3), r(3, 2))
+    ex["block_diag"] = lambda: ([r(2, 3), r(3), r(1, 2)],)
+    ex["meshgrid"] = lambda: ([r(3), r(4)],)
+    ex["cartesian_prod"] = lambda: ([r(3), r(4)],)
+    ex["combinations"] = lambda: (r(4), 2, True)
+    ex["cdist"] = lambda: (r(2, 3, 4), r(2, 5, 4), 2.0)
     # a family may list examples for its ops next to their decompositions (coverage_examples())
     from . import decompositions as _d
     for fam in _d._FAMILIES:
