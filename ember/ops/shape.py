@@ -1399,9 +1399,21 @@ def _as_strided_meta(a, size, stride, storage_offset=None, src_stride=None):
 @_clone.meta_fn
 def _clone_meta(a, memory_format=None):
     shape, st, _ = _geom(a)
-    if memory_format is None:
+    if memory_format is None or memory_format == "contiguous_format":
         return _meta.out(shape, a.dtype)
-    return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st))
+    if memory_format == "preserve_format":
+        dims = sorted((abs(_meta._hint(x)), _meta._hint(n)) for n, x in zip(shape, st) if _meta._hint(n) != 1)
+        step, dense = 1, True
+        for x, n in dims:
+            dense, step = dense and x == step, step * n
+        return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st) if dense else None)
+    if memory_format == "channels_last":
+        if len(shape) != 4:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+        _, c, h, w = shape
+        return _meta.out(shape, a.dtype, (h * w * c, 1, w * c, c))
+    raise RuntimeError(f"clone(): unsupported memory_format {memory_format!r}; expected one of "
+                       f"contiguous_format, preserve_format, channels_last")
 
 
 @_to_copy.meta_fn
@@ -1597,45 +1609,6 @@ def _unbind_meta(a, dim=0):
     return tuple(_meta.view_of(a, *_select_geom(shape, st, off, d, i)) for i in range(int(shape[d])))
 
 
-def _concat_strides(out_shape, inputs):
-    """Strides of ``np.concatenate``'s result: numpy orders the axes by a stable
-    insertion sort over all inputs (``PyArray_CreateMultiSortedStridePerm``) in
-    which a pair of axes is compared on every input where neither axis has size
-    1; the first comparison decides, except that "already in order" wins
-    conflicts. ``inputs`` are (shape, estrides) pairs."""
-    nd = len(out_shape)
-    perm = list(range(nd))                # slowest axis first
-    for i0 in range(1, nd):
-        ipos = i0
-        j0 = perm[i0]
-        for i1 in range(i0 - 1, -1, -1):
-            j1 = perm[i1]
-            ambig, swap = True, False
-            for shp, st in inputs:
-                if _meta._hint(shp[j0]) != 1 and _meta._hint(shp[j1]) != 1:
-                    if _meta._hint(st[j0]) <= _meta._hint(st[j1]):
-                        swap = False
-                    elif ambig:
-                        swap = True
-                    ambig = False
-            if not ambig:
-                if swap:
-                    ipos = i1
-                else:
-                    break
-        if ipos != i0:
-            perm.insert(ipos, perm.pop(i0))
-    return _meta.strides_for_permutation(out_shape, tuple(perm))
-
-
-def _cast_geom(x, dt):
-    """(shape, estrides) of ``x.astype(dt, copy=False)`` in a kernel."""
-    shape, st, _ = _geom(x)
-    if x.dtype is dt:
-        return shape, st
-    return shape, _meta.keep_order_strides(shape, st)
-
-
 @cat.meta_fn
 def _cat_meta(tensors, dim=0):
     if len(tensors) == 0:
@@ -1661,7 +1634,7 @@ def _cat_meta(tensors, dim=0):
                                    f"list.")
         total = total + x.shape[d]
     oshape = rshape[:d] + (total,) + rshape[d + 1:]
-    return _meta.out(oshape, dt, _concat_strides(oshape, [_cast_geom(x, dt) for _, x in real]))
+    return _meta.out(oshape, dt)          # contiguous, whatever the inputs' layouts (see cat)
 
 
 @stack.meta_fn
@@ -1675,12 +1648,8 @@ def _stack_meta(tensors, dim=0):
                                f"entry 0 and {list(x.shape)} at entry {i}")
     dt = _t.result_type_from([x.dtype for x in tensors], [], [])
     d = wrap_dim(dim, len(ref) + 1)
-    inputs = []
-    for x in tensors:      # np.stack: concatenate of x[(:,)*d + (newaxis,)] (a size-1 dim, stride 0)
-        shp, st = _cast_geom(x, dt)
-        inputs.append((shp[:d] + (1,) + shp[d:], st[:d] + (0,) + st[d:]))
     oshape = ref[:d] + (len(tensors),) + ref[d:]
-    return _meta.out(oshape, dt, _concat_strides(oshape, inputs))
+    return _meta.out(oshape, dt)          # contiguous (see stack)
 
 
 @_flip.meta_fn
@@ -1696,8 +1665,7 @@ def _flip_meta(a, dims):
 
 @_roll.meta_fn
 def _roll_meta(a, shifts, dims=()):
-    """Without dims: roll of the flattened copy, reshaped (C order); with dims:
-    ``np.roll`` fills ``empty_like(a)`` (numpy's order 'K')."""
+    """Contiguous, as the kernel's result (and PyTorch's)."""
     shifts, dims = list(shifts), list(dims)
     shape, st, _ = _geom(a)
     if not dims:
@@ -1708,7 +1676,7 @@ def _roll_meta(a, shifts, dims=()):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
     for d in dims:
         wrap_dim(d, a.ndim)
-    return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st))
+    return _meta.out(shape, a.dtype)
 
 
 def _tri_meta(name):

@@ -203,7 +203,7 @@ def _unary_ops(shape, rng):
     # (random arguments drawn here, once: the eager and the fake runs must see the same ones)
     ud = int(rng.integers(-nd - 1, nd + 1))
     ops = [lambda t: t.clone(), lambda t: t.contiguous(), lambda t: t.to(ember.float64),
-           lambda t: ember.ops.OPS["clone"].binding(t, memory_format="preserve"),
+           lambda t: ember.ops.OPS["clone"].binding(t, memory_format="preserve_format"),
            lambda t: t.unsqueeze(ud), lambda t: t.squeeze(),
            lambda t: t.flatten(), lambda t: t.flip(*range(nd)), lambda t: t.roll(2),
            lambda t: t.repeat(*([1] * nd)), lambda t: t.repeat(*([2] + [1] * nd)),

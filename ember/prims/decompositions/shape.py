@@ -274,7 +274,34 @@ def _restride(a, src, dst, mode):
 # ---------------------------------------------------------------------- copies and casts
 @register_decomposition("clone")
 def _clone(x, memory_format=None):
-    return prims.clone(x)
+    """prims.clone writes row-major; a clone in another layout is a row-major clone of the
+    input permuted into that layout's dimension order, permuted back (a view with its strides)."""
+    order = None
+    if memory_format == "channels_last" and x.ndim == 4:
+        order = (0, 2, 3, 1)
+    elif memory_format == "preserve_format" and not x.is_contiguous():
+        order = _dense_order(x)
+    if order is None:
+        return prims.clone(x)
+    inverse = tuple(sorted(range(x.ndim), key=lambda d: order[d]))
+    return prims.permute(prims.clone(prims.permute(x, order)), inverse)
+
+
+def _dense_order(x):
+    """The dimension order (outermost first) in which ``x`` is dense and non-overlapping, or
+    None when it is not (a sliced tensor: cloned row-major, as the kernel does)."""
+    try:
+        st = [int(v) for v in x.stride()]
+        shape = [int(n) for n in x.shape]
+    except TypeError:
+        return None                 # symbolic strides: row-major
+    order = sorted(range(x.ndim), key=lambda d: -st[d])
+    step = 1
+    for d in reversed(order):
+        if shape[d] != 1 and st[d] != step:
+            return None
+        step *= shape[d]
+    return tuple(order)
 
 
 @register_decomposition("_to_copy")
