@@ -111,6 +111,20 @@ def make_pair(arr, dtype=None, requires_grad=False, noncontig=False):
     return e, t
 
 
+def tensor_pair(arr, noncontig=False, requires_grad=False):
+    """(ember, torch, ember view, torch view) with the values of ``arr``: the views are transposed
+    (strided) when ``noncontig`` and ``arr`` has two or more dims, else the tensors themselves.
+    The leaves have standard strides (torch keeps numpy's odd size-1 strides)."""
+    if noncontig and arr.ndim >= 2:
+        base = np.swapaxes(arr, -1, -2).copy()
+        e = ember.tensor(base, requires_grad=requires_grad)
+        t = torch.tensor(base, requires_grad=requires_grad)
+        return e, t, e.transpose(-1, -2), t.transpose(-1, -2)
+    e = ember.tensor(arr, requires_grad=requires_grad)
+    t = torch.tensor(arr, requires_grad=requires_grad)
+    return e, t, e, t
+
+
 def check_against_torch(fn, arrays, *, dtype="float32", grad=True, rtol=None, atol=None, check_dtype=True,
                         noncontig=False):
     """Run ``fn(module, *tensors)`` under ember and torch on the same values; compare outputs and,

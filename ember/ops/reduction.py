@@ -376,7 +376,10 @@ _max_dim = _dim_maxmin("max", "argmax")
 _min_dim = _dim_maxmin("min", "argmin")
 
 
-def _maxmin_entry(name, full, bydim, rtype, binary):
+def _maxmin_entry(name, full, bydim, rtype, binary=None, full_doc=""):
+    """The public ``name(input[, dim, keepdim])`` of a reduction with a whole-tensor form
+    (``full``) and a by-dim form returning (values, indices) (``bydim``, wrapped in ``rtype``);
+    with ``binary``, ``name(input, other)`` is that elementwise op (max/min)."""
     def entry(input, dim=None, keepdim=False, *, other=None, out=None):
         r = _overridden(entry, (input,) + (() if dim is None else (dim,)),
                         {"keepdim": keepdim} if keepdim else {})
@@ -385,8 +388,12 @@ def _maxmin_entry(name, full, bydim, rtype, binary):
         if out is not None:
             raise TypeError(f"{name}(): the out= argument is not supported by ember")
         if other is not None:
+            if binary is None:
+                raise TypeError(f"{name}() got an unexpected keyword argument 'other'")
             dim = other
         if isinstance(dim, Tensor):
+            if binary is None:
+                raise TypeError(f"{name}(): argument 'dim' must be int, not Tensor")
             return getattr(api, binary)(input, dim)
         if dim is None:
             if keepdim:
@@ -395,8 +402,8 @@ def _maxmin_entry(name, full, bydim, rtype, binary):
         return rtype(*bydim.binding(input, dim, keepdim))
     entry.__name__ = entry.__qualname__ = name
     entry.__module__ = "ember"
-    entry.__doc__ = (f"{name}(input) -> Tensor; {name}(input, dim, keepdim=False) -> (values, indices); "
-                     f"{name}(input, other) -> {binary}(input, other)")
+    entry.__doc__ = (f"{name}(input) -> Tensor{full_doc}; {name}(input, dim, keepdim=False) -> (values, indices)"
+                     + (f"; {name}(input, other) -> {binary}(input, other)" if binary else ""))
     return entry
 
 

@@ -31,7 +31,7 @@ from ..tensor import Tensor, _make
 from . import api
 from ._helpers import wrap_dim, wrap_dims
 from .registry import defcomposite, defop
-from .reduction import _overridden, _return_type
+from .reduction import _maxmin_entry, _overridden, _return_type
 
 _median_t = _return_type("median")
 _nanmedian_t = _return_type("nanmedian")
@@ -270,27 +270,9 @@ def _nanmedian_all(self):
     return _median_all_impl("nanmedian", self, True)
 
 
-def _median_entry(name, full, bydim, rtype):
-    def entry(input, dim=None, keepdim=False, *, out=None):
-        r = _overridden(entry, (input,) + (() if dim is None else (dim,)), {"keepdim": keepdim} if keepdim else {})
-        if r is not NotImplemented:
-            return r
-        if out is not None:
-            raise TypeError(f"{name}(): the out= argument is not supported by ember")
-        if dim is None:
-            if keepdim:
-                raise TypeError(f"{name}(): keepdim=True needs a dim")
-            return full.binding(input)
-        return rtype(*bydim.binding(input, dim, keepdim))
-    entry.__name__ = entry.__qualname__ = name
-    entry.__module__ = "ember"
-    entry.__doc__ = (f"{name}(input) -> Tensor (lower median of all elements); "
-                     f"{name}(input, dim, keepdim=False) -> (values, indices)")
-    return entry
-
-
-median = _median_entry("median", _median_all, _median_dim, _median_t)
-nanmedian = _median_entry("nanmedian", _nanmedian_all, _nanmedian_dim, _nanmedian_t)
+median = _maxmin_entry("median", _median_all, _median_dim, _median_t, full_doc=" (lower median of all elements)")
+nanmedian = _maxmin_entry("nanmedian", _nanmedian_all, _nanmedian_dim, _nanmedian_t,
+                          full_doc=" (lower median of the non-NaN elements)")
 
 
 @defcomposite("kthvalue(Tensor self, int k, int dim=-1, bool keepdim=False) -> Tensor, Tensor", function=False,

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import ember
-from oracle import assert_close, check_against_torch, gradcheck_fn, needs_torch, rand_array, torch
+from oracle import assert_close, check_against_torch, gradcheck_fn, needs_torch, rand_array, tensor_pair, torch
 
 pytestmark = needs_torch
 
@@ -13,15 +13,7 @@ shapes = st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple)
 
 
 def pair(shape, dtype="float64", requires_grad=True, noncontig=False):
-    arr = rand_array(shape, dtype)
-    if noncontig and len(shape) >= 2:
-        base = np.swapaxes(arr, -1, -2).copy()   # standard strides (torch keeps numpy's odd size-1 strides)
-        e = ember.tensor(base, requires_grad=requires_grad)
-        t = torch.tensor(base, requires_grad=requires_grad)
-        return e, t, e.transpose(-1, -2), t.transpose(-1, -2)
-    e = ember.tensor(arr, requires_grad=requires_grad)
-    t = torch.tensor(arr, requires_grad=requires_grad)
-    return e, t, e, t
+    return tensor_pair(rand_array(shape, dtype), noncontig, requires_grad)
 
 
 def same_geometry(a, b):

@@ -10,22 +10,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import ember
-from oracle import assert_close, gradcheck_fn, needs_torch, rand_array, torch
+from oracle import assert_close, gradcheck_fn, needs_torch, rand_array, tensor_pair, torch
 
 SET = settings(max_examples=15, deadline=None)
 shapes = st.lists(st.integers(1, 4), min_size=1, max_size=4).map(tuple)
 
 
-def both(arr, noncontig=False, requires_grad=False):
-    """(ember, torch) tensors with the values of ``arr``; a transposed view if ``noncontig``."""
-    if noncontig and arr.ndim >= 2:
-        base = np.ascontiguousarray(np.swapaxes(arr, -1, -2))
-        e = ember.tensor(base, requires_grad=requires_grad)
-        t = torch.tensor(base, requires_grad=requires_grad)
-        return e, t, e.transpose(-1, -2), t.transpose(-1, -2)
-    e = ember.tensor(arr, requires_grad=requires_grad)
-    t = torch.tensor(arr, requires_grad=requires_grad)
-    return e, t, e, t
+both = tensor_pair     # (ember, torch, ember view, torch view)
 
 
 def run_both(fn, arrays, noncontig=False, grad=True, strides=False):
