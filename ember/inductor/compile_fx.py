@@ -112,8 +112,10 @@ def _ensure_meta(gm, example_inputs):
     missing = any(n.op == "call_function" and "tensor_meta" not in n.meta and
                   getattr(n.target, "_ember_op", None) is not None for n in gm.graph.nodes)
     if missing:
+        from ..autograd import no_grad
         from ..fx.passes.shape_prop import ShapeProp
-        ShapeProp(gm).propagate(*example_inputs)
+        with no_grad():     # (a training graph's prims record no backward: shapes only)
+            ShapeProp(gm).propagate(*example_inputs)
 
 
 def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:

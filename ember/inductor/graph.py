@@ -58,6 +58,12 @@ def _prim_name(target) -> Optional[str]:
     return op.name[len("prims."):] if op.name.startswith("prims.") else op.name
 
 
+def _kept_whole():
+    """Names of the ops with no decomposition by design (``ember.prims.coverage.EXTERN``)."""
+    from ..prims.coverage import EXTERN
+    return EXTERN
+
+
 class GraphLowering:
     def __init__(self, gm, example_inputs, dynamic: bool = False):
         self.gm = gm
@@ -309,7 +315,14 @@ class GraphLowering:
             if size is not None:
                 return size
         if name is None:
-            raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
+            op = getattr(node.target, "_ember_op", None)
+            if op is None or op.kernel is None or op.name not in _kept_whole():
+                raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
+            # an op kept whole on purpose (ember.prims.coverage.EXTERN: LAPACK factorisations):
+            # its eager kernel runs as an extern call
+            args = [lookup(a) for a in node.args]
+            kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
+            return self.fallback(node, args, kwargs, f"{op.name} is kept whole (no decomposition)")
         args = [lookup(a) for a in node.args]
         kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
         low = LOWERINGS.get(name)

@@ -28,3 +28,4 @@ from . import nn_ops  # noqa: E402,F401
 from . import copy  # noqa: E402,F401
 from . import search  # noqa: E402,F401
 from . import shape_extra  # noqa: E402,F401
+from . import lapack  # noqa: E402,F401

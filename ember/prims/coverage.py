@@ -29,6 +29,14 @@ EXTERN: Dict[str, str] = {
     "bincount": "data-dependent output shape (length max(input) + 1; no prim can express it)",
     "unique": "data-dependent output shape (number of distinct values; no prim can express it)",
     "unique_consecutive": "data-dependent output shape (number of runs; no prim can express it)",
+    "linalg_inv": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_det": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_slogdet": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_solve": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_cholesky": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_qr": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_eigh": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_svd": "LAPACK factorisation (numpy.linalg); no prim",
 }
 
 EXTERN_PRIMS = ("mm", "bmm", "convolution", "sort", "topk")
@@ -80,6 +88,10 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
         ex[n] = lambda: (r(3, 4), 1)
     ex["kthvalue"] = lambda: (r(3, 4), 2, 1)
     ex["histc"] = lambda: (r(3, 4), 5, -1.0, 1.0)
+    # ember.ops.lapack (composites; the LAPACK kernels are EXTERN)
+    ex["linalg_cross"] = lambda: (r(4, 3), r(4, 3), -1)
+    ex["linalg_vecdot"] = lambda: (r(3, 4), r(4))
+    ex["linalg_matrix_norm"] = lambda: (r(2, 3, 4), "fro", [-2, -1])
     for n in ("sum", "mean", "prod", "amax", "amin", "logsumexp", "all", "any"):
         ex[n] = lambda: (r(3, 4), [1])
     ex["prod"] = lambda: (r(3, 4), 1)

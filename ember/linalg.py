@@ -1,0 +1,245 @@
+"""``ember.linalg``: the torch.linalg namespace (norms, inverses, solves, factorisations).
+
+The ops live in ``ember.ops.lapack`` (LAPACK kernels) and ``ember.ops`` (composites); this
+module gives them PyTorch's public names and signatures. What is done here is only argument
+handling that PyTorch does in its own front end (vector right-hand sides and batch
+broadcasting for ``solve``, ``upper=`` for ``cholesky``, ``ord``/``dim`` dispatch for ``norm``),
+so the records keep one simple form each.
+
+Real floating-point tensors (float32, float64) only: ember has no complex dtypes.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .ops import api as _api
+from .ops.lapack import (LinAlgError, _eigh_t, _qr_t, _slogdet_t, _svd_t, linalg_cholesky, linalg_cross,
+                         linalg_det, linalg_eigh, linalg_inv, linalg_matrix_norm, linalg_qr, linalg_slogdet,
+                         linalg_solve, linalg_svd, linalg_vecdot)
+from .ops.reduction import linalg_vector_norm
+
+__all__ = ["LinAlgError", "norm", "vector_norm", "matrix_norm", "cross", "vecdot", "matmul", "inv", "det",
+           "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank"]
+
+
+def _no_out(name, out):
+    if out is not None:
+        raise TypeError(f"linalg.{name}(): the out= argument is not supported by ember")
+
+
+# ---------------------------------------------------------------------- norms
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
+    """``linalg.vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None)``: over all
+    elements when ``dim`` is None."""
+    _no_out("vector_norm", out)
+    if isinstance(dim, numbers.Integral):
+        dim = [int(dim)]
+    elif dim is not None:
+        dim = list(dim)
+    return linalg_vector_norm.binding(x, ord, dim, keepdim, dtype=dtype)
+
+
+def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=None):
+    """``linalg.matrix_norm(A, ord='fro', dim=(-2, -1), keepdim=False, *, dtype=None)``: ``'fro'``,
+    ``'nuc'``, and ``ord`` in ``1, -1, 2, -2, inf, -inf`` (2 / -2 / 'nuc' through singular values)."""
+    _no_out("matrix_norm", out)
+    dim = [int(dim)] if isinstance(dim, numbers.Integral) else list(dim)
+    return linalg_matrix_norm.binding(A, ord, dim, keepdim, dtype=dtype)
+
+
+def norm(A, ord=None, dim=None, keepdim=False, *, dtype=None, out=None):
+    """``linalg.norm(A, ord=None, dim=None, keepdim=False, *, dtype=None)``: a vector norm when
+    ``dim`` is one dim (or ``A`` is 1-D), a matrix norm when it is two dims (or ``A`` is 2-D and
+    ``ord`` is given); with neither ``ord`` nor ``dim``, the 2-norm of all elements."""
+    _no_out("norm", out)
+    if dim is not None:
+        dims = [int(dim)] if isinstance(dim, numbers.Integral) else list(dim)
+        if len(dims) == 1 and not isinstance(ord, str):
+            return vector_norm(A, 2 if ord is None else ord, dims, keepdim, dtype=dtype)
+        return matrix_norm(A, "fro" if ord is None else ord, dims, keepdim, dtype=dtype)
+    if ord is None:
+        return vector_norm(A, 2, None, keepdim, dtype=dtype)
+    if A.ndim not in (1, 2):
+        raise RuntimeError(f"linalg.norm: If dim is not specified but ord is, the input must be 1D or 2D. "
+                           f"Got {A.ndim}D.")
+    if A.ndim == 1 and not isinstance(ord, str):
+        return vector_norm(A, ord, None, keepdim, dtype=dtype)
+    return matrix_norm(A, ord, (-2, -1), keepdim, dtype=dtype)
+
+
+# ---------------------------------------------------------------------- products
+def cross(input, other, *, dim=-1, out=None):
+    """``linalg.cross(input, other, *, dim=-1)``: the cross product of 3-vectors along ``dim``."""
+    _no_out("cross", out)
+    return linalg_cross.binding(input, other, dim)
+
+
+def vecdot(x, y, *, dim=-1, out=None):
+    """``linalg.vecdot(x, y, *, dim=-1)``: dot products along ``dim``, broadcasting the rest."""
+    _no_out("vecdot", out)
+    return linalg_vecdot.binding(x, y, dim=dim)
+
+
+def matmul(input, other, *, out=None):
+    """``linalg.matmul``: an alias of ``ember.matmul``."""
+    _no_out("matmul", out)
+    return _api.matmul(input, other)
+
+
+# ---------------------------------------------------------------------- inverses and solves
+def inv(A, *, out=None):
+    """``linalg.inv(A)``: the inverse of each square matrix; a singular one raises
+    :class:`LinAlgError` naming the batch element and the zero pivot."""
+    _no_out("inv", out)
+    return linalg_inv.binding(A)
+
+
+def det(A, *, out=None):
+    """``linalg.det(A)``: the determinant of each square matrix."""
+    _no_out("det", out)
+    return linalg_det.binding(A)
+
+
+def slogdet(A, *, out=None):
+    """``linalg.slogdet(A) -> (sign, logabsdet)``; a singular matrix gives ``(0, -inf)``."""
+    _no_out("slogdet", out)
+    return _slogdet_t(*linalg_slogdet.binding(A))
+
+
+def solve(A, B, *, left=True, out=None):
+    """``linalg.solve(A, B, *, left=True)``: ``X`` with ``A X = B`` (``X A = B`` when not ``left``).
+
+    ``B`` is a batch of vectors when it is 1-D or has exactly ``A``'s shape minus the last dim;
+    otherwise a batch of matrices. Batch dims broadcast (by ``expand``, so the gradient sums
+    over broadcast dims through expand's derivative)."""
+    _no_out("solve", out)
+    if A.ndim >= 2 and A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(f"linalg.solve: A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+    if A.ndim < 2:
+        raise RuntimeError("linalg.solve: The input tensor A must have at least 2 dimensions.")
+    vector = B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
+    b = B.unsqueeze(-1) if vector else B
+    if not left:
+        if vector:
+            raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation XA = B "
+                               f"({A.shape[-2]}x{A.shape[-1]} and {b.shape[-2]}x{b.shape[-1]})")
+        A, b = A.mT, b.mT
+    n = A.shape[-1]
+    if b.shape[-2] != n:
+        eq = "AX = B" if left else "XA = B"
+        bb = b if left else b.mT
+        raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {eq} "
+                           f"({A.shape[-2]}x{A.shape[-1]} and {bb.shape[-2]}x{bb.shape[-1]})")
+    batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-2])))
+    if tuple(A.shape[:-2]) != batch:
+        A = A.expand(*batch, n, n)
+    if tuple(b.shape[:-2]) != batch:
+        b = b.expand(*batch, *b.shape[-2:])
+    x = linalg_solve.binding(A, b)
+    if not left:
+        x = x.mT
+    return x.squeeze(-1) if vector else x
+
+
+def cholesky(A, *, upper=False, out=None):
+    """``linalg.cholesky(A, *, upper=False)``: ``L`` (lower) with ``A = L L^T``, or ``U = L^T``;
+    reads the lower triangle of ``A``. Not positive definite: :class:`LinAlgError`."""
+    _no_out("cholesky", out)
+    L = linalg_cholesky.binding(A)
+    return L.mT if upper else L
+
+
+# ---------------------------------------------------------------------- factorisations
+def qr(A, mode="reduced", *, out=None):
+    """``linalg.qr(A, mode='reduced') -> (Q, R)``; ``mode`` 'reduced', 'complete' or 'r' (then
+    Q is empty). Not differentiable in ember (backward raises NotImplementedError)."""
+    _no_out("qr", out)
+    return _qr_t(*linalg_qr.binding(A, mode))
+
+
+def eigh(A, UPLO="L", *, out=None):
+    """``linalg.eigh(A, UPLO='L') -> (eigenvalues, eigenvectors)`` of the symmetric matrix in the
+    ``UPLO`` triangle; eigenvalues ascending, eigenvectors up to sign."""
+    _no_out("eigh", out)
+    return _eigh_t(*linalg_eigh.binding(A, UPLO))
+
+
+def eigvalsh(A, UPLO="L", *, out=None):
+    """``linalg.eigvalsh(A, UPLO='L')``: the eigenvalues of ``eigh``."""
+    _no_out("eigvalsh", out)
+    return linalg_eigh.binding(A, UPLO)[0]
+
+
+def svd(A, full_matrices=True, *, driver=None, out=None):
+    """``linalg.svd(A, full_matrices=True) -> (U, S, Vh)``; singular vectors up to sign.
+    ``driver`` is a CUDA-only choice in PyTorch; ember accepts only None."""
+    _no_out("svd", out)
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
+                           "with cuSOLVER backend.")
+    return _svd_t(*linalg_svd.binding(A, full_matrices))
+
+
+def svdvals(A, *, driver=None, out=None):
+    """``linalg.svdvals(A)``: the singular values, descending."""
+    _no_out("svdvals", out)
+    if driver is not None:
+        raise RuntimeError("torch.linalg.svd: keyword argument `driver=` is only supported on CUDA inputs "
+                           "with cuSOLVER backend.")
+    return linalg_svd.binding(A, False)[1]
+
+
+def _tolerance(S, A, atol, rtol):
+    """The cut-off below which singular values count as zero: ``max(atol, rtol * S_max)``, with
+    PyTorch's default ``rtol = eps * max(m, n)`` when neither tolerance is given (and 0 when only
+    ``atol`` is)."""
+    eps = float(np.finfo(A.dtype.np).eps) if hasattr(A.dtype, "np") else 1e-7
+    if rtol is None:
+        rtol = eps * max(A.shape[-2], A.shape[-1]) if atol is None else 0.0
+    smax = S.amax(-1, keepdim=True) if S.shape[-1] > 0 else S.sum(-1, keepdim=True)
+    cut = smax * rtol
+    if atol is not None:
+        cut = _api.maximum(cut, atol if not isinstance(atol, numbers.Number) else
+                           _api.full_like(cut, float(atol)))
+    return cut
+
+
+def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """``linalg.pinv(A, *, atol=None, rtol=None, hermitian=False)``: the Moore-Penrose inverse
+    through the SVD (eigh when ``hermitian``), singular values under the tolerance treated as 0."""
+    _no_out("pinv", out)
+    if A.ndim < 2 or not A.dtype.is_floating_point:
+        raise RuntimeError(f"linalg.pinv({A.dtype.legacy_name}{{{list(A.shape)}}}): expected a tensor with 2 "
+                           f"or more dimensions of float, double, cfloat or cdouble types")
+    if hermitian:
+        w, v = linalg_eigh.binding(A, "L")
+        aw = w.abs()
+        cut = _tolerance(aw, A, atol, rtol)
+        keep = aw > cut
+        winv = _api.where(keep, 1 / _api.where(keep, w, _api.ones_like(w)), _api.zeros_like(w))
+        return (v * winv.unsqueeze(-2)) @ v.mT
+    u, s, vh = linalg_svd.binding(A, False)
+    cut = _tolerance(s, A, atol, rtol)
+    keep = s > cut
+    sinv = _api.where(keep, 1 / _api.where(keep, s, _api.ones_like(s)), _api.zeros_like(s))
+    return (vh.mT * sinv.unsqueeze(-2)) @ u.mT
+
+
+def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
+    """``linalg.matrix_rank(A, *, atol=None, rtol=None, hermitian=False)``: how many singular
+    values (absolute eigenvalues when ``hermitian``) exceed the tolerance; int64."""
+    _no_out("matrix_rank", out)
+    if A.ndim < 2:
+        raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
+    s = linalg_eigh.binding(A, "L")[0].abs() if hermitian else linalg_svd.binding(A, False)[1]
+    s = s.detach()
+    cut = _tolerance(s, A, atol, rtol)
+    return (s > cut).sum(-1)
+
+
+for _fn in (vector_norm, matrix_norm, norm, cross, vecdot, matmul, inv, det, slogdet, solve, cholesky, qr, eigh,
+            eigvalsh, svd, svdvals, pinv, matrix_rank):
+    _fn.__module__ = "ember.linalg"
