@@ -480,18 +480,71 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):
-    if input.dim() == 2:
-        emb = embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse)
-        if per_sample_weights is not None:
-            emb = emb * per_sample_weights.unsqueeze(-1)
-        if mode == "sum":
-            return emb.sum(1)
-        if mode == "mean":
-            return emb.mean(1)
-        if mode == "max":
-            return _op("amax")(emb, 1)
+    """Sums, means or maxima of bags of embeddings, as torch.nn.functional.embedding_bag.
+
+    A 2-D ``input`` is a batch of equal-length bags; a 1-D ``input`` is cut into bags at
+    ``offsets`` (bag i is ``input[offsets[i]:offsets[i+1]]``; with ``include_last_offset`` the
+    last offset ends the last bag). Entries equal to ``padding_idx`` take no part (nor in a
+    mean's count); an empty bag gives zeros. Written in ember ops (a bag id per entry from
+    ``searchsorted`` over the offsets, then ``index_add`` / ``scatter_reduce``), so it has
+    gradients and compiles."""
+    if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
-    raise RuntimeError("embedding_bag with 1-D input and offsets is not supported by ember; pass a 2-D input")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}').")
+    if input.dim() == 2:
+        if offsets is not None:
+            raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
+                             f"fixed length sequences. However, found offsets of type {type(offsets)}")
+        n_bags, length = input.shape
+        offsets = _api.arange(0, n_bags * length, max(length, 1), dtype=_t.int64, device=input.device)[:n_bags]
+        input = input.reshape(-1)
+        if per_sample_weights is not None:
+            per_sample_weights = per_sample_weights.reshape(-1)
+        include_last_offset = False
+    elif input.dim() == 1:
+        if not isinstance(offsets, Tensor) or offsets.dim() != 1:
+            got = "None" if offsets is None else (f"{offsets.dim()}D" if isinstance(offsets, Tensor)
+                                                   else type(offsets).__name__)
+            raise ValueError(f"offsets has to be a 1D Tensor but got {got}")
+        if offsets.numel() and not offsets._fake and int(offsets[0].item()) != 0:
+            raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
+                               f"from position 0. However, got {int(offsets[0].item())}")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
+        raise ValueError(f"embedding_bag: per_sample_weights must have the shape of input {list(input.shape)}, "
+                         f"got {list(per_sample_weights.shape)}")
+    starts = offsets[:-1] if include_last_offset else offsets
+    n, n_bags, dim = input.shape[0], starts.shape[0], weight.shape[1]
+    emb = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+    pos = _api.arange(n, dtype=_t.int64, device=input.device)
+    bag = _op("searchsorted")(starts.to(_t.int64), pos, right=True) - 1
+    keep = _api.ones(n, dtype=_t.bool_, device=input.device)
+    if padding_idx is not None:
+        keep = input != (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+    if include_last_offset and offsets.numel():
+        keep = keep & (pos < offsets[-1])
+    if n_bags == 0 or n == 0:
+        # (zeros that still depend on weight, as PyTorch's result: its gradient is zero, not missing)
+        out = _api.zeros((n_bags, dim), dtype=weight.dtype, device=weight.device) + emb.sum() * 0
+        return out if per_sample_weights is None else out + per_sample_weights.sum() * 0
+    bag = bag.clamp(min=0)
+    scale = keep.to(emb.dtype)
+    if mode == "max":
+        filled = _api.where(keep.unsqueeze(-1), emb, float("-inf"))
+        init = _api.full((n_bags, dim), float("-inf"), dtype=emb.dtype, device=emb.device)
+        out = init.scatter_reduce(0, bag.unsqueeze(-1).expand(n, dim), filled, "amax")
+        count = _api.zeros(n_bags, dtype=emb.dtype, device=emb.device).index_add(0, bag, scale)
+        return _api.where(count.unsqueeze(-1) > 0, out, 0.0)
+    if per_sample_weights is not None:
+        scale = scale * per_sample_weights
+    out = _api.zeros((n_bags, dim), dtype=emb.dtype, device=emb.device).index_add(0, bag, emb * scale.unsqueeze(-1))
+    if mode == "mean":
+        count = _api.zeros(n_bags, dtype=emb.dtype, device=emb.device).index_add(0, bag, keep.to(emb.dtype))
+        out = out / count.clamp(min=1).unsqueeze(-1)
+    return out
 
 
 def one_hot(tensor, num_classes=-1):

@@ -11,7 +11,7 @@ from .loss import (L1Loss, NLLLoss, PoissonNLLLoss, GaussianNLLLoss, KLDivLoss, 
                    CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
 from .distance import PairwiseDistance, CosineSimilarity
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout
-from .sparse import Embedding
+from .sparse import Embedding, EmbeddingBag
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
                       AdaptiveMaxPool1d, AdaptiveMaxPool2d)

@@ -1,4 +1,4 @@
-"""Embedding."""
+"""Embedding and EmbeddingBag."""
 from __future__ import annotations
 
 from ...tensor import Parameter
@@ -6,7 +6,38 @@ from .. import init
 from ._F import F
 from .module import Module
 
-__all__ = ["Embedding"]
+__all__ = ["Embedding", "EmbeddingBag"]
+
+
+def _init_table(self, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
+                _weight, _freeze, device, dtype):
+    """The lookup table and its options, shared by Embedding and EmbeddingBag."""
+    from ... import empty
+    self.num_embeddings = num_embeddings
+    self.embedding_dim = embedding_dim
+    if padding_idx is not None:
+        if padding_idx > 0:
+            if padding_idx >= num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+        elif padding_idx < 0:
+            if padding_idx < -num_embeddings:
+                raise AssertionError("Padding_idx must be within num_embeddings")
+            padding_idx = num_embeddings + padding_idx
+    self.padding_idx = padding_idx
+    self.max_norm = max_norm
+    self.norm_type = norm_type
+    self.scale_grad_by_freq = scale_grad_by_freq
+    if sparse:
+        raise RuntimeError("ember.nn.Embedding(sparse=True): sparse gradients are not supported")
+    self.sparse = sparse
+    if _weight is None:
+        self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
+                                requires_grad=not _freeze)
+        self.reset_parameters()
+    else:
+        if list(_weight.shape) != [num_embeddings, embedding_dim]:
+            raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
+        self.weight = Parameter(_weight, requires_grad=not _freeze)
 
 
 class Embedding(Module):
@@ -18,32 +49,8 @@ class Embedding(Module):
     def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
                  scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None):
         super().__init__()
-        from ... import empty
-        self.num_embeddings = num_embeddings
-        self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if padding_idx > 0:
-                if padding_idx >= num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-            elif padding_idx < 0:
-                if padding_idx < -num_embeddings:
-                    raise AssertionError("Padding_idx must be within num_embeddings")
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
-        self.max_norm = max_norm
-        self.norm_type = norm_type
-        self.scale_grad_by_freq = scale_grad_by_freq
-        if sparse:
-            raise RuntimeError("ember.nn.Embedding(sparse=True): sparse gradients are not supported")
-        self.sparse = sparse
-        if _weight is None:
-            self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype),
-                                    requires_grad=not _freeze)
-            self.reset_parameters()
-        else:
-            if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
-            self.weight = Parameter(_weight, requires_grad=not _freeze)
+        _init_table(self, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                    sparse, _weight, _freeze, device, dtype)
 
     def reset_parameters(self):
         init.normal_(self.weight)
@@ -83,3 +90,41 @@ class Embedding(Module):
         return cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, _freeze=freeze,
                    padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
                    scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embeddings (``F.embedding_bag``) without building the
+    per-entry embeddings as a module output."""
+
+    __constants__ = ["num_embeddings", "embedding_dim", "max_norm", "norm_type", "scale_grad_by_freq", "mode",
+                     "sparse", "include_last_offset", "padding_idx"]
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None,
+                 device=None, dtype=None):
+        super().__init__()
+        _init_table(self, num_embeddings, embedding_dim, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                    sparse, _weight, False, device, dtype)
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+
+    reset_parameters = Embedding.reset_parameters
+    _fill_padding_idx_with_zero = Embedding._fill_padding_idx_with_zero
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type, self.scale_grad_by_freq,
+                               self.mode, self.sparse, per_sample_weights, self.include_last_offset,
+                               self.padding_idx)
+
+    def extra_repr(self):
+        s = "{num_embeddings}, {embedding_dim}"
+        if self.max_norm is not None:
+            s += ", max_norm={max_norm}"
+        if self.norm_type != 2:
+            s += ", norm_type={norm_type}"
+        if self.scale_grad_by_freq is not False:
+            s += ", scale_grad_by_freq={scale_grad_by_freq}"
+        s += ", mode={mode}"
+        if self.padding_idx is not None:
+            s += ", padding_idx={padding_idx}"
+        return s.format(**{k: (repr(v) if k == "mode" else v) for k, v in self.__dict__.items()})
