@@ -40,6 +40,18 @@ def _init_table(self, num_embeddings, embedding_dim, padding_idx, max_norm, norm
         self.weight = Parameter(_weight, requires_grad=not _freeze)
 
 
+def _norm_options(self):
+    """The repr of the table's non-default max_norm / norm_type / scale_grad_by_freq."""
+    s = ""
+    if self.max_norm is not None:
+        s += f", max_norm={self.max_norm}"
+    if self.norm_type != 2:
+        s += f", norm_type={self.norm_type}"
+    if self.scale_grad_by_freq is not False:
+        s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+    return s
+
+
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim``."""
 
@@ -68,18 +80,13 @@ class Embedding(Module):
                            self.scale_grad_by_freq, self.sparse)
 
     def extra_repr(self):
-        s = "{num_embeddings}, {embedding_dim}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
         if self.padding_idx is not None:
-            s += ", padding_idx={padding_idx}"
-        if self.max_norm is not None:
-            s += ", max_norm={max_norm}"
-        if self.norm_type != 2:
-            s += ", norm_type={norm_type}"
-        if self.scale_grad_by_freq is not False:
-            s += ", scale_grad_by_freq={scale_grad_by_freq}"
+            s += f", padding_idx={self.padding_idx}"
+        s += _norm_options(self)
         if self.sparse is not False:
             s += ", sparse=True"
-        return s.format(**self.__dict__)
+        return s
 
     @classmethod
     def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
@@ -117,14 +124,7 @@ class EmbeddingBag(Module):
                                self.padding_idx)
 
     def extra_repr(self):
-        s = "{num_embeddings}, {embedding_dim}"
-        if self.max_norm is not None:
-            s += ", max_norm={max_norm}"
-        if self.norm_type != 2:
-            s += ", norm_type={norm_type}"
-        if self.scale_grad_by_freq is not False:
-            s += ", scale_grad_by_freq={scale_grad_by_freq}"
-        s += ", mode={mode}"
+        s = f"{self.num_embeddings}, {self.embedding_dim}{_norm_options(self)}, mode={self.mode!r}"
         if self.padding_idx is not None:
-            s += ", padding_idx={padding_idx}"
-        return s.format(**{k: (repr(v) if k == "mode" else v) for k, v in self.__dict__.items()})
+            s += f", padding_idx={self.padding_idx}"
+        return s
