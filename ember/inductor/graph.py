@@ -316,7 +316,9 @@ class GraphLowering:
                 return size
         if name is None:
             op = getattr(node.target, "_ember_op", None)
-            if op is None or op.kernel is None or op.name not in _kept_whole():
+            if op is None or op.kernel is None or op.name not in _kept_whole() or "data_dependent" in op.tags:
+                # (an op whose output size depends on the data -- nonzero, unique -- would have
+                # its example's size baked into the kernels after it: never compiled)
                 raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
             # an op kept whole on purpose (ember.prims.coverage.EXTERN: LAPACK factorisations):
             # its eager kernel runs as an extern call
