@@ -540,3 +540,23 @@ def test_compile_composites_match_eager():
     gr = ember.autograd.grad(f(*xr), xr)
     for a, b in zip(ge, gr):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@needs_torch
+@pytest.mark.parametrize("mode", ["use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                                  "donot_use_mm_for_euclid_dist"])
+def test_cdist_matmul_path_matches_torch(mode):
+    """p=2 with more than 25 rows (or use_mm_for_euclid_dist) takes |a|^2 + |b|^2 - 2 a.b, one
+    matmul, not a (P, R, M) difference tensor; values and gradients as torch's, including rows
+    that coincide (distance 0: gradient 0, not NaN)."""
+    g = np.random.default_rng(21)
+    a, b = g.standard_normal((2, 30, 8)), g.standard_normal((2, 40, 8))
+    b[:, 3] = a[:, 5]
+    ea, eb = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    de, dt = ember.cdist(ea, eb, compute_mode=mode), torch.cdist(ta, tb, compute_mode=mode)
+    np.testing.assert_allclose(de.detach().numpy(), dt.detach().numpy(), rtol=1e-10, atol=1e-7)
+    w = g.standard_normal(tuple(dt.shape))
+    for x, y in zip(ember.autograd.grad(de, [ea, eb], ember.tensor(w)), torch.autograd.grad(dt, [ta, tb], torch.tensor(w))):
+        assert np.isfinite(x.numpy()).all()
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-8, atol=1e-7)
