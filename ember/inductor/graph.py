@@ -36,7 +36,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from . import config, ir
 from .lowering import LOWERINGS
-from .sizevars import SizeVarAllocator, sympify
+from .sizevars import SizeVarAllocator, product, sympify
 from .virtualized import V, set_graph
 
 log = logging.getLogger("ember.inductor")
@@ -376,8 +376,45 @@ class GraphLowering:
             return None
         return ("view", buf, list(size), list(stride), offset)
 
+    def _realize_once(self, v, realized):
+        """``realize`` an output value, once per value (an output listed twice, or an output
+        that is also the base of a viewed output, is one buffer)."""
+        buf = realized.get(id(v))
+        if buf is None:
+            buf = realized[id(v)] = (v, self.realize(v))
+        return buf[1]
+
+    def _output_view_of_computed(self, v, realized):
+        """An output that is a reshape or permute of a computed value (``x @ w + b`` saved for
+        the backward as ``(B*T, C)`` and used as ``(B, T, C)``) is written out as that value,
+        and returned as a strided view of it, as eager's view would be. Before, the view was
+        written out by a kernel of its own that recomputed the value beside the consumer
+        that also computes it; now the scheduler fuses the base's kernel with that consumer
+        (one pass, two stores). Only for views with the base's element count: writing a whole
+        base for a slice of it would write more than the slice."""
+        if not (isinstance(v, ir.Pointwise) and v.view_of is not None):
+            return None
+        base, reindex, strides = v.view_of
+        if base.get_dtype() is not v.get_dtype() or \
+                sympy.expand(product(base.get_size()) - product(v.get_size())) != 0:
+            return None
+        known = realized.get(id(base))
+        buf = known[1] if known is not None else ir.ComputedBuffer(self.new_name(), base)
+        if strides is not None:     # the view ops composed the strides (reshape, permute, squeeze)
+            view = (buf.name, v.get_size(), strides, sympy.Integer(0))
+        else:                       # or, maybe, the index map says them
+            load = buf.make_loader()
+            view = ir.as_strided_view(ir.Pointwise(v.get_size(), v.get_dtype(),
+                                                   lambda idx: load(reindex(list(idx))), is_view=True))
+        if view is None or not _output_view_ok(buf, view[2], view[3]):
+            return None             # (a view the index maps cannot express as strides)
+        if known is None:
+            realized[id(base)] = (base, self.register_buffer(buf))
+        return ("view", buf, list(view[1]), list(view[2]), view[3])
+
     def _lower_output(self, result, lookup):
         flat, self.out_spec = _flatten(result)
+        realized = {}
         for a in flat:
             if hasattr(a, "op") and hasattr(a, "users"):
                 v = lookup(a)
@@ -387,7 +424,9 @@ class GraphLowering:
                     self.outputs.append(v)
                 else:
                     view = self._output_view(v)
-                    self.outputs.append(view if view is not None else self.realize(v))
+                    if view is None:
+                        view = self._output_view_of_computed(v, realized)
+                    self.outputs.append(view if view is not None else self._realize_once(v, realized))
             else:
                 self.outputs.append(("const", a))
         muts = (getattr(self.gm, "meta", None) or {}).get("input_mutations") or {}

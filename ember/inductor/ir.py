@@ -216,9 +216,15 @@ class Loops(IRNode):
 
 
 class Pointwise(Loops):
-    def __init__(self, size, dtype, inner_fn, is_view=False):
+    """``view_of``: for a view (``is_view``) of an unrealized computation, ``(base, reindex)``
+    -- the base Loops and the index map from this node's index to the base's -- so that a
+    graph output which is a reshape or permute of a computed value can be written out as
+    the base and returned as a strided view of it (:meth:`GraphLowering._lower_output`)."""
+
+    def __init__(self, size, dtype, inner_fn, is_view=False, view_of=None):
         super().__init__(size, dtype, inner_fn)
         self.is_view = is_view
+        self.view_of = view_of
 
     def make_loader(self):
         _note_inlined(self.origins)

@@ -105,9 +105,22 @@ def _convert(x, dtype):
 
 
 # ---------------------------------------------------------------------- views
-def _view(x, size, reindex):
+def _view(x, size, reindex, strides_of=None):
+    """A view of ``x``: a Pointwise reading ``x`` at ``reindex(index)``. Of an unrealized
+    computation it also records ``view_of = (base, reindex to the base, strides)``: the strides
+    of this view over the base written out contiguously, where ``strides_of`` (the view op's
+    map from its input's strides to its own) can say; None where it cannot (a slice, a
+    broadcast). See ``Pointwise``."""
     ld = x.make_loader()
-    return Pointwise(size, x.get_dtype(), lambda idx: ld(reindex(list(idx))), is_view=True)
+    view_of = None
+    if isinstance(x, Pointwise) and not x.is_realized():
+        if x.view_of is not None:      # a view of a view: one map to the computed base
+            base, inner, inner_strides = x.view_of
+            view_of = (base, lambda idx: inner(reindex(list(idx))),
+                       strides_of(inner_strides) if strides_of and inner_strides is not None else None)
+        elif not x.is_view:
+            view_of = (x, reindex, strides_of(contiguous_strides(x.get_size())) if strides_of else None)
+    return Pointwise(size, x.get_dtype(), lambda idx: ld(reindex(list(idx))), is_view=True, view_of=view_of)
 
 
 @register("broadcast_in_dim")
@@ -133,7 +146,7 @@ def _permute(x, dims):
             out[d] = idx[i]
         return out
 
-    return _view(x, size, reindex)
+    return _view(x, size, reindex, lambda strides: [strides[d] for d in dims])
 
 
 @register("squeeze")
@@ -146,7 +159,7 @@ def _squeeze(x, dims):
         it = iter(idx)
         return [sympy.Integer(0) if i in dims else next(it) for i in range(len(in_size))]
 
-    return _view(x, size, reindex)
+    return _view(x, size, reindex, lambda strides: [st for i, st in enumerate(strides) if i not in dims])
 
 
 @register("expand_dims")
@@ -159,7 +172,11 @@ def _expand_dims(x, dims):
     def reindex(idx):
         return [idx[i] for i in range(n) if i not in dims]
 
-    return _view(x, size, reindex)
+    def strides_of(strides):
+        it = iter(strides)
+        return [sympy.Integer(0) if i in dims else next(it) for i in range(n)]
+
+    return _view(x, size, reindex, strides_of)
 
 
 @register("slice")
@@ -214,7 +231,12 @@ def _reshape(x, shape):
                 out.append(sv.simplify_with_ranges(ModularIndexing(flat, s, n), ranges))
         return out
 
-    return _view(x, new, reindex)
+    def strides_of(strides):
+        # a reshape of memory laid out contiguously is contiguous; of anything else, unknown
+        dense = all(n == 1 or sympy.expand(a - b) == 0 for a, b, n in zip(strides, old_strides, old))
+        return new_strides if dense else None
+
+    return _view(x, new, reindex, strides_of)
 
 
 @register("as_strided")

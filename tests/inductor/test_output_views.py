@@ -1,0 +1,66 @@
+"""Graph outputs that are views (a reshape, a permute) of a computed value: written out
+as that value and returned as a strided view of it, as eager's view would be.
+
+Why it matters: a training forward saves ``h = x @ w + b`` for the backward in another
+shape than the one its consumer (GELU) computes in. Before, the saved view got a kernel of
+its own that recomputed ``h`` beside the GELU kernel that also computes it (two passes over
+``x @ w``); now the one kernel writes both. And ``compile(lambda a: (a * 2).t())`` returned
+contiguous memory where eager returns a transposed view."""
+import numpy as np
+
+import ember
+import ember.prims as P
+
+from ._helpers import assert_same, compile_and_run, rand
+
+
+def _gelu_tanh(h):
+    c = P.mul(P.add(h, P.mul(P.mul(P.mul(h, h), h), 0.044715)), 0.7978845608)
+    return P.mul(P.mul(h, 0.5), P.add(P.tanh(c), 1.0))
+
+
+def test_saved_reshape_of_a_computed_value_shares_its_consumers_kernel():
+    x, w, b = rand(64, 32), rand(32, 48), rand(48)
+
+    def f(x, w, b):
+        h = P.add(P.mm(x, w), P.broadcast_in_dim(b, [64, 48], [1]))
+        return _gelu_tanh(h), P.reshape(h, [4, 16, 48])
+
+    cf, got, want = compile_and_run(f, x, w, b)
+    for g, e in zip(got, want):
+        assert_same(g, e, rtol=1e-5, atol=1e-5)
+    assert cf.compiled.n_kernels == 1          # one loop after the matmul writes both outputs
+    saved = got[1]
+    assert saved.strides == (16 * 48 * 4, 48 * 4, 4) and saved.base is not None   # a view
+
+
+def test_permute_and_reshape_of_computed_values_have_eager_strides():
+    x = rand(6, 10)
+
+    def f(x):
+        y = P.mul(x, 3.0)
+        z = P.exp(x)
+        return P.permute(y, [1, 0]), P.reshape(P.permute(P.reshape(z, [2, 3, 10]), [0, 2, 1]), [20, 3])
+
+    cf, got, want = compile_and_run(f, x)
+    assert_same(got[0], want[0], rtol=1e-6)
+    assert_same(got[1], want[1], rtol=1e-6)
+    assert got[0].strides == (4, 40)           # the transposed view of a (6, 10) buffer
+    assert got[1].flags.c_contiguous            # a reshape that copies in eager too
+
+    t = ember.randn(3, 4)
+    fn = ember.compile(lambda a: (a * 2).t())
+    out = fn(t)
+    assert out.stride() == (t * 2).t().stride() == (1, 4)
+    np.testing.assert_array_equal(out.numpy(), (t * 2).t().numpy())
+
+
+def test_a_slice_of_a_computed_value_writes_only_the_slice():
+    x = rand(64, 64)
+
+    def f(x):
+        return P.slice(P.mul(x, 2.0), [0, 0], [8, 64])
+
+    cf, got, want = compile_and_run(f, x)
+    assert_same(got[0], want[0])
+    assert got[0].shape == (8, 64) and got[0].flags.c_contiguous and got[0].base is None
