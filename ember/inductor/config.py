@@ -22,6 +22,7 @@ cse_across_stages = True   # a fused loop body's pointwise stages share loads an
 combo_max_kernels = 64     # ... at most this many per region
 inline_max_ops = 8         # a multi-use pointwise value is recomputed per use below this
 output_views = True        # outputs that are views of buffers are returned as numpy views
+output_eager_layout = True  # a computed output is written in the (permuted) order eager gives it
 transposed_products = True  # a matmul used only transposed is computed as b.T @ a.T
 realize_all = False        # write out every pointwise value (debugging / ablation)
 reuse_buffers_across_calls = True  # static-size intermediates live in a pool reused by later

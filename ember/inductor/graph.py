@@ -412,10 +412,39 @@ class GraphLowering:
             realized[id(base)] = (base, self.register_buffer(buf))
         return ("view", buf, list(view[1]), list(view[2]), view[3])
 
+    def _output_in_eager_layout(self, v, node, realized):
+        """A computed output whose eager strides are a permutation of dense ones (``a * 2``
+        of a transposed ``a``: numpy keeps its input's order, as PyTorch does) is written in
+        that order -- the loops run over the permuted value, so the transposed reads are the
+        contiguous ones -- and returned as the strided view eager would return."""
+        meta = node.meta.get("tensor_meta")
+        stride = getattr(meta, "stride", None)
+        size = v.get_size()
+        if not isinstance(v, ir.Pointwise) or stride is None or len(stride) != len(size) or \
+                not all(isinstance(n, sympy.Integer) for n in size) or \
+                not all(isinstance(st, int) for st in stride):
+            return None
+        perm = sorted(range(len(size)), key=lambda d: (-stride[d], d))
+        if perm == sorted(perm):
+            return None
+        base_size = [size[d] for d in perm]
+        dense = [int(st) for st in ir.contiguous_strides(base_size)]
+        if any(int(size[d]) != 1 and stride[d] != st for d, st in zip(perm, dense)):
+            return None             # not dense (eager's output has gaps): contiguous, as before
+        inv = [perm.index(d) for d in range(len(size))]
+        fn = v.inner_fn
+        base = ir.Pointwise(base_size, v.get_dtype(), lambda idx: fn([idx[j] for j in inv]))
+        out_strides = [sympy.Integer(0)] * len(size)
+        for j, d in enumerate(perm):
+            out_strides[d] = sympy.Integer(dense[j])
+        buf = self._realize_once(base, realized)
+        return ("view", buf, list(size), out_strides, sympy.Integer(0))
+
     def _lower_output(self, result, lookup):
         flat, self.out_spec = _flatten(result)
         realized = {}
-        for a in flat:
+        muts = (getattr(self.gm, "meta", None) or {}).get("input_mutations") or {}
+        for k, a in enumerate(flat):
             if hasattr(a, "op") and hasattr(a, "users"):
                 v = lookup(a)
                 if isinstance(v, ir.InputBuffer):
@@ -426,10 +455,11 @@ class GraphLowering:
                     view = self._output_view(v)
                     if view is None:
                         view = self._output_view_of_computed(v, realized)
+                    if view is None and k not in muts and config.output_eager_layout:
+                        view = self._output_in_eager_layout(v, a, realized)
                     self.outputs.append(view if view is not None else self._realize_once(v, realized))
             else:
                 self.outputs.append(("const", a))
-        muts = (getattr(self.gm, "meta", None) or {}).get("input_mutations") or {}
         if muts:
             phs = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
             for k, i in muts.items():

@@ -1,2 +1,13 @@
 # The session's fresh EMBER_CACHE_DIR comes from tests/conftest.py (every test package
 # compiles: dynamo, aot and the models write kernel, FX-graph and aot cache entries).
+import pytest
+
+
+@pytest.fixture
+def contiguous_outputs(monkeypatch):
+    """Graph outputs written contiguously whatever eager's layout (``config.output_eager_layout``
+    off). Tests of the transposed-read paths (local tiles) use it: with the knob on, an output
+    computed from a transposed input is written in the input's order and needs no tile; the
+    tiles remain for values that must be contiguous (a matmul's operand)."""
+    from ember.inductor import config
+    monkeypatch.setattr(config, "output_eager_layout", False)

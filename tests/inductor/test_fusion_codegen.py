@@ -276,7 +276,7 @@ def _loop_of(lines, needle):
     return head, stmt
 
 
-def test_transposed_tile_and_column_sum_loops_vectorised(tmp_path):
+def test_transposed_tile_and_column_sum_loops_vectorised(tmp_path, contiguous_outputs):
     """g++'s report: the tanh loop of a transposed pointwise (read through a local
     tile) and the unit-stride loop of an interchanged column sum are vectorised.
     Without the tile the strided read keeps the whole loop scalar."""

@@ -64,3 +64,22 @@ def test_a_slice_of_a_computed_value_writes_only_the_slice():
     cf, got, want = compile_and_run(f, x)
     assert_same(got[0], want[0])
     assert got[0].shape == (8, 64) and got[0].flags.c_contiguous and got[0].base is None
+
+
+def test_pointwise_output_of_a_transposed_input_keeps_eager_layout():
+    """numpy (and PyTorch) keep a permuted input's order in an elementwise result; the
+    compiled output is written in that order and has the same strides."""
+    x = ember.randn(3, 4)
+    y = ember.randn(2, 3, 4, 5).permute(0, 2, 3, 1)
+    cases = [(lambda a: a * 2, x.t()), (lambda a: (a * 2).exp() + a, x.t()), (lambda a: ember.relu(a) * 3, y)]
+    for fn, a in cases:
+        out, ref = ember.compile(fn)(a), fn(a)
+        assert out.stride() == ref.stride() and out.stride() != ref.contiguous().stride()
+        np.testing.assert_allclose(out.numpy(), ref.numpy(), rtol=1e-6)
+    from ember.inductor import config
+    old, config.output_eager_layout = config.output_eager_layout, False
+    try:
+        out = ember.compile(lambda a: a * 2 + 1)(x.t())   # the knob off: contiguous, as before
+        assert out.stride() == (3, 1)
+    finally:
+        config.output_eager_layout = old

@@ -376,7 +376,7 @@ def test_column_sum_with_row_statistics_interchanged(rows):
 
 
 @pytest.mark.parametrize("shape", [(64, 48), (37, 53), (128, 8)])
-def test_transposed_pointwise_tiles(shape):
+def test_transposed_pointwise_tiles(shape, contiguous_outputs):
     """A pointwise of a transposed input (GELU of an activation recomputed in the
     backward, transposed for the weight-gradient matmul): computed through local
     tiles with contiguous SIMD loops; bit-identical to eager, ragged edges included."""
@@ -393,7 +393,7 @@ def test_transposed_pointwise_tiles(shape):
         assert "tr0[" not in src
 
 
-def test_transposed_strided_input_tiles():
+def test_transposed_strided_input_tiles(contiguous_outputs):
     """The same through a non-contiguous (sliced, transposed) graph input."""
     base = rand(80, 70)
     x = _make(base.numpy()[5:69, 3:67].T)
@@ -422,7 +422,7 @@ def test_cat_loop_split(sizes):
 
 
 @pytest.mark.parametrize("shape", [(48, 160), (37, 70)])
-def test_sum_of_transposed_inputs_output_tile(shape):
+def test_sum_of_transposed_inputs_output_tile(shape, contiguous_outputs):
     """A sum of several transposed inputs (an unrolled RNN's per-step weight
     gradients): the loop runs along the inputs' rows and only the result is
     transposed through a local tile; exact, ragged tile edges included."""
