@@ -252,7 +252,7 @@ def _cholesky_bw(ctx, g):
 
 # ---------------------------------------------------------------------- qr
 @defop("linalg_qr(Tensor A, str mode='reduced') -> Tensor, Tensor", function=False, method=False,
-       save=(), grad_fn_name="LinalgQrBackward0")
+       save=(), save_result=True, grad_fn_name="LinalgQrBackward0")
 def linalg_qr(xp, a, mode="reduced"):
     _check_qr(a.ndim, a.dtype, mode)
     if mode == "r":
@@ -271,8 +271,37 @@ def _check_qr(ndim, dt, mode):
 
 @linalg_qr.derivative
 def _qr_bw(ctx, grads):
-    raise NotImplementedError("the derivative of linalg.qr is not implemented in ember "
-                              "(differentiate through another factorisation, or detach Q and R)")
+    # A = QR with Q^T Q = I and R upper triangular. For a tall or square A (m >= n, reduced):
+    # with M = R gR^T - gQ^T Q, the gradient is (gQ + Q sym(M)) R^-T, where sym(M) copies M's
+    # strictly lower triangle onto its upper one (Q^T dQ is skew and dR R^-1 upper triangular,
+    # which fixes everything but that triangle). For a wide A = [X | Y] (m < n): Q, U = qr(X)
+    # and V = Q^T Y, so Y's gradient is Q gV and X's is the square case with gQ + Y gV^T.
+    (a, mode) = ctx.args
+    q, r = ctx.result
+    m, n = a.shape[-2], a.shape[-1]
+    if mode == "r":
+        raise RuntimeError("The derivative of linalg.qr depends on Q, which is not computed when mode='r'. "
+                           "Please use linalg.qr(A, mode='reduced') if you are going to differentiate "
+                           "through linalg.qr.")
+    if mode == "complete" and m > n:
+        raise RuntimeError("The QR decomposition is not differentiable when mode='complete' and nrows > ncols.")
+    gq, gr = grads
+    gq = api.zeros_like(q) if gq is None else gq
+    gr = api.zeros_like(r) if gr is None else gr
+    if m >= n:
+        return (_qr_square_bw(q, r, gq, gr),)
+    y = q @ r[..., m:]          # = A's last n - m columns (A itself is not saved)
+    gu, gv = gr[..., :m], gr[..., m:]
+    gx = _qr_square_bw(q, r[..., :m], gq + y @ gv.mT, gu)
+    return (api.cat([gx, q @ gv], -1),)
+
+
+def _qr_square_bw(q, r, gq, gr):
+    """The QR gradient for ``Q`` (m x n) and square ``R`` (n x n), m >= n."""
+    mm = r @ gr.mT - gq.mT @ q
+    low = mm.tril(-1)
+    sym = low + low.mT + mm.diagonal(0, -2, -1).diag_embed()
+    return (gq + q @ sym) @ linalg_inv.binding(r).mT
 
 
 # ---------------------------------------------------------------------- eigh

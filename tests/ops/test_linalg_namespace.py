@@ -371,11 +371,38 @@ def test_pinv_and_rank(dtype):
     both(lambda m, a: m.linalg.matrix_rank(a, hermitian=True), [sym], dtype, grad=False)
 
 
-def test_qr_backward_raises():
-    x = ember.tensor(rect((3, 3)), requires_grad=True)
-    q, r = ember.linalg.qr(x)
-    with pytest.raises(NotImplementedError, match="linalg.qr"):
-        (q.sum() + r.sum()).backward()
+def _qr_fixed_signs(m, a, mode):
+    """Q and R with R's diagonal made positive: unique for a full-rank A, so the two libraries'
+    factors (and their gradients) compare whatever signs each LAPACK call picks."""
+    q, r = m.linalg.qr(a, mode=mode)
+    k = min(a.shape[-2], a.shape[-1])
+    d = r[..., :k, :k].diagonal(0, -2, -1).sign()     # (Q has k columns, R k rows in the modes tested)
+    return q * d.unsqueeze(-2), r * d.unsqueeze(-1)
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", DTYPES)
+@SET
+@given(batch=batches, m=st.integers(1, 5), n=st.integers(1, 5), complete=st.booleans())
+def test_qr_backward_vs_torch(dtype, batch, m, n, complete):
+    """Tall, square and wide inputs, reduced and (where differentiable) complete mode."""
+    mode = "complete" if complete and m <= n else "reduced"
+    x = rect(batch + (m, n), dtype)
+    both(lambda mod, a: _qr_fixed_signs(mod, a, mode), [x], dtype)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (3, 3), (2, 4), (2, 3, 2)])
+def test_qr_backward_finite_differences(shape):
+    x = rect(shape)
+    assert gradcheck_fn(lambda m, a: m.linalg.qr(a), [x])
+
+
+def test_qr_backward_errors_as_torch():
+    x = ember.tensor(rect((4, 3)), requires_grad=True)
+    with pytest.raises(RuntimeError, match="when mode='complete' and nrows > ncols"):
+        sum(t.sum() for t in ember.linalg.qr(x, mode="complete")).backward()
+    with pytest.raises(RuntimeError, match="depends on Q, which is not computed when mode='r'"):
+        ember.linalg.qr(x, mode="r")[1].sum().backward()
 
 
 def test_return_types():
@@ -426,8 +453,10 @@ def test_compiled_multi_output_factorisations_forward_and_backward(caplog):
         sv = ember.linalg.svdvals(a)
         return (s * ld).sum() + w.pow(2).sum() + (q @ r).sum() + sv.sum() + ember.linalg.cholesky(a).sum()
 
-    def g_(a):     # differentiable parts only (qr has no derivative)
-        return ember.linalg.slogdet(a)[1].sum() + ember.linalg.eigvalsh(a).pow(2).sum() + ember.linalg.svdvals(a).sum()
+    def g_(a):     # differentiable parts only
+        q, r = ember.linalg.qr(a)
+        return ember.linalg.slogdet(a)[1].sum() + ember.linalg.eigvalsh(a).pow(2).sum() + ember.linalg.svdvals(a).sum() \
+            + (q * r).sum()
 
     ember.dynamo.reset()
     x = ember.tensor(a_np)
