@@ -84,6 +84,7 @@ class GraphLowering:
         self.inplace: Dict[str, str] = {}
         self.fallbacks: List[str] = []
         self._count = 0
+        self._realized = {}      # id(value) -> (value, buffer): values written out once (_realize_once)
         self._current_node = None
         self._size_symbols: Dict[int, sympy.Symbol] = {}
         self._input_sizes: List[list] = []
@@ -167,6 +168,10 @@ class GraphLowering:
                 (not isinstance(buf, ir.InputBuffer) or buf.layout.is_contiguous())
             if ok:
                 return ("view", buf, size, stride, offset, x.get_dtype())
+        if view is None:
+            got = self._view_of_realized_base(x, _extern_view_ok)
+            if got is not None:
+                return ("view",) + got + (x.get_dtype(),)
         return self.realize(x)
 
     def make_extern(self, kind, fn, inputs, args, kwargs, out_layouts, reason="", out_arg=False):
@@ -376,29 +381,30 @@ class GraphLowering:
             return None
         return ("view", buf, list(size), list(stride), offset)
 
-    def _realize_once(self, v, realized):
-        """``realize`` an output value, once per value (an output listed twice, or an output
-        that is also the base of a viewed output, is one buffer)."""
-        buf = realized.get(id(v))
-        if buf is None:
-            buf = realized[id(v)] = (v, self.realize(v))
-        return buf[1]
+    def _realize_once(self, v):
+        """``realize`` a value once (an output listed twice, or an output that is also the base
+        of a viewed output or of a matmul's operand, is one buffer)."""
+        known = self._realized.get(id(v))
+        if known is None:
+            known = self._realized[id(v)] = (v, self.realize(v))   # (v kept: ids stay unique)
+        return known[1]
 
-    def _output_view_of_computed(self, v, realized):
-        """An output that is a reshape or permute of a computed value (``x @ w + b`` saved for
-        the backward as ``(B*T, C)`` and used as ``(B, T, C)``) is written out as that value,
-        and returned as a strided view of it, as eager's view would be. Before, the view was
-        written out by a kernel of its own that recomputed the value beside the consumer
-        that also computes it; now the scheduler fuses the base's kernel with that consumer
-        (one pass, two stores). Only for views with the base's element count: writing a whole
-        base for a slice of it would write more than the slice."""
+    def _view_of_realized_base(self, v, ok):
+        """A reshape or permute of a computed value (``x @ w + b`` saved for the backward as
+        ``(B*T, C)`` and used as ``(B, T, C)``; attention's ``y.transpose(1, 2)`` both saved and
+        multiplied) as a strided view of that value written out once: ``(buffer, size, strides,
+        offset)``, or None. ``ok(buffer, strides, offset)`` says whether the caller can take
+        such a view. Before, each use that needed memory wrote its own copy, a kernel that
+        recomputed the value beside the consumer that also computes it; now the scheduler fuses
+        the base's kernel with that consumer (one pass, two stores). Only for views with the
+        base's element count: writing a whole base for a slice of it writes more than the slice."""
         if not (isinstance(v, ir.Pointwise) and v.view_of is not None):
             return None
         base, reindex, strides = v.view_of
         if base.get_dtype() is not v.get_dtype() or \
                 sympy.expand(product(base.get_size()) - product(v.get_size())) != 0:
             return None
-        known = realized.get(id(base))
+        known = self._realized.get(id(base))
         buf = known[1] if known is not None else ir.ComputedBuffer(self.new_name(), base)
         if strides is not None:     # the view ops composed the strides (reshape, permute, squeeze)
             view = (buf.name, v.get_size(), strides, sympy.Integer(0))
@@ -406,13 +412,19 @@ class GraphLowering:
             load = buf.make_loader()
             view = ir.as_strided_view(ir.Pointwise(v.get_size(), v.get_dtype(),
                                                    lambda idx: load(reindex(list(idx))), is_view=True))
-        if view is None or not _output_view_ok(buf, view[2], view[3]):
+        if view is None or not ok(buf, view[2], view[3]):
             return None             # (a view the index maps cannot express as strides)
         if known is None:
-            realized[id(base)] = (base, self.register_buffer(buf))
-        return ("view", buf, list(view[1]), list(view[2]), view[3])
+            self._realized[id(base)] = (base, self.register_buffer(buf))
+        return buf, list(view[1]), list(view[2]), view[3]
 
-    def _output_in_eager_layout(self, v, node, realized):
+    def _output_view_of_computed(self, v):
+        """An output that is a view of a computed value: that value written out, and a strided
+        view of it returned, as eager's view would be (:meth:`_view_of_realized_base`)."""
+        got = self._view_of_realized_base(v, _output_view_ok)
+        return None if got is None else ("view",) + got
+
+    def _output_in_eager_layout(self, v, node):
         """A computed output whose eager strides are a permutation of dense ones (``a * 2``
         of a transposed ``a``: numpy keeps its input's order, as PyTorch does) is written in
         that order -- the loops run over the permuted value, so the transposed reads are the
@@ -437,12 +449,11 @@ class GraphLowering:
         out_strides = [sympy.Integer(0)] * len(size)
         for j, d in enumerate(perm):
             out_strides[d] = sympy.Integer(dense[j])
-        buf = self._realize_once(base, realized)
+        buf = self._realize_once(base)
         return ("view", buf, list(size), out_strides, sympy.Integer(0))
 
     def _lower_output(self, result, lookup):
         flat, self.out_spec = _flatten(result)
-        realized = {}
         muts = (getattr(self.gm, "meta", None) or {}).get("input_mutations") or {}
         for k, a in enumerate(flat):
             if hasattr(a, "op") and hasattr(a, "users"):
@@ -454,10 +465,10 @@ class GraphLowering:
                 else:
                     view = self._output_view(v)
                     if view is None:
-                        view = self._output_view_of_computed(v, realized)
+                        view = self._output_view_of_computed(v)
                     if view is None and k not in muts and config.output_eager_layout:
-                        view = self._output_in_eager_layout(v, a, realized)
-                    self.outputs.append(view if view is not None else self._realize_once(v, realized))
+                        view = self._output_in_eager_layout(v, a)
+                    self.outputs.append(view if view is not None else self._realize_once(v))
             else:
                 self.outputs.append(("const", a))
         if muts:
@@ -468,6 +479,10 @@ class GraphLowering:
                 if isinstance(o, ir.ComputedBuffer) and isinstance(inp, ir.InputBuffer) \
                         and o.name not in self.inplace_candidates:
                     self.inplace_candidates[o.name] = inp.name
+
+
+def _extern_view_ok(buf, stride, offset):
+    return all(isinstance(st, sympy.Integer) and int(st) >= 0 for st in stride) and offset == 0
 
 
 def _output_view_ok(buf, stride, offset):

@@ -35,7 +35,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import sympy
 
 from .. import types as _t
-from .sizevars import contiguous_strides, loop_var, product, sympify
+from .sizevars import contiguous_strides, loop_var, product, simplify_index, sympify
 from .virtualized import V, ops, set_ops_handler
 
 UNARY_OPS = ("abs neg sign exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal sin cos tan "
@@ -374,7 +374,10 @@ def as_strided_view(node: IRNode):
         return None
     if not isinstance(out, _Load):
         return None
-    name, index = out.name, sympy.expand(out.index)
+    # a reshape that merges dims of a permuted view indexes through floor/mod terms that the
+    # loop ranges make affine again (``65536*(x0//4) + 16384*(x0%4)`` is ``16384*x0``)
+    ranges = {x: (0, int(n)) for x, n in zip(xs, node.size) if sympify(n).is_Integer}
+    name, index = out.name, sympy.expand(simplify_index(out.index, ranges, dict(zip(xs, node.size))))
     strides = []
     for x, n in zip(xs, node.size):
         c = index.coeff(x)

@@ -278,12 +278,13 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
     return None
 
 
-def _same_access(nodes: List[SchedNode], node: SchedNode, shared: Set[str], p: int) -> bool:
+def _same_access(nodes: List[SchedNode], node: SchedNode, shared: Set[str], p: int, walked=False) -> bool:
     """Whether ``node`` walks one of the ``shared`` buffers the way some node of the group does:
     indices (in the loop variables at depth ``p``) differing by a constant at most -- the same
     row, another column block (an LSTM's gate chunks) -- not a transposed or otherwise
-    unrelated walk."""
-    mine = [(n, sympy.expand(i)) for n, i in node.reads(p) if n in shared]
+    unrelated walk. ``walked``: only reads whose index moves with the loops count (two random
+    draws sharing a 0-d seed have nothing to share)."""
+    mine = [(n, sympy.expand(i)) for n, i in node.reads(p) if n in shared and (not walked or _loop_vars(i))]
     for g in nodes:
         for n, i in g.reads(p):
             if n not in shared:
@@ -432,12 +433,16 @@ class Scheduler:
                     continue
                 cand = node
                 reason = valid_group(g.nodes + [node], p)
-                if reason is not None and config.reshape_to_fuse and node.read_names & g.names():
+                if reason is not None and config.reshape_to_fuse:
+                    # (a consumer, or a sibling that walks a shared input the same way: the
+                    # value written out for a view of it beside the consumer that also computes
+                    # it, ``x @ w + b`` as [B*T, C] and its GELU as [B, T, C])
                     rv = reviewed(node, g.outer_sizes[:p])
-                    if rv is not None and valid_group(g.nodes + [rv], p) is None:
+                    if rv is not None and valid_group(g.nodes + [rv], p) is None and (
+                            node.read_names & g.names() or _same_access(g.nodes, rv, shared, p, walked=True)):
                         cand, reason = rv, None
                 if reason is None and not (node.read_names & g.names()) and \
-                        not _same_access(g.nodes, node, shared, p):
+                        not _same_access(g.nodes, cand, shared, p):
                     # siblings sharing an input only at other indices (a BatchNorm backward's
                     # per-image and per-channel loops, alike only in their sizes) gain no
                     # locality, and their loop nest would serve neither access pattern

@@ -14,6 +14,11 @@ import ember.prims as P
 from ._helpers import assert_same, compile_and_run, rand
 
 
+def _one_loop_nest(cf):
+    """One kernel, and not a combo of independent loop nests (which counts as one kernel)."""
+    return cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
+
+
 def _gelu_tanh(h):
     c = P.mul(P.add(h, P.mul(P.mul(P.mul(h, h), h), 0.044715)), 0.7978845608)
     return P.mul(P.mul(h, 0.5), P.add(P.tanh(c), 1.0))
@@ -29,7 +34,7 @@ def test_saved_reshape_of_a_computed_value_shares_its_consumers_kernel():
     cf, got, want = compile_and_run(f, x, w, b)
     for g, e in zip(got, want):
         assert_same(g, e, rtol=1e-5, atol=1e-5)
-    assert cf.compiled.n_kernels == 1          # one loop after the matmul writes both outputs
+    assert _one_loop_nest(cf)                  # one loop after the matmul writes both outputs
     saved = got[1]
     assert saved.strides == (16 * 48 * 4, 48 * 4, 4) and saved.base is not None   # a view
 
@@ -83,3 +88,33 @@ def test_pointwise_output_of_a_transposed_input_keeps_eager_layout():
         assert out.stride() == (3, 1)
     finally:
         config.output_eager_layout = old
+
+
+def test_sibling_over_other_sizes_joins_the_consumers_loop():
+    """``h = x @ w + b`` written out as [64, 48] beside its GELU computed over [4, 16, 48] (a
+    Linear on a 3-D input): the same elements in the same order, so one loop writes both."""
+    x, w, b = rand(64, 32), rand(32, 48), rand(48)
+
+    def f(x, w, b):
+        h = P.add(P.mm(x, w), P.broadcast_in_dim(b, [64, 48], [1]))
+        return _gelu_tanh(P.reshape(h, [4, 16, 48])), h
+
+    cf, got, want = compile_and_run(f, x, w, b)
+    for g, e in zip(got, want):
+        assert_same(g, e, rtol=1e-5, atol=1e-5)
+    assert _one_loop_nest(cf)
+
+
+def test_matmul_operand_and_output_views_of_one_value_share_its_buffer():
+    """Attention's ``y.transpose(1, 2).contiguous()`` both multiplied (as [B*T, C]) and saved
+    for the backward (as [B, T, C]): written out once, both uses are views of it."""
+    y, w = rand(4, 8, 16), rand(16, 5)
+
+    def f(y, w):
+        c = P.clone(P.permute(P.mul(y, 2.0), [1, 0, 2]))          # [8, 4, 16]
+        return P.mm(P.reshape(c, [32, 16]), w), P.reshape(c, [8, 64])
+
+    cf, got, want = compile_and_run(f, y, w)
+    for g, e in zip(got, want):
+        assert_same(g, e, rtol=1e-5, atol=1e-5)
+    assert _one_loop_nest(cf)
