@@ -112,9 +112,14 @@ def _ensure_meta(gm, example_inputs):
     missing = any(n.op == "call_function" and "tensor_meta" not in n.meta and
                   getattr(n.target, "_ember_op", None) is not None for n in gm.graph.nodes)
     if missing:
+        import contextlib
         from ..autograd import no_grad
+        from ..fx.fake_tensor import FakeTensorMode, is_fake
         from ..fx.passes.shape_prop import ShapeProp
-        with no_grad():     # (a training graph's prims record no backward: shapes only)
+        # fake example inputs (symbolic sizes, dynamic=True) run the ops' meta functions: an
+        # extern kernel (sort) run on them would ask a fake for its data
+        fake = FakeTensorMode() if any(is_fake(t) for t in example_inputs) else contextlib.nullcontext()
+        with no_grad(), fake:     # (a training graph's prims record no backward: shapes only)
             ShapeProp(gm).propagate(*example_inputs)
 
 

@@ -181,7 +181,10 @@ class GraphLowering:
         self.register_buffer(k)
         return k.outputs[0] if len(k.outputs) == 1 else tuple(k.outputs)
 
-    def fallback(self, node, args, kwargs, reason):
+    def fallback(self, node, args, kwargs, reason, layouts=None):
+        """The prim's numpy reference kernel as an extern call. ``layouts``: the outputs' layouts
+        in the graph's sizes (a lowering that knows them: ``sort``, ``topk``); else they come
+        from the node's recorded metadata, which holds concrete sizes only."""
         op = node.target._ember_op
         tensors = []
 
@@ -196,12 +199,16 @@ class GraphLowering:
         sargs = [sub(a) for a in args]
         skw = {k: sub(v) for k, v in kwargs.items()}
         meta = node.meta.get("tensor_meta")
-        metas = meta if isinstance(meta, (list, tuple)) and not hasattr(meta, "shape") else [meta]
-        if any(m is None for m in metas):
-            raise LoweringError(f"{op.name}: no output metadata for the fallback")
-        layouts = [ir.Layout([sympify(s) for s in m.shape], dtype=m.dtype) for m in metas]
-        if self.dynamic:
-            raise LoweringError(f"{op.name} has no lowering and dynamic shapes need one ({reason})")
+        multi = isinstance(meta, (list, tuple)) and not hasattr(meta, "shape")
+        if layouts is None:
+            metas = meta if multi else [meta]
+            if any(m is None for m in metas):
+                raise LoweringError(f"{op.name}: no output metadata for the fallback")
+            layouts = [ir.Layout([sympify(s) for s in m.shape], dtype=m.dtype) for m in metas]
+            if self.dynamic:
+                raise LoweringError(f"{op.name} has no lowering and dynamic shapes need one ({reason})")
+        else:
+            multi = len(layouts) > 1
         kernel = op.kernel
 
         def fn(*arrays_args, **kw):
@@ -211,7 +218,7 @@ class GraphLowering:
         self.fallbacks.append(f"{op.name}: {reason}")
         log.info("inductor: %s falls back to its numpy reference: %s", op.name, reason)
         res = self.make_extern(f"fallback_{op.name}", fn, tensors, sargs, skw, layouts, reason)
-        if isinstance(meta, (list, tuple)) and not hasattr(meta, "shape"):
+        if multi:
             return res if isinstance(res, tuple) else (res,)
         return res
 

@@ -590,6 +590,25 @@ def _var(x, dims, correction):
 _matmul = gemm.matmul
 
 
+@register("sort")
+def _sort(a, dim, descending=False, stable=False):
+    """The numpy reference as an extern call (as any prim without a lowering), with its output
+    layouts from ``a``'s sizes, so that it also compiles with symbolic sizes (``dynamic=True``:
+    median, kthvalue, mode and argsort are built on it)."""
+    size = a.get_size()
+    return V.graph.fallback(V.graph._current_node, [a, dim, descending, stable], {}, "an extern kernel",
+                            layouts=[ir.Layout(size, dtype=a.get_dtype()), ir.Layout(size, dtype=_t.int64)])
+
+
+@register("topk")
+def _topk(a, k, dim, largest=True, sorted=True):
+    size = list(a.get_size())
+    if size:
+        size[int(dim) % len(size)] = sympify(k)
+    return V.graph.fallback(V.graph._current_node, [a, k, dim, largest, sorted], {}, "an extern kernel",
+                            layouts=[ir.Layout(size, dtype=a.get_dtype()), ir.Layout(size, dtype=_t.int64)])
+
+
 @register("mm", "bmm")
 def _mm(a, b):
     """A matrix product extern (``gemm.py`` says which GEMM runs and why: ember's own on an
