@@ -590,13 +590,16 @@ def _var(x, dims, correction):
 _matmul = gemm.matmul
 
 
+_NUMPY_SORT = "no C++ lowering (numpy's sort runs as an extern call)"
+
+
 @register("sort")
 def _sort(a, dim, descending=False, stable=False):
     """The numpy reference as an extern call (as any prim without a lowering), with its output
     layouts from ``a``'s sizes, so that it also compiles with symbolic sizes (``dynamic=True``:
     median, kthvalue, mode and argsort are built on it)."""
     size = a.get_size()
-    return V.graph.fallback(V.graph._current_node, [a, dim, descending, stable], {}, "an extern kernel",
+    return V.graph.fallback(V.graph._current_node, [a, dim, descending, stable], {}, _NUMPY_SORT,
                             layouts=[ir.Layout(size, dtype=a.get_dtype()), ir.Layout(size, dtype=_t.int64)])
 
 
@@ -605,7 +608,7 @@ def _topk(a, k, dim, largest=True, sorted=True):
     size = list(a.get_size())
     if size:
         size[int(dim) % len(size)] = sympify(k)
-    return V.graph.fallback(V.graph._current_node, [a, k, dim, largest, sorted], {}, "an extern kernel",
+    return V.graph.fallback(V.graph._current_node, [a, k, dim, largest, sorted], {}, _NUMPY_SORT,
                             layouts=[ir.Layout(size, dtype=a.get_dtype()), ir.Layout(size, dtype=_t.int64)])
 
 
