@@ -1,4 +1,4 @@
-"""Searching, counting and order statistics: searchsorted, bucketize, isin, median, kthvalue, ...
+"""Searching, counting and order statistics: searchsorted, bucketize, isin, median, kthvalue, mode, ...
 
 Most are composites over existing ops (so autograd, fake tensors and the compiler get them
 for free); ops whose output shape depends on the data (unique, bincount) are kernels tagged
@@ -36,6 +36,7 @@ from .reduction import _maxmin_entry, _overridden, _return_type
 _median_t = _return_type("median")
 _nanmedian_t = _return_type("nanmedian")
 _kthvalue_t = _return_type("kthvalue")
+_mode_t = _return_type("mode")
 _cummax_t = _return_type("cummax")
 _cummin_t = _return_type("cummin")
 
@@ -308,6 +309,63 @@ def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
     return _kthvalue_t(*_kthvalue.binding(input, k, dim, keepdim))
 
 
+# ---------------------------------------------------------------------- mode
+@defcomposite("mode(Tensor self, int dim=-1, bool keepdim=False) -> Tensor, Tensor", function=False, method=False)
+def _mode(self, dim=-1, keepdim=False):
+    """The most frequent value along ``dim`` and an index of it.
+
+    A stable ``sort`` puts equal values in runs (in input order within a run); each run's length
+    is read at its last element, and the first longest run wins, so among equally frequent values
+    the smallest is reported, at its last occurrence. That is what PyTorch's CPU kernel reports
+    for slices of up to 16 elements (as observed with torch 2.13); for longer slices its index
+    is some occurrence of the value. NaN equals nothing, so every NaN is a run of length 1 sorted
+    after all numbers: a NaN is the mode only of an all-NaN slice (PyTorch's answer for a slice
+    holding NaN depends on where its comparison sort happens to leave the NaNs). Values are
+    gathered from ``self`` at the index, so the gradient reaches that element (as median's).
+    """
+    if self.dtype.is_complex:
+        raise _not_impl("mode_cpu", self.dtype)
+    d = wrap_dim(dim, self.ndim)
+    if self.ndim == 0:
+        return self.clone(), api.zeros((), dtype=_t.int64, device=self.device)
+    n = self.shape[d]
+    if n == 0:
+        raise IndexError(f"mode(): Expected reduction dim {d} to have non-zero size.")
+    if self.numel() == 0:
+        shape = [1 if i == d else s for i, s in enumerate(self.shape) if i != d or keepdim]
+        return (api.empty(shape, dtype=self.dtype, device=self.device),
+                api.empty(shape, dtype=_t.int64, device=self.device))
+    x = self.to(_t.uint8) if self.dtype is _t.bool_ else self
+    order = api.argsort(x, d)
+    s = api.gather(x, d, order)
+    edge = [1 if i == d else k for i, k in enumerate(x.shape)]
+    yes = api.full(edge, True, dtype=_t.bool_, device=x.device)
+    # changes[i]: sorted element i + 1 starts a new run (NaN != NaN: each NaN is its own run)
+    changes = api.narrow(s, d, 1, n - 1) != api.narrow(s, d, 0, n - 1)
+    starts, ends = api.cat([yes, changes], d), api.cat([changes, yes], d)
+    pos = _positions(x, d)
+    run_start = _scan(api.where(starts, pos, 0), d, api.maximum)
+    length = api.where(ends, pos - run_start + 1, 0)
+    best = api.argmax(length, d, keepdim=True)       # first longest run: the smallest value
+    idx = api.gather(order, d, best)
+    vals = api.gather(self, d, idx)
+    if not keepdim:
+        vals, idx = vals.squeeze(d), idx.squeeze(d)
+    return vals, idx
+
+
+def mode(input, dim=-1, keepdim=False, *, out=None):
+    """``mode(input, dim=-1, keepdim=False) -> (values, indices)``: the most frequent value along
+    dim (the smallest of equally frequent ones) and the index of its last occurrence."""
+    r = _overridden(mode, (input,), {kk: v for kk, v in (("dim", dim), ("keepdim", keepdim))
+                                     if v not in (-1, False)})
+    if r is not NotImplemented:
+        return r
+    if out is not None:
+        raise TypeError("mode(): the out= argument is not supported by ember")
+    return _mode_t(*_mode.binding(input, dim, keepdim))
+
+
 # ---------------------------------------------------------------------- cumulative scans
 def _scan(x, d, combine):
     """Inclusive scan of ``combine`` (associative) along ``d`` in ceil(log2 n) steps."""
@@ -543,6 +601,6 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
 
 
 # ---------------------------------------------------------------------- entry points
-for _fn in (median, nanmedian, kthvalue, cummax, cummin, unique, unique_consecutive):
+for _fn in (median, nanmedian, kthvalue, mode, cummax, cummin, unique, unique_consecutive):
     setattr(Tensor, _fn.__name__, _fn)
     setattr(api, _fn.__name__, _fn)

@@ -87,6 +87,7 @@ def _examples() -> Dict[str, Callable[[], Tuple[Any, ...]]]:
     for n in ("median_dim", "nanmedian_dim", "cummax", "cummin", "logcumsumexp"):
         ex[n] = lambda: (r(3, 4), 1)
     ex["kthvalue"] = lambda: (r(3, 4), 2, 1)
+    ex["mode"] = lambda: (ints(3, 4), 1)
     ex["histc"] = lambda: (r(3, 4), 5, -1.0, 1.0)
     # ember.ops.lapack (composites; the LAPACK kernels are EXTERN)
     ex["linalg_cross"] = lambda: (r(4, 3), r(4, 3), -1)

@@ -8,7 +8,8 @@ from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hards
                          Softshrink, PReLU, Softsign, Tanhshrink, Softmin, Softmax, Softmax2d, LogSoftmax)
 from .loss import (L1Loss, NLLLoss, PoissonNLLLoss, GaussianNLLLoss, KLDivLoss, MSELoss, BCELoss,
                    BCEWithLogitsLoss, HingeEmbeddingLoss, SmoothL1Loss, HuberLoss, SoftMarginLoss, CrossEntropyLoss,
-                   CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss)
+                   CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss,
+                   CTCLoss)
 from .distance import PairwiseDistance, CosineSimilarity
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout
 from .sparse import Embedding, EmbeddingBag
