@@ -46,7 +46,9 @@ def _analytical(fn, inputs, i):
             if not o.requires_grad:
                 rows.append(np.zeros(inputs[i].numel()))
                 continue
-            go = api.zeros_like(o)
+            # row-major, so the flat view below writes into go's memory (zeros_like keeps a
+            # transposed output's layout, and reshape(-1) of that would be a copy)
+            go = api.zeros_like(o, memory_format="contiguous_format")
             go._data.reshape(-1)[k] = 1.0
             g = _grad((o,), (inputs[i],), (go,), retain_graph=True, allow_unused=True)[0]
             rows.append(np.zeros(inputs[i].numel()) if g is None else g._data.astype(np.float64).reshape(-1))

@@ -1147,6 +1147,27 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
 
 
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
+    """Connectionist temporal classification loss, as torch.nn.functional.ctc_loss.
+
+    ``log_probs`` is ``(T, N, C)`` (or ``(T, C)`` unbatched) log-probabilities over C classes;
+    ``targets`` are padded ``(N, S)`` or concatenated 1-D labels; the lengths are tensors or
+    sequences of ints. ``reduction='mean'`` divides each loss by its target length (at least 1)
+    and averages over the batch; ``zero_infinity`` replaces infinite losses (no alignment fits)
+    and their gradients by zeros. Written in ember ops (see ``ember.nn._ctc``), so it has
+    autograd, fake-tensor and compiler support; ``log_probs.grad`` follows PyTorch's convention
+    (``exp(log_probs) - posterior`` on the used frames)."""
+    from ..ops.reduction import _overridden
+    from ._ctc import ctc_loss as _ctc_loss
+    # fx proxies record this call whole (its Python checks and loop cannot run on proxies)
+    kw = {k: v for k, v, d in (("blank", blank, 0), ("reduction", reduction, "mean"),
+                               ("zero_infinity", zero_infinity, False)) if v != d}
+    r = _overridden(ctc_loss, (log_probs, targets, input_lengths, target_lengths), kw)
+    if r is not NotImplemented:
+        return r
+    return _ctc_loss(log_probs, targets, input_lengths, target_lengths, blank, reduction, zero_infinity)
+
+
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if reduction == "mean":
@@ -1426,7 +1447,9 @@ def threshold_(input, threshold, value):
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if not training:
-        return leaky_relu(input, (lower + upper) / 2, inplace)
+        out = leaky_relu(input, (lower + upper) / 2, inplace)
+        # PyTorch's rrelu writes into a contiguous buffer (leaky_relu keeps a permuted layout)
+        return out if inplace else out.contiguous()
     from .. import random as _random
     a = _random.default_generator._np.uniform(lower, upper, size=tuple(input.shape)).astype(input.dtype.np)
     slope = _make(a)
@@ -1435,7 +1458,7 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if inplace:
         from ..autograd import no_grad
         return input.copy_(out)
-    return out
+    return out.contiguous()
 
 
 def prelu(input, weight):

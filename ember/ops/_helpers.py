@@ -200,3 +200,97 @@ def grad_for(g, x):
     if x is None or isinstance(x, _SCALAR_TYPES):
         return None
     return sum_to(g, x.shape)
+
+
+# ---------------------------------------------------------------------- PyTorch's output layouts
+# Kernel halves of the layout rules in ``ember.ops._meta`` (``preserve_strides``,
+# ``contiguous_strides``): the metas compute the same strides from tensor metadata, so an
+# eager result and its fake twin agree. The row-major (common) case returns early, costing
+# a flag test.
+def estrides(a):
+    """An array's strides in elements."""
+    isz = a.itemsize
+    return tuple(s // isz for s in a.strides)
+
+
+def _canonical_c(a):
+    """``a`` is row-major with the strides a fresh row-major array of its shape has (numpy's
+    C flag ignores the strides of size-1 dims; PyTorch reports them)."""
+    if not a.flags.c_contiguous:
+        return False
+    shape = a.shape
+    if 1 not in shape or 0 in shape:
+        return True
+    key = (shape, a.itemsize)
+    st = _C_STRIDES.get(key)
+    if st is None:
+        if len(_C_STRIDES) > 4096:
+            _C_STRIDES.clear()
+        acc, rev = a.itemsize, []
+        for n in reversed(shape):
+            rev.append(acc)
+            acc *= n
+        st = _C_STRIDES[key] = tuple(reversed(rev))
+    return a.strides == st
+
+
+_C_STRIDES = {}     # (shape with a size-1 dim, itemsize) -> row-major byte strides
+
+
+def empty_strided(xp, shape, est, dtype):
+    """An uninitialised array of ``shape`` with element strides ``est`` (dense, non-negative)."""
+    shape = tuple(shape)
+    from ._meta import contiguous_strides
+    if tuple(est) == contiguous_strides(shape):
+        return xp.empty(shape, dtype)
+    dtype = np.dtype(dtype)
+    n = 1
+    for s in shape:
+        n *= s
+    buf = xp.empty(n, dtype)
+    bst = tuple(s * dtype.itemsize for s in est)
+    if xp is np:
+        return np.ndarray(shape, dtype, buffer=buf, strides=bst)
+    return xp.lib.stride_tricks.as_strided(buf, shape, bst)
+
+
+def empty_preserve(xp, a, dtype=None):
+    """An uninitialised array laid out as PyTorch's ``empty_like(a)`` (preserve_format:
+    ``a``'s strides when it is dense, else dense in its dim order)."""
+    dt = a.dtype if dtype is None else dtype
+    if _canonical_c(a):
+        return xp.empty(a.shape, dt)
+    from ._meta import preserve_strides
+    return empty_strided(xp, a.shape, preserve_strides(a.shape, estrides(a)), dt)
+
+
+def copy_preserve(xp, a, src=None, dtype=None):
+    """A copy of ``src`` (default ``a``, same shape) in the layout of ``empty_like(a)``;
+    values are copied unchanged (a dtype cast where ``dtype`` is given)."""
+    src = a if src is None else src
+    out = empty_preserve(xp, a, dtype)
+    if out.dtype == src.dtype:
+        out[...] = src
+    else:
+        xp.copyto(out, src, casting="unsafe")
+    return out
+
+
+def as_contiguous(xp, r, src=None):
+    """``r`` as a row-major array with PyTorch's contiguous strides (size-1 dims included):
+    ``r`` itself when it already is, a re-strided view of the same memory when only a
+    size-1 dim's stride differs, else a row-major copy. ``src``: the kernel's input, when
+    ``r`` is numpy's reduction, cumulative or elementwise result of it -- numpy allocates
+    those row-major (size-1 dims included) for a row-major input, which then decides the
+    common case without looking at ``r``'s strides."""
+    if src is not None and src.flags.c_contiguous:
+        return r
+    if _canonical_c(r):
+        return r
+    if not r.flags.c_contiguous:
+        return xp.ascontiguousarray(r)
+    from ._meta import contiguous_strides
+    bst = tuple(s * r.itemsize for s in contiguous_strides(r.shape))
+    if xp is np:
+        return np.ndarray(r.shape, r.dtype, buffer=r, strides=bst)
+    return xp.lib.stride_tricks.as_strided(r, r.shape, bst)

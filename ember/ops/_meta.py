@@ -604,3 +604,120 @@ def check_fill_value(value, dtype) -> None:
     on the shape, so a 0-d conversion shows it."""
     with np.errstate(all="ignore"):
         np.full((), value, dtype=dtype.np if isinstance(dtype, _t.dtype) else dtype)
+
+
+# ---------------------------------------------------------------------- PyTorch's allocation layouts
+# Most numpy kernels lay out their results as numpy does (the helpers above). A few
+# PyTorch ops decide their output layout by rules of their own, which the kernels
+# (through ``ember.ops._helpers``) and these metas share so eager and fake agree:
+# *preserve* (``clone``, ``empty_like``, ``flip``, ``sort``: the input's strides when it
+# is dense, else a dense layout in the input's dim order) and *contiguous*
+# (reductions, cumulative ops, softmax, ``masked_fill``: row-major whatever the input).
+# Layout decisions read the example values of symbolic sizes and strides (no guards).
+def torch_is_dense(shape, estrides) -> bool:
+    """PyTorch's "non-overlapping and dense": the dims of size 2 or more, taken from the
+    smallest stride up, tile memory with no gap or overlap (size-0/1 dims do not count)."""
+    hs = [_hint(n) for n in shape]
+    st = [_hint(s) for s in estrides]
+    if len(hs) == 1:
+        return hs[0] < 2 or st[0] == 1
+    expected = 1
+    for d in sorted((d for d in range(len(hs)) if hs[d] >= 2), key=lambda d: st[d]):
+        if st[d] != expected:
+            return False
+        expected *= hs[d]
+    return True
+
+
+def torch_dense_order(shape, estrides) -> Tuple[int, ...]:
+    """The dim order (outermost first) of the dense tensor PyTorch allocates in place of a
+    non-dense one it copies the layout of (``empty_like``'s preserve_format on a sliced or
+    expanded tensor).
+
+    An insertion sort over the dims from innermost, starting from row-major order: a dim
+    with a larger stride moves outward past one with a smaller stride, and for equal
+    strides the larger dim goes outside. A zero (expanded) stride orders nothing: the
+    comparison is skipped without stopping the scan, so an expanded dim keeps its place
+    and dims on either side of it still sort past it, as PyTorch's own scan does."""
+    hs = [_hint(n) for n in shape]
+    st = [_hint(s) for s in estrides]
+    nd = len(hs)
+    perm = list(range(nd - 1, -1, -1))          # innermost first
+    for i in range(1, nd):
+        cur = i
+        for k in range(i - 1, -1, -1):
+            inner, outer = perm[k], perm[cur]
+            si, so = st[inner], st[outer]
+            if si == 0 or so == 0:
+                continue
+            if si < so:
+                break
+            if si > so or hs[inner] > hs[outer]:
+                perm[k], perm[cur] = perm[cur], perm[k]
+                cur = k
+    return tuple(reversed(perm))
+
+
+def preserve_strides(shape, estrides) -> Tuple[Any, ...]:
+    """Element strides of PyTorch's ``empty_like``/``clone`` of a tensor (preserve_format):
+    its own strides when it is dense and non-overlapping, else dense in
+    :func:`torch_dense_order`."""
+    shape, estrides = tuple(shape), tuple(estrides)
+    if torch_is_dense(shape, estrides):
+        return estrides
+    return strides_for_permutation(shape, torch_dense_order(shape, estrides))
+
+
+def preserve_out(t, dtype=None, shape=None) -> FakeArray:
+    """A fresh buffer laid out as PyTorch's ``empty_like(t)`` (see :func:`preserve_strides`)."""
+    tshape, st = layout(t)
+    return FakeArray(tshape if shape is None else tuple(shape), t.dtype if dtype is None else dtype,
+                     preserve_strides(tshape, st))
+
+
+def suggest_channels_last(shape, estrides) -> bool:
+    """Whether PyTorch's ``suggest_memory_format`` names channels_last for a tensor: 4-D, and
+    walking C, W, H, N its strides never fall below the span of the dims already walked.
+    Ambiguous cases stay row-major: a zero channel stride, an empty tensor, and a batch stride
+    equal to the channel span (an ``N,1,1,1`` tensor, or one sliced down to it)."""
+    if len(shape) != 4:
+        return False
+    hs = [_hint(x) for x in shape]
+    st = [_hint(s) for s in estrides]
+    if st[1] == 0:
+        return False
+    floor = 0
+    for d in (1, 3, 2, 0):
+        if hs[d] == 0 or st[d] < floor:
+            return False
+        if d == 0 and floor == st[1]:
+            return False
+        floor = st[d] * hs[d] if hs[d] > 1 else st[d]
+    return True
+
+
+def channels_last_strides(shape) -> Tuple[Any, ...]:
+    """NHWC element strides of a 4-D shape."""
+    return strides_for_permutation(tuple(shape), (0, 2, 3, 1))
+
+
+def roll_channels_last(shape, estrides, shifts, dims) -> bool:
+    """Whether PyTorch's ``roll`` over ``dims`` (canonical, non-empty) returns NHWC strides.
+
+    A one-dim roll is the concatenation of two slices of the input along that dim, and a
+    concatenation is NHWC only when every piece suggests channels_last (an empty piece,
+    which a shift of 0 leaves, never does); a roll over several dims rolls one dim at a
+    time, each step starting from the layout the previous one produced."""
+    shape = tuple(shape)
+    st = tuple(estrides)
+    cl = False
+    for s, d in zip(shifts, dims):
+        n = _hint(shape[d])
+        start = (n - s) % n if n else 0
+        pieces = []
+        for size in (n - start, start):
+            pshape = tuple(size if i == d else _hint(x) for i, x in enumerate(shape))
+            pieces.append(suggest_channels_last(pshape, st))
+        cl = all(pieces)
+        st = channels_last_strides(shape) if cl else contiguous_strides(shape)
+    return cl

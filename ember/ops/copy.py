@@ -15,7 +15,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
-from ._helpers import is_scalar, sum_to
+from ._helpers import _canonical_c, copy_preserve, empty_preserve, is_scalar, sum_to
 from .registry import OPS, defop
 
 
@@ -34,13 +34,16 @@ def _copy_from(xp, self, src):
                            f"{list(shape) if shape else list(src.shape)}")
     if type(src) is not type(self):  # cross-device
         src = xp.asarray(src.get() if hasattr(src, "get") else src)
-    return xp.broadcast_to(src.astype(dt.np, copy=False), self.shape).copy()
+    if _canonical_c(self):
+        return xp.broadcast_to(src.astype(dt.np, copy=False), self.shape).copy()
+    # laid out like self (PyTorch's functional copy clones self, then writes into it)
+    return copy_preserve(xp, self, xp.broadcast_to(src, self.shape), dt.np)
 
 
 
 @_copy_from.meta_fn
 def _copy_meta(self, src):
-    """``self``'s shape and dtype, C order (the kernel copies a broadcast view)."""
+    """``self``'s shape, dtype and layout (``empty_like(self)``, as the kernel's)."""
     shape = tuple(self.shape)
     if is_scalar(src):
         _meta.check_fill_value(src, self.dtype)
@@ -54,7 +57,7 @@ def _copy_meta(self, src):
             ints = (lambda sh: [_meta._hint(n) for n in sh])   # the eager message's sizes
             raise RuntimeError(f"output with shape {ints(shape)} doesn't match the broadcast shape "
                                f"{ints(bshape) if bshape else ints(src.shape)}")
-    return _meta.out(shape, self.dtype)
+    return _meta.preserve_out(self)
 
 
 @_copy_from.derivative
@@ -82,7 +85,11 @@ def _fill(xp, self, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value.ndim} dimensions.")
         value = value.item()
-    return xp.full(self.shape, value, dtype=dt.np)
+    if self.flags.c_contiguous and (1 not in self.shape or _canonical_c(self)):
+        return xp.full(self.shape, value, dtype=dt.np)
+    out = empty_preserve(xp, self)       # a tensor like self: its layout too, as PyTorch's
+    xp.copyto(out, value, casting="unsafe")
+    return out
 
 
 
@@ -94,7 +101,7 @@ def _fill_meta(self, value):
     if is_scalar(value):
         # (a 0-d tensor's value is data: its out-of-range error cannot be seen without it)
         _meta.check_fill_value(value, self.dtype)
-    return _meta.out(tuple(self.shape), self.dtype)
+    return _meta.preserve_out(self)
 
 
 @_fill.derivative

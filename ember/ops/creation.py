@@ -15,7 +15,7 @@ from .. import random as _random
 from .. import types as _t
 from ..tensor import Tensor, _make
 from . import _meta, api
-from ._helpers import is_scalar
+from ._helpers import _canonical_c, is_scalar
 from .registry import defop
 
 
@@ -122,12 +122,58 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
     return _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
 
 
+def _like_order(input, memory_format):
+    """The dim order (outermost first) of a ``*_like`` factory's result, or None for row-major.
+
+    PyTorch's default, ``preserve_format``, lays the result out as ``empty_like(input)``: a
+    transposed or NHWC input gives a transposed or NHWC result (``_meta.preserve_strides``).
+    A row-major input (the common case) is decided by a flag test."""
+    if memory_format is None or memory_format == "preserve_format":
+        d = input._data
+        if type(d) is np.ndarray and _canonical_c(d):
+            return None
+        shape, st = _meta.layout(input)
+        st = [_meta._hint(x) for x in _meta.preserve_strides(shape, st)]
+        order = tuple(sorted(range(len(st)), key=lambda i: -st[i]))
+    elif memory_format == "channels_last":
+        if input.ndim != 4:
+            raise RuntimeError("required rank 4 tensor to use channels_last format")
+        order = (0, 2, 3, 1)
+    elif memory_format == "contiguous_format":
+        return None
+    else:
+        raise RuntimeError(f"unsupported memory_format {memory_format!r}")
+    return None if order == tuple(range(len(order))) else order
+
+
+def _in_order(t, order, made_in_order=False):
+    """Row-major ``t`` laid out in dim ``order`` (None: ``t`` itself). ``made_in_order``: ``t``
+    was made with its dims already in that order (a constant fill, which can be made so
+    directly), else its values are rearranged. The final clone makes a tensor that owns its
+    memory (a permuted view would report the base it came from)."""
+    if order is None:
+        return t
+    inv = tuple(sorted(range(len(order)), key=lambda d: order[d]))
+    if not made_in_order:
+        t = t.permute(order).contiguous()
+    return t.permute(inv).clone()
+
+
 def _like(fn):
     def like(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
         if not isinstance(input, Tensor):
             raise TypeError(f"{fn.__name__}_like(): argument 'input' must be Tensor, not {type(input).__name__}")
-        return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, device=device or input.device,
-                  requires_grad=requires_grad)
+        d = input._data
+        if memory_format is None and type(d) is np.ndarray and d.flags.c_contiguous and 1 not in d.shape:
+            # a row-major input (the common case): a row-major result, tested inline (it is hot)
+            return fn(tuple(input.shape), *args, dtype=dtype or input.dtype, device=device or input.device,
+                      requires_grad=requires_grad)
+        order = _like_order(input, memory_format)
+        shape = tuple(input.shape)
+        if order is not None:
+            shape = tuple(shape[d] for d in order)
+        t = fn(shape, *args, dtype=dtype or input.dtype, device=device or input.device)
+        return _finish(_in_order(t, order, made_in_order=True), requires_grad)
     # a module-level name (zeros_like, ...): graphs that call it can be keyed, cached and
     # pickled by reference (the aot and FX graph caches refuse closures they cannot name)
     like.__name__ = like.__qualname__ = fn.__name__ + "_like"
@@ -141,8 +187,12 @@ empty_like = _like(empty)
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
               memory_format=None):
-    return _full_entry(tuple(input.shape), fill_value, dtype=dtype or input.dtype,
-                       device=device or input.device, requires_grad=requires_grad)
+    order = _like_order(input, memory_format)
+    shape = tuple(input.shape)
+    if order is not None:
+        shape = tuple(shape[d] for d in order)
+    t = _full_entry(shape, fill_value, dtype=dtype or input.dtype, device=device or input.device)
+    return _finish(_in_order(t, order, made_in_order=True), requires_grad)
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
@@ -396,19 +446,21 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False,
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                requires_grad=requires_grad)
+    # drawn in row-major order whatever the layout, so the values do not depend on it
+    t = rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+    return _finish(_in_order(t, _like_order(input, memory_format)), requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    return randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device,
-                 requires_grad=requires_grad)
+    t = randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+    return _finish(_in_order(t, _like_order(input, memory_format)), requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
     if high is None:
         low, high = 0, low
-    return randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+    t = randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
+    return _in_order(t, _like_order(input, None))
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,

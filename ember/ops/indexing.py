@@ -25,7 +25,7 @@ from .. import types as _t
 from .._state import STATE
 from ..tensor import Tensor
 from . import _meta, api
-from ._helpers import np_finfo, np_is_float, sum_to, wrap_dim
+from ._helpers import _canonical_c, copy_preserve, np_finfo, np_is_float, sum_to, wrap_dim
 from .registry import OPS, defop
 from . import shape as _shape
 
@@ -130,7 +130,8 @@ def index_put(xp, a, indices, values, accumulate=False):
                            f"{_t.from_numpy_dtype(a.dtype).legacy_name} for the destination and "
                            f"{_t.from_numpy_dtype(values.dtype).legacy_name} for the source.")
     key = _adv_key(xp, a, indices)
-    out = a.copy()
+    # PyTorch writes into clone(self): a permuted input keeps its layout
+    out = a.copy() if _canonical_c(a) else copy_preserve(xp, a)
     tshape = out[key].shape
     try:
         vb = xp.broadcast_to(values, tshape)
@@ -536,7 +537,7 @@ def index_fill(xp, a, dim, index, value):
         raise RuntimeError(f"index_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
     idx = _index_vector(index, "index_fill")
-    out = a.copy()
+    out = a.copy() if _canonical_c(a) else copy_preserve(xp, a)     # clone(self), as PyTorch
     shp = a.shape
     if a.ndim == 0:
         out = out.reshape(1)
@@ -1035,7 +1036,7 @@ def _index_put_meta(a, indices, values, accumulate=False):
         if not ok:
             raise RuntimeError(f"shape mismatch: value tensor of shape {list(vshape)} cannot be broadcast "
                                f"to indexing result of shape {list(tshape)}")
-    return _meta.out(tuple(a.shape), a.dtype)
+    return _meta.preserve_out(a)
 
 
 def _check_index_dtype_meta(idx, fn):
@@ -1201,7 +1202,7 @@ def _index_fill_meta(a, dim, index, value):
                            f"{value.ndim} dimension(s).")
     _index_vector_meta(index, "index_fill")
     wrap_dim(dim, max(a.ndim, 1))
-    return _meta.out(tuple(a.shape), a.dtype)
+    return _meta.preserve_out(a)
 
 
 @take.meta_fn

@@ -31,7 +31,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from . import _conv_native as _native
 from . import api
-from ._helpers import np_is_float, sum_to
+from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, np_is_float, sum_to
 from .registry import defop
 
 # reduction enum as in PyTorch
@@ -336,7 +336,8 @@ def convolution(xp, x, w, b, stride, padding, dilation, transposed, output_paddi
         out = _conv_input_grad_arr(xp, x, w, stride, padding, dilation, groups, shape)
     if b is not None:
         out = out + b.reshape((1, -1) + (1,) * (out.ndim - 2))
-    return out.astype(x.dtype, copy=False)
+    # NHWC when the input or the weight is NHWC, as PyTorch's CPU convolutions
+    return _suggested_layout(xp, x, out.astype(x.dtype, copy=False), w)
 
 
 @convolution.derivative
@@ -475,7 +476,8 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
         shp[2 + i] = out[i]
         pos = xp.arange(out[i], dtype=np.int64).reshape(shp) * s[i] - p[i] + kidx[i] * d[i]
         flat_idx = flat_idx * x.shape[2 + i] + pos
-    return xp.ascontiguousarray(vals), flat_idx
+    # NHWC values and indices for an NHWC input, as PyTorch's
+    return _suggested_layout(xp, x, vals), _suggested_layout(xp, x, flat_idx)
 
 
 @max_pool_with_indices.derivative(save=(), save_result=True)
@@ -563,7 +565,7 @@ def avg_pool(xp, x, k, s, p, ceil_mode, count_include_pad, divisor_override):
     tot = win.sum(axis=tuple(range(2 + nd, 2 + 2 * nd)))
     div = _avg_divisor(xp, x.shape[2:], out, k, s, p, ceil_mode, count_include_pad, divisor_override, x.dtype)
     res = tot / (div if div is not None else x.dtype.type(divisor_override))
-    return xp.ascontiguousarray(res).astype(x.dtype, copy=False)
+    return _suggested_layout(xp, x, res.astype(x.dtype, copy=False))
 
 
 @avg_pool.derivative
@@ -609,9 +611,18 @@ def _gather_axes(xp, x, spec, name):
             shp[axis] = len(idx)
             m = xp.asarray(mask).reshape(shp)
             out = xp.where(m, out, xp.asarray(fill, dtype=out.dtype))
+    if name not in _ROW_MAJOR_GATHERS:
+        if out is x:                   # nothing to pad: PyTorch clones the input
+            return x.copy() if _canonical_c(x) else copy_preserve(xp, x)
+        # PyTorch's padding and upsampling kernels allocate in the input's suggested format
+        return _suggested_layout(xp, x, out.astype(x.dtype, copy=False))
     if out is x:
         out = xp.array(x, copy=True)
     return xp.ascontiguousarray(out).astype(x.dtype, copy=False)
+
+
+# the _gather_axes callers that are not PyTorch pad/upsample kernels: row-major results
+_ROW_MAJOR_GATHERS = frozenset({"SliceBackward0", "ScatterAxesBackward0", "CopySlices"})
 
 
 @_gather_axes.derivative
@@ -668,6 +679,9 @@ def _resample(xp, x, mats, name):
     for axis, m in mats:
         moved = xp.moveaxis(out.astype(acc, copy=False), axis, -1)
         out = xp.moveaxis(xp.matmul(moved, xp.asarray(m, dtype=acc).T), -1, axis)
+    if name != "ResampleBackwardBackward0":
+        # PyTorch's upsampling kernels allocate in the input's suggested format (NHWC for NHWC)
+        return _suggested_layout(xp, x, out.astype(x.dtype, copy=False))
     return xp.ascontiguousarray(out).astype(x.dtype, copy=False)
 
 
@@ -720,7 +734,9 @@ def native_layer_norm(xp, x, shape, w, b, eps):
     if b is not None:
         out = out + b
     dt = x.dtype
-    return (out.astype(dt), mean.astype(dt), rstd.astype(dt))
+    # row-major, as PyTorch's (it normalises a contiguous copy of the input)
+    return (as_contiguous(xp, out.astype(dt), x), as_contiguous(xp, mean.astype(dt), x),
+            as_contiguous(xp, rstd.astype(dt), x))
 
 
 @native_layer_norm.derivative
@@ -747,6 +763,26 @@ def _native_layer_norm_bw(ctx, grads):
 
 def _bn_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
+
+
+def _suggested_layout(xp, x, out, w=None):
+    """``out`` in the layout PyTorch's CNN kernels (batch/group norm, pooling, padding,
+    upsampling; convolution, which also asks its weight ``w``) allocate for a 4-D input ``x``:
+    NHWC when ``x`` (or ``w``) suggests channels_last, else row-major. A row-major input
+    never suggests channels_last, so the common case is decided by a flag test."""
+    if x.flags.c_contiguous and 1 not in x.shape and (w is None or w.flags.c_contiguous and 1 not in w.shape) \
+            and out.flags.c_contiguous and 1 not in out.shape:
+        return out                  # row-major in, row-major out (tested inline: it is hot)
+    if x.ndim == 4 and out.ndim == 4 and (
+            (not _canonical_c(x) and _M.suggest_channels_last(x.shape, estrides(x))) or
+            (w is not None and w.ndim == 4 and not _canonical_c(w) and
+             _M.suggest_channels_last(w.shape, estrides(w)))):
+        if estrides(out) == _M.channels_last_strides(out.shape):
+            return out
+        r = empty_strided(xp, out.shape, _M.channels_last_strides(out.shape), out.dtype)
+        r[...] = out
+        return r
+    return as_contiguous(xp, out)
 
 
 @defop("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
@@ -784,7 +820,7 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         out = out * w.reshape(shp)
     if b is not None:
         out = out + b.reshape(shp)
-    return out.astype(dt), save_mean.astype(dt), save_rstd.astype(dt)
+    return _suggested_layout(xp, x, out.astype(dt)), save_mean.astype(dt), save_rstd.astype(dt)
 
 
 @native_batch_norm.derivative
@@ -834,7 +870,8 @@ def native_group_norm(xp, x, w, b, N, C, HxW, group, eps):
     if b is not None:
         out = out + b.reshape(shp)
     dt = x.dtype
-    return out.astype(dt), mean.reshape(N, group).astype(dt), rstd.reshape(N, group).astype(dt)
+    return (_suggested_layout(xp, x, out.astype(dt)), mean.reshape(N, group).astype(dt),
+            rstd.reshape(N, group).astype(dt))
 
 
 @native_group_norm.derivative
@@ -1303,11 +1340,6 @@ def _c(shape, dtype):
     return _M.out(tuple(shape), dtype)
 
 
-def _chan(t, nd):
-    """A 1-D per-channel tensor reshaped to (1, C, 1, ...) as a layout."""
-    return ((1, t.shape[0]) + (1,) * (nd - 2), (1, t.stride()[0]) + (1,) * (nd - 2))
-
-
 @convolution.meta_fn
 def _convolution_meta(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     _conv_check(_M.info(x), _M.info(w), _M.info(b), stride, padding, dilation, transposed, groups)
@@ -1315,7 +1347,7 @@ def _convolution_meta(x, w, b, stride, padding, dilation, transposed, output_pad
         nd = w.ndim - 2
         shape = (x.shape[0], w.shape[0]) + tuple(
             _conv_out(x.shape[2 + i], w.shape[2 + i], stride[i], padding[i], dilation[i]) for i in range(nd))
-        return _c(shape, x.dtype)
+        return _suggested_out(x, shape, w=w)
     for op_, s, d in zip(output_padding, stride, dilation):
         if op_ >= s and op_ >= d:
             raise RuntimeError("output padding must be smaller than either stride or dilation, but got "
@@ -1326,7 +1358,7 @@ def _convolution_meta(x, w, b, stride, padding, dilation, transposed, output_pad
     if any(s <= 0 for s in shape[2:]):
         raise RuntimeError(f"Given input size per channel: {list(x.shape[2:])}. Calculated output size per "
                            f"channel: {list(shape[2:])}. Output size is too small")
-    return _c(shape, x.dtype)
+    return _suggested_out(x, shape, w=w)
 
 
 @_conv_input_grad.meta_fn
@@ -1354,7 +1386,7 @@ def _max_pool_with_indices_meta(x, k, s, p, d, ceil_mode):
     shape = _pool_out_meta(x, k, s, p, d, ceil_mode)
     if x.dtype is _t.bool_:
         raise RuntimeError("\"max_pool2d\" not implemented for 'Bool'")
-    return _c(shape, x.dtype), _c(shape, _t.int64)
+    return _suggested_out(x, shape), _suggested_out(x, shape, _t.int64)
 
 
 @_max_pool_backward.meta_fn
@@ -1378,7 +1410,7 @@ def _avg_pool_meta(x, k, s, p, ceil_mode, count_include_pad, divisor_override):
         raise RuntimeError(f"\"avg_pool2d\" not implemented for '{x.dtype.legacy_name}'")
     if divisor_override is not None and divisor_override == 0:
         raise RuntimeError("divisor must be not zero")
-    return _c(_pool_out_meta(x, k, s, p, [1] * len(k), ceil_mode), x.dtype)
+    return _suggested_out(x, _pool_out_meta(x, k, s, p, [1] * len(k), ceil_mode))
 
 
 @_avg_pool_backward.meta_fn
@@ -1391,6 +1423,8 @@ def _gather_axes_meta(x, spec, name):
     shape = list(x.shape)
     for axis, idx, mask, fill in spec:
         shape[axis] = len(idx)
+    if name not in _ROW_MAJOR_GATHERS:
+        return _suggested_out(x, shape) if spec else _M.preserve_out(x)
     return _c(shape, x.dtype)
 
 
@@ -1404,6 +1438,8 @@ def _resample_meta(x, mats, name):
     shape = list(x.shape)
     for axis, m in mats:
         shape[axis] = np.shape(m)[0]
+    if name != "ResampleBackwardBackward0":
+        return _suggested_out(x, shape)
     return _c(shape, x.dtype)
 
 
@@ -1433,13 +1469,9 @@ def _native_layer_norm_meta(x, shape, w, b, eps):
         if t is not None and tuple(t.shape) != shape:
             raise RuntimeError(f"Expected {name} to be of same shape as normalized_shape, but got {name} of "
                                f"shape {list(t.shape)} and normalized_shape = {list(shape)}")
-    axes = tuple(range(x.ndim - k, x.ndim))
-    out, mean, rstd = _np_norm_lay(x, axes, x.dtype)
-    if w is not None:
-        out = _uf(out, _lay(w))
-    if b is not None:
-        out = _uf(out, _lay(b))
-    return _fa(_copy(out), x.dtype), _fa(_copy(mean), x.dtype), _fa(_copy(rstd), x.dtype)
+    # row-major, as the kernel's (and PyTorch's); the statistics keep the normalized dims as 1s
+    stats = xs[:x.ndim - k] + (1,) * k
+    return _c(xs, x.dtype), _c(stats, x.dtype), _c(stats, x.dtype)
 
 
 @native_batch_norm.meta_fn
@@ -1450,25 +1482,14 @@ def _native_batch_norm_meta(x, w, b, rm, rv, training, momentum, eps):
     for name, t in (("weight", w), ("bias", b), ("running_mean", rm), ("running_var", rv)):
         if t is not None and t.numel() != C:
             raise RuntimeError(f"{name} should contain {C} elements not {t.numel()}")
-    nd = x.ndim
-    axes = (0,) + tuple(range(2, nd))
     if training:
         cnt = _M.numel(tuple(x.shape)) // max(C, 1)
         if cnt <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input size "
                              f"{list(x.shape)}")
-        out, _, _ = _np_norm_lay(x, axes, x.dtype)
-    else:
-        if rm is None or rv is None:
-            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-        # (x.astype(acc) - rm.reshape(shp)) * rstd.reshape(shp); rstd is a fresh 1-D array
-        out = _uf(_copy(_lay(x)), _chan(rm, nd))
-        out = _uf(out, ((1, C) + (1,) * (nd - 2), (1, 1) + (1,) * (nd - 2)))
-    if w is not None:
-        out = _uf(out, _chan(w, nd))
-    if b is not None:
-        out = _uf(out, _chan(b, nd))
-    return _fa(_copy(out), x.dtype), _c((C,), x.dtype), _c((C,), x.dtype)
+    elif rm is None or rv is None:
+        raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+    return _suggested_out(x), _c((C,), x.dtype), _c((C,), x.dtype)
 
 
 @native_group_norm.meta_fn
@@ -1481,16 +1502,24 @@ def _native_group_norm_meta(x, w, b, N, C, HxW, group, eps):
             raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of channels in "
                                f"input, but got {name} of shape {list(t.shape)} and input of shape "
                                f"{list(x.shape)}")
-    nd = x.ndim
     xr = _reshape_lay(_lay(x), (N, group, _M.numel(tuple(x.shape)) // (N * group) if N * group != 0 else 0))
-    xhat, mean, rstd = _np_norm_lay(xr, (2,), x.dtype)
-    out = _reshape_lay(xhat, tuple(x.shape))
-    if w is not None:
-        out = _uf(out, _chan(w, nd))
-    if b is not None:
-        out = _uf(out, _chan(b, nd))
+    _, mean, _ = _np_norm_lay(xr, (2,), x.dtype)
     stats = _copy(_reshape_lay(mean, (N, group)))        # mean.reshape(N, group).astype(dt)
-    return _fa(_copy(out), x.dtype), _fa(stats, x.dtype), _fa(stats, x.dtype)
+    return _suggested_out(x), _fa(stats, x.dtype), _fa(stats, x.dtype)
+
+
+def _suggested_out(x, shape=None, dtype=None, w=None):
+    """The kernel's ``_suggested_layout`` of a result of ``shape`` (default ``x``'s) computed
+    from input ``x`` (and convolution weight ``w``): NHWC for an NHWC input, else row-major."""
+    xshape, st = _M.layout(x)
+    shape = xshape if shape is None else tuple(shape)
+    dtype = x.dtype if dtype is None else dtype
+    cl = len(xshape) == 4 and len(shape) == 4 and (
+        _M.suggest_channels_last(xshape, st) or
+        (w is not None and w.ndim == 4 and _M.suggest_channels_last(*_M.layout(w))))
+    if cl:
+        return _M.out(shape, dtype, _M.channels_last_strides(shape))
+    return _c(shape, dtype)
 
 
 @embedding.meta_fn

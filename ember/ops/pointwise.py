@@ -28,7 +28,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from ..types import from_numpy_dtype
 from . import api
-from ._helpers import broadcast_shapes, grad_for, result_dtype
+from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
 from .registry import defcomposite, defop as _defop
 
 PW = ("pointwise",)
@@ -1116,7 +1116,10 @@ def masked_fill(xp, a, mask, value):
                                f"{value.ndim} dimension(s).")
     dt = _dt(a)
     v = _arr(xp, value, dt) if _is_scalar(value) else value.astype(dt.np)
-    return _out(xp, xp.where(mask, v, a), dt)
+    # row-major, as PyTorch's (it fills a contiguous clone of self; np.where keeps a permuted order)
+    r = _out(xp, xp.where(mask, v, a), dt)
+    # (numpy's result is row-major for a row-major self of the result's shape: C order wins)
+    return as_contiguous(xp, r, a if r.shape == a.shape else None)
 
 
 @masked_fill.derivative
@@ -1481,7 +1484,8 @@ def logsigmoid(xp, a):
     dt = _logsig_check(a)
     x = a.astype(_comp(dt).np, copy=False)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x))), dt)
+        # row-major, as PyTorch's (its log_sigmoid writes into a contiguous buffer)
+        return as_contiguous(xp, _out(xp, xp.minimum(x, 0) - xp.log1p(xp.exp(-xp.abs(x))), dt))
 
 
 @logsigmoid.derivative
@@ -1921,9 +1925,9 @@ def _masked_fill_meta(a, mask, value):
     if not _is_scalar(value) and value.ndim != 0:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
-    _bcast(a, mask, value)
+    shape = _bcast(a, mask, value)
     _L(value, a.dtype)
-    return _res(_U(mask, a), a.dtype)
+    return _M.out(tuple(shape), a.dtype)          # row-major, as the kernel's (and PyTorch's)
 
 
 # -- comparisons, logical, bitwise
@@ -2039,7 +2043,12 @@ mish.meta = _float_act_meta("mish_cpu")
 softplus.meta = _float_act_meta("softplus_cpu")
 hardswish.meta = _float_act_meta("hardswish_cpu")
 hardsigmoid.meta = _float_act_meta("hardsigmoid_cpu")
-logsigmoid.meta = _float_act_meta("log_sigmoid_cpu")
+def _logsigmoid_meta(a):
+    _float_act_meta("log_sigmoid_cpu")(a)
+    return _M.out(tuple(a.shape), a.dtype)        # row-major, as the kernel's (and PyTorch's)
+
+
+logsigmoid.meta = _logsigmoid_meta
 hardshrink.meta = _float_act_meta("hardshrink_cpu")
 softshrink.meta = _float_act_meta("softshrink_cpu", _softshrink_check)
 

@@ -32,7 +32,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import api
-from ._helpers import wrap_dim, wrap_dims
+from ._helpers import _canonical_c, as_contiguous as _C, copy_preserve, wrap_dim, wrap_dims
 from .registry import defcomposite, defop
 
 RED = ("reduction",)
@@ -226,7 +226,8 @@ def sum(xp, a, dim=None, keepdim=False, dtype=None):
     if a.dtype != out_dt.np:
         a = a.astype(out_dt.np)
     with np.errstate(all="ignore"):         # inf + -inf is nan, quietly, as in torch
-        return xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim))
+        # reductions are row-major in PyTorch (numpy keeps a permuted input's dim order)
+        return _C(xp, xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim)), a)
 
 
 @sum.derivative
@@ -248,7 +249,7 @@ def mean(xp, a, dim=None, keepdim=False, dtype=None):
     with np.errstate(all="ignore"):
         s = xp.sum(a.astype(acc, copy=False), axis=dims, keepdims=keepdim)
         out = s / n if n else s * np.nan
-    return xp.asarray(out).astype(dt.np, copy=False)
+    return _C(xp, xp.asarray(out).astype(dt.np, copy=False), a)
 
 
 @mean.derivative
@@ -268,7 +269,7 @@ def prod(xp, a, dim=None, keepdim=False, dtype=None):
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     out_dt = _sum_dtype(_dt(a), dtype)
     with np.errstate(all="ignore"):
-        return xp.asarray(xp.prod(a.astype(out_dt.np, copy=False), axis=dims, keepdims=keepdim))
+        return _C(xp, xp.asarray(xp.prod(a.astype(out_dt.np, copy=False), axis=dims, keepdims=keepdim)), a)
 
 
 @prod.derivative
@@ -308,7 +309,7 @@ def _amaxmin(name, fn):
         whole = dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0)
         _nonempty(name, a, _axes(dims, a.ndim), whole, RuntimeError)
         with np.errstate(invalid="ignore"):
-            return xp.asarray(getattr(xp, fn)(a, axis=_axes(dims, a.ndim), keepdims=keepdim))
+            return _C(xp, xp.asarray(getattr(xp, fn)(a, axis=_axes(dims, a.ndim), keepdims=keepdim)), a)
 
     @kernel.derivative
     def _bw(ctx, g):
@@ -457,7 +458,7 @@ def _var_core(xp, a, dim, correction, keepdim, name):
         v = xp.sum(d * d, axis=dims, keepdims=keepdim) / x.dtype.type(builtins.max(0, dof))
     if not keepdim:
         m = xp.squeeze(m, axis=dims)
-    return xp.asarray(v).astype(a.dtype, copy=False), xp.asarray(m).astype(a.dtype, copy=False)
+    return _C(xp, xp.asarray(v).astype(a.dtype, copy=False), a), _C(xp, xp.asarray(m).astype(a.dtype, copy=False), a)
 
 
 def _var_grad(g, a, dim, correction, keepdim):
@@ -616,7 +617,7 @@ def linalg_vector_norm(xp, a, ord=2, dim=None, keepdim=False, dtype=None):
             r = xp.sqrt(xp.sum(ax * ax, axis=dims, keepdims=keepdim))
         else:
             r = xp.sum(ax ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
-    return xp.asarray(r).astype(out_dt.np, copy=False)
+    return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)
 
 
 @linalg_vector_norm.derivative
@@ -694,7 +695,7 @@ def logsumexp(xp, a, dim, keepdim=False):
         s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
     if not keepdim:
         s = xp.squeeze(s, axis=dims)
-    return xp.asarray(s).astype(out_np, copy=False)
+    return _C(xp, xp.asarray(s).astype(out_np, copy=False), a)
 
 
 @logsumexp.derivative
@@ -731,7 +732,8 @@ def cumsum(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
-        return xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False)
+        # row-major, as PyTorch's (numpy's cumsum keeps a permuted input's dim order)
+        return _C(xp, xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False), a)
 
 
 @cumsum.derivative
@@ -748,7 +750,7 @@ def cumprod(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
-        return xp.asarray(xp.cumprod(a, axis=d)).astype(out_dt.np, copy=False)
+        return _C(xp, xp.asarray(xp.cumprod(a, axis=d)).astype(out_dt.np, copy=False), a)
 
 
 @cumprod.derivative
@@ -784,7 +786,7 @@ def _allany(name, fn):
            tags=RED + ("nondifferentiable",))
     def kernel(xp, a, dim=None, keepdim=False):
         dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
-        r = xp.asarray(getattr(xp, fn)(a, axis=dims, keepdims=keepdim))
+        r = _C(xp, xp.asarray(getattr(xp, fn)(a, axis=dims, keepdims=keepdim)), a)
         return r.astype(np.uint8) if a.dtype == np.uint8 else r.astype(np.bool_, copy=False)
     return kernel
 
@@ -807,14 +809,15 @@ def _softmax_kernel(name, log):
             return xp.asarray(0.0 if log else 1.0, dtype=out_np)
         with np.errstate(all="ignore"):
             if x.size == 0:
-                return x.astype(out_np)
+                return _C(xp, x.astype(out_np))
             m = xp.max(x, axis=d, keepdims=True)
             m = xp.where(xp.isinf(m), 0, m)
             z = x - m
             e = xp.exp(z)
             s = xp.sum(e, axis=d, keepdims=True)
             r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
-        return xp.asarray(r).astype(out_np, copy=False)
+        # row-major, as PyTorch's (numpy's elementwise results keep a permuted input's order)
+        return _C(xp, xp.asarray(r).astype(out_np, copy=False), a)
     return kernel
 
 
@@ -872,7 +875,11 @@ def _sort(xp, a, dim=-1, descending=False, stable=False):
     if a.ndim == 0:
         return a.copy(), xp.asarray(0, dtype=np.int64)
     idx = _sort_indices(xp, a, d, descending)
-    return xp.take_along_axis(a, idx, axis=d), idx
+    vals = xp.take_along_axis(a, idx, axis=d)
+    if _canonical_c(a):
+        return vals, idx
+    # PyTorch sorts into buffers laid out like the input (dense in its dim order)
+    return copy_preserve(xp, a, vals), copy_preserve(xp, a, idx, np.int64)
 
 
 @_sort.derivative
@@ -890,7 +897,8 @@ def argsort(xp, a, dim=-1, descending=False, stable=False):
     d = wrap_dim(dim, a.ndim)
     if a.ndim == 0:
         return xp.asarray(0, dtype=np.int64)
-    return _sort_indices(xp, a, d, descending)
+    idx = _sort_indices(xp, a, d, descending)
+    return idx if _canonical_c(a) else copy_preserve(xp, a, idx, np.int64)
 
 
 @defop("topk(Tensor self, int k, int dim=-1, bool largest=True, bool sorted=True) -> Tensor, Tensor",
@@ -953,9 +961,10 @@ for _fn in (max, min, var, std, var_mean, std_mean, norm, sort, topk):
 # ---------------------------------------------------------------------- meta functions
 # Output metadata from input metadata (see ember/ops/_meta.py). Argument checks
 # reuse the kernels' own helpers on ``_meta.info(t)`` so fake tensors raise the
-# kernels' errors. Layouts follow numpy: reductions, cumulative ops and
-# elementwise chains keep the input's dim order ('K'); argmax/argsort, fancy
-# indexing (take_along_axis, take) and ascontiguousarray give C order.
+# kernels' errors. Layouts follow PyTorch's (the kernels convert numpy's where the
+# two differ): reductions, cumulative ops and softmax are row-major; sort and
+# argsort keep the input's layout (``_meta.preserve_strides``); argmax and fancy
+# indexing (take_along_axis, take) give C order.
 from . import _meta as _M  # noqa: E402
 
 
@@ -968,13 +977,13 @@ def _cast(a, dt):
     return _M.cast_layout(a, a.dtype is not dt)
 
 
-def _acc_m(x, dt):
-    """``_acc``: half precision is accumulated in a float32 copy."""
-    return (_M.cast_layout(x, True), _t.float32) if dt.name in _HALF else (x, dt)
-
-
 def _c_out(shape, dtype):
     return _M.out(tuple(shape), dtype)
+
+
+def _reduced_c(a, dims, keepdim, dtype):
+    """A reduction's result: row-major, as PyTorch's (the kernels make numpy's result so)."""
+    return _c_out(_M.reduced_shape(tuple(a.shape), dims, keepdim), dtype)
 
 
 def _whole(dim):
@@ -998,7 +1007,7 @@ def _reduction_scatter_meta(src, index, dim, size):
 def _sum_meta(a, dim=None, keepdim=False, dtype=None):
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     dt = _sum_dtype(a.dtype, dtype)
-    return _M.k_reduced_out(_cast(a, dt), dims, keepdim, dt)
+    return _reduced_c(a, dims, keepdim, dt)
 
 
 @mean.meta_fn
@@ -1008,8 +1017,7 @@ def _mean_meta(a, dim=None, keepdim=False, dtype=None):
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating "
                            f"point or complex dtype. Got: {dt.legacy_name}")
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
-    acc = _t.float32 if dt in (_t.float16, _t.bfloat16) else dt
-    return _M.k_reduced_out(_cast(a, acc), dims, keepdim, dt)
+    return _reduced_c(a, dims, keepdim, dt)
 
 
 @prod.meta_fn
@@ -1018,14 +1026,14 @@ def _prod_meta(a, dim=None, keepdim=False, dtype=None):
         dim = wrap_dim(dim, a.ndim)
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     dt = _sum_dtype(a.dtype, dtype)
-    return _M.k_reduced_out(_cast(a, dt), dims, keepdim, dt)
+    return _reduced_c(a, dims, keepdim, dt)
 
 
 def _amaxmin_meta(name):
     def meta(a, dim=(), keepdim=False):
         dims = reduce_dims(dim, a.ndim)
         _nonempty(name, _M.info(a), _axes(dims, a.ndim), _whole(dim), RuntimeError)
-        return _M.k_reduced_out(a, _axes(dims, a.ndim), keepdim, a.dtype)
+        return _reduced_c(a, _axes(dims, a.ndim), keepdim, a.dtype)
     return meta
 
 
@@ -1088,8 +1096,7 @@ def _var_core_meta(a, dim, correction, keepdim, name):
     if n - c <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
                       f"reduction factor (input numel divided by output numel).", UserWarning, stacklevel=4)
-    x, _ = _acc_m(a, a.dtype)
-    return (_M.k_reduced_out(x, dims, keepdim, a.dtype), _M.k_reduced_out(x, dims, keepdim, a.dtype))
+    return (_reduced_c(a, dims, keepdim, a.dtype), _reduced_c(a, dims, keepdim, a.dtype))
 
 
 _var.meta = lambda a, dim=None, correction=None, keepdim=False: _var_core_meta(a, dim, correction, keepdim,
@@ -1114,28 +1121,14 @@ def _linalg_vector_norm_meta(a, ord=2, dim=None, keepdim=False, dtype=None):
                 raise RuntimeError(f"linalg.vector_norm cannot compute the {'' if p > 0 else '-'}inf norm "
                                    f"on the dimension {d} because this dimension is empty and the "
                                    f"operation does not have an identity")
-    x, _ = _acc_m(_cast(a, out_dt), out_dt)
-    return _M.k_reduced_out(x, dims, keepdim, out_dt)
+    return _reduced_c(a, dims, keepdim, out_dt)
 
 
 @logsumexp.meta_fn
 def _logsumexp_meta(a, dim, keepdim=False):
     dt = a.dtype if a.dtype.is_floating_point else _t.get_default_dtype()
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
-    x, _ = _acc_m(_cast(a, dt), dt)
-    if not _M.is_empty(a.shape):
-        return _M.k_reduced_out(x, dims, keepdim, dt)
-    # empty input: the kernel's shift is a fresh C-order array that also orders the result
-    shape = tuple(a.shape)
-    mshape = tuple(1 if i in dims else s for i, s in enumerate(shape))
-    m = (mshape, _M.contiguous_strides(mshape))
-    z = (shape, _M.k_strides(shape, x, m))
-    s = _M.k_reduced_out(_M.FakeArray(shape, dt, z[1]), dims, True, dt)
-    order = _M.k_order(len(shape), s, m)
-    keep = [i for i in range(len(shape)) if keepdim or i not in dims]
-    rshape = tuple(mshape[i] for i in keep)
-    pos = {d: j for j, d in enumerate(keep)}
-    return _M.out(rshape, dt, _M.strides_for_permutation(rshape, tuple(pos[d] for d in order if d in pos)))
+    return _reduced_c(a, dims, keepdim, dt)
 
 
 @_reverse_cumsum.meta_fn
@@ -1151,7 +1144,7 @@ def _cum_meta(a, dim, dtype=None):
     out_dt = _sum_dtype(a.dtype, dtype)
     if a.ndim == 0:
         return _c_out((), out_dt)
-    return _M.k_out(tuple(a.shape), out_dt, _cast(a, out_dt))
+    return _c_out(tuple(a.shape), out_dt)        # row-major, as the kernel's (and PyTorch's)
 
 
 cumsum.meta = _cum_meta
@@ -1160,7 +1153,7 @@ cumprod.meta = _cum_meta
 
 def _allany_meta(a, dim=None, keepdim=False):
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
-    return _M.k_reduced_out(a, dims, keepdim, _t.uint8 if a.dtype is _t.uint8 else _t.bool_)
+    return _reduced_c(a, dims, keepdim, _t.uint8 if a.dtype is _t.uint8 else _t.bool_)
 
 
 all.meta = _allany_meta
@@ -1175,15 +1168,7 @@ def _softmax_meta(name):
             raise NotImplementedError(f'"{impl}" not implemented for \'{a.dtype.legacy_name}\'')
         d = wrap_dim(dim, a.ndim)
         dt = _t.float32 if half_to_float else a.dtype
-        if a.ndim == 0:
-            return _c_out((), dt)
-        x, _ = _acc_m(a, a.dtype)
-        if _M.is_empty(a.shape):
-            return _M.k_out(tuple(a.shape), dt, x)
-        # x - max(x, keepdims): the shift is a fresh array in x's order that votes too
-        shape = tuple(a.shape)
-        m = _M.k_reduced(x, (d,), True)
-        return _M.k_out(shape, dt, x, m)
+        return _c_out(tuple(a.shape), dt)         # row-major, as the kernel's (and PyTorch's)
     return meta
 
 
@@ -1196,13 +1181,13 @@ def _sort_meta(a, dim=-1, descending=False, stable=False):
     wrap_dim(dim, a.ndim)
     if a.ndim == 0:
         return _c_out((), a.dtype), _c_out((), _t.int64)
-    return _c_out(a.shape, a.dtype), _c_out(a.shape, _t.int64)
+    return _M.preserve_out(a), _M.preserve_out(a, _t.int64)
 
 
 @argsort.meta_fn
 def _argsort_meta(a, dim=-1, descending=False, stable=False):
     wrap_dim(dim, a.ndim)
-    return _c_out(a.shape if a.ndim else (), _t.int64)
+    return _M.preserve_out(a, _t.int64) if a.ndim else _c_out((), _t.int64)
 
 
 @_topk.meta_fn

@@ -14,7 +14,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
-from ._helpers import wrap_dim, wrap_dims
+from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, wrap_dim, wrap_dims
 from .registry import defcomposite, defop, xp_of
 
 
@@ -165,7 +165,7 @@ def _reshape(self, shape):
     st = view_strides(tuple(self.shape), _estrides(self), shape)
     if st is not None:
         return _reshape_alias.binding(self, shape, st)
-    return _unsafe_view.binding(_clone.binding(self), shape)
+    return _unsafe_view.binding(_clone.binding(self, memory_format="contiguous_format"), shape)
 
 
 @defop("_reshape_alias(Tensor self, int[] size, int[] stride) -> Tensor", view=True, save=(), method=False,
@@ -458,31 +458,22 @@ def as_strided(self, size, stride, storage_offset=None):
 # ---------------------------------------------------------------------- copies and casts
 @defop("clone(Tensor self, *, Any memory_format=None) -> Tensor", save=())
 def _clone(xp, a, memory_format=None):
-    """A copy, contiguous by default (PyTorch's default, ``preserve_format``, keeps a dense
-    input's strides; ember's compiled clone writes contiguous outputs, so eager does too).
-    ``preserve_format`` keeps the strides of a dense input; ``channels_last`` (4-D) gives NHWC
-    strides; ``contiguous_format`` row-major."""
-    if memory_format is None or memory_format == "contiguous_format":
+    """A copy. The default, ``preserve_format`` (as PyTorch), keeps the strides of a dense
+    input and lays a sliced or expanded one out densely in its dim order
+    (``_helpers.empty_preserve``); ``channels_last`` (4-D) gives NHWC strides;
+    ``contiguous_format`` row-major (what ``contiguous()`` and ``reshape`` need)."""
+    if memory_format is None or memory_format == "preserve_format":
+        if a.flags.c_contiguous and (1 not in a.shape or _canonical_c(a)):
+            return a.copy()                    # (the common case, tested inline: it is hot)
+        return copy_preserve(xp, a)
+    if memory_format == "contiguous_format":
         return xp.array(a, copy=True, order="C")
-    if memory_format == "preserve_format":
-        return xp.array(a, copy=True, order="K" if _dense(a) else "C")
     if memory_format == "channels_last":
         if a.ndim != 4:
             raise RuntimeError("required rank 4 tensor to use channels_last format")
         return xp.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
     raise RuntimeError(f"clone(): unsupported memory_format {memory_format!r}; expected one of "
                        f"contiguous_format, preserve_format, channels_last")
-
-
-def _dense(a):
-    """Whether ``a``'s elements fill one block of memory without overlap (any dimension order)."""
-    dims = sorted((abs(st), n) for n, st in zip(a.shape, a.strides) if n != 1)
-    step = a.itemsize
-    for st, n in dims:
-        if st != step:
-            return False
-        step *= n
-    return True
 
 
 @_clone.derivative
@@ -494,7 +485,7 @@ def _clone_bw(ctx, g):
 def contiguous(self, memory_format=None):
     if self.is_contiguous():
         return self
-    return _clone.binding(self)
+    return _clone.binding(self, memory_format="contiguous_format")
 
 
 @defop("_to_copy(Tensor self, *, ScalarType? dtype=None, Device? device=None) -> Tensor", save=(),
@@ -507,7 +498,10 @@ def _to_copy(xp, a, dtype=None, device=None):
             return target.asarray(a.astype(dt.np))
         if target is np and not isinstance(a, np.ndarray):
             return a.get().astype(dt.np)
-    return a.astype(dt.np, copy=True)
+    if a.flags.c_contiguous and (1 not in a.shape or _canonical_c(a)):
+        return a.astype(dt.np, copy=True)
+    # PyTorch converts into empty_like(self): numpy's 'K' copy would put an expanded dim innermost
+    return copy_preserve(xp, a, dtype=dt.np)
 
 
 @_to_copy.derivative
@@ -907,8 +901,20 @@ def cat(xp, tensors, dim=0):
     shape = list(ref.shape)
     shape[d] = sum(x.shape[d] for x in parts)
     # a contiguous result whatever the inputs' layouts, as PyTorch's (numpy's concatenate
-    # follows transposed inputs: cat of two .t() came out transposed, and .view() refused it)
-    return xp.concatenate(parts, axis=d, out=xp.empty(shape, dtype=dt.np))
+    # follows transposed inputs: cat of two .t() came out transposed, and .view() refused it),
+    # except NHWC when every input is NHWC (``_cat_channels_last``), as PyTorch's too
+    if len(shape) == 4 and not _canonical_c(tensors[0]) and \
+            _cat_channels_last([(x.shape, estrides(x)) for x in tensors]):
+        out = empty_strided(xp, shape, _meta.channels_last_strides(shape), dt.np)
+    else:
+        out = xp.empty(shape, dtype=dt.np)
+    return xp.concatenate(parts, axis=d, out=out)
+
+
+def _cat_channels_last(layouts):
+    """PyTorch's cat is NHWC when every input (shape, element strides) suggests channels_last
+    (a row-major, empty or mixed list gives a row-major result)."""
+    return all(_meta.suggest_channels_last(sh, st) for sh, st in layouts)
 
 
 @cat.derivative
@@ -1102,7 +1108,10 @@ def _flip(xp, a, dims):
             raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
         ds.append(w)
     ds = tuple(ds) if a.ndim else ()
-    return xp.flip(a, axis=ds).copy() if ds else a.copy()
+    if a.flags.c_contiguous and (1 not in a.shape or _canonical_c(a)):
+        return xp.flip(a, axis=ds).copy() if ds else a.copy()
+    # PyTorch writes the flipped values into empty_like(input): a permuted input keeps its layout
+    return copy_preserve(xp, a, xp.flip(a, axis=ds) if ds else a)
 
 
 @_flip.derivative
@@ -1135,8 +1144,16 @@ def _roll(xp, a, shifts, dims=()):
         return xp.roll(a.reshape(-1), shifts[0]).reshape(a.shape)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
+    axes = tuple(wrap_dim(d, a.ndim) for d in dims)
+    r = xp.roll(a, shifts, axis=axes)
+    if a.ndim == 4 and a.size and _meta.roll_channels_last(a.shape, estrides(a), shifts, axes):
+        out = empty_strided(xp, a.shape, _meta.channels_last_strides(a.shape), a.dtype)
+        out[...] = r
+        return out
+    if a.size == 0:
+        return copy_preserve(xp, a)          # PyTorch clones an empty input
     # contiguous, as PyTorch's (numpy's roll keeps a transposed input's layout)
-    return xp.ascontiguousarray(xp.roll(a, shifts, axis=tuple(wrap_dim(d, a.ndim) for d in dims)))
+    return xp.ascontiguousarray(r)
 
 
 @_roll.derivative
@@ -1156,7 +1173,8 @@ def _tri(name, fn):
     def op(xp, a, diagonal=0):
         if a.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        return getattr(xp, fn)(a, diagonal)
+        # row-major, as PyTorch's (numpy's masked copy keeps an NHWC input's layout)
+        return as_contiguous(xp, getattr(xp, fn)(a, diagonal))
 
     @op.derivative
     def _bw(ctx, g):
@@ -1177,7 +1195,8 @@ def _repeat(xp, a, repeats):
     if any(r < 0 for r in reps):
         raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: {list(reps)}")
     a = a.reshape((1,) * (len(reps) - a.ndim) + a.shape)
-    return xp.tile(a, reps)
+    # row-major, as PyTorch's (np.tile with all repeats 1 copies in the input's layout)
+    return as_contiguous(xp, xp.tile(a, reps))
 
 
 @_repeat.derivative
@@ -1399,14 +1418,10 @@ def _as_strided_meta(a, size, stride, storage_offset=None, src_stride=None):
 @_clone.meta_fn
 def _clone_meta(a, memory_format=None):
     shape, st, _ = _geom(a)
-    if memory_format is None or memory_format == "contiguous_format":
+    if memory_format is None or memory_format == "preserve_format":
+        return _meta.out(shape, a.dtype, _meta.preserve_strides(shape, st))
+    if memory_format == "contiguous_format":
         return _meta.out(shape, a.dtype)
-    if memory_format == "preserve_format":
-        dims = sorted((abs(_meta._hint(x)), _meta._hint(n)) for n, x in zip(shape, st) if _meta._hint(n) != 1)
-        step, dense = 1, True
-        for x, n in dims:
-            dense, step = dense and x == step, step * n
-        return _meta.out(shape, a.dtype, _meta.keep_order_strides(shape, st) if dense else None)
     if memory_format == "channels_last":
         if len(shape) != 4:
             raise RuntimeError("required rank 4 tensor to use channels_last format")
@@ -1418,10 +1433,10 @@ def _clone_meta(a, memory_format=None):
 
 @_to_copy.meta_fn
 def _to_copy_meta(a, dtype=None, device=None):
-    """``astype(copy=True)`` keeps the source's dim order (numpy's order 'K')."""
+    """Laid out as ``empty_like(self)`` (preserve_format), as the kernel's (and PyTorch's)."""
     dt = _t.as_dtype(dtype) if dtype is not None else a.dtype
     shape, st, _ = _geom(a)
-    return _meta.out(shape, dt, _meta.keep_order_strides(shape, st))
+    return _meta.out(shape, dt, _meta.preserve_strides(shape, st))
 
 
 def _select_geom(shape, st, off, d, index):
@@ -1634,7 +1649,9 @@ def _cat_meta(tensors, dim=0):
                                    f"list.")
         total = total + x.shape[d]
     oshape = rshape[:d] + (total,) + rshape[d + 1:]
-    return _meta.out(oshape, dt)          # contiguous, whatever the inputs' layouts (see cat)
+    if len(oshape) == 4 and _cat_channels_last([_meta.layout(x) for x in tensors]):
+        return _meta.out(oshape, dt, _meta.channels_last_strides(oshape))
+    return _meta.out(oshape, dt)          # contiguous otherwise (see cat)
 
 
 @stack.meta_fn
@@ -1660,12 +1677,13 @@ def _flip_meta(a, dims):
         if w in ds:
             raise RuntimeError(f"dim {w} appears multiple times in the list of dims")
         ds.append(w)
-    return _meta.out(tuple(a.shape), a.dtype)
+    return _meta.preserve_out(a)
 
 
 @_roll.meta_fn
 def _roll_meta(a, shifts, dims=()):
-    """Contiguous, as the kernel's result (and PyTorch's)."""
+    """Contiguous, as the kernel's result (and PyTorch's), except NHWC where PyTorch's
+    concatenation of NHWC pieces keeps it (``_meta.roll_channels_last``)."""
     shifts, dims = list(shifts), list(dims)
     shape, st, _ = _geom(a)
     if not dims:
@@ -1674,21 +1692,20 @@ def _roll_meta(a, shifts, dims=()):
         return _meta.out(shape, a.dtype)
     if len(shifts) != len(dims):
         raise RuntimeError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}")
-    for d in dims:
-        wrap_dim(d, a.ndim)
+    axes = tuple(wrap_dim(d, a.ndim) for d in dims)
+    if _meta.is_empty(shape):
+        return _meta.preserve_out(a)
+    if len(shape) == 4 and _meta.roll_channels_last(shape, st, shifts, axes):
+        return _meta.out(shape, a.dtype, _meta.channels_last_strides(shape))
     return _meta.out(shape, a.dtype)
 
 
 def _tri_meta(name):
     def meta(a, diagonal=0):
-        """``np.tril``/``np.triu`` are ``np.where(mask, a, zeros(1))``: the iterator's 'K' order
-        over the C-contiguous mask (last two dims) and ``a``."""
+        """Row-major, as PyTorch's (the kernel makes numpy's result row-major)."""
         if a.ndim < 2:
             raise RuntimeError(f"{name}: input tensor must have at least 2 dimensions")
-        shape, st, _ = _geom(a)
-        mshape = shape[-2:]
-        return _meta.out(shape, a.dtype,
-                         _meta.np_iter_strides(shape, [(mshape, _meta.contiguous_strides(mshape)), (shape, st)]))
+        return _meta.out(tuple(a.shape), a.dtype)
     return meta
 
 
@@ -1698,7 +1715,7 @@ triu.meta = _tri_meta("triu")
 
 @_repeat.meta_fn
 def _repeat_meta(a, repeats):
-    """``np.tile``: a plain copy (order 'K') when every repeat is 1, else C-contiguous."""
+    """Row-major, as PyTorch's (the kernel makes ``np.tile``'s result row-major)."""
     reps = tuple(repeats)
     if len(reps) < a.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
@@ -1708,8 +1725,5 @@ def _repeat_meta(a, repeats):
     shape, st, _ = _geom(a)
     lead = len(reps) - len(shape)
     shape = (1,) * lead + shape
-    st = (1,) * lead + st
     oshape = tuple(r * s for r, s in zip(reps, shape))
-    if all(isinstance(r, int) and r == 1 for r in reps):
-        return _meta.out(oshape, a.dtype, _meta.keep_order_strides(shape, st))
-    return _meta.out(oshape, a.dtype)
+    return _meta.out(oshape, a.dtype)          # row-major, as the kernel's (and PyTorch's)

@@ -275,11 +275,12 @@ def _restride(a, src, dst, mode):
 @register_decomposition("clone")
 def _clone(x, memory_format=None):
     """prims.clone writes row-major; a clone in another layout is a row-major clone of the
-    input permuted into that layout's dimension order, permuted back (a view with its strides)."""
+    input permuted into that layout's dimension order, permuted back (a view with its strides).
+    The default is preserve_format, as the kernel's (and PyTorch's)."""
     order = None
     if memory_format == "channels_last" and x.ndim == 4:
         order = (0, 2, 3, 1)
-    elif memory_format == "preserve_format" and not x.is_contiguous():
+    elif memory_format in (None, "preserve_format") and not x.is_contiguous():
         order = _dense_order(x)
     if order is None:
         return prims.clone(x)
@@ -288,20 +289,16 @@ def _clone(x, memory_format=None):
 
 
 def _dense_order(x):
-    """The dimension order (outermost first) in which ``x`` is dense and non-overlapping, or
-    None when it is not (a sliced tensor: cloned row-major, as the kernel does)."""
+    """The dimension order (outermost first) of the kernel's preserve_format clone of ``x``:
+    its own when it is dense, else PyTorch's order for a sliced or expanded tensor
+    (``ember.ops._meta.torch_dense_order``)."""
     try:
         st = [int(v) for v in x.stride()]
         shape = [int(n) for n in x.shape]
     except TypeError:
         return None                 # symbolic strides: row-major
-    order = sorted(range(x.ndim), key=lambda d: -st[d])
-    step = 1
-    for d in reversed(order):
-        if shape[d] != 1 and st[d] != step:
-            return None
-        step *= shape[d]
-    return tuple(order)
+    from ...ops import _meta
+    return _meta.torch_dense_order(shape, st)
 
 
 @register_decomposition("_to_copy")
