@@ -379,6 +379,11 @@ class GraphLowering:
         the strides eager would give."""
         if not config.output_views:
             return None
+        if isinstance(v, ir.Pointwise) and not (v.is_view and v.view_of is None):
+            # a copy (clone, contiguous) or a view of one: eager's result owns its memory, so
+            # the compiled one must too -- a view of the buffer the copy reads would alias it
+            # (compiled ``x.clone()`` returned x's memory, and writes to it reached x)
+            return None
         view = ir.as_strided_view(v)
         if view is None:
             return None

@@ -243,7 +243,8 @@ def _reshape(x, shape):
 def _as_strided(x, size, stride, storage_offset=0):
     """A view of ``x``'s memory: possible when ``x`` is (a linear view of) a buffer
     whose layout is the one eager ``x`` has (checked against the FX node's strides)."""
-    view = ir.as_strided_view(x)
+    # a view of a buffer only through views: as_strided of a copy (clone) views the copy
+    view = ir.as_strided_view(x) if not isinstance(x, Pointwise) or (x.is_view and x.view_of is None) else None
     if view is None and isinstance(x, ir.Loops):
         # a computed value (functionalization regenerates a view of a mutated tensor from
         # its new value): written out, then viewed -- the layout check below still applies

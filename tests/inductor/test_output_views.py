@@ -118,3 +118,29 @@ def test_matmul_operand_and_output_views_of_one_value_share_its_buffer():
     for g, e in zip(got, want):
         assert_same(g, e, rtol=1e-5, atol=1e-5)
     assert _one_loop_nest(cf)
+
+
+def test_compiled_outputs_alias_their_inputs_exactly_when_eager_does():
+    """A compiled ``clone()`` / ``contiguous()`` of a transposed input (or a view of one) owns its
+    memory, as eager's: it once returned a view of the input it copies (writes to it reached
+    the input), and ``x.t().contiguous()`` came back transposed. Views -- and ``contiguous()``
+    of a contiguous tensor, which is the tensor itself -- share the input's memory, as in eager."""
+    x = ember.randn(3, 4)
+    fns = [lambda a: a.clone(), lambda a: a.t().clone(), lambda a: a.t().contiguous(),
+           lambda a: a.clone().t(), lambda a: a.clone().reshape(12), lambda a: a.t().contiguous()[1:],
+           lambda a: a.t(), lambda a: a.view(12), lambda a: a[1:], lambda a: a.contiguous()[1:]]
+    aliasing = []
+    for fn in fns:
+        ember.dynamo.reset()
+        out, ref = ember.compile(fn)(x), fn(x)
+        shares = np.shares_memory(out.numpy(), x.numpy())
+        assert shares == np.shares_memory(ref.numpy(), x.numpy())
+        assert out.stride() == ref.stride()
+        np.testing.assert_array_equal(out.numpy(), ref.numpy())
+        if not shares:
+            before = x.numpy().copy()
+            out.add_(1.0)
+            np.testing.assert_array_equal(x.numpy(), before)
+        aliasing.append(shares)
+    assert aliasing == [False] * 6 + [True] * 4
+    ember.dynamo.reset()
