@@ -25,6 +25,9 @@ if torch is not None:
 
 SET = settings(max_examples=15, deadline=None)
 SLOW = settings(max_examples=8, deadline=None)
+# a shape, a dim of it (drawn in the test) and keepdim
+SHAPE_DIM_KEEP = dict(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), data=st.data(),
+                      keepdim=st.booleans())
 NAN = float("nan")
 
 
@@ -93,12 +96,15 @@ def test_mode_matches_torch(shape, data, keepdim, kind):
         same(ember.mode(e).indices, torch.mode(t).indices)
 
 
+def _dim_and_rng(data, shape):
+    return data.draw(st.integers(-len(shape), len(shape) - 1)), rng()
+
+
 @needs_torch
 @SET
-@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), data=st.data(), keepdim=st.booleans())
+@given(**SHAPE_DIM_KEEP)
 def test_mode_nan(shape, data, keepdim):
-    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
-    g = rng()
+    dim, g = _dim_and_rng(data, shape)
     a = g.integers(-2, 2, size=shape).astype(np.float32)
     # NaNs at the end of each slice (a random count, the whole slice sometimes): torch's sort
     # leaves them there, so its answer is well defined
@@ -185,10 +191,9 @@ def _mode_grads(arr, dim, keepdim):
 
 @needs_torch
 @SET
-@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple), data=st.data(), keepdim=st.booleans())
+@given(**SHAPE_DIM_KEEP)
 def test_mode_gradient(shape, data, keepdim):
-    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
-    g = rng()
+    dim, g = _dim_and_rng(data, shape)
     ties = g.integers(-2, 2, size=shape).astype(np.float64) + 0.25
     ge, gt = _mode_grads(ties, dim, keepdim)          # all of it to the element at the index
     assert_close(ge, gt)
