@@ -330,6 +330,7 @@ def _read(path: str) -> Optional[dict]:
 def _fallback_fn(op_name: str):
     """The numpy-reference fallback of ``op_name``, as ``GraphLowering.fallback`` builds it."""
     import numpy as np
+    from .. import prims  # noqa: F401 - registers the prims (a cache hit can come before any trace)
     from ..ops.registry import OPS
     kernel = OPS[op_name].kernel
 

@@ -266,3 +266,18 @@ def test_logs_hit_and_miss(fresh_cache, caplog):
     assert any(m.startswith("fx graph cache miss") for m in msgs)
     assert any(m.startswith("fx graph cache store") for m in msgs)
     assert any(m.startswith("fx graph cache hit") for m in msgs)
+
+
+def test_fallback_rebuilt_in_a_process_that_traced_nothing(tmp_path):
+    """A second run of a script whose graph calls numpy's sort finds its aot and FX graphs in
+    the cache without tracing anything, so nothing had imported ``ember.prims``: rebuilding the
+    sort fallback failed (KeyError 'prims.sort') and the graph was compiled again."""
+    script = ("import ember\nx = ember.randn(3, 4)\n"
+              "print(ember.compile(lambda a: a.sort(0)[0] + 1)(x.t()).shape)\n")
+    env = dict(os.environ, EMBER_CACHE_DIR=str(tmp_path / "cache"))
+    runs = [subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+            for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+        assert "[4, 3]" in r.stdout
+    assert "cannot be rebuilt" not in runs[1].stderr, runs[1].stderr
