@@ -257,7 +257,11 @@ COMPILED = [(op, lay) for op in ("clone", "flip0", "cumsum0", "softmax0", "log_s
                                  "clone_then_fill_", "logsigmoid")
             for lay in ("transposed", "channels_last")]
 COMPILED += [(op, "channels_last") for op in ("roll0", "cat_dim1", "pad_constant", "group_norm",
-                                              "batch_norm_eval", "interpolate_nearest")]
+                                              "batch_norm_eval", "interpolate_nearest",
+                                              "interpolate_bilinear", "adaptive_avg_pool2d", "conv2d")]
+# (outputs that are a permuted copy of an extern's or a buffer's value: written out as that copy)
+COMPILED += [(op, lay) for op in ("sort_values", "sort_indices", "argsort", "index_fill", "index_put")
+             for lay in ("transposed", "channels_last")]
 
 
 @pytest.mark.parametrize("op,layout", COMPILED, ids=[f"{o}-{l}" for o, l in COMPILED])
