@@ -155,7 +155,8 @@ def cholesky(A, *, upper=False, out=None):
 # ---------------------------------------------------------------------- factorisations
 def qr(A, mode="reduced", *, out=None):
     """``linalg.qr(A, mode='reduced') -> (Q, R)``; ``mode`` 'reduced', 'complete' or 'r' (then
-    Q is empty). Not differentiable in ember (backward raises NotImplementedError)."""
+    Q is empty). Differentiable as PyTorch's: not for mode='r', nor mode='complete' with more rows
+    than columns (both raise torch's RuntimeError at backward)."""
     _no_out("qr", out)
     return _qr_t(*linalg_qr.binding(A, mode))
 
