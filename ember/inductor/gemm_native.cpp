@@ -97,15 +97,27 @@ void pack_b(const Mat& B, int64_t k0, int kc, int64_t j0, int nc, float* dst) {
 
 // A[i0:i0+mc, k0:k0+kc] as strips of MR rows, each k-major (kc columns of MR), zero-padded
 void pack_a(const Mat& A, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
+    if (A.s0 == 1) {
+        // transposed A (a weight gradient's X^T): row k of the block is contiguous in i. Walk it
+        // k-row by k-row across every strip: strip by strip, each strip read one 48-byte piece
+        // of a line per k at a stride of whole rows (kilobytes), the same L1 sets again and
+        // again, and the product ran at 172 instead of 210 GFLOP/s (1024^2 x 256, 2 threads)
+        const int strips = (mc + MR - 1) / MR;
+        for (int k = 0; k < kc; ++k) {
+            const float* s = A.p + i0 + (k0 + k) * A.s1;
+            for (int t = 0; t < strips; ++t) {
+                int h = mc - t * MR < MR ? mc - t * MR : MR;
+                __mmask16 m = (__mmask16)((1u << h) - 1);
+                _mm512_mask_storeu_ps(dst + (int64_t)t * kc * MR + k * MR, (__mmask16)((1u << MR) - 1),
+                                      _mm512_maskz_loadu_ps(m, s + t * MR));
+            }
+        }
+        return;
+    }
     for (int is = 0; is < mc; is += MR) {
         int h = mc - is < MR ? mc - is : MR;
         float* d = dst + (int64_t)(is / MR) * kc * MR;
-        if (A.s0 == 1 && h == MR) {                 // transposed A: MR contiguous values per k
-            for (int k = 0; k < kc; ++k) {
-                const float* s = A.p + (i0 + is) + (k0 + k) * A.s1;
-                for (int ii = 0; ii < MR; ++ii) d[k * MR + ii] = s[ii];
-            }
-        } else if (A.s1 == 1) {                    // row-major A: 16 k of 16 (12 used) rows, transposed
+        if (A.s1 == 1) {                    // row-major A: 16 k of 16 (12 used) rows, transposed
             for (int k = 0; k < kc; k += 16) {
                 int kk = kc - k < 16 ? kc - k : 16;
                 __mmask16 km = kk == 16 ? 0xFFFF : (__mmask16)((1u << kk) - 1);
@@ -125,27 +137,30 @@ void pack_a(const Mat& A, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
     }
 }
 
-// C[0:mr, 0:nr] (+)= a (MR x kc, k-major) @ b (kc x NR, k-major)
-inline void micro(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
-                  int mr, __mmask16 m0, __mmask16 m1, bool acc) {
-    __m512 c0[MR], c1[MR];
+// C[0:R, 0:nr] (+)= a (R of the strip's MR rows, kc deep, k-major) @ b (kc x NR, k-major).
+// R is a template argument so that a short last strip (64 rows = 5 strips of 12 and one of 4)
+// runs only its own rows' FMAs: computing it as a full 12-row tile spent 12 % of a 64-row
+// product's FMAs on zero padding.
+template <int R>
+inline void micro_rows(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                       __mmask16 m0, __mmask16 m1, bool acc) {
+    __m512 c0[R], c1[R];
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
+    for (int i = 0; i < R; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
     // pointers bumped, not a[k * MR + i]: the code cache builds with -fwrapv, under which an
     // int index is recomputed and sign-extended for every broadcast (two integer ops per pair of
     // FMAs: the product ran at 1.9 instead of 1.4 ms for 1024 x 256 x 1024)
     for (int k = 0; k < kc; ++k, a += MR, b += NR) {
         __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
 #pragma GCC unroll 12
-        for (int i = 0; i < MR; ++i) {
+        for (int i = 0; i < R; ++i) {
             __m512 av = _mm512_set1_ps(a[i]);
             c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
             c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
         }
     }
 #pragma GCC unroll 12
-    for (int i = 0; i < MR; ++i) {
-        if (i >= mr) break;
+    for (int i = 0; i < R; ++i) {
         float* r = c + i * ldc;
         if (acc) {
             c0[i] = _mm512_add_ps(c0[i], _mm512_maskz_loadu_ps(m0, r));
@@ -153,6 +168,25 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
         }
         _mm512_mask_storeu_ps(r, m0, c0[i]);
         _mm512_mask_storeu_ps(r + 16, m1, c1[i]);
+    }
+}
+
+// the micro-tile of the strip's first mr rows (1 <= mr <= MR)
+inline void micro(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                  int mr, __mmask16 m0, __mmask16 m1, bool acc) {
+    switch (mr) {
+        case 12: micro_rows<12>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 11: micro_rows<11>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 10: micro_rows<10>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 9: micro_rows<9>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 8: micro_rows<8>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 7: micro_rows<7>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 6: micro_rows<6>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 5: micro_rows<5>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 4: micro_rows<4>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 3: micro_rows<3>(kc, a, b, c, ldc, m0, m1, acc); break;
+        case 2: micro_rows<2>(kc, a, b, c, ldc, m0, m1, acc); break;
+        default: micro_rows<1>(kc, a, b, c, ldc, m0, m1, acc); break;
     }
 }
 
@@ -242,6 +276,17 @@ void thread_share(int t, int n, int64_t M, int64_t N, int64_t K, const Mat& A, c
     }
 }
 
+// Ask for an R x C strided matrix to be brought into L2 ahead of its product, where it is one
+// dense span (a matrix or a transposed one, as a batched product's operands are)
+void prefetch_span(const Mat& X, int64_t R, int64_t C) {
+    int64_t lo = (X.s0 < X.s1 ? X.s0 : X.s1), hi = (X.s0 < X.s1 ? X.s1 : X.s0);
+    int64_t n_lo = X.s0 < X.s1 ? R : C, n_hi = X.s0 < X.s1 ? C : R;
+    if (lo != 1 || hi != n_lo) return;                 // not dense: leave it to the hardware
+    const char* p = (const char*)X.p;
+    const int64_t bytes = n_lo * n_hi * 4;
+    for (int64_t o = 0; o < bytes; o += 64) _mm_prefetch(p + o, _MM_HINT_T1);
+}
+
 int64_t calls = 0;
 
 }  // namespace
@@ -269,8 +314,13 @@ extern "C" void ember_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K,
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
         if (batch >= n) {                               // whole matrices per thread
-            for (int64_t q = t; q < batch; q += n)
+            for (int64_t q = t; q < batch; q += n) {
+                if (q + n < batch) {
+                    prefetch_span(Mat{a + (q + n) * sab, sa0, sa1}, M, K);
+                    prefetch_span(Mat{b + (q + n) * sbb, sb0, sb1}, K, N);
+                }
                 gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
+            }
         } else {
             for (int64_t q = 0; q < batch; ++q)          // split each product
                 thread_share(t, n, M, N, K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N);
