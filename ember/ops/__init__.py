@@ -17,15 +17,19 @@ _warnings.filterwarnings("ignore", r"(invalid value|divide by zero|overflow|unde
 from .registry import OPS, defop, defcomposite, dispatch
 
 # Op families. Each module registers its records on import; order matters only
-# in that later modules may use bindings of earlier ones at import time.
-from . import creation  # noqa: E402,F401
-from . import pointwise  # noqa: E402,F401
-from . import reduction  # noqa: E402,F401
-from . import shape  # noqa: E402,F401
-from . import indexing  # noqa: E402,F401
-from . import linalg  # noqa: E402,F401
-from . import nn_ops  # noqa: E402,F401
-from . import copy  # noqa: E402,F401
-from . import search  # noqa: E402,F401
-from . import shape_extra  # noqa: E402,F401
-from . import lapack  # noqa: E402,F401
+# in that later modules may use bindings of earlier ones at import time. Their
+# generated bindings' code objects come from the on-disk cache (_binding_cache.py).
+from . import _binding_cache  # noqa: E402
+
+with _binding_cache.group("ops"):
+    from . import creation  # noqa: F401
+    from . import pointwise  # noqa: F401
+    from . import reduction  # noqa: F401
+    from . import shape  # noqa: F401
+    from . import indexing  # noqa: F401
+    from . import linalg  # noqa: F401
+    from . import nn_ops  # noqa: F401
+    from . import copy  # noqa: F401
+    from . import search  # noqa: F401
+    from . import shape_extra  # noqa: F401
+    from . import lapack  # noqa: F401

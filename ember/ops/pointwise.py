@@ -113,7 +113,7 @@ def _mask_grad(mask, g):
 
 # ---------------------------------------------------------------------- erf family (numpy/cupy only)
 def _cheb_fit(f, lo, hi, deg):
-    """Chebyshev interpolant of ``f`` on [lo, hi] (coefficients, computed once at import)."""
+    """Chebyshev interpolant of ``f`` on [lo, hi] (coefficients, computed once: see ``_erf_fits``)."""
     from numpy.polynomial import chebyshev as C
     k = np.arange(deg + 1)
     t = np.cos(np.pi * (k + 0.5) / (deg + 1))
@@ -152,13 +152,25 @@ def _trim(fit, tol):
     return lo, hi, c[:keep]
 
 
-_ERF_SMALL64 = _trim(_cheb_fit(lambda s: math.erf(math.sqrt(s)) / math.sqrt(s) if s > 0 else 2 / math.sqrt(math.pi),
-                               0.0, 1.0, 18), 1e-18)
-_ERFCX64 = [_trim(_cheb_fit(lambda v: math.erfc(v) * math.exp(v * v), a, b, 24), 1e-18)
-            for a, b in ((1, 2), (2, 4), (4, 8))]
-# shorter series for float32/float16/bfloat16 results (relative error ~1e-10)
-_ERF_SMALL32 = _trim(_ERF_SMALL64, 1e-10)
-_ERFCX32 = [_trim(f, 1e-10) for f in _ERFCX64]
+_ERF_FITS = {}
+
+
+def _erf_fits(single):
+    """(small-|x| erf fit, erfcx fits on [1, 8)), made on the first erf: fitting them at import
+    cost ~2.5 ms of ``import ember`` (most of it importing numpy.polynomial). ``single``: the
+    shorter series for float32/float16/bfloat16 results (relative error ~1e-10)."""
+    fits = _ERF_FITS.get(single)
+    if fits is None:
+        small64 = _trim(_cheb_fit(lambda s: math.erf(math.sqrt(s)) / math.sqrt(s) if s > 0 else 2 / math.sqrt(math.pi),
+                                  0.0, 1.0, 18), 1e-18)
+        erfcx64 = [_trim(_cheb_fit(lambda v: math.erfc(v) * math.exp(v * v), a, b, 24), 1e-18)
+                   for a, b in ((1, 2), (2, 4), (4, 8))]
+        _ERF_FITS[False] = small64, erfcx64
+        _ERF_FITS[True] = _trim(small64, 1e-10), [_trim(f, 1e-10) for f in erfcx64]
+        fits = _ERF_FITS[single]
+    return fits
+
+
 _SQRT_PI = math.sqrt(math.pi)
 
 
@@ -185,7 +197,7 @@ def _erfc_pos(xp, z, fits):
 
 def _erf_erfc(xp, x, single=False):
     """(erf(x), erfc(x)) for a float64 array (``single``: to float32 accuracy only)."""
-    small_fit, fits = (_ERF_SMALL32, _ERFCX32) if single else (_ERF_SMALL64, _ERFCX64)
+    small_fit, fits = _erf_fits(single)
     x = xp.asarray(x, dtype=np.float64)
     ax = xp.abs(x)
     erf = xp.empty_like(x)

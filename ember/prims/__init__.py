@@ -18,14 +18,17 @@ index_put), ``creation`` (iota, full), ``random`` (counter-based Philox
 """
 from __future__ import annotations
 
+from ..ops import _binding_cache
 from ._defprim import PRIMS, PrimError
-from . import elementwise as _elementwise  # noqa: F401
-from . import reductions as _reductions  # noqa: F401
-from . import views as _views  # noqa: F401
-from . import indexing as _indexing  # noqa: F401
-from . import creation as _creation  # noqa: F401
-from . import random as _random  # noqa: F401
-from . import extern as _extern  # noqa: F401
+
+with _binding_cache.group("prims"):   # the prims' bindings' code objects, cached on disk
+    from . import elementwise as _elementwise  # noqa: F401
+    from . import reductions as _reductions  # noqa: F401
+    from . import views as _views  # noqa: F401
+    from . import indexing as _indexing  # noqa: F401
+    from . import creation as _creation  # noqa: F401
+    from . import random as _random  # noqa: F401
+    from . import extern as _extern  # noqa: F401
 
 from .table import decompose, decomposition_table, register_decomposition  # noqa: E402,F401
 
