@@ -303,17 +303,22 @@ def _partition(terms, g):
 
 def _reduce_by_gcd(a, d, ranges):
     """``(A, d')`` with ``a // d == A // d'``: terms divisible by some ``g | d`` are
-    divided by it when the other terms stay in ``[0, g)`` (then they cannot carry
-    into the quotient). ``(a, d)`` when no such ``g`` exists."""
+    divided by it when the other terms stay in one ``[k g, (k + 1) g)`` (then they add
+    exactly ``k`` to the divided sum and cannot carry into the quotient). The constant
+    counts with the other terms: a cat's second piece reads ``(256*x0 + x1 - 256) // 32768``
+    over ``x1`` in ``[256, 512)``, which is ``x0 // 128``. ``(a, d)`` when no such ``g``
+    exists. (For ``a >= 0``, as the callers check, ``A >= 0`` too.)"""
     terms = sympy.Add.make_args(a)
+    const = sum((t for t in terms if t.is_Integer), sympy.Integer(0))
+    terms = [t for t in terms if not t.is_Integer]
     gs = sorted({math.gcd(c, d) for c in (_coeff(t) for t in terms) if c} - {1}, reverse=True)
     for g in gs:
         big, small = _partition(terms, g)
         if big == 0:
             continue
-        b = index_bounds(small, ranges)
-        if b is not None and b[0] >= 0 and b[1] < g:
-            return big, d // g
+        b = index_bounds(small + const, ranges)
+        if b is not None and b[0] // g == b[1] // g:
+            return big + b[0] // g, d // g
     return a, d
 
 
@@ -351,8 +356,9 @@ def _modindex_ranges(x, div, mod, ranges):
     else:
         _, inner = _partition(sympy.Add.make_args(sympy.expand(q)), mod)
     bq = index_bounds(inner, ranges)
-    if bq is not None and bq[0] >= 0 and bq[1] < mod:
-        return inner
+    if bq is not None and bq[0] >= 0 and bq[0] // mod == bq[1] // mod:
+        # within one period (a cat's later piece: (x1 // 64) % 4 over x1 in [512, 768))
+        return inner - (bq[0] // mod) * mod
     if isinstance(inner, FloorDiv):
         return ModularIndexing(inner.args[0], inner.args[1], mod)
     if bq is not None and bq[0] >= 0:

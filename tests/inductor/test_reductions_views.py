@@ -435,3 +435,24 @@ def test_sum_of_transposed_inputs_output_tile(shape, contiguous_outputs):
     assert_same(got[0], want[0])
     src = _kernel_src(cf)
     assert "ot[" in src and "tr0[" not in src, src
+
+
+def test_cat_of_transposed_pieces_tiles_its_pieces(contiguous_outputs):
+    """The gradient of a fused qkv projection: three [B, H, T, D] gradients, one of them
+    transposed ([B, H, D, T], as the batched matmul of the key's gradient writes it), each
+    permuted to [B, T, H, D] and flattened to [B*T, H*D], then concatenated along the columns.
+    The transposed piece's loop simplifies to affine indices over its piece of the column range
+    and reads through a local tile (its row index is ``x0 % T``, linear inside a tile);
+    bit-identical to eager."""
+    B, H, T, D = 2, 4, 64, 16
+    def fn(q, kt, v):
+        k = P.permute(kt, [0, 1, 3, 2])
+        parts = [P.reshape(P.permute(t, [0, 2, 1, 3]), [B * T, H * D]) for t in (q, k, v)]
+        return (P.cat(parts, 1),)
+    q, kt, v = rand(B, H, T, D), rand(B, H, D, T), rand(B, H, T, D)
+    cf, got, want = compile_and_run(fn, q, kt, v)
+    assert_same(got[0], want[0], rtol=0, atol=0)
+    src = _kernel_src(cf)
+    piece = src[src.index(f"in [{H * D}, {2 * H * D})"):src.index(f"in [{2 * H * D}, {3 * H * D})")]
+    assert "tr0[" in piece, src
+    assert f"/ ({T * H * D})" not in piece, piece     # the flattened-index division is gone

@@ -99,3 +99,35 @@ def test_clamps_built_unevaluated_and_removed_where_the_ranges_decide():
     assert simplify_index(_clamp(x, 0, 31), {x: (0, 32)}) == x
     kept = simplify_index(c, {x: (0, 64)})                        # undecided: still clamped
     assert kept.has(sympy.Max) and [kept.subs(x, v) for v in (0, 40, 63)] == [0, 8, 31]
+
+
+def test_simplify_index_over_a_piece_of_a_range():
+    """A split loop's later piece (a cat's second input, ``x1`` in ``[256, 512)``): a quotient
+    whose small terms plus the constant stay in one ``[k g, (k+1) g)`` loses them, and a modulo
+    whose argument stays in one period becomes a subtraction; both evaluate like the original
+    at every point of random pieces."""
+    import itertools
+    import random
+    from ember.inductor.sizevars import simplify_index
+    x0, x1 = loop_var("x", 0), loop_var("x", 1)
+    R = {x0: (0, 1024), x1: (256, 512)}
+    assert simplify_index(FloorDiv(256 * x0 + x1 - 256, 32768), R) == FloorDiv(x0, 128)
+    assert simplify_index(ModularIndexing(x1, 1, 256), R) == x1 - 256
+    R3 = {x0: (0, 1024), x1: (512, 768)}
+    assert simplify_index(8192 * ModularIndexing(FloorDiv(x1, 64), 1, 4), R3) == 8192 * FloorDiv(x1, 64) - 65536
+    rnd = random.Random(1)
+    for _ in range(80):
+        g, q = rnd.choice([4, 8, 16]), rnd.choice([2, 4, 8])
+        n0, lo = rnd.choice([3, 5, 8]), rnd.choice([0, g, 2 * g, 3 * g])
+        hi = lo + rnd.choice([g, g // 2, g + 3])
+        c = rnd.choice([0, -lo, -lo + 1, 3])
+        f = g * x0 + x1 + c
+        e = 5 * FloorDiv(f, g * q) + 3 * ModularIndexing(FloorDiv(x1, q), 1, rnd.choice([2, 4])) \
+            + ModularIndexing(x1, 1, g)
+        rng = {x0: (0, n0), x1: (lo, hi)}
+        if min(g * a + b + c for a in range(n0) for b in range(lo, hi)) < 0:
+            continue            # index expressions are never negative
+        s = simplify_index(e, rng)
+        fs, fe = (eval(f"lambda x0, x1: {pyexpr(ex)}", {"Max": max, "Min": min}) for ex in (s, e))
+        for a, b in itertools.product(range(n0), range(lo, hi)):
+            assert fs(a, b) == fe(a, b), (e, rng, s, a, b)

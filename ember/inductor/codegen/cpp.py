@@ -28,7 +28,7 @@ from ... import types as _t
 from .. import config, ir
 from .cpp_strips import VEXP_HELPERS, exp_staging_enabled, strip_loops
 from ..ir import index_vars
-from ..sizevars import cexpr, contiguous_strides, product, simplify_index, sympify
+from ..sizevars import FloorDiv, ModularIndexing, cexpr, contiguous_strides, product, simplify_index, sympify
 from ..virtualized import set_ops_handler
 
 STORAGE = {
@@ -1006,7 +1006,22 @@ class KernelGen:
 
     @staticmethod
     def _is_transposed(idx, a, b):
-        """Unit stride in ``a``, a large (or symbolic) stride in ``b``."""
+        """Unit stride in ``a``, a large (or symbolic) stride in ``b``. ``a`` may appear as
+        ``a % m`` and ``a // m`` for an ``m`` that the tiles along ``a`` divide (a flattened
+        ``B*T`` row index reading a ``[B, H, hd, T]`` buffer): inside one tile those are
+        ``a - const`` and a constant."""
+        tile = int(config.transpose_tile) * int(config.transpose_tile_out_factor)
+
+        def within_tile(e):
+            if isinstance(e, ModularIndexing) and e.args[0] == a and e.args[1] == 1 \
+                    and e.args[2].is_Integer and int(e.args[2]) % tile == 0:
+                return a
+            if isinstance(e, FloorDiv) and e.args[0] == a and e.args[1].is_Integer \
+                    and int(e.args[1]) % tile == 0:
+                return sympy.Integer(0)
+            return None
+        if idx.has(ModularIndexing, FloorDiv):
+            idx = sympy.expand(idx.replace(lambda e: within_tile(e) is not None, within_tile))
         if idx.coeff(a) != 1:
             return False
         c = idx.coeff(b)
@@ -1014,8 +1029,21 @@ class KernelGen:
             return False
         return (c.is_Integer and abs(int(c)) >= 8) or (not c.is_number and c != 0)
 
+    def _reads_here(self, n) -> list:
+        """``n.reads(p)``, simplified over this loop nest's ranges: a split loop's piece
+        (``self.overrides``) resolves the clamps and divisions of a cat, as the loads will."""
+        p = self.group.p
+        if not self.overrides:
+            return n.reads(p)
+        xs, rs = n.vars(p)
+        rec = ir.extract_reads(n.data.inner_fn, xs, rs) if n.is_reduction else ir.extract_reads(n.data.inner_fn, xs + rs)
+        rng = {v: self.overrides.get(v, (sympy.Integer(0), m))
+               for v, m in zip(xs + rs, list(n.outer(p)) + list(n.inner(p)))}
+        sizes = {v: hi for v, (_, hi) in rng.items()}
+        return [(name, simplify_index(i, rng, sizes)) for name, i in rec.reads]
+
     def _transposed_in(self, n, a, b):
-        return [(name, idx) for name, idx in n.reads(self.group.p) if self._is_transposed(idx, a, b)]
+        return [(name, idx) for name, idx in self._reads_here(n) if self._is_transposed(idx, a, b)]
 
     def _transposed_reads(self, last) -> list:
         """Reads of a group without inner loops (SIMD loop over ``x{last}``) that are
@@ -1048,7 +1076,7 @@ class KernelGen:
             return False
         n = g.nodes[0]
         a = index_vars("x", g.p)[-2]    # the SIMD loop of the swapped loops
-        return all((name, idx) in trs or not idx.has(a) for name, idx in n.reads(g.p))
+        return all((name, idx) in trs or not idx.has(a) for name, idx in self._reads_here(n))
 
     def _generate_transposed(self, trs, prag, out_tile=False) -> List[str]:
         """Tiles of ``T x T`` over the last two loops: each transposed read is first
@@ -1110,7 +1138,7 @@ class KernelGen:
             for i in reversed(range(p - 2)):
                 body.append(ind + "    " * i + "}")
             return body
-        rng = _ranges(xs, P)
+        rng = {v: self.overrides.get(v, r) for v, r in _ranges(xs, P).items()}
         for k, (name, idx) in enumerate(trs):
             loc = f"tr{k}"
             st = STORAGE[self.buffer_dtype(name)]
