@@ -133,7 +133,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     digest = fx_graph_cache.digest_for(gm, example_inputs, dynamic)
     if digest is not None:
         hit = fx_graph_cache.lookup(fx_graph_cache.key_from_digest(digest), gm)
-        if hit is not None:
+        if hit is not None and fx_graph_cache.replay_shape_env_guards(hit, example_inputs):
             hit.graph_digest = digest
             return hit
     if isinstance(gm, LazyGraphModule):

@@ -72,6 +72,7 @@ class GraphLowering:
         self.sizevars = SizeVarAllocator()
         # the caller's ShapeEnv when the example inputs are fakes with its symbols
         self.shape_env = _shape_env_of(self.example_inputs) if dynamic else None
+        self.shape_env_guards: List[Any] = []    # the guards this lowering gave shape_env (its relations)
         self.buffers: List[Any] = []          # ComputedBuffer / ExternKernel, in order
         self.buffers_by_name: Dict[str, ir.Buffer] = {}
         self.graph_inputs: List[ir.InputBuffer] = []
@@ -294,6 +295,7 @@ class GraphLowering:
             if not bool(env.hint(rel)):
                 raise LoweringError(f"dynamic shapes: size guard {rel} does not hold for the example sizes")
             env._add_guard(rel)
+            self.shape_env_guards.append(rel)      # stored with the graph (fx_graph_cache replays them)
         self.sizevars.guards = []
 
     def _lower_size(self, node, lookup):

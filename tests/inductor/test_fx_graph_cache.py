@@ -281,3 +281,76 @@ def test_fallback_rebuilt_in_a_process_that_traced_nothing(tmp_path):
         assert r.returncode == 0, r.stderr
         assert "[4, 3]" in r.stdout
     assert "cannot be rebuilt" not in runs[1].stderr, runs[1].stderr
+
+
+def _symbolic_pair(rows, cols):
+    """exp(a) * exp(b) traced with independent symbols for its two inputs' sizes: lowering
+    needs a's and b's sizes equal, a guard it gives the caller's ShapeEnv."""
+    from ember.fx.experimental.symbolic_shapes import ShapeEnv
+    from ember.fx.fake_tensor import FakeTensorMode
+    env = ShapeEnv(duck_shape=False)
+    mode = FakeTensorMode(env)
+    x, y = rand(rows, cols), rand(rows, cols)
+    fx_, fy = mode.from_tensor(x, symbolic=True, source="x"), mode.from_tensor(y, symbolic=True, source="y")
+    with mode:
+        g = make_fx(lambda a, b: P.mul(P.exp(a), P.exp(b)), tracing_mode="symbolic")(fx_, fy)
+    return g, [fx_, fy], env
+
+
+def test_symbolic_graph_hit_replays_the_lowering_guards(fresh_cache):
+    """A graph of a caller's symbolic sizes (aot's graphs under compile(dynamic=True)) is cached
+    too: a later compile with other example sizes hits, gives the caller's ShapeEnv the guards
+    the lowering added (here: the two inputs' sizes equal), and runs every size correctly."""
+    s0 = dict(fx_graph_cache.stats)
+    g1, fakes1, env1 = _symbolic_pair(6, 3)
+    n1 = len(env1.guards)
+    cf1 = compile_fx(g1, fakes1, dynamic=True)
+    assert cf1.compiled is not None and _delta(s0)["stores"] == 1
+    added1 = env1.guards[n1:]
+    assert added1
+
+    g2, fakes2, env2 = _symbolic_pair(9, 5)
+    n2 = len(env2.guards)
+    cf2 = compile_fx(g2, fakes2, dynamic=True)
+    assert _delta(s0)["hits"] == 1 and _delta(s0)["stores"] == 1
+    assert [str(g) for g in env2.guards[n2:]] == [str(g) for g in added1]
+    assert env2.evaluate_guards({"x.size()[0]": 7, "x.size()[1]": 4, "y.size()[0]": 7, "y.size()[1]": 4})
+    assert not env2.evaluate_guards({"x.size()[0]": 7, "x.size()[1]": 4, "y.size()[0]": 8, "y.size()[1]": 4})
+    for r, c in ((9, 5), (2, 3), (17, 8)):
+        a, b = rand(r, c), rand(r, c)
+        assert_same(cf2(a, b).numpy(), g2(a, b).numpy(), rtol=1e-6)
+
+
+def test_stored_guard_that_fails_the_example_sizes_recompiles(fresh_cache):
+    """A stored guard is replayed only when it holds for this compile's example sizes; else the
+    entry is not this compile's: nothing is added to the ShapeEnv and the graph is compiled."""
+    import sympy
+    from ember.fx.experimental.symbolic_shapes import ShapeEnv
+
+    class Stored:
+        shape_env_guards = None
+
+    env = ShapeEnv()
+    x = env.create_symbol(5, "x.size()[0]")
+    fake = type("T", (), {})()
+    fake._data = type("A", (), {"shape": (x, 3)})()
+    s = x.expr
+    Stored.shape_env_guards = [sympy.Eq(s, 8)]
+    assert not fx_graph_cache.replay_shape_env_guards(Stored, [fake]) and env.guards == []
+    Stored.shape_env_guards = [sympy.Eq(sympy.Mod(s, 5), 0), sympy.Ne(s, 3)]
+    assert fx_graph_cache.replay_shape_env_guards(Stored, [fake])
+    assert [str(g) for g in env.guards] == ["Eq(Mod(s0, 5), 0)", "Ne(s0, 3)"]
+
+    s1 = dict(fx_graph_cache.stats)
+    g1, fakes1, _ = _symbolic_pair(6, 3)
+    compile_fx(g1, fakes1, dynamic=True)
+    calls = []
+    real = fx_graph_cache.replay_shape_env_guards
+    fx_graph_cache.replay_shape_env_guards = lambda c, ex: calls.append(1) or False
+    try:
+        g2, fakes2, env2 = _symbolic_pair(6, 3)
+        cf2 = compile_fx(g2, fakes2, dynamic=True)
+    finally:
+        fx_graph_cache.replay_shape_env_guards = real
+    assert calls and _delta(s1)["stores"] == 2 and cf2.compiled is not None
+    assert env2.guards       # the recompile's lowering added its guards itself
