@@ -98,6 +98,29 @@ def _is_poly_int(e) -> bool:
         return False
 
 
+def from_shape_env(expr):
+    """A caller's size expression (dynamo's ShapeEnv writes ``a // b`` as sympy's
+    ``floor(a/b)`` and ``a % b`` as ``Mod``) in inductor's integer functions: printed as C,
+    ``floor(s1/2)`` was ``floor((1.0/2.0)*s1)``, a double, and an index using it did not
+    compile (a dynamic max_pool2d's backward ran eagerly)."""
+    if not expr.has(sympy.floor, sympy.Mod):
+        return expr
+
+    def conv(e):
+        if not e.args:
+            return e
+        args = [conv(a) for a in e.args]
+        if isinstance(e, sympy.floor):
+            num, den = sympy.fraction(sympy.together(args[0]))
+            if den.is_Integer and int(den) > 0 and num.is_integer:
+                return num if int(den) == 1 else FloorDiv(num, den)
+            raise TypeError(f"inductor: size {e} is not a floor division of integers")
+        if isinstance(e, sympy.Mod):
+            return ModularIndexing(args[0], sympy.Integer(1), args[1])
+        return e.func(*args)
+    return conv(expr)
+
+
 def sympify(v):
     if isinstance(v, sympy.Basic):
         return v
@@ -110,7 +133,7 @@ def sympify(v):
         if node is not None:
             expr = getattr(node, "expr", None)
             if expr is not None:
-                return expr
+                return from_shape_env(expr)
         return sympy.Integer(int(v))
     except TypeError as e:  # pragma: no cover - defensive
         raise TypeError(f"inductor: cannot use {v!r} as a size") from e

@@ -271,3 +271,29 @@ def test_order_statistics_compile_dynamic_end_to_end(caplog, monkeypatch):
     assert "running it eagerly" not in caplog.text
     assert n[0] == len(fns)         # one compilation per function serves the three sizes
     ember.dynamo.reset()
+
+
+def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
+    """dynamo's ShapeEnv writes a // 2 as sympy's floor(a/2): such a size (a max pool's output,
+    its backward's index) printed as C was floor((1.0/2.0)*s1), a double used as an array index,
+    and the backward graph did not compile (it ran eagerly). Sizes from the caller are taken
+    into inductor's integer FloorDiv/ModularIndexing."""
+    def pool(x):
+        return ember.nn.functional.max_pool2d(x.exp(), 2).pow(2).sum()
+
+    from ember.inductor import config
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(config, "debug_lowering", True)     # a failing compile raises, not falls back
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)  # ... nor compiles per shape
+    monkeypatch.setenv("EMBER_FX_GRAPH_CACHE", "0")
+    cf = ember.compile(pool, dynamic=True)
+    for shape in ((1, 6, 8), (1, 10, 12), (1, 4, 6)):
+        data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+        grads = []
+        for fn in (pool, cf):
+            xx = _make(data.copy()).requires_grad_(True)
+            out = fn(xx)
+            out.backward()
+            grads.append((out.detach().numpy(), xx.grad.numpy()))
+        for a, b in zip(*grads):
+            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
