@@ -98,7 +98,9 @@ class AOTModule:
     def _compile_training(self):
         from . import cache
         ck = cache.key_for(self, training=True)
-        hit = cache.lookup(ck, "training") if ck is not None else None
+        hit = cache.lookup(ck, "training", self.shape_env) if ck is not None else None
+        sym = self.shape_env is not None
+        n_guards = len(self.shape_env.guards) if sym else 0
         if hit is not None:
             if hit["kind"] == "no_grad_outputs":
                 self._training = False
@@ -114,7 +116,7 @@ class AOTModule:
             self.timings["aot_trace_joint"] = time.perf_counter() - t0
             if joint.inference:
                 if ck is not None:
-                    cache.save(ck, "no_grad_outputs")
+                    cache.save(ck, "no_grad_outputs", symbolic=sym, shape_env_guards=self._trace_guards(n_guards))
                 self._training = False
                 return
             _emit("aot_joint_graph", "aot joint graph", lambda: joint.gm.code)
@@ -133,22 +135,25 @@ class AOTModule:
             n_saved = len(saved)
             # the graphs as stored are taken before the compilers see them; the entry is
             # written after, with the compiled graphs' digests (see cache.lookup)
-            blobs = (cache.graph_blob(fw_gm), cache.graph_blob(bw_gm)) if ck is not None else None
+            blobs = (cache.graph_blob(fw_gm, sym), cache.graph_blob(bw_gm, sym)) if ck is not None else None
+            trace_guards = self._trace_guards(n_guards)      # (before the graph compilers add theirs)
         fw_examples = self._examples()
         t0 = time.perf_counter()
         fw = self.fw_compiler(_graph_for(self.fw_compiler, fw_gm), fw_examples)
         bw = self.bw_compiler(_graph_for(self.bw_compiler, bw_gm), bw_examples)
         self.timings["aot_compile"] = time.perf_counter() - t0
         if hit is None and ck is not None:
-            cache.save(ck, "training", joint=joint, fw=blobs[0], bw=blobs[1], bw_examples=bw_examples,
+            cache.save(ck, "training", symbolic=sym, joint=joint, fw=blobs[0], bw=blobs[1], bw_examples=bw_examples,
                        is_tensor=is_tensor, n_saved=n_saved, report=report,
-                       digests={"fw": _digest(fw), "bw": _digest(bw)})
+                       digests={"fw": _digest(fw), "bw": _digest(bw)}, shape_env_guards=trace_guards)
         self._training = (joint, fw, bw, n_saved, is_tensor, _make_function_class(self, joint))
 
     def _compile_inference(self):
         from . import cache
         ck = cache.key_for(self, training=False)
-        hit = cache.lookup(ck, "inference") if ck is not None else None
+        hit = cache.lookup(ck, "inference", self.shape_env) if ck is not None else None
+        sym = self.shape_env is not None
+        n_guards = len(self.shape_env.guards) if sym else 0
         if hit is not None:
             self._inference = (hit["joint"], self.inference_compiler(
                 _graph_for(self.inference_compiler, hit["fw"]), self._examples()))
@@ -164,11 +169,18 @@ class AOTModule:
         # write it straight into the input (inductor does where safe), then _write_back skips it
         n = joint.num_outputs
         fw_gm.meta["input_mutations"] = {n + k: i for k, i in enumerate(joint.mutated_inputs)}
-        blob = cache.graph_blob(fw_gm) if ck is not None else None   # (before the compiler sees it)
+        blob = cache.graph_blob(fw_gm, sym) if ck is not None else None   # (before the compiler sees it)
+        trace_guards = self._trace_guards(n_guards)
         compiled = self.inference_compiler(fw_gm, self._examples())
         if ck is not None:
-            cache.save(ck, "inference", joint=joint, fw=blob, digests={"fw": _digest(compiled)})
+            cache.save(ck, "inference", symbolic=sym, joint=joint, fw=blob, digests={"fw": _digest(compiled)},
+                       shape_env_guards=trace_guards)
         self._inference = (joint, compiled)
+
+    def _trace_guards(self, n_before: int) -> list:
+        """The size guards the trace (and partition) added to dynamo's ShapeEnv: the aot cache
+        stores them with the graphs, and a hit replays them (``cache.replay_shape_env_guards``)."""
+        return list(self.shape_env.guards[n_before:]) if self.shape_env is not None else []
 
     def _examples(self):
         """What the forward compiler gets: dynamo's symbolic fakes when tracing with its ShapeEnv."""

@@ -493,3 +493,100 @@ def test_lazy_graph_that_cannot_be_rebuilt_says_what_to_do():
     with pytest.raises(RuntimeError, match="EMBER_CACHE_DIR/aot"):
         lazy.materialize()
     assert not lazy.materialized
+
+
+# compile(dynamic=True) in fresh processes: a program traced with dynamo's symbolic sizes
+# ("mlp": a model's forward and backward; "pool": a 2x2 max pool, whose decomposition guards
+# that the sizes are even). Prints the caches' counters, the size guards dynamo's ShapeEnv ends
+# up with, and the largest difference to eager (values and gradients) over the input shapes (relative to 1 + |eager|).
+CHILD_DYNAMIC = r'''
+import json, sys
+import numpy as np
+import ember
+from ember.aot import cache
+from ember.dynamo import lookup_backend
+from ember.inductor import fx_graph_cache
+
+envs = []
+inductor = lookup_backend("inductor")
+
+def backend(gm, example_inputs):
+    envs.append(gm.meta.get("shape_env"))
+    return inductor(gm, example_inputs)
+
+program, shapes = json.loads(sys.argv[1])
+ember.manual_seed(0)
+model = ember.nn.Sequential(ember.nn.Linear(8, 16), ember.nn.GELU(), ember.nn.LayerNorm(16), ember.nn.Linear(16, 4))
+
+def mlp(x):
+    return model(x).reshape(-1, 2).softmax(-1).pow(2).sum()   # a reshape whose size is 2 * batch
+
+def pool(x):
+    return ember.nn.functional.max_pool2d(x.exp(), 2).pow(2).sum()
+
+f = {"mlp": mlp, "pool": pool}[program]
+cf = ember.compile(f, backend=backend, dynamic=True)
+err = 0.0
+for shape in shapes:
+    x = ember.randn(*shape)
+    x.requires_grad_(program == "pool")
+    res = []
+    for fn in (f, cf):
+        out = fn(x)
+        out.backward()
+        grads = [p.grad for p in model.parameters()] if program == "mlp" else [x.grad]
+        res.append([out.detach().numpy()] + [g.numpy().copy() for g in grads])
+        for p in list(model.parameters()) + [x]:
+            p.grad = None
+    err = max([err] + [float((np.abs(a - b) / (np.abs(a) + 1)).max()) for a, b in zip(*res)])
+guards = sorted({str(g) for e in envs if e is not None for g in e.guards})
+print(json.dumps({"aot": cache.stats, "fx": fx_graph_cache.stats, "guards": guards, "err": err,
+                  "graphs": len(envs)}))
+'''
+
+
+def _run_dynamic_child(cache_dir, program, shapes, env_extra=None):
+    env = dict(os.environ, EMBER_CACHE_DIR=str(cache_dir), PYTHONPATH=ROOT, **(env_extra or {}))
+    env.pop("EMBER_LOGS", None)
+    p = subprocess.run([sys.executable, "-c", CHILD_DYNAMIC, json.dumps([program, shapes])], env=env,
+                       cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+_NO_CACHES = {"EMBER_AOT_CACHE": "0", "EMBER_FX_GRAPH_CACHE": "0"}
+
+
+def test_dynamic_compile_hits_in_a_fresh_process_with_the_same_guards(tmp_path):
+    """compile(dynamic=True): the aot and FX graph caches serve a new process whose batch sizes
+    differ from the ones the entries were traced with, and it matches eager at every size."""
+    cache_dir = tmp_path / "cache"
+    miss = _run_dynamic_child(cache_dir, "mlp", [[6, 8], [9, 8], [13, 8]])
+    assert miss["aot"]["stores"] == 1 and miss["aot"]["hits"] == 0 and miss["fx"]["stores"] == 2
+    hit = _run_dynamic_child(cache_dir, "mlp", [[11, 8], [4, 8], [7, 8]])
+    assert hit["aot"]["hits"] == 1 and hit["aot"]["stores"] == 0
+    assert hit["fx"]["hits"] == 2 and hit["fx"]["stores"] == 0
+    cold = _run_dynamic_child(tmp_path / "other", "mlp", [[11, 8], [4, 8], [7, 8]], _NO_CACHES)
+    assert hit["graphs"] == cold["graphs"] == miss["graphs"] == 1
+    assert hit["guards"] == cold["guards"]
+    for r in (miss, hit, cold):
+        assert r["err"] < 1e-4, r
+
+
+def test_dynamic_hit_replays_the_trace_guards_and_checks_them(tmp_path):
+    """A max pool's trace guards that the pooled sizes are even (its decomposition decided on
+    it). A hit with other even sizes replays those guards: the process ends with exactly the
+    guards of one that traced (caches off), so an odd size later recompiles instead of reusing
+    even-size code. Odd example sizes fail the stored guards: the entry is not used (a miss),
+    the graph is traced again, and the results match eager."""
+    cache_dir = tmp_path / "cache"
+    miss = _run_dynamic_child(cache_dir, "pool", [[1, 6, 8]])
+    assert miss["aot"]["stores"] == 1 and any("floor" in g for g in miss["guards"]), miss
+    hit = _run_dynamic_child(cache_dir, "pool", [[1, 10, 12], [1, 4, 6]])
+    cold = _run_dynamic_child(tmp_path / "other", "pool", [[1, 10, 12], [1, 4, 6]], _NO_CACHES)
+    assert hit["aot"]["hits"] == 1 and hit["fx"]["hits"] >= 1, hit
+    assert hit["guards"] == cold["guards"] and hit["graphs"] == cold["graphs"] == 1
+    odd = _run_dynamic_child(cache_dir, "pool", [[1, 7, 9]])
+    assert odd["aot"]["hits"] == 0 and odd["aot"]["misses"] == 1 and odd["aot"]["stores"] == 1, odd
+    for r in (miss, hit, cold, odd):
+        assert r["err"] < 1e-4, r
