@@ -297,3 +297,4 @@ def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
             grads.append((out.detach().numpy(), xx.grad.numpy()))
         for a, b in zip(*grads):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+

@@ -1,5 +1,6 @@
 """Reductions over various dims (innermost, outer, several, all), views and
 broadcasts as index rewrites, indexing, creation, externs and fallbacks."""
+import logging
 import re
 
 import numpy as np
@@ -456,3 +457,26 @@ def test_cat_of_transposed_pieces_tiles_its_pieces(contiguous_outputs):
     piece = src[src.index(f"in [{H * D}, {2 * H * D})"):src.index(f"in [{2 * H * D}, {3 * H * D})")]
     assert "tr0[" in piece, src
     assert f"/ ({T * H * D})" not in piece, piece     # the flattened-index division is gone
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_scans_over_symbolic_or_long_rows_compile(dynamic):
+    """A scan whose extent after the scan dim is symbolic (``x.cumsum(0)`` under dynamic=True)
+    or longer than a local accumulator row (a [4, 20000] cumsum over dim 0) keeps its running
+    value in the output's previous row; before, such a graph did not compile and ran eagerly."""
+    records = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.inductor")
+    logger.addHandler(handler)
+    fns = [lambda x: x.cumsum(0), lambda x: x.flip(0).cumsum(1) * 2, lambda x: x.cumprod(0),
+           lambda x: (x.exp().cumsum(1) + 1).sum(1), lambda x: x[None].expand(3, -1, -1).cumsum(1)]
+    shapes = ((6, 8), (10, 12), (7, 9)) if dynamic else ((4, 20000),)
+    for fn in fns:
+        ember.dynamo.reset()
+        cf = ember.compile(fn, dynamic=dynamic)
+        for shape in shapes:
+            x = _make(np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32) * 0.3)
+            np.testing.assert_allclose(cf(x).numpy(), fn(x).numpy(), rtol=1e-4, atol=1e-5)
+    logger.removeHandler(handler)
+    assert not [r.getMessage() for r in records if "eagerly" in r.getMessage() or "Interpreter" in r.getMessage()]

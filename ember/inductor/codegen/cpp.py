@@ -1215,7 +1215,7 @@ class KernelGen:
         outer, inner = list(range(dim)), list(range(dim + 1, n))
         inner_numel = product([size[i] for i in inner])
         if not (inner_numel.is_Integer and int(inner_numel) <= config.local_buffer_max):
-            raise NotImplementedError("scan with a large or symbolic extent after the scan dim")
+            return self._generate_scan_in_output(node, xs, outer, inner)
         body: List[str] = []
         ind = "    "
         work = product(size)
@@ -1244,6 +1244,54 @@ class KernelGen:
         op = "+" if d.op == "sum" else "*"
         body.append(f"{ind3}{acc}[{j}] = static_cast<{ct}>({acc}[{j}] {op} {v});")
         self._store(node, node.write_index(n), f"{acc}[{j}]", ind3, body)
+        self._close(len(inner), ind2, body)
+        body.append(ind1 + "}")
+        self._close(len(outer), ind, body)
+        return body
+
+    def _generate_scan_in_output(self, node, xs, outer, inner) -> List[str]:
+        """A scan whose extent after the scan dim is symbolic or too large for a local
+        accumulator row (``x.cumsum(0)`` of a ``[s0, s1]`` input): the running value is the
+        output's previous row, read back from the output (still in cache), ``out[k] = out[k-1]
+        op v[k]``. The same additions in the same order as the local row. Needs the output in
+        the compute dtype (no float16 round trip between steps) and not written over an input
+        (whose later rows a body could still read)."""
+        d = node.data
+        size, dim, n = d.size, d.dim, len(d.size)
+        ct = COMPUTE[d.dtype]
+        if node.buf.get_dtype() is not d.dtype or STORAGE[d.dtype] != ct:
+            raise NotImplementedError(f"scan in {d.dtype.name} with a large or symbolic extent after the scan dim")
+        if node.name in (getattr(self.graph, "inplace", None) or {}):
+            raise NotImplementedError("scan written over its input with a large or symbolic extent after the scan dim")
+        body: List[str] = []
+        ind = "    "
+        prag = self._parallel_pragma(product(size), f"collapse({len(outer)})" if len(outer) > 1 else "")
+        if prag and outer:
+            body.append(ind + prag)
+        for k, i in enumerate(outer):
+            body.append(self._for(xs[i], size[i], ind + "    " * k) + " {")
+        ind1 = ind + "    " * len(outer)
+        body.append(self._for(xs[dim], size[dim], ind1) + " {")
+        ind2 = ind1 + "    "
+        # the previous row (row 0 at the first step, where it is not used: no index below 0)
+        kp = sympy.Symbol(f"{xs[dim]}p", integer=True, nonnegative=True)
+        body.append(f"{ind2}const int64_t {kp} = {xs[dim]} > 0 ? {xs[dim]} - 1 : 0;")
+        if inner and config.simd:
+            body.append(ind2 + "#pragma omp simd" + (f" collapse({len(inner)})" if len(inner) > 1 else ""))
+        for k, i in enumerate(inner):
+            body.append(self._for(xs[i], size[i], ind2 + "    " * k) + " {")
+        ind3 = ind2 + "    " * len(inner)
+        h = CppOps(self, body, ind3, ranges=_ranges(xs, size))
+        with set_ops_handler(h):
+            v = d.inner_fn(xs)
+        here = node.write_index(n)
+        prev = sympy.expand(sympify(here).subs(xs[dim], kp))
+        init = "0" if d.op == "sum" else "1"
+        op = "+" if d.op == "sum" else "*"
+        run = self.new_tmp()
+        body.append(f"{ind3}const {ct} {run} = {xs[dim]} == 0 ? static_cast<{ct}>({init}) "
+                    f": {node.name}[{cexpr(self.local_index(node.name, prev))}];")
+        self._store(node, here, f"static_cast<{ct}>({run} {op} {v})", ind3, body)
         self._close(len(inner), ind2, body)
         body.append(ind1 + "}")
         self._close(len(outer), ind, body)
