@@ -17,12 +17,33 @@ over a padded channels-last copy of the input that reads every window in place
 (``conv_fwd_nhwc``: no column matrix; better from 64 channels per group and when strided),
 and, for unit width stride with output rows a multiple of the vector block, one reading the
 columns as rows of a zero-padded copy (``conv_fwd_rows``: no column matrix either; at 32x32
-images 2.3x the panel kernel, about 200 GFLOP/s on one core). The weight gradient, when the channels per
-group are a multiple of the kernel's width (32 float / 16 double) and the kernel is not 1x1,
-has its own kernel too, over a channels-last copy of the input that makes the im2col
-implicit (``conv_wgrad_nhwc``: 1.1-2x OpenBLAS at the ResNet shapes). The rest calls numpy's
-own OpenBLAS gemm (found among the loaded libraries; 64-bit-integer interface, as numpy's
-wheels ship it), so there is no second BLAS.
+images 2.3x the panel kernel, about 200 GFLOP/s on one core). The weight gradient, when the
+channels per group are a multiple of the kernel's width (32 float / 16 double), has its own
+kernel too, over a channels-last copy of the input that makes the im2col implicit
+(``conv_wgrad_nhwc``: 1.1-2x OpenBLAS at the ResNet's 3x3 shapes, 1.1-1.25x at 1x1); so has
+the strided input gradient (``conv_igrad_nhwc``: per stride phase, a channels-last forward over
+the output gradient). The rest calls numpy's own OpenBLAS gemm (found among the loaded
+libraries; 64-bit-integer interface, as numpy's wheels ship it), so there is no second BLAS.
+
+Layout copies. The channels-last kernels' copies (NCHW -> NHWC of x or g, the output blocks
+back to NCHW, the weight gradient's g panels) transpose 16x16 (float) / 8x8 (double) tiles in
+registers, VL channels at a time over the whole image. Written element by element they ran at
+~3.5 cycles a value and took 6-28% of the time of the stride-2 and weight-gradient kernels. A
+1x1 convolution without padding is run as the stride-1 convolution of its subsampled view
+(``subsample_1x1``), whose stride-2 rows the copies and the panel gather compact with vector
+permutes; its strided input gradient is one gemm and an expand that writes every element of dx
+once (col2im zeroed dx, then scattered). Measured single-threaded, interleaved
+against the previous kernels on this machine (Zen 4, ~115 GFLOP/s peak a core), at the ResNet's
+slow shapes, GFLOP/s before -> after (layer 2, layer 3): stride-2 3x3 forward 62-74 -> 86-93
+and 75-88 -> 91-98, input gradient 72 -> 84 and 83 -> 93, weight gradient 66-74 -> 89-93 and
+75-77 -> 88-91 (as the compiled graph sends it, on its padded copy: 65-67 -> 92 and 70-74 ->
+84-90); stride-1 3x3 weight gradients 82-94 -> 96-101; 1x1 stride-2 forward 55-59 -> 69-74 and
+72 -> 74-76, input gradient 60 -> 74-81 and 79 -> 88, weight gradient 51 -> 64 and 60 -> 70-75.
+What is left of the gap to the peak is mostly the copies themselves (7-10% of the time, three
+times their in-cache cost: x comes from L3; prefetching the next image during the arithmetic
+made the forward 5% slower) and the stores of dx / out. The benchmark ResNet's training step
+(batch 32, two threads, interleaved medians on this shared machine): compiled 77 -> 72 ms,
+eager 145 -> 138 ms.
 
 Threads. One image's columns (about a megabyte at 32x32) are written and consumed by the same
 thread while they are still in its cache, and the images of a batch are spread over OpenMP
@@ -32,7 +53,8 @@ parallelise every per-image gemm instead costs a thread barrier per image: measu
 shared 2-core machine under load, a ResNet forward took 9.3 s that way and 0.29 s this way.
 With one image (or no per-thread BLAS control) the gradients' images run serially and
 OpenBLAS uses its own threads. The weight gradient accumulates in per-thread buffers (gemm
-with beta = 1) added in thread order: deterministic for a given thread count.
+with beta = 1, or the kernel's own sums) added in thread order: deterministic for a given
+thread count.
 
 Spatial dims are always three in C++ (1-d and 2-d pass size-1 leading dims). The library is
 compiled once with the inductor's code cache (same compiler, flags, on-disk cache). When there
@@ -56,8 +78,10 @@ _SOURCE = r"""
 // (without it the forward runs at half speed), and eager and compiled code both call these
 // same kernels, so they still agree with each other; torch's and BLAS's convolutions fuse too.
 #pragma GCC optimize ("fp-contract=fast")
+#pragma GCC diagnostic ignored "-Wpsabi"
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 #include <omp.h>
 typedef int64_t i64;
@@ -76,9 +100,123 @@ static inline void valid_range(i64 O, i64 L, i64 s, i64 off, i64* lo, i64* hi) {
     *lo = a; *hi = b;
 }
 
+template <class T> struct VT;
+template <> struct VT<float> { typedef float v __attribute__((vector_size(64))); };
+template <> struct VT<double> { typedef double v __attribute__((vector_size(64))); };
+
+// ---- in-register VL x VL transposes (VL = 16 float / 8 double: one 64-byte vector a row), for
+// the layout changes between NCHW and the channels-last copies: log2(VL) steps of one two-source
+// permute per row (vpermt2ps/pd with AVX-512; GCC lowers the same code elsewhere). The scalar
+// transposing copies they replace ran at ~3.5 cycles an element (a store per element, each to
+// another line) and cost 6-28% of the channels-last kernels' time at the ResNet shapes.
+template <class T> struct IVT;
+template <> struct IVT<float> { typedef int32_t v __attribute__((vector_size(64))); };
+template <> struct IVT<double> { typedef int64_t v __attribute__((vector_size(64))); };
+template <class IV, int VL, int E, int... K>
+static constexpr IV tmask_lo(std::integer_sequence<int, K...>) { return IV{((K & E) ? VL + K - E : K)...}; }
+template <class IV, int VL, int E, int... K>
+static constexpr IV tmask_hi(std::integer_sequence<int, K...>) { return IV{((K & E) ? VL + K : K + E)...}; }
+// {a[B], b[B], a[B + 1], b[B + 1], ...}: two vectors' elements from B on, interleaved
+template <class IV, int VL, int B, int... K>
+static constexpr IV tmask_zip(std::integer_sequence<int, K...>) { return IV{((K & 1) ? VL + B + K / 2 : B + K / 2)...}; }
+// {u[0], u[2], ..., u[VL - 2], v[1], v[3], ..., v[VL - 1]}: the even values of a 2 VL - 1 long row
+// read as u = row[0, VL), v = row[VL - 1, 2 VL - 1)
+template <class IV, int VL, int... K>
+static constexpr IV tmask_even(std::integer_sequence<int, K...>) { return IV{(K < VL / 2 ? 2 * K : 2 * K + 1)...}; }
+// one step of the recursive block transpose: in every 2E x 2E block the off-diagonal E x E blocks swap
+template <class T, int E>
+static inline void transpose_step(typename VT<T>::v* r) {
+    typedef typename VT<T>::v vec;
+    typedef typename IVT<T>::v ivec;
+    constexpr int VL = 64 / sizeof(T);
+    constexpr ivec lo = tmask_lo<ivec, VL, E>(std::make_integer_sequence<int, VL>{});
+    constexpr ivec hi = tmask_hi<ivec, VL, E>(std::make_integer_sequence<int, VL>{});
+    for (int i = 0; i < VL; ++i)
+        if (!(i & E)) {
+            const vec a = r[i], b = r[i + E];
+            r[i] = __builtin_shuffle(a, b, lo);
+            r[i + E] = __builtin_shuffle(a, b, hi);
+        }
+}
+template <class T>
+static inline void transpose_regs(typename VT<T>::v* r) {
+    if constexpr (64 / sizeof(T) == 16) transpose_step<T, 8>(r);
+    transpose_step<T, 4>(r);
+    transpose_step<T, 2>(r);
+    transpose_step<T, 1>(r);
+}
+// one row of VL values src[0], src[S], ..., src[(VL - 1) S] (S = 1 or 2; with 2, the odd half
+// comes from a second load starting at src[VL - 1], so nothing past the last value is read)
+template <class T, int S>
+static inline typename VT<T>::v load_row(const T* src) {
+    typedef typename VT<T>::v vec;
+    typedef typename IVT<T>::v ivec;
+    constexpr int VL = 64 / sizeof(T);
+    vec u;
+    __builtin_memcpy(&u, src, 64);
+    if constexpr (S == 2) {
+        constexpr ivec m = tmask_even<ivec, VL>(std::make_integer_sequence<int, VL>{});
+        vec v;
+        __builtin_memcpy(&v, src + VL - 1, 64);
+        u = __builtin_shuffle(u, v, m);
+    }
+    return u;
+}
+// dst[j * ds + i] = src[i * ss + j * S] for i, j < VL (one full tile)
+template <class T, int S = 1>
+static inline void transpose_tile(const T* __restrict src, i64 ss, T* __restrict dst, i64 ds) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T);
+    vec r[VL];
+    for (int i = 0; i < VL; ++i) r[i] = load_row<T, S>(src + i * ss);
+    transpose_regs<T>(r);
+    for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + j * ds, &r[j], 64);
+}
+
+// dst[j * ld + i] = acc[i][j] for i < mv, j < nv: an MR positions x NR channels accumulator block
+// stored channel by channel (MR contiguous values a channel, as NCHW wants them); a full block
+// through register transposes (32 stores of 8 values instead of 256 scalar ones)
+template <class T, int MR, int NR>
+static inline void store_block_t(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))], T* __restrict dst, i64 ld,
+                                 i64 mv, i64 nv) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    if constexpr (VL == MR) {
+        if (mv == MR && nv == NR) {
+            for (int v = 0; v < NV; ++v) {
+                vec r[VL];
+                for (int i = 0; i < MR; ++i) r[i] = acc[i][v];
+                transpose_regs<T>(r);
+                for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + (v * VL + j) * ld, &r[j], 64);
+            }
+            return;
+        }
+    } else if constexpr (VL == 2 * MR && NV % 2 == 0) {
+        if (mv == MR && nv == NR) {
+            for (int v = 0; v < NV; v += 2) {
+                vec r[VL];
+                for (int i = 0; i < MR; ++i) { r[i] = acc[i][v]; r[MR + i] = acc[i][v + 1]; }
+                transpose_regs<T>(r);
+                for (int j = 0; j < VL; ++j) {
+                    __builtin_memcpy(dst + (v * VL + j) * ld, &r[j], MR * sizeof(T));
+                    __builtin_memcpy(dst + ((v + 1) * VL + j) * ld, (const T*)&r[j] + MR, MR * sizeof(T));
+                }
+            }
+            return;
+        }
+    }
+    T tmp[NR];
+    for (i64 i = 0; i < mv; ++i) {
+        for (int v = 0; v < NV; ++v) __builtin_memcpy(tmp + v * VL, &acc[i][v], 64);
+        for (i64 j = 0; j < nv; ++j) dst[j * ld + i] = tmp[j];
+    }
+}
+
 // the (C*K, P) columns of one image (xb: its first element)
 template <class T>
 static void im2col_image(const T* __restrict xb, const i64* g, const i64* xs, T* __restrict dst) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T);
     const i64 C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw = g[19];
@@ -107,7 +245,13 @@ static void im2col_image(const T* __restrict xb, const i64* g, const i64* xs, T*
                     } else {
                         const i64 step = sw * xs[4];
                         const T* src = row + woff * xs[4];
-                        for (i64 ow = wlo; ow < whi; ++ow) dst[ow] = src[ow * step];
+                        i64 ow = wlo;
+                        if (step == 2)
+                            for (; ow + VL <= whi; ow += VL) {
+                                const vec v = load_row<T, 2>(src + 2 * ow);
+                                __builtin_memcpy(dst + ow, &v, 64);
+                            }
+                        for (; ow < whi; ++ow) dst[ow] = src[ow * step];
                     }
                     for (i64 ow = whi; ow < OW; ++ow) dst[ow] = T(0);
                 }
@@ -150,13 +294,50 @@ static void col2im_image(const T* __restrict src, const i64* g, T* __restrict xb
     }
 }
 
+// dx of one image (contiguous C, D, H, W) for a 1x1 kernel without padding: src (C, P) placed at
+// the strided positions, zeros elsewhere, every element written once (col2im zeroes the image and
+// then scatters: at the ResNet's stride-2 shortcut that was 40% of the input gradient's time)
+template <class T>
+static void expand_1x1_image(const T* __restrict src, const i64* g, T* __restrict xb) {
+    typedef typename VT<T>::v vec;
+    typedef typename IVT<T>::v ivec;
+    constexpr int VL = 64 / sizeof(T);
+    constexpr ivec zlo = tmask_zip<ivec, VL, 0>(std::make_integer_sequence<int, VL>{});
+    constexpr ivec zhi = tmask_zip<ivec, VL, VL / 2>(std::make_integer_sequence<int, VL>{});
+    const i64 C = g[1], D = g[2], H = g[3], W = g[4], OD = g[8], OH = g[9], OW = g[10];
+    const i64 sd = g[11], sh = g[12], sw = g[13];
+    for (i64 c = 0; c < C; ++c)
+        for (i64 id = 0; id < D; ++id) {
+            T* plane = xb + (c * D + id) * H * W;
+            std::memset(plane, 0, (size_t)(H * W) * sizeof(T));
+            if (id % sd != 0 || id / sd >= OD) continue;
+            for (i64 oh = 0; oh < OH && oh * sh < H; ++oh) {
+                T* row = plane + oh * sh * W;
+                const T* sr = src + ((c * OD + id / sd) * OH + oh) * OW;
+                i64 o = 0;
+                if (sw == 2) {
+                    const vec z = {};
+                    for (; o + VL <= OW && 2 * o + 2 * VL <= W; o += VL) {
+                        vec u;
+                        __builtin_memcpy(&u, sr + o, 64);
+                        const vec lo = __builtin_shuffle(u, z, zlo), hi = __builtin_shuffle(u, z, zhi);
+                        __builtin_memcpy(row + 2 * o, &lo, 64);
+                        __builtin_memcpy(row + 2 * o + VL, &hi, 64);
+                    }
+                }
+                for (; o < OW && o * sw < W; ++o) row[o * sw] = sr[o];
+            }
+        }
+}
+
 template <class T>
 struct Gemm {
     // cblas_?gemm with 64-bit integers (OpenBLAS INTERFACE64, as numpy's wheels ship it)
     typedef void (*fn)(int, int, int, i64, i64, i64, T, const T*, i64, const T*, i64, T, T*, i64);
 };
 
-template <class T>
+// a per-thread buffer kept between calls (slot: buffers one kernel needs at once)
+template <class T, int slot = 0>
 static T* scratch(size_t n) {
     static thread_local std::vector<T> buf;
     if (buf.size() < n) buf.resize(n);
@@ -197,7 +378,7 @@ static bool direct_ok(const i64* g, const i64* xs) {
            (g[1] == 1 || xs[1] >= D * H * W);
 }
 
-// dx (N, C, S) = col2im(W_g^T (Cg*K, Og) @ g_n,g (Og, P))
+// dx (N, C, S) = col2im(W_g^T (Cg*K, Og) @ g_n,g (Og, P)); a 1x1 without padding expands instead
 template <class T>
 static void conv_igrad(const T* go, const i64* g, const T* w, T* dx, void* gemm_p, void* setl_p) {
     typename Gemm<T>::fn gemm = (typename Gemm<T>::fn)gemm_p;
@@ -208,7 +389,8 @@ static void conv_igrad(const T* go, const i64* g, const T* w, T* dx, void* gemm_
         for (i64 gi = 0; gi < G; ++gi)
             gemm(RowMajor, Trans, NoTrans, CgK, P, Og, T(1), w + gi * Og * CgK, CgK, go + (n * O + gi * Og) * P, P,
                  T(0), cols + gi * CgK * P, P);
-        col2im_image(cols, g, dx + n * C * S);
+        if (K == 1 && g[14] == 0 && g[15] == 0 && g[16] == 0) expand_1x1_image(cols, g, dx + n * C * S);
+        else col2im_image(cols, g, dx + n * C * S);
     });
 }
 
@@ -245,14 +427,12 @@ static void conv_wgrad(const T* go, const i64* g, const T* x, const i64* xs, T* 
 // MR-row blocks; rows/columns past O/P are computed on zero padding and not stored. Measured
 // single-threaded at the ResNet shapes: 85-130 GFLOP/s, against 75-90 for OpenBLAS's sgemm
 // per image (which packs the columns again) -- M = O is small here.
-template <class T> struct VT;
-template <> struct VT<float> { typedef float v __attribute__((vector_size(64))); };
-template <> struct VT<double> { typedef double v __attribute__((vector_size(64))); };
-
 // rows [r0, r0 + R) of one image's (C*K, P) columns into panels: dst[(p / NR) * R * NR + r * NR + p % NR]
 template <class T, int NR>
 static void im2col_panels(const T* __restrict xb, const i64* g, const i64* xs, i64 c0, i64 c1, i64 Ppad,
                           T* __restrict dst) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T);
     const i64 D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw = g[19];
@@ -285,6 +465,13 @@ static void im2col_panels(const T* __restrict xb, const i64* g, const i64* xs, i
                             const T* s = src + ow;
 #pragma omp simd
                             for (i64 j = 0; j < len; ++j) d[j] = s[j];
+                        } else if (step == 2 && ow >= wlo && ow + len <= whi) {
+                            i64 j = 0;
+                            for (; j + VL <= len; j += VL) {
+                                const vec v = load_row<T, 2>(src + 2 * (ow + j));
+                                __builtin_memcpy(d + j, &v, 64);
+                            }
+                            for (; j < len; ++j) d[j] = src[2 * (ow + j)];
                         } else {
                             for (i64 j = 0; j < len; ++j) {
                                 const i64 o = ow + j;
@@ -363,34 +550,81 @@ static void conv_fwd(const T* x, const i64* g, const i64* xs, const T* w, T* out
 }
 
 // ---- image n, group gi of x into xp as a zero-padded channels-last copy [Dp][Hp][Wp][Cg] (the
-// nhwc kernels' input). Row by row: one (d, h)'s Cg source rows are read while its W x Cg
-// destination row (a few KB) stays in L1. Channel by channel (as before) every channel's pass
-// touched every line of the whole padded image, 80-150 KB at the ResNet shapes: Cg passes out
-// of L2, which cost as much as the stride-2 weight gradient's arithmetic.
+// channels-last kernels' input; also the strided input gradient's copy of g, padded unevenly:
+// pd, ph, pw are the low sides' padding, Dp, Hp, Wp the padded sizes). Only the padding is
+// zeroed; the rest is transposed VL x VL tile by tile in registers, VL channels at a time
+// across the whole image: VL source streams (sweeping all channels row by row, 32-128 streams
+// at once, the strided input gradient's copy of g took 9% of its time; this way 5.6%)
 template <class T>
 static void nhwc_pad_copy(T* xp, const T* x, const i64* xs, i64 n, i64 gi, i64 Cg, i64 D, i64 H, i64 W,
                           i64 pd, i64 ph, i64 pw, i64 Hp, i64 Wp, i64 XS) {
-    std::memset(xp, 0, (size_t)XS * sizeof(T));
+    constexpr int VL = 64 / sizeof(T);
+    const i64 Dp = XS / (Hp * Wp * Cg), RS = Wp * Cg;
     const T* xg = x + n * xs[0] + gi * Cg * xs[1];
-    for (i64 d = 0; d < D; ++d)
-        for (i64 h = 0; h < H; ++h) {
-            T* row = xp + (((d + pd) * Hp + h + ph) * Wp + pw) * Cg;
-            const T* src0 = xg + d * xs[2] + h * xs[3];
-            for (i64 c = 0; c < Cg; ++c) {
-                const T* src = src0 + c * xs[1];
-                T* dst = row + c;
-                if (xs[4] == 1) { for (i64 w = 0; w < W; ++w) dst[w * Cg] = src[w]; }
-                else { for (i64 w = 0; w < W; ++w) dst[w * Cg] = src[w * xs[4]]; }
-            }
+    for (i64 dp = 0; dp < Dp; ++dp)
+        for (i64 hp = 0; hp < Hp; ++hp) {
+            T* row = xp + (dp * Hp + hp) * RS;
+            const i64 d = dp - pd, h = hp - ph;
+            if (d < 0 || d >= D || h < 0 || h >= H) { std::memset(row, 0, (size_t)RS * sizeof(T)); continue; }
+            std::memset(row, 0, (size_t)(pw * Cg) * sizeof(T));
+            std::memset(row + (pw + W) * Cg, 0, (size_t)((Wp - pw - W) * Cg) * sizeof(T));
         }
+    // (a width stride of 2: a strided view, or the 1x1 strided convolutions' subsampled input)
+    const i64 sw = xs[4], cf = sw == 1 || sw == 2 ? Cg / VL * VL : 0, wf = W / VL * VL;
+    for (i64 c0 = 0; c0 < cf; c0 += VL)
+        for (i64 d = 0; d < D; ++d)
+            for (i64 h = 0; h < H; ++h) {
+                T* row = xp + ((d + pd) * Hp + h + ph) * RS + pw * Cg + c0;
+                const T* src = xg + c0 * xs[1] + d * xs[2] + h * xs[3];
+                if (sw == 1)
+                    for (i64 w0 = 0; w0 < wf; w0 += VL) transpose_tile<T, 1>(src + w0, xs[1], row + w0 * Cg, Cg);
+                else
+                    for (i64 w0 = 0; w0 < wf; w0 += VL) transpose_tile<T, 2>(src + 2 * w0, xs[1], row + w0 * Cg, Cg);
+                for (i64 w = wf; w < W; ++w)
+                    for (int i = 0; i < VL; ++i) row[w * Cg + i] = src[i * xs[1] + w * sw];
+            }
+    for (i64 c = cf; c < Cg; ++c)
+        for (i64 d = 0; d < D; ++d)
+            for (i64 h = 0; h < H; ++h) {
+                T* row = xp + ((d + pd) * Hp + h + ph) * RS + pw * Cg + c;
+                const T* src = xg + c * xs[1] + d * xs[2] + h * xs[3];
+                for (i64 w = 0; w < W; ++w) row[w * Cg] = src[w * xs[4]];
+            }
 }
 
-// ---- the weight gradient's own kernel, for Cg a multiple of NR and kernels larger than 1x1 (a
-// 1x1 convolution reads x itself as its column matrix through OpenBLAS): per image the group's input is
+// g rows [o0, o0 + MB * MR) of one image and group as MR-row panels [mb][p][MR] (rows past Og
+// zero): the weight gradient's broadcast operand, transposed tile by tile in registers
+template <class T, int MR>
+static void pack_g_panels(const T* __restrict gs, i64 Og, i64 P, i64 MB, T* __restrict gp) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = 64 / sizeof(T);
+    static_assert(VL % MR == 0, "MR divides the vector length");
+    const i64 of = Og / VL * VL, pf = P / VL * VL;
+    for (i64 o0 = 0; o0 < of; o0 += VL) {
+        for (i64 p0 = 0; p0 < pf; p0 += VL) {
+            vec r[VL];
+            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], gs + (o0 + i) * P + p0, 64);
+            transpose_regs<T>(r);
+            for (int j = 0; j < VL; ++j)
+                for (int q = 0; q < VL / MR; ++q)
+                    __builtin_memcpy(gp + ((o0 / MR + q) * P + p0 + j) * MR, (const T*)&r[j] + q * MR, MR * sizeof(T));
+        }
+        for (i64 o = o0; o < o0 + VL; ++o)
+            for (i64 p = pf; p < P; ++p) gp[((o / MR) * P + p) * MR + o % MR] = gs[o * P + p];
+    }
+    for (i64 o = of; o < MB * MR; ++o)
+        for (i64 p = 0; p < P; ++p) gp[((o / MR) * P + p) * MR + o % MR] = o < Og ? gs[o * P + p] : T(0);
+}
+
+// ---- the weight gradient's own kernel, for Cg a multiple of NR: per image the group's input is
 // copied once, zero-padded and channels-last (NHWC); then for every kernel tap the NR channels
 // of one output position's window are NR contiguous values, so the im2col is implicit (no
 // column matrix at all) and the kernel reduces over the P output positions with MR x NR
-// accumulators: dW[o, c, tap] += sum_p g[o, p] x_nhwc[pos(p, tap), c].
+// accumulators: dW[o, c, tap] += sum_p g[o, p] x_nhwc[pos(p, tap), c]. Each thread sums into
+// its own [O][tap][Cg] buffer (an accumulator row is NR contiguous values: vector adds; stored
+// into dW's [O][Cg][tap] order, NR values K apart, it was 256 scalar read-modify-writes a block,
+// 12% of the time at 8x8); the first block a thread runs stores instead of adding (no zeroing),
+// and the threads then add the buffers in thread order, transposing into dW, in parallel.
 template <class T, int MR, int NR>
 static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs, T* dw) {
     typedef typename VT<T>::v vec;
@@ -402,10 +636,9 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
     const i64 Dp = D + 2 * pd, Hp = H + 2 * ph, Wp = W + 2 * pw, MB = (Og + MR - 1) / MR, CB = Cg / NR;
     const i64 WN = O * Cg * K, XS = Dp * Hp * Wp * Cg;
     const int nt = g[20] > 1 ? (int)g[20] : 1;
-    std::vector<T> parts((size_t)nt * WN, T(0));
     // images per block: each accumulator block reduces over NB images' P positions before it is
     // stored. With small outputs (8x8: P = 64) one image's loop was too short for the MR x NR
-    // accumulators' set-up and scattered store: 150 GFLOP/s at ResNet's 128-channel 8x8 layer,
+    // accumulators' set-up and store: 150 GFLOP/s at ResNet's 128-channel 8x8 layer,
     // 270 with NB = 8 (1.6x; 16x16 layers 1.1-1.5x, stride 2 gaining most). NB brings the
     // reduction to ~1024 positions while the NB padded copies stay within half the 1 MB L2,
     // and leaves every thread a block
@@ -416,65 +649,79 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
     while (NB > 1 && (N + NB - 1) / NB < nt) --NB;
     if (NB < 1) NB = 1;
     const i64 NBLK = (N + NB - 1) / NB;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && NBLK > 1)
-    for (i64 bi = 0; bi < NBLK; ++bi) {
-        const i64 n0 = bi * NB, nb = N - n0 < NB ? N - n0 : NB;
-        T* accb = parts.data() + (size_t)omp_get_thread_num() * WN;
+    std::vector<T*> parts((size_t)nt, nullptr);
+    int team = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1 && NBLK > 1)
+    {
+        if (omp_get_thread_num() == 0) team = omp_get_num_threads();
+        T* accb = scratch<T, 1>(WN);              // this thread's sums, [G * Og][K][Cg]
         T* xp = scratch<T>(NB * (XS + GS));        // nb padded images, then their g panels
         T* gp = xp + NB * XS;
-        for (i64 gi = 0; gi < G; ++gi) {
-            for (i64 j = 0; j < nb; ++j) {
-                const i64 n = n0 + j;
-                nhwc_pad_copy(xp + j * XS, x, xs, n, gi, Cg, D, H, W, pd, ph, pw, Hp, Wp, XS);
-                T* gpj = gp + j * GS;
-                for (i64 mb = 0; mb < MB; ++mb)
-                    for (i64 p = 0; p < P; ++p)
-                        for (int i = 0; i < MR; ++i) {
-                            const i64 o = mb * MR + i;
-                            gpj[(mb * P + p) * MR + i] = o < Og ? go[(n * O + gi * Og + o) * P + p] : T(0);
-                        }
-            }
-            for (i64 mb = 0; mb < MB; ++mb) {
-                const i64 mv = Og - mb * MR < MR ? Og - mb * MR : MR;
-                for (i64 kd = 0; kd < KD; ++kd)
-                for (i64 kh = 0; kh < KH; ++kh)
-                for (i64 kw = 0; kw < KW; ++kw)
-                for (i64 cb = 0; cb < CB; ++cb) {
-                    vec acc[MR][NV];
-                    for (int i = 0; i < MR; ++i)
-                        for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
-                    const i64 off = ((kd * dd * Hp + kh * dh) * Wp + kw * dw_) * Cg + cb * NR;
-                    const i64 bstep = sw * Cg;
-                    for (i64 j = 0; j < nb; ++j) {
-                        const T* a = gp + j * GS + mb * P * MR;
-                        const T* xj = xp + j * XS + off;
-                        for (i64 od = 0; od < OD; ++od)
-                            for (i64 oh = 0; oh < OH; ++oh) {
-                                const T* b = xj + ((od * sd) * Hp + oh * sh) * Wp * Cg;
-                                for (i64 ow = 0; ow < OW; ++ow, b += bstep, a += MR) {
-                                    vec bv[NV];
-                                    for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + v * VL, 64);
+        bool first = true;
+#pragma omp for schedule(static) nowait
+        for (i64 bi = 0; bi < NBLK; ++bi) {
+            const i64 n0 = bi * NB, nb = N - n0 < NB ? N - n0 : NB;
+            for (i64 gi = 0; gi < G; ++gi) {
+                for (i64 j = 0; j < nb; ++j) {
+                    const i64 n = n0 + j;
+                    nhwc_pad_copy(xp + j * XS, x, xs, n, gi, Cg, D, H, W, pd, ph, pw, Hp, Wp, XS);
+                    pack_g_panels<T, MR>(go + (n * O + gi * Og) * P, Og, P, MB, gp + j * GS);
+                }
+                for (i64 mb = 0; mb < MB; ++mb) {
+                    const i64 mv = Og - mb * MR < MR ? Og - mb * MR : MR;
+                    for (i64 kd = 0; kd < KD; ++kd)
+                    for (i64 kh = 0; kh < KH; ++kh)
+                    for (i64 kw = 0; kw < KW; ++kw)
+                    for (i64 cb = 0; cb < CB; ++cb) {
+                        vec acc[MR][NV];
+                        for (int i = 0; i < MR; ++i)
+                            for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
+                        const i64 off = ((kd * dd * Hp + kh * dh) * Wp + kw * dw_) * Cg + cb * NR;
+                        const i64 bstep = sw * Cg;
+                        for (i64 j = 0; j < nb; ++j) {
+                            const T* a = gp + j * GS + mb * P * MR;
+                            const T* xj = xp + j * XS + off;
+                            for (i64 od = 0; od < OD; ++od)
+                                for (i64 oh = 0; oh < OH; ++oh) {
+                                    const T* b = xj + ((od * sd) * Hp + oh * sh) * Wp * Cg;
+                                    for (i64 ow = 0; ow < OW; ++ow, b += bstep, a += MR) {
+                                        vec bv[NV];
+                                        for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + v * VL, 64);
 #pragma GCC unroll 8
-                                    for (int i = 0; i < MR; ++i)
-                                        for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * bv[v];
+                                        for (int i = 0; i < MR; ++i)
+                                            for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * bv[v];
+                                    }
                                 }
+                        }
+                        const i64 tap = (kd * KH + kh) * KW + kw;
+                        for (i64 i = 0; i < mv; ++i) {
+                            T* row = accb + ((gi * Og + mb * MR + i) * K + tap) * Cg + cb * NR;
+                            for (int v = 0; v < NV; ++v) {
+                                vec r = acc[i][v];
+                                if (!first) {
+                                    vec o;
+                                    __builtin_memcpy(&o, row + v * VL, 64);
+                                    r += o;
+                                }
+                                __builtin_memcpy(row + v * VL, &r, 64);
                             }
-                    }
-                    const i64 tap = (kd * KH + kh) * KW + kw;
-                    T tmp[NR];
-                    for (i64 i = 0; i < mv; ++i) {
-                        for (int v = 0; v < NV; ++v) __builtin_memcpy(tmp + v * VL, &acc[i][v], 64);
-                        T* row = accb + ((gi * Og + mb * MR + i) * Cg + cb * NR) * K + tap;
-                        for (int v = 0; v < NR; ++v) row[v * K] += tmp[v];
+                        }
                     }
                 }
             }
+            first = false;
         }
-    }
-    for (i64 i = 0; i < WN; ++i) {
-        T s = parts[i];
-        for (int t = 1; t < nt; ++t) s += parts[(size_t)t * WN + i];
-        dw[i] = s;
+        parts[omp_get_thread_num()] = first ? nullptr : accb;     // (a thread without a block adds nothing)
+#pragma omp barrier
+#pragma omp for schedule(static) nowait
+        for (i64 r = 0; r < O; ++r)
+            for (i64 t = 0; t < K; ++t)
+                for (i64 c = 0; c < Cg; ++c) {
+                    T s = T(0);
+                    for (int u = 0; u < team; ++u)
+                        if (parts[u] != nullptr) s += parts[u][(r * K + t) * Cg + c];
+                    dw[(r * Cg + c) * K + t] = s;
+                }
     }
 }
 
@@ -565,13 +812,8 @@ static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T
                         const T* xr = xp + (((od * sd + kd * dd) * Hp + oh * sh + kh * dh) * Wp + ow0 * sw + kw * dw_) * Cg;
                         nhwc_block<T, MR, NR>(acc, xr, xstep, wg + t * Cg * Op + ob * NR, Op, Cg, mv);
                     }
-                    T tmp[NR];
                     const i64 ov = Og - ob * NR < NR ? Og - ob * NR : NR;
-                    for (i64 i = 0; i < mv; ++i) {
-                        for (int j = 0; j < NV; ++j) __builtin_memcpy(tmp + j * VL, &acc[i][j], 64);
-                        T* col = on + (ob * NR) * P + p0 + i;
-                        for (i64 j = 0; j < ov; ++j) col[j * P] = tmp[j];
-                    }
+                    store_block_t<T, MR, NR>(acc, on + (ob * NR) * P + p0, P, mv, ov);
                 }
             }
         }
@@ -655,6 +897,52 @@ static void conv_fwd_rows(const T* x, const i64* g, const i64* xs, const T* w, T
     }
 }
 
+// dst[c * ds + j * s + r] = src[r * ps + c * ls + j] for c < R, j * s + r < L: the s phases of a
+// row interleaved (each phase's values stored contiguously), channel by channel; src readable
+// VL - 1 values past its end
+template <class T>
+static void interleave_rows(const T* __restrict src, i64 ps, i64 ls, i64 s, T* __restrict dst, i64 ds, i64 R, i64 L) {
+    typedef typename VT<T>::v vec;
+    typedef typename IVT<T>::v ivec;
+    constexpr int VL = 64 / sizeof(T);
+    for (i64 c = 0; c < R; ++c) {
+        T* d = dst + c * ds;
+        const T* a = src + c * ls;
+        i64 j = 0;
+        if (s == 1) {
+            for (; j < L; ++j) d[j] = a[j];
+            continue;
+        }
+        if (s == 2) {
+            constexpr ivec zlo = tmask_zip<ivec, VL, 0>(std::make_integer_sequence<int, VL>{});
+            constexpr ivec zhi = tmask_zip<ivec, VL, VL / 2>(std::make_integer_sequence<int, VL>{});
+            const T* b = a + ps;
+            for (; 2 * j + 2 * VL <= L; j += VL) {
+                vec u, v;
+                __builtin_memcpy(&u, a + j, 64);
+                __builtin_memcpy(&v, b + j, 64);
+                const vec lo = __builtin_shuffle(u, v, zlo), hi = __builtin_shuffle(u, v, zhi);
+                __builtin_memcpy(d + 2 * j, &lo, 64);
+                __builtin_memcpy(d + 2 * j + VL, &hi, 64);
+            }
+            // half a vector from each phase (rows of 8..31 values): the loads read up to VL - 1
+            // values past the row, within the tile (the caller leaves VL values of slack)
+            for (; 2 * j + VL <= L; j += VL / 2) {
+                vec u, v;
+                __builtin_memcpy(&u, a + j, 64);
+                __builtin_memcpy(&v, b + j, 64);
+                const vec lo = __builtin_shuffle(u, v, zlo);
+                __builtin_memcpy(d + 2 * j, &lo, 64);
+            }
+            for (; 2 * j + 1 < L; ++j) { d[2 * j] = a[j]; d[2 * j + 1] = b[j]; }
+            if (2 * j < L) d[2 * j] = a[j];
+            continue;
+        }
+        for (i64 r = 0; r < s && r < L; ++r)
+            for (i64 q = 0; q * s + r < L; ++q) d[q * s + r] = a[r * ps + q];
+    }
+}
+
 // ---- the strided input gradient over a channels-last copy of the output gradient: dx
 // positions of one phase (id, ih, iw congruent to rd, rh, rw modulo the stride) receive the
 // taps with kd*dd = rd + pd modulo sd (and so on), each from the g position i + off of the phase
@@ -685,7 +973,8 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
         hi[a] = top > 0 ? top : 0;
     }
     const i64 ODp = OD + lo[0] + hi[0], OHp = OH + lo[1] + hi[1], OWp = OW + lo[2] + hi[2];
-    const i64 GS = ODp * OHp * OWp * Og;
+    const i64 GS = ODp * OHp * OWp * Og, nWm = (W + sw - 1) / sw;
+    const i64 gst[5] = {O * OD * OH * OW, OD * OH * OW, OH * OW, OW, 1};
     // weights per group as [tap][o][Cp], channels past Cg zero
     const int nt = g[20] > 1 ? (int)g[20] : 1;
     std::vector<T> wt;
@@ -715,23 +1004,15 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1)
     for (i64 n = 0; n < N; ++n) {
-        T* gp = scratch<T>(GS + Cp * W);
+        T* gp = scratch<T>(GS + sw * Cp * nWm + 64 / sizeof(T));
         T* tile = gp + GS;
         for (i64 gi = 0; gi < G; ++gi) {
-            std::memset(gp, 0, (size_t)GS * sizeof(T));
-            for (i64 o = 0; o < Og; ++o) {
-                const T* src = go + ((n * O + gi * Og + o) * OD) * OH * OW;
-                for (i64 od = 0; od < OD; ++od)
-                    for (i64 oh = 0; oh < OH; ++oh) {
-                        T* dst = gp + (((od + lo[0]) * OHp + oh + lo[1]) * OWp + lo[2]) * Og + o;
-                        const T* s0 = src + (od * OH + oh) * OW;
-                        for (i64 ow = 0; ow < OW; ++ow) dst[ow * Og] = s0[ow];
-                    }
-            }
+            nhwc_pad_copy(gp, go, gst, n, gi, Og, OD, OH, OW, lo[0], lo[1], lo[2], OHp, OWp, GS);
             T* xn = dx + (n * C + gi * Cg) * S;
-            // one dx row (id, ih) at a time: its sw phases are computed into a [Cp][W] tile, then
-            // copied out row by row (storing straight into dx, the channels' stores lay 4 KB apart
-            // at 32x32 and fought over the same L1 sets: 1.8x slower)
+            // one dx row (id, ih) at a time: its sw phases are computed into a [sw][Cp][nWm] tile
+            // (a phase's positions contiguous: the blocks are stored through register transposes),
+            // then interleaved into dx channel by channel (storing straight into dx, the channels'
+            // stores lay 4 KB apart at 32x32 and fought over the same L1 sets: 1.8x slower)
             for (i64 id = 0; id < D; ++id)
             for (i64 ih = 0; ih < H; ++ih) {
                 const i64 rd = id % sd, jd = id / sd, rh = ih % sh, jh = ih / sh;
@@ -750,24 +1031,19 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
                                 const T* gr = gp + gbase + toff[t];
                                 nhwc_block<T, MR, NR>(acc, gr, Og, wt.data() + gi * K * Og * Cp + tw[t] + cb * NR, Cp, Og, mv);
                             }
-                            T tmp[NR];
-                            for (i64 i = 0; i < mv; ++i) {
-                                for (int j = 0; j < NV; ++j) __builtin_memcpy(tmp + j * VL, &acc[i][j], 64);
-                                T* col = tile + (cb * NR) * W + (jw0 + i) * sw + rw;
-                                for (int j = 0; j < NR; ++j) col[j * W] = tmp[j];
-                            }
+                            store_block_t<T, MR, NR>(acc, tile + (rw * Cp + cb * NR) * nWm + jw0, nWm, mv, NR);
                         }
                     }
                 }
-                T* xr = xn + (id * H + ih) * W;
-                for (i64 c = 0; c < Cg; ++c) std::memcpy(xr + c * S, tile + c * W, (size_t)W * sizeof(T));
+                interleave_rows(tile, Cp * nWm, nWm, sw, xn + (id * H + ih) * W, S, Cg, W);
             }
         }
     }
 }
 
-// the strided input gradient's kernel: a stride above 1, a kernel larger than 1x1 (a strided 1x1's
-// col2im is a cheap scatter), input channels per group filling half the vector block
+// the strided input gradient's kernel: a stride above 1, a kernel larger than 1x1 (a strided 1x1
+// is one gemm and an expand, conv_igrad; here its empty phases cost time too: 1.4x slower at the
+// ResNet's shortcut), input channels per group filling half the vector block
 static bool use_nhwc_igrad(const i64* g, i64 NR) {
     const i64 Cg = g[1] / g[22], K = g[5] * g[6] * g[7];
     const bool strided = g[11] > 1 || g[12] > 1 || g[13] > 1;
@@ -778,8 +1054,8 @@ static bool use_nhwc_igrad(const i64* g, i64 NR) {
 // at the ResNet shapes: channels-last wins from 64 input channels per group (1.4-2x) and on
 // strided convolutions (the panel im2col gathers with a stride), loses with few channels (the
 // per-tap channel loop is short: 3 channels 8x slower, 32 channels at stride 1 1.2x) and on
-// 1x1 (the channels-last copy of the whole input costs more than the strided gather); it needs
-// output channels per group filling at least half the NR-wide vector block.
+// 1x1 (strided ones arrive as a subsampled view: 1.2x slower at 32 channels, even at 64); it
+// needs output channels per group filling at least half the NR-wide vector block.
 static bool use_nhwc_fwd(const i64* g, i64 NR) {
     if (g[23] != 0) return g[23] == 2;
     const i64 Cg = g[1] / g[22], Og = g[21] / g[22], K = g[5] * g[6] * g[7];
@@ -794,21 +1070,62 @@ static bool use_rows_fwd(const i64* g, i64 NR) {
     return g[13] == 1 && g[10] % NR == 0;
 }
 
+// A 1x1 convolution without padding reads x only at the output positions times the stride: it is
+// the stride-1 convolution of the subsampled view (strides times the stride, the output's sizes),
+// which every kernel then reads in place (no col2im / panel gather with a stride)
+static bool subsample_1x1(const i64* g, const i64* xs, i64* g2, i64* xs2) {
+    if (g[5] * g[6] * g[7] != 1 || g[14] != 0 || g[15] != 0 || g[16] != 0) return false;
+    if (g[11] == 1 && g[12] == 1 && g[13] == 1) return false;
+    for (int i = 0; i < 24; ++i) g2[i] = g[i];
+    for (int i = 0; i < 3; ++i) { g2[2 + i] = g[8 + i]; g2[11 + i] = 1; g2[17 + i] = 1; }
+    xs2[0] = xs[0]; xs2[1] = xs[1];
+    for (int i = 0; i < 3; ++i) xs2[2 + i] = xs[2 + i] * g[11 + i];
+    return true;
+}
+
+
+// (a subsampled 1x1 keeps the panel kernel, whose gather compacts stride-2 rows with vector
+// permutes; the row kernel's padded copy would read them element by element)
+template <class T, int MR, int NR>
+static void fwd_dispatch(const T* x, const i64* g, const i64* xs, const T* w, T* out) {
+    i64 g2[24], xs2[5];
+    const bool sub = subsample_1x1(g, xs, g2, xs2);
+    if (sub) { g = g2; xs = xs2; }
+    if (use_nhwc_fwd(g, NR)) conv_fwd_nhwc<T, MR, NR>(x, g, xs, w, out);
+    else if ((!sub || g[23] == 3) && use_rows_fwd(g, NR)) conv_fwd_rows<T, MR, NR>(x, g, xs, w, out);
+    else conv_fwd<T, MR, NR>(x, g, xs, w, out);
+}
+
+template <class T, int MR, int NR>
+static void igrad_dispatch(const T* go, const i64* g, const T* w, T* dx, void* gm, void* sl) {
+    if (use_nhwc_igrad(g, NR)) conv_igrad_nhwc<T, MR, NR>(go, g, w, dx);
+    else conv_igrad<T>(go, g, w, dx, gm, sl);
+}
+
+// The weight gradient's own kernel whenever the channels per group are a multiple of NR: 1.1-2x
+// OpenBLAS at the ResNet's 3x3 layers, and at 1x1 too, on the subsampled view (stride 2, single
+// thread: 1.15-1.2x; stride 1 1.1-1.2x, though BLAS reads a contiguous x in place)
+template <class T, int MR, int NR>
+static void wgrad_dispatch(const T* go, const i64* g, const T* x, const i64* xs, T* dw, void* gm, void* sl) {
+    i64 g2[24], xs2[5];
+    if (subsample_1x1(g, xs, g2, xs2)) { g = g2; xs = xs2; }
+    if ((g[1] / g[22]) % NR == 0) conv_wgrad_nhwc<T, MR, NR>(go, g, x, xs, dw);
+    else conv_wgrad<T>(go, g, x, xs, dw, gm, sl);
+}
+
 extern "C" {
 void ember_conv_fwd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
-{ if (use_nhwc_fwd(g, 32)) conv_fwd_nhwc<float, 8, 32>(x, g, xs, w, out);
-  else if (use_rows_fwd(g, 32)) conv_fwd_rows<float, 8, 32>(x, g, xs, w, out); else conv_fwd<float, 8, 32>(x, g, xs, w, out); }
+{ fwd_dispatch<float, 8, 32>(x, g, xs, w, out); }
 void ember_conv_fwd_f64(const double* x, const i64* g, const i64* xs, const double* w, double* out)
-{ if (use_nhwc_fwd(g, 16)) conv_fwd_nhwc<double, 8, 16>(x, g, xs, w, out);
-  else if (use_rows_fwd(g, 16)) conv_fwd_rows<double, 8, 16>(x, g, xs, w, out); else conv_fwd<double, 8, 16>(x, g, xs, w, out); }
+{ fwd_dispatch<double, 8, 16>(x, g, xs, w, out); }
 void ember_conv_igrad_f32(const float* go, const i64* g, const float* w, float* dx, void* gm, void* sl)
-{ if (use_nhwc_igrad(g, 32)) conv_igrad_nhwc<float, 8, 32>(go, g, w, dx); else conv_igrad<float>(go, g, w, dx, gm, sl); }
+{ igrad_dispatch<float, 8, 32>(go, g, w, dx, gm, sl); }
 void ember_conv_igrad_f64(const double* go, const i64* g, const double* w, double* dx, void* gm, void* sl)
-{ if (use_nhwc_igrad(g, 16)) conv_igrad_nhwc<double, 8, 16>(go, g, w, dx); else conv_igrad<double>(go, g, w, dx, gm, sl); }
+{ igrad_dispatch<double, 8, 16>(go, g, w, dx, gm, sl); }
 void ember_conv_wgrad_f32(const float* go, const i64* g, const float* x, const i64* xs, float* dw, void* gm, void* sl)
-{ if ((g[1] / g[22]) % 32 == 0 && g[5] * g[6] * g[7] > 1) conv_wgrad_nhwc<float, 8, 32>(go, g, x, xs, dw); else conv_wgrad<float>(go, g, x, xs, dw, gm, sl); }
+{ wgrad_dispatch<float, 8, 32>(go, g, x, xs, dw, gm, sl); }
 void ember_conv_wgrad_f64(const double* go, const i64* g, const double* x, const i64* xs, double* dw, void* gm, void* sl)
-{ if ((g[1] / g[22]) % 16 == 0 && g[5] * g[6] * g[7] > 1) conv_wgrad_nhwc<double, 8, 16>(go, g, x, xs, dw); else conv_wgrad<double>(go, g, x, xs, dw, gm, sl); }
+{ wgrad_dispatch<double, 8, 16>(go, g, x, xs, dw, gm, sl); }
 }
 """
 

@@ -2,12 +2,15 @@
 ``nn_ops``) against torch: every branch it takes -- im2col + matmul, the 1x1/stride-1 direct
 matmul, the stride-1 input gradient as a flipped-kernel correlation, col2im (strided, dilated,
 transposed with output_padding), the weight-gradient-shaped forward (fewer output positions
-than kernel taps) -- in 1-d/2-d/3-d, with groups, padding, dilation, float32/float64,
-non-contiguous inputs, one and two threads; plus gradcheck and double backward."""
+than kernel taps), the channels-last kernels and their register-transposed copies, strided 1x1
+convolutions on their subsampled view and the 1x1 input gradient's expand -- in 1-d/2-d/3-d,
+with groups, padding, dilation, float32/float64, non-contiguous inputs, one to three threads;
+plus gradcheck, double backward and random shapes (hypothesis)."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 import ember
 import ember.nn.functional as F
@@ -241,3 +244,124 @@ def test_strided_input_grad_channels_last_kernel(cfg):
     _, gx_ref, _ = _torch_grads(x, w, g, s, p, d, G)
     gx = K._conv_input_grad_arr(np, g, w, list(s), list(p), list(d), G, x.shape)
     np.testing.assert_allclose(gx, gx_ref, **(dict(rtol=2e-5, atol=5e-5) if dt == np.float32 else _tol(dt)))
+
+
+# ---------------------------------------------------------------- the channels-last / 1x1 paths
+def _layout(x, layout):
+    """x (contiguous) as the given memory layout: the same values, other strides."""
+    if layout == "channels_last":
+        perm = (0,) + tuple(range(2, x.ndim)) + (1,)
+        return np.ascontiguousarray(x.transpose(perm)).transpose(np.argsort(perm))
+    if layout == "batch_minor":
+        perm = tuple(range(1, x.ndim)) + (0,)
+        return np.ascontiguousarray(x.transpose(perm)).transpose(np.argsort(perm))
+    if layout == "w_stride2":          # every other element of a wider buffer (width stride 2)
+        wide = np.zeros(x.shape[:-1] + (2 * x.shape[-1],), x.dtype)
+        wide[..., ::2] = x
+        return wide[..., ::2]
+    return x
+
+
+def _check_all(x, w, s, p, d, G, dt):
+    """Forward, input gradient and weight gradient of the native path against torch."""
+    out = K._conv_forward(np, x, w, list(s), list(p), list(d), G)
+    g = _r(*out.shape, dtype=dt)
+    ref, gx_ref, gw_ref = _torch_grads(np.ascontiguousarray(x), w, g, s, p, d, G)
+    gx = K._conv_input_grad_arr(np, g, w, list(s), list(p), list(d), G, x.shape)
+    gw = K._conv_weight_grad_arr(np, g, x, list(s), list(p), list(d), G, w.shape)
+    tol = dict(rtol=1e-4, atol=2e-4) if dt == np.float32 else _tol(dt)
+    for got, want in ((out, ref), (gx, gx_ref), (gw, gw_ref)):
+        assert got.dtype == dt and got.shape == want.shape
+        np.testing.assert_allclose(got, want, **tol)
+
+
+# (N, C, spatial, O, kernel, stride, padding, dilation, groups)
+RESNET_CASES = [
+    (3, 32, (32, 32), 64, (3, 3), (2, 2), (1, 1), (1, 1), 1),   # layer2 conv1: channels-last fwd/igrad/wgrad, full tiles
+    (3, 64, (16, 16), 128, (3, 3), (2, 2), (1, 1), (1, 1), 1),  # layer3 conv1: 16-wide rows (half-vector interleave)
+    (2, 32, (33, 33), 64, (3, 3), (2, 2), (0, 0), (1, 1), 1),   # the padded copy the compiled weight gradient gets
+    (2, 64, (17, 17), 32, (3, 3), (2, 2), (0, 0), (1, 1), 1),   # odd widths: tile + scalar column
+    (3, 32, (32, 32), 64, (1, 1), (2, 2), (0, 0), (1, 1), 1),   # 1x1 stride 2: subsampled view, zip expand
+    (3, 64, (16, 16), 128, (1, 1), (2, 2), (0, 0), (1, 1), 1),  # 1x1 stride 2, 8-wide output rows
+    (2, 64, (15, 15), 48, (1, 1), (2, 2), (0, 0), (1, 1), 1),   # 1x1 stride 2, odd size (the compiled slice)
+    (2, 32, (20, 36), 40, (1, 1), (3, 2), (0, 0), (1, 1), 2),   # 1x1, uneven strides, groups
+    (2, 32, (9, 34), 32, (1, 1), (1, 1), (1, 1), (1, 1), 1),    # 1x1 with padding: not subsampled
+    (2, 32, (12, 40), 24, (1, 1), (1, 1), (0, 0), (1, 1), 1),   # 1x1 stride 1: channels-last weight gradient
+    (3, 32, (8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1), 1),     # stride-1 weight gradient, several images a block
+    (2, 48, (18, 34), 40, (3, 3), (2, 1), (1, 1), (1, 1), 1),   # stride (2, 1): one phase per width
+    (2, 32, (13, 37), 36, (3, 3), (3, 3), (1, 2), (1, 1), 1),   # stride 3: generic interleave
+    (2, 64, (10, 34), 64, (3, 3), (1, 2), (2, 1), (2, 1), 2),   # dilation, groups, channels-last fwd
+    (2, 32, (6, 18, 20), 32, (3, 1, 3), (2, 1, 2), (1, 0, 1), (1, 1, 1), 1),   # 3-d
+    (2, 32, (70,), 32, (1,), (2,), (0,), (1,), 1),              # 1-d 1x1 stride 2
+]
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "w_stride2"])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("case", RESNET_CASES, ids=[str(i) for i in range(len(RESNET_CASES))])
+def test_channels_last_and_1x1_paths(case, dt, layout):
+    """The ResNet's slow shapes and their edges: channels-last copies transposed in registers
+    (full tiles, channel/width remainders, a width stride of 2), the weight gradient's own kernel
+    at every kernel size, strided 1x1 convolutions on their subsampled view, the 1x1 input
+    gradient's expand, the strided input gradient's phase interleave (strides 1, 2, 3)."""
+    N, C, sp, O, k, s, p, d, G = case
+    x, w = _layout(_r(N, C, *sp, dtype=dt), layout), _r(O, C // G, *k, dtype=dt)
+    _check_all(x, w, s, p, d, G, dt)
+
+
+@st.composite
+def _native_case(draw):
+    nd = draw(st.sampled_from([2, 2, 2, 1, 3]))
+    G = draw(st.sampled_from([1, 1, 2]))
+    Cg = draw(st.sampled_from([1, 3, 8, 16, 17, 32, 33, 48, 64]))
+    Og = draw(st.sampled_from([1, 5, 8, 16, 17, 32, 40]))
+    k = tuple(draw(st.sampled_from([1, 1, 2, 3])) for _ in range(nd))
+    s = tuple(draw(st.integers(1, 3)) for _ in range(nd))
+    d = tuple(draw(st.integers(1, 2)) for _ in range(nd))
+    p = tuple(draw(st.integers(0, 2)) for _ in range(nd))
+    top = {1: 70, 2: 40, 3: 9}[nd]
+    sp = []
+    for i in range(nd):
+        lo = max(1, d[i] * (k[i] - 1) + 1 - 2 * p[i])
+        hi = top if i == nd - 1 else {1: 70, 2: 12, 3: 6}[nd]
+        sp.append(draw(st.integers(lo, max(lo, hi))))
+    return dict(N=draw(st.integers(1, 4)), C=Cg * G, sp=tuple(sp), O=Og * G, k=k, s=s, p=p, d=d, G=G,
+                dt=draw(st.sampled_from([np.float32, np.float64])),
+                layout=draw(st.sampled_from(["contiguous", "channels_last", "w_stride2", "batch_minor"])),
+                fwd_kernel=draw(st.sampled_from([0, 0, 1, 2, 3])))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(c=_native_case())
+def test_native_paths_hypothesis(c):
+    """Random shapes through every kernel choice (strides 1-3, padding, dilation, groups, 1x1,
+    odd sizes, channel counts around the vector blocks, non-contiguous inputs, float32/float64)."""
+    old = _conv_native.FORWARD_KERNEL
+    _conv_native.FORWARD_KERNEL = c["fwd_kernel"]
+    try:
+        x = _layout(_r(c["N"], c["C"], *c["sp"], dtype=c["dt"]), c["layout"])
+        w = _r(c["O"], c["C"] // c["G"], *c["k"], dtype=c["dt"])
+        _check_all(x, w, c["s"], c["p"], c["d"], c["G"], c["dt"])
+    finally:
+        _conv_native.FORWARD_KERNEL = old
+
+
+@pytest.mark.parametrize("cfg", [
+    (5, 32, (9, 9), 24, (3, 3), (2, 2), (1, 1)),        # blocks of several images, the last one partial
+    (3, 64, (16, 16), 40, (1, 1), (2, 2), (0, 0)),      # 1x1 stride 2: the subsampled channels-last gradient
+    (2, 32, (12, 12), 8, (3, 3), (1, 1), (1, 1)),       # two blocks: with three threads one has none
+])
+def test_weight_grad_threads_deterministic(cfg, monkeypatch):
+    """The channels-last weight gradient's per-thread sums (a thread's first block stores, later
+    ones add; a thread without a block adds nothing), added in thread order: the same bits on
+    every call for a given thread count, and torch's values for one to three threads."""
+    N, C, sp, O, k, s, p = cfg
+    x, w = _r(N, C, *sp, dtype=np.float32), _r(O, C, *k, dtype=np.float32)
+    g = _r(*K._conv_forward(np, x, w, list(s), list(p), [1, 1], 1).shape, dtype=np.float32)
+    _, _, gw_ref = _torch_grads(x, w, g, s, p, (1, 1), 1)
+    for threads in (1, 2, 3):
+        monkeypatch.setattr(inductor_config, "threads", threads)
+        gw = K._conv_weight_grad_arr(np, g, x, list(s), list(p), [1, 1], 1, w.shape)
+        np.testing.assert_allclose(gw, gw_ref, rtol=1e-4, atol=2e-4)
+        for _ in range(3):
+            assert np.array_equal(gw, K._conv_weight_grad_arr(np, g, x, list(s), list(p), [1, 1], 1, w.shape))
