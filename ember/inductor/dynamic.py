@@ -129,6 +129,7 @@ class _SymbolicGraph:
         from ..fx.graph_module import GraphModule
         from .._fake import FakeArray
         from .compile_fx import compile_fx
+        from .sizevars import read_back_symbols
 
         phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         if len(phs) != len(example_inputs):
@@ -150,6 +151,13 @@ class _SymbolicGraph:
             if e.is_Symbol and e not in where:
                 where[e] = ("scalar", i)
                 carriers.append(i)
+        # a symbol no dimension holds as itself, read back from one linear in it (the backward
+        # of a convolution gets its output gradient, s0 - s3 + 1 wide, but no tensor s0 wide);
+        # after the symbols it is read with, so ``where`` stays in an order they can be built in
+        read_back = read_back_symbols([[_sym_expr(n) for n in example_inputs[i].shape] for i in tensor_pos],
+                                      set(where))
+        for u, (k, d), a, rest in read_back:
+            where[u] = ("affine", tensor_pos[k], d, a, rest)
         for i, a in enumerate(example_inputs):
             exprs = [_sym_expr(a)] if i in scalar_pos else [_sym_expr(n) for n in a.shape]
             for e in exprs:
@@ -172,6 +180,11 @@ class _SymbolicGraph:
         for s, w in where.items():
             if w[0] == "dim":
                 sym_nodes[s] = g.call_function(sym_size, (new_ph[w[1]], w[2]))
+            elif w[0] == "affine":       # (ordered: its rest uses symbols built before it)
+                node = g.call_function(sym_size, (new_ph[w[1]], w[2]))
+                if w[4] != 0:
+                    node = g.call_function(operator.sub, (node, _node_for(g, w[4], sym_nodes)))
+                sym_nodes[s] = node if w[3] == 1 else g.call_function(operator.floordiv, (node, w[3]))
             else:
                 sym_nodes[s] = g.call_function(sym_size, (carrier_ph[w[1]], 0))
         for i in scalar_pos:
@@ -218,8 +231,15 @@ class _SymbolicGraph:
         syms = sorted(where, key=str)
         self._size_fns = []
         if self._size_outs:
-            readers = [where[s] for s in syms]
-            self._readers = readers
+            # (symbol, how to read it) in ``where``'s order: a read-back symbol's rest is a
+            # function of the symbols before it
+            self._readers = []
+            for s, w in where.items():
+                if w[0] == "affine":
+                    prior = [t for t in where if t in w[4].free_symbols]
+                    w = ("affine", w[1], w[2], w[3], _int_fn(sympy.lambdify(prior, w[4], modules="math")), prior)
+                self._readers.append((s, w))
+            self._syms = syms
             for k, e in self._size_outs.items():
                 if e is None:
                     self._size_fns.append((k, lambda *a: None))
@@ -249,7 +269,15 @@ class _SymbolicGraph:
         res = self.compiled(*tensors)
         if not self._size_outs:
             return res
-        vals = [args[w[1]].shape[w[2]] if w[0] == "dim" else int(args[w[1]]) for w in self._readers]
+        known = {}
+        for s, w in self._readers:
+            if w[0] == "dim":
+                known[s] = args[w[1]].shape[w[2]]
+            elif w[0] == "affine":
+                known[s] = (args[w[1]].shape[w[2]] - w[4](*[known[t] for t in w[5]])) // w[3]
+            else:
+                known[s] = int(args[w[1]])
+        vals = [known[s] for s in self._syms]
         out = [None] * self.n_out
         sizes = {k: fn(*vals) for k, fn in self._size_fns}
         it = iter(res)

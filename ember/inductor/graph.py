@@ -36,7 +36,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from . import config, ir
 from .lowering import LOWERINGS
-from .sizevars import SizeVarAllocator, product, sympify
+from .sizevars import SizeVarAllocator, product, read_back_symbols, sympify
 from .virtualized import V, set_graph
 
 log = logging.getLogger("ember.inductor")
@@ -276,6 +276,9 @@ class GraphLowering:
         if self.shape_env is None:
             return
         bound = set(self.sizevars.var_to_val)
+        # symbols the wrapper reads back from a dimension linear in them (codegen/wrapper.py)
+        for u, _, _, _ in read_back_symbols(self._input_sizes, bound):
+            self.sizevars.var_to_val[u] = int(self.shape_env.var_to_val[u])
         for size in self._input_sizes:
             for n in size:
                 missing = n.free_symbols - bound

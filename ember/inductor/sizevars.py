@@ -147,6 +147,43 @@ def loop_var(prefix: str, i: int) -> sympy.Symbol:
     return sympy.Symbol(f"{prefix}{i}", integer=True, nonnegative=True)
 
 
+def solve_for_unknown(expr, known):
+    """``(u, a, rest)`` when ``expr`` is ``a*u + rest`` for exactly one symbol ``u`` outside
+    ``known``, an integer ``a != 0`` and ``rest`` over ``known`` symbols only, else None: a size
+    from which the caller's symbol ``u`` can be read back (``u = (n - rest) // a``; a
+    convolution's output gradient is ``s0 - s3 + 1`` wide where its input was ``s0``)."""
+    expr = sympy.expand(sympify(expr))
+    unknown = expr.free_symbols - set(known)
+    if len(unknown) != 1:
+        return None
+    (u,) = unknown
+    a = expr.coeff(u, 1)
+    rest = sympy.expand(expr - a * u)
+    if not a.is_Integer or a == 0 or rest.has(u):
+        return None
+    return u, int(a), rest
+
+
+def read_back_symbols(sizes, known):
+    """``[(u, position, a, rest)]``: the symbols of ``sizes`` (per input, its list of size
+    expressions; ``position = (input, dim)``) that no dimension holds as itself, each read back
+    from a dimension linear in it (:func:`solve_for_unknown`), in an order where every ``rest``
+    uses symbols already known. ``known``: the symbols held as themselves (updated)."""
+    out = []
+    progress = True
+    while progress:
+        progress = False
+        for i, size in enumerate(sizes):
+            for d, n in enumerate(size):
+                sol = solve_for_unknown(n, known) if not sympify(n).is_Symbol else None
+                if sol is not None:
+                    u, a, rest = sol
+                    known.add(u)
+                    out.append((u, (i, d), a, rest))
+                    progress = True
+    return out
+
+
 def contiguous_strides(size: Sequence) -> List[sympy.Expr]:
     strides: List[sympy.Expr] = []
     acc = sympy.Integer(1)

@@ -298,3 +298,37 @@ def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
         for a, b in zip(*grads):
             np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
 
+
+
+def test_backward_whose_inputs_hold_a_symbol_only_in_an_affine_size(monkeypatch):
+    """A convolution's backward under dynamic=True receives the output gradient, s0 - 2 wide,
+    but no tensor s0 wide: s0 is read back from that dimension (s0 = n + 2). Before, the graph
+    ran in the fx Interpreter ("uses s0, which no input carries")."""
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.inductor")
+    logger.addHandler(handler)
+    w = _make(np.random.default_rng(0).standard_normal((2, 1, 3, 3)).astype(np.float32))
+
+    def conv(x):
+        return ember.nn.functional.conv2d(x[None, None], w).pow(2).sum()
+
+    try:
+        cf = ember.compile(conv, dynamic=True)
+        for shape in ((6, 8), (10, 12), (7, 9)):
+            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+            res = []
+            for fn in (conv, cf):
+                x = _make(data.copy()).requires_grad_(True)
+                out = fn(x)
+                out.backward()
+                res.append((out.detach().numpy(), x.grad.numpy()))
+            for a, b in zip(*res):
+                np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
+    finally:
+        logger.removeHandler(handler)
+    msgs = [r.getMessage() for r in records]
+    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs

@@ -131,3 +131,22 @@ def test_simplify_index_over_a_piece_of_a_range():
         fs, fe = (eval(f"lambda x0, x1: {pyexpr(ex)}", {"Max": max, "Min": min}) for ex in (s, e))
         for a, b in itertools.product(range(n0), range(lo, hi)):
             assert fs(a, b) == fe(a, b), (e, rng, s, a, b)
+
+
+def test_symbols_read_back_from_sizes_linear_in_them():
+    """A symbol no input dimension holds as itself is read back from one linear in it, once
+    the other symbols of that size are known; products, divisions and two unknowns are not."""
+    from ember.inductor.sizevars import read_back_symbols, solve_for_unknown
+    s0, s1, s2, s3 = (sympy.Symbol(f"s{i}", integer=True, positive=True) for i in range(4))
+    assert solve_for_unknown(s0 - s3 + 1, {s3}) == (s0, 1, 1 - s3)
+    assert solve_for_unknown(2 * s0 + 4, set()) == (s0, 2, 4)
+    assert solve_for_unknown(s0 * s1, {s1}) is None          # coefficient not an integer
+    assert solve_for_unknown(s0 - s3, set()) is None         # two unknowns
+    assert solve_for_unknown(FloorDiv(s0, 2), set()) is None
+    # s2 is only known once s1 is: the order follows
+    got = read_back_symbols([[s1 + s2 - 1, 4], [2 * s1 + 3]], {s0})
+    assert [(u, pos) for u, pos, _, _ in got] == [(s1, (1, 0)), (s2, (0, 0))]
+    for u, (i, d), a, rest in got:
+        vals = {s0: 5, s1: 7, s2: 9}
+        size = [[s1 + s2 - 1, 4], [2 * s1 + 3]][i][d].subs(vals)
+        assert (int(size) - int(rest.subs(vals))) // a == vals[u]

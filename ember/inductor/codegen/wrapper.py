@@ -32,7 +32,7 @@ import sympy
 
 from .. import config, gemm, ir
 from ..scheduler import ExternGroup, FusedGroup
-from ..sizevars import pyexpr
+from ..sizevars import pyexpr, read_back_symbols
 
 
 # the run-time helpers live in a sympy-free module (a graph-cache hit imports only that)
@@ -113,6 +113,10 @@ class WrapperGen:
                         L.append(f"    {s.name} = {buf.name}.shape[{d}]")
                     else:
                         L.append(f"    if {buf.name}.shape[{d}] != {s.name}: raise _GuardError('{buf.name}', {d})")
+        # a symbol no dimension holds as itself, read back from one linear in it (a*s + rest)
+        bufs = list(g.graph_inputs)
+        for s, (i, d), a, rest in read_back_symbols([b.layout.size for b in bufs], set(seen)):
+            L.append(f"    {s.name} = ({bufs[i].name}.shape[{d}] - ({pyexpr(rest)})) // ({a})")
         for guard in g.sizevars.guards:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
         pool_at = len(L)          # where the pool is taken (filled in at the end)
