@@ -257,7 +257,8 @@ def _as_strided(x, size, stride, storage_offset=0):
         raise NotImplementedError("as_strided: the input's eager strides are unknown")
     empty = any(sympify(n) == 0 for n in vsize)   # (no element: any strides describe it)
     for n, a, b in zip(vsize, vstride, meta.stride):
-        if n != 1 and not empty and sympy.expand(a - b) != 0:
+        # (b: an int, or a SymInt of the caller's ShapeEnv under dynamic shapes)
+        if n != 1 and not empty and sympy.expand(sympify(a) - sympify(b)) != 0:
             raise NotImplementedError("as_strided: the input's layout differs from its eager layout")
     buf = V.graph.buffers_by_name[name]
     size = [sympify(s) for s in size]

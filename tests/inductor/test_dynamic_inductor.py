@@ -332,3 +332,36 @@ def test_backward_whose_inputs_hold_a_symbol_only_in_an_affine_size(monkeypatch)
         logger.removeHandler(handler)
     msgs = [r.getMessage() for r in records]
     assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+
+
+def test_as_strided_of_an_input_with_symbolic_strides_lowers(monkeypatch):
+    """x.unfold under dynamic=True is an as_strided of the input, whose eager strides (the FX
+    node's meta) are the caller's SymInts: compared with the buffer's sympy strides as SymInt
+    objects they never matched, and the graph ran eagerly."""
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)    # a failed lowering raises here
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.inductor")
+    logger.addHandler(handler)
+
+    def fn(x):
+        return x.unfold(0, 2, 1).pow(2).sum()
+
+    try:
+        cf = ember.compile(fn, dynamic=True)
+        for shape in ((6, 8), (10, 12), (7, 9)):
+            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+            res = []
+            for f in (fn, cf):
+                x = _make(data.copy()).requires_grad_(True)
+                out = f(x)
+                out.backward()
+                res.append((out.detach().numpy(), x.grad.numpy()))
+            for a, b in zip(*res):
+                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
+    finally:
+        logger.removeHandler(handler)
+    msgs = [r.getMessage() for r in records]
+    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
