@@ -158,6 +158,14 @@ class _SymbolicGraph:
                                       set(where))
         for u, (k, d), a, rest in read_back:
             where[u] = ("affine", tensor_pos[k], d, a, rest)
+        # ... or from a size input linear in it (a slice's backward gets ``s1 - 4``): that input
+        # is passed as a carrier too
+        scalar_exprs = [i for i in scalar_pos if i not in carriers]
+        for u, (k, _), a, rest in read_back_symbols([[_sym_expr(example_inputs[i])] for i in scalar_exprs],
+                                                    set(where)):
+            i = scalar_exprs[k]
+            where[u] = ("affine_scalar", i, a, rest)
+            carriers.append(i)
         for i, a in enumerate(example_inputs):
             exprs = [_sym_expr(a)] if i in scalar_pos else [_sym_expr(n) for n in a.shape]
             for e in exprs:
@@ -180,11 +188,14 @@ class _SymbolicGraph:
         for s, w in where.items():
             if w[0] == "dim":
                 sym_nodes[s] = g.call_function(sym_size, (new_ph[w[1]], w[2]))
-            elif w[0] == "affine":       # (ordered: its rest uses symbols built before it)
-                node = g.call_function(sym_size, (new_ph[w[1]], w[2]))
-                if w[4] != 0:
-                    node = g.call_function(operator.sub, (node, _node_for(g, w[4], sym_nodes)))
-                sym_nodes[s] = node if w[3] == 1 else g.call_function(operator.floordiv, (node, w[3]))
+            elif w[0] in ("affine", "affine_scalar"):    # (ordered: its rest uses symbols built before it)
+                if w[0] == "affine":
+                    node, a, rest = g.call_function(sym_size, (new_ph[w[1]], w[2])), w[3], w[4]
+                else:
+                    node, a, rest = g.call_function(sym_size, (carrier_ph[w[1]], 0)), w[2], w[3]
+                if rest != 0:
+                    node = g.call_function(operator.sub, (node, _node_for(g, rest, sym_nodes)))
+                sym_nodes[s] = node if a == 1 else g.call_function(operator.floordiv, (node, a))
             else:
                 sym_nodes[s] = g.call_function(sym_size, (carrier_ph[w[1]], 0))
         for i in scalar_pos:
@@ -235,6 +246,8 @@ class _SymbolicGraph:
             # function of the symbols before it
             self._readers = []
             for s, w in where.items():
+                if w[0] == "affine_scalar":    # (the same reading, off the scalar argument)
+                    w = ("affine", w[1], None, w[2], w[3])
                 if w[0] == "affine":
                     prior = [t for t in where if t in w[4].free_symbols]
                     w = ("affine", w[1], w[2], w[3], _int_fn(sympy.lambdify(prior, w[4], modules="math")), prior)
@@ -274,7 +287,8 @@ class _SymbolicGraph:
             if w[0] == "dim":
                 known[s] = args[w[1]].shape[w[2]]
             elif w[0] == "affine":
-                known[s] = (args[w[1]].shape[w[2]] - w[4](*[known[t] for t in w[5]])) // w[3]
+                n = int(args[w[1]]) if w[2] is None else args[w[1]].shape[w[2]]
+                known[s] = (n - w[4](*[known[t] for t in w[5]])) // w[3]
             else:
                 known[s] = int(args[w[1]])
         vals = [known[s] for s in self._syms]

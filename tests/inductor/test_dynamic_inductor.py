@@ -365,3 +365,45 @@ def test_as_strided_of_an_input_with_symbolic_strides_lowers(monkeypatch):
         logger.removeHandler(handler)
     msgs = [r.getMessage() for r in records]
     assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+
+
+def test_narrow_backward_compiles_under_dynamic_shapes(monkeypatch):
+    """x.narrow(1, 1, 3) under dynamic=True: narrow's own check guards ``4 <= s1``, which then
+    decides its slice's ``min(4, s1)`` (the width is 3, not ``Min(4, s1) - 1``), and the
+    backward's pad gets the size ``s1 - 4`` as an input, from which s1 is read back. Before,
+    the backward ran in the fx Interpreter."""
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.inductor")
+    logger.addHandler(handler)
+
+    def fn(x):
+        return x.narrow(1, 1, 3).pow(2).sum()
+
+    try:
+        cf = ember.compile(fn, dynamic=True)
+        for shape in ((6, 8), (10, 12), (7, 9)):
+            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+            res = []
+            for f in (fn, cf):
+                x = _make(data.copy()).requires_grad_(True)
+                out = f(x)
+                out.backward()
+                res.append((out.detach().numpy(), x.grad.numpy()))
+            for a, b in zip(*res):
+                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    finally:
+        logger.removeHandler(handler)
+    msgs = [r.getMessage() for r in records]
+    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+
+
+def test_a_guarded_relation_is_decided_without_a_new_guard():
+    env = ShapeEnv()
+    s = env.create_symbol(8, "x.size()[0]")
+    assert env._wrap_bool((s >= 4).expr) is not True       # open before the guard
+    assert bool(s >= 4) and len(env.guards) == 1
+    assert (s >= 4) is True and (s < 4) is False and len(env.guards) == 1

@@ -392,7 +392,17 @@ class ShapeEnv:
 
         Uses sympy's assumption system on ``lhs - rhs`` with every symbol
         rewritten as ``t + 2`` (t >= 0): cheap, and enough for the relations
-        meta functions ask (``Eq(s0, 1)``, ``s0*s1 > 0``, ``Eq(s0, s0)``)."""
+        meta functions ask (``Eq(s0, 1)``, ``s0*s1 > 0``, ``Eq(s0, s0)``).
+
+        A relation already guarded (or whose negation is) is decided too: the trace only
+        covers sizes that pass its guards. ``x.narrow(1, 1, 3)`` checks ``4 <= s1`` (a
+        guard), and its slice's ``min(4, s1)`` is then 4: the size is 3, not ``Min(4, s1) - 1``
+        (a size no input carries, which sent the backward to the fx Interpreter)."""
+        if self._guard_set:
+            if expr in self._guard_set:
+                return True
+            if sympy.Not(expr) in self._guard_set:
+                return False
         test = self._rel_tests().get(type(expr))
         if test is None:
             if isinstance(expr, sympy.Not):
