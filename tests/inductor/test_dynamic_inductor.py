@@ -273,6 +273,35 @@ def test_order_statistics_compile_dynamic_end_to_end(caplog, monkeypatch):
     ember.dynamo.reset()
 
 
+def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6):
+    """``ember.compile(fn, dynamic=True)`` over ``shapes``: value and input gradient as eager's,
+    one symbolic compilation (a failed trace raises: ``debug_dynamic``), and no graph run in
+    the fx Interpreter or eagerly (logged on ``ember.inductor``)."""
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)
+    records = []
+    handler = logging.Handler(logging.INFO)
+    handler.emit = records.append
+    logger = logging.getLogger("ember.inductor")
+    logger.addHandler(handler)
+    try:
+        cf = ember.compile(fn, dynamic=True)
+        for shape in shapes:
+            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
+            res = []
+            for f in (fn, cf):
+                x = _make(data.copy()).requires_grad_(True)
+                out = f(x)
+                out.backward()
+                res.append((out.detach().numpy(), x.grad.numpy()))
+            for a, b in zip(*res):
+                np.testing.assert_allclose(b, a, rtol=rtol, atol=atol)
+    finally:
+        logger.removeHandler(handler)
+    msgs = [r.getMessage() for r in records]
+    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+
+
 def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
     """dynamo's ShapeEnv writes a // 2 as sympy's floor(a/2): such a size (a max pool's output,
     its backward's index) printed as C was floor((1.0/2.0)*s1), a double used as an array index,
@@ -280,91 +309,27 @@ def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
     into inductor's integer FloorDiv/ModularIndexing."""
     def pool(x):
         return ember.nn.functional.max_pool2d(x.exp(), 2).pow(2).sum()
-
-    from ember.inductor import config
-    from ember.aot import config as aot_config
-    monkeypatch.setattr(config, "debug_lowering", True)     # a failing compile raises, not falls back
-    monkeypatch.setattr(aot_config, "debug_dynamic", True)  # ... nor compiles per shape
     monkeypatch.setenv("EMBER_FX_GRAPH_CACHE", "0")
-    cf = ember.compile(pool, dynamic=True)
-    for shape in ((1, 6, 8), (1, 10, 12), (1, 4, 6)):
-        data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-        grads = []
-        for fn in (pool, cf):
-            xx = _make(data.copy()).requires_grad_(True)
-            out = fn(xx)
-            out.backward()
-            grads.append((out.detach().numpy(), xx.grad.numpy()))
-        for a, b in zip(*grads):
-            np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
-
+    _compiles_dynamic_like_eager(pool, ((1, 6, 8), (1, 10, 12), (1, 4, 6)), monkeypatch)
 
 
 def test_backward_whose_inputs_hold_a_symbol_only_in_an_affine_size(monkeypatch):
-    """A convolution's backward under dynamic=True receives the output gradient, s0 - 2 wide,
-    but no tensor s0 wide: s0 is read back from that dimension (s0 = n + 2). Before, the graph
-    ran in the fx Interpreter ("uses s0, which no input carries")."""
-    from ember.aot import config as aot_config
-    monkeypatch.setattr(aot_config, "debug_dynamic", True)
-    records = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append
-    logger = logging.getLogger("ember.inductor")
-    logger.addHandler(handler)
+    """A convolution's backward under dynamic=True receives the output gradient, s0 - s3 + 1
+    wide, but no tensor s0 wide: s0 is read back from that dimension. Before, the graph ran in
+    the fx Interpreter ("uses s0, which no input carries")."""
     w = _make(np.random.default_rng(0).standard_normal((2, 1, 3, 3)).astype(np.float32))
 
     def conv(x):
         return ember.nn.functional.conv2d(x[None, None], w).pow(2).sum()
-
-    try:
-        cf = ember.compile(conv, dynamic=True)
-        for shape in ((6, 8), (10, 12), (7, 9)):
-            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-            res = []
-            for fn in (conv, cf):
-                x = _make(data.copy()).requires_grad_(True)
-                out = fn(x)
-                out.backward()
-                res.append((out.detach().numpy(), x.grad.numpy()))
-            for a, b in zip(*res):
-                np.testing.assert_allclose(b, a, rtol=1e-4, atol=1e-5)
-    finally:
-        logger.removeHandler(handler)
-    msgs = [r.getMessage() for r in records]
-    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+    _compiles_dynamic_like_eager(conv, ((6, 8), (10, 12), (7, 9)), monkeypatch, rtol=1e-4, atol=1e-5)
 
 
 def test_as_strided_of_an_input_with_symbolic_strides_lowers(monkeypatch):
     """x.unfold under dynamic=True is an as_strided of the input, whose eager strides (the FX
     node's meta) are the caller's SymInts: compared with the buffer's sympy strides as SymInt
     objects they never matched, and the graph ran eagerly."""
-    from ember.aot import config as aot_config
-    monkeypatch.setattr(aot_config, "debug_dynamic", True)    # a failed lowering raises here
-    records = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append
-    logger = logging.getLogger("ember.inductor")
-    logger.addHandler(handler)
-
-    def fn(x):
-        return x.unfold(0, 2, 1).pow(2).sum()
-
-    try:
-        cf = ember.compile(fn, dynamic=True)
-        for shape in ((6, 8), (10, 12), (7, 9)):
-            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-            res = []
-            for f in (fn, cf):
-                x = _make(data.copy()).requires_grad_(True)
-                out = f(x)
-                out.backward()
-                res.append((out.detach().numpy(), x.grad.numpy()))
-            for a, b in zip(*res):
-                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-5)
-    finally:
-        logger.removeHandler(handler)
-    msgs = [r.getMessage() for r in records]
-    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+    _compiles_dynamic_like_eager(lambda x: x.unfold(0, 2, 1).pow(2).sum(), ((6, 8), (10, 12), (7, 9)),
+                                 monkeypatch, atol=1e-5)
 
 
 def test_narrow_backward_compiles_under_dynamic_shapes(monkeypatch):
@@ -372,33 +337,8 @@ def test_narrow_backward_compiles_under_dynamic_shapes(monkeypatch):
     decides its slice's ``min(4, s1)`` (the width is 3, not ``Min(4, s1) - 1``), and the
     backward's pad gets the size ``s1 - 4`` as an input, from which s1 is read back. Before,
     the backward ran in the fx Interpreter."""
-    from ember.aot import config as aot_config
-    monkeypatch.setattr(aot_config, "debug_dynamic", True)
-    records = []
-    handler = logging.Handler(logging.INFO)
-    handler.emit = records.append
-    logger = logging.getLogger("ember.inductor")
-    logger.addHandler(handler)
-
-    def fn(x):
-        return x.narrow(1, 1, 3).pow(2).sum()
-
-    try:
-        cf = ember.compile(fn, dynamic=True)
-        for shape in ((6, 8), (10, 12), (7, 9)):
-            data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
-            res = []
-            for f in (fn, cf):
-                x = _make(data.copy()).requires_grad_(True)
-                out = f(x)
-                out.backward()
-                res.append((out.detach().numpy(), x.grad.numpy()))
-            for a, b in zip(*res):
-                np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
-    finally:
-        logger.removeHandler(handler)
-    msgs = [r.getMessage() for r in records]
-    assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+    _compiles_dynamic_like_eager(lambda x: x.narrow(1, 1, 3).pow(2).sum(), ((6, 8), (10, 12), (7, 9)),
+                                 monkeypatch)
 
 
 def test_a_guarded_relation_is_decided_without_a_new_guard():

@@ -1231,14 +1231,7 @@ class KernelGen:
         body.append(f"{ind1}for (int64_t j = 0; j < {cexpr(inner_numel)}; ++j) {acc}[j] = {init};")
         body.append(self._for(xs[dim], size[dim], ind1) + " {")
         ind2 = ind1 + "    "
-        if inner and config.simd:
-            body.append(ind2 + "#pragma omp simd" + (f" collapse({len(inner)})" if len(inner) > 1 else ""))
-        for k, i in enumerate(inner):
-            body.append(self._for(xs[i], size[i], ind2 + "    " * k) + " {")
-        ind3 = ind2 + "    " * len(inner)
-        h = CppOps(self, body, ind3, ranges=_ranges(xs, size))
-        with set_ops_handler(h):
-            v = d.inner_fn(xs)
+        v, ind3 = self._scan_step(d, xs, inner, ind2, body)
         j = cexpr(sum((xs[i] * s for i, s in zip(inner, contiguous_strides([size[i] for i in inner]))),
                       sympy.Integer(0)))
         op = "+" if d.op == "sum" else "*"
@@ -1248,6 +1241,19 @@ class KernelGen:
         body.append(ind1 + "}")
         self._close(len(outer), ind, body)
         return body
+
+    def _scan_step(self, d, xs, inner, ind, body):
+        """One step of a scan: the SIMD loops over the dims after the scan dim, opened at
+        ``ind``, and the scanned value computed inside. Returns (value, the body's indent)."""
+        if inner and config.simd:
+            body.append(ind + "#pragma omp simd" + (f" collapse({len(inner)})" if len(inner) > 1 else ""))
+        for k, i in enumerate(inner):
+            body.append(self._for(xs[i], d.size[i], ind + "    " * k) + " {")
+        ind_in = ind + "    " * len(inner)
+        h = CppOps(self, body, ind_in, ranges=_ranges(xs, d.size))
+        with set_ops_handler(h):
+            v = d.inner_fn(xs)
+        return v, ind_in
 
     def _generate_scan_in_output(self, node, xs, outer, inner) -> List[str]:
         """A scan whose extent after the scan dim is symbolic or too large for a local
@@ -1276,14 +1282,7 @@ class KernelGen:
         # the previous row (row 0 at the first step, where it is not used: no index below 0)
         kp = sympy.Symbol(f"{xs[dim]}p", integer=True, nonnegative=True)
         body.append(f"{ind2}const int64_t {kp} = {xs[dim]} > 0 ? {xs[dim]} - 1 : 0;")
-        if inner and config.simd:
-            body.append(ind2 + "#pragma omp simd" + (f" collapse({len(inner)})" if len(inner) > 1 else ""))
-        for k, i in enumerate(inner):
-            body.append(self._for(xs[i], size[i], ind2 + "    " * k) + " {")
-        ind3 = ind2 + "    " * len(inner)
-        h = CppOps(self, body, ind3, ranges=_ranges(xs, size))
-        with set_ops_handler(h):
-            v = d.inner_fn(xs)
+        v, ind3 = self._scan_step(d, xs, inner, ind2, body)
         here = node.write_index(n)
         prev = sympy.expand(sympify(here).subs(xs[dim], kp))
         init = "0" if d.op == "sum" else "1"
