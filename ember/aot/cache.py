@@ -219,6 +219,11 @@ def key_lines(aot, training: bool) -> List[str]:
                 layout = f"sym({','.join(map(str, f.shape))}) sym({','.join(map(str, f.estrides))}) {f.offset}"
             put(f"input {layout} {a.dtype.str} {t.device} rg={t.requires_grad} "
                 f"leaf={t.grad_fn is None} alias={g}")
+        if fakes is not None:
+            # the guards dynamo's ShapeEnv holds when the trace starts: the trace decides a relation
+            # they settle without a guard of its own (symbolic_shapes._static_truth), so an entry
+            # is only valid where the same ones hold
+            put("shape_env guards " + ";".join(sorted(str(g) for g in aot.shape_env.guards)))
         dec = aot.decompositions
         if dec is None:
             put("decomp none")

@@ -293,12 +293,16 @@ class GraphLowering:
         env = self.shape_env
         for g in self.sizevars.guards:
             rel = sympy.Eq(_to_sympy_int(g), 0)
+            if rel is sympy.true:
+                continue
+            # stored with the graph (fx_graph_cache replays them) even when the ShapeEnv holds it
+            # already: a process that hits the entry may not have it from elsewhere
+            self.shape_env_guards.append(rel)
             if env._static_truth(rel) is True:
                 continue
             if not bool(env.hint(rel)):
                 raise LoweringError(f"dynamic shapes: size guard {rel} does not hold for the example sizes")
             env._add_guard(rel)
-            self.shape_env_guards.append(rel)      # stored with the graph (fx_graph_cache replays them)
         self.sizevars.guards = []
 
     def _lower_size(self, node, lookup):
