@@ -159,15 +159,28 @@ def lstm(lib, scale: float = 1.0) -> Case:
     return Case("lstm", Net(), lambda: lib.randn(batch, steps, din), lambda out, x: out.pow(2).mean())
 
 
-def adamw_step(lib, scale: float = 1.0) -> Case:
+def adamw_step(lib, scale: float = 1.0, device: str = "cpu") -> Case:
     """An AdamW step over ~10M parameters (40 tensors of 500x500); the 'model' is the step."""
     n = _s(500, scale, 4)
-    params = [lib.randn(n, n, requires_grad=True) for _ in range(40)]
+    params = [lib.randn(n, n, device=device, requires_grad=True) for _ in range(40)]
     for p in params:
-        p.grad = lib.randn(n, n)
+        p.grad = lib.randn(n, n, device=device)
     opt = lib.optim.AdamW(params, lr=1e-3)
     return Case("adamw", opt, lambda: None, lambda out, x: None, kind="optimizer")
 
 
 BUILDERS: Dict[str, Callable[..., Case]] = {
     "mlp": mlp, "nanogpt": nanogpt, "resnet": resnet, "lstm": lstm, "adamw": adamw_step}
+
+
+def build(name: str, lib, scale: float = 1.0, device: str = "cpu") -> Case:
+    """``BUILDERS[name]`` with its parameters and input batches on ``device``
+    ("cpu", "cuda"): the model is built on the CPU (same seed, same values) and moved."""
+    if name == "adamw":
+        return adamw_step(lib, scale, device)
+    case = BUILDERS[name](lib, scale)
+    if device != "cpu":
+        case.model.to(device)
+        make = case.make_input
+        case.make_input = lambda: make().to(device)
+    return case

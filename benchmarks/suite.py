@@ -87,7 +87,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE))
-from models import BUILDERS  # noqa: E402  (imports neither ember nor torch)
+from models import BUILDERS, build  # noqa: E402  (imports neither ember nor torch)
 
 COLUMNS = ("ember eager", "ember compiled", "torch eager", "torch.compile")
 
@@ -167,7 +167,7 @@ def _worker(spec: Dict[str, Any]) -> Dict[str, Any]:
             return lib.compile(m, backend=backend)
     out: Dict[str, Any] = {"import_s": time.perf_counter() - t_start}
     lib.manual_seed(0)
-    case = BUILDERS[spec["model"]](lib, spec["scale"])
+    case = build(spec["model"], lib, spec["scale"], spec.get("device", "cpu"))
     mode = spec["mode"]
     # first-touch costs (thread pools, page faults, eager lazy imports) are paid by an eager
     # step, before anything is compiled
@@ -274,6 +274,18 @@ def _run_worker(spec: Dict[str, Any], args, cache_dir: Optional[str]) -> Dict[st
     return res
 
 
+def _gpu_name(device: str) -> Optional[str]:
+    """The GPU's name and driver from nvidia-smi (the parent imports no framework)."""
+    if device != "cuda":
+        return None
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
 def _cell_text(cell: Dict[str, Any]) -> str:
     if "ms" in cell:
         return f"{cell['ms']:.2f}"
@@ -285,7 +297,7 @@ def _cell_text(cell: Dict[str, Any]) -> str:
 def _measure_row(model: str, mode: str, args, columns: List[str]) -> Dict[str, Any]:
     row: Dict[str, Any] = {}
     base = {"model": model, "mode": mode, "scale": args.scale, "reps": args.reps, "warmup": args.warmup,
-            "threads": args.threads, "backend": args.backend}
+            "threads": args.threads, "backend": args.backend, "device": args.device}
     specs, caches = {}, {}
     try:
         for col in columns:
@@ -407,6 +419,8 @@ def main(argv=None) -> int:
     ap.add_argument("--omp-wait-policy", default=None,
                     help="OMP_WAIT_POLICY for every worker (default: each framework's own)")
     ap.add_argument("--backend", default="inductor", help="ember.compile backend")
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"),
+                    help="where models and inputs live (cuda: ember on cupy, compiled to Triton; torch on CUDA)")
     ap.add_argument("--no-torch", action="store_true", help="skip the PyTorch columns")
     ap.add_argument("--no-warm", action="store_true", help="skip the warm-compile (new process) workers")
     ap.add_argument("--timeout", type=float, default=1200, help="seconds per worker")
@@ -456,6 +470,9 @@ def main(argv=None) -> int:
             if model == "adamw" and mode == "inference":
                 continue                       # an optimizer step has no inference mode
             results[f"{model}/{mode}"] = _measure_row(model, mode, args, columns)
+            # rows so far, in case the run is cut short (a time-limited GPU lease)
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "suite.partial.json").write_text(json.dumps(results, indent=1))
     table = _tables(results, columns)
     errors = [f"- {k} / {c}: {v['error']}" for k, row in results.items() for c, v in row.items() if "error" in v]
     errors += [f"- {k} / {c} (warm compile): {v['warm_error']}" for k, row in results.items()
@@ -474,12 +491,13 @@ def main(argv=None) -> int:
             "threads": args.threads,
             "omp_wait_policy": args.omp_wait_policy or "each framework's default",
             "backend": args.backend, "torch": torch_version, "loadavg_at_end": load,
-            "harness_s": time.perf_counter() - t0}
+            "harness_s": time.perf_counter() - t0, "device": args.device, "gpu": _gpu_name(args.device)}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "suite.json").write_text(json.dumps({"meta": meta, "results": results}, indent=1))
+    on = f", on {meta['gpu'] or 'cuda'}" if args.device == "cuda" else ""
     (out / "suite.md").write_text(
-        f"Benchmark suite, {meta['date']}, {meta['cpus']} CPUs, {args.threads} threads, scale {args.scale}, "
+        f"Benchmark suite, {meta['date']}{on}, {meta['cpus']} CPUs, {args.threads} threads, scale {args.scale}, "
         f"median of {args.reps} steps (ms per step), one fresh process per cell"
         f"{f', median of {args.rounds} rounds' if args.rounds > 1 else ''}\n\n{table}\n"
         + ("\nErrors:\n" + "\n".join(errors) + "\n" if errors else ""))

@@ -91,6 +91,9 @@ gemm_min_macs = 1 << 15    # smaller products go to numpy: the native call's fix
 # compilation -------------------------------------------------------------------
 compile_threads = os.cpu_count() or 1   # g++ processes per graph (1: one translation unit)
 kernels_per_unit = 8       # a graph is split only when each unit gets at least this many kernels
+triton_precompile = True   # cuda: a graph's Triton kernels x autotuning configs are compiled up front in
+                           # parallel worker processes (runtime/triton_driver.precompile); False: each
+                           # launcher compiles its configs itself, serially, on first use
 
 # debugging -----------------------------------------------------------------------
 debug_lowering = False     # raise instead of falling back when a lowering fails

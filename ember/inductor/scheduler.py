@@ -361,7 +361,9 @@ class Scheduler:
             if node.is_reduction or node.is_scatter or not _same_layout(buf.layout, inp.layout):
                 continue
             arr = arrays.get(iname)
-            if not isinstance(arr, np.ndarray) or any(n != iname and np.may_share_memory(arr, a) for n, a in arrays.items()):
+            # (inputs of another device -- a CPU step count next to cuda parameters -- share nothing)
+            if not isinstance(arr, np.ndarray) or any(n != iname and isinstance(a, np.ndarray)
+                                                      and np.may_share_memory(arr, a) for n, a in arrays.items()):
                 continue
             widx = node.write_index(grp.p)
             ok = True

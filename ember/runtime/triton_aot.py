@@ -51,13 +51,14 @@ def main():
             try:
                 ck = compile_for_target(fn, spec, cfg, target)
                 ptx = ck.asm["ptx"]
-                out_dir = os.path.join(mod.dir, f"{backend}{arch}")
-                os.makedirs(out_dir, exist_ok=True)
-                ptx_path = os.path.join(out_dir, f"{job['name']}_{i}.ptx")
-                with open(ptx_path, "w") as f:
-                    f.write(ptx)
                 res.update(ok=True, ptx_bytes=len(ptx), cubin_bytes=len(ck.asm.get("cubin", b"")),
-                           shared=ck.metadata.shared, ptx_path=ptx_path)
+                           shared=ck.metadata.shared)
+                if req.get("write_ptx", True):     # (precompile's workers only fill Triton's cache)
+                    out_dir = os.path.join(mod.dir, f"{backend}{arch}")
+                    os.makedirs(out_dir, exist_ok=True)
+                    res["ptx_path"] = ptx_path = os.path.join(out_dir, f"{job['name']}_{i}.ptx")
+                    with open(ptx_path, "w") as f:
+                        f.write(ptx)
             except Exception as e:  # noqa: BLE001 - reported per kernel
                 res["error"] = f"{type(e).__name__}: {e}"
             done[dkey] = res

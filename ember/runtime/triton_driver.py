@@ -298,6 +298,136 @@ def aot_compile(jobs: list, target=("cuda", 90, 32), timeout=900) -> list:
 
 
 # ----------------------------------------------------------------------- GPU launches
+_driver_installed = False
+
+
+def use_cupy_driver():
+    """Make Triton's active driver take the device, stream and compute capability from
+    cupy instead of torch.
+
+    Why: a compiled kernel's ``_init_handles`` asks ``triton.runtime.driver.active`` for
+    the current device; Triton's CUDA driver reads it from torch (Triton <= 3.6 imports
+    torch in ``GPUDriver.__init__`` and in ``CudaDriver.is_active``; 3.9 only when torch
+    is already imported). The subclass keeps Triton's own loader and launcher
+    (``CudaUtils``, ``CudaLauncher``) and replaces the four torch-backed callables, so
+    importing and running ember's GPU path never imports torch. Installed once, before the
+    first kernel is loaded, with ``driver.set_active`` (``driver.default``, which would
+    probe the backends through torch, is never built)."""
+    global _driver_installed
+    if _driver_installed:
+        return
+    import cupy
+    from triton.backends.nvidia import driver as nv
+    from triton.runtime import driver
+
+    def current_device():
+        return int(cupy.cuda.Device().id)
+
+    def set_device(i):
+        cupy.cuda.Device(int(i)).use()
+
+    def current_stream(idx=None):
+        return int(cupy.cuda.get_current_stream().ptr)
+
+    def capability(idx=None):
+        cc = str(cupy.cuda.Device(current_device() if idx is None else int(idx)).compute_capability)
+        return int(cc[:-1]), int(cc[-1])
+
+    class CupyCudaDriver(nv.CudaDriver):
+        def __init__(self):
+            self._utils = None
+            self.launcher_cls = nv.CudaLauncher
+            self.get_current_device = current_device
+            self.set_current_device = set_device
+            self.get_current_stream = current_stream
+            self.get_device_capability = capability
+
+        @property
+        def utils(self):
+            # built on first use: CudaUtils compiles Triton's small C helper against libcuda
+            if self._utils is None:
+                self._utils = nv.CudaUtils()
+            return self._utils
+
+        @staticmethod
+        def is_active():
+            return True
+
+    driver.set_active(CupyCudaDriver())
+    _set_scratch_allocator(cupy)
+    _driver_installed = True
+
+
+class _ScratchBuffer:
+    """A cupy allocation handed to Triton's launcher for a kernel's global scratch
+    (``data_ptr()`` is what the launcher reads); the memory goes back to cupy's
+    stream-ordered pool when the launch's reference is dropped."""
+    __slots__ = ("mem",)
+
+    def __init__(self, mem):
+        self.mem = mem
+
+    def data_ptr(self):
+        return int(self.mem.ptr)
+
+
+def _set_scratch_allocator(cupy):
+    import triton
+    if hasattr(triton, "set_allocator"):
+        triton.set_allocator(lambda size, align, stream: _ScratchBuffer(cupy.cuda.alloc(max(int(size), 1))))
+
+
+def precompile(module: "KernelModule", specs, target, workers: Optional[int] = None, min_jobs: int = 8) -> list:
+    """Compile every (kernel, config) of ``specs`` for ``target`` in parallel worker
+    processes, filling Triton's compile cache, so that the launchers' own
+    ``triton.compile`` calls (at the first launch and while autotuning) are cache hits.
+
+    Why: one ``triton.compile`` takes 0.2-1 s of one core and a training graph has
+    ~100 kernels of 3-5 autotuning configs each; serially that is minutes. The workers
+    are ``python -m ember.runtime.triton_aot`` processes with this process's
+    environment and Triton cache directory, so their cache keys are the launchers'.
+    A kernel that fails to compile is reported by its launcher when it is used.
+    Returns the workers' results (an empty list when there were fewer than
+    ``min_jobs`` compiles: those are left to the launchers)."""
+    import subprocess
+    import sys
+    import triton
+    units = []
+    for job in aot_job(module, list(specs)):
+        for cfg in job["configs"]:
+            units.append(dict(job, configs=[cfg], key=None))   # every kernel: names differ in the cache key
+    marker = os.path.join(module.dir, f"precompiled-{target.backend}{target.arch}")
+    if len(units) < min_jobs or os.path.exists(marker):
+        return []
+    workers = max(1, min(workers or (os.cpu_count() or 1), (len(units) + 3) // 4))
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["TRITON_CACHE_DIR"] = triton.knobs.cache.dir if hasattr(triton, "knobs") else env.get(
+        "TRITON_CACHE_DIR", os.path.join(os.path.expanduser("~"), ".triton", "cache"))
+    procs = []
+    for w in range(workers):
+        payload = json.dumps({"target": [target.backend, target.arch, target.warp_size], "jobs": units[w::workers],
+                              "write_ptx": False})
+        p = subprocess.Popen([sys.executable, "-m", "ember.runtime.triton_aot"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        procs.append((p, payload))
+    results = []
+    for p, payload in procs:
+        out, err = p.communicate(payload)
+        if p.returncode == 0 and out.strip():
+            results += json.loads(out.strip().splitlines()[-1])
+    if results and all(r["ok"] for r in results) and len(results) == len(units):
+        _atomic_write(marker, "")        # Triton's cache holds them all: later processes skip this
+    return results
+
+
+def device_target():
+    """The ``GPUTarget`` of cupy's current device."""
+    import cupy
+    from triton.backends.compiler import GPUTarget
+    cc = str(cupy.cuda.Device().compute_capability)
+    return GPUTarget("cuda", int(cc), 32)
+
+
 class CudaLauncher:
     """A kernel on the GPU: compiled per config for the current device's target,
     autotuned on the first call (timed with cupy events over the small config
@@ -329,15 +459,12 @@ class CudaLauncher:
             _atomic_write(self._tune_path, json.dumps(data, indent=1, sort_keys=True))
 
     def _target(self):
-        import cupy
-        from triton.backends.compiler import GPUTarget
-        dev = cupy.cuda.Device()
-        major, minor = dev.compute_capability[:-1], dev.compute_capability[-1]
-        return GPUTarget("cuda", int(major) * 10 + int(minor), 32)
+        return device_target()
 
     def _kernel(self, i):
         ck = self._compiled.get(i)
         if ck is None:
+            use_cupy_driver()
             ck = compile_for_target(self.jitfn, self.spec, self.spec.configs[i], self._target())
             ck._init_handles()
             self._compiled[i] = ck

@@ -11,7 +11,9 @@ def fake_cupy(monkeypatch):
     stand-in only: see the stand-in's docstring for what it models."""
     from ember.runtime import cuda as rc
     from . import fake_cupy as fc
+    from ember.inductor import config
     fc.reset()
+    monkeypatch.setattr(config, "triton_precompile", False)   # (no GPU: nothing to compile for)
     monkeypatch.setitem(sys.modules, "cupy", fc)
     rc._reset()
     yield fc

@@ -1678,7 +1678,10 @@ class ScanKernel:
             op = "+" if d.op == "sum" else "*"
             L.append(f"{inner}{blk} = tl.where(rindex == roffset, {blk} {op} {carry}, {blk})")
         acc = k.new_tmp()
-        L.append(f"{inner}{acc} = {scan}({blk}, 1, dtype={ct})")
+        # the block is of the compute type already; cumsum still takes dtype= (it would widen
+        # small ints), cumprod has no such keyword before Triton 3.7 and never widens
+        cast = f", dtype={ct}" if d.op == "sum" else ""
+        L.append(f"{inner}{acc} = {scan}({blk}, 1{cast})")
         if not persistent:
             last = "(rindex == roffset + RBLOCK - 1)"
             if d.op == "sum":

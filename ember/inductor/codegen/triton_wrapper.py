@@ -313,6 +313,9 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
                 device = _t.device("cuda", int(xp.cuda.Device().id))
             ns = module.namespace("compile")
             launchers = {n: drv.CudaLauncher(ns[n], s, module) for n, s in specs.items()}
+            from .. import config
+            if launchers and config.triton_precompile:
+                drv.precompile(module, specs.values(), drv.device_target())
         else:
             raise ValueError(f"compile_graph_triton: unknown mode {mode!r}")
         wg = TritonWrapperGen(graph, sched.groups, group_specs, launchers, xp, mode)
