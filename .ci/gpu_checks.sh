@@ -22,14 +22,14 @@ cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 if ls .whl/*.whl >/dev/null 2>&1; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-    > "$OUT/pip.log" 2>&1
+    > /tmp/gpu_checks_pip.log 2>&1
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
-N=$(( $(nproc) > 12 ? 12 : $(nproc) ))
+N=${WORKERS:-$(( $(nproc) > 12 ? 12 : $(nproc) ))}
 
 if has env; then
   {
@@ -72,5 +72,7 @@ fi
 if has bench; then
   timeout ${BENCH_TIMEOUT:-600} $PY benchmarks/suite.py --device cuda --out "$OUT/bench" --timeout 240 \
     ${BENCH_ARGS:-} > "$OUT/bench.log" 2>&1
-  echo "bench: rc=$?"; tail -40 "$OUT/bench.log"
+  rc=$?
+  [ -f "$OUT/bench/suite.json" ] && rm -f "$OUT/bench/suite.partial.json"
+  echo "bench: rc=$rc"; tail -40 "$OUT/bench.log"
 fi
