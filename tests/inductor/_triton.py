@@ -93,3 +93,12 @@ def _flat(x):
     if isinstance(x, dict):
         return [a for k in sorted(x) for a in _flat(x[k])]
     return [x.cpu().numpy() if isinstance(x, ember.Tensor) else x]
+
+
+def run_compiled(cg, *inputs):
+    """Call a graph compiled by :func:`compile_and_run` again (other sizes): on the GPU
+    with cuda copies of the inputs. Its outputs as a flat numpy list."""
+    import ember
+    if ON_GPU:
+        inputs = [a.cuda() if isinstance(a, ember.Tensor) else a for a in inputs]
+    return _flat(cg(*inputs))
