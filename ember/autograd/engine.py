@@ -352,7 +352,7 @@ def _unshared(g, held):
 def _layout_ok(p, a):
     """The gradient's layout matches the parameter's (PyTorch's layout contract for a stolen
     gradient), and the memory is writable."""
-    return a.strides == p.strides and a.flags.writeable
+    return a.strides == p.strides and getattr(a.flags, "writeable", True)   # (cupy's flags have none: always)
 
 
 def _copy_in_layout_of(p, a):

@@ -17,6 +17,7 @@ What it models, from cupy 14's documented behaviour (docs.cupy.dev):
 * numpy functions called on device arrays dispatch to cupy (NEP 13/18
   ``__array_ufunc__`` / ``__array_function__``), as cupy implements them;
 * reductions return 0-d device arrays, not numpy scalars;
+* ``a.flags`` with ``c_contiguous``, ``f_contiguous`` and ``owndata`` only (no ``writeable``);
 * ``a.data.ptr`` (a device pointer; here the host buffer's address),
   ``__cuda_array_interface__``, no ``__array_interface__`` and no ``ctypes``;
 * ``cupy.cuda``: ``runtime.getDeviceCount``, ``Device`` (``use``,
@@ -168,6 +169,13 @@ class ndarray:
     @property
     def device(self):
         return cuda.Device()
+
+    @property
+    def flags(self):
+        # cupy's Flags has these three only: no ``writeable`` (device arrays always are)
+        f = self._a.flags
+        return types.SimpleNamespace(c_contiguous=f.c_contiguous, f_contiguous=f.f_contiguous,
+                                     owndata=f.owndata)
 
     @property
     def __cuda_array_interface__(self):
