@@ -257,21 +257,28 @@ def compile_for_target(jitfn, spec, config: dict, target=None):
     return triton.compile(src, target=target, options={"num_warps": num_warps, "sanitize_overflow": False})
 
 
+def kernel_key(spec) -> str:
+    """Equal for kernels that compile to the same code: the same source up to the kernel's
+    and its parameters' names, the same parameter types and alignments (a transformer's
+    layers, an LSTM's unrolled steps)."""
+    sig = spec.signature()
+    aligned = [i for i, p in enumerate(spec.params) if p in spec.aligned]
+    body = spec.source.replace(spec.name, "K")
+    for i, p in enumerate(list(sig)):
+        body = re.sub(rf"\b{re.escape(p)}\b", f"_a{i}", body)
+    return hashlib.sha256(json.dumps([body, list(sig.values()), aligned]).encode()).hexdigest()
+
+
 def aot_job(module: "KernelModule", specs, all_configs=True) -> list:
-    """The JSON-able description of compiling ``specs`` (kernels of ``module``)."""
+    """The JSON-able description of compiling ``specs`` (kernels of ``module``); kernels
+    with the same :func:`kernel_key` are compiled once by the worker."""
     jobs = []
     for spec in specs:
         cfgs = spec.configs if all_configs else spec.configs[:1]
         sig = spec.signature()
         aligned = [i for i, p in enumerate(spec.params) if p in spec.aligned]
-        # kernels equal up to their names and parameter names compile to the same code
-        # (the layers of a transformer): the worker compiles one of them
-        body = spec.source.replace(spec.name, "K")
-        for i, p in enumerate(list(sig)):
-            body = re.sub(rf"\b{re.escape(p)}\b", f"_a{i}", body)
-        key = hashlib.sha256(json.dumps([body, list(sig.values()), aligned]).encode()).hexdigest()
         jobs.append({"path": module.path, "name": spec.name, "signature": sig, "aligned": aligned,
-                     "configs": cfgs, "key": key})
+                     "configs": cfgs, "key": kernel_key(spec)})
     return jobs
 
 
@@ -378,7 +385,8 @@ def _set_scratch_allocator(cupy):
 
 
 def precompile(module: "KernelModule", specs, target, workers: Optional[int] = None, min_jobs: int = 8) -> list:
-    """Compile every (kernel, config) of ``specs`` for ``target`` in parallel worker
+    """Compile every (kernel, config) of ``specs`` (one kernel per :func:`kernel_key`: the
+    launchers share theirs, see :func:`cuda_launchers`) for ``target`` in parallel worker
     processes, filling Triton's compile cache, so that the launchers' own
     ``triton.compile`` calls (at the first launch and while autotuning) are cache hits.
 
@@ -395,7 +403,7 @@ def precompile(module: "KernelModule", specs, target, workers: Optional[int] = N
     units = []
     for job in aot_job(module, list(specs)):
         for cfg in job["configs"]:
-            units.append(dict(job, configs=[cfg], key=None))   # every kernel: names differ in the cache key
+            units.append(dict(job, configs=[cfg]))
     marker = os.path.join(module.dir, f"precompiled-{target.backend}{target.arch}")
     if len(units) < min_jobs or os.path.exists(marker):
         return []
@@ -426,6 +434,22 @@ def device_target():
     from triton.backends.compiler import GPUTarget
     cc = str(cupy.cuda.Device().compute_capability)
     return GPUTarget("cuda", int(cc), 32)
+
+
+def cuda_launchers(namespace: dict, specs: dict, module: "KernelModule") -> dict:
+    """One :class:`CudaLauncher` per distinct kernel, shared by every kernel name with the same
+    :func:`kernel_key`: the module's identical kernels (one per layer or unrolled step: an
+    LSTM's 34 inference kernels are 5 distinct ones) are compiled, autotuned and loaded once.
+    A launch passes its arguments by position, which the shared kernel takes in the same order;
+    its autotuning configs are the first such kernel's (every config is correct for any size)."""
+    first: Dict[str, "CudaLauncher"] = {}
+    out = {}
+    for name, spec in specs.items():
+        key = kernel_key(spec)
+        if key not in first:
+            first[key] = CudaLauncher(namespace[name], spec, module)
+        out[name] = first[key]
+    return out
 
 
 class CudaLauncher:

@@ -237,3 +237,54 @@ def test_convolution_extern_runs_on_the_device(interpreted_gpu):
     want = want[0] if isinstance(want, (tuple, list)) else want
     assert _on_device(got, fc)
     np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_identical_kernels_share_one_compiled_launcher(recorded_launches):
+    """Kernels equal up to their names (one per unrolled step or layer) are compiled,
+    autotuned and loaded once: every launch of the three steps' tanh kernels goes to the
+    first one's compiled configs, each launch with its own step's buffers."""
+    fc, log, compiled = recorded_launches
+    h0 = ember.tensor(randn(6, 8)).cuda()
+    w = ember.tensor(randn(8, 8)).cuda()
+
+    def steps(h, w):
+        outs = []
+        for _ in range(3):
+            h = P.tanh(P.mm(h, w))
+            outs.append(h)
+        return outs
+
+    gm = make_fx(steps)(h0.cpu(), w.cpu())
+    cg = compile_graph_triton(gm, [h0, w], mode="cuda")
+    assert len(cg.specs) == 3
+    assert len({drv.kernel_key(s) for s in cg.specs.values()}) == 1
+    outs = cg(h0, w)
+    first = sorted(cg.specs)[0]
+    assert {c[0] for c in compiled} == {first}               # compiled for one kernel name only
+    n_cfg = len(cg.specs[first].configs)
+    assert len(compiled) == n_cfg                             # each config once
+    assert len(log) == 6 * n_cfg + 3                          # one autotuning, then a launch per step
+    # (grid x, y, z, stream, function, metadata, 3 hooks, then the kernel's arguments)
+    for (_, args), out in zip(log[-3:], outs):
+        assert out._data.data.ptr in args[9:]                 # each step writes its own output
+
+
+def test_shared_kernels_compute_each_step(interpreted_gpu):
+    """The shared kernel (the first step's) run with each step's arguments by position:
+    values against the eager graph."""
+    fc = interpreted_gpu
+    h0, w = ember.tensor(randn(6, 8)), ember.tensor(randn(8, 8))
+
+    def steps(h, w):
+        outs = []
+        for _ in range(3):
+            h = P.add(P.tanh(P.mm(h, w)), 1.0)
+            outs.append(P.mul(h, 0.5))
+        return outs
+
+    gm = make_fx(steps)(h0, w)
+    cg = compile_graph_triton(gm, [h0.cuda(), w.cuda()], mode="cuda")
+    got = cg(h0.cuda(), w.cuda())
+    assert len({n for n, _ in fc.launches}) < len(cg.specs)  # fewer distinct kernels than names
+    for g, e in zip(got, gm(h0, w)):
+        np.testing.assert_allclose(g.cpu().numpy(), e.numpy(), rtol=1e-5, atol=1e-6)

@@ -312,10 +312,11 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
                 from ... import types as _t
                 device = _t.device("cuda", int(xp.cuda.Device().id))
             ns = module.namespace("compile")
-            launchers = {n: drv.CudaLauncher(ns[n], s, module) for n, s in specs.items()}
+            launchers = drv.cuda_launchers(ns, specs, module)
             from .. import config
             if launchers and config.triton_precompile:
-                drv.precompile(module, specs.values(), drv.device_target())
+                distinct = {id(la): la.spec for la in launchers.values()}.values()
+                drv.precompile(module, distinct, drv.device_target())
         else:
             raise ValueError(f"compile_graph_triton: unknown mode {mode!r}")
         wg = TritonWrapperGen(graph, sched.groups, group_specs, launchers, xp, mode)
