@@ -196,6 +196,12 @@ def test_cuda_launcher_arguments(recorded_launches):
     assert ptrs[0] == x._data.data.ptr and ptrs[1] == out._data.data.ptr
     assert rest[3 + len(spec.params)] == 3               # xnumel
     assert rest[4 + len(spec.params):] == [cfg[c] for c in spec.constexpr_names()]
+    # later launches (the bound fast path) pass the same arguments, on the stream current then
+    out2 = cg(x)
+    cfg2, args2 = log[-1]
+    assert cfg2 == cfg and args2[3] == fc.cuda.get_current_stream().ptr != s.cuda_stream
+    assert list(args2[:3]) == [grid, gy, gz]
+    assert list(args2[9:11]) == [x._data.data.ptr, out2._data.data.ptr] and list(args2[11:]) == list(args[11:])
     # the choice is cached next to the kernels: a new launcher does not tune again
     n = len(log)
     cg2 = compile_graph_triton(gm, [x], mode="cuda")
