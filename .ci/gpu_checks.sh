@@ -4,7 +4,11 @@
 #   bash .ci/gpu_checks.sh OUT [PHASES]      PHASES: comma list of env,tests,triton,bench (default all)
 #
 # Runs with the machine's own python3 (cupy, triton, torch, numpy, sympy, pytest there); wheels
-# of packages it lacks (bytecode) are installed from .whl/ into /tmp/site when present. Every
+# of packages it lacks (bytecode) are installed from .whl/ into /tmp/site when present (carry
+# .whl: see /work/.library/device/README.md for downloading them), and ember's C extension is
+# built for that Python when no build of it travelled. Session 19 ran it on an H100 as
+#   bash .ci/gpu_checks.sh $OUT env; bash .ci/gpu_checks.sh $OUT tests; ... (one call per lease
+#   is best: each new machine costs a start). Every
 # phase has its own time limit and writes its log under OUT, so a phase that fails or runs long
 # costs only itself:
 #   env     versions, the GPU, a cuda tensor, a compiled function
@@ -28,6 +32,10 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
+# dynamo's frame hook is a C extension built per Python version: build it for this one if absent
+if ! $PY -c "import ember._C._eval_frame" >/dev/null 2>&1; then
+  $PY setup.py -q build_ext --inplace > /tmp/gpu_checks_build.log 2>&1 || { echo "building ember._C failed:"; tail -20 /tmp/gpu_checks_build.log; }
+fi
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
 N=${WORKERS:-$(( $(nproc) > 12 ? 12 : $(nproc) ))}
 
