@@ -467,8 +467,12 @@ def _var_grad(g, a, dim, correction, keepdim):
     dims = _axes(reduce_dims(dim, len(shape)), len(shape))
     n = _numel_of(shape, dims)
     c = 1 if correction is None else correction
-    scale = 2.0 / (n - c) if n != c else math.inf
     centred = a - (a.mean(list(dims), keepdim=True) if dims else a)
+    if not isinstance(n, int) and n != c:
+        # a symbolic size (a traced backward under dynamic shapes): divide by it as a tensor
+        # operand rather than make 2 / (n - c) a Python float, which specialises the size
+        return expand_reduced(g, shape, dim, keepdim) * 2.0 * centred / (n - c)
+    scale = 2.0 / (n - c) if n != c else math.inf
     return expand_reduced(g, shape, dim, keepdim) * scale * centred
 
 

@@ -12,6 +12,7 @@ import pytest
 import sympy
 
 import ember
+from ember import dynamo
 from ember import prims as P
 from ember.fx.experimental.proxy_tensor import make_fx
 from ember.fx.experimental.symbolic_shapes import ShapeEnv, SymInt
@@ -273,10 +274,11 @@ def test_order_statistics_compile_dynamic_end_to_end(caplog, monkeypatch):
     ember.dynamo.reset()
 
 
-def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6):
+def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6, one_compile=True):
     """``ember.compile(fn, dynamic=True)`` over ``shapes``: value and input gradient as eager's,
-    one symbolic compilation (a failed trace raises: ``debug_dynamic``), and no graph run in
-    the fx Interpreter or eagerly (logged on ``ember.inductor``)."""
+    one symbolic compilation (a failed trace raises: ``debug_dynamic``; ``one_compile``: no
+    size specialised, so no recompilation), and no graph run in the fx Interpreter or eagerly
+    (logged on ``ember.inductor``)."""
     from ember.aot import config as aot_config
     monkeypatch.setattr(aot_config, "debug_dynamic", True)
     records = []
@@ -285,6 +287,7 @@ def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6):
     logger = logging.getLogger("ember.inductor")
     logger.addHandler(handler)
     try:
+        dynamo.reset()
         cf = ember.compile(fn, dynamic=True)
         for shape in shapes:
             data = np.random.default_rng(sum(shape)).standard_normal(shape).astype(np.float32)
@@ -300,6 +303,28 @@ def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6):
         logger.removeHandler(handler)
     msgs = [r.getMessage() for r in records]
     assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
+    if one_compile:
+        assert dynamo.convert_frame.counters["compiled"] == 1, dynamo.convert_frame.counters
+
+
+def test_means_and_variances_over_a_dynamic_dim_keep_it_symbolic(monkeypatch):
+    """A mean (or var_mean's mean) divided by float(n) and var's backward scale 2 / (n - 1)
+    made the size a Python float: a guard Eq(s0, 6) and one compilation per size. The count
+    is now an operand computed in the graph."""
+    cases = [lambda x: x.mean(0).pow(2).sum(), lambda x: x.mean(),
+             lambda x: x.var(0).sum() + x.std(1).sum(),
+             lambda x: sum(t.pow(2).sum() for t in ember.var_mean(x, 0))]
+    for fn in cases:
+        _compiles_dynamic_like_eager(fn, ((6, 5), (9, 7), (12, 4)), monkeypatch)
+
+
+def test_slice_by_a_floor_division_of_the_size_compiles_once(monkeypatch):
+    """x[: n // 2]'s backward normalised its slice with slice.indices, which makes the sizes
+    ints (a guard Eq(s0, 6), a compilation per size). One compilation now, backward included."""
+    _compiles_dynamic_like_eager(lambda x: x[: x.shape[0] // 2].pow(2).sum(), ((6, 3), (9, 3), (12, 3)),
+                                 monkeypatch)
+    _compiles_dynamic_like_eager(lambda x: (x[: x.shape[0] // 2] * 2).sum(), ((6, 3), (9, 3), (12, 3)),
+                                 monkeypatch)
 
 
 def test_sizes_with_floor_divisions_of_the_callers_symbols_compile(monkeypatch):
@@ -328,8 +353,9 @@ def test_as_strided_of_an_input_with_symbolic_strides_lowers(monkeypatch):
     """x.unfold under dynamic=True is an as_strided of the input, whose eager strides (the FX
     node's meta) are the caller's SymInts: compared with the buffer's sympy strides as SymInt
     objects they never matched, and the graph ran eagerly."""
+    # (its backward still specialises the sizes: Eq(s0 - 1, 5) ..., a compilation per size)
     _compiles_dynamic_like_eager(lambda x: x.unfold(0, 2, 1).pow(2).sum(), ((6, 8), (10, 12), (7, 9)),
-                                 monkeypatch, atol=1e-5)
+                                 monkeypatch, atol=1e-5, one_compile=False)
 
 
 def test_narrow_backward_compiles_under_dynamic_shapes(monkeypatch):

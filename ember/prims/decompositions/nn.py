@@ -34,8 +34,8 @@ from ... import types as _t
 from ...ops import nn_ops as _nn
 from ...ops._helpers import wrap_dim
 from . import register_decomposition
-from .shape import (bcast, bcast_to_dims, flat, full, inverse_perm, iota, movedim_last, numel, pad, permute,
-                    reshape, size_operand, to)
+from .shape import (bcast, bcast_to_dims, div_by_size, flat, full, inverse_perm, iota, movedim_last, numel, pad,
+                    permute, reshape, size_operand, to)
 
 from ember import prims  # noqa: E402
 
@@ -52,19 +52,12 @@ def _const(arr, dtype, device):
     return t if t.device == device else t.to(device)
 
 
-def _div_size(t, n):
-    """``t / n`` for a size ``n`` (a plain int, or a SymInt computed in the graph)."""
-    if type(n) is int:
-        return prims.div(t, float(n))
-    return prims.div(t, size_operand(n, tuple(t.shape), t.device, t.dtype))
-
-
 def _reduce(loss, reduction):
     if reduction == 0:
         return loss
     s = prims.sum(loss, tuple(range(loss.ndim)))
     if reduction == 1:
-        return _div_size(s, numel(loss.shape))      # (0 elements: 0 / 0 = nan, as the kernel)
+        return div_by_size(s, numel(loss.shape))      # (0 elements: 0 / 0 = nan, as the kernel)
     return s
 
 
@@ -338,10 +331,10 @@ def _stats(xa, dims, centre_on_mean=False):
     norm keeps ``prims.var``: its reductions over outer dims run interchanged (KernelGen
     ``_outer_reduction_ok``), where a reduction reading another's result would not share a nest."""
     n = numel(xa.shape[d] for d in dims)
-    mean = _div_size(prims.sum(xa, tuple(dims)), n)
+    mean = div_by_size(prims.sum(xa, tuple(dims)), n)
     if centre_on_mean:
         d = prims.sub(xa, _keep(mean, tuple(xa.shape), dims))
-        return mean, _div_size(prims.sum(prims.mul(d, d), tuple(dims)), n)
+        return mean, div_by_size(prims.sum(prims.mul(d, d), tuple(dims)), n)
     return mean, prims.var(xa, tuple(dims), 0)
 
 

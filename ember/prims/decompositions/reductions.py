@@ -19,6 +19,7 @@ from ...ops._helpers import wrap_dim
 from ...ops.reduction import reduce_dims
 from ..table import register_decomposition
 from .pointwise import bcast, comp, fresh, full, to
+from .shape import div_by_size
 
 from ember import prims  # noqa: E402
 
@@ -70,7 +71,7 @@ def mean(self, dim=None, keepdim=False, *, dtype=None):
     n = _numel(tuple(self.shape), dims)
     x = to(self, comp(dt))
     s = _reduce(prims.sum, x, dims, keepdim)
-    r = prims.div(s, float(n)) if n else prims.mul(s, math.nan)
+    r = div_by_size(s, n) if n else prims.mul(s, math.nan)
     return to(r, dt)
 
 
@@ -172,7 +173,7 @@ def _var_core(a, dim, correction, keepdim, name, want_mean):
     v = _keep(prims.var(x, dims, float(c)), dims, keepdim, a.ndim)
     m = None
     if want_mean:
-        m = _keep(prims.div(prims.sum(x, dims), float(n)) if n else prims.mul(prims.sum(x, dims), math.nan),
+        m = _keep(div_by_size(prims.sum(x, dims), n) if n else prims.mul(prims.sum(x, dims), math.nan),
                   dims, keepdim, a.ndim)
     return v, m
 

@@ -27,6 +27,7 @@ import numbers
 from ... import types as _t
 from ...ops import shape as _shape
 from ...ops._helpers import same_shape, wrap_dim, wrap_dims  # noqa: F401  (same_shape: used here and by pointwise)
+from ...fx.experimental.symbolic_shapes import is_symbolic
 from . import register_decomposition
 
 from ember import prims  # noqa: E402  (the package may still be initialising: resolved at call time)
@@ -155,6 +156,16 @@ def size_operand(n, shape, device, dtype=None):
         return n
     t = prims.sum(prims.full((n,), 1, dtype or _t.int64, device), (0,))
     return prims.broadcast_in_dim(t, tuple(shape), ())
+
+
+def div_by_size(t, n):
+    """``t / n`` for a size ``n``: a plain int divides as ``float(n)``; a SymInt becomes an
+    operand computed in the graph (int64, then ``t``'s dtype: the value eager's
+    ``dtype.type(n)`` gives), so a mean over a dynamic dim does not specialise the size."""
+    if type(n) is int:
+        return prims.div(t, float(n))
+    count = size_operand(n, tuple(t.shape), t.device, _t.int64)
+    return prims.div(t, prims.convert_element_type(count, t.dtype))
 
 
 # ---------------------------------------------------------------------- view / reshape
@@ -350,6 +361,15 @@ def _norm_items(items, shape):
         if k is None:
             out.append(None)
         elif isinstance(k, slice):
+            if any(is_symbolic(v) for v in (n, k.start, k.stop)):
+                # slice.indices would specialise the sizes (int()): clamp as the forward does
+                from ...ops.shape import _slice_bounds
+                st = 1 if k.step is None else int(k.step)
+                if st <= 0:
+                    raise NotImplementedError("basic keys with negative steps do not occur in ember")
+                s, e = _slice_bounds(n, k.start, k.stop, st)
+                out.append((s, e, st))
+                continue
             s, e, st = k.indices(n)
             if st <= 0:
                 raise NotImplementedError("basic keys with negative steps do not occur in ember")
@@ -398,7 +418,7 @@ def _embed(g, size, key):
             config.append((k, n - k - 1, 0))
         else:
             s, e, st = k
-            cnt = len(range(s, e, st))
+            cnt = len(range(s, e, st)) if type(s) is int and type(e) is int else (e - s + st - 1) // st
             if cnt == 0:
                 return full(size, 0, g.dtype, g.device)
             last = s + (cnt - 1) * st
