@@ -155,14 +155,14 @@ class _SymbolicGraph:
         # of a convolution gets its output gradient, s0 - s3 + 1 wide, but no tensor s0 wide);
         # after the symbols it is read with, so ``where`` stays in an order they can be built in
         read_back = read_back_symbols([[_sym_expr(n) for n in example_inputs[i].shape] for i in tensor_pos],
-                                      set(where))
-        for u, (k, d), a, rest in read_back:
-            where[u] = ("affine", tensor_pos[k], d, a, rest)
+                                      set(where), pairs=True)
+        for u, pos, a, rest in read_back:
+            where[u] = ("affine", tuple((tensor_pos[k], d) for k, d in pos), a, rest)
         # ... or from a size input linear in it (a slice's backward gets ``s1 - 4``): that input
         # is passed as a carrier too
         scalar_exprs = [i for i in scalar_pos if i not in carriers]
-        for u, (k, _), a, rest in read_back_symbols([[_sym_expr(example_inputs[i])] for i in scalar_exprs],
-                                                    set(where)):
+        for u, ((k, _),), a, rest in read_back_symbols([[_sym_expr(example_inputs[i])] for i in scalar_exprs],
+                                                       set(where)):
             i = scalar_exprs[k]
             where[u] = ("affine_scalar", i, a, rest)
             carriers.append(i)
@@ -190,7 +190,10 @@ class _SymbolicGraph:
                 sym_nodes[s] = g.call_function(sym_size, (new_ph[w[1]], w[2]))
             elif w[0] in ("affine", "affine_scalar"):    # (ordered: its rest uses symbols built before it)
                 if w[0] == "affine":
-                    node, a, rest = g.call_function(sym_size, (new_ph[w[1]], w[2])), w[3], w[4]
+                    node, a, rest = None, w[2], w[3]
+                    for ti, d in w[1]:       # (one dimension, or the sum of two)
+                        sz = g.call_function(sym_size, (new_ph[ti], d))
+                        node = sz if node is None else g.call_function(operator.add, (node, sz))
                 else:
                     node, a, rest = g.call_function(sym_size, (carrier_ph[w[1]], 0)), w[2], w[3]
                 if rest != 0:
@@ -247,10 +250,10 @@ class _SymbolicGraph:
             self._readers = []
             for s, w in where.items():
                 if w[0] == "affine_scalar":    # (the same reading, off the scalar argument)
-                    w = ("affine", w[1], None, w[2], w[3])
-                if w[0] == "affine":
-                    prior = [t for t in where if t in w[4].free_symbols]
-                    w = ("affine", w[1], w[2], w[3], _int_fn(sympy.lambdify(prior, w[4], modules="math")), prior)
+                    w = ("affine", ((w[1], None),), w[2], w[3])
+                if w[0] == "affine":           # ("affine", positions, a, rest function, its symbols)
+                    prior = [t for t in where if t in w[3].free_symbols]
+                    w = ("affine", w[1], w[2], _int_fn(sympy.lambdify(prior, w[3], modules="math")), prior)
                 self._readers.append((s, w))
             self._syms = syms
             for k, e in self._size_outs.items():
@@ -287,8 +290,8 @@ class _SymbolicGraph:
             if w[0] == "dim":
                 known[s] = args[w[1]].shape[w[2]]
             elif w[0] == "affine":
-                n = int(args[w[1]]) if w[2] is None else args[w[1]].shape[w[2]]
-                known[s] = (n - w[4](*[known[t] for t in w[5]])) // w[3]
+                n = sum(int(args[i]) if d is None else args[i].shape[d] for i, d in w[1])
+                known[s] = (n - w[3](*[known[t] for t in w[4]])) // w[2]
             else:
                 known[s] = int(args[w[1]])
         vals = [known[s] for s in self._syms]

@@ -277,7 +277,7 @@ class GraphLowering:
             return
         bound = set(self.sizevars.var_to_val)
         # symbols the wrapper reads back from a dimension linear in them (codegen/wrapper.py)
-        for u, _, _, _ in read_back_symbols(self._input_sizes, bound):
+        for u, _, _, _ in read_back_symbols(self._input_sizes, bound, pairs=True):
             self.sizevars.var_to_val[u] = int(self.shape_env.var_to_val[u])
         for size in self._input_sizes:
             for n in size:

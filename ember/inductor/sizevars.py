@@ -164,11 +164,16 @@ def solve_for_unknown(expr, known):
     return u, int(a), rest
 
 
-def read_back_symbols(sizes, known):
-    """``[(u, position, a, rest)]``: the symbols of ``sizes`` (per input, its list of size
-    expressions; ``position = (input, dim)``) that no dimension holds as itself, each read back
-    from a dimension linear in it (:func:`solve_for_unknown`), in an order where every ``rest``
-    uses symbols already known. ``known``: the symbols held as themselves (updated)."""
+def read_back_symbols(sizes, known, pairs=False):
+    """``[(u, positions, a, rest)]``: the symbols of ``sizes`` (per input, its list of size
+    expressions) that no dimension holds as itself, each read back from dimensions linear in it
+    (:func:`solve_for_unknown`: ``u = (sum of the dims at positions - rest) // a``; a position is
+    ``(input, dim)``), in an order where every ``rest`` uses symbols already known. ``known``:
+    the symbols held as themselves (updated).
+
+    One dimension is tried first; with ``pairs``, then the sum of two dimensions that each use
+    an unknown symbol: a chunk's backward gets its two pieces' gradients, ``floor((s0+1)/2)``
+    and ``s0 - floor((s0+1)/2)`` wide, neither linear in s0, their sum is s0."""
     out = []
     progress = True
     while progress:
@@ -179,9 +184,29 @@ def read_back_symbols(sizes, known):
                 if sol is not None:
                     u, a, rest = sol
                     known.add(u)
-                    out.append((u, (i, d), a, rest))
+                    out.append((u, ((i, d),), a, rest))
                     progress = True
+        if progress or not pairs:
+            continue
+        open_dims = [((i, d), sympify(n)) for i, size in enumerate(sizes) for d, n in enumerate(size)
+                     if sympify(n).free_symbols - set(known)]
+        if len(open_dims) > _MAX_PAIR_DIMS:
+            break
+        for x, (pa, na) in enumerate(open_dims):
+            for pb, nb in open_dims[x + 1:]:
+                sol = solve_for_unknown(na + nb, known)
+                if sol is not None:
+                    u, a, rest = sol
+                    known.add(u)
+                    out.append((u, (pa, pb), a, rest))
+                    progress = True
+                    break
+            if progress:
+                break
     return out
+
+
+_MAX_PAIR_DIMS = 24      # dims with unknown symbols tried in pairs (their count squared sympy sums)
 
 
 def contiguous_strides(size: Sequence) -> List[sympy.Expr]:

@@ -145,8 +145,21 @@ def test_symbols_read_back_from_sizes_linear_in_them():
     assert solve_for_unknown(FloorDiv(s0, 2), set()) is None
     # s2 is only known once s1 is: the order follows
     got = read_back_symbols([[s1 + s2 - 1, 4], [2 * s1 + 3]], {s0})
-    assert [(u, pos) for u, pos, _, _ in got] == [(s1, (1, 0)), (s2, (0, 0))]
-    for u, (i, d), a, rest in got:
+    assert [(u, pos) for u, pos, _, _ in got] == [(s1, ((1, 0),)), (s2, ((0, 0),))]
+    for u, ((i, d),), a, rest in got:
         vals = {s0: 5, s1: 7, s2: 9}
         size = [[s1 + s2 - 1, 4], [2 * s1 + 3]][i][d].subs(vals)
         assert (int(size) - int(rest.subs(vals))) // a == vals[u]
+
+
+def test_symbol_read_back_from_a_sum_of_two_dimensions():
+    from ember.inductor.sizevars import read_back_symbols
+    s0, s1 = sympy.symbols("s0 s1", positive=True, integer=True)
+    half = sympy.floor(s0 / 2 + sympy.Rational(1, 2))
+    sizes = [[half, s1], [s0 - half, s1]]
+    assert read_back_symbols(sizes, {s1}) == []                       # no single dim is linear in s0
+    ((u, pos, a, rest),) = read_back_symbols(sizes, {s1}, pairs=True)
+    assert (u, pos, a, rest) == (s0, ((0, 0), (1, 0)), 1, 0)
+    for n in range(2, 40):                                             # the reading, brute force
+        dims = [int(half.subs(s0, n)), int((s0 - half).subs(s0, n))]
+        assert (sum(dims) - rest) // a == n

@@ -115,8 +115,9 @@ class WrapperGen:
                         L.append(f"    if {buf.name}.shape[{d}] != {s.name}: raise _GuardError('{buf.name}', {d})")
         # a symbol no dimension holds as itself, read back from one linear in it (a*s + rest)
         bufs = list(g.graph_inputs)
-        for s, (i, d), a, rest in read_back_symbols([b.layout.size for b in bufs], set(seen)):
-            L.append(f"    {s.name} = ({bufs[i].name}.shape[{d}] - ({pyexpr(rest)})) // ({a})")
+        for s, pos, a, rest in read_back_symbols([b.layout.size for b in bufs], set(seen), pairs=True):
+            dims = " + ".join(f"{bufs[i].name}.shape[{d}]" for i, d in pos)
+            L.append(f"    {s.name} = ({dims} - ({pyexpr(rest)})) // ({a})")
         for guard in g.sizevars.guards:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
         pool_at = len(L)          # where the pool is taken (filled in at the end)
