@@ -23,7 +23,7 @@ from .._C import _load_eval_frame
 _eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
 from . import config, logs
-from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported
+from .exc import AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported
 from .example_value import preserve_rng
 from .output_graph import OutputGraph
 from .symbolic_convert import run_frame
@@ -47,7 +47,7 @@ class CacheEntry:
 
 
 class CodeCache:
-    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot")
+    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views")
 
     def __init__(self, code):
         self.code = code
@@ -59,6 +59,9 @@ class CodeCache:
         self.warned = False
         # automatic dynamic shapes: guard expression of an input -> dims whose size changed
         self.auto_dynamic: dict = {}
+        # view inputs keep static sizes: set once two inputs were found to share memory with one
+        # given symbolic sizes (output_graph.add_tensor_input)
+        self.static_views = False
 
 
 _caches: dict = {}
@@ -149,11 +152,19 @@ class Compiler:
                                   f"It runs eagerly from now on.", RecompileLimitExceeded, stacklevel=2)
                 return None
         t0 = time.perf_counter()
-        output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache))
+        static_views = cache.static_views
+        output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
         try:
             with preserve_rng(), _restore_grad_mode():
                 ret = run_frame(output, code, func, args)
             fn, guard, info = output.compile(ret, self.backend, code.co_varnames[:len(args)])
+        except AliasedDynamicView as e:
+            # two inputs share memory and one was a view given symbolic sizes: trace again with
+            # view inputs static (their example values then share their bases' storage)
+            cache.static_views = True
+            counters["frames"] -= 1
+            logs.get("recompiles").info("%s: %s; tracing again with view inputs static", where, e)
+            return self._compile(code, func, args, cache, mine)
         except SkipFrame:
             counters["skipped"] += 1
             if not cache.entries:
@@ -164,7 +175,7 @@ class Compiler:
                 return self._fallback(code, func, args, cache, output, str(e), where)
             # Graph break: trace again, stopping before the instruction that failed.
             reason = str(e)
-            output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache))
+            output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
             try:
                 with preserve_rng(), _restore_grad_mode():
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)

@@ -33,3 +33,8 @@ class FullGraphError(RuntimeError):
 
 class RecompileLimitExceeded(Warning):
     """A code object exceeded ``config.recompile_limit`` cache entries; it now runs eagerly."""
+
+
+class AliasedDynamicView(Exception):
+    """An input shares memory with a view input that was given symbolic sizes (and so traced as
+    memory of its own): the frame is traced again with view inputs kept static."""

@@ -24,7 +24,7 @@ class GuardSet:
         self.exprs: list[str] = []
         self.reasons: list[str] = []
         self._seen: set[str] = set()
-        self.globals: dict = {"__cstrides": _cstrides, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
+        self.globals: dict = {"__cstrides": _cstrides, "__roots_differ": _roots_differ, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
         self.add("__func.__globals__ is G", "the function's globals dict")
@@ -101,6 +101,14 @@ class GuardSet:
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape="
             f"{tuple('*' if i in dyn else n for i, n in enumerate(shape))}, contiguous, "
             f"requires_grad={t.requires_grad})")
+
+    def unaliased_view(self, source, others):
+        """A view input given symbolic sizes was traced as memory of its own: it must share no
+        memory with the other tensor arguments ``others`` (sources) at the next call either."""
+        if others:
+            e = source.expr()
+            self.add(f"__roots_differ({e}, {', '.join(o.expr() for o in others)})",
+                     f"{e} shares no memory with {', '.join(o.expr() for o in others)}")
 
     def shape_env_guards(self, env):
         """The ShapeEnv's assumptions as guards over the sources of its symbols: every symbol's
@@ -246,6 +254,19 @@ def _hoisted_body(exprs: list) -> str:
             continue   # two spellings of one read (``x is x`` once read): the read above is the check
         lines.append(f"        if not ({e}):\n            return False\n")
     return "".join(lines)
+
+
+def memory_root(t):
+    """The tensor at the end of ``t``'s ``_base`` chain (``t`` itself when it is no view): two
+    tensors share memory only if they have the same root."""
+    while t._base is not None:
+        t = t._base
+    return t
+
+
+def _roots_differ(t, *others):
+    r = memory_root(t)
+    return all(memory_root(o) is not r for o in others if isinstance(o, Tensor))
 
 
 def _cstrides(d):

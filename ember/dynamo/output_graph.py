@@ -19,8 +19,8 @@ from ..fx import Graph
 from ..tensor import Tensor
 from . import logs
 from .example_value import ExampleValues
-from .exc import BackendCompilerFailed, SkipFrame, Unsupported
-from .guards import GuardSet, _cstrides
+from .exc import AliasedDynamicView, BackendCompilerFailed, SkipFrame, Unsupported
+from .guards import GuardSet, _cstrides, memory_root
 from ..fx.experimental.symbolic_shapes import SymBool, SymInt
 from .source import placeholder_name
 from .variables.constant import ConstantVariable
@@ -37,7 +37,7 @@ _POINTWISE_SCALAR_OPS = {"add", "sub", "mul", "truediv", "div", "floordiv", "flo
 
 
 class OutputGraph:
-    def __init__(self, code, func, nargs, dynamic_dims=None):
+    def __init__(self, code, func, nargs, dynamic_dims=None, static_views=False):
         self.code = code
         self.func = func
         self.nargs = nargs
@@ -48,6 +48,8 @@ class OutputGraph:
         self.guards.shape_env = self.examples.shape_env
         # dynamic_dims(source, tensor) -> dims to make symbolic (see convert_frame.Compiler)
         self.dynamic_dims = dynamic_dims
+        self.static_views = static_views   # view inputs keep static sizes (see add_tensor_input)
+        self._dynamic_views = {}           # id(memory root) -> (root, source expr, source) of views made symbolic
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
         self.input_sources = []
@@ -78,13 +80,26 @@ class OutputGraph:
             if source.expr() != first.expr():     # (the same read again, e.g. ``p.grad`` twice)
                 self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
             return tv
+        if self._dynamic_views and id(memory_root(t)) in self._dynamic_views:
+            # it shares memory with a view input traced as memory of its own (symbolic sizes):
+            # the aliasing would be lost. The frame is traced again with views kept static.
+            raise AliasedDynamicView(f"{source.expr()} shares memory with the view input "
+                                     f"{self._dynamic_views[id(memory_root(t))][1]}, given symbolic sizes")
         dims = None
         if self.dynamic_dims is not None and self.examples.shape_env is not None:
             dims = self.dynamic_dims(source, t)
-            # only C-contiguous non-view inputs get symbolic sizes: their strides follow from
-            # the sizes, and no aliasing with another input is lost in the example value
-            if dims and not (t._data.ndim and t._base is None and t._data.strides == _cstrides(t._data)):
+            # only C-contiguous inputs get symbolic sizes: their strides follow from the sizes
+            if dims and not (t._data.ndim and t._data.strides == _cstrides(t._data)):
                 dims = None
+            if dims and t._base is not None:
+                # a view (x[i:j], x.detach()): its symbolic example value has storage of its own,
+                # so it may not share memory with another input; one that does stays static
+                # (its example value then shares its base's storage)
+                root = memory_root(t)
+                if self.static_views or any(memory_root(u) is root for u in self.input_values):
+                    dims = None
+                else:
+                    self._dynamic_views[id(root)] = (root, source.expr(), source)
         name = placeholder_name(source)
         base, i = name, 1
         while name in self._names:
@@ -622,6 +637,11 @@ class OutputGraph:
         fn = ns["__compiled"]
         _eval_frame.mark_skip(fn.__code__)
         fn.source = src
+        from .source import LocalSource
+        for _, _, src in self._dynamic_views.values():
+            others = [o for o, v in zip(self.input_sources, self.input_values)
+                      if isinstance(o, LocalSource) and o is not src and isinstance(v, Tensor)]
+            self.guards.unaliased_view(src, others)
         guard_fn = self.guards.compile(self.nargs)
         _eval_frame.mark_skip(guard_fn.__code__)
         return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls,

@@ -355,3 +355,53 @@ def test_sizes_flowing_into_ops(name):
         assert_same(f(x), cf(x))
     assert cnt.frame_count == graphs
     assert not dynamo.fallback_reasons
+
+
+# ----------------------------------------------------------------------- view inputs
+def _rows(n, seed=0):
+    return ember.tensor(np.random.default_rng(seed).standard_normal((24, 5)).astype(np.float32))
+
+
+def _bump_and_scale(x, y):
+    x.add_(1.0)
+    return x * y
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_view_inputs_get_symbolic_sizes(backend):
+    """A C-contiguous view input (x.detach(), rows of a bigger tensor) is compiled once for every
+    size, like a plain tensor: before, views kept static sizes (one compilation per size). Its
+    in-place update still reaches the base's memory, and a guard checks that it shares no memory
+    with the other arguments."""
+    cf = ember.compile(_bump_and_scale, backend=backend, dynamic=True)
+    for n in (3, 5, 8, 11):
+        got_base, want_base = _rows(n, n), _rows(n, n)
+        y = ember.tensor(np.random.default_rng(100 + n).standard_normal((n, 5)).astype(np.float32))
+        got = cf(got_base[2:2 + n], y.detach())
+        want = _bump_and_scale(want_base[2:2 + n], y)
+        assert_same(want, got)
+        assert_same(want_base, got_base)                     # the update reached the base
+    assert dynamo.convert_frame.counters["compiled"] == 1
+    f = dynamo.convert_frame._caches[_bump_and_scale.__code__].entries[0]
+    assert "shares no memory" in str(f.guard.guard_set)
+
+
+def test_views_sharing_memory_stay_static_and_alias_correctly():
+    """Two inputs sharing memory (views of one tensor, or a view and its base): a symbolic view
+    would be traced as memory of its own, losing the aliasing. The frame is traced again with
+    view inputs static (their example values share their base's storage), and a call whose
+    arguments newly share memory fails the no-sharing guard of a symbolic compile."""
+    cf = ember.compile(_bump_and_scale, dynamic=True)
+    for n in (3, 4, 6):
+        got_base, want_base = _rows(n, n), _rows(n, n)
+        got = cf(got_base[:n], got_base[1:n + 1])            # overlapping rows
+        want = _bump_and_scale(want_base[:n], want_base[1:n + 1])
+        assert_same(want, got)
+        assert_same(want_base, got_base)
+    dynamo.reset()
+    cf = ember.compile(lambda x, y: x * 2 + y[: x.shape[0]], dynamic=True)
+    for n in (3, 5):
+        base = _rows(n, n)
+        plain = _rows(n, n + 50)
+        assert_same(base[:n] * 2 + plain[:n], cf(base[:n], plain))   # no sharing: symbolic
+        assert_same(base[:n] * 2 + base[:n], cf(base[:n], base))     # the view and its base
