@@ -284,8 +284,13 @@ def _aliased_outputs(outs, fakes) -> dict:
                 found[k] = ("input", i, tuple(o.shape), tuple(o.stride()),
                             int(o.storage_offset()) - int(f.storage_offset()))
                 break
-    # outputs aliasing each other: views of an output that is its whole (contiguous) buffer
-    for r, base in enumerate(outs):
+    # outputs aliasing each other: views of an output that is its whole (contiguous) buffer,
+    # regenerated from it. The view must lie inside that output: ``(v[0:3], v)`` returns a
+    # contiguous prefix of v first, and v regenerated from it read past its end (garbage rows).
+    # Larger outputs are tried as the base first.
+    order = sorted(range(len(outs)), key=lambda r: -_concrete_numel(outs[r]))
+    for r in order:
+        base = outs[r]
         if r in found:
             continue
         st = getattr(base._data, "storage", None)
@@ -296,9 +301,31 @@ def _aliased_outputs(outs, fakes) -> dict:
             if k == r or k in found or getattr(o._data, "storage", None) is not st:
                 continue
             geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(),)
-            if not any(isinstance(g, SymInt) for g in geom):
+            if not any(isinstance(g, SymInt) for g in geom) and view_fits(o.shape, o.stride(), o.storage_offset(),
+                                                                          base.numel()):
                 found[k] = ("output", r, tuple(o.shape), tuple(o.stride()), int(o.storage_offset()))
     return found
+
+
+def _concrete_numel(t) -> int:
+    from ..fx.experimental.symbolic_shapes import SymInt
+    n = 1
+    for d in t.shape:
+        if isinstance(d, SymInt):
+            return -1
+        n *= int(d)
+    return n
+
+
+def view_fits(size, stride, offset, numel) -> bool:
+    """Every element of the strided view ``(size, stride, offset)`` lies in ``[0, numel)``."""
+    if any(int(n) == 0 for n in size):
+        return True
+    lo = hi = int(offset)
+    for n, st in zip(size, stride):
+        step = (int(n) - 1) * int(st)
+        lo, hi = (lo + step, hi) if step < 0 else (lo, hi + step)
+    return lo >= 0 and hi < int(numel)
 
 
 class _nullcontext:

@@ -27,7 +27,7 @@ from .._state import STATE
 from ..autograd.function import Function
 from ..autograd.grad_mode import enable_grad, no_grad
 from ..tensor import Tensor
-from .joint import AOTUnsupported, JointGraph, trace_joint
+from .joint import AOTUnsupported, JointGraph, trace_joint, view_fits
 from .partition import partition
 
 log = logging.getLogger("ember.aot")
@@ -290,7 +290,8 @@ def _realias(joint: JointGraph, inputs, outs):
     outs = list(outs)
     for k, (kind, i, size, stride, off) in sorted(joint.aliased_outputs.items(), key=lambda e: e[1][0] != "input"):
         src = inputs[i] if kind == "input" else outs[i]
-        if kind == "output" and (not src.is_contiguous() or src.storage_offset() != 0):
+        if kind == "output" and (not src.is_contiguous() or src.storage_offset() != 0
+                                 or not view_fits(size, stride, off, src.numel())):
             continue        # the compiled output is not the plain buffer the trace saw: keep values only
         if kind == "input" and any(st == 0 and n > 1 for n, st in zip(src.shape, src.stride())):
             # an input whose elements share memory (expanded): as_strided's backward would

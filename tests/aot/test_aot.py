@@ -375,6 +375,30 @@ def test_outputs_aliasing_each_other_stay_aliased():
     assert float(h.view(-1)[1:].abs().sum()) == 0.0 and float(h.view(-1)[0]) == float(rh.view(-1)[0])
 
 
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_an_output_that_is_a_prefix_of_another_is_regenerated_from_it(backend):
+    """``(v[0:3], v)``: the prefix comes first and is itself a contiguous buffer at offset 0;
+    v was regenerated as a 7x9 view of that 3x9 output and read past its end (garbage rows,
+    found by the fuzzer, seed 1534). The larger output is the base, the prefix its view."""
+    def f(x):
+        v = x * 8.0
+        return v[0:3], v, v[2:, 1:]
+
+    data = np.random.default_rng(4).standard_normal((7, 9)).astype(np.float32)
+    cf = ember.compile(f, backend=backend)
+    for grad in (False, True):
+        with ember.set_grad_enabled(grad):
+            got = cf(ember.tensor(data.copy()))
+        want = f(ember.tensor(data.copy()))
+        for g, w in zip(got, want):
+            _close(g, w)
+        assert got[0]._base is got[1] and got[2]._base is got[1]     # aliased as eagerly
+        with ember.no_grad():
+            got[0].zero_()
+        assert float(got[1][:3].abs().sum()) == 0.0
+    ember.compiler.reset()
+
+
 def test_index_assignment_into_an_input_is_written_back():
     def f(x, idx, v):
         x[idx] = v

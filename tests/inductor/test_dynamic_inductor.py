@@ -274,11 +274,11 @@ def test_order_statistics_compile_dynamic_end_to_end(caplog, monkeypatch):
     ember.dynamo.reset()
 
 
-def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6, one_compile=True, loss=None):
+def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6, loss=None):
     """``ember.compile(fn, dynamic=True)`` over ``shapes``: value and input gradient as eager's,
-    one symbolic compilation (a failed trace raises: ``debug_dynamic``; ``one_compile``: no
-    size specialised, so no recompilation), and no graph run in the fx Interpreter or eagerly
-    (logged on ``ember.inductor``)."""
+    one symbolic compilation (a failed trace raises: ``debug_dynamic``; no size specialised, so
+    no recompilation), and no graph run in the fx Interpreter or eagerly (logged on
+    ``ember.inductor``). ``loss``: applied to the compiled function's outputs outside it."""
     from ember.aot import config as aot_config
     monkeypatch.setattr(aot_config, "debug_dynamic", True)
     records = []
@@ -305,8 +305,7 @@ def _compiles_dynamic_like_eager(fn, shapes, monkeypatch, rtol=1e-5, atol=1e-6, 
         logger.removeHandler(handler)
     msgs = [r.getMessage() for r in records]
     assert not [m for m in msgs if "Interpreter" in m or "eagerly" in m], msgs
-    if one_compile:
-        assert dynamo.convert_frame.counters["compiled"] == 1, dynamo.convert_frame.counters
+    assert dynamo.convert_frame.counters["compiled"] == 1, dynamo.convert_frame.counters
 
 
 def test_means_and_variances_over_a_dynamic_dim_keep_it_symbolic(monkeypatch):
@@ -355,9 +354,10 @@ def test_as_strided_of_an_input_with_symbolic_strides_lowers(monkeypatch):
     """x.unfold under dynamic=True is an as_strided of the input, whose eager strides (the FX
     node's meta) are the caller's SymInts: compared with the buffer's sympy strides as SymInt
     objects they never matched, and the graph ran eagerly."""
-    # (its backward still specialises the sizes: Eq(s0 - 1, 5) ..., a compilation per size)
+    # (and its backward's storage positions keep the sizes and strides symbolic: int() of them
+    # specialised the sizes, Eq(s0 - 1, 5) ..., one compilation per size)
     _compiles_dynamic_like_eager(lambda x: x.unfold(0, 2, 1).pow(2).sum(), ((6, 8), (10, 12), (7, 9)),
-                                 monkeypatch, atol=1e-5, one_compile=False)
+                                 monkeypatch, atol=1e-5)
 
 
 def test_narrow_backward_compiles_under_dynamic_shapes(monkeypatch):

@@ -255,12 +255,18 @@ def as_strided(x, size, stride, storage_offset=None, src_stride=None):
 def _geom_index(geom, device):
     """int64 tensor of ``size``: the flat storage position of every element of a strided geometry."""
     size, stride, off = geom
-    size = tuple(int(s) for s in size)
-    idx = full(size, int(off), _t.int64, device)
+    size = tuple(size)
+    # symbolic sizes, strides or offset (an unfold's backward under dynamic shapes) stay
+    # symbolic: int() would specialise them (Eq(s0 - 1, 5), a compilation per size)
+    idx = full(size, off, _t.int64, device) if type(off) is int else size_operand(off, size, device)
     for d, (n, s) in enumerate(zip(size, stride)):
         if n == 1 or s == 0:
             continue
-        idx = prims.add(idx, bcast_to_dims(iota(n, device, 0, int(s)), size, (d,)))
+        if type(s) is int:
+            step = iota(n, device, 0, s)
+        else:
+            step = prims.mul(iota(n, device), size_operand(s, (n,), device))
+        idx = prims.add(idx, bcast_to_dims(step, size, (d,)))
     return flat(idx)
 
 
