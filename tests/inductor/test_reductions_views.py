@@ -394,6 +394,17 @@ def test_transposed_pointwise_tiles(shape, contiguous_outputs):
         assert "tr0[" not in src
 
 
+def test_transposed_read_at_a_gathered_index_is_not_tiled(contiguous_outputs):
+    """index_select over a transposed input: its read index holds the gathered position, which
+    the loop body loads; a tile filled before the body used the index's placeholder symbol
+    (``indirect0``, undeclared: a g++ error, found by the fuzzer, seed 1534). Such reads are
+    not tiled; the values match eager."""
+    x = _make(rand(2, 16, 33, 31).numpy().transpose(0, 1, 3, 2))
+    idx = _make(np.random.default_rng(2).integers(0, 16, 33))
+    cf, got, want = compile_and_run(lambda x, i: P.index_select(x, 1, i), x, idx)
+    assert_same(got[0], want[0], rtol=0, atol=0)
+
+
 def test_transposed_strided_input_tiles(contiguous_outputs):
     """The same through a non-contiguous (sliced, transposed) graph input."""
     base = rand(80, 70)

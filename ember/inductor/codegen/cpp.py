@@ -260,6 +260,11 @@ def simd_declarations() -> str:
     return "\n".join(lines)
 
 
+
+def _has_indirect(idx) -> bool:
+    """The index uses a data-dependent position (``indirect<k>``, ir.indirect_indexing)."""
+    return any(str(v).startswith("indirect") for v in getattr(idx, "free_symbols", ()))
+
 class CppVar:
     __slots__ = ("name", "dtype")
 
@@ -1043,7 +1048,11 @@ class KernelGen:
         return [(name, simplify_index(i, rng, sizes)) for name, i in rec.reads]
 
     def _transposed_in(self, n, a, b):
-        return [(name, idx) for name, idx in self._reads_here(n) if self._is_transposed(idx, a, b)]
+        # (a read at a data-dependent index -- index_select, gather -- is not tiled: the tile is
+        # filled before the body computes that index, and its symbol is the extractor's
+        # placeholder, undeclared there: a g++ error, found by the fuzzer, seed 1534)
+        return [(name, idx) for name, idx in self._reads_here(n)
+                if not _has_indirect(idx) and self._is_transposed(idx, a, b)]
 
     def _transposed_reads(self, last) -> list:
         """Reads of a group without inner loops (SIMD loop over ``x{last}``) that are
