@@ -6,9 +6,10 @@
 # Runs with the machine's own python3 (cupy, triton, torch, numpy, sympy, pytest there); wheels
 # of packages it lacks (bytecode) are installed from .whl/ into /tmp/site when present (carry
 # .whl: see /work/.library/device/README.md for downloading them), and ember's C extension is
-# built for that Python when no build of it travelled. Session 19 ran it on an H100 as
-#   bash .ci/gpu_checks.sh $OUT env; bash .ci/gpu_checks.sh $OUT tests; ... (one call per lease
-#   is best: each new machine costs a start). Every
+# built for that Python when no build of it travelled. Put every phase in one device call (a
+# new machine costs a start), e.g.
+#   bash .ci/gpu_checks.sh $OUT env,tests,triton; BENCH_ARGS="--reps 10 --no-warm" bash .ci/gpu_checks.sh $OUT bench
+# Every
 # phase has its own time limit and writes its log under OUT, so a phase that fails or runs long
 # costs only itself:
 #   env     versions, the GPU, a cuda tensor, a compiled function
