@@ -14,7 +14,8 @@ keepdim, views (transpose/permute/reshape/stepped slices/expand/unsqueeze/cat/
 stack/pad/flip/select), matmul with bias, in-place ops on inputs and on views of
 inputs, gather/index_select/scatter_add/index_put -- over random shapes (sizes 1,
 odd sizes, sizes around the vector width and the 16/32 tiles) and input layouts
-(contiguous, transposed, stepped slices, expanded).
+(contiguous, transposed, stepped slices, expanded, rows of a bigger tensor: a contiguous
+view, symbolic under ``dynamic=True``).
 
 Each program is compiled with ``ember.compile(fn, backend="inductor")``
 (a subset with ``dynamic=True``; a subset as training: gradients through aot)
@@ -81,14 +82,14 @@ class Gen:
     def new_input(self, shape, dtype="float32", kind="data", layout=None):
         name = f"a{len(self.inputs)}"
         if layout is None:
-            choices = ["contig", "contig", "sliced"]
+            choices = ["contig", "contig", "sliced"] + (["rows"] if len(shape) >= 1 else [])
             if len(shape) >= 2:
                 choices.append("transposed")
             if any(s > 1 for s in shape) and kind == "data":
                 choices.append("expanded")
             layout = self.pick(choices)
-        if self.dynamic:
-            layout = "contig"
+        if self.dynamic and layout != "rows":
+            layout = "contig"     # (contiguous layouts only: views of rows get symbolic sizes too)
         spec = (name, tuple(shape), dtype, layout, kind)
         self.inputs.append(spec)
         self.ns[name] = make_input(spec, self.rng)
@@ -225,12 +226,18 @@ class Gen:
         else:
             k = self.draw(st.integers(1, min(nd, 2)))
             ns_ = shp[nd - k:]
+            # a ramp keeps every normalised row's variance away from 0: an expanded input's rows
+            # can be constant, and then (x - mean) / sqrt(eps) turns one ulp of the mean into
+            # 6e-5 of the output and its gradients, differently in torch, eager and compiled
+            # (seed 1541)
+            n = int(np.prod(ns_))
+            xr = f"({x} + ember.arange({n}, dtype={x}.dtype).reshape({tuple(ns_)}) * 0.25)"
             if self.draw(st.booleans()):
                 w = self.new_input(ns_, self.dtype_of(x), layout="contig")
                 b = self.new_input(ns_, self.dtype_of(x), layout="contig")
-                self.emit(f"F.layer_norm({x}, {ns_}, {w}, {b})")
+                self.emit(f"F.layer_norm({xr}, {ns_}, {w}, {b})")
             else:
-                self.emit(f"F.layer_norm({x}, {ns_})")
+                self.emit(f"F.layer_norm({xr}, {ns_})")
 
     def op_view(self):
         x = self.pick(self.vals)
@@ -514,6 +521,9 @@ def make_input(spec, rng):
     elif layout == "sliced":
         base = ember.from_numpy(np.array(data(shape[:-1] + (2 * shape[-1] + 1,)), order="C"))
         t = base[..., 1::2]
+    elif layout == "rows":      # a C-contiguous view: rows of a bigger tensor
+        base = ember.from_numpy(np.array(data((shape[0] + 3,) + tuple(shape[1:])), order="C"))
+        t = base[1:1 + shape[0]]
     elif layout == "expanded":
         d = max(i for i, s in enumerate(shape) if s > 1)
         small = list(shape)
