@@ -144,18 +144,30 @@ def _target_name(t) -> str:
     return name
 
 
-def _alias_groups(inputs) -> List[int]:
-    """Per input, the index of the first input whose memory it shares (itself if none)."""
+def _alias_groups(inputs) -> List[str]:
+    """Per input, the index of the first input whose memory it shares (itself if none), and
+    where it starts relative to that one: inputs share memory when their elements may overlap
+    or when they are views of the same tensor (the ``_base`` chain: how the functionalization
+    tells inputs apart; disjoint views of one tensor are traced differently from two tensors'
+    views, and ``(c, c[:])`` differently from ``(b[0:5], b[5:10])``)."""
     import numpy as np
+    from ..tensor import _data_ptr
     arrays = [t._data for t in inputs]
-    out = []
+    roots = []
+    for t in inputs:
+        while t._base is not None:
+            t = t._base
+        roots.append(t)
+    out, first = [], []
     for i, a in enumerate(arrays):
         g = i
         for j in range(i):
-            if type(a) is np.ndarray and type(arrays[j]) is np.ndarray and np.may_share_memory(a, arrays[j]):
-                g = out[j]
+            if roots[j] is roots[i] or (type(a) is np.ndarray and type(arrays[j]) is np.ndarray
+                                        and np.may_share_memory(a, arrays[j])):
+                g = first[j]
                 break
-        out.append(g)
+        first.append(g)
+        out.append(str(g) if g == i else f"{g}@{_data_ptr(a) - _data_ptr(arrays[g])}")
     return out
 
 

@@ -15,7 +15,7 @@ import builtins
 import re
 
 from .._state import STATE
-from ..tensor import Tensor
+from ..tensor import Tensor, _data_ptr
 from .. import types as _t
 
 
@@ -24,7 +24,7 @@ class GuardSet:
         self.exprs: list[str] = []
         self.reasons: list[str] = []
         self._seen: set[str] = set()
-        self.globals: dict = {"__cstrides": _cstrides, "__roots_differ": _roots_differ, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
+        self.globals: dict = {"__cstrides": _cstrides, "__roots_differ": _roots_differ, "__memory_sharing": _memory_sharing, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
         self.add("__func.__globals__ is G", "the function's globals dict")
@@ -109,6 +109,20 @@ class GuardSet:
             e = source.expr()
             self.add(f"__roots_differ({e}, {', '.join(o.expr() for o in others)})",
                      f"{e} shares no memory with {', '.join(o.expr() for o in others)}")
+
+    def memory_sharing(self, sources, values):
+        """The tensor inputs (``sources``, their trace-time ``values``) share memory at the next
+        call exactly as they did when the graph was traced: which of them have one memory root.
+        For graphs that write to an input, whose compiled code assumed that sharing."""
+        srcs = [s.expr() for s, v in zip(sources, values) if isinstance(v, Tensor)]
+        if len(srcs) < 2:
+            return
+        key = _memory_sharing(*(v for v in values if isinstance(v, Tensor)))
+        shared = sorted({k for k in key if key.count(k) > 1})
+        what = "; ".join(" and ".join(s for s, k in zip(srcs, key) if k == g) + " share memory"
+                         for g in shared) or "no two of them share memory"
+        self.add(f"__memory_sharing({', '.join(srcs)}) == {key!r}",
+                 f"tensor inputs share memory as when traced ({what})")
 
     def shape_env_guards(self, env):
         """The ShapeEnv's assumptions as guards over the sources of its symbols: every symbol's
@@ -267,6 +281,21 @@ def memory_root(t):
 def _roots_differ(t, *others):
     r = memory_root(t)
     return all(memory_root(o) is not r for o in others if isinstance(o, Tensor))
+
+
+def _memory_sharing(*ts):
+    """For each tensor, the number of the first of ``ts`` with its memory root: (0, 1, 0) says
+    the third shares memory with the first (a view of it, or both views of one tensor). Where
+    some share, also where each starts relative to the first of its group (in bytes): a graph
+    traced for ``(c, c[:])`` reads its second input as the first's memory, which is wrong for
+    ``(b[0:5], b[5:10])``, two views of one tensor too."""
+    ids = [id(t) if t._base is None else id(memory_root(t)) for t in ts]
+    if len(set(ids)) == len(ids):           # the common case: no two share (one pass, ~0.1 us each)
+        return tuple(range(len(ids)))
+    first, out = {}, []
+    for i in ids:
+        out.append(first.setdefault(i, len(out)))
+    return tuple(out) + tuple(_data_ptr(t._data) - _data_ptr(ts[g]._data) for t, g in zip(ts, out))
 
 
 def _cstrides(d):

@@ -540,17 +540,22 @@ class OutputGraph:
                     f"{rcode.co_name!r}, None, ({''.join(c + ', ' for c in cells)}))")
         return self.obj_ref(_types.FunctionType(rcode, func.__globals__, rcode.co_name))
 
-    def _check_rerunnable(self):
-        """A graph over code in a try block is re-run eagerly from the frame's start if it raises
-        (the handler must see the exception): only sound if the graph changed nothing outside."""
+    def _inplace_ops(self):
+        """Names of the graph's in-place calls (``x.add_``, ``x[i] = v``, ``out=``), in order."""
         for node in self.graph.nodes:
             if node.op not in ("call_function", "call_method"):
                 continue
             name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
             if name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")) \
                     or "out" in node.kwargs:
-                raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
-                                  f"could not be re-run eagerly for the handler)")
+                yield name
+
+    def _check_rerunnable(self):
+        """A graph over code in a try block is re-run eagerly from the frame's start if it raises
+        (the handler must see the exception): only sound if the graph changed nothing outside."""
+        for name in self._inplace_ops():
+            raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
+                              f"could not be re-run eagerly for the handler)")
 
     def compile(self, result, backend, argnames):
         """Compile the graph with ``backend``; returns (runtime function, guard function, info).
@@ -642,6 +647,12 @@ class OutputGraph:
             others = [o for o, v in zip(self.input_sources, self.input_values)
                       if isinstance(o, LocalSource) and o is not src and isinstance(v, Tensor)]
             self.guards.unaliased_view(src, others)
+        if len(self.input_values) > 1 and next(self._inplace_ops(), None) is not None:
+            # the graph was compiled for the inputs' memory sharing as it was at this call (aot
+            # functionalizes writes to distinct inputs as independent, and runs a graph that writes
+            # to memory several inputs share eagerly): a call whose inputs share memory otherwise
+            # (f(b[0:5], b[2:7]) after f(x, y)) must compile again, not return stale reads
+            self.guards.memory_sharing(self.input_sources, self.input_values)
         guard_fn = self.guards.compile(self.nargs)
         _eval_frame.mark_skip(guard_fn.__code__)
         return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls,

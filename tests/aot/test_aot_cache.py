@@ -590,3 +590,20 @@ def test_dynamic_hit_replays_the_trace_guards_and_checks_them(tmp_path):
     assert odd["aot"]["hits"] == 0 and odd["aot"]["misses"] == 1 and odd["aot"]["stores"] == 1, odd
     for r in (miss, hit, cold, odd):
         assert r["err"] < 1e-4, r
+
+
+def test_the_key_tells_apart_how_inputs_share_memory():
+    """Two tensors' views, disjoint views of one tensor, a tensor and its view, overlapping
+    views: the functionalization traces each differently, so each has its own key line (the
+    disjoint views' elements do not overlap: ``may_share_memory`` alone took them for two
+    tensors)."""
+    x, y, b = rand(10, seed=1), rand(10, seed=2), rand(10, seed=3)
+    layouts = {"two tensors": (x[0:5], y[0:5]), "disjoint views of one": (b[0:5], b[5:10]),
+               "a tensor and its view": (x, x[:]),
+               "overlapping views": (b[0:5], b[2:7]), "the same view twice": (b[1:6], b[1:6])}
+    keys = {name: tuple(cache._alias_groups(list(args))) for name, args in layouts.items()}
+    assert keys["two tensors"] == ("0", "1")
+    assert keys["disjoint views of one"] == ("0", "0@20")
+    assert keys["a tensor and its view"] == ("0", "0@0")
+    assert keys["overlapping views"] == ("0", "0@8")
+    assert keys["the same view twice"] == ("0", "0@0")
