@@ -333,6 +333,46 @@ def _write_back(inputs, positions, values):
             inputs[i].copy_(v)
 
 
+def _memory_owner(a):
+    """The array that owns ``a``'s memory (numpy and cupy point a view's ``base`` at it)."""
+    b = a.base
+    return a if b is None else b
+
+
+def _share_versions(saved, inputs, outs):
+    """Saved values that are an input's or an output's memory get its version counter.
+
+    The compiled graph returns each value as a new tensor, so a saved ``exp(x)`` that is also
+    the output ``y`` had a counter of its own: ``y.mul_(2)`` after the forward went unnoticed
+    and the backward read the doubled values (eager raises "modified by an inplace operation").
+    A saved tensor that *is* an output's array becomes that output (saved as an output, like
+    eager's); one that is a view of it, or of an input, shares the counter."""
+    owners = {}
+    for t in inputs:
+        if isinstance(t, Tensor):
+            owners[id(_memory_owner(t._data))] = t
+    for t in outs:
+        if isinstance(t, Tensor):
+            owners[id(_memory_owner(t._data))] = t
+    out = None
+    for i, s in enumerate(saved):
+        if not isinstance(s, Tensor):
+            continue
+        t = owners.get(id(_memory_owner(s._data)))
+        if t is None or t is s:
+            continue
+        if s._data is t._data and s.dtype == t.dtype:
+            if out is None:
+                out = list(saved)
+            out[i] = t
+            continue
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = [0]
+        s._vc = vc
+    return saved if out is None else tuple(out)
+
+
 def _make_function_class(aot: AOTModule, joint: JointGraph):
     n_out = joint.num_outputs
     n_mut = len(joint.mutated_inputs)
@@ -347,7 +387,7 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
         outs = tuple(res[:n_out])
         if n_mut:
             _write_back(inputs, joint.mutated_inputs, res[n_out:n_out + n_mut])
-        saved = res[n_out + n_mut:]
+        saved = _share_versions(res[n_out + n_mut:], inputs, outs)
         layout = [isinstance(s, Tensor) for s in saved]
         if all(layout) and all(is_tensor):
             # the common case: every saved value is a tensor (no per-value checks needed)
