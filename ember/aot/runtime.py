@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import time
 from typing import Any, Callable, List, Optional, Sequence
 
@@ -333,6 +334,21 @@ def _write_back(inputs, positions, values):
             inputs[i].copy_(v)
 
 
+def _unhooked(bw, saved, tangents):
+    """``bw(*saved, *tangents)`` with dynamo's frame hook off. A backward runs from the autograd
+    engine, possibly at a graph break of a compiled frame (``loss.backward()`` in a compiled
+    training step) while the hook is on: the hook would then trace the compiled backward's own
+    wrapper as user code (it crashed with an IndexError in the traced wrapper's pool logic)."""
+    ef = sys.modules.get("ember._C._eval_frame")      # not loaded: no hook can be on
+    if ef is None:
+        return bw(*saved, *tangents)
+    prev = ef.set_eval_frame(None)
+    try:
+        return bw(*saved, *tangents)
+    finally:
+        ef.set_eval_frame(prev)
+
+
 def _memory_owner(a):
     """The array that owns ``a``'s memory (numpy and cupy point a view's ``base`` at it)."""
     b = a.base
@@ -414,7 +430,7 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
             others = iter(ctx.saved_other)
             saved = [next(tensors) if t else next(others) for t in ctx.saved_layout]
         tangents = grads if all_diff else [grads[i] for i in joint.diff_outputs]
-        res = bw(*saved, *tangents)
+        res = _unhooked(bw, saved, tangents)
         out = [None] * joint.num_primals
         for pos, g in zip(joint.grad_inputs, res):
             out[pos] = g

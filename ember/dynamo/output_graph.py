@@ -63,6 +63,7 @@ class OutputGraph:
         self.runtime_globals = {}
         self._out_tensors = []
         self._pre = []          # statements run after the graph (graph-break reconstruction)
+        self._entry_reads = []  # statements run before it: outside values read as the call starts
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
         self.covers_try = False       # some traced code is inside a user try block
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
@@ -272,6 +273,9 @@ class OutputGraph:
         return self._call("call_method", name, run, args, kwargs, False)
 
     def _call(self, kind, target, runner, args, kwargs, returns_none):
+        if kind == "call_method" and target in _AUTOGRAD_STATE_METHODS:
+            raise Unsupported(f"Tensor.{target}() changes a tensor's autograd state (a compiled graph "
+                              f"cannot: it would be lost)")
         if any(isinstance(a, UnspecFloatVariable) for a in list(args) + list(kwargs.values())):
             args, kwargs = self._unspec_args(target, args, kwargs)
         ex_args = [self._map(a, True) for a in args]
@@ -282,6 +286,12 @@ class OutputGraph:
             res = self.examples.run(runner, ex_args, ex_kwargs)
         node_args = tuple(self._map(a, False) for a in args)
         node_kwargs = {k: self._map(v, False) for k, v in kwargs.items()}
+        if isinstance(res, Tensor) and res._requires_grad and res._grad_fn is None \
+                and not any(res is a for a in ex_args):
+            # ember.ones(3, requires_grad=True), nn.Parameter(...): a leaf of the caller's autograd
+            # graph cannot be created inside a compiled graph (its outputs' grad_fn is the graph's)
+            raise Unsupported(f"{getattr(target, '__name__', target)} created a tensor that requires grad "
+                              f"(a new autograd leaf) inside the graph")
         if isinstance(res, Tensor):
             node = self.graph.create_node(kind, target, node_args, node_kwargs)
             self._note_op(node)
@@ -390,7 +400,17 @@ class OutputGraph:
         if vt.source is not None and not isinstance(vt, (TensorVariable, _C)) and \
                 not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple
                      and vt.is_python_constant()):
-            return vt.source.expr()
+            expr = vt.source.expr()
+            if not self.side_effects:
+                return expr
+            # the frame changed outside objects, and the replay of that runs before this read:
+            # read the value when the call starts, where its source found it while tracing
+            # (``p = POOL.pop()`` at a break: POOL[0] after the replay of the pop is gone)
+            name = self._memo.get(("entry", expr))
+            if name is None:
+                name = self._memo[("entry", expr)] = f"__s{len(self._entry_reads)}"
+                self._entry_reads.append(f"{name} = {expr}")
+            return name
         if isinstance(vt, (ListVariable, DictVariable)) and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
@@ -601,6 +621,7 @@ class OutputGraph:
         params = ", ".join(["__func"] + [f"a{i}" for i in range(self.nargs)])
         inputs = "".join(f"{s.expr()}, " for s in self.input_sources)
         body = "".join(f"    {line}\n" for line in self._pre + tail)
+        entry = "".join(f"    {line}\n" for line in self._entry_reads)
         if compiled is not None:
             # grad mode afterwards: the one the trace ended with (the entry mode is guarded, so it
             # is the same every call); if the graph raises: the caller's, or the one the open
@@ -617,7 +638,7 @@ class OutputGraph:
             else:
                 rng, on_exc = "", f"        __STATE.grad_enabled = {exc_mode}\n        raise\n"
             src = (f"def __compiled({params}):\n"
-                   f"    __in = ({inputs})\n" + rng +
+                   f"    __in = ({inputs})\n" + entry + rng +
                    f"    __prev = __set_eval_frame(None)\n"
                    f"    __g = __STATE.grad_enabled\n"
                    f"    try:\n"
@@ -629,7 +650,7 @@ class OutputGraph:
             # no graph (or one that only switched grad mode): the mode it would have left
             after = "" if self.final_grad_mode is None else \
                 f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
-            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + after + body
+            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + entry + after + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)
         ns["__graph"] = compiled
@@ -749,6 +770,8 @@ class UnspecFloatVariable(ConstantVariable):
         return f"UnspecFloatVariable({self._raw!r})"
 
 
+# in-place changes of autograd state: the graph's functional form has no place for them
+_AUTOGRAD_STATE_METHODS = {"requires_grad_", "detach_"}
 _INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
                       "ixor", "ilshift", "irshift", "imatmul", "delitem"}
 

@@ -193,7 +193,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     glb = dict(wg.globals)
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs  # keep the libraries alive with the wrapper
-    exec(compile(wrapper_src, "<inductor wrapper>", "exec"), glb)
+    exec(compile(wrapper_src, "<ember.inductor wrapper>", "exec"), glb)
     if config.profile_kernels:
         _instrument(glb, sched, names, prof)
     compiled = CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))

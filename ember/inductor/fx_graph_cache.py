@@ -542,7 +542,7 @@ def lookup(key: str, gm):
     from .compile_fx import CompiledGraph, GuardError
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs
-    exec(compile(entry["wrapper_src"], "<inductor wrapper>", "exec"), glb)
+    exec(compile(entry["wrapper_src"], "<ember.inductor wrapper>", "exec"), glb)
     constants = {name: _getattr(gm, target) for name, target in entry["constants"].items()}
     info = _GraphInfo(entry["input_names"], constants, entry["outputs"], entry["out_spec"], entry["fallbacks"])
     cg = CompiledGraph(info, entry["source"], entry["wrapper_src"], glb["call"], entry["n_kernels"])

@@ -10,7 +10,7 @@ and the FX nodes the kernel computes -- sorted by total time; with
 ``kernel_times`` in ``EMBER_LOGS`` it is printed to stderr at exit.
 
 Why a wrapper around each call instead of cProfile: cProfile attributes all
-generated code to the one ``<inductor wrapper>:call`` frame, and the question
+generated code to the one ``<ember.inductor wrapper>:call`` frame, and the question
 is *which* kernel is slow and whether it is memory bound (bytes / time against
 the machine's copy bandwidth, see ``benchmarks/roofline.py``).
 Cost: ~0.3 us per call plus the byte count (summing ``nbytes``) and a process CPU-time read

@@ -900,6 +900,29 @@ def p_side_effect_across_break(x, lst):
     return y * 2
 
 
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+
+@prog(lambda: (ember.randn(3, 4), [Box(2.0), Box(3.0)]), graphs=1)
+def p_popped_object_across_break(x, lst):
+    # b is read back after the graph through its source, lst[0]: after the replay of the pop
+    # that was the other box (or, popping the last, an IndexError)
+    b = lst.pop(0)
+    print("break", len(lst))
+    return x * b.v, len(lst), lst[0].v
+
+
+@prog(lambda: (ember.randn(3, 4), [Box(2.0), Box(5.0)]), graphs=2)
+def p_popped_and_pushed_back_across_break(x, pool):
+    b = pool.pop()
+    y = x * b.v
+    print("break", len(pool))
+    pool.append(b)
+    return y + len(pool), pool[-1].v
+
+
 class Counting(nn.Module):
     def __init__(self):
         super().__init__()

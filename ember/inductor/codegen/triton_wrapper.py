@@ -323,5 +323,5 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
         wrapper_src = wg.generate()
     glb = dict(wg.globals)
     glb["_GuardError"] = _GuardError
-    exec(compile(wrapper_src, "<inductor triton wrapper>", "exec"), glb)
+    exec(compile(wrapper_src, "<ember.inductor triton wrapper>", "exec"), glb)
     return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp, device=device)

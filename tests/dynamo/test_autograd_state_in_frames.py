@@ -1,0 +1,110 @@
+"""Autograd state changed inside a compiled frame, and backward called from one.
+
+A compiled graph is functional: it cannot create a leaf of the caller's autograd graph
+(``ember.ones(3, requires_grad=True)``, ``x.detach().requires_grad_()``) or flip an input's
+``requires_grad``; traced, the flag was lost (the result had no grad_fn, the input's flag stayed
+False: silent). Those calls break the graph and run eagerly. And a whole training step
+compiled at once (forward, ``loss.backward()``, ``opt.step()``): the backward runs at a graph
+break with the frame hook on, and the hook traced the compiled backward's own wrapper as user
+code (an IndexError from its buffer pool)."""
+import numpy as np
+import pytest
+
+import ember
+from ember import dynamo
+
+
+def _data(*shape, seed=0):
+    return ember.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _detached_leaf(x):
+    x = x.detach().requires_grad_()
+    return (x * x).sum(), x
+
+
+def _flag_on_input(x):
+    x.requires_grad_(True)
+    return (x * x).sum()
+
+
+def _new_leaf(x):
+    w = ember.ones(3, requires_grad=True)
+    return (x * w).sum(), w
+
+
+def _new_leaf_from_data(x):
+    w = ember.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    return (x * w).sum(), w
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_leaf_made_inside_the_frame_gets_its_gradient(backend):
+    for fn in (_detached_leaf, _new_leaf, _new_leaf_from_data):
+        got = ember.compile(fn, backend=backend)(_data(3))
+        want = fn(_data(3))
+        for (y, leaf) in (got, want):
+            assert y.requires_grad and leaf.requires_grad and leaf.is_leaf
+            y.backward()
+        np.testing.assert_allclose(got[1].grad.numpy(), want[1].grad.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_requires_grad_set_on_an_input_inside_the_frame(backend):
+    x, xe = _data(3, seed=1), _data(3, seed=1)
+    y = ember.compile(_flag_on_input, backend=backend)(x)
+    ye = _flag_on_input(xe)
+    assert x.requires_grad and y.requires_grad
+    y.backward()
+    ye.backward()
+    np.testing.assert_allclose(x.grad.numpy(), xe.grad.numpy(), rtol=1e-6)
+
+
+def test_autograd_state_calls_are_graph_breaks():
+    dynamo.reset()
+    ember.compile(_flag_on_input, backend="aot_eager")(_data(3))
+    assert any("requires_grad_" in why for _, why in dynamo.fallback_reasons)
+
+
+def _model_and_opt():
+    ember.manual_seed(0)
+    m = ember.nn.Sequential(ember.nn.Linear(8, 16), ember.nn.GELU(), ember.nn.LayerNorm(16),
+                            ember.nn.Linear(16, 1))
+    return m, ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_a_whole_training_step_compiled_matches_eager(backend):
+    runs = []
+    for compiled in (False, True):
+        m, opt = _model_and_opt()
+
+        def step(x):
+            loss = m(x).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            return loss
+
+        f = ember.compile(step, backend=backend) if compiled else step
+        losses = [f(_data(4, 8, seed=10 + i)).item() for i in range(4)]
+        runs.append((losses, [p.detach().numpy().copy() for p in m.parameters()]))
+    (le, pe), (lc, pc) = runs
+    np.testing.assert_allclose(lc, le, rtol=1e-5, atol=1e-6)
+    for a, b in zip(pc, pe):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_the_compiled_backward_wrapper_is_not_traced():
+    dynamo.reset()
+    m, opt = _model_and_opt()
+
+    @ember.compile
+    def step(x):
+        loss = m(x).pow(2).mean()
+        loss.backward()
+        return loss
+
+    step(_data(4, 8))
+    traced = [where for where, _ in dynamo.fallback_reasons]
+    assert not any("wrapper" in w or w.startswith("call ") for w in traced), traced
