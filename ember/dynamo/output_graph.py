@@ -125,6 +125,13 @@ class OutputGraph:
         self.input_values.append(t)
         return tv
 
+    def input_value(self, source):
+        """The tensor read through ``source`` as a graph input (None if it is not one)."""
+        for src, t in zip(self.input_sources, self.input_values):
+            if src == source:
+                return t
+        return None
+
     def add_scalar_input(self, var, dtype):
         """A Python float/int that is an argument of a resume function (e.g. an ``.item()`` value)
         used in arithmetic with a floating tensor: a 0-d tensor graph input of the dtype the eager op converts

@@ -480,6 +480,15 @@ class InstructionTranslator:
         name = inst.argval
         if isinstance(obj, NNModuleVariable):
             target = obj.module
+        elif isinstance(obj, TensorVariable) and name == "grad" and obj.source is not None \
+                and (isinstance(value, TensorVariable) or (isinstance(value, ConstantVariable)
+                                                           and value.value is None)):
+            # p.grad = None (an optimizer's zero_grad) on a graph input: replayed after the graph
+            # (the setter checks a tensor's shape, dtype and device there); later reads of p.grad
+            # in the frame see the value written
+            target = self.output.input_value(obj.source)
+            if target is None:
+                raise Unsupported("Tensor.grad assignment on a tensor that is not a graph input")
         elif isinstance(obj, UserObjectVariable):
             target = obj.obj
             import inspect as _inspect

@@ -108,3 +108,36 @@ def test_the_compiled_backward_wrapper_is_not_traced():
     step(_data(4, 8))
     traced = [where for where, _ in dynamo.fallback_reasons]
     assert not any("wrapper" in w or w.startswith("call ") for w in traced), traced
+
+
+def _reassign_grads(p, g):
+    p.grad = g * 2
+    q = p.grad + 1                  # reads the value written above
+    p.grad = None
+    return q, p.grad is None
+
+
+def test_grad_assignment_is_replayed_and_seen_by_later_reads():
+    dynamo.reset()
+    p, g = _data(3, seed=3).requires_grad_(), _data(3, seed=4)
+    q, none = ember.compile(_reassign_grads, backend="aot_eager")(p, g)
+    np.testing.assert_allclose(q.numpy(), (g * 2 + 1).numpy(), rtol=1e-6)
+    assert none is True and p.grad is None
+    assert not dynamo.fallback_reasons
+
+    def wrong_size(p, g):
+        p.grad = g
+        return g.sum()
+    with pytest.raises(RuntimeError, match="different size"):
+        ember.compile(wrong_size, backend="aot_eager")(_data(3).requires_grad_(), _data(4))
+
+
+@pytest.mark.parametrize("set_to_none", [True, False])
+def test_zero_grad_compiles_without_a_break(set_to_none):
+    dynamo.reset()
+    m, opt = _model_and_opt()
+    m(_data(4, 8)).sum().backward()
+    ember.compile(lambda: opt.zero_grad(set_to_none=set_to_none), backend="aot_eager")()
+    assert not dynamo.fallback_reasons, dynamo.fallback_reasons
+    for p in m.parameters():
+        assert (p.grad is None) if set_to_none else not p.grad.numpy().any()

@@ -65,6 +65,10 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)   # calling it is unsupported (a graph break there)
         if name == "grad" and self.source is not None:
             return _input_grad(tx, self)
+        if name in ("grad_fn", "is_leaf") and not ex.requires_grad:
+            # a tensor that does not require grad (guarded for inputs, traced for the rest) has
+            # no grad_fn and is a leaf (zero_grad(set_to_none=False) asks)
+            return ConstantVariable(None if name == "grad_fn" else True)
         if name in ("grad", "data", "grad_fn", "is_leaf", "_base", "_version", "names"):
             raise Unsupported(f"Tensor.{name} is autograd/storage state")
         attr = getattr(type(ex), name, None)
@@ -103,6 +107,10 @@ class TensorMethodVariable(VariableTracker):
             if isinstance(res, tuple):
                 return size_variable(res) if name == "size" else tuple_of_constants(res)
             return ConstantVariable(res)
+        if name in ("requires_grad_", "detach_") and _autograd_noop(self.tensor.example, name, args, kwargs):
+            # zero_grad(set_to_none=False): g.requires_grad_(False) on a gradient that has no
+            # grad: nothing changes (one that would change breaks the graph: output_graph._call)
+            return self.tensor
         if name == "__getitem__":
             return tx.output.call_function(operator.getitem, [self.tensor] + list(args), kwargs)
         if name == "__setitem__":
@@ -114,6 +122,19 @@ class TensorMethodVariable(VariableTracker):
         return f"TensorMethodVariable({self.name})"
 
 
+def _autograd_noop(ex, name, args, kwargs) -> bool:
+    """Whether ``ex.requires_grad_(flag)`` / ``ex.detach_()`` leaves ``ex`` as it is."""
+    if name == "detach_":
+        return not args and not kwargs and not ex.requires_grad and ex.grad_fn is None
+    vals = list(args) + list(kwargs.values())
+    if len(vals) > 1 or (kwargs and set(kwargs) != {"requires_grad"}):
+        return False
+    if vals and not vals[0].is_python_constant():
+        return False
+    flag = vals[0].as_python_constant() if vals else True
+    return bool(flag) == bool(ex.requires_grad) and ex.grad_fn is None
+
+
 def _input_grad(tx, tv):
     """``x.grad`` of a graph input: read through ``x``'s source at run time (a tensor input, or
     None, guarded like any outside value); an optimizer's step reads every parameter's grad."""
@@ -122,6 +143,9 @@ def _input_grad(tx, tv):
     out = tx.output
     for src, t in zip(out.input_sources, out.input_values):
         if src == tv.source:
+            written = out.attr_overlay.get((id(t), "grad"))
+            if written is not None:
+                return written           # assigned earlier in the frame (p.grad = None)
             return wrap(tx, t.grad, AttrSource(src, "grad"))
     raise Unsupported("Tensor.grad of a tensor that is not a graph input")
 
