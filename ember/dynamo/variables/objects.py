@@ -138,6 +138,13 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         m = self.module
         e = self.source.expr()
+        hooks = [k for k in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+                 if getattr(m, k, None)]
+        if hooks:
+            # (inlining forward alone dropped them: the hooks' effect was silently lost). At the
+            # break Module.__call__ runs the hooks; the forward's own frame is compiled
+            raise Unsupported(f"{type(m).__name__} has module hooks ({', '.join(hooks)}): the call runs "
+                              f"them eagerly")
         tx.output.guards.add(
             f"not ({e}._forward_pre_hooks or {e}._forward_hooks or {e}._backward_hooks or "
             f"{e}._backward_pre_hooks)", f"{e} has no hooks")
