@@ -85,6 +85,8 @@ class AOTModule:
         self.report = None
         self.timings = {}
         self._eager_reason = None   # set when the graph cannot be traced: it then runs eagerly
+        self._enables_grad = None   # whether the graph turns grad mode on (see _turns_grad_on)
+        self._logged_enable_grad = False
 
     # -- compilation -------------------------------------------------------------------
     def _decomposition_table(self):
@@ -222,11 +224,34 @@ class AOTModule:
                  "guards were fixed: running the original function eagerly")
         return self.fn(*inputs)
 
+    def _turns_grad_on(self) -> bool:
+        """Whether the graph switches grad mode on (``with enable_grad():`` in the traced code)."""
+        on = self._enables_grad
+        if on is None:
+            graph = getattr(self.fn, "graph", None)
+            on = self._enables_grad = graph is not None and any(
+                n.op == "call_function" and getattr(n.target, "__name__", "") == "_set_grad_enabled"
+                and n.args and n.args[0] is True for n in graph.nodes)
+        return on
+
+    def _eager_enable_grad(self, inputs):
+        """Called with grad mode off, a graph that turns it on for some of its ops: its outputs
+        there need grad_fns of the caller's autograd graph. The inference graph has none and the
+        training trace assumes grad mode on at entry, so the graph runs eagerly (logged once)."""
+        if not self._logged_enable_grad:
+            self._logged_enable_grad = True
+            log.info("aot: a graph that turns grad mode on, called under no_grad with inputs that "
+                     "require grad, runs eagerly")
+        return self.fn(*inputs)
+
     # -- calling -------------------------------------------------------------------------
     def __call__(self, *inputs: Tensor) -> Any:
         if self._eager_reason is not None:
             return self.fn(*inputs)
         training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad for t in inputs)
+        if not STATE.grad_enabled and self._turns_grad_on() and \
+                any(isinstance(t, Tensor) and t.requires_grad for t in inputs):
+            return self._eager_enable_grad(inputs)
         if training:
             if self._training is None:
                 if self._frozen:

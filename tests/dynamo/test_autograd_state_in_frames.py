@@ -141,3 +141,28 @@ def test_zero_grad_compiles_without_a_break(set_to_none):
     assert not dynamo.fallback_reasons, dynamo.fallback_reasons
     for p in m.parameters():
         assert (p.grad is None) if set_to_none else not p.grad.numpy().any()
+
+
+def _grad_inside(x, w):
+    a = x * w                       # under the caller's no_grad: no grad
+    with ember.enable_grad():
+        b = (x * w).sin()           # grad on here
+    return a, b
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_enable_grad_inside_a_frame_called_under_no_grad(backend):
+    """The aot layer picked its inference graph from the grad mode at the call (off) and the
+    ops under enable_grad() lost their grad_fn, silently."""
+    cf = ember.compile(_grad_inside, backend=backend)
+    x = _data(3, seed=6)
+    runs = []
+    for f in (cf, _grad_inside):
+        w = _data(3, seed=7).requires_grad_()
+        with ember.no_grad():
+            a, b = f(x, w)
+        assert not a.requires_grad and b.requires_grad
+        b.sum().backward()
+        runs.append((a.numpy(), b.detach().numpy(), w.grad.numpy()))
+    for got, want in zip(*runs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
