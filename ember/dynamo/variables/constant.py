@@ -90,6 +90,7 @@ class ConstantMethodVariable(VariableTracker):
         v = self.obj.value
         if not isinstance(v, _PURE_TYPES) and not _is_ember_meta(v):
             raise Unsupported(f"method {self.name} of {type(v).__name__} constant")
+        args = [_constant_iterable(tx, a) for a in args]      # "".join(genexpr) gets its items
         if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
             raise Unsupported(f"{type(v).__name__}.{self.name} with non-constant arguments")
         try:
@@ -99,6 +100,14 @@ class ConstantMethodVariable(VariableTracker):
             raise Unsupported(f"{type(v).__name__}.{self.name} raised {type(e).__name__}: {e}")
         from .builder import wrap_constant_result
         return wrap_constant_result(res)
+
+
+def _constant_iterable(tx, a):
+    """An iterator over constants (a generator expression's items) as a list constant."""
+    from .lists import IteratorVariable
+    if isinstance(a, IteratorVariable) and all(i.is_python_constant() for i in a.items[a.pos:]):
+        return ConstantVariable([i.as_python_constant() for i in a.unpack(tx)])
+    return a
 
 
 def _is_ember_meta(v):

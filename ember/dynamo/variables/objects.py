@@ -59,6 +59,11 @@ def _is_data_descriptor(cls, name):
     return hasattr(type(a), "__set__") or hasattr(type(a), "__delete__")
 
 
+# Module methods that walk the module tree (see NNModuleVariable._traverse)
+_TRAVERSALS = {"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
+               "modules", "named_modules"}
+
+
 class NNModuleVariable(VariableTracker):
     """An ember.nn.Module read from outside the frame (guarded by identity).
 
@@ -86,6 +91,8 @@ class NNModuleVariable(VariableTracker):
             return written
         d = m.__dict__
         src = self.source
+        if self._is_traversal(tx, name):
+            return _TraversalMethod(self, name)
         for store in ("_parameters", "_buffers", "_modules"):
             if name in d.get(store, {}):
                 tx.output.guards.add(f"{name!r} not in {src.expr()}.__dict__", f"{name} is not an instance attribute")
@@ -94,6 +101,99 @@ class NNModuleVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def _is_traversal(self, tx, name) -> bool:
+        """``name`` is Module's own tree walk (not overridden, not an instance attribute)."""
+        if name not in _TRAVERSALS or self.source is None or name in self.module.__dict__:
+            return False
+        from ...nn.modules.module import Module
+        if getattr(type(self.module), name, None) is not getattr(Module, name):
+            return False
+        g = tx.output.guards
+        g.add(f"{name!r} not in {self.source.expr()}.__dict__", f"{name} is not an instance attribute")
+        g.add(f"type({self.source.expr()}).{name} is {g.ref(getattr(Module, name))}",
+              f"{type(self.module).__name__}.{name} is Module's")
+        return True
+
+    def _traverse(self, tx, name, args, kwargs):
+        """``m.parameters()``, ``named_buffers()``, ``modules()`` ... as an iterator over the
+        members found now, each read through its source (tensors become graph inputs). Module's
+        own code builds a ``set`` and generators, which are not traced: every loop over
+        ``model.parameters()`` was a graph break. The walk is Module's (same order, same
+        de-duplication); the dict keys it walked are guarded, and de-duplicated members are
+        guarded distinct (or the same) as they are now."""
+        import inspect as _inspect
+        from ...nn.modules.module import Module
+        from .builder import wrap
+        from .lists import IteratorVariable, TupleVariable
+        bound = _inspect.signature(getattr(Module, name)).bind(self.module, *args, **kwargs)
+        bound.apply_defaults()
+        opts = dict(bound.arguments)
+        g = tx.output.guards
+        seen_keys = set()
+
+        def keys_of(src, store):
+            s = AttrSource(src, store)
+            if s.expr() not in seen_keys:
+                seen_keys.add(s.expr())
+                g.dict_keys_match(s, list(getattr(_module_at[src.expr()], store).keys()))
+            return s
+
+        _module_at = {}
+
+        def walk(mod, src, prefix, memo, dedup):          # Module.named_modules
+            if id(mod) in memo:
+                return
+            if dedup:
+                memo.add(id(mod))
+            _module_at[src.expr()] = mod
+            yield prefix, mod, src
+            ms = keys_of(src, "_modules")
+            for k, sub in mod._modules.items():
+                wrap(tx, sub, GetItemSource(ms, k))      # guards the entry (a module's identity, or None)
+                if sub is None:
+                    continue
+                yield from walk(sub, GetItemSource(ms, k), prefix + ("." if prefix else "") + k, memo, dedup)
+
+        out = []
+        if name in ("modules", "named_modules"):
+            dedup = opts.get("remove_duplicate", True)
+            for pre, mod, src in walk(self.module, self.source, opts.get("prefix", ""), set(), dedup):
+                v = wrap(tx, mod, src)
+                out.append(TupleVariable([ConstantVariable(pre), v]) if name == "named_modules" else v)
+        elif name in ("children", "named_children"):
+            _module_at[self.source.expr()] = self.module
+            ms = keys_of(self.source, "_modules")
+            memo = set()
+            for k, sub in self.module._modules.items():
+                v = wrap(tx, sub, GetItemSource(ms, k))
+                if sub is None or id(sub) in memo:
+                    continue
+                memo.add(id(sub))
+                out.append(TupleVariable([ConstantVariable(k), v]) if name == "named_children" else v)
+        else:
+            store = "_parameters" if "parameters" in name else "_buffers"
+            dedup = opts.get("remove_duplicate", True)
+            prefix = opts.get("prefix", "")
+            mods = walk(self.module, self.source, prefix, set(), dedup) if opts.get("recurse", True) \
+                else [(prefix, self.module, self.source)]
+            _module_at[self.source.expr()] = self.module
+            memo, members = set(), []
+            for pre, mod, src in list(mods):
+                ps = keys_of(src, store)
+                for k, v in getattr(mod, store).items():
+                    tv = wrap(tx, v, GetItemSource(ps, k))    # a tensor input, or None (guarded)
+                    if v is None or (dedup and id(v) in memo):
+                        continue
+                    memo.add(id(v))
+                    members.append(GetItemSource(ps, k))
+                    full = pre + ("." if pre else "") + k
+                    out.append(TupleVariable([ConstantVariable(full), tv]) if name.startswith("named") else tv)
+            if dedup and len(members) > 1:
+                # tying two parameters later (b.weight = a.weight) must change what is walked
+                g.add(f"len({{id(__m) for __m in ({', '.join(m.expr() for m in members)},)}}) == {len(members)}",
+                      "the walked members are distinct objects")
+        return IteratorVariable(out)
 
     def _submodules(self, tx):
         from .builder import wrap
@@ -171,6 +271,22 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__})"
+
+
+class _TraversalMethod(VariableTracker):
+    """``m.parameters`` (and the other tree walks) bound to a module tracker."""
+
+    def __init__(self, module_var, name):
+        self.module_var, self.name = module_var, name
+
+    def call_function(self, tx, args, kwargs):
+        if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
+            raise Unsupported(f"Module.{self.name} with non-constant arguments")
+        return self.module_var._traverse(tx, self.name, [a.as_python_constant() for a in args],
+                                         {k: v.as_python_constant() for k, v in kwargs.items()})
+
+    def __repr__(self):
+        return f"_TraversalMethod({self.name})"
 
 
 class UserObjectVariable(VariableTracker):
@@ -258,6 +374,9 @@ class ClassVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
+        if name in ("__name__", "__qualname__", "__module__"):
+            # type(m).__name__: fixed for the class (the class itself is guarded by identity)
+            return ConstantVariable(getattr(self.cls, name))
         try:
             attr = inspect.getattr_static(self.cls, name)
         except AttributeError:

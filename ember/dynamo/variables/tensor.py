@@ -65,6 +65,10 @@ class TensorVariable(VariableTracker):
             return TensorMethodVariable(self, name)   # calling it is unsupported (a graph break there)
         if name == "grad" and self.source is not None:
             return _input_grad(tx, self)
+        if name == "data":
+            # x.data: x's memory as a tensor that does not require grad, like x.detach() (an
+            # in-place write through it reaches x; aot writes it back)
+            return TensorMethodVariable(self, "detach").call_function(tx, [], {})
         if name in ("grad_fn", "is_leaf") and not ex.requires_grad:
             # a tensor that does not require grad (guarded for inputs, traced for the rest) has
             # no grad_fn and is a leaf (zero_grad(set_to_none=False) asks)

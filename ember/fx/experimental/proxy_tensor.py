@@ -472,6 +472,12 @@ class DispatchTracer:
             raise NotImplementedError("functionalization: an in-place op on a view of a non-contiguous tensor "
                                       "is not supported yet")
         off = int(view.storage_offset()) - int(base.storage_offset())
+        if off == 0 and view.numel() == base.numel() and view.is_contiguous():
+            # the view is all of the base in its order (x.detach(), x.data, x.view(-1)): the new
+            # values are the new base, reshaped (not an index_put of every element)
+            if tuple(new.shape) == tuple(base.shape):
+                return new
+            return self._with_mode(lambda b, v: v.reshape(b.shape), base, new)
         idx = np.full(shape, off, dtype=np.int64)
         for d, (n, st) in enumerate(zip(shape, strides)):
             r = np.arange(n, dtype=np.int64) * st
