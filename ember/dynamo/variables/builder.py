@@ -20,8 +20,9 @@ def _is_ember_module_name(name):
 def is_inlined_ember_module(name):
     """ember's own Python code that is traced through like user code rather than treated as an
     operator (one graph node per call): the optimizers (their ``step`` is plain Python over tensor
-    methods, as torch.optim is inlined by torch's dynamo)."""
-    return name == "ember.optim" or name.startswith("ember.optim.")
+    methods, as torch.optim is inlined by torch's dynamo) and gradient clipping (a loop over
+    ``model.parameters()`` in a compiled training step)."""
+    return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad"
 
 
 def is_ember_function(value):

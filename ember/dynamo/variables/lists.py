@@ -447,9 +447,13 @@ def wrap_dict(tx, value, source, guard=True):
 class IteratorVariable(VariableTracker):
     """An iterator over a materialised list of trackers (GET_ITER/iter()/zip/enumerate/map)."""
 
-    def __init__(self, items):
+    def __init__(self, items, py_type=type(iter([]))):
         self.items = list(items)
         self.pos = 0
+        self.py_type = py_type      # what isinstance() sees (a generator for m.parameters())
+
+    def python_type(self):
+        return self.py_type
 
     def next(self, tx):
         if self.pos >= len(self.items):

@@ -193,7 +193,7 @@ class NNModuleVariable(VariableTracker):
                 # tying two parameters later (b.weight = a.weight) must change what is walked
                 g.add(f"len({{id(__m) for __m in ({', '.join(m.expr() for m in members)},)}}) == {len(members)}",
                       "the walked members are distinct objects")
-        return IteratorVariable(out)
+        return IteratorVariable(out, types.GeneratorType)
 
     def _submodules(self, tx):
         from .builder import wrap
