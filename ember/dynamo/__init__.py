@@ -48,7 +48,13 @@ Design decisions worth knowing before changing anything:
   not when used: more recompiles than strictly needed, never a missing one.
   Tensors: type, dtype, device, shape, strides, requires_grad; constants by
   value; modules/functions/classes by identity; containers by type, length
-  and keys; grad mode and default dtype always.
+  and keys; grad mode and default dtype always. A graph that writes to an
+  input also guards how its tensor inputs share memory (``memory_sharing``).
+* **Numbers that change are not specialised again** (automatic dynamic for
+  int/float arguments, ``CodeCache.unspec_scalars``): after a recompile caused
+  by a new value the argument is an ``UnspecFloatVariable`` (a 0-d graph input
+  where it meets a floating tensor, guarded only where its value is read: a
+  branch, a size); with ``dynamic=True`` from the first call.
 * **Example values are fake tensors** (``example_value.py``,
   ``config.use_fake_tensors = True``): ops run their meta functions only, and
   a data-dependent op raises ``DataDependentOutputError``. Setting the knob to

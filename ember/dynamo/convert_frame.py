@@ -47,7 +47,7 @@ class CacheEntry:
 
 
 class CodeCache:
-    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views")
+    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views", "unspec_scalars")
 
     def __init__(self, code):
         self.code = code
@@ -62,6 +62,7 @@ class CodeCache:
         # view inputs keep static sizes: set once two inputs were found to share memory with one
         # given symbolic sizes (output_graph.add_tensor_input)
         self.static_views = False
+        self.unspec_scalars: set = set()   # argument slots whose int/float value changed (see _note_size_changes)
 
 
 _caches: dict = {}
@@ -85,6 +86,11 @@ def reset():
     for k in counters:
         counters[k] = 0
     fallback_reasons.clear()
+
+
+def _scalar_args(args) -> dict:
+    """The int and float argument slots of a call (bools are flags: always specialised)."""
+    return {i: a for i, a in enumerate(args) if type(a) in (int, float)}
 
 
 def _skipped_file(code):
@@ -154,6 +160,7 @@ class Compiler:
         t0 = time.perf_counter()
         static_views = cache.static_views
         output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
+        output.unspec_scalars = self._unspec_scalars(cache, args)
         try:
             with preserve_rng(), _restore_grad_mode():
                 ret = run_frame(output, code, func, args)
@@ -176,6 +183,7 @@ class Compiler:
             # Graph break: trace again, stopping before the instruction that failed.
             reason = str(e)
             output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
+            output.unspec_scalars = self._unspec_scalars(cache, args)
             try:
                 with preserve_rng(), _restore_grad_mode():
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
@@ -210,6 +218,7 @@ class Compiler:
             return self._fallback(code, func, args, cache, output, reason, where, internal=True)
         info["compile_time"] = time.perf_counter() - t0
         info["input_sizes"] = {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}
+        info["scalar_args"] = _scalar_args(args)
         info["guards"] = str(guard.guard_set)
         info["code"] = code
         counters["compiled"] += 1
@@ -244,9 +253,26 @@ class Compiler:
             return d
         return dims
 
+    def _unspec_scalars(self, cache, args):
+        """Argument slots whose int/float arguments are traced as unspecialized numbers
+        (``UnspecFloatVariable``: a graph input where they meet a floating tensor, guarded only
+        where something reads the value): every one with ``dynamic=True``, those seen to change
+        between calls with automatic dynamic, none with ``dynamic=False``."""
+        if self.dynamic is True:
+            return set(_scalar_args(args))
+        return cache.unspec_scalars if self.dynamic is None else set()
+
     def _note_size_changes(self, entry, func, args, cache, where):
         """Automatic dynamic: the tensor inputs of the failing entry whose sizes differ now (same
-        rank) get those dims made symbolic in the recompile."""
+        rank) get those dims made symbolic in the recompile; int/float arguments whose value
+        differs are traced unspecialized (a learning rate, a step count: before, each new value
+        compiled again until the recompile limit sent the function to eager for good)."""
+        for i, old in (entry.info.get("scalar_args") or {}).items():
+            new = args[i] if i < len(args) else None
+            if type(new) is type(old) and new != old and i not in cache.unspec_scalars:
+                cache.unspec_scalars.add(i)
+                logs.get("recompiles").info("%s: argument %d changed (%r -> %r): tracing it as a number "
+                                            "that is not specialised", where, i, old, new)
         sizes = entry.info.get("input_sizes") or {}
         ns = dict(entry.guard.guard_set.globals)
         ns["__func"] = func

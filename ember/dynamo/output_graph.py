@@ -49,6 +49,7 @@ class OutputGraph:
         # dynamic_dims(source, tensor) -> dims to make symbolic (see convert_frame.Compiler)
         self.dynamic_dims = dynamic_dims
         self.static_views = static_views   # view inputs keep static sizes (see add_tensor_input)
+        self.unspec_scalars = set()        # argument slots traced as unspecialized numbers (run_frame)
         self._dynamic_views = {}           # id(memory root) -> (root, source expr, source) of views made symbolic
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes

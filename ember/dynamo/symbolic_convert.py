@@ -1056,6 +1056,9 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
         src = LocalSource(names[i], i)
         if resume:
             tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
+        elif i in output.unspec_scalars and type(v) in (int, float):
+            from .output_graph import UnspecFloatVariable
+            tx.locals[names[i]] = UnspecFloatVariable(v, src, output, names[i])
         else:
             tx.locals[names[i]] = wrap(tx, v, src)
     if resume and names and "__class__" in code.co_freevars and isinstance(tx.locals.get(names[0]), LazyArgVariable):

@@ -244,14 +244,49 @@ def test_module_with_dynamic_batch():
 
 def test_recompile_limit_unchanged_for_constants():
     cnt = CountingBackend()
-    cf = ember.compile(lambda x, n: x + n, backend=cnt)
+    cf = ember.compile(lambda x, s: x + len(s), backend=cnt)
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
         for n in range(12):
             x = ember.randn(n + 2)
-            assert_same(x + n, cf(x, n))
+            assert_same(x + (n + 1), cf(x, "a" * (n + 1)))
     assert cnt.frame_count == dynamo.config.recompile_limit
     assert sum(issubclass(x.category, dynamo.RecompileLimitExceeded) for x in w) == 1
+
+
+@pytest.mark.parametrize("kind", [int, float])
+def test_a_number_argument_that_changes_is_not_specialised_again(kind):
+    """Automatic dynamic for numbers: the first new value recompiles with the argument traced
+    unspecialized (a graph input where it meets a floating tensor); later values reuse that
+    graph. Before, every value compiled again until the recompile limit sent the function to
+    eager for good (a learning rate or a step count passed in)."""
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x, lr, step: x * lr + step / 100, backend=cnt)
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        for n in range(12):
+            x = ember.randn(4)
+            lr, step = kind(n + 1) * (0.5 if kind is float else 1), n
+            assert_same(x * lr + step / 100, cf(x, lr, step))
+    assert cnt.frame_count == 2
+    assert not any(issubclass(x.category, dynamo.RecompileLimitExceeded) for x in w)
+
+
+def test_dynamic_true_leaves_numbers_unspecialised_from_the_start():
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x, k: (x * k).sum(), backend=cnt, dynamic=True)
+    for k in (0.5, 1.5, 2.5, 3):
+        x = ember.randn(5)
+        assert_same((x * k).sum(), cf(x, k))
+    assert cnt.frame_count == 2         # the int 3: a new type (the type is guarded)
+
+
+def test_a_number_used_as_a_size_is_still_specialised():
+    cnt = CountingBackend()
+    cf = ember.compile(lambda x, n: x.reshape(n, -1).sum(1), backend=cnt)
+    for n in (2, 3, 4, 6):
+        x = ember.randn(12)
+        assert_same(x.reshape(n, -1).sum(1), cf(x, n))
 
 
 def test_backward_through_dynamic_graph():
