@@ -552,6 +552,14 @@ def one_hot(tensor, num_classes=-1):
 
 
 # ====================================================================== padding
+def _check_crop(n, lo, hi, axis, mode):
+    """Constant padding crops the negative sides before padding (as PyTorch does), so they may not remove
+    more than the whole dimension even when the positive side would make the output size non-negative."""
+    if mode == "constant" and (lo < 0 or hi < 0) and n + min(lo, 0) + min(hi, 0) < 0:
+        raise RuntimeError(f"narrow(): length must be non-negative. (negative padding {lo} and {hi} crops more "
+                           f"than the size {n} of dimension {axis})")
+
+
 def _pad_spec(shape, pad, mode, value):
     if len(pad) % 2:
         raise RuntimeError("Padding length must be divisible by 2")
@@ -566,6 +574,7 @@ def _pad_spec(shape, pad, mode, value):
         lo, hi = int(pad[2 * j]), int(pad[2 * j + 1])
         n = shape[axis]
         m = n + lo + hi
+        _check_crop(n, lo, hi, axis, mode)
         if m < 0 or (m == 0 and mode != "constant"):
             raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} resulted in a negative "
                                f"output size, which is invalid. Check dimension {axis} of your input.")
@@ -588,9 +597,11 @@ def _pad_spec(shape, pad, mode, value):
                 raise RuntimeError("padding size is expected to be nonzero")
             src = np.clip(src, 0, n - 1)
         elif mode == "circular":
-            if lo > n or hi > n:
+            # negative sides crop first; the positive sides then wrap around the cropped range [c0, c1)
+            c0, c1 = max(-lo, 0), n - max(-hi, 0)
+            if lo > c1 - c0 or hi > c1 - c0:
                 raise RuntimeError("Padding value causes wrapping around more than once.")
-            src = np.mod(src, n)
+            src = np.mod(np.arange(m, dtype=np.int64) - max(lo, 0), c1 - c0) + c0
         else:
             raise NotImplementedError(f"Unrecognised padding mode {mode}")
         if lo == 0 and hi == 0:
@@ -632,6 +643,7 @@ def _pad_symbolic(input, pad, mode, value):
             continue
         n = shape[axis]
         m = n + lo + hi
+        _check_crop(n, lo, hi, axis, mode)
         if m < 0 or (m == 0 and mode != "constant"):
             raise RuntimeError(f"The input size {n}, plus negative padding {lo} and {hi} resulted in a negative "
                                f"output size, which is invalid. Check dimension {axis} of your input.")
@@ -650,10 +662,11 @@ def _pad_symbolic(input, pad, mode, value):
             src = _op("where")(src >= nt, 2 * (nt - 1) - src, src)
         elif mode == "replicate":
             src = _api.minimum(src.clamp(min=0), nt - 1)
-        else:
-            if lo > n or hi > n:
+        else:   # circular: as in _pad_spec, wrap around the range left after the negative (cropping) sides
+            c0, crop = max(-lo, 0), max(-lo, 0) + max(-hi, 0)
+            if lo > n - crop or hi > n - crop:
                 raise RuntimeError("Padding value causes wrapping around more than once.")
-            src = src % nt
+            src = (_iota(m, _t.int64, input.device, -max(lo, 0)) % (nt - crop)) + c0
         out = out.index_select(axis, src)
         if mask is not None:
             shp = [1] * out.dim()
@@ -665,14 +678,23 @@ def _pad_symbolic(input, pad, mode, value):
 def pad(input, pad, mode="constant", value=None):
     if mode not in ("constant", "reflect", "replicate", "circular"):
         raise NotImplementedError(f"Unrecognised padding mode {mode}")
+    for i, p in enumerate(pad):
+        # a float size would be truncated silently by int(): PyTorch rejects it
+        if isinstance(p, numbers.Real) and not isinstance(p, numbers.Integral):
+            raise TypeError(f"pad(): argument 'pad' (position 2) must be tuple of ints, but found element of type "
+                            f"{type(p).__name__} at pos {i}")
     pad = tuple(int(p) for p in pad)
     nd = len(pad) // 2
     if mode != "constant":
         if value not in (None, 0):
             raise AssertionError(f'Padding mode "{mode}" doesn\'t take in value argument')
-        if input.dim() not in (nd + 1, nd + 2):
-            raise NotImplementedError(f"Only 2D, 3D, 4D, 5D padding with non-constant padding are supported for "
-                                      f"now")
+        if len(pad) % 2 == 0 and nd <= input.dim() and (nd > 3 or input.dim() not in (nd + 1, nd + 2)):
+            raise NotImplementedError(
+                f"Padding size {len(pad)} is not supported for {input.dim()}D input tensor.\n"
+                "Supported combinations for non-constant padding:\n"
+                "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
+                "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
+                "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
     if _symbolic(input.shape):
         return _pad_symbolic(input, pad, mode, 0 if value is None else value)
     spec = _pad_spec(tuple(input.shape), pad, mode, 0 if value is None else value)
@@ -870,9 +892,23 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, mode="bilinear", align_corners=True)
 
 
+def _check_shuffle(name, input, factor, what):
+    if not isinstance(factor, numbers.Integral) or isinstance(factor, bool):
+        raise TypeError(f"{name}(): argument '{what}' (position 2) must be int, not {type(factor).__name__}")
+    if input.dim() < 3:
+        raise RuntimeError(f"{name} expects input to have at least 3 dimensions, but got input with "
+                           f"{input.dim()} dimension(s)")
+    if factor <= 0:
+        raise RuntimeError(f"{name} expects a positive {what}, but got {factor}")
+
+
 def pixel_shuffle(input, upscale_factor):
-    r = upscale_factor
+    _check_shuffle("pixel_shuffle", input, upscale_factor, "upscale_factor")
+    r = int(upscale_factor)
     *lead, c, h, w = tuple(input.shape)
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible by the square of "
+                           f"upscale_factor, but input.size(-3)={c} is not divisible by {r * r}")
     oc = c // (r * r)
     x = input.reshape(*lead, oc, r, r, h, w)
     n = len(lead)
@@ -881,12 +917,37 @@ def pixel_shuffle(input, upscale_factor):
 
 
 def pixel_unshuffle(input, downscale_factor):
-    r = downscale_factor
+    _check_shuffle("pixel_unshuffle", input, downscale_factor, "downscale_factor")
+    r = int(downscale_factor)
     *lead, c, h, w = tuple(input.shape)
+    for side, n, d in (("height", h, -2), ("width", w, -1)):
+        if n % r:
+            raise RuntimeError(f"pixel_unshuffle expects {side} to be divisible by downscale_factor, but "
+                               f"input.size({d})={n} is not divisible by {r}")
     x = input.reshape(*lead, c, h // r, r, w // r, r)
     n = len(lead)
     x = x.permute(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return x.reshape(*lead, c * r * r, h // r, w // r)
+
+
+def channel_shuffle(input, groups):
+    """(N, g*k, *) -> (N, k*g, *): view the channels as a (groups, k) grid and transpose it, so that
+    channel ``i*k + j`` moves to ``j*groups + i`` (ShuffleNet); a reshape/transpose/reshape, so autograd
+    flows through the view ops."""
+    if not isinstance(groups, numbers.Integral) or isinstance(groups, bool):
+        raise TypeError(f"channel_shuffle(): argument 'groups' (position 2) must be int, not "
+                        f"{type(groups).__name__}")
+    shape = tuple(input.shape)
+    if len(shape) <= 2:
+        raise RuntimeError(f"channel_shuffle expects input with > 2 dims, but got input with sizes {list(shape)}")
+    g = int(groups)
+    if g <= 0:
+        raise RuntimeError(f"Number of groups to divide channels in must be positive. Value of groups:{g}")
+    c = shape[1]
+    if c % g:
+        raise RuntimeError(f"Number of channels must be divisible by groups. Got {c} channels and {g} groups.")
+    x = input.reshape(shape[0], g, c // g, *shape[2:]).transpose(1, 2)
+    return x.reshape(shape)
 
 
 # ====================================================================== dropout
@@ -1518,6 +1579,15 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
     return y_soft
 
 
+def _sliding_blocks(size, k, dl, pd, st, head):
+    """Number of kernel positions along each spatial dim (im2col's L), which must be positive."""
+    L = [(size[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(2)]
+    if min(L) < 1:
+        raise RuntimeError(f"{head}, calculated shape of the array of sliding blocks as {tuple(L)}, but its "
+                           f"components must be at least one.")
+    return L
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L), as a convolution with an identity kernel."""
     if input.dim() not in (3, 4):
@@ -1525,6 +1595,9 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     unb = input.dim() == 3
     x = input.unsqueeze(0) if unb else input
     k = _tuple(kernel_size, 2)
+    st, pd, dl = _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2)
+    _sliding_blocks(tuple(x.shape[2:]), k, dl, pd, st, "Given input with spatial size "
+                    f"{tuple(x.shape[2:])}, kernel_size={k}, dilation={dl}, padding={pd}")
     C = x.shape[1]
     K = k[0] * k[1]
     eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
@@ -1532,22 +1605,31 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
         for j in range(K):
             eye[c * K + j, 0, j // k[1], j % k[1]] = 1
     w = _make(eye).to(x.device)
-    out = _nn.convolution(x, w, None, _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2), False,
-                          (0, 0), C)
+    out = _nn.convolution(x, w, None, st, pd, dl, False, (0, 0), C)
     out = out.reshape(out.shape[0], C * K, -1)
     return out.squeeze(0) if unb else out
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """col2im: the adjoint of ``unfold`` (a transposed convolution with an identity kernel)."""
+    if input.dim() not in (2, 3):
+        raise RuntimeError(f"Expected 2D or 3D (batch mode) tensor for input with possibly 0 batch size and "
+                           f"non-zero dimensions for input, but got: {list(input.shape)}")
     unb = input.dim() == 2
     x = input.unsqueeze(0) if unb else input
     k = _tuple(kernel_size, 2)
     K = k[0] * k[1]
+    if x.shape[1] % K:
+        raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
+                           f"but got input.size(1)={x.shape[1]} and kernel_size={k}.")
     C = x.shape[1] // K
     osz = _tuple(output_size, 2)
     st, pd, dl = _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2)
-    L = [(osz[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(2)]
+    head = f"Given output_size={osz}, kernel_size={k}, dilation={dl}, padding={pd}, stride={st}"
+    L = _sliding_blocks(osz, k, dl, pd, st, head)
+    if x.shape[2] != L[0] * L[1]:
+        raise RuntimeError(f"{head}, expected size of input's dimension 2 to match the calculated number of "
+                           f"sliding blocks {L[0]} * {L[1]} = {L[0] * L[1]}, but got input.size(2)={x.shape[2]}.")
     eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
     for c in range(C):
         for j in range(K):

@@ -9,18 +9,24 @@ from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hards
 from .loss import (L1Loss, NLLLoss, PoissonNLLLoss, GaussianNLLLoss, KLDivLoss, MSELoss, BCELoss,
                    BCEWithLogitsLoss, HingeEmbeddingLoss, SmoothL1Loss, HuberLoss, SoftMarginLoss, CrossEntropyLoss,
                    CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss,
-                   CTCLoss)
+                   MultiMarginLoss, CTCLoss)
 from .distance import PairwiseDistance, CosineSimilarity
 from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout
 from .sparse import Embedding, EmbeddingBag
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
-                      AdaptiveMaxPool1d, AdaptiveMaxPool2d)
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
 from .normalization import LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .attention import MultiheadAttention
 from .transformer import (TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder,
                           Transformer)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d
+from .padding import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ZeroPad1d, ZeroPad2d, ZeroPad3d, ReflectionPad1d,
+                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d, ReplicationPad2d, ReplicationPad3d,
+                      CircularPad1d, CircularPad2d, CircularPad3d)
+from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
+from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
+from .fold import Fold, Unfold
 
 __all__ = [n for n in dir() if not n.startswith("_") and n[0].isupper()]

@@ -9,7 +9,7 @@ from .module import Module
 __all__ = ["L1Loss", "NLLLoss", "PoissonNLLLoss", "GaussianNLLLoss", "KLDivLoss", "MSELoss", "BCELoss",
            "BCEWithLogitsLoss", "HingeEmbeddingLoss", "SmoothL1Loss", "HuberLoss", "SoftMarginLoss",
            "CrossEntropyLoss", "CosineEmbeddingLoss", "MarginRankingLoss", "TripletMarginLoss",
-           "MultiLabelSoftMarginLoss", "CTCLoss"]
+           "MultiLabelSoftMarginLoss", "MultiMarginLoss", "CTCLoss"]
 
 
 def _legacy_reduction(size_average, reduce):
@@ -169,6 +169,24 @@ class SoftMarginLoss(_Loss):
 class MultiLabelSoftMarginLoss(_WeightedLoss):
     def forward(self, input, target):
         return F.multilabel_soft_margin_loss(input, target, weight=self.weight, reduction=self.reduction)
+
+
+class MultiMarginLoss(_WeightedLoss):
+    """Multi-class hinge loss; ``p`` (1 or 2) and a 1-D ``weight`` are checked up front, as in PyTorch."""
+
+    def __init__(self, p=1, margin=1.0, weight=None, size_average=None, reduce=None, reduction="mean"):
+        super().__init__(weight, size_average, reduce, reduction)
+        if p not in (1, 2):
+            raise ValueError("only p == 1 and p == 2 supported")
+        if weight is not None and weight.dim() != 1:
+            raise ValueError(f"MultiMarginLoss: expected weight to be None or 1D tensor, got {weight.dim()}D "
+                             f"instead")
+        self.p = p
+        self.margin = margin
+
+    def forward(self, input, target):
+        return F.multi_margin_loss(input, target, p=self.p, margin=self.margin, weight=self.weight,
+                                   reduction=self.reduction)
 
 
 class CosineEmbeddingLoss(_Loss):

@@ -6,7 +6,7 @@ from .module import Module
 from .utils import _single
 
 __all__ = ["MaxPool1d", "MaxPool2d", "AvgPool1d", "AvgPool2d", "AdaptiveAvgPool1d", "AdaptiveAvgPool2d",
-           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d"]
+           "AdaptiveMaxPool1d", "AdaptiveMaxPool2d", "LPPool1d", "LPPool2d"]
 
 
 class _MaxPoolNd(Module):
@@ -115,3 +115,27 @@ class AdaptiveMaxPool2d(_AdaptiveMaxPoolNd):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
 
 
+class _LPPoolNd(Module):
+    """Power-average pooling: ``(sum over the window of x**p) ** (1/p)``."""
+    __constants__ = ["norm_type", "kernel_size", "stride", "ceil_mode"]
+
+    def __init__(self, norm_type, kernel_size, stride=None, ceil_mode=False):
+        super().__init__()
+        self.norm_type = norm_type
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.ceil_mode = ceil_mode
+
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, stride={self.stride}, "
+                f"ceil_mode={self.ceil_mode}")
+
+
+class LPPool1d(_LPPoolNd):
+    def forward(self, input):
+        return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
+
+
+class LPPool2d(_LPPoolNd):
+    def forward(self, input):
+        return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride, self.ceil_mode)
