@@ -85,9 +85,6 @@ def _optimized_module_class():
             except AttributeError:
                 return getattr(self.__dict__["_modules"]["_orig_mod"], name)
 
-        def __repr__(self):
-            return f"OptimizedModule({self._orig_mod!r})"
-
     return OptimizedModule
 
 

@@ -269,3 +269,9 @@ def test_explain():
     out = dynamo.explain(g)(ember.randn(3))
     assert out.graph_count == 1 and out.graph_break_count == 1
     assert "print" in out.break_reasons[0][1] and 'print("hi")' in out.break_reasons[0][2]
+
+
+def test_compiled_module_prints_like_torch():
+    m = ember.nn.Linear(3, 2)
+    assert repr(ember.compile(m)) == ("OptimizedModule(\n  (_orig_mod): Linear(in_features=3, out_features=2, "
+                                      "bias=True)\n)")
