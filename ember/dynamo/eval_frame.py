@@ -38,8 +38,14 @@ class OptimizeContext:
             return OptimizedModule(fn, self)
         if not callable(fn):
             raise TypeError(f"ember.compile expects a function or an nn.Module, got {type(fn).__name__}")
-        if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn):
-            raise TypeError("ember.compile does not support generator or coroutine functions")
+        if inspect.isgeneratorfunction(fn) or inspect.iscoroutinefunction(fn) or \
+                inspect.isasyncgenfunction(fn):
+            # its body runs later, at each next()/await, outside this call: as in PyTorch, the
+            # generator works and runs eagerly (said once in the graph_breaks log)
+            from . import logs as _logs
+            _logs.get("graph_breaks").info("ember.compile: %s is a generator or coroutine function: it "
+                                           "runs eagerly", getattr(fn, "__qualname__", fn))
+            return fn
         compiler = self.compiler
         code = getattr(inspect.unwrap(fn), "__code__", None)
         if code is not None:

@@ -275,3 +275,14 @@ def test_compiled_module_prints_like_torch():
     m = ember.nn.Linear(3, 2)
     assert repr(ember.compile(m)) == ("OptimizedModule(\n  (_orig_mod): Linear(in_features=3, out_features=2, "
                                       "bias=True)\n)")
+
+
+def test_a_compiled_generator_function_runs_eagerly_like_torch():
+    def gen(t):
+        for i in range(3):
+            yield t * i
+    x = ember.randn(2)
+    got = list(ember.compile(gen)(x))
+    assert len(got) == 3
+    for i, g in enumerate(got):
+        assert_same(g, x * i)
