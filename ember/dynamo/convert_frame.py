@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sys
 import sysconfig
 import time
@@ -47,7 +48,8 @@ class CacheEntry:
 
 
 class CodeCache:
-    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views", "unspec_scalars")
+    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views", "unspec_scalars",
+                 "unspec_sources")
 
     def __init__(self, code):
         self.code = code
@@ -63,6 +65,7 @@ class CodeCache:
         # given symbolic sizes (output_graph.add_tensor_input)
         self.static_views = False
         self.unspec_scalars: set = set()   # argument slots whose int/float value changed (see _note_size_changes)
+        self.unspec_sources: set = set()   # outside numbers (source exprs) whose value changed, likewise
 
 
 _caches: dict = {}
@@ -161,6 +164,7 @@ class Compiler:
         static_views = cache.static_views
         output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
         output.unspec_scalars = self._unspec_scalars(cache, args)
+        output.unspec_sources = cache.unspec_sources if self.dynamic is not False else set()
         try:
             with preserve_rng(), _restore_grad_mode():
                 ret = run_frame(output, code, func, args)
@@ -184,6 +188,7 @@ class Compiler:
             reason = str(e)
             output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
             output.unspec_scalars = self._unspec_scalars(cache, args)
+            output.unspec_sources = cache.unspec_sources if self.dynamic is not False else set()
             try:
                 with preserve_rng(), _restore_grad_mode():
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
@@ -219,6 +224,7 @@ class Compiler:
         info["compile_time"] = time.perf_counter() - t0
         info["input_sizes"] = {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}
         info["scalar_args"] = _scalar_args(args)
+        info["numbers"] = dict(guard.guard_set.numbers)
         info["guards"] = str(guard.guard_set)
         info["code"] = code
         counters["compiled"] += 1
@@ -273,6 +279,23 @@ class Compiler:
                 cache.unspec_scalars.add(i)
                 logs.get("recompiles").info("%s: argument %d changed (%r -> %r): tracing it as a number "
                                             "that is not specialised", where, i, old, new)
+        numbers = entry.info.get("numbers") or {}
+        if numbers:
+            ns = dict(entry.guard.guard_set.globals)
+            ns["__func"] = func
+            for i, a in enumerate(args):
+                ns[f"a{i}"] = a
+            for expr, old in numbers.items():
+                if expr in cache.unspec_sources or re.fullmatch(r"a\d+", expr):
+                    continue            # (arguments: unspec_scalars above)
+                try:
+                    new = eval(expr, ns)
+                except Exception:  # noqa: BLE001 - gone or not readable: not a number change
+                    continue
+                if type(new) is type(old) and new != old:
+                    cache.unspec_sources.add(expr)
+                    logs.get("recompiles").info("%s: %s changed (%r -> %r): tracing it as a number that is "
+                                                "not specialised", where, expr, old, new)
         sizes = entry.info.get("input_sizes") or {}
         ns = dict(entry.guard.guard_set.globals)
         ns["__func"] = func

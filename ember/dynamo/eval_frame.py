@@ -47,6 +47,7 @@ class OptimizeContext:
                                            "runs eagerly", getattr(fn, "__qualname__", fn))
             return fn
         compiler = self.compiler
+        fn = _with_a_local(fn)
         code = getattr(inspect.unwrap(fn), "__code__", None)
         if code is not None:
             force(code)
@@ -62,6 +63,26 @@ class OptimizeContext:
         compiled_fn._ember_orig = fn
         compiled_fn._ember_compiler = compiler
         return compiled_fn
+
+
+def _with_a_local(fn):
+    """``fn``, or for a plain function whose frame has no local slot at all (no arguments, no
+    local variables, no cells: ``def step(): opt.step()``) the same code with one unused local.
+    The frame hook finishes a frame it ran compiled code for by swapping in a stub that returns
+    local 0, so it passes frames without locals by -- they ran eagerly, silently: compiling
+    ``def step(): opt.step()``, PyTorch's own recipe for compiling an optimizer, did nothing."""
+    import types
+    if type(fn) is not types.FunctionType:
+        return fn
+    code = fn.__code__
+    if code.co_varnames or code.co_cellvars or code.co_freevars:
+        return fn
+    padded = types.FunctionType(code.replace(co_varnames=("__ember_slot",), co_nlocals=1), fn.__globals__,
+                                fn.__name__, fn.__defaults__, fn.__closure__)
+    padded.__kwdefaults__ = fn.__kwdefaults__
+    functools.update_wrapper(padded, fn, updated=())
+    del padded.__wrapped__            # (inspect.unwrap must find the padded code)
+    return padded
 
 
 def _optimized_module_class():

@@ -27,6 +27,7 @@ class GuardSet:
         self.globals: dict = {"__cstrides": _cstrides, "__roots_differ": _roots_differ, "__memory_sharing": _memory_sharing, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
+        self.numbers: dict = {}   # source expr -> int/float value guarded equal (automatic dynamic)
         self.add("__func.__globals__ is G", "the function's globals dict")
 
     # ------------------------------------------------------------------ building
@@ -56,6 +57,8 @@ class GuardSet:
 
     def constant_match(self, source, value):
         e = source.expr()
+        if type(value) in (int, float):
+            self.numbers[e] = value
         if value is None or value is True or value is False or value is Ellipsis:
             self.add(f"{e} is {value!r}")
         elif type(value) is float and (value == 0.0 or value != value or value in (float("inf"), float("-inf"))):

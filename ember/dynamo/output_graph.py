@@ -50,6 +50,7 @@ class OutputGraph:
         self.dynamic_dims = dynamic_dims
         self.static_views = static_views   # view inputs keep static sizes (see add_tensor_input)
         self.unspec_scalars = set()        # argument slots traced as unspecialized numbers (run_frame)
+        self.unspec_sources = set()        # source exprs of outside numbers traced unspecialized (wrap)
         self._dynamic_views = {}           # id(memory root) -> (root, source expr, source) of views made symbolic
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes

@@ -560,7 +560,13 @@ class InstructionTranslator:
         self.push(ConstantVariable(r != bool(inst.arg)))
 
     def UNARY_NEGATIVE(self, inst):
-        self.push(unary_op(self, operator.neg, self.pop()))
+        from .output_graph import UnspecFloatVariable
+        v = self.pop()
+        if isinstance(v, UnspecFloatVariable) and not v._guarded:
+            # -lr of an unspecialized number stays unspecialized (see _float_arith)
+            self.push(UnspecFloatVariable(-v.raw, _ExprSource(f"(-{v.source.expr()})"), self.output, "F"))
+            return
+        self.push(unary_op(self, operator.neg, v))
 
     def UNARY_POSITIVE(self, inst):
         self.push(unary_op(self, operator.pos, self.pop()))

@@ -418,3 +418,48 @@ def test_guard_reads_shared_sources_once_and_still_catches_changes():
     assert not g(*args)
     opt.param_groups[0]["params"].pop()
     assert g(*args)
+
+
+@pytest.mark.parametrize("name", ["adamw", "sgd-momentum", "rmsprop"])
+def test_a_scheduled_learning_rate_is_not_specialised_after_it_changes(name):
+    """An LR scheduler changes ``param_groups[0]['lr']`` every step: each value compiled the
+    step again until the recompile limit sent it to eager for good. After the first change the
+    lr is read unspecialized (a graph input), so the steps reuse one graph, matching eager."""
+    cnt = CountingBackend()
+    ember.manual_seed(SEED)
+    model = _model()
+    ref = copy.deepcopy(model)
+    opt, opt_ref = OPTIMIZERS[name](model), OPTIMIZERS[name](ref)
+    scheds = [ember.optim.lr_scheduler.StepLR(o, step_size=1, gamma=0.8) for o in (opt, opt_ref)]
+    cstep = ember.compile(opt.step, backend=cnt)
+    for i in range(10):
+        _grads([model, ref], ember.randn(5, 6))
+        cstep()
+        opt_ref.step()
+        for s in scheds:
+            s.step()
+        for p, q in zip(model.parameters(), ref.parameters()):
+            _same(p, q, exact=False)
+    assert cnt.frame_count <= 2, [e.info.get("guards") for c in dynamo.convert_frame._caches.values()
+                                   for e in c.entries][-1:]
+    assert dynamo.counters["eager_fallback"] == 0
+
+
+def test_a_function_without_locals_is_compiled():
+    """``def step(): opt.step()`` -- PyTorch's recipe for compiling an optimizer -- has a frame
+    with no local slot, which the frame hook cannot finish with its stub: it ran eagerly,
+    silently. ember.compile now gives such a function one unused local."""
+    cnt = CountingBackend()
+    ember.manual_seed(SEED)
+    model = _model()
+    opt = ember.optim.SGD(model.parameters(), lr=0.1)
+
+    def step():
+        opt.step()
+
+    cstep = ember.compile(step, backend=cnt)
+    for _ in range(3):
+        _grads([model], ember.randn(5, 6))
+        cstep()
+    assert cnt.frame_count == 1
+    assert ember.compile(lambda: 3, backend=cnt)() == 3

@@ -43,6 +43,11 @@ def wrap(tx, value, source, guard=True):
         if source is None:
             raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
         return tx.output.add_tensor_input(value, source)
+    if type(value) in (int, float) and source is not None and source.expr() in tx.output.unspec_sources:
+        # a number read from outside that changed between calls (an optimizer's learning rate
+        # under a scheduler): not specialised (see CodeCache.unspec_sources)
+        from ..output_graph import UnspecFloatVariable
+        return UnspecFloatVariable(value, source, tx.output, "n")
     if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)):
         if g:
             g.constant_match(source, value)

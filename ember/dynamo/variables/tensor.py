@@ -115,6 +115,9 @@ class TensorMethodVariable(VariableTracker):
             # zero_grad(set_to_none=False): g.requires_grad_(False) on a gradient that has no
             # grad: nothing changes (one that would change breaks the graph: output_graph._call)
             return self.tensor
+        scaled = _scaled_by_unspec(tx, self.tensor, name, args, kwargs)
+        if scaled is not None:
+            return scaled
         if name == "__getitem__":
             return tx.output.call_function(operator.getitem, [self.tensor] + list(args), kwargs)
         if name == "__setitem__":
@@ -124,6 +127,34 @@ class TensorMethodVariable(VariableTracker):
 
     def __repr__(self):
         return f"TensorMethodVariable({self.name})"
+
+
+# x.add(y, alpha=a), x.addcmul(t1, t2, value=a), ...: the kwarg that scales the other operand(s)
+_SCALED_KWARG = {"add": "alpha", "add_": "alpha", "sub": "alpha", "sub_": "alpha", "addcmul": "value",
+                 "addcmul_": "value", "addcdiv": "value", "addcdiv_": "value"}
+
+
+def _scaled_by_unspec(tx, tensor, name, args, kwargs):
+    """``p.add_(d, alpha=-lr)`` with ``lr`` an unspecialized number (a scheduled learning rate):
+    the op takes a Python number there, so reading it would specialise the graph on its value.
+    Traced as the same arithmetic with the number a graph input instead: ``p.add_(d * -lr)``,
+    ``x.addcmul(t1, t2, value=v)`` as ``x.add((t1 * t2) * v)``, ``addcdiv`` with ``t1 / t2``
+    (the eager kernels compute ``x + v * (t1 op t2)`` in the tensors' dtype: the same values)."""
+    from ..output_graph import UnspecFloatVariable
+    key = _SCALED_KWARG.get(name)
+    v = kwargs.get(key) if key else None
+    if not isinstance(v, UnspecFloatVariable) or v._guarded or not tensor.example.dtype.is_floating_point:
+        return None
+    n_ops = 1 if name.startswith(("add_", "add", "sub")) and not name.startswith("addc") else 2
+    if len(args) != n_ops or set(kwargs) != {key} or not all(isinstance(a, TensorVariable) for a in args):
+        return None
+    out = tx.output
+    other = args[0]
+    if n_ops == 2:
+        other = out.call_method("mul" if name.startswith("addcmul") else "div", [args[0], args[1]], {})
+    other = out.call_method("mul", [other, v], {})
+    base = "sub" if name.startswith("sub") else "add"
+    return out.call_method(base + ("_" if name.endswith("_") else ""), [tensor, other], {})
 
 
 def _autograd_noop(ex, name, args, kwargs) -> bool:
