@@ -404,11 +404,10 @@ class OutputGraph:
         from .variables.constant import ConstantVariable as _C
         from .variables.functions import CellVariable, NestedFunctionVariable
         from .variables.lists import IteratorVariable
-        if isinstance(vt, UnspecFloatVariable):
-            return vt.source.expr()   # the float this call got, not the traced value
-        if vt.source is not None and not isinstance(vt, (TensorVariable, _C)) and \
-                not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple
-                     and vt.is_python_constant()):
+        if vt.source is not None and (isinstance(vt, UnspecFloatVariable) or (
+                not isinstance(vt, (TensorVariable, _C)) and
+                not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple and vt.is_python_constant()))):
+            # (an unspecialized number: the one this call got, not the traced value)
             expr = vt.source.expr()
             if not self.side_effects:
                 return expr

@@ -440,3 +440,23 @@ def test_views_sharing_memory_stay_static_and_alias_correctly():
         plain = _rows(n, n + 50)
         assert_same(base[:n] * 2 + plain[:n], cf(base[:n], plain))   # no sharing: symbolic
         assert_same(base[:n] * 2 + base[:n], cf(base[:n], base))     # the view and its base
+
+
+_SCHEDULE = {"lr": 1.0}
+
+
+def _halve_and_scale(x):
+    _SCHEDULE["lr"] = _SCHEDULE["lr"] * 0.5
+    return x * _SCHEDULE["lr"]
+
+
+def test_an_outside_number_the_frame_rewrites_is_read_when_the_call_starts():
+    """Once the dict's number is unspecialized, the replay of the frame's write to it
+    (``d.clear(); d.update({'lr': <expr over d['lr']>})``) read it after the clear: KeyError.
+    Such reads are taken when the call starts."""
+    _SCHEDULE["lr"] = 1.0
+    cf = ember.compile(_halve_and_scale)
+    x = ember.randn(3)
+    for k in range(1, 6):
+        assert_same(x * 0.5 ** k, cf(x))
+        assert _SCHEDULE["lr"] == 0.5 ** k
