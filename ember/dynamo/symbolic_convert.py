@@ -524,6 +524,10 @@ class InstructionTranslator:
         op = inst.argval
         if op not in _COMPARE:
             raise Unsupported(f"comparison {op}")
+        decided = _compare_unspec(self, op, a, b)
+        if decided is not None:
+            self.push(decided)
+            return
         self.push(binary_op(self, _COMPARE[op], a, b))
 
     def IS_OP(self, inst):
@@ -1257,6 +1261,28 @@ def _float_arith(tx, sym, a, b):
     if type(val) is not float:
         return None
     return UnspecFloatVariable(val, _ExprSource(f"({parts[0][1]} {base} {parts[1][1]})"), tx.output, "F")
+
+
+def _compare_unspec(tx, op, a, b):
+    """``lr > 0.1`` with an unspecialized number: the branch is decided for this call and the
+    guard is the comparison's outcome, not the number's value (which would compile again for
+    every new value)."""
+    from .output_graph import UnspecFloatVariable
+    if not (isinstance(a, UnspecFloatVariable) and not a._guarded) and \
+            not (isinstance(b, UnspecFloatVariable) and not b._guarded):
+        return None
+    sides = []
+    for v in (a, b):
+        if isinstance(v, UnspecFloatVariable) and not v._guarded:
+            sides.append((v.raw, v.source.expr()))
+        elif type(v) is ConstantVariable and type(v.value) in (int, float) and v.value == v.value:
+            sides.append((v.value, repr(v.value)))
+        else:
+            return None
+    res = bool(_COMPARE[op](sides[0][0], sides[1][0]))
+    expr = f"({sides[0][1]}) {op} ({sides[1][1]})"
+    tx.output.guards.add(f"({expr}) is {res}", f"{expr} is {res}")
+    return ConstantVariable(res)
 
 
 class LazyArgVariable(VariableTracker):

@@ -495,9 +495,17 @@ def item_branch(x):
     return x - s
 
 
-def test_item_branch_specialises(capsys):
-    cnt, counters, reasons = res = run(item_branch, x3, capsys, calls=3)
-    assert counters["recompiles"] == 2 and counters["eager_fallback"] == 0, (counters, reasons)
+def _signs(*signs):
+    """Inputs whose sums have the given signs, one call each."""
+    it = iter(signs)
+    return lambda: ((ember.rand(3, 4) + 0.1) * next(it),)
+
+
+def test_item_branch_guards_the_outcome(capsys):
+    # the branch on the .item() value guards ``s > 0``, not the value: a new value on the same
+    # side reuses the resume graph, the other side compiles it once more
+    cnt, counters, reasons = run(item_branch, _signs(1, 1, -1, -1, 1), capsys, calls=5)
+    assert counters["recompiles"] == 1 and counters["eager_fallback"] == 0, (counters, reasons)
 
 
 def running_total(x, total):

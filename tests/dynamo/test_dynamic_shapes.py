@@ -460,3 +460,17 @@ def test_an_outside_number_the_frame_rewrites_is_read_when_the_call_starts():
     for k in range(1, 6):
         assert_same(x * 0.5 ** k, cf(x))
         assert _SCHEDULE["lr"] == 0.5 ** k
+
+
+def test_a_branch_on_an_unspecialised_number_guards_the_outcome_not_the_value():
+    cnt = CountingBackend()
+
+    def f(x, lr):
+        if lr > 0.1:
+            return x * lr
+        return x - lr
+    cf = ember.compile(f, backend=cnt)
+    x = ember.randn(3)
+    for lr in (0.5, 0.4, 0.3, 0.2, 0.05, 0.04, 0.03, 0.3, 0.01):
+        assert_same(f(x, lr), cf(x, lr))
+    assert cnt.frame_count == 3          # 0.5 specialised, then one graph per side of the branch
