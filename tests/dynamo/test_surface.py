@@ -286,3 +286,13 @@ def test_a_compiled_generator_function_runs_eagerly_like_torch():
     assert len(got) == 3
     for i, g in enumerate(got):
         assert_same(g, x * i)
+
+
+def test_a_namedtuple_constructor_frame_is_not_traced():
+    """collections builds a namedtuple's ``__new__`` with eval (file ``<string>``): reached by
+    the frame hook from eager code, it was traced and always fell back (noise in explain())."""
+    import collections
+    from ember.dynamo.convert_frame import _skipped_file
+    P = collections.namedtuple("P", "a b")
+    assert _skipped_file(P.__new__.__code__)
+    assert not _skipped_file(compile("lambda a: a", "<string>", "eval").co_consts[0])
