@@ -112,7 +112,36 @@ def _optimized_module_class():
             except AttributeError:
                 return getattr(self.__dict__["_modules"]["_orig_mod"], name)
 
+        # Writes go to the original module, as in PyTorch: ``cm.scale = 2.0`` or
+        # ``cm.weight = Parameter(...)`` change what the compiled code reads (guarded there). Set
+        # on the wrapper instead, the compiled calls kept reading the module's old value (a silent
+        # wrong answer) and a replaced parameter raised "attribute 'weight' already exists".
+        @property
+        def training(self):
+            return self._orig_mod.training
+
+        def __setattr__(self, name, value):
+            if name in _WRAPPER_ATTRIBUTES or (name != "training" and hasattr(type(self), name)):
+                return super().__setattr__(name, value)
+            setattr(self._orig_mod, name, value)
+
+        def __delattr__(self, name):
+            if name in _WRAPPER_ATTRIBUTES or hasattr(type(self), name):
+                return super().__delattr__(name)
+            delattr(self._orig_mod, name)
+
+        def __len__(self):
+            return len(self._orig_mod)
+
+        def __dir__(self):
+            own = list(self._orig_mod.__dir__())
+            return own + [a for a in super().__dir__() if a not in own]
+
     return OptimizedModule
+
+
+# what ember.compile's module wrapper keeps for itself; every other attribute write goes to _orig_mod
+_WRAPPER_ATTRIBUTES = frozenset({"_orig_mod", "_ember_ctx", "_ember_call", "forward"})
 
 
 def _call_module(mod, *args, **kwargs):

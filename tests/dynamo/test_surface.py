@@ -296,3 +296,42 @@ def test_a_namedtuple_constructor_frame_is_not_traced():
     P = collections.namedtuple("P", "a b")
     assert _skipped_file(P.__new__.__code__)
     assert not _skipped_file(compile("lambda a: a", "<string>", "eval").co_consts[0])
+
+
+class _Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = 1.0
+        self.lin = nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(x) * self.scale
+
+
+def test_attribute_writes_on_the_compiled_module_reach_the_original_like_torch():
+    m = _Scaled()
+    cm = ember.compile(m)
+    x = ember.randn(2, 4)
+    first = cm(x)
+    cm.scale = 2.0                         # PyTorch's OptimizedModule forwards the write
+    assert m.scale == 2.0 and "scale" not in cm.__dict__
+    assert_same(cm(x), first * 2.0)
+    cm.lin.weight = nn.Parameter(ember.randn(3, 4))
+    assert_same(cm(x), m(x))
+    cm.lin = nn.Linear(4, 3)              # a submodule replaced through the wrapper
+    assert m.lin is cm.lin
+    assert_same(cm(x), m(x))
+    del cm.scale
+    assert not hasattr(m, "scale")
+
+
+def test_train_and_eval_on_the_compiled_module_switch_the_original():
+    m = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5))
+    cm = ember.compile(m)
+    cm.eval()
+    assert not m.training and not m[1].training and not cm.training
+    x = ember.randn(8, 4)
+    assert_same(cm(x), m(x))              # eval: dropout is the identity, both ways
+    cm.train()
+    assert m.training and cm.training
+    assert len(cm) == 2 and "forward" in dir(cm)
