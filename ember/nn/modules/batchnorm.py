@@ -137,7 +137,10 @@ class _InstanceNorm(_NormBase):
         if unbatched:
             input = input.unsqueeze(0)
         if self.track_running_stats:
-            raise RuntimeError("ember.nn.InstanceNorm with track_running_stats=True is not supported")
+            # running statistics: updated from each sample's statistics in training, used in eval
+            out = F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
+                                  self.training, 0.0 if self.momentum is None else self.momentum, self.eps)
+            return out.squeeze(0) if unbatched else out
         n, c = input.shape[0], input.shape[1]
         x = input.reshape(1, n * c, *input.shape[2:])
         out = F.batch_norm(x, None, None, None, None, True, 0.0, self.eps).reshape(input.shape)
@@ -155,3 +158,7 @@ class InstanceNorm1d(_InstanceNorm):
 
 class InstanceNorm2d(_InstanceNorm):
     _n_spatial = 2
+
+
+class InstanceNorm3d(_InstanceNorm):
+    _n_spatial = 3
