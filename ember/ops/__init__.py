@@ -23,6 +23,7 @@ from . import _binding_cache  # noqa: E402
 
 with _binding_cache.group("ops"):
     from . import creation  # noqa: F401
+    from . import sampling  # noqa: F401
     from . import pointwise  # noqa: F401
     from . import reduction  # noqa: F401
     from . import shape  # noqa: F401

@@ -410,16 +410,24 @@ def _rand_array(kind, size, dt, generator=None, **kw):
     return a.astype(dt.np)
 
 
+def _drawn(kind, size, dt, device, generator, a=0.0, b=1.0):
+    """A fresh tensor filled by the ``_random`` op: eager, the same numpy draw as before; traced
+    (``ember.compile``), a Philox stream seeded at every call (``prims.rng_seed``). Built from raw
+    arrays instead, the draw was a constant of a traced graph: every compiled call returned the
+    numbers of the first one."""
+    out = _random_op.inplace_variant.binding(empty(size, dtype=dt, device=device), kind, a, b, generator)
+    out._vc = None                    # a new tensor: version 0, as PyTorch's (the fill was its making)
+    return out
+
+
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     dt = _dt(dtype)
-    return _finish(tensor(_rand_array("uniform", _size_args(size, "rand"), dt, generator), dtype=dt,
-                          device=device), requires_grad)
+    return _finish(_drawn("uniform", _size_args(size, "rand"), dt, device, generator), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     dt = _dt(dtype)
-    return _finish(tensor(_rand_array("normal", _size_args(size, "randn"), dt, generator), dtype=dt,
-                          device=device), requires_grad)
+    return _finish(_drawn("normal", _size_args(size, "randn"), dt, device, generator), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
@@ -435,14 +443,11 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
     if high <= low:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dt(dtype, _t.int64)
-    return _finish(tensor(_rand_array("randint", _size_args((size,), "randint"), dt, generator, low=low,
-                                      high=high), dtype=dt, device=device), requires_grad)
-
-
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
-    dt = _dt(dtype, _t.int64)
-    return _finish(tensor(_gen(generator)._np.permutation(n).astype(dt.np), dtype=dt, device=device),
-                   requires_grad)
+    shape = _size_args((size,), "randint")
+    if max(abs(int(low)), abs(int(high))) > 2 ** 53:    # beyond the op's float bounds: drawn directly
+        return _finish(tensor(_rand_array("randint", shape, dt, generator, low=low, high=high), dtype=dt,
+                              device=device), requires_grad)
+    return _finish(_drawn("random", shape, dt, device, generator, int(low), int(high)), requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -554,22 +559,14 @@ def bernoulli(input, p=None, *, generator=None):
     return (u < probs).to(probs.dtype)
 
 
-def multinomial(input, num_samples, replacement=False, *, generator=None):
-    p = input.detach()._data.astype(np.float64)
-    g = _gen(generator)._np
-    rows = p.reshape(-1, p.shape[-1])
-    out = np.stack([g.choice(rows.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in rows])
-    return tensor(out.reshape(p.shape[:-1] + (num_samples,)), dtype=_t.int64)
-
-
 # ---------------------------------------------------------------------- export
 for _name, _fn in dict(zeros=zeros, ones=ones, empty=empty, full=_full_entry, zeros_like=zeros_like,
                        ones_like=ones_like, empty_like=empty_like, full_like=full_like, tensor=tensor,
                        as_tensor=as_tensor, from_numpy=from_numpy, asarray=asarray, arange=arange,
                        linspace=linspace, logspace=logspace, eye=eye, rand=rand, randn=randn,
-                       randint=randint, randperm=randperm, rand_like=rand_like, randn_like=randn_like,
+                       randint=randint, rand_like=rand_like, randn_like=randn_like,
                        randint_like=randint_like, normal=normal, bernoulli=bernoulli,
-                       multinomial=multinomial, scalar_tensor=scalar_tensor,
+                       scalar_tensor=scalar_tensor,
                        scalar_tensor_like=scalar_tensor_like).items():
     setattr(api, _name, _fn)
 api.range = range_
@@ -578,4 +575,3 @@ for _name, _fn in dict(uniform_=uniform_, normal_=normal_, random_=random_, bern
                        exponential_=exponential_).items():
     setattr(Tensor, _name, _fn)
 Tensor.bernoulli = bernoulli
-Tensor.multinomial = multinomial

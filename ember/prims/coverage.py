@@ -29,6 +29,8 @@ EXTERN: Dict[str, str] = {
     "bincount": "data-dependent output shape (length max(input) + 1; no prim can express it)",
     "unique": "data-dependent output shape (number of distinct values; no prim can express it)",
     "unique_consecutive": "data-dependent output shape (number of runs; no prim can express it)",
+    "multinomial": "sampling without replacement (numpy's Generator.choice, ember's generator at run time)",
+    "randperm": "a random permutation (numpy's Generator.permutation, ember's generator at run time)",
     "linalg_inv": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_det": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_slogdet": "LAPACK factorisation (numpy.linalg); no prim",

@@ -1,0 +1,59 @@
+"""Sampling ops with no prim form: ``randperm`` and ``multinomial``.
+
+Both draw from ember's generator (numpy's PCG64) in their eager kernels. They are ops, kept
+whole (``ember.prims.coverage.EXTERN``), so a compiled graph runs the kernel at every call and
+draws fresh numbers, the same ones eager draws. (Built from raw arrays, as they were, a traced
+graph held the first call's draw as a constant.)
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import types as _t
+from ..tensor import Tensor
+from . import _meta, api
+from .creation import _dt, _finish, _gen
+from .registry import defop
+
+
+@defop("randperm(int n, ScalarType dtype, Generator? generator=None) -> Tensor", method=False, function=False,
+       tags=("random", "nondeterministic", "nondifferentiable"), save=())
+def _randperm_op(xp, n, dtype, generator=None):
+    return xp.asarray(_gen(generator)._np.permutation(n).astype(_t.as_dtype(dtype).np))
+
+
+@_randperm_op.meta_fn
+def _randperm_meta(n, dtype, generator=None):
+    return _meta.out((int(n),), _t.as_dtype(dtype))
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    # an op (kept whole: ember.prims.coverage.EXTERN), so a compiled graph draws it at every call
+    dt = _dt(dtype, _t.int64)
+    t = _randperm_op.binding(int(n), dt, generator)
+    return _finish(t.to(device) if device is not None else t, requires_grad)
+
+
+@defop("multinomial(Tensor self, int num_samples, bool replacement=False, Generator? generator=None) -> Tensor",
+       method=False, function=False, tags=("random", "nondeterministic", "nondifferentiable"), save=())
+def _multinomial_op(xp, p, num_samples, replacement=False, generator=None):
+    p = np.asarray(p.get() if hasattr(p, "get") else p, dtype=np.float64)     # (cupy: to the host)
+    g = _gen(generator)._np
+    rows = p.reshape(-1, p.shape[-1])
+    out = np.stack([g.choice(rows.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in rows])
+    return xp.asarray(out.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64))
+
+
+@_multinomial_op.meta_fn
+def _multinomial_meta(p, num_samples, replacement=False, generator=None):
+    return _meta.out(tuple(p.shape[:-1]) + (int(num_samples),), _t.int64)
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    # an op (kept whole: ember.prims.coverage.EXTERN), so a compiled graph draws it at every call
+    return _multinomial_op.binding(input.detach(), num_samples, replacement, generator)
+
+
+api.randperm = randperm
+api.multinomial = multinomial
+Tensor.multinomial = multinomial
