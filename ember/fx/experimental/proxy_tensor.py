@@ -46,8 +46,9 @@ gradient flows through the call: under autograd the backward refers to the
 composite's inner values, so there the composite is still decomposed.
 
 What the trace cannot see: work done outside the dispatcher. A tensor made
-from raw data (``ember.tensor``, and for now ``rand``/``randn``/``randint``,
-which build their arrays directly) is a constant of the graph, and a write
+from raw data (``ember.tensor``) is a constant of the graph (random draws are
+not: ``rand``/``randn``/``randint`` fill through the ``_random`` op, and
+``randperm``/``multinomial`` are ops), and a write
 into a tensor's backend array that bypasses the ops (``x._data[...] = ...``)
 is missing from it. Python control flow and ``.item()`` are specialised to
 the example inputs, as are all shapes.
