@@ -285,6 +285,9 @@ class OutputGraph:
         if kind == "call_method" and target in _AUTOGRAD_STATE_METHODS:
             raise Unsupported(f"Tensor.{target}() changes a tensor's autograd state (a compiled graph "
                               f"cannot: it would be lost)")
+        if kind == "call_method" and target in _GEOMETRY_METHODS:
+            raise Unsupported(f"Tensor.{target}() changes a tensor's shape in place (the graph's values "
+                              f"keep their shapes: traced, later ops would see the old one)")
         if any(isinstance(a, UnspecFloatVariable) for a in list(args) + list(kwargs.values())):
             args, kwargs = self._unspec_args(target, args, kwargs)
         ex_args = [self._map(a, True) for a in args]
@@ -780,6 +783,9 @@ class UnspecFloatVariable(ConstantVariable):
 
 # in-place changes of autograd state: the graph's functional form has no place for them
 _AUTOGRAD_STATE_METHODS = {"requires_grad_", "detach_"}
+# in-place changes of a tensor's geometry (ember/ops/shape_inplace.py): run eagerly at a break
+_GEOMETRY_METHODS = {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", "swapaxes_", "as_strided_",
+                     "resize_", "resize_as_", "set_"}
 _INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
                       "ixor", "ilshift", "irshift", "imatmul", "delitem"}
 

@@ -27,6 +27,7 @@ with _binding_cache.group("ops"):
     from . import pointwise  # noqa: F401
     from . import reduction  # noqa: F401
     from . import shape  # noqa: F401
+    from . import shape_inplace  # noqa: F401
     from . import indexing  # noqa: F401
     from . import linalg  # noqa: F401
     from . import nn_ops  # noqa: F401
