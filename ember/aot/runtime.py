@@ -472,7 +472,10 @@ def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
     from ..autograd import grad as _grad
     inputs = ctx.inputs
     with enable_grad():
-        outs = aot.fn(*inputs)
+        # with the frame hook off: at a graph break of a compiled frame (ember.autograd.grad(...,
+        # create_graph=True) in a compiled function) the hook compiled aot.fn again, whose
+        # backward came back here: infinite recursion
+        outs = _unhooked(aot.fn, inputs, ())
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
         diff = [outs[i] for i in joint.diff_outputs]
         gouts = [grads[i] for i in joint.diff_outputs]

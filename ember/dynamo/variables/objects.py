@@ -434,6 +434,7 @@ class ClassVariable(VariableTracker):
 
 
 # ember functions whose result is a pure function of metadata/constants: folded, never in the graph
+_AUTOGRAD_CALLS = {"grad", "backward", "jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"}
 _FOLD = {"is_tensor", "is_floating_point", "is_complex", "numel", "get_default_dtype", "is_grad_enabled",
          "promote_types", "result_type", "can_cast", "is_inference_mode_enabled"}
 _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_seed", "save", "load",
@@ -466,6 +467,11 @@ class EmberFunctionVariable(VariableTracker):
         name = getattr(self.fn, "__name__", "")
         if name in _BLOCKED:
             raise Unsupported(f"ember.{name} is not traceable (data-dependent output or global side effect)")
+        if name in _AUTOGRAD_CALLS and getattr(self.fn, "__module__", "").startswith("ember.autograd"):
+            # the autograd engine over the graph's values: recorded as one node, aot's trace of it
+            # found no grad_fn ("element 0 of tensors does not require grad"); run eagerly, as
+            # PyTorch does, on the outputs of the graph before the break
+            raise Unsupported(f"ember.autograd.{name}() runs the autograd engine (a graph break)")
         allargs = list(args) + list(kwargs.values())
         if name in _FOLD:
             from .tensor import TensorVariable
