@@ -29,6 +29,8 @@ from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.grad_mode import is_inference_mode_enabled
 from . import cuda
+from . import amp
+from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 
 half = float16
 float = float32

@@ -4,6 +4,7 @@ reads plain attributes of one object.
 ``grad_enabled``   autograd records nodes only when this is true.
 ``modes``          the stack of dispatch modes (fake tensors, tracing, ...);
                    the dispatcher consults it before running a kernel.
+``autocast``       None, or {device type: dtype} while ``ember.autocast`` regions are active.
 ``anomaly``        when true, nodes remember the forward stack and the
                    engine checks every backward output for NaN.
 """
@@ -26,6 +27,7 @@ class _State(threading.local):
         self.anomaly = False
         self.anomaly_check_nan = True
         self.inference = False
+        self.autocast = None         # {device type: dtype} of the active autocast regions (ember.amp)
 
 
 STATE = _State()

@@ -10,3 +10,20 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "get_device_capability", "synchronize", "memory_allocated", "memory_reserved", "max_memory_allocated",
            "empty_cache", "Stream", "Event", "current_stream", "default_stream", "stream", "manual_seed",
            "manual_seed_all"]
+
+
+class amp:  # noqa: N801 - torch.cuda.amp, PyTorch's deprecated spelling of torch.amp with device "cuda"
+    """``ember.cuda.amp.autocast(...)`` / ``ember.cuda.amp.GradScaler(...)``: ``ember.amp``'s, on cuda."""
+
+    @staticmethod
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        from .amp import autocast as _autocast
+        import ember
+        return _autocast("cuda", dtype=ember.float16 if dtype is None else dtype, enabled=enabled,
+                         cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
+                   enabled=True):
+        from .amp import GradScaler as _GradScaler
+        return _GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)

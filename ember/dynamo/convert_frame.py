@@ -115,6 +115,16 @@ def _restore_grad_mode():
         _STATE.grad_enabled = mode
 
 
+_autocast_noted = set()
+
+
+def _note_autocast(code):
+    if code not in _autocast_noted:
+        _autocast_noted.add(code)
+        logs.get("graph_breaks").info("%s (%s:%s) runs eagerly inside an ember.autocast region",
+                                      code.co_name, code.co_filename, code.co_firstlineno)
+
+
 class Compiler:
     """One ``ember.compile`` configuration; instances are the hook callbacks."""
 
@@ -126,6 +136,11 @@ class Compiler:
         self.graphs = []   # (code, info) per compiled entry, for tests and explain()
 
     def __call__(self, code, func, *args):
+        if _STATE.autocast is not None:
+            # an ember.autocast region: its casts are made by the dispatcher at run time, which
+            # a graph traced without them would skip; run the frame eagerly (ember/amp)
+            _note_autocast(code)
+            return None
         cache = _caches.get(code)
         if cache is None:
             if _skipped_file(code) and code not in _forced:

@@ -478,6 +478,8 @@ def _make_binding(op, dispatcher):
     fast = _fast_checks(op) if fname not in names else None
     if fast is not None:
         cond, req = fast
+        if op.name in _autocast_ops():
+            cond = f"_S.autocast is None and {cond}"     # an autocast region takes the full path
         ns.update(_T=Tensor, _FS=_FS, _S=STATE, _mode_dispatch=_mode_dispatch, _autograd=_autograd,
                   _record=_lazy_record)
         if dispatcher is dispatch:
@@ -593,8 +595,23 @@ def _override(op, args):
     raise TypeError(f"no implementation of {op.public_name} found for types {overloaded}")
 
 
+def _autocast_ops():
+    from ..amp.autocast_mode import ALL_OPS
+    return ALL_OPS
+
+
+def _autocast(op, args):
+    """``args`` as an active ``ember.autocast`` region casts them for ``op`` (ember/amp)."""
+    if op.name not in _autocast_ops():
+        return args
+    from ..amp.autocast_mode import cast_args
+    return cast_args(op, args)
+
+
 def dispatch(op, args):
     """The full dispatch path of a kernel op."""
+    if STATE.autocast is not None:
+        args = _autocast(op, args)
     req, ovr = _check_args(op, args)
     if ovr:
         return _override(op, args)
@@ -606,6 +623,8 @@ def dispatch(op, args):
 
 
 def dispatch_composite(op, args):
+    if STATE.autocast is not None:
+        args = _autocast(op, args)
     req, ovr = _check_args(op, args)
     if ovr:
         return _override(op, args)

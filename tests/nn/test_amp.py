@@ -1,0 +1,137 @@
+"""ember.autocast and ember.amp.GradScaler against torch.autocast / torch.amp.GradScaler (cpu)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ember
+from oracle import needs_torch, torch
+
+
+def _pair(*shape, seed=0):
+    a = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+    return ember.tensor(a), torch.tensor(a) if torch is not None else None
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_region_dtypes_values_and_gradients_match_torch(dtype):
+    (xe, xt), (we, wt) = _pair(6, 8), _pair(8, 5, seed=1)
+    we.requires_grad_(), wt.requires_grad_()
+    ce, ct = ember.nn.Linear(5, 4), torch.nn.Linear(5, 4)
+    with torch.no_grad():
+        ct.weight.copy_(torch.tensor(ce.weight.detach().numpy())), ct.bias.copy_(torch.tensor(ce.bias.detach().numpy()))
+    target = np.random.default_rng(2).standard_normal((6, 4)).astype(np.float32)
+    outs = {}
+    for lib, x, w, lin in ((ember, xe, we, ce), (torch, xt, wt, ct)):
+        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
+            h = x @ w                                  # lower precision
+            y = lin(h.relu())                          # lower precision (linear)
+            loss = lib.nn.functional.mse_loss(y, lib.tensor(target))   # float32 (cpu fp32 list)
+            dbl = x.double() @ w.double()               # float64 is not eligible: stays float64
+        loss.backward()
+        outs[lib.__name__] = (h, y, loss, dbl, w.grad, lin.weight.grad)
+    for e, t in zip(outs["ember"], outs["torch"]):
+        assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+        np.testing.assert_allclose(e.detach().float().numpy(), t.detach().float().numpy(), rtol=2e-2, atol=2e-2)
+    assert we.grad.dtype is ember.float32           # the cast is recorded: float32 leaves get float32 grads
+
+
+def test_regions_nest_restore_and_are_per_device_type():
+    x = ember.randn(3, 3)
+    with ember.autocast("cpu"):
+        assert (x @ x).dtype is ember.bfloat16 and ember.is_autocast_enabled("cpu")
+        with ember.autocast("cpu", dtype=ember.float16):
+            assert (x @ x).dtype is ember.float16
+        with ember.autocast("cpu", enabled=False):
+            assert (x @ x).dtype is ember.float32
+        assert (x @ x).dtype is ember.bfloat16
+        assert not ember.is_autocast_enabled("cuda")
+    assert (x @ x).dtype is ember.float32 and not ember.is_autocast_enabled("cpu")
+
+    @ember.autocast("cpu")
+    def f(a):
+        return a @ a
+    assert f(x).dtype is ember.bfloat16
+    with pytest.raises(RuntimeError, match="unsupported autocast device_type"):
+        ember.autocast("tpu")
+    with pytest.raises(RuntimeError, match="not supported"):
+        ember.autocast("cpu", dtype=ember.float64)
+
+
+def test_compiled_code_follows_the_region():
+    x, w = ember.randn(4, 8), ember.randn(8, 3)
+    g = ember.compile(lambda x, w: (x @ w) * 2)
+    assert g(x, w).dtype is ember.float32
+    with ember.autocast("cpu"):
+        got = g(x, w)                              # runs eagerly in the region: the casts happen
+    assert got.dtype is ember.bfloat16
+    assert g(x, w).dtype is ember.float32
+
+    def inner(x, w):
+        with ember.autocast("cpu"):
+            y = x @ w
+        return y, x @ w
+    a, b = ember.compile(inner)(x, w)
+    assert a.dtype is ember.bfloat16 and b.dtype is ember.float32
+
+
+def _train(lib, scaler_kw, steps, poison=()):
+    lib.manual_seed(0)
+    model = lib.nn.Sequential(lib.nn.Linear(4, 8), lib.nn.ReLU(), lib.nn.Linear(8, 1))
+    rng = np.random.default_rng(3)
+    init = [rng.standard_normal(tuple(p.shape)).astype(np.float32) * 0.3 for p in model.parameters()]
+    with lib.no_grad():
+        for p, a in zip(model.parameters(), init):
+            p.copy_(lib.tensor(a))
+    opt = lib.optim.SGD(model.parameters(), lr=0.05)
+    scaler = lib.amp.GradScaler("cpu", **scaler_kw)
+    data = [(rng.standard_normal((16, 4)).astype(np.float32), rng.standard_normal((16, 1)).astype(np.float32))
+            for _ in range(steps)]
+    scales, losses = [], []
+    for i, (x, t) in enumerate(data):
+        opt.zero_grad()
+        with lib.autocast("cpu"):
+            loss = lib.nn.functional.mse_loss(model(lib.tensor(x)), lib.tensor(t))
+        scaled = scaler.scale(loss)
+        if i in poison:
+            scaled = scaled * float("inf")           # an overflowing step: skipped, scale backs off
+        scaled.backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        losses.append(float(loss))
+    return scales, losses, [p.detach().float().numpy() for p in model.parameters()]
+
+
+@needs_torch
+def test_grad_scaler_matches_torch():
+    kw = dict(init_scale=2.0 ** 10, growth_interval=3)
+    se, le, pe = _train(ember, kw, 8, poison=(2, 5))
+    st, lt, pt = _train(torch, kw, 8, poison=(2, 5))
+    assert se == st
+    np.testing.assert_allclose(le, lt, rtol=3e-2, atol=3e-3)
+    for a, b in zip(pe, pt):
+        np.testing.assert_allclose(a, b, rtol=3e-2, atol=3e-3)
+
+
+def test_grad_scaler_errors_and_state():
+    p = ember.nn.Parameter(ember.randn(3))
+    opt = ember.optim.SGD([p], lr=0.1)
+    s = ember.amp.GradScaler("cpu", init_scale=8.0)
+    (s.scale(p.sum() * 2)).backward()
+    np.testing.assert_allclose(p.grad.numpy(), np.full(3, 16.0))
+    s.unscale_(opt)
+    np.testing.assert_allclose(p.grad.numpy(), np.full(3, 2.0))
+    with pytest.raises(RuntimeError, match="already been called"):
+        s.unscale_(opt)
+    s.step(opt)
+    with pytest.raises(RuntimeError, match="already been called"):
+        s.step(opt)
+    s.update()
+    assert s.state_dict()["scale"] == 8.0 and s.state_dict()["_growth_tracker"] == 1
+    s2 = ember.amp.GradScaler("cpu")
+    s2.load_state_dict(s.state_dict())
+    assert s2.get_scale() == 8.0
+    off = ember.amp.GradScaler("cpu", enabled=False)
+    assert off.scale(p.sum()) is not None and off.get_scale() == 1.0 and off.state_dict() == {}
