@@ -35,3 +35,5 @@ with _binding_cache.group("ops"):
     from . import search  # noqa: F401
     from . import shape_extra  # noqa: F401
     from . import lapack  # noqa: F401
+    from . import more_pointwise  # noqa: F401
+    from . import more_api  # noqa: F401

@@ -1,0 +1,497 @@
+"""More pointwise ops PyTorch users reach for: hypot, logaddexp(2), xlogy, signbit, deg2rad,
+rad2deg, fmax, fmin, heaviside, sinc, float_power, ldexp, lgamma, digamma, i0, nextafter,
+gcd, lcm.
+
+Composites over existing ops wherever one is reasonable, so autograd, fake tensors and the
+compiler (which decomposes them into prims) need nothing new. The special functions are
+series / rational approximations evaluated in float64 and rounded to the result dtype:
+
+* ``lgamma``  Lanczos (g=7, 9 terms) for x >= 1/2, the reflection formula below;
+* ``digamma`` the recurrence up to x + 10 and the asymptotic series, reflection below 1/2;
+* ``i0``      Cephes' Chebyshev expansions (the coefficients numpy's ``i0`` uses).
+
+Their gradients are the derivatives of those approximations (close to digamma, trigamma
+and i1 to ~1e-13 relative in float64).
+
+``nextafter``, ``gcd`` and ``lcm`` are kernels (numpy's ufuncs) with no decomposition: no
+composite is reasonable for a bit-level successor or a Euclid loop. They are listed extern
+in ``ember.prims.coverage``.
+
+The in-place variants (``hypot_``, ...) compute the functional result and copy it into
+``self`` with PyTorch's checks (no category demotion, no broadcasting of ``self``).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import types as _t
+from ..tensor import Tensor
+from . import _meta as _M
+from . import api
+from .registry import defcomposite, defop
+
+_HALF = (_t.float16, _t.bfloat16)
+
+
+def _not_impl(kernel, dt):
+    return NotImplementedError(f'"{kernel}" not implemented for \'{dt.legacy_name}\'')
+
+
+def _rdt(*xs):
+    """PyTorch's promotion over tensors and Python numbers."""
+    return _M.result_dtype(*xs)
+
+
+def _floaty(dt):
+    return dt if dt.is_floating_point else _t.get_default_dtype()
+
+
+def _as(x, dt):
+    """A tensor or Python number in dtype ``dt`` (numbers stay numbers)."""
+    if isinstance(x, Tensor):
+        return x if x.dtype is dt else x.to(dt)
+    return x
+
+
+def _comp(dt):
+    """The dtype a multi-step composite computes in: float32 for the half types (as PyTorch's
+    CPU kernels do), so intermediate steps are not rounded to 8 or 11 bits."""
+    return _t.float32 if dt in _HALF else dt
+
+
+def _check_inplace(name, self, res):
+    if not _t.can_cast(res.dtype, self.dtype):
+        raise RuntimeError(f"result type {res.dtype.legacy_name} can't be cast to the desired output "
+                           f"type {self.dtype.legacy_name}")
+    if tuple(res.shape) != tuple(self.shape):
+        raise RuntimeError(f"output with shape {list(self.shape)} doesn't match the broadcast shape "
+                           f"{list(res.shape)}")
+
+
+def _inplace(name, fn):
+    """``Tensor.<name>_``: the functional op on ``self`` (a clone when autograd needs the old value),
+    copied back into ``self``."""
+    def method(self, *args, **kwargs):
+        from ..autograd import is_grad_enabled
+        src = self.clone() if (self.requires_grad and is_grad_enabled()) else self
+        res = fn(src, *args, **kwargs)
+        _check_inplace(name, self, res)
+        return self.copy_(res)
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place :func:`{name}`."
+    return method
+
+
+_INPLACE = {}     # name -> in-place method, attached at the end
+
+
+# ---------------------------------------------------------------------- hypot, logaddexp(2)
+def _float_binary_dtype(kernel, a, b):
+    dt = _rdt(a, b)
+    if not dt.is_floating_point:
+        raise _not_impl(kernel, dt)
+    return dt
+
+
+@defcomposite("hypot(Tensor self, Tensor other) -> Tensor")
+def hypot(self, other):
+    """``sqrt(self**2 + other**2)`` in the promoted float dtype (integers are refused, as PyTorch).
+    Half types compute in float32 so the squares do not overflow."""
+    dt = _float_binary_dtype("hypot_cpu", self, other)
+    c = _comp(dt)
+    a, b = _as(self, c), _as(other, c)
+    return api.sqrt(a * a + b * b).to(dt)
+
+
+_INPLACE["hypot"] = hypot
+
+
+def _logaddexp(kernel, self, other, base2):
+    dt = _float_binary_dtype(kernel, self, other)
+    c = _comp(dt)
+    a, b = _as(self, c), _as(other, c)
+    m = api.maximum(a, b)
+    d = -api.abs(a - b)
+    if base2:
+        r = m + api.log1p(api.exp2(d)) * (1.0 / math.log(2.0))
+    else:
+        r = m + api.log1p(api.exp(d))
+    # equal infinities: inf - inf is NaN in the formula; the result is that infinity
+    r = api.where(api.isinf(a) & (a == b), a, r)
+    return r.to(dt)
+
+
+@defcomposite("logaddexp(Tensor self, Tensor other) -> Tensor")
+def logaddexp(self, other):
+    """``log(exp(self) + exp(other))`` without overflow: ``max + log1p(exp(-|self - other|))``."""
+    return _logaddexp("logaddexp_cpu", self, other, False)
+
+
+@defcomposite("logaddexp2(Tensor self, Tensor other) -> Tensor")
+def logaddexp2(self, other):
+    """``log2(2**self + 2**other)`` without overflow."""
+    return _logaddexp("logaddexp2_cpu", self, other, True)
+
+
+# ---------------------------------------------------------------------- xlogy
+@defcomposite("xlogy(Tensor|Scalar self, Tensor|Scalar other) -> Tensor")
+def xlogy(self, other):
+    """``self * log(other)``, 0 where ``self == 0`` unless ``other`` is NaN (then NaN). Integer
+    and bool inputs give the default float dtype."""
+    if not isinstance(self, Tensor) and not isinstance(other, Tensor):
+        raise TypeError("xlogy(): expected at least one Tensor argument")
+    dt = _floaty(_rdt(self, other))
+    x, y = _as(self, dt), _as(other, dt)
+    if not isinstance(x, Tensor):
+        x = float(x)
+        if x == 0:
+            return api.where(api.isnan(y), y, api.zeros_like(y))
+        return x * api.log(y)
+    if not isinstance(y, Tensor):
+        y = api.full_like(x, float(y))
+    # where self is 0: the value is 0 (also for y = 0 or inf), the gradient for self is log(y),
+    # or 0 where y <= 0 (PyTorch's ``xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0)``)
+    zero = x == 0
+    y_safe = api.where(zero & ((y <= 0) | (y == float("inf"))), 1.0, y)
+    return x * api.log(y_safe)
+
+
+_INPLACE["xlogy"] = xlogy
+
+
+# ---------------------------------------------------------------------- signbit, deg2rad, rad2deg
+@defcomposite("signbit(Tensor self) -> Tensor")
+def signbit(self):
+    """Whether the sign bit is set: True for -0.0 and for NaNs with the sign bit (``copysign``
+    sees both), ``< 0`` for integers, all False for bool."""
+    if self.dtype is _t.bool_:
+        return api.zeros_like(self, dtype=_t.bool_)
+    if not self.dtype.is_floating_point:
+        return self < 0
+    return api.copysign(api.ones_like(self), self.detach()) < 0
+
+
+@defcomposite("deg2rad(Tensor self) -> Tensor")
+def deg2rad(self):
+    """Degrees to radians; integers and bools give the default float dtype."""
+    return _as(self, _floaty(self.dtype)) * (math.pi / 180.0)
+
+
+@defcomposite("rad2deg(Tensor self) -> Tensor")
+def rad2deg(self):
+    """Radians to degrees; integers and bools give the default float dtype."""
+    return _as(self, _floaty(self.dtype)) * (180.0 / math.pi)
+
+
+_INPLACE["deg2rad"] = deg2rad
+_INPLACE["rad2deg"] = rad2deg
+
+
+# ---------------------------------------------------------------------- fmax, fmin, heaviside
+def _fminmax(self, other, is_max):
+    dt = _rdt(self, other)
+    a, b = _as(self, dt), _as(other, dt)
+    if dt.is_floating_point:
+        keep_a = ((a >= b) if is_max else (a <= b)) | api.isnan(b)
+    else:
+        keep_a = (a >= b) if is_max else (a <= b)
+    # ties go to ``self`` (its gradient gets it all), as PyTorch's formula
+    return api.where(keep_a, a, b)
+
+
+@defcomposite("fmax(Tensor self, Tensor other) -> Tensor")
+def fmax(self, other):
+    """Elementwise maximum that ignores NaN: a NaN loses to a number (NaN only where both are)."""
+    return _fminmax(self, other, True)
+
+
+@defcomposite("fmin(Tensor self, Tensor other) -> Tensor")
+def fmin(self, other):
+    """Elementwise minimum that ignores NaN."""
+    return _fminmax(self, other, False)
+
+
+@defcomposite("heaviside(Tensor self, Tensor values) -> Tensor")
+def heaviside(self, values):
+    """Step function: 0 below zero, 1 above, ``values`` at zero (NaN counts as below). Both
+    tensors must have one dtype, as in PyTorch. Not differentiable (PyTorch has no formula):
+    the result does not require grad."""
+    if self.dtype is not values.dtype:
+        raise RuntimeError("heaviside is not yet implemented for tensors with different dtypes.")
+    x, v = self.detach(), values.detach()
+    return api.where(x == 0, v, (x > 0).to(x.dtype))
+
+
+_INPLACE["heaviside"] = heaviside
+
+
+# ---------------------------------------------------------------------- sinc
+@defcomposite("sinc(Tensor self) -> Tensor")
+def sinc(self):
+    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there); integers give the default float dtype."""
+    dt = _floaty(self.dtype)
+    c = _comp(dt)
+    x = _as(self, c)
+    zero = x == 0
+    px = api.where(zero, 1.0, x) * math.pi
+    return api.where(zero, 1.0, api.sin(px) / px).to(dt)
+
+
+_INPLACE["sinc"] = sinc
+
+
+# ---------------------------------------------------------------------- float_power, ldexp
+@defcomposite("float_power(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor")
+def float_power(self, exponent):
+    """``pow`` in float64, whatever the inputs' dtypes."""
+    if not isinstance(self, Tensor) and not isinstance(exponent, Tensor):
+        raise TypeError("float_power(): expected at least one Tensor argument")
+    a = _as(self, _t.float64) if isinstance(self, Tensor) else float(self)
+    b = _as(exponent, _t.float64) if isinstance(exponent, Tensor) else float(exponent)
+    return api.pow(a, b)
+
+
+def _float_power_(self, exponent):
+    if self.dtype is not _t.float64:
+        raise RuntimeError(f"the base given to float_power_ has dtype {self.dtype.legacy_name} but the "
+                           f"operation's result requires dtype Double")
+    return _inplace("float_power", float_power)(self, exponent)
+
+
+@defcomposite("ldexp(Tensor self, Tensor other) -> Tensor")
+def ldexp(self, other):
+    """``self * 2**other`` (PyTorch's definition, so its promotion: integer exponents give the
+    default float dtype)."""
+    return self * api.pow(2.0, other)
+
+
+_INPLACE["ldexp"] = ldexp
+
+
+# ---------------------------------------------------------------------- lgamma, digamma, i0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_LOG_PI = math.log(math.pi)
+
+
+def _lanczos_lgamma(y):
+    """lgamma for y >= 1/2 (float64)."""
+    z = y - 1.0
+    acc = api.full_like(z, _LANCZOS[0])
+    for i in range(1, len(_LANCZOS)):
+        acc = acc + _LANCZOS[i] / (z + float(i))
+    t = z + 7.5
+    return _HALF_LOG_2PI + (z + 0.5) * api.log(t) - t + api.log(acc)
+
+
+@defcomposite("lgamma(Tensor self) -> Tensor")
+def lgamma(self):
+    """``log|Gamma(x)|``: +inf at the poles (0, -1, -2, ...) and at +-inf."""
+    dt = _floaty(self.dtype)
+    x = self.to(_t.float64)
+    pole = (x <= 0) & (x == api.floor(x))
+    big = api.isinf(x)
+    x = api.where(pole | big, 1.0, x)
+    reflect = x < 0.5
+    y = api.where(reflect, 1.0 - x, x)
+    lg = _lanczos_lgamma(y)
+    r = x - api.round(x)                                      # in [-1/2, 1/2]: exact near the integers
+    s = api.abs(api.sin(math.pi * api.where(reflect, r, 0.5)))  # |sin(pi x)|, away from its zeros
+    r = api.where(reflect, _LOG_PI - api.log(s) - lg, lg)
+    r = api.where(pole | big, float("inf"), r)
+    return r.to(dt)
+
+
+_INPLACE["lgamma"] = lgamma
+
+_PSI_ASYMPT = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
+
+
+@defcomposite("digamma(Tensor self) -> Tensor")
+def digamma(self):
+    """``d/dx log Gamma(x)``: -inf at +0, +inf at -0, NaN at the negative integers."""
+    dt = _floaty(self.dtype)
+    x0 = self.to(_t.float64)
+    zero = x0 == 0
+    negint = (x0 < 0) & (x0 == api.floor(x0))
+    x = api.where(zero | negint, 1.0, x0)
+    reflect = x < 0.5
+    y = api.where(reflect, 1.0 - x, x)
+    # psi(y) = psi(y + 10) - sum 1 / (y + k); the asymptotic series at w = y + 10 >= 10.5
+    shift = 1.0 / y
+    for k in range(1, 10):
+        shift = shift + 1.0 / (y + float(k))
+    w = y + 10.0
+    w2 = 1.0 / (w * w)
+    series = api.zeros_like(w)
+    for c in reversed(_PSI_ASYMPT):
+        series = (series + c) * w2
+    psi = api.log(w) - 0.5 / w - series - shift
+    r = x - api.round(x)                                      # tan has period 1 in pi x
+    t = api.tan(math.pi * api.where(reflect, r, 0.25))
+    r = api.where(reflect, psi - math.pi / t, psi)
+    r = api.where(zero, -1.0 / x0, api.where(negint, float("nan"), r))
+    return r.to(dt)
+
+
+_INPLACE["digamma"] = digamma
+
+_I0A = (-4.41534164647933937950E-18, 3.33079451882223809783E-17, -2.43127984654795469359E-16,
+        1.71539128555513303061E-15, -1.16853328779934516808E-14, 7.67618549860493561688E-14,
+        -4.85644678311192946090E-13, 2.95505266312963983461E-12, -1.72682629144155570723E-11,
+        9.67580903537323691224E-11, -5.18979560163526290666E-10, 2.65982372468238665035E-9,
+        -1.30002500998624804212E-8, 6.04699502254191894932E-8, -2.67079385394061173391E-7,
+        1.11738753912010371815E-6, -4.41673835845875056359E-6, 1.64484480707288970893E-5,
+        -5.75419501008210370398E-5, 1.88502885095841655729E-4, -5.76375574538582365885E-4,
+        1.63947561694133579842E-3, -4.32430999505057594430E-3, 1.05464603945949983183E-2,
+        -2.37374148058994688156E-2, 4.93052842396707084878E-2, -9.49010970480476444210E-2,
+        1.71620901522208775349E-1, -3.04682672343198398683E-1, 6.76795274409476084995E-1)
+_I0B = (-7.23318048787475395456E-18, -4.83050448594418207126E-18, 4.46562142029675999901E-17,
+        3.46122286769746109310E-17, -2.82762398051658348494E-16, -3.42548561967721913462E-16,
+        1.77256013305652638360E-15, 3.81168066935262242075E-15, -9.55484669882830764870E-15,
+        -4.15056934728722208663E-14, 1.54008621752140982691E-14, 3.85277838274214270114E-13,
+        7.18012445138366623367E-13, -1.79417853150680611778E-12, -1.32158118404477131188E-11,
+        -3.14991652796324136454E-11, 1.18891471078464383424E-11, 4.94060238822496958910E-10,
+        3.39623202570838634515E-9, 2.26666899049817806459E-8, 2.04891858946906374183E-7,
+        2.89137052083475648297E-6, 6.88975834691682398426E-5, 3.36911647825569408990E-3,
+        8.04490411014108831608E-1)
+
+
+def _chbevl(x, coefs):
+    b0 = api.full_like(x, coefs[0])
+    b1 = api.zeros_like(x)
+    b2 = b1
+    for c in coefs[1:]:
+        b2 = b1
+        b1 = b0
+        b0 = x * b1 - b2 + c
+    return 0.5 * (b0 - b2)
+
+
+@defcomposite("i0(Tensor self) -> Tensor")
+def i0(self):
+    """Modified Bessel function of the first kind, order 0 (Cephes' Chebyshev expansions on
+    [0, 8] and (8, inf), evaluated in float64)."""
+    dt = _floaty(self.dtype)
+    x = api.abs(self.to(_t.float64))
+    small = x <= 8.0
+    xa = api.where(small, x, 0.0)
+    xb = api.where(small, 8.0, x)
+    ra = api.exp(xa) * _chbevl(xa * 0.5 - 2.0, _I0A)
+    rb = api.exp(xb) * _chbevl(32.0 / xb - 2.0, _I0B) / api.sqrt(xb)
+    return api.where(small, ra, rb).to(dt)
+
+
+_INPLACE["i0"] = i0
+
+
+# ---------------------------------------------------------------------- kernels: nextafter, gcd, lcm
+def _binary_meta(kernel, ok):
+    def meta(a, b):
+        dt = _rdt(a, b)
+        if not ok(dt):
+            raise _not_impl(kernel, dt)
+        shape = _M.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        return _M.pointwise_out(shape, dt, a, b)
+    return meta
+
+
+def _bcast_err(a, b):
+    try:
+        np.broadcast_shapes(a.shape, b.shape)
+    except ValueError:
+        sa, sb = list(a.shape), list(b.shape)
+        n = max(len(sa), len(sb))
+        sa, sb = [1] * (n - len(sa)) + sa, [1] * (n - len(sb)) + sb
+        for i in range(n - 1, -1, -1):
+            if sa[i] != sb[i] and sa[i] != 1 and sb[i] != 1:
+                raise RuntimeError(f"The size of tensor a ({sa[i]}) must match the size of tensor b ({sb[i]}) "
+                                   f"at non-singleton dimension {i}") from None
+        raise
+
+
+def _dt_of(arr):
+    return _t.from_numpy_dtype(arr.dtype)
+
+
+def _promote_arrays(a, b):
+    da, db = _dt_of(a), _dt_of(b)
+    return _t.result_type_from([d for d, x in ((da, a), (db, b)) if x.ndim > 0],
+                               [d for d, x in ((da, a), (db, b)) if x.ndim == 0], [])
+
+
+@defop("nextafter(Tensor self, Tensor other) -> Tensor", tags=("pointwise", "nondifferentiable"),
+       inplace=True)
+def nextafter(xp, a, b):
+    """The next representable value after ``self`` towards ``other`` (numpy's ``nextafter``;
+    bfloat16 steps through float32 bit patterns, so it is computed on the raw 16 bits)."""
+    dt = _promote_arrays(a, b)
+    if not dt.is_floating_point:
+        raise _not_impl("nextafter_cpu", dt)
+    _bcast_err(a, b)
+    a, b = a.astype(dt.np, copy=False), b.astype(dt.np, copy=False)
+    if dt is _t.bfloat16:
+        a, b = xp.broadcast_arrays(a, b)
+        bits = a.view(np.uint16).astype(np.int32)
+        af, bf = a.astype(np.float32), b.astype(np.float32)
+        # sign-magnitude: moving away from zero adds one to the magnitude bits
+        up = bf > af
+        neg = af < 0
+        away = xp.where(neg, ~up, up)
+        nb = xp.where(away, bits + 1, bits - 1)
+        zero = af == 0
+        nb = xp.where(zero, xp.where(up, 1, 0x8001), nb)
+        nb = xp.where(af == bf, b.view(np.uint16).astype(np.int32), nb)
+        out = (nb & 0xFFFF).astype(np.uint16).view(dt.np)
+        return xp.where(xp.isnan(af) | xp.isnan(bf), af + bf, out.astype(np.float32)).astype(dt.np)
+    return xp.asarray(xp.nextafter(a, b)).astype(dt.np, copy=False)
+
+
+nextafter.meta = _binary_meta("nextafter_cpu", lambda d: d.is_floating_point)
+
+
+def _int_kernel(name, fn):
+    def kernel(xp, a, b):
+        dt = _promote_arrays(a, b)
+        if dt.category != 1:
+            raise _not_impl(f"{name}_cpu", dt)
+        _bcast_err(a, b)
+        return xp.asarray(getattr(xp, fn)(a.astype(dt.np, copy=False), b.astype(dt.np, copy=False))).astype(
+            dt.np, copy=False)
+    kernel.__name__ = name
+    return kernel
+
+
+gcd = defop("gcd(Tensor self, Tensor other) -> Tensor", tags=("pointwise", "nondifferentiable"),
+            inplace=True)(_int_kernel("gcd", "gcd"))
+gcd.meta = _binary_meta("gcd_cpu", lambda d: d.category == 1)
+lcm = defop("lcm(Tensor self, Tensor other) -> Tensor", tags=("pointwise", "nondifferentiable"),
+            inplace=True)(_int_kernel("lcm", "lcm"))
+lcm.meta = _binary_meta("lcm_cpu", lambda d: d.category == 1)
+
+
+# ---------------------------------------------------------------------- positive
+def positive(input):
+    """``input`` itself (PyTorch returns the same tensor); bool tensors are refused."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"positive(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if input.dtype is _t.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+# ---------------------------------------------------------------------- exports
+# in-place variants PyTorch also has as ``torch.<name>_`` (the others are Tensor methods only)
+_TOP_INPLACE = ("xlogy", "deg2rad", "rad2deg", "sinc", "ldexp", "i0")
+for _name, _fn in _INPLACE.items():
+    _m = _inplace(_name, getattr(api, _name))
+    setattr(Tensor, _name + "_", _m)
+    if _name in _TOP_INPLACE:
+        setattr(api, _name + "_", _m)
+Tensor.float_power_ = _float_power_
+api.positive = positive
+Tensor.positive = positive
