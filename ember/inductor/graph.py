@@ -206,7 +206,9 @@ class GraphLowering:
             if any(m is None for m in metas):
                 raise LoweringError(f"{op.name}: no output metadata for the fallback")
             layouts = [ir.Layout([sympify(s) for s in m.shape], dtype=m.dtype) for m in metas]
-            if self.dynamic:
+            if self.dynamic and not (_concrete_layouts(metas) and not _symbolic_in(sargs, skw)):
+                # (an output with no symbolic size and arguments with none -- rng_seed, a 0-d
+                # seed drawn per call -- is the same call for every size: its fallback is safe)
                 raise LoweringError(f"{op.name} has no lowering and dynamic shapes need one ({reason})")
         else:
             multi = len(layouts) > 1
@@ -500,6 +502,23 @@ class GraphLowering:
                 if isinstance(o, ir.ComputedBuffer) and isinstance(inp, ir.InputBuffer) \
                         and o.name not in self.inplace_candidates:
                     self.inplace_candidates[o.name] = inp.name
+
+
+def _concrete_layouts(metas):
+    """Whether every output size in ``metas`` is a plain int (no SymInt)."""
+    return all(type(n) is int for m in metas for n in m.shape)
+
+
+def _symbolic_in(args, kwargs):
+    """Whether a symbolic size (a SymInt, or a sympy expression other than an integer) is among
+    ``args``/``kwargs`` (nested lists and tuples included)."""
+    def sym(a):
+        if isinstance(a, (list, tuple)):
+            return any(sym(x) for x in a)
+        if isinstance(a, sympy.Basic):
+            return not a.is_Integer
+        return type(a).__name__ in ("SymInt", "SymBool", "SymFloat")
+    return any(sym(a) for a in args) or any(sym(v) for v in kwargs.values())
 
 
 def _extern_view_ok(buf, stride, offset):
