@@ -335,3 +335,13 @@ def test_train_and_eval_on_the_compiled_module_switch_the_original():
     cm.train()
     assert m.training and cm.training
     assert len(cm) == 2 and "forward" in dir(cm)
+
+
+def test_finfo_and_iinfo_of_a_dtype_are_constants_of_the_graph():
+    def f(x):
+        return x.masked_fill(x > 0, ember.finfo(x.dtype).min) + ember.iinfo(ember.int8).max + ember.finfo().eps
+    assert dynamo.explain(f)(ember.randn(4)).graph_break_count == 0
+    cf = ember.compile(f)
+    for dt in (ember.float32, ember.float64, ember.float16):       # the dtype is guarded
+        x = ember.randn(6).to(dt)
+        assert_same(cf(x), f(x))

@@ -424,6 +424,12 @@ class ClassVariable(VariableTracker):
         if self.cls is _t.device or self.cls is _t.dtype:
             if all(a.is_python_constant() for a in args) and not kwargs:
                 return ConstantVariable(self.cls(*[a.as_python_constant() for a in args]))
+        from ... import _finfo
+        if self.cls in (_finfo.finfo, _finfo.iinfo) and all(a.is_python_constant() for a in args) \
+                and all(v.is_python_constant() for v in kwargs.values()):
+            # machine limits of a (guarded) dtype: a constant (ember.finfo(x.dtype).min in masks)
+            return ConstantVariable(self.cls(*[a.as_python_constant() for a in args],
+                                             **{k: v.as_python_constant() for k, v in kwargs.items()}))
         raise Unsupported(f"constructing a {self.cls.__name__} object")
 
     def reconstruct(self, out):
