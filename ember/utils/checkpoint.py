@@ -7,9 +7,15 @@ recompute them during backward. Gradients equal the un-checkpointed ones.
   ``ember.autograd.grad`` and with inputs that do not require grad.
 * ``use_reentrant=True``: a custom ``Function`` that runs the function under ``no_grad`` and, in
   its backward, re-runs it under ``enable_grad`` and calls ``backward`` on the recomputation.
+
+Under ``ember.compile`` a checkpoint call is a graph break, and the checkpointed function (its
+forward and its recomputation) runs with the frame hook off: compiled, the first run saved the
+compiled graph's tensors and the eager recomputation others ("the recomputation saved fewer
+tensors than the original forward").
 """
 from __future__ import annotations
 
+import sys
 import warnings
 
 from ..tensor import Tensor
@@ -161,6 +167,21 @@ def _checkpoint_without_reentrant(function, preserve_rng_state, args, kwargs):
         return function(*args, **kwargs)
 
 
+def _uncaptured(function):
+    """``function`` run with dynamo's frame hook off (when the hook is loaded at all)."""
+    ef = sys.modules.get("ember._C._eval_frame")
+    if ef is None:
+        return function
+
+    def run(*args, **kwargs):
+        prev = ef.set_eval_frame(None)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            ef.set_eval_frame(prev)
+    return run
+
+
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default", debug=False,
                preserve_rng_state=True, **kwargs):
     """Run ``function(*args, **kwargs)`` saving only its inputs; recompute activations in backward."""
@@ -172,6 +193,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         use_reentrant = True
     if context_fn is not None:
         raise RuntimeError("ember.utils.checkpoint: context_fn is not supported")
+    function = _uncaptured(function)
     if use_reentrant:
         if kwargs:
             raise ValueError("Unexpected keyword arguments: " + ",".join(kwargs))

@@ -79,3 +79,35 @@ def test_checkpoint_sequential_and_no_grad():
         assert not checkpoint(model, x, use_reentrant=False).requires_grad
     with pytest.warns(UserWarning, match="use_reentrant"):
         checkpoint(model, x)
+
+
+@pytest.mark.parametrize("use_reentrant", [False, True])
+def test_checkpoint_inside_a_compiled_module_matches_eager(use_reentrant):
+    """A graph break; the checkpointed function runs uncompiled in its forward and in its
+    recomputation (compiled, the forward saved other tensors than the eager recomputation)."""
+    import copy
+    import ember.nn.functional as F
+    from ember.utils.checkpoint import checkpoint as ckpt
+
+    class Net(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a = ember.nn.Linear(6, 6)
+            self.b = ember.nn.Linear(6, 6)
+
+        def block(self, x):
+            return F.relu(self.b(x)).tanh()
+
+        def forward(self, x):
+            return ckpt(self.block, F.relu(self.a(x)), use_reentrant=use_reentrant).sum()
+
+    ember.manual_seed(0)
+    m = Net()
+    c = copy.deepcopy(m)
+    cm = ember.compile(c)
+    for _ in range(2):
+        x = ember.randn(4, 6)
+        m(x).backward()
+        cm(x).backward()
+    for p, q in zip(m.parameters(), c.parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6)
