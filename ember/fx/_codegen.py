@@ -36,8 +36,9 @@ class PythonCode(NamedTuple):
 
 
 # operator function name -> template; one statement per node means the
-# operands are always simple names or literals, so no parenthesisation is
-# needed.
+# operands are always simple names or literals, so the only parenthesisation
+# needed is of negative literals (``-2.0 ** x`` is ``-(2.0 ** x)``): see
+# ``_operand``.
 MAGIC_METHODS: Dict[str, str] = {
     "add": "{} + {}",
     "sub": "{} - {}",
@@ -184,6 +185,14 @@ class _Emitter:
         return ", ".join(parts)
 
 
+def _operand(em: "_Emitter", a: Any) -> str:
+    """An operator's operand as source: a negative literal parenthesised, since ``**`` binds
+    tighter than unary minus (``operator.pow(-2.0, x)`` as ``-2.0 ** x`` would be
+    ``-(2.0 ** x)``)."""
+    s = em.emit(a)
+    return f"({s})" if s.startswith("-") else s
+
+
 def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forward") -> PythonCode:
     """Generate ``def forward(self, ...)`` source for ``graph``."""
     ns = Namespace()
@@ -284,7 +293,7 @@ def _emit_call_function(node: Node, em: _Emitter) -> str:
         if fname in MAGIC_METHODS:
             arity = 1 if fname in UNARY else 2
             if len(args) == arity:
-                return f"{node.name} = {MAGIC_METHODS[fname].format(*(em.emit(a) for a in args))}"
+                return f"{node.name} = {MAGIC_METHODS[fname].format(*(_operand(em, a) for a in args))}"
         if fname in INPLACE_METHODS and len(args) == 2 and isinstance(args[0], Node):
             # Python's augmented assignment rebinds; emit it so the result
             # name refers to the (possibly mutated) receiver.

@@ -553,6 +553,11 @@ def _reduction(rtype, bool_out=False):
         if not list(dims):
             if bool_out:
                 return LOWERINGS["ne"](x, scalar_value(0, x.get_dtype()))
+            dt = x.get_dtype()
+            if rtype == "sum" and dt.is_floating_point:
+                # 0 + x, as the reference (and PyTorch's accumulator): -0.0 sums to +0.0
+                ld = x.make_loader()
+                return Pointwise(x.get_size(), dt, lambda idx: ops.add(ld(idx), ops.constant(0.0, dt)))
             return _clone(x)
         if x.get_dtype() is _t.bool_ and rtype in ("amax", "amin"):
             return _make_reduction(x, dims, "any" if rtype == "amax" else "all")

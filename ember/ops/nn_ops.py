@@ -1040,7 +1040,7 @@ def _huber_loss_bw(ctx, g):
 def _pw_loss_backward(xp, g, x, t, kind, param):
     d = x - t
     if kind == "smooth_l1":
-        f = xp.sign(d) if param == 0 else xp.clip(d / param, -1, 1)
+        f = ((d > 0).astype(d.dtype) - (d < 0).astype(d.dtype)) if param == 0 else xp.clip(d / param, -1, 1)
     else:
         f = xp.clip(d, -param, param)
     return (g * f).astype(x.dtype)

@@ -557,10 +557,44 @@ def pow(xp, a, b):
         cdt = _t.uint8 if dt is _t.bool_ else dt
         return _out(xp, _int_pow(xp, _arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
     cdt = _comp(dt)
+    if _is_scalar(b) and not isinstance(b, bool) and dt is not _t.float16 and b in (0.5, -0.5):
+        # PyTorch's pow(Tensor, Scalar) runs sqrt / rsqrt here (float, double, bfloat16):
+        # (-inf) ** 0.5 is NaN and (-0.0) ** -0.5 is -inf, unlike C pow
+        with np.errstate(all="ignore"):
+            r = xp.sqrt(_arr(xp, a, cdt))
+            return _out(xp, r if b > 0 else 1 / r, dt)
+    if dt in (_t.float16, _t.bfloat16):
+        # PyTorch rounds a Python-number base or exponent of pow to the tensor's dtype first
+        # (bfloat16 ** 0.3 raises to 0.30078125)
+        # (the exponent by a checked conversion, an error out of range; the base wraps to inf)
+        a = _arr(xp, a, dt) if _is_scalar(a) else a
+        b = _scalar_to_low(xp, b, dt) if _is_scalar(b) else b
     a_ = _arr(xp, a, cdt)
     b_ = b if isinstance(b, (int, float)) and not isinstance(b, bool) else _arr(xp, b, cdt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.power(a_, b_), dt)
+        return _out(xp, _c_pow(xp, a_, b_), dt)
+
+
+def _scalar_to_low(xp, v, dt):
+    """A Python number rounded to float16/bfloat16 as PyTorch's checked conversion does: a
+    finite number out of the dtype's range is an error."""
+    r = _arr(xp, v, dt)
+    if math.isfinite(float(v)) and not np.isfinite(np.float32(r)):
+        raise RuntimeError(f"value cannot be converted to type c10::{'Half' if dt is _t.float16 else 'BFloat16'} "
+                           f"without overflow")
+    return r
+
+
+def _c_pow(xp, a, b):
+    """C's pow: numpy's (SIMD) power takes x ** 0.5 as sqrt(x), so (-inf) ** 0.5 is NaN and
+    (-0.0) ** 0.5 is -0.0 there; C pow (PyTorch's std::pow) gives +inf and +0.0."""
+    r = xp.power(a, b)
+    if _is_scalar(b) and b != 0.5:
+        return r
+    fix = (b == 0.5) & ((a == 0) | (a == -np.inf))
+    if fix.any():
+        r = xp.where(fix, xp.where(a == 0, 0.0, np.inf).astype(r.dtype), r)
+    return r
 
 
 @pow.derivative
@@ -759,7 +793,9 @@ def _abs_bw(ctx, g):
 def sign(xp, a):
     if a.dtype == np.bool_:
         return a.copy()
-    return _out(xp, xp.sign(a.astype(_comp(_dt(a)).np, copy=False)), _dt(a))
+    x = a.astype(_comp(_dt(a)).np, copy=False)
+    # (0 < x) - (x < 0), as PyTorch: NaN gives 0 (xp.sign would give NaN)
+    return _out(xp, (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype), _dt(a))
 
 
 @sign.derivative
@@ -1496,13 +1532,14 @@ def threshold(xp, a, threshold, value):
     if dt is _t.bool_:
         raise _not_impl("threshold_cpu", dt)
     x = a.astype(_comp(dt).np, copy=False)
-    return _out(xp, xp.where(x > threshold, x, _arr(xp, value, _comp(dt))), dt)
+    # x <= threshold ? value : x, as PyTorch: NaN is kept (x > threshold would replace it)
+    return _out(xp, xp.where(x <= threshold, _arr(xp, value, _comp(dt)), x), dt)
 
 
 @threshold.derivative
 def _threshold_bw(ctx, g):
     x, th, _ = ctx.args
-    return (_mask_grad(x > th, g),)
+    return (_mask_grad((x <= th).logical_not(), g),)     # NaN passes the gradient, as PyTorch
 
 
 _logsig_check = _float_act("logsigmoid", "log_sigmoid_cpu")
@@ -1798,6 +1835,8 @@ def _pow_meta(a, b):
         # the layout of the common case; a tensor exponent with negative entries takes a
         # where-chain in _int_pow whose layout can differ for expanded operands (data-dependent)
         return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
+    if dt in (_t.float16, _t.bfloat16) and _is_scalar(b) and not (b in (0.5, -0.5) and dt is _t.bfloat16):
+        _scalar_to_low(np, b, dt)        # the kernel's checked conversion of the exponent raises too
     cdt = _comp(dt)
     return _res(_U(_L(a, cdt), _L(b, cdt)), dt)
 

@@ -226,8 +226,11 @@ def sum(xp, a, dim=None, keepdim=False, dtype=None):
     if a.dtype != out_dt.np:
         a = a.astype(out_dt.np)
     with np.errstate(all="ignore"):         # inf + -inf is nan, quietly, as in torch
+        # half precision accumulates in float32 (ml_dtypes' bfloat16 sum would round every
+        # step); integers in the result dtype (numpy's sum would widen int8/int32 to int64)
+        r = xp.sum(_acc(a), axis=dims, keepdims=keepdim, dtype=None if out_dt.is_floating_point else out_dt.np)
         # reductions are row-major in PyTorch (numpy keeps a permuted input's dim order)
-        return _C(xp, xp.asarray(xp.sum(a, axis=dims, keepdims=keepdim)), a)
+        return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)
 
 
 @sum.derivative
@@ -736,8 +739,12 @@ def cumsum(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
+        # half precision accumulates in float32, as PyTorch's (each output rounded once)
+        r = xp.asarray(xp.cumsum(_acc(a), axis=d, dtype=None if out_dt.is_floating_point else out_dt.np))
+        if out_dt.is_floating_point:
+            r = r + r.dtype.type(0)     # PyTorch's accumulator starts at +0: a -0.0 prefix sums to +0.0
         # row-major, as PyTorch's (numpy's cumsum keeps a permuted input's dim order)
-        return _C(xp, xp.asarray(xp.cumsum(a, axis=d)).astype(out_dt.np, copy=False), a)
+        return _C(xp, r.astype(out_dt.np, copy=False), a)
 
 
 @cumsum.derivative
@@ -754,7 +761,9 @@ def cumprod(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
-        return _C(xp, xp.asarray(xp.cumprod(a, axis=d)).astype(out_dt.np, copy=False), a)
+        # half precision accumulates in float32, as PyTorch's; integers in their own dtype
+        r = xp.cumprod(_acc(a), axis=d, dtype=None if out_dt.is_floating_point else out_dt.np)
+        return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)
 
 
 @cumprod.derivative
@@ -810,16 +819,19 @@ def _softmax_kernel(name, log):
         out_np = np.float32 if half_to_float else a.dtype
         x = _acc(a)
         if a.ndim == 0:
-            return xp.asarray(0.0 if log else 1.0, dtype=out_np)
+            x = x.reshape(1)        # a one-element softmax: NaN for NaN and ±inf, as PyTorch's
         with np.errstate(all="ignore"):
             if x.size == 0:
                 return _C(xp, x.astype(out_np))
+            # no ±inf -> 0 shift here (unlike logsumexp): PyTorch subtracts the raw max, so a row
+            # holding +inf (inf - inf) or only -inf (-inf - -inf) is NaN throughout
             m = xp.max(x, axis=d, keepdims=True)
-            m = xp.where(xp.isinf(m), 0, m)
             z = x - m
             e = xp.exp(z)
             s = xp.sum(e, axis=d, keepdims=True)
             r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
+            if a.ndim == 0:
+                r = r.reshape(())
         # row-major, as PyTorch's (numpy's elementwise results keep a permuted input's order)
         return _C(xp, xp.asarray(r).astype(out_np, copy=False), a)
     return kernel

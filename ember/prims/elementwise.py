@@ -72,7 +72,8 @@ def _round_half_even(xp, x):
 def _sign(xp, x):
     if x.dtype == np.bool_:
         return x.copy()
-    return xp.sign(x)
+    # (0 < x) - (x < 0), as PyTorch: NaN gives 0 (xp.sign would give NaN), -0.0 gives +0.0
+    return (x > 0).astype(x.dtype) - (x < 0).astype(x.dtype)
 
 
 # ---------------------------------------------------------------------- unary
@@ -108,7 +109,7 @@ _F = "Floating tensors only; the result has the input's dtype."
 _unary("abs", lambda xp, x: xp.abs(x), NUM, "|a|. Integer abs wraps (abs(INT_MIN) == INT_MIN).",
        int_fn=lambda xp, x: xp.abs(x))
 _unary("neg", lambda xp, x: -x, NUM, "-a. Integer negation wraps.", int_fn=lambda xp, x: -x)
-_unary("sign", _sign, ANY, "-1, 0 or 1 by the sign of a (NaN gives NaN; bool is unchanged).",
+_unary("sign", _sign, ANY, "-1, 0 or 1 by the sign of a: (0 < a) - (a < 0), so NaN and -0.0 give 0 (bool is unchanged).",
        int_fn=_sign)
 _unary("exp", lambda xp, x: xp.exp(x), FLOAT, "e**a. " + _F)
 _unary("exp2", lambda xp, x: xp.exp2(x), FLOAT, "2**a. " + _F)
@@ -290,7 +291,17 @@ _binary("remainder", lambda xp, x, y: xp.remainder(x, y), NUM, "a - floor(a / b)
         "of the divisor (Python's %).", int_fn=_int_remainder)
 _binary("fmod", lambda xp, x, y: xp.fmod(x, y), NUM, "C fmod: a - trunc(a / b) * b, the sign of the dividend.",
         int_fn=_int_fmod)
-_binary("pow", lambda xp, x, y: xp.power(x, y), NUM, "a ** b (integers: exact, wrapping; a negative integer "
+def _pow(xp, x, y):
+    """C's pow: numpy's (SIMD) power takes x ** 0.5 as sqrt(x) ((-inf) ** 0.5 NaN, (-0.0) ** 0.5
+    -0.0); C pow gives +inf and +0.0 there."""
+    r = xp.power(x, y)
+    fix = (y == 0.5) & ((x == 0) | (x == -np.inf))
+    if np.any(fix):
+        r = xp.where(fix, xp.where(x == 0, 0.0, np.inf).astype(r.dtype), r)
+    return r
+
+
+_binary("pow", _pow, NUM, "a ** b (integers: exact, wrapping; a negative integer "
         "exponent is an error).", int_fn=_int_pow)
 _binary("atan2", lambda xp, x, y: xp.arctan2(x, y), FLOAT, "atan2(a, b): the angle of the point (b, a). "
         "Floating tensors only.")

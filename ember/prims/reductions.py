@@ -52,6 +52,8 @@ def _reduction(name, fn, kinds, doc, *, out_bool=False, nonempty=False):
         dims = tuple(int(d) for d in dims)
         with np.errstate(all="ignore"):
             if not dims:
+                if name == "sum" and dt.is_floating_point:
+                    return finish(xp, a + a.dtype.type(0), out_dt)     # 0 + a: -0.0 sums to +0.0
                 return finish(xp, a.copy() if not out_bool else a != 0, out_dt)
             r = fn(xp, a.astype(compute_np(dt), copy=False), dims)
         return finish(xp, r, out_dt)
@@ -66,7 +68,8 @@ def _reduction(name, fn, kinds, doc, *, out_bool=False, nonempty=False):
 
 
 _reduction("sum", lambda xp, x, d: xp.sum(x, axis=d), NUM,
-           "Sum over ``dims`` (0 for an empty reduction); integers wrap.")
+           "Sum over ``dims`` (0 for an empty reduction, 0 + a over no dims: -0.0 gives +0.0); integers "
+           "wrap.")
 _reduction("prod", lambda xp, x, d: xp.prod(x, axis=d), NUM,
            "Product over ``dims`` (1 for an empty reduction); integers wrap.")
 _reduction("amax", lambda xp, x, d: xp.max(x, axis=d), ANY,

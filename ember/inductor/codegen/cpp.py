@@ -131,6 +131,17 @@ template <typename T> static inline T ember_fmod_int(T a, T b) {
     if (std::is_signed<T>::value && b == (T)-1) return 0;
     return (T)(a % b);
 }
+// C pow. GCC's vectoriser turns pow(x, 0.5) with a constant exponent into sqrt(x), so that in
+// vectorised lanes (-inf) ** 0.5 was NaN and (-0.0) ** 0.5 was -0.0 (the scalar tail: +inf,
+// +0.0): those lanes are set to C's values (a no-op where pow ran)
+static inline float ember_pow_fp(float a, float b) {
+    const float r = powf(a, b), inf = std::numeric_limits<float>::infinity();
+    return ember_sel(b == 0.5f && (a == 0 || a == -inf), ember_sel(a == 0, 0.0f, inf), r);
+}
+static inline double ember_pow_fp(double a, double b) {
+    const double r = pow(a, b), inf = std::numeric_limits<double>::infinity();
+    return ember_sel(b == 0.5 && (a == 0 || a == -inf), ember_sel(a == 0, 0.0, inf), r);
+}
 template <typename T> static inline T ember_pow_int(T base, T exp) {
     typedef typename std::make_unsigned<T>::type U;
     U result = 1, b = (U)base;
@@ -167,8 +178,9 @@ template <typename T> static inline T ember_remainder_fp(T a, T b) {
     else if (m == 0) m = std::copysign((T)0, b);
     return m;
 }
+// (0 < x) - (x < 0), as PyTorch: NaN and -0.0 give +0
 template <typename T> static inline T ember_sign_fp(T x) {
-    return x > 0 ? (T)1 : (x < 0 ? (T)-1 : x);
+    return static_cast<T>((x > 0) - (x < 0));
 }
 // NaN-propagating maximum/minimum (a NaN wins, the first if both) as bitwise blends: the ?:
 // chain was left as branches in reduction loops (a ReLU summed by a pooling: one
@@ -517,7 +529,7 @@ class CppOps:
         if op == "fmod":
             return self._emit(f"std::fmod({a}, {b})" if fp else f"ember_fmod_int<{ct}>({a}, {b})", dt)
         if op == "pow":
-            return self._emit(f"{'powf' if ct == 'float' else 'pow'}({a}, {b})" if fp else f"ember_pow_int<{ct}>({a}, {b})", dt)
+            return self._emit(f"ember_pow_fp({a}, {b})" if fp else f"ember_pow_int<{ct}>({a}, {b})", dt)
         if op == "atan2":
             return self._emit(f"{'atan2f' if ct == 'float' else 'atan2'}({a}, {b})", dt)
         if op == "maximum":

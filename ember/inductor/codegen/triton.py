@@ -473,7 +473,7 @@ class TritonOps:
             if dt is _t.bool_:
                 return x
             if fp:
-                return self._emit(f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, {x})).to({COMPUTE[dt]})", dt)
+                return self._emit(f"tl.where({x} > 0, 1.0, tl.where({x} < 0, -1.0, 0.0)).to({COMPUTE[dt]})", dt)
             return self._emit(f"(({x} > 0).to({COMPUTE[dt]}) - ({x} < 0).to({COMPUTE[dt]}))", dt)
         if op == "sqrt":
             return self._emit(f"_sqrt_ieee({x})", dt)

@@ -259,6 +259,17 @@ def _int_pow(x, y):
     return prims.where(negative, inv, pos)
 
 
+def _scalar_to_low(v, dt, checked=True):
+    """A Python number rounded to float16/bfloat16 (PyTorch's checked conversion: a finite
+    number out of range is an error), as eager's pow."""
+    with np.errstate(all="ignore"):
+        r = float(np.asarray(v, dtype=dt.np))
+    if checked and math.isfinite(float(v)) and not math.isfinite(r):
+        raise RuntimeError(f"value cannot be converted to type c10::{'Half' if dt is _t.float16 else 'BFloat16'} "
+                           f"without overflow")
+    return r
+
+
 @register_decomposition("pow")
 def pow(self, exponent):
     a, b = self, exponent
@@ -269,6 +280,17 @@ def pow(self, exponent):
         cdt = _t.uint8 if dt is _t.bool_ else dt
         x, y = prep((a, b), cdt)
         return to(_int_pow(x, y), dt)
+    if not is_tensor(b) and not isinstance(b, (bool, np.bool_)) and dt is not _t.float16 \
+            and b in (0.5, -0.5):
+        # PyTorch's pow(Tensor, Scalar) runs sqrt / rsqrt here (float, double, bfloat16):
+        # (-inf) ** 0.5 is NaN and (-0.0) ** -0.5 is -inf, unlike C pow (as eager)
+        x = to(a, comp(dt))
+        return to(prims.sqrt(x) if b > 0 else prims.rsqrt(x), dt)
+    if dt in (_t.float16, _t.bfloat16):
+        # PyTorch rounds a Python-number base or exponent to the tensor's dtype first (as eager)
+        # (the exponent by a checked conversion, an error out of range; the base wraps to inf)
+        a = a if is_tensor(a) else _scalar_to_low(a, dt, checked=False)
+        b = b if is_tensor(b) else _scalar_to_low(b, dt)
     x, y = prep((a, b), comp(dt))
     return to(prims.pow(x, y), dt)
 
@@ -701,7 +723,8 @@ def threshold(self, threshold, value):
     v = scalar_of(value, comp(dt))
     # integers: x > t  <=>  x > floor(t), and the prim needs an int operand
     t = threshold if comp(dt).is_floating_point else math.floor(threshold)
-    return to(prims.where(prims.gt(x, t), x, full(tuple(x.shape), v, x.dtype, x.device)), dt)
+    # x <= t ? value : x, as PyTorch (and eager): NaN is kept
+    return to(prims.where(prims.le(x, t), full(tuple(x.shape), v, x.dtype, x.device), x), dt)
 
 
 _act("logsigmoid", "log_sigmoid_cpu",

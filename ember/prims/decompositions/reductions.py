@@ -6,8 +6,8 @@ to the accumulation dtype first (integers and bool sum to int64, float16/
 bfloat16 accumulate in float32), (3) reduces, (4) re-inserts kept dims with
 ``expand_dims`` and converts to the result dtype.
 
-softmax/log_softmax/logsumexp subtract the (finite) maximum first, as the
-kernels do, so they are stable for large inputs; var/std use ``prims.var``
+softmax/log_softmax/logsumexp subtract the maximum first, as the kernels do, so
+they are stable for large inputs (logsumexp the finite one, ±inf -> 0, as PyTorch); var/std use ``prims.var``
 (two-pass); topk/sort/argsort stay on the extern prims ``topk``/``sort``.
 """
 from __future__ import annotations
@@ -309,13 +309,17 @@ def _softmax(log, name):
             raise NotImplementedError(f'"{impl}" not implemented for \'{self.dtype.legacy_name}\'')
         d = wrap_dim(dim, self.ndim)
         out_dt = _t.float32 if half_to_float else self.dtype
-        if self.ndim == 0:
-            return full((), 0.0 if log else 1.0, out_dt, self.device)
         x = to(self, comp(self.dtype))
+        if self.ndim == 0:
+            # a one-element softmax: x - max(x) is 0, or NaN for NaN and ±inf (as PyTorch's)
+            z = prims.sub(x, x)
+            return to(z if log else prims.exp(z), out_dt)
         if _empty(self):
             return to(fresh(x) if x is self else x, out_dt)
         shape = tuple(x.shape)
-        m = _finite_max(x, (d,))
+        # the raw max, not _finite_max (PyTorch's kernel): a row holding +inf, or only -inf,
+        # is NaN throughout (inf - inf), as in eager
+        m = prims.expand_dims(prims.amax(x, (d,)), (d,))
         z = prims.sub(x, bcast(m, shape))
         e = prims.exp(z)
         s = prims.expand_dims(prims.sum(e, (d,)), (d,))
