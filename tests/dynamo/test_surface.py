@@ -345,3 +345,15 @@ def test_finfo_and_iinfo_of_a_dtype_are_constants_of_the_graph():
     for dt in (ember.float32, ember.float64, ember.float16):       # the dtype is guarded
         x = ember.randn(6).to(dt)
         assert_same(cf(x), f(x))
+
+
+def test_a_method_of_an_ember_object_is_not_baked_into_the_graph():
+    """scaler.scale(x) in a compiled function: recorded as one graph node, it called the object
+    the trace saw (its scale tensor a constant); a graph break now, so the live object is used."""
+    scaler = ember.amp.GradScaler("cpu", init_scale=4.0)
+    f = ember.compile(lambda x: scaler.scale(x) + 1)
+    x = ember.randn(3)
+    assert_same(f(x), x * 4.0 + 1)
+    other = ember.amp.GradScaler("cpu", init_scale=16.0)
+    scaler = other                                   # noqa: F841 - read through the closure
+    assert_same(f(x), x * 16.0 + 1)

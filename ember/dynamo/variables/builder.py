@@ -21,11 +21,15 @@ def is_inlined_ember_module(name):
     """ember's own Python code that is traced through like user code rather than treated as an
     operator (one graph node per call): the optimizers (their ``step`` is plain Python over tensor
     methods, as torch.optim is inlined by torch's dynamo) and gradient clipping (a loop over
-    ``model.parameters()`` in a compiled training step)."""
-    return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad"
+    ``model.parameters()`` in a compiled training step), and the distributions (their methods
+    read the parameters they hold: traced, those become graph inputs)."""
+    return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad" \
+        or name == "ember.distributions" or name.startswith("ember.distributions.")
 
 
 def is_ember_function(value):
+    if isinstance(value, types.MethodType) and not isinstance(value.__self__, types.ModuleType):
+        return False     # a bound method: its object decides (wrap's MethodType branch)
     mod = getattr(value, "__module__", None) or ""
     return callable(value) and not isinstance(value, type) and _is_ember_module_name(mod) \
         and not is_inlined_ember_module(mod)
@@ -171,7 +175,13 @@ def _make_ember_method():
             self.fn, self.obj = fn, obj
 
         def call_function(self, tx, args, kwargs):
-            from .objects import EmberFunctionVariable
+            from .objects import EmberFunctionVariable, EmberObjectVariable
+            if isinstance(self.obj, EmberObjectVariable):
+                # a method of an ember object held by the frame: as one graph node it would call
+                # the object the trace saw, at every later call (its tensors baked in, no gradient
+                # to them, stale values once the frame makes a new object)
+                raise Unsupported(f"method {getattr(self.fn, '__qualname__', self.fn)} of an ember "
+                                  f"{self.obj.python_type().__name__} object")
             return EmberFunctionVariable(self.fn).call_function(tx, [self.obj] + list(args), kwargs)
     return EmberMethodVariable
 
