@@ -599,11 +599,13 @@ def _nonzero(s) -> bool:
 
 
 def check_fill_value(value, dtype) -> None:
-    """Raise what ``np.full(shape, value, dtype)`` raises for a Python number that ``dtype``
-    cannot hold (``OverflowError`` for 1000 into int8): it depends on the number only, never
-    on the shape, so a 0-d conversion shows it."""
+    """Raise what the fill kernels' ``checked_array(xp, value, dtype)`` raises for a Python
+    number that ``dtype`` cannot hold (PyTorch's "value cannot be converted to type int8_t
+    without overflow" for 1000 into int8): it depends on the number only, never on the shape."""
+    from .checked_scalar import checked_array
+    dt = dtype if isinstance(dtype, _t.dtype) else _t.from_numpy_dtype(np.dtype(dtype))
     with np.errstate(all="ignore"):
-        np.full((), value, dtype=dtype.np if isinstance(dtype, _t.dtype) else dtype)
+        checked_array(np, value, dt)
 
 
 # ---------------------------------------------------------------------- PyTorch's allocation layouts

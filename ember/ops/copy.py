@@ -15,6 +15,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
+from .checked_scalar import checked_array
 from ._helpers import _canonical_c, copy_preserve, empty_preserve, is_scalar, sum_to
 from .registry import OPS, defop
 
@@ -24,7 +25,7 @@ from .registry import OPS, defop
 def _copy_from(xp, self, src):
     dt = _t.from_numpy_dtype(self.dtype)
     if is_scalar(src):
-        return xp.full(self.shape, src, dtype=dt.np)
+        return xp.full(self.shape, checked_array(xp, src, dt), dtype=dt.np)
     try:
         shape = np.broadcast_shapes(src.shape, self.shape)
     except ValueError:
@@ -84,7 +85,10 @@ def _fill(xp, self, value):
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value.ndim} dimensions.")
-        value = value.item()
+        with np.errstate(all="ignore"):
+            value = value.astype(dt.np)       # a 0-d tensor's value is cast (wraps), as PyTorch's
+    else:
+        value = checked_array(xp, value, dt)  # a number is checked: fill_(300) of int8 raises
     if self.flags.c_contiguous and (1 not in self.shape or _canonical_c(self)):
         return xp.full(self.shape, value, dtype=dt.np)
     out = empty_preserve(xp, self)       # a tensor like self: its layout too, as PyTorch's

@@ -16,6 +16,7 @@ from .. import types as _t
 from ..tensor import Tensor, _make
 from . import _meta, api
 from ._helpers import _canonical_c, is_scalar
+from .checked_scalar import check_fits, checked_array
 from .registry import defop
 
 
@@ -65,7 +66,7 @@ def _scalar_dtype(v):
        method=False, tags=("nondifferentiable",))
 def full(xp, size, fill_value, dtype=None, device=None):
     dt = _dt(dtype, _scalar_dtype(fill_value))
-    return xp.full(tuple(size), fill_value, dtype=dt.np)
+    return xp.full(tuple(size), checked_array(xp, fill_value, dt), dtype=dt.np)
 
 
 
@@ -253,6 +254,11 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     arr, dt, dev = _infer_array(data)
     if dtype is not None:
         dt = _t.as_dtype(dtype)
+        if dt.category == 1 and arr.size and arr.dtype.kind in "iuf" and not isinstance(
+                data, (Tensor, np.ndarray, np.generic)):
+            # Python numbers are checked as PyTorch's (tensor([300], dtype=int8) raises; arrays wrap)
+            for v in (arr.min(), arr.max()):
+                check_fits(v.item(), dt, tensor_names=True)
     arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
     dev = _t.as_device(device) if device is not None else (dev or _t.cpu)
     if dev.type == "cuda":

@@ -25,6 +25,7 @@ from .. import types as _t
 from .._state import STATE
 from ..tensor import Tensor
 from . import _meta, api
+from .checked_scalar import check_fits, checked_array
 from ._helpers import _canonical_c, copy_preserve, np_finfo, np_is_float, sum_to, wrap_dim
 from .registry import OPS, defop
 from . import shape as _shape
@@ -279,7 +280,7 @@ def scatter(xp, a, dim, index, src, reduce=None):
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     _scatter_checks(xp, out, index, None if scalar else src, d, "scatter")
     key = _along_key(xp, index, d)
-    vals = xp.asarray(src, dtype=a.dtype) if scalar else _src_part(src, index)
+    vals = checked_array(xp, src, _t.from_numpy_dtype(a.dtype)) if scalar else _src_part(src, index)
     if scalar:
         vals = xp.broadcast_to(vals, index.shape)
     if reduce is None:
@@ -543,7 +544,9 @@ def index_fill(xp, a, dim, index, value):
         out = out.reshape(1)
     d = wrap_dim(dim, out.ndim)
     _index_dim_checks(xp, out, d, idx, None, "index_fill")
-    out[_dim_key(d, idx)] = xp.asarray(value).astype(a.dtype)
+    dt = _t.from_numpy_dtype(a.dtype)
+    out[_dim_key(d, idx)] = checked_array(xp, value, dt) if not hasattr(value, "ndim") or isinstance(
+        value, np.generic) else xp.asarray(value).astype(a.dtype)
     return out.reshape(shp)
 
 
@@ -1119,6 +1122,8 @@ def _scatter_meta(a, dim, index, src, reduce=None):
     if not scalar and src.dtype is not a.dtype:
         raise RuntimeError("scatter(): Expected self.dtype to be equal to src.dtype")
     _scatter_checks_meta(ashape, idx, sshape, d, "scatter")
+    if scalar:
+        check_fits(src, a.dtype)
     if reduce not in (None, "add", "multiply"):
         raise RuntimeError(f"reduce argument must be either add or multiply. Got {reduce}")
     return _meta.out(tuple(a.shape), a.dtype)
@@ -1202,6 +1207,8 @@ def _index_fill_meta(a, dim, index, value):
                            f"{value.ndim} dimension(s).")
     _index_vector_meta(index, "index_fill")
     wrap_dim(dim, max(a.ndim, 1))
+    if not isinstance(value, Tensor):
+        check_fits(value, a.dtype)
     return _meta.preserve_out(a)
 
 

@@ -29,6 +29,7 @@ from ..tensor import Tensor
 from ..types import from_numpy_dtype
 from . import api
 from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
+from .checked_scalar import check_fits
 from .registry import defcomposite, defop as _defop
 
 PW = ("pointwise",)
@@ -87,6 +88,14 @@ def _arr(xp, x, dt):
     if x.dtype != dt.np:
         return x.astype(dt.np)
     return x
+
+
+def _arr_fit(xp, x, cdt, dt):
+    """``_arr(xp, x, cdt)`` of a number PyTorch converts to ``dt`` with a check (a fill value, a
+    bound, alpha): one that does not fit an integer ``dt`` raises instead of wrapping."""
+    if _is_scalar(x):
+        check_fits(x, dt)
+    return _arr(xp, x, cdt)
 
 
 def _out(xp, r, dt):
@@ -292,7 +301,7 @@ def _addsub(xp, a, b, alpha, sign):
     a_ = _arr(xp, a, cdt)
     b_ = _arr(xp, b, cdt)
     if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
-        b_ = b_ * _arr(xp, alpha, cdt) if dt is not _t.bool_ else b_ & bool(alpha)
+        b_ = b_ * _arr_fit(xp, alpha, cdt, dt) if dt is not _t.bool_ else b_ & bool(alpha)
     if dt is _t.bool_:
         return _out(xp, a_ | b_, dt)
     with np.errstate(all="ignore"):
@@ -353,7 +362,7 @@ def rsub(xp, a, b, alpha=1):
     a_ = _arr(xp, a, cdt)
     b_ = _arr(xp, b, cdt)
     if alpha != 1:
-        a_ = a_ * _arr(xp, alpha, cdt)
+        a_ = a_ * _arr_fit(xp, alpha, cdt, dt)
     return _out(xp, b_ - a_, dt)
 
 
@@ -884,9 +893,9 @@ def _clamp_kernel(xp, a, lo, hi, name):
     cdt = _comp(dt)
     x = _arr(xp, a, cdt)
     if lo is not None:
-        x = xp.maximum(x, _arr(xp, lo, cdt))
+        x = xp.maximum(x, _arr_fit(xp, lo, cdt, dt))
     if hi is not None:
-        x = xp.minimum(x, _arr(xp, hi, cdt))
+        x = xp.minimum(x, _arr_fit(xp, hi, cdt, dt))
     return _out(xp, x, dt)
 
 
@@ -989,7 +998,7 @@ def _where(xp, cond, a, b):
                                f"{_dt(cond).legacy_name}")
         cond = cond.astype(np.bool_)
     dt = result_dtype(a, b)
-    return _out(xp, xp.where(cond, _arr(xp, a, dt), _arr(xp, b, dt)), dt)
+    return _out(xp, xp.where(cond, _arr_fit(xp, a, dt, dt), _arr_fit(xp, b, dt, dt)), dt)
 
 
 @_where.derivative
@@ -1078,8 +1087,9 @@ def _addc_value(dt, value):
 def addcmul(xp, a, t1, t2, value=1):
     dt = result_dtype(a, t1, t2)
     cdt = _comp(dt)
-    v = _addc_value(dt, value)
     a_, p = _arr(xp, a, cdt), _arr(xp, t1, cdt) * _arr(xp, t2, cdt)
+    check_fits(value, dt)
+    v = _addc_value(dt, value)
     if dt is _t.bool_:
         return _out(xp, a_ | (p & v), dt)
     return _out(xp, a_ + _arr(xp, v, cdt) * p, dt)
@@ -1108,7 +1118,7 @@ def addcdiv(xp, a, t1, t2, value=1):
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
         q = _arr(xp, t1, cdt) / _arr(xp, t2, cdt)
-        return _out(xp, _arr(xp, a, cdt) + _arr(xp, value, cdt) * q, dt)
+        return _out(xp, _arr(xp, a, cdt) + _arr_fit(xp, value, cdt, dt) * q, dt)
 
 
 @addcdiv.derivative
@@ -1180,7 +1190,7 @@ def masked_fill(xp, a, mask, value):
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
     dt = _dt(a)
-    v = _arr(xp, value, dt) if _is_scalar(value) else value.astype(dt.np)
+    v = _arr_fit(xp, value, dt, dt) if _is_scalar(value) else value.astype(dt.np)
     # row-major, as PyTorch's (it fills a contiguous clone of self; np.where keeps a permuted order)
     r = _out(xp, xp.where(mask, v, a), dt)
     # (numpy's result is row-major for a row-major self of the result's shape: C order wins)
@@ -1318,7 +1328,7 @@ def hardtanh(xp, a, min_val=-1, max_val=1):
     if dt is _t.uint8 and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     x = a.astype(_comp(dt).np, copy=False)
-    lo, hi = _arr(xp, min_val, _comp(dt)), _arr(xp, max_val, _comp(dt))
+    lo, hi = _arr_fit(xp, min_val, _comp(dt), dt), _arr_fit(xp, max_val, _comp(dt), dt)
     return _out(xp, xp.minimum(xp.maximum(x, lo), hi), dt)
 
 
@@ -1531,9 +1541,10 @@ def threshold(xp, a, threshold, value):
     dt = _dt(a)
     if dt is _t.bool_:
         raise _not_impl("threshold_cpu", dt)
+    check_fits(threshold, dt)
     x = a.astype(_comp(dt).np, copy=False)
     # x <= threshold ? value : x, as PyTorch: NaN is kept (x > threshold would replace it)
-    return _out(xp, xp.where(x <= threshold, _arr(xp, value, _comp(dt)), x), dt)
+    return _out(xp, xp.where(x <= threshold, _arr_fit(xp, value, _comp(dt), dt), x), dt)
 
 
 @threshold.derivative
@@ -1665,6 +1676,13 @@ def _L(x, dt):
     return _M.np_astype(x, x.dtype is not dt)
 
 
+def _L_fit(x, cdt, dt):
+    """Layout of ``_arr_fit(xp, x, cdt, dt)``, with its error for a number that does not fit ``dt``."""
+    if _is_scalar(x):
+        check_fits(x, dt)
+    return _L(x, cdt)
+
+
 def _cast(a, dt):
     """Layout of ``a.astype(dt.np, copy=False)``."""
     return _M.np_astype(a, a.dtype is not dt)
@@ -1740,7 +1758,7 @@ def _addsub_meta(a, b, alpha):
     cdt = _comp(dt)
     a_, b_ = _L(a, cdt), _L(b, cdt)
     if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
-        b_ = _U(b_, _L(alpha, cdt) if dt is not _t.bool_ else None)
+        b_ = _U(b_, _L_fit(alpha, cdt, dt) if dt is not _t.bool_ else None)
     return _res(_U(a_, b_), dt)
 
 
@@ -1753,7 +1771,7 @@ def _rsub_meta(a, b, alpha=1):
     cdt = _comp(dt)
     a_, b_ = _L(a, cdt), _L(b, cdt)
     if alpha != 1:
-        a_ = _U(a_, _L(alpha, cdt))
+        a_ = _U(a_, _L_fit(alpha, cdt, dt))
     return _res(_U(b_, a_), dt)
 
 
@@ -1898,9 +1916,9 @@ def _clamp_meta_impl(a, lo, hi, name):
     cdt = _comp(dt)
     x = _L(a, cdt)
     if lo is not None:
-        x = _U(x, _L(lo, cdt))
+        x = _U(x, _L_fit(lo, cdt, dt))
     if hi is not None:
-        x = _U(x, _L(hi, cdt))
+        x = _U(x, _L_fit(hi, cdt, dt))
     return _res(x, dt)
 
 
@@ -1919,7 +1937,7 @@ def _where_meta(cond, a, b):
         c = _M.np_astype(cond, True)
     dt = _M.result_dtype(a, b)
     _bcast(cond, a, b)
-    return _res(_U(c, _L(a, dt), _L(b, dt)), dt)
+    return _res(_U(c, _L_fit(a, dt, dt), _L_fit(b, dt, dt)), dt)
 
 
 @lerp.meta_fn
@@ -1946,6 +1964,7 @@ def _addcmul_meta(a, t1, t2, value=1):
     _bcast(a, t1, t2)
     cdt = _comp(dt)
     p = _U(_L(t1, cdt), _L(t2, cdt))
+    check_fits(value, dt)
     if dt is not _t.bool_:
         _L(_addc_value(dt, value), cdt)
     return _res(_U(_L(a, cdt), _U(p)), dt)
@@ -1964,7 +1983,7 @@ def _addcdiv_meta(a, t1, t2, value=1):
     _bcast(a, t1, t2)
     cdt = _comp(dt)
     q = _U(_L(t1, cdt), _L(t2, cdt))
-    return _res(_U(_L(a, cdt), _U(q, _L(value, cdt))), dt)
+    return _res(_U(_L(a, cdt), _U(q, _L_fit(value, cdt, dt))), dt)
 
 
 # -- classification, nan_to_num, masked_fill
@@ -1994,7 +2013,7 @@ def _masked_fill_meta(a, mask, value):
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
     shape = _bcast(a, mask, value)
-    _L(value, a.dtype)
+    _L_fit(value, a.dtype, a.dtype)
     return _M.out(tuple(shape), a.dtype)          # row-major, as the kernel's (and PyTorch's)
 
 
@@ -2078,7 +2097,7 @@ def _hardtanh_meta(a, min_val=-1, max_val=1):
     if dt is _t.uint8 and (min_val < 0 or max_val < 0):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     x = _cast(a, _comp(dt))
-    return _res(_U(x, _L(min_val, _comp(dt)), _L(max_val, _comp(dt))), dt)
+    return _res(_U(x, _L_fit(min_val, _comp(dt), dt), _L_fit(max_val, _comp(dt), dt)), dt)
 
 
 def _float_act_meta(kname, check=None):
@@ -2138,7 +2157,8 @@ def _threshold_meta(a, threshold, value):
     dt = a.dtype
     if dt is _t.bool_:
         raise _not_impl("threshold_cpu", dt)
-    return _res(_U(_cast(a, _comp(dt)), _L(value, _comp(dt))), dt)
+    check_fits(threshold, dt)
+    return _res(_U(_cast(a, _comp(dt)), _L_fit(value, _comp(dt), dt)), dt)
 
 
 # ---------------------------------------------------------------------- closeness

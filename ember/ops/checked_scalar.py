@@ -1,0 +1,57 @@
+"""PyTorch's checked conversion of a Python number into an integer dtype.
+
+Arithmetic with a Python number wraps it into a narrow integer dtype (``int8_tensor + 300``
+adds 44), in PyTorch as here. But where the number *becomes an element* or a bound -- a fill
+value, ``masked_fill``/``index_fill``/``scatter``'s value, a ``clamp``/``hardtanh``/``threshold``
+limit, ``alpha``, ``addcmul``'s ``value``, ``where``'s scalar branch, ``torch.tensor([...],
+dtype=int8)`` -- PyTorch checks that it fits and raises "value cannot be converted to type
+int8_t without overflow". Wrapping there would be a silent wrong answer (``masked_fill(m, 300)``
+writing 44), so the kernels and their metas call :func:`check_fits` with the same arguments.
+
+The rule is c10's ``overflows``: an integer fits a signed dtype when it lies in its range and an
+unsigned one when it is at most the maximum and not below minus the maximum (-1 into uint8 is
+255, as C converts); a float fits when it is finite and within the range before truncation (2.5
+into int8 is 2). Floating dtypes are not checked (PyTorch's own rules there differ op by op).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+# the C type names PyTorch's op-level error uses, and the dtype names torch.tensor()'s uses
+_C_NAMES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+
+
+def fits(value, dtype) -> bool:
+    """Whether the Python number ``value`` converts to the integer ``dtype`` without overflow
+    (always true for a bool, a non-integer dtype, or a value that is not a number)."""
+    if getattr(dtype, "category", None) != 1 or isinstance(value, (bool, np.bool_)):
+        return True
+    info = np.iinfo(dtype.np)
+    if isinstance(value, (float, np.floating)):
+        v = float(value)
+        return math.isfinite(v) and info.min <= v <= info.max
+    if not isinstance(value, (int, np.integer)):
+        return True
+    v = int(value)
+    if info.min < 0:
+        return info.min <= v <= info.max
+    return -info.max <= v <= info.max
+
+
+def check_fits(value, dtype, *, tensor_names=False) -> None:
+    """Raise PyTorch's ``RuntimeError`` when ``value`` does not fit ``dtype`` (see the module
+    docstring). ``tensor_names`` words it as ``torch.tensor()`` does (``int8``, not ``int8_t``)."""
+    if not fits(value, dtype):
+        name = dtype.name if tensor_names else _C_NAMES.get(dtype.name, dtype.name)
+        raise RuntimeError(f"value cannot be converted to type {name} without overflow")
+
+
+def checked_array(xp, value, dtype):
+    """``value`` (a Python number) as a 0-d array of ``dtype`` after :func:`check_fits`:
+    integers that fit an unsigned dtype from below wrap as in C (-1 -> 255), floats truncate."""
+    check_fits(value, dtype)
+    if dtype.category == 1 and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        return xp.asarray(value).astype(dtype.np)
+    return xp.asarray(value, dtype=dtype.np)
