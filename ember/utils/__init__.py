@@ -1,4 +1,4 @@
-"""ember.utils: data loading and activation checkpointing."""
+"""ember.utils: data loading, activation checkpointing, hook handles."""
 import importlib as _importlib
 
 
