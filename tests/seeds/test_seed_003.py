@@ -8,7 +8,7 @@ prints or does, the test follows PyTorch and says so in a comment.
 Not run (reasons in the skip markers): the C++ excerpts (Node/Edge,
 matmul recording, Engine, SavedVariable, TensorImpl, AccumulateGrad, thread
 safety), the tape-based pseudo-code, DistributedDataParallel, torchviz,
-TorchScript (``torch.jit.script``) and CUDA-only parts (AMP runs on the cpu
+the fused-ops TorchScript example (a SyntaxError as printed) and CUDA-only parts (AMP runs on the cpu
 without a GPU).
 """
 
@@ -774,10 +774,22 @@ def test_gradient_checkpointing_deep_model(lib):
     np.testing.assert_allclose(got_x, to_np(x.grad), rtol=1e-4, atol=1e-7)
 
 
-@_skip("TorchScript (@torch.jit.script) is not part of ember; the torch.compile line of the "
-       "same example is tested in test_compile_optimized_function")
-def test_torchscript_optimized_function():  # pragma: no cover
-    pass
+def test_torchscript_optimized_function(lib):
+    # ember has no TorchScript: ember.jit.script compiles the function with ember.compile
+    # (same values as eager, as the scripted function's are in PyTorch)
+    torch = lib.torch
+    seed_all(lib)
+
+    @torch.jit.script
+    def optimized_function(x, y):
+        a = x + y
+        b = a * 2
+        c = b.relu()
+        return c
+
+    x, y = torch.randn(8, 5), torch.randn(8, 5)
+    np.testing.assert_allclose(to_np(optimized_function(x, y)),
+                               np.maximum((to_np(x) + to_np(y)) * 2, 0), rtol=1e-6, atol=1e-6)
 
 
 def test_compile_optimized_function(lib):
