@@ -1639,12 +1639,249 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     return out.squeeze(0) if unb else out
 
 
+# ====================================================================== grid sampling
+_GRID_DEFAULT_WARNING = ("Default grid_sample and affine_grid behavior has changed to align_corners=False since "
+                         "1.3.0. Please specify align_corners=True if the old behavior is desired. See the "
+                         "documentation of grid_sample for details.")
+
+
+def _grid_size(n, dtype, device):
+    """A spatial size for arithmetic with tensors: the int itself, or (symbolic size) a 0-d tensor."""
+    return n if isinstance(n, numbers.Integral) else _size_tensor(n, dtype, device)
+
+
+def _affine_linspace(n, align_corners, dtype, device):
+    """ATen's ``linspace_from_neg_one``: ``linspace(-1, 1, n)`` (computed in ``dtype`` as the CPU kernel
+    does, from both ends towards the middle), scaled by ``(n - 1) / n`` without ``align_corners``;
+    ``[0]`` for a single step."""
+    if isinstance(n, numbers.Integral):
+        if n <= 1:
+            return _make(np.zeros(n, dtype=dtype.np)).to(device)
+        f = dtype.np.type
+        step = f(2) / f(n - 1)
+        i = np.arange(n).astype(dtype.np)
+        r = np.where(np.arange(n) < n // 2, f(-1) + step * i, f(1) - step * (f(n - 1) - i)).astype(dtype.np)
+        if not align_corners:
+            r = (r * f(n - 1)) / f(n)
+        return _make(np.ascontiguousarray(r, dtype=dtype.np)).to(device)
+    # symbolic size (never 0 or 1 under the shape environment's guards): the same formula by ops
+    nt = _size_tensor(n, dtype, device)
+    i = _iota(n, dtype, device)
+    step = 2 / (nt - 1)
+    r = _op("where")(i < (nt / 2).floor(), -1 + step * i, 1 - step * (nt - 1 - i))
+    return r * (nt - 1) / nt if not align_corners else r
+
+
 def affine_grid(theta, size, align_corners=None):
-    raise NotImplementedError("ember.nn.functional.affine_grid is not implemented")
+    """Sampling grid of the affine maps ``theta`` (N x 2 x 3 for a 4-D ``size`` (N, C, H, W), N x 3 x 4
+    for a 5-D one): ``grid[n, ..., :] = theta[n] @ (x, y[, z], 1)`` over the normalised output
+    coordinates in [-1, 1] (pixel corners with ``align_corners``, pixel centres without)."""
+    if align_corners is None:
+        warnings.warn(_GRID_DEFAULT_WARNING, stacklevel=2)
+        align_corners = False
+    if not isinstance(theta, Tensor):
+        raise TypeError(f"affine_grid(): argument 'theta' must be Tensor, not {type(theta).__name__}")
+    if not theta.is_floating_point():
+        raise ValueError(f"Expected theta to have floating point type, but got {theta.dtype}")
+    size = tuple(size)
+    if len(size) == 4:
+        if theta.dim() != 3 or theta.shape[-2] != 2 or theta.shape[-1] != 3:
+            raise ValueError(f"Expected a batch of 2D affine matrices of shape Nx2x3 for size {size}. "
+                             f"Got {theta.shape}.")
+    elif len(size) == 5:
+        if theta.dim() != 3 or theta.shape[-2] != 3 or theta.shape[-1] != 4:
+            raise ValueError(f"Expected a batch of 3D affine matrices of shape Nx3x4 for size {size}. "
+                             f"Got {theta.shape}.")
+    else:
+        raise NotImplementedError(f"affine_grid only supports 4D and 5D sizes, for 2D and 3D affine transforms, "
+                                  f"respectively. Got size {size}.")
+    spatial = size[2:]
+    if align_corners and min(spatial) == 1:
+        warnings.warn("Since version 1.3.0, affine_grid behavior has changed for unit-size grids when "
+                      "align_corners=True. This is not an intended use case of affine_grid. See the "
+                      "documentation of affine_grid for details.", stacklevel=2)
+    elif min(size) <= 0:
+        raise ValueError(f"Expected non-zero, positive output size. Got {size}")
+    N = size[0]
+    if theta.shape[0] != N:
+        raise RuntimeError(f"affine_grid(): expected theta to have batch size size[0]={N}, but got theta with "
+                           f"shape {list(theta.shape)}")
+    nd = len(spatial)
+    dt, dev = theta.dtype, theta.device
+    # base[..., k] is the normalised coordinate along spatial axis nd-1-k (x, y[, z]), then a column of ones
+    cols = []
+    for k in range(nd):
+        a = nd - 1 - k
+        shp = [1] * nd
+        shp[a] = -1
+        cols.append(_affine_linspace(spatial[a], align_corners, dt, dev).reshape(shp).expand(spatial))
+    cols.append(_api.ones(spatial, dtype=dt, device=dev))
+    base = _api.stack(cols, -1).reshape(1, -1, 1, nd + 1)           # (1, L, 1, nd+1)
+    grid = (base * theta.unsqueeze(1)).sum(-1)                       # (N, L, nd)
+    return grid.reshape((N,) + spatial + (nd,))
+
+
+def _grid_unnormalize(coord, size, align_corners):
+    """Grid coordinate in [-1, 1] to input pixel units (-1 / 1 are the centres of the corner pixels with
+    ``align_corners``, their outer edges without)."""
+    if align_corners:
+        return ((coord + 1) / 2) * (size - 1)
+    return ((coord + 1) * size - 1) / 2
+
+
+def _grid_clip(coord, size):
+    if isinstance(size, numbers.Number):
+        return coord.clamp(0, size - 1)
+    return _op("where")(coord > size - 1, size - 1, coord.clamp(min=0))
+
+
+def _grid_reflect(coord, twice_low, twice_high):
+    """ATen's ``reflect_coordinates``: fold ``coord`` into [low, high] by reflecting at the bounds."""
+    lo = twice_low / 2
+    span = (twice_high - twice_low) / 2
+    c = (coord - lo).abs()
+    extra = c.fmod(span)
+    odd = (c / span).floor().fmod(2) != 0
+    return _op("where")(odd, span - extra + lo, extra + lo)
+
+
+def _grid_pad_coords(coord, size, padding_mode, align_corners):
+    """ATen's ``compute_coordinates``: where an input-pixel coordinate out of range reads from."""
+    if padding_mode == "border":
+        return _grid_clip(coord, size)
+    if padding_mode == "reflection":
+        if align_corners:
+            if isinstance(size, numbers.Number) and size == 1:
+                return coord * 0          # twice_low == twice_high: every point reads pixel 0
+            coord = _grid_reflect(coord, 0, 2 * (size - 1))
+        else:
+            coord = _grid_reflect(coord, -1, 2 * size - 1)
+        return _grid_clip(coord, size)
+    return coord
+
+
+def _cubic_weights(t):
+    """The four cubic-convolution coefficients (A = -0.75) of the taps at floor - 1 .. floor + 2."""
+    A = -0.75
+
+    def c1(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+    return [c2(t + 1), c1(t), c1(1 - t), c2(2 - t)]
+
+
+def _check_grid_sample(input, grid, mode):
+    for name, v in (("input", input), ("grid", grid)):
+        if not isinstance(v, Tensor):
+            raise TypeError(f"grid_sample(): argument '{name}' must be Tensor, not {type(v).__name__}")
+    if input.dim() not in (4, 5) or grid.dim() != input.dim():
+        raise RuntimeError(f"grid_sampler(): expected 4D or 5D input and grid with same number of dimensions, but "
+                           f"got input with sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if input.dtype != grid.dtype:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have same dtype, but input has "
+                           f"{input.dtype} and grid has {grid.dtype}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to have a floating point dtype, but got "
+                           f"{input.dtype}")
+    if input.device != grid.device:
+        raise RuntimeError(f"grid_sampler(): expected input and grid to be on same device, but input is on "
+                           f"{input.device} and grid is on {grid.device}")
+    if input.shape[0] != grid.shape[0]:
+        raise RuntimeError(f"grid_sampler(): expected grid and input to have same batch size, but got input with "
+                           f"sizes {list(input.shape)} and grid with sizes {list(grid.shape)}")
+    if grid.shape[-1] != input.dim() - 2:
+        raise RuntimeError(f"grid_sampler(): expected grid to have size {input.dim() - 2} in last dimension, but "
+                           f"got grid with sizes {list(grid.shape)}")
+    if mode == "bicubic" and input.dim() == 5:
+        raise RuntimeError("grid_sampler(): bicubic interpolation only supports 4D input")
+    for i in range(2, input.dim()):
+        if input.shape[i] == 0:
+            raise RuntimeError(f"grid_sampler(): expected input to have non-empty spatial dimensions, but input "
+                               f"has sizes {list(input.shape)} with dimension {i} being empty")
 
 
 def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
-    raise NotImplementedError("ember.nn.functional.grid_sample is not implemented")
+    """Sample ``input`` (N, C, [D,] H, W) at the normalised locations ``grid`` (N, [D_out,] H_out, W_out,
+    2 or 3; ``grid[..., 0]`` indexes W, ``[..., 1]`` H, ``[..., 2]`` D) as ``torch.nn.functional.grid_sample``.
+
+    Composed of ember ops (so autograd w.r.t. input and grid, and ``ember.compile``, come for free): the
+    source coordinates are unnormalised and padded (border / reflection) per axis, every tap of the
+    interpolation stencil (2**nd corners, 1 nearest sample, 4 x 4 bicubic taps) gets a flat index and a
+    weight (zero where the tap falls outside the input), and one ``gather`` reads all taps."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
+                         f"but got: '{mode}'")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(f"nn.functional.grid_sample(): expected padding_mode to be 'zeros', 'border', or "
+                         f"'reflection', but got: '{padding_mode}'")
+    if align_corners is None:
+        warnings.warn(_GRID_DEFAULT_WARNING, stacklevel=2)
+        align_corners = False
+    _check_grid_sample(input, grid, mode)
+    import itertools
+    where = _op("where")
+    nd = input.dim() - 2
+    N, C = input.shape[0], input.shape[1]
+    in_sp = tuple(input.shape[2:])
+    out_sp = tuple(grid.shape[1:-1])
+    dev = input.device
+    # half-precision coordinates would be too coarse: compute in float32, cast the result back
+    cdt = input.dtype if input.dtype in (_t.float32, _t.float64) else _t.float32
+    src, g = input.to(cdt), grid.to(cdt)
+    sizes = [_grid_size(n, cdt, dev) for n in in_sp]
+    # taps[a]: (position, weight) pairs along spatial axis a (the order of input's dims: D, H, W)
+    taps = []
+    for a in range(nd):
+        n = sizes[a]
+        c = _grid_unnormalize(g.select(-1, nd - 1 - a), n, align_corners)
+        if mode == "bicubic":
+            # the stencil sits at floor(c) - 1 .. floor(c) + 2 of the unpadded coordinate; padding
+            # moves each (integer) tap position, not the sample point
+            lo = c.detach().floor()
+            ws = _cubic_weights(c - lo)
+            pos = [_grid_pad_coords(lo + (k - 1), n, padding_mode, align_corners) for k in range(4)]
+            taps.append(list(zip(pos, ws)))
+            continue
+        c = _grid_pad_coords(c, n, padding_mode, align_corners)
+        if mode == "nearest":
+            r = c.round()                 # half to even, as nearbyint; zero gradient w.r.t. the grid
+            taps.append([(r.detach(), r * 0 + 1)])   # r * 0 keeps the grid in the graph (torch: zero grad)
+        else:
+            lo = c.detach().floor()
+            taps.append([(lo, (lo + 1) - c), (lo + 1, c - lo)])
+    # per-axis validity and clamped integer indices of every tap position
+    axis = []
+    for a in range(nd):
+        n = in_sp[a]
+        last = n - 1 if isinstance(n, numbers.Integral) else sizes[a] - 1
+        entries = []
+        for p, w in taps[a]:
+            ok = (p >= 0) & (p <= last)
+            entries.append((ok, where(ok, p, 0).to(_t.int64), w))
+        axis.append(entries)
+    strides, s = [], 1
+    for a in reversed(range(nd)):
+        strides.insert(0, s)
+        s = s * (in_sp[a] if isinstance(in_sp[a], numbers.Integral) else _size_tensor(in_sp[a], _t.int64, dev))
+    idxs, wts = [], []
+    for combo in itertools.product(*axis):
+        ok, lin, w = None, None, None
+        for a, (oka, ia, wa) in enumerate(combo):
+            ok = oka if ok is None else ok & oka
+            term = ia * strides[a] if a < nd - 1 else ia
+            lin = term if lin is None else lin + term
+            w = wa if w is None else w * wa
+        idxs.append(lin)
+        wts.append(where(ok, w, 0))   # where, not a product: an out-of-range tap adds nothing (not nan)
+    K, L, P = len(idxs), math.prod(out_sp), math.prod(in_sp)   # explicit sizes: -1 is ambiguous if empty
+    index = _api.stack(idxs, 1).reshape(N, 1, K * L).expand(N, C, K * L)
+    vals = src.reshape(N, C, P).gather(2, index).reshape(N, C, K, L)
+    w = _api.stack(wts, 1).reshape(N, 1, K, L)
+    out = (vals * w).sum(2).reshape((N, C) + out_sp)
+    return out.to(input.dtype) if cdt != input.dtype else out
 
 
 __all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and callable(v)
