@@ -1,6 +1,8 @@
 """Recurrent layers: RNN, LSTM, GRU and their cells (PyTorch's gate order, parameter names and init).
 
 The input projection of a whole sequence is one matmul; the recurrence then runs step by step.
+A PackedSequence input (ember.nn.utils.rnn) runs step t on the first batch_sizes[t] sorted sequences
+(the reverse direction starts each sequence at its own last step); hx and h_n use the original order.
 """
 from __future__ import annotations
 
@@ -169,8 +171,20 @@ class RNNBase(Module):
         w_hr = getattr(self, f"weight_hr_l{layer}{suffix}") if self.proj_size > 0 else None
         return w_ih, w_hh, b_ih, b_hh, w_hr
 
-    def _run(self, x, hx):
-        """x: (L, N, Hin); hx: per (layer, direction) state. Returns output (L, N, D*H) and final states."""
+    def _cell(self):
+        """(step(gi, state) -> state, output(state) -> y) of this module's recurrence."""
+        if self.mode == "LSTM":
+            return _lstm_cell, lambda s: s[0]
+        if self.mode == "GRU":
+            return _gru_cell, lambda s: s
+        if self.mode == "RNN_TANH":
+            return _rnn_tanh_cell, lambda s: s
+        return _rnn_relu_cell, lambda s: s
+
+    def _run(self, x, hx, batch_sizes=None):
+        """x: (L, N, Hin), or packed data (sum(batch_sizes), Hin) when ``batch_sizes`` (a list of ints) is
+        given; hx: per (layer, direction) state. Returns output (L, N, D*H) / (sum(batch_sizes), D*H) and
+        the final states."""
         em = _api()
         num_directions = 2 if self.bidirectional else 1
         seq_len = x.shape[0]
@@ -182,6 +196,11 @@ class RNNBase(Module):
                 idx = layer * num_directions + direction
                 w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, direction)
                 gi_all = F.linear(layer_input, w_ih, b_ih)  # (L, N, G)
+                if batch_sizes is not None:
+                    out, state = self._run_packed(gi_all, hx[idx], batch_sizes, direction == 1, w_hh, b_hh, w_hr)
+                    outs.append(out)
+                    finals.append(state)
+                    continue
                 state = hx[idx]
                 steps = range(seq_len - 1, -1, -1) if direction == 1 else range(seq_len)
                 ys = [None] * seq_len
@@ -207,10 +226,71 @@ class RNNBase(Module):
             layer_input = layer_output
         return layer_input, finals
 
+    def _run_packed(self, gi_all, h0, batch_sizes, reverse, w_hh, b_hh, w_hr):
+        """One direction of one layer over packed rows: step t sees the first batch_sizes[t] (sorted,
+        longest first) sequences. Forward: rows that end drop out of the running state and are kept as
+        final states. Reverse: each sequence starts at its own last step from its h0 row. Returns the
+        packed output (sum(batch_sizes), H) and the final state of every sequence (N rows)."""
+        em = _api()
+        step, output = self._cell()
+        lstm = self.mode == "LSTM"
+        extra = (w_hr,) if lstm else ()
+
+        def take(state, lo, hi):
+            return tuple(s[lo:hi] for s in state) if lstm else state[lo:hi]
+
+        def join(parts):
+            if len(parts) == 1:
+                return parts[0]
+            if lstm:
+                return tuple(em.cat([p[k] for p in parts], 0) for k in range(2))
+            return em.cat(parts, 0)
+
+        offsets = [0]
+        for n in batch_sizes:
+            offsets.append(offsets[-1] + n)
+        T = len(batch_sizes)
+        ys = [None] * T
+        if not reverse:
+            state, cur, done = h0, batch_sizes[0], []
+            for t in range(T):
+                n = batch_sizes[t]
+                if n < cur:
+                    done.append(take(state, n, cur))
+                    state, cur = take(state, 0, n), n
+                state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
+                ys[t] = output(state)
+            final = join([state] + done[::-1])
+        else:
+            cur = batch_sizes[-1]
+            state = take(h0, 0, cur)
+            for t in range(T - 1, -1, -1):
+                n = batch_sizes[t]
+                if n > cur:
+                    state, cur = join([state, take(h0, cur, n)]), n
+                state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
+                ys[t] = output(state)
+            final = state
+        return (ys[0] if T == 1 else em.cat(ys, 0)), final
+
     def _prepare(self, input):
+        """-> (x, batched, packed): x is (L, N, Hin), or the packed data (sum(batch_sizes), Hin) when
+        ``input`` is a PackedSequence, in which case ``packed`` = (batch_sizes as a list of ints,
+        batch_sizes, sorted_indices, unsorted_indices), else None."""
         from ...nn.utils.rnn import PackedSequence
         if isinstance(input, PackedSequence):
-            raise RuntimeError(f"ember.nn.{type(self).__name__} does not support PackedSequence inputs")
+            data, batch_sizes, sorted_indices, unsorted_indices = input
+            if data.dim() != 2:
+                raise RuntimeError(f"input must have 2 dimensions, got {data.dim()} (the data of a "
+                                   "PackedSequence fed to an RNN is (sum(lengths), input_size))")
+            if data.shape[-1] != self.input_size:
+                raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, "
+                                   f"got {data.shape[-1]}")
+            sizes = [int(n) for n in (batch_sizes.tolist() if hasattr(batch_sizes, "tolist") else batch_sizes)]
+            if not sizes or sum(sizes) != data.shape[0]:
+                raise RuntimeError(f"PackedSequence: batch_sizes {sizes} do not add up to the {data.shape[0]} "
+                                   "rows of its data")
+            return data, True, (sizes, batch_sizes, sorted_indices, unsorted_indices)
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D tensor "
                              "instead")
@@ -222,18 +302,26 @@ class RNNBase(Module):
         if input.shape[-1] != self.input_size:
             raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
                                f"{input.shape[-1]}")
-        return input, batched
+        return input, batched, None
 
     def _check_hidden(self, hx, expected, msg="Expected hidden size {}, got {}"):
         if tuple(hx.shape) != tuple(expected):
             raise RuntimeError(msg.format(list(expected), list(hx.shape)))
 
-    def _finish_output(self, out, batched):
+    def _finish_output(self, out, batched, packed=None):
+        if packed is not None:
+            from ...nn.utils.rnn import PackedSequence
+            return PackedSequence(out, packed[1], packed[2], packed[3])
         if not batched:
             return out.squeeze(1)
         if self.batch_first:
             return out.transpose(0, 1)
         return out
+
+    @staticmethod
+    def _permute_hidden(hx, permutation):
+        """hx reordered along the batch dim (dim 1): original <-> sorted order of a PackedSequence."""
+        return hx if permutation is None else hx.index_select(1, permutation)
 
 
 class RNN(RNNBase):
@@ -255,9 +343,9 @@ class RNN(RNNBase):
 
     def forward(self, input, hx=None):
         em = _api()
-        x, batched = self._prepare(input)
+        x, batched, packed = self._prepare(input)
         D = 2 if self.bidirectional else 1
-        n = x.shape[1]
+        n = x.shape[1] if packed is None else packed[0][0]
         if hx is None:
             hx = em.zeros((self.num_layers * D, n, self.hidden_size), dtype=x.dtype, device=x.device)
         else:
@@ -267,11 +355,15 @@ class RNN(RNNBase):
                                        "tensor")
                 hx = hx.unsqueeze(1)
             self._check_hidden(hx, (self.num_layers * D, n, self.hidden_size))
-        out, finals = self._run(x, [hx[i] for i in range(hx.shape[0])])
+            if packed is not None:
+                hx = self._permute_hidden(hx, packed[2])
+        out, finals = self._run(x, [hx[i] for i in range(hx.shape[0])], None if packed is None else packed[0])
         h_n = em.stack(finals, 0)
+        if packed is not None:
+            h_n = self._permute_hidden(h_n, packed[3])
         if not batched:
             h_n = h_n.squeeze(1)
-        return self._finish_output(out, batched), h_n
+        return self._finish_output(out, batched, packed), h_n
 
 
 class GRU(RNNBase):
@@ -289,9 +381,9 @@ class LSTM(RNNBase):
 
     def forward(self, input, hx=None):
         em = _api()
-        x, batched = self._prepare(input)
+        x, batched, packed = self._prepare(input)
         D = 2 if self.bidirectional else 1
-        n = x.shape[1]
+        n = x.shape[1] if packed is None else packed[0][0]
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         if hx is None:
             h0 = em.zeros((self.num_layers * D, n, real_hidden), dtype=x.dtype, device=x.device)
@@ -305,12 +397,17 @@ class LSTM(RNNBase):
                 h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
             self._check_hidden(h0, (self.num_layers * D, n, real_hidden))
             self._check_hidden(c0, (self.num_layers * D, n, self.hidden_size), "Expected hidden[1] size {}, got {}")
-        out, finals = self._run(x, [(h0[i], c0[i]) for i in range(h0.shape[0])])
+            if packed is not None:
+                h0, c0 = self._permute_hidden(h0, packed[2]), self._permute_hidden(c0, packed[2])
+        out, finals = self._run(x, [(h0[i], c0[i]) for i in range(h0.shape[0])],
+                                None if packed is None else packed[0])
         h_n = em.stack([s[0] for s in finals], 0)
         c_n = em.stack([s[1] for s in finals], 0)
+        if packed is not None:
+            h_n, c_n = self._permute_hidden(h_n, packed[3]), self._permute_hidden(c_n, packed[3])
         if not batched:
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
-        return self._finish_output(out, batched), (h_n, c_n)
+        return self._finish_output(out, batched, packed), (h_n, c_n)
 
 
 class RNNCellBase(Module):
