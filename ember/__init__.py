@@ -31,6 +31,7 @@ from .autograd.grad_mode import is_inference_mode_enabled
 from . import cuda
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from ._settings import *  # noqa: F401,F403  (set_num_threads, use_deterministic_algorithms, ...)
 
 half = float16
 float = float32

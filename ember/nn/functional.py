@@ -337,6 +337,14 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     return (_op("sign")(out) * relu(_op("abs")(out))).mul(kernel_size).pow(1.0 / norm_type)
 
 
+# 3-d adaptive max / LP pooling, *_with_indices aliases, max_unpool*, multilabel_margin_loss,
+# triplet_margin_with_distance_loss, selu_/celu_/rrelu_ (implemented in ember/nn/_functional_extra.py)
+from ._functional_extra import (adaptive_max_pool3d, adaptive_max_pool1d_with_indices,  # noqa: E402
+                                adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices,
+                                max_pool3d_with_indices, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
+                                multilabel_margin_loss, triplet_margin_with_distance_loss, selu_, celu_, rrelu_)
+
+
 # ====================================================================== normalisation
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
     if training:

@@ -9,13 +9,14 @@ from .activation import (Threshold, ReLU, RReLU, Hardtanh, ReLU6, Sigmoid, Hards
 from .loss import (L1Loss, NLLLoss, PoissonNLLLoss, GaussianNLLLoss, KLDivLoss, MSELoss, BCELoss,
                    BCEWithLogitsLoss, HingeEmbeddingLoss, SmoothL1Loss, HuberLoss, SoftMarginLoss, CrossEntropyLoss,
                    CosineEmbeddingLoss, MarginRankingLoss, TripletMarginLoss, MultiLabelSoftMarginLoss,
-                   MultiMarginLoss, CTCLoss)
+                   MultiMarginLoss, CTCLoss, MultiLabelMarginLoss, TripletMarginWithDistanceLoss)
 from .distance import PairwiseDistance, CosineSimilarity
-from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout
+from .dropout import Dropout, Dropout1d, Dropout2d, Dropout3d, AlphaDropout, FeatureAlphaDropout
 from .sparse import Embedding, EmbeddingBag
 from .conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool1d, AdaptiveAvgPool2d,
-                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d)
+                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, LPPool1d, LPPool2d, MaxPool3d, AvgPool3d,
+                      AdaptiveAvgPool3d, AdaptiveMaxPool3d, LPPool3d, MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from .normalization import LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .attention import MultiheadAttention
@@ -28,5 +29,8 @@ from .padding import (ConstantPad1d, ConstantPad2d, ConstantPad3d, ZeroPad1d, Ze
 from .pixelshuffle import PixelShuffle, PixelUnshuffle, ChannelShuffle
 from .upsampling import Upsample, UpsamplingNearest2d, UpsamplingBilinear2d
 from .fold import Fold, Unfold
+from .lazy import (LazyModuleMixin, LazyLinear, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+                   LazyConvTranspose2d, LazyConvTranspose3d, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,
+                   LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d)
 
 __all__ = [n for n in dir() if not n.startswith("_") and n[0].isupper()]
