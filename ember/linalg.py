@@ -20,8 +20,14 @@ from .ops.lapack import (LinAlgError, _eigh_t, _qr_t, _slogdet_t, _svd_t, linalg
                          linalg_solve, linalg_svd, linalg_vecdot)
 from .ops.reduction import linalg_vector_norm
 
+
+def matrix_exp(A):
+    """``torch.linalg.matrix_exp``: the exponential of each square matrix (``ember.matrix_exp``)."""
+    return _api.matrix_exp(A)
+
 __all__ = ["LinAlgError", "norm", "vector_norm", "matrix_norm", "cross", "vecdot", "matmul", "inv", "det",
-           "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank"]
+           "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank",
+           "matrix_exp"]
 
 
 def _no_out(name, out):

@@ -37,3 +37,4 @@ with _binding_cache.group("ops"):
     from . import lapack  # noqa: F401
     from . import more_pointwise  # noqa: F401
     from . import more_api  # noqa: F401
+    from . import linalg_api, scatter_views, windows, misc_api  # noqa: F401

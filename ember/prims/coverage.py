@@ -42,6 +42,9 @@ EXTERN: Dict[str, str] = {
     "linalg_qr": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_eigh": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_svd": "LAPACK factorisation (numpy.linalg); no prim",
+    "matrix_exp": "scaling and squaring with a Pade approximant and a LAPACK solve (numpy.linalg); no prim",
+    "binomial": "binomial sampling (numpy's Generator.binomial, ember's generator at run time)",
+    "poisson": "Poisson sampling (numpy's Generator.poisson, ember's generator at run time)",
 }
 
 EXTERN_PRIMS = ("mm", "bmm", "convolution", "sort", "topk")
