@@ -3,6 +3,15 @@ from .optimizer import Optimizer
 from .sgd import SGD
 from .adam import Adam, AdamW
 from .rmsprop import RMSprop
-from . import lr_scheduler
+from .adagrad import Adagrad
+from .adadelta import Adadelta
+from .adamax import Adamax
+from .nadam import NAdam
+from .radam import RAdam
+from .rprop import Rprop
+from .asgd import ASGD
+from .lbfgs import LBFGS
+from . import lr_scheduler, swa_utils
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "lr_scheduler"]
+__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+           "Rprop", "ASGD", "LBFGS", "lr_scheduler", "swa_utils"]

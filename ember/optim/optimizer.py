@@ -323,3 +323,13 @@ class Optimizer:
         self.__setstate__({"state": state, "param_groups": param_groups})
         for hook in self._optimizer_load_state_dict_post_hooks.values():
             hook(self)
+
+
+def _addcdiv_(p, t1, t2, value):
+    """``p.addcdiv_(t1, t2, value=value)``; under ``ember.compile`` ``value`` may be a 0-d tensor
+    (computed from the traced step count), which ``addcdiv_`` does not take: the same arithmetic
+    as separate ops (``p + value * (t1 / t2)``, ``value`` converted to ``p``'s dtype)."""
+    if isinstance(value, Tensor):
+        return p.add_((t1 / t2).mul_(value))
+    return p.addcdiv_(t1, t2, value=value)
+

@@ -1,0 +1,69 @@
+"""Adagrad with learning-rate decay, weight decay, an initial accumulator value and maximize."""
+from __future__ import annotations
+
+from ..compiler import is_compiling
+from .optimizer import Optimizer, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+
+__all__ = ["Adagrad"]
+
+
+class Adagrad(Optimizer):
+    def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0, eps=1e-10,
+                 foreach=None, *, maximize=False, differentiable=False, fused=None):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= lr_decay:
+            raise ValueError(f"Invalid lr_decay value: {lr_decay}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        if not 0.0 <= initial_accumulator_value:
+            raise ValueError(f"Invalid initial_accumulator_value value: {initial_accumulator_value}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        _check_unsupported("Adagrad", fused, differentiable)
+        defaults = dict(lr=lr, lr_decay=lr_decay, eps=eps, weight_decay=weight_decay,
+                        initial_accumulator_value=initial_accumulator_value, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, fused=fused)
+        super().__init__(params, defaults)
+        # as PyTorch: the state of every parameter is created here, not on its first step
+        for group in self.param_groups:
+            for p in group["params"]:
+                self._init_state(p, group)
+
+    def _init_state(self, p, group):
+        from .. import full_like
+        state = self.state[p]
+        _init_step(state)
+        state["sum"] = full_like(p, group["initial_accumulator_value"])
+        return state
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("fused", None)
+
+    def step(self, closure=None):
+        return self._run_step(closure)
+
+    def _update_group(self, group):
+        lr, lr_decay, wd, eps, maximize = (group["lr"], group["lr_decay"], group["weight_decay"], group["eps"],
+                                           group["maximize"])
+        traced = is_compiling()
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if len(state) == 0:   # a parameter whose state was not created by the constructor
+                state = self._init_state(p, group)
+            step = _step_tensor(state["step"], traced)
+            grad = p.grad if not maximize else -p.grad
+            if wd != 0:
+                grad = grad.add(p, alpha=wd)
+            clr = lr / (1 + (step - 1) * lr_decay)
+            state_sum = state["sum"]
+            state_sum.addcmul_(grad, grad, value=1)
+            std = state_sum.sqrt().add_(eps)
+            _addcdiv_(p, grad, std, -clr)

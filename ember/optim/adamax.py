@@ -1,0 +1,61 @@
+"""Adamax (Adam with the infinity norm), with weight decay and maximize."""
+from __future__ import annotations
+
+from ..compiler import is_compiling
+from .optimizer import Optimizer, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+
+__all__ = ["Adamax"]
+
+
+class Adamax(Optimizer):
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, foreach=None, *,
+                 maximize=False, differentiable=False, capturable=False):
+        if not 0.0 <= lr:
+            raise ValueError(f"Invalid learning rate: {lr}")
+        if not 0.0 <= eps:
+            raise ValueError(f"Invalid epsilon value: {eps}")
+        if not 0.0 <= betas[0] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+        if not 0.0 <= betas[1] < 1.0:
+            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        if not 0.0 <= weight_decay:
+            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_unsupported("Adamax", None, differentiable)
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, foreach=foreach, maximize=maximize,
+                        differentiable=differentiable, capturable=capturable)
+        super().__init__(params, defaults)
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        for group in self.param_groups:
+            group.setdefault("foreach", None)
+            group.setdefault("maximize", False)
+            group.setdefault("differentiable", False)
+            group.setdefault("capturable", False)
+
+    def step(self, closure=None):
+        return self._run_step(closure)
+
+    def _update_group(self, group):
+        from .. import zeros_like
+        beta1, beta2 = group["betas"]
+        lr, eps, wd, maximize = group["lr"], group["eps"], group["weight_decay"], group["maximize"]
+        traced = is_compiling()
+        for p in group["params"]:
+            if p.grad is None:
+                continue
+            state = self.state[p]
+            if len(state) == 0:
+                _init_step(state)
+                state["exp_avg"] = zeros_like(p)
+                state["exp_inf"] = zeros_like(p)
+            step = _step_tensor(state["step"], traced)
+            grad = p.grad if not maximize else -p.grad
+            if wd != 0:
+                grad = grad.add(p, alpha=wd)
+            exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+            exp_avg.lerp_(grad, 1 - beta1)
+            exp_inf.copy_(exp_inf.mul_(beta2).maximum(grad.abs().add_(eps)))
+            bias_correction = 1 - beta1 ** step
+            clr = lr / bias_correction
+            _addcdiv_(p, exp_avg, exp_inf, -clr)
