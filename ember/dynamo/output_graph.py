@@ -422,7 +422,8 @@ class OutputGraph:
                 name = self._memo[("entry", expr)] = f"__s{len(self._entry_reads)}"
                 self._entry_reads.append(f"{name} = {expr}")
             return name
-        if isinstance(vt, (ListVariable, DictVariable)) and vt.source is None:
+        from .variables.objects import NewObjectVariable
+        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable)) and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
                 expr = vt.reconstruct(self)

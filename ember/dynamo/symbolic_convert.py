@@ -474,10 +474,13 @@ class InstructionTranslator:
 
     def STORE_ATTR(self, inst):
         """``obj.name = value`` on an outside object: recorded and replayed after the graph."""
-        from .variables.objects import UserObjectVariable
+        from .variables.objects import NewObjectVariable, UserObjectVariable
         obj = self.pop()
         value = self.pop()
         name = inst.argval
+        if isinstance(obj, NewObjectVariable):
+            obj.set_attr(name, value)       # an object made in the frame: no side effect to replay
+            return
         if isinstance(obj, NNModuleVariable):
             target = obj.module
         elif isinstance(obj, TensorVariable) and name == "grad" and obj.source is not None \

@@ -119,6 +119,19 @@ def wrap(tx, value, source, guard=True):
         return DisabledFunctionVariable(value, source)
     if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
         return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
+    import functools
+    if type(value) is functools.partial and source is not None:
+        from .objects import PartialVariable
+        if g:
+            g.type_match(source, value)
+        func = wrap(tx, value.func, AttrSource(source, "func"), guard)
+        pargs = [wrap(tx, a, GetItemSource(AttrSource(source, "args"), i), guard) for i, a in enumerate(value.args)]
+        if g:
+            g.len_match(AttrSource(source, "args"), len(value.args))
+            g.dict_keys_match(AttrSource(source, "keywords"), list(value.keywords))
+        kw = {k: wrap(tx, v, GetItemSource(AttrSource(source, "keywords"), k), guard)
+              for k, v in value.keywords.items()}
+        return PartialVariable(func, pargs, kw, source)
     if BuiltinVariable.supports(value):
         if g:
             g.id_match(source, value)

@@ -325,6 +325,9 @@ def _getattr(tx, args, kwargs):
 
 def _hasattr_static(obj, name):
     import inspect
+    from .objects import NewObjectVariable
+    if isinstance(obj, NewObjectVariable):
+        return obj.has_attr(name)
     target = getattr(obj, "module", None) or getattr(obj, "obj", None)
     if target is None:
         if obj.is_python_constant():

@@ -200,9 +200,28 @@ class NNModuleVariable(VariableTracker):
         mods = self.module.__dict__.get("_modules", {})
         return [wrap(tx, v, GetItemSource(AttrSource(self.source, "_modules"), k)) for k, v in mods.items()]
 
+    def _param_container(self, tx):
+        """A ParameterList's indices or a ParameterDict's keys, guarded (their parameters are
+        read as attributes, each through its own source)."""
+        from ...nn.modules.container import ParameterDict, ParameterList
+        m = self.module
+        if type(m).__getitem__ is ParameterList.__getitem__ and type(m).__iter__ is ParameterList.__iter__:
+            tx.output.guards.add(f"{self.source.expr()}._size == {m._size}", f"ParameterList of {m._size}")
+            return [str(i) for i in range(m._size)]
+        if type(m).__getitem__ is ParameterDict.__getitem__ and type(m).__iter__ is ParameterDict.__iter__:
+            tx.output.guards.dict_keys_match(AttrSource(self.source, "_keys"), list(m._keys))
+            return list(m._keys)
+        return None
+
     def unpack(self, tx):
         from ...nn.modules.container import ModuleDict, ModuleList, Sequential
         m = self.module
+        names = self._param_container(tx)
+        if names is not None:
+            from ...nn.modules.container import ParameterList
+            if isinstance(m, ParameterList):
+                return [self.var_getattr(tx, n) for n in names]
+            return [ConstantVariable(k) for k in names]
         if type(m).__iter__ in (ModuleList.__iter__, Sequential.__iter__):
             tx.output.guards.len_match(AttrSource(self.source, "_modules"), len(m._modules))
             tx.output.guards.dict_keys_match(AttrSource(self.source, "_modules"), list(m._modules))
@@ -218,6 +237,9 @@ class NNModuleVariable(VariableTracker):
         if type(m).__len__ in (ModuleList.__len__, Sequential.__len__, ModuleDict.__len__):
             tx.output.guards.dict_keys_match(AttrSource(self.source, "_modules"), list(m._modules))
             return len(m._modules)
+        names = self._param_container(tx)
+        if names is not None:
+            return len(names)
         raise Unsupported(f"len() of {type(m).__name__}")
 
     def getitem(self, tx, key):
@@ -233,6 +255,15 @@ class NNModuleVariable(VariableTracker):
         if type(m).__getitem__ is ModuleDict.__getitem__ and isinstance(k, str):
             self.unpack(tx)
             return self.var_getattr(tx, k)
+        names = self._param_container(tx)
+        if names is not None:
+            from ...nn.modules.container import ParameterList
+            if isinstance(m, ParameterList) and isinstance(k, int) and not isinstance(k, bool):
+                if not -len(names) <= k < len(names):
+                    raise Unsupported("ParameterList index out of range (the program raises)")
+                return self.var_getattr(tx, names[k])
+            if not isinstance(m, ParameterList) and isinstance(k, str) and k in names:
+                return self.var_getattr(tx, k)
         raise Unsupported(f"{type(m).__name__}[{k!r}]")
 
     def call_function(self, tx, args, kwargs):
@@ -374,6 +405,8 @@ class ClassVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
+        if self.cls is object and name == "__setattr__":
+            return ObjectSetattrVariable()      # a frozen dataclass's __init__ writes fields with it
         if name in ("__name__", "__qualname__", "__module__"):
             # type(m).__name__: fixed for the class (the class itself is guarded by identity)
             return ConstantVariable(getattr(self.cls, name))
@@ -430,6 +463,11 @@ class ClassVariable(VariableTracker):
             # machine limits of a (guarded) dtype: a constant (ember.finfo(x.dtype).min in masks)
             return ConstantVariable(self.cls(*[a.as_python_constant() for a in args],
                                              **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        import functools
+        if self.cls is functools.partial and args and not isinstance(args[0], PartialVariable):
+            return PartialVariable(args[0], list(args[1:]), dict(kwargs))
+        if NewObjectVariable.can_model(self.cls):
+            return NewObjectVariable.construct(tx, self, args, kwargs)
         raise Unsupported(f"constructing a {self.cls.__name__} object")
 
     def reconstruct(self, out):
@@ -591,3 +629,189 @@ class SuperVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+
+class NewObjectVariable(VariableTracker):
+    """An instance of a plain user class created inside the frame (a dataclass output such as
+    ``Out(logits=..., loss=...)``, a small state holder): its ``__init__`` is inlined, its
+    attributes are trackers written and read here, and where it leaves the frame (returned,
+    passed to a resume function, stored on an outside object) it is rebuilt without running
+    ``__init__`` again: ``cls.__new__(cls)`` with the final attribute values (one object per
+    tracker, so identity is kept). Classes whose construction does more than set attributes in
+    Python are not modelled (custom ``__new__``/metaclass/``__setattr__``/``__slots__``, builtin
+    or C bases, nn.Modules): constructing those stays a graph break."""
+
+    def __init__(self, cls, class_var):
+        self.cls = cls
+        self.class_var = class_var        # the ClassVariable (with its source, for guarded class attributes)
+        self.attrs = {}
+
+    @staticmethod
+    def can_model(cls) -> bool:
+        import abc
+        if not isinstance(cls, type) or type(cls) not in (type, abc.ABCMeta):
+            return False
+        if getattr(cls, "__abstractmethods__", None):
+            return False                  # instantiation raises TypeError: let Python say so
+        from ...nn import Module
+        from ...tensor import Tensor
+        if issubclass(cls, (Module, Tensor, BaseException)):
+            return False
+        for k in cls.__mro__[:-1]:
+            if k.__module__ == "builtins" or "__slots__" in k.__dict__:
+                return False
+        frozen = getattr(getattr(cls, "__dataclass_params__", None), "frozen", False)
+        if cls.__new__ is not object.__new__ or cls.__getattribute__ is not object.__getattribute__ \
+                or (cls.__setattr__ is not object.__setattr__ and not frozen):
+            return False
+        if "__getattr__" in dir(cls) or "__del__" in dir(cls):
+            return False
+        init = cls.__init__
+        return init is object.__init__ or isinstance(init, types.FunctionType)
+
+    @classmethod
+    def construct(cls, tx, class_var, args, kwargs):
+        obj = cls(class_var.cls, class_var)
+        init = class_var.cls.__init__
+        if init is object.__init__:
+            if args or kwargs:
+                raise Unsupported(f"{class_var.cls.__name__}() takes no arguments (the program raises)")
+            return obj
+        # with a source, __init__'s defaults are read (and guarded) through it: a dataclass's
+        # default_factory sentinel is an object only reachable that way
+        src = AttrSource(class_var.source, "__init__") if class_var.source is not None else None
+        result = UserFunctionVariable(init, src).call_function(tx, [obj] + list(args), kwargs)
+        if not (result.is_python_constant() and result.as_python_constant() is None):
+            raise Unsupported(f"{class_var.cls.__name__}.__init__ returned a value (the program raises)")
+        return obj
+
+    def python_type(self):
+        return self.cls
+
+    def truthy(self, tx):
+        if getattr(self.cls, "__bool__", None) is None and getattr(self.cls, "__len__", None) is None:
+            return True
+        raise Unsupported(f"truth value of {self.cls.__name__} (user __bool__/__len__)")
+
+    def has_attr(self, name):
+        if name in self.attrs:
+            return True
+        try:
+            inspect.getattr_static(self.cls, name)
+            return True
+        except AttributeError:
+            return False
+
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "__class__":
+            return self.class_var
+        if name == "__dict__":
+            raise Unsupported(f"{self.cls.__name__}.__dict__ of an object made in the frame")
+        try:
+            attr = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            raise Unsupported(f"{self.cls.__name__} object has no attribute {name!r} (the program raises)")
+        src = self.class_var.source
+        if src is not None and isinstance(attr, (types.FunctionType, property, classmethod)):
+            # the method / property inlined must still be the class's on later calls
+            g = tx.output.guards
+            g.add(f"{g.ref(inspect.getattr_static)}({src.expr()}, {name!r}, None) is {g.ref(attr)}",
+                  f"{self.cls.__name__}.{name} unchanged")
+        if isinstance(attr, types.FunctionType):
+            return UserMethodVariable(UserFunctionVariable(attr), self)
+        if isinstance(attr, property):
+            if attr.fget is None:
+                raise Unsupported(f"unreadable property {name}")
+            return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
+        if isinstance(attr, classmethod):
+            return UserMethodVariable(UserFunctionVariable(attr.__func__), self.class_var)
+        # a class attribute (constant, staticmethod, ...): read through the class, guarded there
+        return self.class_var.var_getattr(tx, name)
+
+    def set_attr(self, name, value):
+        if getattr(getattr(self.cls, "__dataclass_params__", None), "frozen", False):
+            raise Unsupported(f"assignment to field {name!r} of frozen dataclass {self.cls.__name__} "
+                              "(the program raises)")
+        try:
+            attr = inspect.getattr_static(self.cls, name)
+        except AttributeError:
+            attr = None
+        if attr is not None and hasattr(type(attr), "__set__"):
+            raise Unsupported(f"assignment to descriptor {self.cls.__name__}.{name}")
+        self.attrs[name] = value
+
+    def call_method(self, tx, name, args, kwargs):
+        return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def call_function(self, tx, args, kwargs):
+        call = inspect.getattr_static(self.cls, "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return UserFunctionVariable(call).call_function(tx, [self] + list(args), kwargs)
+        raise Unsupported(f"calling a {self.cls.__name__} object")
+
+    def reconstruct(self, out):
+        items = ", ".join(f"{k!r}: {out.materialize(v)}" for k, v in self.attrs.items())
+        return f"{out.ref(rebuild_object)}({out.ref(self.cls)}, {{{items}}})"
+
+    def __repr__(self):
+        return f"NewObjectVariable({self.cls.__name__})"
+
+
+def rebuild_object(cls, attrs):
+    """An object made inside a compiled frame, rebuilt after the graph ran (its ``__init__``
+    already ran symbolically)."""
+    obj = object.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class ObjectSetattrVariable(VariableTracker):
+    """``object.__setattr__``: modelled on objects made in the frame (frozen dataclasses set
+    their fields with it in ``__init__``)."""
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) == 3 and not kwargs and isinstance(args[0], NewObjectVariable) \
+                and args[1].is_python_constant() and isinstance(args[1].as_python_constant(), str):
+            args[0].attrs[args[1].as_python_constant()] = args[2]
+            return ConstantVariable(None)
+        raise Unsupported("object.__setattr__ on an object not made in the compiled frame")
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(func, *args, **kwargs)``, made in the frame or read from outside
+    (then ``func``, ``args`` and ``keywords`` are read through its source): calling it calls
+    ``func`` with the stored arguments first, as the C type does."""
+
+    def __init__(self, func, args, kwargs, source=None):
+        self.func = func
+        self.args = args
+        self.kwargs = kwargs
+        self.source = source
+
+    def python_type(self):
+        import functools
+        return functools.partial
+
+    def call_function(self, tx, args, kwargs):
+        return self.func.call_function(tx, self.args + list(args), {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        from .lists import DictVariable, TupleVariable
+        if name == "func":
+            return self.func
+        if name == "args":
+            return TupleVariable(self.args)
+        raise Unsupported(f"partial.{name}")
+
+    def reconstruct(self, out):
+        if self.source is not None:
+            return self.source.expr()
+        import functools
+        parts = [out.materialize(self.func)] + [out.materialize(a) for a in self.args] + \
+            [f"{k}={out.materialize(v)}" for k, v in self.kwargs.items()]
+        return f"{out.ref(functools.partial)}({', '.join(parts)})"
+
+    def __repr__(self):
+        return f"PartialVariable({self.func})"

@@ -1,0 +1,207 @@
+"""Objects a compiled frame makes or reads that used to break the graph: instances of plain
+user classes and dataclasses made in the frame (HF-style ``Out(logits=..., loss=...)``),
+``functools.partial`` (made in the frame or read from outside), and ParameterList /
+ParameterDict indexing and iteration. Each is captured in one graph and gives eager's answer,
+also after the class, the partial or the container changes between calls."""
+import dataclasses
+import functools
+import typing
+
+import numpy as np
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember import dynamo
+
+from ._util import CountingBackend, assert_same
+
+RNG = np.random.default_rng()
+
+
+def _x(*shape, grad=False):
+    return ember.tensor(RNG.standard_normal(shape), dtype=ember.float32, requires_grad=grad)
+
+
+@dataclasses.dataclass
+class Out:
+    logits: ember.Tensor
+    loss: typing.Optional[ember.Tensor] = None
+    extra: list = dataclasses.field(default_factory=list)
+
+    def total(self):
+        return self.logits.sum() + (self.loss if self.loss is not None else 0)
+
+    @property
+    def doubled(self):
+        return self.logits * 2
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    a: ember.Tensor
+    b: int = 3
+
+
+class Holder:
+    scale = 3.0
+
+    def __init__(self, x):
+        self.x = x
+        self.n = 0
+
+    def bump(self):
+        self.n += 1
+        return self
+
+
+LIN = nn.Linear(8, 4)
+
+
+def _model_output(x, y):
+    o = Out(logits=LIN(x))
+    o.loss = (o.logits - y).pow(2).mean()
+    o.extra.append(o.total())
+    h = Holder(o.doubled).bump().bump()
+    fr = Frozen(o.loss)
+    return o, h, fr, h.x * h.scale + h.n + fr.b, o
+
+
+def test_dataclass_and_user_objects_made_in_the_frame():
+    dynamo.reset()
+    cnt = CountingBackend()
+    cf = ember.compile(_model_output, backend=cnt)
+    for _ in range(3):
+        x, y = _x(3, 8), _x(3, 4)
+        got, want = cf(x, y), _model_output(x, y)
+        assert_same(want[:4], got[:4])
+        assert got[0] is got[4]                       # one object, returned twice
+        assert isinstance(got[0], Out) and got[0] == got[4] and got[1].n == 2
+    assert cnt.frame_count == 1
+    r = ember.dynamo.explain(_model_output)(_x(3, 8), _x(3, 4))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+
+
+def test_gradients_flow_through_an_object_made_in_the_frame():
+    x = _x(3, 8, grad=True)
+    y = _x(3, 4)
+    cf = ember.compile(_model_output)
+    cf(x, y)[3].sum().backward()
+    g = x.grad.numpy().copy()
+    x.grad = None
+    _model_output(x, y)[3].sum().backward()
+    np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_changed_method_is_seen_by_the_compiled_code():
+    class Acc:
+        def __init__(self, t):
+            self.t = t
+
+        def value(self):
+            return self.t + 1
+
+    def f(x):
+        return Acc(x * 2).value()
+
+    cf = ember.compile(f)
+    x = _x(4)
+    assert_same(f(x), cf(x))
+    Acc.value = lambda self: self.t - 5                 # the guard on Acc.value fails: recompiled
+    assert_same(f(x), cf(x))
+
+
+def test_classes_that_are_not_modelled_still_give_eager_answers():
+    class Slots:
+        __slots__ = ("t",)
+
+        def __init__(self, t):
+            self.t = t
+
+    class Custom:
+        def __setattr__(self, name, value):
+            object.__setattr__(self, name, value * 2)
+
+    def f(x):
+        s = Slots(x + 1)
+        c = Custom()
+        c.v = x
+        return s.t * c.v
+
+    cf = ember.compile(f)
+    for _ in range(2):
+        x = _x(3)
+        assert_same(f(x), cf(x))
+    assert dynamo.counters["internal_errors"] == 0
+
+
+def test_frozen_dataclass_assignment_raises_as_eager():
+    def f(x):
+        fr = Frozen(x)
+        fr.b = 4
+        return fr.a
+
+    x = _x(2)
+    for fn in (f, ember.compile(f)):
+        try:
+            fn(x)
+        except dataclasses.FrozenInstanceError:
+            pass
+        else:
+            raise AssertionError("expected FrozenInstanceError")
+
+
+ACT = functools.partial(F.leaky_relu, negative_slope=0.3)
+
+
+def test_partial_made_in_the_frame_and_read_from_outside():
+    def f(x):
+        g = functools.partial(ember.add, alpha=2.0)
+        h = functools.partial(ember.mul, x)
+        return ACT(g(x, x)) + h(3.0), h
+
+    dynamo.reset()
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt)
+    x = _x(3, 4)
+    got, h = cf(x)
+    assert_same(f(x)[0], got)
+    assert isinstance(h, functools.partial)
+    assert_same(x * 2.0, h(2.0))
+    assert cnt.frame_count == 1
+    r = ember.dynamo.explain(f)(x)
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    try:
+        ACT.keywords["negative_slope"] = 0.05          # guarded: the next call sees the new slope
+        assert_same(f(x)[0], cf(x)[0])
+    finally:
+        ACT.keywords["negative_slope"] = 0.3
+
+
+class _Params(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pl = nn.ParameterList([nn.Parameter(ember.randn(4)) for _ in range(3)])
+        self.pd = nn.ParameterDict({"a": nn.Parameter(ember.randn(4)), "b": nn.Parameter(ember.randn(4))})
+
+    def forward(self, x):
+        y = x * self.pl[0] + self.pl[-1] + self.pd["b"]
+        for p in self.pl:
+            y = y + p
+        for k in self.pd:
+            y = y * self.pd[k]
+        return y * len(self.pl) + len(self.pd)
+
+
+def test_parameter_list_and_dict_are_captured():
+    m = _Params()
+    r = ember.dynamo.explain(m)(_x(2, 4))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    cm = ember.compile(m)
+    x = _x(2, 4)
+    assert_same(m(x), cm(x))
+    cm(x).sum().backward()
+    assert m.pl[1].grad is not None and m.pd["a"].grad is not None
+    m.pl.append(nn.Parameter(ember.randn(4)))          # guarded on the list's size
+    m.pd["c"] = nn.Parameter(ember.randn(4))           # and the dict's keys
+    assert_same(m(x), cm(x))
