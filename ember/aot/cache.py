@@ -81,7 +81,7 @@ from ..runtime import disk_cache
 
 log = logging.getLogger("ember.aot.cache")
 
-FORMAT_VERSION = "2"
+FORMAT_VERSION = "3"     # 3: fake dtypes by ember name (bfloat16), bfloat16 constants as uint16
 _MAGIC = b"EMBER-AOT"
 
 stats = {"hits": 0, "misses": 0, "stores": 0, "corrupt": 0, "bypassed": 0, "uncacheable": 0}
@@ -254,6 +254,9 @@ def key_lines(aot, training: bool) -> List[str]:
     from .._state import STATE
     from ..types import get_default_dtype
     put(f"state inference={STATE.inference} anomaly={STATE.anomaly} default_dtype={get_default_dtype().name}")
+    # the dispatcher's autocast casts are traced into the graph: a region's state is part of it
+    put("autocast " + ("none" if STATE.autocast is None else
+                       ";".join(f"{k}={v.name}" for k, v in sorted(STATE.autocast.items()))))
     put("python " + sys.version)
     put("numpy " + np.__version__)
     put("src " + source_hash())
@@ -318,7 +321,8 @@ class _Pickler(pickle.Pickler):
             a = obj._data
             if type(a).__name__ != "FakeArray":
                 raise Uncacheable("a real tensor in a graph (a constant)")
-            return ("fake", tuple(map(self._size, a.shape)), a.dtype.str, tuple(map(self._size, a.estrides)),
+            # the ember dtype's name: numpy spells ml_dtypes' bfloat16 '|V2', which reads back as void
+            return ("fake", tuple(map(self._size, a.shape)), obj.dtype.name, tuple(map(self._size, a.estrides)),
                     self._size(a.offset), str(obj.device), bool(obj.requires_grad))
         op = getattr(obj, "_ember_op", None)
         if op is not None and callable(obj):
@@ -379,7 +383,8 @@ class _Unpickler(pickle.Unpickler):
         if kind == "fake":
             _, shape, dt, estrides, offset, dev, rg = pid
             shape, estrides = tuple(map(self._size, shape)), tuple(map(self._size, estrides))
-            t = self._make_fake(self._fake(shape, dt, estrides, self._size(offset)), self._t.device(dev))
+            t = self._make_fake(self._fake(shape, self._t.as_dtype(dt).np, estrides, self._size(offset)),
+                                self._t.device(dev))
             if rg:
                 t.requires_grad_(True)
             return t
@@ -402,7 +407,10 @@ def _graph_record(gm) -> dict:
                 v = getattr(v, part)
             if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
                 raise Uncacheable(f"the compiled graph's constant {n.target} is not a numpy-backed tensor")
-            consts[n.target] = (np.array(v._data), v.dtype.name, bool(v.requires_grad))
+            arr = np.array(v._data)
+            if v.dtype.name == "bfloat16":
+                arr = arr.view(np.uint16)    # ml_dtypes' bfloat16 does not survive pickling (|V2)
+            consts[n.target] = (arr, v.dtype.name, bool(v.requires_grad))
         nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
     return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__,
             "consts": consts}
@@ -448,6 +456,8 @@ def _rebuild_graph(rec: dict):
         from ..tensor import _make
         from .. import types as _t
         for target, (arr, dt, rg) in rec["consts"].items():
+            if dt == "bfloat16":
+                arr = arr.view(_t.bfloat16.np)
             t = _make(arr)
             if t.dtype is not _t.as_dtype(dt):
                 raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")

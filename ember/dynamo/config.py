@@ -8,5 +8,8 @@ inline_depth_limit = 32
 instruction_limit = 200_000
 # Compute example values with ember fake tensors instead of real tensors.
 use_fake_tensors = True
+# Compile frames called inside an ember.autocast region (the trace records the region's casts,
+# and a guard ties the entry to the region's state); False runs such frames eagerly.
+compile_under_autocast = True
 # Raise instead of falling back to eager when a frame cannot be captured (debugging).
 raise_on_unsupported = False

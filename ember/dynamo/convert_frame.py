@@ -136,9 +136,10 @@ class Compiler:
         self.graphs = []   # (code, info) per compiled entry, for tests and explain()
 
     def __call__(self, code, func, *args):
-        if _STATE.autocast is not None:
-            # an ember.autocast region: its casts are made by the dispatcher at run time, which
-            # a graph traced without them would skip; run the frame eagerly (ember/amp)
+        if _STATE.autocast is not None and not config.compile_under_autocast:
+            # an ember.autocast region: its casts are made by the dispatcher, which traces them
+            # into the graph (guards.global_state keys the entry to the region); switched off,
+            # the frame runs eagerly
             _note_autocast(code)
             return None
         cache = _caches.get(code)

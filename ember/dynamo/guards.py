@@ -158,6 +158,13 @@ class GuardSet:
 
     def global_state(self):
         self.add(f"STATE.grad_enabled is {bool(STATE.grad_enabled)!r}", "grad mode unchanged")
+        # an ember.autocast region: the trace holds its casts (the dispatcher made them while
+        # tracing), so the entry serves calls in the same region state only
+        if STATE.autocast is None:
+            self.add("STATE.autocast is None", "no autocast region")
+        else:
+            self.add(f"STATE.autocast == {self.ref(dict(STATE.autocast))}",
+                     f"autocast region {{{', '.join(f'{k}: {v}' for k, v in STATE.autocast.items())}}}")
         self.add(f"_t.get_default_dtype() is {self.ref(_t.get_default_dtype())}", "default dtype unchanged")
 
     # ------------------------------------------------------------------ compiling

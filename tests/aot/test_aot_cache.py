@@ -352,6 +352,31 @@ def test_bool_and_int_dtypes_in_graphs_round_trip(fresh_cache):
     assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
 
 
+def _half_precision(x, w):
+    return (x.to(ember.bfloat16) @ w.to(ember.bfloat16)).float() + x.to(ember.float16).float().sum()
+
+
+def test_bfloat16_and_float16_graphs_round_trip(fresh_cache):
+    """bfloat16 values in a graph (numpy spells ml_dtypes' bfloat16 '|V2') used to make every
+    entry read back as corrupt, so such graphs were traced again on each compile."""
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    out1, g1 = _step(_half_precision, x, w)
+    s0 = dict(cache.stats)
+    out2, g2 = _step(_half_precision, x, w)
+    assert _delta(s0)["hits"] == 1 and _delta(s0)["corrupt"] == 0
+    assert out1.tobytes() == out2.tobytes() and g1[1].tobytes() == g2[1].tobytes()
+
+
+def test_autocast_state_is_in_the_key(fresh_cache):
+    x, w = rand(4, 6), rand(6, 3, requires_grad=True)
+    out1, _ = _step(_fn, x, w)
+    s0 = dict(cache.stats)
+    with ember.autocast("cpu"):
+        out2, _ = _step(_fn, x, w)              # the same graph, traced with the region's casts
+    assert _delta(s0)["hits"] == 0 and _delta(s0)["misses"] == 1
+    assert out2.dtype != out1.dtype or not np.array_equal(out1, out2)
+
+
 def test_an_optimizer_first_step_is_cached(fresh_cache):
     """An optimizer's first step creates its state with ``zeros_like``: the graph calls it, so
     the key must name it (it was a closure, ``_like.<locals>.like``, and every such graph

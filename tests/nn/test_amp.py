@@ -64,7 +64,7 @@ def test_compiled_code_follows_the_region():
     g = ember.compile(lambda x, w: (x @ w) * 2)
     assert g(x, w).dtype is ember.float32
     with ember.autocast("cpu"):
-        got = g(x, w)                              # runs eagerly in the region: the casts happen
+        got = g(x, w)                              # traced with the region's casts (its own entry)
     assert got.dtype is ember.bfloat16
     assert g(x, w).dtype is ember.float32
 
@@ -135,3 +135,55 @@ def test_grad_scaler_errors_and_state():
     assert s2.get_scale() == 8.0
     off = ember.amp.GradScaler("cpu", enabled=False)
     assert off.scale(p.sum()) is not None and off.get_scale() == 1.0 and off.state_dict() == {}
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_module_in_a_region_is_compiled_with_its_casts(backend):
+    """A compiled model called inside an autocast region (the usual AMP loop) is traced with
+    the dispatcher's casts and runs compiled: low-precision outputs and float32 gradients as
+    eager's (to bfloat16/float16 rounding); outside the region the float32 entry serves."""
+    from ember import dynamo
+    rng = np.random.default_rng()
+    m = ember.nn.Sequential(ember.nn.Linear(16, 32), ember.nn.GELU(), ember.nn.LayerNorm(32),
+                            ember.nn.Linear(32, 4))
+    dynamo.reset()
+    cm = ember.compile(m, backend=backend)
+    for dt, tol in ((ember.bfloat16, 3e-2), (ember.float16, 4e-3)):
+        for _ in range(2):
+            x = ember.tensor(rng.standard_normal((8, 16)).astype(np.float32), requires_grad=True)
+            with ember.autocast("cpu", dtype=dt):
+                got = cm(x)
+                want = m(x)
+            assert got.dtype is dt and want.dtype is dt
+            np.testing.assert_allclose(got.float().detach().numpy(), want.float().detach().numpy(),
+                                       rtol=tol, atol=tol)
+            got.float().sum().backward()
+            g_comp, w_comp = x.grad.numpy().copy(), m[0].weight.grad.numpy().copy()
+            x.grad = None
+            m.zero_grad()
+            want.float().sum().backward()
+            assert x.grad.dtype is ember.float32 and m[0].weight.grad.dtype is ember.float32
+            np.testing.assert_allclose(g_comp, x.grad.numpy(), rtol=tol, atol=tol)
+            np.testing.assert_allclose(w_comp, m[0].weight.grad.numpy(), rtol=tol, atol=tol * 4)
+            m.zero_grad()
+    # compiled, not run eagerly: one entry per region state, no fallback
+    assert dynamo.counters["compiled"] >= 2 and dynamo.counters["eager_fallback"] == 0
+    x = ember.tensor(rng.standard_normal((8, 16)).astype(np.float32))
+    out = cm(x)
+    assert out.dtype is ember.float32
+    np.testing.assert_allclose(out.detach().numpy(), m(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_autocast_compilation_can_be_switched_off():
+    from ember import dynamo
+    dynamo.reset()
+    g = ember.compile(lambda x, w: (x @ w) * 2)
+    x, w = ember.randn(4, 8), ember.randn(8, 3)
+    old = dynamo.config.compile_under_autocast
+    dynamo.config.compile_under_autocast = False
+    try:
+        with ember.autocast("cpu"):
+            assert g(x, w).dtype is ember.bfloat16     # run eagerly: the casts still happen
+        assert dynamo.counters["compiled"] == 0
+    finally:
+        dynamo.config.compile_under_autocast = old
