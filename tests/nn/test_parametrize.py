@@ -304,7 +304,14 @@ def test_spectral_norm_parametrization(ctor, shape, n_iter):
 
 
 def test_spectral_norm_sigma_is_one_and_1d():
-    m = EP.spectral_norm(enn.Linear(7, 5).double(), n_power_iterations=1)
+    lin = enn.Linear(7, 5).double()
+    # a clear spectral gap (sigma2 / sigma1 = 0.5): power iteration converges in a few steps
+    # (a random draw with two close top singular values did not within 20)
+    u, _ = np.linalg.qr(_rng().standard_normal((5, 5)))
+    v, _ = np.linalg.qr(_rng().standard_normal((7, 5)))
+    with ember.no_grad():
+        lin.weight.copy_(ember.tensor(u @ np.diag([2.0, 1.0, 0.5, 0.3, 0.1]) @ v.T))
+    m = EP.spectral_norm(lin, n_power_iterations=1)
     for _ in range(20):
         w = m.weight
     sv = np.linalg.svd(w.detach().numpy(), compute_uv=False)
