@@ -262,15 +262,22 @@ class Compiler:
     # ------------------------------------------------------------------ dynamic shapes
     def _dynamic_dims_fn(self, cache):
         """Which dims of a tensor input become ShapeEnv symbols: all of them with
-        ``dynamic=True`` (parameters excepted, as in PyTorch), none with ``dynamic=False``,
-        and always those marked by ``mark_dynamic`` or found to change between calls
-        (automatic dynamic, ``dynamic=None`` only)."""
+        ``dynamic=True`` (parameters and module buffers excepted, as in PyTorch: a causal-mask
+        buffer sliced by a symbolic length left its own size symbol in saved tensors that no
+        backward input carried), none with ``dynamic=False``, and always those marked by
+        ``mark_dynamic`` or found to change between calls (automatic dynamic, ``dynamic=None``
+        only)."""
         from ..nn.parameter import Parameter
+        from .source import AttrSource, GetItemSource
         mode, auto = self.dynamic, cache.auto_dynamic
+
+        def module_buffer(source):
+            return isinstance(source, GetItemSource) and isinstance(source.base, AttrSource) \
+                and source.base.attr == "_buffers"
 
         def dims(source, t):
             d = set(getattr(t, "_ember_dynamic_dims", ()))
-            if mode is True and not isinstance(t, Parameter):
+            if mode is True and not isinstance(t, Parameter) and not module_buffer(source):
                 d.update(range(t.ndim))
             elif mode is None:
                 d.update(auto.get(source.expr(), ()))

@@ -99,7 +99,25 @@ def broadcast_shapes(*shapes: Sequence[Any]) -> Tuple[Any, ...]:
                 raise RuntimeError(
                     f"The size of tensor a ({cur}) must match the size of tensor b ({s}) at "
                     f"non-singleton dimension {off + i}")
+            if _simpler_size(s, cur):
+                # equal under the guard just made: keep the plainer expression (``x`` over
+                # ``Min(16, x)`` from a slice of a buffer), or sizes derived from the result
+                # (a view's inferred dim) become fractions no kernel size can be made of
+                out[off + i] = s
     return tuple(out)
+
+
+def _simpler_size(a, b) -> bool:
+    """Whether size ``a`` is a plainer expression than ``b`` (an int, then a lone symbol)."""
+    if isinstance(b, int):
+        return False
+    if isinstance(a, int):
+        return True
+    ea, eb = getattr(a, "expr", None), getattr(b, "expr", None)
+    if ea is None or eb is None:
+        return False
+    import sympy
+    return (ea.is_Symbol and not eb.is_Symbol) or (not eb.is_Symbol and sympy.count_ops(ea) < sympy.count_ops(eb))
 
 
 def reduced_shape(shape: Sequence[Any], dims: Sequence[int], keepdim: bool) -> Tuple[Any, ...]:

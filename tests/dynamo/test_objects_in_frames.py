@@ -205,3 +205,65 @@ def test_parameter_list_and_dict_are_captured():
     m.pl.append(nn.Parameter(ember.randn(4)))          # guarded on the list's size
     m.pd["c"] = nn.Parameter(ember.randn(4))           # and the dict's keys
     assert_same(m(x), cm(x))
+
+
+def test_tuple_accumulated_from_an_empty_constant():
+    """``all_hidden = (); all_hidden = all_hidden + (x,)`` (HF models' output_hidden_states)."""
+    def f(x):
+        acc = ()
+        lst = []
+        for i in range(3):
+            x = x * 2 + i
+            acc = acc + (x,)
+            lst = lst + [x]
+        return acc, () + acc[:1], lst
+
+    r = ember.dynamo.explain(f)(_x(3))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    x = _x(3)
+    assert_same(f(x), ember.compile(f)(x))
+
+
+class _CausalAttention(nn.Module):
+    """A causal mask buffer sliced by the (symbolic) lengths, broadcast against the scores."""
+
+    def __init__(self, block=16):
+        super().__init__()
+        self.qkv = nn.Linear(8, 24)
+        self.register_buffer("bias", ember.tril(ember.ones(block, block, dtype=ember.bool)).view(1, 1, block, block))
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).split(8, dim=-1)
+        q, k, v = (t.view(t.shape[0], t.shape[1], 2, 4).transpose(1, 2) for t in (q, k, v))
+        w = q @ k.transpose(-1, -2)
+        qlen, klen = q.size(-2), k.size(-2)
+        causal = self.bias[:, :, klen - qlen:klen, :klen]
+        w = ember.where(causal, w, ember.full([], ember.finfo(w.dtype).min, dtype=w.dtype))
+        out = (w.softmax(-1) @ v).transpose(1, 2).contiguous()
+        return out.view(*out.shape[:-2], -1).sum()
+
+
+def test_sliced_mask_buffer_under_symbolic_sizes_compiles(caplog):
+    """Broadcasting ``Min(16, s0)`` (the slice of the buffer) against ``s0`` kept the Min, so
+    a later view's inferred size was ``floor(32*Min(16, s0)/s0)`` and inductor ran the graph
+    eagerly; with ``dynamic=True`` the buffer's own size became a symbol no backward input
+    carried. Both compile now (buffers stay static, as parameters)."""
+    import logging
+    for dynamic in (None, True):
+        dynamo.reset()
+        m = _CausalAttention()
+        cm = ember.compile(m, dynamic=dynamic)
+        with caplog.at_level(logging.WARNING, logger="ember.inductor"):
+            for t in (8, 5, 11):
+                x = _x(2, t, 8, grad=True)
+                got = cm(x)
+                got.backward()
+                g = x.grad.numpy().copy()
+                x.grad = None
+                want = m(x)
+                want.backward()
+                np.testing.assert_allclose(got.item(), want.item(), rtol=1e-4, atol=1e-4)
+                np.testing.assert_allclose(g, x.grad.numpy(), rtol=1e-4, atol=1e-5)
+        bad = [r.getMessage() for r in caplog.records if "eagerly" in r.getMessage() or "Interpreter" in r.getMessage()]
+        assert not bad, bad
+        caplog.clear()

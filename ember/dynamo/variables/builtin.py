@@ -34,6 +34,9 @@ def binary_op(tx, op, a, b):
             and not isinstance(b, BaseListVariable) and not isinstance(a, DictVariable):
         return fold_binary(op, a.as_python_constant(), b.as_python_constant())
     base = INPLACE.get(op, op)
+    # a constant tuple/list beside a container of trackers (``all_hidden = () ; all_hidden +
+    # (x,)``): the constant's items as trackers, so the container rules below apply
+    a, b = _as_container(a, b), _as_container(b, a)
     if isinstance(a, BaseListVariable) and isinstance(b, BaseListVariable):
         if base is operator.add and a.python_type() is list and b.python_type() is list:
             if op is operator.iadd:
@@ -61,6 +64,14 @@ def binary_op(tx, op, a, b):
     if op in (operator.eq, operator.ne) and hasattr(a, "module") and hasattr(b, "module"):
         return ConstantVariable((a.module is b.module) == (op is operator.eq))
     raise Unsupported(f"operator {op.__name__} on {a} and {b}")
+
+
+def _as_container(v, other):
+    if isinstance(other, BaseListVariable) and isinstance(v, ConstantVariable) and \
+            type(v.value) in (tuple, list):
+        items = [ConstantVariable(i) for i in v.value]
+        return TupleVariable(items) if type(v.value) is tuple else ListVariable(items)
+    return v
 
 
 def unary_op(tx, op, a):
