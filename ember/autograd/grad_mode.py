@@ -47,6 +47,9 @@ class _GradModeContext:
         def wrapper(*args, **kwargs):
             with type(self)._fresh(self):
                 return fn(*args, **kwargs)
+        if type(self) in (no_grad, enable_grad):
+            # dynamo traces a call as the function in a grad-mode block (not as one operator)
+            wrapper._ember_grad_mode_target = type(self)._target
         return wrapper
 
     @classmethod

@@ -914,10 +914,15 @@ class InstructionTranslator:
         raise Unsupported("assertion fails while tracing")
 
     def BEFORE_WITH(self, inst):
-        from .variables.ctx import GradModeVariable
+        from .variables.ctx import GradModeVariable, NullContextVariable
         ctx = self.pop()
+        if isinstance(ctx, NullContextVariable):
+            self.push(ctx.enter(self))
+            self.push(ctx.enter_result)
+            return
         if not isinstance(ctx, GradModeVariable):
-            raise Unsupported(f"with block over {ctx} (only ember.no_grad()/enable_grad() are modelled)")
+            raise Unsupported(f"with block over {ctx} (only ember.no_grad()/enable_grad()/"
+                              f"contextlib.nullcontext() are modelled)")
         self.push(ctx.enter(self))
         self.push(ConstantVariable(None))
 

@@ -155,7 +155,7 @@ def test_unsupported_runs_eagerly_with_logged_reason(caplog):
     import contextlib
 
     def f(x):
-        with contextlib.nullcontext():
+        with contextlib.suppress(KeyError):   # a context manager dynamo does not model
             return x * 2
 
     cnt = CountingBackend()

@@ -117,6 +117,14 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return DisabledFunctionVariable(value, source)
+    if isinstance(value, types.FunctionType) and getattr(value, "_ember_grad_mode_target", None) is not None \
+            and isinstance(getattr(value, "__wrapped__", None), types.FunctionType):
+        # a function decorated with @ember.no_grad() / @ember.enable_grad()
+        from .ctx import GradModeDecoratedVariable
+        if g:
+            g.id_match(source, value)
+        inner = wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source else None, guard)
+        return GradModeDecoratedVariable(inner, value._ember_grad_mode_target, source)
     if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
         return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
     import functools

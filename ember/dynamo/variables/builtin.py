@@ -328,17 +328,44 @@ def _getattr(tx, args, kwargs):
         try:
             return obj.var_getattr(tx, name)
         except Unsupported:
-            if _hasattr_static(obj, name) is False:
+            if _hasattr_static(obj, name, tx) is False:
                 return args[2]
             raise
     return obj.var_getattr(tx, name)
 
 
-def _hasattr_static(obj, name):
+def _module_hasattr(tx, obj, name):
+    """``hasattr(module, name)`` for a module without a ``__getattr__``/``__getattribute__`` of its
+    own: instance dict, class, parameters, buffers, submodules (guarded when it has a source)."""
     import inspect
-    from .objects import NewObjectVariable
+    from ...nn.modules.module import Module
+    m = obj.module
+    cls = type(m)
+    if cls.__getattr__ is not Module.__getattr__ or cls.__getattribute__ is not object.__getattribute__:
+        return None
+    d = m.__dict__
+    found = name in d or any(name in d.get(s, {}) for s in ("_parameters", "_buffers", "_modules"))
+    if not found:
+        try:
+            inspect.getattr_static(cls, name)
+            found = True
+        except AttributeError:
+            pass
+    if tx is not None and obj.source is not None:
+        tx.output.guards.add(f"hasattr({obj.source.expr()}, {name!r}) is {found!r}",
+                             f"{obj.source.expr()} {'has' if found else 'has no'} attribute {name!r}")
+    return found
+
+
+def _hasattr_static(obj, name, tx=None):
+    import inspect
+    from .objects import NewObjectVariable, NNModuleVariable
     if isinstance(obj, NewObjectVariable):
         return obj.has_attr(name)
+    if isinstance(obj, NNModuleVariable):
+        r = _module_hasattr(tx, obj, name)
+        if r is not None:
+            return r
     target = getattr(obj, "module", None) or getattr(obj, "obj", None)
     if target is None:
         if obj.is_python_constant():
@@ -356,7 +383,7 @@ def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.example, name))
-    r = _hasattr_static(obj, name)
+    r = _hasattr_static(obj, name, tx)
     if r is None:
         raise Unsupported(f"hasattr on {obj}")
     return ConstantVariable(r)

@@ -102,3 +102,48 @@ class GradModeExitVariable(VariableTracker):
 
     def __repr__(self):
         return f"GradModeExitVariable({self.prev})"
+
+
+class GradModeDecoratedVariable(VariableTracker):
+    """A function decorated with ``@no_grad()`` / ``@enable_grad()``: its call is traced as the
+    function's body inside the grad-mode block (recorded switches, as a ``with`` block)."""
+
+    def __init__(self, inner, target, source=None):
+        self.inner = inner
+        self.target = target
+        self.source = source
+
+    def call_function(self, tx, args, kwargs):
+        exit_ = GradModeVariable(self.target).enter(tx)
+        result = self.inner.call_function(tx, args, kwargs)
+        exit_.call_function(tx, [], {})
+        return result
+
+    def __repr__(self):
+        return f"GradModeDecoratedVariable({self.target}, {self.inner})"
+
+
+class NullContextVariable(VariableTracker):
+    """``contextlib.nullcontext(enter_result)``: entering gives ``enter_result``, leaving does
+    nothing (a ``with`` block over it is traced straight through)."""
+
+    def __init__(self, enter_result):
+        self.enter_result = enter_result
+
+    def enter(self, tx):
+        return NullExitVariable()
+
+    def reconstruct(self, out):
+        import contextlib
+        return f"{out.ref(contextlib.nullcontext)}({out.materialize(self.enter_result)})"
+
+    def __repr__(self):
+        return "NullContextVariable()"
+
+
+class NullExitVariable(VariableTracker):
+    def call_function(self, tx, args, kwargs):
+        return ConstantVariable(None)
+
+    def reconstruct(self, out):
+        raise Unsupported("a contextlib.nullcontext() block open across a graph break")

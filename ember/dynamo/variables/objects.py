@@ -463,7 +463,11 @@ class ClassVariable(VariableTracker):
             # machine limits of a (guarded) dtype: a constant (ember.finfo(x.dtype).min in masks)
             return ConstantVariable(self.cls(*[a.as_python_constant() for a in args],
                                              **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        import contextlib
         import functools
+        if self.cls is contextlib.nullcontext and len(args) <= 1 and set(kwargs) <= {"enter_result"}:
+            from .ctx import NullContextVariable
+            return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
         if self.cls is functools.partial and args and not isinstance(args[0], PartialVariable):
             return PartialVariable(args[0], list(args[1:]), dict(kwargs))
         if NewObjectVariable.can_model(self.cls):
@@ -657,6 +661,10 @@ class NewObjectVariable(VariableTracker):
         from ...tensor import Tensor
         if issubclass(cls, (Module, Tensor, BaseException)):
             return False
+        from .builder import _is_ember_module_name, is_inlined_ember_module
+        mod = cls.__module__ or ""
+        if _is_ember_module_name(mod) and not is_inlined_ember_module(mod):
+            return False     # ember's own objects (autocast regions, generators, ...) are built for real
         for k in cls.__mro__[:-1]:
             if k.__module__ == "builtins" or "__slots__" in k.__dict__:
                 return False
