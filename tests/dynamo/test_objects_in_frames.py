@@ -267,3 +267,36 @@ def test_sliced_mask_buffer_under_symbolic_sizes_compiles(caplog):
         bad = [r.getMessage() for r in caplog.records if "eagerly" in r.getMessage() or "Interpreter" in r.getMessage()]
         assert not bad, bad
         caplog.clear()
+
+
+class _Getter(nn.ModuleDict):
+    """torchvision's IntermediateLayerGetter pattern: an OrderedDict of chosen outputs."""
+
+    def __init__(self):
+        import collections
+        super().__init__(collections.OrderedDict(a=nn.Linear(4, 4), b=nn.ReLU(), c=nn.Linear(4, 2)))
+        self.return_layers = {"a": "feat_a", "c": "out"}
+
+    def forward(self, x):
+        import collections
+        out = collections.OrderedDict()
+        groups = collections.defaultdict(list)
+        for name, module in self.items():
+            x = module(x)
+            groups[name[:1]].append(x)
+            if name in self.return_layers:
+                out[self.return_layers[name]] = x
+        return out, groups
+
+
+def test_ordered_dict_and_defaultdict_made_in_the_frame():
+    import collections
+    g = _Getter()
+    r = ember.dynamo.explain(g)(_x(3, 4))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    x = _x(3, 4)
+    (a, ga), (b, gb) = ember.compile(g)(x), g(x)
+    assert type(a) is collections.OrderedDict and type(ga) is collections.defaultdict
+    assert ga.default_factory is list
+    assert_same(b, a)
+    assert_same(dict(gb), dict(ga))

@@ -463,8 +463,22 @@ class ClassVariable(VariableTracker):
             # machine limits of a (guarded) dtype: a constant (ember.finfo(x.dtype).min in masks)
             return ConstantVariable(self.cls(*[a.as_python_constant() for a in args],
                                              **{k: v.as_python_constant() for k, v in kwargs.items()}))
+        import collections
         import contextlib
         import functools
+        if self.cls in (collections.OrderedDict, collections.defaultdict):
+            # dict(...) of the remaining arguments, typed as the subclass (IntermediateLayerGetter's
+            # ``out = OrderedDict()``, ``groups = defaultdict(list)``)
+            from .builtin import BuiltinVariable
+            factory = None
+            if self.cls is collections.defaultdict:
+                if args:
+                    if not args[0].is_python_constant():
+                        raise Unsupported("defaultdict with a default_factory that is not a constant")
+                    factory, args = args[0].as_python_constant(), args[1:]
+            d = BuiltinVariable(dict).call_function(tx, list(args), kwargs)
+            d.cls, d.default_factory = self.cls, factory
+            return d
         if self.cls is contextlib.nullcontext and len(args) <= 1 and set(kwargs) <= {"enter_result"}:
             from .ctx import NullContextVariable
             return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
