@@ -108,11 +108,12 @@ def _skipped_file(code):
 @contextlib.contextmanager
 def _restore_grad_mode():
     """Tracing a ``with no_grad():`` switches the real grad mode; put it back whatever happens."""
-    mode = _STATE.grad_enabled
+    mode, regions = _STATE.grad_enabled, _STATE.autocast
     try:
         yield
     finally:
         _STATE.grad_enabled = mode
+        _STATE.autocast = regions
 
 
 _autocast_noted = set()

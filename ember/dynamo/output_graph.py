@@ -24,7 +24,7 @@ from .guards import GuardSet, _cstrides, memory_root
 from ..fx.experimental.symbolic_shapes import SymBool, SymInt
 from .source import placeholder_name
 from .variables.constant import ConstantVariable
-from .variables.ctx import _set_grad_enabled
+from .variables.ctx import _set_autocast, _set_grad_enabled
 from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
 from .variables.tensor import TensorVariable
 
@@ -60,7 +60,8 @@ class OutputGraph:
         self._names = set()
         self._first_op = None
         self.n_calls = 0
-        self.n_grad_nodes = 0   # _set_grad_enabled nodes: a graph of only these is not built
+        self.n_grad_nodes = 0   # _set_grad_enabled/_set_autocast nodes: a graph of only these is not built
+        self.uses_autocast = False   # the graph switches autocast regions (restored if it raises)
         self.n_instructions = 0
         self.runtime_globals = {}
         self._out_tensors = []
@@ -352,7 +353,7 @@ class OutputGraph:
         if self._first_op is None:
             self._first_op = node
         self.n_calls += 1
-        if node.target is _set_grad_enabled:
+        if node.target is _set_grad_enabled or node.target is _set_autocast:
             self.n_grad_nodes += 1
 
     # ------------------------------------------------------------------ outputs
@@ -649,6 +650,10 @@ class OutputGraph:
                                                          f"        return __rerun({params})\n")
             else:
                 rng, on_exc = "", f"        __STATE.grad_enabled = {exc_mode}\n        raise\n"
+            if self.uses_autocast:
+                # (a backend that runs the graph's _set_autocast nodes: undo a region left open)
+                rng += "    __ac = __STATE.autocast\n"
+                on_exc = "        __STATE.autocast = __ac\n" + on_exc
             src = (f"def __compiled({params}):\n"
                    f"    __in = ({inputs})\n" + entry + rng +
                    f"    __prev = __set_eval_frame(None)\n"

@@ -914,8 +914,12 @@ class InstructionTranslator:
         raise Unsupported("assertion fails while tracing")
 
     def BEFORE_WITH(self, inst):
-        from .variables.ctx import GradModeVariable, NullContextVariable
+        from .variables.ctx import AutocastVariable, GradModeVariable, NullContextVariable
         ctx = self.pop()
+        if isinstance(ctx, AutocastVariable):
+            self.push(ctx.enter(self))
+            self.push(ctx)
+            return
         if isinstance(ctx, NullContextVariable):
             self.push(ctx.enter(self))
             self.push(ctx.enter_result)

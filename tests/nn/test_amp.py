@@ -187,3 +187,52 @@ def test_autocast_compilation_can_be_switched_off():
         assert dynamo.counters["compiled"] == 0
     finally:
         dynamo.config.compile_under_autocast = old
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_autocast_block_inside_a_compiled_function_is_captured(backend):
+    """``with ember.autocast(...)`` inside compiled code: one graph, the region's casts traced
+    (values, dtypes and gradients as eager's), the region closed after the block."""
+    from ember import dynamo
+    rng = np.random.default_rng()
+    m = ember.nn.Sequential(ember.nn.Linear(8, 16), ember.nn.GELU(), ember.nn.Linear(16, 4))
+
+    def step(x, y):
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            out = m(x)
+            loss = (out.float() - y).pow(2).mean()
+        return loss, out.dtype, ember.is_autocast_enabled()
+
+    dynamo.reset()
+    r = dynamo.explain(step)(ember.randn(4, 8), ember.randn(4, 4))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    cs = ember.compile(step, backend=backend)
+    for _ in range(2):
+        x = ember.tensor(rng.standard_normal((4, 8)).astype(np.float32))
+        y = ember.tensor(rng.standard_normal((4, 4)).astype(np.float32))
+        got, want = cs(x, y), step(x, y)
+        assert got[1:] == want[1:] == (ember.bfloat16, False)
+        assert not ember.is_autocast_enabled()
+        np.testing.assert_allclose(got[0].item(), want[0].item(), rtol=2e-2, atol=2e-2)
+        got[0].backward()
+        g = m[0].weight.grad.numpy().copy()
+        m.zero_grad()
+        want[0].backward()
+        np.testing.assert_allclose(g, m[0].weight.grad.numpy(), rtol=5e-2, atol=5e-3)
+        m.zero_grad()
+
+
+def test_autocast_region_is_closed_when_the_graph_raises():
+    from ember import dynamo
+
+    def f(x, w):
+        with ember.autocast("cpu"):
+            y = x @ w
+        return y
+
+    dynamo.reset()
+    cf = ember.compile(f, backend="eager")
+    cf(ember.randn(2, 3), ember.randn(3, 4))
+    with pytest.raises(RuntimeError):
+        cf(ember.randn(2, 3), ember.randn(5, 4))        # mismatched matmul inside the region
+    assert not ember.is_autocast_enabled()

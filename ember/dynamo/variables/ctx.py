@@ -147,3 +147,67 @@ class NullExitVariable(VariableTracker):
 
     def reconstruct(self, out):
         raise Unsupported("a contextlib.nullcontext() block open across a graph break")
+
+
+def _set_autocast(regions):
+    """Graph node target: set the autocast regions (``((device_type, dtype), ...)`` or None), what
+    entering / leaving ``with ember.autocast(...)`` does. Executed while a graph is traced (by
+    dynamo on example values, by aot on its joint trace), it makes the dispatcher record the
+    region's casts; the compiled graph holds those casts and does not switch anything itself."""
+    STATE.autocast = dict(regions) if regions else None
+
+
+_set_autocast.__module__ = "ember.dynamo.variables.ctx"
+
+
+def _regions(state):
+    return tuple(sorted(state.items())) if state else None
+
+
+class AutocastVariable(VariableTracker):
+    """``ember.autocast(device_type, dtype=None, enabled=True)`` with constant arguments; a
+    ``with`` block over it is traced with the region on (see ``_set_autocast``). A graph break
+    inside the block is not modelled (the frame runs eagerly, as before)."""
+
+    def __init__(self, device, dtype, enabled):
+        self.device, self.dtype, self.enabled = device, dtype, enabled
+
+    @classmethod
+    def create(cls, tx, args, kwargs):
+        from ...amp.autocast_mode import autocast
+        if not all(a.is_python_constant() for a in args) or \
+                not all(v.is_python_constant() for v in kwargs.values()):
+            raise Unsupported("ember.autocast() with arguments that are not constants")
+        # the real constructor validates (device type, dtype) with its own errors
+        real = autocast(*[a.as_python_constant() for a in args],
+                        **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return cls(real.device, real.fast_dtype, real._enabled)
+
+    def enter(self, tx):
+        prev = STATE.autocast
+        regions = dict(prev) if prev else {}
+        if self.enabled:
+            regions[self.device] = self.dtype
+        else:
+            regions.pop(self.device, None)
+        tx.output.call_function(_set_autocast, [ConstantVariable(_regions(regions))], {}, returns_none=True)
+        tx.output.uses_autocast = True
+        return AutocastExitVariable(_regions(prev))
+
+    def reconstruct(self, out):
+        raise Unsupported("an ember.autocast() object kept alive across a graph break")
+
+    def __repr__(self):
+        return f"AutocastVariable({self.device}, {self.dtype}, {self.enabled})"
+
+
+class AutocastExitVariable(VariableTracker):
+    def __init__(self, prev):
+        self.prev = prev
+
+    def call_function(self, tx, args, kwargs):
+        tx.output.call_function(_set_autocast, [ConstantVariable(self.prev)], {}, returns_none=True)
+        return ConstantVariable(None)
+
+    def reconstruct(self, out):
+        raise Unsupported("an ember.autocast() block open across a graph break")

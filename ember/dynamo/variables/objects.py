@@ -479,6 +479,10 @@ class ClassVariable(VariableTracker):
             d = BuiltinVariable(dict).call_function(tx, list(args), kwargs)
             d.cls, d.default_factory = self.cls, factory
             return d
+        from ...amp.autocast_mode import autocast as _autocast
+        if self.cls is _autocast:
+            from .ctx import AutocastVariable
+            return AutocastVariable.create(tx, args, kwargs)
         if self.cls is contextlib.nullcontext and len(args) <= 1 and set(kwargs) <= {"enter_result"}:
             from .ctx import NullContextVariable
             return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
@@ -498,6 +502,7 @@ class ClassVariable(VariableTracker):
 # ember functions whose result is a pure function of metadata/constants: folded, never in the graph
 _AUTOGRAD_CALLS = {"grad", "backward", "jacobian", "hessian", "vjp", "jvp", "hvp", "vhp"}
 _FOLD = {"is_tensor", "is_floating_point", "is_complex", "numel", "get_default_dtype", "is_grad_enabled",
+         "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",   # (regions: guarded or traced)
          "promote_types", "result_type", "can_cast", "is_inference_mode_enabled"}
 _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_seed", "save", "load",
             "set_default_dtype", "set_grad_enabled", "set_printoptions", "compile", "use_deterministic_algorithms",
