@@ -23,13 +23,7 @@ class Adadelta(Optimizer):
                         foreach=foreach, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("capturable", False)
+    _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),)
 
     def step(self, closure=None):
         return self._run_step(closure)

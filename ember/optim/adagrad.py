@@ -37,13 +37,7 @@ class Adagrad(Optimizer):
         state["sum"] = full_like(p, group["initial_accumulator_value"])
         return state
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("foreach", None)
-            group.setdefault("maximize", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("fused", None)
+    _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("fused", None),)
 
     def step(self, closure=None):
         return self._run_step(closure)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..compiler import is_compiling
 from . import _fused_native
-from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _check_adam_hparams, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["Adam", "AdamW"]
 
@@ -16,28 +16,14 @@ def _lerp_(avg, target, weight):
 class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_hparams(lr, eps, betas, weight_decay)
         _check_unsupported(type(self).__name__, None, differentiable)   # fused: _fused_native
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("amsgrad", False)
-            group.setdefault("maximize", False)
-            group.setdefault("decoupled_weight_decay", False)
+    _setstate_defaults = (("amsgrad", False), ("maximize", False), ("decoupled_weight_decay", False),)
 
     def step(self, closure=None):
         return self._run_step(closure)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _check_adam_hparams, _addcdiv_, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["NAdam"]
 
@@ -11,16 +11,7 @@ class NAdam(Optimizer):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, momentum_decay=4e-3,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False):
-        if not 0.0 <= lr:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if not 0.0 <= eps:
-            raise ValueError(f"Invalid epsilon value: {eps}")
-        if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
-        if not 0.0 <= weight_decay:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_adam_hparams(lr, eps, betas, weight_decay)
         if not 0.0 <= momentum_decay:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         _check_unsupported("NAdam", None, differentiable)
@@ -29,14 +20,8 @@ class NAdam(Optimizer):
                         capturable=capturable, differentiable=differentiable)
         super().__init__(params, defaults)
 
-    def __setstate__(self, state):
-        super().__setstate__(state)
-        for group in self.param_groups:
-            group.setdefault("maximize", False)
-            group.setdefault("foreach", None)
-            group.setdefault("capturable", False)
-            group.setdefault("differentiable", False)
-            group.setdefault("decoupled_weight_decay", False)
+    _setstate_defaults = (("maximize", False), ("foreach", None), ("capturable", False),
+                          ("differentiable", False), ("decoupled_weight_decay", False))
 
     def step(self, closure=None):
         return self._run_step(closure)

@@ -60,6 +60,20 @@ def _check_unsupported(name, fused=None, differentiable=False):
         raise RuntimeError(f"ember.optim.{name}(differentiable=True) is not supported")
 
 
+def _check_adam_hparams(lr, eps, betas, weight_decay):
+    """The constructor checks of the Adam family, in PyTorch's order and words."""
+    if not 0.0 <= lr:
+        raise ValueError(f"Invalid learning rate: {lr}")
+    if not 0.0 <= eps:
+        raise ValueError(f"Invalid epsilon value: {eps}")
+    if not 0.0 <= betas[0] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+    if not 0.0 <= weight_decay:
+        raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+
+
 def _init_step(state):
     """The per-parameter step counter: a float32 0-d tensor, as in PyTorch's state dicts."""
     from .. import float32, tensor
@@ -106,6 +120,10 @@ class Optimizer:
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
 
+    # group options an optimizer pickled by an older version may lack: (name, default) pairs
+    # filled in by __setstate__ (PyTorch spells this out in each optimizer's __setstate__)
+    _setstate_defaults = ()
+
     def __setstate__(self, state):
         self.__dict__.update(state)
         for name in ("_optimizer_step_pre_hooks", "_optimizer_step_post_hooks", "_optimizer_state_dict_pre_hooks",
@@ -113,6 +131,9 @@ class Optimizer:
                      "_optimizer_load_state_dict_post_hooks"):
             if name not in self.__dict__:
                 self.__dict__[name] = OrderedDict()
+        for group in self.__dict__.get("param_groups", ()):
+            for k, v in self._setstate_defaults:
+                group.setdefault(k, v)
 
     def __repr__(self):
         s = self.__class__.__name__ + " ("
