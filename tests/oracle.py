@@ -181,3 +181,56 @@ def gradcheck_fn(fn, arrays, **kw):
     ins = [ember.tensor(a.astype(np.float64), requires_grad=True) if isinstance(a, np.ndarray)
            and a.dtype.kind == "f" else (ember.tensor(a) if isinstance(a, np.ndarray) else a) for a in arrays]
     return ember.autograd.gradcheck(lambda *xs: fn(ember, *xs), ins, **kw)
+
+
+# ---------------------------------------------------------------------- API batches
+def tensor_pair(arr, grad=True):
+    """``arr`` as an ember and a torch tensor; float64 ones require grad when ``grad``."""
+    e = ember.tensor(np.asarray(arr))
+    t = torch.tensor(np.asarray(arr))
+    if grad and arr.dtype == np.float64:
+        e.requires_grad_()
+        t.requires_grad_()
+    return e, t
+
+
+def compare_with_torch(fn, arrays, rtol=None, atol=None, grad=True):
+    """``fn(module, *tensors)`` under ember and torch: values, and float64 gradients of
+    ``sum(out * cotangent)`` (a fresh random cotangent) over every output that requires grad.
+    Returns both results."""
+    rng = np.random.default_rng()
+    pairs = [tensor_pair(a, grad) for a in arrays]
+    oe, ot = fn(ember, *[p[0] for p in pairs]), fn(torch, *[p[1] for p in pairs])
+    te = tuple(oe) if isinstance(oe, (tuple, list)) else (oe,)
+    tt = tuple(ot) if isinstance(ot, (tuple, list)) else (ot,)
+    assert len(te) == len(tt)
+    for a, b in zip(te, tt):
+        assert_close(a, b, rtol=rtol, atol=atol)
+    leaves = [p for p, a in zip(pairs, arrays) if grad and a.dtype == np.float64]
+    outs = [(a, b) for a, b in zip(te, tt) if b.requires_grad]
+    if leaves and outs:
+        cots = [rng.standard_normal(tuple(b.shape)) for _, b in outs]
+        le = sum((a * ember.tensor(c)).sum() for (a, _), c in zip(outs, cots))
+        lt = sum((b * torch.tensor(c)).sum() for (_, b), c in zip(outs, cots))
+        ge = ember.autograd.grad(le, [e for e, _ in leaves], allow_unused=True)
+        gt = torch.autograd.grad(lt, [t for _, t in leaves], allow_unused=True)
+        for a, b in zip(ge, gt):
+            if b is None:
+                assert a is None or not np.any(a.numpy())
+            else:
+                assert a is not None
+                assert_close(a, b, rtol=rtol, atol=atol)
+    return oe, ot
+
+
+def compiled_matches(fn, *args, rtol=1e-6, atol=1e-6):
+    """``ember.compile(fn)`` gives ``fn``'s dtypes, shapes and values (NaN where it has NaN)."""
+    ember.compiler.reset()
+    eager = fn(*args)
+    comp = ember.compile(fn)(*args)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    comp = comp if isinstance(comp, tuple) else (comp,)
+    for a, b in zip(comp, eager):
+        assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.numpy().astype(np.float64), b.numpy().astype(np.float64), rtol=rtol, atol=atol,
+                                   equal_nan=True)

@@ -25,26 +25,16 @@ from . import _meta as _M
 from . import api
 from .lapack import _check_square, _svd_t, linalg_qr, linalg_slogdet, linalg_svd
 from .reduction import _return_type
+from ._exports import Exports
 from .registry import defop
 
-_EXPORTS = {}      # name -> function on ``ember``
-_METHODS = {}      # name -> Tensor method
+_export = Exports(methods_by_default=True)
+_EXPORTS, _METHODS = _export.functions, _export.methods
 
 _qr_t = _return_type("qr", ("Q", "R"))
 _svd_old_t = _return_type("svd", ("U", "S", "V"))
 _slogdet_old_t = _return_type("slogdet", ("sign", "logabsdet"))
 _trisolve_t = _return_type("triangular_solve", ("solution", "cloned_coefficient"))
-
-
-def _export(fn=None, *, method=True, function=True, name=None):
-    def deco(f):
-        n = name or f.__name__
-        if function:
-            _EXPORTS[n] = f
-        if method:
-            _METHODS[n] = f
-        return f
-    return deco(fn) if fn is not None else deco
 
 
 def _la():
@@ -301,7 +291,4 @@ def _matrix_exp_meta(a):
 
 
 # ---------------------------------------------------------------------- exports
-for _name, _fn in _EXPORTS.items():
-    setattr(api, _name, _fn)
-for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+_export.install()

@@ -26,29 +26,19 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
+from ._exports import Exports
 from ._helpers import wrap_dim
 from .creation import _drawn, _dt, _finish, _gen
 from .more_api import _inplace_of
 from .reduction import _return_type
 from .registry import defop
 
-_EXPORTS = {}      # name -> function on ``ember``
-_METHODS = {}      # name -> Tensor method
+_export = Exports()
+_EXPORTS, _METHODS = _export.functions, _export.methods
 
 _frexp_t = _return_type("frexp", ("mantissa", "exponent"))
 _histogram_t = _return_type("histogram", ("hist", "bin_edges"))
 builtins_range = _builtins.range
-
-
-def _export(fn=None, *, method=False, function=True, name=None):
-    def deco(f):
-        n = name or f.__name__
-        if function:
-            _EXPORTS[n] = f
-        if method:
-            _METHODS[n] = f
-        return f
-    return deco(fn) if fn is not None else deco
 
 
 # ---------------------------------------------------------------------- frexp
@@ -520,7 +510,4 @@ api.e = math.e
 api.inf = math.inf
 api.nan = math.nan
 api.newaxis = None
-for _name, _fn in _EXPORTS.items():
-    setattr(api, _name, _fn)
-for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+_export.install()

@@ -27,6 +27,7 @@ from .. import types as _t
 from .._finfo import finfo, iinfo
 from ..tensor import Tensor
 from . import api
+from ._exports import Exports
 from ._helpers import wrap_dim
 from .registry import defcomposite
 from .reduction import _return_type
@@ -38,19 +39,8 @@ def _vnorm(*args):
     from .registry import OPS
     return OPS["linalg_vector_norm"].binding(*args)
 
-_EXPORTS = {}      # name -> function on ``ember``
-_METHODS = {}      # name -> Tensor method
-
-
-def _export(fn=None, *, method=False, function=True, name=None):
-    def deco(f):
-        n = name or f.__name__
-        if function:
-            _EXPORTS[n] = f
-        if method:
-            _METHODS[n] = f
-        return f
-    return deco(fn) if fn is not None else deco
+_export = Exports()
+_EXPORTS, _METHODS = _export.functions, _export.methods
 
 
 def _check_int(name, fn, v):
@@ -921,7 +911,4 @@ _METHODS["new_empty_strided"] = new_empty_strided
 # ---------------------------------------------------------------------- exports
 api.finfo = finfo
 api.iinfo = iinfo
-for _name, _fn in _EXPORTS.items():
-    setattr(api, _name, _fn)
-for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+_export.install()

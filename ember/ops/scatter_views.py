@@ -20,21 +20,11 @@ import numbers
 
 from ..tensor import Tensor
 from . import api
+from ._exports import Exports
 from ._helpers import wrap_dim
 
-_EXPORTS = {}      # name -> function on ``ember``
-_METHODS = {}      # name -> Tensor method
-
-
-def _export(fn=None, *, method=False, function=True, name=None):
-    def deco(f):
-        n = name or f.__name__
-        if function:
-            _EXPORTS[n] = f
-        if method:
-            _METHODS[n] = f
-        return f
-    return deco(fn) if fn is not None else deco
+_export = Exports(methods_by_default=False)
+_EXPORTS, _METHODS = _export.functions, _export.methods
 
 
 # ---------------------------------------------------------------------- scatters
@@ -185,7 +175,4 @@ def unsafe_split_with_sizes(input, split_sizes, dim=0):
 
 
 # ---------------------------------------------------------------------- exports
-for _name, _fn in _EXPORTS.items():
-    setattr(api, _name, _fn)
-for _name, _fn in _METHODS.items():
-    setattr(Tensor, _name, _fn)
+_export.install()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import ember
-from oracle import assert_close, needs_torch, torch
+from oracle import compare_with_torch as run, compiled_matches, assert_close, needs_torch, torch
 
 pytestmark = [needs_torch, pytest.mark.filterwarnings("ignore::UserWarning")]
 
@@ -20,54 +20,6 @@ RNG = np.random.default_rng()
 
 def f64(*shape, low=-3.0, high=3.0):
     return RNG.uniform(low, high, size=shape)
-
-
-def pair(arr, grad=True):
-    e = ember.tensor(np.asarray(arr))
-    t = torch.tensor(np.asarray(arr))
-    if grad and arr.dtype == np.float64:
-        e.requires_grad_()
-        t.requires_grad_()
-    return e, t
-
-
-def run(fn, arrays, rtol=None, atol=None, grad=True):
-    """``fn(module, *tensors)`` under ember and torch: values, and float64 gradients of
-    ``sum(out * cotangent)`` over every output that requires grad."""
-    pairs = [pair(a, grad) for a in arrays]
-    oe, ot = fn(ember, *[p[0] for p in pairs]), fn(torch, *[p[1] for p in pairs])
-    te = tuple(oe) if isinstance(oe, (tuple, list)) else (oe,)
-    tt = tuple(ot) if isinstance(ot, (tuple, list)) else (ot,)
-    assert len(te) == len(tt)
-    for a, b in zip(te, tt):
-        assert_close(a, b, rtol=rtol, atol=atol)
-    leaves = [p for p, a in zip(pairs, arrays) if grad and a.dtype == np.float64]
-    outs = [(a, b) for a, b in zip(te, tt) if b.requires_grad]
-    if leaves and outs:
-        cots = [RNG.standard_normal(tuple(b.shape)) for _, b in outs]
-        le = sum((a * ember.tensor(c)).sum() for (a, _), c in zip(outs, cots))
-        lt = sum((b * torch.tensor(c)).sum() for (_, b), c in zip(outs, cots))
-        ge = ember.autograd.grad(le, [e for e, _ in leaves], allow_unused=True)
-        gt = torch.autograd.grad(lt, [t for _, t in leaves], allow_unused=True)
-        for a, b in zip(ge, gt):
-            if b is None:
-                assert a is None or not np.any(a.numpy())
-            else:
-                assert a is not None
-                assert_close(a, b, rtol=rtol, atol=atol)
-    return oe, ot
-
-
-def compiled_matches(fn, *args, rtol=1e-6, atol=1e-6):
-    ember.compiler.reset()
-    eager = fn(*args)
-    comp = ember.compile(fn)(*args)
-    eager = eager if isinstance(eager, tuple) else (eager,)
-    comp = comp if isinstance(comp, tuple) else (comp,)
-    for a, b in zip(comp, eager):
-        assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
-        np.testing.assert_allclose(a.numpy().astype(np.float64), b.numpy().astype(np.float64), rtol=rtol, atol=atol,
-                                   equal_nan=True)
 
 
 # ---------------------------------------------------------------------- *_scatter

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ember
-from oracle import assert_close, needs_torch, rand_array, torch
+from oracle import compiled_matches, assert_close, needs_torch, rand_array, torch
 
 pytestmark = needs_torch
 
@@ -64,18 +64,6 @@ def same_error(fn, exc=(RuntimeError, IndexError, TypeError, NotImplementedError
         fn(ember)
     if msg:
         assert str(ee.value).replace("ember", "torch") == str(te.value), (str(ee.value), str(te.value))
-
-
-def compiled_matches(fn, *args, rtol=1e-6, atol=1e-6):
-    ember.compiler.reset()
-    eager = fn(*args)
-    comp = ember.compile(fn)(*args)
-    eager = eager if isinstance(eager, tuple) else (eager,)
-    comp = comp if isinstance(comp, tuple) else (comp,)
-    for a, b in zip(comp, eager):
-        assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
-        np.testing.assert_allclose(a.numpy().astype(np.float64), b.numpy().astype(np.float64), rtol=rtol, atol=atol,
-                                   equal_nan=True)
 
 
 # ---------------------------------------------------------------------- finfo / iinfo
