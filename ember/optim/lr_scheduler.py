@@ -393,6 +393,22 @@ class PolynomialLR(LRScheduler):
                 for base_lr in self.base_lrs]
 
 
+def _composite_state_dict(self):
+    """A scheduler of schedulers (SequentialLR, ChainedScheduler): its own state with each
+    member's state_dict in ``_schedulers``."""
+    state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+    state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+    return state
+
+
+def _composite_load_state_dict(self, state_dict):
+    _schedulers = state_dict.pop("_schedulers")
+    self.__dict__.update(state_dict)
+    state_dict["_schedulers"] = _schedulers
+    for idx, s in enumerate(_schedulers):
+        self._schedulers[idx].load_state_dict(s)
+
+
 class SequentialLR(LRScheduler):
     """Run ``schedulers`` one after the other, switching at each of the ``milestones``."""
 
@@ -435,17 +451,8 @@ class SequentialLR(LRScheduler):
             scheduler.step()
         self._last_lr = scheduler.get_last_lr()
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        _schedulers = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = _schedulers
-        for idx, s in enumerate(_schedulers):
-            self._schedulers[idx].load_state_dict(s)
+    state_dict = _composite_state_dict
+    load_state_dict = _composite_load_state_dict
 
 
 class ChainedScheduler(LRScheduler):
@@ -466,17 +473,8 @@ class ChainedScheduler(LRScheduler):
             scheduler.step()
         self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
 
-    def state_dict(self):
-        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
-        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return state
-
-    def load_state_dict(self, state_dict):
-        _schedulers = state_dict.pop("_schedulers")
-        self.__dict__.update(state_dict)
-        state_dict["_schedulers"] = _schedulers
-        for idx, s in enumerate(_schedulers):
-            self._schedulers[idx].load_state_dict(s)
+    state_dict = _composite_state_dict
+    load_state_dict = _composite_load_state_dict
 
 
 class CyclicLR(LRScheduler):
