@@ -426,7 +426,8 @@ def tensorboard_trace_handler(dir_name: str, worker_name: Optional[str] = None, 
 
 class record_function:
     """A named range in the profile (context manager or decorator); costs nothing when no
-    profiler records on this thread."""
+    profiler records on this thread. Inside compiled code the range is dropped (dynamo traces
+    the block as plain code: the graph's time shows as ``ember::compiled_graph``)."""
 
     def __init__(self, name: str, args: Optional[str] = None):
         self.name = name
@@ -451,4 +452,5 @@ class record_function:
         def wrapped(*a, **k):
             with record_function(self.name, self.args):
                 return fn(*a, **k)
+        wrapped._ember_dynamo_inline = fn     # compiled code traces ``fn`` itself (no range)
         return wrapped

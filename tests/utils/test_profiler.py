@@ -112,3 +112,24 @@ def test_legacy_autograd_profiler():
     with ember.autograd.profiler.profile(enabled=False) as off:
         x.exp()
     assert list(off.key_averages()) == []
+
+
+def test_record_function_inside_compiled_code_is_traced_through():
+    @record_function("helper")
+    def helper(x):
+        return x * 3
+
+    def f(x):
+        with record_function("block"):
+            y = x * 2
+        with ember.autograd.profiler.record_function("b2"):
+            y = y + 1
+        return helper(y)
+
+    r = ember.dynamo.explain(f)(_t(3))
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    x = _t(3)
+    np.testing.assert_allclose(ember.compile(f)(x).numpy(), f(x).numpy(), rtol=1e-6)
+    with profile() as prof:
+        f(x)                                   # eager: the ranges are recorded
+    assert {"block", "b2", "helper"} <= set(_counts(prof))

@@ -125,6 +125,11 @@ def wrap(tx, value, source, guard=True):
             g.id_match(source, value)
         inner = wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source else None, guard)
         return GradModeDecoratedVariable(inner, value._ember_grad_mode_target, source)
+    if isinstance(value, types.FunctionType) and isinstance(getattr(value, "_ember_dynamo_inline", None),
+                                                             types.FunctionType):
+        # a decorator wrapper that only adds bookkeeping (``@record_function(name)``): the function
+        return wrap(tx, value._ember_dynamo_inline, AttrSource(source, "_ember_dynamo_inline") if source
+                    else None, guard)
     if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
         return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
     import functools

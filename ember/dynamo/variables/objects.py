@@ -483,6 +483,11 @@ class ClassVariable(VariableTracker):
         if self.cls is _autocast:
             from .ctx import AutocastVariable
             return AutocastVariable.create(tx, args, kwargs)
+        from ...profiler import record_function as _record_function
+        if self.cls is _record_function or (isinstance(self.cls, type) and issubclass(self.cls, _record_function)):
+            # a profiler range in compiled code: traced as a plain block (see record_function)
+            from .ctx import NullContextVariable
+            return NullContextVariable(ConstantVariable(None))
         if self.cls is contextlib.nullcontext and len(args) <= 1 and set(kwargs) <= {"enter_result"}:
             from .ctx import NullContextVariable
             return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
