@@ -274,6 +274,12 @@ def _erfinv(xp, y, single=False):
 
 
 # ---------------------------------------------------------------------- arithmetic
+def _scalar_of(v):
+    """A Scalar argument given as a 0-d tensor (``add(x, y, alpha=torch.tensor(2.))``) as its
+    Python number, as PyTorch's argument parser does (a fake tensor raises: data-dependent)."""
+    return v.item() if isinstance(v, Tensor) else v
+
+
 def _check_alpha(dt, alpha):
     if alpha is None or alpha == 1 and not isinstance(alpha, (bool, np.bool_)):
         return
@@ -295,6 +301,7 @@ def _addsub(xp, a, b, alpha, sign):
         except ValueError:
             broadcast_shapes(a.shape, b.shape)  # raises PyTorch's size-mismatch error
             raise
+    alpha = _scalar_of(alpha)
     dt = result_dtype(a, b)
     _check_alpha(dt, alpha)
     cdt = _comp(dt)
@@ -356,6 +363,7 @@ def _sub_bw(ctx, g):
 def rsub(xp, a, b, alpha=1):
     """other - alpha * self."""
     _sub_bool_check(a, b)
+    alpha = _scalar_of(alpha)
     dt = result_dtype(a, b)
     _check_alpha(dt, alpha)
     cdt = _comp(dt)
@@ -1752,6 +1760,7 @@ def _sub_bool_meta(a, b):
 
 
 def _addsub_meta(a, b, alpha):
+    alpha = _scalar_of(alpha)
     dt = _M.result_dtype(a, b)
     _check_alpha(dt, alpha)
     _bcast(a, b)
@@ -1765,6 +1774,7 @@ def _addsub_meta(a, b, alpha):
 @rsub.meta_fn
 def _rsub_meta(a, b, alpha=1):
     _sub_bool_meta(a, b)
+    alpha = _scalar_of(alpha)
     dt = _M.result_dtype(a, b)
     _check_alpha(dt, alpha)
     _bcast(a, b)

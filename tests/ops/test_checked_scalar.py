@@ -130,3 +130,22 @@ def test_fits_rule():
     assert fits(-255, ember.uint8) and not fits(-256, ember.uint8) and not fits(256, ember.uint8)
     assert not fits(float("inf"), ember.int32) and fits(1e300, ember.float32) and fits(True, ember.int8)
     assert fits(2 ** 63 - 1, ember.int64) and not fits(2 ** 63, ember.int64)
+
+
+@needs_torch
+def test_alpha_given_as_a_zero_dim_tensor():
+    """PyTorch's parser takes a 0-d tensor for a Scalar (``alpha``); the kernel got the tensor
+    and raised AttributeError."""
+    a = RNG.standard_normal(5).astype(np.float32)
+    for m in (ember, torch):
+        x, y = m.tensor(a), m.tensor(a[::-1].copy())
+        got = (m.add(x, y, alpha=m.tensor(2.0)), x.clone().add_(y, alpha=m.tensor(3)),
+               m.sub(x, y, alpha=m.tensor(0.5)), m.rsub(x, y, alpha=m.tensor(2.0)))
+        if m is ember:
+            mine = [g.numpy() for g in got]
+        else:
+            for e, t in zip(mine, got):
+                np.testing.assert_allclose(e, t.numpy(), rtol=1e-6)
+    f = ember.compile(lambda x, y, k: ember.add(x, y, alpha=k))
+    x = ember.tensor(a)
+    np.testing.assert_allclose(f(x, x, ember.tensor(2.0)).numpy(), a * 3, rtol=1e-6)
