@@ -97,3 +97,19 @@ def test_embedding_bag_errors_match_torch():
         assert type(ours.value) is type(theirs.value)
         prefix = str(theirs.value).split(". ")[0][:40]
         assert str(ours.value).startswith(prefix), (str(ours.value), str(theirs.value))
+
+
+def test_offsets_made_in_compiled_code_do_not_break_the_graph():
+    """The eager check ``offsets[0] == 0`` read data: with offsets built in the frame (a real
+    constant whose slices are fake under tracing) it broke the graph."""
+    import ember.nn.functional as F
+
+    def f(w):
+        return F.embedding_bag(ember.tensor([0, 1, 2, 1]), w, ember.tensor([0, 2]), mode="sum")
+
+    w = ember.randn(4, 6)
+    r = ember.dynamo.explain(f)(w)
+    assert r.graph_count == 1 and r.graph_break_count == 0
+    np.testing.assert_allclose(ember.compile(f)(w).numpy(), f(w).numpy(), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        F.embedding_bag(ember.tensor([0, 1]), w, ember.tensor([1]))
