@@ -89,3 +89,15 @@ def test_getattr_default_and_hasattr_on_modules():
     m.scale = 5.0                              # guarded: the attribute appearing is seen
     m.register_buffer("extra", _x(4))
     assert_same(m(x), cm(x))
+
+
+def test_tensor_type_string_and_is_signed_fold():
+    def f(x):
+        if x.type().endswith("FloatTensor") and x.is_signed():
+            return x * 2
+        return x - 1
+
+    for x in (_x(3), _x(3).double()):
+        r = dynamo.explain(f)(x)
+        assert r.graph_break_count == 0
+        assert_same(f(x), ember.compile(f)(x))

@@ -12,7 +12,7 @@ from ...fx.experimental.symbolic_shapes import SymInt
 
 # Tensor methods whose result is a Python value computed from metadata only.
 META_METHODS = {"size", "dim", "ndimension", "numel", "nelement", "stride", "is_contiguous",
-                "is_floating_point", "element_size", "is_complex", "get_device"}
+                "is_floating_point", "element_size", "is_complex", "get_device", "is_signed"}
 META_ATTRS = {"shape", "dtype", "device", "ndim", "is_cuda", "is_cpu", "is_meta", "requires_grad",
               "itemsize", "layout", "is_sparse", "nbytes"}
 # Tensor-valued properties recorded as getattr nodes.
@@ -98,6 +98,8 @@ class TensorMethodVariable(VariableTracker):
         name = self.name
         if name in BLOCKED_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
+        if name == "type" and not args and not kwargs:
+            return ConstantVariable(self.tensor.example.type())     # 'torch.FloatTensor': metadata
         if name in META_METHODS:
             if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
                 raise Unsupported(f"Tensor.{name} with non-constant arguments")
