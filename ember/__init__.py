@@ -110,7 +110,7 @@ def _lazy(name):
 def __getattr__(name):
     # Subpackages that import heavy things load on first use.
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
-                "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler"):
+                "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
@@ -120,6 +120,9 @@ def __getattr__(name):
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile
+    if name == "vmap":
+        from .func import vmap as _vmap
+        return _vmap
     if not name.startswith("_") and hasattr(_api, name):
         return getattr(_api, name)
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
