@@ -184,7 +184,7 @@ def gradcheck_fn(fn, arrays, **kw):
 
 
 # ---------------------------------------------------------------------- API batches
-def tensor_pair(arr, grad=True):
+def _grad_pair(arr, grad=True):
     """``arr`` as an ember and a torch tensor; float64 ones require grad when ``grad``."""
     e = ember.tensor(np.asarray(arr))
     t = torch.tensor(np.asarray(arr))
@@ -199,7 +199,7 @@ def compare_with_torch(fn, arrays, rtol=None, atol=None, grad=True):
     ``sum(out * cotangent)`` (a fresh random cotangent) over every output that requires grad.
     Returns both results."""
     rng = np.random.default_rng()
-    pairs = [tensor_pair(a, grad) for a in arrays]
+    pairs = [_grad_pair(a, grad) for a in arrays]
     oe, ot = fn(ember, *[p[0] for p in pairs]), fn(torch, *[p[1] for p in pairs])
     te = tuple(oe) if isinstance(oe, (tuple, list)) else (oe,)
     tt = tuple(ot) if isinstance(ot, (tuple, list)) else (ot,)
