@@ -89,7 +89,7 @@ from . import config, logs
 from .backends import list_backends, lookup as lookup_backend, register_backend
 from .convert_frame import counters, fallback_reasons, reset
 from .eval_frame import OptimizeContext, disable
-from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, Unsupported
+from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, Unsupported, graph_break
 
 
 def optimize(backend="eager", *, fullgraph=False, dynamic=None):
@@ -140,4 +140,4 @@ def mark_dynamic(t, index):
 
 __all__ = ["compile", "optimize", "reset", "disable", "explain", "config", "logs", "counters",
            "fallback_reasons", "list_backends", "register_backend", "Unsupported", "FullGraphError",
-           "RecompileLimitExceeded", "BackendCompilerFailed", "mark_dynamic"]
+           "RecompileLimitExceeded", "BackendCompilerFailed", "mark_dynamic", "graph_break"]

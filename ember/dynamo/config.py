@@ -13,3 +13,6 @@ use_fake_tensors = True
 compile_under_autocast = True
 # Raise instead of falling back to eager when a frame cannot be captured (debugging).
 raise_on_unsupported = False
+# print(), warnings.warn() and logging calls whose arguments are constants at trace time are made
+# after the graph runs instead of breaking it (variables/logging_calls.py); False: graph breaks.
+replay_logging_calls = True

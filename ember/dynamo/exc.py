@@ -19,6 +19,11 @@ class Unsupported(Exception):
         return f"{self.msg} (at {self.where})" if self.where else self.msg
 
 
+def graph_break():
+    """Does nothing when run; under ``ember.compile`` the graph breaks here (as
+    ``torch._dynamo.graph_break()``): for tests and for splitting a graph on purpose."""
+
+
 class SkipFrame(Exception):
     """The frame is not worth compiling (no tensor ops); run it eagerly, without a warning."""
 

@@ -72,7 +72,7 @@ class OutputGraph:
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
         self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
         self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
-        self.side_effects = []  # ("setattr", obj, name, value) | ("list", lst) | ("dict", d) | ("global", ...)
+        self.side_effects = []  # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
         self.containers = {}    # id(outside list/dict) -> its one tracker
 
@@ -388,6 +388,9 @@ class OutputGraph:
             elif eff[0] == "global":
                 _, gexpr, name, value = eff
                 self._pre.append(f"{gexpr}[{name!r}] = {self.materialize(value)}")
+            elif eff[0] == "call":       # print/warnings.warn/logging with constant arguments
+                _, fn, args, kwargs = eff
+                self._pre.append(f"{self.ref(fn)}(*{self.ref(args)}, **{self.ref(kwargs)})")
         for eff in self.side_effects:
             if eff[0] == "container" and id(eff[1]) not in done:
                 vt = eff[1]
@@ -424,7 +427,8 @@ class OutputGraph:
                 self._entry_reads.append(f"{name} = {expr}")
             return name
         from .variables.objects import NewObjectVariable
-        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable)) and vt.source is None:
+        from .variables.sets import SetVariable
+        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable, SetVariable)) and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
                 expr = vt.reconstruct(self)

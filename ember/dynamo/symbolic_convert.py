@@ -35,6 +35,7 @@ from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVar
 from .variables.base import VariableTracker
 from .variables.lists import BaseListVariable
 from .variables.objects import NNModuleVariable
+from .variables.sets import SetVariable
 
 PY312 = sys.version_info >= (3, 12)
 PY313 = sys.version_info >= (3, 13)
@@ -137,6 +138,7 @@ class InstructionTranslator:
         self.done = False
         self.result = None
         self.current = None
+        self.parent = None
         self.yielded = [] if code.co_flags & 0x20 else None
         if code.co_flags & 0x80 or code.co_flags & 0x200 or code.co_flags & 0x100:
             raise Unsupported(f"coroutine {code.co_name}")
@@ -224,6 +226,7 @@ class InstructionTranslator:
         gsrc = None if f_globals is root.f_globals else _ObjSource(self.output.obj_ref(f_globals))
         sub = InstructionTranslator(self.output, code, f_globals, gsrc, bound, fn.get_closure(self),
                                     depth=self.depth + 1, root=root)
+        sub.parent = self            # the caller, for stacklevel (warnings.warn, logging)
         result = sub.run()
         if sub.yielded is not None:
             # A generator is run to completion at once: its items are trackers of pure graph ops
@@ -542,7 +545,7 @@ class InstructionTranslator:
     def CONTAINS_OP(self, inst):
         container = self.pop()
         item = self.pop()
-        if isinstance(container, DictVariable):
+        if isinstance(container, (DictVariable, SetVariable)):
             r = container.call_method(self, "__contains__", [item], {}).value
         elif isinstance(container, (BaseListVariable, IteratorVariable)) or (
                 container.is_python_constant() and not isinstance(container, TensorVariable)):
@@ -670,7 +673,15 @@ class InstructionTranslator:
         self.push(ConstantVariable("".join(p.as_python_constant() for p in parts)))
 
     def BUILD_SET(self, inst):
-        raise Unsupported("set literals")
+        self.push(SetVariable.build(self, self.popn(inst.arg)))
+
+    def SET_ADD(self, inst):
+        v = self.pop()
+        self._building(inst.arg).call_method(self, "add", [v], {})
+
+    def SET_UPDATE(self, inst):
+        v = self.pop()
+        self._building(inst.arg).call_method(self, "update", [v], {})
 
     def _building(self, depth):
         """The container a LIST_APPEND/LIST_EXTEND/DICT_UPDATE builds. In a resume function

@@ -26,6 +26,13 @@ from ember import dynamo
 from ._util import CountingBackend, assert_same, clone_tree
 
 
+@pytest.fixture(autouse=True)
+def _print_breaks(monkeypatch):
+    """print() is this file's graph-break device: keep it a break (by default a print of constants
+    is replayed after the graph, tests/dynamo/test_logging_calls.py)."""
+    monkeypatch.setattr(ember.dynamo.config, "replay_logging_calls", False)
+
+
 def run(fn, make_inputs, capsys, calls=3):
     """Compile ``fn``; each call on fresh inputs matches eager (value, printed output, inputs
     after the call, grad mode after the call). Returns (backend, counters, fallback reasons)."""

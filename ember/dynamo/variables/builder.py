@@ -88,6 +88,9 @@ def wrap(tx, value, source, guard=True):
         if source is not None:
             tx.output.containers[id(value)] = res
         return res
+    if type(value) in (set, frozenset):
+        from .sets import wrap_set
+        return wrap_set(tx, value, source, guard)
     from ...nn.modules.module import Module
     if isinstance(value, Module):
         if source is None:
@@ -133,6 +136,16 @@ def wrap(tx, value, source, guard=True):
     if isinstance(value, types.FunctionType) and hasattr(value, "_ember_orig"):
         return wrap(tx, value._ember_orig, AttrSource(source, "_ember_orig") if source else None, guard)
     import functools
+    if isinstance(value, functools._lru_cache_wrapper) and isinstance(getattr(value, "__wrapped__", None),
+                                                                       types.FunctionType):
+        # as torch.compile does: the cache is bypassed and the function traced (a cached function
+        # is meant to be pure, and its result would be a constant of the trace anyway)
+        from .. import logs
+        logs.get("fallback").info("%s is wrapped in functools.lru_cache/cache: traced through, the "
+                                  "cache bypassed", getattr(value, "__qualname__", value))
+        if g:
+            g.id_match(source, value)
+        return wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source else None, guard)
     if type(value) is functools.partial and source is not None:
         from .objects import PartialVariable
         if g:
@@ -183,6 +196,12 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.type_match(source, value)
         return EmberObjectVariable(value, source, trusted=True)
+    import logging
+    if isinstance(value, logging.Logger) and source is not None:
+        from .logging_calls import LoggerVariable
+        if g:
+            g.id_match(source, value)
+        return LoggerVariable(value, source)
     if source is None:
         raise Unsupported(f"object of type {type(value).__name__} with no source")
     if g:
@@ -252,4 +271,9 @@ def wrap_constant_result(res):
     if type(res) is list:
         from .lists import ListVariable
         return ListVariable([wrap_constant_result(r) for r in res])
+    if type(res) is set:
+        from .sets import SetVariable
+        return SetVariable(res)
+    if type(res) is frozenset:
+        return ConstantVariable(res)
     raise Unsupported(f"folded result of type {type(res).__name__}")

@@ -6,11 +6,14 @@ import functools
 import itertools
 import math
 import operator
+import warnings
 
-from ..exc import Unsupported
+from ..exc import Unsupported, graph_break
 from .base import VariableTracker
 from .constant import ConstantVariable, fold_binary
 from .lists import BaseListVariable, DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .logging_calls import _ROOT_FUNCTIONS, print_call, root_log_function, warn_call
+from .sets import SetVariable, real_iterable, set_binary_op
 from .tensor import TensorVariable
 
 INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
@@ -30,6 +33,11 @@ def binary_op(tx, op, a, b):
         if not (_const_or_tensor(a) and _const_or_tensor(b)):
             raise Unsupported(f"{op.__name__} between a tensor and {a if not _const_or_tensor(a) else b}")
         return tx.output.call_function(op, [a, b], {})
+    if isinstance(a, SetVariable) or isinstance(b, SetVariable):
+        res = set_binary_op(tx, op, a, b)
+        if res is not None:
+            return res
+        raise Unsupported(f"operator {op.__name__} on {a} and {b}")
     if a.is_python_constant() and b.is_python_constant() and not isinstance(a, BaseListVariable) \
             and not isinstance(b, BaseListVariable) and not isinstance(a, DictVariable):
         return fold_binary(op, a.as_python_constant(), b.as_python_constant())
@@ -105,7 +113,10 @@ _SYMBOLIC_SAFE = {max, min, abs, divmod, pow, int, bool, float, operator.index}
 
 class BuiltinVariable(VariableTracker):
     CLASS_CALLS = {list, tuple, dict, int, float, bool, str, range, enumerate, zip, reversed, slice,
-                   map, filter, type, set, frozenset, itertools.chain}
+                   map, filter, type, set, frozenset, itertools.chain, itertools.product, itertools.permutations,
+                   itertools.combinations, itertools.combinations_with_replacement, itertools.pairwise,
+                   itertools.zip_longest, itertools.islice, itertools.repeat, itertools.accumulate,
+                   itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile}
     _OPERATOR_BINARY = {getattr(operator, n) for n in (
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
         "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "iadd", "isub", "imul", "itruediv",
@@ -273,11 +284,8 @@ def _dict(tx, args, kwargs):
 
 
 def _sorted(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
-    if not all(i.is_python_constant() for i in items) or "key" in kwargs:
-        raise Unsupported("sorted() of non-constants or with a key")
-    rev = kwargs["reverse"].as_python_constant() if "reverse" in kwargs else False
-    return ListVariable([ConstantVariable(v) for v in sorted(_consts(items), reverse=rev)])
+    from .lists import sort_items
+    return ListVariable(sort_items(tx, _iter_items(tx, args[0]), kwargs))
 
 
 def _minmax(pyfn):
@@ -435,17 +443,20 @@ def _type(tx, args, kwargs):
     return ClassVariable(t)
 
 
-def _print(tx, args, kwargs):
-    raise Unsupported("print() is a side effect (graph break)")
-
-
 def _callable(tx, args, kwargs):
     from .functions import BaseUserFunctionVariable, UserMethodVariable
     from .objects import ClassVariable, EmberFunctionVariable, NNModuleVariable
     a = args[0]
+    from .constant import ConstantMethodVariable
+    from .lists import ContainerMethodVariable
+    from .objects import PartialVariable
+    from .tensor import TensorMethodVariable
     if isinstance(a, (BaseUserFunctionVariable, UserMethodVariable, BuiltinVariable, ClassVariable,
-                      EmberFunctionVariable, NNModuleVariable)):
+                      EmberFunctionVariable, NNModuleVariable, TensorMethodVariable, ContainerMethodVariable,
+                      ConstantMethodVariable, PartialVariable)):
         return ConstantVariable(True)
+    if isinstance(a, SetVariable):
+        return ConstantVariable(False)
     if isinstance(a, (TensorVariable, BaseListVariable, DictVariable)) or a.is_python_constant():
         return ConstantVariable(callable(a.as_python_constant()) if a.is_python_constant() else False)
     raise Unsupported(f"callable({a})")
@@ -484,6 +495,86 @@ def _chain_from_iterable(tx, args, kwargs):
 _CHAIN_FROM_ITERABLE = itertools.chain.from_iterable
 
 
+def _regroup(fn, n_iterables=None):
+    """An ``itertools`` function that only regroups its iterables' items (product, combinations,
+    permutations, pairwise, zip_longest, islice): the real function run over the items' trackers
+    (they are plain Python objects to it), its other arguments constants."""
+    def h(tx, args, kwargs):
+        k = len(args) if n_iterables is None else n_iterables
+        iters = [_iter_items(tx, a) for a in args[:k]]
+        rest = args[k:]
+        if not all(a.is_python_constant() for a in rest) or \
+                not all(v.is_python_constant() for name, v in kwargs.items() if name != "fillvalue"):
+            raise Unsupported(f"itertools.{fn.__name__} with non-constant arguments")
+        kw = {name: (v if name == "fillvalue" else v.as_python_constant()) for name, v in kwargs.items()}
+        if fn is itertools.zip_longest and "fillvalue" not in kw:
+            kw["fillvalue"] = ConstantVariable(None)
+        try:
+            out = list(fn(*iters, *_consts(rest), **kw))
+        except (TypeError, ValueError) as e:
+            raise Unsupported(f"itertools.{fn.__name__} raised {type(e).__name__}: {e} (the program raises)")
+        return IteratorVariable([TupleVariable(list(t)) if isinstance(t, tuple) else t for t in out])
+    return h
+
+
+def _repeat(tx, args, kwargs):
+    times = args[1] if len(args) > 1 else kwargs.get("times")
+    if times is None or not times.is_python_constant():
+        raise Unsupported("itertools.repeat without a constant `times` (an endless iterator)")
+    return IteratorVariable([args[0]] * max(0, int(_consts([times])[0])))
+
+
+def _accumulate(tx, args, kwargs):
+    items = _iter_items(tx, args[0])
+    func = args[1] if len(args) > 1 else kwargs.get("func")
+    if func is not None and func.is_python_constant() and func.as_python_constant() is None:
+        func = None
+    if "initial" in kwargs and not (kwargs["initial"].is_python_constant()
+                                    and kwargs["initial"].as_python_constant() is None):
+        items = [kwargs["initial"]] + items
+    out = []
+    for i in items:
+        if not out:
+            out.append(i)
+        elif func is None:
+            out.append(binary_op(tx, operator.add, out[-1], i))
+        else:
+            out.append(func.call_function(tx, [out[-1], i], {}))
+    return IteratorVariable(out)
+
+
+def _starmap(tx, args, kwargs):
+    fn = args[0]
+    return IteratorVariable([fn.call_function(tx, t.unpack(tx), {}) for t in _iter_items(tx, args[1])])
+
+
+def _compress(tx, args, kwargs):
+    data, sel = _iter_items(tx, args[0]), _iter_items(tx, args[1])
+    return IteratorVariable([d for d, s in zip(data, sel) if s.truthy(tx)])
+
+
+def _while(keep_prefix):
+    def h(tx, args, kwargs):
+        pred, items = args[0], _iter_items(tx, args[1])
+        for n, i in enumerate(items):
+            if not pred.call_function(tx, [i], {}).truthy(tx):
+                return IteratorVariable(items[:n] if keep_prefix else items[n:])
+        return IteratorVariable(items if keep_prefix else [])
+    return h
+
+
+def _set(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        raise Unsupported("set() takes at most one positional argument")
+    return SetVariable(set(real_iterable(tx, args[0])) if args else set())
+
+
+def _frozenset(tx, args, kwargs):
+    if kwargs or len(args) > 1:
+        raise Unsupported("frozenset() takes at most one positional argument")
+    return ConstantVariable(frozenset(real_iterable(tx, args[0])) if args else frozenset())
+
+
 def _slice(tx, args, kwargs):
     return _fold(slice)(tx, args, kwargs)
 
@@ -503,8 +594,24 @@ _HANDLERS = {
     min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _fold(str),
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
-    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: _print, callable: _callable,
+    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: print_call, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
     issubclass: _fold(issubclass), repr: _fold(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
-    math.prod: _fold(math.prod), itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
+    itertools.product: _regroup(itertools.product), itertools.permutations: _regroup(itertools.permutations, 1),
+    itertools.combinations: _regroup(itertools.combinations, 1),
+    itertools.combinations_with_replacement: _regroup(itertools.combinations_with_replacement, 1),
+    itertools.pairwise: _regroup(itertools.pairwise, 1), itertools.zip_longest: _regroup(itertools.zip_longest),
+    itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat, itertools.accumulate: _accumulate,
+    itertools.starmap: _starmap, itertools.compress: _compress, itertools.takewhile: _while(True),
+    itertools.dropwhile: _while(False),
+    math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }
+_HANDLERS[warnings.warn] = warn_call
+
+
+def _graph_break(tx, args, kwargs):
+    raise Unsupported("ember.dynamo.graph_break() called")
+
+
+_HANDLERS[graph_break] = _graph_break
+_HANDLERS.update({fn: root_log_function(fn) for fn in _ROOT_FUNCTIONS})

@@ -154,6 +154,9 @@ class ListVariable(BaseListVariable):
             return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
+        if name == "sort" and not args:
+            self.items[:] = sort_items(tx, self.items, kwargs)
+            return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, out):
@@ -161,6 +164,33 @@ class ListVariable(BaseListVariable):
 
     def __repr__(self):
         return f"ListVariable({self.items})"
+
+
+def sort_items(tx, items, kwargs):
+    """``sorted(items, key=..., reverse=...)`` over trackers: the sort keys (the items, or what
+    ``key`` returns for each, inlined) must be Python constants -- comparing tensors reads their
+    data. Stable, like Python's sort, and ``reverse`` keeps equal items in order as Python does."""
+    unknown = set(kwargs) - {"key", "reverse"}
+    if unknown:
+        raise Unsupported(f"sort() got unexpected keyword arguments {sorted(unknown)}")
+    key = kwargs.get("key")
+    if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+        key = None
+    reverse = kwargs.get("reverse", ConstantVariable(False))
+    if not reverse.is_python_constant():
+        raise Unsupported("sort(reverse=...) with a non-constant flag")
+    keys = [key.call_function(tx, [i], {}) if key is not None else i for i in items]
+    from .tensor import TensorVariable
+    if any(isinstance(k, TensorVariable) or not k.is_python_constant() for k in keys):
+        raise Unsupported("sorting by tensors or other non-constants (comparing them reads data)")
+    vals = [k.as_python_constant() for k in keys]
+    from ...fx.experimental.symbolic_shapes import SymInt
+    vals = [int(v) if isinstance(v, SymInt) else v for v in vals]
+    try:
+        order = sorted(range(len(items)), key=vals.__getitem__, reverse=bool(reverse.as_python_constant()))
+    except TypeError as e:
+        raise Unsupported(f"sort raised TypeError: {e} (the program raises)")
+    return [items[i] for i in order]
 
 
 class ContainerMethodVariable(VariableTracker):
@@ -375,9 +405,25 @@ def _same_keys(d, keys):
     if len(d) != len(keys):
         return False
     for a, b in zip(d, keys):
-        if a is not b:
+        if a is not b and not (type(a) is type(b) and _is_plain_key(b) and a == b):
             return False
     return True
+
+
+def _is_guardable_key(k):
+    """A dict key an equality (or, for enum members, identity) guard can pin down."""
+    import enum
+    if isinstance(k, enum.Enum):
+        return True
+    return _is_plain_key(k) and not (type(k) is float and k != k)
+
+
+def _repr_roundtrips(k):
+    """``repr(k)`` is a Python expression for ``k`` (not so for inf)."""
+    try:
+        return eval(repr(k), {}) == k       # noqa: S307 -- repr of a number/str/bytes/None/tuple
+    except Exception:
+        return False
 
 
 class DictKeySource(Source):
@@ -410,7 +456,7 @@ class RefKeySource(Source):
 
 def wrap_dict(tx, value, source, guard=True):
     """The tracker of an outside ``dict``/``OrderedDict``/``defaultdict``: guards its type, its keys
-    (by equality for str/int keys, by identity for tensor keys) and a defaultdict's factory; values
+    (by equality for constant keys, by identity for enum members and tensor keys) and a defaultdict's factory; values
     are wrapped through ``source[key]``."""
     import collections
     from ...tensor import Tensor
@@ -418,8 +464,9 @@ def wrap_dict(tx, value, source, guard=True):
     from .builder import wrap
     keys = list(value)
     plain = all(type(k) in (str, int) for k in keys)
-    if not plain and not all(type(k) in (str, int) or isinstance(k, Tensor) for k in keys):
-        raise Unsupported("dict with keys that are not str/int/tensors")
+    if not plain and not all(_is_guardable_key(k) or isinstance(k, Tensor) for k in keys):
+        raise Unsupported("dict with keys that are not constants (numbers, strings, None, tuples of those, "
+                          "enum members) or tensors")
     g = tx.output.guards if (guard and source is not None) else None
     factory = value.default_factory if type(value) is collections.defaultdict else None
     if g:
@@ -436,7 +483,7 @@ def wrap_dict(tx, value, source, guard=True):
     for i, (k, v) in enumerate(value.items()):
         if source is None:
             vs = None
-        elif type(k) in (str, int):
+        elif _is_plain_key(k) and _repr_roundtrips(k):
             vs = GetItemSource(source, k)
         else:
             vs = RefKeySource(source, tx.output.obj_ref(k), f"k{i}")

@@ -1,0 +1,215 @@
+"""``print``, ``warnings.warn`` and ``logging`` calls: replayed after the graph, not a graph break.
+
+Each of these only writes somewhere (stdout, the warnings machinery, log handlers); the graph
+cannot observe it. When every argument is a Python constant at trace time (strings, numbers,
+shapes of static tensors, f-strings of those), the call is recorded as a side effect and the
+compiled code makes it right after the graph runs -- with the same arguments, in program order,
+before whatever comes next (the breaking call of a graph break, the return). The text written is
+what eager writes; only its timing moves after the graph's computation (which writes nothing). If
+the graph raises, the frame re-runs eagerly and the calls happen there.
+
+Exactness:
+
+* ``warnings.warn`` is replayed with ``warnings.warn_explicit`` at the location eager would report
+  (file and line of the frame ``stacklevel`` names, its module's ``__warningregistry__``, so
+  "once"/"default" filters see the same location). A ``stacklevel`` that reaches outside the
+  traced frames, and an ``"error"`` filter in force at trace time (the warning would raise before
+  the graph's work), break the graph instead.
+* ``logging``: a ``Logger``'s methods (and the module-level ``logging.info(...)`` etc.) are
+  replayed by building the ``LogRecord`` with the caller's file, line and function, exactly as
+  ``Logger._log`` would have found them, and handing it to ``Logger.handle`` when the logger is
+  enabled for the level at run time. ``exc_info``/``exception()`` and ``stack_info`` break.
+* Anything non-constant (a tensor's values, a symbolic size, ``file=sys.stderr``) breaks the graph
+  as before: the value must be known when tracing.
+
+``ember.dynamo.config.replay_logging_calls = False`` restores graph breaks at all of them."""
+from __future__ import annotations
+
+import logging
+import warnings
+
+from .. import config
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+_LOGGER_METHODS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
+                   "warn": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
+                   "fatal": logging.CRITICAL, "log": None}
+_ROOT_FUNCTIONS = {getattr(logging, name): name for name in _LOGGER_METHODS}
+
+
+def _snapshot(v, what):
+    """The value of a constant argument as it is now (later mutations of a list do not leak in)."""
+    from .sets import SetVariable
+    from .tensor import TensorVariable
+    if isinstance(v, (TensorVariable, SetVariable)) or not v.is_python_constant():
+        raise Unsupported(f"{what} with a non-constant argument {v} (its value is only known when the "
+                          f"graph runs)")
+    val = v.as_python_constant()
+    if _has_symbolic(val):
+        raise Unsupported(f"{what} of a symbolic size (its value is only known when the graph runs)")
+    return val
+
+
+def _has_symbolic(val):
+    from ...fx.experimental.symbolic_shapes import is_symbolic
+    if isinstance(val, (tuple, list)):
+        return any(_has_symbolic(x) for x in val)
+    if isinstance(val, dict):
+        return any(_has_symbolic(x) for x in val.values())
+    if isinstance(val, slice):
+        return any(_has_symbolic(x) for x in (val.start, val.stop, val.step))
+    return is_symbolic(val)
+
+
+def _record(tx, fn, args, kwargs):
+    tx.output.side_effects.append(("call", fn, tuple(args), dict(kwargs)))
+    return ConstantVariable(None)
+
+
+def _enabled(what):
+    if not config.replay_logging_calls:
+        raise Unsupported(f"{what} is a side effect (graph break; ember.dynamo.config.replay_logging_calls "
+                          f"is off)")
+
+
+def _frame_at(tx, stacklevel, what):
+    """The traced frame ``stacklevel`` levels up (1: the caller of warn/log), or a break."""
+    t = tx
+    for _ in range(max(int(stacklevel), 1) - 1):
+        t = getattr(t, "parent", None)
+        if t is None:
+            raise Unsupported(f"{what} with a stacklevel beyond the compiled frame (the caller differs "
+                              f"between calls)")
+    pos = getattr(t.current, "positions", None)
+    line = pos.lineno if pos is not None and pos.lineno is not None else t.code.co_firstlineno
+    return t, t.code.co_filename, line
+
+
+def print_call(tx, args, kwargs):
+    _enabled("print()")
+    vals = [_snapshot(a, "print()") for a in args]
+    kw = {k: _snapshot(v, "print()") for k, v in kwargs.items()}
+    if set(kw) - {"sep", "end", "flush"}:
+        raise Unsupported("print() with file=... (a stream object) is a side effect (graph break)")
+    return _record(tx, print, vals, kw)
+
+
+def warn_call(tx, args, kwargs):
+    _enabled("warnings.warn()")
+    names = ("message", "category", "stacklevel", "source")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            raise Unsupported(f"warnings.warn() with argument {k!r}")
+        bound[k] = v
+    if "source" in bound or "message" not in bound:
+        raise Unsupported("warnings.warn() with source=... or without a message")
+    message = _snapshot(bound["message"], "warnings.warn()")
+    category = bound["category"].as_python_constant() if "category" in bound else None
+    stacklevel = _snapshot(bound.get("stacklevel", ConstantVariable(1)), "warnings.warn()")
+    if not isinstance(message, str) or not (category is None or (isinstance(category, type)
+                                                                 and issubclass(category, Warning))):
+        raise Unsupported("warnings.warn() with a message that is not a string or a category that is not "
+                          "a Warning class")
+    if any(f[0] == "error" for f in warnings.filters):
+        raise Unsupported("warnings.warn() under an 'error' warnings filter (it would raise before the "
+                          "graph's work)")
+    frame, filename, lineno = _frame_at(tx, stacklevel, "warnings.warn()")
+    g = frame.f_globals
+    module = g.get("__name__", "<string>")
+    return _record(tx, _warn_at, [message, category or UserWarning, filename, lineno, module, g], {})
+
+
+def _warn_at(message, category, filename, lineno, module, module_globals):
+    registry = module_globals.setdefault("__warningregistry__", {})
+    warnings.warn_explicit(message, category, filename, lineno, module, registry, module_globals)
+
+
+def _log_args(tx, logger, level, args, kwargs, what):
+    extra = kwargs.pop("extra", None)
+    stacklevel = kwargs.pop("stacklevel", ConstantVariable(1))
+    for k in ("exc_info", "stack_info"):
+        v = kwargs.pop(k, None)
+        if v is not None and not (v.is_python_constant() and not v.as_python_constant()):
+            raise Unsupported(f"{what} with {k}= (the exception/stack is only known when it runs)")
+    if kwargs:
+        raise Unsupported(f"{what} with arguments {sorted(kwargs)}")
+    if not args:
+        raise Unsupported(f"{what} without a message")
+    msg, *rest = [_snapshot(a, what) for a in args]
+    extra = _snapshot(extra, what) if extra is not None else None
+    frame, filename, lineno = _frame_at(tx, _snapshot(stacklevel, what), what)
+    return _record(tx, _log_at, [logger, level, filename, lineno, frame.code.co_name, msg, tuple(rest), extra],
+                   {})
+
+
+def _log_at(logger, level, filename, lineno, func, msg, args, extra):
+    if logger is None:                      # the module-level functions: root, configured on first use
+        logger = logging.getLogger()
+        if not logger.handlers:
+            logging.basicConfig()
+    if logger.isEnabledFor(level):
+        logger.handle(logger.makeRecord(logger.name, level, filename, lineno, msg, args, None, func, extra, None))
+
+
+def log_call(tx, logger, method, args, kwargs, what):
+    _enabled(what)
+    args, kwargs = list(args), dict(kwargs)
+    level = _LOGGER_METHODS[method]
+    if level is None:                         # log(level, msg, ...)
+        if not args:
+            raise Unsupported(f"{what} without a level")
+        level = _snapshot(args.pop(0), what)
+        if not isinstance(level, int):
+            raise Unsupported(f"{what} with a level that is not an int")
+    return _log_args(tx, logger, level, args, kwargs, what)
+
+
+def root_log_function(fn):
+    method = _ROOT_FUNCTIONS[fn]
+
+    def h(tx, args, kwargs):
+        return log_call(tx, None, method, args, kwargs, f"logging.{method}()")
+    return h
+
+
+class LoggerVariable(VariableTracker):
+    """A ``logging.Logger`` read from outside the frame (guarded by identity: loggers are
+    singletons). Its logging methods are replayed after the graph; ``isEnabledFor`` and
+    ``getEffectiveLevel`` fold to constants, guarded."""
+
+    def __init__(self, logger, source):
+        self.logger, self.source = logger, source
+
+    def python_type(self):
+        return type(self.logger)
+
+    def var_getattr(self, tx, name):
+        from .lists import ContainerMethodVariable
+        if name in _LOGGER_METHODS or name in ("isEnabledFor", "getEffectiveLevel"):
+            return ContainerMethodVariable(self, name)
+        if name in ("name", "level", "disabled", "propagate"):
+            from .builder import wrap
+            from ..source import AttrSource
+            return wrap(tx, getattr(self.logger, name), AttrSource(self.source, name))
+        raise Unsupported(f"attribute {name!r} of a logging.Logger")
+
+    def call_method(self, tx, name, args, kwargs):
+        lg = self.logger
+        if name in _LOGGER_METHODS:
+            return log_call(tx, lg, name, args, kwargs, f"{lg.name} logger .{name}()")
+        g = tx.output.guards
+        e = self.source.expr()
+        if name == "getEffectiveLevel" and not args and not kwargs:
+            lvl = lg.getEffectiveLevel()
+            g.add(f"{e}.getEffectiveLevel() == {lvl}", f"logger {lg.name!r} level is {lvl}")
+            return ConstantVariable(lvl)
+        if name == "isEnabledFor" and len(args) == 1 and not kwargs and args[0].is_python_constant():
+            level = args[0].as_python_constant()
+            on = lg.isEnabledFor(level)
+            g.add(f"{e}.isEnabledFor({int(level)}) is {on}",
+                  f"logger {lg.name!r} is {'enabled' if on else 'disabled'} for level {level}")
+            return ConstantVariable(on)
+        raise Unsupported(f"logging.Logger.{name}")
