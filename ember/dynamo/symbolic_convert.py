@@ -139,6 +139,8 @@ class InstructionTranslator:
         self.result = None
         self.current = None
         self.parent = None
+        self.pause_at_yield = False     # step the generator (a @contextmanager's), see variables/user_ctx.py
+        self.paused = False
         self.yielded = [] if code.co_flags & 0x20 else None
         if code.co_flags & 0x80 or code.co_flags & 0x200 or code.co_flags & 0x100:
             raise Unsupported(f"coroutine {code.co_name}")
@@ -174,6 +176,8 @@ class InstructionTranslator:
                 raise Unsupported(f"bytecode {inst.opname} is not supported")
             try:
                 handler(inst)
+                if self.paused:           # a generator stepped by a with-block stops at its yield
+                    return self.result
             except Unsupported as e:
                 if e.where is None:
                     e.where = self.where()
@@ -215,7 +219,8 @@ class InstructionTranslator:
         self.ip = self.index[inst.argval]
 
     # ------------------------------------------------------------------ inlining
-    def inline_call(self, fn, args, kwargs):
+    def callee(self, fn, args, kwargs):
+        """A translator for a call of user function ``fn``, ready to run (see inline_call)."""
         if self.depth + 1 > config.inline_depth_limit:
             raise Unsupported(f"inlining deeper than {config.inline_depth_limit} calls")
         code = fn.get_code()
@@ -227,6 +232,10 @@ class InstructionTranslator:
         sub = InstructionTranslator(self.output, code, f_globals, gsrc, bound, fn.get_closure(self),
                                     depth=self.depth + 1, root=root)
         sub.parent = self            # the caller, for stacklevel (warnings.warn, logging)
+        return sub
+
+    def inline_call(self, fn, args, kwargs):
+        sub = self.callee(fn, args, kwargs)
         result = sub.run()
         if sub.yielded is not None:
             # A generator is run to completion at once: its items are trackers of pure graph ops
@@ -936,8 +945,11 @@ class InstructionTranslator:
             self.push(ctx.enter_result)
             return
         if not isinstance(ctx, GradModeVariable):
-            raise Unsupported(f"with block over {ctx} (only ember.no_grad()/enable_grad()/"
-                              f"contextlib.nullcontext() are modelled)")
+            from .variables.user_ctx import enter_user_context
+            exit_var, value = enter_user_context(self, ctx)
+            self.push(exit_var)
+            self.push(value)
+            return
         self.push(ctx.enter(self))
         self.push(ConstantVariable(None))
 
@@ -946,6 +958,11 @@ class InstructionTranslator:
         self.push(ConstantVariable(None))
 
     def YIELD_VALUE(self, inst):
+        if self.pause_at_yield:
+            self.result = self.pop()
+            self.paused = True
+            self.push(ConstantVariable(None))      # what the yield evaluates to on resuming: send(None)
+            return
         if self.yielded is None:
             raise Unsupported("yield outside a materialised generator")
         self.yielded.append(self.pop())

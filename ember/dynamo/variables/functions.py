@@ -51,6 +51,15 @@ class UserFunctionVariable(BaseUserFunctionVariable):
     def as_python_constant(self):
         return self.fn
 
+    def call_function(self, tx, args, kwargs):
+        from .user_ctx import GeneratorContextVariable, is_contextmanager_function
+        if is_contextmanager_function(self.fn):
+            # a @contextlib.contextmanager function (or method): the generator runs when a with
+            # block enters the manager (user_ctx.py), not now
+            src = AttrSource(self.source, "__wrapped__") if self.source is not None else None
+            return GeneratorContextVariable(UserFunctionVariable(self.fn.__wrapped__, src), args, kwargs)
+        return tx.inline_call(self, args, kwargs)
+
     def get_code(self):
         return self.fn.__code__
 
