@@ -15,6 +15,8 @@ import operator
 import time
 import types as _types
 
+import numpy as _np
+
 from ..fx import Graph
 from ..tensor import Tensor
 from . import logs
@@ -252,9 +254,14 @@ class OutputGraph:
         if isinstance(v, ConstantVariable):
             if isinstance(v.value, SymBool):
                 raise Unsupported("a symbolic size relation passed to an operator")
+            val = v.value
+            if isinstance(val, _np.generic):
+                # a NumPy scalar (np.float32(2.0), np.prod(shape)): ops take it as the Python number
+                # it holds, as eager does; the graph's code then prints a literal
+                val = val.item()
             if not ex:
-                return self._sym_leaves(v.value)
-            return v.value
+                return self._sym_leaves(val)
+            return val
         if isinstance(v, BaseListVariable):
             items = [self._map(i, ex) for i in v.items]
             cls = v.python_type()

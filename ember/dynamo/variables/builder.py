@@ -28,6 +28,11 @@ def is_inlined_ember_module(name):
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit"
 
 
+def _is_numpy_scalar(value):
+    import numpy as np
+    return isinstance(value, np.generic) and not isinstance(value, np.object_)
+
+
 def is_ember_function(value):
     if isinstance(value, types.MethodType) and not isinstance(value.__self__, types.ModuleType):
         return False     # a bound method: its object decides (wrap's MethodType branch)
@@ -53,7 +58,8 @@ def wrap(tx, value, source, guard=True):
         # under a scheduler): not specialised (see CodeCache.unspec_sources)
         from ..output_graph import UnspecFloatVariable
         return UnspecFloatVariable(value, source, tx.output, "n")
-    if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)):
+    if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)) \
+            or _is_numpy_scalar(value):
         if g:
             g.constant_match(source, value)
         return ConstantVariable(value, source)
@@ -103,6 +109,11 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return PythonModuleVariable(value, source, trusted=trusted)
+    from .numpy_fold import NumpyFoldVariable, is_foldable
+    if is_foldable(value):
+        if g:
+            g.id_match(source, value)
+        return NumpyFoldVariable(value, source)
     if isinstance(value, type):
         if g:
             g.id_match(source, value)
@@ -262,7 +273,8 @@ def wrap_constant_result(res):
     from .lists import TupleVariable
     from .tensor import size_variable
     from ...fx.experimental.symbolic_shapes import SymBool, SymInt
-    if type(res) in _LITERALS or isinstance(res, (_t.dtype, _t.device, range, slice, SymInt, SymBool)):
+    if type(res) in _LITERALS or isinstance(res, (_t.dtype, _t.device, range, slice, SymInt, SymBool)) \
+            or _is_numpy_scalar(res):
         return ConstantVariable(res)
     if type(res) is _t.Size:
         return size_variable(res)

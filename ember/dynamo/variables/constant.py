@@ -88,7 +88,7 @@ class ConstantMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         v = self.obj.value
-        if not isinstance(v, _PURE_TYPES) and not _is_ember_meta(v):
+        if not isinstance(v, _PURE_TYPES) and not _is_ember_meta(v) and not _is_numpy_immutable(v):
             raise Unsupported(f"method {self.name} of {type(v).__name__} constant")
         args = [_constant_iterable(tx, a) for a in args]      # "".join(genexpr) gets its items
         if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
@@ -108,6 +108,11 @@ def _constant_iterable(tx, a):
     if isinstance(a, IteratorVariable) and all(i.is_python_constant() for i in a.items[a.pos:]):
         return ConstantVariable([i.as_python_constant() for i in a.unpack(tx)])
     return a
+
+
+def _is_numpy_immutable(v):
+    import numpy as np
+    return isinstance(v, (np.generic, np.dtype, np.finfo, np.iinfo)) and not isinstance(v, np.object_)
 
 
 def _is_ember_meta(v):

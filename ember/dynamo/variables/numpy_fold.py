@@ -1,0 +1,63 @@
+"""NumPy on Python constants, folded while tracing: ``np.sqrt(2.0)``, ``np.prod(x.shape)``,
+``np.float32(0.5)``, ``np.finfo(np.float32).eps``, ``np.pi``.
+
+Only functions without side effects and with scalar results are folded (ufuncs, a few reductions
+over shapes, the scalar types, finfo/iinfo/dtype); the result is a NumPy scalar constant, which
+ember ops take as a Python number (as PyTorch does). A NumPy *array* result, a tensor argument,
+or any other NumPy function (``np.random.*`` draws, file I/O) stays a graph break."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+
+_PURE_FUNCTIONS = {np.prod, np.sum, np.mean, np.round, np.clip, np.isclose, np.finfo, np.iinfo, np.dtype,
+                   np.result_type, np.can_cast, np.promote_types}
+_RESULT_TYPES = (np.generic, int, float, bool, complex, np.finfo, np.iinfo, np.dtype)
+
+
+def is_foldable(value) -> bool:
+    try:
+        if isinstance(value, np.ufunc) or value in _PURE_FUNCTIONS:
+            return True
+    except TypeError:           # unhashable
+        return False
+    return isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic
+
+
+class NumpyFoldVariable(VariableTracker):
+    def __init__(self, fn, source=None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        from .builtin import _consts
+        from .tensor import TensorVariable
+        name = getattr(self.fn, "__name__", repr(self.fn))
+        vals = list(args) + list(kwargs.values())
+        if any(isinstance(a, TensorVariable) or not a.is_python_constant() for a in vals):
+            raise Unsupported(f"numpy.{name} of a tensor or another non-constant (numpy would read its data)")
+        pos = _consts(args)
+        kw = dict(zip(kwargs, _consts(list(kwargs.values()))))
+        if any(isinstance(v, np.ndarray) for v in pos + list(kw.values())):
+            raise Unsupported(f"numpy.{name} of an array")
+        try:
+            with np.errstate(all="ignore"):
+                res = self.fn(*pos, **kw)
+        except Exception as e:
+            raise Unsupported(f"numpy.{name} raised {type(e).__name__}: {e} (the program raises)")
+        if isinstance(res, np.ndarray) and res.ndim == 0:
+            res = res[()]
+        if not isinstance(res, _RESULT_TYPES):
+            raise Unsupported(f"numpy.{name} returned a {type(res).__name__} (only scalars are folded)")
+        return ConstantVariable(res)
+
+    def __repr__(self):
+        return f"NumpyFoldVariable({getattr(self.fn, '__name__', self.fn)})"
