@@ -239,3 +239,38 @@ def test_set_errors_raise_like_eager(bad):
         err = type(e)
     with pytest.raises(err):
         ember.compile(fn, backend=CountingBackend())(_x(2))
+
+
+def _random_set_program(rng):
+    """Source of a function that builds sets by a random sequence of insertions, deletions and
+    set operations, and returns their iteration orders (and one tensor per element)."""
+    def item():
+        return rng.randint(-5, 60) if rng.random() < 0.6 else f"k{rng.randint(0, 20)}"
+    lines = ["def f(x):", "    s = set()", f"    t = {{{', '.join(repr(item()) for _ in range(rng.randint(1, 6)))}}}"]
+    ops = ["s.add({a!r})", "s.discard({a!r})", "s |= t", "s ^= {{{a!r}}}", "s = s - {{{a!r}}}", "t.add({a!r})",
+           "s.update([{a!r}, {b!r}])", "s &= s | {{{a!r}}}"]
+    for _ in range(rng.randint(3, 14)):
+        lines.append("    " + rng.choice(ops).format(a=item(), b=item()))
+    lines.append("    return [x * (i + 1) for i, _ in enumerate(s)], list(s), list(t), list(s | t), list(s & t)")
+    return "\n".join(lines)
+
+
+def test_random_set_programs_iterate_like_eager():
+    import random
+    rng = random.Random(1234)
+    for trial in range(25):
+        src = _random_set_program(rng)
+        ns = {}
+        exec(compile(src, f"<set program {trial}>", "exec"), ns)      # noqa: S102 -- generated test code
+        f = ns["f"]
+        x = _x(2)
+        want = f(x)
+        dynamo.reset()
+        cnt = CountingBackend()
+        got = ember.compile(f, backend=cnt)(x)
+        assert got[1:] == want[1:], src
+        assert len(got[0]) == len(want[0]), src
+        for a, b in zip(want[0], got[0]):
+            np.testing.assert_allclose(b.numpy(), a.numpy())
+        if want[0]:
+            assert cnt.frame_count == 1, src
