@@ -87,3 +87,14 @@ def check(fn, make_inputs, graphs=1, calls=3, seed=True):
     assert dynamo.counters["internal_errors"] == 0, dynamo.fallback_reasons
     assert cnt.frame_count == graphs, (cnt.frame_count, dynamo.fallback_reasons)
     return cnt
+
+
+def random_tensor(rng, *shape):
+    """A float32 tensor of standard-normal draws from ``rng`` (a numpy Generator)."""
+    return ember.tensor(rng.standard_normal(shape).astype(np.float32))
+
+
+def assert_one_graph(fn, *args):
+    """``fn(*args)`` compiles to exactly one graph with no break."""
+    ex = dynamo.explain(fn)(*args)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons

@@ -11,13 +11,13 @@ import pytest
 import ember
 from ember import dynamo
 
-from ._util import CountingBackend
+from ._util import CountingBackend, random_tensor
 
 _rng = np.random.default_rng(11)
 
 
 def _x(*shape):
-    return ember.tensor(_rng.standard_normal(shape).astype(np.float32))
+    return random_tensor(_rng, *shape)
 
 
 def _graphs_and_breaks(fn, *args):

@@ -10,18 +10,14 @@ import pytest
 import ember
 from ember import dynamo
 
-from ._util import CountingBackend, check
+from ._util import CountingBackend, assert_one_graph, check, random_tensor
 
 _rng = np.random.default_rng(7)
 
 
 def _x(*shape):
-    return ember.tensor(_rng.standard_normal(shape).astype(np.float32))
+    return random_tensor(_rng, *shape)
 
-
-def _one_graph(fn, *args):
-    ex = dynamo.explain(fn)(*args)
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
 SKIP = {"b", "c"}
@@ -49,9 +45,9 @@ def sets_program(x):
     return acc, s, frozenset(u) - {0}, {*s, *t}, s <= {3, 10}, sorted(u), s.isdisjoint(t), s.copy()
 
 
-def test_sets_match_eager_in_one_graph():
+def test_sets_match_eager_inassert_one_graph():
     check(sets_program, lambda: (_x(3, 4),))
-    _one_graph(sets_program, _x(3, 4))
+    assert_one_graph(sets_program, _x(3, 4))
 
 
 def test_set_iteration_order_is_the_programs():
@@ -122,9 +118,9 @@ def itertools_program(x):
     return acc
 
 
-def test_itertools_match_eager_in_one_graph():
+def test_itertools_match_eager_inassert_one_graph():
     check(itertools_program, lambda: (_x(4, 3),))
-    _one_graph(itertools_program, _x(4, 3))
+    assert_one_graph(itertools_program, _x(4, 3))
 
 
 def test_endless_repeat_breaks_cleanly():
@@ -145,7 +141,7 @@ def test_sorting_with_keys():
         stable = sorted([(1, "z"), (0, "y"), (1, "a")], key=lambda p: p[0], reverse=True)
         return x * sizes[-1] + parts[0], order, stable
     check(f, lambda: (_x(2, 3),))
-    _one_graph(f, _x(2, 3))
+    assert_one_graph(f, _x(2, 3))
 
 
 def test_sorting_tensors_by_value_breaks():
@@ -181,7 +177,7 @@ def test_dicts_with_constant_and_enum_keys():
         SCALES[Mode.EVAL] = 3.0
         MIXED[2.5] = 3.0
     assert dynamo.counters["internal_errors"] == 0
-    _one_graph(f, x)
+    assert_one_graph(f, x)
 
 
 @functools.lru_cache(maxsize=None)
@@ -198,7 +194,7 @@ def test_lru_cache_helpers_are_traced_through():
     def f(x):
         return x * _cached_scale(3) + _cached_shape_factor(*x.shape)
     check(f, lambda: (_x(2, 3),))
-    _one_graph(f, _x(2, 3))
+    assert_one_graph(f, _x(2, 3))
 
 
 def test_callable_of_methods():
@@ -207,7 +203,7 @@ def test_callable_of_methods():
             return x.relu()
         return x
     check(f, lambda: (_x(5),))
-    _one_graph(f, _x(5))
+    assert_one_graph(f, _x(5))
 
 
 def test_graph_break_marker():

@@ -8,18 +8,14 @@ import pytest
 import ember
 from ember import dynamo
 
-from ._util import CountingBackend, check
+from ._util import CountingBackend, assert_one_graph, check, random_tensor
 
 _rng = np.random.default_rng(5)
 
 
 def _x(*shape):
-    return ember.tensor(_rng.standard_normal(shape).astype(np.float32))
+    return random_tensor(_rng, *shape)
 
-
-def _one_graph(fn, *args):
-    ex = dynamo.explain(fn)(*args)
-    assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
 
 
 @contextlib.contextmanager
@@ -76,7 +72,7 @@ def test_contextmanager_function():
     STATE[:] = [0, None]
     check(f, lambda: (_x(3, 4),))
     assert STATE == [0, 0.5]
-    _one_graph(f, _x(3, 4))
+    assert_one_graph(f, _x(3, 4))
 
 
 def test_contextmanager_method_on_a_module():
@@ -86,7 +82,7 @@ def test_contextmanager_method_on_a_module():
     got = ember.compile(net, backend=CountingBackend())(x)
     np.testing.assert_allclose(got[0].detach().numpy(), expected[0].detach().numpy(), rtol=1e-6)
     assert got[1] == expected[1] == 0 and net.depth == 0
-    _one_graph(net, x)
+    assert_one_graph(net, x)
 
 
 def test_class_context_manager_made_in_the_frame_and_outside():
@@ -108,7 +104,7 @@ def test_class_context_manager_made_in_the_frame_and_outside():
     np.testing.assert_allclose(got[0].numpy(), expected[0].numpy(), rtol=1e-6)
     assert got[1] == expected[1] == ["enter", "body", "exit"]
     assert outside_log[n:] == outside_log[:n] == ["enter", "exit"]
-    _one_graph(f, x)
+    assert_one_graph(f, x)
 
 
 def test_break_inside_a_user_block_runs_eagerly_and_matches():
@@ -179,7 +175,7 @@ def test_contextmanager_order_nested():
         return y, log
     check(f, lambda: (_x(3),))
     assert f(_x(3))[1] == ["a in", "b in", "AB", "b out", "a out"]
-    _one_graph(f, _x(3))
+    assert_one_graph(f, _x(3))
 
 
 def test_contextlib_suppress_is_traced_and_suppresses_eagerly():
