@@ -35,6 +35,7 @@ from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVar
 from .variables.base import VariableTracker
 from .variables.lists import BaseListVariable
 from .variables.objects import NNModuleVariable
+from .variables.environ import EnvironVariable
 from .variables.sets import SetVariable
 
 PY312 = sys.version_info >= (3, 12)
@@ -267,7 +268,7 @@ class InstructionTranslator:
             return self.output.call_function(operator.getitem, [obj, key], {})
         if isinstance(obj, BaseListVariable):
             return obj.getitem(self, key)
-        if isinstance(obj, DictVariable):
+        if isinstance(obj, (DictVariable, EnvironVariable)):
             return obj.call_method(self, "__getitem__", [key], {})
         if isinstance(obj, NNModuleVariable):
             return obj.getitem(self, key)
@@ -554,7 +555,7 @@ class InstructionTranslator:
     def CONTAINS_OP(self, inst):
         container = self.pop()
         item = self.pop()
-        if isinstance(container, (DictVariable, SetVariable)):
+        if isinstance(container, (DictVariable, SetVariable, EnvironVariable)):
             r = container.call_method(self, "__contains__", [item], {}).value
         elif isinstance(container, (BaseListVariable, IteratorVariable)) or (
                 container.is_python_constant() and not isinstance(container, TensorVariable)):

@@ -94,6 +94,10 @@ def wrap(tx, value, source, guard=True):
         if source is not None:
             tx.output.containers[id(value)] = res
         return res
+    import os
+    if value is os.environ:
+        from .environ import EnvironVariable
+        return EnvironVariable()
     if type(value) in (set, frozenset):
         from .sets import wrap_set
         return wrap_set(tx, value, source, guard)

@@ -6,11 +6,13 @@ import functools
 import itertools
 import math
 import operator
+import os
 import warnings
 
 from ..exc import Unsupported, graph_break
 from .base import VariableTracker
 from .constant import ConstantVariable, fold_binary
+from .environ import getenv_call
 from .lists import BaseListVariable, DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .logging_calls import _ROOT_FUNCTIONS, print_call, root_log_function, warn_call
 from .sets import SetVariable, real_iterable, set_binary_op
@@ -607,6 +609,7 @@ _HANDLERS = {
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }
 _HANDLERS[warnings.warn] = warn_call
+_HANDLERS[os.getenv] = getenv_call
 
 
 def _graph_break(tx, args, kwargs):
