@@ -19,10 +19,14 @@ _RESULT_TYPES = (np.generic, int, float, bool, complex, np.finfo, np.iinfo, np.d
 
 
 def is_foldable(value) -> bool:
+    if isinstance(value, np.ufunc):
+        return True
+    if not callable(value):
+        return False
     try:
-        if isinstance(value, np.ufunc) or value in _PURE_FUNCTIONS:
+        if value in _PURE_FUNCTIONS:
             return True
-    except TypeError:           # unhashable
+    except Exception:           # unhashable, or a __hash__/__eq__ that raises: not a numpy function
         return False
     return isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic
 
