@@ -1,16 +1,19 @@
 """``ember.compiler``: user-level controls of the compiler (mirrors ``torch.compiler``).
 
 * ``reset()``: forget all compiled code (cache entries, skip marks, counters);
-* ``disable(fn)``: run ``fn`` eagerly even when called from compiled code
-  (a function marked this way makes a calling frame that would inline it run
-  eagerly, since graph breaks are not implemented yet);
+* ``disable(fn)``: run ``fn`` eagerly even when called from compiled code (a
+  graph break at its call);
 * ``list_backends()``: backend names ``ember.compile(backend=...)`` accepts;
 * ``is_compiling()``: True while dynamo traces the calling code, False when it runs
-  (lets library code pick a graph-friendly formulation, as ``torch.compiler.is_compiling``).
+  (lets library code pick a graph-friendly formulation, as ``torch.compiler.is_compiling``);
+* ``assume_constant_result(fn)``: calls of ``fn`` are made while tracing, on constant
+  arguments, and their result is baked into the compiled code (no guard: the caller vouches
+  that it does not change), as ``torch.compiler.assume_constant_result``.
 """
 from .dynamo import disable, list_backends, reset
 
-__all__ = ["reset", "disable", "list_backends", "is_compiling"]
+__all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling",
+           "assume_constant_result"]
 
 
 def is_compiling() -> bool:
@@ -19,3 +22,16 @@ def is_compiling() -> bool:
 
 
 is_compiling._ember_is_compiling = True
+
+
+is_dynamo_compiling = is_compiling
+
+
+def assume_constant_result(fn):
+    """Mark ``fn`` so that compiled code calls it once, while tracing, and uses the result as a
+    constant. Its arguments must be constants there (numbers, strings, shapes of static
+    tensors); a call with a tensor argument breaks the graph. Called normally, it just runs."""
+    if not callable(fn):
+        raise TypeError(f"assume_constant_result expects a callable, got {type(fn).__name__}")
+    fn._ember_assume_constant = True
+    return fn

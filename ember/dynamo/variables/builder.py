@@ -129,6 +129,11 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return IsCompilingVariable(value)
+    if getattr(value, "_ember_assume_constant", False) is True and callable(value):
+        from .functions import ConstantResultFunctionVariable
+        if g:
+            g.id_match(source, value)
+        return ConstantResultFunctionVariable(value, source)
     if getattr(value, "_ember_dynamo_disable", False):
         if source is None:
             raise Unsupported("a function wrapped in ember.compiler.disable with no source")

@@ -205,3 +205,32 @@ def bind_args(code, args, kwargs, defaults, kwdefaults):
                 raise Unsupported(f"{code.co_name}() missing keyword-only argument {name!r}")
             bound[name] = kwdefaults[name]
     return bound
+
+
+class ConstantResultFunctionVariable(VariableTracker):
+    """A function marked with ``ember.compiler.assume_constant_result``: called while tracing,
+    on the constant values of its arguments, and its result used as a constant (unguarded)."""
+
+    def __init__(self, fn, source=None):
+        self.fn, self.source = fn, source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        from .builder import wrap_constant_result
+        from .tensor import TensorVariable
+        name = getattr(self.fn, "__qualname__", self.fn)
+        vals = list(args) + list(kwargs.values())
+        if any(isinstance(a, TensorVariable) or not a.is_python_constant() for a in vals):
+            raise Unsupported(f"{name} (assume_constant_result) called with a tensor or another non-constant "
+                              f"argument")
+        try:
+            res = self.fn(*[a.as_python_constant() for a in args],
+                          **{k: v.as_python_constant() for k, v in kwargs.items()})
+        except Exception as e:
+            raise Unsupported(f"{name} (assume_constant_result) raised {type(e).__name__}: {e}")
+        return wrap_constant_result(res)
