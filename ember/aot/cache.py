@@ -8,7 +8,8 @@ backward (or inference) FX graphs and the bookkeeping the runtime wrapper needs,
 goes straight to the graph compilers (whose own FX graph cache then hits too: the rebuilt
 graphs have the same node names, targets, arguments and ``tensor_meta``, hence the same key).
 
-**Key** (sha256 over): the dynamo graph (per node: op, name, target, arguments), its
+**Key** (sha256 over): the dynamo graph (per node: op, name, target, arguments, activation-checkpoint
+region tags), its
 ``meta`` items that are plain values; per example input its shape, strides, dtype, device,
 ``requires_grad`` and which other inputs share its memory (aliasing changes
 functionalization); training or inference; the decomposition table ("prims" when it
@@ -207,6 +208,7 @@ def bypass_reason(aot, training: bool) -> Optional[str]:
 def key_lines(aot, training: bool) -> List[str]:
     from ..inductor.fx_graph_cache import _canon, Uncacheable as FxUncacheable
     from . import config
+    from .joint import REGION_TAGS
     import numpy as np
     lines = [f"format {FORMAT_VERSION} training {bool(training)}"]
     put = lines.append
@@ -216,7 +218,9 @@ def key_lines(aot, training: bool) -> List[str]:
             if node.op in ("get_attr", "call_module"):
                 raise Uncacheable(f"a {node.op} node ({node.target}): its value/code is not in the key")
             target = _target_name(node.target) if node.op == "call_function" else str(node.target)
-            put(f"{node.op} {node.name} {target} {_canon(tuple(node.args))} {_canon(dict(node.kwargs))}")
+            # (with an activation-checkpoint region's tags: they change the partition)
+            tags = "".join(f" {k}={node.meta[k]!r}" for k in REGION_TAGS if k in node.meta)
+            put(f"{node.op} {node.name} {target} {_canon(tuple(node.args))} {_canon(dict(node.kwargs))}{tags}")
         meta = {k: v for k, v in (getattr(gm, "meta", {}) or {}).items()
                 if isinstance(v, (type(None), bool, int, float, str))}
         put("gm.meta " + _canon(meta))

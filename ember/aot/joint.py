@@ -20,6 +20,12 @@ breaks one recompiles at the dynamo level; nothing is left unchecked. Size
 values the graph computes (``sym_size``, ``operator.mul`` nodes) get their
 SymInt in ``node.meta["sym_val"]`` so the graph compilers know them too (the
 backward receives the saved ones as inputs).
+
+**Activation checkpointing**: the nodes of a dynamo graph that ``ember.utils.checkpoint``
+regions made carry ``meta["recompute"]`` / ``meta["checkpoint_region"]``; the graph then runs
+node by node (``_RegionTagRunner``) and every joint-graph node its forward makes while a tagged
+node runs gets the same tags, which the partitioner reads (``partition.py``). The backward's
+nodes (made by the autograd engine afterwards) are not tagged.
 """
 from __future__ import annotations
 
@@ -33,6 +39,7 @@ from ..autograd.grad_mode import enable_grad
 from ..fx.experimental.proxy_tensor import make_fx
 from ..fx.experimental.symbolic_shapes import ShapeEnv
 from ..fx.fake_tensor import FakeTensorMode, make_fake
+from ..fx.interpreter import Interpreter
 from ..tensor import Tensor
 
 
@@ -87,6 +94,8 @@ def trace_joint(fn: Callable[..., Any], example_inputs: Sequence[Tensor], *,
     from ..fx.fake_tensor import DataDependentOutputError
     if shape_env is not None:
         return _trace_shared(fn, example_inputs, decompositions, inference, shape_env, fake_inputs)
+    if _has_region_tags(fn):
+        fn = _RegionTagRunner.runner(fn)
     try:
         return _trace_joint(fn, example_inputs, decompositions, dynamic, inference)
     except DataDependentOutputError as e:
@@ -135,6 +144,50 @@ def _trace_shared(fn, example_inputs, decompositions, inference, env, fake_input
     return joint
 
 
+#: node meta keys of a dynamo graph that the joint-graph nodes it makes inherit
+REGION_TAGS = ("recompute", "checkpoint_region")
+
+
+def _has_region_tags(fn) -> bool:
+    graph = getattr(fn, "graph", None)
+    return graph is not None and any(k in n.meta for n in graph.nodes for k in REGION_TAGS)
+
+
+def _active_tracer():
+    """The make_fx tracer recording now (None in the probe run, which records nothing)."""
+    from ..fx.experimental.proxy_tensor import DispatchTracer
+    for mode in reversed(STATE.modes):
+        if isinstance(mode, DispatchTracer):
+            return mode
+    return None
+
+
+class _RegionTagRunner(Interpreter):
+    """Runs a dynamo graph node by node; the operator nodes the joint trace records while a node
+    with region tags runs get those tags (the tracer appends nodes at the end of its graph: the
+    new ones are those after its last node before)."""
+
+    @classmethod
+    def runner(cls, gm):
+        def run(*args):
+            return cls(gm).run(*args)
+        return run
+
+    def run_node(self, n):
+        tags = {k: n.meta[k] for k in REGION_TAGS if k in n.meta}
+        tracer = _active_tracer() if tags else None
+        if tracer is None:
+            return super().run_node(n)
+        last = next(iter(reversed(tracer.graph.nodes)), None)
+        result = super().run_node(n)
+        for made in reversed(tracer.graph.nodes):
+            if made is last:
+                break
+            if made.op == "call_function":
+                made.meta.update(tags)
+        return result
+
+
 def _sym_scalar_runner(gm):
     """Run dynamo's graph node by node so that a symbolic size passed as a *scalar operand*
     (``t * x.size(1)``, ``x.size(1) - t``), which ember's operators do not accept, still works.
@@ -143,8 +196,8 @@ def _sym_scalar_runner(gm):
     it promotes like a Python int); the size stays symbolic. Where the operator refuses that
     too, the size is specialised to its value: ``int()`` records the guard in the shared
     ShapeEnv, so the entry is valid for that size only and another size recompiles at the
-    dynamo level. Sizes passed as sizes (``view(s0, -1)``) are untouched."""
-    from ..fx.interpreter import Interpreter
+    dynamo level. Sizes passed as sizes (``view(s0, -1)``) are untouched. (Checkpoint region
+    tags reach the joint graph as with ``_RegionTagRunner``.)"""
     from ..fx.experimental.symbolic_shapes import SymInt
     from .. import types as _t
     from ..ops import api as _api
@@ -168,7 +221,7 @@ def _sym_scalar_runner(gm):
             pass
         return fn(*[spec(a) for a in args], **{k: spec(v) for k, v in kwargs.items()})
 
-    class _Runner(Interpreter):
+    class _Runner(_RegionTagRunner):
         def call_function(self, target, args, kwargs):
             return call(target, args, kwargs)
 

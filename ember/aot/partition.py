@@ -23,6 +23,15 @@ The forward graph takes the primals and returns ``(*outputs, *mutated input
 values, *saved)``; the backward takes ``(*saved, *tangents)`` and returns one
 gradient per input that requires grad. A :class:`PartitionReport` lists what
 was saved (with bytes) and what is recomputed.
+
+**Activation checkpointing** (``ember.utils.checkpoint`` captured by dynamo: nodes with
+``meta["recompute"]``, see ``_checkpointed``): with either partitioner and any budget, the
+values of a checkpointed region are never saved -- the backward recomputes them from the
+region's inputs, matmul and convolution included (that is what checkpointing asks for), just
+before the backward first reads them (so the recomputed activations are not all alive at once).
+Random values are the exception: they are saved (with values made from them alone, such as a
+dropout mask), since recomputing a draw would give other numbers than the forward used; the
+report lists them.
 """
 from __future__ import annotations
 
@@ -50,6 +59,8 @@ class PartitionReport:
     saved: List[Tuple[str, str, int]] = field(default_factory=list)     # (name, shape, bytes)
     recomputed: List[str] = field(default_factory=list)
     baseline_bytes: int = 0
+    # random ops of checkpointed regions: saved (or their products are), not recomputed
+    checkpoint_random: List[str] = field(default_factory=list)
 
     @property
     def saved_bytes(self) -> int:
@@ -63,6 +74,10 @@ class PartitionReport:
             lines.append(f"{name:<28}{shape:<24}{nbytes:>12}")
         if self.recomputed:
             lines.append(f"recomputed in backward ({len(self.recomputed)}): {', '.join(self.recomputed)}")
+        if self.checkpoint_random:
+            lines.append(f"random ops in checkpointed regions, not recomputed (a recomputation would draw other "
+                         f"numbers; their draws, or values made from them alone such as a dropout mask, are "
+                         f"saved): {', '.join(self.checkpoint_random)}")
         return "\n".join(lines)
 
 
@@ -107,6 +122,102 @@ def _recomputable(node: Node) -> bool:
         return False
     base = op.name.split(".")[-1]
     return any(t in op.tags for t in _RECOMPUTABLE_TAGS) or base in _RECOMPUTABLE_NAMES
+
+
+def _op_of(node: Node):
+    """The ember operator a call node runs (a getitem: the one making the tuple it reads)."""
+    if node.op != "call_function":
+        return None
+    if node.target is operator.getitem and isinstance(node.args[0], Node):
+        return _op_of(node.args[0])
+    return getattr(node.target, "_ember_op", None)
+
+
+def _checkpointed(split: "_Split") -> Tuple[Set[Node], List[Node], Set[Node]]:
+    """(forward values the backward must recompute, random ops of the regions, values made from
+    draws alone) for the joint graph's activation-checkpoint regions; empty without regions.
+
+    Recomputed: the operator nodes carrying ``meta["recompute"]`` that compute on the
+    primals, and the untagged ones autograd made from them for the backward only (no tangent in
+    them: relu's mask, a transpose; they run in the backward at no extra cost). Not recomputed:
+    random ops (and nondeterministic ones) -- recomputing a draw would give other numbers than the
+    forward used, and eager ``checkpoint`` restores the RNG state for that, which a graph cannot
+    -- nor values made from random ones alone (the dropout mask; they are partitioned as usual,
+    so the smallest of them is what is saved), nor in-place ops."""
+    if not any(n.meta.get("recompute") is not None for n in split.nodes):
+        return set(), [], set()
+    fwd_needed = split.ancestors(split.fwd_outs + split.mutated)
+    on_primals: Set[Node] = set(split.primals)
+    on_random: Set[Node] = set()
+    must: Set[Node] = set()
+    random_ops: List[Node] = []
+    for n in split.nodes:
+        if n.op != "call_function":
+            continue
+        op = _op_of(n)
+        # (size arithmetic does not carry a dependence: a draw's shape may come from an input's)
+        ins = [a for a in n.all_input_nodes if not (a.op == "call_function" and _op_of(a) is None)]
+        drawn = op is not None and any(t in op.tags for t in ("random", "nondeterministic"))
+        if any(a in on_primals for a in ins):
+            on_primals.add(n)
+        if drawn or any(a in on_random for a in ins):
+            on_random.add(n)
+        if op is None or n in split.backward:
+            continue
+        if n.meta.get("recompute") is None and (n in fwd_needed or not any(a in must for a in ins)):
+            continue
+        if drawn:
+            random_ops.append(n)
+        elif "inplace" not in op.tags and n in on_primals:
+            must.add(n)
+    return must, random_ops, on_random - on_primals
+
+
+def _region_inputs(split: "_Split", must: Set[Node]) -> Tuple[List[Node], Set[Node]]:
+    """What the backward needs saved when the nodes of ``must`` are recomputed -- its needs,
+    each recomputed one replaced by its inputs (recursively), in graph order -- and which of
+    those are inputs of recomputed regions."""
+    saved: Set[Node] = set()
+    inputs: Set[Node] = set()
+    expanded: Set[Node] = set()
+    stack = [(n, False) for n in split.bw_needs]
+    while stack:
+        n, region_input = stack.pop()
+        if n in must:
+            if n not in expanded:
+                expanded.add(n)
+                stack.extend((a, True) for a in n.all_input_nodes)
+        elif n.op != "get_attr":
+            saved.add(n)
+            if region_input:
+                inputs.add(n)
+    return [n for n in split.nodes if n in saved], inputs
+
+
+def _just_in_time(order: List[Node], deferred: Set[Node]) -> List[Node]:
+    """``order`` with each node of ``deferred`` moved to just before its first user (its
+    deferred inputs before it, recursively): the backward recomputes a checkpointed region when
+    it reaches the region's gradients, not all regions before its first op."""
+    members = set(order)
+    out: List[Node] = []
+    done: Set[Node] = set()
+    for n in order:
+        if n in deferred:
+            continue
+        stack = [(n, False)]
+        while stack:
+            m, ready = stack.pop()
+            if m in done:
+                continue
+            if ready:
+                done.add(m)
+                out.append(m)
+                continue
+            stack.append((m, True))
+            for a in reversed(m.all_input_nodes):
+                if a in deferred and a in members and a not in done:
+                    stack.append((a, False))
+    return out
 
 
 class _Split:
@@ -162,7 +273,10 @@ def _order(nodes: Set[Node], all_nodes: List[Node]) -> List[Node]:
     return [n for n in all_nodes if n in nodes]
 
 
-def _build(split: _Split, saved: List[Node], recompute: Set[Node]) -> Tuple[GraphModule, GraphModule, List[str]]:
+def _build(split: _Split, saved: List[Node], recompute: Set[Node],
+           deferred: Set[Node] = frozenset()) -> Tuple[GraphModule, GraphModule, List[str]]:
+    """The forward and backward graphs; the backward computes the nodes of ``deferred``
+    (recomputed checkpoint regions) just before their first use (``_just_in_time``)."""
     joint = split.joint
     root = joint.gm
     # -- forward: the primals (all of them, in order), then what outputs and saved values need
@@ -192,7 +306,10 @@ def _build(split: _Split, saved: List[Node], recompute: Set[Node]) -> Tuple[Grap
         benv[t].meta.update(t.meta)
     saved_set = set(saved)
     bw_set = split.ancestors([g for g in split.grads if isinstance(g, Node)], stop=saved_set)
-    for n in _order(bw_set, split.nodes):
+    bw_order = _order(bw_set, split.nodes)
+    if deferred:
+        bw_order = _just_in_time(bw_order, deferred - saved_set)
+    for n in bw_order:
         if n in benv:
             continue
         if n.op == "placeholder":
@@ -208,12 +325,20 @@ def _build(split: _Split, saved: List[Node], recompute: Set[Node]) -> Tuple[Grap
 
 
 def default_partition(joint: JointGraph):
-    """Save every forward value the backward reads."""
+    """Save every forward value the backward reads (a checkpointed region's: its inputs)."""
     split = _Split(joint)
     saved = [n for n in split.bw_needs if n.op != "get_attr"]
-    fw, bw, _ = _build(split, saved, set())
-    report = PartitionReport("default", [(n.name, _shape_str(n), _nbytes(n)) for n in saved], [],
-                             sum(_nbytes(n) for n in saved))
+    base_bytes = sum(_nbytes(n) for n in saved)
+    must, random_ops, _ = _checkpointed(split)
+    if not must:
+        fw, bw, _ = _build(split, saved, set())
+        report = PartitionReport("default", [(n.name, _shape_str(n), _nbytes(n)) for n in saved], [], base_bytes)
+        return fw, bw, saved, report
+    saved, _ = _region_inputs(split, must)
+    fw, bw, recomputed = _build(split, saved, must, must)
+    report = PartitionReport("default, checkpointed regions recomputed",
+                             [(n.name, _shape_str(n), _nbytes(n)) for n in saved], recomputed, base_bytes,
+                             [n.name for n in random_ops])
     return fw, bw, saved, report
 
 
@@ -323,15 +448,24 @@ def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
     baseline = [n for n in split.bw_needs if n.op != "get_attr"]
     base_bytes = sum(_nbytes(n) for n in baseline)
     fwd_region = split.ancestors(split.bw_needs) - split.backward
+    # checkpointed regions: their values can never be saved (an unbounded node edge), and they are
+    # recomputable whatever their op (no edge from the source); their inputs are always saved
+    # (what checkpointing promises: recomputing those too, from further up, would rebuild the
+    # whole forward at the backward's first region), except values made from random draws alone,
+    # of which the cut picks the smallest (a dropout mask rather than its float draw)
+    must, random_ops, drawn = _checkpointed(split)
+    region_saved, region_inputs = _region_inputs(split, must) if must else ([], set())
     G = _FlowGraph()
     needs = set(split.bw_needs)
     for n in split.nodes:                 # graph order: a deterministic flow network
         if n not in fwd_region or n.op == "get_attr":
             continue
-        cap = _nbytes(n)
-        G.add_edge(("in", n), ("out", n), cap)
-        if n.op == "placeholder" or not _recomputable(n):
+        G.add_edge(("in", n), ("out", n), None if n in must else _nbytes(n))
+        pinned = n in region_inputs and n not in drawn
+        if n.op == "placeholder" or (not _recomputable(n) and n not in must) or pinned:
             G.add_edge("source", ("in", n))
+        if pinned:
+            G.add_edge(("out", n), "sink")
         if n in needs:
             G.add_edge(("out", n), "sink")
         for a in n.all_input_nodes:
@@ -343,14 +477,18 @@ def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
     saved_set = {n for n in fwd_region if n.op != "get_attr" and ("in", n) in reach and ("out", n) not in reach}
     saved = [n for n in split.nodes if n in saved_set]
     cut_bytes = sum(_nbytes(n) for n in saved)
-    if cut_bytes >= base_bytes:
+    # (the baseline with checkpointed regions: their inputs instead of their values)
+    if cut_bytes >= (sum(_nbytes(n) for n in region_saved) if must else base_bytes):
         fw, bw, saved, report = default_partition(joint)
-        report.strategy = "min_cut (no gain: kept the baseline)"
+        report.strategy = "min_cut (no gain: kept the baseline" + (", checkpointed regions recomputed)" if must
+                                                                   else ")")
         return fw, bw, saved, report
     recompute = {n for n in fwd_region if ("in", n) not in reach and n.op != "get_attr"}
-    fw, bw, recomputed_names = _build(split, saved, recompute)
+    # with checkpointed regions every recomputed value is made just in time (a cheap value made
+    # early would pull the regions it reads to the start of the backward)
+    fw, bw, recomputed_names = _build(split, saved, recompute, recompute if must else frozenset())
     report = PartitionReport("min_cut", [(n.name, _shape_str(n), _nbytes(n)) for n in saved],
-                             recomputed_names, base_bytes)
+                             recomputed_names, base_bytes, [n.name for n in random_ops])
     return fw, bw, saved, report
 
 

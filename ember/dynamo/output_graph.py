@@ -77,6 +77,10 @@ class OutputGraph:
         self.side_effects = []  # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
         self.containers = {}    # id(outside list/dict) -> its one tracker
+        # meta entries every operator node made now receives: the tags of an activation-checkpoint
+        # region being inlined (variables/checkpoint.py), which aot's partitioner reads
+        self.node_meta = {}
+        self.checkpoint_regions = 0   # regions captured so far (their ids: 1, 2, ...)
 
     # ------------------------------------------------------------------ inputs
     def add_tensor_input(self, t: Tensor, source):
@@ -326,6 +330,7 @@ class OutputGraph:
             items = []
             for i, r in enumerate(res):
                 n = self.graph.call_function(operator.getitem, (node, i))
+                n.meta.update(self.node_meta)
                 items.append(TensorVariable(n, r))
             if type(res) is list:
                 return ListVariable(items)
@@ -357,6 +362,8 @@ class OutputGraph:
         return self.examples.run(runner, a, k)
 
     def _note_op(self, node):
+        if self.node_meta:
+            node.meta.update(self.node_meta)
         if self._first_op is None:
             self._first_op = node
         self.n_calls += 1

@@ -8,10 +8,15 @@ recompute them during backward. Gradients equal the un-checkpointed ones.
 * ``use_reentrant=True``: a custom ``Function`` that runs the function under ``no_grad`` and, in
   its backward, re-runs it under ``enable_grad`` and calls ``backward`` on the recomputation.
 
-Under ``ember.compile`` a checkpoint call is a graph break, and the checkpointed function (its
-forward and its recomputation) runs with the frame hook off: compiled, the first run saved the
-compiled graph's tensors and the eager recomputation others ("the recomputation saved fewer
-tensors than the original forward").
+Under ``ember.compile``, ``checkpoint(..., use_reentrant=False)`` (and ``checkpoint_sequential``
+with it) is captured into the graph: dynamo inlines the function and tags its nodes, and aot's
+partitioner saves only the region's inputs and recomputes the rest in the compiled backward
+(random draws excepted: they are saved). See ``ember/dynamo/variables/checkpoint.py``. Where the
+region cannot be captured whole (``use_reentrant=True``, a graph break or a side effect inside
+it) the checkpoint call is a graph break, and the checkpointed function (its forward and its
+recomputation) runs here with the frame hook off: compiled, the first run saved the compiled
+graph's tensors and the eager recomputation others ("the recomputation saved fewer tensors than
+the original forward").
 """
 from __future__ import annotations
 

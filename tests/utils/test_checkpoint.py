@@ -83,8 +83,10 @@ def test_checkpoint_sequential_and_no_grad():
 
 @pytest.mark.parametrize("use_reentrant", [False, True])
 def test_checkpoint_inside_a_compiled_module_matches_eager(use_reentrant):
-    """A graph break; the checkpointed function runs uncompiled in its forward and in its
-    recomputation (compiled, the forward saved other tensors than the eager recomputation)."""
+    """use_reentrant=False: captured (the region recomputed in the compiled backward);
+    use_reentrant=True: a graph break, the checkpointed function runs uncompiled in its forward
+    and in its recomputation (compiled, the forward saved other tensors than the eager
+    recomputation)."""
     import copy
     import ember.nn.functional as F
     from ember.utils.checkpoint import checkpoint as ckpt

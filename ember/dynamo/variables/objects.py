@@ -540,8 +540,9 @@ class EmberFunctionVariable(VariableTracker):
         if name in _BLOCKED:
             raise Unsupported(f"ember.{name} is not traceable (data-dependent output or global side effect)")
         if getattr(self.fn, "__module__", "") == "ember.utils.checkpoint":
-            raise Unsupported(f"activation checkpointing (ember.utils.checkpoint.{name}) runs eagerly, "
-                              f"its function uncompiled (a graph break)")
+            # captured as a region tagged for recomputation, or a graph break (see checkpoint.py)
+            from .checkpoint import call_checkpoint
+            return call_checkpoint(tx, self.fn, args, kwargs)
         if name in _AUTOGRAD_CALLS and getattr(self.fn, "__module__", "").startswith("ember.autograd"):
             # the autograd engine over the graph's values: recorded as one node, aot's trace of it
             # found no grad_fn ("element 0 of tensors does not require grad"); run eagerly, as
