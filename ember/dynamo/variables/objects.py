@@ -59,6 +59,25 @@ def _is_data_descriptor(cls, name):
     return hasattr(type(a), "__set__") or hasattr(type(a), "__delete__")
 
 
+def _returned_none(v, what):
+    """Whether a hook returned None, decided while tracing: eager replaces the arguments or
+    the output only when it did not."""
+    if isinstance(v, ConstantVariable):
+        return v.value is None
+    try:
+        return v.python_type() is type(None)
+    except Unsupported:
+        raise Unsupported(f"{what} returned {v}, whose type is not known while tracing")
+
+
+def _is_tuple(v, what):
+    """``isinstance(v, tuple)`` for a hook's return value (namedtuples included, as in eager)."""
+    try:
+        return issubclass(v.python_type(), tuple)
+    except Unsupported:
+        raise Unsupported(f"{what} returned {v}, whose type is not known while tracing")
+
+
 # Module methods that walk the module tree (see NNModuleVariable._traverse)
 _TRAVERSALS = {"parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children",
                "modules", "named_modules"}
@@ -68,7 +87,9 @@ class NNModuleVariable(VariableTracker):
     """An ember.nn.Module read from outside the frame (guarded by identity).
 
     Calling it inlines ``type(m).forward`` (so its parameters become graph
-    inputs read at run time through their source); hooks are guarded absent."""
+    inputs read at run time through their source), with its forward pre-hooks and
+    forward hooks inlined around it as eager runs them (the hooks are guarded by
+    identity and order); backward hooks break the graph."""
 
     def __init__(self, module, source):
         self.module = module
@@ -269,28 +290,36 @@ class NNModuleVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         m = self.module
         e = self.source.expr()
-        hooks = [k for k in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
-                 if getattr(m, k, None)]
-        if hooks:
-            # (inlining forward alone dropped them: the hooks' effect was silently lost). At the
-            # break Module.__call__ runs the hooks; the forward's own frame is compiled
+        g = tx.output.guards
+        backward = [k for k in ("_backward_hooks", "_backward_pre_hooks") if getattr(m, k, None)]
+        if backward:
+            # backward hooks wrap the call's inputs and outputs in autograd functions, which the
+            # graph cannot hold: at the break Module.__call__ runs all the hooks; the forward's
+            # own frame is compiled
+            hooks = [k for k in ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+                     if getattr(m, k, None)]
             raise Unsupported(f"{type(m).__name__} has module hooks ({', '.join(hooks)}): the call runs "
                               f"them eagerly")
-        tx.output.guards.add(
-            f"not ({e}._forward_pre_hooks or {e}._forward_hooks or {e}._backward_hooks or "
-            f"{e}._backward_pre_hooks)", f"{e} has no hooks")
+        hooked = bool(getattr(m, "_forward_pre_hooks", None) or getattr(m, "_forward_hooks", None))
+        if hooked:
+            g.add(f"not ({e}._backward_hooks or {e}._backward_pre_hooks)", f"{e} has no backward hooks")
+        else:
+            g.add(f"not ({e}._forward_pre_hooks or {e}._forward_hooks or {e}._backward_hooks or "
+                  f"{e}._backward_pre_hooks)", f"{e} has no hooks")
         from ...nn.modules import module as _mm
-        for g in ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_hooks"):
-            if hasattr(_mm, g):
-                if getattr(_mm, g):
+        for name in ("_global_forward_pre_hooks", "_global_forward_hooks", "_global_backward_hooks"):
+            if hasattr(_mm, name):
+                if getattr(_mm, name):
                     raise Unsupported("global module hooks are registered")
-                ref = tx.output.guards.ref(getattr(_mm, g))
-                tx.output.guards.add(f"not {ref}", f"no {g}")
-        g = tx.output.guards
+                g.add(f"not {g.ref(getattr(_mm, name))}", f"no {name}")
         if "forward" in m.__dict__:
             raise Unsupported(f"{type(m).__name__} instance has its own forward attribute")
         g.add(f"'forward' not in {e}.__dict__", "no instance-level forward")
         if type(m).__call__ is not _mm.Module.__call__ and "__call__" in type(m).__dict__:
+            if hooked:
+                # whether (and where) the hooks run is up to that __call__
+                raise Unsupported(f"{type(m).__name__} overrides __call__ and has forward hooks: the call "
+                                  f"runs eagerly")
             fn = type(m).__call__
             g.add(f"type({e}).__call__ is {g.ref(fn)}", f"{type(m).__name__}.__call__ unchanged")
         else:
@@ -298,7 +327,77 @@ class NNModuleVariable(VariableTracker):
             g.add(f"type({e}).forward is {g.ref(fn)}", f"{type(m).__name__}.forward unchanged")
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        if hooked:
+            return self._call_with_hooks(tx, UserFunctionVariable(fn), list(args), dict(kwargs))
         return UserFunctionVariable(fn).call_function(tx, [self] + list(args), kwargs)
+
+    def _hooks(self, tx, store, kind):
+        """``[(hook_id, tracker, description)]`` of ``m.<store>``, in order. The ids (unique per registration)
+        and the hook objects are guarded, so registering or removing a hook recompiles."""
+        from .builder import wrap
+        d = getattr(self.module, store)
+        src = AttrSource(self.source, store)
+        g = tx.output.guards
+        g.dict_keys_match(src, list(d))
+        out = []
+        for hook_id, hook in d.items():
+            hsrc = GetItemSource(src, hook_id)
+            g.id_match(hsrc, hook)
+            what = f"{kind} {getattr(hook, '__qualname__', type(hook).__name__)} of {type(self.module).__name__}"
+            try:
+                hv = wrap(tx, hook, hsrc)
+            except Unsupported as err:
+                raise Unsupported(f"{what} cannot be traced ({err}): the call runs eagerly")
+            if type(hv).call_function is VariableTracker.call_function:
+                raise Unsupported(f"{what} is a {type(hook).__name__}, which the compiler cannot inline "
+                                  f"(make it a Python function or method): the call runs eagerly")
+            out.append((hook_id, hv, what))
+        return out
+
+    def _flags(self, tx, store, ids):
+        """Which of ``ids`` are in ``m.<store>`` (the with_kwargs sets), its keys guarded."""
+        d = getattr(self.module, store)
+        tx.output.guards.dict_keys_match(AttrSource(self.source, store), list(d))
+        return {i for i in ids if i in d}
+
+    def _call_with_hooks(self, tx, forward, args, kwargs):
+        """``Module._call_impl`` without backward hooks, traced: the forward pre-hooks, the
+        forward, then the forward hooks, with eager's rules for what a hook's return value
+        replaces. ``always_call`` hooks run in order like the others (that flag only matters when
+        the call raises, which is not traced: an error while tracing is a graph break, so eager
+        runs the call)."""
+        from .lists import DictVariable, TupleVariable
+        pre = self._hooks(tx, "_forward_pre_hooks", "forward pre-hook")
+        post = self._hooks(tx, "_forward_hooks", "forward hook")
+        pre_kw = self._flags(tx, "_forward_pre_hooks_with_kwargs", [i for i, _, _ in pre])
+        post_kw = self._flags(tx, "_forward_hooks_with_kwargs", [i for i, _, _ in post])
+        args_v = TupleVariable(args)
+        kwargs_v = DictVariable(kwargs)     # one dict, as in eager: a hook may change it in place
+        for hook_id, hook, what in pre:
+            if hook_id in pre_kw:
+                res = hook.call_function(tx, [self, args_v, kwargs_v], {})
+                if _returned_none(res, what):
+                    continue
+                if not (_is_tuple(res, what) and len(res.unpack(tx)) == 2):
+                    raise Unsupported(f"{what} (with_kwargs) must return None or (args, kwargs) "
+                                      f"(the program raises)")
+                args_v, kwargs_v = res.unpack(tx)
+                if not isinstance(kwargs_v, DictVariable):
+                    raise Unsupported(f"{what} (with_kwargs) returned kwargs that are not a dict")
+            else:
+                res = hook.call_function(tx, [self, args_v], {})
+                if not _returned_none(res, what):
+                    args_v = res if _is_tuple(res, what) else TupleVariable([res])
+        fwd_kwargs = dict(kwargs_v.items)
+        if not all(isinstance(k, str) for k in fwd_kwargs):
+            raise Unsupported("a forward pre-hook left non-string keys in the keyword arguments")
+        result = forward.call_function(tx, [self] + list(args_v.unpack(tx)), fwd_kwargs)
+        for hook_id, hook, what in post:
+            hargs = [self, args_v, kwargs_v, result] if hook_id in post_kw else [self, args_v, result]
+            res = hook.call_function(tx, hargs, {})
+            if not _returned_none(res, what):
+                result = res
+        return result
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__})"
