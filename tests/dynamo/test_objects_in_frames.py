@@ -300,3 +300,41 @@ def test_ordered_dict_and_defaultdict_made_in_the_frame():
     assert ga.default_factory is list
     assert_same(b, a)
     assert_same(dict(gb), dict(ga))
+
+
+class _Slotted:
+    __slots__ = ("scale", "shift", "unset")
+
+    def __init__(self, scale, shift):
+        self.scale, self.shift = scale, shift
+
+
+@dataclasses.dataclass
+class _Spec:
+    width: int = 3
+    gain: float = 2.0
+
+
+def test_slots_and_dataclass_fields_of_outside_objects():
+    obj = _Slotted(1.5, -0.5)
+    spec = _Spec()
+
+    def f(x):
+        y = x * obj.scale + obj.shift
+        for fld in dataclasses.fields(spec):
+            y = y + getattr(spec, fld.name)
+        return y
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt)
+    x = _x(4)
+    assert_same(f(x), cf(x))
+    obj.scale = 3.0                      # a slot's value is guarded: a change recompiles
+    assert_same(f(x), cf(x))
+    assert cnt.frame_count == 2
+    r = ember.dynamo.explain(f)(x)
+    assert (r.graph_count, r.graph_break_count) == (1, 0), r.break_reasons
+
+    def reads_unset(x):
+        return x * obj.unset
+    with np.testing.assert_raises(AttributeError):
+        ember.compile(reads_unset, backend=CountingBackend())(x)

@@ -42,6 +42,13 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         if attr.fget is None:
             raise Unsupported(f"unreadable property {name}")
         return UserFunctionVariable(attr.fget).call_function(tx, [self_var], {})
+    if isinstance(attr, types.MemberDescriptorType) and source is not None:
+        # a __slots__ field: plain storage, read for real (its value is wrapped, hence guarded)
+        try:
+            value = attr.__get__(obj, type(obj))
+        except AttributeError:
+            raise Unsupported(f"{type(obj).__name__}.{name} is an unset slot (the program raises)")
+        return wrap(tx, value, AttrSource(source, name))
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, tuple, type(None))):
         raise Unsupported(f"descriptor attribute {type(obj).__name__}.{name} ({type(attr).__name__})")
     # plain class attribute: read through the instance at run time, guarded
