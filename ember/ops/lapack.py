@@ -146,10 +146,27 @@ def linalg_det(xp, a):
 
 @linalg_det.derivative
 def _det_bw(ctx, g):
-    # d det A = det A tr(A^-1 dA): the gradient is g det(A) A^-T. A singular A has no inverse:
-    # the inverse's LinAlgError is raised rather than a wrong gradient returned.
+    # d det A = det A tr(A^-1 dA): the gradient is g det(A) A^-T, the transposed adjugate. A
+    # singular A has no inverse but an adjugate (as PyTorch, the gradient is finite there):
+    # from A = U S V^T, det(A) A^-T = det(U) det(V^T) U diag(prod_{j != i} s_j) V^T.
     (a,) = ctx.args
-    return (((g * ctx.result)[..., None, None]) * linalg_inv.binding(a).mT,)
+    try:
+        inv = linalg_inv.binding(a)
+    except LinAlgError:
+        return (g[..., None, None] * _adjugate_t(a),)
+    return (((g * ctx.result)[..., None, None]) * inv.mT,)
+
+
+def _adjugate_t(a):
+    """The transposed adjugate of (a batch of) square matrices, through the SVD: defined for
+    singular matrices too (the cofactor matrix)."""
+    u, s, vh = linalg_svd.binding(a, False)
+    n = s.shape[-1]
+    others = s.unsqueeze(-2).expand(*s.shape[:-1], n, n)
+    eye = _eye_like(n, s).bool()
+    p = others.masked_fill(eye, 1.0).prod(-1)          # p_i: the product of the other singular values
+    sign = linalg_det.binding(u) * linalg_det.binding(vh)
+    return sign[..., None, None] * ((u * p.unsqueeze(-2)) @ vh)
 
 
 @defop("linalg_slogdet(Tensor A) -> Tensor, Tensor", function=False, method=False, save_result=True,
