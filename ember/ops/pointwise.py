@@ -900,10 +900,11 @@ def _clamp_kernel(xp, a, lo, hi, name):
         raise _not_impl("clamp_cpu", dt)
     cdt = _comp(dt)
     x = _arr(xp, a, cdt)
+    # (bound, x): numpy gives the second operand for equal ones; PyTorch keeps x (a signed zero)
     if lo is not None:
-        x = xp.maximum(x, _arr_fit(xp, lo, cdt, dt))
+        x = xp.maximum(_arr_fit(xp, lo, cdt, dt), x)
     if hi is not None:
-        x = xp.minimum(x, _arr_fit(xp, hi, cdt, dt))
+        x = xp.minimum(_arr_fit(xp, hi, cdt, dt), x)
     return _out(xp, x, dt)
 
 
@@ -1309,7 +1310,7 @@ bitwise_right_shift = _shift("bitwise_right_shift", False)
 def relu(xp, a):
     if a.dtype == np.bool_:
         raise RuntimeError("Boolean inputs not supported for relu")
-    return xp.asarray(xp.maximum(a, a.dtype.type(0)))
+    return xp.asarray(xp.maximum(a.dtype.type(0), a))     # (0, x): relu(-0.0) is -0.0, as PyTorch
 
 
 @relu.derivative
@@ -1337,7 +1338,7 @@ def hardtanh(xp, a, min_val=-1, max_val=1):
         raise RuntimeError("cannot do hardtanh on an unsigned type with negative limits")
     x = a.astype(_comp(dt).np, copy=False)
     lo, hi = _arr_fit(xp, min_val, _comp(dt), dt), _arr_fit(xp, max_val, _comp(dt), dt)
-    return _out(xp, xp.minimum(xp.maximum(x, lo), hi), dt)
+    return _out(xp, xp.minimum(hi, xp.maximum(lo, x)), dt)     # ties keep x (a signed zero), as PyTorch
 
 
 @hardtanh.derivative

@@ -408,10 +408,12 @@ def _clamp(a, lo, hi, name):
     args = [x for x in (a, lo, hi) if x is not None]
     shape = common_shape(*args)
     x = bcast(to(a, cdt), shape)
+    # (bound, x): maximum/minimum give the second operand when the two are equal, and clamp
+    # keeps x there (a signed zero), as eager and PyTorch
     if lo is not None:
-        x = prims.maximum(x, bcast(to(lo, cdt), shape))
+        x = prims.maximum(bcast(to(lo, cdt), shape), x)
     if hi is not None:
-        x = prims.minimum(x, bcast(to(hi, cdt), shape))
+        x = prims.minimum(bcast(to(hi, cdt), shape), x)
     return to(x, dt)
 
 
@@ -635,7 +637,7 @@ def _act(name, kname, body):
 def relu(self):
     if self.dtype is _t.bool_:
         raise RuntimeError("Boolean inputs not supported for relu")
-    return prims.maximum(self, 0)
+    return prims.maximum(0, self)       # (0, x): relu(-0.0) is -0.0, as eager and PyTorch
 
 
 @register_decomposition("hardtanh")
@@ -648,7 +650,7 @@ def hardtanh(self, min_val=-1, max_val=1):
     x = to(self, comp(dt))
     if dt.category == 1:
         min_val, max_val = int(min_val), int(max_val)
-    return to(prims.minimum(prims.maximum(x, min_val), max_val), dt)
+    return to(prims.minimum(max_val, prims.maximum(min_val, x)), dt)     # ties keep x, as eager
 
 
 def _softplus_core(x):
