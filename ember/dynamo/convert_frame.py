@@ -105,6 +105,16 @@ def _skipped_file(code):
     return fn.startswith(_SKIP_PREFIXES)
 
 
+def _ember_generated(code, func):
+    """Code ember generated at run time outside its files: a dataclass's ``__init__`` (exec'd
+    from ``<string>`` in the class's module globals), e.g. the print options behind a tensor's
+    repr. It is ember's own code, skipped like ember's files."""
+    if not code.co_filename.startswith("<"):
+        return False
+    mod = getattr(func, "__module__", None) or ""
+    return mod == "ember" or mod.startswith("ember.")
+
+
 @contextlib.contextmanager
 def _restore_grad_mode():
     """Tracing a ``with no_grad():`` switches the real grad mode; put it back whatever happens."""
@@ -145,7 +155,7 @@ class Compiler:
             return None
         cache = _caches.get(code)
         if cache is None:
-            if _skipped_file(code) and code not in _forced:
+            if (_skipped_file(code) or _ember_generated(code, func)) and code not in _forced:
                 _eval_frame.mark_skip(code)
                 return None
             cache = _caches[code] = CodeCache(code)

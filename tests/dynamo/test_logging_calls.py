@@ -248,3 +248,16 @@ def test_exc_info_breaks(collected):
     x = _x(2)
     ex = dynamo.explain(f)(x)
     assert ex.graph_break_count == 1
+
+
+def test_printing_a_tensor_at_a_break_does_not_hook_embers_repr_code(capsys):
+    # the repr of a tensor builds ember's print options (a dataclass whose __init__ is generated
+    # code): that frame is ember's, not the user's, and neither compiled nor reported
+    def f(x):
+        y = x * 2
+        print(y)
+        return y + 1
+    ex = dynamo.explain(f)(_x(3))
+    capsys.readouterr()
+    assert ex.graph_break_count == 1, ex.break_reasons
+    assert "of a tensor" in ex.break_reasons[0][1]

@@ -43,7 +43,9 @@ def _snapshot(v, what):
     """The value of a constant argument as it is now (later mutations of a list do not leak in)."""
     from .sets import SetVariable
     from .tensor import TensorVariable
-    if isinstance(v, (TensorVariable, SetVariable)) or not v.is_python_constant():
+    if isinstance(v, TensorVariable):
+        raise Unsupported(f"{what} of a tensor (its values are only known when the graph runs)")
+    if isinstance(v, SetVariable) or not v.is_python_constant():
         raise Unsupported(f"{what} with a non-constant argument {v} (its value is only known when the "
                           f"graph runs)")
     val = v.as_python_constant()
