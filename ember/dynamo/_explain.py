@@ -46,6 +46,15 @@ class ExplainOutput:
     __repr__ = __str__
 
 
+def _wrapper_frame():
+    import os
+    from . import eval_frame
+    return f"{eval_frame._call_module.__code__.co_name} ({os.path.abspath(eval_frame.__file__)}:"
+
+
+_WRAPPER_FRAME = _wrapper_frame()
+
+
 def _op_name(n):
     t = n.target
     return t if isinstance(t, str) else getattr(t, "__name__", str(t))
@@ -64,6 +73,10 @@ def explain(fn):
         result = OptimizeContext(compiler)(fn)(*args, **kwargs)
         breaks = []
         for where, reason in fallback_reasons[start:]:
+            if where.startswith(_WRAPPER_FRAME):
+                # ember.compile(module)'s own call frame: the module's forward, entered next as a
+                # frame of its own, reports the same break again (once is what the user wrote)
+                continue
             src = ""
             m = re.search(r"\(at (.*):(\d+) in ", reason)
             if m:

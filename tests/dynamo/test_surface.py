@@ -365,3 +365,17 @@ def test_a_method_of_an_ember_object_is_not_baked_into_the_graph():
     other = ember.amp.GradScaler("cpu", init_scale=16.0)
     scaler = other                                   # noqa: F841 - read through the closure
     assert_same(f(x), x * 16.0 + 1)
+
+
+def test_explain_counts_a_break_in_a_module_forward_once():
+    # the module call is entered through ember.compile's own wrapper frame, which breaks at the
+    # same place; the report lists what the user wrote, once
+    class Branchy(ember.nn.Module):
+        def forward(self, x):
+            y = x.relu()
+            if y.sum() > 0:
+                y = y * 2
+            return y
+    ex = dynamo.explain(Branchy())(ember.tensor([1.0, -2.0, 3.0]))
+    assert ex.graph_break_count == 1, ex.break_reasons
+    assert ex.break_reasons[0][0].startswith("forward (")
