@@ -46,13 +46,22 @@ class ExplainOutput:
     __repr__ = __str__
 
 
-def _wrapper_frame():
+_AT = re.compile(r"\(at ([^()]*:\d+ in [^()]*)\)")
+
+
+def _duplicate_of_inner(where, reason, later):
+    """A break recorded for one of ember's own frames (ember.compile's module-call wrapper,
+    ``Module._call_impl``) that the frame it called, entered next as a frame of its own, reports
+    again at the same place (one of the ``later`` records): listed once, by the inner frame."""
     import os
-    from . import eval_frame
-    return f"{eval_frame._call_module.__code__.co_name} ({os.path.abspath(eval_frame.__file__)}:"
-
-
-_WRAPPER_FRAME = _wrapper_frame()
+    from .convert_frame import _EMBER_DIR
+    m = re.search(r"\((.*):\d+\)$", where)
+    if not m or not os.path.abspath(m.group(1)).startswith(_EMBER_DIR):
+        return False
+    at = _AT.findall(reason)
+    if not at:
+        return False
+    return any(w != where and at[-1] in _AT.findall(r) for w, r in later)
 
 
 def _op_name(n):
@@ -72,10 +81,9 @@ def explain(fn):
         start = len(fallback_reasons)
         result = OptimizeContext(compiler)(fn)(*args, **kwargs)
         breaks = []
-        for where, reason in fallback_reasons[start:]:
-            if where.startswith(_WRAPPER_FRAME):
-                # ember.compile(module)'s own call frame: the module's forward, entered next as a
-                # frame of its own, reports the same break again (once is what the user wrote)
+        records = fallback_reasons[start:]
+        for i, (where, reason) in enumerate(records):
+            if _duplicate_of_inner(where, reason, records[i + 1:]):
                 continue
             src = ""
             m = re.search(r"\(at (.*):(\d+) in ", reason)
