@@ -190,3 +190,19 @@ def test_contextlib_suppress_is_traced_and_suppresses_eagerly():
     cf = ember.compile(f, backend=CountingBackend())
     np.testing.assert_allclose(cf(x, {"k": 2.0}).numpy(), f(x, {"k": 2.0}).numpy())
     np.testing.assert_allclose(cf(x, {}).numpy(), f(x, {}).numpy())      # KeyError suppressed
+
+
+def test_suppress_sees_an_exception_the_graph_raises():
+    # the graph raises at run time inside the block (an index out of range, not known while
+    # tracing): the frame re-runs eagerly and contextlib.suppress swallows it, as in eager
+    def f(x, idx):
+        y = x + 1
+        with contextlib.suppress(IndexError):
+            y = y + x[idx].sum()
+        return y
+    x = _x(4)
+    idx = ember.tensor([0, 2])
+    cf = ember.compile(f)
+    np.testing.assert_allclose(cf(x, idx).numpy(), f(x, idx).numpy(), rtol=1e-6)
+    bad = ember.tensor([0, 7])
+    np.testing.assert_allclose(cf(x, bad).numpy(), f(x, bad).numpy(), rtol=1e-6)

@@ -4,9 +4,10 @@
 Entering inlines ``__enter__`` (or runs the generator up to its ``yield``, whose value is what
 ``as`` binds); the block is traced; its normal end inlines ``__exit__(None, None, None)`` (or
 resumes the generator, which must then finish -- a second ``yield`` is the RuntimeError
-``contextlib`` raises). As everywhere in the trace, nothing raises while tracing: an exception
-inside the block at run time surfaces from the graph, and a frame whose graph raises re-runs
-eagerly (so the manager's exception path runs for real).
+``contextlib`` raises). As everywhere in the trace, nothing raises while tracing: if the graph
+raises at run time, the frame re-runs eagerly (so the manager's exception path -- a
+``contextlib.suppress``, a cleanup -- runs for real), as for a ``try`` block; in-place ops on
+the frame's inputs then make the frame run eagerly from the start.
 
 A graph break inside such a block is not modelled (the manager's state would have to be rebuilt
 around the breaking call): the frame runs eagerly, as before. The ember managers (no_grad,
@@ -99,7 +100,13 @@ class _MethodExit(VariableTracker):
 
 
 def enter_user_context(tx, ctx):
-    """BEFORE_WITH over a user manager: ``(exit tracker, value bound by as)``."""
+    """BEFORE_WITH over a user manager: ``(exit tracker, value bound by as)``.
+
+    Its ``__exit__`` may suppress an exception or clean up after one: as for a ``try`` block,
+    a graph holding such a block that raises at run time re-runs the frame eagerly (so the
+    manager sees the exception), which is only sound for a graph that mutated nothing
+    (``OutputGraph.covers_try``)."""
+    tx.output.covers_try = True
     if isinstance(ctx, GeneratorContextVariable):
         return ctx.enter(tx)
     from .objects import NewObjectVariable, UserObjectVariable
