@@ -71,6 +71,11 @@ class OutputGraph:
         self._entry_reads = []  # statements run before it: outside values read as the call starts
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
         self.covers_try = False       # some traced code is inside a user try block
+        # the top-level instruction of the first print/warn/log call replayed after the graph
+        # (variables/logging_calls.py): if the graph raises, the frame re-runs eagerly so those
+        # calls before the failing op still happen; a graph that cannot be re-run (in-place ops)
+        # breaks there instead
+        self.replay_break_index = None
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
         self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
         self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
@@ -605,6 +610,14 @@ class OutputGraph:
         """A graph over code in a try block is re-run eagerly from the frame's start if it raises
         (the handler must see the exception): only sound if the graph changed nothing outside."""
         for name in self._inplace_ops():
+            if not self.covers_try:
+                # only replayed print/log calls asked for the re-run: break at the first of them
+                # instead (it then runs where the program makes it), as without replay
+                e = Unsupported(f"in-place op {name} in a frame whose print/warn/log calls are replayed "
+                                f"after the graph (a graph that raises could not be re-run eagerly to "
+                                f"make them)")
+                e.break_index = self.replay_break_index
+                raise e
             raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
                               f"could not be re-run eagerly for the handler)")
 
@@ -627,7 +640,8 @@ class OutputGraph:
                 # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
         compiled, gm, backend_time = None, None, 0.0
-        if self.n_calls > self.n_grad_nodes and self.covers_try:
+        rerun = self.covers_try or self.replay_break_index is not None
+        if self.n_calls > self.n_grad_nodes and rerun:
             self._check_rerunnable()
         if self.n_calls > self.n_grad_nodes:
             self.graph.output(tuple(t.node for t in self._out_tensors))
@@ -660,9 +674,10 @@ class OutputGraph:
             exc_mode = "__g" if self.exc_grad_mode is None else repr(self.exc_grad_mode)
             after = "" if self.final_grad_mode is None else \
                 f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
-            if self.covers_try:
-                # the graph raised inside a try block: run the frame again, eagerly, from its start
-                # (same RNG state and grad mode; the graph mutated nothing) so its handlers see it
+            if rerun:
+                # the graph raised inside a try block (or after print/log calls it replays): run
+                # the frame again, eagerly, from its start (same RNG state and grad mode; the graph
+                # mutated nothing) so its handlers see it (the calls are made)
                 rng, on_exc = "    __rng = __get_rng()\n", (f"        __STATE.grad_enabled = __g\n"
                                                          f"        __set_rng(__rng)\n"
                                                          f"        return __rerun({params})\n")

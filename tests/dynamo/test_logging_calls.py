@@ -261,3 +261,43 @@ def test_printing_a_tensor_at_a_break_does_not_hook_embers_repr_code(capsys):
     capsys.readouterr()
     assert ex.graph_break_count == 1, ex.break_reasons
     assert "of a tensor" in ex.break_reasons[0][1]
+
+
+def test_prints_before_an_op_that_raises_at_run_time_are_made(capsys):
+    # the graph raises (an index out of range, unknown while tracing): the frame re-runs eagerly,
+    # so the print before the failing op happens, as in eager
+    def f(x, idx):
+        print("before the gather")
+        return x[idx] + 1
+    x = _x(4)
+    cf = ember.compile(f)
+    cf(x, ember.tensor([0, 1]))
+    capsys.readouterr()
+    bad = ember.tensor([0, 9])
+    with pytest.raises(IndexError):
+        f(x, bad)
+    eager = capsys.readouterr().out
+    with pytest.raises(IndexError):
+        cf(x, bad)
+    assert capsys.readouterr().out == eager == "before the gather\n"
+
+
+def test_print_in_a_frame_with_in_place_ops_breaks_there(capsys):
+    # a graph that writes its input cannot be re-run: the print is a graph break again
+    def f(x):
+        x.mul_(2)
+        print("doubled")
+        x.add_(1)
+        return x
+    a, b = _x(3), None
+    b = a.clone()
+    f(a)
+    eager = capsys.readouterr().out
+    cnt = CountingBackend()
+    ember.compile(f, backend=cnt)(b)
+    assert capsys.readouterr().out == eager
+    np.testing.assert_allclose(b.numpy(), a.numpy())
+    ex = dynamo.explain(f)(_x(3))
+    capsys.readouterr()
+    assert ex.graph_break_count >= 1
+    assert any("replayed" in r[1] for r in ex.break_reasons), ex.break_reasons

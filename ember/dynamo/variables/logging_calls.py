@@ -6,7 +6,8 @@ shapes of static tensors, f-strings of those), the call is recorded as a side ef
 compiled code makes it right after the graph runs -- with the same arguments, in program order,
 before whatever comes next (the breaking call of a graph break, the return). The text written is
 what eager writes; only its timing moves after the graph's computation (which writes nothing). If
-the graph raises, the frame re-runs eagerly and the calls happen there.
+the graph raises, the frame re-runs eagerly and the calls happen there (a graph with in-place ops cannot be re-run: the first call then breaks
+the graph, as without replay).
 
 Exactness:
 
@@ -66,7 +67,10 @@ def _has_symbolic(val):
 
 
 def _record(tx, fn, args, kwargs):
-    tx.output.side_effects.append(("call", fn, tuple(args), dict(kwargs)))
+    out = tx.output
+    out.side_effects.append(("call", fn, tuple(args), dict(kwargs)))
+    if out.replay_break_index is None:
+        out.replay_break_index = tx.root.ip - 1      # the root's instruction now running
     return ConstantVariable(None)
 
 
