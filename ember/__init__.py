@@ -110,7 +110,8 @@ def _lazy(name):
 def __getattr__(name):
     # Subpackages that import heavy things load on first use.
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
-                "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo"):
+                "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
+                "library"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod

@@ -121,6 +121,9 @@ class Uncacheable(Exception):
 def _fn_name(f) -> str:
     op = getattr(f, "_ember_op", None)
     if op is not None:
+        if "custom" in op.tags:
+            # (ember.library) a user's Python implementation: nothing in a key describes it
+            raise Uncacheable(f"the graph calls the custom op {op.name}, whose code is not in the key")
         return "op:" + op.name
     mod, qn = getattr(f, "__module__", None), getattr(f, "__qualname__", None)
     if mod and qn and "<locals>" not in qn and "<lambda>" not in qn:

@@ -333,6 +333,10 @@ class GraphLowering:
             base = lookup(node.args[0])
             return base[node.args[1]]
         name = _prim_name(node.target)
+        if name is None and "custom" in getattr(getattr(node.target, "_ember_op", None), "tags", ()):
+            # a user's custom operator (ember.library): opaque, an extern call of its implementation
+            from .custom_ops import lower_custom_op
+            return lower_custom_op(self, node, lookup)
         if name is None and self.dynamic:
             size = self._lower_size(node, lookup)
             if size is not None:

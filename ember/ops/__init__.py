@@ -38,3 +38,14 @@ with _binding_cache.group("ops"):
     from . import more_pointwise  # noqa: F401
     from . import more_api  # noqa: F401
     from . import linalg_api, scatter_views, windows, misc_api  # noqa: F401
+
+
+def __getattr__(name):
+    """``ember.ops.<namespace>``: the custom operators of that namespace (``ember.library``),
+    as ``torch.ops.mylib.foo``. Only names that are not attributes of this package get here."""
+    import sys
+    lib = sys.modules.get("ember.library._custom_op")
+    ns = lib.namespace(name) if lib is not None and not name.startswith("__") else None
+    if ns is None:
+        raise AttributeError(f"module 'ember.ops' has no attribute '{name}'")
+    return ns

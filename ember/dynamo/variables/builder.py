@@ -186,6 +186,12 @@ def wrap(tx, value, source, guard=True):
             (value.__module__ or "").startswith("ember.nn.modules"):
         # a private Python helper of ember's modules (mask/shape preparation): inline it like user code
         return UserFunctionVariable(value, source)
+    if getattr(type(value), "_ember_custom_op", False):
+        # a user's custom operator (ember.library): one opaque graph node, never traced into
+        from .custom_op import CustomOpVariable
+        if g:
+            g.id_match(source, value)
+        return CustomOpVariable(value, source)
     if is_ember_function(value):
         inner = getattr(value, "__wrapped__", None)
         if inner is not None and not is_ember_function(inner):
