@@ -44,12 +44,12 @@ def lower_custom_op(graph, node, lookup):
     return res
 
 
-def _ir_inputs(args, kwargs):
-    """The tensor arguments in the order ``fallback`` numbers them (``ExternArg(i)``)."""
+def _leaves(args, kwargs, is_leaf):
+    """The arguments (inside lists/tuples too) for which ``is_leaf`` holds, in argument order."""
     out = []
 
     def walk(a):
-        if isinstance(a, ir.IRNode):
+        if is_leaf(a):
             out.append(a)
         elif isinstance(a, (list, tuple)):
             for x in a:
@@ -57,21 +57,17 @@ def _ir_inputs(args, kwargs):
     for a in list(args) + list(kwargs.values()):
         walk(a)
     return out
+
+
+def _ir_inputs(args, kwargs):
+    """The tensor arguments in the order ``fallback`` numbers them (``ExternArg(i)``)."""
+    return _leaves(args, kwargs, lambda a: isinstance(a, ir.IRNode))
 
 
 def _arrays(args, kwargs):
-    """The arrays an extern call receives, in the same order (what ``_run_extern`` put there)."""
-    out = []
-
-    def walk(a):
-        if hasattr(a, "shape") and hasattr(a, "dtype"):     # numpy, or cupy on the CUDA path
-            out.append(a)
-        elif isinstance(a, (list, tuple)):
-            for x in a:
-                walk(x)
-    for a in list(args) + list(kwargs.values()):
-        walk(a)
-    return out
+    """The arrays an extern call receives, in the same order (what ``_run_extern`` put there):
+    numpy, or cupy on the CUDA path."""
+    return _leaves(args, kwargs, lambda a: hasattr(a, "shape") and hasattr(a, "dtype"))
 
 
 def _checked(fn, name, layouts, in_sizes):

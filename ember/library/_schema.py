@@ -21,6 +21,7 @@ import types
 import typing
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from ..ops.registry import _split_params
 
 _NAME_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)::([A-Za-z_][A-Za-z0-9_]*)$")
 
@@ -332,7 +333,7 @@ def parse_schema(fn: Callable, schema: str, *, mutates_args: Union[str, Iterable
     parsed: List[Param] = []
     kwonly = False
     fn_params = [p for p in inspect.signature(fn).parameters.values()]
-    pieces = [x.strip() for x in _split_top(params_src) if x.strip()]
+    pieces = [x.strip() for x in _split_params(params_src) if x.strip()]
     for piece in pieces:
         if piece == "*":
             kwonly = True
@@ -385,19 +386,3 @@ def _literal(txt: str, pname: str, desc: str) -> Any:
     except (ValueError, SyntaxError):
         raise ValueError(f"{desc}: cannot read the default {txt!r} of parameter {pname}") from None
     return tuple(v) if isinstance(v, list) else v
-
-
-def _split_top(src: str) -> List[str]:
-    out, depth, cur = [], 0, []
-    for ch in src:
-        if ch in "([":
-            depth += 1
-        elif ch in ")]":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append("".join(cur))
-            cur = []
-        else:
-            cur.append(ch)
-    out.append("".join(cur))
-    return out

@@ -209,7 +209,8 @@ def bind_args(code, args, kwargs, defaults, kwdefaults):
 
 class ConstantResultFunctionVariable(VariableTracker):
     """A function marked with ``ember.compiler.assume_constant_result``: called while tracing,
-    on the constant values of its arguments, and its result used as a constant (unguarded)."""
+    on the constant values of its arguments, and its result used as a constant (unguarded).
+    (The pattern of every call folded while tracing: numpy_fold.py specialises the hooks.)"""
 
     def __init__(self, fn, source=None):
         self.fn, self.source = fn, source
@@ -220,17 +221,29 @@ class ConstantResultFunctionVariable(VariableTracker):
     def as_python_constant(self):
         return self.fn
 
-    def call_function(self, tx, args, kwargs):
+    def label(self):
+        return f"{getattr(self.fn, '__qualname__', self.fn)} (assume_constant_result)"
+
+    def values(self, args, kwargs):
+        """The Python values to call with."""
+        return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}
+
+    def call(self, pos, kw):
+        return self.fn(*pos, **kw)
+
+    def result(self, res):
         from .builder import wrap_constant_result
+        return wrap_constant_result(res)
+
+    def call_function(self, tx, args, kwargs):
         from .tensor import TensorVariable
-        name = getattr(self.fn, "__qualname__", self.fn)
         vals = list(args) + list(kwargs.values())
         if any(isinstance(a, TensorVariable) or not a.is_python_constant() for a in vals):
-            raise Unsupported(f"{name} (assume_constant_result) called with a tensor or another non-constant "
-                              f"argument")
+            raise Unsupported(f"{self.label()} called with a tensor or another non-constant argument (its "
+                              f"value is only known when the graph runs)")
+        pos, kw = self.values(args, kwargs)
         try:
-            res = self.fn(*[a.as_python_constant() for a in args],
-                          **{k: v.as_python_constant() for k, v in kwargs.items()})
+            res = self.call(pos, kw)
         except Exception as e:
-            raise Unsupported(f"{name} (assume_constant_result) raised {type(e).__name__}: {e}")
-        return wrap_constant_result(res)
+            raise Unsupported(f"{self.label()} raised {type(e).__name__}: {e} (the program raises)")
+        return self.result(res)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..exc import Unsupported
-from .base import VariableTracker
 from .constant import ConstantVariable
+from .functions import ConstantResultFunctionVariable
 
 _PURE_FUNCTIONS = {np.prod, np.sum, np.mean, np.round, np.clip, np.isclose, np.finfo, np.iinfo, np.dtype,
                    np.result_type, np.can_cast, np.promote_types}
@@ -31,36 +31,27 @@ def is_foldable(value) -> bool:
     return isinstance(value, type) and issubclass(value, np.generic) and value is not np.generic
 
 
-class NumpyFoldVariable(VariableTracker):
-    def __init__(self, fn, source=None):
-        self.fn, self.source = fn, source
+class NumpyFoldVariable(ConstantResultFunctionVariable):
+    def label(self):
+        return f"numpy.{getattr(self.fn, '__name__', repr(self.fn))}"
 
-    def python_type(self):
-        return type(self.fn)
-
-    def as_python_constant(self):
-        return self.fn
-
-    def call_function(self, tx, args, kwargs):
+    def values(self, args, kwargs):
         from .builtin import _consts
-        from .tensor import TensorVariable
-        name = getattr(self.fn, "__name__", repr(self.fn))
-        vals = list(args) + list(kwargs.values())
-        if any(isinstance(a, TensorVariable) or not a.is_python_constant() for a in vals):
-            raise Unsupported(f"numpy.{name} of a tensor or another non-constant (numpy would read its data)")
         pos = _consts(args)
         kw = dict(zip(kwargs, _consts(list(kwargs.values()))))
         if any(isinstance(v, np.ndarray) for v in pos + list(kw.values())):
-            raise Unsupported(f"numpy.{name} of an array")
-        try:
-            with np.errstate(all="ignore"):
-                res = self.fn(*pos, **kw)
-        except Exception as e:
-            raise Unsupported(f"numpy.{name} raised {type(e).__name__}: {e} (the program raises)")
+            raise Unsupported(f"{self.label()} of an array")
+        return pos, kw
+
+    def call(self, pos, kw):
+        with np.errstate(all="ignore"):
+            return self.fn(*pos, **kw)
+
+    def result(self, res):
         if isinstance(res, np.ndarray) and res.ndim == 0:
             res = res[()]
         if not isinstance(res, _RESULT_TYPES):
-            raise Unsupported(f"numpy.{name} returned a {type(res).__name__} (only scalars are folded)")
+            raise Unsupported(f"{self.label()} returned a {type(res).__name__} (only scalars are folded)")
         return ConstantVariable(res)
 
     def __repr__(self):
