@@ -144,6 +144,21 @@ def _trace_shared(fn, example_inputs, decompositions, inference, env, fake_input
     return joint
 
 
+class _autocast_state:
+    """``STATE.autocast`` is ``regions`` inside; what it was before, after."""
+
+    def __init__(self, regions):
+        self.regions = regions
+
+    def __enter__(self):
+        self.prev = STATE.autocast
+        STATE.autocast = dict(self.regions) if self.regions else None
+
+    def __exit__(self, *exc):
+        STATE.autocast = self.prev
+        return False
+
+
 #: node meta keys of a dynamo graph that the joint-graph nodes it makes inherit
 REGION_TAGS = ("recompute", "checkpoint_region")
 
@@ -276,8 +291,13 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
     if inference is None:
         inference = not (STATE.grad_enabled and any(wants_grad))
 
+    # each run of the graph starts in the autocast state it was captured in: a graph that leaves
+    # an ember.autocast block (its _set_autocast nodes switch STATE.autocast as they run) would
+    # otherwise start the next run -- the recorded trace after the probe -- outside the region
+    entry_regions = STATE.autocast
+
     # a probe run (fake, nothing recorded) tells which outputs are differentiable
-    with mode:
+    with mode, _autocast_state(entry_regions):
         probe_in = [f.detach().requires_grad_(w) if f.dtype.is_floating_point else f.detach()
                     for f, w in zip(fakes, wants_grad)]
         with enable_grad() if not inference else _nullcontext():
@@ -293,7 +313,7 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
         def forward_only(primals):
             outs, _ = _as_tuple(fn(*primals))
             return outs
-        with mode:
+        with mode, _autocast_state(entry_regions):
             from ..autograd.grad_mode import no_grad
             with no_grad():
                 gm = make_fx(forward_only, decomposition_table=decompositions, tracing_mode=tracing,
@@ -311,7 +331,7 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
         grads = _autograd.grad(diff, wrt, grad_outputs=list(tangents), allow_unused=True)
         return tuple(outs), tuple(grads)
 
-    with mode, enable_grad():
+    with mode, enable_grad(), _autocast_state(entry_regions):
         gm = make_fx(joint, decomposition_table=decompositions, tracing_mode=tracing,
                      functionalize=True)(list(fakes), tangents)
     return JointGraph(gm, len(fakes), len(tangents), len(probe_out), list(gm.meta["mutated_inputs"]),

@@ -78,8 +78,19 @@ class OutputGraph:
         self.replay_break_index = None
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
         self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
+        # autocast regions (``ctx._regions`` form) at entry (guarded), when the trace returned or
+        # stopped at its break (inside an autocast block: left on for the breaking call and the
+        # resumed code), and to restore if the graph raises in a resumed block (the outermost
+        # open block's; unset: the entry state)
+        from .._state import STATE as _S
+        from .variables.ctx import _regions
+        from .symbolic_convert import _NO_REGIONS
+        self.entry_autocast = _regions(_S.autocast)
+        self.final_autocast = self.entry_autocast
+        self.exc_autocast = _NO_REGIONS
         self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
-        self.side_effects = []  # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
+        # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
+        self.side_effects = []
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
         self.containers = {}    # id(outside list/dict) -> its one tracker
         # meta entries every operator node made now receives: the tags of an activation-checkpoint
@@ -621,6 +632,18 @@ class OutputGraph:
             raise Unsupported(f"in-place op {name} in a frame with a try block (a graph that raises "
                               f"could not be re-run eagerly for the handler)")
 
+    def _regions_expr(self, regions):
+        """Python expression for ``STATE.autocast`` holding ``regions`` (``ctx._regions`` form)."""
+        return f"{self.ref(dict)}({self.ref(regions)})" if regions else "None"
+
+    def _autocast_after(self):
+        """The statement leaving the autocast regions as the trace left them, when that differs
+        from the entry state (a break inside an ``ember.autocast`` block, or a resumed block
+        closed here)."""
+        if self.final_autocast == self.entry_autocast:
+            return ""
+        return f"    __STATE.autocast = {self._regions_expr(self.final_autocast)}\n"
+
     def compile(self, result, backend, argnames):
         """Compile the graph with ``backend``; returns (runtime function, guard function, info).
 
@@ -629,7 +652,7 @@ class OutputGraph:
         _eval_frame = _load_eval_frame()
         from ..fx.graph_module import GraphModule
         from .resume import is_resume
-        from .symbolic_convert import GraphBreak
+        from .symbolic_convert import _NO_REGIONS, GraphBreak
         self._replay_side_effects()
         if isinstance(result, GraphBreak):
             tail = self._break_tail(result, self.func)
@@ -672,8 +695,8 @@ class OutputGraph:
             # is the same every call); if the graph raises: the caller's, or the one the open
             # with-blocks of a resume function restore when unwinding
             exc_mode = "__g" if self.exc_grad_mode is None else repr(self.exc_grad_mode)
-            after = "" if self.final_grad_mode is None else \
-                f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
+            after = ("" if self.final_grad_mode is None else
+                     f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n") + self._autocast_after()
             if rerun:
                 # the graph raised inside a try block (or after print/log calls it replays): run
                 # the frame again, eagerly, from its start (same RNG state and grad mode; the graph
@@ -684,9 +707,12 @@ class OutputGraph:
             else:
                 rng, on_exc = "", f"        __STATE.grad_enabled = {exc_mode}\n        raise\n"
             if self.uses_autocast:
-                # (a backend that runs the graph's _set_autocast nodes: undo a region left open)
+                # (a backend that runs the graph's _set_autocast nodes: undo a region left open; a
+                # resumed autocast block that raises without re-running: the regions before it)
                 rng += "    __ac = __STATE.autocast\n"
-                on_exc = "        __STATE.autocast = __ac\n" + on_exc
+                restore = "__ac" if rerun or self.exc_autocast is _NO_REGIONS else \
+                    self._regions_expr(self.exc_autocast)
+                on_exc = f"        __STATE.autocast = {restore}\n" + on_exc
             src = (f"def __compiled({params}):\n"
                    f"    __in = ({inputs})\n" + entry + rng +
                    f"    __prev = __set_eval_frame(None)\n"
@@ -698,8 +724,8 @@ class OutputGraph:
                    f"        __set_eval_frame(__prev)\n" + after + body)
         else:
             # no graph (or one that only switched grad mode): the mode it would have left
-            after = "" if self.final_grad_mode is None else \
-                f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n"
+            after = ("" if self.final_grad_mode is None else
+                     f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n") + self._autocast_after()
             src = f"def __compiled({params}):\n    __in = ({inputs})\n" + entry + after + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)

@@ -1134,6 +1134,15 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
         return tx.run()
     finally:
         output.final_grad_mode = STATE.grad_enabled
+        output.final_autocast = _autocast_regions(STATE.autocast)
+
+
+_NO_REGIONS = object()     # OutputGraph.exc_autocast before a resumed autocast block sets it
+
+
+def _autocast_regions(state):
+    from .variables.ctx import _regions
+    return _regions(state)
 
 
 def _tuple_iter_rest(it):
@@ -1216,9 +1225,9 @@ def _wrap_resume_arg(tx, v, src, name, seen):
     Besides ordinary values these are loop iterators, the exits of open grad-mode blocks and
     ``.item()``-like floats (see ``UnspecFloatVariable``)."""
     from .output_graph import UnspecFloatVariable
-    from .variables.ctx import GradModeExit, GradModeExitVariable
+    from .variables.ctx import AutocastExit, AutocastExitVariable, GradModeExit, GradModeExitVariable
     prev = seen.get(id(v))
-    if prev is not None and type(v) in (_TUPLE_ITER, GradModeExit):
+    if prev is not None and type(v) in (_TUPLE_ITER, GradModeExit, AutocastExit):
         tx.output.guards.add(f"{src.expr()} is {prev[1].expr()}", "same iterator")
         return prev[0]
     if type(v) is _TUPLE_ITER:
@@ -1233,6 +1242,14 @@ def _wrap_resume_arg(tx, v, src, name, seen):
         res = GradModeExitVariable(v.prev, src)
         if tx.output.exc_grad_mode is None:
             tx.output.exc_grad_mode = v.prev   # the outermost open block
+    elif type(v) is AutocastExit:
+        g = tx.output.guards
+        g.type_match(src, v)
+        g.add(f"{src.expr()}.prev == {g.ref(v.prev)}", f"{src.expr()} restores autocast regions {v.prev}")
+        res = AutocastExitVariable(v.prev, src)
+        tx.output.uses_autocast = True
+        if tx.output.exc_autocast is _NO_REGIONS:
+            tx.output.exc_autocast = v.prev    # the outermost open block
     elif type(v) in (float, int):
         res = UnspecFloatVariable(v, src, tx.output, name)
     elif type(v) is types.FunctionType and v.__name__ not in func_globals(tx):

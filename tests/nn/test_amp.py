@@ -236,3 +236,89 @@ def test_autocast_region_is_closed_when_the_graph_raises():
     with pytest.raises(RuntimeError):
         cf(ember.randn(2, 3), ember.randn(5, 4))        # mismatched matmul inside the region
     assert not ember.is_autocast_enabled()
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_graph_break_inside_an_autocast_block(backend):
+    """A break inside ``with ember.autocast(...)`` (an ``.item()``): the region stays on for the
+    breaking call and the resumed code, which closes it -- two graphs, values, dtypes and
+    gradients as eager's (the frame ran eagerly before)."""
+    from ember import dynamo
+    rng = np.random.default_rng()
+    m = ember.nn.Sequential(ember.nn.Linear(8, 16), ember.nn.GELU(), ember.nn.Linear(16, 4))
+
+    def step(x, y):
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            h = m[0](x)
+            scale = float(h.float().abs().mean().item())    # the break, inside the region
+            out = m[2](m[1](h)) * scale
+            inside = ember.is_autocast_enabled("cpu")
+            loss = (out.float() - y).pow(2).mean()
+        return loss, out.dtype, h.dtype, inside, ember.is_autocast_enabled("cpu")
+
+    dynamo.reset()
+    r = dynamo.explain(step)(ember.randn(4, 8), ember.randn(4, 4))
+    assert (r.graph_count, r.graph_break_count) == (2, 1), r.break_reasons
+    cs = ember.compile(step, backend=backend)
+    for _ in range(2):
+        x = ember.tensor(rng.standard_normal((4, 8)).astype(np.float32))
+        y = ember.tensor(rng.standard_normal((4, 4)).astype(np.float32))
+        got, want = cs(x, y), step(x, y)
+        assert got[1:] == want[1:] == (ember.bfloat16, ember.bfloat16, True, False)
+        assert not ember.is_autocast_enabled()
+        np.testing.assert_allclose(got[0].item(), want[0].item(), rtol=3e-2, atol=3e-2)
+        got[0].backward()
+        g = m[0].weight.grad.numpy().copy()
+        m.zero_grad()
+        want[0].backward()
+        np.testing.assert_allclose(g, m[0].weight.grad.numpy(), rtol=6e-2, atol=6e-3)
+        m.zero_grad()
+
+
+def test_nested_regions_across_a_break_and_the_exception_path():
+    from ember import dynamo
+
+    def f(x, w, idx):
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            a = x @ w
+            with ember.autocast("cpu", enabled=False):
+                b = x @ w                                 # float32: the inner region is off
+                n = int(b.sum().item() > 0)               # the break, in the inner block
+                c = x @ w
+            d = x @ w                                     # bfloat16 again
+            e = a.float()[idx]                            # raises for a bad index (run time)
+        return a.dtype, b.dtype, c.dtype, d.dtype, n >= 0, e
+
+    dynamo.reset()
+    cf = ember.compile(f, backend="inductor")
+    x, w = ember.randn(3, 4), ember.randn(4, 5)
+    ok = ember.tensor([0, 2])
+    got, want = cf(x, w, ok), f(x, w, ok)
+    assert got[:5] == want[:5] == (ember.bfloat16, ember.float32, ember.float32, ember.bfloat16, True)
+    np.testing.assert_allclose(got[5].numpy(), want[5].numpy())
+    assert not ember.is_autocast_enabled()
+    with pytest.raises(IndexError):
+        cf(x, w, ember.tensor([0, 9]))
+    assert not ember.is_autocast_enabled()        # the regions the blocks opened are closed
+
+
+def test_a_resumed_region_is_closed_when_its_graph_raises():
+    # the break leaves the bf16 region on for the resumed code; its graph raising (a bad index,
+    # known at run time only) must close the region as leaving the block would
+    from ember import dynamo
+
+    def f(x, w, idx):
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            a = x @ w
+            n = int(a.float().sum().item() > 0)            # the break, inside the region
+            e = a.float()[idx] * n
+        return e
+
+    dynamo.reset()
+    cf = ember.compile(f, backend="inductor")
+    x, w = ember.randn(3, 4), ember.randn(4, 5)
+    ok = ember.tensor([0, 2])
+    np.testing.assert_allclose(cf(x, w, ok).numpy(), f(x, w, ok).numpy(), rtol=1e-6)
+    with pytest.raises(IndexError):
+        cf(x, w, ember.tensor([0, 9]))
+    assert not ember.is_autocast_enabled("cpu")

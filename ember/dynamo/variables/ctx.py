@@ -166,8 +166,9 @@ def _regions(state):
 
 class AutocastVariable(VariableTracker):
     """``ember.autocast(device_type, dtype=None, enabled=True)`` with constant arguments; a
-    ``with`` block over it is traced with the region on (see ``_set_autocast``). A graph break
-    inside the block is not modelled (the frame runs eagerly, as before)."""
+    ``with`` block over it is traced with the region on (see ``_set_autocast``). At a graph break
+    inside the block the region stays on for the breaking call and the resumed code, whose exit
+    of the block is an ``AutocastExit`` (as grad-mode blocks)."""
 
     def __init__(self, device, dtype, enabled):
         self.device, self.dtype, self.enabled = device, dtype, enabled
@@ -201,13 +202,36 @@ class AutocastVariable(VariableTracker):
         return f"AutocastVariable({self.device}, {self.dtype}, {self.enabled})"
 
 
-class AutocastExitVariable(VariableTracker):
+class AutocastExit:
+    """The ``__exit__`` of an ``ember.autocast`` block open at a graph break: restores the regions
+    ``prev`` (``_regions`` form) when the resumed code leaves the block, normally or not."""
+
+    __slots__ = ("prev",)
+
     def __init__(self, prev):
         self.prev = prev
+
+    def __call__(self, *exc):
+        STATE.autocast = dict(self.prev) if self.prev else None
+        return False
+
+    def __repr__(self):
+        return f"AutocastExit({self.prev})"
+
+
+class AutocastExitVariable(VariableTracker):
+    def __init__(self, prev, source=None):
+        self.prev = prev
+        self.source = source
 
     def call_function(self, tx, args, kwargs):
         tx.output.call_function(_set_autocast, [ConstantVariable(self.prev)], {}, returns_none=True)
         return ConstantVariable(None)
 
     def reconstruct(self, out):
-        raise Unsupported("an ember.autocast() block open across a graph break")
+        # a break inside the block: the compiled code leaves the block's regions on (the state the
+        # trace stopped in, ``OutputGraph.final_autocast``) and the resumed code gets this exit
+        return f"{out.ref(AutocastExit)}({out.ref(self.prev)})"
+
+    def __repr__(self):
+        return f"AutocastExitVariable({self.prev})"
