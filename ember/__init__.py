@@ -19,7 +19,8 @@ _blas_threads.install()
 
 from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
-                    int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types)
+                    int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types,
+                    complex64, complex128)
 from .tensor import Parameter, Tensor
 from . import ops as _ops
 from .ops import api as _api
@@ -39,6 +40,8 @@ double = float64
 short = int16
 int = int32
 long = int64
+cfloat = complex64
+cdouble = complex128
 cpu = _types.cpu
 strided = "strided"
 contiguous_format = "contiguous_format"
@@ -69,6 +72,10 @@ def is_tensor(obj):
 
 def is_floating_point(t):
     return t.dtype.is_floating_point
+
+
+def is_complex(t):
+    return t.dtype.is_complex
 
 
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -111,7 +118,7 @@ def __getattr__(name):
     # Subpackages that import heavy things load on first use.
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
-                "library"):
+                "library", "fft"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
@@ -121,6 +128,8 @@ def __getattr__(name):
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile
+    if name in ("complex32", "chalf"):
+        raise _types._complex32_error()
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap

@@ -54,7 +54,9 @@ __all__ = [
 #: How dtypes are spelled in printed suffixes (``dtype=ember.float64``).
 DTYPE_PREFIX = "ember."
 
-_COMPLEX_FOR = {"float32": "complex64", "float64": "complex128", "float16": "complex32"}
+# torch's default complex dtype: complex128 under a float64 default, complex64 otherwise
+_COMPLEX_FOR = {"float32": "complex64", "float64": "complex128", "float16": "complex64",
+                "bfloat16": "complex64"}
 
 
 def _unnamed_dtypes(default_dtype: str) -> frozenset:
@@ -204,6 +206,26 @@ class _ElementFormatter:
         return text.rjust(self.width)
 
 
+class _ComplexFormatter:
+    """torch's two formatters for a complex tensor: one chosen over the real parts, one over
+    the imaginary parts. An element is the real part padded to its column, then the
+    imaginary part unpadded with its sign and ``j`` (``-1.5000+0.2500j``); a line holds as
+    many elements as fit both widths plus the ``j``."""
+
+    def __init__(self, values: np.ndarray, opts: PrintOptions):
+        self.real = _ElementFormatter(np.ascontiguousarray(values.real), opts)
+        self.imag = _ElementFormatter(np.ascontiguousarray(values.imag), opts)
+        self.width = self.real.width + self.imag.width + 1
+
+    def format(self, value: Any) -> str:
+        value = complex(value)
+        real_str = self.real.format(value.real)
+        imag_str = (self.imag.format(value.imag) + "j").lstrip()
+        if imag_str[0] in "+-":
+            return real_str + imag_str
+        return real_str + "+" + imag_str
+
+
 def _is_ml_float(dt: np.dtype) -> bool:
     # bfloat16 / float8 from ml_dtypes register as kind 'V' with a float name
     name = getattr(dt, "name", "")
@@ -268,7 +290,7 @@ def tensor_str(array: np.ndarray, indent: int = 0,
         return "[]"
     summarize = arr.size > opts.threshold
     shown = _summarised(arr, opts.edgeitems) if summarize else arr
-    fmt = _ElementFormatter(shown, opts)
+    fmt = _ComplexFormatter(shown, opts) if arr.dtype.kind == "c" else _ElementFormatter(shown, opts)
     return _layout(arr, indent, summarize, fmt, opts)
 
 

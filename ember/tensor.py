@@ -150,7 +150,7 @@ class Tensor:
         return self.dtype.is_floating_point
 
     def is_complex(self):
-        return False
+        return self.dtype.is_complex
 
     @property
     def is_cuda(self):
@@ -205,7 +205,7 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use a "
                 "computed variable in a subgraph that doesn't require differentiation use "
                 "var_no_grad = var.detach().")
-        if flag and not self.dtype.is_floating_point:
+        if flag and self.dtype.category < 2:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = flag
 
@@ -646,6 +646,29 @@ class Tensor:
     def __setitem__(self, index, value):
         _api.setitem(self, index, value)
 
+    # complex parts: views that write through (a real tensor is its own real part)
+    @property
+    def real(self):
+        return _api.real(self)
+
+    @real.setter
+    def real(self, value):
+        _api.real(self).copy_(value)
+
+    @property
+    def imag(self):
+        return _api.imag(self)
+
+    @imag.setter
+    def imag(self, value):
+        _api.imag(self).copy_(value)
+
+    def cfloat(self):
+        return self.to(_t.complex64)
+
+    def cdouble(self):
+        return self.to(_t.complex128)
+
     @property
     def T(self):
         if self._data.ndim > 2:
@@ -659,11 +682,14 @@ class Tensor:
 
     @property
     def H(self):
-        return self.T
+        return self.T.conj() if self.dtype.is_complex else self.T
 
     @property
     def mH(self):
-        return self.mT
+        return self.mT.conj() if self.dtype.is_complex else self.mT
+
+    def adjoint(self):
+        return self.mH
 
     # new_* factories
     def new_tensor(self, data, dtype=None, device=None, requires_grad=False):

@@ -19,16 +19,18 @@ class dtype:
     """A tensor element type. Instances are singletons (compare with ``is``)."""
 
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex",
-                 "is_signed", "category", "_legacy")
+                 "is_signed", "category", "_legacy", "_differentiable")
 
     def __init__(self, name, np_dtype, category, legacy):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
-        # 0 bool, 1 integer, 2 floating: the order promotion walks in.
+        # 0 bool, 1 integer, 2 floating, 3 complex: the order promotion walks in.
         self.category = category
         self.is_floating_point = category == 2
-        self.is_complex = False
+        self.is_complex = category == 3
+        # autograd records gradients for floating and complex results only
+        self._differentiable = category >= 2
         self.is_signed = name not in ("uint8", "bool")
         self._legacy = legacy  # "Float" in "ember.FloatTensor" (error messages)
 
@@ -43,7 +45,19 @@ class dtype:
         return self.is_signed
 
     def to_real(self):
-        return self
+        """The real dtype of a complex dtype's parts (complex64 -> float32); other dtypes: self."""
+        return _TO_REAL.get(self, self)
+
+    def to_complex(self):
+        """The complex dtype whose parts are this float dtype (float32 -> complex64), as torch."""
+        c = _TO_COMPLEX.get(self)
+        if c is not None:
+            return c
+        if self.is_complex:
+            return self
+        if self is float16:
+            raise _complex32_error()
+        raise RuntimeError(f"Unknown Complex ScalarType for {self._legacy}")
 
     @property
     def legacy_name(self):
@@ -60,15 +74,29 @@ float16 = dtype("float16", np.float16, 2, "Half")
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 2, "BFloat16")
 float32 = dtype("float32", np.float32, 2, "Float")
 float64 = dtype("float64", np.float64, 2, "Double")
+complex64 = dtype("complex64", np.complex64, 3, "ComplexFloat")
+complex128 = dtype("complex128", np.complex128, 3, "ComplexDouble")
 
-ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64)
+ALL_DTYPES = (bool_, uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64, complex64,
+              complex128)
 FLOAT_DTYPES = (float16, bfloat16, float32, float64)
+COMPLEX_DTYPES = (complex64, complex128)
 INT_DTYPES = (uint8, int8, int16, int32, int64)
+
+_TO_REAL = {complex64: float32, complex128: float64}
+_TO_COMPLEX = {float32: complex64, float64: complex128, bfloat16: complex64}
 
 _BY_NAME = {d.name: d for d in ALL_DTYPES}
 _BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32,
-                long=int64)
+                long=int64, cfloat=complex64, cdouble=complex128)
 _BY_NP = {d.np: d for d in ALL_DTYPES}
+
+
+def _complex32_error():
+    """complex32 (chalf) has no numpy dtype, so ember cannot store it: one clear error for the
+    dtype's name and for promotions that would produce it (float16 with a complex number)."""
+    return TypeError("ember does not support complex32 (torch.chalf / ComplexHalf) tensors: numpy has "
+                     "no complex32 dtype; use complex64 instead")
 
 
 def _dtype_by_name(name):
@@ -85,7 +113,8 @@ def from_numpy_dtype(np_dtype) -> dtype:
             return _BY_NP[d]
         raise TypeError(
             f"can't convert np.ndarray of type {d}. The only supported types are: "
-            "float64, float32, float16, bfloat16, int64, int32, int16, int8, uint8, and bool."
+            "complex128, complex64, float64, float32, float16, bfloat16, int64, int32, int16, int8, "
+            "uint8, and bool."
         ) from None
 
 
@@ -99,10 +128,14 @@ def as_dtype(d) -> dtype:
         return int64
     if d is builtins.bool:
         return bool_
+    if d is builtins.complex:
+        return default_complex_dtype()
     if isinstance(d, str):
         name = d[len(PUBLIC_PREFIX):] if d.startswith(PUBLIC_PREFIX) else d
         if name in _BY_NAME:
             return _BY_NAME[name]
+        if name in ("complex32", "chalf"):
+            raise _complex32_error()
     try:
         return from_numpy_dtype(np.dtype(d))
     except TypeError:
@@ -120,6 +153,12 @@ def get_default_dtype() -> dtype:
     return _default_float[0]
 
 
+def default_complex_dtype() -> dtype:
+    """The complex dtype of Python complex numbers: complex64 under float32 (and float16/
+    bfloat16) defaults, complex128 under float64, as torch."""
+    return complex128 if _default_float[0] is float64 else complex64
+
+
 def set_default_dtype(d) -> None:
     d = as_dtype(d)
     if not d.is_floating_point:
@@ -132,6 +171,15 @@ def set_default_dtype(d) -> None:
 def _promote_pair(a: dtype, b: dtype) -> dtype:
     if a is b:
         return a
+    if a.category == 3 or b.category == 3:
+        # complex wins; its parts are as wide as the wider floating operand (float64 with
+        # complex64 is complex128)
+        if a.category == 3 and b.category == 3:
+            return a if a.itemsize > b.itemsize else b
+        c, o = (a, b) if a.category == 3 else (b, a)
+        if o is float64:
+            return complex128
+        return c
     if a.category != b.category:
         return a if a.category > b.category else b
     if a.category == 2:
@@ -161,8 +209,8 @@ def scalar_category(x) -> int:
         return 1
     if isinstance(x, (builtins.float, np.floating)):
         return 2
-    if isinstance(x, complex):
-        raise TypeError("complex numbers are not supported by ember")
+    if isinstance(x, (complex, np.complexfloating)):
+        return 3
     raise TypeError(f"expected a number, got {type(x).__name__}")
 
 
@@ -170,7 +218,25 @@ _DEFAULT_FOR_CATEGORY = {0: bool_, 1: int64}
 
 
 def default_for_category(cat: int) -> dtype:
+    if cat == 3:
+        return default_complex_dtype()
     return get_default_dtype() if cat == 2 else _DEFAULT_FOR_CATEGORY[cat]
+
+
+def _combine(higher, lower):
+    """torch's ``combine_categories``: a lower promotion tier (0-d tensors, then Python
+    numbers) only matters when it is of a higher category; a complex lower tier over a
+    floating higher tier keeps the higher tier's precision (float64 tensor * 1j is
+    complex128, float32 tensor * complex128 0-d tensor is complex64)."""
+    if lower is None:
+        return higher
+    if higher is None:
+        return lower
+    if lower.category <= higher.category:
+        return higher
+    if lower.category == 3 and higher.category == 2:
+        return higher.to_complex()
+    return lower
 
 
 def result_type_from(dims, zero_dims, scalars) -> dtype:
@@ -186,20 +252,28 @@ def result_type_from(dims, zero_dims, scalars) -> dtype:
     zd = None
     for d in zero_dims:
         zd = d if zd is None else _PROMOTE[(zd, d)]
-    if zd is not None:
-        if result is None or zd.category > result.category:
-            result = zd
     cat = -1
     for s in scalars:
         c = scalar_category(s)
         if c > cat:
             cat = c
+    if cat == 3 or zd is not None and zd.category == 3:
+        # complex in a lower tier: torch's nested combine (dims, (0-d, numbers))
+        return _combine(result, _combine(zd, default_for_category(cat) if cat >= 0 else None)) \
+            or _no_operands()
+    if zd is not None:
+        if result is None or zd.category > result.category:
+            result = zd
     if cat >= 0:
         if result is None or cat > result.category:
             result = default_for_category(cat)
     if result is None:
         raise TypeError("result_type needs at least one tensor or number")
     return result
+
+
+def _no_operands():
+    raise TypeError("result_type needs at least one tensor or number")
 
 
 def can_cast(frm: dtype, to: dtype) -> bool:

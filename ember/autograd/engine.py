@@ -277,6 +277,8 @@ def _call_node(node, buf):
                     raise RuntimeError(f"Function {node.name()} returned an invalid gradient at index {i} - "
                                        f"got {list(g.shape)} but expected shape compatible with {list(shape)}")
                 if g.dtype is not dtype:
+                    if g.dtype.is_complex and not dtype.is_complex:
+                        g = _api().real(g)    # a real input of a complex result: the real part, as torch
                     grads[i] = g.to(dtype)
         if anomaly and STATE.anomaly_check_nan and g.dtype.is_floating_point:
             if bool(_isnan_any(g)):

@@ -200,7 +200,7 @@ class Function(metaclass=FunctionMeta):
                     raise RuntimeError("a leaf Variable that requires grad has been used in an in-place "
                                        "operation.")
                 o._bump_version()
-            if id(o) not in nondiff and o.dtype.is_floating_point:
+            if id(o) not in nondiff and o.dtype._differentiable:
                 o._requires_grad = True
                 o._grad_fn = ctx
                 o._output_nr = k

@@ -339,9 +339,39 @@ class OpNode(Node):
     def apply(self, grads):
         op = self._op
         g = grads[0] if self._n_out == 1 else tuple(grads)
+        if (g is not None and g.dtype.is_complex) if type(g) is not tuple else any(
+                x is not None and x.dtype.is_complex for x in g):
+            if op.complex_grad == "holomorphic":
+                return self._apply_holomorphic(g)
         res = op.backward(self, g)
         if type(res) is not tuple:
             res = (res,)
+        if not op.list_pos:
+            return list(res[:len(op.grad_params)])
+        flat = []
+        for gp, r in zip(op.grad_params, res):
+            if op.params[gp].kind == 2:  # Tensor[]
+                n = len(self._args[gp])
+                flat.extend(r if r is not None else [None] * n)
+            else:
+                flat.append(r)
+        return flat
+
+    def _apply_holomorphic(self, g):
+        """The formula of a holomorphic op over a complex gradient, in torch's convention: the
+        real formula computes ``g * f'(z)``; torch's gradient is ``g * conj(f'(z))``, which is
+        ``conj(formula(conj(g)))``. (A real input's gradient is then the real part: the
+        engine takes it where the input's dtype is real.)"""
+        from ..ops import api
+
+        def cj(x):
+            return api.conj_physical(x) if x is not None and x.dtype.is_complex else x
+        g = tuple(cj(x) for x in g) if type(g) is tuple else cj(g)
+        res = self._op.backward(self, g)
+        if type(res) is not tuple:
+            res = (res,)
+        res = tuple([cj(r) for r in x] if type(x) is list else cj(x) for x in res)
+        op = self._op
         if not op.list_pos:
             return list(res[:len(op.grad_params)])
         flat = []
@@ -444,7 +474,7 @@ def record(op, args, out):
     """Attach a backward node for ``op(*args) -> out``; called with grad mode on."""
     if op.backward is None:
         outs = out if type(out) is tuple else (out,)
-        if any(o is not None and o.dtype.is_floating_point for o in outs) \
+        if any(o is not None and o.dtype._differentiable for o in outs) \
                 and "nondifferentiable" not in op.tags:
             raise RuntimeError(f"the derivative for '{op.name}' is not implemented.")
         return out
@@ -523,7 +553,7 @@ def build_record(op):
           "    if type(out) is tuple:",
           "        return _tuple_history(_op, node, out)",
           "    node._n_out = 1",
-          "    if out.dtype.is_floating_point:",
+          "    if out.dtype._differentiable:",
           "        d = out.__dict__",
           "        d['_requires_grad'] = True",
           "        d['_grad_fn'] = node"]
@@ -546,7 +576,7 @@ def build_record(op):
 def _tuple_history(op, node, out):
     node._n_out = len(out)
     for k, o in enumerate(out):
-        if o is not None and o.dtype.is_floating_point:
+        if o is not None and o.dtype._differentiable:
             _set_history(o, node, k, op.is_view)
     if op.save_result:
         node._result = tuple(SavedTensor(o, True) if o is not None else None for o in out)
@@ -609,13 +639,13 @@ def _record_generic(op, args, out):
     if type(out) is tuple:
         node._n_out = len(out)
         for k, o in enumerate(out):
-            if o is not None and o.dtype.is_floating_point:
+            if o is not None and o.dtype._differentiable:
                 _set_history(o, node, k, op.is_view)
         if op.save_result:
             node._result = tuple(SavedTensor(o, True) if o is not None else None for o in out)
     else:
         node._n_out = 1
-        if out.dtype.is_floating_point:
+        if out.dtype._differentiable:
             d = out.__dict__
             d["_requires_grad"] = True
             d["_grad_fn"] = node

@@ -20,12 +20,15 @@ import math
 import numpy as np
 
 # the C type names PyTorch's op-level error uses, and the dtype names torch.tensor()'s uses
-_C_NAMES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t"}
+_C_NAMES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t",
+            "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
 
 
 def fits(value, dtype) -> bool:
     """Whether the Python number ``value`` converts to the integer ``dtype`` without overflow
     (always true for a bool, a non-integer dtype, or a value that is not a number)."""
+    if isinstance(value, (complex, np.complexfloating)) and getattr(dtype, "category", 3) < 3:
+        return False   # a complex number into a real dtype: torch refuses, it would drop the imaginary part
     if getattr(dtype, "category", None) != 1 or isinstance(value, (bool, np.bool_)):
         return True
     info = np.iinfo(dtype.np)

@@ -233,7 +233,7 @@ def _infer_array(data):
     elif arr.dtype.kind == "b":
         dt = _t.bool_
     elif arr.dtype.kind == "c":
-        raise TypeError("complex tensors are not supported by ember")
+        dt = _t.default_complex_dtype()
     else:
         raise TypeError(f"Could not infer dtype of {type(data).__name__}")
     return arr, dt, None
@@ -266,7 +266,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         arr = xp_of(dev).asarray(arr)
     out = _make(arr, dev, dt)
     if requires_grad:
-        if not dt.is_floating_point:
+        if dt.category < 2:
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         out._requires_grad = True
     return out
@@ -394,6 +394,15 @@ def _gen(generator):
 
 
 def _rand_array(kind, size, dt, generator=None, **kw):
+    if dt.is_complex and kind in ("uniform", "normal"):
+        # torch's complex draws: real and imaginary parts drawn independently (interleaved), a
+        # normal one with variance 1/2 each so that E|z|^2 = 1
+        parts = _rand_array(kind, tuple(size) + (2,), dt.to_real(), generator, **kw)
+        if kind == "normal":
+            parts = parts * np.sqrt(0.5).astype(parts.dtype)
+        return np.ascontiguousarray(parts).view(dt.np)[..., 0]
+    if dt.is_complex:
+        raise RuntimeError(f"{kind} is not implemented for complex tensors ({dt.legacy_name})")
     g = _gen(generator)._np
     if kind == "uniform":
         a = g.random(size, dtype=np.float64)

@@ -68,7 +68,7 @@ def _dt(x):
 
 
 def _floaty(dt):
-    return dt if dt.is_floating_point else _t.get_default_dtype()
+    return dt if dt.category >= 2 else _t.get_default_dtype()
 
 
 def _comp(dt):

@@ -147,6 +147,12 @@ def _parse_default(src):
 class OpDef:
     """One operator. See the module docstring."""
 
+    # How autograd treats a complex gradient (``autograd.graph.OpNode.apply``): "holomorphic"
+    # runs the real formula as conj(formula(conj(grad))), torch's convention for holomorphic
+    # functions; "raw" ops (conjugation, view_as_complex) write their formula for complex
+    # gradients themselves.
+    complex_grad = "holomorphic"
+
     def __init__(self, schema, kernel=None, *, tags=(), method=True, function=True,
                  inplace=False, grad_fn_name=None, save=None, save_result=False,
                  composite=None, public_name=None, view=False, scalar_overload=()):

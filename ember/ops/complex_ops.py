@@ -1,0 +1,272 @@
+"""Complex-number ops: the views between complex tensors and their real parts
+(``view_as_real``, ``view_as_complex``, ``.real``, ``.imag``), conjugation, and the
+functions that build or take apart complex numbers (``complex``, ``polar``, ``angle``,
+``sgn``, ``isreal``).
+
+Two of them are kernels (``view_as_real`` and ``view_as_complex``, the views that
+reinterpret memory, and ``conj_physical``); everything else is a composite over them, so
+autograd, metas and the compiler's fallback come from those records. ``.real`` is
+``view_as_real(z)[..., 0]``: a view that writes through, with torch's strides.
+
+ember materialises conjugation (``conj()`` is ``conj_physical()``, a copy) instead of
+torch's lazy conjugate bit, so ``is_conj()`` is always False and ``resolve_conj()`` is the
+identity; values, gradients and dtypes are torch's.
+
+Gradients follow torch's convention for a real loss L of a complex z = x + iy: the
+gradient is dL/dx + i dL/dy (the conjugate Wirtinger derivative, times two). The autograd
+node (``autograd.graph.OpNode.apply``) gets it for every holomorphic op from the real
+formula: ``conj(formula(conj(grad)))``. The ops here that are not holomorphic say so
+(``complex_grad = "raw"``) and give the formula in that convention directly.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import types as _t
+from ..tensor import Tensor
+from . import _meta, api
+from ._exports import Exports
+from .registry import defcomposite, defop
+
+_export = Exports()
+
+
+def _require_complex(name, a_dtype):
+    if a_dtype.kind != "c":
+        raise RuntimeError(f"{name} is only supported for complex tensors")
+
+
+# ---------------------------------------------------------------------- views
+def _as_real_geometry(shape, estrides, offset):
+    """(shape, element strides, offset) of the float view of a complex array: a last dim of 2
+    with stride 1, every other stride doubled (torch's ``view_as_real``)."""
+    return tuple(shape) + (2,), tuple(2 * s for s in estrides) + (1,), 2 * offset
+
+
+@defop("view_as_real(Tensor self) -> Tensor", view=True, save=(), method=False)
+def view_as_real(xp, a):
+    _require_complex("view_as_real", a.dtype)
+    real = a.real      # numpy's float view of the same memory, the complex array's strides in bytes
+    shape, st, _ = _as_real_geometry(a.shape, [s // a.itemsize for s in a.strides], 0)
+    isz = real.itemsize
+    return xp.lib.stride_tricks.as_strided(real, shape=shape, strides=tuple(s * isz for s in st))
+
+
+@view_as_real.meta_fn
+def _view_as_real_meta(a):
+    if not a.dtype.is_complex:
+        raise RuntimeError("view_as_real is only supported for complex tensors")
+    data = a._data
+    shape, st, off = _as_real_geometry(a.shape, a.stride(), a.storage_offset())
+    storage = getattr(data, "storage", None)
+    from .._fake import FakeArray
+    return FakeArray(shape, a.dtype.to_real(), st, off, storage)
+
+
+@view_as_real.derivative
+def _view_as_real_bw(ctx, g):
+    return (view_as_complex(g.contiguous()),)
+
+
+def _check_as_complex(shape, estrides, offset, dt):
+    if dt not in (_t.float32, _t.float64):
+        if dt is _t.float16:
+            raise _t._complex32_error()
+        raise RuntimeError(f"view_as_complex is only supported for half, float and double tensors, but got "
+                           f"a tensor of scalar type: {dt.legacy_name}")
+    if not shape or shape[-1] != 2:
+        raise RuntimeError("Tensor must have a last dimension of size 2")
+    if estrides[-1] != 1:
+        raise RuntimeError("Tensor must have a last dimension with stride 1")
+    if any(s % 2 for s in estrides[:-1]):
+        raise RuntimeError("Tensor must have a stride divisible by 2 for all but last dimension")
+    if offset % 2:
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+    return tuple(shape[:-1]), tuple(s // 2 for s in estrides[:-1]), offset // 2
+
+
+@defop("view_as_complex(Tensor self) -> Tensor", view=True, save=(), method=False)
+def view_as_complex(xp, a):
+    dt = _t.from_numpy_dtype(a.dtype)
+    isz = a.itemsize
+    # the storage offset decides whether the pairs are aligned: only a tensor knows it, so the
+    # public entry below checks it; here the array itself is the start of the view
+    shape, st, _ = _check_as_complex(a.shape, [s // isz for s in a.strides], 0, dt)
+    cdt = np.dtype(dt.to_complex().np)
+    first = a[..., 0]      # the real part of each pair: the complex view's geometry, in floats
+    byte_strides = tuple(s * 2 * isz for s in st)
+    if xp is not np:
+        return xp.lib.stride_tricks.as_strided(a.reshape(a.shape).view(cdt)[..., 0], shape=shape,
+                                               strides=byte_strides)
+    iface = dict(first.__array_interface__)
+    iface.update(typestr=cdt.str, descr=[("", cdt.str)], shape=shape, strides=byte_strides)
+    return np.asarray(_Interface(iface, first))
+
+
+class _Interface:
+    """An object numpy reads an array from (``__array_interface__``), keeping the memory's owner
+    alive: how a float array's pairs are reinterpreted as complex numbers whatever its strides
+    (``ndarray.view`` to a wider dtype needs a contiguous last dim)."""
+
+    def __init__(self, iface, base):
+        self.__array_interface__ = iface
+        self.base = base
+
+
+@view_as_complex.meta_fn
+def _view_as_complex_meta(a):
+    shape, st, off = _check_as_complex(tuple(a.shape), a.stride(), a.storage_offset(), a.dtype)
+    from .._fake import FakeArray
+    return FakeArray(shape, a.dtype.to_complex(), st, off, getattr(a._data, "storage", None))
+
+
+@view_as_complex.derivative
+def _view_as_complex_bw(ctx, g):
+    return (view_as_real(g),)
+
+
+view_as_complex.complex_grad = "raw"
+_view_as_complex_binding = view_as_complex.binding
+
+
+def _view_as_complex_entry(input):
+    """``view_as_complex`` with torch's storage-offset check (the kernel sees only an array)."""
+    if isinstance(input, Tensor) and input.storage_offset() % 2 and input.dtype in (_t.float32, _t.float64) \
+            and input.ndim and input.shape[-1] == 2 and input.stride(-1) == 1:
+        raise RuntimeError("Tensor must have a storage_offset divisible by 2")
+    return _view_as_complex_binding(input)
+
+
+# ---------------------------------------------------------------------- conjugation
+@defop("conj_physical(Tensor self) -> Tensor", tags=("pointwise",), save=(), inplace=True)
+def conj_physical(xp, a):
+    if a.dtype.kind != "c":
+        return a.copy()
+    return xp.conjugate(a)
+
+
+@conj_physical.meta_fn
+def _conj_physical_meta(a):
+    return _meta.np_out(_meta.np_ufunc(a), a.dtype)
+
+
+@conj_physical.derivative
+def _conj_physical_bw(ctx, g):
+    return (conj_physical(g) if g.dtype.is_complex else g,)
+
+
+conj_physical.complex_grad = "raw"
+conj_physical = conj_physical.binding
+
+
+@defcomposite("conj(Tensor self) -> Tensor")
+def conj(self):
+    """The complex conjugate: ``self`` for a real tensor (as torch), a materialised
+    ``conj_physical`` for a complex one (ember has no lazy conjugate bit)."""
+    return conj_physical(self) if self.dtype.is_complex else self
+
+
+@defcomposite("resolve_conj(Tensor self) -> Tensor")
+def resolve_conj(self):
+    return self
+
+
+@defcomposite("resolve_neg(Tensor self) -> Tensor")
+def resolve_neg(self):
+    return self
+
+
+@_export(method=True)
+def is_conj(input):
+    """Always False: ember's ``conj()`` materialises (see the module docstring)."""
+    return False
+
+
+@_export(method=True)
+def is_neg(input):
+    return False
+
+
+# ---------------------------------------------------------------------- parts
+@defcomposite("real(Tensor self) -> Tensor", method=False)
+def real(self):
+    """The real part as a view (writes through); a real tensor is its own real part."""
+    if not self.dtype.is_complex:
+        return self
+    return api.select(view_as_real.binding(self), -1, 0)
+
+
+@defcomposite("imag(Tensor self) -> Tensor", method=False)
+def imag(self):
+    if not self.dtype.is_complex:
+        raise RuntimeError("imag is not implemented for tensors with non-complex dtypes.")
+    return api.select(view_as_real.binding(self), -1, 1)
+
+
+def _check_parts(real, imag, what="real"):
+    for name, t in (("real", real), ("imag", imag)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"complex(): argument '{name}' (position {1 if name == 'real' else 2}) must be "
+                            f"Tensor, not {type(t).__name__}")
+    if real.dtype not in (_t.float16, _t.float32, _t.float64) or imag.dtype not in (
+            _t.float16, _t.float32, _t.float64):
+        raise RuntimeError(f"Expected both inputs to be Half, Float or Double tensors but got "
+                           f"{real.dtype.legacy_name} and {imag.dtype.legacy_name}")
+    if real.dtype is not imag.dtype:
+        raise RuntimeError(f"Expected object of scalar type {real.dtype.legacy_name} but got scalar type "
+                           f"{imag.dtype.legacy_name} for second argument")
+    if real.dtype is _t.float16:
+        raise _t._complex32_error()
+
+
+@defcomposite("complex(Tensor real, Tensor imag) -> Tensor", method=False)
+def complex(real, imag):
+    """``real + i * imag`` (same float dtype; broadcast), as a fresh complex tensor."""
+    _check_parts(real, imag)
+    shape = api.broadcast_shapes(tuple(real.shape), tuple(imag.shape))
+    pair = api.stack([real.expand(shape), imag.expand(shape)], -1)
+    return view_as_complex.binding(pair)
+
+
+@defcomposite("polar(Tensor abs, Tensor angle) -> Tensor", method=False)
+def polar(abs, angle):
+    """``abs * (cos(angle) + i sin(angle))``."""
+    _check_parts(abs, angle)
+    return complex(abs * api.cos(angle), abs * api.sin(angle))
+
+
+@defcomposite("angle(Tensor self) -> Tensor")
+def angle(self):
+    """The argument of each element: ``atan2(imag, real)`` for complex tensors (its gradient is
+    torch's ``grad * i z / |z|^2``); pi for negative real numbers and 0 otherwise (NaN stays)."""
+    if self.dtype.is_complex:
+        return api.atan2(imag(self), real(self))
+    x = self if self.dtype.is_floating_point else self.to(_t.get_default_dtype())
+    out = api.where(x < 0, math.pi, 0.0).to(x.dtype)
+    return api.where(api.isnan(x), x, out)
+
+
+@defcomposite("sgn(Tensor self) -> Tensor")
+def sgn(self):
+    """``z / |z|`` (0 at 0) for complex tensors; ``sign`` for real ones."""
+    if not self.dtype.is_complex:
+        return api.sign(self)
+    a = api.abs(self)
+    zero = a == 0
+    safe = api.where(zero, 1.0, a).to(a.dtype)
+    return api.where(zero, 0.0, self / safe)
+
+
+@defcomposite("isreal(Tensor self) -> Tensor")
+def isreal(self):
+    if not self.dtype.is_complex:
+        return api.ones_like(self, dtype=_t.bool_)
+    return imag(self) == 0
+
+
+_export.install()
+api.view_as_complex = _view_as_complex_entry
+view_as_real = view_as_real.binding
+view_as_complex = _view_as_complex_entry
