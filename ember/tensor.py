@@ -696,21 +696,33 @@ class Tensor:
         return _api.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                            requires_grad=requires_grad)
 
-    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
-        return _api.zeros(*size, dtype=dtype or self.dtype, device=device or self.device,
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        return _api.zeros(*_size_arg("new_zeros", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                           requires_grad=requires_grad)
 
-    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
-        return _api.ones(*size, dtype=dtype or self.dtype, device=device or self.device,
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        return _api.ones(*_size_arg("new_ones", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                          requires_grad=requires_grad)
 
-    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
-        return _api.empty(*size, dtype=dtype or self.dtype, device=device or self.device,
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        return _api.empty(*_size_arg("new_empty", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                           requires_grad=requires_grad)
 
     def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
         return _api.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                          requires_grad=requires_grad)
+
+
+def _size_arg(name, size, size_kw):
+    """``new_zeros(2, 3)``, ``new_zeros((2, 3))`` and PyTorch's ``new_zeros(size=(2, 3))``."""
+    if not size_kw:
+        return size
+    extra = sorted(set(size_kw) - {"size"})
+    if extra:
+        raise TypeError(f"{name}() got an unexpected keyword argument '{extra[0]}'")
+    if size:
+        raise TypeError(f"{name}() got multiple values for argument 'size'")
+    return (size_kw["size"],)
 
 
 class Parameter(Tensor):

@@ -15,3 +15,54 @@ def is_built():
     """Whether ember's cuda device can run here (cupy and a GPU)."""
     from .. import cuda
     return cuda.is_available()
+
+
+# Which scaled-dot-product-attention kernels may run (``ember.nn.attention.sdpa_kernel``
+# sets these, as PyTorch's does). ember's single implementation counts as MATH and, as on
+# PyTorch's CPU build, FLASH_ATTENTION: F.scaled_dot_product_attention refuses to run when
+# both are off.
+_SDP = {"math": True, "flash": True, "mem_efficient": True, "cudnn": True, "overrideable": True}
+
+
+def _sdp_flags():
+    return dict(_SDP)
+
+
+def _set_sdp_flags(flags):
+    _SDP.update(flags)
+
+
+def _sdp_runnable():
+    return _SDP["math"] or _SDP["flash"]
+
+
+def math_sdp_enabled():
+    return _SDP["math"]
+
+
+def enable_math_sdp(enabled: bool):
+    _SDP["math"] = bool(enabled)
+
+
+def flash_sdp_enabled():
+    return _SDP["flash"]
+
+
+def enable_flash_sdp(enabled: bool):
+    _SDP["flash"] = bool(enabled)
+
+
+def mem_efficient_sdp_enabled():
+    return _SDP["mem_efficient"]
+
+
+def enable_mem_efficient_sdp(enabled: bool):
+    _SDP["mem_efficient"] = bool(enabled)
+
+
+def cudnn_sdp_enabled():
+    return _SDP["cudnn"]
+
+
+def enable_cudnn_sdp(enabled: bool):
+    _SDP["cudnn"] = bool(enabled)

@@ -20,6 +20,7 @@ from ..ops import nn_ops as _nn
 from ..ops.nn_ops import reduction_enum as _red
 from ..tensor import Tensor, _make
 from ..autograd import no_grad as _no_grad
+from ..backends import cuda as _sdp_switches
 
 __all__ = []  # filled at the end
 
@@ -1047,6 +1048,9 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
 # ====================================================================== attention
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                                  enable_gqa=False):
+    if not _sdp_switches._sdp_runnable():   # ember.nn.attention.sdpa_kernel turned ember's kernel off
+        raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due "
+                           "to turning off both the math kernel and the fused kernels.")
     L, S = query.shape[-2], key.shape[-2]
     E = query.shape[-1]
     sc = 1.0 / math.sqrt(E) if scale is None else scale
