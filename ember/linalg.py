@@ -44,6 +44,8 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         dim = [int(dim)]
     elif dim is not None:
         dim = list(dim)
+    if x.dtype.is_complex:
+        x = x.abs()      # a complex tensor's norms are its moduli's (torch)
     return linalg_vector_norm.binding(x, ord, dim, keepdim, dtype=dtype)
 
 
@@ -249,4 +251,13 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
 
 for _fn in (vector_norm, matrix_norm, norm, cross, vecdot, matmul, inv, det, slogdet, solve, cholesky, qr, eigh,
             eigvalsh, svd, svdvals, pinv, matrix_rank):
+    _fn.__module__ = "ember.linalg"
+
+
+# the rest of torch.linalg (LU, triangular solves, lstsq, the _ex variants, LDL^T, composites)
+from .ops.linalg_extra import LINALG as _EXTRA  # noqa: E402
+
+globals().update(_EXTRA)
+__all__ += list(_EXTRA)
+for _fn in _EXTRA.values():
     _fn.__module__ = "ember.linalg"
