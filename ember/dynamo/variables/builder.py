@@ -23,11 +23,12 @@ def is_inlined_ember_module(name):
     methods, as torch.optim is inlined by torch's dynamo) and gradient clipping (a loop over
     ``model.parameters()`` in a compiled training step), and the distributions (their methods
     read the parameters they hold: traced, those become graph inputs), ``ember.jit``'s
-    pass-throughs (``is_scripting()`` folds to False), and flex attention (the user's score and
-    mask functions are traced into the graph with the softmax around them)."""
+    pass-throughs (``is_scripting()`` folds to False), flex attention (the user's score and
+    mask functions are traced into the graph with the softmax around them) and the pytree
+    helpers (plain Python over containers)."""
     return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad" \
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit" \
-        or name == "ember.nn.attention.flex_attention"
+        or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree"
 
 
 def _is_numpy_scalar(value):
