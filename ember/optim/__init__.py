@@ -11,7 +11,9 @@ from .radam import RAdam
 from .rprop import Rprop
 from .asgd import ASGD
 from .lbfgs import LBFGS
+from .adafactor import Adafactor
+from .muon import Muon
 from . import lr_scheduler, swa_utils
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
-           "Rprop", "ASGD", "LBFGS", "lr_scheduler", "swa_utils"]
+           "Rprop", "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
