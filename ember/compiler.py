@@ -6,13 +6,17 @@
 * ``list_backends()``: backend names ``ember.compile(backend=...)`` accepts;
 * ``is_compiling()``: True while dynamo traces the calling code, False when it runs
   (lets library code pick a graph-friendly formulation, as ``torch.compiler.is_compiling``);
+* ``set_stance(stance, force_backend=...)``: how compiled functions behave for a while
+  (force eager, never recompile, fail on recompile, eager first call...): see
+  ``ember/dynamo/stance.py``;
 * ``assume_constant_result(fn)``: calls of ``fn`` are made while tracing, on constant
   arguments, and their result is baked into the compiled code (no guard: the caller vouches
   that it does not change), as ``torch.compiler.assume_constant_result``.
 """
 from .dynamo import disable, list_backends, reset
+from .dynamo.stance import set_stance
 
-__all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling",
+__all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling", "set_stance",
            "assume_constant_result"]
 
 

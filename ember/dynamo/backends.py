@@ -56,13 +56,27 @@ def _inductor(gm, example_inputs):
 _REGISTRY: dict[str, Callable] = {"eager": eager, "aot_eager": _aot_eager, "inductor": _inductor}
 
 
-def register_backend(name: str, fn: Callable):
+# PyTorch's tags: the eager backends are for debugging, and list_backends() hides them by default
+_TAGS: dict[str, tuple] = {"eager": ("debug",), "aot_eager": ("debug",)}
+
+
+def register_backend(name: str = None, fn: Callable = None, tags=()):
+    """``register_backend("name", fn)``, or as a decorator (``@register_backend`` /
+    ``@register_backend(name=..., tags=...)``) as ``torch._dynamo.register_backend``."""
+    if callable(name) and fn is None:          # @register_backend
+        name, fn = name.__name__, name
+    if fn is None:
+        return lambda f: register_backend(name or f.__name__, f, tags)
     _REGISTRY[name] = fn
+    _TAGS[name] = tuple(tags)
     return fn
 
 
-def list_backends():
-    return sorted(_REGISTRY)
+def list_backends(exclude_tags=("debug", "experimental")):
+    """Registered backend names, without those tagged with one of ``exclude_tags`` (PyTorch's
+    default hides the debugging backends ``eager`` and ``aot_eager``; pass ``None`` for all)."""
+    excluded = set(exclude_tags or ())
+    return sorted(n for n in _REGISTRY if not excluded.intersection(_TAGS.get(n, ())))
 
 
 def lookup(backend) -> Callable:
@@ -72,7 +86,7 @@ def lookup(backend) -> Callable:
     if not isinstance(backend, str):
         raise TypeError(f"backend must be a string or a callable, got {type(backend).__name__}")
     if backend not in _REGISTRY:
-        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(list_backends())}")
+        raise ValueError(f"unknown backend {backend!r}; known: {', '.join(list_backends(None))}")
     if backend == "aot_eager":
         try:
             from ..aot import aot_eager  # noqa: F401

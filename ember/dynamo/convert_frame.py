@@ -24,6 +24,7 @@ from .._C import _load_eval_frame
 _eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
 from . import config, logs
+from . import stance as _stance
 from .exc import AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported
 from .example_value import preserve_rng
 from .output_graph import OutputGraph
@@ -49,7 +50,7 @@ class CacheEntry:
 
 class CodeCache:
     __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views", "unspec_scalars",
-                 "unspec_sources")
+                 "unspec_sources", "called_once")
 
     def __init__(self, code):
         self.code = code
@@ -66,6 +67,7 @@ class CodeCache:
         self.static_views = False
         self.unspec_scalars: set = set()   # argument slots whose int/float value changed (see _note_size_changes)
         self.unspec_sources: set = set()   # outside numbers (source exprs) whose value changed, likewise
+        self.called_once = False           # for the *_then_compile stances
 
 
 _caches: dict = {}
@@ -94,6 +96,17 @@ def reset():
 def _scalar_args(args) -> dict:
     """The int and float argument slots of a call (bools are flags: always specialised)."""
     return {i: a for i, a in enumerate(args) if type(a) in (int, float)}
+
+
+def _holds_tensors(args) -> bool:
+    """Whether a frame's arguments hold a tensor or a module (directly or in a container)."""
+    from ..nn.modules.module import Module
+    from ..tensor import Tensor
+    for a in args:
+        items = a.values() if isinstance(a, dict) else a if isinstance(a, (list, tuple)) else (a,)
+        if any(isinstance(x, (Tensor, Module)) for x in items):
+            return True
+    return False
 
 
 def _skipped_file(code):
@@ -145,8 +158,20 @@ class Compiler:
         self.dynamic = dynamic
         self.name = name or getattr(backend, "__name__", str(backend))
         self.graphs = []   # (code, info) per compiled entry, for tests and explain()
+        self._forced_compilers = {}   # backend -> Compiler, for set_stance(force_backend=...)
 
     def __call__(self, code, func, *args):
+        stance = _stance.current()
+        if stance.stance == "force_eager":
+            return None
+        if stance.backend is not None:
+            # set_stance(force_backend=...): entries of a compiler for that backend, kept apart
+            forced = self._forced_compilers.get(stance.backend)
+            if forced is None:
+                from .backends import lookup
+                forced = self._forced_compilers[stance.backend] = Compiler(
+                    lookup(stance.backend), self.fullgraph, self.dynamic)
+            self = forced
         if _STATE.autocast is not None and not config.compile_under_autocast:
             # an ember.autocast region: its casts are made by the dispatcher, which traces them
             # into the graph (guards.global_state keys the entry to the region); switched off,
@@ -169,6 +194,32 @@ class Compiler:
                 if e is not hot and e.guard(func, *args):
                     cache.hot = e
                     return e.fn
+        if stance.stance != "default":
+            return self._compile_under_stance(stance.stance, code, func, args, cache, mine)
+        return self._compile(code, func, args, cache, mine)
+
+    def _compile_under_stance(self, stance, code, func, args, cache, mine):
+        """A cache miss while ``ember.compiler.set_stance(...)`` is in force (see stance.py)."""
+        if stance == "eager_on_recompile":
+            return None
+        if stance == "fail_on_recompile":
+            if not _holds_tensors(args):
+                return None      # as PyTorch: only frames holding tensors count
+            msg = (f"Detected recompile when ember.compile stance is 'fail_on_recompile'. filename: "
+                   f"'{code.co_filename}', function name: '{code.co_name}', line number: {code.co_firstlineno}")
+            if mine:
+                last = [e for e in cache.entries if e.owner is self][-1]
+                msg += f"\n    triggered by the following guard failure(s):\n    - " \
+                       f"{last.guard.guard_set.first_failure(func, args)}"
+            raise RuntimeError(msg)
+        # eager_then_compile / aot_eager_then_compile: the first call of the code is not compiled
+        if not cache.called_once:
+            cache.called_once = True
+            if stance == "eager_then_compile":
+                return None
+            from .backends import lookup
+            once = Compiler(lookup("aot_eager"), self.fullgraph, self.dynamic)
+            return once._compile(code, func, args, CodeCache(code), 0)
         return self._compile(code, func, args, cache, mine)
 
     # ------------------------------------------------------------------ compiling

@@ -43,7 +43,19 @@ def test_named_backends():
     assert_same(f(x), x.sin() + 1)
     with pytest.raises(ValueError, match="unknown backend"):
         ember.compile(lambda t: t, backend="nope")
-    assert "eager" in dynamo.list_backends() and "inductor" in ember.compiler.list_backends()
+    assert "eager" in dynamo.list_backends(None) and "inductor" in ember.compiler.list_backends()
+    assert "eager" not in ember.compiler.list_backends()       # PyTorch hides its debug backends by default
+    assert ember.compiler.list_backends(exclude_tags=()) == ["aot_eager", "eager", "inductor"]
+
+    @dynamo.register_backend
+    def my_backend(gm, example_inputs):
+        return gm.forward
+    try:
+        assert "my_backend" in ember.compiler.list_backends()
+        assert_same(ember.compile(lambda t: t * 3, backend="my_backend")(x), x * 3)
+    finally:
+        from ember.dynamo import backends
+        del backends._REGISTRY["my_backend"], backends._TAGS["my_backend"]
 
 
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])

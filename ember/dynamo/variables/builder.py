@@ -121,6 +121,12 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return NumpyFoldVariable(value, source)
+    if getattr(value, "_ember_forbidden_in_graph", False) is True:
+        # ember.compiler.set_stance: never traced; the frame runs eagerly, where the call
+        # raises "attempted to set_stance in an ember.compile region"
+        e = Unsupported(f"{getattr(value, '__qualname__', value)} cannot be called inside an ember.compile region")
+        e.no_break = True
+        raise e
     if isinstance(value, type):
         if g:
             g.id_match(source, value)
