@@ -135,4 +135,7 @@ def __getattr__(name):
         return _vmap
     if not name.startswith("_") and hasattr(_api, name):
         return getattr(_api, name)
+    aliases = _lazy("_aten_aliases")
+    if name in aliases.NAMES:     # torch.max_pool2d, torch.kl_div(..., reduction=1), ...
+        return getattr(aliases, name)
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
