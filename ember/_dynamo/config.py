@@ -5,7 +5,17 @@
 * ``suppress_errors``: reads True; ember always falls back to eager, with the reason logged,
   when a backend fails to compile a graph (PyTorch's behaviour with ``suppress_errors=True``),
   so setting it True is accepted and setting it False raises (that mode does not exist here);
-* ``verbose``: accepted (ember's logs are chosen with ``EMBER_LOGS``).
+* ``verbose``: accepted (ember's logs are chosen with ``EMBER_LOGS``);
+* ``automatic_dynamic_shapes``: ``ember.dynamo.config.automatic_dynamic_shapes``;
+* knobs that describe how ember always works read that value, accept it, and raise for any
+  other: ``inline_inbuilt_nn_modules`` (True: module forwards are traced),
+  ``assume_static_by_default`` (True: the first compile is static), ``specialize_int``
+  (False: an int argument is specialised until it changes),
+  ``force_parameter_static_shapes`` (True);
+* ``optimize_ddp``: accepted (ember has no DistributedDataParallel to split graphs for);
+* ``capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``: read False; True is
+  accepted with a warning that ``.item()`` / data-dependent output shapes (``nonzero``) still
+  break the graph (results stay correct, the graph is split there).
 
 Any other name raises AttributeError listing these: a knob that would be silently ignored is
 worse than an error."""
@@ -15,13 +25,24 @@ import types
 from ..dynamo import config as _ember
 
 
+_FIXED = {"inline_inbuilt_nn_modules": True, "assume_static_by_default": True, "specialize_int": False,
+          "force_parameter_static_shapes": True}
+_CAPTURE = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+
+
 class _Config(types.ModuleType):
-    _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit"}
-    _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose")
+    _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit",
+                "automatic_dynamic_shapes": "automatic_dynamic_shapes"}
+    _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose", "automatic_dynamic_shapes",
+              "optimize_ddp") + tuple(_FIXED) + _CAPTURE
 
     def __getattr__(self, name):
         if name in self._ALIASES:
             return getattr(_ember, self._ALIASES[name])
+        if name in _FIXED:
+            return _FIXED[name]
+        if name in _CAPTURE or name == "optimize_ddp":
+            return self.__dict__.get("_" + name, False)
         if name == "suppress_errors":
             return True
         if name == "verbose":
@@ -30,7 +51,23 @@ class _Config(types.ModuleType):
                              f"ember's own knobs are in ember.dynamo.config)")
 
     def __setattr__(self, name, value):
-        if name in self._ALIASES:
+        if name == "automatic_dynamic_shapes":
+            _ember.automatic_dynamic_shapes = bool(value)
+        elif name in _FIXED:
+            if bool(value) != _FIXED[name]:
+                raise ValueError(f"ember._dynamo.config.{name}={value!r} is not supported: ember always works as "
+                                 f"{name}={_FIXED[name]}")
+        elif name == "optimize_ddp":
+            self.__dict__["_optimize_ddp"] = value
+        elif name in _CAPTURE:
+            if value and not self.__dict__.get("_" + name):
+                import warnings
+                what = ".item()" if name == "capture_scalar_outputs" else "ops with data-dependent output shapes"
+                warnings.warn(f"ember._dynamo.config.{name}=True: ember does not capture {what} yet; the graph "
+                              f"breaks there and that part runs eagerly (results are unaffected)", UserWarning,
+                              stacklevel=2)
+            self.__dict__["_" + name] = bool(value)
+        elif name in self._ALIASES:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"ember._dynamo.config.{name} must be a positive int, got {value!r}")
             setattr(_ember, self._ALIASES[name], value)

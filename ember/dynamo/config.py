@@ -16,3 +16,6 @@ raise_on_unsupported = False
 # print(), warnings.warn() and logging calls whose arguments are constants at trace time are made
 # after the graph runs instead of breaking it (variables/logging_calls.py); False: graph breaks.
 replay_logging_calls = True
+# With ember.compile(dynamic=None) (the default), a recompile caused by changed sizes or
+# numbers makes those symbolic (automatic dynamic shapes); False recompiles for each new value.
+automatic_dynamic_shapes = True

@@ -231,7 +231,7 @@ class Compiler:
             reason = last.guard.guard_set.first_failure(func, args)
             counters["recompiles"] += 1
             logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)
-            if self.dynamic is None:
+            if self.dynamic is None and config.automatic_dynamic_shapes:
                 self._note_size_changes(last, func, args, cache, where)
             if mine >= config.recompile_limit:
                 if not cache.warned:

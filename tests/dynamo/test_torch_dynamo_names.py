@@ -34,10 +34,34 @@ def test_config_aliases(monkeypatch):
         cfg.suppress_errors = False
     with pytest.raises(ValueError, match="positive int"):
         cfg.cache_size_limit = 0
-    with pytest.raises(AttributeError, match="capture_scalar_outputs"):
+    assert cfg.capture_scalar_outputs is False
+    with pytest.warns(UserWarning, match=r"does not capture .item\(\) yet"):
         cfg.capture_scalar_outputs = True
+    assert cfg.capture_scalar_outputs is True
+    cfg.capture_scalar_outputs = False
+    cfg.inline_inbuilt_nn_modules = True
+    cfg.optimize_ddp = False
+    assert cfg.assume_static_by_default is True and cfg.specialize_int is False
+    with pytest.raises(ValueError, match="specialize_int=True is not supported"):
+        cfg.specialize_int = True
+    with pytest.raises(ValueError, match="inline_inbuilt_nn_modules=False is not supported"):
+        cfg.inline_inbuilt_nn_modules = False
     with pytest.raises(AttributeError, match="no knob"):
         cfg.not_a_knob   # noqa: B018
+
+
+@pytest.mark.parametrize("automatic", [True, False])
+def test_automatic_dynamic_shapes_switch(monkeypatch, automatic):
+    monkeypatch.setattr(dynamo.config, "automatic_dynamic_shapes", dynamo.config.automatic_dynamic_shapes)
+    ember._dynamo.config.automatic_dynamic_shapes = automatic
+    assert dynamo.config.automatic_dynamic_shapes is automatic
+    cnt = CountingBackend()
+    cf = ember.compile(lambda t: t.sin() * 2, backend=cnt)
+    for n in (3, 4, 5, 6):
+        x = random_tensor(_rng, n)
+        assert ember.allclose(cf(x), x.sin() * 2)
+    # automatic: the second size makes the dim symbolic, the later sizes reuse that entry
+    assert cnt.frame_count == (2 if automatic else 4)
 
 
 def test_cache_size_limit_takes_effect(monkeypatch):
