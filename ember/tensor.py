@@ -358,10 +358,18 @@ class Tensor:
         return arr if dtype is None else arr.astype(dtype)
 
     def __float__(self):
-        return float(self.item())
+        v = self.item()
+        if type(v) is complex:
+            _complex_to_real(v, "double")
+            v = v.real
+        return float(v)
 
     def __int__(self):
-        return int(self.item())
+        v = self.item()
+        if type(v) is complex:
+            _complex_to_real(v, "int64_t")
+            v = v.real
+        return int(v)
 
     def __index__(self):
         if self.dtype.is_floating_point or self.dtype is _t.bool_ or self._data.size != 1:
@@ -786,6 +794,13 @@ def _alias(t):
     base = t._base
     out._base = base if base is not None else t
     return out
+
+
+def _complex_to_real(v, cname):
+    """torch's checked conversion of a complex element to a real Python number: only a zero
+    imaginary part converts."""
+    if v.imag != 0:
+        raise RuntimeError(f"value cannot be converted to type {cname} without overflow")
 
 
 def _no_data(what):

@@ -733,15 +733,28 @@ def _geometry(t):
     return (tuple(t._data.shape), t.stride(), t.storage_offset())
 
 
+def _real_geometry(geom):
+    """The geometry of ``view_as_real`` of a complex tensor of geometry ``geom``, in its floats."""
+    shape, stride, off = geom
+    return (tuple(shape) + (2,), tuple(2 * s for s in stride) + (1,), 2 * off)
+
+
+def _views_parts(base, view):
+    """``view`` is a real view (``.real``/``.imag``/``view_as_real``) of a complex ``base``: its
+    geometry counts floats, so the base's gradient is handled as ``view_as_real`` of it."""
+    return base.dtype.is_complex and not view.dtype.is_complex
+
+
 class CopySlices(Node):
     """Backward of writing into a view of ``base``: the view's region of the
     incoming gradient goes to the written value, the rest to the old base."""
 
-    __slots__ = ("base_geom", "view_geom")
+    __slots__ = ("base_geom", "view_geom", "parts")
 
     def __init__(self, base, view):
         super().__init__()
-        self.base_geom = _geometry(base)
+        self.parts = _views_parts(base, view)
+        self.base_geom = _real_geometry(_geometry(base)) if self.parts else _geometry(base)
         self.view_geom = _geometry(view)
 
     def apply(self, grads):
@@ -749,10 +762,12 @@ class CopySlices(Node):
         g = grads[0]
         if g is None:
             return [None, None]
-        bsize, bstride, boff = self.base_geom
-        vsize, vstride, voff = self.view_geom
+        if self.parts:
+            g = api.view_as_real(g.contiguous())
         g_value = api._as_strided_from_geometry(g, self.base_geom, self.view_geom)
         g_base = api._as_strided_zero_region(g, self.base_geom, self.view_geom)
+        if self.parts:
+            g_base = api.view_as_complex(g_base.contiguous())
         return [g_base, g_value]
 
 
@@ -760,11 +775,12 @@ class AsStridedViewNode(Node):
     """Backward of a view whose base was modified in place since it was made:
     the gradient is scattered into the base's geometry (AsStridedBackward0)."""
 
-    __slots__ = ("base_geom", "view_geom")
+    __slots__ = ("base_geom", "view_geom", "parts")
 
     def __init__(self, base, view):
         super().__init__()
-        self.base_geom = _geometry(base)
+        self.parts = _views_parts(base, view)
+        self.base_geom = _real_geometry(_geometry(base)) if self.parts else _geometry(base)
         self.view_geom = _geometry(view)
 
     def apply(self, grads):
@@ -772,7 +788,8 @@ class AsStridedViewNode(Node):
         g = grads[0]
         if g is None:
             return [None]
-        return [api._as_strided_scatter_grad(g, self.base_geom, self.view_geom)]
+        r = api._as_strided_scatter_grad(g, self.base_geom, self.view_geom)
+        return [api.view_as_complex(r.contiguous()) if self.parts else r]
 
 
 def refresh_view_grad_fn(t):

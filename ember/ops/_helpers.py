@@ -25,7 +25,7 @@ def np_finfo(dt):
     import ml_dtypes
     return ml_dtypes.finfo(dt)
 
-_SCALAR_TYPES = (bool, int, float, np.bool_, np.integer, np.floating)
+_SCALAR_TYPES = (bool, int, float, complex, np.bool_, np.integer, np.floating, np.complexfloating)
 
 
 def is_scalar(x):

@@ -337,6 +337,8 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start
+    if dtype is not None and _t.as_dtype(dtype).is_complex:
+        raise NotImplementedError(f'"arange_cpu" not implemented for \'{_t.as_dtype(dtype).legacy_name}\'')
     if _symbolic(start) or _symbolic(end) or _symbolic(step):
         return _arange_symbolic(start, end, step, dtype, device, requires_grad)
     if step == 0:
@@ -364,13 +366,13 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False,
         raise RuntimeError("number of steps must be non-negative")
     dt = _dt(dtype)
     if steps == 1:
-        arr = np.array([start], dtype=np.float64)
+        arr = np.array([start], dtype=np.complex128 if isinstance(start, complex) else np.float64)
     else:
         step = (end - start) / (steps - 1)
-        i = np.arange(steps, dtype=np.float64)
+        i = np.arange(steps, dtype=np.complex128 if isinstance(step, complex) else np.float64)
         half = steps // 2
         arr = np.where(i < half, start + step * i, end - step * (steps - 1 - i))
-    if not dt.is_floating_point:
+    if dt.category < 2:
         arr = np.trunc(arr)
     return _finish(tensor(arr.astype(dt.np), dtype=dt, device=device), requires_grad)
 

@@ -53,6 +53,9 @@ def _edtype(dt):
 
 def _check_float(name, dt, what="input"):
     dt = _edtype(dt)
+    if dt.is_complex:
+        raise RuntimeError(f"{name}: complex tensors are not supported by ember's linear algebra (got "
+                           f"{dt.legacy_name}); ember.linalg is real-only")
     if not dt.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as {what}. "
                            f"Got {dt.legacy_name}")

@@ -213,11 +213,13 @@ def chain_matmul(*matrices, out=None):
 
 @_export
 def adjoint(input):
-    """The conjugate transpose of the last two dims (a view; ember is real, so ``mT``)."""
+    """The conjugate transpose of the last two dims (a view of a real tensor; a complex one is
+    conjugated, which ember materialises)."""
     if input.ndim < 2:
         raise RuntimeError(f"tensor.adjoint() is only supported on matrices or batches of matrices. "
                            f"Got {input.ndim}-D tensor.")
-    return input.transpose(-2, -1)
+    out = input.transpose(-2, -1)
+    return api.conj(out) if input.dtype.is_complex else out
 
 
 # ---------------------------------------------------------------------- matrix_exp

@@ -258,6 +258,8 @@ def _dims_arg(dim):
 @_export(method=True)
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """``sum`` treating NaN as zero (its gradient is 0 there)."""
+    if input.dtype.is_complex:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     x = api.where(api.isnan(input), 0, input) if input.dtype.is_floating_point else input
     d = _dims_arg(dim)
     if d is None:
@@ -268,6 +270,8 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
 @_export(method=True)
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """``mean`` over the non-NaN elements (NaN where all are NaN)."""
+    if input.dtype.is_complex:
+        raise RuntimeError("nansum on CPU does not support complex inputs")
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"nanmean(): expected input to have floating point or complex dtype but got "
                            f"{input.dtype.legacy_name}")
@@ -425,8 +429,8 @@ def tensordot(a, b, dims=2, out=None):
 
 @defcomposite("vdot(Tensor self, Tensor other) -> Tensor")
 def vdot(self, other):
-    """Dot product of two 1-d tensors (no conjugation: ember has no complex dtypes)."""
-    return api.dot(self, other)
+    """Dot product of two 1-d tensors, the first one conjugated."""
+    return api.dot(api.conj(self) if self.dtype.is_complex else self, other)
 
 
 @defcomposite("dist(Tensor self, Tensor other, Scalar p=2) -> Tensor")

@@ -34,7 +34,7 @@ from .registry import defcomposite, defop as _defop
 
 PW = ("pointwise",)
 ND = PW + ("nondifferentiable",)
-_SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+_SCALARS = (bool, int, float, complex, np.bool_, np.integer, np.floating, np.complexfloating)
 _HALF = (_t.float16, _t.bfloat16)
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -447,6 +447,8 @@ def div(xp, a, b, rounding_mode=None):
         cdt = _comp(dt)
         with np.errstate(all="ignore"):
             return _out(xp, xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+    if dt.is_complex:
+        raise _not_impl(f"div_{rounding_mode}_cpu", dt)
     if rounding_mode == "floor":
         return _out(xp, _floor_div(xp, a, b, dt, "div_floor_cpu"), dt)
     if dt is _t.bool_:
@@ -628,12 +630,12 @@ def _pow_bw(ctx, g):
         out = a ** b
         if _is_scalar(a):
             if a == 0:
-                gb = grad_for(api.where(b >= 0, 0.0, g * out * float("-inf")), b)
+                gb = grad_for(api.where(api.real(b) >= 0, 0.0, g * out * float("-inf")), b)
             else:
                 la = math.log(a) if a > 0 else float("nan")
                 gb = grad_for(g * out * la, b)
         else:
-            gb = grad_for(api.where((a == 0) & (b >= 0), 0.0, g * out * api.log(a)), b)
+            gb = grad_for(api.where((a == 0) & (api.real(b) >= 0), 0.0, g * out * api.log(a)), b)
     return ga, gb
 
 
@@ -803,7 +805,9 @@ def abs(xp, a):
 
 @abs.derivative
 def _abs_bw(ctx, g):
-    return (g * api.sign(ctx.args[0]),)
+    z = ctx.args[0]
+    # complex: d|z| is torch's grad * z / |z| (0 at 0), i.e. grad * sgn(z)
+    return (g * (api.sgn(z) if z.dtype.is_complex else api.sign(z)),)
 
 
 @defop("sign(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
@@ -1054,7 +1058,7 @@ def lerp(xp, a, e, w):
         if not _is_scalar(v) and v.dtype != a.dtype:
             raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
                                f"{_TORCH_NAMES.get(_dt(v).name, _dt(v).name)}")
-    if not dt.is_floating_point:
+    if dt.category < 2:
         raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
     cdt = _comp(dt)
     a_, e_ = _arr(xp, a, cdt), _arr(xp, e, cdt)
@@ -1167,6 +1171,10 @@ def nan_to_num(xp, a, nan=0.0, posinf=None, neginf=None):
     dt = _dt(a)
     if dt.category < 2:
         return a.copy()
+    if dt.is_complex:     # each part on its own, as torch
+        r = nan_to_num.kernel(xp, xp.ascontiguousarray(a.real), nan, posinf, neginf)
+        i = nan_to_num.kernel(xp, xp.ascontiguousarray(a.imag), nan, posinf, neginf)
+        return _out(xp, r + 1j * i, dt)
     fi = _finfo(dt)
     x = a.astype(_comp(dt).np, copy=False)
     big = float(fi.max)
@@ -1451,7 +1459,7 @@ _silu_check = _float_act("silu", "silu_cpu")
 
 @defop("silu(Tensor self) -> Tensor", tags=PW, inplace=True, method=False)
 def silu(xp, a):
-    dt = _silu_check(a)
+    dt = _dt(a) if a.dtype.kind == "c" else _silu_check(a)
     x = a.astype(_comp(dt).np, copy=False)
     with np.errstate(all="ignore"):
         return _out(xp, x / (1 + xp.exp(-x)), dt)
@@ -1460,6 +1468,8 @@ def silu(xp, a):
 @silu.derivative
 def _silu_bw(ctx, g):
     x = ctx.args[0]
+    if x.dtype.is_complex:
+        raise RuntimeError("silu does not support automatic differentiation for outputs with complex dtype.")
     s = api.sigmoid(x)
     return (g * s * (1 + x * (1 - s)),)
 

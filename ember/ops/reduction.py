@@ -243,7 +243,7 @@ def _sum_bw(ctx, g):
        tags=RED, save=(), grad_fn_name=lambda a: "MeanBackward0" if a[1] is None else "MeanBackward1")
 def mean(xp, a, dim=None, keepdim=False, dtype=None):
     dt = _dt(a) if dtype is None else _t.as_dtype(dtype)
-    if not dt.is_floating_point:
+    if dt.category < 2:
         raise RuntimeError(f"mean(): could not infer output dtype. Input dtype must be either a floating "
                            f"point or complex dtype. Got: {dt.legacy_name}")
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
@@ -556,6 +556,21 @@ def _std_mean_bw(ctx, grads):
     return (out,)
 
 
+def _complex_var(name, z, dim, correction, keepdim):
+    """var/std(_mean) of a complex tensor, as torch: the variance is E|z - mean|^2, the sum of
+    the real and imaginary parts' variances (a real result); the mean stays complex. Built from
+    the parts' views, so autograd flows back into ``z``."""
+    from . import api as _api
+    v = var.__wrapped_op__.binding(_api.real(z), dim, correction=correction, keepdim=keepdim) + \
+        var.__wrapped_op__.binding(_api.imag(z), dim, correction=correction, keepdim=keepdim)
+    r = v.sqrt() if name.startswith("std") else v
+    if name.endswith("_mean"):
+        m = z.mean(dim, keepdim) if dim is not None else (z.mean(list(range(z.ndim)), keepdim) if keepdim
+                                                         else z.mean())
+        return r, m
+    return r
+
+
 def _var_entry(name, op):
     def entry(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
         kw = {k: v for k, v in (("unbiased", unbiased), ("keepdim", keepdim), ("correction", correction))
@@ -577,6 +592,8 @@ def _var_entry(name, op):
             dim = [dim]
         elif dim is not None:
             dim = list(dim)
+        if isinstance(input, Tensor) and input.dtype.is_complex:
+            return _complex_var(name, input, dim, correction, keepdim)
         return op.binding(input, dim, correction=correction, keepdim=keepdim)
     entry.__name__ = entry.__qualname__ = name
     entry.__module__ = "ember"
@@ -586,6 +603,7 @@ def _var_entry(name, op):
 
 
 var = _var_entry("var", _var)
+var.__wrapped_op__ = _var
 std = _var_entry("std", _std)
 var_mean = _var_entry("var_mean", _var_mean)
 std_mean = _var_entry("std_mean", _std_mean)
@@ -670,6 +688,8 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         dim = [dim]
     elif dim is not None:
         dim = list(dim)
+    if isinstance(input, Tensor) and input.dtype.is_complex:
+        input = input.abs()      # a complex tensor's norms are its moduli's (torch)
     if isinstance(p, str):
         if p == "fro":
             if dim is not None and len(dim) > 2:

@@ -49,7 +49,7 @@ _new = object.__new__
 OPS: dict[str, "OpDef"] = {}
 
 _REQUIRED = object()
-_SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
+_SCALARS = (int, float, bool, complex, np.integer, np.floating, np.bool_, np.complexfloating)
 
 # Argument kinds.
 K_TENSOR, K_TENSOR_OR_SCALAR, K_TENSOR_LIST, K_OTHER = range(4)
