@@ -43,3 +43,17 @@ class RecompileLimitExceeded(Warning):
 class AliasedDynamicView(Exception):
     """An input shares memory with a view input that was given symbolic sizes (and so traced as
     memory of its own): the frame is traced again with view inputs kept static."""
+
+
+class ObservedException(Unsupported):
+    """An exception the traced program raises by Python semantics known while tracing (a
+    ``raise`` statement, a dict/list/attribute miss, a failing conversion of constants).
+
+    The translator unwinds to the handler the frame's exception table names (inlined callers'
+    too), exactly as CPython would; one that no traced frame handles is an ``Unsupported`` like
+    any other (graph break / the frame runs eagerly, where the program raises it for real).
+    ``exc`` is the ``ExceptionVariable`` raised."""
+
+    def __init__(self, exc, msg=None):
+        super().__init__(msg or f"{exc.describe()} (the program raises)")
+        self.exc = exc

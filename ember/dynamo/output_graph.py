@@ -456,9 +456,11 @@ class OutputGraph:
                 name = self._memo[("entry", expr)] = f"__s{len(self._entry_reads)}"
                 self._entry_reads.append(f"{name} = {expr}")
             return name
+        from .variables.exceptions import ExceptionVariable
         from .variables.objects import NewObjectVariable
         from .variables.sets import SetVariable
-        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable, SetVariable)) and vt.source is None:
+        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable, SetVariable, ExceptionVariable)) \
+                and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
                 expr = vt.reconstruct(self)

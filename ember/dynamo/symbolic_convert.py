@@ -27,7 +27,7 @@ import sys
 import types
 
 from . import config
-from .exc import Unsupported
+from .exc import ObservedException, Unsupported
 from .source import BuiltinSource, ClosureSource, FuncSource, GlobalSource, LocalSource
 from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVariable, IteratorVariable,
                         ListVariable, NestedFunctionVariable, NullVariable, TensorVariable, TupleVariable,
@@ -134,6 +134,13 @@ class InstructionTranslator:
         self.index = {inst.offset: i for i, inst in enumerate(self.instructions)}
         self.try_offsets = _user_handler_offsets(code, self.instructions, self.index)
         self.covered_offsets = _covered_offsets(code)
+        self.exc_table = _exception_table(code)
+        # exceptions raised while tracing (variables/exceptions.py): the one being handled
+        # (``sys.exc_info()``, kept on the root: it spans inlined calls), and on the root the
+        # instruction indexes where the exceptions its own open handlers handle surfaced in it
+        self.cur_exc = None
+        self.handling = []
+        self.entered_from = None
         self.ip = 0
         self.kw_names = None
         self.done = False
@@ -179,15 +186,60 @@ class InstructionTranslator:
                 handler(inst)
                 if self.paused:           # a generator stepped by a with-block stops at its yield
                     return self.result
+            except ObservedException as e:
+                if self.depth == 0 and e.exc.surfaced is None:
+                    e.exc.surfaced = self.ip - 1
+                if self.unwind(e, inst):
+                    continue
+                if e.where is None:
+                    e.where = self.where()
+                if self.depth == 0:
+                    self._root_break_index(e, inst)
+                raise
             except Unsupported as e:
                 if e.where is None:
                     e.where = self.where()
-                if self.depth == 0 and e.break_index is None and inst.opname in BREAKABLE:
-                    e.break_index = self.ip - 1
+                if self.depth == 0:
+                    self._root_break_index(e, inst)
                 raise
             except RecursionError:
                 raise Unsupported("recursion too deep while tracing")
         return self.result
+
+    def _root_break_index(self, e, inst):
+        """Where the root frame breaks for ``e``: at the failing instruction if a break can be
+        made there, but inside a handler entered for an exception raised while tracing (or for
+        an exception no frame handles) at the instruction where that exception first reached
+        the root frame (its call then runs eagerly, under the frame's handler: the handler
+        state -- ``sys.exc_info()``, a bare ``raise`` -- is not rebuilt in a resume function)."""
+        if e.no_break:
+            return
+        origin = self.handling[0] if self.handling else None
+        if origin is None and isinstance(e, ObservedException):
+            origin = e.exc.surfaced
+        if origin is not None:
+            e.break_index = origin if self.instructions[origin].opname in BREAKABLE else None
+        elif e.break_index is None and inst.opname in BREAKABLE:
+            e.break_index = self.ip - 1
+
+    def unwind(self, e, inst):
+        """Jump to the handler of this frame's exception table covering ``inst`` for the observed
+        exception ``e``, as CPython does: pop the stack to the entry's depth, push the offset
+        of the instruction if the entry says so, push the exception. False if none covers it."""
+        entry = _handler_for(self.exc_table, inst.offset)
+        if entry is None:
+            return False
+        target_i = self.index.get(entry.target)
+        if target_i is None or len(self.stack) < entry.depth:
+            raise Unsupported("exception table of the frame not understood")
+        del self.stack[entry.depth:]
+        self.kw_names = None
+        if entry.lasti:
+            self.push(ConstantVariable(inst.offset))
+        self.push(e.exc)
+        self.ip = target_i
+        self.entered_from = e.exc.surfaced if self.depth == 0 else None
+        return True
 
     def push(self, v):
         self.stack.append(v)
@@ -237,7 +289,15 @@ class InstructionTranslator:
 
     def inline_call(self, fn, args, kwargs):
         sub = self.callee(fn, args, kwargs)
-        result = sub.run()
+        if sub.yielded is not None:
+            try:
+                result = sub.run()
+            except ObservedException as e:
+                # the generator runs to its end at once: an exception it raises would surface
+                # here, before the items already produced were used, not where eager raises it
+                raise Unsupported(f"a generator raises {e.exc.describe()} while it is materialised")
+        else:
+            result = sub.run()
         if sub.yielded is not None:
             # A generator is run to completion at once: its items are trackers of pure graph ops
             # or constants, so producing them early cannot change what the program computes.
@@ -263,6 +323,9 @@ class InstructionTranslator:
         raise Unsupported(f"NameError: name {name!r} is not defined")
 
     def getitem(self, obj, key):
+        from .variables.dict_objects import DictObjectVariable
+        if isinstance(obj, DictObjectVariable):
+            return obj.getitem(self, key)
         if isinstance(obj, TensorVariable):
             _check_index(key)
             return self.output.call_function(operator.getitem, [obj, key], {})
@@ -276,7 +339,8 @@ class InstructionTranslator:
             try:
                 return ConstantVariable(obj.as_python_constant()[key.as_python_constant()])
             except Exception as e:
-                raise Unsupported(f"indexing raised {type(e).__name__}: {e}")
+                from .variables.exceptions import raise_from_real
+                raise_from_real(self, e, f"indexing raised {type(e).__name__}: {e}")
         raise Unsupported(f"indexing {obj}")
 
     def setitem(self, obj, key, value):
@@ -286,6 +350,10 @@ class InstructionTranslator:
             return
         if isinstance(obj, (ListVariable, DictVariable)):
             obj.call_method(self, "__setitem__", [key, value], {})
+            return
+        from .variables.dict_objects import DictObjectVariable
+        if isinstance(obj, DictObjectVariable):
+            obj.setitem(self, key, value)
             return
         raise Unsupported(f"item assignment on {obj}")
 
@@ -492,7 +560,14 @@ class InstructionTranslator:
         value = self.pop()
         name = inst.argval
         if isinstance(obj, NewObjectVariable):
-            obj.set_attr(name, value)       # an object made in the frame: no side effect to replay
+            if hasattr(obj, "store_attr"):
+                obj.store_attr(self, name, value)     # (a user __setattr__ is inlined)
+            else:
+                obj.set_attr(name, value)       # an object made in the frame: no side effect to replay
+            return
+        from .variables.exceptions import ExceptionVariable
+        if isinstance(obj, ExceptionVariable) and obj.source is None:
+            obj.set_attr(self, name, value)
             return
         if isinstance(obj, NNModuleVariable):
             target = obj.module
@@ -555,7 +630,10 @@ class InstructionTranslator:
     def CONTAINS_OP(self, inst):
         container = self.pop()
         item = self.pop()
-        if isinstance(container, (DictVariable, SetVariable, EnvironVariable)):
+        from .variables.dict_objects import DictObjectVariable
+        if isinstance(container, DictObjectVariable):
+            r = container.contains(self, item)
+        elif isinstance(container, (DictVariable, SetVariable, EnvironVariable)):
             r = container.call_method(self, "__contains__", [item], {}).value
         elif isinstance(container, (BaseListVariable, IteratorVariable)) or (
                 container.is_python_constant() and not isinstance(container, TensorVariable)):
@@ -606,6 +684,16 @@ class InstructionTranslator:
             self.UNARY_POSITIVE(inst)
         elif name == "INTRINSIC_LIST_TO_TUPLE":
             self.push(TupleVariable(self.pop().unpack(self)))
+        elif name == "INTRINSIC_STOPITERATION_ERROR":
+            # a generator's StopIteration becomes RuntimeError (PEP 479)
+            from .variables.exceptions import ExceptionVariable
+            exc = self.pop()
+            if isinstance(exc, ExceptionVariable) and issubclass(exc.exc_type, StopIteration):
+                new = ExceptionVariable(RuntimeError, [ConstantVariable("generator raised StopIteration")])
+                new.cause = new.context = exc
+                new.suppress_context = True
+                exc = new
+            self.push(exc)
         else:
             raise Unsupported(f"CALL_INTRINSIC_1 {name}")
 
@@ -627,8 +715,11 @@ class InstructionTranslator:
     def DELETE_SUBSCR(self, inst):
         key = self.pop()
         obj = self.pop()
+        from .variables.dict_objects import DictObjectVariable
         if isinstance(obj, (ListVariable, DictVariable)):
             obj.call_method(self, "__delitem__", [key], {})
+        elif isinstance(obj, DictObjectVariable):
+            obj.delitem(self, key)
         else:
             raise Unsupported(f"del on {obj}")
 
@@ -718,15 +809,19 @@ class InstructionTranslator:
         d = self.peek(inst.arg)
         d.call_method(self, "__setitem__", [k, v], {})
 
+    def _mapping(self, v):
+        from .variables.dict_objects import DictObjectVariable
+        return v.as_dict_variable(self) if isinstance(v, DictObjectVariable) else v
+
     def DICT_UPDATE(self, inst):
-        v = self.pop()
+        v = self._mapping(self.pop())
         d = self._building(inst.arg)
         if not isinstance(v, DictVariable):
             raise Unsupported("dict update from a non-dict")
         d.items.update(v.items)
 
     def DICT_MERGE(self, inst):
-        v = self.pop()
+        v = self._mapping(self.pop())
         d = self.peek(inst.arg)
         if not isinstance(v, DictVariable):
             raise Unsupported("** of a non-dict")
@@ -737,6 +832,10 @@ class InstructionTranslator:
 
     # ------------------------------------------------------------------ f-strings
     def _format(self, value, conv, spec):
+        from .variables.exceptions import ExceptionVariable
+        if isinstance(value, ExceptionVariable) and (conv in (1, 2) or (conv == 0 and not spec)):
+            value = value.to_str(self, "__repr__" if conv == 2 else "__str__")
+            conv = 0
         if isinstance(value, TensorVariable) or not value.is_python_constant():
             raise Unsupported("formatting a non-constant value (e.g. a tensor) into a string")
         v = _specialize(value.as_python_constant())
@@ -895,6 +994,7 @@ class InstructionTranslator:
             args = [self_] + args
         kwargs = {}
         if kwargs_v is not None:
+            kwargs_v = self._mapping(kwargs_v)
             if not isinstance(kwargs_v, DictVariable):
                 raise Unsupported("** of a non-dict")
             kwargs = dict(kwargs_v.items)
@@ -927,12 +1027,82 @@ class InstructionTranslator:
             fn.defaults = _as_tuple(self, attr)
         self.push(fn)
 
-    # ------------------------------------------------------------------ unsupported with reasons
+    # ------------------------------------------------------------------ exceptions
+    def _exception_instance(self, v):
+        """What ``raise v`` raises: an exception instance, or a class called with no arguments."""
+        from .variables.exceptions import ExceptionVariable
+        if isinstance(v, ExceptionVariable):
+            return v
+        if v.is_python_constant() and not isinstance(v, TensorVariable):
+            c = v.as_python_constant()
+            if isinstance(c, type) and issubclass(c, BaseException):
+                res = self.call(v, [], {})
+                if isinstance(res, ExceptionVariable):
+                    return res
+        raise Unsupported(f"raise of {v}, which is not an exception made while tracing")
+
     def RAISE_VARARGS(self, inst):
-        raise Unsupported("raise statement reached while tracing")
+        from .variables.exceptions import raise_exception
+        if inst.arg == 0:
+            cur = self.root.cur_exc
+            if cur is None:
+                # the handled exception of the caller (outside the frame) is not known here
+                raise Unsupported("bare raise with no exception being handled in the traced code")
+            raise ObservedException(cur, f"raise statement reached while tracing: {cur.describe()} (the program "
+                                         f"raises)")
+        if inst.arg == 1:
+            raise_exception(self, self._exception_instance(self.pop()), statement=True)
+        cause = self.pop()
+        exc = self._exception_instance(self.pop())
+        if not _is_none(cause):
+            cause = self._exception_instance(cause)
+        else:
+            cause = None
+        raise_exception(self, exc, cause, has_cause=True, statement=True)
 
     def LOAD_ASSERTION_ERROR(self, inst):
-        raise Unsupported("assertion fails while tracing")
+        from .variables.objects import ClassVariable
+        self.push(ClassVariable(AssertionError))
+
+    def PUSH_EXC_INFO(self, inst):
+        exc = self.pop()
+        root = self.root
+        self.push(root.cur_exc if root.cur_exc is not None else ConstantVariable(None))
+        self.push(exc)
+        root.cur_exc = exc
+        if self.depth == 0:
+            self.handling.append(self.entered_from)
+
+    def POP_EXCEPT(self, inst):
+        prev = self.pop()
+        self.root.cur_exc = None if _is_none(prev) else prev
+        if self.depth == 0 and self.handling:
+            self.handling.pop()
+
+    def CHECK_EXC_MATCH(self, inst):
+        from .variables.exceptions import ExceptionVariable, exception_match
+        match = self.pop()
+        exc = self.peek()
+        if not isinstance(exc, ExceptionVariable) or not match.is_python_constant():
+            raise Unsupported(f"except clause matching {match} against {exc}")
+        self.push(ConstantVariable(exception_match(exc.exc_type, match.as_python_constant())))
+
+    def RERAISE(self, inst):
+        from .variables.exceptions import ExceptionVariable
+        exc = self.pop()
+        if not isinstance(exc, ExceptionVariable):
+            raise Unsupported(f"re-raise of {exc}")
+        raise ObservedException(exc)
+
+    def WITH_EXCEPT_START(self, inst):
+        """An exception leaves a ``with`` block: call its exit with the exception (stack: exit,
+        lasti, previous exception, exception)."""
+        from .variables.exceptions import ExceptionVariable
+        exc = self.peek(1)
+        exit_v = self.peek(4)
+        if not isinstance(exc, ExceptionVariable) or not hasattr(exit_v, "exit_with"):
+            raise Unsupported(f"an exception raised while tracing leaves a with block over {exit_v}")
+        self.push(exit_v.exit_with(self, exc))
 
     def BEFORE_WITH(self, inst):
         from .variables.ctx import AutocastVariable, GradModeVariable, NullContextVariable
@@ -985,13 +1155,30 @@ class InstructionTranslator:
             full = full.partition(".")[0]
         mod = sys.modules.get(full)
         if mod is None:
+            _raise_if_not_found(self, full)
             raise Unsupported(f"import of {full}, which is not imported yet (importing is a side effect)")
         trusted = full == "ember" or full.startswith("ember.")
         src = _ObjSource(self.output.obj_ref(mod))
         self.push(PythonModuleVariable(mod, src, trusted=trusted))
 
     def IMPORT_FROM(self, inst):
-        self.push(self.peek().var_getattr(self, inst.argval))
+        from .variables.objects import PythonModuleVariable
+        mod = self.peek()
+        name = inst.argval
+        if isinstance(mod, PythonModuleVariable) and not hasattr(mod.module, name):
+            # ``from pkg import name``: an attribute, else the submodule pkg.name if imported
+            full = f"{mod.module.__name__}.{name}"
+            sub = sys.modules.get(full)
+            if sub is not None:
+                self.push(PythonModuleVariable(sub, _ObjSource(self.output.obj_ref(sub)),
+                                               trusted=full.startswith("ember.")))
+                return
+            where = getattr(mod.module, "__file__", None) or "unknown location"
+            _raise_if_not_found(self, full, f"cannot import name {name!r} from {mod.module.__name__!r} ({where})",
+                                mod.module.__name__, getattr(mod.module, "__file__", None))
+            raise Unsupported(f"from {mod.module.__name__} import {name}: the submodule is not imported yet "
+                              f"(importing is a side effect)")
+        self.push(mod.var_getattr(self, name))
 
     def STORE_GLOBAL(self, inst):
         """``global x; x = value``: recorded and replayed after the graph."""
@@ -1017,6 +1204,51 @@ class InstructionTranslator:
                 self.push(attr)
         else:
             self.push(attr)
+
+
+def _raise_if_not_found(tx, full, msg=None, parent=None, path=None):
+    """``import full`` of a module that is not imported: if no finder can find it, the import
+    raises ModuleNotFoundError (raised into the trace, so ``try: import x / except
+    ImportError:`` needs no break). Looking it up has no effect on the program (its parent
+    packages must be imported already: finding ``a.b`` imports ``a``). The compiled code
+    is guarded on the name still not being in ``sys.modules``; a module installed on disk
+    later in the process (a finder now finding it) is not noticed, as with any import made
+    while tracing."""
+    import importlib.util
+    parts = full.split(".")
+    for i in range(1, len(parts)):
+        parent = ".".join(parts[:i])
+        if parent not in sys.modules:
+            return            # finding the child would import the parent: a real side effect
+    try:
+        spec = importlib.util.find_spec(full)
+    except (ImportError, ValueError, AttributeError):
+        return
+    if spec is not None:
+        return
+    g = tx.output.guards
+    g.add(f"{full!r} not in {g.ref(sys.modules)}", f"module {full} is not imported")
+    from .variables.exceptions import raise_observed
+    if msg is not None:
+        raise_observed(tx, ImportError, msg, name=parent, path=path)
+    raise_observed(tx, ModuleNotFoundError, f"No module named {full!r}", name=full)
+
+
+def _exception_table(code):
+    try:
+        return dis._parse_exception_table(code)
+    except Exception:   # noqa: BLE001
+        return None
+
+
+def _handler_for(table, offset):
+    """The exception-table entry covering ``offset`` (entries do not overlap), or None."""
+    if table is None:
+        raise Unsupported("exception table of the frame not readable")
+    for e in table:
+        if e.start <= offset < e.end:
+            return e
+    return None
 
 
 class _ObjSource:
@@ -1068,6 +1300,11 @@ def _is(a, b):
         return a.node is b.node
     if a is b:
         return True
+    from .variables.exceptions import ExceptionVariable
+    from .variables.objects import NewObjectVariable
+    if isinstance(a, (NewObjectVariable, ExceptionVariable, ListVariable, DictVariable, SetVariable)) or \
+            isinstance(b, (NewObjectVariable, ExceptionVariable, ListVariable, DictVariable, SetVariable)):
+        return False       # one tracker per object (made in the frame, or an outside container)
     for attr in ("module", "obj", "fn", "cls"):
         if hasattr(a, attr) and hasattr(b, attr):
             return getattr(a, attr) is getattr(b, attr)

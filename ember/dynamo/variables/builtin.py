@@ -9,7 +9,7 @@ import operator
 import os
 import warnings
 
-from ..exc import Unsupported, graph_break
+from ..exc import ObservedException, Unsupported, graph_break
 from .base import VariableTracker
 from .constant import ConstantVariable, fold_binary
 from .environ import getenv_call
@@ -42,7 +42,7 @@ def binary_op(tx, op, a, b):
         raise Unsupported(f"operator {op.__name__} on {a} and {b}")
     if a.is_python_constant() and b.is_python_constant() and not isinstance(a, BaseListVariable) \
             and not isinstance(b, BaseListVariable) and not isinstance(a, DictVariable):
-        return fold_binary(op, a.as_python_constant(), b.as_python_constant())
+        return fold_binary(op, a.as_python_constant(), b.as_python_constant(), tx)
     base = INPLACE.get(op, op)
     # a constant tuple/list beside a container of trackers (``all_hidden = () ; all_hidden +
     # (x,)``): the constant's items as trackers, so the container rules below apply
@@ -195,7 +195,8 @@ def _fold(fn):
         try:
             res = fn(*_consts(args, fn in _SYMBOLIC_SAFE), **{k: v.as_python_constant() for k, v in kwargs.items()})
         except Exception as e:
-            raise Unsupported(f"{fn.__name__}() raised {type(e).__name__}: {e}")
+            from .exceptions import raise_from_real
+            raise_from_real(tx, e, f"{fn.__name__}() raised {type(e).__name__}: {e}")
         from .builder import wrap_constant_result
         return wrap_constant_result(res)
     return h
@@ -271,9 +272,12 @@ def _tuple(tx, args, kwargs):
 
 
 def _dict(tx, args, kwargs):
+    from .dict_objects import DictObjectVariable
     items = {}
     if args:
         a = args[0]
+        if isinstance(a, DictObjectVariable):
+            a = a.as_dict_variable(tx)
         if isinstance(a, DictVariable):
             items.update(a.items)
         else:
@@ -337,6 +341,10 @@ def _getattr(tx, args, kwargs):
     if len(args) == 3:
         try:
             return obj.var_getattr(tx, name)
+        except ObservedException as e:
+            if issubclass(e.exc.exc_type, AttributeError):
+                return args[2]          # (the miss is guarded where it was found)
+            raise
         except Unsupported:
             if _hasattr_static(obj, name, tx) is False:
                 return args[2]
@@ -389,14 +397,65 @@ def _hasattr_static(obj, name, tx=None):
         return any(name in d.get(s, {}) for s in ("_parameters", "_buffers", "_modules")) or None
 
 
+def _user_object_has(tx, obj, name):
+    """``hasattr`` on an outside user object, answered without reading the attribute's value (no
+    guard on it, no graph input for a tensor): an instance-dict entry, or a plain class
+    attribute/method, guarded present. None when reading is needed (descriptors, slots,
+    misses -- these go through ``getattr``, which guards a miss)."""
+    import inspect
+    import types
+    from .objects import UserObjectVariable, _static_missing
+    if not isinstance(obj, UserObjectVariable) or obj.source is None:
+        return None
+    target, src = obj.obj, obj.source.expr()
+    cls = type(target)
+    if cls.__getattribute__ is not object.__getattribute__:
+        return None
+    g = tx.output.guards
+    d = getattr(target, "__dict__", None)
+    try:
+        attr = inspect.getattr_static(cls, name)
+    except AttributeError:
+        attr = _NO_OBJECT
+    if attr is not _NO_OBJECT and hasattr(type(attr), "__set__"):
+        return None           # a data descriptor (property, slot) decides
+    if d is not None and name in d:
+        g.add(f"{name!r} in {src}.__dict__", f"{src} has attribute {name}")
+        return True
+    if attr is not _NO_OBJECT and (isinstance(attr, (types.FunctionType, int, float, str, bool, type(None)))):
+        if d is not None:
+            g.add(f"{name!r} not in {src}.__dict__", f"{name} is not an instance attribute")
+        g.add(f"not {g.ref(_static_missing)}(type({src}), {name!r})", f"{cls.__name__} has attribute {name}")
+        return True
+    return None
+
+
 def _hasattr(tx, args, kwargs):
+    """``hasattr``: the attribute read as ``getattr`` would (an AttributeError raised while tracing
+    -- guarded where the miss was found -- is False), else a static lookup."""
+    from .objects import NewObjectVariable, NNModuleVariable
     obj, name = args[0], args[1].as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.example, name))
-    r = _hasattr_static(obj, name, tx)
-    if r is None:
-        raise Unsupported(f"hasattr on {obj}")
-    return ConstantVariable(r)
+    if isinstance(obj, (NewObjectVariable, NNModuleVariable)):
+        r = _hasattr_static(obj, name, tx)
+        if r is not None:
+            return ConstantVariable(r)
+    r = _user_object_has(tx, obj, name)
+    if r is not None:
+        return ConstantVariable(r)
+    try:
+        obj.var_getattr(tx, name)
+        return ConstantVariable(True)
+    except ObservedException as e:
+        if issubclass(e.exc.exc_type, AttributeError):
+            return ConstantVariable(False)
+        raise
+    except Unsupported:
+        r = _hasattr_static(obj, name, tx)
+        if r is None:
+            raise Unsupported(f"hasattr on {obj}")
+        return ConstantVariable(r)
 
 
 def _iter(tx, args, kwargs):
@@ -413,8 +472,30 @@ def _next(tx, args, kwargs):
     if v is None:
         if len(args) > 1:
             return args[1]
-        raise Unsupported("StopIteration")
+        from .exceptions import raise_observed
+        raise_observed(tx, StopIteration)
     return v
+
+
+def _str_repr(pyfn):
+    def h(tx, args, kwargs):
+        from .exceptions import ExceptionVariable
+        if len(args) == 1 and not kwargs and isinstance(args[0], ExceptionVariable):
+            return args[0].to_str(tx, "__str__" if pyfn is str else "__repr__")
+        return _fold(pyfn)(tx, args, kwargs)
+    return h
+
+
+def _eager_items(h):
+    """A lazy builtin (map, filter, ...) computed at once while tracing: an exception its function
+    raises would surface at the call, not where eager iteration raises it."""
+    def wrapped(tx, args, kwargs):
+        try:
+            return h(tx, args, kwargs)
+        except ObservedException as e:
+            raise Unsupported(f"a function mapped lazily raises {e.exc.describe()} (computed at once while "
+                              f"tracing, it would raise early)")
+    return wrapped
 
 
 def _map(tx, args, kwargs):
@@ -594,22 +675,89 @@ _HANDLERS = {
     len: _len, isinstance: _isinstance, range: _range, enumerate: _enumerate, zip: _zip,
     reversed: _reversed, list: _list, tuple: _tuple, dict: _dict, sorted: _sorted,
     min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
-    int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _fold(str),
+    int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _str_repr(str),
     round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
-    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: print_call, callable: _callable,
+    iter: _iter, next: _next, map: _eager_items(_map), filter: _eager_items(_filter), type: _type, print: print_call, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
-    issubclass: _fold(issubclass), repr: _fold(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
+    issubclass: _fold(issubclass), repr: _str_repr(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
     itertools.product: _regroup(itertools.product), itertools.permutations: _regroup(itertools.permutations, 1),
     itertools.combinations: _regroup(itertools.combinations, 1),
     itertools.combinations_with_replacement: _regroup(itertools.combinations_with_replacement, 1),
     itertools.pairwise: _regroup(itertools.pairwise, 1), itertools.zip_longest: _regroup(itertools.zip_longest),
-    itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat, itertools.accumulate: _accumulate,
-    itertools.starmap: _starmap, itertools.compress: _compress, itertools.takewhile: _while(True),
-    itertools.dropwhile: _while(False),
+    itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat,
+    itertools.accumulate: _eager_items(_accumulate), itertools.starmap: _eager_items(_starmap),
+    itertools.compress: _compress, itertools.takewhile: _eager_items(_while(True)),
+    itertools.dropwhile: _eager_items(_while(False)),
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }
 _HANDLERS[warnings.warn] = warn_call
 _HANDLERS[os.getenv] = getenv_call
+
+
+def _id(tx, args, kwargs):
+    """``id(obj)`` of an object with a stable identity: one read from outside the frame (a
+    tensor input, a module, a user object, a function, a class): a constant, guarded by
+    ``id(<source>) == <value>`` (no reference kept: an object at the same address has that id).
+    Objects made in the frame are new on every call: their id is not known while tracing."""
+    if len(args) != 1 or kwargs:
+        raise Unsupported("id() takes one argument")
+    a = args[0]
+    obj = _NO_OBJECT
+    if a.source is not None:
+        if isinstance(a, TensorVariable):
+            real = tx.output.input_value(a.source)
+            obj = real if real is not None else _NO_OBJECT
+        else:
+            from .functions import UserFunctionVariable
+            from .objects import ClassVariable, EmberFunctionVariable, NNModuleVariable, PythonModuleVariable, \
+                UserObjectVariable
+            holders = {NNModuleVariable: "module", PythonModuleVariable: "module", UserObjectVariable: "obj",
+                       ClassVariable: "cls", UserFunctionVariable: "fn", EmberFunctionVariable: "fn"}
+            attr = holders.get(type(a))
+            if attr is not None:
+                obj = getattr(a, attr)
+    if obj is _NO_OBJECT or isinstance(a, ConstantVariable):
+        raise Unsupported(f"id() of {a} (an object made in the frame, or a constant: its identity is not "
+                          f"known while tracing)")
+    tx.output.guards.add(f"id({a.source.expr()}) == {id(obj)}", f"{a.source.expr()} is the same object")
+    return ConstantVariable(id(obj))
+
+
+_NO_OBJECT = object()
+
+
+def _dataclass_fields(tx, args, kwargs):
+    """``dataclasses.fields(cls_or_obj)``: the class's fields (constants: the class is guarded)."""
+    import dataclasses
+    if len(args) != 1 or kwargs:
+        raise Unsupported("dataclasses.fields() takes one argument")
+    a = args[0]
+    cls = a.as_python_constant() if a.is_python_constant() and isinstance(a.as_python_constant(), type) \
+        else a.python_type()
+    try:
+        fs = dataclasses.fields(cls)
+    except TypeError as e:
+        from .exceptions import raise_observed
+        raise_observed(tx, TypeError, str(e))
+    return TupleVariable([ConstantVariable(f) for f in fs])
+
+
+def _is_dataclass(tx, args, kwargs):
+    import dataclasses
+    a = args[0]
+    if a.is_python_constant() and isinstance(a.as_python_constant(), type):
+        return ConstantVariable(dataclasses.is_dataclass(a.as_python_constant()))
+    return ConstantVariable(dataclasses.is_dataclass(a.python_type()))
+
+
+def _register_dataclass_handlers():
+    import dataclasses
+    _HANDLERS[dataclasses.fields] = _dataclass_fields
+    _HANDLERS[dataclasses.is_dataclass] = _is_dataclass
+    _HANDLERS[id] = _id
+
+
+_register_dataclass_handlers()
 
 
 def _graph_break(tx, args, kwargs):

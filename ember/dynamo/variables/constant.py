@@ -32,8 +32,9 @@ class ConstantVariable(VariableTracker):
     def var_getattr(self, tx, name):
         try:
             attr = getattr(self.value, name)
-        except AttributeError:
-            raise Unsupported(f"constant {type(self.value).__name__} has no attribute {name}")
+        except AttributeError as e:
+            from .exceptions import raise_from_real
+            raise_from_real(tx, e, f"constant {type(self.value).__name__} has no attribute {name}")
         if callable(attr):
             return ConstantMethodVariable(self, name)
         return ConstantVariable(attr)
@@ -97,7 +98,8 @@ class ConstantMethodVariable(VariableTracker):
             res = getattr(v, self.name)(*[a.as_python_constant() for a in args],
                                         **{k: a.as_python_constant() for k, a in kwargs.items()})
         except Exception as e:
-            raise Unsupported(f"{type(v).__name__}.{self.name} raised {type(e).__name__}: {e}")
+            from .exceptions import raise_from_real
+            raise_from_real(tx, e, f"{type(v).__name__}.{self.name} raised {type(e).__name__}: {e}")
         from .builder import wrap_constant_result
         return wrap_constant_result(res)
 
@@ -134,11 +136,12 @@ class UndefinedVariable(VariableTracker):
         return "UNDEFINED"
 
 
-def fold_binary(op, a, b):
+def fold_binary(op, a, b, tx=None):
     try:
         return ConstantVariable(op(a, b))
     except Exception as e:
-        raise Unsupported(f"constant {getattr(op, '__name__', op)} raised {type(e).__name__}: {e}")
+        from .exceptions import raise_from_real
+        raise_from_real(tx, e, f"constant {getattr(op, '__name__', op)} raised {type(e).__name__}: {e}")
 
 
 COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne,

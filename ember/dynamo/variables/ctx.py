@@ -93,6 +93,11 @@ class GradModeExitVariable(VariableTracker):
         self.prev = prev
         self.source = source
 
+    def exit_with(self, tx, exc):
+        """An exception raised while tracing leaves the block: restore, do not suppress."""
+        self.call_function(tx, [], {})
+        return ConstantVariable(False)
+
     def call_function(self, tx, args, kwargs):
         tx.output.call_function(_set_grad_enabled, [ConstantVariable(self.prev)], {}, returns_none=True)
         return ConstantVariable(None)
@@ -144,6 +149,9 @@ class NullContextVariable(VariableTracker):
 class NullExitVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         return ConstantVariable(None)
+
+    def exit_with(self, tx, exc):
+        return ConstantVariable(False)
 
     def reconstruct(self, out):
         raise Unsupported("a contextlib.nullcontext() block open across a graph break")
@@ -223,6 +231,11 @@ class AutocastExitVariable(VariableTracker):
     def __init__(self, prev, source=None):
         self.prev = prev
         self.source = source
+
+    def exit_with(self, tx, exc):
+        """An exception raised while tracing leaves the block: restore, do not suppress."""
+        self.call_function(tx, [], {})
+        return ConstantVariable(False)
 
     def call_function(self, tx, args, kwargs):
         tx.output.call_function(_set_autocast, [ConstantVariable(self.prev)], {}, returns_none=True)

@@ -39,7 +39,8 @@ class BaseListVariable(VariableTracker):
                 return self.clone_with(self.items[k])
             return self.items[k]
         except IndexError:
-            raise Unsupported("list index out of range (the program raises IndexError)")
+            from .exceptions import raise_observed
+            raise_observed(tx, IndexError, f"{self.python_type().__name__} index out of range")
 
     def clone_with(self, items):
         return type(self)(items)
@@ -132,7 +133,8 @@ class ListVariable(BaseListVariable):
             try:
                 return self.items.pop(idx)
             except IndexError:
-                raise Unsupported("pop from empty list (the program raises)")
+                from .exceptions import raise_observed
+                raise_observed(tx, IndexError, "pop from empty list" if not self.items else "pop index out of range")
         if name == "clear":
             self.items.clear()
             return ConstantVariable(None)
@@ -291,7 +293,10 @@ class DictVariable(VariableTracker):
         """``d[k]`` for a key not in the dict: a defaultdict inserts ``default_factory()``."""
         f = self.default_factory
         if self.cls is not _defaultdict() or f is None:
-            raise Unsupported(f"KeyError {k!r} (the program raises)")
+            if not _is_plain_key(k):
+                raise Unsupported(f"KeyError {k!r} (the program raises)")
+            from .exceptions import raise_observed
+            raise_observed(tx, KeyError, k)
         if f is dict:
             v = DictVariable({})
         elif f is list:
@@ -335,7 +340,8 @@ class DictVariable(VariableTracker):
         if name == "__delitem__" and len(args) == 1:
             k = self._key(args[0], tx)
             if k not in self.items:
-                raise Unsupported("KeyError in del")
+                from .exceptions import raise_observed
+                raise_observed(tx, KeyError, k)
             del self.items[k]
             return ConstantVariable(None)
         if name == "update" and len(args) <= 1:
@@ -354,7 +360,8 @@ class DictVariable(VariableTracker):
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
-            raise Unsupported("KeyError in pop")
+            from .exceptions import raise_observed
+            raise_observed(tx, KeyError, k)
         if name == "setdefault" and 1 <= len(args) <= 2:
             k = self._key(args[0], tx)
             if k not in self.items:

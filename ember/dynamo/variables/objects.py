@@ -23,7 +23,7 @@ def _attr_of_instance(tx, obj, source, name, self_var):
     try:
         attr = inspect.getattr_static(type(obj), name)
     except AttributeError:
-        raise Unsupported(f"{type(obj).__name__} object has no attribute {name!r}")
+        _missing_attribute(tx, obj, source, name)
     if source is not None and not isinstance(attr, (int, float, str, bool, type(None))):
         # the class attribute we inline (method/property/...) must still be the one found,
         # and no instance attribute may shadow it
@@ -56,6 +56,41 @@ def _attr_of_instance(tx, obj, source, name, self_var):
 
 
 _MISSING = object()
+
+
+def _missing_attribute(tx, obj, source, name):
+    """``obj.name`` found neither in the instance dict nor on the class: the program raises
+    AttributeError (raised into the trace), unless a ``__getattr__``/``__getattribute__`` of the
+    class could still produce it. The miss is guarded (the attribute still absent from the
+    instance and the class), so setting it later recompiles."""
+    cls = type(obj)
+    if cls.__getattribute__ is not object.__getattribute__ or _has_static(cls, "__getattr__"):
+        raise Unsupported(f"{cls.__name__} object has no attribute {name!r} (its class has "
+                          f"__getattr__/__getattribute__)")
+    if source is not None:
+        g = tx.output.guards
+        if getattr(obj, "__dict__", None) is not None:
+            g.add(f"{name!r} not in {source.expr()}.__dict__", f"{source.expr()} has no attribute {name}")
+        g.add(f"{g.ref(_static_missing)}(type({source.expr()}), {name!r})",
+              f"{cls.__name__} has no attribute {name}")
+    from .exceptions import raise_observed
+    raise_observed(tx, AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+
+
+def _has_static(cls, name):
+    try:
+        inspect.getattr_static(cls, name)
+        return True
+    except AttributeError:
+        return False
+
+
+def _static_missing(cls, name):
+    """Guard helper: ``cls`` (and its bases) define no attribute ``name``."""
+    return not _has_static(cls, name)
+
+
+_static_missing.__module__ = "ember.dynamo.variables.objects"
 
 
 def _is_data_descriptor(cls, name):
@@ -474,8 +509,14 @@ class PythonModuleVariable(VariableTracker):
         from .builder import wrap
         try:
             v = getattr(self.module, name)
-        except AttributeError:
-            raise Unsupported(f"module {self.module.__name__} has no attribute {name}")
+        except AttributeError as e:
+            if type(self.module) is not types.ModuleType or "__getattr__" in self.module.__dict__:
+                raise Unsupported(f"module {self.module.__name__} has no attribute {name}")
+            if self.source is not None and not self.trusted:
+                g = tx.output.guards
+                g.add(f"not hasattr({self.source.expr()}, {name!r})", f"module {self.module.__name__} has no {name}")
+            from .exceptions import raise_observed
+            raise_observed(tx, AttributeError, str(e))
         return wrap(tx, v, AttrSource(self.source, name) if self.source else None, guard=not self.trusted)
 
     def call_method(self, tx, name, args, kwargs):
@@ -519,7 +560,15 @@ class ClassVariable(VariableTracker):
         try:
             attr = inspect.getattr_static(self.cls, name)
         except AttributeError:
-            raise Unsupported(f"class {self.cls.__name__} has no attribute {name}")
+            import abc
+            if type(self.cls) not in (type, abc.ABCMeta):
+                raise Unsupported(f"class {self.cls.__name__} has no attribute {name}")
+            if self.source is not None:
+                g = tx.output.guards
+                g.add(f"{g.ref(_static_missing)}({self.source.expr()}, {name!r})",
+                      f"{self.cls.__name__} has no attribute {name}")
+            from .exceptions import raise_observed
+            raise_observed(tx, AttributeError, f"type object {self.cls.__name__!r} has no attribute {name!r}")
         if isinstance(attr, staticmethod):
             attr = attr.__func__
         elif isinstance(attr, classmethod):
@@ -599,6 +648,13 @@ class ClassVariable(VariableTracker):
             return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
         if self.cls is functools.partial and args and not isinstance(args[0], PartialVariable):
             return PartialVariable(args[0], list(args[1:]), dict(kwargs))
+        if isinstance(self.cls, type) and issubclass(self.cls, BaseException):
+            from .exceptions import can_model, construct_exception
+            if can_model(self.cls):
+                return construct_exception(tx, self, args, kwargs)
+        from .dict_objects import DictObjectVariable
+        if DictObjectVariable.can_model(self.cls):
+            return DictObjectVariable.construct(tx, self, args, kwargs)
         if NewObjectVariable.can_model(self.cls):
             return NewObjectVariable.construct(tx, self, args, kwargs)
         raise Unsupported(f"constructing a {self.cls.__name__} object")
@@ -746,10 +802,15 @@ class SuperVariable(VariableTracker):
         self.cls, self.obj = cls, obj
 
     def var_getattr(self, tx, name):
+        from .exceptions import BuiltinExceptionInit, ExceptionVariable, _BoundExcMethod
         target = getattr(self.obj, "module", None) or getattr(self.obj, "obj", None)
-        if target is None:
+        if target is not None:
+            obj_type = type(target)
+        elif isinstance(self.obj, (NewObjectVariable, ExceptionVariable)):
+            obj_type = self.obj.python_type()
+        else:
             raise Unsupported("super() on a non-object")
-        mro = type(target).__mro__
+        mro = obj_type.__mro__
         try:
             start = mro.index(self.cls) + 1
         except ValueError:
@@ -759,11 +820,43 @@ class SuperVariable(VariableTracker):
                 attr = klass.__dict__[name]
                 if isinstance(attr, types.FunctionType):
                     return UserMethodVariable(UserFunctionVariable(attr), self.obj)
+                if isinstance(self.obj, ExceptionVariable) and klass.__module__ == "builtins":
+                    if name == "__init__":
+                        return BuiltinExceptionInit(self.obj, klass)
+                    if name in ("__str__", "__repr__"):
+                        return _BoundExcMethod(self.obj, name, builtin_only=True)
+                special = _builtin_super_method(tx, self.obj, klass, name, attr)
+                if special is not None:
+                    return special
                 raise Unsupported(f"super().{name} is a {type(attr).__name__}")
         raise Unsupported(f"super() has no attribute {name}")
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+
+def _builtin_super_method(tx, obj, klass, name, attr):
+    """``super().name`` resolving to a builtin's method (``object.__setattr__``, ``dict.__setitem__``
+    ...) on an object made in the frame: a tracker for it, or None."""
+    if isinstance(obj, NewObjectVariable) and klass is object and name == "__setattr__":
+        return _BoundSetattr(obj)
+    hook = getattr(obj, "builtin_super_method", None)
+    if hook is not None:
+        return hook(tx, klass, name)
+    return None
+
+
+class _BoundSetattr(VariableTracker):
+    """``super().__setattr__`` reaching ``object.__setattr__`` on an object made in the frame."""
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) != 2 or kwargs or not args[0].is_python_constant():
+            raise Unsupported("super().__setattr__ with unexpected arguments")
+        self.obj.set_attr(args[0].as_python_constant(), args[1], raw=True)
+        return ConstantVariable(None)
 
 
 class NewObjectVariable(VariableTracker):
@@ -851,7 +944,12 @@ class NewObjectVariable(VariableTracker):
         try:
             attr = inspect.getattr_static(self.cls, name)
         except AttributeError:
-            raise Unsupported(f"{self.cls.__name__} object has no attribute {name!r} (the program raises)")
+            src = self.class_var.source
+            if src is not None:
+                g = tx.output.guards
+                g.add(f"{g.ref(_static_missing)}({src.expr()}, {name!r})", f"{self.cls.__name__} has no attribute {name}")
+            from .exceptions import raise_observed
+            raise_observed(tx, AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         src = self.class_var.source
         if src is not None and isinstance(attr, (types.FunctionType, property, classmethod)):
             # the method / property inlined must still be the class's on later calls
@@ -869,8 +967,8 @@ class NewObjectVariable(VariableTracker):
         # a class attribute (constant, staticmethod, ...): read through the class, guarded there
         return self.class_var.var_getattr(tx, name)
 
-    def set_attr(self, name, value):
-        if getattr(getattr(self.cls, "__dataclass_params__", None), "frozen", False):
+    def set_attr(self, name, value, raw=False):
+        if getattr(getattr(self.cls, "__dataclass_params__", None), "frozen", False) and not raw:
             raise Unsupported(f"assignment to field {name!r} of frozen dataclass {self.cls.__name__} "
                               "(the program raises)")
         try:

@@ -81,6 +81,39 @@ class _GeneratorExit(VariableTracker):
                               "RuntimeError: generator didn't stop)")
         return ConstantVariable(None)
 
+    def exit_with(self, tx, exc):
+        """``contextlib``'s ``__exit__`` with an exception raised while tracing: thrown into the
+        generator at its ``yield``. Finishing suppresses it (True); raising it again does not
+        (False); raising another exception propagates that one; yielding again is the
+        RuntimeError contextlib raises."""
+        from ..exc import ObservedException
+        gen = self.gen
+        gen.paused = False
+        yield_inst = gen.instructions[gen.ip - 1]
+        if yield_inst.opname != "YIELD_VALUE":
+            # 3.12+: the generator stopped after the yield's RESUME bookkeeping; find the yield
+            k = gen.ip - 1
+            while k >= 0 and gen.instructions[k].opname != "YIELD_VALUE":
+                k -= 1
+            if k < 0:
+                raise Unsupported("@contextmanager generator state not understood")
+            yield_inst = gen.instructions[k]
+        gen.stack.pop()          # the value the yield evaluates to on resuming (pushed when it paused)
+        try:
+            if not gen.unwind(ObservedException(exc), yield_inst):
+                raise ObservedException(exc)
+            gen.run()
+        except ObservedException as e:
+            if e.exc is exc:
+                return ConstantVariable(False)
+            if issubclass(e.exc.exc_type, StopIteration):
+                raise Unsupported("a @contextmanager generator raised StopIteration after throw()")
+            raise
+        if gen.paused:
+            raise Unsupported("a @contextmanager generator that yielded after throw() (the program raises "
+                              "RuntimeError)")
+        return ConstantVariable(True)
+
     def reconstruct(self, out):
         raise Unsupported("a @contextmanager block open across a graph break")
 
@@ -94,6 +127,13 @@ class _MethodExit(VariableTracker):
     def call_function(self, tx, args, kwargs):
         none = ConstantVariable(None)
         return self.exit_method.call_function(tx, [none, none, none], {})
+
+    def exit_with(self, tx, exc):
+        """``__exit__(type, exc, None)`` for an exception raised while tracing (the traceback is
+        not known: None)."""
+        from .objects import ClassVariable
+        return self.exit_method.call_function(tx, [ClassVariable(exc.python_type()), exc, ConstantVariable(None)],
+                                              {})
 
     def reconstruct(self, out):
         raise Unsupported("a user context manager's block open across a graph break")

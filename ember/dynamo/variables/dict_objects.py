@@ -1,0 +1,302 @@
+"""Instances of ``dict`` subclasses made inside the frame (HuggingFace's ``ModelOutput``: a
+``@dataclass`` subclass of ``OrderedDict`` whose ``__post_init__``, ``__setitem__`` and
+``__setattr__`` keep the mapping and the attributes in step, and whose ``__getitem__`` takes
+a key or an index).
+
+The object is two stores, as in CPython: its items (a ``DictVariable``, the C-level
+storage) and its instance attributes (``NewObjectVariable.attrs``). Python methods of the
+user's classes (dunders included) are inlined; a method that resolves to the builtin mapping
+(``dict``, ``OrderedDict``, ``defaultdict``) -- directly or through ``super()`` -- acts on
+the storage with the builtin's semantics (``dict.__init__``/``update`` do not call an
+overridden ``__setitem__``; ``OrderedDict``'s do). Where it leaves the frame it is rebuilt as
+a real instance of its class: the builtin's ``__new__``, its items set with the builtin's
+``__setitem__``, its ``__dict__`` filled (no user code runs again)."""
+from __future__ import annotations
+
+import abc
+import collections
+import inspect
+import types
+
+from ..exc import Unsupported
+from .base import VariableTracker
+from .constant import ConstantVariable
+from .functions import UserFunctionVariable
+from .lists import DictVariable, IteratorVariable, TupleVariable
+from .objects import NewObjectVariable
+
+_BASES = (collections.OrderedDict, collections.defaultdict, dict)
+# what the builtin mapping answers for an instance of a subclass
+_DICT_METHODS = {"__getitem__", "__setitem__", "__delitem__", "__contains__", "__len__", "__iter__", "keys",
+                 "values", "items", "get", "pop", "setdefault", "clear", "update", "copy", "__init__"}
+# user overrides that the OrderedDict C methods call back into (PyObject_SetItem/GetItem)
+_ITEM_DUNDERS = ("__getitem__", "__setitem__", "__delitem__")
+
+
+def storage_base(cls):
+    """The builtin mapping class ``cls`` stores its items in, or None."""
+    for k in cls.__mro__:
+        if k in _BASES:
+            return k
+    return None
+
+
+class DictObjectVariable(NewObjectVariable):
+    """An instance of a ``dict``/``OrderedDict``/``defaultdict`` subclass created in the frame."""
+
+    def __init__(self, cls, class_var):
+        super().__init__(cls, class_var)
+        self.base = storage_base(cls)
+        self.storage = DictVariable({}, cls=dict)
+        if self.base is collections.defaultdict:
+            self.storage.cls = collections.defaultdict
+
+    @staticmethod
+    def can_model(cls) -> bool:
+        if not isinstance(cls, type) or not issubclass(cls, dict) or type(cls) not in (type, abc.ABCMeta):
+            return False
+        base = storage_base(cls)
+        if base is None:
+            return False
+        from .builder import _is_ember_module_name, is_inlined_ember_module
+        mod = cls.__module__ or ""
+        if _is_ember_module_name(mod) and not is_inlined_ember_module(mod):
+            return False
+        for k in cls.__mro__:
+            if k is base:
+                break
+            if k.__module__ == "builtins" or "__slots__" in k.__dict__:
+                return False
+            if any(n in k.__dict__ for n in ("__new__", "__getattribute__", "__getattr__", "__del__")):
+                return False
+        if any(k not in _BASES and k is not object for k in cls.__mro__[cls.__mro__.index(base):]):
+            return False
+        if getattr(cls, "__abstractmethods__", None):
+            return False
+        return True
+
+    # ------------------------------------------------------------------ method resolution
+    def _owner(self, name):
+        """(class defining ``name`` first in the MRO, its attribute) or (None, None)."""
+        for k in self.cls.__mro__:
+            if name in k.__dict__:
+                return k, k.__dict__[name]
+        return None, None
+
+    def _is_builtin_owner(self, klass):
+        mro = self.cls.__mro__
+        return klass is not None and mro.index(klass) >= mro.index(self.base)
+
+    def user_method(self, tx, name):
+        """A bound tracker for ``name`` if a user class defines it as a Python function (guarded
+        unchanged on the class when the class has a source), else None."""
+        klass, attr = self._owner(name)
+        if klass is None or self._is_builtin_owner(klass) or not isinstance(attr, types.FunctionType):
+            if klass is not None and not self._is_builtin_owner(klass):
+                raise Unsupported(f"{self.cls.__name__}.{name} is a {type(attr).__name__}")
+            return None
+        src = self.class_var.source
+        if src is not None:
+            g = tx.output.guards
+            g.add(f"{g.ref(inspect.getattr_static)}({src.expr()}, {name!r}, None) is {g.ref(attr)}",
+                  f"{self.cls.__name__}.{name} unchanged")
+        from .functions import UserMethodVariable
+        return UserMethodVariable(UserFunctionVariable(attr), self)
+
+    def _call_user(self, tx, name, args):
+        m = self.user_method(tx, name)
+        return None if m is None else m.call_function(tx, list(args), {})
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def construct(cls, tx, class_var, args, kwargs):
+        obj = cls(class_var.cls, class_var)
+        klass, init = obj._owner("__init__")
+        if not obj._is_builtin_owner(klass):
+            if not isinstance(init, types.FunctionType):
+                raise Unsupported(f"{class_var.cls.__name__}.__init__ is a {type(init).__name__}")
+            src = AttrSource_or_none(class_var.source, "__init__")
+            res = UserFunctionVariable(init, src).call_function(tx, [obj] + list(args), kwargs)
+            if not (res.is_python_constant() and res.as_python_constant() is None):
+                raise Unsupported(f"{class_var.cls.__name__}.__init__ returned a value (the program raises)")
+            return obj
+        obj.builtin_init(tx, list(args), dict(kwargs))
+        return obj
+
+    def builtin_init(self, tx, args, kwargs):
+        """``dict.__init__`` / ``OrderedDict.__init__`` / ``defaultdict.__init__`` on the object."""
+        if self.base is collections.defaultdict:
+            if args:
+                f = args[0]
+                if not f.is_python_constant():
+                    raise Unsupported("defaultdict subclass with a default_factory that is not a constant")
+                self.storage.default_factory = f.as_python_constant()
+                args = args[1:]
+        from .builtin import BuiltinVariable
+        if len(args) == 1 and isinstance(args[0], DictObjectVariable) and args[0].user_method(tx, "keys") is None:
+            src = DictVariable(dict(args[0].storage.items))
+            src.key_vars = dict(args[0].storage.key_vars)
+        else:
+            src = BuiltinVariable(dict).call_function(tx, args, {})
+        new = [(src.key_var(tx, k), v) for k, v in src.items.items()] + \
+            [(ConstantVariable(k), v) for k, v in kwargs.items()]
+        if self.base is collections.OrderedDict:
+            for k, v in new:              # (OrderedDict.__init__ sets items with self[k] = v)
+                self.setitem(tx, k, v)
+        else:
+            new = list(src.items.items()) + list(kwargs.items())
+            self.storage.key_vars.update(src.key_vars)
+            for k, v in new:
+                self.storage.items[k] = v
+
+    # ------------------------------------------------------------------ the builtin mapping
+    def dict_call(self, tx, name, args, kwargs):
+        """The builtin mapping's method ``name`` on this object (what ``dict.name(self, ...)`` does)."""
+        st = self.storage
+        if name == "__init__":
+            self.builtin_init(tx, list(args), dict(kwargs))
+            return ConstantVariable(None)
+        if name == "__getitem__" and len(args) == 1 and not kwargs:
+            k = st._key(args[0], tx)
+            if k not in st.items:
+                missing = self._call_user(tx, "__missing__", args)
+                if missing is not None:
+                    return missing
+            return st.call_method(tx, "__getitem__", args, {})
+        if name == "__iter__":
+            return IteratorVariable(st.unpack(tx))
+        if name == "copy":
+            if self.base is not dict:
+                raise Unsupported(f"{self.base.__name__}.copy of a subclass (it calls the subclass)")
+            return st.call_method(tx, "copy", [], {})
+        if self.base is collections.OrderedDict and any(self.user_method(tx, d) is not None for d in _ITEM_DUNDERS):
+            if name == "update":
+                from .builtin import BuiltinVariable
+                src = BuiltinVariable(dict).call_function(tx, list(args), dict(kwargs))
+                for k, v in src.items.items():
+                    self.setitem(tx, src.key_var(tx, k), v)
+                return ConstantVariable(None)
+            if name in ("pop", "setdefault", "popitem"):
+                raise Unsupported(f"OrderedDict.{name} on a subclass overriding item access")
+        if name in _DICT_METHODS:
+            return st.call_method(tx, name, list(args), dict(kwargs))
+        raise Unsupported(f"{self.base.__name__}.{name} of a {self.cls.__name__} object")
+
+    def builtin_super_method(self, tx, klass, name):
+        """``super().name`` reaching the builtin mapping."""
+        if klass in _BASES and name in _DICT_METHODS:
+            return _DictMethod(self, name)
+        return None
+
+    # ------------------------------------------------------------------ protocol used by the translator
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        if name == "default_factory" and self.base is collections.defaultdict:
+            from .builder import wrap
+            return wrap(tx, self.storage.default_factory, None, guard=False)
+        klass, _ = self._owner(name)
+        if self._is_builtin_owner(klass) and name in _DICT_METHODS:
+            return _DictMethod(self, name)
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name, value):
+        """``self.name = value``: a user ``__setattr__`` is inlined."""
+        if self._call_user(tx, "__setattr__", [ConstantVariable(name), value]) is None:
+            self.set_attr(name, value)
+
+    def getitem(self, tx, key):
+        res = self._call_user(tx, "__getitem__", [key])
+        return res if res is not None else self.dict_call(tx, "__getitem__", [key], {})
+
+    def setitem(self, tx, key, value):
+        if self._call_user(tx, "__setitem__", [key, value]) is None:
+            self.dict_call(tx, "__setitem__", [key, value], {})
+
+    def delitem(self, tx, key):
+        if self._call_user(tx, "__delitem__", [key]) is None:
+            self.dict_call(tx, "__delitem__", [key], {})
+
+    def contains(self, tx, item):
+        res = self._call_user(tx, "__contains__", [item])
+        if res is not None:
+            return res.truthy(tx)
+        return self.storage.call_method(tx, "__contains__", [item], {}).value
+
+    def length(self, tx):
+        res = self._call_user(tx, "__len__", [])
+        if res is not None:
+            if not res.is_python_constant():
+                raise Unsupported(f"{self.cls.__name__}.__len__ returned {res}")
+            return res.as_python_constant()
+        return len(self.storage.items)
+
+    def truthy(self, tx):
+        res = self._call_user(tx, "__bool__", [])
+        if res is not None:
+            return res.truthy(tx)
+        return self.length(tx) > 0
+
+    def unpack(self, tx):
+        res = self._call_user(tx, "__iter__", [])
+        if res is not None:
+            return res.unpack(tx)
+        return self.storage.unpack(tx)
+
+    def mapping_items(self, tx):
+        """``(key tracker, value)`` pairs as ``dict(obj)``/``**obj`` copy them: the storage when
+        ``keys``/``__iter__`` are the builtin's (CPython's fast path), else keys() and obj[k]."""
+        if self.user_method(tx, "__iter__") is None and self.user_method(tx, "keys") is None:
+            return [(self.storage.key_var(tx, k), v) for k, v in self.storage.items.items()]
+        keys = self.var_getattr(tx, "keys").call_function(tx, [], {}).unpack(tx)
+        return [(k, self.getitem(tx, k)) for k in keys]
+
+    def as_dict_variable(self, tx):
+        d = DictVariable({})
+        for k, v in self.mapping_items(tx):
+            d.call_method(tx, "__setitem__", [k, v], {})
+        return d
+
+    def reconstruct(self, out):
+        items = "[" + ", ".join(f"({self.storage.key_expr(out, k)}, {out.materialize(v)})"
+                                for k, v in self.storage.items.items()) + "]"
+        attrs = "{" + ", ".join(f"{k!r}: {out.materialize(v)}" for k, v in self.attrs.items()) + "}"
+        factory = out.ref(self.storage.default_factory) if self.storage.default_factory is not None else "None"
+        return f"{out.ref(rebuild_dict_object)}({out.ref(self.cls)}, {out.ref(self.base)}, {items}, {attrs}, {factory})"
+
+    def __repr__(self):
+        return f"DictObjectVariable({self.cls.__name__})"
+
+
+def AttrSource_or_none(source, name):
+    from ..source import AttrSource
+    return AttrSource(source, name) if source is not None else None
+
+
+class _DictMethod(VariableTracker):
+    """A builtin mapping method bound to a ``DictObjectVariable`` (``obj.keys``, ``super().__setitem__``)."""
+
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def call_function(self, tx, args, kwargs):
+        return self.obj.dict_call(tx, self.name, list(args), dict(kwargs))
+
+    def __repr__(self):
+        return f"_DictMethod({self.obj.cls.__name__}.{self.name})"
+
+
+def rebuild_dict_object(cls, base, items, attrs, factory):
+    """An instance of a dict subclass made inside a compiled frame, rebuilt after the graph ran:
+    the builtin's ``__new__`` and ``__setitem__`` (the user's ``__init__``/``__setitem__`` ran
+    symbolically already), then its attributes."""
+    obj = base.__new__(cls)
+    if base is collections.defaultdict:
+        collections.defaultdict.__init__(obj, factory)
+    for k, v in items:
+        base.__setitem__(obj, k, v)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+rebuild_dict_object.__module__ = "ember.dynamo.variables.dict_objects"
