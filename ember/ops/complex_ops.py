@@ -396,3 +396,6 @@ def _install_rejections():
 
 
 _install_rejections()
+
+from . import fft_ops  # noqa: E402,F401  (the DFT kernels ember.fft is built from)
+from . import spectral  # noqa: E402,F401  (stft / istft)
