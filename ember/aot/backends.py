@@ -67,6 +67,9 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
                             decompositions=decomps, dynamic=dyn, memory_budget=memory_budget)
 
     def backend(gm, example_inputs):
+        why = complex_values(gm, example_inputs)
+        if why is not None:
+            return _eager_for_complex(gm, why)
         if not getattr(gm, "meta", {}).get("dynamic"):
             return compile_static(gm, example_inputs)
         decomps = decompositions
@@ -82,6 +85,44 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
                 why = f"tracing with the caller's symbolic sizes failed: {type(e).__name__}: {e}"
         return _per_shape(compile_static, gm, example_inputs, why)
     return backend
+
+
+def complex_values(gm, example_inputs) -> Optional[str]:
+    """Why a dynamo graph must run with eager ops, or None: complex tensors among its inputs or
+    the values its nodes compute. The prim decompositions and inductor's loops are real-valued
+    (a complex ``abs`` or ``mul`` decomposed to real prims would be a wrong answer), so such a
+    graph is not decomposed at all: its ember ops run eagerly, with eager autograd."""
+    from ..tensor import Tensor
+
+    def first_complex(v):
+        if isinstance(v, Tensor):
+            return v if v.dtype.is_complex else None
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                r = first_complex(x)
+                if r is not None:
+                    return r
+        return None
+
+    for i, a in enumerate(example_inputs):
+        if first_complex(a) is not None:
+            return f"input {i} is a complex tensor ({a.dtype})"
+    for n in getattr(getattr(gm, "graph", None), "nodes", ()):
+        c = first_complex(n.meta.get("example_value", n.meta.get("val")))
+        if c is not None:
+            return f"node {n.name} ({getattr(n.target, '__name__', n.target)}) computes a {c.dtype} tensor"
+    return None
+
+
+def _eager_for_complex(gm, why):
+    """The dynamo graph's own forward (eager ember ops): see ``complex_values``. Logged on
+    ``ember.aot`` and kept on ``gm.meta["eager_reason"]`` for reports."""
+    import logging
+    reason = f"complex tensors are not compiled: {why}; the graph runs with eager ops"
+    logging.getLogger("ember.aot").warning("aot: %s", reason)
+    if hasattr(gm, "meta"):
+        gm.meta["eager_reason"] = reason
+    return gm.forward
 
 
 def _dynamo_fakes(gm, example_inputs):
