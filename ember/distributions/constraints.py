@@ -7,11 +7,11 @@ from __future__ import annotations
 import ember
 
 __all__ = [
-    "Constraint", "boolean", "dependent", "dependent_property", "greater_than", "greater_than_eq",
+    "Constraint", "MixtureSameFamilyConstraint", "boolean", "cat", "corr_cholesky", "dependent", "dependent_property", "greater_than", "greater_than_eq",
     "half_open_interval", "independent", "integer_interval", "interval", "is_dependent", "less_than",
-    "lower_cholesky", "lower_triangular", "nonnegative", "nonnegative_integer", "one_hot", "positive",
-    "positive_definite", "positive_integer", "real", "real_vector", "simplex", "square", "symmetric",
-    "unit_interval",
+    "lower_cholesky", "lower_triangular", "multinomial", "nonnegative", "nonnegative_integer", "one_hot",
+    "positive", "positive_definite", "positive_integer", "positive_semidefinite", "real", "real_vector",
+    "simplex", "square", "stack", "symmetric", "unit_interval",
 ]
 
 
@@ -251,6 +251,131 @@ class _PositiveDefinite(_Symmetric):
         return ember.linalg.eigvalsh(value.detach()).gt(0).all(-1)
 
 
+class _PositiveSemidefinite(_Symmetric):
+    def check(self, value):
+        sym_check = super().check(value)
+        if not bool(sym_check.all()):
+            return sym_check
+        return ember.linalg.eigvalsh(value.detach()).ge(0).all(-1)
+
+
+class _CorrCholesky(Constraint):
+    """Lower Cholesky factors of correlation matrices: lower triangular, positive diagonal and
+    rows of unit Euclidean norm (to a tolerance of 10 * n * eps)."""
+    event_dim = 2
+
+    def check(self, value):
+        tol = ember.finfo(value.dtype).eps * value.size(-1) * 10
+        row_norm = value.detach().pow(2).sum(-1).sqrt()
+        unit_row_norm = (row_norm - 1.0).abs().le(tol).all(-1)
+        return _LowerCholesky().check(value) & unit_row_norm
+
+
+class _Multinomial(Constraint):
+    """Nonnegative integer vectors summing to at most ``upper_bound`` (the check does not test
+    integrality, as torch's)."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, x):
+        return (x >= 0).all(-1) & (x.sum(-1) <= self.upper_bound)
+
+
+class _Cat(Constraint):
+    """Applies constraint ``cseq[i]`` to the ``i``-th chunk (of ``lengths[i]``) along ``dim``."""
+
+    def __init__(self, cseq, dim=0, lengths=None):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("constraints.cat expects a sequence of Constraint")
+        self.cseq = list(cseq)
+        if lengths is None:
+            lengths = [1] * len(self.cseq)
+        self.lengths = list(lengths)
+        if len(self.lengths) != len(self.cseq):
+            raise ValueError(f"constraints.cat got {len(self.cseq)} constraints but {len(self.lengths)} lengths")
+        self.dim = dim
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        return max(c.event_dim for c in self.cseq)
+
+    def check(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise ValueError(f"constraints.cat: dim {self.dim} out of range for a value of {value.dim()} dims")
+        checks, start = [], 0
+        for constr, length in zip(self.cseq, self.lengths):
+            checks.append(constr.check(value.narrow(self.dim, start, length)))
+            start += length
+        return ember.cat(checks, self.dim)
+
+
+class _Stack(Constraint):
+    """Applies constraint ``cseq[i]`` to the ``i``-th slice along ``dim``."""
+
+    def __init__(self, cseq, dim=0):
+        if not all(isinstance(c, Constraint) for c in cseq):
+            raise TypeError("constraints.stack expects a sequence of Constraint")
+        self.cseq = list(cseq)
+        self.dim = dim
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return any(c.is_discrete for c in self.cseq)
+
+    @property
+    def event_dim(self):
+        dim = max(c.event_dim for c in self.cseq)
+        if self.dim + dim < 0:
+            dim += 1
+        return dim
+
+    def check(self, value):
+        if not -value.dim() <= self.dim < value.dim():
+            raise ValueError(f"constraints.stack: dim {self.dim} out of range for a value of {value.dim()} dims")
+        vs = [value.select(self.dim, i) for i in range(value.size(self.dim))]
+        return ember.stack([c.check(v) for v, c in zip(vs, self.cseq)], self.dim)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """The support of a MixtureSameFamily: the component support, checked against every
+    component (the value is broadcast over the component dim, then reduced with all())."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise TypeError(f"base_constraint must be a Constraint, got {type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+        super().__init__()
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        unsqueezed = value.unsqueeze(-1 - self.event_dim)
+        result = self.base_constraint.check(unsqueezed)
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        keep = value.dim() - self.event_dim
+        result = result.reshape(tuple(result.shape[:keep]) + (-1,))
+        return result.all(-1)
+
+    def __repr__(self):
+        return f"{self.__class__.__name__}({self.base_constraint!r})"
+
+
 dependent = _Dependent()
 dependent_property = _DependentProperty
 independent = _IndependentConstraint
@@ -275,3 +400,8 @@ lower_cholesky = _LowerCholesky()
 square = _Square()
 symmetric = _Symmetric()
 positive_definite = _PositiveDefinite()
+positive_semidefinite = _PositiveSemidefinite()
+corr_cholesky = _CorrCholesky()
+multinomial = _Multinomial
+cat = _Cat
+stack = _Stack

@@ -2,30 +2,24 @@ from __future__ import annotations
 
 import numbers
 
-import numpy as np
-
 import ember
 
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all
 
 __all__ = ["Gamma"]
 
 
 def _standard_gamma(concentration):
-    """Gamma(concentration, 1) draws from ember's default generator (numpy PCG64 underneath).
-
-    The result carries no gradient w.r.t. ``concentration`` (torch differentiates through
-    ``_standard_gamma`` implicitly; ember does not, see ``Gamma.rsample``).
-    """
-    from ember.random import default_generator
-    conc = concentration.detach().numpy().astype(np.float64)
-    draws = default_generator._np.standard_gamma(conc)
-    return ember.tensor(np.asarray(draws, dtype=np.float64), dtype=concentration.dtype)
+    """Gamma(concentration, 1) draws from ember's default generator (numpy PCG64 underneath),
+    differentiable w.r.t. ``concentration`` by implicit reparameterisation
+    (``ember.ops.sampling_extra``), as torch's ``_standard_gamma``."""
+    from ember.ops.sampling_extra import standard_gamma
+    return standard_gamma(concentration)
 
 
-class Gamma(Distribution):
+class Gamma(ExponentialFamily):
     """Gamma distribution with shape ``concentration`` and inverse scale ``rate``."""
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
@@ -61,12 +55,12 @@ class Gamma(Distribution):
         return self.concentration / self.rate.pow(2)
 
     def rsample(self, sample_shape=()):
-        """Reparameterized w.r.t. ``rate`` only: the standard-gamma draw is treated as a
-        constant, so no gradient reaches ``concentration`` (torch has one there)."""
+        """Reparameterised w.r.t. both parameters (implicit gradient for ``concentration``)."""
         shape = tuple(self._extended_shape(sample_shape))
-        std = _standard_gamma(self.concentration.expand(shape))
-        std = std.clamp(min=ember.finfo(std.dtype).tiny)
-        return std / self.rate.expand(shape)
+        value = _standard_gamma(self.concentration.expand(shape)) / self.rate.expand(shape)
+        tiny = ember.finfo(value.dtype).tiny
+        # (clamped without cutting the gradient, as torch's in-place clamp on the detached value)
+        return value + (value.detach().clamp(min=tiny) - value.detach())
 
     def log_prob(self, value):
         if not isinstance(value, ember.Tensor):
@@ -75,6 +69,13 @@ class Gamma(Distribution):
             self._validate_sample(value)
         return (ember.xlogy(self.concentration, self.rate) + ember.xlogy(self.concentration - 1, value)
                 - self.rate * value - ember.lgamma(self.concentration))
+
+    @property
+    def _natural_params(self):
+        return (self.concentration - 1, -self.rate)
+
+    def _log_normalizer(self, x, y):
+        return ember.lgamma(x + 1) + (x + 1) * ember.log(-y.reciprocal())
 
     def entropy(self):
         return (self.concentration - ember.log(self.rate) + ember.lgamma(self.concentration)

@@ -38,6 +38,7 @@ with _binding_cache.group("ops"):
     from . import more_pointwise  # noqa: F401
     from . import more_api  # noqa: F401
     from . import linalg_api, scatter_views, windows, misc_api  # noqa: F401
+    from . import sampling_extra  # noqa: F401
     from . import linalg_extra  # noqa: F401
     from . import complex_ops  # noqa: F401
 

@@ -54,6 +54,10 @@ EXTERN: Dict[str, str] = {
     "matrix_exp": "scaling and squaring with a Pade approximant and a LAPACK solve (numpy.linalg); no prim",
     "binomial": "binomial sampling (numpy's Generator.binomial, ember's generator at run time)",
     "poisson": "Poisson sampling (numpy's Generator.poisson, ember's generator at run time)",
+    "_standard_gamma": "gamma sampling (numpy's Generator.standard_gamma, ember's generator at run time)",
+    "_sample_dirichlet": "Dirichlet sampling (numpy's Generator.standard_gamma, ember's generator at run time)",
+    "_standard_gamma_grad": "series / continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
+    "_dirichlet_grad": "continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
 }
 
 EXTERN_PRIMS = ("mm", "bmm", "convolution", "sort", "topk")
