@@ -73,10 +73,19 @@ def _batch(*shapes):
     return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
-def _check_lapack_dtype(kernel, dt):
-    """PyTorch's dispatch error for integer / bool inputs of a LAPACK kernel."""
+def _reject_complex(name, dt):
+    """These kernels are real-only: a complex input gets an error saying so (PyTorch supports
+    it; ember's LU / trsm / LDL loops and the lstsq driver are not written for it yet)."""
+    if getattr(_edtype(dt), "is_complex", False):
+        raise NotImplementedError(f"{name}: complex inputs are not supported by ember yet (real float32 / "
+                                  f"float64 only)")
+
+
+def _check_lapack_dtype(kernel, dt, name=None):
+    """PyTorch's dispatch error for integer, bool and half-precision inputs of a LAPACK kernel."""
+    _reject_complex(name or kernel, dt)
     dt = _edtype(dt)
-    if not dt.is_floating_point:
+    if not dt.is_floating_point or dt.name in ("float16", "bfloat16"):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{dt.legacy_name}'")
 
 
@@ -158,7 +167,7 @@ def _check_lu(shape, dt):
     if len(shape) < 2:
         raise RuntimeError(f"torch.lu_factor: Expected tensor with 2 or more dimensions. Got size: "
                            f"{list(shape)} instead")
-    _check_lapack_dtype("lu_cpu", dt)
+    _check_lapack_dtype("lu_cpu", dt, "linalg.lu_factor")
 
 
 def _lu_error(errors, shape, info):
@@ -301,7 +310,7 @@ def linalg_solve_triangular(xp, a, b, upper, left=True, unitriangular=False):
     """``X`` with ``A X = B`` (``X A = B`` when not ``left``), ``A`` read in one triangle.
     ``A`` and ``B`` have the same batch dims (the public function broadcasts); the result has
     ``A``'s dtype, as PyTorch's."""
-    _check_lapack_dtype("triangular_solve_cpu", a.dtype)
+    _check_lapack_dtype("triangular_solve_cpu", a.dtype, "linalg.solve_triangular")
     _trisolve_checks(a.shape, a.dtype, b.shape, left)
     if left:
         x = _trsm_np(xp, a, b, upper, unitriangular)
@@ -313,7 +322,7 @@ def linalg_solve_triangular(xp, a, b, upper, left=True, unitriangular=False):
 
 @linalg_solve_triangular.meta_fn
 def _solve_triangular_meta(a, b, upper, left=True, unitriangular=False):
-    _check_lapack_dtype("triangular_solve_cpu", a.dtype)
+    _check_lapack_dtype("triangular_solve_cpu", a.dtype, "linalg.solve_triangular")
     _trisolve_checks(tuple(a.shape), a.dtype, tuple(b.shape), left)
     return _M.out(tuple(b.shape), a.dtype)
 
@@ -339,6 +348,7 @@ def _solve_triangular_bw(ctx, g):
 def linalg_inv_ex(xp, a, errors=""):
     """``(inverse, info)``: ``info`` is the first zero pivot of the LU (0 if none); a singular
     element's inverse is what substitution through its LU gives (inf / nan)."""
+    _reject_complex("linalg.inv_ex", a.dtype)
     _check_square("linalg.inv", a.shape, a.dtype)
     info = xp.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -391,6 +401,7 @@ def linalg_solve_ex(xp, a, b, errors=""):
     """``(X, info)`` with ``A X = B`` for ``B`` a batch of matrices; ``A``'s batch dims
     broadcast to ``B``'s and ``info`` (first zero pivot of each LU) has ``A``'s own batch dims,
     as PyTorch's (it factorises ``A`` once)."""
+    _reject_complex("linalg.solve_ex", a.dtype)
     _solve_ex_checks(a.shape, a.dtype, b.shape, b.dtype)
     info = xp.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -450,6 +461,7 @@ def _potf2_partial(m):
 def linalg_cholesky_ex(xp, a, errors=""):
     """``(L, info)``: ``info`` is the order of the first leading minor that is not positive
     definite (0 if none); for such an element ``L`` is potf2's partial factor."""
+    _reject_complex("linalg.cholesky_ex", a.dtype)
     _check_square("linalg.cholesky", a.shape, a.dtype)
     info = np.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -495,6 +507,7 @@ _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
 def _lstsq_checks(a_shape, a_dt, b_shape, b_dt, driver):
+    _reject_complex("linalg.lstsq", a_dt)
     if not _edtype(a_dt).is_floating_point or _edtype(a_dt).name in ("float16", "bfloat16"):
         raise RuntimeError("This function doesn't handle types other than float and double")
     if driver not in _DRIVERS:
@@ -728,6 +741,9 @@ def _ldl_not_differentiable(name):
 def linalg_ldl_factor_ex(xp, a, hermitian=False, errors=""):
     """``(LD, pivots, info)``: LAPACK sytrf's compact LDL^T of the symmetric matrices in the
     lower triangle of ``A`` (``hermitian`` is the same thing for real inputs)."""
+    if _edtype(a.dtype).name in ("float16", "bfloat16"):
+        _check_lapack_dtype("ldl_factor_kernel_cpu", a.dtype)
+    _reject_complex("linalg.ldl_factor", a.dtype)
     _check_square("torch.linalg.ldl_factor_ex", a.shape, a.dtype)
     h = _host(a)
     flat = h.reshape((-1,) + h.shape[-2:])
@@ -756,14 +772,16 @@ linalg_ldl_factor_ex.derivative(_ldl_not_differentiable("linalg_ldl_factor_ex"))
 
 
 def _ldl_solve_checks(ld_shape, ld_dt, piv_shape, piv_dt, b_shape, b_dt):
+    _reject_complex("linalg.ldl_solve", ld_dt)
     _check_square("torch.linalg.ldl_solve", ld_shape, ld_dt)
     if len(b_shape) < 2:
         raise RuntimeError("torch.linalg.ldl_solve: The input tensor B must have at least 2 dimensions.")
     if tuple(piv_shape) != tuple(ld_shape[:-1]):
         raise RuntimeError(f"torch.linalg.ldl_solve: Expected LD.shape[:-1] and pivots.shape to be the same, but "
                            f"got pivots with shape {list(piv_shape)} instead")
-    if not _edtype(piv_dt).is_integer if hasattr(_edtype(piv_dt), "is_integer") else False:
-        raise RuntimeError("torch.linalg.ldl_solve: Expected pivots to be integers.")
+    pdt = _edtype(piv_dt)
+    if pdt.is_floating_point or pdt.name == "bool" or getattr(pdt, "is_complex", False):
+        raise RuntimeError(f"torch.linalg.ldl_solve: Expected pivots to be integers. Got {pdt.legacy_name}")
     if _edtype(ld_dt) is not _edtype(b_dt):
         raise RuntimeError(f"Expected b and A to have the same dtype, but found b of type "
                            f"{_edtype(b_dt).legacy_name} and A of type {_edtype(ld_dt).legacy_name} instead.")
@@ -1228,7 +1246,7 @@ def householder_product(A, tau, *, out=None):
     if tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
         raise RuntimeError(f"{name}: Expected batch dimensions of tau to be equal to input.shape[:-2], but got "
                            f"{list(tau.shape[:-1])}")
-    _check_lapack_dtype("orgqr_cpu", A.dtype)
+    _check_lapack_dtype("orgqr_cpu", A.dtype, "linalg.householder_product")
     if tau.dtype is not A.dtype:
         raise RuntimeError(f"{name}: tau dtype {tau.dtype.legacy_name} does not match input dtype "
                            f"{A.dtype.legacy_name}")

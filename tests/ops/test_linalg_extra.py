@@ -152,6 +152,10 @@ def test_lu_singular_and_errors():
     raises_like(lambda m, x: m.linalg.lu_factor(x, pivot=False), [general((), 3)])
     raises_like(lambda m, x: m.linalg.lu_factor(x), [rect((3,))])
     raises_like(lambda m, x: m.linalg.lu_factor(x), [np.ones((3, 3), dtype=np.int32)], NotImplementedError)
+    with pytest.raises(NotImplementedError, match="complex inputs are not supported"):
+        ember.linalg.lu_factor(ember.tensor(general((), 3).astype(np.complex128)))
+    with pytest.raises(NotImplementedError, match="not implemented for 'BFloat16'"):
+        ember.linalg.lu_factor(ember.eye(3, dtype=ember.bfloat16))
     lu, piv = (general((), 3), np.array([1, 2, 3], dtype=np.int32))
     raises_like(lambda m, x, p, b: m.linalg.lu_solve(x, p, b), [lu, piv, rect((3,))])
     raises_like(lambda m, x, p, b: m.linalg.lu_solve(x, p, b), [lu, piv, rect((4, 2))])
@@ -324,6 +328,9 @@ def test_ldl_errors_and_backward():
     raises_like(lambda m, x, p, y: m.linalg.ldl_solve(x, p, y), [LD.numpy(), piv.numpy(), rect((3, 2))])
     raises_like(lambda m, x, p, y: m.linalg.ldl_solve(x, p, y), [LD.numpy(), piv.numpy(), rect((4, 2), "float32")])
     raises_like(lambda m, x, p, y: m.linalg.ldl_solve(x, p, y), [LD.numpy(), piv.numpy()[:3], rect((4, 2))])
+    raises_like(lambda m, x, p, y: m.linalg.ldl_solve(x, p, y), [LD.numpy(), piv.numpy() * 1.0, rect((4, 2))])
+    with pytest.raises(NotImplementedError, match="\"ldl_factor_kernel_cpu\" not implemented for 'BFloat16'"):
+        ember.linalg.ldl_factor(ember.tensor(sym).bfloat16())     # (the message torch gives)
     info = ember.linalg.ldl_factor_ex(ember.zeros(2, 3, 3, dtype=ember.float64)).info
     assert info.tolist() == [1, 1]
     with pytest.raises(ember.linalg.LinAlgError, match="zero diagonal element"):
