@@ -245,7 +245,7 @@ def angle(self):
     if self.dtype.is_complex:
         return api.atan2(imag(self), real(self))
     x = self if self.dtype.is_floating_point else self.to(_t.get_default_dtype())
-    out = api.where(x < 0, math.pi, 0.0).to(x.dtype)
+    out = (x < 0).to(x.dtype) * math.pi
     return api.where(api.isnan(x), x, out)
 
 
