@@ -483,10 +483,10 @@ def _kl_laplace_normal(p, q):
 
 @register_kl(Normal, Gumbel)
 def _kl_normal_gumbel(p, q):
-    mean_scale_ratio = p.scale / q.scale
-    t1 = (mean_scale_ratio / math.sqrt(2 * math.pi)).log()
+    scale_ratio = p.scale / q.scale
+    t1 = scale_ratio.log()
     t2 = (p.loc - q.loc) / q.scale
-    t3 = ember.exp(-t2 + 0.5 * mean_scale_ratio.pow(2))
+    t3 = ember.exp(-t2 + 0.5 * scale_ratio.pow(2))
     return -t1 + t2 + t3 - (0.5 * (1 + math.log(2 * math.pi)))
 
 

@@ -240,7 +240,8 @@ def _sample_dirichlet_op(xp, alpha, generator=None):
     g = np.maximum(np.asarray(g), tiny)
     out = g / g.sum(-1, keepdims=True)
     out = np.where((conc > 0).all(-1, keepdims=True), out, np.nan)
-    return xp.asarray(np.clip(out, tiny, 1.0).astype(alpha.dtype))
+    # (kept inside (0, 1) as torch does: the Beta-marginal gradient divides by 1 - x)
+    return xp.asarray(np.clip(out, tiny, 1.0 - float(np.finfo(alpha.dtype).eps)).astype(alpha.dtype))
 
 
 @_sample_dirichlet_op.meta_fn
