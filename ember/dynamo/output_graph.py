@@ -71,6 +71,10 @@ class OutputGraph:
         self._entry_reads = []  # statements run before it: outside values read as the call starts
         self._memo = {}         # id(tracker) -> temp name, so a mutable container is rebuilt once
         self.covers_try = False       # some traced code is inside a user try block
+        # Python ``random`` draws the compiled code makes before its graph (variables/random_calls.py):
+        # (function, args, kwargs) in the frame's order, and the copy of the state tracing draws from
+        self.random_calls = []
+        self.trace_random = None
         # the top-level instruction of the first print/warn/log call replayed after the graph
         # (variables/logging_calls.py): if the graph raises, the frame re-runs eagerly so those
         # calls before the failing op still happen; a graph that cannot be re-run (in-place ops)
@@ -166,7 +170,8 @@ class OutputGraph:
         if hit is not None:
             return hit
         tname = type(var.raw).__name__
-        self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is an {tname}")
+        if not getattr(var, "is_random", False):     # (a drawn number's type is the function's)
+            self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is an {tname}")
         src = _ScalarTensorSource(var.source, self.obj_ref(_scalar_tensor), self.obj_ref(dtype), var.name)
         t = _scalar_tensor(var.raw, dtype)
         name = placeholder_name(src)
@@ -689,6 +694,12 @@ class OutputGraph:
             logs.get("graph_code").info("%s:%s %s\n%s", self.code.co_filename, self.code.co_firstlineno,
                                         self.code.co_name, gm.code)
         params = ", ".join(["__func"] + [f"a{i}" for i in range(self.nargs)])
+        draws = ""
+        if self.random_calls:
+            calls = "".join(f"{self.obj_ref(fn)}(*{self.obj_ref(tuple(a))}, **{self.obj_ref(k)}), "
+                            for fn, a, k in self.random_calls)
+            # (the state before the draws, for an eager re-run of the frame if the graph raises)
+            draws = ("    __pyrs = __py_getstate()\n" if rerun else "") + f"    __rand = ({calls})\n"
         inputs = "".join(f"{s.expr()}, " for s in self.input_sources)
         body = "".join(f"    {line}\n" for line in self._pre + tail)
         entry = "".join(f"    {line}\n" for line in self._entry_reads)
@@ -704,7 +715,8 @@ class OutputGraph:
                 # the frame again, eagerly, from its start (same RNG state and grad mode; the graph
                 # mutated nothing) so its handlers see it (the calls are made)
                 rng, on_exc = "    __rng = __get_rng()\n", (f"        __STATE.grad_enabled = __g\n"
-                                                         f"        __set_rng(__rng)\n"
+                                                         f"        __set_rng(__rng)\n" +
+                                                         ("        __py_setstate(__pyrs)\n" if draws else "") +
                                                          f"        return __rerun({params})\n")
             else:
                 rng, on_exc = "", f"        __STATE.grad_enabled = {exc_mode}\n        raise\n"
@@ -715,7 +727,7 @@ class OutputGraph:
                 restore = "__ac" if rerun or self.exc_autocast is _NO_REGIONS else \
                     self._regions_expr(self.exc_autocast)
                 on_exc = f"        __STATE.autocast = {restore}\n" + on_exc
-            src = (f"def __compiled({params}):\n"
+            src = (f"def __compiled({params}):\n" + draws +
                    f"    __in = ({inputs})\n" + entry + rng +
                    f"    __prev = __set_eval_frame(None)\n"
                    f"    __g = __STATE.grad_enabled\n"
@@ -728,7 +740,7 @@ class OutputGraph:
             # no graph (or one that only switched grad mode): the mode it would have left
             after = ("" if self.final_grad_mode is None else
                      f"    __STATE.grad_enabled = {bool(self.final_grad_mode)!r}\n") + self._autocast_after()
-            src = f"def __compiled({params}):\n    __in = ({inputs})\n" + entry + after + body
+            src = f"def __compiled({params}):\n" + draws + f"    __in = ({inputs})\n" + entry + after + body
         ns = dict(self.guards.globals)
         ns.update(self.runtime_globals)
         ns["__graph"] = compiled
@@ -737,6 +749,8 @@ class OutputGraph:
         ns["__STATE"] = STATE
         from .. import random as _random
         ns["__get_rng"], ns["__set_rng"], ns["__rerun"] = _random.get_rng_state, _random.set_rng_state, _rerun
+        import random as _pyrandom
+        ns["__py_getstate"], ns["__py_setstate"] = _pyrandom.getstate, _pyrandom.setstate
         exec(compile(src, f"<ember.dynamo compiled {self.code.co_name}>", "exec"), ns)
         fn = ns["__compiled"]
         _eval_frame.mark_skip(fn.__code__)

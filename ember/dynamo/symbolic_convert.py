@@ -533,6 +533,11 @@ class InstructionTranslator:
 
     # ------------------------------------------------------------------ attributes
     def _getattr(self, obj, name):
+        from .variables.builtin import _container_lacks
+        if _container_lacks(obj, name):
+            # (container trackers answer any name with a method tracker)
+            from .variables.exceptions import raise_observed
+            raise_observed(self, AttributeError, f"{obj.python_type().__name__!r} object has no attribute {name!r}")
         return obj.var_getattr(self, name)
 
     def LOAD_ATTR(self, inst):
@@ -662,7 +667,9 @@ class InstructionTranslator:
         v = self.pop()
         if isinstance(v, UnspecFloatVariable) and not v._guarded:
             # -lr of an unspecialized number stays unspecialized (see _float_arith)
-            self.push(UnspecFloatVariable(-v.raw, _ExprSource(f"(-{v.source.expr()})"), self.output, "F"))
+            from .variables.random_calls import is_random_value, random_value_variable
+            make = random_value_variable if is_random_value(v) else UnspecFloatVariable
+            self.push(make(-v.raw, _ExprSource(f"(-{v.source.expr()})"), self.output, "F"))
             return
         self.push(unary_op(self, operator.neg, v))
 
@@ -1158,6 +1165,10 @@ class InstructionTranslator:
             _raise_if_not_found(self, full)
             raise Unsupported(f"import of {full}, which is not imported yet (importing is a side effect)")
         trusted = full == "ember" or full.startswith("ember.")
+        if not trusted:
+            # (the lookup's answer: removing the module from sys.modules makes the import real again)
+            g = self.output.guards
+            g.add(f"{g.ref(sys.modules)}.get({full!r}) is {g.ref(mod)}", f"module {full} is imported")
         src = _ObjSource(self.output.obj_ref(mod))
         self.push(PythonModuleVariable(mod, src, trusted=trusted))
 
@@ -1553,9 +1564,15 @@ def _float_arith(tx, sym, a, b):
     if base == "/" and (isinstance(b, UnspecFloatVariable) or parts[1][0] == 0):
         return None
     val = _BINARY[base](parts[0][0], parts[1][0])
+    from .variables.random_calls import is_random_value, random_value_variable
+    src = _ExprSource(f"({parts[0][1]} {base} {parts[1][1]})")
+    if is_random_value(a) or is_random_value(b):
+        if type(val) not in (int, float):
+            return None
+        return random_value_variable(val, src, tx.output, "F")
     if type(val) is not float:
         return None
-    return UnspecFloatVariable(val, _ExprSource(f"({parts[0][1]} {base} {parts[1][1]})"), tx.output, "F")
+    return UnspecFloatVariable(val, src, tx.output, "F")
 
 
 def _compare_unspec(tx, op, a, b):
@@ -1563,9 +1580,13 @@ def _compare_unspec(tx, op, a, b):
     guard is the comparison's outcome, not the number's value (which would compile again for
     every new value)."""
     from .output_graph import UnspecFloatVariable
+    from .variables.random_calls import is_random_value
     if not (isinstance(a, UnspecFloatVariable) and not a._guarded) and \
             not (isinstance(b, UnspecFloatVariable) and not b._guarded):
         return None
+    if is_random_value(a) or is_random_value(b):
+        raise Unsupported("a number drawn from Python's random module is compared: it is only known when the "
+                          "compiled code runs")
     sides = []
     for v in (a, b):
         if isinstance(v, UnspecFloatVariable) and not v._guarded:

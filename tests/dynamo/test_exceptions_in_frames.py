@@ -488,3 +488,171 @@ def test_tensor_op_in_try_keeps_handling():
     expected = f(x, y)
     got = ember.compile(f, backend="eager")(x, y)
     assert_same(expected, got)
+
+
+# ---------------------------------------------------------------- more control flow
+def test_exception_carrying_a_tensor_and_loops():
+    def f(x):
+        total = x * 0
+        for i in range(4):
+            try:
+                if i % 2:
+                    raise ValueError(x * i)
+                total = total + i
+            except ValueError as e:
+                total = total + e.args[0]
+                continue
+            finally:
+                total = total - 1
+        return total
+    assert_one_graph(f, _x())
+    check(f, lambda: (_x(),))
+
+
+def test_while_next_stop_iteration_pattern():
+    def f(xs):
+        it = iter(xs)
+        acc = xs[0] * 0
+        while True:
+            try:
+                v = next(it)
+            except StopIteration:
+                break
+            acc = acc + v
+        return acc
+    assert_one_graph(f, [_x(), _x(), _x()])
+    check(f, lambda: ([_x(), _x(), _x()],))
+
+
+def test_return_in_finally_and_bare_raise_in_helper():
+    def rethrow():
+        raise                     # the exception the caller handles
+
+    def swallow(x):
+        try:
+            raise KeyError("a")
+        finally:
+            return x + 1          # noqa: B012 -- discards the exception
+
+    def f(x):
+        try:
+            try:
+                helper(-3)
+            except ValueError:
+                rethrow()
+        except ValueError as e:
+            y = swallow(x) + len(str(e))
+        return y
+    assert_one_graph(f, _x())
+    check(f, lambda: (_x(),))
+
+
+def test_exception_after_a_graph_break_in_the_try_body():
+    def f(x):
+        try:
+            y = x + 1
+            dynamo.graph_break()
+            z = {}["k"]
+        except KeyError:
+            z = 2
+        return y * z
+    for _ in range(2):
+        _eager_vs_compiled(f, _x())
+
+
+def test_module_missing_attribute():
+    class Net(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = ember.nn.Linear(4, 4)
+
+        def forward(self, x):
+            scale = getattr(self, "scale", None)
+            try:
+                shift = self.shift
+            except AttributeError:
+                shift = 1.0
+            y = self.lin(x) + shift
+            return y * scale if scale is not None else y
+
+    net = Net()
+    x = _x(2, 4)
+    assert_one_graph(net, x)
+    cnet = ember.compile(net, backend="eager")
+    assert_same(net(x), cnet(x))
+    net.scale = 3.0
+    assert_same(net(x), cnet(x))
+    net.shift = -2.0
+    assert_same(net(x), cnet(x))
+
+
+def test_import_guard_on_sys_modules():
+    import sys
+    import types
+    cf = ember.compile(import_missing, backend="eager")
+    x = _x()
+    assert_same(import_missing(x), cf(x))
+    sys.modules["ember_no_such_module_xyz"] = types.ModuleType("ember_no_such_module_xyz")
+    try:
+        assert_same(import_missing(x), cf(x))
+        np.testing.assert_allclose(cf(x).numpy(), x.numpy())      # y == 1: imported now
+    finally:
+        del sys.modules["ember_no_such_module_xyz"]
+    np.testing.assert_allclose(cf(x).numpy(), (x * 3).numpy())
+
+
+def test_exit_raising_and_exception_in_exit():
+    class Boom:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, typ, val, tb):
+            if typ is not None:
+                raise RuntimeError("from exit") from val
+            return False
+
+    def f(x):
+        try:
+            with Boom():
+                helper(-1)
+        except RuntimeError as e:
+            return x * 2 if isinstance(e.__cause__, ValueError) else x
+        return x
+    assert_one_graph(f, _x())
+    check(f, lambda: (_x(),))
+
+
+def test_getattr_hasattr_on_containers():
+    def f(x):
+        xs = [x, x + 1]
+        d = {"a": x}
+        n = (10 if hasattr(xs, "shape") else 1) + (2 if hasattr(xs, "append") else 0)
+        n += 3 if getattr(d, "shape", None) is None else 0
+        try:
+            xs.shape
+        except AttributeError:
+            n += 100
+        return x * n
+    assert_one_graph(f, _x())
+    check(f, lambda: (_x(),))
+
+
+@ember.no_grad()
+def _raising_no_grad(x):
+    y = x * 2
+    raise ValueError("inside no_grad")
+
+
+def test_exception_out_of_no_grad_decorated_function():
+    def f(x):
+        try:
+            _raising_no_grad(x)
+        except ValueError:
+            pass
+        return x * 3
+
+    x = _x().requires_grad_()
+    assert_one_graph(f, x)
+    out = ember.compile(f, backend="eager")(x)
+    assert out.requires_grad and ember.is_grad_enabled()
+    np.testing.assert_allclose(out.detach().numpy(), f(x).detach().numpy(), rtol=1e-6)

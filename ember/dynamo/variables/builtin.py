@@ -336,8 +336,21 @@ def _scalar_cast(pyfn):
     return h
 
 
+def _container_lacks(obj, name):
+    """A list/tuple/dict/set tracker (whose ``var_getattr`` answers any name with a method
+    tracker) whose type has no attribute ``name``."""
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
+        return not hasattr(obj.python_type(), name)
+    return False
+
+
 def _getattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
+    if _container_lacks(obj, name):
+        if len(args) == 3:
+            return args[2]
+        from .exceptions import raise_observed
+        raise_observed(tx, AttributeError, f"{obj.python_type().__name__!r} object has no attribute {name!r}")
     if len(args) == 3:
         try:
             return obj.var_getattr(tx, name)
@@ -437,6 +450,8 @@ def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.example, name))
+    if isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
+        return ConstantVariable(not _container_lacks(obj, name))
     if isinstance(obj, (NewObjectVariable, NNModuleVariable)):
         r = _hasattr_static(obj, name, tx)
         if r is not None:
@@ -755,6 +770,8 @@ def _register_dataclass_handlers():
     _HANDLERS[dataclasses.fields] = _dataclass_fields
     _HANDLERS[dataclasses.is_dataclass] = _is_dataclass
     _HANDLERS[id] = _id
+    from .random_calls import register
+    register(_HANDLERS)
 
 
 _register_dataclass_handlers()

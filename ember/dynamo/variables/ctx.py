@@ -119,8 +119,13 @@ class GradModeDecoratedVariable(VariableTracker):
         self.source = source
 
     def call_function(self, tx, args, kwargs):
+        from ..exc import ObservedException
         exit_ = GradModeVariable(self.target).enter(tx)
-        result = self.inner.call_function(tx, args, kwargs)
+        try:
+            result = self.inner.call_function(tx, args, kwargs)
+        except ObservedException:
+            exit_.call_function(tx, [], {})     # an exception the caller may handle: the mode is restored
+            raise
         exit_.call_function(tx, [], {})
         return result
 

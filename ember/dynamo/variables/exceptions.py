@@ -307,8 +307,10 @@ def raise_from_real(tx, err, what):
     from .constant import _LITERAL
     if tx is not None and type(err).__module__ == "builtins" and isinstance(err, _FOLDABLE) \
             and not isinstance(err, _UNMODELLED) and all(type(a) in _LITERAL for a in err.args) \
-            and not _builtin_fields(err):
+            and (isinstance(err, AttributeError) or not _builtin_fields(err)):
         ev = ExceptionVariable(type(err), [ConstantVariable(a) for a in err.args])
+        if isinstance(err, AttributeError) and type(getattr(err, "name", None)) is str:
+            ev.attrs["name"] = ConstantVariable(err.name)     # (its ``obj`` is not kept)
         raise_exception(tx, ev)
     raise Unsupported(what)
 

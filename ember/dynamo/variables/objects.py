@@ -64,6 +64,17 @@ def _missing_attribute(tx, obj, source, name):
     class could still produce it. The miss is guarded (the attribute still absent from the
     instance and the class), so setting it later recompiles."""
     cls = type(obj)
+    from ...nn.modules.module import Module
+    if isinstance(obj, Module) and cls.__getattr__ is Module.__getattr__ \
+            and cls.__getattribute__ is object.__getattribute__:
+        d = obj.__dict__
+        if not any(name in d.get(s, {}) for s in ("_parameters", "_buffers", "_modules")):
+            # Module.__getattr__ finds no parameter/buffer/submodule either: it raises
+            if source is not None:
+                tx.output.guards.add(f"hasattr({source.expr()}, {name!r}) is False",
+                                     f"{source.expr()} has no attribute {name!r}")
+            from .exceptions import raise_observed
+            raise_observed(tx, AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
     if cls.__getattribute__ is not object.__getattribute__ or _has_static(cls, "__getattr__"):
         raise Unsupported(f"{cls.__name__} object has no attribute {name!r} (its class has "
                           f"__getattr__/__getattribute__)")
