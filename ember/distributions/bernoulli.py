@@ -5,7 +5,7 @@ import numbers
 import ember
 
 from . import constraints
-from .distribution import Distribution
+from .exp_family import ExponentialFamily
 from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 __all__ = ["Bernoulli"]
@@ -15,11 +15,12 @@ def _bce_with_logits(logits, target):
     return ember.nn.functional.binary_cross_entropy_with_logits(logits, target, reduction="none")
 
 
-class Bernoulli(Distribution):
+class Bernoulli(ExponentialFamily):
     """Bernoulli distribution parameterized by ``probs`` or ``logits`` (not both)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.boolean
     has_enumerate_support = True
+    _mean_carrier_measure = 0
 
     def __init__(self, probs=None, logits=None, validate_args=None):
         if (probs is None) == (logits is None):
@@ -92,3 +93,10 @@ class Bernoulli(Distribution):
         if expand:
             values = values.expand((-1,) + tuple(self._batch_shape))
         return values
+
+    @property
+    def _natural_params(self):
+        return (ember.logit(self.probs),)
+
+    def _log_normalizer(self, x):
+        return ember.log1p(ember.exp(x))

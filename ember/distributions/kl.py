@@ -582,3 +582,20 @@ def _kl_uniform_pareto(p, q):
     t1 = (q.alpha * q.scale.pow(q.alpha) * support_uniform).log()
     t2 = (_x_log_x(p.high) - _x_log_x(p.low) - support_uniform) / support_uniform
     return _inf_where(p.low < q.support.lower_bound, t2 * (q.alpha + 1) - t1)
+
+
+# ------------------------------------------------ support of p not inside support of q: +inf
+def _kl_infinity(p, q):
+    return ember.full_like(p.mean.detach(), math.inf)
+
+
+for _p, _q in [(Beta, Pareto), (ContinuousBernoulli, Pareto), (Exponential, Beta), (Exponential, ContinuousBernoulli),
+               (Exponential, Pareto), (Exponential, Uniform), (Gamma, Beta), (Gamma, ContinuousBernoulli),
+               (Gamma, Pareto), (Gamma, Uniform), (Gumbel, Beta), (Gumbel, ContinuousBernoulli),
+               (Gumbel, Exponential), (Gumbel, Gamma), (Gumbel, Pareto), (Gumbel, Uniform), (Laplace, Beta),
+               (Laplace, ContinuousBernoulli), (Laplace, Exponential), (Laplace, Gamma), (Laplace, Pareto),
+               (Laplace, Uniform), (Normal, Beta), (Normal, ContinuousBernoulli), (Normal, Exponential),
+               (Normal, Gamma), (Normal, Pareto), (Normal, Uniform), (Pareto, Beta), (Pareto, ContinuousBernoulli),
+               (Pareto, Uniform), (Poisson, Bernoulli), (Poisson, Binomial)]:
+    register_kl(_p, _q)(_kl_infinity)
+del _p, _q

@@ -241,7 +241,7 @@ def test_register_kl_dispatch_and_missing_pair():
         del D.kl._KL_REGISTRY[MyNormal, D.Normal]
         D.kl._KL_MEMOIZE.clear()
     with pytest.raises(NotImplementedError, match="No KL"):
-        D.kl_divergence(D.Normal(0.0, 1.0), D.Exponential(1.0))
+        D.kl_divergence(D.Normal(0.0, 1.0), D.VonMises(0.0, 1.0))
 
 
 # ------------------------------------------------------------------------------ sampling

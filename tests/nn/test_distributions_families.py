@@ -339,6 +339,14 @@ def test_kl_infinities_and_unsupported_pairs():
         D.kl_divergence(D.Poisson(ember.tensor([1.0])), D.Dirichlet(ember.tensor([[1.0, 2.0]])))
     with pytest.raises(NotImplementedError):
         D.kl_divergence(D.VonMises(0.0, 1.0), D.VonMises(0.0, 2.0))
+    # supports that do not nest: +inf, as torch
+    for lib in (ember, torch):
+        E = lib.distributions
+        for p, q in [(E.Normal(lib.zeros(2), lib.ones(2)), E.Exponential(lib.ones(2))),
+                     (E.Gamma(lib.ones(3), lib.ones(3)), E.Beta(lib.ones(3), lib.ones(3))),
+                     (E.Poisson(lib.ones(2)), E.Bernoulli(lib.ones(2) / 2))]:
+            kl = E.kl_divergence(p, q)
+            assert tuple(kl.shape) == tuple(p.batch_shape) and bool(lib.isinf(kl).all())
 
 
 # ------------------------------------------------------------------------------ sampling
@@ -608,3 +616,23 @@ def test_compiled_beta_log_prob_and_gamma_rsample():
     g1, = ember.autograd.grad(s1.sum(), c)
     g2, = ember.autograd.grad(s2.sum(), c)
     np.testing.assert_allclose(g1.numpy(), g2.numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("make", [
+    lambda D, m: (D.Normal(m.tensor([0.3, -1.0]), m.tensor([1.2, 0.4])), D.Normal(m.tensor([0.1]), m.tensor([0.7]))),
+    lambda D, m: (D.Bernoulli(m.tensor([0.3, 0.8])), D.Bernoulli(m.tensor([0.6, 0.1]))),
+    lambda D, m: (D.Exponential(m.tensor([0.3, 2.0])), D.Exponential(m.tensor([0.6]))),
+    lambda D, m: (D.Poisson(m.tensor([0.3, 2.0])), D.Poisson(m.tensor([1.6]))),
+    lambda D, m: (D.Gamma(m.tensor([0.3, 2.0]), m.tensor([1.5])), D.Gamma(m.tensor([1.6]), m.tensor([0.5, 2.0]))),
+    lambda D, m: (D.Beta(m.tensor([0.3, 2.0]), m.tensor([1.5])), D.Beta(m.tensor([1.6]), m.tensor([0.5, 2.0]))),
+    lambda D, m: (D.Dirichlet(m.tensor([[0.3, 2.0, 1.0]])), D.Dirichlet(m.tensor([1.6, 0.5, 2.0]))),
+    lambda D, m: (D.ContinuousBernoulli(m.tensor([0.3, 0.7])), D.ContinuousBernoulli(m.tensor([0.45]))),
+], ids=["Normal", "Bernoulli", "Exponential", "Poisson", "Gamma", "Beta", "Dirichlet", "ContinuousBernoulli"])
+def test_exponential_family_bregman_kl_matches_torch_and_the_closed_form(make):
+    res = []
+    for lib in (ember, torch):
+        p, q = make(lib.distributions, lib)
+        assert isinstance(p, lib.distributions.ExponentialFamily)
+        res.append((lib.distributions.kl._kl_expfamily_expfamily(p, q), lib.distributions.kl_divergence(p, q)))
+    np.testing.assert_allclose(res[0][0].detach().numpy(), res[1][0].detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(res[0][0].detach().numpy(), res[0][1].detach().numpy(), rtol=1e-4, atol=1e-5)
