@@ -317,3 +317,24 @@ def test_sdpa_backend_values_match_torch():
     from torch.nn.attention import SDPBackend as T
     assert {m: int(v) for m, v in SDPBackend.__members__.items()} == \
         {m: int(v.value) for m, v in T.__members__.items()}
+
+
+def test_sdpa_kernel_block_in_compiled_code():
+    def f(q):
+        with sdpa_kernel([SDPBackend.MATH, SDPBackend.EFFICIENT_ATTENTION]) as got:
+            out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+        return out * 2, got
+
+    q = ember.randn(1, 2, 8, 4)
+    explained = ember.dynamo.explain(f)(q)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, explained.break_reasons
+    out, got = ember.compile(f)(q)
+    assert got == {} and ember.allclose(out, f(q)[0])
+    assert ember.backends.cuda.mem_efficient_sdp_enabled()      # the switches are back after the block
+
+    def g(q):
+        with sdpa_kernel(SDPBackend.EFFICIENT_ATTENTION):
+            return F.scaled_dot_product_attention(q, q, q)
+    with pytest.raises(RuntimeError, match="No viable backend"):
+        ember.compile(g)(q)
+    assert ember.backends.cuda.math_sdp_enabled()

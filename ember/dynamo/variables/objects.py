@@ -654,6 +654,9 @@ class ClassVariable(VariableTracker):
             # a profiler range in compiled code: traced as a plain block (see record_function)
             from .ctx import NullContextVariable
             return NullContextVariable(ConstantVariable(None))
+        from ...nn.attention import sdpa_kernel as _sdpa_kernel
+        if self.cls is _sdpa_kernel:
+            return _sdpa_kernel_block(tx, args, kwargs)
         if self.cls is contextlib.nullcontext and len(args) <= 1 and set(kwargs) <= {"enter_result"}:
             from .ctx import NullContextVariable
             return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
@@ -1063,3 +1066,27 @@ class PartialVariable(VariableTracker):
 
     def __repr__(self):
         return f"PartialVariable({self.func})"
+
+
+def _sdpa_kernel_block(tx, args, kwargs):
+    """``with ember.nn.attention.sdpa_kernel(backends):`` in compiled code: traced as a plain
+    block (ember's attention kernel is the same whichever switches are on, and the graph's
+    attention nodes do not read them). A choice that leaves ember no kernel cannot be compiled:
+    the frame runs eagerly, where the attention call raises PyTorch's "No viable backend"."""
+    from ...nn.attention import sdpa_kernel as _sdpa_kernel
+    from .ctx import NullContextVariable
+    if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
+        raise Unsupported("sdpa_kernel(...) with backends that are not constants")
+    try:
+        block = _sdpa_kernel(*[a.as_python_constant() for a in args],
+                             **{k: v.as_python_constant() for k, v in kwargs.items()})
+    except AssertionError as e:
+        err = Unsupported(f"sdpa_kernel(...): {e}")
+        err.no_break = True
+        raise err
+    if not block.allows_ember_kernel():
+        err = Unsupported("sdpa_kernel(...) allows no attention kernel ember has (MATH or FLASH_ATTENTION)")
+        err.no_break = True
+        raise err
+    from .builtin import BuiltinVariable
+    return NullContextVariable(BuiltinVariable(dict).call_function(tx, [], {}))   # torch's block yields {}

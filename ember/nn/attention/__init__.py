@@ -41,10 +41,8 @@ _FLAG_OF = {SDPBackend.MATH: "math", SDPBackend.FLASH_ATTENTION: "flash",
             SDPBackend.OVERRIDEABLE: "overrideable"}
 
 
-@contextlib.contextmanager
-def sdpa_kernel(backends, set_priority=False):
-    """Within the block, only ``backends`` (one SDPBackend or a list) may run
-    ``scaled_dot_product_attention``; the previous switches come back on exit."""
+def _chosen(backends):
+    """The list of SDPBackend members ``backends`` names (PyTorch's assertion otherwise)."""
     if not isinstance(backends, (list, SDPBackend)):
         raise AssertionError("Backend must be an instance of SDPBackend or a list of SDPBackend instances, "
                              f"got {type(backends).__name__}")
@@ -53,12 +51,32 @@ def sdpa_kernel(backends, set_priority=False):
         if not isinstance(b, SDPBackend):
             raise AssertionError("Backend must be an instance of SDPBackend or a list of SDPBackend "
                                  f"instances, got {type(b).__name__}")
-    old = _cuda._sdp_flags()
-    try:
-        _cuda._set_sdp_flags({flag: (b in chosen) for b, flag in _FLAG_OF.items()})
-        yield {}
-    finally:
-        _cuda._set_sdp_flags(old)
+    return chosen
+
+
+class sdpa_kernel(contextlib.ContextDecorator):  # noqa: N801 - PyTorch's name
+    """Within the block (or the decorated function), only ``backends`` (one SDPBackend or a
+    list) may run ``scaled_dot_product_attention``; the previous switches come back on exit.
+    Under ``ember.compile`` the block is traced straight through (ember's kernel is the same
+    whichever switch is on); a block that allows no kernel ember has runs eagerly, where the
+    attention call raises."""
+
+    def __init__(self, backends, set_priority=False):
+        self.chosen = _chosen(backends)
+        self.set_priority = set_priority
+        self._saved = []
+
+    def allows_ember_kernel(self):
+        return SDPBackend.MATH in self.chosen or SDPBackend.FLASH_ATTENTION in self.chosen
+
+    def __enter__(self):
+        self._saved.append(_cuda._sdp_flags())
+        _cuda._set_sdp_flags({flag: (b in self.chosen) for b, flag in _FLAG_OF.items()})
+        return {}
+
+    def __exit__(self, *exc):
+        _cuda._set_sdp_flags(self._saved.pop())
+        return False
 
 
 def __getattr__(name):
