@@ -90,6 +90,12 @@ def _check_lapack_dtype(kernel, dt, name=None):
 
 
 # ---------------------------------------------------------------------- numpy kernels
+def _nbatch(shape):
+    """The number of matrices in a batch of shape ``(..., m, n)`` (``reshape(-1, m, n)`` cannot
+    infer it when a matrix is empty)."""
+    return int(np.prod(shape[:-2], dtype=np.int64))
+
+
 def _lu_np(xp, a, pivot=True):
     """LU with partial pivoting of a batch ``(..., m, n)``, LAPACK getrf's right-looking
     algorithm vectorised over the batch. Returns ``(LU, pivots, info)``: ``LU`` holds ``U`` on
@@ -468,7 +474,7 @@ def linalg_cholesky_ex(xp, a, errors=""):
         L = xp.linalg.cholesky(a)
     except np.linalg.LinAlgError:
         h = _host(a)
-        flat = h.reshape((-1,) + h.shape[-2:])
+        flat = h.reshape((_nbatch(h.shape),) + h.shape[-2:])
         out = np.empty_like(flat)
         finfo = info.reshape(-1)
         for i, m in enumerate(flat):
@@ -746,7 +752,7 @@ def linalg_ldl_factor_ex(xp, a, hermitian=False, errors=""):
     _reject_complex("linalg.ldl_factor", a.dtype)
     _check_square("torch.linalg.ldl_factor_ex", a.shape, a.dtype)
     h = _host(a)
-    flat = h.reshape((-1,) + h.shape[-2:])
+    flat = h.reshape((_nbatch(h.shape),) + h.shape[-2:])
     n = h.shape[-1]
     ld = np.empty_like(flat)
     piv = np.empty((flat.shape[0], n), dtype=np.int32)
@@ -798,9 +804,10 @@ def linalg_ldl_solve(xp, ld, piv, b, hermitian=False):
     _ldl_solve_checks(ld.shape, ld.dtype, piv.shape, piv.dtype, b.shape, b.dtype)
     hl, hp, hb = _host(ld), _host(piv), _host(b)
     batch = hb.shape[:-2]
-    fl = np.broadcast_to(hl, batch + hl.shape[-2:]).reshape((-1,) + hl.shape[-2:])
-    fp = np.broadcast_to(hp, batch + hp.shape[-1:]).reshape((-1,) + hp.shape[-1:])
-    fb = hb.reshape((-1,) + hb.shape[-2:])
+    nb = _nbatch(hb.shape)
+    fl = np.broadcast_to(hl, batch + hl.shape[-2:]).reshape((nb,) + hl.shape[-2:])
+    fp = np.broadcast_to(hp, batch + hp.shape[-1:]).reshape((nb,) + hp.shape[-1:])
+    fb = hb.reshape((nb,) + hb.shape[-2:])
     out = np.empty_like(fb)
     for i in range(fb.shape[0]):
         out[i] = _sytrs_lower(fl[i], fp[i], fb[i])

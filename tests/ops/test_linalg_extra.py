@@ -332,6 +332,7 @@ def test_ldl_errors_and_backward():
     with pytest.raises(NotImplementedError, match="\"ldl_factor_kernel_cpu\" not implemented for 'BFloat16'"):
         ember.linalg.ldl_factor(ember.tensor(sym).bfloat16())     # (the message torch gives)
     info = ember.linalg.ldl_factor_ex(ember.zeros(2, 3, 3, dtype=ember.float64)).info
+    both(lambda m, x: tuple(m.linalg.ldl_factor_ex(x)), [np.zeros((2, 0, 0))], "float64", grad=False)
     assert info.tolist() == [1, 1]
     with pytest.raises(ember.linalg.LinAlgError, match="zero diagonal element"):
         ember.linalg.ldl_factor(ember.zeros(3, 3))
@@ -422,6 +423,7 @@ def test_tensorinv_tensorsolve(dtype):
     raises_like(lambda m, x: m.linalg.tensorinv(x, ind=2), [rect((4, 6, 8, 2))])
     raises_like(lambda m, x, y: m.linalg.tensorsolve(x, y), [rect((2, 3, 5)), rect((2, 3))])
     gradcheck_fn(lambda m, x, y: m.linalg.tensorsolve(x, y), [general((), 6).reshape(2, 3, 6), rect((2, 3))])
+    gradcheck_fn(lambda m, x: m.linalg.tensorinv(x, ind=1), [general((), 4).reshape(4, 2, 2)])
 
 
 @needs_torch

@@ -173,3 +173,17 @@ def test_muon_errors():
         w.grad = ember.randn(2, 2)
         with pytest.raises(ValueError, match=msg):
             opt.step()
+
+
+@needs_torch
+@pytest.mark.parametrize("name", ["Adafactor", "Muon"])
+def test_complex_parameters_rejected_as_torch(name):
+    z = np.ones((2, 2)) + 1j * np.random.default_rng().standard_normal((2, 2))
+    msgs = []
+    for lib in (ember, torch):
+        p = lib.nn.Parameter(lib.tensor(z))
+        p.grad = lib.tensor(z)
+        with pytest.raises(RuntimeError) as e:
+            getattr(lib.optim, name)([p]).step()
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1] == f"{name} does not support complex parameters"
