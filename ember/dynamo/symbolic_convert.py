@@ -730,6 +730,86 @@ class InstructionTranslator:
         else:
             raise Unsupported(f"del on {obj}")
 
+    # ------------------------------------------------------------------ match statements
+    def GET_LEN(self, inst):
+        self.push(BuiltinVariable(len).call_function(self, [self.peek(1)], {}))
+
+    def _subject_flags(self, subject):
+        try:
+            return subject.python_type().__flags__
+        except Unsupported:
+            raise Unsupported(f"a match statement over {subject} (its type is not known while tracing)")
+
+    def MATCH_SEQUENCE(self, inst):
+        # CPython's test: the type's Py_TPFLAGS_SEQUENCE (list, tuple, range, deque... not str)
+        self.push(ConstantVariable(bool(self._subject_flags(self.peek(1)) & (1 << 5))))
+
+    def MATCH_MAPPING(self, inst):
+        self.push(ConstantVariable(bool(self._subject_flags(self.peek(1)) & (1 << 6))))
+
+    def MATCH_KEYS(self, inst):
+        """``case {"k": v, ...}``: a tuple of the values when every key is present, else None."""
+        keys, subject = self.peek(1), self.peek(2)
+        values = []
+        for key in keys.unpack(self):
+            present = self._contains(subject, key)
+            if not present:
+                self.push(ConstantVariable(None))
+                return
+            values.append(self.getitem(subject, key))
+        self.push(TupleVariable(values))
+
+    def _contains(self, container, item):
+        self.push(item)
+        self.push(container)
+        self.CONTAINS_OP(types.SimpleNamespace(arg=0, argval=0))
+        res = self.pop()
+        if not res.is_python_constant():
+            raise Unsupported("a match statement's key test is not a constant")
+        return bool(res.as_python_constant())
+
+    # types whose single positional sub-pattern matches the subject itself (`case int(n)`)
+    _SELF_MATCHING = (bool, bytearray, bytes, dict, float, frozenset, int, list, set, str, tuple)
+
+    def MATCH_CLASS(self, inst):
+        """``case Cls(p0, p1, kw=p2)``: a tuple of the attributes when the subject is an
+        instance of ``Cls`` that has them, else None (positional ones by ``__match_args__``)."""
+        names, cls, subject = self.pop(), self.pop(), self.pop()
+        count = inst.arg
+        hit = BuiltinVariable(isinstance).call_function(self, [subject, cls], {})
+        if not hit.is_python_constant():
+            raise Unsupported("a class pattern whose isinstance test is not a constant")
+        if not hit.as_python_constant():
+            self.push(ConstantVariable(None))
+            return
+        klass = cls.as_python_constant()
+        attrs = []
+        if count:
+            match_args = getattr(klass, "__match_args__", None)
+            if match_args is None and count == 1 and klass in self._SELF_MATCHING:
+                values = [subject]
+                count = 0
+            else:
+                values = []
+                allowed = len(match_args) if isinstance(match_args, tuple) else 0
+                if count > allowed:
+                    from .variables.exceptions import raise_observed
+                    raise_observed(self, TypeError, f"{klass.__name__}() accepts {allowed} positional "
+                                                    f"sub-pattern{'' if allowed == 1 else 's'} ({count} given)")
+                attrs = list(match_args[:count])
+        else:
+            values = []
+        attrs += list(names.as_python_constant())
+        for name in attrs:
+            has = BuiltinVariable(hasattr).call_function(self, [subject, ConstantVariable(name)], {})
+            if not has.is_python_constant():
+                raise Unsupported(f"a class pattern reads attribute {name!r}, not known while tracing")
+            if not has.as_python_constant():
+                self.push(ConstantVariable(None))
+                return
+            values.append(self._getattr(subject, name))
+        self.push(TupleVariable(values))
+
     def _slice_of(self, start, end):
         if not (start.is_python_constant() and end.is_python_constant()) or \
                 isinstance(start, TensorVariable) or isinstance(end, TensorVariable):
