@@ -379,6 +379,8 @@ def _rejecting(kernel, make_error):
             raise make_error(_t.from_numpy_dtype(d))
         return kernel(xp, *args)
     k.__name__ = getattr(kernel, "__name__", "kernel")
+    k.__qualname__ = getattr(kernel, "__qualname__", k.__name__)
+    k.__module__ = getattr(kernel, "__module__", __name__)    # the op's own module, for op inventories
     k.__wrapped__ = kernel
     return k
 
