@@ -6,7 +6,10 @@ handling that PyTorch does in its own front end (vector right-hand sides and bat
 broadcasting for ``solve``, ``upper=`` for ``cholesky``, ``ord``/``dim`` dispatch for ``norm``),
 so the records keep one simple form each.
 
-Real floating-point tensors (float32, float64) only: ember has no complex dtypes.
+Floating-point (float32, float64) and complex (complex64, complex128) tensors. For complex
+input the results are torch's: conjugate transposes where the math has adjoints (A = L L^H,
+Q^H Q = I, A = U S V^H), real singular values / Hermitian eigenvalues / log|det|, a complex
+slogdet sign, and gradients in torch's convention (see ember.ops.complex_ops).
 """
 from __future__ import annotations
 
@@ -15,9 +18,9 @@ import numbers
 import numpy as np
 
 from .ops import api as _api
-from .ops.lapack import (LinAlgError, _eigh_t, _qr_t, _slogdet_t, _svd_t, linalg_cholesky, linalg_cross,
-                         linalg_det, linalg_eigh, linalg_inv, linalg_matrix_norm, linalg_qr, linalg_slogdet,
-                         linalg_solve, linalg_svd, linalg_vecdot)
+from .ops.lapack import (LinAlgError, _eig_t, _eigh_t, _qr_t, _slogdet_t, _svd_t, linalg_cholesky, linalg_cross,
+                         linalg_det, linalg_eig, linalg_eigh, linalg_inv, linalg_matrix_norm, linalg_qr,
+                         linalg_slogdet, linalg_solve, linalg_svd, linalg_vecdot)
 from .ops.reduction import linalg_vector_norm
 
 
@@ -26,7 +29,7 @@ def matrix_exp(A):
     return _api.matrix_exp(A)
 
 __all__ = ["LinAlgError", "norm", "vector_norm", "matrix_norm", "cross", "vecdot", "matmul", "inv", "det",
-           "slogdet", "solve", "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank",
+           "slogdet", "solve", "cholesky", "qr", "eig", "eigvals", "eigh", "eigvalsh", "svd", "svdvals", "pinv", "matrix_rank",
            "matrix_exp"]
 
 
@@ -153,11 +156,11 @@ def solve(A, B, *, left=True, out=None):
 
 
 def cholesky(A, *, upper=False, out=None):
-    """``linalg.cholesky(A, *, upper=False)``: ``L`` (lower) with ``A = L L^T``, or ``U = L^T``;
+    """``linalg.cholesky(A, *, upper=False)``: ``L`` (lower) with ``A = L L^H``, or ``U = L^H``;
     reads the lower triangle of ``A``. Not positive definite: :class:`LinAlgError`."""
     _no_out("cholesky", out)
     L = linalg_cholesky.binding(A)
-    return L.mT if upper else L
+    return L.mH if upper else L
 
 
 # ---------------------------------------------------------------------- factorisations
@@ -169,9 +172,25 @@ def qr(A, mode="reduced", *, out=None):
     return _qr_t(*linalg_qr.binding(A, mode))
 
 
+def eig(A, *, out=None):
+    """``linalg.eig(A) -> (eigenvalues, eigenvectors)``, complex for real or complex ``A``:
+    ``A V = V diag(L)``, eigenvectors of norm 1 (LAPACK geev's: largest component real). They
+    are defined up to a phase each, so only losses invariant to it can be differentiated (others
+    raise at backward, as in torch)."""
+    _no_out("eig", out)
+    return _eig_t(*linalg_eig.binding(A))
+
+
+def eigvals(A, *, out=None):
+    """``linalg.eigvals(A)``: the eigenvalues of ``eig`` (complex), differentiable."""
+    _no_out("eigvals", out)
+    return linalg_eig.binding(A)[0]
+
+
 def eigh(A, UPLO="L", *, out=None):
     """``linalg.eigh(A, UPLO='L') -> (eigenvalues, eigenvectors)`` of the symmetric matrix in the
-    ``UPLO`` triangle; eigenvalues ascending, eigenvectors up to sign."""
+    ``UPLO`` triangle (Hermitian for complex ``A``); eigenvalues real and ascending, eigenvectors up
+    to sign (a phase for complex ``A``: only phase-invariant losses are differentiable)."""
     _no_out("eigh", out)
     return _eigh_t(*linalg_eigh.binding(A, UPLO))
 
@@ -220,7 +239,7 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """``linalg.pinv(A, *, atol=None, rtol=None, hermitian=False)``: the Moore-Penrose inverse
     through the SVD (eigh when ``hermitian``), singular values under the tolerance treated as 0."""
     _no_out("pinv", out)
-    if A.ndim < 2 or not A.dtype.is_floating_point:
+    if A.ndim < 2 or not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(f"linalg.pinv({A.dtype.legacy_name}{{{list(A.shape)}}}): expected a tensor with 2 "
                            f"or more dimensions of float, double, cfloat or cdouble types")
     if hermitian:
@@ -229,12 +248,12 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
         cut = _tolerance(aw, A, atol, rtol)
         keep = aw > cut
         winv = _api.where(keep, 1 / _api.where(keep, w, _api.ones_like(w)), _api.zeros_like(w))
-        return (v * winv.unsqueeze(-2)) @ v.mT
+        return (v * winv.unsqueeze(-2)) @ v.mH
     u, s, vh = linalg_svd.binding(A, False)
     cut = _tolerance(s, A, atol, rtol)
     keep = s > cut
     sinv = _api.where(keep, 1 / _api.where(keep, s, _api.ones_like(s)), _api.zeros_like(s))
-    return (vh.mT * sinv.unsqueeze(-2)) @ u.mT
+    return (vh.mH * sinv.unsqueeze(-2)) @ u.mH
 
 
 def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
@@ -249,7 +268,8 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
     return (s > cut).sum(-1)
 
 
-for _fn in (vector_norm, matrix_norm, norm, cross, vecdot, matmul, inv, det, slogdet, solve, cholesky, qr, eigh,
+for _fn in (vector_norm, matrix_norm, norm, cross, vecdot, matmul, inv, det, slogdet, solve, cholesky, qr, eig,
+            eigvals, eigh,
             eigvalsh, svd, svdvals, pinv, matrix_rank):
     _fn.__module__ = "ember.linalg"
 

@@ -43,6 +43,34 @@ _slogdet_t = _return_type("linalg_slogdet", ("sign", "logabsdet"))
 _eigh_t = _return_type("linalg_eigh", ("eigenvalues", "eigenvectors"))
 _qr_t = _return_type("linalg_qr", ("Q", "R"))
 _svd_t = _return_type("linalg_svd", ("U", "S", "Vh"))
+_eig_t = _return_type("linalg_eig", ("eigenvalues", "eigenvectors"))
+
+
+def _real_np(dt):
+    """The real numpy dtype of a (possibly complex) numpy dtype: what |z|, singular values,
+    Hermitian eigenvalues and log|det| are stored in."""
+    return np.dtype(dt).type(0).real.dtype
+
+
+def _raw_complex_grad(op):
+    """Marks an op whose derivative is written directly in torch's convention for complex
+    tensors (conjugate transposes where the math has adjoints): the op is not holomorphic (its
+    outputs involve conj(A): |det|, A = L L^H, Q^H Q = I, ...), so the engine must not apply the
+    holomorphic ``conj(formula(conj g))`` rule. For real tensors ``mH`` is ``mT`` and the
+    formulas are the real ones."""
+    op.complex_grad = "raw"
+    return op
+
+
+def _phase_check(imdiag, name, what):
+    """torch's check that a loss does not depend on the arbitrary phases of complex singular /
+    eigen vectors (``v -> v e^{i phi}``): the imaginary part of diag(V^H gV) (which is the
+    loss's derivative along that phase) must vanish. Lax tolerances, as torch's."""
+    imdiag = imdiag.detach()
+    if imdiag.numel() and float(imdiag.abs().amax()) > 1e-2:
+        raise RuntimeError(f"{name}: The {what} in the complex case are specified up to multiplication by "
+                           f"e^{{i phi}}. The specified loss function depends on this quantity, so it is "
+                           f"ill-defined.")
 
 
 # ---------------------------------------------------------------------- argument checks
@@ -54,8 +82,7 @@ def _edtype(dt):
 def _check_float(name, dt, what="input"):
     dt = _edtype(dt)
     if dt.is_complex:
-        raise RuntimeError(f"{name}: complex tensors are not supported by ember's linear algebra (got "
-                           f"{dt.legacy_name}); ember.linalg is real-only")
+        return          # complex64 / complex128: LAPACK's c/z routines through numpy.linalg
     if not dt.is_floating_point:
         raise RuntimeError(f"{name}: Expected a floating point or complex tensor as {what}. "
                            f"Got {dt.legacy_name}")
@@ -134,7 +161,8 @@ def linalg_inv(xp, a):
 
 @linalg_inv.derivative
 def _inv_bw(ctx, g):
-    # d(A^-1) = -A^-1 dA A^-1, so the gradient is -A^-T g A^-T
+    # d(A^-1) = -A^-1 dA A^-1, so the gradient is -A^-T g A^-T (holomorphic: for complex A the
+    # engine's conj(formula(conj g)) makes it torch's -A^-H g A^-H)
     ainv_t = ctx.result.mT
     return (-(ainv_t @ g @ ainv_t),)
 
@@ -169,27 +197,40 @@ def _adjugate_t(a):
     eye = _eye_like(n, s).bool()
     p = others.masked_fill(eye, 1.0).prod(-1)          # p_i: the product of the other singular values
     sign = linalg_det.binding(u) * linalg_det.binding(vh)
+    if u.dtype.is_complex:      # A^-T = conj(U) S^-1 conj(Vh) for unitary U, Vh
+        u, vh = u.conj(), vh.conj()
     return sign[..., None, None] * ((u * p.unsqueeze(-2)) @ vh)
 
 
 @defop("linalg_slogdet(Tensor A) -> Tensor, Tensor", function=False, method=False, save_result=True,
        grad_fn_name="LinalgSlogdetBackward0")
 def linalg_slogdet(xp, a):
+    """``(sign, log|det A|)``: the sign is complex (``det / |det|``) for complex ``A``, the log
+    always real."""
     _check_square("linalg.slogdet", a.shape, a.dtype)
     sign, logabs = xp.linalg.slogdet(a)
     return (_c(xp, sign.astype(a.dtype, copy=False)),
-            _c(xp, logabs.astype(a.dtype, copy=False)))
+            _c(xp, logabs.astype(_real_np(a.dtype), copy=False)))
 
 
 @linalg_slogdet.derivative
 def _slogdet_bw(ctx, grads):
-    # the sign of a real determinant is piecewise constant: only log|det A| has a gradient,
-    # g A^-T (singular A: the inverse's LinAlgError, as for det)
+    # d log|det A| = Re tr(A^-1 dA) and d sign = sign * i Im tr(A^-1 dA). Their adjoints (torch's
+    # convention): gA = (g_abs - i Im(conj(g_sign) sign)) A^-H. A real determinant's sign is
+    # piecewise constant, so only log|det A| has a gradient, g A^-T. (Singular A: the inverse's
+    # LinAlgError, as for det.)
     (a,) = ctx.args
-    g = grads[1]
+    g_sign, g = grads
+    if a.dtype.is_complex and g_sign is not None:
+        sign = ctx.result[0]
+        im = (g_sign.conj() * sign).imag
+        g = (api.zeros_like(im) if g is None else g) - 1j * im
     if g is None:
         return (None,)
-    return (g[..., None, None] * linalg_inv.binding(a).mT,)
+    return (g[..., None, None] * linalg_inv.binding(a).mH,)
+
+
+_raw_complex_grad(linalg_slogdet)
 
 
 # ---------------------------------------------------------------------- solve
@@ -237,7 +278,7 @@ def _solve_bw(ctx, g):
 @defop("linalg_cholesky(Tensor A) -> Tensor", function=False, method=False, save=(), save_result=True,
        grad_fn_name="LinalgCholeskyExBackward0")
 def linalg_cholesky(xp, a):
-    """The lower factor ``L`` of ``A = L L^T``; only the lower triangle of ``A`` is read."""
+    """The lower factor ``L`` of ``A = L L^H``; only the lower triangle of ``A`` is read."""
     _check_square("linalg.cholesky", a.shape, a.dtype)
     try:
         return _c(xp, xp.linalg.cholesky(a))
@@ -262,12 +303,19 @@ def _phi(x):
 
 @linalg_cholesky.derivative
 def _cholesky_bw(ctx, g):
-    # A = L L^T, dA symmetric: with P = Phi(L^T gL), the gradient is S = L^-T P L^-1,
-    # symmetrised (A's perturbations are symmetric).
-    L = ctx.result
+    # A = L L^H, dA Hermitian: with X = tril(L^H gL), the gradient is
+    # L^-H (X + tril(X, -1)^H) / 2 L^-1 -- Hermitian off the diagonal, the diagonal of X halved
+    # as it is (for complex A its imaginary part stays: torch's convention).
+    return (_cholesky_grad(ctx.result, g),)
+
+
+def _cholesky_grad(L, g):
     linv = linalg_inv.binding(L)
-    s = linv.mT @ _phi(L.mT @ g.tril()) @ linv
-    return (0.5 * (s + s.mT),)
+    x = (L.mH @ g.tril()).tril()
+    return linv.mH @ (0.5 * (x + x.tril(-1).mH)) @ linv
+
+
+_raw_complex_grad(linalg_cholesky)
 
 
 # ---------------------------------------------------------------------- qr
@@ -291,11 +339,13 @@ def _check_qr(ndim, dt, mode):
 
 @linalg_qr.derivative
 def _qr_bw(ctx, grads):
-    # A = QR with Q^T Q = I and R upper triangular. For a tall or square A (m >= n, reduced):
-    # with M = R gR^T - gQ^T Q, the gradient is (gQ + Q sym(M)) R^-T, where sym(M) copies M's
-    # strictly lower triangle onto its upper one (Q^T dQ is skew and dR R^-1 upper triangular,
-    # which fixes everything but that triangle). For a wide A = [X | Y] (m < n): Q, U = qr(X)
-    # and V = Q^T Y, so Y's gradient is Q gV and X's is the square case with gQ + Y gV^T.
+    # A = QR with Q^H Q = I and R upper triangular with a real diagonal (LAPACK's Householder
+    # QR). For a tall or square A (m >= n, reduced): with M = R gR^H - gQ^H Q, the gradient is
+    # (gQ + Q sym(M)) R^-H, where sym(M) copies M's strictly lower triangle onto its upper one
+    # (conjugated) and keeps Re diag(M) (Q^H dQ is skew-Hermitian and dR R^-1 upper triangular
+    # with a real diagonal, which fixes everything but that triangle and the imaginary
+    # diagonal). For a wide A = [X | Y] (m < n): Q, U = qr(X) and V = Q^H Y, so Y's gradient is
+    # Q gV and X's is the square case with gQ + Y gV^H.
     (a, mode) = ctx.args
     q, r = ctx.result
     m, n = a.shape[-2], a.shape[-1]
@@ -312,16 +362,20 @@ def _qr_bw(ctx, grads):
         return (_qr_square_bw(q, r, gq, gr),)
     y = q @ r[..., m:]          # = A's last n - m columns (A itself is not saved)
     gu, gv = gr[..., :m], gr[..., m:]
-    gx = _qr_square_bw(q, r[..., :m], gq + y @ gv.mT, gu)
+    gx = _qr_square_bw(q, r[..., :m], gq + y @ gv.mH, gu)
     return (api.cat([gx, q @ gv], -1),)
 
 
 def _qr_square_bw(q, r, gq, gr):
     """The QR gradient for ``Q`` (m x n) and square ``R`` (n x n), m >= n."""
-    mm = r @ gr.mT - gq.mT @ q
+    mm = r @ gr.mH - gq.mH @ q
     low = mm.tril(-1)
-    sym = low + low.mT + mm.diagonal(0, -2, -1).diag_embed()
-    return (gq + q @ sym) @ linalg_inv.binding(r).mT
+    d = mm.diagonal(0, -2, -1)
+    sym = low + low.mH + (d.real if d.dtype.is_complex else d).diag_embed()
+    return (gq + q @ sym) @ linalg_inv.binding(r).mH
+
+
+_raw_complex_grad(linalg_qr)
 
 
 # ---------------------------------------------------------------------- eigh
@@ -333,8 +387,8 @@ def _check_uplo(uplo):
 @defop("linalg_eigh(Tensor A, str UPLO='L') -> Tensor, Tensor", function=False, method=False, save=(),
        save_result=True, grad_fn_name="LinalgEighBackward0")
 def linalg_eigh(xp, a, UPLO="L"):
-    """Eigenvalues (ascending) and orthonormal eigenvectors of the symmetric matrix stored in the
-    ``UPLO`` triangle of ``A``."""
+    """Eigenvalues (ascending, real) and orthonormal eigenvectors of the symmetric (Hermitian)
+    matrix stored in the ``UPLO`` triangle of ``A``."""
     _check_uplo(UPLO)
     _check_square("linalg.eigh", a.shape, a.dtype)
     w, v = xp.linalg.eigh(a, UPLO=UPLO)
@@ -347,33 +401,41 @@ def _eye_like(n, like):
 
 @linalg_eigh.derivative
 def _eigh_bw(ctx, grads):
-    # A = V diag(w) V^T. With M the skew part of V^T gV, divided off the diagonal by
-    # E_ij = w_j - w_i, and gw on the diagonal: gA = V M V^T (needs distinct eigenvalues;
-    # repeated ones give inf/nan, as in PyTorch).
+    # A = V diag(w) V^H. With M the skew-Hermitian part of V^H gV, divided off the diagonal by
+    # E_ij = w_j - w_i, and gw on the diagonal: gA = V M V^H (needs distinct eigenvalues;
+    # repeated ones give inf/nan, as in PyTorch). Complex eigenvectors are defined up to a
+    # phase each; a loss that depends on it is refused as torch does.
     gw, gv = grads
     w, v = ctx.result
     n = w.shape[-1]
     eye = _eye_like(n, w)
     if gv is not None:
-        vtg = v.mT @ gv
-        m = 0.5 * (vtg - vtg.mT)
+        vtg = v.mH @ gv
+        if vtg.dtype.is_complex:
+            _phase_check(vtg.diagonal(0, -2, -1).imag, "linalg_eigh_backward", "eigenvectors")
+        m = 0.5 * (vtg - vtg.mH)
         e = w.unsqueeze(-2) - w.unsqueeze(-1)
         m = m / (e + eye) * (1 - eye)
         if gw is not None:
             m = m + gw.diag_embed()
     else:
         m = gw.diag_embed()
-    return (v @ m @ v.mT,)
+    if m.dtype is not v.dtype:
+        m = m.to(v.dtype)
+    return (v @ m @ v.mH,)
+
+
+_raw_complex_grad(linalg_eigh)
 
 
 # ---------------------------------------------------------------------- svd
 @defop("linalg_svd(Tensor A, bool full_matrices=True) -> (Tensor, Tensor, Tensor)", function=False,
        method=False, save=(), save_result=True, grad_fn_name="LinalgSvdBackward0")
 def linalg_svd(xp, a, full_matrices=True):
-    """``U, S, Vh`` with ``A = U diag(S) Vh``, ``S`` descending."""
+    """``U, S, Vh`` with ``A = U diag(S) Vh``, ``S`` descending (real for complex ``A``)."""
     _check_matrix("linalg.svd", a.ndim, a.dtype)
     u, s, vh = xp.linalg.svd(a, full_matrices=full_matrices)
-    return _c(xp, u), _c(xp, s), _c(xp, vh)
+    return _c(xp, u), _c(xp, s.astype(_real_np(a.dtype), copy=False)), _c(xp, vh)
 
 
 @linalg_svd.derivative
@@ -382,6 +444,10 @@ def _svd_bw(ctx, grads):
     # vectors' part follows from U^T dU and V^T dV being skew; it divides by
     # E_ij = S_j^2 - S_i^2 (distinct singular values needed), and for a non-square A adds the
     # component of gU (m > n) or gV (m < n) outside the span of the reduced factors.
+    # Complex A: the same with conjugate transposes; U^H dU and V^H dV have imaginary diagonals
+    # of which only the difference is fixed (the phase of each singular pair), so the loss must
+    # not depend on it (torch's check: Im diag(U^H gU) = -Im diag(V^H gV)) and the diagonal
+    # gets i Im diag(U^H gU) / S.
     gu, gs, gvh = grads
     u, s, vh = ctx.result
     (a, full) = ctx.args
@@ -395,32 +461,97 @@ def _svd_bw(ctx, grads):
         gvh = gvh[..., :k, :]
     if gu is None and gvh is None:
         return ((u * gs.unsqueeze(-2)) @ vh,)
-    v = vh.mT
-    gv = gvh.mT if gvh is not None else None
+    cplx = u.dtype.is_complex
+    v = vh.mH
+    gv = gvh.mH if gvh is not None else None
     eye = _eye_like(k, s)
     s2 = s * s
     e = s2.unsqueeze(-2) - s2.unsqueeze(-1) + eye
     inner = None
+    im_u = im_v = None
     if gu is not None:
-        utgu = u.mT @ gu
-        inner = (utgu - utgu.mT) * s.unsqueeze(-2)
+        utgu = u.mH @ gu
+        if cplx:
+            im_u = utgu.diagonal(0, -2, -1).imag
+        inner = (utgu - utgu.mH) * s.unsqueeze(-2)
     if gv is not None:
-        vtgv = v.mT @ gv
-        t = s.unsqueeze(-1) * (vtgv - vtgv.mT)
+        vtgv = v.mH @ gv
+        if cplx:
+            im_v = vtgv.diagonal(0, -2, -1).imag
+        t = s.unsqueeze(-1) * (vtgv - vtgv.mH)
         inner = t if inner is None else inner + t
+    if cplx:
+        zero = api.zeros_like(s)
+        _phase_check((zero if im_u is None else im_u) + (zero if im_v is None else im_v), "svd_backward",
+                     "singular vectors")
     inner = inner / e * (1 - eye)
     if gs is not None:
         inner = inner + gs.diag_embed()
+    if im_u is not None:
+        inner = inner + (1j * (im_u / s)).diag_embed()
     if m > n and gu is not None:
         ga = u @ inner
         gus = gu / s.unsqueeze(-2)
-        ga = ga + gus - u @ (u.mT @ gus)
+        ga = ga + gus - u @ (u.mH @ gus)
         return (ga @ vh,)
     if m < n and gv is not None:
         gvs = gv / s.unsqueeze(-2)
-        ga = inner @ vh + (gvs - v @ (vh @ gvs)).mT
+        ga = inner @ vh + (gvs - v @ (vh @ gvs)).mH
         return (u @ ga,)
     return (u @ inner @ vh,)
+
+
+_raw_complex_grad(linalg_svd)
+
+
+# ---------------------------------------------------------------------- eig
+def _complex_np(dt):
+    dt = np.dtype(dt)
+    return dt if dt.kind == "c" else np.dtype(np.complex64 if dt == np.float32 else np.complex128)
+
+
+@defop("linalg_eig(Tensor A) -> (Tensor, Tensor)", function=False, method=False, save=(), save_result=True,
+       grad_fn_name="LinalgEigBackward0")
+def linalg_eig(xp, a):
+    """Eigenvalues and right eigenvectors of a general square matrix, always complex (a real
+    matrix may have complex eigenpairs). LAPACK's geev through numpy: eigenvectors of norm 1 with
+    their largest component real, in geev's order -- what torch returns too."""
+    _check_square("linalg.eig", a.shape, a.dtype)
+    cdt = _complex_np(a.dtype)
+    h = _host(a)
+    if not np.isfinite(h).all():
+        raise RuntimeError("linalg.eig: input tensor should not contain infs or NaNs.")
+    w, v = np.linalg.eig(h)
+    return _c(xp, xp.asarray(w.astype(cdt, copy=False))), _c(xp, xp.asarray(v.astype(cdt, copy=False)))
+
+
+@linalg_eig.derivative
+def _eig_bw(ctx, grads):
+    # A = V diag(L) V^-1, columns of V of norm 1. In torch's convention:
+    # gA = V^-H (diag(gL) + P(V^H gV) / conj(E)) V^H with E_ij = L_j - L_i (1 on the diagonal)
+    # and P(X) = X - V^H V diag(Re diag X), the projection onto the tangent space of matrices
+    # with unit-norm columns. Each eigenvector's phase is arbitrary: a loss depending on it
+    # (Im diag(V^H gV) != 0) is refused as torch does. Distinct eigenvalues needed.
+    gl, gv = grads
+    lam, v = ctx.result
+    vh = v.mH
+    if gv is None:
+        inner = gl.diag_embed()
+    else:
+        vhgv = vh @ gv
+        d = vhgv.diagonal(0, -2, -1)
+        _phase_check(d.imag, "linalg_eig_backward", "eigenvectors")
+        vhgv = vhgv - vh @ (v * d.real.unsqueeze(-2))
+        n = lam.shape[-1]
+        eye = _eye_like(n, lam)
+        econj = (lam.unsqueeze(-2) - lam.unsqueeze(-1)).conj() + eye
+        inner = vhgv / econj
+        if gl is not None:
+            inner = inner * (1 - eye) + gl.diag_embed()
+    return (linalg_solve.binding(vh, inner @ vh),)
+
+
+_raw_complex_grad(linalg_eig)
 
 
 # ---------------------------------------------------------------------- composites
@@ -459,7 +590,7 @@ def linalg_vecdot(x, y, dim=-1):
 def _matrix_norm_checks(a, ord, dim):
     if a.ndim < 2:
         raise RuntimeError("linalg.matrix_norm: The input tensor A must have at least 2 dimensions.")
-    if not a.dtype.is_floating_point:
+    if not (a.dtype.is_floating_point or a.dtype.is_complex):
         raise RuntimeError(f"linalg.matrix_norm: Expected a floating point or complex tensor as input. "
                            f"Got {_ldt(a.dtype)}")
     if len(dim) != 2:
@@ -485,6 +616,8 @@ def linalg_matrix_norm(a, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
     d0, d1 = _matrix_norm_checks(a, ord, dim)
     if dtype is not None:
         a = a.to(_t.as_dtype(dtype))
+    if ord == "fro" and a.dtype.is_complex:
+        a = a.abs()     # a complex matrix's Frobenius norm is its moduli's (real)
     if ord == "fro":
         return linalg_vector_norm.binding(a, 2, [d0, d1], keepdim)
     if ord == "nuc" or abs(float(ord)) == 2:
@@ -550,7 +683,7 @@ def _det_meta(a):
 @linalg_slogdet.meta_fn
 def _slogdet_meta(a):
     _check_square("linalg.slogdet", a.shape, a.dtype)
-    return _M.out(tuple(a.shape[:-2]), a.dtype), _M.out(tuple(a.shape[:-2]), a.dtype)
+    return _M.out(tuple(a.shape[:-2]), a.dtype), _M.out(tuple(a.shape[:-2]), a.dtype.to_real())
 
 
 @linalg_solve.meta_fn
@@ -581,7 +714,7 @@ def _qr_meta(a, mode="reduced"):
 def _eigh_meta(a, UPLO="L"):
     _check_uplo(UPLO)
     _check_square("linalg.eigh", a.shape, a.dtype)
-    return _M.out(tuple(a.shape[:-1]), a.dtype), _M.out(tuple(a.shape), a.dtype)
+    return _M.out(tuple(a.shape[:-1]), a.dtype.to_real()), _M.out(tuple(a.shape), a.dtype)
 
 
 @linalg_svd.meta_fn
@@ -589,6 +722,14 @@ def _svd_meta(a, full_matrices=True):
     _check_matrix("linalg.svd", a.ndim, a.dtype)
     *b, m, n = tuple(a.shape)
     k = _M.smin(m, n)
+    rdt = a.dtype.to_real()
     if full_matrices:
-        return _M.out((*b, m, m), a.dtype), _M.out((*b, k), a.dtype), _M.out((*b, n, n), a.dtype)
-    return _M.out((*b, m, k), a.dtype), _M.out((*b, k), a.dtype), _M.out((*b, k, n), a.dtype)
+        return _M.out((*b, m, m), a.dtype), _M.out((*b, k), rdt), _M.out((*b, n, n), a.dtype)
+    return _M.out((*b, m, k), a.dtype), _M.out((*b, k), rdt), _M.out((*b, k, n), a.dtype)
+
+
+@linalg_eig.meta_fn
+def _eig_meta(a):
+    _check_square("linalg.eig", a.shape, a.dtype)
+    cdt = a.dtype.to_complex()
+    return _M.out(tuple(a.shape[:-1]), cdt), _M.out(tuple(a.shape), cdt)
