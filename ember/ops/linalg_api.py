@@ -74,8 +74,11 @@ def slogdet(input):
 @_export
 def logdet(input):
     """``log(det A)``: NaN where the determinant is negative, -inf where it is zero (from
-    ``slogdet``, so the gradient is ``A^-T`` where the determinant is positive)."""
+    ``slogdet``, so the gradient is ``A^-T`` where the determinant is positive). Complex ``A``:
+    the complex logarithm ``log|det A| + log(sign)`` (principal branch), as torch."""
     sign, logabs = linalg_slogdet.binding(input)
+    if sign.dtype.is_complex:
+        return logabs.to(sign.dtype) + api.log(sign)
     return api.where(sign < 0, api.full_like(logabs, float("nan")), logabs)
 
 
@@ -92,7 +95,7 @@ def qr(input, some=True, *, out=None):
 @_export
 def svd(input, some=True, compute_uv=True, *, out=None):
     """``torch.svd(A, some=True, compute_uv=True) -> (U, S, V)``: ``V`` (not ``Vh``) with
-    ``A = U diag(S) V^T``; reduced when ``some``. Without ``compute_uv``, U and V are zero
+    ``A = U diag(S) V^H``; reduced when ``some``. Without ``compute_uv``, U and V are zero
     matrices of shapes (m, m) and (n, n) and S still has its gradient."""
     if out is not None:
         raise TypeError("svd(): the out= argument is not supported by ember")
@@ -104,7 +107,7 @@ def svd(input, some=True, compute_uv=True, *, out=None):
         z = dict(dtype=input.dtype, device=input.device)
         return _svd_old_t(api.zeros((*b, m, m), **z), S, api.zeros((*b, n, n), **z))
     U, S, Vh = linalg_svd.binding(input, not some)
-    return _svd_old_t(U, S, Vh.mT)
+    return _svd_old_t(U, S, Vh.mH)
 
 
 @_export
@@ -123,13 +126,13 @@ def _tri_straight(L, upper):
 
 def _chol_product(L, upper):
     T = _tri_straight(L, upper)
-    return T.mT @ T if upper else T @ T.mT
+    return T.mH @ T if upper else T @ T.mH
 
 
 @_export
 def cholesky_solve(input, input2, upper=False, *, out=None):
     """``torch.cholesky_solve(B, L, upper=False)``: ``X`` with ``A X = B`` where
-    ``A = L L^T`` (``U^T U`` when ``upper``); batch dims broadcast."""
+    ``A = L L^H`` (``U^H U`` when ``upper``); batch dims broadcast."""
     if out is not None:
         raise TypeError("cholesky_solve(): the out= argument is not supported by ember")
     if input.ndim < 2 or input2.ndim < 2:
@@ -147,7 +150,7 @@ def cholesky_solve(input, input2, upper=False, *, out=None):
 
 @_export
 def cholesky_inverse(input, upper=False, *, out=None):
-    """``torch.cholesky_inverse(L, upper=False)``: ``(L L^T)^-1`` (``(U^T U)^-1`` when ``upper``)."""
+    """``torch.cholesky_inverse(L, upper=False)``: ``(L L^H)^-1`` (``(U^H U)^-1`` when ``upper``)."""
     if out is not None:
         raise TypeError("cholesky_inverse(): the out= argument is not supported by ember")
     _check_square("cholesky_inverse", input.shape, input.dtype)
@@ -257,17 +260,18 @@ def _check_mexp(shape, dt):
         raise RuntimeError("linalg.matrix_exp: A must be batches of square matrices, but they are "
                            + (f"{shape[-2]} by {shape[-1]} matrices" if len(shape) >= 2 else
                               f"{shape[-1] if shape else 1} by 1 matrices"))
-    if not dt.is_floating_point:
+    if not (dt.is_floating_point or dt.is_complex):
         raise RuntimeError(f"linalg.matrix_exp: Expected a floating point or complex tensor as input. "
                            f"Got {dt.legacy_name}")
 
 
 @defop("matrix_exp(Tensor self) -> Tensor", save=(), tags=())
 def matrix_exp(xp, a):
-    """The matrix exponential of each square matrix in the last two dims."""
+    """The matrix exponential of each square matrix in the last two dims (computed in float64 or
+    complex128; the derivative below is holomorphic, so complex A needs nothing more)."""
     _check_mexp(a.shape, a.dtype)
     dt = a.dtype
-    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.float64)
+    flat = a.reshape((-1,) + a.shape[-2:]).astype(np.complex128 if dt.kind == "c" else np.float64)
     out = xp.empty_like(flat)
     for i in range(flat.shape[0]):
         out[i] = _expm_one(xp, flat[i])

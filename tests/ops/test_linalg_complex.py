@@ -301,3 +301,18 @@ def test_complex64():
     compare(lambda m, x: m.linalg.inv(x), [a], rtol=1e-4, atol=1e-5)
     compare(lambda m, x: m.linalg.svdvals(x), [a], rtol=1e-4, atol=1e-5)
     compare(lambda m, x: m.linalg.slogdet(x), [a], rtol=1e-4, atol=1e-5)
+
+
+# ---------------------------------------------------------------------- top-level functions
+def test_torch_level_functions():
+    compare(lambda m, x: m.logdet(x), [well(2, 3, 3)])
+    compare(lambda m, x: m.inverse(x), [well(3, 3)])
+    compare(lambda m, x: (lambda u, s, v: (u * s.unsqueeze(-2)) @ v.mH)(*m.svd(x)), [cz(4, 3)])
+    compare(lambda m, x: m.svd(x).S, [cz(3, 4)])
+    compare(lambda m, b, x: m.cholesky_solve(b, m.linalg.cholesky(x @ x.mH + 3 * m.eye(3, dtype=x.dtype))),
+            [cz(3, 2), cz(3, 3)])
+    compare(lambda m, b, x: m.cholesky_solve(b, m.linalg.cholesky(x @ x.mH + 3 * m.eye(3, dtype=x.dtype),
+                                                                    upper=True), upper=True), [cz(3, 2), cz(3, 3)])
+    compare(lambda m, x: m.cholesky_inverse(m.linalg.cholesky(x @ x.mH + 3 * m.eye(3, dtype=x.dtype))), [cz(3, 3)])
+    compare(lambda m, x: m.linalg.matrix_exp(x), [0.5 * cz(2, 3, 3)])
+    compare(lambda m, x: m.matrix_exp(x), [3 * cz(4, 4)], rtol=1e-6)
