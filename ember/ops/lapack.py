@@ -296,11 +296,6 @@ def linalg_cholesky(xp, a):
         raise LinAlgError("linalg.cholesky: the input is not positive-definite") from None
 
 
-def _phi(x):
-    """The lower triangle with its diagonal halved (the map in the Cholesky derivative)."""
-    return x.tril() - 0.5 * x.diagonal(0, -2, -1).diag_embed()
-
-
 @linalg_cholesky.derivative
 def _cholesky_bw(ctx, g):
     # A = L L^H, dA Hermitian: with X = tril(L^H gL), the gradient is
@@ -580,11 +575,11 @@ def linalg_cross(a, b, dim=-1):
 
 @defcomposite("linalg_vecdot(Tensor x, Tensor y, *, int dim=-1) -> Tensor", function=False, method=False)
 def linalg_vecdot(x, y, dim=-1):
-    """``sum(x * y, dim)`` (real tensors: no conjugation)."""
+    """``sum(conj(x) * y, dim)``: the inner product, conjugate-linear in ``x`` as torch's."""
     if x.dtype is not y.dtype:
         raise RuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type "
                            f"{_ldt(x.dtype)} and y of type {_ldt(y.dtype)} instead")
-    return (x * y).sum(dim)
+    return ((x.conj() if x.dtype.is_complex else x) * y).sum(dim)
 
 
 def _matrix_norm_checks(a, ord, dim):

@@ -1,4 +1,4 @@
-"""The rest of ``torch.linalg`` over real dtypes: LU (``lu_factor[_ex]``, ``lu``, ``lu_solve``,
+"""The rest of ``torch.linalg`` over real and complex dtypes (LDL^T: real only): LU (``lu_factor[_ex]``, ``lu``, ``lu_solve``,
 ``lu_unpack``), triangular solves, least squares, the ``_ex`` variants that report ``info``
 instead of raising, LDL^T (Bunch-Kaufman), and composites (``multi_dot``, ``cond``,
 ``vander``, ``tensorinv``, ``tensorsolve``, ``householder_product``, ``matrix_power``,
@@ -35,7 +35,7 @@ from . import api
 from ._exports import Exports
 from ._helpers import sum_to
 from .lapack import (LinAlgError, _batch_prefix, _c, _check_float, _check_matrix, _check_square, _edtype,
-                     _first_zero_pivot, _host, _phi)
+                     _first_zero_pivot, _host, _raw_complex_grad, _real_np)
 from .reduction import _return_type
 from .registry import defop
 
@@ -74,17 +74,19 @@ def _batch(*shapes):
 
 
 def _reject_complex(name, dt):
-    """These kernels are real-only: a complex input gets an error saying so (PyTorch supports
-    it; ember's LU / trsm / LDL loops and the lstsq driver are not written for it yet)."""
+    """The LDL^T kernels are real-only: a complex input gets an error saying so (PyTorch supports
+    it; ember's sytf2 loop is not written for complex symmetric / Hermitian (hetrf) pivoting)."""
     if getattr(_edtype(dt), "is_complex", False):
         raise NotImplementedError(f"{name}: complex inputs are not supported by ember yet (real float32 / "
                                   f"float64 only)")
 
 
 def _check_lapack_dtype(kernel, dt, name=None):
-    """PyTorch's dispatch error for integer, bool and half-precision inputs of a LAPACK kernel."""
-    _reject_complex(name or kernel, dt)
+    """PyTorch's dispatch error for integer, bool and half-precision inputs of a LAPACK kernel
+    (complex64 / complex128 are accepted: the numpy loops are dtype-generic)."""
     dt = _edtype(dt)
+    if dt.is_complex:
+        return
     if not dt.is_floating_point or dt.name in ("float16", "bfloat16"):
         raise NotImplementedError(f"\"{kernel}\" not implemented for '{dt.legacy_name}'")
 
@@ -112,7 +114,11 @@ def _lu_np(xp, a, pivot=True):
     info = xp.zeros((nb,), dtype=np.int32)
     for j in range(k):
         if pivot:
-            p = j + xp.argmax(xp.abs(w[:, j:, j]), axis=1)
+            col = w[:, j:, j]
+            # LAPACK's i?amax: |x| for real, |Re x| + |Im x| for complex (izamax), so the pivots
+            # are getrf's
+            mag = xp.abs(col.real) + xp.abs(col.imag) if col.dtype.kind == "c" else xp.abs(col)
+            p = j + xp.argmax(mag, axis=1)
             piv[:, j] = p + 1
             rj = w[rows, j].copy()
             w[rows, j] = w[rows, p]
@@ -354,7 +360,6 @@ def _solve_triangular_bw(ctx, g):
 def linalg_inv_ex(xp, a, errors=""):
     """``(inverse, info)``: ``info`` is the first zero pivot of the LU (0 if none); a singular
     element's inverse is what substitution through its LU gives (inf / nan)."""
-    _reject_complex("linalg.inv_ex", a.dtype)
     _check_square("linalg.inv", a.shape, a.dtype)
     info = xp.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -407,7 +412,6 @@ def linalg_solve_ex(xp, a, b, errors=""):
     """``(X, info)`` with ``A X = B`` for ``B`` a batch of matrices; ``A``'s batch dims
     broadcast to ``B``'s and ``info`` (first zero pivot of each LU) has ``A``'s own batch dims,
     as PyTorch's (it factorises ``A`` once)."""
-    _reject_complex("linalg.solve_ex", a.dtype)
     _solve_ex_checks(a.shape, a.dtype, b.shape, b.dtype)
     info = xp.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -451,14 +455,15 @@ def _potf2_partial(m):
     a = np.tril(np.array(m, copy=True))
     n = a.shape[0]
     for j in range(n):
-        ajj = a[j, j] - a[j, :j] @ a[j, :j]
+        # A = L L^H: the diagonal is real (zpotf2 reads only Re a_jj)
+        ajj = (a[j, j] - a[j, :j] @ np.conj(a[j, :j])).real
         if not ajj > 0:
             a[j, j] = ajj
             return a, j + 1
         ajj = math.sqrt(ajj)
         a[j, j] = ajj
         if j + 1 < n:
-            a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ a[j, :j]) / ajj
+            a[j + 1:, j] = (a[j + 1:, j] - a[j + 1:, :j] @ np.conj(a[j, :j])) / ajj
     return a, 0
 
 
@@ -467,7 +472,6 @@ def _potf2_partial(m):
 def linalg_cholesky_ex(xp, a, errors=""):
     """``(L, info)``: ``info`` is the order of the first leading minor that is not positive
     definite (0 if none); for such an element ``L`` is potf2's partial factor."""
-    _reject_complex("linalg.cholesky_ex", a.dtype)
     _check_square("linalg.cholesky", a.shape, a.dtype)
     info = np.zeros(a.shape[:-2], dtype=np.int32)
     try:
@@ -498,14 +502,17 @@ def _cholesky_ex_meta(a, errors=""):
 
 @linalg_cholesky_ex.derivative
 def _cholesky_ex_bw(ctx, grads):
-    # as linalg.cholesky's: S = L^-T Phi(L^T gL) L^-1, symmetrised
+    # as linalg.cholesky's: L^-H (X + tril(X, -1)^H) / 2 L^-1 with X = tril(L^H gL)
     g = grads[0]
     if g is None:
         return (None,)
     L = ctx.result[0]
     linv = linalg_inv_ex.binding(L)[0]
-    s = linv.mT @ _phi(L.mT @ g.tril()) @ linv
-    return (0.5 * (s + s.mT),)
+    x = (L.mH @ g.tril()).tril()
+    return (linv.mH @ (0.5 * (x + x.tril(-1).mH)) @ linv,)
+
+
+_raw_complex_grad(linalg_cholesky_ex)
 
 
 # ---------------------------------------------------------------------- least squares
@@ -513,8 +520,7 @@ _DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
 def _lstsq_checks(a_shape, a_dt, b_shape, b_dt, driver):
-    _reject_complex("linalg.lstsq", a_dt)
-    if not _edtype(a_dt).is_floating_point or _edtype(a_dt).name in ("float16", "bfloat16"):
+    if not (_edtype(a_dt).is_floating_point or _edtype(a_dt).is_complex) or _edtype(a_dt).name in ("float16", "bfloat16"):
         raise RuntimeError("This function doesn't handle types other than float and double")
     if driver not in _DRIVERS:
         raise RuntimeError("torch.linalg.lstsq: parameter `driver` should be one of (gels, gelsy, gelsd, gelss)")
@@ -549,66 +555,78 @@ def linalg_lstsq(xp, a, b, rcond=None, driver="gelsy"):
     eps = float(np.finfo(a.dtype).eps)
     rc = eps * max(m, n) if rcond is None else (eps if rcond < 0 else float(rcond))
     rank = xp.zeros(rank_shape, dtype=np.int64)
-    sv = xp.zeros(sv_shape, dtype=a.dtype)
+    rdt = _real_np(a.dtype)            # residuals and singular values are real for complex A
+    sv = xp.zeros(sv_shape, dtype=rdt)
+
+    def adj(x):                        # the conjugate transpose (A^H in the normal equations)
+        x = xp.swapaxes(x, -1, -2)
+        return xp.conj(x) if x.dtype.kind == "c" else x
     if m == 0 or n == 0:
         x = xp.zeros(sol_shape, dtype=a.dtype)
     elif driver == "gels":
         if m >= n:
             q, r = xp.linalg.qr(a)
             x = _trsm_np(xp, xp.broadcast_to(r, sol_shape[:-2] + r.shape[-2:]),
-                         xp.swapaxes(q, -1, -2) @ b, upper=True, unit=False)
+                         adj(q) @ b, upper=True, unit=False)
         else:
-            q, r = xp.linalg.qr(xp.swapaxes(a, -1, -2))
-            rt = xp.swapaxes(r, -1, -2)
+            # A^H = QR: the minimum-norm solution is Q R^-H B
+            q, r = xp.linalg.qr(adj(a))
+            rt = adj(r)
             y = _trsm_np(xp, xp.broadcast_to(rt, b.shape[:-2] + rt.shape[-2:]), b, upper=False, unit=False)
             x = q @ y
     else:
         u, s, vh = xp.linalg.svd(a, full_matrices=False)
         keep = s > rc * s[..., :1]
         sinv = xp.where(keep, 1 / xp.where(keep, s, 1), 0)
-        x = xp.swapaxes(vh, -1, -2) @ (sinv[..., :, None] * (xp.swapaxes(u, -1, -2) @ b))
+        x = adj(vh) @ (sinv[..., :, None] * (adj(u) @ b))
         rank = keep.sum(-1).astype(np.int64)
         if driver in ("gelsd", "gelss"):
             sv = s
     x = xp.broadcast_to(x, sol_shape)
     if res_shape != (0,):
         r = a @ x - b
-        res = (r * r).sum(-2)
+        res = (r.real * r.real + r.imag * r.imag if r.dtype.kind == "c" else r * r).sum(-2)
     else:
-        res = xp.zeros((0,), dtype=a.dtype)
-    return (_c(xp, x.astype(a.dtype, copy=False)), _c(xp, res.astype(a.dtype, copy=False)),
-            _c(xp, rank), _c(xp, sv.astype(a.dtype, copy=False)))
+        res = xp.zeros((0,), dtype=rdt)
+    return (_c(xp, x.astype(a.dtype, copy=False)), _c(xp, res.astype(rdt, copy=False)),
+            _c(xp, rank), _c(xp, sv.astype(rdt, copy=False)))
 
 
 @linalg_lstsq.meta_fn
 def _lstsq_meta(a, b, rcond=None, driver="gelsy"):
     _lstsq_checks(tuple(a.shape), a.dtype, tuple(b.shape), b.dtype, driver)
     sol, res, rank, sv = _lstsq_shapes(tuple(a.shape), tuple(b.shape), driver)
-    return _M.out(sol, a.dtype), _M.out(res, a.dtype), _M.out(rank, _t.int64), _M.out(sv, a.dtype)
+    rdt = a.dtype.to_real()
+    return _M.out(sol, a.dtype), _M.out(res, rdt), _M.out(rank, _t.int64), _M.out(sv, rdt)
 
 
 @linalg_lstsq.derivative
 def _lstsq_bw(ctx, grads):
     # Differentiable where A has full rank (as PyTorch). The solution is X = A^+ B: with
-    # G = gX B^T the gradient of A^+, the pseudo-inverse's derivative
-    #   dA^+ = -A^+ dA A^+ + A^+ A^+T dA^T (I - A A^+) + (I - A^+ A) dA^T A^+T A^+
-    # gives gA = -gB X^T + (B - A X)(A^+ gB)^T + (A^+T X)(gX - A^+ A gX)^T, gB = A^+T gX.
-    # The residuals r = ||A X - B||^2 are stationary in X, so gA += 2 (R gr) X^T, gB -= 2 R gr.
+    # G = gX B^H the gradient of A^+, the pseudo-inverse's derivative
+    #   dA^+ = -A^+ dA A^+ + A^+ A^+H dA^H (I - A A^+) + (I - A^+ A) dA^H A^+H A^+
+    # gives gA = -gB X^H + (B - A X)(A^+ gB)^H + (A^+H X)(gX - A^+ A gX)^H, gB = A^+H gX.
+    # The residuals r = ||A X - B||^2 are stationary in X, so gA += 2 (R gr) X^H, gB -= 2 R gr.
+    # (Not holomorphic -- A^+ involves conj(A) -- so written in torch's complex convention;
+    # for real tensors H is T.)
     gx, gres = grads[0], grads[1]
     a, b, _rcond, _driver = ctx.args
     x = ctx.result[0]
     ga = gb = None
     if gx is not None:
         pa = _la().pinv(a)
-        gb = pa.mT @ gx
-        ga = -(gb @ x.mT) + (b - a @ x) @ (pa @ gb).mT + (pa.mT @ x) @ (gx - pa @ (a @ gx)).mT
+        gb = pa.mH @ gx
+        ga = -(gb @ x.mH) + (b - a @ x) @ (pa @ gb).mH + (pa.mH @ x) @ (gx - pa @ (a @ gx)).mH
     if gres is not None and gres.numel() > 0:
         rg = (a @ x - b) * gres.unsqueeze(-2)
-        ga = 2 * rg @ x.mT if ga is None else ga + 2 * rg @ x.mT
+        ga = 2 * rg @ x.mH if ga is None else ga + 2 * rg @ x.mH
         gb = -2 * rg if gb is None else gb - 2 * rg
     if ga is not None:
         ga = sum_to(ga, tuple(a.shape))
     return (ga if ctx.needs_input_grad[0] else None, gb if ctx.needs_input_grad[1] else None)
+
+
+_raw_complex_grad(linalg_lstsq)
 
 
 # ---------------------------------------------------------------------- LDL^T (Bunch-Kaufman)
@@ -927,22 +945,28 @@ def lu_solve(LU, pivots, B, *, left=True, adjoint=False, out=None):
     if LU.dtype is not B.dtype:
         raise RuntimeError(f"linalg.lu_solve: Expected LU and B to have the same dtype, but found LU of type "
                            f"{LU.dtype.legacy_name} and B of type {B.dtype.legacy_name} instead")
-    # X A = B is A^T X^T = B^T: the other of the two transposition cases on B^T
-    b = B if left else B.mT
-    trans = adjoint if left else not adjoint
+    # op(A) X = B with op the identity, the transpose or the adjoint: X A = B is A^T X^T = B^T
+    # and X A^H = B is A X^H = B^H (the same for real tensors, where H is T)
+    if left:
+        b, op = B, ("H" if adjoint else "N")
+    else:
+        b, op = (B.mH, "N") if adjoint else (B.mT, "T")
     batch = _batch(LU.shape[:-2], b.shape[:-2])
     LUe = LU.expand(*batch, n, n)
     b = b.expand(*batch, *b.shape[-2:])
     perm = _lu_perm.binding(pivots, n).expand(*batch, n)
     st = linalg_solve_triangular.binding
-    if not trans:               # A X = B: X = U^-1 L^-1 P^T B
+    if op == "N":               # A X = B: X = U^-1 L^-1 P^T B
         y = st(LUe, _row_gather(b, perm), upper=False, unitriangular=True)
         x = st(LUe, y, upper=True)
-    else:                       # A^T X = B: X = P L^-T U^-T B
-        y = st(LUe.mT, b, upper=False)
-        y = st(LUe.mT, y, upper=True, unitriangular=True)
+    else:                       # op(A) X = B: X = P op(L)^-1 op(U)^-1 B
+        LUt = LUe.mH if op == "H" else LUe.mT
+        y = st(LUt, b, upper=False)
+        y = st(LUt, y, upper=True, unitriangular=True)
         x = _row_gather(y, perm.argsort(-1))
-    return x if left else x.mT
+    if left:
+        return x
+    return x.mH if adjoint else x.mT
 
 
 # ---------------------------------------------------------------------- triangular solve
@@ -971,7 +995,7 @@ def cholesky_ex(A, *, upper=False, check_errors=False, out=None):
     is the order of the leading minor that is not positive definite."""
     _no_out("cholesky_ex", out)
     L, info = linalg_cholesky_ex.binding(A, errors="linalg.cholesky_ex" if check_errors else "")
-    return _cholesky_ex_t(L.mT if upper else L, info)
+    return _cholesky_ex_t(L.mH if upper else L, info)
 
 
 def solve_ex(A, B, *, left=True, check_errors=False, out=None):
@@ -1036,7 +1060,7 @@ def lstsq(A, B, rcond=None, *, driver=None, out=None):
     x, res, rank, sv = linalg_lstsq.binding(A, b, rcond, driver=drv)
     m, n = A.shape[-2], A.shape[-1]
     if drv in ("gelsd", "gelss") and m > n and res.numel() and not bool((rank == n).all()):
-        res = api.empty((0,), dtype=A.dtype, device=A.device)
+        res = api.empty((0,), dtype=res.dtype, device=A.device)
     return _lstsq_t(x.squeeze(-1) if vector else x, res, rank, sv)
 
 
@@ -1186,7 +1210,7 @@ def vander(x, *, N=None):
         N = x.shape[-1] if x.ndim else 1
     if N <= 1:
         raise RuntimeError("N must be greater than 1.")
-    xx = x if x.dtype.is_floating_point else x.to(_t.int64)
+    xx = x if (x.dtype.is_floating_point or x.dtype.is_complex) else x.to(_t.int64)
     xe = xx.unsqueeze(-1)
     ones = api.ones_like(xe)
     return api.cat([ones, api.cumprod(xe.expand(*xe.shape[:-1], N - 1), -1)], -1)
@@ -1233,7 +1257,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
 
 def householder_product(A, tau, *, out=None):
     """``linalg.householder_product(A, tau)``: the first ``n`` columns of
-    ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``, ``v_i`` column ``i`` of ``A`` below
+    ``H_1 H_2 ... H_k`` with ``H_i = I - tau_i v_i v_i^H``, ``v_i`` column ``i`` of ``A`` below
     the diagonal with a 1 on it (LAPACK orgqr's input, e.g. from geqrf). Applied right to left
     to ``I[:, :n]`` in ember ops, so the gradient (for ``A``'s strictly lower part and ``tau``)
     is exact."""
@@ -1262,7 +1286,7 @@ def householder_product(A, tau, *, out=None):
     for i in range(k - 1, -1, -1):
         below = (rows > i).to(A.dtype)
         v = A[..., :, i] * below + (rows == i).to(A.dtype)              # (..., m)
-        w = (v.unsqueeze(-2) @ Q)                                       # (..., 1, n) = v^T Q
+        w = (v.conj().unsqueeze(-2) @ Q)                                # (..., 1, n) = v^H Q
         Q = Q - (tau[..., i, None] * v).unsqueeze(-1) @ w
     return Q
 
