@@ -3,6 +3,8 @@ gradients (torch.autograd.grad) on random well-conditioned data. Losses are real
 ``Re(out * w)`` with a fixed random complex ``w``; for outputs defined only up to a phase
 (eig / eigh eigenvectors, singular vectors) only phase-invariant losses, and the phase-dependent
 ones must raise as in torch."""
+import logging
+
 import numpy as np
 import pytest
 
@@ -387,3 +389,33 @@ def test_ldl_complex_is_a_clear_error():
     z = ember.from_numpy(hpd(3, 3))
     with pytest.raises(NotImplementedError, match="linalg.ldl_factor: complex inputs are not supported"):
         ember.linalg.ldl_factor(z, hermitian=True)
+
+
+# ---------------------------------------------------------------------- under ember.compile
+def test_compiled_complex_linalg_matches_eager(caplog):
+    """Graphs with complex values run with eager ops (ember.aot's complex fallback), so the
+    compiled function's values and gradients are eager's: complex input, and a real input whose
+    eigen-decomposition is complex. The eager gradients are torch's."""
+    def g(m, z, x):
+        lam = m.linalg.eigvals(x)
+        w, v = m.linalg.eigh(z @ z.mH)
+        s = m.linalg.slogdet(z)
+        return ((lam * lam).real.sum() + w.sum() + v.abs().sum() + s.logabsdet + s.sign.real
+                + m.linalg.svdvals(m.linalg.inv(z)).sum() + m.linalg.solve(z, z.conj()).abs().sum())
+
+    def f(z, x):
+        return g(ember, z, x)
+
+    z = ember.from_numpy(well(4, 4)).requires_grad_()
+    x = ember.from_numpy(rz(4, 4)).requires_grad_()
+    e = f(z, x)
+    ge = ember.autograd.grad(e, [z, x])
+    ember.compiler.reset()
+    with caplog.at_level(logging.WARNING, logger="ember.aot"):
+        c = ember.compile(f)(z, x)
+    assert "complex" in caplog.text       # captured, and run with eager ops
+    gc = ember.autograd.grad(c, [z, x])
+    assert float(c) == pytest.approx(float(e), rel=1e-12)
+    for a, b in zip(gc, ge):
+        np.testing.assert_allclose(enp(a), enp(b), rtol=1e-10, atol=1e-12)
+    compare(g, [enp(z), enp(x)], loss=lambda m, o: o)
