@@ -41,6 +41,7 @@ EXTERN: Dict[str, str] = {
     "linalg_cholesky": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_qr": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_eigh": "LAPACK factorisation (numpy.linalg); no prim",
+    "linalg_eig": "LAPACK factorisation (numpy.linalg, geev); no prim",
     "linalg_svd": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_lu_factor_ex": "LU with partial pivoting (numpy loop, ember.ops.linalg_extra); no prim",
     "_lu_perm": "row permutation from LAPACK pivots (a sequential swap loop); no prim",
