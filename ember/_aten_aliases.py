@@ -212,13 +212,9 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
 
 
 def from_dlpack(ext_tensor):
-    """A tensor sharing memory with any DLPack exporter on the CPU (numpy arrays, PyTorch
-    tensors, ...)."""
-    from . import from_numpy
-    from .tensor import Tensor
-    if isinstance(ext_tensor, Tensor):
-        return ext_tensor
-    return from_numpy(np.from_dlpack(ext_tensor))
+    """A tensor sharing memory with any DLPack exporter (numpy arrays, PyTorch tensors, ...)."""
+    from .utils.dlpack import from_dlpack as impl
+    return impl(ext_tensor)
 
 
 NAMES = ("adaptive_avg_pool1d", "adaptive_max_pool1d", "avg_pool1d", "max_pool1d", "max_pool1d_with_indices",

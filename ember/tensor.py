@@ -357,6 +357,21 @@ class Tensor:
         arr = self.numpy()
         return arr if dtype is None else arr.astype(dtype)
 
+    def __dlpack__(self, *args, **kwargs):
+        """DLPack export (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``): the consumer shares
+        this tensor's memory, through the numpy/cupy array holding it."""
+        if self._fake:
+            _no_data("__dlpack__")
+        if self._requires_grad:
+            raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
+        try:
+            return self._data.__dlpack__(*args, **kwargs)
+        except (BufferError, ValueError) as e:       # (a TypeError passes: consumers retry without kwargs)
+            raise BufferError(f"cannot export a {self.dtype} tensor through DLPack: {e}") from e
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
     def __float__(self):
         v = self.item()
         if type(v) is complex:
