@@ -175,18 +175,24 @@ class InstructionTranslator:
             out.n_instructions += 1
             if out.n_instructions > config.instruction_limit:
                 raise Unsupported(f"more than {config.instruction_limit} instructions (huge unrolled loop)")
-            if inst.offset in self.try_offsets:
-                # traced like any code (no exception happens while tracing); the compiled code
-                # re-runs the frame eagerly if the graph raises (see OutputGraph.compile)
-                out.covers_try = True
+            # an instruction in a user try block is traced like any code (no exception happens
+            # while tracing); if it records graph ops, the compiled code re-runs the frame eagerly
+            # when the graph raises, so the handler sees the exception (OutputGraph.compile). A try
+            # block whose traced code records no op (an LR scheduler's try/finally around Python
+            # arithmetic) cannot see a graph exception: it does not count.
+            ops_before = out.n_calls if inst.offset in self.try_offsets else None
             handler = getattr(self, inst.opname, None)
             if handler is None:
                 raise Unsupported(f"bytecode {inst.opname} is not supported")
             try:
                 handler(inst)
+                if ops_before is not None and out.n_calls != ops_before:
+                    out.covers_try = True
                 if self.paused:           # a generator stepped by a with-block stops at its yield
                     return self.result
             except ObservedException as e:
+                if ops_before is not None and out.n_calls != ops_before:
+                    out.covers_try = True
                 if self.depth == 0 and e.exc.surfaced is None:
                     e.exc.surfaced = self.ip - 1
                 if self.unwind(e, inst):
