@@ -2,8 +2,10 @@
 
 Most are other names of ember ops (``expit`` is ``sigmoid``, ``gammaln`` is ``lgamma``, ``psi``
 is ``digamma``); ``entr``, ``ndtr``, ``ndtri``, ``xlog1py`` and ``multigammaln`` are written in
-ember ops, so they differentiate and compile like any composite. The Bessel, orthogonal
-polynomial, zeta and incomplete-gamma families are not here (AttributeError names them).
+ember ops, so they differentiate and compile like any composite. The incomplete gamma,
+polygamma, zeta, i0e/i1/i1e, erfcx, log_ndtr, modified Bessel I0/I1, spherical j0 and orthogonal
+polynomial functions are numpy kernels (``ember.ops.special_extra``). Not here yet (AttributeError
+names them): bessel_j0/j1/y0/y1, modified_bessel_k0/k1, scaled_modified_bessel_k0/k1, airy_ai.
 """
 from __future__ import annotations
 
@@ -81,3 +83,21 @@ def multigammaln(input, p):
     for j in range(1, p):
         out = out + _api.lgamma(input - j / 2)
     return out
+
+
+# the incomplete gamma, polygamma, zeta, scaled Bessel, erfcx/log_ndtr, Bessel and polynomial kernels
+from .ops import special_extra as _sx  # noqa: E402
+
+gammainc = _api.igamma
+gammaincc = _api.igammac
+polygamma = _api.polygamma
+zeta = _sx.zeta
+i0e = _sx.special_i0e.binding
+i1 = _sx.special_i1.binding
+i1e = _sx.special_i1e.binding
+erfcx = _sx.special_erfcx.binding
+log_ndtr = _sx.special_log_ndtr.binding
+modified_bessel_i0 = _sx.special_modified_bessel_i0.binding
+modified_bessel_i1 = _sx.special_modified_bessel_i1.binding
+spherical_bessel_j0 = _sx.special_spherical_bessel_j0.binding
+globals().update(_sx.POLY_OPS)

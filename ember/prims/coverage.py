@@ -60,6 +60,7 @@ EXTERN: Dict[str, str] = {
     "_standard_gamma_grad": "series / continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
     "_dirichlet_grad": "continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
 }
+EXTERN.update(__import__("ember.ops.special_extra", fromlist=["EXTERN"]).EXTERN)  # its numpy kernels
 
 EXTERN_PRIMS = ("mm", "bmm", "convolution", "sort", "topk")
 
