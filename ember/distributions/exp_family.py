@@ -21,14 +21,14 @@ class ExponentialFamily(Distribution):
 
     @property
     def _natural_params(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} (an ExponentialFamily) does not implement _natural_params")
 
     def _log_normalizer(self, *natural_params):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} (an ExponentialFamily) does not implement _log_normalizer")
 
     @property
     def _mean_carrier_measure(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} (an ExponentialFamily) does not implement _mean_carrier_measure")
 
     def entropy(self):
         """Entropy from the log normaliser (detached from the parameters, as torch's)."""

@@ -79,7 +79,7 @@ class Transform:
     @property
     def sign(self):
         """+1 or -1 for a monotone increasing or decreasing transform (bijective ones only)."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not define sign (not a monotone bijection)")
 
     def with_cache(self, cache_size=1):
         if self._cache_size == cache_size:
@@ -115,13 +115,13 @@ class Transform:
         return x
 
     def _call(self, x):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement _call")
 
     def _inverse(self, y):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement _inverse")
 
     def log_abs_det_jacobian(self, x, y):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not implement log_abs_det_jacobian")
 
     def __repr__(self):
         return self.__class__.__name__ + "()"
