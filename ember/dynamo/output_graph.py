@@ -423,6 +423,10 @@ class OutputGraph:
             elif eff[0] == "global":
                 _, gexpr, name, value = eff
                 self._pre.append(f"{gexpr}[{name!r}] = {self.materialize(value)}")
+            elif eff[0] == "delattr":     # ``del obj.name`` (variables/deletions.py)
+                self._pre.append(f"delattr({self.materialize(eff[1])}, {eff[2]!r})")
+            elif eff[0] == "delglobal":
+                self._pre.append(f"del {eff[1]}[{eff[2]!r}]")
             elif eff[0] == "call":       # print/warnings.warn/logging with constant arguments
                 _, fn, args, kwargs = eff
                 self._pre.append(f"{self.ref(fn)}(*{self.ref(args)}, **{self.ref(kwargs)})")

@@ -316,7 +316,8 @@ class InstructionTranslator:
     def load_global(self, name):
         written = self.output.attr_overlay.get((id(self.f_globals), name))
         if written is not None:
-            return written
+            from .variables.deletions import is_deleted, read_deleted_global
+            return read_deleted_global(self, name) if is_deleted(written) else written
         if name in self.f_globals:
             src = GlobalSource(name) if self.globals_source is None else _GlobalIn(self.globals_source, name)
             return wrap(self, self.f_globals[name], src)
@@ -511,10 +512,12 @@ class InstructionTranslator:
         self.locals[inst.argval] = UndefinedVariable()
 
     def LOAD_DEREF(self, inst):
-        cell = self.locals.get(inst.argval)
-        if not isinstance(cell, CellVariable) or cell.contents is None:
-            raise Unsupported(f"free variable {inst.argval!r} referenced before assignment")
-        self.push(cell.contents)
+        from .variables.deletions import load_cell
+        self.push(load_cell(self, inst.argval))
+
+    def DELETE_DEREF(self, inst):
+        from .variables.deletions import delete_deref
+        delete_deref(self, inst.argval)
 
     def STORE_DEREF(self, inst):
         cell = self.locals.get(inst.argval)
@@ -608,6 +611,11 @@ class InstructionTranslator:
         if obj.source is None:
             raise Unsupported("attribute assignment on an object with no source")
         self.output.record_setattr(obj, target, name, value)
+
+    def DELETE_ATTR(self, inst):
+        """``del obj.name``: see variables/deletions.py (outside objects: replayed after the graph)."""
+        from .variables.deletions import delete_attr
+        delete_attr(self, self.pop(), inst.argval)
 
     # ------------------------------------------------------------------ operators
     def BINARY_OP(self, inst):
@@ -1285,6 +1293,10 @@ class InstructionTranslator:
         key = (id(self.f_globals), inst.argval)
         self.output.attr_overlay[key] = value
         self.output.side_effects.append(("global", "G", inst.argval, value))
+
+    def DELETE_GLOBAL(self, inst):
+        from .variables.deletions import delete_global
+        delete_global(self, inst.argval)
 
     def LOAD_SUPER_ATTR(self, inst):  # PY312
         from .variables.objects import make_super

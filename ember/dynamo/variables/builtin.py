@@ -450,6 +450,16 @@ def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.example, name))
+    target = getattr(obj, "module", None) or getattr(obj, "obj", None)
+    if target is not None and (id(target), name) in tx.output.attr_overlay:
+        # written or deleted by the frame: the static lookups below would see the entry state
+        try:
+            obj.var_getattr(tx, name)
+            return ConstantVariable(True)
+        except ObservedException as e:
+            if issubclass(e.exc.exc_type, AttributeError):
+                return ConstantVariable(False)
+            raise
     if isinstance(obj, (BaseListVariable, DictVariable, SetVariable)):
         return ConstantVariable(not _container_lacks(obj, name))
     if isinstance(obj, (NewObjectVariable, NNModuleVariable)):

@@ -16,7 +16,8 @@ def _attr_of_instance(tx, obj, source, name, self_var):
     from .builder import wrap
     written = tx.output.attr_overlay.get((id(obj), name))
     if written is not None:
-        return written
+        from .deletions import is_deleted, read_deleted_attr
+        return read_deleted_attr(tx, obj, name) if is_deleted(written) else written
     d = getattr(obj, "__dict__", None)
     if d is not None and name in d and not _is_data_descriptor(type(obj), name):
         return wrap(tx, d[name], AttrSource(source, name) if source else None)
@@ -162,7 +163,8 @@ class NNModuleVariable(VariableTracker):
         m = self.module
         written = tx.output.attr_overlay.get((id(m), name))
         if written is not None:
-            return written
+            from .deletions import is_deleted, read_deleted_attr
+            return read_deleted_attr(tx, m, name) if is_deleted(written) else written
         d = m.__dict__
         src = self.source
         if self._is_traversal(tx, name):
@@ -518,6 +520,10 @@ class PythonModuleVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         from .builder import wrap
+        written = tx.output.attr_overlay.get((id(self.module), name))
+        if written is not None:
+            from .deletions import is_deleted, read_deleted_attr
+            return read_deleted_attr(tx, self.module, name) if is_deleted(written) else written
         try:
             v = getattr(self.module, name)
         except AttributeError as e:
