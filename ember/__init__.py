@@ -118,13 +118,15 @@ def __getattr__(name):
     # Subpackages that import heavy things load on first use.
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
-                "library", "fft"):
+                "library", "fft", "export", "_higher_order_ops"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
     if name in ("save", "load"):
         mod = _lazy("serialization")
         return getattr(mod, name)
+    if name in ("cond", "while_loop"):      # torch.cond / torch.while_loop (ember/_higher_order_ops.py)
+        return getattr(_lazy("_higher_order_ops"), name)
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile

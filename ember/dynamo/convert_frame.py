@@ -25,7 +25,8 @@ _eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
 from . import config, logs
 from . import stance as _stance
-from .exc import AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported
+from .exc import (AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported,
+                  UserError)
 from .example_value import preserve_rng
 from .output_graph import OutputGraph
 from .symbolic_convert import run_frame
@@ -275,7 +276,7 @@ class Compiler:
                 fn, guard, info = output.compile(brk, self.backend, code.co_varnames[:len(args)])
             except Unsupported as e2:
                 return self._fallback(code, func, args, cache, output, str(e2), where)
-            except (NotImplementedError, BackendCompilerFailed):
+            except (NotImplementedError, BackendCompilerFailed, UserError):
                 raise
             except Exception as e2:  # noqa: BLE001
                 counters["internal_errors"] += 1
@@ -288,7 +289,7 @@ class Compiler:
             counters["graph_breaks"] += 1
             fallback_reasons.append((where, "graph break: " + reason))
             logs.get("graph_breaks").info("Graph break in %s: %s", where, reason)
-        except (NotImplementedError, BackendCompilerFailed):
+        except (NotImplementedError, BackendCompilerFailed, UserError):
             raise
         except FullGraphError:
             raise
@@ -343,7 +344,8 @@ class Compiler:
                 d.update(range(t.ndim))
             elif mode is None:
                 d.update(auto.get(source.expr(), ()))
-            return d
+            static = getattr(t, "_ember_static_dims", None)    # mark_static: never symbolic
+            return d - static if static else d
         return dims
 
     def _unspec_scalars(self, cache, args):

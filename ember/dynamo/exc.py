@@ -57,3 +57,9 @@ class ObservedException(Unsupported):
     def __init__(self, exc, msg=None):
         super().__init__(msg or f"{exc.describe()} (the program raises)")
         self.exc = exc
+
+
+class UserError(RuntimeError):
+    """An error in the user's program that tracing finds and that torch's compile raises as
+    well, although eager would not (``ember.cond`` branches returning different shapes): raised
+    from the compile instead of falling back to eager."""

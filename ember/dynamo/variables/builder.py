@@ -201,6 +201,12 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return CustomOpVariable(value, source)
+    if getattr(value, "_ember_hop", None) is not None:
+        # ember.cond / ember.while_loop: inlined branch or a graph break (variables/control_flow.py)
+        from .control_flow import HigherOrderOpVariable
+        if g:
+            g.id_match(source, value)
+        return HigherOrderOpVariable(value, source)
     if is_ember_function(value):
         inner = getattr(value, "__wrapped__", None)
         if inner is not None and not is_ember_function(inner):

@@ -1,0 +1,176 @@
+"""``ember.cond`` / ``ember.while_loop`` (``ember/_higher_order_ops.py``) inside a compiled frame.
+
+ember does not capture data-dependent control flow as a graph operator (torch's ``cond``
+higher-order op): a graph is straight-line code. So:
+
+* ``cond`` whose predicate is known while tracing -- a Python bool, or a decision on sizes
+  (``x.shape[0] > 4``; with symbolic sizes the decision is a ShapeEnv guard, so another size
+  recompiles: exact) -- inlines the chosen branch. The other branch is run on fake copies of
+  the operands' example values (when it is a plain function we can call) and both results
+  must have the same structure, shapes and dtypes, as torch checks at trace time: a mismatch
+  raises ``CondBranchMismatchError`` from the compile, as torch raises from its trace.
+* ``cond`` on a tensor predicate is a graph break with a reason naming it: the call runs
+  eagerly with the eager ``cond`` (correct results, never a silent specialisation on the
+  example's value). ``fullgraph=True`` / ``ember.export`` turn that into an error.
+* ``while_loop`` is always a graph break (its condition is a tensor by contract).
+"""
+from __future__ import annotations
+
+import types
+
+from ..exc import Unsupported
+from .base import VariableTracker
+
+DATA_DEPENDENT_COND = ("ember.cond with a data-dependent predicate: control flow is not captured, the cond "
+                       "runs eagerly")
+WHILE_LOOP = ("ember.while_loop: data-dependent control flow is not captured, the loop runs eagerly")
+
+
+class HigherOrderOpVariable(VariableTracker):
+    """``ember.cond`` or ``ember.while_loop`` read from outside the frame (guarded by identity)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def python_type(self):
+        return type(self.fn)
+
+    def as_python_constant(self):
+        return self.fn
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def __repr__(self):
+        return f"HigherOrderOpVariable({self.fn._ember_hop})"
+
+    def call_function(self, tx, args, kwargs):
+        if self.fn._ember_hop == "while_loop":
+            raise Unsupported(WHILE_LOOP)
+        return _cond(tx, list(args), dict(kwargs))
+
+
+def _bind(args, kwargs):
+    names = ("pred", "true_fn", "false_fn", "operands")
+    if len(args) > len(names):
+        raise Unsupported(f"ember.cond takes at most {len(names)} positional arguments, got {len(args)} "
+                          f"(the call runs eagerly, where it raises)")
+    bound = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k not in names or k in bound:
+            raise Unsupported(f"ember.cond got an unexpected or repeated argument {k!r} (the call runs eagerly, "
+                              f"where it raises)")
+        bound[k] = v
+    for k in names[:3]:
+        if k not in bound:
+            raise Unsupported(f"ember.cond is missing argument {k!r} (the call runs eagerly, where it raises)")
+    return bound
+
+
+def _cond(tx, args, kwargs):
+    from .constant import ConstantVariable
+    from .lists import ListVariable, TupleVariable
+    from .tensor import TensorVariable
+    b = _bind(args, kwargs)
+    pred = b["pred"]
+    if isinstance(pred, TensorVariable):
+        raise Unsupported(DATA_DEPENDENT_COND)
+    if not pred.is_python_constant():
+        raise Unsupported(f"ember.cond: predicate {pred} is neither a constant nor a tensor (the cond runs "
+                          f"eagerly)")
+    value = pred.as_python_constant()
+    ops = b.get("operands", TupleVariable([]))
+    if not isinstance(ops, (TupleVariable, ListVariable)):
+        raise Unsupported("ember.cond: operands is not a tuple or list (the cond runs eagerly, where it raises)")
+    items = list(ops.items)
+    if not all(isinstance(i, TensorVariable) for i in items):
+        raise Unsupported("ember.cond: operands must all be tensors (the cond runs eagerly, where it raises)")
+    if not isinstance(value, (bool, int)) and not hasattr(value, "expr"):
+        raise Unsupported(f"ember.cond: predicate of type {type(value).__name__} (the cond runs eagerly, where "
+                          f"it raises)")
+    taken = bool(value)      # a SymBool: decided by the ShapeEnv, which records the guard
+    chosen, other = (b["true_fn"], b["false_fn"]) if taken else (b["false_fn"], b["true_fn"])
+    result = chosen.call_function(tx, items, {})
+    _check_other_branch(tx, other, items, result, taken)
+    del ConstantVariable
+    return result
+
+
+def _python_callable(var):
+    """The real function behind a branch tracker, or None when it cannot be called outside the trace."""
+    from .functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
+    from .objects import NNModuleVariable
+    if isinstance(var, UserFunctionVariable):
+        return var.fn
+    if isinstance(var, UserMethodVariable) and isinstance(var.obj, NNModuleVariable):
+        fn = _python_callable(var.fn_var)
+        return types.MethodType(fn, var.obj.module) if fn is not None else None
+    if isinstance(var, NNModuleVariable):
+        return var.module
+    if isinstance(var, NestedFunctionVariable):
+        if var.defaults is not None or var.kwdefaults is not None:
+            return None
+        cells = ()
+        if var.closure is not None:
+            vals = []
+            for c in var.closure.items:
+                contents = getattr(c, "contents", None)
+                if isinstance(contents, NNModuleVariable):
+                    vals.append(contents.module)
+                elif contents is not None and contents.is_python_constant():
+                    vals.append(contents.as_python_constant())
+                else:
+                    return None
+            cells = tuple(types.CellType(v) for v in vals)
+        return types.FunctionType(var.code, var.f_globals, var.code.co_name, None, cells or None)
+    return None
+
+
+def _examples(vt):
+    """The fake example values of a result tracker, nested like it (None if it holds non-tensors)."""
+    from .lists import ListVariable, TupleVariable
+    from .tensor import TensorVariable
+    if isinstance(vt, TensorVariable):
+        return vt.example
+    if isinstance(vt, (TupleVariable, ListVariable)):
+        items = [_examples(i) for i in vt.items]
+        return None if any(i is None for i in items) else (tuple(items) if isinstance(vt, TupleVariable)
+                                                            else items)
+    from .dict_objects import DictVariable
+    if isinstance(vt, DictVariable):
+        try:
+            d = {k: _examples(v) for k, v in vt.items.items()}
+        except Exception:  # noqa: BLE001 - keys that are trackers: not checked
+            return None
+        return None if any(v is None for v in d.values()) else d
+    return None
+
+
+def _check_other_branch(tx, other, items, result, taken):
+    """Compare the untaken branch's outputs (run on fakes) with the taken one's (see module doc).
+
+    Best effort: a branch we cannot call outside the trace, or one that fails on fakes, is not
+    checked (it is never run, so it cannot change a result)."""
+    from ..._higher_order_ops import CondBranchMismatchError, describe_mismatch
+    from ..eval_frame import set_eval_frame
+    from ..example_value import preserve_rng
+    fn = _python_callable(other)
+    mine = _examples(result)
+    if fn is None or mine is None:
+        return
+    prev = set_eval_frame(None)
+    try:
+        with preserve_rng(), tx.output.examples.running():
+            try:
+                theirs = fn(*[i.example.clone() for i in items])
+            except Exception:  # noqa: BLE001 - not runnable on fakes: unchecked
+                return
+    finally:
+        set_eval_frame(prev)
+    lhs, rhs = ("true_fn", "false_fn") if taken else ("false_fn", "true_fn")
+    why = describe_mismatch(mine, theirs, lhs, rhs)
+    if why is not None:
+        err = CondBranchMismatchError(f"ember.cond: Expected true_fn and false_fn to return the same structure "
+                                      f"of tensors with the same metadata: {why}")
+        raise err
