@@ -4,8 +4,8 @@ code runs unchanged under ``import ember as torch``. Everything here is ``ember.
 machinery; ``config`` translates PyTorch's knob names (see ``ember/_dynamo/config.py``)."""
 from ..compiler import assume_constant_result, is_compiling, set_stance
 from ..dynamo import (BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, Unsupported, compile,
-                      disable, explain, graph_break, list_backends, lookup_backend, mark_dynamic, optimize,
-                      register_backend, reset)
+                      disable, explain, graph_break, list_backends, lookup_backend, mark_dynamic, mark_static,
+                      mark_static_address, optimize, register_backend, reset)
 from . import config, utils
 
 
@@ -16,6 +16,7 @@ def maybe_mark_dynamic(t, index):
 
 
 __all__ = ["assume_constant_result", "is_compiling", "set_stance", "compile", "disable", "explain", "graph_break",
-           "list_backends", "lookup_backend", "mark_dynamic", "maybe_mark_dynamic", "optimize",
+           "list_backends", "lookup_backend", "mark_dynamic", "maybe_mark_dynamic", "mark_static",
+           "mark_static_address", "optimize",
            "register_backend", "reset", "config", "utils", "Unsupported", "FullGraphError",
            "RecompileLimitExceeded", "BackendCompilerFailed"]

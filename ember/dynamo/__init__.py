@@ -135,9 +135,64 @@ def mark_dynamic(t, index):
     cur = set(getattr(t, "_ember_dynamic_dims", ()))
     cur.update(d % nd for d in dims)
     t._ember_dynamic_dims = frozenset(cur)
+    static = getattr(t, "_ember_static_dims", None)
+    if static:          # the later mark wins
+        t._ember_static_dims = frozenset(static - cur)
+    return t
+
+
+def mark_static(t, dim=None):
+    """Keep dim ``dim`` of tensor ``t`` (all dims when ``dim`` is None; an int or a list of
+    ints) static whenever ``t`` is a graph input: automatic dynamic shapes never make it
+    symbolic -- a call with another size recompiles with that size as a constant instead -- and
+    neither does ``dynamic=True``. Useful where a size selects a different kernel or a fixed
+    buffer layout. The mark lives on the tensor (``t._ember_static_dims``) and undoes a
+    ``mark_dynamic`` of the same dim (the later mark wins).
+
+    An ``nn.Module`` is accepted and left as it is: ember always treats modules read by a
+    compiled frame as static (guarded by identity, attributes specialised), which is what
+    ``mark_static(module)`` asks of PyTorch."""
+    from ..nn import Module
+    from ..tensor import Tensor
+    if isinstance(t, Module) or (isinstance(t, type) and issubclass(t, Module)):
+        return t
+    if not isinstance(t, Tensor):
+        raise TypeError(f"mark_static: argument 't' must be a Tensor or an nn.Module, got {type(t).__name__}")
+    nd = t.ndim
+    if dim is None:
+        dims = list(range(nd))
+    elif isinstance(dim, int):
+        dims = [dim]
+    elif isinstance(dim, (list, tuple)) and all(isinstance(d, int) for d in dim):
+        dims = list(dim)
+    else:
+        raise TypeError(f"mark_static: argument 'dim' must be None, an int or a list of ints, got {dim!r}")
+    for d in dims:
+        if not -nd <= d < nd:
+            raise IndexError(f"mark_static: dim {d} out of range for a {nd}-d tensor")
+    marked = {d % nd for d in dims}
+    t._ember_static_dims = frozenset(set(getattr(t, "_ember_static_dims", ())) | marked)
+    dyn = getattr(t, "_ember_dynamic_dims", None)
+    if dyn:
+        t._ember_dynamic_dims = frozenset(dyn - marked)
+    return t
+
+
+def mark_static_address(t, guard=True):
+    """Accepted as a no-op (``t`` is checked to be a tensor). In PyTorch it tells CUDA graphs
+    that the tensor's storage address never changes, so the graph may read it in place rather
+    than copy it into a static buffer. ember's CPU backends launch no CUDA graphs (the compiled
+    code reads every input through its pointer on each call), so there is nothing to pin; the
+    ``guard`` flag (guard on the address) is accordingly without effect too."""
+    from ..tensor import Tensor
+    if not isinstance(t, Tensor):
+        raise TypeError(f"mark_static_address: argument 't' must be a Tensor, got {type(t).__name__}")
+    if not isinstance(guard, bool):
+        raise TypeError(f"mark_static_address: argument 'guard' must be a bool, got {type(guard).__name__}")
     return t
 
 
 __all__ = ["compile", "optimize", "reset", "disable", "explain", "config", "logs", "counters",
            "fallback_reasons", "list_backends", "register_backend", "Unsupported", "FullGraphError",
-           "RecompileLimitExceeded", "BackendCompilerFailed", "mark_dynamic", "graph_break"]
+           "RecompileLimitExceeded", "BackendCompilerFailed", "mark_dynamic", "mark_static", "mark_static_address",
+           "graph_break"]
