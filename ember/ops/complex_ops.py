@@ -346,14 +346,11 @@ _REJECT = {
     "multinomial": lambda dt: RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
                                            f"{dt.legacy_name}"),
     "isin": lambda dt: RuntimeError(f"Unsupported input type encountered for isin(): {dt.legacy_name}"),
-    "logsumexp": _err(RuntimeError, "logsumexp of complex tensors is not supported by ember"),
-    "logcumsumexp": _err(RuntimeError, "logcumsumexp of complex tensors is not supported by ember"),
-    "renorm": _err(RuntimeError, "renorm of complex tensors is not supported by ember"),
-    "embedding_dense_backward": _err(RuntimeError, "embedding of complex tensors is not supported by ember"),
-    "convolution": _err(RuntimeError, "convolution of complex tensors is not supported by ember"),
-    "bilinear": _err(RuntimeError, "bilinear of complex tensors is not supported by ember"),
+    # supported for complex as torch (tests/ops/test_complex_more.py): the kernels compute in
+    # complex and the autograd node conjugates their real formulas (holomorphic / bilinear)
+    "logsumexp": None, "logcumsumexp": None, "renorm": None, "embedding_dense_backward": None,
+    "convolution": None, "bilinear": None, "linalg_cross": None,
     "matrix_exp": None,     # supported: ember.ops.linalg_api computes it in complex128
-    "linalg_cross": _err(RuntimeError, "linalg.cross of complex tensors is not supported by ember"),
     "nan_to_num": None,    # supported (below); listed so the coverage test sees it was considered
 }
 
@@ -386,15 +383,22 @@ def _rejecting(kernel, make_error):
 
 
 def _install_rejections():
-    from .registry import OPS
+    """Wrap each refusing op's kernel with the check (every dispatch path calls ``op.kernel``)
+    and regenerate its binding, whose fast path then tests the dtypes inline and calls the
+    unchecked kernel (see ``OpDef.complex_refusal``)."""
+    from .registry import OPS, refresh_binding
     for name, make in _REJECT.items():
         op = OPS.get(name)
         if make is None or op is None or op.kernel is None:
             continue
-        op.kernel = _rejecting(op.kernel, make)
+        raw = op.kernel
+        op.kernel = _rejecting(raw, make)
+        op.complex_refusal, op.unchecked_kernel = make, raw
         ip = op.inplace_variant
         if ip is not None and ip.kernel is not None:
             ip.kernel = op.kernel
+            ip.complex_refusal, ip.unchecked_kernel = make, raw
+        refresh_binding(op)
 
 
 _install_rejections()

@@ -152,6 +152,12 @@ class OpDef:
     # functions; "raw" ops (conjugation, view_as_complex) write their formula for complex
     # gradients themselves.
     complex_grad = "holomorphic"
+    # Ops torch does not define for complex inputs (``complex_ops._REJECT``): the error
+    # factory, and the kernel without the check. ``kernel`` itself is wrapped with the check
+    # (every path reaches it); the generated fast path tests the arguments' dtypes inline and
+    # calls ``unchecked_kernel``, so real inputs skip the wrapper's frame (~0.3 us a call).
+    complex_refusal = None
+    unchecked_kernel = None
 
     def __init__(self, schema, kernel=None, *, tags=(), method=True, function=True,
                  inplace=False, grad_fn_name=None, save=None, save_result=False,
@@ -433,8 +439,21 @@ def _fast_run_lines(op, names, args_expr):
             lines += [f"if type({a}) in _FS:", f"    _x{i} = {a}", "else:",
                       f"    if {a}.device is not _dev:", f"        return _op.run({args_expr})",
                       f"    _x{i} = {a}._data"]
+    kernel = "_op.kernel"
+    if op.complex_refusal is not None and op.unchecked_kernel is not None:
+        # complex arguments take the full path, whose (wrapped) kernel raises torch's error
+        for i in op.tensor_pos:
+            p, a = op.params[i], names[i]
+            if p.kind == K_TENSOR and not p.optional:
+                test = f"{a}.dtype.is_complex"
+            elif p.kind == K_TENSOR:
+                test = f"({a} is not None and {a}.dtype.is_complex)"
+            else:
+                test = f"(type({a}) not in _FS and {a}.dtype.is_complex)"
+            lines += [f"if {test}:", f"    return _op.run({args_expr})"]
+        kernel = "_op.unchecked_kernel"
     lines += ["_xp = _XP.get(_dev) or _xp_of(_dev)",
-              f"_o = _op.kernel(_xp, {', '.join(xs)})",
+              f"_o = {kernel}(_xp, {', '.join(xs)})",
               "if type(_o) is not _ndarray:",
               f"    return _finish(_op, _o, _dev, _xp, {args_expr})",
               "_t = _new(_T)",
@@ -537,6 +556,19 @@ def _make_binding(op, dispatcher):
     fn.__doc__ = f"{op.schema}"
     fn._ember_op = op
     return fn
+
+
+def refresh_binding(op) -> None:
+    """Regenerate ``op.binding`` after a change to what its fast path is generated from
+    (``complex_refusal`` / ``unchecked_kernel``, attached after the op is defined). The new
+    code replaces the old function's ``__code__`` (and its globals gain the new names), so every
+    alias already handed out -- ``ember.relu``, ``Tensor.relu``, ``F.relu`` -- runs it."""
+    old = op.binding
+    new = _make_binding(op, dispatch_composite if op.composite is not None else dispatch)
+    if old.__code__.co_freevars or new.__code__.co_freevars:
+        raise RuntimeError(f"refresh_binding({op.name}): bindings with closures cannot be swapped in place")
+    old.__globals__.update({k: v for k, v in new.__globals__.items() if k != old.__name__})
+    old.__code__ = new.__code__
 
 
 # ---------------------------------------------------------------------- dispatch

@@ -257,6 +257,32 @@ def test_torch_errors_for_undefined_ops(name):
     assert errs[0] == errs[1]
 
 
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_refusals_reach_every_binding_path(grad):
+    """The refusal is tested inline in the generated fast path (real inputs skip the kernel
+    wrapper): a complex tensor in any tensor position, with or without grad, in-place or
+    through an alias of the binding, still gets torch's error, and real inputs still work."""
+    t, e = both(cz((3, 4), np.complex64))
+    tr, er = both(RNG.standard_normal((3, 4)).astype(np.float32))
+    if grad:
+        t.requires_grad_(True)
+        e.requires_grad_(True)
+    cases = [lambda m, z, r: r < z, lambda m, z, r: m.relu(z), lambda m, z, r: m.nn.functional.relu(z),
+             lambda m, z, r: z.relu(), lambda m, z, r: m.maximum(r, z), lambda m, z, r: m.clamp(z, min=0)]
+    for case in cases:
+        errs = []
+        for m, z, r in ((torch, t, tr), (ember, e, er)):
+            with pytest.raises((RuntimeError, NotImplementedError)) as info:
+                case(m, z, r)
+            errs.append((type(info.value), str(info.value)))
+        assert errs[0] == errs[1]
+    for m, z in ((torch, t.detach().clone()), (ember, e.detach().clone())):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            z.relu_()
+    np.testing.assert_array_equal(enp(ember.relu(er)), torch.relu(tr).numpy())
+    np.testing.assert_array_equal(enp(er < er.flip(0)), (tr < tr.flip(0)).numpy())
+
 # ---------------------------------------------------------------------- values
 A, B, R, M, I = cz((3, 4)), cz((3, 4)), rz((3, 4)), cz((4, 5)), RNG.integers(1, 5, (3, 4))
 VALUES = {
