@@ -11,13 +11,17 @@
   ``ember/dynamo/stance.py``;
 * ``assume_constant_result(fn)``: calls of ``fn`` are made while tracing, on constant
   arguments, and their result is baked into the compiled code (no guard: the caller vouches
-  that it does not change), as ``torch.compiler.assume_constant_result``.
+  that it does not change), as ``torch.compiler.assume_constant_result``;
+* ``allow_in_graph(fn)`` / ``disallow_in_graph(fn)``: a call of ``fn`` becomes one graph node
+  (its body is not traced by dynamo; aot traces through it) / always breaks the graph: see
+  ``ember/dynamo/variables/allowed.py``.
 """
 from .dynamo import disable, list_backends, reset
 from .dynamo.stance import set_stance
+from .dynamo.variables.allowed import allow_in_graph, disallow_in_graph
 
 __all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling", "set_stance",
-           "assume_constant_result"]
+           "assume_constant_result", "allow_in_graph", "disallow_in_graph"]
 
 
 def is_compiling() -> bool:

@@ -101,5 +101,5 @@ def test_mark_static_address_is_accepted():
 
 def test_mark_static_matches_torch_names():
     torch = pytest.importorskip("torch")
-    for name in ("mark_static", "mark_static_address", "mark_dynamic"):
+    for name in ("mark_static", "mark_static_address", "mark_dynamic", "allow_in_graph", "disallow_in_graph"):
         assert hasattr(torch._dynamo, name) and hasattr(edynamo, name)

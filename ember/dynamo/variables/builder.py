@@ -127,6 +127,13 @@ def wrap(tx, value, source, guard=True):
         e = Unsupported(f"{getattr(value, '__qualname__', value)} cannot be called inside an ember.compile region")
         e.no_break = True
         raise e
+    from .allowed import is_allowed, is_disallowed
+    if is_allowed(value) or is_disallowed(value):
+        # ember.compiler.allow_in_graph / disallow_in_graph (variables/allowed.py)
+        from .allowed import AllowedFunctionVariable, DisallowedFunctionVariable
+        if g:
+            g.id_match(source, value)
+        return (AllowedFunctionVariable if is_allowed(value) else DisallowedFunctionVariable)(value, source)
     if isinstance(value, type):
         if g:
             g.id_match(source, value)

@@ -1,0 +1,191 @@
+"""``ember.compiler.allow_in_graph`` / ``disallow_in_graph`` (``torch.compiler`` /
+``torch._dynamo`` semantics).
+
+* ``allow_in_graph(fn)``: dynamo does not trace ``fn``'s body; a call becomes one
+  ``call_function`` node whose target is ``fn`` itself. While tracing, ``fn`` runs once on the
+  example values (fake tensors) to learn its outputs' metadata, so its body must be made of
+  ember ops that fake tensors support and must not look at tensor data. The later stages see
+  the node: the ``eager`` backend calls ``fn``; aot autograd runs dynamo's graph node by node
+  with an Interpreter under its dispatch tracer (aot/joint.py), so calling ``fn`` there records
+  the ember ops inside it into the joint graph (forward and backward) like any other code.
+  Graphs holding such a node are not disk-cached by aot (``fn``'s code is not part of the cache
+  key: aot/cache.py says so).
+  As in PyTorch, ``fn`` must take tensors (or tuples/lists of them, nested) and return a
+  tensor or (nested) tuples/lists of tensors; every non-tensor argument is baked into the
+  graph as a constant (the call site's value is guarded as any constant is). A call that
+  does not fit (a non-constant non-tensor argument, a result that is not tensors) stops the
+  trace with the reason.
+* ``disallow_in_graph(fn)``: dynamo breaks the graph at every call of ``fn`` (an ember op, or
+  any callable); the call runs eagerly between two graphs.
+
+Marks are kept by identity in the registries below (functions and builtins alike, so no
+attribute has to be settable on ``fn``); a later ``allow_in_graph`` of a disallowed function
+lifts the ban, and the other way round. Compiled code from before a change is dropped
+(``ember.dynamo.reset()``) so that the new mark takes effect on the next call.
+"""
+from __future__ import annotations
+
+import operator
+
+from ..exc import Unsupported
+from .base import VariableTracker
+
+_ALLOWED = {}      # id(fn) -> fn
+_DISALLOWED = {}   # id(fn) -> fn
+
+
+def _items(fn, what):
+    if isinstance(fn, (list, tuple)):
+        for f in fn:
+            _items(f, what)
+        return list(fn)
+    if not callable(fn):
+        raise TypeError(f"{what}: argument 'fn' must be a callable (or a list/tuple of callables), "
+                        f"got {type(fn).__name__}")
+    return [fn]
+
+
+def _flatten(fn):
+    out = []
+    for f in (fn if isinstance(fn, (list, tuple)) else [fn]):
+        out.extend(_flatten(f) if isinstance(f, (list, tuple)) else [f])
+    return out
+
+
+def _forget_compiled_code():
+    from .. import reset
+    reset()
+
+
+def allow_in_graph(fn):
+    """Put calls of ``fn`` into compiled graphs as one node instead of tracing its body (see the
+    module docstring); returns ``fn``. Accepts a list/tuple of callables too."""
+    _items(fn, "allow_in_graph")
+    for f in _flatten(fn):
+        if isinstance(f, type):
+            raise TypeError(f"allow_in_graph: argument 'fn' must be a function, got the class {f.__name__}")
+        _DISALLOWED.pop(id(f), None)
+        _ALLOWED[id(f)] = f
+    _forget_compiled_code()
+    return fn
+
+
+def disallow_in_graph(fn):
+    """Make dynamo break the graph at every call of ``fn`` (e.g. an ember op such as
+    ``ember.sub``): the call runs eagerly between graphs. Returns ``fn``."""
+    _items(fn, "disallow_in_graph")
+    for f in _flatten(fn):
+        _ALLOWED.pop(id(f), None)
+        _DISALLOWED[id(f)] = f
+    _forget_compiled_code()
+    return fn
+
+
+def is_allowed(value) -> bool:
+    return _ALLOWED.get(id(value)) is value
+
+
+def is_disallowed(value) -> bool:
+    return _DISALLOWED.get(id(value)) is value
+
+
+def _name(fn):
+    mod = getattr(fn, "__module__", None)
+    qual = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+    return f"{mod}.{qual}" if mod else qual
+
+
+class DisallowedFunctionVariable(VariableTracker):
+    """A callable marked with ``disallow_in_graph``: calling it breaks the graph."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(f"call to {_name(self.fn)}, which is marked with disallow_in_graph")
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def __repr__(self):
+        return f"DisallowedFunctionVariable({_name(self.fn)})"
+
+
+class AllowedFunctionVariable(VariableTracker):
+    """A callable marked with ``allow_in_graph``: one ``call_function`` node per call."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def as_python_constant(self):
+        return self.fn
+
+    def python_type(self):
+        return type(self.fn)
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def __repr__(self):
+        return f"AllowedFunctionVariable({_name(self.fn)})"
+
+    def _check_arg(self, v, where):
+        from .lists import BaseListVariable
+        from .tensor import TensorVariable
+        if isinstance(v, TensorVariable):
+            return
+        if isinstance(v, BaseListVariable):
+            for i, item in enumerate(v.items):
+                self._check_arg(item, f"{where}[{i}]")
+            return
+        if v.is_python_constant():
+            return              # baked into the graph as a constant
+        raise Unsupported(f"{_name(self.fn)} is marked allow_in_graph, but its argument {where} is {v}: only "
+                          f"tensors, (nested) tuples/lists of tensors and constants can be graph-node arguments")
+
+    def call_function(self, tx, args, kwargs):
+        out = tx.output
+        for i, a in enumerate(args):
+            self._check_arg(a, f"#{i}")
+        for k, a in kwargs.items():
+            self._check_arg(a, repr(k))
+        ex_args = [out._map(a, True) for a in args]
+        ex_kwargs = {k: out._map(v, True) for k, v in kwargs.items()}
+        res = out.examples.run(self.fn, ex_args, ex_kwargs)
+        self._check_result(res, "the result", ex_args + list(ex_kwargs.values()))
+        node_args = tuple(out._map(a, False) for a in args)
+        node_kwargs = {k: out._map(v, False) for k, v in kwargs.items()}
+        node = out.graph.create_node("call_function", self.fn, node_args, node_kwargs)
+        out._note_op(node)
+        return self._unflatten(out, node, res)
+
+    def _check_result(self, res, where, inputs):
+        from ...tensor import Tensor
+        if isinstance(res, Tensor):
+            if res._requires_grad and res._grad_fn is None and not any(res is a for a in inputs):
+                raise Unsupported(f"{_name(self.fn)} (allow_in_graph) created a tensor that requires grad "
+                                  f"(a new autograd leaf) inside the graph")
+            return
+        if type(res) in (tuple, list) and res:
+            for i, r in enumerate(res):
+                self._check_result(r, f"{where}[{i}]", inputs)
+            return
+        raise Unsupported(f"{_name(self.fn)} is marked allow_in_graph, but {where} is a {type(res).__name__}: "
+                          f"a function in the graph must return a tensor or (nested) tuples/lists of tensors")
+
+    def _unflatten(self, out, node, res):
+        from .lists import ListVariable, TupleVariable
+        from .tensor import TensorVariable
+        if not isinstance(res, (tuple, list)):
+            return TensorVariable(node, res)
+        items = []
+        for i, r in enumerate(res):
+            n = out.graph.call_function(operator.getitem, (node, i))
+            n.meta.update(out.node_meta)
+            items.append(self._unflatten(out, n, r))
+        return ListVariable(items) if type(res) is list else TupleVariable(items)
