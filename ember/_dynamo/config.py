@@ -13,9 +13,21 @@
   (False: an int argument is specialised until it changes),
   ``force_parameter_static_shapes`` (True);
 * ``optimize_ddp``: accepted (ember has no DistributedDataParallel to split graphs for);
-* ``capture_scalar_outputs`` / ``capture_dynamic_output_shape_ops``: read False; True is
-  accepted with a warning that ``.item()`` / data-dependent output shapes (``nonzero``) still
-  break the graph (results stay correct, the graph is split there).
+* ``capture_scalar_outputs``: ``ember.dynamo.config.capture_scalar_outputs`` (default False).
+  True: ``t.item()`` of a one-element floating/integral/bool tensor is captured as a symbolic
+  scalar (a 0-d float64/int64/bool node detached from ``t``, so the value cuts the gradient as
+  eager's Python number does) instead of breaking the graph. Arithmetic with tensors follows
+  Python-number type promotion (float32 tensor * item stays float32; int64 tensor * float item is
+  float32), arithmetic between scalars is done in float64/int64 like Python's, and the scalar can
+  be an operand of pointwise ops, ``clamp``/``where``/``masked_fill``/``fill_`` and
+  ``full``/``full_like``/``new_full``/``tensor``. Where Python needs the concrete value (``if s >
+  0:``, ``int(float_s)``, ``range(s)``, an f-string, a size or an index -- an unbacked SymInt,
+  which ``capture_dynamic_output_shape_ops`` would need and ember does not have) the graph breaks
+  there (or, where no break can be made, at the ``.item()`` call), and the code after the break
+  sees the real Python number. Returned or stored into outside objects, it is a Python number;
+* ``capture_dynamic_output_shape_ops``: reads False; True is accepted with a warning that ops
+  with data-dependent output shapes (``nonzero``) still break the graph (results stay correct,
+  the graph is split there).
 
 Any other name raises AttributeError listing these: a knob that would be silently ignored is
 worse than an error."""
@@ -27,14 +39,15 @@ from ..dynamo import config as _ember
 
 _FIXED = {"inline_inbuilt_nn_modules": True, "assume_static_by_default": True, "specialize_int": False,
           "force_parameter_static_shapes": True}
-_CAPTURE = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops")
+_CAPTURE = ("capture_dynamic_output_shape_ops",)
 
 
 class _Config(types.ModuleType):
     _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit",
-                "automatic_dynamic_shapes": "automatic_dynamic_shapes"}
+                "automatic_dynamic_shapes": "automatic_dynamic_shapes",
+                "capture_scalar_outputs": "capture_scalar_outputs"}
     _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose", "automatic_dynamic_shapes",
-              "optimize_ddp") + tuple(_FIXED) + _CAPTURE
+              "capture_scalar_outputs", "optimize_ddp") + tuple(_FIXED) + _CAPTURE
 
     def __getattr__(self, name):
         if name in self._ALIASES:
@@ -51,8 +64,8 @@ class _Config(types.ModuleType):
                              f"ember's own knobs are in ember.dynamo.config)")
 
     def __setattr__(self, name, value):
-        if name == "automatic_dynamic_shapes":
-            _ember.automatic_dynamic_shapes = bool(value)
+        if name in ("automatic_dynamic_shapes", "capture_scalar_outputs"):
+            setattr(_ember, name, bool(value))
         elif name in _FIXED:
             if bool(value) != _FIXED[name]:
                 raise ValueError(f"ember._dynamo.config.{name}={value!r} is not supported: ember always works as "
@@ -62,8 +75,8 @@ class _Config(types.ModuleType):
         elif name in _CAPTURE:
             if value and not self.__dict__.get("_" + name):
                 import warnings
-                what = ".item()" if name == "capture_scalar_outputs" else "ops with data-dependent output shapes"
-                warnings.warn(f"ember._dynamo.config.{name}=True: ember does not capture {what} yet; the graph "
+                warnings.warn(f"ember._dynamo.config.{name}=True: ember does not capture ops with "
+                              f"data-dependent output shapes yet; the graph "
                               f"breaks there and that part runs eagerly (results are unaffected)", UserWarning,
                               stacklevel=2)
             self.__dict__["_" + name] = bool(value)

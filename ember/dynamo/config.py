@@ -19,3 +19,8 @@ replay_logging_calls = True
 # With ember.compile(dynamic=None) (the default), a recompile caused by changed sizes or
 # numbers makes those symbolic (automatic dynamic shapes); False recompiles for each new value.
 automatic_dynamic_shapes = True
+# ``t.item()`` of a one-element floating/integral/bool tensor becomes a symbolic Python scalar in
+# the graph (a 0-d float64/int64/bool node, variables/sym_scalar.py) instead of a graph break;
+# where Python needs its value (a branch, a size, an f-string) the graph breaks there and the
+# code after it sees the real number. False (the default): ``.item()`` breaks the graph.
+capture_scalar_outputs = False

@@ -19,6 +19,7 @@ import numpy as _np
 
 from ..fx import Graph
 from ..tensor import Tensor
+from . import config as _config
 from . import logs
 from .example_value import ExampleValues
 from .exc import AliasedDynamicView, BackendCompilerFailed, SkipFrame, Unsupported
@@ -28,6 +29,7 @@ from .source import placeholder_name
 from .variables.constant import ConstantVariable
 from .variables.ctx import _set_autocast, _set_grad_enabled
 from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
+from .variables.sym_scalar import call_with_scalars, has_sym_scalars
 from .variables.tensor import TensorVariable
 
 
@@ -93,6 +95,10 @@ class OutputGraph:
         self.final_autocast = self.entry_autocast
         self.exc_autocast = _NO_REGIONS
         self._scalar_inputs = {}      # (source expr, dtype) -> TensorVariable of an unspecialized float
+        # root instruction indexes of the .item() calls captured as symbolic scalars
+        # (config.capture_scalar_outputs, variables/sym_scalar.py): where the frame breaks instead
+        # when such a value reaches an instruction that needs it and cannot break
+        self.item_origins = []
         # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
         self.side_effects = []
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
@@ -321,6 +327,9 @@ class OutputGraph:
         if kind == "call_method" and target in _GEOMETRY_METHODS:
             raise Unsupported(f"Tensor.{target}() changes a tensor's shape in place (the graph's values "
                               f"keep their shapes: traced, later ops would see the old one)")
+        if _config.capture_scalar_outputs and has_sym_scalars(args, kwargs):
+            # captured .item() values as scalar arguments (variables/sym_scalar.py)
+            return call_with_scalars(self, kind, target, runner, args, kwargs, returns_none)
         if any(isinstance(a, UnspecFloatVariable) for a in list(args) + list(kwargs.values())):
             args, kwargs = self._unspec_args(target, args, kwargs)
         ex_args = [self._map(a, True) for a in args]

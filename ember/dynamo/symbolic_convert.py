@@ -227,6 +227,12 @@ class InstructionTranslator:
             e.break_index = origin if self.instructions[origin].opname in BREAKABLE else None
         elif e.break_index is None and inst.opname in BREAKABLE:
             e.break_index = self.ip - 1
+        elif e.break_index is None and self.output.item_origins:
+            # a captured .item() value (config.capture_scalar_outputs) needed where no break can
+            # be made (an f-string, a subscript): break at that .item() call, which then runs eagerly
+            e.break_index = getattr(e, "item_origin", None)
+            if e.break_index is None:
+                e.break_index = self.output.item_origins[-1]
 
     def unwind(self, e, inst):
         """Jump to the handler of this frame's exception table covering ``inst`` for the observed

@@ -35,10 +35,14 @@ def test_config_aliases(monkeypatch):
     with pytest.raises(ValueError, match="positive int"):
         cfg.cache_size_limit = 0
     assert cfg.capture_scalar_outputs is False
-    with pytest.warns(UserWarning, match=r"does not capture .item\(\) yet"):
-        cfg.capture_scalar_outputs = True
-    assert cfg.capture_scalar_outputs is True
+    monkeypatch.setattr(dynamo.config, "capture_scalar_outputs", False)
+    cfg.capture_scalar_outputs = True       # the real knob (tests/dynamo/test_capture_scalar_outputs.py)
+    assert cfg.capture_scalar_outputs is True is dynamo.config.capture_scalar_outputs
     cfg.capture_scalar_outputs = False
+    assert dynamo.config.capture_scalar_outputs is False
+    with pytest.warns(UserWarning, match="data-dependent output shapes"):
+        cfg.capture_dynamic_output_shape_ops = True
+    cfg.capture_dynamic_output_shape_ops = False
     cfg.inline_inbuilt_nn_modules = True
     cfg.optimize_ddp = False
     assert cfg.assume_static_by_default is True and cfg.specialize_int is False

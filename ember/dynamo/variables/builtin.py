@@ -17,6 +17,8 @@ from .lists import BaseListVariable, DictVariable, IteratorVariable, ListVariabl
 from .logging_calls import _ROOT_FUNCTIONS, print_call, root_log_function, warn_call
 from .sets import SetVariable, real_iterable, set_binary_op
 from .tensor import TensorVariable
+from . import sym_scalar
+from .sym_scalar import SymScalarVariable
 
 INPLACE = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
            operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv,
@@ -31,6 +33,8 @@ def _const_or_tensor(v):
 
 def binary_op(tx, op, a, b):
     """``op(a, b)`` for a Python operator function (operator.add, operator.iadd, operator.lt ...)."""
+    if isinstance(a, SymScalarVariable) or isinstance(b, SymScalarVariable):
+        return sym_scalar.binary(tx, op, a, b)      # a captured .item() (capture_scalar_outputs)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if not (_const_or_tensor(a) and _const_or_tensor(b)):
             raise Unsupported(f"{op.__name__} between a tensor and {a if not _const_or_tensor(a) else b}")
@@ -85,6 +89,8 @@ def _as_container(v, other):
 
 
 def unary_op(tx, op, a):
+    if isinstance(a, SymScalarVariable):
+        return sym_scalar.unary(tx, op, a)
     if isinstance(a, TensorVariable):
         if op is operator.not_:
             raise Unsupported("`not tensor` depends on tensor data")
@@ -108,6 +114,9 @@ def _consts(args, keep_symbolic=False):
     from ...fx.experimental.symbolic_shapes import SymBool, SymInt
     return [int(v) if isinstance(v, SymInt) else bool(v) if isinstance(v, SymBool) else v for v in vals]
 
+
+# builtins that take a captured .item() (variables/sym_scalar.py) as any other value
+_SYM_SCALAR_PASS = {isinstance, type, id, print, callable, list, tuple, getattr, hasattr, setattr, iter, len, sum}
 
 # builtins that handle SymInt sizes themselves (arithmetic, comparisons by guarded decisions)
 _SYMBOLIC_SAFE = {max, min, abs, divmod, pow, int, bool, float, operator.index}
@@ -154,6 +163,9 @@ class BuiltinVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         fn = self.fn
+        if any(isinstance(a, SymScalarVariable) for a in args) and fn not in _SYM_SCALAR_PASS and \
+                fn not in self._OPERATOR_BINARY and fn not in self._OPERATOR_UNARY:
+            return sym_scalar.call_builtin(tx, fn, args, kwargs)
         if fn in self._OPERATOR_BINARY and len(args) == 2 and not kwargs:
             return binary_op(tx, fn, args[0], args[1])
         if fn in self._OPERATOR_UNARY and len(args) == 1 and not kwargs:
@@ -161,6 +173,8 @@ class BuiltinVariable(VariableTracker):
                 return ConstantVariable(args[0].truthy(tx))
             if fn is operator.abs:
                 return _abs(tx, args, kwargs)
+            if fn is operator.index and isinstance(args[0], SymScalarVariable):
+                return sym_scalar.call_builtin(tx, fn, args, kwargs)
             return unary_op(tx, fn, args[0])
         h = _HANDLERS.get(fn)
         if h is not None:

@@ -5,6 +5,7 @@ import operator
 
 from ...tensor import Tensor
 from ... import types as _t
+from .. import config as _config
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
@@ -96,6 +97,9 @@ class TensorMethodVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         name = self.name
+        if name == "item" and _config.capture_scalar_outputs:
+            from .sym_scalar import capture_item     # a symbolic scalar instead of a break
+            return capture_item(tx, self.tensor, args, kwargs)
         if name in BLOCKED_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
         if name == "type" and not args and not kwargs:
