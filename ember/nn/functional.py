@@ -62,7 +62,18 @@ def linear(input, weight, bias=None):
     return _la.linear(input, weight, bias)
 
 
+def _no_complex_autograd(name, *tensors):
+    """torch raises at the forward of the few ops that have no complex derivative (embedding,
+    bilinear's _trilinear, silu) when a complex output would need a grad_fn; ember does too,
+    so such a graph fails where torch's does instead of at backward."""
+    from ..autograd import is_grad_enabled
+    ts = [t for t in tensors if isinstance(t, Tensor)]
+    if is_grad_enabled() and any(t.dtype.is_complex for t in ts) and any(t.requires_grad for t in ts):
+        raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
+
+
 def bilinear(input1, input2, weight, bias=None):
+    _no_complex_autograd("_trilinear", input1, input2, weight, bias)
     return _la.bilinear(input1, input2, weight, bias)
 
 
@@ -470,6 +481,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
             padding_idx = weight.shape[0] + padding_idx
     else:
         padding_idx = -1
+    _no_complex_autograd("embedding", weight)
     if max_norm is not None:
         _embedding_renorm_(weight, input, max_norm, norm_type)
     return _nn.embedding(weight, input, padding_idx, scale_grad_by_freq, sparse)
@@ -479,7 +491,8 @@ def _embedding_renorm_(weight, input, max_norm, norm_type):
     """Rescale (in place, without autograd) the rows of ``weight`` that ``input`` uses to norm <= max_norm."""
     w = weight.detach()._data
     rows = np.unique(np.asarray(input.detach()._data).reshape(-1))
-    norms = np.linalg.norm(w[rows].astype(np.float64), ord=norm_type, axis=1)
+    norms = np.linalg.norm(w[rows].astype(np.complex128 if w.dtype.kind == "c" else np.float64), ord=norm_type,
+                           axis=1)
     scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
     w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
     weight._bump_version()
@@ -1455,6 +1468,8 @@ def gelu(input, approximate="none"):
 
 
 def silu(input, inplace=False):
+    if not inplace:
+        _no_complex_autograd("silu", input)
     return _act("silu", input, inplace)
 
 

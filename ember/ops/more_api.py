@@ -872,7 +872,7 @@ _METHODS["masked_scatter_"] = masked_scatter_
 def renorm(self, p, dim, maxnorm):
     """Each slice along ``dim`` whose ``p``-norm exceeds ``maxnorm`` scaled down to norm
     ``maxnorm`` (PyTorch's ``maxnorm / (norm + 1e-7)``)."""
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"renorm: expected a floating point input but got {self.dtype.legacy_name}")
     if p <= 0:
         raise RuntimeError("renorm: non-positive-norm not supported")
@@ -882,9 +882,9 @@ def renorm(self, p, dim, maxnorm):
         raise RuntimeError(f"renorm: input needs at least 2 dimensions, got {self.ndim} dimensions")
     d = wrap_dim(dim, self.ndim)
     dims = [i for i in range(self.ndim) if i != d]
-    norm = _vnorm(self, p, dims, True)
+    norm = _vnorm(api.abs(self) if self.dtype.is_complex else self, p, dims, True)
     factor = api.where(norm > maxnorm, maxnorm / (norm + 1e-7), 1.0)
-    return self * factor.to(self.dtype)
+    return self * factor.to(norm.dtype if self.dtype.is_complex else self.dtype)   # a real factor
 
 
 _METHODS["renorm_"] = _inplace_of("renorm_", renorm)

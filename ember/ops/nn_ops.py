@@ -269,7 +269,7 @@ def _conv_check(x, w, b, stride, padding, dilation, transposed, groups):
         raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(w)}")
     if b is not None and b.dtype != x.dtype:
         raise RuntimeError(f"expected scalar type {_legacy(x)} but found {_legacy(b)}")
-    if not np_is_float(x.dtype):
+    if not np_is_float(x.dtype) and x.dtype.kind != "c":     # complex: the numpy im2col path, as torch
         raise RuntimeError(f"\"slow_conv2d_cpu\" not implemented for '{_legacy(x)}'")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")

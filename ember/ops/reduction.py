@@ -708,16 +708,17 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
 # ---------------------------------------------------------------------- logsumexp
 @defop("logsumexp(Tensor self, int[] dim, bool keepdim=False) -> Tensor", tags=RED, save_result=True)
 def logsumexp(xp, a, dim, keepdim=False):
-    if not _dt(a).is_floating_point:
+    if not _dt(a).is_floating_point and a.dtype.kind != "c":
         a = a.astype(_t.get_default_dtype().np)
     out_np = a.dtype
     x = _acc(a)
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     with np.errstate(all="ignore"):
         if x.size == 0:
-            m = xp.zeros([1 if i in dims else s for i, s in enumerate(x.shape)], x.dtype)
+            m = xp.zeros([1 if i in dims else s for i, s in enumerate(x.shape)], x.real.dtype)
         else:
-            m = xp.max(x, axis=dims, keepdims=True)
+            # complex: the shift is the largest real part (torch), the phase is left alone
+            m = xp.max(x.real, axis=dims, keepdims=True)
             m = xp.where(xp.isinf(m), 0, m)
         s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
     if not keepdim:
@@ -1162,7 +1163,7 @@ def _linalg_vector_norm_meta(a, ord=2, dim=None, keepdim=False, dtype=None):
 
 @logsumexp.meta_fn
 def _logsumexp_meta(a, dim, keepdim=False):
-    dt = a.dtype if a.dtype.is_floating_point else _t.get_default_dtype()
+    dt = a.dtype if a.dtype.is_floating_point or a.dtype.is_complex else _t.get_default_dtype()
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     return _reduced_c(a, dims, keepdim, dt)
 

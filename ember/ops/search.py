@@ -448,12 +448,23 @@ def _logaddexp(a, b):
 @defcomposite("logcumsumexp(Tensor self, int dim) -> Tensor")
 def logcumsumexp(self, dim):
     """``log(cumsum(exp(self), dim))`` computed stably: a log-depth scan of pairwise log-add-exp."""
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise _not_impl("logcumsumexp_out_cpu", self.dtype)
     d = wrap_dim(dim, self.ndim)
     if self.ndim == 0 or self.numel() == 0:
         return self.clone()
-    return _scan(self, d, _logaddexp)
+    return _scan(self, d, _logaddexp_complex if self.dtype.is_complex else _logaddexp)
+
+
+def _logaddexp_complex(a, b):
+    """``log(exp(a) + exp(b))`` of complex numbers, shifted by the one with the larger real part
+    (torch's complex ``_log_add_exp_helper``): ``hi + log1p(exp(lo - hi))``."""
+    first = api.real(a) >= api.real(b)
+    hi, lo = api.where(first, a, b), api.where(first, b, a)
+    inf = api.isinf(api.real(hi))
+    hi_s = api.where(inf, 0.0, hi)
+    lo_s = api.where(inf, 0.0, lo)
+    return api.where(inf, hi, hi_s + api.log1p(api.exp(lo_s - hi_s)))
 
 
 # ---------------------------------------------------------------------- histc
