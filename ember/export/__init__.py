@@ -1,0 +1,14 @@
+"""``ember.export``: ahead-of-time capture of a module call into one functional graph
+(``torch.export``). See ``_trace.py`` for the pipeline, ``exported_program.py`` for what comes
+back, ``dynamic_shapes.py`` for ``Dim`` and ``serialize.py`` for ``save``/``load``."""
+from .dynamic_shapes import Dim, ValueRange, dims
+from .errors import ConstraintViolationError, UserError
+from .exported_program import ExportedProgram
+from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
+                              TensorArgument)
+from ._trace import export
+from .serialize import load, save
+
+__all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
+           "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument", "ValueRange",
+           "UserError", "ConstraintViolationError"]

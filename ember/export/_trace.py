@@ -1,0 +1,470 @@
+"""``ember.export.export``: one functional graph of a module call, its state lifted to inputs.
+
+The pipeline reuses the compiler's two front ends:
+
+1. **dynamo, full-graph**: ``_export_root(mod, args, kwargs)`` is captured with a backend that
+   only records the FX graph and its example inputs (and returns sentinel outputs, so the
+   call runs nothing and mutates no buffer). A graph break is an error naming the user's
+   line and the reason. The returned value (rebuilt by dynamo's generated code) tells the
+   output structure: each leaf is a sentinel (a graph output), an input, or a constant.
+2. **aot, inference**: ``trace_joint(..., inference=True)`` re-traces the dynamo graph on fake
+   tensors into ember's functional op-level graph (in-place ops functionalized; the new values
+   of mutated inputs come back as extra outputs), in dynamo's ShapeEnv when sizes are symbolic.
+
+Then the graph is rebuilt with torch's placeholder order and names (parameters ``p_*``,
+buffers ``b_*``, constants ``c_*``, user inputs by argument name) and outputs (mutations first).
+Dynamic dimensions (``dynamic_shapes``) become ShapeEnv symbols during capture; the guards the
+trace records are checked against the declared ``Dim`` ranges ("Constraints violated").
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Dict, List
+
+from ..dynamo.exc import FullGraphError, Unsupported
+from .dynamic_shapes import DimRequest, ValueRange, _DimHint, dims_per_tensor, int_oo
+from .errors import ConstraintViolationError, UserError
+from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
+                              TensorArgument)
+
+
+def _export_root(mod, args, kwargs):
+    return mod(*args, **kwargs)
+
+
+def _bind(mod, args, kwargs) -> Dict[str, Any]:
+    """argument name -> value, as ``mod.forward`` binds them (names for placeholders and specs)."""
+    try:
+        sig = inspect.signature(mod.forward)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise UserError(f"ember.export: the example inputs do not match {type(mod).__name__}.forward's "
+                        f"signature: {e}") from None
+    out = {}
+    for name, value in bound.arguments.items():
+        kind = sig.parameters[name].kind
+        if kind == inspect.Parameter.VAR_KEYWORD:
+            out.update(value)
+        else:
+            out[name] = value
+    return out
+
+
+def _leaf_names(bound: Dict[str, Any]) -> Dict[int, str]:
+    """id(tensor) -> placeholder name (``x``, ``xs_0``, ``d_a``), like torch's."""
+    from ..tensor import Tensor
+    names: Dict[int, str] = {}
+
+    def walk(v, name):
+        if isinstance(v, Tensor):
+            names.setdefault(id(v), name)
+        elif isinstance(v, (tuple, list)):
+            for i, x in enumerate(v):
+                walk(x, f"{name}_{i}")
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                walk(x, f"{name}_{k}")
+    for k, v in bound.items():
+        walk(v, k)
+    return names
+
+
+def _dedupe_leaves(args, kwargs):
+    """The same tensor object passed twice becomes two inputs of the program (as in torch): the
+    repeated occurrences are traced through a copy, so the graph does not assume they alias."""
+    from ..tensor import Tensor
+    from ..utils._pytree import tree_flatten, tree_unflatten
+    leaves, spec = tree_flatten((args, kwargs))
+    seen, changed = set(), False
+    for i, v in enumerate(leaves):
+        if isinstance(v, Tensor):
+            if id(v) in seen:
+                c = v.detach().clone()
+                if v.requires_grad:
+                    c.requires_grad_(True)
+                leaves[i], changed = c, True
+            seen.add(id(v))
+    return tree_unflatten(leaves, spec) if changed else (args, kwargs)
+
+
+def _make_compiler(backend, requests):
+    from ..dynamo.convert_frame import Compiler
+
+    class _ExportCompiler(Compiler):
+        """Full-graph capture whose symbolic dims are exactly those ``dynamic_shapes`` asks for."""
+
+        def _dynamic_dims_fn(self, cache):
+            def dims(source, t):
+                return set(requests.get(id(t), ()))
+            return dims
+    return _ExportCompiler(backend, fullgraph=True, dynamic=False, name="export")
+
+
+class _no_duck_sizing:
+    """Distinct input dims get distinct symbols during the export's capture (no duck sizing):
+    two ``Dim``s whose examples happen to be equal must not silently become one symbol -- the
+    program's own decisions (``x + y``) record ``Eq(s0, s1)`` guards instead, which the
+    constraint check then sees."""
+
+    def __enter__(self):
+        from ..dynamo import example_value as ev
+        self.ev = ev
+        self.orig = ev.ExampleValues.__init__
+        orig = self.orig
+
+        def init(obj):
+            orig(obj)
+            if obj.shape_env is not None:
+                obj.shape_env.duck_shape = False
+        ev.ExampleValues.__init__ = init
+        return self
+
+    def __exit__(self, *exc):
+        self.ev.ExampleValues.__init__ = self.orig
+        return False
+
+
+def _capture(mod, args, kwargs, requests):
+    """(dynamo GraphModule or None, its example inputs, sentinel outputs, the call's result)."""
+    from ..dynamo import convert_frame
+    from ..dynamo.eval_frame import OptimizeContext
+    from ..dynamo.example_value import preserve_rng
+    from ..ops import api as _api
+    cap: Dict[str, Any] = {}
+
+    def backend(gm, example_inputs):
+        cap["gm"], cap["inputs"] = gm, list(example_inputs)
+        outs = gm.graph.output_node.args[0]
+        n = len(outs) if isinstance(outs, (tuple, list)) else 1
+        sentinels = tuple(_api.empty(0) for _ in range(n))
+        cap["sentinels"] = sentinels
+        return lambda *a: sentinels
+
+    compiler = _make_compiler(backend, requests)
+    code = _export_root.__code__
+    n_reasons = len(convert_frame.fallback_reasons)
+    try:
+        with preserve_rng(), _no_duck_sizing():
+            result = OptimizeContext(compiler)(_export_root)(mod, args, kwargs)
+    except FullGraphError as e:
+        reason = str(e).split(" as one graph: ", 1)[-1]
+        raise Unsupported(f"ember.export: {type(mod).__name__}.forward cannot be captured as one graph, which "
+                          f"export needs: {reason}") from None
+    finally:
+        cache = convert_frame._caches.get(code)
+        if cache is not None:
+            cache.entries = [e for e in cache.entries if e.owner is not compiler]
+            cache.hot = None
+    if "gm" not in cap:
+        new = convert_frame.fallback_reasons[n_reasons:]
+        if new:
+            raise Unsupported(f"ember.export: {type(mod).__name__}.forward could not be captured: {new[-1][1]}")
+    return cap.get("gm"), cap.get("inputs", []), cap.get("sentinels", ()), result
+
+
+def _fake_like(t):
+    from .._fake import FakeArray
+    from ..fx.fake_tensor import make_fake
+    return make_fake(FakeArray(tuple(t.shape), t.dtype, tuple(t._data.estrides) if hasattr(t._data, "estrides")
+                               else None), t.device)
+
+
+def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserve_module_call_signature=()):
+    """Export ``mod(*args, **kwargs)`` as an :class:`ExportedProgram` (``torch.export.export``).
+
+    ``strict`` is accepted for torch compatibility; ember always captures with dynamo (its
+    "strict" mode), so both values trace the same way."""
+    from ..nn.modules.module import Module
+    from ..tensor import Tensor
+    from ..utils._pytree import tree_flatten
+    from .exported_program import ExportedProgram
+    if not isinstance(mod, Module):
+        raise ValueError(f"Expected `mod` to be an instance of `ember.nn.Module`, got {type(mod)}.")
+    if not isinstance(args, tuple):
+        raise UserError(f"Expecting `args` to be a tuple of example positional inputs, got {type(args)}")
+    if kwargs is None:
+        kwargs = {}
+    if not isinstance(kwargs, dict):
+        raise UserError(f"Expecting `kwargs` to be a dict of example keyword inputs, got {type(kwargs)}")
+    if preserve_module_call_signature:
+        raise NotImplementedError("ember.export.export: preserve_module_call_signature is not supported")
+    args, kwargs = _dedupe_leaves(args, kwargs)
+    bound = _bind(mod, args, kwargs)
+    requests = dims_per_tensor(bound, dynamic_shapes)
+    names = _leaf_names(bound)
+    in_leaves, in_spec = tree_flatten((args, kwargs))
+
+    # example sizes outside a Dim's range are an error before anything is traced
+    by_id = {id(v): v for v in in_leaves if isinstance(v, Tensor)}
+    for tid, per_dim in requests.items():
+        for d, req in per_dim.items():
+            n = by_id[tid].shape[d]
+            if isinstance(req.spec, _DimHint):
+                continue
+            if not req.spec.min <= n <= req.spec.max:
+                raise UserError(f"Expected input at {req.where()} to be within the range [{req.spec.min}, "
+                                f"{req.spec.max}] of Dim {req.name!r}, but got {n}")
+
+    params = dict(mod.named_parameters())
+    buffers = dict(mod.named_buffers())
+    persistent = set(mod.state_dict().keys())
+    param_of = {id(t): k for k, t in params.items()}
+    buffer_of = {id(t): k for k, t in buffers.items()}
+
+    gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, {k: set(v) for k, v in requests.items()})
+    out_leaves, out_spec = tree_flatten(result)
+
+    # ---- aot: the functional inference graph
+    joint = None
+    if gm is not None:
+        joint = _trace_functional(gm, ex_inputs)
+
+    # ---- classify the dynamo inputs
+    user_ids = {id(v): i for i, v in enumerate(in_leaves) if isinstance(v, Tensor)}
+    constants: Dict[str, Any] = {}
+    const_of: Dict[int, str] = {}
+
+    def const_target(t):
+        if id(t) not in const_of:
+            const_of[id(t)] = f"lifted_tensor_{len(constants)}"
+            constants[const_of[id(t)]] = t
+        return const_of[id(t)]
+    kinds = []     # per dynamo input: (kind, key)
+    for t in ex_inputs:
+        if id(t) in param_of:
+            kinds.append(("p", param_of[id(t)]))
+        elif id(t) in buffer_of:
+            kinds.append(("b", buffer_of[id(t)]))
+        elif id(t) in user_ids:
+            kinds.append(("u", user_ids[id(t)]))
+        else:
+            kinds.append(("c", const_target(t)))
+    # tensors returned without passing through the graph and not inputs: constants too
+    for v in out_leaves:
+        if isinstance(v, Tensor) and not any(v is s for s in sentinels) and id(v) not in param_of and \
+                id(v) not in buffer_of and id(v) not in user_ids:
+            const_target(v)
+
+    from ..fx.graph import Graph
+    from ..fx.graph_module import GraphModule
+    g = Graph()
+    ph: Dict[Any, Any] = {}       # ("p", fqn) | ("b", fqn) | ("c", target) | ("u", leaf index) -> node
+    input_specs: List[InputSpec] = []
+    old_phs = [n for n in joint.gm.graph.nodes if n.op == "placeholder"] if joint is not None else []
+    val_of = {}
+    for (kind, key), n in zip(kinds, old_phs):
+        val_of[(kind, key)] = n.meta.get("val")
+
+    def add_ph(kind, key, name, t):
+        node = g.placeholder(name)
+        v = val_of.get((kind, key))
+        node.meta["val"] = v if v is not None else _fake_like(t)
+        ph[(kind, key)] = node
+        return node
+
+    for fqn, t in params.items():
+        n = add_ph("p", fqn, "p_" + fqn.replace(".", "_"), t)
+        input_specs.append(InputSpec(InputKind.PARAMETER, TensorArgument(n.name), fqn))
+    for fqn, t in buffers.items():
+        n = add_ph("b", fqn, "b_" + fqn.replace(".", "_"), t)
+        input_specs.append(InputSpec(InputKind.BUFFER, TensorArgument(n.name), fqn, fqn in persistent))
+    for target, t in constants.items():
+        n = add_ph("c", target, "c_" + target, t)
+        input_specs.append(InputSpec(InputKind.CONSTANT_TENSOR, TensorArgument(n.name), target))
+    user_phs = []
+    for i, v in enumerate(in_leaves):
+        if isinstance(v, Tensor):
+            n = add_ph("u", i, names.get(id(v), f"arg{i}"), v)
+            input_specs.append(InputSpec(InputKind.USER_INPUT, TensorArgument(n.name), None))
+            user_phs.append((i, n))
+
+    env = {}
+    for (kind, key), n in zip(kinds, old_phs):
+        env[n] = ph[(kind, key)]
+    fwd_outs, muts = (), ()
+    consts_root = {}
+    if joint is not None:
+        for n in joint.gm.graph.nodes:
+            if n.op in ("placeholder", "output"):
+                continue
+            if n.op == "get_attr":
+                v = joint.gm
+                for part in n.target.split("."):
+                    v = getattr(v, part)
+                consts_root[n.target] = v
+            env[n] = g.node_copy(n, lambda a: env[a])
+        out_args = joint.gm.graph.output_node.args[0]
+        fwd_outs, muts = out_args[0], out_args[1]
+
+    output_specs: List[OutputSpec] = []
+    outputs = []
+    for pos, new in zip(joint.mutated_inputs if joint is not None else (), muts):
+        kind, key = kinds[pos]
+        node = env[new] if hasattr(new, "op") else new
+        if kind == "b":
+            output_specs.append(OutputSpec(OutputKind.BUFFER_MUTATION, TensorArgument(node.name), key))
+        elif kind == "p":
+            output_specs.append(OutputSpec(OutputKind.PARAMETER_MUTATION, TensorArgument(node.name), key))
+        elif kind == "u":
+            output_specs.append(OutputSpec(OutputKind.USER_INPUT_MUTATION, TensorArgument(node.name),
+                                           ph[("u", key)].name))
+        else:
+            raise UserError(f"ember.export: the program writes in place into a constant tensor "
+                            f"({key}) that is neither a parameter, a buffer nor an input; register it as a buffer")
+        outputs.append(node)
+    for v in out_leaves:
+        node = None
+        if isinstance(v, Tensor):
+            for i, s in enumerate(sentinels):
+                if v is s:
+                    o = fwd_outs[i]
+                    node = env[o] if hasattr(o, "op") else o
+                    break
+            else:
+                key = ("p", param_of[id(v)]) if id(v) in param_of else ("b", buffer_of[id(v)]) \
+                    if id(v) in buffer_of else ("u", user_ids[id(v)]) if id(v) in user_ids else ("c", const_of[id(v)])
+                node = ph[key]
+            output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, TensorArgument(node.name), None))
+            outputs.append(node)
+        else:
+            output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", v), None))
+    g.output(tuple(outputs))
+    new_gm = GraphModule(consts_root, g)
+    shape_env = gm.meta.get("shape_env") if gm is not None and gm.meta.get("dynamic") else None
+    new_gm.meta["shape_env"] = shape_env
+    sig = ExportGraphSignature(input_specs, output_specs)
+
+    range_constraints, equal_groups = {}, []
+    if requests:
+        range_constraints, equal_groups = _check_constraints(requests, user_phs, in_leaves, shape_env)
+    state_dict = {**{k: t for k, t in params.items()}, **{k: t for k, t in buffers.items() if k in persistent}}
+    np_buffers = {k: t for k, t in buffers.items() if k not in persistent}
+    constants_all = dict(constants)
+    constants_all.update(np_buffers)
+    consts_in = [v if not isinstance(v, Tensor) else None for v in in_leaves]
+    return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
+                           consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
+                           module_class=type(mod).__name__)
+
+
+def _trace_functional(gm, ex_inputs, decompositions=None):
+    from ..aot.joint import AOTUnsupported, trace_joint
+    try:
+        if gm.meta.get("dynamic"):
+            fakes = [n.meta.get("example_value") for n in gm.graph.nodes if n.op == "placeholder"]
+            return trace_joint(gm, ex_inputs, inference=True, shape_env=gm.meta["shape_env"], fake_inputs=fakes,
+                               decompositions=decompositions)
+        return trace_joint(gm, ex_inputs, inference=True, decompositions=decompositions)
+    except AOTUnsupported as e:
+        raise Unsupported(f"ember.export: the captured graph cannot be traced into a functional graph: {e}") from e
+
+
+# ---------------------------------------------------------------------------- constraints
+def _bounds(guard, sym):
+    """(lower, upper) that a one-symbol relational ``guard`` allows for ``sym``, or None."""
+    import sympy
+    try:
+        if isinstance(guard, sympy.Eq):
+            sol = sympy.solve(guard, sym)
+            if len(sol) == 1 and sol[0].is_Integer:
+                return int(sol[0]), int(sol[0])
+            return None
+        if isinstance(guard, (sympy.Ne, sympy.Not)):
+            return None
+        s = sympy.solve_univariate_inequality(guard, sym, relational=False)
+        lo = s.inf if s.inf.is_finite else -int_oo
+        hi = s.sup if s.sup.is_finite else int_oo
+        lo = int(sympy.ceiling(lo)) + (1 if s.left_open and sympy.ceiling(lo) == lo else 0)
+        hi = int(sympy.floor(hi)) - (1 if s.right_open and sympy.floor(hi) == hi else 0)
+        return lo, hi
+    except Exception:  # noqa: BLE001 - not a simple relation: checked at call time only
+        return None
+
+
+def _check_constraints(requests, user_phs, in_leaves, shape_env):
+    """Range constraints per symbol, and violations of declared Dims (raised)."""
+    from ..fx.experimental.symbolic_shapes import SymInt
+    sym_reqs: Dict[Any, List[DimRequest]] = {}
+    problems, fixes = [], []
+    ph_of = {i: n for i, n in user_phs}
+    for i, v in enumerate(in_leaves):
+        per_dim = requests.get(id(v)) if hasattr(v, "shape") else None
+        if not per_dim:
+            continue
+        val = ph_of[i].meta.get("val")
+        for d, req in per_dim.items():
+            size = val.shape[d] if val is not None else v.shape[d]
+            req.path = ph_of[i].name
+            if not isinstance(size, SymInt):
+                if req.must_stay_dynamic:
+                    label = req.name or req.where()
+                    problems.append(f"You marked {label} as dynamic but your code specialized it to be a constant "
+                                    f"({int(size)}). If you're using Dim.DYNAMIC, replace it with either "
+                                    f"Dim.STATIC or Dim.AUTO.")
+                    fixes.append(f"{label} = {int(size)}")
+                continue
+            sym_reqs.setdefault(size.expr, []).append(req)
+    guards = list(shape_env.guards) if shape_env is not None else []
+    ranges = {}
+    for sym, reqs in sym_reqs.items():
+        lo, hi = 2, int_oo
+        for r in reqs:
+            if not isinstance(r.spec, _DimHint):
+                lo, hi = max(lo, r.spec.min), min(hi, r.spec.max)
+        declared = (lo, hi)
+        for gd in guards:
+            if gd.free_symbols != {sym}:
+                continue
+            b = _bounds(gd, sym)
+            if b is not None:
+                lo, hi = max(lo, b[0]), min(hi, b[1])
+        ranges[sym] = ValueRange(lo, hi)
+        for r in reqs:
+            label = r.name or r.where()
+            if lo == hi and r.must_stay_dynamic:
+                problems.append(f"You marked {label} as dynamic but your code specialized it to be a constant "
+                                f"({lo}). If you're using Dim.DYNAMIC, replace it with either Dim.STATIC or Dim.AUTO.")
+                fixes.append(f"{label} = {lo}")
+                break
+            if (lo, hi) != declared and isinstance(r.spec, type(None)) is False and r.name is not None:
+                up = "IntInfinity()" if hi >= int_oo else hi
+                problems.append(f"Not all values of {label} = {r.where()} in the specified range satisfy the "
+                                f"generated guard {lo} <= {r.where()} and {r.where()} <= {up}")
+                args = [repr(r.name)] + ([f"min={lo}"] if lo > 2 else []) + ([f"max={hi}"] if hi < int_oo else [])
+                fixes.append(f"{r.name} = Dim({', '.join(args)})")
+                break
+    # relations between symbols: equal dims of different declared Dims
+    name_of = {sym: next((r.name for r in reqs if r.name), None) for sym, reqs in sym_reqs.items()}
+    strict = {sym for sym, reqs in sym_reqs.items() if any(r.must_stay_dynamic for r in reqs)}
+    import sympy
+    for gd in guards:
+        syms = gd.free_symbols
+        if len(syms) < 2 or not syms & strict:
+            continue
+        names = {name_of.get(s) for s in syms}
+        if len(names) == 1 and None not in names:
+            continue       # the same Dim on several dims: equal by declaration
+        if isinstance(gd, sympy.Eq) and len(syms) == 2:
+            a, b = sorted(syms, key=str)
+            ra, rb = sym_reqs.get(a, [None])[0], sym_reqs.get(b, [None])[0]
+            la = (ra.name or ra.where()) if ra else str(a)
+            lb = (rb.name or rb.where()) if rb else str(b)
+            problems.append(f"The values of {lb} = {rb.where() if rb else b} and {la} = "
+                            f"{ra.where() if ra else a} must always be equal.")
+            fixes.append(f"{lb} = {la}")
+        else:
+            problems.append(f"The program requires {gd} between dynamic dims, which the declared Dims do not "
+                            f"imply.")
+    if problems:
+        labels = sorted({r.name or r.where() for reqs in sym_reqs.values() for r in reqs if r.must_stay_dynamic})
+        msg = f"Constraints violated ({', '.join(labels)})!\n" + "\n".join(f"  - {p}" for p in problems)
+        if fixes:
+            msg += "\nSuggested fixes:\n" + "\n".join(f"  {f}" for f in fixes)
+        raise ConstraintViolationError(msg)
+    # the same Dim on several dims: equal at call time even if the program never needed it
+    groups: Dict[str, List[tuple]] = {}
+    for i, v in enumerate(in_leaves):
+        for d, req in (requests.get(id(v)) or {}).items() if hasattr(v, "shape") else ():
+            if req.name is not None:
+                groups.setdefault(req.name, []).append((ph_of[i].name, d))
+    return ranges, [g for g in groups.values() if len(g) > 1]

@@ -1,0 +1,204 @@
+"""``Dim`` and the ``dynamic_shapes=`` argument of ``ember.export.export`` (torch's API).
+
+A spec says, per tensor input and dimension, whether the size is traced as a symbol:
+
+* ``Dim("batch", min=2, max=64)``: dynamic over that range; the export fails ("Constraints
+  violated") if the program specialises it or narrows its range (a branch on it), and names
+  the fix. The same ``Dim`` on several dims declares them equal.
+* ``Dim.AUTO``: dynamic unless the program decides otherwise (specialised silently, the range
+  narrowed to what the guards admit).
+* ``Dim.DYNAMIC``: dynamic, and an error if specialised (a narrowed range is accepted).
+* ``Dim.STATIC`` or ``None``: the example's size.
+
+Specs mirror the inputs: a dict keyed by argument name (or a tuple/list in argument order),
+and per tensor a dict ``{dim: spec}`` or a tuple/list with one entry per dim."""
+from __future__ import annotations
+
+import enum
+import sys
+from dataclasses import dataclass
+from typing import Any, Dict, Optional
+
+__all__ = ["Dim", "ValueRange", "int_oo"]
+
+int_oo = sys.maxsize - 1      # torch's upper bound of an unbounded Dim
+
+
+class _DimHint(enum.Enum):
+    AUTO = "AUTO"
+    STATIC = "STATIC"
+    DYNAMIC = "DYNAMIC"
+
+    def __repr__(self):
+        return f"Dim.{self.value}"
+
+
+class _DimMeta(type):
+    AUTO = _DimHint.AUTO
+    STATIC = _DimHint.STATIC
+    DYNAMIC = _DimHint.DYNAMIC
+
+
+class Dim(metaclass=_DimMeta):
+    """A named symbolic dimension with an inclusive range ``[min, max]``."""
+
+    def __init__(self, name: str, *, min: Optional[int] = None, max: Optional[int] = None):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"Dim: name must be a Python identifier, got {name!r}")
+        lo = 0 if min is None else min
+        hi = int_oo if max is None else max
+        if not isinstance(lo, int) or not isinstance(hi, int):
+            raise TypeError(f"Dim {name!r}: min and max must be ints, got {min!r} and {max!r}")
+        if hi < lo:
+            raise ValueError(f"Cannot create Dim with inconsistent min={lo}, max={hi}")
+        if lo < 0:
+            raise ValueError(f"Dim {name!r}: min must be >= 0, got {lo}")
+        self.__name__ = name
+        self.min = lo
+        self.max = hi
+
+    def _derived(self, *a):
+        raise NotImplementedError(f"ember.export.Dim: derived dims (arithmetic on Dim {self.__name__!r}) are "
+                                  f"not supported; use a separate Dim")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _derived
+
+    def __repr__(self):
+        if self.min == 0 and self.max == int_oo:
+            return f"Dim({self.__name__!r})"
+        args = [repr(self.__name__)]
+        if self.min != 0:
+            args.append(f"min={self.min}")
+        if self.max != int_oo:
+            args.append(f"max={self.max}")
+        return f"Dim({', '.join(args)})"
+
+
+def dims(*names, min=None, max=None):
+    """``dims("a", "b")``: one ``Dim`` per name with the same range (torch.export.dims)."""
+    return tuple(Dim(n, min=min, max=max) for n in names)
+
+
+@dataclass(frozen=True)
+class ValueRange:
+    """An inclusive integer range, printed like torch's ``VR[2, int_oo]``."""
+    lower: int
+    upper: int
+
+    def __repr__(self):
+        up = "int_oo" if self.upper >= int_oo else str(self.upper)
+        return f"VR[{self.lower}, {up}]"
+
+    def __contains__(self, v):
+        return self.lower <= v <= self.upper
+
+
+class DimRequest:
+    """One input dimension the caller asked to be dynamic: its spec and where it is."""
+
+    def __init__(self, spec, path: str, dim: int):
+        self.spec = spec          # a Dim or a _DimHint (AUTO/DYNAMIC)
+        self.path = path          # "x", "xs[0]", "d['a']" (for messages)
+        self.dim = dim
+
+    @property
+    def name(self):
+        return self.spec.__name__ if isinstance(self.spec, Dim) else None
+
+    @property
+    def must_stay_dynamic(self):
+        return isinstance(self.spec, Dim) or self.spec is _DimHint.DYNAMIC
+
+    def where(self):
+        return f"{self.path}.size()[{self.dim}]"
+
+
+def _user_error(msg):
+    from .errors import UserError
+    return UserError(msg)
+
+
+def dims_per_tensor(bound_args: Dict[str, Any], dynamic_shapes) -> Dict[int, Dict[int, DimRequest]]:
+    """id(tensor input) -> {dim: DimRequest} for every dimension ``dynamic_shapes`` makes dynamic.
+
+    ``bound_args``: argument name -> value, in the signature's order."""
+    from ..tensor import Tensor
+    out: Dict[int, Dict[int, DimRequest]] = {}
+    if dynamic_shapes is None:
+        return out
+    names = list(bound_args)
+    if isinstance(dynamic_shapes, dict):
+        extra = [k for k in dynamic_shapes if k not in bound_args]
+        if extra:
+            raise _user_error(f"When `dynamic_shapes` is specified as a dict, its top-level keys must be the arg "
+                              f"names {names} of `inputs`, but here they are {list(dynamic_shapes)}. "
+                              f"Alternatively, you could also ignore arg names entirely and specify "
+                              f"`dynamic_shapes` as a list/tuple matching `inputs`.")
+        pairs = [(k, bound_args[k], dynamic_shapes[k]) for k in names if k in dynamic_shapes]
+    elif isinstance(dynamic_shapes, (tuple, list)):
+        if len(dynamic_shapes) != len(names):
+            raise _user_error(f"When `dynamic_shapes` is specified as a list/tuple it must have one entry per "
+                              f"argument {names}, but it has {len(dynamic_shapes)}")
+        pairs = [(k, bound_args[k], s) for k, s in zip(names, dynamic_shapes)]
+    else:
+        raise _user_error(f"dynamic_shapes must be a dict, tuple or list, got {type(dynamic_shapes).__name__}")
+
+    def is_dim(s):
+        return s is None or isinstance(s, (Dim, _DimHint))
+
+    def walk(value, spec, path):
+        if spec is None:
+            return
+        if isinstance(value, Tensor):
+            if isinstance(spec, dict):
+                items = list(spec.items())
+            elif isinstance(spec, (tuple, list)) and all(is_dim(s) for s in spec):
+                if len(spec) != value.ndim:
+                    raise _user_error(f"Expected dynamic shape spec {spec} at inputs{path_str(path)} to have "
+                                      f"length {value.ndim} (one entry per dimension of the tensor)")
+                items = list(enumerate(spec))
+            else:
+                raise _user_error(f"Unexpected dynamic shape spec {spec!r} for the tensor at "
+                                  f"inputs{path_str(path)}: expected a dict {{dim: Dim}} or a tuple with one "
+                                  f"Dim/None per dimension")
+            for d, s in items:
+                if not isinstance(d, int) or not -value.ndim <= d < value.ndim:
+                    raise _user_error(f"Dynamic shape spec at inputs{path_str(path)}: dim {d!r} is out of range "
+                                      f"for a {value.ndim}-d tensor")
+                if s is None or s is _DimHint.STATIC:
+                    continue
+                if not isinstance(s, (Dim, _DimHint)):
+                    raise _user_error(f"Unexpected dimension spec {s!r} at inputs{path_str(path)}[{d}]: expected "
+                                      f"a Dim, Dim.AUTO, Dim.DYNAMIC, Dim.STATIC or None")
+                out.setdefault(id(value), {})[d % value.ndim] = DimRequest(s, path_str(path, top=True), d % value.ndim)
+            return
+        if isinstance(value, (tuple, list)):
+            if not isinstance(spec, (tuple, list)) or len(spec) != len(value):
+                raise _user_error(f"Expected dynamic shape spec at inputs{path_str(path)} to be a {type(value).__name__} "
+                                  f"of length {len(value)} matching the input, got {spec!r}")
+            for i, (v, s) in enumerate(zip(value, spec)):
+                walk(v, s, path + [i])
+            return
+        if isinstance(value, dict):
+            if not isinstance(spec, dict) or set(spec) - set(value):
+                raise _user_error(f"Expected dynamic shape spec at inputs{path_str(path)} to be a dict with keys "
+                                  f"among {list(value)}, got {spec!r}")
+            for k, s in spec.items():
+                walk(value[k], s, path + [k])
+            return
+        # a non-tensor input: only None / a static spec is meaningful
+        if not (spec is None or spec is _DimHint.STATIC):
+            raise _user_error(f"Dynamic shape spec {spec!r} given for the non-tensor input at inputs{path_str(path)}")
+
+    for name, value, spec in pairs:
+        walk(value, spec, [name])
+    return out
+
+
+def path_str(path, top=False):
+    """``['xs', 0, 'a']`` -> ``"xs[0]['a']"`` (``top``) or ``"['xs'][0]['a']"``."""
+    head, rest = path[0], path[1:]
+    s = str(head) if top else f"[{head!r}]"
+    for p in rest:
+        s += f"[{p!r}]"
+    return s

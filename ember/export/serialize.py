@@ -1,0 +1,116 @@
+"""``ember.export.save`` / ``load``: an ExportedProgram as one file.
+
+The graph is stored with the aot cache's graph pickler (``ember/aot/cache.py``: nodes by name,
+ops by name, fake tensors by layout, symbolic sizes as sympy expressions), the state as numpy
+arrays, and the rest (signature, pytree specs, range constraints, guards) as plain pickles.
+Symbolic sizes are rebound on load to a fresh ShapeEnv holding the same symbols."""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+
+FORMAT = ("ember.export", 1)
+
+
+def _tensor_record(t):
+    import numpy as np
+    from ..nn.parameter import Parameter
+    arr = np.array(t.detach()._data)
+    dt = t.dtype.name
+    if dt == "bfloat16":
+        arr = arr.view(np.uint16)
+    return {"array": arr, "dtype": dt, "requires_grad": bool(t.requires_grad), "param": isinstance(t, Parameter)}
+
+
+def _tensor_from(rec):
+    from .. import types as _t
+    from ..nn.parameter import Parameter
+    from ..tensor import _make
+    arr = rec["array"]
+    if rec["dtype"] == "bfloat16":
+        arr = arr.view(_t.bfloat16.np)
+    t = _make(arr.copy())
+    if rec["param"]:
+        return Parameter(t, requires_grad=rec["requires_grad"])
+    return t.requires_grad_(True) if rec["requires_grad"] else t
+
+
+def save(ep, f) -> None:
+    """Write ``ep`` to ``f`` (a path or a binary file object)."""
+    from ..aot.cache import graph_blob
+    from .exported_program import ExportedProgram
+    if not isinstance(ep, ExportedProgram):
+        raise TypeError(f"ember.export.save() expects an ExportedProgram, got {type(ep).__name__}")
+    gm = ep.graph_module
+    env = ep._shape_env
+    blob = graph_blob(gm, symbolic=env is not None)
+    if blob is None:
+        raise RuntimeError("ember.export.save: the graph cannot be serialized (see the ember.aot log for why)")
+    rec = {
+        "format": FORMAT,
+        "graph": blob,
+        "signature": ep.graph_signature,
+        "state_dict": {k: _tensor_record(v) for k, v in ep.state_dict.items()},
+        "constants": {k: _tensor_record(v) for k, v in ep.constants.items()},
+        "range_constraints": ep.range_constraints,
+        "in_spec": ep._in_spec,
+        "out_spec": ep._out_spec,
+        "const_inputs": ep._const_inputs,
+        "symbols": {str(s): v for s, v in env.var_to_val.items()} if env is not None else None,
+        "guards": list(env.guards) if env is not None else [],
+        "equal_groups": ep._equal_groups,
+        "module_class": ep._module_class,
+    }
+    data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "wb") as fh:
+            fh.write(data)
+    else:
+        f.write(data)
+
+
+def _shape_env(symbols, guards):
+    import sympy
+    from ..fx.experimental.symbolic_shapes import ShapeEnv
+    env = ShapeEnv(duck_shape=False)
+    for i, (name, val) in enumerate(symbols.items()):
+        s = sympy.Symbol(name, integer=True, positive=True)
+        env.var_to_val[s] = val
+        env.var_to_sources[s] = []
+        env._shifted[s] = sympy.Symbol(f"_t{i + 1}", integer=True, nonnegative=True) + 2
+    for g in guards:
+        env._add_guard(g)
+    return env
+
+
+def load(f):
+    """Read an ExportedProgram written by :func:`save` (a path or a binary file object)."""
+    from ..aot.cache import _load_graph
+    from .exported_program import ExportedProgram
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            data = fh.read()
+    else:
+        data = f.read()
+    try:
+        rec = pickle.loads(data)
+    except Exception as e:  # noqa: BLE001
+        raise RuntimeError(f"ember.export.load: not an exported program file ({type(e).__name__}: {e})") from e
+    if not isinstance(rec, dict) or rec.get("format") != FORMAT:
+        raise RuntimeError(f"ember.export.load: not an ember.export file of format {FORMAT} "
+                           f"(found {rec.get('format') if isinstance(rec, dict) else type(rec).__name__})")
+    env = _shape_env(rec["symbols"], rec["guards"]) if rec["symbols"] is not None else None
+    gm = _load_graph(rec["graph"], env)
+    gm.meta["shape_env"] = env
+    rc = {}
+    if env is not None:
+        by_name = {str(s): s for s in env.var_to_val}
+        rc = {by_name.get(str(k), k): v for k, v in rec["range_constraints"].items()}
+    return ExportedProgram(gm, rec["signature"], {k: _tensor_from(v) for k, v in rec["state_dict"].items()},
+                           {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc, rec["in_spec"],
+                           rec["out_spec"], rec["const_inputs"], env, rec["equal_groups"],
+                           module_class=rec["module_class"])
+
+
+del io
