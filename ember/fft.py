@@ -20,7 +20,7 @@ from .ops.fft_ops import _fft_c2c, _fft_c2r, _fft_r2c
 from .tensor import Tensor
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fft2", "ifft2", "rfft2", "irfft2", "fftn",
-           "ifftn", "rfftn", "irfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
+           "ifftn", "rfftn", "irfftn", "hfft2", "hfftn", "ihfft2", "ihfftn", "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
 
 
 def _scale(norm, forward):
@@ -212,6 +212,54 @@ def rfft2(input, s=None, dim=(-2, -1), norm=None):
 
 def irfft2(input, s=None, dim=(-2, -1), norm=None):
     return irfftn(input, s, dim, norm)
+
+
+def hfftn(input, s=None, dim=None, norm=None):
+    """The n-D FFT of a Hermitian-symmetric signal given by its half along the last of ``dim``
+    (a real result, last signal size ``s[-1]``, default ``2 * (m - 1)``), as torch: a forward
+    c2c transform over the other dims, then the conjugate's c2r transform over the last."""
+    _check_tensor("hfftn", input)
+    dims, sizes = _dims_and_sizes(input, s, dim)
+    if not dims:
+        raise RuntimeError("hfftn must transform at least one axis")
+    x = _complex_input(input)
+    last = dims[-1]
+    out_n = 2 * (x.shape[last] - 1) if sizes[-1] is None else sizes[-1]
+    if out_n < 1:
+        raise RuntimeError(f"Invalid number of data points ({out_n}) specified")
+    x = _resize(x, dims, list(sizes[:-1]) + [out_n // 2 + 1])
+    scale = _scale(norm, True)
+    if len(dims) > 1:
+        x = _fft_c2c.binding(x, list(dims[:-1]), scale, True)
+    # the c2r kernel scales by the last dim's size only when the others were already scaled:
+    # its n is the product over the dims it is given
+    return _fft_c2r.binding(api.conj(x), [last], scale, out_n)
+
+
+def ihfftn(input, s=None, dim=None, norm=None):
+    """The inverse of ``hfftn``: a real signal's one-sided (along the last of ``dim``) inverse
+    spectrum, as torch: the conjugated r2c transform of the last dim, then the inverse c2c
+    transform of the others."""
+    _check_tensor("ihfftn", input)
+    if input.dtype.is_complex:
+        raise RuntimeError(f"ihfftn expects a real-valued input tensor, but got {input.dtype.legacy_name}")
+    dims, sizes = _dims_and_sizes(input, s, dim)
+    if not dims:
+        raise RuntimeError("ihfftn must transform at least one axis")
+    x = _resize(_float_input(input), dims, sizes)
+    scale = _scale(norm, False)
+    out = api.conj(_fft_r2c.binding(x, [dims[-1]], scale, True))
+    if len(dims) > 1:
+        out = _fft_c2c.binding(out, list(dims[:-1]), scale, False)
+    return out
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None):
+    return hfftn(input, s, dim, norm)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None):
+    return ihfftn(input, s, dim, norm)
 
 
 # ---------------------------------------------------------------------- helpers
