@@ -4,8 +4,9 @@ Most are other names of ember ops (``expit`` is ``sigmoid``, ``gammaln`` is ``lg
 is ``digamma``); ``entr``, ``ndtr``, ``ndtri``, ``xlog1py`` and ``multigammaln`` are written in
 ember ops, so they differentiate and compile like any composite. The incomplete gamma,
 polygamma, zeta, i0e/i1/i1e, erfcx, log_ndtr, modified Bessel I0/I1, spherical j0 and orthogonal
-polynomial functions are numpy kernels (``ember.ops.special_extra``). Not here yet (AttributeError
-names them): bessel_j0/j1/y0/y1, modified_bessel_k0/k1, scaled_modified_bessel_k0/k1, airy_ai.
+polynomial functions are numpy kernels (``ember.ops.special_extra``), and so are the Bessel
+functions J0/J1/Y0/Y1, K0/K1 (plain and exp-scaled) and the Airy function Ai
+(``ember.ops.special_bessel``).
 """
 from __future__ import annotations
 
@@ -101,3 +102,15 @@ modified_bessel_i0 = _sx.special_modified_bessel_i0.binding
 modified_bessel_i1 = _sx.special_modified_bessel_i1.binding
 spherical_bessel_j0 = _sx.special_spherical_bessel_j0.binding
 globals().update(_sx.POLY_OPS)
+
+from .ops import special_bessel as _sb  # noqa: E402
+
+bessel_j0 = _sb.special_bessel_j0.binding
+bessel_j1 = _sb.special_bessel_j1.binding
+bessel_y0 = _sb.special_bessel_y0.binding
+bessel_y1 = _sb.special_bessel_y1.binding
+modified_bessel_k0 = _sb.special_modified_bessel_k0.binding
+modified_bessel_k1 = _sb.special_modified_bessel_k1.binding
+scaled_modified_bessel_k0 = _sb.special_scaled_modified_bessel_k0.binding
+scaled_modified_bessel_k1 = _sb.special_scaled_modified_bessel_k1.binding
+airy_ai = _sb.special_airy_ai.binding

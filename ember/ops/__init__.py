@@ -41,7 +41,7 @@ with _binding_cache.group("ops"):
     from . import sampling_extra  # noqa: F401
     from . import linalg_extra  # noqa: F401
     from . import complex_ops  # noqa: F401
-    from . import special_extra  # noqa: F401
+    from . import special_extra, special_bessel  # noqa: F401
 
 
 def __getattr__(name):

@@ -106,7 +106,7 @@ def _f64(x):
 
 
 def _finish(xp, r, dt):
-    return xp.asarray(np.ascontiguousarray(r).astype(dt.np))
+    return xp.asarray(np.asarray(r).astype(dt.np, order="C"))   # (ascontiguousarray would make 0-d 1-d)
 
 
 def _bshape(*args):
@@ -794,7 +794,8 @@ for _n, _why in (("special_i0e", "Cephes' Chebyshev expansion of exp(-|x|) I0"),
 # ---- nondifferentiable: modified Bessel I0/I1, spherical j0, polynomials
 def _nd_unary(name, fn, kname):
     def kernel(xp, a):
-        return _finish(xp, fn(_f64(a)), _result_dt(kname, (a,), halves=False))
+        dt = _result_dt(kname, (a,), halves=False)    # (raise on complex before converting)
+        return _finish(xp, fn(_f64(a)), dt)
     kernel.__name__ = name
     op = defop(f"{name}(Tensor self) -> Tensor", tags=("pointwise", "nondifferentiable"), method=False,
                function=False)(kernel)
