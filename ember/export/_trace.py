@@ -372,10 +372,11 @@ def _bounds(guard, sym):
         if isinstance(guard, (sympy.Ne, sympy.Not)):
             return None
         s = sympy.solve_univariate_inequality(guard, sym, relational=False)
-        lo = s.inf if s.inf.is_finite else -int_oo
-        hi = s.sup if s.sup.is_finite else int_oo
-        lo = int(sympy.ceiling(lo)) + (1 if s.left_open and sympy.ceiling(lo) == lo else 0)
-        hi = int(sympy.floor(hi)) - (1 if s.right_open and sympy.floor(hi) == hi else 0)
+        lo, hi = -int_oo, int_oo
+        if s.inf.is_finite:
+            lo = int(sympy.ceiling(s.inf)) + (1 if s.left_open and sympy.ceiling(s.inf) == s.inf else 0)
+        if s.sup.is_finite:
+            hi = int(sympy.floor(s.sup)) - (1 if s.right_open and sympy.floor(s.sup) == s.sup else 0)
         return lo, hi
     except Exception:  # noqa: BLE001 - not a simple relation: checked at call time only
         return None

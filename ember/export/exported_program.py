@@ -157,6 +157,14 @@ class ExportedProgram:
                                self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
                                self._example_inputs, self._module_class)
 
+    def _prims_only(self):
+        hit = getattr(self, "_prims_cache", None)
+        if hit is None:
+            hit = self._prims_cache = any(
+                n.op == "call_function" and (getattr(n.target, "__module__", "") or "").startswith("ember.prims")
+                for n in self._graph_module.graph.nodes)
+        return hit
+
     # ---- checks
     def _check_inputs(self, leaves):
         """Raise ``AssertionError("Guard failed: ...")`` (torch's type) for inputs outside what the
@@ -331,7 +339,12 @@ def _unlifted_module_class():
                     flat.append(_get(self, s.target))
                 else:
                     flat.append(ep.constants[s.target])
-            outs = self._graph(*flat)
+            if ep._prims_only():
+                # prims have no derivative formulas: a decomposed program runs without autograd
+                with no_grad():
+                    outs = self._graph(*flat)
+            else:
+                outs = self._graph(*flat)
             outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
             user_outs, k = [], 0
             names = {s.arg.name: t for s, t in zip(ep.graph_signature.input_specs, flat)}

@@ -44,7 +44,13 @@ def save(ep, f) -> None:
         raise TypeError(f"ember.export.save() expects an ExportedProgram, got {type(ep).__name__}")
     gm = ep.graph_module
     env = ep._shape_env
-    blob = graph_blob(gm, symbolic=env is not None)
+    saved_meta = dict(gm.meta)
+    gm.meta.pop("shape_env", None)     # (rebuilt on load from the symbols and guards below)
+    try:
+        blob = graph_blob(gm, symbolic=env is not None)
+    finally:
+        gm.meta.clear()
+        gm.meta.update(saved_meta)
     if blob is None:
         raise RuntimeError("ember.export.save: the graph cannot be serialized (see the ember.aot log for why)")
     rec = {
