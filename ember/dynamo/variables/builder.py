@@ -238,6 +238,12 @@ def wrap(tx, value, source, guard=True):
     if callable(value) and isinstance(value, (types.BuiltinFunctionType, types.BuiltinMethodType,
                                               types.MethodWrapperType, types.WrapperDescriptorType)):
         raise Unsupported(f"call into unsupported builtin/C function {getattr(value, '__qualname__', value)}")
+    if isinstance(value, dict) and source is not None:
+        # a dict-subclass object (HF ModelOutput) from outside: read-only tracker (dict_objects.py)
+        from .dict_objects import wrap_outside_dict_object
+        v = wrap_outside_dict_object(tx, value, source, guard)
+        if v is not None:
+            return v
     tmod = getattr(type(value), "__module__", "") or ""
     if _is_ember_module_name(tmod) and not is_inlined_ember_module(tmod):
         from .objects import EmberObjectVariable

@@ -19,6 +19,7 @@ import inspect
 import types
 
 from ..exc import Unsupported
+from ..source import Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable
@@ -300,3 +301,117 @@ def rebuild_dict_object(cls, base, items, attrs, factory):
 
 
 rebuild_dict_object.__module__ = "ember.dynamo.variables.dict_objects"
+
+
+class _StorageItemSource(Source):
+    """``dict.__getitem__(base, key)``: an item of a dict-subclass object read from its storage,
+    past any ``__getitem__`` the subclass defines (guards and the compiled code must not run
+    user code to read it)."""
+
+    def __init__(self, base, key, getitem_ref):
+        self.base, self.key, self.getitem_ref = base, key, getitem_ref
+
+    def expr(self):
+        return f"{self.getitem_ref}({self.base.expr()}, {self.key!r})"
+
+    def name(self):
+        import re
+        return f"{self.base.name()}_{re.sub(r'[^0-9a-zA-Z_]', '_', str(self.key))}"
+
+
+_MUTATING = {"__setitem__", "__delitem__", "pop", "popitem", "setdefault", "clear", "update", "__init__",
+             "move_to_end"}
+
+
+class OutsideDictObjectVariable(DictObjectVariable):
+    """An instance of a ``dict``/``OrderedDict``/``defaultdict`` subclass that comes from outside
+    the frame (a HuggingFace ``ModelOutput`` returned by an uncompiled model, a config mapping):
+    read-only. Its items are read once from the C-level storage (``dict.__getitem__``, no user
+    ``__getitem__`` runs in guards), each through its own source, guarded as any value; the
+    object's type and its keys in storage order are guarded, as for plain dicts, so another
+    class or another key set recompiles. Instance attributes (dataclass fields) are read
+    through the object when first used, guarded present/absent in its ``__dict__``. The user's
+    Python methods (``__getitem__`` by index, ``to_tuple``, ``keys`` ...) are inlined as for
+    objects made in the frame. Anything that would change the object (item or attribute
+    writes, ``pop``/``update``/...) stops the trace: replaying such writes on an outside
+    object is not modelled. Where it leaves the frame it is the same object (its source)."""
+
+    def __init__(self, value, source):
+        from ..source import AttrSource
+        from .objects import ClassVariable
+        cls = type(value)
+        super().__init__(cls, ClassVariable(cls, AttrSource(source, "__class__")))
+        self.obj = value
+        self.source = source
+
+    def _read_only(self, what):
+        raise Unsupported(f"{what} on a {self.cls.__name__} (dict subclass) from outside the compiled frame "
+                          f"(writes to outside dict-subclass objects are not replayed)")
+
+    def var_getattr(self, tx, name):
+        if name in self.attrs:
+            return self.attrs[name]
+        from ..source import AttrSource
+        from .builder import wrap
+        from .objects import _is_data_descriptor
+        d = self.obj.__dict__
+        src = self.source.expr()
+        if name in d and not _is_data_descriptor(self.cls, name):
+            tx.output.guards.add(f"{name!r} in {src}.__dict__", f"{src} has attribute {name}")
+            v = self.attrs[name] = wrap(tx, d[name], AttrSource(self.source, name))
+            return v
+        if name not in ("__class__", "__dict__"):
+            tx.output.guards.add(f"{name!r} not in {src}.__dict__", f"{name} is not an instance attribute of {src}")
+        return super().var_getattr(tx, name)
+
+    def has_attr(self, name):
+        return name in self.obj.__dict__ or super().has_attr(name)
+
+    def set_attr(self, name, value, raw=False):
+        self._read_only(f"setting attribute {name!r}")
+
+    def store_attr(self, tx, name, value):
+        self._read_only(f"setting attribute {name!r}")
+
+    def dict_call(self, tx, name, args, kwargs):
+        if name in _MUTATING:
+            self._read_only(f"{self.base.__name__}.{name}")
+        if name == "__getitem__" and self.base is collections.defaultdict and len(args) == 1:
+            if self.storage._key(args[0], tx) not in self.storage.items:
+                self._read_only("reading a missing key (defaultdict inserts it)")
+        return super().dict_call(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"OutsideDictObjectVariable({self.cls.__name__})"
+
+
+def wrap_outside_dict_object(tx, value, source, guard=True):
+    """The tracker of a dict-subclass object found at ``source`` (see OutsideDictObjectVariable),
+    or None when the class is not modelled (custom ``__new__``/``__getattribute__``, slots, C
+    bases ...) or a key is not a plain constant."""
+    from .builder import wrap
+    from .lists import _is_plain_key, _repr_roundtrips
+    cls = type(value)
+    if not DictObjectVariable.can_model(cls):
+        return None
+    base = storage_base(cls)
+    keys = list(base.keys(value))
+    if not all(_is_plain_key(k) and _repr_roundtrips(k) and not (type(k) is float and k != k) for k in keys):
+        raise Unsupported(f"a {cls.__name__} (dict subclass) from outside the frame with keys that are not "
+                          f"plain constants")
+    out = tx.output
+    v = OutsideDictObjectVariable(value, source)
+    src = source.expr()
+    g = out.guards if guard else None
+    if g is not None:
+        g.type_match(source, value)
+        g.add(f"list({g.ref(base.keys)}({src})) == {g.ref(keys)}", f"{src} has keys {keys!r}")
+        if base is collections.defaultdict:
+            g.add(f"{g.ref(collections.defaultdict.default_factory.__get__)}({src}) is "
+                  f"{g.ref(value.default_factory)}", f"{src}.default_factory unchanged")
+    if base is collections.defaultdict:
+        v.storage.default_factory = value.default_factory
+    getitem = out.obj_ref(dict.__getitem__)
+    for k in keys:
+        v.storage.items[k] = wrap(tx, dict.__getitem__(value, k), _StorageItemSource(source, k, getitem), guard)
+    return v
