@@ -42,6 +42,7 @@ with _binding_cache.group("ops"):
     from . import linalg_extra  # noqa: F401
     from . import complex_ops  # noqa: F401
     from . import special_extra, special_bessel  # noqa: F401
+    from . import torch_compat  # noqa: F401  (legacy tensor types, sym_*, nonzero_static, ...)
 
 
 def __getattr__(name):
