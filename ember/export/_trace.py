@@ -342,9 +342,12 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     constants_all = dict(constants)
     constants_all.update(np_buffers)
     consts_in = [v if not isinstance(v, Tensor) else None for v in in_leaves]
+    from ..utils._pytree import keystr, tree_flatten_with_path
+    paths = [("args" if kp[0].idx == 0 else "kwargs") + keystr(kp[1:])
+             for kp, _ in tree_flatten_with_path((args, kwargs))[0]]
     return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
-                           module_class=type(mod).__name__)
+                           module_class=type(mod).__name__, input_paths=paths)
 
 
 def _trace_functional(gm, ex_inputs, decompositions=None):

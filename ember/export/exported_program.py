@@ -15,7 +15,7 @@ from .graph_signature import ConstantArgument, ExportGraphSignature, InputKind, 
 class ExportedProgram:
     def __init__(self, graph_module, graph_signature: ExportGraphSignature, state_dict: Dict[str, Any],
                  constants: Dict[str, Any], range_constraints, in_spec, out_spec, const_inputs, shape_env,
-                 equal_groups=(), example_inputs=None, module_class="Module"):
+                 equal_groups=(), example_inputs=None, module_class="Module", input_paths=None):
         self._graph_module = graph_module
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -28,6 +28,9 @@ class ExportedProgram:
         self._equal_groups = [list(g) for g in equal_groups]
         self._example_inputs = example_inputs
         self._module_class = module_class
+        # per flat input leaf: where it is in (args, kwargs), for messages ("args[2]", "kwargs['y']")
+        self._input_paths = list(input_paths) if input_paths is not None else [f"input {i}" for i in
+                                                                               range(len(self._const_inputs))]
 
     # ---- torch's attributes
     @property
@@ -155,7 +158,7 @@ class ExportedProgram:
         sig = ExportGraphSignature(list(self._graph_signature.input_specs), specs)
         return ExportedProgram(new_gm, sig, self._state_dict, self._constants, self._range_constraints,
                                self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
-                               self._example_inputs, self._module_class)
+                               self._example_inputs, self._module_class, self._input_paths)
 
     def _prims_only(self):
         hit = getattr(self, "_prims_cache", None)
@@ -178,7 +181,7 @@ class ExportedProgram:
         for i, (leaf, const) in enumerate(zip(leaves, self._const_inputs)):
             if const is not None or not isinstance(leaf, Tensor):
                 if isinstance(leaf, Tensor) or leaf != const:
-                    raise AssertionError(f"Guard failed: input {i} must be {const!r} (the value it had at export, "
+                    raise AssertionError(f"Guard failed: {self._input_paths[i]} == {const!r} (the value it had at export, "
                                          f"which the program was specialised to), but got {leaf!r}")
                 continue
             name = user_specs[k].arg.name

@@ -67,6 +67,7 @@ def save(ep, f) -> None:
         "guards": list(env.guards) if env is not None else [],
         "equal_groups": ep._equal_groups,
         "module_class": ep._module_class,
+        "input_paths": ep._input_paths,
     }
     data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
     if isinstance(f, (str, os.PathLike)):
@@ -116,7 +117,7 @@ def load(f):
     return ExportedProgram(gm, rec["signature"], {k: _tensor_from(v) for k, v in rec["state_dict"].items()},
                            {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc, rec["in_spec"],
                            rec["out_spec"], rec["const_inputs"], env, rec["equal_groups"],
-                           module_class=rec["module_class"])
+                           module_class=rec["module_class"], input_paths=rec["input_paths"])
 
 
 del io
