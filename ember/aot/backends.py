@@ -69,7 +69,8 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
     def backend(gm, example_inputs):
         why = complex_values(gm, example_inputs)
         if why is not None:
-            return _eager_for_complex(gm, why)
+            from .complex_split import split_complex
+            return split_complex(gm, example_inputs, why, compile_static, _eager_for_complex)
         if not getattr(gm, "meta", {}).get("dynamic"):
             return compile_static(gm, example_inputs)
         decomps = decompositions
@@ -91,7 +92,8 @@ def complex_values(gm, example_inputs) -> Optional[str]:
     """Why a dynamo graph must run with eager ops, or None: complex tensors among its inputs or
     the values its nodes compute. The prim decompositions and inductor's loops are real-valued
     (a complex ``abs`` or ``mul`` decomposed to real prims would be a wrong answer), so such a
-    graph is not decomposed at all: its ember ops run eagerly, with eager autograd."""
+    graph's complex nodes are not decomposed at all: they run as eager ember ops, with eager
+    autograd, and the real parts around them are compiled (``complex_split``)."""
     from ..tensor import Tensor
 
     def first_complex(v):

@@ -60,9 +60,10 @@ EXTERN: Dict[str, str] = {
     "_standard_gamma_grad": "series / continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
     "_dirichlet_grad": "continued fraction iterated to convergence (ember.ops.sampling_extra); no prim",
 }
-# complex values: the prims and inductor are real-valued, so a dynamo graph holding a complex
-# tensor runs with eager ops and is never decomposed (ember.aot.backends.complex_values)
-_COMPLEX_EAGER = "complex values: graphs holding them run with eager ops (ember.aot.backends.complex_values)"
+# complex values: the prims and inductor are real-valued, so the nodes of a dynamo graph that
+# read or compute a complex tensor run as eager ops and are never decomposed; the real segments
+# around them are compiled (ember.aot.complex_split)
+_COMPLEX_EAGER = "complex values: nodes reading or computing them run as eager ops (ember.aot.complex_split)"
 EXTERN.update({name: _COMPLEX_EAGER for name in ("_fft_c2c", "_fft_c2r", "_fft_r2c", "conj_physical",
                                                  "view_as_complex", "view_as_real")})
 EXTERN.update(__import__("ember.ops.special_extra", fromlist=["EXTERN"]).EXTERN)  # its numpy kernels
