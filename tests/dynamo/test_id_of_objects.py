@@ -38,4 +38,5 @@ def test_id_of_object_made_in_frame_runs_correctly():
         return x + (1 if id(o) else 0)
     x = random_tensor(RNG, 3)
     np.testing.assert_allclose(ember.compile(f, backend="eager")(x).numpy(), f(x).numpy())
-    assert dynamo.explain(f)(x).graph_break_count >= 1
+    # bool(id(o)) is always True: traced without a break (see test_id_in_frame_objects.py)
+    assert dynamo.explain(f)(x).graph_break_count == 0

@@ -33,6 +33,10 @@ def _const_or_tensor(v):
 
 def binary_op(tx, op, a, b):
     """``op(a, b)`` for a Python operator function (operator.add, operator.iadd, operator.lt ...)."""
+    from .object_id import ObjectIdVariable
+    if isinstance(a, ObjectIdVariable) or isinstance(b, ObjectIdVariable):
+        from .object_id import binary as _id_binary
+        return _id_binary(tx, op, a, b)        # id() of an object made in the frame
     if isinstance(a, SymScalarVariable) or isinstance(b, SymScalarVariable):
         return sym_scalar.binary(tx, op, a, b)      # a captured .item() (capture_scalar_outputs)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -737,7 +741,8 @@ def _id(tx, args, kwargs):
     """``id(obj)`` of an object with a stable identity: one read from outside the frame (a
     tensor input, a module, a user object, a function, a class): a constant, guarded by
     ``id(<source>) == <value>`` (no reference kept: an object at the same address has that id).
-    Objects made in the frame are new on every call: their id is not known while tracing."""
+    Objects made in the frame are new on every call: an ObjectIdVariable (variables/object_id.py)
+    stands for their id (compared by tracker, rebuilt at run time, a break where the number is used)."""
     if len(args) != 1 or kwargs:
         raise Unsupported("id() takes one argument")
     a = args[0]
@@ -755,6 +760,9 @@ def _id(tx, args, kwargs):
             attr = holders.get(type(a))
             if attr is not None:
                 obj = getattr(a, attr)
+    from .object_id import ObjectIdVariable, trackable
+    if obj is _NO_OBJECT and trackable(a):
+        return ObjectIdVariable(a)       # made in the frame: its id is known at run time only
     if obj is _NO_OBJECT or isinstance(a, ConstantVariable):
         raise Unsupported(f"id() of {a} (an object made in the frame, or a constant: its identity is not "
                           f"known while tracing)")
