@@ -6,6 +6,7 @@
 * the ``sym_*`` helpers (``sym_int``, ``sym_float``, ``sym_max``, ...): Python's operations on
   concrete numbers, and on ember's symbolic sizes (``ember.fx.experimental.symbolic_shapes``)
   ``sym_max``/``sym_min`` stay symbolic, the others decide the value (recording a guard);
+* ``histogramdd`` (D-dimensional histograms, torch's edges and bin rules);
 * ``nonzero_static``, ``Tensor.prelu``, ``Tensor.resize`` / ``resize_as`` (deprecated,
   autograd-aware reshape) and ``ember.resize_as_``, ``Tensor.as_subclass``.
 """
@@ -22,6 +23,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from . import api
 from ._exports import Exports
+from .reduction import _return_type
 
 _export = Exports()
 
@@ -278,3 +280,118 @@ Tensor.prelu = _prelu_method
 Tensor.resize = _resize_method
 Tensor.resize_as = _resize_as_method
 Tensor.as_subclass = _as_subclass
+
+
+# ---------------------------------------------------------------------- histogramdd
+_histogramdd_t = _return_type("histogramdd", ("hist", "bin_edges"))
+
+def _histdd_edges(input, x, bins, range, D):
+    """Per innermost-dim bin edges: the given tensors, or ``bins[d]`` equal-width bins over the
+    range (the data's min and max when not given, widened by 0.5 each side if empty), in
+    torch's linspace arithmetic."""
+    from .misc_api import _torch_linspace_f
+    if isinstance(bins, Tensor):
+        raise TypeError("histogramdd(): argument 'bins' must be an int, a sequence of ints or a sequence of "
+                        "Tensors, not Tensor")
+    if isinstance(bins, (list, tuple)) and bins and all(isinstance(b, Tensor) for b in bins):
+        if len(bins) != D:
+            raise RuntimeError("histogramdd: The size of bins must be equal to the innermost dimension of the "
+                               "input.")
+        if range is not None:
+            raise TypeError("histogramdd(): argument 'range' is not allowed with a sequence of tensor bins")
+        for b in bins:
+            if b.ndim != 1:
+                raise RuntimeError(f"torch.histogramdd: bins tensor should have one dimension, but got {b.ndim} "
+                                   f"dimensions")
+            if b.dtype is not input.dtype:
+                raise RuntimeError("torch.histogramdd: input tensor and bins tensors should have the same dtype")
+            if b.numel() < 1:
+                raise RuntimeError("torch.histogramdd: bins tensor should have at least 1 element, but got 0 "
+                                   "elements")
+        return [b.detach().clone() for b in bins]
+    counts = [bins] * D if isinstance(bins, numbers.Integral) and not isinstance(bins, bool) else list(bins)
+    if len(counts) != D:
+        raise RuntimeError("histogramdd: The size of bins must be equal to the innermost dimension of the input.")
+    for c in counts:
+        if isinstance(c, bool) or not isinstance(c, numbers.Integral):
+            raise TypeError(f"histogramdd(): argument 'bins' must be an int or a sequence of ints, got an element "
+                            f"of type {type(c).__name__}")
+    if range is not None and len(range) != 2 * D:
+        raise RuntimeError(f"torch.histogramdd: for a {D}-dimensional histogram range should have {2 * D} "
+                           f"elements, but got {len(range)}")
+    edges = []
+    for d, c in enumerate(counts):
+        if c <= 0:
+            raise RuntimeError(f"torch.histogramdd(): bins must be > 0, but got {c} for dimension {d}")
+        if range is not None:
+            lo, hi = builtins.float(range[2 * d]), builtins.float(range[2 * d + 1])
+        elif x.shape[0]:
+            col = x[:, d]
+            lo, hi = builtins.float(col.min().item()), builtins.float(col.max().item())
+        else:
+            lo, hi = 0.0, 1.0        # no data: torch's default range
+        if lo > hi:
+            raise RuntimeError(f"torch.histogramdd(): min should not exceed max, but got min {lo} max {hi} for "
+                               f"dimension {d}")
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            raise RuntimeError(f"torch.histogramdd: dimension {d}'s range [{lo}, {hi}] is not finite")
+        if lo == hi:
+            lo, hi = lo - 0.5, hi + 0.5
+        arr = _torch_linspace_f(lo, hi, int(c) + 1, np.dtype(input.dtype.np))
+        edges.append(api.tensor(arr, dtype=input.dtype, device=input.device))
+    return edges
+
+
+@_export
+def histogramdd(input, bins, *, range=None, weight=None, density=False, out=None):
+    """The D-dimensional histogram of the points in ``input`` (its innermost dim holds the D
+    coordinates), as torch: ``bins`` is an int (per dim), D ints or D tensors of edges; a point
+    outside the edges (or NaN) is not counted, the last bin of each dim includes its right edge;
+    ``weight`` (input's shape less the innermost dim) weighs the points; ``density`` divides by
+    the total and the bin volumes. Returns ``(hist, bin_edges)``. Not differentiable."""
+    if out is not None:
+        raise TypeError("histogramdd(): the out= argument is not supported by ember")
+    if not isinstance(input, Tensor):
+        raise TypeError(f"histogramdd(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+    if not input.dtype.is_floating_point or input.dtype.name in ("float16", "bfloat16"):
+        raise NotImplementedError(f"\"histogramdd\" not implemented for '{input.dtype.legacy_name[:-6]}'")
+    if input.ndim < 2:
+        raise RuntimeError("torch.histogramdd: input tensor should have at least 2 dimensions")
+    D = input.shape[-1]
+    x = input.detach().reshape(-1, D)
+    if weight is not None:
+        if tuple(weight.shape) != tuple(input.shape[:-1]):
+            raise RuntimeError(f"torch.histogramdd: if weight tensor is provided it should have the same shape as "
+                               f"the input tensor excluding its innermost dimension, but got input with shape "
+                               f"{list(input.shape)} and weight with shape {list(weight.shape)}")
+        if weight.dtype is not input.dtype:
+            raise RuntimeError("torch.histogramdd: if weight tensor is provided, input tensor and weight tensor "
+                               "should have the same dtype")
+    edges = _histdd_edges(input, x, bins, range, D)
+    nbins = [e.numel() - 1 for e in edges]
+    total = int(np.prod(nbins, dtype=np.int64))
+    result_t = _histogramdd_t
+    if total <= 0 or min(nbins, default=0) < 1:
+        return result_t(api.zeros(tuple(builtins.max(n, 0) for n in nbins), dtype=input.dtype,
+                                  device=input.device), edges)
+    flat = api.zeros((x.shape[0],), dtype=_t.int64, device=input.device)
+    valid = api.ones((x.shape[0],), dtype=_t.bool_, device=input.device)
+    for d, e in enumerate(edges):
+        col = x[:, d].contiguous()
+        idx = api.clamp(api.searchsorted(e, col, right=True) - 1, 0, nbins[d] - 1)
+        valid = valid & (col >= e[0]) & (col <= e[-1])
+        flat = flat * nbins[d] + idx
+    w = weight.detach().reshape(-1) if weight is not None else api.ones((x.shape[0],), dtype=input.dtype,
+                                                                         device=input.device)
+    w = api.where(valid, w, api.zeros_like(w))
+    hist = api.zeros((total,), dtype=input.dtype, device=input.device).index_add(0, flat, w).reshape(tuple(nbins))
+    if density:
+        hist = hist / hist.sum()
+        for d, e in enumerate(edges):
+            shape = [1] * D
+            shape[d] = nbins[d]
+            hist = hist / (e[1:] - e[:-1]).reshape(tuple(shape))
+    return result_t(hist, edges)
+
+
+_export.install()

@@ -211,3 +211,52 @@ def test_as_subclass():
         torch.tensor(x).as_subclass(int)
     with pytest.raises(TypeError, match="does not inherit from Tensor"):
         ember.tensor(x).as_subclass(int)
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(0, 30), D=st.integers(1, 3), lead=st.booleans(), data=st.data())
+def test_histogramdd(n, D, lead, data):
+    shape = ((2, n) if lead else (n,)) + (D,)
+    x = RNG.standard_normal(shape)
+    kind = data.draw(st.sampled_from(["int", "ints", "tensors"]))
+    if kind == "int":
+        bins_t = bins_e = data.draw(st.integers(1, 5))
+    elif kind == "ints":
+        bins_t = bins_e = data.draw(st.lists(st.integers(1, 5), min_size=D, max_size=D))
+    else:
+        ed = [np.sort(RNG.standard_normal(data.draw(st.integers(2, 5)))) for _ in range(D)]
+        bins_t, bins_e = [torch.tensor(e) for e in ed], [ember.tensor(e) for e in ed]
+    rng_ = None
+    if kind != "tensors" and data.draw(st.booleans()):
+        rng_ = []
+        for _ in range(D):
+            lo = float(RNG.uniform(-2, 0))
+            rng_ += [lo, lo + float(RNG.uniform(0.5, 3))]
+    w = RNG.random(shape[:-1]) if data.draw(st.booleans()) else None
+    density = data.draw(st.booleans())
+    kw_t = dict(range=rng_, weight=None if w is None else torch.tensor(w), density=density)
+    kw_e = dict(range=rng_, weight=None if w is None else ember.tensor(w), density=density)
+    t = torch.histogramdd(torch.tensor(x), bins_t, **kw_t)
+    e = ember.histogramdd(ember.tensor(x), bins_e, **kw_e)
+    np.testing.assert_allclose(np.asarray(e.hist._data), t.hist.numpy(), rtol=1e-12, atol=1e-12, equal_nan=True)
+    assert len(e.bin_edges) == len(t.bin_edges)
+    for a, b in zip(e.bin_edges, t.bin_edges):
+        np.testing.assert_array_equal(np.asarray(a._data), b.numpy())
+    h, edges = e
+    assert h is e.hist
+
+
+def test_histogramdd_errors():
+    x = RNG.standard_normal((10, 2))
+    cases = [(lambda m, x: m.histogramdd(x, bins=[3]), RuntimeError),
+             (lambda m, x: m.histogramdd(x.to(m.int64), bins=3), NotImplementedError),
+             (lambda m, x: m.histogramdd(x, bins=3, weight=m.ones(10, 1, dtype=m.float64)), RuntimeError),
+             (lambda m, x: m.histogramdd(x[:, 0], bins=3), RuntimeError),
+             (lambda m, x: m.histogramdd(x, bins=3, range=[0., 1.]), RuntimeError),
+             (lambda m, x: m.histogramdd(x, bins=3, range=[1., 0., 0., 1.]), RuntimeError)]
+    for fn, exc in cases:
+        with pytest.raises(exc) as te:
+            fn(torch, torch.tensor(x))
+        with pytest.raises(exc) as ee:
+            fn(ember, ember.tensor(x))
+        assert str(te.value).split(":")[0].strip() in str(ee.value) or exc is NotImplementedError
