@@ -33,10 +33,13 @@ def _const_or_tensor(v):
 
 def binary_op(tx, op, a, b):
     """``op(a, b)`` for a Python operator function (operator.add, operator.iadd, operator.lt ...)."""
+    from .exceptions import TracebackVariable
     from .object_id import ObjectIdVariable
     if isinstance(a, ObjectIdVariable) or isinstance(b, ObjectIdVariable):
         from .object_id import binary as _id_binary
         return _id_binary(tx, op, a, b)        # id() of an object made in the frame
+    if isinstance(a, TracebackVariable) or isinstance(b, TracebackVariable):
+        return TracebackVariable.binary(tx, op, a, b)
     if isinstance(a, SymScalarVariable) or isinstance(b, SymScalarVariable):
         return sym_scalar.binary(tx, op, a, b)      # a captured .item() (capture_scalar_outputs)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -735,6 +738,17 @@ _HANDLERS = {
 }
 _HANDLERS[warnings.warn] = warn_call
 _HANDLERS[os.getenv] = getenv_call
+
+
+def _register_exc_info():
+    import sys
+    from .exceptions import exc_info_call, exception_call
+    _HANDLERS[sys.exc_info] = exc_info_call
+    if hasattr(sys, "exception"):
+        _HANDLERS[sys.exception] = exception_call
+
+
+_register_exc_info()
 
 
 def _id(tx, args, kwargs):

@@ -66,6 +66,7 @@ class ExceptionVariable(VariableTracker):
         self.suppress_context = False
         self.source = source
         self.surfaced = None      # root-frame instruction index where it first reached the root frame
+        self.raised = False       # raised while tracing: it has a traceback (``__traceback__`` is not None)
 
     # ------------------------------------------------------------------ tracker protocol
     def python_type(self):
@@ -113,7 +114,8 @@ class ExceptionVariable(VariableTracker):
         if name == "__class__":
             return ClassVariable(self.exc_type)
         if name == "__traceback__":
-            raise Unsupported("the traceback of an exception raised while tracing")
+            # None until raised; after that a traceback that can only be None-checked/compared
+            return TracebackVariable(self) if self.raised else ConstantVariable(None)
         if name == "value" and issubclass(self.exc_type, StopIteration):
             return self.args[0] if self.args else ConstantVariable(None)
         try:
@@ -282,6 +284,7 @@ def raise_exception(tx, ev, cause=None, has_cause=False, statement=False):
         ev.cause = cause
         ev.suppress_context = True
     ev.surfaced = None
+    ev.raised = True
     if statement:
         raise ObservedException(ev, f"raise statement reached while tracing: {ev.describe()} (the program raises)")
     raise ObservedException(ev)
@@ -331,3 +334,84 @@ def exception_match(exc_type, match):
             raise Unsupported(f"except with {c!r}, which is not an exception class (the program raises "
                               f"TypeError)")
     return issubclass(exc_type, match)
+
+
+class TracebackVariable(VariableTracker):
+    """The traceback of an exception raised while tracing (``e.__traceback__``, the third item
+    of ``sys.exc_info()``). No traceback object exists while tracing -- the frames it would list
+    are being traced, not run -- so only what is known without one is modelled: it is not None
+    (``tb is None``, ``tb is not None``, ``tb == None``, ``bool(tb)``), and a tracker equals
+    itself. Anything that needs the object (``tb.tb_lineno``, ``tb_frame``,
+    ``traceback.format_tb(tb)``, returning it, identity with a traceback read elsewhere: the
+    traceback grows as the exception leaves each frame) stops the trace with that reason, and
+    the code runs eagerly."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def python_type(self):
+        return types.TracebackType
+
+    def truthy(self, tx):
+        return True
+
+    def _refuse(self, what):
+        raise Unsupported(f"{what} of the traceback of {self.exc.exc_type.__name__} raised while tracing "
+                          f"(only `is None` checks and comparisons are modelled: no traceback object exists "
+                          f"while tracing)")
+
+    def as_python_constant(self):
+        self._refuse("the value")
+
+    def var_getattr(self, tx, name):
+        self._refuse(f"attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        self._refuse(f"method {name}()")
+
+    def unpack(self, tx):
+        self._refuse("iteration")
+
+    def reconstruct(self, out):
+        self._refuse("using it after the graph (returned, stored or kept across a graph break)")
+
+    @staticmethod
+    def binary(tx, op, a, b):
+        """``==``/``!=`` with None or with the same tracker; other operators are refused."""
+        import operator
+        tb = a if isinstance(a, TracebackVariable) else b
+        other = b if tb is a else a
+        if op in (operator.eq, operator.ne):
+            if _is_none(other) or other is tb:
+                same = other is tb
+                return ConstantVariable(same if op is operator.eq else not same)
+        tb._refuse(f"operator {op.__name__} with {other}")
+
+    def __repr__(self):
+        return f"TracebackVariable({self.exc.exc_type.__name__})"
+
+
+def exc_info_call(tx, args, kwargs):
+    """``sys.exc_info()`` inside an except block of traced code: (type, exception, traceback),
+    the traceback a ``TracebackVariable``. Outside one, the answer would be the exception the
+    compiled function's caller is handling, which is not known while tracing: graph break."""
+    from .lists import TupleVariable
+    from .objects import ClassVariable
+    if args or kwargs:
+        raise_observed(tx, TypeError, f"sys.exc_info() takes no arguments ({len(args) + len(kwargs)} given)")
+    cur = current_exception(tx)
+    if cur is None:
+        raise Unsupported("sys.exc_info() outside an except block of the traced code (the exception the "
+                          "caller may be handling is not known while tracing)")
+    return TupleVariable([ClassVariable(cur.exc_type), cur, TracebackVariable(cur)])
+
+
+def exception_call(tx, args, kwargs):
+    """``sys.exception()`` (3.11+): the exception being handled, as ``sys.exc_info()[1]``."""
+    if args or kwargs:
+        raise_observed(tx, TypeError, f"sys.exception() takes no arguments ({len(args) + len(kwargs)} given)")
+    cur = current_exception(tx)
+    if cur is None:
+        raise Unsupported("sys.exception() outside an except block of the traced code (the exception the "
+                          "caller may be handling is not known while tracing)")
+    return cur
