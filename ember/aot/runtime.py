@@ -150,6 +150,7 @@ class AOTModule:
                        is_tensor=is_tensor, n_saved=n_saved, report=report,
                        digests={"fw": _digest(fw), "bw": _digest(bw)}, shape_env_guards=trace_guards)
         self._training = (joint, fw, bw, n_saved, is_tensor, _make_function_class(self, joint))
+        self._no_grad_path = _inputs_without_gradient(joint, bw_gm)
 
     def _compile_inference(self):
         from . import cache
@@ -260,6 +261,12 @@ class AOTModule:
                     return self.fn(*inputs)
             if self._training is not False:
                 joint, fw, bw, n_saved, is_tensor, cls = self._training
+                if getattr(self, "_no_grad_path", None):
+                    # inputs that require grad but get no gradient (used only through .detach(),
+                    # e.g. a loss read with .item()): passed detached, so the backward does not
+                    # run into their graph (freed already, after the loss's own backward)
+                    inputs = tuple(t.detach() if i in self._no_grad_path and isinstance(t, Tensor) else t
+                                   for i, t in enumerate(inputs))
                 outs = cls.apply(*inputs)
                 outs = outs if isinstance(outs, tuple) else (outs,)
                 outs = _realias(joint, inputs, outs)
@@ -290,6 +297,18 @@ class AOTModule:
         outs = tuple(res[:n])
         outs = _realias(joint, inputs, outs)
         return outs if joint.output_is_tuple else outs[0]
+
+
+def _inputs_without_gradient(joint: JointGraph, bw_gm) -> frozenset:
+    """Primal positions that require grad but whose gradient the backward graph leaves None."""
+    try:
+        out = next(n for n in bw_gm.graph.nodes if n.op == "output")
+        grads = out.args[0]
+    except (AttributeError, StopIteration, IndexError):
+        return frozenset()
+    if len(grads) != len(joint.grad_inputs):
+        return frozenset()
+    return frozenset(pos for pos, g in zip(joint.grad_inputs, grads) if g is None)
 
 
 def _flatten_inference(joint: JointGraph):

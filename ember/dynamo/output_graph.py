@@ -19,6 +19,7 @@ import numpy as _np
 
 from ..fx import Graph
 from ..tensor import Tensor
+from .. import types as _t
 from . import config as _config
 from . import logs
 from .example_value import ExampleValues
@@ -209,6 +210,13 @@ class OutputGraph:
         if len(dts) != 1 or not next(iter(dts)).is_floating_point:
             return args, kwargs
         dt = next(iter(dts))
+        if dt in (_t.float16, _t.bfloat16):
+            # eager computes with the float at full precision (a float16 copy would round it
+            # first): a float64 input beside tensors with dimensions (the result stays float16);
+            # beside 0-d ones it would promote, so the float is used by value there
+            if not all(a.example.ndim for a in list(args) + list(kwargs.values()) if isinstance(a, TensorVariable)):
+                return args, kwargs
+            dt = _t.float64
 
         def sub(a):
             return self.add_scalar_input(a, dt) if isinstance(a, UnspecFloatVariable) else a

@@ -397,6 +397,15 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
         if int_div and dtype.category < 2:
             raise _fail(f"integer {name}() by a captured .item() (eager raises ZeroDivisionError for 0, a graph "
                         f"cannot): a graph break", *syms)
+        if dtype in (_t.float16, _t.bfloat16):
+            # eager takes the Python number at full precision into the op's float32 math (a
+            # float16 copy of it would round it first): the float64 0-d gives the same values,
+            # and beside a float16 tensor with dimensions the result stays float16 -- not beside
+            # 0-d ones only (0-d float16 and 0-d float64 promote to float64)
+            if not dims or _t.result_type_from(dims, [], []) != dtype:
+                raise _fail(f"{name}() of a {dtype} 0-d tensor with a captured .item() (its value would be "
+                            f"rounded to {dtype} first; not traced: a graph break)", *syms)
+            dtype = _t.float64
         if base in ("pow", "float_power") and dtype.category < 2:
             raise _fail(f"integer {name}() with a captured .item() (eager raises for a negative exponent): a "
                         f"graph break", *syms)
