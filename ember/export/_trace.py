@@ -143,6 +143,7 @@ def _capture(mod, args, kwargs, requests):
     compiler = _make_compiler(backend, requests)
     code = _export_root.__code__
     n_reasons = len(convert_frame.fallback_reasons)
+    n_skipped = convert_frame.counters["skipped"]
     try:
         with preserve_rng(), _no_duck_sizing():
             result = OptimizeContext(compiler)(_export_root)(mod, args, kwargs)
@@ -159,6 +160,12 @@ def _capture(mod, args, kwargs, requests):
         new = convert_frame.fallback_reasons[n_reasons:]
         if new:
             raise Unsupported(f"ember.export: {type(mod).__name__}.forward could not be captured: {new[-1][1]}")
+        if convert_frame.counters["skipped"] == n_skipped:
+            # the hook did not capture the frame at all (an ember.autocast region, a compiler stance
+            # forcing eager): its outputs were computed eagerly and must not become constants
+            raise RuntimeError(f"ember.export: {type(mod).__name__}.forward ran without being captured (inside "
+                               f"an ember.autocast region or under ember.compiler.set_stance('force_eager')?); "
+                               f"export outside of them")
     return cap.get("gm"), cap.get("inputs", []), cap.get("sentinels", ()), result
 
 

@@ -178,3 +178,23 @@ def test_cond_branches_as_module_methods_inline():
     m = M()
     x = ember.randn(4, 3)
     np.testing.assert_allclose(_np(ember.compile(m, backend="eager", fullgraph=True)(x)), _np(m(x)), rtol=1e-6)
+
+
+def test_symbolic_size_predicate_is_guarded():
+    be = CountingBackend()
+
+    def f(x):
+        return ember.cond(x.shape[0] > 4, lambda a: a * 3, lambda a: a - 3, (x,))
+    cf = ember.compile(f, backend=be, dynamic=True)
+    for n in (6, 7, 2, 3, 9):
+        x = ember.randn(n, 11)
+        np.testing.assert_allclose(_np(cf(x)), _np(f(x)), rtol=1e-6)
+    assert be.frame_count == 2          # one graph per side of the size guard
+
+
+def test_while_loop_under_export_raises_naming_it():
+    class W(ember.nn.Module):
+        def forward(self, x):
+            return ember.while_loop(lambda i, y: i < 3, lambda i, y: (i + 1, y * 2), (ember.tensor(0), x))[1]
+    with pytest.raises(dynamo.Unsupported, match="ember.while_loop"):
+        ember.export.export(W(), (ember.randn(3),))

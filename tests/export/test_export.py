@@ -198,3 +198,34 @@ def test_matches_torch_export_values():
     got = ep.module()(ember.tensor(x), y=ember.tensor(y[:, :3]))
     want = tep.module()(torch.tensor(x), y=torch.tensor(y[:, :3]))
     np.testing.assert_allclose(_np(got["b"]), want["b"].detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_uncaptured_frame_is_an_error():
+    m = nn.Linear(3, 3)
+    with ember.compiler.set_stance("force_eager"):
+        with pytest.raises(RuntimeError, match="ran without being captured"):
+            export(m, (ember.randn(2, 3),))
+
+
+def test_identity_and_random_ops():
+    class I(nn.Module):
+        def forward(self, x):
+            return x
+    x = ember.randn(3)
+    ep = export(I(), (ember.randn(3),))
+    assert ep.module()(x) is x
+
+    class Drop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.d = nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.d(x) * 2
+    dm = Drop().train()
+    ep = export(dm, (ember.randn(4, 4),))
+    ember.manual_seed(3)
+    a = ep.module()(ember.ones(4, 4))
+    ember.manual_seed(3)
+    b = dm(ember.ones(4, 4))
+    _close(a, b, 0)
