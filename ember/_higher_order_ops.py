@@ -25,7 +25,7 @@ from typing import Any, Callable
 __all__ = ["cond", "while_loop", "CondBranchMismatchError"]
 
 
-from .dynamo.exc import UserError
+from ._user_errors import UserError
 
 
 class CondBranchMismatchError(UserError):

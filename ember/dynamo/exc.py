@@ -59,7 +59,4 @@ class ObservedException(Unsupported):
         self.exc = exc
 
 
-class UserError(RuntimeError):
-    """An error in the user's program that tracing finds and that torch's compile raises as
-    well, although eager would not (``ember.cond`` branches returning different shapes): raised
-    from the compile instead of falling back to eager."""
+from .._user_errors import UserError  # noqa: E402,F401 - (defined outside the package: ember.cond raises it)
