@@ -70,6 +70,16 @@ class Gamma(ExponentialFamily):
         return (ember.xlogy(self.concentration, self.rate) + ember.xlogy(self.concentration - 1, value)
                 - self.rate * value - ember.lgamma(self.concentration))
 
+    def cdf(self, value):
+        """The regularised lower incomplete gamma ``P(concentration, rate * value)``
+        (``special.gammainc``: differentiable w.r.t. ``value`` and ``rate``; like PyTorch, not
+        w.r.t. ``concentration``, which raises when its gradient is asked for)."""
+        if not isinstance(value, ember.Tensor):
+            value = ember.tensor(value, dtype=self.rate.dtype)
+        if self._validate_args:
+            self._validate_sample(value)
+        return ember.special.gammainc(self.concentration, self.rate * value)
+
     @property
     def _natural_params(self):
         return (self.concentration - 1, -self.rate)

@@ -1,12 +1,11 @@
 from __future__ import annotations
 
-import numbers
-
 import ember
 
 from . import constraints
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import (_expand_probs_or_logits, _init_probs_or_logits, broadcast_all, lazy_property, logits_to_probs,
+                    probs_to_logits)
 
 __all__ = ["Geometric"]
 
@@ -18,16 +17,8 @@ class Geometric(Distribution):
     support = constraints.nonnegative_integer
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise ValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            (self.probs,) = broadcast_all(probs)
-        else:
-            (self.logits,) = broadcast_all(logits)
-        probs_or_logits = probs if probs is not None else logits
-        batch_shape = () if isinstance(probs_or_logits, numbers.Number) else (
-            self.probs if probs is not None else self.logits).size()
-        super().__init__(batch_shape, validate_args=validate_args)
+        param, = _init_probs_or_logits(self, probs, logits)
+        super().__init__(param.size(), validate_args=validate_args)
         if self._validate_args and probs is not None:
             # beyond unit_interval: probs = 0 has no distribution
             value = self.probs
@@ -38,15 +29,7 @@ class Geometric(Distribution):
                                  f"{value.detach()[~valid]}")
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Geometric, _instance)
-        batch_shape = tuple(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-        super(Geometric, new).__init__(batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return _expand_probs_or_logits(self, Geometric, batch_shape, _instance)
 
     @property
     def mean(self):

@@ -375,6 +375,39 @@ def _kl_beta_continuous_bernoulli(p, q):
     return -p.entropy() - p.mean * q.logits - ember.log1p(-q.probs) - q._cont_bern_log_norm()
 
 
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    """``-H(p) - E_p[log q]`` with ``log q(x) = log(rate) - rate x``."""
+    return -p.entropy() - ember.log(q.rate) + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    """``-H(p) + E_p[(x - loc)^2] / (2 scale^2) + log(scale sqrt(2 pi))`` from p's first two moments."""
+    var_q = q.scale.pow(2)
+    t1 = -p.entropy()
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + ember.log(q.scale)
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * var_q)
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    """``-H(p) + log(high - low)`` where ``[low, high]`` covers p's support [0, 1], else inf.
+    (PyTorch also answers inf when ``low == 0`` or ``high == 1``, where the KL is finite; ember
+    keeps the finite value there, as its and PyTorch's Beta-Uniform KL do.)"""
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low > 0.0) | (q.high < 1.0), result)
+
+
+@register_kl(Uniform, ContinuousBernoulli)
+def _kl_uniform_continuous_bernoulli(p, q):
+    """``-H(p) - E_p[log q]`` with ``log q(x) = x logit - log1p(-probs)... + log C(probs)``, inf
+    where p's support leaves [0, 1] (the same boundary note as ContinuousBernoulli-Uniform)."""
+    result = -p.entropy() - p.mean * q.logits - ember.log1p(-q.probs) - q._cont_bern_log_norm()
+    return _inf_where((p.high > 1.0) | (p.low < 0.0), result)
+
+
 @register_kl(Beta, Exponential)
 def _kl_beta_exponential(p, q):
     return -p.entropy() - q.rate.log() + q.rate * (p.concentration1 / (p.concentration1 + p.concentration0))

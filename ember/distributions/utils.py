@@ -57,6 +57,39 @@ def probs_to_logits(probs, is_binary=False):
     return ember.log(ps_clamped)
 
 
+def _init_probs_or_logits(dist, probs, logits, *others):
+    """The shared ``__init__`` step of the families parameterised by exactly one of ``probs`` /
+    ``logits`` (Binomial, NegativeBinomial, Geometric): checks that exactly one is given,
+    broadcasts it with ``others`` (e.g. ``total_count``), stores it on ``dist`` as ``probs`` or
+    ``logits`` (shadowing that lazy property; the other one is derived on access) and as
+    ``dist._param``. Returns ``(param, *others)`` with ``others`` cast to the parameter's dtype.
+    ``others`` come first in the broadcast, so a Python-number parameter takes their dtype."""
+    if (probs is None) == (logits is None):
+        raise ValueError("Either `probs` or `logits` must be specified, but not both.")
+    name, value = ("probs", probs) if probs is not None else ("logits", logits)
+    *rest, param = broadcast_all(*others, value)
+    setattr(dist, name, param)
+    dist._param = param
+    return (param, *(r.type_as(param) for r in rest))
+
+
+def _expand_probs_or_logits(dist, cls, batch_shape, _instance, *others):
+    """``Distribution.expand`` for the same families: a ``cls`` instance with the attributes named
+    in ``others`` and whichever of ``probs`` / ``logits`` ``dist`` holds expanded to
+    ``batch_shape`` (``_param`` follows), validation settings carried over."""
+    new = dist._get_checked_instance(cls, _instance)
+    batch_shape = tuple(batch_shape)
+    for name in others:
+        setattr(new, name, getattr(dist, name).expand(batch_shape))
+    for name in ("probs", "logits"):
+        if name in dist.__dict__:
+            setattr(new, name, dist.__dict__[name].expand(batch_shape))
+            new._param = new.__dict__[name]
+    super(cls, new).__init__(batch_shape, validate_args=False)
+    new._validate_args = dist._validate_args
+    return new
+
+
 class lazy_property:
     """Computed on first access (with grad enabled), then cached as an instance attribute."""
 
