@@ -43,6 +43,7 @@ with _binding_cache.group("ops"):
     from . import complex_ops  # noqa: F401
     from . import special_extra, special_bessel  # noqa: F401
     from . import torch_compat  # noqa: F401  (legacy tensor types, sym_*, nonzero_static, ...)
+    from . import lowrank  # noqa: F401  (svd_lowrank, pca_lowrank, lobpcg)
 
 
 def __getattr__(name):
