@@ -87,7 +87,9 @@ def _dedupe_leaves(args, kwargs):
     return tree_unflatten(leaves, spec) if changed else (args, kwargs)
 
 
-def _make_compiler(backend, requests):
+def _make_compiler(backend, requests, sources):
+    """``requests``: id(tensor) -> {dim: DimRequest}; ``sources`` is filled with the guard
+    expression of each requested input -> its requests (for the symbol naming below)."""
     from ..dynamo.convert_frame import Compiler
 
     class _ExportCompiler(Compiler):
@@ -95,27 +97,56 @@ def _make_compiler(backend, requests):
 
         def _dynamic_dims_fn(self, cache):
             def dims(source, t):
-                return set(requests.get(id(t), ()))
+                req = requests.get(id(t))
+                if not req:
+                    return set()
+                sources[source.expr()] = req
+                return set(req)
             return dims
     return _ExportCompiler(backend, fullgraph=True, dynamic=False, name="export")
 
 
-class _no_duck_sizing:
-    """Distinct input dims get distinct symbols during the export's capture (no duck sizing):
-    two ``Dim``s whose examples happen to be equal must not silently become one symbol -- the
+class _export_symbols:
+    """How the export's capture names sizes: one symbol per ``Dim`` (the same ``Dim`` on several
+    dims is one symbol, as in torch), and otherwise one per dimension -- no duck sizing: two
+    ``Dim``s whose examples happen to be equal must not silently become one symbol; the
     program's own decisions (``x + y``) record ``Eq(s0, s1)`` guards instead, which the
     constraint check then sees."""
 
+    def __init__(self, sources):
+        self.sources = sources
+
     def __enter__(self):
+        import re
         from ..dynamo import example_value as ev
+        from ..fx.experimental.symbolic_shapes import SymInt
         self.ev = ev
         self.orig = ev.ExampleValues.__init__
-        orig = self.orig
+        orig, sources = self.orig, self.sources
+        pattern = re.compile(r"^(.*)\.size\(\)\[(\d+)\]$")
 
         def init(obj):
             orig(obj)
-            if obj.shape_env is not None:
-                obj.shape_env.duck_shape = False
+            env = obj.shape_env
+            if env is None:
+                return
+            env.duck_shape = False
+            create = env.create_symbol
+            by_dim = {}
+
+            def create_symbol(value, source=None):
+                m = pattern.match(source or "")
+                req = sources.get(m.group(1), {}).get(int(m.group(2))) if m else None
+                name = getattr(req, "name", None)
+                hit = by_dim.get(name) if name is not None else None
+                if hit is not None and env.var_to_val.get(hit.expr) == int(value):
+                    env.var_to_sources[hit.expr].append(source)
+                    return SymInt(hit.expr, env)
+                out = create(value, source)
+                if name is not None and isinstance(out, SymInt):
+                    by_dim[name] = out
+                return out
+            env.create_symbol = create_symbol
         ev.ExampleValues.__init__ = init
         return self
 
@@ -140,12 +171,13 @@ def _capture(mod, args, kwargs, requests):
         cap["sentinels"] = sentinels
         return lambda *a: sentinels
 
-    compiler = _make_compiler(backend, requests)
+    sources: Dict[str, Any] = {}
+    compiler = _make_compiler(backend, requests, sources)
     code = _export_root.__code__
     n_reasons = len(convert_frame.fallback_reasons)
     n_skipped = convert_frame.counters["skipped"]
     try:
-        with preserve_rng(), _no_duck_sizing():
+        with preserve_rng(), _export_symbols(sources):
             result = OptimizeContext(compiler)(_export_root)(mod, args, kwargs)
     except FullGraphError as e:
         reason = str(e).split(" as one graph: ", 1)[-1]
@@ -203,11 +235,17 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
 
     # example sizes outside a Dim's range are an error before anything is traced
     by_id = {id(v): v for v in in_leaves if isinstance(v, Tensor)}
+    seen_dims: Dict[str, Any] = {}
     for tid, per_dim in requests.items():
         for d, req in per_dim.items():
             n = by_id[tid].shape[d]
             if isinstance(req.spec, _DimHint):
                 continue
+            first = seen_dims.setdefault(req.name, (n, req.where()))
+            if first[0] != n:
+                raise UserError(f"Dim {req.name!r} is used for {first[1]} (size {first[0]}) and {req.where()} "
+                                f"(size {n}) in the example inputs: the same Dim declares equal sizes; use "
+                                f"different Dims")
             if not req.spec.min <= n <= req.spec.max:
                 raise UserError(f"Expected input at {req.where()} to be within the range [{req.spec.min}, "
                                 f"{req.spec.max}] of Dim {req.name!r}, but got {n}")
@@ -218,7 +256,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
     param_of = {id(t): k for k, t in params.items()}
     buffer_of = {id(t): k for k, t in buffers.items()}
 
-    gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, {k: set(v) for k, v in requests.items()})
+    gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, requests)
     out_leaves, out_spec = tree_flatten(result)
 
     # ---- aot: the functional inference graph

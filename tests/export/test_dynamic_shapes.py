@@ -40,10 +40,12 @@ def test_any_batch_in_range_matches_eager(n):
 
 def test_range_constraints_and_printing():
     _, ep = _batch_ep()
-    assert list(ep.range_constraints.values()) == [ValueRange(2, 64)] * len(ep.range_constraints)
+    assert list(ep.range_constraints.values()) == [ValueRange(2, 64)]     # one symbol per Dim, as torch
+    y_ph = next(n for n in ep.graph.nodes if n.name == "y")
     assert "VR[2, 64]" in str(ep)
     x_ph = next(n for n in ep.graph.nodes if n.name == "x")
     assert str(x_ph.meta["val"].shape[0]).startswith("s")
+    assert str(y_ph.meta["val"].shape[0]) == str(x_ph.meta["val"].shape[0])
 
 
 def test_out_of_range_and_inconsistent_sizes_rejected():
@@ -155,6 +157,9 @@ def test_spec_errors():
         export(_Branch(), (ember.randn(5, 4),), dynamic_shapes={"z": {0: Dim.AUTO}})
     with pytest.raises(UserError, match="within the range"):
         export(_Branch(), (ember.randn(5, 4),), dynamic_shapes={"x": {0: Dim("n", min=6)}})
+    n = Dim("n")
+    with pytest.raises(UserError, match="the same Dim declares equal sizes"):
+        export(_Branch(), (ember.randn(5, 4),), dynamic_shapes={"x": {0: n, 1: n}})
     with pytest.raises(ValueError, match="inconsistent"):
         Dim("n", min=5, max=3)
     with pytest.raises(NotImplementedError, match="derived dims"):
