@@ -52,7 +52,7 @@ def _flatten(tree, what):
 
 
 class _BadLeaf(Exception):
-    pass
+    """(what, leaf): a non-tensor leaf found while flattening ``what``."""
 
 
 def _bad_leaf(what, leaf):
@@ -72,7 +72,6 @@ def _check_pred(pred):
 
 
 def _check_operands(operands, fn_name, arg_name):
-    from .tensor import Tensor
     msg = (f"Expect {arg_name} to be a tuple of possibly nested dict/list/tuple that only consists of "
            f"tensor leaves, but got {operands!r}.")
     if not isinstance(operands, (tuple, list)):
@@ -81,7 +80,6 @@ def _check_operands(operands, fn_name, arg_name):
         _flatten(tuple(operands), arg_name)
     except _BadLeaf:
         raise RuntimeError(f"{fn_name}: {msg}") from None
-    del Tensor
 
 
 def describe_mismatch(a, b, lhs="true_fn", rhs="false_fn"):

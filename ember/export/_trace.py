@@ -475,7 +475,7 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                                 f"({lo}). If you're using Dim.DYNAMIC, replace it with either Dim.STATIC or Dim.AUTO.")
                 fixes.append(f"{label} = {lo}")
                 break
-            if (lo, hi) != declared and isinstance(r.spec, type(None)) is False and r.name is not None:
+            if (lo, hi) != declared and r.name is not None:
                 up = "IntInfinity()" if hi >= int_oo else hi
                 problems.append(f"Not all values of {label} = {r.where()} in the specified range satisfy the "
                                 f"generated guard {lo} <= {r.where()} and {r.where()} <= {up}")

@@ -69,7 +69,6 @@ def _bind(args, kwargs):
 
 
 def _cond(tx, args, kwargs):
-    from .constant import ConstantVariable
     from .lists import ListVariable, TupleVariable
     from .tensor import TensorVariable
     b = _bind(args, kwargs)
@@ -93,7 +92,6 @@ def _cond(tx, args, kwargs):
     chosen, other = (b["true_fn"], b["false_fn"]) if taken else (b["false_fn"], b["true_fn"])
     result = chosen.call_function(tx, items, {})
     _check_other_branch(tx, other, items, result, taken)
-    del ConstantVariable
     return result
 
 
