@@ -20,6 +20,7 @@ from .pooling import (MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPoo
 from .normalization import LayerNorm, GroupNorm, RMSNorm, LocalResponseNorm
 from .rnn import RNNBase, RNN, LSTM, GRU, RNNCellBase, RNNCell, LSTMCell, GRUCell
 from .attention import MultiheadAttention
+from .fractional_pool import FractionalMaxPool2d, FractionalMaxPool3d
 from .transformer import (TransformerEncoderLayer, TransformerEncoder, TransformerDecoderLayer, TransformerDecoder,
                           Transformer)
 from .batchnorm import BatchNorm1d, BatchNorm2d, BatchNorm3d, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d
