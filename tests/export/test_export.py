@@ -229,3 +229,15 @@ def test_identity_and_random_ops():
     ember.manual_seed(3)
     b = dm(ember.ones(4, 4))
     _close(a, b, 0)
+
+
+def test_module_is_differentiable_like_eager():
+    m = randomize_bn(LinBN()).eval()
+    ep = export(m, (ember.randn(5, 4),), {"y": ember.randn(5, 3)})
+    mm = ep.module()
+    ref = copy.deepcopy(m)
+    x, y = ember.randn(5, 4), ember.randn(5, 3)
+    mm(x, y=y)["b"].pow(2).sum().backward()
+    ref(x, y=y)["b"].pow(2).sum().backward()
+    _close(mm.fc.weight.grad, ref.fc.weight.grad)
+    _close(mm.bn.bias.grad, ref.bn.bias.grad)
