@@ -38,7 +38,14 @@ def _e(name, x):
 
 
 def _reference(name, x):
+    import decimal
+
     from ember.ops import _bessel_gen as G
+    with decimal.localcontext(G.CTX):
+        return _reference_100(G, name, x)
+
+
+def _reference_100(G, name, x):
     X = D(abs(x))
     if name in ("bessel_j0", "bessel_j1", "bessel_y0", "bessel_y1"):
         nu = int(name[-1])
