@@ -179,6 +179,23 @@ def test_scalar_as_operator_argument():
     check(f, lambda: (_t(2, 3), ember.tensor(_rng.random((2, 3)) > 0.5), _t(2, dtype=ember.float64)))
 
 
+def test_setitem_with_scalar_value():
+    def f(x, y, i):
+        z = x.clone()
+        z[1] = y.item()
+        z[0, 1:] = i.item()
+        z[z > 1.5] = y.item() * 2
+        return z
+    check(f, lambda: (_t(3, 4), _t(1, dtype=ember.float64), _ints(1)))
+    check(lambda x, y: _setitem_f16(x, y), lambda: (_t(3, dtype=ember.float16), _t(1, dtype=ember.float64)))
+
+
+def _setitem_f16(x, y):
+    z = x.clone()
+    z[0] = y.item()     # (converted to float16 once, as eager converts the number)
+    return z
+
+
 def test_full_and_tensor_dtypes_follow_python_number():
     def f(y, i, b):
         s, n, t = y.item(), i.item(), b.item()

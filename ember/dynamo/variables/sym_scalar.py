@@ -311,7 +311,8 @@ _BINARY_OPS = {"add", "sub", "mul", "truediv", "div", "floordiv", "floor_divide"
                "atan2", "hypot", "fmax", "fmin", "nextafter", "xlogy", "logaddexp"}
 _INT_DIVISION = {"floordiv", "floor_divide", "mod", "remainder", "fmod"}
 _CLAMP = {"clamp", "clip", "clamp_", "clip_", "clamp_min", "clamp_max", "clamp_min_", "clamp_max_"}
-_SELF_DTYPE = {"masked_fill", "masked_fill_", "fill_", "fill", "index_fill", "index_fill_"}
+# ops converting the number to the tensor's own dtype (``x[i] = s`` is operator.setitem)
+_SELF_DTYPE = {"masked_fill", "masked_fill_", "fill_", "fill", "index_fill", "index_fill_", "setitem"}
 _BUILD = {"full", "full_like", "new_full", "tensor", "as_tensor", "scalar_tensor"}
 
 
@@ -362,6 +363,9 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
     strip = name.strip("_")
     if name in _BUILD:
         return _build(out, kind, target, runner, name, args, kwargs)
+    if name == "setitem" and (len(args) != 3 or _has_sym(args[1])):
+        raise _fail("a captured .item() used as an index (it would need an unbacked SymInt: "
+                    "capture_dynamic_output_shape_ops is not supported): a graph break", *syms)
     if base is None and strip not in _CLAMP and name not in _CLAMP and strip != "where" \
             and name not in _SELF_DTYPE:
         raise _fail(f"{name}() got a captured .item() as an argument; ember does not pass a symbolic scalar "
@@ -441,7 +445,9 @@ def _check_same(name, expected, res, syms, strides=False):
     if isinstance(expected, Tensor) and got is not None and expected.dtype == got.dtype \
             and expected.ndim == got.ndim and (not strides or tuple(expected.stride()) == tuple(got.stride())):
         return
-    # (no node is left unused: the graph would only compute a dead value)
+    if expected is None and isinstance(res, ConstantVariable) and res.value is None:
+        return      # x[i] = s: nothing returned
+    # (the nodes made so far go with this trace: a break retraces the frame up to here)
     raise _fail(f"{name}() with a captured .item() as a 0-d tensor does not give what it gives with a "
                 f"Python number (not traced: a graph break)", *syms)
 
