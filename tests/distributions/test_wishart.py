@@ -189,3 +189,18 @@ def test_log_prob_integrates_like_chi2_in_one_dimension():
     lp = d.log_prob(ember.tensor(x[:, None, None])).numpy()
     chi = ember.distributions.Chi2(ember.tensor(3.3, dtype=ember.float64)).log_prob(ember.tensor(x / 2.0)).numpy()
     np.testing.assert_allclose(lp, chi - np.log(2.0), rtol=1e-12)
+
+
+def test_singular_samples_are_redrawn():
+    """p - 1 < df < p in float32: Bartlett draws are often singular; rsample warns and redraws
+    them (up to max_try_correction times), and with no corrections they stay."""
+    ember.manual_seed(2)
+    with pytest.warns(UserWarning, match="Low df"):
+        d = EW(ember.tensor([2.001, 2.5]), covariance_matrix=ember.eye(3))
+    with pytest.warns(UserWarning, match="Singular sample detected"):
+        raw = d.rsample((500,), max_try_correction=0)
+    n_raw = int((~d.support.check(raw)).any(-1).sum())
+    with pytest.warns(UserWarning, match="Singular sample detected"):
+        fixed = d.rsample((500,))
+    n_fixed = int((~d.support.check(fixed)).any(-1).sum())
+    assert n_raw > 50 and n_fixed < n_raw / 20

@@ -18,6 +18,7 @@ from decimal import Decimal as D
 
 import numpy as np
 import pytest
+from hypothesis import given, settings, strategies as st
 
 import ember
 import ember.special as es
@@ -166,3 +167,16 @@ def test_compiled_matches_eager():
 
     cf = ember.compile(f)
     np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-15)
+
+
+@needs_torch
+@settings(max_examples=25, deadline=None)
+@given(name=st.sampled_from(NAMES), shape=st.lists(st.integers(0, 4), max_size=3),
+       dtype=st.sampled_from(["float32", "float64", "int64"]), seed=st.integers(0, 2 ** 16))
+def test_shapes_and_dtypes_hypothesis(name, shape, dtype, seed):
+    x = _rng(seed).uniform(-30, 30, tuple(shape))
+    x = x.astype(dtype) if dtype != "int64" else np.round(x).astype(np.int64)
+    e = getattr(es, name)(ember.tensor(x))
+    t = getattr(torch.special, name)(torch.tensor(x))
+    assert tuple(e.shape) == tuple(t.shape) and str(t.dtype) == "torch." + str(e.dtype).split(".")[-1]
+    np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=2e-5, atol=2e-5, equal_nan=True)
