@@ -60,6 +60,58 @@ def test_python_arithmetic_on_scalars_one_graph():
     assert cnt.frame_count == 1
 
 
+_PY_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+           "//": lambda a, b: a // b, "%": lambda a, b: a % b, "**": lambda a, b: a ** b, "<": lambda a, b: a < b,
+           "==": lambda a, b: a == b, ">=": lambda a, b: a >= b, "&": lambda a, b: a & b, "|": lambda a, b: a | b}
+
+
+@settings(max_examples=40, deadline=None)
+@given(kind=st.sampled_from(["float", "int", "bool"]), op=st.sampled_from(sorted(_PY_OPS)),
+       const=st.sampled_from([3, -2, 0.75, -1.5, True, 2.0]), const_left=st.booleans(),
+       val=st.floats(-6, 6, allow_nan=False).filter(lambda v: abs(v) > 1e-3))
+def test_python_arithmetic_property(kind, op, const, const_left, val):
+    """``s <op> c`` / ``c <op> s`` of a captured item: the same value and Python type as eager, in
+    one graph when Python could not raise for any value of ``s``, else a break (never a wrong value)."""
+    fn = _PY_OPS[op]
+    if kind == "float":
+        y = ember.tensor([val], dtype=ember.float64)
+    elif kind == "int":
+        y = ember.tensor([int(val) or 1])
+    else:
+        y = ember.tensor([val > 0])
+
+    def f(x, y):
+        s = y.item()
+        r = fn(const, s) if const_left else fn(s, const)
+        return x * 2, r
+    try:
+        want = f(_t(2), y)
+    except Exception as e:        # (eager raises: so must the compiled function)
+        dynamo.reset()
+        with pytest.raises(type(e)):
+            ember.compile(f, backend=CountingBackend())(_t(2), y)
+        return
+    dynamo.reset()
+    x = _t(2)
+    got = ember.compile(f, backend=CountingBackend())(x, y)
+    assert type(got[1]) is type(want[1]), (got[1], want[1])
+    if isinstance(want[1], float):
+        assert got[1] == pytest.approx(want[1], rel=1e-15, abs=1e-300) or (math.isnan(got[1]) and math.isnan(want[1]))
+    else:
+        assert got[1] == want[1]
+    assert dynamo.counters["internal_errors"] == 0, dynamo.fallback_reasons
+
+
+def test_inplace_tensor_ops_with_scalar():
+    def f(x, y):
+        z = x.clone()
+        z += y.item()
+        z *= y.item()
+        z.sub_(y.item())
+        return z
+    check(f, lambda: (_t(4), _t(1, dtype=ember.float64)))
+
+
 def test_returned_numbers_have_python_types():
     def f(x):
         s = x.sum().item()
