@@ -128,6 +128,27 @@ class Tensor:
     def data_ptr(self):
         return _data_ptr(self._data)
 
+    def share_memory_(self):
+        """Move this tensor's data into a named shared-memory block (``ember.multiprocessing``),
+        so that processes it is sent to through ``ember.multiprocessing`` queues/arguments map
+        the same memory. A no-op when already shared. As ``data = ...``, views made of the
+        tensor before the call keep the old memory."""
+        from .multiprocessing._shared import share_array, shared_name
+        if self.device.type != "cpu":
+            return self            # PyTorch: a no-op for CUDA tensors
+        if type(self._data) is not np.ndarray:
+            raise RuntimeError("share_memory_: only tensors with real (not fake) data can be shared")
+        if shared_name(self._data) is None:
+            self._data = share_array(self._data)
+        return self
+
+    def is_shared(self):
+        """True when the data lies in a shared-memory block (``share_memory_``)."""
+        if type(self._data) is not np.ndarray:
+            return False
+        from .multiprocessing._shared import shared_name
+        return shared_name(self._data) is not None
+
     def storage_offset(self):
         if type(self._data) is FakeArray:
             return self._data.offset

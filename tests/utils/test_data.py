@@ -64,8 +64,10 @@ def test_batch_size_none_custom_collate_and_batch_sampler():
         DataLoader(list(range(6)), batch_sampler=[[0]], batch_size=2)
     with pytest.raises(ValueError, match="sampler option is mutually exclusive with shuffle"):
         DataLoader(list(range(6)), sampler=SequentialSampler(range(6)), shuffle=True)
-    with pytest.raises(RuntimeError, match="num_workers"):
-        DataLoader(list(range(6)), num_workers=2)
+    with pytest.raises(ValueError, match="persistent_workers option needs num_workers > 0"):
+        DataLoader(list(range(6)), persistent_workers=True)
+    with pytest.raises(ValueError, match="prefetch_factor option could only be specified in multiprocessing"):
+        DataLoader(list(range(6)), prefetch_factor=2)
 
 
 def test_iterable_dataset():

@@ -761,6 +761,15 @@ class Module:
         return self._apply(lambda t: empty_like(t, device=device), recurse=recurse)
 
     def share_memory(self):
+        """Move every parameter (and its grad) and buffer into shared memory in place
+        (``Tensor.share_memory_``): processes the module is sent to through
+        ``ember.multiprocessing`` then update the same weights (Hogwild)."""
+        for m in self.modules():
+            for t in list(m._parameters.values()) + list(m._buffers.values()):
+                if t is not None:
+                    t.share_memory_()
+                    if t._grad is not None:
+                        t._grad.share_memory_()
         return self
 
     # ------------------------------------------------------------------ state dict

@@ -1,15 +1,16 @@
-"""DataLoader: batches from a dataset through a sampler and a collate function (single process)."""
+"""DataLoader: batches from a dataset through a sampler and a collate function, in the main
+process (``num_workers=0``) or in worker processes (``_MultiProcessingIter``, ``_worker.py``)."""
 from __future__ import annotations
 
+import itertools
+import queue
+
 from ._collate import default_collate, default_convert
+from ._worker import ExceptionWrapper, _IterationEnd, get_worker_info, worker_loop
 from .dataset import IterableDataset
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "get_worker_info"]
-
-
-def get_worker_info():
-    return None
 
 
 class DataLoader:
@@ -20,11 +21,17 @@ class DataLoader:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to disable "
                              "multiprocessing.")
-        if num_workers > 0:
-            raise RuntimeError(f"ember.utils.data.DataLoader(num_workers={num_workers}): worker processes are not "
-                               "supported; use num_workers=0 (data is loaded in the main process)")
         if timeout < 0:
             raise ValueError("timeout option should be non-negative")
+        if num_workers == 0 and prefetch_factor is not None:
+            raise ValueError("prefetch_factor option could only be specified in multiprocessing.let num_workers > 0 "
+                             "to enable multiprocessing, otherwise set prefetch_factor to None.")
+        if num_workers > 0 and prefetch_factor is None:
+            prefetch_factor = 2
+        if prefetch_factor is not None and prefetch_factor < 0:
+            raise ValueError("prefetch_factor option should be non-negative")
+        if persistent_workers and num_workers == 0:
+            raise ValueError("persistent_workers option needs num_workers > 0")
         self.dataset = dataset
         self.num_workers = num_workers
         self.prefetch_factor = prefetch_factor
@@ -35,6 +42,7 @@ class DataLoader:
         self.multiprocessing_context = multiprocessing_context
         self.persistent_workers = persistent_workers
         self.in_order = in_order
+        self._iterator = None
         self._is_iterable = isinstance(dataset, IterableDataset)
         if self._is_iterable:
             if shuffle not in (False, None):
@@ -81,6 +89,15 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
+        if self.num_workers > 0:
+            if not self.persistent_workers:
+                return _MultiProcessingIter(self)
+            if self._iterator is None:
+                self._iterator = _MultiProcessingIter(self)
+            else:
+                self._iterator._reset(self)
+            return self._iterator
+        _base_seed(self)        # as PyTorch: every iterator draws one, so shuffles match with workers
         if self._is_iterable:
             return self._iter_iterable()
         return self._iter_map()
@@ -121,3 +138,198 @@ class DataLoader:
                 return -(-length // self.batch_size)
             return length
         return len(self._index_sampler)
+
+
+def _base_seed(loader) -> int:
+    """The seed worker ``i`` adds its id to: one draw from the loader's generator (ember's
+    default one when it has none) per iterator, workers or not (so a shuffle is the same with
+    and without workers, as in PyTorch)."""
+    from ...random import default_generator
+    gen = loader.generator if loader.generator is not None else default_generator
+    return int(gen._np.integers(0, 2 ** 63 - 1))
+
+
+def _context(ctx):
+    import multiprocessing as mp
+    if ctx is None:
+        return mp.get_context()
+    if isinstance(ctx, str):
+        if ctx not in mp.get_all_start_methods():
+            raise ValueError(f"multiprocessing_context option should specify a valid start method in "
+                             f"{mp.get_all_start_methods()!r}, but got multiprocessing_context={ctx!r}")
+        return mp.get_context(ctx)
+    if not hasattr(ctx, "Process") or not hasattr(ctx, "Queue"):
+        raise TypeError(f"multiprocessing_context option should be a valid context object or a string "
+                        f"specifying the start method, but got multiprocessing_context={ctx!r}")
+    return ctx
+
+
+class _MultiProcessingIter:
+    """Batches made by ``num_workers`` worker processes. Up to ``prefetch_factor`` tasks per worker
+    are outstanding; tasks go round-robin to the workers still active; with ``in_order`` results
+    are handed out in task order (a batch that arrives early waits in ``_task_info``). A worker
+    exception is re-raised here with the worker's traceback; a worker that dies, or a result
+    that takes longer than ``timeout`` seconds, raises RuntimeError."""
+
+    _POLL_S = 5.0
+    _shut = True          # nothing to shut down until the queues exist
+
+    def __init__(self, loader):
+        from ... import multiprocessing as _emp  # noqa: F401  (registers the tensor reducers)
+        self._ctx = _context(loader.multiprocessing_context)
+        self._n = loader.num_workers
+        self._timeout = loader.timeout
+        self._prefetch = loader.prefetch_factor
+        self._in_order = loader.in_order
+        self._persistent = loader.persistent_workers
+        self._is_iterable = loader._is_iterable
+        base_seed = _base_seed(loader)
+        self._result_queue = self._ctx.Queue()
+        self._done_event = self._ctx.Event()
+        self._index_queues, self._workers = [], []
+        self._shut = False      # from here on, _shutdown has queues (and maybe workers) to close
+        try:
+            for i in range(self._n):
+                iq = self._ctx.Queue()
+                iq.cancel_join_thread()
+                w = self._ctx.Process(target=worker_loop, daemon=True, args=(
+                    loader.dataset, iq, self._result_queue, self._done_event, loader._auto_collation,
+                    loader.collate_fn, loader.drop_last, loader.batch_size, base_seed, loader.worker_init_fn, i,
+                    self._n))
+                w.start()
+                self._index_queues.append(iq)
+                self._workers.append(w)
+        except BaseException:
+            self._shutdown()
+            raise
+        self._epoch = 0
+        self._reset(loader, first=True)
+
+    def _reset(self, loader, first=False):
+        self._loader_len = len(loader) if not self._is_iterable else None
+        self._sampler_iter = None if self._is_iterable else iter(loader._index_sampler)
+        self._send_idx = 0
+        self._rcvd_idx = 0
+        self._task_info = {}          # task index -> (worker,) or (worker, data) once it arrived early
+        self._outstanding = 0
+        self._active = [True] * self._n
+        self._cycle = itertools.cycle(range(self._n))
+        if not first:                 # persistent workers: restart their dataset iterators
+            self._epoch += 1
+            for q in self._index_queues:
+                q.put((None, self._epoch))
+            pending = self._n
+            while pending:
+                idx, data = self._get()
+                if idx is None and data == ("resumed", self._epoch):
+                    pending -= 1
+        for _ in range(self._prefetch * self._n):
+            self._put_task()
+
+    def _put_task(self):
+        if self._sampler_iter is not None:
+            what = next(self._sampler_iter, _IterationEnd)
+            if what is _IterationEnd:
+                return
+        else:
+            what = None
+        for _ in range(self._n):
+            w = next(self._cycle)
+            if self._active[w]:
+                break
+        else:
+            return
+        self._index_queues[w].put((self._send_idx, what))
+        self._task_info[self._send_idx] = (w,)
+        self._send_idx += 1
+        self._outstanding += 1
+
+    def _get(self):
+        """One (index, data) from the result queue, watching the timeout and the workers."""
+        if self._timeout > 0:
+            try:
+                return self._result_queue.get(timeout=self._timeout)
+            except queue.Empty:
+                raise RuntimeError(f"DataLoader timed out after {self._timeout} seconds") from None
+        while True:
+            try:
+                return self._result_queue.get(timeout=self._POLL_S)
+            except queue.Empty:
+                dead = [w for w in self._workers if not w.is_alive()]
+                if dead:
+                    pids = ", ".join(str(w.pid) for w in dead)
+                    codes = ", ".join(str(w.exitcode) for w in dead)
+                    self._shutdown()
+                    raise RuntimeError(f"DataLoader worker (pid(s) {pids}) exited unexpectedly "
+                                       f"(exit code(s) {codes})") from None
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return self._loader_len if self._loader_len is not None else len(self._workers)
+
+    def __next__(self):
+        while True:
+            while self._rcvd_idx < self._send_idx:
+                info = self._task_info.get(self._rcvd_idx)
+                if info is not None and (len(info) == 2 or self._active[info[0]]):
+                    break
+                self._task_info.pop(self._rcvd_idx, None)   # handed out already, or its worker ended
+                self._rcvd_idx += 1
+            else:
+                if not self._persistent:
+                    self._shutdown()
+                raise StopIteration
+            info = self._task_info[self._rcvd_idx]
+            if len(info) == 2:
+                del self._task_info[self._rcvd_idx]
+                self._rcvd_idx += 1
+                return self._deliver(info[1])
+            idx, data = self._get()
+            if idx is None:              # a late "resumed" answer
+                continue
+            self._outstanding -= 1
+            if isinstance(data, _IterationEnd):
+                self._active[data.worker_id] = False
+                self._task_info.pop(idx, None)
+                continue
+            if idx == self._rcvd_idx:
+                del self._task_info[idx]
+                self._rcvd_idx += 1
+                return self._deliver(data)
+            if not self._in_order:
+                del self._task_info[idx]
+                return self._deliver(data)
+            self._task_info[idx] += (data,)
+
+    def _deliver(self, data):
+        self._put_task()
+        if isinstance(data, ExceptionWrapper):
+            data.reraise()
+        return data
+
+    def _shutdown(self):
+        if self._shut:
+            return
+        self._shut = True
+        try:
+            self._done_event.set()
+            for q in self._index_queues:
+                try:
+                    q.put(None)
+                except (OSError, ValueError):
+                    pass
+            for w in self._workers:
+                w.join(timeout=5.0)
+                if w.is_alive():
+                    w.terminate()
+                    w.join(timeout=1.0)
+            for q in self._index_queues + [self._result_queue]:
+                q.cancel_join_thread()
+                q.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown: the daemon workers die with us
+            pass
+
+    def __del__(self):
+        self._shutdown()
