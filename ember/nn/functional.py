@@ -462,12 +462,13 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    src = _op("abs")(input) if input.dtype.is_complex else input     # a complex tensor's norm is its modulus's
     if p == 2:
         from ..ops._helpers import wrap_dim
         d = wrap_dim(dim, input.dim())
-        denom = _nn._norm2_clamp(input, d, eps)
+        denom = _nn._norm2_clamp(src, d, eps)
     else:
-        denom = _op("clamp_min")(_op("norm")(input, p, dim, True), eps)
+        denom = _op("clamp_min")(_op("norm")(src, p, dim, True), eps)
     return input / denom.expand_as(input)
 
 

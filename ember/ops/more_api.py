@@ -435,8 +435,9 @@ def vdot(self, other):
 
 @defcomposite("dist(Tensor self, Tensor other, Scalar p=2) -> Tensor")
 def dist(self, other, p=2):
-    """The ``p``-norm of ``self - other``."""
-    return _vnorm(self - other, p)
+    """The ``p``-norm of ``self - other`` (of its modulus for complex tensors)."""
+    d = self - other
+    return _vnorm(api.abs(d) if d.dtype.is_complex else d, p)
 
 
 # ---------------------------------------------------------------------- cov / corrcoef
@@ -478,7 +479,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         avg = (x * w).sum(1) / w_sum
     else:
         w_sum = num_obs
-        avg = x.sum(1) / num_obs if x.dtype.is_floating_point else x.to(_t.get_default_dtype()).sum(1) / num_obs
+        avg = x.sum(1) / num_obs if x.dtype.is_floating_point or x.dtype.is_complex else \
+            x.to(_t.get_default_dtype()).sum(1) / num_obs
     if w is not None and correction != 0:
         if aweights is not None:
             nf = w_sum - correction * (w * aweights).sum() / w_sum
@@ -492,6 +494,8 @@ def cov(input, *, correction=1, fweights=None, aweights=None):
         nf = 0
     xc = x - avg.unsqueeze(1)
     c = xc @ (xc * w if w is not None else xc).t()
+    if c.dtype.is_complex:      # E[(x - mx) conj(y - my)]
+        c = xc @ api.conj(xc * w if w is not None else xc).t()
     return (c / nf).squeeze()
 
 
@@ -502,9 +506,12 @@ def corrcoef(input):
     if c.ndim == 0:
         return c / c
     d = api.diagonal(c)
-    sd = api.sqrt(d)
+    sd = api.sqrt(api.real(d) if d.dtype.is_complex else d)
     c = c / sd.unsqueeze(1)
     c = c / sd.unsqueeze(0)
+    if c.dtype.is_complex:      # each part clipped (torch)
+        from .complex_ops import complex as _complex
+        return _complex(api.clamp(api.real(c), -1, 1), api.clamp(api.imag(c), -1, 1))
     return api.clamp(c, -1, 1)
 
 

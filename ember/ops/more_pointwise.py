@@ -109,6 +109,11 @@ _INPLACE["hypot"] = hypot
 
 
 def _logaddexp(kernel, self, other, base2):
+    if not base2 and _rdt(self, other).is_complex:
+        # complex (torch supports logaddexp, not logaddexp2): shift by the larger real part
+        from .search import _logaddexp_complex
+        dt = _rdt(self, other)
+        return _logaddexp_complex(_as(self, dt), _as(other, dt))
     dt = _float_binary_dtype(kernel, self, other)
     c = _comp(dt)
     a, b = _as(self, c), _as(other, c)
@@ -230,7 +235,12 @@ _INPLACE["heaviside"] = heaviside
 # ---------------------------------------------------------------------- sinc
 @defcomposite("sinc(Tensor self) -> Tensor")
 def sinc(self):
-    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there); integers give the default float dtype."""
+    """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there); integers give the default float dtype,
+    complex stays complex."""
+    if self.dtype.is_complex:
+        zero = self == 0
+        pz = api.where(zero, 1.0, self) * math.pi
+        return api.where(zero, 1.0, api.sin(pz) / pz).to(self.dtype)
     dt = _floaty(self.dtype)
     c = _comp(dt)
     x = _as(self, c)
@@ -248,8 +258,11 @@ def float_power(self, exponent):
     """``pow`` in float64, whatever the inputs' dtypes."""
     if not isinstance(self, Tensor) and not isinstance(exponent, Tensor):
         raise TypeError("float_power(): expected at least one Tensor argument")
-    a = _as(self, _t.float64) if isinstance(self, Tensor) else float(self)
-    b = _as(exponent, _t.float64) if isinstance(exponent, Tensor) else float(exponent)
+    # float64, or complex128 when either side is complex (torch)
+    cplx = any((isinstance(v, Tensor) and v.dtype.is_complex) or isinstance(v, complex) for v in (self, exponent))
+    target, scalar = (_t.complex128, complex) if cplx else (_t.float64, float)
+    a = _as(self, target) if isinstance(self, Tensor) else scalar(self)
+    b = _as(exponent, target) if isinstance(exponent, Tensor) else scalar(exponent)
     return api.pow(a, b)
 
 
