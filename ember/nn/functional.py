@@ -253,8 +253,17 @@ def _adaptive_size(output_size, nd, in_sp):
     return tuple(in_sp[i] if o is None else int(o) for i, o in enumerate(output_size))
 
 
+def _refuse_complex(t, make):
+    """torch's error for a complex input of a function it has no complex kernel for (ember's
+    numpy kernels would return values)."""
+    if isinstance(t, Tensor) and t.dtype.is_complex:
+        raise make(t.dtype.legacy_name)
+
+
 def _adaptive_avg(nd, input, output_size):
     name = f"adaptive_avg_pool{nd}d"
+    _refuse_complex(input, lambda n: NotImplementedError(
+        f"\"adaptive_avg_pool{'3d_cpu' if nd == 3 else '2d'}\" not implemented for '{n}'"))
     x, unb = _pool_prep(nd, input, name)
     in_sp = tuple(x.shape[2:])
     out = _adaptive_size(output_size, nd, in_sp)
@@ -861,6 +870,9 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                          f"(got {mode})")
     if antialias:
         raise NotImplementedError("interpolate(antialias=True) is not supported by ember")
+    kernel = {"bicubic": "compute_indices_weights_cubic", "area": "adaptive_avg_pool2d"}.get(
+        mode, f"upsample_{mode.replace('-exact', '')}{nd}d")
+    _refuse_complex(input, lambda n: NotImplementedError(f"\"{kernel}\" not implemented for '{n}'"))
     if mode in ("nearest", "area", "nearest-exact"):
         if align_corners is not None:
             raise ValueError("align_corners option can only be set with the interpolating modes: linear | "
@@ -1397,6 +1409,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
 # ====================================================================== distances
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     from ..ops._helpers import broadcast_shapes, wrap_dim
+    for t in (x1, x2):
+        _refuse_complex(t, lambda n: RuntimeError(f"expected common dtype to be floating point, yet common dtype "
+                                                  f"is {n}"))
     shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     if tuple(x1.shape) != shape:
         x1 = x1.expand(*shape)
@@ -1417,6 +1432,7 @@ def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
 
 
 def pdist(input, p=2):
+    _refuse_complex(input, lambda n: RuntimeError("pdist only supports floating-point dtypes"))
     n = input.shape[0]
     iu = np.triu_indices(n, 1)
     a = _op("index_select")(input, 0, _make(iu[0].astype(np.int64)))

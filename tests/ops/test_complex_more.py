@@ -215,3 +215,23 @@ def test_cov_complex_weights_and_real_mix():
         torch.logaddexp2(torch.tensor(cz(2)), torch.tensor(cz(2)))
     with pytest.raises(NotImplementedError):
         ember.logaddexp2(ember.tensor(cz(2)), ember.tensor(cz(2)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda m, F, z: F.interpolate(z, scale_factor=2, mode="nearest"),
+    lambda m, F, z: F.interpolate(z, scale_factor=2, mode="bilinear"),
+    lambda m, F, z: F.interpolate(z, scale_factor=2, mode="bicubic"),
+    lambda m, F, z: F.interpolate(z, scale_factor=2, mode="area"),
+    lambda m, F, z: F.adaptive_avg_pool2d(z, 2),
+    lambda m, F, z: F.adaptive_avg_pool1d(z[0], 2),
+    lambda m, F, z: F.adaptive_avg_pool3d(z, 2),
+    lambda m, F, z: F.cosine_similarity(z, z),
+    lambda m, F, z: F.pdist(z[0, 0]),
+])
+def test_complex_refusals_as_torch(fn):
+    z = cz(1, 2, 4, 4, dt=np.complex64)
+    with pytest.raises((RuntimeError, NotImplementedError)) as te:
+        fn(torch, TF, torch.tensor(z))
+    with pytest.raises(te.type) as ee:
+        fn(ember, EF, ember.tensor(z))
+    assert "not implemented for" in str(ee.value) or str(ee.value) == str(te.value)
