@@ -17,6 +17,7 @@ into the graph unguarded."""
 from __future__ import annotations
 
 import contextlib
+import contextvars
 
 import numpy as np
 
@@ -36,6 +37,11 @@ class _Watch:
         return _reg.below_autograd(op, args)
 
 
+# A callable run on each new trace's ShapeEnv in this context (thread / task): ember.export sets
+# it to name sizes by its ``Dim`` declarations instead of dynamo's defaults.
+SHAPE_ENV_SETUP: contextvars.ContextVar = contextvars.ContextVar("ember_shape_env_setup", default=None)
+
+
 class ExampleValues:
     def __init__(self):
         self.fake_mode = None
@@ -44,6 +50,9 @@ class ExampleValues:
             from ..fx.fake_tensor import FakeTensorMode
             # every trace has a ShapeEnv; it only gets symbols for inputs made dynamic
             self.fake_mode = FakeTensorMode(shape_env=ShapeEnv())
+            setup = SHAPE_ENV_SETUP.get()
+            if setup is not None:
+                setup(self.fake_mode.shape_env)
 
     @property
     def shape_env(self):

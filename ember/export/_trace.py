@@ -118,18 +118,12 @@ class _export_symbols:
 
     def __enter__(self):
         import re
-        from ..dynamo import example_value as ev
+        from ..dynamo.example_value import SHAPE_ENV_SETUP
         from ..fx.experimental.symbolic_shapes import SymInt
-        self.ev = ev
-        self.orig = ev.ExampleValues.__init__
-        orig, sources = self.orig, self.sources
+        sources = self.sources
         pattern = re.compile(r"^(.*)\.size\(\)\[(\d+)\]$")
 
-        def init(obj):
-            orig(obj)
-            env = obj.shape_env
-            if env is None:
-                return
+        def setup(env):
             env.duck_shape = False
             create = env.create_symbol
             by_dim = {}
@@ -147,11 +141,12 @@ class _export_symbols:
                     by_dim[name] = out
                 return out
             env.create_symbol = create_symbol
-        ev.ExampleValues.__init__ = init
+        self.token = SHAPE_ENV_SETUP.set(setup)
         return self
 
     def __exit__(self, *exc):
-        self.ev.ExampleValues.__init__ = self.orig
+        from ..dynamo.example_value import SHAPE_ENV_SETUP
+        SHAPE_ENV_SETUP.reset(self.token)
         return False
 
 
