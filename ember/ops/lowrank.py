@@ -13,11 +13,10 @@ the extreme eigenpairs of a symmetric (generalized) problem ``A X = B X diag(E)`
 is a Rayleigh-Ritz projection onto the span of the current vectors, their (preconditioned)
 residuals and the previous search directions, with the basis B-orthonormalised through the
 eigendecomposition of its Gram matrix (dropping directions that became dependent). The
-iteration runs on float64 numpy arrays without autograd; the returned eigenvalues are the
-Rayleigh quotients ``x^T A x / x^T B x`` of the converged vectors written in ember ops, which
-is their exact first-order derivative with respect to ``A`` and ``B``. The eigenvectors carry
-no derivative: when ``A`` or ``B`` requires grad, a backward through ``X`` raises a
-NotImplementedError naming it instead of returning a wrong gradient.
+iteration runs on float64 numpy arrays; the derivative is torch's (A is taken as
+``(A + A^T) / 2``): the eigenvalues' ``x x^T`` and the eigenvectors' ``-(A - E_i)^+ g x_i^T``
+(from the full eigendecomposition of A in the backward), and, as torch, none for B != I
+(the backward raises torch's ValueError).
 """
 from __future__ import annotations
 
@@ -187,25 +186,47 @@ def _lobpcg_np(A, B, X, iK, k, largest, tol, niter):
     return E[:k], X[:, :k]
 
 
-class _NoEigvecGrad:
-    """Attaches the eigenvectors to the graph of A/B with a backward that refuses (see the
-    module docstring), so a loss through them fails loudly instead of missing a term."""
+def _partial_eigen_backward(a_sym, E, X, gE, gX):
+    """The gradient with respect to a symmetric A of a loss of k of its eigenpairs (E, X): the
+    eigenvalues give ``x_i gE_i x_i^T``; each eigenvector moves by ``dx_i = -(A - E_i)^+ dA x_i``
+    (the pseudo-inverse on the complement of x_i, from the full eigendecomposition of A), so
+    it gives ``-(A - E_i)^+ gX_i x_i^T``. Symmetrised, as torch (which symmetrises A)."""
+    m, k = X.shape
+    G = np.zeros((m, m))
+    if gE is not None:
+        G += (X * gE) @ X.T
+    if gX is not None:
+        w, U = np.linalg.eigh(a_sym)
+        D = w[:, None] - E[None, :]                          # (m, k)
+        own = np.argmin(np.abs(D), axis=0)                  # the eigenvalue each E_i is
+        D[own, np.arange(k)] = np.inf
+        Y = U @ ((U.T @ gX) / D)                              # columns (A - E_i)^+ gX_i
+        G -= Y @ X.T
+    return (G + G.T) / 2
 
-    @staticmethod
-    def apply(X, *inputs):
-        from ..autograd import Function
 
-        class LobpcgEigenvectors(Function):
-            @staticmethod
-            def forward(ctx, x, *ins):
-                return x.clone()
+def _lobpcg_autograd(A, B, E, V, dt):
+    """(E, X) attached to A (and B) with torch's lobpcg derivative: the partial eigenspace
+    backward for A; B != I has none in torch either (its ValueError)."""
+    from ..autograd import Function
 
-            @staticmethod
-            def backward(ctx, g):
-                raise NotImplementedError("lobpcg: the gradient through the eigenvectors X is not implemented by "
-                                          "ember (the eigenvalues E are differentiable)")
+    a_sym = np.asarray(((A.detach() + A.detach().mT) / 2).to(_t.float64).cpu()._data)
 
-        return LobpcgEigenvectors.apply(X, *inputs)
+    class LOBPCGAutogradFunction(Function):
+        @staticmethod
+        def forward(ctx, a, *b):
+            return api.tensor(E, dtype=dt, device=A.device), api.tensor(V, dtype=dt, device=A.device)
+
+        @staticmethod
+        def backward(ctx, gE, gX):
+            if B is not None:
+                raise ValueError("lobpcg.backward does not support backward with B != I yet.")
+            ge = None if gE is None else np.asarray(gE.detach().to(_t.float64).cpu()._data)
+            gx = None if gX is None else np.asarray(gX.detach().to(_t.float64).cpu()._data)
+            g = _partial_eigen_backward(a_sym, E, V, ge, gx)
+            return (api.tensor(g, dtype=A.dtype, device=A.device),) + ((None,) if B is not None else ())
+
+    return LOBPCGAutogradFunction.apply(A, *([B] if B is not None else []))
 
 
 @_export
@@ -266,16 +287,10 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     E, V = _lobpcg_np(a64, b64, x0, ik64, int(k), largest, tol, niter)
     if tracker is not None:
         tracker({"E": E, "X": V, "k": k, "n": n})
-    Xt = api.tensor(V, dtype=dt, device=A.device)
-    grads = [t for t in (A, B) if isinstance(t, Tensor) and t.requires_grad]
     from ..autograd import is_grad_enabled
-    if not grads or not is_grad_enabled():
-        return api.tensor(E, dtype=dt, device=A.device), Xt
-    # the Rayleigh quotients of the (constant) eigenvectors: E's exact first-order derivative
-    num = (Xt * api.matmul(A, Xt)).sum(0)
-    den = (Xt * api.matmul(B, Xt)).sum(0) if B is not None else None
-    Et = num / den if den is not None else num
-    return Et, _NoEigvecGrad.apply(Xt, *grads)
+    if is_grad_enabled() and any(isinstance(t, Tensor) and t.requires_grad for t in (A, B)):
+        return _lobpcg_autograd(A, B, E, V, dt)
+    return api.tensor(E, dtype=dt, device=A.device), api.tensor(V, dtype=dt, device=A.device)
 
 
 _export.install()

@@ -117,13 +117,19 @@ def test_lobpcg_standard(largest, k, n):
     assert tuple(eE.shape) == tuple(tE.shape) and tuple(eX.shape) == tuple(tX.shape)
     np.testing.assert_allclose(enp(eE), tE.detach().numpy(), atol=1e-6)
     np.testing.assert_allclose(proj(enp(eX)), proj(tX.detach().numpy()), atol=1e-5)
+    # a loss of the values and of the (sign-invariant) eigenvector projectors
     w = RNG.standard_normal(k)
-    (tE * torch.tensor(w)).sum().backward()
+    W = RNG.standard_normal((15, 15))
+    (tE * torch.tensor(w)).sum().backward(retain_graph=True)
     (eE * ember.tensor(w)).sum().backward()
     np.testing.assert_allclose(enp(em.grad), tm.grad.numpy(), atol=1e-5)
-    # the eigenvectors have no derivative in ember: a backward through them says so
-    with pytest.raises(NotImplementedError, match="lobpcg: the gradient through the eigenvectors"):
-        ember.lobpcg(ember.tensor(M, requires_grad=True), k=1)[1].sum().backward()
+    tm.grad = None
+    em2 = ember.tensor(M, requires_grad=True)
+    tE, tX = torch.lobpcg(tm, k=k, n=n, largest=largest)
+    eE, eX = ember.lobpcg(em2, k=k, n=n, largest=largest)
+    ((tX @ tX.mT) * torch.tensor(W)).sum().backward()
+    ((eX @ eX.mT) * ember.tensor(W)).sum().backward()
+    np.testing.assert_allclose(enp(em2.grad), tm.grad.numpy(), atol=1e-5)
 
 
 def test_lobpcg_generalized_and_initial_guess():
@@ -143,6 +149,12 @@ def test_lobpcg_generalized_and_initial_guess():
     np.testing.assert_allclose(enp(eE2), [np.linalg.eigvalsh(M)[-1]], atol=1e-6)
     eE3, _ = ember.lobpcg(ember.tensor(M.astype(np.float32)), k=1)
     assert eE3.dtype is ember.float32
+    # torch has no derivative for B != I: the backward raises its ValueError
+    for mod in (torch, ember):
+        a = mod.tensor(M, requires_grad=True)
+        E, _ = mod.lobpcg(a, B=mod.tensor(Bm), k=1)
+        with pytest.raises(ValueError, match="does not support backward with B != I"):
+            E.sum().backward()
 
 
 def test_lobpcg_errors():
