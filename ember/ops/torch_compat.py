@@ -97,6 +97,19 @@ def _legacy_type(name, dt):
                                         "__doc__": doc, "__module__": "ember"})
 
 
+_tensor_type = Tensor.type
+
+
+def _type_accepting_legacy(self, dtype=None, non_blocking=False):
+    """``Tensor.type``, also given a legacy type class (``t.type(ember.DoubleTensor)``, as torch)."""
+    if isinstance(dtype, _LegacyTensorMeta):
+        dtype = dtype.dtype
+    return _tensor_type(self, dtype, non_blocking)
+
+
+_type_accepting_legacy.__name__ = "type"
+Tensor.type = _type_accepting_legacy
+
 LEGACY_TENSOR_TYPES = {name: _legacy_type(name, dt) for name, dt in [
     ("FloatTensor", _t.float32), ("DoubleTensor", _t.float64), ("HalfTensor", _t.float16),
     ("BFloat16Tensor", _t.bfloat16), ("LongTensor", _t.int64), ("IntTensor", _t.int32),

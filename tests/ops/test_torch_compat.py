@@ -63,6 +63,10 @@ def test_legacy_type_alias_and_errors():
     with pytest.raises(TypeError):
         ember.FloatTensor([1, 2], dtype=ember.float64)
     assert ember.FloatTensor(device="cpu").shape == (0,)
+    # Tensor.type with a legacy type class converts, as torch
+    assert ember.tensor([1.5]).type(ember.IntTensor).dtype is ember.int32
+    assert torch.tensor([1.5]).type(torch.IntTensor).dtype is torch.int32
+    assert ember.tensor([1.5]).type() == "ember.FloatTensor"
 
 
 @settings(max_examples=40, deadline=None)
