@@ -222,3 +222,23 @@ def test_names_and_argument_checks():
         ember.compiler.disallow_in_graph("relu")
     with pytest.raises(TypeError, match="class"):
         ember.compiler.allow_in_graph(ember.nn.Linear)
+
+
+def test_argument_returned_unchanged_is_the_same_tensor():
+    def pick(a, b):
+        return a, b * 2
+
+    ember.compiler.allow_in_graph(pick)
+    try:
+        def f(x, y):
+            p, q = pick(x, y)
+            return p, q + 1
+
+        for backend in ("eager", "aot_eager"):
+            dynamo.reset()
+            x, y = _x(), _x()
+            p, q = ember.compile(f, backend=backend)(x, y)
+            assert p is x                       # as eager: the same object
+            np.testing.assert_allclose(q.numpy(), (y * 2 + 1).numpy(), rtol=1e-6)
+    finally:
+        _allowed._ALLOWED.pop(id(pick), None)

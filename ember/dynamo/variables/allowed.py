@@ -162,7 +162,21 @@ class AllowedFunctionVariable(VariableTracker):
         node_kwargs = {k: out._map(v, False) for k, v in kwargs.items()}
         node = out.graph.create_node("call_function", self.fn, node_args, node_kwargs)
         out._note_op(node)
-        return self._unflatten(out, node, res)
+        # an argument returned as it is (``return a``) is that argument's tracker, as eager gives
+        # back the same tensor object, not a graph output that copies it
+        passed = {}
+        for a in list(args) + list(kwargs.values()):
+            self._collect_tensors(a, passed)
+        return self._unflatten(out, node, res, passed)
+
+    def _collect_tensors(self, v, acc):
+        from .lists import BaseListVariable
+        from .tensor import TensorVariable
+        if isinstance(v, TensorVariable):
+            acc[id(v.example)] = v
+        elif isinstance(v, BaseListVariable):
+            for item in v.items:
+                self._collect_tensors(item, acc)
 
     def _check_result(self, res, where, inputs):
         from ...tensor import Tensor
@@ -178,14 +192,18 @@ class AllowedFunctionVariable(VariableTracker):
         raise Unsupported(f"{_name(self.fn)} is marked allow_in_graph, but {where} is a {type(res).__name__}: "
                           f"a function in the graph must return a tensor or (nested) tuples/lists of tensors")
 
-    def _unflatten(self, out, node, res):
+    def _unflatten(self, out, node, res, passed):
         from .lists import ListVariable, TupleVariable
         from .tensor import TensorVariable
         if not isinstance(res, (tuple, list)):
-            return TensorVariable(node, res)
+            hit = passed.get(id(res))
+            return hit if hit is not None else TensorVariable(node, res)
         items = []
         for i, r in enumerate(res):
+            if id(r) in passed:
+                items.append(passed[id(r)])
+                continue
             n = out.graph.call_function(operator.getitem, (node, i))
             n.meta.update(out.node_meta)
-            items.append(self._unflatten(out, n, r))
+            items.append(self._unflatten(out, n, r, passed))
         return ListVariable(items) if type(res) is list else TupleVariable(items)
