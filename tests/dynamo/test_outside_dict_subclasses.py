@@ -193,3 +193,22 @@ def test_values_match_torch_reference():
     ref = tl @ tw + tloss + tl.sum() * 2
     ref = ref + tl.mean() * 6 + tloss.mean() * 4 - tl.sum() - tloss.sum()
     np.testing.assert_allclose(got.numpy(), (ref * 2).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_same_object_passed_twice_is_one_tracker():
+    def f(a, b):
+        return a["logits"] + b["loss"], a is b
+
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt)
+    o = _out()
+    got, ref = cf(o, o), f(o, o)
+    np.testing.assert_allclose(got[0].numpy(), ref[0].numpy())
+    assert got[1] is ref[1] is True
+    o2 = _out()
+    got, ref = cf(o, o2), f(o, o2)
+    np.testing.assert_allclose(got[0].numpy(), ref[0].numpy())
+    assert got[1] is ref[1] is False
+    assert cnt.frame_count == 2
+    got = cf(o, o)                       # the aliasing entry, whichever entry is tried first
+    assert got[1] is True and cnt.frame_count == 2

@@ -400,8 +400,18 @@ def wrap_outside_dict_object(tx, value, source, guard=True):
         raise Unsupported(f"a {cls.__name__} (dict subclass) from outside the frame with keys that are not "
                           f"plain constants")
     out = tx.output
-    v = OutsideDictObjectVariable(value, source)
+    hit = out.containers.get(id(value))
+    if isinstance(hit, OutsideDictObjectVariable) and hit.obj is value:
+        # the same object reached another way (``f(o, o)``): one tracker, so ``is`` holds
+        out.guards.add(f"{source.expr()} is {hit.source.expr()}", "same object")
+        return hit
     src = source.expr()
+    for other in out.containers.values():
+        if isinstance(other, OutsideDictObjectVariable):
+            # distinct now: a call passing one object twice must not reuse this entry
+            out.guards.add(f"{src} is not {other.source.expr()}", f"{src} is not {other.source.expr()}")
+    v = OutsideDictObjectVariable(value, source)
+    out.containers[id(value)] = v
     g = out.guards if guard else None
     if g is not None:
         g.type_match(source, value)
