@@ -242,3 +242,20 @@ def test_argument_returned_unchanged_is_the_same_tensor():
             np.testing.assert_allclose(q.numpy(), (y * 2 + 1).numpy(), rtol=1e-6)
     finally:
         _allowed._ALLOWED.pop(id(pick), None)
+
+
+def test_function_reading_tensor_data_breaks_with_reason():
+    def data_dependent(a):
+        return a * float(a.sum())             # needs the data: not possible on fake tensors
+
+    ember.compiler.allow_in_graph(data_dependent)
+    try:
+        def f(x):
+            return data_dependent(x) + 1
+        x = _x()
+        ex = dynamo.explain(f)(x)
+        assert ex.graph_break_count >= 1
+        assert any("cannot run on fake tensors" in str(r) for r in ex.break_reasons), ex.break_reasons
+        np.testing.assert_allclose(ember.compile(f, backend="eager")(x).numpy(), f(x).numpy(), rtol=1e-6)
+    finally:
+        _allowed._ALLOWED.pop(id(data_dependent), None)

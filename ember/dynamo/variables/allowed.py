@@ -156,7 +156,13 @@ class AllowedFunctionVariable(VariableTracker):
             self._check_arg(a, repr(k))
         ex_args = [out._map(a, True) for a in args]
         ex_kwargs = {k: out._map(v, True) for k, v in kwargs.items()}
-        res = out.examples.run(self.fn, ex_args, ex_kwargs)
+        try:
+            res = out.examples.run(self.fn, ex_args, ex_kwargs)
+        except Unsupported as e:
+            # the body runs on fake tensors here, and later stages (aot) run it the same way
+            raise Unsupported(f"{_name(self.fn)} is marked allow_in_graph, but it cannot run on fake tensors "
+                              f"(it must be made of ember ops that need only shapes/dtypes, never tensor "
+                              f"data): {e.msg}") from None
         self._check_result(res, "the result", ex_args + list(ex_kwargs.values()))
         node_args = tuple(out._map(a, False) for a in args)
         node_kwargs = {k: out._map(v, False) for k, v in kwargs.items()}
