@@ -300,7 +300,12 @@ class AOTModule:
 
 
 def _inputs_without_gradient(joint: JointGraph, bw_gm) -> frozenset:
-    """Primal positions that require grad but whose gradient the backward graph leaves None."""
+    """Primal positions that require grad but whose gradient the backward graph leaves None.
+
+    Read off the graph only when it is built: an aot cache hit's graphs stay unbuilt (inductor
+    finds its code by digest), and such an input then keeps its edge, as before."""
+    if getattr(bw_gm, "materialized", True) is False:
+        return frozenset()
     try:
         out = next(n for n in bw_gm.graph.nodes if n.op == "output")
         grads = out.args[0]
