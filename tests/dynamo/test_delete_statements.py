@@ -310,3 +310,19 @@ def test_del_global_absent_is_name_error_in_trace():
     assert_one_graph(f, x)
     out, msg = ember.compile(f, backend="eager")(x)
     assert msg == f(x)[1] == "name 'NEVER_DEFINED_GLOBAL' is not defined"
+
+
+def test_del_grad_of_input_tensor():
+    def f(p, x):
+        y = p * x
+        del p.grad
+        return y, p.grad is None
+
+    p = ember.randn(3, 4, requires_grad=True)
+    (p * 2).sum().backward()
+    assert p.grad is not None
+    x = _x()
+    cnt = CountingBackend()
+    out, none = ember.compile(f, backend=cnt)(p, x)
+    np.testing.assert_allclose(out.detach().numpy(), (p * x).detach().numpy())
+    assert none is True and p.grad is None and cnt.frame_count == 1

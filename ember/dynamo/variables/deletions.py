@@ -102,6 +102,15 @@ def delete_attr(tx, obj, name):
             raise Unsupported(f"`del .{name}` on an exception raised while tracing")
         del obj.attrs[name]
         return
+    from .tensor import TensorVariable
+    if isinstance(obj, TensorVariable) and name == "grad" and obj.source is not None:
+        # ``del p.grad`` is ``p.grad = None`` (Tensor's grad deleter): replayed after the graph
+        target = out.input_value(obj.source)
+        if target is None:
+            raise Unsupported("`del .grad` on a tensor that is not a graph input")
+        from .constant import ConstantVariable
+        out.record_setattr(obj, target, "grad", ConstantVariable(None))
+        return
     if obj.source is None:
         raise Unsupported(f"`del .{name}` on {obj} (an object with no source)")
     src = obj.source.expr()
