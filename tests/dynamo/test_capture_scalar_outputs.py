@@ -102,6 +102,20 @@ def test_python_arithmetic_property(kind, op, const, const_left, val):
     assert dynamo.counters["internal_errors"] == 0, dynamo.fallback_reasons
 
 
+def test_float_and_int_of_a_tensor_are_captured_items():
+    def f(x, y, i):
+        return x * float(y), x + int(i), float(i) / 2
+    cnt = check(f, lambda: (_t(3), _t(1, dtype=ember.float64), _ints(1)))
+    assert cnt.frame_count == 1
+
+    def g(x, y):
+        return x * int(y)        # int() of a float needs the value: a break there, eager's int()
+    cf = ember.compile(g, backend=CountingBackend())
+    for _ in range(3):
+        x, y = _t(3), _t(1) * 4
+        assert_same(g(x, y), cf(x, y))
+
+
 def test_inplace_tensor_ops_with_scalar():
     def f(x, y):
         z = x.clone()

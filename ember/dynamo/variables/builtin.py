@@ -350,6 +350,9 @@ def _anyall(pyfn):
 def _scalar_cast(pyfn):
     def h(tx, args, kwargs):
         if args and isinstance(args[0], TensorVariable):
+            if pyfn in (float, int) and len(args) == 1 and not kwargs and sym_scalar.capturing():
+                # float(t) is float(t.item()): a captured item (config.capture_scalar_outputs)
+                return sym_scalar.call_builtin(tx, pyfn, [sym_scalar.capture_item(tx, args[0], [], {})], {})
             raise Unsupported(f"{pyfn.__name__}(tensor) reads tensor data")
         if pyfn is bool and len(args) == 1:
             return ConstantVariable(args[0].truthy(tx))

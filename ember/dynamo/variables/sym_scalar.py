@@ -120,6 +120,12 @@ class SymScalarVariable(VariableTracker):
         return f"SymScalarVariable({self.py_type.__name__}, {self.tensor.node.name})"
 
 
+def capturing() -> bool:
+    """Whether ``.item()`` is captured (``ember.dynamo.config.capture_scalar_outputs``)."""
+    from .. import config
+    return bool(config.capture_scalar_outputs)
+
+
 def _origin(tx):
     """The root frame's current instruction (the ``.item()`` call, or the call of the inlined
     function making it) if a graph break can be made there."""
