@@ -146,6 +146,21 @@ def test_item_reused_for_new_values_no_recompile():
     assert cnt.frame_count == 1
 
 
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32, ember.int64, ember.bool])
+def test_item_not_changed_by_later_inplace_ops(backend, dtype):
+    def f(x):
+        s = x.item()
+        x.add_(1) if dtype != ember.bool else x.logical_not_()
+        return s, x * s
+    x1 = _t(1, dtype=dtype) if dtype.category == 2 else ember.tensor([3]).to(dtype)
+    x2 = x1.clone()
+    want = f(x1)
+    got = ember.compile(f, backend=backend)(x2)
+    assert_same(want, got)
+    assert_same(x1, x2)
+
+
 def test_graph_node_is_detached_0d_of_canonical_dtype():
     cnt = CountingBackend()
     cf = ember.compile(lambda x, y, i: (x * y.item(), x * i.item()), backend=cnt)

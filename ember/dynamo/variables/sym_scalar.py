@@ -3,7 +3,8 @@
 Eager ``t.item()`` turns one tensor element into a Python ``float``/``int``/``bool``. Without the
 flag that read breaks the graph. With it, the value stays in the graph as a *symbolic scalar*:
 a ``SymScalarVariable`` holding a 0-d tensor node computed from ``t`` (``t.detach()``, reshaped
-to 0-d, converted to float64 / int64 / bool: the exact value the Python number holds, and no
+to 0-d, converted to float64 / int64 / bool -- or cloned when it already is one -- so it holds
+the exact value the Python number holds, is not changed by later in-place ops on ``t``, and no
 gradient flows through it, as none flows through a Python number).
 
 It is the same kind of value as an unspecialized float argument (``OutputGraph.add_scalar_input``),
@@ -164,6 +165,10 @@ def capture_item(tx, tv, args, kwargs):
         node = out.call_method("reshape", [node, ConstantVariable(())], {})
     if ex.dtype != _CANON[py]:
         node = out.call_method("to", [node], {"dtype": ConstantVariable(_CANON[py])})
+    else:
+        # a copy: detach/reshape are views of ``t``, and a later in-place op on ``t`` must not
+        # change the number (eager's Python float was read before it)
+        node = out.call_method("clone", [node], {})
     origin = _origin(tx)
     if origin is not None:
         out.item_origins.append(origin)
