@@ -573,3 +573,18 @@ def test_inductor_with_grad():
     out.backward()
     assert not dynamo.fallback_reasons, dynamo.fallback_reasons
     np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_with_dynamic_sizes():
+    """Sizes made symbolic by automatic dynamic shapes combine with captured items in the graph."""
+    def f(x):
+        s = x.sum().item()
+        n = x.shape[0]
+        return x * s + n, ember.full((n,), s), s * n, n - s, x.new_full((n, 2), s)
+    cnt = CountingBackend()
+    cf = ember.compile(f, backend=cnt)
+    for n in (3, 4, 5, 6):
+        x = _t(n)
+        assert_same(f(x), cf(x))
+    assert not dynamo.fallback_reasons, _reasons()
+    assert cnt.frame_count == 2       # static, then dynamic: no recompile for sizes 5, 6

@@ -196,6 +196,9 @@ def _operand(tx, v, a, b):
         return v.py_type, v
     if isinstance(v, UnspecFloatVariable) and not v._guarded and type(v.raw) in (int, float):
         return type(v.raw), v
+    from ...fx.experimental.symbolic_shapes import SymInt
+    if isinstance(v, ConstantVariable) and isinstance(v.value, SymInt):
+        return int, v.value      # a symbolic size: the graph computes it (a sym_size node)
     if isinstance(v, ConstantVariable) and type(v.value) in (bool, int, float):
         c = v.value
         if type(c) is int and not _INT64[0] <= c <= _INT64[1]:
@@ -269,7 +272,7 @@ def _as_node(out, v, dtype):
         return v.as_tensor(out, dtype)
     if isinstance(v, UnspecFloatVariable):
         return out.add_scalar_input(v, dtype)
-    return ConstantVariable(v)
+    return ConstantVariable(v)      # (a SymInt too: OutputGraph._call passes it as a size node)
 
 
 def unary(tx, op, a):
