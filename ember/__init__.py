@@ -118,7 +118,8 @@ def __getattr__(name):
     # Subpackages that import heavy things load on first use.
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
-                "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing"):
+                "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing",
+                "distributed"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod

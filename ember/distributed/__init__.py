@@ -1,0 +1,73 @@
+"""``ember.distributed``: process groups and collectives on CPU tensors across processes
+(PyTorch's ``torch.distributed`` with the ``gloo`` backend).
+
+What works
+----------
+* ``init_process_group(backend="gloo", init_method=None|"env://"|"tcp://host:port"|"file:///path",
+  timeout=, world_size=, rank=, store=)``, ``is_initialized``, ``get_rank``, ``get_world_size``,
+  ``get_backend`` (always ``"gloo"``), ``destroy_process_group``, ``new_group(ranks)`` (every
+  rank calls it, in the same order; a non-member gets ``GroupMember.NON_GROUP_MEMBER`` and its
+  collectives on that group return None, as PyTorch), ``barrier``, ``monitored_barrier``.
+* Collectives, in place on CPU tensors, any dtype (bool, ints, float16/bfloat16/32/64,
+  complex): ``all_reduce``, ``reduce``, ``broadcast``, ``all_gather``,
+  ``all_gather_into_tensor``, ``gather``, ``scatter``, ``reduce_scatter``,
+  ``reduce_scatter_tensor``, ``all_to_all``, ``all_to_all_single``; ``ReduceOp`` SUM, PRODUCT,
+  MIN, MAX, AVG (integers: truncating division), BAND/BOR/BXOR (integers and bool only).
+  ``async_op=True`` returns a ``Work`` (``wait()``, ``is_completed()``, ``get_future()``); the
+  operation runs on the group's worker thread, in call order.
+* Point to point: ``send``/``recv`` (``src=None``: any rank; returns the sender),
+  ``isend``/``irecv``, ``batch_isend_irecv``, tags.
+* Objects (pickled; unpickling runs code, so only between ranks you trust):
+  ``broadcast_object_list``, ``all_gather_object``, ``gather_object``, ``scatter_object_list``.
+* Stores: ``TCPStore``, ``FileStore``, ``HashStore``, ``PrefixStore`` with ``set / get / add /
+  wait / check / compare_set / delete_key / num_keys``.
+
+Transport and its cost
+----------------------
+Rendezvous goes through a store (for ``env://`` / ``tcp://``, a ``TCPStore`` served by rank
+0). Then every pair of ranks opens one TCP connection (a full mesh: ``n(n-1)/2`` sockets,
+fine for the handful of processes one machine runs); each connection has a reader thread
+that files incoming messages by operation, so concurrent operations never mix.
+
+* Reductions (``all_reduce``, ``reduce``) go through a star: every rank sends its tensor to
+  the root (group rank 0, or ``dst``), which combines them **in group-rank order** and (for
+  ``all_reduce``) sends the result back. Every rank gets bitwise the same result, equal to a
+  sequential fold in rank order -- the property DDP needs so replicas never drift. Cost: the
+  root receives and sends ``(n-1)`` full tensors (a ring moves ``2(n-1)/n`` per rank): the
+  root's link is the bottleneck for large tensors and many ranks, and latency is two hops.
+* ``reduce_scatter``: chunk g of every rank goes straight to rank g, which folds them in rank
+  order. ``all_gather``, ``gather``, ``scatter``, ``all_to_all``, ``broadcast``: direct
+  sends between the ranks concerned (one hop).
+
+Errors and limits
+-----------------
+* Before ``init_process_group``: ``ValueError("Default process group has not been initialized,
+  please make sure to call init_process_group.")`` as PyTorch.
+* Mismatched shapes/dtypes across ranks: the rank that sees it raises ``RuntimeError`` naming
+  the ranks and shapes, and tells the others, which raise too (no hang).
+* An operation waiting longer than the group's ``timeout`` raises ``RuntimeError`` naming the
+  operation and the ranks it was waiting for; a peer that exits or crashes makes its waiters
+  fail at once.
+* CPU tensors only: backend ``"nccl"`` raises a clear ``RuntimeError`` (ember has no NCCL);
+  ``"mpi"``/``"ucc"`` likewise. ``ReduceOp.PREMUL_SUM`` raises NotImplementedError.
+* ``send`` returns once the data is handed to the kernel (the peer's reader drains it), so
+  it never blocks on the matching ``recv``.
+"""
+from __future__ import annotations
+
+from .distributed_c10d import (  # noqa: F401
+    Backend, GroupMember, P2POp, ProcessGroup, ReduceOp, Work, _all_gather_base, _reduce_scatter_base,
+    all_gather, all_gather_into_tensor, all_gather_object, all_reduce, all_to_all, all_to_all_single, barrier,
+    batch_isend_irecv, broadcast, broadcast_object_list, default_pg_timeout, destroy_process_group, gather,
+    gather_object, get_backend, get_global_rank, get_group_rank, get_process_group_ranks, get_rank, get_world_size,
+    group, init_process_group, irecv, is_available, is_gloo_available, is_initialized, is_mpi_available,
+    is_nccl_available, is_torchelastic_launched, is_ucc_available, isend, monitored_barrier, new_group, recv,
+    reduce, reduce_op, reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send,
+)
+from ._transport import DistTimeoutError  # noqa: F401
+from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
+
+DistError = RuntimeError
+DistBackendError = RuntimeError
+DistStoreError = RuntimeError
+DistNetworkError = RuntimeError
