@@ -1,12 +1,15 @@
-"""Modules training scripts reach for that ember runs in one process: SyncBatchNorm,
-DataParallel, AdaptiveLogSoftmaxWithLoss.
+"""Modules training scripts reach for: SyncBatchNorm, DataParallel, AdaptiveLogSoftmaxWithLoss.
 
-* ``SyncBatchNorm`` is BatchNorm whose statistics would be reduced across processes; ember has
-  no process groups, so (as PyTorch without an initialised process group) it is BatchNorm over
-  the local batch, for any input of 2 or more dims. ``convert_sync_batchnorm(model)`` swaps
-  every BatchNorm of a model for one, sharing its parameters and buffers.
-* ``DataParallel(module)`` with no (or one) device runs ``module`` as is -- what PyTorch does
-  when there is no GPU; spreading a batch over several GPUs raises (not implemented).
+* ``SyncBatchNorm`` is BatchNorm whose batch statistics are reduced across the processes of an
+  ``ember.distributed`` process group (``process_group``, default the world) in training mode:
+  the per-channel sum and then the sum of squared deviations are all-reduced (two passes, so
+  the variance does not suffer ``E[x^2] - E[x]^2`` cancellation), and the backward all-reduces
+  their gradients, so every rank normalises with the statistics of the global batch and the
+  gradients equal those of one process holding it. Without an initialised process group (or
+  in eval mode, or in a group of one) it is BatchNorm over the local batch, for any input of 2
+  or more dims, as PyTorch. ``convert_sync_batchnorm(model)`` swaps every BatchNorm of a model
+  for one, sharing its parameters and buffers.
+* ``DataParallel`` lives in ``ember.nn.parallel`` (re-exported here).
 * ``AdaptiveLogSoftmaxWithLoss`` (Grave et al., "Efficient softmax approximation for GPUs"):
   a head over the frequent classes plus one cluster token per tail cluster, each tail a
   low-rank projection; returns ``(output, loss)`` with the target's log-probability per row.
@@ -21,6 +24,7 @@ from .batchnorm import _BatchNorm
 from .container import ModuleList, Sequential
 from .linear import Linear
 from .module import Module
+from ..parallel.data_parallel import DataParallel
 
 __all__ = ["SyncBatchNorm", "DataParallel", "AdaptiveLogSoftmaxWithLoss"]
 
@@ -39,7 +43,27 @@ class SyncBatchNorm(_BatchNorm):
         self._check_input_dim(input)
         if input.size(1) == 0:
             raise ValueError("SyncBatchNorm number of input channels should be non-zero")
-        return super().forward(input)
+        pg = self._sync_group() if self.training else None
+        if pg is None:
+            return super().forward(input)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.track_running_stats and self.num_batches_tracked is not None:
+            with _no_grad():
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.item())
+        return _sync_batch_norm(input, self.weight, self.bias, self.running_mean if self.track_running_stats else None,
+                                self.running_var if self.track_running_stats else None, factor, self.eps, pg)
+
+    def _sync_group(self):
+        """The group to reduce statistics over, or None when there is nobody to sync with."""
+        from ... import distributed as dist
+        if not dist.is_initialized():
+            return None
+        pg = self.process_group if self.process_group is not None else dist.group.WORLD
+        if dist.get_world_size(pg) <= 1:
+            return None
+        return pg
 
     @classmethod
     def convert_sync_batchnorm(cls, module, process_group=None):
@@ -65,23 +89,48 @@ class SyncBatchNorm(_BatchNorm):
         return out
 
 
-class DataParallel(Module):
-    def __init__(self, module, device_ids=None, output_device=None, dim=0):
-        super().__init__()
-        from ... import cuda
-        self.module = module
-        self.dim = dim
-        if device_ids is None:
-            device_ids = list(range(cuda.device_count())) if cuda.is_available() else []
-        self.device_ids = [d.index if hasattr(d, "index") else int(d) for d in device_ids]
-        if len(self.device_ids) > 1:
-            raise NotImplementedError(f"DataParallel over several GPUs ({self.device_ids}): ember does not scatter a "
-                                      f"batch across devices; use one device")
-        self.output_device = (self.device_ids[0] if self.device_ids else None) if output_device is None \
-            else output_device
+def _sync_batch_norm(input, weight, bias, running_mean, running_var, factor, eps, pg):
+    """Batch norm with statistics of the batch spread over ``pg``'s ranks (differentiable)."""
+    from ... import distributed as dist, tensor as _tensor, float64
+    from ...autograd.function import Function
 
-    def forward(self, *inputs, **kwargs):
-        return self.module(*inputs, **kwargs)
+    class _AllReduceSum(Function):
+        """Sum over the group; the gradient of a sum is the sum of the ranks' gradients."""
+
+        @staticmethod
+        def forward(ctx, t):
+            out = t.clone()
+            dist.all_reduce(out, group=pg)
+            return out
+
+        @staticmethod
+        def backward(ctx, grad):
+            g = grad.clone()
+            dist.all_reduce(g, group=pg)
+            return g
+
+    c = input.size(1)
+    dims = [0] + list(range(2, input.dim()))
+    shape = [1, c] + [1] * (input.dim() - 2)
+    count = _tensor([float(input.numel() // c)], dtype=float64)
+    dist.all_reduce(count, group=pg)
+    n = float(count.item())
+    if n <= 1:
+        raise ValueError(f"Expected more than 1 value per channel when training, got input size {list(input.shape)} "
+                         f"({int(n)} value(s) per channel over the whole process group)")
+    mean = _AllReduceSum.apply(input.sum(dims)) / n
+    xmu = input - mean.reshape(shape)
+    var = _AllReduceSum.apply((xmu * xmu).sum(dims)) / n
+    out = xmu * (var + eps).rsqrt().reshape(shape)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    if running_mean is not None:
+        with _no_grad():
+            running_mean.mul_(1 - factor).add_(mean.detach().to(running_mean.dtype) * factor)
+            running_var.mul_(1 - factor).add_(var.detach().to(running_var.dtype) * (factor * n / (n - 1)))
+    return out
 
 
 _ASMoutput = namedtuple("_ASMoutput", ["output", "loss"])

@@ -1,0 +1,7 @@
+"""``ember.nn.parallel`` (PyTorch's ``torch.nn.parallel``): ``DistributedDataParallel`` -- one
+replica per process, gradients averaged over an ``ember.distributed`` process group during
+backward -- and ``DataParallel`` (single device: runs the module as is)."""
+from .data_parallel import DataParallel, data_parallel
+from .distributed import DistributedDataParallel
+
+__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]

@@ -1,0 +1,304 @@
+"""``DistributedDataParallel``: one model replica per process; gradients averaged across the
+process group during ``backward`` (PyTorch's ``torch.nn.parallel.DistributedDataParallel``).
+
+How the gradients are synchronised
+----------------------------------
+Each parameter that requires grad gets a post-accumulate-grad hook (ember's autograd runs it
+after the parameter's ``.grad`` received this backward's contribution). ``forward`` (in
+grad mode, outside ``no_sync``) arms the reducer; every hook marks its parameter ready, and
+the hook that makes the last expected parameter ready all-reduces every gradient at once:
+gradients are packed into flat buffers (per dtype, at most ``bucket_cap_mb`` each) in
+parameter order, divided by the world size and summed over the group (ember's all-reduce folds
+in rank order and hands every rank the same bytes, so replicas stay identical). Waiting for the
+last parameter instead of reducing bucket by bucket while backward runs gives up overlapping
+communication with computation (no gain in a single-threaded numpy backward) and makes the
+order of the collectives the same on every rank whatever order the hooks fire in.
+
+Gradients are averaged exactly once per armed forward: a second backward through the same
+graph (``retain_graph=True``) accumulates locally without another all-reduce.
+
+``find_unused_parameters=True``: ``forward`` walks the autograd graph of its outputs and marks
+the parameters it cannot reach ready at once (their slot in the buffer is zeros); a used-map is
+all-reduced with the gradients, and a parameter unused on every rank keeps ``grad`` untouched
+(None stays None), one used elsewhere receives the averaged gradient, as PyTorch. Without it,
+a parameter that gets no gradient leaves the reduction unfinished, and the next ``forward``
+raises PyTorch's "Expected to have finished reduction in the prior iteration" error.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from ..modules.module import Module
+
+__all__ = ["DistributedDataParallel"]
+
+_UNFINISHED = (
+    "Expected to have finished reduction in the prior iteration before starting a new one. This error indicates "
+    "that your module has parameters that were not used in producing loss. You can enable unused parameter "
+    "detection by passing the keyword argument `find_unused_parameters=True` to "
+    "`torch.nn.parallel.DistributedDataParallel`, and by \nmaking sure all `forward` function outputs participate "
+    "in calculating loss. \nIf you already have done the above, then the distributed data parallel module wasn't "
+    "able to locate the output tensors in the return value of your module's `forward` function. Please include "
+    "the loss function and the structure of the return value of `forward` of your module when reporting this "
+    "issue (e.g. list, dict, iterable).\nParameter indices which did not receive grad for rank {rank}: {idx}\n"
+    "(parameters: {names})")
+
+
+def _tensors_in(obj, out):
+    from ...tensor import Tensor
+    if isinstance(obj, Tensor):
+        out.append(obj)
+    elif isinstance(obj, dict):
+        for v in obj.values():
+            _tensors_in(v, out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            _tensors_in(v, out)
+    elif hasattr(obj, "__dataclass_fields__"):
+        for k in obj.__dataclass_fields__:
+            _tensors_in(getattr(obj, k), out)
+    return out
+
+
+def _reachable_leaves(outputs):
+    """ids of the leaf tensors the autograd graphs of ``outputs`` accumulate into."""
+    from ...autograd.graph import AccumulateGrad, gradient_edge
+    seen, leaves, stack = set(), set(), []
+    for t in _tensors_in(outputs, []):
+        e = gradient_edge(t) if t.requires_grad else None
+        if e is not None:
+            stack.append(e[0])
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            leaves.add(id(node.variable))
+            continue
+        for e in node.next_edges:
+            if e is not None:
+                stack.append(e[0])
+    return leaves
+
+
+class DistributedDataParallel(Module):
+    def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
+                 init_sync=True, process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
+                 check_reduction=False, gradient_as_bucket_view=False, static_graph=False,
+                 delay_all_reduce_named_params=None, param_to_hook_all_reduce=None, mixed_precision=None,
+                 device_mesh=None):
+        super().__init__()
+        from ... import distributed as dist
+        if not dist.is_initialized():
+            raise ValueError("Default process group has not been initialized, please make sure to call "
+                             "init_process_group.")
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: module must be an nn.Module, got {type(module).__name__}")
+        if process_group is not None and device_mesh is not None:
+            raise RuntimeError("Cannot specify both process_group and device_mesh arguments.")
+        if device_mesh is not None:
+            raise NotImplementedError("DistributedDataParallel(device_mesh=...): ember has no DeviceMesh; pass "
+                                      "process_group")
+        if mixed_precision is not None:
+            raise NotImplementedError("DistributedDataParallel(mixed_precision=...) is not implemented in ember")
+        params = [p for p in module.parameters()]
+        if not any(p.requires_grad for p in params):
+            raise RuntimeError("DistributedDataParallel is not needed when a module doesn't have any parameter that "
+                               "requires a gradient.")
+        devices = {p.device for p in params}
+        if any(d.type != "cpu" for d in devices):
+            raise RuntimeError(f"DistributedDataParallel: ember's process groups carry CPU tensors only; the module "
+                               f"has parameters on {sorted(str(d) for d in devices)}")
+        if device_ids is not None or output_device is not None:
+            raise ValueError(f"DistributedDataParallel device_ids and output_device arguments only work with "
+                             f"single-device/multiple-device GPU modules or CPU modules, but got device_ids "
+                             f"{device_ids}, output_device {output_device}, and module parameters "
+                             f"{{device(type='cpu')}}.")
+        self.module = module
+        self.device_ids = None
+        self.output_device = None
+        self.dim = dim
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.gradient_as_bucket_view = gradient_as_bucket_view
+        self.static_graph = static_graph
+        self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True
+        self.process_group = process_group if process_group is not None else dist.group.WORLD
+        self.bucket_bytes_cap = int((25 if bucket_cap_mb is None else bucket_cap_mb) * 1024 * 1024)
+        ignored = set(getattr(module, "_ddp_params_and_buffers_to_ignore", ()))
+        self._named_params = [(n, p) for n, p in module.named_parameters() if p.requires_grad and n not in ignored]
+        self._buffers_to_sync = [b for n, b in module.named_buffers() if n not in ignored and b is not None]
+        self._world = dist.get_world_size(self.process_group)
+        self._check_same_model(dist)
+        if init_sync:
+            self._broadcast_coalesced([p for _, p in module.named_parameters() if _ not in ignored]
+                                      + self._buffers_to_sync)
+        self._armed = False          # a forward asked for this backward's reduction
+        self._ready = None
+        self._unused_local = set()
+        self._fired = False          # some hook ran since arming: a backward is under way
+        self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
+                         for i, (_, p) in enumerate(self._named_params)]
+
+    # ------------------------------------------------------------------ construction helpers
+    def _check_same_model(self, dist):
+        mine = [(n, tuple(p.shape), str(p.dtype)) for n, p in self.module.named_parameters()]
+        everyone = [None] * self._world
+        dist.all_gather_object(everyone, mine, group=self.process_group)
+        ranks = dist.get_process_group_ranks(self.process_group)
+        for r, theirs in zip(ranks, everyone):
+            if theirs != everyone[0]:
+                if len(theirs) != len(everyone[0]):
+                    raise RuntimeError(f"DDP expects same model across all ranks, but Rank {r} has {len(theirs)} "
+                                       f"params, while rank {ranks[0]} has inconsistent {len(everyone[0])} params.")
+                for (n0, s0, d0), (n1, s1, d1) in zip(everyone[0], theirs):
+                    if (n0, s0, d0) != (n1, s1, d1):
+                        raise RuntimeError(f"DDP expects same model across all ranks, but rank {r} has parameter "
+                                           f"{n1} of shape {list(s1)} and dtype {d1} where rank {ranks[0]} has "
+                                           f"{n0} of shape {list(s0)} and dtype {d0}.")
+
+    def _buckets(self, arrays):
+        """Index lists of ``arrays`` grouped by dtype, each group at most the bucket cap in
+        bytes (a single larger array gets a bucket of its own)."""
+        by_dtype = {}
+        for i, a in enumerate(arrays):
+            by_dtype.setdefault(str(a.dtype), []).append(i)
+        out = []
+        for idx in by_dtype.values():
+            cur, size = [], 0
+            for i in idx:
+                nb = arrays[i].nbytes
+                if cur and size + nb > self.bucket_bytes_cap:
+                    out.append(cur)
+                    cur, size = [], 0
+                cur.append(i)
+                size += nb
+            if cur:
+                out.append(cur)
+        return out
+
+    def _flat(self, arrays, idx, dtype):
+        from ... import empty
+        n = sum(arrays[i].size for i in idx)
+        flat = empty(n, dtype=dtype)
+        if n:
+            flat._data[...] = np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx])
+        return flat
+
+    def _broadcast_coalesced(self, tensors):
+        """Rank 0's (group rank 0's) values of ``tensors`` everywhere, one broadcast per bucket."""
+        from ... import distributed as dist
+        if self._world == 1 or not tensors:
+            return
+        src = dist.get_process_group_ranks(self.process_group)[0]
+        arrays = [t._data for t in tensors]
+        for idx in self._buckets(arrays):
+            flat = self._flat(arrays, idx, tensors[idx[0]].dtype)
+            dist.broadcast(flat, src=src, group=self.process_group)
+            off = 0
+            for i in idx:
+                t = tensors[i]
+                k = t._data.size
+                t._data[...] = flat._data[off:off + k].reshape(t._data.shape)
+                t._bump_version()
+                off += k
+
+    # ------------------------------------------------------------------ gradient reduction
+    def _make_hook(self, i):
+        def hook(param):
+            if not self._armed:
+                return
+            self._fired = True
+            if i in self._ready:
+                return      # a parameter accumulated twice in one backward (PyTorch errors; we count it once)
+            self._ready.add(i)
+            if len(self._ready) == len(self._named_params):
+                self._reduce()
+        return hook
+
+    def _reduce(self):
+        from ... import distributed as dist, zeros_like
+        self._armed = False
+        params = [p for _, p in self._named_params]
+        arrays = [p.grad._data if p.grad is not None else np.zeros(p._data.shape, p._data.dtype) for p in params]
+        for idx in self._buckets(arrays):
+            flat = self._flat(arrays, idx, params[idx[0]].dtype)
+            if self._world > 1:
+                flat._data /= np.asarray(self._world, dtype=flat._data.dtype) if flat.dtype.is_floating_point \
+                    else self._world
+                dist.all_reduce(flat, group=self.process_group)
+            off = 0
+            for i in idx:
+                arrays[i] = flat._data[off:off + arrays[i].size].reshape(arrays[i].shape)
+                off += arrays[i].size
+        used_somewhere = None
+        if self.find_unused_parameters:
+            from ... import tensor as _tensor, int32
+            used = _tensor([0 if i in self._unused_local else 1 for i in range(len(params))], dtype=int32)
+            if self._world > 1:
+                dist.all_reduce(used, group=self.process_group)
+            used_somewhere = used._data
+        for i, p in enumerate(params):
+            if p.grad is None:
+                if used_somewhere is not None and used_somewhere[i] == 0:
+                    continue        # unused on every rank: grad stays None, as PyTorch
+                g = zeros_like(p)
+                g._data[...] = arrays[i]
+                p.grad = g
+            else:
+                p.grad._data[...] = arrays[i]
+                p.grad._bump_version()
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, *inputs, **kwargs):
+        from ... import distributed as dist, is_grad_enabled
+        if self._armed and self._fired:
+            missing = sorted(set(range(len(self._named_params))) - self._ready)
+            self._armed = False
+            raise RuntimeError(_UNFINISHED.format(rank=dist.get_rank(), idx=" ".join(map(str, missing)),
+                                                  names=", ".join(self._named_params[i][0] for i in missing)))
+        if self.broadcast_buffers and self.require_forward_param_sync and self._buffers_to_sync:
+            self._broadcast_coalesced(self._buffers_to_sync)
+        out = self.module(*inputs, **kwargs)
+        if is_grad_enabled() and self.require_backward_grad_sync:
+            self._armed, self._fired, self._ready = True, False, set()
+            self._unused_local = set()
+            if self.find_unused_parameters:
+                reach = _reachable_leaves(out)
+                for i, (_, p) in enumerate(self._named_params):
+                    if id(p) not in reach:
+                        self._unused_local.add(i)
+                self._ready |= self._unused_local
+                if len(self._ready) == len(self._named_params):
+                    self._reduce()      # nothing to wait for: this rank contributes zeros
+        else:
+            self._armed = False
+        return out
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backward passes of forwards run inside accumulate gradients locally; the first
+        backward after it averages the accumulated gradients."""
+        old = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = old
+
+    def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
+        raise NotImplementedError("DistributedDataParallel.join (uneven inputs) is not implemented in ember: give "
+                                  "every rank the same number of batches")
+
+    def register_comm_hook(self, state, hook):
+        raise NotImplementedError("DistributedDataParallel.register_comm_hook is not implemented in ember")
+
+    def _set_static_graph(self):
+        self.static_graph = True
+
+    def __getstate__(self):
+        raise RuntimeError("DistributedDataParallel cannot be pickled: pickle its .module instead")
