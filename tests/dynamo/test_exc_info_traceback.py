@@ -114,3 +114,41 @@ def test_returning_a_traceback_breaks():
     out, tb = ember.compile(f, backend="eager")(x)
     np.testing.assert_allclose(out.numpy(), (x - 1).numpy())
     assert tb is not None and tb.tb_frame is not None
+
+
+def test_with_traceback_and_assignment_before_raise():
+    def f(x):
+        try:
+            try:
+                _fail("inner")
+            except KeyError as e:
+                tb = e.__traceback__
+                new = RuntimeError("wrapped")
+                same = new.with_traceback(tb) is new and new.__traceback__ is tb
+                new.__traceback__ = None
+                cleared = new.__traceback__ is None
+                raise new.with_traceback(tb) from e
+        except RuntimeError as r:
+            return x * 3, (same, cleared, r.__traceback__ is not None, r.__cause__ is not None)
+
+    x = _x()
+    assert_one_graph(f, x)
+    got, ref = ember.compile(f, backend="eager")(x), f(x)
+    np.testing.assert_allclose(got[0].numpy(), ref[0].numpy())
+    assert got[1] == ref[1] == (True, True, True, True)
+
+
+def test_setting_traceback_after_raise_breaks():
+    def f(x):
+        try:
+            _fail("k")
+        except KeyError as e:
+            e.__traceback__ = None
+            return x + 2, e.__traceback__ is None
+
+    x = _x()
+    ex = dynamo.explain(f)(x)
+    assert any("after it was raised" in str(r) for r in ex.break_reasons), ex.break_reasons
+    got = ember.compile(f, backend="eager")(x)
+    np.testing.assert_allclose(got[0].numpy(), (x + 2).numpy())
+    assert got[1] is True

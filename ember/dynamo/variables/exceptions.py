@@ -66,7 +66,10 @@ class ExceptionVariable(VariableTracker):
         self.suppress_context = False
         self.source = source
         self.surfaced = None      # root-frame instruction index where it first reached the root frame
-        self.raised = False       # raised while tracing: it has a traceback (``__traceback__`` is not None)
+        # ``__traceback__``: None (never raised), _RAISED (raised while tracing: a traceback that
+        # grows as it leaves frames, a fresh TracebackVariable per read) or the TracebackVariable
+        # given by ``with_traceback``/assignment before it was raised
+        self.tb_state = None
 
     # ------------------------------------------------------------------ tracker protocol
     def python_type(self):
@@ -115,7 +118,11 @@ class ExceptionVariable(VariableTracker):
             return ClassVariable(self.exc_type)
         if name == "__traceback__":
             # None until raised; after that a traceback that can only be None-checked/compared
-            return TracebackVariable(self) if self.raised else ConstantVariable(None)
+            if self.tb_state is _RAISED:
+                return TracebackVariable(self)
+            return self.tb_state if self.tb_state is not None else ConstantVariable(None)
+        if name == "with_traceback":
+            return _WithTraceback(self)
         if name == "value" and issubclass(self.exc_type, StopIteration):
             return self.args[0] if self.args else ConstantVariable(None)
         try:
@@ -152,12 +159,25 @@ class ExceptionVariable(VariableTracker):
         elif name == "args":
             self.args = value.unpack(tx)
         elif name == "__traceback__":
-            raise Unsupported("setting the traceback of an exception raised while tracing")
+            self.set_traceback(tx, value)
         else:
             self.attrs[name] = value
 
     def call_method(self, tx, name, args, kwargs):
         return self.var_getattr(tx, name).call_function(tx, args, kwargs)
+
+    def set_traceback(self, tx, value):
+        """``e.__traceback__ = value`` / ``e.with_traceback(value)`` on an exception not raised yet
+        (value None or a traceback tracker). On one already raised, what a later read sees depends
+        on frames the exception still leaves, which is not modelled: graph break."""
+        if self.tb_state is _RAISED:
+            raise Unsupported(f"setting the traceback of {self.exc_type.__name__} after it was raised while tracing")
+        if _is_none(value):
+            self.tb_state = None
+        elif isinstance(value, TracebackVariable):
+            self.tb_state = value
+        else:
+            raise_observed(tx, TypeError, "__traceback__ must be a traceback or None")
 
     def to_str(self, tx, kind="__str__"):
         """``str(e)`` / ``repr(e)``: a user ``__str__``/``__repr__`` is inlined, the builtin one
@@ -173,6 +193,8 @@ class ExceptionVariable(VariableTracker):
         return ConstantVariable(str(real) if kind == "__str__" else repr(real))
 
     def reconstruct(self, out):
+        if isinstance(self.tb_state, TracebackVariable):
+            self.tb_state._refuse("an exception holding it (given by with_traceback) leaving the frame")
         args = "(" + "".join(out.materialize(a) + ", " for a in self.args) + ")"
         attrs = "{" + ", ".join(f"{k!r}: {out.materialize(v)}" for k, v in self.attrs.items()) + "}"
         cause = out.materialize(self.cause) if self.cause is not None else "None"
@@ -284,7 +306,7 @@ def raise_exception(tx, ev, cause=None, has_cause=False, statement=False):
         ev.cause = cause
         ev.suppress_context = True
     ev.surfaced = None
-    ev.raised = True
+    ev.tb_state = _RAISED
     if statement:
         raise ObservedException(ev, f"raise statement reached while tracing: {ev.describe()} (the program raises)")
     raise ObservedException(ev)
@@ -334,6 +356,22 @@ def exception_match(exc_type, match):
             raise Unsupported(f"except with {c!r}, which is not an exception class (the program raises "
                               f"TypeError)")
     return issubclass(exc_type, match)
+
+
+_RAISED = object()
+
+
+class _WithTraceback(VariableTracker):
+    """``e.with_traceback(tb)``: sets ``__traceback__`` and returns ``e``."""
+
+    def __init__(self, exc):
+        self.exc = exc
+
+    def call_function(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise_observed(tx, TypeError, f"with_traceback() takes exactly one argument ({len(args)} given)")
+        self.exc.set_traceback(tx, args[0])
+        return self.exc
 
 
 class TracebackVariable(VariableTracker):
