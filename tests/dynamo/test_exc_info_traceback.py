@@ -152,3 +152,20 @@ def test_setting_traceback_after_raise_breaks():
     got = ember.compile(f, backend="eager")(x)
     np.testing.assert_allclose(got[0].numpy(), (x + 2).numpy())
     assert got[1] is True
+
+
+def test_traceback_module_calls_break_with_reason():
+    import traceback
+
+    def f(x):
+        try:
+            _fail("k")
+        except KeyError as e:
+            return x + 1, len(traceback.format_exc()) > 0, len(traceback.format_tb(e.__traceback__)) > 0
+
+    x = _x()
+    ex = dynamo.explain(f)(x)
+    assert any("traceback.format_exc() reads real traceback" in str(r) for r in ex.break_reasons), ex.break_reasons
+    got = ember.compile(f, backend="eager")(x)
+    np.testing.assert_allclose(got[0].numpy(), (x + 1).numpy())
+    assert got[1:] == (True, True)

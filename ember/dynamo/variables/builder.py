@@ -129,6 +129,13 @@ def wrap(tx, value, source, guard=True):
         e = Unsupported(f"{getattr(value, '__qualname__', value)} cannot be called inside an ember.compile region")
         e.no_break = True
         raise e
+    if callable(value) and getattr(value, "__module__", None) == "traceback":
+        # traceback.format_exc()/format_tb()/print_exc()/TracebackException: they walk real
+        # traceback objects, which do not exist while tracing (variables/exceptions.py)
+        from .exceptions import TracebackModuleVariable
+        if g:
+            g.id_match(source, value)
+        return TracebackModuleVariable(value, source)
     from .allowed import is_allowed, is_disallowed
     if is_allowed(value) or is_disallowed(value):
         # ember.compiler.allow_in_graph / disallow_in_graph (variables/allowed.py)

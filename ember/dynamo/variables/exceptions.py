@@ -429,6 +429,31 @@ class TracebackVariable(VariableTracker):
         return f"TracebackVariable({self.exc.exc_type.__name__})"
 
 
+class TracebackModuleVariable(VariableTracker):
+    """A function or class of the ``traceback`` module: calling it breaks the graph (it formats
+    or walks real traceback and frame objects; none exist while tracing)."""
+
+    def __init__(self, fn, source=None):
+        self.fn = fn
+        self.source = source
+
+    def as_python_constant(self):
+        return self.fn
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(f"traceback.{getattr(self.fn, '__qualname__', self.fn)}() reads real traceback/frame "
+                          f"objects, which do not exist while tracing (runs eagerly at a graph break)")
+
+    def var_getattr(self, tx, name):
+        raise Unsupported(f"attribute {name!r} of traceback.{getattr(self.fn, '__qualname__', self.fn)}")
+
+    def reconstruct(self, out):
+        return out.ref(self.fn)
+
+    def __repr__(self):
+        return f"TracebackModuleVariable({getattr(self.fn, '__qualname__', self.fn)})"
+
+
 def exc_info_call(tx, args, kwargs):
     """``sys.exc_info()`` inside an except block of traced code: (type, exception, traceback),
     the traceback a ``TracebackVariable``. Outside one, the answer would be the exception the
