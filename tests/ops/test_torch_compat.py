@@ -264,3 +264,15 @@ def test_histogramdd_errors():
         with pytest.raises(exc) as ee:
             fn(ember, ember.tensor(x))
         assert str(te.value).split(":")[0].strip() in str(ee.value) or exc is NotImplementedError
+
+
+def test_legacy_isinstance_under_compile():
+    """dynamo asks the metaclass (the dtype test), not the Python type, and guards on dtype."""
+    def f(x):
+        if isinstance(x, ember.FloatTensor):
+            return x * 2 + ember.sym_max(x.shape[0], 3)
+        return x - 1
+    cf = ember.compile(f, backend="eager")
+    for dt in (ember.float32, ember.float64, ember.float32):
+        x = ember.tensor(RNG.standard_normal(2), dtype=dt)
+        np.testing.assert_array_equal(np.asarray(cf(x)._data), np.asarray(f(x)._data))

@@ -243,6 +243,11 @@ def _isinstance(tx, args, kwargs):
     if not cls.is_python_constant():
         raise Unsupported("isinstance with a non-constant class")
     c = cls.as_python_constant()
+    if isinstance(obj, TensorVariable) and isinstance(c, type) and \
+            type(c).__instancecheck__ is not type.__instancecheck__:
+        # a class whose metaclass decides membership (ember.FloatTensor tests the dtype, ABCs):
+        # ask it about the example tensor (its dtype/device are guarded), not about the type
+        return ConstantVariable(isinstance(obj.example, c))
     try:
         pt = obj.python_type()
     except Unsupported:
