@@ -473,7 +473,8 @@ def test_stored_into_outside_objects_are_python_numbers():
     assert l2 == l1 and type(l2[0]) is float
 
 
-def test_training_loop_total_loss_matches_eager():
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_training_loop_total_loss_matches_eager(backend):
     def make():
         ember.manual_seed(7)
         return ember.nn.Linear(4, 1)
@@ -493,7 +494,7 @@ def test_training_loop_total_loss_matches_eager():
     o1 = ember.optim.SGD(m1.parameters(), lr=0.1)
     o2 = ember.optim.SGD(m2.parameters(), lr=0.1)
     want = train(m1, o1, clone_tree(data))
-    got = ember.compile(train, backend="aot_eager")(m2, o2, clone_tree(data))
+    got = ember.compile(train, backend=backend)(m2, o2, clone_tree(data))
     assert type(got) is float
     assert got == pytest.approx(want, rel=1e-6)
     np.testing.assert_allclose(m2.weight.detach().numpy(), m1.weight.detach().numpy(), rtol=1e-6)
