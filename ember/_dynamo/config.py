@@ -19,12 +19,14 @@
   eager's Python number does) instead of breaking the graph. Arithmetic with tensors follows
   Python-number type promotion (float32 tensor * item stays float32; int64 tensor * float item is
   float32), arithmetic between scalars is done in float64/int64 like Python's, and the scalar can
-  be an operand of pointwise ops, ``clamp``/``where``/``masked_fill``/``fill_`` and
-  ``full``/``full_like``/``new_full``/``tensor``. Where Python needs the concrete value (``if s >
-  0:``, ``int(float_s)``, ``range(s)``, an f-string, a size or an index -- an unbacked SymInt,
-  which ``capture_dynamic_output_shape_ops`` would need and ember does not have) the graph breaks
+  be an operand of pointwise ops, ``clamp``/``where``/``masked_fill``/``fill_``, ``x[i] = s`` and
+  ``full``/``full_like``/``new_full``/``tensor`` (``float(t)``/``int(t)`` are items too). Where
+  Python needs the concrete value (``if s > 0:``, ``int(float_s)``, ``range(s)``, an f-string,
+  a division by ``s`` in Python arithmetic, a size or an index -- an unbacked SymInt, which
+  ``capture_dynamic_output_shape_ops`` would need and ember does not have) the graph breaks
   there (or, where no break can be made, at the ``.item()`` call), and the code after the break
-  sees the real Python number. Returned or stored into outside objects, it is a Python number;
+  sees the real Python number. Returned or stored into outside objects, it is a Python number
+  (details: ``ember/dynamo/variables/sym_scalar.py``);
 * ``capture_dynamic_output_shape_ops``: reads False; True is accepted with a warning that ops
   with data-dependent output shapes (``nonzero``) still break the graph (results stay correct,
   the graph is split there).
