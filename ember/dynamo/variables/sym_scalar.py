@@ -19,7 +19,15 @@ except that a graph node makes it instead of a graph input:
   symbolic scalar whose Python type follows Python's rules (int / int is a float, bool + bool
   an int), computed in float64 / int64 as Python computes it;
 * ``ember.full(size, s)``, ``ember.tensor(s)``, ``full_like``/``new_full`` build the tensor
-  from the 0-d node (expand + copy) with the dtype/device eager chooses for a Python number.
+  from the 0-d node (expand + copy) with the dtype/device eager chooses for a Python number;
+  ``x[i] = s``, ``masked_fill``, ``fill_`` convert it to ``x``'s dtype, as eager does;
+* ``float(s)``, ``int(s)`` of an int/bool, ``bool(s)``, ``abs(s)`` stay symbolic, and so do
+  ``float(t)`` / ``int(t)`` of a one-element tensor (``t.item()`` converted); arithmetic with a
+  symbolic size (``s * x.shape[0]`` under dynamic shapes) keeps the size's graph node.
+
+Float16/bfloat16 tensors: eager computes ``t + number`` with the number at full precision in
+float32 math, so the 0-d stays float64 beside them (a float16 copy would round it first); with
+only 0-d float16 tensors no 0-d dtype reproduces eager, and that op breaks.
 
 Where Python needs the concrete value -- a branch, ``int()`` of a float, a size, an index,
 ``range()``, a format -- the trace raises ``Unsupported``, which breaks the graph at that
