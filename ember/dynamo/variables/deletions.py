@@ -83,7 +83,8 @@ def delete_attr(tx, obj, name):
     from .objects import NewObjectVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable
     out = tx.output
     if isinstance(obj, DictObjectVariable):
-        raise Unsupported(f"`del .{name}` on a {obj.cls.__name__} (dict subclass) made in the compiled frame")
+        where = "from outside" if obj.source is not None else "made in"
+        raise Unsupported(f"`del .{name}` on a {obj.cls.__name__} (dict subclass) {where} the compiled frame")
     if isinstance(obj, NewObjectVariable):
         cls = obj.cls
         if cls.__delattr__ is not object.__delattr__:
