@@ -61,7 +61,7 @@ def _fractional_indices(x, nd, kernel, out_size, samples):
     N, C = x.shape[:2]
     sp = x.shape[2:]
     P = N * C
-    np_dt = np.dtype(x.dtype.np) if x.dtype not in (_t.float16, _t.bfloat16) else np.dtype(np.float32)
+    np_dt = np.dtype(x.dtype.np)       # half / bfloat16 too: each step rounds to the dtype, as torch's
     u = np.asarray(samples.detach()._data).astype(np_dt)[:N].reshape(P, nd)
     order = _SAMPLE_DIM_ORDER[nd]
     # per dim: the input coordinate of (plane, output position, window offset)

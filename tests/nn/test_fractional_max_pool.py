@@ -118,3 +118,23 @@ def test_errors_match_torch():
             fn(ember, EF, ember.tensor(x))
     with pytest.raises(NotImplementedError):
         EF.fractional_max_pool2d(ember.tensor(x).long(), 3, output_size=4)
+
+
+@pytest.mark.parametrize("tdt,edt", [("float16", "float16"), ("bfloat16", "bfloat16")])
+def test_half_precision_windows(tdt, edt):
+    """torch computes the window sequence in the input dtype (each step rounded): same windows."""
+    for _ in range(10):
+        x = RNG.standard_normal((2, 3, 13, 11)).astype(np.float32)
+        s = RNG.random((2, 3, 2)).astype(np.float32)
+        out = (int(RNG.integers(1, 12)), int(RNG.integers(1, 10)))
+        tx = torch.tensor(x).to(getattr(torch, tdt)).requires_grad_()
+        ex = ember.tensor(x).to(getattr(ember, edt)).requires_grad_()
+        to, ti = TF.fractional_max_pool2d(tx, 2, output_size=out, return_indices=True,
+                                          _random_samples=torch.tensor(s).to(getattr(torch, tdt)))
+        eo, ei = EF.fractional_max_pool2d(ex, 2, output_size=out, return_indices=True,
+                                          _random_samples=ember.tensor(s).to(getattr(ember, edt)))
+        np.testing.assert_array_equal(enp(ei), ti.numpy())
+        np.testing.assert_array_equal(enp(eo.float()), to.float().detach().numpy())
+        to.float().sum().backward()
+        eo.float().sum().backward()
+        np.testing.assert_array_equal(enp(ex.grad.float()), tx.grad.float().numpy())
