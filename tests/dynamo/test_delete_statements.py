@@ -326,3 +326,22 @@ def test_del_grad_of_input_tensor():
     out, none = ember.compile(f, backend=cnt)(p, x)
     np.testing.assert_allclose(out.detach().numpy(), (p * x).detach().numpy())
     assert none is True and p.grad is None and cnt.frame_count == 1
+
+
+class Bag(dict):
+    pass
+
+
+def test_del_attr_of_dict_subclass_made_in_frame():
+    def f(x):
+        b = Bag(k=x)
+        b.note = x * 2
+        b.other = 1
+        del b.note
+        return b, hasattr(b, "note"), b["k"] + 1
+
+    x = _x()
+    assert_one_graph(f, x)
+    b, has, y = ember.compile(f, backend="eager")(x)
+    assert type(b) is Bag and vars(b) == {"other": 1} and list(b) == ["k"] and has is False
+    np.testing.assert_allclose(y.numpy(), (x + 1).numpy())

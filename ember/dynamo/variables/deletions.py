@@ -82,9 +82,9 @@ def delete_attr(tx, obj, name):
     from .exceptions import ExceptionVariable
     from .objects import NewObjectVariable, NNModuleVariable, PythonModuleVariable, UserObjectVariable
     out = tx.output
-    if isinstance(obj, DictObjectVariable):
-        where = "from outside" if obj.source is not None else "made in"
-        raise Unsupported(f"`del .{name}` on a {obj.cls.__name__} (dict subclass) {where} the compiled frame")
+    if isinstance(obj, DictObjectVariable) and obj.source is not None:
+        raise Unsupported(f"`del .{name}` on a {obj.cls.__name__} (dict subclass) from outside the compiled frame "
+                          f"(writes to outside dict-subclass objects are not replayed)")
     if isinstance(obj, NewObjectVariable):
         cls = obj.cls
         if cls.__delattr__ is not object.__delattr__:
