@@ -34,22 +34,15 @@ _ALLOWED = {}      # id(fn) -> fn
 _DISALLOWED = {}   # id(fn) -> fn
 
 
-def _items(fn, what):
+def _callables(fn, what):
+    """``fn`` (a callable or nested lists/tuples of them) as a flat list, checked before any is
+    registered."""
     if isinstance(fn, (list, tuple)):
-        for f in fn:
-            _items(f, what)
-        return list(fn)
+        return [f for item in fn for f in _callables(item, what)]
     if not callable(fn):
         raise TypeError(f"{what}: argument 'fn' must be a callable (or a list/tuple of callables), "
                         f"got {type(fn).__name__}")
     return [fn]
-
-
-def _flatten(fn):
-    out = []
-    for f in (fn if isinstance(fn, (list, tuple)) else [fn]):
-        out.extend(_flatten(f) if isinstance(f, (list, tuple)) else [f])
-    return out
 
 
 def _forget_compiled_code():
@@ -60,10 +53,11 @@ def _forget_compiled_code():
 def allow_in_graph(fn):
     """Put calls of ``fn`` into compiled graphs as one node instead of tracing its body (see the
     module docstring); returns ``fn``. Accepts a list/tuple of callables too."""
-    _items(fn, "allow_in_graph")
-    for f in _flatten(fn):
+    fns = _callables(fn, "allow_in_graph")
+    for f in fns:
         if isinstance(f, type):
             raise TypeError(f"allow_in_graph: argument 'fn' must be a function, got the class {f.__name__}")
+    for f in fns:
         _DISALLOWED.pop(id(f), None)
         _ALLOWED[id(f)] = f
     _forget_compiled_code()
@@ -73,8 +67,7 @@ def allow_in_graph(fn):
 def disallow_in_graph(fn):
     """Make dynamo break the graph at every call of ``fn`` (e.g. an ember op such as
     ``ember.sub``): the call runs eagerly between graphs. Returns ``fn``."""
-    _items(fn, "disallow_in_graph")
-    for f in _flatten(fn):
+    for f in _callables(fn, "disallow_in_graph"):
         _ALLOWED.pop(id(f), None)
         _DISALLOWED[id(f)] = f
     _forget_compiled_code()
