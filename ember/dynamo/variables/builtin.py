@@ -479,7 +479,8 @@ def _hasattr(tx, args, kwargs):
     obj, name = args[0], args[1].as_python_constant()
     if isinstance(obj, TensorVariable):
         return ConstantVariable(hasattr(obj.example, name))
-    target = getattr(obj, "module", None) or getattr(obj, "obj", None)
+    target = getattr(obj, "module", None)
+    target = getattr(obj, "obj", None) if target is None else target
     if target is not None and (id(target), name) in tx.output.attr_overlay:
         # written or deleted by the frame: the static lookups below would see the entry state
         try:
