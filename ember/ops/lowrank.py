@@ -211,6 +211,7 @@ def _lobpcg_autograd(A, B, E, V, dt):
     from ..autograd import Function
 
     a_sym = np.asarray(((A.detach() + A.detach().mT) / 2).to(_t.float64).cpu()._data)
+    m, k = V.shape[-2:]
 
     class LOBPCGAutogradFunction(Function):
         @staticmethod
@@ -223,7 +224,12 @@ def _lobpcg_autograd(A, B, E, V, dt):
                 raise ValueError("lobpcg.backward does not support backward with B != I yet.")
             ge = None if gE is None else np.asarray(gE.detach().to(_t.float64).cpu()._data)
             gx = None if gX is None else np.asarray(gX.detach().to(_t.float64).cpu()._data)
-            g = _partial_eigen_backward(a_sym, E, V, ge, gx)
+            a3, e2, v3 = a_sym.reshape(-1, m, m), E.reshape(-1, k), V.reshape(-1, m, k)
+            ge2 = None if ge is None else ge.reshape(-1, k)
+            gx3 = None if gx is None else gx.reshape(-1, m, k)
+            g = np.stack([_partial_eigen_backward(a3[i], e2[i], v3[i], None if ge2 is None else ge2[i],
+                                                  None if gx3 is None else gx3[i]) for i in range(a3.shape[0])])
+            g = g.reshape(a_sym.shape)
             return (api.tensor(g, dtype=A.dtype, device=A.device),) + ((None,) if B is not None else ())
 
     return LOBPCGAutogradFunction.apply(A, *([B] if B is not None else []))
@@ -240,26 +246,26 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     relative residual target (default sqrt of the dtype's eps). ``method`` "basic" and
     "ortho" run the same iteration here; ``tracker`` is called with a dict of the state
     after each step; the ``ortho_*params`` of torch's orthogonalisation are accepted and
-    have no effect."""
+    have no effect. A batch (*, m, m) is solved matrix by matrix (B, iK and X broadcast)."""
     if not isinstance(A, Tensor):
         raise TypeError(f"lobpcg(): argument 'A' (position 1) must be Tensor, not {type(A).__name__}")
-    if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"lobpcg: A must be a square matrix (m, m) (batches are not supported by ember), got "
-                         f"shape {list(A.shape)}")
+    if A.ndim < 2 or A.shape[-1] != A.shape[-2]:
+        raise ValueError(f"lobpcg: A must be a (batch of) square matrices (*, m, m), got shape {list(A.shape)}")
     if not A.dtype.is_floating_point or A.dtype.is_complex:
         raise ValueError(f"lobpcg: A must be a real floating point tensor, got {A.dtype.name}")
     if method not in (None, "basic", "ortho"):
         raise ValueError(f"lobpcg: method must be 'basic' or 'ortho', got {method!r}")
-    m = A.shape[0]
+    m = A.shape[-1]
+    batch = tuple(A.shape[:-2])
     for name, M in (("B", B), ("iK", iK)):
-        if M is not None and (not isinstance(M, Tensor) or tuple(M.shape) != (m, m)):
-            raise ValueError(f"lobpcg: {name} must be a ({m}, {m}) tensor like A, got "
+        if M is not None and (not isinstance(M, Tensor) or tuple(M.shape[-2:]) != (m, m)):
+            raise ValueError(f"lobpcg: {name} must be a (*, {m}, {m}) tensor like A, got "
                              f"{list(M.shape) if isinstance(M, Tensor) else type(M).__name__}")
     if X is not None:
-        if not isinstance(X, Tensor) or X.ndim != 2 or X.shape[0] != m:
-            raise ValueError(f"lobpcg: X must be a ({m}, n) tensor, got "
+        if not isinstance(X, Tensor) or X.ndim < 2 or X.shape[-2] != m:
+            raise ValueError(f"lobpcg: X must be a (*, {m}, n) tensor, got "
                              f"{list(X.shape) if isinstance(X, Tensor) else type(X).__name__}")
-        n = X.shape[1]
+        n = X.shape[-1]
         k = n if k is None else k
     else:
         k = 1 if k is None else k
@@ -276,15 +282,18 @@ def lobpcg(A, k=None, B=None, X=None, n=None, iK=None, niter=None, tol=None, lar
     niter = 1000 if niter is None else int(niter)
     tol = float(np.finfo(A.dtype.np).eps) ** 0.5 if tol is None else float(tol)
     dt = A.dtype
-    a64 = np.asarray(A.detach().to(_t.float64).cpu()._data)
-    a64 = (a64 + a64.T) / 2
-    b64 = None if B is None else np.asarray(B.detach().to(_t.float64).cpu()._data)
-    ik64 = None if iK is None else np.asarray(iK.detach().to(_t.float64).cpu()._data)
-    if X is None:
-        x0 = np.asarray(api.randn((m, n), dtype=_t.float64)._data)
-    else:
-        x0 = np.asarray(X.detach().to(_t.float64).cpu()._data)
-    E, V = _lobpcg_np(a64, b64, x0, ik64, int(k), largest, tol, niter)
+    def arr(t, shape):
+        return None if t is None else np.broadcast_to(np.asarray(t.detach().to(_t.float64).cpu()._data),
+                                                      batch + shape).reshape((-1,) + shape)
+    a64 = arr(A, (m, m))
+    a64 = (a64 + np.swapaxes(a64, -1, -2)) / 2
+    b64, ik64 = arr(B, (m, m)), arr(iK, (m, m))
+    x0 = arr(api.randn(batch + (m, n), dtype=_t.float64) if X is None else X, (m, n))
+    # each matrix of a batch is solved on its own
+    pairs = [_lobpcg_np(a64[i], None if b64 is None else b64[i], x0[i], None if ik64 is None else ik64[i],
+                        int(k), largest, tol, niter) for i in range(a64.shape[0])]
+    E = np.stack([p[0] for p in pairs]).reshape(batch + (int(k),))
+    V = np.stack([p[1] for p in pairs]).reshape(batch + (m, int(k)))
     if tracker is not None:
         tracker({"E": E, "X": V, "k": k, "n": n})
     from ..autograd import is_grad_enabled

@@ -165,7 +165,23 @@ def test_lobpcg_errors():
         ember.lobpcg(ember.tensor(M), k=3)
     with pytest.raises(ValueError, match="square"):
         ember.lobpcg(ember.tensor(RNG.standard_normal((6, 5))))
+    with pytest.raises(ValueError, match="square"):
+        ember.lobpcg(ember.tensor(RNG.standard_normal(6)))
     with pytest.raises(ValueError, match="method"):
         ember.lobpcg(ember.tensor(M), method="fancy")
     with pytest.raises(TypeError):
         ember.lobpcg(M)
+
+
+def test_lobpcg_batched():
+    M = np.stack([sym_with_gap(12) for _ in range(3)]).reshape(3, 12, 12)
+    tm, em = torch.tensor(M, requires_grad=True), ember.tensor(M, requires_grad=True)
+    tE, tX = torch.lobpcg(tm, k=2)
+    eE, eX = ember.lobpcg(em, k=2)
+    assert tuple(eE.shape) == tuple(tE.shape) == (3, 2) and tuple(eX.shape) == tuple(tX.shape)
+    np.testing.assert_allclose(enp(eE), tE.detach().numpy(), atol=1e-6)
+    np.testing.assert_allclose(proj(enp(eX)), proj(tX.detach().numpy()), atol=1e-5)
+    W = RNG.standard_normal((12, 12))
+    (tE.sum() + ((tX @ tX.mT) * torch.tensor(W)).sum()).backward()
+    (eE.sum() + ((eX @ eX.mT) * ember.tensor(W)).sum()).backward()
+    np.testing.assert_allclose(enp(em.grad), tm.grad.numpy(), atol=1e-5)
