@@ -589,3 +589,20 @@ def test_with_dynamic_sizes():
         assert_same(f(x), cf(x))
     assert not dynamo.fallback_reasons, _reasons()
     assert cnt.frame_count == 2       # static, then dynamic: no recompile for sizes 5, 6
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_tensor_of_a_list_with_items(backend):
+    def f(x, y, i):
+        s, n = y.item(), i.item()
+        return (ember.tensor([s, 1.0, n]), ember.tensor([[n, 2], [3, n]]), ember.tensor([s > 0, True]),
+                ember.tensor((s, s), dtype=ember.float64), x * ember.tensor([n, 1]).sum())
+    for _ in range(2):
+        args = (_t(3), _t(1, dtype=ember.float64), _ints(1))
+        dynamo.reset()
+        cnt_backend = CountingBackend()
+        assert_same(f(*args), ember.compile(f, backend=cnt_backend)(*args))
+        assert cnt_backend.frame_count == 1, _reasons()
+        dynamo.reset()
+        assert_same(f(*args), ember.compile(f, backend=backend)(*args))
+        assert not dynamo.fallback_reasons, _reasons()

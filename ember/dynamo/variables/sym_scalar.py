@@ -378,6 +378,8 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
     name = _op_name(target)
     syms = [v for v in list(args) + list(kwargs.values()) if isinstance(v, SymScalarVariable)]
     nested = [v for v in list(args) + list(kwargs.values()) if _has_sym(v) and not isinstance(v, SymScalarVariable)]
+    if nested and name in ("tensor", "as_tensor") and len(nested) == 1 and args and args[0] is nested[0]:
+        return _build_nested(out, kind, target, runner, name, args, kwargs)
     if nested:
         raise _fail(f"{name}() got a captured .item() inside a list/tuple argument (not traced: a graph break)",
                     *syms, *[i for v in nested for i in getattr(v, "items", [])])
@@ -445,9 +447,66 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
 
 
 def _examples(out, args, kwargs):
+    from .lists import BaseListVariable
+
     def ex(v):
-        return _PLACEHOLDER[v.py_type] if isinstance(v, SymScalarVariable) else out._map(v, True)
+        if isinstance(v, SymScalarVariable):
+            return _PLACEHOLDER[v.py_type]
+        if isinstance(v, BaseListVariable) and _has_sym(v):
+            items = [ex(i) for i in v.items]
+            return items if v.python_type() is list else tuple(items)
+        return out._map(v, True)
     return [ex(a) for a in args], {k: ex(v) for k, v in kwargs.items()}
+
+
+def _leaves(v):
+    from .lists import BaseListVariable
+    if isinstance(v, BaseListVariable):
+        return [x for i in v.items for x in _leaves(i)]
+    return [v]
+
+
+def _build_nested(out, kind, target, runner, name, args, kwargs):
+    """``ember.tensor([s, 1.0, t])`` (nested lists too) with captured items among the numbers:
+    each number as a 0-d node of the dtype eager picks for the whole list, stacked level by
+    level (a new tensor, as eager makes)."""
+    from ... import stack as _stack
+    from .lists import BaseListVariable, ListVariable
+    leaves = _leaves(args[0])
+    syms = [v for v in leaves if isinstance(v, SymScalarVariable)]
+    if any(not isinstance(v, SymScalarVariable) and not (isinstance(v, ConstantVariable)
+                                                        and type(v.value) in (bool, int, float)) for v in leaves):
+        raise _fail(f"{name}() of a list holding captured .item() values and other than numbers (not traced: "
+                    f"a graph break)", *syms)
+    rg = kwargs.get("requires_grad")
+    if rg is not None and (not rg.is_python_constant() or rg.as_python_constant()):
+        raise _fail(f"{name}(..., requires_grad=True) would make a new autograd leaf inside the graph", *syms)
+    expected = _expected(out, runner, name, args, kwargs)
+    from ...tensor import Tensor
+    if not isinstance(expected, Tensor):
+        raise _fail(f"{name}() did not make a tensor", *syms)
+    dt, dev = expected.dtype, expected.device
+
+    def build(v):
+        if isinstance(v, BaseListVariable):
+            if not v.items:
+                raise _fail(f"{name}() of a list with an empty sublist and captured .item() values", *syms)
+            return out.call_function(_stack, [ListVariable([build(i) for i in v.items])], {})
+        if isinstance(v, SymScalarVariable):
+            return v.as_tensor(out, dt, dev)
+        return out.call_function(_scalar_const, [v], {"dtype": ConstantVariable(dt), "device": ConstantVariable(dev)})
+    res = build(args[0])
+    _check_same(name, expected, res, syms, strides=True)
+    return res
+
+
+def _scalar_const(value, dtype, device):
+    """A 0-d tensor holding a Python number (a constant of a list given to ``ember.tensor``)."""
+    from ... import tensor as _mk
+    return _mk(value, dtype=dtype, device=device)
+
+
+_scalar_const.__module__ = "ember.dynamo.variables.sym_scalar"
 
 
 def _expected(out, runner, name, args, kwargs):
