@@ -20,7 +20,8 @@
   Python-number type promotion (float32 tensor * item stays float32; int64 tensor * float item is
   float32), arithmetic between scalars is done in float64/int64 like Python's, and the scalar can
   be an operand of pointwise ops, ``clamp``/``where``/``masked_fill``/``fill_``, ``x[i] = s`` and
-  ``full``/``full_like``/``new_full``/``tensor`` (``float(t)``/``int(t)`` are items too). Where
+  ``full``/``full_like``/``new_full``/``tensor`` (also of a list of numbers); ``float(t)`` and
+  ``int(t)`` are items too. Where
   Python needs the concrete value (``if s > 0:``, ``int(float_s)``, ``range(s)``, an f-string,
   a division by ``s`` in Python arithmetic, a size or an index -- an unbacked SymInt, which
   ``capture_dynamic_output_shape_ops`` would need and ember does not have) the graph breaks

@@ -19,7 +19,8 @@ except that a graph node makes it instead of a graph input:
   symbolic scalar whose Python type follows Python's rules (int / int is a float, bool + bool
   an int), computed in float64 / int64 as Python computes it;
 * ``ember.full(size, s)``, ``ember.tensor(s)``, ``full_like``/``new_full`` build the tensor
-  from the 0-d node (expand + copy) with the dtype/device eager chooses for a Python number;
+  from the 0-d node (expand + copy) with the dtype/device eager chooses for a Python number,
+  ``ember.tensor([s, 1.0, n])`` (nested lists too) stacks 0-d nodes of the list's dtype;
   ``x[i] = s``, ``masked_fill``, ``fill_`` convert it to ``x``'s dtype, as eager does;
 * ``float(s)``, ``int(s)`` of an int/bool, ``bool(s)``, ``abs(s)`` stay symbolic, and so do
   ``float(t)`` / ``int(t)`` of a one-element tensor (``t.item()`` converted); arithmetic with a
