@@ -73,12 +73,12 @@ def _batch(*shapes):
     return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
-def _reject_complex(name, dt):
-    """The LDL^T kernels are real-only: a complex input gets an error saying so (PyTorch supports
-    it; ember's sytf2 loop is not written for complex symmetric / Hermitian (hetrf) pivoting)."""
-    if getattr(_edtype(dt), "is_complex", False):
-        raise NotImplementedError(f"{name}: complex inputs are not supported by ember yet (real float32 / "
-                                  f"float64 only)")
+def _reject_complex(name, dt, hermitian=True):
+    """The LDL^T kernels handle real and complex symmetric (sytf2) matrices; complex Hermitian
+    ones (LAPACK's hetrf, ``hermitian=True``) get an error saying so (PyTorch supports them)."""
+    if getattr(_edtype(dt), "is_complex", False) and hermitian:
+        raise NotImplementedError(f"{name}: complex inputs are not supported by ember with hermitian=True yet "
+                                  f"(complex symmetric, hermitian=False, and real inputs are)")
 
 
 def _check_lapack_dtype(kernel, dt, name=None):
@@ -640,15 +640,17 @@ def _sytf2_lower(a):
     rows of a 2x2 block) and ``info`` (first exactly-zero ``D[i, i]``, 1-based)."""
     a = np.tril(np.array(a, dtype=np.float64 if a.dtype == np.float64 else a.dtype, copy=True))
     n = a.shape[0]
+    # complex symmetric (zsytf2): the same steps, pivots chosen by |re| + |im| (LAPACK's cabs1)
+    absf = (lambda v: np.abs(np.real(v)) + np.abs(np.imag(v))) if a.dtype.kind == "c" else np.abs
     ipiv = np.zeros(n, dtype=np.int32)
     info = 0
     k = 0
     while k < n:
         kstep = 1
-        absakk = abs(a[k, k])
+        absakk = float(absf(a[k, k]))
         if k < n - 1:
-            imax = k + 1 + int(np.argmax(np.abs(a[k + 1:, k])))
-            colmax = abs(a[imax, k])
+            imax = k + 1 + int(np.argmax(absf(a[k + 1:, k])))
+            colmax = float(absf(a[imax, k]))
         else:
             imax, colmax = k, 0.0
         if max(absakk, colmax) == 0 or math.isnan(absakk):
@@ -659,12 +661,12 @@ def _sytf2_lower(a):
                 kp = k
             else:
                 # the largest off-diagonal entry in row/column imax
-                rowmax = np.max(np.abs(a[imax, k:imax])) if imax > k else 0.0
+                rowmax = np.max(absf(a[imax, k:imax])) if imax > k else 0.0
                 if imax < n - 1:
-                    rowmax = max(rowmax, np.max(np.abs(a[imax + 1:, imax])))
+                    rowmax = max(rowmax, np.max(absf(a[imax + 1:, imax])))
                 if absakk >= _BK_ALPHA * colmax * (colmax / rowmax):
                     kp = k
-                elif abs(a[imax, imax]) >= _BK_ALPHA * rowmax:
+                elif float(absf(a[imax, imax])) >= _BK_ALPHA * rowmax:
                     kp = imax
                 else:
                     kp, kstep = imax, 2
@@ -767,7 +769,7 @@ def linalg_ldl_factor_ex(xp, a, hermitian=False, errors=""):
     lower triangle of ``A`` (``hermitian`` is the same thing for real inputs)."""
     if _edtype(a.dtype).name in ("float16", "bfloat16"):
         _check_lapack_dtype("ldl_factor_kernel_cpu", a.dtype)
-    _reject_complex("linalg.ldl_factor", a.dtype)
+    _reject_complex("linalg.ldl_factor", a.dtype, hermitian)
     _check_square("torch.linalg.ldl_factor_ex", a.shape, a.dtype)
     h = _host(a)
     flat = h.reshape((_nbatch(h.shape),) + h.shape[-2:])
@@ -795,8 +797,8 @@ def _ldl_factor_ex_meta(a, hermitian=False, errors=""):
 linalg_ldl_factor_ex.derivative(_ldl_not_differentiable("linalg_ldl_factor_ex"))
 
 
-def _ldl_solve_checks(ld_shape, ld_dt, piv_shape, piv_dt, b_shape, b_dt):
-    _reject_complex("linalg.ldl_solve", ld_dt)
+def _ldl_solve_checks(ld_shape, ld_dt, piv_shape, piv_dt, b_shape, b_dt, hermitian=False):
+    _reject_complex("linalg.ldl_solve", ld_dt, hermitian)
     _check_square("torch.linalg.ldl_solve", ld_shape, ld_dt)
     if len(b_shape) < 2:
         raise RuntimeError("torch.linalg.ldl_solve: The input tensor B must have at least 2 dimensions.")
@@ -819,7 +821,7 @@ def _ldl_solve_checks(ld_shape, ld_dt, piv_shape, piv_dt, b_shape, b_dt):
 def linalg_ldl_solve(xp, ld, piv, b, hermitian=False):
     """``X`` with ``A X = B`` from ``ldl_factor``'s output; ``LD``/``pivots`` batch dims broadcast
     against ``B``'s (the public function expands them)."""
-    _ldl_solve_checks(ld.shape, ld.dtype, piv.shape, piv.dtype, b.shape, b.dtype)
+    _ldl_solve_checks(ld.shape, ld.dtype, piv.shape, piv.dtype, b.shape, b.dtype, hermitian)
     hl, hp, hb = _host(ld), _host(piv), _host(b)
     batch = hb.shape[:-2]
     nb = _nbatch(hb.shape)
@@ -834,7 +836,8 @@ def linalg_ldl_solve(xp, ld, piv, b, hermitian=False):
 
 @linalg_ldl_solve.meta_fn
 def _ldl_solve_meta(ld, piv, b, hermitian=False):
-    _ldl_solve_checks(tuple(ld.shape), ld.dtype, tuple(piv.shape), piv.dtype, tuple(b.shape), b.dtype)
+    _ldl_solve_checks(tuple(ld.shape), ld.dtype, tuple(piv.shape), piv.dtype, tuple(b.shape), b.dtype,
+                      hermitian)
     return _M.out(tuple(b.shape), b.dtype)
 
 

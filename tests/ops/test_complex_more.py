@@ -235,3 +235,24 @@ def test_complex_refusals_as_torch(fn):
     with pytest.raises(te.type) as ee:
         fn(ember, EF, ember.tensor(z))
     assert "not implemented for" in str(ee.value) or str(ee.value) == str(te.value)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
+@pytest.mark.parametrize("single", [False, True])
+def test_ldl_complex_symmetric(n, single):
+    """zsytf2 / zsytrs (hermitian=False): LAPACK's pivots (chosen by |re| + |im|), LD and solves."""
+    dt = np.complex64 if single else np.complex128
+    A = cz(2, n, n, dt=dt)
+    A = A + np.swapaxes(A, -1, -2)
+    if n > 1:
+        A[:, 0, 0] = 0        # forces a pivot / 2x2 block
+    tl, tp = torch.linalg.ldl_factor(torch.tensor(A))
+    el, ep = ember.linalg.ldl_factor(ember.tensor(A))
+    np.testing.assert_array_equal(enp(ep), tp.numpy())
+    tol = 1e-4 if single else 1e-10
+    np.testing.assert_allclose(np.tril(enp(el)), np.tril(tnp(tl)), atol=tol, rtol=tol)
+    B = cz(2, n, 3, dt=dt)
+    np.testing.assert_allclose(enp(ember.linalg.ldl_solve(el, ep, ember.tensor(B))),
+                               tnp(torch.linalg.ldl_solve(tl, tp, torch.tensor(B))), atol=tol * 10, rtol=tol * 10)
+    with pytest.raises(NotImplementedError, match="hermitian=True"):
+        ember.linalg.ldl_factor(ember.tensor(A), hermitian=True)
