@@ -182,7 +182,8 @@ class PrefixStore(Store):
         self.underlying_store.set(self._k(key), value)
 
     def get(self, key):
-        return self.underlying_store.get(self._k(key))
+        self.wait([key])
+        return self._get_now(key)
 
     def _get_now(self, key):
         return self.underlying_store._get_now(self._k(key))
