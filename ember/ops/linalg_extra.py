@@ -73,14 +73,6 @@ def _batch(*shapes):
     return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
-def _reject_complex(name, dt, hermitian=True):
-    """The LDL^T kernels handle real and complex symmetric (sytf2) matrices; complex Hermitian
-    ones (LAPACK's hetrf, ``hermitian=True``) get an error saying so (PyTorch supports them)."""
-    if getattr(_edtype(dt), "is_complex", False) and hermitian:
-        raise NotImplementedError(f"{name}: complex inputs are not supported by ember with hermitian=True yet "
-                                  f"(complex symmetric, hermitian=False, and real inputs are)")
-
-
 def _check_lapack_dtype(kernel, dt, name=None):
     """PyTorch's dispatch error for integer, bool and half-precision inputs of a LAPACK kernel
     (complex64 / complex128 are accepted: the numpy loops are dtype-generic)."""
@@ -708,6 +700,142 @@ def _sytf2_lower(a):
     return a, ipiv, info
 
 
+def _cabs1(v):
+    return np.abs(np.real(v)) + np.abs(np.imag(v))
+
+
+def _hetf2_lower(a):
+    """LAPACK's zhetf2 (UPLO='L'): the Bunch-Kaufman ``P A P^T = L D L^H`` of a complex Hermitian
+    matrix (its lower triangle is read; D's diagonal is real). Same outputs as ``_sytf2_lower``."""
+    a = np.tril(np.array(a, copy=True))
+    n = a.shape[0]
+    ipiv = np.zeros(n, dtype=np.int32)
+    info = 0
+    k = 0
+    while k < n:
+        kstep = 1
+        absakk = abs(a[k, k].real)
+        if k < n - 1:
+            imax = k + 1 + int(np.argmax(_cabs1(a[k + 1:, k])))
+            colmax = float(_cabs1(a[imax, k]))
+        else:
+            imax, colmax = k, 0.0
+        if max(absakk, colmax) == 0 or math.isnan(absakk):
+            info = info or k + 1
+            kp = k
+            a[k, k] = a[k, k].real
+        else:
+            if absakk >= _BK_ALPHA * colmax:
+                kp = k
+            else:
+                rowmax = np.max(_cabs1(a[imax, k:imax])) if imax > k else 0.0
+                if imax < n - 1:
+                    rowmax = max(rowmax, np.max(_cabs1(a[imax + 1:, imax])))
+                if absakk >= _BK_ALPHA * colmax * (colmax / rowmax):
+                    kp = k
+                elif abs(a[imax, imax].real) >= _BK_ALPHA * rowmax:
+                    kp = imax
+                else:
+                    kp, kstep = imax, 2
+            kk = k + kstep - 1
+            if kp != kk:
+                if kp < n - 1:
+                    tmp = a[kp + 1:, kk].copy()
+                    a[kp + 1:, kk] = a[kp + 1:, kp]
+                    a[kp + 1:, kp] = tmp
+                tmp = np.conj(a[kk + 1:kp, kk])
+                a[kk + 1:kp, kk] = np.conj(a[kp, kk + 1:kp])
+                a[kp, kk + 1:kp] = tmp
+                a[kp, kk] = np.conj(a[kp, kk])
+                r1 = a[kk, kk].real
+                a[kk, kk] = a[kp, kp].real
+                a[kp, kp] = r1
+                if kstep == 2:
+                    a[k, k] = a[k, k].real
+                    a[k + 1, k], a[kp, k] = a[kp, k], a[k + 1, k]
+            else:
+                a[k, k] = a[k, k].real
+                if kstep == 2:
+                    a[k + 1, k + 1] = a[k + 1, k + 1].real
+            if kstep == 1:
+                if k < n - 1:
+                    r1 = 1.0 / a[k, k].real
+                    x = a[k + 1:, k].copy()
+                    a[k + 1:, k + 1:] -= np.tril(r1 * np.outer(x, np.conj(x)))
+                    idx = np.arange(k + 1, n)
+                    a[idx, idx] = a[idx, idx].real
+                    a[k + 1:, k] *= r1
+            elif k < n - 2:
+                d = abs(a[k + 1, k])
+                d11 = a[k + 1, k + 1].real / d
+                d22 = a[k, k].real / d
+                tt = 1.0 / (d11 * d22 - 1.0)
+                d21 = a[k + 1, k] / d
+                d = tt / d
+                wk = d * (d11 * a[k + 2:, k] - d21 * a[k + 2:, k + 1])
+                wkp1 = d * (d22 * a[k + 2:, k + 1] - np.conj(d21) * a[k + 2:, k])
+                a[k + 2:, k + 2:] -= np.tril(np.outer(a[k + 2:, k], np.conj(wk))
+                                             + np.outer(a[k + 2:, k + 1], np.conj(wkp1)))
+                a[k + 2:, k] = wk
+                a[k + 2:, k + 1] = wkp1
+                idx = np.arange(k + 2, n)
+                a[idx, idx] = a[idx, idx].real
+        if kstep == 1:
+            ipiv[k] = kp + 1
+        else:
+            ipiv[k] = ipiv[k + 1] = -(kp + 1)
+        k += kstep
+    return a, ipiv, info
+
+
+def _hetrs_lower(ld, ipiv, b):
+    """LAPACK's zhetrs (UPLO='L'): ``X`` with ``A X = B`` from zhetf2's ``LD`` and pivots."""
+    b = np.array(b, copy=True)
+    n = ld.shape[0]
+    k = 0
+    while k < n:                        # L D Y = P B
+        if ipiv[k] > 0:
+            kp = ipiv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            b[k + 1:] -= np.outer(ld[k + 1:, k], b[k])
+            b[k] /= ld[k, k].real
+            k += 1
+        else:
+            kp = -ipiv[k] - 1
+            if kp != k + 1:
+                b[[k + 1, kp]] = b[[kp, k + 1]]
+            if k < n - 2:
+                b[k + 2:] -= np.outer(ld[k + 2:, k], b[k]) + np.outer(ld[k + 2:, k + 1], b[k + 1])
+            akm1k = ld[k + 1, k]
+            akm1 = ld[k, k] / np.conj(akm1k)
+            ak = ld[k + 1, k + 1] / akm1k
+            denom = akm1 * ak - 1.0
+            bkm1 = b[k] / np.conj(akm1k)
+            bk = b[k + 1] / akm1k
+            b[k] = (ak * bkm1 - bk) / denom
+            b[k + 1] = (akm1 * bk - bkm1) / denom
+            k += 2
+    k = n - 1
+    while k >= 0:                       # L^H P^T X = Y
+        if ipiv[k] > 0:
+            if k < n - 1:
+                b[k] -= np.conj(ld[k + 1:, k]) @ b[k + 1:]
+            kp = ipiv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            k -= 1
+        else:
+            if k < n - 1:
+                b[k] -= np.conj(ld[k + 1:, k]) @ b[k + 1:]
+                b[k - 1] -= np.conj(ld[k + 1:, k - 1]) @ b[k + 1:]
+            kp = -ipiv[k] - 1
+            if kp != k:
+                b[[k, kp]] = b[[kp, k]]
+            k -= 2
+    return b
+
+
 def _sytrs_lower(ld, ipiv, b):
     """LAPACK's sytrs (UPLO='L'): ``X`` with ``A X = B`` from sytf2's ``LD`` and pivots."""
     b = np.array(b, copy=True)
@@ -769,7 +897,6 @@ def linalg_ldl_factor_ex(xp, a, hermitian=False, errors=""):
     lower triangle of ``A`` (``hermitian`` is the same thing for real inputs)."""
     if _edtype(a.dtype).name in ("float16", "bfloat16"):
         _check_lapack_dtype("ldl_factor_kernel_cpu", a.dtype)
-    _reject_complex("linalg.ldl_factor", a.dtype, hermitian)
     _check_square("torch.linalg.ldl_factor_ex", a.shape, a.dtype)
     h = _host(a)
     flat = h.reshape((_nbatch(h.shape),) + h.shape[-2:])
@@ -777,8 +904,9 @@ def linalg_ldl_factor_ex(xp, a, hermitian=False, errors=""):
     ld = np.empty_like(flat)
     piv = np.empty((flat.shape[0], n), dtype=np.int32)
     info = np.zeros(flat.shape[0], dtype=np.int32)
+    factor = _hetf2_lower if (hermitian and flat.dtype.kind == "c") else _sytf2_lower
     for i, m in enumerate(flat):
-        ld[i], piv[i], info[i] = _sytf2_lower(m)
+        ld[i], piv[i], info[i] = factor(m)
         if errors and info[i]:
             raise LinAlgError(f"{errors}: {_batch_prefix(h.shape, i)}The factorization could not be completed "
                               f"because the block diagonal matrix D has a zero diagonal element "
@@ -798,7 +926,6 @@ linalg_ldl_factor_ex.derivative(_ldl_not_differentiable("linalg_ldl_factor_ex"))
 
 
 def _ldl_solve_checks(ld_shape, ld_dt, piv_shape, piv_dt, b_shape, b_dt, hermitian=False):
-    _reject_complex("linalg.ldl_solve", ld_dt, hermitian)
     _check_square("torch.linalg.ldl_solve", ld_shape, ld_dt)
     if len(b_shape) < 2:
         raise RuntimeError("torch.linalg.ldl_solve: The input tensor B must have at least 2 dimensions.")
@@ -829,8 +956,9 @@ def linalg_ldl_solve(xp, ld, piv, b, hermitian=False):
     fp = np.broadcast_to(hp, batch + hp.shape[-1:]).reshape((nb,) + hp.shape[-1:])
     fb = hb.reshape((nb,) + hb.shape[-2:])
     out = np.empty_like(fb)
+    solve = _hetrs_lower if (hermitian and fb.dtype.kind == "c") else _sytrs_lower
     for i in range(fb.shape[0]):
-        out[i] = _sytrs_lower(fl[i], fp[i], fb[i])
+        out[i] = solve(fl[i], fp[i], fb[i])
     return _c(xp, xp.asarray(out.reshape(hb.shape)))
 
 

@@ -239,20 +239,21 @@ def test_complex_refusals_as_torch(fn):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 5, 9])
 @pytest.mark.parametrize("single", [False, True])
-def test_ldl_complex_symmetric(n, single):
-    """zsytf2 / zsytrs (hermitian=False): LAPACK's pivots (chosen by |re| + |im|), LD and solves."""
+@pytest.mark.parametrize("hermitian", [False, True])
+def test_ldl_complex(n, single, hermitian):
+    """zsytf2 / zsytrs (hermitian=False) and zhetf2 / zhetrs (hermitian=True): LAPACK's pivots
+    (chosen by |re| + |im|), LD and solves."""
     dt = np.complex64 if single else np.complex128
     A = cz(2, n, n, dt=dt)
-    A = A + np.swapaxes(A, -1, -2)
+    A = A + (np.conj(np.swapaxes(A, -1, -2)) if hermitian else np.swapaxes(A, -1, -2))
     if n > 1:
-        A[:, 0, 0] = 0        # forces a pivot / 2x2 block
-    tl, tp = torch.linalg.ldl_factor(torch.tensor(A))
-    el, ep = ember.linalg.ldl_factor(ember.tensor(A))
+        A[:, 0, 0] = 0.01 * RNG.random()        # forces a pivot / 2x2 block
+    tl, tp = torch.linalg.ldl_factor(torch.tensor(A), hermitian=hermitian)
+    el, ep = ember.linalg.ldl_factor(ember.tensor(A), hermitian=hermitian)
     np.testing.assert_array_equal(enp(ep), tp.numpy())
     tol = 1e-4 if single else 1e-10
     np.testing.assert_allclose(np.tril(enp(el)), np.tril(tnp(tl)), atol=tol, rtol=tol)
     B = cz(2, n, 3, dt=dt)
-    np.testing.assert_allclose(enp(ember.linalg.ldl_solve(el, ep, ember.tensor(B))),
-                               tnp(torch.linalg.ldl_solve(tl, tp, torch.tensor(B))), atol=tol * 10, rtol=tol * 10)
-    with pytest.raises(NotImplementedError, match="hermitian=True"):
-        ember.linalg.ldl_factor(ember.tensor(A), hermitian=True)
+    np.testing.assert_allclose(enp(ember.linalg.ldl_solve(el, ep, ember.tensor(B), hermitian=hermitian)),
+                               tnp(torch.linalg.ldl_solve(tl, tp, torch.tensor(B), hermitian=hermitian)),
+                               atol=tol * 10, rtol=tol * 10)

@@ -385,10 +385,13 @@ def test_composites():
     compare(lambda m, x: m.linalg.vecdot(x, x.conj() * 2), [cz(3, 4)])
 
 
-def test_ldl_complex_is_a_clear_error():
-    z = ember.from_numpy(hpd(3, 3))
-    with pytest.raises(NotImplementedError, match="linalg.ldl_factor: complex inputs are not supported"):
-        ember.linalg.ldl_factor(z, hermitian=True)
+def test_ldl_complex_hermitian():
+    """zhetf2 / zhetrs (complex LDL^T tested more in tests/ops/test_complex_more.py)."""
+    a = hpd(3, 3)
+    tl, tp = torch.linalg.ldl_factor(torch.from_numpy(a), hermitian=True)
+    el, ep = ember.linalg.ldl_factor(ember.from_numpy(a), hermitian=True)
+    np.testing.assert_array_equal(np.asarray(ep._data), tp.numpy())
+    np.testing.assert_allclose(np.tril(np.asarray(el._data)), np.tril(tl.numpy()), atol=1e-10)
 
 
 # ---------------------------------------------------------------------- under ember.compile
