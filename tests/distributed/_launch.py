@@ -12,6 +12,7 @@ import os
 import socket
 import time
 import traceback
+import warnings
 from datetime import timedelta
 
 
@@ -57,8 +58,13 @@ def run_ranks(fn, nprocs, *args, timeout=30, backend="ember", pg_timeout=15, ini
         store = dist.TCPStore("127.0.0.1", 0, is_master=True, timeout=timedelta(seconds=pg_timeout))
         port = store.port
     try:
-        pc = mp.start_processes(_rank_main, args=(nprocs, fn, args, port, results, backend, pg_timeout, init),
-                                nprocs=nprocs, join=False, start_method="fork")
+        with warnings.catch_warnings():
+            # Python 3.12+ warns that forking a threaded process may deadlock the child on a lock
+            # another thread held; the parent's threads here are the store's server threads
+            # (idle in accept/recv, holding no lock the children take) and torch's pools.
+            warnings.filterwarnings("ignore", "This process .* is multi-threaded", DeprecationWarning)
+            pc = mp.start_processes(_rank_main, args=(nprocs, fn, args, port, results, backend, pg_timeout, init),
+                                    nprocs=nprocs, join=False, start_method="fork")
         deadline = time.monotonic() + timeout
         try:
             while not pc.join(timeout=0.2):
