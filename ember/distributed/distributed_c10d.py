@@ -9,14 +9,13 @@ import os
 import pickle
 import queue
 import threading
-import time
 from datetime import timedelta
 from urllib.parse import urlparse, parse_qs
 
 import numpy as np
 
-from ._transport import DistTimeoutError, Mesh, PeerError
-from .store import FileStore, HashStore, PrefixStore, Store, TCPStore
+from ._transport import Mesh
+from .store import FileStore, PrefixStore, TCPStore
 
 default_pg_timeout = timedelta(minutes=30)
 

@@ -249,6 +249,10 @@ class DistributedDataParallel(Module):
                 g = zeros_like(p)
                 g._data[...] = arrays[i]
                 p.grad = g
+            elif not getattr(p.grad._data.flags, "writeable", True):
+                g = zeros_like(p)          # a read-only gradient (a broadcast view): replace it
+                g._data[...] = arrays[i]
+                p.grad = g
             else:
                 p.grad._data[...] = arrays[i]
                 p.grad._bump_version()
