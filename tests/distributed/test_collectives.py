@@ -275,3 +275,24 @@ def test_torch_gloo_agrees():
                 np.testing.assert_array_equal(a, b)
             else:
                 np.testing.assert_allclose(a, b, rtol=1e-6)
+
+
+def test_large_tensors_and_futures():
+    """Tensors far larger than the sockets' buffers (no send/receive deadlock), Work futures."""
+    n = 1 << 21
+
+    def body(rank, ws):
+        import ember as torch
+        import ember.distributed as dist
+        t = torch.full((n,), float(rank + 1))
+        w = dist.all_reduce(t, async_op=True)
+        fut = w.get_future()
+        got = fut.wait()
+        assert got[0] is t and fut.done()
+        lst = [torch.zeros(n // 4) for _ in range(ws)]
+        dist.all_gather(lst, torch.full((n // 4,), float(rank)))
+        return float(t[0].item()), float(t[-1].item()), [float(x[-1].item()) for x in lst]
+
+    out = run_ranks(body, 3)
+    for r in range(3):
+        assert out[r] == (6.0, 6.0, [0.0, 1.0, 2.0])

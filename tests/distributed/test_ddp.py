@@ -27,14 +27,15 @@ def _params(m):
     return [p.detach().numpy().copy() for p in m.parameters()]
 
 
-def test_ddp_training_matches_single_process():
+@pytest.mark.parametrize("bucket_cap_mb", [25, 0.0005])     # one bucket / one per parameter
+def test_ddp_training_matches_single_process(bucket_cap_mb):
     X, Y = _batches()
 
     def body(rank, ws):
         import ember as torch
         from ember.nn.parallel import DistributedDataParallel as DDP
         m = _mlp(seed=100 + rank)           # different init per rank: DDP broadcasts rank 0's
-        d = DDP(m)
+        d = DDP(m, bucket_cap_mb=bucket_cap_mb)
         start = _params(m)
         opt = torch.optim.SGD(d.parameters(), lr=0.1, momentum=0.9)
         sl = slice(rank * LOCAL, (rank + 1) * LOCAL)
@@ -258,3 +259,41 @@ def test_ddp_matches_torch_ddp():
     for r in range(WS):
         for a, b in zip(ours[r], theirs[r]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_ddp_with_sync_batchnorm_matches_single_process():
+    """convert_sync_batchnorm + DDP: the statistics' collectives (forward and backward) and the
+    gradient all-reduce interleave in the same order on every rank."""
+    X, Y = _batches()
+
+    def model():
+        import ember as torch
+        torch.manual_seed(42)
+        return torch.nn.Sequential(torch.nn.Linear(5, 8), torch.nn.BatchNorm1d(8), torch.nn.ReLU(),
+                                   torch.nn.Linear(8, 2))
+
+    def body(rank, ws):
+        import ember as torch
+        from ember.nn.parallel import DistributedDataParallel as DDP
+        m = torch.nn.SyncBatchNorm.convert_sync_batchnorm(model())
+        assert isinstance(m[1], torch.nn.SyncBatchNorm)
+        d = DDP(m)
+        opt = torch.optim.SGD(d.parameters(), lr=0.1)
+        sl = slice(rank * LOCAL, (rank + 1) * LOCAL)
+        for s in range(STEPS):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(d(torch.tensor(X[s, sl])), torch.tensor(Y[s, sl])).backward()
+            opt.step()
+        return [v.numpy().copy() for v in m.state_dict().values()]
+
+    out = run_ranks(body, WS)
+    import ember as torch
+    ref = model()
+    opt = torch.optim.SGD(ref.parameters(), lr=0.1)
+    for s in range(STEPS):
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(ref(torch.tensor(X[s])), torch.tensor(Y[s])).backward()
+        opt.step()
+    for r in range(WS):
+        for a, b in zip(out[r], ref.state_dict().values()):
+            np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-5)
