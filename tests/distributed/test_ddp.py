@@ -297,3 +297,23 @@ def test_ddp_with_sync_batchnorm_matches_single_process():
     for r in range(WS):
         for a, b in zip(out[r], ref.state_dict().values()):
             np.testing.assert_allclose(a, b.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_compiled_ddp_averages_gradients():
+    """ember.compile over a DDP module (aot_eager): the post-accumulate hooks still fire once."""
+    def body(rank, ws):
+        import ember as torch
+        from ember.nn.parallel import DistributedDataParallel as DDP
+        m = _mlp(seed=3)
+        c = torch.compile(DDP(m), backend="aot_eager")
+        x = torch.tensor(_batches()[0][0, rank * LOCAL:(rank + 1) * LOCAL])
+        c(x).pow(2).mean().backward()
+        return [p.grad.numpy().copy() for p in m.parameters()]
+
+    out = run_ranks(body, WS, timeout=60)
+    import ember as torch
+    ref = _mlp(seed=3)
+    ref(torch.tensor(_batches()[0][0])).pow(2).mean().backward()
+    for r in range(WS):
+        for a, p in zip(out[r], ref.parameters()):
+            np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-5, atol=1e-6)
