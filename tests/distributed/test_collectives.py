@@ -2,6 +2,8 @@
 which is what ember's reductions compute, so float results match exactly)."""
 from __future__ import annotations
 
+from datetime import timedelta
+
 import numpy as np
 import pytest
 
@@ -197,6 +199,16 @@ def test_point_to_point_async_and_subgroups():
         res["group"] = (s.item(), b.item(), dist.get_process_group_ranks(mine))
         dist.barrier(group=mine)
         dist.barrier()
+        # batch_isend_irecv: exchange with both ring neighbours at once
+        left, right = torch.zeros(2), torch.zeros(2)
+        ops = [dist.P2POp(dist.isend, torch.full((2,), float(rank)), (rank + 1) % ws),
+               dist.P2POp(dist.isend, torch.full((2,), float(-rank)), (rank - 1) % ws),
+               dist.P2POp(dist.irecv, left, (rank - 1) % ws),
+               dist.P2POp(dist.irecv, right, (rank + 1) % ws)]
+        for w in dist.batch_isend_irecv(ops):
+            w.wait()
+        res["batch"] = (left.tolist(), right.tolist())
+        dist.monitored_barrier(timeout=timedelta(seconds=5))
         return res
 
     out = run_ranks(body, 4)
@@ -207,6 +219,7 @@ def test_point_to_point_async_and_subgroups():
         assert s == (2.0 if r % 2 == 0 else 4.0)
         assert b == (2.0 if r % 2 == 0 else 3.0)
         assert ranks == ([0, 2] if r % 2 == 0 else [1, 3])
+        assert out[r]["batch"] == ([float((r - 1) % 4)] * 2, [float(-((r + 1) % 4))] * 2)
     assert out[0]["any"] == [1, 2, 3]
 
 
