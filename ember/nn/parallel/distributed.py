@@ -84,6 +84,36 @@ def _reachable_leaves(outputs):
     return leaves
 
 
+class GradBucket:
+    """What a comm hook receives: one bucket's flat gradient buffer and its parameters."""
+
+    def __init__(self, index, buffer, params, is_last):
+        self._index, self._buffer, self._params, self._last = index, buffer, params, is_last
+
+    def index(self):
+        return self._index
+
+    def buffer(self):
+        return self._buffer
+
+    def set_buffer(self, tensor):
+        self._buffer._data[...] = tensor._data
+
+    def parameters(self):
+        return list(self._params)
+
+    def gradients(self):
+        out, off = [], 0
+        for p in self._params:
+            n = p.numel()
+            out.append(self._buffer[off:off + n].view(p.shape))
+            off += n
+        return out
+
+    def is_last(self):
+        return self._last
+
+
 class DistributedDataParallel(Module):
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
                  init_sync=True, process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
@@ -141,6 +171,7 @@ class DistributedDataParallel(Module):
         self._ready = None
         self._unused_local = set()
         self._fired = False          # some hook ran since arming: a backward is under way
+        self._comm_hook = None
         self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
                          for i, (_, p) in enumerate(self._named_params)]
 
@@ -225,9 +256,20 @@ class DistributedDataParallel(Module):
         self._armed = False
         params = [p for _, p in self._named_params]
         arrays = [p.grad._data if p.grad is not None else np.zeros(p._data.shape, p._data.dtype) for p in params]
-        for idx in self._buckets(arrays):
+        buckets = self._buckets(arrays)
+        for bi, idx in enumerate(buckets):
             flat = self._flat(arrays, idx, params[idx[0]].dtype)
-            if self._world > 1:
+            if self._comm_hook is not None:
+                state, hook = self._comm_hook
+                fut = hook(state, GradBucket(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1))
+                res = fut.wait() if hasattr(fut, "wait") else fut
+                if isinstance(res, (list, tuple)):
+                    res = res[0]
+                if tuple(res.shape) != tuple(flat.shape):
+                    raise RuntimeError(f"DistributedDataParallel comm hook returned a tensor of shape "
+                                       f"{list(res.shape)} for bucket {bi} of shape {list(flat.shape)}")
+                flat = res
+            elif self._world > 1:
                 flat._data /= np.asarray(self._world, dtype=flat._data.dtype) if flat.dtype.is_floating_point \
                     else self._world
                 dist.all_reduce(flat, group=self.process_group)
@@ -299,7 +341,15 @@ class DistributedDataParallel(Module):
                                   "every rank the same number of batches")
 
     def register_comm_hook(self, state, hook):
-        raise NotImplementedError("DistributedDataParallel.register_comm_hook is not implemented in ember")
+        """Replace the averaging all-reduce of each gradient bucket by ``hook(state, bucket)``
+        returning a future whose value is the bucket's new contents (PyTorch's contract:
+        ``bucket.buffer()`` is the *sum-to-be*, not yet divided by the world size). Call it
+        once, before the first backward."""
+        if self._comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
+        self._comm_hook = (state, hook)
 
     def _set_static_graph(self):
         self.static_graph = True
