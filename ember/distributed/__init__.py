@@ -19,6 +19,8 @@ What works
   ``isend``/``irecv``, ``batch_isend_irecv``, tags.
 * Objects (pickled; unpickling runs code, so only between ranks you trust):
   ``broadcast_object_list``, ``all_gather_object``, ``gather_object``, ``scatter_object_list``.
+* ``ember.distributed.algorithms.ddp_comm_hooks.default_hooks`` for
+  ``DistributedDataParallel.register_comm_hook`` (DDP itself is ``ember.nn.parallel``).
 * Stores: ``TCPStore``, ``FileStore``, ``HashStore``, ``PrefixStore`` with ``set / get / add /
   wait / check / compare_set / delete_key / num_keys``.
 

@@ -23,6 +23,14 @@ all-reduced with the gradients, and a parameter unused on every rank keeps ``gra
 (None stays None), one used elsewhere receives the averaged gradient, as PyTorch. Without it,
 a parameter that gets no gradient leaves the reduction unfinished, and the next ``forward``
 raises PyTorch's "Expected to have finished reduction in the prior iteration" error.
+
+``register_comm_hook(state, hook)`` replaces each bucket's averaging all-reduce by the hook
+(``ember.distributed.algorithms.ddp_comm_hooks.default_hooks``). ``ember.compile`` over a DDP
+module works (the hooks fire from the compiled backward's gradient accumulation).
+
+Not implemented (clear errors): ``join`` (uneven inputs), ``device_mesh``, ``mixed_precision``;
+``device_ids`` must be None (CPU modules, as PyTorch requires for them). ``static_graph`` and
+``gradient_as_bucket_view`` are accepted: gradients are always written back in place.
 """
 from __future__ import annotations
 
