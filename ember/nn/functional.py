@@ -523,6 +523,9 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     mean's count); an empty bag gives zeros. Written in ember ops (a bag id per entry from
     ``searchsorted`` over the offsets, then ``index_add`` / ``scatter_reduce``), so it has
     gradients and compiles."""
+    _refuse_complex(weight, lambda n: RuntimeError(
+        f"Expected tensor for argument #1 'weight' to have one of the following scalar types: Half, BFloat16, "
+        f"Float, Double; but got CPU{n}Type instead (while checking arguments for embedding_bag)"))
     if mode not in ("sum", "mean", "max"):
         raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
     if per_sample_weights is not None and mode != "sum":

@@ -257,3 +257,12 @@ def test_ldl_complex(n, single, hermitian):
     np.testing.assert_allclose(enp(ember.linalg.ldl_solve(el, ep, ember.tensor(B), hermitian=hermitian)),
                                tnp(torch.linalg.ldl_solve(tl, tp, torch.tensor(B), hermitian=hermitian)),
                                atol=tol * 10, rtol=tol * 10)
+
+
+def test_embedding_bag_complex_refused_as_torch():
+    w = cz(4, 3, dt=np.complex64)
+    with pytest.raises(RuntimeError) as te:
+        TF.embedding_bag(torch.tensor([1, 2]), torch.tensor(w), torch.tensor([0]))
+    with pytest.raises(RuntimeError) as ee:
+        EF.embedding_bag(ember.tensor([1, 2]), ember.tensor(w), ember.tensor([0]))
+    assert str(ee.value) == str(te.value)
