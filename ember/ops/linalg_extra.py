@@ -788,8 +788,11 @@ def _hetf2_lower(a):
     return a, ipiv, info
 
 
-def _hetrs_lower(ld, ipiv, b):
-    """LAPACK's zhetrs (UPLO='L'): ``X`` with ``A X = B`` from zhetf2's ``LD`` and pivots."""
+def _ldl_solve_lower(ld, ipiv, b, hermitian):
+    """LAPACK's sytrs / zhetrs (UPLO='L'): ``X`` with ``A X = B`` from sytf2's / zhetf2's ``LD``
+    and pivots. ``hermitian`` (complex ``A = A^H``): the transposed solves conjugate and the
+    1x1 pivots are real; otherwise ``A = A^T`` and nothing is conjugated."""
+    cj = np.conj if hermitian else (lambda x: x)
     b = np.array(b, copy=True)
     n = ld.shape[0]
     k = 0
@@ -799,7 +802,7 @@ def _hetrs_lower(ld, ipiv, b):
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             b[k + 1:] -= np.outer(ld[k + 1:, k], b[k])
-            b[k] /= ld[k, k].real
+            b[k] /= ld[k, k].real if hermitian else ld[k, k]
             k += 1
         else:
             kp = -ipiv[k] - 1
@@ -808,75 +811,27 @@ def _hetrs_lower(ld, ipiv, b):
             if k < n - 2:
                 b[k + 2:] -= np.outer(ld[k + 2:, k], b[k]) + np.outer(ld[k + 2:, k + 1], b[k + 1])
             akm1k = ld[k + 1, k]
-            akm1 = ld[k, k] / np.conj(akm1k)
+            akm1 = ld[k, k] / cj(akm1k)
             ak = ld[k + 1, k + 1] / akm1k
             denom = akm1 * ak - 1.0
-            bkm1 = b[k] / np.conj(akm1k)
+            bkm1 = b[k] / cj(akm1k)
             bk = b[k + 1] / akm1k
             b[k] = (ak * bkm1 - bk) / denom
             b[k + 1] = (akm1 * bk - bkm1) / denom
             k += 2
     k = n - 1
-    while k >= 0:                       # L^H P^T X = Y
+    while k >= 0:                       # L^T P^T X = Y (L^H for hermitian)
         if ipiv[k] > 0:
             if k < n - 1:
-                b[k] -= np.conj(ld[k + 1:, k]) @ b[k + 1:]
+                b[k] -= cj(ld[k + 1:, k]) @ b[k + 1:]
             kp = ipiv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
             k -= 1
         else:
             if k < n - 1:
-                b[k] -= np.conj(ld[k + 1:, k]) @ b[k + 1:]
-                b[k - 1] -= np.conj(ld[k + 1:, k - 1]) @ b[k + 1:]
-            kp = -ipiv[k] - 1
-            if kp != k:
-                b[[k, kp]] = b[[kp, k]]
-            k -= 2
-    return b
-
-
-def _sytrs_lower(ld, ipiv, b):
-    """LAPACK's sytrs (UPLO='L'): ``X`` with ``A X = B`` from sytf2's ``LD`` and pivots."""
-    b = np.array(b, copy=True)
-    n = ld.shape[0]
-    k = 0
-    while k < n:                        # L D Y = P B
-        if ipiv[k] > 0:
-            kp = ipiv[k] - 1
-            if kp != k:
-                b[[k, kp]] = b[[kp, k]]
-            b[k + 1:] -= np.outer(ld[k + 1:, k], b[k])
-            b[k] /= ld[k, k]
-            k += 1
-        else:
-            kp = -ipiv[k] - 1
-            if kp != k + 1:
-                b[[k + 1, kp]] = b[[kp, k + 1]]
-            if k < n - 2:
-                b[k + 2:] -= np.outer(ld[k + 2:, k], b[k]) + np.outer(ld[k + 2:, k + 1], b[k + 1])
-            akm1k = ld[k + 1, k]
-            akm1 = ld[k, k] / akm1k
-            ak = ld[k + 1, k + 1] / akm1k
-            denom = akm1 * ak - 1.0
-            bkm1 = b[k] / akm1k
-            bk = b[k + 1] / akm1k
-            b[k] = (ak * bkm1 - bk) / denom
-            b[k + 1] = (akm1 * bk - bkm1) / denom
-            k += 2
-    k = n - 1
-    while k >= 0:                       # L^T P^T X = Y
-        if ipiv[k] > 0:
-            if k < n - 1:
-                b[k] -= ld[k + 1:, k] @ b[k + 1:]
-            kp = ipiv[k] - 1
-            if kp != k:
-                b[[k, kp]] = b[[kp, k]]
-            k -= 1
-        else:
-            if k < n - 1:
-                b[k] -= ld[k + 1:, k] @ b[k + 1:]
-                b[k - 1] -= ld[k + 1:, k - 1] @ b[k + 1:]
+                b[k] -= cj(ld[k + 1:, k]) @ b[k + 1:]
+                b[k - 1] -= cj(ld[k + 1:, k - 1]) @ b[k + 1:]
             kp = -ipiv[k] - 1
             if kp != k:
                 b[[k, kp]] = b[[kp, k]]
@@ -956,9 +911,9 @@ def linalg_ldl_solve(xp, ld, piv, b, hermitian=False):
     fp = np.broadcast_to(hp, batch + hp.shape[-1:]).reshape((nb,) + hp.shape[-1:])
     fb = hb.reshape((nb,) + hb.shape[-2:])
     out = np.empty_like(fb)
-    solve = _hetrs_lower if (hermitian and fb.dtype.kind == "c") else _sytrs_lower
+    herm = bool(hermitian and fb.dtype.kind == "c")
     for i in range(fb.shape[0]):
-        out[i] = solve(fl[i], fp[i], fb[i])
+        out[i] = _ldl_solve_lower(fl[i], fp[i], fb[i], herm)
     return _c(xp, xp.asarray(out.reshape(hb.shape)))
 
 
