@@ -245,3 +245,13 @@ def test_spawn_runs_and_reraises(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.0", "r.1"]
     with pytest.raises(emp.ProcessRaisedException, match="rank 1 failed"):
         emp.spawn(_fail, nprocs=2, start_method="fork")
+
+
+def test_more_workers_than_cpus_warns_as_torch():
+    cpus = len(os.sched_getaffinity(0))
+    if cpus > 8:
+        pytest.skip("would start more than 9 worker processes")
+    with pytest.warns(UserWarning, match=f"This DataLoader will create {cpus + 1} worker processes in total. "
+                                         f"Our suggested max number of worker in current system is {cpus}"):
+        got = [b.tolist() for b in DataLoader(list(range(4)), batch_size=2, num_workers=cpus + 1)]
+    assert got == [[0, 1], [2, 3]]

@@ -149,6 +149,22 @@ def _base_seed(loader) -> int:
     return int(gen._np.integers(0, 2 ** 63 - 1))
 
 
+def _check_worker_number(n: int) -> None:
+    """PyTorch's warning when more workers are asked for than the CPUs this process may use."""
+    import os
+    import warnings
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count()
+    if cpus is not None and n > cpus:
+        warnings.warn(f"This DataLoader will create {n} worker processes in total. Our suggested max number of "
+                      f"worker in current system is {cpus}, which is smaller than what this DataLoader is going to "
+                      f"create. Please be aware that excessive worker creation might get DataLoader running slow "
+                      f"or even freeze, lower the worker number to avoid potential slowness/freeze if necessary.",
+                      UserWarning, stacklevel=3)
+
+
 def _context(ctx):
     import multiprocessing as mp
     if ctx is None:
@@ -177,6 +193,7 @@ class _MultiProcessingIter:
     def __init__(self, loader):
         from ... import multiprocessing as _emp  # noqa: F401  (registers the tensor reducers)
         self._ctx = _context(loader.multiprocessing_context)
+        _check_worker_number(loader.num_workers)
         self._n = loader.num_workers
         self._timeout = loader.timeout
         self._prefetch = loader.prefetch_factor
