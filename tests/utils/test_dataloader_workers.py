@@ -255,3 +255,12 @@ def test_more_workers_than_cpus_warns_as_torch():
                                          f"Our suggested max number of worker in current system is {cpus}"):
         got = [b.tolist() for b in DataLoader(list(range(4)), batch_size=2, num_workers=cpus + 1)]
     assert got == [[0, 1], [2, 3]]
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_pin_memory_without_accelerator_warns_as_torch(workers):
+    if ember.cuda.is_available():
+        pytest.skip("an accelerator is present")
+    with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
+        got = [b.tolist() for b in DataLoader(list(range(4)), batch_size=2, pin_memory=True, num_workers=workers)]
+    assert got == [[0, 1], [2, 3]]

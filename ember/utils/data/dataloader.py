@@ -89,6 +89,8 @@ class DataLoader:
         return self.batch_sampler if self._auto_collation else self.sampler
 
     def __iter__(self):
+        if self.pin_memory:
+            _warn_pin_memory()
         if self.num_workers > 0:
             if not self.persistent_workers:
                 return _MultiProcessingIter(self)
@@ -147,6 +149,15 @@ def _base_seed(loader) -> int:
     from ...random import default_generator
     gen = loader.generator if loader.generator is not None else default_generator
     return int(gen._np.integers(0, 2 ** 63 - 1))
+
+
+def _warn_pin_memory() -> None:
+    """PyTorch's warning for ``pin_memory=True`` without an accelerator (batches stay as they are)."""
+    from ... import cuda
+    if not cuda.is_available():
+        import warnings
+        warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then device pinned "
+                      "memory won't be used.", UserWarning, stacklevel=3)
 
 
 def _check_worker_number(n: int) -> None:
