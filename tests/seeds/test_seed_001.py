@@ -6,9 +6,8 @@ CPU-checkable claims the prose makes about eager PyTorch (ephemeral graph,
 define-by-run control flow, custom Functions, gradient checkpointing,
 zero_grad, no_grad, DataLoader, dispatch on dtype/device).
 
-Not run: TorchScript (torch.jit.trace/script), CUDA AMP, quantization,
-torch.profiler, TorchServe/ONNX/mobile, pin_memory (CUDA) - ember has none of
-them; there is no code for them in the article either.
+Not run (the article has no code for them): TorchScript (torch.jit.trace/script), CUDA AMP,
+quantization, torch.profiler, TorchServe/ONNX/mobile.
 """
 
 import warnings
@@ -155,15 +154,19 @@ def test_no_grad_builds_no_graph(lib):
     assert (x * 2).grad_fn is not None
 
 
-def test_dataloader_batches(lib):
-    """'Use torch.utils.data.DataLoader' - batching over a TensorDataset
-    (pin_memory / worker processes are CUDA / multiprocessing features)."""
+@pytest.mark.parametrize("workers", [0, 2])
+def test_dataloader_batches(lib, workers):
+    """'Use torch.utils.data.DataLoader with multiple workers and pinned memory (pin_memory=True)'
+    - batching over a TensorDataset, in the main process and in two worker processes; without
+    an accelerator both libraries warn that pinned memory is not used and batch as usual."""
     torch = lib.torch
     data = lib.mod("utils.data")
     xs = torch.arange(10).float()
     ys = torch.arange(10) * 2
-    loader = data.DataLoader(data.TensorDataset(xs, ys), batch_size=4, shuffle=False)
-    batches = [(to_np(a).tolist(), to_np(b).tolist()) for a, b in loader]
+    with pytest.warns(UserWarning, match="'pin_memory' argument is set as true but no accelerator is found"):
+        loader = data.DataLoader(data.TensorDataset(xs, ys), batch_size=4, shuffle=False, num_workers=workers,
+                                 pin_memory=True)
+        batches = [(to_np(a).tolist(), to_np(b).tolist()) for a, b in loader]
     assert batches == [([0.0, 1.0, 2.0, 3.0], [0, 2, 4, 6]),
                        ([4.0, 5.0, 6.0, 7.0], [8, 10, 12, 14]),
                        ([8.0, 9.0], [16, 18])]
