@@ -7,7 +7,7 @@ prints or does, the test follows PyTorch and says so in a comment.
 
 Not run (reasons in the skip markers): the C++ excerpts (Node/Edge,
 matmul recording, Engine, SavedVariable, TensorImpl, AccumulateGrad, thread
-safety), the tape-based pseudo-code, DistributedDataParallel, torchviz,
+safety), the tape-based pseudo-code, torchviz,
 the fused-ops TorchScript example (a SyntaxError as printed) and CUDA-only parts (AMP runs on the cpu
 without a GPU).
 """
@@ -574,10 +574,67 @@ def test_multi_batch_gradient_accumulation(lib):
     assert all(p.grad is None for p in model.parameters())  # zero_grad() sets to None
 
 
-@_skip("DistributedDataParallel needs a multi-process / multi-device setup; ember has no "
-       "distributed package")
-def test_distributed_ddp():  # pragma: no cover
-    pass
+def _ddp_rank(name, rank, world, port, out):
+    """One rank of the article's DDP example (gloo over TCP, two processes on the CPU)."""
+    import importlib
+    from datetime import timedelta
+    torch = importlib.import_module(name)
+    dist = importlib.import_module(f"{name}.distributed")
+    try:
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                                timeout=timedelta(seconds=30))
+        torch.manual_seed(0)                       # the same initial model on both ranks
+        model = torch.nn.Linear(4, 1)
+        local = torch.nn.Linear(4, 1)
+        local.load_state_dict(model.state_dict())
+        # PyTorch DDP (DistributedDataParallel) example
+        model = torch.nn.parallel.DistributedDataParallel(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        x = torch.arange(8.0).reshape(2, 4) * (rank + 1)    # different data on each rank
+        loss = model(x).pow(2).mean()
+        loss.backward()  # Triggers all-reduce internally
+        local(x).pow(2).mean().backward()                   # this rank's own gradient
+        grads = [p.grad.tolist() for p in model.parameters()]
+        own = [p.grad.tolist() for p in local.parameters()]
+        optimizer.step()
+        out.put((rank, grads, own, [p.detach().tolist() for p in model.parameters()]))
+        dist.destroy_process_group()
+    except BaseException as e:  # noqa: BLE001 - reported to the test
+        out.put((rank, "error", repr(e), None))
+
+
+def test_distributed_ddp(lib):
+    """'All-reduce operation sums gradients across GPUs; each GPU gets the averaged gradient':
+    two CPU processes (gloo), each with its own batch; after ``loss.backward()`` both hold the
+    mean of their local gradients, and after ``optimizer.step()`` the same parameters."""
+    import multiprocessing
+    import socket
+    if lib.name == "torch":
+        import torch.distributed  # noqa: F401  (imported before fork)
+    else:
+        import ember.distributed  # noqa: F401
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    ctx = multiprocessing.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_ddp_rank, args=(lib.name, r, 2, port, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    try:
+        res = dict((r, (g, o, w)) for r, g, o, w in (out.get(timeout=90) for _ in procs))
+    finally:
+        for p in procs:
+            p.join(10)
+            if p.is_alive():
+                p.terminate()
+    for r in range(2):
+        assert res[r][0] != "error", res[r][1]
+    (g0, own0, w0), (g1, own1, w1) = res[0], res[1]
+    assert g0 == g1 and w0 == w1                    # every rank: the same gradient, the same step
+    for got, a, b in zip(g0, own0, own1):
+        np.testing.assert_allclose(got, (np.array(a) + np.array(b)) / 2, rtol=1e-6)
 
 
 def test_pruning_unused_paths(lib, capsys):
