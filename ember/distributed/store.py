@@ -68,17 +68,20 @@ class Store:
                            f"all ranks reach this point?)")
 
     def set(self, key, value):
-        raise NotImplementedError(f"{type(self).__name__}.set")
+        raise NotImplementedError(f"{type(self).__name__}.set: a Store subclass must implement set (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
     def get(self, key):
         self.wait([key])
         return self._get_now(key)
 
     def compare_set(self, key, expected_value, desired_value):
-        raise NotImplementedError(f"{type(self).__name__}.compare_set")
+        raise NotImplementedError(f"{type(self).__name__}.compare_set: a Store subclass must implement compare_set (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
     def add(self, key, amount):
-        raise NotImplementedError(f"{type(self).__name__}.add")
+        raise NotImplementedError(f"{type(self).__name__}.add: a Store subclass must implement add (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
     def check(self, keys):
         return all(self._get_now(k) is not None for k in keys)
@@ -99,14 +102,17 @@ class Store:
             delay = min(delay * 2, 0.02)
 
     def delete_key(self, key):
-        raise NotImplementedError(f"{type(self).__name__}.delete_key")
+        raise NotImplementedError(f"{type(self).__name__}.delete_key: a Store subclass must implement delete_key (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
     def num_keys(self):
-        raise NotImplementedError(f"{type(self).__name__}.num_keys")
+        raise NotImplementedError(f"{type(self).__name__}.num_keys: a Store subclass must implement num_keys (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
     def _get_now(self, key):
         """The value, or None if the key is not set (never blocks)."""
-        raise NotImplementedError(f"{type(self).__name__}._get_now")
+        raise NotImplementedError(f"{type(self).__name__}._get_now: a Store subclass must implement _get_now (ember's own stores do: "
+                                  f"TCPStore, FileStore, HashStore, PrefixStore)")
 
 
 class HashStore(Store):
