@@ -17,6 +17,7 @@ from .graph import Graph, GraphLintError
 from .interpreter import Interpreter, Transformer
 from .node import Node, map_aggregate, map_arg
 from .proxy import Attribute, Proxy, TraceError
+from .subgraph_rewriter import replace_pattern
 
 __all__ = [
     "Graph",
@@ -34,6 +35,7 @@ __all__ = [
     "map_arg",
     "map_aggregate",
     "assert_specialized",
+    "replace_pattern",
 ]
 
 
