@@ -1,6 +1,6 @@
 """ember.nn.utils: gradient clipping, parameter/vector conversion, rnn helpers,
 parametrizations, weight / spectral normalization, conv/linear + batch-norm fusion."""
-from . import parametrizations, parametrize, rnn, stateless
+from . import parametrizations, parametrize, prune, rnn, stateless
 from .clip_grad import clip_grad_norm_, clip_grad_norm, clip_grad_value_, get_total_norm, clip_grads_with_norm_
 from .convert_parameters import parameters_to_vector, vector_to_parameters
 from .fusion import fuse_conv_bn_eval, fuse_conv_bn_weights, fuse_linear_bn_eval, fuse_linear_bn_weights
@@ -10,6 +10,6 @@ from .weight_norm import remove_weight_norm, weight_norm
 
 __all__ = ["clip_grad_norm", "clip_grad_norm_", "clip_grads_with_norm_", "clip_grad_value_",
            "fuse_conv_bn_eval", "fuse_conv_bn_weights", "fuse_linear_bn_eval", "fuse_linear_bn_weights",
-           "get_total_norm", "parameters_to_vector", "parametrizations", "parametrize",
+           "get_total_norm", "parameters_to_vector", "parametrizations", "parametrize", "prune",
            "remove_spectral_norm", "remove_weight_norm", "rnn", "skip_init", "spectral_norm", "stateless",
            "vector_to_parameters", "weight_norm"]
