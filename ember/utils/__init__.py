@@ -1,9 +1,9 @@
-"""ember.utils: data loading, activation checkpointing, hook handles, DLPack, pytrees."""
+"""ember.utils: data loading, activation checkpointing, hook handles, DLPack, pytrees, benchmark timers."""
 import importlib as _importlib
 
 
 def __getattr__(name):
-    if name in ("data", "checkpoint", "hooks", "dlpack", "_pytree"):
+    if name in ("data", "checkpoint", "hooks", "dlpack", "_pytree", "benchmark"):
         mod = _importlib.import_module(f"ember.utils.{name}")
         globals()[name] = mod
         return mod
