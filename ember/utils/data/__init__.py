@@ -4,9 +4,10 @@ from .dataset import (Dataset, IterableDataset, TensorDataset, StackDataset, Con
 from .sampler import (Sampler, SequentialSampler, RandomSampler, SubsetRandomSampler, WeightedRandomSampler,
                       BatchSampler)
 from .dataloader import DataLoader, get_worker_info
+from .distributed import DistributedSampler
 from ._collate import default_collate, default_convert
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
            "random_split", "Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler",
-           "WeightedRandomSampler", "BatchSampler", "DataLoader", "get_worker_info", "default_collate",
-           "default_convert"]
+           "WeightedRandomSampler", "BatchSampler", "DistributedSampler", "DataLoader", "get_worker_info",
+           "default_collate", "default_convert"]
