@@ -23,6 +23,8 @@ from typing import Any
 
 import numpy as np
 
+import ember
+
 __all__ = ["TaskSpec", "Measurement", "select_unit", "unit_to_english", "trim_sigfig", "ordered_unique",
            "set_torch_threads"]
 
@@ -286,7 +288,6 @@ def ordered_unique(elements: Iterable[Any]) -> list[Any]:
 def set_torch_threads(n: int) -> Iterator[None]:
     """Run the body with ember's intra-op thread count set to ``n``, then restore it.
     (Named as in PyTorch so code written against ``torch.utils.benchmark`` finds it.)"""
-    import ember
     prior = ember.get_num_threads()
     try:
         ember.set_num_threads(n)

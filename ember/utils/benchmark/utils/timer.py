@@ -16,13 +16,14 @@ import timeit
 from collections.abc import Callable
 from typing import Any
 
+import ember
+
 from . import common
 
 __all__ = ["Timer", "timer", "Language"]
 
 
 def _cuda_available() -> bool:
-    import ember
     return ember.cuda.is_available()
 
 
@@ -34,7 +35,6 @@ def timer() -> float:
     Without cupy or a GPU the check is a cached flag and the clock is plain.
     """
     if _cuda_available():
-        import ember
         ember.cuda.synchronize()
     return timeit.default_timer()
 
@@ -94,7 +94,6 @@ class Timer:
                 f"global_setup is C++ only, got `{global_setup}`. Most "
                 "likely this code can simply be moved to `setup`.")
 
-        import ember
         # A copy, so that what exec adds (``__builtins__``) does not leak into the caller's dict.
         self._globals = dict(globals or {})
         self._globals.setdefault("ember", ember)
