@@ -119,10 +119,16 @@ def __getattr__(name):
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
                 "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing",
-                "distributed"):
+                "distributed", "accelerator", "version"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
+    if name == "__version__":               # ember/version.py: the package metadata's version, a comparable str
+        from .version import __version__
+        return __version__
+    if name == "get_device_module":         # torch.get_device_module (ember/accelerator.py)
+        from .accelerator import get_device_module
+        return get_device_module
     if name in ("save", "load"):
         mod = _lazy("serialization")
         return getattr(mod, name)

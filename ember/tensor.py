@@ -149,6 +149,17 @@ class Tensor:
         from .multiprocessing._shared import shared_name
         return shared_name(self._data) is not None
 
+    def pin_memory(self, device=None):
+        """A copy in page-locked host memory for fast, asynchronous copies to the accelerator;
+        RuntimeError when there is no accelerator, as a CPU-only PyTorch (see ember/_pinned.py)."""
+        from ._pinned import pin_memory
+        return pin_memory(self, device)
+
+    def is_pinned(self, device=None):
+        """Whether the data lies in page-locked host memory (always False without an accelerator)."""
+        from ._pinned import is_pinned
+        return is_pinned(self, device)
+
     def storage_offset(self):
         if type(self._data) is FakeArray:
             return self._data.offset
