@@ -23,6 +23,7 @@ from .._C import _load_eval_frame
 
 _eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
+from ..autograd import forward_ad as _fwd_ad
 from . import config, logs
 from . import stance as _stance
 from .exc import (AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported,
@@ -141,6 +142,17 @@ def _restore_grad_mode():
 
 
 _autocast_noted = set()
+_forward_ad_noted = set()
+
+
+def _note_forward_ad(code):
+    counters["eager_fallback"] += 1
+    if code not in _forward_ad_noted:
+        _forward_ad_noted.add(code)
+        where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
+        reason = "a forward-AD dual level (ember.autograd.forward_ad.dual_level) is active"
+        fallback_reasons.append((where, reason))
+        logs.get("graph_breaks").info("Running %s eagerly: %s", where, reason)
 
 
 def _note_autocast(code):
@@ -185,6 +197,11 @@ class Compiler:
                 _eval_frame.mark_skip(code)
                 return None
             cache = _caches[code] = CodeCache(code)
+        if _fwd_ad._current_level >= 0:
+            # forward AD: tangents ride on the tensors and are made by the eager dispatcher;
+            # a compiled graph would drop them, so the frame runs eagerly (logged once per code)
+            _note_forward_ad(code)
+            return None
         hot = cache.hot
         if hot is not None and hot.owner is self and hot.guard(func, *args):
             return hot.fn

@@ -690,11 +690,26 @@ def _mode_dispatch(op, args):
         modes.append(mode)
 
 
+def _autograd_mode_dispatch(op, args):
+    """The mode stack under the Autograd key, which switched grad mode off to run the op.
+    A mode that must know grad mode is on for the caller (forward AD records its tangents
+    for reverse mode) defines ``__ember_dispatch_autograd__``."""
+    modes = STATE.modes
+    mode = modes.pop()
+    try:
+        fn = getattr(mode, "__ember_dispatch_autograd__", None)
+        if fn is not None:
+            return fn(op, args)
+        return mode.__ember_dispatch__(op, args)
+    finally:
+        modes.append(mode)
+
+
 def _autograd(op, args):
     st = STATE
     st.grad_enabled = False
     try:
-        out = _mode_dispatch(op, args) if st.modes else op.run(args)
+        out = _autograd_mode_dispatch(op, args) if st.modes else op.run(args)
     finally:
         st.grad_enabled = True
     if not _GRAPH_FNS:
