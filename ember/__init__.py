@@ -33,6 +33,9 @@ from . import cuda
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 from ._settings import *  # noqa: F401,F403  (set_num_threads, use_deterministic_algorithms, ...)
+from . import storage as _storage_mod   # Tensor.untyped_storage/storage/set_ (ember/storage.py)
+from .storage import UntypedStorage, TypedStorage, is_storage, from_file
+globals().update(_storage_mod.LEGACY_STORAGE_TYPES)    # FloatStorage, LongStorage, ...
 
 half = float16
 float = float32
@@ -43,10 +46,9 @@ long = int64
 cfloat = complex64
 cdouble = complex128
 cpu = _types.cpu
-strided = "strided"
-contiguous_format = "contiguous_format"
-preserve_format = "preserve_format"
-channels_last = "channels_last"
+from ._layout import layout, strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
+from ._memory_format import (memory_format, contiguous_format, preserve_format, channels_last,  # noqa: E402
+                             channels_last_3d)
 
 
 def _export_api():
@@ -64,6 +66,11 @@ def _export_api():
 
 
 _export_api()
+
+# sparse tensors: methods, factories, and ember.mm/matmul/add/... routing sparse arguments (ember/sparse)
+from .sparse import _install as _sparse_install  # noqa: E402
+_sparse_install.install(__import__("sys").modules[__name__])
+del _sparse_install
 
 
 def is_tensor(obj):

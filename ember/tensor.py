@@ -25,6 +25,7 @@ from . import types as _t
 from ._fake import FakeArray
 from ._state import STATE
 from .types import Size, device as _device_cls, cpu as _cpu
+from ._layout import strided as _STRIDED
 
 
 class Tensor:
@@ -163,8 +164,8 @@ class Tensor:
     def storage_offset(self):
         if type(self._data) is FakeArray:
             return self._data.offset
-        root = self._base if self._base is not None else self
-        return (_data_ptr(self._data) - _data_ptr(root._data)) // self._data.itemsize
+        from .storage import storage_start     # the first byte of this tensor's storage (ember/storage.py)
+        return (_data_ptr(self._data) - storage_start(self)) // self._data.itemsize
 
     def is_contiguous(self, memory_format=None):
         d = self._data
@@ -196,9 +197,11 @@ class Tensor:
     def is_meta(self):
         return self.device.type == "meta"
 
+    _sparse_layout = False   # True on ember.sparse's SparseTensor (a class attribute: no per-tensor cost)
+
     @property
     def layout(self):
-        return "strided"
+        return _STRIDED
 
     @property
     def is_sparse(self):

@@ -29,6 +29,9 @@ def _add(a, b):
         return b
     if b is None:
         return a
+    if a._sparse_layout or b._sparse_layout:    # a sparse gradient (ember/sparse)
+        from ..sparse._ops import add_any
+        return add_any(a, b)
     return _api().add(a, b)
 
 
@@ -315,7 +318,10 @@ def _accumulate(t, g, create_graph, held=-1):
             if r is not None:
                 g = r
     old = t._grad
-    if old is None:
+    if g._sparse_layout or (old is not None and old._sparse_layout):
+        from ..sparse._ops import accumulated    # a sparse gradient (ember/sparse)
+        t._grad = accumulated(old, g, create_graph)
+    elif old is None:
         if create_graph and g._requires_grad:
             t._grad = g
         elif STATE.modes:

@@ -55,6 +55,9 @@ def wrap(tx, value, source, guard=True):
                           UserObjectVariable)
     g = tx.output.guards if (guard and source is not None) else None
     if isinstance(value, Tensor):
+        if value._sparse_layout:
+            raise Unsupported(f"sparse tensors are not supported by ember.compile (a tensor with layout "
+                              f"{value.layout}); the code using it runs eagerly")
         if source is None:
             raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
         return tx.output.add_tensor_input(value, source)

@@ -1,0 +1,96 @@
+"""Sparse tensors (``torch.sparse``): COO, CSR and CSC layouts on the CPU.
+
+A GNN's adjacency matrix or a bag of sparse features is mostly zeros; a sparse
+tensor stores only the specified elements: their indices and their values.
+
+Making them
+    ``ember.sparse_coo_tensor(indices, values, size=None, *, dtype, device,
+    requires_grad, check_invariants, is_coalesced)`` (duplicates allowed:
+    uncoalesced), ``ember.sparse_csr_tensor`` / ``sparse_csc_tensor`` /
+    ``sparse_compressed_tensor`` (2-d), and ``Tensor.to_sparse()``,
+    ``to_sparse(sparse_dim)`` (hybrid COO: the trailing dims stay dense),
+    ``to_sparse(layout=...)``, ``to_sparse_coo()``, ``to_sparse_csr()``,
+    ``to_sparse_csc()``. ``check_sparse_tensor_invariants`` switches the
+    index checks on globally or in a ``with`` block.
+
+Reading them
+    ``to_dense()``, ``indices()`` / ``values()`` (coalesced COO only, as in
+    PyTorch), ``_indices()`` / ``_values()``, ``crow_indices()``,
+    ``col_indices()``, ``ccol_indices()``, ``row_indices()``, ``coalesce()``,
+    ``is_coalesced()``, ``sparse_dim()``, ``dense_dim()``, ``_nnz()``,
+    ``is_sparse``, ``is_sparse_csr``, ``layout`` (``ember.sparse_coo`` ...),
+    ``shape`` / ``size()`` / ``dim()`` / ``dtype`` / ``device``; ``repr`` is
+    PyTorch's (with ``torch.`` -> ``ember.``).
+
+Computing with them
+    * products: ``ember.sparse.mm`` / ``ember.mm`` / ``ember.matmul`` / ``@`` /
+      ``Tensor.mm``: sparse @ dense -> dense, dense @ sparse -> dense, sparse @
+      sparse -> sparse; ``ember.sparse.addmm`` / ``ember.addmm``;
+      ``ember.smm`` (sparse result), ``ember.hspmm`` (hybrid result),
+      ``ember.spmm``; ``ember.sparse.sampled_addmm`` (CSR input);
+    * ``ember.sparse.sum`` (all dims -> dense scalar; some dims -> sparse),
+      ``ember.sparse.softmax`` / ``log_softmax`` (COO; over the specified
+      entries only, unspecified ones count as -inf);
+    * elementwise: sparse + sparse, dense + sparse (dense result), sparse *
+      scalar / dense / sparse, sparse / scalar, ``-s``, ``pow`` (positive
+      exponent), and the ops that map 0 to 0 (``abs``, ``sin``, ``tanh``,
+      ``sqrt``, ``relu``, ``sign``, ``floor`` ... see ``_install``), each with
+      an in-place ``_`` variant;
+    * ``t()`` / ``transpose`` (COO: sparse-sparse or dense-dense dims; the
+      transpose of a CSR matrix is a CSC matrix), ``sparse_mask``, ``clone``,
+      ``detach``, ``to(dtype)``.
+
+Autograd
+    Sparse leaves may require grad. ``sparse.mm(S, D)`` gives ``D.grad``
+    (dense) and ``S.grad`` (sparse, with the coalesced pattern of ``S``, as
+    ``torch.sparse.mm`` documents); ``to_dense()`` and ``sparse.sum`` give
+    sparse gradients; ``sparse_coo_tensor(i, v)`` passes gradients to the dense
+    ``v``; ``to_sparse()`` of a dense tensor passes them back densely. Every op
+    above is differentiable because it is computed on the values with dense
+    ember ops (see ``_tensor.py``); grad_fn names therefore differ from
+    PyTorch's (``SparseCooTensorWithDimsAndTensorsBackward0``, ``ValuesBackward0``,
+    ``IndexAddBackward0``...).
+
+What raises
+    * every other op: PyTorch's ``NotImplementedError`` "Could not run
+      'aten::<op>' with arguments from the 'SparseCPU' backend" (the dense
+      kernels cannot read a sparse tensor's storage: ``_storage.py``), and
+      ``numpy()`` / ``stride()`` / ``data_ptr()`` / pickling errors;
+    * sparse + dense (PyTorch's message: use dense + sparse), mismatched sizes
+      in mm/add (PyTorch's messages), bad indices with ``check_invariants``;
+    * the blocked layouts ``sparse_bsr`` / ``sparse_bsc`` (the layout objects
+      exist, making such tensors raises), CUDA sparse tensors, batched or
+      hybrid CSR/CSC, softmax of CSR;
+    * ``ember.compile``: a sparse tensor reaching a compiled frame is a graph
+      break ("sparse tensors are not supported by ember.compile"); the frame
+      runs eagerly.
+
+Differences from PyTorch: ``stride()`` raises for COO too (PyTorch returns
+zeros); the gradient of ``S`` in ``sparse.mm``/``to_dense`` is marked
+coalesced; sparse @ sparse drops products that are exactly zero.
+"""
+from __future__ import annotations
+
+from ._convert import check_sparse_tensor_invariants
+from ._ops import addmm as _addmm
+from ._ops import log_softmax, mm, sampled_addmm, smm, softmax, hspmm
+from ._ops import sum as _sum
+from ._tensor import SparseTensor
+
+__all__ = ["addmm", "mm", "sum", "softmax", "log_softmax", "sampled_addmm", "spmm", "smm", "hspmm",
+           "check_sparse_tensor_invariants"]
+
+
+def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
+    """``torch.sparse.addmm``: beta * mat + alpha * (mat1 @ mat2), mat1 sparse."""
+    return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def sum(input, dim=None, dtype=None):
+    """``torch.sparse.sum``: over all dims (a dense scalar) or ``dim`` (sparse while sparse dims remain)."""
+    if not isinstance(input, SparseTensor):
+        raise RuntimeError(f"sparse.sum: expected a sparse tensor, got layout {input.layout}")
+    return _sum(input, dim, False, dtype)
+
+
+spmm = mm

@@ -1,0 +1,328 @@
+"""Making sparse tensors: the factories and the conversions between layouts.
+
+Every conversion keeps autograd: the values of the result are the values of
+the source (or of the dense tensor) read with ``index_select``, so a gradient
+reaching the result flows back with the right structure.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+
+import numpy as np
+
+from .. import _layout as L
+from .. import types as _t
+from ..tensor import Tensor, _make
+from ._tensor import (COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, check_bounds, from_values,
+                      values_of)
+
+_CHECK = [False]
+
+
+class check_sparse_tensor_invariants(contextlib.ContextDecorator):
+    """``torch.sparse.check_sparse_tensor_invariants``: the default of ``check_invariants`` of
+    the factories (off, as in PyTorch), as a global switch or a context manager."""
+
+    @staticmethod
+    def is_enabled():
+        return _CHECK[0]
+
+    @staticmethod
+    def enable():
+        _CHECK[0] = True
+
+    @staticmethod
+    def disable():
+        _CHECK[0] = False
+
+    def __init__(self, enable=True):
+        self.state = bool(enable)
+        self.saved = None
+
+    def __enter__(self):
+        self.saved = _CHECK[0]
+        _CHECK[0] = self.state
+        return self
+
+    def __exit__(self, *exc):
+        _CHECK[0] = self.saved
+        return False
+
+
+def _checking(flag):
+    return _CHECK[0] if flag is None else bool(flag)
+
+
+def _index_array(x, what):
+    """An int64 numpy copy of an index argument (a tensor or array-like); PyTorch converts
+    floating index tensors too."""
+    if isinstance(x, Tensor):
+        if getattr(x, "_sparse_layout", False):
+            raise TypeError(f"{what} must be a strided (dense) tensor, got layout {x.layout}")
+        if x._fake:
+            raise NotImplementedError(f"ember.sparse: building a sparse tensor from fake tensors ({what}) "
+                                      f"is not supported (sparse tensors cannot be traced)")
+        arr = np.asarray(x.detach()._data if x.device.type == "cpu" else x.cpu()._data)
+    else:
+        arr = np.asarray(x)
+    if arr.dtype.kind not in "iufb":
+        raise TypeError(f"{what} must be an integer tensor, got {arr.dtype}")
+    return np.array(arr, dtype=np.int64, copy=True)
+
+
+def _values_tensor(values, dtype, device):
+    api = _api()
+    if isinstance(values, Tensor):
+        if getattr(values, "_sparse_layout", False):
+            raise TypeError(f"values must be a strided (dense) tensor, got layout {values.layout}")
+        v = values
+        if dtype is not None and v.dtype is not dtype:
+            v = v.to(dtype)
+    else:
+        v = api.tensor(values, dtype=dtype)
+    if device is not None and _t.as_device(device).type != "cpu" or v.device.type != "cpu":
+        raise NotImplementedError("ember.sparse: sparse tensors are CPU only")
+    return v
+
+
+def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pin_memory=False,
+                      requires_grad=False, check_invariants=None, is_coalesced=None):
+    """``torch.sparse_coo_tensor``: a COO tensor with ``values[k]`` at ``indices[:, k]``.
+    Duplicate indices are allowed (the tensor is then uncoalesced; they add up)."""
+    idx = _index_array(indices, "indices")
+    v = _values_tensor(values, dtype, device)
+    if idx.ndim != 2:
+        raise RuntimeError(f"indices must be sparse_dim x nnz, but got: {list(idx.shape)}")
+    if v.ndim == 0:
+        raise RuntimeError("values must be at least 1-dimensional (nnz x dense dims)")
+    sdim, nnz = idx.shape
+    if v.shape[0] != nnz:
+        raise RuntimeError(f"indices and values must have same nnz, but got nnz from indices: {nnz}, "
+                           f"nnz from values: {v.shape[0]}")
+    dense_shape = tuple(v.shape[1:])
+    if size is None:
+        sparse_shape = tuple(int(m) + 1 for m in idx.max(axis=1)) if nnz else (0,) * sdim
+        if nnz and idx.min(initial=0) < 0:
+            check_bounds(idx, sparse_shape)
+        size = sparse_shape + dense_shape
+    else:
+        size = tuple(int(s) for s in size)
+        if len(size) != sdim + len(dense_shape):
+            raise RuntimeError(f"'len(size) == sparse_dim + dense_dim' is not satisfied: len(size) = "
+                               f"{len(size)}, sparse_dim = {sdim}, dense_dim = {len(dense_shape)}")
+        if size[sdim:] != dense_shape:
+            raise RuntimeError(f"values has incorrect size, expected {[nnz] + list(size[sdim:])}, got "
+                               f"{[nnz] + list(dense_shape)}")
+        if any(s < 0 for s in size):
+            raise RuntimeError(f"Trying to create tensor with negative dimension: {list(size)}")
+    st = Structure(COO, size, sdim, indices=idx, coalesced=bool(is_coalesced))
+    if _checking(check_invariants):
+        check_bounds(idx, size[:sdim])
+        if is_coalesced:
+            lin = st.lin()
+            if np.any(np.diff(lin) <= 0):
+                raise RuntimeError("cannot set is_coalesced to true if indices correspond to uncoalesced "
+                                   "COO tensor")
+    out = from_values(st, v)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _compressed_check(layout, cidx, pidx, nnz, size):
+    """PyTorch's invariant checks of a 2-d compressed tensor (``check_invariants=True``)."""
+    c, p = ("crow", "col") if layout is CSR else ("ccol", "row")
+    nouter, ninner = (size[0], size[1]) if layout is CSR else (size[1], size[0])
+    if cidx.shape[0] != nouter + 1:
+        raise RuntimeError(f"{c}_indices.size(-1) must be equal to size[-{2 if layout is CSR else 1}] + 1 "
+                           f"(that is {nouter + 1}), but got: {cidx.shape[0]}")
+    if cidx[0] != 0:
+        raise RuntimeError(f"`{c}_indices[..., 0] == 0` is not satisfied.")
+    if cidx[-1] != nnz:
+        raise RuntimeError(f"`{c}_indices[..., -1] == nnz` is not satisfied.")
+    d = np.diff(cidx)
+    if np.any(d < 0) or np.any(d > ninner):
+        raise RuntimeError(f"`0 <= {c}_indices[..., 1:] - {c}_indices[..., :-1] <= "
+                           f"{'ncols' if layout is CSR else 'nrows'}` is not satisfied.")
+    if nnz and (pidx.min() < 0 or pidx.max() >= ninner):
+        raise RuntimeError(f"`0 <= {p}_indices < {'ncols' if layout is CSR else 'nrows'}` is not satisfied.")
+    outer = np.repeat(np.arange(nouter), d)
+    if nnz > 1 and np.any((np.diff(pidx) <= 0) & (np.diff(outer) == 0)):
+        raise RuntimeError(f"`{p}_indices[..., {c}_indices[..., i - 1]:{c}_indices[..., i]] for all i = 1, "
+                           f"..., n{'rows' if layout is CSR else 'cols'} are sorted and distinct along the "
+                           f"last dimension values` is not satisfied.")
+
+
+def _compressed_tensor(layout, cidx, pidx, values, size, dtype, device, requires_grad, check_invariants):
+    c = _index_array(cidx, "compressed_indices")
+    p = _index_array(pidx, "plain_indices")
+    v = _values_tensor(values, dtype, device)
+    if c.ndim != 1 or p.ndim != 1 or v.ndim != 1 or (size is not None and len(size) != 2):
+        raise NotImplementedError(f"ember.sparse: only 2-d {layout} tensors with 1-d values are supported "
+                                  f"(no batch or dense dimensions)")
+    if p.shape[0] != v.shape[0]:
+        raise RuntimeError(f"{'col' if layout is CSR else 'row'}_indices and values must have the same "
+                           f"number of elements, but got {p.shape[0]} and {v.shape[0]}")
+    nnz = p.shape[0]
+    if size is None:
+        nouter = max(c.shape[0] - 1, 0)
+        ninner = int(p.max()) + 1 if nnz else 0
+        size = (nouter, ninner) if layout is CSR else (ninner, nouter)
+    size = tuple(int(s) for s in size)
+    nouter = size[0] if layout is CSR else size[1]
+    if c.shape[0] != nouter + 1 or _checking(check_invariants):
+        _compressed_check(layout, c, p, nnz, size)
+    st = Structure(layout, size, 2, compressed=c, plain=p)
+    out = from_values(st, v)
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """``torch.sparse_csr_tensor`` (2-d, no batch or dense dimensions)."""
+    return _compressed_tensor(CSR, crow_indices, col_indices, values, size, dtype, device, requires_grad,
+                              check_invariants)
+
+
+def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """``torch.sparse_csc_tensor`` (2-d, no batch or dense dimensions)."""
+    return _compressed_tensor(CSC, ccol_indices, row_indices, values, size, dtype, device, requires_grad,
+                              check_invariants)
+
+
+def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *, dtype=None,
+                             layout=None, device=None, pin_memory=False, requires_grad=False,
+                             check_invariants=None):
+    """``torch.sparse_compressed_tensor``: CSR or CSC by ``layout``."""
+    lay = L.as_layout(layout) if not isinstance(layout, str) or layout in L.layout._BY_NAME else layout
+    if lay not in (CSR, CSC, L.sparse_bsr, L.sparse_bsc):
+        word = "none" if lay is None else {COO: "Sparse", L.strided: "Strided"}.get(lay, str(lay))
+        raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout but got {word}")
+    if lay in (L.sparse_bsr, L.sparse_bsc):
+        _blocked(lay)
+    return _compressed_tensor(lay, compressed_indices, plain_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
+
+
+def _blocked(layout):
+    raise NotImplementedError(f"ember.sparse: the {layout} (blocked compressed) layout is not supported; "
+                              f"use sparse_csr / sparse_csc or sparse_coo")
+
+
+def sparse_bsr_tensor(*args, **kwargs):
+    _blocked(L.sparse_bsr)
+
+
+def sparse_bsc_tensor(*args, **kwargs):
+    _blocked(L.sparse_bsc)
+
+
+# ---------------------------------------------------------------------- conversions
+def dense_to_coo(x, sparse_dim=None):
+    """A dense tensor's nonzero entries (over its first ``sparse_dim`` dims) as a coalesced COO."""
+    if x._fake:
+        raise NotImplementedError("ember.sparse: to_sparse of a fake tensor (inside a traced or compiled "
+                                  "region) is not supported")
+    if x.device.type != "cpu":
+        raise NotImplementedError("ember.sparse: sparse tensors are CPU only; call .cpu() first")
+    nd = x.ndim
+    sd = nd if sparse_dim is None else int(sparse_dim)
+    if not 0 <= sd <= nd:
+        raise RuntimeError(f"sparse_dim must be in [0, {nd}], but got {sd}" if sparse_dim is not None
+                           else "invalid sparse_dim")
+    shape = tuple(x.shape)
+    sparse_shape, dense_shape = shape[:sd], shape[sd:]
+    P = int(math.prod(sparse_shape))
+    arr = np.asarray(x.detach()._data).reshape((P,) + dense_shape)
+    nzmask = arr != 0
+    if dense_shape:
+        nzmask = nzmask.reshape(P, -1).any(axis=1)
+    lin = np.flatnonzero(nzmask).astype(np.int64)
+    if sd:
+        idx = np.stack([np.asarray(a, dtype=np.int64) for a in np.unravel_index(lin, sparse_shape)])
+    else:
+        idx = np.zeros((0, lin.shape[0]), dtype=np.int64)
+    vals = x.reshape((P,) + dense_shape).index_select(0, _itensor(lin, x.device))
+    return from_values(Structure(COO, shape, sd, indices=idx, coalesced=True), vals)
+
+
+def to_coo(s):
+    """A CSR/CSC tensor as COO (row-major, coalesced); a COO tensor as itself."""
+    st = s._st
+    if st.layout is COO:
+        return s
+    idx = st.coo_indices()
+    coo = from_values(Structure(COO, st.shape, 2, indices=idx, coalesced=False), values_of(s))
+    from ._ops import coalesce
+    if st.layout is CSR:
+        lin = coo._st.lin()
+        if np.all(np.diff(lin) > 0):
+            coo._st.coalesced = True
+            return coo
+    return coalesce(coo)
+
+
+def _two_d(s, what):
+    st = s._st
+    if len(st.shape) != 2 or st.sdim != 2:
+        raise NotImplementedError(f"ember.sparse: {what} supports 2-d tensors without dense dimensions only "
+                                  f"(got shape {list(st.shape)} with sparse_dim {st.sdim})")
+
+
+def to_csr(s):
+    if not isinstance(s, SparseTensor):
+        s = dense_to_coo(s)
+    st = s._st
+    if st.layout is CSR:
+        return s
+    if st.layout is CSC:
+        s = to_coo(s)
+    _two_d(s, "conversion to sparse_csr")
+    from ._ops import coalesce
+    c = coalesce(s)
+    idx = c._st.indices
+    crow = np.concatenate([[0], np.cumsum(np.bincount(idx[0], minlength=st.shape[0]))]).astype(np.int64)
+    return from_values(Structure(CSR, st.shape, 2, compressed=crow, plain=idx[1].copy()), values_of(c))
+
+
+def to_csc(s):
+    if not isinstance(s, SparseTensor):
+        s = dense_to_coo(s)
+    st = s._st
+    if st.layout is CSC:
+        return s
+    if st.layout is CSR:
+        s = to_coo(s)
+    _two_d(s, "conversion to sparse_csc")
+    from ._ops import coalesce
+    c = coalesce(s)
+    idx = c._st.indices
+    perm = np.lexsort((idx[0], idx[1])).astype(np.int64)
+    ccol = np.concatenate([[0], np.cumsum(np.bincount(idx[1], minlength=st.shape[1]))]).astype(np.int64)
+    vals = values_of(c).index_select(0, _itensor(perm, s.device))
+    return from_values(Structure(CSC, st.shape, 2, compressed=ccol, plain=idx[0][perm]), vals)
+
+
+def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
+    """``Tensor.to_sparse``: to COO (optionally with ``sparse_dim``) or to ``layout``."""
+    lay = L.as_layout(layout)
+    if lay in (L.sparse_bsr, L.sparse_bsc) or blocksize is not None:
+        _blocked(lay or L.sparse_bsr)
+    if dense_dim not in (None, 0):
+        raise NotImplementedError("ember.sparse: compressed layouts with dense dimensions are not supported")
+    if sparse_dim is not None and lay is not None and lay is not COO:
+        raise RuntimeError("to_sparse: sparse_dim argument must be None for non-COO layouts")
+    if lay is L.strided:
+        raise RuntimeError("to_sparse: layout must be a sparse layout, got torch.strided")
+    if lay in (CSR, CSC):
+        return to_csr(x) if lay is CSR else to_csc(x)
+    if isinstance(x, SparseTensor):
+        if sparse_dim is not None and int(sparse_dim) != x._st.sdim and x._st.layout is COO:
+            raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
+                               "!=self.sparse_dim() is not supported")
+        return to_coo(x)
+    return dense_to_coo(x, sparse_dim)
