@@ -47,8 +47,9 @@ cfloat = complex64
 cdouble = complex128
 cpu = _types.cpu
 from ._layout import layout, strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
-from ._memory_format import (memory_format, contiguous_format, preserve_format, channels_last,  # noqa: E402
-                             channels_last_3d)
+contiguous_format = "contiguous_format"
+preserve_format = "preserve_format"
+channels_last = "channels_last"
 
 
 def _export_api():
