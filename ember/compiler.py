@@ -14,14 +14,46 @@
   that it does not change), as ``torch.compiler.assume_constant_result``;
 * ``allow_in_graph(fn)`` / ``disallow_in_graph(fn)``: a call of ``fn`` becomes one graph node
   (its body is not traced by dynamo; aot traces through it) / always breaks the graph: see
-  ``ember/dynamo/variables/allowed.py``.
+  ``ember/dynamo/variables/allowed.py``;
+* ``get_default_backend()`` / ``set_default_backend(backend)``: what ``ember.compile`` uses
+  without ``backend=``;
+* ``is_exporting()``: True while ``ember.export`` traces (stricter than ``is_compiling``);
+* ``substitute_in_graph(original)(traceable)``: dynamo traces ``traceable`` where code calls
+  ``original`` (a C function it cannot trace), see ``ember/dynamo/polyfill.py``;
+* ``nested_compile_region(fn)``: mark a repeated block (see its docstring: ember inlines it);
+* ``wrap_numpy(fn)``: a numpy-array function as a tensor function;
+* guard filters for ``ember.compile(options={"guard_filter_fn": ...})``:
+  ``skip_guard_on_inbuilt_nn_modules_unsafe``, ``skip_guard_on_all_nn_modules_unsafe``,
+  ``keep_tensor_guards_unsafe``, ``skip_guard_on_globals_unsafe``, ``skip_all_guards_unsafe``,
+  ``keep_portable_guards_unsafe`` -- each takes the list of ``GuardFilterEntry`` objects
+  (``ember/dynamo/guards.py``) and returns one bool per entry (False drops the guard). Unsafe as
+  in torch: a dropped guard lets compiled code run on inputs it was not traced for.
+
+``ember.compile`` itself (``ember/dynamo/__init__.py``) takes torch's arguments: ``options``
+are knobs of ``ember.inductor.config`` (an unknown name or a value of the wrong type is a
+RuntimeError, as in torch), set while that function's graphs compile and run; ``mode`` and
+``options`` together are refused; ``recompile_limit`` bounds this function's recompiles (with
+``fullgraph=True`` one more raises ``FailOnRecompileLimitHit``); ``isolate_recompiles`` is
+accepted -- every ``ember.compile`` call already keeps its own entries; ``shapes_spec`` raises
+NotImplementedError; inside ``ember.export`` a call is ignored with a warning (as torch).
 """
+import functools as _functools
+
 from .dynamo import disable, list_backends, reset
+from .dynamo.backends import get_default_backend, set_default_backend
+from .dynamo.exc import FailOnRecompileLimitHit
+from .dynamo.polyfill import substitute_in_graph
 from .dynamo.stance import set_stance
 from .dynamo.variables.allowed import allow_in_graph, disallow_in_graph
 
 __all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling", "set_stance",
-           "assume_constant_result", "allow_in_graph", "disallow_in_graph"]
+           "assume_constant_result", "allow_in_graph", "disallow_in_graph", "get_default_backend",
+           "set_default_backend", "is_exporting", "substitute_in_graph", "nested_compile_region", "wrap_numpy",
+           "cudagraph_mark_step_begin", "skip_guard_on_inbuilt_nn_modules_unsafe",
+           "skip_guard_on_all_nn_modules_unsafe", "keep_tensor_guards_unsafe", "skip_guard_on_globals_unsafe",
+           "skip_all_guards_unsafe", "keep_portable_guards_unsafe", "FailOnRecompileLimitHit"]
+
+_EXPORT_DEPTH = 0       # > 0 while ember.export.export runs (ember/export/_trace.py)
 
 
 def is_compiling() -> bool:
@@ -43,3 +75,98 @@ def assume_constant_result(fn):
         raise TypeError(f"assume_constant_result expects a callable, got {type(fn).__name__}")
     fn._ember_assume_constant = True
     return fn
+
+
+def is_exporting() -> bool:
+    """True while ``ember.export.export`` captures the program (dynamo folds the call to the value
+    it has during the trace), False otherwise -- also under plain ``ember.compile``."""
+    return _EXPORT_DEPTH > 0
+
+
+is_exporting._ember_is_compiling = True
+is_exporting._ember_traced_value = is_exporting
+
+
+def nested_compile_region(fn=None, *, options=None, max_reuse_entries: int = 8, reuse_hash_fn=None):
+    """Mark ``fn`` as a region repeated in a model (a transformer layer's body), as torch's
+    ``nested_compile_region``; usable as ``@nested_compile_region`` or with arguments.
+
+    Semantics are a plain call, eager or compiled. torch compiles such a region once and reuses
+    the compiled subgraph at each call site (less compile time); ember inlines the region at
+    every call site into the enclosing graph (same results; the compile time is that of the
+    inlined graph -- ember's warm-cache and fusion work on the whole graph)."""
+    if not isinstance(max_reuse_entries, int) or max_reuse_entries < 1:
+        raise ValueError(f"max_reuse_entries must be a positive int, got {max_reuse_entries!r}")
+    if reuse_hash_fn is not None and not callable(reuse_hash_fn):
+        raise TypeError(f"reuse_hash_fn must be callable, got {type(reuse_hash_fn).__name__}")
+
+    def mark(f):
+        if not callable(f):
+            raise TypeError(f"nested_compile_region expects a callable, got {type(f).__name__}")
+        return f
+    return mark if fn is None else mark(fn)
+
+
+def wrap_numpy(fn):
+    """Turn ``fn`` from numpy arrays to numpy arrays into a function from tensors to tensors:
+    tensor arguments (anywhere in nested lists/tuples/dicts) are passed as ``t.numpy()`` and
+    arrays in the result come back as tensors (``ember.as_tensor``), as ``torch.compiler.wrap_numpy``.
+    A tensor that requires grad is refused by ``.numpy()`` (call ``.detach()``), as in torch. Under
+    ``ember.compile`` the numpy calls run eagerly (a graph break around them)."""
+    import numpy as np
+    from .utils._pytree import tree_map_only
+    from .tensor import Tensor
+
+    @_functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        args, kwargs = tree_map_only(Tensor, lambda t: t.numpy(), (args, kwargs))
+        out = fn(*args, **kwargs)
+        from . import as_tensor
+        return tree_map_only(np.ndarray, as_tensor, out)
+    return wrapper
+
+
+def cudagraph_mark_step_begin():
+    """Mark the start of a training/inference iteration for CUDA-graph trees. ember does not
+    record CUDA graphs (``mode="reduce-overhead"`` compiles without them), so there is no
+    iteration state to reset: the call does nothing."""
+    return None
+
+
+# ---------------------------------------------------------------------- guard filters
+def skip_guard_on_inbuilt_nn_modules_unsafe(guard_entries):
+    """Drop the guards on ember's own nn modules (``nn.Linear``...) and everything read through
+    them (their parameters' tensor checks included), keeping the rest."""
+    return [not (e.nn_module is not None and (e.nn_module.__module__ or "").startswith("ember.nn."))
+            for e in guard_entries]
+
+
+def skip_guard_on_all_nn_modules_unsafe(guard_entries):
+    """Drop the guards on every nn module, user-defined or ember's, and what is read through them."""
+    return [e.nn_module is None for e in guard_entries]
+
+
+def keep_tensor_guards_unsafe(guard_entries, keep_parameters: bool = False):
+    """Keep only the tensor guards (dtype, device, shape, strides, requires_grad), and of those
+    on module parameters only when ``keep_parameters``."""
+    return [e.guard_type == "TENSOR_MATCH" and (keep_parameters or not e.is_parameter) for e in guard_entries]
+
+
+def skip_guard_on_globals_unsafe(guard_entries):
+    """Drop the guards on global (and builtin) names."""
+    return [not e.is_global for e in guard_entries]
+
+
+def skip_all_guards_unsafe(guard_entries):
+    """Drop every guard: the first compiled entry serves every later call."""
+    return [False] * len(guard_entries)
+
+
+_PORTABLE = {"TENSOR_MATCH", "SHAPE_ENV", "GLOBAL_STATE", "DEFAULT_DTYPE", "NO_TENSOR_ALIASING",
+             "EQUALS_MATCH", "TYPE_MATCH", "LENGTH_CHECK", "DICT_KEYS_MATCH"}
+
+
+def keep_portable_guards_unsafe(guard_entries):
+    """Keep the guards that check values, not object identities: tensor metadata and sizes, the
+    global state (grad mode, autocast, default dtype), constants, types and lengths."""
+    return [e.guard_type in _PORTABLE for e in guard_entries]

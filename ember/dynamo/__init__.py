@@ -92,27 +92,90 @@ from .eval_frame import OptimizeContext, disable
 from .exc import BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, Unsupported, graph_break
 
 
-def optimize(backend="eager", *, fullgraph=False, dynamic=None):
+def optimize(backend="eager", *, fullgraph=False, dynamic=None, recompile_limit=None, guard_filter_fn=None):
     """A context/decorator that compiles frames with ``backend`` (a name or a callable)."""
     from .convert_frame import Compiler
     return OptimizeContext(Compiler(lookup_backend(backend), fullgraph=fullgraph, dynamic=dynamic,
-                                    name=backend if isinstance(backend, str) else None))
+                                    name=backend if isinstance(backend, str) else None,
+                                    recompile_limit=recompile_limit, guard_filter_fn=guard_filter_fn))
 
 
-def compile(model=None, *, fullgraph=False, dynamic=None, backend="inductor", mode=None, options=None,
-            disable=False):
+_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=None, options=None,
+            name=None, disable=False, recompile_limit=None, isolate_recompiles=False, shapes_spec=None):
     """``ember.compile``: see ``ember/compiler.py`` for the user-facing documentation."""
+    if backend is None:
+        from .backends import get_default_backend
+        backend = get_default_backend()
     if model is None:
         def deco(fn):
+            if fn is None:
+                raise RuntimeError("Model can't be None")
             return compile(fn, fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-                           options=options, disable=disable)
+                           options=options, name=name, disable=disable, recompile_limit=recompile_limit,
+                           isolate_recompiles=isolate_recompiles, shapes_spec=shapes_spec)
         return deco
+    if mode is not None and options is not None:
+        raise RuntimeError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if mode is not None and mode not in _MODES:
+        raise ValueError(f"unknown mode {mode!r}")
+    if shapes_spec is not None:
+        raise NotImplementedError("ember.compile(shapes_spec=...) is not supported: mark dims with "
+                                  "ember.dynamo.mark_dynamic / mark_static, or pass dynamic=True")
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or recompile_limit < 0):
+        raise ValueError(f"recompile_limit must be a non-negative int or None, got {recompile_limit!r}")
     if disable:
         return model
-    if mode is not None and mode not in ("default", "reduce-overhead", "max-autotune",
-                                         "max-autotune-no-cudagraphs"):
-        raise ValueError(f"unknown mode {mode!r}")
-    return optimize(backend, fullgraph=fullgraph, dynamic=dynamic)(model)
+    options = dict(options) if options else {}
+    guard_filter_fn = options.pop("guard_filter_fn", None)
+    if options.pop("use_aoti", False):
+        raise NotImplementedError("ember.compile(options={'use_aoti': True}): ember has no AOTInductor packaging")
+    from ..compiler import is_exporting
+    if is_exporting():
+        import warnings
+        warnings.warn("ember.compile is ignored when called inside ember.export region", stacklevel=2)
+        return model
+    fn = lookup_backend(backend)
+    if backend == "inductor":
+        if options:
+            from ..inductor.config import checked_options
+            fn = _with_inductor_options(fn, checked_options(options))
+    elif isinstance(backend, str):
+        if options or mode not in (None, "default"):
+            logs.get("graph_breaks").warning("ember.compile: backend %r ignores mode=%r options=%r",
+                                             backend, mode, options or None)
+    elif options or mode not in (None, "default"):
+        # a user's backend gets them as keyword arguments, as torch passes them
+        import functools
+        kwargs = {}
+        if mode not in (None, "default"):
+            kwargs["mode"] = mode
+        if options:
+            kwargs["options"] = options
+        fn = functools.wraps(fn)(functools.partial(fn, **kwargs))
+    return optimize(fn, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
+                    guard_filter_fn=guard_filter_fn)(model)
+
+
+def _with_inductor_options(backend_fn, options: dict):
+    """The inductor backend compiling under ``ember.inductor.config`` patched with ``options``
+    (``ember.compile(options={...})``): set while the graph is compiled and on every call of the
+    compiled function (the AOT wrapper compiles the training graphs at the first call, and a
+    recompile for new strides happens inside a call)."""
+    from ..inductor.config import patch
+
+    def compiled_with_options(gm, example_inputs):
+        with patch(options):
+            inner = backend_fn(gm, example_inputs)
+
+        def run(*args):
+            with patch(options):
+                return inner(*args)
+        return run
+    compiled_with_options.__name__ = getattr(backend_fn, "__name__", "inductor")
+    return compiled_with_options
 
 
 def explain(fn):

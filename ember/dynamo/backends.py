@@ -60,6 +60,29 @@ _REGISTRY: dict[str, Callable] = {"eager": eager, "aot_eager": _aot_eager, "indu
 _TAGS: dict[str, tuple] = {"eager": ("debug",), "aot_eager": ("debug",)}
 
 
+_DEFAULT = "inductor"
+
+
+def get_default_backend():
+    """The backend ``ember.compile`` uses when none is given (``"inductor"`` unless changed)."""
+    return _DEFAULT
+
+
+def set_default_backend(backend):
+    """Make ``backend`` (a registered name or a callable ``backend(gm, example_inputs)``) what
+    ``ember.compile`` uses when no ``backend=`` is given; None restores ``"inductor"``. A name is
+    checked now (an unknown one raises here, not at the first compile)."""
+    global _DEFAULT
+    if backend is None:
+        _DEFAULT = "inductor"
+        return
+    if isinstance(backend, str):
+        lookup(backend)
+    elif not callable(backend):
+        raise TypeError(f"set_default_backend: expected a backend name or a callable, got {type(backend).__name__}")
+    _DEFAULT = backend
+
+
 def register_backend(name: str = None, fn: Callable = None, tags=()):
     """``register_backend("name", fn)``, or as a decorator (``@register_backend`` /
     ``@register_backend(name=..., tags=...)``) as ``torch._dynamo.register_backend``."""

@@ -26,8 +26,8 @@ from .._state import STATE as _STATE
 from ..autograd import forward_ad as _fwd_ad
 from . import config, logs
 from . import stance as _stance
-from .exc import (AliasedDynamicView, BackendCompilerFailed, FullGraphError, RecompileLimitExceeded, SkipFrame, Unsupported,
-                  UserError)
+from .exc import (AliasedDynamicView, BackendCompilerFailed, FailOnRecompileLimitHit, FullGraphError,
+                  RecompileLimitExceeded, SkipFrame, Unsupported, UserError)
 from .example_value import preserve_rng
 from .output_graph import OutputGraph
 from .symbolic_convert import run_frame
@@ -165,11 +165,14 @@ def _note_autocast(code):
 class Compiler:
     """One ``ember.compile`` configuration; instances are the hook callbacks."""
 
-    def __init__(self, backend, fullgraph=False, dynamic=None, name=None):
+    def __init__(self, backend, fullgraph=False, dynamic=None, name=None, *, recompile_limit=None,
+                 guard_filter_fn=None):
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.name = name or getattr(backend, "__name__", str(backend))
+        self.recompile_limit = recompile_limit        # None: config.recompile_limit
+        self.guard_filter_fn = guard_filter_fn        # options={"guard_filter_fn": ...}
         self.graphs = []   # (code, info) per compiled entry, for tests and explain()
         self._forced_compilers = {}   # backend -> Compiler, for set_stance(force_backend=...)
 
@@ -251,16 +254,21 @@ class Compiler:
             logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)
             if self.dynamic is None and config.automatic_dynamic_shapes:
                 self._note_size_changes(last, func, args, cache, where)
-            if mine >= config.recompile_limit:
+            limit = config.recompile_limit if self.recompile_limit is None else self.recompile_limit
+            if mine >= limit:
+                if self.fullgraph and self.recompile_limit is not None:
+                    raise FailOnRecompileLimitHit(f"ember.compile: {where} hit recompile_limit={limit} "
+                                                 f"with fullgraph=True; last failed guard: {reason}")
                 if not cache.warned:
                     cache.warned = True
                     warnings.warn(f"ember.compile: {where} hit the recompile limit "
-                                  f"({config.recompile_limit}); last failed guard: {reason}. "
+                                  f"({limit}); last failed guard: {reason}. "
                                   f"It runs eagerly from now on.", RecompileLimitExceeded, stacklevel=2)
                 return None
         t0 = time.perf_counter()
         static_views = cache.static_views
         output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
+        output.guards.filter_fn = self.guard_filter_fn
         output.unspec_scalars = self._unspec_scalars(cache, args)
         output.unspec_sources = cache.unspec_sources if self.dynamic is not False else set()
         try:
@@ -285,6 +293,7 @@ class Compiler:
             # Graph break: trace again, stopping before the instruction that failed.
             reason = str(e)
             output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
+            output.guards.filter_fn = self.guard_filter_fn
             output.unspec_scalars = self._unspec_scalars(cache, args)
             output.unspec_sources = cache.unspec_sources if self.dynamic is not False else set()
             try:

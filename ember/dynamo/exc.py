@@ -40,6 +40,11 @@ class RecompileLimitExceeded(Warning):
     """A code object exceeded ``config.recompile_limit`` cache entries; it now runs eagerly."""
 
 
+class FailOnRecompileLimitHit(RuntimeError):
+    """``ember.compile(fullgraph=True, recompile_limit=n)``: a function needed an n+1-th
+    compile (torch's ``FailOnRecompileLimitHit``)."""
+
+
 class AliasedDynamicView(Exception):
     """An input shares memory with a view input that was given symbolic sizes (and so traced as
     memory of its own): the frame is traced again with view inputs kept static."""

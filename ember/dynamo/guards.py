@@ -13,10 +13,38 @@ from __future__ import annotations
 
 import builtins
 import re
+import sys
 
 from .._state import STATE
 from ..tensor import Tensor, _data_ptr
 from .. import types as _t
+
+_NO_VALUE = object()
+
+
+class GuardFilterEntry:
+    """One guard as a ``guard_filter_fn`` sees it (``ember.compile(options={"guard_filter_fn": f})``,
+    torch's ``GuardFilterEntry``): ``name`` is the source expression it checks (``a0`` is the
+    first argument, ``a0.fc.weight`` an attribute of it, ``G['x']`` a global, empty for the
+    global state), ``guard_type`` what it checks (``TENSOR_MATCH``, ``ID_MATCH``,
+    ``TYPE_MATCH``, ``EQUALS_MATCH``, ``LENGTH_CHECK``, ``DICT_KEYS_MATCH``, ``SHAPE_ENV``,
+    ``NO_TENSOR_ALIASING``, ``GLOBAL_STATE``, ``DEFAULT_DTYPE``, ``GLOBALS_DICT``,
+    ``HASATTR``, ``DICT_CONTAINS``, ``GUARD`` for other checks), ``value`` (with
+    ``has_value``) what it compares to, ``is_global`` whether it reads a global or builtin,
+    ``orig_guard`` the check's Python expression and reason, ``nn_module`` the class of the
+    ``nn.Module`` whose attribute it checks (or that it is), None otherwise, and
+    ``is_parameter`` whether it is the tensor check of a ``Parameter``."""
+
+    __slots__ = ("name", "has_value", "value", "guard_type", "derived_guard_types", "is_global",
+                 "orig_guard", "nn_module", "is_parameter")
+
+    def __init__(self, name, has_value, value, guard_type, is_global, orig_guard, nn_module, is_parameter):
+        self.name, self.has_value, self.value = name, has_value, value
+        self.guard_type, self.derived_guard_types, self.is_global = guard_type, (), is_global
+        self.orig_guard, self.nn_module, self.is_parameter = orig_guard, nn_module, is_parameter
+
+    def __repr__(self):
+        return f"GuardFilterEntry(name={self.name!r}, guard_type={self.guard_type!r}, is_global={self.is_global})"
 
 
 class GuardSet:
@@ -28,7 +56,11 @@ class GuardSet:
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
         self.numbers: dict = {}   # source expr -> int/float value guarded equal (automatic dynamic)
-        self.add("__func.__globals__ is G", "the function's globals dict")
+        self.meta: list = []      # per expr: (guard_type, name, value) for guard_filter_fn
+        self.module_sources: dict = {}   # source expr of each nn.Module read -> its class
+        self.param_sources: set = set()  # source exprs of the Parameters guarded
+        self.filter_fn = None     # ember.compile(options={"guard_filter_fn": ...})
+        self.add("__func.__globals__ is G", "the function's globals dict", kind="GLOBALS_DICT", name="G")
 
     # ------------------------------------------------------------------ building
     def ref(self, obj) -> str:
@@ -41,40 +73,48 @@ class GuardSet:
         self.globals[name] = obj
         return name
 
-    def add(self, expr: str, reason: str = ""):
+    def add(self, expr: str, reason: str = "", *, kind: str = None, name: str = None, value=_NO_VALUE):
+        """Add the check ``expr``. ``kind``/``name``/``value`` describe it to a
+        ``guard_filter_fn`` (a guard type as torch names them, the source expression it checks,
+        the value it compares with); left out, they are read off the expression."""
         if expr in self._seen:
             return
         self._seen.add(expr)
         self.exprs.append(expr)
         self.reasons.append(reason or expr)
+        self.meta.append((kind, name, value))
 
     def id_match(self, source, obj):
-        self.add(f"{source.expr()} is {self.ref(obj)}", f"{source.expr()} is the same object")
+        self.add(f"{source.expr()} is {self.ref(obj)}", f"{source.expr()} is the same object",
+                 kind="ID_MATCH", name=source.expr(), value=obj)
 
     def type_match(self, source, obj):
         self.add(f"type({source.expr()}) is {self.ref(type(obj))}",
-                 f"type({source.expr()}) is {type(obj).__qualname__}")
+                 f"type({source.expr()}) is {type(obj).__qualname__}", kind="TYPE_MATCH", name=source.expr(),
+                 value=type(obj))
 
     def constant_match(self, source, value):
         e = source.expr()
         if type(value) in (int, float):
             self.numbers[e] = value
+        m = dict(kind="EQUALS_MATCH", name=e, value=value)
         if value is None or value is True or value is False or value is Ellipsis:
-            self.add(f"{e} is {value!r}")
+            self.add(f"{e} is {value!r}", **m)
         elif type(value) is float and (value == 0.0 or value != value or value in (float("inf"), float("-inf"))):
-            self.add(f"type({e}) is float and {e}.hex() == {value.hex()!r}", f"{e} == {value!r}")
+            self.add(f"type({e}) is float and {e}.hex() == {value.hex()!r}", f"{e} == {value!r}", **m)
         elif type(value) in (int, float, str, bytes, complex):
-            self.add(f"type({e}) is {type(value).__name__} and {e} == {value!r}")
+            self.add(f"type({e}) is {type(value).__name__} and {e} == {value!r}", **m)
         else:
             self.add(f"type({e}) is {self.ref(type(value))} and {e} == {self.ref(value)}",
-                     f"{e} == {value!r}")
+                     f"{e} == {value!r}", **m)
 
     def len_match(self, source, n):
-        self.add(f"len({source.expr()}) == {n}")
+        self.add(f"len({source.expr()}) == {n}", kind="LENGTH_CHECK", name=source.expr(), value=n)
 
     def dict_keys_match(self, source, keys):
         self.add(f"list({source.expr()}.keys()) == {self.ref(list(keys))}",
-                 f"{source.expr()} has keys {list(keys)!r}")
+                 f"{source.expr()} has keys {list(keys)!r}", kind="DICT_KEYS_MATCH", name=source.expr(),
+                 value=list(keys))
 
     def tensor_match(self, source, t: Tensor):
         e = source.expr()
@@ -87,7 +127,9 @@ class GuardSet:
             f"(__d := __t._data).shape == {tuple(d.shape)!r} and "
             f"__d.strides == {tuple(d.strides)!r} and __t._requires_grad is {bool(t.requires_grad)!r}",
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape={tuple(d.shape)}, "
-            f"strides={t.stride()}, requires_grad={t.requires_grad})")
+            f"strides={t.stride()}, requires_grad={t.requires_grad})", kind="TENSOR_MATCH", name=e)
+        if getattr(t, "_is_param", False):
+            self.param_sources.add(e)
 
     def dynamic_tensor_match(self, source, t: Tensor, dyn: set):
         """Like ``tensor_match`` for a C-contiguous input whose dims ``dyn`` are ShapeEnv symbols:
@@ -103,7 +145,7 @@ class GuardSet:
             f"{e}._data.strides == __cstrides({e}._data) and {e}.requires_grad is {bool(t.requires_grad)!r}",
             f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape="
             f"{tuple('*' if i in dyn else n for i, n in enumerate(shape))}, contiguous, "
-            f"requires_grad={t.requires_grad})")
+            f"requires_grad={t.requires_grad})", kind="TENSOR_MATCH", name=e)
 
     def unaliased_view(self, source, others):
         """A view input given symbolic sizes was traced as memory of its own: it must share no
@@ -111,7 +153,8 @@ class GuardSet:
         if others:
             e = source.expr()
             self.add(f"__roots_differ({e}, {', '.join(o.expr() for o in others)})",
-                     f"{e} shares no memory with {', '.join(o.expr() for o in others)}")
+                     f"{e} shares no memory with {', '.join(o.expr() for o in others)}",
+                     kind="NO_TENSOR_ALIASING", name=e)
 
     def memory_sharing(self, sources, values):
         """The tensor inputs (``sources``, their trace-time ``values``) share memory at the next
@@ -125,7 +168,7 @@ class GuardSet:
         what = "; ".join(" and ".join(s for s, k in zip(srcs, key) if k == g) + " share memory"
                          for g in shared) or "no two of them share memory"
         self.add(f"__memory_sharing({', '.join(srcs)}) == {key!r}",
-                 f"tensor inputs share memory as when traced ({what})")
+                 f"tensor inputs share memory as when traced ({what})", kind="NO_TENSOR_ALIASING", name=srcs[0])
 
     def shape_env_guards(self, env):
         """The ShapeEnv's assumptions as guards over the sources of its symbols: every symbol's
@@ -142,9 +185,10 @@ class GuardSet:
             srcs = [x.replace(".size()[", "._data.shape[") for x in srcs]
             first[sym] = srcs[0]
             self.add(f"{srcs[0]} >= 2", f"{srcs[0]} is not specialised to 0/1 (a symbolic size, was "
-                                        f"{env.var_to_val[sym]})")
+                                        f"{env.var_to_val[sym]})", kind="SHAPE_ENV", name=srcs[0])
             for other in srcs[1:]:
-                self.add(f"{other} == {srcs[0]}", f"{other} == {srcs[0]} (duck-sized: {sym})")
+                self.add(f"{other} == {srcs[0]}", f"{other} == {srcs[0]} (duck-sized: {sym})",
+                         kind="SHAPE_ENV", name=other)
         for g in env.guards:
             syms = sorted(g.free_symbols, key=str)
             if any(s not in first for s in syms):
@@ -154,22 +198,26 @@ class GuardSet:
             args = ", ".join(first[s] for s in syms)
             desc = str(g.xreplace({s: sympy.Symbol(first[s].replace("._data.shape[", ".size()["))
                                    for s in syms}))
-            self.add(f"{name}({args})", f"size guard {g}: {desc}")
+            self.add(f"{name}({args})", f"size guard {g}: {desc}", kind="SHAPE_ENV", name=first[syms[0]] if syms else "")
 
     def global_state(self):
-        self.add(f"STATE.grad_enabled is {bool(STATE.grad_enabled)!r}", "grad mode unchanged")
+        gs = dict(kind="GLOBAL_STATE", name="")
+        self.add(f"STATE.grad_enabled is {bool(STATE.grad_enabled)!r}", "grad mode unchanged", **gs)
         # an ember.autocast region: the trace holds its casts (the dispatcher made them while
         # tracing), so the entry serves calls in the same region state only
         if STATE.autocast is None:
-            self.add("STATE.autocast is None", "no autocast region")
+            self.add("STATE.autocast is None", "no autocast region", **gs)
         else:
             self.add(f"STATE.autocast == {self.ref(dict(STATE.autocast))}",
-                     f"autocast region {{{', '.join(f'{k}: {v}' for k, v in STATE.autocast.items())}}}")
-        self.add(f"_t.get_default_dtype() is {self.ref(_t.get_default_dtype())}", "default dtype unchanged")
+                     f"autocast region {{{', '.join(f'{k}: {v}' for k, v in STATE.autocast.items())}}}", **gs)
+        self.add(f"_t.get_default_dtype() is {self.ref(_t.get_default_dtype())}", "default dtype unchanged",
+                 kind="DEFAULT_DTYPE", name="")
 
     # ------------------------------------------------------------------ compiling
     def compile(self, nargs: int):
         self.shape_env_guards(getattr(self, "shape_env", None))
+        if self.filter_fn is not None:
+            self._apply_filter()
         params = ", ".join(["__func"] + [f"a{i}" for i in range(nargs)])
         body = _hoisted_body(self.exprs)
         src = (f"def __guard({params}):\n"
@@ -184,6 +232,58 @@ class GuardSet:
         fn.source = src
         fn.guard_set = self
         return fn
+
+    def filter_entries(self):
+        """The guards as ``GuardFilterEntry`` objects, in order (see ``_apply_filter``)."""
+        out = []
+        for expr, reason, (kind, name, value) in zip(self.exprs, self.reasons, self.meta):
+            if name is None:
+                m = _CHAIN.search(expr)
+                name = m.group(0) if m else ""
+            if kind is None:
+                kind = _infer_kind(expr)
+            out.append(GuardFilterEntry(name, value is not _NO_VALUE, None if value is _NO_VALUE else value,
+                                        kind, self._is_global(name), (expr, reason),
+                                        self._module_of(name),
+                                        kind == "TENSOR_MATCH" and name in self.param_sources))
+        return out
+
+    def _is_global(self, name: str) -> bool:
+        """Whether ``name`` reads a global or builtin: of the frame's function (``G[...]``,
+        ``B[...]``) or of an inlined function's module (a guard global holding that module's dict)."""
+        if name.startswith(("G[", "B[")):
+            return True
+        m = re.match(r"o\d+(?=\[)", name)
+        d = self.globals.get(m.group(0)) if m else None
+        if not isinstance(d, dict):
+            return False
+        mod = sys.modules.get(d.get("__name__", None) if "__builtins__" in d or "__name__" in d else None)
+        return d is builtins.__dict__ or (mod is not None and getattr(mod, "__dict__", None) is d)
+
+    def _module_of(self, name: str):
+        """The class of the nn.Module at ``name`` or the nearest module above it in its chain."""
+        best = None
+        for src, cls in self.module_sources.items():
+            if (name == src or name.startswith(src + ".") or name.startswith(src + "[")) and \
+                    (best is None or len(src) > len(best[0])):
+                best = (src, cls)
+        return None if best is None else best[1]
+
+    def _apply_filter(self):
+        """Keep the guards the user's ``guard_filter_fn`` keeps (torch's contract: it gets the
+        list of entries and returns one bool per entry; False drops that guard). Unsafe by
+        design -- a dropped guard lets the entry run on inputs it was not traced for."""
+        entries = self.filter_entries()
+        keep = self.filter_fn(entries)
+        keep = list(keep) if keep is not None else None
+        if keep is None or len(keep) != len(entries):
+            from .._user_errors import UserError
+            raise UserError(f"guard_filter_fn must return a list of {len(entries)} bools (one per guard "
+                             f"entry), got {keep if keep is None else f'{len(keep)} values'}")
+        self.exprs = [e for e, k in zip(self.exprs, keep) if k]
+        self.reasons = [r for r, k in zip(self.reasons, keep) if k]
+        self.meta = [m for m, k in zip(self.meta, keep) if k]
+        self.filter_fn = None        # (applied once: compile may be called again on a fallback)
 
     def first_failure(self, func, args):
         """The reason of the first failing guard (for the recompiles log)."""
@@ -320,3 +420,20 @@ def _cstrides(d):
 def _builtins_dict(func):
     b = func.__globals__.get("__builtins__", builtins)
     return b if isinstance(b, dict) else b.__dict__
+
+
+def _infer_kind(expr: str) -> str:
+    """A torch-style guard type for a check added without one (from the expression's shape)."""
+    if expr.startswith("type(") and " is " in expr and " and " not in expr:
+        return "TYPE_MATCH"
+    if re.fullmatch(r"[\w.\[\]'\"]+ is o\d+", expr) or expr.startswith("id("):
+        return "ID_MATCH"
+    if expr.startswith("hasattr(") or "getattr_static" in expr or "_static_missing" in expr:
+        return "HASATTR"
+    if " in " in expr and "__dict__" in expr:
+        return "DICT_CONTAINS"
+    if expr.startswith("len("):
+        return "LENGTH_CHECK"
+    if "keys" in expr:
+        return "DICT_KEYS_MATCH"
+    return "GUARD"

@@ -82,6 +82,22 @@ class FuncSource(Source):
         return "func"
 
 
+class GuardGlobalSource(Source):
+    """An object ember itself holds (a ``substitute_in_graph`` polyfill), reachable from the
+    guard and compiled functions under the name ``GuardSet.ref`` gave it (``oN``): gives the
+    values read through it (its closure cells, its globals) real sources, so their mutations
+    are replayed and reads guarded like any outside value's."""
+
+    def __init__(self, ref, label):
+        self.ref, self.label = ref, label
+
+    def expr(self):
+        return self.ref
+
+    def name(self):
+        return f"O_{self.label}"
+
+
 class AttrSource(Source):
     def __init__(self, base, attr):
         self.base, self.attr = base, attr

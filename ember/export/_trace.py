@@ -208,6 +208,15 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
 
     ``strict`` is accepted for torch compatibility; ember always captures with dynamo (its
     "strict" mode), so both values trace the same way."""
+    from .. import compiler
+    compiler._EXPORT_DEPTH += 1
+    try:
+        return _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature)
+    finally:
+        compiler._EXPORT_DEPTH -= 1
+
+
+def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature):
     from ..nn.modules.module import Module
     from ..tensor import Tensor
     from ..utils._pytree import tree_flatten

@@ -129,3 +129,58 @@ def configure_logging(spec=None):
 
 
 configure_logging()
+
+
+# ---------------------------------------------------------------------- per-compile options
+def _option_names():
+    """The knobs ``ember.compile(options=...)`` may set: this module's plain settings."""
+    import types as _types
+    return {k: v for k, v in globals().items()
+            if not k.startswith("_") and k.islower() and k not in ("os", "logging", "LOG_NAMES")
+            and not isinstance(v, (_types.ModuleType, _types.FunctionType, type))}
+
+
+def checked_options(options: dict) -> dict:
+    """``options`` with names normalised (``-`` -> ``_``), each checked to be a knob of this
+    module with a value of its type (torch's errors: an unknown name or a wrong type is a
+    RuntimeError naming it). Knobs whose default is None take any value."""
+    known = _option_names()
+    out = {}
+    for key, val in options.items():
+        name = str(key).replace("-", "_")
+        if name not in known:
+            raise RuntimeError(f"Unexpected optimization option {key}, known options are {sorted(known)}")
+        cur = known[name]
+        if cur is not None and not (isinstance(val, type(cur)) or (type(cur) is float and type(val) is int)):
+            raise RuntimeError(f"Unexpected type of attr {key}, got {type(val).__name__} should be "
+                               f"{type(cur).__name__}")
+        out[name] = val
+    return out
+
+
+class patch:
+    """``with patch({"simd": False}):`` -- set knobs for a block and restore them after (also
+    a decorator). Used by ``ember.compile(options=...)``; tests and ablations use it too."""
+
+    def __init__(self, changes: dict = None, **kw):
+        self.changes = checked_options({**(changes or {}), **kw})
+        self._saved = []
+
+    def __enter__(self):
+        g = globals()
+        self._saved.append({k: g[k] for k in self.changes})
+        g.update(self.changes)
+        return self
+
+    def __exit__(self, *exc):
+        globals().update(self._saved.pop())
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with self:
+                return fn(*a, **k)
+        return wrapper

@@ -115,12 +115,21 @@ def wrap(tx, value, source, guard=True):
             raise Unsupported("a module with no source")
         if g:
             g.id_match(source, value)
+            g.module_sources[source.expr()] = type(value)
         return NNModuleVariable(value, source)
     if isinstance(value, types.ModuleType):
         trusted = _is_ember_module_name(value.__name__)
         if g:
             g.id_match(source, value)
         return PythonModuleVariable(value, source, trusted=trusted)
+    from ..polyfill import lookup as _polyfill
+    poly = _polyfill(value) if callable(value) else None
+    if poly is not None:
+        # ember.compiler.substitute_in_graph: the registered Python stand-in is traced instead
+        from ..source import GuardGlobalSource
+        if g:
+            g.id_match(source, value)
+        return UserFunctionVariable(poly, GuardGlobalSource(tx.output.guards.ref(poly), poly.__name__))
     from .numpy_fold import NumpyFoldVariable, is_foldable
     if is_foldable(value):
         if g:

@@ -789,8 +789,11 @@ class IsCompilingVariable(VariableTracker):
 
     def call_function(self, tx, args, kwargs):
         if args or kwargs:
-            raise Unsupported("is_compiling() takes no arguments")
-        return ConstantVariable(True)
+            raise Unsupported(f"{self.fn.__name__}() takes no arguments")
+        # is_compiling: True; is_exporting: whether an ember.export is tracing (the value it
+        # has while this trace runs)
+        traced = getattr(self.fn, "_ember_traced_value", None)
+        return ConstantVariable(True if traced is None else bool(traced()))
 
     def __repr__(self):
         return "IsCompilingVariable()"
