@@ -16,16 +16,17 @@ follows torch.fx so that the two can be compared line by line:
 from __future__ import annotations
 
 import builtins
+import inspect
 import math
 import operator
 import sys
 import types
-from typing import Any, Dict, List, NamedTuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from ._names import Namespace, is_ember_object, qualified_name, snake_case
 from .node import Node, map_arg
 
-__all__ = ["PythonCode", "generate_python", "format_target", "MAGIC_METHODS", "INPLACE_METHODS"]
+__all__ = ["CodeGen", "PythonCode", "generate_python", "format_target", "MAGIC_METHODS", "INPLACE_METHODS"]
 
 
 class PythonCode(NamedTuple):
@@ -193,8 +194,92 @@ def _operand(em: "_Emitter", a: Any) -> str:
     return f"({s})" if s.startswith("-") else s
 
 
-def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forward") -> PythonCode:
-    """Generate ``def forward(self, ...)`` source for ``graph``."""
+class CodeGen:
+    """How a graph becomes the source of a Python function; subclass to change it.
+
+    Why a class with hooks rather than one function: some graphs need a
+    different calling convention than "one parameter per placeholder" (take
+    one list and unpack it, return a list, ...). A subclass installed with
+    :meth:`ember.fx.Graph.set_codegen` overrides only the parts that differ:
+
+    - :meth:`gen_fn_def` -- the ``def`` line(s), given the parameter strings
+      (``free_vars``, without ``self``) and the return annotation;
+    - :meth:`generate_output` -- the ``return`` statement for the output value;
+    - :meth:`additional_globals` -- extra ``(name, object)`` pairs the
+      generated source refers to;
+    - :meth:`process_inputs` / :meth:`process_outputs` -- turn the new calling
+      convention's inputs into the graph's placeholder values and the graph's
+      output into the new convention's result, so that running the graph node
+      by node (:class:`~ember.fx.Interpreter`) agrees with the generated code.
+
+    The hook names and signatures are torch.fx's, so a torch CodeGen subclass
+    ports by changing its imports.
+    """
+
+    #: the parameter naming the root module in the generated ``def``
+    _root_module = "self"
+
+    def __init__(self) -> None:
+        self._body_transformer: Optional[Callable[[List[str]], List[str]]] = None
+        self._func_name: str = "forward"
+
+    def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str, *, expanded_def: bool = False) -> str:
+        """``def forward(self, <free_vars>)<annotation>:``; ``self`` is added
+        when ``free_vars`` does not start with it."""
+        root = self._root_module
+        if not free_vars or free_vars[0] != root:
+            free_vars.insert(0, root)
+        if expanded_def:
+            args = "".join(f"    {a},\n" for a in free_vars)
+            return f"def {self._func_name}(\n{args}){maybe_return_annotation}:"
+        return f"def {self._func_name}({', '.join(free_vars)}){maybe_return_annotation}:"
+
+    def generate_output(self, output_args: Any, *, descs: Any = None, repr_fn: Optional[Callable[[Any], str]] = None) -> str:
+        """The (unindented) ``return`` statement for ``output_args``."""
+        return f"return {(repr_fn or repr)(output_args)}"
+
+    def process_inputs(self, *args: Any) -> Any:
+        """Map a call's arguments to the graph's placeholder values."""
+        return args
+
+    def process_outputs(self, outputs: Any) -> Any:
+        """Map the graph's output value to what the generated function returns."""
+        return outputs
+
+    def additional_globals(self) -> List[Tuple[str, Any]]:
+        """Extra ``(name, object)`` globals the generated source uses."""
+        return []
+
+    def _gen_python_code(self, graph: Any, root_module: str = "self") -> PythonCode:
+        return generate_python(graph, root_module, codegen=self)
+
+
+def _call_with_supported_kwargs(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Call a (possibly user-overridden) hook, passing only the keyword
+    arguments its signature accepts."""
+    try:
+        params = inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return method(*args, **kwargs)
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return method(*args, **kwargs)
+    return method(*args, **{k: v for k, v in kwargs.items() if k in params})
+
+
+_DEFAULT_CODEGEN_METHODS = ("gen_fn_def", "generate_output", "additional_globals")
+
+
+def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forward", codegen: Optional["CodeGen"] = None) -> PythonCode:
+    """Generate ``def forward(self, ...)`` source for ``graph`` (through the
+    hooks of ``codegen``, default: the graph's own :class:`CodeGen`)."""
+    if codegen is None:
+        codegen = getattr(graph, "_codegen", None)
+    # the default hooks are inlined below (the compiler generates code for
+    # many graphs); a subclass overriding any of them goes through the hooks
+    custom = codegen is not None and (
+        getattr(codegen, "_body_transformer", None) is not None
+        or any(getattr(type(codegen), m) is not getattr(CodeGen, m) for m in _DEFAULT_CODEGEN_METHODS)
+    )
     ns = Namespace()
     ns.mark_used(root_module)
     nodes = list(graph.nodes)
@@ -249,8 +334,11 @@ def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forwa
         elif node.op == "call_function":
             stmt = _emit_call_function(node, em)
         elif node.op == "output":
-            stmt = f"return {em.emit(node.args[0])}"
             ret_ann = _annotation(node.type, em)
+            if custom:
+                stmt = _call_with_supported_kwargs(codegen.generate_output, node.args[0], repr_fn=em.emit)
+            else:
+                stmt = f"return {em.emit(node.args[0])}"
         else:
             raise RuntimeError(f"fx codegen: unknown op {node.op!r}")
 
@@ -265,10 +353,30 @@ def generate_python(graph: Any, root_module: str = "self", fn_name: str = "forwa
 
     if not lines:
         lines.append("pass")
-    body = "".join(f"    {ln}\n" for ln in lines)
     ret = f" -> {ret_ann[3:]}" if ret_ann else ""
-    src = f"\n\n\ndef {fn_name}({', '.join([root_module] + params)}){ret}:\n{body}    "
-    return PythonCode(src, em.globals)
+    if not custom:
+        body = "".join(f"    {ln}\n" for ln in lines)
+        src = f"\n\n\ndef {fn_name}({', '.join([root_module] + params)}){ret}:\n{body}    "
+        return PythonCode(src, em.globals)
+
+    # A user CodeGen: run its hooks (torch.fx's order: body transformer,
+    # additional globals, then the def line).
+    body_lines = [ln + "\n" for ln in lines]
+    if codegen._body_transformer is not None:
+        body_lines = codegen._body_transformer(body_lines)
+    for name, value in codegen.additional_globals():
+        em.add_global(name, value)
+    saved_root, saved_name = codegen._root_module, codegen._func_name
+    codegen._root_module = root_module
+    if fn_name != "forward":
+        codegen._func_name = fn_name
+    try:
+        prologue = _call_with_supported_kwargs(codegen.gen_fn_def, params, ret, expanded_def=False)
+    finally:
+        codegen._root_module, codegen._func_name = saved_root, saved_name
+    code = "".join(body_lines).lstrip("\n").split("\n")
+    body = "\n".join("    " + ln for ln in code)
+    return PythonCode(f"\n\n\n{prologue}\n{body}", em.globals)
 
 
 def _annotation(t: Any, em: _Emitter) -> str:

@@ -27,7 +27,17 @@ from .graph import Graph
 from .node import Node
 from .proxy import Proxy, TraceError, TracerBase
 
-__all__ = ["Tracer", "symbolic_trace", "wrap", "assert_specialized"]
+__all__ = [
+    "Tracer",
+    "symbolic_trace",
+    "wrap",
+    "assert_specialized",
+    "is_fx_tracing",
+    "ProxyableClassMeta",
+    "PH",
+    "PHBase",
+    "PHWithMeta",
+]
 
 
 def _nn():
@@ -69,6 +79,82 @@ def assert_specialized(value: Any, expected: Any, name: str) -> None:
 
 assert_specialized._ember_is_impure = True  # type: ignore[attr-defined]
 assert_specialized.__fx_name__ = "ember.fx.assert_specialized"  # type: ignore[attr-defined]
+
+
+_is_fx_tracing_flag = False
+
+
+def is_fx_tracing() -> bool:
+    """Whether a :class:`Tracer` is currently running a program symbolically."""
+    return _is_fx_tracing_flag
+
+
+# classes whose construction is recorded (see ProxyableClassMeta), in
+# definition order
+_proxyable_classes: Dict[type, None] = {}
+
+
+class ProxyableClassMeta(type):
+    """Metaclass that makes constructing a class traceable.
+
+    Why: a user type holding tensors (a pair, a small record) is built inside
+    traced code from traced values; running its ``__init__`` on Proxies would
+    freeze whatever it does. With this metaclass, constructing the class while
+    tracing with any Proxy among the arguments records one ``call_function``
+    node whose target is the class (the generated code calls it on real
+    values). Outside tracing, or with no Proxy argument, construction is
+    ordinary. An instance passed into traced code as a constant is stored on
+    the root as ``_<ClassName>_constant_<i>`` and read with ``get_attr``::
+
+        class TensorPair(metaclass=ember.fx.ProxyableClassMeta):
+            def __init__(self, left, right):
+                self.left, self.right = left, right
+
+            def add(self, other):
+                return TensorPair(self.left + other.left, self.right + other.right)
+
+        def f(x: TensorPair, y):
+            return x.add(TensorPair(y, y))
+
+        ember.fx.symbolic_trace(f).code
+        # tensor_pair = tests_..._TensorPair(y, y); add = x.add(tensor_pair) ...
+    """
+
+    def __init__(cls, name: str, bases: Tuple[type, ...], attrs: Dict[str, Any]) -> None:
+        _proxyable_classes.setdefault(cls)
+        super().__init__(name, bases, attrs)
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        instance = cls.__new__(cls)
+        if _is_fx_tracing_flag:
+            from .proxy import _find_tracer
+
+            tracer = _find_tracer(args, kwargs)
+            if tracer is not None:
+                return tracer.create_proxy("call_function", cls, args, kwargs)
+        cls.__init__(instance, *args, **kwargs)
+        return instance
+
+
+class PHBase:
+    """Marks, inside a ``concrete_args`` value, a leaf that stays an input
+    (a placeholder) while the surrounding structure is fixed. Use :data:`PH`."""
+
+    def __repr__(self) -> str:
+        return "PH"
+
+
+#: the placeholder marker for ``concrete_args`` pytrees
+PH = PHBase()
+
+
+class PHWithMeta(PHBase):
+    """A :class:`PHBase` carrying a key (``ph_key``) and any attributes the
+    user sets on it; they are copied onto the placeholder node created for it."""
+
+    def __init__(self, ph_key: Optional[str] = None) -> None:
+        super().__init__()
+        self.ph_key = ph_key
 
 
 class _Patcher:
@@ -211,6 +297,15 @@ class Tracer(TracerBase):
             p = self._module_paths.get(id(a))
             if p is not None:
                 return self.create_node("get_attr", p, (), {})
+        if type(a) in _proxyable_classes:
+            # an instance of a ProxyableClassMeta class used as a constant:
+            # store it on the root, read it back with get_attr
+            i = 0
+            while hasattr(self.root, f"_{type(a).__name__}_constant_{i}"):
+                i += 1
+            path = f"_{type(a).__name__}_constant_{i}"
+            _set_plain_attr(self.root, path, a)
+            return self.create_node("get_attr", path, (), {})
         return super().create_arg(a)
 
     # -- tracing -----------------------------------------------------------------
@@ -274,11 +369,16 @@ class Tracer(TracerBase):
             else:
                 call_args.append(val)
 
-        with _Patcher() as patcher:
-            if Module is not None:
-                self._patch_module(Module, patcher)
-            self._patch_autowrap(fn_globals, patcher)
-            result = fn(*call_args, **call_kwargs)
+        global _is_fx_tracing_flag
+        was_tracing, _is_fx_tracing_flag = _is_fx_tracing_flag, True
+        try:
+            with _Patcher() as patcher:
+                if Module is not None:
+                    self._patch_module(Module, patcher)
+                self._patch_autowrap(fn_globals, patcher)
+                result = fn(*call_args, **call_kwargs)
+        finally:
+            _is_fx_tracing_flag = was_tracing
         ret_type = getattr(fn, "__annotations__", {}).get("return")
         self.create_node("output", "output", (self.create_arg(result),), {}, type_expr=ret_type)
         return self.graph

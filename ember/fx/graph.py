@@ -15,7 +15,7 @@ import copy
 import inspect
 from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
-from ._codegen import PythonCode, generate_python
+from ._codegen import CodeGen, PythonCode, generate_python
 from ._names import Namespace, target_to_name
 from .node import OPCODES, Argument, Node, Target, map_arg
 
@@ -70,6 +70,7 @@ class Graph:
         self._tracer_cls = tracer_cls
         #: call targets that dead-code elimination must keep (see Node.is_impure)
         self.impure_targets: Set[Any] = set()
+        self._codegen: CodeGen = CodeGen()
 
     # -- basic properties --------------------------------------------------
     @property
@@ -264,6 +265,7 @@ class Graph:
             out_node = out[0]
             out_node.meta = copy.copy(self.output_node.meta)
         g.impure_targets = set(self.impure_targets)
+        g._codegen = copy.deepcopy(self._codegen, memo)
         return g
 
     # -- passes ---------------------------------------------------------------
@@ -354,8 +356,39 @@ class Graph:
 
     # -- printing / codegen -------------------------------------------------
     def python_code(self, root_module: str = "self") -> PythonCode:
-        """Source of ``def forward(<root_module>, ...)`` plus its globals."""
-        return generate_python(self, root_module)
+        """Source of ``def forward(<root_module>, ...)`` plus its globals
+        (shaped by this graph's :class:`CodeGen`, see :meth:`set_codegen`)."""
+        return generate_python(self, root_module, codegen=self._codegen)
+
+    def set_codegen(self, codegen: CodeGen) -> None:
+        """Generate this graph's Python through ``codegen`` (a
+        :class:`~ember.fx.CodeGen` subclass changing the calling convention).
+        A GraphModule picks it up on its next ``recompile()``."""
+        if not isinstance(codegen, CodeGen):
+            raise TypeError(f"fx: set_codegen expects an ember.fx.CodeGen, got {type(codegen).__name__}")
+        self._codegen = codegen
+
+    def process_inputs(self, *args: Any) -> Any:
+        """Map arguments of the generated function to placeholder values
+        (the codegen's ``process_inputs``)."""
+        return self._codegen.process_inputs(*args)
+
+    def process_outputs(self, out: Any) -> Any:
+        """Map the graph's output value to the generated function's result."""
+        return self._codegen.process_outputs(out)
+
+    @contextlib.contextmanager
+    def on_generate_code(self, make_transformer: Callable[[Optional[Callable[[List[str]], List[str]]]], Callable[[List[str]], List[str]]]):
+        """Within the block, generated code's body lines (a list of strings,
+        one per statement) pass through ``make_transformer(previous)``; the
+        previous transformer (or None) is restored on exit. Call
+        ``gm.recompile()`` inside the block to apply it."""
+        saved = self._codegen._body_transformer
+        try:
+            self._codegen._body_transformer = make_transformer(saved)
+            yield
+        finally:
+            self._codegen._body_transformer = saved
 
     def print_tabular(self) -> None:
         """Print the nodes as a table (opcode, name, target, args, kwargs)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
+from . import traceback as fx_traceback
 from .graph import Graph
 from .node import Argument, Node, Target, map_aggregate, map_arg
 from .proxy import Proxy
@@ -49,6 +50,8 @@ class Interpreter:
         """Run the graph on ``args``; nodes already in ``initial_env`` are
         not re-run (their values are taken as given)."""
         self.env = dict(initial_env) if initial_env is not None else {}
+        if enable_io_processing:
+            args = self.graph.process_inputs(*args)
         self.args_iter = iter(args)
         for node in self.graph.nodes:
             if node in self.env:
@@ -67,7 +70,8 @@ class Interpreter:
                 for dead in self.user_to_last_uses.get(node, ()):
                     self.env.pop(dead, None)
             if node.op == "output":
-                return self.env[node]
+                out = self.env[node]
+                return self.graph.process_outputs(out) if enable_io_processing else out
         return None
 
     def boxed_run(self, args_list: List[Any]) -> Any:
@@ -78,7 +82,13 @@ class Interpreter:
         return self.run(*args)
 
     def run_node(self, n: Node) -> Any:
-        """Run one node: fetch its argument values and dispatch on ``op``."""
+        """Run one node: fetch its argument values and dispatch on ``op``.
+        While ``fx.traceback.preserve_node_meta()`` is active, nodes created
+        meanwhile inherit ``n``'s metadata."""
+        if fx_traceback.should_preserve_node_meta:
+            with fx_traceback.set_current_meta(n, f"Interpreter_{type(self).__name__}"):
+                args, kwargs = self.fetch_args_kwargs_from_env(n)
+                return getattr(self, n.op)(n.target, args, kwargs)
         args, kwargs = self.fetch_args_kwargs_from_env(n)
         return getattr(self, n.op)(n.target, args, kwargs)
 
@@ -145,6 +155,7 @@ class Transformer(Interpreter):
         from ._symbolic_trace import Tracer
 
         self.new_graph = Graph()
+        self.new_graph.set_codegen(self.graph._codegen)
 
         class TransformerTracer(Tracer):
             def __init__(self, graph: Graph, root: Any) -> None:
@@ -187,7 +198,8 @@ class Transformer(Interpreter):
         """Run the rewrite and return a GraphModule over the new graph."""
         from .graph_module import GraphModule
 
-        result = self.run(enable_io_processing=False)
+        with fx_traceback.preserve_node_meta():
+            result = self.run(enable_io_processing=False)
         if result is not None:
             out = map_aggregate(result, lambda a: a.node if isinstance(a, Proxy) else a)
             self.new_graph.output(self.tracer.create_arg(out))

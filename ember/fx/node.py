@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from ._names import pretty_target, type_repr
+from .immutable_collections import immutable_dict, immutable_list
 
 __all__ = [
     "Node",
@@ -24,6 +25,7 @@ __all__ = [
     "Target",
     "map_arg",
     "map_aggregate",
+    "has_side_effect",
     "immutable_list",
     "immutable_dict",
     "OPCODES",
@@ -42,47 +44,18 @@ Argument = Any
 Target = Any
 
 
-def _no_mutation(self, *args, **kwargs):
-    raise TypeError(
-        f"'{type(self).__name__}' is immutable: node arguments are tracked for "
-        "use/def bookkeeping; build a new container and assign node.args instead"
-    )
+#: call_function targets that dead-code elimination keeps although unused
+#: (see :func:`has_side_effect`)
+_side_effectful_functions: set = set()
 
 
-class immutable_list(list):
-    """A list that refuses in-place mutation (see module docstring)."""
-
-    __setitem__ = __delitem__ = __iadd__ = __imul__ = _no_mutation
-    append = extend = insert = pop = remove = clear = sort = reverse = _no_mutation
-
-    def __hash__(self):  # usable as a CSE key
-        return hash(tuple(self))
-
-    def __reduce__(self):
-        return (immutable_list, (list(self),))
-
-    def __deepcopy__(self, memo):
-        import copy
-
-        return immutable_list(copy.deepcopy(list(self), memo))
-
-
-class immutable_dict(dict):
-    """A dict that refuses in-place mutation (see module docstring)."""
-
-    __setitem__ = __delitem__ = __ior__ = _no_mutation
-    clear = pop = popitem = setdefault = update = _no_mutation
-
-    def __hash__(self):
-        return hash(tuple(self.items()))
-
-    def __reduce__(self):
-        return (immutable_dict, (dict(self),))
-
-    def __deepcopy__(self, memo):
-        import copy
-
-        return immutable_dict(copy.deepcopy(dict(self), memo))
+def has_side_effect(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Register ``fn`` as having side effects: ``call_function`` nodes
+    calling it are never removed by dead-code elimination, even when their
+    result is unused (a print, a logging hook, an assert). Usable as a
+    decorator; returns ``fn`` unchanged."""
+    _side_effectful_functions.add(fn)
+    return fn
 
 
 def map_aggregate(a: Argument, fn: Callable[[Argument], Argument]) -> Argument:
@@ -310,7 +283,8 @@ class Node:
         """Whether dead-code elimination must keep this node although unused.
 
         Placeholders and outputs are always impure; call_function/call_method
-        targets are impure when flagged ``_ember_is_impure`` (in-place or
+        targets are impure when registered with :func:`has_side_effect`, when
+        flagged ``_ember_is_impure`` (in-place or
         random ops), when ``meta['is_impure']`` is set, or when the graph's
         ``impure_targets`` set contains them; submodules may flag themselves
         with ``_is_impure = True``.
@@ -321,6 +295,11 @@ class Node:
             return True
         impure = getattr(self.graph, "impure_targets", ()) or ()
         if self.op == "call_function":
+            try:
+                if self.target in _side_effectful_functions:
+                    return True
+            except TypeError:  # an unhashable callable
+                pass
             if getattr(self.target, "_ember_is_impure", False):
                 return True
             op = getattr(self.target, "_ember_op", None)

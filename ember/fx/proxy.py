@@ -21,12 +21,14 @@ Control flow is the one thing a Proxy cannot record: ``__bool__``,
 
 from __future__ import annotations
 
+import copy
 import dis
 import operator
 import os
 import sys
 from typing import Any, Dict, Optional, Tuple
 
+from . import traceback as fx_traceback
 from .node import Node
 
 __all__ = ["Proxy", "Attribute", "TraceError", "TracerBase", "GraphAppendingTracer", "user_frame_summary"]
@@ -86,7 +88,16 @@ class TracerBase:
     def create_node(self, kind: str, target: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any],
                     name: Optional[str] = None, type_expr: Optional[Any] = None) -> Node:
         node = self.graph.create_node(kind, target, args, kwargs, name, type_expr)
-        if self.record_stack_traces:
+        if fx_traceback.should_preserve_node_meta:
+            # a pass re-creating nodes hands their metadata on (fx.traceback)
+            current = fx_traceback.current_meta
+            stack = current.get("stack_trace")
+            if stack:
+                node.meta["stack_trace"] = stack
+            for field in fx_traceback.COPY_META_FIELDS:
+                if field in current:
+                    node.meta[field] = copy.copy(current[field])
+        if self.record_stack_traces and not node.meta.get("stack_trace"):
             fname, lineno, func, line = user_frame_summary()
             node.meta["stack_trace"] = f'  File "{fname}", line {lineno}, in {func}\n    {line}\n'
         return node
