@@ -318,7 +318,7 @@ def _accumulate(t, g, create_graph, held=-1):
             if r is not None:
                 g = r
     old = t._grad
-    if g._sparse_layout or (old is not None and old._sparse_layout):
+    if g._sparse_layout or t._sparse_layout or (old is not None and old._sparse_layout):
         from ..sparse._ops import accumulated    # a sparse gradient (ember/sparse)
         t._grad = accumulated(old, g, create_graph)
     elif old is None:

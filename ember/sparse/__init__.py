@@ -25,7 +25,8 @@ Reading them
 Computing with them
     * products: ``ember.sparse.mm`` / ``ember.mm`` / ``ember.matmul`` / ``@`` /
       ``Tensor.mm``: sparse @ dense -> dense, dense @ sparse -> dense, sparse @
-      sparse -> sparse; ``ember.sparse.addmm`` / ``ember.addmm``;
+      sparse -> sparse (``ember.mm``'s gradient of a sparse operand is dense, as
+      ``torch.mm``'s; ``ember.sparse.mm``'s is sparse); ``ember.sparse.addmm`` / ``ember.addmm``;
       ``ember.smm`` (sparse result), ``ember.hspmm`` (hybrid result),
       ``ember.spmm``; ``ember.sparse.sampled_addmm`` (CSR input);
     * ``ember.sparse.sum`` (all dims -> dense scalar; some dims -> sparse),
@@ -43,7 +44,9 @@ Computing with them
 Autograd
     Sparse leaves may require grad. ``sparse.mm(S, D)`` gives ``D.grad``
     (dense) and ``S.grad`` (sparse, with the coalesced pattern of ``S``, as
-    ``torch.sparse.mm`` documents); ``to_dense()`` and ``sparse.sum`` give
+    ``torch.sparse.mm`` documents; ``ember.mm`` / ``@`` give a dense ``S.grad``
+    as ``torch.mm``); sparse + sparse and dense + sparse pass the output's
+    gradient through unmasked (PyTorch's AddBackward0); ``to_dense()`` and ``sparse.sum`` give
     sparse gradients; ``sparse_coo_tensor(i, v)`` passes gradients to the dense
     ``v``; ``to_sparse()`` of a dense tensor passes them back densely. Every op
     above is differentiable because it is computed on the values with dense
@@ -73,7 +76,8 @@ from __future__ import annotations
 
 from ._convert import check_sparse_tensor_invariants
 from ._ops import addmm as _addmm
-from ._ops import log_softmax, mm, sampled_addmm, smm, softmax, hspmm
+from ._ops import hspmm, log_softmax, sampled_addmm, smm, softmax
+from ._ops import sparse_mm as mm
 from ._ops import sum as _sum
 from ._tensor import SparseTensor
 
@@ -83,7 +87,7 @@ __all__ = ["addmm", "mm", "sum", "softmax", "log_softmax", "sampled_addmm", "spm
 
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
     """``torch.sparse.addmm``: beta * mat + alpha * (mat1 @ mat2), mat1 sparse."""
-    return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha)
+    return _addmm(mat, mat1, mat2, beta=beta, alpha=alpha, _sparse_grad=True)
 
 
 def sum(input, dim=None, dtype=None):

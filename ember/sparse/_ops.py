@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import types as _t
 from .._state import STATE
+from ..autograd.function import Function
 from ..tensor import Tensor, _make
 from ._tensor import (COMPRESSED, COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, _layout_word,
                       from_values, gather_values, values_of)
@@ -134,8 +135,37 @@ def _scaled(v, alpha):
     return v if alpha is None or (isinstance(alpha, numbers.Number) and alpha == 1) else v * alpha
 
 
+class _Add(Function):
+    """PyTorch's AddBackward0 for sparse operands: the output's gradient passes to both inputs
+    unchanged (``alpha`` times for ``other``) -- not masked to an input's pattern, so an input
+    of ``s1 + s2`` receives gradient at the union of the patterns, and a sparse input of
+    ``dense + sparse`` a dense gradient, as in PyTorch."""
+
+    @staticmethod
+    def forward(ctx, a, b, alpha):
+        ctx.set_materialize_grads(False)
+        ctx.alpha = alpha
+        return _add(a, b, alpha)
+
+    @staticmethod
+    def backward(ctx, g):
+        if g is None:
+            return None, None, None
+        ga = g if ctx.needs_input_grad[0] else None
+        gb = _scaled(g, ctx.alpha) if ctx.needs_input_grad[1] else None
+        return ga, gb, None
+
+
 def add(a, b, *, alpha=1):
     """sparse + sparse (sparse), dense + sparse (dense); sparse + dense raises, as in PyTorch."""
+    if STATE.grad_enabled and any(isinstance(x, Tensor) and x._requires_grad for x in (a, b)):
+        if _is_sparse(a) and not _is_sparse(b):
+            raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
+        return _Add.apply(a, b, alpha)
+    return _add(a, b, alpha)
+
+
+def _add(a, b, alpha):
     api = _api()
     if _is_sparse(a) and _is_sparse(b):
         _size_match(a, b, "add")
@@ -349,9 +379,42 @@ def _spmm(a, b):
     return api.zeros((a.shape[0], b.shape[1]), dtype=b.dtype, device=b.device).index_add(0, rows, prod)
 
 
+class _Mm(Function):
+    """PyTorch's MmBackward0 (``torch.mm`` / ``matmul`` / ``@`` with a sparse operand): unlike
+    ``torch.sparse.mm``, the gradient of the sparse operand is the full dense ``G @ B^T``."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(a, b)
+        return sparse_mm(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        if g is None:
+            return None, None
+        a, b = ctx.saved_tensors
+        ga = sparse_mm(g, t(b) if _is_sparse(b) else b.t()) if ctx.needs_input_grad[0] else None
+        gb = sparse_mm(t(a) if _is_sparse(a) else a.t(), g) if ctx.needs_input_grad[1] else None
+        return ga, gb
+
+
+_Mm._backward_cls.__name__ = _Mm._backward_cls.__qualname__ = "MmBackward0"
+_Add._backward_cls.__name__ = _Add._backward_cls.__qualname__ = "AddBackward0"
+
+
 def mm(a, b):
-    """``torch.sparse.mm`` / ``torch.mm`` with a sparse operand: sparse @ dense and dense @ sparse
-    give dense; sparse @ sparse gives sparse (COO)."""
+    """``torch.mm`` with a sparse operand (``ember.mm``, ``matmul``, ``@``, ``Tensor.mm``): as
+    ``sparse_mm``, but a sparse operand that requires grad gets PyTorch's dense gradient."""
+    if STATE.grad_enabled and any(_is_sparse(x) and x._requires_grad for x in (a, b)) and \
+            not (_is_sparse(a) and _is_sparse(b)):
+        return _Mm.apply(a, b)
+    return sparse_mm(a, b)
+
+
+def sparse_mm(a, b):
+    """``torch.sparse.mm``: sparse @ dense and dense @ sparse give dense; sparse @ sparse gives
+    sparse (COO). The gradient of a sparse operand is sparse, with its (coalesced) pattern."""
     if _is_sparse(a) and not _is_sparse(b):
         return _spmm(a, b)
     if _is_sparse(b) and not _is_sparse(a):
@@ -374,9 +437,10 @@ def matmul(a, b):
     return mm(a, b)
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1):
-    """beta * input + alpha * (mat1 @ mat2), one of them sparse."""
-    r = mm(mat1, mat2)
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, _sparse_grad=False):
+    """beta * input + alpha * (mat1 @ mat2), one of them sparse (``_sparse_grad``: the gradient
+    of a sparse mat1 is sparse, as ``torch.sparse.addmm``'s)."""
+    r = (sparse_mm if _sparse_grad else mm)(mat1, mat2)
     if alpha != 1:
         r = r * alpha
     if beta == 0:

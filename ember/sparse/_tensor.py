@@ -404,6 +404,15 @@ _named(_FromValues, "SparseCooTensorWithDimsAndTensorsBackward0")
 _named(_Values, "ValuesBackward0")
 
 
+def _keep(self):
+    """These nodes save no tensors (only index structures), so nothing is freed: backward may
+    run through them again (PyTorch's SparseCooTensorWithDimsAndTensorsBackward0 refuses)."""
+
+
+_FromValues._backward_cls.release = _keep
+_Values._backward_cls.release = _keep
+
+
 def values_of(s, alias=False):
     """The values of ``s`` as a dense tensor, differentiable when ``s`` requires grad."""
     if s._requires_grad and STATE.grad_enabled:
