@@ -6,6 +6,8 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 import ember.autograd.forward_ad as fwAD
@@ -183,6 +185,91 @@ def test_tangents_match_torch_and_finite_differences(name, fn, shapes, kind, see
     for (p, t), (tp, tt) in zip(got, want):
         np.testing.assert_allclose(p, tp, rtol=1e-10, atol=1e-12, err_msg=f"{name}: primal")
         np.testing.assert_allclose(t, tt, rtol=1e-8, atol=1e-10, err_msg=f"{name}: tangent vs torch")
+
+
+_BINARY = {
+    "add": lambda L, F, x, y: x + y, "sub": lambda L, F, x, y: x - y, "mul": lambda L, F, x, y: x * y,
+    "div": lambda L, F, x, y: x / (y * y + 0.5), "maximum": lambda L, F, x, y: L.maximum(x, y),
+    "atan2": lambda L, F, x, y: L.atan2(x, y), "hypot": lambda L, F, x, y: L.hypot(x, y),
+    "pow": lambda L, F, x, y: L.pow(x * x + 0.5, y),
+}
+
+
+@st.composite
+def _broadcast_pair(draw):
+    nd = draw(st.integers(0, 3))
+    a = tuple(draw(st.integers(1, 4)) for _ in range(nd))
+    b = tuple(s if draw(st.booleans()) else 1 for s in a)
+    b = b[draw(st.integers(0, len(b))):]
+    return (a, b) if draw(st.booleans()) else (b, a)
+
+
+@settings(max_examples=30, deadline=None)
+@given(shapes=_broadcast_pair(), op=st.sampled_from(sorted(_BINARY)), seed=st.integers(0, 2 ** 16),
+       which=st.sampled_from(["both", "first", "second"]))
+def test_binary_broadcasting_random_shapes_match_torch(shapes, op, seed, which):
+    """Tangents through broadcasting binary ops have the output's shape, with one or both duals."""
+    torch = _torch()
+    import torch.autograd.forward_ad as tfw
+    rng = np.random.default_rng(seed)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    ta, tb = (rng.standard_normal(s) for s in shapes)
+    fn = _BINARY[op]
+    res = []
+    for lib, fw in ((ember, fwAD), (torch, tfw)):
+        with fw.dual_level():
+            x = fw.make_dual(lib.tensor(a), lib.tensor(ta)) if which != "second" else lib.tensor(a)
+            y = fw.make_dual(lib.tensor(b), lib.tensor(tb)) if which != "first" else lib.tensor(b)
+            p, t = fw.unpack_dual(fn(lib, None, x, y))
+            res.append((p.numpy(), t.numpy()))
+    assert res[0][1].shape == res[1][1].shape == res[1][0].shape
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-8, atol=1e-10)
+
+
+@settings(max_examples=25, deadline=None)
+@given(shape=st.lists(st.integers(1, 4), min_size=1, max_size=3), seed=st.integers(0, 2 ** 16),
+       op=st.sampled_from(["sum", "mean", "amax", "prod", "logsumexp", "var", "softmax", "cumsum", "norm"]),
+       keepdim=st.booleans(), data=st.data())
+def test_reductions_random_shapes_match_torch(shape, seed, op, keepdim, data):
+    torch = _torch()
+    import torch.autograd.forward_ad as tfw
+    dim = data.draw(st.integers(-len(shape), len(shape) - 1))
+    rng = np.random.default_rng(seed)
+    a, ta = rng.standard_normal(shape), rng.standard_normal(shape)
+    fns = {"sum": lambda x: x.sum(dim, keepdim=keepdim), "mean": lambda x: x.mean(dim, keepdim=keepdim),
+           "amax": lambda x: x.amax(dim, keepdim=keepdim), "prod": lambda x: x.prod(dim, keepdim=keepdim),
+           "logsumexp": lambda x: x.logsumexp(dim, keepdim=keepdim),
+           "var": lambda x: x.var(dim, keepdim=keepdim), "softmax": lambda x: x.softmax(dim),
+           "cumsum": lambda x: x.cumsum(dim), "norm": lambda x: x.norm(dim=dim, keepdim=keepdim)}
+    res = []
+    for lib, fw in ((ember, fwAD), (torch, tfw)):
+        with fw.dual_level():
+            p, t = fw.unpack_dual(fns[op](fw.make_dual(lib.tensor(a), lib.tensor(ta))))
+            res.append((p.numpy(), t.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-8, atol=1e-10)
+
+
+@settings(max_examples=20, deadline=None)
+@given(batch=st.lists(st.integers(1, 3), min_size=0, max_size=2), n=st.integers(1, 4), k=st.integers(1, 4),
+       m=st.integers(1, 4), seed=st.integers(0, 2 ** 16), vec=st.sampled_from(["none", "left", "right"]))
+def test_matmul_random_shapes_match_torch(batch, n, k, m, seed, vec):
+    torch = _torch()
+    import torch.autograd.forward_ad as tfw
+    rng = np.random.default_rng(seed)
+    sa = (k,) if vec == "left" else tuple(batch) + (n, k)
+    sb = (k,) if vec == "right" else (k, m)
+    a, b, ta, tb = (rng.standard_normal(s) for s in (sa, sb, sa, sb))
+    res = []
+    for lib, fw in ((ember, fwAD), (torch, tfw)):
+        with fw.dual_level():
+            x = fw.make_dual(lib.tensor(a), lib.tensor(ta))
+            y = fw.make_dual(lib.tensor(b), lib.tensor(tb))
+            p, t = fw.unpack_dual(x @ y)
+            res.append((p.numpy(), t.numpy()))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(res[0][1], res[1][1], rtol=1e-8, atol=1e-10)
 
 
 # ---------------------------------------------------------------------- levels and dual tensors
