@@ -388,3 +388,45 @@ def test_pin_memory_with_cuda(fake_cuda):
     with pytest.raises(RuntimeError, match="only dense CPU tensors can be pinned"):
         ember.ones(2, device="cuda").pin_memory()
     assert ember.ones(2, device="cuda").is_pinned() is False
+
+
+def test_dataloader_pins_batches_with_cuda(fake_cuda):
+    import collections
+    from ember.utils.data import DataLoader, Dataset, TensorDataset
+    from ember.utils.data._pin_memory import pin_memory
+    rng = np.random.default_rng()
+    x = rng.standard_normal((6, 3)).astype(np.float32)
+    ds = TensorDataset(ember.tensor(x), ember.arange(6))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")               # no "no accelerator" warning now
+        loader = DataLoader(ds, batch_size=4, pin_memory=True)
+        batches = list(loader)
+    assert [b[0].shape[0] for b in batches] == [4, 2]
+    for b in batches:
+        assert all(t.is_pinned() for t in b)
+    np.testing.assert_array_equal(np.concatenate([b[0].numpy() for b in batches]), x)
+    assert all(not b[0].is_pinned() for b in DataLoader(ds, batch_size=4))
+
+    Pair = collections.namedtuple("Pair", "a b")
+
+    class Custom:
+        def __init__(self):
+            self.pinned = False
+
+        def pin_memory(self):
+            self.pinned = True
+            return self
+
+    class Structured(Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return {"x": ember.tensor(x[i]), "name": f"s{i}", "pair": Pair(ember.tensor(float(i)), i)}
+
+    for batch in DataLoader(Structured(), batch_size=2, pin_memory=True):
+        assert batch["x"].is_pinned() and isinstance(batch["pair"], Pair) and batch["pair"].a.is_pinned()
+        assert batch["name"][0].startswith("s")
+    out = pin_memory([ember.ones(2), (ember.zeros(1), "s", 3), range(2), Custom(), b"raw"])
+    assert isinstance(out, list) and out[0].is_pinned() and isinstance(out[1], tuple) and out[1][0].is_pinned()
+    assert out[1][1:] == ("s", 3) and out[2] == [0, 1] and out[3].pinned and out[4] == b"raw"

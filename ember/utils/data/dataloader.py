@@ -91,6 +91,13 @@ class DataLoader:
     def __iter__(self):
         if self.pin_memory:
             _warn_pin_memory()
+            from ... import accelerator
+            if accelerator.is_available():      # (else the warning said so: batches stay unpinned)
+                from ._pin_memory import PinnedBatches
+                return PinnedBatches(self._batches())
+        return self._batches()
+
+    def _batches(self):
         if self.num_workers > 0:
             if not self.persistent_workers:
                 return _MultiProcessingIter(self)
