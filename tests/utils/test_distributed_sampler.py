@@ -172,3 +172,14 @@ def test_module_path():
     from ember.utils.data import distributed
     assert distributed.DistributedSampler is DistributedSampler
     assert issubclass(DistributedSampler, ember.utils.data.Sampler)
+
+
+def test_generic_subscription_like_torch():
+    """``DistributedSampler[int]``, ``Sampler[int]``, ``Dataset[int]``, ``DataLoader[int]`` work in
+    annotations as with torch's Generic classes, and the alias still builds the class."""
+    import ember.utils.data as d
+    for cls in (d.DistributedSampler, d.Sampler, d.Dataset, d.IterableDataset, d.DataLoader, d.TensorDataset):
+        alias = cls[int]
+        assert alias.__origin__ is cls and alias.__args__ == (int,)
+    s = d.DistributedSampler[int](_Sized(4), num_replicas=2, rank=1, shuffle=False)
+    assert list(s) == [1, 3]

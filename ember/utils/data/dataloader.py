@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import queue
+from types import GenericAlias as _GenericAlias
 
 from ._collate import default_collate, default_convert
 from ._worker import ExceptionWrapper, _IterationEnd, get_worker_info, worker_loop
@@ -14,6 +15,9 @@ __all__ = ["DataLoader", "get_worker_info"]
 
 
 class DataLoader:
+    # ``DataLoader[int]`` in annotations, as with PyTorch's Generic DataLoader
+    __class_getitem__ = classmethod(_GenericAlias)
+
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
                  collate_fn=None, pin_memory=False, drop_last=False, timeout=0, worker_init_fn=None,
                  multiprocessing_context=None, generator=None, *, prefetch_factor=None, persistent_workers=False,

@@ -4,6 +4,7 @@ from __future__ import annotations
 import bisect
 import math
 import warnings
+from types import GenericAlias as _GenericAlias
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "ConcatDataset", "ChainDataset", "Subset",
            "random_split"]
@@ -11,6 +12,8 @@ __all__ = ["Dataset", "IterableDataset", "TensorDataset", "StackDataset", "Conca
 
 class Dataset:
     """A map-style dataset: ``__getitem__(index)`` (and usually ``__len__``)."""
+    # ``Dataset[int]`` in annotations, as with PyTorch's Generic Dataset
+    __class_getitem__ = classmethod(_GenericAlias)
 
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")

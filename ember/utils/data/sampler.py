@@ -1,6 +1,8 @@
 """Samplers: which indices a DataLoader reads, in what order, in what batches."""
 from __future__ import annotations
 
+from types import GenericAlias as _GenericAlias
+
 __all__ = ["Sampler", "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
            "BatchSampler"]
 
@@ -16,6 +18,9 @@ def _fresh_generator(generator):
 
 
 class Sampler:
+    # ``Sampler[int]`` in annotations, as with PyTorch's Generic Sampler
+    __class_getitem__ = classmethod(_GenericAlias)
+
     def __init__(self, data_source=None):
         pass
 
