@@ -47,9 +47,8 @@ cfloat = complex64
 cdouble = complex128
 cpu = _types.cpu
 from ._layout import layout, strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
-contiguous_format = "contiguous_format"
-preserve_format = "preserve_format"
-channels_last = "channels_last"
+from ._memory_format import (memory_format, contiguous_format, preserve_format, channels_last,  # noqa: E402
+                             channels_last_3d)
 
 
 def _export_api():

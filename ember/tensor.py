@@ -168,6 +168,11 @@ class Tensor:
         return (_data_ptr(self._data) - storage_start(self)) // self._data.itemsize
 
     def is_contiguous(self, memory_format=None):
+        if memory_format is not None:      # channels_last / channels_last_3d (ember/_memory_format.py)
+            from ._memory_format import is_contiguous_as
+            res = is_contiguous_as(self, memory_format)
+            if res is not None:
+                return res
         d = self._data
         if d.size <= 1:
             return True
@@ -491,7 +496,7 @@ class Tensor:
         device = kwargs.pop("device", None)
         copy = kwargs.pop("copy", False)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -508,9 +513,13 @@ class Tensor:
             else:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
         from .ops import api
-        return api._to_copy_if_needed(self, dtype=None if dtype is None else _t.as_dtype(dtype),
-                                      device=None if device is None else _t.as_device(device),
-                                      copy=copy)
+        out = api._to_copy_if_needed(self, dtype=None if dtype is None else _t.as_dtype(dtype),
+                                     device=None if device is None else _t.as_device(device),
+                                     copy=copy)
+        if memory_format is not None and memory_format != "preserve_format":
+            from ._memory_format import _to_memory_format
+            out = _to_memory_format(self, out, memory_format)
+        return out
 
     def cpu(self):
         return self.to("cpu")

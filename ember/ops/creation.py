@@ -120,6 +120,14 @@ def _empty_meta(size, dtype=None, device=None):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
           memory_format=None):
+    if memory_format == "channels_last" or memory_format == "channels_last_3d":
+        # NHWC / NDHWC: made in memory order, viewed back in NCHW order (ember/_memory_format.py)
+        from .._memory_format import ORDER, check_rank
+        shape = tuple(_size_args(size, "empty"))
+        check_rank(memory_format, len(shape))
+        order = ORDER[memory_format.value if not isinstance(memory_format, str) else memory_format]
+        t = _empty.binding(tuple(shape[d] for d in order), dtype=_dt(dtype), device=device)
+        return _finish(_in_order(t, order, made_in_order=True), requires_grad)
     return _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
 
 
@@ -140,6 +148,10 @@ def _like_order(input, memory_format):
         if input.ndim != 4:
             raise RuntimeError("required rank 4 tensor to use channels_last format")
         order = (0, 2, 3, 1)
+    elif memory_format == "channels_last_3d":
+        if input.ndim != 5:
+            raise RuntimeError("required rank 5 tensor to use channels_last_3d format")
+        order = (0, 2, 3, 4, 1)
     elif memory_format == "contiguous_format":
         return None
     else:
@@ -156,7 +168,8 @@ def _in_order(t, order, made_in_order=False):
         return t
     inv = tuple(sorted(range(len(order)), key=lambda d: order[d]))
     if not made_in_order:
-        t = t.permute(order).contiguous()
+        # (a copy with fresh row-major strides: contiguous() would keep an N,C,1,1 view as it is)
+        t = t.permute(order).clone(memory_format="contiguous_format")
     return t.permute(inv).clone()
 
 

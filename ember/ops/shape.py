@@ -471,9 +471,15 @@ def _clone(xp, a, memory_format=None):
     if memory_format == "channels_last":
         if a.ndim != 4:
             raise RuntimeError("required rank 4 tensor to use channels_last format")
-        return xp.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        # (a copy always: ascontiguousarray would hand back an N,C,1,1 input's own memory, which
+        # numpy already counts as contiguous in NHWC order)
+        return xp.array(a.transpose(0, 2, 3, 1), copy=True, order="C").transpose(0, 3, 1, 2)
+    if memory_format == "channels_last_3d":
+        if a.ndim != 5:
+            raise RuntimeError("required rank 5 tensor to use channels_last_3d format")
+        return xp.array(a.transpose(0, 2, 3, 4, 1), copy=True, order="C").transpose(0, 4, 1, 2, 3)
     raise RuntimeError(f"clone(): unsupported memory_format {memory_format!r}; expected one of "
-                       f"contiguous_format, preserve_format, channels_last")
+                       f"contiguous_format, preserve_format, channels_last, channels_last_3d")
 
 
 @_clone.derivative
@@ -483,6 +489,16 @@ def _clone_bw(ctx, g):
 
 @defcomposite("contiguous(Tensor self, *, Any memory_format=None) -> Tensor")
 def contiguous(self, memory_format=None):
+    if memory_format is not None and memory_format != "contiguous_format":
+        # channels_last / channels_last_3d (ember/_memory_format.py), as PyTorch's rules
+        from .._memory_format import check, check_rank
+        mf = check(memory_format, "contiguous")
+        if self.is_contiguous(memory_format=mf):
+            return self
+        if mf == "preserve_format":
+            raise RuntimeError("preserve memory format is unsupported by the contiguous operator")
+        check_rank(mf, self.ndim)
+        return _clone.binding(self, memory_format=mf)
     if self.is_contiguous():
         return self
     return _clone.binding(self, memory_format="contiguous_format")
@@ -1427,8 +1443,13 @@ def _clone_meta(a, memory_format=None):
             raise RuntimeError("required rank 4 tensor to use channels_last format")
         _, c, h, w = shape
         return _meta.out(shape, a.dtype, (h * w * c, 1, w * c, c))
+    if memory_format == "channels_last_3d":
+        if len(shape) != 5:
+            raise RuntimeError("required rank 5 tensor to use channels_last_3d format")
+        from .._memory_format import channels_last_strides
+        return _meta.out(shape, a.dtype, channels_last_strides(shape))
     raise RuntimeError(f"clone(): unsupported memory_format {memory_format!r}; expected one of "
-                       f"contiguous_format, preserve_format, channels_last")
+                       f"contiguous_format, preserve_format, channels_last, channels_last_3d")
 
 
 @_to_copy.meta_fn

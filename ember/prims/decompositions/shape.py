@@ -297,6 +297,8 @@ def _clone(x, memory_format=None):
     order = None
     if memory_format == "channels_last" and x.ndim == 4:
         order = (0, 2, 3, 1)
+    elif memory_format == "channels_last_3d" and x.ndim == 5:
+        order = (0, 2, 3, 4, 1)
     elif memory_format in (None, "preserve_format") and not x.is_contiguous():
         order = _dense_order(x)
     if order is None:
