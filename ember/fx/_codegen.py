@@ -254,6 +254,68 @@ class CodeGen:
         return generate_python(graph, root_module, codegen=self)
 
 
+class _PyTreeInfo(NamedTuple):
+    """What :class:`_PyTreeCodeGen` needs: the original parameter names and
+    the pytree structure of the inputs and of the output."""
+
+    orig_args: List[str]
+    in_spec: Any
+    out_spec: Any
+
+
+class _PyTreeCodeGen(CodeGen):
+    """Code for a graph traced with :data:`~ember.fx.PH` in ``concrete_args``:
+    ``forward`` takes the original (structured) arguments, flattens them to the
+    graph's placeholders with ``fx_pytree.tree_flatten_spec`` and rebuilds the
+    output structure with ``pytree.tree_unflatten``. The specs are read from
+    the GraphModule (``self._in_spec`` / ``self._out_spec``), as in torch.fx."""
+
+    def __init__(self, pytree_info: _PyTreeInfo) -> None:
+        super().__init__()
+        self.pytree_info = pytree_info
+
+    def process_inputs(self, *inputs: Any) -> Any:
+        from ember.utils import _pytree as pytree
+
+        return pytree.tree_leaves(inputs)
+
+    def process_outputs(self, out: Any) -> Any:
+        from ember.utils import _pytree as pytree
+
+        if self.pytree_info is None or self.pytree_info.out_spec is None:
+            return out
+        if not isinstance(out, (list, tuple)):
+            out = [out]
+        return pytree.tree_unflatten(out, self.pytree_info.out_spec)
+
+    def gen_fn_def(self, free_vars: List[str], maybe_return_annotation: str, *, expanded_def: bool = False) -> str:
+        if self.pytree_info is None:
+            return super().gen_fn_def(free_vars, maybe_return_annotation, expanded_def=expanded_def)
+        orig = list(self.pytree_info.orig_args)
+        fn_def = super().gen_fn_def(list(orig), maybe_return_annotation)
+        if free_vars:
+            # parameter strings may carry `` : type`` and `` = default``
+            names = [v.split(":")[0].split("=")[0].strip() for v in free_vars]
+            fn_def += (
+                f"\n    {', '.join(names)}, = fx_pytree.tree_flatten_spec([{', '.join(orig)}], "
+                f"{self._root_module}._in_spec)"
+            )
+        return fn_def
+
+    def generate_output(self, output_args: Any, *, descs: Any = None, repr_fn: Optional[Callable[[Any], str]] = None) -> str:
+        r = repr_fn or repr
+        if self.pytree_info is not None and self.pytree_info.out_spec is not None:
+            return f"return pytree.tree_unflatten({r(output_args)}, {self._root_module}._out_spec)"
+        return super().generate_output(output_args, repr_fn=repr_fn)
+
+    def additional_globals(self) -> List[Tuple[str, Any]]:
+        from ember.utils import _pytree as pytree
+
+        from . import _pytree as fx_pytree
+
+        return [("fx_pytree", fx_pytree), ("pytree", pytree)]
+
+
 def _call_with_supported_kwargs(method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """Call a (possibly user-overridden) hook, passing only the keyword
     arguments its signature accepts."""

@@ -20,6 +20,7 @@ import functools
 import inspect
 import math
 import sys
+import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple, Union
 
 from ._names import is_ember_object
@@ -227,6 +228,7 @@ class Tracer(TracerBase):
         self._tensor_paths: Dict[int, str] = {}
         self._constants: Dict[int, str] = {}
         self._keepalive: List[Any] = []
+        self._pytree_inputs = False
 
     # -- hooks for subclasses ------------------------------------------------
     def is_leaf_module(self, m: Any, module_qualified_name: str) -> bool:
@@ -328,6 +330,15 @@ class Tracer(TracerBase):
                     "give every input a name"
                 )
             kw = p.kind is p.KEYWORD_ONLY
+            if self._pytree_inputs:
+                if kw:
+                    raise NotImplementedError(
+                        f"ember.fx: PH in concrete_args needs positional parameters; {p.name!r} is "
+                        "keyword-only (make it positional or pass it without PH)"
+                    )
+                if p.name in concrete_args:
+                    values.append(("pos", p.name, self._pytree_placeholders(p, concrete_args[p.name])))
+                    continue
             if p.name in concrete_args:
                 val = concrete_args[p.name]
                 # literal values become the placeholder's default plus a guard;
@@ -343,8 +354,49 @@ class Tracer(TracerBase):
             values.append(("kw" if kw else "pos", p.name, ph))
         return values
 
+    def _pytree_placeholders(self, p: inspect.Parameter, tree: Any) -> Any:
+        """A ``concrete_args`` value holding :data:`PH` leaves: one placeholder
+        ``<name>_<i>`` per leaf (numbered from 1, in pytree order). PH leaves
+        stay inputs; other leaves are specialised (literals and None get an
+        ``assert_specialized`` guard on their placeholder, anything else is
+        baked in with a warning). Returns the tree the traced code sees."""
+        from ember.utils import _pytree as pytree
+
+        leaves, spec = pytree.tree_flatten(tree)
+        default = () if p.default is inspect.Parameter.empty else (p.default,)
+        out = []
+        for i, leaf in enumerate(leaves, 1):
+            ph = self.create_proxy("placeholder", f"{p.name}_{i}", default, {})
+            if isinstance(leaf, PHBase):
+                if leaf is not PH:
+                    _transfer_attrs(leaf, ph.node)
+                out.append(ph)
+                continue
+            if _is_literal(leaf):
+                self.create_node("call_function", assert_specialized, (ph.node, leaf, p.name), {})
+            else:
+                warnings.warn(
+                    f"Was not able to add assertion to guarantee correct input {p.name} to specialized "
+                    "function. It is up to the user to make sure that your inputs match the inputs you "
+                    "specialized the function with."
+                )
+            out.append(leaf)
+        return pytree.tree_unflatten(out, spec)
+
     def trace(self, root: Any, concrete_args: Optional[Dict[str, Any]] = None) -> Graph:
-        """Trace ``root`` (an ember ``Module`` or a function) into a Graph."""
+        """Trace ``root`` (an ember ``Module`` or a function) into a Graph.
+
+        ``concrete_args`` maps parameter names to values the trace is
+        specialised to. A value that is a pytree containing :data:`PH` leaves
+        keeps those leaves as inputs: the graph gets one placeholder per leaf
+        and a :class:`~ember.fx._codegen._PyTreeCodeGen`, so the generated
+        ``forward`` still takes the structured argument (flattened on entry)
+        and returns the traced result's structure (rebuilt on exit)."""
+        from ember.utils import _pytree as pytree
+
+        self._pytree_inputs = any(
+            any(isinstance(leaf, PHBase) for leaf in pytree.tree_leaves(v)) for v in (concrete_args or {}).values()
+        )
         Module = _nn()
         is_module = Module is not None and isinstance(root, Module)
         if is_module:
@@ -380,6 +432,15 @@ class Tracer(TracerBase):
         finally:
             _is_fx_tracing_flag = was_tracing
         ret_type = getattr(fn, "__annotations__", {}).get("return")
+        if self._pytree_inputs:
+            from ._codegen import _PyTreeCodeGen, _PyTreeInfo
+
+            in_spec = pytree.tree_structure(tuple(call_args[1:] if is_module else call_args))
+            out_leaves, out_spec = pytree.tree_flatten(result)
+            names = [pname for _, pname, _ in placeholders]
+            self.graph.set_codegen(_PyTreeCodeGen(_PyTreeInfo(names, in_spec, out_spec)))
+            self.create_node("output", "output", (self.create_arg(list(out_leaves)),), {})
+            return self.graph
         self.create_node("output", "output", (self.create_arg(result),), {}, type_expr=ret_type)
         return self.graph
 
@@ -457,6 +518,14 @@ def _leaf_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
         return tracer.create_proxy("call_function", fn, args, kwargs)
 
     return wrapper
+
+
+def _transfer_attrs(fr: Any, to: Any) -> None:
+    """Copy the user's attributes of a :class:`PHWithMeta` onto its node."""
+    for name in dir(fr):
+        val = getattr(fr, name)
+        if not callable(val) and not name.startswith("__") and not hasattr(to, name):
+            setattr(to, name, val)
 
 
 class _PlainRoot:

@@ -189,6 +189,7 @@ class GraphModule(Module):
             raise TypeError(f"fx: GraphModule.graph must be a Graph, got {type(g).__name__}")
         object.__setattr__(self, "_graph", g)
         g.owning_module = self
+        self._set_pytree_specs()
         # generated on first use (see the module docstring)
         self.__dict__.pop("_code", None)
         type(self).forward = _LazyForward(self)
@@ -200,8 +201,17 @@ class GraphModule(Module):
             self.recompile()
         return self.__dict__["_code"]
 
+    def _set_pytree_specs(self) -> None:
+        # a graph traced with PH in concrete_args: its code reads the input and
+        # output structures from self._in_spec / self._out_spec (torch.fx's names)
+        info = getattr(self._graph._codegen, "pytree_info", None)
+        if info is not None:
+            object.__setattr__(self, "_in_spec", info.in_spec)
+            object.__setattr__(self, "_out_spec", info.out_spec)
+
     def recompile(self) -> PythonCode:
         """Regenerate ``forward`` from the graph; call after editing the graph."""
+        self._set_pytree_specs()
         pc = self._graph.python_code(root_module="self")
         object.__setattr__(self, "_code", pc.src)
         type(self).forward = _exec_forward(pc.src, pc.globals)

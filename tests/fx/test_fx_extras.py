@@ -477,6 +477,90 @@ def test_ph_marker():
     assert isinstance(efx.PH, PHBase) and PHWithMeta("k").ph_key == "k"
 
 
+def _pair_fn(x, y):
+    return x[0] + y, (x[1], {"k": y})
+
+
+def _branchy(b, a):
+    if b:
+        return a["a"]
+    return a["z"]
+
+
+def test_ph_concrete_args_flatten_inputs_like_torch():
+    torch = _torch()
+    import torch.fx as tfx
+
+    egm = efx.symbolic_trace(_pair_fn, concrete_args={"x": (efx.PH, efx.PH)})
+    tgm = tfx.symbolic_trace(_pair_fn, concrete_args={"x": (tfx.PH, tfx.PH)})
+    assert egm.code == tgm.code  # same text, specs read from self._in_spec/_out_spec
+    assert [n.name for n in egm.graph.nodes] == [n.name for n in tgm.graph.nodes]
+    rng = np.random.default_rng(6)
+    a, b, c = (rng.standard_normal(3).astype(np.float32) for _ in range(3))
+    eo = egm((ember.tensor(a), ember.tensor(b)), ember.tensor(c))
+    to = tgm((torch.tensor(a), torch.tensor(b)), torch.tensor(c))
+    assert isinstance(eo, tuple) and isinstance(eo[1], tuple) and isinstance(eo[1][1], dict)
+    np.testing.assert_allclose(eo[0].numpy(), to[0].numpy())
+    np.testing.assert_allclose(eo[1][0].numpy(), to[1][0].numpy())
+    np.testing.assert_allclose(eo[1][1]["k"].numpy(), to[1][1]["k"].numpy())
+    # the Interpreter flattens/rebuilds through the codegen as well
+    io = Interpreter(egm).run((ember.tensor(a), ember.tensor(b)), ember.tensor(c))
+    np.testing.assert_allclose(io[0].numpy(), a + c)
+    assert egm.graph.process_inputs((1, 2), 3) == [1, 2, 3]
+    # copies keep the specs
+    cp = copy.deepcopy(egm)
+    np.testing.assert_allclose(cp((ember.tensor(a), ember.tensor(b)), ember.tensor(c))[0].numpy(), a + c)
+    # a value without the traced structure is refused
+    with pytest.raises(ValueError):
+        egm({"no": 1}, ember.tensor(c))
+
+    # dict inputs with a specialised literal: same placeholders as torch, the
+    # literal guarded
+    inp = {"a": {"a": efx.PH, "z": efx.PH}, "b": True}
+    egm = efx.symbolic_trace(_branchy, concrete_args=inp)
+    tgm = tfx.symbolic_trace(_branchy, concrete_args={"a": {"a": tfx.PH, "z": tfx.PH}, "b": True})
+    assert [(n.op, n.name) for n in egm.graph.nodes if n.op == "placeholder"] == \
+        [(n.op, n.name) for n in tgm.graph.nodes if n.op == "placeholder"]
+    x, z = ember.tensor(a), ember.tensor(b)
+    np.testing.assert_allclose(egm(True, {"a": x, "z": z}).numpy(), a)
+    with pytest.raises(AssertionError, match="b has been specialized to have value True"):
+        egm(False, {"a": x, "z": z})
+
+
+def test_ph_on_modules_meta_and_errors():
+    class M(ember.nn.Module):
+        def forward(self, x, y):
+            return x["a"] * 2 + y
+
+    gm = efx.symbolic_trace(M(), concrete_args={"x": {"a": efx.PH}})
+    assert "x_1, y, = fx_pytree.tree_flatten_spec([x, y], self._in_spec)" in gm.code
+    v = np.random.default_rng(7).standard_normal(2).astype(np.float32)
+    np.testing.assert_allclose(gm({"a": ember.tensor(v)}, 1.0).numpy(), v * 2 + 1, rtol=1e-6)
+
+    from ember.fx._symbolic_trace import PHWithMeta
+
+    ph = PHWithMeta("first")
+    ph.note = "kept"
+
+    def f(x):
+        return x[0] - x[1]
+
+    gm = efx.symbolic_trace(f, concrete_args={"x": [ph, efx.PH]})
+    first = [n for n in gm.graph.nodes if n.op == "placeholder"][0]
+    assert first.name == "x_1" and first.ph_key == "first" and first.note == "kept"
+
+    const = ember.ones(2)
+    with pytest.warns(UserWarning, match="Was not able to add assertion"):
+        gm = efx.symbolic_trace(f, concrete_args={"x": [efx.PH, const]})
+    np.testing.assert_allclose(gm([ember.tensor(v), const]).numpy(), v - 1, rtol=1e-6)
+
+    def kw(a, *, b):
+        return a[0] + b
+
+    with pytest.raises(NotImplementedError, match="keyword-only"):
+        efx.symbolic_trace(kw, concrete_args={"a": (efx.PH,)})
+
+
 # -- config / tensor_type / operator_schemas ------------------------------------------------------
 def test_config_matches_torch():
     torch = _torch()
