@@ -325,6 +325,32 @@ class Node:
             return bool(getattr(mod, "_is_impure", False))
         return False
 
+    def normalized_arguments(
+        self,
+        root: Any,
+        arg_types: Optional[Tuple[Any, ...]] = None,
+        kwarg_types: Optional[Dict[str, Any]] = None,
+        normalize_to_only_use_kwargs: bool = False,
+    ) -> Any:
+        """This call's arguments bound to the target's signature, defaults
+        filled in (an :class:`~ember.fx.operator_schemas.ArgsKwargsPair`), or
+        None when that cannot be done (see
+        :func:`~ember.fx.operator_schemas.normalize_function`;
+        ``call_module`` nodes are looked up in ``root``)."""
+        from .operator_schemas import normalize_function, normalize_module
+
+        if self.op == "call_function":
+            return normalize_function(
+                self.target, self.args, self.kwargs, arg_types, kwarg_types,
+                normalize_to_only_use_kwargs=normalize_to_only_use_kwargs,
+            )
+        if self.op == "call_module":
+            return normalize_module(
+                root, self.target, self.args, self.kwargs,
+                normalize_to_only_use_kwargs=normalize_to_only_use_kwargs,
+            )
+        return None
+
     def format_node(self, placeholder_names: Optional[List[str]] = None) -> Optional[str]:
         """One line describing this node, in torch.fx's printing format."""
         users = f"[num_users={len(self.users)}]"

@@ -688,3 +688,24 @@ def test_type_matches_and_create_type_hint_match_torch():
     assert eos.type_matches(int, ember.dtype) and tos.type_matches(int, torch.dtype)
     for x in ([B, A], (A, B), [A, int], [], (int,), int):
         assert eos.create_type_hint(x) == tos.create_type_hint(x)
+
+
+def test_node_normalized_arguments():
+    class M(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = ember.nn.Linear(3, 3)
+
+        def forward(self, x):
+            return ember.add(self.lin(x), x, alpha=2)
+
+    gm = efx.symbolic_trace(M())
+    by_op = {n.op: n for n in gm.graph.nodes}
+    add = by_op["call_function"]
+    res = add.normalized_arguments(gm)
+    assert [a.name for a in res.args] == ["lin", "x"] and res.kwargs == {"alpha": 2}
+    res = add.normalized_arguments(gm, normalize_to_only_use_kwargs=True)
+    assert res.args == () and list(res.kwargs) == ["self", "other", "alpha"]
+    res = by_op["call_module"].normalized_arguments(gm, normalize_to_only_use_kwargs=True)
+    assert list(res.kwargs) == ["input"]
+    assert by_op["placeholder"].normalized_arguments(gm) is None
