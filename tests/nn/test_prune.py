@@ -482,3 +482,50 @@ def test_namespace():
     public = {n for n in dir(tprune) if not n.startswith("_") and callable(getattr(tprune, n))
               and getattr(getattr(tprune, n), "__module__", "") == tprune.__name__}
     assert public <= set(prune.__all__)
+
+
+def _holder(nn_mod, value):
+    """A bare module holding one parameter ``w`` (any shape / dtype)."""
+    m = nn_mod.Module()
+    m.w = nn_mod.Parameter(value)
+    return m
+
+
+def test_random_shapes_and_sequences_match_torch():
+    """Random shapes (1-4 dims), float32 / float64, random chains of L1 / Ln / custom-mask steps on
+    a bare parameter: the masks equal torch's after every step (continuous draws: no ties)."""
+    torch = _torch()
+    tprune = _tprune()
+    from hypothesis import given, settings, strategies as st
+
+    @settings(max_examples=40, deadline=None)
+    @given(shape=st.lists(st.integers(1, 5), min_size=1, max_size=4),
+           dtype=st.sampled_from(["float32", "float64"]),
+           steps=st.lists(st.tuples(st.sampled_from(["l1", "ln", "custom"]), st.floats(0.0, 1.0),
+                                    st.integers(0, 3), st.sampled_from([1, 2, float("inf")])),
+                          min_size=1, max_size=4),
+           seed=st.integers(0, 2 ** 31 - 1))
+    def run(shape, dtype, steps, seed):
+        rng = np.random.default_rng(seed)
+        w = rng.standard_normal(shape).astype(dtype)
+        em, tm = _holder(ember.nn, ember.tensor(w)), _holder(torch.nn, torch.from_numpy(w.copy()))
+        for kind, amount, dim, n in steps:
+            dim = dim % len(shape)
+            if kind == "l1":
+                prune.l1_unstructured(em, "w", amount)
+                tprune.l1_unstructured(tm, "w", amount)
+            elif kind == "ln" and len(shape) > 1:
+                prune.ln_structured(em, "w", amount, n=n, dim=dim)
+                tprune.ln_structured(tm, "w", amount, n=n, dim=dim)
+            else:
+                mask = (rng.random(shape) > amount).astype(dtype)
+                prune.custom_from_mask(em, "w", ember.tensor(mask))
+                tprune.custom_from_mask(tm, "w", torch.from_numpy(mask))
+            np.testing.assert_array_equal(_np(em.w_mask), _np(tm.w_mask))
+            assert em.w_mask.dtype == getattr(ember, dtype)
+        np.testing.assert_array_equal(_np(em.w), _np(tm.w))
+        em.w.sum().backward()
+        tm.w.sum().backward()
+        np.testing.assert_array_equal(em.w_orig.grad.numpy(), tm.w_orig.grad.numpy())
+
+    run()
