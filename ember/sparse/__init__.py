@@ -80,6 +80,7 @@ from ._ops import hspmm, log_softmax, sampled_addmm, smm, softmax
 from ._ops import sparse_mm as mm
 from ._ops import sum as _sum
 from ._tensor import SparseTensor
+from .._layout import sparse_coo
 
 __all__ = ["addmm", "mm", "sum", "softmax", "log_softmax", "sampled_addmm", "spmm", "smm", "hspmm",
            "check_sparse_tensor_invariants"]
@@ -94,6 +95,8 @@ def sum(input, dim=None, dtype=None):
     """``torch.sparse.sum``: over all dims (a dense scalar) or ``dim`` (sparse while sparse dims remain)."""
     if not isinstance(input, SparseTensor):
         raise RuntimeError(f"sparse.sum: expected a sparse tensor, got layout {input.layout}")
+    if input.layout is not sparse_coo:     # PyTorch's sparse.sum coalesces first, which CSR/CSC refuse
+        input.coalesce()
     return _sum(input, dim, False, dtype)
 
 

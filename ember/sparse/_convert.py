@@ -251,19 +251,16 @@ def dense_to_coo(x, sparse_dim=None):
 
 
 def to_coo(s):
-    """A CSR/CSC tensor as COO (row-major, coalesced); a COO tensor as itself."""
+    """A CSR/CSC tensor as COO, in the order of its values; a COO tensor as itself."""
     st = s._st
     if st.layout is COO:
         return s
     idx = st.coo_indices()
     coo = from_values(Structure(COO, st.shape, 2, indices=idx, coalesced=False), values_of(s))
-    from ._ops import coalesce
     if st.layout is CSR:
-        lin = coo._st.lin()
-        if np.all(np.diff(lin) > 0):
-            coo._st.coalesced = True
-            return coo
-    return coalesce(coo)
+        # row-major already; coalesced unless a row repeats a column (invalid, unchecked input)
+        coo._st.coalesced = bool(np.all(np.diff(coo._st.lin()) > 0))
+    return coo      # from CSC: column-major order, not coalesced (as PyTorch's)
 
 
 def _two_d(s, what):

@@ -101,9 +101,10 @@ def transpose(s, dim0, dim1):
 
 
 def t(s):
-    n = len(s._st.shape)
-    if n > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+    n, sd = len(s._st.shape), s._st.sdim
+    if sd > 2 or n > sd:
+        raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but got {sd} sparse "
+                           f"and {n - sd} dense dimensions")
     if n < 2:
         return from_values(s._st, values_of(s))
     return transpose(s, 0, 1)

@@ -202,11 +202,11 @@ class SparseTensor(Tensor):
         self._st.coalesced = bool(coalesced)
         return self
 
-    def _need(self, *layouts, what):
-        if self._st.layout not in layouts:
-            raise NotImplementedError(
-                f"Could not run 'aten::{what}' with arguments from the "
-                f"'{_backend(self)}' backend (layout {self._st.layout}).")
+    def _need(self, layout, what):
+        if self._st.layout is not layout:
+            word = {COO: "sparse coordinate", CSR: "sparse row compressed",
+                    CSC: "sparse column compressed"}[layout]
+            raise RuntimeError(f"{what} expected {word} tensor layout but got {_layout_word(self._st.layout)}")
 
     def _indices(self):
         self._need(COO, what="_indices")
