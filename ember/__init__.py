@@ -32,6 +32,11 @@ from .autograd.grad_mode import is_inference_mode_enabled
 from . import cuda
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
+from .amp.autocast_mode import (set_autocast_enabled, set_autocast_dtype, is_autocast_cpu_enabled,  # noqa: E402
+                                set_autocast_cpu_enabled, get_autocast_cpu_dtype, set_autocast_cpu_dtype,
+                                get_autocast_gpu_dtype, set_autocast_gpu_dtype, is_autocast_cache_enabled,
+                                set_autocast_cache_enabled, clear_autocast_cache, autocast_increment_nesting,
+                                autocast_decrement_nesting)
 from ._settings import *  # noqa: F401,F403  (set_num_threads, use_deterministic_algorithms, ...)
 from . import storage as _storage_mod   # Tensor.untyped_storage/storage/set_ (ember/storage.py)
 from .storage import UntypedStorage, TypedStorage, is_storage, from_file
@@ -56,7 +61,8 @@ def _export_api():
     for name in dir(_api):
         if name.startswith("__"):
             continue
-        if name.startswith("_") and name not in ("_to_copy_if_needed",):
+        if name.startswith("_") and name not in ("_to_copy_if_needed", "_conj_copy", "_neg_view_copy",
+                                                 "_reshape_alias_copy"):
             continue
         val = getattr(_api, name)
         # api functions win over submodules of the same name (ember.tensor is the
@@ -146,6 +152,8 @@ def __getattr__(name):
         return _compile
     if name in ("complex32", "chalf"):
         raise _types._complex32_error()
+    if name in ("SymInt", "SymBool"):    # ember's symbolic sizes (no SymFloat: ember has no symbolic floats)
+        return getattr(_lazy("fx.experimental.symbolic_shapes"), name)
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap

@@ -94,7 +94,9 @@ class autocast:  # noqa: N801 - PyTorch's name
         if device_type not in DEVICE_TYPES:
             raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
         self.device = device_type
-        self.fast_dtype = DEFAULT_DTYPE[device_type] if dtype is None else _t.as_dtype(dtype)
+        # as PyTorch: no dtype means the thread's autocast dtype (set_autocast_dtype), by default
+        # bfloat16 on cpu and float16 on cuda
+        self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else _t.as_dtype(dtype)
         self._enabled = bool(enabled)
         if self._enabled and self.fast_dtype not in SUPPORTED_DTYPE[device_type]:
             raise RuntimeError(f"In {device_type} autocast, but the target dtype is not supported: "
@@ -106,6 +108,15 @@ class autocast:  # noqa: N801 - PyTorch's name
     def __enter__(self):
         prev = STATE.autocast
         self._saved.append(prev)
+        # the thread's autocast dtype and cache flag are set for the region and restored after it
+        # (ember.set_autocast_dtype / is_autocast_cache_enabled), and the nesting counted
+        dtypes = _dtype_settings()
+        self._saved_settings = getattr(self, "_saved_settings", [])
+        self._saved_settings.append((dict(dtypes), is_autocast_cache_enabled()))
+        dtypes[self.device] = self.fast_dtype
+        if self._cache_enabled is not None:
+            set_autocast_cache_enabled(bool(self._cache_enabled))
+        autocast_increment_nesting()
         regions = dict(prev) if prev else {}
         if self._enabled:
             regions[self.device] = self.fast_dtype
@@ -116,6 +127,11 @@ class autocast:  # noqa: N801 - PyTorch's name
 
     def __exit__(self, *exc):
         STATE.autocast = self._saved.pop()
+        dtypes, cache = self._saved_settings.pop()
+        STATE.autocast_dtypes = dtypes
+        STATE.autocast_cache_enabled = cache
+        if autocast_decrement_nesting() == 0:
+            clear_autocast_cache()
         return False
 
     def __call__(self, fn):
@@ -132,9 +148,135 @@ def is_autocast_enabled(device_type: Optional[str] = None) -> bool:
 
 
 def get_autocast_dtype(device_type: str) -> _t.dtype:
-    """The active region's dtype for ``device_type``, else its default."""
-    return _region_dtype(device_type) or DEFAULT_DTYPE[device_type]
+    """The active region's dtype for ``device_type``, else the thread's setting
+    (``set_autocast_dtype``), else the default (bfloat16 on cpu, float16 on cuda)."""
+    _check_device_type(device_type)
+    return _region_dtype(device_type) or _dtype_settings().get(device_type) or DEFAULT_DTYPE[device_type]
 
 
 def is_autocast_available(device_type: str) -> bool:
     return device_type in DEVICE_TYPES
+
+
+# ---------------------------------------------------------------------- PyTorch's state functions
+# torch.set_autocast_enabled & co. act on the same per-thread state as ``autocast`` regions:
+# STATE.autocast (the enabled device types and their dtypes), and, kept on the thread-local
+# STATE lazily, the autocast dtype per device type, the cache flag and the nesting depth.
+
+def _check_device_type(device_type):
+    if not isinstance(device_type, str):
+        raise TypeError(f"expected a device type string, got {type(device_type).__name__}")
+    if device_type not in DEVICE_TYPES:
+        raise RuntimeError(f"User specified an unsupported autocast device_type '{device_type}'")
+
+
+def _dtype_settings() -> Dict[str, _t.dtype]:
+    d = getattr(STATE, "autocast_dtypes", None)
+    if d is None:
+        d = STATE.autocast_dtypes = {}
+    return d
+
+
+def _check_bool(fn, value, pos):
+    if not isinstance(value, bool):
+        raise TypeError(f"{fn}(): argument 'enabled' (position {pos}) must be bool, not {type(value).__name__}")
+
+
+def set_autocast_enabled(*args) -> None:
+    """``set_autocast_enabled(device_type, enabled)`` (or the older ``set_autocast_enabled(enabled)``
+    for cuda): switch autocasting for a device type on or off outside a ``with autocast`` block
+    (it then uses ``get_autocast_dtype(device_type)``)."""
+    if len(args) == 1:
+        device_type, enabled = "cuda", args[0]
+        _check_bool("set_autocast_enabled", enabled, 1)
+    elif len(args) == 2:
+        device_type, enabled = args
+        _check_bool("set_autocast_enabled", enabled, 2)
+    else:
+        raise TypeError(f"set_autocast_enabled() takes 1 or 2 arguments ({len(args)} given)")
+    _check_device_type(device_type)
+    regions = dict(STATE.autocast) if STATE.autocast else {}
+    if enabled:
+        regions[device_type] = get_autocast_dtype(device_type)
+    else:
+        regions.pop(device_type, None)
+    STATE.autocast = regions or None
+
+
+def set_autocast_dtype(device_type: str, dtype) -> None:
+    """The dtype autocasting uses for ``device_type`` (now, if enabled, and in later regions
+    opened without a dtype)."""
+    _check_device_type(device_type)
+    dt = _t.as_dtype(dtype)
+    _dtype_settings()[device_type] = dt
+    if _region_dtype(device_type) is not None:
+        regions = dict(STATE.autocast)
+        regions[device_type] = dt
+        STATE.autocast = regions
+
+
+def _deprecated(old, new):
+    import warnings
+    warnings.warn(f"torch.{old} is deprecated. Please use torch.{new} instead.", DeprecationWarning, stacklevel=3)
+
+
+def is_autocast_cpu_enabled() -> bool:
+    _deprecated("is_autocast_cpu_enabled()", "is_autocast_enabled('cpu')")
+    return is_autocast_enabled("cpu")
+
+
+def set_autocast_cpu_enabled(enabled) -> None:
+    _deprecated("set_autocast_cpu_enabled(enabled)", "set_autocast_enabled('cpu', enabled)")
+    _check_bool("set_autocast_cpu_enabled", enabled, 1)
+    set_autocast_enabled("cpu", enabled)
+
+
+def get_autocast_cpu_dtype() -> _t.dtype:
+    _deprecated("get_autocast_cpu_dtype()", "get_autocast_dtype('cpu')")
+    return get_autocast_dtype("cpu")
+
+
+def set_autocast_cpu_dtype(dtype) -> None:
+    _deprecated("set_autocast_cpu_dtype(dtype)", "set_autocast_dtype('cpu', dtype)")
+    set_autocast_dtype("cpu", dtype)
+
+
+def get_autocast_gpu_dtype() -> _t.dtype:
+    _deprecated("get_autocast_gpu_dtype()", "get_autocast_dtype('cuda')")
+    return get_autocast_dtype("cuda")
+
+
+def set_autocast_gpu_dtype(dtype) -> None:
+    _deprecated("set_autocast_gpu_dtype(dtype)", "set_autocast_dtype('cuda', dtype)")
+    set_autocast_dtype("cuda", dtype)
+
+
+def is_autocast_cache_enabled() -> bool:
+    """PyTorch caches the casts of leaf tensors inside a region; ember casts afresh each time
+    (see the module docstring), so the flag is state only: it is kept, scoped by regions, and
+    read back, but changes no result."""
+    return getattr(STATE, "autocast_cache_enabled", True)
+
+
+def set_autocast_cache_enabled(enabled) -> None:
+    _check_bool("set_autocast_cache_enabled", enabled, 1)
+    STATE.autocast_cache_enabled = enabled
+
+
+def clear_autocast_cache() -> None:
+    """Nothing to clear: ember keeps no cache of autocast casts."""
+
+
+def autocast_increment_nesting() -> int:
+    """One more autocast region entered on this thread; the new depth."""
+    n = getattr(STATE, "autocast_nesting", 0) + 1
+    STATE.autocast_nesting = n
+    return n
+
+
+def autocast_decrement_nesting() -> int:
+    """One autocast region left on this thread; the new depth (as PyTorch, it may go negative
+    when called without a matching increment)."""
+    n = getattr(STATE, "autocast_nesting", 0) - 1
+    STATE.autocast_nesting = n
+    return n

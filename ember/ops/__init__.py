@@ -44,6 +44,7 @@ with _binding_cache.group("ops"):
     from . import special_extra, special_bessel  # noqa: F401
     from . import torch_compat  # noqa: F401  (legacy tensor types, sym_*, nonzero_static, ...)
     from . import lowrank  # noqa: F401  (svd_lowrank, pca_lowrank, lobpcg)
+    from . import top_level_gaps  # noqa: F401  (detach_, *_copy, embedding_bag, segment_reduce, ...)
 
 
 def __getattr__(name):

@@ -22,7 +22,13 @@ def _check_leaf(self, name):
 
 
 def _take_geometry(self, view):
-    """``self`` becomes ``view`` (a view of self made by a view op): its array, and its history."""
+    """``self`` becomes ``view`` (a view of self made by a view op): its array, and its history.
+    A tensor that owns its memory remembers that memory as its storage (ember/storage.py), so
+    ``storage_offset()`` and ``untyped_storage()`` still count from the allocation's start."""
+    d = self.__dict__
+    if self._base is None and "_sbuf" not in d and type(self._data) is np.ndarray:
+        from ..storage import _tensor_buf
+        d["_sbuf"] = _tensor_buf(self)
     self._data = view._data
     if view._requires_grad and view._grad_fn is not None:
         d = self.__dict__
