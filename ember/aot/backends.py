@@ -66,11 +66,18 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
         return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                             decompositions=decomps, dynamic=dyn, memory_budget=memory_budget)
 
+    def compile_symbolic(gm, fakes):
+        # a real segment of a split complex graph with symbolic sizes: traced on dynamo's fakes
+        # (the intermediates' example values) in its ShapeEnv, compiled now (complex_split.py)
+        return aot_function(gm, fakes, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                            decompositions=decompositions, dynamic=True, memory_budget=memory_budget,
+                            shape_env=gm.meta["shape_env"], fake_inputs=fakes).prepare()
+
     def backend(gm, example_inputs):
         why = complex_values(gm, example_inputs)
         if why is not None:
             from .complex_split import split_complex
-            return split_complex(gm, example_inputs, why, compile_static, _eager_for_complex)
+            return split_complex(gm, example_inputs, why, compile_static, _eager_for_complex, compile_symbolic)
         if not getattr(gm, "meta", {}).get("dynamic"):
             return compile_static(gm, example_inputs)
         decomps = decompositions

@@ -53,13 +53,16 @@ def _check_int(name, fn, v):
 def broadcast_shapes(*shapes):
     """The shape all of ``shapes`` (sequences of ints, or ints) broadcast to, as an ``ember.Size``,
     with PyTorch's error for incompatible ones."""
+    from ..fx.experimental.symbolic_shapes import SymInt      # (symbolic sizes while tracing)
     norm = []
     for s in shapes:
         if isinstance(s, numbers.Integral) and not isinstance(s, bool):
             norm.append((int(s),))
+        elif isinstance(s, SymInt):
+            norm.append((s,))
         elif isinstance(s, (tuple, list)):
             for d in s:
-                if not isinstance(d, numbers.Integral):
+                if not isinstance(d, (numbers.Integral, SymInt)):
                     raise RuntimeError(f"Input shapes should be of type ints, a tuple of ints, or a list of ints, "
                                        f"got {s}")
             norm.append(tuple(s))

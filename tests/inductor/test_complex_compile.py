@@ -190,3 +190,61 @@ def test_split_failure_on_first_call_falls_back_to_eager(caplog):
     np.testing.assert_allclose(out.numpy(), f(x, z).numpy(), rtol=1e-6)
     np.testing.assert_allclose(again.numpy(), out.numpy())
     assert "simulated compile failure" in caplog.text
+
+
+def _counting_inductor(graphs):
+    inductor = ember.dynamo.lookup_backend("inductor")
+
+    def backend(gm, example_inputs):
+        graphs.append(gm)
+        return inductor(gm, example_inputs)
+    return backend
+
+
+@pytest.mark.parametrize("dynamic", [True, None])
+def test_split_with_symbolic_sizes_compiles_once_for_every_length(dynamic):
+    """A LLaMA-style model called with new sequence lengths: the graph with symbolic sizes is
+    split too (the size nodes are recomputed inside each segment that needs them), its real
+    segments compiled once with the caller's ShapeEnv; values and gradients equal eager's at
+    every length, and no length after the symbolic compile recompiles."""
+    ember.manual_seed(8)
+    ref, mod = RotaryAttention(), RotaryAttention()
+    mod.load_state_dict(ref.state_dict())
+    graphs = []
+    ember.compiler.reset()
+    step = ember.compile(mod, backend=_counting_inductor(graphs), dynamic=dynamic)
+    for T in (5, 6, 7, 9, 5):
+        x, f = ember.randn(2, T, 8), ember.randn(T, 4)
+        out = step(x, f)
+        want = ref(x, f)
+        np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-5, atol=1e-6)
+        g_out = ember.autograd.grad((out ** 2).sum(), list(mod.parameters()))
+        g_ref = ember.autograd.grad((want ** 2).sum(), list(ref.parameters()))
+        for a, b in zip(g_out, g_ref):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-5)
+    symbolic = [g for g in graphs if g.meta.get("dynamic")]
+    assert len(symbolic) == 1 and len(graphs) == (1 if dynamic else 2)
+    gm = symbolic[0]
+    assert [k for k, _ in gm.meta["complex_split"]] == ["real", "complex", "real"]
+    assert "2 real ones compiled" in gm.meta["eager_reason"]
+
+
+def test_symbolic_split_segments_take_tensors_only():
+    """Size nodes never cross a cut: each segment graph recomputes the sizes it uses from
+    tensor inputs, so every segment's placeholders and outputs are tensors."""
+    def f(x, freqs):
+        h = (x * 2).relu().exp()
+        B, T, C = h.shape
+        z = ember.view_as_complex(h.reshape(B, T, C // 2, 2)) * freqs[:T].view(1, T, C // 2)
+        return (ember.view_as_real(z).reshape(B, T, C) * 3).sin().cos()
+    freqs = ember.polar(ember.ones(16, 4), ember.randn(16, 4))
+    graphs = []
+    ember.compiler.reset()
+    cf = ember.compile(f, backend=_counting_inductor(graphs), dynamic=True)
+    for T in (3, 4, 11):
+        x = ember.randn(2, T, 8)
+        np.testing.assert_allclose(cf(x, freqs).numpy(), f(x, freqs).numpy(), rtol=1e-5, atol=1e-6)
+    (gm,) = graphs
+    from ember.fx.experimental.proxy_tensor import sym_size
+    run = gm.meta.get("complex_split")
+    assert run is not None and [k for k, _ in run] == ["real", "complex", "real"]
