@@ -540,3 +540,28 @@ def test_matcher_agrees_with_torch_on_random_chains():
         esig = [sorted((p.name, g.name) for p, g in m.nodes_map.items()) for m in em]
         tsig = [sorted((p.name, g.name) for p, g in m.nodes_map.items()) for m in tm]
         assert esig == tsig
+
+
+def test_identity_replacement_and_pattern_feeding_the_output():
+    # the replacement returns its input; one match feeds the graph's output
+    def build(lib, nn):
+        class M(nn.Module):
+            def forward(self, x, y):
+                a = lib.neg(lib.neg(x))
+                return a + y, lib.neg(lib.neg(y))
+
+        def pattern(v):
+            return lib.neg(lib.neg(v))
+
+        def replacement(v):
+            return v
+
+        return M(), pattern, replacement
+
+    egm, tgm, res, _ = rewrite_both(build, 2)
+    assert len(res) == 2
+    assert egm.code == tgm.code
+
+    em, ep, er = build(ember, ember.nn)
+    res = esr.replace_pattern_with_filters(efx.symbolic_trace(em), ep, er)
+    assert [r.replacements for r in res] == [[], []]  # nothing inserted
