@@ -190,3 +190,18 @@ def test_string_arguments_still_accepted():
     assert x.contiguous(memory_format="channels_last").stride() == \
         x.contiguous(memory_format=ember.channels_last).stride()
     assert x.clone(memory_format="contiguous_format").is_contiguous()
+
+
+def test_module_to_memory_format_vs_torch():
+    torch = pytest.importorskip("torch")
+    for m in (ember, torch):
+        c = m.nn.Conv2d(3, 4, 3)
+        w = c.weight
+        assert c.to(memory_format=m.channels_last) is c
+        assert c.weight is w                                  # the Parameter object is kept
+        assert c.weight.stride() == (27, 1, 9, 3) and c.bias.stride() == (1,)
+        assert c.weight.is_contiguous(memory_format=m.channels_last)
+        c3 = m.nn.Conv3d(3, 4, 3).to(m.float64, memory_format=m.channels_last_3d)
+        assert c3.weight.stride() == (81, 1, 27, 9, 3) and c3.weight.dtype is m.float64
+        with pytest.raises(RuntimeError, match="required rank 4 tensor to use channels_last format"):
+            m.nn.Conv3d(3, 4, 3).to(memory_format=m.channels_last)

@@ -706,7 +706,7 @@ class Module:
         dtype = kwargs.pop("dtype", None)
         device = kwargs.pop("device", None)
         kwargs.pop("non_blocking", None)
-        kwargs.pop("memory_format", None)
+        memory_format = kwargs.pop("memory_format", None)
         if kwargs:
             raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
         for a in args:
@@ -727,6 +727,10 @@ class Module:
                                 f"desired dtype={dtype}")
 
         def convert(t):
+            if memory_format is not None and t.dim() in (4, 5):
+                # as torch: 4-d and 5-d parameters and buffers take the memory format
+                return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
+                            memory_format=memory_format)
             if dtype is not None and t.is_floating_point():
                 return t.to(device=device, dtype=dtype)
             if device is not None:
