@@ -5,7 +5,8 @@ A file is a zip archive holding
 * ``ember_manifest.json``: the saved object as a JSON tree of typed nodes — dict (with
   ordered-ness and the ``_metadata`` a module state_dict carries), list, tuple, ember.Size,
   str, int, float (inf/nan included), bool, None, and tensor nodes (dtype, shape, device,
-  requires_grad, whether it is a Parameter, and which storage entry holds its data);
+  requires_grad, whether it is a Parameter, and which storage entry holds its data), and storage
+  nodes (an ``UntypedStorage``'s bytes, or a ``TypedStorage``'s bytes and dtype);
 * ``storages/<n>``: each tensor's values as raw little-endian bytes in C order.
 
 Loading reads JSON and raw arrays only: no pickle, ever. A pickle (e.g. a file written by
@@ -38,6 +39,7 @@ class _Writer:
     def __init__(self):
         self.storages = []   # raw byte strings
         self.by_id = {}      # id(tensor) -> node, so a tensor saved twice loads as one object
+        self.storage_ids = {}  # (data_ptr, nbytes, device) -> entry: one storage saved twice loads as one
         self.keep = []       # keep saved objects alive while ids are in use
 
     def encode(self, obj, path="obj"):
@@ -55,6 +57,9 @@ class _Writer:
             return {"t": "str", "v": obj}
         if isinstance(obj, Tensor):
             return self._tensor(obj, path)
+        from .storage import TypedStorage, UntypedStorage
+        if isinstance(obj, (UntypedStorage, TypedStorage)):
+            return self._storage(obj, path)
         if isinstance(obj, _t.dtype):
             return {"t": "dtype", "v": obj.name}
         if isinstance(obj, _t.device):
@@ -99,6 +104,22 @@ class _Writer:
         return node
 
 
+    def _storage(self, s, path):
+        """A storage's bytes as one storage entry (as torch.save, which stores storages as such)."""
+        from .storage import TypedStorage
+        typed = isinstance(s, TypedStorage)
+        us = s._untyped_storage if typed else s
+        if us._fake is not None:
+            raise TypeError(f"ember.save cannot store the storage of a fake tensor (at {path})")
+        key = (us.data_ptr(), us.nbytes(), str(us.device))
+        index = self.storage_ids.get(key)
+        if index is None:
+            index = self.storage_ids[key] = len(self.storages)
+            self.storages.append(np.asarray(_host(us._buf)).tobytes())
+            self.keep.append(us)
+        return {"t": "storage", "id": index, "dtype": s.dtype.name if typed else None, "device": str(us.device)}
+
+
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False):
     """Save ``obj`` (tensors and containers of them, e.g. a state_dict) to a path or binary file."""
@@ -134,6 +155,7 @@ class _Reader:
         self.z = z
         self.map_location = map_location
         self.tensors = {}
+        self.storages = {}    # entry -> UntypedStorage (a storage saved twice loads as one object)
 
     def decode(self, node):
         t = node["t"]
@@ -171,6 +193,8 @@ class _Reader:
             return self.tensors[node["v"]]
         if t == "tensor":
             return self._tensor(node)
+        if t == "storage":
+            return self._storage(node)
         raise RuntimeError(f"ember.load: unknown node type {t!r} in the manifest (file corrupt or from a newer "
                            "ember)")
 
@@ -186,6 +210,31 @@ class _Reader:
             return None  # applied to the tensor afterwards
         raise TypeError(f"ember.load: map_location must be None, a str, a device, a dict or a callable, got "
                         f"{type(ml).__name__}")
+
+    def _storage(self, node):
+        from .storage import TypedStorage, UntypedStorage
+        us = self.storages.get(node["id"])
+        if us is None:
+            raw = self.z.read(f"storages/{node['id']}")
+            us = UntypedStorage._wrap(np.frombuffer(raw, dtype=np.uint8).copy(), _t.cpu)
+            loc = self._location(node["device"])
+            if callable(self.map_location) and not isinstance(self.map_location, (str, dict, _t.device)):
+                res = self.map_location(us, node["device"])
+                us = us if res is None else res
+            elif loc is not None and loc != "cpu":
+                dev = _t.device(loc)
+                if dev.type == "cuda":
+                    import ember
+                    if not ember.cuda.is_available():
+                        raise RuntimeError("Attempting to deserialize object on a CUDA device but "
+                                           "ember.cuda.is_available() is False. If you are running on a CPU-only "
+                                           "machine, please use ember.load with map_location='cpu' to map your "
+                                           "storages to the CPU.")
+                us = us.to(device=dev)
+            self.storages[node["id"]] = us
+        if node.get("dtype") is None:
+            return us
+        return TypedStorage(wrap_storage=us, dtype=_t.as_dtype(node["dtype"]), _internal=True)
 
     def _tensor(self, node):
         import ember

@@ -442,12 +442,38 @@ def test_from_file_vs_torch(tmp_path):
             ember.TypedStorage.from_file(p, False, 3)
 
 
-def test_pickle_and_save_refuse_storages(tmp_path):
+def test_pickle_refuses_storages():
     s = ember.arange(3.).untyped_storage()
     with pytest.raises(RuntimeError, match="storages are not picklable"):
         pickle.dumps(s)
-    with pytest.raises(TypeError, match="ember.save cannot store an object of type ember.storage.UntypedStorage"):
-        ember.save(s, os.path.join(tmp_path, "s.pt"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(RuntimeError, match="storages are not picklable"):
+            pickle.dumps(ember.arange(3.).storage())
+
+
+def test_save_load_storages_round_trip(tmp_path):
+    rng = np.random.default_rng(6)
+    x = ember.tensor(rng.standard_normal(6).astype(np.float32))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        obj = {"u": x.untyped_storage(), "view": x[2:].untyped_storage(), "t": x.storage(),
+               "i": ember.tensor([1, 2, 3]).storage(), "x": x}
+        path = os.path.join(tmp_path, "s.pt")
+        ember.save(obj, path)
+        got = ember.load(path)
+        assert isinstance(got["u"], ember.UntypedStorage) and got["u"].tolist() == obj["u"].tolist()
+        assert got["u"] is got["view"]                      # one storage saved twice loads as one
+        assert isinstance(got["t"], ember.TypedStorage) and got["t"].dtype is ember.float32
+        assert got["t"].tolist() == obj["t"].tolist() and got["t"].untyped() is got["u"]
+        assert got["i"].dtype is ember.int64 and got["i"].tolist() == [1, 2, 3]
+        assert got["u"].data_ptr() != obj["u"].data_ptr()   # a copy in new memory
+        assert ember.load(path, map_location="cpu")["t"].tolist() == obj["t"].tolist()
+    from ember.fx.fake_tensor import FakeTensorMode
+    with FakeTensorMode():
+        fs = ember.empty(3).untyped_storage()
+    with pytest.raises(TypeError, match="storage of a fake tensor"):
+        ember.save(fs, os.path.join(tmp_path, "f.pt"))
 
 
 def test_copy_module_on_storages():
