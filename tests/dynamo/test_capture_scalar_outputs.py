@@ -607,3 +607,32 @@ def test_tensor_of_a_list_with_items(backend):
         dynamo.reset()
         assert_same(f(*args), ember.compile(f, backend=backend)(*args))
         assert not dynamo.fallback_reasons, _reasons()
+
+
+def test_max_min_of_scalars_one_graph_with_pythons_nan_order():
+    """``max``/``min`` with a captured item among numbers of one type stay in the graph, with
+    Python's exact rule (the first extreme value wins, so NaN placement matters)."""
+    def f(x, y):
+        s = y.sum().item()
+        n = y.argmax().item()
+        return (x * max(s, 0.25), x * min(0.5, s), max(s, s * 2, -1.0), min(n, 2), max(3, n, 1),
+                max(1.0, 2.0, s), min(s, float("nan")), max(float("nan"), s))
+    cnt = check(f, lambda: (_t(3), _t(4, dtype=ember.float64)))
+    assert cnt.frame_count == 1
+
+    def g(x):
+        s = x.sum().item()
+        return max(s, 0.0), max(0.0, s), min(s, 1.0), min(1.0, s)
+    for v in (float("nan"), -2.0, 3.0):
+        x = ember.tensor([v, 0.0], dtype=ember.float64)
+        got, want = ember.compile(g, backend="aot_eager")(x), g(x)
+        for a, b in zip(got, want):
+            assert type(a) is type(b) and (a == b or (a != a and b != b))
+
+
+def test_max_of_mixed_number_types_breaks():
+    def f(x, y):
+        s = y.sum().item()
+        return x * max(s, 1)            # float or int depending on the value: needs it
+    check(f, lambda: (_t(3), _t(4, dtype=ember.float64)), graphs=2)
+    assert "depends on the values" in _reasons()

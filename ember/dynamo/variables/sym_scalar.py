@@ -319,11 +319,56 @@ def call_builtin(tx, fn, args, kwargs):
                                      bool, s.origin)
         if fn is abs or fn is operator.abs:
             return unary(tx, abs, s)
+    if fn in (max, min) and len(args) >= 2 and not kwargs:
+        return _max_min(tx, fn, args)
     name = getattr(fn, "__name__", fn)
     hint = " (used as a size or index it would need an unbacked SymInt: capture_dynamic_output_shape_ops " \
            "is not supported)" if name in ("range", "int", "index") else ""
     raise _fail(f"{name}() of a captured .item() needs its concrete value{hint}: a graph break",
                 *list(args) + list(kwargs.values()))
+
+
+def _max_min(tx, fn, args):
+    """``max(a, b, ...)`` / ``min(...)`` with a symbolic scalar among the numbers, kept
+    symbolic when Python's answer has one type whatever the values: all operands ints (bools
+    count as ints only if not all are bools) or all floats. Python keeps the first extreme value
+    (``b`` replaces ``a`` only if ``b > a``; with NaN ``max(nan, 1)`` is nan, ``max(1, nan)`` is 1),
+    so each step is ``where(b > a, b, a)`` -- exactly that, NaN included."""
+    out = tx.output
+    ops = [_operand(tx, v, *args[:2]) for v in args]
+    types = {t for t, _ in ops}
+    if types <= {bool}:
+        res_t = bool
+    elif types <= {int, bool} and bool not in types:
+        res_t = int
+    elif types == {float}:
+        res_t = float
+    else:
+        raise _fail(f"{fn.__name__}() of a captured .item() and numbers of other types (the result's type "
+                    f"depends on the values): a graph break", *args)
+    dt = _CANON[res_t]
+    from ... import where
+    cmp = operator.gt if fn is max else operator.lt
+    acc = None                  # a node, or a Python number while only constants were seen
+    for _, v in ops:
+        if acc is None:
+            acc = v if not isinstance(v, VariableTracker) else _as_node(out, v, dt)
+        elif not isinstance(v, VariableTracker) and not isinstance(acc, VariableTracker):
+            acc = v if cmp(v, acc) else acc           # constants: Python's own step
+        else:
+            b = v if not isinstance(v, VariableTracker) else _as_node(out, v, dt)
+            a = acc if isinstance(acc, VariableTracker) else ConstantVariable(acc)
+            bb = b if isinstance(b, VariableTracker) else ConstantVariable(b)
+            if isinstance(a, ConstantVariable):     # (a tensor operand first: the op is a tensor op)
+                cond = out.call_function(operator.lt if cmp is operator.gt else operator.gt, [a, bb], {})
+            else:
+                cond = out.call_function(cmp, [bb, a], {})
+            acc = out.call_function(where, [cond, bb, a], {})
+    if not isinstance(acc, VariableTracker):
+        return ConstantVariable(acc)
+    if acc.example.dtype != dt:
+        acc = out.call_method("to", [acc], {"dtype": ConstantVariable(dt)})
+    return SymScalarVariable(acc, res_t, _first_origin(*args))
 
 
 # ---------------------------------------------------------------------------- ops with scalar args
