@@ -920,8 +920,9 @@ def embedding(xp, w, idx, padding_idx=-1, scale_grad_by_freq=False, sparse=False
 @embedding.derivative
 def _embedding_bw(ctx, g):
     w, idx, padding_idx, sgf, sparse = ctx.args
-    if sparse:
-        raise RuntimeError("ember has no sparse tensors: embedding(sparse=True) gradients are not supported")
+    if sparse:     # a sparse COO gradient: one row per looked-up index (ember/sparse)
+        from ..sparse._ops import embedding_sparse_backward
+        return (embedding_sparse_backward(g, idx, w.shape[0], padding_idx, sgf), None)
     return (embedding_dense_backward(g, idx, w.shape[0], padding_idx, sgf), None)
 
 

@@ -13,7 +13,8 @@ from .asgd import ASGD
 from .lbfgs import LBFGS
 from .adafactor import Adafactor
 from .muon import Muon
+from .sparse_adam import SparseAdam
 from . import lr_scheduler, swa_utils
 
-__all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
+__all__ = ["Optimizer", "SparseAdam", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
            "Rprop", "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]

@@ -108,6 +108,25 @@ def _install_sparse_methods():
     S.to_sparse_csr = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csr, dense_dim=dense_dim)
     S.to_sparse_csc = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csc, dense_dim=dense_dim)
     S.to_sparse_bsr = S.to_sparse_bsc = lambda self, *a, **k: C._blocked(L.sparse_bsr)
+    S.zero_ = _zero_
+
+
+def _zero_(self):
+    """Remove every specified element (PyTorch's ``zero_`` of a sparse tensor: nnz becomes 0)."""
+    from ._tensor import Structure
+    import numpy as np
+    st = self._st
+    if st.layout is O.COO:
+        new = Structure(O.COO, st.shape, st.sdim, indices=np.zeros((st.sdim, 0), np.int64), coalesced=True)
+    else:
+        outer = st.shape[0] if st.layout is O.CSR else st.shape[1]
+        new = Structure(st.layout, st.shape, 2, compressed=np.zeros(outer + 1, np.int64),
+                        plain=np.zeros(0, np.int64))
+    from .. import zeros
+    res = O.from_values(new, zeros((0,) + st.dense_shape, dtype=self.dtype))
+    self._st, self._vals, self._data = res._st, res._vals, res._data
+    self._bump_version()
+    return self
 
 
 # ---------------------------------------------------------------------- dense Tensor methods

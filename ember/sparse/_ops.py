@@ -490,3 +490,22 @@ def sampled_addmm(input, mat1, mat2, *, beta=1.0, alpha=1.0, out=None):
     rows, cols = _itensor(idx[0], mat1.device), _itensor(idx[1], mat1.device)
     prod = (mat1.index_select(0, rows) * mat2.t().index_select(0, cols)).sum(-1)
     return from_values(st, values_of(input) * beta + prod * alpha)
+
+
+# ---------------------------------------------------------------------- nn.Embedding(sparse=True)
+def embedding_sparse_backward(g, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """The gradient of ``embedding(weight, indices, sparse=True)`` wrt weight: an uncoalesced COO
+    tensor of size (num_weights, dim) with one row of ``g`` per looked-up index (entries equal to
+    ``padding_idx`` left out), as PyTorch's ``embedding_sparse_backward``."""
+    if scale_grad_by_freq:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+    idx = np.asarray(indices.detach()._data).reshape(-1).astype(np.int64)
+    dim = g.shape[-1]
+    vals = g.reshape(-1, dim)
+    if padding_idx is not None and padding_idx >= 0:
+        keep = np.flatnonzero(idx != padding_idx)
+        if keep.shape[0] != idx.shape[0]:
+            idx = idx[keep]
+            vals = vals.index_select(0, _itensor(keep, g.device))
+    st = Structure(COO, (num_weights, dim), 1, indices=idx.reshape(1, -1))
+    return from_values(st, vals)
