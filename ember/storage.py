@@ -336,11 +336,9 @@ class UntypedStorage:
         return self.clone()
 
     def __deepcopy__(self, memo):
-        key = self.data_ptr(), self.nbytes(), str(self._device)
-        memo = memo.setdefault("__ember_storages__", {}) if isinstance(memo, dict) else {}
-        if key not in memo:
-            memo[key] = self.clone()
-        return memo[key]
+        if id(self) not in memo:
+            memo[id(self)] = self.clone()
+        return memo[id(self)]
 
     def resize_(self, size):
         buf = self._data("UntypedStorage.resize_")

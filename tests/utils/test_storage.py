@@ -496,3 +496,14 @@ def test_fake_tensor_storage_metadata():
         assert v.storage_offset() == 12
         with pytest.raises(RuntimeError):
             s[0]
+
+
+def test_aliasing_check_under_compile():
+    def f(a, b):
+        same = a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+        return a * 2 if same else a + 1
+
+    x = ember.randn(4)
+    cf = ember.compile(f, backend="eager")
+    assert cf(x, x[1:]).tolist() == (x * 2).tolist()
+    assert cf(x, ember.randn(3)).tolist() == (x + 1).tolist()
