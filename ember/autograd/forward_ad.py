@@ -48,6 +48,7 @@ the ``graph_breaks`` log).
 from __future__ import annotations
 
 import functools
+import math
 import weakref
 from typing import NamedTuple, Optional
 
@@ -615,7 +616,99 @@ def _r_relu(x, t, out):
     return t * (out > 0).to(t.dtype)
 
 
+def _r_softmax(args, tans, out):
+    t, dim = tans[0], args[1]
+    if t is None:
+        return None
+    return out * (t - (t * out).sum(dim, keepdim=True))
+
+
+def _r_log_softmax(args, tans, out):
+    t, dim = tans[0], args[1]
+    if t is None:
+        return None
+    return t - (t * out.exp()).sum(dim, keepdim=True)
+
+
+def _r_gelu(args, tans, out):
+    x, approximate = args
+    t = tans[0]
+    if t is None or approximate != "none":
+        return NotImplemented
+    cdf = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf())
+    pdf = (-0.5 * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+    return t * (cdf + x * pdf)
+
+
+def _r_convolution(args, tans, out):
+    """Bilinear in (input, weight), plus the bias tangent per output channel."""
+    from ..ops.registry import OPS, dispatch
+    x, w, b = args[:3]
+    rest = tuple(args[3:])
+    tx, tw, tb = tans
+    conv = OPS["convolution"]
+    res = None
+    if tx is not None:
+        res = dispatch(conv, (tx, w, None) + rest)
+    if tw is not None:
+        res = _sum(res, dispatch(conv, (x, tw, None) + rest))
+    if tb is not None:
+        res = _sum(res, tb.reshape((1, -1) + (1,) * (out.ndim - 2)))
+    return _fit(res, out)
+
+
+def _r_cat(args, tans, out):
+    """Linear in every input: the same op over the tangents (zeros where an input has none)."""
+    from ..ops import api
+    from ..ops.registry import OPS, dispatch
+    xs = args[0]
+    ts = [t if t is not None else api.zeros_like(x) for x, t in zip(xs, tans)]
+    if any(not _differentiable(x) for x in xs):
+        return NotImplemented
+    name = "cat" if out.ndim == xs[0].ndim else "stack"
+    return dispatch(OPS[name], (ts,) + tuple(args[1:]))
+
+
+def _r_native_layer_norm(args, tans, out):
+    x, shape, w, b, eps = args
+    tx, tw, tb = tans
+    y, mean, rstd = out
+    k = len(shape)
+    dims = tuple(range(x.ndim - k, x.ndim))
+    kshape = tuple(x.shape[:x.ndim - k]) + (1,) * k
+    if x._requires_grad and STATE.grad_enabled:
+        # reverse mode on top: the op's mean/rstd outputs have no gradient formula (as in
+        # PyTorch), so they are recomputed here in differentiable ops
+        m = x.mean(dims, keepdim=True)
+        r = ((x - m) * (x - m)).mean(dims, keepdim=True).add(eps).rsqrt()
+    else:
+        m, r = mean.reshape(kshape), rstd.reshape(kshape)
+    xhat = (x - m) * r
+    t_y = t_mean = t_rstd = None
+    if tx is not None:
+        t_mean = tx.mean(dims, keepdim=True)
+        proj = (xhat * tx).mean(dims, keepdim=True)
+        dxhat = r * (tx - t_mean - xhat * proj)
+        t_y = dxhat * w if w is not None else dxhat
+        t_rstd = (-(r * r) * proj).reshape(tuple(rstd.shape))
+        t_mean = t_mean.reshape(tuple(mean.shape))
+    if tw is not None:
+        t_y = _sum(t_y, xhat * tw)
+    if tb is not None:
+        t_y = _sum(t_y, tb)
+    if t_y is not None:
+        t_y = _fit(t_y, y)
+    return (t_y, t_mean, t_rstd)
+
+
 _RULES = {
+    "_softmax": _r_softmax,
+    "_log_softmax": _r_log_softmax,
+    "gelu": _r_gelu,
+    "convolution": _r_convolution,
+    "cat": _r_cat,
+    "stack": _r_cat,
+    "native_layer_norm": _r_native_layer_norm,
     "add": _r_add,
     "sub": _r_sub,
     "mul": _r_mul,
