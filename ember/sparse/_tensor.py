@@ -14,7 +14,7 @@ are ``torch.Tensor`` too) with
 
 Autograd never looks inside: every differentiable sparse op is written as
 "take the values (``values_of``), compute with ordinary dense ember ops
-(``index_add``, ``index_select``, ``exp`` ...), put the result into a structure
+(``index_select``, ``exp``, a segment sum ...), put the result into a structure
 (``from_values``)". Two ``autograd.Function``s make the boundary
 differentiable -- the values of a sparse tensor, and a sparse tensor made from
 values -- so gradients of sparse tensors are sparse tensors with the sparsity
