@@ -319,8 +319,28 @@ def _dispatch(op, args, grad_on):
         return _inplace(op, args, tans, grad_on)
     out = _forward(op, args, grad_on)
     out_t = _jvp(op, args, out, tans, grad_on)
+    if not op.is_view and out_t is not None:
+        out_t = _unshare(out_t, tans, grad_on)
     _attach(out, out_t)
     return out
+
+
+def _unshare(out_t, tans, grad_on):
+    """A rule may hand back an input's tangent itself (``x + 1``: the tangent is x's): the
+    output gets a copy, so an in-place op on one never changes the other's tangent (only
+    views share tangents, as in PyTorch)."""
+    def own(t):
+        if t is not None and any(t is x for x in tans):
+            prev = STATE.grad_enabled
+            STATE.grad_enabled = grad_on
+            try:
+                return t.clone()
+            finally:
+                STATE.grad_enabled = prev
+        return t
+    if type(out_t) in (tuple, list):
+        return type(out_t)(own(t) for t in out_t)
+    return own(out_t)
 
 
 def _differentiable(o):

@@ -454,6 +454,11 @@ def _inplace_pair(lib, fw, p, t, q, s):
         out["view"] = fw.unpack_dual(v).tangent.numpy().copy()
         d.exp_()
         out["exp_"] = fw.unpack_dual(d).tangent.numpy().copy()
+        out["view_after_base"] = fw.unpack_dual(v).tangent.numpy().copy()   # the base's write reaches it
+        e = d + 1.0                                # e's tangent is a copy: e.mul_ leaves d's alone
+        e.mul_(3.0)
+        out["e"] = fw.unpack_dual(e).tangent.numpy().copy()
+        out["d_after_e"] = fw.unpack_dual(d).tangent.numpy().copy()
         plain = lib.tensor(p.copy())
         plain.mul_(fw.make_dual(lib.tensor(q), lib.tensor(s)))   # a non-dual becomes dual
         out["plain"] = fw.unpack_dual(plain).tangent.numpy().copy()
