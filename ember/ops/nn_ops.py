@@ -1051,7 +1051,8 @@ def _pw_loss_backward(xp, g, x, t, kind, param):
 def _pw_loss_backward_bw(ctx, c):
     g, x, t, kind, param = ctx.args
     n = ctx.needs_input_grad
-    gg = _pw_loss_backward(c, x, t, kind, param) if n[0] else None
+    # (the incoming grad may be a reduced loss's scalar broadcast over x: its gradient sums back)
+    gg = sum_to(_pw_loss_backward(c, x, t, kind, param), tuple(g.shape)) if n[0] else None
     # the elementwise factor is piecewise linear: its slope is 1/param (smooth_l1) or 1 (huber) inside
     d = (x - t).detach()
     inside = ((d < param) & (d > -param)).to(x.dtype) if param != 0 else d * 0
