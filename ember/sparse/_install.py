@@ -9,6 +9,9 @@
   ...) become wrappers that route calls with a sparse argument here and
   everything else to the dispatcher's binding unchanged (same name, same
   ``_ember_op``, so the compiler stack sees the op it always saw).
+* The factories honour ``layout=``: ``zeros`` / ``empty`` (and ``zeros_like``
+  / ``empty_like``, also of a sparse tensor) make an empty sparse tensor, the
+  others raise for a sparse layout instead of silently making a dense one.
 
 Any other op given a sparse tensor reaches a dense kernel, whose read of the
 tensor's storage raises (see _storage.py).
@@ -231,6 +234,62 @@ _ROUTES = {
 }
 
 
+# ---------------------------------------------------------------------- layout= of the factories
+def empty_sparse(shape, layout, dtype=None, requires_grad=False):
+    """A sparse tensor of ``shape`` with no specified elements (``zeros(..., layout=sparse_*)``)."""
+    import numpy as np
+    from .. import zeros
+    from ._tensor import Structure, from_values
+    shape = tuple(int(n) for n in shape)
+    if layout is L.sparse_coo:
+        st = Structure(O.COO, shape, len(shape), indices=np.zeros((len(shape), 0), np.int64), coalesced=True)
+    elif layout in (L.sparse_csr, L.sparse_csc):
+        if len(shape) != 2:
+            raise NotImplementedError(f"ember.sparse: {layout} tensors are 2-d only, got shape {list(shape)}")
+        outer = shape[0] if layout is L.sparse_csr else shape[1]
+        st = Structure(layout, shape, 2, compressed=np.zeros(outer + 1, np.int64), plain=np.zeros(0, np.int64))
+    else:
+        C._blocked(layout)
+    out = from_values(st, zeros((0,) + st.dense_shape, dtype=dtype))
+    if requires_grad:
+        out.requires_grad_(True)
+    return out
+
+
+def _size_of(args):
+    if len(args) == 1 and not isinstance(args[0], int):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def _factory(orig, sparse_ok):
+    """``orig`` (zeros, ones, randn, ...) that honours ``layout=``: zeros/empty make an empty
+    sparse tensor; the others raise for a sparse layout (PyTorch's errors), never a dense one."""
+    name = orig.__name__
+
+    def fn(*args, **kwargs):
+        lay = kwargs.get("layout")
+        if lay is None or lay == "strided":
+            return orig(*args, **kwargs)
+        lay = L.as_layout(lay)
+        if not sparse_ok:
+            raise RuntimeError(f"{name}(...) is not implemented for sparse layout {lay}")
+        if name.endswith("_like"):
+            return empty_sparse(args[0].shape, lay, kwargs.get("dtype") or args[0].dtype,
+                                kwargs.get("requires_grad", False))
+        return empty_sparse(_size_of(args), lay, kwargs.get("dtype"), kwargs.get("requires_grad", False))
+    fn.__name__ = fn.__qualname__ = name
+    fn.__module__ = orig.__module__
+    fn.__doc__ = orig.__doc__
+    fn.__wrapped__ = orig
+    return fn
+
+
+def _like_sparse(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
+    """zeros_like / empty_like of a sparse tensor: an empty one of its layout (PyTorch's)."""
+    return empty_sparse(input.shape, L.as_layout(layout) or input.layout, dtype or input.dtype, requires_grad)
+
+
 def install(ember_module):
     """Run once by ``ember/__init__``: methods, then the routed top-level functions."""
     _install_sparse_methods()
@@ -241,6 +300,16 @@ def install(ember_module):
         if orig is None or getattr(orig, "__wrapped__", None) is not None:
             continue
         g[name] = _route(orig, impl)
+    for name, ok in (("zeros", True), ("empty", True), ("zeros_like", True), ("empty_like", True),
+                     ("ones", False), ("full", False), ("rand", False), ("randn", False), ("randint", False),
+                     ("ones_like", False), ("full_like", False), ("rand_like", False), ("randn_like", False),
+                     ("arange", False), ("linspace", False), ("eye", False), ("randperm", False)):
+        orig = g.get(name)
+        if orig is None or getattr(orig, "__wrapped__", None) is not None:
+            continue
+        g[name] = _factory(orig, ok)
+        if name in ("zeros_like", "empty_like"):
+            g[name] = _route(g[name], _like_sparse)
     g["smm"] = O.smm
     g["hspmm"] = O.hspmm
     g["spmm"] = O.mm

@@ -191,3 +191,33 @@ ERRORS = {
 def test_errors_match_torch(name):
     f, exc = ERRORS[name]
     _same_error(f, f, exc)
+
+
+# ---------------------------------------------------------------------- layout= of the factories
+def test_factories_honour_layout():
+    for lay in (ember.sparse_coo, ember.sparse_csr, ember.sparse_csc):
+        for f in (ember.zeros, ember.empty):
+            z = f(2, 3, layout=lay)
+            assert z.layout is lay and z._nnz() == 0 and tuple(z.shape) == (2, 3)
+            assert np.array_equal(np.asarray(z.to_dense()._data), np.zeros((2, 3), np.float32))
+    s = ember.eye(3).to_sparse()
+    z = ember.zeros_like(s)
+    assert z.layout is ember.sparse_coo and z._nnz() == 0 and tuple(z.shape) == (3, 3)
+    assert ember.empty_like(ember.eye(2).to_sparse_csr()).layout is ember.sparse_csr
+    assert ember.zeros_like(ember.eye(2), layout=ember.sparse_coo).layout is ember.sparse_coo
+    for f in (lambda: ember.ones(2, layout=ember.sparse_coo), lambda: ember.randn(2, 2, layout=ember.sparse_coo),
+              lambda: ember.arange(3, layout=ember.sparse_csr), lambda: ember.ones_like(s)):
+        with pytest.raises((RuntimeError, NotImplementedError)):
+            f()
+    # dense requests are untouched
+    assert ember.zeros(2, layout=ember.strided).layout is ember.strided
+    assert ember.zeros(2, layout="strided").layout is ember.strided
+
+
+def test_factories_vs_torch():
+    torch = pytest.importorskip("torch")
+    for name, args, lays in (("zeros", (2, 3), ("sparse_coo", "sparse_csr")), ("empty", (3, 2), ("sparse_coo",))):
+        for lay in lays:         # (torch's empty CSR leaves crow_indices uninitialised)
+            e = getattr(ember, name)(*args, layout=getattr(ember, lay))
+            t = getattr(torch, name)(*args, layout=getattr(torch, lay))
+            assert repr(e) == repr(t).replace("torch.", "ember.")
