@@ -35,7 +35,7 @@ def _checks(name, M, dtype, layout):
         dtype = _t.get_default_dtype()
     if M < 0:
         raise ValueError(f"{name} requires non-negative window length, got M={M}")
-    if layout is not None and layout is not _strided():
+    if layout is not None and layout != _strided():   # (a layout equals its name: "strided" too)
         raise ValueError(f"{name} is implemented for strided tensors only, got: {layout}")
     if dtype not in (_t.float32, _t.float64):
         raise ValueError(f"{name} expects float32 or float64 dtypes, got: {dtype}")

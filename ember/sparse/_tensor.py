@@ -199,7 +199,10 @@ class SparseTensor(Tensor):
         return self._st.coalesced
 
     def _coalesced_(self, coalesced):
-        self._st.coalesced = bool(coalesced)
+        st = self._st      # (structures are shared between tensors: change a copy)
+        new = Structure(st.layout, st.shape, st.sdim, indices=st.indices, compressed=st.compressed,
+                        plain=st.plain, coalesced=bool(coalesced))
+        self._st = new
         return self
 
     def _need(self, layout, what):
