@@ -16,7 +16,7 @@ from .. import types as _t
 from .._state import STATE
 from ..autograd.function import Function
 from ..tensor import Tensor, _make
-from ._tensor import (COMPRESSED, COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, _layout_word,
+from ._tensor import (COMPRESSED, COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, _layout_word, _named,
                       from_values, gather_values, values_of)
 from ._convert import dense_to_coo, to_coo, to_csc, to_csr
 
@@ -76,7 +76,7 @@ class _SegmentSum(Function):
         return g.index_select(0, _itensor(ctx.index, g.device)), None, None
 
 
-_SegmentSum._backward_cls.__name__ = _SegmentSum._backward_cls.__qualname__ = "IndexAddBackward0"
+_named(_SegmentSum, "IndexAddBackward0")
 
 
 def segment_sum(src, index, n):
@@ -433,8 +433,8 @@ class _Mm(Function):
         return ga, gb
 
 
-_Mm._backward_cls.__name__ = _Mm._backward_cls.__qualname__ = "MmBackward0"
-_Add._backward_cls.__name__ = _Add._backward_cls.__qualname__ = "AddBackward0"
+_named(_Mm, "MmBackward0")
+_named(_Add, "AddBackward0")
 
 
 def mm(a, b):

@@ -356,9 +356,15 @@ def wrap(st, vals):
 
 
 # ---------------------------------------------------------------------- the autograd boundary
+def _node_repr(self):
+    return f"<{type(self).__name__} object at {hex(id(self))}>"
+
+
 def _named(cls, name):
+    """Give a Function's backward node PyTorch's node name and repr (``<MmBackward0 object at ...>``)."""
     b = cls._backward_cls
     b.__name__ = b.__qualname__ = name
+    b.__repr__ = _node_repr
     return cls
 
 
