@@ -361,7 +361,12 @@ def _attach(out, out_t):
 def _jvp(op, args, out, tans, grad_on):
     """The output tangent(s) of ``op(*args) -> out`` for input tangents ``tans``."""
     outs = out if type(out) in (tuple, list) else (out,)
-    if not any(_differentiable(o) for o in outs) or "nondifferentiable" in op.tags:
+    if "nondifferentiable" in op.tags:
+        return None
+    if any(isinstance(o, Tensor) and o.dtype.is_complex for o in outs):
+        raise NotImplementedError(f"ember.autograd.forward_ad: {op.name} returns a complex tensor: complex dual "
+                                  f"tensors are not supported (use ember.func.jvp)")
+    if not any(_differentiable(o) for o in outs):
         return None
     for a in args:
         if isinstance(a, Tensor) and a.dtype.is_complex:
@@ -382,6 +387,52 @@ def _jvp(op, args, out, tans, grad_on):
         return _double_vjp(op, args, out, tans, grad_on)
     finally:
         STATE.grad_enabled = prev
+
+
+# ---------------------------------------------------------------------- custom Functions
+def _wants_custom_jvp(args):
+    """Whether ``Function.apply(*args)`` must go through forward AD: the mode is active (not
+    suspended by an enclosing custom Function) and an argument carries a tangent."""
+    return _MODE in STATE.modes and any(isinstance(a, Tensor) and _KEY in a.__dict__ for a in args)
+
+
+def _custom_function_apply(cls, args):
+    """A custom ``autograd.Function`` with dual inputs, as in PyTorch: ``forward`` runs with
+    forward AD off, then ``cls.jvp(ctx, *input_tangents)`` (zeros for tensor inputs without
+    one, None for other arguments) gives the outputs' tangents."""
+    from ..ops import api
+    from .function import Function
+    if getattr(cls.jvp, "__func__", cls.jvp) is getattr(Function.jvp, "__func__", Function.jvp):
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it "
+                                  "with forward mode AD.")
+    tans = []
+    for a in args:
+        if isinstance(a, Tensor):
+            t = _tangent(a)
+            tans.append(t if t is not None else api.zeros_like(a))
+        else:
+            tans.append(None)
+    modes = STATE.modes
+    i = len(modes) - 1 - modes[::-1].index(_MODE)
+    del modes[i]
+    try:
+        out, ctx = cls._apply_ctx(args)
+        out_t = cls.jvp(ctx, *tans)
+    finally:
+        modes.insert(i, _MODE)
+    outs = out if isinstance(out, tuple) else (out,)
+    out_ts = out_t if isinstance(out_t, tuple) else (out_t,)
+    if len(out_ts) != len(outs):
+        raise RuntimeError(f"{cls.__name__}.jvp returned {len(out_ts)} tangents for {len(outs)} outputs")
+    for o, t in zip(outs, out_ts):
+        if t is None or not _differentiable(o):
+            continue
+        if tuple(t.shape) != tuple(o.shape):
+            raise RuntimeError(f"{cls.__name__}.jvp returned a tangent of shape {list(t.shape)} for an output of "
+                               f"shape {list(o.shape)}")
+        o.__dict__.pop(_KEY, None)
+        _set_tangent(o, t)
+    return out
 
 
 # ---------------------------------------------------------------------- in-place ops

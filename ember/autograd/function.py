@@ -143,7 +143,8 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
-        raise NotImplementedError("forward-mode AD (jvp) is not supported by ember custom Functions")
+        raise NotImplementedError("You must implement the jvp function for custom autograd.Function to use it "
+                                  "with forward mode AD.")
 
     def __init__(self, *args, **kwargs):
         pass
@@ -156,6 +157,16 @@ class Function(metaclass=FunctionMeta):
     def apply(cls, *args, **kwargs):
         if kwargs:
             raise TypeError("Function.apply takes positional arguments only")
+        if STATE.modes:
+            from . import forward_ad
+            if forward_ad._wants_custom_jvp(args):
+                # dual inputs: forward runs without tangents, then the Function's own jvp
+                return forward_ad._custom_function_apply(cls, args)
+        return cls._apply_ctx(args)[0]
+
+    @classmethod
+    def _apply_ctx(cls, args):
+        """``apply``'s body: (its result, the ctx forward saw)."""
         is_tensor = tuple(isinstance(a, Tensor) for a in args)
         needs = tuple(t and a._requires_grad for t, a in zip(is_tensor, args))
         record = STATE.grad_enabled and any(needs)
@@ -173,7 +184,7 @@ class Function(metaclass=FunctionMeta):
         finally:
             STATE.grad_enabled = prev
         if not record:
-            return out
+            return out, ctx
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         ctx._arg_is_tensor = is_tensor
@@ -210,7 +221,7 @@ class Function(metaclass=FunctionMeta):
         ctx._saved = tuple(None if t is None else SavedTensor(t, is_output=id(t) in out_ids)
                            for t in ctx.to_save)
         ctx.to_save = ()
-        return results[0] if single else tuple(results)
+        return (results[0] if single else tuple(results)), ctx
 
 
 class InplaceFunction(Function):

@@ -482,6 +482,21 @@ def test_complex_dual_is_refused_by_name():
             fwAD.make_dual(c, c)
 
 
+def test_complex_output_of_a_real_dual_is_refused_not_dropped():
+    with fwAD.dual_level():
+        d = fwAD.make_dual(_r(8), _r(8, seed=1))
+        with pytest.raises(NotImplementedError, match="returns a complex tensor: complex dual tensors are not supported"):
+            ember.fft.fft(d)
+
+
+def test_func_jvp_inside_a_dual_level():
+    x, t = _r(4), _r(4, seed=2)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x, t)
+        _, jv = ember.func.jvp(lambda i: i.sin().cumsum(0), (x,), (t,))
+        np.testing.assert_allclose(jv.numpy(), fwAD.unpack_dual(d.sin().cumsum(0)).tangent.numpy(), rtol=1e-12)
+
+
 def test_integer_and_nondifferentiable_outputs_get_no_tangent():
     with fwAD.dual_level():
         d = fwAD.make_dual(_r(5), _r(5, seed=2))
@@ -505,6 +520,60 @@ def test_op_without_derivative_raises_naming_it():
                                                       "not support it because it has not been implemented yet"):
             op.binding(d)
         np.testing.assert_allclose(op.binding(_r(6)).numpy(), 2 * _r(6).numpy())   # no tangent: runs
+
+
+def _custom_functions(lib):
+    class Cube(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.save_for_backward(x)
+            ctx.scale = scale
+            return x ** 3 * scale
+
+        @staticmethod
+        def backward(ctx, g):
+            x, = ctx.saved_tensors
+            return g * 3 * x ** 2 * ctx.scale, None
+
+        @staticmethod
+        def jvp(ctx, tx, _):
+            return tx * 3 * ctx.x_for_jvp ** 2 * ctx.scale
+
+    class CubeCtx(Cube):
+        @staticmethod
+        def forward(ctx, x, scale):
+            ctx.x_for_jvp = x
+            ctx.scale = scale
+            return x ** 3 * scale
+
+    class NoJvp(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+    return CubeCtx, NoJvp
+
+
+def test_custom_function_uses_its_jvp_as_torch():
+    torch = _torch()
+    import torch.autograd.forward_ad as tfw
+    rng = np.random.default_rng(5)
+    p, t = rng.standard_normal(4), rng.standard_normal(4)
+    res = []
+    for lib, fw in ((ember, fwAD), (torch, tfw)):
+        Cube, NoJvp = _custom_functions(lib)
+        with fw.dual_level():
+            d = fw.make_dual(lib.tensor(p), lib.tensor(t))
+            res.append(fw.unpack_dual(Cube.apply(d, 2.0).sin()).tangent.numpy())
+            with pytest.raises(NotImplementedError, match="You must implement the jvp function for custom "
+                                                          "autograd.Function to use it with forward mode AD"):
+                NoJvp.apply(d)
+            np.testing.assert_allclose(NoJvp.apply(lib.tensor(p)).numpy(), 2 * p)   # no dual input: fine
+    np.testing.assert_allclose(res[0], res[1], rtol=1e-12)
+    np.testing.assert_allclose(res[0], t * 6 * p ** 2 * np.cos(2 * p ** 3), rtol=1e-12)
 
 
 # ---------------------------------------------------------------------- views and in-place
