@@ -39,7 +39,8 @@ The JVP of one op
   naming it; ops tagged nondifferentiable and integer/bool outputs get no tangent.
 
 Deviations from PyTorch (documented, never silent): complex dual tensors raise
-NotImplementedError; the level is per thread (the mode stack is thread-local);
+NotImplementedError; the level is per thread (PyTorch's is process-wide; ember's
+mode stack is per thread, so a level is too: another thread cannot make duals);
 a view made *before* its base got a tangent through an in-place op on another
 view does not see that tangent (PyTorch derives it lazily from the base);
 ``ember.compile`` runs frames eagerly while a dual level is active (logged in
@@ -49,6 +50,7 @@ from __future__ import annotations
 
 import functools
 import math
+import threading
 import weakref
 from typing import NamedTuple, Optional
 
@@ -58,37 +60,45 @@ from ..tensor import Tensor
 __all__ = ["UnpackedDualTensor", "enter_dual_level", "exit_dual_level", "make_dual", "unpack_dual",
            "dual_level"]
 
-# The active level (PyTorch supports one at a time: 0 while inside, -1 outside).
-_current_level = -1
+class _LevelState(threading.local):
+    """The active level (PyTorch supports one at a time: 0 while inside, -1 outside) and
+    weak references to every tensor given a tangent in it (exiting drops them). Per thread,
+    like the mode stack that carries ``_MODE``: a level entered in one thread must not let
+    another thread make duals whose ops would not see the mode."""
+
+    def __init__(self):
+        self.level = -1
+        self.duals = []
+        self.compact_at = 1024
+
+
+_L = _LevelState()
+_N_ACTIVE = [0]     # threads inside a level: the compile hook's test costs one list read
 _KEY = "_fw_tangent"
-# weak references to every tensor given a tangent in the active level: exiting it drops them
-_DUALS: list = []
-_DUALS_COMPACT_AT = [1024]
 
 
 def _is_active() -> bool:
-    """Whether a dual level is active (ember.compile runs frames eagerly then)."""
-    return _current_level >= 0
+    """Whether this thread is inside a dual level (ember.compile runs frames eagerly then)."""
+    return _N_ACTIVE[0] > 0 and _L.level >= 0
 
 
 # ---------------------------------------------------------------------- levels
 def enter_dual_level():
     """Enter a new forward-AD level and make it the default of ``make_dual``/``unpack_dual``.
     Only one level can be active at a time, as in PyTorch."""
-    global _current_level
-    if _current_level >= 0:
+    if _L.level >= 0:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
-    _current_level = 0
+    _L.level = 0
+    _N_ACTIVE[0] += 1
     STATE.modes.append(_MODE)
-    return _current_level
+    return _L.level
 
 
 def exit_dual_level(*, level=None):
     """Exit the active forward-AD level: every tangent made in it is dropped."""
-    global _current_level
     if level is None:
-        level = _current_level
-    if level != _current_level:
+        level = _L.level
+    if level != _L.level:
         raise RuntimeError("Trying to exit a forward AD level that was not the last one that was created. "
                            "This is not supported.")
     if level < 0:
@@ -98,13 +108,14 @@ def exit_dual_level(*, level=None):
         if modes[i] is _MODE:
             del modes[i]
             break
-    for ref in _DUALS:
+    for ref in _L.duals:
         t = ref()
         if t is not None:
             t.__dict__.pop(_KEY, None)
-    _DUALS.clear()
-    _DUALS_COMPACT_AT[0] = 1024
-    _current_level = level - 1
+    _L.duals = []
+    _L.compact_at = 1024
+    _L.level = level - 1
+    _N_ACTIVE[0] -= 1
 
 
 class dual_level:
@@ -142,22 +153,12 @@ def _tangent(t):
 def _set_tangent(t, tan):
     d = t.__dict__
     if _KEY not in d:
-        _DUALS.append(weakref.ref(t))
-        if len(_DUALS) >= _DUALS_COMPACT_AT[0]:
-            _DUALS[:] = [r for r in _DUALS if r() is not None]
-            _DUALS_COMPACT_AT[0] = max(1024, 2 * len(_DUALS))
+        st = _L
+        st.duals.append(weakref.ref(t))
+        if len(st.duals) >= st.compact_at:
+            st.duals = [r for r in st.duals if r() is not None]
+            st.compact_at = max(1024, 2 * len(st.duals))
     d[_KEY] = tan
-
-
-def _check_level(level, fn):
-    if level is None:
-        level = _current_level
-    if level != _current_level or level < 0:
-        if fn == "_make_dual" and level < 0 and _current_level < 0:
-            raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure "
-                               "to enter_dual_level() first.")
-        raise RuntimeError(f"Invalid level given to {fn}")
-    return level
 
 
 def _primal_view(t):
@@ -188,7 +189,7 @@ def make_dual(tensor, tangent, *, level=None):
     views of it), else copied into ``tensor``'s layout, as in PyTorch. Differentiable (the
     result is a view of ``tensor`` for reverse mode)."""
     if level is None:
-        level = _current_level
+        level = _L.level
     if level < 0:
         raise RuntimeError("Trying to create a dual Tensor for forward AD but no level exists, make sure to "
                            "enter_dual_level() first.")
@@ -200,7 +201,7 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError(f"Expected primal to be floating point or complex, but got: {tensor.dtype}")
     if not (tangent.is_floating_point() or tangent.is_complex()):
         raise ValueError(f"Expected tangent to be floating point or complex, but got: {tangent.dtype}")
-    if level != _current_level:
+    if level != _L.level:
         raise RuntimeError("Invalid level given to _make_dual")
     if tensor.is_complex() or tangent.is_complex():
         raise NotImplementedError("ember.autograd.forward_ad: complex dual tensors are not supported; "
@@ -226,10 +227,10 @@ def unpack_dual(tensor, *, level=None):
     """``(primal, tangent)`` of ``tensor``: the primal a view of it without the tangent, the
     tangent as is (None when ``tensor`` has none, or outside a level)."""
     if level is None:
-        level = _current_level
+        level = _L.level
     if level < 0:
         return UnpackedDualTensor(tensor, None)
-    if level != _current_level:
+    if level != _L.level:
         raise RuntimeError("Invalid level given to _fw_primal")
     tan = _tangent(tensor)
     if tan is None:

@@ -200,7 +200,7 @@ class Compiler:
                 _eval_frame.mark_skip(code)
                 return None
             cache = _caches[code] = CodeCache(code)
-        if _fwd_ad._current_level >= 0:
+        if _fwd_ad._N_ACTIVE[0] and _fwd_ad._is_active():
             # forward AD: tangents ride on the tensors and are made by the eager dispatcher;
             # a compiled graph would drop them, so the frame runs eagerly (logged once per code)
             _note_forward_ad(code)

@@ -443,6 +443,31 @@ def test_level_errors_match_torch():
         assert fw.unpack_dual(x).tangent is None and fw.unpack_dual(x).primal is x
 
 
+def test_a_level_belongs_to_its_thread():
+    """The mode that makes tangents sits on the entering thread's mode stack, so another thread
+    is outside the level: it cannot make duals (no op there could drop their tangents)."""
+    import threading
+    seen = {}
+
+    def other():
+        try:
+            fwAD.make_dual(_r(2), _r(2))
+        except RuntimeError as e:
+            seen["err"] = str(e)
+        seen["tangent"] = fwAD.unpack_dual(d).tangent
+        with fwAD.dual_level():                  # its own level, independent of the main thread's
+            seen["own"] = fwAD.unpack_dual(fwAD.make_dual(_r(2), _r(2, seed=1)) * 2).tangent
+    with fwAD.dual_level():
+        d = fwAD.make_dual(_r(2), _r(2, seed=2))
+        th = threading.Thread(target=other)
+        th.start()
+        th.join()
+        assert fwAD.unpack_dual(d * 3).tangent is not None
+    assert "no level exists" in seen["err"]
+    assert seen["tangent"] is None
+    np.testing.assert_allclose(seen["own"].numpy(), 2 * _r(2, seed=1).numpy())
+
+
 def test_make_dual_errors_match_torch():
     torch = _torch()
     import torch.autograd.forward_ad as tfw
