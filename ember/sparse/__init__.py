@@ -70,9 +70,8 @@ How it works
     without a sparse implementation fails instead of computing on garbage; the
     supported ops are methods of the subclass (Python asks a subclass's
     reflected operator first, so ``dense + sparse`` reaches it too), and
-    ``ember.mm`` / ``matmul`` / ``add`` / ``sub`` / ``mul`` / ``div`` / ``neg`` /
-    ``abs`` / ``sum`` / ``t`` / ``transpose`` / ``softmax`` / ``log_softmax`` /
-    ``addmm`` route a sparse argument here. Positions are computed with numpy on
+    ``ember.mm`` / ``matmul`` / ``addmm`` (so ``Tensor.mm`` of a dense tensor
+    too) route a sparse argument here from inside the same function objects. Positions are computed with numpy on
     the int64 index arrays (sorting linearised indices), values with ember ops.
 
 What raises
@@ -89,9 +88,11 @@ What raises
       break ("sparse tensors are not supported by ember.compile"); the frame
       runs eagerly.
 
-    * dense *methods* given a sparse argument (``d.add(s)``, ``d.mm(s)``,
-      ``F.linear(x, s)``) raise: use ``d + s``, ``ember.add(d, s)``, ``d @ s``
-      or ``ember.mm(d, s)``; optimizers other than SparseAdam refuse sparse
+    * the other top-level functions and dense methods given a sparse argument
+      (``ember.add(d, s)``, ``d.add(s)``, ``ember.sum(s)``, ``ember.t(s)``)
+      raise: use the operators and the sparse tensor's methods (``d + s``,
+      ``s.sum()``, ``s.t()``) or ``ember.sparse.*``; (routing them too would
+      slow every dense ``+``); optimizers other than SparseAdam refuse sparse
       gradients (the dense kernels raise); ``nn.EmbeddingBag(sparse=True)``.
 
 Differences from PyTorch: layouts print as ``ember.sparse_coo`` (as dtypes

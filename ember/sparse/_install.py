@@ -5,10 +5,8 @@
   asks a subclass's reflected operator first: ``d + s`` is ``s.__radd__(d)``).
 * ``ember.Tensor`` (dense) gets the sparse conversions and accessors
   (``to_sparse``, ``to_sparse_csr``, ``to_dense``, ``sparse_mask``, ...).
-* A few top-level functions (``ember.mm``, ``ember.matmul``, ``ember.add``,
-  ...) become wrappers that route calls with a sparse argument here and
-  everything else to the dispatcher's binding unchanged (same name, same
-  ``_ember_op``, so the compiler stack sees the op it always saw).
+* ``ember.mm`` / ``ember.matmul`` / ``ember.addmm`` send a sparse argument
+  here (the routing is put inside the same function objects: ``_swap_code``).
 * The factories honour ``layout=``: ``zeros`` / ``empty`` (and ``zeros_like``
   / ``empty_like``, also of a sparse tensor) make an empty sparse tensor, the
   others raise for a sparse layout instead of silently making a dense one.
@@ -173,64 +171,73 @@ def _install_dense_methods():
 
 
 # ---------------------------------------------------------------------- top-level functions
-def _sparse_in(args, kwargs):
-    for a in args:
-        if a.__class__ is SparseTensor:
-            return True
-    if kwargs:
-        for a in kwargs.values():
-            if a.__class__ is SparseTensor:
-                return True
-    return False
+# ``ember.mm`` must stay the very function object the dispatcher generated (fx prints
+# ``ember.mm`` for a node whose target *is* ember.mm, make_fx records ``op.binding``, dynamo and
+# the graph caches key on it). So the routing is put *into* that function: its code is replaced
+# by "if an argument is sparse: the sparse implementation, else: a copy of the old code", with
+# the same signature (its defaults stay on the function object). The copy and the
+# implementation are found through the function's globals under names no other code uses.
+import inspect
+import types
+
+_SP = "{}.__class__ is _EmberSparseTensor"
 
 
-def _route(orig, impl):
-    """``orig`` (a dispatcher binding) that sends calls with a sparse argument to ``impl``."""
-    def fn(*args, **kwargs):
-        if _sparse_in(args, kwargs):
-            return impl(*args, **kwargs)
-        return orig(*args, **kwargs)
-    fn.__name__ = fn.__qualname__ = orig.__name__
-    fn.__module__ = orig.__module__
-    fn.__doc__ = orig.__doc__
-    fn.__wrapped__ = orig
-    op = getattr(orig, "_ember_op", None)
-    if op is not None:
-        fn._ember_op = op
-    return fn
-
-
-def _sum_impl(input, dim=None, keepdim=False, *, dtype=None, out=None):
-    return O.sum(input, dim, keepdim, dtype)
+def _swap_code(fn, cond, impl, tag):
+    """Make ``fn`` run ``impl(...)`` when the source expression ``cond`` (over its parameters)
+    is true, and its previous code otherwise."""
+    name = fn.__name__
+    inner = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
+    inner.__kwdefaults__ = fn.__kwdefaults__
+    params, call, star = [], [], False
+    for p in inspect.signature(fn).parameters.values():
+        if p.kind is p.VAR_POSITIONAL:
+            params.append("*" + p.name)
+            call.append("*" + p.name)
+            star = True
+        elif p.kind is p.VAR_KEYWORD:
+            params.append("**" + p.name)
+            call.append("**" + p.name)
+        elif p.kind is p.KEYWORD_ONLY:
+            if not star:
+                params.append("*")
+                star = True
+            params.append(p.name + ("=None" if p.default is not p.empty else ""))
+            call.append(f"{p.name}={p.name}")
+        else:
+            params.append(p.name + ("=None" if p.default is not p.empty else ""))
+            call.append(p.name)
+    key = f"_ember_sparse_{tag}_{name}"
+    free = fn.__code__.co_freevars
+    # a closure's new code must have the same free variables: define it inside a function that
+    # binds them, and read them once (a no-op) so the compiler keeps them
+    src = "def _outer():\n" + "".join(f"    {v} = None\n" for v in free)
+    src += (f"    def {name}({', '.join(params)}):\n"
+            + (f"        ({', '.join(free)},)\n" if free else "")
+            + f"        if {cond}:\n"
+            f"            return {key}_impl({', '.join(call)})\n"
+            f"        return {key}_inner({', '.join(call)})\n"
+            f"    return {name}\n")
+    ns = {}
+    exec(compile(src, f"<ember.sparse routing of {name}>", "exec"), ns)
+    code = ns["_outer"]().__code__
+    if code.co_freevars != free:
+        raise RuntimeError(f"ember.sparse: cannot route {name} (free variables {free} vs {code.co_freevars})")
+    fn.__globals__[key + "_impl"] = impl
+    fn.__globals__[key + "_inner"] = inner
+    fn.__globals__["_EmberSparseTensor"] = SparseTensor
+    fn.__code__ = code
+    fn._ember_sparse_inner = inner
 
 
 def _addmm_impl(input, mat1, mat2, *, beta=1, alpha=1, out=None):
     return O.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
 
 
-def _add_impl(input, other, *, alpha=1, out=None):
-    return O.add(input, other, alpha=alpha)
-
-
-def _sub_impl(input, other, *, alpha=1, out=None):
-    return O.sub(input, other, alpha=alpha)
-
-
-_ROUTES = {
-    "mm": lambda input, mat2, *, out=None: O.mm(input, mat2),
-    "matmul": lambda input, other, *, out=None: O.matmul(input, other),
-    "addmm": _addmm_impl,
-    "add": _add_impl,
-    "sub": _sub_impl,
-    "mul": lambda input, other, *, out=None: O.mul(input, other),
-    "div": lambda input, other, *, rounding_mode=None, out=None: O.div(input, other, rounding_mode=rounding_mode),
-    "neg": lambda input, *, out=None: O.map_values(input, lambda v: v.neg()),
-    "abs": lambda input, *, out=None: input.abs(),
-    "sum": _sum_impl,
-    "t": lambda input: O.t(input),
-    "transpose": lambda input, dim0, dim1: O.transpose(input, dim0, dim1),
-    "softmax": lambda input, dim, dtype=None, **k: O.softmax(input, dim, dtype),
-    "log_softmax": lambda input, dim, dtype=None, **k: O.log_softmax(input, dim, dtype),
+_ROUTES = {   # name -> (how many leading tensor arguments, implementation)
+    "mm": (2, lambda input, mat2, out=None: O.mm(input, mat2)),
+    "matmul": (2, lambda input, other, out=None: O.matmul(input, other)),
+    "addmm": (3, _addmm_impl),
 }
 
 
@@ -262,54 +269,46 @@ def _size_of(args):
     return tuple(args)
 
 
-def _factory(orig, sparse_ok):
-    """``orig`` (zeros, ones, randn, ...) that honours ``layout=``: zeros/empty make an empty
-    sparse tensor; the others raise for a sparse layout (PyTorch's errors), never a dense one."""
-    name = orig.__name__
-
-    def fn(*args, **kwargs):
-        lay = kwargs.get("layout")
-        if lay is None or lay == "strided":
-            return orig(*args, **kwargs)
-        lay = L.as_layout(lay)
+def _factory_impl(name, sparse_ok):
+    """The sparse side of factory ``name`` (zeros, ones, randn, ...) given a sparse ``layout=``
+    (or, for the ``_like`` ones, a sparse input): zeros/empty make an empty sparse tensor; the
+    others raise, never returning a dense one."""
+    def impl(*args, **kwargs):
+        lay = L.as_layout(kwargs.get("layout"))
+        if name.endswith("_like") and isinstance(args[0], SparseTensor) and lay is None:
+            lay = args[0].layout
         if not sparse_ok:
             raise RuntimeError(f"{name}(...) is not implemented for sparse layout {lay}")
         if name.endswith("_like"):
             return empty_sparse(args[0].shape, lay, kwargs.get("dtype") or args[0].dtype,
                                 kwargs.get("requires_grad", False))
         return empty_sparse(_size_of(args), lay, kwargs.get("dtype"), kwargs.get("requires_grad", False))
-    fn.__name__ = fn.__qualname__ = name
-    fn.__module__ = orig.__module__
-    fn.__doc__ = orig.__doc__
-    fn.__wrapped__ = orig
-    return fn
-
-
-def _like_sparse(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
-    """zeros_like / empty_like of a sparse tensor: an empty one of its layout (PyTorch's)."""
-    return empty_sparse(input.shape, L.as_layout(layout) or input.layout, dtype or input.dtype, requires_grad)
+    return impl
 
 
 def install(ember_module):
-    """Run once by ``ember/__init__``: methods, then the routed top-level functions."""
+    """Run once by ``ember/__init__``: methods, then the routing inside the top-level functions."""
     _install_sparse_methods()
     _install_dense_methods()
     g = ember_module.__dict__
-    for name, impl in _ROUTES.items():
-        orig = g.get(name)
-        if orig is None or getattr(orig, "__wrapped__", None) is not None:
+    for name, (n, impl) in _ROUTES.items():
+        fn = g.get(name)
+        if fn is None or hasattr(fn, "_ember_sparse_inner"):
             continue
-        g[name] = _route(orig, impl)
+        names = list(inspect.signature(fn).parameters)[:n]
+        _swap_code(fn, " or ".join(_SP.format(a) for a in names), impl, "op")
     for name, ok in (("zeros", True), ("empty", True), ("zeros_like", True), ("empty_like", True),
                      ("ones", False), ("full", False), ("rand", False), ("randn", False), ("randint", False),
                      ("ones_like", False), ("full_like", False), ("rand_like", False), ("randn_like", False),
                      ("arange", False), ("linspace", False), ("eye", False), ("randperm", False)):
-        orig = g.get(name)
-        if orig is None or getattr(orig, "__wrapped__", None) is not None:
+        fn = g.get(name)
+        if fn is None or hasattr(fn, "_ember_sparse_inner") or "layout" not in inspect.signature(fn).parameters:
             continue
-        g[name] = _factory(orig, ok)
-        if name in ("zeros_like", "empty_like"):
-            g[name] = _route(g[name], _like_sparse)
+        cond = 'layout is not None and layout != "strided"'
+        if name.endswith("_like"):
+            first = next(iter(inspect.signature(fn).parameters))
+            cond = f"{_SP.format(first)} or ({cond})"
+        _swap_code(fn, cond, _factory_impl(name, ok), "factory")
     g["smm"] = O.smm
     g["hspmm"] = O.hspmm
     g["spmm"] = O.mm
