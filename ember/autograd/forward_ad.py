@@ -44,7 +44,12 @@ mode stack is per thread, so a level is too: another thread cannot make duals);
 a view made *before* its base got a tangent through an in-place op on another
 view does not see that tangent (PyTorch derives it lazily from the base);
 ``ember.compile`` runs frames eagerly while a dual level is active (logged in
-the ``graph_breaks`` log).
+the ``graph_breaks`` log); an in-place op whose input aliases its ``self``
+(``v.mul_(v)``) gets the mathematically right tangent (PyTorch reads the
+already-updated primal there); a ``detach()``ed view written in place with a
+dual updates its base's tangent (ember cannot tell ``detach()`` aliases from
+views). Custom ``autograd.Function``s use their ``jvp`` staticmethod, as in
+PyTorch (zeros for tensor inputs without a tangent).
 """
 from __future__ import annotations
 
@@ -465,6 +470,11 @@ def _inplace(op, args, tans, grad_on):
             base = self._base
             if base is not None and _differentiable(base):
                 cur = _view_tangent_from_base(self, base, new_t)
+                if cur is None:
+                    raise NotImplementedError(
+                        f"ember.autograd.forward_ad: {op.name} writes a dual tensor into a view whose base's "
+                        f"tangent ember cannot lay out like the base (negative strides, or a base tangent of "
+                        f"another layout); write into a clone of the view instead")
             if cur is None:
                 _set_tangent(self, _fit(new_t, self).clone() if _shares(new_t, args) else _fit(new_t, self))
                 return self
