@@ -675,9 +675,13 @@ def dispatch_composite(op, args):
 
 
 def below_autograd(op, args):
-    """What runs under the Autograd key: the mode stack, then the kernel."""
+    """What runs under the Autograd key: the mode stack, then the kernel -- for an in-place
+    variant its kernel path (the functional kernel written into ``self``): a mode passing an
+    in-place op down (the profiler's) must not turn it into an out-of-place one."""
     if STATE.modes:
         return _mode_dispatch(op, args)
+    if "inplace" in op.tags:
+        return run_inplace(op, args)
     return op.run(args)
 
 

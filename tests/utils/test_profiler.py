@@ -133,3 +133,20 @@ def test_record_function_inside_compiled_code_is_traced_through():
     with profile() as prof:
         f(x)                                   # eager: the ranges are recorded
     assert {"block", "b2", "helper"} <= set(_counts(prof))
+
+
+def test_inplace_ops_still_write_while_profiling():
+    """The profiler passes ops down below autograd; an in-place variant must keep writing into
+    its tensor there (it used to run out of place and leave ``x`` unchanged)."""
+    import numpy as np
+    x = ember.tensor(np.random.default_rng(3).standard_normal(4).astype(np.float32))
+    want = (x.clone() + 1.5) * 3
+    v = x[1:3]
+    with ember.profiler.profile() as prof:
+        x.add_(1.5)
+        x.mul_(3)
+        v.zero_()
+    want[1:3] = 0
+    assert ember.equal(x, want)
+    names = [e.name for e in prof.events()]
+    assert any("add_" in n for n in names) and any("mul_" in n for n in names)
