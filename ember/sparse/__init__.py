@@ -54,7 +54,8 @@ Embeddings
 Autograd
     Sparse leaves may require grad. ``sparse.mm(S, D)`` gives ``D.grad``
     (dense) and ``S.grad`` (sparse, with the coalesced pattern of ``S``, as
-    ``torch.sparse.mm`` documents; ``ember.mm`` / ``@`` give a dense ``S.grad``
+    ``torch.sparse.mm`` documents, marked uncoalesced as PyTorch's except the
+    full ``sparse.sum``'s; ``ember.mm`` / ``@`` give a dense ``S.grad``
     as ``torch.mm``); sparse + sparse and dense + sparse pass the output's
     gradient through unmasked (PyTorch's AddBackward0); ``to_dense()`` and ``sparse.sum`` give
     sparse gradients; ``sparse_coo_tensor(i, v)`` passes gradients to the dense
@@ -97,9 +98,7 @@ What raises
 
 Differences from PyTorch: layouts print as ``ember.sparse_coo`` (as dtypes
 print ``ember.float32``); ``stride()`` raises for COO too (PyTorch returns
-zeros); the sparse gradient of ``S`` from ``sparse.mm`` / ``to_dense`` /
-``sparse.sum`` has PyTorch's coalesced pattern but is marked coalesced;
-grad_fn names come from the values-level ops; sparse @ sparse drops products
+zeros); grad_fn names mostly come from the values-level ops; sparse @ sparse drops products
 that are exactly zero; nonlinear elementwise ops (``sin``, ``abs``, ``pow``
 ...) coalesce first and are differentiable (PyTorch has no sparse derivative
 for some); a second backward through ``sparse_coo_tensor(i, v)`` works;

@@ -317,6 +317,8 @@ def sum(s, dim=None, keepdim=False, dtype=None):
         v = v.to(dtype)
     n = len(st.shape)
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        if s._requires_grad and STATE.grad_enabled and dtype is None and not keepdim:
+            return _SumAll.apply(s)
         return v.sum(dtype=dtype) if not keepdim else v.sum(dtype=dtype).reshape((1,) * n)
     dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
     dims = sorted({_wrapdim(int(d), n) for d in dims})
@@ -340,6 +342,27 @@ def sum(s, dim=None, keepdim=False, dtype=None):
     out = from_values(Structure(COO, new_shape, new_sd, indices=idx,
                                 coalesced=st.coalesced and not sparse_red), v)
     return coalesce(out)
+
+
+class _SumAll(Function):
+    """The sum of every element; its gradient is the output's gradient at each specified
+    position, on the coalesced pattern and marked coalesced (PyTorch's SumBackward0)."""
+
+    @staticmethod
+    def forward(ctx, s):
+        ctx.set_materialize_grads(False)
+        ctx.st = coalesce(s)._st
+        return s._vals.sum()
+
+    @staticmethod
+    def backward(ctx, g):
+        if g is None:
+            return None
+        st = ctx.st
+        return from_values(st, g.expand((st.nnz,) + tuple(st.dense_shape)).clone())
+
+
+_named(_SumAll, "SumBackward0")
 
 
 def _softmax(s, dim, dtype, log):

@@ -402,10 +402,13 @@ class _Values(Function):
         if st.layout is COO and not st.coalesced and st.nnz:
             # Every sparse op is a function of the dense tensor the values add up to, so the
             # duplicates of one position receive the same gradient: PyTorch reports it once, at
-            # the coalesced pattern (the gradient of the dense tensor, masked to its support).
+            # the coalesced pattern (the gradient of the dense tensor, masked to its support),
+            # and -- as PyTorch -- does not mark the gradient coalesced.
             uniq, first = np.unique(st.lin(), return_index=True)
-            cst = Structure(COO, st.shape, st.sdim, indices=st.indices[:, first], coalesced=True)
+            cst = Structure(COO, st.shape, st.sdim, indices=st.indices[:, first], coalesced=False)
             return from_values(cst, grad.index_select(0, _itensor(first, grad.device)))
+        if st.layout is COO and st.coalesced:
+            st = Structure(COO, st.shape, st.sdim, indices=st.indices, coalesced=False)
         return from_values(st, grad)
 
 
@@ -438,13 +441,23 @@ def from_values(st, vals):
     return wrap(st, vals)
 
 
+def _same_positions(a, b):
+    """Whether two structures place their values at the same positions in the same order (the
+    same index arrays: a structure and its copy with another coalesced flag)."""
+    if a.layout is not b.layout or a.shape != b.shape or a.sdim != b.sdim:
+        return False
+    if a.layout is COO:
+        return a.indices is b.indices
+    return a.compressed is b.compressed and a.plain is b.plain
+
+
 def gather_values(g, st):
     """``g`` (dense, or sparse of the same shape) read at the positions of ``st``'s values:
     a dense ``(nnz, *dense_shape)`` tensor, in ember ops (so differentiable again)."""
     api = _api()
     dense_shape = st.dense_shape
     if isinstance(g, SparseTensor):
-        if g._st is st:
+        if g._st is st or _same_positions(g._st, st):
             return values_of(g)
         if g._st.layout is not COO:
             from ._convert import to_coo

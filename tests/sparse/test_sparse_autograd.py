@@ -23,7 +23,7 @@ def _same_sparse_grad(eg, tg):
     """Same layout, same pattern (PyTorch's coalesced pattern of the input), same values."""
     assert eg is not None and tg is not None
     assert eg.layout is ember.sparse_coo and tg.layout == torch.sparse_coo
-    assert eg._nnz() == tg._nnz()
+    assert eg._nnz() == tg._nnz() and eg.is_coalesced() == tg.is_coalesced()
     ec, tc = eg.coalesce(), tg.coalesce()
     np.testing.assert_array_equal(np_of(ec.indices()), tc.indices().numpy())
     np.testing.assert_allclose(np_of(ec.values()), tc.values().numpy(), rtol=1e-6, atol=1e-8)
@@ -192,3 +192,25 @@ def test_backward_twice_through_values():
     es.to_dense().sum().backward()
     es.to_dense().sum().backward()
     np.testing.assert_allclose(np_of(ev.grad), 2 * np.ones_like(vals))
+
+
+@pytest.mark.parametrize("coalesced", [False, True])
+@pytest.mark.parametrize("op", ["mm", "to_dense", "sum", "sum1", "mul", "softmax"])
+def test_sparse_grad_pattern_and_flag(op, coalesced):
+    """The gradient of a sparse leaf has the coalesced pattern of the input; PyTorch marks it
+    coalesced only for the full sparse.sum."""
+    grads = []
+    for m in (ember, torch):
+        rng = np.random.default_rng(30)
+        idx, vals = random_coo_arrays(rng, (4, 5), duplicates=True)
+        S = (ember_coo if m is ember else lambda *a: torch_coo(torch, *a))(idx, vals, (4, 5))
+        if coalesced:
+            S = S.coalesce()
+        S.requires_grad_()
+        f = {"mm": lambda S: m.sparse.mm(S, m.ones(5, 2, dtype=m.float64)).sum(),
+             "to_dense": lambda S: S.to_dense().sum(), "sum": lambda S: m.sparse.sum(S),
+             "sum1": lambda S: m.sparse.sum(S, 1).to_dense().sum(), "mul": lambda S: (S * 2).to_dense().sum(),
+             "softmax": lambda S: (m.sparse.softmax(S, 1).to_dense() * m.arange(5.0, dtype=m.float64)).sum()}[op]
+        f(S).backward()
+        grads.append(S.grad)
+    _same_sparse_grad(*grads)
