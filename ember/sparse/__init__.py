@@ -110,7 +110,7 @@ from __future__ import annotations
 from ._convert import check_sparse_tensor_invariants
 from ._ops import addmm as _addmm
 from ._ops import hspmm, log_softmax, sampled_addmm, smm, softmax
-from ._ops import sparse_mm as mm
+from ._ops import sparse_mm as _sparse_mm
 from ._ops import sum as _sum
 from ._tensor import SparseTensor
 from .._layout import sparse_coo
@@ -131,6 +131,15 @@ def sum(input, dim=None, dtype=None):
     if input.layout is not sparse_coo:     # PyTorch's sparse.sum coalesces first, which CSR/CSC refuse
         input.coalesce()
     return _sum(input, dim, False, dtype)
+
+
+def mm(mat1, mat2, reduce="sum"):
+    """``torch.sparse.mm``: sparse @ dense -> dense (the sparse operand's gradient is sparse, with
+    its pattern), dense @ sparse -> dense, sparse @ sparse -> sparse. ``reduce`` other than "sum"
+    (PyTorch's CSR-only "mean"/"amax"/"amin") is not supported."""
+    if reduce != "sum":
+        raise NotImplementedError(f"ember.sparse.mm: reduce='{reduce}' is not supported (only 'sum')")
+    return _sparse_mm(mat1, mat2)
 
 
 spmm = mm

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import _layout as L
 from .. import types as _t
-from ..tensor import Tensor, _make
+from ..tensor import Tensor
 from ._tensor import (COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, check_bounds, from_values,
                       values_of)
 

@@ -95,7 +95,6 @@ def coalesce(s):
     lin = st.lin()
     uniq, inv = np.unique(lin, return_inverse=True)
     idx = _unravel(uniq, st.sparse_shape)
-    api = _api()
     vals = values_of(s)
     newv = segment_sum(vals, inv.reshape(-1), uniq.shape[0])
     return from_values(Structure(COO, st.shape, st.sdim, indices=idx, coalesced=True), newv)
@@ -108,7 +107,6 @@ def to_dense(s, dtype=None, *, masked_grad=None):
     if s._st.layout in COMPRESSED:
         s = to_coo(s)
     st = s._st
-    api = _api()
     P = int(math.prod(st.sparse_shape))
     out = segment_sum(values_of(s), st.lin(), P).reshape(st.shape)
     return out if dtype is None else out.to(dtype)
@@ -384,7 +382,6 @@ def _softmax(s, dim, dtype, log):
         return from_values(st, out)
     if st.nnz == 0:
         return from_values(st, v)
-    api = _api()
     key = np.zeros(st.nnz, dtype=np.int64)
     for k in range(sd):
         if k != d:

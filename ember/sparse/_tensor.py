@@ -32,7 +32,7 @@ from .. import types as _t
 from .._state import STATE
 from ..autograd.function import Function
 from ..tensor import Tensor, _make
-from ._storage import SparseStorage, unsupported_error
+from ._storage import SparseStorage
 
 COO, CSR, CSC = L.sparse_coo, L.sparse_csr, L.sparse_csc
 COMPRESSED = (CSR, CSC)
