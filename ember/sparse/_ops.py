@@ -236,7 +236,9 @@ def _add(a, b, alpha):
 
 
 def add_any(a, b):
-    """a + b for the autograd engine's gradient sums (either side may be sparse)."""
+    """a + b for the autograd engine's gradient sums (either side, or neither, may be sparse)."""
+    if not _is_sparse(a) and not _is_sparse(b):
+        return a + b
     if _is_sparse(a) and not _is_sparse(b):
         a, b = b, a
     return add(a, b)

@@ -214,3 +214,20 @@ def test_sparse_grad_pattern_and_flag(op, coalesced):
         f(S).backward()
         grads.append(S.grad)
     _same_sparse_grad(*grads)
+
+
+def test_dense_grads_of_a_sparse_leaf_accumulate():
+    """torch.mm gives a sparse leaf dense gradients; two backward passes add them (as torch)."""
+    grads = []
+    for m in (ember, torch):
+        rng = np.random.default_rng(31)
+        idx, vals = random_coo_arrays(rng, (3, 4))
+        S = (ember_coo if m is ember else lambda *a: torch_coo(torch, *a))(idx, vals, (3, 4))
+        S.requires_grad_()
+        d = m.tensor(np.random.default_rng(32).standard_normal((4, 2)))
+        for _ in range(2):
+            m.mm(S, d).sum().backward()
+        (S.to_dense() * 3).sum().backward()      # and a sparse one on top
+        grads.append(S.grad)
+    assert grads[0].layout is ember.strided and grads[1].layout == torch.strided
+    np.testing.assert_allclose(np_of(grads[0]), grads[1].numpy(), rtol=1e-12)
