@@ -46,9 +46,10 @@ _LINEAR = ("neg", "negative", "conj_physical")
 def _inplace_from(fn_name, fn):
     """An in-place variant: the result's structure and values replace ``self``'s."""
     def method(self, *args, **kwargs):
-        if self._requires_grad:
+        from .._state import STATE
+        if self._requires_grad and STATE.grad_enabled:
             raise NotImplementedError(f"ember.sparse: in-place {fn_name}_ on a sparse tensor that requires "
-                                      f"grad is not supported; use the out-of-place {fn_name}")
+                                      f"grad is not supported outside no_grad(); use the out-of-place {fn_name}")
         res = fn(self, *args, **kwargs)
         if not isinstance(res, SparseTensor) or res.layout is not self.layout:
             raise RuntimeError(f"{fn_name}_: the result is not a {self.layout} tensor")

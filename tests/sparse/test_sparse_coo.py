@@ -270,3 +270,15 @@ def test_empty_mm():
     d = np.random.default_rng(0).standard_normal((4, 2)).astype(np.float32)
     np.testing.assert_array_equal(np_of(ember.sparse.mm(e, ember.tensor(d))),
                                   torch.sparse.mm(t, torch.from_numpy(d)).numpy())
+
+
+def test_inplace_under_no_grad_on_a_leaf():
+    e, t = _pair(16, (4, 4), None, False, np.float64, requires_grad=True)
+    with ember.no_grad():
+        e.mul_(3)
+    with torch.no_grad():
+        t.mul_(3)
+    _close(e.detach(), t.detach())
+    assert e.requires_grad and e.is_leaf
+    with pytest.raises(NotImplementedError, match="in-place mul_"):
+        e.mul_(2)
