@@ -184,6 +184,27 @@ import types
 _SP = "{}.__class__ is _EmberSparseTensor"
 
 
+def _real_params(fn):
+    """The parameters of ``fn``'s own code (not of a function it wraps: a ``functools.wraps``
+    wrapper reports the wrapped signature, but its code takes ``*args, **kwargs``)."""
+    return list(inspect.signature(fn, follow_wrapped=False).parameters.values())
+
+
+def _expr_for(params, name, position=None):
+    """Source reading argument ``name`` (or, for a ``*args`` wrapper, ``args[position]``)
+    inside code with ``params``; None when the code cannot see it."""
+    for p in params:
+        if p.name == name and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            return name
+    for p in params:
+        if p.kind is p.VAR_POSITIONAL and position is not None:
+            return f"({p.name}[{position}] if len({p.name}) > {position} else None)"
+    for p in params:
+        if p.kind is p.VAR_KEYWORD:
+            return f"{p.name}.get({name!r})"
+    return None
+
+
 def _swap_code(fn, cond, impl, tag):
     """Make ``fn`` run ``impl(...)`` when the source expression ``cond`` (over its parameters)
     is true, and its previous code otherwise."""
@@ -191,7 +212,7 @@ def _swap_code(fn, cond, impl, tag):
     inner = types.FunctionType(fn.__code__, fn.__globals__, name, fn.__defaults__, fn.__closure__)
     inner.__kwdefaults__ = fn.__kwdefaults__
     params, call, star = [], [], False
-    for p in inspect.signature(fn).parameters.values():
+    for p in _real_params(fn):
         if p.kind is p.VAR_POSITIONAL:
             params.append("*" + p.name)
             call.append("*" + p.name)
@@ -296,8 +317,12 @@ def install(ember_module):
         fn = g.get(name)
         if fn is None or hasattr(fn, "_ember_sparse_inner"):
             continue
-        names = list(inspect.signature(fn).parameters)[:n]
-        _swap_code(fn, " or ".join(_SP.format(a) for a in names), impl, "op")
+        params = _real_params(fn)
+        names = [p.name for p in inspect.signature(fn).parameters.values()][:n]
+        exprs = [_expr_for(params, a, i) for i, a in enumerate(names)]
+        if None in exprs:
+            continue
+        _swap_code(fn, " or ".join(_SP.format(e) for e in exprs), impl, "op")
     for name, ok in (("zeros", True), ("empty", True), ("zeros_like", True), ("empty_like", True),
                      ("ones", False), ("full", False), ("rand", False), ("randn", False), ("randint", False),
                      ("ones_like", False), ("full_like", False), ("rand_like", False), ("randn_like", False),
@@ -305,9 +330,15 @@ def install(ember_module):
         fn = g.get(name)
         if fn is None or hasattr(fn, "_ember_sparse_inner") or "layout" not in inspect.signature(fn).parameters:
             continue
-        cond = 'layout is not None and layout != "strided"'
+        params = _real_params(fn)
+        lay = _expr_for(params, "layout")
+        if lay is None:
+            continue
+        cond = f'{lay} is not None and {lay} != "strided"'
         if name.endswith("_like"):
-            first = next(iter(inspect.signature(fn).parameters))
+            first = _expr_for(params, next(iter(inspect.signature(fn).parameters)), 0)
+            if first is None:
+                continue
             cond = f"{_SP.format(first)} or ({cond})"
         _swap_code(fn, cond, _factory_impl(name, ok), "factory")
     g["smm"] = O.smm
