@@ -231,7 +231,8 @@ def test_routed_functions_keep_their_identity():
     for name in ("mm", "matmul", "addmm"):
         assert getattr(ember, name) is getattr(api, name) is getattr(api, name)._ember_op.binding
     assert ember.Tensor.mm is ember.mm and ember.Tensor.matmul is ember.matmul
-    assert str(inspect.signature(ember.mm)) == "(self, mat2)"
+    assert str(inspect.signature(ember.mm)).startswith("(self, mat2")
+    assert inspect.signature(ember.mm) == inspect.signature(ember.mm._ember_sparse_inner)
     assert ember.mm._ember_op.name == "mm"
     s = ember.eye(3).to_sparse()
     d = ember.randn(3, 2)
