@@ -78,6 +78,12 @@ from .sparse import _install as _sparse_install  # noqa: E402
 _sparse_install.install(__import__("sys").modules[__name__])
 del _sparse_install
 
+# torch's out= on the hand-written top-level functions (after the sparse routing, which swaps
+# some of their code objects); the generated op bindings take out= themselves (ember/ops/_out.py)
+from .ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), _out_mod.TOP_LEVEL)
+del _out_mod
+
 
 def is_tensor(obj):
     return isinstance(obj, Tensor)

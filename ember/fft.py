@@ -298,3 +298,8 @@ def fftshift(input, dim=None):
 def ifftshift(input, dim=None):
     """The inverse of ``fftshift``."""
     return _shift(input, dim, -1)
+
+
+# torch's out= on the transforms and frequency grids (ember/ops/_out.py)
+from .ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), _out_mod.FFT, "fft.")

@@ -281,3 +281,7 @@ globals().update(_EXTRA)
 __all__ += list(_EXTRA)
 for _fn in _EXTRA.values():
     _fn.__module__ = "ember.linalg"
+
+# torch's out= on every linalg function (ember/ops/_out.py)
+from .ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), _out_mod.LINALG, "linalg.")

@@ -114,3 +114,7 @@ modified_bessel_k1 = _sb.special_modified_bessel_k1.binding
 scaled_modified_bessel_k0 = _sb.special_scaled_modified_bessel_k0.binding
 scaled_modified_bessel_k1 = _sb.special_scaled_modified_bessel_k1.binding
 airy_ai = _sb.special_airy_ai.binding
+
+# torch's out= on every special function (ember/ops/_out.py)
+from .ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), _out_mod.SPECIAL, "special.")

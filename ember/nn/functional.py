@@ -471,6 +471,10 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input / max(norm(input, p, dim), eps)``; with ``out``, written there (torch's out= rules)."""
+    if out is not None:
+        from ..ops._out import call_with_out
+        return call_with_out("normalize", normalize, (input, p, dim, eps), {}, out)
     src = _op("abs")(input) if input.dtype.is_complex else input     # a complex tensor's norm is its modulus's
     if p == 2:
         from ..ops._helpers import wrap_dim

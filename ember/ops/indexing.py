@@ -672,10 +672,15 @@ _where3 = getattr(api, "where", None)
 def where(condition, input=None, other=None, *, out=None):
     """``where(cond)`` is ``nonzero(cond, as_tuple=True)``; the 3-argument form is the pointwise op."""
     if input is None and other is None:
+        if out is not None:
+            raise TypeError("where(): argument 'out' is not accepted by where(condition) (it returns a tuple "
+                            "of index tensors)")
         return nonzero(condition, as_tuple=True)
     if _where3 is None:
         raise RuntimeError("where(condition, input, other) is not available (the pointwise where op is not "
                            "registered)")
+    if out is not None:
+        return _where3(condition, input, other, out=out)
     return _where3(condition, input, other)
 
 

@@ -1026,7 +1026,7 @@ def _where_bw(ctx, g):
 _MISSING = object()
 
 
-def where(condition, input=_MISSING, other=_MISSING):
+def where(condition, input=_MISSING, other=_MISSING, *, out=None):
     """``where(condition, input, other)``; ``where(condition)`` is ``nonzero(condition, as_tuple=True)``."""
     if input is _MISSING and other is _MISSING:
         nz = getattr(api, "nonzero", None)
@@ -1035,6 +1035,8 @@ def where(condition, input=_MISSING, other=_MISSING):
         return nz(condition, as_tuple=True)
     if input is _MISSING or other is _MISSING:
         raise TypeError("where() expects either (condition) or (condition, input, other)")
+    if out is not None:
+        return _where.binding(condition, input, other, out=out)
     return _where.binding(condition, input, other)
 
 

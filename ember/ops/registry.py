@@ -499,7 +499,15 @@ def _make_binding(op, dispatcher):
         names.append(p.name)
     fname = op.public_name
     body = ", ".join(names) + ("," if len(names) == 1 else "")
+    # torch's out= (ember/ops/_out.py): every public functional op that is not a view takes
+    # it; the binding's only cost without it is one ``is not None`` test
+    with_out = op.function and "inplace" not in op.tags and not op.is_view and "out" not in names
+    if with_out:
+        pieces.append("out=None" if star else "*, out=None")
+        ns["_with_out"] = _op_with_out
     src = f"def {fname}({', '.join(pieces)}):\n"
+    if with_out:
+        src += f"    if out is not None:\n        return _with_out(_op, _dispatch, ({body}), out)\n"
     fast = _fast_checks(op) if fname not in names else None
     if fast is not None:
         cond, req = fast
@@ -569,6 +577,11 @@ def refresh_binding(op) -> None:
         raise RuntimeError(f"refresh_binding({op.name}): bindings with closures cannot be swapped in place")
     old.__globals__.update({k: v for k, v in new.__globals__.items() if k != old.__name__})
     old.__code__ = new.__code__
+
+
+def _op_with_out(op, dispatcher, args, out):
+    from ._out import op_with_out
+    return op_with_out(op, dispatcher, args, out)
 
 
 # ---------------------------------------------------------------------- dispatch

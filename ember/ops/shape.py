@@ -964,6 +964,8 @@ def _cat_entry(tensors, dim=0, *, out=None, axis=None):
         dim = axis
     if isinstance(tensors, Tensor):
         raise TypeError("cat(): argument 'tensors' (position 1) must be tuple of Tensors, not Tensor")
+    if out is not None:
+        return cat.binding(list(tensors), dim, out=out)
     return cat.binding(list(tensors), dim)
 
 
@@ -999,6 +1001,8 @@ def _stack_bw(ctx, g):
 
 
 def _stack_entry(tensors, dim=0, *, out=None):
+    if out is not None:
+        return stack.binding(list(tensors), dim, out=out)
     return stack.binding(list(tensors), dim)
 
 

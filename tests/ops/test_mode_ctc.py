@@ -172,7 +172,7 @@ def test_mode_edges_and_errors():
             ember.mode(ember.zeros(shape), dim)
     with pytest.raises(IndexError, match=r"Dimension out of range \(expected to be in range of \[-1, 0\], but got 2\)"):
         ember.mode(ember.randn(3), 2)
-    with pytest.raises(TypeError, match="out= argument is not supported"):
+    with pytest.raises(TypeError, match="argument 'out' must be tuple of Tensors"):   # torch: a TypeError too
         ember.mode(ember.randn(3), out=ember.randn(1))
     # signed zeros are one value; the value reported is the element at the index
     same(ember.mode(ember.tensor([-0.0, 0.0, 1.0])).values, torch.mode(torch.tensor([-0.0, 0.0, 1.0])).values)
