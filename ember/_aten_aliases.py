@@ -223,3 +223,9 @@ NAMES = ("adaptive_avg_pool1d", "adaptive_max_pool1d", "avg_pool1d", "max_pool1d
          "native_dropout", "frobenius_norm", "nuclear_norm", "fill", "cosine_embedding_loss",
          "hinge_embedding_loss", "margin_ranking_loss", "kl_div", "poisson_nll_loss", "triplet_margin_loss",
          "ctc_loss", "grid_sampler", "affine_grid_generator", "frombuffer", "from_dlpack")
+
+
+# torch's out= on the deprecated norms (ember/ops/_out.py)
+from .ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), ("frobenius_norm", "nuclear_norm"))
+del _out_mod

@@ -46,6 +46,8 @@ slice_scatter softmax squeeze_copy t_copy take take_along_dim tensordot tril tri
 vdot view_as_real_copy where linalg.cholesky linalg.det linalg.eigvalsh linalg.inv linalg.matmul
 linalg.matrix_norm linalg.matrix_power linalg.multi_dot linalg.norm linalg.solve linalg.solve_triangular
 linalg.svdvals linalg.vecdot linalg.vector_norm special.round fft.ifft fft.ihfft
+as_strided_copy expand_copy narrow_copy permute_copy select_copy transpose_copy unfold_copy view_copy
+view_as_complex_copy
 """.split())
 
 _OVERLAP_ANY = frozenset(("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack",
@@ -201,7 +203,7 @@ def _view_resize_error(old, shape):
                        f"out tensor that owns its memory, or one of the result's shape")
 
 
-def _check_and_write(name, o, r, strict):
+def _check_and_write(name, o, r, strict, any_cast=False):
     if not isinstance(r, Tensor):
         raise RuntimeError(f"{name}(): out= is not supported for a result of type {type(r).__name__}")
     if r.device != o.device:
@@ -210,7 +212,10 @@ def _check_and_write(name, o, r, strict):
         if r.dtype is not o.dtype:
             raise RuntimeError(f"Expected out tensor to have dtype {_cname(r.dtype)}, but got "
                                f"{_cname(o.dtype)} instead")
-    elif not _t.can_cast(r.dtype, o.dtype):
+    elif not any_cast and not _t.can_cast(r.dtype, o.dtype):
+        if name in _OVERLAP_ANY:     # torch's cat kernel checks its inputs' types, with a TypeError
+            raise TypeError(f"torch.cat(): input types can't be cast to the desired output type "
+                            f"{o.dtype.legacy_name}")
         raise RuntimeError(f"result type {r.dtype.legacy_name} can't be cast to the desired output type "
                            f"{o.dtype.legacy_name}")
     resize_out(o, tuple(r.shape))
@@ -230,7 +235,7 @@ def _cname(dt):
     return _CNAMES.get(n, n)
 
 
-def write_out(name, out, result, inputs=(), strict=None):
+def write_out(name, out, result, inputs=(), strict=None, any_cast=False):
     """Write ``result`` (a Tensor, or a tuple of them) into ``out`` after PyTorch's checks;
     returns ``out`` (a tuple-returning op: ``result``'s namedtuple type over the out tensors).
     ``check_before`` must have run before the result was computed."""
@@ -246,7 +251,7 @@ def write_out(name, out, result, inputs=(), strict=None):
             return outs
         return rtype(*outs) if hasattr(rtype, "_fields") else rtype(outs)
     _check_out_type(name, out, None)
-    _check_and_write(name, out, result, strict)
+    _check_and_write(name, out, result, strict, any_cast)
     return out
 
 
@@ -285,7 +290,16 @@ def op_with_out(op, dispatcher, args, out):
         _check_out_type(name, out, len(out) if isinstance(out, (tuple, list)) else None)
     inputs = list(_tensors_in(args))
     check_before(name, outs, inputs)
+    if name in _OUT_DTYPE_OPS and isinstance(out, Tensor):
+        # torch's sum/prod/cumsum/cumprod accumulate in out's dtype unless dtype= is given
+        i = next(k for k, p in enumerate(op.params) if p.name == "dtype")
+        if args[i] is None:
+            args = args[:i] + (out.dtype,) + args[i + 1:]
+            return write_out(name, out, dispatcher(op, args), inputs, any_cast=True)
     return write_out(name, out, dispatcher(op, args), inputs)
+
+
+_OUT_DTYPE_OPS = frozenset(("sum", "prod", "cumsum", "cumprod"))
 
 
 def factory_with_out(fn, args, kwargs, out, name):
@@ -326,12 +340,14 @@ hstack index_reduce inverse kthvalue linspace logspace lu max median min mode mu
 nanmedian nanquantile nansum nonzero norm normal nuclear_norm ones qr quantile rand randint randn randperm
 range row_stack scatter slice_copy slice_scatter slogdet sort split_copy squeeze_copy std svd t_copy
 tensordot topk triangular_solve unbind_copy unsqueeze_copy var view_as_real_copy vstack zeros
+as_strided_copy expand_copy narrow_copy permute_copy select_copy transpose_copy unfold_copy view_copy
+split_with_sizes_copy view_as_complex_copy lu_solve lu_unpack histogramdd
 """.split()
 LINALG = """
 cholesky cholesky_ex det eig eigh eigvals eigvalsh householder_product inv inv_ex ldl_factor ldl_factor_ex
 lstsq lu lu_factor lu_factor_ex matmul matrix_norm matrix_power matrix_rank multi_dot norm pinv qr slogdet
 solve solve_ex solve_triangular svd svdvals tensorinv tensorsolve vecdot vector_norm cross lu_solve ldl_solve
-matrix_exp diagonal
+cond
 """.split()
 SPECIAL = """
 airy_ai bessel_j0 bessel_j1 bessel_y0 bessel_y1 chebyshev_polynomial_t chebyshev_polynomial_u

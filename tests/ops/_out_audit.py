@@ -120,6 +120,10 @@ OVERRIDES = {
     "shifted_chebyshev_polynomial_v": [((A, 3), {})], "shifted_chebyshev_polynomial_w": [((A, 3), {})],
     "zeta": [((A + 1.5, B), {})], "multigammaln": [((A + 2, 2), {})],
     "softmax": [((A, 0), {})], "log_softmax": [((A, 0), {})],
+    "as_strided_copy": [((A, (2, 2), (1, 1)), {})], "expand_copy": [((A[:1], (3, 4)), {})],
+    "narrow_copy": [((A, 0, 1, 2), {})], "permute_copy": [((A, (1, 0)), {})], "select_copy": [((A, 0, 1), {})],
+    "transpose_copy": [((A, 0, 1), {})], "unfold_copy": [((A, 0, 2, 1), {})], "view_copy": [((A, (16,)), {})],
+    "view_as_complex_copy": [((B3[0, :, :2].copy(),), {})], "cond": [((A,), {})],
 }
 
 # names never called: global state, I/O, and callables that are not ops

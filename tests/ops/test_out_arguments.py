@@ -21,9 +21,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 # ember functions whose torch counterpart takes out= but that refuse it (a TypeError naming
 # out): torch.nn.functional's out= exists only through torch._C._nn, and ember keeps its hot
-# F.* calls free of a wrapper; frobenius_norm / nuclear_norm are deprecated aliases; spmm is
-# the sparse product
-KNOWN_REFUSALS = {"frobenius_norm", "nuclear_norm", "spmm", "nn.functional.gelu", "nn.functional.hardshrink",
+# F.* calls free of a wrapper; spmm is the sparse product (ember.sparse)
+KNOWN_REFUSALS = {"spmm", "nn.functional.gelu", "nn.functional.hardshrink",
                   "nn.functional.linear", "nn.functional.logsigmoid", "nn.functional.softplus",
                   "nn.functional.softshrink"}
 
@@ -303,3 +302,47 @@ def test_dtype_strictness_matches_torch():
     from _out_audit import dtype_strictness
     # multi-output ops are all exact in ember; torch's eig / split_copy accept a wider out
     assert set(r[0] for r in dtype_strictness()) <= {"linalg.eig", "split_copy"}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_out_shapes_and_dtypes_vs_torch(seed):
+    """Random inputs, out shapes (right, wrong, empty) and out dtypes: ember succeeds or fails
+    exactly where torch does (same exception type), with the same values and shape after."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(100 + seed)
+    dtypes = ["float32", "float64", "int64", "int32", "bool", "complex64"]
+    for _ in range(12):
+        name = ["add", "mul", "exp", "sum", "cat", "maximum", "sqrt", "matmul"][rng.integers(8)]
+        shape = tuple(int(n) for n in rng.integers(1, 4, rng.integers(1, 3)))
+        dt = ["float32", "float64", "int64"][rng.integers(3)]
+        a = (rng.standard_normal(shape) * 3).astype(dt)
+        b = (rng.standard_normal(shape) * 3).astype(dt)
+        if name == "cat":
+            args = ([a, b],)
+        elif name == "matmul":
+            args = (a, b.T.copy())
+        elif name == "sum":
+            args = (a, 0)          # torch's sum takes out= only with a dim
+        elif name in ("exp", "sqrt"):
+            args = (a,)
+        else:
+            args = (a, b)
+        oshape = [shape, (0,), (2,) * len(shape), ()][rng.integers(4)]
+        odt = dtypes[rng.integers(len(dtypes))]
+        results = []
+        for lib in (torch, ember):
+            out = lib.tensor(rng.standard_normal(oshape).astype("float64")).to(getattr(lib, odt)) \
+                if odt != "bool" else lib.tensor(rng.random(oshape) > 0.5)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                try:
+                    r = getattr(lib, name)(*_conv(args, lib), out=out)
+                    assert r is out
+                    results.append(("ok", out, any("resized" in str(x.message) for x in w)))
+                except Exception as e:       # noqa: BLE001 -- compared with torch's below
+                    results.append((type(e).__name__, None, False))
+        (tk, tout, tw), (ek, eout, ew) = results
+        assert (ek, ew) == (tk, tw), (name, shape, dt, oshape, odt, results)
+        if tk == "ok":
+            assert tuple(eout.shape) == tuple(tout.shape)
+            np.testing.assert_allclose(eout.numpy(), tout.numpy(), rtol=1e-5, atol=1e-5)
