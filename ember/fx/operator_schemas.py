@@ -51,7 +51,15 @@ def get_signature_for_torch_op(op: Callable[..., Any], return_schemas: bool = Fa
         sig = inspect.signature(op)
     except (TypeError, ValueError):
         return (None, None) if return_schemas else None
+    if "out" in sig.parameters:
+        # as torch's two overloads: the functional one, then the out= one
+        sigs = [_without_out(sig), sig]
+        return (sigs, [rec, rec]) if return_schemas else sigs
     return ([sig], [rec]) if return_schemas else [sig]
+
+
+def _without_out(sig):
+    return sig.replace(parameters=[p for p in sig.parameters.values() if p.name != "out"])
 
 
 def check_for_mutable_operation(target: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> None:
@@ -61,16 +69,19 @@ def check_for_mutable_operation(target: Callable[..., Any], args: Tuple[Any, ...
     sigs, recs = get_signature_for_torch_op(target, return_schemas=True)
     if not sigs:
         return
-    try:
-        sigs[0].bind(*args, **kwargs)
-    except TypeError:
+    for sig, rec in zip(sigs, recs):
+        try:
+            sig.bind(*args, **kwargs)
+            break
+        except TypeError:
+            continue
+    else:
         return  # does not match: cannot tell
-    rec = recs[0]
     mutates = "inplace" in set(getattr(rec, "tags", ())) or kwargs.get("out") is not None
     if mutates:
         name = getattr(rec, "public_name", None) or getattr(target, "__name__", repr(target))
         raise RuntimeError(
-            f"Tried to trace mutable operation {name}{sigs[0]}. FX only supports functional code, so "
+            f"Tried to trace mutable operation {name}{sig}. FX only supports functional code, so "
             "operations that mutate operands in-place (e.g. via `out` arguments) are not supported"
         )
 
@@ -174,6 +185,8 @@ def normalize_function(
         sig = inspect.signature(inspect.unwrap(target))
     except (TypeError, ValueError):
         return None
+    if "out" in sig.parameters and kwargs.get("out") is None and _ember_op(target) is not None:
+        sig = _without_out(sig)       # the functional overload, as torch picks for a call without out=
     return _normalize(sig, tuple(args), dict(kwargs), normalize_to_only_use_kwargs)
 
 

@@ -152,23 +152,23 @@ def resize_out(out, shape):
     old = tuple(out.shape)
     if old == tuple(shape):
         return
+    d = out._data
+    n = int(np.prod(shape, dtype=np.int64))
+    from .._fake import FakeArray
+    if isinstance(d, FakeArray):
+        # a traced graph cannot resize a tensor it was given (aot's functionalization has
+        # no metadata write-back): refused while tracing, so dynamo runs this call eagerly
+        # between two graphs (a graph break), which is correct for inputs and intermediates
+        raise RuntimeError(f"ember: out= would resize its out tensor from {list(old)} to {list(shape)} "
+                           f"while tracing; compiled graphs only write into an out of the result's "
+                           f"shape (this call runs eagerly)")
     if out.numel() != 0:
         warnings.warn(f"An output with one or more elements was resized since it had shape {list(old)}, "
                       f"which does not match the required output shape {list(shape)}. This behavior is "
                       f"deprecated, and in a future PyTorch release outputs will not be resized unless they "
                       f"have zero elements. You can explicitly reuse an out tensor t by resizing it, "
                       f"inplace, to zero elements with t.resize_(0).", UserWarning, stacklevel=_user_level())
-    d = out._data
-    n = int(np.prod(shape, dtype=np.int64))
     if not isinstance(d, np.ndarray):
-        from .._fake import FakeArray
-        if isinstance(d, FakeArray):
-            if out._base is not None:
-                raise RuntimeError(f"ember: out= would resize a view of shape {list(old)} to "
-                                   f"{list(shape)} while tracing; pass an out tensor of the result's shape")
-            out._data = FakeArray(shape, d.dtype)
-            out._bump_version()
-            return
         # another backend (cupy): a fresh allocation for a tensor owning its memory
         if out._base is not None:
             _view_resize_error(old, shape)

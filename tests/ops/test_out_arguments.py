@@ -293,6 +293,28 @@ def test_compile_matches_eager(backend):
     np.testing.assert_allclose(ember.compile(h, backend=backend)(x, y, z2).numpy(), h(x, y, z1).numpy(),
                                rtol=1e-6)
     np.testing.assert_allclose(z1.numpy(), z2.numpy())
+    # an input out= of the wrong shape: the call breaks the graph and runs eagerly (resize + warning)
+    z1, z2 = ember.empty(2), ember.empty(2)
+    with pytest.warns(UserWarning, match="resized"):
+        r2 = ember.compile(f, backend=backend)(x, y, z2)
+    with pytest.warns(UserWarning, match="resized"):
+        r1 = f(x, y, z1)
+    np.testing.assert_allclose(r1.numpy(), r2.numpy())
+    assert tuple(z2.shape) == (3, 4)
+    np.testing.assert_allclose(z1.numpy(), z2.numpy())
+    # a grad-requiring input: torch's autograd error, compiled as eager
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        ember.compile(f, backend=backend)(x.clone().requires_grad_(), y, ember.empty(3, 4))
+
+
+def test_compile_traces_out_as_a_mutation():
+    def f(x, y, z):
+        ember.add(x, y, out=z)
+        return z * 2
+    ember.compiler.reset()
+    x, y = ember.randn(3, 4), ember.randn(3, 4)
+    ex = ember.dynamo.explain(f)(x, y, ember.empty(3, 4))
+    assert ex.graph_break_count == 0 and ex.graph_count == 1
 
 
 def test_dtype_strictness_matches_torch():
