@@ -252,15 +252,18 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Zeroes ``amount`` entries (an int count, or a fraction in [0, 1] rounded to a count)
-    chosen uniformly at random from ember's default generator."""
+class _TopKUnstructured(BasePruningMethod):
+    """Unstructured pruning that zeroes the ``amount`` entries ranked first by ``_ranking``."""
 
     PRUNING_TYPE = "unstructured"
 
     def __init__(self, amount):
         _validate_pruning_amount_init(amount)
         self.amount = amount
+
+    def _ranking(self, t):
+        """(scores, largest): the entries pruned are the k largest (or smallest) scores."""
+        raise NotImplementedError(f"{type(self).__name__} must define _ranking")
 
     def compute_mask(self, t, default_mask):
         ember = _ember()
@@ -269,36 +272,31 @@ class RandomUnstructured(BasePruningMethod):
         _validate_pruning_amount(k, size)
         mask = default_mask.clone(memory_format=ember.contiguous_format)
         if k != 0:
-            # the k largest of uniform draws are a uniformly random k-subset
-            idx = ember.topk(ember.rand_like(t).reshape(-1), k=k).indices
+            scores, largest = self._ranking(t)
+            idx = ember.topk(scores.reshape(-1), k=k, largest=largest).indices
             mask.view(-1)[idx] = 0
         return mask
+
+
+class RandomUnstructured(_TopKUnstructured):
+    """Zeroes ``amount`` entries (an int count, or a fraction in [0, 1] rounded to a count)
+    chosen uniformly at random from ember's default generator."""
+
+    def _ranking(self, t):
+        # the k largest of uniform draws are a uniformly random k-subset
+        return _ember().rand_like(t), True
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_TopKUnstructured):
     """Zeroes the ``amount`` entries of smallest absolute value (of the tensor, or of
     ``importance_scores`` when given)."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        ember = _ember()
-        size = t.nelement()
-        k = _compute_nparams_toprune(self.amount, size)
-        _validate_pruning_amount(k, size)
-        mask = default_mask.clone(memory_format=ember.contiguous_format)
-        if k != 0:
-            idx = ember.topk(ember.abs(t).reshape(-1), k=k, largest=False).indices
-            mask.view(-1)[idx] = 0
-        return mask
+    def _ranking(self, t):
+        return _ember().abs(t), False
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
