@@ -270,38 +270,38 @@ def _two_d(s, what):
                                   f"(got shape {list(st.shape)} with sparse_dim {st.sdim})")
 
 
-def to_csr(s):
+def _coalesced_coo_for(s, layout, other):
+    """The coalesced 2-d COO form of ``s`` (dense, COO or the ``other`` compressed layout) to
+    build a ``layout`` tensor from, or None when ``s`` already is one."""
     if not isinstance(s, SparseTensor):
         s = dense_to_coo(s)
-    st = s._st
-    if st.layout is CSR:
-        return s
-    if st.layout is CSC:
+    if s._st.layout is layout:
+        return None
+    if s._st.layout is other:
         s = to_coo(s)
-    _two_d(s, "conversion to sparse_csr")
+    _two_d(s, f"conversion to {layout}".replace("ember.", ""))
     from ._ops import coalesce
-    c = coalesce(s)
-    idx = c._st.indices
-    crow = np.concatenate([[0], np.cumsum(np.bincount(idx[0], minlength=st.shape[0]))]).astype(np.int64)
-    return from_values(Structure(CSR, st.shape, 2, compressed=crow, plain=idx[1].copy()), values_of(c))
+    return coalesce(s)
+
+
+def to_csr(s):
+    c = _coalesced_coo_for(s, CSR, CSC)
+    if c is None:
+        return s
+    shape, idx = c._st.shape, c._st.indices
+    crow = np.concatenate([[0], np.cumsum(np.bincount(idx[0], minlength=shape[0]))]).astype(np.int64)
+    return from_values(Structure(CSR, shape, 2, compressed=crow, plain=idx[1].copy()), values_of(c))
 
 
 def to_csc(s):
-    if not isinstance(s, SparseTensor):
-        s = dense_to_coo(s)
-    st = s._st
-    if st.layout is CSC:
+    c = _coalesced_coo_for(s, CSC, CSR)
+    if c is None:
         return s
-    if st.layout is CSR:
-        s = to_coo(s)
-    _two_d(s, "conversion to sparse_csc")
-    from ._ops import coalesce
-    c = coalesce(s)
-    idx = c._st.indices
+    shape, idx = c._st.shape, c._st.indices
     perm = np.lexsort((idx[0], idx[1])).astype(np.int64)
-    ccol = np.concatenate([[0], np.cumsum(np.bincount(idx[1], minlength=st.shape[1]))]).astype(np.int64)
-    vals = values_of(c).index_select(0, _itensor(perm, s.device))
-    return from_values(Structure(CSC, st.shape, 2, compressed=ccol, plain=idx[0][perm]), vals)
+    ccol = np.concatenate([[0], np.cumsum(np.bincount(idx[1], minlength=shape[1]))]).astype(np.int64)
+    vals = values_of(c).index_select(0, _itensor(perm, c.device))
+    return from_values(Structure(CSC, shape, 2, compressed=ccol, plain=idx[0][perm]), vals)
 
 
 def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
