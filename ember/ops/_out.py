@@ -329,17 +329,17 @@ def _wrap(fn, name, factory):
 
 # The hand-written public functions whose torch counterpart takes out= (the audit in
 # tests/ops/test_out_arguments.py finds them): wrapped once at import by ``install``. The
-# generated op bindings take out= themselves; cat/stack/where handle it in their entry
-# functions (no wrapper frame on those hot calls).
+# generated op bindings take out= themselves; cat/stack/where/max/min/median/sort/topk handle it in their
+# entry functions (no wrapper frame on those hot calls).
 FACTORIES = frozenset("arange empty eye full linspace logspace ones rand randint randn randperm range zeros "
                       "fftfreq rfftfreq".split())
 TOP_LEVEL = """
 alias_copy aminmax arange bernoulli chain_matmul cholesky cholesky_inverse cholesky_solve column_stack
 cross cummax cummin detach_copy diagonal_copy dstack empty eye frexp frobenius_norm full histogram
-hstack index_reduce inverse kthvalue linspace logspace lu max median min mode multinomial mvlgamma nanmean
-nanmedian nanquantile nansum nonzero norm normal nuclear_norm ones qr quantile rand randint randn randperm
-range row_stack scatter slice_copy slice_scatter slogdet sort split_copy squeeze_copy std svd t_copy
-tensordot topk triangular_solve unbind_copy unsqueeze_copy var view_as_real_copy vstack zeros
+hstack index_reduce inverse kthvalue linspace logspace lu mode multinomial mvlgamma nanmean
+nanquantile nansum nonzero norm normal nuclear_norm ones qr quantile rand randint randn randperm
+range row_stack scatter slice_copy slice_scatter slogdet split_copy squeeze_copy std svd t_copy
+tensordot triangular_solve unbind_copy unsqueeze_copy var view_as_real_copy vstack zeros
 as_strided_copy expand_copy narrow_copy permute_copy select_copy transpose_copy unfold_copy view_copy
 split_with_sizes_copy view_as_complex_copy lu_solve lu_unpack histogramdd
 """.split()

@@ -389,8 +389,10 @@ def _maxmin_entry(name, full, bydim, rtype, binary=None, full_doc=""):
                         {"keepdim": keepdim} if keepdim else {})
         if r is not NotImplemented:
             return r
-        if out is not None:
-            raise TypeError(f"{name}(): the out= argument is not supported by ember")
+        if out is not None:       # torch's out= (ember/ops/_out.py), here rather than a wrapper frame
+            from ._out import call_with_out
+            return call_with_out(name, entry, (input,) if dim is None else (input, dim),
+                                 {"keepdim": keepdim, "other": other}, out)
         if other is not None:
             if binary is None:
                 raise TypeError(f"{name}() got an unexpected keyword argument 'other'")
@@ -969,8 +971,9 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
                                                           ("stable", stable)) if v not in (-1, False)})
     if r is not NotImplemented:
         return r
-    if out is not None:
-        raise TypeError("sort(): the out= argument is not supported by ember")
+    if out is not None:       # torch's out= (ember/ops/_out.py), here rather than a wrapper frame
+        from ._out import call_with_out
+        return call_with_out("sort", sort, (input, dim, descending, stable), {}, out)
     if isinstance(dim, bool) and isinstance(input, Tensor):   # sort(stable, dim, descending) form
         raise TypeError("sort(): pass stable= as a keyword argument")
     return _sort_t(*_sort.binding(input, dim, descending, stable=stable))
@@ -982,8 +985,9 @@ def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
                                                               ("sorted", sorted)) if v not in (-1, True)})
     if r is not NotImplemented:
         return r
-    if out is not None:
-        raise TypeError("topk(): the out= argument is not supported by ember")
+    if out is not None:       # torch's out= (ember/ops/_out.py), here rather than a wrapper frame
+        from ._out import call_with_out
+        return call_with_out("topk", topk, (input, k, dim, largest, sorted), {}, out)
     return _topk_t(*_topk.binding(input, k, dim, largest, sorted))
 
 

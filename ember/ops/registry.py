@@ -27,6 +27,10 @@ A call goes: override protocol (``__ember_function__``, used by fx proxies)
 The public bindings (``ember.mul``, ``Tensor.mul``, ``Tensor.mul_``) are
 generated from the schema as plain Python functions with the exact
 signature, so binding arguments costs no ``inspect`` machinery per call.
+A functional op that is not a view also takes torch's keyword-only ``out=``:
+the binding's first statement sends a call with ``out`` to ``ember/ops/_out.py``
+(compute as usual, then check and write into ``out``), so a call without it
+pays one ``is not None`` test.
 Their code objects are cached on disk (``_binding_cache``): compiling them
 was a third of ``import ember``.
 """
