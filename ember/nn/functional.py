@@ -1942,3 +1942,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
 
 __all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and callable(v)
            and getattr(v, "__module__", None) == __name__]
+
+# torch's out= on the few functional ops whose torch version takes it (ember/ops/_out.py)
+from ..ops import _out as _out_mod  # noqa: E402
+_out_mod.install(globals(), _out_mod.FUNCTIONAL, "")
+del _out_mod

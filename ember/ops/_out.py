@@ -47,7 +47,7 @@ vdot view_as_real_copy where linalg.cholesky linalg.det linalg.eigvalsh linalg.i
 linalg.matrix_norm linalg.matrix_power linalg.multi_dot linalg.norm linalg.solve linalg.solve_triangular
 linalg.svdvals linalg.vecdot linalg.vector_norm special.round fft.ifft fft.ihfft
 as_strided_copy expand_copy narrow_copy permute_copy select_copy transpose_copy unfold_copy view_copy
-view_as_complex_copy
+view_as_complex_copy softshrink logsigmoid
 """.split())
 
 _OVERLAP_ANY = frozenset(("cat", "concat", "concatenate", "stack", "hstack", "vstack", "dstack",
@@ -361,9 +361,10 @@ FFT = """
 fft fft2 fftn hfft hfft2 hfftn ifft ifft2 ifftn ihfft ihfft2 ihfftn irfft irfft2 irfftn rfft rfft2 rfftn
 fftfreq rfftfreq
 """.split()
-# torch.nn.functional: only normalize (F.linear/gelu/... take out= only through torch._C._nn;
-# their ember versions refuse it by TypeError rather than pay a wrapper frame on every call)
-FUNCTIONAL = ["normalize"]
+# torch.nn.functional: normalize handles out= itself; the shrinks and logsigmoid are wrapped.
+# F.linear / F.gelu / F.softplus take out= in torch only through torch._C._nn; ember's refuse
+# it with a TypeError rather than pay a wrapper frame on every call of these hot functions
+FUNCTIONAL = ["hardshrink", "softshrink", "logsigmoid"]
 
 
 def install(ns, names, prefix=""):

@@ -20,11 +20,9 @@ import ember
 sys.path.insert(0, os.path.dirname(__file__))
 
 # ember functions whose torch counterpart takes out= but that refuse it (a TypeError naming
-# out): torch.nn.functional's out= exists only through torch._C._nn, and ember keeps its hot
-# F.* calls free of a wrapper; spmm is the sparse product (ember.sparse)
-KNOWN_REFUSALS = {"spmm", "nn.functional.gelu", "nn.functional.hardshrink",
-                  "nn.functional.linear", "nn.functional.logsigmoid", "nn.functional.softplus",
-                  "nn.functional.softshrink"}
+# out): F.linear / F.gelu / F.softplus take out= in torch only through torch._C._nn, and ember
+# keeps these hot calls free of a wrapper frame; spmm is the sparse product (ember.sparse)
+KNOWN_REFUSALS = {"spmm", "nn.functional.gelu", "nn.functional.linear", "nn.functional.softplus"}
 
 
 @pytest.fixture(scope="module")
