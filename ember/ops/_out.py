@@ -142,7 +142,7 @@ def _user_level():
     return level
 
 
-_EMBER_DIR = __file__.rsplit("/ops/", 1)[0]
+_EMBER_DIR = __import__("os").path.dirname(__import__("os").path.dirname(__file__))
 
 
 def resize_out(out, shape):
