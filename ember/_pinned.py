@@ -77,3 +77,21 @@ def pin_memory(t, device=None):
     pinned[...] = src
     out._data = pinned          # the array keeps `block` alive (its buffer's owner)
     return out
+
+
+_NO_PINNED_ALLOCATOR = ("pin_memory=True requires a CUDA or other accelerator backend; no pinned memory allocator "
+                        "is available on this system.")
+
+
+def for_factory(t, pin: bool):
+    """A factory's result with ``pin_memory=pin``: ``t`` itself when False; pinned when True
+    (a leaf still, requiring grad as ``t`` did); without an accelerator torch's CPU-build
+    RuntimeError -- the argument was accepted and silently ignored before."""
+    if not pin:
+        return t
+    from . import accelerator
+    if accelerator.current_accelerator() is None:
+        raise RuntimeError(_NO_PINNED_ALLOCATOR)
+    rg = t.requires_grad
+    out = pin_memory(t.detach())
+    return out.requires_grad_(True) if rg else out

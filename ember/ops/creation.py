@@ -50,6 +50,13 @@ def _dt(dtype, default=None):
     return _t.as_dtype(dtype)
 
 
+def _pinned(t, pin_memory):
+    """``pin_memory=True`` of a factory (``ember/_pinned.py``: torch's CPU-build error without an
+    accelerator)."""
+    from .._pinned import for_factory
+    return for_factory(t, pin_memory)
+
+
 def _finish(t, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
@@ -93,17 +100,19 @@ def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=Fals
     size = _size_args(tuple(size), "full")
     if isinstance(fill_value, Tensor):
         fill_value = fill_value.item()
-    return _finish(_full(size, fill_value, dtype=None if dtype is None else _t.as_dtype(dtype),
-                         device=device), requires_grad)
+    return _pinned(_finish(_full(size, fill_value, dtype=None if dtype is None else _t.as_dtype(dtype),
+                                 device=device), requires_grad), pin_memory)
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
-    return _finish(_full(_size_args(size, "zeros"), 0.0 if _dt(dtype).is_floating_point else 0,
-                         dtype=_dt(dtype), device=device), requires_grad)
+    t = _finish(_full(_size_args(size, "zeros"), 0.0 if _dt(dtype).is_floating_point else 0,
+                      dtype=_dt(dtype), device=device), requires_grad)
+    return _pinned(t, pin_memory) if pin_memory else t
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
-    return _finish(_full(_size_args(size, "ones"), 1, dtype=_dt(dtype), device=device), requires_grad)
+    t = _finish(_full(_size_args(size, "ones"), 1, dtype=_dt(dtype), device=device), requires_grad)
+    return _pinned(t, pin_memory) if pin_memory else t
 
 
 @defop("empty(int[] size, *, ScalarType? dtype=None, Device? device=None) -> Tensor", method=False,
@@ -127,8 +136,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
         check_rank(memory_format, len(shape))
         order = ORDER[memory_format.value if not isinstance(memory_format, str) else memory_format]
         t = _empty.binding(tuple(shape[d] for d in order), dtype=_dt(dtype), device=device)
-        return _finish(_in_order(t, order, made_in_order=True), requires_grad)
-    return _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
+        return _pinned(_finish(_in_order(t, order, made_in_order=True), requires_grad), pin_memory)
+    t = _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
+    return _pinned(t, pin_memory) if pin_memory else t
 
 
 def _like_order(input, memory_format):
@@ -282,7 +292,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         if dt.category < 2:
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         out._requires_grad = True
-    return out
+    return _pinned(out, pin_memory) if pin_memory else out
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -340,7 +340,8 @@ def _size_of(size):
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """An uninitialised tensor with the given sizes and strides."""
     base = api.empty((0,), dtype=_dt(dtype), device=device)
-    return base.new_empty_strided(tuple(size), tuple(stride), requires_grad=requires_grad)
+    from .._pinned import for_factory
+    return for_factory(base.new_empty_strided(tuple(size), tuple(stride), requires_grad=requires_grad), pin_memory)
 
 
 @_export
@@ -356,7 +357,8 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     inv = [0] * len(perm)
     for i, p in enumerate(perm):
         inv[p] = i
-    return _finish(phys.permute(*inv), requires_grad)
+    from .._pinned import for_factory
+    return for_factory(_finish(phys.permute(*inv), requires_grad), pin_memory)
 
 
 # ---------------------------------------------------------------------- Tensor methods

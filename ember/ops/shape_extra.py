@@ -423,12 +423,14 @@ def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pi
     """Row and column indices (a 2 x N tensor, row-major order) of the lower triangle of a
     ``row`` x ``col`` matrix, diagonal ``offset`` and below. A factory: computed on the host from
     its integer arguments, like ``arange``."""
-    return _tri_indices("tril_indices", True, row, col, offset, dtype, device)
+    from .._pinned import for_factory
+    return for_factory(_tri_indices("tril_indices", True, row, col, offset, dtype, device), pin_memory)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
     """Indices of the upper triangle, diagonal ``offset`` and above (see ``tril_indices``)."""
-    return _tri_indices("triu_indices", False, row, col, offset, dtype, device)
+    from .._pinned import for_factory
+    return for_factory(_tri_indices("triu_indices", False, row, col, offset, dtype, device), pin_memory)
 
 
 # ---------------------------------------------------------------------- cdist

@@ -39,17 +39,22 @@ def _window(name, window_length, periodic, dtype, device, requires_grad, body):
     return _finish(w.contiguous(), requires_grad)
 
 
+def _pinned_window(pin_memory, *args):
+    from .._pinned import for_factory
+    return for_factory(_window(*args), pin_memory)
+
+
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
                    requires_grad=False, pin_memory=False):
     """``alpha - beta cos(2 pi k / (N - 1))``."""
-    return _window("hamming_window", window_length, periodic, dtype, device, requires_grad,
+    return _pinned_window(pin_memory, "hamming_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: api.cos(k * (2 * math.pi / (N - 1))) * (-beta) + alpha)
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False,
                 pin_memory=False):
     """``0.5 - 0.5 cos(2 pi k / (N - 1))``."""
-    return _window("hann_window", window_length, periodic, dtype, device, requires_grad,
+    return _pinned_window(pin_memory, "hann_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: api.cos(k * (2 * math.pi / (N - 1))) * (-0.5) + 0.5)
 
 
@@ -59,13 +64,13 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
     def body(k, N):
         x = k * (math.pi / (N - 1))
         return api.cos(x * 4) * 0.08 - api.cos(x * 2) * 0.5 + 0.42
-    return _window("blackman_window", window_length, periodic, dtype, device, requires_grad, body)
+    return _pinned_window(pin_memory, "blackman_window", window_length, periodic, dtype, device, requires_grad, body)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False,
                     pin_memory=False):
     """``1 - |2 k / (N - 1) - 1|``."""
-    return _window("bartlett_window", window_length, periodic, dtype, device, requires_grad,
+    return _pinned_window(pin_memory, "bartlett_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: 1 - api.abs(k * (2.0 / (N - 1)) - 1))
 
 
@@ -77,7 +82,7 @@ def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout
         r = (k - a) / a
         arg = api.sqrt(api.clamp(1 - r * r, min=0.0)) * beta
         return api.i0(arg) / float(_i0(float(beta)))
-    return _window("kaiser_window", window_length, periodic, dtype, device, requires_grad, body)
+    return _pinned_window(pin_memory, "kaiser_window", window_length, periodic, dtype, device, requires_grad, body)
 
 
 def _i0(x):

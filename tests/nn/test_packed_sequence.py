@@ -412,3 +412,14 @@ def test_compiled_module_on_packed_input_matches_eager():
         assert isinstance(o2, er.PackedSequence) and o2.batch_sizes.tolist() == [4, 3, 3, 2, 2, 1]
         for a, b in ((o1.data, o2.data), (h1, h2), (c1, c2)):
             np.testing.assert_allclose(to_numpy(b), to_numpy(a), rtol=1e-6, atol=1e-6)
+
+
+def test_pin_memory_needs_an_accelerator_as_tensors_do():
+    """``PackedSequence.pin_memory`` defers to ``Tensor.pin_memory``: torch's RuntimeError on a
+    machine without an accelerator (the old message said ember has no pinned memory at all)."""
+    if ember.accelerator.is_available():
+        pytest.skip("an accelerator is present")
+    p = er.pack_sequence([ember.randn(3, 2), ember.randn(2, 2)])
+    with pytest.raises(RuntimeError, match="Cannot access accelerator device when none is available"):
+        p.pin_memory()
+    assert not p.is_pinned()

@@ -105,16 +105,14 @@ class PackedSequence(namedtuple("PackedSequence", ["data", "batch_sizes", "sorte
         return self.data.is_cuda
 
     def is_pinned(self):
-        """True if ``data`` is in pinned memory (ember tensors have no pinned memory: False)."""
-        fn = getattr(self.data, "is_pinned", None)
-        return bool(fn()) if fn is not None else False
+        """True if ``data`` is in pinned memory (``Tensor.is_pinned``)."""
+        return self.data.is_pinned()
 
     def pin_memory(self):
-        fn = getattr(self.data, "pin_memory", None)
-        if fn is None:
-            raise RuntimeError("ember tensors have no pinned memory; PackedSequence.pin_memory() is not "
-                               "supported (move it with .to(device) instead)")
-        return type(self)(fn(), self.batch_sizes, _bind(self.sorted_indices, lambda t: t.pin_memory()),
+        """A copy with every tensor in pinned host memory (``Tensor.pin_memory``: needs an
+        accelerator, as in torch)."""
+        return type(self)(self.data.pin_memory(), self.batch_sizes,
+                          _bind(self.sorted_indices, lambda t: t.pin_memory()),
                           _bind(self.unsorted_indices, lambda t: t.pin_memory()))
 
 
