@@ -50,6 +50,14 @@ def _dt(dtype, default=None):
     return _t.as_dtype(dtype)
 
 
+def _with_out(fn, name, args, kwargs, out):
+    """A factory called with ``out=`` (``ember/ops/_out.py``: made in ``out``'s dtype and on its
+    device unless given, then written into ``out``). The factories handle it themselves instead
+    of behind a wrapper, so their common call has no extra frame."""
+    from ._out import factory_with_out
+    return factory_with_out(fn, args, kwargs, out, name)
+
+
 def _pinned(t, pin_memory):
     """``pin_memory=True`` of a factory (``ember/_pinned.py``: torch's CPU-build error without an
     accelerator)."""
@@ -105,12 +113,18 @@ def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=Fals
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if out is not None:
+        return _with_out(zeros, "zeros", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
+                                                    layout=layout, pin_memory=pin_memory), out)
     t = _finish(_full(_size_args(size, "zeros"), 0.0 if _dt(dtype).is_floating_point else 0,
                       dtype=_dt(dtype), device=device), requires_grad)
     return _pinned(t, pin_memory) if pin_memory else t
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if out is not None:
+        return _with_out(ones, "ones", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
+                                                  layout=layout, pin_memory=pin_memory), out)
     t = _finish(_full(_size_args(size, "ones"), 1, dtype=_dt(dtype), device=device), requires_grad)
     return _pinned(t, pin_memory) if pin_memory else t
 
@@ -129,6 +143,10 @@ def _empty_meta(size, dtype=None, device=None):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
           memory_format=None):
+    if out is not None:
+        return _with_out(empty, "empty", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
+                                                    layout=layout, pin_memory=pin_memory,
+                                                    memory_format=memory_format), out)
     if memory_format == "channels_last" or memory_format == "channels_last_3d":
         # NHWC / NDHWC: made in memory order, viewed back in NCHW order (ember/_memory_format.py)
         from .._memory_format import ORDER, check_rank
@@ -139,6 +157,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
         return _pinned(_finish(_in_order(t, order, made_in_order=True), requires_grad), pin_memory)
     t = _finish(_empty.binding(_size_args(size, "empty"), dtype=_dt(dtype), device=device), requires_grad)
     return _pinned(t, pin_memory) if pin_memory else t
+
+
+zeros._ember_out = ones._ember_out = empty._ember_out = True      # (ember/ops/_out.py leaves them unwrapped)
 
 
 def _like_order(input, memory_format):
