@@ -103,3 +103,14 @@ def test_datasets_and_random_split():
         random_split(range(10), [3, 3])
     rs = list(RandomSampler(range(5), replacement=True, num_samples=40))
     assert len(rs) == 40 and set(rs) <= set(range(5))
+
+
+def test_single_process_iterator_has_the_loaders_length():
+    """``len(iter(loader))`` as in torch (the single-process iterator was a bare generator)."""
+    from ember.utils.data import DataLoader, TensorDataset
+    ds = TensorDataset(ember.arange(10.0))
+    for bs, drop in ((3, False), (3, True), (None, False)):
+        loader = DataLoader(ds, batch_size=bs, drop_last=drop)
+        it = iter(loader)
+        assert len(it) == len(loader)
+        assert sum(1 for _ in it) == len(loader)

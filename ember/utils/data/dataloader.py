@@ -111,9 +111,7 @@ class DataLoader:
                 self._iterator._reset(self)
             return self._iterator
         _base_seed(self)        # as PyTorch: every iterator draws one, so shuffles match with workers
-        if self._is_iterable:
-            return self._iter_iterable()
-        return self._iter_map()
+        return _SingleProcessIter(self, self._iter_iterable() if self._is_iterable else self._iter_map())
 
     def _iter_map(self):
         ds = self.dataset
@@ -151,6 +149,25 @@ class DataLoader:
                 return -(-length // self.batch_size)
             return length
         return len(self._index_sampler)
+
+
+class _SingleProcessIter:
+    """The batches of a ``num_workers=0`` loader: a generator with ``len()`` (the loader's), as
+    PyTorch's single-process iterator has."""
+
+    __slots__ = ("_loader", "_gen")
+
+    def __init__(self, loader, gen):
+        self._loader, self._gen = loader, gen
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return next(self._gen)
+
+    def __len__(self):
+        return len(self._loader)
 
 
 def _base_seed(loader) -> int:
