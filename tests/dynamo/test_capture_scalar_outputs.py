@@ -640,3 +640,34 @@ def test_max_of_mixed_number_types_breaks():
         x, y = _t(3), _t(4, dtype=ember.float64)
         assert_same(f(x, y), cf(x, y))
     assert "depends on the values" in _reasons()
+
+
+def test_add_sub_with_captured_alpha_one_graph():
+    """``add/sub(..., alpha=item)``: ``y * alpha`` in the result's dtype, then the add -- the
+    same rounding as eager's kernel; in-place too."""
+    def f(x, y, g):
+        s = g.sum().item()
+        z = x.clone()
+        z.add_(y, alpha=s)
+        return x.add(y, alpha=s), ember.sub(x, y, alpha=s), ember.add(x, y.double(), alpha=s), z
+    cnt = check(f, lambda: (_t(5), _t(5), _t(3, dtype=ember.float64)))
+    assert cnt.frame_count == 1
+
+    def h(a, b, g):
+        n = g.argmax().item()
+        return a.add(b, alpha=n), a.sub(b, alpha=n)
+    cnt = check(h, lambda: (_ints(4), _ints(4), _t(6)))
+    assert cnt.frame_count == 1
+
+
+def test_captured_float_alpha_on_int_tensors_breaks_like_eager_refuses():
+    def f(a, b, g):
+        s = g.sum().item()
+        return a.add(b, alpha=s)        # eager raises (float alpha, int result)
+    dynamo.reset()
+    cf = ember.compile(f, backend="aot_eager")
+    a, b, g = _ints(4), _ints(4), _t(3, dtype=ember.float64)
+    with pytest.raises(RuntimeError):
+        f(a, b, g)
+    with pytest.raises(RuntimeError):
+        cf(a, b, g)

@@ -441,6 +441,8 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
         raise _fail(f"{name}() got a captured .item() as an argument; ember does not pass a symbolic scalar "
                     f"to this operator (as a size or an index it would need an unbacked SymInt: "
                     f"capture_dynamic_output_shape_ops is not supported): a graph break", *syms)
+    if base in ("add", "sub") and isinstance(kwargs.get("alpha"), SymScalarVariable):
+        return _alpha_call(out, kind, target, runner, name, args, kwargs, returns_none)
     if base is not None and any(k not in ("other", "input", "exponent", "self") for k, v in kwargs.items()
                                 if isinstance(v, SymScalarVariable)):
         raise _fail(f"{name}() got a captured .item() as a keyword argument other than the operand "
@@ -489,6 +491,43 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
     res = out._call(kind, target, runner, [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()},
                     returns_none)
     _check_same(name, expected, res, syms)
+    return res
+
+
+def _alpha_call(out, kind, target, runner, name, args, kwargs, returns_none):
+    """``add/sub(x, y, alpha=s)`` (and ``x.add_(y, alpha=s)``) with a captured item as ``alpha``:
+    ``x + y * s`` as eager computes it -- ``y`` in the result's dtype times ``alpha`` converted
+    to that dtype, then the add -- so the rewrite rounds exactly as eager for float32/float64
+    (and integer dtypes with an int alpha). Other dtypes, or ``y`` a number, break."""
+    alpha = kwargs["alpha"]
+    rest = {k: v for k, v in kwargs.items() if k != "alpha"}
+    pos = list(args)
+    if len(pos) >= 2:
+        other, where = pos[1], 1
+    elif "other" in rest:
+        other, where = rest["other"], "other"
+    else:
+        raise _fail(f"{name}(alpha=<captured .item()>) without an operand", alpha)
+    if not isinstance(other, TensorVariable) or _has_sym(pos[0]):
+        raise _fail(f"{name}(alpha=<captured .item()>) with a non-tensor operand (not traced: a graph break)",
+                    alpha)
+    from ...tensor import Tensor
+    plain = _expected(out, runner, name, args, rest)         # the result without alpha: its dtype
+    if not isinstance(plain, Tensor):
+        raise _fail(f"{name}() did not make a tensor", alpha)
+    dt = plain.dtype
+    ok = dt in (_t.float32, _t.float64) or (dt.category == 1 and alpha.py_type is not float)
+    if not ok:
+        raise _fail(f"{name}(alpha=<captured .item()>) of a {dt} result (eager scales in another precision, "
+                    f"or refuses the alpha): a graph break", alpha)
+    y = other if other.example.dtype == dt else out.call_method("to", [other], {"dtype": ConstantVariable(dt)})
+    scaled = out.call_function(operator.mul, [y, alpha.as_tensor(out, dt, plain.device)], {})
+    if where == 1:
+        pos[1] = scaled
+    else:
+        rest["other"] = scaled
+    res = out._call(kind, target, runner, pos, rest, returns_none)
+    _check_same(name, plain, res, [alpha])
     return res
 
 
