@@ -50,6 +50,13 @@ def _dt(dtype, default=None):
     return _t.as_dtype(dtype)
 
 
+def _sparse_layout(name, size, dtype, requires_grad, layout):
+    """``zeros``/``ones``/``empty`` with a sparse ``layout=`` (ember/sparse/_install.py's factory
+    routing, checked in the factory's own body so the dense call has no extra frame)."""
+    from ..sparse._install import _factory_impl
+    return _factory_impl(name, name != "ones")(*size, dtype=dtype, requires_grad=requires_grad, layout=layout)
+
+
 def _with_out(fn, name, args, kwargs, out):
     """A factory called with ``out=`` (``ember/ops/_out.py``: made in ``out``'s dtype and on its
     device unless given, then written into ``out``). The factories handle it themselves instead
@@ -113,6 +120,8 @@ def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=Fals
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if layout is not None and layout != "strided":
+        return _sparse_layout("zeros", size, dtype, requires_grad, layout)
     if out is not None:
         return _with_out(zeros, "zeros", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
                                                     layout=layout, pin_memory=pin_memory), out)
@@ -122,6 +131,8 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if layout is not None and layout != "strided":
+        return _sparse_layout("ones", size, dtype, requires_grad, layout)
     if out is not None:
         return _with_out(ones, "ones", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
                                                   layout=layout, pin_memory=pin_memory), out)
@@ -143,6 +154,8 @@ def _empty_meta(size, dtype=None, device=None):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
           memory_format=None):
+    if layout is not None and layout != "strided":
+        return _sparse_layout("empty", size, dtype, requires_grad, layout)
     if out is not None:
         return _with_out(empty, "empty", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
                                                     layout=layout, pin_memory=pin_memory,
@@ -160,6 +173,8 @@ def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
 
 
 zeros._ember_out = ones._ember_out = empty._ember_out = True      # (ember/ops/_out.py leaves them unwrapped)
+# (and ember/sparse/_install.py leaves their layout= routing to them)
+zeros._ember_routes_layout = ones._ember_routes_layout = empty._ember_routes_layout = True
 
 
 def _like_order(input, memory_format):

@@ -328,7 +328,8 @@ def install(ember_module):
                      ("ones_like", False), ("full_like", False), ("rand_like", False), ("randn_like", False),
                      ("arange", False), ("linspace", False), ("eye", False), ("randperm", False)):
         fn = g.get(name)
-        if fn is None or hasattr(fn, "_ember_sparse_inner") or "layout" not in inspect.signature(fn).parameters:
+        if fn is None or hasattr(fn, "_ember_sparse_inner") or getattr(fn, "_ember_routes_layout", False) \
+                or "layout" not in inspect.signature(fn).parameters:
             continue
         params = _real_params(fn)
         lay = _expr_for(params, "layout")
