@@ -234,3 +234,13 @@ def compiled_matches(fn, *args, rtol=1e-6, atol=1e-6):
         assert a.dtype is b.dtype and tuple(a.shape) == tuple(b.shape)
         np.testing.assert_allclose(a.numpy().astype(np.float64), b.numpy().astype(np.float64), rtol=rtol, atol=atol,
                                    equal_nan=True)
+
+
+def assert_same_error(ember_call, torch_call):
+    """Both calls raise: the same exception type, and the same message once "ember" reads "torch"."""
+    with pytest.raises(Exception) as theirs:
+        torch_call()
+    with pytest.raises(Exception) as ours:
+        ember_call()
+    assert type(ours.value) is type(theirs.value), (ours.value, theirs.value)
+    assert str(ours.value).replace("ember", "torch") == str(theirs.value), (str(ours.value), str(theirs.value))
