@@ -16,7 +16,9 @@ import numpy as np
 from . import types as _t
 from .tensor import Tensor
 
-__all__ = ["assert_close"]
+from ._testing_creation import make_tensor
+
+__all__ = ["assert_close", "make_tensor", "assert_allclose"]
 
 # (rtol, atol) by dtype, PyTorch's defaults
 _TOLERANCES = {_t.float16: (1e-3, 1e-5), _t.bfloat16: (1.6e-2, 1e-5), _t.float32: (1.3e-6, 1e-5),
@@ -134,3 +136,29 @@ def _compare_tensors(a: Tensor, e: Tensor, rtol, atol, equal_nan, check_dtype, c
     text += (f"\n{prefix[0]} difference: {d}{at}{allowed_a}"
              f"\n{prefix[1]} difference: {float(rel[ir])}{rt}{allowed_r}")
     _fail(msg, text, path)
+
+
+# assert_allclose's own (looser) defaults, torch's
+_ALLCLOSE_TOLERANCES = {_t.float16: (1e-3, 1e-3), _t.float32: (1e-4, 1e-5), _t.float64: (1e-5, 1e-8)}
+
+
+def assert_allclose(actual: Any, expected: Any, rtol: Optional[float] = None, atol: Optional[float] = None,
+                    equal_nan: bool = True, msg: str = "") -> None:
+    """Deprecated (as in torch since 1.12): assert_close with looser defaults, NaNs equal, any dtypes.
+
+    Kept because old tests still call it; it warns with torch's FutureWarning.
+    """
+    import warnings
+    warnings.warn("`torch.testing.assert_allclose()` is deprecated since 1.12 and will be removed in a future "
+                  "release. Please use `torch.testing.assert_close()` instead. You can find detailed upgrade "
+                  "instructions in https://github.com/pytorch/pytorch/issues/61844.", FutureWarning, stacklevel=2)
+    from .ops import api
+    if not isinstance(actual, Tensor):
+        actual = api.tensor(actual)
+    if not isinstance(expected, Tensor):
+        expected = api.tensor(expected, dtype=actual.dtype)
+    if rtol is None and atol is None:
+        pairs = [_ALLCLOSE_TOLERANCES.get(d, (0.0, 0.0)) for d in (actual.dtype, expected.dtype)]
+        rtol, atol = max(p[0] for p in pairs), max(p[1] for p in pairs)
+    assert_close(actual, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, check_device=True,
+                 check_dtype=False, msg=msg or None)
