@@ -138,7 +138,7 @@ def __getattr__(name):
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
                 "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing",
-                "distributed", "accelerator", "version"):
+                "distributed", "accelerator", "version", "masked"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
