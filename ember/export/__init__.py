@@ -8,7 +8,17 @@ from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind,
                               TensorArgument)
 from ._trace import export
 from .serialize import load, save
+from .unflatten import FlatArgsAdapter, unflatten
+from .exported_program import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
            "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument", "ValueRange",
-           "UserError", "ConstraintViolationError"]
+           "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule",
+           "ModuleCallEntry", "ModuleCallSignature"]
+
+
+def __getattr__(name):
+    if name in ("UnflattenedModule", "InterpreterModule"):
+        from . import unflatten as _unflatten_mod
+        return getattr(_unflatten_mod, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

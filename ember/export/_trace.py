@@ -394,12 +394,70 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature):
     from ..utils._pytree import keystr, tree_flatten_with_path
     paths = [("args" if kp[0].idx == 0 else "kwargs") + keystr(kp[1:])
              for kp, _ in tree_flatten_with_path((args, kwargs))[0]]
+    _set_module_stacks(g, mod)
+    from .exported_program import ModuleCallEntry, ModuleCallSignature
+    call_graph = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec, list(bound)))]
+    call_graph += [ModuleCallEntry(fqn) for fqn, _ in mod.named_modules() if fqn]
     return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
-                           module_class=type(mod).__name__, input_paths=paths)
+                           module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph)
+
+
+def _set_module_stacks(graph, root):
+    """Rewrite the capture's ``nn_module_stack`` (``{"<source expr>@<call>": (expr, class)}``,
+    outermost first, the root module first) in torch's form: ``{"L__self__<fqn>[@<call>]":
+    (fqn, "<module>.<qualname>")}``. The fully qualified name comes from the source expression
+    (``<root>._modules['seq']._modules['0']`` -> ``seq.0``); a module reached another way
+    (not through registered submodules) is left out of the stack, so its nodes count as its
+    caller's."""
+    import re
+    seg = re.compile(r"\._modules\['([^']*)'\]")
+    for n in graph.nodes:
+        stack = n.meta.get("nn_module_stack")
+        if not stack:
+            continue
+        items = list(stack.items())
+        root_expr = items[0][1][0]
+        out = {}
+        for key, (expr, cls) in items:
+            call = int(key.rsplit("@", 1)[1])
+            rest = expr[len(root_expr):] if expr.startswith(root_expr) else None
+            if rest is None or seg.sub("", rest):
+                continue
+            fqn = ".".join(seg.findall(rest))
+            try:
+                if type(root.get_submodule(fqn)) is not cls:
+                    continue
+            except AttributeError:
+                continue
+            out["L__self__" + fqn + (f"@{call}" if call else "")] = (fqn, f"{cls.__module__}.{cls.__qualname__}")
+        n.meta["nn_module_stack"] = out
+
+
+class _carry_module_stack:
+    """While inside, aot hands dynamo's ``nn_module_stack`` node meta on to the functional graph's
+    nodes, the way it carries checkpoint region tags (``aot.joint.REGION_TAGS``: each dynamo node
+    runs on its own and the nodes its run records inherit the keys). Export only: compiled graphs
+    keep running whole."""
+
+    def __enter__(self):
+        from ..aot import joint
+        self.saved = joint.REGION_TAGS
+        joint.REGION_TAGS = tuple(self.saved) + ("nn_module_stack",)
+        return self
+
+    def __exit__(self, *exc):
+        from ..aot import joint
+        joint.REGION_TAGS = self.saved
+        return False
 
 
 def _trace_functional(gm, ex_inputs, decompositions=None):
+    with _carry_module_stack():
+        return _trace_functional_inner(gm, ex_inputs, decompositions)
+
+
+def _trace_functional_inner(gm, ex_inputs, decompositions=None):
     from ..aot.joint import AOTUnsupported, trace_joint
     try:
         if gm.meta.get("dynamic"):

@@ -7,15 +7,38 @@ original ``(args, kwargs)`` structure, checking the inputs against what the expo
 and writing buffer mutations back into its buffers."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 from .graph_signature import ConstantArgument, ExportGraphSignature, InputKind, OutputKind
 
 
+@dataclass
+class ModuleCallSignature:
+    """How a module was called: its flat inputs/outputs (argument specs), the pytree specs of
+    ``(args, kwargs)`` and of the result, and ``forward``'s argument names. Recorded for the
+    root module (``unflatten`` restores the calling convention from it)."""
+    inputs: List[Any]
+    outputs: List[Any]
+    in_spec: Any
+    out_spec: Any
+    forward_arg_names: Optional[List[str]] = None
+
+
+@dataclass
+class ModuleCallEntry:
+    """One module of the exported model, by fully qualified name (``""``: the root); its
+    ``signature`` is recorded for the root only (torch 2.13's default, without
+    ``preserve_module_call_signature``)."""
+    fqn: str
+    signature: Optional[ModuleCallSignature] = None
+
+
 class ExportedProgram:
     def __init__(self, graph_module, graph_signature: ExportGraphSignature, state_dict: Dict[str, Any],
                  constants: Dict[str, Any], range_constraints, in_spec, out_spec, const_inputs, shape_env,
-                 equal_groups=(), example_inputs=None, module_class="Module", input_paths=None):
+                 equal_groups=(), example_inputs=None, module_class="Module", input_paths=None,
+                 module_call_graph=None, verifiers=None):
         self._graph_module = graph_module
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -31,6 +54,14 @@ class ExportedProgram:
         # per flat input leaf: where it is in (args, kwargs), for messages ("args[2]", "kwargs['y']")
         self._input_paths = list(input_paths) if input_paths is not None else [f"input {i}" for i in
                                                                                range(len(self._const_inputs))]
+        self._module_call_graph = list(module_call_graph) if module_call_graph is not None else \
+            [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))]
+
+    @property
+    def module_call_graph(self) -> List[ModuleCallEntry]:
+        """``[ModuleCallEntry(fqn, signature)]``: the root, then every submodule in
+        ``named_modules()`` order (what ``ember.export.unflatten`` rebuilds)."""
+        return self._module_call_graph
 
     # ---- torch's attributes
     @property
@@ -158,7 +189,8 @@ class ExportedProgram:
         sig = ExportGraphSignature(list(self._graph_signature.input_specs), specs)
         return ExportedProgram(new_gm, sig, self._state_dict, self._constants, self._range_constraints,
                                self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
-                               self._example_inputs, self._module_class, self._input_paths)
+                               self._example_inputs, self._module_class, self._input_paths,
+                               module_call_graph=self._module_call_graph)
 
     def _prims_only(self):
         hit = getattr(self, "_prims_cache", None)

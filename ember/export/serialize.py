@@ -68,6 +68,7 @@ def save(ep, f) -> None:
         "equal_groups": ep._equal_groups,
         "module_class": ep._module_class,
         "input_paths": ep._input_paths,
+        "module_call_graph": ep.module_call_graph,
     }
     data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
     if isinstance(f, (str, os.PathLike)):
@@ -117,7 +118,8 @@ def load(f):
     return ExportedProgram(gm, rec["signature"], {k: _tensor_from(v) for k, v in rec["state_dict"].items()},
                            {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc, rec["in_spec"],
                            rec["out_spec"], rec["const_inputs"], env, rec["equal_groups"],
-                           module_class=rec["module_class"], input_paths=rec["input_paths"])
+                           module_class=rec["module_class"], input_paths=rec["input_paths"],
+                           module_call_graph=rec.get("module_call_graph"))
 
 
 del io

@@ -137,6 +137,27 @@ _TRAVERSALS = {"parameters", "named_parameters", "buffers", "named_buffers", "ch
                "modules", "named_modules"}
 
 
+def _record_module_call(tx, module, expr, call):
+    """Run ``call`` (the inlined forward of ``module``, read at source ``expr``) and prepend
+    ``{"<expr>@<n>": (expr, type(module))}`` to ``meta["nn_module_stack"]`` of every operator node
+    it added (``n``: how many calls of that module came before in this graph, so two calls of a
+    shared module stay apart). Only while exporting: ``ember.export`` turns it into torch's
+    ``nn_module_stack`` (fully qualified names) for ``unflatten``."""
+    graph = tx.output.graph
+    counts = tx.output.__dict__.setdefault("_module_call_counts", {})
+    n = counts.get(expr, 0)
+    counts[expr] = n + 1
+    last = next(iter(reversed(graph.nodes)), None)
+    result = call()
+    entry = {f"{expr}@{n}": (expr, type(module))}
+    for node in reversed(graph.nodes):
+        if node is last:
+            break
+        if node.op in ("call_function", "call_method", "call_module", "get_attr"):
+            node.meta["nn_module_stack"] = {**entry, **node.meta.get("nn_module_stack", {})}
+    return result
+
+
 class NNModuleVariable(VariableTracker):
     """An ember.nn.Module read from outside the frame (guarded by identity).
 
@@ -382,6 +403,13 @@ class NNModuleVariable(VariableTracker):
             g.add(f"type({e}).forward is {g.ref(fn)}", f"{type(m).__name__}.forward unchanged")
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
+        from ... import compiler as _compiler
+        if _compiler._EXPORT_DEPTH:
+            # export records which module call made each node (ember.export.unflatten)
+            return _record_module_call(tx, m, e, lambda: self._call_forward(tx, fn, hooked, args, kwargs))
+        return self._call_forward(tx, fn, hooked, args, kwargs)
+
+    def _call_forward(self, tx, fn, hooked, args, kwargs):
         if hooked:
             return self._call_with_hooks(tx, UserFunctionVariable(fn), list(args), dict(kwargs))
         return UserFunctionVariable(fn).call_function(tx, [self] + list(args), kwargs)
