@@ -61,6 +61,7 @@ sparse_csc = layout._make("sparse_csc")
 sparse_bsr = layout._make("sparse_bsr")
 sparse_bsc = layout._make("sparse_bsc")
 _mkldnn = layout._make("_mkldnn")
+jagged = layout._make("jagged")   # ember.nested's packed-values layout
 
 
 def as_layout(value):

@@ -58,6 +58,9 @@ def wrap(tx, value, source, guard=True):
         if value._sparse_layout:
             raise Unsupported(f"sparse tensors are not supported by ember.compile (a tensor with layout "
                               f"{value.layout}); the code using it runs eagerly")
+        if value.is_nested:     # ember.nested: no single shape or strides to trace
+            raise Unsupported(f"nested tensors are not supported by ember.compile (a tensor with layout "
+                              f"{value.layout}); the code using it runs eagerly")
         if source is None:
             raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
         return tx.output.add_tensor_input(value, source)

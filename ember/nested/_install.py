@@ -1,0 +1,201 @@
+"""Where nested tensors meet the rest of ember.
+
+* ``NestedTensor`` gets its methods and Python operators (``nt + 1``,
+  ``d * nt`` -- Python asks the subclass's reflected operator first).
+* ``ember.Tensor`` gets ``is_nested = False`` and ``to_padded_tensor`` (which,
+  as torch's, refuses a dense tensor).
+* A few top-level functions route a nested first argument here (``ember.matmul``,
+  ``bmm``, ``cat`` and ``F.linear``, ``softmax``, ``log_softmax``, ``layer_norm``,
+  ``dropout``, ``relu``, ``gelu``, ``silu``, ``sigmoid``, ``tanh``,
+  ``scaled_dot_product_attention``): the routing is put inside the same
+  function objects, as ember.sparse does (``_swap_code``), so fx / dynamo still
+  see the functions they know.
+
+Any other op given a nested tensor reaches a dense kernel, whose read of the
+tensor's storage raises naming the op (see ``NestedStorage``).
+"""
+from __future__ import annotations
+
+from .. import _layout as L
+from ..tensor import Tensor
+from . import _create as C
+from . import _ops as O
+from ._tensor import NestedTensor
+
+_UNARY = ("relu", "sigmoid", "tanh", "exp", "neg", "negative", "abs", "sin", "cos", "log", "sqrt", "rsqrt",
+          "square", "exp2", "expm1", "log1p", "reciprocal", "sign", "floor", "ceil", "round", "trunc", "erf",
+          "clamp", "clip", "pow", "logical_not", "isnan", "isinf", "nan_to_num", "float_power")
+
+
+def _binary_fn(name):
+    def fn(x, y):
+        from .. import ops
+        return getattr(ops.api, name)(x, y)
+    return fn
+
+
+def _binop(name, reflected=False):
+    fn = _binary_fn(name)
+
+    def method(self, other):
+        return O.binary(name, fn, other, self) if reflected else O.binary(name, fn, self, other)
+    method.__name__ = name
+    return method
+
+
+def _install_nested_methods():
+    N = NestedTensor
+    for name in _UNARY:
+        setattr(N, name, O.unary(name))
+    N.__neg__ = O.unary("neg")
+    N.__abs__ = O.unary("abs")
+    N.__pow__ = O.unary("pow")
+    for name in ("add", "sub", "mul", "div", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge",
+                 "atan2", "remainder", "fmod"):
+        setattr(N, name, _binop(name))
+    N.__add__, N.__radd__ = _binop("add"), _binop("add", True)
+    N.__sub__, N.__rsub__ = _binop("sub"), _binop("sub", True)
+    N.__mul__, N.__rmul__ = _binop("mul"), _binop("mul", True)
+    N.__truediv__, N.__rtruediv__ = _binop("div"), _binop("div", True)
+    N.__eq__, N.__ne__ = _binop("eq"), _binop("ne")
+    N.__lt__, N.__le__, N.__gt__, N.__ge__ = _binop("lt"), _binop("le"), _binop("gt"), _binop("ge")
+    N.__hash__ = Tensor.__hash__
+    N.multiply, N.subtract, N.divide, N.true_divide = N.mul, N.sub, N.div, N.div
+    N.sigmoid = O.unary("sigmoid")
+    N.softmax = lambda self, dim, dtype=None: O.softmax(self, dim, dtype)
+    N.log_softmax = lambda self, dim, dtype=None: O.softmax(self, dim, dtype, log=True)
+    N.sum = lambda self, dim=None, keepdim=False, *, dtype=None: O.reduce(self, "sum", dim, keepdim, dtype)
+    N.mean = lambda self, dim=None, keepdim=False, *, dtype=None: O.reduce(self, "mean", dim, keepdim, dtype)
+    N.transpose = O.transpose
+    N.contiguous = O.contiguous
+    N.reshape = lambda self, *shape: O.reshape(self, *shape)
+    N.view = lambda self, *shape: O.reshape(self, *shape, view=True)
+    N.matmul = N.__matmul__ = O.matmul
+    N.__rmatmul__ = lambda self, other: O.matmul(other, self)
+    N.bmm = O.bmm
+    N.clone = lambda self, *, memory_format=None: O.contiguous(self) if self._perm is not None \
+        else O.map_values(self, lambda v: v.clone())
+    N.detach = lambda self: O.map_values(self, lambda v: v.detach())
+    N.to_padded_tensor = C.to_padded_tensor
+    N.to = _to
+    N.double = lambda self, memory_format=None: O.to(self, _dt("float64"))
+    N.float = lambda self, memory_format=None: O.to(self, _dt("float32"))
+    N.half = lambda self, memory_format=None: O.to(self, _dt("float16"))
+    N.type_as = lambda self, other: O.to(self, other.dtype)
+    N.cpu = lambda self, memory_format=None: O.to(self, device="cpu")
+
+
+def _dt(name):
+    from .. import types
+    return getattr(types, name)
+
+
+def _to(self, *args, **kwargs):
+    from .. import types as _t
+    dtype, device = kwargs.get("dtype"), kwargs.get("device")
+    for a in args:
+        if isinstance(a, _t.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (str, _t.device)):
+            device = a
+    return O.to(self, dtype, device)
+
+
+def _dense_to_padded(self, padding, output_size=None):
+    return C.to_padded_tensor(self, padding, output_size)
+
+
+def _install_dense_methods():
+    Tensor.is_nested = False
+    Tensor.to_padded_tensor = _dense_to_padded
+
+
+def _first_nested(*names):
+    return " or ".join("{}.__class__ is _EmberNestedTensor".format(n) for n in names)
+
+
+def _route(fn, cond, impl):
+    """Put "if ``cond``: ``impl(...)``" into ``fn``'s own code (ember.sparse's mechanism)."""
+    from ..sparse._install import _swap_code
+    if getattr(fn, "_ember_nested_routed", False):
+        return
+    had = fn.__dict__.get("_ember_sparse_inner", None)
+    fn.__globals__["_EmberNestedTensor"] = NestedTensor
+    _swap_code(fn, cond, impl, "nested")
+    if had is not None:
+        fn._ember_sparse_inner = had
+    else:
+        del fn._ember_sparse_inner
+    fn._ember_nested_routed = True
+
+
+def _unary_impl(name):
+    def impl(input, *args, **kwargs):
+        return getattr(input, name)()
+    return impl
+
+
+def _gelu_impl(input, approximate="none"):
+    F = O._F()
+    return O.map_values(input, lambda v: F.gelu(v, approximate=approximate))
+
+
+def _silu_impl(input, inplace=False):
+    F = O._F()
+    return O.map_values(input, lambda v: F.silu(v))
+
+
+def _relu_impl(input, inplace=False):
+    return input.relu()
+
+
+def _softmax_impl(log):
+    def impl(input, dim=None, _stacklevel=3, dtype=None):
+        if dim is None:
+            raise RuntimeError("softmax(): dim is required for a nested tensor")
+        return O.softmax(input, dim, dtype, log=log)
+    return impl
+
+
+def install(ember_module):
+    """Run once by ``ember/__init__``."""
+    _install_nested_methods()
+    _install_dense_methods()
+    from ..nn import functional as F
+    g = ember_module.__dict__
+    routes = [
+        (g.get("matmul"), "self", "other", lambda self, other, out=None: O.matmul(self, other)),
+        (g.get("bmm"), "self", "mat2", lambda self, mat2, out=None: O.bmm(self, mat2)),
+        (F.linear, "input", None, O.linear),
+        (F.layer_norm, "input", None, O.layer_norm),
+        (F.dropout, "input", None, O.dropout),
+        (F.softmax, "input", None, _softmax_impl(False)),
+        (F.log_softmax, "input", None, _softmax_impl(True)),
+        (F.relu, "input", None, _relu_impl),
+        (F.gelu, "input", None, _gelu_impl),
+        (F.silu, "input", None, _silu_impl),
+        (F.scaled_dot_product_attention, "query", None, O.scaled_dot_product_attention),
+    ]
+    for fn, a, b, impl in routes:
+        if fn is None:
+            continue
+        cond = _first_nested(a, b) if b else _first_nested(a)
+        _route(fn, cond, impl)
+    _route_cat(g)
+
+
+def _route_cat(g):
+    fn = g.get("cat")
+    if fn is None:
+        return
+    impl = lambda tensors, dim=0, *, out=None, axis=None: O.cat(tensors, dim if axis is None else axis)  # noqa: E731
+    cond = "type(tensors) in (list, tuple) and len(tensors) > 0 and tensors[0].__class__ is _EmberNestedTensor"
+    import inspect
+    if [p.name for p in inspect.signature(fn, follow_wrapped=False).parameters.values()][:1] != ["tensors"]:
+        return
+    _route(fn, cond, impl)
+
+
+_ = L
