@@ -52,6 +52,109 @@ def _gru_cell(gi, h, w_hh, b_hh):
     return (1 - z) * n + z * h
 
 
+# mode -> (step(gi, state, w_hh, b_hh[, w_hr]) -> state, output(state) -> y)
+_CELLS = {"LSTM": (_lstm_cell, lambda s: s[0]), "GRU": (_gru_cell, lambda s: s),
+          "RNN_TANH": (_rnn_tanh_cell, lambda s: s), "RNN_RELU": (_rnn_relu_cell, lambda s: s)}
+
+
+def run_layers(mode, x, hx, layer_weights, num_layers, bidirectional, dropout, training, batch_sizes=None):
+    """The stacked (bi)directional recurrence shared by nn.RNN/LSTM/GRU and ember.lstm/gru/rnn_*.
+
+    mode: "LSTM", "GRU", "RNN_TANH" or "RNN_RELU". x: (L, N, Hin), or packed data
+    (sum(batch_sizes), Hin) when ``batch_sizes`` (a list of ints) is given; hx: per (layer,
+    direction) state ((h, c) for LSTM); layer_weights(layer, direction) -> (w_ih, w_hh, b_ih,
+    b_hh, w_hr), None where absent. Dropout (p=``dropout``) falls between layers when ``training``.
+    Returns output (L, N, D*H) / (sum(batch_sizes), D*H) and the final states."""
+    em = _api()
+    num_directions = 2 if bidirectional else 1
+    seq_len = x.shape[0]
+    finals = []
+    layer_input = x
+    for layer in range(num_layers):
+        outs = []
+        for direction in range(num_directions):
+            idx = layer * num_directions + direction
+            w_ih, w_hh, b_ih, b_hh, w_hr = layer_weights(layer, direction)
+            gi_all = F.linear(layer_input, w_ih, b_ih)  # (L, N, G)
+            if batch_sizes is not None:
+                out, state = _run_packed(mode, gi_all, hx[idx], batch_sizes, direction == 1, w_hh, b_hh, w_hr)
+                outs.append(out)
+                finals.append(state)
+                continue
+            state = hx[idx]
+            steps = range(seq_len - 1, -1, -1) if direction == 1 else range(seq_len)
+            ys = [None] * seq_len
+            for t in steps:
+                gi = gi_all[t]
+                if mode == "LSTM":
+                    state = _lstm_cell(gi, state, w_hh, b_hh, w_hr)
+                    ys[t] = state[0]
+                elif mode == "GRU":
+                    state = _gru_cell(gi, state, w_hh, b_hh)
+                    ys[t] = state
+                elif mode == "RNN_TANH":
+                    state = _rnn_tanh_cell(gi, state, w_hh, b_hh)
+                    ys[t] = state
+                else:
+                    state = _rnn_relu_cell(gi, state, w_hh, b_hh)
+                    ys[t] = state
+            outs.append(em.stack(ys, 0))
+            finals.append(state)
+        layer_output = outs[0] if num_directions == 1 else em.cat(outs, -1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            layer_output = F.dropout(layer_output, dropout, True)
+        layer_input = layer_output
+    return layer_input, finals
+
+
+def _run_packed(mode, gi_all, h0, batch_sizes, reverse, w_hh, b_hh, w_hr):
+    """One direction of one layer over packed rows: step t sees the first batch_sizes[t] (sorted,
+    longest first) sequences. Forward: rows that end drop out of the running state and are kept as
+    final states. Reverse: each sequence starts at its own last step from its h0 row. Returns the
+    packed output (sum(batch_sizes), H) and the final state of every sequence (N rows)."""
+    em = _api()
+    step, output = _CELLS[mode]
+    lstm = mode == "LSTM"
+    extra = (w_hr,) if lstm else ()
+
+    def take(state, lo, hi):
+        return tuple(s[lo:hi] for s in state) if lstm else state[lo:hi]
+
+    def join(parts):
+        if len(parts) == 1:
+            return parts[0]
+        if lstm:
+            return tuple(em.cat([p[k] for p in parts], 0) for k in range(2))
+        return em.cat(parts, 0)
+
+    offsets = [0]
+    for n in batch_sizes:
+        offsets.append(offsets[-1] + n)
+    T = len(batch_sizes)
+    ys = [None] * T
+    if not reverse:
+        state, cur, done = h0, batch_sizes[0], []
+        for t in range(T):
+            n = batch_sizes[t]
+            if n < cur:
+                done.append(take(state, n, cur))
+                state, cur = take(state, 0, n), n
+            state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
+            ys[t] = output(state)
+        final = join([state] + done[::-1])
+    else:
+        cur = batch_sizes[-1]
+        state = take(h0, 0, cur)
+        for t in range(T - 1, -1, -1):
+            n = batch_sizes[t]
+            if n > cur:
+                state, cur = join([state, take(h0, cur, n)]), n
+            state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
+            ys[t] = output(state)
+        final = state
+    return (ys[0] if T == 1 else em.cat(ys, 0)), final
+
+
 class RNNBase(Module):
     """Shared machinery of RNN, LSTM and GRU."""
 
@@ -173,105 +276,14 @@ class RNNBase(Module):
 
     def _cell(self):
         """(step(gi, state) -> state, output(state) -> y) of this module's recurrence."""
-        if self.mode == "LSTM":
-            return _lstm_cell, lambda s: s[0]
-        if self.mode == "GRU":
-            return _gru_cell, lambda s: s
-        if self.mode == "RNN_TANH":
-            return _rnn_tanh_cell, lambda s: s
-        return _rnn_relu_cell, lambda s: s
+        return _CELLS[self.mode]
 
     def _run(self, x, hx, batch_sizes=None):
         """x: (L, N, Hin), or packed data (sum(batch_sizes), Hin) when ``batch_sizes`` (a list of ints) is
         given; hx: per (layer, direction) state. Returns output (L, N, D*H) / (sum(batch_sizes), D*H) and
         the final states."""
-        em = _api()
-        num_directions = 2 if self.bidirectional else 1
-        seq_len = x.shape[0]
-        finals = []
-        layer_input = x
-        for layer in range(self.num_layers):
-            outs = []
-            for direction in range(num_directions):
-                idx = layer * num_directions + direction
-                w_ih, w_hh, b_ih, b_hh, w_hr = self._layer_weights(layer, direction)
-                gi_all = F.linear(layer_input, w_ih, b_ih)  # (L, N, G)
-                if batch_sizes is not None:
-                    out, state = self._run_packed(gi_all, hx[idx], batch_sizes, direction == 1, w_hh, b_hh, w_hr)
-                    outs.append(out)
-                    finals.append(state)
-                    continue
-                state = hx[idx]
-                steps = range(seq_len - 1, -1, -1) if direction == 1 else range(seq_len)
-                ys = [None] * seq_len
-                for t in steps:
-                    gi = gi_all[t]
-                    if self.mode == "LSTM":
-                        state = _lstm_cell(gi, state, w_hh, b_hh, w_hr)
-                        ys[t] = state[0]
-                    elif self.mode == "GRU":
-                        state = _gru_cell(gi, state, w_hh, b_hh)
-                        ys[t] = state
-                    elif self.mode == "RNN_TANH":
-                        state = _rnn_tanh_cell(gi, state, w_hh, b_hh)
-                        ys[t] = state
-                    else:
-                        state = _rnn_relu_cell(gi, state, w_hh, b_hh)
-                        ys[t] = state
-                outs.append(em.stack(ys, 0))
-                finals.append(state)
-            layer_output = outs[0] if num_directions == 1 else em.cat(outs, -1)
-            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
-                layer_output = F.dropout(layer_output, self.dropout, True)
-            layer_input = layer_output
-        return layer_input, finals
-
-    def _run_packed(self, gi_all, h0, batch_sizes, reverse, w_hh, b_hh, w_hr):
-        """One direction of one layer over packed rows: step t sees the first batch_sizes[t] (sorted,
-        longest first) sequences. Forward: rows that end drop out of the running state and are kept as
-        final states. Reverse: each sequence starts at its own last step from its h0 row. Returns the
-        packed output (sum(batch_sizes), H) and the final state of every sequence (N rows)."""
-        em = _api()
-        step, output = self._cell()
-        lstm = self.mode == "LSTM"
-        extra = (w_hr,) if lstm else ()
-
-        def take(state, lo, hi):
-            return tuple(s[lo:hi] for s in state) if lstm else state[lo:hi]
-
-        def join(parts):
-            if len(parts) == 1:
-                return parts[0]
-            if lstm:
-                return tuple(em.cat([p[k] for p in parts], 0) for k in range(2))
-            return em.cat(parts, 0)
-
-        offsets = [0]
-        for n in batch_sizes:
-            offsets.append(offsets[-1] + n)
-        T = len(batch_sizes)
-        ys = [None] * T
-        if not reverse:
-            state, cur, done = h0, batch_sizes[0], []
-            for t in range(T):
-                n = batch_sizes[t]
-                if n < cur:
-                    done.append(take(state, n, cur))
-                    state, cur = take(state, 0, n), n
-                state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
-                ys[t] = output(state)
-            final = join([state] + done[::-1])
-        else:
-            cur = batch_sizes[-1]
-            state = take(h0, 0, cur)
-            for t in range(T - 1, -1, -1):
-                n = batch_sizes[t]
-                if n > cur:
-                    state, cur = join([state, take(h0, cur, n)]), n
-                state = step(gi_all[offsets[t]:offsets[t + 1]], state, w_hh, b_hh, *extra)
-                ys[t] = output(state)
-            final = state
-        return (ys[0] if T == 1 else em.cat(ys, 0)), final
+        return run_layers(self.mode, x, hx, self._layer_weights, self.num_layers, self.bidirectional,
+                          self.dropout, self.training, batch_sizes)
 
     def _prepare(self, input):
         """-> (x, batched, packed): x is (L, N, Hin), or the packed data (sum(batch_sizes), Hin) when
