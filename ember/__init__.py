@@ -21,9 +21,6 @@ from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
                     int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types,
                     complex64, complex128)
-# torch's partially supported dtypes (ember/ops/limited_dtypes.py says which ops run on them)
-from .types import (uint16, uint32, uint64, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,  # noqa: E402
-                    float8_e5m2fnuz, float8_e8m0fnu)
 from .tensor import Parameter, Tensor
 from . import ops as _ops
 from .ops import api as _api
@@ -80,11 +77,6 @@ _export_api()
 from .sparse import _install as _sparse_install  # noqa: E402
 _sparse_install.install(__import__("sys").modules[__name__])
 del _sparse_install
-
-# quantized tensors: ember.qint8/quint8/qint32, quantize_per_tensor, the qschemes, Tensor.dequantize (ember/_quantized)
-from ._quantized import install as _q_install  # noqa: E402
-_q_install.install(globals())
-del _q_install
 
 # nested tensors: methods and the routing of matmul/bmm/cat/F.linear/... for them (ember/nested)
 from ._layout import jagged  # noqa: E402
@@ -159,7 +151,7 @@ def __getattr__(name):
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
                 "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing",
-                "distributed", "accelerator", "version", "overrides", "_C", "masked"):
+                "distributed", "accelerator", "version", "masked"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
@@ -169,18 +161,11 @@ def __getattr__(name):
     if name == "get_device_module":         # torch.get_device_module (ember/accelerator.py)
         from .accelerator import get_device_module
         return get_device_module
-    if name in ("ao", "quantization"):     # ember.ao.quantization, and its deprecated alias ember.quantization
-        mod = _lazy(name)
-        globals()[name] = mod
-        return mod
     if name in ("save", "load"):
         mod = _lazy("serialization")
         return getattr(mod, name)
     if name in ("cond", "while_loop"):      # torch.cond / torch.while_loop (ember/_higher_order_ops.py)
         return getattr(_lazy("_higher_order_ops"), name)
-    if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):   # ember/_torch_function.py
-        from . import _torch_function
-        return getattr(_torch_function, name)
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile
@@ -199,9 +184,3 @@ def __getattr__(name):
     if name in aliases.NAMES:     # torch.max_pool2d, torch.kl_div(..., reduction=1), ...
         return getattr(aliases, name)
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
-
-
-# ops refuse the dtypes torch runs few kernels on (uint16/32/64, float8) as torch does; once every
-# op is registered (ember/ops/limited_dtypes.py)
-from .ops import limited_dtypes as _limited_dtypes  # noqa: E402
-_limited_dtypes.install()
