@@ -176,6 +176,10 @@ def __getattr__(name):
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap
+    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
+        mod = _lazy("onnx")
+        globals()[name] = mod
+        return mod
     if name in _TOP_LEVEL_FROM:             # torch names kept in their own modules (see _TOP_LEVEL_FROM)
         return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
     if not name.startswith("_") and hasattr(_api, name):
