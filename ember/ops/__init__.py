@@ -40,6 +40,7 @@ with _binding_cache.group("ops"):
     from . import linalg_api, scatter_views, windows, misc_api  # noqa: F401
     from . import sampling_extra  # noqa: F401
     from . import linalg_extra  # noqa: F401
+    from . import linalg_legacy  # noqa: F401  (geqrf/orgqr/ormqr; the removed solve/lstsq/eig/symeig/matrix_rank)
     from . import complex_ops  # noqa: F401
     from . import special_extra, special_bessel  # noqa: F401
     from . import torch_compat  # noqa: F401  (legacy tensor types, sym_*, nonzero_static, ...)
