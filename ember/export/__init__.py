@@ -9,16 +9,17 @@ from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind,
 from ._trace import export
 from .serialize import load, save
 from .unflatten import FlatArgsAdapter, unflatten
+from .pytree_types import register_dataclass
 from .exported_program import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
            "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument", "ValueRange",
            "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule",
-           "ModuleCallEntry", "ModuleCallSignature"]
+           "ModuleCallEntry", "ModuleCallSignature", "register_dataclass"]
 
 
 def __getattr__(name):
     if name in ("UnflattenedModule", "InterpreterModule"):
-        from . import unflatten as _unflatten_mod
-        return getattr(_unflatten_mod, name)
+        import sys
+        return getattr(sys.modules[__name__ + ".unflatten"], name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,6 +53,7 @@ def _bind(mod, args, kwargs) -> Dict[str, Any]:
 def _leaf_names(bound: Dict[str, Any]) -> Dict[int, str]:
     """id(tensor) -> placeholder name (``x``, ``xs_0``, ``d_a``), like torch's."""
     from ..tensor import Tensor
+    from ..utils._pytree import SUPPORTED_NODES
     names: Dict[int, str] = {}
 
     def walk(v, name):
@@ -64,6 +65,12 @@ def _leaf_names(bound: Dict[str, Any]) -> Dict[int, str]:
         elif isinstance(v, dict):
             for k, x in v.items():
                 walk(x, f"{name}_{k}")
+        else:
+            node = SUPPORTED_NODES.get(type(v))
+            if node is not None and node.flatten_with_keys_fn is not None:
+                # a registered dataclass: ``inp_a`` for field ``a`` of argument ``inp`` (torch's names)
+                for key, x in node.flatten_with_keys_fn(v)[0]:
+                    walk(x, f"{name}_{getattr(key, 'name', getattr(key, 'key', getattr(key, 'idx', '')))}")
     for k, v in bound.items():
         walk(v, k)
     return names

@@ -10,7 +10,7 @@ import io
 import os
 import pickle
 
-FORMAT = ("ember.export", 1)
+FORMAT = ("ember.export", 2)     # 2: pytree specs by serialized type name, module_call_graph
 
 
 def _tensor_record(t):
@@ -40,6 +40,7 @@ def save(ep, f) -> None:
     """Write ``ep`` to ``f`` (a path or a binary file object)."""
     from ..aot.cache import graph_blob
     from .exported_program import ExportedProgram
+    from .pytree_types import spec_to_record
     if not isinstance(ep, ExportedProgram):
         raise TypeError(f"ember.export.save() expects an ExportedProgram, got {type(ep).__name__}")
     gm = ep.graph_module
@@ -60,15 +61,15 @@ def save(ep, f) -> None:
         "state_dict": {k: _tensor_record(v) for k, v in ep.state_dict.items()},
         "constants": {k: _tensor_record(v) for k, v in ep.constants.items()},
         "range_constraints": ep.range_constraints,
-        "in_spec": ep._in_spec,
-        "out_spec": ep._out_spec,
+        "in_spec": spec_to_record(ep._in_spec),
+        "out_spec": spec_to_record(ep._out_spec),
         "const_inputs": ep._const_inputs,
         "symbols": {str(s): v for s, v in env.var_to_val.items()} if env is not None else None,
         "guards": list(env.guards) if env is not None else [],
         "equal_groups": ep._equal_groups,
         "module_class": ep._module_class,
         "input_paths": ep._input_paths,
-        "module_call_graph": ep.module_call_graph,
+        "module_call_graph": [_entry_record(e) for e in ep.module_call_graph],
     }
     data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
     if isinstance(f, (str, os.PathLike)):
@@ -96,6 +97,7 @@ def load(f):
     """Read an ExportedProgram written by :func:`save` (a path or a binary file object)."""
     from ..aot.cache import _load_graph
     from .exported_program import ExportedProgram
+    from .pytree_types import spec_from_record
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             data = fh.read()
@@ -115,11 +117,34 @@ def load(f):
     if env is not None:
         by_name = {str(s): s for s in env.var_to_val}
         rc = {by_name.get(str(k), k): v for k, v in rec["range_constraints"].items()}
+    calls = rec.get("module_call_graph")
     return ExportedProgram(gm, rec["signature"], {k: _tensor_from(v) for k, v in rec["state_dict"].items()},
-                           {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc, rec["in_spec"],
-                           rec["out_spec"], rec["const_inputs"], env, rec["equal_groups"],
+                           {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc,
+                           spec_from_record(rec["in_spec"]), spec_from_record(rec["out_spec"]),
+                           rec["const_inputs"], env, rec["equal_groups"],
                            module_class=rec["module_class"], input_paths=rec["input_paths"],
-                           module_call_graph=rec.get("module_call_graph"))
+                           module_call_graph=[_entry_from(e) for e in calls] if calls is not None else None)
+
+
+def _entry_record(entry):
+    """A ModuleCallEntry with its pytree specs in picklable form (see ``pytree_types``)."""
+    from .pytree_types import spec_to_record
+    sig = entry.signature
+    if sig is None:
+        return (entry.fqn, None)
+    return (entry.fqn, (sig.inputs, sig.outputs, spec_to_record(sig.in_spec), spec_to_record(sig.out_spec),
+                        sig.forward_arg_names))
+
+
+def _entry_from(rec):
+    from .exported_program import ModuleCallEntry, ModuleCallSignature
+    from .pytree_types import spec_from_record
+    fqn, sig = rec
+    if sig is None:
+        return ModuleCallEntry(fqn)
+    inputs, outputs, in_spec, out_spec, names = sig
+    return ModuleCallEntry(fqn, ModuleCallSignature(inputs, outputs, spec_from_record(in_spec),
+                                                    spec_from_record(out_spec), names))
 
 
 del io
