@@ -63,17 +63,15 @@ def _finish_inplace(self, res):
 
 # ---------------------------------------------------------------------- unary
 def _unary_check(args, kwargs):
-    if kwargs:
-        raise ValueError("MaskedTensor unary ops require that len(kwargs) == 0. If you need support for "
-                         "this, please open an issue on Github.")
-    if any(isinstance(a, Tensor) for a in args):
+    # (torch's keyword arguments reach its MaskedTensor as positional ones: clamp(min=0) works)
+    if any(isinstance(a, Tensor) for a in tuple(args) + tuple(kwargs.values())):
         raise TypeError("MaskedTensor unary ops do not support additional Tensor arguments")
 
 
 def _unary(name):
     def method(self, *args, **kwargs):
         _unary_check(args, kwargs)
-        return as_masked_tensor(getattr(self.get_data(), name)(*args), self._masked_mask)
+        return as_masked_tensor(getattr(self.get_data(), name)(*args, **kwargs), self._masked_mask)
     method.__name__ = name
     method.__doc__ = f"``{name}`` of the data; the mask is kept."
     return method
@@ -83,7 +81,7 @@ def _inplace_unary(name):
     def method(self, *args, **kwargs):
         _unary_check(args, kwargs)
         _inplace_guard(self, name)
-        return _finish_inplace(self, getattr(_plain(self._masked_data), name)(*args))
+        return _finish_inplace(self, getattr(_plain(self._masked_data), name)(*args, **kwargs))
     method.__name__ = name
     return method
 
@@ -277,7 +275,7 @@ _OPERATORS = {   # Python operator -> the op it is in PyTorch
     "__mod__": "remainder", "__and__": "bitwise_and", "__or__": "bitwise_or", "__xor__": "bitwise_xor",
     "__lshift__": "bitwise_left_shift", "__rshift__": "bitwise_right_shift", "__eq__": "eq", "__ne__": "ne",
     "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge"}
-_REFLECTED = {"__radd__": "add", "__rsub__": "sub", "__rmul__": "mul", "__rtruediv__": "div",
+_REFLECTED = {"__radd__": "add", "__rmul__": "mul", "__rtruediv__": "div",
               "__rfloordiv__": "floor_divide", "__rmod__": "remainder", "__rand__": "bitwise_and",
               "__ror__": "bitwise_or", "__rxor__": "bitwise_xor"}
 _INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_", "__itruediv__": "div_",
@@ -314,6 +312,7 @@ def install():
     C.__pos__ = C.positive
     C.__pow__ = C.pow
     C.__rpow__ = _rpow
+    C.__rsub__ = _rsub
     for n in REDUCE_NAMES:
         setattr(C, n, _reduction(n))
     for n in PASSTHROUGH_NAMES:
@@ -332,6 +331,11 @@ def install():
     for n in ("to_sparse", "to_sparse_coo", "to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
               "to_sparse_bsc"):
         setattr(C, n, _no_sparse(n))
+
+
+def _rsub(self, other):
+    """``number - mt``: PyTorch's MaskedTensor has no rule for rsub, so Python's TypeError."""
+    return NotImplemented
 
 
 def _rpow(self, other):

@@ -80,6 +80,7 @@ class MaskedTensor(Tensor):
     """A tensor whose elements where ``mask`` is False are unspecified (see the module doc)."""
 
     _sparse_layout = True
+    _compile_unsupported = "a MaskedTensor is not supported by ember.compile; the code using it runs eagerly"
 
     def __new__(cls, data, mask, requires_grad=False):
         _validate(data, mask)
@@ -154,7 +155,7 @@ class MaskedTensor(Tensor):
 
     def item(self):
         if not bool(self._masked_mask.all()):
-            raise ValueError("__torch_dispatch__, aten._local_scalar_dense.default: expected a mask tensor")
+            raise ValueError("__torch_dispatch__, aten._local_scalar_dense: expected a mask tensor")
         return self._masked_data.item()
 
     def __bool__(self):

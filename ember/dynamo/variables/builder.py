@@ -56,7 +56,8 @@ def wrap(tx, value, source, guard=True):
     g = tx.output.guards if (guard and source is not None) else None
     if isinstance(value, Tensor):
         if value._sparse_layout:
-            raise Unsupported(f"sparse tensors are not supported by ember.compile (a tensor with layout "
+            raise Unsupported(getattr(value, "_compile_unsupported", None) or  # MaskedTensor's own words
+                              f"sparse tensors are not supported by ember.compile (a tensor with layout "
                               f"{value.layout}); the code using it runs eagerly")
         if value.is_nested:     # ember.nested: no single shape or strides to trace
             raise Unsupported(f"nested tensors are not supported by ember.compile (a tensor with layout "
