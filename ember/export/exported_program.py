@@ -133,14 +133,24 @@ class ExportedProgram:
 
     def run_decompositions(self, decomp_table: Optional[dict] = None) -> "ExportedProgram":
         """A new program whose graph is decomposed to ember's prims (``decomp_table``: op ->
-        function, default the prim decomposition table), traced again functionally."""
+        function, default ``default_decompositions()``; an op missing from the table stays whole),
+        traced again functionally."""
         from ._trace import _trace_functional
         from ..fx.graph import Graph
         from ..fx.graph_module import GraphModule
         from ..ops import api as _api
+        from .decomp_utils import CustomDecompTable
         if decomp_table is None:
             from ..prims.table import decomposition_table
             decomp_table = decomposition_table()
+        elif isinstance(decomp_table, CustomDecompTable):
+            decomp_table = decomp_table.materialize()
+        elif isinstance(decomp_table, dict):
+            from .decomp_utils import _key
+            decomp_table = {_key(k): v for k, v in decomp_table.items()}
+        else:
+            raise TypeError(f"run_decompositions: decomp_table must be a dict (or default_decompositions()), "
+                            f"got {type(decomp_table).__name__}")
         gm = self._graph_module
         phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
         examples = []
