@@ -78,6 +78,11 @@ from .sparse import _install as _sparse_install  # noqa: E402
 _sparse_install.install(__import__("sys").modules[__name__])
 del _sparse_install
 
+# quantized tensors: ember.qint8/quint8/qint32, quantize_per_tensor, the qschemes, Tensor.dequantize (ember/_quantized)
+from ._quantized import install as _q_install  # noqa: E402
+_q_install.install(globals())
+del _q_install
+
 # nested tensors: methods and the routing of matmul/bmm/cat/F.linear/... for them (ember/nested)
 from ._layout import jagged  # noqa: E402
 from .nested import _install as _nested_install  # noqa: E402
@@ -161,6 +166,10 @@ def __getattr__(name):
     if name == "get_device_module":         # torch.get_device_module (ember/accelerator.py)
         from .accelerator import get_device_module
         return get_device_module
+    if name in ("ao", "quantization"):     # ember.ao.quantization, and its deprecated alias ember.quantization
+        mod = _lazy(name)
+        globals()[name] = mod
+        return mod
     if name in ("save", "load"):
         mod = _lazy("serialization")
         return getattr(mod, name)

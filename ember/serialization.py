@@ -89,7 +89,12 @@ class _Writer:
             return {"t": "ref", "v": self.by_id[id(t)]}
         if t._fake:
             raise TypeError(f"ember.save cannot store a fake tensor (at {path})")
-        arr = np.asarray(_host(t.detach()._data))
+        quant = None
+        if t.is_quantized:      # the integers as data, the quantizer in the node (ember/_quantized/serial.py)
+            from ._quantized.serial import saved_form
+            arr, quant = saved_form(t)
+        else:
+            arr = np.asarray(_host(t.detach()._data))
         if not arr.flags.c_contiguous:
             arr = arr.copy(order="C")  # (np.ascontiguousarray would turn 0-d into 1-d)
         if arr.dtype.byteorder == ">":
@@ -101,6 +106,8 @@ class _Writer:
         node = {"t": "tensor", "id": index, "dtype": t.dtype.name, "shape": list(arr.shape),
                 "device": str(t.device), "requires_grad": bool(t.requires_grad),
                 "parameter": isinstance(t, Parameter)}
+        if quant is not None:
+            node["quant"] = quant
         return node
 
 
@@ -244,7 +251,11 @@ class _Reader:
         arr = np.frombuffer(raw, dtype=np_dt.newbyteorder("<")).astype(np_dt, copy=True).reshape(node["shape"])
         dtype = getattr(ember, name)
         loc = self._location(node["device"])
-        t = ember.tensor(arr, dtype=dtype)
+        if "quant" in node:     # a quantized tensor (ember/_quantized/serial.py)
+            from ._quantized.serial import from_saved
+            t = from_saved(arr, name, node["quant"])
+        else:
+            t = ember.tensor(arr, dtype=dtype)
         if loc is not None and loc != "cpu":
             dev = _t.device(loc)
             if dev.type == "cuda" and not ember.cuda.is_available():

@@ -91,6 +91,18 @@ _BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=in
                 long=int64, cfloat=complex64, cdouble=complex128)
 _BY_NP = {d.np: d for d in ALL_DTYPES}
 
+# -- quantized dtypes (ember/_quantized): each element is an integer of ``.np`` read through the
+# tensor's scale and zero point. Deliberately outside ALL_DTYPES, _BY_NP and the promotion table:
+# no dense op computes on them (a quantized tensor's storage refuses dense reads).
+qint8 = dtype("qint8", np.int8, 1, "QInt8")
+quint8 = dtype("quint8", np.uint8, 1, "QUInt8")
+qint32 = dtype("qint32", np.int32, 1, "QInt32")
+quint4x2 = dtype("quint4x2", np.uint8, 1, "QUInt4x2")
+quint2x4 = dtype("quint2x4", np.uint8, 1, "QUInt2x4")
+quint8.is_signed = quint4x2.is_signed = quint2x4.is_signed = False
+QUANTIZED_DTYPES = (qint8, quint8, qint32, quint4x2, quint2x4)
+_BY_NAME.update((d.name, d) for d in QUANTIZED_DTYPES)
+
 
 def _complex32_error():
     """complex32 (chalf) has no numpy dtype, so ember cannot store it: one clear error for the

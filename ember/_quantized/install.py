@@ -1,0 +1,41 @@
+"""Where quantized tensors meet the rest of ember: top-level names (``ember.qint8``,
+``ember.quantize_per_tensor``, ``ember.per_tensor_affine``, ...) and the quantization methods
+of dense tensors (``dequantize`` returns the tensor itself, the quantizer accessors raise
+torch's "no CPU kernel" error, ``is_quantized`` is False)."""
+from __future__ import annotations
+
+from .. import types as _t
+from ..tensor import Tensor
+
+
+def _no_cpu_kernel(name):
+    def method(self, *args, **kwargs):
+        raise NotImplementedError(f"Could not run 'aten::{name}' with arguments from the 'CPU' backend. "
+                                  f"'{name}' needs a quantized tensor (ember.quantize_per_tensor / "
+                                  f"quantize_per_channel), got a dense {self.dtype} tensor.")
+    method.__name__ = name
+    return method
+
+
+def _dense_dequantize(self):
+    """A dense tensor is its own dequantization (as torch)."""
+    return self
+
+
+def install(g):
+    from . import schemes as QS
+    from . import functions as F
+    for d in _t.QUANTIZED_DTYPES:
+        g[d.name] = d
+    g["qscheme"] = QS.qscheme
+    for s in QS.ALL:
+        g[s.name] = s
+    for name in ("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic", "dequantize",
+                 "int_repr"):
+        g[name] = getattr(F, name)
+    Tensor.is_quantized = False
+    Tensor.dequantize = _dense_dequantize
+    for name in ("int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
+                 "q_per_channel_axis", "qscheme"):
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, _no_cpu_kernel(name))

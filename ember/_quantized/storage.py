@@ -1,0 +1,91 @@
+"""What a quantized tensor puts where a dense tensor keeps its array.
+
+A quantized tensor is an ``ember.Tensor`` (as in torch), so every op written for
+dense tensors accepts it and its kernel reads ``tensor._data``. Those kernels
+would compute on the integers as if they were the values -- a silent wrong
+answer -- so ``_data`` is a ``QuantizedStorage``: it answers the shape the
+dispatcher reads without looking at values, and any other use (numpy's array
+protocols, attribute reads, indexing, arithmetic) raises torch's error for an
+op without a QuantizedCPU kernel, naming the op (found on the stack, as for
+sparse tensors). The integers live in the tensor's ``_irepr``.
+"""
+from __future__ import annotations
+
+# ops torch 2.13 runs on quantized tensors that ember does not (yet): a clear
+# NotImplementedError instead of torch's "no kernel" error, which would be wrong for them
+TORCH_HAS_QUANTIZED_KERNEL = frozenset((
+    "relu", "relu_", "cat", "stack", "max", "min", "mean", "sort", "topk", "flip", "clamp", "hardtanh",
+    "sigmoid", "tanh", "max_pool2d", "max_pool1d", "avg_pool2d", "adaptive_avg_pool2d", "index_select",
+    "masked_fill", "masked_fill_", "fill_", "copy_", "repeat", "as_strided", "expand", "chunk", "split",
+    "unbind", "eq", "ne", "lt", "le", "gt", "ge", "getitem", "setitem", "upsample_nearest2d",
+    "interpolate", "hardswish", "leaky_relu", "elu", "gelu", "layer_norm", "group_norm", "instance_norm",
+    "flatten", "reshape", "view", "transpose", "permute", "squeeze", "unsqueeze", "select", "narrow",
+    "slice", "clone", "contiguous", "t", "detach", "dequantize", "empty_like", "quantized_max_pool2d"))
+
+
+def _running_op():
+    from ..sparse._storage import _running_op as find
+    return find()
+
+
+def quantized_unsupported(what=None):
+    op = _running_op()
+    name = getattr(op, "name", None)
+    if name is not None and name in TORCH_HAS_QUANTIZED_KERNEL:
+        return NotImplementedError(
+            f"ember.quantization: '{name}' on a quantized tensor is not supported as this function; ember "
+            f"supports the Tensor methods view/reshape/flatten/transpose/permute/select/indexing/contiguous/"
+            f"clone/dequantize/int_repr/relu on quantized tensors, or dequantize() first")
+    if name is not None:
+        return NotImplementedError(
+            f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. ember has no "
+            f"quantized kernel for '{name}'; call .dequantize() on the quantized tensor first.")
+    return NotImplementedError(
+        f"Could not run {what or 'this operation'} with arguments from the 'QuantizedCPU' backend: a "
+        f"quantized tensor has no dense data; call .dequantize() first.")
+
+
+class QuantizedStorage:
+    """The ``_data`` of a quantized tensor: its shape, and an error for any other use."""
+
+    __slots__ = ("shape", "ndim")
+
+    def __init__(self, shape):
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+
+    def _fail(self, what):
+        raise quantized_unsupported(what)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        self._fail(f"reading '.{name}' of its data")
+
+    def __array__(self, *args, **kwargs):
+        self._fail("converting it to a numpy array")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        self._fail(f"numpy's {ufunc.__name__}")
+
+    def __array_function__(self, func, types, args, kwargs):
+        self._fail(f"numpy's {func.__name__}")
+
+    def __repr__(self):
+        return f"<quantized storage of shape {self.shape}>"
+
+
+def _raiser(name):
+    def method(self, *args, **kwargs):
+        self._fail(f"'{name}' on its data")
+    method.__name__ = name
+    return method
+
+
+for _n in ("__getitem__", "__setitem__", "__iter__", "__len__", "__bool__", "__float__", "__int__",
+           "__index__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+           "__rtruediv__", "__floordiv__", "__mod__", "__pow__", "__matmul__", "__rmatmul__", "__neg__",
+           "__abs__", "__invert__", "__and__", "__or__", "__xor__", "__lt__", "__le__", "__gt__", "__ge__",
+           "__iadd__", "__imul__"):
+    setattr(QuantizedStorage, _n, _raiser(_n))
+del _n
