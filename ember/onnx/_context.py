@@ -53,6 +53,7 @@ class Ctx:
     def __init__(self, builder: GraphBuilder):
         self.b = builder
         self.node = None       # the FX node being translated (for messages and names)
+        self.transposed_of = {}  # output of a 2-D Transpose -> its input (Gemm reads it with transB)
 
     @property
     def opset(self) -> int:

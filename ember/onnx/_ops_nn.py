@@ -18,8 +18,23 @@ def _matmul(ctx, args, kwargs):
     return ctx.op("MatMul", [ctx.tensor(args[0], dt), ctx.tensor(arg(args, kwargs, 1, "mat2"), dt)])
 
 
-@register("addmm", "baddbmm", "addbmm")
+@register("addmm")
 def _addmm(ctx, args, kwargs):
+    """Gemm (as torch's exporter): ``x @ w.t() + b`` reads the weight untransposed (transB)."""
+    dt = ctx.out_dtype
+    bias, m1, m2 = args[0], args[1], args[2]
+    beta = kwargs.get("beta", args[3] if len(args) > 3 else 1)
+    alpha = kwargs.get("alpha", args[4] if len(args) > 4 else 1)
+    b_name, trans_b = ctx.tensor(m2, dt), 0
+    src = ctx.transposed_of.get(b_name)
+    if src is not None:
+        b_name, trans_b = src, 1
+    return ctx.op("Gemm", [ctx.tensor(m1, dt), b_name, ctx.tensor(bias, dt)], alpha=float(alpha), beta=float(beta),
+                  transB=trans_b or None)
+
+
+@register("baddbmm", "addbmm")
+def _baddbmm(ctx, args, kwargs):
     name = ctx.node.target.__name__
     dt = ctx.out_dtype
     bias, m1, m2 = (ctx.tensor(a, dt) for a in args[:3])
@@ -373,3 +388,24 @@ def SymLen(ctx, x, d):  # noqa: N802 - reads like a value
 def _bool_one():
     from onnx import numpy_helper
     return numpy_helper.from_array(np.asarray([True]))
+
+
+@register("_resample")
+def _resample(ctx, args, kwargs):
+    """ember's separable linear resampling (adaptive pooling, bilinear/bicubic interpolate): per
+    axis a constant (out, in) matrix, so a MatMul with the axis moved last."""
+    x, mats = args[0], args[1]
+    dt = ctx.out_dtype
+    if not x.dtype.is_floating_point:
+        raise ctx.unsupported("_resample of an integer tensor")
+    out = ctx.tensor(x, dt)
+    rank = x.rank
+    for axis, m in mats:
+        axis = ctx.norm_dim(int(axis), rank)
+        perm = [d for d in range(rank) if d != axis] + [axis]
+        inv = [perm.index(d) for d in range(rank)]
+        mt = ctx.b.const(np.asarray(m).T, _np(dt), "resample_matrix")
+        moved = ctx.op("Transpose", [out], perm=perm) if axis != rank - 1 else out
+        prod = ctx.op("MatMul", [moved, mt])
+        out = ctx.op("Transpose", [prod], perm=inv) if axis != rank - 1 else prod
+    return out

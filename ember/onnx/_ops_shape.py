@@ -108,7 +108,11 @@ def _shape_of_output(ctx, x, out, keep):
 def _permute(ctx, args, kwargs):
     x = args[0]
     dims = _sizes(args[1:] if len(args) > 2 else (args[1] if len(args) > 1 else kwargs["dims"]))
-    return ctx.op("Transpose", [x.name], perm=[ctx.norm_dim(int(d), x.rank) for d in dims])
+    perm = [ctx.norm_dim(int(d), x.rank) for d in dims]
+    out = ctx.op("Transpose", [x.name], perm=perm)
+    if perm == [1, 0]:
+        ctx.transposed_of[out] = x.name
+    return out
 
 
 @register("transpose", "swapaxes", "swapdims")
@@ -118,7 +122,10 @@ def _transpose(ctx, args, kwargs):
     d1 = ctx.norm_dim(arg(args, kwargs, 2, "dim1"), x.rank)
     perm = list(range(x.rank))
     perm[d0], perm[d1] = perm[d1], perm[d0]
-    return ctx.op("Transpose", [x.name], perm=perm)
+    out = ctx.op("Transpose", [x.name], perm=perm)
+    if x.rank == 2 and d0 != d1:
+        ctx.transposed_of[out] = x.name
+    return out
 
 
 @register("t", "numpy_T")
@@ -126,7 +133,10 @@ def _t(ctx, args, kwargs):
     x = args[0]
     if x.rank < 2:
         return ctx.op("Identity", [x.name])
-    return ctx.op("Transpose", [x.name], perm=list(range(x.rank))[::-1])
+    out = ctx.op("Transpose", [x.name], perm=list(range(x.rank))[::-1])
+    if x.rank == 2:
+        ctx.transposed_of[out] = x.name     # addmm reads it as Gemm(transB=1); then this node is dead
+    return out
 
 
 @register("unsqueeze")

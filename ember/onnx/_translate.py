@@ -194,6 +194,8 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
                 if x in rename:
                     nd.output[j] = rename[x]
 
+    _drop_dead_nodes(b, {o.name for o in graph_outputs})
+
     # ---- initializers: only what the graph reads
     used = {x for nd in b.nodes for x in nd.input} | {o.name for o in graph_outputs}
     initializers = [tp for nm, tp in b.initializers.items() if nm in used]
@@ -216,6 +218,18 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
     model.ir_version = helper.find_min_ir_version_for([opset_id], ignore_unknown=True)
     onnx.checker.check_model(model)
     return model
+
+
+def _drop_dead_nodes(b, outputs):
+    """Remove nodes none of whose outputs is read (a Transpose that a Gemm absorbed, an unused
+    shape computation), walking backwards so chains go too."""
+    live = set(outputs)
+    kept = []
+    for nd in reversed(b.nodes):
+        if any(o in live for o in nd.output):
+            kept.append(nd)
+            live.update(i for i in nd.input if i)
+    b.nodes[:] = kept[::-1]
 
 
 def _state_tensor(ep, spec, InputKind):
