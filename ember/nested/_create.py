@@ -213,6 +213,10 @@ def to_padded_tensor(input, padding, output_size=None):
             raise RuntimeError("Value in output_size is less than NestedTensor padded size. Truncation is not "
                                "supported.")
         full = output_size
+        if input._nlayout is L.jagged:
+            # torch's jagged to_padded_tensor takes only the ragged dim's size from output_size
+            r = input._ragged_idx
+            full = [b] + [output_size[r] if d + 1 == r else m for d, m in enumerate(mx)]
     else:
         full = [b] + mx
     vals = input._vals

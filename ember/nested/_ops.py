@@ -116,6 +116,8 @@ def _fast_dim(nt, c):
 
 def softmax(nt, dim, dtype=None, *, log=False):
     name = "log_softmax" if log else "softmax"
+    if nt._nlayout is L.jagged and _wrap(dim, nt.dim()) == 0:
+        raise RuntimeError(f"{name}(): not supported when reducing across the batch dimension for NestedTensor")
     c = _regular_dim(nt, dim, name)
     s = _fast_dim(nt, c)
     f = (lambda v, k: v.log_softmax(k, dtype=dtype)) if log else (lambda v, k: v.softmax(k, dtype=dtype))
@@ -141,6 +143,9 @@ def reduce(nt, opname, dim=None, keepdim=False, dtype=None):
             raise NotImplementedError(f"ember.nested: {opname} over several dims at once is not supported")
         dim = dim[0]
     d = _wrap(dim, nt.dim())
+    if d == 0 and nt._nlayout is L.jagged:
+        raise RuntimeError(f"{opname}(): reducing along the batch dimension but not the ragged dimension is not "
+                           f"supported for nested tensors")
     if d == 0:
         raise RuntimeError(f"NestedTensor can only be reduced across the last dimension for now got dimension "
                            f"0 instead.")

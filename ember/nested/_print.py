@@ -23,8 +23,6 @@ def nested_repr(nt):
     rg = nt.requires_grad
     if nt.layout is L.jagged:
         size = ", ".join(str(s) for s in nt.size())
-        if len(nt) == 1:
-            size += ","
         offs = nt.offsets()
         return f"NestedTensor(size=({size}), offsets={offs!r}, contiguous={nt.is_contiguous()})"
     parts = []

@@ -218,7 +218,8 @@ class NestedTensor(Tensor):
     nelement = numel
 
     def is_contiguous(self, memory_format=None):
-        return self._perm is None and self._gapless()
+        # (torch: a jagged tensor made with lengths= is never contiguous, even without holes)
+        return self._perm is None and self._lengths_t is None and self._gapless()
 
     def _gapless(self):
         if len(self._lens) == 0:
@@ -312,6 +313,8 @@ class NestedTensor(Tensor):
         self._vals.retain_grad()
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        if not self.requires_grad:
+            raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")
         if gradient is None:
             raise RuntimeError("grad can be implicitly created only for scalar outputs")
         if not isinstance(gradient, NestedTensor) or not same_structure(self, gradient):
