@@ -149,6 +149,7 @@ _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
                      "rnn_relu_cell"), "_rnn_functions"),
 }
+_LAZY_MODULES_EXTRA = ("futures",)    # torch.futures (ember/futures.py)
 
 
 def __getattr__(name):
@@ -185,12 +186,16 @@ def __getattr__(name):
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap
+    if name in _TOP_LEVEL_FROM:             # torch names kept in their own modules (see _TOP_LEVEL_FROM)
+        return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
+    if name in _LAZY_MODULES_EXTRA:
+        mod = _lazy(name)
+        globals()[name] = mod
+        return mod
     if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
         mod = _lazy("onnx")
         globals()[name] = mod
         return mod
-    if name in _TOP_LEVEL_FROM:             # torch names kept in their own modules (see _TOP_LEVEL_FROM)
-        return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
     if not name.startswith("_") and hasattr(_api, name):
         return getattr(_api, name)
     aliases = _lazy("_aten_aliases")

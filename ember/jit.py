@@ -138,27 +138,25 @@ def is_tracing() -> bool:
     return False
 
 
-class Future:
-    """A finished ``fork``: its value is computed when forked (eager PyTorch does the same)."""
-
-    def __init__(self, value):
-        self._value = value
-
-    def wait(self):
-        return self._value
-
-    def done(self):
-        return True
-
-    def value(self):
-        return self._value
+from .futures import Future  # noqa: E402  (torch.jit.Future is torch.futures.Future)
 
 
 def fork(func, *args, **kwargs):
-    return Future(func(*args, **kwargs))
+    """Run ``func(*args, **kwargs)`` now and return a completed Future of its result: eager
+    PyTorch runs a fork synchronously too (an exception propagates from ``fork`` itself)."""
+    import warnings
+    warnings.warn("`ember.jit.fork` is deprecated. Please use `ember.compile` instead.", DeprecationWarning,
+                  stacklevel=2)
+    fut = Future()
+    fut.set_result(func(*args, **kwargs))
+    return fut
 
 
 def wait(future):
+    """The result of a ``fork``'s Future (``future.wait()``); deprecated, as in torch."""
+    import warnings
+    warnings.warn("`ember.jit.wait` is deprecated. Please use `ember.compile` instead.", DeprecationWarning,
+                  stacklevel=2)
     return future.wait()
 
 
