@@ -21,6 +21,9 @@ from . import types as _types
 from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float32, float64, int8, int16,
                     int32, int64, uint8, get_default_dtype, set_default_dtype, promote_types,
                     complex64, complex128)
+# torch's partially supported dtypes (ember/ops/limited_dtypes.py says which ops run on them)
+from .types import (uint16, uint32, uint64, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,  # noqa: E402
+                    float8_e5m2fnuz, float8_e8m0fnu)
 from .tensor import Parameter, Tensor
 from . import ops as _ops
 from .ops import api as _api
@@ -157,7 +160,7 @@ def __getattr__(name):
     if name in ("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
                 "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit", "profiler", "func", "_dynamo",
                 "library", "fft", "export", "_higher_order_ops", "signal", "multiprocessing",
-                "distributed", "accelerator", "version", "masked"):
+                "distributed", "accelerator", "version", "overrides", "_C", "masked"):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
@@ -176,6 +179,9 @@ def __getattr__(name):
         return getattr(mod, name)
     if name in ("cond", "while_loop"):      # torch.cond / torch.while_loop (ember/_higher_order_ops.py)
         return getattr(_lazy("_higher_order_ops"), name)
+    if name in ("DisableTorchFunction", "DisableTorchFunctionSubclass"):   # ember/_torch_function.py
+        from . import _torch_function
+        return getattr(_torch_function, name)
     if name == "compile":
         from .dynamo import compile as _compile
         return _compile
@@ -186,14 +192,14 @@ def __getattr__(name):
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap
+    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
+        mod = _lazy("onnx")
+        globals()[name] = mod
+        return mod
     if name in _TOP_LEVEL_FROM:             # torch names kept in their own modules (see _TOP_LEVEL_FROM)
         return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
     if name in _LAZY_MODULES_EXTRA:
         mod = _lazy(name)
-        globals()[name] = mod
-        return mod
-    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
-        mod = _lazy("onnx")
         globals()[name] = mod
         return mod
     if not name.startswith("_") and hasattr(_api, name):
@@ -202,3 +208,9 @@ def __getattr__(name):
     if name in aliases.NAMES:     # torch.max_pool2d, torch.kl_div(..., reduction=1), ...
         return getattr(aliases, name)
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
+
+
+# ops refuse the dtypes torch runs few kernels on (uint16/32/64, float8) as torch does; once every
+# op is registered (ember/ops/limited_dtypes.py)
+from .ops import limited_dtypes as _limited_dtypes  # noqa: E402
+_limited_dtypes.install()

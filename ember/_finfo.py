@@ -1,7 +1,7 @@
 """``ember.finfo`` / ``ember.iinfo``: machine limits of ember's dtypes, as PyTorch's.
 
 ``ember.finfo(x.dtype).min`` is what attention masks fill with. The values come from
-numpy (``ml_dtypes`` for bfloat16); ``dtype`` is the dtype's name, a str, as in PyTorch.
+numpy (``ml_dtypes`` for bfloat16 and the float8 dtypes); ``dtype`` is the dtype's name, a str, as in PyTorch.
 """
 from __future__ import annotations
 
@@ -10,6 +10,9 @@ import numpy as np
 
 from . import types as _t
 
+# torch's epsilon where it is not the format's: c10's numeric_limits<Float8_e5m2fnuz>::epsilon()
+# is 2**-3 (the format's spacing at 1 is 2**-2)
+_EPS = {"float8_e5m2fnuz": 0.125}
 _RESOLUTION = {"float16": 0.001, "bfloat16": 0.01, "float32": 1e-06, "float64": 1e-15}
 
 
@@ -30,14 +33,16 @@ class finfo:
         if not d.is_floating_point:
             raise TypeError("ember.finfo() requires a floating point input type. Use ember.iinfo to handle "
                             "'ember.finfo'")
-        info = ml_dtypes.finfo(d.np) if d.name == "bfloat16" else np.finfo(d.np)
+        ml = d.name == "bfloat16" or d._limited == "float8"
+        info = ml_dtypes.finfo(d.np) if ml else np.finfo(d.np)
         self.bits = int(d.itemsize * 8)
-        self.eps = float(info.eps)
+        self.eps = _EPS.get(d.name, float(info.eps))
         self.max = float(info.max)
         self.min = float(info.min)
         self.tiny = float(info.tiny)
         self.smallest_normal = float(info.smallest_normal)
-        self.resolution = _RESOLUTION[d.name]
+        # torch gives every float8 dtype a resolution of 1 (10 ** -floor(digits10), digits10 = 0)
+        self.resolution = _RESOLUTION.get(d.name, 1.0)
         self.dtype = d.name
 
     def __eq__(self, other):

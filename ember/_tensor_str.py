@@ -158,7 +158,9 @@ class _ElementFormatter:
             return
 
         as_double = flat.astype(np.float64)
-        finite_nonzero = as_double[np.isfinite(as_double) & (as_double != 0)]
+        # float8_e8m0fnu has no zero: torch compares with 0 converted to it, 2**-127
+        zero = 2.0 ** -127 if values.dtype.name == "float8_e8m0fnu" else 0.0
+        finite_nonzero = as_double[np.isfinite(as_double) & (as_double != zero)]
         if finite_nonzero.size == 0:
             # only zeros, nan and inf: integer mode, width from nothing
             return

@@ -19,7 +19,7 @@ class dtype:
     """A tensor element type. Instances are singletons (compare with ``is``)."""
 
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_complex",
-                 "is_signed", "category", "_legacy", "_differentiable")
+                 "is_signed", "category", "_legacy", "_differentiable", "_limited")
 
     def __init__(self, name, np_dtype, category, legacy):
         self.name = name
@@ -33,6 +33,9 @@ class dtype:
         self._differentiable = category >= 2
         self.is_signed = name not in ("uint8", "bool")
         self._legacy = legacy  # "Float" in "ember.FloatTensor" (error messages)
+        # None for the fully supported dtypes; "uint" / "float8" for the dtypes torch supports
+        # only partially (ember.ops.limited_dtypes decides which ops they reach)
+        self._limited = None
 
     def __repr__(self):
         return PUBLIC_PREFIX + self.name
@@ -83,13 +86,39 @@ FLOAT_DTYPES = (float16, bfloat16, float32, float64)
 COMPLEX_DTYPES = (complex64, complex128)
 INT_DTYPES = (uint8, int8, int16, int32, int64)
 
+
+# -- the partially supported dtypes: torch 2.13 stores and converts them but runs few ops on them
+# (ember.ops.limited_dtypes holds the per-op allow-list). They stay out of ALL_DTYPES, whose
+# members promote with each other and run every op.
+def _limited_dtype(name, np_dtype, category, legacy, family, signed):
+    d = dtype(name, np_dtype, category, legacy)
+    d.is_signed = signed
+    d._limited = family
+    return d
+
+
+uint16 = _limited_dtype("uint16", np.uint16, 1, "UInt16", "uint", False)
+uint32 = _limited_dtype("uint32", np.uint32, 1, "UInt32", "uint", False)
+uint64 = _limited_dtype("uint64", np.uint64, 1, "UInt64", "uint", False)
+float8_e4m3fn = _limited_dtype("float8_e4m3fn", ml_dtypes.float8_e4m3fn, 2, "Float8_e4m3fn", "float8", True)
+float8_e5m2 = _limited_dtype("float8_e5m2", ml_dtypes.float8_e5m2, 2, "Float8_e5m2", "float8", True)
+float8_e4m3fnuz = _limited_dtype("float8_e4m3fnuz", ml_dtypes.float8_e4m3fnuz, 2, "Float8_e4m3fnuz", "float8",
+                                 True)
+float8_e5m2fnuz = _limited_dtype("float8_e5m2fnuz", ml_dtypes.float8_e5m2fnuz, 2, "Float8_e5m2fnuz", "float8",
+                                 True)
+float8_e8m0fnu = _limited_dtype("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, 2, "Float8_e8m0fnu", "float8",
+                                False)
+UINT_DTYPES = (uint16, uint32, uint64)
+FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu)
+LIMITED_DTYPES = UINT_DTYPES + FLOAT8_DTYPES
+
 _TO_REAL = {complex64: float32, complex128: float64}
 _TO_COMPLEX = {float32: complex64, float64: complex128, bfloat16: complex64}
 
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + LIMITED_DTYPES}
 _BY_NAME.update(half=float16, float=float32, double=float64, short=int16, int=int32,
                 long=int64, cfloat=complex64, cdouble=complex128)
-_BY_NP = {d.np: d for d in ALL_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES + LIMITED_DTYPES}
 
 # -- quantized dtypes (ember/_quantized): each element is an integer of ``.np`` read through the
 # tensor's scale and zero point. Deliberately outside ALL_DTYPES, _BY_NP and the promotion table:
@@ -125,8 +154,8 @@ def from_numpy_dtype(np_dtype) -> dtype:
             return _BY_NP[d]
         raise TypeError(
             f"can't convert np.ndarray of type {d}. The only supported types are: "
-            "complex128, complex64, float64, float32, float16, bfloat16, int64, int32, int16, int8, "
-            "uint8, and bool."
+            "float64, float32, float16, complex64, complex128, int64, int32, int16, int8, uint64, uint32, "
+            "uint16, uint8, and bool."
         ) from None
 
 
@@ -207,7 +236,30 @@ def _promote_pair(a: dtype, b: dtype) -> dtype:
     return a
 
 
-_PROMOTE = {(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES}
+class _PromotionTable(dict):
+    """(dtype, dtype) -> promoted dtype. The pairs torch refuses (a uint16/32/64 or float8 dtype
+    with another dtype, other than an unsigned dtype with a float one) are absent: a lookup
+    raises torch's error from ``__missing__``, so the hits cost one dict lookup as before."""
+
+    def __missing__(self, key):
+        a, b = key
+        if getattr(a, "_limited", None) is None and getattr(b, "_limited", None) is None:
+            raise KeyError(key)      # not a pair of the partially supported dtypes: as a plain dict
+        raise _promotion_error(a, b)
+
+
+def _promotion_error(a, b):
+    if a._limited == "float8" or b._limited == "float8":
+        what = "Float8 Types"
+    else:
+        what = "uint16, uint32, uint64 types"
+    return RuntimeError(f"Promotion for {what} is not supported, attempted to promote {a._legacy} and "
+                        f"{b._legacy}")
+
+
+_PROMOTE = _PromotionTable({(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES})
+_PROMOTE.update({(d, d): d for d in LIMITED_DTYPES})
+_PROMOTE.update({pair: f for u in UINT_DTYPES for f in FLOAT_DTYPES for pair in ((u, f), (f, u))})
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:

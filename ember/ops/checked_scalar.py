@@ -21,7 +21,8 @@ import numpy as np
 
 # the C type names PyTorch's op-level error uses, and the dtype names torch.tensor()'s uses
 _C_NAMES = {"int8": "int8_t", "uint8": "uint8_t", "int16": "int16_t", "int32": "int", "int64": "int64_t",
-            "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16"}
+            "float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
+            "uint16": "uint16_t", "uint32": "uint32_t", "uint64": "uint64_t"}
 
 
 def fits(value, dtype) -> bool:

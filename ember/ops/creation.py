@@ -318,6 +318,9 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
             # Python numbers are checked as PyTorch's (tensor([300], dtype=int8) raises; arrays wrap)
             for v in (arr.min(), arr.max()):
                 check_fits(v.item(), dt, tensor_names=True)
+    if dt._limited == "float8" and arr.dtype != dt.np:   # torch's rounding (saturating e4m3fn, e8m0fnu)
+        from .._float8 import to_float8
+        arr = to_float8(arr, dt.np)
     arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
     dev = _t.as_device(device) if device is not None else (dev or _t.cpu)
     if dev.type == "cuda":
@@ -396,7 +399,7 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start
-    if dtype is not None and _t.as_dtype(dtype).is_complex:
+    if dtype is not None and (_t.as_dtype(dtype).is_complex or _t.as_dtype(dtype)._limited):
         raise NotImplementedError(f'"arange_cpu" not implemented for \'{_t.as_dtype(dtype).legacy_name}\'')
     if _symbolic(start) or _symbolic(end) or _symbolic(step):
         return _arange_symbolic(start, end, step, dtype, device, requires_grad)

@@ -44,6 +44,7 @@ import numpy as np
 
 from .. import types as _t
 from . import _binding_cache
+from .. import _torch_function as _tf
 from .._state import STATE
 from ..tensor import Tensor, _make
 from ..types import _BY_NP
@@ -162,6 +163,9 @@ class OpDef:
     # calls ``unchecked_kernel``, so real inputs skip the wrapper's frame (~0.3 us a call).
     complex_refusal = None
     unchecked_kernel = None
+    # Ops torch does not run on a uint16/32/64 or float8 ``self`` (``limited_dtypes``): set like
+    # ``complex_refusal``; the fast path tests ``self.dtype._limited`` inline.
+    limited_refusal = None
 
     def __init__(self, schema, kernel=None, *, tags=(), method=True, function=True,
                  inplace=False, grad_fn_name=None, save=None, save_result=False,
@@ -373,11 +377,12 @@ def xp_of(dev):
 
 # ---------------------------------------------------------------------- bindings
 # Every binding is generated from the schema. Besides the exact signature it
-# gets a fast path for the common call: every tensor argument a Tensor (an
-# optional one may be None, a Tensor|Scalar one may be a Python number). That
-# path makes the same decisions as ``dispatch`` (no override protocol is
-# possible then: only types that are not Tensors can define it), in the same
-# order (Autograd, then the mode stack, then the kernel), without the generic
+# gets a fast path for the common call: every tensor argument's class in
+# ``_tf.FAST_CLASSES`` -- Tensor or a subclass outside the __torch_function__
+# protocol -- (an optional one may be None, a Tensor|Scalar one may be a Python
+# number). That path makes the same decisions as ``dispatch`` (no override is
+# possible then: the set is emptied while a TorchFunctionMode is active), in the
+# same order (Autograd, then the mode stack, then the kernel), without the generic
 # argument loops; anything else takes the generic ``dispatch``.
 _FS = frozenset((int, float, bool))
 _ALL_NS = []
@@ -402,15 +407,15 @@ def _fast_checks(op):
         n = p.name
         if p.kind == K_TENSOR:
             if p.optional:
-                conds.append(f"({n} is None or isinstance({n}, _T))")
+                conds.append(f"({n} is None or {n}.__class__ in _PL)")
                 reqs.append(f"({n} is not None and {n}._requires_grad)")
             else:
-                conds.append(f"isinstance({n}, _T)")
+                conds.append(f"{n}.__class__ in _PL")
                 reqs.append(f"{n}._requires_grad")
         else:  # Tensor|Scalar
             if p.optional:
                 return None
-            conds.append(f"(isinstance({n}, _T) or type({n}) in _FS)")
+            conds.append(f"{n}.__class__ in _PLS")
             reqs.append(f"(type({n}) not in _FS and {n}._requires_grad)")
     return " and ".join(conds) or "True", " or ".join(reqs) or "False"
 
@@ -444,6 +449,10 @@ def _fast_run_lines(op, names, args_expr):
                       f"    if {a}.device is not _dev:", f"        return _op.run({args_expr})",
                       f"    _x{i} = {a}._data"]
     kernel = "_op.kernel"
+    if op.limited_refusal is not None and op.unchecked_kernel is not None:
+        # a uint16/32/64 or float8 self takes the full path, whose (wrapped) kernel decides
+        lines += [f"if {names[f]}.dtype._limited is not None:", f"    return _op.run({args_expr})"]
+        kernel = "_op.unchecked_kernel"
     if op.complex_refusal is not None and op.unchecked_kernel is not None:
         # complex arguments take the full path, whose (wrapped) kernel raises torch's error
         for i in op.tensor_pos:
@@ -517,7 +526,8 @@ def _make_binding(op, dispatcher):
         cond, req = fast
         if op.name in _autocast_ops():
             cond = f"_S.autocast is None and {cond}"     # an autocast region takes the full path
-        ns.update(_T=Tensor, _FS=_FS, _S=STATE, _mode_dispatch=_mode_dispatch, _autograd=_autograd,
+        ns.update(_T=Tensor, _FS=_FS, _PL=_tf.FAST_CLASSES, _PLS=_tf.FAST_OR_SCALAR, _S=STATE,
+                  _mode_dispatch=_mode_dispatch, _autograd=_autograd,
                   _record=_lazy_record)
         if dispatcher is dispatch:
             src += f"    if {cond}:\n"
@@ -593,11 +603,14 @@ def _check_args(op, args):
     """Validate tensor arguments; returns (requires_grad, override) ."""
     req = False
     params = op.params
+    plain = _tf.PLAIN_CLASSES
     for i in op.tensor_pos:
         a = args[i]
         if isinstance(a, Tensor):
             if a._requires_grad:
                 req = True
+            if a.__class__ not in plain and not STATE.tf_subclass_off:
+                return req, True            # a subclass with __torch_function__
             continue
         p = params[i]
         if a is None:
@@ -605,24 +618,28 @@ def _check_args(op, args):
                 continue
         elif p.kind == K_TENSOR_OR_SCALAR and isinstance(a, _SCALARS):
             continue
-        if hasattr(type(a), "__ember_function__"):
+        if hasattr(type(a), "__ember_function__") or hasattr(type(a), "__torch_function__"):
             return req, True
         _bad_arg(op, i, a)
     for i in op.list_pos:
         lst = args[i]
         if not isinstance(lst, (list, tuple)):
-            if hasattr(type(lst), "__ember_function__"):
+            if hasattr(type(lst), "__ember_function__") or hasattr(type(lst), "__torch_function__"):
                 return req, True
             _bad_arg(op, i, lst)
         for a in lst:
             if isinstance(a, Tensor):
                 if a._requires_grad:
                     req = True
-            elif hasattr(type(a), "__ember_function__"):
+                if a.__class__ not in plain and not STATE.tf_subclass_off:
+                    return req, True
+            elif hasattr(type(a), "__ember_function__") or hasattr(type(a), "__torch_function__"):
                 return req, True
             else:
                 raise TypeError(f"{op.public_name}(): argument '{params[i].name}' (position {i + 1}) "
                                 f"must be tuple of Tensors, not {type(a).__name__}")
+    if STATE.tf_modes and not STATE.tf_off:
+        return req, True                    # a TorchFunctionMode sees the call
     return req, False
 
 
@@ -635,6 +652,9 @@ def _bad_arg(op, i, a):
 
 
 def _override(op, args):
+    """An argument overrides the call: ember's own ``__ember_function__`` (fx proxies: they get
+    every parameter positionally), else PyTorch's ``__torch_function__`` protocol (modes and
+    subclasses; ember/_torch_function.py)."""
     overloaded = []
     for i in op.tensor_pos + op.list_pos:
         a = args[i]
@@ -643,6 +663,10 @@ def _override(op, args):
             t = type(x)
             if hasattr(t, "__ember_function__") and t not in overloaded:
                 overloaded.append(t)
+    if not overloaded:
+        types = _tf.collect_overloaded([args[i] for i in op.tensor_pos + op.list_pos])
+        pos, kw = _tf.args_as_called(op.params, args, _REQUIRED)
+        return _tf.handle(op.binding, types, pos, kw)
     for t in overloaded:
         r = t.__ember_function__(op.binding, tuple(overloaded), args, {})
         if r is not NotImplemented:

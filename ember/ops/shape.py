@@ -102,8 +102,12 @@ def _strided(xp, a, shape, strides_elems, offset_elems=0):
     isz = a.itemsize
     if xp is np:
         base = a if offset_elems == 0 else _offset_array(a, offset_elems)
-        return np.lib.stride_tricks.as_strided(base, shape=tuple(shape),
-                                               strides=tuple(s * isz for s in strides_elems))
+        try:
+            return np.lib.stride_tricks.as_strided(base, shape=tuple(shape),
+                                                   strides=tuple(s * isz for s in strides_elems))
+        except TypeError:   # ml_dtypes' float8_e5m2 ('<f1'): numpy cannot rebuild it from its interface
+            return np.lib.stride_tricks.as_strided(base.view(f"u{isz}"), shape=tuple(shape), strides=tuple(
+                s * isz for s in strides_elems)).view(base.dtype)
     return xp.lib.stride_tricks.as_strided(a.ravel()[offset_elems:] if offset_elems else a, shape=tuple(shape),
                                            strides=tuple(s * isz for s in strides_elems))
 

@@ -390,6 +390,9 @@ def _convert_element_type(xp, a, dtype):
     if src.np in (np.dtype(np.float16), _t.bfloat16.np) and dt.np in (np.dtype(np.float16), _t.bfloat16.np) \
             and src is not dt:
         a = a.astype(np.float32)
+    if dt._limited == "float8" and xp is np and a.dtype != dt.np:
+        from .._float8 import to_float8   # torch's rounding into float8 (eager's _to_copy does the same)
+        return to_float8(a, dt.np)
     with np.errstate(all="ignore"):
         return a.astype(dt.np, copy=True)
 

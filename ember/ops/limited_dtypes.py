@@ -1,0 +1,269 @@
+"""Which ops run on torch's partially supported dtypes: uint16/uint32/uint64 and the float8 family.
+
+torch 2.13 stores these dtypes, converts to and from them and moves them around (views, cat,
+indexing, copies), but its CPU kernels are compiled for few of them: ``uint16 + uint16`` raises
+``"add_stub" not implemented for 'UInt16'`` while ``uint16 * uint16`` works. numpy would happily
+compute every op, so ember keeps one allow-list here (measured against torch 2.13 by
+tests/ops/test_new_dtypes.py) and one check:
+
+* each op that is not allowed for a family gets ``op.limited_refusal`` (the error factory); its
+  kernel is wrapped with a check of the first tensor argument (``self``), which every dispatch
+  path reaches, and its generated binding tests ``self.dtype._limited`` inline and calls the
+  unwrapped kernel otherwise (ember/ops/registry.py, like the complex refusal);
+* other tensor arguments need no check: mixing a limited dtype with another one goes through
+  ``ember.types.promote_types``, which raises torch's promotion error for every pair but an
+  unsigned dtype with a floating one (where torch computes in the float dtype, as ember does).
+
+The few conversions into float8 whose rounding ml_dtypes does differently from torch
+(saturation of float8_e4m3fn, float8_e8m0fnu) go through ember/_float8.py: the conversion
+kernels (``_to_copy``, ``copy``, ``fill``) are wrapped for that when the target is float8.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import types as _t
+from .._float8 import fits_float8, needs_torch_rounding, to_float8
+
+# Ops that only rearrange, copy or convert elements: torch runs them on every dtype.
+_STRUCTURAL = frozenset("""
+    _to_copy copy copy_ fill fill_ clone empty full cat stack view _reshape_alias _unsafe_view _restride
+    as_strided alias permute expand select slice t transpose squeeze unsqueeze split split_with_sizes unbind
+    diagonal diag repeat roll _basic_index index masked_select where
+""".split())
+
+# What else torch 2.13's CPU kernels do per family (the probe in tests/ops/test_new_dtypes.py).
+_ALLOWED = {
+    "uint": _STRUCTURAL | frozenset("""
+        _random _random_ mul mul_ div div_ exp sin sqrt eq eq_ ne ne_ bitwise_and bitwise_and_ bitwise_or bitwise_or_
+        bitwise_xor bitwise_xor_ sum prod sort argsort cumsum unique any all isnan isfinite trunc floor
+    """.split()),
+    # float8: the conversions and moves, comparisons for equality, and float8 * float8 (computed
+    # in float32 and rounded as torch, ``_float8_mul``). torch also takes abs of (and matmuls) some
+    # float8 dtypes -- ember refuses those with its own error (below) rather than risk rounding
+    # them differently.
+    "float8": _STRUCTURAL | frozenset("isnan any all eq eq_ ne ne_ index_select mul mul_".split()),
+}
+# the float8 dtypes differ among themselves: e8m0fnu has a compiled isfinite and no index_put
+_ALLOWED_BY_DTYPE = {"float8_e8m0fnu": _ALLOWED["float8"] | {"isfinite"}}
+for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
+    _ALLOWED_BY_DTYPE[_n] = _ALLOWED["float8"] | {"index_put", "index_put_"}
+_ALLOWED_BY_DTYPE["float8_e5m2"] |= {"isfinite"}
+# ops that run on a limited dtype but through their own kernel here (see ``_guarded``): always wrapped
+_OWN_KERNEL = frozenset(("mul", "mul_"))
+
+# torch's ops that float8 tensors do run but ember refuses (see above)
+_TORCH_RUNS_FLOAT8 = frozenset("abs abs_ mm bmm".split())
+
+# The name of the kernel torch's error names, where it is not the op's own name.
+_KERNEL = {
+    "add": "add_stub", "sub": "add_stub", "rsub": "add_stub", "floor_divide": "div_floor_cpu",
+    "remainder": "remainder_cpu", "neg": "neg_cpu", "abs": "abs_cpu", "lt": "lt_cpu", "le": "le_cpu",
+    "gt": "gt_cpu", "ge": "ge_cpu", "bitwise_not": "bitwise_not_cpu", "bitwise_left_shift": "lshift_cpu",
+    "bitwise_right_shift": "rshift_cpu", "max": "max_all", "min": "min_all", "amax": "max_values_cpu",
+    "amin": "min_values_cpu", "argmax": "argmax_cpu", "argmin": "argmin_cpu", "maximum": "maximum_cpu",
+    "minimum": "minimum_cpu", "clamp": "clamp_scalar_cpu", "clamp_min": "clamp_min_scalar_cpu",
+    "clamp_max": "clamp_max_scalar_cpu", "relu": "clamp_min_scalar_cpu", "mm": "addmm_impl_cpu_",
+    "addmm": "addmm_impl_cpu_", "flip": "flip_cpu", "nonzero": "nonzero_count_cpu", "sign": "sign_cpu",
+    "gather": "scatter_gather_tensor_cpu", "scatter": "scatter_gather_tensor_cpu", "topk": "topk_cpu",
+    "min_dim": "min_cpu", "max_dim": "max_cpu", "lerp": "lerp_kernel_scalar", "bincount": "bincount_cpu",
+    "logical_and": "logical_and_cpu", "logical_or": "logical_or_cpu", "logical_xor": "logical_xor_cpu",
+    "logical_not": "logical_not_cpu", "cummax": "cummax_cpu", "cummin": "cummin_cpu",
+    "sort": "sorting_kernel_method_name", "argsort": "sorting_kernel_method_name",
+    "cumsum": "cumsum_out_cpu", "prod": "prod_out_cpu", "sum": "sum_cpu", "div": "div_cpu",
+    "exp": "exp_vml_cpu", "sin": "sin_vml_cpu", "sqrt": "sqrt_vml_cpu", "trunc": "trunc_vml_cpu",
+    "floor": "floor_vml_cpu", "ceil": "ceil_vml_cpu", "cos": "cos_vml_cpu", "log": "log_vml_cpu",
+    "tanh": "tanh_cpu", "sigmoid": "sigmoid_cpu", "round": "round_cpu", "isfinite": "isfinite",
+    "bitwise_and": "bitwise_and_cpu", "bitwise_or": "bitwise_or_cpu", "bitwise_xor": "bitwise_xor_cpu",
+}
+_FLOAT8_KERNEL = {"gather": "gather_expanded_index", "mean": "sum_cpu"}
+
+
+def _legacy_err(op_name, dt):
+    base = op_name[:-1] if op_name.endswith("_") and not op_name.startswith("_") else op_name
+    torch_runs = _TORCH_RUNS_FLOAT8 - {"abs", "index_put"} if dt.name == "float8_e8m0fnu" else _TORCH_RUNS_FLOAT8
+    if base == "bitwise_not" and dt._limited == "float8":
+        return TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
+    if dt._limited == "float8" and base in torch_runs:
+        return NotImplementedError(f"ember: {base} on {dt.name} tensors is not supported (ember converts, "
+                                   f"copies and moves float8 tensors only; convert to float32 first)")
+    if base == "mean" and dt._limited == "uint":
+        return RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
+                            f"point or complex dtype. Got: {dt._legacy}")
+    if base in ("std", "var", "std_mean", "var_mean"):
+        if dt._limited == "uint":
+            return RuntimeError("std and var only support floating point and complex dtypes")
+        return RuntimeError(f"std_var_all: Unsupported dtype {dt._legacy}")
+    kernel = (_FLOAT8_KERNEL.get(base) if dt._limited == "float8" else None) or _KERNEL.get(base, base)
+    return NotImplementedError(f'"{kernel}" not implemented for \'{dt._legacy}\'')
+
+
+def is_allowed(op_name, dt) -> bool:
+    """Whether ``op_name`` runs on tensors of the limited dtype ``dt``."""
+    allowed = _ALLOWED_BY_DTYPE.get(dt.name) or _ALLOWED[dt._limited]
+    return op_name in allowed
+
+
+_LIMITED_NP = {d.np: d for d in _t.LIMITED_DTYPES}
+
+
+def _first_arg_dtype(x):
+    """The limited ember dtype of a kernel's first tensor argument (an array, a list of arrays
+    or a number), or None."""
+    if type(x) is list:
+        x = x[0] if x else None
+    d = getattr(x, "dtype", None)
+    return _LIMITED_NP.get(d) if d is not None else None
+
+
+def _check_promotion(dt, args, tensor_pos):
+    """torch promotes before it looks for a kernel: a limited ``self`` with a tensor of another
+    dtype raises the promotion error first (``ember.types`` holds which pairs are refused)."""
+    for i in tensor_pos:
+        other = getattr(args[i], "dtype", None) if i < len(args) else None
+        if other is not None and other != dt.np and getattr(args[i], "ndim", 0):
+            _t.promote_types(dt, _t.from_numpy_dtype(other))
+
+
+def _guarded(op, kernel, pos):
+    name = op.name
+    # the operands torch promotes with self (``other`` of add, mul, eq, ...): Tensor|Scalar params
+    others = tuple(i for i in op.tensor_pos if i != pos and op.params[i].type.rstrip("?") == "Tensor|Scalar")
+    is_mul = name in ("mul", "mul_")
+
+    def k(xp, *args):
+        dt = _first_arg_dtype(args[pos]) if pos < len(args) else None
+        if dt is not None:
+            _check_promotion(dt, args, others)
+            if is_mul and dt._limited == "float8":
+                if not hasattr(args[pos + 1], "dtype"):
+                    # torch multiplies float8 tensors but not a float8 tensor by a number
+                    raise NotImplementedError(f'"mul_cpu_reduced_float" not implemented for \'{dt._legacy}\'')
+                if xp is np and args[pos + 1].dtype == dt.np:
+                    return _float8_mul(args[pos], args[pos + 1], dt.np)
+            if not is_allowed(name, dt):
+                raise _legacy_err(name, dt)
+        return kernel(xp, *args)
+    k.__name__ = getattr(kernel, "__name__", "kernel")
+    k.__qualname__ = getattr(kernel, "__qualname__", k.__name__)
+    k.__module__ = getattr(kernel, "__module__", __name__)
+    k.__wrapped__ = kernel
+    return k
+
+
+# ---------------------------------------------------------------------- float8 arithmetic / conversions
+def _float8_mul(a, b, np_dtype):
+    """torch's float8 product: each operand widened to float32, multiplied, rounded back with
+    torch's conversion (ml_dtypes' own product rounds overflow and NaN signs differently)."""
+    with np.errstate(all="ignore"):
+        return to_float8(np.multiply(a.astype(np.float32), b.astype(np.float32)), np_dtype)
+
+
+def _to_copy_f8(raw):
+    def k(xp, a, dtype=None, device=None):
+        if dtype is not None:
+            dt = _t.as_dtype(dtype)
+            if needs_torch_rounding(dt.np) and xp is np and a.dtype != dt.np:
+                a = to_float8(a, dt.np)
+        return raw(xp, a, dtype, device)
+    k.__wrapped__ = raw
+    return k
+
+
+def _copy_f8(raw):
+    def k(xp, self, src):
+        if xp is np and needs_torch_rounding(self.dtype):
+            if isinstance(src, np.ndarray) and src.dtype != self.dtype:
+                src = to_float8(src, self.dtype)
+            elif not isinstance(src, np.ndarray) and not isinstance(src, (bool, np.bool_)):
+                _check_float8_value(src, self.dtype)
+                src = _rounded(src, self.dtype)
+        return raw(xp, self, src)
+    k.__wrapped__ = raw
+    return k
+
+
+def _rounded(value, np_dtype):
+    """A Python number as the float it becomes in float8 ``np_dtype`` (torch's rounding): the
+    kernels' own cast of it is then exact."""
+    return float(to_float8(np.asarray(value, dtype=np.float64), np_dtype).astype(np.float32))
+
+
+def _check_float8_value(value, np_dtype):
+    if not fits_float8(value, np_dtype):
+        dt = _t.from_numpy_dtype(np_dtype)
+        raise RuntimeError(f"value cannot be converted to type c10::{dt._legacy} without overflow")
+
+
+def _fill_f8(raw):
+    def k(xp, self, value):
+        if xp is np and needs_torch_rounding(self.dtype):
+            if isinstance(value, np.ndarray):
+                value = to_float8(value, self.dtype)
+            elif not isinstance(value, (bool, np.bool_)):
+                # torch checks the value only when it fills more than one element; zero_() (fill 0)
+                # writes zero bytes in torch, which is 2**-127 in float8_e8m0fnu: not checked
+                if self.size > 1 and value != 0:
+                    _check_float8_value(value, self.dtype)
+                value = _rounded(value, self.dtype)
+        return raw(xp, self, value)
+    k.__wrapped__ = raw
+    return k
+
+
+def _full_f8(raw):
+    def k(xp, size, fill_value, dtype=None, device=None):
+        if dtype is not None and xp is np and not isinstance(fill_value, (bool, np.bool_)):
+            dt = _t.as_dtype(dtype)
+            if needs_torch_rounding(dt.np):
+                n = 1
+                for s in size:
+                    n *= s
+                # zeros() is full(0.0): 0 is not checked (torch's zeros writes zero bytes)
+                if n > 1 and fill_value != 0:
+                    _check_float8_value(fill_value, dt.np)
+                fill_value = _rounded(fill_value, dt.np)
+        return raw(xp, size, fill_value, dtype, device)
+    k.__wrapped__ = raw
+    return k
+
+
+_CONVERSIONS = {"_to_copy": _to_copy_f8, "copy": _copy_f8, "fill": _fill_f8, "full": _full_f8}
+
+
+# ---------------------------------------------------------------------- install
+def install():
+    """Wrap every kernel op's kernel with the check (once; call after all ops are registered)
+    and regenerate the bindings of the refusing ones (their fast path tests the dtype inline)."""
+    from .registry import OPS, refresh_binding
+    done = set()
+    for op in list(OPS.values()):
+        if op.kernel is None or id(op) in done or getattr(op, "limited_refusal", None):
+            continue
+        base = op.functional if op.functional is not None else op
+        conv = _CONVERSIONS.get(base.name)
+        if conv is not None:
+            base.kernel = conv(base.kernel)
+            if base.inplace_variant is not None:
+                base.inplace_variant.kernel = base.kernel
+            done.update((id(base), id(base.inplace_variant)))
+            continue
+        if base.name not in _OWN_KERNEL and all(is_allowed(base.name, d) for d in _t.LIMITED_DTYPES):
+            done.add(id(op))
+            continue
+        pos = (base.tensor_pos + base.list_pos)
+        if not pos:
+            done.add(id(op))
+            continue
+        first = min(pos)
+        raw = base.kernel
+        checked = _guarded(base, raw, first)
+        for o in (base, base.inplace_variant):
+            if o is None:
+                continue
+            o.kernel = checked
+            o.limited_refusal = _legacy_err
+            if o.unchecked_kernel is None:
+                o.unchecked_kernel = raw
+            done.add(id(o))
+        refresh_binding(base)    # in-place bindings reach the kernel through the functional op's run
