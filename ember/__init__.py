@@ -152,7 +152,7 @@ _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
                      "rnn_relu_cell"), "_rnn_functions"),
 }
-_LAZY_MODULES_EXTRA = ("futures",)    # torch.futures (ember/futures.py)
+_LAZY_MODULES_EXTRA = ("futures", "hub")    # torch.futures, torch.hub (ember/futures.py, ember/hub.py)
 
 
 def __getattr__(name):
@@ -192,14 +192,14 @@ def __getattr__(name):
     if name == "vmap":
         from .func import vmap as _vmap
         return _vmap
-    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
-        mod = _lazy("onnx")
-        globals()[name] = mod
-        return mod
     if name in _TOP_LEVEL_FROM:             # torch names kept in their own modules (see _TOP_LEVEL_FROM)
         return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
     if name in _LAZY_MODULES_EXTRA:
         mod = _lazy(name)
+        globals()[name] = mod
+        return mod
+    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
+        mod = _lazy("onnx")
         globals()[name] = mod
         return mod
     if not name.startswith("_") and hasattr(_api, name):
