@@ -86,12 +86,6 @@ from ._quantized import install as _q_install  # noqa: E402
 _q_install.install(globals())
 del _q_install
 
-# nested tensors: methods and the routing of matmul/bmm/cat/F.linear/... for them (ember/nested)
-from ._layout import jagged  # noqa: E402
-from .nested import _install as _nested_install  # noqa: E402
-_nested_install.install(__import__("sys").modules[__name__])
-del _nested_install
-
 # torch's out= on the hand-written top-level functions (after the sparse routing, which swaps
 # some of their code objects); the generated op bindings take out= themselves (ember/ops/_out.py)
 from .ops import _out as _out_mod  # noqa: E402
@@ -214,3 +208,11 @@ def __getattr__(name):
 # op is registered (ember/ops/limited_dtypes.py)
 from .ops import limited_dtypes as _limited_dtypes  # noqa: E402
 _limited_dtypes.install()
+
+
+# nested tensors: methods and the routing of matmul/bmm/cat/F.linear/... for them (ember/nested);
+# last, so that no later regeneration of an op binding (refresh_binding) drops the routing
+from ._layout import jagged  # noqa: E402
+from .nested import _install as _nested_install  # noqa: E402
+_nested_install.install(__import__("sys").modules[__name__])
+del _nested_install
