@@ -262,6 +262,20 @@ def _to_dense(self, dtype=None, *, masked_grad=None):
     return self if dtype is None or dtype is self.dtype else _to(self, dtype)
 
 
+def _copy_(self, src, non_blocking=False):
+    """Copy ``src``'s data (a MaskedTensor's, or a dense tensor) into this one's; the mask stays
+    (as torch's MaskedTensor: it does not compare the masks)."""
+    _inplace_guard(self, "copy_")
+    data = _plain(self._masked_data)
+    data.copy_(_plain(src._masked_data) if is_masked_tensor(src) else src)
+    self._bump_version()
+    return self
+
+
+def _is_same_size(self, other):
+    return tuple(self.shape) == tuple(other.shape)
+
+
 def _no_sparse(name):
     def method(self, *args, **kwargs):
         raise NotImplementedError(f"ember.masked: {name} of a MaskedTensor (a MaskedTensor with sparse data) "
@@ -284,28 +298,23 @@ _INPLACE_OPERATORS = {"__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_"
 
 
 def install():
+    """Put the rules on MaskedTensor (each looks the dense op up when called, so a Tensor method
+    ember lacks fails there, naming it, instead of breaking this import)."""
     C = MaskedTensor
     for n in UNARY_NAMES:
-        if hasattr(Tensor, n):
-            setattr(C, n, _unary(n))
+        setattr(C, n, _unary(n))
     for n in INPLACE_UNARY_NAMES:
-        if hasattr(Tensor, n):
-            setattr(C, n, _inplace_unary(n))
+        setattr(C, n, _inplace_unary(n))
     for n in BINARY_NAMES:
-        if hasattr(Tensor, n):
-            setattr(C, n, _binary(n))
+        setattr(C, n, _binary(n))
     for n in INPLACE_BINARY_NAMES:
-        if hasattr(Tensor, n):
-            setattr(C, n, _inplace_binary(n))
+        setattr(C, n, _inplace_binary(n))
     for op, n in _OPERATORS.items():
-        if hasattr(Tensor, n):
-            setattr(C, op, _binary(n))
+        setattr(C, op, _binary(n))
     for op, n in _REFLECTED.items():
-        if hasattr(Tensor, n):
-            setattr(C, op, _reflected(n))
+        setattr(C, op, _reflected(n))
     for op, n in _INPLACE_OPERATORS.items():
-        if hasattr(Tensor, n):
-            setattr(C, op, getattr(C, n))
+        setattr(C, op, getattr(C, n))
     C.__neg__ = C.neg
     C.__abs__ = C.abs
     C.__invert__ = C.bitwise_not
@@ -324,6 +333,8 @@ def install():
     C.to = _to
     C.contiguous = _contiguous
     C.to_dense = _to_dense
+    C.copy_ = _copy_
+    C.is_same_size = _is_same_size
     for n in ("float", "double", "half", "int", "long", "bool", "short", "char"):
         dt = {"float": _t.float32, "double": _t.float64, "half": _t.float16, "int": _t.int32,
               "long": _t.int64, "bool": _t.bool_, "short": _t.int16, "char": _t.int8}[n]
@@ -339,4 +350,5 @@ def _rsub(self, other):
 
 
 def _rpow(self, other):
-    raise TypeError("MaskedTensor unary ops do not support additional Tensor arguments")
+    """``number ** mt``: no rule in PyTorch's MaskedTensor either, so Python's TypeError."""
+    return NotImplemented

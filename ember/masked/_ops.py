@@ -49,7 +49,7 @@ def _unwrap(fn_name, input, mask):
                         f"{type(input).__name__}")
     _strided_only(fn_name, input)
     if mask is not None:
-        if not isinstance(mask, Tensor):
+        if not isinstance(mask, Tensor) or _is_mt(mask):
             raise TypeError(f"ember.masked.{fn_name}(): argument 'mask' must be Tensor or None, not "
                             f"{type(mask).__name__}")
         _strided_only(fn_name, mask, "mask")

@@ -89,6 +89,10 @@ SAME_AS_TORCH = {
     "three_d": lambda L, a, i: L.masked.masked_tensor(a.get_data().view(2, 3, 2), a.get_mask().view(2, 3, 2)),
     "all_out": lambda L, a, i: L.masked.masked_tensor(a.get_data(), a.get_mask() & False).sum(),
     "cumsum": lambda L, a, i: a.cumsum(0), "mm": lambda L, a, i: a.mm(a.t()),
+    "copy_": lambda L, a, i: (a.copy_(L.masked.masked_tensor(a.get_data() * 10, ~a.get_mask())), a.get_data()),
+    "copy_dense": lambda L, a, i: (a.copy_(a.get_data() + 1), a.get_data()),
+    "rpow": lambda L, a, i: 2 ** a, "pos": lambda L, a, i: +a, "builtin_abs": lambda L, a, i: abs(a),
+    "is_same_size": lambda L, a, i: (a.is_same_size(a), a.is_same_size(a.t())),
 }
 
 
@@ -199,6 +203,8 @@ def test_ops_without_a_rule_raise():
             call()
     with pytest.raises(TypeError, match="can't convert a MaskedTensor to numpy"):
         mt.numpy()
+    with pytest.raises(TypeError, match="argument 'mask' must be Tensor or None, not MaskedTensor"):
+        ember.masked.sum(ember.ones(3, 3), mask=mt > 0)
     with pytest.raises(TypeError, match="can't convert a MaskedTensor to numpy"):
         np.asarray(mt)
     with pytest.raises(NotImplementedError, match="sparse data or mask"):
