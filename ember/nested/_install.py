@@ -16,6 +16,8 @@ tensor's storage raises naming the op (see ``NestedStorage``).
 """
 from __future__ import annotations
 
+import operator
+
 from .. import _layout as L
 from ..tensor import Tensor
 from . import _create as C
@@ -27,7 +29,16 @@ _UNARY = ("relu", "sigmoid", "tanh", "exp", "neg", "negative", "abs", "sin", "co
           "clamp", "clip", "pow", "logical_not", "isnan", "isinf", "nan_to_num", "float_power")
 
 
+_OPERATORS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+              "eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt,
+              "ge": operator.ge}
+
+
 def _binary_fn(name):
+    """``name`` on two operands of which either may be a number (``3 / t`` needs the operator)."""
+    if name in _OPERATORS:
+        return _OPERATORS[name]
+
     def fn(x, y):
         from .. import ops
         return getattr(ops.api, name)(x, y)

@@ -52,8 +52,8 @@ def _dense_operand_rows(nt, other, opname):
     shape = tuple(other.shape)
     if not nt._packed or nt._perm is not None:
         return None
-    if other.ndim < nd - 1:          # broadcasts over the regular (trailing) dims only
-        return other
+    if other.ndim < nd - 1 or (other.ndim == nd - 1 and shape[0] == 1):
+        return other                 # broadcasts over the regular (trailing) dims only
     if other.ndim == nd and shape[0] in (1, len(nt)) and shape[1] == 1:
         # (B, 1, *D): one row per component, repeated over that component's rows
         rows = np.repeat(np.arange(len(nt), dtype=np.int64), nt._lens) if shape[0] > 1 else \
@@ -63,7 +63,7 @@ def _dense_operand_rows(nt, other, opname):
             return None
         return per.index_select(0, _make(rows, other.device, _t.int64))
     raise RuntimeError(f"cannot call binary pointwise function {opname}.Tensor with inputs of shapes "
-                       f"{tuple(nt.size())} and {_t.Size(shape)}")
+                       f"{nt.size()} and {_t.Size(shape)}")
 
 
 def binary(name, fn, a, b):
@@ -89,9 +89,9 @@ def binary(name, fn, a, b):
     rows = _dense_operand_rows(nt, other, name)
     if rows is not None:
         return map_values(nt, (lambda v: fn(v, rows)) if na else (lambda v: fn(rows, v)))
-    if other.ndim >= nt.dim():
+    if other.ndim >= nt.dim() - 1 and (other.ndim >= nt.dim() or other.shape[0] != 1):
         raise RuntimeError(f"cannot call binary pointwise function {name}.Tensor with inputs of shapes "
-                           f"{tuple(nt.size())} and {_t.Size(other.shape)}")
+                           f"{nt.size()} and {_t.Size(other.shape)}")
     comps = [fn(c, other) if na else fn(other, c) for c in nt.unbind()]
     return pack_like(nt, comps)
 
@@ -182,10 +182,13 @@ def transpose(nt, dim0, dim1):
 
 
 def contiguous(nt, memory_format=None):
+    """A copy without holes; jagged keeps its ragged dim stored first (a transposed one stays
+    transposed over a fresh buffer), strided is packed in the logical order."""
     if nt.is_contiguous():
         return nt
-    return pack_like(nt, list(nt.unbind()), keep_ragged=True) if nt._perm is None else \
-        pack(nt.unbind(), nt._nlayout, jid=nt._jid)
+    if nt._nlayout is L.jagged:
+        return pack_like(nt, list(nt.unbind()))
+    return pack(nt.unbind(), L.strided)
 
 
 def _sizes_arg(args):
@@ -339,6 +342,8 @@ def dropout(input, p=0.5, training=True, inplace=False):
     F = _F()
     if inplace:
         raise NotImplementedError("ember.nested: dropout(..., inplace=True) of a nested tensor is not supported")
+    if not training or p == 0.0:
+        return input
     return map_values(input, lambda v: F.dropout(v, p, training))
 
 

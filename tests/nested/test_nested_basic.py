@@ -234,7 +234,7 @@ def test_errors_match_torch(layout):
             fn(torch, t)
         with pytest.raises(type(te.value)) as ee:
             fn(ember, e)
-        assert str(ee.value) == str(te.value)
+        assert re.sub(r"j\d+", "j", str(ee.value)) == re.sub(r"j\d+", "j", str(te.value)).replace("torch.", "ember.")
 
     same(lambda m, x: x.softmax(0))
     same(lambda m, x: x.transpose(0, 1))
@@ -246,7 +246,8 @@ def test_errors_match_torch(layout):
         same(lambda m, x: x.sum(-1))
         same(lambda m, x: m.nn.functional.layer_norm(x, (3,)))
     else:
-        same(lambda m, x: x + m.ones(2, 2, 3))
+        same(lambda m, x: x + m.ones(4, 3))
+        same(lambda m, x: x * m.ones(2, 3))
 
 
 def test_compile_runs_nested_eagerly():
