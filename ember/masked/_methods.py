@@ -231,11 +231,26 @@ def masked_where(condition, input, other):
 
 
 def softmax(self, dim, dtype=None):
-    """Softmax over the masked-in elements; masked-out elements of the data become 0."""
+    """Softmax over the masked-in elements, as PyTorch's ``_masked_softmax``: masked-out elements
+    are 0, a fully masked-out slice is nan, and the gradient of the data is 0 at both."""
     from ..ops import api
-    res = M.softmax(self, dim, dtype=dtype)
-    res = api.where(self._masked_mask, res, api.zeros((), dtype=res.dtype))
-    return as_masked_tensor(res, self._masked_mask)
+    import math
+    data, mask = self.get_data(), self._masked_mask
+    d = M._canonical_dim(dim, data.ndim)[0]
+    keep = mask.any(d, keepdim=True)
+    # a fully masked-out slice softmaxes zeros instead of -infs (finite, so its gradient is a
+    # finite 0 rather than nan) and is set to nan after
+    x = api.where(mask, data, api.tensor(-math.inf, dtype=data.dtype))
+    x = api.where(keep, x, api.tensor(0, dtype=data.dtype))
+    out = _softmax(x, d, dtype)
+    out = api.where(mask, out, api.tensor(0, dtype=out.dtype))
+    out = api.where(keep, out, api.tensor(math.nan, dtype=out.dtype))
+    return as_masked_tensor(out, mask)
+
+
+def _softmax(x, d, dtype):
+    import ember
+    return ember.nn.functional.softmax(x, d, dtype=dtype)
 
 
 def _clone(self, *, memory_format=None):

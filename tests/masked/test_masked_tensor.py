@@ -251,3 +251,23 @@ def test_compile_breaks_and_runs_eagerly():
         return ember.masked.softmax(b, 1, mask=mm) + ember.masked.var(b, 1, mask=mm, keepdim=True)
     assert ember.dynamo.explain(h)(x, m).graph_break_count == 0
     np.testing.assert_allclose(ember.compile(h)(x, m).numpy(), h(x, m).numpy(), equal_nan=True, rtol=1e-5)
+
+
+def test_softmax_fully_masked_slice_as_torch():
+    """PyTorch's _masked_softmax: masked-out elements 0, a fully masked-out row nan; the data's
+    gradient is 0 at both (never nan)."""
+    rng = np.random.default_rng(77)
+    x, m = rng.standard_normal((4, 5)), rng.random((4, 5)) > 0.4
+    m[1] = False
+    w = rng.standard_normal((4, 5))
+    res = []
+    for L in (ember, torch):
+        a = L.masked.masked_tensor(L.tensor(x), L.tensor(m), requires_grad=True)
+        s = a.softmax(1)
+        (s * L.masked.masked_tensor(L.tensor(w), L.tensor(m))).sum().backward()
+        res.append((s.get_data().detach(), a.grad.get_data(), repr(s), repr(a.grad)))
+    (es, eg, er, egr), (ts, tg, tr, tgr) = res
+    assert_close(es, ts)
+    assert_close(eg, tg)
+    assert er == tr and egr == tgr
+    assert not np.isnan(eg.numpy()).any()
