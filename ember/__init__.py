@@ -141,6 +141,13 @@ def _lazy(name):
     return importlib.import_module(f"ember.{name}")
 
 
+# torch names with no better home: OutOfMemoryError, AcceleratorError, GradScaler, is_distributed and the
+# Tensor methods dim_order / const_data_ptr / module_load (ember/_api_gaps.py)
+from ._api_gaps import install as _gaps_install  # noqa: E402
+_gaps_install(globals())
+del _gaps_install
+
+
 # top-level torch names whose implementations live in a module of their own, loaded on first use
 _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
@@ -190,10 +197,6 @@ def __getattr__(name):
         return getattr(_lazy(_TOP_LEVEL_FROM[name]), name)
     if name in _LAZY_MODULES_EXTRA:
         mod = _lazy(name)
-        globals()[name] = mod
-        return mod
-    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
-        mod = _lazy("onnx")
         globals()[name] = mod
         return mod
     if not name.startswith("_") and hasattr(_api, name):

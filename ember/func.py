@@ -734,3 +734,8 @@ def stack_module_state(models):
     all_buffers = [dict(m.named_buffers()) for m in models]
     buffers = {k: _stacked_leaf([b[k] for b in all_buffers], k) for k in all_buffers[0]}
     return params, buffers
+
+
+from ._func_functionalize import functionalize, replace_all_batch_norm_modules_  # noqa: E402
+
+__all__ += ["functionalize", "replace_all_batch_norm_modules_"]

@@ -7,4 +7,7 @@ def __getattr__(name):
         mod = _importlib.import_module(f"ember.utils.{name}")
         globals()[name] = mod
         return mod
+    if name == "swap_tensors":                  # torch.utils.swap_tensors (ember/utils/_swap.py)
+        from ._swap import swap_tensors
+        return swap_tensors
     raise AttributeError(f"module 'ember.utils' has no attribute '{name}'")

@@ -3,5 +3,7 @@ replica per process, gradients averaged over an ``ember.distributed`` process gr
 backward -- and ``DataParallel`` (single device: runs the module as is)."""
 from .data_parallel import DataParallel, data_parallel
 from .distributed import DistributedDataParallel
+from .cpu_comm import gather, parallel_apply, replicate, scatter, scatter_kwargs
 
-__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel"]
+__all__ = ["DataParallel", "DistributedDataParallel", "data_parallel", "gather", "parallel_apply", "replicate",
+           "scatter", "scatter_kwargs"]
