@@ -23,11 +23,14 @@ class TrainingMode(enum.IntEnum):
 
 
 def _import_onnx():
+    msg = ("ember.onnx.export needs the onnx package (the ModelProto schema and checker): `pip install onnx` "
+           "(or `pip install ember[onnx]`)")
     try:
         import onnx
     except ImportError:
-        raise ImportError("ember.onnx.export needs the onnx package (the ModelProto schema and checker): "
-                          "`pip install onnx` (or `pip install ember[onnx]`)") from None
+        raise ImportError(msg) from None
+    if getattr(onnx, "__file__", None) is None:    # a directory named onnx on sys.path, not the package
+        raise ImportError(msg)
     return onnx
 
 
@@ -146,7 +149,8 @@ def export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, v
                 dims[axis].dim_param = name
     program = ONNXProgram(model_proto, ep)
     if verbose:
-        print(onnx.helper.printable_graph(model_proto.graph))
+        printer = getattr(onnx, "printer", None)
+        print(printer.to_text(model_proto) if printer is not None else onnx.helper.printable_graph(model_proto.graph))
     if f is not None:
         if not (hasattr(f, "write") or isinstance(f, (str, os.PathLike))):
             raise TypeError(f"ember.onnx.export: f must be a path or a binary file object, got {type(f).__name__}")

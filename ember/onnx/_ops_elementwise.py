@@ -339,3 +339,10 @@ def _dropout(ctx, args, kwargs):
 def _scalar_tensor(ctx, args, kwargs):
     return ctx.b.const(np.asarray(args[0], dtype=numpy_dtype(ctx.out_dtype)), numpy_dtype(ctx.out_dtype),
                        "scalar")
+
+
+@register("_random", "rand", "randn", "randint", "bernoulli", "normal", "uniform", "rand_like", "randn_like",
+          "randint_like", "multinomial", "randperm")
+def _random(ctx, args, kwargs):
+    raise ctx.unsupported("random number generation has no reproducible ONNX translation (dropout in training "
+                          "mode? export the model in eval mode)")

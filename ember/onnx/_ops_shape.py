@@ -10,7 +10,7 @@ import operator
 import numpy as np
 
 from ._context import SymValue, Unavailable, Value, is_static
-from ._dtypes import numpy_dtype
+from ._dtypes import numpy_dtype, onnx_type
 from ._registry import arg, register
 
 _INT64_MAX = np.iinfo(np.int64).max
@@ -402,3 +402,21 @@ def _arange(ctx, args, kwargs):
         n = int(ctx.out_shape[0])
         return ctx.b.const(start + step * np.arange(n, dtype=np.float64), numpy_dtype(dt), ctx.node.name)
     return ctx.op("Range", [ctx.tensor(start, dt), ctx.tensor(end, dt), ctx.tensor(step, dt)])
+
+
+@register("iota")
+def _iota(ctx, args, kwargs):
+    """``[start + i * step for i in range(length)]`` (arange with a symbolic length)."""
+    length, start, step = args[0], arg(args, kwargs, 1, "start", 0), arg(args, kwargs, 2, "step", 1)
+    dt = ctx.out_dtype
+    if is_static(length):
+        return ctx.b.const(start + step * np.arange(int(length), dtype=np.float64), numpy_dtype(dt), ctx.node.name)
+    import ember
+    n = ctx.tensor(length, ember.int64)
+    idx = ctx.op("Range", [ctx.b.const(0, np.int64, "zero"), n, ctx.b.const(1, np.int64, "one")])
+    vals = ctx.op("Cast", [idx], to=onnx_type(dt))
+    if step != 1:
+        vals = ctx.op("Mul", [vals, ctx.tensor(step, dt)])
+    if start != 0:
+        vals = ctx.op("Add", [vals, ctx.tensor(start, dt)])
+    return vals
