@@ -271,3 +271,23 @@ def test_softmax_fully_masked_slice_as_torch():
     assert_close(eg, tg)
     assert er == tr and egr == tgr
     assert not np.isnan(eg.numpy()).any()
+
+
+def test_double_backward_and_accumulation_as_torch():
+    rng = np.random.default_rng(88)
+    x, m = rng.standard_normal((3, 4)), rng.random((3, 4)) > 0.4
+    out = []
+    for L in (ember, torch):
+        a = L.masked.masked_tensor(L.tensor(x), L.tensor(m), requires_grad=True)
+        g, = L.autograd.grad((a * a * a).sum(), a, create_graph=True)
+        assert g.requires_grad
+        g.sum().backward()
+        b = L.masked.masked_tensor(L.tensor(x), L.tensor(m), requires_grad=True)
+        b.sum().backward()
+        (b.exp() * 2).sum().backward()
+        out.append((repr(g), repr(a.grad), repr(b.grad), a.grad.get_data().detach(), b.grad.get_data()))
+    for e, t in zip(*out):
+        if isinstance(e, str):
+            assert e == t
+        else:
+            assert_close(e, t)
