@@ -33,6 +33,9 @@ def install(g):
     for name in ("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic", "dequantize",
                  "int_repr"):
         g[name] = getattr(F, name)
+    from . import fake_quant as FQ
+    g["fake_quantize_per_tensor_affine"] = FQ.fake_quantize_per_tensor_affine
+    g["fake_quantize_per_channel_affine"] = FQ.fake_quantize_per_channel_affine
     Tensor.is_quantized = False
     Tensor.dequantize = _dense_dequantize
     for name in ("int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",

@@ -106,8 +106,13 @@ def choose_qparams(xmin, xmax, qmin, qmax, reduce_range=False, preserve_sparsity
     xmin = float(np.float32(min(float(xmin), 0.0)))
     xmax = float(np.float32(max(float(xmax), 0.0)))
     if preserve_sparsity and xmin < 0 < xmax:
-        m = max(-xmin, xmax)
-        xmin, xmax = -m, m
+        # symmetric: the larger side sets the scale for [-(n/2 + 1), n/2] (e.g. [-128, 127])
+        sym_qmin = -((qmax - qmin) // 2 + 1)
+        sym_qmax = (qmax - qmin) // 2
+        max_scale = max(abs(float(np.float32(xmin) / np.float32(sym_qmin))),
+                        abs(float(np.float32(xmax) / np.float32(sym_qmax))))
+        xmin = float(np.float32(max_scale * sym_qmin))
+        xmax = float(np.float32(max_scale * sym_qmax))
     scale = (xmax - xmin) / (qmax - qmin)
     f = np.float32(scale)
     with np.errstate(divide="ignore", over="ignore"):

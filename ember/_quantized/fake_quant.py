@@ -1,0 +1,113 @@
+"""``ember.fake_quantize_per_tensor_affine`` / ``fake_quantize_per_channel_affine``: quantize and
+dequantize in one step, staying in floating point (quantization-aware training).
+
+Forward, as torch's CPU kernel: ``q = int(zp + rint(x * float32(1/scale)))``, then
+``(clamp(q, quant_min, quant_max) - zp) * scale`` rounded once to the input's dtype.
+Backward is the straight-through estimator: the incoming gradient passes where ``q`` fell
+inside ``[quant_min, quant_max]`` and is zero where it was clamped.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .. import types as _t
+from ..autograd.function import Function
+from ..tensor import Tensor, _make
+
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
+def _fq(x, scale, zp, qmin, qmax):
+    """(output, mask) of fake quantization; ``scale``/``zp`` broadcast against ``x``."""
+    xf = x.astype(np.float32)
+    inv = (np.float32(1.0) / np.asarray(scale, np.float32)).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        r = np.rint((xf * inv).astype(np.float32)).astype(np.float64) + np.asarray(zp, np.float64)
+        r = np.where(np.isfinite(r), r, np.where(np.isnan(r), -2.0 ** 63, np.sign(r) * 2.0 ** 63))
+        q = np.trunc(r)
+        mask = (q >= qmin) & (q <= qmax)
+        out = (np.clip(q, qmin, qmax) - np.asarray(zp, np.float64)) * np.asarray(scale, np.float32).astype(np.float64)
+    return out.astype(x.dtype), mask
+
+
+class _FakeQuant(Function):
+    @staticmethod
+    def forward(ctx, x, scale, zp, qmin, qmax):
+        out, mask = _fq(np.asarray(x._data), scale, zp, qmin, qmax)
+        ctx.mask = mask
+        return _make(out, x.device, x.dtype)
+
+    @staticmethod
+    def backward(ctx, grad):
+        mask = _make(ctx.mask, grad.device, _t.bool_)
+        return grad * mask, None, None, None, None
+
+
+def _check_input(x, fn):
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}(): argument 'input' must be Tensor, not {type(x).__name__}")
+    if x.is_quantized or x.dtype.name not in _FLOATS:
+        raise RuntimeError(f"\"fake_quantize_tensor_cachemask_kernel_type_handling\" not implemented for "
+                           f"'{x.dtype.legacy_name}'")
+
+
+def _check_range(qmin, qmax, zps):
+    if qmin > qmax:
+        raise RuntimeError("`quant_min` should be less than or         equal to `quant_max`.")
+    if qmax - qmin > 2 ** 32 - 1 and False:  # pragma: no cover
+        pass
+    zps = np.asarray(zps)
+    if zps.size and (np.any(zps < qmin) or np.any(zps > qmax)):
+        raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")
+
+
+def fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max):
+    """Quantize-dequantize ``input`` with one scale and zero point (floats/ints or 1-element tensors)."""
+    _check_input(input, "fake_quantize_per_tensor_affine")
+    if isinstance(scale, Tensor):
+        if scale.numel() != 1:
+            raise RuntimeError(f"fake_quantize_per_tensor_affine: scale must have one element, got "
+                               f"{list(scale.shape)}")
+        scale = float(np.asarray(scale.detach()._data).reshape(()))
+    if isinstance(zero_point, Tensor):
+        if zero_point.numel() != 1:
+            raise RuntimeError(f"fake_quantize_per_tensor_affine: zero_point must have one element, got "
+                               f"{list(zero_point.shape)}")
+        zero_point = int(np.asarray(zero_point.detach()._data).reshape(()))
+    if not isinstance(zero_point, numbers.Integral):
+        raise TypeError(f"fake_quantize_per_tensor_affine(): argument 'zero_point' must be int, not "
+                        f"{type(zero_point).__name__}")
+    _check_range(quant_min, quant_max, [zero_point])
+    return _FakeQuant.apply(input, float(scale), int(zero_point), int(quant_min), int(quant_max))
+
+
+def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, quant_max):
+    """Quantize-dequantize with ``scale[c]`` / ``zero_point[c]`` for each slice along ``axis``."""
+    _check_input(input, "fake_quantize_per_channel_affine")
+    if not isinstance(scale, Tensor) or not isinstance(zero_point, Tensor):
+        raise TypeError("fake_quantize_per_channel_affine(): 'scale' and 'zero_point' must be Tensors")
+    if zero_point.dtype.name not in ("int32", "float32", "float16"):
+        raise RuntimeError(f"Zero-point must be Int32, Float or Half, found {zero_point.dtype.legacy_name}")
+    if scale.dim() != 1:
+        raise RuntimeError("scale should be a 1-D tensor")
+    if zero_point.dim() != 1:
+        raise RuntimeError("zero point should be a 1-D tensor")
+    if scale.numel() != zero_point.numel():
+        raise RuntimeError("scale and zero-point need to have the same dimensions")
+    nd = input.dim()
+    if not 0 <= axis < nd and not -nd <= axis < 0:
+        raise RuntimeError("`axis` must be between 0 and number of dimensions of input")
+    axis = axis % nd
+    if scale.numel() != input.shape[axis]:
+        raise RuntimeError("dimensions of scale and zero-point are not consistent with input tensor")
+    sc = np.asarray(scale.detach()._data, np.float32)
+    zp = np.asarray(zero_point.detach()._data)
+    if zero_point.dtype.name == "int32":
+        _check_range(quant_min, quant_max, zp)
+    elif quant_min > quant_max:
+        raise RuntimeError("`quant_min` should be less than or         equal to `quant_max`.")
+    shp = tuple(-1 if d == axis else 1 for d in range(nd))
+    return _FakeQuant.apply(input, sc.reshape(shp), zp.astype(np.float64).reshape(shp), int(quant_min),
+                            int(quant_max))

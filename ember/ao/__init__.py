@@ -1,0 +1,11 @@
+"""``ember.ao``: architecture optimisation -- quantization (``ember.ao.quantization``) and the
+quantized modules (``ember.ao.nn.quantized``), as ``torch.ao``. Submodules load on first use."""
+import importlib as _importlib
+
+
+def __getattr__(name):
+    if name in ("quantization", "nn"):
+        mod = _importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = mod
+        return mod
+    raise AttributeError(f"module 'ember.ao' has no attribute '{name}'")

@@ -1,0 +1,40 @@
+"""Quant/DeQuant stubs: placeholders marking where a model's float region starts and ends
+(before ``convert`` they pass tensors through, as torch's)."""
+from __future__ import annotations
+
+from ... import nn
+
+
+class QuantStub(nn.Module):
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class DeQuantStub(nn.Module):
+    def __init__(self, qconfig=None):
+        super().__init__()
+        if qconfig:
+            self.qconfig = qconfig
+
+    def forward(self, x):
+        return x
+
+
+class QuantWrapper(nn.Module):
+    """``quant -> module -> dequant``."""
+
+    def __init__(self, module):
+        super().__init__()
+        qconfig = getattr(module, "qconfig", None)
+        self.add_module("quant", QuantStub(qconfig))
+        self.add_module("dequant", DeQuantStub(qconfig))
+        self.add_module("module", module)
+        self.train(module.training)
+
+    def forward(self, X):
+        return self.dequant(self.module(self.quant(X)))

@@ -1,0 +1,15 @@
+"""``ember.quantization``: the deprecated spelling of ``ember.ao.quantization`` (as torch keeps
+``torch.quantization``). The same objects, not copies."""
+import sys as _sys
+
+from ember.ao import quantization as _ao_quantization
+from ember.ao.quantization import *  # noqa: F401,F403
+from ember.ao.quantization import observer, fake_quantize, qconfig, stubs  # noqa: F401
+
+for _name in ("observer", "fake_quantize", "qconfig", "stubs"):
+    _sys.modules[f"{__name__}.{_name}"] = getattr(_ao_quantization, _name)
+del _sys, _name
+
+
+def __getattr__(name):
+    return getattr(_ao_quantization, name)
