@@ -158,9 +158,12 @@ class _ElementFormatter:
             return
 
         as_double = flat.astype(np.float64)
-        # float8_e8m0fnu has no zero: torch compares with 0 converted to it, 2**-127
-        zero = 2.0 ** -127 if values.dtype.name == "float8_e8m0fnu" else 0.0
-        finite_nonzero = as_double[np.isfinite(as_double) & (as_double != zero)]
+        if values.dtype.name == "float8_e8m0fnu":
+            # no zero and no infinity: torch compares with 0 converted to it (2**-127), and its
+            # isfinite is true for NaN too (only infinities are not finite)
+            finite_nonzero = as_double[~np.isinf(as_double) & (as_double != 2.0 ** -127)]
+        else:
+            finite_nonzero = as_double[np.isfinite(as_double) & (as_double != 0)]
         if finite_nonzero.size == 0:
             # only zeros, nan and inf: integer mode, width from nothing
             return

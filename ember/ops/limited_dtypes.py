@@ -50,7 +50,7 @@ for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
     _ALLOWED_BY_DTYPE[_n] = _ALLOWED["float8"] | {"index_put", "index_put_"}
 _ALLOWED_BY_DTYPE["float8_e5m2"] |= {"isfinite"}
 # ops that run on a limited dtype but through their own kernel here (see ``_guarded``): always wrapped
-_OWN_KERNEL = frozenset(("mul", "mul_"))
+_OWN_KERNEL = frozenset(("mul", "mul_", "isfinite"))
 
 # torch's ops that float8 tensors do run but ember refuses (see above)
 _TORCH_RUNS_FLOAT8 = frozenset("abs abs_ mm bmm".split())
@@ -130,6 +130,7 @@ def _guarded(op, kernel, pos):
     # the operands torch promotes with self (``other`` of add, mul, eq, ...): Tensor|Scalar params
     others = tuple(i for i in op.tensor_pos if i != pos and op.params[i].type.rstrip("?") == "Tensor|Scalar")
     is_mul = name in ("mul", "mul_")
+    is_isfinite = name == "isfinite"
 
     def k(xp, *args):
         dt = _first_arg_dtype(args[pos]) if pos < len(args) else None
@@ -141,6 +142,9 @@ def _guarded(op, kernel, pos):
                     raise NotImplementedError(f'"mul_cpu_reduced_float" not implemented for \'{dt._legacy}\'')
                 if xp is np and args[pos + 1].dtype == dt.np:
                     return _float8_mul(args[pos], args[pos + 1], dt.np)
+            if is_isfinite and dt is _t.float8_e8m0fnu:
+                # torch: a float8_e8m0fnu has no infinity, so every element is finite (NaN too)
+                return xp.ones(args[pos].shape, dtype=bool)
             if not is_allowed(name, dt):
                 raise _legacy_err(name, dt)
         return kernel(xp, *args)

@@ -165,8 +165,14 @@ def test_save_load_round_trip(name):
 @pytest.mark.parametrize("name", NEW)
 def test_printing(name):
     rng = np.random.default_rng()
-    for vals in ([1, 2], rng.uniform(0, 300, 5).round(), rng.uniform(0.01, 3, 4), [0, 0], rng.uniform(0, 1e5, 3)):
+    cases = [[1, 2], rng.uniform(0, 300, 5).round(), rng.uniform(0.01, 3, 4), [0, 0], rng.uniform(0, 1e5, 3),
+             rng.uniform(-700, 700, 6), [1e-3, 1e4], [0.0, 0.5]]
+    if name in FLOAT8:
+        cases += [[np.nan, 1.0], [np.inf, 2.0, -np.inf]]
+    for vals in cases:
         arr = np.asarray(vals, dtype=np.float64)
+        if name in UINTS:
+            arr = np.abs(arr).round()
         want = repr(torch.tensor(arr).to(_t(name)))
         got = repr(ember.tensor(arr).to(_e(name)))
         assert got == want.replace("torch.", "ember."), (got, want)
@@ -268,3 +274,17 @@ def test_compile_never_wrong():
     np.testing.assert_array_equal(ember.compile(g)(a)._data, g(a)._data)
     tg = (torch.from_numpy(a._data.copy()).to(torch.float8_e4m3fn).float() * 2).numpy()
     np.testing.assert_array_equal(g(a)._data, tg)
+
+
+@pytest.mark.parametrize("name", FLOAT8)
+def test_nonfinite_values(name):
+    vals = np.array([np.nan, np.inf, -np.inf, 1.0, -2.0])
+    ex, tx = ember.tensor(vals).to(_e(name)), torch.tensor(vals).to(_t(name))
+    for fn in (lambda m, x: m.isfinite(x), lambda m, x: m.isnan(x), lambda m, x: x == x, lambda m, x: x * x,
+               lambda m, x: x.float()):
+        got, want = _outcome(lambda: fn(ember, ex)), _outcome(lambda: fn(torch, tx))
+        assert got[0] == want[0], (got, want)
+        if got[0] == "ok":
+            _compare(got[1], want[1])
+        else:
+            assert got[1:] == want[1:]
