@@ -244,6 +244,16 @@ class NestedTensor(Tensor):
     def __len__(self):
         return len(self._lens)
 
+    def __getitem__(self, index):
+        """``nt[i]``: component ``i`` (as torch); other indexing is not supported."""
+        if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
+            b = len(self._lens)
+            if not -b <= index < b:
+                raise IndexError(f"index {index} is out of bounds for dimension 0 with size {b}")
+            return self._component(int(index) % b)
+        raise NotImplementedError(f"ember.nested: indexing a nested tensor with {type(index).__name__} is not "
+                                  f"supported (only an integer, which selects one component)")
+
     def __iter__(self):
         return iter(self.unbind())
 

@@ -27,6 +27,10 @@ def test_metadata_and_unbind(layout, seed):
     for d in (0, 2, 3, -1):
         assert e.size(d) == t.size(d)
     assert_nested_close(e, t)
+    for i in (0, -1, len(lens) // 2):
+        np.testing.assert_array_equal(as_np(e[i]), t[i].detach().numpy())
+    with pytest.raises(NotImplementedError, match="indexing a nested tensor"):
+        e[:, 0]
     if layout == "jagged":
         assert re.sub(r"j\d+", "j", str(e.shape)) == re.sub(r"j\d+", "j", str(t.shape)).replace("torch.", "ember.")
         np.testing.assert_array_equal(as_np(e.offsets()), t.offsets().numpy())
