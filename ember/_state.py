@@ -28,6 +28,9 @@ class _State(threading.local):
         self.anomaly_check_nan = True
         self.inference = False
         self.autocast = None         # {device type: dtype} of the active autocast regions (ember.amp)
+        self.tf_modes = []           # active TorchFunctionModes (ember/_torch_function.py)
+        self.tf_subclass_off = False  # inside DisableTorchFunctionSubclass
+        self.tf_off = False          # inside DisableTorchFunction (modes off too)
 
 
 STATE = _State()

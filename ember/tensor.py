@@ -24,6 +24,7 @@ import numpy as np
 from . import types as _t
 from ._fake import FakeArray
 from ._state import STATE
+from . import _torch_function as _tf
 from .types import Size, device as _device_cls, cpu as _cpu
 from ._layout import strided as _STRIDED
 
@@ -45,9 +46,20 @@ class Tensor:
     _is_param = False
     _diff_view = False     # a view made by a differentiable view op (not detach())
 
+    # ------------------------------------------------------------------ __torch_function__
+    __torch_function__ = classmethod(_tf.default_torch_function)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _tf.note_tensor_class(cls)
+
     # ------------------------------------------------------------------ creation
     def __new__(cls, *args, **kwargs):
         # Legacy constructor: ember.Tensor([1., 2.]) / ember.Tensor(2, 3).
+        if len(args) == 1 and not kwargs and isinstance(args[0], Tensor):
+            # Tensor(other) / MySubclass(other): a differentiable alias of ``other`` (torch's)
+            other = args[0]
+            return other.view_as(other) if cls is Tensor else other.as_subclass(cls)
         self = object.__new__(cls)
         device = kwargs.pop("device", None)
         if args or kwargs:
@@ -72,6 +84,31 @@ class Tensor:
 
     def __init__(self, *args, **kwargs):
         pass
+
+    @staticmethod
+    def _make_subclass(cls, data, require_grad=False, **kwargs):
+        """torch's ``Tensor._make_subclass``: a ``cls`` instance sharing ``data``'s memory, a leaf
+        (detached from ``data``'s graph) with ``requires_grad=require_grad``."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is "
+                            "not possible. Make sure your class inherits from Tensor.")
+        if not isinstance(data, Tensor):
+            raise TypeError(f"_make_subclass(): argument 'data' (position 2) must be Tensor, not "
+                            f"{type(data).__name__}")
+        unknown = set(kwargs) - {"dispatch_sizes_strides_policy", "dispatch_device", "dispatch_layout"}
+        if unknown:
+            raise TypeError(f"_make_subclass() got an unexpected keyword argument '{sorted(unknown)[0]}'")
+        out = object.__new__(cls)
+        out._data = data._data
+        out.dtype = data.dtype
+        out.device = data.device
+        vc = data._vc
+        if vc is None:
+            vc = data._vc = [0]
+        out._vc = vc
+        if require_grad:
+            out.requires_grad_(True)
+        return out
 
     # ------------------------------------------------------------------ metadata
     @property
@@ -481,7 +518,9 @@ class Tensor:
 
     def __repr__(self, *, tensor_contents=None):
         from ._tensor_str import repr_of
-        return repr_of(self)
+        if self.__class__ in _tf.PLAIN_CLASSES:
+            return repr_of(self)
+        return repr_of(self, prefix=type(self).__name__)     # torch: "MyTensor([1., 2.])"
 
     def __str__(self):
         return self.__repr__()
@@ -796,6 +835,7 @@ class Parameter(Tensor):
     """A Tensor that a Module registers as a parameter. Shares ``data``'s storage."""
 
     _is_param = True
+    __torch_function__ = _tf._disabled_torch_function_impl    # results of ops on parameters are plain
 
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
@@ -824,6 +864,9 @@ class Parameter(Tensor):
     @staticmethod
     def _alias_of(t):
         return _alias(t)
+
+
+_tf.note_tensor_class(Tensor)     # the base itself (__init_subclass__ sees only subclasses)
 
 
 # ---------------------------------------------------------------------- helpers

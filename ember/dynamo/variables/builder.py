@@ -46,6 +46,9 @@ def is_ember_function(value):
         and not is_inlined_ember_module(mod)
 
 
+from ..._torch_function import PLAIN_CLASSES as _PLAIN_TENSOR_CLASSES  # noqa: E402
+
+
 def wrap(tx, value, source, guard=True):
     """The tracker for ``value`` found at ``source`` (None: a value with no outside home)."""
     from .builtin import BuiltinVariable
@@ -62,6 +65,9 @@ def wrap(tx, value, source, guard=True):
         if value.is_nested:     # ember.nested: no single shape or strides to trace
             raise Unsupported(f"nested tensors are not supported by ember.compile (a tensor with layout "
                               f"{value.layout}); the code using it runs eagerly")
+        if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
+            raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
+                              f"not traced by ember.compile; the code using it runs eagerly")
         if source is None:
             raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
         return tx.output.add_tensor_input(value, source)

@@ -24,7 +24,10 @@ BLOCKED_METHODS = {"item", "tolist", "numpy", "backward", "register_hook", "reta
                    "__bool__", "__int__", "__float__", "__index__", "__len__", "__iter__", "__repr__",
                    "__str__", "__format__", "__array__", "__reduce_ex__", "__setstate__", "__deepcopy__",
                    "pin_memory", "share_memory_", "record_stream", "set_", "resize_", "resize_as_",
-                   "register_post_accumulate_grad_hook", "is_set_to", "_version", "tensor_split_indices"}
+                   "register_post_accumulate_grad_hook", "is_set_to", "_version", "tensor_split_indices",
+                   # a __torch_function__ subclass's handlers would run on fakes at trace time and
+                   # the result's class would be lost: eager (ember/_torch_function.py)
+                   "as_subclass"}
 
 
 class TensorVariable(VariableTracker):

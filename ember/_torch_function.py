@@ -1,0 +1,325 @@
+"""PyTorch's ``__torch_function__`` protocol: Tensor subclasses and Tensor-like objects that
+take over ember functions, and ``TorchFunctionMode`` contexts that see every call.
+
+Why here and this shape. ember's generated op bindings (ops/registry.py) run a fast path when
+every tensor argument's class is in :data:`FAST_CLASSES` -- ``Tensor`` and the subclasses that
+opt out of the protocol (``Parameter``; ember's own internal classes, which route themselves).
+Any other class fails that one set lookup (the same ~20 ns as the ``isinstance`` it replaced),
+so the protocol costs plain tensors nothing; the slow path (``registry._check_args``) finds the
+overloaded arguments and comes here. While a ``TorchFunctionMode`` is active the live sets are
+emptied, so every call takes the slow path and reaches the mode; they are refilled when the
+last mode of any thread exits (the sets are process-wide, the mode stacks per thread).
+
+What a handler receives, as in torch: ``func`` (the public ember function -- ``ember.add`` for
+``ember.add(x, y)``, ``x.add(y)`` and ``x + y`` alike: ember's methods and operators share the
+function objects), ``types`` (the overloaded argument types, subclasses before their bases,
+otherwise left to right), ``args`` and ``kwargs`` as the call spelled them (parameters up to
+the keyword-only ones positionally, trailing defaults dropped; keyword-only ones that differ
+from their defaults in ``kwargs``).
+
+The default ``Tensor.__torch_function__`` runs ``func`` with subclass handling disabled and
+turns tensor results into the subclass (``as_subclass``), so ``MyTensor + 1`` is a MyTensor.
+"""
+from __future__ import annotations
+
+import threading
+
+from ._state import STATE
+
+# Python scalar types the bindings' fast path takes in a Tensor-or-Scalar slot.
+_FAST_SCALARS = frozenset((int, float, bool))
+
+PLAIN_CLASSES = set()      # ground truth: Tensor and the subclasses that opt out of the protocol
+FAST_CLASSES = set()       # live (read by every generated binding): PLAIN_CLASSES, or empty under a mode
+FAST_OR_SCALAR = set()     # live: FAST_CLASSES plus the fast scalar types
+
+
+def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
+    """The marker a subclass sets as ``__torch_function__`` to opt out (``Parameter`` does):
+    its instances behave as plain tensors and results stay plain. Calling it runs ``func``."""
+    if kwargs is None:
+        kwargs = {}
+    with DisableTorchFunctionSubclass():
+        return func(*args, **kwargs)
+
+
+_disabled_torch_function_impl = classmethod(_disabled_torch_function_impl)
+_DISABLED_FUNC = _disabled_torch_function_impl.__func__
+
+
+_ACTIVE = [0]              # modes active in all threads (the live sets are process-wide)
+_LOCK = threading.Lock()
+
+
+def _refill():
+    FAST_CLASSES.clear()
+    FAST_OR_SCALAR.clear()
+    if not _ACTIVE[0]:
+        FAST_CLASSES.update(PLAIN_CLASSES)
+        FAST_OR_SCALAR.update(PLAIN_CLASSES)
+        FAST_OR_SCALAR.update(_FAST_SCALARS)
+
+
+def opts_out(cls) -> bool:
+    """Whether ``cls`` (a Tensor class) is outside the protocol: its ``__torch_function__`` is
+    the disabled marker, or it is one of ember's own classes that does not define one itself
+    (sparse/nested/masked/quantized tensors route their ops themselves; wrapping their dense
+    results back into their class would be wrong)."""
+    tf = getattr(cls, "__torch_function__", None)
+    if getattr(tf, "__func__", tf) is _DISABLED_FUNC:
+        return True
+    own = any("__torch_function__" in c.__dict__ for c in cls.__mro__ if c.__module__ != "ember.tensor")
+    return not own and cls.__module__.startswith("ember.")
+
+
+def note_tensor_class(cls) -> None:
+    """Called for Tensor and each subclass as it is created (``Tensor.__init_subclass__``)."""
+    if opts_out(cls):
+        PLAIN_CLASSES.add(cls)
+        _refill()
+    else:
+        _route_methods(cls)
+
+
+# ---------------------------------------------------------------------- methods of subclasses
+# Methods and operators reach the protocol as in torch, with ``func`` the Tensor method
+# (``Tensor.__mul__`` for ``x * 2``, ``Tensor.__getitem__`` for ``x[0]``, ``Tensor.backward``):
+# a protocol subclass gets, for each Tensor method it does not define itself, a wrapper that
+# hands the call to :func:`handle`. Plain tensors keep the methods as they are (no cost).
+_NOT_ROUTED = {"__init__", "__new__", "__init_subclass__", "__torch_function__", "__class__",
+               "__getattribute__", "__setattr__", "__delattr__", "__dict__", "__weakref__", "__slots__",
+               "__hash__", "__dir__", "__sizeof__", "__getstate__", "__reduce__", "__subclasshook__",
+               "__doc__", "__module__", "__array__", "__array_priority__", "__dlpack__",
+               "__dlpack_device__", "__deepcopy__", "__reduce_ex__", "__setstate__", "__str__",
+               "__format__", "__bool__", "__iter__", "__contains__", "__int__", "__float__",
+               "__index__", "__complex__", "as_subclass", "data_ptr", "element_size", "is_contiguous",
+               "storage_offset", "is_floating_point", "is_complex", "get_device", "requires_grad_",
+               "retain_grad", "register_hook", "untyped_storage", "storage", "is_set_to", "is_shared"}
+# operators torch reports as the method they compute (``x + 1`` -> ``Tensor.add``); the others
+# (``1 - x`` -> ``Tensor.__rsub__``, ``x == y`` -> ``Tensor.__eq__``, ...) keep their own name
+_OPERATOR_METHOD = {"__add__": "add", "__radd__": "add", "__mul__": "mul", "__rmul__": "mul",
+                    "__sub__": "sub", "__truediv__": "div", "__matmul__": "matmul", "__neg__": "neg",
+                    "__lt__": "lt", "__le__": "le", "__gt__": "gt", "__ge__": "ge", "__pow__": "pow",
+                    "__abs__": "abs", "__iadd__": "add_", "__isub__": "sub_", "__imul__": "mul_",
+                    "__itruediv__": "div_", "__mod__": "remainder"}
+# tensor-valued properties whose getter is routed (torch routes every property; the metadata
+# ones -- shape, dtype, device, ... -- would only cost time: their value is the base class's)
+_ROUTED_PROPERTIES = ("data", "T", "mT", "H", "mH", "real", "imag")
+
+
+def _route_methods(cls) -> None:
+    from .tensor import Tensor
+    own = set()
+    for c in cls.__mro__:
+        if c is Tensor:
+            break
+        own.update(c.__dict__)
+    for name, value in list(Tensor.__dict__.items()):
+        if name in own or name in _NOT_ROUTED or (name.startswith("_") and not name.startswith("__")):
+            continue
+        if isinstance(value, property):
+            if name in _ROUTED_PROPERTIES and value.fget is not None:
+                setattr(cls, name, property(_routed(value.fget), value.fset, value.fdel, value.__doc__))
+        elif callable(value) and not isinstance(value, (classmethod, staticmethod, type)):
+            shown = Tensor.__dict__.get(_OPERATOR_METHOD.get(name), value)
+            setattr(cls, name, _routed(value, shown))
+
+
+def _routed(method, shown=None):
+    """``method`` of a protocol subclass: the handlers see ``shown`` (the method torch names for
+    an operator) called with the same arguments."""
+    func = method if shown is None else shown
+
+    def routed(self, *args, **kwargs):
+        if STATE.tf_subclass_off and not (STATE.tf_modes and not STATE.tf_off):
+            return method(self, *args, **kwargs)
+        types = collect_overloaded((self,) + args + tuple(kwargs.values()))
+        if not types and not (STATE.tf_modes and not STATE.tf_off):
+            return method(self, *args, **kwargs)
+        return handle(func, types, (self,) + args, kwargs)
+    routed.__name__ = getattr(method, "__name__", "method")
+    routed.__qualname__ = f"Tensor.{routed.__name__}"
+    routed.__doc__ = getattr(method, "__doc__", None)
+    routed.__wrapped__ = method
+    return routed
+
+
+def overridable(x) -> bool:
+    """Whether ``x`` takes part in the protocol as an argument: an instance of a Tensor
+    subclass outside :data:`PLAIN_CLASSES`, or a non-Tensor with ``__torch_function__``."""
+    t = type(x)
+    if t in PLAIN_CLASSES:
+        return False
+    return hasattr(t, "__torch_function__") and t not in _FAST_SCALARS
+
+
+# ---------------------------------------------------------------------- disabling
+class DisableTorchFunctionSubclass:
+    """Inside: subclasses' ``__torch_function__`` is not called (modes still are)."""
+
+    def __enter__(self):
+        self._prev = STATE.tf_subclass_off
+        STATE.tf_subclass_off = True
+        return self
+
+    def __exit__(self, *exc):
+        STATE.tf_subclass_off = self._prev
+        return False
+
+
+class DisableTorchFunction:
+    """Inside: neither subclasses' ``__torch_function__`` nor modes are called."""
+
+    def __enter__(self):
+        self._prev = (STATE.tf_subclass_off, STATE.tf_off)
+        STATE.tf_subclass_off = STATE.tf_off = True
+        return self
+
+    def __exit__(self, *exc):
+        STATE.tf_subclass_off, STATE.tf_off = self._prev
+        return False
+
+
+def is_torch_function_enabled() -> bool:
+    return not STATE.tf_off
+
+
+def wants_override() -> bool:
+    """Whether an active mode must see the current call (the slow path asks)."""
+    return bool(STATE.tf_modes) and not STATE.tf_off
+
+
+# ---------------------------------------------------------------------- modes
+def push_mode(mode) -> None:
+    with _LOCK:
+        STATE.tf_modes.append(mode)
+        _ACTIVE[0] += 1
+        _refill()
+
+
+def pop_mode():
+    with _LOCK:
+        if not STATE.tf_modes:
+            raise RuntimeError("trying to pop from an empty torch function mode stack")
+        mode = STATE.tf_modes.pop()
+        _ACTIVE[0] -= 1
+        _refill()
+    return mode
+
+
+def mode_stack() -> list:
+    return list(STATE.tf_modes)
+
+
+# ---------------------------------------------------------------------- calling handlers
+def collect_overloaded(values) -> list:
+    """The overloaded argument types among ``values`` (tensors, lists of them, Tensor-likes),
+    in torch's order: a subclass goes before its base classes, otherwise first seen first."""
+    types = []
+    off = STATE.tf_subclass_off
+
+    def add(x):
+        t = type(x)
+        if t in types or off or not overridable(x):
+            return
+        for k, seen in enumerate(types):
+            if issubclass(t, seen):
+                types.insert(k, t)
+                return
+        types.append(t)
+
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            for x in v:
+                add(x)
+        else:
+            add(v)
+    return types
+
+
+def handle(func, types, args, kwargs):
+    """Run ``func`` through the protocol: the innermost active mode first (popped while its
+    handler runs, so calls it makes run normally), then each overloaded type's handler until
+    one returns something other than NotImplemented."""
+    if kwargs is None:
+        kwargs = {}
+    if STATE.tf_modes and not STATE.tf_off:
+        mode = pop_mode()
+        try:
+            r = mode.__torch_function__(func, tuple(types), tuple(args), dict(kwargs))
+        finally:
+            push_mode(mode)
+        if r is not NotImplemented:
+            return r
+    for t in types:
+        r = t.__torch_function__(func, tuple(types), tuple(args), dict(kwargs))
+        if r is not NotImplemented:
+            return r
+    raise TypeError(f"Multiple dispatch failed for '{resolve_name(func)}'; all __torch_function__ "
+                    "handlers returned NotImplemented:\n\n"
+                    + "".join(f"  - tensor subclass {t}\n" for t in types))
+
+
+def resolve_name(func) -> str:
+    """``ember.add`` / ``ember.Tensor.add`` / ``ember.nn.functional.relu``: the name a
+    message shows for ``func``."""
+    qual = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or repr(func)
+    mod = getattr(func, "__module__", None) or "ember"
+    if qual.startswith("Tensor."):
+        mod = "ember"
+    return f"{mod}.{qual}"
+
+
+def convert(ret, cls):
+    """``ret`` with its plain tensors turned into ``cls`` (the default handler's last step)."""
+    from .tensor import Tensor
+    if cls is Tensor:
+        return ret
+    if isinstance(ret, Tensor):
+        return ret if isinstance(ret, cls) else ret.as_subclass(cls)
+    if isinstance(ret, (tuple, list)):
+        items = [convert(r, cls) for r in ret]
+        return type(ret)(*items) if hasattr(ret, "_fields") else type(ret)(items)
+    return ret
+
+
+def default_torch_function(cls, func, types, args=(), kwargs=None):
+    """``Tensor.__torch_function__``: run ``func`` with subclass handling off, then make the
+    tensor results ``cls`` instances -- unless a type in ``types`` is not a base of ``cls``
+    (another subclass should decide: NotImplemented)."""
+    if kwargs is None:
+        kwargs = {}
+    if not all(issubclass(cls, t) for t in types):
+        return NotImplemented
+    with DisableTorchFunctionSubclass():
+        ret = func(*args, **kwargs)
+        if func in _NOWRAP:
+            return ret
+        return convert(ret, cls)
+
+
+_NOWRAP = set()            # functions whose results stay as they are (torch: Tensor._base/.grad getters)
+
+
+def args_as_called(params, values, required):
+    """``(args, kwargs)`` for a handler from a binding's full positional ``values``: parameters
+    before the keyword-only ones positionally (trailing ones at their defaults dropped),
+    keyword-only ones in kwargs when they differ from their defaults."""
+    pos, kw = [], {}
+    for p, v in zip(params, values):
+        if p.kwonly:
+            if p.default is required or not _same(v, p.default):
+                kw[p.name] = v
+        else:
+            pos.append((p, v))
+    while pos and pos[-1][0].default is not required and _same(pos[-1][1], pos[-1][0].default):
+        pos.pop()
+    return tuple(v for _, v in pos), kw
+
+
+def _same(v, default):
+    if v is default:
+        return True
+    if type(v) is type(default) and type(v) in (int, float, bool, str, tuple):
+        return v == default
+    return False
