@@ -9,8 +9,10 @@ gradient, and every formula is the dense op's own (double backward included).
 Operations without an identity (mean, var, std, median) count the masked-in
 elements instead, so a fully masked-out slice gives nan, as in PyTorch.
 
-``input`` may be a strided tensor or a ``MaskedTensor`` (its own mask is then
-used); sparse inputs and masks are refused with NotImplementedError.
+``input`` may be a strided tensor or a ``MaskedTensor``, whose own mask is then
+used -- also by mean/var/std given no ``mask=`` (torch.masked counts every
+element there, masked-out ones included, which is not the mean of anything).
+Sparse inputs and masks are refused with NotImplementedError.
 """
 from __future__ import annotations
 
@@ -168,9 +170,7 @@ def prod(input, dim=None, *, keepdim=False, dtype=None, mask=None):
     dtype = _default_int_promoting(x, dtype)
     dims = _canonical_dim(dim, x.ndim)
     res = _combine("prod", x, mask).to(dtype=dtype)
-    if x.ndim == 0:
-        return res.prod() if not keepdim else res
-    for d in reversed(dims):
+    for d in reversed(dims):       # (prod takes one dim at a time)
         res = res.prod(dim=d, keepdim=bool(keepdim))
     return res
 
@@ -235,7 +235,7 @@ def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
         src = "Optional"
     if not (dtype.is_floating_point or dtype.is_complex):
         raise ValueError(f"mean(): Could not infer output dtype. {src} dtype must be either a floating "
-                         f"point or complex dtype. Got: {_torch_name(dtype)}")
+                         f"point or complex dtype. Got: {dtype}")
     if mask is None:
         count = E.ones(x.shape, dtype=E.int64, device=x.device)
         count = sum(count, dim, keepdim=keepdim)
@@ -246,10 +246,6 @@ def mean(input, dim=None, *, keepdim=False, dtype=None, mask=None):
         count = inmask.sum(dim=dims, keepdim=bool(keepdim))
         total = sum(x, dim, keepdim=keepdim, dtype=dtype, mask=inmask)
     return total / count
-
-
-def _torch_name(dtype):
-    return "torch." + str(dtype).rsplit(".", 1)[-1]
 
 
 def median(input, dim=-1, *, keepdim=False, dtype=None, mask=None):
