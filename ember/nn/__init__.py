@@ -8,7 +8,7 @@ from . import modules
 
 def __getattr__(name):
     import importlib
-    if name in ("functional", "init", "utils", "parameter", "attention", "parallel"):
+    if name in ("functional", "init", "utils", "parameter", "attention", "parallel", "quantized"):
         mod = importlib.import_module(f"ember.nn.{name}")
         globals()[name] = mod
         return mod

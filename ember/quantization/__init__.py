@@ -4,9 +4,9 @@ import sys as _sys
 
 from ember.ao import quantization as _ao_quantization
 from ember.ao.quantization import *  # noqa: F401,F403
-from ember.ao.quantization import observer, fake_quantize, qconfig, stubs  # noqa: F401
+from ember.ao.quantization import observer, fake_quantize, qconfig, quantize, stubs  # noqa: F401
 
-for _name in ("observer", "fake_quantize", "qconfig", "stubs"):
+for _name in ("observer", "fake_quantize", "qconfig", "quantize", "stubs"):
     _sys.modules[f"{__name__}.{_name}"] = getattr(_ao_quantization, _name)
 del _sys, _name
 

@@ -5,4 +5,5 @@ from .observer import *  # noqa: F401,F403
 from .observer import ObserverBase, UniformQuantizationObserverBase, _PartialWrapper  # noqa: F401
 from .fake_quantize import *  # noqa: F401,F403
 from .qconfig import *  # noqa: F401,F403
+from .quantize import *  # noqa: F401,F403
 from .stubs import QuantStub, DeQuantStub, QuantWrapper  # noqa: F401

@@ -1,0 +1,153 @@
+"""Eager-mode quantization flows: ``quantize_dynamic`` (swap float layers for dynamically
+quantized ones), and the qconfig propagation and module swapping it is built from
+(``propagate_qconfig_``, ``convert``, ``swap_module``), as torch.ao.quantization's."""
+from __future__ import annotations
+
+import copy
+import itertools
+
+import ember
+from ... import nn
+from .qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig
+
+__all__ = ["quantize_dynamic", "propagate_qconfig_", "convert", "swap_module", "prepare", "quantize",
+           "prepare_qat", "quantize_qat", "get_default_dynamic_quant_module_mappings"]
+
+_RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
+
+
+def get_default_dynamic_quant_module_mappings():
+    """float module class -> dynamically quantized module class (ember has Linear; the recurrent
+    ones map to classes that raise NotImplementedError naming the layer)."""
+    from ..nn.quantized import dynamic as nnqd
+    m = {nn.Linear: nnqd.Linear}
+    for name in _RNN_NAMES:
+        cls = getattr(nn, name, None)
+        if cls is not None:
+            m[cls] = getattr(nnqd, name)
+    return m
+
+
+def _default_spec(dtype):
+    rnns = [getattr(nn, n) for n in _RNN_NAMES if hasattr(nn, n)]
+    if dtype is ember.qint8:
+        return {c: default_dynamic_qconfig for c in [nn.Linear] + rnns}
+    if dtype is ember.float16:
+        return {c: float16_dynamic_qconfig for c in [nn.Linear] + rnns}
+    if dtype is ember.quint8:
+        return {nn.EmbeddingBag: float_qparams_weight_only_qconfig, nn.Embedding: float_qparams_weight_only_qconfig}
+    raise ValueError(f"Don't know how to quantize with default settings for {dtype}. Provide full qconfig please")
+
+
+def _assert_valid_qconfig(qconfig, mod):
+    if qconfig is None:
+        return
+    if not isinstance(qconfig, QConfig) and not (isinstance(qconfig, tuple) and len(qconfig) == 2):
+        raise TypeError(f"qconfig for {type(mod).__name__} must be a QConfig, got {type(qconfig).__name__}")
+
+
+def _propagate(module, spec, parent_qconfig, prefix):
+    qc = spec.get(type(module), parent_qconfig)
+    qc = spec.get(prefix, qc)
+    qc = getattr(module, "qconfig", qc)
+    _assert_valid_qconfig(qc, module)
+    module.qconfig = qc
+    for name, child in module.named_children():
+        _propagate(child, spec, qc, f"{prefix}.{name}" if prefix else name)
+
+
+def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=None):
+    """Give every submodule a ``qconfig``: its type's or its name's entry in ``qconfig_dict``,
+    else its parent's (an existing ``module.qconfig`` wins)."""
+    _propagate(module, qconfig_dict or {}, None, "")
+
+
+def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_fake_quant=False):
+    """The quantized replacement of ``mod`` if its type is mapped and it has a qconfig; else ``mod``."""
+    new_mod = mod
+    if getattr(mod, "qconfig", None) is not None:
+        qcls = (custom_module_class_mapping or {}).get(type(mod)) or mapping.get(type(mod))
+        if qcls is not None:
+            if qcls.__name__ in _RNN_NAMES and not hasattr(qcls, "_version"):
+                raise NotImplementedError(f"ember.quantization: dynamic quantization of nn.{qcls.__name__} is not "
+                                          f"supported (only nn.Linear is); leave nn.{qcls.__name__} out of "
+                                          f"qconfig_spec")
+            new_mod = qcls.from_float(mod)
+            for hook in mod._forward_pre_hooks.values():
+                new_mod.register_forward_pre_hook(hook)
+            for hook in mod._forward_hooks.values():
+                new_mod.register_forward_hook(hook)
+    return new_mod
+
+
+def _convert(module, mapping, inplace, custom_mapping):
+    if not inplace:
+        module = copy.deepcopy(module)
+    reassign = {}
+    for name, child in module.named_children():
+        if type(child) not in mapping:
+            _convert(child, mapping, True, custom_mapping)
+        reassign[name] = swap_module(child, mapping, custom_mapping)
+    for name, new in reassign.items():
+        module._modules[name] = new
+    return module
+
+
+def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_reference=False,
+            convert_custom_config_dict=None, use_precomputed_fake_quant=False):
+    """Swap the mapped submodules that carry a qconfig for their quantized versions."""
+    if mapping is None:
+        raise NotImplementedError("ember.quantization: convert() without a mapping (eager static quantization) "
+                                  "is not supported; ember supports quantize_dynamic")
+    custom = (convert_custom_config_dict or {}).get("observed_to_quantized_custom_module_class", {})
+    return _convert(module, mapping, inplace, custom)
+
+
+def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace=False):
+    """Replace ``nn.Linear`` layers (those named by ``qconfig_spec``: a set of types, or a dict of
+    types / submodule names to qconfigs) with dynamically quantized ones."""
+    dtype = ember.qint8 if dtype is None else dtype
+    if qconfig_spec is None:
+        qconfig_spec = _default_spec(dtype)
+    elif isinstance(qconfig_spec, set):
+        if dtype is ember.qint8:
+            default = default_dynamic_qconfig
+        elif dtype is ember.float16:
+            default = float16_dynamic_qconfig
+        elif dtype is ember.quint8:
+            default = float_qparams_weight_only_qconfig
+        else:
+            raise RuntimeError("Unknown dtype specified for quantize_dynamic: ", str(dtype))
+        qconfig_spec = dict(zip(qconfig_spec, itertools.repeat(default)))
+    elif not isinstance(qconfig_spec, dict):
+        raise TypeError(f"quantize_dynamic(): qconfig_spec must be a set or a dict, got {type(qconfig_spec).__name__}")
+    for key in qconfig_spec:
+        if isinstance(key, type) and key.__name__ in _RNN_NAMES and issubclass(key, nn.Module) \
+                and any(type(m) is key for m in model.modules()):
+            raise NotImplementedError(f"ember.quantization: dynamic quantization of nn.{key.__name__} is not "
+                                      f"supported (only nn.Linear is); leave nn.{key.__name__} out of qconfig_spec")
+        if isinstance(key, type) and key in (getattr(nn, "Embedding", None), getattr(nn, "EmbeddingBag", None)):
+            raise NotImplementedError(f"ember.quantization: weight-only quantization of nn.{key.__name__} is not "
+                                      f"supported")
+    if mapping is None:
+        mapping = get_default_dynamic_quant_module_mappings()
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    propagate_qconfig_(model, qconfig_spec)
+    convert(model, mapping, inplace=True)
+    return model
+
+
+def _static(name):
+    def fn(*args, **kwargs):
+        raise NotImplementedError(f"ember.quantization: eager-mode static quantization ({name}) is not supported; "
+                                  f"use quantize_dynamic")
+    fn.__name__ = name
+    return fn
+
+
+prepare = _static("prepare")
+quantize = _static("quantize")
+prepare_qat = _static("prepare_qat")
+quantize_qat = _static("quantize_qat")
