@@ -409,3 +409,80 @@ def _resample(ctx, args, kwargs):
         prod = ctx.op("MatMul", [moved, mt])
         out = ctx.op("Transpose", [prod], perm=inv) if axis != rank - 1 else prod
     return out
+
+
+@register("native_group_norm")
+def _group_norm(ctx, args, kwargs):
+    """(x - mean) / sqrt(var + eps) over each group of channels, then the per-channel affine;
+    decomposed because ONNX's GroupNormalization changed meaning between opsets 18 and 21."""
+    x, w, b = args[0], args[1], args[2]
+    groups, eps = int(args[6]), float(args[7])
+    dt = x.dtype
+    src = ctx.tensor(x, dt)
+    grouped = ctx.op("Reshape", [src, ctx.b.int64s([0, groups, -1])])
+    axes = ctx.b.int64s([2])
+    mean = ctx.op("ReduceMean", [grouped, axes], keepdims=1)
+    d = ctx.op("Sub", [grouped, mean])
+    var = ctx.op("ReduceMean", [ctx.op("Mul", [d, d]), axes], keepdims=1)
+    normed = ctx.op("Div", [d, ctx.op("Sqrt", [ctx.op("Add", [var, ctx.tensor(eps, dt)])])])
+    y = ctx.op("Reshape", [normed, ctx.op("Shape", [src])])
+    per_channel = ctx.b.int64s([-1] + [1] * (x.rank - 2))
+    if w is not None:
+        y = ctx.op("Mul", [y, ctx.op("Reshape", [ctx.tensor(w, dt), per_channel])])
+    if b is not None:
+        y = ctx.op("Add", [y, ctx.op("Reshape", [ctx.tensor(b, dt), per_channel])])
+    return [Value(y, dt, ()), Unavailable("group_norm's saved mean"), Unavailable("group_norm's saved rstd")]
+
+
+@register("_gather_axes")
+def _gather_axes(ctx, args, kwargs):
+    """ember's constant-index gathers (nearest upsampling, reflect/replicate/constant padding):
+    per axis a Gather with constant indices, then the fill value where a mask says so."""
+    x, spec = args[0], args[1]
+    out = ctx.tensor(x)
+    rank = x.rank
+    for axis, idx, mask, fill in spec:
+        axis = ctx.norm_dim(int(axis), rank)
+        out = ctx.op("Gather", [out, ctx.b.const(np.asarray(idx), np.int64, "gather_index")], axis=axis)
+        if mask is not None:
+            shape = [1] * rank
+            shape[axis] = len(idx)
+            m = ctx.b.const(np.asarray(mask, dtype=bool).reshape(shape), np.bool_, "gather_mask")
+            out = ctx.op("Where", [m, out, ctx.tensor(fill if x.dtype.is_floating_point else int(fill), x.dtype)])
+    return out
+
+
+@register("_norm2_clamp")
+def _norm2_clamp(ctx, args, kwargs):
+    """max(||x||_2 over ``dim`` (kept), eps): F.normalize's denominator."""
+    x, dim, eps = args[0], args[1], args[2]
+    dt = ctx.out_dtype
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    axes = ctx.b.int64s([ctx.norm_dim(int(d), x.rank) for d in dims])
+    r = ctx.op("ReduceL2", [ctx.tensor(x, dt), axes], keepdims=1)
+    return ctx.op("Max", [r, ctx.tensor(float(eps), dt)])
+
+
+@register("_einsum", "einsum")
+def _einsum(ctx, args, kwargs):
+    eq, operands = args[0], args[1]
+    if not isinstance(operands, (list, tuple)):
+        operands = args[1:]
+    if "..." in eq and ctx.opset < 12:
+        raise ctx.unsupported("einsum with an ellipsis")
+    dt = ctx.out_dtype
+    return ctx.op("Einsum", [ctx.tensor(o, dt) for o in operands], equation=eq.replace(" ", ""))
+
+
+@register("logsumexp")
+def _logsumexp(ctx, args, kwargs):
+    x = args[0]
+    dim = arg(args, kwargs, 1, "dim")
+    keepdim = arg(args, kwargs, 2, "keepdim", False)
+    return _reduce(ctx, "ReduceLogSumExp", x, dim, keepdim, ctx.out_dtype)
+
+
+@register("mish")
+def _mish(ctx, args, kwargs):
+    x = ctx.tensor(args[0], ctx.out_dtype)
+    return ctx.op("Mul", [x, ctx.op("Tanh", [ctx.op("Softplus", [x])])])

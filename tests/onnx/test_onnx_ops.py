@@ -143,6 +143,19 @@ CASES = {
                          lambda: (r(1, 2, 5, 4), r(1, 2, 5, 4), r(1, 2, 5, 4), r(5, 5)), "Softmax"),
     "sdpa_bool_mask_scale": (lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > -1.0, scale=0.3),
                              lambda: (r(1, 2, 5, 4), r(1, 2, 5, 4), r(1, 2, 5, 4), r(5, 5)), "Softmax"),
+    # further nn.functional ops that reach the graph as ember's helper ops
+    "group_norm": (lambda x, g, b: F.group_norm(x, 2, g, b, eps=1e-4), lambda: (r(2, 4, 3, 3), r(4), r(4)), "Sqrt"),
+    "interpolate": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest")
+                    + F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False),
+                    lambda: (r(1, 2, 3, 4),), "Gather"),
+    "pad_modes": (lambda x: F.pad(x, (1, 2, 0, 1), value=0.5).sum() + F.pad(x, (1, 1), mode="reflect")
+                  + F.pad(x, (1, 1), mode="replicate"), lambda: (r(1, 3, 4),), "Where"),
+    "normalize": (lambda x: F.normalize(x, dim=-1), lambda: (r(3, 4),), "ReduceL2"),
+    "einsum": (lambda a, b: ember.einsum("bij,bjk->bik", a, b), lambda: (r(2, 3, 4), r(2, 4, 5)), "Einsum"),
+    "logsumexp_mish": (lambda x: ember.logsumexp(x, -1) + F.mish(x).sum(-1) + F.elu(x).sum(-1)
+                       + F.softplus(x, beta=2.0).sum(-1), lambda: (r(3, 4),), "ReduceLogSumExp"),
+    "sum_bool_mean_dtype": (lambda x: (x > 0).sum(-1) + x.mean(-1, dtype=ember.float64).long(), lambda: (r(3, 4) * 3,),
+                            "ReduceSum"),
 }
 
 
@@ -187,3 +200,17 @@ def test_gelu_values_against_formula():
     tanh = 0.5 * xs * (1 + np.tanh(math.sqrt(2 / math.pi) * (xs + 0.044715 * xs ** 3)))
     np.testing.assert_allclose(got_erf.numpy(), erf, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got_tanh.numpy(), tanh, rtol=1e-5, atol=1e-6)
+
+
+def test_symbolic_size_as_a_scalar_operand():
+    """x * x.shape[0]: the size is read from the input at run time, not baked in."""
+    from ember.export import Dim
+    check_export(Fn(lambda x: x * x.shape[0] + x / x.shape[1]), (r(3, 4),), others=[(r(6, 4),), (r(2, 4),)],
+                 dynamic_shapes={"xs": ({0: Dim("b")},)})
+
+
+def test_outputs_that_are_inputs_or_repeated():
+    x = r(3, 4)
+    prog = check_export(Fn(lambda t: (t, t * 2, t)), (x,), others=[(r(3, 4),)])
+    names = [o.name for o in prog.model_proto.graph.output]
+    assert len(set(names)) == 3
