@@ -41,8 +41,12 @@ INPLACE_BINARY_NAMES = tuple(n + "_" for n in BINARY_NAMES
 
 REDUCE_NAMES = ("sum", "mean", "amin", "amax", "argmin", "argmax", "prod", "all", "norm", "var", "std")
 
-PASSTHROUGH_NAMES = ("select", "transpose", "split", "t", "expand", "expand_as", "view", "reshape", "flatten",
-                     "unsqueeze", "unfold", "__getitem__")
+PASSTHROUGH_NAMES = ("select", "transpose", "split", "t", "expand", "view", "reshape", "flatten", "unsqueeze",
+                     "unfold", "__getitem__",
+                     # ops torch decomposes into those (so its MaskedTensor runs them too)
+                     "chunk", "narrow", "tensor_split", "hsplit", "vsplit", "swapaxes", "swapdims", "unflatten",
+                     "ravel", "expand_as", "view_as", "reshape_as")
+_SHAPE_FROM = ("expand_as", "view_as", "reshape_as")    # a MaskedTensor argument only gives a shape
 
 
 def _data(x):
@@ -193,7 +197,7 @@ def _passthrough(name):
         if any(is_masked_tensor(a) for a in args) or any(is_masked_tensor(v) for v in kwargs.values()):
             args = tuple(a._masked_mask if is_masked_tensor(a) else a for a in args)
             kwargs = {k: (v._masked_mask if is_masked_tensor(v) else v) for k, v in kwargs.items()}
-            if name != "expand_as":
+            if name not in _SHAPE_FROM:
                 raise NotImplementedError(f"ember.masked: {name} with a MaskedTensor argument is not supported")
         data = getattr(self.get_data(), name)(*args, **kwargs)
         mask = getattr(self._masked_mask, name)(*args, **kwargs)
@@ -342,6 +346,7 @@ def install():
     for n in PASSTHROUGH_NAMES:
         setattr(C, n, _passthrough(n))
     C.__hash__ = Tensor.__hash__      # defining __eq__ would otherwise drop it
+    C.mT = property(lambda self: self.transpose(-2, -1), doc="The last two dims swapped (data and mask).")
     C.where = where
     C.softmax = softmax
     C.clone = _clone

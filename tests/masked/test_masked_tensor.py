@@ -91,6 +91,13 @@ SAME_AS_TORCH = {
     "cumsum": lambda L, a, i: a.cumsum(0), "mm": lambda L, a, i: a.mm(a.t()),
     "copy_": lambda L, a, i: (a.copy_(L.masked.masked_tensor(a.get_data() * 10, ~a.get_mask())), a.get_data()),
     "copy_dense": lambda L, a, i: (a.copy_(a.get_data() + 1), a.get_data()),
+    "chunk": lambda L, a, i: a.chunk(2), "narrow": lambda L, a, i: a.narrow(0, 1, 2),
+    "tensor_split": lambda L, a, i: a.tensor_split(2), "swapaxes": lambda L, a, i: a.swapaxes(0, 1),
+    "view_as": lambda L, a, i: a.t().view_as(a.t()), "reshape_as": lambda L, a, i: a.flatten().reshape_as(a),
+    "unflatten": lambda L, a, i: a.unflatten(1, (2, 2)), "mT": lambda L, a, i: a.mT, "ravel": lambda L, a, i: a.ravel(),
+    "hsplit": lambda L, a, i: a.hsplit(2), "index_tensor": lambda L, a, i: a[L.tensor([0, 2])],
+    "ellipsis": lambda L, a, i: a[..., 1], "none_index": lambda L, a, i: a[None], "step": lambda L, a, i: a[::2],
+    "T_permute": lambda L, a, i: a.T, "movedim": lambda L, a, i: a.movedim(0, 1),
     "rpow": lambda L, a, i: 2 ** a, "pos": lambda L, a, i: +a, "builtin_abs": lambda L, a, i: abs(a),
     "is_same_size": lambda L, a, i: (a.is_same_size(a), a.is_same_size(a.t())),
 }
