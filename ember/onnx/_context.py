@@ -12,7 +12,7 @@ Each FX value becomes one of:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 

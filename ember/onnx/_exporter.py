@@ -116,7 +116,8 @@ def export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, v
         if dynamic_axes or dynamic_shapes:
             raise ValueError("ember.onnx.export: an ExportedProgram already fixes its dynamic shapes; do not pass "
                              "dynamic_axes / dynamic_shapes with it")
-        ep, dim_names, out_axes = model, _names_from_program(model), {}
+        # the program keeps no Dim names: its symbolic dims are named by their symbols (s0, s1, ...)
+        ep, dim_names, out_axes = model, {}, {}
     else:
         from ..nn.modules.module import Module
         if not isinstance(model, Module):
@@ -266,7 +267,3 @@ def _symbol_names(ep, args, kwargs, requested):
             if expr is not None and getattr(expr, "is_Symbol", False):
                 out.setdefault(expr, name)
     return out
-
-
-def _names_from_program(ep):
-    return {}

@@ -363,8 +363,8 @@ def _sdpa(ctx, args, kwargs):
     s = ctx.op("Mul", [s, ctx.tensor(float(scale), dt)])
     ninf = ctx.tensor(float("-inf"), dt)
     if causal:
-        lq = SymLen(ctx, q, -2)
-        lk = SymLen(ctx, k, -2)
+        lq = _length(ctx, q, -2)
+        lk = _length(ctx, k, -2)
         tri = ctx.op("Trilu", [ctx.op("ConstantOfShape", [ctx.op("Concat", [lq, lk], axis=0)],
                                       value=_bool_one()), ], upper=0)
         s = ctx.op("Where", [tri, s, ninf])
@@ -377,7 +377,8 @@ def _sdpa(ctx, args, kwargs):
     return ctx.op("MatMul", [p, ctx.tensor(v, dt)])
 
 
-def SymLen(ctx, x, d):  # noqa: N802 - reads like a value
+def _length(ctx, x, d):
+    """Size ``d`` of ``x`` as a 1-element int64 tensor (read at run time when symbolic)."""
     size = x.shape[d]
     if is_static(size):
         return ctx.b.int64s([int(size)])

@@ -140,7 +140,7 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
             raise UnsupportedOperatorError(f"ember.onnx.export: no ONNX translation for {describe_node(n)}")
         try:
             res = handler(ctx, lookup(n.args), lookup(n.kwargs))
-        except (OnnxExporterError, ValueError, TypeError):
+        except OnnxExporterError:
             raise
         except Exception as e:  # noqa: BLE001 - name the node whatever broke
             raise OnnxExporterError(f"ember.onnx.export: translating {describe_node(n)} failed: "

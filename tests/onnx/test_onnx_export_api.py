@@ -15,7 +15,6 @@ if getattr(onnx, "__file__", None) is None:     # tests/ is on sys.path: tests/o
 
 import ember  # noqa: E402
 import ember.nn as nn  # noqa: E402
-import ember.nn.functional as F  # noqa: E402
 import ember.onnx  # noqa: E402
 from ember import dynamo  # noqa: E402
 from ember.export import Dim  # noqa: E402
