@@ -338,59 +338,6 @@ def _embedding(ctx, args, kwargs):
     return ctx.op("Gather", [w.name, ctx.tensor(idx, ember.int64)], axis=0)
 
 
-@register("scaled_dot_product_attention", "_scaled_dot_product_attention_math")
-def _sdpa(ctx, args, kwargs):
-    """softmax(q k^T * scale + mask) v, decomposed (ONNX has no attention op at opset 18)."""
-    import ember
-    q, k, v = args[0], args[1], args[2]
-    mask = arg(args, kwargs, 3, "attn_mask")
-    dropout = arg(args, kwargs, 4, "dropout_p", 0.0)
-    causal = arg(args, kwargs, 5, "is_causal", False)
-    scale = kwargs.get("scale", args[6] if len(args) > 6 else None)
-    if kwargs.get("enable_gqa"):
-        raise ctx.unsupported("scaled_dot_product_attention enable_gqa=True")
-    if dropout:
-        raise ctx.unsupported("scaled_dot_product_attention with dropout_p > 0 (random)")
-    dt = ctx.out_dtype
-    e = q.shape[-1]
-    if scale is None:
-        if not is_static(e):
-            raise ctx.unsupported("scaled_dot_product_attention with a dynamic head dim")
-        scale = 1 / math.sqrt(int(e))
-    perm = list(range(k.rank))
-    perm[-1], perm[-2] = perm[-2], perm[-1]
-    s = ctx.op("MatMul", [ctx.tensor(q, dt), ctx.op("Transpose", [ctx.tensor(k, dt)], perm=perm)])
-    s = ctx.op("Mul", [s, ctx.tensor(float(scale), dt)])
-    ninf = ctx.tensor(float("-inf"), dt)
-    if causal:
-        lq = _length(ctx, q, -2)
-        lk = _length(ctx, k, -2)
-        tri = ctx.op("Trilu", [ctx.op("ConstantOfShape", [ctx.op("Concat", [lq, lk], axis=0)],
-                                      value=_bool_one()), ], upper=0)
-        s = ctx.op("Where", [tri, s, ninf])
-    if mask is not None:
-        if mask.dtype == ember.bool:
-            s = ctx.op("Where", [mask.name, s, ninf])
-        else:
-            s = ctx.op("Add", [s, ctx.tensor(mask, dt)])
-    p = ctx.op("Softmax", [s], axis=-1)
-    return ctx.op("MatMul", [p, ctx.tensor(v, dt)])
-
-
-def _length(ctx, x, d):
-    """Size ``d`` of ``x`` as a 1-element int64 tensor (read at run time when symbolic)."""
-    size = x.shape[d]
-    if is_static(size):
-        return ctx.b.int64s([int(size)])
-    d = d + x.rank
-    return ctx.op("Shape", [x.name], start=d, end=d + 1)
-
-
-def _bool_one():
-    from onnx import numpy_helper
-    return numpy_helper.from_array(np.asarray([True]))
-
-
 @register("_resample")
 def _resample(ctx, args, kwargs):
     """ember's separable linear resampling (adaptive pooling, bilinear/bicubic interpolate): per

@@ -261,3 +261,18 @@ def test_torch_style_mlp_matches_torch_exporter_values():
     assert _dims(ours.model_proto.graph.input[0]) == _dims(theirs.graph.input[0])
     x = np.random.default_rng(0).standard_normal((6, 5)).astype(np.float32)
     np.testing.assert_allclose(run_ort(ours.model_proto, [x])[0], run_ort(theirs, [x])[0], rtol=1e-5, atol=1e-6)
+
+
+def test_unsupported_op_error_quotes_the_source_line_when_the_node_has_one():
+    """ember.export's nodes carry no stack trace today; when one is there, the error quotes it."""
+    ep = ember.export.export(Fn(lambda x: ember.cumprod(x, 0)), (ember.randn(3, 2),))
+    node = next(n for n in ep.graph.nodes if n.op == "call_function")
+    node.meta["stack_trace"] = '  File "model.py", line 12, in forward\n    y = torch.cumprod(x, 0)\n'
+    with pytest.raises(ember.onnx.UnsupportedOperatorError, match=r"model\.py\", line 12.*torch\.cumprod"):
+        ember.onnx.export(ep, ())
+
+
+def test_handler_failure_names_the_node():
+    with pytest.raises(ember.onnx.OnnxExporterError, match="split along a dynamic dimension.*FX node"):
+        ember.onnx.export(Fn(lambda x: x.split(2, dim=0)[0]), (ember.randn(4, 3),),
+                          dynamic_shapes={"xs": ({0: Dim("b")},)})
