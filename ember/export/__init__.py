@@ -11,13 +11,15 @@ from .serialize import load, save
 from .unflatten import FlatArgsAdapter, unflatten
 from .pytree_types import register_dataclass
 from .decomp_utils import CustomDecompTable, default_decompositions
+from .shapes_collection import AdditionalInputs, ShapesCollection
 from .exported_program import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
            "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument", "ValueRange",
            "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule",
            "ModuleCallEntry", "ModuleCallSignature", "register_dataclass",
-           "default_decompositions", "CustomDecompTable"]
+           "default_decompositions", "CustomDecompTable",
+           "AdditionalInputs", "ShapesCollection"]
 
 
 def __getattr__(name):

@@ -238,6 +238,13 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature):
         raise UserError(f"Expecting `kwargs` to be a dict of example keyword inputs, got {type(kwargs)}")
     if preserve_module_call_signature:
         raise NotImplementedError("ember.export.export: preserve_module_call_signature is not supported")
+    from .shapes_collection import AdditionalInputs, ShapesCollection
+    if isinstance(dynamic_shapes, (AdditionalInputs, ShapesCollection)):
+        try:
+            dynamic_shapes = dynamic_shapes.dynamic_shapes(mod, args, kwargs)
+        except TypeError as e:
+            raise UserError(f"ember.export: the example inputs do not match {type(mod).__name__}.forward's "
+                            f"signature: {e}") from None
     args, kwargs = _dedupe_leaves(args, kwargs)
     bound = _bind(mod, args, kwargs)
     requests = dims_per_tensor(bound, dynamic_shapes)
@@ -553,7 +560,10 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                 break
     # relations between symbols: equal dims of different declared Dims
     name_of = {sym: next((r.name for r in reqs if r.name), None) for sym, reqs in sym_reqs.items()}
-    strict = {sym for sym, reqs in sym_reqs.items() if any(r.must_stay_dynamic for r in reqs)}
+    # equalities the program needs are errors only for named Dims (declared independent); between
+    # Dim.DYNAMIC/AUTO dims they are accepted (torch: only specialisation breaks DYNAMIC), and
+    # module() checks them at call time (the guards)
+    strict = {sym for sym, reqs in sym_reqs.items() if any(r.name is not None for r in reqs)}
     import sympy
     for gd in guards:
         syms = gd.free_symbols
