@@ -110,8 +110,8 @@ def test_inplace_and_unsupported_layers():
         eq.quantize_dynamic(lstm_model)                 # torch's default spec includes LSTM
     with pytest.raises(NotImplementedError, match="LSTM"):
         ember.ao.nn.quantized.dynamic.LSTM(4, 3)
-    with pytest.raises(NotImplementedError, match="static quantization"):
-        eq.prepare(em)
+    with pytest.raises(NotImplementedError, match="quantization-aware training"):
+        eq.quantize_qat(em, None, None)
     q = eq.quantize_dynamic(_pair(rng, (8, 4))[0], {ember.nn.Linear})
     with pytest.raises(RuntimeError, match="expected scalar type Float"):
         q(ember.randn(2, 8, dtype=ember.float64))

@@ -1,6 +1,7 @@
-"""Eager-mode quantization flows: ``quantize_dynamic`` (swap float layers for dynamically
-quantized ones), and the qconfig propagation and module swapping it is built from
-(``propagate_qconfig_``, ``convert``, ``swap_module``), as torch.ao.quantization's."""
+"""Eager-mode quantization flows, as torch.ao.quantization's: ``quantize_dynamic`` (swap float
+layers for dynamically quantized ones); static quantization (``prepare`` attaches observers,
+calibration runs data through, ``convert`` swaps in quantized modules); and the qconfig
+propagation and module swapping both are built from."""
 from __future__ import annotations
 
 import copy
@@ -11,7 +12,8 @@ from ... import nn
 from .qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "convert", "swap_module", "prepare", "quantize",
-           "prepare_qat", "quantize_qat", "get_default_dynamic_quant_module_mappings"]
+           "prepare_qat", "quantize_qat", "get_default_dynamic_quant_module_mappings",
+           "get_default_static_quant_module_mappings"]
 
 _RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
 
@@ -76,7 +78,8 @@ def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_
             for hook in mod._forward_pre_hooks.values():
                 new_mod.register_forward_pre_hook(hook)
             for hook in mod._forward_hooks.values():
-                new_mod.register_forward_hook(hook)
+                if hook is not _observer_forward_hook:      # the observer goes with the float module
+                    new_mod.register_forward_hook(hook)
     return new_mod
 
 
@@ -84,8 +87,9 @@ def _convert(module, mapping, inplace, custom_mapping):
     if not inplace:
         module = copy.deepcopy(module)
     reassign = {}
+    from ..nn import intrinsic as nni
     for name, child in module.named_children():
-        if type(child) not in mapping:
+        if not isinstance(child, nni._FusedModule) and type(child) not in custom_mapping:
             _convert(child, mapping, True, custom_mapping)
         reassign[name] = swap_module(child, mapping, custom_mapping)
     for name, new in reassign.items():
@@ -96,11 +100,15 @@ def _convert(module, mapping, inplace, custom_mapping):
 def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_reference=False,
             convert_custom_config_dict=None, use_precomputed_fake_quant=False):
     """Swap the mapped submodules that carry a qconfig for their quantized versions."""
+    if is_reference:
+        raise NotImplementedError("ember.quantization: convert(is_reference=True) is not supported")
     if mapping is None:
-        raise NotImplementedError("ember.quantization: convert() without a mapping (eager static quantization) "
-                                  "is not supported; ember supports quantize_dynamic")
+        mapping = get_default_static_quant_module_mappings()
     custom = (convert_custom_config_dict or {}).get("observed_to_quantized_custom_module_class", {})
-    return _convert(module, mapping, inplace, custom)
+    module = _convert(module, mapping, inplace, custom)
+    if remove_qconfig:
+        _remove_qconfig(module)
+    return module
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace=False):
@@ -139,15 +147,90 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
     return model
 
 
-def _static(name):
+def get_default_static_quant_module_mappings():
+    """float (or fused) module class -> statically quantized module class."""
+    from ..nn import intrinsic as nni
+    from ..nn.quantized.modules import static as nnq
+    from .stubs import DeQuantStub, QuantStub
+    return {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.Conv2d: nnq.Conv2d,
+            nni.ConvReLU2d: nnq.ConvReLU2d, nni.LinearReLU: nnq.LinearReLU}
+
+
+def _observed_leaf_types():
+    from .stubs import QuantStub
+    return {nn.Linear, nn.Conv2d, QuantStub}
+
+
+def _observer_forward_hook(self, input, output):
+    return self.activation_post_process(output)
+
+
+def _insert_observer(m):
+    from .stubs import DeQuantStub
+    if getattr(m, "qconfig", None) is not None and not isinstance(m, DeQuantStub):
+        m.add_module("activation_post_process", m.qconfig.activation())
+        m.register_forward_hook(_observer_forward_hook)
+
+
+def _add_observer_(module):
+    from ..nn import intrinsic as nni
+    for child in module.children():
+        if isinstance(child, nni._FusedModule):
+            _insert_observer(child)
+        else:
+            _add_observer_(child)
+    if not list(module.children()) and not isinstance(module, nn.Sequential) and type(module) in _observed_leaf_types():
+        _insert_observer(module)
+
+
+def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list=None,
+            prepare_custom_config_dict=None):
+    """Attach observers (from each module's ``qconfig``) to the outputs of the quantizable modules,
+    for calibration before ``convert``."""
+    if prepare_custom_config_dict or allow_list or observer_non_leaf_module_list:
+        raise NotImplementedError("ember.quantization: prepare() with custom configs / allow lists is not supported")
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model, None)
+    if not any(getattr(m, "qconfig", None) for m in model.modules()):
+        import warnings
+        warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct configuration "
+                      "through `qconfig_dict` or by assigning the `.qconfig` attribute directly on submodules",
+                      stacklevel=2)
+    _add_observer_(model)
+    return model
+
+
+def _remove_qconfig(module):
+    for child in module.children():
+        _remove_qconfig(child)
+    if hasattr(module, "qconfig"):
+        del module.qconfig
+    if "activation_post_process" in module._modules:
+        del module._modules["activation_post_process"]
+        for k, hook in list(module._forward_hooks.items()):
+            if hook is _observer_forward_hook:
+                del module._forward_hooks[k]
+
+
+def quantize(model, run_fn, run_args, mapping=None, inplace=False):
+    """prepare, calibrate with ``run_fn(model, *run_args)``, convert."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.eval()
+    prepare(model, inplace=True)
+    run_fn(model, *run_args) if isinstance(run_args, (list, tuple)) else run_fn(model, run_args)
+    convert(model, mapping, inplace=True)
+    return model
+
+
+def _qat_unsupported(name):
     def fn(*args, **kwargs):
-        raise NotImplementedError(f"ember.quantization: eager-mode static quantization ({name}) is not supported; "
-                                  f"use quantize_dynamic")
+        raise NotImplementedError(f"ember.quantization: quantization-aware training ({name}) is not supported; "
+                                  f"use prepare/convert (post-training) or quantize_dynamic")
     fn.__name__ = name
     return fn
 
 
-prepare = _static("prepare")
-quantize = _static("quantize")
-prepare_qat = _static("prepare_qat")
-quantize_qat = _static("quantize_qat")
+prepare_qat = _qat_unsupported("prepare_qat")
+quantize_qat = _qat_unsupported("quantize_qat")

@@ -1,0 +1,309 @@
+"""Statically quantized modules (eager mode): quantized tensors in, quantized tensors out.
+
+``Quantize`` / ``DeQuantize`` convert at the borders; ``Linear`` and ``Conv2d`` (and their
+ReLU-fused forms) compute as fbgemm does on x86:
+
+1. the integers: ``acc = sum (x_q - x_zp) * (w_q - w_zp)`` exactly (int32; ``_int_gemm``),
+   a convolution as that product over im2col patches, padded with the input's zero point;
+2. requantization with a float bias: ``r = float32(acc) + bias / (x_scale * w_scale)``, then
+   ``q = rint(r * (x_scale * w_scale / y_scale)) + y_zp`` clamped to 0..255 (from ``y_zp`` with
+   a fused ReLU) -- the output's scale and zero point were observed during calibration.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+import ember
+from ember import nn
+from ember._quantized import schemes as QS
+from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
+from .._int_gemm import exact_int_matmul
+from .linear import LinearPackedParams
+
+
+def _quantize_weight(float_wt, observer):
+    from ..dynamic.modules.linear import _quantize_weight as qw
+    return qw(float_wt, observer)
+
+
+def _need_quantized(x, who):
+    if not isinstance(x, QuantizedTensor):
+        raise RuntimeError(f"{who}: expected a quantized input (quint8, from a QuantStub / Quantize), got a "
+                           f"{getattr(x, 'dtype', type(x).__name__)} tensor")
+    if x.dtype is not ember.quint8 or x.qscheme() is not QS.per_tensor_affine:
+        raise NotImplementedError(f"ember.quantization: {who} takes a per-tensor quint8 input, got {x.dtype} "
+                                  f"{x.qscheme()}")
+
+
+def _weight_ints(qweight, n):
+    """(w_q - w_zp as int32 (N, K...), per-output-channel float32 scales)."""
+    qp = qweight._qp
+    w = qweight._irepr.astype(np.int32)
+    if qp.per_channel:
+        if qp.axis != 0:
+            raise NotImplementedError("ember.quantization: quantized weights must be per-channel along axis 0")
+        shp = (-1,) + (1,) * (w.ndim - 1)
+        return w - qp.zero_points.astype(np.int32).reshape(shp), qp.scales.astype(np.float32)
+    return w - np.int32(qp.zero_point), np.full(n, np.float32(qp.scale))
+
+
+def _requantize(acc, x_scale, w_scale, bias, y_scale, y_zp, relu):
+    """fbgemm's float-bias requantization of int32 ``acc`` (..., N) to quint8 integers."""
+    f32 = np.float32
+    act_w = (f32(x_scale) * w_scale).astype(f32)
+    r = acc.astype(f32)
+    if bias is not None:
+        r = (r + (bias.astype(f32) / act_w).astype(f32)).astype(f32)
+    mult = (act_w / f32(y_scale)).astype(f32)
+    q = np.rint((r * mult).astype(f32)).astype(np.int64) + int(y_zp)
+    return np.clip(q, int(y_zp) if relu else 0, 255).astype(np.uint8)
+
+
+class Quantize(nn.Module):
+    """float -> quantized with the scale / zero point observed at the QuantStub."""
+
+    def __init__(self, scale, zero_point, dtype, factory_kwargs=None):
+        super().__init__()
+        self.register_buffer("scale", ember.tensor([float(scale)]))
+        self.register_buffer("zero_point", ember.tensor([int(zero_point)], dtype=ember.long))
+        self.dtype = dtype
+
+    def forward(self, X):
+        return ember.quantize_per_tensor(X, float(self.scale), int(self.zero_point), self.dtype)
+
+    @staticmethod
+    def from_float(mod, use_precomputed_fake_quant=False):
+        scale, zp = mod.activation_post_process.calculate_qparams()
+        return Quantize(float(scale), int(zp), mod.activation_post_process.dtype)
+
+    def extra_repr(self):
+        return f"scale={self.scale}, zero_point={self.zero_point}, dtype={self.dtype}"
+
+
+class DeQuantize(nn.Module):
+    """quantized -> float32."""
+
+    def forward(self, Xq):
+        return Xq.dequantize()
+
+    @staticmethod
+    def from_float(mod, use_precomputed_fake_quant=False):
+        return DeQuantize()
+
+
+class ReLU(nn.Module):
+    """ReLU of a quantized tensor (its qparams kept: integers below the zero point become it)."""
+
+    def forward(self, x):
+        return x.relu() if isinstance(x, QuantizedTensor) else ember.relu(x)
+
+    def _get_name(self):
+        return "ReLU"
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        return cls()
+
+
+class _QuantizedWeighted(nn.Module):
+    """Shared by Linear / Conv2d: output scale and zero point, state_dict of torch's layout."""
+
+    _FUSE_RELU = False
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "scale"] = ember.tensor(float(self.scale))
+        destination[prefix + "zero_point"] = ember.tensor(int(self.zero_point))
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        for key in ("scale", "zero_point"):
+            if prefix + key in state_dict:
+                setattr(self, key, float(state_dict[prefix + key]) if key == "scale"
+                        else int(state_dict[prefix + key]))
+            elif strict:
+                missing_keys.append(prefix + key)
+
+    def _out(self, q_ints):
+        return make_qtensor(q_ints, ember.quint8, QParams(QS.per_tensor_affine, scale=float(self.scale),
+                                                          zero_point=int(self.zero_point)))
+
+
+class Linear(_QuantizedWeighted):
+    """``QuantizedLinear``: quint8 (.., K) -> quint8 (.., N), int8 weight, float bias."""
+
+    _version = 3
+
+    def __init__(self, in_features, out_features, bias_=True, dtype=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        w = ember.quantize_per_tensor(ember.zeros(out_features, in_features), 1.0, 0, ember.qint8)
+        self._packed_params = LinearPackedParams(ember.qint8)
+        self._packed_params.set_weight_bias(w, ember.zeros(out_features) if bias_ else None)
+        self.scale = 1.0
+        self.zero_point = 0
+
+    def _get_name(self):
+        return "QuantizedLinearReLU" if self._FUSE_RELU else "QuantizedLinear"
+
+    def __repr__(self):
+        return f"{self._get_name()}({self.extra_repr()})"
+
+    def extra_repr(self):
+        return (f"in_features={self.in_features}, out_features={self.out_features}, scale={self.scale}, "
+                f"zero_point={self.zero_point}, qscheme={self.weight().qscheme()}")
+
+    def weight(self):
+        return self._packed_params._weight_bias()[0]
+
+    def bias(self):
+        return self._packed_params._weight_bias()[1]
+
+    def set_weight_bias(self, w, b):
+        self._packed_params.set_weight_bias(w, b)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        self._packed_params._load_from_state_dict(state_dict, prefix + "_packed_params.", local_metadata, strict,
+                                                  missing_keys, unexpected_keys, error_msgs)
+
+    def forward(self, x):
+        _need_quantized(x, self._get_name())
+        w, b = self._packed_params._weight_bias()
+        wi, ws = _weight_ints(w, self.out_features)
+        xi = x._irepr.reshape(-1, self.in_features).astype(np.int32) - np.int32(x.q_zero_point())
+        acc = exact_int_matmul(xi, wi.T).astype(np.int32)
+        bias = None if b is None else np.asarray(b.detach()._data, np.float32)
+        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
+        return self._out(q.reshape(tuple(x.shape[:-1]) + (self.out_features,)))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        from ember.ao.nn import intrinsic as nni
+        act = mod.activation_post_process
+        if isinstance(mod, nni.LinearReLU):
+            mod = mod[0]
+        wobs = mod.qconfig.weight()
+        wobs(mod.weight)
+        if wobs.dtype is not ember.qint8:
+            raise AssertionError("Weight observer must have dtype torch.qint8")
+        qweight = _quantize_weight(mod.weight.detach().float(), wobs)
+        out = cls(mod.in_features, mod.out_features)
+        out.set_weight_bias(qweight, None if mod.bias is None else mod.bias.detach().clone())
+        s, z = act.calculate_qparams()
+        out.scale, out.zero_point = float(s), int(z)
+        return out
+
+
+class LinearReLU(Linear):
+    _FUSE_RELU = True
+
+
+def _pair(v):
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class Conv2d(_QuantizedWeighted):
+    """``QuantizedConv2d``: quint8 NCHW -> quint8 NCHW, int8 weight (per channel), float bias."""
+
+    _version = 3
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                 bias=True, padding_mode="zeros"):
+        super().__init__()
+        if groups != 1:
+            raise NotImplementedError("ember.quantization: quantized Conv2d with groups != 1 is not supported")
+        if padding_mode != "zeros":
+            raise NotImplementedError(f"ember.quantization: quantized Conv2d with padding_mode={padding_mode!r} "
+                                      f"is not supported")
+        self.in_channels, self.out_channels = in_channels, out_channels
+        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
+        self.padding, self.dilation = _pair(padding), _pair(dilation)
+        self.groups = groups
+        self.padding_mode = padding_mode
+        self.scale = 1.0
+        self.zero_point = 0
+        w = ember.quantize_per_tensor(ember.zeros(out_channels, in_channels, *self.kernel_size), 1.0, 0, ember.qint8)
+        self.set_weight_bias(w, ember.zeros(out_channels) if bias else None)
+
+    def _get_name(self):
+        return "QuantizedConvReLU2d" if self._FUSE_RELU else "QuantizedConv2d"
+
+    def __repr__(self):
+        return f"{self._get_name()}({self.extra_repr()})"
+
+    def extra_repr(self):
+        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
+             f"scale={self.scale}, zero_point={self.zero_point}")
+        if self.padding != (0, 0):
+            s += f", padding={self.padding}"
+        if self.dilation != (1, 1):
+            s += f", dilation={self.dilation}"
+        if self.bias() is None:
+            s += ", bias=False"
+        return s
+
+    def weight(self):
+        return self._wb[0]
+
+    def bias(self):
+        return self._wb[1]
+
+    def set_weight_bias(self, w, b):
+        self._wb = (w, b)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        destination[prefix + "weight"] = self.weight()
+        destination[prefix + "bias"] = self.bias()
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                                      error_msgs)
+        if prefix + "weight" in state_dict:
+            self.set_weight_bias(state_dict[prefix + "weight"], state_dict.get(prefix + "bias"))
+        elif strict:
+            missing_keys.append(prefix + "weight")
+
+    def forward(self, x):
+        _need_quantized(x, self._get_name())
+        if x.ndim != 4:
+            raise ValueError("Input shape must be `(N, C, H, W)`!")
+        w, b = self.weight(), self.bias()
+        wi, ws = _weight_ints(w, self.out_channels)
+        n, c, h, wd = x.shape
+        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
+        xi = x._irepr.astype(np.int32) - np.int32(x.q_zero_point())     # padding with the zero point = 0 here
+        xi = np.pad(xi, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
+        ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
+        win = np.lib.stride_tricks.sliding_window_view(xi, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
+        win = win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]              # (N, C, OH, OW, KH, KW)
+        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
+        acc = exact_int_matmul(cols, wi.reshape(self.out_channels, -1).T).astype(np.int32)
+        bias = None if b is None else np.asarray(b.detach()._data, np.float32)
+        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
+        return self._out(np.ascontiguousarray(q.reshape(n, oh, ow, self.out_channels).transpose(0, 3, 1, 2)))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        from ember.ao.nn import intrinsic as nni
+        act = mod.activation_post_process
+        if isinstance(mod, nni.ConvReLU2d):
+            mod = mod[0]
+        wobs = mod.qconfig.weight()
+        wobs(mod.weight)
+        qweight = _quantize_weight(mod.weight.detach().float(), wobs)
+        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
+                  mod.groups, mod.bias is not None, mod.padding_mode)
+        out.set_weight_bias(qweight, None if mod.bias is None else mod.bias.detach().clone())
+        s, z = act.calculate_qparams()
+        out.scale, out.zero_point = float(s), int(z)
+        return out
+
+
+class ConvReLU2d(Conv2d):
+    _FUSE_RELU = True
