@@ -220,6 +220,8 @@ def to_padded_tensor(input, padding, output_size=None):
     else:
         full = [b] + mx
     vals = input._vals
+    if input._packed and input._perm is None and list(full[2:]) == list(vals.shape[1:]):
+        return _pad_rows(input, full, padding)
     rows_inner = int(np.prod(vals.shape[1:])) if input._packed else 1
     flat = vals.reshape(-1)
     pad_at = flat.shape[0]
@@ -232,6 +234,24 @@ def to_padded_tensor(input, padding, output_size=None):
     src = api.cat([flat, api.full((1,), padding, dtype=vals.dtype, device=vals.device)], 0)
     out = src.index_select(0, _make(idx.reshape(-1), vals.device, _t.int64))
     return out.reshape(tuple(full))
+
+
+def _pad_rows(input, full, padding):
+    """to_padded_tensor of a packed, untransposed tensor whose regular dims need no padding: one
+    row gather (index arrays built without a loop over the components)."""
+    api = _api()
+    vals, lens, starts = input._vals, input._lens, input._starts
+    b, width = full[0], full[1]
+    total = int(lens.sum())
+    first = np.repeat(np.cumsum(lens) - lens, lens)                  # where each row's component begins
+    pos = np.arange(total, dtype=np.int64) - first                      # the row's position in it
+    comp = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
+    src = np.repeat(starts, lens) + pos
+    idx = np.full((b, width), vals.shape[0], dtype=np.int64)            # the padding row by default
+    idx[comp, pos] = src
+    pad = api.full((1,) + tuple(vals.shape[1:]), padding, dtype=vals.dtype, device=vals.device)
+    rows = api.cat([vals, pad], 0).index_select(0, _make(idx.reshape(-1), vals.device, _t.int64))
+    return rows.reshape(tuple(full))
 
 
 def masked_select(tensor, mask):
