@@ -57,7 +57,7 @@ def _jagged_ok(ts):
                            "example: (B, *, D_0, D_1, ..., D_N), with ragged * dim.")
 
 
-def _as_components(ts, dtype, device, copy):
+def _as_components(ts, dtype, device, copy, layout=L.strided):
     api = _api()
     out = []
     for t in ts:
@@ -71,10 +71,10 @@ def _as_components(ts, dtype, device, copy):
             t = t.to(device)
         out.append(t)
     if dtype is None and len({t.dtype for t in out}) > 1:
-        common = out[0].dtype
-        for t in out[1:]:
-            common = _t.promote_types(common, t.dtype)
-        out = [t.to(common) for t in out]
+        # torch: the jagged layout refuses mixed dtypes, the strided one takes the first's
+        if layout is L.jagged:
+            raise RuntimeError("When constructing a nested tensor, all tensors in list must have the same dtype")
+        out = [t.to(out[0].dtype) for t in out]
     return out
 
 
@@ -84,7 +84,7 @@ def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires
     if not isinstance(tensor_list, (list, tuple)):
         raise TypeError(f"nested_tensor(): argument 'tensor_list' must be a list of tensors or lists, got "
                         f"{type(tensor_list).__name__}")
-    comps = _as_components(tensor_list, dtype, device, copy=True)
+    comps = _as_components(tensor_list, dtype, device, copy=True, layout=lay)
     _check_components(comps, "nested_tensor")
     if lay is L.jagged:
         _jagged_ok(comps)
@@ -110,7 +110,7 @@ def as_nested_tensor(ts, dtype=None, device=None, layout=None):
         comps = list(ts.unbind(0))
     else:
         comps = ts
-    comps = _as_components(comps, dtype, device, copy=False)
+    comps = _as_components(comps, dtype, device, copy=False, layout=lay)
     _check_components(comps, "as_nested_tensor")
     if lay is L.jagged:
         _jagged_ok(comps)

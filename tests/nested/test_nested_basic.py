@@ -148,6 +148,11 @@ def test_nested_tensor_copies_and_is_a_leaf():
     assert ember.nested.nested_tensor([[1, 2], [3]]).dtype is ember.int64
     with pytest.raises(RuntimeError, match="All Tensors given to nested_tensor must have the same dimension"):
         ember.nested.nested_tensor([ember.ones(2, 3), ember.ones(3)])
+    mixed = [ember.ones(1, 3), ember.ones(2, 3, dtype=ember.float64)]
+    assert torch.nested.nested_tensor([torch.ones(1, 3), torch.ones(2, 3, dtype=torch.float64)]).dtype is torch.float32
+    assert ember.nested.nested_tensor(mixed).dtype is ember.float32      # the first component's, as torch
+    with pytest.raises(RuntimeError, match="all tensors in list must have the same dtype"):
+        ember.nested.nested_tensor(mixed, layout=ember.jagged)
 
 
 @pytest.mark.parametrize("seed", range(3))
