@@ -199,6 +199,10 @@ def __getattr__(name):
         mod = _lazy(name)
         globals()[name] = mod
         return mod
+    if name == "onnx":                      # ember.onnx (imports the onnx package only when exporting)
+        mod = _lazy("onnx")
+        globals()[name] = mod
+        return mod
     if not name.startswith("_") and hasattr(_api, name):
         return getattr(_api, name)
     aliases = _lazy("_aten_aliases")
