@@ -81,6 +81,8 @@ def _as_components(ts, dtype, device, copy, layout=L.strided):
 def nested_tensor(tensor_list, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """A new nested tensor (a copy, a leaf) of the given tensors / nested lists."""
     lay = _layout_arg(layout)
+    if pin_memory:
+        raise NotImplementedError("ember.nested: nested_tensor(..., pin_memory=True) is not supported")
     if not isinstance(tensor_list, (list, tuple)):
         raise TypeError(f"nested_tensor(): argument 'tensor_list' must be a list of tensors or lists, got "
                         f"{type(tensor_list).__name__}")

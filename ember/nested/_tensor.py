@@ -322,6 +322,21 @@ class NestedTensor(Tensor):
     def retain_grad(self):
         self._vals.retain_grad()
 
+    @property
+    def data(self):
+        """The same components without autograd history (over the same buffer)."""
+        return self._with_vals(self._vals.data)
+
+    @data.setter
+    def data(self, value):
+        raise NotImplementedError("ember.nested: assigning .data of a nested tensor is not supported")
+
+    def share_memory_(self):
+        raise NotImplementedError("ember.nested: share_memory_ of a nested tensor is not supported")
+
+    def cuda(self, *args, **kwargs):
+        raise NotImplementedError("ember.nested: nested tensors are CPU only in ember")
+
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         if not self.requires_grad:
             raise RuntimeError("element 0 of tensors does not require grad and does not have a grad_fn")

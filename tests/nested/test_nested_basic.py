@@ -146,6 +146,11 @@ def test_nested_tensor_copies_and_is_a_leaf():
     assert float(nt.unbind()[0].abs().sum()) > 0
     assert ember.nested.nested_tensor([[1.0, 2.0], [3.0]], dtype=ember.float64).dtype is ember.float64
     assert ember.nested.nested_tensor([[1, 2], [3]]).dtype is ember.int64
+    d = nt.data
+    assert d.is_nested and not d.requires_grad and nt.requires_grad
+    np.testing.assert_array_equal(as_np(d[1]), as_np(nt[1]))
+    with pytest.raises(NotImplementedError, match="pin_memory"):
+        ember.nested.nested_tensor([ember.ones(1)], pin_memory=True)
     with pytest.raises(RuntimeError, match="All Tensors given to nested_tensor must have the same dimension"):
         ember.nested.nested_tensor([ember.ones(2, 3), ember.ones(3)])
     mixed = [ember.ones(1, 3), ember.ones(2, 3, dtype=ember.float64)]
