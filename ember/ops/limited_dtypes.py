@@ -35,8 +35,12 @@ _STRUCTURAL = frozenset("""
 # What else torch 2.13's CPU kernels do per family (the probe in tests/ops/test_new_dtypes.py).
 _ALLOWED = {
     "uint": _STRUCTURAL | frozenset("""
-        _random _random_ mul mul_ div div_ exp sin sqrt eq eq_ ne ne_ bitwise_and bitwise_and_ bitwise_or bitwise_or_
-        bitwise_xor bitwise_xor_ sum prod sort argsort cumsum unique any all isnan isfinite trunc floor
+        _random _random_ mul mul_ div div_ eq eq_ ne ne_ bitwise_and bitwise_and_ bitwise_or bitwise_or_
+        bitwise_xor bitwise_xor_ sum prod sort argsort cumsum cumprod unique unique_consecutive any all isnan
+        isfinite isinf isposinf isneginf signbit trunc floor ceil round nan_to_num
+        exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh
+        sigmoid sqrt rsqrt erf erfc erfinv reciprocal lgamma digamma logit special_i0 sinc deg2rad rad2deg
+        atan2 equal allclose isclose
     """.split()),
     # float8: the conversions and moves, comparisons for equality, and float8 * float8 (computed
     # in float32 and rounded as torch, ``_float8_mul``). torch also takes abs of (and matmuls) some
@@ -75,13 +79,28 @@ _KERNEL = {
     "floor": "floor_vml_cpu", "ceil": "ceil_vml_cpu", "cos": "cos_vml_cpu", "log": "log_vml_cpu",
     "tanh": "tanh_cpu", "sigmoid": "sigmoid_cpu", "round": "round_cpu", "isfinite": "isfinite",
     "bitwise_and": "bitwise_and_cpu", "bitwise_or": "bitwise_or_cpu", "bitwise_xor": "bitwise_xor_cpu",
+    "median": "median_cpu", "nanmedian": "nanmedian_cpu", "kthvalue": "kthvalue_cpu", "searchsorted": "searchsorted_out_cpu",
+    "bucketize": "searchsorted_out_cpu", "count_nonzero": "nonzero_count_cpu", "cumprod": "cumprod_out_cpu",
+    "index_add": "index_add_", "take": "take_cpu", "fmod": "fmod_cpu", "atan2": "atan2_cpu", "frac": "frac_cpu",
+    "nansum": "nansum_cpu", "equal": "equal_notnan_cpu", "index_fill": "index_fill_", "index_copy": "index_copy_",
 }
-_FLOAT8_KERNEL = {"gather": "gather_expanded_index", "mean": "sum_cpu"}
+_FLOAT8_KERNEL = {"gather": "gather_expanded_index", "mean": "sum_cpu", "round": "round_vml_cpu",
+                  "sigmoid": "sigmoid_cpu_reduced_float", "tanh": "tanh_vml_cpu", "ceil": "ceil_vml_cpu",
+                  "isclose": "mul_cpu_reduced_float", "allclose": "mul_cpu_reduced_float"}
+# float8 with a number as the other operand: torch's "reduced float" scalar kernels
+_FLOAT8_SCALAR_KERNEL = {"div": "div_cpu_reduced_float", "floor_divide": "div_floor_cpu_reduced_float",
+                         "mul": "mul_cpu_reduced_float"}
+# composite ops (no kernel of their own here) that torch refuses with their own kernel's name: their
+# composite is wrapped with the check, so a limited self does not reach a constituent op first
+_COMPOSITES = frozenset("""
+    count_nonzero equal masked_scatter median nanmedian kthvalue cummax cummin searchsorted bucketize nansum
+    allclose isclose softmax log_softmax cumprod frac
+""".split())
 
 
-def _legacy_err(op_name, dt):
+def _legacy_err(op_name, dt, kernel=None):
     base = op_name[:-1] if op_name.endswith("_") and not op_name.startswith("_") else op_name
-    torch_runs = _TORCH_RUNS_FLOAT8 - {"abs", "index_put"} if dt.name == "float8_e8m0fnu" else _TORCH_RUNS_FLOAT8
+    torch_runs = _TORCH_RUNS_FLOAT8 - {"abs", "mm", "bmm"} if dt.name == "float8_e8m0fnu" else _TORCH_RUNS_FLOAT8
     if base == "bitwise_not" and dt._limited == "float8":
         return TypeError("~ (operator.invert) is only implemented on integer and Boolean-type tensors")
     if dt._limited == "float8" and base in torch_runs:
@@ -94,7 +113,7 @@ def _legacy_err(op_name, dt):
         if dt._limited == "uint":
             return RuntimeError("std and var only support floating point and complex dtypes")
         return RuntimeError(f"std_var_all: Unsupported dtype {dt._legacy}")
-    kernel = (_FLOAT8_KERNEL.get(base) if dt._limited == "float8" else None) or _KERNEL.get(base, base)
+    kernel = kernel or (_FLOAT8_KERNEL.get(base) if dt._limited == "float8" else None) or _KERNEL.get(base, base)
     return NotImplementedError(f'"{kernel}" not implemented for \'{dt._legacy}\'')
 
 
@@ -116,43 +135,92 @@ def _first_arg_dtype(x):
     return _LIMITED_NP.get(d) if d is not None else None
 
 
-def _check_promotion(dt, args, tensor_pos):
-    """torch promotes before it looks for a kernel: a limited ``self`` with a tensor of another
-    dtype raises the promotion error first (``ember.types`` holds which pairs are refused)."""
-    for i in tensor_pos:
-        other = getattr(args[i], "dtype", None) if i < len(args) else None
-        if other is not None and other != dt.np and getattr(args[i], "ndim", 0):
-            _t.promote_types(dt, _t.from_numpy_dtype(other))
+def _common_dtype(dt, args, operands):
+    """The dtype torch dispatches the kernel on: ``self``'s dtype promoted with the operands it
+    promotes with (``other``/``exponent``: tensors by torch's three tiers, numbers by category).
+    A pair torch refuses raises its promotion error here, before any kernel is looked for."""
+    dims, zero_dims, scalars = [dt], [], []
+    for i in operands:
+        x = args[i] if i < len(args) else None
+        if x is None:
+            continue
+        d = getattr(x, "dtype", None)
+        if d is None:
+            scalars.append(x)
+        elif getattr(x, "ndim", 0):
+            dims.append(_t.from_numpy_dtype(d))
+        else:
+            zero_dims.append(_t.from_numpy_dtype(d))
+    if len(dims) == 1 and not zero_dims and not scalars:
+        return dt
+    return _t.result_type_from(dims, zero_dims, scalars)
+
+
+def _kernel_name(base, dt, args, pos, operands):
+    if dt._limited == "float8" and base in _FLOAT8_SCALAR_KERNEL and any(
+            i < len(args) and not hasattr(args[i], "dtype") for i in operands):
+        return _FLOAT8_SCALAR_KERNEL[base]
+    if base in ("_softmax", "softmax", "_log_softmax", "log_softmax"):
+        x, dim = args[pos], args[pos + 1] if pos + 1 < len(args) else -1
+        nd = getattr(x, "ndim", 1)
+        last = nd <= 1 or not isinstance(dim, int) or dim % nd == nd - 1
+        return ("log_" if "log" in base else "") + ("softmax_lastdim_kernel_impl" if last else "softmax_kernel_impl")
+    return None
 
 
 def _guarded(op, kernel, pos):
     name = op.name
-    # the operands torch promotes with self (``other`` of add, mul, eq, ...): Tensor|Scalar params
-    others = tuple(i for i in op.tensor_pos if i != pos and op.params[i].type.rstrip("?") == "Tensor|Scalar")
-    is_mul = name in ("mul", "mul_")
+    base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    # the operands torch promotes with self to choose the kernel's dtype
+    operands = tuple(i for i in op.tensor_pos if i != pos and op.params[i].name in ("other", "exponent"))
+    is_mul = base == "mul"
     is_isfinite = name == "isfinite"
 
     def k(xp, *args):
         dt = _first_arg_dtype(args[pos]) if pos < len(args) else None
         if dt is not None:
-            _check_promotion(dt, args, others)
-            if is_mul and dt._limited == "float8":
-                if not hasattr(args[pos + 1], "dtype"):
-                    # torch multiplies float8 tensors but not a float8 tensor by a number
-                    raise NotImplementedError(f'"mul_cpu_reduced_float" not implemented for \'{dt._legacy}\'')
-                if xp is np and args[pos + 1].dtype == dt.np:
-                    return _float8_mul(args[pos], args[pos + 1], dt.np)
+            common = _common_dtype(dt, args, operands)
+            if common._limited is None:
+                return kernel(xp, *args)     # e.g. uint16 + 1.5: torch computes in float32, as the kernel does
+            dt = common
+            if is_mul and dt._limited == "float8" and operands and hasattr(args[operands[0]], "dtype") \
+                    and xp is np:
+                return _float8_mul(args[pos], args[operands[0]], dt.np)
             if is_isfinite and dt is _t.float8_e8m0fnu:
                 # torch: a float8_e8m0fnu has no infinity, so every element is finite (NaN too)
                 return xp.ones(args[pos].shape, dtype=bool)
-            if not is_allowed(name, dt):
-                raise _legacy_err(name, dt)
+            if not is_allowed(name, dt) or (is_mul and dt._limited == "float8"):
+                raise _legacy_err(name, dt, _kernel_name(base, dt, args, pos, operands))
         return kernel(xp, *args)
     k.__name__ = getattr(kernel, "__name__", "kernel")
     k.__qualname__ = getattr(kernel, "__qualname__", k.__name__)
     k.__module__ = getattr(kernel, "__module__", __name__)
     k.__wrapped__ = kernel
     return k
+
+
+def _guarded_composite(op, fn):
+    """A composite op's body with the check on its first tensor argument (a Tensor here)."""
+    name = op.name
+    base = name[:-1] if name.endswith("_") and not name.startswith("_") else name
+    pos = min(op.tensor_pos + op.list_pos)
+    as_float = base in ("allclose", "isclose")
+
+    def f(*args, **kwargs):
+        x = args[pos] if pos < len(args) else None
+        dt = getattr(x, "dtype", None)
+        if dt is not None and getattr(dt, "_limited", None) is not None:
+            if not is_allowed(name, dt):
+                raise _legacy_err(name, dt, _kernel_name(base, dt, args, pos, ()))
+            if as_float and dt._limited == "uint":
+                # torch compares unsigned tensors exactly; float64 holds them exactly below 2**53
+                args = tuple(a.to(_t.float64) if getattr(a, "dtype", None) is dt else a for a in args)
+        return fn(*args, **kwargs)
+    f.__name__ = getattr(fn, "__name__", name)
+    f.__qualname__ = getattr(fn, "__qualname__", f.__name__)
+    f.__module__ = getattr(fn, "__module__", __name__)
+    f.__wrapped__ = fn
+    return f
 
 
 # ---------------------------------------------------------------------- float8 arithmetic / conversions
@@ -242,6 +310,10 @@ def install():
     from .registry import OPS, refresh_binding
     done = set()
     for op in list(OPS.values()):
+        if op.composite is not None and op.name in _COMPOSITES and not hasattr(op.composite, "__wrapped__"):
+            op.composite = _guarded_composite(op, op.composite)
+            refresh_binding(op)
+            continue
         if op.kernel is None or id(op) in done or getattr(op, "limited_refusal", None):
             continue
         base = op.functional if op.functional is not None else op
