@@ -148,8 +148,7 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
         env[n] = _wrap(n, res)
 
     # ---- outputs
-    spec_outs = ep.graph_signature.output_specs
-    for s in spec_outs:
+    for s in ep.graph_signature.output_specs:
         if s.kind == OutputKind.USER_INPUT_MUTATION:
             raise UnsupportedOperatorError(f"ember.onnx.export: the model writes in place into its input "
                                            f"{s.target!r}; ONNX graphs cannot modify their inputs")
@@ -157,13 +156,13 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
             raise UnsupportedOperatorError(f"ember.onnx.export: the model updates {s.target!r} during its forward "
                                            f"(BatchNorm running statistics in training mode?); ONNX graphs are "
                                            f"stateless: export the model in eval mode")
+    # the FX output holds the tensor outputs only (constants returned by forward are not graph values)
     fx_outs = list(out_node.args[0]) if out_node is not None else []
-    tensor_nodes = [o for o in fx_outs]
     graph_outputs = []
     produced = {o for nd in b.nodes for o in nd.output}
     taken_as_output = set()
     rename: Dict[str, str] = {}
-    for i, o in enumerate(tensor_nodes):
+    for i, o in enumerate(fx_outs):
         v = env[o] if hasattr(o, "op") else o
         if not isinstance(v, Value):
             raise OnnxExporterError(f"ember.onnx.export: output {i} is not a tensor ({v!r})")
