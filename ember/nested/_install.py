@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import operator
 
-from .. import _layout as L
 from ..tensor import Tensor
 from . import _create as C
 from . import _ops as O
@@ -208,5 +207,3 @@ def _route_cat(g):
         return
     _route(fn, cond, impl)
 
-
-_ = L

@@ -89,10 +89,16 @@ def binary(name, fn, a, b):
     rows = _dense_operand_rows(nt, other, name)
     if rows is not None:
         return map_values(nt, (lambda v: fn(v, rows)) if na else (lambda v: fn(rows, v)))
-    if other.ndim >= nt.dim() - 1 and (other.ndim >= nt.dim() or other.shape[0] != 1):
+    nd, shape = nt.dim(), tuple(other.shape)
+    if other.ndim == nd and shape[0] in (1, len(nt)) and shape[1] == 1:
+        # (B, 1, *D) against a transposed / holey tensor: component i meets other[i]
+        parts = [other[i if shape[0] > 1 else 0] for i in range(len(nt))]
+    elif other.ndim < nd - 1 or (other.ndim == nd - 1 and shape[0] == 1):
+        parts = [other] * len(nt)
+    else:
         raise RuntimeError(f"cannot call binary pointwise function {name}.Tensor with inputs of shapes "
-                           f"{nt.size()} and {_t.Size(other.shape)}")
-    comps = [fn(c, other) if na else fn(other, c) for c in nt.unbind()]
+                           f"{nt.size()} and {_t.Size(shape)}")
+    comps = [fn(c, o) if na else fn(o, c) for c, o in zip(nt.unbind(), parts)]
     return pack_like(nt, comps)
 
 

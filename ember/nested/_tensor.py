@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import sys
 
 import numpy as np
 

@@ -361,3 +361,25 @@ def test_cat_clone_detach_to():
     assert f.dtype is ember.float32 and f.values().dtype is ember.float32
     assert_nested_close(f, t.to(torch.float32), "float32")
     assert_nested_close(e.double(), t.double())
+
+
+def test_dense_operand_per_component_paths():
+    """A jagged view with holes (lengths=) or a transposed ragged dim cannot use the buffer
+    directly: the dense operand meets each component (component i meets other[i] for (B, 1, ...))."""
+    rng = np.random.default_rng(26)
+    v = ember.tensor(rng.standard_normal((7, 3)), requires_grad=True)
+    nt = ember.nested.nested_tensor_from_jagged(v, ember.tensor([0, 2, 7]), lengths=ember.tensor([1, 4]))
+    d = ember.tensor(rng.standard_normal((2, 1, 3)))
+    out = nt * d + d
+    for i, c in enumerate(out.unbind()):
+        np.testing.assert_allclose(as_np(c), as_np(nt[i] * d[i] + d[i]), rtol=1e-12)
+    out.to_padded_tensor(0.0).sum().backward()
+    g = as_np(v.grad)
+    np.testing.assert_allclose(g[0], as_np(d[0, 0]), rtol=1e-12)
+    np.testing.assert_allclose(g[2:6], np.broadcast_to(as_np(d[1, 0]), (4, 3)), rtol=1e-12)
+    assert (g[[1, 6]] == 0).all()                       # rows outside the components get no gradient
+    e, t = pair(arrays(rng, [2, 0, 3], (4, 3)), "jagged")
+    w = rng.standard_normal(3)
+    assert_nested_close(e.transpose(1, 2) * ember.tensor(w), t.transpose(1, 2) * torch.tensor(w))
+    with pytest.raises(RuntimeError, match="cannot call binary pointwise function"):
+        nt + ember.ones(3, 1, 3)
