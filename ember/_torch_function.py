@@ -30,7 +30,10 @@ from ._state import STATE
 _FAST_SCALARS = frozenset((int, float, bool))
 
 PLAIN_CLASSES = set()      # ground truth: Tensor and the subclasses that opt out of the protocol
-FAST_CLASSES = set()       # live (read by every generated binding): PLAIN_CLASSES, or empty under a mode
+ROUTED_CLASSES = set()     # ember's own classes with ``__ember_route__`` (sparse, nested, ...): plain
+                           # for the protocol, but their calls take the slow path, which routes them
+DIRECT_CLASSES = set()     # PLAIN_CLASSES - ROUTED_CLASSES: what the fast path and _check_args pass
+FAST_CLASSES = set()       # live (read by every generated binding): DIRECT_CLASSES, or empty under a mode
 FAST_OR_SCALAR = set()     # live: FAST_CLASSES plus the fast scalar types
 
 
@@ -54,9 +57,11 @@ _LOCK = threading.Lock()
 def _refill():
     FAST_CLASSES.clear()
     FAST_OR_SCALAR.clear()
+    DIRECT_CLASSES.clear()
+    DIRECT_CLASSES.update(PLAIN_CLASSES - ROUTED_CLASSES)
     if not _ACTIVE[0]:
-        FAST_CLASSES.update(PLAIN_CLASSES)
-        FAST_OR_SCALAR.update(PLAIN_CLASSES)
+        FAST_CLASSES.update(DIRECT_CLASSES)
+        FAST_OR_SCALAR.update(DIRECT_CLASSES)
         FAST_OR_SCALAR.update(_FAST_SCALARS)
 
 
@@ -76,9 +81,32 @@ def note_tensor_class(cls) -> None:
     """Called for Tensor and each subclass as it is created (``Tensor.__init_subclass__``)."""
     if opts_out(cls):
         PLAIN_CLASSES.add(cls)
+        if getattr(cls, "__ember_route__", None) is not None:
+            ROUTED_CLASSES.add(cls)
         _refill()
     else:
         _route_methods(cls)
+
+
+def route(op, args):
+    """``__ember_route__`` of the routed classes among ``args`` (the slow path found one): the
+    first result that is not NotImplemented, else NotImplemented (the op runs as for a dense
+    tensor -- whose storage, for these classes, refuses the read with torch's error).
+
+    Why a hook here and not code swapped into the public functions: ``ember.mm(sparse, x)``
+    then costs dense calls nothing (sparse tensors fail the bindings' fast-path class test
+    anyway), and regenerating a binding (``registry.refresh_binding``) cannot drop the route."""
+    from .tensor import Tensor
+    seen = []
+    for a in args:
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            c = x.__class__
+            if c in ROUTED_CLASSES and c not in seen and isinstance(x, Tensor):
+                seen.append(c)
+                r = c.__ember_route__(op, args)
+                if r is not NotImplemented:
+                    return r
+    return NotImplemented
 
 
 # ---------------------------------------------------------------------- methods of subclasses

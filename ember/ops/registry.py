@@ -603,14 +603,14 @@ def _check_args(op, args):
     """Validate tensor arguments; returns (requires_grad, override) ."""
     req = False
     params = op.params
-    plain = _tf.PLAIN_CLASSES
+    direct = _tf.DIRECT_CLASSES
     for i in op.tensor_pos:
         a = args[i]
         if isinstance(a, Tensor):
             if a._requires_grad:
                 req = True
-            if a.__class__ not in plain and not STATE.tf_subclass_off:
-                return req, True            # a subclass with __torch_function__
+            if a.__class__ not in direct and (a.__class__ in _tf.ROUTED_CLASSES or not STATE.tf_subclass_off):
+                return req, True            # a subclass with __torch_function__, or a routed one
             continue
         p = params[i]
         if a is None:
@@ -631,7 +631,7 @@ def _check_args(op, args):
             if isinstance(a, Tensor):
                 if a._requires_grad:
                     req = True
-                if a.__class__ not in plain and not STATE.tf_subclass_off:
+                if a.__class__ not in direct and (a.__class__ in _tf.ROUTED_CLASSES or not STATE.tf_subclass_off):
                     return req, True
             elif hasattr(type(a), "__ember_function__") or hasattr(type(a), "__torch_function__"):
                 return req, True
@@ -651,6 +651,22 @@ def _bad_arg(op, i, a):
                     f"not {type(a).__name__}")
 
 
+_RESUME = object()          # _override's "nothing took the call": the dispatcher goes on
+
+
+def _resumed_req(op, args):
+    """requires_grad over the tensor arguments (``_check_args`` stopped at the routed one)."""
+    for i in op.tensor_pos:
+        a = args[i]
+        if isinstance(a, Tensor) and a._requires_grad:
+            return True
+    for i in op.list_pos:
+        for a in args[i] if isinstance(args[i], (list, tuple)) else ():
+            if isinstance(a, Tensor) and a._requires_grad:
+                return True
+    return False
+
+
 def _override(op, args):
     """An argument overrides the call: ember's own ``__ember_function__`` (fx proxies: they get
     every parameter positionally), else PyTorch's ``__torch_function__`` protocol (modes and
@@ -664,7 +680,13 @@ def _override(op, args):
             if hasattr(t, "__ember_function__") and t not in overloaded:
                 overloaded.append(t)
     if not overloaded:
+        if _tf.ROUTED_CLASSES:
+            r = _tf.route(op, args)
+            if r is not NotImplemented:
+                return r
         types = _tf.collect_overloaded([args[i] for i in op.tensor_pos + op.list_pos])
+        if not types and not (STATE.tf_modes and not STATE.tf_off):
+            return _RESUME                  # a routed class declined: dispatch as usual
         pos, kw = _tf.args_as_called(op.params, args, _REQUIRED)
         return _tf.handle(op.binding, types, pos, kw)
     for t in overloaded:
@@ -693,7 +715,10 @@ def dispatch(op, args):
         args = _autocast(op, args)
     req, ovr = _check_args(op, args)
     if ovr:
-        return _override(op, args)
+        r = _override(op, args)
+        if r is not _RESUME:
+            return r
+        req = _resumed_req(op, args)
     if req and STATE.grad_enabled:
         return _autograd(op, args)
     if STATE.modes:
@@ -706,7 +731,10 @@ def dispatch_composite(op, args):
         args = _autocast(op, args)
     req, ovr = _check_args(op, args)
     if ovr:
-        return _override(op, args)
+        r = _override(op, args)
+        if r is not _RESUME:
+            return r
+        req = _resumed_req(op, args)
     if STATE.modes:
         for m in reversed(STATE.modes):
             keep = getattr(m, "keep_composite", None)
@@ -780,7 +808,10 @@ def dispatch_inplace(op, args):
     """In-place variant: run the functional op, write into ``self``, bump its version."""
     req, ovr = _check_args(op, args)
     if ovr:
-        return _override(op, args)
+        r = _override(op, args)
+        if r is not _RESUME:
+            return r
+        req = _resumed_req(op, args)
     if req and STATE.grad_enabled:
         return _inplace_autograd(op, args)
     if STATE.modes:

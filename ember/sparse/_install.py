@@ -252,15 +252,6 @@ def _swap_code(fn, cond, impl, tag):
     fn._ember_sparse_inner = inner
 
 
-def _addmm_impl(input, mat1, mat2, *, beta=1, alpha=1, out=None):
-    return O.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
-
-
-_ROUTES = {   # name -> (how many leading tensor arguments, implementation)
-    "mm": (2, lambda input, mat2, out=None: O.mm(input, mat2)),
-    "matmul": (2, lambda input, other, out=None: O.matmul(input, other)),
-    "addmm": (3, _addmm_impl),
-}
 
 
 # ---------------------------------------------------------------------- layout= of the factories
@@ -313,16 +304,7 @@ def install(ember_module):
     _install_sparse_methods()
     _install_dense_methods()
     g = ember_module.__dict__
-    for name, (n, impl) in _ROUTES.items():
-        fn = g.get(name)
-        if fn is None or hasattr(fn, "_ember_sparse_inner"):
-            continue
-        params = _real_params(fn)
-        names = [p.name for p in inspect.signature(fn).parameters.values()][:n]
-        exprs = [_expr_for(params, a, i) for i, a in enumerate(names)]
-        if None in exprs:
-            continue
-        _swap_code(fn, " or ".join(_SP.format(e) for e in exprs), impl, "op")
+    # ember.mm / matmul / addmm: routed by the dispatcher (SparseTensor.__ember_route__)
     for name, ok in (("zeros", True), ("empty", True), ("zeros_like", True), ("empty_like", True),
                      ("ones", False), ("full", False), ("rand", False), ("randn", False), ("randint", False),
                      ("ones_like", False), ("full_like", False), ("rand_like", False), ("randn_like", False),

@@ -118,6 +118,15 @@ class SparseTensor(Tensor):
 
     _sparse_layout = True
 
+    @classmethod
+    def __ember_route__(cls, op, args):
+        """The dispatcher's slow path hands a call with a sparse argument here
+        (ember/_torch_function.py ``route``): the products have sparse kernels; any other op
+        returns NotImplemented and then fails reading the placeholder storage, with torch's
+        "Could not run 'aten::op' with arguments from the 'SparseCPU' backend"."""
+        impl = _ROUTED_OPS.get(op.name)
+        return NotImplemented if impl is None else impl(*args)
+
     @property
     def layout(self):
         return self._st.layout
@@ -476,3 +485,22 @@ def gather_values(g, st):
         return v
     flat = g.reshape((int(math.prod(st.sparse_shape)),) + tuple(dense_shape))
     return flat.index_select(0, _itensor(st.lin(), g.device))
+
+
+def _routed_mm(input, mat2):
+    from . import _ops
+    return _ops.mm(input, mat2)
+
+
+def _routed_matmul(input, other):
+    from . import _ops
+    return _ops.matmul(input, other)
+
+
+def _routed_addmm(input, mat1, mat2, beta=1, alpha=1):
+    from . import _ops
+    return _ops.addmm(input, mat1, mat2, beta=beta, alpha=alpha)
+
+
+# op name -> the sparse implementation, called with the op's arguments in schema order
+_ROUTED_OPS = {"mm": _routed_mm, "matmul": _routed_matmul, "addmm": _routed_addmm}
