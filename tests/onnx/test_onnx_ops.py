@@ -214,3 +214,37 @@ def test_outputs_that_are_inputs_or_repeated():
     prog = check_export(Fn(lambda t: (t, t * 2, t)), (x,), others=[(r(3, 4),)])
     names = [o.name for o in prog.model_proto.graph.output]
     assert len(set(names)) == 3
+
+
+BINARY = {
+    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b, "div": lambda a, b: a / b,
+    "maximum_or_lt": lambda a, b: ember.maximum(a, b) if isinstance(b, ember.Tensor) else a < b,
+    "eq": lambda a, b: a == b, "ge": lambda a, b: a >= b,
+    "where": lambda a, b: ember.where(a > 0, a, b),
+}
+DTYPE_MIXES = [(ember.float32, ember.float32), (ember.int64, ember.float32), (ember.int32, ember.int64),
+               (ember.float32, 2.5), (ember.int64, 3), (ember.int32, 0.5), (ember.float64, ember.float32)]
+
+
+def _draw(rng, dtype, shape):
+    if dtype.is_floating_point:
+        return ember.tensor(rng.standard_normal(shape) + 0.1, dtype=dtype)
+    return ember.tensor(rng.integers(1, 9, size=shape) * rng.choice([-1, 1], size=shape), dtype=dtype)
+
+
+@pytest.mark.parametrize("op", list(BINARY))
+def test_binary_promotion_and_broadcasting(op):
+    """Mixed dtypes (tensor/tensor, tensor/Python scalar) and broadcast shapes: ONNX's binary
+    ops need one element type, so the casts must reproduce torch's promotion exactly."""
+    rng = np.random.default_rng(abs(hash(op)) % 2 ** 32)
+    for da, db in DTYPE_MIXES:
+        dynamo.reset()
+        sa = tuple(int(s) for s in rng.integers(1, 4, size=2))
+        sb = (sa[-1],) if rng.random() < 0.5 else (1,) + sa[1:]
+        a = _draw(rng, da, sa)
+        if isinstance(db, (int, float)):
+            fn = (lambda s: (lambda x: BINARY[op](x, s)))(db)
+            args = (a,)
+        else:
+            fn, args = BINARY[op], (a, _draw(rng, db, sb))
+        check_export(Fn(fn), args, rtol=1e-6, atol=1e-6)
