@@ -12,6 +12,7 @@ from .unflatten import FlatArgsAdapter, unflatten
 from .pytree_types import register_dataclass
 from .decomp_utils import CustomDecompTable, default_decompositions
 from .shapes_collection import AdditionalInputs, ShapesCollection
+from .draft_export import draft_export
 from .exported_program import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
@@ -19,7 +20,7 @@ __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGr
            "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule",
            "ModuleCallEntry", "ModuleCallSignature", "register_dataclass",
            "default_decompositions", "CustomDecompTable",
-           "AdditionalInputs", "ShapesCollection"]
+           "AdditionalInputs", "ShapesCollection", "draft_export"]
 
 
 def __getattr__(name):

@@ -223,7 +223,7 @@ def export(mod, args, kwargs=None, *, dynamic_shapes=None, strict=False, preserv
         compiler._EXPORT_DEPTH -= 1
 
 
-def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature):
+def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, capture=None):
     from ..nn.modules.module import Module
     from ..tensor import Tensor
     from ..utils._pytree import tree_flatten
@@ -274,13 +274,14 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature):
     param_of = {id(t): k for k, t in params.items()}
     buffer_of = {id(t): k for k, t in buffers.items()}
 
-    gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, requests)
+    if capture is None:
+        gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, requests)
+        # ---- aot: the functional inference graph
+        joint = _trace_functional(gm, ex_inputs) if gm is not None else None
+    else:
+        # another front end (draft_export's real-value trace) made the functional graph itself
+        gm, ex_inputs, sentinels, result, joint = capture(mod, args, kwargs)
     out_leaves, out_spec = tree_flatten(result)
-
-    # ---- aot: the functional inference graph
-    joint = None
-    if gm is not None:
-        joint = _trace_functional(gm, ex_inputs)
 
     # ---- classify the dynamo inputs
     user_ids = {id(v): i for i, v in enumerate(in_leaves) if isinstance(v, Tensor)}
