@@ -572,7 +572,7 @@ class Tensor:
             return f"{_t.PUBLIC_PREFIX}{self.dtype.legacy_name}Tensor"
         if isinstance(dtype, str) and dtype.endswith("Tensor"):
             legacy = dtype.rsplit(".", 1)[-1][:-len("Tensor")]
-            for d in _t.ALL_DTYPES:
+            for d in _t.ALL_DTYPES + _t.LIMITED_DTYPES:
                 if d.legacy_name == legacy:
                     return self.to(d)
             raise ValueError(f"invalid type: {dtype!r}")

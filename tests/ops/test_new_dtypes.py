@@ -43,6 +43,8 @@ def test_dtype_attributes(name):
     assert (e.is_signed, e.is_floating_point, e.is_complex, e.itemsize) == \
         (t.is_signed, t.is_floating_point, t.is_complex, t.itemsize)
     assert ember.empty(0, dtype=e).type() == torch.empty(0, dtype=t).type().replace("torch.", "ember.")
+    legacy = torch.empty(0, dtype=t).type().replace("torch.", "ember.")
+    assert ember.tensor([1, 2]).type(legacy).dtype is e
     assert ember.types.as_dtype(name) is e
     import pickle
     assert pickle.loads(pickle.dumps(e)) is e
