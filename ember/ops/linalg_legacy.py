@@ -65,7 +65,8 @@ geqrf_raw.derivative(_geqrf_backward)
 def geqrf(input, *, out=None):
     """``torch.geqrf(A)``: ``(a, tau)``, LAPACK's compact Householder QR (see the module)."""
     if out is not None:
-        raise TypeError("geqrf(): the out= argument is not supported by ember")
+        from ._out import call_with_out
+        return call_with_out("geqrf", geqrf, (input,), {}, out, 2)
     return _geqrf_t(*geqrf_raw.binding(input))
 
 
@@ -73,7 +74,10 @@ def geqrf(input, *, out=None):
 @_export
 def orgqr(input, input2, *, out=None):
     """``torch.orgqr(A, tau)``: an alias of ``linalg.householder_product``."""
-    return householder_product(input, input2, out=out)
+    if out is not None:
+        from ._out import call_with_out
+        return call_with_out("orgqr", orgqr, (input, input2), {}, out)
+    return householder_product(input, input2)
 
 
 def _ormqr_checks(A, tau, C, left):
@@ -114,7 +118,8 @@ def ormqr(input, input2, input3, left=True, transpose=False, *, out=None):
     ``H_i = I - tau_i v_i v_i^H`` and ``op`` the conjugate transpose when ``transpose``. Q is
     never formed: each reflector is applied to ``C`` as a rank-1 update."""
     if out is not None:
-        raise TypeError("ormqr(): the out= argument is not supported by ember")
+        from ._out import call_with_out
+        return call_with_out("ormqr", ormqr, (input, input2, input3, left, transpose), {}, out)
     A, tau, C = input, input2, input3
     _ormqr_checks(A, tau, C, left)
     m, k = A.shape[-2], tau.shape[-1]
