@@ -200,8 +200,8 @@ def check_dim(prim, name, dim, ndim):
 
 def compute_np(dt):
     """The numpy dtype the reference kernels compute in for ember dtype ``dt``: float32 for
-    float16/bfloat16 (rounded once at the end, like PyTorch's CPU kernels), else itself."""
-    return np.dtype(np.float32) if dt.np in _HALF else dt.np
+    float16/bfloat16 and float8 (rounded once at the end, like PyTorch's CPU kernels), else itself."""
+    return np.dtype(np.float32) if dt.np in _HALF or dt._limited == "float8" else dt.np
 
 
 def scalar_array(xp, v, dt):
@@ -218,5 +218,8 @@ def finish(xp, r, dt):
     """A kernel result as an array of exactly ember dtype ``dt``."""
     r = xp.asarray(r)
     if r.dtype != dt.np:
+        if dt._limited == "float8" and xp is np:   # torch's rounding into float8 (ember/_float8.py)
+            from .._float8 import to_float8
+            return to_float8(r, dt.np)
         r = r.astype(dt.np)
     return r
