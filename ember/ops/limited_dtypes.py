@@ -176,12 +176,12 @@ def _guarded(op, kernel, pos):
     is_mul = base == "mul"
     is_isfinite = name == "isfinite"
 
-    def k(xp, *args):
+    def k(xp, *args, **kwargs):          # (the inductor's fallbacks pass keyword-only params by name)
         dt = _first_arg_dtype(args[pos]) if pos < len(args) else None
         if dt is not None:
             common = _common_dtype(dt, args, operands)
             if common._limited is None:
-                return kernel(xp, *args)     # e.g. uint16 + 1.5: torch computes in float32, as the kernel does
+                return kernel(xp, *args, **kwargs)     # e.g. uint16 + 1.5: torch computes in float32, as the kernel does
             dt = common
             if is_mul and dt._limited == "float8" and operands and hasattr(args[operands[0]], "dtype") \
                     and xp is np:
@@ -191,7 +191,7 @@ def _guarded(op, kernel, pos):
                 return xp.ones(args[pos].shape, dtype=bool)
             if not is_allowed(name, dt) or (is_mul and dt._limited == "float8"):
                 raise _legacy_err(name, dt, _kernel_name(base, dt, args, pos, operands))
-        return kernel(xp, *args)
+        return kernel(xp, *args, **kwargs)
     k.__name__ = getattr(kernel, "__name__", "kernel")
     k.__qualname__ = getattr(kernel, "__qualname__", k.__name__)
     k.__module__ = getattr(kernel, "__module__", __name__)
