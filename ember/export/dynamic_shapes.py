@@ -17,9 +17,9 @@ from __future__ import annotations
 import enum
 import sys
 from dataclasses import dataclass
-from typing import Any, Dict, Optional
+from typing import Any, Dict, Optional, Union
 
-__all__ = ["Dim", "ValueRange", "int_oo"]
+__all__ = ["Dim", "ValueRange", "int_oo", "Constraint"]
 
 int_oo = sys.maxsize - 1      # torch's upper bound of an unbounded Dim
 
@@ -72,6 +72,11 @@ class Dim(metaclass=_DimMeta):
         if self.max != int_oo:
             args.append(f"max={self.max}")
         return f"Dim({', '.join(args)})"
+
+
+#: what a dynamic dimension is declared with (torch's ``Constraint`` type alias, for annotations):
+#: a named ``Dim`` or one of the hints ``Dim.AUTO``/``Dim.DYNAMIC``/``Dim.STATIC``
+Constraint = Union[Dim, _DimHint]
 
 
 def dims(*names, min=None, max=None):

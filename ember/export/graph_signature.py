@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
 __all__ = ["InputKind", "OutputKind", "TensorArgument", "ConstantArgument", "SymIntArgument", "InputSpec",
-           "OutputSpec", "ExportGraphSignature"]
+           "OutputSpec", "ExportGraphSignature", "ExportBackwardSignature"]
 
 
 class InputKind(enum.Enum):
@@ -65,6 +65,16 @@ class OutputSpec:
     kind: OutputKind
     arg: Any
     target: Optional[str]
+
+
+@dataclass
+class ExportBackwardSignature:
+    """The gradient outputs of a joint (forward + backward) graph: output name -> parameter or
+    user input it is the gradient of, and the loss output's name (torch's record; ember's
+    exported programs are forward-only, so none of them carries one)."""
+    gradients_to_parameters: Dict[str, str]
+    gradients_to_user_inputs: Dict[str, str]
+    loss_output: str
 
 
 @dataclass

@@ -10,6 +10,9 @@ import io
 import os
 import pickle
 
+#: the pickle protocol ``save`` writes with by default (torch's constant and value)
+DEFAULT_PICKLE_PROTOCOL = 2
+
 FORMAT = ("ember.export", 2)     # 2: pytree specs by serialized type name, module_call_graph
 
 
@@ -36,7 +39,7 @@ def _tensor_from(rec):
     return t.requires_grad_(True) if rec["requires_grad"] else t
 
 
-def save(ep, f) -> None:
+def save(ep, f, *, pickle_protocol: int = DEFAULT_PICKLE_PROTOCOL) -> None:
     """Write ``ep`` to ``f`` (a path or a binary file object)."""
     from ..aot.cache import graph_blob
     from .exported_program import ExportedProgram
@@ -71,7 +74,10 @@ def save(ep, f) -> None:
         "input_paths": ep._input_paths,
         "module_call_graph": [_entry_record(e) for e in ep.module_call_graph],
     }
-    data = pickle.dumps(rec, protocol=pickle.HIGHEST_PROTOCOL)
+    if not isinstance(pickle_protocol, int) or not 2 <= pickle_protocol <= pickle.HIGHEST_PROTOCOL:
+        raise ValueError(f"ember.export.save: pickle_protocol must be an int in [2, {pickle.HIGHEST_PROTOCOL}], "
+                         f"got {pickle_protocol!r}")
+    data = pickle.dumps(rec, protocol=pickle_protocol)
     if isinstance(f, (str, os.PathLike)):
         with open(f, "wb") as fh:
             fh.write(data)

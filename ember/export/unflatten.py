@@ -25,6 +25,8 @@ import abc
 import operator
 from typing import Any, Dict, List, Optional
 
+from ..fx.interpreter import Interpreter
+from ..nn.modules.module import Module
 from .graph_signature import ConstantArgument, InputKind, OutputKind
 
 __all__ = ["unflatten", "UnflattenedModule", "InterpreterModule", "FlatArgsAdapter"]
@@ -47,92 +49,72 @@ def _write_back(dst, value):
         dst.copy_(value)
 
 
-def _module_classes():
-    if _CLS:
-        return _CLS
-    from ..fx.interpreter import Interpreter
-    from ..nn.modules.module import Module
+class InterpreterModule(Module):
+    """A submodule of an unflattened program: runs its own graph (``.graph``), whose
+    ``get_attr``/``call_module`` nodes read its parameters, buffers and child modules."""
 
-    class InterpreterModule(Module):
-        """A submodule of an unflattened program: runs its own graph (``.graph``), whose
-        ``get_attr``/``call_module`` nodes read its parameters, buffers and child modules."""
+    def __init__(self, graph=None):
+        super().__init__()
+        self.__dict__["graph"] = graph
 
-        def __init__(self, graph=None):
-            super().__init__()
-            self.__dict__["graph"] = graph
+    def forward(self, *args):
+        if self.graph is None:
+            raise RuntimeError(f"ember.export.unflatten: {type(self).__name__} was never called in the exported "
+                               f"program, so it has no graph to run")
+        return Interpreter(self, graph=self.graph).run(*args)
 
-        def forward(self, *args):
-            if self.graph is None:
-                raise RuntimeError(f"ember.export.unflatten: {type(self).__name__} was never called in the exported "
-                                   f"program, so it has no graph to run")
-            return Interpreter(self, graph=self.graph).run(*args)
+class UnflattenedModule(InterpreterModule):
+    """What :func:`unflatten` returns: the root of the rebuilt hierarchy, called like the
+    exported module (the original ``(args, kwargs)`` structure, checked as
+    ``ExportedProgram.module()`` checks it)."""
 
-    class UnflattenedModule(InterpreterModule):
-        """What :func:`unflatten` returns: the root of the rebuilt hierarchy, called like the
-        exported module (the original ``(args, kwargs)`` structure, checked as
-        ``ExportedProgram.module()`` checks it)."""
+    def __init__(self, ep, graph, flat_args_adapter):
+        super().__init__(graph)
+        self.__dict__["_ep"] = ep
+        self.__dict__["flat_args_adapter"] = flat_args_adapter
+        sig = ep.module_call_graph[0].signature if ep.module_call_graph else None
+        self.__dict__["input_spec"] = ep._in_spec
+        self.__dict__["output_spec"] = ep._out_spec
+        self.__dict__["forward_arg_names"] = getattr(sig, "forward_arg_names", None)
 
-        def __init__(self, ep, graph, flat_args_adapter):
-            super().__init__(graph)
-            self.__dict__["_ep"] = ep
-            self.__dict__["flat_args_adapter"] = flat_args_adapter
-            sig = ep.module_call_graph[0].signature if ep.module_call_graph else None
-            self.__dict__["input_spec"] = ep._in_spec
-            self.__dict__["output_spec"] = ep._out_spec
-            self.__dict__["forward_arg_names"] = getattr(sig, "forward_arg_names", None)
+    @property
+    def module_call_graph(self):
+        return self._ep.module_call_graph
 
-        @property
-        def module_call_graph(self):
-            return self._ep.module_call_graph
-
-        def forward(self, *args, **kwargs):
-            from ..autograd.grad_mode import no_grad
-            from ..tensor import Tensor
-            from ..utils._pytree import tree_flatten
-            ep = self._ep
-            leaves, spec = tree_flatten((args, kwargs))
-            if spec != ep._in_spec:
-                if self.flat_args_adapter is not None:
-                    leaves = self.flat_args_adapter.adapt(target_spec=ep._in_spec, input_spec=spec,
-                                                          input_args=leaves, metadata=None, obj=self)
-                    if len(leaves) != ep._in_spec.num_leaves:
-                        raise ValueError(f"Flat args adaption failed, number of args mismatch Adatped: "
-                                         f"{len(leaves)} \nExported module: {ep._in_spec.num_leaves}")
-                else:
-                    try:
-                        leaves = ep._in_spec.flatten_up_to((args, kwargs))
-                    except ValueError as e:
-                        raise TypeError(f"Trying to flatten user inputs with exported input tree spec: \n"
-                                        f"{ep._in_spec}\nbut actually got inputs with tree spec of: \n{spec}.\n"
-                                        f"({e})") from None
-            ep._check_inputs(leaves)
-            user = [t for t, c in zip(leaves, ep._const_inputs) if c is None and isinstance(t, Tensor)]
-            if ep._prims_only():
-                with no_grad():
-                    outs = Interpreter(self, graph=self.graph).run(*user)
+    def forward(self, *args, **kwargs):
+        from ..autograd.grad_mode import no_grad
+        from ..tensor import Tensor
+        from ..utils._pytree import tree_flatten
+        ep = self._ep
+        leaves, spec = tree_flatten((args, kwargs))
+        if spec != ep._in_spec:
+            if self.flat_args_adapter is not None:
+                leaves = self.flat_args_adapter.adapt(target_spec=ep._in_spec, input_spec=spec,
+                                                      input_args=leaves, metadata=None, obj=self)
+                if len(leaves) != ep._in_spec.num_leaves:
+                    raise ValueError(f"Flat args adaption failed, number of args mismatch Adatped: "
+                                     f"{len(leaves)} \nExported module: {ep._in_spec.num_leaves}")
             else:
+                try:
+                    leaves = ep._in_spec.flatten_up_to((args, kwargs))
+                except ValueError as e:
+                    raise TypeError(f"Trying to flatten user inputs with exported input tree spec: \n"
+                                    f"{ep._in_spec}\nbut actually got inputs with tree spec of: \n{spec}.\n"
+                                    f"({e})") from None
+        ep._check_inputs(leaves)
+        user = [t for t, c in zip(leaves, ep._const_inputs) if c is None and isinstance(t, Tensor)]
+        if ep._prims_only():
+            with no_grad():
                 outs = Interpreter(self, graph=self.graph).run(*user)
-            outs = iter(outs)
-            result = []
-            for s in ep.graph_signature.output_specs:
-                if s.kind != OutputKind.USER_OUTPUT:
-                    continue
-                result.append(s.arg.value if isinstance(s.arg, ConstantArgument) else next(outs))
-            return ep._out_spec.unflatten(result)
-
-    _CLS.extend([InterpreterModule, UnflattenedModule])
-    return _CLS
-
-
-_CLS: list = []
-
-
-def __getattr__(name):
-    if name == "InterpreterModule":
-        return _module_classes()[0]
-    if name == "UnflattenedModule":
-        return _module_classes()[1]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        else:
+            outs = Interpreter(self, graph=self.graph).run(*user)
+        outs = iter(outs)
+        result = []
+        for s in ep.graph_signature.output_specs:
+            if s.kind != OutputKind.USER_OUTPUT:
+                continue
+            result.append(s.arg.value if isinstance(s.arg, ConstantArgument) else next(outs))
+        return ep._out_spec.unflatten(result)
 
 
 # ---------------------------------------------------------------------------- scopes
@@ -217,7 +199,6 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
     if flat_args_adapter is not None and not isinstance(flat_args_adapter, FlatArgsAdapter):
         raise TypeError(f"ember.export.unflatten: flat_args_adapter must be a FlatArgsAdapter, got "
                         f"{type(flat_args_adapter).__name__}")
-    InterpreterModule, UnflattenedModule = _module_classes()
     graph = ep.graph
     sig = ep.graph_signature
     state_target = {}          # placeholder node -> (kind, target)
