@@ -423,6 +423,8 @@ class Tensor:
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
+        if self.dtype._limited == "float8":     # numpy has no float8 (torch refuses too)
+            raise TypeError(f"Got unsupported ScalarType {self.dtype.legacy_name}")
         if self.device.type != "cpu":
             if not force:
                 raise TypeError(f"can't convert {self.device.type}:{self.device.index} device type tensor "

@@ -355,3 +355,10 @@ def test_compiled_unsigned_graphs_match_eager(name):
         assert e.dtype is c.dtype
         np.testing.assert_array_equal(_bits(c), _bits(e))
         _compare(e, w)
+
+
+@pytest.mark.parametrize("name", FLOAT8)
+def test_float8_numpy_refused_as_torch(name):
+    got = _outcome(lambda: ember.ones(2, dtype=_e(name)).numpy())
+    want = _outcome(lambda: torch.ones(2, dtype=_t(name)).numpy())
+    assert got == want
