@@ -372,3 +372,24 @@ def _rsub(self, other):
 def _rpow(self, other):
     """``number ** mt``: no rule in PyTorch's MaskedTensor either, so Python's TypeError."""
     return NotImplemented
+
+
+# ---------------------------------------------------------------------- top-level functions
+_ROUTED_FUNCTIONS = frozenset(UNARY_NAMES + BINARY_NAMES + REDUCE_NAMES + PASSTHROUGH_NAMES
+                              + ("softmax", "log_softmax", "clone", "detach", "contiguous"))
+
+
+def route_function(op, args):
+    """``ember.<op>(...)`` with a MaskedTensor: the method on the MaskedTensor in ``self``'s place
+    (``where``: the MaskedTensor ``self`` after the condition), the arguments as the call spelled
+    them; NotImplemented for ops a MaskedTensor does not support or with it elsewhere."""
+    from .._torch_function import args_as_called
+    from ..ops.registry import _REQUIRED
+    name = op.name
+    if name == "where" and len(args) == 3 and is_masked_tensor(args[1]):
+        return args[1].where(args[0], args[2])
+    method = MaskedTensor.__dict__.get(name) if name in _ROUTED_FUNCTIONS else None
+    if method is None or not args or not is_masked_tensor(args[0]):
+        return NotImplemented          # (an inherited Tensor method would be this very function)
+    pos, kw = args_as_called(op.params, args, _REQUIRED)
+    return method(*pos, **kw)

@@ -99,6 +99,16 @@ class MaskedTensor(Tensor):
     def __init__(self, *args, **kwargs):
         pass
 
+    @classmethod
+    def __ember_route__(cls, op, args):
+        """Top-level functions (``ember.exp(mt)``, ``ember.add(mt, x)``, ``ember.sum(mt, 0)``,
+        ``ember.where(c, mt, y)``) reach the dispatcher's slow path with a MaskedTensor argument
+        (ember/_torch_function.py ``route``): the MaskedTensor method of the same name takes
+        the call, as torch's MaskedTensor handles them; other ops return NotImplemented and
+        fail reading the storage with torch's error."""
+        from . import _methods
+        return _methods.route_function(op, args)
+
     # -- the two halves ------------------------------------------------------------
     def get_data(self):
         """The data (masked-out elements included), differentiable: its gradient is masked."""
