@@ -56,8 +56,6 @@ def _check_input(x, fn):
 def _check_range(qmin, qmax, zps):
     if qmin > qmax:
         raise RuntimeError("`quant_min` should be less than or         equal to `quant_max`.")
-    if qmax - qmin > 2 ** 32 - 1 and False:  # pragma: no cover
-        pass
     zps = np.asarray(zps)
     if zps.size and (np.any(zps < qmin) or np.any(zps > qmax)):
         raise RuntimeError("`zero_point` must be between `quant_min` and `quant_max`.")

@@ -10,7 +10,7 @@ import numbers
 import numpy as np
 
 from .. import types as _t
-from ..tensor import Tensor, _make
+from ..tensor import Tensor
 from . import kernels as K
 from . import schemes as QS
 from .tensor import QParams, QuantizedTensor, make_qtensor
@@ -62,8 +62,8 @@ def _check_zero_point(zp, dtype, fn):
 
 
 def quantize_per_tensor(input, scale, zero_point, dtype):
-    """Quantize a float32 tensor (or a list of them, with one-element... per-item scale / zero-point
-    tensors) with one scale and zero point: ``q = clamp(round(x / scale) + zero_point)``."""
+    """Quantize a float32 tensor with one scale and zero point: ``q = clamp(round(x / scale) + zero_point)``
+    (rounding: kernels.py). A list of tensors takes 1-d tensors of scales and zero points, one per item."""
     if isinstance(input, (list, tuple)):
         if not isinstance(scale, Tensor) or not isinstance(zero_point, Tensor):
             raise TypeError("quantize_per_tensor(): a list of tensors takes scales and zero_points as tensors")
@@ -87,7 +87,7 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
     dtype = _check_qdtype(dtype, "quantize_per_channel")
     if dtype.name in ("quint4x2", "quint2x4"):
         raise NotImplementedError(f"\"quantize_tensor_per_channel_affine\" not implemented for "
-                                  f"'{dtype.legacy_name.replace('QUInt', 'QUInt')}'")
+                                  f"'{dtype.legacy_name}'")
     arr = _float_input(input, "quantize_per_channel")
     for name, v in (("scales", scales), ("zero_points", zero_points)):
         if not isinstance(v, Tensor):
@@ -136,20 +136,5 @@ def dequantize(tensor):
 
 
 def int_repr(tensor):
+    """The integers of a quantized tensor, as a dense int8 / uint8 / int32 tensor."""
     return tensor.int_repr()
-
-
-def _from_int_repr(irepr_tensor, dtype, qp):
-    """A quantized tensor over a copy of a dense int tensor's values (loading, modules)."""
-    arr = np.array(irepr_tensor._data if isinstance(irepr_tensor, Tensor) else irepr_tensor,
-                   dtype=dtype.np, copy=True)
-    return make_qtensor(arr, dtype, qp)
-
-
-def _per_channel_qparams(scales, zero_points, axis, qscheme=QS.per_channel_affine):
-    return QParams(qscheme, scales=np.asarray(scales, dtype=np.float64).reshape(-1).copy(),
-                   zero_points=np.asarray(zero_points).reshape(-1).copy(), axis=int(axis))
-
-
-def _make_dense(arr, dtype=None):
-    return _make(arr, _t.cpu, dtype)

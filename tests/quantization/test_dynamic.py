@@ -1,7 +1,6 @@
 """Dynamic quantization (quantize_dynamic, DynamicQuantizedLinear) against torch 2.13 (fbgemm)."""
 from __future__ import annotations
 
-import io
 import warnings
 
 import numpy as np
