@@ -203,6 +203,7 @@ def _real_capture(log):
         copies = [t.detach().clone() for t in ex_inputs]     # the trace runs the ops: not on the real state
         with no_grad(), _track_reads(log):
             gm = make_fx(forward_only, tracing_mode="real", functionalize=True)(copies)
+        _annotate(gm, [t.detach().clone() for t in ex_inputs])
         out_leaves, out_spec = box["out"]
         sentinels, result = [], []
         for x in out_leaves:
@@ -215,6 +216,31 @@ def _real_capture(log):
         joint = SimpleNamespace(gm=gm, mutated_inputs=list(gm.meta["mutated_inputs"]))
         return gm, ex_inputs, tuple(sentinels), tree_unflatten(result, out_spec), joint
     return capture
+
+
+def _annotate(gm, inputs):
+    """``meta["val"]`` (a fake of the value's layout) on every node of the real-mode graph, as the
+    fake-mode trace of ``export`` leaves it: printing and later passes (ember.onnx) read it."""
+    from ..autograd.grad_mode import no_grad
+    from ..fx.interpreter import Interpreter
+    from ..tensor import Tensor
+    from ._trace import _fake_like
+
+    def fake(v):
+        if isinstance(v, Tensor):
+            return _fake_like(v)
+        if isinstance(v, (tuple, list)):
+            return type(v)(fake(x) for x in v)
+        return v
+
+    class _Annotator(Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            if n.op not in ("output",) and "val" not in n.meta:
+                n.meta["val"] = fake(out)
+            return out
+    with no_grad():
+        _Annotator(gm).run(*inputs)
 
 
 def _data_dependent(err) -> bool:

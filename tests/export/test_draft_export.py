@@ -2,6 +2,7 @@
 asserts and a report (failure kinds and user locations) as torch's draft mode; sound exports
 report success; a narrowed Dim is recorded and exported as Dim.AUTO."""
 import copy
+import io
 import warnings
 
 import numpy as np
@@ -9,8 +10,8 @@ import pytest
 
 import ember
 import ember.nn as nn
-from ember.export import Dim, draft_export
-from ember.export.draft_export import FailureType
+from ember.export import Dim, draft_export, load, save
+from ember.export.draft_export import FailureType, _assert_value
 
 
 def _np(t):
@@ -61,6 +62,14 @@ def test_data_dependent_branch_specialized_with_asserts():
         np.testing.assert_allclose(_np(mm.bn.running_mean), _np(ref.bn.running_mean), rtol=1e-5, atol=1e-6)
     with pytest.raises(RuntimeError, match="Runtime assertion failed"):
         mm(-x, ember.randn(4, 2))           # the other branch: refused, not silently wrong
+    # every value has its layout recorded, as export's nodes do; the asserts survive save/load
+    assert all("val" in n.meta for n in ep.graph.nodes if n.op == "call_function"
+               and n.target is not _assert_value)
+    buf = io.BytesIO()
+    save(ep, buf)
+    buf.seek(0)
+    with pytest.raises(RuntimeError, match="Runtime assertion failed"):
+        load(buf).module()(-x, ember.randn(4, 2))
 
 
 def test_report_kinds_match_torch():
