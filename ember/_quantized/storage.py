@@ -41,8 +41,9 @@ def quantized_unsupported(what=None):
             f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. ember has no "
             f"quantized kernel for '{name}'; call .dequantize() on the quantized tensor first.")
     return NotImplementedError(
-        f"Could not run {what or 'this operation'} with arguments from the 'QuantizedCPU' backend: a "
-        f"quantized tensor has no dense data; call .dequantize() first.")
+        f"ember.quantization: {what or 'this operation'} is not supported for a quantized tensor: it has no "
+        f"dense data (dense ops, ember.compile and numpy conversion do not take quantized tensors); call "
+        f".dequantize() first.")
 
 
 class QuantizedStorage:

@@ -123,3 +123,14 @@ def test_exact_int_matmul(seed):
         a = rng.integers(lo, hi, (5, k))
         w = rng.integers(lo, hi, (k, 7))
         np.testing.assert_array_equal(exact_int_matmul(a, w), a.astype(np.int64) @ w.astype(np.int64))
+
+
+def test_compile_dynamic_model_and_quantized_inputs():
+    rng = np.random.default_rng(12)
+    em, _ = _pair(rng, (8, 4, 2))
+    qm = eq.quantize_dynamic(em, {ember.nn.Linear})
+    x = ember.tensor(rng.standard_normal((3, 8)).astype(np.float32))
+    np.testing.assert_array_equal(ember.compile(qm)(x).numpy(), qm(x).numpy())
+    q = ember.quantize_per_tensor(x, 0.1, 0, ember.qint8)
+    with pytest.raises(NotImplementedError, match="ember.quantization"):
+        ember.compile(lambda t: t.dequantize() * 2)(q)
