@@ -414,6 +414,10 @@ class QuantizedTensor(Tensor):
             src += 1
         return self._derive(arr, qp.with_axis(dst + (qp.axis - src)))
 
+    def __setitem__(self, index, value):
+        raise NotImplementedError("ember.quantization: assigning into a quantized tensor (q[...] = value) is not "
+                                  "supported; quantize the modified float tensor instead")
+
     def select(self, dim, index):
         nd = self._irepr.ndim
         d = _wrap_dim(dim, nd)

@@ -237,6 +237,8 @@ def test_errors_match_torch():
     for f in (lambda: ember.cat([e["q"], e["q"]]), lambda: ember.flatten(e["q"]), lambda: e["q"].max()):
         with pytest.raises(NotImplementedError, match="ember.quantization"):
             f()
+    with pytest.raises(NotImplementedError, match="assigning into a quantized tensor"):
+        e["q"][0] = 1.0
     with pytest.raises(NotImplementedError, match="quint4x2"):
         ember.quantize_per_tensor(e["x"], 0.1, 0, ember.quint4x2)
     assert e["x"].dequantize() is e["x"]
