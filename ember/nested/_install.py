@@ -175,9 +175,8 @@ def install(ember_module):
     _install_dense_methods()
     from ..nn import functional as F
     g = ember_module.__dict__
+    # ember.matmul / bmm: routed by the dispatcher (NestedTensor.__ember_route__)
     routes = [
-        (g.get("matmul"), "self", "other", lambda self, other, out=None: O.matmul(self, other)),
-        (g.get("bmm"), "self", "mat2", lambda self, mat2, out=None: O.bmm(self, mat2)),
         (F.linear, "input", None, O.linear),
         (F.layer_norm, "input", None, O.layer_norm),
         (F.dropout, "input", None, O.dropout),
