@@ -412,7 +412,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     _set_module_stacks(g, mod)
     from .exported_program import ModuleCallEntry, ModuleCallSignature
     call_graph = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec, list(bound)))]
-    call_graph += [ModuleCallEntry(fqn) for fqn, _ in mod.named_modules() if fqn]
+    call_graph += [ModuleCallEntry(fqn) for fqn, _ in mod.named_modules(remove_duplicate=False) if fqn]
     return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
                            module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph)

@@ -278,7 +278,9 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
     collect(root)
     top = UnflattenedModule(ep, None, flat_args_adapter)
     fqns = [e.fqn for e in ep.module_call_graph if e.fqn]
-    for f in sorted(called - set(fqns), key=fqns.__len__):
+    # a module registered under two names is listed once by named_modules(); called through
+    # the other name, it gets a module there too
+    for f in sorted(called - set(fqns), key=lambda f: (f.count("."), f)):
         fqns.append(f)
     for fqn in fqns:
         parent = top

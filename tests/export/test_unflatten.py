@@ -68,6 +68,27 @@ def _differing(nn_):
     return Differing()
 
 
+def _aliased(nn_):
+    """One Linear registered under two names (``shared`` and ``parent.helper``), called through both."""
+    class Parent(nn_.Module):
+        def __init__(self, helper):
+            super().__init__()
+            self.helper = helper
+
+        def forward(self, x):
+            return self.helper(x).relu()
+
+    class Aliased(nn_.Module):
+        def __init__(self):
+            super().__init__()
+            self.shared = nn_.Linear(4, 4)
+            self.parent = Parent(self.shared)
+
+        def forward(self, x):
+            return self.parent(x) + self.shared(x)
+    return Aliased()
+
+
 def _torch_unflat(build, x_shape, train=False):
     torch = pytest.importorskip("torch")
     import warnings
@@ -79,7 +100,7 @@ def _torch_unflat(build, x_shape, train=False):
         return tep, torch.export.unflatten(tep)
 
 
-@pytest.mark.parametrize("build", [_nested, _differing])
+@pytest.mark.parametrize("build", [_nested, _differing, _aliased])
 def test_hierarchy_names_and_printing_match_torch(build):
     m = build(nn).eval()
     ep = export(m, (ember.randn(3, 4),))
@@ -96,6 +117,9 @@ def test_hierarchy_names_and_printing_match_torch(build):
     assert [(n, type(s).__name__) for n, s in u.named_modules(remove_duplicate=False)] == \
         [(n, type(s).__name__) for n, s in tu.named_modules(remove_duplicate=False)]
     assert type(u).__name__ == "UnflattenedModule" and isinstance(u, ember.export.UnflattenedModule)
+    for _ in range(2):
+        x = ember.randn(3, 4)
+        _close(u(x), m(x))
 
 
 def test_graphs_call_submodules_like_torch():
