@@ -412,6 +412,17 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
+    # ``with ember.device("cpu"):`` -- torch's default-device context. ember's factories make
+    # tensors on the CPU unless told otherwise, so only a cpu device can be the default
+    # (``set_default_device`` says so for any other); the previous default comes back on exit.
+    def __enter__(self):
+        from ._settings import set_default_device
+        set_default_device(self)
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
 
 cpu = device("cpu")
 

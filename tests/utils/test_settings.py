@@ -198,3 +198,14 @@ def test_settings_exported():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ember.set_float32_matmul_precision("high")
+
+
+def test_device_as_default_device_context():
+    """``with ember.device("cpu"):`` as torch's default-device context; a device ember's factories
+    cannot default to is refused as set_default_device refuses it."""
+    with ember.device("cpu") as d:
+        assert d == "cpu" and ember.zeros(2).device == ember.device("cpu")
+    assert ember.get_default_device() == ember.device("cpu")
+    with pytest.raises(RuntimeError, match="supports only the 'cpu' default device"):
+        with ember.device("meta"):
+            pass
