@@ -33,9 +33,8 @@ def quantized_unsupported(what=None):
     name = getattr(op, "name", None)
     if name is not None and name in TORCH_HAS_QUANTIZED_KERNEL:
         return NotImplementedError(
-            f"ember.quantization: '{name}' on a quantized tensor is not supported as this function; ember "
-            f"supports the Tensor methods view/reshape/flatten/transpose/permute/select/indexing/contiguous/"
-            f"clone/dequantize/int_repr/relu on quantized tensors, or dequantize() first")
+            f"ember.quantization: '{name}' on a quantized tensor is not supported (ember runs views, indexing, "
+            f"clone, contiguous, relu, dequantize and int_repr on quantized tensors); dequantize() first")
     if name is not None:
         return NotImplementedError(
             f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. ember has no "

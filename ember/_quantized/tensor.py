@@ -106,6 +106,24 @@ class QuantizedTensor(Tensor):
 
     is_quantized = True
 
+    @classmethod
+    def __ember_route__(cls, op, args):
+        """Top-level functions with a quantized tensor first (``ember.flatten(q, 1)``,
+        ``ember.relu(q)`` -- so ``nn.ReLU`` / ``F.relu`` --, ``ember.transpose(q, 0, 1)``) reach the
+        dispatcher's slow path (ember/_torch_function.py ``route``): the method of the same name
+        takes the call. Other ops return NotImplemented and fail reading the storage."""
+        name = op.name
+        if name not in _ROUTED_FUNCTIONS or not args or not isinstance(args[0], QuantizedTensor):
+            return NotImplemented
+        from .._torch_function import args_as_called
+        from ..ops.registry import _REQUIRED
+        pos, kw = args_as_called(op.params, args, _REQUIRED)
+        if name == "slice":                     # (narrow and basic indexing decompose to it)
+            self, dim, start, end, step = (list(pos) + [0, None, None, 1][len(pos) - 1:])[:5]
+            d = _wrap_dim(dim, self._irepr.ndim)
+            return self[(slice(None),) * d + (slice(start, end, step),)]
+        return getattr(QuantizedTensor, name)(*pos, **kw)
+
     # -- metadata -----------------------------------------------------------
     def numel(self):
         return int(self._irepr.size)
@@ -483,6 +501,12 @@ class QuantizedTensor(Tensor):
         return qtensor_repr(self)
 
     __str__ = __repr__
+
+
+# the ops whose QuantizedTensor method serves the top-level function too (``__ember_route__``)
+_ROUTED_FUNCTIONS = frozenset(("view", "reshape", "flatten", "transpose", "swapaxes", "swapdims", "permute",
+                               "select", "squeeze", "unsqueeze", "narrow", "clone", "contiguous", "relu", "t",
+                               "unbind", "split", "chunk", "detach", "dequantize", "int_repr", "slice"))
 
 
 def _c_order(arr):
