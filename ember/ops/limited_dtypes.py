@@ -10,13 +10,19 @@ tests/ops/test_new_dtypes.py) and one check:
   kernel is wrapped with a check of the first tensor argument (``self``), which every dispatch
   path reaches, and its generated binding tests ``self.dtype._limited`` inline and calls the
   unwrapped kernel otherwise (ember/ops/registry.py, like the complex refusal);
-* other tensor arguments need no check: mixing a limited dtype with another one goes through
-  ``ember.types.promote_types``, which raises torch's promotion error for every pair but an
-  unsigned dtype with a floating one (where torch computes in the float dtype, as ember does).
+* the check decides on the dtype torch picks its kernel by: ``self`` promoted with the operands
+  it promotes with (``other``, ``exponent``). A pair torch refuses raises torch's promotion error
+  (``ember.types``); ``uint16 + 1.5`` is float32, which every op runs;
+* a few composite ops (``_COMPOSITES``) get the same check on their body, so that a constituent
+  op does not answer (or raise another kernel's name) first.
 
-The few conversions into float8 whose rounding ml_dtypes does differently from torch
-(saturation of float8_e4m3fn, float8_e8m0fnu) go through ember/_float8.py: the conversion
-kernels (``_to_copy``, ``copy``, ``fill``) are wrapped for that when the target is float8.
+Two ops compute float8 themselves: ``mul`` (float32 product rounded as torch) and
+float8_e8m0fnu's ``isfinite``. Conversions into float8 use ember/_float8.py (torch's
+saturation of float8_e4m3fn, its float8_e8m0fnu rounding): the conversion kernels (``_to_copy``,
+``copy``, ``fill``, ``full``) are wrapped for that when the target is float8.
+
+Not reached: functions outside the registry written over other ops (``Tensor.equal``,
+``nansum``): they answer, or raise their constituents' errors.
 """
 from __future__ import annotations
 
@@ -79,7 +85,8 @@ _KERNEL = {
     "floor": "floor_vml_cpu", "ceil": "ceil_vml_cpu", "cos": "cos_vml_cpu", "log": "log_vml_cpu",
     "tanh": "tanh_cpu", "sigmoid": "sigmoid_cpu", "round": "round_cpu", "isfinite": "isfinite",
     "bitwise_and": "bitwise_and_cpu", "bitwise_or": "bitwise_or_cpu", "bitwise_xor": "bitwise_xor_cpu",
-    "median": "median_cpu", "nanmedian": "nanmedian_cpu", "kthvalue": "kthvalue_cpu", "searchsorted": "searchsorted_out_cpu",
+    "median": "median_cpu", "nanmedian": "nanmedian_cpu", "kthvalue": "kthvalue_cpu",
+    "searchsorted": "searchsorted_out_cpu",
     "bucketize": "searchsorted_out_cpu", "count_nonzero": "nonzero_count_cpu", "cumprod": "cumprod_out_cpu",
     "index_add": "index_add_", "take": "take_cpu", "fmod": "fmod_cpu", "atan2": "atan2_cpu", "frac": "frac_cpu",
     "nansum": "nansum_cpu", "equal": "equal_notnan_cpu", "index_fill": "index_fill_", "index_copy": "index_copy_",
@@ -181,7 +188,8 @@ def _guarded(op, kernel, pos):
         if dt is not None:
             common = _common_dtype(dt, args, operands)
             if common._limited is None:
-                return kernel(xp, *args, **kwargs)     # e.g. uint16 + 1.5: torch computes in float32, as the kernel does
+                # e.g. uint16 + 1.5: torch computes in float32, as the kernel does
+                return kernel(xp, *args, **kwargs)
             dt = common
             if is_mul and dt._limited == "float8" and operands and hasattr(args[operands[0]], "dtype") \
                     and xp is np:
