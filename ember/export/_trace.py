@@ -415,7 +415,19 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     call_graph += [ModuleCallEntry(fqn) for fqn, _ in mod.named_modules(remove_duplicate=False) if fqn]
     return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
-                           module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph)
+                           module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph,
+                           state_aliases=_state_aliases(mod, param_of, buffer_of))
+
+
+def _state_aliases(mod, param_of, buffer_of):
+    """Other names of parameters/buffers registered more than once -> their signature name."""
+    out = {}
+    for named, of in ((mod.named_parameters, param_of), (mod.named_buffers, buffer_of)):
+        for name, t in named(remove_duplicate=False):
+            canon = of.get(id(t))
+            if canon is not None and canon != name:
+                out[name] = canon
+    return out
 
 
 def _set_module_stacks(graph, root):

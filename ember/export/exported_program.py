@@ -38,7 +38,7 @@ class ExportedProgram:
     def __init__(self, graph_module, graph_signature: ExportGraphSignature, state_dict: Dict[str, Any],
                  constants: Dict[str, Any], range_constraints, in_spec, out_spec, const_inputs, shape_env,
                  equal_groups=(), example_inputs=None, module_class="Module", input_paths=None,
-                 module_call_graph=None, verifiers=None):
+                 module_call_graph=None, state_aliases=None):
         self._graph_module = graph_module
         self._graph_signature = graph_signature
         self._state_dict = state_dict
@@ -56,6 +56,9 @@ class ExportedProgram:
                                                                                range(len(self._const_inputs))]
         self._module_call_graph = list(module_call_graph) if module_call_graph is not None else \
             [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec))]
+        # parameters/buffers registered under more than one name: other name -> the signature's
+        # (``unflatten`` installs them under every name, as the original module had them)
+        self._state_aliases = dict(state_aliases or {})
 
     @property
     def module_call_graph(self) -> List[ModuleCallEntry]:
@@ -200,7 +203,7 @@ class ExportedProgram:
         return ExportedProgram(new_gm, sig, self._state_dict, self._constants, self._range_constraints,
                                self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
                                self._example_inputs, self._module_class, self._input_paths,
-                               module_call_graph=self._module_call_graph)
+                               module_call_graph=self._module_call_graph, state_aliases=self._state_aliases)
 
     def _prims_only(self):
         hit = getattr(self, "_prims_cache", None)

@@ -73,6 +73,7 @@ def save(ep, f, *, pickle_protocol: int = DEFAULT_PICKLE_PROTOCOL) -> None:
         "module_class": ep._module_class,
         "input_paths": ep._input_paths,
         "module_call_graph": [_entry_record(e) for e in ep.module_call_graph],
+        "state_aliases": ep._state_aliases,
     }
     if not isinstance(pickle_protocol, int) or not 2 <= pickle_protocol <= pickle.HIGHEST_PROTOCOL:
         raise ValueError(f"ember.export.save: pickle_protocol must be an int in [2, {pickle.HIGHEST_PROTOCOL}], "
@@ -129,7 +130,8 @@ def load(f):
                            spec_from_record(rec["in_spec"]), spec_from_record(rec["out_spec"]),
                            rec["const_inputs"], env, rec["equal_groups"],
                            module_class=rec["module_class"], input_paths=rec["input_paths"],
-                           module_call_graph=[_entry_from(e) for e in calls] if calls is not None else None)
+                           module_call_graph=[_entry_from(e) for e in calls] if calls is not None else None,
+                           state_aliases=rec.get("state_aliases"))
 
 
 def _entry_record(entry):

@@ -229,13 +229,24 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         scope.items.append(("write", v, ("state", s.target)))
     _fill_defined(root)
 
-    def resolvable(scope, a):
+    names_of = {}          # signature name -> every name the state has (the signature's first)
+    for alias, canon in ep._state_aliases.items():
+        names_of.setdefault(canon, [canon]).append(alias)
+
+    def local_name(scope, a):
+        """The name ``scope``'s module reads state placeholder ``a`` by (None: not in its subtree)."""
         kt = state_target.get(a)
         if kt is None:
-            return False
+            return None
         if kt[0] == InputKind.CONSTANT_TENSOR:
-            return scope.fqn == ""
-        return scope.owns(kt[1])
+            return kt[1] if scope.fqn == "" else None
+        for name in names_of.get(kt[1], [kt[1]]):
+            if scope.owns(name):
+                return scope.rel(name)
+        return None
+
+    def resolvable(scope, a):
+        return local_name(scope, a) is not None
 
     def plan(scope):
         seen = set()
@@ -299,6 +310,10 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
             _install(top, s.target, ep._state_tensor(s), "buffer", s.persistent)
         elif s.kind == InputKind.CONSTANT_TENSOR:
             top.__dict__[s.target] = ep.constants[s.target]
+    for alias, canon in ep._state_aliases.items():
+        t = _get(top, canon)
+        _install(top, alias, t, "param" if isinstance(t, Parameter) else "buffer",
+                 canon not in sig.non_persistent_buffers)
 
     # ---- graphs, bottom-up; calls with the same graph share a module
     variants: Dict[str, List[Any]] = {}          # fqn -> [(structure, module)]
@@ -324,7 +339,7 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
                 return env[a]
             if resolvable(scope, a):
                 if a not in attrs:
-                    attrs[a] = g.get_attr(scope.rel(state_target[a][1]))
+                    attrs[a] = g.get_attr(local_name(scope, a))
                     attrs[a].meta = {k: v for k, v in a.meta.items() if k == "val"}
                 return attrs[a]
             raise AssertionError(f"ember.export.unflatten: value {a.name} is read in the call of "

@@ -114,6 +114,7 @@ def test_hierarchy_names_and_printing_match_torch(build):
         [n for n, _ in tu.named_parameters()]
     assert [n for n, _ in u.named_buffers()] == [n for n, _ in m.named_buffers()] == \
         [n for n, _ in tu.named_buffers()]
+    assert list(u.state_dict()) == list(tu.state_dict())          # aliases and ``sub@1`` copies included
     assert [(n, type(s).__name__) for n, s in u.named_modules(remove_duplicate=False)] == \
         [(n, type(s).__name__) for n, s in tu.named_modules(remove_duplicate=False)]
     assert type(u).__name__ == "UnflattenedModule" and isinstance(u, ember.export.UnflattenedModule)
