@@ -236,16 +236,14 @@ def _promote_pair(a: dtype, b: dtype) -> dtype:
     return a
 
 
-class _PromotionTable(dict):
-    """(dtype, dtype) -> promoted dtype. The pairs torch refuses (a uint16/32/64 or float8 dtype
-    with another dtype, other than an unsigned dtype with a float one) are absent: a lookup
-    raises torch's error from ``__missing__``, so the hits cost one dict lookup as before."""
-
-    def __missing__(self, key):
-        a, b = key
-        if getattr(a, "_limited", None) is None and getattr(b, "_limited", None) is None:
-            raise KeyError(key)      # not a pair of the partially supported dtypes: as a plain dict
-        raise _promotion_error(a, b)
+def _refused_promotion(key):
+    """torch's error for a pair the table lacks because torch refuses it (a uint16/32/64 or
+    float8 dtype with another dtype, other than an unsigned dtype with a float one); a KeyError
+    for other missing pairs. The table stays a plain dict: lookups are the promotion hot path."""
+    a, b = key
+    if getattr(a, "_limited", None) is None and getattr(b, "_limited", None) is None:
+        return KeyError(key)
+    return _promotion_error(a, b)
 
 
 def _promotion_error(a, b):
@@ -257,13 +255,16 @@ def _promotion_error(a, b):
                         f"{b._legacy}")
 
 
-_PROMOTE = _PromotionTable({(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES})
+_PROMOTE = {(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES}
 _PROMOTE.update({(d, d): d for d in LIMITED_DTYPES})
 _PROMOTE.update({pair: f for u in UINT_DTYPES for f in FLOAT_DTYPES for pair in ((u, f), (f, u))})
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:
-    return _PROMOTE[(a, b)]
+    try:
+        return _PROMOTE[(a, b)]
+    except KeyError:
+        raise _refused_promotion((a, b)) from None
 
 
 def scalar_category(x) -> int:
@@ -310,12 +311,14 @@ def result_type_from(dims, zero_dims, scalars) -> dtype:
     tensors; ``scalars``: Python numbers. A lower tier only matters when it
     is of a higher category (bool < int < float) than the tiers above it.
     """
-    result = None
-    for d in dims:
-        result = d if result is None else _PROMOTE[(result, d)]
-    zd = None
-    for d in zero_dims:
-        zd = d if zd is None else _PROMOTE[(zd, d)]
+    result = zd = None
+    try:
+        for d in dims:
+            result = d if result is None else _PROMOTE[(result, d)]
+        for d in zero_dims:
+            zd = d if zd is None else _PROMOTE[(zd, d)]
+    except KeyError as e:
+        raise _refused_promotion(e.args[0]) from None
     cat = -1
     for s in scalars:
         c = scalar_category(s)
