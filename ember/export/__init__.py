@@ -17,7 +17,7 @@ from .exported_program import ModuleCallEntry, ModuleCallSignature
 
 __all__ = ["export", "save", "load", "Dim", "dims", "ExportedProgram", "ExportGraphSignature", "InputKind",
            "OutputKind", "InputSpec", "OutputSpec", "TensorArgument", "ConstantArgument", "ValueRange",
-           "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule",
+           "UserError", "ConstraintViolationError", "unflatten", "FlatArgsAdapter", "UnflattenedModule", "InterpreterModule",
            "ModuleCallEntry", "ModuleCallSignature", "register_dataclass",
            "default_decompositions", "CustomDecompTable",
            "AdditionalInputs", "ShapesCollection", "draft_export",

@@ -7,7 +7,7 @@ original ``(args, kwargs)`` structure, checking the inputs against what the expo
 and writing buffer mutations back into its buffers."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Dict, List, Optional
 
 from .graph_signature import ConstantArgument, ExportGraphSignature, InputKind, OutputKind

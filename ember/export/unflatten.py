@@ -190,7 +190,6 @@ def _uses(scope):
 # ---------------------------------------------------------------------------- unflatten
 def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
     """The :class:`UnflattenedModule` of ExportedProgram ``module`` (``torch.export.unflatten``)."""
-    from ..nn.modules.module import Module
     from ..nn.parameter import Parameter
     from .exported_program import ExportedProgram, _get
     ep = module
@@ -211,6 +210,16 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         else:
             state_target[node] = (s.kind, s.target)
     root, scope_of = _build_scopes(graph)
+    names_of = {}          # signature name -> every name the state has (the signature's first)
+    for alias, canon in ep._state_aliases.items():
+        names_of.setdefault(canon, [canon]).append(alias)
+
+    def owned_name(scope, target):
+        """``target``'s name relative to ``scope``'s module if it is in its subtree (an alias may be)."""
+        for name in names_of.get(target, [target]):
+            if scope.owns(name):
+                return scope.rel(name)
+        return None
 
     # where each write of the program happens: in the scope that made the new value, or the
     # nearest caller owning the buffer
@@ -224,14 +233,10 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
             root.items.append(("write", v, ("input", s.target)))
             continue
         scope = scope_of.get(v, root)
-        while not scope.owns(s.target):
+        while owned_name(scope, s.target) is None:
             scope = scope.parent
         scope.items.append(("write", v, ("state", s.target)))
     _fill_defined(root)
-
-    names_of = {}          # signature name -> every name the state has (the signature's first)
-    for alias, canon in ep._state_aliases.items():
-        names_of.setdefault(canon, [canon]).append(alias)
 
     def local_name(scope, a):
         """The name ``scope``'s module reads state placeholder ``a`` by (None: not in its subtree)."""
@@ -240,10 +245,7 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
             return None
         if kt[0] == InputKind.CONSTANT_TENSOR:
             return kt[1] if scope.fqn == "" else None
-        for name in names_of.get(kt[1], [kt[1]]):
-            if scope.owns(name):
-                return scope.rel(name)
-        return None
+        return owned_name(scope, kt[1])
 
     def resolvable(scope, a):
         return local_name(scope, a) is not None
@@ -257,8 +259,7 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         for it in scope.items:
             if isinstance(it, _Scope):
                 plan(it)
-    if root.items or user_out_nodes:
-        plan(root)
+    plan(root)
 
     readers = {}         # value -> the (innermost) scopes reading it; the graph output reads at the root
     for a, user in _uses(root):
@@ -363,7 +364,7 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
                 if kind == "input":
                     dst = env[next(n for n in user_phs if n.name == target)]
                 else:
-                    dst = g.get_attr(scope.rel(target))
+                    dst = g.get_attr(owned_name(scope, target))
                 g.call_function(_write_back, (dst, value(v)))
             else:
                 env[it] = g.node_copy(it, value)
