@@ -212,3 +212,25 @@ def test_kwargs_nested_outputs_and_flat_args_adapter():
         unflatten(export(m, (ember.randn(2, 3), ember.randn(2, 3))))(x, y, x)
     with pytest.raises(TypeError, match="expected an ExportedProgram"):
         unflatten(m)
+
+
+def test_batchnorm_called_twice_in_training():
+    """The first call's new statistics feed the second call; the last write lands in ``bn``."""
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nn.BatchNorm1d(3)
+            self.l = nn.Linear(3, 3)
+
+        def forward(self, x):
+            return self.bn(self.l(self.bn(x)))
+    m = Twice().train()
+    ref = copy.deepcopy(m)
+    u = unflatten(export(m, (ember.randn(5, 3),)))
+    assert [n for n, _ in u.named_children()] == ["bn", "l", "bn@1"]
+    for _ in range(2):
+        x = ember.randn(5, 3)
+        _close(u(x), ref(x))
+        _close(u.bn.running_mean, ref.bn.running_mean)
+        _close(u.bn.running_var, ref.bn.running_var)
+        assert int(u.bn.num_batches_tracked.item()) == int(ref.bn.num_batches_tracked.item())
