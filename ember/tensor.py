@@ -885,6 +885,22 @@ def _make(arr, device=_cpu, dtype=None):
     return t
 
 
+def to_target(args, kwargs):
+    """``(dtype, device)`` named by ``t.to(*args, **kwargs)`` (a dtype, a device or string, another
+    tensor, or the keywords; None where not given): for the tensor classes with their own ``to``
+    (sparse, nested, quantized)."""
+    dtype = kwargs.get("dtype")
+    device = kwargs.get("device")
+    for a in args:
+        if isinstance(a, _t.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            dtype, device = a.dtype, a.device
+        elif isinstance(a, (str, _device_cls)):
+            device = a
+    return dtype, device
+
+
 def _alias(t):
     """A new leaf tensor sharing ``t``'s storage and version counter (detach())."""
     out = _new(Tensor)

@@ -11,6 +11,8 @@ sparse tensors). The integers live in the tensor's ``_irepr``.
 """
 from __future__ import annotations
 
+from .._refusing_storage import RefusingStorage
+
 # ops torch 2.13 runs on quantized tensors that ember does not (yet): a clear
 # NotImplementedError instead of torch's "no kernel" error, which would be wrong for them
 TORCH_HAS_QUANTIZED_KERNEL = frozenset((
@@ -45,7 +47,7 @@ def quantized_unsupported(what=None):
         f".dequantize() first.")
 
 
-class QuantizedStorage:
+class QuantizedStorage(RefusingStorage):
     """The ``_data`` of a quantized tensor: its shape, and an error for any other use."""
 
     __slots__ = ("shape", "ndim")
@@ -57,35 +59,6 @@ class QuantizedStorage:
     def _fail(self, what):
         raise quantized_unsupported(what)
 
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        self._fail(f"reading '.{name}' of its data")
-
-    def __array__(self, *args, **kwargs):
-        self._fail("converting it to a numpy array")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        self._fail(f"numpy's {ufunc.__name__}")
-
-    def __array_function__(self, func, types, args, kwargs):
-        self._fail(f"numpy's {func.__name__}")
-
     def __repr__(self):
         return f"<quantized storage of shape {self.shape}>"
 
-
-def _raiser(name):
-    def method(self, *args, **kwargs):
-        self._fail(f"'{name}' on its data")
-    method.__name__ = name
-    return method
-
-
-for _n in ("__getitem__", "__setitem__", "__iter__", "__len__", "__bool__", "__float__", "__int__",
-           "__index__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
-           "__rtruediv__", "__floordiv__", "__mod__", "__pow__", "__matmul__", "__rmatmul__", "__neg__",
-           "__abs__", "__invert__", "__and__", "__or__", "__xor__", "__lt__", "__le__", "__gt__", "__ge__",
-           "__iadd__", "__imul__"):
-    setattr(QuantizedStorage, _n, _raiser(_n))
-del _n

@@ -218,15 +218,8 @@ class QuantizedTensor(Tensor):
         raise TypeError("only integer tensors of a single element can be converted to an index")
 
     def to(self, *args, **kwargs):
-        dtype = kwargs.get("dtype")
-        device = kwargs.get("device")
-        for a in args:
-            if isinstance(a, _t.dtype):
-                dtype = a
-            elif isinstance(a, Tensor):
-                dtype, device = a.dtype, a.device
-            elif isinstance(a, (str, _t.device)):
-                device = a
+        from ..tensor import to_target
+        dtype, device = to_target(args, kwargs)
         if device is not None and _t.as_device(device).type != "cpu":
             raise NotImplementedError("ember.quantization: quantized tensors live on the cpu only")
         if dtype is not None and _t.as_dtype(dtype) is not self.dtype:

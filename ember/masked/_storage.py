@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 
+from .._refusing_storage import RefusingStorage
+
 
 def unsupported_error(what=None):
     """PyTorch's error for an op MaskedTensor has no rule for (a TypeError naming the aten op)."""
@@ -30,7 +32,7 @@ def unsupported_error(what=None):
         f"masked-out elements); use mt.get_data() / mt.to_tensor(value) for a dense tensor.")
 
 
-class MaskedStorage:
+class MaskedStorage(RefusingStorage):
     """The ``_data`` of a MaskedTensor: shape/dtype metadata, and an error for any other use."""
 
     __slots__ = ("shape", "ndim", "size", "dtype", "itemsize")
@@ -45,37 +47,6 @@ class MaskedStorage:
     def _fail(self, what):
         raise unsupported_error(what)
 
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        self._fail(f"reading '.{name}' of its data")
-
-    def __array__(self, *args, **kwargs):
-        self._fail("converting it to a numpy array")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        self._fail(f"numpy's {ufunc.__name__}")
-
-    def __array_function__(self, func, types, args, kwargs):
-        self._fail(f"numpy's {func.__name__}")
-
     def __repr__(self):
         return f"<masked storage, shape {self.shape}>"
 
-
-def _raiser(name):
-    def method(self, *args, **kwargs):
-        self._fail(f"'{name}' on its data")
-    method.__name__ = name
-    return method
-
-
-for _n in ("__getitem__", "__setitem__", "__iter__", "__len__", "__bool__", "__float__", "__int__",
-           "__index__", "__complex__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-           "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
-           "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__",
-           "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lt__",
-           "__le__", "__gt__", "__ge__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
-           "__lshift__", "__rshift__"):
-    setattr(MaskedStorage, _n, _raiser(_n))
-del _n

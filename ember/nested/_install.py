@@ -101,15 +101,8 @@ def _dt(name):
 
 
 def _to(self, *args, **kwargs):
-    from .. import types as _t
-    dtype, device = kwargs.get("dtype"), kwargs.get("device")
-    for a in args:
-        if isinstance(a, _t.dtype):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype, device = a.dtype, a.device
-        elif isinstance(a, (str, _t.device)):
-            device = a
+    from ..tensor import to_target
+    dtype, device = to_target(args, kwargs)
     return O.to(self, dtype, device)
 
 

@@ -34,6 +34,7 @@ import numpy as np
 
 from .. import _layout as L
 from .. import types as _t
+from .._refusing_storage import RefusingStorage
 from .._state import STATE
 from ..tensor import Tensor, _make
 
@@ -80,7 +81,7 @@ def _running_op_name():
     return None if op is None else op.name
 
 
-class NestedStorage:
+class NestedStorage(RefusingStorage):
     """The ``_data`` of a nested tensor: every read raises, naming the dense op that tried."""
 
     __slots__ = ("_layout",)
@@ -102,37 +103,9 @@ class NestedStorage:
             f"ember.nested has no implementation of '{name}' for nested tensors; use .unbind() or "
             f"ember.nested.to_padded_tensor() first.")
 
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        self._fail(f"reading '.{name}' of its data")
-
-    def __array__(self, *args, **kwargs):
-        self._fail("converting it to a numpy array")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        self._fail(f"numpy's {ufunc.__name__}")
-
-    def __array_function__(self, func, types, args, kwargs):
-        self._fail(f"numpy's {func.__name__}")
-
     def __repr__(self):
         return f"<nested storage of layout {self._layout}>"
 
-
-def _raiser(name):
-    def method(self, *args, **kwargs):
-        self._fail(f"'{name}' on its data")
-    method.__name__ = name
-    return method
-
-
-for _n in ("__getitem__", "__setitem__", "__iter__", "__len__", "__bool__", "__float__", "__int__",
-           "__index__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-           "__truediv__", "__rtruediv__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__",
-           "__neg__", "__abs__", "__lt__", "__le__", "__gt__", "__ge__"):
-    setattr(NestedStorage, _n, _raiser(_n))
-del _n
 
 
 # ---------------------------------------------------------------------- the tensor

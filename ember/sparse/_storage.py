@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import sys
 
+from .._refusing_storage import RefusingStorage
+
 
 def backend_name(layout, device) -> str:
     """PyTorch's dispatch-key name of a sparse layout on a device: SparseCPU, SparseCsrCPU, ..."""
@@ -62,7 +64,7 @@ def unsupported_error(layout, device, what=None) -> NotImplementedError:
         f"convert the tensor with .to_dense() first.")
 
 
-class SparseStorage:
+class SparseStorage(RefusingStorage):
     """The ``_data`` of a sparse tensor: its shape, and an error for any other use."""
 
     __slots__ = ("shape", "ndim", "_layout", "_device")
@@ -76,39 +78,6 @@ class SparseStorage:
     def _fail(self, what):
         raise unsupported_error(self._layout, self._device, what)
 
-    def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
-            # protocol probes (__array_interface__, __deepcopy__, ...): "not there"; the
-            # protocols numpy then falls back to (__array__, __array_ufunc__) raise below
-            raise AttributeError(name)
-        self._fail(f"reading '.{name}' of its data")
-
-    def __array__(self, *args, **kwargs):
-        self._fail("converting it to a numpy array")
-
-    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        self._fail(f"numpy's {ufunc.__name__}")
-
-    def __array_function__(self, func, types, args, kwargs):
-        self._fail(f"numpy's {func.__name__}")
-
     def __repr__(self):
         return f"<sparse storage of layout {self._layout}, shape {self.shape}>"
 
-
-def _raiser(name):
-    def method(self, *args, **kwargs):
-        self._fail(f"'{name}' on its data")
-    method.__name__ = name
-    return method
-
-
-for _n in ("__getitem__", "__setitem__", "__iter__", "__len__", "__bool__", "__float__", "__int__",
-           "__index__", "__complex__", "__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
-           "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__",
-           "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__neg__", "__pos__", "__abs__",
-           "__invert__", "__and__", "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lt__",
-           "__le__", "__gt__", "__ge__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
-           "__lshift__", "__rshift__"):
-    setattr(SparseStorage, _n, _raiser(_n))
-del _n

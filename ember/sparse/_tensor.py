@@ -31,7 +31,7 @@ from .. import _layout as L
 from .. import types as _t
 from .._state import STATE
 from ..autograd.function import Function
-from ..tensor import Tensor, _make
+from ..tensor import Tensor, _make, to_target
 from ._storage import SparseStorage
 
 COO, CSR, CSC = L.sparse_coo, L.sparse_csr, L.sparse_csc
@@ -280,7 +280,7 @@ class SparseTensor(Tensor):
         return from_values(new, values_of(self).clone())
 
     def to(self, *args, **kwargs):
-        dtype, device = _parse_to(args, kwargs)
+        dtype, device = to_target(args, kwargs)
         out = self
         if device is not None and _t.as_device(device) != self.device:
             raise NotImplementedError(f"ember.sparse: moving a tensor with layout {self.layout} to "
@@ -335,17 +335,6 @@ def _backend(t):
     return backend_name(t.layout, t.device)
 
 
-def _parse_to(args, kwargs):
-    dtype = kwargs.get("dtype")
-    device = kwargs.get("device")
-    for a in args:
-        if isinstance(a, _t.dtype):
-            dtype = a
-        elif isinstance(a, Tensor):
-            dtype, device = a.dtype, a.device
-        elif isinstance(a, (str, _t.device)):
-            device = a
-    return dtype, device
 
 
 def wrap(st, vals):
