@@ -14,6 +14,7 @@ import pickle
 DEFAULT_PICKLE_PROTOCOL = 2
 
 FORMAT = ("ember.export", 2)     # 2: pytree specs by serialized type name, module_call_graph
+_READABLE = (("ember.export", 1), FORMAT)
 
 
 def _tensor_record(t):
@@ -114,9 +115,11 @@ def load(f):
         rec = pickle.loads(data)
     except Exception as e:  # noqa: BLE001
         raise RuntimeError(f"ember.export.load: not an exported program file ({type(e).__name__}: {e})") from e
-    if not isinstance(rec, dict) or rec.get("format") != FORMAT:
+    if not isinstance(rec, dict) or rec.get("format") not in _READABLE:
         raise RuntimeError(f"ember.export.load: not an ember.export file of format {FORMAT} "
                            f"(found {rec.get('format') if isinstance(rec, dict) else type(rec).__name__})")
+    # format 1 (before session 27) pickled the pytree specs themselves and had no module_call_graph
+    spec = spec_from_record if rec["format"] == FORMAT else (lambda s: s)
     env = _shape_env(rec["symbols"], rec["guards"]) if rec["symbols"] is not None else None
     gm = _load_graph(rec["graph"], env)
     gm.meta["shape_env"] = env
@@ -127,7 +130,7 @@ def load(f):
     calls = rec.get("module_call_graph")
     return ExportedProgram(gm, rec["signature"], {k: _tensor_from(v) for k, v in rec["state_dict"].items()},
                            {k: _tensor_from(v) for k, v in rec["constants"].items()}, rc,
-                           spec_from_record(rec["in_spec"]), spec_from_record(rec["out_spec"]),
+                           spec(rec["in_spec"]), spec(rec["out_spec"]),
                            rec["const_inputs"], env, rec["equal_groups"],
                            module_class=rec["module_class"], input_paths=rec["input_paths"],
                            module_call_graph=[_entry_from(e) for e in calls] if calls is not None else None,

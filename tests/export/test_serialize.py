@@ -53,3 +53,24 @@ def test_load_rejects_other_files(tmp_path):
     p.write_bytes(b"not a program")
     with pytest.raises(RuntimeError, match="not an exported program file"):
         load(str(p))
+
+
+def test_loads_format_1_files():
+    """Files written before format 2 (pytree specs pickled as objects, no module_call_graph) load."""
+    import pickle
+    from ember.export.pytree_types import spec_from_record
+    m = randomize_bn(LinBN()).eval()
+    ep = export(m, (ember.randn(5, 4),), {"y": ember.randn(5, 3)})
+    buf = io.BytesIO()
+    save(ep, buf)
+    rec = pickle.loads(buf.getvalue())
+    rec["format"] = ("ember.export", 1)
+    rec["in_spec"], rec["out_spec"] = spec_from_record(rec["in_spec"]), spec_from_record(rec["out_spec"])
+    del rec["module_call_graph"], rec["state_aliases"]
+    ep1 = load(io.BytesIO(pickle.dumps(rec)))
+    x, y = ember.randn(5, 4), ember.randn(5, 3)
+    np.testing.assert_allclose(_np(ep1.module()(x, y=y)["b"]), _np(m(x, y=y)["b"]), rtol=1e-5, atol=1e-5)
+    rec["format"] = ("ember.export", 99)
+    import pytest
+    with pytest.raises(RuntimeError, match="not an ember.export file of format"):
+        load(io.BytesIO(pickle.dumps(rec)))
