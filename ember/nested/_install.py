@@ -185,17 +185,4 @@ def install(ember_module):
             continue
         cond = _first_nested(a, b) if b else _first_nested(a)
         _route(fn, cond, impl)
-    _route_cat(g)
-
-
-def _route_cat(g):
-    fn = g.get("cat")
-    if fn is None:
-        return
-    impl = lambda tensors, dim=0, *, out=None, axis=None: O.cat(tensors, dim if axis is None else axis)  # noqa: E731
-    cond = "type(tensors) in (list, tuple) and len(tensors) > 0 and tensors[0].__class__ is _EmberNestedTensor"
-    import inspect
-    if [p.name for p in inspect.signature(fn, follow_wrapped=False).parameters.values()][:1] != ["tensors"]:
-        return
-    _route(fn, cond, impl)
-
+    # ember.cat: routed by the dispatcher too (NestedTensor.__ember_route__)

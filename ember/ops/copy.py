@@ -24,6 +24,9 @@ from .registry import OPS, defop
        function=False, grad_fn_name="CopyBackwards", tags=("cross_device",))
 def _copy_from(xp, self, src):
     dt = _t.from_numpy_dtype(self.dtype)
+    if dt._limited == "float8":
+        from .limited_dtypes import float8_copy_source
+        src = float8_copy_source(xp, self, src)
     if is_scalar(src):
         return xp.full(self.shape, checked_array(xp, src, dt), dtype=dt.np)
     try:
@@ -81,6 +84,9 @@ def copy_(self, src, non_blocking=False):
        function=False, grad_fn_name="FillBackward0")
 def _fill(xp, self, value):
     dt = _t.from_numpy_dtype(self.dtype)
+    if dt._limited == "float8":
+        from .limited_dtypes import float8_fill_value
+        value = float8_fill_value(xp, self, value)
     if not is_scalar(value):
         if value.ndim != 0:
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "

@@ -88,6 +88,9 @@ def _scalar_dtype(v):
        method=False, tags=("nondifferentiable",))
 def full(xp, size, fill_value, dtype=None, device=None):
     dt = _dt(dtype, _scalar_dtype(fill_value))
+    if dt._limited == "float8":
+        from .limited_dtypes import float8_full_value
+        fill_value = float8_full_value(xp, size, fill_value, dt)
     return xp.full(tuple(size), checked_array(xp, fill_value, dt), dtype=dt.np)
 
 

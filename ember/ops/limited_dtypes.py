@@ -239,28 +239,25 @@ def _float8_mul(a, b, np_dtype):
         return to_float8(np.multiply(a.astype(np.float32), b.astype(np.float32)), np_dtype)
 
 
-def _to_copy_f8(raw):
-    def k(xp, a, dtype=None, device=None):
-        if dtype is not None:
-            dt = _t.as_dtype(dtype)
-            if needs_torch_rounding(dt.np) and xp is np and a.dtype != dt.np:
-                a = to_float8(a, dt.np)
-        return raw(xp, a, dtype, device)
-    k.__wrapped__ = raw
-    return k
+# The four conversion kernels (_to_copy, copy, fill, full) call these when their target dtype is
+# a float8 one (one inline ``dt._limited == "float8"`` test in each kernel: a wrapper around the
+# kernel cost every dense ``to``/``copy_``/``fill_``/``zeros`` a Python frame, ~0.25 us).
+def float8_source(xp, a, dt):
+    """``a`` rounded into float8 ``dt`` as torch rounds (``_to_copy``'s source)."""
+    if needs_torch_rounding(dt.np) and xp is np and a.dtype != dt.np:
+        return to_float8(a, dt.np)
+    return a
 
 
-def _copy_f8(raw):
-    def k(xp, self, src):
-        if xp is np and needs_torch_rounding(self.dtype):
-            if isinstance(src, np.ndarray) and src.dtype != self.dtype:
-                src = to_float8(src, self.dtype)
-            elif not isinstance(src, np.ndarray) and not isinstance(src, (bool, np.bool_)):
-                _check_float8_value(src, self.dtype)
-                src = _rounded(src, self.dtype)
-        return raw(xp, self, src)
-    k.__wrapped__ = raw
-    return k
+def float8_copy_source(xp, self, src):
+    """``copy_``'s source for a float8 ``self`` array: arrays rounded, numbers checked and rounded."""
+    if xp is np and needs_torch_rounding(self.dtype):
+        if isinstance(src, np.ndarray) and src.dtype != self.dtype:
+            return to_float8(src, self.dtype)
+        if not isinstance(src, np.ndarray) and not isinstance(src, (bool, np.bool_)):
+            _check_float8_value(src, self.dtype)
+            return _rounded(src, self.dtype)
+    return src
 
 
 def _rounded(value, np_dtype):
@@ -275,40 +272,34 @@ def _check_float8_value(value, np_dtype):
         raise RuntimeError(f"value cannot be converted to type c10::{dt._legacy} without overflow")
 
 
-def _fill_f8(raw):
-    def k(xp, self, value):
-        if xp is np and needs_torch_rounding(self.dtype):
-            if isinstance(value, np.ndarray):
-                value = to_float8(value, self.dtype)
-            elif not isinstance(value, (bool, np.bool_)):
-                # torch checks the value only when it fills more than one element; zero_() (fill 0)
-                # writes zero bytes in torch, which is 2**-127 in float8_e8m0fnu: not checked
-                if self.size > 1 and value != 0:
-                    _check_float8_value(value, self.dtype)
-                value = _rounded(value, self.dtype)
-        return raw(xp, self, value)
-    k.__wrapped__ = raw
-    return k
+def float8_fill_value(xp, self, value):
+    """``fill_``'s value for a float8 ``self`` array."""
+    if xp is np and needs_torch_rounding(self.dtype):
+        if isinstance(value, np.ndarray):
+            return to_float8(value, self.dtype)
+        if not isinstance(value, (bool, np.bool_)):
+            # torch checks the value only when it fills more than one element; zero_() (fill 0)
+            # writes zero bytes in torch, which is 2**-127 in float8_e8m0fnu: not checked
+            if self.size > 1 and value != 0:
+                _check_float8_value(value, self.dtype)
+            return _rounded(value, self.dtype)
+    return value
 
 
-def _full_f8(raw):
-    def k(xp, size, fill_value, dtype=None, device=None):
-        if dtype is not None and xp is np and not isinstance(fill_value, (bool, np.bool_)):
-            dt = _t.as_dtype(dtype)
-            if needs_torch_rounding(dt.np):
-                n = 1
-                for s in size:
-                    n *= s
-                # zeros() is full(0.0): 0 is not checked (torch's zeros writes zero bytes)
-                if n > 1 and fill_value != 0:
-                    _check_float8_value(fill_value, dt.np)
-                fill_value = _rounded(fill_value, dt.np)
-        return raw(xp, size, fill_value, dtype, device)
-    k.__wrapped__ = raw
-    return k
+def float8_full_value(xp, size, fill_value, dt):
+    """``full``'s fill value for float8 ``dt``."""
+    if xp is np and not isinstance(fill_value, (bool, np.bool_)) and needs_torch_rounding(dt.np):
+        n = 1
+        for s in size:
+            n *= s
+        # zeros() is full(0.0): 0 is not checked (torch's zeros writes zero bytes)
+        if n > 1 and fill_value != 0:
+            _check_float8_value(fill_value, dt.np)
+        return _rounded(fill_value, dt.np)
+    return fill_value
 
 
-_CONVERSIONS = {"_to_copy": _to_copy_f8, "copy": _copy_f8, "fill": _fill_f8, "full": _full_f8}
+_CONVERSIONS = frozenset(("_to_copy", "copy", "fill", "full"))   # float8-aware kernels: not guarded
 
 
 # ---------------------------------------------------------------------- install
@@ -333,11 +324,7 @@ def _install():
         if op.kernel is None or id(op) in done or getattr(op, "limited_refusal", None):
             continue
         base = op.functional if op.functional is not None else op
-        conv = _CONVERSIONS.get(base.name)
-        if conv is not None:
-            base.kernel = conv(base.kernel)
-            if base.inplace_variant is not None:
-                base.inplace_variant.kernel = base.kernel
+        if base.name in _CONVERSIONS:
             done.update((id(base), id(base.inplace_variant)))
             continue
         if base.name not in _OWN_KERNEL and all(is_allowed(base.name, d) for d in _t.LIMITED_DTYPES):

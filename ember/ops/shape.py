@@ -512,6 +512,9 @@ def contiguous(self, memory_format=None):
        method=False, function=False, grad_fn_name="ToCopyBackward0")
 def _to_copy(xp, a, dtype=None, device=None):
     dt = _t.as_dtype(dtype) if dtype is not None else _t.from_numpy_dtype(a.dtype)
+    if dt._limited == "float8":
+        from .limited_dtypes import float8_source
+        a = float8_source(xp, a, dt)
     if device is not None:
         target = xp_of(device)
         if target is not np and isinstance(a, np.ndarray):
