@@ -78,7 +78,9 @@ _export_api()
 
 # sparse tensors: methods, factories, and ember.mm/matmul/add/... routing sparse arguments (ember/sparse)
 from .sparse import _install as _sparse_install  # noqa: E402
-_sparse_install.install(__import__("sys").modules[__name__])
+from .ops import _binding_cache as _bc  # noqa: E402
+with _bc.group("sparse_routing"):     # the routing's generated code, cached as the bindings' is
+    _sparse_install.install(__import__("sys").modules[__name__])
 del _sparse_install
 
 # quantized tensors: ember.qint8/quint8/qint32, quantize_per_tensor, the qschemes, Tensor.dequantize (ember/_quantized)
@@ -222,4 +224,4 @@ _limited_dtypes.install()
 from ._layout import jagged  # noqa: E402
 from .nested import _install as _nested_install  # noqa: E402
 _nested_install.install(__import__("sys").modules[__name__])
-del _nested_install
+del _nested_install, _bc

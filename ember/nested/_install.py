@@ -163,12 +163,27 @@ def _softmax_impl(log):
 
 
 def install(ember_module):
-    """Run once by ``ember/__init__``."""
+    """Run once by ``ember/__init__``: the methods now; the routing of ``nn.functional``'s
+    functions when that module loads (``import ember`` does not import ``ember.nn``: routing
+    them here pulled ~65 modules into every import)."""
+    import sys
     _install_nested_methods()
     _install_dense_methods()
-    from ..nn import functional as F
-    g = ember_module.__dict__
-    # ember.matmul / bmm: routed by the dispatcher (NestedTensor.__ember_route__)
+    F = sys.modules.get("ember.nn.functional")
+    if F is not None:
+        route_functional(F)
+
+
+def route_functional(F):
+    """Route nested first arguments of F.linear/softmax/... (called at the end of
+    ``ember/nn/functional.py``, or by :func:`install` when it is already loaded)."""
+    from ..ops import _binding_cache
+    with _binding_cache.group("nested_routing"):
+        _route_functional(F)
+
+
+def _route_functional(F):
+    # ember.matmul / bmm / cat: routed by the dispatcher (NestedTensor.__ember_route__)
     routes = [
         (F.linear, "input", None, O.linear),
         (F.layer_norm, "input", None, O.layer_norm),

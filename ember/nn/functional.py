@@ -1947,3 +1947,9 @@ __all__ = [n for n, v in list(globals().items()) if not n.startswith("_") and ca
 from ..ops import _out as _out_mod  # noqa: E402
 _out_mod.install(globals(), _out_mod.FUNCTIONAL, "")
 del _out_mod
+
+# nested tensors' routing of linear/softmax/relu/... (ember/nested/_install.py), installed when
+# this module loads so that ``import ember`` need not import ember.nn
+from ..nested._install import route_functional as _route_nested  # noqa: E402
+_route_nested(__import__("sys").modules[__name__])
+del _route_nested

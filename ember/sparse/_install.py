@@ -241,7 +241,8 @@ def _swap_code(fn, cond, impl, tag):
             f"        return {key}_inner({', '.join(call)})\n"
             f"    return {name}\n")
     ns = {}
-    exec(compile(src, f"<ember.sparse routing of {name}>", "exec"), ns)
+    from ..ops import _binding_cache      # (a warm import execs the cached code: see ember/__init__)
+    exec(_binding_cache.code(src, f"<ember.sparse routing of {name}>"), ns)
     code = ns["_outer"]().__code__
     if code.co_freevars != free:
         raise RuntimeError(f"ember.sparse: cannot route {name} (free variables {free} vs {code.co_freevars})")

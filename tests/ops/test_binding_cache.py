@@ -74,10 +74,12 @@ def _compiled_everything(out):
 
 def test_warm_import_execs_the_cached_code(tmp_path):
     cold = _import(tmp_path)
-    # (limited_dtypes: the bindings ember/ops/limited_dtypes.py regenerates at the end of the import)
-    assert set(cold["stats"]) == {"ops", "prims", "limited_dtypes"} and _compiled_everything(cold)
+    # (limited_dtypes: the bindings ember/ops/limited_dtypes.py regenerates at the end of the import;
+    # sparse_routing / nested_routing: the layout routing swapped into factories and F functions)
+    groups = {"ops", "prims", "limited_dtypes", "sparse_routing", "nested_routing"}
+    assert set(cold["stats"]) == groups and _compiled_everything(cold)
     tag = sys.implementation.cache_tag
-    assert _files(tmp_path) == [f"limited_dtypes-{tag}.bin", f"ops-{tag}.bin", f"prims-{tag}.bin"]
+    assert _files(tmp_path) == sorted(f"{g}-{tag}.bin" for g in groups)
     warm = _import(tmp_path)
     assert all(s["compiled"] == 0 and s["used"] == cold["stats"][g]["used"] for g, s in warm["stats"].items())
     _same_functions(cold, warm)
