@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import heapq
+import itertools
 import sys
 import warnings
 
@@ -44,6 +45,20 @@ def _api():
         from ..ops import api
         _API.append(api)
     return _API[0]
+
+
+# The backward pass running now: (its id, the set of nodes it runs), for hooks that must know
+# which tensors this pass reaches (autograd.graph.register_multi_grad_hook).
+CURRENT_PASS = [None, None, None]     # id, nodes it runs, callbacks queued for its end
+_PASS_IDS = itertools.count(1)
+
+
+def queue_callback(callback):
+    """torch's ``Variable._execution_engine.queue_callback``: ``callback()`` runs when the
+    backward pass running now ends."""
+    if CURRENT_PASS[0] is None:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    CURRENT_PASS[2].append(callback)
 
 
 def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
@@ -128,6 +143,8 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
             buf = buffers[node] = [None] * node._n_out
         buf[nr] = _add(buf[nr], g)
 
+    prev_pass = CURRENT_PASS[:]
+    CURRENT_PASS[:] = [next(_PASS_IDS), runs, []]
     heap = []
     pushed = set()
     for n in root_nodes:
@@ -216,6 +233,10 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
             grads = g = None    # no stale references: they would block stealing a gradient
     finally:
         st.grad_enabled = prev_grad_mode
+        callbacks = CURRENT_PASS[2]
+        CURRENT_PASS[:] = prev_pass
+    for cb in callbacks:
+        cb()
     return captured
 
 

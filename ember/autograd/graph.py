@@ -851,3 +851,67 @@ def install_retain_grad(t):
             tt._grad = tt._grad + grad
     fn._retain_grad_hooks[t._output_nr] = retain
     t._retains_grad = True
+
+
+# ---------------------------------------------------------------------- several tensors, one hook
+class _MultiHandle:
+    """The handle of :func:`register_multi_grad_hook`: removes the per-tensor hooks."""
+
+    def __init__(self, handles):
+        self._handles = handles
+
+    def remove(self):
+        for h in self._handles:
+            h.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """torch.autograd.graph.register_multi_grad_hook: ``fn`` runs once per backward pass over
+    ``tensors``' gradients -- ``mode="all"``: after every one of them that this pass reaches got
+    its gradient, called with a tuple (None for the tensors the pass does not reach);
+    ``mode="any"``: at the first gradient computed, called with it. Tensors that do not require
+    grad take no part. Built from per-tensor hooks and the engine's record of the running pass
+    (its id, and the nodes it runs, engine.CURRENT_PASS)."""
+    from . import engine
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    live = [(i, t) for i, t in enumerate(tensors) if isinstance(t, Tensor) and t.requires_grad]
+    state = {"pass": None, "grads": None, "left": 0}
+
+    def start(pass_id):
+        state["pass"] = pass_id
+        state["grads"] = [None] * len(tensors)
+        runs = engine.CURRENT_PASS[1]
+        reached = 0
+        for _, t in live:
+            edge = gradient_edge(t)
+            if edge is not None and (runs is None or edge[0] in runs):
+                reached += 1
+        state["left"] = reached
+
+    def make(i):
+        def hook(grad):
+            pass_id = engine.CURRENT_PASS[0]
+            if mode == "any":
+                if state["pass"] != pass_id:
+                    state["pass"] = pass_id
+                    fn(grad)
+                return None
+            if state["pass"] != pass_id:
+                start(pass_id)
+            state["grads"][i] = grad
+            state["left"] -= 1
+            if state["left"] == 0:
+                grads, state["grads"] = tuple(state["grads"]), None
+                fn(grads)
+            return None
+        return hook
+
+    return _MultiHandle([t.register_hook(make(i)) for i, t in live])

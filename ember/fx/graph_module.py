@@ -144,6 +144,10 @@ class GraphModule(Module):
     (attributes are copied from it) or a dict mapping each ``get_attr`` /
     ``call_module`` target to its value."""
 
+    # the graphs ember runs inside compile/aot/export are GraphModules: a global module hook
+    # (register_module_forward_hook) watches the user's modules, not these
+    _no_global_hooks = True
+
     def __new__(cls, *args: Any, **kwargs: Any) -> "GraphModule":
         base = cls
         while base.__dict__.get("_fx_per_instance_class", False):

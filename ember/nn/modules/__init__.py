@@ -1,5 +1,6 @@
 """Every ember.nn layer (PyTorch's class names, constructor arguments, parameter names and reprs)."""
-from .module import Module, RemovableHandle
+from .module import (Module, RemovableHandle, register_module_forward_hook,  # noqa: F401
+                     register_module_forward_pre_hook)
 from .container import Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict
 from .linear import Identity, Linear, Bilinear
 from .flatten import Flatten, Unflatten

@@ -14,7 +14,7 @@ from collections import OrderedDict, namedtuple
 
 from ...tensor import Parameter, Tensor
 
-__all__ = ["Module", "RemovableHandle"]
+__all__ = ["Module", "RemovableHandle", "register_module_forward_pre_hook", "register_module_forward_hook"]
 
 
 class RemovableHandle:
@@ -45,6 +45,39 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+# ---------------------------------------------------------------------- global module hooks
+# torch.nn.modules.module.register_module_forward_pre_hook / register_module_forward_hook: run
+# for every module call, before the module's own hooks (tools that watch a whole model -- a
+# module tracker, a FLOP counter -- without touching it). ember.compile runs a module call
+# eagerly while any is registered (dynamo/variables/objects.py guards these dicts).
+_global_forward_pre_hooks: "OrderedDict" = OrderedDict()
+_global_forward_hooks: "OrderedDict" = OrderedDict()
+_global_forward_hooks_with_kwargs: "OrderedDict" = OrderedDict()
+_global_forward_hooks_always_called: "OrderedDict" = OrderedDict()
+_global_backward_hooks: "OrderedDict" = OrderedDict()     # (no global backward hooks in ember yet)
+
+
+def register_module_forward_pre_hook(hook):
+    """``hook(module, args) -> None or new args`` before every module's forward."""
+    handle = RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_module_forward_hook(hook, *, with_kwargs=False, always_call=False):
+    """``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with ``with_kwargs``)
+    after every module's forward; a non-None result replaces the output. ``always_call``: also
+    when the forward raised."""
+    handle = RemovableHandle(_global_forward_hooks, extra_dict=[_global_forward_hooks_with_kwargs,
+                                                                _global_forward_hooks_always_called])
+    _global_forward_hooks[handle.id] = hook
+    if with_kwargs:
+        _global_forward_hooks_with_kwargs[handle.id] = True
+    if always_call:
+        _global_forward_hooks_always_called[handle.id] = True
+    return handle
 
 
 def add_hook(store, hook, prepend=False):
@@ -182,6 +215,7 @@ class Module:
     training: bool
     call_super_init = False
     _compiled_call_impl = None
+    _no_global_hooks = False     # fx.GraphModule: ember's own graph calls (aot tracing) skip global hooks
 
     def __init__(self, *args, **kwargs):
         if self.call_super_init is False and (args or kwargs):
@@ -474,14 +508,24 @@ class Module:
     # ------------------------------------------------------------------ calling
     def _call_impl(self, *args, **kwargs):
         forward = self.forward
+        glob = (_global_forward_pre_hooks or _global_forward_hooks) and not self._no_global_hooks
         if not (self._forward_pre_hooks or self._forward_hooks or self._backward_hooks
-                or self._backward_pre_hooks):
+                or self._backward_pre_hooks or glob):
             return forward(*args, **kwargs)
 
         called_always = False
         result = None
+        pre_hooks = list(self._forward_pre_hooks.items())
+        post_hooks = list(self._forward_hooks.items())
+        always = self._forward_hooks_always_called
+        with_kw = self._forward_hooks_with_kwargs
+        if glob:
+            pre_hooks = list(_global_forward_pre_hooks.items()) + pre_hooks
+            post_hooks = list(_global_forward_hooks.items()) + post_hooks
+            always = {**_global_forward_hooks_always_called, **always}
+            with_kw = {**_global_forward_hooks_with_kwargs, **with_kw}
         try:
-            for hook_id, hook in list(self._forward_pre_hooks.items()):
+            for hook_id, hook in pre_hooks:
                 if hook_id in self._forward_pre_hooks_with_kwargs:
                     res = hook(self, args, kwargs)
                     if res is not None:
@@ -506,10 +550,10 @@ class Module:
 
             result = forward(*args, **kwargs)
 
-            for hook_id, hook in list(self._forward_hooks.items()):
-                if hook_id in self._forward_hooks_always_called:
+            for hook_id, hook in post_hooks:
+                if hook_id in always:
                     called_always = True
-                if hook_id in self._forward_hooks_with_kwargs:
+                if hook_id in with_kw:
                     res = hook(self, args, kwargs, result)
                 else:
                     res = hook(self, args, result)
@@ -520,11 +564,11 @@ class Module:
                 result = self._wrap_outputs(bw_state, result)
             return result
         except Exception:
-            if self._forward_hooks_always_called and not called_always:
-                for hook_id, hook in self._forward_hooks.items():
-                    if hook_id in self._forward_hooks_always_called:
+            if always and not called_always:
+                for hook_id, hook in post_hooks:
+                    if hook_id in always:
                         try:
-                            if hook_id in self._forward_hooks_with_kwargs:
+                            if hook_id in with_kw:
                                 hook(self, args, kwargs, result)
                             else:
                                 hook(self, args, result)
