@@ -52,6 +52,9 @@ def __getattr__(name):
     """``ember.ops.<namespace>``: the custom operators of that namespace (``ember.library``),
     as ``torch.ops.mylib.foo``. Only names that are not attributes of this package get here."""
     import sys
+    if name == "aten":                  # torch.ops.aten's spelling of ember's ops (_aten_namespace.py)
+        from ._aten_namespace import aten
+        return aten
     lib = sys.modules.get("ember.library._custom_op")
     ns = lib.namespace(name) if lib is not None and not name.startswith("__") else None
     if ns is None:

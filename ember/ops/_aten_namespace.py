@@ -1,0 +1,100 @@
+"""``ember.ops.aten``: ember's registered ops under torch's ``torch.ops.aten`` spelling.
+
+Why. Code written against torch's dispatcher names ops as ``torch.ops.aten.mm.default``: a
+``TorchDispatchMode`` handler compares ``func`` with them, reads ``func.overloadpacket`` or
+``func.__name__``. ember's ops have one overload each (their schema), so ``ember.ops.aten.mm``
+is an :class:`OpOverloadPacket` whose only overload is ``.default``; calling either runs the op
+(``ember.mm``'s binding). An ember op's name is mostly ATen's (``mm``, ``addmm``, ``relu``,
+``_softmax``); where ATen splits an op into overloads (``add.Tensor`` / ``add.Scalar``) ember has
+the one ``default``.
+"""
+from __future__ import annotations
+
+from typing import Dict
+
+from .registry import OPS
+
+
+class OpOverload:
+    """One overload of an op (ember's: ``default``): callable, named ``aten.<op>.default``."""
+
+    __slots__ = ("op", "overloadpacket", "__name__", "_overloadname")
+
+    def __init__(self, op, packet):
+        self.op = op
+        self.overloadpacket = packet
+        self.__name__ = f"{op.name}.default"
+        self._overloadname = "default"
+
+    @property
+    def _schema(self):
+        return self.op.schema
+
+    def name(self) -> str:
+        return f"aten::{self.op.name}"
+
+    def __call__(self, *args, **kwargs):
+        return self.op.binding(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<OpOverload(op='aten.{self.op.name}', overload='default')>"
+
+    def __str__(self):
+        return f"aten.{self.op.name}.default"
+
+
+class OpOverloadPacket:
+    """An op with its overloads (``.default``): ``ember.ops.aten.mm``."""
+
+    __slots__ = ("op", "default", "__name__", "_qualified_op_name")
+
+    def __init__(self, op):
+        self.op = op
+        self.__name__ = op.name
+        self._qualified_op_name = f"aten::{op.name}"
+        self.default = OpOverload(op, self)
+
+    def overloads(self):
+        return ["default"]
+
+    @property
+    def _schema(self):
+        return self.op.schema
+
+    def __call__(self, *args, **kwargs):
+        return self.op.binding(*args, **kwargs)
+
+    def __repr__(self):
+        return f"<OpOverloadPacket(op='aten.{self.op.name}')>"
+
+    def __str__(self):
+        return f"aten.{self.op.name}"
+
+
+_PACKETS: Dict[str, OpOverloadPacket] = {}
+
+
+def packet(op) -> OpOverloadPacket:
+    p = _PACKETS.get(op.name)
+    if p is None or p.op is not op:
+        p = _PACKETS[op.name] = OpOverloadPacket(op)
+    return p
+
+
+class AtenNamespace:
+    """``ember.ops.aten``: ``ember.ops.aten.<op>`` for every registered op with a binding."""
+
+    def __getattr__(self, name: str) -> OpOverloadPacket:
+        op = OPS.get(name)
+        if op is None or getattr(op, "binding", None) is None or name.startswith("__"):
+            raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")
+        return packet(op)
+
+    def __dir__(self):
+        return sorted(n for n, op in OPS.items() if "::" not in n and getattr(op, "binding", None) is not None)
+
+    def __repr__(self):
+        return "<ember.ops.aten>"
+
+
+aten = AtenNamespace()
