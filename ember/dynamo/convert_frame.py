@@ -23,6 +23,7 @@ from .._C import _load_eval_frame
 
 _eval_frame = _load_eval_frame()
 from .._state import STATE as _STATE
+from .. import _torch_function as _tf
 from ..autograd import forward_ad as _fwd_ad
 from . import config, logs
 from . import stance as _stance
@@ -145,12 +146,11 @@ _autocast_noted = set()
 _forward_ad_noted = set()
 
 
-def _note_forward_ad(code):
+def _note_forward_ad(code, reason="a forward-AD dual level (ember.autograd.forward_ad.dual_level) is active"):
     counters["eager_fallback"] += 1
-    if code not in _forward_ad_noted:
-        _forward_ad_noted.add(code)
+    if (code, reason) not in _forward_ad_noted:
+        _forward_ad_noted.add((code, reason))
         where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
-        reason = "a forward-AD dual level (ember.autograd.forward_ad.dual_level) is active"
         fallback_reasons.append((where, reason))
         logs.get("graph_breaks").info("Running %s eagerly: %s", where, reason)
 
@@ -204,6 +204,10 @@ class Compiler:
             # forward AD: tangents ride on the tensors and are made by the eager dispatcher;
             # a compiled graph would drop them, so the frame runs eagerly (logged once per code)
             _note_forward_ad(code)
+            return None
+        if _tf._ACTIVE[0] and _STATE.tf_modes and not _STATE.tf_off:
+            # a TorchFunctionMode must see every call: a compiled graph would bypass it
+            _note_forward_ad(code, "a TorchFunctionMode (ember.overrides) is active")
             return None
         hot = cache.hot
         if hot is not None and hot.owner is self and hot.guard(func, *args):

@@ -270,3 +270,23 @@ def test_catalogues():
     dummies = overrides.get_testing_overrides()
     assert dummies[ember.add](ember.ones(1), 1) == -1
     assert ember.add not in overrides.get_ignored_functions()
+
+
+def test_compiled_code_runs_eagerly_under_a_mode():
+    """A TorchFunctionMode sees the calls of a compiled function too (its frame runs eagerly)."""
+    seen = []
+
+    class Record(ember.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append(func.__name__)
+            return func(*args, **(kwargs or {}))
+
+    @ember.compile
+    def f(x):
+        return ember.relu(x) * 2
+
+    x = ember.randn(4)
+    want = f(x)                      # compiled once outside the mode
+    with Record():
+        got = f(x)
+    assert seen == ["relu", "mul"] and ember.equal(got, want)
