@@ -8,25 +8,14 @@ import sys
 import numpy as np
 import pytest
 
-onnx = pytest.importorskip("onnx")
-ort = pytest.importorskip("onnxruntime")
-if getattr(onnx, "__file__", None) is None:     # tests/ is on sys.path: tests/onnx is a namespace package
-    pytest.skip("the onnx package is not installed", allow_module_level=True)
+import onnx  # noqa: E402  (tests/onnx/conftest.py: collected only where installed)
 
 import ember  # noqa: E402
 import ember.nn as nn  # noqa: E402
 import ember.onnx  # noqa: E402
-from ember import dynamo  # noqa: E402
 from ember.export import Dim  # noqa: E402
 
 from _onnx_testing import Fn, np_of, run_ort  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def _fresh_dynamo():
-    dynamo.reset()
-    yield
-    dynamo.reset()
 
 
 class TwoIn(nn.Module):
