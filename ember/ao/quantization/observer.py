@@ -214,17 +214,23 @@ def _observed(x, name):
     return np.asarray(x.detach()._data).astype(np.float32, copy=False)
 
 
+def _per_tensor_qscheme(cls_name, qscheme, is_dynamic):
+    """The qscheme of a per-tensor observer (default per_tensor_affine), with torch's refusals."""
+    qscheme = QS.per_tensor_affine if qscheme is None else qscheme
+    if qscheme not in QS.PER_TENSOR:
+        raise NotImplementedError(f"{cls_name}'s qscheme only support torch.per_tensor_symmetric "
+                                  "and torch.per_tensor_affine.")
+    if is_dynamic:
+        raise NotImplementedError(f"{cls_name} doesn't support dynamic quantization")
+    return qscheme
+
+
 class MinMaxObserver(UniformQuantizationObserverBase):
     """Running min and max of everything observed."""
 
     def __init__(self, dtype=None, qscheme=None, reduce_range=False, quant_min=None, quant_max=None,
                  factory_kwargs=None, eps=_EPS, is_dynamic=False, **kwargs):
-        qscheme = QS.per_tensor_affine if qscheme is None else qscheme
-        if qscheme not in QS.PER_TENSOR:
-            raise NotImplementedError("MinMaxObserver's qscheme only support torch.per_tensor_symmetric "
-                                      "and torch.per_tensor_affine.")
-        if is_dynamic:
-            raise NotImplementedError("MinMaxObserver doesn't support dynamic quantization")
+        qscheme = _per_tensor_qscheme("MinMaxObserver", qscheme, is_dynamic)
         super().__init__(dtype=dtype, qscheme=qscheme, reduce_range=reduce_range, quant_min=quant_min,
                          quant_max=quant_max, factory_kwargs=factory_kwargs, eps=eps, is_dynamic=is_dynamic,
                          **kwargs)
@@ -389,12 +395,7 @@ class HistogramObserver(UniformQuantizationObserverBase):
 
     def __init__(self, bins=2048, dtype=None, qscheme=None, reduce_range=False, quant_min=None, quant_max=None,
                  factory_kwargs=None, eps=_EPS, is_dynamic=False, **kwargs):
-        qscheme = QS.per_tensor_affine if qscheme is None else qscheme
-        if qscheme not in QS.PER_TENSOR:
-            raise NotImplementedError("HistogramObserver's qscheme only support torch.per_tensor_symmetric "
-                                      "and torch.per_tensor_affine.")
-        if is_dynamic:
-            raise NotImplementedError("HistogramObserver doesn't support dynamic quantization")
+        qscheme = _per_tensor_qscheme("HistogramObserver", qscheme, is_dynamic)
         super().__init__(dtype=dtype, qscheme=qscheme, reduce_range=reduce_range, quant_min=quant_min,
                          quant_max=quant_max, factory_kwargs=factory_kwargs, eps=eps, is_dynamic=is_dynamic,
                          **kwargs)
