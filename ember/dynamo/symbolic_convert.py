@@ -1431,7 +1431,7 @@ def _is(a, b):
 
 
 def _check_index(key):
-    items = key.items if isinstance(key, TupleVariable) else [key]
+    items = key.items if isinstance(key, BaseListVariable) else [key]     # a tuple or a list of indices
     for k in items:
         if isinstance(k, TensorVariable) and k.example.dtype.name in ("bool", "uint8"):
             raise Unsupported("boolean-mask indexing (output shape depends on tensor data)")
