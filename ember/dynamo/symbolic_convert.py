@@ -1261,10 +1261,15 @@ class InstructionTranslator:
         if not fromlist and level == 0:
             full = full.partition(".")[0]
         mod = sys.modules.get(full)
+        trusted = full == "ember" or full.startswith("ember.")
+        if mod is None and trusted:
+            # one of ember's own modules that a lazy import inside ember (nn.LSTM's ``from
+            # ...nn.utils.rnn import PackedSequence``) reaches first: load it now, outside the
+            # trace's fake-tensor modes -- the eager code would have loaded it at this point too
+            mod = _import_outside_trace(full)
         if mod is None:
             _raise_if_not_found(self, full)
             raise Unsupported(f"import of {full}, which is not imported yet (importing is a side effect)")
-        trusted = full == "ember" or full.startswith("ember.")
         if not trusted:
             # (the lookup's answer: removing the module from sys.modules makes the import real again)
             g = self.output.guards
@@ -1428,6 +1433,23 @@ def _is(a, b):
     if a.is_python_constant() and b.is_python_constant():
         return a.as_python_constant() is b.as_python_constant()
     raise Unsupported(f"`is` between {a} and {b}")
+
+
+def _import_outside_trace(name):
+    """``importlib.import_module(name)`` with the dispatch modes and grad mode of a plain eager
+    import (a module-level tensor must not be made fake); None when it cannot be imported."""
+    import importlib
+    from .._state import STATE
+    modes, grad = STATE.modes[:], STATE.grad_enabled
+    STATE.modes[:] = []
+    STATE.grad_enabled = True
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+    finally:
+        STATE.modes[:] = modes
+        STATE.grad_enabled = grad
 
 
 def _check_index(key):

@@ -26,11 +26,12 @@ def is_inlined_ember_module(name):
     pass-throughs (``is_scripting()`` folds to False), flex attention (the user's score and
     mask functions are traced into the graph with the softmax around them) and the pytree
     helpers (plain Python over containers); ``F.multi_head_attention_forward`` (nn.MultiheadAttention's
-    body: projections, masks and sdpa, returning a tuple)."""
+    body: projections, masks and sdpa, returning a tuple); the RNN recurrence (``run_layers``, shared
+    by nn.RNN/LSTM/GRU and ``ember.lstm``/``gru``/...: plain Python over the layer weights)."""
     return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad" \
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit" \
         or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree" \
-        or name == "ember.nn._mha_functional"
+        or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions"
 
 
 def _is_numpy_scalar(value):
