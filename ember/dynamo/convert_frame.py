@@ -144,12 +144,23 @@ def _restore_grad_mode():
 
 _autocast_noted = set()
 _forward_ad_noted = set()
+_tf_mode_noted = set()
 
 
-def _note_forward_ad(code, reason="a forward-AD dual level (ember.autograd.forward_ad.dual_level) is active"):
+def _note_forward_ad(code):
+    _note_eager(code, "a forward-AD dual level (ember.autograd.forward_ad.dual_level) is active",
+                _forward_ad_noted)
+
+
+def _note_torch_function_mode(code):
+    _note_eager(code, "a TorchFunctionMode (ember.overrides) is active", _tf_mode_noted)
+
+
+def _note_eager(code, reason, noted):
+    """A frame runs eagerly for ``reason``: counted every time, logged once per code."""
     counters["eager_fallback"] += 1
-    if (code, reason) not in _forward_ad_noted:
-        _forward_ad_noted.add((code, reason))
+    if code not in noted:
+        noted.add(code)
         where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
         fallback_reasons.append((where, reason))
         logs.get("graph_breaks").info("Running %s eagerly: %s", where, reason)
@@ -207,7 +218,7 @@ class Compiler:
             return None
         if _tf._ACTIVE[0] and _STATE.tf_modes and not _STATE.tf_off:
             # a TorchFunctionMode must see every call: a compiled graph would bypass it
-            _note_forward_ad(code, "a TorchFunctionMode (ember.overrides) is active")
+            _note_torch_function_mode(code)
             return None
         hot = cache.hot
         if hot is not None and hot.owner is self and hot.guard(func, *args):
