@@ -97,6 +97,10 @@ class FakeQuantize(FakeQuantizeBase):
             scale, zp = self.calculate_qparams()
             self.scale = scale.to(ember.float32)
             self.zero_point = zp.to(self.zero_point.dtype)
+        return self._fake_quantize(X)
+
+    def _fake_quantize(self, X):
+        """``X`` fake-quantized with the current qparams, when fake quantization is enabled."""
         if int(self.fake_quant_enabled[0]) == 1:
             app = self.activation_post_process
             if self.is_per_channel:
@@ -167,14 +171,7 @@ class FusedMovingAvgObsFakeQuantize(FakeQuantize):
                      for a, b in zip(mn, mx)]
             self.scale = ember.tensor(np.array([p[0] for p in pairs], np.float32))
             self.zero_point = ember.tensor(np.array([p[1] for p in pairs], np.int32))
-        if int(self.fake_quant_enabled[0]) == 1:
-            if self.is_per_channel:
-                X = ember.fake_quantize_per_channel_affine(X, self.scale, self.zero_point, self.ch_axis,
-                                                           app.quant_min, app.quant_max)
-            else:
-                X = ember.fake_quantize_per_tensor_affine(X, self.scale, self.zero_point, app.quant_min,
-                                                          app.quant_max)
-        return X
+        return self._fake_quantize(X)
 
     def extra_repr(self):
         app = self.activation_post_process

@@ -5,7 +5,7 @@ from __future__ import annotations
 from ... import nn
 
 
-class QuantStub(nn.Module):
+class _Stub(nn.Module):
     def __init__(self, qconfig=None):
         super().__init__()
         if qconfig:
@@ -15,14 +15,12 @@ class QuantStub(nn.Module):
         return x
 
 
-class DeQuantStub(nn.Module):
-    def __init__(self, qconfig=None):
-        super().__init__()
-        if qconfig:
-            self.qconfig = qconfig
+class QuantStub(_Stub):
+    """Where the quantized region starts (``convert`` turns it into a Quantize module)."""
 
-    def forward(self, x):
-        return x
+
+class DeQuantStub(_Stub):
+    """Where it ends (``convert``: a DeQuantize module)."""
 
 
 class QuantWrapper(nn.Module):
