@@ -156,7 +156,7 @@ class Function(metaclass=FunctionMeta):
     @classmethod
     def apply(cls, *args, **kwargs):
         if kwargs:
-            raise TypeError("Function.apply takes positional arguments only")
+            args = _bind_keywords(cls, args, kwargs)
         if STATE.modes:
             from . import forward_ad
             if forward_ad._wants_custom_jvp(args):
@@ -245,3 +245,39 @@ def once_differentiable(fn):
         return out
     wrapper._once_differentiable = True
     return wrapper
+
+
+def _bind_keywords(cls, args, kwargs):
+    """``apply(x, factor=3.0)`` as torch binds it. With ``setup_context`` overridden: by
+    ``forward``'s signature, defaults filled. Otherwise (torch's C++ ``apply``): each keyword
+    goes to the slot of ``forward``'s positional parameter of that name, the slots before the
+    last one given must all be filled (a default does not fill a gap), and keyword-only or
+    unknown names are refused -- with torch's messages. Everything is passed positionally
+    (the saved inputs and ``backward``'s gradients are positional)."""
+    import inspect
+    sig = inspect.signature(cls.forward)
+    if cls.setup_context is not Function.setup_context:
+        try:
+            bound = sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise TypeError(f"forward() {e}") from None
+        bound.apply_defaults()
+        if bound.kwargs:
+            raise TypeError(f"forward() got an unexpected keyword argument '{next(iter(bound.kwargs))}'")
+        return tuple(bound.args)
+    names = [p.name for p in list(sig.parameters.values())[1:]
+             if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    slots = list(args)
+    given = {}
+    for name, value in kwargs.items():
+        if name not in names:
+            raise TypeError(f"forward() got an unexpected keyword argument '{name}'")
+        k = names.index(name)
+        if k < len(args):
+            raise TypeError(f"forward() got multiple values for argument '{name}'")
+        given[k] = value
+    for k in range(len(args), max(given) + 1):
+        if k not in given:
+            raise TypeError(f"forward() missing required argument: '{names[k]}' (position {k})")
+        slots.append(given[k])
+    return tuple(slots)
