@@ -617,7 +617,9 @@ def test_distributed_ddp(lib):
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()
-    ctx = multiprocessing.get_context("fork")
+    # torch: spawn -- a forked child of a process whose OpenMP pool torch has started can hang in
+    # its first op (a CI run timed out here); ember: fork (its threads are numpy's, fork-safe here)
+    ctx = multiprocessing.get_context("spawn" if lib.name == "torch" else "fork")
     out = ctx.Queue()
     procs = [ctx.Process(target=_ddp_rank, args=(lib.name, r, 2, port, out)) for r in range(2)]
     for p in procs:
