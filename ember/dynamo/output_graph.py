@@ -402,6 +402,10 @@ class OutputGraph:
     def _note_op(self, node):
         if self.node_meta:
             node.meta.update(self.node_meta)
+        from .. import compiler as _compiler
+        if _compiler._EXPORT_DEPTH:
+            from ..export._stack_trace import current_stack_trace   # export only: the user's source lines
+            node.meta["stack_trace"] = current_stack_trace()
         if self._first_op is None:
             self._first_op = node
         self.n_calls += 1

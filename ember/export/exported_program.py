@@ -357,6 +357,14 @@ def _unlifted_module_class():
                 elif spec.kind == InputKind.BUFFER:
                     _install(self, spec.target, ep._state_tensor(spec), "buffer", spec.persistent)
 
+        # the graph was traced in one training mode (batch statistics or running ones, dropout on or
+        # off): flipping ``training`` here would change nothing it computes -- torch refuses it too
+        def train(self, mode=True):
+            raise NotImplementedError("Calling train() is not supported yet.")
+
+        def eval(self):
+            raise NotImplementedError("Calling eval() is not supported yet.")
+
         @property
         def graph(self):
             return self._graph.graph

@@ -29,8 +29,9 @@ def describe_node(node) -> str:
     text += ")"
     trace = node.meta.get("stack_trace")
     if trace:
-        lines = [ln.strip() for ln in str(trace).strip().splitlines() if ln.strip()]
-        text += ", from: " + " | ".join(lines[-2:])
+        # the innermost line of the user's code (ember's own frames, e.g. inside nn.Linear, skipped)
+        from ..export._stack_trace import user_lines
+        text += ", from: " + user_lines(trace)[-1]
     return text
 
 
