@@ -33,6 +33,10 @@ def install(g):
     for name in ("quantize_per_tensor", "quantize_per_channel", "quantize_per_tensor_dynamic", "dequantize",
                  "int_repr"):
         g[name] = getattr(F, name)
+    from . import rnn_functions as RF
+    for name in ("quantized_lstm", "quantized_gru", "quantized_lstm_cell", "quantized_gru_cell",
+                 "quantized_rnn_tanh_cell", "quantized_rnn_relu_cell"):
+        g[name] = getattr(RF, name)
     from . import fake_quant as FQ
     g["fake_quantize_per_tensor_affine"] = FQ.fake_quantize_per_tensor_affine
     g["fake_quantize_per_channel_affine"] = FQ.fake_quantize_per_channel_affine

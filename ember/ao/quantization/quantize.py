@@ -19,8 +19,7 @@ _RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
 
 
 def get_default_dynamic_quant_module_mappings():
-    """float module class -> dynamically quantized module class (ember has Linear; the recurrent
-    ones map to classes that raise NotImplementedError naming the layer)."""
+    """float module class -> dynamically quantized module class (Linear and the recurrent layers)."""
     from ..nn.quantized import dynamic as nnqd
     m = {nn.Linear: nnqd.Linear}
     for name in _RNN_NAMES:
@@ -70,10 +69,6 @@ def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_
     if getattr(mod, "qconfig", None) is not None:
         qcls = (custom_module_class_mapping or {}).get(type(mod)) or mapping.get(type(mod))
         if qcls is not None:
-            if qcls.__name__ in _RNN_NAMES and not hasattr(qcls, "_version"):
-                raise NotImplementedError(f"ember.quantization: dynamic quantization of nn.{qcls.__name__} is not "
-                                          f"supported (only nn.Linear is); leave nn.{qcls.__name__} out of "
-                                          f"qconfig_spec")
             new_mod = qcls.from_float(mod)
             for hook in mod._forward_pre_hooks.values():
                 new_mod.register_forward_pre_hook(hook)
@@ -112,8 +107,8 @@ def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_referen
 
 
 def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace=False):
-    """Replace ``nn.Linear`` layers (those named by ``qconfig_spec``: a set of types, or a dict of
-    types / submodule names to qconfigs) with dynamically quantized ones."""
+    """Replace ``nn.Linear`` / ``nn.LSTM`` / ``nn.GRU`` / the RNN cells (those named by ``qconfig_spec``:
+    a set of types, or a dict of types / submodule names to qconfigs) with dynamically quantized ones."""
     dtype = ember.qint8 if dtype is None else dtype
     if qconfig_spec is None:
         qconfig_spec = _default_spec(dtype)
@@ -130,10 +125,6 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
     elif not isinstance(qconfig_spec, dict):
         raise TypeError(f"quantize_dynamic(): qconfig_spec must be a set or a dict, got {type(qconfig_spec).__name__}")
     for key in qconfig_spec:
-        if isinstance(key, type) and key.__name__ in _RNN_NAMES and issubclass(key, nn.Module) \
-                and any(type(m) is key for m in model.modules()):
-            raise NotImplementedError(f"ember.quantization: dynamic quantization of nn.{key.__name__} is not "
-                                      f"supported (only nn.Linear is); leave nn.{key.__name__} out of qconfig_spec")
         if isinstance(key, type) and key in (getattr(nn, "Embedding", None), getattr(nn, "EmbeddingBag", None)):
             raise NotImplementedError(f"ember.quantization: weight-only quantization of nn.{key.__name__} is not "
                                       f"supported")

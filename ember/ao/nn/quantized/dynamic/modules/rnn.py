@@ -1,26 +1,484 @@
-"""Dynamically quantized recurrent modules: not implemented in ember.
+"""Dynamically quantized recurrent modules (``ember.ao.nn.quantized.dynamic.LSTM`` / ``GRU`` /
+``LSTMCell`` / ``GRUCell`` / ``RNNCell``): float in, float out, int8 (or float16) weights.
 
-torch has them (``torch.ao.nn.quantized.dynamic.LSTM`` ...); ember's ``quantize_dynamic``
-raises instead of leaving such a layer in float silently, and constructing one raises too."""
+The layout is torch's so that models print, save and load alike: a sequence module keeps one
+``PackedParameter`` per layer and direction in ``_all_weight_values`` (state_dict keys
+``_all_weight_values.<k>.param``), a cell keeps ``_packed_weight_ih`` / ``_packed_weight_hh``.
+The arithmetic is in ``_recurrence`` (where torch quantizes the activations, and why).
+Packed (variable-length) sequences raise NotImplementedError.
+"""
 from __future__ import annotations
 
+import numbers
+import warnings
 
-def _unsupported(name):
-    class _Missing:
-        def __init__(self, *args, **kwargs):
-            raise NotImplementedError(f"ember.quantization: dynamic quantization of nn.{name} "
-                                      f"(ember.ao.nn.quantized.dynamic.{name}) is not supported")
+import numpy as np
 
-        @classmethod
-        def from_float(cls, mod, *args, **kwargs):
-            cls()
+import ember
+from ember import nn
+from . import _recurrence as R
+from .linear import _quantize_weight
 
-    _Missing.__name__ = _Missing.__qualname__ = name
-    return _Missing
+_MODES = {"LSTM": 4, "GRU": 3}
 
 
-LSTM = _unsupported("LSTM")
-GRU = _unsupported("GRU")
-LSTMCell = _unsupported("LSTMCell")
-GRUCell = _unsupported("GRUCell")
-RNNCell = _unsupported("RNNCell")
+class PackedParameter(nn.Module):
+    """Holds one ``CellParamsDynamic`` as ``param``. Its state_dict entry (``<prefix>param``, torch's
+    key) is the parameters' tuple form -- torch stores a script object there, ember a tuple of
+    tensors so that ``ember.save`` can write it; loading takes either."""
+
+    def __init__(self, param):
+        super().__init__()
+        self.param = param
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "param"] = self.param.as_tuple()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        if prefix + "param" in state_dict:
+            self.param = R.CellParamsDynamic.from_saved(state_dict[prefix + "param"])
+        elif strict:
+            missing_keys.append(prefix + "param")
+
+
+class PackedLinearWeight:
+    """A cell's packed (weight, bias) pair (torch's ``LinearPackedParamsBase`` script object)."""
+
+    __slots__ = ("weight", "bias")
+
+    def __init__(self, weight, bias):
+        self.weight, self.bias = weight, bias
+
+    def as_tuple(self):
+        return (self.weight, self.bias)
+
+    @classmethod
+    def from_saved(cls, obj):
+        return obj if isinstance(obj, cls) else cls(*obj)
+
+    def __getstate__(self):
+        return ((self.weight, self.bias),)
+
+    def __setstate__(self, state):
+        self.weight, self.bias = state[0]
+
+    def __repr__(self):
+        return f"PackedLinearWeight(weight={tuple(self.weight.shape)}, dtype={self.weight.dtype})"
+
+
+def _check_dtype(dtype):
+    if dtype not in (ember.qint8, ember.float16):
+        raise RuntimeError(f"Unsupported dtype for dynamic RNN quantization: {dtype}")
+
+
+def _prepare_weight(w, dtype, scale):
+    """A constructor's placeholder weight: quantized at ``scale`` (qint8) or kept float (float16)."""
+    return ember.quantize_per_tensor(w, scale, 0, ember.qint8) if dtype is ember.qint8 else w
+
+
+def _observe_and_quantize(weight, dtype, observer_ctor):
+    if dtype is not ember.qint8:
+        return weight.detach().float()
+    obs = observer_ctor()
+    obs(weight)
+    return _quantize_weight(weight.detach().float(), obs)
+
+
+def _weight_observer_ctor(mod):
+    if getattr(mod, "qconfig", None) is not None and mod.qconfig.weight is not None:
+        return mod.qconfig.weight
+    from ember.ao.quantization.qconfig import default_dynamic_qconfig
+    return default_dynamic_qconfig.weight
+
+
+def _float_input(x, who):
+    if not isinstance(x, ember.Tensor) or x.is_quantized:
+        raise RuntimeError(f"{who} expects a float input tensor, got {getattr(x, 'dtype', type(x).__name__)}")
+    if x.dtype is not ember.float32:
+        raise RuntimeError(f"expected scalar type Float but found {x.dtype.legacy_name}")
+    return np.asarray(x.detach()._data, np.float32)
+
+
+class RNNBase(nn.Module):
+    """Shared by the dynamic quantized LSTM and GRU (torch's ``RNNBase``, version 2)."""
+
+    _version = 2
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True, batch_first=False, dropout=0.0,
+                 bidirectional=False, dtype=None):
+        super().__init__()
+        dtype = ember.qint8 if dtype is None else dtype
+        _check_dtype(dtype)
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.dtype = dtype
+        self.version = 2
+        self.training = False
+        if not isinstance(dropout, numbers.Number) or not 0 <= dropout <= 1 or isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the probability of an "
+                             "element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so non-zero dropout "
+                          f"expects num_layers greater than 1, but got dropout={dropout} and "
+                          f"num_layers={num_layers}", stacklevel=2)
+        if mode not in _MODES:
+            raise ValueError("Unrecognized RNN mode: " + mode)
+        gate = _MODES[mode] * hidden_size
+        dirs = 2 if bidirectional else 1
+        values = []
+        for layer in range(num_layers):
+            for _ in range(dirs):
+                in_size = input_size if layer == 0 else hidden_size * dirs
+                w_ih = _prepare_weight(ember.randn(gate, in_size), dtype, 0.1)
+                w_hh = _prepare_weight(ember.randn(gate, hidden_size), dtype, 0.1)
+                values.append(PackedParameter(R.CellParamsDynamic(w_ih, w_hh, ember.randn(gate), ember.randn(gate),
+                                                                  True, dtype)))
+        self._all_weight_values = nn.ModuleList(values)
+
+    def _get_name(self):
+        return "DynamicQuantizedRNN"
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    def __repr__(self):
+        # the packed weights are an implementation detail: torch leaves them out of the repr
+        children = [f"({k}): " + nn.modules.module._addindent(repr(m), 2) for k, m in self._modules.items()
+                    if not isinstance(m, (PackedParameter, nn.ModuleList))]
+        extra = self.extra_repr()
+        lines = (extra.split("\n") if extra else []) + children
+        if not lines:
+            return self._get_name() + "()"
+        if len(lines) == 1 and not children:
+            return f"{self._get_name()}({lines[0]})"
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
+
+    # -- weights ---------------------------------------------------------------------
+    def _keys(self):
+        dirs = 2 if self.bidirectional else 1
+        for layer in range(self.num_layers):
+            for d in range(dirs):
+                yield layer * dirs + d, f"l{layer}{'_reverse' if d else ''}"
+
+    def _weight_bias(self):
+        out = {"weight": {}, "bias": {}}
+        for k, suffix in self._keys():
+            p = self._all_weight_values[k].param
+            out["weight"][f"weight_ih_{suffix}"] = p.w_ih
+            out["weight"][f"weight_hh_{suffix}"] = p.w_hh
+            out["bias"][f"bias_ih_{suffix}"] = p.b_ih
+            out["bias"][f"bias_hh_{suffix}"] = p.b_hh
+        return out
+
+    def get_weight(self):
+        return self._weight_bias()["weight"]
+
+    def get_bias(self):
+        return self._weight_bias()["bias"]
+
+    def set_weight_bias(self, weight_bias_dict):
+        values = []
+        for _, suffix in self._keys():
+            w_ih, w_hh = weight_bias_dict[f"weight_ih_{suffix}"], weight_bias_dict[f"weight_hh_{suffix}"]
+            dtype = ember.qint8 if w_ih.dtype is ember.qint8 else ember.float16
+            values.append(PackedParameter(R.CellParamsDynamic(
+                w_ih, w_hh, weight_bias_dict[f"bias_ih_{suffix}"], weight_bias_dict[f"bias_hh_{suffix}"],
+                self.version is None or self.version >= 2, dtype)))
+        self._all_weight_values = nn.ModuleList(values)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        self.version = local_metadata.get("version", None)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, False, missing_keys, unexpected_keys,
+                                      error_msgs)
+
+    # -- forward -----------------------------------------------------------------------
+    def _expected_hidden(self, batch):
+        return (self.num_layers * (2 if self.bidirectional else 1), batch, self.hidden_size)
+
+    def _check_input(self, x):
+        if x.dim() != 3:
+            raise RuntimeError(f"input must have 3 dimensions, got {x.dim()}")
+        if self.input_size != x.shape[-1]:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{x.shape[-1]}")
+
+    @staticmethod
+    def _check_hidden(hx, expected, msg):
+        if tuple(hx.shape) != expected:
+            raise RuntimeError(msg.format(expected, list(hx.shape)))
+
+    def forward(self, input, hx=None):
+        from ember.nn.utils.rnn import PackedSequence
+        if isinstance(input, PackedSequence):
+            raise NotImplementedError(f"ember.quantization: {self._get_name()} on a PackedSequence is not "
+                                      "supported; pad the sequences and pass a tensor")
+        if self.training and self.dropout > 0 and self.num_layers > 1:
+            raise NotImplementedError(f"ember.quantization: {self._get_name()} in training mode with dropout is "
+                                      "not supported")
+        self._check_input(input)
+        batch = input.shape[0] if self.batch_first else input.shape[1]
+        expected = self._expected_hidden(batch)
+        if hx is None:
+            zeros = np.zeros(expected, np.float32)
+            states = (zeros, zeros) if self.mode == "LSTM" else zeros
+        elif self.mode == "LSTM":
+            self._check_hidden(hx[0], expected, "Expected hidden[0] size {}, got {}")
+            self._check_hidden(hx[1], expected, "Expected hidden[1] size {}, got {}")
+            states = tuple(_float_input(h, self._get_name()) for h in hx)
+        else:
+            self._check_hidden(hx, expected, "Expected hidden size {}, got {}")
+            states = _float_input(hx, self._get_name())
+        x = _float_input(input, self._get_name())
+        if self.batch_first:
+            x = x.transpose(1, 0, 2)
+        params = [m.param for m in self._all_weight_values]
+        out, h, c = R.run_sequence(self.mode, x, states, params, self.num_layers, self.bidirectional)
+        if self.batch_first:
+            out = out.transpose(1, 0, 2)
+        out = ember.tensor(np.ascontiguousarray(out))
+        if self.mode == "LSTM":
+            return out, (ember.tensor(h), ember.tensor(c))
+        return out, ember.tensor(h)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        if type(mod) not in (nn.LSTM, nn.GRU):
+            raise AssertionError("nn.quantized.dynamic.RNNBase.from_float only works for nn.LSTM and nn.GRU")
+        if not hasattr(mod, "qconfig"):
+            raise AssertionError("Input float module must have qconfig defined")
+        ctor = _weight_observer_ctor(mod)
+        dtype = ctor().dtype
+        _check_dtype(dtype)
+        if getattr(mod, "proj_size", 0):
+            raise NotImplementedError("ember.quantization: dynamic quantization of nn.LSTM with proj_size > 0 is "
+                                      "not supported")
+        qcls = LSTM if mod.mode == "LSTM" else GRU
+        q = qcls(mod.input_size, mod.hidden_size, mod.num_layers, mod.bias, mod.batch_first, mod.dropout,
+                 mod.bidirectional, dtype)
+        if not mod.bias:
+            raise AssertionError("mod.bias must be True")
+        values = []
+        for _, suffix in q._keys():
+            w_ih, w_hh = getattr(mod, f"weight_ih_{suffix}"), getattr(mod, f"weight_hh_{suffix}")
+            b_ih, b_hh = getattr(mod, f"bias_ih_{suffix}"), getattr(mod, f"bias_hh_{suffix}")
+            values.append(PackedParameter(R.CellParamsDynamic(
+                _observe_and_quantize(w_ih, dtype, ctor), _observe_and_quantize(w_hh, dtype, ctor),
+                b_ih.detach().clone(), b_hh.detach().clone(), True, dtype)))
+        q._all_weight_values = nn.ModuleList(values)
+        return q
+
+    @classmethod
+    def from_reference(cls, ref_mod):
+        raise NotImplementedError("ember.quantization: dynamic RNN from_reference is not supported")
+
+
+class LSTM(RNNBase):
+    """``DynamicQuantizedLSTM``: returns ``output, (h_n, c_n)`` as ``nn.LSTM``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+    def _get_name(self):
+        return "DynamicQuantizedLSTM"
+
+
+class GRU(RNNBase):
+    """``DynamicQuantizedGRU``: returns ``output, h_n`` as ``nn.GRU``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("GRU", *args, **kwargs)
+
+    def _get_name(self):
+        return "DynamicQuantizedGRU"
+
+
+class RNNCellBase(nn.Module):
+    """Shared by the dynamic quantized cells: one packed (weight, bias) per product."""
+
+    def __init__(self, input_size, hidden_size, bias=True, num_chunks=4, dtype=None):
+        super().__init__()
+        dtype = ember.qint8 if dtype is None else dtype
+        _check_dtype(dtype)
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_dtype = dtype
+        if bias:
+            self.bias_ih = ember.randn(num_chunks * hidden_size)
+            self.bias_hh = ember.randn(num_chunks * hidden_size)
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        w_ih = _prepare_weight(ember.randn(num_chunks * hidden_size, input_size), dtype, 1.0)
+        w_hh = _prepare_weight(ember.randn(num_chunks * hidden_size, hidden_size), dtype, 1.0)
+        self._packed_weight_ih = PackedLinearWeight(w_ih, self.bias_ih)
+        self._packed_weight_hh = PackedLinearWeight(w_hh, self.bias_hh)
+
+    def _get_name(self):
+        return "DynamicQuantizedRNNBase"
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":
+            s += f", nonlinearity={self.nonlinearity}"
+        return s
+
+    def _params(self):
+        ih, hh = self._packed_weight_ih, self._packed_weight_hh
+        dtype = ember.qint8 if ih.weight.dtype is ember.qint8 else ember.float16
+        return R.CellParamsDynamic(ih.weight, hh.weight, ih.bias, hh.bias, True, dtype)
+
+    def _check_input(self, x):
+        if x.shape[1] != self.input_size:
+            raise RuntimeError(f"input has inconsistent input_size: got {x.shape[1]}, expected {self.input_size}")
+
+    def _check_hidden(self, x, hx, label=""):
+        if x.shape[0] != hx.shape[0]:
+            raise RuntimeError(f"Input batch size {x.shape[0]} doesn't match hidden{label} batch size "
+                               f"{hx.shape[0]}")
+        if hx.shape[1] != self.hidden_size:
+            raise RuntimeError(f"hidden{label} has inconsistent hidden_size: got {hx.shape[1]}, expected "
+                               f"{self.hidden_size}")
+
+    def _zeros(self, x):
+        return ember.zeros(x.shape[0], self.hidden_size, dtype=x.dtype)
+
+    def _weight_bias(self):
+        ih, hh = self._packed_weight_ih, self._packed_weight_hh
+        return {"weight": {"weight_ih": ih.weight, "weight_hh": hh.weight},
+                "bias": {"bias_ih": ih.bias, "bias_hh": hh.bias}}
+
+    def get_weight(self):
+        return self._weight_bias()["weight"]
+
+    def get_bias(self):
+        return self._weight_bias()["bias"]
+
+    def set_weight_bias(self, weight_bias_dict):
+        w, b = weight_bias_dict["weight"], weight_bias_dict["bias"]
+        self._packed_weight_ih = PackedLinearWeight(w["weight_ih"], b["bias_ih"])
+        self._packed_weight_hh = PackedLinearWeight(w["weight_hh"], b["bias_hh"])
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + "_packed_weight_ih"] = self._packed_weight_ih.as_tuple()
+        destination[prefix + "_packed_weight_hh"] = self._packed_weight_hh.as_tuple()
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+                              error_msgs, assign=False):
+        for key in ("_packed_weight_ih", "_packed_weight_hh"):
+            if prefix + key in state_dict:
+                setattr(self, key, PackedLinearWeight.from_saved(state_dict[prefix + key]))
+            elif strict:
+                missing_keys.append(prefix + key)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        if type(mod) not in (nn.LSTMCell, nn.GRUCell, nn.RNNCell):
+            raise AssertionError("nn.quantized.dynamic.RNNCellBase.from_float only works for nn.LSTMCell, "
+                                 "nn.GRUCell and nn.RNNCell")
+        if not hasattr(mod, "qconfig"):
+            raise AssertionError("Input float module must have qconfig defined")
+        ctor = _weight_observer_ctor(mod)
+        dtype = ctor().dtype
+        _check_dtype(dtype)
+        if type(mod) is nn.LSTMCell:
+            q = LSTMCell(mod.input_size, mod.hidden_size, bias=mod.bias, dtype=dtype)
+        elif type(mod) is nn.GRUCell:
+            q = GRUCell(mod.input_size, mod.hidden_size, bias=mod.bias, dtype=dtype)
+        else:
+            q = RNNCell(mod.input_size, mod.hidden_size, bias=mod.bias, nonlinearity=mod.nonlinearity, dtype=dtype)
+        if not mod.bias:
+            raise AssertionError("mod.bias must be True")
+        q._packed_weight_ih = PackedLinearWeight(_observe_and_quantize(mod.weight_ih, dtype, ctor),
+                                                 mod.bias_ih.detach().clone())
+        q._packed_weight_hh = PackedLinearWeight(_observe_and_quantize(mod.weight_hh, dtype, ctor),
+                                                 mod.bias_hh.detach().clone())
+        return q
+
+    @classmethod
+    def from_reference(cls, ref_mod):
+        raise NotImplementedError("ember.quantization: dynamic RNN cell from_reference is not supported")
+
+
+class RNNCell(RNNCellBase):
+    """``DynamicQuantizedRNNCell``: ``h' = act(W_ih x + b_ih + W_hh h + b_hh)``, act tanh or relu."""
+
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", dtype=None):
+        super().__init__(input_size, hidden_size, bias, num_chunks=1, dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+    def _get_name(self):
+        return "DynamicQuantizedRNNCell"
+
+    def forward(self, input, hx=None):
+        self._check_input(input)
+        hx = self._zeros(input) if hx is None else hx
+        self._check_hidden(input, hx)
+        if self.nonlinearity not in ("tanh", "relu"):
+            raise RuntimeError(f"Unknown nonlinearity: {self.nonlinearity}")
+        p = self._params()
+        x = _float_input(input, self._get_name())
+        return ember.tensor(R.rnn_step(p.linear_ih(x), _float_input(hx, self._get_name()), p, self.nonlinearity))
+
+
+class LSTMCell(RNNCellBase):
+    """``DynamicQuantizedLSTMCell``: returns ``(h', c')``."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, num_chunks=4, **kwargs)
+
+    def _get_name(self):
+        return "DynamicQuantizedLSTMCell"
+
+    def forward(self, input, hx=None):
+        self._check_input(input)
+        if hx is None:
+            hx = (self._zeros(input), self._zeros(input))
+        self._check_hidden(input, hx[0], "[0]")
+        self._check_hidden(input, hx[1], "[1]")
+        p = self._params()
+        x = _float_input(input, self._get_name())
+        h, c = R.lstm_step(p.linear_ih(x), _float_input(hx[0], self._get_name()),
+                           _float_input(hx[1], self._get_name()), p)
+        return ember.tensor(h), ember.tensor(c)
+
+
+class GRUCell(RNNCellBase):
+    """``DynamicQuantizedGRUCell``: returns ``h'``."""
+
+    def __init__(self, input_size, hidden_size, bias=True, dtype=None):
+        super().__init__(input_size, hidden_size, bias, num_chunks=3, dtype=dtype)
+
+    def _get_name(self):
+        return "DynamicQuantizedGRUCell"
+
+    def forward(self, input, hx=None):
+        self._check_input(input)
+        hx = self._zeros(input) if hx is None else hx
+        self._check_hidden(input, hx)
+        p = self._params()
+        x = _float_input(input, self._get_name())
+        return ember.tensor(R.gru_step(p.linear_ih(x), _float_input(hx, self._get_name()), p))

@@ -1,0 +1,159 @@
+"""Dynamically quantized LSTM / GRU / RNN cells (quantize_dynamic, ember.quantized_lstm / _gru)
+against torch 2.13 (fbgemm): same int8 weights, outputs equal to float32 round-off (torch's
+vectorised exp/tanh differ from numpy's by an ulp; a different activation scale would differ by
+a quantization step, ~1e-2)."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.ao.quantization as eq
+
+torch = pytest.importorskip("torch")
+import torch.ao.quantization as tq  # noqa: E402
+
+warnings.filterwarnings("ignore")
+ATOL = 2e-6
+
+
+def _pair(kind, *args, seed=0, **kw):
+    """The same float layer in ember and torch (torch's random init copied over)."""
+    torch.manual_seed(seed)
+    tm = getattr(torch.nn, kind)(*args, **kw)
+    em = getattr(ember.nn, kind)(*args, **kw)
+    for n, p in tm.named_parameters():
+        getattr(em, n).data = ember.tensor(p.detach().numpy().copy())
+    return em, tm
+
+
+def _quantize(em, tm, kind, dtype="qint8"):
+    et, tt = getattr(ember.nn, kind), getattr(torch.nn, kind)
+    kw_e = {} if dtype == "qint8" else {"dtype": ember.float16}
+    kw_t = {} if dtype == "qint8" else {"dtype": torch.float16}
+    eqm = eq.quantize_dynamic(ember.nn.Sequential(em), {et}, **kw_e)
+    tqm = tq.quantize_dynamic(torch.nn.Sequential(tm), {tt}, **kw_t)
+    return eqm, tqm
+
+
+def _close(e, t):
+    np.testing.assert_allclose(e.numpy(), t.detach().numpy(), rtol=0, atol=ATOL)
+
+
+SEQ_CASES = [("LSTM", (5, 7), {}), ("LSTM", (5, 7, 2), {"bidirectional": True}),
+             ("GRU", (5, 7, 2), {"bidirectional": True}), ("GRU", (6, 4), {"batch_first": True}),
+             ("LSTM", (6, 4, 3), {"batch_first": True})]
+
+
+@pytest.mark.parametrize("kind,args,kw", SEQ_CASES)
+@pytest.mark.parametrize("dtype", ["qint8", "float16"])
+def test_sequence_modules_match_torch(kind, args, kw, dtype):
+    rng = np.random.default_rng(len(args) * 7 + len(kw))
+    em, tm = _pair(kind, *args, seed=len(args), **kw)
+    eqm, tqm = _quantize(em, tm, kind, dtype)
+    assert repr(eqm).replace("ember.", "torch.") == repr(tqm)
+    assert eqm[0]._get_name() == f"DynamicQuantized{kind}"
+    if dtype == "qint8":
+        for k, w in tqm[0].get_weight().items():
+            np.testing.assert_array_equal(eqm[0].get_weight()[k].int_repr().numpy(), w.int_repr().numpy())
+    for shift in (0.0, 1.5):
+        x = (rng.standard_normal((3, 4, args[0])) * 2 + shift).astype(np.float32)
+        eo, eh = eqm[0](ember.tensor(x))
+        to, th = tqm[0](torch.tensor(x))
+        _close(eo, to)
+        for a, b in zip(eh if kind == "LSTM" else (eh,), th if kind == "LSTM" else (th,)):
+            _close(a, b)
+    # explicit initial state
+    dirs = 2 if kw.get("bidirectional") else 1
+    layers = args[2] if len(args) > 2 else 1
+    h0 = rng.standard_normal((layers * dirs, 3 if kw.get("batch_first") else 4, args[1])).astype(np.float32)
+    hx_e = (ember.tensor(h0), ember.tensor(-h0)) if kind == "LSTM" else ember.tensor(h0)
+    hx_t = (torch.tensor(h0), torch.tensor(-h0)) if kind == "LSTM" else torch.tensor(h0)
+    _close(eqm[0](ember.tensor(x), hx_e)[0], tqm[0](torch.tensor(x), hx_t)[0])
+
+
+@pytest.mark.parametrize("kind", ["LSTMCell", "GRUCell", "RNNCell"])
+def test_cells_match_torch(kind):
+    rng = np.random.default_rng(11)
+    kw = {"nonlinearity": "relu"} if kind == "RNNCell" else {}
+    em, tm = _pair(kind, 5, 6, seed=3, **kw)
+    eqm, tqm = _quantize(em, tm, kind)
+    assert repr(eqm) == repr(tqm)
+    for _ in range(3):
+        x = (rng.standard_normal((4, 5)) * 2).astype(np.float32)
+        h = rng.standard_normal((4, 6)).astype(np.float32)
+        if kind == "LSTMCell":
+            eo = eqm[0](ember.tensor(x), (ember.tensor(h), ember.tensor(h * 0.5)))
+            to = tqm[0](torch.tensor(x), (torch.tensor(h), torch.tensor(h * 0.5)))
+            _close(eo[0], to[0])
+            _close(eo[1], to[1])
+        else:
+            _close(eqm[0](ember.tensor(x), ember.tensor(h)), tqm[0](torch.tensor(x), torch.tensor(h)))
+    _close(eqm[0](ember.tensor(x))[0] if kind == "LSTMCell" else eqm[0](ember.tensor(x)),
+           tqm[0](torch.tensor(x))[0] if kind == "LSTMCell" else tqm[0](torch.tensor(x)))
+
+
+def test_default_spec_and_state_dict(tmp_path):
+    em = ember.nn.Sequential(ember.nn.LSTM(4, 3, 2), ember.nn.Linear(3, 2))
+    tm = torch.nn.Sequential(torch.nn.LSTM(4, 3, 2), torch.nn.Linear(3, 2))
+    eqm, tqm = eq.quantize_dynamic(em), tq.quantize_dynamic(tm)          # the default spec covers LSTM
+    assert repr(eqm).replace("ember.", "torch.") == repr(tqm)
+    assert list(eqm.state_dict()) == list(tqm.state_dict())
+    cm = eq.quantize_dynamic(ember.nn.Sequential(ember.nn.GRUCell(3, 2)))
+    ct = tq.quantize_dynamic(torch.nn.Sequential(torch.nn.GRUCell(3, 2)))
+    assert list(cm.state_dict()) == list(ct.state_dict())
+    # save / load: a fresh module takes the saved weights
+    path = tmp_path / "lstm.pt"
+    ember.save(eqm[0].state_dict(), path)
+    fresh = ember.ao.nn.quantized.dynamic.LSTM(4, 3, 2)
+    x = ember.randn(5, 2, 4)
+    assert not np.array_equal(fresh(x)[0].numpy(), eqm[0](x)[0].numpy())
+    fresh.load_state_dict(ember.load(path))
+    np.testing.assert_array_equal(fresh(x)[0].numpy(), eqm[0](x)[0].numpy())
+
+
+def test_top_level_quantized_lstm_gru():
+    rng = np.random.default_rng(5)
+    for kind in ("LSTM", "GRU"):
+        em, tm = _pair(kind, 4, 3, 2, seed=9, bidirectional=True)
+        eqm, tqm = _quantize(em, tm, kind)
+        x = rng.standard_normal((6, 2, 4)).astype(np.float32)
+        h0 = rng.standard_normal((4, 2, 3)).astype(np.float32)
+        ep = [m.param for m in eqm[0]._all_weight_values]
+        tp = [m.param for m in tqm[0]._all_weight_values]
+        if kind == "LSTM":
+            eo = ember.quantized_lstm(ember.tensor(x), [ember.tensor(h0), ember.tensor(h0)], ep, True, 2, 0.0,
+                                      False, True, False, dtype=ember.qint8, use_dynamic=True)
+            to = torch.quantized_lstm(torch.tensor(x), [torch.tensor(h0), torch.tensor(h0)], tp, True, 2, 0.0,
+                                      False, True, False, dtype=torch.qint8, use_dynamic=True)
+            assert len(eo) == len(to) == 3
+        else:
+            eo = ember.quantized_gru(ember.tensor(x), ember.tensor(h0), ep, True, 2, 0.0, False, True, False)
+            to = torch.quantized_gru(torch.tensor(x), torch.tensor(h0), tp, True, 2, 0.0, False, True, False)
+            assert len(eo) == len(to) == 2
+        for a, b in zip(eo, to):
+            _close(a, b)
+
+
+def test_errors_and_unsupported():
+    q = ember.ao.nn.quantized.dynamic.LSTM(4, 3)
+    t = torch.ao.nn.quantized.dynamic.LSTM(4, 3)
+    for bad_e, bad_t in ((ember.randn(2, 4), torch.randn(2, 4)), (ember.randn(2, 3, 5), torch.randn(2, 3, 5))):
+        with pytest.raises(RuntimeError) as te:
+            t(bad_t)
+        with pytest.raises(RuntimeError, match=str(te.value).replace("(", r"\(").replace(")", r"\)")):
+            q(bad_e)
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[0\] size \(1, 3, 3\), got \[1, 2, 3\]"):
+        q(ember.randn(5, 3, 4), (ember.randn(1, 2, 3), ember.randn(1, 2, 3)))
+    with pytest.raises(RuntimeError, match="Unsupported dtype for dynamic RNN quantization"):
+        ember.ao.nn.quantized.dynamic.GRU(3, 2, dtype=ember.quint8)
+    packed = ember.nn.utils.rnn.pack_sequence([ember.randn(3, 4), ember.randn(2, 4)])
+    with pytest.raises(NotImplementedError, match="PackedSequence"):
+        q(packed)
+    with pytest.raises(NotImplementedError, match="quantized_lstm_cell"):
+        ember.quantized_lstm_cell(ember.randn(2, 4))
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        eq.quantize_dynamic(ember.nn.Sequential(ember.nn.LSTM(4, 3, proj_size=2)))
+    assert ember.nn.quantized.dynamic.LSTM is ember.ao.nn.quantized.dynamic.LSTM
