@@ -22,7 +22,7 @@ import inspect
 from typing import Any, Dict, List
 
 from ..dynamo.exc import FullGraphError, Unsupported
-from .dynamic_shapes import DimRequest, ValueRange, _DimHint, dims_per_tensor, int_oo
+from .dynamic_shapes import DimRequest, ValueRange, _DimHint, _readable, dims_per_tensor, int_oo
 from .errors import ConstraintViolationError, UserError
 from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
                               TensorArgument)
@@ -519,6 +519,23 @@ def _bounds(guard, sym):
         return None
 
 
+def _declared_range(reqs):
+    """The range torch reports for a symbol before the program's guards narrow it: a named Dim's
+    own ``[min, max]`` (``Dim("b")``: ``[0, int_oo]``: its sizes 0 and 1 are accepted at call
+    time, as torch's), a hint's bounds clamped to at least 2 (``Dim.AUTO``: ``[2, int_oo]``);
+    several requests on one symbol intersect."""
+    named = [r.spec for r in reqs if not isinstance(r.spec, _DimHint)]
+    if named:
+        lo, hi = max(d.min for d in named), min(d.max for d in named)
+    else:
+        lo, hi = 2, int_oo
+    for r in reqs:
+        if isinstance(r.spec, _DimHint):
+            h_lo, h_hi = r.spec.bounds()
+            lo, hi = max(lo, h_lo) if r.spec.min is not None or not named else lo, min(hi, h_hi)
+    return lo, hi
+
+
 def _check_constraints(requests, user_phs, in_leaves, shape_env):
     """Range constraints per symbol, and violations of declared Dims (raised)."""
     from ..fx.experimental.symbolic_shapes import SymInt
@@ -545,10 +562,7 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
     guards = list(shape_env.guards) if shape_env is not None else []
     ranges = {}
     for sym, reqs in sym_reqs.items():
-        lo, hi = 2, int_oo
-        for r in reqs:
-            if not isinstance(r.spec, _DimHint):
-                lo, hi = max(lo, r.spec.min), min(hi, r.spec.max)
+        lo, hi = _declared_range(reqs)
         declared = (lo, hi)
         for gd in guards:
             if gd.free_symbols != {sym}:
@@ -566,10 +580,12 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                 break
             if (lo, hi) != declared and r.name is not None:
                 up = "IntInfinity()" if hi >= int_oo else hi
-                problems.append(f"Not all values of {label} = {r.where()} in the specified range satisfy the "
-                                f"generated guard {lo} <= {r.where()} and {r.where()} <= {up}")
-                args = [repr(r.name)] + ([f"min={lo}"] if lo > 2 else []) + ([f"max={hi}"] if hi < int_oo else [])
-                fixes.append(f"{r.name} = Dim({', '.join(args)})")
+                d_lo, d_hi = declared
+                spec_range = (f"{d_lo} <= " if d_lo > 2 else "") + r.name + (f" <= {d_hi}" if d_hi < int_oo else "")
+                spec_range = "" if spec_range == r.name else spec_range + " "
+                problems.append(f"Not all values of {label} = {r.where()} in the specified range {spec_range}satisfy "
+                                f"the generated guard {lo} <= {r.where()} and {r.where()} <= {up}")
+                fixes.append(f"{r.name} = {_readable(r.name, lo, hi)}")
                 break
     # relations between symbols: equal dims of different declared Dims
     name_of = {sym: next((r.name for r in reqs if r.name), None) for sym, reqs in sym_reqs.items()}

@@ -251,14 +251,17 @@ def _data_dependent(err) -> bool:
 
 
 def _relax(dynamic_shapes):
-    """``dynamic_shapes`` with every named Dim / Dim.DYNAMIC as Dim.AUTO."""
-    from .dynamic_shapes import Dim, _DimHint
+    """``dynamic_shapes`` with every named Dim / Dim.DYNAMIC as Dim.AUTO, keeping its bounds
+    (``Dim("b", max=10)`` -> ``Dim.AUTO(min=0, max=10)``: the program still never sees more)."""
+    from .dynamic_shapes import Dim, _DimHint, int_oo
     if isinstance(dynamic_shapes, dict):
         return {k: _relax(v) for k, v in dynamic_shapes.items()}
     if isinstance(dynamic_shapes, (tuple, list)):
         return type(dynamic_shapes)(_relax(v) for v in dynamic_shapes)
-    if isinstance(dynamic_shapes, Dim) or dynamic_shapes is _DimHint.DYNAMIC:
-        return Dim.AUTO
+    if isinstance(dynamic_shapes, Dim):
+        return Dim.AUTO(min=dynamic_shapes.min, max=None if dynamic_shapes.max >= int_oo else dynamic_shapes.max)
+    if isinstance(dynamic_shapes, _DimHint) and dynamic_shapes.is_dynamic:
+        return Dim.AUTO(min=dynamic_shapes.min, max=dynamic_shapes.max) if not dynamic_shapes._factory else Dim.AUTO
     return dynamic_shapes
 
 

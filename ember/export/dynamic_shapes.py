@@ -14,6 +14,7 @@ Specs mirror the inputs: a dict keyed by argument name (or a tuple/list in argum
 and per tensor a dict ``{dim: spec}`` or a tuple/list with one entry per dim."""
 from __future__ import annotations
 
+import builtins
 import enum
 import sys
 from dataclasses import dataclass
@@ -22,21 +23,72 @@ from typing import Any, Dict, Optional, Union
 __all__ = ["Dim", "ValueRange", "int_oo", "Constraint"]
 
 int_oo = sys.maxsize - 1      # torch's upper bound of an unbounded Dim
+builtins_max = builtins.max   # Dim's keyword arguments shadow min/max below
 
 
-class _DimHint(enum.Enum):
+class _DimHintType(enum.Enum):
     AUTO = "AUTO"
     STATIC = "STATIC"
     DYNAMIC = "DYNAMIC"
 
+
+class _DimHint:
+    """``Dim.AUTO`` / ``Dim.DYNAMIC`` / ``Dim.STATIC``, optionally bounded: ``Dim.AUTO(min=4,
+    max=64)`` (torch's factory call; a bounded hint cannot be called again). The bounds clamp
+    the range export infers; unlike a named Dim's they are not a promise the program must keep."""
+    __slots__ = ("type", "min", "max", "_factory")
+
+    def __init__(self, type_: _DimHintType, min: Optional[int] = None, max: Optional[int] = None,
+                 _factory: bool = True):
+        self.type = type_
+        self.min = min
+        self.max = max
+        self._factory = _factory
+
+    def __call__(self, min=None, max=None) -> "_DimHint":
+        if not self._factory:
+            raise TypeError(f"'{type(self)}' object is not callable")
+        for label, v in (("min", min), ("max", max)):
+            if v is not None and (not isinstance(v, int) or isinstance(v, bool)):
+                raise TypeError(f"Dim.{self.type.name}({label}=...): expected an int or None, got {v!r}")
+        if min is not None and min < 0:
+            raise AssertionError(f"min must be non-negative, got {min}")
+        if max is not None and max < 0:
+            raise AssertionError(f"max must be non-negative, got {max}")
+        if min is not None and max is not None and min > max:
+            raise AssertionError(f"min must be <= max, got min={min}, max={max}")
+        return _DimHint(self.type, min, max, _factory=False)
+
+    def __eq__(self, other):
+        return isinstance(other, _DimHint) and (self.type, self.min, self.max, self._factory) == \
+            (other.type, other.min, other.max, other._factory)
+
+    def __hash__(self):
+        return hash((self.type, self.min, self.max, self._factory))
+
     def __repr__(self):
-        return f"Dim.{self.value}"
+        parts = [self.type.name] + ([f"min={self.min}"] if self.min is not None else []) + \
+            ([f"max={self.max}"] if self.max is not None else [])
+        return f"DimHint({', '.join(parts)})"
+
+    @property
+    def is_static(self):
+        return self.type is _DimHintType.STATIC
+
+    @property
+    def is_dynamic(self):
+        return self.type is _DimHintType.DYNAMIC
+
+    def bounds(self):
+        """The range it allows: at least 2 (a size export keeps symbolic), at most ``max``."""
+        lo = 2 if self.min is None else builtins_max(2, self.min)
+        return lo, int_oo if self.max is None else self.max
 
 
 class _DimMeta(type):
-    AUTO = _DimHint.AUTO
-    STATIC = _DimHint.STATIC
-    DYNAMIC = _DimHint.DYNAMIC
+    AUTO = _DimHint(_DimHintType.AUTO)
+    STATIC = _DimHint(_DimHintType.STATIC)
+    DYNAMIC = _DimHint(_DimHintType.DYNAMIC)
 
 
 class Dim(metaclass=_DimMeta):
@@ -49,8 +101,8 @@ class Dim(metaclass=_DimMeta):
         hi = int_oo if max is None else max
         if not isinstance(lo, int) or not isinstance(hi, int):
             raise TypeError(f"Dim {name!r}: min and max must be ints, got {min!r} and {max!r}")
-        if hi < lo:
-            raise ValueError(f"Cannot create Dim with inconsistent min={lo}, max={hi}")
+        if hi <= lo:
+            raise ValueError(f"Cannot create Dim with inconsistent min={min}, max={max}")
         if lo < 0:
             raise ValueError(f"Dim {name!r}: min must be >= 0, got {lo}")
         self.__name__ = name
@@ -64,14 +116,14 @@ class Dim(metaclass=_DimMeta):
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _derived
 
     def __repr__(self):
-        if self.min == 0 and self.max == int_oo:
-            return f"Dim({self.__name__!r})"
-        args = [repr(self.__name__)]
-        if self.min != 0:
-            args.append(f"min={self.min}")
-        if self.max != int_oo:
-            args.append(f"max={self.max}")
-        return f"Dim({', '.join(args)})"
+        return _readable(self.__name__, self.min, self.max)
+
+
+def _readable(name, lo, hi):
+    """torch's spelling of a Dim: ``min`` left out when it is 2 (the least size export keeps
+    symbolic), ``max`` when unbounded -- so ``Dim("b")`` (min 0) prints ``Dim('b', min=0)``."""
+    args = [repr(name)] + ([f"min={lo}"] if lo != 2 else []) + ([f"max={hi}"] if hi != int_oo else [])
+    return f"Dim({', '.join(args)})"
 
 
 #: what a dynamic dimension is declared with (torch's ``Constraint`` type alias, for annotations):
@@ -112,7 +164,7 @@ class DimRequest:
 
     @property
     def must_stay_dynamic(self):
-        return isinstance(self.spec, Dim) or self.spec is _DimHint.DYNAMIC
+        return isinstance(self.spec, Dim) or self.spec.is_dynamic
 
     def where(self):
         return f"{self.path}.size()[{self.dim}]"
@@ -170,7 +222,7 @@ def dims_per_tensor(bound_args: Dict[str, Any], dynamic_shapes) -> Dict[int, Dic
                 if not isinstance(d, int) or not -value.ndim <= d < value.ndim:
                     raise _user_error(f"Dynamic shape spec at inputs{path_str(path)}: dim {d!r} is out of range "
                                       f"for a {value.ndim}-d tensor")
-                if s is None or s is _DimHint.STATIC:
+                if s is None or (isinstance(s, _DimHint) and s.is_static):
                     continue
                 if not isinstance(s, (Dim, _DimHint)):
                     raise _user_error(f"Unexpected dimension spec {s!r} at inputs{path_str(path)}[{d}]: expected "
@@ -192,7 +244,7 @@ def dims_per_tensor(bound_args: Dict[str, Any], dynamic_shapes) -> Dict[int, Dic
                 walk(value[k], s, path + [k])
             return
         # a non-tensor input: only None / a static spec is meaningful
-        if not (spec is None or spec is _DimHint.STATIC):
+        if not (spec is None or (isinstance(spec, _DimHint) and spec.is_static)):
             raise _user_error(f"Dynamic shape spec {spec!r} given for the non-tensor input at inputs{path_str(path)}")
 
     for name, value, spec in pairs:
