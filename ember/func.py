@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import sys
 from typing import Any, Callable
 
 from .nn.utils.stateless import functional_call as _stateless_functional_call
@@ -679,6 +680,10 @@ def vmap(func: Callable, in_dims=0, out_dims=0, randomness: str = "error", *, ch
     def wrapped(*args, **kwargs):
         _check_out_dims(out_dims, func)
         batch_size, flat_in_dims, flat_args, args_spec = _process_batched_inputs(in_dims, args, func)
+        lib = sys.modules.get("ember.library._extensions")     # a custom op's register_vmap rule
+        if lib is not None and lib.vmap_rule_for(func) is not None:
+            return lib.vmap_with_rule(func, batch_size, flat_in_dims, flat_args, args_spec, out_dims, randomness,
+                                      kwargs)
         return _vmap_loop(func, batch_size, flat_in_dims, flat_args, args_spec, out_dims, randomness, kwargs)
 
     return wrapped

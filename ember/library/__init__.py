@@ -26,6 +26,13 @@ and so is a call of a mutating op (``mutates_args``), which ember does not funct
 The schema is inferred from the annotations (``_schema.py``); the dispatcher record is
 ``_record.py``, autograd ``_autograd.py``, the user-facing object ``_custom_op.py``,
 consistency checks ``_opcheck.py``.
+
+Below ``custom_op`` is torch's low-level layer: ``Library(ns, kind)`` with ``define(schema)``
+and ``impl(name, fn, dispatch_key)``, the module-level ``define``/``impl``/``impl_abstract``/
+``get_kernel`` (``_library.py``), the per-dispatch-key kernels of ops defined that way
+(``_defined.py``), ``get_ctx`` (``_fake_ctx.py``) and the per-op rules ``register_autocast``,
+``register_vmap``, ``register_torch_dispatch`` plus ``triton_op``/``wrap_triton``
+(``_extensions.py``).
 """
 from __future__ import annotations
 
@@ -36,9 +43,15 @@ from ._custom_op import CustomOpDef, lookup
 from ._opcheck import OpCheckError, opcheck
 from ._record import MissingFakeImpl
 from ._schema import infer_schema as _infer, parse_schema as _parse
+from ._defined import fallthrough_kernel
+from ._extensions import register_autocast, register_torch_dispatch, register_vmap, triton_op, wrap_triton
+from ._fake_ctx import get_ctx
+from ._library import Library, define, get_kernel, impl, impl_abstract
 
-__all__ = ["custom_op", "CustomOpDef", "register_fake", "register_autograd", "register_kernel", "opcheck",
-           "infer_schema", "OpCheckError", "MissingFakeImpl", "AutogradNotImplemented"]
+__all__ = ["Library", "impl", "define", "fallthrough_kernel", "impl_abstract", "register_autocast", "register_fake",
+           "register_torch_dispatch", "register_vmap", "get_ctx", "get_kernel", "custom_op", "triton_op",
+           "wrap_triton", "infer_schema", "CustomOpDef", "register_autograd", "register_kernel", "opcheck",
+           "OpCheckError", "MissingFakeImpl", "AutogradNotImplemented"]
 
 
 def custom_op(name: str, fn: Optional[Callable] = None, /, *, mutates_args: Union[str, Iterable[str]],
@@ -63,8 +76,11 @@ def custom_op(name: str, fn: Optional[Callable] = None, /, *, mutates_args: Unio
     return inner(fn) if fn is not None else inner
 
 
-def register_fake(op: Union[str, CustomOpDef], func: Optional[Callable] = None, /):
-    """``op.register_fake(func)`` for an op given by object or name; a decorator without ``func``."""
+def register_fake(op: Union[str, CustomOpDef], func: Optional[Callable] = None, /, *, lib=None,
+                  _stacklevel: int = 1, allow_override: bool = True):
+    """``op.register_fake(func)`` for an op given by object or name (``custom_op``'s or
+    ``Library.define``'s); a decorator without ``func``. ``lib`` is accepted for torch's
+    signature (the registration lives on the op)."""
     custom = lookup(op)
     if func is None:
         return custom.register_fake

@@ -45,34 +45,71 @@ class CustomOpDef:
     # dynamo recognises custom ops by this flag on their type (ember/dynamo/variables/custom_op.py)
     _ember_custom_op = True
 
-    def __init__(self, schema: Schema, fn: Callable, device_types=None):
+    def __init__(self, schema: Schema, fn: Optional[Callable], device_types=None, *,
+                 signature: Optional[inspect.Signature] = None):
+        # (fn is None for an op defined from a schema string, ``Library.define``: its kernels
+        # come later, per dispatch key; ``signature`` is then the schema's)
         self._schema = schema
         self._qualname = schema.qualname
         self._namespace, self._opname = schema.namespace, schema.opname
         self._init_fn = fn
-        self._impls: Dict[Optional[str], Callable] = {d: fn for d in _device_types(device_types, self._qualname)}
+        self._impls: Dict[Optional[str], Callable] = {} if fn is None else \
+            {d: fn for d in _device_types(device_types, self._qualname)}
         self._fake: Optional[Callable] = None
         self._backward: Optional[Callable] = None
         self._setup_context: Optional[Callable] = None
         self._mutated_pos = tuple(i for i, p in enumerate(schema.params) if p.mutated)
+        # rules for other subsystems (ember/library/_extensions.py)
+        self._autocast_rules: Dict[str, Any] = {}
+        self._vmap_rule: Optional[Callable] = None
+        self._dispatch_rules: Dict[type, Callable] = {}
         self._node_cls = type(f"GeneratedBackwardFor_{self._namespace}_{self._opname}_defaultBackward",
                               (CustomOpBackward,), {"_custom": self})
         self._node_cls.__module__ = __name__
-        self._ember_op = CustomOpRecord(self, schema.ember_schema())
+        self._ember_op = self._record_class()(self, schema.ember_schema())
         self._binding = self._ember_op.binding
         # what graphs print and generated code spells (torch: torch.ops.mylib.foo.default)
         self.__fx_name__ = f"ember.ops.{self._namespace}.{self._opname}"
         self._binding.__fx_name__ = self.__fx_name__
         self.__name__ = self._qualname
         self.__qualname__ = self._opname
-        self.__doc__ = fn.__doc__
-        self.__signature__ = inspect.signature(fn)
+        self.__doc__ = None if fn is None else fn.__doc__
+        self.__signature__ = inspect.signature(fn) if signature is None else signature
         if self._qualname in OPS:
             log.info("custom op %s defined again: the new definition replaces the old one", self._qualname)
         OPS[self._qualname] = self
 
+    @staticmethod
+    def _record_class():
+        return CustomOpRecord
+
     # -- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if self._autocast_rules and STATE.autocast is not None:
+            return self._autocast_call(args, kwargs)
+        if self._mutated_pos:
+            self._check_mutating_call(args, kwargs)
+        return self._binding(*args, **kwargs)
+
+    def _autocast_call(self, args, kwargs):
+        """A call inside an autocast region, with ``register_autocast`` rules: the rule's device's
+        floating inputs cast to its dtype, the op run with that device's autocast off."""
+        from ._extensions import autocast_cast
+        regions = STATE.autocast
+        hit = next(((d, dt) for d, dt in self._autocast_rules.items() if d in regions), None)
+        if hit is None:
+            return self._plain_call(args, kwargs)
+        dev, dtype = hit
+        args = autocast_cast(tuple(args), dev, dtype)
+        kwargs = {k: autocast_cast(v, dev, dtype) for k, v in kwargs.items()}
+        rest = {d: v for d, v in regions.items() if d != dev}
+        STATE.autocast = rest or None
+        try:
+            return self._plain_call(args, kwargs)
+        finally:
+            STATE.autocast = regions
+
+    def _plain_call(self, args, kwargs):
         if self._mutated_pos:
             self._check_mutating_call(args, kwargs)
         return self._binding(*args, **kwargs)

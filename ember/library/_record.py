@@ -30,6 +30,7 @@ import numpy as np
 from .._state import STATE
 from ..ops.registry import K_OTHER, K_TENSOR_LIST, OpDef
 from ..tensor import Tensor, _make
+from . import _fake_ctx
 from ._opaque import call_opaque
 
 #: registry tag of custom ops (inductor, the partitioner and the caches look for it)
@@ -51,6 +52,18 @@ class CustomOpRecord(OpDef):
         # non-None so the dispatcher records autograd through ``_rec`` (below), which makes
         # the node whether or not a formula was registered (its backward then raises)
         self.backward = _no_direct_formula
+
+    # -- TorchDispatchMode (ember/utils/_python_dispatch.py asks) ------------------------
+    def _torch_dispatch(self, mode, types, args, kwargs):
+        """A ``TorchDispatchMode`` saw this op: its ``register_torch_dispatch`` rule for the mode's
+        class, else the mode's ``__torch_dispatch__``; ``func`` is the op itself (its own
+        ``default`` overload: ``ember.ops.<ns>.<op>.default``)."""
+        from ._extensions import torch_dispatch_rule
+        custom = self.custom
+        rule = torch_dispatch_rule(custom, type(mode))
+        if rule is not None:
+            return rule(mode, custom, types, args, kwargs)
+        return mode.__torch_dispatch__(custom, types, args, kwargs)
 
     # -- autograd -------------------------------------------------------------------
     def _rec(self, args, out):
@@ -113,7 +126,8 @@ class CustomOpRecord(OpDef):
         prev = STATE.grad_enabled
         STATE.grad_enabled = False
         try:
-            with FakeTensorMode(shape_env=_shape_env_of(args)):
+            env = _shape_env_of(args)
+            with FakeTensorMode(shape_env=env), _fake_ctx.running(custom._qualname, env):
                 out = call_opaque(fake, *_positional(self, args), **_keywords(self, args))
         finally:
             STATE.grad_enabled = prev

@@ -317,6 +317,53 @@ def parse_schema(fn: Callable, schema: str, *, mutates_args: Union[str, Iterable
     ``"unknown"``."""
     ns, opname = split_name(op_name)
     desc = f"schema {schema!r} of {op_name}"
+    parsed, returns, as_tuple = _parse_signature(schema, desc)
+    fn_params = [p for p in inspect.signature(fn).parameters.values()]
+    names = [p.name for p in parsed]
+    if names != [p.name for p in fn_params]:
+        raise ValueError(f"{desc}: the parameter names {names} must be the implementation's "
+                         f"{[p.name for p in fn_params]}, in order")
+    if mutates_args != "unknown":
+        declared = _mutated_names(mutates_args, [(p.name, p.type) for p in parsed], desc)
+        marked = {p.name for p in parsed if p.mutated}
+        if declared != marked:
+            raise ValueError(f"{desc}: the schema marks {sorted(marked)} as mutated (Tensor(a!)) but mutates_args "
+                             f"says {sorted(declared)}; make them agree (or pass mutates_args='unknown')")
+    else:
+        parsed = [Param(p.name, p.type, p.default, p.kwonly, p.mutated or p.is_tensor) for p in parsed]
+    return Schema(ns, opname, tuple(parsed), returns, as_tuple)
+
+
+def parse_definition(namespace: str, schema: Any) -> Schema:
+    """The schema of ``Library(namespace).define(schema)``: torch's full form with the op's
+    name in front, ``"foo(Tensor(a!) x, *, int n=2) -> Tensor"``; ``(a!)`` marks what the op
+    mutates. Overload names (``foo.out(...)``) are refused: ember ops have one overload,
+    ``default``."""
+    if not isinstance(schema, str):
+        raise TypeError(f"define(): the schema must be a string like 'foo(Tensor x) -> Tensor', got "
+                        f"{type(schema).__name__}")
+    s = schema.strip()
+    cut = s.find("(")
+    name = s[:cut].strip() if cut > 0 else ""
+    if "::" in name:
+        given_ns, _, name = name.partition("::")
+        if given_ns != namespace:
+            raise ValueError(f"define({schema!r}): the schema names namespace {given_ns!r}, but this library's "
+                             f"namespace is {namespace!r}")
+    if "." in name:
+        raise NotImplementedError(f"ember.library: overload names ({name!r} in {schema!r}) are not supported; "
+                                  f"an ember op has the one overload 'default' (define it as "
+                                  f"{name.split('.')[0] + '_' + name.split('.', 1)[1]!r} instead)")
+    if not re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", name):
+        raise ValueError(f"define({schema!r}): expected 'opname(params) -> returns' with opname a Python "
+                         f"identifier")
+    split_name(f"{namespace}::{name}")
+    parsed, returns, as_tuple = _parse_signature(s[cut:], f"schema {schema!r}")
+    return Schema(namespace, name, tuple(parsed), returns, as_tuple)
+
+
+def _parse_signature(schema: str, desc: str) -> Tuple[List[Param], Tuple[str, ...], bool]:
+    """Parameters and returns of ``"(params) -> returns"``."""
     s = schema.strip()
     if not s.startswith("("):
         raise ValueError(f"{desc}: expected '(params) -> returns' (the name comes from the op's name)")
@@ -332,7 +379,6 @@ def parse_schema(fn: Callable, schema: str, *, mutates_args: Union[str, Iterable
     params_src, ret_src = s[1:end], s[end + 1:].strip()[2:].strip()
     parsed: List[Param] = []
     kwonly = False
-    fn_params = [p for p in inspect.signature(fn).parameters.values()]
     pieces = [x.strip() for x in _split_params(params_src) if x.strip()]
     for piece in pieces:
         if piece == "*":
@@ -357,10 +403,13 @@ def parse_schema(fn: Callable, schema: str, *, mutates_args: Union[str, Iterable
             default = _check_default(pname, typ, default, desc)
         parsed.append(Param(pname, typ, default, kwonly, mutated))
     names = [p.name for p in parsed]
-    if names != [p.name for p in fn_params]:
-        raise ValueError(f"{desc}: the parameter names {names} must be the implementation's "
-                         f"{[p.name for p in fn_params]}, in order")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise ValueError(f"{desc}: parameter name(s) {dup} appear more than once")
     rets = ret_src.strip()
+    if re.search(r"Tensor(\[\])?\(\w+!?\)", rets):
+        raise NotImplementedError(f"{desc}: returns {rets!r}; ember.library: outputs that alias an input "
+                                  f"(Tensor(a)) are not supported -- an op returns new tensors")
     if rets == "()":
         returns, as_tuple = (), False
     elif rets.startswith("("):
@@ -369,15 +418,17 @@ def parse_schema(fn: Callable, schema: str, *, mutates_args: Union[str, Iterable
         returns, as_tuple = (rets,), False
     if any(r not in ("Tensor", "Tensor[]") for r in returns) or ("Tensor[]" in returns and len(returns) > 1):
         raise ValueError(f"{desc}: returns {rets!r}; a custom op returns Tensor, (Tensor, ...), Tensor[] or ()")
-    if mutates_args != "unknown":
-        declared = _mutated_names(mutates_args, [(p.name, p.type) for p in parsed], desc)
-        marked = {p.name for p in parsed if p.mutated}
-        if declared != marked:
-            raise ValueError(f"{desc}: the schema marks {sorted(marked)} as mutated (Tensor(a!)) but mutates_args "
-                             f"says {sorted(declared)}; make them agree (or pass mutates_args='unknown')")
-    else:
-        parsed = [Param(p.name, p.type, p.default, p.kwonly, p.mutated or p.is_tensor) for p in parsed]
-    return Schema(ns, opname, tuple(parsed), returns, as_tuple)
+    return parsed, returns, as_tuple
+
+
+def signature_of(schema: Schema) -> inspect.Signature:
+    """The Python signature a call of an op with this schema binds against (what
+    ``inspect.signature(op)`` shows for an op defined from a schema string)."""
+    out = []
+    for p in schema.params:
+        kind = inspect.Parameter.KEYWORD_ONLY if p.kwonly else inspect.Parameter.POSITIONAL_OR_KEYWORD
+        out.append(inspect.Parameter(p.name, kind, default=p.default))
+    return inspect.Signature(out)
 
 
 def _literal(txt: str, pname: str, desc: str) -> Any:

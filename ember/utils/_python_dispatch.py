@@ -39,6 +39,9 @@ class TorchDispatchMode:
             for x in (a if isinstance(a, (list, tuple)) else (a,)):
                 if isinstance(x, Tensor) and type(x) not in PLAIN_CLASSES and type(x) not in types:
                     types.append(type(x))
+        hook = getattr(op, "_torch_dispatch", None)   # a custom op (ember.library): its own overload and rules
+        if hook is not None:
+            return hook(self, tuple(types), pos, kw)
         return self.__torch_dispatch__(packet(op).default, tuple(types), pos, kw)
 
     def __enter__(self):
