@@ -27,6 +27,7 @@ with _binding_cache.group("ops"):
     from . import pointwise  # noqa: F401
     from . import reduction  # noqa: F401
     from . import shape  # noqa: F401
+    from . import dtype_view  # noqa: F401  (Tensor.view(dtype): torch's view.dtype)
     from . import shape_inplace  # noqa: F401
     from . import indexing  # noqa: F401
     from . import linalg  # noqa: F401

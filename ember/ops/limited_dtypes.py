@@ -33,7 +33,7 @@ from .._float8 import fits_float8, needs_torch_rounding, to_float8
 
 # Ops that only rearrange, copy or convert elements: torch runs them on every dtype.
 _STRUCTURAL = frozenset("""
-    _to_copy copy copy_ fill fill_ clone empty full cat stack view _reshape_alias _unsafe_view _restride
+    _to_copy copy copy_ fill fill_ clone empty full cat stack view view_dtype _reshape_alias _unsafe_view _restride
     as_strided alias permute expand select slice t transpose squeeze unsqueeze split split_with_sizes unbind
     diagonal diag repeat roll _basic_index index masked_select where
 """.split())

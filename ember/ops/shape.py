@@ -149,16 +149,66 @@ def _view_bw(ctx, g):
 _view_binding = _view.binding
 
 
-def view(self, *shape):
+def view(self, *shape, **kwargs):
+    """``view(*size)`` / ``view(size)`` (the op ``view``) or ``view(dtype)`` (the op
+    ``view_dtype``, ember/ops/dtype_view.py), chosen as torch's argument parser does."""
+    if kwargs:
+        return _view_keywords(self, shape, kwargs)
     for s in shape:
         if type(s) is not int:
             break
     else:  # fast path: view(2, -1)
-        return _view_binding(self, shape)
-    if len(shape) == 1 and isinstance(shape[0], (_t.dtype, type, str, np.dtype)) and not isinstance(
-            shape[0], (tuple, list)):
-        raise RuntimeError("view(dtype) is not supported by ember; use .to(dtype) to convert values")
+        if shape:
+            return _view_binding(self, shape)
+    if len(shape) == 1:
+        a = shape[0]
+        if isinstance(a, _t.dtype) or isinstance(a, type) and a in _VIEW_PY_TYPES:
+            return _view_as_dtype(self, a)
+        if not isinstance(a, (tuple, list)) and not _is_size(a):
+            raise TypeError(_view_overloads(shape, {}))
+    elif not shape or not all(_is_size(a) for a in shape):
+        raise TypeError(_view_overloads(shape, {}))
     return _view.binding(self, _size_arg(shape))
+
+
+# torch reads the Python scalar types as dtypes (float: float64); asked only about classes
+_VIEW_PY_TYPES = frozenset((float, int, bool, complex))
+
+
+def _is_size(a):
+    return isinstance(a, (numbers.Integral, Tensor)) and not isinstance(a, bool) or _meta.is_symint(a)
+
+
+def _view_as_dtype(self, dtype):
+    from .dtype_view import view_as_dtype
+    return view_as_dtype(self, dtype)
+
+
+def _view_keywords(self, shape, kwargs):
+    """``view(dtype=...)`` or ``view(size=[...])``: one keyword and nothing else, as torch."""
+    if not shape and len(kwargs) == 1:
+        if "dtype" in kwargs:
+            d = kwargs["dtype"]
+            if isinstance(d, _t.dtype) or isinstance(d, type) and d in _VIEW_PY_TYPES:
+                return _view_as_dtype(self, d)
+        elif "size" in kwargs and isinstance(kwargs["size"], (tuple, list)):
+            return _view.binding(self, _size_arg(tuple(kwargs["size"])))
+    raise TypeError(_view_overloads(shape, kwargs))
+
+
+def _view_overloads(args, kwargs):
+    """torch's TypeError for a ``view`` call matching neither overload (the first lines of it:
+    what came, and the two signatures)."""
+    def name(a):
+        if isinstance(a, _t.dtype):
+            return "ember.dtype"
+        return type(a).__name__
+    if args:    # torch's spelling: "(int, size=int)", but "(size=int, )" without positionals
+        got = ", ".join([name(a) for a in args] + [f"{k}={name(v)}" for k, v in kwargs.items()])
+    else:
+        got = "".join(f"{k}={name(v)}, " for k, v in kwargs.items())
+    return (f"view() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+            f" * (ember.dtype dtype)\n * (tuple of ints size)\n")
 
 
 @defcomposite("reshape(Tensor self, int[] shape) -> Tensor", method=False)
