@@ -8,7 +8,8 @@ from . import modules
 
 def __getattr__(name):
     import importlib
-    if name in ("functional", "init", "utils", "parameter", "attention", "parallel", "quantized"):
+    if name in ("functional", "init", "utils", "parameter", "attention", "parallel", "quantized",
+                "qat", "intrinsic", "quantizable"):
         mod = importlib.import_module(f"ember.nn.{name}")
         globals()[name] = mod
         return mod

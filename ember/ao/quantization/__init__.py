@@ -7,4 +7,4 @@ from .fake_quantize import *  # noqa: F401,F403
 from .qconfig import *  # noqa: F401,F403
 from .quantize import *  # noqa: F401,F403
 from .stubs import QuantStub, DeQuantStub, QuantWrapper  # noqa: F401
-from .fuse_modules import fuse_modules, fuse_conv_bn_eval  # noqa: F401
+from .fuse_modules import fuse_modules, fuse_modules_qat, fuse_conv_bn_eval  # noqa: F401

@@ -13,7 +13,7 @@ from .qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig, 
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "convert", "swap_module", "prepare", "quantize",
            "prepare_qat", "quantize_qat", "get_default_dynamic_quant_module_mappings",
-           "get_default_static_quant_module_mappings"]
+           "get_default_static_quant_module_mappings", "get_default_qat_module_mappings"]
 
 _RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
 
@@ -139,12 +139,25 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
 
 
 def get_default_static_quant_module_mappings():
-    """float (or fused) module class -> statically quantized module class."""
+    """float, fused or QAT module class -> statically quantized module class."""
     from ..nn import intrinsic as nni
+    from ..nn import qat as nnqat
+    from ..nn.intrinsic import qat as nniqat
     from ..nn.quantized.modules import static as nnq
     from .stubs import DeQuantStub, QuantStub
     return {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.Conv2d: nnq.Conv2d,
-            nni.ConvReLU2d: nnq.ConvReLU2d, nni.LinearReLU: nnq.LinearReLU}
+            nni.ConvReLU2d: nnq.ConvReLU2d, nni.LinearReLU: nnq.LinearReLU, nnqat.Linear: nnq.Linear,
+            nnqat.Conv2d: nnq.Conv2d, nniqat.LinearReLU: nnq.LinearReLU, nniqat.ConvReLU2d: nnq.ConvReLU2d,
+            nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nnq.ConvReLU2d}
+
+
+def get_default_qat_module_mappings():
+    """float or fused module class -> its quantization-aware-training module class."""
+    from ..nn import intrinsic as nni
+    from ..nn import qat as nnqat
+    from ..nn.intrinsic import qat as nniqat
+    return {nn.Linear: nnqat.Linear, nn.Conv2d: nnqat.Conv2d, nni.LinearReLU: nniqat.LinearReLU,
+            nni.ConvReLU2d: nniqat.ConvReLU2d, nni.ConvBn2d: nniqat.ConvBn2d, nni.ConvBnReLU2d: nniqat.ConvBnReLU2d}
 
 
 def _observed_leaf_types():
@@ -163,13 +176,15 @@ def _insert_observer(m):
         m.register_forward_hook(_observer_forward_hook)
 
 
-def _add_observer_(module):
+def _add_observer_(module, non_leaf=frozenset()):
+    """Observers on the outputs of the quantizable leaves, the fused modules and the (non-leaf)
+    module types in ``non_leaf`` -- the QAT modules, whose fake quantizers are children."""
     from ..nn import intrinsic as nni
     for child in module.children():
-        if isinstance(child, nni._FusedModule):
+        if isinstance(child, nni._FusedModule) or type(child) in non_leaf:
             _insert_observer(child)
         else:
-            _add_observer_(child)
+            _add_observer_(child, non_leaf)
     if not list(module.children()) and not isinstance(module, nn.Sequential) and type(module) in _observed_leaf_types():
         _insert_observer(module)
 
@@ -178,7 +193,7 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
             prepare_custom_config_dict=None):
     """Attach observers (from each module's ``qconfig``) to the outputs of the quantizable modules,
     for calibration before ``convert``."""
-    if prepare_custom_config_dict or allow_list or observer_non_leaf_module_list:
+    if prepare_custom_config_dict or allow_list:
         raise NotImplementedError("ember.quantization: prepare() with custom configs / allow lists is not supported")
     if not inplace:
         model = copy.deepcopy(model)
@@ -188,7 +203,7 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
         warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct configuration "
                       "through `qconfig_dict` or by assigning the `.qconfig` attribute directly on submodules",
                       stacklevel=2)
-    _add_observer_(model)
+    _add_observer_(model, frozenset(observer_non_leaf_module_list or ()))
     return model
 
 
@@ -215,13 +230,28 @@ def quantize(model, run_fn, run_args, mapping=None, inplace=False):
     return model
 
 
-def _qat_unsupported(name):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(f"ember.quantization: quantization-aware training ({name}) is not supported; "
-                                  f"use prepare/convert (post-training) or quantize_dynamic")
-    fn.__name__ = name
-    return fn
+def prepare_qat(model, mapping=None, inplace=False):
+    """Quantization-aware training: swap the float (and fused) layers for their QAT versions
+    (fake-quantized weights) and attach fake quantizers to the activations; train, then
+    ``convert(model.eval())``."""
+    if not model.training:
+        raise AssertionError("prepare_qat only works on models in training mode")
+    if mapping is None:
+        mapping = get_default_qat_module_mappings()
+    if not inplace:
+        model = copy.deepcopy(model)
+    propagate_qconfig_(model, None)
+    convert(model, mapping=mapping, inplace=True, remove_qconfig=False)
+    prepare(model, observer_non_leaf_module_list=set(mapping.values()), inplace=True)
+    return model
 
 
-prepare_qat = _qat_unsupported("prepare_qat")
-quantize_qat = _qat_unsupported("quantize_qat")
+def quantize_qat(model, run_fn, run_args, inplace=False):
+    """prepare_qat, train with ``run_fn(model, *run_args)``, convert (in eval mode)."""
+    if not inplace:
+        model = copy.deepcopy(model)
+    model.train()
+    prepare_qat(model, inplace=True)
+    run_fn(model, *run_args) if isinstance(run_args, (list, tuple)) else run_fn(model, run_args)
+    convert(model, inplace=True)
+    return model

@@ -1,5 +1,7 @@
-"""``ember.ao.nn.intrinsic``: fused float modules made by ``fuse_modules`` (a conv or linear layer
-followed by ReLU, run as one unit by quantization), as torch's ``torch.ao.nn.intrinsic``."""
+"""``ember.ao.nn.intrinsic``: fused float modules made by ``fuse_modules`` / ``fuse_modules_qat``
+(a conv or linear layer followed by batch norm and/or ReLU, run as one unit by quantization),
+as torch's ``torch.ao.nn.intrinsic``. ``.qat``: their quantization-aware-training versions;
+``.quantized``: the quantized ones."""
 from __future__ import annotations
 
 from ember import nn
@@ -9,15 +11,45 @@ class _FusedModule(nn.Sequential):
     """A Sequential of the modules fused into one quantizable unit."""
 
 
+def _check(types, mods):
+    if tuple(type(m) for m in mods) != types:
+        raise AssertionError("Incorrect types for input modules" + "".join(str(type(m)) for m in mods))
+
+
 class ConvReLU2d(_FusedModule):
     def __init__(self, conv, relu):
-        if type(conv) is not nn.Conv2d or type(relu) is not nn.ReLU:
-            raise AssertionError(f"Incorrect types for input modules{type(conv)}{type(relu)}")
+        _check((nn.Conv2d, nn.ReLU), (conv, relu))
         super().__init__(conv, relu)
 
 
 class LinearReLU(_FusedModule):
     def __init__(self, linear, relu):
-        if type(linear) is not nn.Linear or type(relu) is not nn.ReLU:
-            raise AssertionError(f"Incorrect types for input modules{type(linear)}{type(relu)}")
+        _check((nn.Linear, nn.ReLU), (linear, relu))
         super().__init__(linear, relu)
+
+
+class ConvBn2d(_FusedModule):
+    """Conv2d then BatchNorm2d (training mode: QAT folds the batch norm as it trains)."""
+
+    def __init__(self, conv, bn):
+        _check((nn.Conv2d, nn.BatchNorm2d), (conv, bn))
+        super().__init__(conv, bn)
+
+
+class ConvBnReLU2d(_FusedModule):
+    def __init__(self, conv, bn, relu):
+        _check((nn.Conv2d, nn.BatchNorm2d, nn.ReLU), (conv, bn, relu))
+        super().__init__(conv, bn, relu)
+
+
+def __getattr__(name):
+    if name in ("qat", "quantized"):
+        import importlib
+        mod = importlib.import_module(f"{__name__}.{name}")
+        globals()[name] = mod
+        return mod
+    if name in ("ConvBn1d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU3d", "ConvReLU1d", "ConvReLU3d", "LinearBn1d",
+                "BNReLU2d", "BNReLU3d"):
+        raise NotImplementedError(f"ember.quantization: the fused module ember.ao.nn.intrinsic.{name} is not "
+                                  "supported (the 2-d conv and linear fusions are)")
+    raise AttributeError(f"module 'ember.ao.nn.intrinsic' has no attribute '{name}'")

@@ -59,6 +59,21 @@ def _requantize(acc, x_scale, w_scale, bias, y_scale, y_zp, relu):
     return np.clip(q, int(y_zp) if relu else 0, 255).astype(np.uint8)
 
 
+def _weight_post_process(mod):
+    """(the module holding the float weight, the weight's observer / fake quantizer) for ``from_float``:
+    a QAT module brings its trained ``weight_fake_quant`` (a conv-bn one first folds its batch norm
+    into the weight, as torch); a fused float module its first layer and a fresh qconfig observer."""
+    from ember.ao.nn import intrinsic as nni
+    if hasattr(mod, "weight_fake_quant"):
+        if hasattr(mod, "folded_weight_bias"):
+            w, b = mod.folded_weight_bias()
+            mod.weight, mod.bias = nn.Parameter(w), nn.Parameter(b)
+        return mod, mod.weight_fake_quant
+    if isinstance(mod, (nni.LinearReLU, nni.ConvReLU2d)):
+        return mod[0], mod.qconfig.weight()
+    return mod, mod.qconfig.weight()
+
+
 class Quantize(nn.Module):
     """float -> quantized with the scale / zero point observed at the QuantStub."""
 
@@ -181,11 +196,8 @@ class Linear(_QuantizedWeighted):
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        from ember.ao.nn import intrinsic as nni
         act = mod.activation_post_process
-        if isinstance(mod, nni.LinearReLU):
-            mod = mod[0]
-        wobs = mod.qconfig.weight()
+        mod, wobs = _weight_post_process(mod)
         wobs(mod.weight)
         if wobs.dtype is not ember.qint8:
             raise AssertionError("Weight observer must have dtype torch.qint8")
@@ -290,11 +302,8 @@ class Conv2d(_QuantizedWeighted):
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        from ember.ao.nn import intrinsic as nni
         act = mod.activation_post_process
-        if isinstance(mod, nni.ConvReLU2d):
-            mod = mod[0]
-        wobs = mod.qconfig.weight()
+        mod, wobs = _weight_post_process(mod)
         wobs(mod.weight)
         qweight = _quantize_weight(mod.weight.detach().float(), wobs)
         out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
