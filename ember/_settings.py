@@ -146,20 +146,27 @@ def get_deterministic_debug_mode():
 
 # ---------------------------------------------------------------------- default device
 def set_default_device(device):
-    """ember computes on the CPU only, so the only default device is 'cpu': ``None`` or ``'cpu'``
-    (any cpu ``ember.device``) are accepted; anything else raises."""
+    """The device factories (``zeros``, ``tensor``, ``arange``, a module's parameters ...) use
+    when not given one, for this thread, as torch's: ``'cpu'`` (``None`` resets to it),
+    ``'meta'`` (shapes and dtypes only: how a large model is built without memory, then
+    ``to_empty`` / ``load_state_dict(assign=True)``) or ``'cuda'``. ``from_numpy`` and copies of
+    existing tensors keep their device."""
+    from ._state import DEFAULT_DEVICE_SET, STATE
+    from .types import cpu, device as _device
     if device is None:
+        STATE.default_device = cpu
         return
-    from .types import device as _device
-    d = device if isinstance(device, _device) else _device(device)
-    if getattr(d, "type", str(d)) != "cpu":
-        raise RuntimeError(f"ember.set_default_device: ember supports only the 'cpu' default device, got "
-                           f"'{device}'")
+    if not isinstance(device, (str, int, _device)):
+        raise TypeError(f"set_default_device(): argument 'device' must be a device or a string, not "
+                        f"{type(device).__name__}")
+    STATE.default_device = d = _device(device)
+    if d.type != "cpu":
+        DEFAULT_DEVICE_SET[0] = True
 
 
 def get_default_device():
-    from .types import cpu
-    return cpu
+    from ._state import STATE
+    return STATE.default_device
 
 
 # ---------------------------------------------------------------------- warnings / denormals

@@ -31,6 +31,14 @@ class _State(threading.local):
         self.tf_modes = []           # active TorchFunctionModes (ember/_torch_function.py)
         self.tf_subclass_off = False  # inside DisableTorchFunctionSubclass
         self.tf_off = False          # inside DisableTorchFunction (modes off too)
+        # the device factories use when not told one (``set_default_device``, ``with
+        # ember.device("meta"):``); per thread, as torch's
+        from .types import cpu
+        self.default_device = cpu
 
 
 STATE = _State()
+
+# True once any thread has made a device other than the cpu its default: until then the compiler's
+# per-call check of ``STATE.default_device`` (a thread-local read) is skipped.
+DEFAULT_DEVICE_SET = [False]

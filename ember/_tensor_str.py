@@ -435,6 +435,20 @@ def _fake_repr(t: Any) -> str:
     return f"FakeTensor({', '.join(parts)})"
 
 
+def _meta_repr(t: Any, prefix: str) -> str:
+    """``tensor(..., device='meta', size=(2, 3), dtype=...)``: torch's form for a tensor on the
+    meta device (no values; the dtype shown unless it is the default floating dtype)."""
+    from .types import get_default_dtype
+    parts = ["...", "device='meta'", f"size=({', '.join(str(s) for s in t.shape)}{',' if t.ndim == 1 else ''})"]
+    if t.dtype is not get_default_dtype():
+        parts.append(f"dtype={t.dtype}")
+    if t.grad_fn is not None:
+        parts.append(f"grad_fn=<{_grad_fn_display_name(t.grad_fn)}>")
+    elif t.requires_grad:
+        parts.append("requires_grad=True")
+    return f"{prefix}({', '.join(parts)})"
+
+
 def repr_of(t: Any, prefix: str = "tensor", default_dtype: Optional[str] = None) -> str:
     """``repr`` of an ember Tensor (duck-typed: ``_data``, ``dtype``, ``device``,
     ``requires_grad``, ``grad_fn``, ``shape``)."""
@@ -442,7 +456,7 @@ def repr_of(t: Any, prefix: str = "tensor", default_dtype: Optional[str] = None)
     dtype_name = getattr(dtype, "name", None) if dtype is not None else None
     data = getattr(t, "_data", None)
     if getattr(t, "_fake", False):
-        return _fake_repr(t)
+        return _meta_repr(t, prefix) if t.device.type == "meta" else _fake_repr(t)
     if data is not None and not isinstance(data, np.ndarray):
         # a device array (cupy) or anything array-like: bring it to host
         get = getattr(data, "get", None)

@@ -88,6 +88,8 @@ class _Writer:
         if id(t) in self.by_id:
             return {"t": "ref", "v": self.by_id[id(t)]}
         if t._fake:
+            if t.device.type == "meta":
+                return self._meta_tensor(t)
             raise TypeError(f"ember.save cannot store a fake tensor (at {path})")
         quant = None
         if t.is_quantized:      # the integers as data, the quantizer in the node (ember/_quantized/serial.py)
@@ -110,6 +112,16 @@ class _Writer:
             node["quant"] = quant
         return node
 
+
+    def _meta_tensor(self, t):
+        """A tensor on the meta device: its shape and dtype, no bytes (as torch.save; it loads
+        back onto the meta device whatever ``map_location`` says, as torch's)."""
+        index = len(self.storages)
+        self.storages.append(b"")
+        self.keep.append(t)
+        self.by_id[id(t)] = index
+        return {"t": "tensor", "id": index, "dtype": t.dtype.name, "shape": [int(s) for s in t.shape],
+                "device": "meta", "requires_grad": bool(t.requires_grad), "parameter": isinstance(t, Parameter)}
 
     def _storage(self, s, path):
         """A storage's bytes as one storage entry (as torch.save, which stores storages as such)."""
@@ -245,6 +257,9 @@ class _Reader:
 
     def _tensor(self, node):
         import ember
+        if node["device"] == "meta":
+            t = ember.empty(node["shape"], dtype=getattr(ember, node["dtype"]), device="meta")
+            return self._finish_tensor(node, t)
         raw = self.z.read(f"storages/{node['id']}")
         name = node["dtype"]
         np_dt = _np_dtype(name)
@@ -267,6 +282,9 @@ class _Reader:
             res = self.map_location(t, node["device"])
             if res is not None:
                 t = res
+        return self._finish_tensor(node, t)
+
+    def _finish_tensor(self, node, t):
         if node.get("parameter"):
             t = Parameter(t, requires_grad=node.get("requires_grad", True))
         elif node.get("requires_grad"):

@@ -164,6 +164,8 @@ class Tensor:
         return st[_wrap_dim(dim, self._data.ndim)]
 
     def data_ptr(self):
+        if self.device.type == "meta":
+            return 0                   # torch's: a meta tensor has no memory
         return _data_ptr(self._data)
 
     def share_memory_(self):
@@ -388,7 +390,7 @@ class Tensor:
     # ------------------------------------------------------------------ conversion
     def item(self):
         if self._fake:
-            _no_data("item")
+            _no_data("item", self)
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return _host(self._data).reshape(()).item() if self.dtype is not _t.bfloat16 else float(
@@ -411,7 +413,7 @@ class Tensor:
 
     def tolist(self):
         if self._fake:
-            _no_data("tolist")
+            _no_data("tolist", self)
         arr = _host(self._data)
         if self.dtype is _t.bfloat16 or self.dtype is _t.float16:
             arr = arr.astype(np.float64)
@@ -419,7 +421,7 @@ class Tensor:
 
     def numpy(self, *, force=False):
         if self._fake:
-            _no_data("numpy")
+            _no_data("numpy", self)
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. "
                                "Use tensor.detach().numpy() instead.")
@@ -440,7 +442,7 @@ class Tensor:
         """DLPack export (``np.from_dlpack(t)``, ``torch.from_dlpack(t)``): the consumer shares
         this tensor's memory, through the numpy/cupy array holding it."""
         if self._fake:
-            _no_data("__dlpack__")
+            _no_data("__dlpack__", self)
         if self._requires_grad:
             raise BufferError("Can't export tensors that require gradient, use tensor.detach()")
         try:
@@ -923,7 +925,19 @@ def _complex_to_real(v, cname):
         raise RuntimeError(f"value cannot be converted to type {cname} without overflow")
 
 
-def _no_data(what):
+def _no_data(what, t):
+    """``what`` needs data ``t`` (a fake or meta tensor) does not have: torch's error for a
+    meta tensor, else the fake-tensor error dynamo breaks the graph on."""
+    if t.device.type == "meta":
+        if what == "item":
+            n = t.numel()
+            if n != 1:
+                raise RuntimeError(f"a Tensor with {n} elements cannot be converted to Scalar")
+            raise RuntimeError("Tensor.item() cannot be called on meta tensors")
+        if what == "numpy":
+            raise TypeError("can't convert meta device type tensor to numpy. Use Tensor.cpu() to copy "
+                            "the tensor to host memory first.")
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
     from .ops._meta import DataDependentOutputError
     raise DataDependentOutputError(what)
 

@@ -415,15 +415,20 @@ class device:
     def __reduce__(self):
         return (device, (self.type, self.index))
 
-    # ``with ember.device("cpu"):`` -- torch's default-device context. ember's factories make
-    # tensors on the CPU unless told otherwise, so only a cpu device can be the default
-    # (``set_default_device`` says so for any other); the previous default comes back on exit.
+    # ``with ember.device("meta"):`` -- torch's default-device context: factories called inside
+    # without a device make their tensors on this one; the previous default (per thread) comes
+    # back on exit, so the blocks nest.
     def __enter__(self):
-        from ._settings import set_default_device
-        set_default_device(self)
+        from ._state import DEFAULT_DEVICE_SET, STATE
+        STATE.__dict__.setdefault("device_stack", []).append(STATE.default_device)
+        STATE.default_device = self
+        if self.type != "cpu":
+            DEFAULT_DEVICE_SET[0] = True
         return self
 
     def __exit__(self, *exc):
+        from ._state import STATE
+        STATE.default_device = STATE.device_stack.pop()
         return False
 
 

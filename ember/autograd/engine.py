@@ -20,6 +20,7 @@ import warnings
 
 import numpy as _np
 
+from .._fake import FakeArray
 from .._state import STATE
 from ..tensor import Tensor, _make
 from .graph import AccumulateGrad, gradient_edge
@@ -387,7 +388,7 @@ def _layout_ok(p, a):
 def _copy_in_layout_of(p, a):
     """A copy of the gradient ``a`` laid out like the parameter ``p`` (PyTorch's layout
     contract for ``.grad``; optimizers then walk both in the same order)."""
-    if p.ndim < 2 or p.flags.c_contiguous:
+    if p.ndim < 2 or type(p) is FakeArray or p.flags.c_contiguous:    # (a meta/fake tensor: no data)
         return a.copy()
     out = _np.empty_like(p) if type(p) is _np.ndarray else a.copy(order="K")
     out[...] = a

@@ -22,7 +22,8 @@ import warnings
 from .._C import _load_eval_frame
 
 _eval_frame = _load_eval_frame()
-from .._state import STATE as _STATE
+from .._state import DEFAULT_DEVICE_SET as _DEFAULT_DEVICE_SET, STATE as _STATE
+from .. import types as _t
 from .. import _torch_function as _tf
 from ..autograd import forward_ad as _fwd_ad
 from . import config, logs
@@ -145,6 +146,7 @@ def _restore_grad_mode():
 _autocast_noted = set()
 _forward_ad_noted = set()
 _tf_mode_noted = set()
+_default_device_noted = set()
 
 
 def _note_forward_ad(code):
@@ -219,6 +221,10 @@ class Compiler:
         if _tf._ACTIVE[0] and _STATE.tf_modes and not _STATE.tf_off:
             # a TorchFunctionMode must see every call: a compiled graph would bypass it
             _note_torch_function_mode(code)
+            return None
+        if _DEFAULT_DEVICE_SET[0] and _STATE.default_device is not _t.cpu:
+            # factories in the graph would be traced onto the cpu (``with ember.device("meta"):``)
+            _note_eager(code, f"the default device is {_STATE.default_device}", _default_device_noted)
             return None
         hot = cache.hot
         if hot is not None and hot.owner is self and hot.guard(func, *args):

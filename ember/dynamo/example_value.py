@@ -106,13 +106,25 @@ class ExampleValues:
     def run(self, fn, args, kwargs):
         with self.running():
             try:
-                return fn(*args, **kwargs)
+                res = fn(*args, **kwargs)
+                _refuse_meta(res)
+                return res
             except Unsupported:
                 raise
             except Exception as e:  # the op fails on these inputs: let eager raise it for real
                 if type(e).__name__ in ("DataDependentOutputError", "UnsupportedFakeOperator"):
                     raise Unsupported(str(e)) from e
                 raise Unsupported(f"op {getattr(fn, '__name__', fn)} raised {type(e).__name__}: {e}") from e
+
+
+def _refuse_meta(res):
+    """A tensor on the meta device in the graph: compiled kernels would have to make it without
+    data, so the code runs eagerly (as meta inputs do, variables/builder.py)."""
+    items = res if isinstance(res, (tuple, list)) else (res,)
+    for r in items:
+        if isinstance(r, Tensor) and r.device.type == "meta":
+            raise Unsupported("an op making a tensor on the meta device is not compiled by ember.compile; "
+                              "the code using it runs eagerly")
 
 
 @contextlib.contextmanager

@@ -184,6 +184,34 @@ def run_meta(op, args):
     return _wrap_out(op, args, res, _out_device(op, args))
 
 
+def run_meta_on_device(op, args, dev):
+    """What a call on the ``meta`` device runs (the dispatcher's kernel step, reached when its
+    device is meta): the meta function, its outputs on ``dev``. Unlike fake tensors under
+    FakeTensorMode, meta tensors are a device of their own, so the errors say so."""
+    if "data_dependent" in op.tags:
+        raise NotImplementedError(f"{op.public_name}: the shape of its output depends on the data "
+                                  f"of its input, and a tensor on the meta device has none")
+    if op.functional is not None:
+        self = args[0]
+        res = run_meta_on_device(op.functional, args, dev)
+        _check_write(self, res, op)
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        vc[0] += 1
+        return self
+    meta = op.meta
+    if meta is None:
+        raise NotImplementedError(f"{op.public_name}: operator '{op.name}' has no meta function, so "
+                                  f"it cannot run on the meta device")
+    try:
+        res = meta(*args)
+    except DataDependentOutputError as e:
+        raise NotImplementedError(f"{e.op}: needs the data of a tensor on the meta device, which has "
+                                  f"none") from None
+    return _wrap_out(op, args, res, dev)
+
+
 def _check_write(self, res, op):
     if not _t.can_cast(res.dtype, self.dtype):
         raise RuntimeError(f"result type {res.dtype.legacy_name} can't be cast to the desired output "

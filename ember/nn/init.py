@@ -31,6 +31,15 @@ def _assign(tensor, arr):
     return tensor
 
 
+def _meta_fill(tensor):
+    """A tensor on the meta device has no values to draw: the initialiser only marks it written
+    (``with ember.device("meta"): model = Big()`` must not compute a QR or draw the numbers)."""
+    if tensor.device.type != "meta":
+        return None
+    tensor._bump_version()
+    return tensor
+
+
 def _gen(generator):
     from ..random import default_generator
     return (generator if generator is not None else default_generator)._np
@@ -94,6 +103,8 @@ def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of "
                       "values may be incorrect.", stacklevel=2)
+    if _meta_fill(tensor) is not None:
+        return tensor
     g = _gen(generator)
     n = tensor.numel()
     out = np.empty(0)
@@ -123,6 +134,8 @@ def zeros_(tensor):
 def eye_(tensor):
     if tensor.dim() != 2:
         raise ValueError("Only tensors with 2 dimensions are supported")
+    if _meta_fill(tensor) is not None:
+        return tensor
     with _no_grad():
         return _assign(tensor, np.eye(*tuple(tensor.shape)))
 
@@ -136,6 +149,8 @@ def dirac_(tensor, groups=1):
         raise ValueError("dim 0 must be divisible by groups")
     out_chans_per_grp = sizes[0] // groups
     min_dim = min(out_chans_per_grp, sizes[1])
+    if _meta_fill(tensor) is not None:
+        return tensor
     arr = np.zeros(sizes)
     for g in range(groups):
         for d in range(min_dim):
@@ -184,6 +199,8 @@ def orthogonal_(tensor, gain=1, generator=None):
         raise ValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
+    if _meta_fill(tensor) is not None:
+        return tensor
     rows = tensor.size(0)
     cols = tensor.numel() // rows
     flat = _gen(generator).standard_normal((rows, cols))
@@ -204,6 +221,8 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
         raise ValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tuple(tensor.shape)
     num_zeros = int(math.ceil(sparsity * rows))
+    if _meta_fill(tensor) is not None:
+        return tensor
     g = _gen(generator)
     arr = g.normal(0, std, size=(rows, cols))
     for c in range(cols):

@@ -13,6 +13,8 @@ import numpy as np
 
 from .. import random as _random
 from .. import types as _t
+from .._fake import FakeArray
+from .._state import STATE
 from ..tensor import Tensor, _make
 from . import _meta, api
 from ._helpers import _canonical_c, is_scalar
@@ -325,8 +327,10 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
         from .._float8 import to_float8
         arr = to_float8(arr, dt.np)
     arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
-    dev = _t.as_device(device) if device is not None else (dev or _t.cpu)
-    if dev.type == "cuda":
+    dev = _t.as_device(device) if device is not None else (dev or STATE.default_device)
+    if dev.type == "meta" or isinstance(arr, FakeArray):
+        arr = _on_meta(arr, dev)
+    elif dev.type == "cuda":
         from .registry import xp_of
         arr = xp_of(dev).asarray(arr)
     out = _make(arr, dev, dt)
@@ -335,6 +339,14 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
             raise RuntimeError("Only Tensors of floating point and complex dtype can require gradients")
         out._requires_grad = True
     return _pinned(out, pin_memory) if pin_memory else out
+
+
+def _on_meta(arr, dev):
+    """``tensor(data, device="meta")`` keeps the shape and dtype of the data, not the values;
+    data that is itself on the meta device cannot go anywhere else."""
+    if dev.type != "meta":
+        raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+    return FakeArray(arr.shape, arr.dtype)
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -275,9 +275,8 @@ class OpDef:
                 d = a.device
                 if dev is None or dev is d:
                     dev = d
-                elif (a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu") and \
-                        "cross_device" not in self.tags:  # copy_: the kernel moves src to self's device
-                    _device_mismatch(self, dev, d)
+                else:
+                    dev = _other_device(self, args, i, a, dev, d)
         if self.list_pos:
             for i in self.list_pos:
                 lst = xargs[i]
@@ -291,11 +290,17 @@ class OpDef:
                     arrs.append(a._data)
                 xargs[i] = arrs
         if self.device_pos is not None and xargs[self.device_pos] is not None:
-            dev = _t.as_device(xargs[self.device_pos])
-            xargs[self.device_pos] = dev
+            to = _t.as_device(xargs[self.device_pos])
+            if dev is not None and dev.type == "meta" and to.type != "meta":
+                _copy_out_of_meta()
+            dev = xargs[self.device_pos] = to
         if dev is None:
-            dev = _t.cpu
-        xp = _XP.get(dev) or xp_of(dev)
+            dev = STATE.default_device       # a factory: the default device (cpu unless set)
+        xp = _XP.get(dev)
+        if xp is None:
+            if dev.type == "meta":
+                return _run_on_meta(self, args, dev)
+            xp = xp_of(dev)
         out = self.kernel(xp, *xargs)
         if type(out) is not np.ndarray:
             return _finish(self, out, dev, xp, args)
@@ -350,6 +355,47 @@ def _mark_view(out, src):
 
 def _camel(name):
     return "".join(p[:1].upper() + p[1:] for p in name.strip("_").split("_"))
+
+
+def _other_device(op, args, i, a, dev, d):
+    """The device of a call whose tensor ``a`` (argument ``i``) is on ``d`` where the ones before
+    it are on ``dev``: ``copy_`` (tagged cross_device) moves its source onto self's device; with
+    a meta tensor, 0-dim cpu tensors go along (as torch's cpu scalars do); anything else is
+    torch's error."""
+    if d.type != "meta" and dev.type != "meta":
+        if (a._data.ndim != 0 or d.type == "cpu" and dev.type != "cpu") and "cross_device" not in op.tags:
+            _device_mismatch(op, dev, d)
+        return dev
+    if "cross_device" in op.tags:
+        if d.type == "meta" and dev.type != "meta":
+            _copy_out_of_meta()
+        return dev
+    if d.type == "cpu" and a._data.ndim == 0:
+        return dev
+    if dev.type == "cpu" and _all_cpu_scalars(op, args, i):
+        return d
+    _device_mismatch(op, dev, d)
+
+
+def _all_cpu_scalars(op, args, upto):
+    for j in op.tensor_pos:
+        if j >= upto:
+            break
+        b = args[j]
+        if isinstance(b, Tensor) and (b.device.type != "cpu" or b._data.ndim != 0):
+            return False
+    return True
+
+
+def _copy_out_of_meta():
+    raise NotImplementedError("Cannot copy out of meta tensor; no data!")
+
+
+def _run_on_meta(op, args, dev):
+    """A call on the ``meta`` device: the op's meta function gives the outputs' shapes,
+    strides and dtypes, wrapped as tensors without data (ember's fake arrays) on ``dev``."""
+    from ..fx.fake_tensor import run_meta_on_device
+    return run_meta_on_device(op, args, dev)
 
 
 def _device_mismatch(op, a, b):
@@ -465,7 +511,9 @@ def _fast_run_lines(op, names, args_expr):
                 test = f"(type({a}) not in _FS and {a}.dtype.is_complex)"
             lines += [f"if {test}:", f"    return _op.run({args_expr})"]
         kernel = "_op.unchecked_kernel"
-    lines += ["_xp = _XP.get(_dev) or _xp_of(_dev)",
+    lines += ["_xp = _XP.get(_dev)",
+              "if _xp is None:",           # a device first seen, or meta (never cached)
+              f"    return _op.run({args_expr})",
               f"_o = {kernel}(_xp, {', '.join(xs)})",
               "if type(_o) is not _ndarray:",
               f"    return _finish(_op, _o, _dev, _xp, {args_expr})",
@@ -842,7 +890,7 @@ def write_into(self, res, opname):
     data = self._data
     if data.ndim == 0 and isinstance(data, np.ndarray):
         data[()] = res._data.astype(data.dtype, copy=False)
-    else:
+    elif self.device.type != "meta":      # a meta tensor has no data to write
         xp = xp_of(self.device)
         xp.copyto(data, res._data, casting="unsafe")
     vc = self._vc

@@ -144,15 +144,21 @@ def test_deterministic_like_torch():
         torch.use_deterministic_algorithms(saved[0], warn_only=saved[1])
 
 
-def test_default_device_cpu_only():
+def test_default_device_cpu_and_meta():
     assert ember.get_default_device() == ember.device("cpu")
     ember.set_default_device("cpu")
     ember.set_default_device(ember.device("cpu"))
     ember.set_default_device(None)
     assert ember.ones(2).device == ember.device("cpu")
-    with pytest.raises(RuntimeError, match="only the 'cpu' default device"):
-        ember.set_default_device("meta")
+    ember.set_default_device("meta")
+    try:
+        assert ember.get_default_device() == ember.device("meta")
+        assert ember.ones(2).device == ember.device("meta")
+    finally:
+        ember.set_default_device(None)
     assert ember.get_default_device() == ember.device("cpu")
+    with pytest.raises(TypeError, match="argument 'device' must be a device"):
+        ember.set_default_device(1.5)
 
 
 @needs_torch
@@ -201,11 +207,17 @@ def test_settings_exported():
 
 
 def test_device_as_default_device_context():
-    """``with ember.device("cpu"):`` as torch's default-device context; a device ember's factories
-    cannot default to is refused as set_default_device refuses it."""
+    """``with ember.device(...):`` as torch's default-device context: nested blocks, the previous
+    default back on exit (also after an exception)."""
     with ember.device("cpu") as d:
         assert d == "cpu" and ember.zeros(2).device == ember.device("cpu")
     assert ember.get_default_device() == ember.device("cpu")
-    with pytest.raises(RuntimeError, match="supports only the 'cpu' default device"):
+    with ember.device("meta"):
+        assert ember.zeros(2).device == ember.device("meta")
+        with ember.device("cpu"):
+            assert ember.zeros(2).device == ember.device("cpu")
+        assert ember.get_default_device() == ember.device("meta")
+    with pytest.raises(ValueError):
         with ember.device("meta"):
-            pass
+            raise ValueError
+    assert ember.get_default_device() == ember.device("cpu")

@@ -31,7 +31,8 @@ def is_inlined_ember_module(name):
     return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad" \
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit" \
         or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree" \
-        or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions"
+        or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions" \
+        or name == "ember.export._call_signature"   # export's module-boundary hooks (preserve_module_call_signature)
 
 
 def _is_numpy_scalar(value):
@@ -66,6 +67,9 @@ def wrap(tx, value, source, guard=True):
         if value.is_nested:     # ember.nested: no single shape or strides to trace
             raise Unsupported(f"nested tensors are not supported by ember.compile (a tensor with layout "
                               f"{value.layout}); the code using it runs eagerly")
+        if value.device.type == "meta":   # no data for kernels: shape propagation is eager's job
+            raise Unsupported("a tensor on the meta device is not compiled by ember.compile; the code "
+                              "using it runs eagerly")
         if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
             raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
                               f"not traced by ember.compile; the code using it runs eagerly")

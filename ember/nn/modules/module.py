@@ -9,6 +9,7 @@ dtype moves, hooks and ``repr`` follow PyTorch's semantics.
 from __future__ import annotations
 
 import itertools
+import warnings
 import weakref
 from collections import OrderedDict, namedtuple
 
@@ -781,7 +782,17 @@ class Module:
                 return t.to(device=device)
             return t
 
-        return self._apply(convert)
+        def convert_checked(t):
+            try:
+                return convert(t)
+            except NotImplementedError as e:
+                if t.device.type == "meta" and str(e) == "Cannot copy out of meta tensor; no data!":
+                    raise NotImplementedError(
+                        f"{e} Please use ember.nn.Module.to_empty() instead of ember.nn.Module.to() when "
+                        "moving module from meta to a different device.") from None
+                raise
+
+        return self._apply(convert_checked)
 
     def cpu(self):
         return self._apply(lambda t: t.cpu())
@@ -896,6 +907,11 @@ class Module:
                     else:
                         setattr(self, name, input_param)
                 else:
+                    if param.device.type == "meta" and input_param.device.type != "meta":
+                        warnings.warn(f"for {key}: copying from a non-meta parameter in the checkpoint to a meta "
+                                      "parameter in the current model, which is a no-op. (Did you mean to pass "
+                                      "`assign=True` to assign items in the state dictionary to their "
+                                      "corresponding key in the module instead of copying them in place?)")
                     with no_grad():
                         _copy_into(param, input_param)
             except Exception as ex:  # pragma: no cover - mirrors torch's message
