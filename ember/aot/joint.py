@@ -352,8 +352,8 @@ def _aliased_outputs(outs, fakes) -> dict:
         for i, f in enumerate(fakes):
             if getattr(f._data, "storage", None) is st:
                 geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(), f.storage_offset())
-                if any(isinstance(g, SymInt) for g in geom):
-                    break
+                if any(isinstance(g, SymInt) for g in geom) or o.dtype is not f.dtype:
+                    break       # (a dtype view, Tensor.view(dtype): as_strided cannot regenerate it)
                 found[k] = ("input", i, tuple(o.shape), tuple(o.stride()),
                             int(o.storage_offset()) - int(f.storage_offset()))
                 break
@@ -371,7 +371,7 @@ def _aliased_outputs(outs, fakes) -> dict:
                 any(isinstance(n, SymInt) for n in base.shape):
             continue
         for k, o in enumerate(outs):
-            if k == r or k in found or getattr(o._data, "storage", None) is not st:
+            if k == r or k in found or getattr(o._data, "storage", None) is not st or o.dtype is not base.dtype:
                 continue
             geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(),)
             if not any(isinstance(g, SymInt) for g in geom) and view_fits(o.shape, o.stride(), o.storage_offset(),

@@ -33,6 +33,7 @@ EXTERN: Dict[str, str] = {
     "nextafter": "numpy ufunc kernel (the next representable float, bit-level); no prim",
     "gcd": "numpy ufunc kernel (Euclid's loop per element); no prim",
     "lcm": "numpy ufunc kernel (from gcd); no prim",
+    "view_dtype": "a bit reinterpretation (Tensor.view(dtype): numpy's view); no bit-cast prim",
     "randperm": "a random permutation (numpy's Generator.permutation, ember's generator at run time)",
     "linalg_inv": "LAPACK factorisation (numpy.linalg); no prim",
     "linalg_det": "LAPACK factorisation (numpy.linalg); no prim",

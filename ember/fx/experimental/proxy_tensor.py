@@ -374,6 +374,10 @@ class DispatchTracer:
         target = args[0]
         base = target._base
         owner = None
+        if base is not None and self._by_id.get(id(base), (None,))[0] is not base and base.dtype is not target.dtype:
+            raise NotImplementedError(
+                f"functionalization: {op.name} through a dtype view (Tensor.view(dtype)) of a view input "
+                f"of the graph is not supported")
         if base is not None and self._by_id.get(id(base), (None,))[0] is not base:
             # the base is no value of the trace: the target is (a view of) an input that is
             # itself a view -- a transposed or sliced argument -- whose base is outside the
@@ -472,8 +476,16 @@ class DispatchTracer:
         if not base.is_contiguous():
             raise NotImplementedError("functionalization: an in-place op on a view of a non-contiguous tensor "
                                       "is not supported yet")
-        off = int(view.storage_offset()) - int(base.storage_offset())
-        if off == 0 and view.numel() == base.numel() and view.is_contiguous():
+        view_off = int(view.storage_offset())
+        if view.dtype is not base.dtype:
+            # a dtype view (Tensor.view(dtype)): its geometry and new values in base elements
+            shape, strides, view_off = _in_base_elements(view, base)
+            new = self._with_mode(lambda v: v.contiguous().view(base.dtype), new)
+        numel = 1
+        for n in shape:
+            numel *= n
+        off = view_off - int(base.storage_offset())
+        if off == 0 and numel == base.numel() and _contiguous(shape, strides):
             # the view is all of the base in its order (x.detach(), x.data, x.view(-1)): the new
             # values are the new base, reshaped (not an index_put of every element)
             if tuple(new.shape) == tuple(base.shape):
@@ -504,8 +516,14 @@ class DispatchTracer:
             self._rebind(t, node)
             self._view_gen[id(t)] = gen
             return node
-        off = t.storage_offset() - base.storage_offset()
-        v = self._with_mode(lambda b: api.as_strided(b, tuple(t.shape), tuple(t.stride()), off), base)
+        if t.dtype is not base.dtype:
+            # a dtype view (Tensor.view(dtype)): as_strided in the base's elements, then viewed
+            shape, strides, t_off = _in_base_elements(t, base)
+            off = t_off - base.storage_offset()
+            v = self._with_mode(lambda b: api.as_strided(b, shape, strides, off).view(t.dtype), base)
+        else:
+            off = t.storage_offset() - base.storage_offset()
+            v = self._with_mode(lambda b: api.as_strided(b, tuple(t.shape), tuple(t.stride()), off), base)
         node = self._by_id[id(v)][1]
         self._rebind(t, node)
         self._view_gen[id(t)] = gen
@@ -672,3 +690,28 @@ class DispatchTracer:
                     if o._fake:
                         item.meta["val"] = o
                     self._track(o, item)
+
+
+def _in_base_elements(view: Tensor, base: Tensor) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
+    """(shape, strides, storage offset) of ``view`` -- a dtype view (``Tensor.view(dtype)``) of
+    ``base`` -- counted in ``base``'s elements: the functionalization writes and regenerates
+    it through the base. A view that does not cover whole base elements (a slice of an int8
+    view of a float32 tensor) is refused."""
+    from ...ops.dtype_view import dtype_view_geometry
+    try:
+        shape, strides, off = dtype_view_geometry(tuple(view.shape), tuple(view.stride()),
+                                                  int(view.storage_offset()), view.dtype, base.dtype)
+    except RuntimeError as e:
+        raise NotImplementedError(f"functionalization: an in-place op on a dtype view (Tensor.view(dtype)) "
+                                  f"that is not a whole-element view of its {base.dtype} base is not "
+                                  f"supported ({e})") from None
+    return tuple(int(n) for n in shape), tuple(int(x) for x in strides), int(off)
+
+
+def _contiguous(shape, strides) -> bool:
+    expected = 1
+    for n, st in zip(reversed(shape), reversed(strides)):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
