@@ -236,8 +236,8 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
         kwargs = {}
     if not isinstance(kwargs, dict):
         raise UserError(f"Expecting `kwargs` to be a dict of example keyword inputs, got {type(kwargs)}")
-    if preserve_module_call_signature:
-        raise NotImplementedError("ember.export.export: preserve_module_call_signature is not supported")
+    from ._call_signature import preserve_calls
+    preserved = preserve_calls(mod, preserve_module_call_signature) if preserve_module_call_signature else None
     from .shapes_collection import AdditionalInputs, ShapesCollection
     if isinstance(dynamic_shapes, (AdditionalInputs, ShapesCollection)):
         try:
@@ -274,13 +274,15 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     param_of = {id(t): k for k, t in params.items()}
     buffer_of = {id(t): k for k, t in buffers.items()}
 
-    if capture is None:
-        gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, requests)
-        # ---- aot: the functional inference graph
-        joint = _trace_functional(gm, ex_inputs) if gm is not None else None
-    else:
-        # another front end (draft_export's real-value trace) made the functional graph itself
-        gm, ex_inputs, sentinels, result, joint = capture(mod, args, kwargs)
+    import contextlib
+    with preserved if preserved is not None else contextlib.nullcontext():
+        if capture is None:
+            gm, ex_inputs, sentinels, result = _capture(mod, args, kwargs, requests)
+            # ---- aot: the functional inference graph
+            joint = _trace_functional(gm, ex_inputs) if gm is not None else None
+        else:
+            # another front end (draft_export's real-value trace) made the functional graph itself
+            gm, ex_inputs, sentinels, result, joint = capture(mod, args, kwargs)
     out_leaves, out_spec = tree_flatten(result)
 
     # ---- classify the dynamo inputs
@@ -393,6 +395,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
         else:
             output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", v), None))
     g.output(tuple(outputs))
+    kept_signatures = preserved.signatures(g) if preserved is not None else {}
     new_gm = GraphModule(consts_root, g)
     shape_env = gm.meta.get("shape_env") if gm is not None and gm.meta.get("dynamic") else None
     new_gm.meta["shape_env"] = shape_env
@@ -412,7 +415,8 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     _set_module_stacks(g, mod)
     from .exported_program import ModuleCallEntry, ModuleCallSignature
     call_graph = [ModuleCallEntry("", ModuleCallSignature([], [], in_spec, out_spec, list(bound)))]
-    call_graph += [ModuleCallEntry(fqn) for fqn, _ in mod.named_modules(remove_duplicate=False) if fqn]
+    call_graph += [ModuleCallEntry(fqn, kept_signatures.get(fqn))
+                   for fqn, _ in mod.named_modules(remove_duplicate=False) if fqn]
     return ExportedProgram(new_gm, sig, state_dict, constants_all, range_constraints, in_spec, out_spec,
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
                            module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph,

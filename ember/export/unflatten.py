@@ -63,6 +63,63 @@ class InterpreterModule(Module):
                                f"program, so it has no graph to run")
         return Interpreter(self, graph=self.graph).run(*args)
 
+class _FlattenOutputs:
+    """Graph helper: the flat tensor leaves of a preserved submodule's structured result."""
+    __name__ = "flatten_outputs"
+
+    def __init__(self, signature):
+        self.signature = signature
+
+    def __call__(self, result):
+        from .graph_signature import TensorArgument
+        leaves = self.signature.out_spec.flatten_up_to(result) if not self.signature.out_spec.is_leaf() \
+            else [result]
+        return tuple(v for v, a in zip(leaves, self.signature.outputs) if isinstance(a, TensorArgument))
+
+
+class _PreservedModule(InterpreterModule):
+    """A submodule exported with ``preserve_module_call_signature``: called with the same
+    ``(args, kwargs)`` structure as in the original program, it returns the same result
+    structure (its graph takes the flat tensor inputs, returns the flat tensor outputs)."""
+
+    def __init__(self, fqn, signature):
+        super().__init__(None)
+        self.__dict__["_fqn"] = fqn
+        self.__dict__["signature"] = signature
+
+    def forward(self, *args, **kwargs):
+        from ..utils._pytree import tree_flatten
+        from .graph_signature import TensorArgument
+        sig = self.signature
+        leaves, spec = tree_flatten(_thaw((args, kwargs)))
+        if spec != sig.in_spec:
+            raise TypeError(f"ember.export.unflatten: {self._fqn} keeps the call signature it was exported with: "
+                            f"expected inputs with tree spec \n{sig.in_spec}\nbut got \n{spec}")
+        tensors = []
+        for i, (v, a) in enumerate(zip(leaves, sig.inputs)):
+            if isinstance(a, TensorArgument):
+                tensors.append(v)
+            elif not (v is a.value or (type(v) is type(a.value) and v == a.value)):
+                raise TypeError(f"ember.export.unflatten: input {i} of {self._fqn} was the constant {a.value!r} "
+                                f"when exported (the program is specialised to it), got {v!r}")
+        outs = iter(super().forward(*tensors))
+        flat = [next(outs) if isinstance(a, TensorArgument) else a.value for a in sig.outputs]
+        return sig.out_spec.unflatten(flat)
+
+
+def _thaw(v):
+    """FX hands a call_module node's dict/list arguments over as its immutable subclasses: plain
+    ones again, so the call's tree spec is the exported one."""
+    from ..fx.immutable_collections import immutable_dict, immutable_list
+    if isinstance(v, immutable_dict):
+        return {k: _thaw(x) for k, x in v.items()}
+    if isinstance(v, immutable_list):
+        return [_thaw(x) for x in v]
+    if type(v) in (tuple, list, dict):
+        return type(v)(_thaw(x) for x in v) if not isinstance(v, dict) else {k: _thaw(x) for k, x in v.items()}
+    return v
+
+
 class UnflattenedModule(InterpreterModule):
     """What :func:`unflatten` returns: the root of the rebuilt hierarchy, called like the
     exported module (the original ``(args, kwargs)`` structure, checked as
@@ -250,12 +307,35 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
     def resolvable(scope, a):
         return local_name(scope, a) is not None
 
+    preserved = {e.fqn: e.signature for e in ep.module_call_graph if e.fqn and e.signature is not None}
+    by_name = {n.name: n for n in graph.nodes}
+
+    def signature_nodes(scope, args):
+        from .graph_signature import TensorArgument
+        out = []
+        for a in args:
+            if isinstance(a, TensorArgument):
+                if a.name not in by_name:
+                    raise NotImplementedError(f"ember.export.unflatten: the kept call signature of {scope.fqn!r} names "
+                                              f"{a.name!r}, which is not in the graph (renamed by a graph pass such as "
+                                              f"run_decompositions); unflatten the program before the pass")
+                out.append(by_name[a.name])
+        return out
+
     def plan(scope):
         seen = set()
         for a, _ in _uses(scope):
             if a not in scope.defined and a not in seen and not resolvable(scope, a):
                 seen.add(a)
                 scope.inputs.append(a)
+        if scope.fqn in preserved:
+            wanted = signature_nodes(scope, preserved[scope.fqn].inputs)
+            extra = [a.name for a in scope.inputs if a not in wanted]
+            if extra:
+                raise NotImplementedError(f"ember.export.unflatten: {scope.fqn!r} (preserve_module_call_signature) "
+                                          f"reads {', '.join(extra)} from its caller besides its arguments; keeping "
+                                          f"its call signature then is not supported")
+            scope.inputs = wanted
         for it in scope.items:
             if isinstance(it, _Scope):
                 plan(it)
@@ -277,6 +357,14 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         for n in _ordered_defined(scope):
             if any(not _inside(r, scope) for r in readers.get(n, ())):
                 scope.outputs.append(n)
+        if scope.fqn in preserved:
+            wanted = signature_nodes(scope, preserved[scope.fqn].outputs)
+            extra = [n.name for n in scope.outputs if n not in wanted]
+            if extra:
+                raise NotImplementedError(f"ember.export.unflatten: values {', '.join(extra)} made inside "
+                                          f"{scope.fqn!r} (preserve_module_call_signature) are read outside it "
+                                          f"without being among its outputs; not supported")
+            scope.outputs = wanted
     compute_outputs(root)
 
     # ---- the module tree: InterpreterModule at each called module, plain Module elsewhere
@@ -302,7 +390,8 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
                 parent.add_module(p, Module())
             parent = parent._modules[p]
         if leaf not in parent._modules:
-            parent.add_module(leaf, InterpreterModule() if fqn in called else Module())
+            parent.add_module(leaf, _PreservedModule(fqn, preserved[fqn]) if fqn in preserved
+                              else InterpreterModule() if fqn in called else Module())
     for s in sig.input_specs:
         if s.kind == InputKind.PARAMETER:
             t = ep.state_dict[s.target]
@@ -350,6 +439,22 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
             if isinstance(it, _Scope):
                 target = build(it)
                 rel = target if scope.fqn == "" else target[len(scope.fqn) + 1:]
+                sig = preserved.get(it.fqn)
+                if sig is not None:
+                    # called as the original program called it: structured (args, kwargs) in, the
+                    # structured result out (flattened back to its tensors for the nodes after)
+                    from .graph_signature import TensorArgument
+                    vals = iter(value(a) for a in it.inputs)
+                    leaves = [next(vals) if isinstance(a, TensorArgument) else a.value for a in sig.inputs]
+                    cargs, ckwargs = sig.in_spec.unflatten(leaves)
+                    call = g.create_node("call_module", rel, tuple(cargs), dict(ckwargs),
+                                         rel.replace(".", "_").replace("@", "_"))
+                    flat = g.call_function(_FlattenOutputs(sig), (call,))
+                    for i, o in enumerate(it.outputs):
+                        item = g.call_function(operator.getitem, (flat, i))
+                        item.meta = {k: v for k, v in o.meta.items() if k == "val"}
+                        env[o] = item
+                    continue
                 call = g.create_node("call_module", rel, tuple(value(a) for a in it.inputs), {},
                                      rel.replace(".", "_").replace("@", "_"))
                 if len(it.outputs) == 1:
@@ -372,7 +477,10 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
             g.output(tuple(value(v) for v in user_out_nodes))
             return g
         res = [value(o) for o in scope.outputs]
-        g.output(res[0] if len(res) == 1 else tuple(res) if res else None)
+        if scope.fqn in preserved:
+            g.output(tuple(res))        # _PreservedModule rebuilds the result structure
+        else:
+            g.output(res[0] if len(res) == 1 else tuple(res) if res else None)
         return _place(scope, g)
 
     def _place(scope, g):
