@@ -22,3 +22,20 @@ from .._torch_function import (DisableTorchFunction, DisableTorchFunctionSubclas
 def _is_torch_function_mode_enabled():
     from ..overrides import _is_torch_function_mode_enabled as enabled
     return enabled()
+
+
+class _AutoDispatchBelowAutograd:
+    """torch._C._AutoDispatchBelowAutograd: ops called inside record no autograd (an ``Autograd``
+    kernel of ``ember.library`` redispatches to the backend kernel with it). In ember that is
+    grad mode off for the block."""
+
+    def __enter__(self):
+        from .._state import STATE
+        self._prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+        return self
+
+    def __exit__(self, *exc):
+        from .._state import STATE
+        STATE.grad_enabled = self._prev
+        return False

@@ -255,7 +255,8 @@ class OpNamespace:
         hit = OPS.get(f"{self._name}::{opname}")
         if hit is None:
             have = sorted(q.split("::")[1] for q in OPS if q.startswith(self._name + "::"))
-            raise AttributeError(f"ember.ops.{self._name} has no custom op '{opname}' (it has: {have})")
+            raise AttributeError(f"'_OpNamespace' '{self._name}' object has no attribute '{opname}' (its ops: "
+                                 f"{have})")
         return hit
 
     def __repr__(self):

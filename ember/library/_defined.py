@@ -281,17 +281,44 @@ class DefinedOp(CustomOpDef):
             if ag is not None:
                 return call_opaque(ag, *args, **kwargs)
             if self._backward is not None:
-                return self._binding(*vals)
+                return self._call_binding(vals)
             if cia is not None:
                 return cia(*args, **kwargs)
             return _attach_warn_fallback(self._qualname, vals, self._below_autograd(vals))
         if cia is not None:
             return cia(*args, **kwargs)
-        return self._binding(*vals)
+        return self._call_binding(vals)
+
+    def _call_binding(self, vals):
+        rec = self._ember_op
+        return self._binding(*_positional(rec, vals), **_keywords(rec, vals))
 
     def _below_autograd(self, vals):
         from ..ops.registry import below_autograd
         return below_autograd(self._ember_op, vals)
+
+    # -- torch's OpOverload / OpOverloadPacket spellings (the op is both) ---------------------
+    def name(self) -> str:
+        return self._qualname
+
+    def overloads(self):
+        return ["default"]
+
+    @property
+    def namespace(self) -> str:
+        return self._namespace
+
+    @property
+    def _overloadname(self) -> str:
+        return "default"
+
+    @property
+    def _qualified_op_name(self) -> str:
+        return self._qualname
+
+    @property
+    def tags(self):
+        return list(getattr(self, "_tags", ()))
 
     def __repr__(self):
         return f"<OpOverload(op='{self._namespace}.{self._opname}', overload='default')>"

@@ -95,6 +95,13 @@ def _tensors_of(v) -> list:
     return []
 
 
+def _has_autograd(custom) -> bool:
+    """A gradient can flow through the op: register_autograd, or (an op made by
+    ``Library.define``) an Autograd or CompositeImplicitAutograd kernel."""
+    has = getattr(custom, "_has_autograd", None)
+    return has() if has is not None else custom._backward is not None
+
+
 def _needs_grad(custom, args, kwargs) -> bool:
     return any(t.requires_grad for v in _bound(custom, args, kwargs).values() for t in _tensors_of(v))
 
@@ -129,7 +136,7 @@ def _test_autograd_registration(custom, args, kwargs, atol, rtol):
     from ..autograd import grad
     if not _needs_grad(custom, args, kwargs):
         return None
-    if custom._backward is None:
+    if not _has_autograd(custom):
         from ._autograd import no_formula_message
         raise RuntimeError(f"an input requires grad: {no_formula_message(custom._qualname)}")
     cargs, ckw = _clone_all(args, kwargs)
@@ -209,7 +216,7 @@ def _test_aot_dispatch_dynamic(custom, args, kwargs, atol, rtol):
     for k, (w, g) in enumerate(zip(want, got)):
         if not _close(w, g, atol, rtol):
             raise RuntimeError(f"output {k} of the compiled {custom._qualname} differs from eager")
-    if not _needs_grad(custom, args, kwargs) or custom._backward is None:
+    if not _needs_grad(custom, args, kwargs) or not _has_autograd(custom):
         return None
     rng = np.random.default_rng(0)
     pairs = [(w, g) for w, g in zip(want, got) if w.requires_grad]

@@ -94,6 +94,10 @@ class Schema:
             parts.append(s)
         return f"{self.qualname}({', '.join(parts)}) -> {self._returns_text()}"
 
+    def __str__(self) -> str:
+        """torch's ``str(op._schema)``: the schema text."""
+        return self.text
+
     def _returns_text(self) -> str:
         if not self.returns:
             return "()"

@@ -42,6 +42,11 @@ class CustomOpVariable(VariableTracker):
                               f"eagerly")
         return tx.output.call_function(op, list(args), kwargs)
 
+    def var_getattr(self, tx, name):
+        if name == "default":           # torch's overload spelling: the op itself
+            return self
+        return super().var_getattr(tx, name)
+
     def reconstruct(self, out):
         return out.ref(self.op)
 
