@@ -111,8 +111,17 @@ class QuantizedTensor(Tensor):
         """Top-level functions with a quantized tensor first (``ember.flatten(q, 1)``,
         ``ember.relu(q)`` -- so ``nn.ReLU`` / ``F.relu`` --, ``ember.transpose(q, 0, 1)``) reach the
         dispatcher's slow path (ember/_torch_function.py ``route``): the method of the same name
-        takes the call. Other ops return NotImplemented and fail reading the storage."""
+        takes the call; ``cat`` / ``max`` / ``mean`` / pooling ... (``_ROUTED_OPS``) go to ops.py.
+        Other ops return NotImplemented and fail reading the storage."""
         name = op.name
+        if name in _ROUTED_OPS and args:
+            first = args[0][0] if isinstance(args[0], (list, tuple)) and args[0] else args[0]
+            if isinstance(first, QuantizedTensor):
+                from .._torch_function import args_as_called
+                from ..ops.registry import _REQUIRED
+                from .ops import ROUTED
+                pos, kw = args_as_called(op.params, args, _REQUIRED)
+                return ROUTED[name](*pos, **kw)
         if name not in _ROUTED_FUNCTIONS or not args or not isinstance(args[0], QuantizedTensor):
             return NotImplemented
         from .._torch_function import args_as_called
@@ -500,6 +509,11 @@ class QuantizedTensor(Tensor):
 _ROUTED_FUNCTIONS = frozenset(("view", "reshape", "flatten", "transpose", "swapaxes", "swapdims", "permute",
                                "select", "squeeze", "unsqueeze", "narrow", "clone", "contiguous", "relu", "t",
                                "unbind", "split", "chunk", "detach", "dequantize", "int_repr", "slice"))
+
+
+# the ops computed on the integers by ember/_quantized/ops.py (``ops.ROUTED``)
+_ROUTED_OPS = frozenset(("cat", "stack", "max", "min", "max_dim", "min_dim", "mean", "max_pool_with_indices",
+                         "avg_pool", "_resample"))
 
 
 def _c_order(arr):

@@ -1,0 +1,102 @@
+"""Ops on quantized tensors (cat/stack, max/min, mean, max/avg/adaptive-avg pooling, the
+nn.quantized.functional helpers) against torch 2.13: integers and qparams bit for bit."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+warnings.filterwarnings("ignore")
+F, TF = ember.nn.functional, torch.nn.functional
+
+
+def _q(rng, shape, dtype="quint8", scale=None, zp=None):
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    scale = float(rng.uniform(0.02, 0.2)) if scale is None else scale
+    lo, hi = (0, 255) if dtype == "quint8" else (-128, 127)
+    zp = int(rng.integers(lo, hi)) if zp is None else zp
+    return (ember.quantize_per_tensor(ember.tensor(x), scale, zp, getattr(ember, dtype)),
+            torch.quantize_per_tensor(torch.tensor(x), scale, zp, getattr(torch, dtype)))
+
+
+def _same(e, t):
+    if isinstance(t, tuple):
+        for a, b in zip(e, t):
+            _same(a, b)
+        return
+    if t.is_quantized:
+        assert e.is_quantized and str(e.dtype).replace("ember", "torch") == str(t.dtype)
+        assert (e.q_scale(), e.q_zero_point()) == (t.q_scale(), t.q_zero_point())
+        np.testing.assert_array_equal(e.int_repr().numpy(), t.int_repr().numpy())
+    else:
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("dtype", ["quint8", "qint8"])
+def test_reductions_and_joins(seed, dtype):
+    rng = np.random.default_rng(seed)
+    (e, t), (e2, t2) = _q(rng, (2, 3, 5, 4), dtype), _q(rng, (2, 3, 5, 4), dtype)
+    _same(ember.cat([e, e], 1), torch.cat([t, t], 1))
+    _same(ember.cat([e, e2, e], -1), torch.cat([t, t2, t], -1))     # others requantized with the first's
+    _same(ember.stack([e, e2]), torch.stack([t, t2]))
+    _same(ember.stack([e, e2], 2), torch.stack([t, t2], 2))
+    _same(ember.max(e), torch.max(t))
+    _same(e.min(), t.min())
+    for dim in (0, 1, -1):
+        _same(ember.max(e, dim), torch.max(t, dim))
+        _same(e.min(dim, keepdim=True), t.min(dim, keepdim=True))
+    _same(ember.mean(e), torch.mean(t))
+    for dims in ((2, 3), 1, -1, (0, 2)):
+        _same(e.mean(dims), t.mean(dims))
+        _same(ember.mean(e, dims, keepdim=True), torch.mean(t, dims, keepdim=True))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pooling(seed):
+    rng = np.random.default_rng(10 + seed)
+    e, t = _q(rng, (2, 3, 7, 9), "quint8" if seed % 2 else "qint8")
+    for kw in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+               {"kernel_size": (2, 3), "stride": 1, "dilation": 2}, {"kernel_size": 3, "stride": 2, "ceil_mode": True}):
+        _same(F.max_pool2d(e, **kw), TF.max_pool2d(t, **kw))
+    _same(ember.nn.MaxPool2d(2)(e[0]), torch.nn.MaxPool2d(2)(t[0]))         # unbatched
+    for kw in ({"kernel_size": 2}, {"kernel_size": 3, "stride": 2}, {"kernel_size": 3, "stride": 2, "padding": 1},
+               {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+               {"kernel_size": 3, "stride": 2, "ceil_mode": True}, {"kernel_size": 2, "divisor_override": 3}):
+        _same(F.avg_pool2d(e, **kw), TF.avg_pool2d(t, **kw))
+    for out in (1, (2, 3), (4, 5), (7, 9), (3, None)):
+        _same(F.adaptive_avg_pool2d(e, out), TF.adaptive_avg_pool2d(t, out))
+    _same(ember.nn.AdaptiveAvgPool2d((2, 2))(e[1]), torch.nn.AdaptiveAvgPool2d((2, 2))(t[1]))
+
+
+def test_views_relu_flatten_keep_integers():
+    rng = np.random.default_rng(3)
+    e, t = _q(rng, (2, 3, 4, 4))
+    _same(ember.flatten(F.relu(e), 1), torch.flatten(TF.relu(t), 1))
+    _same(e.reshape(6, 16).transpose(0, 1), t.reshape(6, 16).transpose(0, 1))
+
+
+def test_errors_as_torch():
+    rng = np.random.default_rng(4)
+    (e, t), (e8, t8) = _q(rng, (2, 3)), _q(rng, (2, 3), "qint8")
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    ep = ember.quantize_per_channel(ember.tensor(x), ember.tensor([.1, .2, .3, .4]), ember.tensor([0, 1, 2, 3]), 0,
+                                    ember.quint8)
+    tp = torch.quantize_per_channel(torch.tensor(x), torch.tensor([.1, .2, .3, .4]), torch.tensor([0, 1, 2, 3]), 0,
+                                    torch.quint8)
+    cases = [(lambda m, a, b, p: m.cat([a, b])),                 # mixed dtypes
+             (lambda m, a, b, p: m.cat([p, p])),                 # per-channel
+             (lambda m, a, b, p: m.max(p)), (lambda m, a, b, p: m.min(p)), (lambda m, a, b, p: m.mean(p))]
+    for case in cases:
+        with pytest.raises(Exception) as te:
+            case(torch, t, t8, tp)
+        with pytest.raises(type(te.value)) as ee:
+            case(ember, e, e8, ep)
+        assert str(ee.value) == str(te.value)
+    with pytest.raises(NotImplementedError, match="qscheme"):
+        ember.cat([e, ember.randn(2, 3)])
