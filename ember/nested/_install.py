@@ -4,12 +4,11 @@
   ``d * nt`` -- Python asks the subclass's reflected operator first).
 * ``ember.Tensor`` gets ``is_nested = False`` and ``to_padded_tensor`` (which,
   as torch's, refuses a dense tensor).
-* A few top-level functions route a nested first argument here (``ember.matmul``,
-  ``bmm``, ``cat`` and ``F.linear``, ``softmax``, ``log_softmax``, ``layer_norm``,
-  ``dropout``, ``relu``, ``gelu``, ``silu``, ``sigmoid``, ``tanh``,
-  ``scaled_dot_product_attention``): the routing is put inside the same
-  function objects, as ember.sparse does (``_swap_code``), so fx / dynamo still
-  see the functions they know.
+* Ops called with a nested argument (``ember.sigmoid(nt)``, ``F.linear(nt, w)``,
+  ``nt.mul_(2)``, ...) are routed by the dispatcher to ``NestedTensor.__ember_route__``
+  (see ``_route``); only ``F.dropout`` and ``F.scaled_dot_product_attention``, which run
+  Python on their input before any op, get the routing put inside their function objects,
+  as ember.sparse does (``_swap_code``), so fx / dynamo still see the functions they know.
 
 Any other op given a nested tensor reaches a dense kernel, whose read of the
 tensor's storage raises naming the op (see ``NestedStorage``).
@@ -134,34 +133,6 @@ def _route(fn, cond, impl):
     fn._ember_nested_routed = True
 
 
-def _unary_impl(name):
-    def impl(input, *args, **kwargs):
-        return getattr(input, name)()
-    return impl
-
-
-def _gelu_impl(input, approximate="none"):
-    F = O._F()
-    return O.map_values(input, lambda v: F.gelu(v, approximate=approximate))
-
-
-def _silu_impl(input, inplace=False):
-    F = O._F()
-    return O.map_values(input, lambda v: F.silu(v))
-
-
-def _relu_impl(input, inplace=False):
-    return input.relu()
-
-
-def _softmax_impl(log):
-    def impl(input, dim=None, _stacklevel=3, dtype=None):
-        if dim is None:
-            raise RuntimeError("softmax(): dim is required for a nested tensor")
-        return O.softmax(input, dim, dtype, log=log)
-    return impl
-
-
 def install(ember_module):
     """Run once by ``ember/__init__``: the methods now; the routing of ``nn.functional``'s
     functions when that module loads (``import ember`` does not import ``ember.nn``: routing
@@ -183,21 +154,17 @@ def route_functional(F):
 
 
 def _route_functional(F):
-    # ember.matmul / bmm / cat: routed by the dispatcher (NestedTensor.__ember_route__)
+    # Every other nn.functional function (linear, layer_norm, softmax, relu, gelu, silu, ...)
+    # reaches an ember op before running any Python that would misread a nested tensor, and
+    # that op's dispatcher routes it (NestedTensor.__ember_route__, see _route): no swap there.
+    # These two run Python on their input first, so the nested branch must come before it:
+    # F.dropout builds a dense Bernoulli mask from ``input.shape`` (a jagged size holds the
+    # symbolic ragged size, and a strided one has none); F.scaled_dot_product_attention reads
+    # sizes and builds the scaled scores / masks in Python before its first op.
     routes = [
-        (F.linear, "input", None, O.linear),
-        (F.layer_norm, "input", None, O.layer_norm),
-        (F.dropout, "input", None, O.dropout),
-        (F.softmax, "input", None, _softmax_impl(False)),
-        (F.log_softmax, "input", None, _softmax_impl(True)),
-        (F.relu, "input", None, _relu_impl),
-        (F.gelu, "input", None, _gelu_impl),
-        (F.silu, "input", None, _silu_impl),
-        (F.scaled_dot_product_attention, "query", None, O.scaled_dot_product_attention),
+        (F.dropout, "input", O.dropout),
+        (F.scaled_dot_product_attention, "query", O.scaled_dot_product_attention),
     ]
-    for fn, a, b, impl in routes:
-        if fn is None:
-            continue
-        cond = _first_nested(a, b) if b else _first_nested(a)
-        _route(fn, cond, impl)
-    # ember.cat: routed by the dispatcher too (NestedTensor.__ember_route__)
+    for fn, arg, impl in routes:
+        if fn is not None:
+            _route(fn, _first_nested(arg), impl)

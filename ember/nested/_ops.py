@@ -324,7 +324,14 @@ def linear(input, weight, bias=None):
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
-    F = _F()
+    return native_layer_norm(input, normalized_shape, weight, bias, eps)[0]
+
+
+def native_layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """``(out, mean, rstd)`` of a nested input, each a nested tensor of the input's components
+    (mean / rstd keep the normalized dims as size 1, as the dense op's): once on the buffer when
+    the normalized dims are its trailing dims, else per component."""
+    api = _api()
     if isinstance(normalized_shape, numbers.Integral):
         normalized_shape = (int(normalized_shape),)
     normalized_shape = tuple(int(x) for x in normalized_shape)
@@ -336,12 +343,19 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                            f"tensor of dim {input.dim()}")
     cd = input._cdim
     dims = [input._perm_stored(c) for c in range(cd - k, cd)]
-    if input._packed and dims == list(range(input._vals.ndim - k, input._vals.ndim)):
-        return input._with_vals(F.layer_norm(input._vals, normalized_shape, weight, bias, eps))
+    if input._packed and 0 not in dims and dims == list(range(input._vals.ndim - k, input._vals.ndim)):
+        out, mean, rstd = api.native_layer_norm(input._vals, normalized_shape, weight, bias, eps)
+        stats = [st[:len(st) - k] + (1,) * k for st in input._stored]
+        return (input._with_vals(out),
+                wrap(mean, input._starts, input._lens, stats, input._perm, input._nlayout, packed=True,
+                     jid=input._jid, offsets_t=input._offsets_t, lengths_t=input._lengths_t),
+                wrap(rstd, input._starts, input._lens, stats, input._perm, input._nlayout, packed=True,
+                     jid=input._jid, offsets_t=input._offsets_t, lengths_t=input._lengths_t))
     if input._nlayout is L.jagged and input._ragged_idx - 1 >= cd - k:
         raise RuntimeError("layer_norm(): normalizing over the ragged dimension of a jagged nested tensor is "
                            "not supported")
-    return pack_like(input, [F.layer_norm(x, normalized_shape, weight, bias, eps) for x in input.unbind()])
+    res = [api.native_layer_norm(x, normalized_shape, weight, bias, eps) for x in input.unbind()]
+    return tuple(pack_like(input, [r[j] for r in res]) for j in range(3))
 
 
 def dropout(input, p=0.5, training=True, inplace=False):

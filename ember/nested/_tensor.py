@@ -116,18 +116,13 @@ class NestedTensor(Tensor):
 
     @classmethod
     def __ember_route__(cls, op, args):
-        """``ember.matmul`` / ``ember.bmm`` / ``@`` with a nested operand, ``ember.cat`` of nested
-        tensors: the dispatcher's
-        slow path hands them here (ember/_torch_function.py ``route``: no code swapped into
-        the bindings, so dense products pay nothing); other ops return NotImplemented and fail
-        reading the storage with torch's error."""
-        if op.name in ("matmul", "bmm"):             # (either operand nested: _ops says what it supports)
-            from . import _ops
-            return (_ops.matmul if op.name == "matmul" else _ops.bmm)(args[0], args[1])
-        if op.name == "cat" and args[0] and isinstance(args[0][0], NestedTensor):
-            from . import _ops
-            return _ops.cat(list(args[0]), args[1])
-        return NotImplemented
+        """Any ember op called with a nested argument: the dispatcher's slow path hands it here
+        (ember/_torch_function.py ``route``; no code swapped into the bindings or into
+        ``nn.functional``, so dense calls pay nothing). ``_route`` picks the nested
+        implementation; ops it has none for return NotImplemented and fail reading the
+        storage with torch's error."""
+        from ._route import route
+        return route(op, args)
 
     # -- metadata ---------------------------------------------------------------
     @property
