@@ -9,9 +9,9 @@ What torch 2.13 does, and so this op:
 * same element size: the output has the input's shape, strides and storage offset;
 * a smaller element size (float32 -> int8): the last dim grows by the ratio, every other
   stride and the storage offset scale up; the last dim must have stride 1;
-* a larger element size (float32 -> float64): the last dim shrinks by the ratio; it must
-  have stride 1 and a size divisible by the ratio, and every other stride and the storage
-  offset must be divisible by it;
+* a larger element size (float32 -> float64): the last dim shrinks by the ratio; its size
+  and the storage offset must be divisible by the ratio, its stride must be 1 and every other
+  stride divisible by the ratio (checked, and reported, in that order);
 * a 0-dim tensor only changes to a dtype of the same size;
 * the result shares storage and the version counter with the input (a view: ``_base`` is
   set as for every ember view), but it is not differentiable: torch's output has no
@@ -66,10 +66,10 @@ def dtype_view_geometry(shape, strides, offset, src, dst):
     r = b // a
     if shape[-1] % r != 0:
         raise RuntimeError(f"self.size(-1) must be divisible by {r} {_what(src, dst)}, but got {shape[-1]}")
-    if strides[-1] != 1:
-        raise RuntimeError(f"self.stride(-1) must be 1 {_what(src, dst)}, but got {strides[-1]}")
     if offset is not None and offset % r != 0:
         raise RuntimeError(f"self.storage_offset() must be divisible by {r} {_what(src, dst)}, but got {offset}")
+    if strides[-1] != 1:
+        raise RuntimeError(f"self.stride(-1) must be 1 {_what(src, dst)}, but got {strides[-1]}")
     for i, s in enumerate(strides[:-1]):
         if s % r != 0:
             raise RuntimeError(f"self.stride({i}) must be divisible by {r} {_what(src, dst)}, but got {s}")
