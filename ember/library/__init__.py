@@ -88,13 +88,13 @@ def register_fake(op: Union[str, CustomOpDef], func: Optional[Callable] = None, 
 
 
 def register_autograd(op: Union[str, CustomOpDef], backward: Callable, /, *,
-                      setup_context: Optional[Callable] = None) -> None:
+                      setup_context: Optional[Callable] = None, lib=None) -> None:
     """``op.register_autograd(backward, setup_context=...)`` for an op given by object or name."""
     lookup(op).register_autograd(backward, setup_context=setup_context)
 
 
 def register_kernel(op: Union[str, CustomOpDef], device_types: Union[str, Sequence[str]],
-                    func: Optional[Callable] = None, /):
+                    func: Optional[Callable] = None, /, *, lib=None):
     """``op.register_kernel(device_types, func)`` for an op given by object or name."""
     return lookup(op).register_kernel(device_types, func)
 

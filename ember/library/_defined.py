@@ -221,8 +221,15 @@ class DefinedOp(CustomOpDef):
             fn = self._kernel(k)
             if fn is not None and fn is not fallthrough_kernel:
                 return fn
-        if device_type == "meta" and self._fake_fn is not None:
-            return self._fake_fn            # (torch's register_fake also serves the Meta key)
+        if device_type == "meta":
+            if self._fake_fn is not None:
+                return self._fake_fn        # (torch's register_fake also serves the Meta key)
+            raise NotImplementedError(
+                f"{self._qualname}: attempted to run this operator with Meta tensors, but there was no fake impl or "
+                f"Meta kernel registered. You may have run into this message while using an operator with PT2 "
+                f"compilation APIs (torch.compile/torch.export); in order to use this operator with those APIs "
+                f"you'll need to add a fake impl. Please see the following for next steps:  "
+                f"https://pytorch.org/tutorials/advanced/custom_ops_landing_page.html")
         raise _could_not_run(self._qualname, key)
 
     def _implicit(self, device_type: str) -> Optional[Callable]:
@@ -234,6 +241,26 @@ class DefinedOp(CustomOpDef):
         if self._kernel(key) is not None or self._kernel("CompositeExplicitAutograd") is not None:
             return None
         return cia
+
+    def register_kernel(self, device_types, fn: Optional[Callable] = None):
+        """torch's ``register_kernel`` on an op made by ``Library.define``: the kernel goes to the
+        device's backend key ("cpu" -> CPU; None -> CompositeExplicitAutograd), registered for
+        the life of the process."""
+        items = (device_types,) if device_types is None or isinstance(device_types, str) else tuple(device_types)
+        keys = []
+        for d in items:
+            if d is not None and d not in _BACKEND_KEY:
+                raise ValueError(f"{self._qualname}.register_kernel: unknown device type {d!r}; expected one of "
+                                 f"{sorted(_BACKEND_KEY)} or None")
+            keys.append("CompositeExplicitAutograd" if d is None else _BACKEND_KEY[d])
+
+        def inner(f: Callable) -> Callable:
+            if not callable(f):
+                raise TypeError(f"{self._qualname}.register_kernel: expected a function, got {type(f).__name__}")
+            for k in keys:
+                add_kernel(self._qualname, k, f)
+            return f
+        return inner(fn) if fn is not None else inner
 
     @property
     def _fake(self) -> Optional[Callable]:

@@ -625,3 +625,55 @@ def test_triton_op_is_a_traceable_custom_op_and_wrap_triton_refuses():
     np.testing.assert_allclose(got.numpy(), (x.numpy() + y.numpy() * 2) * 2, rtol=1e-5)
     with pytest.raises(NotImplementedError, match="wrap_triton: Triton kernels are not supported"):
         L.wrap_triton(lambda *a: None)
+
+
+def test_library_default_key_register_kernel_and_meta_device_like_torch():
+    torch = pytest.importorskip("torch")
+    a = data(3)
+    res = []
+    for mod in (ember, torch):
+        ns = fresh_ns()
+        lib = lib_of(mod, ns, "DEF")
+        lib.define("f(Tensor x) -> Tensor")
+        keyed = mod.library.Library(ns, "IMPL", "CPU")
+        LIBS.append(keyed)
+        keyed.impl("f", lambda x: x * 2)                     # the library's key: CPU
+        lib.define("g(Tensor x) -> Tensor")
+        mod.library.register_kernel(f"{ns}::g", "cpu", lambda x: x + 10)
+        ops = getattr(mod.ops, ns)
+        x = mod.tensor(a.copy())
+        with pytest.raises(NotImplementedError) as e:
+            ops.f(mod.empty(3, device="meta"))
+        mod.library.register_fake(f"{ns}::f", lambda x: mod.empty_like(x))
+        m = ops.f(mod.empty(2, 5, device="meta"))
+        res.append((repr(keyed).replace(ns, "NS"), ops.f(x).numpy(), ops.g(x).numpy(),
+                    str(e.value).replace(ns, "NS"), (m.device.type, tuple(m.shape))))
+    assert res[0][0] == res[1][0] == "Library(kind=IMPL, ns=NS, dispatch_key=CPU)>"
+    np.testing.assert_allclose(res[0][1], res[1][1])
+    np.testing.assert_allclose(res[0][2], res[1][2])
+    assert res[0][3] == res[1][3]
+    assert res[0][4] == res[1][4] == ("meta", (2, 5))
+
+
+def test_warn_fallback_under_compile_equals_eager():
+    ns = fresh_ns()
+    lib = lib_of(ember, ns, "DEF")
+    lib.define("f(Tensor x) -> Tensor")
+    lib.impl("f", np_sin_kernel(ember), "CPU")
+    L.register_fake(f"{ns}::f", lambda x: ember.empty_like(x))
+    ops = getattr(ember.ops, ns)
+
+    def fn(x, w):
+        return (ops.f(x) * w).sum()
+    a, b = data(4), data(4)
+    grads = []
+    for run in (fn, ember.compile(fn, backend="aot_eager", fullgraph=True)):
+        x, w = ember.tensor(a.copy(), requires_grad=True), ember.tensor(b.copy(), requires_grad=True)
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            run(x, w).backward()
+        assert any("an autograd kernel was not registered" in m for m in messages(rec))
+        grads.append((x.grad, w.grad.numpy()))
+    assert grads[0][0] is None and grads[1][0] is None
+    np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-6)
+    np.testing.assert_allclose(grads[0][1], np.sin(a), rtol=1e-6)
