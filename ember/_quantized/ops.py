@@ -22,7 +22,7 @@ import numbers
 import numpy as np
 
 from .. import types as _t
-from ..tensor import _make, _wrap_dim
+from ..tensor import Tensor, _make, _wrap_dim
 from . import kernels as K
 from .tensor import QuantizedTensor, make_qtensor
 
@@ -265,6 +265,31 @@ def _resample(q, mats, name):
     return _like(q, _avg_round(total, count, q.dtype))
 
 
+def _bound(q, v):
+    """The integer of real ``v`` under ``q``'s parameters (torch quantizes the clamp bounds)."""
+    return int(K.quantize_per_tensor(np.asarray([v], np.float32), q._qp.scale, q._qp.zero_point, q.dtype)[0])
+
+
+def clamp(q, min=None, max=None):
+    """Clamp between the quantized bounds: the integers stay on the input's grid."""
+    if q._qp.per_channel:
+        raise NotImplementedError("ember.quantization: clamp of a per-channel quantized tensor is not supported")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        raise NotImplementedError("ember.quantization: clamp of a quantized tensor with tensor bounds is not "
+                                  "supported")
+    if min is None and max is None:
+        raise RuntimeError("At least one of 'min' or 'max' must not be None")
+    lo = None if min is None else _bound(q, float(min))
+    hi = None if max is None else _bound(q, float(max))
+    return _like(q, np.clip(q._irepr, lo, hi))
+
+
+def threshold(q, threshold, value):
+    """``x if x > threshold else value`` (compared in real numbers, ``value`` quantized)."""
+    keep = q.dequantize()._data > np.float32(threshold)
+    return _like(q, np.where(keep, q._irepr, np.asarray(_bound(q, float(value)), q._irepr.dtype)))
+
+
 def _routed_max(q):
     return _extreme(q, "max")
 
@@ -279,5 +304,6 @@ ROUTED = {
     "max_dim": lambda q, dim, keepdim=False: _extreme_dim(q, dim, keepdim, "max"),
     "min_dim": lambda q, dim, keepdim=False: _extreme_dim(q, dim, keepdim, "min"),
     "mean": mean, "max_pool_with_indices": max_pool, "avg_pool": avg_pool, "_resample": _resample,
+    "clamp": clamp, "hardtanh": lambda q, min_val=-1.0, max_val=1.0: clamp(q, min_val, max_val),
 }
 

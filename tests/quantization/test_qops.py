@@ -100,3 +100,51 @@ def test_errors_as_torch():
         assert str(ee.value) == str(te.value)
     with pytest.raises(NotImplementedError, match="qscheme"):
         ember.cat([e, ember.randn(2, 3)])
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_quantized_functional(seed):
+    rng = np.random.default_rng(20 + seed)
+    eqf, tqf = ember.nn.quantized.functional, torch.ao.nn.quantized.functional
+    assert eqf.max_pool2d is ember.ao.nn.quantized.functional.max_pool2d
+    e, t = _q(rng, (2, 3, 6, 7))
+    _same(eqf.max_pool2d(e, 2), tqf.max_pool2d(t, 2))
+    _same(eqf.max_pool1d(e[0], 3, 2), tqf.max_pool1d(t[0], 3, 2))
+    _same(eqf.avg_pool2d(e, 3, 2, 1), tqf.avg_pool2d(t, 3, 2, 1))
+    _same(eqf.adaptive_avg_pool2d(e, (4, 3)), tqf.adaptive_avg_pool2d(t, (4, 3)))
+    for lo, hi in ((-1.0, 1.0), (-0.123, 2.777)):
+        _same(eqf.clamp(e, lo, hi), tqf.clamp(t, lo, hi))
+        _same(eqf.hardtanh(e, lo, hi), tqf.hardtanh(t, lo, hi))
+        _same(ember.clamp(e, lo, hi), torch.clamp(t, lo, hi))
+        _same(eqf.threshold(e, lo, hi), tqf.threshold(t, lo, hi))
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3
+    b = rng.standard_normal(4).astype(np.float32)
+    ew = ember.quantize_per_tensor(ember.tensor(w), 0.01, 0, ember.qint8)
+    tw = torch.quantize_per_tensor(torch.tensor(w), 0.01, 0, torch.qint8)
+    eo = eqf.conv2d(e, ew, ember.tensor(b), padding=1, scale=0.2, zero_point=100)
+    to = tqf.conv2d(t, tw, torch.tensor(b), padding=1, scale=0.2, zero_point=100)
+    d = np.abs(eo.int_repr().numpy().astype(int) - to.int_repr().numpy().astype(int))
+    assert d.max() <= 1 and (d > 0).mean() < 0.02          # fbgemm's requantization (as nn.quantized.Conv2d)
+    wl = rng.standard_normal((5, 7)).astype(np.float32) * 0.3
+    el = eqf.linear(e, ember.quantize_per_tensor(ember.tensor(wl), 0.01, 0, ember.qint8), None, 0.3, 60)
+    tl = tqf.linear(t, torch.quantize_per_tensor(torch.tensor(wl), 0.01, 0, torch.qint8), None, 0.3, 60)
+    d = np.abs(el.int_repr().numpy().astype(int) - tl.int_repr().numpy().astype(int))
+    assert d.max() <= 1 and (d > 0).mean() < 0.02
+
+
+def test_quantized_functional_errors():
+    eqf, tqf = ember.nn.quantized.functional, torch.ao.nn.quantized.functional
+    x = np.ones((1, 1, 4, 4), np.float32)
+    for name, args in (("avg_pool2d", (2,)), ("adaptive_avg_pool2d", (1,)), ("clamp", (0.0, 1.0)),
+                       ("hardtanh", ()), ("threshold", (0.0, 1.0))):
+        with pytest.raises(ValueError) as te:
+            getattr(tqf, name)(torch.tensor(x), *args)
+        with pytest.raises(ValueError, match=str(te.value).replace(".", r"\.")):
+            getattr(eqf, name)(ember.tensor(x), *args)
+    q = ember.quantize_per_tensor(ember.tensor(x), 0.1, 0, ember.quint8)
+    with pytest.raises(NotImplementedError, match="return_indices is not yet implemented!"):
+        eqf.max_pool2d(q, 2, return_indices=True)
+    with pytest.raises(NotImplementedError, match="Only torch.qint8 is supported for weight tensor!"):
+        eqf.conv2d(q, q, None)
+    with pytest.raises(NotImplementedError, match="interpolate"):
+        eqf.interpolate(q, scale_factor=2)

@@ -1,0 +1,109 @@
+"""``ember.ao.nn.quantized.functional`` (alias ``ember.nn.quantized.functional``): functions on
+quantized tensors, as ``torch.ao.nn.quantized.functional``. They check what torch checks and run
+the integer kernels of ember/_quantized/ops.py (pooling, clamps) or the quantized Linear /
+Conv2d modules' arithmetic (``linear``, ``conv2d``); the functions torch has that ember does not
+raise NotImplementedError naming them."""
+from __future__ import annotations
+
+import ember
+from ember._quantized import ops as _qops
+from ember._quantized.tensor import QuantizedTensor
+
+__all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv2d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
+           "threshold", "clamp"]
+
+_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "interpolate", "celu", "leaky_relu",
+                "hardswish", "elu", "hardsigmoid", "upsample", "upsample_bilinear", "upsample_nearest")
+
+
+def _need_quantized(input, name):
+    if not getattr(input, "is_quantized", False):
+        raise ValueError(f"Input to '{name}' must be quantized!")
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    _need_quantized(input, "quantized.avg_pool2d")
+    return ember.nn.functional.avg_pool2d(input, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                                          divisor_override)
+
+
+def adaptive_avg_pool2d(input, output_size):
+    _need_quantized(input, "quantized.functional.adaptive_avg_pool2d")
+    return _qops.adaptive_avg_pool2d(input, output_size)
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("return_indices is not yet implemented!")
+    stride = [] if stride is None else stride
+    return ember.nn.functional.max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+    if return_indices:
+        raise NotImplementedError("return_indices is not yet implemented!")
+    stride = [] if stride is None else stride
+    return ember.nn.functional.max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    _need_quantized(input, "quantized.hardtanh")
+    if inplace:
+        raise NotImplementedError("ember.quantization: in-place hardtanh of a quantized tensor is not supported")
+    return _qops.clamp(input, min_val, max_val)
+
+
+def threshold(input, threshold, value):
+    _need_quantized(input, "quantized.threshold")
+    if threshold is None:
+        raise ValueError("Input to 'threshold' must be specified!")
+    if value is None:
+        raise ValueError("Input to 'value' must be specified!")
+    return _qops.threshold(input, threshold, value)
+
+
+def clamp(input, min_, max_):
+    _need_quantized(input, "quantized.clamp")
+    return _qops.clamp(input, min_, max_)
+
+
+def linear(input, weight, bias=None, scale=None, zero_point=None):
+    """quint8 ``input`` x qint8 ``weight`` (+ float bias) -> quint8 with ``scale`` / ``zero_point``
+    (the input's when None), as the quantized Linear module computes it."""
+    from .modules.static import Linear
+    scale = input.q_scale() if scale is None else scale
+    zero_point = input.q_zero_point() if zero_point is None else zero_point
+    if not isinstance(weight, QuantizedTensor) or weight.dtype is not ember.qint8:
+        raise RuntimeError(f"quantized::linear_prepack: expected a qint8 weight, got "
+                           f"{getattr(weight, 'dtype', type(weight).__name__)}")
+    out_f, in_f = weight.shape
+    mod = Linear(in_f, out_f, bias_=bias is not None)
+    mod.set_weight_bias(weight, bias)
+    mod.scale, mod.zero_point = float(scale), int(zero_point)
+    return mod(input)
+
+
+def conv2d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
+           zero_point=0, dtype=None):
+    """Quantized 2-d convolution (quint8 NCHW input, qint8 weight, float bias), as nn.quantized.Conv2d."""
+    from .modules.static import Conv2d
+    if padding_mode != "zeros":
+        raise NotImplementedError("Only zero-padding is supported!")
+    if input.dtype is not ember.quint8:
+        raise NotImplementedError("Only torch.quint8 is supported for activation tensor!")
+    if weight.dtype is not ember.qint8:
+        raise NotImplementedError("Only torch.qint8 is supported for weight tensor!")
+    if input.ndim != 4:
+        raise ValueError("Input shape must be `(N, C, H, W)`!")
+    out_c, in_c_g, kh, kw = weight.shape
+    mod = Conv2d(in_c_g * groups, out_c, (kh, kw), stride, padding, dilation, groups, bias is not None)
+    mod.set_weight_bias(weight, bias)
+    mod.scale, mod.zero_point = float(scale), int(zero_point)
+    return mod(input)
+
+
+def __getattr__(name):
+    if name in _UNSUPPORTED:
+        raise NotImplementedError(f"ember.quantization: ember.nn.quantized.functional.{name} is not supported")
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
