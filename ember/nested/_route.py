@@ -138,7 +138,30 @@ def _cat(op, args):
     return NotImplemented
 
 
-_STRUCTURAL = {"softmax": _softmax, "log_softmax": _softmax, "native_layer_norm": _native_layer_norm,
+def _wrapped_dim(nt, dim):
+    from ._tensor import _wrap
+    return _wrap(dim, nt.dim())
+
+
+def _select(op, args):
+    from ._index import select
+    return select(args[0], _wrapped_dim(args[0], args[1]), args[2])
+
+
+def _unsqueeze(op, args):
+    from ._index import unsqueeze
+    from ._tensor import _wrap
+    return unsqueeze(args[0], _wrap(args[1], args[0].dim() + 1))
+
+
+def _slice(op, args):
+    from ._index import slice_dim
+    self, dim, start, end, step = args
+    return slice_dim(self, _wrapped_dim(self, dim), slice(start, end, step))
+
+
+_STRUCTURAL = {"select": _select, "unsqueeze": _unsqueeze, "slice": _slice,
+               "softmax": _softmax, "log_softmax": _softmax, "native_layer_norm": _native_layer_norm,
                "linear": _linear, "matmul": _matmul, "bmm": _bmm, "cat": _cat}
 
 

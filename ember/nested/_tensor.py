@@ -201,7 +201,9 @@ class NestedTensor(Tensor):
 
     def is_contiguous(self, memory_format=None):
         # (torch: a jagged tensor made with lengths= is never contiguous, even without holes)
-        return self._perm is None and self._lengths_t is None and self._gapless()
+        # (torch: a select / slice view of the values is not contiguous either)
+        return (self._perm is None and self._lengths_t is None and self._gapless()
+                and self._vals.is_contiguous())
 
     def _gapless(self):
         if len(self._lens) == 0:
@@ -227,14 +229,18 @@ class NestedTensor(Tensor):
         return len(self._lens)
 
     def __getitem__(self, index):
-        """``nt[i]``: component ``i`` (as torch); other indexing is not supported."""
+        """``nt[i]`` (component ``i``), ``nt[i, ...]`` (indexing into it), ``nt[..., k]`` /
+        ``nt[..., a:b]`` / ``nt[..., None]`` on regular dims: what torch accepts (see _index)."""
         if isinstance(index, (int, np.integer)) and not isinstance(index, bool):
-            b = len(self._lens)
-            if not -b <= index < b:
-                raise IndexError(f"index {index} is out of bounds for dimension 0 with size {b}")
-            return self._component(int(index) % b)
-        raise NotImplementedError(f"ember.nested: indexing a nested tensor with {type(index).__name__} is not "
-                                  f"supported (only an integer, which selects one component)")
+            return self._component_at(int(index))
+        from ._index import getitem
+        return getitem(self, index)
+
+    def _component_at(self, index):
+        b = len(self._lens)
+        if not -b <= index < b:
+            raise IndexError(f"index {index} is out of bounds for dimension 0 with size {b}")
+        return self._component(index % b)
 
     def __iter__(self):
         return iter(self.unbind())

@@ -29,7 +29,9 @@ def test_metadata_and_unbind(layout, seed):
     assert_nested_close(e, t)
     for i in (0, -1, len(lens) // 2):
         np.testing.assert_array_equal(as_np(e[i]), t[i].detach().numpy())
-    with pytest.raises(NotImplementedError, match="indexing a nested tensor"):
+    with pytest.raises((NotImplementedError, RuntimeError)) as te:     # torch refuses a slice of dim 0
+        t[:, 0]
+    with pytest.raises(te.type, match="slice"):
         e[:, 0]
     if layout == "jagged":
         assert re.sub(r"j\d+", "j", str(e.shape)) == re.sub(r"j\d+", "j", str(t.shape)).replace("torch.", "ember.")
