@@ -322,7 +322,7 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
         val_of[(kind, key)] = n.meta.get("val")
 
     def add_ph(kind, key, name, t):
-        node = g.placeholder(name)
+        node = _placeholder(g, name)
         v = val_of.get((kind, key))
         node.meta["val"] = v if v is not None else _fake_like(t)
         ph[(kind, key)] = node
@@ -421,6 +421,28 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
                            module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph,
                            state_aliases=_state_aliases(mod, param_of, buffer_of))
+
+
+def _placeholder(g, name):
+    """A placeholder called exactly ``name`` when that is only a builtin's name (``input``: torch
+    names it so, and ONNX export takes its input names from here); FX's namespace would make it
+    ``input_1``. A parameter of the generated ``forward`` may shadow a builtin: its code never
+    calls one by that name."""
+    node = g.placeholder(name)
+    if node.name != name:
+        _rename_placeholder(g, node, name)
+    return node
+
+
+def _rename_placeholder(g, node, name):
+    """Give ``node`` the builtin's name ``name`` if it is free (see ``_placeholder``)."""
+    import builtins
+    import keyword
+    if name.isidentifier() and not keyword.iskeyword(name) and name in builtins.__dict__ \
+            and not g._namespace.is_used(name):
+        g._namespace.release(node.name)
+        g._namespace.mark_used(name)
+        node.name = node.target = name
 
 
 def _state_aliases(mod, param_of, buffer_of):

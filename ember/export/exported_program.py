@@ -138,7 +138,7 @@ class ExportedProgram:
         """A new program whose graph is decomposed to ember's prims (``decomp_table``: op ->
         function, default ``default_decompositions()``; an op missing from the table stays whole),
         traced again functionally."""
-        from ._trace import _trace_functional
+        from ._trace import _placeholder, _trace_functional
         from ..fx.graph import Graph
         from ..fx.graph_module import GraphModule
         from ..ops import api as _api
@@ -172,7 +172,7 @@ class ExportedProgram:
         val = {}
         new_phs = [n for n in joint.gm.graph.nodes if n.op == "placeholder"]
         for old, new in zip(phs, new_phs):
-            p = g.placeholder(old.name)
+            p = _placeholder(g, old.name)
             p.meta["val"] = old.meta["val"]
             val[new] = p
         consts = {}

@@ -51,9 +51,16 @@ def save(ep, f, *, pickle_protocol: int = DEFAULT_PICKLE_PROTOCOL) -> None:
     env = ep._shape_env
     saved_meta = dict(gm.meta)
     gm.meta.pop("shape_env", None)     # (rebuilt on load from the symbols and guards below)
+    # placeholders named like a builtin (``input``) are stored under a plain name: the graph
+    # pickler rebuilds nodes through FX's namespace, which refuses builtin names
+    builtin_named = [n for n in gm.graph.nodes if n.op == "placeholder" and _is_builtin_name(n.name)]
+    for n in builtin_named:
+        n.name = n.target = n.name + _BUILTIN_SUFFIX
     try:
         blob = graph_blob(gm, symbolic=env is not None)
     finally:
+        for n in builtin_named:
+            n.name = n.target = n.name[:-len(_BUILTIN_SUFFIX)]
         gm.meta.clear()
         gm.meta.update(saved_meta)
     if blob is None:
@@ -85,6 +92,14 @@ def save(ep, f, *, pickle_protocol: int = DEFAULT_PICKLE_PROTOCOL) -> None:
             fh.write(data)
     else:
         f.write(data)
+
+
+_BUILTIN_SUFFIX = "__builtin_name"
+
+
+def _is_builtin_name(name):
+    import builtins
+    return name in builtins.__dict__
 
 
 def _shape_env(symbols, guards):
@@ -122,6 +137,14 @@ def load(f):
     spec = spec_from_record if rec["format"] == FORMAT else (lambda s: s)
     env = _shape_env(rec["symbols"], rec["guards"]) if rec["symbols"] is not None else None
     gm = _load_graph(rec["graph"], env)
+    from ._trace import _rename_placeholder
+    renamed = False
+    for n in list(gm.graph.nodes):
+        if n.op == "placeholder" and n.name.endswith(_BUILTIN_SUFFIX):
+            _rename_placeholder(gm.graph, n, n.name[:-len(_BUILTIN_SUFFIX)])
+            renamed = True
+    if renamed:
+        gm.recompile()
     gm.meta["shape_env"] = env
     rc = {}
     if env is not None:

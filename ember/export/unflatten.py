@@ -410,17 +410,18 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
 
     def build(scope):
         from ..fx.graph import Graph
+        from ._trace import _placeholder
         g = Graph()
         env: Dict[Any, Any] = {}
         attrs: Dict[Any, Any] = {}
         if scope.parent is None:
             for n in user_phs:
-                p = g.placeholder(n.name)
+                p = _placeholder(g, n.name)
                 p.meta = dict(n.meta)
                 env[n] = p
         else:
             for a in scope.inputs:
-                p = g.placeholder(a.name)
+                p = _placeholder(g, a.name)
                 p.meta = {k: v for k, v in a.meta.items() if k == "val"}
                 env[a] = p
 

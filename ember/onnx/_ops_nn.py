@@ -305,12 +305,57 @@ def _avg_pool(ctx, args, kwargs):
     ceil = arg(args, kwargs, 4, "ceil_mode", False)
     include_pad = arg(args, kwargs, 5, "count_include_pad", True)
     divisor = arg(args, kwargs, 6, "divisor_override", None)
-    if divisor is not None:
-        raise ctx.unsupported("avg_pool divisor_override")
     attrs = _pool_attrs(ctx, x, kernel, stride, padding)
-    if ceil:
-        raise ctx.unsupported("avg_pool ceil_mode=True (ONNX counts the windows that overhang differently)")
+    if ceil or divisor is not None:
+        return _avg_pool_by_sums(ctx, x, attrs, bool(ceil), bool(include_pad), divisor)
     return ctx.op("AveragePool", [x.name], count_include_pad=int(bool(include_pad)), **attrs)
+
+
+def _pool_out_size(n, k, s, p, ceil):
+    """torch's pooled length: with ``ceil_mode`` the last window may overhang the right padding,
+    but must start inside the input or its left padding."""
+    span = n + 2 * p - k
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= n + p:
+        out -= 1
+    return out
+
+
+def _avg_pool_by_sums(ctx, x, attrs, ceil, include_pad, divisor):
+    """avg_pool with ``ceil_mode`` or ``divisor_override`` (ONNX's AveragePool counts an overhanging
+    window's divisor its own way and has no override): the window sums (AveragePool over the
+    zero-padded input, times the window size) divided by torch's divisor per output position --
+    the override, or the count of window cells inside the padded input (``count_include_pad``)
+    or inside the input. The divisors are constants, so the pooled dims must be static."""
+    n = x.rank - 2
+    ins = [x.shape[x.rank - n + i] for i in range(n)]
+    if not all(is_static(d) for d in ins):
+        raise ctx.unsupported("avg_pool with ceil_mode/divisor_override over a dynamic spatial dimension")
+    ins = [int(d) for d in ins]
+    k, st, p = attrs["kernel_shape"], attrs["strides"], attrs["pads"][:n]
+    outs = [_pool_out_size(L, kk, ss, pp, ceil) for L, kk, ss, pp in zip(ins, k, st, p)]
+    right = [max((o - 1) * ss + kk - L - pp, 0) for o, ss, kk, L, pp in zip(outs, st, k, ins, p)]
+    pads = [0] * (x.rank - n) + list(p) + [0] * (x.rank - n) + right
+    padded = ctx.op("Pad", [x.name, ctx.b.int64s(pads)], name=f"{ctx.node.name}_pad") if any(pads) else x.name
+    mean = ctx.op("AveragePool", [padded], kernel_shape=list(k), strides=list(st), name=f"{ctx.node.name}_mean")
+    # AveragePool over the padded input may yield extra trailing windows (right padding beyond need)
+    got = [(L + pp + r - kk) // ss + 1 for L, pp, r, kk, ss in zip(ins, p, right, k, st)]
+    if got != outs:
+        mean = ctx.op("Slice", [mean, ctx.b.int64s([0] * n), ctx.b.int64s(outs),
+                                ctx.b.int64s(list(range(x.rank - n, x.rank)))], name=f"{ctx.node.name}_crop")
+    dt = _np(x.dtype)
+    window = float(np.prod(k))
+    if divisor is not None:
+        scale = np.asarray(window / float(divisor), dtype=dt)
+    else:
+        counts = np.ones((), dtype=np.float64)
+        for L, kk, ss, pp, o in zip(ins, k, st, p, outs):
+            lo, hi = (-pp, L + pp) if include_pad else (0, L)
+            starts = np.arange(o) * ss - pp
+            c = np.clip(starts + kk, lo, hi) - np.clip(starts, lo, hi)
+            counts = np.multiply.outer(counts, c.astype(np.float64))
+        scale = (window / counts).astype(dt)
+    return ctx.op("Mul", [mean, ctx.b.const(scale, dt, "avg_pool_scale")])
 
 
 @register("adaptive_avg_pool", "adaptive_avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool1d")
@@ -326,8 +371,32 @@ def _adaptive_avg_pool(ctx, args, kwargs):
     if all(is_static(s) and int(s) % o == 0 for s, o in zip(ins, out)):   # equal windows: a plain pool
         k = [int(s) // o for s, o in zip(ins, out)]
         return ctx.op("AveragePool", [x.name], kernel_shape=k, strides=k)
+    if all(is_static(s) for s in ins) and n in (1, 2):
+        return _adaptive_avg_by_matmul(ctx, x, [int(s) for s in ins], out)
     raise ctx.unsupported(f"adaptive_avg_pool with output size {out} that does not divide the input size "
-                          f"{[str(s) for s in ins]}")
+                          f"{[str(s) for s in ins]} (supported for static 1-d and 2-d inputs)")
+
+
+def _adaptive_windows(n_in, n_out, dtype):
+    """(n_out, n_in) matrix averaging torch's adaptive windows: output i covers
+    ``[floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out))``."""
+    a = np.zeros((n_out, n_in), dtype=np.float64)
+    for i in range(n_out):
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return a.astype(dtype)
+
+
+def _adaptive_avg_by_matmul(ctx, x, ins, out):
+    """Uneven adaptive windows as constant averaging matrices: ``x @ W^T`` over the last dim and
+    ``H @ (...)`` over the one before (MatMul broadcasts over the batch and channel dims)."""
+    dt = _np(x.dtype)
+    w = _adaptive_windows(ins[-1], out[-1], dt).T
+    y = ctx.op("MatMul", [x.name, ctx.b.const(w, dt, "adaptive_w")], name=f"{ctx.node.name}_w")
+    if len(ins) == 2:
+        h = _adaptive_windows(ins[0], out[0], dt)
+        y = ctx.op("MatMul", [ctx.b.const(h, dt, "adaptive_h"), y], name=f"{ctx.node.name}_h")
+    return y
 
 
 # ---- embedding and attention

@@ -199,6 +199,62 @@ def _static_split(ctx, x, dim, sizes):
         else [ctx.op("Identity", [x.name])]
 
 
+def _used_outputs(node) -> int:
+    """How many leading outputs of a multi-output node the graph reads (``getitem`` users)."""
+    idx = [u.args[1] for u in node.users if u.op == "call_function" and u.target is operator.getitem]
+    if len(idx) != len(node.users):
+        return -1
+    return max(idx) + 1 if idx else 0
+
+
+def _dynamic_split(ctx, name, x, dim, spec):
+    """``split`` along a dimension whose size is symbolic: each piece is a ``Slice`` from the sum
+    of the sizes before it (ints, or symbolic sizes computed by the graph), the last one clamped
+    by ``Slice`` to the end -- so the pieces are right for every size of that dimension the
+    program's guards allow (the number of pieces was fixed by the trace)."""
+    if name not in ("split", "split_with_sizes"):
+        raise ctx.unsupported(f"{name} along a dynamic dimension (the number of pieces depends on the size)")
+    m = _used_outputs(ctx.node)
+    if m < 0:
+        raise ctx.unsupported(f"{name} along a dynamic dimension whose result is used other than by indexing")
+    axes = ctx.b.int64s([dim])
+    end_of_dim = ctx.b.int64s([_INT64_MAX])
+
+    def times(k, i):
+        if isinstance(k, (int, np.integer)):
+            return int(k) * i
+        return ctx.op("Mul", [ctx.int_tensor(k), ctx.b.int64s([i])], name="split_start")
+
+    def plus(a, b):
+        if isinstance(a, int) and isinstance(b, (int, np.integer)):
+            return a + int(b)
+        return ctx.op("Add", [_as_int_tensor(ctx, a), ctx.int_tensor(b)], name="split_start")
+    starts = []
+    if isinstance(spec, (list, tuple)):
+        if m > len(spec):
+            raise ctx.unsupported(f"{name}: piece {m - 1} of {len(spec)} requested")
+        acc = 0
+        for sz in list(spec)[:m + 1]:
+            starts.append(acc)
+            acc = plus(acc, sz)
+        starts.append(acc)
+    else:
+        starts = [times(spec, i) for i in range(m + 1)]
+    outs = []
+    for i in range(m):
+        st, en = _as_int_tensor(ctx, starts[i]), _as_int_tensor(ctx, starts[i + 1]) if i + 1 < len(starts) \
+            else end_of_dim
+        outs.append(ctx.op("Slice", [x.name, st, en, axes], name=f"{ctx.node.name}_{i}"))
+    return [Value(o, x.dtype, ()) for o in outs]
+
+
+def _as_int_tensor(ctx, v):
+    """A 1-element int64 tensor for an int, a SymValue or an ONNX name already holding one."""
+    if isinstance(v, str):
+        return v
+    return ctx.int_tensor(v)
+
+
 @register("split", "split_with_sizes", "chunk", "tensor_split", "unbind")
 def _split(ctx, args, kwargs):
     name = ctx.node.target.__name__
@@ -207,7 +263,8 @@ def _split(ctx, args, kwargs):
     dim = ctx.norm_dim(arg(args, kwargs, 2 if name != "unbind" else 1, "dim", dim_default), x.rank)
     n = x.shape[dim]
     if not is_static(n):
-        raise ctx.unsupported(f"{name} along a dynamic dimension")
+        return _dynamic_split(ctx, name, x, dim, arg(args, kwargs, 1, "split_size_or_sections",
+                                                     kwargs.get("split_sizes", kwargs.get("chunks"))))
     n = int(n)
     if name == "unbind":
         outs = _static_split(ctx, x, dim, [1] * n)
