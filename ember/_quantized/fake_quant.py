@@ -109,3 +109,53 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     shp = tuple(-1 if d == axis else 1 for d in range(nd))
     return _FakeQuant.apply(input, sc.reshape(shp), zp.astype(np.float64).reshape(shp), int(quant_min),
                             int(quant_max))
+
+
+def _flag_on(t, name):
+    if not isinstance(t, Tensor) or t.numel() < 1:
+        raise TypeError(f"fused_moving_avg_obs_fake_quant(): argument '{name}' must be a one-element Tensor")
+    return bool(np.asarray(t.detach()._data).reshape(-1)[0])
+
+
+def fused_moving_avg_obs_fake_quant(input, observer_on, fake_quant_on, running_min, running_max, scale, zero_point,
+                                    averaging_const, quant_min, quant_max, ch_axis, per_row_fake_quant=False,
+                                    symmetric_quant=False):
+    """torch's fused observer + fake quantization step (what FusedMovingAvgObsFakeQuantize runs):
+    with ``observer_on``, the running min/max move toward this batch's (``running += c * (batch -
+    running)``; a running value still at +-inf takes the batch's) and ``scale`` / ``zero_point`` are
+    recomputed from them (ATen's ChooseQuantizationParams, symmetric on request) -- all four updated
+    in place; with ``fake_quant_on``, ``input`` is fake-quantized with them, else returned as is.
+    ``per_row_fake_quant``: one min/max/scale/zero point per slice along ``ch_axis``."""
+    from . import kernels as K
+    _check_input(input, "fused_moving_avg_obs_fake_quant")
+    for name, t in (("running_min", running_min), ("running_max", running_max), ("scale", scale),
+                    ("zero_point", zero_point)):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"fused_moving_avg_obs_fake_quant(): argument '{name}' must be Tensor, not "
+                            f"{type(t).__name__}")
+    x = np.asarray(input.detach()._data, np.float32)
+    if _flag_on(observer_on, "observer_on") and x.size:
+        if per_row_fake_quant:
+            axis = ch_axis % x.ndim
+            rows = np.moveaxis(x, axis, 0).reshape(x.shape[axis], -1)
+            bmin, bmax = rows.min(axis=1), rows.max(axis=1)
+        else:
+            bmin, bmax = np.float32(x.min()), np.float32(x.max())
+        c = np.float32(averaging_const)
+        old_min = np.asarray(running_min.detach()._data, np.float32)
+        old_max = np.asarray(running_max.detach()._data, np.float32)
+        new_min = np.where(np.isinf(old_min), bmin, (old_min + c * (bmin - old_min)).astype(np.float32))
+        new_max = np.where(np.isinf(old_max), bmax, (old_max + c * (bmax - old_max)).astype(np.float32))
+        running_min.copy_(_make(np.asarray(new_min, np.float32).reshape(old_min.shape), _t.cpu, _t.float32))
+        running_max.copy_(_make(np.asarray(new_max, np.float32).reshape(old_max.shape), _t.cpu, _t.float32))
+        pairs = [K.choose_qparams(a, b, quant_min, quant_max, preserve_sparsity=bool(symmetric_quant))
+                 for a, b in zip(np.atleast_1d(new_min), np.atleast_1d(new_max))]
+        sc = np.array([p[0] for p in pairs], np.float32)
+        zp = np.array([p[1] for p in pairs], np.asarray(zero_point.detach()._data).dtype)
+        scale.copy_(_make(sc.reshape(tuple(scale.shape)), _t.cpu, scale.dtype))
+        zero_point.copy_(_make(zp.reshape(tuple(zero_point.shape)), _t.cpu, zero_point.dtype))
+    if not _flag_on(fake_quant_on, "fake_quant_on"):
+        return input
+    if per_row_fake_quant:
+        return fake_quantize_per_channel_affine(input, scale, zero_point.to(_t.int32), ch_axis, quant_min, quant_max)
+    return fake_quantize_per_tensor_affine(input, scale, zero_point, quant_min, quant_max)

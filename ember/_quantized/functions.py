@@ -16,6 +16,22 @@ from . import schemes as QS
 from .tensor import QParams, QuantizedTensor, make_qtensor
 
 
+_DEPRECATION = ("torch.quantize_per_tensor, torch.quantize_per_channel and other quantized tensor creation functions "
+                "that produce tensors with dtype torch.quint8, torch.qint8, and torch.qint32 are deprecated and will "
+                "be removed in a future PyTorch release. Please see https://github.com/pytorch/pytorch/issues/184982 "
+                "for more information.")
+_warned = [False]
+
+
+def _warn_deprecated_once():
+    """torch 2.13 deprecates making quantized tensors: one UserWarning per process (TORCH_WARN_ONCE),
+    at the first one made; ember's text is torch's (it names torch's functions and issue)."""
+    if not _warned[0]:
+        _warned[0] = True
+        import warnings
+        warnings.warn(_DEPRECATION, UserWarning, stacklevel=3)
+
+
 def _check_qdtype(dtype, fn):
     if not isinstance(dtype, _t.dtype):
         raise TypeError(f"{fn}(): argument 'dtype' must be torch.dtype, not {type(dtype).__name__}")
@@ -78,6 +94,7 @@ def quantize_per_tensor(input, scale, zero_point, dtype):
     scale = _scalar(scale, "scale", float)
     zero_point = _scalar(zero_point, "zero_point", int)
     _check_zero_point(zero_point, dtype, "quantize_tensor_per_tensor_affine")
+    _warn_deprecated_once()
     q = K.quantize_per_tensor(arr, scale, zero_point, dtype)
     return make_qtensor(q, dtype, QParams(QS.per_tensor_affine, scale=scale, zero_point=zero_point))
 
@@ -109,6 +126,7 @@ def quantize_per_channel(input, scales, zero_points, axis, dtype):
     if not zero_points.dtype.is_floating_point:
         for z in zp:
             _check_zero_point(int(z), dtype, "quantize_tensor_per_channel_affine")
+    _warn_deprecated_once()
     q = K.quantize_per_channel(arr, sc, zp, int(axis), dtype)
     return make_qtensor(q, dtype, QParams(QS.per_channel_affine, scales=sc, zero_points=zp, axis=int(axis)))
 
@@ -119,6 +137,7 @@ def quantize_per_tensor_dynamic(input, dtype, reduce_range):
     if dtype not in (_t.qint8, _t.quint8):
         raise RuntimeError(f"dtype {dtype.legacy_name}not supported")
     arr = _float_input(input, "quantize_per_tensor_dynamic")
+    _warn_deprecated_once()
     lo, hi = K.qrange(dtype)
     xmin = float(arr.min()) if arr.size else 0.0
     xmax = float(arr.max()) if arr.size else 0.0

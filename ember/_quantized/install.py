@@ -17,6 +17,16 @@ def _no_cpu_kernel(name):
     return method
 
 
+def _accessor(name):
+    """``ember.q_scale(t)`` ...: the method of the same name (a dense tensor's raises torch's error)."""
+    def fn(input):
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(input).__name__}")
+        return getattr(input, name)()
+    fn.__name__ = fn.__qualname__ = name
+    return fn
+
+
 def _dense_dequantize(self):
     """A dense tensor is its own dequantization (as torch)."""
     return self
@@ -40,6 +50,10 @@ def install(g):
     from . import fake_quant as FQ
     g["fake_quantize_per_tensor_affine"] = FQ.fake_quantize_per_tensor_affine
     g["fake_quantize_per_channel_affine"] = FQ.fake_quantize_per_channel_affine
+    g["fused_moving_avg_obs_fake_quant"] = FQ.fused_moving_avg_obs_fake_quant
+    for name in ("q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
+                 "q_per_channel_axis"):
+        g[name] = _accessor(name)
     Tensor.is_quantized = False
     Tensor.dequantize = _dense_dequantize
     for name in ("int_repr", "q_scale", "q_zero_point", "q_per_channel_scales", "q_per_channel_zero_points",
