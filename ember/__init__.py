@@ -155,7 +155,7 @@ _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
                      "rnn_relu_cell"), "_rnn_functions"),
 }
-_LAZY_MODULES_EXTRA = ("futures", "hub")    # torch.futures, torch.hub (ember/futures.py, ember/hub.py)
+_LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom")    # torch.futures, torch.hub, torch.quasirandom
 
 
 def __getattr__(name):
