@@ -11,7 +11,7 @@ read where that subsystem meets the op:
   whole batch, ``rule(info, in_dims, *args, **kwargs) -> (output, out_dims)``, instead of
   looping over slices (:func:`vmap_with_rule`). A function that *calls* the op inside a vmap
   still runs per slice (ember's vmap is a loop, it has no batched tensors to hand the rule);
-* torch_dispatch: a ``TorchDispatchMode`` of the rule's class (or a subclass) that sees the op
+* torch_dispatch: a ``TorchDispatchMode`` of exactly the rule's class that sees the op
   calls ``rule(mode, func, types, args, kwargs)`` instead of its ``__torch_dispatch__``
   (``CustomOpRecord._torch_dispatch``). Rules for Tensor subclasses are refused: ember has no
   ``__torch_dispatch__`` subclasses.
@@ -157,14 +157,10 @@ def register_torch_dispatch(op: Any, torch_dispatch_class: Any, func: Optional[C
 
 
 def torch_dispatch_rule(custom: Any, mode_cls: type) -> Optional[Callable]:
-    """The rule for the nearest class in ``mode_cls``'s MRO that has one."""
+    """The rule registered for exactly ``mode_cls`` (as torch: a subclass of the registered mode
+    class gets its own ``__torch_dispatch__``, not the rule)."""
     rules = custom._dispatch_rules
-    if not rules:
-        return None
-    for cls in mode_cls.__mro__:
-        if cls in rules:
-            return rules[cls]
-    return None
+    return rules.get(mode_cls) if rules else None
 
 
 # ---------------------------------------------------------------------------- triton

@@ -11,11 +11,19 @@ impl ``get_ctx()`` returns None, as torch's does.
 from __future__ import annotations
 
 import contextlib
+import threading
 from typing import Any, List, Optional
 
 from .._fake import DataDependentOutputError
 
-_STACK: List["FakeImplCtx"] = []
+class _Stack(threading.local):
+    """The fake impls running in this thread, innermost last."""
+
+    def __init__(self):
+        self.items: List["FakeImplCtx"] = []
+
+
+_STACK = _Stack()
 
 
 class FakeImplCtx:
@@ -41,13 +49,14 @@ class FakeImplCtx:
 
 def get_ctx() -> Optional[FakeImplCtx]:
     """The ``FakeImplCtx`` of the fake impl now running; None outside one."""
-    return _STACK[-1] if _STACK else None
+    items = _STACK.items
+    return items[-1] if items else None
 
 
 @contextlib.contextmanager
 def running(qualname: str, shape_env: Any):
-    _STACK.append(FakeImplCtx(qualname, shape_env))
+    _STACK.items.append(FakeImplCtx(qualname, shape_env))
     try:
         yield
     finally:
-        _STACK.pop()
+        _STACK.items.pop()

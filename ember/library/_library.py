@@ -93,6 +93,7 @@ class Library:
         if alias_analysis not in _ALIAS_ANALYSIS:
             raise RuntimeError(f"Invalid alias_analysis type {alias_analysis}")
         _check_tags(tags)
+        _refuse_builtin_namespace(self.ns, "define")
         sch = parse_definition(self.ns, schema)
         q = sch.qualname
         old = _custom_op.OPS.get(q)
@@ -123,6 +124,7 @@ class Library:
             raise NotImplementedError("ember.library: Library.impl(..., with_keyset=True) is not supported (ember "
                                       "has no DispatchKeySet to pass to the kernel)")
         key = check_dispatch_key(dispatch_key or self.dispatch_key, "Library.impl")
+        _refuse_builtin_namespace(self.ns, "impl")
         q = self._qualname(op_name, "impl")
         if fn is fallthrough_kernel and not key.startswith("Autograd"):
             raise NotImplementedError(f"ember.library: fallthrough_kernel is supported for the Autograd keys only, "
@@ -206,10 +208,18 @@ def _undo(registrations: List[Tuple]) -> None:
 
 def _check_tags(tags: Any) -> None:
     items = tags if isinstance(tags, (tuple, list)) else (tags,)
-    for t in items:
-        if type(t).__name__ != "Tag":
-            raise TypeError(f"define(): tags must be ember.Tag values (or a tuple of them), got "
-                            f"{type(t).__name__}")
+    if items:
+        raise NotImplementedError(f"ember.library: operator tags (define(..., tags={tags!r})) are not supported; "
+                                  f"ember has no torch.Tag -- pass tags=()")
+
+
+def _refuse_builtin_namespace(ns: str, what: str) -> None:
+    """ember's own operators are registry records with array kernels, not dispatch tables: a
+    kernel registered for one of them would never run (a silent no-op), so it is refused."""
+    if ns in ("aten", "prims", "prim"):
+        raise NotImplementedError(f"ember.library: Library.{what} in the namespace {ns!r} is not supported "
+                                  f"(ember's built-in operators cannot be redefined or given new kernels); use "
+                                  f"a namespace of your own")
 
 
 # ---------------------------------------------------------------------------- module level

@@ -580,37 +580,49 @@ def test_register_vmap_rule_is_used_by_vmap_like_torch():
     assert res[0][1] == res[1][1] == [(4, "error", (1, None))] * 2
 
 
-def test_register_torch_dispatch_rule_for_a_mode():
-    from ember.utils._python_dispatch import TorchDispatchMode
+def test_register_torch_dispatch_rule_for_a_mode_like_torch():
+    torch = pytest.importorskip("torch")
+    from importlib import import_module
+    a = data(3)
+    res = []
+    for mod in (ember, torch):
+        TorchDispatchMode = import_module(mod.__name__ + ".utils._python_dispatch").TorchDispatchMode
+        ns = fresh_ns()
+        lib = lib_of(mod, ns, "DEF")
+        lib.define("f(Tensor x) -> Tensor")
+        lib.impl("f", lambda x: mod.from_numpy(x.numpy() * 2), "CPU")
+        lib.define("g(Tensor x) -> Tensor")
+        lib.impl("g", lambda x: mod.from_numpy(x.numpy() + 1), "CPU")
+        seen = []
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None, seen=seen):
+                seen.append(str(func).replace(ns, "NS"))
+                return func(*args, **(kwargs or {}))
+
+        class SubMode(Mode):
+            pass
+
+        @mod.library.register_torch_dispatch(f"{ns}::f", Mode)
+        def _(mode, func, types, args, kwargs, seen=seen):
+            seen.append(("rule", str(func).replace(ns, "NS"), type(mode).__name__, types, kwargs))
+            return func(*args, **kwargs) * 10
+        x = mod.tensor(a.copy())
+        outs = []
+        for cls in (Mode, SubMode):         # the rule serves exactly its class
+            with cls():
+                pair = (getattr(mod.ops, ns).f(x), getattr(mod.ops, ns).g(x))
+            outs.append(tuple(t.numpy() for t in pair))
+        res.append((outs, seen))
+    for (ef, eg), (tf, tg) in zip(res[0][0], res[1][0]):
+        np.testing.assert_allclose(ef, tf, rtol=1e-6)
+        np.testing.assert_allclose(eg, tg, rtol=1e-6)
+    np.testing.assert_allclose(res[0][0][0][0], a * 20, rtol=1e-6)
+    assert res[0][1] == res[1][1]
     ns = fresh_ns()
-    lib = lib_of(ember, ns, "DEF")
-    lib.define("f(Tensor x) -> Tensor")
-    lib.impl("f", lambda x: ember.from_numpy(x.numpy() * 2), "CPU")
-    lib.define("g(Tensor x) -> Tensor")
-    lib.impl("g", lambda x: ember.from_numpy(x.numpy() + 1), "CPU")
-    seen = []
-
-    class Mode(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            seen.append(str(func))
-            return func(*args, **(kwargs or {}))
-
-    class SubMode(Mode):
-        pass
-
-    @L.register_torch_dispatch(f"{ns}::f", Mode)
-    def _(mode, func, types, args, kwargs):
-        seen.append(("rule", str(func), type(mode).__name__))
-        return func(*args, **kwargs) * 10
-    x = ember.tensor(data(3))
-    with SubMode():
-        y = getattr(ember.ops, ns).f(x)
-        z = getattr(ember.ops, ns).g(x)
-    np.testing.assert_allclose(y.numpy(), x.numpy() * 20, rtol=1e-6)
-    np.testing.assert_allclose(z.numpy(), x.numpy() + 1, rtol=1e-6)
-    assert ("rule", f"{ns}.f.default", "SubMode") in seen and f"{ns}.g.default" in seen
+    lib_of(ember, ns, "DEF").define("h(Tensor x) -> Tensor")
     with pytest.raises(NotImplementedError, match="register_torch_dispatch: only TorchDispatchMode"):
-        L.register_torch_dispatch(f"{ns}::f", ember.Tensor, lambda *a: None)
+        L.register_torch_dispatch(f"{ns}::h", ember.Tensor, lambda *a: None)
 
 
 def test_triton_op_is_a_traceable_custom_op_and_wrap_triton_refuses():
@@ -677,3 +689,27 @@ def test_warn_fallback_under_compile_equals_eager():
     assert grads[0][0] is None and grads[1][0] is None
     np.testing.assert_allclose(grads[1][1], grads[0][1], rtol=1e-6)
     np.testing.assert_allclose(grads[0][1], np.sin(a), rtol=1e-6)
+
+
+def test_what_ember_refuses_instead_of_ignoring():
+    aten = lib_of(ember, "aten", "IMPL")
+    with pytest.raises(NotImplementedError, match="built-in operators cannot be redefined"):
+        aten.impl("sin", lambda x: x, "CPU")          # would never run: refused, not ignored
+    with pytest.raises(RuntimeError, match="^Only a single TORCH_LIBRARY"):
+        ember.library.Library("aten", "DEF")
+    ns = fresh_ns()
+    with pytest.raises(NotImplementedError, match="operator tags"):
+        L.define(f"{ns}::f", "(Tensor x) -> Tensor", tags=("pt2_compliant_tag",))
+
+    @L.custom_op(f"{ns}::made_by_custom_op", mutates_args=())
+    def made(x: ember.Tensor) -> ember.Tensor:
+        return x * 2
+    frag = lib_of(ember, ns, "FRAGMENT")
+    with pytest.raises(NotImplementedError, match="register_kernel"):
+        frag.impl("made_by_custom_op", lambda x: x, "CPU")
+    with pytest.raises(RuntimeError, match="^Tried to register an operator"):
+        frag.define("made_by_custom_op(Tensor x) -> Tensor")
+    with pytest.raises(TypeError, match=r"f\(\) missing a required argument: 'x'"):
+        frag.define("f(Tensor x) -> Tensor")
+        frag.impl("f", lambda x: x, "CPU")
+        getattr(ember.ops, ns).f()
