@@ -573,7 +573,10 @@ def test_register_vmap_rule_is_used_by_vmap_like_torch():
         op = getattr(mod.ops, ns).rowsum
         x = mod.tensor(a.copy())
         outs = [mod.func.vmap(op, in_dims=(1, None), out_dims=d)(x, 2.0).numpy() for d in (0, 1)]
-        res.append((outs, calls))
+        n = len(calls)
+        # a function calling the op: torch batches it with the rule, ember runs it per slice -- equal values
+        outs.append(mod.func.vmap(lambda t: op(t, 0.5) + 1, in_dims=2)(x).numpy())
+        res.append((outs, calls[:n]))
     for e, t in zip(res[0][0], res[1][0]):
         assert e.shape == t.shape
         np.testing.assert_allclose(e, t, rtol=1e-5)
@@ -713,3 +716,29 @@ def test_what_ember_refuses_instead_of_ignoring():
         frag.define("f(Tensor x) -> Tensor")
         frag.impl("f", lambda x: x, "CPU")
         getattr(ember.ops, ns).f()
+
+
+def test_list_and_optional_arguments_eager_compiled_and_opcheck():
+    ns = fresh_ns()
+    lib = lib_of(ember, ns, "DEF")
+    lib.define("wsum(Tensor[] xs, Tensor? w=None, float[] c=[1.0, 2.0]) -> (Tensor, Tensor)")
+
+    def kernel(xs, w=None, c=(1.0, 2.0)):
+        acc = sum(x.numpy() * ci for x, ci in zip(xs, c))
+        if w is not None:
+            acc = acc * w.numpy()
+        return ember.from_numpy(acc.astype(np.float32)), ember.from_numpy(acc.sum(-1).astype(np.float32))
+    lib.impl("wsum", kernel, "CPU")
+    L.register_fake(f"{ns}::wsum", lambda xs, w=None, c=(1.0, 2.0): (ember.empty_like(xs[0]),
+                                                                      xs[0].new_empty(xs[0].shape[:-1])))
+    op = getattr(ember.ops, ns).wsum
+    a, b, w = (ember.tensor(data(3, 4)) for _ in range(3))
+    want = a.numpy() * 0.5 + b.numpy() * 1.5
+    eager = op([a, b], w, c=[0.5, 1.5])
+    np.testing.assert_allclose(eager[0].numpy(), want * w.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(op([a, b])[1].numpy(), (a.numpy() + 2 * b.numpy()).sum(-1), rtol=1e-5)
+    for backend in ("aot_eager", "inductor"):
+        got = ember.compile(lambda p, q, r: op([p, q], r, c=[0.5, 1.5]), backend=backend, fullgraph=True)(a, b, w)
+        for g, e in zip(got, eager):
+            np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5)
+    assert all(v == "SUCCESS" for v in L.opcheck(op, ([a, b], w)).values())
