@@ -48,12 +48,6 @@ def data(*shape):
     return RNG.standard_normal(shape).astype(np.float32)
 
 
-def both(arr, requires_grad=False):
-    torch = pytest.importorskip("torch")
-    return (ember.tensor(arr.copy(), requires_grad=requires_grad),
-            torch.tensor(arr.copy(), requires_grad=requires_grad))
-
-
 def np_sin_kernel(mod):
     def kernel(x):
         return mod.from_numpy(np.sin(x.detach().numpy()))
