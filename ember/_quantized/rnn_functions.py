@@ -12,13 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 
-def _run(mode, name, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
+def _run(mode, name, input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first,
+         batch_sizes=None):
     import ember
     from ..ao.nn.quantized.dynamic.modules import _recurrence as R
     from ..tensor import Tensor
-    if (mode == "LSTM" and isinstance(hx, Tensor)) or isinstance(params, Tensor):
-        raise NotImplementedError(f"ember.quantization: {name} over a packed sequence (data, batch_sizes, ...) "
-                                  "is not supported")
     if not isinstance(input, Tensor):
         raise TypeError(f"{name}(): argument 'input' must be Tensor, not {type(input).__name__}")
     params = list(params)
@@ -33,36 +31,48 @@ def _run(mode, name, input, hx, params, has_biases, num_layers, dropout, train, 
         raise NotImplementedError(f"ember.quantization: {name} with has_biases=False is not supported")
     if train and dropout > 0 and num_layers > 1:
         raise NotImplementedError(f"ember.quantization: {name} with dropout in training is not supported")
-    if input.dim() != 3:
-        raise RuntimeError(f"input must have 3 dimensions, got {input.dim()}")
+    if input.dim() != (2 if batch_sizes is not None else 3):
+        raise RuntimeError(f"input must have {2 if batch_sizes is not None else 3} dimensions, got {input.dim()}")
     x = np.asarray(input.detach()._data, np.float32)
-    if batch_first:
-        x = x.transpose(1, 0, 2)
     if mode == "LSTM":
         states = tuple(np.asarray(h.detach()._data, np.float32) for h in hx)
     else:
         states = np.asarray(hx.detach()._data, np.float32)
-    out, h, c = R.run_sequence(mode, x, states, params, num_layers, bidirectional)
-    if batch_first:
-        out = out.transpose(1, 0, 2)
+    if batch_sizes is not None:
+        sizes = np.asarray(batch_sizes.detach()._data, np.int64)
+        out, h, c = R.run_packed(mode, x, sizes, states, params, num_layers, bidirectional)
+    else:
+        if batch_first:
+            x = x.transpose(1, 0, 2)
+        out, h, c = R.run_sequence(mode, x, states, params, num_layers, bidirectional)
+        if batch_first:
+            out = out.transpose(1, 0, 2)
     out = ember.tensor(np.ascontiguousarray(out))
     return (out, ember.tensor(h), ember.tensor(c)) if mode == "LSTM" else (out, ember.tensor(h))
 
 
-def quantized_lstm(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first, *,
-                   dtype=None, use_dynamic=False):
-    """``(output, h_n, c_n)`` of a dynamically quantized LSTM over ``input`` (T, B, F) (batch_first: B, T, F)."""
+def quantized_lstm(input, *args, dtype=None, use_dynamic=False):
+    """``(output, h_n, c_n)`` of a dynamically quantized LSTM, torch's two forms:
+    ``(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first)`` over
+    a (T, B, F) / (B, T, F) tensor, or ``(data, batch_sizes, hx, params, has_biases, num_layers,
+    dropout, train, bidirectional)`` over a packed sequence's data."""
+    from ..tensor import Tensor
     if not use_dynamic:
         raise NotImplementedError("ember.quantization: quantized_lstm with use_dynamic=False (statically "
                                   "quantized cell parameters) is not supported")
-    return _run("LSTM", "quantized_lstm", input, hx, params, has_biases, num_layers, dropout, train,
-                bidirectional, batch_first)
+    if args and isinstance(args[0], Tensor):          # the packed form: batch_sizes second
+        batch_sizes, *rest = args
+        return _run("LSTM", "quantized_lstm", input, *rest, False, batch_sizes=batch_sizes)
+    return _run("LSTM", "quantized_lstm", input, *args)
 
 
-def quantized_gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional, batch_first):
-    """``(output, h_n)`` of a dynamically quantized GRU."""
-    return _run("GRU", "quantized_gru", input, hx, params, has_biases, num_layers, dropout, train,
-                bidirectional, batch_first)
+def quantized_gru(input, *args):
+    """``(output, h_n)`` of a dynamically quantized GRU (the two forms of ``quantized_lstm``)."""
+    from ..tensor import Tensor
+    if len(args) > 1 and isinstance(args[1], Tensor):  # (data, batch_sizes, hx, params, ...)
+        batch_sizes, *rest = args
+        return _run("GRU", "quantized_gru", input, *rest, False, batch_sizes=batch_sizes)
+    return _run("GRU", "quantized_gru", input, *args)
 
 
 def _legacy_cell(name):

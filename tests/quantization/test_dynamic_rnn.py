@@ -149,11 +149,48 @@ def test_errors_and_unsupported():
         q(ember.randn(5, 3, 4), (ember.randn(1, 2, 3), ember.randn(1, 2, 3)))
     with pytest.raises(RuntimeError, match="Unsupported dtype for dynamic RNN quantization"):
         ember.ao.nn.quantized.dynamic.GRU(3, 2, dtype=ember.quint8)
-    packed = ember.nn.utils.rnn.pack_sequence([ember.randn(3, 4), ember.randn(2, 4)])
-    with pytest.raises(NotImplementedError, match="PackedSequence"):
-        q(packed)
     with pytest.raises(NotImplementedError, match="quantized_lstm_cell"):
         ember.quantized_lstm_cell(ember.randn(2, 4))
     with pytest.raises(NotImplementedError, match="proj_size"):
         eq.quantize_dynamic(ember.nn.Sequential(ember.nn.LSTM(4, 3, proj_size=2)))
     assert ember.nn.quantized.dynamic.LSTM is ember.ao.nn.quantized.dynamic.LSTM
+
+
+@pytest.mark.parametrize("kind,kw", [("LSTM", {}), ("GRU", {"bidirectional": True}),
+                                     ("LSTM", {"bidirectional": True})])
+def test_packed_sequences_match_torch(kind, kw):
+    rng = np.random.default_rng(7)
+    em, tm = _pair(kind, 4, 5, 2, seed=4, **kw)
+    eqm, tqm = _quantize(em, tm, kind)
+    seqs = [rng.standard_normal((n, 4)).astype(np.float32) for n in (5, 2, 4)]
+    ep = ember.nn.utils.rnn.pack_sequence([ember.tensor(s) for s in seqs], enforce_sorted=False)
+    tp = torch.nn.utils.rnn.pack_sequence([torch.tensor(s) for s in seqs], enforce_sorted=False)
+    h0 = rng.standard_normal((2 * (2 if kw else 1), 3, 5)).astype(np.float32)
+    for hx in (None, h0):
+        ehx = thx = None
+        if hx is not None:
+            ehx = (ember.tensor(hx), ember.tensor(-hx)) if kind == "LSTM" else ember.tensor(hx)
+            thx = (torch.tensor(hx), torch.tensor(-hx)) if kind == "LSTM" else torch.tensor(hx)
+        eo, eh = eqm[0](ep, ehx)
+        to, th = tqm[0](tp, thx)
+        assert isinstance(eo, ember.nn.utils.rnn.PackedSequence)
+        _close(eo.data, to.data)
+        np.testing.assert_array_equal(eo.batch_sizes.numpy(), to.batch_sizes.numpy())
+        for a, b in zip(eh if kind == "LSTM" else (eh,), th if kind == "LSTM" else (th,)):
+            _close(a, b)
+    # torch's top-level packed form: (data, batch_sizes, hx, params, ...)
+    ep_s = ember.nn.utils.rnn.pack_sequence([ember.tensor(s) for s in sorted(seqs, key=len, reverse=True)])
+    tp_s = torch.nn.utils.rnn.pack_sequence([torch.tensor(s) for s in sorted(seqs, key=len, reverse=True)])
+    params_e = [m.param for m in eqm[0]._all_weight_values]
+    params_t = [m.param for m in tqm[0]._all_weight_values]
+    bidir = bool(kw)
+    if kind == "LSTM":
+        eo = ember.quantized_lstm(ep_s.data, ep_s.batch_sizes, [ember.tensor(h0), ember.tensor(h0)], params_e, True,
+                                  2, 0.0, False, bidir, dtype=ember.qint8, use_dynamic=True)
+        to = torch.quantized_lstm(tp_s.data, tp_s.batch_sizes, [torch.tensor(h0), torch.tensor(h0)], params_t, True,
+                                  2, 0.0, False, bidir, dtype=torch.qint8, use_dynamic=True)
+    else:
+        eo = ember.quantized_gru(ep_s.data, ep_s.batch_sizes, ember.tensor(h0), params_e, True, 2, 0.0, False, bidir)
+        to = torch.quantized_gru(tp_s.data, tp_s.batch_sizes, torch.tensor(h0), params_t, True, 2, 0.0, False, bidir)
+    for a, b in zip(eo, to):
+        _close(a, b)

@@ -62,6 +62,7 @@ def test_qat_loop_matches_torch(with_bn, version):
     tq.prepare_qat(tm, inplace=True)
     eq.prepare_qat(em, inplace=True)
     assert [type(m).__name__ for m in em.modules()] == [type(m).__name__ for m in tm.modules()]
+    assert repr(em).replace("ember.", "torch.") == repr(tm)
     assert sorted(em.state_dict()) == sorted(tm.state_dict())
     topt = torch.optim.SGD(tm.parameters(), lr=0.05, momentum=0.9)
     eopt = ember.optim.SGD(em.parameters(), lr=0.05, momentum=0.9)

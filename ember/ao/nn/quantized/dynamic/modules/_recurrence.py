@@ -5,7 +5,7 @@ Each gate product is a dynamic quantized linear layer (``linear._dynamic_int8_li
 input quantized per call from its own min/max, int8 weights, the bias in fbgemm's epilogue).
 Where torch quantizes matters for the result, so ember follows it:
 
-* over a whole sequence (``quantized_lstm`` / ``quantized_gru``, on the CPU) the input-to-hidden
+* over a whole sequence (``quantized_lstm`` / ``quantized_gru``, on the CPU; padded or packed) the input-to-hidden
   product of a layer is computed once for all time steps -- the activation scale comes from the
   min/max of the *whole* (T, B, F) layer input -- and only the hidden-to-hidden product runs per
   step, on that step's hidden state;
@@ -131,4 +131,41 @@ def run_sequence(mode, x, hx, params, num_layers, bidirectional):
             if mode == "LSTM":
                 c_fin.append(c)
         layer_in = np.concatenate(outs, axis=2) if dirs == 2 else outs[0]
+    return layer_in, np.stack(h_fin), (np.stack(c_fin) if mode == "LSTM" else None)
+
+
+def run_packed(mode, data, batch_sizes, hx, params, num_layers, bidirectional):
+    """A packed sequence (``data`` (N, F), time-major rows, ``batch_sizes`` per step) through the
+    layers. As for a padded sequence, the input product of a layer is one call over all of its
+    rows (the activation range is the whole packed data's). A direction works on the first
+    ``batch_sizes[t]`` rows of its state: forward, the rows of sequences that ended keep their
+    last state; backward, rows of sequences not started yet still hold the initial state.
+    Returns (output data, final states) as ``run_sequence``."""
+    dirs = 2 if bidirectional else 1
+    offsets = np.concatenate([[0], np.cumsum(batch_sizes)]).astype(np.int64)
+    h_fin, c_fin = [], []
+    layer_in = data
+    for layer in range(num_layers):
+        outs = []
+        for d in range(dirs):
+            p = params[layer * dirs + d]
+            k = layer * dirs + d
+            h = np.array(hx[0][k] if mode == "LSTM" else hx[k], np.float32)
+            c = np.array(hx[1][k], np.float32) if mode == "LSTM" else None
+            ys = np.empty((layer_in.shape[0], h.shape[-1]), np.float32)
+            steps = range(len(batch_sizes) - 1, -1, -1) if d == 1 else range(len(batch_sizes))
+            gi_all = p.linear_ih(layer_in)
+            for t in steps:
+                b, lo = int(batch_sizes[t]), int(offsets[t])
+                gi = gi_all[lo:lo + b]
+                if mode == "LSTM":
+                    h[:b], c[:b] = lstm_step(gi, h[:b], c[:b], p)
+                else:
+                    h[:b] = gru_step(gi, h[:b], p)
+                ys[lo:lo + b] = h[:b]
+            outs.append(ys)
+            h_fin.append(h)
+            if mode == "LSTM":
+                c_fin.append(c)
+        layer_in = np.concatenate(outs, axis=1) if dirs == 2 else outs[0]
     return layer_in, np.stack(h_fin), (np.stack(c_fin) if mode == "LSTM" else None)

@@ -4,8 +4,8 @@
 The layout is torch's so that models print, save and load alike: a sequence module keeps one
 ``PackedParameter`` per layer and direction in ``_all_weight_values`` (state_dict keys
 ``_all_weight_values.<k>.param``), a cell keeps ``_packed_weight_ih`` / ``_packed_weight_hh``.
-The arithmetic is in ``_recurrence`` (where torch quantizes the activations, and why).
-Packed (variable-length) sequences raise NotImplementedError.
+The arithmetic is in ``_recurrence`` (where torch quantizes the activations, and why);
+packed (variable-length) sequences run there too (``run_packed``).
 """
 from __future__ import annotations
 
@@ -229,25 +229,14 @@ class RNNBase(nn.Module):
 
     def forward(self, input, hx=None):
         from ember.nn.utils.rnn import PackedSequence
-        if isinstance(input, PackedSequence):
-            raise NotImplementedError(f"ember.quantization: {self._get_name()} on a PackedSequence is not "
-                                      "supported; pad the sequences and pass a tensor")
         if self.training and self.dropout > 0 and self.num_layers > 1:
             raise NotImplementedError(f"ember.quantization: {self._get_name()} in training mode with dropout is "
                                       "not supported")
+        if isinstance(input, PackedSequence):
+            return self._forward_packed(input, hx)
         self._check_input(input)
         batch = input.shape[0] if self.batch_first else input.shape[1]
-        expected = self._expected_hidden(batch)
-        if hx is None:
-            zeros = np.zeros(expected, np.float32)
-            states = (zeros, zeros) if self.mode == "LSTM" else zeros
-        elif self.mode == "LSTM":
-            self._check_hidden(hx[0], expected, "Expected hidden[0] size {}, got {}")
-            self._check_hidden(hx[1], expected, "Expected hidden[1] size {}, got {}")
-            states = tuple(_float_input(h, self._get_name()) for h in hx)
-        else:
-            self._check_hidden(hx, expected, "Expected hidden size {}, got {}")
-            states = _float_input(hx, self._get_name())
+        states = self._initial_states(hx, batch)
         x = _float_input(input, self._get_name())
         if self.batch_first:
             x = x.transpose(1, 0, 2)
@@ -255,10 +244,51 @@ class RNNBase(nn.Module):
         out, h, c = R.run_sequence(self.mode, x, states, params, self.num_layers, self.bidirectional)
         if self.batch_first:
             out = out.transpose(1, 0, 2)
-        out = ember.tensor(np.ascontiguousarray(out))
+        return self._result(out, h, c)
+
+    def _result(self, out, h, c, unsorted=None):
+        if unsorted is not None:
+            h = h[:, unsorted]
+            c = None if c is None else c[:, unsorted]
+        out = out if isinstance(out, ember.Tensor) else ember.tensor(np.ascontiguousarray(out))
         if self.mode == "LSTM":
-            return out, (ember.tensor(h), ember.tensor(c))
-        return out, ember.tensor(h)
+            return out, (ember.tensor(np.ascontiguousarray(h)), ember.tensor(np.ascontiguousarray(c)))
+        return out, ember.tensor(np.ascontiguousarray(h))
+
+    def _forward_packed(self, input, hx):
+        from ember.nn.utils.rnn import PackedSequence
+        data, batch_sizes, sorted_indices, unsorted_indices = input
+        if data.dim() != 2:
+            raise RuntimeError(f"input must have 2 dimensions, got {data.dim()}")
+        if self.input_size != data.shape[-1]:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected {self.input_size}, got "
+                               f"{data.shape[-1]}")
+        sizes = np.asarray(batch_sizes.detach()._data, np.int64)
+        perm = None if sorted_indices is None else np.asarray(sorted_indices.detach()._data, np.int64)
+        states = self._initial_states(hx, int(sizes[0]), perm)
+        params = [m.param for m in self._all_weight_values]
+        out, h, c = R.run_packed(self.mode, _float_input(data, self._get_name()), sizes, states, params,
+                                 self.num_layers, self.bidirectional)
+        unsorted = None if unsorted_indices is None else np.asarray(unsorted_indices.detach()._data, np.int64)
+        out, hidden = self._result(out, h, c, unsorted)
+        return PackedSequence(out, batch_sizes, sorted_indices, unsorted_indices), hidden
+
+    def _initial_states(self, hx, batch, perm=None):
+        """numpy (L*D, B, H) initial state(s), checked as torch checks them (after the packed
+        sequence's sort permutation, which torch applies first)."""
+        expected = self._expected_hidden(batch)
+        if hx is None:
+            zeros = np.zeros(expected, np.float32)
+            return (zeros, zeros) if self.mode == "LSTM" else zeros
+        if perm is not None:
+            hx = tuple(h.index_select(1, ember.tensor(perm)) for h in hx) if self.mode == "LSTM" \
+                else hx.index_select(1, ember.tensor(perm))
+        if self.mode == "LSTM":
+            self._check_hidden(hx[0], expected, "Expected hidden[0] size {}, got {}")
+            self._check_hidden(hx[1], expected, "Expected hidden[1] size {}, got {}")
+            return tuple(_float_input(h, self._get_name()) for h in hx)
+        self._check_hidden(hx, expected, "Expected hidden size {}, got {}")
+        return _float_input(hx, self._get_name())
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
