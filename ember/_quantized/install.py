@@ -47,6 +47,10 @@ def install(g):
     for name in ("quantized_lstm", "quantized_gru", "quantized_lstm_cell", "quantized_gru_cell",
                  "quantized_rnn_tanh_cell", "quantized_rnn_relu_cell"):
         g[name] = getattr(RF, name)
+    from . import fbgemm_legacy as FB
+    for name in ("fbgemm_linear_quantize_weight", "fbgemm_pack_quantized_matrix", "fbgemm_linear_int8_weight",
+                 "fbgemm_linear_int8_weight_fp32_activation"):
+        g[name] = getattr(FB, name)
     from . import fake_quant as FQ
     g["fake_quantize_per_tensor_affine"] = FQ.fake_quantize_per_tensor_affine
     g["fake_quantize_per_channel_affine"] = FQ.fake_quantize_per_channel_affine

@@ -3,9 +3,9 @@ dynamically quantized LSTM / GRU modules, callable as torch's.
 
 torch's take a list of ``CellParamsBase`` script objects (what ``[m.param for m in
 qlstm._all_weight_values]`` gives); ember's take the ``CellParamsDynamic`` objects in the same
-place. The per-step cells (``quantized_lstm_cell`` ...) take fbgemm's packed matrices and
-column offsets (``fbgemm_pack_quantized_matrix``, deprecated in torch): ember has no such
-packing and raises NotImplementedError for them.
+place. The legacy per-step cells (``quantized_lstm_cell`` ...) take the int8 weights, packed
+matrices, column offsets, scales and zero points of ``fbgemm_linear_quantize_weight`` /
+``fbgemm_pack_quantized_matrix`` (fbgemm_legacy.py) and compute from the int8 weights.
 """
 from __future__ import annotations
 
@@ -75,18 +75,58 @@ def quantized_gru(input, *args):
     return _run("GRU", "quantized_gru", input, *args)
 
 
-def _legacy_cell(name):
-    def fn(*args, **kwargs):
-        raise NotImplementedError(
-            f"ember.quantization: ember.{name} (the legacy cell over fbgemm-packed matrices and column offsets) "
-            f"is not supported; use ember.ao.nn.quantized.dynamic.{_CELL_MODULES[name]} instead")
+class _LegacyCellParams:
+    """The int8 weights of a legacy cell (``fbgemm_linear_quantize_weight`` outputs): each product is
+    ``fbgemm_linear_int8_weight_fp32_activation`` (its input quantized over 0..255 per call)."""
+
+    def __init__(self, w_ih, w_hh, b_ih, b_hh, scale_ih, scale_hh, zp_ih, zp_hh):
+        self.ih = (w_ih, float(scale_ih), int(zp_ih), b_ih)
+        self.hh = (w_hh, float(scale_hh), int(zp_hh), b_hh)
+
+    @staticmethod
+    def _apply(x, spec):
+        from .fbgemm_legacy import int8_linear
+        w, scale, zp, b = spec
+        return int8_linear(np.asarray(x, np.float32), w, scale, zp, b)
+
+    def linear_ih(self, x):
+        return self._apply(x, self.ih)
+
+    def linear_hh(self, h):
+        return self._apply(h, self.hh)
+
+
+def _legacy_cell(name, mode):
+    def fn(input, hx, w_ih, w_hh, b_ih, b_hh, packed_ih, packed_hh, col_offsets_ih, col_offsets_hh, scale_ih,
+           scale_hh, zero_point_ih, zero_point_hh):
+        import ember
+        from ..ao.nn.quantized.dynamic.modules import _recurrence as R
+        from ..tensor import Tensor
+        for arg, v in (("input", input), ("w_ih", w_ih), ("w_hh", w_hh)):
+            if not isinstance(v, Tensor):
+                raise TypeError(f"{name}(): argument '{arg}' must be Tensor, not {type(v).__name__}")
+        if w_ih.dtype is not ember.int8 or w_hh.dtype is not ember.int8:
+            raise RuntimeError(f"{name}: w_ih / w_hh must be the int8 weights of ember.fbgemm_linear_quantize_weight")
+        if input.dtype is not ember.float32:
+            raise RuntimeError(f"expected scalar type Float but found {input.dtype.legacy_name}")
+        p = _LegacyCellParams(w_ih, w_hh, b_ih, b_hh, scale_ih, scale_hh, zero_point_ih, zero_point_hh)
+        x = np.asarray(input.detach()._data, np.float32)
+        gi = p.linear_ih(x)
+        if mode == "LSTM":
+            h, c = (np.asarray(t.detach()._data, np.float32) for t in hx)
+            hy, cy = R.lstm_step(gi, h, c, p)
+            return ember.tensor(hy), ember.tensor(cy)
+        h = np.asarray(hx.detach()._data, np.float32)
+        if mode == "GRU":
+            return ember.tensor(R.gru_step(gi, h, p))
+        return ember.tensor(R.rnn_step(gi, h, p, "tanh" if mode == "RNN_TANH" else "relu"))
     fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = (f"torch's legacy ``{name}``: one step over weights from ``fbgemm_linear_quantize_weight`` "
+                  "(the packed matrices and column offsets are accepted; ember computes from the int8 weights).")
     return fn
 
 
-_CELL_MODULES = {"quantized_lstm_cell": "LSTMCell", "quantized_gru_cell": "GRUCell",
-                 "quantized_rnn_tanh_cell": "RNNCell", "quantized_rnn_relu_cell": "RNNCell(nonlinearity='relu')"}
-quantized_lstm_cell = _legacy_cell("quantized_lstm_cell")
-quantized_gru_cell = _legacy_cell("quantized_gru_cell")
-quantized_rnn_tanh_cell = _legacy_cell("quantized_rnn_tanh_cell")
-quantized_rnn_relu_cell = _legacy_cell("quantized_rnn_relu_cell")
+quantized_lstm_cell = _legacy_cell("quantized_lstm_cell", "LSTM")
+quantized_gru_cell = _legacy_cell("quantized_gru_cell", "GRU")
+quantized_rnn_tanh_cell = _legacy_cell("quantized_rnn_tanh_cell", "RNN_TANH")
+quantized_rnn_relu_cell = _legacy_cell("quantized_rnn_relu_cell", "RNN_RELU")

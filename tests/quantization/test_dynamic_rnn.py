@@ -149,8 +149,8 @@ def test_errors_and_unsupported():
         q(ember.randn(5, 3, 4), (ember.randn(1, 2, 3), ember.randn(1, 2, 3)))
     with pytest.raises(RuntimeError, match="Unsupported dtype for dynamic RNN quantization"):
         ember.ao.nn.quantized.dynamic.GRU(3, 2, dtype=ember.quint8)
-    with pytest.raises(NotImplementedError, match="quantized_lstm_cell"):
-        ember.quantized_lstm_cell(ember.randn(2, 4))
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        ember.fbgemm_linear_quantize_weight(ember.randn(3, 2, dtype=ember.float64))
     with pytest.raises(NotImplementedError, match="proj_size"):
         eq.quantize_dynamic(ember.nn.Sequential(ember.nn.LSTM(4, 3, proj_size=2)))
     assert ember.nn.quantized.dynamic.LSTM is ember.ao.nn.quantized.dynamic.LSTM
@@ -193,4 +193,45 @@ def test_packed_sequences_match_torch(kind, kw):
         eo = ember.quantized_gru(ep_s.data, ep_s.batch_sizes, ember.tensor(h0), params_e, True, 2, 0.0, False, bidir)
         to = torch.quantized_gru(tp_s.data, tp_s.batch_sizes, torch.tensor(h0), params_t, True, 2, 0.0, False, bidir)
     for a, b in zip(eo, to):
+        _close(a, b)
+
+
+def _fbgemm_prep(lib, w):
+    q, col, s, z = lib.fbgemm_linear_quantize_weight(lib.tensor(w))
+    return q, lib.fbgemm_pack_quantized_matrix(q), col, s, z
+
+
+def test_fbgemm_legacy_linear_bit_exact():
+    rng = np.random.default_rng(8)
+    for shift in (0.0, 0.8):
+        x = (rng.standard_normal((2, 3, 40)) + shift).astype(np.float32)
+        w = (rng.standard_normal((7, 40)) * 0.5 + shift).astype(np.float32)
+        b = rng.standard_normal(7).astype(np.float32)
+        (eq_, ep, ec, es, ez), (tq_, tp, tc, ts, tz) = _fbgemm_prep(ember, w), _fbgemm_prep(torch, w)
+        assert (es, ez) == (ts, tz) and ep.dtype is ember.uint8
+        np.testing.assert_array_equal(eq_.numpy(), tq_.numpy())
+        np.testing.assert_array_equal(ec.numpy(), tc.numpy())
+        eo = ember.fbgemm_linear_int8_weight_fp32_activation(ember.tensor(x), eq_, ep, ec, es, ez, ember.tensor(b))
+        to = torch.fbgemm_linear_int8_weight_fp32_activation(torch.tensor(x), tq_, tp, tc, ts, tz, torch.tensor(b))
+        np.testing.assert_array_equal(eo.numpy(), to.numpy())
+
+
+@pytest.mark.parametrize("name,gates", [("quantized_lstm_cell", 4), ("quantized_gru_cell", 3),
+                                        ("quantized_rnn_tanh_cell", 1), ("quantized_rnn_relu_cell", 1)])
+def test_legacy_quantized_cells(name, gates):
+    rng = np.random.default_rng(gates)
+    hid, inp = 5, 4
+    wih = rng.standard_normal((gates * hid, inp)).astype(np.float32)
+    whh = rng.standard_normal((gates * hid, hid)).astype(np.float32)
+    bih, bhh = rng.standard_normal(gates * hid).astype(np.float32), rng.standard_normal(gates * hid).astype(np.float32)
+    x, h = rng.standard_normal((3, inp)).astype(np.float32), rng.standard_normal((3, hid)).astype(np.float32)
+    outs = []
+    for lib in (ember, torch):
+        qi, pi, ci, si, zi = _fbgemm_prep(lib, wih)
+        qh, ph, ch, sh, zh = _fbgemm_prep(lib, whh)
+        hx = (lib.tensor(h), lib.tensor(h * 0.5)) if gates == 4 else lib.tensor(h)
+        r = getattr(lib, name)(lib.tensor(x), hx, qi, qh, lib.tensor(bih), lib.tensor(bhh), pi, ph, ci, ch, si, sh,
+                               zi, zh)
+        outs.append(r if isinstance(r, tuple) else (r,))
+    for a, b in zip(*outs):
         _close(a, b)
