@@ -22,7 +22,7 @@ import inspect
 from typing import Any, Dict, List
 
 from ..dynamo.exc import FullGraphError, Unsupported
-from .dynamic_shapes import DimRequest, ValueRange, _DimHint, _readable, dims_per_tensor, int_oo
+from .dynamic_shapes import Dim, DimRequest, ValueRange, _DerivedDim, _DimHint, _readable, dims_per_tensor, int_oo
 from .errors import ConstraintViolationError, UserError
 from .graph_signature import (ConstantArgument, ExportGraphSignature, InputKind, InputSpec, OutputKind, OutputSpec,
                               TensorArgument)
@@ -138,6 +138,9 @@ class _export_symbols:
             def create_symbol(value, source=None):
                 m = pattern.match(source or "")
                 req = sources.get(m.group(1), {}).get(int(m.group(2))) if m else None
+                spec = getattr(req, "spec", None)
+                if isinstance(spec, _DerivedDim):
+                    return derived_symbol(spec, int(value), source)
                 name = getattr(req, "name", None)
                 hit = by_dim.get(name) if name is not None else None
                 if hit is not None and env.var_to_val.get(hit.expr) == int(value):
@@ -147,6 +150,18 @@ class _export_symbols:
                 if name is not None and isinstance(out, SymInt):
                     by_dim[name] = out
                 return out
+            def derived_symbol(spec, value, source):
+                """``A * root + B`` of the root Dim's symbol (made here, if the root is not met
+                first, with a source that computes it from this dim: dynamo's guards need one)."""
+                root = spec.root.__name__
+                rv = spec.root_value(value)
+                hit = by_dim.get(root)
+                if hit is None:
+                    hit = create(rv, f"(({source}) - {spec.b}) // {spec.a}" if source else None)
+                    if not isinstance(hit, SymInt):
+                        return value          # a 0/1 root is specialised like any size
+                    by_dim[root] = hit
+                return SymInt(spec.a * hit.expr + spec.b, env)
             env.create_symbol = create_symbol
         self.token = SHAPE_ENV_SETUP.set(setup)
         return self
@@ -259,6 +274,19 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
             n = by_id[tid].shape[d]
             if isinstance(req.spec, _DimHint):
                 continue
+            if isinstance(req.spec, _DerivedDim):
+                root_n = req.spec.root_value(n)
+                if root_n is None:
+                    raise UserError(f"Expected input at {req.where()} to be {req.name} for an integer "
+                                    f"{req.spec.root.__name__} >= 0, but got {n}")
+                first = seen_dims.setdefault(req.spec.root.__name__, (root_n, f"{req.where()} (as {req.name})"))
+                if first[0] != root_n:
+                    raise UserError(f"Dim {req.spec.root.__name__!r} is {first[0]} for {first[1]} but {root_n} for "
+                                    f"{req.where()} = {req.name} (size {n}) in the example inputs")
+                if not req.spec.min <= n <= req.spec.max:
+                    raise UserError(f"Expected input at {req.where()} to be within the range [{req.spec.min}, "
+                                    f"{req.spec.max}] of {req.name}, but got {n}")
+                continue
             first = seen_dims.setdefault(req.name, (n, req.where()))
             if first[0] != n:
                 raise UserError(f"Dim {req.name!r} is used for {first[1]} (size {first[0]}) and {req.where()} "
@@ -267,6 +295,16 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
             if not req.spec.min <= n <= req.spec.max:
                 raise UserError(f"Expected input at {req.where()} to be within the range [{req.spec.min}, "
                                 f"{req.spec.max}] of Dim {req.name!r}, but got {n}")
+
+    direct = {req.name for per_dim in requests.values() for req in per_dim.values()
+              if isinstance(req.spec, Dim) and not isinstance(req.spec, _DerivedDim)}
+    for per_dim in requests.values():
+        for req in per_dim.values():
+            if isinstance(req.spec, _DerivedDim) and req.spec.root.__name__ not in direct:
+                raise NotImplementedError(
+                    f"ember.export: derived Dim {req.name} ({req.where()}) whose root Dim "
+                    f"{req.spec.root.__name__!r} is not itself the size of any input dimension is not supported; "
+                    f"declare a plain Dim for {req.where()} (or use {req.spec.root.__name__!r} on another input)")
 
     params = dict(mod.named_parameters())
     buffers = dict(mod.named_buffers())
@@ -550,7 +588,7 @@ def _declared_range(reqs):
     own ``[min, max]`` (``Dim("b")``: ``[0, int_oo]``: its sizes 0 and 1 are accepted at call
     time, as torch's), a hint's bounds clamped to at least 2 (``Dim.AUTO``: ``[2, int_oo]``);
     several requests on one symbol intersect."""
-    named = [r.spec for r in reqs if not isinstance(r.spec, _DimHint)]
+    named = [r.root for r in reqs if not isinstance(r.spec, _DimHint)]
     if named:
         lo, hi = max(d.min for d in named), min(d.max for d in named)
     else:
@@ -584,11 +622,21 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                                     f"Dim.STATIC or Dim.AUTO.")
                     fixes.append(f"{label} = {int(size)}")
                 continue
+            if isinstance(req.spec, _DerivedDim) and not size.expr.is_Symbol:
+                # ``A * s + B``: constrained through its root's symbol s
+                sym_reqs.setdefault(next(iter(size.expr.free_symbols)), []).append(req)
+                continue
             sym_reqs.setdefault(size.expr, []).append(req)
     guards = list(shape_env.guards) if shape_env is not None else []
     ranges = {}
     for sym, reqs in sym_reqs.items():
         lo, hi = _declared_range(reqs)
+        derived = [r for r in reqs if isinstance(r.spec, _DerivedDim)]
+        for r in derived:
+            # torch lists each derived dim's range first, mapped from its root's declared one
+            ranges[r.spec.a * sym + r.spec.b] = ValueRange(r.spec.min, r.spec.max)
+        if derived and len(derived) == len(reqs):
+            lo = max(lo, 2)     # a root met only through derived dims: a plain symbol's >= 2 (torch)
         declared = (lo, hi)
         for gd in guards:
             if gd.free_symbols != {sym}:
@@ -598,6 +646,8 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                 lo, hi = max(lo, b[0]), min(hi, b[1])
         ranges[sym] = ValueRange(lo, hi)
         for r in reqs:
+            if isinstance(r.spec, _DerivedDim) and len(derived) != len(reqs):
+                continue    # reported for the root's own dims
             label = r.name or r.where()
             if lo == hi and r.must_stay_dynamic:
                 problems.append(f"You marked {label} as dynamic but your code specialized it to be a constant "
@@ -611,10 +661,11 @@ def _check_constraints(requests, user_phs, in_leaves, shape_env):
                 spec_range = "" if spec_range == r.name else spec_range + " "
                 problems.append(f"Not all values of {label} = {r.where()} in the specified range {spec_range}satisfy "
                                 f"the generated guard {lo} <= {r.where()} and {r.where()} <= {up}")
-                fixes.append(f"{r.name} = {_readable(r.name, lo, hi)}")
+                root = r.root.__name__
+                fixes.append(f"{root} = {_readable(root, lo, hi)}")
                 break
     # relations between symbols: equal dims of different declared Dims
-    name_of = {sym: next((r.name for r in reqs if r.name), None) for sym, reqs in sym_reqs.items()}
+    name_of = {sym: next((r.root.__name__ for r in reqs if r.name), None) for sym, reqs in sym_reqs.items()}
     # equalities the program needs are errors only for named Dims (declared independent); between
     # Dim.DYNAMIC/AUTO dims they are accepted (torch: only specialisation breaks DYNAMIC), and
     # module() checks them at call time (the guards)

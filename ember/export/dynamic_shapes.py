@@ -109,14 +109,83 @@ class Dim(metaclass=_DimMeta):
         self.min = lo
         self.max = hi
 
-    def _derived(self, *a):
-        raise NotImplementedError(f"ember.export.Dim: derived dims (arithmetic on Dim {self.__name__!r}) are "
-                                  f"not supported; use a separate Dim")
+    # ---- derived dims: increasing linear functions ``A * dim + B`` of a named Dim (torch's rules)
+    def __add__(self, other):
+        if type(other) is not int:
+            raise NotImplementedError(f"Attempted to add {other} to {self.__name__}, where an integer was expected. "
+                                      f"(Only increasing linear operations with integer coefficients are supported.)")
+        return self._derive(1, other)
 
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __floordiv__ = _derived
+    def __radd__(self, other):
+        return self + other
+
+    def __sub__(self, other):
+        if type(other) is not int:
+            raise NotImplementedError(f"Attempted to subtract {other} from {self.__name__}, where an integer was "
+                                      f"expected. (Only increasing linear operations with integer coefficients are "
+                                      f"supported.)")
+        return self._derive(1, -other)
+
+    def __rsub__(self, other):
+        raise NotImplementedError(f"Attempted to negate {self.__name__}. "
+                                  f"(Only increasing linear operations with integer coefficients are supported.)")
+
+    def __mul__(self, other):
+        if type(other) is not int or other <= 0:
+            raise NotImplementedError(f"Attempted to multiply {other} with {self.__name__}, where a positive integer "
+                                      f"was expected. (Only increasing linear operations with integer coefficients "
+                                      f"are supported.)")
+        return self._derive(other, 0)
+
+    def __rmul__(self, other):
+        return self * other
+
+    def _derive(self, a, b):
+        return _DerivedDim(self, a, b)
 
     def __repr__(self):
         return _readable(self.__name__, self.min, self.max)
+
+
+class _DerivedDim(Dim):
+    """``A * root + B`` (A > 0): a dimension declared as an increasing linear function of a named
+    Dim (``2 * dx``, ``dx + 1``). Its range is the root's mapped through the function; export
+    traces it as that expression of the root's symbol, and ``module()`` checks the relation."""
+
+    def __init__(self, root: Dim, a: int, b: int):
+        import sympy
+        self.root, self.a, self.b = root, a, b
+        self.__name__ = str(a * sympy.Symbol(root.__name__) + b)
+
+    @property
+    def min(self):
+        v = self.a * self.root.min + self.b
+        if v < 0:
+            raise AssertionError(f"Expected derived min value of {self.__name__} to be >= 0. Please specify an "
+                                 f"appropriate min value for {self.root.__name__} (currently {self.root.min}).")
+        return v
+
+    @property
+    def max(self):
+        if self.root.max >= int_oo:
+            return int_oo
+        v = self.a * self.root.max + self.b
+        if v > int_oo:
+            raise AssertionError(f"Expected derived max value of {self.__name__} to be <= {int_oo}. Please specify "
+                                 f"an appropriate max value for {self.root.__name__} (currently {self.root.max}).")
+        return v
+
+    def _derive(self, a, b):
+        # compose on the same root: a * (A x + B) + b
+        return _DerivedDim(self.root, a * self.a, a * self.b + b)
+
+    def root_value(self, n: int):
+        """The root's size for this dim's size ``n`` (None when no integer root gives ``n``)."""
+        q, r = divmod(n - self.b, self.a)
+        return q if r == 0 and q >= 0 else None
+
+    def __repr__(self):
+        return self.__name__
 
 
 def _readable(name, lo, hi):
@@ -161,6 +230,11 @@ class DimRequest:
     @property
     def name(self):
         return self.spec.__name__ if isinstance(self.spec, Dim) else None
+
+    @property
+    def root(self):
+        """The named Dim this dimension's symbol is (a derived dim's root, else its own Dim)."""
+        return self.spec.root if isinstance(self.spec, _DerivedDim) else self.spec
 
     @property
     def must_stay_dynamic(self):

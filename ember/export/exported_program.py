@@ -222,6 +222,7 @@ class ExportedProgram:
         user_specs = [s for s in self._graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
         phs = {n.name: n for n in self._graph_module.graph.nodes if n.op == "placeholder"}
         values, where_of = {}, {}
+        derived = []          # dims declared as an expression of a Dim (``2 * dx``): checked last
         k = 0
         for i, (leaf, const) in enumerate(zip(leaves, self._const_inputs)):
             if const is not None or not isinstance(leaf, Tensor):
@@ -243,6 +244,9 @@ class ExportedProgram:
                         raise AssertionError(f"Guard failed: {src} == {int(want)} (got {got})")
                     continue
                 sym = want.expr
+                if not sym.is_Symbol:
+                    derived.append((src, sym, got))
+                    continue
                 if sym in values and sym.is_Symbol:
                     if values[sym] != got:
                         raise AssertionError(f"Guard failed: {src} == {where_of[sym]} (got {got} and "
@@ -257,6 +261,7 @@ class ExportedProgram:
                             raise AssertionError(f"Guard failed: {src} >= {r.lower} (got {got})")
                         if got > r.upper:
                             raise AssertionError(f"Guard failed: {src} <= {r.upper} (got {got})")
+        self._check_derived(derived, values, where_of)
         for group in self._equal_groups:
             sizes = {}
             for name, d in group:
@@ -280,6 +285,18 @@ class ExportedProgram:
                         text = text.replace(str(s), w)
                     raise AssertionError(f"Guard failed: {text} (a decision the exported program took on these "
                                          f"sizes; export again with other example sizes or constraints)")
+
+    def _check_derived(self, derived, values, where_of):
+        """Dims declared as ``A * s + B`` of a Dim's symbol ``s`` (``2 * dx``): each must equal its
+        expression of the size the root Dim's own dim has (export requires the root to be the
+        size of some input dimension, so ``values`` holds it)."""
+        import sympy
+        for src, expr, got in derived:
+            (sym,) = expr.free_symbols
+            want = int(expr.xreplace({sym: sympy.Integer(values[sym])}))
+            if want != got:
+                text = str(expr).replace(str(sym), where_of[sym])
+                raise AssertionError(f"Guard failed: {src} == {text} (got {got}, expected {want})")
 
     def _named_user_leaves(self, leaves):
         from ..tensor import Tensor
