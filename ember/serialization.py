@@ -87,6 +87,9 @@ class _Writer:
     def _tensor(self, t, path):
         if id(t) in self.by_id:
             return {"t": "ref", "v": self.by_id[id(t)]}
+        if getattr(t, "is_nested", False):   # its buffer and structure (ember/nested/_serial.py)
+            from .nested._serial import saved_node
+            return saved_node(self, t, path)
         if t._fake:
             if t.device.type == "meta":
                 return self._meta_tensor(t)
@@ -214,6 +217,9 @@ class _Reader:
             return self._tensor(node)
         if t == "storage":
             return self._storage(node)
+        if t == "nested":       # a nested tensor (ember/nested/_serial.py)
+            from .nested._serial import from_node
+            return from_node(self, node)
         raise RuntimeError(f"ember.load: unknown node type {t!r} in the manifest (file corrupt or from a newer "
                            "ember)")
 

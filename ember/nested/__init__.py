@@ -10,30 +10,38 @@ Making them
     (a copy, a leaf; ``layout=ember.strided`` default or ``ember.jagged``),
     ``as_nested_tensor(list or tensor, dtype=, device=, layout=)`` (keeps
     autograd to the components), ``nested_tensor_from_jagged(values, offsets,
-    lengths=None, jagged_dim=None)`` (a view of ``values``), ``narrow(tensor,
-    dim, start, length, layout=)``, ``masked_select(tensor, mask)``.
+    lengths=None, jagged_dim=None)`` (a view of ``values``; ``jagged_dim`` picks
+    which dim of ``values`` holds the ragged rows), ``narrow(tensor, dim, start,
+    length, layout=)``, ``masked_select(tensor, mask)``; ``ember.save`` /
+    ``ember.load`` round-trip them (pickle refuses them, as every ember tensor).
 
 Reading them
-    ``is_nested``, ``layout``, ``unbind()``, ``values()`` / ``offsets()`` /
-    ``lengths()`` (jagged), ``size(i)`` (regular dims; strided ``size()``
-    raises as torch's, jagged sizes hold the symbolic ragged size ``j<n>``),
-    ``dim()``, ``numel()``, ``dtype``, ``device``, ``requires_grad``, ``grad``,
-    ``repr`` (torch's), ``to_padded_tensor(padding, output_size=None)`` (also
-    ``ember.nested.to_padded_tensor``; differentiable).
+    ``is_nested``, ``layout``, ``unbind()``, ``values()`` (in the logical dim
+    order, as torch's) / ``offsets()`` / ``lengths()`` (jagged), ``size(i)``
+    (regular dims; strided ``size()`` raises as torch's, jagged sizes hold the
+    symbolic ragged size ``j<n>``), ``dim()``, ``numel()``, ``dtype``, ``device``,
+    ``requires_grad``, ``grad``, ``repr`` (torch's), ``to_padded_tensor(padding,
+    output_size=None)`` (also ``ember.nested.to_padded_tensor``; differentiable);
+    indexing as torch accepts it: ``nt[i]``, ``nt[i, ...]``, ``nt[..., k]``,
+    ``nt[..., a:b]`` (jagged), ``nt[..., None]`` (see ``_index``).
 
 Computing with them
-    pointwise (``+ - * /`` with nested / numbers / broadcastable dense,
-    relu, gelu, silu, sigmoid, tanh, exp, neg, abs, ...), ``softmax`` /
-    ``log_softmax``, ``sum`` / ``mean`` over one dim, ``matmul`` / ``bmm``,
-    ``F.linear``, ``F.layer_norm``, ``F.dropout``, ``transpose`` of non-batch
-    dims, ``reshape`` / ``view``, ``clone``, ``detach``, ``to(dtype)``,
-    ``F.scaled_dot_product_attention`` (each sequence attends to itself),
-    ``ember.cat`` along a non-batch dim. Ops over regular dims of a packed
-    (jagged-like) tensor run once on the buffer; others per component.
+    Any ember op called with a nested argument is routed by the dispatcher
+    (``NestedTensor.__ember_route__``, see ``_route``): every pointwise op
+    (``ember.sigmoid(nt)``, ``ember.where(c, nt, 0)``, ``nt + d`` with numbers /
+    nested / broadcastable dense operands) and its in-place variant (``nt.mul_(2)``,
+    ``relu_``, ``fill_``, ``copy_``), ``softmax`` / ``log_softmax``, ``F.linear``,
+    ``F.layer_norm`` (``native_layer_norm``), ``matmul`` / ``bmm``, ``cat`` along
+    a non-batch dim, ``select`` / ``unsqueeze``; plus ``sum`` / ``mean`` over one
+    dim, ``transpose`` of non-batch dims, ``reshape`` / ``view``, ``clone``,
+    ``contiguous``, ``detach``, ``to(dtype)``, ``F.dropout`` and
+    ``F.scaled_dot_product_attention`` (each sequence attends to itself; no
+    ``attn_mask``, as torch). Ops over regular dims of a packed (jagged-like)
+    tensor run once on the buffer; others per component.
 
-Anything else raises ``NotImplementedError`` naming the op. Autograd reaches
-the components / values the tensor was made from. ``ember.compile`` runs
-code holding nested tensors eagerly (a graph break), never compiled.
+Anything else raises ``NotImplementedError`` naming the op (or torch's own error).
+Autograd reaches the components / values the tensor was made from. ``ember.compile``
+runs code holding nested tensors eagerly (a graph break), never compiled.
 """
 from __future__ import annotations
 

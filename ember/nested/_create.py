@@ -133,11 +133,22 @@ def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=Non
     ``offsets[i] : offsets[i] + lengths[i]`` (``lengths`` defaults to ``diff(offsets)``)."""
     if not isinstance(values, Tensor) or isinstance(values, NestedTensor):
         raise TypeError(f"nested_tensor_from_jagged(): values must be a dense tensor, got {type(values).__name__}")
-    if jagged_dim not in (None, 1):
-        raise NotImplementedError(f"ember.nested.nested_tensor_from_jagged: jagged_dim={jagged_dim} is not "
-                                  f"supported (only 1)")
     if values.ndim < 1:
         raise RuntimeError("nested_tensor_from_jagged(): values must have at least one dimension")
+    jd = 1 if jagged_dim is None else int(jagged_dim)
+    if jd < 1:
+        raise ValueError(f"Expected jagged_dim >=1, but got {jd}.")
+    if jd > values.ndim:
+        raise IndexError(f"nested_tensor_from_jagged(): jagged_dim={jd} is out of range for values of "
+                         f"{values.ndim} dims (expected 1 <= jagged_dim <= {values.ndim})")
+    if jd > 1:
+        # the ragged rows are values' dim jd - 1: the buffer holds them first (a view), the
+        # permutation puts them back, so values() gives back ``values`` itself (torch's)
+        r = jd - 1
+        nt = nested_tensor_from_jagged(values.movedim(r, 0), offsets, lengths, None, min_seqlen, max_seqlen)
+        perm = tuple(c + 1 if c < r else 0 if c == r else c for c in range(values.ndim))
+        return wrap(nt._vals, nt._starts, nt._lens, nt._stored, perm, L.jagged, packed=True,
+                    offsets_t=nt._offsets_t, lengths_t=nt._lengths_t)
     if offsets is None:
         if lengths is None:
             raise RuntimeError("nested_tensor_from_jagged(): offsets or lengths is required")

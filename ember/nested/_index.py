@@ -158,9 +158,12 @@ def unsqueeze(nt, dim):
                            "moment if you need this feature, please open an issue on github describing your use "
                            "case.")
     c = dim - 1
-    if nt._packed and nt._perm is None and c >= 1:
-        vals = nt._vals.unsqueeze(c)
-        stored = [st[:c] + (1,) + st[c:] for st in nt._stored]
-        return wrap(vals, nt._starts, nt._lens, stored, None, nt._nlayout, packed=True, jid=nt._jid,
-                    offsets_t=nt._offsets_t, lengths_t=nt._lengths_t)
-    return pack_like(nt, [x.unsqueeze(c) for x in nt.unbind()], keep_ragged=nt._ragged_idx < dim)
+    if nt._packed:
+        # a new last buffer dim, put at logical position c by the permutation (the rows stay first)
+        n = nt._cdim
+        perm = tuple(range(n)) if nt._perm is None else nt._perm
+        vals = nt._vals.unsqueeze(-1)
+        stored = [st + (1,) for st in nt._stored]
+        return wrap(vals, nt._starts, nt._lens, stored, perm[:c] + (n,) + perm[c:], nt._nlayout, packed=True,
+                    jid=nt._jid, offsets_t=nt._offsets_t, lengths_t=nt._lengths_t)
+    return pack_like(nt, [x.unsqueeze(c) for x in nt.unbind()], keep_ragged=False)

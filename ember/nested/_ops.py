@@ -193,7 +193,15 @@ def contiguous(nt, memory_format=None):
     if nt.is_contiguous():
         return nt
     if nt._nlayout is L.jagged:
-        return pack_like(nt, list(nt.unbind()))
+        # a copy whose values() (the logical order) are contiguous; the buffer stays rows-first
+        r = nt._ragged_idx - 1
+        rows = pack([c.movedim(r, 0) for c in nt.unbind()], L.jagged, jid=nt._jid)   # (sum j, other dims)
+        if r == 0:
+            return rows
+        logical = rows._vals.movedim(0, r).contiguous()               # = values() layout
+        perm = tuple(c + 1 if c < r else 0 if c == r else c for c in range(nt._cdim))
+        return wrap(logical.movedim(r, 0), rows._starts, rows._lens, rows._stored, perm, L.jagged, packed=True,
+                    jid=nt._jid)
     return pack(nt.unbind(), L.strided)
 
 
@@ -229,7 +237,7 @@ def reshape(nt, *shape, view=False):
             raise RuntimeError(f"shape '{list(shape)}' is invalid for a component of shape {list(old)}")
         new.append(tuple(s))
     return pack_like(nt, [c.reshape(s) for c, s in zip(nt.unbind(), new)], keep_ragged=False) \
-        if not nt.is_contiguous() else _reinterpret(nt, new)
+        if not (nt.is_contiguous() and nt._perm is None) else _reinterpret(nt, new)
 
 
 def _reinterpret(nt, new_shapes):
@@ -372,12 +380,21 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     """Attention of each sequence with itself: component ``i`` of the result is
     ``sdpa(query[i], key[i], value[i])`` (no padding is ever attended)."""
     F = _F()
+    jagged = isinstance(query, NestedTensor) and query._nlayout is L.jagged
     if not all(isinstance(t, NestedTensor) for t in (query, key, value)):
+        if jagged:
+            raise ValueError(f"Expected query, key, and value to be nested tensors, but got query.is_nested: "
+                             f"{query.is_nested}, key.is_nested: {key.is_nested}, and value.is_nested: "
+                             f"{value.is_nested} instead.")
         raise RuntimeError("scaled_dot_product_attention(): query, key and value must all be nested tensors "
                            "(or all dense)")
     if attn_mask is not None:
-        raise NotImplementedError("ember.nested: scaled_dot_product_attention with attn_mask for nested tensors "
-                                  "is not supported (torch's neither); use is_causal or pad the inputs")
+        # torch 2.13 has no attention mask for nested inputs (each sequence attends to itself;
+        # is_causal is the mask it takes): its errors, per layout
+        if jagged:
+            raise ValueError("Masks are not yet supported!")
+        raise RuntimeError("Scaled_dot_product_attention: Nested tensors for query / key are not supported when "
+                           "an explicit attn_mask is set")
     if not (len(query) == len(key) == len(value)):
         raise RuntimeError("scaled_dot_product_attention(): query, key and value have different batch sizes")
     if query.dim() != 4:

@@ -5,7 +5,8 @@ components printed as leaves (``requires_grad=True`` when the nested tensor
 requires grad) and the nested tensor's own ``requires_grad=True`` /
 ``grad_fn=<...>`` after the list; jagged: ``NestedTensor(size=(2, j1, 3),
 offsets=tensor([0, 2, 3]), contiguous=True)`` (with ``lengths`` views are
-not contiguous).
+not contiguous), with ``requires_grad=True`` / ``grad_fn=<MulBackward0 object at 0x...>``
+before ``contiguous`` as torch's.
 """
 from __future__ import annotations
 
@@ -24,7 +25,10 @@ def nested_repr(nt):
     if nt.layout is L.jagged:
         size = ", ".join(str(s) for s in nt.size())
         offs = nt.offsets()
-        return f"NestedTensor(size=({size}), offsets={offs!r}, contiguous={nt.is_contiguous()})"
+        # torch prints the grad_fn object's own repr here ("<MulBackward0 object at 0x...>")
+        fn = nt.grad_fn if rg else None
+        grad = "" if not rg else ", requires_grad=True" if fn is None else f", grad_fn={fn!r}"
+        return f"NestedTensor(size=({size}), offsets={offs!r}{grad}, contiguous={nt.is_contiguous()})"
     parts = []
     for c in nt.unbind():
         text = _component_repr(c, rg)

@@ -14,8 +14,9 @@ holding ``B`` components whose sizes differ. It stores
   ``nested_tensor_from_jagged(..., lengths=)`` make such views);
 * ``_stored``: each component's shape as stored (row-major, contiguous in its
   rows); ``_perm``: the permutation (None: identity) from the stored component
-  to the logical one -- ``transpose`` only changes ``_perm``, so a jagged
-  ``(B, j, H, D)`` transposed to ``(B, H, j, D)`` keeps its ``values()``.
+  to the logical one -- ``transpose`` only changes ``_perm`` (a jagged ``(B, j, H, D)``
+  transposed to ``(B, H, j, D)`` keeps its buffer; its ``values()`` is the buffer permuted,
+  ``(H, sum j, D)``, as torch's).
 
 Two storage forms: *packed* (every stored shape is ``(len_i, *_vals.shape[1:])``:
 the jagged layout, and strided tensors ragged in their first dim only), where
@@ -200,10 +201,14 @@ class NestedTensor(Tensor):
     nelement = numel
 
     def is_contiguous(self, memory_format=None):
-        # (torch: a jagged tensor made with lengths= is never contiguous, even without holes)
-        # (torch: a select / slice view of the values is not contiguous either)
-        return (self._perm is None and self._lengths_t is None and self._gapless()
-                and self._vals.is_contiguous())
+        # torch: a jagged tensor made with lengths= is never contiguous, even without holes, and
+        # otherwise it is when its values() are (a transpose or a select / slice view is not;
+        # one made with jagged_dim=2 from contiguous values is)
+        if self._lengths_t is not None or not self._gapless():
+            return False
+        if self._nlayout is L.jagged:
+            return self.values().is_contiguous()
+        return self._perm is None and self._vals.is_contiguous()
 
     def _gapless(self):
         if len(self._lens) == 0:
@@ -261,8 +266,9 @@ class NestedTensor(Tensor):
     __str__ = __repr__
 
     def __reduce_ex__(self, proto):
-        raise NotImplementedError("ember.nested: pickling (ember.save) a nested tensor is not supported; "
-                                  "save its .unbind() components or values()/offsets()")
+        # as every ember tensor (torch pickles them): ember.save / ember.load store nested tensors
+        raise RuntimeError("ember tensors are not picklable; use ember.save / ember.load, which "
+                           "never unpickle code")
 
     def __deepcopy__(self, memo):
         out = self.clone()
@@ -343,8 +349,13 @@ class NestedTensor(Tensor):
                                f"(this one has layout {self._nlayout})")
 
     def values(self):
+        """The buffer in the logical dim order, the ragged rows at dim ``ragged_idx - 1`` (as
+        torch's: a transpose permutes it, a ``jagged_dim=2`` tensor gives back the values it
+        was made from); a view, so gradients and writes reach the buffer."""
         self._need_jagged("values")
-        return self._vals
+        if self._perm is None:
+            return self._vals
+        return self._vals.permute(self._perm)
 
     def _values(self):
         return self._vals
