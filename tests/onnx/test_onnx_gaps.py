@@ -129,3 +129,15 @@ def test_boolean_mask_indexing_is_refused_naming_it():
     sizes, so the export stops with an error naming the construct."""
     with pytest.raises(Exception, match="boolean-mask indexing"):
         ember.onnx.export(Fn(lambda x: x[x > 0]), (ember.randn(4, 3),))
+
+
+def test_derived_dims_reach_onnx_as_expressions():
+    class Pairs(ember.nn.Module):
+        def forward(self, x, y):
+            return x.reshape(-1, 2).sum(1) + y
+    dx = Dim("dx", max=10)
+    prog = check_export(Pairs(), (ember.randn(8), ember.randn(4)),
+                        others=[(ember.randn(12), ember.randn(6)), (ember.randn(20), ember.randn(10))],
+                        dynamic_shapes={"x": {0: 2 * dx}, "y": {0: dx}})
+    dims = [[d.dim_param for d in i.type.tensor_type.shape.dim] for i in prog.model_proto.graph.input]
+    assert dims == [["2*dx"], ["dx"]]
