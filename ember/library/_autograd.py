@@ -38,7 +38,8 @@ class AutogradNotImplemented(NotImplementedError):
 
 
 def no_formula_message(qualname: str) -> str:
-    return (f"Trying to backward through {qualname} but no autograd formula was registered. "
+    overload = qualname.replace("::", ".") + ".default"      # torch names the overload: mylib.foo.default
+    return (f"Trying to backward through {overload} but no autograd formula was registered. "
             f"Please use register_autograd to add one.")
 
 

@@ -736,3 +736,22 @@ def test_list_and_optional_arguments_eager_compiled_and_opcheck():
         for g, e in zip(got, eager):
             np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-5)
     assert all(v == "SUCCESS" for v in L.opcheck(op, ([a, b], w)).values())
+
+
+def test_triton_op_without_autograd_formula_raises_torchs_error():
+    torch = pytest.importorskip("torch")
+    msgs = []
+    for mod in (ember, torch):
+        ns = fresh_ns()
+
+        def body(x, y):
+            return x + y * 2
+        body.__annotations__ = {"x": mod.Tensor, "y": mod.Tensor, "return": mod.Tensor}
+        f = mod.library.triton_op(f"{ns}::f", body, mutates_args=())
+        a, b = data(3), data(3)
+        x = mod.tensor(a.copy(), requires_grad=True)
+        np.testing.assert_allclose(f(x, mod.tensor(b.copy())).detach().numpy(), a + 2 * b, rtol=1e-6)
+        with pytest.raises(RuntimeError) as e:
+            f(x, mod.tensor(b.copy())).sum().backward()
+        msgs.append(str(e.value).replace(ns, "NS"))
+    assert msgs[0] == msgs[1]
