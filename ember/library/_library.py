@@ -20,8 +20,8 @@ from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 from . import _custom_op
 from ._custom_op import CustomOpDef
-from ._defined import (DefinedOp, KERNELS, _BACKEND_KEY, _could_not_run, active_kernel, add_kernel,
-                       check_dispatch_key, fallthrough_kernel, remove_kernel)
+from ._defined import (DefinedOp, _BACKEND_KEY, active_kernel, add_kernel, check_dispatch_key, fallthrough_kernel,
+                       remove_kernel)
 from ._schema import parse_definition, split_name
 
 _KINDS = ("DEF", "IMPL", "FRAGMENT")
@@ -349,5 +349,4 @@ def get_kernel(op: Any, dispatch_key: str) -> KernelFunction:
     return KernelFunction(fn, q, key)
 
 
-__all__ = ["Library", "define", "impl", "impl_abstract", "fallthrough_kernel", "get_kernel", "KERNELS",
-           "_could_not_run"]
+__all__ = ["Library", "define", "impl", "impl_abstract", "fallthrough_kernel", "get_kernel"]
