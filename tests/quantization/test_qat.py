@@ -68,7 +68,12 @@ def test_qat_loop_matches_torch(with_bn, version):
     eopt = ember.optim.SGD(em.parameters(), lr=0.05, momentum=0.9)
     rng = np.random.default_rng(version + 2 * with_bn)
     target = rng.integers(0, 3, 8)
-    for step in range(4):
+    for step in range(5):
+        if step == 3:          # the tutorial's late-training switches: observers off, batch norm frozen
+            tm.apply(tq.disable_observer)
+            em.apply(eq.disable_observer)
+            tm.apply(torch.ao.nn.intrinsic.qat.freeze_bn_stats)
+            em.apply(ember.ao.nn.intrinsic.qat.freeze_bn_stats)
         x = rng.standard_normal((8, 2, 5, 5)).astype(np.float32)
         tl = torch.nn.functional.cross_entropy(tm(torch.tensor(x)), torch.tensor(target))
         el = ember.nn.functional.cross_entropy(em(ember.tensor(x)), ember.tensor(target))
@@ -82,6 +87,12 @@ def test_qat_loop_matches_torch(with_bn, version):
     for (tk, tv), (ek, ev) in zip(sorted(tm.named_parameters()), sorted(em.named_parameters())):
         assert tk == ek
         np.testing.assert_allclose(ev.detach().numpy(), tv.detach().numpy(), rtol=1e-3, atol=1e-4)
+    for (tk, tv), (ek, ev) in zip(sorted(tm.named_buffers()), sorted(em.named_buffers())):
+        assert tk == ek
+        np.testing.assert_allclose(ev.detach().numpy().astype(np.float64), tv.detach().numpy().astype(np.float64),
+                                   rtol=1e-3, atol=1e-4)
+    if with_bn:
+        assert tm.conv.freeze_bn and em.conv.freeze_bn and not em.conv.bn.training
     tm.eval()
     em.eval()
     tc, ec = tq.convert(tm), eq.convert(em)
