@@ -376,3 +376,12 @@ def test_compiled_with_grad():
     ember.compiler.reset()
     ember.compile(f)(b).backward()
     assert ember.equal(a.grad, b.grad)
+
+
+def test_compiled_fullgraph_with_every_spelling():
+    def f(x):
+        return x.view(dtype=ember.int32) + 1, x.view(float) * 2, x.view(size=[4, 6]).view(ember.int16)
+    ember.compiler.reset()
+    x = ember.randn(6, 4)
+    for got, want in zip(ember.compile(f, fullgraph=True)(x), f(x)):
+        assert got.dtype == want.dtype and got.shape == want.shape and _bytes(got) == _bytes(want)
