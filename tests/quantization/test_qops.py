@@ -148,3 +148,18 @@ def test_quantized_functional_errors():
         eqf.conv2d(q, q, None)
     with pytest.raises(NotImplementedError, match="interpolate"):
         eqf.interpolate(q, scale_factor=2)
+
+
+@pytest.mark.parametrize("dtype", ["quint8", "qint8"])
+def test_quantized_activations(dtype):
+    rng = np.random.default_rng(30 if dtype == "quint8" else 31)
+    eqf, tqf = ember.nn.quantized.functional, torch.ao.nn.quantized.functional
+    e, t = _q(rng, (4000,), dtype)
+    ozp = 100 if dtype == "quint8" else 5
+    _same(eqf.elu(e, 0.05, ozp), tqf.elu(t, 0.05, ozp))
+    _same(eqf.elu(e, 0.03, ozp, alpha=0.7), tqf.elu(t, 0.03, ozp, alpha=0.7))
+    _same(eqf.celu(e, 0.05, ozp, 1.5), tqf.celu(t, 0.05, ozp, 1.5))
+    _same(eqf.leaky_relu(e, 0.1, scale=0.05, zero_point=ozp), tqf.leaky_relu(t, 0.1, scale=0.05, zero_point=ozp))
+    _same(eqf.hardsigmoid(e), tqf.hardsigmoid(t))
+    with pytest.raises(NotImplementedError, match="leaky_relu"):
+        eqf.leaky_relu(e, 0.1)

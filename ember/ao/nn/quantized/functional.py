@@ -1,19 +1,24 @@
 """``ember.ao.nn.quantized.functional`` (alias ``ember.nn.quantized.functional``): functions on
 quantized tensors, as ``torch.ao.nn.quantized.functional``. They check what torch checks and run
-the integer kernels of ember/_quantized/ops.py (pooling, clamps) or the quantized Linear /
-Conv2d modules' arithmetic (``linear``, ``conv2d``); the functions torch has that ember does not
-raise NotImplementedError naming them."""
+the integer kernels of ember/_quantized/ops.py (pooling, clamps), the quantized Linear / Conv2d
+modules' arithmetic (``linear``, ``conv2d``), or requantize a float activation of the dequantized
+values (``elu``, ``celu``, ``leaky_relu`` with output parameters, ``hardsigmoid``); the functions
+torch has that ember does not raise NotImplementedError naming them."""
 from __future__ import annotations
 
+import numpy as np
+
 import ember
+from ember._quantized import kernels as _K
 from ember._quantized import ops as _qops
-from ember._quantized.tensor import QuantizedTensor
+from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
+from ember._quantized import schemes as _QS
 
 __all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv2d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
-           "threshold", "clamp"]
+           "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid"]
 
-_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "interpolate", "celu", "leaky_relu",
-                "hardswish", "elu", "hardsigmoid", "upsample", "upsample_bilinear", "upsample_nearest")
+_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "interpolate", "hardswish", "upsample",
+                "upsample_bilinear", "upsample_nearest")
 
 
 def _need_quantized(input, name):
@@ -66,6 +71,59 @@ def threshold(input, threshold, value):
 def clamp(input, min_, max_):
     _need_quantized(input, "quantized.clamp")
     return _qops.clamp(input, min_, max_)
+
+
+def _requantized(input, fn, scale, zero_point, name):
+    """``fn`` of the dequantized values (float32), quantized with the output ``scale`` / ``zero_point``
+    (torch's kernels for these activations: checked bit for bit on random data)."""
+    _need_quantized(input, name)
+    if input._qp.per_channel or input.dtype not in (ember.quint8, ember.qint8):
+        raise NotImplementedError(f"ember.quantization: {name} of a {input.dtype} {input.qscheme()} tensor is not "
+                                  "supported (per-tensor quint8 / qint8 are)")
+    d = np.asarray(input.dequantize()._data, np.float32)
+    with np.errstate(over="ignore"):
+        y = np.asarray(fn(d), np.float32)
+    ints = _K.quantize_per_tensor(y, float(scale), int(zero_point), input.dtype)
+    return make_qtensor(ints, input.dtype, QParams(_QS.per_tensor_affine, scale=float(scale),
+                                                     zero_point=int(zero_point)))
+
+
+def elu(input, scale, zero_point, alpha=1.0):
+    """``x`` above 0, ``alpha * (exp(x) - 1)`` below, quantized with the output's parameters."""
+    a = np.float32(alpha)
+    return _requantized(input, lambda d: np.where(d > 0, d, (a * np.expm1(d)).astype(np.float32)), scale,
+                        zero_point, "quantized.elu")
+
+
+def celu(input, scale, zero_point, alpha=1.0):
+    """``x`` above 0, ``alpha * (exp(x / alpha) - 1)`` below."""
+    a = np.float32(alpha)
+    return _requantized(input, lambda d: np.where(d > 0, d, (a * np.expm1((d / a).astype(np.float32)))
+                                                  .astype(np.float32)), scale, zero_point, "quantized.celu")
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False, scale=None, zero_point=None):
+    """``x`` above 0, ``negative_slope * x`` below, with the given output parameters."""
+    if scale is None or zero_point is None:
+        raise NotImplementedError("ember.quantization: quantized.functional.leaky_relu keeping the input's "
+                                  "scale and zero point (no scale / zero_point given) is not supported; pass "
+                                  "the output's")
+    if inplace:
+        raise AssertionError("Cannot rescale with `inplace`")
+    k = np.float32(negative_slope)
+    return _requantized(input, lambda d: np.where(d > 0, d, (d * k).astype(np.float32)), scale, zero_point,
+                        "quantized.leaky_relu")
+
+
+def hardsigmoid(input, inplace=False):
+    """``clamp(x + 3, 0, 6) / 6`` on the fixed output grid torch uses: scale 1/256, zero point 0
+    (quint8) or -128 (qint8)."""
+    _need_quantized(input, "quantized.hardsigmoid")
+    if inplace:
+        raise NotImplementedError("ember.quantization: in-place hardsigmoid of a quantized tensor is not supported")
+    zp = -128 if input.dtype is ember.qint8 else 0
+    return _requantized(input, lambda d: (np.clip((d + np.float32(3)).astype(np.float32), 0, 6) / np.float32(6))
+                        .astype(np.float32), 1.0 / 256, zp, "quantized.hardsigmoid")
 
 
 def linear(input, weight, bias=None, scale=None, zero_point=None):
