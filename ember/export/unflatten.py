@@ -392,14 +392,16 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         if leaf not in parent._modules:
             parent.add_module(leaf, _PreservedModule(fqn, preserved[fqn]) if fqn in preserved
                               else InterpreterModule() if fqn in called else Module())
+    # the unflattened module owns copies of the state (torch deep-copies it): training it or
+    # running its BatchNorms leaves the exported model, the program and ep.module() untouched
     for s in sig.input_specs:
         if s.kind == InputKind.PARAMETER:
             t = ep.state_dict[s.target]
-            _install(top, s.target, t if isinstance(t, Parameter) else Parameter(t), "param")
+            _install(top, s.target, Parameter(t.detach().clone(), requires_grad=t.requires_grad), "param")
         elif s.kind == InputKind.BUFFER:
-            _install(top, s.target, ep._state_tensor(s), "buffer", s.persistent)
+            _install(top, s.target, _copy(ep._state_tensor(s)), "buffer", s.persistent)
         elif s.kind == InputKind.CONSTANT_TENSOR:
-            top.__dict__[s.target] = ep.constants[s.target]
+            top.__dict__[s.target] = _copy(ep.constants[s.target])
     for alias, canon in ep._state_aliases.items():
         t = _get(top, canon)
         _install(top, alias, t, "param" if isinstance(t, Parameter) else "buffer",
@@ -515,6 +517,12 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
 
     top.__dict__["graph"] = build(root)
     return top
+
+
+def _copy(t):
+    """A detached copy of a buffer or constant tensor, keeping ``requires_grad``."""
+    c = t.detach().clone()
+    return c.requires_grad_(True) if t.requires_grad else c
 
 
 def _sink_scope(root, sink):

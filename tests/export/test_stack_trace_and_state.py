@@ -125,3 +125,37 @@ def test_module_refuses_train_and_eval_like_torch(method):
         getattr(tmod, method)()
     with pytest.raises(NotImplementedError, match=re.escape(str(theirs.value))):
         getattr(mod, method)()
+
+
+def test_unflatten_owns_copies_of_the_state_as_torch():
+    """torch's unflatten deep-copies the program's state: running it updates its own buffers,
+    not the model's (nor ep.module()'s, which share the model's)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng()
+    xs = [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2)]
+    w, b = rng.standard_normal((3, 3)).astype(np.float32), rng.standard_normal(3).astype(np.float32)
+    results = {}
+    for lib in (ember, torch):
+        m = lib.nn.Sequential(lib.nn.Linear(3, 3), lib.nn.BatchNorm1d(3))
+        m.train()
+        with lib.no_grad():
+            m[0].weight.copy_(lib.tensor(w))
+            m[0].bias.copy_(lib.tensor(b))
+        ep = (export if lib is ember else torch.export.export)(m, (lib.tensor(xs[0]),))
+        u = (ember.export.unflatten if lib is ember else torch.export.unflatten)(ep)
+        rec = {"shares": (u.get_buffer("1.running_mean") is m[1].running_mean,
+                          u.get_parameter("0.weight") is m[0].weight),
+               "weight_equal": bool(np.array_equal(u.get_parameter("0.weight").detach().numpy(),
+                                                   m[0].weight.detach().numpy())),
+               "requires_grad": u.get_parameter("0.weight").requires_grad}
+        u(lib.tensor(xs[1]))
+        rec["model_after_u"] = m[1].running_mean.detach().numpy().copy()
+        rec["u_after_u"] = u.get_buffer("1.running_mean").detach().numpy().copy()
+        ep.module()(lib.tensor(xs[0]))
+        rec["u_after_module"] = u.get_buffer("1.running_mean").detach().numpy().copy()
+        results[lib.__name__] = rec
+    e, t = results["ember"], results["torch"]
+    assert e["shares"] == t["shares"] == (False, False)
+    assert e["weight_equal"] and t["weight_equal"] and e["requires_grad"] == t["requires_grad"]
+    for k in ("model_after_u", "u_after_u", "u_after_module"):
+        np.testing.assert_allclose(e[k], t[k], rtol=1e-5, atol=1e-6, err_msg=k)
