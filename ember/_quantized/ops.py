@@ -6,6 +6,7 @@
 * ``max`` / ``min`` (whole tensor or along a dim, with int64 indices) and ``max_pool``: order
   does not change under an affine map with a positive scale, so they select integers and keep
   the parameters.
+* nearest-neighbour upsampling (2-d, 3-d): the integers gathered, the parameters kept.
 * ``mean`` / adaptive average pooling: the sum of the raw integers divided by the count,
   rounded half to even, with the input's parameters (torch's kernels average the stored
   integers); ``avg_pool``: ``rint(float32(sum(q - zp)) * float32(1 / divisor) + zp)`` -- the
@@ -290,6 +291,22 @@ def threshold(q, threshold, value):
     return _like(q, np.where(keep, q._irepr, np.asarray(_bound(q, float(value)), q._irepr.dtype)))
 
 
+def _gather_axes(q, spec, name):
+    """Nearest-neighbour resizing (``F.interpolate(mode='nearest' / 'nearest-exact')``) reaches here
+    as ``_gather_axes`` with the source index of every output position per axis (computed as
+    for a float tensor): the integers are gathered, the parameters kept. Padding (same op, with
+    fill masks) is left to the dense path's error."""
+    name = str(name)
+    if not name.startswith("UpsampleNearest") or "1D" in name or any(m is not None for _, _, m, _ in spec):
+        return NotImplemented            # (torch has no quantized 1-d nearest upsampling either)
+    _per_tensor(q, f"ember.quantization: {name[:-len('Backward0')]} of a per-channel quantized tensor is not "
+                   "supported")
+    out = q._irepr
+    for axis, idx, _, _ in spec:
+        out = np.take(out, np.asarray(idx), axis=axis)
+    return _like(q, out)
+
+
 def _routed_max(q):
     return _extreme(q, "max")
 
@@ -305,5 +322,6 @@ ROUTED = {
     "min_dim": lambda q, dim, keepdim=False: _extreme_dim(q, dim, keepdim, "min"),
     "mean": mean, "max_pool_with_indices": max_pool, "avg_pool": avg_pool, "_resample": _resample,
     "clamp": clamp, "hardtanh": lambda q, min_val=-1.0, max_val=1.0: clamp(q, min_val, max_val),
+    "_gather_axes": _gather_axes,
 }
 

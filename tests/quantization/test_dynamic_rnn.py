@@ -235,3 +235,16 @@ def test_legacy_quantized_cells(name, gates):
         outs.append(r if isinstance(r, tuple) else (r,))
     for a, b in zip(*outs):
         _close(a, b)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "LSTMCell"])
+def test_per_channel_weights(kind):
+    em, tm = _pair(kind, 4, 6, seed=12)
+    eqm = eq.quantize_dynamic(ember.nn.Sequential(em), {getattr(ember.nn, kind): eq.per_channel_dynamic_qconfig})
+    tqm = tq.quantize_dynamic(torch.nn.Sequential(tm), {getattr(torch.nn, kind): tq.per_channel_dynamic_qconfig})
+    assert repr(eqm) == repr(tqm)
+    x = np.random.default_rng(1).standard_normal((5, 3, 4) if "Cell" not in kind else (3, 4)).astype(np.float32)
+    eo, to = eqm[0](ember.tensor(x)), tqm[0](torch.tensor(x))
+    _close(eo[0] if isinstance(eo, tuple) else eo, to[0] if isinstance(to, tuple) else to)
+    w = eqm[0].get_weight()["weight_ih_l0" if "Cell" not in kind else "weight_ih"]
+    assert w.qscheme() is ember.per_channel_affine

@@ -146,8 +146,8 @@ def test_quantized_functional_errors():
         eqf.max_pool2d(q, 2, return_indices=True)
     with pytest.raises(NotImplementedError, match="Only torch.qint8 is supported for weight tensor!"):
         eqf.conv2d(q, q, None)
-    with pytest.raises(NotImplementedError, match="interpolate"):
-        eqf.interpolate(q, scale_factor=2)
+    with pytest.raises(NotImplementedError, match="conv3d"):
+        eqf.conv3d(q, q, None)
 
 
 @pytest.mark.parametrize("dtype", ["quint8", "qint8"])
@@ -163,3 +163,20 @@ def test_quantized_activations(dtype):
     _same(eqf.hardsigmoid(e), tqf.hardsigmoid(t))
     with pytest.raises(NotImplementedError, match="leaky_relu"):
         eqf.leaky_relu(e, 0.1)
+
+
+def test_nearest_upsampling():
+    rng = np.random.default_rng(40)
+    e, t = _q(rng, (2, 3, 4, 5))
+    eqf, tqf = ember.nn.quantized.functional, torch.ao.nn.quantized.functional
+    for mode in ("nearest", "nearest-exact"):
+        for kw in ({"scale_factor": 2}, {"size": (7, 9)}, {"scale_factor": 1.5}, {"scale_factor": (0.5, 1.7)}):
+            _same(F.interpolate(e, mode=mode, **kw), TF.interpolate(t, mode=mode, **kw))
+            _same(eqf.interpolate(e, mode=mode, **kw), tqf.interpolate(t, mode=mode, **kw))
+    _same(eqf.upsample_nearest(e, scale_factor=3), tqf.upsample_nearest(t, scale_factor=3))
+    _same(ember.nn.Upsample(scale_factor=2)(e), torch.nn.Upsample(scale_factor=2)(t))
+    e1 = ember.quantize_per_tensor(ember.randn(2, 3, 6), 0.1, 0, ember.quint8)
+    with pytest.raises(NotImplementedError):                 # torch has no quantized 1-d nearest kernel either
+        F.interpolate(e1, scale_factor=2)
+    with pytest.raises(NotImplementedError, match="bilinear"):
+        eqf.interpolate(e, scale_factor=2, mode="bilinear")

@@ -15,10 +15,10 @@ from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
 from ember._quantized import schemes as _QS
 
 __all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv2d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
-           "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid"]
+           "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid", "interpolate", "upsample",
+           "upsample_nearest"]
 
-_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "interpolate", "hardswish", "upsample",
-                "upsample_bilinear", "upsample_nearest")
+_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "hardswish", "upsample_bilinear")
 
 
 def _need_quantized(input, name):
@@ -124,6 +124,29 @@ def hardsigmoid(input, inplace=False):
     zp = -128 if input.dtype is ember.qint8 else 0
     return _requantized(input, lambda d: (np.clip((d + np.float32(3)).astype(np.float32), 0, 6) / np.float32(6))
                         .astype(np.float32), 1.0 / 256, zp, "quantized.hardsigmoid")
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    """Resize a quantized tensor; ember supports the nearest modes (the integers are gathered)."""
+    _need_quantized(input, "quantized.interpolate")
+    if mode not in ("nearest", "nearest-exact"):
+        raise NotImplementedError(f"ember.quantization: quantized interpolate with mode={mode!r} is not supported "
+                                  "(nearest and nearest-exact are)")
+    return ember.nn.functional.interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    import warnings
+    warnings.warn("nn.quantized.functional.upsample is deprecated. Use nn.quantized.functional.interpolate instead.",
+                  stacklevel=2)
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    import warnings
+    warnings.warn("nn.quantized.functional.upsample_nearest is deprecated. Use nn.quantized.functional.interpolate "
+                  "instead.", stacklevel=2)
+    return interpolate(input, size, scale_factor, mode="nearest")
 
 
 def linear(input, weight, bias=None, scale=None, zero_point=None):
