@@ -239,6 +239,41 @@ def mode_stack() -> list:
     return list(STATE.tf_modes)
 
 
+# ---------------------------------------------------------------------- Python-level entries
+PASS = object()            # python_entry's "nobody took the call": the function runs itself
+
+
+def python_entry(func, loc):
+    """The protocol for a function of ember's API written in Python over the ops: the factories
+    (``zeros``, ``arange``, ``tensor``, ...: no tensor argument, so the dispatcher's check never
+    sees them), the ``*_like`` ones and the random in-place methods (which reach an internal op).
+    Each calls this as its first statement when a mode is active or an argument's class is not a
+    plain tensor (a global/class test: free otherwise), with ``locals()`` -- its parameters --, so
+    the mode or subclass sees ``func`` called with the arguments the caller gave (values still
+    at their defaults left out), as torch's do. Returns PASS when nobody overrides."""
+    from .tensor import Tensor
+    code = func.__code__
+    names = code.co_varnames
+    n, k = code.co_argcount, code.co_kwonlyargcount
+    args = [loc[names[i]] for i in range(n)]
+    defaults = func.__defaults__ or ()
+    while args and len(args) > n - len(defaults) and args[-1] is defaults[len(args) - 1 - (n - len(defaults))]:
+        args.pop()
+    at = n + k
+    if code.co_flags & 0x04:             # *args
+        args.extend(loc[names[at]])
+        at += 1
+    kwdefaults = func.__kwdefaults__ or {}
+    kwargs = {name: loc[name] for name in names[n:n + k] if loc[name] is not kwdefaults.get(name, PASS)}
+    if code.co_flags & 0x08:             # **kwargs
+        kwargs.update(loc[names[at]])
+    types = collect_overloaded([a for a in args if isinstance(a, Tensor)])
+    if not types and not (STATE.tf_modes and not STATE.tf_off):
+        return PASS
+    # the public object (``ember.arange`` is ember/ops/_out.py's out= wrapper around it)
+    return handle(getattr(func, "_ember_public", func), types, tuple(args), kwargs)
+
+
 # ---------------------------------------------------------------------- calling handlers
 def collect_overloaded(values) -> list:
     """The overloaded argument types among ``values`` (tensors, lists of them, Tensor-likes),

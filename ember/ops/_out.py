@@ -324,6 +324,7 @@ def _wrap(fn, name, factory):
             return factory_with_out(fn, args, kwargs, out, name)
         return call_with_out(name, fn, args, kwargs, out, None)
     wrapper._ember_out = True
+    fn._ember_public = wrapper      # what a TorchFunctionMode is shown (ember/_torch_function.py)
     return wrapper
 
 

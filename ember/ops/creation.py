@@ -20,6 +20,7 @@ from . import _meta, api
 from ._helpers import _canonical_c, is_scalar
 from .checked_scalar import check_fits, checked_array
 from .registry import defop
+from .._torch_function import FAST_CLASSES as _FAST, PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
 
 
 def _is_symint(s):
@@ -115,6 +116,8 @@ _full = full.binding
 
 def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=False, out=None, layout=None,
                 pin_memory=False):
+    if _TF[0] and (_r := _entry(_full_entry, locals())) is not _PASS:
+        return _r
     if isinstance(size, numbers.Integral):
         size = (size,)
     size = _size_args(tuple(size), "full")
@@ -124,7 +127,12 @@ def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=Fals
                                  device=device), requires_grad), pin_memory)
 
 
+_full_entry.__name__ = "full"     # what a TorchFunctionMode sees it as (pickled by its qualname)
+
+
 def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if _TF[0] and (_r := _entry(zeros, locals())) is not _PASS:
+        return _r
     if layout is not None and layout != "strided":
         return _sparse_layout("zeros", size, dtype, requires_grad, layout)
     if out is not None:
@@ -136,6 +144,8 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+    if _TF[0] and (_r := _entry(ones, locals())) is not _PASS:
+        return _r
     if layout is not None and layout != "strided":
         return _sparse_layout("ones", size, dtype, requires_grad, layout)
     if out is not None:
@@ -159,6 +169,8 @@ def _empty_meta(size, dtype=None, device=None):
 
 def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
           memory_format=None):
+    if _TF[0] and (_r := _entry(empty, locals())) is not _PASS:
+        return _r
     if layout is not None and layout != "strided":
         return _sparse_layout("empty", size, dtype, requires_grad, layout)
     if out is not None:
@@ -226,6 +238,8 @@ def _in_order(t, order, made_in_order=False):
 
 def _like(fn):
     def like(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
+        if input.__class__ not in _FAST and (_r := _entry(like, locals())) is not _PASS:
+            return _r
         if not isinstance(input, Tensor):
             raise TypeError(f"{fn.__name__}_like(): argument 'input' must be Tensor, not {type(input).__name__}")
         d = input._data
@@ -252,6 +266,8 @@ empty_like = _like(empty)
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
               memory_format=None):
+    if input.__class__ not in _FAST and (_r := _entry(full_like, locals())) is not _PASS:
+        return _r
     order = _like_order(input, memory_format)
     shape = tuple(input.shape)
     if order is not None:
@@ -261,6 +277,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False
 
 
 def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
+    if _TF[0] and (_r := _entry(scalar_tensor, locals())) is not _PASS:
+        return _r
     return _full_entry((), s, dtype=dtype or _t.get_default_dtype(), device=device,
                        requires_grad=requires_grad)
 
@@ -315,6 +333,8 @@ def _flatten_tensors(data):
 
 def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """Copy ``data`` (number, nested lists, numpy array, Tensor) into a new leaf tensor."""
+    if _TF[0] and (_r := _entry(tensor, locals())) is not _PASS:
+        return _r
     arr, dt, dev = _infer_array(data)
     if dtype is not None:
         dt = _t.as_dtype(dtype)
@@ -350,6 +370,8 @@ def _on_meta(arr, dev):
 
 
 def as_tensor(data, dtype=None, device=None):
+    if _TF[0] and (_r := _entry(as_tensor, locals())) is not _PASS:
+        return _r
     if isinstance(data, Tensor):
         out = data
         if dtype is not None or device is not None:
@@ -376,6 +398,8 @@ def from_numpy(arr):
 
 
 def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=False):
+    if _TF[0] and (_r := _entry(asarray, locals())) is not _PASS:
+        return _r
     if copy:
         return tensor(obj, dtype=dtype, device=device, requires_grad=requires_grad)
     return _finish(as_tensor(obj, dtype=dtype, device=device), requires_grad)
@@ -411,6 +435,8 @@ def _arange_symbolic(start, end, step, dtype, device, requires_grad):
 
 
 def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(arange, locals())) is not _PASS:
+        return _r
     start, end, step = _num(start), _num(end), _num(step)
     if end is None:
         start, end = 0, start
@@ -433,11 +459,15 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
 
 
 def range_(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
+    if _TF[0] and (_r := _entry(range_, locals())) is not _PASS:
+        return _r
     return arange(start, end + step / 2 if step > 0 else end + step / 2, step, dtype=dtype or
                   _t.get_default_dtype(), device=device, requires_grad=requires_grad)
 
 
 def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(linspace, locals())) is not _PASS:
+        return _r
     start, end = _num(start), _num(end)
     if steps < 0:
         raise RuntimeError("number of steps must be non-negative")
@@ -455,12 +485,16 @@ def linspace(start, end, steps, *, dtype=None, device=None, requires_grad=False,
 
 
 def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False):
+    if _TF[0] and (_r := _entry(logspace, locals())) is not _PASS:
+        return _r
     lin = linspace(start, end, steps, dtype=_t.float64)
     return _finish(tensor(np.power(base, lin._data).astype(_dt(dtype).np), dtype=_dt(dtype), device=device),
                    requires_grad)
 
 
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(eye, locals())) is not _PASS:
+        return _r
     if m is None:
         m = n
     dt = _dt(dtype)
@@ -515,17 +549,23 @@ def _drawn(kind, size, dt, device, generator, a=0.0, b=1.0):
 
 
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(rand, locals())) is not _PASS:
+        return _r
     dt = _dt(dtype)
     return _finish(_drawn("uniform", _size_args(size, "rand"), dt, device, generator), requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(randn, locals())) is not _PASS:
+        return _r
     dt = _dt(dtype)
     return _finish(_drawn("normal", _size_args(size, "randn"), dt, device, generator), requires_grad)
 
 
 def randint(low, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
             out=None, layout=None):
+    if _TF[0] and (_r := _entry(randint, locals())) is not _PASS:
+        return _r
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint() missing required argument 'size'")
@@ -545,17 +585,23 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if input.__class__ not in _FAST and (_r := _entry(rand_like, locals())) is not _PASS:
+        return _r
     # drawn in row-major order whatever the layout, so the values do not depend on it
     t = rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
     return _finish(_in_order(t, _like_order(input, memory_format)), requires_grad)
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
+    if input.__class__ not in _FAST and (_r := _entry(randn_like, locals())) is not _PASS:
+        return _r
     t = randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
     return _finish(_in_order(t, _like_order(input, memory_format)), requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
+    if input.__class__ not in _FAST and (_r := _entry(randint_like, locals())) is not _PASS:
+        return _r
     if high is None:
         low, high = 0, low
     t = randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
@@ -564,6 +610,8 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
            out=None):
+    if _TF[0] and (_r := _entry(normal, locals())) is not _PASS:
+        return _r
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         m = mean if isinstance(mean, Tensor) else None
         s = std if isinstance(std, Tensor) else None
@@ -625,29 +673,41 @@ def _random_entry(kind):
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None, **kw):
+    if self.__class__ not in _FAST and (_r := _entry(uniform_, locals())) is not _PASS:
+        return _r
     a, b = kw.get("from", a), kw.get("to", b)
     return _random_op.inplace_variant.binding(self, "uniform", a, b, generator)
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
+    if self.__class__ not in _FAST and (_r := _entry(normal_, locals())) is not _PASS:
+        return _r
     return _random_op.inplace_variant.binding(self, "normal", mean, std, generator)
 
 
 def random_(self, from_=0, to=None, *, generator=None):
+    if self.__class__ not in _FAST and (_r := _entry(random_, locals())) is not _PASS:
+        return _r
     if to is None:
         from_, to = 0, from_ if from_ else 2 ** 24
     return _random_op.inplace_variant.binding(self, "random", from_, to, generator)
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
+    if self.__class__ not in _FAST and (_r := _entry(bernoulli_, locals())) is not _PASS:
+        return _r
     return _random_op.inplace_variant.binding(self, "bernoulli", float(p), 0.0, generator)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
+    if self.__class__ not in _FAST and (_r := _entry(exponential_, locals())) is not _PASS:
+        return _r
     return _random_op.inplace_variant.binding(self, "exponential", lambd, 0.0, generator)
 
 
 def bernoulli(input, p=None, *, generator=None):
+    if input.__class__ not in _FAST and (_r := _entry(bernoulli, locals())) is not _PASS:
+        return _r
     probs = input if p is None else full_like(input, p)
     u = rand(tuple(probs.shape), dtype=probs.dtype, device=probs.device, generator=generator)
     return (u < probs).to(probs.dtype)

@@ -32,6 +32,7 @@ from .creation import _drawn, _dt, _finish, _gen
 from .more_api import _inplace_of
 from .reduction import _return_type
 from .registry import defop
+from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
 
 _export = Exports()
 _EXPORTS, _METHODS = _export.functions, _export.methods
@@ -339,6 +340,8 @@ def _size_of(size):
 @_export
 def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """An uninitialised tensor with the given sizes and strides."""
+    if _TF[0] and (_r := _entry(empty_strided, locals())) is not _PASS:
+        return _r
     base = api.empty((0,), dtype=_dt(dtype), device=device)
     from .._pinned import for_factory
     return for_factory(base.new_empty_strided(tuple(size), tuple(stride), requires_grad=requires_grad), pin_memory)
@@ -349,6 +352,8 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
                    pin_memory=False):
     """An uninitialised tensor of ``size`` whose memory holds its dims in the order
     ``physical_layout`` (outermost first)."""
+    if _TF[0] and (_r := _entry(empty_permuted, locals())) is not _PASS:
+        return _r
     size, perm = tuple(size), tuple(int(p) for p in physical_layout)
     if sorted(perm) != list(builtins_range(len(size))):
         raise RuntimeError(f"Dimension mismatch or not a permutation: size {list(size)} physical_layout "

@@ -14,6 +14,7 @@ from ..tensor import Tensor
 from . import _meta, api
 from .creation import _dt, _finish, _gen
 from .registry import defop
+from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
 
 
 @defop("randperm(int n, ScalarType dtype, Generator? generator=None) -> Tensor", method=False, function=False,
@@ -28,6 +29,8 @@ def _randperm_meta(n, dtype, generator=None):
 
 
 def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+    if _TF[0] and (_r := _entry(randperm, locals())) is not _PASS:
+        return _r
     # an op (kept whole: ember.prims.coverage.EXTERN), so a compiled graph draws it at every call
     dt = _dt(dtype, _t.int64)
     t = _randperm_op.binding(int(n), dt, generator)

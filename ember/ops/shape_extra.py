@@ -24,6 +24,7 @@ from . import api
 from ._helpers import wrap_dim
 from .registry import defcomposite
 from .shape import _as_strided_rel, _diagonal_backward
+from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
 
 
 def _check_int(name, fn, v):
@@ -423,12 +424,16 @@ def tril_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pi
     """Row and column indices (a 2 x N tensor, row-major order) of the lower triangle of a
     ``row`` x ``col`` matrix, diagonal ``offset`` and below. A factory: computed on the host from
     its integer arguments, like ``arange``."""
+    if _TF[0] and (_r := _entry(tril_indices, locals())) is not _PASS:
+        return _r
     from .._pinned import for_factory
     return for_factory(_tri_indices("tril_indices", True, row, col, offset, dtype, device), pin_memory)
 
 
 def triu_indices(row, col, offset=0, *, dtype=None, device=None, layout=None, pin_memory=False):
     """Indices of the upper triangle, diagonal ``offset`` and above (see ``tril_indices``)."""
+    if _TF[0] and (_r := _entry(triu_indices, locals())) is not _PASS:
+        return _r
     from .._pinned import for_factory
     return for_factory(_tri_indices("triu_indices", False, row, col, offset, dtype, device), pin_memory)
 

@@ -11,6 +11,7 @@ import numbers
 from .. import types as _t
 from . import api
 from .creation import _dt, _finish
+from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
 
 
 def _prep(name, window_length, dtype, device):
@@ -47,6 +48,8 @@ def _pinned_window(pin_memory, *args):
 def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None, layout=None, device=None,
                    requires_grad=False, pin_memory=False):
     """``alpha - beta cos(2 pi k / (N - 1))``."""
+    if _TF[0] and (_r := _entry(hamming_window, locals())) is not _PASS:
+        return _r
     return _pinned_window(pin_memory, "hamming_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: api.cos(k * (2 * math.pi / (N - 1))) * (-beta) + alpha)
 
@@ -54,6 +57,8 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False,
                 pin_memory=False):
     """``0.5 - 0.5 cos(2 pi k / (N - 1))``."""
+    if _TF[0] and (_r := _entry(hann_window, locals())) is not _PASS:
+        return _r
     return _pinned_window(pin_memory, "hann_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: api.cos(k * (2 * math.pi / (N - 1))) * (-0.5) + 0.5)
 
@@ -61,6 +66,8 @@ def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False,
                     pin_memory=False):
     """``0.42 - 0.5 cos(2 pi k / (N - 1)) + 0.08 cos(4 pi k / (N - 1))``."""
+    if _TF[0] and (_r := _entry(blackman_window, locals())) is not _PASS:
+        return _r
     def body(k, N):
         x = k * (math.pi / (N - 1))
         return api.cos(x * 4) * 0.08 - api.cos(x * 2) * 0.5 + 0.42
@@ -70,6 +77,8 @@ def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, de
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None, requires_grad=False,
                     pin_memory=False):
     """``1 - |2 k / (N - 1) - 1|``."""
+    if _TF[0] and (_r := _entry(bartlett_window, locals())) is not _PASS:
+        return _r
     return _pinned_window(pin_memory, "bartlett_window", window_length, periodic, dtype, device, requires_grad,
                    lambda k, N: 1 - api.abs(k * (2.0 / (N - 1)) - 1))
 
@@ -77,6 +86,8 @@ def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, de
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None, device=None,
                   requires_grad=False, pin_memory=False):
     """``I0(beta sqrt(1 - ((k - a) / a)^2)) / I0(beta)`` with ``a = (N - 1) / 2``."""
+    if _TF[0] and (_r := _entry(kaiser_window, locals())) is not _PASS:
+        return _r
     def body(k, N):
         a = (N - 1) / 2.0
         r = (k - a) / a

@@ -294,7 +294,7 @@ def test_compile_matches_eager(backend):
     np.testing.assert_allclose(ember.compile(g, backend=backend)(x, y).numpy(), g(x, y).numpy())
     z1, z2 = ember.empty(6, 4), ember.empty(6, 4)
     np.testing.assert_allclose(ember.compile(h, backend=backend)(x, y, z2).numpy(), h(x, y, z1).numpy(),
-                               rtol=1e-6)
+                               rtol=1e-6, atol=1e-5)     # a float32 sum of 24 draws: order-dependent
     np.testing.assert_allclose(z1.numpy(), z2.numpy())
     # an input out= of the wrong shape: the call breaks the graph and runs eagerly (resize + warning)
     z1, z2 = ember.empty(2), ember.empty(2)

@@ -290,3 +290,49 @@ def test_compiled_code_runs_eagerly_under_a_mode():
     with Record():
         got = f(x)
     assert seen == ["relu", "mul"] and ember.equal(got, want)
+
+
+def _factory_script(lib):
+    seen = []
+
+    class Record(lib.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            plain = tuple(a for a in args if not isinstance(a, lib.Tensor))
+            public = func is getattr(lib, func.__name__, None) or func is getattr(lib.Tensor, func.__name__, None)
+            seen.append((func.__name__, public, plain, sorted((kwargs or {}).items(), key=str)))
+            return func(*args, **(kwargs or {}))
+
+    import numpy as np
+    with Record():
+        x = lib.zeros(3)
+        made = [x, lib.ones(2, 2, dtype=lib.float64), lib.randn(3), lib.arange(4), lib.arange(1, 5, 2),
+                lib.tensor([1., 2.]), lib.empty(2), lib.full((2,), 1.), lib.linspace(0, 1, 3), lib.rand(2),
+                lib.randint(0, 3, (2,)), lib.eye(2), lib.zeros_like(x), lib.empty_like(x), lib.ones_like(x),
+                lib.full_like(x, 2.), lib.rand_like(x), lib.as_tensor([1, 2]), lib.from_numpy(np.ones(2)),
+                x.uniform_(), x.normal_(), lib.randperm(4), lib.hann_window(4), lib.tril_indices(3, 3),
+                lib.empty_strided((2,), (1,)), lib.scalar_tensor(2.)]
+    return [(n, p, repr(a).replace("torch.", "ember."), repr(k).replace("torch.", "ember.")) for n, p, a, k in seen], \
+        [(tuple(t.shape), str(t.dtype).split(".")[-1]) for t in made]
+
+
+def test_mode_sees_factories_as_torch():
+    """Factories have no tensor argument for the dispatcher's protocol check: they hand
+    themselves to the mode (and the random in-place methods and ``*_like`` functions present
+    themselves, not the internal ops they reach), with the arguments as the caller gave them."""
+    torch = pytest.importorskip("torch")
+    assert _factory_script(ember) == _factory_script(torch)
+
+
+def test_mode_can_redirect_a_factory():
+    class ToMeta(ember.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = dict(kwargs or {})
+            if func in (ember.zeros, ember.empty, ember.full):
+                kwargs["device"] = "meta"
+            return func(*args, **kwargs)
+
+    with ToMeta():
+        a, b, c = ember.zeros(2), ember.empty(3, 1), ember.full((2,), 1.5)
+        d = ember.ones(2)
+    assert a.is_meta and b.is_meta and c.is_meta and not d.is_meta
+    assert not ember.zeros(2).is_meta
