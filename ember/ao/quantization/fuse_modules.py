@@ -113,7 +113,7 @@ def _fuse_modules(model, modules_to_fuse, is_qat, inplace, fuser_func):
         else [modules_to_fuse]
     for names in groups:
         mods = [_get(model, n) for n in names]
-        new = fuser_func(mods, is_qat, None) if fuser_func is not fuse_known_modules else fuse_known_modules(mods, is_qat)
+        new = fuser_func(mods, is_qat, None)
         for n, m in zip(names, new):
             _set(model, n, m)
     return model
