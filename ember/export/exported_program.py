@@ -200,10 +200,16 @@ class ExportedProgram:
                 specs.append(OutputSpec(s.kind, TensorArgument(new_outs[k].name), s.target))
                 k += 1
         sig = ExportGraphSignature(list(self._graph_signature.input_specs), specs)
-        return ExportedProgram(new_gm, sig, self._state_dict, self._constants, self._range_constraints,
-                               self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
-                               self._example_inputs, self._module_class, self._input_paths,
-                               module_call_graph=self._module_call_graph, state_aliases=self._state_aliases)
+        # a kept submodule signature names nodes of the old graph, which the new one renames: it
+        # is dropped, and unflatten refuses the program rather than cut the graph at wrong values
+        calls = [ModuleCallEntry(e.fqn) if e.fqn and e.signature is not None else e for e in self._module_call_graph]
+        out = ExportedProgram(new_gm, sig, self._state_dict, self._constants, self._range_constraints,
+                              self._in_spec, self._out_spec, self._const_inputs, env, self._equal_groups,
+                              self._example_inputs, self._module_class, self._input_paths,
+                              module_call_graph=calls, state_aliases=self._state_aliases)
+        out._dropped_signatures = sorted(e.fqn for e in self._module_call_graph if e.fqn and e.signature is not None) \
+            or getattr(self, "_dropped_signatures", [])
+        return out
 
     def _prims_only(self):
         hit = getattr(self, "_prims_cache", None)

@@ -255,6 +255,12 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
     if flat_args_adapter is not None and not isinstance(flat_args_adapter, FlatArgsAdapter):
         raise TypeError(f"ember.export.unflatten: flat_args_adapter must be a FlatArgsAdapter, got "
                         f"{type(flat_args_adapter).__name__}")
+    dropped = getattr(ep, "_dropped_signatures", None)
+    if dropped:
+        raise NotImplementedError(f"ember.export.unflatten: the program went through run_decompositions after being "
+                                  f"exported with preserve_module_call_signature={tuple(dropped)!r}; keeping those "
+                                  f"signatures across a decomposition is not supported -- unflatten the program "
+                                  f"before decomposing it")
     graph = ep.graph
     sig = ep.graph_signature
     state_target = {}          # placeholder node -> (kind, target)

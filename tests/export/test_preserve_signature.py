@@ -149,3 +149,14 @@ def test_errors_name_the_problem():
     with pytest.raises(NotImplementedError, match="'l' is called more than once"):
         export(Twice(), (ember.randn(2, 4),), preserve_module_call_signature=("l",))
     assert TensorArgument("x") != ConstantArgument("", 1)
+
+
+def test_unflatten_after_run_decompositions_is_refused_naming_it():
+    ep = export(_make(ember), (ember.randn(2, 4),), preserve_module_call_signature=("sub",))
+    dec = ep.run_decompositions()
+    assert _sig(dec, "sub") is None
+    with pytest.raises(NotImplementedError, match=r"run_decompositions .*preserve_module_call_signature=\('sub',\)"):
+        unflatten(dec)
+    x = ember.randn(2, 4)
+    np.testing.assert_allclose(dec.module()(x).detach().numpy(), ep.module()(x).detach().numpy(), rtol=1e-5,
+                               atol=1e-6)
