@@ -2,12 +2,16 @@
 
 A spec says, per tensor input and dimension, whether the size is traced as a symbol:
 
-* ``Dim("batch", min=2, max=64)``: dynamic over that range; the export fails ("Constraints
+* ``Dim("batch", min=2, max=64)``: dynamic over that range (``Dim("b")`` is ``[0, int_oo]``,
+  as torch's: sizes 0 and 1 are accepted at call time); the export fails ("Constraints
   violated") if the program specialises it or narrows its range (a branch on it), and names
   the fix. The same ``Dim`` on several dims declares them equal.
+* ``2 * dx``, ``dx + 1`` (derived Dims): increasing integer-linear functions of a named Dim,
+  traced as that expression of its symbol (the root must also size some input dimension).
 * ``Dim.AUTO``: dynamic unless the program decides otherwise (specialised silently, the range
-  narrowed to what the guards admit).
+  narrowed to what the guards admit), ``[2, int_oo]`` before that.
 * ``Dim.DYNAMIC``: dynamic, and an error if specialised (a narrowed range is accepted).
+* ``Dim.AUTO(min=, max=)`` / ``Dim.DYNAMIC(min=, max=)``: the hint with its range clamped.
 * ``Dim.STATIC`` or ``None``: the example's size.
 
 Specs mirror the inputs: a dict keyed by argument name (or a tuple/list in argument order),

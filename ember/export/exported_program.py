@@ -17,7 +17,8 @@ from .graph_signature import ConstantArgument, ExportGraphSignature, InputKind, 
 class ModuleCallSignature:
     """How a module was called: its flat inputs/outputs (argument specs), the pytree specs of
     ``(args, kwargs)`` and of the result, and ``forward``'s argument names. Recorded for the
-    root module (``unflatten`` restores the calling convention from it)."""
+    root module and for the submodules named in ``preserve_module_call_signature`` (``unflatten``
+    restores their calling conventions from it)."""
     inputs: List[Any]
     outputs: List[Any]
     in_spec: Any
@@ -28,8 +29,8 @@ class ModuleCallSignature:
 @dataclass
 class ModuleCallEntry:
     """One module of the exported model, by fully qualified name (``""``: the root); its
-    ``signature`` is recorded for the root only (torch 2.13's default, without
-    ``preserve_module_call_signature``)."""
+    ``signature`` is recorded for the root and the submodules named in
+    ``preserve_module_call_signature`` (None for the others, as torch 2.13)."""
     fqn: str
     signature: Optional[ModuleCallSignature] = None
 
