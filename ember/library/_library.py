@@ -233,12 +233,21 @@ def _library_for(namespace: str, lib: Optional[Library]) -> Library:
     return use
 
 
-def define(qualname: str, schema: str, *, lib: Optional[Library] = None, tags: Any = ()) -> None:
+def define(qualname: Any, schema: str, *args: Any, lib: Optional[Library] = None, tags: Any = ()):
     """Define the operator ``qualname`` ("ns::foo") with ``schema`` ("(Tensor x) -> Tensor"), in
-    ``lib`` or in a library that lives as long as the process."""
+    ``lib`` or in a library that lives as long as the process. The legacy form
+    ``define(lib, "foo(Tensor x) -> Tensor", alias_analysis="")`` returns a decorator that defines
+    the op and registers the function as its CompositeImplicitAutograd kernel."""
     if isinstance(qualname, Library):
-        raise NotImplementedError("ember.library: the legacy define(lib, schema) form is not supported; use "
-                                  "lib.define(schema)")
+        legacy_lib, alias_analysis = qualname, (args[0] if args else "")
+
+        def wrap(f):
+            name = legacy_lib.define(schema, alias_analysis)
+            legacy_lib.impl(name, f)
+            return f
+        return wrap
+    if args:
+        raise TypeError(f"define() takes 2 positional arguments (qualname, schema) but {2 + len(args)} were given")
     ns, name = split_name(qualname)
     if not isinstance(schema, str):
         raise TypeError(f"define({qualname!r}, ...): schema must be a string like '(Tensor x) -> Tensor', got "

@@ -372,12 +372,22 @@ def test_module_level_define_impl_and_impl_abstract_like_torch():
             shape = tuple(ops.f(mod.empty(4, 7), 3).shape)
         mod.library.define(f"{ns}::h", "(Tensor x) -> Tensor")
         mod.library.impl(f"{ns}::h", ["default"], lambda x: x.cos())   # CompositeExplicitAutograd
+        # the legacy forms: define(lib, schema) and impl(lib, name, key) decorators return the function
+        lib = lib_of(mod, ns, "FRAGMENT")
+
+        def legacy(x):
+            return x * 3
+        assert mod.library.define(lib, "legacy(Tensor x) -> Tensor")(legacy) is legacy
+        lib.define("legacy2(Tensor x) -> Tensor")
+        assert mod.library.impl(lib, "legacy2", "CPU")(legacy) is legacy
+        x = mod.tensor(a.copy())
         res.append((ops.f(mod.tensor(a.copy()), 3).numpy(), shape, [(x.category, str(x.message)) for x in w],
-                    ops.h(mod.tensor(a.copy())).numpy()))
+                    ops.h(x).numpy(), ops.legacy(x).numpy(), ops.legacy2(x).numpy()))
     np.testing.assert_allclose(res[0][0], res[1][0])
     assert res[0][1] == res[1][1] == (4, 7)
     assert res[0][2] == res[1][2] and res[0][2][0][0] is FutureWarning
-    np.testing.assert_allclose(res[0][3], res[1][3], rtol=1e-6)
+    for k in (3, 4, 5):
+        np.testing.assert_allclose(res[0][k], res[1][k], rtol=1e-6)
 
 
 def test_get_kernel_like_torch():
