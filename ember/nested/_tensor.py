@@ -218,7 +218,10 @@ class NestedTensor(Tensor):
                     and ends[-1] == self._vals.shape[0])
 
     def stride(self, dim=None):
-        raise RuntimeError("ember.nested: a nested tensor has no single strides (each component has its own)")
+        raise RuntimeError("ember.nested: a nested tensor has no single strides (each component has its own); "
+                           "functions that read them -- the *_like factories (ember.zeros_like, full_like, ...) "
+                           "and what is built on them (lgamma, digamma, signbit) -- are not supported for nested "
+                           "tensors: apply them to .values() or to each component")
 
     def data_ptr(self):
         return self._vals.data_ptr()
