@@ -172,6 +172,23 @@ class CustomOpDef:
             return f
         return inner(fn) if fn is not None else inner
 
+    def register_vmap(self, fn: Optional[Callable] = None):
+        """The batching rule ``ember.func.vmap(op)`` uses (see ``ember.library.register_vmap``)."""
+        from ._extensions import register_vmap
+        return register_vmap(self, fn) if fn is not None else register_vmap(self)
+
+    def register_autocast(self, device_type: str, cast_inputs: Any) -> None:
+        """Autocast's rule for this op (see ``ember.library.register_autocast``)."""
+        from ._extensions import register_autocast
+        register_autocast(self, device_type, cast_inputs)
+
+    def register_torch_dispatch(self, torch_dispatch_class: Any, fn: Optional[Callable] = None):
+        """A TorchDispatchMode class's rule for this op (see ``ember.library.register_torch_dispatch``)."""
+        from ._extensions import register_torch_dispatch
+        if fn is None:
+            return register_torch_dispatch(self, torch_dispatch_class)
+        return register_torch_dispatch(self, torch_dispatch_class, fn)
+
     # -- what the record uses ----------------------------------------------------------------
     def _impl_for(self, device_type: str) -> Callable:
         fn = self._impls.get(device_type) or self._impls.get(None)

@@ -765,3 +765,30 @@ def test_triton_op_without_autograd_formula_raises_torchs_error():
             f(x, mod.tensor(b.copy())).sum().backward()
         msgs.append(str(e.value).replace(ns, "NS"))
     assert msgs[0] == msgs[1]
+
+
+def test_custom_op_methods_register_vmap_and_autocast_like_torch():
+    torch = pytest.importorskip("torch")
+    a = data(2, 3)
+    res = []
+    for mod in (ember, torch):
+        ns = fresh_ns()
+
+        def body(x):
+            return mod.from_numpy(np.cumsum(x.numpy(), axis=-1))
+        body.__annotations__ = {"x": mod.Tensor, "return": mod.Tensor}
+        op = mod.library.custom_op(f"{ns}::cumsum_last", body, mutates_args=())
+        rule_calls = []
+
+        @op.register_vmap
+        def _(info, in_dims, x):
+            rule_calls.append(in_dims)
+            return mod.from_numpy(np.cumsum(x.numpy(), axis=-1)), in_dims[0]
+        op.register_autocast("cpu", mod.float16)
+        out = mod.func.vmap(op, in_dims=0)(mod.tensor(a.copy()))
+        with mod.autocast("cpu", dtype=mod.bfloat16):
+            cast = op(mod.tensor(a.copy()))
+        res.append((out.numpy(), rule_calls, str(cast.dtype).split(".")[-1]))
+    np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
+    assert res[0][1] == res[1][1] == [(0,)]
+    assert res[0][2] == res[1][2] == "float16"
