@@ -32,7 +32,7 @@ from .random import Generator, default_generator, get_rng_state, initial_seed, m
 from . import autograd
 from .autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from .autograd.grad_mode import is_inference_mode_enabled
-from . import cuda
+from . import cpu, cuda  # noqa: E402  (torch.cpu / torch.cuda device modules)
 from . import amp
 from .amp import autocast, get_autocast_dtype, is_autocast_available, is_autocast_enabled
 from .amp.autocast_mode import (set_autocast_enabled, set_autocast_dtype, is_autocast_cpu_enabled,  # noqa: E402
@@ -53,7 +53,6 @@ int = int32
 long = int64
 cfloat = complex64
 cdouble = complex128
-cpu = _types.cpu
 from ._layout import layout, strided, sparse_coo, sparse_csr, sparse_csc, sparse_bsr, sparse_bsc  # noqa: E402
 from ._memory_format import (memory_format, contiguous_format, preserve_format, channels_last,  # noqa: E402
                              channels_last_3d)
@@ -155,7 +154,7 @@ _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
                      "rnn_relu_cell"), "_rnn_functions"),
 }
-_LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom")    # torch.futures, torch.hub, torch.quasirandom
+_LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional")    # torch.futures, .hub, .quasirandom, .functional
 
 
 def __getattr__(name):

@@ -9,7 +9,7 @@ from . import modules
 def __getattr__(name):
     import importlib
     if name in ("functional", "init", "utils", "parameter", "attention", "parallel", "quantized",
-                "qat", "intrinsic", "quantizable"):
+                "qat", "intrinsic", "quantizable", "grad"):
         mod = importlib.import_module(f"ember.nn.{name}")
         globals()[name] = mod
         return mod

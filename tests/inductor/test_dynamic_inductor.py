@@ -169,7 +169,7 @@ def test_size_over_unreadable_symbols_runs_in_the_interpreter(caplog):
     g.output((g.call_function(P.mul, (t, 2.0)),))
     gm = GraphModule({}, g)
     prod = s0 * s1        # only the product is passed: s0 and s1 cannot be read back from it
-    fake_y = ember.fx.fake_tensor.make_fake(ember._fake.FakeArray((prod,), np.float32), ember.cpu)
+    fake_y = ember.fx.fake_tensor.make_fake(ember._fake.FakeArray((prod,), np.float32), ember.device("cpu"))
     with caplog.at_level(logging.WARNING, logger="ember.inductor"):
         c = compile_fx_symbolic(gm, [fake_y, prod])
     assert "no input carries" in c.eager_reason

@@ -1,0 +1,168 @@
+"""``ember.cpu``: torch.cpu's device-module surface for the host. The CPU has no streams or events
+of its own, so streams are placeholders that order nothing and events are always complete --
+as torch's: code written for any device module (``getattr(torch, device.type).synchronize()``)
+runs unchanged on the CPU. ``ember.cpu.amp`` holds PyTorch's deprecated spellings of
+``ember.amp.autocast("cpu")`` / ``ember.amp.GradScaler("cpu")``."""
+from __future__ import annotations
+
+import functools
+import warnings
+
+__all__ = ["is_available", "is_initialized", "synchronize", "current_device", "current_stream", "stream",
+           "set_device", "device_count", "get_capabilities", "Stream", "StreamContext", "Event", "amp"]
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def synchronize(device=None) -> None:
+    """Nothing to wait for: CPU kernels finish before they return."""
+    _check_device(device, "synchronize")
+
+
+def current_device() -> str:
+    return "cpu"
+
+
+def set_device(device) -> None:
+    """Accepted for device-generic code; there is one CPU device."""
+    _check_device(device, "set_device")
+
+
+def device_count() -> int:
+    return 1
+
+
+def _check_device(device, fn):
+    if device is None or isinstance(device, int):
+        return
+    from .types import device as _device
+    d = _device(device)
+    if d.type != "cpu":
+        raise ValueError(f"Expected a cpu device, but got: {d}")
+
+
+class Stream:
+    """A CPU stream: work runs in program order, so it orders nothing."""
+
+    def __init__(self, priority: int = -1) -> None:
+        self.priority = priority
+
+    def wait_stream(self, stream) -> None:
+        pass
+
+    def wait_event(self, event) -> None:
+        pass
+
+    def record_event(self, event=None):
+        return event if event is not None else Event()
+
+
+class Event:
+    """A CPU event: complete as soon as it is recorded."""
+
+    def query(self) -> bool:
+        return True
+
+    def record(self, stream=None) -> None:
+        pass
+
+    def synchronize(self) -> None:
+        pass
+
+    def wait(self, stream=None) -> None:
+        pass
+
+
+_current = Stream()
+
+
+def current_stream(device=None) -> Stream:
+    _check_device(device, "current_stream")
+    return _current
+
+
+class StreamContext:
+    """``with ember.cpu.stream(s):`` -- makes ``s`` the current stream for the block."""
+
+    def __init__(self, stream) -> None:
+        self.stream = stream
+        self._prev = None
+
+    def __enter__(self):
+        global _current
+        self._prev = _current
+        if self.stream is not None:
+            _current = self.stream
+        return self.stream
+
+    def __exit__(self, *exc):
+        global _current
+        _current = self._prev
+        return False
+
+
+def stream(stream) -> StreamContext:
+    return StreamContext(stream)
+
+
+@functools.lru_cache(maxsize=None)
+def get_capabilities() -> dict:
+    """What the host CPU offers (the instruction-set flags the kernels care about, cores, cache
+    sizes), read from ``/proc/cpuinfo`` and ``os`` where available, in torch's keys."""
+    import os
+    import platform
+    flags, name = set(), platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "flags" and not flags:
+                    flags = set(value.split())
+                elif key == "model name" and not name:
+                    name = value.strip()
+    except OSError:
+        pass
+    caps = {"architecture": platform.machine(), "cpu_name": name,
+            "num_logical_cores": os.cpu_count() or 1}
+    for key, flag in (("sse", "sse"), ("sse2", "sse2"), ("sse3", "pni"), ("ssse3", "ssse3"),
+                      ("sse4_1", "sse4_1"), ("sse4_2", "sse4_2"), ("sse4a", "sse4a"), ("avx", "avx"),
+                      ("avx2", "avx2"), ("fma3", "fma"), ("fma4", "fma4"), ("f16c", "f16c"),
+                      ("avx512_f", "avx512f"), ("avx512_bw", "avx512bw"), ("avx512_cd", "avx512cd"),
+                      ("avx512_dq", "avx512dq"), ("avx512_vl", "avx512vl"), ("avx512_vnni", "avx512_vnni"),
+                      ("avx512_bf16", "avx512_bf16"), ("avx512_fp16", "avx512_fp16"), ("avx_vnni", "avx_vnni"),
+                      ("amx_bf16", "amx_bf16"), ("amx_int8", "amx_int8"), ("amx_tile", "amx_tile"),
+                      ("popcnt", "popcnt"), ("bmi", "bmi1"), ("bmi2", "bmi2"), ("lzcnt", "abm")):
+        caps[key] = flag in flags
+    return caps
+
+
+def _warn_deprecated(kind):
+    warnings.warn(f"`ember.cpu.amp.{kind}(args...)` is deprecated. Please use `ember.amp.{kind}('cpu', args...)` "
+                  "instead.", FutureWarning, stacklevel=3)
+
+
+class amp:  # noqa: N801 - torch.cpu.amp, PyTorch's deprecated spelling of torch.amp with device "cpu"
+    """``ember.cpu.amp.autocast(...)`` / ``ember.cpu.amp.GradScaler(...)``: ``ember.amp``'s, on the
+    cpu, with torch's FutureWarning."""
+
+    @staticmethod
+    def autocast(enabled=True, dtype=None, cache_enabled=True):
+        from .amp import autocast as _autocast
+        import ember
+        _warn_deprecated("autocast")
+        return _autocast("cpu", dtype=ember.bfloat16 if dtype is None else dtype, enabled=enabled,
+                         cache_enabled=cache_enabled)
+
+    @staticmethod
+    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
+                   enabled=True):
+        from .amp import GradScaler as _GradScaler
+        _warn_deprecated("GradScaler")
+        return _GradScaler("cpu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
