@@ -105,13 +105,14 @@ def vmap_with_rule(op: Any, batch_size: int, flat_in_dims, flat_args, args_spec,
                            f"{type(res).__name__}")
     out, rule_dims = res
     flat_out, spec = tree_flatten(out)
-    rule_flat = [rule_dims] * len(flat_out) if rule_dims is None or isinstance(rule_dims, int) else \
-        list(tree_flatten(rule_dims)[0]) if len(tree_flatten(rule_dims)[0]) == len(flat_out) else None
+    rule_flat = _per_output(rule_dims, len(flat_out))
     if rule_flat is None:
         raise RuntimeError(f"register_vmap rule of {op._qualname}: its out_dims {rule_dims!r} do not match the "
                            f"{len(flat_out)} output(s) it returned")
-    want_flat = [out_dims] * len(flat_out) if out_dims is None or isinstance(out_dims, int) else \
-        list(tree_flatten(out_dims)[0])
+    want_flat = _per_output(out_dims, len(flat_out))
+    if want_flat is None:
+        raise ValueError(f"vmap({op._qualname}, ...): out_dims {out_dims!r} do not match the op's "
+                         f"{len(flat_out)} output(s)")
     result = []
     for o, have, want in zip(flat_out, rule_flat, want_flat):
         if not isinstance(o, Tensor):
@@ -126,6 +127,16 @@ def vmap_with_rule(op: Any, batch_size: int, flat_in_dims, flat_args, args_spec,
         n = o.dim()
         result.append(o.movedim(have % n, want % n) if have % n != want % n else o)
     return tree_unflatten(result, spec)
+
+
+def _per_output(dims: Any, n: int) -> Optional[list]:
+    """One dim (int or None) per output: a single int/None applies to all; a structure must
+    flatten to exactly ``n`` entries (None when it does not)."""
+    from ..utils._pytree import tree_flatten
+    if dims is None or isinstance(dims, int):
+        return [dims] * n
+    flat = list(tree_flatten(dims)[0])
+    return flat if len(flat) == n else None
 
 
 def _normalized_in_dim(d: Any, a: Any) -> Any:

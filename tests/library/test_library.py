@@ -792,3 +792,22 @@ def test_custom_op_methods_register_vmap_and_autocast_like_torch():
     np.testing.assert_allclose(res[0][0], res[1][0], rtol=1e-6)
     assert res[0][1] == res[1][1] == [(0,)]
     assert res[0][2] == res[1][2] == "float16"
+
+
+def test_vmap_rule_with_an_unbatched_output_like_torch():
+    torch = pytest.importorskip("torch")
+    a = data(4, 3)
+    res = []
+    for mod in (ember, torch):
+        ns = fresh_ns()
+        lib = lib_of(mod, ns, "DEF")
+        lib.define("two(Tensor x) -> (Tensor, Tensor)")
+        lib.impl("two", lambda x: (x.sum(-1), x.new_ones(3) * 2), "CPU")
+        mod.library.register_vmap(f"{ns}::two",
+                                  lambda info, in_dims, x: ((x.movedim(in_dims[0], -1).sum(0), x.new_ones(3) * 2),
+                                                            (0, None)))
+        s, c = mod.func.vmap(getattr(mod.ops, ns).two, in_dims=1, out_dims=(0, 0))(mod.tensor(a.copy()))
+        res.append((s.numpy(), c.numpy()))
+    for e, t in zip(*res):
+        assert e.shape == t.shape
+        np.testing.assert_allclose(e, t, rtol=1e-6)
