@@ -112,6 +112,12 @@ def test_default_spec_and_state_dict(tmp_path):
     assert not np.array_equal(fresh(x)[0].numpy(), eqm[0](x)[0].numpy())
     fresh.load_state_dict(ember.load(path))
     np.testing.assert_array_equal(fresh(x)[0].numpy(), eqm[0](x)[0].numpy())
+    ember.save(cm.state_dict(), tmp_path / "cell.pt")
+    fresh_cell = ember.nn.Sequential(ember.ao.nn.quantized.dynamic.GRUCell(3, 2))
+    xc = ember.randn(4, 3)
+    assert not np.array_equal(fresh_cell[0](xc).numpy(), cm[0](xc).numpy())
+    fresh_cell.load_state_dict(ember.load(tmp_path / "cell.pt"))
+    np.testing.assert_array_equal(fresh_cell[0](xc).numpy(), cm[0](xc).numpy())
 
 
 def test_top_level_quantized_lstm_gru():
