@@ -371,10 +371,10 @@ def _adaptive_avg_pool(ctx, args, kwargs):
     if all(is_static(s) and int(s) % o == 0 for s, o in zip(ins, out)):   # equal windows: a plain pool
         k = [int(s) // o for s, o in zip(ins, out)]
         return ctx.op("AveragePool", [x.name], kernel_shape=k, strides=k)
-    if all(is_static(s) for s in ins) and n in (1, 2):
+    if all(is_static(s) for s in ins) and n in (1, 2, 3):
         return _adaptive_avg_by_matmul(ctx, x, [int(s) for s in ins], out)
     raise ctx.unsupported(f"adaptive_avg_pool with output size {out} that does not divide the input size "
-                          f"{[str(s) for s in ins]} (supported for static 1-d and 2-d inputs)")
+                          f"{[str(s) for s in ins]} (supported for static pooled dims)")
 
 
 def _adaptive_windows(n_in, n_out, dtype):
@@ -393,9 +393,13 @@ def _adaptive_avg_by_matmul(ctx, x, ins, out):
     dt = _np(x.dtype)
     w = _adaptive_windows(ins[-1], out[-1], dt).T
     y = ctx.op("MatMul", [x.name, ctx.b.const(w, dt, "adaptive_w")], name=f"{ctx.node.name}_w")
-    if len(ins) == 2:
-        h = _adaptive_windows(ins[0], out[0], dt)
+    if len(ins) >= 2:
+        h = _adaptive_windows(ins[-2], out[-2], dt)
         y = ctx.op("MatMul", [ctx.b.const(h, dt, "adaptive_h"), y], name=f"{ctx.node.name}_h")
+    if len(ins) == 3:       # depth: the third-last dim, averaged by an Einsum over it
+        d = _adaptive_windows(ins[0], out[0], dt)
+        y = ctx.op("Einsum", [y, ctx.b.const(d, dt, "adaptive_d")], equation="...dhw,ed->...ehw",
+                   name=f"{ctx.node.name}_d")
     return y
 
 

@@ -65,6 +65,7 @@ _POOLS = [
     ("adaptive_avg_pool2d", ((5, None),), {}, (2, 3, 7, 10)),
     ("adaptive_avg_pool2d", (4,), {}, (1, 2, 6, 9)),
     ("adaptive_avg_pool1d", (3,), {}, (2, 3, 7)),
+    ("adaptive_avg_pool3d", ((2, 3, 4),), {}, (1, 2, 5, 7, 9)),
 ]
 
 
