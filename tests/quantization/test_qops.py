@@ -161,6 +161,8 @@ def test_quantized_activations(dtype):
     _same(eqf.celu(e, 0.05, ozp, 1.5), tqf.celu(t, 0.05, ozp, 1.5))
     _same(eqf.leaky_relu(e, 0.1, scale=0.05, zero_point=ozp), tqf.leaky_relu(t, 0.1, scale=0.05, zero_point=ozp))
     _same(eqf.hardsigmoid(e), tqf.hardsigmoid(t))
+    e64, t64 = _q(rng, (4096,), dtype)            # a multiple of torch's vector width: no scalar tail
+    _same(eqf.hardswish(e64, 0.05, ozp), tqf.hardswish(t64, 0.05, ozp))
     with pytest.raises(NotImplementedError, match="leaky_relu"):
         eqf.leaky_relu(e, 0.1)
 

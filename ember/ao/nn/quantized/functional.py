@@ -2,7 +2,7 @@
 quantized tensors, as ``torch.ao.nn.quantized.functional``. They check what torch checks and run
 the integer kernels of ember/_quantized/ops.py (pooling, clamps), the quantized Linear / Conv2d
 modules' arithmetic (``linear``, ``conv2d``), or requantize a float activation of the dequantized
-values (``elu``, ``celu``, ``leaky_relu`` with output parameters, ``hardsigmoid``); the functions
+values (``elu``, ``celu``, ``leaky_relu`` with output parameters, ``hardsigmoid``, ``hardswish``); the functions
 torch has that ember does not raise NotImplementedError naming them."""
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
 from ember._quantized import schemes as _QS
 
 __all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv2d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
-           "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid", "interpolate", "upsample",
+           "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid", "hardswish", "interpolate", "upsample",
            "upsample_nearest"]
 
-_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "hardswish", "upsample_bilinear")
+_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "upsample_bilinear")
 
 
 def _need_quantized(input, name):
@@ -113,6 +113,16 @@ def leaky_relu(input, negative_slope=0.01, inplace=False, scale=None, zero_point
     k = np.float32(negative_slope)
     return _requantized(input, lambda d: np.where(d > 0, d, (d * k).astype(np.float32)), scale, zero_point,
                         "quantized.leaky_relu")
+
+
+def hardswish(input, scale, zero_point):
+    """``x * clamp(x + 3, 0, 6) / 6`` with the output's parameters: torch's vectorised kernel's
+    result; torch computes the last ``numel % vector width`` elements with a scalar loop that can
+    round one step differently."""
+    six = np.float32(6)
+    return _requantized(input, lambda d: ((d * np.clip((d + np.float32(3)).astype(np.float32), 0, six))
+                                          .astype(np.float32) / six).astype(np.float32), scale, zero_point,
+                        "quantized.hardswish")
 
 
 def hardsigmoid(input, inplace=False):
