@@ -6,7 +6,9 @@
 * ``max`` / ``min`` (whole tensor or along a dim, with int64 indices) and ``max_pool``: order
   does not change under an affine map with a positive scale, so they select integers and keep
   the parameters.
-* nearest-neighbour upsampling (2-d, 3-d): the integers gathered, the parameters kept.
+* nearest-neighbour upsampling (2-d, 3-d), ``flip``: the integers moved, the parameters kept.
+* ``sigmoid`` / ``tanh`` / ``hardsigmoid``: the float function of the dequantized values on torch's
+  fixed output grid (scale 1/256 or 1/128, the dtype's zero point).
 * ``mean`` / adaptive average pooling: the sum of the raw integers divided by the count,
   rounded half to even, with the input's parameters (torch's kernels average the stored
   integers); ``avg_pool``: ``rint(float32(sum(q - zp)) * float32(1 / divisor) + zp)`` -- the
@@ -307,6 +309,42 @@ def _gather_axes(q, spec, name):
     return _like(q, out)
 
 
+def _fixed_grid(name, fn, scale, zero_points):
+    """An activation with a known output range that torch quantizes on a fixed grid (``scale``,
+    the dtype's zero point from ``zero_points``): ``fn`` of the dequantized values, requantized."""
+    def apply(q):
+        from .tensor import QParams
+        from . import schemes as QS
+        _per_tensor(q, f"ember.quantization: {name} of a per-channel quantized tensor is not supported")
+        zp = zero_points.get(q.dtype.name)
+        if zp is None:
+            raise NotImplementedError(f"ember.quantization: {name} of a {q.dtype} tensor is not supported (quint8 "
+                                      "and qint8 are)")
+        with np.errstate(over="ignore"):
+            y = np.asarray(fn(np.asarray(q.dequantize()._data, np.float32)), np.float32)
+        ints = K.quantize_per_tensor(y, scale, zp, q.dtype)
+        return make_qtensor(ints, q.dtype, QParams(QS.per_tensor_affine, scale=scale, zero_point=zp))
+    apply.__name__ = name
+    return apply
+
+
+_F32 = np.float32
+sigmoid = _fixed_grid("sigmoid", lambda d: (_F32(1) / (_F32(1) + np.exp(-d))).astype(_F32), 1.0 / 256,
+                      {"quint8": 0, "qint8": -128})
+tanh = _fixed_grid("tanh", np.tanh, 1.0 / 128, {"quint8": 128, "qint8": 0})
+hardsigmoid = _fixed_grid("hardsigmoid", lambda d: (np.clip((d + _F32(3)).astype(_F32), 0, 6) / _F32(6))
+                          .astype(_F32), 1.0 / 256, {"quint8": 0, "qint8": -128})
+
+
+def flip(q, dims):
+    """The integers reversed along ``dims`` (per-tensor only, as torch)."""
+    from .tensor import _UNIFORM_ONLY
+    _per_tensor(q, _UNIFORM_ONLY)
+    dims = [dims] if isinstance(dims, numbers.Integral) else list(dims)
+    axes = tuple(sorted({_wrap_dim(d, q._irepr.ndim) for d in dims}))
+    return _like(q, np.flip(q._irepr, axes))
+
+
 def _routed_max(q):
     return _extreme(q, "max")
 
@@ -322,6 +360,6 @@ ROUTED = {
     "min_dim": lambda q, dim, keepdim=False: _extreme_dim(q, dim, keepdim, "min"),
     "mean": mean, "max_pool_with_indices": max_pool, "avg_pool": avg_pool, "_resample": _resample,
     "clamp": clamp, "hardtanh": lambda q, min_val=-1.0, max_val=1.0: clamp(q, min_val, max_val),
-    "_gather_axes": _gather_axes,
+    "_gather_axes": _gather_axes, "sigmoid": sigmoid, "tanh": tanh, "hardsigmoid": hardsigmoid, "flip": flip,
 }
 

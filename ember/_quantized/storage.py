@@ -36,8 +36,8 @@ def quantized_unsupported(what=None):
     if name is not None and name in TORCH_HAS_QUANTIZED_KERNEL:
         return NotImplementedError(
             f"ember.quantization: '{name}' on a quantized tensor is not supported (ember runs views, indexing, "
-            f"clone, contiguous, relu, cat, stack, max, min, mean, max/avg/adaptive-avg pooling, dequantize and "
-            f"int_repr on quantized tensors); dequantize() first")
+            f"clone, contiguous, relu, cat, stack, max, min, mean, clamp, flip, sigmoid, tanh, pooling, nearest "
+            f"upsampling, dequantize and int_repr on quantized tensors); dequantize() first")
     if name is not None:
         return NotImplementedError(
             f"Could not run 'aten::{name}' with arguments from the 'QuantizedCPU' backend. ember has no "

@@ -513,7 +513,8 @@ _ROUTED_FUNCTIONS = frozenset(("view", "reshape", "flatten", "transpose", "swapa
 
 # the ops computed on the integers by ember/_quantized/ops.py (``ops.ROUTED``)
 _ROUTED_OPS = frozenset(("cat", "stack", "max", "min", "max_dim", "min_dim", "mean", "max_pool_with_indices",
-                         "avg_pool", "_resample", "clamp", "hardtanh", "_gather_axes"))
+                         "avg_pool", "_resample", "clamp", "hardtanh", "_gather_axes", "sigmoid", "tanh",
+                         "hardsigmoid", "flip"))
 
 
 def _c_order(arr):

@@ -182,3 +182,24 @@ def test_nearest_upsampling():
         F.interpolate(e1, scale_factor=2)
     with pytest.raises(NotImplementedError, match="bilinear"):
         eqf.interpolate(e, scale_factor=2, mode="bilinear")
+
+
+@pytest.mark.parametrize("dtype", ["quint8", "qint8"])
+def test_fixed_grid_activations_and_flip(dtype):
+    rng = np.random.default_rng(50 if dtype == "quint8" else 51)
+    e, t = _q(rng, (3, 4, 5), dtype)
+    _same(ember.sigmoid(e), torch.sigmoid(t))
+    _same(ember.tanh(e), torch.tanh(t))
+    _same(ember.nn.Sigmoid()(e), torch.nn.Sigmoid()(t))
+    _same(F.hardsigmoid(e), TF.hardsigmoid(t))
+    _same(ember.flip(e, (0, 2)), torch.flip(t, (0, 2)))
+    _same(e.flip(-1), t.flip(-1))
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    ep = ember.quantize_per_channel(ember.tensor(x), ember.tensor([.1, .2, .3]), ember.tensor([0, 1, 2]), 0,
+                                    ember.quint8)
+    tp = torch.quantize_per_channel(torch.tensor(x), torch.tensor([.1, .2, .3]), torch.tensor([0, 1, 2]), 0,
+                                    torch.quint8)
+    with pytest.raises(RuntimeError) as te:
+        torch.flip(tp, (0,))
+    with pytest.raises(RuntimeError, match=str(te.value)):
+        ember.flip(ep, (0,))

@@ -131,9 +131,7 @@ def hardsigmoid(input, inplace=False):
     _need_quantized(input, "quantized.hardsigmoid")
     if inplace:
         raise NotImplementedError("ember.quantization: in-place hardsigmoid of a quantized tensor is not supported")
-    zp = -128 if input.dtype is ember.qint8 else 0
-    return _requantized(input, lambda d: (np.clip((d + np.float32(3)).astype(np.float32), 0, 6) / np.float32(6))
-                        .astype(np.float32), 1.0 / 256, zp, "quantized.hardsigmoid")
+    return _qops.hardsigmoid(input)
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
