@@ -135,6 +135,7 @@ def test_histograms_match_torch(tmp_path, rng):
 
 
 def test_images_match_torch(tmp_path, rng):
+    pytest.importorskip("PIL")           # both writers encode PNGs with Pillow
     chw = rng.random((3, 9, 7)).astype(np.float32)
     hwc8 = rng.integers(0, 256, size=(6, 5, 3), dtype=np.uint8)
     gray = rng.random((1, 4, 6)).astype(np.float32) * 1.4 - 0.2          # out of range: clipped
@@ -156,8 +157,8 @@ def test_images_match_torch(tmp_path, rng):
     acc = _accumulator(got)
     assert (acc.Images("imgs/nchw")[0].width, acc.Images("imgs/nchw")[0].height) == (8 * 5, 2 * 4)
     assert acc.Images("img/rgba")[0].encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
-    PIL = pytest.importorskip("PIL.Image")
     import io
+    from PIL import Image as PIL
     decoded = np.asarray(PIL.open(io.BytesIO(acc.Images("img/hwc_uint8")[0].encoded_image_string)))
     np.testing.assert_array_equal(decoded, hwc8)
 
@@ -216,6 +217,7 @@ def test_pr_curves_match_torch(tmp_path, rng):
 
 
 def test_embeddings_match_torch(tmp_path, rng):
+    pytest.importorskip("PIL")           # the sprite is a PNG
     mat = rng.normal(size=(7, 4)).astype(np.float32)
     labels = [f"p{i}" for i in range(7)]
     table = [[f"p{i}", i % 3] for i in range(7)]
@@ -272,8 +274,15 @@ def test_unsupported_and_bad_input_errors(tmp_path):
             w.add_hparams([1], {})
         with pytest.raises(ValueError, match="len\\(bucket_limits\\) != len\\(bucket_counts\\)"):
             w.add_histogram_raw("x", 0, 1, 1, 1, 1, [1.0, 2.0], [1])
-        with pytest.raises(NotImplementedError, match="add_video is not supported"):
-            w.add_video("x", ember.rand(1, 2, 3, 4, 4))
+        try:
+            import moviepy  # noqa: F401
+        except ImportError:
+            with pytest.raises(ModuleNotFoundError, match="add_video needs the 'moviepy' package"):
+                w.add_video("x", ember.rand(1, 2, 3, 4, 4))
+        with pytest.raises(ValueError, match="unsupported tensor dtype"):
+            w.add_tensor("x", ember.ones(2, dtype=ember.uint16))
+        with pytest.raises(ValueError, match=r"box_tensor must be \(N, 4\)"):
+            w.add_image_with_boxes("x", ember.rand(3, 8, 8), ember.rand(4))
         with pytest.raises(ValueError, match="meta"):
             w.add_scalar("x", ember.empty(1, device="meta"))
         try:
@@ -295,3 +304,106 @@ def test_import_without_tensorboard_names_it(monkeypatch):
         for k in [k for k in sys.modules if k.startswith("ember.utils.tensorboard")]:
             del sys.modules[k]
         sys.modules.update(saved)
+
+
+def test_tensors_meshes_boxes_match_torch(tmp_path, rng):
+    pytest.importorskip("PIL")
+    arrays = [rng.normal(size=(2, 3)).astype(np.float32), rng.normal(size=4),
+              rng.integers(-9, 9, size=(3, 1)).astype(np.int32), rng.integers(-9, 9, size=5),
+              rng.random(3) > 0.5, (rng.normal(size=2) + 1j * rng.normal(size=2)).astype(np.complex64)]
+    vertices = rng.normal(size=(1, 6, 3)).astype(np.float32)
+    colors = rng.integers(0, 256, size=(1, 6, 3)).astype(np.uint8)
+    faces = rng.integers(0, 6, size=(1, 4, 3)).astype(np.int32)
+    img = rng.random((3, 40, 50)).astype(np.float32)
+    boxes = np.array([[2, 3, 20, 30], [10, 5, 45, 35]], dtype=np.float32) + rng.integers(0, 3, size=(2, 4))
+
+    def log(w, lib):
+        for i, a in enumerate(arrays):
+            w.add_tensor(f"t/{i}", _t(lib, a), i)
+        w.add_mesh("cloud", _t(lib, vertices), colors=_t(lib, colors), faces=_t(lib, faces),
+                   config_dict={"camera": {"cls": "PerspectiveCamera", "fov": 75}}, global_step=1)
+        w.add_mesh("points", _t(lib, vertices))
+        w.add_image_with_boxes("boxed", _t(lib, img), _t(lib, boxes), 2, labels=["cat", "dog"])
+        w.add_image_with_boxes("boxed_plain", _t(lib, img), _t(lib, boxes), 3, rescale=2)
+    _compare_with_torch(tmp_path, log)
+
+
+def test_add_tensor_round_trips_every_dtype(tmp_path, rng):
+    from tensorboard.util import tensor_util
+    cases = {"float16": ember.float16, "bfloat16": ember.bfloat16, "uint8": ember.uint8, "int8": ember.int8,
+             "int16": ember.int16, "float64": ember.float64, "bool": ember.bool, "complex128": ember.complex128}
+    tensors = {name: ember.from_numpy(rng.normal(size=(2, 3)) * 50).to(dtype) for name, dtype in cases.items()}
+    with SummaryWriter(str(tmp_path)) as w:
+        for name, t in tensors.items():
+            w.add_tensor(name, t, 0)
+    acc = _accumulator(str(tmp_path))
+    for name, t in tensors.items():
+        proto = acc.Tensors(name)[0].tensor_proto
+        if name == "bfloat16":            # tensorboard's make_ndarray has no numpy bfloat16: decode the bits
+            bits = np.array(proto.half_val, dtype=np.uint32) << 16
+            back, want = bits.view(np.float32).reshape(2, 3), t.to(ember.float32).numpy()
+        else:
+            back, want = tensor_util.make_ndarray(proto), t.numpy()
+        np.testing.assert_array_equal(back.astype(want.dtype), want, err_msg=name)
+
+
+def test_onnx_graph_matches_torch(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    from torch.utils.tensorboard._onnx_graph import load_onnx_graph as torch_load
+    from ember.utils.tensorboard._onnx_graph import load_onnx_graph
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Softmax", ["r"], ["y"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4]),
+                                           helper.make_tensor_value_info("w", TensorProto.FLOAT, [4, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])])
+    path = str(tmp_path / "m.onnx")
+    onnx.save(helper.make_model(graph), path)
+    assert load_onnx_graph(path) == torch_load(path)
+    capsys.readouterr()                       # torch's loader prints node names; ember's does not
+    with SummaryWriter(str(tmp_path / "run")) as w:
+        w.add_onnx_graph(path)
+    assert capsys.readouterr().out == ""
+    assert [n.op for n in _accumulator(str(tmp_path / "run")).Graph().node][-3:] == ["MatMul", "Relu", "Softmax"]
+
+
+def test_video_layout_matches_torch(rng):
+    pytest.importorskip("torch")
+    from torch.utils.tensorboard._utils import _prepare_video
+    from ember.utils.tensorboard._summary import video_frames
+    for batch in (1, 3, 4, 6):
+        v = rng.random((batch, 2, 3, 4, 5)).astype(np.float32)
+        np.testing.assert_array_equal(video_frames(v), _prepare_video(v))
+    v8 = rng.integers(0, 256, size=(5, 2, 1, 3, 3), dtype=np.uint8)
+    np.testing.assert_array_equal(video_frames(v8), _prepare_video(v8))
+
+
+def test_graph_falls_back_to_export(tmp_path):
+    class Branchy(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = ember.nn.Linear(4, 3)
+
+        def forward(self, x):
+            if x.shape[0] > 1:             # symbolic_trace cannot branch on a traced size; export can
+                return self.proj(x).relu()
+            return self.proj(x)
+
+    with pytest.raises(NotImplementedError, match="pass input_to_model so ember.export"):
+        SummaryWriter(str(tmp_path / "none")).add_graph(Branchy())
+    with SummaryWriter(str(tmp_path)) as w:
+        w.add_graph(Branchy(), [ember.randn(2, 4)])
+    nodes = {n.name: n for n in _accumulator(str(tmp_path)).Graph().node}
+    assert "Branchy/proj/weight" in nodes and "input/x" in nodes
+    relu = [n for n in nodes.values() if n.op == "aten::relu"]
+    assert len(relu) == 1 and [d.size for d in relu[0].attr["_output_shapes"].list.shape[0].dim] == [2, 3]
+    assert any(n.op == "aten::addmm" and n.name.startswith("Branchy/proj/") for n in nodes.values())
+
+
+def test_images_without_pillow_name_it(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    with SummaryWriter(str(tmp_path)) as w:
+        with pytest.raises(ModuleNotFoundError, match="add_image needs the 'pillow' package"):
+            w.add_image("x", ember.rand(3, 4, 4))
+        w.add_scalar("still_fine", 1.0, 0)      # only image summaries need Pillow

@@ -1,8 +1,10 @@
-"""add_graph: an ember model's fx graph as the GraphDef TensorBoard's graph dashboard draws.
+"""add_graph: an ember model's graph as the GraphDef TensorBoard's graph dashboard draws.
 
-torch traces with its JIT; ember uses ``ember.fx.symbolic_trace`` instead, and, when example inputs are
-given, ``ShapeProp`` to annotate each node's output shape.  Node names are scoped by the owning submodule
-path ('Net/layer1/conv1/...') so the dashboard folds them into boxes as it does for torch's graphs."""
+torch records a JIT trace; ember has no JIT tracer, so the graph comes from ``ember.fx.symbolic_trace``
+(module-level nodes: Linear, ReLU, ...), or, where symbolic tracing fails (Python branches on shapes,
+say) and example inputs are given, from ``ember.export.export`` (ATen-level nodes).  Example inputs
+also annotate each node with its output shape (``_output_shapes``).  Node names are scoped by the
+owning submodule path ('Net/layer1/conv1/...') so the dashboard folds them into boxes as for torch."""
 from tensorboard.compat.proto.attr_value_pb2 import AttrValue
 from tensorboard.compat.proto.config_pb2 import RunMetadata
 from tensorboard.compat.proto.graph_pb2 import GraphDef
@@ -11,36 +13,24 @@ from tensorboard.compat.proto.step_stats_pb2 import DeviceStepStats, StepStats
 from tensorboard.compat.proto.tensor_shape_pb2 import TensorShapeProto
 from tensorboard.compat.proto.versions_pb2 import VersionDef
 
-
-def _op_name(node, modules):
-    if node.op in ("placeholder", "output"):
-        return "IO Node"
-    if node.op == "call_module":
-        return type(modules[node.target]).__name__
-    if node.op == "call_function":
-        return getattr(node.target, "__name__", str(node.target))
-    if node.op == "get_attr":
-        return "prim::GetAttr"
-    return str(node.target)     # call_method
+_DEVICE = "/device:CPU:0"
 
 
-def _scope(node, root):
-    if node.op == "call_module":
-        return root + "/" + node.target.replace(".", "/")
-    if node.op == "get_attr":
-        parent = node.target.rpartition(".")[0]
-        return root + ("/" + parent.replace(".", "/") if parent else "")
-    return root
-
-
-def _shapes_attr(node):
+def _shape_list(node):
+    """Output shapes from ShapeProp's tensor_meta or export's example value, or None if unknown."""
     meta = node.meta.get("tensor_meta")
     if meta is None:
+        meta = node.meta.get("val")
+    if meta is None:
         return None
-    metas = [meta] if hasattr(meta, "shape") else [m for m in meta if hasattr(m, "shape")]
+    metas = [meta] if hasattr(meta, "shape") else [m for m in meta if hasattr(m, "shape")] \
+        if isinstance(meta, (list, tuple)) else []
     if not metas:
         return None
-    shapes = [TensorShapeProto(dim=[TensorShapeProto.Dim(size=int(s)) for s in m.shape]) for m in metas]
+    try:
+        shapes = [TensorShapeProto(dim=[TensorShapeProto.Dim(size=int(s)) for s in m.shape]) for m in metas]
+    except TypeError:           # symbolic sizes: leave the shape out rather than guess it
+        return None
     return AttrValue(list=AttrValue.ListValue(shape=shapes))
 
 
@@ -48,59 +38,120 @@ def _input_names(node, names):
     found = []
 
     def visit(arg):
-        if hasattr(arg, "op") and hasattr(arg, "target") and arg in names:
-            found.append(names[arg])
-        elif isinstance(arg, (list, tuple)):
+        if isinstance(arg, (list, tuple)):
             for a in arg:
                 visit(a)
         elif isinstance(arg, dict):
             for a in arg.values():
                 visit(a)
+        elif getattr(arg, "graph", None) is not None and arg in names:
+            found.append(names[arg])
 
     visit(node.args)
     visit(node.kwargs)
     return found
 
 
-def graph(model, input_to_model=None):
-    """(GraphDef, RunMetadata) of ``model``'s fx graph; shapes come from running ``input_to_model``."""
+def _function_name(target):
+    return getattr(target, "__name__", None) or str(target)
+
+
+def _symbolic_nodes(traced, root):
+    """(node -> (scoped name, op, extra attr text)) for a symbolic_trace GraphModule."""
+    modules = dict(traced.named_modules())
+    described = {}
+    for node in traced.graph.nodes:
+        extra = repr(dict(node.kwargs)) if node.kwargs else None
+        if node.op == "placeholder":
+            described[node] = (f"input/{node.name}", "IO Node", None)
+        elif node.op == "output":
+            described[node] = ("output/output", "IO Node", None)
+        elif node.op == "call_module":
+            module = modules[node.target]
+            scope = root + "/" + node.target.replace(".", "/")
+            described[node] = (f"{scope}/{node.name}", type(module).__name__, repr(module))
+        elif node.op == "get_attr":
+            parent = node.target.rpartition(".")[0]
+            scope = root + ("/" + parent.replace(".", "/") if parent else "")
+            described[node] = (f"{scope}/{node.name}", "prim::GetAttr", None)
+        elif node.op == "call_function":
+            described[node] = (f"{root}/{node.name}", _function_name(node.target), extra)
+        else:
+            described[node] = (f"{root}/{node.name}", str(node.target), extra)
+    return described
+
+
+def _exported_nodes(program, root):
+    """(node -> (scoped name, op, extra attr text)) for an ExportedProgram's ATen graph: parameters and
+    buffers sit in their module's scope, ops in the innermost module that called them."""
+    state_targets = {}
+    for spec in program.graph_signature.input_specs:
+        if spec.target is not None:
+            state_targets[spec.arg.name] = spec.target
+    described = {}
+    for node in program.graph_module.graph.nodes:
+        if node.op == "placeholder":
+            target = state_targets.get(node.name)
+            if target is None:
+                described[node] = (f"input/{node.name}", "IO Node", None)
+            else:
+                described[node] = (root + "/" + target.replace(".", "/"), "prim::GetAttr", None)
+        elif node.op == "output":
+            described[node] = ("output/output", "IO Node", None)
+        else:
+            stack = node.meta.get("nn_module_stack") or {}
+            path = list(stack.values())[-1][0] if stack else ""
+            scope = root + ("/" + path.replace(".", "/") if path else "")
+            extra = repr(dict(node.kwargs)) if node.kwargs else None
+            described[node] = (f"{scope}/{node.name}", "aten::" + _function_name(node.target), extra)
+    return described
+
+
+def graph(model, input_to_model=None, verbose=False):
+    """(GraphDef, RunMetadata) of ``model``; shapes come from running ``input_to_model``."""
     import ember
     from ember.fx.passes.shape_prop import ShapeProp
 
     if not isinstance(model, ember.nn.Module):
         raise TypeError(f"add_graph: model must be an ember.nn.Module, got {type(model).__name__}")
+    inputs = None
+    if input_to_model is not None:
+        inputs = tuple(input_to_model) if isinstance(input_to_model, (list, tuple)) else (input_to_model,)
+    root = type(model).__name__
     try:
         traced = ember.fx.symbolic_trace(model)
-    except Exception as e:
-        raise NotImplementedError(
-            f"ember.utils.tensorboard.add_graph: ember.fx.symbolic_trace could not trace "
-            f"{type(model).__name__} ({type(e).__name__}: {e}); add_graph needs an fx-traceable model") from e
-    if input_to_model is not None:
-        inputs = input_to_model if isinstance(input_to_model, (list, tuple)) else (input_to_model,)
-        with ember.no_grad():
-            ShapeProp(traced).propagate(*inputs)
+    except Exception as trace_error:
+        if inputs is None:
+            raise NotImplementedError(
+                f"ember.utils.tensorboard.add_graph: ember.fx.symbolic_trace cannot trace {root} "
+                f"({type(trace_error).__name__}: {trace_error}); pass input_to_model so ember.export can "
+                "capture it instead") from trace_error
+        try:
+            program = ember.export.export(model, inputs)
+        except Exception as export_error:
+            raise NotImplementedError(
+                f"ember.utils.tensorboard.add_graph: neither ember.fx.symbolic_trace nor ember.export can "
+                f"capture {root} as a graph (export: {type(export_error).__name__}: {export_error})") \
+                from export_error
+        graph_module, described = program.graph_module, _exported_nodes(program, root)
+    else:
+        if inputs is not None:
+            with ember.no_grad():
+                ShapeProp(traced).propagate(*inputs)
+        graph_module, described = traced, _symbolic_nodes(traced, root)
+    if verbose:
+        print(graph_module.graph)
 
-    modules = dict(traced.named_modules())
-    root = type(model).__name__
-    names = {}
+    names = {node: described[node][0] for node in graph_module.graph.nodes}
     nodes = []
-    for node in traced.graph.nodes:
-        if node.op == "placeholder":
-            name = f"input/{node.name}"
-        elif node.op == "output":
-            name = "output/output"
-        else:
-            name = f"{_scope(node, root)}/{node.name}"
-        names[node] = name
+    for node in graph_module.graph.nodes:
+        name, op, extra = described[node]
         attrs = {}
-        shapes = _shapes_attr(node)
+        shapes = _shape_list(node)
         if shapes is not None:
             attrs["_output_shapes"] = shapes
-        if node.op == "call_module":
-            attrs["attr"] = AttrValue(s=repr(modules[node.target]).encode("utf-8"))
-        elif node.kwargs:
-            attrs["attr"] = AttrValue(s=repr(dict(node.kwargs)).encode("utf-8"))
-        nodes.append(NodeDef(name=name, op=_op_name(node, modules), input=_input_names(node, names),
-                             device="/device:CPU:0", attr=attrs))
-    stats = RunMetadata(step_stats=StepStats(dev_stats=[DeviceStepStats(device="/device:CPU:0")]))
+        if extra is not None:
+            attrs["attr"] = AttrValue(s=extra.encode("utf-8"))
+        nodes.append(NodeDef(name=name, op=op, input=_input_names(node, names), device=_DEVICE, attr=attrs))
+    stats = RunMetadata(step_stats=StepStats(dev_stats=[DeviceStepStats(device=_DEVICE)]))
     return GraphDef(node=nodes, versions=VersionDef(producer=22)), stats

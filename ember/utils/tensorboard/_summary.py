@@ -272,3 +272,169 @@ def audio(tag, sound, sample_rate=44100):
     clip = Summary.Audio(sample_rate=sample_rate, num_channels=1, length_frames=samples.shape[-1],
                          encoded_audio_string=encoded, content_type="audio/wav")
     return Summary(value=[Summary.Value(tag=tag, audio=clip)])
+
+
+# --- raw tensors ---------------------------------------------------------------------------------------
+
+def _half_bits(array):
+    return array.view(np.uint16).reshape(-1).tolist()
+
+
+def _complex_parts(array):
+    return np.stack([array.real, array.imag], axis=-1).reshape(-1).tolist()
+
+
+def _plain(array):
+    return array.reshape(-1).tolist()
+
+
+# ember dtype name -> (TensorProto dtype, field, converter).  Halves store their 16 bits in half_val and
+# uint8 uses int_val, which is where tensorboard's make_ndarray reads them back from.
+_TENSOR_FIELDS = {
+    "float16": ("DT_HALF", "half_val", _half_bits),
+    "bfloat16": ("DT_BFLOAT16", "half_val", _half_bits),
+    "float32": ("DT_FLOAT", "float_val", _plain),
+    "float64": ("DT_DOUBLE", "double_val", _plain),
+    "int8": ("DT_INT8", "int_val", _plain),
+    "uint8": ("DT_UINT8", "int_val", _plain),
+    "int16": ("DT_INT16", "int_val", _plain),
+    "int32": ("DT_INT32", "int_val", _plain),
+    "int64": ("DT_INT64", "int64_val", _plain),
+    "bool": ("DT_BOOL", "bool_val", _plain),
+    "complex64": ("DT_COMPLEX64", "scomplex_val", _complex_parts),
+    "complex128": ("DT_COMPLEX128", "dcomplex_val", _complex_parts),
+}
+
+
+def tensor_proto(tag, tensor):
+    """The whole tensor, values and shape, for the 'tensor' plugin."""
+    from ember.tensor import Tensor
+    if isinstance(tensor, Tensor):
+        dtype_name = str(tensor.dtype).rpartition(".")[2]
+        array = tensor.detach().cpu().numpy()
+    elif isinstance(tensor, np.ndarray):
+        array = tensor
+        dtype_name = "bfloat16" if array.dtype.name == "bfloat16" else array.dtype.name
+    else:
+        raise TypeError(f"add_tensor: tensor must be an ember tensor or numpy array, got {type(tensor).__name__}")
+    if array.size * array.itemsize >= (1 << 31):
+        raise ValueError("tensor is bigger than protocol buffer's hard limit of 2GB in size")
+    if dtype_name not in _TENSOR_FIELDS:
+        raise ValueError(f"{tag} has unsupported tensor dtype {tensor.dtype}")
+    kind, field, convert = _TENSOR_FIELDS[dtype_name]
+    proto = TensorProto(dtype=kind, tensor_shape=_shape(*array.shape), **{field: convert(np.ascontiguousarray(array))})
+    return Summary(value=[Summary.Value(tag=tag, metadata=_plugin_metadata("tensor"), tensor=proto)])
+
+
+# --- images with boxes ---------------------------------------------------------------------------------
+
+def _draw_box(picture, box, label):
+    """A 2-pixel red rectangle, with ``label`` (if any) in black on a red band over its bottom edge."""
+    from PIL import ImageDraw, ImageFont
+    left, top, right, bottom = (float(v) for v in box[:4])
+    draw = ImageDraw.Draw(picture)
+    draw.line([(left, top), (left, bottom), (right, bottom), (right, top), (left, top)], width=2, fill="Red")
+    if label:
+        font = ImageFont.load_default()
+        x0, y0, x1, y1 = font.getbbox(label)
+        text_w, text_h = x1 - x0, y1 - y0
+        margin = np.ceil(0.05 * text_h)
+        draw.rectangle([(left, bottom - text_h - 2 * margin), (left + text_w, bottom)], fill="Red")
+        draw.text((left + margin, bottom - text_h - margin), label, fill="black", font=font)
+
+
+def image_boxes(tag, img, boxes, rescale=1, dataformats="CHW", labels=None):
+    """One image with boxes given as rows (xmin, ymin, xmax, ymax) in pixels, drawn before rescaling."""
+    import io
+    from ._images import _require_pillow
+    Image = _require_pillow("add_image_with_boxes")
+    hwc = to_uint8(convert_to_hwc(make_np(img), dataformats))
+    boxes = make_np(boxes)
+    if boxes.ndim != 2 or boxes.shape[1] < 4:
+        raise ValueError(f"add_image_with_boxes: box_tensor must be (N, 4) rows of xmin, ymin, xmax, ymax, "
+                         f"got shape {tuple(boxes.shape)}")
+    height, width, channels = hwc.shape
+    picture = Image.fromarray(hwc)
+    for i in range(boxes.shape[0]):
+        _draw_box(picture, boxes[i], None if labels is None else labels[i])
+    picture = picture.resize((int(width * rescale), int(height * rescale)), Image.Resampling.LANCZOS)
+    with io.BytesIO() as buffer:
+        picture.save(buffer, format="PNG")
+        png = buffer.getvalue()
+    encoded = Summary.Image(height=height, width=width, colorspace=channels, encoded_image_string=png)
+    return Summary(value=[Summary.Value(tag=tag, image=encoded)])
+
+
+# --- video ---------------------------------------------------------------------------------------------
+
+def video_frames(batch):
+    """(B, T, C, H, W) videos -> (T, rows*H, cols*W, C) float frames: the batch, padded with black videos
+    to a power of two, tiled into a grid (rows = the largest power of two <= sqrt(B)).  uint8 -> 0..1."""
+    b, t, c, h, w = batch.shape
+    if batch.dtype == np.uint8:
+        batch = np.float32(batch) / 255.0
+    padded = 1 << (b - 1).bit_length() if b & (b - 1) else b
+    if padded != b:
+        batch = np.concatenate([batch, np.zeros((padded - b, t, c, h, w))], axis=0)
+    rows = 2 ** ((b.bit_length() - 1) // 2)
+    cols = batch.shape[0] // rows
+    grid = batch.reshape(rows, cols, t, c, h, w).transpose(2, 0, 4, 1, 5, 3)
+    return grid.reshape(t, rows * h, cols * w, c)
+
+
+def video(tag, vid, fps=4):
+    """An animated GIF of (B, T, C, H, W) videos, encoded by moviepy (as torch's add_video)."""
+    import os
+    import tempfile
+    try:
+        try:
+            from moviepy import ImageSequenceClip          # moviepy >= 2
+        except ImportError:
+            from moviepy.editor import ImageSequenceClip   # moviepy 1.x
+    except ImportError as e:
+        raise ModuleNotFoundError("ember.utils.tensorboard: add_video needs the 'moviepy' package to encode "
+                                  "GIFs: pip install moviepy", name="moviepy") from e
+    array = make_np(vid)
+    if array.ndim != 5:
+        raise ValueError(f"add_video: vid_tensor must be (N, T, C, H, W), got shape {tuple(array.shape)}")
+    frames = to_uint8(video_frames(array))
+    t, h, w, c = frames.shape
+    clip = ImageSequenceClip(list(frames), fps=fps)
+    handle, path = tempfile.mkstemp(suffix=".gif")
+    os.close(handle)
+    try:
+        try:
+            clip.write_gif(path, logger=None)
+        except TypeError:
+            clip.write_gif(path)
+        with open(path, "rb") as f:
+            encoded = f.read()
+    finally:
+        os.remove(path)
+    gif = Summary.Image(height=h, width=w, colorspace=c, encoded_image_string=encoded)
+    return Summary(value=[Summary.Value(tag=tag, image=gif)])
+
+
+# --- meshes --------------------------------------------------------------------------------------------
+
+def mesh(tag, vertices, colors, faces, config_dict, display_name=None, description=None):
+    """Point cloud / mesh for the mesh plugin: one tensor value each for vertices, faces and colors
+    (those given), each (batch, count, 3), sharing a components bitmask and a ThreeJS JSON config."""
+    import json
+    from tensorboard.plugins.mesh import metadata
+    from tensorboard.plugins.mesh.plugin_data_pb2 import MeshPluginData
+    config = json.dumps(config_dict, sort_keys=True) if config_dict is not None else "{}"
+    parts = [(a, kind) for a, kind in ((vertices, MeshPluginData.VERTEX), (faces, MeshPluginData.FACE),
+                                       (colors, MeshPluginData.COLOR)) if a is not None]
+    components = metadata.get_components_bitmask([kind for _, kind in parts])
+    values = []
+    for part, kind in parts:
+        array = make_np(part)
+        if array.ndim != 3:
+            raise ValueError(f"add_mesh: vertices, faces and colors must be (batch, count, 3), got shape "
+                             f"{tuple(array.shape)}")
+        meta = metadata.create_summary_metadata(tag, display_name, kind, components, array.shape, description,
+                                                json_config=config)
+        proto = TensorProto(dtype="DT_FLOAT", float_val=array.reshape(-1).tolist(), tensor_shape=_shape(*array.shape))
+        values.append(Summary.Value(tag=metadata.get_instance_name(tag, kind), tensor=proto, metadata=meta))
+    return Summary(value=values)

@@ -5,6 +5,7 @@ thread appending to ``events.out.tfevents.<time>.<host>...``).  SummaryWriter ow
 log dir, plus one per ``add_scalars`` series, and builds summaries with _summary."""
 import os
 import time
+import warnings
 
 from tensorboard.compat import tf
 from tensorboard.compat.proto import event_pb2
@@ -160,22 +161,36 @@ class SummaryWriter:
 
     def add_image_with_boxes(self, tag, img_tensor, box_tensor, global_step=None, walltime=None, rescale=1,
                              dataformats="CHW", labels=None):
-        raise NotImplementedError("ember.utils.tensorboard: SummaryWriter.add_image_with_boxes is not supported")
+        """Boxes: (N, 4) rows of xmin, ymin, xmax, ymax in pixels; ``labels``: a str or one per box."""
+        if labels is not None:
+            if isinstance(labels, str):
+                labels = [labels]
+            if len(labels) != box_tensor.shape[0]:
+                warnings.warn(f"add_image_with_boxes: {len(labels)} labels for {box_tensor.shape[0]} boxes; "
+                              "the labels are left out (as torch does)")
+                labels = None
+        self._write(_summary.image_boxes(tag, img_tensor, box_tensor, rescale=rescale, dataformats=dataformats,
+                                         labels=labels), global_step, walltime)
 
     def add_video(self, tag, vid_tensor, global_step=None, fps=4, walltime=None):
-        raise NotImplementedError("ember.utils.tensorboard: SummaryWriter.add_video is not supported")
+        """(N, T, C, H, W) videos as one GIF (the batch tiled into a grid); needs moviepy."""
+        self._write(_summary.video(tag, vid_tensor, fps), global_step, walltime)
 
     def add_audio(self, tag, snd_tensor, global_step=None, sample_rate=44100, walltime=None):
         self._write(_summary.audio(tag, snd_tensor, sample_rate=sample_rate), global_step, walltime)
 
     def add_mesh(self, tag, vertices, colors=None, faces=None, config_dict=None, global_step=None, walltime=None):
-        raise NotImplementedError("ember.utils.tensorboard: SummaryWriter.add_mesh is not supported")
+        """Point clouds / meshes: (B, N, 3) vertices, optional (B, N, 3) colors and (B, F, 3) faces."""
+        self._write(_summary.mesh(tag, vertices, colors, faces, config_dict), global_step, walltime)
 
     def add_tensor(self, tag, tensor, global_step=None, walltime=None):
-        raise NotImplementedError("ember.utils.tensorboard: SummaryWriter.add_tensor is not supported")
+        self._write(_summary.tensor_proto(tag, tensor), global_step, walltime)
 
     def add_onnx_graph(self, prototxt):
-        raise NotImplementedError("ember.utils.tensorboard: SummaryWriter.add_onnx_graph is not supported")
+        """The graph of an ONNX model file (e.g. written by ember.onnx.export); needs onnx."""
+        from ._onnx_graph import load_onnx_graph
+        graph_def = load_onnx_graph(prototxt)
+        self._get_file_writer().add_event(event_pb2.Event(graph_def=graph_def.SerializeToString()))
 
     # --- text, hparams, pr curves ----------------------------------------------------------------------
 
@@ -212,7 +227,7 @@ class SummaryWriter:
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
         """The model's ember.fx graph (not a JIT trace, as in torch); ``input_to_model`` adds shapes."""
         from ._graph import graph
-        self._get_file_writer().add_graph(graph(model, input_to_model))
+        self._get_file_writer().add_graph(graph(model, input_to_model, verbose=verbose))
 
     @staticmethod
     def _encode(rawstr):
