@@ -245,18 +245,29 @@ def test_default_log_dir_and_get_logdir(tmp_path, monkeypatch):
     w.close()          # closing twice is harmless
 
 
+class _Residual(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = ember.nn.Linear(3, 3)
+
+    def forward(self, x):
+        return ember.nn.functional.gelu(self.inner(x)) + x
+
+
 def test_graph_of_fx_trace_loads_in_tensorboard(tmp_path):
-    model = ember.nn.Sequential(ember.nn.Linear(4, 3), ember.nn.ReLU(), ember.nn.Linear(3, 2))
+    model = ember.nn.Sequential(ember.nn.Linear(4, 3), ember.nn.ReLU(), _Residual(), ember.nn.Linear(3, 2))
     with SummaryWriter(str(tmp_path)) as w:
         w.add_graph(model, ember.randn(5, 4))
     acc = _accumulator(str(tmp_path))
     graph = acc.Graph()
     ops = [n.op for n in graph.node]
-    assert ops.count("Linear") == 2 and "ReLU" in ops and ops.count("IO Node") == 2
+    assert ops.count("Linear") == 3 and "ReLU" in ops and ops.count("IO Node") == 2
     by_name = {n.name: n for n in graph.node}
-    linear = [n for n in graph.node if n.op == "Linear"][1]
+    linear = [n for n in graph.node if n.op == "Linear"][2]
     assert [d.size for d in linear.attr["_output_shapes"].list.shape[0].dim] == [5, 2]
     assert all(i in by_name for n in graph.node for i in n.input)
+    # ops of an inlined submodule's forward sit in that submodule's scope
+    assert {n.op for n in graph.node if n.name.startswith("Sequential/2/")} == {"Linear", "gelu", "add"}
     assert acc.RunMetadata("step1") is not None
 
 

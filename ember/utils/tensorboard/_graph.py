@@ -56,6 +56,33 @@ def _function_name(target):
     return getattr(target, "__name__", None) or str(target)
 
 
+def _scoped_trace(model):
+    """symbolic_trace, also recording in ``node.meta['tensorboard_scope']`` the path of the submodule whose
+    forward was running when the node was made (fx inlines non-leaf modules, losing that)."""
+    import ember
+
+    class ScopedTracer(ember.fx.Tracer):
+        def __init__(self):
+            super().__init__()
+            self.scopes = [""]
+
+        def call_module(self, m, forward, args, kwargs):
+            self.scopes.append(self.path_of_module(m))
+            try:
+                return super().call_module(m, forward, args, kwargs)
+            finally:
+                self.scopes.pop()
+
+        def create_node(self, *args, **kwargs):
+            node = super().create_node(*args, **kwargs)
+            node.meta["tensorboard_scope"] = self.scopes[-1]
+            return node
+
+    tracer = ScopedTracer()
+    graph_ = tracer.trace(model)
+    return ember.fx.GraphModule(tracer.root, graph_, type(model).__name__)
+
+
 def _symbolic_nodes(traced, root):
     """(node -> (scoped name, op, extra attr text)) for a symbolic_trace GraphModule."""
     modules = dict(traced.named_modules())
@@ -74,10 +101,11 @@ def _symbolic_nodes(traced, root):
             parent = node.target.rpartition(".")[0]
             scope = root + ("/" + parent.replace(".", "/") if parent else "")
             described[node] = (f"{scope}/{node.name}", "prim::GetAttr", None)
-        elif node.op == "call_function":
-            described[node] = (f"{root}/{node.name}", _function_name(node.target), extra)
         else:
-            described[node] = (f"{root}/{node.name}", str(node.target), extra)
+            path = node.meta.get("tensorboard_scope", "")
+            scope = root + ("/" + path.replace(".", "/") if path else "")
+            op = _function_name(node.target) if node.op == "call_function" else str(node.target)
+            described[node] = (f"{scope}/{node.name}", op, extra)
     return described
 
 
@@ -119,7 +147,7 @@ def graph(model, input_to_model=None, verbose=False):
         inputs = tuple(input_to_model) if isinstance(input_to_model, (list, tuple)) else (input_to_model,)
     root = type(model).__name__
     try:
-        traced = ember.fx.symbolic_trace(model)
+        traced = _scoped_trace(model)
     except Exception as trace_error:
         if inputs is None:
             raise NotImplementedError(
