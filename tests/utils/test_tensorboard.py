@@ -198,6 +198,12 @@ def test_hparams_match_torch(tmp_path, rng):
     info = plugin_data_pb2.HParamsPluginData.FromString(start).session_start_info
     assert info.hparams["lr"].number_value == lr and info.hparams["opt"].string_value == "adam"
     assert "skip" not in info.hparams
+    from tensorboard.backend.event_processing import plugin_event_multiplexer
+    multiplexer = plugin_event_multiplexer.EventMultiplexer().AddRunsFromDirectory(got)
+    multiplexer.Reload()
+    assert sorted(multiplexer.Runs()) == [".", "trial"]
+    assert set(multiplexer.PluginRunToTagToContent("hparams")["trial"]) == {
+        "_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}
 
 
 def test_pr_curves_match_torch(tmp_path, rng):
