@@ -214,6 +214,8 @@ def test_pr_curves_match_torch(tmp_path, rng):
     def log(w, lib):
         w.add_pr_curve("pr/plain", _t(lib, labels), _t(lib, preds), 0)
         w.add_pr_curve("pr/weighted", labels, preds, 1, num_thresholds=11, weights=weights)
+        w.add_pr_curve("pr/weighted_tensor", _t(lib, labels), _t(lib, preds), 1, weights=_t(lib, weights)
+                       if lib is ember else weights)          # torch's takes numpy weights only
         w.add_pr_curve("pr/capped", _t(lib, labels), _t(lib, preds), 2, num_thresholds=500)
         rows = rng_rows
         w.add_pr_curve_raw("pr/raw", *[_t(lib, r) for r in rows], global_step=3, num_thresholds=4)

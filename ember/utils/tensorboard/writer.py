@@ -213,6 +213,8 @@ class SummaryWriter:
     def add_pr_curve(self, tag, labels, predictions, global_step=None, num_thresholds=127, weights=None,
                      walltime=None):
         labels, predictions = make_np(labels), make_np(predictions)
+        if weights is not None and not isinstance(weights, (int, float)):
+            weights = make_np(weights)
         self._write(_summary.pr_curve(tag, labels, predictions, num_thresholds, weights), global_step, walltime)
 
     def add_pr_curve_raw(self, tag, true_positive_counts, false_positive_counts, true_negative_counts,
@@ -225,7 +227,8 @@ class SummaryWriter:
     # --- graph, embeddings -----------------------------------------------------------------------------
 
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
-        """The model's ember.fx graph (not a JIT trace, as in torch); ``input_to_model`` adds shapes."""
+        """The model's ember.fx graph (torch records a JIT trace; ember has none, so ``use_strict_trace`` has
+        no effect); ``input_to_model`` adds shapes and lets ember.export capture what fx cannot."""
         from ._graph import graph
         self._get_file_writer().add_graph(graph(model, input_to_model, verbose=verbose))
 
