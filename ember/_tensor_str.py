@@ -432,7 +432,9 @@ def _fake_repr(t: Any) -> str:
         parts.append(f"grad_fn=<{type(t.grad_fn).__name__}>")
     elif t.requires_grad:
         parts.append("requires_grad=True")
-    return f"FakeTensor({', '.join(parts)})"
+    from ._torch_function import DISPATCH_CLASSES     # a wrapper subclass (no __repr__ of its own)
+    name = type(t).__name__ if type(t) in DISPATCH_CLASSES else "FakeTensor"
+    return f"{name}({', '.join(parts)})"
 
 
 def _meta_repr(t: Any, prefix: str) -> str:

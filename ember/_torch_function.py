@@ -35,6 +35,8 @@ ROUTED_CLASSES = set()     # ember's own classes with ``__ember_route__`` (spars
 DIRECT_CLASSES = set()     # PLAIN_CLASSES - ROUTED_CLASSES: what the fast path and _check_args pass
 FAST_CLASSES = set()       # live (read by every generated binding): DIRECT_CLASSES, or empty under a mode
 FAST_OR_SCALAR = set()     # live: FAST_CLASSES plus the fast scalar types
+DISPATCH_CLASSES = set()   # subclasses defining ``__torch_dispatch__``: their ops reach the handler at the
+                           # dispatcher's kernel step (below autograd), never the fast path
 
 
 def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
@@ -58,7 +60,7 @@ def _refill():
     FAST_CLASSES.clear()
     FAST_OR_SCALAR.clear()
     DIRECT_CLASSES.clear()
-    DIRECT_CLASSES.update(PLAIN_CLASSES - ROUTED_CLASSES)
+    DIRECT_CLASSES.update(PLAIN_CLASSES - ROUTED_CLASSES - DISPATCH_CLASSES)
     if not _ACTIVE[0]:
         FAST_CLASSES.update(DIRECT_CLASSES)
         FAST_OR_SCALAR.update(DIRECT_CLASSES)
@@ -79,6 +81,8 @@ def opts_out(cls) -> bool:
 
 def note_tensor_class(cls) -> None:
     """Called for Tensor and each subclass as it is created (``Tensor.__init_subclass__``)."""
+    if any("__torch_dispatch__" in c.__dict__ for c in cls.__mro__ if c.__module__ != "ember.tensor"):
+        DISPATCH_CLASSES.add(cls)
     if opts_out(cls):
         PLAIN_CLASSES.add(cls)
         if getattr(cls, "__ember_route__", None) is not None:

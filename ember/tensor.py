@@ -110,6 +110,32 @@ class Tensor:
             out.requires_grad_(True)
         return out
 
+    @staticmethod
+    def _make_wrapper_subclass(cls, size, strides=None, storage_offset=None, memory_format=None, dtype=None,
+                               layout=None, device=None, pin_memory=False, requires_grad=False,
+                               dispatch_sizes_strides_policy=None, dispatch_device=False, dispatch_layout=False,
+                               _extra_dispatch_keys=None, storage_size=None):
+        """torch's ``Tensor._make_wrapper_subclass``: a ``cls`` instance with the given metadata and no
+        data of its own (a ``__torch_dispatch__`` subclass keeps its real tensors as attributes and
+        its handler computes every op; see ``ember.ops.registry._subclass_dispatch``)."""
+        if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+            raise TypeError("Creating a Tensor subclass from a class that does not inherit from Tensor is "
+                            "not possible. Make sure your class inherits from Tensor.")
+        if cls not in _tf.DISPATCH_CLASSES:
+            raise RuntimeError(f"_make_wrapper_subclass: {cls.__qualname__} defines no __torch_dispatch__, so "
+                               "nothing could compute its ops (ember has no data for a wrapper instance)")
+        dt = _t.get_default_dtype() if dtype is None else _t.as_dtype(dtype)
+        shape = tuple(int(n) for n in size)
+        out = object.__new__(cls)
+        out._data = FakeArray(shape, dt, None if strides is None else tuple(int(s) for s in strides),
+                              int(storage_offset or 0))
+        out.dtype = dt
+        out.device = STATE.default_device if device is None else _t.as_device(device)
+        out._vc = None
+        if requires_grad:
+            out.requires_grad_(True)
+        return out
+
     # ------------------------------------------------------------------ metadata
     @property
     def _fake(self):
@@ -164,8 +190,8 @@ class Tensor:
         return st[_wrap_dim(dim, self._data.ndim)]
 
     def data_ptr(self):
-        if self.device.type == "meta":
-            return 0                   # torch's: a meta tensor has no memory
+        if self.device.type == "meta" or self.__class__ in _tf.DISPATCH_CLASSES:
+            return 0                   # torch's: a meta tensor or a wrapper subclass has no memory
         return _data_ptr(self._data)
 
     def share_memory_(self):
@@ -362,6 +388,8 @@ class Tensor:
         backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
 
     def detach(self):
+        if self.__class__ in _tf.DISPATCH_CLASSES:     # a wrapper subclass: its handler makes the alias
+            return _detach_through_handler(self)
         out = _alias(self)
         return out
 
@@ -390,7 +418,7 @@ class Tensor:
     # ------------------------------------------------------------------ conversion
     def item(self):
         if self._fake:
-            _no_data("item", self)
+            return _no_data("item", self)
         if self._data.size != 1:
             raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to Scalar")
         return _host(self._data).reshape(()).item() if self.dtype is not _t.bfloat16 else float(
@@ -925,9 +953,22 @@ def _complex_to_real(v, cname):
         raise RuntimeError(f"value cannot be converted to type {cname} without overflow")
 
 
+def _detach_through_handler(t):
+    from .ops.registry import OPS, _subclass_dispatch
+    return _subclass_dispatch(OPS["alias"], (t,))
+
+
 def _no_data(what, t):
     """``what`` needs data ``t`` (a fake or meta tensor) does not have: torch's error for a
-    meta tensor, else the fake-tensor error dynamo breaks the graph on."""
+    meta tensor, the subclass's handler (``item``) or torch's refusal for a ``__torch_dispatch__``
+    wrapper, else the fake-tensor error dynamo breaks the graph on."""
+    if t.__class__ in _tf.DISPATCH_CLASSES:
+        if what == "item":
+            from .ops._aten_namespace import local_scalar_dense
+            return t.__class__.__torch_dispatch__(local_scalar_dense, (t.__class__,), (t,), {})
+        if what == "numpy":
+            raise RuntimeError(".numpy() is not supported for tensor subclasses.")
+        raise RuntimeError(f".{what}() is not supported for tensor subclasses, got {t.__class__.__name__}")
     if t.device.type == "meta":
         if what == "item":
             n = t.numel()

@@ -21,6 +21,7 @@ import warnings
 import numpy as _np
 
 from .._fake import FakeArray
+from .._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
 from .._state import STATE
 from ..tensor import Tensor, _make
 from .graph import AccumulateGrad, gradient_edge
@@ -346,8 +347,9 @@ def _accumulate(t, g, create_graph, held=-1):
     elif old is None:
         if create_graph and g._requires_grad:
             t._grad = g
-        elif STATE.modes:
-            # a dispatched copy, so tracing modes (make_fx) see where .grad comes from
+        elif STATE.modes or g.__class__ in _DISPATCH_CLASSES:
+            # a dispatched copy, so tracing modes (make_fx) see where .grad comes from, and a
+            # __torch_dispatch__ subclass's gradient stays one (its handler copies it)
             t._grad = _clone_below_autograd(g)
         elif held >= 0 and not hooks and _unshared(g, held + 1) and _layout_ok(t._data, g._data):
             t._grad = _make(g._data, g.device, g.dtype)
@@ -417,6 +419,11 @@ def _make_roots(tensors, grad_tensors, create_graph, fn_name):
             if not t.dtype.is_floating_point:
                 raise RuntimeError(f"grad can be implicitly created only for real scalar outputs but got "
                                    f"{t.dtype}")
+            if t.__class__ in _DISPATCH_CLASSES:
+                # a __torch_dispatch__ subclass: its handler makes the seed (ember.ops.aten.fill)
+                from ..ops.registry import OPS, below_autograd
+                roots.append((edge, below_autograd(OPS["fill"], (t, 1))))
+                continue
             if t.device.type == "cpu":
                 ones = _np.empty(data.shape, dtype=data.dtype)   # np.ones, without its Python layer
                 ones.fill(1)

@@ -17,10 +17,15 @@ import traceback
 import weakref
 
 from .._state import STATE
+from .. import _torch_function as _tf
 from ..tensor import Tensor, _alias, _make
 
 _seq = itertools.count()
 _new = object.__new__
+_DISPATCH_CLASSES = _tf.DISPATCH_CLASSES
+# a tensor's autograd history: left out of a saved wrapper's copy (it would make a cycle)
+_HISTORY = frozenset(("_grad_fn", "_requires_grad", "_output_nr", "_grad", "_acc", "_hooks", "_post_acc_hooks",
+                      "_retains_grad"))
 
 _FREED_MSG = ("Trying to backward through the graph a second time (or directly access saved tensors "
               "after they have already been freed). Saved intermediate values of the graph are freed "
@@ -152,6 +157,9 @@ class SavedTensor:
             x.dtype = t.dtype
             x.device = t.device
             x.requires_grad = t._requires_grad
+            if t.__class__ in _DISPATCH_CLASSES:
+                # a __torch_dispatch__ wrapper: its values live in its attributes, not in _data
+                x.proto = {k: v for k, v in t.__dict__.items() if k not in _HISTORY}, t.__class__
         else:
             self._t = t
             self._x = None
@@ -180,7 +188,13 @@ class SavedTensor:
         t = self._t
         if t is not None:
             return t
-        out = _make(x.data, x.device, x.dtype)
+        if x.proto is not None:
+            attrs, cls = x.proto
+            out = _new(cls)
+            out._data, out.dtype, out.device = x.data, x.dtype, x.device
+            out.__dict__.update(attrs)
+        else:
+            out = _make(x.data, x.device, x.dtype)
         out._vc = vc
         if owner is not None and x.requires_grad:
             out._requires_grad = True
@@ -197,12 +211,13 @@ class SavedTensor:
 class _SavedExtra:
     """What a saved output (its data, not the tensor) or a packed saved tensor keeps."""
 
-    __slots__ = ("is_output", "packed", "unpack", "data", "dtype", "device", "requires_grad")
+    __slots__ = ("is_output", "packed", "unpack", "data", "dtype", "device", "requires_grad", "proto")
 
     def __init__(self, is_output):
         self.is_output = is_output
         self.packed = None
         self.unpack = None
+        self.proto = None
 
 
 def _fast_saved(t):

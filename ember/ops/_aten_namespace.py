@@ -71,6 +71,43 @@ class OpOverloadPacket:
         return f"aten.{self.op.name}"
 
 
+class _LocalScalarDense:
+    """``aten._local_scalar_dense.default``: what ``Tensor.item()`` is below autograd in torch. ember's
+    ``item()`` reads the data directly, so this is not an op record; it exists for a
+    ``__torch_dispatch__`` wrapper subclass, whose ``item()`` reaches its handler with it."""
+
+    __name__ = "_local_scalar_dense.default"
+    _overloadname = "default"
+
+    def name(self) -> str:
+        return "aten::_local_scalar_dense"
+
+    def __call__(self, t):
+        return t.item()
+
+    def __repr__(self):
+        return "<OpOverload(op='aten._local_scalar_dense', overload='default')>"
+
+    def __str__(self):
+        return "aten._local_scalar_dense.default"
+
+
+class _LocalScalarDensePacket:
+    __name__ = "_local_scalar_dense"
+
+    def __init__(self, default):
+        self.default = default
+
+    def __call__(self, t):
+        return t.item()
+
+    def __str__(self):
+        return "aten._local_scalar_dense"
+
+
+local_scalar_dense = _LocalScalarDense()
+local_scalar_dense.overloadpacket = _LocalScalarDensePacket(local_scalar_dense)
+
 _PACKETS: Dict[str, OpOverloadPacket] = {}
 
 
@@ -85,6 +122,8 @@ class AtenNamespace:
     """``ember.ops.aten``: ``ember.ops.aten.<op>`` for every registered op with a binding."""
 
     def __getattr__(self, name: str) -> OpOverloadPacket:
+        if name == "_local_scalar_dense":
+            return local_scalar_dense.overloadpacket
         op = OPS.get(name)
         if op is None or getattr(op, "binding", None) is None or name.startswith("__"):
             raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")

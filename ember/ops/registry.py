@@ -266,6 +266,10 @@ class OpDef:
     # -- the backend kernel ------------------------------------------------
     def run(self, args):
         """Run the kernel on backend arrays and wrap the result(s)."""
+        if _DISPATCH_CLASSES:                # a __torch_dispatch__ subclass may be among the arguments
+            r = _subclass_dispatch(self, args)
+            if r is not _RESUME:
+                return r
         xargs = list(args)
         dev = None
         for i in self.tensor_pos:
@@ -744,6 +748,42 @@ def _override(op, args):
     raise TypeError(f"no implementation of {op.public_name} found for types {overloaded}")
 
 
+_DISPATCH_CLASSES = _tf.DISPATCH_CLASSES
+
+
+def _subclass_dispatch(op, args):
+    """The kernel step of a call with an instance of a ``__torch_dispatch__`` subclass among its
+    tensor arguments (torch's Python dispatch key, below autograd): each such class's handler, a
+    subclass before its bases, gets ``func`` -- the ``ember.ops.aten`` overload -- and the
+    arguments as torch passes them, with grad mode off (autograd has recorded the call already);
+    the first result that is not NotImplemented is the op's. _RESUME when no argument is one."""
+    types = []
+    for i in op.tensor_pos + op.list_pos:
+        a = args[i]
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            c = x.__class__
+            if c in _DISPATCH_CLASSES and c not in types:
+                at = next((k for k, seen in enumerate(types) if issubclass(c, seen)), len(types))
+                types.insert(at, c)
+    if not types:
+        return _RESUME
+    from ._aten_namespace import packet
+    func = packet(op).default
+    pos, kw = _tf.args_as_called(op.params, args, _REQUIRED)
+    st = STATE
+    prev = st.grad_enabled
+    st.grad_enabled = False
+    try:
+        for cls in types:
+            r = cls.__torch_dispatch__(func, tuple(types), tuple(pos), kw)
+            if r is not NotImplemented:
+                return r
+    finally:
+        st.grad_enabled = prev
+    raise TypeError(f"Multiple dispatch failed for '{func}'; all __torch_dispatch__ handlers returned "
+                    "NotImplemented:\n\n" + "".join(f"  - tensor subclass {t}\n" for t in types))
+
+
 def _autocast_ops():
     from ..amp.autocast_mode import ALL_OPS
     return ALL_OPS
@@ -869,6 +909,10 @@ def dispatch_inplace(op, args):
 
 def run_inplace(op, args):
     """Kernel path of an in-place op (no autograd): functional kernel + copy into self."""
+    if _DISPATCH_CLASSES:
+        r = _subclass_dispatch(op, args)
+        if r is not _RESUME:
+            return r
     self = args[0]
     res = op.functional.run(args)
     write_into(self, res, op.name)

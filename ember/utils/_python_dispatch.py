@@ -5,8 +5,9 @@ composite ops have decomposed -- as ``__torch_dispatch__(func, types, args, kwar
 ``func`` an ``ember.ops.aten`` overload (``ember.ops.aten.mm.default``; see
 ops/_aten_namespace.py). It rides on ember's dispatch-mode stack (the one fake tensors, the
 profiler and forward AD use): while the handler runs the mode is off, so ``func(*args,
-**kwargs)`` runs the op. Not implemented: ``__torch_dispatch__`` on Tensor subclasses (wrapper
-subclasses), ``supports_higher_order_operators``.
+**kwargs)`` runs the op. ``__torch_dispatch__`` on Tensor subclasses (wrapper subclasses made with
+``Tensor._make_wrapper_subclass``) is ember/ops/registry.py's ``_subclass_dispatch``, below the
+modes. Not implemented: ``supports_higher_order_operators``.
 """
 from __future__ import annotations
 
@@ -31,13 +32,14 @@ class TorchDispatchMode:
     def __ember_dispatch__(self, op, args):
         from ..ops._aten_namespace import packet
         from ..ops.registry import _REQUIRED
-        from .._torch_function import PLAIN_CLASSES
+        from .._torch_function import DISPATCH_CLASSES, PLAIN_CLASSES
         from ..tensor import Tensor
         pos, kw = args_as_called(op.params, args, _REQUIRED)
         types = []            # as torch: the tensor subclasses among the arguments (plain ones are not)
         for a in args:
             for x in (a if isinstance(a, (list, tuple)) else (a,)):
-                if isinstance(x, Tensor) and type(x) not in PLAIN_CLASSES and type(x) not in types:
+                if isinstance(x, Tensor) and (type(x) not in PLAIN_CLASSES or type(x) in DISPATCH_CLASSES) \
+                        and type(x) not in types:
                     types.append(type(x))
         hook = getattr(op, "_torch_dispatch", None)   # a custom op (ember.library): its own overload and rules
         if hook is not None:
@@ -77,5 +79,8 @@ def _get_current_dispatch_mode_stack():
 
 
 def is_traceable_wrapper_subclass(t) -> bool:
-    """ember has no wrapper subclasses (``__torch_dispatch__`` subclasses): always False."""
-    return False
+    """Whether ``t`` is an instance of a ``__torch_dispatch__`` subclass that can say what it is made
+    of (``__tensor_flatten__`` / ``__tensor_unflatten__``), as torch's."""
+    from .._torch_function import DISPATCH_CLASSES
+    return type(t) in DISPATCH_CLASSES and hasattr(t, "__tensor_flatten__") and \
+        hasattr(type(t), "__tensor_unflatten__")

@@ -48,7 +48,7 @@ def is_ember_function(value):
         and not is_inlined_ember_module(mod)
 
 
-from ..._torch_function import PLAIN_CLASSES as _PLAIN_TENSOR_CLASSES  # noqa: E402
+from ..._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES, PLAIN_CLASSES as _PLAIN_TENSOR_CLASSES  # noqa: E402,E501
 
 
 def wrap(tx, value, source, guard=True):
@@ -70,6 +70,9 @@ def wrap(tx, value, source, guard=True):
         if value.device.type == "meta":   # no data for kernels: shape propagation is eager's job
             raise Unsupported("a tensor on the meta device is not compiled by ember.compile; the code "
                               "using it runs eagerly")
+        if value.__class__ in _DISPATCH_CLASSES:
+            raise Unsupported(f"a Tensor subclass with __torch_dispatch__ ({type(value).__qualname__}) is not "
+                              f"traced by ember.compile; the code using it runs eagerly")
         if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
             raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
                               f"not traced by ember.compile; the code using it runs eagerly")
