@@ -345,6 +345,57 @@ def flip(q, dims):
     return _like(q, np.flip(q._irepr, axes))
 
 
+def _no_cpu_kernel(name):
+    return NotImplementedError(f"Could not run 'aten::{name}' with arguments from the 'CPU' backend. ember's "
+                               f"{name} takes a quantized tensor (ember.quantize_per_tensor).")
+
+
+def quantized_max_pool2d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """torch's top-level quantized max pooling (N, C, H, W) / (C, H, W): the integers' maxima."""
+    if not isinstance(input, QuantizedTensor):
+        raise _no_cpu_kernel("quantized_max_pool2d")
+    return max_pool(input, kernel_size, None if not stride else stride, padding, dilation, ceil_mode)[0]
+
+
+def quantized_max_pool1d(input, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+    """1-d max pooling of (N, C, L) / (C, L) as the 2-d one over a height of 1."""
+    if not isinstance(input, QuantizedTensor):
+        raise _no_cpu_kernel("quantized_max_pool1d")
+    one = lambda v, d: (d,) + (tuple(v) if isinstance(v, (list, tuple)) else (v,))  # noqa: E731
+    out = max_pool(input.unsqueeze(-2), one(kernel_size, 1), None if not stride else one(stride, 1),
+                   one(padding, 0), one(dilation, 1), ceil_mode)[0]
+    return out.squeeze(-2)
+
+
+def quantized_batch_norm(input, weight, bias, mean, var, eps, output_scale, output_zero_point):
+    """Batch norm (eval statistics) of a quantized (N, C, ...) tensor into ``output_scale`` /
+    ``output_zero_point``: ``rint((q - zp) * a + b)`` per channel with ``a = weight / sqrt(var + eps)
+    * in_scale / out_scale`` and ``b = (bias - mean * weight / sqrt(var + eps)) / out_scale + out_zp``
+    (float32), clamped -- torch's integers (checked on 200k random values)."""
+    from .tensor import QParams
+    from . import schemes as QS
+    if not isinstance(input, QuantizedTensor):
+        raise _no_cpu_kernel("quantized_batch_norm")
+    if weight is None:
+        raise RuntimeError("Weight must be provided")
+    if bias is None:
+        raise RuntimeError("Bias must be provided")
+    _per_tensor(input, "ember.quantization: quantized_batch_norm of a per-channel quantized tensor is not supported")
+    f32 = np.float32
+    arr = (lambda t: np.asarray(t.detach()._data, f32))
+    w, b, m, v = arr(weight), arr(bias), arr(mean), arr(var)
+    inv_std = (w / np.sqrt((v + f32(eps)).astype(f32))).astype(f32)
+    beta = (b - m * inv_std).astype(f32)
+    a = (inv_std * f32(input._qp.scale) / f32(output_scale)).astype(f32)
+    c = (beta / f32(output_scale) + f32(output_zero_point)).astype(f32)
+    shape = (1, -1) + (1,) * (input._irepr.ndim - 2)
+    x = (input._irepr.astype(f32) - f32(input._qp.zero_point)).astype(f32)
+    lo, hi = K.qrange(input.dtype)
+    y = np.clip(np.rint((x * a.reshape(shape) + c.reshape(shape)).astype(f32)), lo, hi)
+    return make_qtensor(np.ascontiguousarray(y.astype(input._irepr.dtype)), input.dtype,
+                        QParams(QS.per_tensor_affine, scale=float(output_scale), zero_point=int(output_zero_point)))
+
+
 def _routed_max(q):
     return _extreme(q, "max")
 

@@ -88,3 +88,30 @@ def test_fused_moving_avg_obs_fake_quant(per_row, symmetric):
     es[1][0] = 0
     x = ember.randn(*shape)
     assert ember.fused_moving_avg_obs_fake_quant(x, *es, 0.05, qmin, qmax, 0, per_row, symmetric) is x
+
+
+@pytest.mark.parametrize("dtype", ["quint8", "qint8"])
+def test_quantized_max_pool_and_batch_norm(dtype):
+    rng = np.random.default_rng(60)
+    x = (rng.standard_normal((2, 4, 9, 8)) * 2).astype(np.float32)
+    zp = 70 if dtype == "quint8" else -5
+    e = ember.quantize_per_tensor(ember.tensor(x), 0.04, zp, getattr(ember, dtype))
+    t = torch.quantize_per_tensor(torch.tensor(x), 0.04, zp, getattr(torch, dtype))
+
+    def same(a, b):
+        assert (a.q_scale(), a.q_zero_point()) == (b.q_scale(), b.q_zero_point())
+        np.testing.assert_array_equal(a.int_repr().numpy(), b.int_repr().numpy())
+    same(ember.quantized_max_pool2d(e, [2, 2]), torch.quantized_max_pool2d(t, [2, 2]))
+    same(ember.quantized_max_pool2d(e[0], [3, 3], [2, 2], [1, 1], [1, 1], True),
+         torch.quantized_max_pool2d(t[0], [3, 3], [2, 2], [1, 1], [1, 1], True))
+    same(ember.quantized_max_pool1d(e[0], [3], [1]), torch.quantized_max_pool1d(t[0], [3], [1]))
+    same(ember.quantized_max_pool1d(e[:, :, 0], [2]), torch.quantized_max_pool1d(t[:, :, 0], [2]))
+    w, b = rng.standard_normal(4).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    m, v = rng.standard_normal(4).astype(np.float32), rng.uniform(0.5, 2, 4).astype(np.float32)
+    for src_e, src_t in ((e, t), (e[:, :, 0], t[:, :, 0])):
+        same(ember.quantized_batch_norm(src_e, *(ember.tensor(a) for a in (w, b, m, v)), 1e-5, 0.07, zp // 2),
+             torch.quantized_batch_norm(src_t, *(torch.tensor(a) for a in (w, b, m, v)), 1e-5, 0.07, zp // 2))
+    with pytest.raises(RuntimeError, match="Bias must be provided"):
+        ember.quantized_batch_norm(e, ember.tensor(w), None, ember.tensor(m), ember.tensor(v), 1e-5, 0.1, 0)
+    with pytest.raises(NotImplementedError, match="aten::quantized_max_pool2d"):
+        ember.quantized_max_pool2d(ember.tensor(x), [2, 2])
