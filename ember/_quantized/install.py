@@ -47,9 +47,11 @@ def install(g):
     for name in ("quantized_lstm", "quantized_gru", "quantized_lstm_cell", "quantized_gru_cell",
                  "quantized_rnn_tanh_cell", "quantized_rnn_relu_cell"):
         g[name] = getattr(RF, name)
-    from . import ops as QO
-    for name in ("quantized_max_pool1d", "quantized_max_pool2d", "quantized_batch_norm"):
-        g[name] = getattr(QO, name)
+    from . import elementwise as QE
+    from . import pooling as QP
+    g["quantized_max_pool1d"] = QP.quantized_max_pool1d
+    g["quantized_max_pool2d"] = QP.quantized_max_pool2d
+    g["quantized_batch_norm"] = QE.quantized_batch_norm
     from . import fbgemm_legacy as FB
     for name in ("fbgemm_linear_quantize_weight", "fbgemm_pack_quantized_matrix", "fbgemm_linear_int8_weight",
                  "fbgemm_linear_int8_weight_fp32_activation"):

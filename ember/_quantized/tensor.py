@@ -119,9 +119,9 @@ class QuantizedTensor(Tensor):
             if isinstance(first, QuantizedTensor):
                 from .._torch_function import args_as_called
                 from ..ops.registry import _REQUIRED
-                from .ops import ROUTED
+                from .ops import routed
                 pos, kw = args_as_called(op.params, args, _REQUIRED)
-                return ROUTED[name](*pos, **kw)
+                return routed(name)(*pos, **kw)
         if name not in _ROUTED_FUNCTIONS or not args or not isinstance(args[0], QuantizedTensor):
             return NotImplemented
         from .._torch_function import args_as_called
@@ -511,7 +511,7 @@ _ROUTED_FUNCTIONS = frozenset(("view", "reshape", "flatten", "transpose", "swapa
                                "unbind", "split", "chunk", "detach", "dequantize", "int_repr", "slice"))
 
 
-# the ops computed on the integers by ember/_quantized/ops.py (``ops.ROUTED``)
+# the ops computed on the integers by ember/_quantized/ops.py, pooling.py, elementwise.py (``ops.routed``)
 _ROUTED_OPS = frozenset(("cat", "stack", "max", "min", "max_dim", "min_dim", "mean", "max_pool_with_indices",
                          "avg_pool", "_resample", "clamp", "hardtanh", "_gather_axes", "sigmoid", "tanh",
                          "hardsigmoid", "flip"))

@@ -1,6 +1,6 @@
 """``ember.ao.nn.quantized.functional`` (alias ``ember.nn.quantized.functional``): functions on
 quantized tensors, as ``torch.ao.nn.quantized.functional``. They check what torch checks and run
-the integer kernels of ember/_quantized/ops.py (pooling, clamps), the quantized Linear / Conv2d
+the integer kernels of ember/_quantized (pooling.py, elementwise.py), the quantized Linear / Conv2d
 modules' arithmetic (``linear``, ``conv2d``), or requantize a float activation of the dequantized
 values (``elu``, ``celu``, ``leaky_relu`` with output parameters, ``hardsigmoid``, ``hardswish``); the functions
 torch has that ember does not raise NotImplementedError naming them."""
@@ -10,7 +10,8 @@ import numpy as np
 
 import ember
 from ember._quantized import kernels as _K
-from ember._quantized import ops as _qops
+from ember._quantized import elementwise as _qelem
+from ember._quantized import pooling as _qpool
 from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
 from ember._quantized import schemes as _QS
 
@@ -35,7 +36,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 def adaptive_avg_pool2d(input, output_size):
     _need_quantized(input, "quantized.functional.adaptive_avg_pool2d")
-    return _qops.adaptive_avg_pool2d(input, output_size)
+    return _qpool.adaptive_avg_pool2d(input, output_size)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
@@ -56,7 +57,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     _need_quantized(input, "quantized.hardtanh")
     if inplace:
         raise NotImplementedError("ember.quantization: in-place hardtanh of a quantized tensor is not supported")
-    return _qops.clamp(input, min_val, max_val)
+    return _qelem.clamp(input, min_val, max_val)
 
 
 def threshold(input, threshold, value):
@@ -65,12 +66,12 @@ def threshold(input, threshold, value):
         raise ValueError("Input to 'threshold' must be specified!")
     if value is None:
         raise ValueError("Input to 'value' must be specified!")
-    return _qops.threshold(input, threshold, value)
+    return _qelem.threshold(input, threshold, value)
 
 
 def clamp(input, min_, max_):
     _need_quantized(input, "quantized.clamp")
-    return _qops.clamp(input, min_, max_)
+    return _qelem.clamp(input, min_, max_)
 
 
 def _requantized(input, fn, scale, zero_point, name):
@@ -131,7 +132,7 @@ def hardsigmoid(input, inplace=False):
     _need_quantized(input, "quantized.hardsigmoid")
     if inplace:
         raise NotImplementedError("ember.quantization: in-place hardsigmoid of a quantized tensor is not supported")
-    return _qops.hardsigmoid(input)
+    return _qelem.hardsigmoid(input)
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
