@@ -494,6 +494,13 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                                  f"tcp://host:port or file:///path)")
             if not 0 <= rank < world_size:
                 raise ValueError(f"init_process_group: rank {rank} out of range for world_size {world_size}")
+            if store is None and url.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+                # launched by ember.distributed.run (torchrun): the launcher already serves the store at
+                # MASTER_ADDR:MASTER_PORT, so every rank is a client; keys live under a per-attempt prefix
+                # so a restarted worker group never sees the keys of the attempt that failed
+                agent = TCPStore(addr, port, world_size, is_master=False, timeout=timedelta(seconds=secs))
+                host = agent.local_address
+                store = PrefixStore(f"/worker/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", agent)
             if store is None:
                 store = TCPStore(addr, port, world_size, is_master=(rank == 0), timeout=timedelta(seconds=secs))
                 host = store.local_address
