@@ -231,8 +231,8 @@ def get_device_module(device=None):
     else:
         raise RuntimeError(f"Invalid value of device '{device}', expect ember.device, str, or None")
     if kind == "cpu":
-        from . import _cpu
-        return _cpu
+        from . import cpu
+        return cpu
     import ember
     mod = getattr(ember, kind, None) if kind.isidentifier() else None
     if not isinstance(mod, _pytypes.ModuleType):

@@ -1,10 +1,16 @@
-"""``ember.cpu``: torch.cpu's device-module surface for the host. The CPU has no streams or events
-of its own, so streams are placeholders that order nothing and events are always complete --
-as torch's: code written for any device module (``getattr(torch, device.type).synchronize()``)
-runs unchanged on the CPU. ``ember.cpu.amp`` holds PyTorch's deprecated spellings of
-``ember.amp.autocast("cpu")`` / ``ember.amp.GradScaler("cpu")``."""
+"""``ember.cpu``: the cpu device's module (PyTorch's ``torch.cpu``), also what
+``ember.get_device_module("cpu")`` returns.
+
+The host runs every op synchronously on one logical device, so streams and events
+are placeholders that let device-generic code (``mod.synchronize()``,
+``with mod.stream(s):``, ``mod.Event().record()``) run unchanged on the CPU.
+``get_capabilities`` reports the instruction sets the kernels can use; ``ember.cpu.amp``
+holds PyTorch's deprecated spellings of ``ember.amp.autocast("cpu")`` /
+``ember.amp.GradScaler("cpu")``.
+"""
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
 
@@ -13,16 +19,18 @@ __all__ = ["is_available", "is_initialized", "synchronize", "current_device", "c
 
 
 def is_available() -> bool:
+    """The CPU is always there."""
     return True
 
 
 def is_initialized() -> bool:
+    """Nothing to initialise."""
     return True
 
 
-def synchronize(device=None) -> None:
-    """Nothing to wait for: CPU kernels finish before they return."""
-    _check_device(device, "synchronize")
+def device_count() -> int:
+    """One cpu device."""
+    return 1
 
 
 def current_device() -> str:
@@ -30,27 +38,17 @@ def current_device() -> str:
 
 
 def set_device(device) -> None:
-    """Accepted for device-generic code; there is one CPU device."""
-    _check_device(device, "set_device")
+    """A no-op: there is only one cpu device."""
 
 
-def device_count() -> int:
-    return 1
-
-
-def _check_device(device, fn):
-    if device is None or isinstance(device, int):
-        return
-    from .types import device as _device
-    d = _device(device)
-    if d.type != "cpu":
-        raise ValueError(f"Expected a cpu device, but got: {d}")
+def synchronize(device=None) -> None:
+    """A no-op: every cpu op has finished when its call returns."""
 
 
 class Stream:
-    """A CPU stream: work runs in program order, so it orders nothing."""
+    """A stand-in stream: cpu work is never queued, so there is nothing to order."""
 
-    def __init__(self, priority: int = -1) -> None:
+    def __init__(self, priority: int = -1):
         self.priority = priority
 
     def wait_stream(self, stream) -> None:
@@ -62,9 +60,15 @@ class Stream:
     def record_event(self, event=None):
         return event if event is not None else Event()
 
+    def synchronize(self) -> None:
+        pass
+
+    def query(self) -> bool:
+        return True
+
 
 class Event:
-    """A CPU event: complete as soon as it is recorded."""
+    """A stand-in event: always complete."""
 
     def query(self) -> bool:
         return True
@@ -79,31 +83,31 @@ class Event:
         pass
 
 
-_current = Stream()
+_default_stream = Stream()
+_current = _default_stream
 
 
 def current_stream(device=None) -> Stream:
-    _check_device(device, "current_stream")
     return _current
 
 
-class StreamContext:
-    """``with ember.cpu.stream(s):`` -- makes ``s`` the current stream for the block."""
+class StreamContext(contextlib.AbstractContextManager):
+    """``with stream(s):`` makes ``s`` what :func:`current_stream` returns (None: no change)."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream):
         self.stream = stream
-        self._prev = None
+        self.prev_stream = _default_stream
 
     def __enter__(self):
         global _current
-        self._prev = _current
         if self.stream is not None:
-            _current = self.stream
+            self.prev_stream, _current = _current, self.stream
         return self.stream
 
     def __exit__(self, *exc):
         global _current
-        _current = self._prev
+        if self.stream is not None:
+            _current = self.prev_stream
         return False
 
 
