@@ -21,6 +21,8 @@ What works
   ``broadcast_object_list``, ``all_gather_object``, ``gather_object``, ``scatter_object_list``.
 * ``ember.distributed.algorithms.ddp_comm_hooks.default_hooks`` for
   ``DistributedDataParallel.register_comm_hook`` (DDP itself is ``ember.nn.parallel``).
+* ``DeviceMesh`` / ``init_device_mesh`` (``ember.distributed.device_mesh``): ranks as an n-d
+  mesh with a group per dimension; checkpoints: ``ember.distributed.checkpoint``.
 * Stores: ``TCPStore``, ``FileStore``, ``HashStore``, ``PrefixStore`` with ``set / get / add /
   wait / check / compare_set / delete_key / num_keys``.
 
@@ -67,6 +69,7 @@ from .distributed_c10d import (  # noqa: F401
     reduce, reduce_op, reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send,
 )
 from ._transport import DistTimeoutError  # noqa: F401
+from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
 
 DistError = RuntimeError
