@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import warnings
 
 __all__ = ["is_available", "is_initialized", "synchronize", "current_device", "current_stream", "stream",
            "set_device", "device_count", "get_capabilities", "Stream", "StreamContext", "Event", "amp"]
@@ -147,26 +146,6 @@ def get_capabilities() -> dict:
     return caps
 
 
-def _warn_deprecated(kind):
-    warnings.warn(f"`ember.cpu.amp.{kind}(args...)` is deprecated. Please use `ember.amp.{kind}('cpu', args...)` "
-                  "instead.", FutureWarning, stacklevel=3)
+from ._amp_spellings import device_amp as _device_amp  # noqa: E402
 
-
-class amp:  # noqa: N801 - torch.cpu.amp, PyTorch's deprecated spelling of torch.amp with device "cpu"
-    """``ember.cpu.amp.autocast(...)`` / ``ember.cpu.amp.GradScaler(...)``: ``ember.amp``'s, on the
-    cpu, with torch's FutureWarning."""
-
-    @staticmethod
-    def autocast(enabled=True, dtype=None, cache_enabled=True):
-        from .amp import autocast as _autocast
-        import ember
-        _warn_deprecated("autocast")
-        return _autocast("cpu", dtype=ember.bfloat16 if dtype is None else dtype, enabled=enabled,
-                         cache_enabled=cache_enabled)
-
-    @staticmethod
-    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
-                   enabled=True):
-        from .amp import GradScaler as _GradScaler
-        _warn_deprecated("GradScaler")
-        return _GradScaler("cpu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+amp = _device_amp("cpu", "bfloat16")   # torch.cpu.amp: deprecated spellings of ember.amp

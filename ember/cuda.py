@@ -12,26 +12,6 @@ __all__ = ["is_available", "device_count", "current_device", "set_device", "devi
            "manual_seed_all"]
 
 
-def _warn_deprecated(kind):
-    import warnings
-    warnings.warn(f"`ember.cuda.amp.{kind}(args...)` is deprecated. Please use `ember.amp.{kind}('cuda', args...)` "
-                  "instead.", FutureWarning, stacklevel=3)
+from ._amp_spellings import device_amp as _device_amp  # noqa: E402
 
-
-class amp:  # noqa: N801 - torch.cuda.amp, PyTorch's deprecated spelling of torch.amp with device "cuda"
-    """``ember.cuda.amp.autocast(...)`` / ``ember.cuda.amp.GradScaler(...)``: ``ember.amp``'s, on cuda."""
-
-    @staticmethod
-    def autocast(enabled=True, dtype=None, cache_enabled=True):
-        from .amp import autocast as _autocast
-        import ember
-        _warn_deprecated("autocast")
-        return _autocast("cuda", dtype=ember.float16 if dtype is None else dtype, enabled=enabled,
-                         cache_enabled=cache_enabled)
-
-    @staticmethod
-    def GradScaler(init_scale=2.0 ** 16, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000,  # noqa: N802
-                   enabled=True):
-        from .amp import GradScaler as _GradScaler
-        _warn_deprecated("GradScaler")
-        return _GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+amp = _device_amp("cuda", "float16")   # torch.cuda.amp: deprecated spellings of ember.amp

@@ -169,14 +169,7 @@ def run_meta(op, args):
     if "data_dependent" in op.tags:
         raise DataDependentOutputError(op.public_name)
     if op.functional is not None:        # an in-place variant: functional meta + write-back checks
-        self = args[0]
-        res = run_meta(op.functional, args)
-        _check_write(self, res, op)
-        vc = self._vc
-        if vc is None:
-            vc = self._vc = [0]
-        vc[0] += 1
-        return self
+        return _write_back(op, args, run_meta(op.functional, args))
     meta = op.meta
     if meta is None:
         raise UnsupportedFakeOperator(op.name)
@@ -192,14 +185,7 @@ def run_meta_on_device(op, args, dev):
         raise NotImplementedError(f"{op.public_name}: the shape of its output depends on the data "
                                   f"of its input, and a tensor on the meta device has none")
     if op.functional is not None:
-        self = args[0]
-        res = run_meta_on_device(op.functional, args, dev)
-        _check_write(self, res, op)
-        vc = self._vc
-        if vc is None:
-            vc = self._vc = [0]
-        vc[0] += 1
-        return self
+        return _write_back(op, args, run_meta_on_device(op.functional, args, dev))
     meta = op.meta
     if meta is None:
         raise NotImplementedError(f"{op.public_name}: operator '{op.name}' has no meta function, so "
@@ -210,6 +196,17 @@ def run_meta_on_device(op, args, dev):
         raise NotImplementedError(f"{e.op}: needs the data of a tensor on the meta device, which has "
                                   f"none") from None
     return _wrap_out(op, args, res, dev)
+
+
+def _write_back(op, args, res):
+    """An in-place variant's end: the functional result must fit ``self``; ``self`` is bumped."""
+    self = args[0]
+    _check_write(self, res, op)
+    vc = self._vc
+    if vc is None:
+        vc = self._vc = [0]
+    vc[0] += 1
+    return self
 
 
 def _check_write(self, res, op):

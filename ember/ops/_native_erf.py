@@ -52,19 +52,29 @@ lib = LazyLibrary(_build, "the native erf (the numpy formulation is used)", log)
 
 
 def erf_erfc(x: np.ndarray):
-    """(erf(x), erfc(x)) of a float64 numpy array, or None when the library is unavailable."""
+    """(erf(x), erfc(x)) of a float64 numpy array, laid out as numpy's ufuncs lay out theirs (the
+    input's memory order: meta functions promise it), or None when the library is unavailable."""
     L = lib()
     if L is None:
         return None
-    x = np.asarray(x, dtype=np.float64, order="C")     # (ascontiguousarray would make a 0-d array 1-d)
-    n = x.size
-    both = np.empty((2,) + x.shape)      # one allocation, one address to look up (~1 us each)
-    e, ec = both[0, ...], both[1, ...]       # views (for a 0-d x too)
+    xa = np.asarray(x, dtype=np.float64)
+    xc = np.asarray(xa, order="C")     # (ascontiguousarray would make a 0-d array 1-d)
+    n = xc.size
+    both = np.empty((2,) + xc.shape)    # one allocation, one address to look up (~1 us each)
     if n > 65536:       # the loop's parallel threshold: below it, no thread count to look up
         from .._openmp import num_threads
         threads = num_threads()
     else:
         threads = 1
     out = both.ctypes.data
-    L.ember_erf_erfc_f64(n, x.ctypes.data, out, out + 8 * n, threads)
+    L.ember_erf_erfc_f64(n, xc.ctypes.data, out, out + 8 * n, threads)
+    e, ec = both[0, ...], both[1, ...]       # views (for a 0-d x too)
+    if xc is not xa and not xa.flags.c_contiguous:
+        e, ec = _like(xa, e), _like(xa, ec)
     return e, ec
+
+
+def _like(a, values):
+    out = np.empty_like(a)
+    out[...] = values
+    return out
