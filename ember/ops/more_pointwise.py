@@ -305,6 +305,9 @@ def _lanczos_lgamma(y):
 def lgamma(self):
     """``log|Gamma(x)|``: +inf at the poles (0, -1, -2, ...) and at +-inf."""
     dt = _floaty(self.dtype)
+    fast = _eager("lgamma", self, dt)      # no autograd/mode to see the ops: one native loop
+    if fast is not None:
+        return fast
     x = self.to(_t.float64)
     pole = (x <= 0) & (x == api.floor(x))
     big = api.isinf(x)
@@ -321,6 +324,13 @@ def lgamma(self):
 
 _INPLACE["lgamma"] = lgamma
 
+
+def _eager(which, t, dt):
+    if t.dtype.is_complex or t.dtype._limited is not None:
+        return None                     # the composite's own errors
+    from ._native_erf import special_eager
+    return special_eager(which, t, dt)
+
 _PSI_ASYMPT = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
 
 
@@ -328,6 +338,9 @@ _PSI_ASYMPT = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 
 def digamma(self):
     """``d/dx log Gamma(x)``: -inf at +0, +inf at -0, NaN at the negative integers."""
     dt = _floaty(self.dtype)
+    fast = _eager("digamma", self, dt)
+    if fast is not None:
+        return fast
     x0 = self.to(_t.float64)
     zero = x0 == 0
     negint = (x0 < 0) & (x0 == api.floor(x0))
