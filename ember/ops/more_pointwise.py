@@ -328,7 +328,7 @@ _INPLACE["lgamma"] = lgamma
 def _eager(which, t, dt):
     if t.dtype.is_complex or t.dtype._limited is not None:
         return None                     # the composite's own errors
-    from ._native_erf import special_eager
+    from ._native_special import special_eager
     return special_eager(which, t, dt)
 
 _PSI_ASYMPT = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)

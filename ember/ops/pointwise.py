@@ -222,7 +222,7 @@ def _erf_erfc(xp, x, single=False):
     """(erf(x), erfc(x)) for a float64 array (``single``: to float32 accuracy only)."""
     x = xp.asarray(x, dtype=np.float64)
     if xp is np:
-        from ._native_erf import erf_erfc     # the C library's erf/erfc when it can be built
+        from ._native_special import erf_erfc     # the C library's erf/erfc when it can be built
         pair = erf_erfc(x)
         if pair is not None:
             return pair

@@ -334,12 +334,12 @@ def test_pow_zero_base_and_exponent():
 # ---------------------------------------------------------------------- erf family accuracy
 @pytest.mark.parametrize("path", ["native", "numpy"])
 def test_erf_erfc_accuracy(path, monkeypatch):
-    """Both erf paths: the C library's (ember/ops/_native_erf.py) and the numpy formulation that
+    """Both erf paths: the C library's (ember/ops/_native_special.py) and the numpy formulation that
     runs when no compiler can build it."""
-    from ember.ops import _native_erf
+    from ember.ops import _native_special
     if path == "numpy":
-        monkeypatch.setattr(_native_erf, "lib", lambda: None)
-    elif _native_erf.lib() is None:
+        monkeypatch.setattr(_native_special, "lib", lambda: None)
+    elif _native_special.lib() is None:
         pytest.skip("the native erf library cannot be built here")
     x = np.concatenate([np.linspace(-30, 30, 2001), np.linspace(-1.2, 1.2, 501), [0.0, -0.0, 1e-300, 5e-9,
                                                                                   np.inf, -np.inf, np.nan]])
@@ -871,12 +871,12 @@ def test_grad_fn_structure():
 @pytest.mark.parametrize("name", ["lgamma", "digamma"])
 def test_lgamma_digamma_eager_paths_match_torch(name, path, monkeypatch):
     """lgamma/digamma are composites (decomposed and fused under compile); eagerly, with nothing
-    to record, they run one native loop (ember/ops/_native_erf.py). Both against torch, poles,
+    to record, they run one native loop (ember/ops/_native_special.py). Both against torch, poles,
     signed zeros, infinities and layouts included."""
-    from ember.ops import _native_erf
+    from ember.ops import _native_special
     if path == "composite":
-        monkeypatch.setattr(_native_erf, "lib", lambda: None)
-    elif _native_erf.lib() is None:
+        monkeypatch.setattr(_native_special, "lib", lambda: None)
+    elif _native_special.lib() is None:
         pytest.skip("the native library cannot be built here")
     rng = np.random.default_rng()
     special = [0.0, -0.0, -1.0, -2.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan, -2.5, 1e-300, 171.5, 1e10]
