@@ -186,6 +186,18 @@ def _parse_std(value, nproc, option):
                      f"like 0:1,1:2, got {value!r}")
 
 
+def _parse_rdzv_conf(conf):
+    """``--rdzv-conf key=value,...``: checked for form only -- its keys (join/last-call/close
+    timeouts, is_host, store type) tune multi-node rendezvous, which one node does not need."""
+    out = {}
+    for item in filter(None, (c.strip() for c in conf.split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--rdzv-conf: expected <key1>=<value1>,<key2>=<value2>,..., got the item {item!r}")
+        out[key] = value
+    return out
+
+
 def _split_endpoint(endpoint, default_port):
     host, sep, port = endpoint.rpartition(":")
     if not sep:
@@ -223,6 +235,7 @@ def config_from_args(args):
     if args.virtual_local_rank:
         raise NotImplementedError("ember.distributed.run: --virtual-local-rank is not supported")
 
+    _parse_rdzv_conf(args.rdzv_conf)
     nproc = determine_local_world_size(args.nproc_per_node)
     if nproc <= 0:
         raise ValueError(f"--nproc-per-node must be positive, got {nproc}")

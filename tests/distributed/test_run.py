@@ -32,7 +32,7 @@ def _clean_env(**extra):
     return env
 
 
-def launch(lib, *argv, module="run", timeout=60, env=None, cwd=None):
+def launch(lib, *argv, module="run", timeout=80, env=None, cwd=None):
     """Run ``python -m <lib>.distributed.<module> argv...``; (returncode, stdout, stderr)."""
     p = subprocess.run([sys.executable, "-m", f"{lib}.distributed.{module}", *map(str, argv)], capture_output=True,
                        text=True, timeout=timeout, env=env or _clean_env(), cwd=cwd or REPO)
@@ -58,22 +58,6 @@ def _envs(out):
                   key=lambda e: e["RANK"])
 
 
-def test_worker_env_matches_torchrun(tmp_path):
-    torch = pytest.importorskip("torch")  # noqa: F841
-    s = script(tmp_path, "env.py", ENV_SCRIPT)
-    runs = {lib: launch(lib, "--standalone", "--nproc-per-node", 2, s, json.dumps(ENV_KEYS)) for lib in ("torch",
-                                                                                                            "ember")}
-    for lib, (rc, out, err) in runs.items():
-        assert rc == 0, (lib, err)
-        assert "Setting OMP_NUM_THREADS environment variable for each process to be 1" in err, lib
-    ember_env, torch_env = _envs(runs["ember"][1]), _envs(runs["torch"][1])
-    assert len(ember_env) == 2 and ember_env == torch_env
-    ports = set(re.findall(r"PORT (\d+) RUNID (\S+)", runs["ember"][1]))
-    assert len(ports) == 1                                   # one store for the whole run, a real port
-    port, run_id = ports.pop()
-    assert 0 < int(port) < 65536 and re.fullmatch(r"[0-9a-f-]{36}", run_id)     # --standalone: a uuid4
-
-
 def test_static_rendezvous_env_and_explicit_omp(tmp_path):
     s = script(tmp_path, "env.py", ENV_SCRIPT)
     rc, out, err = launch("ember", "--nproc_per_node=3", "--master_port=0", "--master-addr", "127.0.0.1",
@@ -93,8 +77,10 @@ def test_static_rendezvous_env_and_explicit_omp(tmp_path):
 
 
 ALLREDUCE = """
-import sys
+import json, os, sys
 import numpy as np
+sys.stdout.write("ENV " + json.dumps({{k: os.environ.get(k) for k in json.loads(sys.argv[2])}}) + "\\n")
+sys.stdout.write("PORT " + os.environ["MASTER_PORT"] + " RUNID " + os.environ["TORCHELASTIC_RUN_ID"] + "\\n")
 import {lib} as torch
 import {lib}.distributed as dist
 dist.init_process_group({backend})
@@ -109,23 +95,35 @@ dist.destroy_process_group()
 """
 
 
-def test_env_init_and_all_reduce_match_torchrun(tmp_path):
+def test_worker_env_and_env_init_all_reduce_match_torchrun(tmp_path):
+    """--standalone, 2 workers: the environment they see and init_process_group() (env://) +
+    all_reduce/all_gather inside them, ember's launcher and ember vs torchrun and torch."""
     seed = int(np.random.default_rng().integers(1 << 30))
-    outs = {}
+    outs, envs = {}, {}
     libs = ["ember"] + (["torch"] if _has_torch() else [])
     for lib in libs:
         s = script(tmp_path, f"{lib}_ar.py", ALLREDUCE.format(lib=lib, backend='"gloo"' if lib == "torch" else ""))
-        rc, out, err = launch(lib, "--nproc-per-node", 2, "--standalone", s, seed)
+        rc, out, err = launch(lib, "--nproc-per-node", 2, "--standalone", s, seed, json.dumps(ENV_KEYS))
         assert rc == 0, (lib, err)
+        assert "Setting OMP_NUM_THREADS environment variable for each process to be 1" in err, lib
         outs[lib] = sorted(line for line in out.splitlines() if line.startswith("OUT"))
+        envs[lib] = _envs(out)
+        if lib == "ember":
+            ports = set(re.findall(r"PORT (\d+) RUNID (\S+)", out))
+            assert len(ports) == 1                                   # one store for the whole run, a real port
+            port, run_id = ports.pop()
+            assert 0 < int(port) < 65536 and re.fullmatch(r"[0-9a-f-]{36}", run_id)     # --standalone: a uuid4
     expect = sum(np.random.default_rng(seed + r).standard_normal(5) for r in range(2))
-    assert len(outs["ember"]) == 2
+    assert len(outs["ember"]) == 2 and len(envs["ember"]) == 2
+    assert [(e["RANK"], e["WORLD_SIZE"], e["MASTER_ADDR"]) for e in envs["ember"]] == [("0", "2", "localhost"),
+                                                                                       ("1", "2", "localhost")]
     for line in outs["ember"]:
         vals = eval(line.split(" ", 3)[3].rsplit(" [", 1)[0])  # noqa: S307 - our own output
         np.testing.assert_allclose(vals, expect, rtol=1e-12)
         assert line.endswith("[0.0, 1.0]")
     if "torch" in outs:
         assert outs["ember"] == outs["torch"]
+        assert envs["ember"] == envs["torch"]
 
 
 def _has_torch():
@@ -144,7 +142,7 @@ from {lib}.distributed.elastic.multiprocessing.errors import record
 def main():
     if os.environ["RANK"] == "1":
         raise ValueError("boom from rank 1: " + sys.argv[1])
-    time.sleep(30)
+    time.sleep(90)
 
 main()
 """
@@ -153,7 +151,7 @@ FAIL_NO_RECORD = """
 import os, sys, time
 if os.environ["LOCAL_RANK"] == "0":
     sys.exit(3)
-time.sleep(30)
+time.sleep(90)
 """
 
 
@@ -178,7 +176,7 @@ def test_failure_report_matches_torchrun(tmp_path):
         t0 = time.monotonic()
         rc, out, err = launch(lib, "--nproc-per-node", 2, "--master-port", 0, s, tag)
         assert rc == 1, (lib, err)
-        assert time.monotonic() - t0 < 20        # rank 0 (sleeping 30 s) was stopped, not waited for
+        assert time.monotonic() - t0 < 45        # rank 0 (sleeping 90 s) was stopped, not waited for
         reports[lib] = _report(err)
         assert f"ValueError: boom from rank 1: {tag}" in err
     rep = reports["ember"]
@@ -314,8 +312,8 @@ def test_launch_passes_local_rank_and_warns(tmp_path):
         assert rc == 0, err
         assert sorted(out.splitlines()) == ["LR 0 ['--local-rank=0', 'a']", "LR 1 ['--local-rank=1', 'a']"], lib
         assert "FutureWarning: The module torch.distributed.launch is deprecated" in err
-        rc, out, err = launch(lib, "--use-env", "--nproc-per-node", 1, "--master-port", 0, s, "a", module="launch")
-        assert rc == 0 and out.strip() == "LR 0 ['a']"
+    rc, out, err = launch("ember", "--use-env", "--nproc-per-node", 1, "--master-port", 0, s, "a", module="launch")
+    assert rc == 0 and out.strip() == "LR 0 ['a']"
     from ember.distributed import launch as elaunch
     with pytest.warns(FutureWarning, match="torch.distributed.launch is deprecated"), \
             pytest.raises(ValueError, match="When using the '--no-python' flag, you must also set the '--use-env'"):
@@ -372,6 +370,8 @@ def test_config_errors_and_nproc():
         config_from_args(parse_args(["--redirects", "9", "t.py"]))
     with pytest.raises(ValueError, match="--local_ranks_filter must be a comma-separated list of integers"):
         config_from_args(parse_args(["--local-ranks-filter", "a,b", "t.py"]))
+    with pytest.raises(ValueError, match=r"--rdzv-conf: expected <key1>=<value1>.*got the item 'oops'"):
+        config_from_args(parse_args(["--rdzv-conf", "join_timeout=5,oops", "t.py"]))
     with pytest.raises(AssertionError, match="max_restarts must be >= 0"):
         config_from_args(parse_args(["--max-restarts", "-1", "t.py"]))
     spec = config_from_args(parse_args(["--master-port", "0", "--tee", "0:3", "-m", "pkg.mod", "a"]))
