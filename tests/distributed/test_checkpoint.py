@@ -265,6 +265,41 @@ def test_model_optimizer_checkpoint_resumes_training(tmp_path):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=0, atol=0, err_msg=k)
 
 
+def test_stateful_values_model_and_optimizer(tmp_path):
+    rng = np.random.default_rng(8)
+    xs = [rng.standard_normal((5, 3)).astype(np.float32) for _ in range(4)]
+    m = _model(ember, 3)
+    opt = ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+    _train(ember, m, opt, xs[:2])
+
+    class App:              # torch's Stateful protocol: state_dict / load_state_dict
+        def __init__(self, step):
+            self.step = step
+
+        def state_dict(self):
+            return {"step": self.step, "noise": ember.full((2,), float(self.step))}
+
+        def load_state_dict(self, sd):
+            self.step = sd["step"]
+            self.noise = sd["noise"]
+
+    assert isinstance(m, dcp.Stateful) and isinstance(App(1), dcp.Stateful)
+    saved_step = int(rng.integers(5, 50))
+    dcp.save({"model": m, "optim": opt, "app": App(saved_step)}, checkpoint_id=tmp_path)
+    m2 = _model(ember, 4)
+    opt2 = ember.optim.SGD(m2.parameters(), lr=0.9, momentum=0.9)
+    _train(ember, m2, opt2, xs[:1])       # creates the momentum buffers to load into
+    app = App(0)
+    target = {"model": m2, "optim": opt2, "app": app}
+    dcp.load(target, checkpoint_id=tmp_path)
+    assert target["model"] is m2 and target["app"] is app and app.step == saved_step
+    np.testing.assert_array_equal(app.noise.numpy(), np.full(2, float(saved_step), np.float32))
+    _train(ember, m, opt, xs[2:])
+    _train(ember, m2, opt2, xs[2:])
+    for (k, a), (_, b) in zip(m.state_dict().items(), m2.state_dict().items()):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=k)
+
+
 def test_set_state_dict_flattened_and_non_strict_match_torch():
     torch = pytest.importorskip("torch")
     import torch.distributed.checkpoint.state_dict as tsd

@@ -25,8 +25,9 @@ from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, Met
 from .planner import DefaultLoadPlanner, DefaultSavePlanner
 from .state_dict_loader import load, load_state_dict
 from .state_dict_saver import async_save, save, save_state_dict
+from .stateful import Stateful
 
 __all__ = ["save", "load", "async_save", "save_state_dict", "load_state_dict", "FileSystemWriter",
-           "FileSystemReader", "DefaultSavePlanner", "DefaultLoadPlanner", "CheckpointException", "Metadata",
+           "FileSystemReader", "DefaultSavePlanner", "DefaultLoadPlanner", "CheckpointException", "Stateful", "Metadata",
            "MetadataIndex", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
            "TensorProperties"]

@@ -17,6 +17,7 @@ from ._flatten import flatten, set_element
 from ._storage import check_plain_tensor, is_tensor, reader_for
 from .metadata import BytesStorageMetadata, MetadataIndex, TensorStorageMetadata
 from .planner import DefaultLoadPlanner, check_planner
+from .stateful import Stateful, to_state_dicts
 
 __all__ = ["load", "load_state_dict"]
 
@@ -59,15 +60,22 @@ def _read_all(reader, metadata, flat, paths, state_dict, todo):
 
 def load(state_dict, *, checkpoint_id=None, storage_reader=None, planner=None, process_group=None, no_dist=False):
     """Load the checkpoint at ``checkpoint_id`` (or ``storage_reader``'s path) into
-    ``state_dict`` in place. With a process group every rank of it must call ``load``.
-    Reads ember's own checkpoint files only (JSON metadata; torch's pickled ones are refused)."""
+    ``state_dict`` in place (a top-level value with ``state_dict()``/``load_state_dict()`` gets
+    its state_dict filled, then ``load_state_dict`` called with it). With a process group every
+    rank of it must call ``load``. Reads ember's own checkpoint files only (JSON metadata; torch's pickled ones are refused)."""
     reader = reader_for(storage_reader, checkpoint_id)
     planner = check_planner(planner, DefaultLoadPlanner, "load")
     coord = Coordinator(process_group, no_dist, "load")
-    flat, paths, _ = flatten(state_dict)
+    target = to_state_dicts(state_dict)
+    flat, paths, _ = flatten(target)
     metadata = coord.step(reader.read_metadata)
     todo = coord.step(lambda: _plan(flat, metadata, planner.allow_partial_load))
-    coord.step(lambda: _read_all(reader, metadata, flat, paths, state_dict, todo))
+    coord.step(lambda: _read_all(reader, metadata, flat, paths, target, todo))
+    for k, v in state_dict.items():
+        if isinstance(v, Stateful):
+            v.load_state_dict(target[k])      # a Stateful loads what was filled into its state_dict
+        else:
+            state_dict[k] = target[k]
 
 
 def load_state_dict(state_dict, storage_reader, process_group=None, coordinator_rank=0, no_dist=False, planner=None):

@@ -28,6 +28,7 @@ from .filesystem import rank_file
 from .metadata import (BytesStorageMetadata, ChunkStorageMetadata, Metadata, MetadataIndex, TensorProperties,
                        TensorStorageMetadata, _StorageInfo)
 from .planner import DefaultSavePlanner, check_planner
+from .stateful import to_state_dicts
 
 __all__ = ["save", "async_save", "save_state_dict"]
 
@@ -113,7 +114,7 @@ def _global_plan(plans, lowest_rank):
 
 
 def _plan(coord, writer, state_dict, planner, copy):
-    staged = coord.step(lambda: (writer._prepare(), _stage(state_dict, copy))[1])
+    staged = coord.step(lambda: (writer._prepare(), _stage(to_state_dicts(state_dict), copy))[1])
     payloads, plan = staged
     plans = coord.all_gather(plan)
     metadata, per_rank = coord.step(lambda: _global_plan(plans, planner.dedup_save_to_lowest_rank))
@@ -128,7 +129,9 @@ def _write(coord, writer, payloads, metadata, per_rank):
 
 def save(state_dict, *, checkpoint_id=None, storage_writer=None, planner=None, process_group=None, no_dist=False,
          use_collectives=True):
-    """Save ``state_dict`` (nested dicts/lists of tensors and plain values) as a distributed
+    """Save ``state_dict`` (nested dicts/lists of tensors and plain values; a top-level value
+    with ``state_dict()``/``load_state_dict()`` -- a module, an optimizer -- is saved as its
+    ``state_dict()``) as a distributed
     checkpoint in the directory ``checkpoint_id`` (or ``storage_writer``'s path). With a process
     group every rank of it must call ``save``; the returned ``Metadata`` is the global one.
     The layout and API are torch's; the files are ember's (JSON metadata, raw tensor bytes,
