@@ -225,8 +225,9 @@ def init_device_mesh(device_type, mesh_shape, *, mesh_dim_names=None, backend_ov
     Initializes the default process group from the environment (``env://``) when it is not
     yet, as torch."""
     _check_device_type(device_type, "init_device_mesh")
-    if isinstance(mesh_shape, int):
-        mesh_shape = (mesh_shape,)
+    if not isinstance(mesh_shape, (tuple, list)):
+        raise TypeError(f"init_device_mesh: mesh_shape must be a tuple of ints such as (2,), got "
+                        f"{type(mesh_shape).__name__}")
     mesh_shape = tuple(mesh_shape)
     if not mesh_shape or any(not isinstance(s, int) or isinstance(s, bool) or s < 1 for s in mesh_shape):
         raise ValueError(f"init_device_mesh: mesh_shape must be a tuple of positive ints, got {mesh_shape}")

@@ -110,3 +110,5 @@ def test_errors_without_process_group_and_bad_device():
             dist.DeviceMesh("cpu", [0])
     with pytest.raises(ValueError, match="mesh_shape"):
         dist.init_device_mesh("cpu", (0,))
+    with pytest.raises(TypeError, match="mesh_shape must be a tuple"):
+        dist.init_device_mesh("cpu", 2)
