@@ -205,6 +205,24 @@ def test_failure_without_record_matches_torchrun(tmp_path):
         assert rep.replace("ember.", "torch.", 1) == reports["torch"]
 
 
+def test_worker_ignoring_sigterm_is_killed(tmp_path):
+    s = script(tmp_path, "stubborn.py", """
+        import os, signal, sys, time
+        if os.environ["LOCAL_RANK"] == "1":
+            time.sleep(0.5)
+            sys.exit(4)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        time.sleep(90)
+    """)
+    t0 = time.monotonic()
+    rc, out, err = launch("ember", "--nproc-per-node", 2, "--master-port", 0, "--shutdown-timeout", 1, s)
+    assert rc == 1 and time.monotonic() - t0 < 45
+    assert "forcefully exiting via SIGKILL" in err
+    rep = _report(err)
+    assert "exitcode  : -9 (pid)  (SIGKILL)" in rep.split("Root Cause")[0]
+    assert "exitcode  : 4 (pid) " in rep.split("Root Cause")[1]
+
+
 RESTART = """
 import os, sys
 import ember as torch

@@ -223,6 +223,9 @@ class LocalElasticAgent:
             log.warning("Received %s death signal, shutting down workers", e.sigval)
             self._stop_workers()
             raise
+        except BaseException:
+            self._stop_workers()     # e.g. the second worker could not start: never leave the first behind
+            raise
         finally:
             for sig, h in old.items():
                 signal.signal(sig, h)
