@@ -101,6 +101,21 @@ def test_round_trip_in_place(tmp_path, seed):
     assert isinstance(md, dcp.Metadata)
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "uint8", "int8", "int16", "complex128"])
+def test_round_trip_other_dtypes(tmp_path, dtype):
+    rng = np.random.default_rng(len(dtype))
+    src = ember.randn(3, 5, dtype=ember.float64) * 10 if not dtype.startswith("complex") else \
+        ember.complex(ember.randn(3, 5, dtype=ember.float64), ember.randn(3, 5, dtype=ember.float64))
+    t = src.to(getattr(ember, dtype))
+    v = t.t()                                    # a non-contiguous view is saved by value
+    dcp.save({"t": t, "v": v, "k": int(rng.integers(100))}, checkpoint_id=tmp_path)
+    out = {"t": ember.zeros(3, 5, dtype=getattr(ember, dtype)), "v": ember.zeros(5, 3, dtype=getattr(ember, dtype)),
+           "k": None}
+    dcp.load(out, checkpoint_id=tmp_path)
+    assert out["t"].dtype == t.dtype
+    assert ember.equal(out["t"], t) and ember.equal(out["v"], v)
+
+
 def test_layout_and_keys_match_torch(tmp_path):
     torch = pytest.importorskip("torch")
     import torch.distributed.checkpoint as tdcp
@@ -431,3 +446,33 @@ def test_two_ranks_error_on_one_rank_raises_everywhere(tmp_path):
 
     res = run_ranks(body, 2, tmp_path)
     assert res[0] == res[1] == ([1], "RuntimeError", "Missing key in checkpoint state_dict: missing.")
+
+
+def test_two_ranks_broadcast_from_rank0():
+    def body(rank, ws):
+        rng = np.random.default_rng(9)
+        src = _model(ember, 10)
+        opt = ember.optim.Adam(src.parameters(), lr=0.03)
+        _train(ember, src, opt, [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2)])
+        msd, osd = get_state_dict(src, opt, options=StateDictOptions(full_state_dict=True))
+        dst = _model(ember, 20 + rank)
+        opt2 = ember.optim.Adam(dst.parameters(), lr=0.5)
+        opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
+        set_state_dict(dst, opt2, model_state_dict=msd if rank == 0 else {},
+                       optim_state_dict=osd if rank == 0 else {}, options=opts)
+        return ({k: v.numpy().copy() for k, v in dst.state_dict().items()},
+                {k: v.numpy().copy() for k, v in src.state_dict().items()}, opt2.param_groups[0]["lr"],
+                [opt2.state[p]["exp_avg"].numpy().copy() for p in dst.parameters()],
+                [opt.state[p]["exp_avg"].numpy().copy() for p in src.parameters()])
+
+    res = run_ranks(body, 2)
+    for rank in range(2):
+        got, _, lr, avg, _ = res[rank]
+        want = res[0][1]     # rank 0's source model and optimizer
+        assert lr == 0.03
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+        for x, y in zip(avg, res[0][4]):
+            np.testing.assert_array_equal(x, y)
+    with pytest.raises(ValueError, match="full_state_dict must be True"):
+        get_model_state_dict(_model(ember, 0), options=StateDictOptions(broadcast_from_rank0=True))

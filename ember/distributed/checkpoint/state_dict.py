@@ -11,7 +11,8 @@ state created first by a step with lr 0 and zero gradients (as torch does), so t
 the loading state_dicts have the same keys.
 
 Plain and DDP models only: ember has no FSDP, so ``full_state_dict`` and ``cpu_offload``
-change nothing (every tensor is already whole and on the CPU)."""
+change nothing (every tensor is already whole and on the CPU). ``broadcast_from_rank0`` (with
+``full_state_dict``) sends rank 0's state_dicts to every rank; the others pass ``{}``."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -39,10 +40,34 @@ def _options(options):
         raise TypeError(f"options must be a StateDictOptions, got {type(options).__name__}")
     if options.broadcast_from_rank0 and not options.full_state_dict:
         raise ValueError("full_state_dict must be True when broadcast_from_rank0 is True.")
-    if options.broadcast_from_rank0:
-        raise NotImplementedError("ember.distributed.checkpoint.state_dict: broadcast_from_rank0=True is not "
-                                  "supported; load the full state_dict on every rank")
     return options
+
+
+def _from_rank0(sd, what):
+    """``broadcast_from_rank0``: rank 0's state_dict on every rank (other ranks pass ``{}``).
+    It travels as ``ember.save`` bytes (JSON + raw arrays), so no rank unpickles another's
+    objects; an error on rank 0 is sent instead, and raised on every rank."""
+    import io
+
+    from ember.serialization import load as ember_load
+    from ember.serialization import save as ember_save
+
+    from .. import distributed_c10d as c10d
+    if not c10d.is_initialized():
+        raise RuntimeError(f"{what}: broadcast_from_rank0=True needs an initialized process group")
+    box = [None]
+    if c10d.get_rank() == 0:
+        buf = io.BytesIO()
+        try:
+            ember_save(sd, buf)
+            box[0] = ("ok", buf.getvalue())
+        except Exception as e:  # noqa: BLE001 - sent to the other ranks, re-raised here
+            box[0] = ("err", f"{type(e).__name__}: {e}")
+    c10d.broadcast_object_list(box, src=0)
+    status, payload = box[0]
+    if status != "ok":
+        raise RuntimeError(f"{what}: rank 0 could not send its state_dict ({payload})")
+    return sd if c10d.get_rank() == 0 else ember_load(io.BytesIO(payload))
 
 
 def _wrapper_child(module):
@@ -235,6 +260,8 @@ def set_model_state_dict(model, model_state_dict, *, options=None):
     options = _options(options)
     if not isinstance(model_state_dict, dict):
         raise TypeError(f"model_state_dict must be a dict, got {type(model_state_dict).__name__}")
+    if options.broadcast_from_rank0:
+        model_state_dict = _from_rank0(model_state_dict, "set_model_state_dict")
     return _unwrap(model).load_state_dict(model_state_dict, strict=options.strict)
 
 
@@ -247,6 +274,8 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
     fqns = _param_fqns(model)
     if not isinstance(optim_state_dict, dict):
         raise TypeError(f"optim_state_dict must be a dict, got {type(optim_state_dict).__name__}")
+    if options.broadcast_from_rank0:
+        optim_state_dict = _from_rank0(optim_state_dict, "set_optimizer_state_dict")
     if "state" not in optim_state_dict or "param_groups" not in optim_state_dict:
         optim_state_dict = _unflatten_optim(optim_state_dict, optims, fqns)
     for optim in optims:
@@ -273,6 +302,6 @@ def set_optimizer_state_dict(model, optimizers, optim_state_dict, *, options=Non
 def set_state_dict(model, optimizers, *, model_state_dict, optim_state_dict, options=None):
     """Load both halves; returns the model's ``_IncompatibleKeys``."""
     keys = set_model_state_dict(model, model_state_dict, options=options)
-    if optim_state_dict:
+    if optim_state_dict or (options is not None and options.broadcast_from_rank0):
         set_optimizer_state_dict(model, optimizers, optim_state_dict, options=options)
     return keys

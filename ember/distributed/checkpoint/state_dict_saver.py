@@ -47,7 +47,7 @@ def _stage(state_dict, copy):
             if arr.dtype.byteorder == ">":
                 arr = arr.astype(arr.dtype.newbyteorder("<"))
             arr = np.array(arr, order="C", copy=True) if copy or not arr.flags.c_contiguous else arr
-            payloads[fqn] = memoryview(arr.reshape(-1)).cast("B") if arr.size else b""
+            payloads[fqn] = memoryview(arr.reshape(-1).view(np.uint8)) if arr.size else b""
             plan.append(["tensor", fqn, value.dtype.name, [int(s) for s in value.shape], bool(value.requires_grad),
                          int(arr.nbytes), list(saved[fqn])])
         else:
