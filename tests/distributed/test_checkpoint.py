@@ -452,11 +452,13 @@ def test_two_ranks_broadcast_from_rank0():
     def body(rank, ws):
         rng = np.random.default_rng(9)
         src = _model(ember, 10)
-        opt = ember.optim.Adam(src.parameters(), lr=0.03)
+        # fused=False: the native (OpenMP) Adam step hangs in a forked child when the parent
+        # process already ran it (libgomp's thread pool does not survive fork)
+        opt = ember.optim.Adam(src.parameters(), lr=0.03, fused=False)
         _train(ember, src, opt, [rng.standard_normal((4, 3)).astype(np.float32) for _ in range(2)])
         msd, osd = get_state_dict(src, opt, options=StateDictOptions(full_state_dict=True))
         dst = _model(ember, 20 + rank)
-        opt2 = ember.optim.Adam(dst.parameters(), lr=0.5)
+        opt2 = ember.optim.Adam(dst.parameters(), lr=0.5, fused=False)
         opts = StateDictOptions(full_state_dict=True, broadcast_from_rank0=True)
         set_state_dict(dst, opt2, model_state_dict=msd if rank == 0 else {},
                        optim_state_dict=osd if rank == 0 else {}, options=opts)
