@@ -10,9 +10,9 @@ as torch): the groups come from ``new_group``, which every rank must call in the
 A dimension whose group would span the whole world uses the default group itself (as torch).
 Slicing (``mesh["dp"]``) is local: the sub-mesh reuses the parent's groups.
 
-CPU only ("cpu" device type): ember's process groups run over TCP on the CPU. Not supported
-(AttributeError, as they do not exist here): ``from_group``, ``_flatten``/``_unflatten``,
-``backend_override``/``mesh_dim`` options beyond the defaults.
+CPU only ("cpu" device type): ember's process groups run over TCP on the CPU. Not supported:
+``backend_override`` (NotImplementedError); ``from_group`` and ``_flatten``/``_unflatten`` do
+not exist here (AttributeError).
 """
 from __future__ import annotations
 

@@ -20,5 +20,6 @@ class CheckpointException(BaseException):
     def __str__(self):
         text = f"CheckpointException ranks:{self._failures.keys()}\n"
         for rank, (exc, tb) in self._failures.items():
-            text += f"Traceback (most recent call last): (RANK {rank})\n{tb}"
+            head = "Traceback (most recent call last):\n"
+            text += f"Traceback (most recent call last): (RANK {rank})\n{tb[len(head):] if tb.startswith(head) else tb}"
         return text
