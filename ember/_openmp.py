@@ -99,11 +99,35 @@ def check_wait_policy(logger: Optional[logging.Logger] = None) -> Optional[str]:
     return msg
 
 
+_forked = [False]     # this process is a fork of one whose OpenMP pool may have had threads
+
+
+def _after_fork_in_child() -> None:
+    """An OpenMP (libgomp) thread pool does not survive ``fork``: the child's first parallel region
+    would wait forever for workers that exist only in the parent (seen: a DataLoader worker or a
+    forked DDP rank running the fused Adam step hung). As torch does, a forked child runs its
+    OpenMP loops on one thread: :func:`num_threads` answers 1 and every loaded libgomp's default
+    team size is set to 1 (the inductor's kernels use it)."""
+    _forked[0] = True
+    import ctypes
+    for path in loaded_libgomp():
+        try:
+            ctypes.CDLL(path).omp_set_num_threads(1)
+        except (OSError, AttributeError):
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def num_threads() -> int:
     """Threads for ember's native OpenMP kernels (convolution, the fused optimizer step): the
     inductor's ``config.threads``, else ``OMP_NUM_THREADS``, else the cores this process may
     run on (not ``os.cpu_count()``: in a container limited to 2 of 64 cores, 64 threads would
-    fight over 2)."""
+    fight over 2); 1 in a forked child (see :func:`_after_fork_in_child`)."""
+    if _forked[0]:
+        return 1
     from .inductor import config
     if config.threads:
         return int(config.threads)
