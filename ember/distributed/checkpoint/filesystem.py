@@ -30,7 +30,23 @@ def _check_path(path, cls):
     return Path(path)
 
 
-class FileSystemWriter:
+class _CheckpointDirectory:
+    """What the writer and the reader share: the checkpoint directory (``checkpoint_id``)."""
+
+    def reset(self, checkpoint_id=None):
+        if checkpoint_id is not None:
+            self.path = _check_path(checkpoint_id, type(self).__name__)
+
+    @classmethod
+    def validate_checkpoint_id(cls, checkpoint_id):
+        return isinstance(checkpoint_id, (str, os.PathLike))
+
+    @property
+    def checkpoint_id(self):
+        return self.path
+
+
+class FileSystemWriter(_CheckpointDirectory):
     def __init__(self, path, single_file_per_rank=True, sync_files=True, thread_count=1,
                  per_thread_copy_ahead=10_000_000, cache_staged_state_dict=False, overwrite=True,
                  _extensions=None, serialization_format=None):
@@ -46,18 +62,6 @@ class FileSystemWriter:
                                       "transforms) are not supported")
         self.sync_files = sync_files
         self.overwrite = overwrite
-
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = _check_path(checkpoint_id, "FileSystemWriter")
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
-    @property
-    def checkpoint_id(self):
-        return self.path
 
     def _prepare(self):
         if not self.overwrite and (self.path / METADATA_FILE).exists():
@@ -85,21 +89,9 @@ class FileSystemWriter:
         os.replace(tmp, self.path / METADATA_FILE)
 
 
-class FileSystemReader:
+class FileSystemReader(_CheckpointDirectory):
     def __init__(self, path, _extension_registry=None):
         self.path = _check_path(path, "FileSystemReader")
-
-    def reset(self, checkpoint_id=None):
-        if checkpoint_id is not None:
-            self.path = _check_path(checkpoint_id, "FileSystemReader")
-
-    @classmethod
-    def validate_checkpoint_id(cls, checkpoint_id):
-        return isinstance(checkpoint_id, (str, os.PathLike))
-
-    @property
-    def checkpoint_id(self):
-        return self.path
 
     def read_metadata(self, *args, **kwargs):
         path = self.path / METADATA_FILE
