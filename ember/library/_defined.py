@@ -38,7 +38,7 @@ from .._state import STATE
 from ..tensor import Tensor
 from ._custom_op import CustomOpDef
 from ._opaque import call_opaque
-from ._record import CustomOpRecord, _device_type, _keywords, _no_aliasing, _positional
+from ._record import CustomOpRecord, _device_type, _keywords, _positional, checked_output
 from ._schema import Schema, signature_of
 
 #: dispatch keys a kernel can be registered to
@@ -189,14 +189,7 @@ class _DefinedRecord(CustomOpRecord):
         dev = _device_type(self, args)
         fn = custom._backend_kernel(dev)
         out = call_opaque(fn, *_positional(self, args), **_keywords(self, args))
-        out = custom._check_output(out, args, "kernel")
-        _no_aliasing(custom, out, args)
-        for i in custom._mutated_pos:
-            a = args[i]
-            for t in (a if isinstance(a, (list, tuple)) else (a,)):
-                if isinstance(t, Tensor):
-                    t._bump_version()
-        return out
+        return checked_output(custom, out, args, "kernel")
 
 
 class DefinedOp(CustomOpDef):

@@ -81,14 +81,7 @@ class CustomOpRecord(OpDef):
             out = call_opaque(impl, *_positional(self, call_args), **_keywords(self, call_args))
         finally:
             STATE.grad_enabled = prev
-        out = custom._check_output(out, args, "implementation")
-        _no_aliasing(custom, out, args)
-        for i in custom._mutated_pos:
-            a = args[i]
-            for t in (a if isinstance(a, (list, tuple)) else (a,)):
-                if isinstance(t, Tensor):
-                    t._bump_version()
-        return out
+        return checked_output(custom, out, args, "implementation")
 
     def _array_kernel(self, xp, *args, **kwargs):
         """The implementation over backend arrays (inductor's extern call): arguments in schema
@@ -228,3 +221,16 @@ def _no_aliasing(custom, out, args) -> None:
                            f"returns. The most common way to trigger this error is if we have y = custom_op(x) and "
                            f"y and x are the same Tensor. Please instead return a clone of the offending output "
                            f"tensor(s) (e.g. return x.clone()) or refactor the custom operator to not return y.")
+
+
+def checked_output(custom, out, args, what):
+    """A custom op's result as its schema promises it (``what`` ran: "implementation"/"kernel"):
+    checked, not aliasing an input, the mutated inputs' versions bumped."""
+    out = custom._check_output(out, args, what)
+    _no_aliasing(custom, out, args)
+    for i in custom._mutated_pos:
+        a = args[i]
+        for t in (a if isinstance(a, (list, tuple)) else (a,)):
+            if isinstance(t, Tensor):
+                t._bump_version()
+    return out
