@@ -30,12 +30,9 @@ _ELEMENTWISE_INPLACE = frozenset(("fill_", "copy_"))
 def _call(op, args):
     """``op`` through its public binding (so autograd, modes and checks run as for any call),
     with ``args`` in schema order (keyword-only parameters passed by name)."""
-    pos, kw = [], {}
-    for p, a in zip(op.params, args):
-        if p.kwonly:
-            kw[p.name] = a
-        else:
-            pos.append(a)
+    from .._torch_function import args_as_called
+    from ..ops.registry import _REQUIRED
+    pos, kw = args_as_called(op.params, args, _REQUIRED)
     return op.binding(*pos, **kw)
 
 
