@@ -247,14 +247,17 @@ def mode_stack() -> list:
 PASS = object()            # python_entry's "nobody took the call": the function runs itself
 
 
-def python_entry(func, loc):
+def python_entry(func, loc, subject=None):
     """The protocol for a function of ember's API written in Python over the ops: the factories
     (``zeros``, ``arange``, ``tensor``, ...: no tensor argument, so the dispatcher's check never
     sees them), the ``*_like`` ones and the random in-place methods (which reach an internal op).
     Each calls this as its first statement when a mode is active or an argument's class is not a
     plain tensor (a global/class test: free otherwise), with ``locals()`` -- its parameters --, so
     the mode or subclass sees ``func`` called with the arguments the caller gave (values still
-    at their defaults left out), as torch's do. Returns PASS when nobody overrides."""
+    at their defaults left out), as torch's do. A ``__torch_dispatch__`` wrapper as ``subject`` (the
+    tensor argument of a ``*_like`` function or random in-place method) gets the call in its
+    handler, as torch's dispatcher sends it ``aten.zeros_like`` / ``aten.uniform_``. Returns PASS
+    when nobody overrides."""
     from .tensor import Tensor
     code = func.__code__
     names = code.co_varnames
@@ -273,6 +276,9 @@ def python_entry(func, loc):
         kwargs.update(loc[names[at]])
     types = collect_overloaded([a for a in args if isinstance(a, Tensor)])
     if not types and not (STATE.tf_modes and not STATE.tf_off):
+        if subject.__class__ in DISPATCH_CLASSES:
+            from .ops.registry import python_dispatch
+            return python_dispatch(func.__name__, func, tuple(args), kwargs)
         return PASS
     # the public object (``ember.arange`` is ember/ops/_out.py's out= wrapper around it)
     return handle(getattr(func, "_ember_public", func), types, tuple(args), kwargs)

@@ -71,42 +71,57 @@ class OpOverloadPacket:
         return f"aten.{self.op.name}"
 
 
-class _LocalScalarDense:
-    """``aten._local_scalar_dense.default``: what ``Tensor.item()`` is below autograd in torch. ember's
-    ``item()`` reads the data directly, so this is not an op record; it exists for a
-    ``__torch_dispatch__`` wrapper subclass, whose ``item()`` reaches its handler with it."""
+class PythonOverload:
+    """``aten.<name>.default`` for what torch dispatches as an op but ember runs as Python over its
+    ops (``Tensor.item()`` -- torch's ``_local_scalar_dense`` --, ``zeros_like``, ``uniform_`` ...):
+    not an op record, so no dispatcher path reaches it; it exists for ``__torch_dispatch__``
+    wrapper subclasses, whose handler gets it (``ops/registry._python_dispatch``). Calling it runs
+    the Python function."""
 
-    __name__ = "_local_scalar_dense.default"
     _overloadname = "default"
 
-    def name(self) -> str:
-        return "aten::_local_scalar_dense"
+    def __init__(self, name: str, fn):
+        self.__name__ = f"{name}.default"
+        self._fn = fn
+        self.overloadpacket = _PythonPacket(name, self)
 
-    def __call__(self, t):
-        return t.item()
+    def name(self) -> str:
+        return f"aten::{self.overloadpacket.__name__}"
+
+    def __call__(self, *args, **kwargs):
+        return self._fn(*args, **kwargs)
 
     def __repr__(self):
-        return "<OpOverload(op='aten._local_scalar_dense', overload='default')>"
+        return f"<OpOverload(op='aten.{self.overloadpacket.__name__}', overload='default')>"
 
     def __str__(self):
-        return "aten._local_scalar_dense.default"
+        return f"aten.{self.overloadpacket.__name__}.default"
 
 
-class _LocalScalarDensePacket:
-    __name__ = "_local_scalar_dense"
-
-    def __init__(self, default):
+class _PythonPacket:
+    def __init__(self, name, default):
+        self.__name__ = name
         self.default = default
 
-    def __call__(self, t):
-        return t.item()
+    def __call__(self, *args, **kwargs):
+        return self.default(*args, **kwargs)
 
     def __str__(self):
-        return "aten._local_scalar_dense"
+        return f"aten.{self.__name__}"
 
 
-local_scalar_dense = _LocalScalarDense()
-local_scalar_dense.overloadpacket = _LocalScalarDensePacket(local_scalar_dense)
+_PYTHON_OVERLOADS: Dict[str, PythonOverload] = {}
+
+
+def python_overload(name: str, fn) -> PythonOverload:
+    """The one :class:`PythonOverload` named ``name`` (made on first use, running ``fn``)."""
+    o = _PYTHON_OVERLOADS.get(name)
+    if o is None:
+        o = _PYTHON_OVERLOADS[name] = PythonOverload(name, fn)
+    return o
+
+
+local_scalar_dense = python_overload("_local_scalar_dense", lambda t: t.item())
 
 _PACKETS: Dict[str, OpOverloadPacket] = {}
 
@@ -122,8 +137,8 @@ class AtenNamespace:
     """``ember.ops.aten``: ``ember.ops.aten.<op>`` for every registered op with a binding."""
 
     def __getattr__(self, name: str) -> OpOverloadPacket:
-        if name == "_local_scalar_dense":
-            return local_scalar_dense.overloadpacket
+        if name in _PYTHON_OVERLOADS:
+            return _PYTHON_OVERLOADS[name].overloadpacket
         op = OPS.get(name)
         if op is None or getattr(op, "binding", None) is None or name.startswith("__"):
             raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")

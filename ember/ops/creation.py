@@ -238,7 +238,7 @@ def _in_order(t, order, made_in_order=False):
 
 def _like(fn):
     def like(input, *args, dtype=None, device=None, requires_grad=False, layout=None, memory_format=None):
-        if input.__class__ not in _FAST and (_r := _entry(like, locals())) is not _PASS:
+        if input.__class__ not in _FAST and (_r := _entry(like, locals(), input)) is not _PASS:
             return _r
         if not isinstance(input, Tensor):
             raise TypeError(f"{fn.__name__}_like(): argument 'input' must be Tensor, not {type(input).__name__}")
@@ -266,7 +266,7 @@ empty_like = _like(empty)
 
 def full_like(input, fill_value, *, dtype=None, device=None, requires_grad=False, layout=None,
               memory_format=None):
-    if input.__class__ not in _FAST and (_r := _entry(full_like, locals())) is not _PASS:
+    if input.__class__ not in _FAST and (_r := _entry(full_like, locals(), input)) is not _PASS:
         return _r
     order = _like_order(input, memory_format)
     shape = tuple(input.shape)
@@ -585,7 +585,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    if input.__class__ not in _FAST and (_r := _entry(rand_like, locals())) is not _PASS:
+    if input.__class__ not in _FAST and (_r := _entry(rand_like, locals(), input)) is not _PASS:
         return _r
     # drawn in row-major order whatever the layout, so the values do not depend on it
     t = rand(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
@@ -593,14 +593,14 @@ def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_for
 
 
 def randn_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
-    if input.__class__ not in _FAST and (_r := _entry(randn_like, locals())) is not _PASS:
+    if input.__class__ not in _FAST and (_r := _entry(randn_like, locals(), input)) is not _PASS:
         return _r
     t = randn(tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
     return _finish(_in_order(t, _like_order(input, memory_format)), requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False):
-    if input.__class__ not in _FAST and (_r := _entry(randint_like, locals())) is not _PASS:
+    if input.__class__ not in _FAST and (_r := _entry(randint_like, locals(), input)) is not _PASS:
         return _r
     if high is None:
         low, high = 0, low
@@ -673,20 +673,20 @@ def _random_entry(kind):
 
 
 def uniform_(self, a=0.0, b=1.0, *, generator=None, **kw):
-    if self.__class__ not in _FAST and (_r := _entry(uniform_, locals())) is not _PASS:
+    if self.__class__ not in _FAST and (_r := _entry(uniform_, locals(), self)) is not _PASS:
         return _r
     a, b = kw.get("from", a), kw.get("to", b)
     return _random_op.inplace_variant.binding(self, "uniform", a, b, generator)
 
 
 def normal_(self, mean=0.0, std=1.0, *, generator=None):
-    if self.__class__ not in _FAST and (_r := _entry(normal_, locals())) is not _PASS:
+    if self.__class__ not in _FAST and (_r := _entry(normal_, locals(), self)) is not _PASS:
         return _r
     return _random_op.inplace_variant.binding(self, "normal", mean, std, generator)
 
 
 def random_(self, from_=0, to=None, *, generator=None):
-    if self.__class__ not in _FAST and (_r := _entry(random_, locals())) is not _PASS:
+    if self.__class__ not in _FAST and (_r := _entry(random_, locals(), self)) is not _PASS:
         return _r
     if to is None:
         from_, to = 0, from_ if from_ else 2 ** 24
@@ -694,13 +694,13 @@ def random_(self, from_=0, to=None, *, generator=None):
 
 
 def bernoulli_(self, p=0.5, *, generator=None):
-    if self.__class__ not in _FAST and (_r := _entry(bernoulli_, locals())) is not _PASS:
+    if self.__class__ not in _FAST and (_r := _entry(bernoulli_, locals(), self)) is not _PASS:
         return _r
     return _random_op.inplace_variant.binding(self, "bernoulli", float(p), 0.0, generator)
 
 
 def exponential_(self, lambd=1.0, *, generator=None):
-    if self.__class__ not in _FAST and (_r := _entry(exponential_, locals())) is not _PASS:
+    if self.__class__ not in _FAST and (_r := _entry(exponential_, locals(), self)) is not _PASS:
         return _r
     return _random_op.inplace_variant.binding(self, "exponential", lambd, 0.0, generator)
 

@@ -751,6 +751,35 @@ def _override(op, args):
 _DISPATCH_CLASSES = _tf.DISPATCH_CLASSES
 
 
+def python_dispatch(name, fn, args, kwargs):
+    """``fn`` -- ember Python that torch dispatches as the op ``name`` (``zeros_like``, ``uniform_``) --
+    called with a ``__torch_dispatch__`` wrapper among ``args``: its handlers get the call with
+    ``ember.ops.aten.<name>.default`` (a PythonOverload running ``fn``), as in ``_subclass_dispatch``."""
+    from ._aten_namespace import python_overload
+    types = []
+    for a in list(args) + list(kwargs.values()):
+        c = a.__class__
+        if c in _DISPATCH_CLASSES and c not in types:
+            at = next((k for k, seen in enumerate(types) if issubclass(c, seen)), len(types))
+            types.insert(at, c)
+    return _call_handlers(python_overload(name, fn), types, args, kwargs)
+
+
+def _call_handlers(func, types, pos, kw):
+    st = STATE
+    prev = st.grad_enabled
+    st.grad_enabled = False
+    try:
+        for cls in types:
+            r = cls.__torch_dispatch__(func, tuple(types), tuple(pos), kw)
+            if r is not NotImplemented:
+                return r
+    finally:
+        st.grad_enabled = prev
+    raise TypeError(f"Multiple dispatch failed for '{func}'; all __torch_dispatch__ handlers returned "
+                    "NotImplemented:\n\n" + "".join(f"  - tensor subclass {t}\n" for t in types))
+
+
 def _subclass_dispatch(op, args):
     """The kernel step of a call with an instance of a ``__torch_dispatch__`` subclass among its
     tensor arguments (torch's Python dispatch key, below autograd): each such class's handler, a
@@ -768,20 +797,8 @@ def _subclass_dispatch(op, args):
     if not types:
         return _RESUME
     from ._aten_namespace import packet
-    func = packet(op).default
     pos, kw = _tf.args_as_called(op.params, args, _REQUIRED)
-    st = STATE
-    prev = st.grad_enabled
-    st.grad_enabled = False
-    try:
-        for cls in types:
-            r = cls.__torch_dispatch__(func, tuple(types), tuple(pos), kw)
-            if r is not NotImplemented:
-                return r
-    finally:
-        st.grad_enabled = prev
-    raise TypeError(f"Multiple dispatch failed for '{func}'; all __torch_dispatch__ handlers returned "
-                    "NotImplemented:\n\n" + "".join(f"  - tensor subclass {t}\n" for t in types))
+    return _call_handlers(packet(op).default, types, pos, kw)
 
 
 def _autocast_ops():

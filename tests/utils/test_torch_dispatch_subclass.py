@@ -84,16 +84,36 @@ def _training_script(lib, optname):
         loss.backward()
         opt.step()
         losses.append(loss.item())
-    return type(w.grad).__name__, type(loss.grad_fn).__name__, w.elem.numpy(), np.array(losses)
+    state = opt.state[w]
+    kinds = sorted(type(v).__name__ for v in state.values() if isinstance(v, lib.Tensor) and v.ndim)
+    return (type(w.grad).__name__, type(loss.grad_fn).__name__, kinds), w.elem.numpy(), np.array(losses)
 
 
 @pytest.mark.parametrize("optname", ["SGD", "Adam", "AdamW"])
 def test_autograd_and_optimizers_through_the_handler_match_torch(optname):
     torch = pytest.importorskip("torch")
     mine, theirs = _training_script(ember, optname), _training_script(torch, optname)
-    assert mine[:2] == theirs[:2] == ("Wrap", "SumBackward0")
-    np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(mine[3], theirs[3], rtol=1e-5, atol=1e-5)
+    assert mine[0] == theirs[0] and mine[0][:2] == ("Wrap", "SumBackward0")   # optimizer state: Wraps too
+    np.testing.assert_allclose(mine[1], theirs[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(mine[2], theirs[2], rtol=1e-5, atol=1e-5)
+
+
+def _like_script(lib):
+    log = []
+    Wrap = _wrap_class(lib, log)
+    x = Wrap(lib.randn(2, 3))
+    made = [lib.zeros_like(x), lib.ones_like(x), lib.empty_like(x), lib.full_like(x, 2.5), lib.rand_like(x),
+            lib.randn_like(x)]
+    kinds = [type(m).__name__ for m in made]
+    values = [m.elem.tolist() for m in made[:2]] + [made[3].elem.tolist()]
+    y = Wrap(lib.zeros(4))
+    out = y.uniform_()
+    return kinds, values, log, out is y, bool(((y.elem >= 0) & (y.elem < 1)).all())
+
+
+def test_like_functions_and_random_methods_reach_the_handler_as_torch():
+    torch = pytest.importorskip("torch")
+    assert _like_script(ember) == _like_script(torch)
 
 
 def test_without_torch_handler_sees_ember_overloads_and_errors():
