@@ -264,6 +264,16 @@ def empty_preserve(xp, a, dtype=None):
     return empty_strided(xp, a.shape, preserve_strides(a.shape, estrides(a)), dt)
 
 
+def half_source(a, npdt):
+    """``a`` ready for a cast to ``npdt``: PyTorch converts float64 (and complex128) to
+    float16 through float32 -- c10::Half is built from a float only -- so a value within a
+    float32 ulp of a float16 tie rounds twice; numpy's direct cast would round it once and
+    land one float16 step away from torch's. Other casts are left to numpy."""
+    if npdt == np.float16 and a.dtype in (np.float64, np.complex128):
+        return a.astype(np.float32 if a.dtype == np.float64 else np.complex64)
+    return a
+
+
 def copy_preserve(xp, a, src=None, dtype=None):
     """A copy of ``src`` (default ``a``, same shape) in the layout of ``empty_like(a)``;
     values are copied unchanged (a dtype cast where ``dtype`` is given)."""

@@ -58,4 +58,6 @@ def checked_array(xp, value, dtype):
     check_fits(value, dtype)
     if dtype.category == 1 and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         return xp.asarray(value).astype(dtype.np)
+    if dtype.np == np.float16 and isinstance(value, (float, np.floating)):
+        value = np.float32(value)          # through float32, as PyTorch's c10::Half (double rounding)
     return xp.asarray(value, dtype=dtype.np)

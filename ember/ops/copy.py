@@ -16,7 +16,7 @@ from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
 from .checked_scalar import checked_array
-from ._helpers import _canonical_c, copy_preserve, empty_preserve, is_scalar, sum_to
+from ._helpers import _canonical_c, copy_preserve, empty_preserve, half_source, is_scalar, sum_to
 from .registry import OPS, defop
 
 
@@ -38,6 +38,7 @@ def _copy_from(xp, self, src):
                            f"{list(shape) if shape else list(src.shape)}")
     if type(src) is not type(self):  # cross-device
         src = xp.asarray(src.get() if hasattr(src, "get") else src)
+    src = half_source(src, dt.np)
     if _canonical_c(self):
         return xp.broadcast_to(src.astype(dt.np, copy=False), self.shape).copy()
     # laid out like self (PyTorch's functional copy clones self, then writes into it)

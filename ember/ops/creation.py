@@ -17,7 +17,7 @@ from .._fake import FakeArray
 from .._state import STATE
 from ..tensor import Tensor, _make
 from . import _meta, api
-from ._helpers import _canonical_c, is_scalar
+from ._helpers import _canonical_c, half_source, is_scalar
 from .checked_scalar import check_fits, checked_array
 from .registry import defop
 from .._torch_function import FAST_CLASSES as _FAST, PASS as _PASS, _ACTIVE as _TF, python_entry as _entry
@@ -346,6 +346,8 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     if dt._limited == "float8" and arr.dtype != dt.np:   # torch's rounding (saturating e4m3fn, e8m0fnu)
         from .._float8 import to_float8
         arr = to_float8(arr, dt.np)
+    if dt.np == np.float16 and arr.dtype != dt.np:
+        arr = half_source(arr, dt.np)
     arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
     dev = _t.as_device(device) if device is not None else (dev or STATE.default_device)
     if dev.type == "meta" or isinstance(arr, FakeArray):

@@ -14,7 +14,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
-from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, wrap_dim, wrap_dims
+from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, half_source, wrap_dim, wrap_dims
 from .registry import defcomposite, defop, xp_of
 
 
@@ -565,6 +565,7 @@ def _to_copy(xp, a, dtype=None, device=None):
     if dt._limited == "float8":
         from .limited_dtypes import float8_source
         a = float8_source(xp, a, dt)
+    a = half_source(a, dt.np)
     if device is not None:
         target = xp_of(device)
         if target is not np and isinstance(a, np.ndarray):

@@ -363,3 +363,24 @@ def test_float8_numpy_refused_as_torch(name):
     got = _outcome(lambda: ember.ones(2, dtype=_e(name)).numpy())
     want = _outcome(lambda: torch.ones(2, dtype=_t(name)).numpy())
     assert got == want
+
+
+def test_float64_to_float16_rounds_through_float32_as_torch():
+    """torch's double -> half goes through float (c10::Half has a float constructor only): a
+    value within a float32 ulp of a float16 tie rounds twice. Every path that casts agrees."""
+    rng = np.random.default_rng()
+    step = 2.0 ** rng.integers(-10, 5, 64)          # float16 spacing at a random binade
+    base = (rng.integers(1024, 2047, 64) + 0.5) * step   # exact ties
+    vals = np.concatenate([base * (1 + 1e-12), base * (1 - 1e-12), -base * (1 + 1e-12)])
+    want = torch.tensor(vals, dtype=torch.float64).to(torch.float16)
+    e64 = ember.tensor(vals, dtype=ember.float64)
+    z = ember.zeros(len(vals), dtype=ember.float16)
+    z2 = ember.zeros(len(vals), dtype=ember.float16)
+    z2[:] = e64
+    compiled = ember.compile(lambda x: (x * 1).to(ember.float16))
+    for got in (e64.to(ember.float16), e64.half(), z.copy_(e64), z2,
+                ember.tensor(vals.tolist(), dtype=ember.float16),
+                ember.tensor(vals, dtype=ember.float16), compiled(e64)):
+        np.testing.assert_array_equal(_bits(got), _bits(want))
+    for v in vals[:8].tolist():
+        assert ember.full((1,), v, dtype=ember.float16).item() == torch.full((1,), v, dtype=torch.float16).item()

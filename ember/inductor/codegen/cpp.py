@@ -434,9 +434,8 @@ class CppOps:
             return x
         if dtype is _t.bool_:
             return self._emit(f"({x} != 0)", dtype)
-        if dtype is _t.float16:
-            return self._emit(f"ember_f16_round(static_cast<float>({x}))" if src is not _t.float64
-                              else f"static_cast<float>(static_cast<_Float16>({x}))", dtype)
+        if dtype is _t.float16:     # float64 too through float: PyTorch's double rounding
+            return self._emit(f"ember_f16_round(static_cast<float>({x}))", dtype)
         if dtype is _t.bfloat16:
             return self._emit(f"ember_bf16_round(static_cast<float>({x}))", dtype)
         return self._emit(f"static_cast<{COMPUTE[dtype]}>({x})", dtype)

@@ -445,10 +445,9 @@ class TritonOps:
         if dtype is _t.bool_:
             return self._emit(f"({x} != 0)", dtype)
         if dtype in (_t.float16, _t.bfloat16):
-            # round once to the half type, keep computing in float32; like the C++
-            # backend, everything but float64 -> float16 goes through float32
-            via = "" if (src is _t.float64 and dtype is _t.float16) or COMPUTE[src] == "tl.float32" \
-                else ".to(tl.float32)"
+            # round to the half type, keep computing in float32; like the C++ backend and
+            # PyTorch (c10::Half is built from a float), everything goes through float32
+            via = "" if COMPUTE[src] == "tl.float32" else ".to(tl.float32)"
             if dtype is _t.bfloat16:
                 return self._emit(f"_round_bf16({x}{via})", dtype)
             return self._emit(f"{x}{via}.to({TL_DTYPE[dtype]}).to(tl.float32)", dtype)
