@@ -39,17 +39,25 @@ DISPATCH_CLASSES = set()   # subclasses defining ``__torch_dispatch__``: their o
                            # dispatcher's kernel step (below autograd), never the fast path
 
 
-def _disabled_torch_function_impl(func, types, args=(), kwargs=None):
+class _DisabledTorchFunction:
     """The marker a subclass sets as ``__torch_function__`` to opt out (``Parameter`` does):
-    its instances behave as plain tensors and results stay plain. Calling it runs ``func``."""
-    if kwargs is None:
-        kwargs = {}
-    with DisableTorchFunctionSubclass():
-        return func(*args, **kwargs)
+    its instances behave as plain tensors and results stay plain. Calling it runs ``func``.
+    Not a function: like torch's builtin it does not bind to the class it is read from, so
+    ``Cls.__torch_function__ is ember._C._disabled_torch_function_impl`` holds."""
+    __slots__ = ()
+    __name__ = __qualname__ = "_disabled_torch_function_impl"
+
+    def __call__(self, func, types, args=(), kwargs=None):
+        if kwargs is None:
+            kwargs = {}
+        with DisableTorchFunctionSubclass():
+            return func(*args, **kwargs)
+
+    def __repr__(self):
+        return "<built-in function _disabled_torch_function_impl>"
 
 
-_disabled_torch_function_impl = classmethod(_disabled_torch_function_impl)
-_DISABLED_FUNC = _disabled_torch_function_impl.__func__
+_disabled_torch_function_impl = _DISABLED_FUNC = _DisabledTorchFunction()
 
 
 _ACTIVE = [0]              # modes active in all threads (the live sets are process-wide)
@@ -73,7 +81,7 @@ def opts_out(cls) -> bool:
     (sparse/nested/masked/quantized tensors route their ops themselves; wrapping their dense
     results back into their class would be wrong)."""
     tf = getattr(cls, "__torch_function__", None)
-    if getattr(tf, "__func__", tf) is _DISABLED_FUNC:
+    if tf is _DISABLED_FUNC:
         return True
     own = any("__torch_function__" in c.__dict__ for c in cls.__mro__ if c.__module__ != "ember.tensor")
     return not own and cls.__module__.startswith("ember.")
@@ -83,6 +91,11 @@ def note_tensor_class(cls) -> None:
     """Called for Tensor and each subclass as it is created (``Tensor.__init_subclass__``)."""
     if any("__torch_dispatch__" in c.__dict__ for c in cls.__mro__ if c.__module__ != "ember.tensor"):
         DISPATCH_CLASSES.add(cls)
+        if "__torch_dispatch__" in cls.__dict__ and "__torch_function__" not in cls.__dict__:
+            # torch's tensor metaclass does the same: a class that brings its own
+            # __torch_dispatch__ and no __torch_function__ is out of the function protocol (its
+            # results are what its handler makes, never re-wrapped: ``new_tensor`` stays plain)
+            cls.__torch_function__ = _disabled_torch_function_impl
     if opts_out(cls):
         PLAIN_CLASSES.add(cls)
         if getattr(cls, "__ember_route__", None) is not None:

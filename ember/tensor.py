@@ -830,25 +830,68 @@ class Tensor:
         return self.mH
 
     # new_* factories
-    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    def new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
         return _api.tensor(data, dtype=dtype or self.dtype, device=device or self.device,
                            requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        if self.__class__ not in _tf.FAST_CLASSES and \
+                (r := _new_entry(Tensor.new_zeros, locals(), size, size_kw, ())) is not _tf.PASS:
+            return r
         return _api.zeros(*_size_arg("new_zeros", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                           requires_grad=requires_grad)
 
     def new_ones(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        if self.__class__ not in _tf.FAST_CLASSES and \
+                (r := _new_entry(Tensor.new_ones, locals(), size, size_kw, ())) is not _tf.PASS:
+            return r
         return _api.ones(*_size_arg("new_ones", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                          requires_grad=requires_grad)
 
     def new_empty(self, *size, dtype=None, device=None, requires_grad=False, **size_kw):
+        if self.__class__ not in _tf.FAST_CLASSES and \
+                (r := _new_entry(Tensor.new_empty, locals(), size, size_kw, ())) is not _tf.PASS:
+            return r
         return _api.empty(*_size_arg("new_empty", size, size_kw), dtype=dtype or self.dtype, device=device or self.device,
                           requires_grad=requires_grad)
 
-    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False):
+        if self.__class__ not in _tf.FAST_CLASSES and \
+                (r := _new_entry(Tensor.new_full, locals(), (size,), {}, (fill_value,))) is not _tf.PASS:
+            return r
         return _api.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device,
                          requires_grad=requires_grad)
+
+
+def _new_entry(func, loc, size, size_kw, extra):
+    """The protocol for ``x.new_zeros/new_ones/new_empty/new_full`` on a tensor subclass or under a
+    mode: ``__torch_function__`` and modes see the method with the caller's arguments; a
+    ``__torch_dispatch__`` wrapper's handler gets ``aten.new_zeros`` ... with torch's arguments
+    -- ``(self, [sizes], *extra)`` and the dtype/device given plus ``pin_memory=False`` -- and the
+    result gets ``requires_grad`` after, as torch's (the aten op has no such argument)."""
+    self = loc["self"]
+    if self.__class__ not in _tf.DISPATCH_CLASSES or (STATE.tf_modes and not STATE.tf_off):
+        return _tf.python_entry(func, loc)
+    r = _tf.python_entry(func, loc, None)         # a __torch_function__ on the wrapper comes first
+    if r is not _tf.PASS:
+        return r
+    from .ops.registry import python_dispatch
+    sizes = _size_arg(func.__name__, size, size_kw)
+    sizes = list(sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Size)) else sizes)
+    kwargs = {k: loc[k] for k in ("dtype", "device") if loc[k] is not None}
+    kwargs["pin_memory"] = False
+    out = python_dispatch(func.__name__, _aten_new(func.__name__), (self, sizes) + tuple(extra), kwargs)
+    if loc["requires_grad"]:
+        out.requires_grad_(True)
+    return out
+
+
+def _aten_new(name):
+    """What ``aten.<name>`` (new_zeros ...) runs when a handler calls it on plain tensors."""
+    def run(self, size, *extra, dtype=None, layout=None, device=None, pin_memory=False):
+        return getattr(Tensor, name)(self, size, *extra, dtype=dtype, device=device)
+    run.__name__ = name
+    return run
 
 
 def _size_arg(name, size, size_kw):

@@ -906,6 +906,9 @@ _METHODS["addbmm_"] = _inplace_of("addbmm_", addbmm)
 def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor with the given sizes and strides (``self``'s dtype and device
     unless given)."""
+    if self.__class__ not in _tf.FAST_CLASSES and \
+            (r := _new_entry(new_empty_strided, locals(), (size,), {}, (list(stride),))) is not _tf.PASS:
+        return r
     size, stride = tuple(size), tuple(stride)
     if len(size) != len(stride):
         raise RuntimeError(f"mismatch in length of strides and shape")
@@ -920,6 +923,8 @@ def new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_g
 
 
 _METHODS["new_empty_strided"] = new_empty_strided
+from .. import _torch_function as _tf            # noqa: E402
+from ..tensor import _new_entry                  # noqa: E402
 
 
 # ---------------------------------------------------------------------- exports

@@ -173,3 +173,69 @@ def test_compiled_code_with_a_wrapper_runs_eagerly():
     assert type(got).__name__ == "Wrap" and log == ["mul", "sum"]
     np.testing.assert_allclose(got.elem.numpy(), (x * 2).sum().numpy(), rtol=1e-6)
     assert not ember.utils._python_dispatch.is_traceable_wrapper_subclass(Wrap(x))
+
+
+def _new_factories_script(lib, fill):
+    """``x.new_zeros`` & co. of a wrapper reach its handler with torch's arguments; ``new_tensor``
+    does not (torch makes a plain tensor); a class defining ``__torch_dispatch__`` and no
+    ``__torch_function__`` is out of the function protocol, as torch's metaclass makes it."""
+    pt = lib.utils._pytree
+    calls = []
+
+    class Bare(lib.Tensor):          # no __torch_function__ line: torch disables it itself
+        @staticmethod
+        def __new__(cls, elem):
+            r = lib.Tensor._make_wrapper_subclass(cls, elem.size(), dtype=elem.dtype, device=elem.device)
+            r.elem = elem
+            return r
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            calls.append((func.overloadpacket.__name__,
+                          [a if not isinstance(a, lib.Tensor) else type(a).__name__ for a in args],
+                          {k: str(v).split(".")[-1] for k, v in (kwargs or {}).items()}))
+            unwrap = lambda x: x.elem if isinstance(x, Bare) else x      # noqa: E731
+            out = func(*pt.tree_map(unwrap, args), **pt.tree_map(unwrap, kwargs or {}))
+            return pt.tree_map(lambda x: Bare(x) if isinstance(x, lib.Tensor) else x, out)
+
+    rng = np.random.default_rng()
+    x = Bare(lib.tensor(rng.standard_normal((2, 3)).astype(np.float32)))
+    made = [x.new_zeros(2, 3), x.new_zeros((4,), dtype=lib.float64), x.new_ones(size=(1, 2)),
+            x.new_empty(2, requires_grad=True), x.new_full((2,), fill), x.new_tensor([1.0, 2.0]),
+            x.new_empty_strided((2, 2), (1, 2))]
+    kinds = [(type(t).__name__, tuple(t.shape), str(t.dtype).split(".")[-1], t.requires_grad) for t in made]
+    values = [made[0].elem.tolist(), made[2].elem.tolist(), made[4].elem.tolist()]
+    disabled = Bare.__torch_function__ is lib._C._disabled_torch_function_impl
+    return kinds, calls, values, disabled
+
+
+def test_new_factories_of_a_wrapper_reach_the_handler_as_torch():
+    torch = pytest.importorskip("torch")
+    fill = float(np.random.default_rng().standard_normal())
+    mine, theirs = _new_factories_script(ember, fill), _new_factories_script(torch, fill)
+    assert mine[0] == theirs[0] and mine[1] == theirs[1] and mine[3] == theirs[3] is True
+    assert mine[2][0] == [[0.0] * 3] * 2 and mine[2][1] == [[1.0, 1.0]]
+    assert mine[2][2] == pytest.approx(theirs[2][2])
+
+
+def _new_factories_under_a_mode(lib):
+    seen = []
+
+    class Spy(lib.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            seen.append((func.__name__, [a if not isinstance(a, lib.Tensor) else "T" for a in args],
+                         sorted((kwargs or {}).items(), key=str)))
+            return func(*args, **(kwargs or {}))
+
+    z = lib.ones(2)
+    with Spy():
+        a = z.new_zeros(2, 3)
+        b = z.new_full((2,), 1.5, dtype=lib.float64)
+        c = z.new_empty_strided((2, 2), (1, 2))
+    return [(n, args, [(k, str(v).split(".")[-1]) for k, v in kw]) for n, args, kw in seen], \
+        [tuple(t.shape) for t in (a, b, c)], b.tolist()
+
+
+def test_new_factories_under_a_mode_match_torch():
+    torch = pytest.importorskip("torch")
+    assert _new_factories_under_a_mode(ember) == _new_factories_under_a_mode(torch)
