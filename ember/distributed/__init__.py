@@ -68,9 +68,28 @@ from .distributed_c10d import (  # noqa: F401
     is_nccl_available, is_torchelastic_launched, is_ucc_available, isend, monitored_barrier, new_group, recv,
     reduce, reduce_op, reduce_scatter, reduce_scatter_tensor, scatter, scatter_object_list, send,
 )
+from ._c10d_extras import (  # noqa: F401
+    AllToAllOptions, AllreduceCoalescedOptions, AllreduceOptions, BackendConfig, BarrierOptions, BroadcastOptions,
+    BuiltinCommHookType, DebugLevel, GatherOptions, ReduceOptions, ReduceScatterOptions, ScatterOptions,
+    all_gather_coalesced, all_gather_single, all_reduce_coalesced, breakpoint, get_backend_config, get_debug_level,
+    get_default_backend_for_device, get_node_local_rank, get_pg_count, is_backend_available, is_xccl_available,
+    new_subgroups, new_subgroups_by_enumeration, recv_object_list, reduce_scatter_single, send_object_list,
+    set_debug_level, set_debug_level_from_env, split_group, supports_complex,
+)
+from .rendezvous import register_rendezvous_handler, rendezvous  # noqa: F401
 from ._transport import DistTimeoutError  # noqa: F401
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
+
+
+
+def __getattr__(name):
+    # DDP's GradBucket: imported on first use, ember.nn.parallel imports this package
+    if name == "GradBucket":
+        from ..nn.parallel.distributed import GradBucket
+        return GradBucket
+    raise AttributeError(f"module 'ember.distributed' has no attribute {name!r}")
+
 
 DistError = RuntimeError
 DistBackendError = RuntimeError

@@ -36,11 +36,11 @@ class Backend(str):
         if not isinstance(name, str):
             raise ValueError(f"Backend name must be a string, but got: {name!r}")
         value = name.lower()
+        if "," in value:      # "cpu:gloo,cuda:nccl": ember keeps the CPU one
+            parts = dict(p.strip().split(":", 1) for p in value.split(",") if ":" in p)
+            value = parts.get("cpu", value)
         if value.startswith("cpu:"):
             value = value[4:]
-        if "," in value:      # "cpu:gloo,cuda:nccl": ember keeps the CPU one
-            parts = dict(p.split(":", 1) for p in value.split(",") if ":" in p)
-            value = parts.get("cpu", value)
         return super().__new__(cls, value)
 
 
@@ -490,8 +490,15 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                                      "world_size parameters needed")
                 store = FileStore(url.path, world_size, timeout=timedelta(seconds=secs))
             else:
-                raise ValueError(f"init_process_group: unsupported init_method {init_method!r} (expected env://, "
-                                 f"tcp://host:port or file:///path)")
+                from .rendezvous import _handlers, _with_node_args
+                if url.scheme not in _handlers:
+                    raise ValueError(f"init_process_group: unsupported init_method {init_method!r} (expected env://, "
+                                     f"tcp://host:port, file:///path or a scheme given to "
+                                     f"register_rendezvous_handler)")
+                # a user-registered scheme: its handler makes the store and decides rank and size
+                store, rank, world_size = next(_with_node_args(
+                    init_method, -1 if "rank" in q else rank, -1 if "world_size" in q else world_size,
+                    timeout=timedelta(seconds=secs)))
             if not 0 <= rank < world_size:
                 raise ValueError(f"init_process_group: rank {rank} out of range for world_size {world_size}")
             if store is None and url.scheme == "env" and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
@@ -564,6 +571,12 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
         return GroupMember.NON_GROUP_MEMBER
     w.groups.append(pg)
     return pg
+
+
+def _pg_count():
+    """Groups made since ``init_process_group`` (the default one included; non-members' too,
+    as PyTorch counts every ``new_group`` call)."""
+    return 0 if _WORLD is None else _WORLD.ngroups + 1
 
 
 def get_rank(group=None):
