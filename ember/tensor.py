@@ -185,6 +185,8 @@ class Tensor:
         else:
             isz = d.itemsize
             st = tuple(s // isz for s in d.strides)
+            if not d.size and d.ndim:
+                st = _empty_strides(d.shape)
         if dim is None:
             return st
         return st[_wrap_dim(dim, self._data.ndim)]
@@ -894,6 +896,16 @@ def _aten_new(name):
     return run
 
 
+def _empty_strides(shape):
+    """Strides of a tensor with no elements: numpy reports zeros, torch the row-major strides
+    with every size-0 dim counted as 1 (``zeros(2, 0).stride() == (1, 1)``)."""
+    st, acc = [], 1
+    for n in reversed(shape):
+        st.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(st))
+
+
 def _size_arg(name, size, size_kw):
     """``new_zeros(2, 3)``, ``new_zeros((2, 3))`` and PyTorch's ``new_zeros(size=(2, 3))``."""
     if not size_kw:
@@ -917,6 +929,9 @@ class Parameter(Tensor):
             data = Tensor()
         if not isinstance(data, Tensor):
             raise TypeError(f"Parameter expects a Tensor, got {type(data).__name__}")
+        make = getattr(type(data), "_make_parameter", None)
+        if make is not None:        # a wrapper subclass (DTensor) stays one, as torch keeps it
+            return make(data, requires_grad)
         self = object.__new__(cls)
         self._data = data._data
         self.dtype = data.dtype

@@ -384,3 +384,11 @@ def test_float64_to_float16_rounds_through_float32_as_torch():
         np.testing.assert_array_equal(_bits(got), _bits(want))
     for v in vals[:8].tolist():
         assert ember.full((1,), v, dtype=ember.float16).item() == torch.full((1,), v, dtype=torch.float16).item()
+
+
+@pytest.mark.parametrize("shape", [(2, 0), (0, 3), (0,), (3, 0, 2), (2, 1, 0), (0, 0)])
+def test_strides_of_empty_tensors_match_torch(shape):
+    """numpy reports zero strides for an array with no elements; torch's are row-major with
+    size-0 dims counted as one."""
+    assert ember.zeros(*shape).stride() == torch.zeros(*shape).stride()
+    assert ember.empty(*shape, dtype=ember.int64).stride(-1) == torch.empty(*shape, dtype=torch.int64).stride(-1)
