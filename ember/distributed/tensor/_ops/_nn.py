@@ -1,0 +1,104 @@
+"""Neural-network ops of the tensor-parallel patterns: softmax over a whole dim, layer norm over
+whole trailing dims, and embedding lookups from a row- or column-sharded table."""
+from __future__ import annotations
+
+import ember
+
+from .._dispatch import Plan, register
+from ..placement_types import Partial, Replicate, Shard
+
+_R = Replicate()
+
+
+def _whole_dims_plan(x, dims):
+    """Placements keeping every Shard except those on ``dims``; Partial reduced first."""
+    want = tuple(_R if (isinstance(p, Shard) and p.dim in dims) or isinstance(p, Partial) else p
+                 for p in x.placements)
+    return want, want
+
+
+@register("_softmax", "_log_softmax", "softmax", "log_softmax")
+def softmax_rule(call):
+    x = call.args[0]
+    d = call.get(1, "dim") % max(x.ndim, 1)
+    want, out = _whole_dims_plan(x, {d})
+    args = list(call.args)
+    args[0] = call.local(x, want)
+    return Plan(args, call.kwargs, out=out)
+
+
+@register("native_layer_norm")
+def layer_norm_rule(call):
+    x = call.args[0]
+    k = len(call.get(1, "normalized_shape"))
+    want, out = _whole_dims_plan(x, set(range(x.ndim - k, x.ndim)))
+    args = list(call.args)
+    args[0] = call.local(x, want)
+    for j, name in ((2, "weight"), (3, "bias")):
+        w = call.get(j, name)
+        if w is not None:
+            call.set(j, name, call.replicated(w), args)
+    return Plan(args, call.kwargs, out=[out, out, out])
+
+
+@register("embedding")
+def embedding_rule(call):
+    weight, idx = call.args[0], call.args[1]
+    out_nd = idx.ndim + 1
+    want_w, want_i, out = [], [], []
+    vocab_sharded = []
+    for i in range(call.mesh.ndim):
+        pw, pi = call.placements_of(weight)[i], call.placements_of(idx)[i]
+        if pw == Shard(1):
+            want_w.append(pw), want_i.append(_R), out.append(Shard(out_nd - 1))
+        elif pw == Shard(0) and not any(q == Shard(0) for q in call.placements_of(weight)[:i]):
+            want_w.append(pw), want_i.append(_R), out.append(Partial("sum"))
+            vocab_sharded.append(i)
+        elif isinstance(pi, Shard):
+            want_w.append(_R), want_i.append(pi), out.append(pi)
+        else:
+            want_w.append(_R), want_i.append(_R), out.append(_R)
+    args = list(call.args)
+    args[0] = call.local(weight, want_w)
+    args[1] = call.local(idx, want_i)
+    if not vocab_sharded:
+        return Plan(args, call.kwargs, out=tuple(out))
+    if len(vocab_sharded) > 1:
+        raise NotImplementedError("ember.distributed.tensor: embedding with the vocabulary sharded over more "
+                                  "than one mesh dim is not supported")
+    mesh_dim = vocab_sharded[0]
+    rows = weight.shape[0]
+    off, n = Shard.chunk_bounds(rows, call.mesh.size(mesh_dim), call.mesh.get_local_rank(mesh_dim))
+    pad = call.get(2, "padding_idx", -1)
+
+    def masked_lookup(w, ids, *rest, **kw):
+        """Rows this rank holds; zeros for the others (the ranks' results add up to the lookup)."""
+        outside = (ids < off) | (ids >= off + n)
+        local_ids = ember.where(outside, ember.zeros_like(ids), ids - off)
+        if n == 0:
+            return ember.zeros(tuple(ids.shape) + (w.shape[1],), dtype=w.dtype)
+        got = ember.nn.functional.embedding(local_ids, w)
+        res = ember.where(outside.unsqueeze(-1), ember.zeros_like(got), got)
+        if pad is not None and pad >= 0:
+            res = ember.where((ids == pad).unsqueeze(-1), ember.zeros_like(res), res)
+        return res
+    return Plan(args, call.kwargs, out=tuple(out), run=masked_lookup)
+
+
+@register("embedding_dense_backward")
+def embedding_backward_rule(call):
+    grad = call.args[0]
+    nd = grad.ndim
+    want, out = [], []
+    for i in range(call.mesh.ndim):
+        p = call.placements_of(grad)[i]
+        if p == Shard(nd - 1):
+            want.append(p), out.append(Shard(1))
+        elif isinstance(p, Partial) and p.reduce_op == "sum":
+            want.append(p), out.append(p)
+        else:
+            want.append(_R), out.append(_R)
+    args = list(call.args)
+    args[0] = call.local(grad, want)
+    args[1] = call.replicated(args[1])
+    return Plan(args, call.kwargs, out=tuple(out))
