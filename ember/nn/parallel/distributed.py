@@ -28,7 +28,13 @@ raises PyTorch's "Expected to have finished reduction in the prior iteration" er
 (``ember.distributed.algorithms.ddp_comm_hooks.default_hooks``). ``ember.compile`` over a DDP
 module works (the hooks fire from the compiled backward's gradient accumulation).
 
-Not implemented (clear errors): ``join`` (uneven inputs), ``device_mesh``, ``mixed_precision``;
+Uneven inputs: ``with ddp.join():`` (``ember.distributed.algorithms.join``): a rank that runs
+out of batches keeps answering the other ranks' collectives (zero gradients into their
+all-reduce, the buffer broadcasts, the used-parameter map) until every rank is done; then
+all ranks copy the model of a rank that joined last. ``divide_by_initial_world_size=False``
+averages each iteration's gradients over the ranks still working.
+
+Not implemented (clear errors): ``device_mesh``, ``mixed_precision``;
 ``device_ids`` must be None (CPU modules, as PyTorch requires for them). ``static_graph`` and
 ``gradient_as_bucket_view`` are accepted: gradients are always written back in place.
 """
@@ -39,6 +45,7 @@ import contextlib
 import numpy as np
 
 from ..modules.module import Module
+from ...distributed.algorithms.join import Join, JoinHook, Joinable, _JoinConfig
 
 __all__ = ["DistributedDataParallel"]
 
@@ -122,13 +129,44 @@ class GradBucket:
         return self._last
 
 
-class DistributedDataParallel(Module):
+class _DDPJoinHook(JoinHook):
+    """What a rank that ran out of inputs does while others still train: the collectives of
+    one DDP iteration with zeros for its data (``main_hook``), then the final model sync."""
+
+    def __init__(self, ddp, divide_by_initial_world_size):
+        if not isinstance(ddp, DistributedDataParallel):
+            raise AssertionError(f"DDP join hook requires passing in a DistributedDataParallel instance as the "
+                                 f"state, got {type(ddp).__name__}")
+        self.ddp = ddp
+        ddp._divide_by_initial_world_size = divide_by_initial_world_size
+
+    def main_hook(self):
+        ddp = self.ddp
+        if ddp._syncs_buffers():
+            ddp._broadcast_coalesced(ddp._buffers_to_sync, ddp._common_rank(False))
+        should_sync = ddp._global_requires_sync(joined=True)
+        ddp.require_forward_param_sync = should_sync
+        if should_sync:
+            ddp._shadow_reduce()
+
+    def post_hook(self, is_last_joiner):
+        ddp = self.ddp
+        ignored = set(getattr(ddp.module, "_ddp_params_and_buffers_to_ignore", ()))
+        ddp._broadcast_coalesced([p for n, p in ddp.module.named_parameters() if n not in ignored]
+                                 + (ddp._buffers_to_sync if ddp.broadcast_buffers else []),
+                                 ddp._common_rank(is_last_joiner))
+
+
+class DistributedDataParallel(Module, Joinable):
     def __init__(self, module, device_ids=None, output_device=None, dim=0, broadcast_buffers=True,
                  init_sync=True, process_group=None, bucket_cap_mb=None, find_unused_parameters=False,
                  check_reduction=False, gradient_as_bucket_view=False, static_graph=False,
                  delay_all_reduce_named_params=None, param_to_hook_all_reduce=None, mixed_precision=None,
                  device_mesh=None):
         super().__init__()
+        self._join_config = _JoinConfig.construct_disabled_join_config()
+        self._divide_by_initial_world_size = True
+        self._join_active = None      # this iteration's "still working" all-reduce (join contexts)
         from ... import distributed as dist
         if not dist.is_initialized():
             raise ValueError("Default process group has not been initialized, please make sure to call "
@@ -228,12 +266,13 @@ class DistributedDataParallel(Module):
             flat._data[...] = np.concatenate([np.asarray(arrays[i]).reshape(-1) for i in idx])
         return flat
 
-    def _broadcast_coalesced(self, tensors):
-        """Rank 0's (group rank 0's) values of ``tensors`` everywhere, one broadcast per bucket."""
+    def _broadcast_coalesced(self, tensors, src_group_rank=0):
+        """Group rank ``src_group_rank``'s values of ``tensors`` everywhere, one broadcast per
+        bucket."""
         from ... import distributed as dist
         if self._world == 1 or not tensors:
             return
-        src = dist.get_process_group_ranks(self.process_group)[0]
+        src = dist.get_process_group_ranks(self.process_group)[src_group_rank]
         arrays = [t._data for t in tensors]
         for idx in self._buckets(arrays):
             flat = self._flat(arrays, idx, tensors[idx[0]].dtype)
@@ -278,8 +317,11 @@ class DistributedDataParallel(Module):
                                        f"{list(res.shape)} for bucket {bi} of shape {list(flat.shape)}")
                 flat = res
             elif self._world > 1:
-                flat._data /= np.asarray(self._world, dtype=flat._data.dtype) if flat.dtype.is_floating_point \
-                    else self._world
+                div = self._world
+                if self._join_active is not None and not self._divide_by_initial_world_size:
+                    self._join_active.wait()        # average over the ranks still working
+                    div = int(self._join_active.result()[0].item())
+                flat._data /= np.asarray(div, dtype=flat._data.dtype) if flat.dtype.is_floating_point else div
                 dist.all_reduce(flat, group=self.process_group)
             off = 0
             for i in idx:
@@ -315,8 +357,13 @@ class DistributedDataParallel(Module):
             self._armed = False
             raise RuntimeError(_UNFINISHED.format(rank=dist.get_rank(), idx=" ".join(map(str, missing)),
                                                   names=", ".join(self._named_params[i][0] for i in missing)))
-        if self.broadcast_buffers and self.require_forward_param_sync and self._buffers_to_sync:
-            self._broadcast_coalesced(self._buffers_to_sync)
+        self._join_active = Join.notify_join_context(self)
+        if self._syncs_buffers():
+            # in a join context rank 0 may have joined already (stale buffers): the highest working rank sends
+            self._broadcast_coalesced(self._buffers_to_sync,
+                                      self._common_rank(True) if self._join_config.enable else 0)
+        if self._join_config.enable:
+            self._global_requires_sync(joined=False)
         out = self.module(*inputs, **kwargs)
         if is_grad_enabled() and self.require_backward_grad_sync:
             self._armed, self._fired, self._ready = True, False, set()
@@ -344,9 +391,66 @@ class DistributedDataParallel(Module):
         finally:
             self.require_backward_grad_sync = old
 
+    # ------------------------------------------------------------------ uneven inputs (join)
     def join(self, divide_by_initial_world_size=True, enable=True, throw_on_early_termination=False):
-        raise NotImplementedError("DistributedDataParallel.join (uneven inputs) is not implemented in ember: give "
-                                  "every rank the same number of batches")
+        """Context manager for ranks with different numbers of batches (see the module doc)."""
+        return Join([self], enable, throw_on_early_termination,
+                    divide_by_initial_world_size=divide_by_initial_world_size)
+
+    def join_hook(self, **kwargs):
+        return _DDPJoinHook(self, kwargs.get("divide_by_initial_world_size", True))
+
+    @property
+    def join_device(self):
+        from ... import device
+        return device("cpu")
+
+    @property
+    def join_process_group(self):
+        return self.process_group
+
+    def _syncs_buffers(self):
+        return bool(self.broadcast_buffers and self.require_forward_param_sync and self._buffers_to_sync)
+
+    def _common_rank(self, candidate):
+        """The highest group rank among those passing ``candidate=True`` (each rank passes its
+        own truth), agreed through one all-reduce."""
+        from ... import distributed as dist, tensor, int64
+        me = dist.get_rank(self.process_group)
+        t = tensor([me if candidate else -1], dtype=int64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.process_group)
+        if t.item() < 0:
+            raise ValueError("BUG! Expected rank_cond to be true for at least one process. This indicates a bug in "
+                             "ember's DistributedDataParallel join.")
+        return int(t.item())
+
+    def _global_requires_sync(self, joined):
+        """Whether any working rank's backward will all-reduce gradients this iteration (a
+        joined rank must then join those all-reduces)."""
+        from ... import distributed as dist, is_grad_enabled, tensor, float32
+        mine = 0.0 if joined or not (self.require_backward_grad_sync and is_grad_enabled()) else 1.0
+        t = tensor([mine], dtype=float32)
+        dist.all_reduce(t, group=self.process_group)
+        return t.item() != 0
+
+    def _shadow_reduce(self):
+        """The gradient all-reduces of one backward (per bucket, or through the comm hook) and
+        the used-parameter map, with zeros: what a joined rank contributes."""
+        from ... import distributed as dist, zeros, int32
+        params = [p for _, p in self._named_params]
+        arrays = [np.zeros(p._data.shape, p._data.dtype) for p in params]
+        buckets = self._buckets(arrays)
+        for bi, idx in enumerate(buckets):
+            flat = self._flat(arrays, idx, params[idx[0]].dtype)
+            if self._comm_hook is not None:
+                state, hook = self._comm_hook
+                fut = hook(state, GradBucket(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1))
+                if hasattr(fut, "wait"):
+                    fut.wait()
+            elif self._world > 1:
+                dist.all_reduce(flat, group=self.process_group)
+        if self.find_unused_parameters and self._world > 1:
+            dist.all_reduce(zeros(len(params), dtype=int32), group=self.process_group)
 
     def register_comm_hook(self, state, hook):
         """Replace the averaging all-reduce of each gradient bucket by ``hook(state, bucket)``
