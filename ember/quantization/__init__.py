@@ -4,9 +4,11 @@ import sys as _sys
 
 from ember.ao import quantization as _ao_quantization
 from ember.ao.quantization import *  # noqa: F401,F403
-from ember.ao.quantization import observer, fake_quantize, qconfig, quantize, stubs  # noqa: F401
+from ember.ao.quantization import (observer, fake_quantize, qconfig, quantize, stubs, qconfig_mapping,  # noqa: F401
+                                   quant_type, quantization_mappings, fuser_method_mappings)
 
-for _name in ("observer", "fake_quantize", "qconfig", "quantize", "stubs"):
+for _name in ("observer", "fake_quantize", "qconfig", "quantize", "stubs", "qconfig_mapping", "quant_type",
+              "quantization_mappings", "fuser_method_mappings"):
     _sys.modules[f"{__name__}.{_name}"] = getattr(_ao_quantization, _name)
 del _sys, _name
 

@@ -146,8 +146,8 @@ def test_quantized_functional_errors():
         eqf.max_pool2d(q, 2, return_indices=True)
     with pytest.raises(NotImplementedError, match="Only torch.qint8 is supported for weight tensor!"):
         eqf.conv2d(q, q, None)
-    with pytest.raises(NotImplementedError, match="conv3d"):
-        eqf.conv3d(q, q, None)
+    with pytest.raises(NotImplementedError, match="avg_pool3d"):
+        eqf.avg_pool3d(q, 2)
 
 
 @pytest.mark.parametrize("dtype", ["quint8", "qint8"])

@@ -9,15 +9,19 @@ import ember
 from ... import nn
 from ..._quantized import kernels as K
 from ..._quantized import schemes as QS
-from .observer import (HistogramObserver, MovingAverageMinMaxObserver, MovingAveragePerChannelMinMaxObserver,
-                       _with_args, _with_callable_args)
+from .observer import (FixedQParamsObserver, HistogramObserver, MovingAverageMinMaxObserver,
+                       MovingAveragePerChannelMinMaxObserver, _with_args, _with_callable_args,
+                       default_fixed_qparams_range_0to1_observer, default_fixed_qparams_range_neg1to1_observer)
 
 __all__ = ["FakeQuantizeBase", "FakeQuantize", "FusedMovingAvgObsFakeQuantize", "default_fake_quant",
            "default_weight_fake_quant", "default_dynamic_fake_quant", "default_per_channel_weight_fake_quant",
            "default_embedding_fake_quant", "default_histogram_fake_quant", "default_fused_act_fake_quant",
            "default_fused_wt_fake_quant", "default_fused_per_channel_wt_fake_quant",
            "fused_wt_fake_quant_range_neg_127_to_127", "fused_per_channel_wt_fake_quant_range_neg_127_to_127",
-           "disable_fake_quant", "enable_fake_quant", "disable_observer", "enable_observer"]
+           "disable_fake_quant", "enable_fake_quant", "disable_observer", "enable_observer",
+           "FixedQParamsFakeQuantize", "default_fixed_qparams_range_neg1to1_fake_quant",
+           "default_fixed_qparams_range_0to1_fake_quant", "default_symmetric_fixed_qparams_fake_quant",
+           "default_affine_fixed_qparams_fake_quant", "default_embedding_fake_quant_4bit"]
 
 _INT_RANGE = {"qint8": (-128, 127), "quint8": (0, 255), "qint32": (-2 ** 31, 2 ** 31 - 1), "int8": (-128, 127),
               "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "quint4x2": (0, 15)}
@@ -143,6 +147,31 @@ class FakeQuantize(FakeQuantizeBase):
                 unexpected_keys.remove(prefix + name)
 
 
+class FixedQParamsFakeQuantize(FakeQuantize):
+    """Fake quantization with the fixed scale / zero point of a ``FixedQParamsObserver`` (the
+    buffers are the observer's own tensors, so the two never disagree)."""
+
+    def __init__(self, observer):
+        super().__init__(observer=observer)
+        if type(self.activation_post_process) is not FixedQParamsObserver:
+            raise AssertionError(f"{type(self).__name__}'s observer must be a {FixedQParamsObserver.__name__}")
+        self._observer_ctr = observer
+        self.scale = self.activation_post_process.scale
+        self.zero_point = self.activation_post_process.zero_point
+        if self.qscheme not in QS.PER_TENSOR:
+            raise AssertionError("Only per tensor quantization is supported FixedQParamsFakeQuantize module, got "
+                                 f"qscheme:{self.qscheme}")
+
+    def calculate_qparams(self):
+        return self.scale, self.zero_point
+
+    def extra_repr(self):
+        app = self.activation_post_process
+        return (f"fake_quant_enabled={self.fake_quant_enabled}, observer_enabled={self.observer_enabled}, "
+                f"scale={self.scale}, zero_point={self.zero_point}, dtype={self.dtype}, "
+                f"quant_min={app.quant_min}, quant_max={app.quant_max}, qscheme={self.qscheme}")
+
+
 class FusedMovingAvgObsFakeQuantize(FakeQuantize):
     """FakeQuantize with a moving-average min/max observer (torch fuses the two into one kernel;
     ember runs them one after the other, with the same result); int64 flag buffers as torch's."""
@@ -195,6 +224,15 @@ default_per_channel_weight_fake_quant = FakeQuantize.with_args(
 default_embedding_fake_quant = FakeQuantize.with_args(
     observer=MovingAveragePerChannelMinMaxObserver, qscheme=QS.per_channel_affine_float_qparams,
     dtype=ember.quint8, quant_min=0, quant_max=255, ch_axis=0, averaging_constant=1)
+default_embedding_fake_quant_4bit = FakeQuantize.with_args(
+    observer=MovingAveragePerChannelMinMaxObserver, qscheme=QS.per_channel_affine_float_qparams, ch_axis=0,
+    dtype=ember.quint4x2, averaging_constant=1)
+default_fixed_qparams_range_neg1to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=default_fixed_qparams_range_neg1to1_observer)
+default_fixed_qparams_range_0to1_fake_quant = FixedQParamsFakeQuantize.with_args(
+    observer=default_fixed_qparams_range_0to1_observer)
+default_symmetric_fixed_qparams_fake_quant = default_fixed_qparams_range_neg1to1_fake_quant
+default_affine_fixed_qparams_fake_quant = default_fixed_qparams_range_0to1_fake_quant
 default_histogram_fake_quant = FakeQuantize.with_args(observer=HistogramObserver, quant_min=0, quant_max=255,
                                                       dtype=ember.quint8, qscheme=QS.per_tensor_affine,
                                                       reduce_range=True)

@@ -14,6 +14,7 @@ from ember import nn
 __all__ = ["fuse_modules", "fuse_modules_qat", "fuse_conv_bn_eval", "fuse_known_modules"]
 
 
+
 def fuse_conv_bn_eval(conv, bn):
     """A copy of ``conv`` computing ``bn(conv(x))`` (eval statistics):
     ``w * gamma / sqrt(var + eps)`` per output channel, ``(b - mean) * gamma / sqrt(var + eps) + beta``."""
@@ -36,48 +37,29 @@ def fuse_conv_bn_eval(conv, bn):
     return fused
 
 
-def _check_conv_bn(conv, bn, is_qat):
-    if conv.training != bn.training:
-        raise AssertionError("Conv and BN both must be in the same mode (train or eval).")
-    if is_qat:
-        if bn.num_features != conv.out_channels:
-            raise AssertionError("Output channel of Conv2d must match num_features of BatchNorm2d")
-        if not bn.affine:
-            raise AssertionError("Only support fusing BatchNorm2d with affine set to True")
-        if not bn.track_running_stats:
-            raise AssertionError("Only support fusing BatchNorm2d with tracking_running_stats set to True")
-
-
-def _fuse(mods, is_qat=False):
-    """The fused module for ``mods``: for QAT (``is_qat``) conv-bn stays a trainable ConvBn2d; for
-    post-training quantization the batch norm is folded into the conv (eval mode only)."""
-    from ..nn import intrinsic as nni
-    types = tuple(type(m) for m in mods)
-    BN = (nn.BatchNorm2d, nn.BatchNorm1d)
-    if types == (nn.Conv2d, nn.BatchNorm2d):
-        _check_conv_bn(*mods, is_qat)
-        return nni.ConvBn2d(*mods) if is_qat else fuse_conv_bn_eval(*mods)
-    if types == (nn.Conv2d, nn.BatchNorm2d, nn.ReLU):
-        _check_conv_bn(mods[0], mods[1], is_qat)
-        if is_qat:
-            return nni.ConvBnReLU2d(*mods)
-        return nni.ConvReLU2d(fuse_conv_bn_eval(mods[0], mods[1]), mods[2])
-    if types == (nn.Conv2d, nn.ReLU):
-        return nni.ConvReLU2d(*mods)
-    if types == (nn.Linear, nn.ReLU):
-        return nni.LinearReLU(*mods)
-    if len(types) == 2 and types[0] is nn.Linear and types[1] in BN:
-        if is_qat:
-            raise NotImplementedError("ember.quantization: QAT fusion of Linear + BatchNorm1d (LinearBn1d) is not "
-                                      "supported")
-        return fuse_conv_bn_eval(*mods)
-    raise NotImplementedError(f"Cannot fuse modules: {types}")
-
-
 def fuse_known_modules(mod_list, is_qat=False, additional_fuser_method_mapping=None):
-    """The fused module followed by ``Identity``s for the others (torch's list form)."""
-    fused = _fuse(mod_list, is_qat)
-    return [fused] + [nn.Identity() for _ in mod_list[1:]]
+    """The fused module followed by ``Identity``s for the others (torch's list form). The fuser
+    method comes from ``fuser_method_mappings.get_fuser_method`` (AssertionError for a run of
+    types it does not know); the first module's forward pre-hooks and the last one's forward
+    hooks move to the fused module."""
+    from .fuser_method_mappings import get_fuser_method
+    types = tuple(type(m) for m in mod_list)
+    fuser_method = get_fuser_method(types, additional_fuser_method_mapping)
+    if fuser_method is None:
+        raise NotImplementedError(f"Cannot fuse modules: {types}")
+    fused = fuser_method(is_qat, *mod_list)
+    for hook in mod_list[0]._forward_pre_hooks.values():
+        fused.register_forward_pre_hook(hook)
+    mod_list[0]._forward_pre_hooks.clear()
+    for hook in mod_list[-1]._forward_hooks.values():
+        fused.register_forward_hook(hook)
+    mod_list[-1]._forward_hooks.clear()
+    rest = []
+    for _ in mod_list[1:]:
+        identity = nn.Identity()
+        identity.training = mod_list[0].training
+        rest.append(identity)
+    return [fused] + rest
 
 
 def _get(model, name):

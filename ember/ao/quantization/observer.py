@@ -26,7 +26,11 @@ __all__ = ["ObserverBase", "UniformQuantizationObserverBase", "MinMaxObserver", 
            "PlaceholderObserver", "NoopObserver", "default_observer", "default_weight_observer",
            "default_per_channel_weight_observer", "default_dynamic_quant_observer", "default_histogram_observer",
            "default_placeholder_observer", "default_float_qparams_observer", "weight_observer_range_neg_127_to_127",
-           "per_channel_weight_observer_range_neg_127_to_127", "get_observer_state_dict", "load_observer_state_dict"]
+           "per_channel_weight_observer_range_neg_127_to_127", "get_observer_state_dict", "load_observer_state_dict",
+           "FixedQParamsObserver", "RecordingObserver", "ReuseInputObserver", "default_debug_observer",
+           "default_float_qparams_observer_4bit", "default_fixed_qparams_range_neg1to1_observer",
+           "default_fixed_qparams_range_0to1_observer", "default_symmetric_fixed_qparams_observer",
+           "default_affine_fixed_qparams_observer", "default_reuse_input_observer"]
 
 _EPS = float(np.finfo(np.float32).eps)
 
@@ -563,6 +567,60 @@ class NoopObserver(ObserverBase):
         raise Exception("calculate_qparams should not be called for NoopObserver")  # noqa: TRY002
 
 
+class FixedQParamsObserver(ObserverBase):
+    """Reports a scale and zero point fixed in advance (ops with a known output range, such as
+    sigmoid's [0, 1] or tanh's [-1, 1], need no statistics); per tensor only."""
+
+    def __init__(self, scale, zero_point, dtype=ember.quint8, qscheme=QS.per_tensor_affine, quant_min=0,
+                 quant_max=255, is_dynamic=False, **kwargs):
+        if is_dynamic:
+            raise NotImplementedError("FixedQParamsObserver doesn't support dynamic quantization")
+        super().__init__(dtype=dtype, is_dynamic=is_dynamic, **kwargs)
+        self.quant_min = quant_min
+        self.quant_max = quant_max
+        self.register_buffer("scale", ember.tensor([float(scale)], dtype=ember.float32))
+        self.register_buffer("zero_point", ember.tensor([int(zero_point)], dtype=ember.int32))
+        self.dtype = dtype
+        self.qscheme = qscheme
+
+    def forward(self, X):
+        return X
+
+    def calculate_qparams(self):
+        return self.scale, self.zero_point
+
+
+class RecordingObserver(ObserverBase):
+    """Keeps a copy of every tensor it sees (``get_tensor_value()``): a debugging aid."""
+
+    def __init__(self, dtype=ember.quint8):
+        super().__init__(dtype=dtype, is_dynamic=False)
+        self.tensor_val = []
+
+    def forward(self, x):
+        self.tensor_val.append(x.clone())
+        return x
+
+    def calculate_qparams(self):
+        raise Exception("calculate_qparams should not be called for RecordingObserver")  # noqa: TRY002
+
+    def get_tensor_value(self):
+        return self.tensor_val
+
+
+class ReuseInputObserver(ObserverBase):
+    """Marks an op (``reshape``) whose output reuses its input's observer: it records nothing."""
+
+    def __init__(self):
+        super().__init__(ember.quint8, is_dynamic=False)
+
+    def forward(self, x):
+        return x
+
+    def calculate_qparams(self):
+        raise Exception("calculate_qparams should not be called for ReuseInputObserver")  # noqa: TRY002
+
+
 def get_observer_state_dict(mod):
     """The observer/fake-quant entries of a model's state_dict."""
     from collections import OrderedDict
@@ -601,3 +659,13 @@ default_dynamic_quant_observer = PlaceholderObserver.with_args(
     dtype=ember.quint8, quant_min=0, quant_max=255, is_dynamic=True)
 default_float_qparams_observer = PerChannelMinMaxObserver.with_args(
     dtype=ember.quint8, qscheme=QS.per_channel_affine_float_qparams, ch_axis=0)
+default_debug_observer = RecordingObserver
+default_float_qparams_observer_4bit = PerChannelMinMaxObserver.with_args(
+    dtype=ember.quint4x2, qscheme=QS.per_channel_affine_float_qparams, ch_axis=0)
+default_fixed_qparams_range_neg1to1_observer = FixedQParamsObserver.with_args(
+    scale=2.0 / 256.0, zero_point=128, dtype=ember.quint8, quant_min=0, quant_max=255)
+default_fixed_qparams_range_0to1_observer = FixedQParamsObserver.with_args(
+    scale=1.0 / 256.0, zero_point=0, dtype=ember.quint8, quant_min=0, quant_max=255)
+default_symmetric_fixed_qparams_observer = default_fixed_qparams_range_neg1to1_observer
+default_affine_fixed_qparams_observer = default_fixed_qparams_range_0to1_observer
+default_reuse_input_observer = ReuseInputObserver

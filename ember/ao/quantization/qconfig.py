@@ -7,11 +7,15 @@ from collections import namedtuple
 import ember
 from ... import nn
 from .fake_quantize import (FakeQuantize, FusedMovingAvgObsFakeQuantize, default_dynamic_fake_quant,
-                            default_embedding_fake_quant, default_fake_quant, default_fused_act_fake_quant,
+                            default_embedding_fake_quant, default_embedding_fake_quant_4bit, default_fake_quant,
+                            fused_per_channel_wt_fake_quant_range_neg_127_to_127,
+                            fused_wt_fake_quant_range_neg_127_to_127, default_fused_act_fake_quant,
                             default_fused_per_channel_wt_fake_quant, default_fused_wt_fake_quant,
                             default_per_channel_weight_fake_quant, default_weight_fake_quant)
 from .observer import (HistogramObserver, MinMaxObserver, MovingAverageMinMaxObserver, NoopObserver,
-                       PlaceholderObserver, default_dynamic_quant_observer, default_float_qparams_observer,
+                       PlaceholderObserver, default_debug_observer, default_dynamic_quant_observer,
+                       default_float_qparams_observer, default_float_qparams_observer_4bit,
+                       default_reuse_input_observer,
                        default_observer, default_per_channel_weight_observer, default_placeholder_observer,
                        default_weight_observer, per_channel_weight_observer_range_neg_127_to_127,
                        weight_observer_range_neg_127_to_127)
@@ -22,7 +26,11 @@ __all__ = ["QConfig", "QConfigDynamic", "default_qconfig", "default_per_channel_
            "default_weight_only_qconfig", "default_activation_only_qconfig", "default_qat_qconfig_v2",
            "default_symmetric_qnnpack_qconfig", "default_per_channel_symmetric_qnnpack_qconfig",
            "default_embedding_qat_qconfig", "default_quint8_weight_qconfig", "get_default_qconfig",
-           "get_default_qat_qconfig", "qconfig_equals"]
+           "get_default_qat_qconfig", "qconfig_equals", "default_debug_qconfig",
+           "float_qparams_weight_only_qconfig_4bit", "default_embedding_qat_qconfig_4bit",
+           "default_symmetric_qnnpack_qat_qconfig", "default_per_channel_symmetric_qnnpack_qat_qconfig",
+           "default_reuse_input_qconfig", "get_default_qconfig_dict", "get_default_qat_qconfig_dict",
+           "QConfigAny"]
 
 _BACKENDS = ["fbgemm", "x86", "qnnpack", "onednn"]
 
@@ -76,6 +84,26 @@ default_per_channel_symmetric_qnnpack_qconfig = QConfig(
 default_embedding_qat_qconfig = QConfig(activation=NoopObserver.with_args(dtype=ember.float32),
                                         weight=default_embedding_fake_quant)
 default_quint8_weight_qconfig = QConfig(activation=HistogramObserver, weight=MinMaxObserver)
+default_debug_qconfig = QConfig(weight=default_weight_observer, activation=default_debug_observer)
+float_qparams_weight_only_qconfig_4bit = QConfig(activation=default_placeholder_observer,
+                                                 weight=default_float_qparams_observer_4bit)
+default_embedding_qat_qconfig_4bit = QConfig(activation=NoopObserver.with_args(dtype=ember.float32),
+                                             weight=default_embedding_fake_quant_4bit)
+default_reuse_input_qconfig = QConfig(activation=default_reuse_input_observer, weight=NoopObserver)
+
+
+def _symmetric_qnnpack_act_fake_quant():
+    return FusedMovingAvgObsFakeQuantize.with_args(observer=MovingAverageMinMaxObserver, quant_min=-128,
+                                                   quant_max=127, dtype=ember.qint8, reduce_range=False,
+                                                   eps=2 ** -12)
+
+
+default_symmetric_qnnpack_qat_qconfig = QConfig(activation=_symmetric_qnnpack_act_fake_quant(),
+                                                weight=fused_wt_fake_quant_range_neg_127_to_127)
+default_per_channel_symmetric_qnnpack_qat_qconfig = QConfig(
+    activation=_symmetric_qnnpack_act_fake_quant(), weight=fused_per_channel_wt_fake_quant_range_neg_127_to_127)
+
+QConfigAny = QConfig | None       # (typing alias, as torch's)
 
 
 def _check_backend(backend):
@@ -129,3 +157,23 @@ def qconfig_equals(q1, q2):
     if q1 is None or q2 is None:
         return q1 == q2
     return _partial_equals(q1.activation, q2.activation) and _partial_equals(q1.weight, q2.weight)
+
+
+def get_default_qconfig_dict(backend="x86", version=0):
+    """Deprecated: ``get_default_qconfig_mapping(backend, version).to_dict()``."""
+    import warnings
+    warnings.warn("`torch.ao.quantization.get_default_qconfig_dict` is deprecated and will be removed in a future "
+                  "version. Please use `torch.ao.quantization.get_default_qconfig_mapping` instead.",
+                  FutureWarning, stacklevel=2)
+    from .qconfig_mapping import get_default_qconfig_mapping
+    return get_default_qconfig_mapping(backend, version).to_dict()
+
+
+def get_default_qat_qconfig_dict(backend="x86", version=1):
+    """Deprecated: ``get_default_qat_qconfig_mapping(backend, version).to_dict()``."""
+    import warnings
+    warnings.warn("`torch.ao.quantization.get_default_qat_qconfig_dict` is deprecated and will be removed in a "
+                  "future version. Please use `torch.ao.quantization.get_default_qat_qconfig_mapping` instead.",
+                  FutureWarning, stacklevel=2)
+    from .qconfig_mapping import get_default_qat_qconfig_mapping
+    return get_default_qat_qconfig_mapping(backend, version).to_dict()

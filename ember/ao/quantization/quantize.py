@@ -10,23 +10,13 @@ import itertools
 import ember
 from ... import nn
 from .qconfig import QConfig, default_dynamic_qconfig, float16_dynamic_qconfig, float_qparams_weight_only_qconfig
+from .quantization_mappings import (get_default_dynamic_quant_module_mappings, get_default_qat_module_mappings,
+                                    get_default_static_quant_module_mappings, no_observer_set)
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "convert", "swap_module", "prepare", "quantize",
-           "prepare_qat", "quantize_qat", "get_default_dynamic_quant_module_mappings",
-           "get_default_static_quant_module_mappings", "get_default_qat_module_mappings"]
+           "prepare_qat", "quantize_qat", "add_quant_dequant"]
 
 _RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
-
-
-def get_default_dynamic_quant_module_mappings():
-    """float module class -> dynamically quantized module class (Linear and the recurrent layers)."""
-    from ..nn.quantized import dynamic as nnqd
-    m = {nn.Linear: nnqd.Linear}
-    for name in _RNN_NAMES:
-        cls = getattr(nn, name, None)
-        if cls is not None:
-            m[cls] = getattr(nnqd, name)
-    return m
 
 
 def _default_spec(dtype):
@@ -138,31 +128,9 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
     return model
 
 
-def get_default_static_quant_module_mappings():
-    """float, fused or QAT module class -> statically quantized module class."""
-    from ..nn import intrinsic as nni
-    from ..nn import qat as nnqat
-    from ..nn.intrinsic import qat as nniqat
-    from ..nn.quantized.modules import static as nnq
-    from .stubs import DeQuantStub, QuantStub
-    return {QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize, nn.Linear: nnq.Linear, nn.Conv2d: nnq.Conv2d,
-            nni.ConvReLU2d: nnq.ConvReLU2d, nni.LinearReLU: nnq.LinearReLU, nnqat.Linear: nnq.Linear,
-            nnqat.Conv2d: nnq.Conv2d, nniqat.LinearReLU: nnq.LinearReLU, nniqat.ConvReLU2d: nnq.ConvReLU2d,
-            nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nnq.ConvReLU2d}
-
-
-def get_default_qat_module_mappings():
-    """float or fused module class -> its quantization-aware-training module class."""
-    from ..nn import intrinsic as nni
-    from ..nn import qat as nnqat
-    from ..nn.intrinsic import qat as nniqat
-    return {nn.Linear: nnqat.Linear, nn.Conv2d: nnqat.Conv2d, nni.LinearReLU: nniqat.LinearReLU,
-            nni.ConvReLU2d: nniqat.ConvReLU2d, nni.ConvBn2d: nniqat.ConvBn2d, nni.ConvBnReLU2d: nniqat.ConvBnReLU2d}
-
-
 def _observed_leaf_types():
     from .stubs import QuantStub
-    return {nn.Linear, nn.Conv2d, QuantStub}
+    return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, QuantStub}
 
 
 def _observer_forward_hook(self, input, output):
@@ -255,3 +223,14 @@ def quantize_qat(model, run_fn, run_args, inplace=False):
     run_fn(model, *run_args) if isinstance(run_args, (list, tuple)) else run_fn(model, run_args)
     convert(model, inplace=True)
     return model
+
+
+def add_quant_dequant(module):
+    """Wrap every leaf module that has a qconfig in a ``QuantWrapper`` (quantize its input,
+    dequantize its output), so a float model can be quantized layer by layer."""
+    from .stubs import QuantWrapper
+    if not list(module.children()) and getattr(module, "qconfig", None):
+        return QuantWrapper(module)
+    for name, child in module.named_children():
+        module._modules[name] = add_quant_dequant(child)
+    return module

@@ -1,5 +1,5 @@
 """``ember.nn.quantized``: torch's older spelling of ``ember.ao.nn.quantized`` (same classes)."""
 from ember.ao.nn.quantized import *  # noqa: F401,F403
-from ember.ao.nn.quantized import LinearPackedParams, Quantize, DeQuantize, Linear, Conv2d, ReLU  # noqa: F401
+from ember.ao.nn.quantized import LinearPackedParams, Quantize, DeQuantize, Linear, Conv1d, Conv2d, Conv3d, ReLU  # noqa: F401,E501
 from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401

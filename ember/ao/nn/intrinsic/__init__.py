@@ -22,6 +22,30 @@ class ConvReLU2d(_FusedModule):
         super().__init__(conv, relu)
 
 
+class ConvReLU1d(_FusedModule):
+    def __init__(self, conv, relu):
+        _check((nn.Conv1d, nn.ReLU), (conv, relu))
+        super().__init__(conv, relu)
+
+
+class ConvReLU3d(_FusedModule):
+    def __init__(self, conv, relu):
+        _check((nn.Conv3d, nn.ReLU), (conv, relu))
+        super().__init__(conv, relu)
+
+
+class BNReLU2d(_FusedModule):
+    def __init__(self, batch_norm, relu):
+        _check((nn.BatchNorm2d, nn.ReLU), (batch_norm, relu))
+        super().__init__(batch_norm, relu)
+
+
+class BNReLU3d(_FusedModule):
+    def __init__(self, batch_norm, relu):
+        _check((nn.BatchNorm3d, nn.ReLU), (batch_norm, relu))
+        super().__init__(batch_norm, relu)
+
+
 class LinearReLU(_FusedModule):
     def __init__(self, linear, relu):
         _check((nn.Linear, nn.ReLU), (linear, relu))
@@ -48,8 +72,8 @@ def __getattr__(name):
         mod = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = mod
         return mod
-    if name in ("ConvBn1d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU3d", "ConvReLU1d", "ConvReLU3d", "LinearBn1d",
-                "BNReLU2d", "BNReLU3d"):
-        raise NotImplementedError(f"ember.quantization: the fused module ember.ao.nn.intrinsic.{name} is not "
-                                  "supported (the 2-d conv and linear fusions are)")
+    if name in ("ConvBn1d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU3d", "LinearBn1d"):
+        raise NotImplementedError(f"ember.quantization: the fused module ember.ao.nn.intrinsic.{name} (a "
+                                  "quantization-aware-training conv/linear + batch norm fusion) is not supported "
+                                  "(ConvBn2d / ConvBnReLU2d are)")
     raise AttributeError(f"module 'ember.ao.nn.intrinsic' has no attribute '{name}'")

@@ -3,4 +3,4 @@ float out, int8 weights; the others: quantized tensors in and out)."""
 from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401
 from .modules import LinearPackedParams  # noqa: F401
-from .modules.static import Quantize, DeQuantize, Linear, Conv2d, ReLU  # noqa: F401
+from .modules.static import Quantize, DeQuantize, Linear, Conv1d, Conv2d, Conv3d, ReLU  # noqa: F401

@@ -15,11 +15,11 @@ from ember._quantized import pooling as _qpool
 from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
 from ember._quantized import schemes as _QS
 
-__all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv2d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
+__all__ = ["avg_pool2d", "adaptive_avg_pool2d", "conv1d", "conv2d", "conv3d", "linear", "max_pool1d", "max_pool2d", "hardtanh",
            "threshold", "clamp", "elu", "celu", "leaky_relu", "hardsigmoid", "hardswish", "interpolate", "upsample",
            "upsample_nearest"]
 
-_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "conv1d", "conv3d", "upsample_bilinear")
+_UNSUPPORTED = ("avg_pool3d", "adaptive_avg_pool3d", "upsample_bilinear")
 
 
 def _need_quantized(input, name):
@@ -174,23 +174,42 @@ def linear(input, weight, bias=None, scale=None, zero_point=None):
     return mod(input)
 
 
-def conv2d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
-           zero_point=0, dtype=None):
-    """Quantized 2-d convolution (quint8 NCHW input, qint8 weight, float bias), as nn.quantized.Conv2d."""
-    from .modules.static import Conv2d
+def _conv(nd, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale, zero_point):
+    """Quantized ``nd``-d convolution (quint8 input, qint8 weight, float bias) with torch's checks,
+    computed by the quantized Conv module of that dimensionality."""
+    from .modules import conv as _qconv
     if padding_mode != "zeros":
         raise NotImplementedError("Only zero-padding is supported!")
     if input.dtype is not ember.quint8:
         raise NotImplementedError("Only torch.quint8 is supported for activation tensor!")
     if weight.dtype is not ember.qint8:
         raise NotImplementedError("Only torch.qint8 is supported for weight tensor!")
-    if input.ndim != 4:
-        raise ValueError("Input shape must be `(N, C, H, W)`!")
-    out_c, in_c_g, kh, kw = weight.shape
-    mod = Conv2d(in_c_g * groups, out_c, (kh, kw), stride, padding, dilation, groups, bias is not None)
+    if input.ndim != nd + 2:
+        raise ValueError(f"Input shape must be {_qconv._INPUT_SHAPE[nd]}!")
+    out_c, in_c_g, *ks = weight.shape
+    cls = {1: _qconv.Conv1d, 2: _qconv.Conv2d, 3: _qconv.Conv3d}[nd]
+    mod = cls(in_c_g * groups, out_c, tuple(ks), stride, padding, dilation, groups, bias is not None)
     mod.set_weight_bias(weight, bias)
     mod.scale, mod.zero_point = float(scale), int(zero_point)
     return mod(input)
+
+
+def conv1d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
+           zero_point=0, dtype=None):
+    """Quantized 1-d convolution (quint8 (N, C, L) input), as nn.quantized.Conv1d."""
+    return _conv(1, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale, zero_point)
+
+
+def conv2d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
+           zero_point=0, dtype=None):
+    """Quantized 2-d convolution (quint8 NCHW input, qint8 weight, float bias), as nn.quantized.Conv2d."""
+    return _conv(2, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale, zero_point)
+
+
+def conv3d(input, weight, bias, stride=1, padding=0, dilation=1, groups=1, padding_mode="zeros", scale=1.0,
+           zero_point=0, dtype=None):
+    """Quantized 3-d convolution (quint8 NCDHW input), as nn.quantized.Conv3d."""
+    return _conv(3, input, weight, bias, stride, padding, dilation, groups, padding_mode, scale, zero_point)
 
 
 def __getattr__(name):

@@ -1,7 +1,7 @@
 """Statically quantized modules (eager mode): quantized tensors in, quantized tensors out.
 
-``Quantize`` / ``DeQuantize`` convert at the borders; ``Linear`` and ``Conv2d`` (and their
-ReLU-fused forms) compute as fbgemm does on x86:
+``Quantize`` / ``DeQuantize`` convert at the borders; ``Linear`` and the convolutions (conv.py;
+and their ReLU-fused forms) compute as fbgemm does on x86:
 
 1. the integers: ``acc = sum (x_q - x_zp) * (w_q - w_zp)`` exactly (int32; ``_int_gemm``),
    a convolution as that product over im2col patches, padded with the input's zero point;
@@ -69,7 +69,7 @@ def _weight_post_process(mod):
             w, b = mod.folded_weight_bias()
             mod.weight, mod.bias = nn.Parameter(w), nn.Parameter(b)
         return mod, mod.weight_fake_quant
-    if isinstance(mod, (nni.LinearReLU, nni.ConvReLU2d)):
+    if isinstance(mod, nni._FusedModule):
         return mod[0], mod.qconfig.weight()
     return mod, mod.qconfig.weight()
 
@@ -213,106 +213,5 @@ class LinearReLU(Linear):
     _FUSE_RELU = True
 
 
-def _pair(v):
-    return (v, v) if isinstance(v, int) else tuple(v)
-
-
-class Conv2d(_QuantizedWeighted):
-    """``QuantizedConv2d``: quint8 NCHW -> quint8 NCHW, int8 weight (per channel), float bias."""
-
-    _version = 3
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros"):
-        super().__init__()
-        if groups != 1:
-            raise NotImplementedError("ember.quantization: quantized Conv2d with groups != 1 is not supported")
-        if padding_mode != "zeros":
-            raise NotImplementedError(f"ember.quantization: quantized Conv2d with padding_mode={padding_mode!r} "
-                                      f"is not supported")
-        self.in_channels, self.out_channels = in_channels, out_channels
-        self.kernel_size, self.stride = _pair(kernel_size), _pair(stride)
-        self.padding, self.dilation = _pair(padding), _pair(dilation)
-        self.groups = groups
-        self.padding_mode = padding_mode
-        self.scale = 1.0
-        self.zero_point = 0
-        w = ember.quantize_per_tensor(ember.zeros(out_channels, in_channels, *self.kernel_size), 1.0, 0, ember.qint8)
-        self.set_weight_bias(w, ember.zeros(out_channels) if bias else None)
-
-    def _get_name(self):
-        return "QuantizedConvReLU2d" if self._FUSE_RELU else "QuantizedConv2d"
-
-    def __repr__(self):
-        return f"{self._get_name()}({self.extra_repr()})"
-
-    def extra_repr(self):
-        s = (f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, stride={self.stride}, "
-             f"scale={self.scale}, zero_point={self.zero_point}")
-        if self.padding != (0, 0):
-            s += f", padding={self.padding}"
-        if self.dilation != (1, 1):
-            s += f", dilation={self.dilation}"
-        if self.bias() is None:
-            s += ", bias=False"
-        return s
-
-    def weight(self):
-        return self._wb[0]
-
-    def bias(self):
-        return self._wb[1]
-
-    def set_weight_bias(self, w, b):
-        self._wb = (w, b)
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        destination[prefix + "weight"] = self.weight()
-        destination[prefix + "bias"] = self.bias()
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                              error_msgs, assign=False):
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
-                                      error_msgs)
-        if prefix + "weight" in state_dict:
-            self.set_weight_bias(state_dict[prefix + "weight"], state_dict.get(prefix + "bias"))
-        elif strict:
-            missing_keys.append(prefix + "weight")
-
-    def forward(self, x):
-        _need_quantized(x, self._get_name())
-        if x.ndim != 4:
-            raise ValueError("Input shape must be `(N, C, H, W)`!")
-        w, b = self.weight(), self.bias()
-        wi, ws = _weight_ints(w, self.out_channels)
-        n, c, h, wd = x.shape
-        (kh, kw), (sh, sw), (ph, pw), (dh, dw) = self.kernel_size, self.stride, self.padding, self.dilation
-        xi = x._irepr.astype(np.int32) - np.int32(x.q_zero_point())     # padding with the zero point = 0 here
-        xi = np.pad(xi, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
-        oh = (h + 2 * ph - dh * (kh - 1) - 1) // sh + 1
-        ow = (wd + 2 * pw - dw * (kw - 1) - 1) // sw + 1
-        win = np.lib.stride_tricks.sliding_window_view(xi, (dh * (kh - 1) + 1, dw * (kw - 1) + 1), axis=(2, 3))
-        win = win[:, :, ::sh, ::sw, ::dh, ::dw][:, :, :oh, :ow]              # (N, C, OH, OW, KH, KW)
-        cols = win.transpose(0, 2, 3, 1, 4, 5).reshape(n * oh * ow, c * kh * kw)
-        acc = exact_int_matmul(cols, wi.reshape(self.out_channels, -1).T).astype(np.int32)
-        bias = None if b is None else np.asarray(b.detach()._data, np.float32)
-        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
-        return self._out(np.ascontiguousarray(q.reshape(n, oh, ow, self.out_channels).transpose(0, 3, 1, 2)))
-
-    @classmethod
-    def from_float(cls, mod, use_precomputed_fake_quant=False):
-        act = mod.activation_post_process
-        mod, wobs = _weight_post_process(mod)
-        wobs(mod.weight)
-        qweight = _quantize_weight(mod.weight.detach().float(), wobs)
-        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
-                  mod.groups, mod.bias is not None, mod.padding_mode)
-        out.set_weight_bias(qweight, None if mod.bias is None else mod.bias.detach().clone())
-        s, z = act.calculate_qparams()
-        out.scale, out.zero_point = float(s), int(z)
-        return out
-
-
-class ConvReLU2d(Conv2d):
-    _FUSE_RELU = True
+# the convolutions (any dimensionality) live in conv.py, built on the helpers above
+from .conv import Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d  # noqa: E402,F401

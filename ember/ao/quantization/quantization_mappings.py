@@ -1,0 +1,199 @@
+"""Module mappings of eager-mode quantization, as torch's ``quantization_mappings``: float (or
+fused, or QAT) module class -> the class ``convert`` / ``prepare_qat`` / ``quantize_dynamic``
+swaps in, with ember's classes on both sides. Only the layers ember has a quantized version of
+appear (torch's BatchNorm / LayerNorm / Embedding ... quantized modules are absent from ember, so
+are their entries: such layers stay float through ``convert``).
+
+``DEFAULT_*`` are the module-level dicts (built on first access: they name classes from
+``ember.ao.nn``); the ``get_*`` functions return copies, as torch's."""
+from __future__ import annotations
+
+import copy
+
+from ... import nn
+
+__all__ = ["DEFAULT_REFERENCE_STATIC_QUANT_MODULE_MAPPINGS", "DEFAULT_STATIC_QUANT_MODULE_MAPPINGS",
+           "DEFAULT_QAT_MODULE_MAPPINGS", "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS",
+           "DEFAULT_FLOAT_TO_QUANTIZED_OPERATOR_MAPPINGS", "DEFAULT_MODULE_TO_ACT_POST_PROCESS",
+           "DEFAULT_STATIC_SPARSE_QUANT_MODULE_MAPPINGS", "DEFAULT_DYNAMIC_SPARSE_QUANT_MODULE_MAPPINGS",
+           "no_observer_set", "get_default_static_quant_module_mappings",
+           "get_default_static_quant_reference_module_mappings", "get_embedding_static_quant_module_mappings",
+           "get_default_static_sparse_quant_module_mappings", "get_static_quant_module_class",
+           "get_dynamic_quant_module_class", "get_default_qat_module_mappings", "get_embedding_qat_module_mappings",
+           "get_default_dynamic_quant_module_mappings", "get_default_dynamic_sparse_quant_module_mappings",
+           "get_default_qconfig_propagation_list", "get_default_compare_output_module_list",
+           "get_default_float_to_quantized_operator_mappings", "get_quantized_operator"]
+
+_INCLUDE_QCONFIG_PROPAGATE_LIST = {nn.Sequential}
+
+
+def _static():
+    from ..nn import intrinsic as nni
+    from ..nn import qat as nnqat
+    from ..nn.intrinsic import qat as nniqat
+    from ..nn.quantized.modules import static as nnq
+    from .stubs import DeQuantStub, QuantStub
+    return {
+        QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize,
+        nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d,
+        nn.Linear: nnq.Linear,
+        nni.ConvReLU1d: nnq.ConvReLU1d, nni.ConvReLU2d: nnq.ConvReLU2d, nni.ConvReLU3d: nnq.ConvReLU3d,
+        nni.LinearReLU: nnq.LinearReLU,
+        nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nnq.ConvReLU2d, nniqat.ConvReLU2d: nnq.ConvReLU2d,
+        nniqat.LinearReLU: nnq.LinearReLU,
+        nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d,
+    }
+
+
+def _qat():
+    from ..nn import intrinsic as nni
+    from ..nn import qat as nnqat
+    from ..nn.intrinsic import qat as nniqat
+    return {nn.Conv2d: nnqat.Conv2d, nn.Linear: nnqat.Linear, nni.ConvBn2d: nniqat.ConvBn2d,
+            nni.ConvBnReLU2d: nniqat.ConvBnReLU2d, nni.ConvReLU2d: nniqat.ConvReLU2d,
+            nni.LinearReLU: nniqat.LinearReLU}
+
+
+def _dynamic():
+    from ..nn.quantized import dynamic as nnqd
+    return {nn.GRUCell: nnqd.GRUCell, nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU,
+            nn.LSTMCell: nnqd.LSTMCell, nn.RNNCell: nnqd.RNNCell}
+
+
+def _float_to_quantized_ops():
+    from ..nn.quantized import functional as qF
+    F = nn.functional
+    return {F.elu: qF.elu, F.hardswish: qF.hardswish, F.leaky_relu: qF.leaky_relu}
+
+
+def _module_to_act_post_process():
+    from .fake_quantize import (default_fixed_qparams_range_0to1_fake_quant,
+                                default_fixed_qparams_range_neg1to1_fake_quant)
+    return {nn.Hardsigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Sigmoid: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Softmax: default_fixed_qparams_range_0to1_fake_quant,
+            nn.Tanh: default_fixed_qparams_range_neg1to1_fake_quant}
+
+
+_BUILDERS = {
+    "DEFAULT_STATIC_QUANT_MODULE_MAPPINGS": _static,
+    "DEFAULT_QAT_MODULE_MAPPINGS": _qat,
+    "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS": _dynamic,
+    "DEFAULT_FLOAT_TO_QUANTIZED_OPERATOR_MAPPINGS": _float_to_quantized_ops,
+    "DEFAULT_MODULE_TO_ACT_POST_PROCESS": _module_to_act_post_process,
+    # reference (float-simulated) and sparse quantized modules: ember has none
+    "DEFAULT_REFERENCE_STATIC_QUANT_MODULE_MAPPINGS": dict,
+    "DEFAULT_STATIC_SPARSE_QUANT_MODULE_MAPPINGS": dict,
+    "DEFAULT_DYNAMIC_SPARSE_QUANT_MODULE_MAPPINGS": dict,
+}
+
+
+def __getattr__(name):
+    builder = _BUILDERS.get(name)
+    if builder is None:
+        raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
+    value = builder()
+    globals()[name] = value           # built once: later reads (and in-place edits) see the same dict
+    return value
+
+
+def _mapping(name):
+    return globals()[name] if name in globals() else __getattr__(name)
+
+
+def no_observer_set():
+    """Modules ``prepare`` must not put an observer on (they observe inside themselves)."""
+    from ..nn import quantizable
+    return {quantizable.LSTM, quantizable.MultiheadAttention}
+
+
+def get_default_static_quant_module_mappings():
+    return copy.deepcopy(_mapping("DEFAULT_STATIC_QUANT_MODULE_MAPPINGS"))
+
+
+def get_default_static_quant_reference_module_mappings():
+    return copy.deepcopy(_mapping("DEFAULT_REFERENCE_STATIC_QUANT_MODULE_MAPPINGS"))
+
+
+def get_embedding_static_quant_module_mappings():
+    raise NotImplementedError("ember.quantization: quantized Embedding / EmbeddingBag modules are not supported "
+                              "(get_embedding_static_quant_module_mappings)")
+
+
+def get_default_static_sparse_quant_module_mappings():
+    return copy.deepcopy(_mapping("DEFAULT_STATIC_SPARSE_QUANT_MODULE_MAPPINGS"))
+
+
+def get_static_quant_module_class(float_module_class, additional_static_quant_mapping=None, is_reference=False):
+    """The statically quantized class for ``float_module_class`` (AssertionError if none)."""
+    base = _mapping("DEFAULT_REFERENCE_STATIC_QUANT_MODULE_MAPPINGS" if is_reference
+                    else "DEFAULT_STATIC_QUANT_MODULE_MAPPINGS")
+    cls = {**base, **(additional_static_quant_mapping or {})}.get(float_module_class, None)
+    if cls is None:
+        raise AssertionError(f"Floating point module class {str(float_module_class)} does not have a corresponding "
+                             "quantized module class")
+    return copy.deepcopy(cls)
+
+
+def get_dynamic_quant_module_class(float_module_class, additional_dynamic_quant_mapping=None):
+    """The dynamically quantized class for ``float_module_class`` (AssertionError if none)."""
+    cls = {**_mapping("DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS"),
+           **(additional_dynamic_quant_mapping or {})}.get(float_module_class, None)
+    if cls is None:
+        raise AssertionError(f"Floating point module class {str(float_module_class)} does not have a corresponding "
+                             "quantized module class")
+    return copy.deepcopy(cls)
+
+
+def get_default_qat_module_mappings():
+    return copy.deepcopy(_mapping("DEFAULT_QAT_MODULE_MAPPINGS"))
+
+
+def get_embedding_qat_module_mappings():
+    raise NotImplementedError("ember.quantization: QAT Embedding / EmbeddingBag modules are not supported "
+                              "(get_embedding_qat_module_mappings)")
+
+
+def get_default_dynamic_quant_module_mappings():
+    """The dynamic mapping itself (not a copy, as torch's)."""
+    return _mapping("DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS")
+
+
+def get_default_dynamic_sparse_quant_module_mappings():
+    return _mapping("DEFAULT_DYNAMIC_SPARSE_QUANT_MODULE_MAPPINGS")
+
+
+def get_default_qconfig_propagation_list():
+    """Module classes that take a qconfig in ``prepare``: every float key of the mappings, and Sequential."""
+    return (set(_mapping("DEFAULT_STATIC_QUANT_MODULE_MAPPINGS")) | set(_mapping("DEFAULT_QAT_MODULE_MAPPINGS"))
+            | set(_mapping("DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS")) | _INCLUDE_QCONFIG_PROPAGATE_LIST)
+
+
+def get_default_compare_output_module_list():
+    """Module classes whose outputs the numeric suite compares: both sides of every mapping."""
+    maps = [_mapping(n) for n in ("DEFAULT_STATIC_QUANT_MODULE_MAPPINGS", "DEFAULT_QAT_MODULE_MAPPINGS",
+                                  "DEFAULT_DYNAMIC_QUANT_MODULE_MAPPINGS")]
+    out = set(_INCLUDE_QCONFIG_PROPAGATE_LIST)
+    for m in maps:
+        out |= set(m.keys()) | set(m.values())
+    return out
+
+
+def get_default_float_to_quantized_operator_mappings():
+    return copy.deepcopy(_mapping("DEFAULT_FLOAT_TO_QUANTIZED_OPERATOR_MAPPINGS"))
+
+
+def get_quantized_operator(float_op):
+    """The quantized function for a float one (``F.elu`` -> the quantized ``elu``)."""
+    quantized_op = _mapping("DEFAULT_FLOAT_TO_QUANTIZED_OPERATOR_MAPPINGS").get(float_op)
+    if quantized_op is None:
+        raise AssertionError(f"Operator {str(float_op)} does not have corresponding quantized op")
+    return quantized_op
+
+
+def _get_special_act_post_process(module):
+    return _mapping("DEFAULT_MODULE_TO_ACT_POST_PROCESS").get(type(module))
+
+
+def _has_special_act_post_process(module):
+    return module.training and type(module) in _mapping("DEFAULT_MODULE_TO_ACT_POST_PROCESS")
