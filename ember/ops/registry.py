@@ -290,6 +290,8 @@ class OpDef:
                     if dev is None:
                         dev = d
                     elif d is not dev:
+                        if "meta" in (d.type, dev.type):
+                            raise RuntimeError(f"Tensor on device {d} is not on the expected device {dev}!")
                         _device_mismatch(self, dev, d)
                     arrs.append(a._data)
                 xargs[i] = arrs
@@ -378,7 +380,7 @@ def _other_device(op, args, i, a, dev, d):
         return dev
     if dev.type == "cpu" and _all_cpu_scalars(op, args, i):
         return d
-    _device_mismatch(op, dev, d)
+    raise RuntimeError(f"Tensor on device {d} is not on the expected device {dev}!")   # torch's words
 
 
 def _all_cpu_scalars(op, args, upto):

@@ -238,3 +238,23 @@ def test_compile_runs_meta_code_eagerly_and_stays_correct():
     with ember.device("meta"):
         assert h(3).is_meta
     assert not h(3).is_meta
+
+
+def _mixing_messages(lib):
+    rng = np.random.default_rng()
+    a = lib.tensor(rng.standard_normal(3).astype(np.float32))
+    m = lib.empty(3, device="meta")
+    out = []
+    for f in (lambda: a + m, lambda: m * a, lambda: lib.cat([a, m]), lambda: lib.where(a > 0, a, m),
+              lambda: lib.stack([m, a]), lambda: m + lib.tensor(2.0), lambda: a.copy_(m)):
+        try:
+            r = f()
+            out.append(("ok", str(r.device), tuple(r.shape)))
+        except (RuntimeError, NotImplementedError) as e:
+            out.append((type(e).__name__, str(e)))
+    return out
+
+
+def test_mixing_meta_and_cpu_tensors_raises_torch_messages():
+    torch = pytest.importorskip("torch")
+    assert _mixing_messages(ember) == _mixing_messages(torch)
