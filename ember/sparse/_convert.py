@@ -14,8 +14,8 @@ import numpy as np
 from .. import _layout as L
 from .. import types as _t
 from ..tensor import Tensor
-from ._tensor import (COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, check_bounds, from_values,
-                      values_of)
+from ._tensor import (COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, _layout_word, check_bounds,
+                      from_values, values_of)
 
 _CHECK = [False]
 
@@ -130,51 +130,15 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     return out
 
 
-def _compressed_check(layout, cidx, pidx, nnz, size):
-    """PyTorch's invariant checks of a 2-d compressed tensor (``check_invariants=True``)."""
-    c, p = ("crow", "col") if layout is CSR else ("ccol", "row")
-    nouter, ninner = (size[0], size[1]) if layout is CSR else (size[1], size[0])
-    if cidx.shape[0] != nouter + 1:
-        raise RuntimeError(f"{c}_indices.size(-1) must be equal to size[-{2 if layout is CSR else 1}] + 1 "
-                           f"(that is {nouter + 1}), but got: {cidx.shape[0]}")
-    if cidx[0] != 0:
-        raise RuntimeError(f"`{c}_indices[..., 0] == 0` is not satisfied.")
-    if cidx[-1] != nnz:
-        raise RuntimeError(f"`{c}_indices[..., -1] == nnz` is not satisfied.")
-    d = np.diff(cidx)
-    if np.any(d < 0) or np.any(d > ninner):
-        raise RuntimeError(f"`0 <= {c}_indices[..., 1:] - {c}_indices[..., :-1] <= "
-                           f"{'ncols' if layout is CSR else 'nrows'}` is not satisfied.")
-    if nnz and (pidx.min() < 0 or pidx.max() >= ninner):
-        raise RuntimeError(f"`0 <= {p}_indices < {'ncols' if layout is CSR else 'nrows'}` is not satisfied.")
-    outer = np.repeat(np.arange(nouter), d)
-    if nnz > 1 and np.any((np.diff(pidx) <= 0) & (np.diff(outer) == 0)):
-        raise RuntimeError(f"`{p}_indices[..., {c}_indices[..., i - 1]:{c}_indices[..., i]] for all i = 1, "
-                           f"..., n{'rows' if layout is CSR else 'cols'} are sorted and distinct along the "
-                           f"last dimension values` is not satisfied.")
-
-
 def _compressed_tensor(layout, cidx, pidx, values, size, dtype, device, requires_grad, check_invariants):
+    """The compressed factories: shape checks always (PyTorch runs them only with
+    ``check_invariants``, and a wrong shape would read out of bounds), value checks on request."""
+    from . import _compressed
+    _compressed.check_index_dtypes(layout, cidx, pidx)
     c = _index_array(cidx, "compressed_indices")
     p = _index_array(pidx, "plain_indices")
     v = _values_tensor(values, dtype, device)
-    if c.ndim != 1 or p.ndim != 1 or v.ndim != 1 or (size is not None and len(size) != 2):
-        raise NotImplementedError(f"ember.sparse: only 2-d {layout} tensors with 1-d values are supported "
-                                  f"(no batch or dense dimensions)")
-    if p.shape[0] != v.shape[0]:
-        raise RuntimeError(f"{'col' if layout is CSR else 'row'}_indices and values must have the same "
-                           f"number of elements, but got {p.shape[0]} and {v.shape[0]}")
-    nnz = p.shape[0]
-    if size is None:
-        nouter = max(c.shape[0] - 1, 0)
-        ninner = int(p.max()) + 1 if nnz else 0
-        size = (nouter, ninner) if layout is CSR else (ninner, nouter)
-    size = tuple(int(s) for s in size)
-    nouter = size[0] if layout is CSR else size[1]
-    if c.shape[0] != nouter + 1 or _checking(check_invariants):
-        _compressed_check(layout, c, p, nnz, size)
-    st = Structure(layout, size, 2, compressed=c, plain=p)
-    out = from_values(st, v)
+    out = _compressed.make(layout, c, p, v, size, _checking(check_invariants))
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -182,14 +146,14 @@ def _compressed_tensor(layout, cidx, pidx, values, size, dtype, device, requires
 
 def sparse_csr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
                       pin_memory=False, requires_grad=False, check_invariants=None):
-    """``torch.sparse_csr_tensor`` (2-d, no batch or dense dimensions)."""
+    """``torch.sparse_csr_tensor``: ``(*batch, nrows, ncols, *dense)``, values ``(*batch, nnz, *dense)``."""
     return _compressed_tensor(CSR, crow_indices, col_indices, values, size, dtype, device, requires_grad,
                               check_invariants)
 
 
 def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None,
                       pin_memory=False, requires_grad=False, check_invariants=None):
-    """``torch.sparse_csc_tensor`` (2-d, no batch or dense dimensions)."""
+    """``torch.sparse_csc_tensor``: ``(*batch, nrows, ncols, *dense)``, values ``(*batch, nnz, *dense)``."""
     return _compressed_tensor(CSC, ccol_indices, row_indices, values, size, dtype, device, requires_grad,
                               check_invariants)
 
@@ -197,28 +161,28 @@ def sparse_csc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=Non
 def sparse_compressed_tensor(compressed_indices, plain_indices, values, size=None, *, dtype=None,
                              layout=None, device=None, pin_memory=False, requires_grad=False,
                              check_invariants=None):
-    """``torch.sparse_compressed_tensor``: CSR or CSC by ``layout``."""
+    """``torch.sparse_compressed_tensor``: CSR, CSC, BSR or BSC by ``layout``."""
     lay = L.as_layout(layout) if not isinstance(layout, str) or layout in L.layout._BY_NAME else layout
     if lay not in (CSR, CSC, L.sparse_bsr, L.sparse_bsc):
         word = "none" if lay is None else {COO: "Sparse", L.strided: "Strided"}.get(lay, str(lay))
         raise RuntimeError(f"sparse_compressed_tensor expected sparse compressed tensor layout but got {word}")
-    if lay in (L.sparse_bsr, L.sparse_bsc):
-        _blocked(lay)
     return _compressed_tensor(lay, compressed_indices, plain_indices, values, size, dtype, device,
                               requires_grad, check_invariants)
 
 
-def _blocked(layout):
-    raise NotImplementedError(f"ember.sparse: the {layout} (blocked compressed) layout is not supported; "
-                              f"use sparse_csr / sparse_csc or sparse_coo")
+def sparse_bsr_tensor(crow_indices, col_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """``torch.sparse_bsr_tensor``: block rows; values ``(*batch, nnz, bh, bw, *dense)``, the
+    blocksize is read from them."""
+    return _compressed_tensor(L.sparse_bsr, crow_indices, col_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
 
 
-def sparse_bsr_tensor(*args, **kwargs):
-    _blocked(L.sparse_bsr)
-
-
-def sparse_bsc_tensor(*args, **kwargs):
-    _blocked(L.sparse_bsc)
+def sparse_bsc_tensor(ccol_indices, row_indices, values, size=None, *, dtype=None, device=None,
+                      pin_memory=False, requires_grad=False, check_invariants=None):
+    """``torch.sparse_bsc_tensor``: block columns; values ``(*batch, nnz, bh, bw, *dense)``."""
+    return _compressed_tensor(L.sparse_bsc, ccol_indices, row_indices, values, size, dtype, device,
+                              requires_grad, check_invariants)
 
 
 # ---------------------------------------------------------------------- conversions
@@ -255,6 +219,9 @@ def to_coo(s):
     st = s._st
     if st.layout is COO:
         return s
+    if not st.is_plain_2d:
+        from ._compressed import to_coo as general_to_coo
+        return general_to_coo(s)
     idx = st.coo_indices()
     coo = from_values(Structure(COO, st.shape, 2, indices=idx, coalesced=False), values_of(s))
     if st.layout is CSR:
@@ -284,7 +251,25 @@ def _coalesced_coo_for(s, layout, other):
     return coalesce(s)
 
 
+def _plain_2d_source(s):
+    """Whether ``s`` (dense or sparse) converts to a plain 2-d CSR/CSC matrix by the fast path."""
+    if not isinstance(s, SparseTensor):
+        return s.ndim == 2
+    st = s._st
+    return st.is_plain_2d or (st.layout is COO and st.sdim == 2 and len(st.shape) == 2)
+
+
+def to_compressed(s, layout, blocksize=None, dense_dim=None):
+    """Any tensor to a compressed ``layout`` (the fast path for plain 2-d CSR/CSC)."""
+    if layout in (CSR, CSC) and blocksize is None and dense_dim in (None, 0) and _plain_2d_source(s):
+        return to_csr(s) if layout is CSR else to_csc(s)
+    from ._compressed import convert
+    return convert(s, layout, blocksize, dense_dim)
+
+
 def to_csr(s):
+    if not _plain_2d_source(s):
+        return to_compressed(s, CSR)
     c = _coalesced_coo_for(s, CSR, CSC)
     if c is None:
         return s
@@ -294,6 +279,8 @@ def to_csr(s):
 
 
 def to_csc(s):
+    if not _plain_2d_source(s):
+        return to_compressed(s, CSC)
     c = _coalesced_coo_for(s, CSC, CSR)
     if c is None:
         return s
@@ -305,18 +292,26 @@ def to_csc(s):
 
 
 def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None):
-    """``Tensor.to_sparse``: to COO (optionally with ``sparse_dim``) or to ``layout``."""
+    """``Tensor.to_sparse``: to COO (optionally with ``sparse_dim``) or to ``layout``
+    (``blocksize`` for BSR/BSC, ``dense_dim`` for the compressed layouts)."""
     lay = L.as_layout(layout)
-    if lay in (L.sparse_bsr, L.sparse_bsc) or blocksize is not None:
-        _blocked(lay or L.sparse_bsr)
-    if dense_dim not in (None, 0):
-        raise NotImplementedError("ember.sparse: compressed layouts with dense dimensions are not supported")
     if sparse_dim is not None and lay is not None and lay is not COO:
         raise RuntimeError("to_sparse: sparse_dim argument must be None for non-COO layouts")
     if lay is L.strided:
         raise RuntimeError("to_sparse: layout must be a sparse layout, got torch.strided")
-    if lay in (CSR, CSC):
-        return to_csr(x) if lay is CSR else to_csc(x)
+    src = "Strided" if not isinstance(x, SparseTensor) else _layout_word(x.layout)
+    fn = "dense_to_sparse" if not isinstance(x, SparseTensor) else "sparse_to_sparse"
+    if blocksize is not None and lay not in (L.sparse_bsr, L.sparse_bsc):
+        raise RuntimeError(f"{fn}: conversion from {src} to {_layout_word(lay or COO)} with blocksize argument "
+                           f"given is not supported")
+    if lay in (CSR, CSC, L.sparse_bsr, L.sparse_bsc):
+        if lay in (L.sparse_bsr, L.sparse_bsc) and blocksize is None and not isinstance(x, SparseTensor):
+            raise RuntimeError(f"{fn}: conversion from {src} to {_layout_word(lay)} without blocksize argument "
+                               f"given is not supported")
+        return to_compressed(x, lay, blocksize, dense_dim)
+    if dense_dim is not None:
+        raise RuntimeError(f"{fn}: conversion from {src} to Sparse with dense_dim argument given is not "
+                           f"supported (use sparse_dim)")
     if isinstance(x, SparseTensor):
         if sparse_dim is not None and int(sparse_dim) != x._st.sdim and x._st.layout is COO:
             raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "

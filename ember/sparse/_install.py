@@ -107,10 +107,30 @@ def _install_sparse_methods():
     S.sparse_mask = O.sparse_mask
     S.to_sparse = C.to_sparse
     S.to_sparse_coo = C.to_coo
-    S.to_sparse_csr = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csr, dense_dim=dense_dim)
-    S.to_sparse_csc = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csc, dense_dim=dense_dim)
-    S.to_sparse_bsr = S.to_sparse_bsc = lambda self, *a, **k: C._blocked(L.sparse_bsr)
+    _install_conversions(S)
     S.zero_ = _zero_
+
+
+def _install_conversions(cls):
+    """``to_sparse_csr/csc(dense_dim=None)`` and ``to_sparse_bsr/bsc(blocksize, dense_dim=None)``."""
+    def to_sparse_csr(self, dense_dim=None):
+        return C.to_compressed(self, L.sparse_csr, None, dense_dim)
+
+    def to_sparse_csc(self, dense_dim=None):
+        return C.to_compressed(self, L.sparse_csc, None, dense_dim)
+
+    def to_sparse_bsr(self, blocksize, dense_dim=None):
+        if blocksize is None:
+            raise TypeError("to_sparse_bsr(): argument 'blocksize' (position 1) must be tuple of ints, not NoneType")
+        return C.to_compressed(self, L.sparse_bsr, blocksize, dense_dim)
+
+    def to_sparse_bsc(self, blocksize, dense_dim=None):
+        if blocksize is None:
+            raise TypeError("to_sparse_bsc(): argument 'blocksize' (position 1) must be tuple of ints, not NoneType")
+        return C.to_compressed(self, L.sparse_bsc, blocksize, dense_dim)
+
+    cls.to_sparse_csr, cls.to_sparse_csc = to_sparse_csr, to_sparse_csc
+    cls.to_sparse_bsr, cls.to_sparse_bsc = to_sparse_bsr, to_sparse_bsc
 
 
 def _zero_(self):
@@ -120,12 +140,16 @@ def _zero_(self):
     st = self._st
     if st.layout is O.COO:
         new = Structure(O.COO, st.shape, st.sdim, indices=np.zeros((st.sdim, 0), np.int64), coalesced=True)
+    elif not st.is_plain_2d:
+        nb = st.nbatch
+        new = Structure(st.layout, st.shape, st.sdim, compressed=np.zeros_like(st.compressed),
+                        plain=np.zeros(st.shape[:nb] + (0,), np.int64), nbatch=nb, blocksize=st.blocksize)
     else:
         outer = st.shape[0] if st.layout is O.CSR else st.shape[1]
         new = Structure(st.layout, st.shape, 2, compressed=np.zeros(outer + 1, np.int64),
                         plain=np.zeros(0, np.int64))
     from .. import zeros
-    res = O.from_values(new, zeros((0,) + st.dense_shape, dtype=self.dtype))
+    res = O.from_values(new, zeros(new.values_shape(), dtype=self.dtype))
     self._st, self._vals, self._data = res._st, res._vals, res._data
     self._bump_version()
     return self
@@ -150,9 +174,7 @@ def _install_dense_methods():
     T.to_dense = O.to_dense
     T.to_sparse = C.to_sparse
     T.to_sparse_coo = lambda self: C.dense_to_coo(self)
-    T.to_sparse_csr = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csr, dense_dim=dense_dim)
-    T.to_sparse_csc = lambda self, dense_dim=None: C.to_sparse(self, layout=L.sparse_csc, dense_dim=dense_dim)
-    T.to_sparse_bsr = T.to_sparse_bsc = lambda self, *a, **k: C._blocked(L.sparse_bsr)
+    _install_conversions(T)
     T.sparse_mask = O.sparse_mask
     T.sparse_dim = lambda self: 0
     T.dense_dim = lambda self: self.ndim
@@ -264,13 +286,16 @@ def empty_sparse(shape, layout, dtype=None, requires_grad=False):
     shape = tuple(int(n) for n in shape)
     if layout is L.sparse_coo:
         st = Structure(O.COO, shape, len(shape), indices=np.zeros((len(shape), 0), np.int64), coalesced=True)
-    elif layout in (L.sparse_csr, L.sparse_csc):
-        if len(shape) != 2:
-            raise NotImplementedError(f"ember.sparse: {layout} tensors are 2-d only, got shape {list(shape)}")
+    elif layout in (L.sparse_csr, L.sparse_csc) and len(shape) == 2:
         outer = shape[0] if layout is L.sparse_csr else shape[1]
         st = Structure(layout, shape, 2, compressed=np.zeros(outer + 1, np.int64), plain=np.zeros(0, np.int64))
+    elif layout in (L.sparse_csr, L.sparse_csc):
+        from ._compressed import empty
+        out = empty(shape, layout, dtype)
+        return out.requires_grad_(True) if requires_grad else out
     else:
-        C._blocked(layout)
+        raise NotImplementedError(f"ember.sparse: an empty {layout} tensor needs a blocksize; make it with "
+                                  f"ember.sparse_{layout._name[7:]}_tensor or .to_sparse_{layout._name[7:]}(blocksize)")
     out = from_values(st, zeros((0,) + st.dense_shape, dtype=dtype))
     if requires_grad:
         out.requires_grad_(True)

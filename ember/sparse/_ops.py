@@ -38,8 +38,11 @@ def _unravel(lin, sparse_shape):
     return np.stack([np.asarray(a, dtype=np.int64) for a in np.unravel_index(lin, sparse_shape)])
 
 
-def _relayout(s, layout):
-    """``s`` (COO) in ``layout``."""
+def _relayout(s, layout, like=None):
+    """``s`` (COO) in ``layout`` (batch dims and blocksize as ``like``'s, a tensor of ``layout``)."""
+    if layout in COMPRESSED and like is not None and not like._st.is_plain_2d:
+        from ._compressed import from_coo
+        return from_coo(s, layout, like._st.blocksize, like._st.nbatch)
     if layout is CSR:
         return to_csr(s)
     if layout is CSC:
@@ -120,6 +123,13 @@ def transpose(s, dim0, dim1):
         return from_values(st, values_of(s))
     shape = list(st.shape)
     shape[d0], shape[d1] = shape[d1], shape[d0]
+    if st.layout in COMPRESSED and not st.is_plain_2d:
+        from ._compressed import transpose_last
+        nb = st.nbatch
+        if {d0, d1} != {nb, nb + 1}:
+            raise NotImplementedError(f"ember.sparse: transpose of a {st.layout} tensor supports its two "
+                                      f"compressed dims ({nb}, {nb + 1}) only, got ({d0}, {d1})")
+        return transpose_last(s)
     if st.layout in COMPRESSED:
         # the transpose of a CSR matrix is the CSC matrix of the same arrays (and back)
         new = Structure(CSC if st.layout is CSR else CSR, shape, 2, compressed=st.compressed, plain=st.plain)
@@ -134,6 +144,11 @@ def transpose(s, dim0, dim1):
 
 
 def t(s):
+    if s._st.layout in COMPRESSED and not s._st.is_plain_2d:
+        if s._st.nbatch or s._st.dense_shape:
+            raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but got "
+                               f"{s._st.sdim} sparse and {len(s._st.shape) - s._st.sdim} dense dimensions")
+        return transpose(s, 0, 1)
     n, sd = len(s._st.shape), s._st.sdim
     if sd > 2 or n > sd:
         raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but got {sd} sparse "
@@ -218,7 +233,7 @@ def _add(a, b, alpha):
         out = from_values(Structure(COO, a.shape, ca._st.sdim, indices=idx), vals)
         if both:
             out = coalesce(out)
-        return _relayout(out, layout)
+        return _relayout(out, layout, a)
     if _is_sparse(a):
         raise RuntimeError("add(sparse, dense) is not supported. Use add(dense, sparse) instead.")
     if not isinstance(a, Tensor):
@@ -284,7 +299,7 @@ def mul(a, b):
     va = values_of(ca).index_select(0, _itensor(ia, a.device))
     vb = values_of(cb).index_select(0, _itensor(ib, a.device))
     st = Structure(COO, a.shape, ca._st.sdim, indices=ca._st.indices[:, ia], coalesced=True)
-    return _relayout(from_values(st, va * vb), layout)
+    return _relayout(from_values(st, va * vb), layout, a)
 
 
 def div(a, b, *, rounding_mode=None):
@@ -483,6 +498,13 @@ def sparse_mm(a, b):
 
 
 def matmul(a, b):
+    for x in (a, b):
+        if _is_sparse(x) and x._st.layout in COMPRESSED and x._st.nbatch:
+            if x is b or _is_sparse(b):
+                raise NotImplementedError("ember.sparse: matmul with a batched sparse tensor supports "
+                                          "batched sparse @ dense only")
+            from ._compressed import batched_spmm
+            return batched_spmm(a, b)
     if _is_sparse(a) and not _is_sparse(b) and b.ndim == 1:
         return _spmm(a, b.unsqueeze(1)).squeeze(1)
     if _is_sparse(b) and not _is_sparse(a) and a.ndim == 1:

@@ -10,7 +10,7 @@ printer (``ember._tensor_str.tensor_str``).
 from __future__ import annotations
 
 from .. import _tensor_str as ts
-from ._tensor import COO, CSR
+from ._tensor import COO, ROW_COMPRESSED
 
 
 def _body(arr, indent):
@@ -56,7 +56,7 @@ def sparse_repr(t):
         body = (ip + _body(st.indices, indent + len(ip)) + "),\n" + " " * indent
                 + vp + _body(vals, indent + len(vp)) + ")")
     else:
-        cname, pname = ("crow", "col") if st.layout is CSR else ("ccol", "row")
+        cname, pname = ("crow", "col") if st.layout in ROW_COMPRESSED else ("ccol", "row")
         cp, pp, vp = f"{cname}_indices=tensor(", f"{pname}_indices=tensor(", "values=tensor("
         body = (cp + _body(st.compressed, indent + len(cp)) + "),\n" + " " * indent
                 + pp + _body(st.plain, indent + len(pp)) + "),\n" + " " * indent

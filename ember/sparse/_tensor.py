@@ -5,11 +5,17 @@ are ``torch.Tensor`` too) with
 
 * ``_st``: a ``Structure`` -- the layout, the full shape, the number of sparse
   dimensions and the index arrays (int64 numpy): COO ``indices`` of shape
-  ``(sparse_dim, nnz)``; CSR ``compressed`` = crow_indices and ``plain`` =
-  col_indices; CSC ``compressed`` = ccol_indices and ``plain`` = row_indices;
-  and whether a COO tensor is known to be coalesced (sorted, no duplicates);
-* ``_vals``: a dense ember tensor of shape ``(nnz, *dense_shape)`` that never
-  carries autograd history itself;
+  ``(sparse_dim, nnz)``; CSR/BSR ``compressed`` = crow_indices and ``plain`` =
+  col_indices; CSC/BSC ``compressed`` = ccol_indices and ``plain`` =
+  row_indices; and whether a COO tensor is known to be coalesced (sorted, no
+  duplicates). Compressed layouts may have leading batch dimensions
+  (``nbatch``: the index arrays then have shape ``(*batch, n + 1)`` and
+  ``(*batch, nnz)``) and the blocked ones a ``blocksize``; their ``sdim`` counts
+  the batch dimensions too (what ``lin()`` linearises), while
+  ``Tensor.sparse_dim()`` reports PyTorch's 2;
+* ``_vals``: a dense ember tensor of shape ``(nnz, *dense_shape)`` (compressed:
+  ``(*batch, nnz, *blocksize, *dense_shape)``, PyTorch's ``values()``) that
+  never carries autograd history itself;
 * ``_data``: a ``SparseStorage``, so that dense kernels refuse it (see there).
 
 Autograd never looks inside: every differentiable sparse op is written as
@@ -34,9 +40,11 @@ from ..autograd.function import Function
 from ..tensor import Tensor, _make, to_target
 from ._storage import SparseStorage
 
-COO, CSR, CSC = L.sparse_coo, L.sparse_csr, L.sparse_csc
-COMPRESSED = (CSR, CSC)
-SPARSE_LAYOUTS = (COO, CSR, CSC, L.sparse_bsr, L.sparse_bsc)
+COO, CSR, CSC, BSR, BSC = L.sparse_coo, L.sparse_csr, L.sparse_csc, L.sparse_bsr, L.sparse_bsc
+COMPRESSED = (CSR, CSC, BSR, BSC)
+ROW_COMPRESSED = (CSR, BSR)          # compressed over rows: crow_indices / col_indices
+BLOCKED = (BSR, BSC)
+SPARSE_LAYOUTS = (COO, CSR, CSC, BSR, BSC)
 
 
 def _api():
@@ -53,9 +61,11 @@ def _itensor(arr, device):
 class Structure:
     """Where the values of a sparse tensor sit (layout, shape, index arrays); no values."""
 
-    __slots__ = ("layout", "shape", "sdim", "indices", "compressed", "plain", "coalesced", "_lin")
+    __slots__ = ("layout", "shape", "sdim", "indices", "compressed", "plain", "coalesced", "_lin",
+                 "nbatch", "blocksize")
 
-    def __init__(self, layout, shape, sdim, *, indices=None, compressed=None, plain=None, coalesced=False):
+    def __init__(self, layout, shape, sdim, *, indices=None, compressed=None, plain=None, coalesced=False,
+                 nbatch=0, blocksize=None):
         self.layout = layout
         self.shape = tuple(int(s) for s in shape)
         self.sdim = int(sdim)
@@ -64,10 +74,33 @@ class Structure:
         self.plain = plain
         self.coalesced = bool(coalesced)
         self._lin = None
+        self.nbatch = int(nbatch)
+        self.blocksize = None if blocksize is None else (int(blocksize[0]), int(blocksize[1]))
+
+    def copy(self, *, coalesced=None, deep=False):
+        """The same structure (index arrays shared, or copied with ``deep``), optionally with
+        another coalesced flag (structures are shared between tensors: never change one)."""
+        c = (lambda a: None if a is None else a.copy()) if deep else (lambda a: a)
+        return Structure(self.layout, self.shape, self.sdim, indices=c(self.indices),
+                         compressed=c(self.compressed), plain=c(self.plain),
+                         coalesced=self.coalesced if coalesced is None else coalesced,
+                         nbatch=self.nbatch, blocksize=self.blocksize)
 
     @property
     def nnz(self):
-        return int(self.indices.shape[1] if self.layout is COO else self.plain.shape[0])
+        return int(self.indices.shape[1] if self.layout is COO else self.plain.shape[-1])
+
+    @property
+    def is_plain_2d(self):
+        """A 2-d CSR/CSC matrix without batch, block or dense dims (the original fast paths)."""
+        return (self.layout in (CSR, CSC) and self.nbatch == 0 and self.sdim == 2
+                and len(self.shape) == 2)
+
+    def values_shape(self):
+        """PyTorch's ``values()`` shape: ``(nnz, *dense)``; compressed ``(*batch, nnz, *block, *dense)``."""
+        if self.layout is COO:
+            return (self.nnz,) + self.dense_shape
+        return (self.shape[:self.nbatch] + (self.nnz,) + (self.blocksize or ()) + self.dense_shape)
 
     @property
     def dense_shape(self):
@@ -81,11 +114,14 @@ class Structure:
         """The COO indices ``(sparse_dim, nnz)`` of the values, in the values' order."""
         if self.layout is COO:
             return self.indices
-        counts = np.diff(self.compressed)
-        outer = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
-        if self.layout is CSR:
-            return np.stack([outer, self.plain])
-        return np.stack([self.plain, outer])
+        if self.is_plain_2d:
+            counts = np.diff(self.compressed)
+            outer = np.repeat(np.arange(len(counts), dtype=np.int64), counts)
+            if self.layout is CSR:
+                return np.stack([outer, self.plain])
+            return np.stack([self.plain, outer])
+        from ._compressed import element_indices
+        return element_indices(self)
 
     def lin(self):
         """Row-major linear position of each value over the sparse dims (bounds checked)."""
@@ -193,7 +229,7 @@ class SparseTensor(Tensor):
 
     # -- structure accessors --------------------------------------------------
     def sparse_dim(self):
-        return self._st.sdim
+        return self._st.sdim if self._st.layout is COO else 2
 
     def dense_dim(self):
         return len(self._st.shape) - self._st.sdim
@@ -209,15 +245,15 @@ class SparseTensor(Tensor):
 
     def _coalesced_(self, coalesced):
         st = self._st      # (structures are shared between tensors: change a copy)
-        new = Structure(st.layout, st.shape, st.sdim, indices=st.indices, compressed=st.compressed,
-                        plain=st.plain, coalesced=bool(coalesced))
-        self._st = new
+        self._st = st.copy(coalesced=bool(coalesced))
         return self
 
     def _need(self, layout, what):
         if self._st.layout is not layout:
             word = {COO: "sparse coordinate", CSR: "sparse row compressed",
                     CSC: "sparse column compressed"}[layout]
+            if layout is CSR and self._st.layout is BSR or layout is CSC and self._st.layout is BSC:
+                return
             raise RuntimeError(f"{what} expected {word} tensor layout but got {_layout_word(self._st.layout)}")
 
     def _indices(self):
@@ -272,12 +308,7 @@ class SparseTensor(Tensor):
         raise NotImplementedError(f"ember.sparse: assigning .data of a tensor with layout {self.layout}")
 
     def clone(self, *, memory_format=None):
-        st = self._st
-        new = Structure(st.layout, st.shape, st.sdim,
-                        indices=None if st.indices is None else st.indices.copy(),
-                        compressed=None if st.compressed is None else st.compressed.copy(),
-                        plain=None if st.plain is None else st.plain.copy(), coalesced=st.coalesced)
-        return from_values(new, values_of(self).clone())
+        return from_values(self._st.copy(deep=True), values_of(self).clone())
 
     def to(self, *args, **kwargs):
         dtype, device = to_target(args, kwargs)
@@ -327,7 +358,8 @@ class SparseTensor(Tensor):
 
 
 def _layout_word(layout):
-    return {COO: "Sparse", CSR: "SparseCsr", CSC: "SparseCsc"}.get(layout, str(layout))
+    return {COO: "Sparse", CSR: "SparseCsr", CSC: "SparseCsc", BSR: "SparseBsr",
+            BSC: "SparseBsc"}.get(layout, str(layout))
 
 
 def _backend(t):
@@ -446,7 +478,7 @@ def _same_positions(a, b):
         return False
     if a.layout is COO:
         return a.indices is b.indices
-    return a.compressed is b.compressed and a.plain is b.plain
+    return a.compressed is b.compressed and a.plain is b.plain and a.blocksize == b.blocksize
 
 
 def gather_values(g, st):
@@ -464,16 +496,24 @@ def gather_values(g, st):
         gc = coalesce(g)
         glin, lin = gc._st.lin(), st.lin()
         if glin.shape[0] == 0:
-            return api.zeros((st.nnz,) + dense_shape, dtype=g.dtype, device=g.device)
+            return api.zeros(st.values_shape(), dtype=g.dtype, device=g.device)
         pos = np.minimum(np.searchsorted(glin, lin), glin.shape[0] - 1)
         hit = glin[pos] == lin
         v = values_of(gc).index_select(0, _itensor(pos, g.device))
         if not hit.all():
             mask = hit.reshape((-1,) + (1,) * len(dense_shape)).astype(gc._vals._data.dtype)
             v = v * _make(mask, g.device, g.dtype)
-        return v
+        return _as_values_shape(v, st)
     flat = g.reshape((int(math.prod(st.sparse_shape)),) + tuple(dense_shape))
-    return flat.index_select(0, _itensor(st.lin(), g.device))
+    return _as_values_shape(flat.index_select(0, _itensor(st.lin(), g.device)), st)
+
+
+def _as_values_shape(v, st):
+    """Element-wise values ``(n_elements, *dense)`` in the shape of ``st``'s values (batched or
+    blocked compressed structures hold several elements per nnz)."""
+    if st.layout is COO or st.is_plain_2d:
+        return v
+    return v.reshape(st.values_shape())
 
 
 def _routed_mm(input, mat2):
