@@ -24,6 +24,9 @@ from .types import (Size, bfloat16, bool_ as bool, device, dtype, float16, float
 # torch's partially supported dtypes (ember/ops/limited_dtypes.py says which ops run on them)
 from .types import (uint16, uint32, uint64, float8_e4m3fn, float8_e5m2, float8_e4m3fnuz,  # noqa: E402
                     float8_e5m2fnuz, float8_e8m0fnu)
+# torch's sub-byte / bit-container dtypes: made, viewed and moved only (ember/types.py, SUBBYTE_DTYPES)
+from .types import (uint1, uint2, uint3, uint4, uint5, uint6, uint7, int1, int2, int3, int4, int5, int6,  # noqa: E402
+                    int7, bits1x8, bits2x4, bits4x2, bits8, bits16, float4_e2m1fn_x2)
 from .tensor import Parameter, Tensor
 from . import ops as _ops
 from .ops import api as _api

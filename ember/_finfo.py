@@ -33,6 +33,8 @@ class finfo:
         if not d.is_floating_point:
             raise TypeError("ember.finfo() requires a floating point input type. Use ember.iinfo to handle "
                             "'ember.finfo'")
+        if d.np.names is not None:      # float4_e2m1fn_x2 (ember.types.SUBBYTE_DTYPES): torch has no finfo for it
+            raise TypeError("bad argument type for built-in operation")
         ml = d.name == "bfloat16" or d._limited == "float8"
         info = ml_dtypes.finfo(d.np) if ml else np.finfo(d.np)
         self.bits = int(d.itemsize * 8)
@@ -70,7 +72,7 @@ class iinfo:
             raise TypeError(f"iinfo(): argument 'type' (position 1) must be ember.dtype, not {d.__class__.__name__}")
         if d is _t.bool_:
             raise TypeError("ember.bool is not supported by ember.iinfo")
-        if d.is_floating_point:
+        if d.is_floating_point or d.np.names is not None:     # (sub-byte dtypes too, as torch)
             raise TypeError("ember.iinfo() requires an integer input type. Use ember.finfo to handle "
                             "'ember.iinfo'")
         info = np.iinfo(d.np)

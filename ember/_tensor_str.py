@@ -459,6 +459,9 @@ def repr_of(t: Any, prefix: str = "tensor", default_dtype: Optional[str] = None)
     data = getattr(t, "_data", None)
     if getattr(t, "_fake", False):
         return _meta_repr(t, prefix) if t.device.type == "meta" else _fake_repr(t)
+    if getattr(dtype, "_limited", None) in ("subbyte", "bits"):
+        # torch's sub-byte dtypes have no element values to print (ember.types.SUBBYTE_DTYPES)
+        raise NotImplementedError(f'"_local_scalar_dense_cpu" not implemented for \'{dtype.legacy_name}\'')
     if data is not None and not isinstance(data, np.ndarray):
         # a device array (cupy) or anything array-like: bring it to host
         get = getattr(data, "get", None)

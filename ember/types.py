@@ -110,7 +110,52 @@ float8_e8m0fnu = _limited_dtype("float8_e8m0fnu", ml_dtypes.float8_e8m0fnu, 2, "
                                 False)
 UINT_DTYPES = (uint16, uint32, uint64)
 FLOAT8_DTYPES = (float8_e4m3fn, float8_e5m2, float8_e4m3fnuz, float8_e5m2fnuz, float8_e8m0fnu)
-LIMITED_DTYPES = UINT_DTYPES + FLOAT8_DTYPES
+
+
+# -- torch's sub-byte and bit-container dtypes (uint1..uint7, int1..int7, bits1x8 .. bits16,
+# float4_e2m1fn_x2): placeholders that libraries (torchao) put behind their own tensor subclasses.
+# torch can make, view, move and (some) copy them, and runs no arithmetic, no conversion and no
+# fill on them. Each element is stored in one byte (two for bits16) of a numpy *structured* dtype
+# named after the ember dtype: distinct per dtype (so an array's dtype names its ember dtype) and
+# one numpy refuses to compute on. ember.ops.limited_dtypes holds the ops they allow.
+class _bits_dtype(dtype):
+    """A bitsNxM dtype: torch leaves their signedness undefined (``is_signed`` raises)."""
+
+    __slots__ = ()
+
+    @property
+    def is_signed(self):
+        raise RuntimeError("Bits types are undefined")
+
+    @is_signed.setter
+    def is_signed(self, value):   # dtype.__init__ assigns it; a bits dtype has none
+        pass
+
+
+def _subbyte_dtype(name, legacy, family, signed=False, itemsize=1, floating=False, cls=dtype):
+    # category 1 for all: no promotion table holds them, and ember/ops/checked_scalar.py refuses
+    # numbers written into them in its integer branch
+    d = cls(name, np.dtype([(name, f"V{itemsize}")]), 1, legacy)
+    d.is_floating_point = floating
+    d._differentiable = floating      # torch lets a float4_e2m1fn_x2 tensor require grad
+    d.is_signed = signed
+    d._limited = family
+    return d
+
+
+SUBBYTE_UINT_DTYPES = tuple(_subbyte_dtype(f"uint{n}", f"UInt{n}", "subbyte") for n in range(1, 8))
+SUBBYTE_INT_DTYPES = tuple(_subbyte_dtype(f"int{n}", f"Int{n}", "subbyte", signed=True) for n in range(1, 8))
+uint1, uint2, uint3, uint4, uint5, uint6, uint7 = SUBBYTE_UINT_DTYPES
+int1, int2, int3, int4, int5, int6, int7 = SUBBYTE_INT_DTYPES
+bits1x8 = _subbyte_dtype("bits1x8", "Bits1x8", "bits", cls=_bits_dtype)
+bits2x4 = _subbyte_dtype("bits2x4", "Bits2x4", "bits", cls=_bits_dtype)
+bits4x2 = _subbyte_dtype("bits4x2", "Bits4x2", "bits", cls=_bits_dtype)
+bits8 = _subbyte_dtype("bits8", "Bits8", "bits", cls=_bits_dtype)
+bits16 = _subbyte_dtype("bits16", "Bits16", "bits", itemsize=2, cls=_bits_dtype)
+float4_e2m1fn_x2 = _subbyte_dtype("float4_e2m1fn_x2", "Float4_e2m1fn_x2", "bits", signed=True, floating=True)
+BITS_DTYPES = (bits1x8, bits2x4, bits4x2, bits8, bits16)
+SUBBYTE_DTYPES = SUBBYTE_UINT_DTYPES + SUBBYTE_INT_DTYPES + BITS_DTYPES + (float4_e2m1fn_x2,)
+LIMITED_DTYPES = UINT_DTYPES + FLOAT8_DTYPES + SUBBYTE_DTYPES
 
 _TO_REAL = {complex64: float32, complex128: float64}
 _TO_COMPLEX = {float32: complex64, float64: complex128, bfloat16: complex64}
@@ -249,15 +294,21 @@ def _refused_promotion(key):
 def _promotion_error(a, b):
     if a._limited == "float8" or b._limited == "float8":
         what = "Float8 Types"
-    else:
+    elif a in BITS_DTYPES or b in BITS_DTYPES:
+        return RuntimeError(f"Promotion from {a._legacy} and {b._legacy} is unsupported.")
+    elif a in UINT_DTYPES or b in UINT_DTYPES or a in SUBBYTE_UINT_DTYPES or b in SUBBYTE_UINT_DTYPES:
         what = "uint16, uint32, uint64 types"
+    else:     # int1..int7 / float4_e2m1fn_x2 with another dtype: torch fails an internal assert
+        return RuntimeError(f"Promotion from {a._legacy} and {b._legacy} is not supported (torch has no "
+                            f"promotion rule for sub-byte dtypes)")
     return RuntimeError(f"Promotion for {what} is not supported, attempted to promote {a._legacy} and "
                         f"{b._legacy}")
 
 
 _PROMOTE = {(a, b): _promote_pair(a, b) for a in ALL_DTYPES for b in ALL_DTYPES}
 _PROMOTE.update({(d, d): d for d in LIMITED_DTYPES})
-_PROMOTE.update({pair: f for u in UINT_DTYPES for f in FLOAT_DTYPES for pair in ((u, f), (f, u))})
+_PROMOTE.update({pair: f for u in UINT_DTYPES + SUBBYTE_UINT_DTYPES for f in FLOAT_DTYPES
+                 for pair in ((u, f), (f, u))})
 
 
 def promote_types(a: dtype, b: dtype) -> dtype:

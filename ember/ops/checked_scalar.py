@@ -32,6 +32,9 @@ def fits(value, dtype) -> bool:
         return False   # a complex number into a real dtype: torch refuses, it would drop the imaginary part
     if getattr(dtype, "category", None) != 1 or isinstance(value, (bool, np.bool_)):
         return True
+    # a sub-byte dtype (ember.types.SUBBYTE_DTYPES): torch writes no numbers (zero: zero bytes)
+    if dtype._limited is not None and dtype.np.names is not None:
+        return value == 0
     info = np.iinfo(dtype.np)
     if isinstance(value, (float, np.floating)):
         v = float(value)
@@ -48,6 +51,8 @@ def check_fits(value, dtype, *, tensor_names=False) -> None:
     """Raise PyTorch's ``RuntimeError`` when ``value`` does not fit ``dtype`` (see the module
     docstring). ``tensor_names`` words it as ``torch.tensor()`` does (``int8``, not ``int8_t``)."""
     if not fits(value, dtype):
+        if dtype._limited is not None and dtype.np.names is not None:   # sub-byte: torch has no fill
+            raise NotImplementedError(f'"fill_cpu" not implemented for \'{dtype._legacy}\'')
         name = dtype.name if tensor_names else _C_NAMES.get(dtype.name, dtype.name)
         raise RuntimeError(f"value cannot be converted to type {name} without overflow")
 
@@ -56,8 +61,11 @@ def checked_array(xp, value, dtype):
     """``value`` (a Python number) as a 0-d array of ``dtype`` after :func:`check_fits`:
     integers that fit an unsigned dtype from below wrap as in C (-1 -> 255), floats truncate."""
     check_fits(value, dtype)
-    if dtype.category == 1 and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
-        return xp.asarray(value).astype(dtype.np)
+    if dtype.category == 1:
+        if dtype._limited is not None and dtype.np.names is not None:   # sub-byte: only zero gets here
+            return xp.zeros((), dtype.np)
+        if isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+            return xp.asarray(value).astype(dtype.np)
     if dtype.np == np.float16 and isinstance(value, (float, np.floating)):
         value = np.float32(value)          # through float32, as PyTorch's c10::Half (double rounding)
     return xp.asarray(value, dtype=dtype.np)

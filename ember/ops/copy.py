@@ -24,9 +24,9 @@ from .registry import OPS, defop
        function=False, grad_fn_name="CopyBackwards", tags=("cross_device",))
 def _copy_from(xp, self, src):
     dt = _t.from_numpy_dtype(self.dtype)
-    if dt._limited == "float8":
-        from .limited_dtypes import float8_copy_source
-        src = float8_copy_source(xp, self, src)
+    if dt._limited is not None:     # float8 rounding; sub-byte dtypes refuse conversions
+        from .limited_dtypes import limited_copy_source
+        src = limited_copy_source(xp, self, src, dt)
     if is_scalar(src):
         return xp.full(self.shape, checked_array(xp, src, dt), dtype=dt.np)
     try:

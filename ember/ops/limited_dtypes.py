@@ -54,6 +54,17 @@ _ALLOWED = {
     # them differently.
     "float8": _STRUCTURAL | frozenset("isnan any all eq eq_ ne ne_ index_select mul mul_".split()),
 }
+# torch's sub-byte dtypes (ember.types.SUBBYTE_DTYPES): made, viewed and moved, never computed on,
+# converted or filled (a fill of zero -- zeros(), zero_() -- writes zero bytes: allowed, see
+# ember/ops/checked_scalar.py). The bit containers and float4_e2m1fn_x2 also copy; uint1..7 and
+# int1..7 do not (torch's "copy_kernel" has no case for them).
+_SUBBYTE_MOVES = frozenset("""
+    empty full fill fill_ cat stack view view_dtype _reshape_alias _unsafe_view _restride as_strided alias permute
+    expand select slice t transpose squeeze unsqueeze split split_with_sizes unbind _basic_index flip index_select
+""".split())
+_ALLOWED["subbyte"] = _SUBBYTE_MOVES
+_ALLOWED["bits"] = _SUBBYTE_MOVES | frozenset("clone copy copy_ repeat diag roll where".split())
+_ALLOWED["subbyte"] |= frozenset("roll where".split())
 # the float8 dtypes differ among themselves: e8m0fnu has a compiled isfinite and no index_put
 _ALLOWED_BY_DTYPE = {"float8_e8m0fnu": _ALLOWED["float8"] | {"isfinite"}}
 for _n in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
@@ -94,6 +105,10 @@ _KERNEL = {
 _FLOAT8_KERNEL = {"gather": "gather_expanded_index", "mean": "sum_cpu", "round": "round_vml_cpu",
                   "sigmoid": "sigmoid_cpu_reduced_float", "tanh": "tanh_vml_cpu", "ceil": "ceil_vml_cpu",
                   "isclose": "mul_cpu_reduced_float", "allclose": "mul_cpu_reduced_float"}
+# the sub-byte dtypes' kernels torch names where the uint family runs the op
+_SUBBYTE_KERNEL = {"eq": "eq_cpu", "ne": "ne_cpu", "mul": "mul_cpu", "equal": "equal_notnan_cpu", "div": "div_true_cpu",
+                   "isnan": "ne_cpu", "any": "copy_", "all": "copy_", "_random": "check_uniform_bounds",
+                   "exp": "exp_vml_cpu", "sin": "sin_vml_cpu"}
 # float8 with a number as the other operand: torch's "reduced float" scalar kernels
 _FLOAT8_SCALAR_KERNEL = {"div": "div_cpu_reduced_float", "floor_divide": "div_floor_cpu_reduced_float",
                          "mul": "mul_cpu_reduced_float"}
@@ -113,6 +128,13 @@ def _legacy_err(op_name, dt, kernel=None):
     if dt._limited == "float8" and base in torch_runs:
         return NotImplementedError(f"ember: {base} on {dt.name} tensors is not supported (ember converts, "
                                    f"copies and moves float8 tensors only; convert to float32 first)")
+    if dt._limited == "subbyte" and base in ("clone", "copy", "contiguous", "repeat", "diag", "masked_fill",
+                                              "_to_copy", "sort", "argsort"):
+        return NotImplementedError(f'"copy_kernel" not implemented for \'{dt._legacy}\'')
+    if dt._limited in ("subbyte", "bits") and base in ("index", "_index", "index_select", "masked_select",
+                                                       "index_put"):
+        return NotImplementedError(f'"{"index_cpu" if "index" in base and base != "index_select" else base}" '
+                                   f'not implemented for \'{dt._legacy}\'')
     if base == "mean" and dt._limited == "uint":
         return RuntimeError("mean(): could not infer output dtype. Input dtype must be either a floating "
                             f"point or complex dtype. Got: {dt._legacy}")
@@ -120,6 +142,8 @@ def _legacy_err(op_name, dt, kernel=None):
         if dt._limited == "uint":
             return RuntimeError("std and var only support floating point and complex dtypes")
         return RuntimeError(f"std_var_all: Unsupported dtype {dt._legacy}")
+    if dt._limited in ("subbyte", "bits"):
+        kernel = kernel or _SUBBYTE_KERNEL.get(base)
     kernel = kernel or (_FLOAT8_KERNEL.get(base) if dt._limited == "float8" else None) or _KERNEL.get(base, base)
     return NotImplementedError(f'"{kernel}" not implemented for \'{dt._legacy}\'')
 
@@ -297,6 +321,52 @@ def float8_full_value(xp, size, fill_value, dt):
             _check_float8_value(fill_value, dt.np)
         return _rounded(fill_value, dt.np)
     return fill_value
+
+
+# ---------------------------------------------------------------------- sub-byte conversions
+def _subbyte_of(arr):
+    """The sub-byte ember dtype of a numpy array (its structured dtype), or None."""
+    d = _LIMITED_NP.get(getattr(arr, "dtype", None))
+    return d if d is not None and d._limited in ("subbyte", "bits") else None
+
+
+def _refuse_subbyte_conversion(src_np, dt, copy_into=False):
+    """torch's refusal of a conversion into or out of a sub-byte dtype (``"copy_"`` names the
+    sub-byte side: the target when both are); same-dtype copies pass, except for uint1..7 /
+    int1..7, which torch cannot copy at all (``"copy_kernel"``)."""
+    src = _subbyte_of(np.empty(0, src_np)) if src_np is not None else None
+    if src is dt:
+        if dt._limited == "subbyte" and not copy_into:     # (copy_ between two of them: a memcpy)
+            raise NotImplementedError(f'"copy_kernel" not implemented for \'{dt._legacy}\'')
+        return
+    bad = dt if dt._limited in ("subbyte", "bits") else src
+    if bad is not None:
+        raise NotImplementedError(f'"copy_" not implemented for \'{bad._legacy}\'')
+
+
+def limited_source(xp, a, dt):
+    """``_to_copy``'s source when the target ``dt`` is a limited dtype: float8 rounded as torch,
+    a sub-byte target refused unless ``a`` already has that dtype (bits / float4 copies)."""
+    if dt._limited in ("subbyte", "bits"):
+        _refuse_subbyte_conversion(a.dtype, dt)
+        return a
+    return float8_source(xp, a, dt) if dt._limited == "float8" else a
+
+
+def limited_copy_source(xp, self, src, dt):
+    """``copy_``'s source for a limited ``self`` of dtype ``dt`` (see :func:`limited_source`;
+    a number written into a sub-byte tensor is refused by ember/ops/checked_scalar.py)."""
+    if dt._limited in ("subbyte", "bits"):
+        if hasattr(src, "dtype"):
+            _refuse_subbyte_conversion(src.dtype, dt, copy_into=True)
+        return src
+    return float8_copy_source(xp, self, src) if dt._limited == "float8" else src
+
+
+def refuse_subbyte_source(a, dt):
+    """A conversion out of a sub-byte array ``a`` into ``dt`` (a dtype with no ``_limited``
+    family: checked by the conversion kernels only when ``a``'s numpy dtype is structured)."""
+    _refuse_subbyte_conversion(a.dtype, dt)
 
 
 _CONVERSIONS = frozenset(("_to_copy", "copy", "fill", "full"))   # float8-aware kernels: not guarded

@@ -562,9 +562,12 @@ def contiguous(self, memory_format=None):
        method=False, function=False, grad_fn_name="ToCopyBackward0")
 def _to_copy(xp, a, dtype=None, device=None):
     dt = _t.as_dtype(dtype) if dtype is not None else _t.from_numpy_dtype(a.dtype)
-    if dt._limited == "float8":
-        from .limited_dtypes import float8_source
-        a = float8_source(xp, a, dt)
+    if dt._limited is not None:          # float8 rounding; sub-byte dtypes refuse conversions
+        from .limited_dtypes import limited_source
+        a = limited_source(xp, a, dt)
+    elif a.dtype.names is not None:            # out of a sub-byte dtype (ember.types.SUBBYTE_DTYPES)
+        from .limited_dtypes import refuse_subbyte_source
+        refuse_subbyte_source(a, dt)
     a = half_source(a, dt.np)
     if device is not None:
         target = xp_of(device)
