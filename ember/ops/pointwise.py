@@ -254,6 +254,11 @@ def _erfinv(xp, y, single=False):
     """Inverse error function of a float64 array: a closed-form first guess
     refined by Halley steps on erf (|y| <= 0.5) or on erfc (|y| > 0.5, where
     1 - |y| is exact, so the tails keep full relative accuracy)."""
+    if xp is np:     # the same steps in one native loop (_native_small), when it can be built
+        from ._native_small import erfinv as _native_erfinv
+        r = _native_erfinv(y, 2 if single else 4)
+        if r is not None:
+            return r
     y = xp.asarray(y, dtype=np.float64)
     ay = xp.abs(y)
     ok = ay < 1.0

@@ -1,0 +1,119 @@
+"""Eager fast paths of ``nn.functional`` composites: scaled_dot_product_attention and
+cross_entropy run their ops' numpy kernels back to back, without a dispatcher round per op.
+
+Why. Each ember op call costs ~5 us of dispatch (bindings, argument checks, autograd and mode
+tests, wrapping the result) before its kernel runs. SDPA is ~10 such calls (matmul = expand,
+reshape, bmm, view; then mul, softmax, matmul again): 150 us for an 8x8 attention, 30x
+PyTorch; cross_entropy is log_softmax and nll_loss (50 us, 9x).
+
+When. Only when nothing could see the inner ops: no dispatch or __torch_function__ mode, no
+autocast region (it would change the matmuls' dtype), plain ember Tensors (no subclass) on
+numpy arrays, and no input requiring grad while grad mode is on. Otherwise -- autograd
+recording, fake tensors while the compiler traces, make_fx, profiling modes -- the caller's
+composite runs, so gradients and what ``ember.compile`` captures are unchanged.
+
+What. The same kernels in the same order on the same arrays (the composite's reshapes are
+numpy reshapes of the same views), so the values are bit for bit the composite's;
+``tests/ops/test_small_op_fast_paths.py`` pins that, and the fallback, against torch.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._state import STATE
+from ..tensor import Tensor, _make
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def plain(*tensors) -> bool:
+    """Whether a composite over these tensors (None entries ignored) may run its kernels
+    directly: see the module docstring."""
+    st = STATE
+    if st.modes or st.tf_modes or st.autocast is not None:
+        return False
+    grad = st.grad_enabled
+    for t in tensors:
+        if t is None:
+            continue
+        if type(t) is not Tensor or type(t._data) is not np.ndarray or (grad and t._requires_grad):
+            return False
+    return True
+
+
+_K = {}
+
+
+def _kernel(name):
+    """The numpy kernel of the registered op ``name`` (looked up once)."""
+    k = _K.get(name)
+    if k is None:
+        from ..ops.registry import OPS
+        op = OPS[name]
+        k = _K[name] = op.unchecked_kernel or op.kernel
+    return k
+
+
+def _bmm(a, b, nb):
+    """``linalg.matmul``'s batched route for operands of equal batch dims: fold the batch into
+    one dim (a view where possible, as ember's reshape) and run the ``bmm`` kernel."""
+    a3 = a.reshape((nb,) + a.shape[-2:])
+    b3 = b.reshape((nb,) + b.shape[-2:])
+    return _kernel("bmm")(np, a3, b3)
+
+
+def sdpa(query, key, value, attn_mask, is_causal, scale):
+    """``F.scaled_dot_product_attention`` without dropout and with equal batch dims of q, k, v,
+    as a fresh tensor; None when the composite must run (see :func:`plain`), for any other
+    case (broadcast batch dims, mixed dtypes, empty tensors, a mask of another float dtype),
+    so its checks and errors stay the composite's."""
+    if not plain(query, key, value, attn_mask):
+        return None
+    q, k, v = query._data, key._data, value._data
+    dt = q.dtype
+    nd = q.ndim
+    if dt not in _FLOATS or k.dtype != dt or v.dtype != dt or nd < 3 or k.ndim != nd or v.ndim != nd:
+        return None
+    batch = q.shape[:-2]
+    if k.shape[:-2] != batch or v.shape[:-2] != batch or k.shape[-1] != q.shape[-1] or \
+            v.shape[-2] != k.shape[-2] or q.size == 0 or k.size == 0 or v.size == 0:
+        return None
+    m = None
+    if attn_mask is not None:
+        if is_causal:
+            return None                   # the composite's error
+        m = attn_mask._data
+        if m.dtype != np.bool_ and m.dtype != dt:
+            return None
+    L, S = q.shape[-2], k.shape[-2]
+    nb = math.prod(batch)
+    attn = _bmm(q, k.swapaxes(-2, -1), nb).reshape(batch + (L, S))
+    attn = _kernel("mul")(np, attn, scale)
+    if is_causal:
+        attn = _kernel("where")(np, np.tri(L, S, dtype=np.bool_), attn, float("-inf"))
+    elif m is not None:
+        attn = _kernel("where")(np, m, attn, float("-inf")) if m.dtype == np.bool_ else \
+            _kernel("add")(np, attn, m)
+        if attn.shape[:-2] != batch:      # a mask with more batch dims: the composite's broadcast
+            return None
+    attn = _kernel("_softmax")(np, attn, -1, False)
+    out = _bmm(attn, v, nb).reshape(batch + (L, v.shape[-1]))
+    return _make(out, query.device, query.dtype)
+
+
+def cross_entropy(input, target, weight, reduction_enum, ignore_index):
+    """``F.cross_entropy`` with class-index targets and no label smoothing: the
+    ``_log_softmax`` and ``nll_loss_nd`` kernels; None when the composite must run."""
+    if not plain(input, target, weight):
+        return None
+    x, t = input._data, target._data
+    if x.dtype not in _FLOATS or t.dtype.kind == "f" or x.ndim == 0:
+        return None
+    if x.ndim >= 2 and t.ndim >= 1 and x.shape[0] != t.shape[0]:
+        return None                       # nll_loss's own error
+    logp = _kernel("_log_softmax")(np, x, 0 if x.ndim == 1 else 1, False)
+    out = _kernel("nll_loss_nd")(np, logp, t, None if weight is None else weight._data, reduction_enum,
+                                 ignore_index)[0]
+    return _make(out, input.device, input.dtype)

@@ -1,0 +1,378 @@
+"""Native loops for eager ops whose numpy formulation costs many calls or a full sort: erfinv,
+topk and max pooling (with indices).
+
+Why. ``erfinv``'s numpy formulation is a first guess plus Halley steps, ~40 numpy calls however
+small the array (~50 us for 8x8, 35x PyTorch) and as many full-size temporaries on large ones.
+``topk`` sorted the whole row (a stable argsort, twice flipped) to keep k of it: 6.5 ms for
+(64, 1000), k=5, 40x PyTorch. ``max_pool_with_indices`` built window views, NaN masks, argmaxes
+and an unravelled index: ~50 us at 8x8, 3x PyTorch at (64, 64, 32, 32). Here each is one loop
+over the data, compiled by the inductor's code cache (same compiler and strict IEEE flags) on
+first use.
+
+What stays the same. The values and indices these loops produce are those of the numpy
+formulations they replace (``pointwise._erfinv``, ``reduction._topk``,
+``nn_ops.max_pool_with_indices``), term for term where arithmetic is involved:
+
+* erfinv: the same first guess, the same number of Halley steps on erf/erfc (the C library's,
+  as ``_native_special``), the same special cases. (numpy's ``exp``/``log1p`` may be SIMD
+  builds that differ from the C library's in the last bit of an intermediate; the steps
+  converge, so results agree to an ulp at most, and match PyTorch as closely.)
+* topk: the order of a stable sort -- NaN the largest, equal values (-0.0 == 0.0 included) in
+  index order -- found by ``nth_element`` and a sort of the k chosen, not a full sort.
+* max pooling: NaN is the maximum (the first NaN of a window wins), ties go to the first
+  position in window order; only positions inside the input are candidates (the numpy form
+  could return a padding position for a window of -inf values; PyTorch never does).
+
+When. numpy arrays of the supported dtypes, once the library is built; otherwise (no C++
+compiler, a cupy or fake array, an unsupported dtype) the callers' numpy paths run. These are
+kernels of registered ops, so autograd, dispatch modes and the compiler see the same ops as
+before -- only the numpy arithmetic inside a kernel changed.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+
+import numpy as np
+
+from ..runtime.native import LazyLibrary
+
+log = logging.getLogger("ember.ops")
+
+# numpy dtype -> the C++ type name the templates are instantiated for
+_CTYPES = {np.dtype(np.float32): "float", np.dtype(np.float64): "double", np.dtype(np.int64): "int64_t",
+           np.dtype(np.int32): "int32_t", np.dtype(np.int16): "int16_t", np.dtype(np.int8): "int8_t",
+           np.dtype(np.uint8): "uint8_t"}
+_SUFFIX = {"float": "f32", "double": "f64", "int64_t": "i64", "int32_t": "i32", "int16_t": "i16",
+           "int8_t": "i8", "uint8_t": "u8"}
+
+_PARALLEL_MIN = 65536     # elements below which the loops run on the calling thread only
+
+_SOURCE = r"""
+#include <cstdint>
+#include <cmath>
+#include <algorithm>
+#include <vector>
+#include <omp.h>
+typedef int64_t i64;
+
+template <typename T> static inline bool is_nan(T v) { return false; }
+template <> inline bool is_nan<float>(float v) { return std::isnan(v); }
+template <> inline bool is_nan<double>(double v) { return std::isnan(v); }
+
+// ---- erfinv: pointwise._erfinv term for term (first guess, Halley steps on erf / erfc)
+static double erfinv1(double y, int iters) {
+    const double ay = std::fabs(y);
+    const bool ok = ay < 1.0;
+    const double w = ok ? ay : 0.0;
+    const double a = 0.147;
+    const double lg = std::log1p(-w * w);
+    const double c = TWO_OVER_PI_A + 0.5 * lg;
+    double v = std::sqrt(c * c - lg / a) - c;
+    v = (v >= 0.0 || std::isnan(v)) ? v : 0.0;          // numpy's maximum(v, 0.0)
+    double x = std::sqrt(v);
+    const bool tail = w > 0.5;
+    const double rest = 1.0 - w;
+    const double k = TWO_OVER_SQRT_PI;
+    for (int it = 0; it < iters; ++it) {
+        const double f = tail ? rest - std::erfc(x) : std::erf(x) - w;   // (numpy computes both)
+        double d = f / (k * std::exp(-x * x));
+        if (!std::isfinite(d)) d = 0.0;
+        x = x - d / (1.0 + x * d);
+    }
+    if (w == 0) x = 0.0;
+    double out = ok ? x : (ay == 1.0 ? INFINITY : NAN);
+    if (std::isnan(y)) out = NAN;
+    return y < 0 ? -out : out;
+}
+
+extern "C" void ember_erfinv_f64(i64 n, const double* __restrict x, double* __restrict out, int iters,
+                                 int threads) {
+    #pragma omp parallel for schedule(static) num_threads(threads) if(n > PARALLEL_MIN)
+    for (i64 i = 0; i < n; ++i) out[i] = erfinv1(x[i], iters);
+}
+
+// ---- topk: the first k of a stable sort (NaN largest), per lane (outer, n, inner) of any strides
+template <typename T>
+static inline bool better(T u, T v, int largest) {    // u strictly before v in the sort (values only)
+    const bool un = is_nan(u), vn = is_nan(v);
+    if (un != vn) return largest ? un : vn;            // NaN: first when largest, last otherwise
+    if (un) return false;
+    return largest ? u > v : u < v;
+}
+
+template <typename T>
+static void topk(const T* x, const i64* g, T* vals, i64* idx) {
+    const i64 outer = g[0], n = g[1], inner = g[2], so = g[3], sn = g[4], si = g[5], k = g[6];
+    const int largest = (int)g[7], threads = (int)g[8];
+    const i64 lanes = outer * inner;
+    const bool small_k = k <= 16 && k * 8 <= n;
+    #pragma omp parallel num_threads(threads) if(lanes * n > PARALLEL_MIN && lanes > 1)
+    {
+        std::vector<T> buf(small_k ? k : n);
+        std::vector<i64> ix(small_k ? k : n);
+        #pragma omp for schedule(static)
+        for (i64 lane = 0; lane < lanes; ++lane) {
+            const i64 o = lane / inner, i = lane % inner;
+            const T* src = x + o * so + i * si;
+            T* vo = vals + o * k * inner + i;
+            i64* io = idx + o * k * inner + i;
+            if (small_k) {
+                // one pass keeping the k best in order; a later equal value never passes an earlier
+                // one (index order among equals, as a stable sort)
+                i64 filled = 0;
+                for (i64 j = 0; j < n; ++j) {
+                    const T v = src[j * sn];
+                    if (filled == k && !better(v, buf[k - 1], largest)) continue;
+                    i64 pos = filled < k ? filled++ : k - 1;
+                    while (pos > 0 && better(v, buf[pos - 1], largest)) {
+                        buf[pos] = buf[pos - 1];
+                        ix[pos] = ix[pos - 1];
+                        --pos;
+                    }
+                    buf[pos] = v;
+                    ix[pos] = j;
+                }
+                for (i64 j = 0; j < k; ++j) { vo[j * inner] = buf[j]; io[j * inner] = ix[j]; }
+                continue;
+            }
+            for (i64 j = 0; j < n; ++j) { buf[j] = src[j * sn]; ix[j] = j; }
+            const T* b = buf.data();
+            auto before = [b, largest](i64 p, i64 q) {
+                if (better(b[p], b[q], largest)) return true;
+                if (better(b[q], b[p], largest)) return false;
+                return p < q;                              // equal: index order (a stable sort's)
+            };
+            if (k < n) std::nth_element(ix.begin(), ix.begin() + k, ix.end(), before);
+            std::sort(ix.begin(), ix.begin() + k, before);
+            for (i64 j = 0; j < k; ++j) { vo[j * inner] = b[ix[j]]; io[j * inner] = ix[j]; }
+        }
+    }
+}
+
+// ---- max pooling with indices over (N, C, D, H, W) of any strides (1-d / 2-d: leading sizes 1)
+// the taps [t0, t1) of a window starting at `start` (step `dil`, `k` taps) inside [0, size)
+static inline void valid_taps(i64 start, i64 dil, i64 k, i64 size, i64& t0, i64& t1) {
+    t0 = start >= 0 ? 0 : (-start + dil - 1) / dil;
+    const i64 last = size - 1 - start;                   // the largest offset inside
+    t1 = last < 0 ? 0 : std::min(k, last / dil + 1);
+    if (t1 < t0) t1 = t0;
+}
+
+// g: N C D H W | oD oH oW | kD kH kW | sD sH sW | pD pH pW | dD dH dW | strides N C D H W | threads
+template <typename T>
+static void max_pool(const T* x, const i64* g, T* out, i64* idx) {
+    const i64 N = g[0], C = g[1], D = g[2], H = g[3], W = g[4];
+    const i64 oD = g[5], oH = g[6], oW = g[7];
+    const i64 kD = g[8], kH = g[9], kW = g[10], sD = g[11], sH = g[12], sW = g[13];
+    const i64 pD = g[14], pH = g[15], pW = g[16], dD = g[17], dH = g[18], dW = g[19];
+    const i64 xN = g[20], xC = g[21], xD = g[22], xH = g[23], xW = g[24];
+    const int threads = (int)g[25];
+    const i64 planes = N * C, per = oD * oH * oW;
+    const i64 work = planes * per * kD * kH * kW;
+    #pragma omp parallel for schedule(static) num_threads(threads) if(work > PARALLEL_MIN && planes > 1)
+    for (i64 pl = 0; pl < planes; ++pl) {
+        const T* xp = x + (pl / C) * xN + (pl % C) * xC;
+        T* op = out + pl * per;
+        i64* ip = idx + pl * per;
+        for (i64 od = 0; od < oD; ++od) {
+            i64 a0, a1;
+            valid_taps(od * sD - pD, dD, kD, D, a0, a1);
+            for (i64 oh = 0; oh < oH; ++oh) {
+                i64 b0, b1;
+                valid_taps(oh * sH - pH, dH, kH, H, b0, b1);
+                for (i64 ow = 0; ow < oW; ++ow) {
+                    i64 c0, c1;
+                    const i64 w0 = ow * sW - pW;
+                    valid_taps(w0, dW, kW, W, c0, c1);
+                    if (a1 <= a0 || b1 <= b0 || c1 <= c0) {     // (the op's checks rule this out)
+                        op[(od * oH + oh) * oW + ow] = T(0);
+                        ip[(od * oH + oh) * oW + ow] = -1;
+                        continue;
+                    }
+                    // the first position inside the input starts; a later one replaces it when
+                    // greater or NaN (!(v <= best)); a NaN ends the window (the first NaN wins)
+                    i64 id = od * sD - pD + a0 * dD, ih = oh * sH - pH + b0 * dH, iw = w0 + c0 * dW;
+                    T best = xp[id * xD + ih * xH + iw * xW];
+                    i64 bi = (id * H + ih) * W + iw;
+                    if (is_nan(best)) goto done;
+                    for (i64 a = a0; a < a1; ++a) {
+                        id = od * sD - pD + a * dD;
+                        for (i64 b = b0; b < b1; ++b) {
+                            ih = oh * sH - pH + b * dH;
+                            const T* row = xp + id * xD + ih * xH;
+                            for (i64 c = c0; c < c1; ++c) {
+                                iw = w0 + c * dW;
+                                const T v = row[iw * xW];
+                                if (!(v <= best)) {
+                                    best = v;
+                                    bi = (id * H + ih) * W + iw;
+                                    if (is_nan(v)) goto done;
+                                }
+                            }
+                        }
+                    }
+                done:
+                    const i64 o = (od * oH + oh) * oW + ow;
+                    op[o] = best;
+                    ip[o] = bi;
+                }
+            }
+        }
+    }
+}
+
+#define INSTANTIATE(T, SFX) \
+extern "C" void ember_topk_##SFX(const T* x, const i64* g, T* v, i64* i) { topk<T>(x, g, v, i); } \
+extern "C" void ember_max_pool_##SFX(const T* x, const i64* g, T* v, i64* i) { max_pool<T>(x, g, v, i); }
+INSTANTIATE(float, f32)
+INSTANTIATE(double, f64)
+INSTANTIATE(int64_t, i64)
+INSTANTIATE(int32_t, i32)
+INSTANTIATE(int16_t, i16)
+INSTANTIATE(int8_t, i8)
+INSTANTIATE(uint8_t, u8)
+"""
+
+
+def _source() -> str:
+    # the constants pointwise._erfinv computes in Python, spelled as exact double literals
+    return (_SOURCE.replace("TWO_OVER_PI_A", float.hex(2.0 / (math.pi * 0.147)))
+            .replace("TWO_OVER_SQRT_PI", float.hex(2.0 / math.sqrt(math.pi)))
+            .replace("PARALLEL_MIN", str(_PARALLEL_MIN)))
+
+
+def _build():
+    from ..inductor import codecache
+    L = codecache.load(_source())
+    P = ctypes.c_void_p
+    f = L.ember_erfinv_f64
+    f.argtypes = [ctypes.c_int64, P, P, ctypes.c_int, ctypes.c_int]
+    f.restype = None
+    fns = {}
+    for np_dt, cname in _CTYPES.items():
+        sfx = _SUFFIX[cname]
+        for kind in ("topk", "max_pool"):
+            fn = getattr(L, f"ember_{kind}_{sfx}")
+            fn.argtypes = [P, P, P, P]
+            fn.restype = None
+            fns[kind, np_dt] = fn
+    return L, fns
+
+
+lib = LazyLibrary(_build, "native erfinv/topk/max pooling (the numpy formulations are used)", log).get
+
+
+def _threads(n: int) -> int:
+    if n > _PARALLEL_MIN:
+        from .._openmp import num_threads
+        return num_threads()
+    return 1
+
+
+# erfinv runs natively up to this many elements only. Above it the numpy formulation is as fast
+# (its cost is the C library's erf/erfc, ~20-30 ns a call past |x| = 1.25, which both paths pay;
+# measured 23 vs 27 ms at 256K float32 elements, the native loop's unpredictable erf/erfc branch
+# costing more than numpy's temporaries); below it numpy's ~40 calls of fixed cost dominate.
+ERFINV_NATIVE_MAX = 8192
+
+
+def erfinv(x, iters: int):
+    """``pointwise._erfinv`` of a numpy array (any float dtype, computed in float64) with ``iters``
+    Halley steps, as a float64 array laid out like ``x``; None when the library is unavailable or
+    ``x`` is not a small numpy array (:data:`ERFINV_NATIVE_MAX`)."""
+    if type(x) is not np.ndarray or x.size > ERFINV_NATIVE_MAX:
+        return None
+    got = lib()
+    if got is None:
+        return None
+    xa = np.asarray(x, dtype=np.float64)
+    xc = np.asarray(xa, order="C")       # (ascontiguousarray would make a 0-d array 1-d)
+    res = np.empty(xc.shape)
+    got[0].ember_erfinv_f64(xc.size, xc.ctypes.data, res.ctypes.data, iters, _threads(xc.size))
+    if xc is not xa and not xa.flags.c_contiguous:
+        out = np.empty_like(xa)          # the input's memory order, as numpy's ufuncs keep it
+        out[...] = res
+        return out
+    return res
+
+
+def topk(a, k: int, d: int, largest: bool):
+    """(values, int64 indices) of the first ``k`` of a stable sort of ``a`` along axis ``d``
+    (descending when ``largest``; NaN the largest), C-contiguous with ``k`` at ``d``; None when
+    the native path does not cover ``a``."""
+    if type(a) is not np.ndarray or a.ndim == 0:
+        return None
+    got = lib()
+    if got is None:
+        return None
+    fn = got[1].get(("topk", a.dtype))
+    if fn is None:
+        return None
+    shape = a.shape
+    n = shape[d]
+    outer = math.prod(shape[:d])
+    inner = math.prod(shape[d + 1:])
+    out_shape = shape[:d] + (k,) + shape[d + 1:]
+    vals = np.empty(out_shape, a.dtype)
+    idx = np.empty(out_shape, np.int64)
+    if vals.size == 0:
+        return vals, idx
+    isz = a.itemsize
+    st = a.strides
+    # the outer dims as one stride is only right when they are one dense block of the array;
+    # otherwise run them one collapsed slice at a time (rare: a non-contiguous multi-dim outer)
+    so = _collapsed_stride(shape[:d], st[:d])
+    si = _collapsed_stride(shape[d + 1:], st[d + 1:])
+    if so is None or si is None:
+        a = np.ascontiguousarray(a)
+        st = a.strides
+        so, si = _collapsed_stride(shape[:d], st[:d]), _collapsed_stride(shape[d + 1:], st[d + 1:])
+    geo = np.array([outer, n, inner, so // isz, st[d] // isz, si // isz, k, 1 if largest else 0,
+                    _threads(a.size)], dtype=np.int64)
+    fn(a.ctypes.data, geo.ctypes.data, vals.ctypes.data, idx.ctypes.data)
+    return vals, idx
+
+
+def _collapsed_stride(shape, strides):
+    """The stride of ``shape``'s dims seen as one flattened dim (row-major), or None when they do
+    not flatten to a single stride. Empty: 0 (a single position)."""
+    st = None
+    expect = None
+    for n, s in zip(reversed(shape), reversed(strides)):
+        if n == 1:
+            continue
+        if st is None:
+            st, expect = s, s * n
+        elif s != expect:
+            return None
+        else:
+            expect = s * n
+    return 0 if st is None else st
+
+
+def max_pool(x, k, s, p, d, out):
+    """(values, int64 flat spatial indices) of max pooling ``x`` (N, C, *S; 1 to 3 spatial dims,
+    any strides) into C-contiguous (N, C, *out); None when the native path does not cover ``x``."""
+    if type(x) is not np.ndarray:
+        return None
+    got = lib()
+    if got is None:
+        return None
+    fn = got[1].get(("max_pool", x.dtype))
+    nd = len(k)
+    if fn is None or not 1 <= nd <= 3:
+        return None
+    pad = 3 - nd
+    N, C = x.shape[:2]
+    isz = x.itemsize
+    xs = [t // isz for t in x.strides]
+    geo = np.array([N, C] + [1] * pad + list(x.shape[2:]) + [1] * pad + list(out) + [1] * pad + list(k)
+                   + [1] * pad + list(s) + [0] * pad + list(p) + [1] * pad + list(d)
+                   + xs[:2] + [0] * pad + xs[2:] + [_threads(x.size)], dtype=np.int64)
+    vals = np.empty((N, C) + tuple(out), x.dtype)
+    idx = np.empty((N, C) + tuple(out), np.int64)
+    if vals.size:
+        fn(x.ctypes.data, geo.ctypes.data, vals.ctypes.data, idx.ctypes.data)
+    return vals, idx

@@ -1,0 +1,400 @@
+"""The eager fast paths of small-tensor ops (ember/ops/_native_small.py, ember/nn/_eager_fast.py,
+the interpolation-table cache, the nll_loss selection shortcut) against torch and against the
+paths they short-cut: values and indices bit for bit where the fast path promises it, gradients,
+strided inputs, float32/float64, and the fallback path (no native library / a composite run)."""
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.nn import _eager_fast
+from ember.ops import _native_small
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+DTYPES = [np.float32, np.float64]
+
+
+def _pair(a, requires_grad=False):
+    e = ember.tensor(a)
+    t = torch.tensor(a)
+    if requires_grad:
+        e.requires_grad_()
+        t.requires_grad_()
+    return e, t
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+@pytest.fixture
+def no_native(monkeypatch):
+    """Run the numpy formulations the native loops replace."""
+    monkeypatch.setattr(_native_small, "lib", lambda: None)
+
+
+@pytest.fixture
+def no_fast(monkeypatch):
+    """Run the functional composites instead of their eager fast paths."""
+    monkeypatch.setattr(_eager_fast, "plain", lambda *a: False)
+
+
+def _both(fn, monkeypatch):
+    """fn() with the fast path, then with the fallback (library off, composites forced)."""
+    fast = fn()
+    with monkeypatch.context() as m:
+        m.setattr(_native_small, "lib", lambda: None)
+        m.setattr(_eager_fast, "plain", lambda *a: False)
+        slow = fn()
+    return fast, slow
+
+
+def _same(a, b):
+    a, b = _np(a), _np(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    np.testing.assert_array_equal(a, b)
+    # same bits (signed zeros, NaN positions)
+    if a.dtype.kind == "f":
+        assert np.array_equal(np.signbit(a), np.signbit(b))
+
+
+# ---------------------------------------------------------------------- erfinv
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (1,), (8, 8), (3, 5, 7)])
+def test_erfinv_matches_torch_and_numpy_path(dtype, shape, monkeypatch):
+    rng = np.random.default_rng(hash((shape, np.dtype(dtype).name)) % 2**32)
+    a = rng.uniform(-1, 1, shape).astype(dtype)
+    if a.ndim and a.size > 3:
+        a.reshape(-1)[:4] = [1.0, -1.0, 0.0, np.nan]      # the special cases
+    e, t = _pair(a)
+    fast, slow = _both(lambda: ember.erfinv(e), monkeypatch)
+    want = torch.erfinv(t).numpy()
+    if dtype == np.float32:
+        _same(fast, slow)          # float32: bit for bit the numpy formulation's
+    else:                          # float64: numpy's SIMD exp/log1p may move an intermediate 1 ulp
+        np.testing.assert_array_max_ulp(_np(fast), _np(slow), maxulp=1)
+    tol = dict(rtol=2e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(_np(fast), want, **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_erfinv_strided_and_grad(dtype):
+    rng = np.random.default_rng(3)
+    a = rng.uniform(-0.95, 0.95, (6, 10)).astype(dtype)
+    e, t = _pair(a, requires_grad=True)
+    ev, tv = e.t()[::2], t.t()[::2]          # a non-contiguous view
+    out_e, out_t = ember.erfinv(ev), torch.erfinv(tv)
+    np.testing.assert_allclose(_np(out_e), _np(out_t), rtol=2e-6 if dtype == np.float32 else 1e-13)
+    g = rng.standard_normal(out_t.shape).astype(dtype)
+    out_e.backward(ember.tensor(g))
+    out_t.backward(torch.tensor(g))
+    np.testing.assert_allclose(_np(e.grad), _np(t.grad), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    # inference under no_grad takes the native loop on the same view
+    with ember.no_grad():
+        _same(ember.erfinv(ev), out_e)
+
+
+def test_erfinv_large_uses_numpy_formulation(monkeypatch):
+    # above ERFINV_NATIVE_MAX the numpy formulation runs (as fast there): the native loop is not called
+    calls = []
+    real = _native_small.lib
+
+    def spy():
+        calls.append(1)
+        return real()
+    monkeypatch.setattr(_native_small, "lib", spy)
+    a = np.random.default_rng(0).uniform(-1, 1, _native_small.ERFINV_NATIVE_MAX + 1)
+    ember.erfinv(ember.tensor(a))
+    assert not calls
+    ember.erfinv(ember.tensor(a[:100]))
+    assert calls
+
+
+# ---------------------------------------------------------------------- topk
+def _ties(rng, shape, dtype):
+    """Few distinct values (ties everywhere), NaNs and signed zeros for floats."""
+    a = rng.integers(-3, 4, shape).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        a[rng.random(shape) < 0.15] = np.nan
+        z = a == 0
+        a[z] = np.where(rng.random(z.sum()) < 0.5, -0.0, 0.0)
+    return a
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32, np.int16, np.int8, np.uint8])
+@pytest.mark.parametrize("largest", [True, False])
+def test_topk_equals_the_stable_sort_path(dtype, largest, monkeypatch):
+    rng = np.random.default_rng(7)
+    for shape, dim in [((9,), 0), ((4, 50), -1), ((4, 50), 0), ((3, 40, 5), 1), ((2, 3, 4), 2)]:
+        a = _ties(rng, shape, dtype)
+        for src in (a, np.swapaxes(a, 0, -1)):
+            e = ember.tensor(src) if src is a else ember.tensor(a).transpose(0, -1)
+            n = e.shape[dim]
+            for k in sorted({0, 1, 3, n // 2, n - 1, n}):
+                if not 0 <= k <= n:
+                    continue
+                fast, slow = _both(lambda: ember.topk(e, k, dim, largest), monkeypatch)
+                _same(fast[0], slow[0])
+                _same(fast[1], slow[1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_topk_matches_torch_and_grad(dtype):
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((6, 300)).astype(dtype)         # distinct values: torch's indices are unique
+    for k, largest, dim in [(5, True, -1), (5, False, -1), (3, True, 0), (300, True, 1)]:
+        e, t = _pair(a, requires_grad=True)
+        ve, ie = ember.topk(e, k, dim, largest)
+        vt, it = torch.topk(t, k, dim, largest)
+        _same(ve, vt)
+        _same(ie, it)
+        g = rng.standard_normal(vt.shape).astype(dtype)
+        ve.backward(ember.tensor(g))
+        vt.backward(torch.tensor(g))
+        _same(e.grad, t.grad)
+
+
+def test_topk_nan_is_largest_like_torch():
+    a = np.array([[1.0, np.nan, 3.0, -np.inf, np.inf, 2.0]], np.float32)
+    e, t = _pair(a)
+    for largest in (True, False):
+        ve, ie = ember.topk(e, 3, largest=largest)
+        vt, it = torch.topk(t, 3, largest=largest)
+        _same(ve, vt)
+        _same(ie, it)
+
+
+# ---------------------------------------------------------------------- max pooling
+_POOL_CASES = [  # (spatial, kernel, stride, padding, dilation, ceil_mode)
+    ((8, 8), 2, None, 0, 1, False),
+    ((9, 7), 3, 2, 1, 1, False),
+    ((9, 7), 3, 2, 1, 1, True),
+    ((10, 11), (3, 2), (2, 1), (1, 0), (2, 1), True),
+    ((7,), 3, 2, 1, 1, True),
+    ((5, 6, 7), 2, 2, 1, 1, False),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64, np.int32])
+@pytest.mark.parametrize("case", _POOL_CASES)
+def test_max_pool_equals_numpy_path(dtype, case, monkeypatch):
+    sp, k, s, p, d, ceil = case
+    fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[len(sp)]
+    rng = np.random.default_rng(5)
+    a = _ties(rng, (2, 3) + sp, dtype)
+    views = [ember.tensor(a), ember.tensor(np.ascontiguousarray(np.swapaxes(a, -1, -2))).transpose(-1, -2),
+             ember.tensor(a)[:, ::2]]
+    if len(sp) == 2:
+        views.append(ember.tensor(a).contiguous(memory_format=ember.channels_last))
+    for e in views:
+        fast, slow = _both(lambda: fn(e, k, s, p, d, ceil, return_indices=True), monkeypatch)
+        _same(fast[0], slow[0])
+        _same(fast[1], slow[1])
+        assert fast[0].stride() == slow[0].stride() and fast[1].stride() == slow[1].stride()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", _POOL_CASES)
+def test_max_pool_matches_torch_with_grad(dtype, case):
+    sp, k, s, p, d, ceil = case
+    nd = len(sp)
+    fe = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}[nd]
+    ft = {1: TF.max_pool1d, 2: TF.max_pool2d, 3: TF.max_pool3d}[nd]
+    a = np.random.default_rng(9).standard_normal((2, 3) + sp).astype(dtype)
+    e, t = _pair(a, requires_grad=True)
+    oe, ie = fe(e, k, s, p, d, ceil, return_indices=True)
+    ot, it = ft(t, k, s, p, d, ceil, return_indices=True)
+    _same(oe, ot)
+    _same(ie, it)
+    g = np.random.default_rng(10).standard_normal(ot.shape).astype(dtype)
+    oe.backward(ember.tensor(g))
+    ot.backward(torch.tensor(g))
+    np.testing.assert_allclose(_np(e.grad), _np(t.grad), rtol=1e-6)
+
+
+def test_max_pool_nan_and_all_minus_inf_windows():
+    a = np.full((1, 1, 4, 4), -np.inf, np.float32)
+    a[0, 0, 1, 2] = np.nan
+    e, t = _pair(a)
+    for pad in (0, 1):
+        oe, ie = F.max_pool2d(e, 2, 2, pad, return_indices=True)
+        ot, it = TF.max_pool2d(t, 2, 2, pad, return_indices=True)
+        _same(oe, ot)
+        _same(ie, it)        # a window of -inf keeps an input position, never a padding one
+
+
+# ---------------------------------------------------------------------- scaled_dot_product_attention
+def _sdpa_inputs(rng, shape_q, shape_kv, dtype):
+    q = rng.standard_normal(shape_q).astype(dtype)
+    k = rng.standard_normal(shape_kv).astype(dtype)
+    v = rng.standard_normal(shape_kv[:-1] + (shape_kv[-1] + 1,)).astype(dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shapes", [((1, 1, 8, 8), (1, 1, 8, 8)), ((2, 3, 5, 4), (2, 3, 7, 4)),
+                                    ((3, 1, 6), (3, 9, 6)), ((2, 2, 2, 3, 4), (2, 2, 2, 5, 4))])
+@pytest.mark.parametrize("variant", ["plain", "causal", "bool_mask", "float_mask", "scale", "transposed"])
+def test_sdpa_fast_path_equals_composite_and_torch(dtype, shapes, variant, monkeypatch):
+    rng = np.random.default_rng(abs(hash((shapes, variant))) % 2**32)
+    q, k, v = _sdpa_inputs(rng, *shapes, dtype)
+    kw_e, kw_t = {}, {}
+    L, S = q.shape[-2], k.shape[-2]
+    if variant == "causal":
+        kw_e = kw_t = {"is_causal": True}
+    elif variant == "bool_mask":
+        m = rng.random((L, S)) < 0.7
+        m[:, 0] = True
+        kw_e, kw_t = {"attn_mask": ember.tensor(m)}, {"attn_mask": torch.tensor(m)}
+    elif variant == "float_mask":
+        m = rng.standard_normal(q.shape[:-1] + (S,)).astype(dtype)
+        kw_e, kw_t = {"attn_mask": ember.tensor(m)}, {"attn_mask": torch.tensor(m)}
+    elif variant == "scale":
+        kw_e = kw_t = {"scale": 0.37}
+    qe, ke, ve = (ember.tensor(x) for x in (q, k, v))
+    qt, kt, vt = (torch.tensor(x) for x in (q, k, v))
+    if variant == "transposed":          # non-contiguous q/k/v views
+        qe, ke, ve = (ember.tensor(np.ascontiguousarray(np.swapaxes(x, -1, -2))).transpose(-1, -2)
+                      for x in (q, k, v))
+    fast, slow = _both(lambda: F.scaled_dot_product_attention(qe, ke, ve, **kw_e), monkeypatch)
+    _same(fast, slow)
+    want = TF.scaled_dot_product_attention(qt, kt, vt, **kw_t)
+    tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(_np(fast), _np(want), **tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sdpa_grad_unchanged(dtype):
+    rng = np.random.default_rng(2)
+    q, k, v = _sdpa_inputs(rng, (2, 2, 5, 4), (2, 2, 6, 4), dtype)
+    es = [ember.tensor(x).requires_grad_() for x in (q, k, v)]
+    ts = [torch.tensor(x).requires_grad_() for x in (q, k, v)]
+    oe = F.scaled_dot_product_attention(*es, is_causal=True)
+    ot = TF.scaled_dot_product_attention(*ts, is_causal=True)
+    assert oe.grad_fn is not None
+    g = rng.standard_normal(ot.shape).astype(dtype)
+    oe.backward(ember.tensor(g))
+    ot.backward(torch.tensor(g))
+    for a, b in zip(es, ts):
+        np.testing.assert_allclose(_np(a.grad), _np(b.grad), rtol=1e-4 if dtype == np.float32 else 1e-10,
+                                   atol=1e-5 if dtype == np.float32 else 1e-12)
+    with ember.no_grad():               # the fast path under no_grad: the same forward values
+        _same(F.scaled_dot_product_attention(*es, is_causal=True), oe)
+
+
+def test_sdpa_fast_path_declines_what_it_does_not_cover(monkeypatch):
+    calls = []
+    real = _eager_fast._bmm
+    monkeypatch.setattr(_eager_fast, "_bmm", lambda *a: calls.append(1) or real(*a))
+    rng = np.random.default_rng(4)
+    q, k, v = (ember.tensor(x) for x in _sdpa_inputs(rng, (2, 3, 4), (2, 5, 4), np.float32))
+    F.scaled_dot_product_attention(q, k, v)
+    assert calls                                          # covered
+    calls.clear()
+    F.scaled_dot_product_attention(q, k[:1], v[:1])       # broadcast batch dims: the composite
+    with pytest.raises(RuntimeError):                     # mixed dtypes: the composite's error
+        F.scaled_dot_product_attention(q, k.double(), v)
+    assert not calls
+    with pytest.raises(RuntimeError, match="Explicit attn_mask should not be set"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=ember.ones(4, 5, dtype=ember.bool), is_causal=True)
+
+
+# ---------------------------------------------------------------------- cross_entropy / nll_loss
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("case", ["plain", "weight", "ignore", "ignore_inside", "1d", "spatial", "strided"])
+def test_cross_entropy_fast_path(dtype, reduction, case, monkeypatch):
+    rng = np.random.default_rng(abs(hash((case, reduction))) % 2**32)
+    N, C = 8, 5
+    x = rng.standard_normal((N, C)).astype(dtype)
+    y = rng.integers(0, C, N)
+    kw = {"reduction": reduction}
+    if case == "weight":
+        kw["weight"] = rng.random(C).astype(dtype)
+    elif case == "ignore":
+        y[::3] = -100
+    elif case == "ignore_inside":
+        kw["ignore_index"] = 2
+    elif case == "1d":
+        x, y = x[0], y[0]
+    elif case == "spatial":
+        x = rng.standard_normal((N, C, 3, 2)).astype(dtype)
+        y = rng.integers(0, C, (N, 3, 2))
+    xe, xt = _pair(x)
+    ye, yt = ember.tensor(y), torch.tensor(y)
+    if case == "strided":
+        xe, xt = ember.tensor(np.ascontiguousarray(x.T)).t(), torch.tensor(x)
+    kwe = {k: ember.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    kwt = {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in kw.items()}
+    fast, slow = _both(lambda: F.cross_entropy(xe, ye, **kwe), monkeypatch)
+    _same(fast, slow)
+    want = TF.cross_entropy(xt, yt, **kwt)
+    np.testing.assert_allclose(_np(fast), _np(want), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cross_entropy_grad_and_errors(dtype):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((6, 4)).astype(dtype)
+    y = rng.integers(0, 4, 6)
+    w = rng.random(4).astype(dtype)
+    xe, xt = _pair(x, requires_grad=True)
+    le = F.cross_entropy(xe, ember.tensor(y), weight=ember.tensor(w))
+    lt = TF.cross_entropy(xt, torch.tensor(y), weight=torch.tensor(w))
+    le.backward()
+    lt.backward()
+    np.testing.assert_allclose(_np(xe.grad), _np(xt.grad), rtol=1e-5 if dtype == np.float32 else 1e-12)
+    bad = y.copy()
+    bad[2] = 4
+    with pytest.raises(IndexError, match="Target 4 is out of bounds"):
+        F.cross_entropy(ember.tensor(x), ember.tensor(bad))
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(6\) to match target batch_size \(5\)"):
+        F.cross_entropy(ember.tensor(x), ember.tensor(y[:5]))
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+        F.cross_entropy(ember.tensor(x), ember.tensor(y.astype(np.int32)))
+
+
+# ---------------------------------------------------------------------- interpolate
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("mode,kw", [("nearest", {}), ("nearest-exact", {}), ("bilinear", {}),
+                                     ("bilinear", {"align_corners": True}), ("bicubic", {})])
+def test_interpolate_cached_tables(dtype, mode, kw):
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 3, 5, 7)).astype(dtype)
+    e, t = _pair(a, requires_grad=True)
+    for size_kw in ({"scale_factor": 2}, {"size": (9, 4)}, {"scale_factor": 1.7}):
+        first = F.interpolate(e, mode=mode, **size_kw, **kw)
+        again = F.interpolate(e, mode=mode, **size_kw, **kw)      # from the cached tables
+        _same(first, again)
+        want = TF.interpolate(t, mode=mode, **size_kw, **kw)
+        np.testing.assert_allclose(_np(again), _np(want), rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                   atol=1e-6 if dtype == np.float32 else 1e-12)
+        g = rng.standard_normal(want.shape).astype(dtype)
+        e.grad = None
+        t.grad = None
+        again.backward(ember.tensor(g))
+        want.backward(torch.tensor(g))
+        np.testing.assert_allclose(_np(e.grad), _np(t.grad), rtol=1e-5 if dtype == np.float32 else 1e-12,
+                                   atol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_interpolation_tables_are_copies():
+    from ember.nn import functional as Fm
+    m1 = Fm._linear_matrix_cached(5, 10, False, 2.0)
+    m1[...] = 123.0                       # a caller writing into its table ...
+    np.testing.assert_array_equal(Fm._linear_matrix_cached(5, 10, False, 2.0), Fm._linear_matrix(5, 10, False, 2.0))
+    i1 = Fm._nearest_index_cached(4, 9, None, False)
+    i1[...] = 0                           # ... never reaches the cache
+    np.testing.assert_array_equal(Fm._nearest_index_cached(4, 9, None, False), Fm._nearest_index(4, 9, None, False))
+
+
+def test_resample_channels_last_layout():
+    a = np.random.default_rng(12).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    e = ember.tensor(a).contiguous(memory_format=ember.channels_last)
+    t = torch.tensor(a).contiguous(memory_format=torch.channels_last)
+    oe = F.interpolate(e, scale_factor=2, mode="bilinear")
+    ot = TF.interpolate(t, scale_factor=2, mode="bilinear")
+    assert oe.stride() == ot.stride()
+    np.testing.assert_allclose(_np(oe), _np(ot), rtol=1e-5, atol=1e-6)
