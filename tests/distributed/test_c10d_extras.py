@@ -115,12 +115,16 @@ def _fold(parts, f=np.add):
     return acc
 
 
-@pytest.fixture(scope="module")
-def ranks():
-    return run_ranks(_script, WS, timeout=60)
+def test_multi_rank_extras_on_4_ranks():
+    """One spawned group for every multi-rank check of this file."""
+    ranks = run_ranks(_script, WS, timeout=60)
+    _check_coalesced_collectives(ranks)
+    _check_object_point_to_point(ranks)
+    _check_subgroups_and_split(ranks)
+    _check_breakpoint_stops_one_rank_after_skips(ranks)
 
 
-def test_coalesced_collectives(ranks):
+def _check_coalesced_collectives(ranks):
     r = range(WS)
     for k in r:
         got = ranks[k]
@@ -138,7 +142,7 @@ def test_coalesced_collectives(ranks):
         np.testing.assert_array_equal(got["rss"], _fold([_data(i, (WS * 2,), seed=7) for i in r])[2 * k:2 * k + 2])
 
 
-def test_object_point_to_point(ranks):
+def _check_object_point_to_point(ranks):
     assert ranks[1]["objs"] == (0, {"rank": 0, "x": [1, 2]}, [0.0, 2.5], "hello")
     assert ranks[2]["objs"] == (3, {"rank": 3, "x": [1, 2]}, [3.0, 2.5], "hello")
     for k in range(WS):
@@ -147,7 +151,7 @@ def test_object_point_to_point(ranks):
         assert ranks[k]["recv_none"] == ("ValueError", "Must specify global_rank or group_rank")
 
 
-def test_subgroups_and_split(ranks):
+def _check_subgroups_and_split(ranks):
     for k in range(WS):
         got = ranks[k]
         mine = [0, 1] if k < 2 else [2, 3]
@@ -169,7 +173,7 @@ def test_subgroups_and_split(ranks):
     assert ranks[3]["split"] == ([3], 1000.0)
 
 
-def test_breakpoint_stops_one_rank_after_skips(ranks):
+def _check_breakpoint_stops_one_rank_after_skips(ranks):
     msg = "\n!!! ATTENTION !!!\n\nType 'up' to get to the frame that called dist.breakpoint(rank=2)\n"
     for k in range(WS):
         assert ranks[k]["breakpoint"] == ([msg, "_script"] * 2 if k == 2 else [])

@@ -159,13 +159,18 @@ def _reference(divide, steps_of=COUNTS):
     return _params(m)
 
 
-@pytest.fixture(scope="module")
-def ranks():
-    return run_ranks(_script, WS, timeout=90)
+def test_join_on_3_ranks_with_uneven_inputs():
+    """One spawned group for every check of this file."""
+    ranks = run_ranks(_script, WS, timeout=90)
+    _check_ddp_join_matches_single_process_replay(ranks, "ddp_initial_ws", True)
+    _check_ddp_join_matches_single_process_replay(ranks, "ddp_effective_ws", False)
+    _check_ddp_join_with_buffers_and_unused_detection(ranks)
+    _check_ddp_join_comm_hook_and_early_termination(ranks)
+    _check_ddp_join_no_sync_accumulates_locally(ranks)
+    _check_generic_joinable(ranks)
 
 
-@pytest.mark.parametrize("key,divide", [("ddp_initial_ws", True), ("ddp_effective_ws", False)])
-def test_ddp_join_matches_single_process_replay(ranks, key, divide):
+def _check_ddp_join_matches_single_process_replay(ranks, key, divide):
     ref = _reference(divide)
     for r in range(WS):
         for a, b, c in zip(ranks[r][key][0], ranks[1][key][0], ref):
@@ -173,7 +178,7 @@ def test_ddp_join_matches_single_process_replay(ranks, key, divide):
             np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12)
 
 
-def test_ddp_join_with_buffers_and_unused_detection(ranks):
+def _check_ddp_join_with_buffers_and_unused_detection(ranks):
     for r in range(WS):
         params, bufs = ranks[r]["ddp_bn_unused"]
         for a, b in zip(params + bufs, ranks[1]["ddp_bn_unused"][0] + ranks[1]["ddp_bn_unused"][1]):
@@ -182,7 +187,7 @@ def test_ddp_join_with_buffers_and_unused_detection(ranks):
     assert np.abs(ranks[0]["ddp_bn_unused"][1][0]).sum() > 0
 
 
-def test_ddp_join_comm_hook_and_early_termination(ranks):
+def _check_ddp_join_comm_hook_and_early_termination(ranks):
     for r in range(WS):
         calls = ranks[r]["hook_zero_buckets"]
         assert len(calls) == max(COUNTS)              # one bucket per iteration, joined or not
@@ -192,7 +197,7 @@ def test_ddp_join_comm_hook_and_early_termination(ranks):
         assert ranks[r]["throw"] == "Detected at least one rank that exhausted inputs. Throwing across all ranks."
 
 
-def test_ddp_join_no_sync_accumulates_locally(ranks):
+def _check_ddp_join_no_sync_accumulates_locally(ranks):
     import ember as torch
     X, Y = _batches()
     for r in range(WS):
@@ -203,7 +208,7 @@ def test_ddp_join_no_sync_accumulates_locally(ranks):
             np.testing.assert_allclose(a, p.grad.numpy(), rtol=1e-10, atol=1e-12)
 
 
-def test_generic_joinable(ranks):
+def _check_generic_joinable(ranks):
     # iteration s sums (rank + 1) over the ranks still working
     totals = sum(sum(r + 1 for r in range(WS) if COUNTS[r] > s) for s in range(max(COUNTS)))
     for r in range(WS):

@@ -119,12 +119,17 @@ def _script(rank, ws, port):
     return out
 
 
-@pytest.fixture(scope="module")
-def ranks():
-    return run_ranks(_script, WS, free_port(), init=False, timeout=60)
+def test_rpc_on_3_workers():
+    """One spawned RPC group for every multi-worker check of this file."""
+    ranks = run_ranks(_script, WS, free_port(), init=False, timeout=60)
+    _check_worker_infos(ranks)
+    _check_calls_and_futures(ranks)
+    _check_remote_errors_carry_type_and_traceback(ranks)
+    _check_rrefs(ranks)
+    _check_graceful_shutdown(ranks)
 
 
-def test_worker_infos(ranks):
+def _check_worker_infos(ranks):
     assert [ranks[r]["me"] for r in range(WS)] == [f"WorkerInfo(id={r}, name=worker{r})" for r in range(WS)]
     assert ranks[0]["timeout"] == 20.0
     assert ranks[0]["info"] == ("WorkerInfo(id=1, name=worker1)", 1, "worker1", True, True)
@@ -133,7 +138,7 @@ def test_worker_infos(ranks):
         ("RuntimeError", "name:worker0,rank:0 could not find destination id 5")]
 
 
-def test_calls_and_futures(ranks):
+def _check_calls_and_futures(ranks):
     x = np.arange(6.0).reshape(2, 3)
     np.testing.assert_array_equal(ranks[0]["sync"], x + 1.5)
     np.testing.assert_array_equal(ranks[0]["kw"], x * 3.0)
@@ -144,7 +149,7 @@ def test_calls_and_futures(ranks):
     assert ranks[0]["not_callable"] == ("TypeError", "function should be callable.")
 
 
-def test_remote_errors_carry_type_and_traceback(ranks):
+def _check_remote_errors_carry_type_and_traceback(ranks):
     kind, msg = ranks[0]["boom"]
     assert kind == "ValueError"
     assert msg.startswith("On WorkerInfo(id=1, name=worker1):\nValueError('bad 3')\nTraceback (most recent call "
@@ -159,7 +164,7 @@ def test_remote_errors_carry_type_and_traceback(ranks):
                                                        "will now be marked with an error")
 
 
-def test_rrefs(ranks):
+def _check_rrefs(ranks):
     got = ranks[0]
     assert got["rref"] == (True, "worker1", False, [2.0, 2.0])
     assert got["rref_local_err"] == ("RuntimeError", "For UserRRef(RRefId = GloballyUniqueId(created_on=0, "
@@ -173,7 +178,7 @@ def test_rrefs(ranks):
     assert got["own"] == (True, 7.0, 7.0, True)
 
 
-def test_graceful_shutdown(ranks):
+def _check_graceful_shutdown(ranks):
     assert ranks[2]["graceful"] == (True, "from2")
     assert "from2" in ranks[0]["log"]
     assert "late" in ranks[1]["log"]      # the timed-out call still ran to the end before shutdown
