@@ -141,6 +141,56 @@ def flip(q, dims):
     return _like(q, np.flip(q._irepr, axes))
 
 
+# -- ordering ---------------------------------------------------------------------------
+# order does not change under an affine map with a positive scale: sorting the stored integers
+# sorts the values, which keep the input's parameters (per-tensor only, as torch)
+_SORT_PC = ("Expected quantizer->qscheme() == kPerTensorAffine to be true, but got false.  (Could this error message "
+            "be improved?  If so, please report an enhancement request to PyTorch.)")
+
+
+def _order(q, d, descending):
+    from ..ops.reduction import _sort_indices
+    return _sort_indices(np, q._irepr, d, descending)
+
+
+def _index_tensor(idx):
+    idx = np.asarray(idx, dtype=np.int64)
+    return _make(np.ascontiguousarray(idx) if idx.ndim else idx, _t.cpu, _t.int64)
+
+
+def sort(q, dim=-1, descending=False, stable=False):
+    """(values, int64 indices) along ``dim``; ties keep their order (torch's CPU sort is stable)."""
+    from .. import return_types
+    _per_tensor(q, _SORT_PC)
+    arr = q._irepr
+    if arr.ndim == 0:
+        return return_types.sort(_like(q, arr.copy()), _index_tensor(np.asarray(0)))
+    d = _wrap_dim(dim, arr.ndim)
+    idx = _order(q, d, descending)
+    return return_types.sort(_like(q, np.take_along_axis(arr, idx, d)), _index_tensor(idx))
+
+
+def argsort(q, dim=-1, descending=False, stable=False):
+    return sort(q, dim, descending, stable)[1]
+
+
+def topk(q, k, dim=-1, largest=True, sorted=True):
+    """The ``k`` largest (smallest) values along ``dim`` and their indices. Among equal values
+    ember returns the lower index first; torch's partial sort may order tied indices otherwise
+    (the values agree)."""
+    from .. import return_types
+    _per_tensor(q, "Top-K is only supported on per-tensor quantization")
+    arr = q._irepr
+    n = arr.shape[_wrap_dim(dim, arr.ndim)] if arr.ndim else 1
+    if not 0 <= k <= n:
+        raise RuntimeError("selected index k out of range")
+    if arr.ndim == 0:
+        return return_types.topk(_like(q, arr.copy()), _index_tensor(np.asarray(0)))
+    d = _wrap_dim(dim, arr.ndim)
+    idx = np.take(_order(q, d, largest), np.arange(k), axis=d)
+    return return_types.topk(_like(q, np.take_along_axis(arr, idx, d)), _index_tensor(idx))
+
+
 def _routed_max(q):
     return _extreme(q, "max")
 
@@ -167,5 +217,6 @@ def routed(name):
             "_resample": P._resample, "_gather_axes": P._gather_axes, "clamp": E.clamp,
             "hardtanh": lambda q, min_val=-1.0, max_val=1.0: E.clamp(q, min_val, max_val),
             "sigmoid": E.sigmoid, "tanh": E.tanh, "hardsigmoid": E.hardsigmoid,
+            "sort": sort, "argsort": argsort, "topk": topk,
         })
     return ROUTED[name]

@@ -36,7 +36,8 @@ def quantized_unsupported(what=None):
     if name is not None and name in TORCH_HAS_QUANTIZED_KERNEL:
         return NotImplementedError(
             f"ember.quantization: '{name}' on a quantized tensor is not supported (ember runs views, indexing, "
-            f"clone, contiguous, relu, cat, stack, max, min, mean, clamp, flip, sigmoid, tanh, pooling, nearest "
+            f"clone, contiguous, relu, cat, stack, max, min, mean, sort, topk, clamp, flip, sigmoid, tanh, pooling, "
+            f"nearest "
             f"upsampling, dequantize and int_repr on quantized tensors); dequantize() first")
     if name is not None:
         return NotImplementedError(

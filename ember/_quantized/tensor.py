@@ -514,7 +514,7 @@ _ROUTED_FUNCTIONS = frozenset(("view", "reshape", "flatten", "transpose", "swapa
 # the ops computed on the integers by ember/_quantized/ops.py, pooling.py, elementwise.py (``ops.routed``)
 _ROUTED_OPS = frozenset(("cat", "stack", "max", "min", "max_dim", "min_dim", "mean", "max_pool_with_indices",
                          "avg_pool", "_resample", "clamp", "hardtanh", "_gather_axes", "sigmoid", "tanh",
-                         "hardsigmoid", "flip"))
+                         "hardsigmoid", "flip", "sort", "argsort", "topk"))
 
 
 def _c_order(arr):
