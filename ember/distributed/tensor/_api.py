@@ -78,7 +78,8 @@ class DTensor(Tensor):
     def from_local(local_tensor, device_mesh=None, placements=None, *, run_check=False, shape=None, stride=None):
         """A DTensor whose piece on this rank is ``local_tensor``. ``shape``/``stride`` give the global
         metadata when the pieces are uneven; otherwise it is the local shape scaled by the shard
-        counts. ``run_check`` checks that Replicate pieces agree (broadcasting rank 0's)."""
+        counts. ``run_check`` makes Replicate pieces agree (each Replicate mesh dim's first rank's piece
+        is broadcast)."""
         if not isinstance(local_tensor, Tensor) or isinstance(local_tensor, DTensor):
             raise TypeError(f"DTensor.from_local: expected local_tensor to be a torch.Tensor, got "
                             f"{type(local_tensor).__name__}")
@@ -164,12 +165,20 @@ class _DTensorParameter(DTensor, Parameter):
 
 
 def _check_replicas(local, mesh, placements):
+    """torch's run_check: along each Replicate mesh dim the line's first rank's piece is broadcast,
+    so the replicas agree (a differing piece is replaced, not refused)."""
     from . import _collectives as C
-    src = tuple(0 for _ in range(mesh.ndim))
-    got = C.broadcast_from(local.detach(), mesh, src)
-    if not ember.equal(got, local.detach()):
-        raise ValueError("DTensor.from_local(run_check=True): the Replicate pieces differ between ranks")
-    return local
+    import ember.distributed as dist
+    out = local.detach().clone().contiguous()
+    for i, p in enumerate(placements):
+        if isinstance(p, Replicate) and mesh.size(i) > 1:
+            C._record(C.BROADCAST)
+            dist.broadcast(out, group=mesh.get_group(i), group_src=0)
+    if local.requires_grad:
+        with ember.no_grad():
+            local.copy_(out)
+        return local
+    return out
 
 
 class _FromLocal(Function):

@@ -19,14 +19,14 @@ def _pair(pa, pb, b0):
         return Shard(0), Shard(0), Shard(0)
     if pa == Shard(m):
         return pa, _R, Shard(m)
-    if pb == Shard(n):
-        return _R, pb, Shard(n)
-    if pa == Shard(k_a) or pb == Shard(k_b):
-        return Shard(k_a), Shard(k_b), _P
     if pa == _P:
         return _P, _R, _P
     if pb == _P:
         return _R, _P, _P
+    if pb == Shard(n):
+        return _R, pb, Shard(n)
+    if pa == Shard(k_a) or pb == Shard(k_b):
+        return Shard(k_a), Shard(k_b), _P
     return _R, _R, _R
 
 

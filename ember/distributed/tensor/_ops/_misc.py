@@ -6,15 +6,7 @@ from .._dispatch import Plan, register
 from ..placement_types import Partial, Replicate
 
 
-@register("zeros_like", "empty_like")
-def zeros_like_rule(call):
-    x = call.args[0]
-    args = list(call.args)
-    args[0] = x._local_tensor
-    return Plan(args, call.kwargs, out=x.placements)
-
-
-@register("ones_like", "full_like", "rand_like", "randn_like", "randint_like")
+@register("zeros_like", "empty_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like")
 def filled_like_rule(call):
     """The fill value is the whole value on every rank: a Partial layout becomes Replicate."""
     x = call.args[0]

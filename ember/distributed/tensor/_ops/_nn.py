@@ -10,10 +10,10 @@ from ..placement_types import Partial, Replicate, Shard
 _R = Replicate()
 
 
-def _whole_dims_plan(x, dims):
+def _whole_dims_plan(pl, dims):
     """Placements keeping every Shard except those on ``dims``; Partial reduced first."""
     want = tuple(_R if (isinstance(p, Shard) and p.dim in dims) or isinstance(p, Partial) else p
-                 for p in x.placements)
+                 for p in pl)
     return want, want
 
 
@@ -21,7 +21,7 @@ def _whole_dims_plan(x, dims):
 def softmax_rule(call):
     x = call.args[0]
     d = call.get(1, "dim") % max(x.ndim, 1)
-    want, out = _whole_dims_plan(x, {d})
+    want, out = _whole_dims_plan(call.placements_of(x), {d})
     args = list(call.args)
     args[0] = call.local(x, want)
     return Plan(args, call.kwargs, out=out)
@@ -31,7 +31,7 @@ def softmax_rule(call):
 def layer_norm_rule(call):
     x = call.args[0]
     k = len(call.get(1, "normalized_shape"))
-    want, out = _whole_dims_plan(x, set(range(x.ndim - k, x.ndim)))
+    want, out = _whole_dims_plan(call.placements_of(x), set(range(x.ndim - k, x.ndim)))
     args = list(call.args)
     args[0] = call.local(x, want)
     for j, name in ((2, "weight"), (3, "bias")):

@@ -13,7 +13,7 @@ _LINEAR_ALL = {"add", "add_", "sub", "sub_"}
 _LINEAR_AT = {"mul": (0, 1), "mul_": (0, 1), "div": (0,), "div_": (0,), "neg": (0,), "neg_": (0,),
               "true_divide": (0,)}
 # copies of their one input: any Partial survives
-_COPIES = {"clone", "alias", "_to_copy", "contiguous", "detach", "positive", "view_as", "to"}
+_COPIES = {"alias", "_to_copy", "detach", "positive", "view_as", "to"}
 
 
 def _operands(call):
@@ -54,12 +54,14 @@ def _partial_result(call, i, ops):
     if p.reduce_op not in ("sum", "avg"):
         return None
     if name in _LINEAR_ALL:
+        # a Partial plus a tensor (made Partial too, as torch does); never plus a plain number
         numbers = [a for a in call.args[:2] if not isinstance(a, Tensor)]
-        if not numbers and len(parts) == len(ops) == 2:
+        if not numbers and len(ops) == 2:
             return p
         return None
     at = _LINEAR_AT.get(name)
-    if at is not None and len(parts) == 1 and parts[0][0] in at:
+    if at is not None and parts[0][0] in at:
+        # the first Partial factor stays one; the others are reduced (torch's choice too)
         return p
     return None
 
@@ -114,6 +116,18 @@ def _check_inplace_on_partial(call, ops):
                            "placement reduced first; call .redistribute(...) to Replicate")
 
 
+def _keeps_partial(call, ops, i, p, inplace, key):
+    """Whether operand ``key`` keeps Partial ``p`` on mesh dim ``i`` of a Partial output: every
+    one for add/sub/copy_ (a Replicate one is split into addends), else only the first Partial
+    one (in-place: self); the others are reduced to Replicate."""
+    if call.name in _LINEAR_ALL or call.name == "copy_":
+        return True
+    if inplace:
+        return key == 0
+    first = next((k for k, t in ops if call.is_dt(t) and t.placements[i] == p), None)
+    return key == first
+
+
 def pointwise_rule(call):
     ops = _operands(call)
     shapes = [tuple(t.shape) for _, t in ops]
@@ -129,11 +143,8 @@ def pointwise_rule(call):
             continue
         want = list(operand_placements(t, out_pl, len(out_shape), out_shape))
         for i, p in enumerate(want):
-            if isinstance(p, Partial):
-                if inplace and call.name not in _LINEAR_ALL and call.name != "copy_":
-                    want[i] = Replicate()
-                elif not inplace and not (call.is_dt(t) and t.placements[i] == p):
-                    want[i] = Replicate()
+            if isinstance(p, Partial) and not _keeps_partial(call, ops, i, p, inplace, key):
+                want[i] = Replicate()
         local = call.local(t, want)
         if isinstance(key, int):
             args[key] = local

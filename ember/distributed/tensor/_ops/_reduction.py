@@ -12,7 +12,7 @@ _COMBINE = {"sum": "sum", "mean": "avg", "amax": "max", "amin": "min", "max": "m
             "argmin": None, "var": None, "std": None, "var_mean": None, "std_mean": None, "logsumexp": None,
             "linalg_vector_norm": None}
 # ops whose value is linear in the input: a Partial(sum) input stays Partial(sum)
-_LINEAR = {"sum", "mean"}
+_LINEAR = {"sum"}
 
 
 def _reduced_dims(call, ndim):
@@ -40,11 +40,11 @@ def reduction_rule(call):
     reduced, keep = _reduced_dims(call, ndim)
     combine = _COMBINE.get(call.name)
     want, out = [], []
-    for i, p in enumerate(x.placements):
+    for i, p in enumerate(call.placements_of(x)):
         n = mesh.size(i)
         if isinstance(p, Shard) and p.dim in reduced:
             even = x.shape[p.dim] % n == 0
-            nested = sum(1 for q in x.placements if q == p) > 1
+            nested = sum(1 for q in call.placements_of(x) if q == p) > 1
             empty_piece = Shard.chunk_bounds(x.shape[p.dim], n, n - 1)[1] == 0
             if combine == "sum" or (combine in ("max", "min") and not empty_piece) or (
                     combine == "avg" and even and not nested):

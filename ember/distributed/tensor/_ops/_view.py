@@ -18,7 +18,7 @@ def _map_plan(call, x, dim_map, out_ndim, extra_ok=lambda i, p: True):
     """Input placements -> (wanted input placements, output placements) under ``dim_map`` (input dim ->
     output dim or None when that dim cannot stay sharded)."""
     want, out = [], []
-    for i, p in enumerate(x.placements):
+    for i, p in enumerate(call.placements_of(x)):
         if isinstance(p, Shard):
             od = dim_map.get(p.dim)
             if od is None or not extra_ok(i, p):
@@ -171,10 +171,10 @@ def view_rule(call):
         oj = next((j for j in gj if outs[j] != 1), gj[0])
         dim_map[lead] = (oj, math.prod(ins[k] for k in gi if k > lead), math.prod(outs[k] for k in gj if k > oj))
     want, out = [], []
-    for i, p in enumerate(x.placements):
+    for i, p in enumerate(call.placements_of(x)):
         if isinstance(p, Shard):
             m = dim_map.get(p.dim)
-            nested = sum(1 for q in x.placements if q == p) > 1
+            nested = sum(1 for q in call.placements_of(x) if q == p) > 1
             ok = m is not None and (not nested or (ins[p.dim] == outs[m[0]]))
             if ok and not nested:
                 ok = _same_pieces(ins[p.dim], m[1], outs[m[0]], m[2], call.mesh.size(i))
