@@ -7,10 +7,14 @@ Making them
     ``ember.sparse_coo_tensor(indices, values, size=None, *, dtype, device,
     requires_grad, check_invariants, is_coalesced)`` (duplicates allowed:
     uncoalesced), ``ember.sparse_csr_tensor`` / ``sparse_csc_tensor`` /
-    ``sparse_compressed_tensor`` (2-d), and ``Tensor.to_sparse()``,
-    ``to_sparse(sparse_dim)`` (hybrid COO: the trailing dims stay dense),
-    ``to_sparse(layout=...)``, ``to_sparse_coo()``, ``to_sparse_csr()``,
-    ``to_sparse_csc()``. ``check_sparse_tensor_invariants`` switches the
+    ``sparse_bsr_tensor`` / ``sparse_bsc_tensor`` / ``sparse_compressed_tensor``
+    (leading batch dims, trailing dense dims, blocks for BSR/BSC: see
+    ``_compressed.py``), and ``Tensor.to_sparse()``, ``to_sparse(sparse_dim)``
+    (hybrid COO: the trailing dims stay dense), ``to_sparse(layout=...,
+    blocksize=..., dense_dim=...)``, ``to_sparse_coo()``, ``to_sparse_csr(dense_dim)``,
+    ``to_sparse_csc(dense_dim)``, ``to_sparse_bsr(blocksize)``, ``to_sparse_bsc(blocksize)``;
+    ``ember.sparse.spdiags``; the legacy ``ember.sparse.FloatTensor(indices, values, size)``
+    / ``FloatTensor(*sizes)`` (and Double, Long, ...). ``check_sparse_tensor_invariants`` switches the
     index checks on globally or in a ``with`` block.
 
 Reading them
@@ -28,7 +32,11 @@ Computing with them
       sparse -> sparse (``ember.mm``'s gradient of a sparse operand is dense, as
       ``torch.mm``'s; ``ember.sparse.mm``'s is sparse); ``ember.sparse.addmm`` / ``ember.addmm``;
       ``ember.smm`` (sparse result), ``ember.hspmm`` (hybrid result),
-      ``ember.spmm``; ``ember.sparse.sampled_addmm`` (CSR input);
+      ``ember.spmm``; ``ember.sparse.sampled_addmm`` (CSR input); BSR/BSC @
+      dense (any block shape: PyTorch's CPU kernels take square BSR blocks
+      only) and batched CSR/CSC/BSR/BSC @ dense (PyTorch has none on the CPU);
+      ``ember.sparse.spsolve`` (CSR; PyTorch's is CUDA-only) through a dense
+      solve; ``ember.sparse.as_sparse_gradcheck``;
     * ``ember.sparse.sum`` (all dims -> dense scalar; some dims -> sparse),
       ``ember.sparse.softmax`` / ``log_softmax`` (COO; over the specified
       entries only, unspecified ones count as -inf);
@@ -82,9 +90,10 @@ What raises
       ``numpy()`` / ``stride()`` / ``data_ptr()`` / pickling errors;
     * sparse + dense (PyTorch's message: use dense + sparse), mismatched sizes
       in mm/add (PyTorch's messages), bad indices with ``check_invariants``;
-    * the blocked layouts ``sparse_bsr`` / ``sparse_bsc`` (the layout objects
-      exist, making such tensors raises), CUDA sparse tensors, batched or
-      hybrid CSR/CSC, softmax of CSR;
+    * CUDA sparse tensors, softmax of compressed layouts, BSR/BSC to CSR/CSC
+      and batched CSR/CSC to BSR/BSC (PyTorch's errors), products of
+      compressed tensors with dense dims, ``to_sparse_semi_structured`` (CPU:
+      PyTorch's error; ember has no 2:4 kernels);
     * ``ember.compile``: a sparse tensor reaching a compiled frame is a graph
       break ("sparse tensors are not supported by ember.compile"); the frame
       runs eagerly.
@@ -108,6 +117,10 @@ for some); a second backward through ``sparse_coo_tensor(i, v)`` works;
 from __future__ import annotations
 
 from ._convert import check_sparse_tensor_invariants
+from ._extras import (SparseSemiStructuredTensor, SparseSemiStructuredTensorCUSPARSELT,
+                      SparseSemiStructuredTensorCUTLASS, as_sparse_gradcheck, spdiags, spsolve,
+                      to_sparse_semi_structured)
+from ._legacy import LEGACY_SPARSE_TYPES as _LEGACY
 from ._ops import addmm as _addmm
 from ._ops import hspmm, log_softmax, sampled_addmm, smm, softmax
 from ._ops import sparse_mm as _sparse_mm
@@ -116,7 +129,12 @@ from ._tensor import SparseTensor
 from .._layout import sparse_coo
 
 __all__ = ["addmm", "mm", "sum", "softmax", "log_softmax", "sampled_addmm", "spmm", "smm", "hspmm",
-           "check_sparse_tensor_invariants"]
+           "check_sparse_tensor_invariants", "spdiags", "spsolve", "as_sparse_gradcheck",
+           "to_sparse_semi_structured", "SparseSemiStructuredTensor", "SparseSemiStructuredTensorCUTLASS",
+           "SparseSemiStructuredTensorCUSPARSELT"]
+
+globals().update(_LEGACY)      # the legacy constructors: ember.sparse.FloatTensor(indices, values, size), ...
+FloatTensor, DoubleTensor, LongTensor = _LEGACY["FloatTensor"], _LEGACY["DoubleTensor"], _LEGACY["LongTensor"]
 
 
 def addmm(mat, mat1, mat2, *, beta=1.0, alpha=1.0):
