@@ -579,18 +579,29 @@ def scalars(mesh, rank):
 
 def loss_parallel(mesh, rank):
     ember, dt = _lib()
+    F = ember.nn.functional
+    from ember.distributed.tensor.debug import CommDebugMode, c10d_functional as fc
     from ember.distributed.tensor.parallel import loss_parallel as lp
-    logits = _rand(4, 6, seed=15)
-    target = ember.tensor([0, 5, 2, 3])
-    ref_l = logits.clone().requires_grad_()
-    ref = ember.nn.functional.cross_entropy(ref_l, target)
-    ref.backward()
-    d = dt.distribute_tensor(logits.clone().requires_grad_(), mesh, [dt.Shard(1)])
-    with lp():
-        loss = ember.nn.functional.cross_entropy(d, dt.distribute_tensor(target, mesh, [dt.Replicate()]))
-        assert isinstance(loss, dt.DTensor)
-        _close(loss, ref)
-        loss.backward()
-    assert d.grad.placements == (dt.Shard(1),), d.grad.placements
-    _close(d.grad, ref_l.grad)
+    logits = _rand(4, 7, seed=15)
+    target = ember.tensor([0, 6, 2, 3])
+    cw = ember.rand(7) + 0.5
+    for kw in [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 6}, {"weight": cw}]:
+        ref_l = logits.clone().requires_grad_()
+        ref = F.cross_entropy(ref_l, target, **kw)
+        ref.sum().backward()
+        d = dt.distribute_tensor(logits.clone().requires_grad_(), mesh, [dt.Shard(1)])
+        dkw = {k: (dt.distribute_tensor(v, mesh, [dt.Replicate()]) if k == "weight" else v) for k, v in kw.items()}
+        with lp():
+            with CommDebugMode() as m:
+                loss = F.cross_entropy(d, dt.distribute_tensor(target, mesh, [dt.Replicate()]), **dkw)
+            # the logits are never gathered: only the row max and the exp-sums are reduced
+            assert fc.all_gather_into_tensor not in m.get_comm_counts(), m.get_comm_counts()
+            assert isinstance(loss, dt.DTensor)
+            _close(loss, ref)
+            loss.sum().backward()
+        assert d.grad.placements == (dt.Shard(1),), d.grad.placements
+        _close(d.grad, ref_l.grad)
+    # outside loss_parallel the class-sharded logits are gathered and the result is the same
+    d = dt.distribute_tensor(logits, mesh, [dt.Shard(1)])
+    _close(F.cross_entropy(d, dt.distribute_tensor(target, mesh, [dt.Replicate()])), F.cross_entropy(logits, target))
     return True

@@ -21,6 +21,8 @@ def _whole_dims_plan(pl, dims):
 def softmax_rule(call):
     x = call.args[0]
     d = call.get(1, "dim") % max(x.ndim, 1)
+    if call.name in ("_log_softmax", "log_softmax") and _loss_parallel_dim(call, x, d) is not None:
+        return _parallel_log_softmax(call, x, d)
     want, out = _whole_dims_plan(call.placements_of(x), {d})
     args = list(call.args)
     args[0] = call.local(x, want)
@@ -102,3 +104,80 @@ def embedding_backward_rule(call):
     args[0] = call.local(grad, want)
     args[1] = call.replicated(args[1])
     return Plan(args, call.kwargs, out=tuple(out))
+
+
+# ---------------------------------------------------------------------- loss_parallel
+def _loss_parallel_dim(call, x, class_dim):
+    """The mesh dim sharding the class dim when loss_parallel is on and it applies (1-D meshes)."""
+    from ..parallel.loss import enabled
+    if not enabled() or not call.is_dt(x) or call.mesh.ndim != 1:
+        return None
+    return 0 if x.placements[0] == Shard(class_dim) else None
+
+
+def _parallel_log_softmax(call, x, d):
+    """log_softmax over a sharded class dim: the max and the sum of exponentials are all-reduced."""
+    from .. import _collectives as C
+    mesh = call.mesh
+    local = x._local_tensor
+    m = C.all_reduce(local.amax(d, keepdim=True) if local.shape[d] else
+                     ember.full_like(local.sum(d, keepdim=True), float("-inf")), mesh, 0, "max")
+    shifted = local - m
+    lse = ember.log(C.all_reduce(ember.exp(shifted).sum(d, keepdim=True), mesh, 0, "sum"))
+    out = shifted - lse
+    return Plan([out], {}, out=x.placements, run=lambda t: t)
+
+
+def _class_bounds(call, classes):
+    mesh = call.mesh
+    return Shard.chunk_bounds(classes, mesh.size(0), mesh.get_local_rank(0))
+
+
+@register("nll_loss_nd")
+def nll_loss_rule(call):
+    x, target = call.args[0], call.get(1, "target")
+    if _loss_parallel_dim(call, x, 1 if x.ndim > 1 else 0) is None:
+        from .._dispatch import replicate_fallback
+        return replicate_fallback(call)
+    weight = call.get(2, "weight")
+    reduction, ignore = call.get(3, "reduction", 1), call.get(4, "ignore_index", -100)
+    t = call.replicated(target)
+    w = call.replicated(weight) if weight is not None else None
+    lsm = x._local_tensor
+    off, n = _class_bounds(call, x.shape[1 if x.ndim > 1 else 0])
+    valid = t != ignore
+    mine = valid & (t >= off) & (t < off + n)
+    t_local = ember.where(mine, t - off, ember.zeros_like(t))
+    if lsm.ndim == 1:
+        picked = lsm[t_local] if n else ember.zeros((), dtype=lsm.dtype)
+    else:
+        picked = lsm.gather(1, t_local.unsqueeze(1)).squeeze(1) if n else ember.zeros(t.shape, dtype=lsm.dtype)
+    safe_t = ember.where(valid, t, ember.zeros_like(t))
+    wt = w[safe_t] * valid.to(lsm.dtype) if w is not None else valid.to(lsm.dtype)
+    elem = ember.where(mine, -picked * wt, ember.zeros_like(picked))
+    total = wt.sum()
+    if reduction == 0:
+        loss = elem
+    elif reduction == 2:
+        loss = elem.sum()
+    else:
+        loss = elem.sum() / total
+    rep = (Replicate(),)
+    return Plan([loss, total], {}, out=[(Partial("sum"),), rep], run=lambda a, b: (a, b))
+
+
+@register("_nll_loss_backward")
+def nll_loss_backward_rule(call):
+    """Under loss_parallel: the whole gradient (it needs only the targets), cut to the class shard."""
+    from ..parallel.loss import enabled
+    from .._dispatch import replicate_fallback
+    if not enabled() or call.mesh.ndim != 1:
+        return replicate_fallback(call)
+    args, kwargs = call.all_replicated()
+    shape = tuple(call.get(1, "self_size"))
+    cdim = 1 if len(shape) > 1 else 0
+
+    def run(*a, **k):
+        from .. import _collectives as C
+        return C.shard_slice(call.func(*a, **k), call.mesh, 0, cdim)
+    return Plan(args, kwargs, out=(Shard(cdim),), run=run)
