@@ -252,7 +252,7 @@ def test_errors_match_torch():
         ee, em = _msg(lambda: f(e))
         assert ee == te and _first_sentence(em) == _first_sentence(tm), (em, tm)
     # torch runs these; ember says clearly that it does not
-    for f in (lambda: ember.sort(e["q"]), lambda: ember.topk(e["q"].flatten(), 2), lambda: e["q"].repeat(2, 1)):
+    for f in (lambda: e["q"].repeat(2, 1),):
         with pytest.raises(NotImplementedError, match="ember.quantization"):
             f()
     with pytest.raises(NotImplementedError, match="assigning into a quantized tensor"):
