@@ -21,6 +21,15 @@ What works
   ``broadcast_object_list``, ``all_gather_object``, ``gather_object``, ``scatter_object_list``.
 * ``ember.distributed.algorithms.ddp_comm_hooks.default_hooks`` for
   ``DistributedDataParallel.register_comm_hook`` (DDP itself is ``ember.nn.parallel``).
+* Also: ``all_reduce_coalesced``, ``all_gather_coalesced``, ``all_gather_single``,
+  ``reduce_scatter_single``, ``send_object_list``/``recv_object_list``, ``new_subgroups``,
+  ``new_subgroups_by_enumeration``, ``split_group`` (ember splits CPU groups, which PyTorch
+  refuses), debug levels, the ``*Options`` structs, backend queries, ``breakpoint``,
+  ``rendezvous``/``register_rendezvous_handler`` (custom ``init_method`` schemes).
+* ``ember.distributed.nn``: collectives autograd differentiates through;
+  ``ember.distributed._functional_collectives``: non-mutating collectives returning
+  ``AsyncCollectiveTensor``; ``ember.distributed.algorithms.join``: ``Join`` for uneven inputs
+  (``DistributedDataParallel.join``); ``ember.distributed.rpc``: remote calls and RRefs.
 * ``DeviceMesh`` / ``init_device_mesh`` (``ember.distributed.device_mesh``): ranks as an n-d
   mesh with a group per dimension; checkpoints: ``ember.distributed.checkpoint``.
 * Stores: ``TCPStore``, ``FileStore``, ``HashStore``, ``PrefixStore`` with ``set / get / add /
@@ -83,11 +92,17 @@ from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F
 
 
 
+_LAZY_SUBMODULES = ("algorithms", "nn", "rpc", "_functional_collectives")
+
+
 def __getattr__(name):
     # DDP's GradBucket: imported on first use, ember.nn.parallel imports this package
     if name == "GradBucket":
         from ..nn.parallel.distributed import GradBucket
         return GradBucket
+    if name in _LAZY_SUBMODULES:      # dist.nn, dist.rpc, ... without importing them by hand, as torch
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module 'ember.distributed' has no attribute {name!r}")
 
 

@@ -260,6 +260,10 @@ def test_rendezvous_handlers(tmp_path):
                 lambda d: next(d.rendezvous("file://" + str(tmp_path / "f"), rank=0)),
                 lambda d: next(d.rendezvous("tcp://127.0.0.1:1?rank=0", rank=0))]:
         assert _err(lambda: bad(ed)) == _err(lambda: bad(td))
+
+
+def test_custom_rendezvous_scheme_drives_init_process_group(tmp_path):
+    import ember.distributed as ed
     store, rank, ws = next(ed.rendezvous("file://" + str(tmp_path / "g"), rank=0, world_size=1))
     assert (rank, ws) == (0, 1) and isinstance(store, ed.FileStore)
     # a user scheme drives init_process_group
