@@ -44,9 +44,12 @@ def element_indices(st):
     plain = st.plain.reshape(B, -1)
     nnz = plain.shape[1]
     counts = np.diff(comp, axis=1)                     # (B, nouter)
+    if np.any(counts < 0):      # (unchecked invalid input: never read past the arrays)
+        cn = names(st.layout)[0]
+        raise RuntimeError(f"`0 <= {cn}_indices[..., 1:] - {cn}_indices[..., :-1] <= "
+                           f"{'ncols' if st.layout in ROW_COMPRESSED else 'nrows'}` is not satisfied.")
     nouter = counts.shape[1]
-    outer = np.concatenate([np.repeat(np.arange(nouter, dtype=np.int64), counts[b]) for b in range(B)]) \
-        if B else np.zeros(0, np.int64)
+    outer = np.repeat(np.tile(np.arange(nouter, dtype=np.int64), B), counts.reshape(-1))
     plain = plain.reshape(-1)
     if outer.shape[0] != plain.shape[0]:
         raise RuntimeError(f"`{names(st.layout)[0]}_indices[..., -1] == nnz` is not satisfied.")
@@ -175,9 +178,9 @@ def check_invariants(layout, c, p, nbatch, size, blocksize):
         raise RuntimeError(f"`0 <= {cn}_indices[..., 1:] - {cn}_indices[..., :-1] <= {limit}` is not satisfied.")
     if pp.size and (pp.min() < 0 or pp.max() >= ninner):
         raise RuntimeError(f"`0 <= {pn}_indices < {limit}` is not satisfied.")
-    for b in range(cc.shape[0]):
-        outer = np.repeat(np.arange(cc.shape[1] - 1), d[b])
-        if nnz > 1 and np.any((np.diff(pp[b]) <= 0) & (np.diff(outer) == 0)):
+    if nnz > 1:
+        outer = np.repeat(np.tile(np.arange(cc.shape[1] - 1), cc.shape[0]), d.reshape(-1)).reshape(pp.shape)
+        if np.any((np.diff(pp, axis=1) <= 0) & (np.diff(outer, axis=1) == 0)):
             raise RuntimeError(f"`{pn}_indices[..., {cn}_indices[..., i - 1]:{cn}_indices[..., i]] for all i = 1, "
                                f"..., n{'rows' if row else 'cols'} are sorted and distinct along the last "
                                f"dimension values` is not satisfied.")
@@ -226,8 +229,9 @@ def _structure_from_entries(layout, shape, nbatch, blocksize, ent):
     nnz = int(per_batch[0]) if B else 0
     ob = outer[order].reshape(B, nnz) if B else np.zeros((0, 0), np.int64)
     comp = np.zeros((B, nouter + 1), np.int64)
-    for k in range(B):
-        comp[k, 1:] = np.cumsum(np.bincount(ob[k], minlength=nouter))
+    if B:
+        per_row = np.bincount((np.arange(B)[:, None] * nouter + ob).reshape(-1), minlength=B * nouter)
+        comp[:, 1:] = np.cumsum(per_row.reshape(B, nouter), axis=1)
     plain = inner[order].reshape(B, nnz) if B else np.zeros((0, 0), np.int64)
     comp = comp.reshape(batch_shape + (nouter + 1,))
     plain = np.ascontiguousarray(plain.reshape(batch_shape + (nnz,)))
@@ -240,11 +244,12 @@ def from_dense(x, layout, blocksize=None, dense_dim=None):
     blocks for BSR/BSC) with a nonzero value; leading dims beyond 2 + dense_dim are batch dims."""
     fname = "dense_to_sparse_" + layout._name.split("_")[1]
     nd = x.ndim
+    if nd < 2:
+        lo, hi = -max(nd, 1), max(nd, 1) - 1
+        raise IndexError(f"Dimension out of range (expected to be in range of [{lo}, {hi}], but got -2)")
     dd = 0 if dense_dim is None else int(dense_dim)
     if dense_dim is not None and not 0 <= dd <= nd - 2:
         raise RuntimeError(f"{fname}: dense_dim argument must be in [0,{max(nd - 2, 0)}] range, but {dd} is given")
-    if nd < 2:
-        raise RuntimeError(f"{fname}: expected a tensor with at least 2 dimensions, got {nd}")
     nbatch = nd - 2 - dd
     shape = tuple(int(s) for s in x.shape)
     base = shape[nbatch:nbatch + 2]
@@ -417,14 +422,15 @@ def transpose_last(s):
     return from_values(new, v)
 
 
-def empty(shape, layout, dtype, blocksize=None):
-    """A compressed tensor of ``shape`` (leading dims beyond 2 are batch dims) with no entries."""
+def empty(shape, layout, dtype, blocksize=None, dense_dim=0):
+    """A compressed tensor of ``shape`` (the dims before the last two non-dense ones are batch
+    dims) with no entries."""
     from .. import zeros
     shape = tuple(int(n) for n in shape)
-    if len(shape) < 2:
+    if len(shape) < 2 + dense_dim:
         raise RuntimeError(f"empty_{_layout_fn_word(layout)}: at least two dimensions are required, got "
-                           f"{len(shape)}")
-    nb = len(shape) - 2
+                           f"{len(shape) - dense_dim}")
+    nb = len(shape) - 2 - dense_dim
     bh, bw = blocksize or (1, 1)
     nouter = shape[nb] // bh if layout in ROW_COMPRESSED else shape[nb + 1] // bw
     st = Structure(layout, shape, nb + 2, compressed=np.zeros(shape[:nb] + (nouter + 1,), np.int64),

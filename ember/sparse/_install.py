@@ -293,9 +293,9 @@ def empty_sparse(shape, layout, dtype=None, requires_grad=False):
         from ._compressed import empty
         out = empty(shape, layout, dtype)
         return out.requires_grad_(True) if requires_grad else out
-    else:
-        raise NotImplementedError(f"ember.sparse: an empty {layout} tensor needs a blocksize; make it with "
-                                  f"ember.sparse_{layout._name[7:]}_tensor or .to_sparse_{layout._name[7:]}(blocksize)")
+    else:     # (PyTorch's message for zeros(..., layout=sparse_bsr); a blocksize cannot be passed)
+        raise RuntimeError(f"zeros_sparse_compressed expected sparse compressed (non-block) tensor layout but got "
+                           f"{'SparseBsr' if layout is L.sparse_bsr else 'SparseBsc'}")
     out = from_values(st, zeros((0,) + st.dense_shape, dtype=dtype))
     if requires_grad:
         out.requires_grad_(True)
@@ -319,7 +319,15 @@ def _factory_impl(name, sparse_ok):
         if not sparse_ok:
             raise RuntimeError(f"{name}(...) is not implemented for sparse layout {lay}")
         if name.endswith("_like"):
-            return empty_sparse(args[0].shape, lay, kwargs.get("dtype") or args[0].dtype,
+            src = args[0]
+            if isinstance(src, SparseTensor) and src.layout is lay and lay is not L.sparse_coo \
+                    and not src._st.is_plain_2d:
+                # batched / blocked / hybrid: an empty tensor of the same batch dims and blocksize
+                from ._compressed import empty
+                out = empty(src.shape, lay, kwargs.get("dtype") or src.dtype, src._st.blocksize,
+                            dense_dim=src.dense_dim())
+                return out.requires_grad_(True) if kwargs.get("requires_grad", False) else out
+            return empty_sparse(src.shape, lay, kwargs.get("dtype") or src.dtype,
                                 kwargs.get("requires_grad", False))
         return empty_sparse(_size_of(args), lay, kwargs.get("dtype"), kwargs.get("requires_grad", False))
     return impl

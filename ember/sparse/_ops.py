@@ -145,9 +145,8 @@ def transpose(s, dim0, dim1):
 
 def t(s):
     if s._st.layout in COMPRESSED and not s._st.is_plain_2d:
-        if s._st.nbatch or s._st.dense_shape:
-            raise RuntimeError(f"t() expects a tensor with <= 2 sparse and 0 dense dimensions, but got "
-                               f"{s._st.sdim} sparse and {len(s._st.shape) - s._st.sdim} dense dimensions")
+        if len(s._st.shape) > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {len(s._st.shape)}D")
         return transpose(s, 0, 1)
     n, sd = len(s._st.shape), s._st.sdim
     if sd > 2 or n > sd:
