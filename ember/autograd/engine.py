@@ -16,6 +16,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import sys
+import threading
 import warnings
 
 import numpy as _np
@@ -24,6 +25,7 @@ from .._fake import FakeArray
 from .._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
 from .._state import STATE
 from ..tensor import Tensor, _make
+from ._switches import FLAGS as _FLAGS
 from .graph import AccumulateGrad, gradient_edge
 
 
@@ -51,7 +53,24 @@ def _api():
 
 # The backward pass running now: (its id, the set of nodes it runs), for hooks that must know
 # which tensors this pass reaches (autograd.graph.register_multi_grad_hook).
-CURRENT_PASS = [None, None, None]     # id, nodes it runs, callbacks queued for its end
+# whether it runs only part of the graph (autograd.grad, backward(inputs=...)): a reentrant
+# checkpoint cannot back-propagate its recomputation then (autograd._is_checkpoint_valid).
+# Per thread: two threads' backward passes must not see (or restore) each other's.
+class _PerThreadPass(threading.local):
+    """``CURRENT_PASS[i]`` / ``CURRENT_PASS[:] = [...]``: this thread's
+    [id, nodes it runs, callbacks queued for its end, partial]."""
+
+    def __init__(self):
+        self.value = [None, None, None, False]
+
+    def __getitem__(self, i):
+        return self.value[i]
+
+    def __setitem__(self, i, v):
+        self.value[i] = v
+
+
+CURRENT_PASS = _PerThreadPass()
 _PASS_IDS = itertools.count(1)
 
 
@@ -146,7 +165,7 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
         buf[nr] = _add(buf[nr], g)
 
     prev_pass = CURRENT_PASS[:]
-    CURRENT_PASS[:] = [next(_PASS_IDS), runs, []]
+    CURRENT_PASS[:] = [next(_PASS_IDS), runs, [], selective]
     heap = []
     pushed = set()
     for n in root_nodes:
@@ -383,8 +402,9 @@ def _unshared(g, held):
 
 def _layout_ok(p, a):
     """The gradient's layout matches the parameter's (PyTorch's layout contract for a stolen
-    gradient), and the memory is writable."""
-    return a.strides == p.strides and getattr(a.flags, "writeable", True)   # (cupy's flags have none: always)
+    gradient; waived under ``enforce_grad_layout_policy(False)``), and the memory is writable."""
+    return ((a.strides == p.strides or not _FLAGS.grad_layout)
+            and getattr(a.flags, "writeable", True))   # (cupy's flags have none: always)
 
 
 def _copy_in_layout_of(p, a):

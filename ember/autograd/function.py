@@ -281,3 +281,26 @@ def _bind_keywords(cls, args, kwargs):
             raise TypeError(f"forward() missing required argument: '{names[k]}' (position {k})")
         slots.append(given[k])
     return tuple(slots)
+
+
+class NestedIOFunction(Function):
+    """torch's legacy nested-input/output Function (instance methods ``forward_extended`` /
+    ``backward_extended``). It does not run in PyTorch 2 either (its ``_do_forward`` is gone);
+    the class exists so that code naming it imports. Using it raises."""
+
+    _MSG = ("ember.autograd.NestedIOFunction: the legacy nested-IO autograd Function API (instance "
+            "forward_extended/backward_extended) is not supported (PyTorch 2 cannot run it either); write a "
+            "Function with static forward/backward and call it with .apply")
+
+    def __call__(self, *args, **kwargs):
+        raise NotImplementedError(self._MSG)
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        raise NotImplementedError(cls._MSG)
+
+    def forward_extended(self, *inputs):
+        raise NotImplementedError(self._MSG)
+
+    def backward_extended(self, *grad_output):
+        raise NotImplementedError(self._MSG)
