@@ -6,6 +6,8 @@ import warnings
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import ember
 
@@ -285,3 +287,28 @@ def test_blocked_shape_errors_match_torch():
     _err(lambda: e.to_sparse_bsr((2, 3)).t(), lambda: t.to_sparse_bsr((2, 3)).t())
     _err(lambda: e[0, 0].to_sparse_bsr((1, 1)), lambda: t[0, 0].to_sparse_bsr((1, 1)), IndexError)
     _err(lambda: ember.zeros(2, 4, layout=ember.sparse_bsr), lambda: torch.zeros(2, 4, layout=torch.sparse_bsr))
+
+
+@settings(max_examples=30, deadline=None)
+@given(bh=st.integers(1, 3), bw=st.integers(1, 3), nr=st.integers(1, 3), nc=st.integers(1, 3),
+       density=st.floats(0.0, 1.0), layout=st.sampled_from(["bsr", "bsc"]), seed=st.integers(0, 2 ** 16),
+       dense=st.sampled_from([(), (2,)]))
+def test_random_block_patterns_match_torch(bh, bw, nr, nc, density, layout, seed, dense):
+    """Random blocksizes, block grids, densities and dense dims: the blocked tensor, its COO form,
+    the conversion to the other blocked layout and back, and the product with a dense matrix."""
+    rng = np.random.default_rng(seed)
+    shape = (nr * bh, nc * bw) + dense
+    x = rng.standard_normal(shape)
+    keep = np.repeat(np.repeat(rng.random((nr, nc)) < density, bh, 0), bw, 1)
+    x[~keep] = 0
+    e, t = _pair(x)
+    dd = len(dense)
+    es = getattr(e, f"to_sparse_{layout}")((bh, bw), dense_dim=dd or None)
+    ts = getattr(t, f"to_sparse_{layout}")((bh, bw), dense_dim=dd or None)
+    _same(es, ts)
+    other = "bsc" if layout == "bsr" else "bsr"
+    _same(getattr(es, f"to_sparse_{other}")((bh, bw)), getattr(ts, f"to_sparse_{other}")((bh, bw)))
+    assert repr(es.to_sparse_coo()) == repr(ts.to_sparse_coo()).replace("torch.", "ember.")
+    if not dense:
+        d = rng.standard_normal((nc * bw, 2))
+        np.testing.assert_allclose(np_of(es @ ember.tensor(d)), x @ d, rtol=1e-12, atol=1e-12)
