@@ -233,8 +233,9 @@ class _Redistribute(Function):
 
 # ---------------------------------------------------------------------- creation
 def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_rank=0):
-    """``tensor`` (the whole value, on every rank) laid out as ``placements``: rank
-    ``src_data_rank``'s value is broadcast first (None: use each rank's own -- they must agree)."""
+    """``tensor`` (the whole value, on every rank) laid out as ``placements``: the value of the
+    rank at index ``src_data_rank`` of every mesh dim's group is broadcast first (None: use each
+    rank's own -- they must agree)."""
     if not isinstance(tensor, Tensor):
         raise TypeError(f"distribute_tensor: expected tensor to be a torch.Tensor, got {type(tensor).__name__}")
     if device_mesh is None:
@@ -269,12 +270,15 @@ def distribute_tensor(tensor, device_mesh=None, placements=None, *, src_data_ran
     return out
 
 
-def _coordinate_of(mesh, rank):
-    import numpy as np
-    where = np.argwhere(mesh._arr == rank)
-    if not len(where):
-        raise ValueError(f"distribute_tensor: src_data_rank {rank} is not in the mesh {mesh._arr.tolist()}")
-    return tuple(int(i) for i in where[0])
+def _coordinate_of(mesh, group_rank):
+    """torch's src_data_rank is a rank within each mesh dim's group (0: the first of every line)."""
+    if not isinstance(group_rank, int) or isinstance(group_rank, bool):
+        raise TypeError(f"distribute_tensor: src_data_rank must be an int or None, got {group_rank!r}")
+    for d in range(mesh.ndim):
+        if not 0 <= group_rank < mesh.size(d):
+            raise ValueError(f"distribute_tensor: src_data_rank {group_rank} is out of range for mesh dim {d} "
+                             f"of size {mesh.size(d)}")
+    return tuple(group_rank for _ in range(mesh.ndim))
 
 
 def _factory(fill, what):
@@ -317,7 +321,7 @@ def _random(draw, what):
         placements = normalize_placements(placements, mesh, rep.ndim, what)
         from . import _collectives as C
         with ember.no_grad():
-            full = C.broadcast_from(rep._local_tensor, mesh, _coordinate_of(mesh, int(mesh._arr.reshape(-1)[0])))
+            full = C.broadcast_from(rep._local_tensor, mesh, _coordinate_of(mesh, 0))
             local = redistribute_local(full, tuple(full.shape), mesh, rep.placements, placements)
             if local is full:
                 local = local.clone()

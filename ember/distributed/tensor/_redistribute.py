@@ -1,8 +1,8 @@
 """Moving a local tensor from one layout to another (``DTensor.redistribute``'s engine).
 
 Three passes over the mesh dims, so nested shards of one tensor dim stay consistent:
-1. unshard (all-gather) every mesh dim whose Shard changes -- innermost first, and with it any
-   later mesh dim sharding the same tensor dim (its piece is re-cut in pass 3);
+1. unshard (all-gather), innermost first, every mesh dim cutting a tensor dim beyond the prefix
+   of cuts that source and target share for it (a later cut is re-made in pass 3, in order);
 2. settle Partial mesh dims: all-reduce to Replicate, or reduce-scatter straight to the target
    Shard when no other mesh dim cuts that tensor dim;
 3. cut (local slice, no communication) or mark Partial the mesh dims now Replicate.
@@ -27,12 +27,14 @@ def redistribute_local(local, global_shape, mesh, src, dst, is_backward=False):
     n = len(cur)
     # pass 1: gathers
     undo = set()
-    for i in range(n):
-        if isinstance(cur[i], Shard) and cur[i] != dst[i]:
-            undo.add(i)
-            for j in range(i + 1, n):
-                if isinstance(cur[j], Shard) and cur[j].dim == cur[i].dim:
-                    undo.add(j)
+    for d in {p.dim for p in cur + list(dst) if isinstance(p, Shard)}:
+        # the mesh dims cutting tensor dim d, outermost first; only a common prefix can stay
+        have = [i for i in range(n) if cur[i] == Shard(d)]
+        want = [i for i in range(n) if dst[i] == Shard(d)]
+        k = 0
+        while k < min(len(have), len(want)) and have[k] == want[k]:
+            k += 1
+        undo.update(have[k:])
     for i in sorted(undo, reverse=True):
         d = cur[i].dim
         full = size_before_mesh_dim(global_shape, mesh, cur, i, d)
