@@ -2,6 +2,9 @@
 (``with ember.autograd.profiler.profile() as prof: ...; prof.key_averages().table()``)."""
 from ..profiler import EventList, FunctionEvent, FunctionEventAvg, record_function
 from ..profiler import profile as _profile
+from ..profiler._kineto_compat import DeviceType, ProfilerConfig, ProfilerState, kineto_available  # noqa: F401
+from ..profiler._step_tracker import KinetoStepTracker  # noqa: F401
+from ..profiler import ProfilerActivity  # noqa: F401
 
 __all__ = ["profile", "record_function", "EventList", "FunctionEvent", "FunctionEventAvg"]
 

@@ -34,7 +34,11 @@ from typing import Callable, List, Optional
 from .._state import STATE
 
 __all__ = ["profile", "record_function", "ProfilerActivity", "ProfilerAction", "schedule",
-           "tensorboard_trace_handler", "EventList", "FunctionEvent", "FunctionEventAvg"]
+           "tensorboard_trace_handler", "EventList", "FunctionEvent", "FunctionEventAvg", "supported_activities",
+           "kineto_available", "DeviceType", "ExecutionTraceObserver", "KinetoStepTracker",
+           "register_optimizer_step_post_hook", "itt"]
+
+PROFILER_STEP_NAME = "ProfilerStep"
 
 
 class ProfilerActivity(enum.Enum):
@@ -308,11 +312,15 @@ class profile:
         self._recorder: Optional[_Recorder] = None
         self._events: EventList = EventList()
         self._action = ProfilerAction.RECORD if schedule is None else schedule(0)
+        self.execution_trace_observer = execution_trace_observer
+        KinetoStepTracker.init_step_count(PROFILER_STEP_NAME)
 
     # -- on / off --------------------------------------------------------------------
     def _begin(self):
         if self._recorder is not None:
             return
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.start()
         self._recorder = _Recorder(self.record_shapes)
         STATE.modes.insert(0, self._recorder)      # bottom of the stack: fake/tracing modes stay above
         _ACTIVE.append(self)
@@ -330,6 +338,8 @@ class profile:
         _ACTIVE.remove(self)
         if not _ACTIVE:
             _patch_compiled_graphs(False)
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.stop()
         if keep:
             self._events = EventList((self._events if self.acc_events else []) + rec.events)
 
@@ -351,6 +361,9 @@ class profile:
 
     def __exit__(self, *exc):
         self.stop()
+        KinetoStepTracker.erase_step_count(PROFILER_STEP_NAME)
+        if self.execution_trace_observer is not None:
+            self.execution_trace_observer.cleanup()      # writes its file
         return False
 
     def step(self):
@@ -454,3 +467,28 @@ class record_function:
                 return fn(*a, **k)
         wrapped._ember_dynamo_inline = fn     # compiled code traces ``fn`` itself (no range)
         return wrapped
+
+
+# ---------------------------------------------------------------------- torch.profiler's other names
+from . import itt  # noqa: E402
+from ._execution_trace import ExecutionTraceObserver  # noqa: E402
+from ._kineto_compat import DeviceType, ProfilerConfig, ProfilerState, kineto_available, supported_activities  # noqa: E402
+from ._step_tracker import KinetoStepTracker  # noqa: E402
+
+_supported_activities = supported_activities
+
+
+def register_optimizer_step_post_hook(hook):
+    """``ember.optim.optimizer.register_optimizer_step_post_hook``: ``hook(optimizer, args, kwargs)``
+    after every optimizer's ``step()``; returns a removable handle. (A function, not a re-export:
+    ember.optim imports ember.autograd, which imports this module.)"""
+    from ..optim.optimizer import register_optimizer_step_post_hook as register
+    return register(hook)
+
+
+def _optimizer_post_hook(optimizer, args, kwargs):
+    """An optimizer step-post hook counting steps for the profiler (``KinetoStepTracker``)."""
+    KinetoStepTracker.increment_step("Optimizer")
+
+
+from . import profiler  # noqa: E402,F401 - ``ember.profiler.profiler``, torch.profiler.profiler's names
