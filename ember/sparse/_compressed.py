@@ -88,6 +88,7 @@ def check_index_dtypes(layout, cidx, pidx):
                            f"respectively")
     if cn not in ("Int", "Long"):
         raise RuntimeError(f"{c}_indices and {p}_indices must be an int32 or int64 type, but got: {cn}")
+    return cn == "Int"
 
 
 def infer_size(layout, c, p, vshape, nbatch, blocksize):
@@ -186,7 +187,7 @@ def check_invariants(layout, c, p, nbatch, size, blocksize):
                                f"dimension values` is not satisfied.")
 
 
-def make(layout, c, p, v, size, checking):
+def make(layout, c, p, v, size, checking, idx32=False):
     """A compressed tensor from numpy index arrays ``c``, ``p`` and the values tensor ``v``."""
     vshape = tuple(v.shape)
     nbatch, blocksize, dense_dim, size = check_shapes(layout, c, p, vshape, size)
@@ -195,7 +196,8 @@ def make(layout, c, p, v, size, checking):
         check_shapes(layout, c, p, vshape, size)
     if checking:
         check_invariants(layout, c, p, nbatch, size, blocksize)
-    st = Structure(layout, size, nbatch + 2, compressed=c, plain=p, nbatch=nbatch, blocksize=blocksize)
+    st = Structure(layout, size, nbatch + 2, compressed=c, plain=p, nbatch=nbatch, blocksize=blocksize,
+                   idx32=idx32)
     return from_values(st, v)
 
 
@@ -340,8 +342,16 @@ def _layout_fn_word(layout):
     return layout._name.split("_")[1]
 
 
-def convert(s, layout, blocksize=None, dense_dim=None, caller=None):
-    """Any sparse or dense tensor to compressed ``layout`` (PyTorch's conversion rules and errors)."""
+def convert(s, layout, blocksize=None, dense_dim=None):
+    """Any sparse or dense tensor to compressed ``layout`` (PyTorch's conversion rules and errors;
+    a compressed source's index dtype is kept)."""
+    out = _convert(s, layout, blocksize, dense_dim)
+    if isinstance(s, SparseTensor) and s._st.layout is not COO and out is not s:
+        out._st = out._st.with_index_dtype_of(s._st)
+    return out
+
+
+def _convert(s, layout, blocksize, dense_dim):
     name = _layout_fn_word(layout)
     if blocksize is not None:
         blocksize = _blocksize_arg(blocksize, f"to_sparse_{name}" if not isinstance(s, SparseTensor)
@@ -418,7 +428,8 @@ def transpose_last(s):
     if bs is not None:
         v = v.transpose(nb + 1, nb + 2)
         bs = (bs[1], bs[0])
-    new = Structure(flip, shape, st.sdim, compressed=st.compressed, plain=st.plain, nbatch=nb, blocksize=bs)
+    new = Structure(flip, shape, st.sdim, compressed=st.compressed, plain=st.plain, nbatch=nb, blocksize=bs,
+                    idx32=st.idx32)
     return from_values(new, v)
 
 

@@ -134,11 +134,11 @@ def _compressed_tensor(layout, cidx, pidx, values, size, dtype, device, requires
     """The compressed factories: shape checks always (PyTorch runs them only with
     ``check_invariants``, and a wrong shape would read out of bounds), value checks on request."""
     from . import _compressed
-    _compressed.check_index_dtypes(layout, cidx, pidx)
+    idx32 = _compressed.check_index_dtypes(layout, cidx, pidx)
     c = _index_array(cidx, "compressed_indices")
     p = _index_array(pidx, "plain_indices")
     v = _values_tensor(values, dtype, device)
-    out = _compressed.make(layout, c, p, v, size, _checking(check_invariants))
+    out = _compressed.make(layout, c, p, v, size, _checking(check_invariants), idx32)
     if requires_grad:
         out.requires_grad_(True)
     return out
@@ -262,7 +262,10 @@ def _plain_2d_source(s):
 def to_compressed(s, layout, blocksize=None, dense_dim=None):
     """Any tensor to a compressed ``layout`` (the fast path for plain 2-d CSR/CSC)."""
     if layout in (CSR, CSC) and blocksize is None and dense_dim in (None, 0) and _plain_2d_source(s):
-        return to_csr(s) if layout is CSR else to_csc(s)
+        out = to_csr(s) if layout is CSR else to_csc(s)
+        if isinstance(s, SparseTensor) and s._st.layout is not COO and out is not s:
+            out._st = out._st.with_index_dtype_of(s._st)
+        return out
     from ._compressed import convert
     return convert(s, layout, blocksize, dense_dim)
 

@@ -132,7 +132,8 @@ def transpose(s, dim0, dim1):
         return transpose_last(s)
     if st.layout in COMPRESSED:
         # the transpose of a CSR matrix is the CSC matrix of the same arrays (and back)
-        new = Structure(CSC if st.layout is CSR else CSR, shape, 2, compressed=st.compressed, plain=st.plain)
+        new = Structure(CSC if st.layout is CSR else CSR, shape, 2, compressed=st.compressed, plain=st.plain,
+                        idx32=st.idx32)
         return from_values(new, values_of(s))
     sd = st.sdim
     if d0 < sd and d1 < sd:

@@ -62,10 +62,10 @@ class Structure:
     """Where the values of a sparse tensor sit (layout, shape, index arrays); no values."""
 
     __slots__ = ("layout", "shape", "sdim", "indices", "compressed", "plain", "coalesced", "_lin",
-                 "nbatch", "blocksize")
+                 "nbatch", "blocksize", "idx32")
 
     def __init__(self, layout, shape, sdim, *, indices=None, compressed=None, plain=None, coalesced=False,
-                 nbatch=0, blocksize=None):
+                 nbatch=0, blocksize=None, idx32=False):
         self.layout = layout
         self.shape = tuple(int(s) for s in shape)
         self.sdim = int(sdim)
@@ -76,6 +76,9 @@ class Structure:
         self._lin = None
         self.nbatch = int(nbatch)
         self.blocksize = None if blocksize is None else (int(blocksize[0]), int(blocksize[1]))
+        # compressed indices made from int32 tensors: kept int64 here, reported as int32 by
+        # crow_indices() & co. (PyTorch keeps the index dtype through compressed conversions)
+        self.idx32 = bool(idx32)
 
     def copy(self, *, coalesced=None, deep=False):
         """The same structure (index arrays shared, or copied with ``deep``), optionally with
@@ -84,7 +87,15 @@ class Structure:
         return Structure(self.layout, self.shape, self.sdim, indices=c(self.indices),
                          compressed=c(self.compressed), plain=c(self.plain),
                          coalesced=self.coalesced if coalesced is None else coalesced,
-                         nbatch=self.nbatch, blocksize=self.blocksize)
+                         nbatch=self.nbatch, blocksize=self.blocksize, idx32=self.idx32)
+
+    def with_index_dtype_of(self, other):
+        """This structure, reporting int32 indices when ``other`` (the source of a conversion) does."""
+        if self.idx32 == other.idx32:
+            return self
+        c = self.copy()
+        c.idx32 = other.idx32
+        return c
 
     @property
     def nnz(self):
@@ -274,21 +285,25 @@ class SparseTensor(Tensor):
             raise RuntimeError("Cannot get values on an uncoalesced tensor, please call .coalesce() first")
         return values_of(self, alias=True)
 
+    def _compressed_index(self, arr):
+        t = _itensor(arr, self.device)
+        return t.to(_t.int32) if self._st.idx32 else t
+
     def crow_indices(self):
         self._need(CSR, what="crow_indices")
-        return _itensor(self._st.compressed, self.device)
+        return self._compressed_index(self._st.compressed)
 
     def col_indices(self):
         self._need(CSR, what="col_indices")
-        return _itensor(self._st.plain, self.device)
+        return self._compressed_index(self._st.plain)
 
     def ccol_indices(self):
         self._need(CSC, what="ccol_indices")
-        return _itensor(self._st.compressed, self.device)
+        return self._compressed_index(self._st.compressed)
 
     def row_indices(self):
         self._need(CSC, what="row_indices")
-        return _itensor(self._st.plain, self.device)
+        return self._compressed_index(self._st.plain)
 
     # -- copies and no-grad aliases ---------------------------------------------
     def detach(self):

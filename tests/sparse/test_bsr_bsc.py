@@ -312,3 +312,23 @@ def test_random_block_patterns_match_torch(bh, bw, nr, nc, density, layout, seed
     if not dense:
         d = rng.standard_normal((nc * bw, 2))
         np.testing.assert_allclose(np_of(es @ ember.tensor(d)), x @ d, rtol=1e-12, atol=1e-12)
+
+
+def test_int32_indices_are_kept_through_compressed_conversions():
+    rng = np.random.default_rng(4)
+    v = rng.standard_normal((2, 2, 3))
+    ei, ti = (lambda a: ember.tensor(a, dtype=ember.int32)), (lambda a: torch.tensor(a, dtype=torch.int32))
+    e = ember.sparse_bsr_tensor(ei([0, 1, 2]), ei([0, 1]), ember.tensor(v), (4, 6))
+    t = torch.sparse_bsr_tensor(ti([0, 1, 2]), ti([0, 1]), torch.tensor(v), (4, 6))
+    _same(e, t)
+    for fe, ft in [(lambda s: s.crow_indices(), lambda s: s.crow_indices()),
+                   (lambda s: s.to_sparse_bsc((2, 3)).row_indices(), lambda s: s.to_sparse_bsc((2, 3)).row_indices()),
+                   (lambda s: s.t().ccol_indices(), lambda s: s.t().ccol_indices()),
+                   (lambda s: (s * 2).col_indices(), lambda s: (s * 2).col_indices()),
+                   (lambda s: s.to_sparse_coo()._indices(), lambda s: s.to_sparse_coo()._indices())]:
+        a, b = fe(e), ft(t)
+        assert str(a.dtype).replace("ember.", "") == str(b.dtype).replace("torch.", "")
+        np.testing.assert_array_equal(np_of(a), b.numpy())
+    c = ember.sparse_csr_tensor(ei([0, 1, 2]), ei([1, 0]), ember.tensor(v[:, 0, 0]), (2, 2))
+    assert c.to_sparse_csc().ccol_indices().dtype is ember.int32
+    assert ember.tensor(v[0]).to_sparse_csr().crow_indices().dtype is ember.int64
