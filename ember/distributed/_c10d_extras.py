@@ -448,6 +448,7 @@ ReduceOptions = _options("ReduceOptions", "Options of a reduce.", reduceOp=Reduc
 BroadcastOptions = _options("BroadcastOptions", "Options of a broadcast.", rootRank=0, rootTensor=0)
 GatherOptions = _options("GatherOptions", "Options of a gather.", rootRank=0)
 ScatterOptions = _options("ScatterOptions", "Options of a scatter.", rootRank=0)
+AllgatherOptions = _options("AllgatherOptions", "Options of an all-gather.")
 ReduceScatterOptions = _options("ReduceScatterOptions", "Options of a reduce-scatter.", reduceOp=ReduceOp.SUM)
 AllToAllOptions = _options("AllToAllOptions", "Options of an all-to-all.")
 BarrierOptions = _options("BarrierOptions", "Options of a barrier.", device_ids=[], device=None)

@@ -14,6 +14,7 @@ from urllib.parse import urlparse, parse_qs
 
 import numpy as np
 
+from ._pg_methods import ProcessGroupOps
 from ._transport import Mesh
 from .store import FileStore, PrefixStore, TCPStore
 
@@ -214,9 +215,10 @@ def _done_work(result=None):
 
 
 # ---------------------------------------------------------------------------- process groups
-class ProcessGroup:
+class ProcessGroup(ProcessGroupOps):
     """A set of ranks sharing the world's connections. ``rank()`` / ``size()`` are this process's
-    position in the group and the group's size; ``ranks`` the global ranks, in group order."""
+    position in the group and the group's size; ``ranks`` the global ranks, in group order.
+    PyTorch's method API (``pg.allreduce(tensors, opts)``, ...) comes from ``ProcessGroupOps``."""
 
     def __init__(self, world, ranks, gid, timeout, backend="gloo"):
         self._world = world

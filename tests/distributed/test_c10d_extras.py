@@ -91,6 +91,34 @@ def _script(rank, ws):
     out["split_empty"] = _err(lambda: dist.split_group(split_ranks=[]))
     out["pg_count"] = dist.get_pg_count()
     out["backend_config"] = (dist.get_backend_config(), dist.get_backend_config(cur))
+    # ProcessGroup's method API with option structs (roots are group ranks)
+    pg = dist.group.WORLD
+    got = []
+    t = ember.tensor([float(rank + 1)])
+    assert pg.allreduce([t]).wait()
+    got.append(t.item())                                             # 1+2+3+4
+    t = ember.tensor([float(rank + 1)])
+    pg.allreduce(t, dist.ReduceOp.MAX).wait()
+    got.append(t.item())
+    opts = dist.ReduceOptions()
+    opts.reduceOp, opts.rootRank = dist.ReduceOp.PRODUCT, 1
+    t = ember.tensor([float(rank + 1)])
+    pg.reduce([t], opts).wait()
+    got.append(t.item() if rank == 1 else None)                      # 24 on group rank 1
+    outs = [ember.zeros(1) for _ in range(ws)]
+    pg.allgather([outs], [ember.tensor([float(rank)])]).wait()
+    got.append([o.item() for o in outs])
+    pg.barrier().wait()
+    sub_pg, _ = dist.new_subgroups(2)
+    bo = dist.BroadcastOptions()
+    bo.rootRank = 1                                                  # group rank 1: global 1 or 3
+    t = ember.tensor([float(rank)])
+    sub_pg.broadcast([t], bo).wait()
+    got.append(t.item())
+    c = [ember.tensor([1.0 * rank]), ember.tensor([2.0, 3.0])]
+    pg.allreduce_coalesced(c, dist.AllreduceCoalescedOptions()).wait()
+    got.append([x.tolist() for x in c])
+    out["pg_methods"] = got
     # breakpoint: rank 2 stops (a recording pdb stands in for the terminal), the others wait
     calls = []
 
@@ -167,6 +195,9 @@ def _check_subgroups_and_split(ranks):
         assert got["split_empty"] == ("ValueError", "split_ranks cannot be None or empty")
         # default + 2 (new_subgroups) + 3 + 2 (enumeration; the overlapping call made one before failing) + 2
         assert got["pg_count"] == 10
+        mine = [0, 1] if k < 2 else [2, 3]
+        assert got["pg_methods"] == [10.0, 4.0, 24.0 if k == 1 else None, [0.0, 1.0, 2.0, 3.0], float(mine[1]),
+                                     [[6.0], [8.0, 12.0]]]
         assert got["backend_config"] == ("cpu:gloo,cuda:gloo", "cpu:gloo,cuda:gloo")
     assert ranks[1]["split"] is None
     assert ranks[0]["split"] == ([0, 2], 101.0) and ranks[2]["split"] == ([0, 2], 101.0)
