@@ -128,7 +128,8 @@ def test_qat_modules_and_aliases():
         ember.ao.nn.qat.Conv2d(1, 1, 1)
     with pytest.raises(AssertionError, match="Incorrect types for input modules"):
         ember.ao.nn.intrinsic.ConvBn2d(ember.nn.Linear(1, 1), ember.nn.BatchNorm2d(1))
-    with pytest.raises(NotImplementedError, match="LSTM"):
-        ember.nn.quantizable.LSTM(2, 2)
+    assert ember.nn.quantizable.LSTM is ember.ao.nn.quantizable.LSTM
+    with pytest.raises(NotImplementedError, match="MultiheadAttention"):
+        ember.nn.quantizable.MultiheadAttention(2, 2)
     with pytest.raises(NotImplementedError, match="ConvBn1d"):
         ember.ao.nn.intrinsic.ConvBn1d

@@ -32,8 +32,10 @@ def _static():
     from ..nn import qat as nnqat
     from ..nn.intrinsic import qat as nniqat
     from ..nn.quantized.modules import static as nnq
+    from ..nn.quantized.modules.functional_modules import FloatFunctional, QFunctional
     from .stubs import DeQuantStub, QuantStub
     return {
+        FloatFunctional: QFunctional,
         QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize,
         nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d,
         nn.Linear: nnq.Linear,

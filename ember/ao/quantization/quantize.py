@@ -54,12 +54,14 @@ def propagate_qconfig_(module, qconfig_dict=None, prepare_custom_config_dict=Non
 
 
 def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_fake_quant=False):
-    """The quantized replacement of ``mod`` if its type is mapped and it has a qconfig; else ``mod``."""
+    """The quantized replacement of ``mod`` if its type is mapped and it has a qconfig; else ``mod``
+    (a custom module -- ``custom_module_class_mapping`` -- converts by ``from_observed``)."""
     new_mod = mod
     if getattr(mod, "qconfig", None) is not None:
-        qcls = (custom_module_class_mapping or {}).get(type(mod)) or mapping.get(type(mod))
+        custom = (custom_module_class_mapping or {}).get(type(mod))
+        qcls = custom or mapping.get(type(mod))
         if qcls is not None:
-            new_mod = qcls.from_float(mod)
+            new_mod = qcls.from_observed(mod) if custom is not None else qcls.from_float(mod)
             for hook in mod._forward_pre_hooks.values():
                 new_mod.register_forward_pre_hook(hook)
             for hook in mod._forward_hooks.values():
@@ -144,15 +146,27 @@ def _insert_observer(m):
         m.register_forward_hook(_observer_forward_hook)
 
 
-def _add_observer_(module, non_leaf=frozenset()):
+def _add_observer_(module, non_leaf=frozenset(), custom=None):
     """Observers on the outputs of the quantizable leaves, the fused modules and the (non-leaf)
-    module types in ``non_leaf`` -- the QAT modules, whose fake quantizers are children."""
+    module types in ``non_leaf`` -- the QAT modules, whose fake quantizers are children; a
+    FloatFunctional's ``activation_post_process`` becomes an observer (its ops call it); a
+    module type in ``custom`` (float -> observed custom class) is swapped for its observed version."""
     from ..nn import intrinsic as nni
-    for child in module.children():
-        if isinstance(child, nni._FusedModule) or type(child) in non_leaf:
+    from ..nn.quantized.modules.functional_modules import FloatFunctional, QFunctional
+    custom = custom or {}
+    for name, child in list(module.named_children()):
+        if type(child) in (FloatFunctional, QFunctional):
+            if getattr(child, "qconfig", None) is not None:
+                child.activation_post_process = child.qconfig.activation()
+        elif isinstance(child, nni._FusedModule) or type(child) in non_leaf:
             _insert_observer(child)
+        elif getattr(child, "qconfig", None) is not None and type(child) in custom:
+            observed = custom[type(child)].from_float(child)
+            module._modules[name] = observed
+            if custom[type(child)] not in no_observer_set():
+                _insert_observer(observed)
         else:
-            _add_observer_(child, non_leaf)
+            _add_observer_(child, non_leaf, custom)
     if not list(module.children()) and not isinstance(module, nn.Sequential) and type(module) in _observed_leaf_types():
         _insert_observer(module)
 
@@ -161,8 +175,10 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
             prepare_custom_config_dict=None):
     """Attach observers (from each module's ``qconfig``) to the outputs of the quantizable modules,
     for calibration before ``convert``."""
-    if prepare_custom_config_dict or allow_list:
-        raise NotImplementedError("ember.quantization: prepare() with custom configs / allow lists is not supported")
+    if allow_list:
+        raise NotImplementedError("ember.quantization: prepare() with an allow list is not supported")
+    # (as torch's eager prepare, only this key is read: the others serve convert / FX)
+    custom = (prepare_custom_config_dict or {}).get("float_to_observed_custom_module_class", {})
     if not inplace:
         model = copy.deepcopy(model)
     propagate_qconfig_(model, None)
@@ -171,7 +187,7 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
         warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct configuration "
                       "through `qconfig_dict` or by assigning the `.qconfig` attribute directly on submodules",
                       stacklevel=2)
-    _add_observer_(model, frozenset(observer_non_leaf_module_list or ()))
+    _add_observer_(model, frozenset(observer_non_leaf_module_list or ()), custom)
     return model
 
 
@@ -180,7 +196,10 @@ def _remove_qconfig(module):
         _remove_qconfig(child)
     if hasattr(module, "qconfig"):
         del module.qconfig
-    if "activation_post_process" in module._modules:
+    from .fake_quantize import FakeQuantizeBase
+    from .observer import ObserverBase
+    app = module._modules.get("activation_post_process")
+    if isinstance(app, (ObserverBase, FakeQuantizeBase)):      # (a QFunctional's Identity stays)
         del module._modules["activation_post_process"]
         for k, hook in list(module._forward_hooks.items()):
             if hook is _observer_forward_hook:

@@ -3,3 +3,4 @@ from ember.ao.nn.quantized import *  # noqa: F401,F403
 from ember.ao.nn.quantized import LinearPackedParams, Quantize, DeQuantize, Linear, Conv1d, Conv2d, Conv3d, ReLU  # noqa: F401,E501
 from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401
+from ember.ao.nn.quantized import FloatFunctional, FXFloatFunctional, QFunctional, LSTM  # noqa: F401,E402
