@@ -575,6 +575,65 @@ def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local
     return pg
 
 
+def _get_default_group():
+    """The default (world) group; PyTorch's error before ``init_process_group``."""
+    _world()
+    return GroupMember.WORLD
+
+
+def _get_default_store():
+    """The store the default group rendezvoused through."""
+    return _world().store
+
+
+def _rank_not_in_group(group):
+    """Whether this rank is outside ``group`` (None: the world, which every rank is in)."""
+    if group is None or group is GroupMember.WORLD:
+        return False
+    if group is GroupMember.NON_GROUP_MEMBER:
+        return True
+    return _world().rank not in group.ranks
+
+
+def _get_group_size(group):
+    return get_world_size(group)
+
+
+def _get_process_group_name(pg):
+    """A group's name: ember numbers its groups in creation order ("0" is the world)."""
+    return str(pg.gid)
+
+
+class _CoalescingManager:
+    """What ``_coalescing_manager`` yields: ``works`` and ``wait()``. ember runs the
+    collectives issued inside the block one by one, so there is nothing left to wait for
+    unless they were started with ``async_op=True`` (their works are waited here)."""
+
+    def __init__(self):
+        self.works = []
+
+    def append(self, work):
+        if work is not None:
+            self.works.append(work)
+
+    def wait(self):
+        for w in self.works:
+            w.wait()
+
+
+from contextlib import contextmanager as _contextmanager  # noqa: E402
+
+
+@_contextmanager
+def _coalescing_manager(group=None, device=None, async_ops=False):
+    """PyTorch batches the collectives of the block into one; ember issues them as they come
+    (same results, no fusion). With ``async_ops`` the caller waits on the yielded manager."""
+    cm = _CoalescingManager()
+    yield cm
+    if not async_ops:
+        cm.wait()
+
+
 def _pg_count():
     """Groups made since ``init_process_group`` (the default one included; non-members' too,
     as PyTorch counts every ``new_group`` call)."""

@@ -119,6 +119,16 @@ def _script(rank, ws):
     pg.allreduce_coalesced(c, dist.AllreduceCoalescedOptions()).wait()
     got.append([x.tolist() for x in c])
     out["pg_methods"] = got
+    # the private helpers libraries reach for
+    from ember.distributed import distributed_c10d as c10d
+    with c10d._coalescing_manager(async_ops=True) as cm:
+        t = ember.tensor([1.0])
+        cm.append(dist.all_reduce(t, async_op=True))
+    cm.wait()
+    out["private"] = (c10d._get_default_group() is dist.group.WORLD, c10d._rank_not_in_group(None),
+                      c10d._rank_not_in_group(sub_pg), c10d._get_group_size(sub_pg),
+                      c10d._get_process_group_name(dist.group.WORLD), t.item(),
+                      c10d._get_default_store() is not None)
     # breakpoint: rank 2 stops (a recording pdb stands in for the terminal), the others wait
     calls = []
 
@@ -198,6 +208,7 @@ def _check_subgroups_and_split(ranks):
         mine = [0, 1] if k < 2 else [2, 3]
         assert got["pg_methods"] == [10.0, 4.0, 24.0 if k == 1 else None, [0.0, 1.0, 2.0, 3.0], float(mine[1]),
                                      [[6.0], [8.0, 12.0]]]
+        assert got["private"] == (True, False, False, 2, "0", 4.0, True)
         assert got["backend_config"] == ("cpu:gloo,cuda:gloo", "cpu:gloo,cuda:gloo")
     assert ranks[1]["split"] is None
     assert ranks[0]["split"] == ([0, 2], 101.0) and ranks[2]["split"] == ([0, 2], 101.0)

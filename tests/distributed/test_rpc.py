@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pytest
 
+from ember.distributed.rpc.functions import async_execution
+
 from ._launch import free_port, run_ranks
 
 WS = 3
@@ -45,6 +47,22 @@ def relay(depth):
         return [whoami()]
     nxt = {"worker0": "worker1", "worker1": "worker2", "worker2": "worker0"}[whoami()]
     return [whoami()] + rpc.rpc_sync(nxt, relay, args=(depth - 1,))
+
+
+@async_execution
+def async_add_chained(to, x, y, z):
+    """PyTorch's example: answer with a Future chained on a nested call."""
+    import ember.distributed.rpc as rpc
+    return rpc.rpc_async(to, _add, args=(x, y)).then(lambda fut: fut.wait() + z)
+
+
+@async_execution
+def not_a_future():
+    return 3
+
+
+def _add(a, b):
+    return a + b
 
 
 def double_local(rref):
@@ -107,6 +125,9 @@ def _script(rank, ws, port):
         out["own"] = (own.is_owner(), own.local_value().item(), own.to_here().item(), repr(own).startswith("Owner"))
         out["self_call"] = rpc.rpc_sync("worker0", whoami)
         out["nested"] = rpc.rpc_sync("worker1", relay, args=(3,))
+        out["async_exec"] = (rpc.rpc_sync("worker1", async_add_chained, args=("worker2", 1, 2, 3)),
+                             rpc.remote("worker2", async_add_chained, args=("worker0", 4, 5, 6)).to_here())
+        out["async_exec_err"] = _err(lambda: rpc.rpc_sync("worker1", not_a_future))
     if rank == 2:
         # fire and leave: shutdown() must wait for the answer
         fut = rpc.rpc_async("worker0", slow, args=(0.4, "from2"))
@@ -146,6 +167,9 @@ def _check_calls_and_futures(ranks):
     assert ranks[0]["then"] == "worker2!"
     assert ranks[0]["self_call"] == "worker0"
     assert ranks[0]["nested"] == ["worker1", "worker2", "worker0", "worker1"]
+    assert ranks[0]["async_exec"] == (6, 15)
+    kind, msg = ranks[0]["async_exec_err"]
+    assert kind == "TypeError" and "must return a torch.futures.Future object, but got <class 'int'>" in msg
     assert ranks[0]["not_callable"] == ("TypeError", "function should be callable.")
 
 

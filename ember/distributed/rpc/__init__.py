@@ -15,6 +15,7 @@ worker and carrying the remote traceback, as PyTorch.
 Not supported (clear errors): dynamic groups (``world_size=None``), GPU device maps,
 distributed autograd (``ember.distributed.autograd``) and RRef reference counting (owners
 keep values until shutdown)."""
+from . import functions  # noqa: F401
 from .agent import WorkerInfo  # noqa: F401
 from .api import (  # noqa: F401
     BackendType, RpcBackendOptions, TensorPipeRpcBackendOptions, get_rpc_timeout, get_worker_info, init_rpc, remote,

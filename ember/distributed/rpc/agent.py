@@ -69,6 +69,17 @@ def _remote_error(me, exc):
     return RemoteError(type(exc), f"On {me}:\n{exc!r}\n{traceback.format_exc()}")
 
 
+def _run_user(func, args, kwargs):
+    """Call the user function; an ``@async_execution`` one returns a Future: its value."""
+    out = func(*args, **kwargs)
+    if getattr(func, "_wrapped_async_rpc_function", None) is not None:
+        if not hasattr(out, "wait"):
+            raise TypeError(f"Functions decorated with @rpc.functions.async_execution must return a torch.futures.Future "
+                            f"object, but got {type(out)}")
+        out = out.wait()
+    return out
+
+
 class _Pending:
     __slots__ = ("future", "peer", "deadline", "timeout")
 
@@ -165,12 +176,12 @@ class Agent:
         try:
             if kind == "call":
                 func, args, kwargs = body
-                return True, func(*args, **kwargs)
+                return True, _run_user(func, args, kwargs)
             if kind == "remote":
                 rref_id, func, args, kwargs = body
                 cell = self._owned_cell(rref_id)
                 try:
-                    cell.set_result(func(*args, **kwargs))
+                    cell.set_result(_run_user(func, args, kwargs))
                 except BaseException as e:  # noqa: BLE001 - kept for to_here, reported to the creator
                     err = _remote_error(self.me, e)
                     cell.set_exception(err)
