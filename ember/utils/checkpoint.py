@@ -126,9 +126,9 @@ def check_backward_validity(inputs: Iterable[Any]) -> None:
 
 class DefaultDeviceType:
     """The device type whose RNG state a checkpoint preserves when no input lives on a device
-    other than the cpu ('cuda' unless set)."""
+    other than the cpu: the current accelerator's type, or 'cpu' without one, unless set."""
 
-    _default_device_type = "cuda"
+    _default_device_type = None
 
     @staticmethod
     def set_device_type(device: str = "cuda") -> None:
@@ -138,6 +138,10 @@ class DefaultDeviceType:
 
     @staticmethod
     def get_device_type() -> str:
+        if not DefaultDeviceType._default_device_type:
+            from .. import accelerator
+            acc = accelerator.current_accelerator(True)
+            DefaultDeviceType._default_device_type = acc.type if acc is not None else "cpu"
         return DefaultDeviceType._default_device_type
 
 
