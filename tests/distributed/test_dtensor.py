@@ -10,7 +10,6 @@ import traceback
 import numpy as np
 import pytest
 
-from ._launch import run_ranks
 
 # torch 2.13 DTensor, 1-D mesh of 2 ranks, X of shape (5, 4): output placements of OPS[name](X laid
 # out as S0 / S1 / R / P); where torch gives a _StridedShard ember replicates (test_view_strided).
@@ -298,8 +297,9 @@ def _worker(rank, ws):
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    return run_ranks(_worker, 2, timeout=60)
+def ranks(tmp_path_factory):
+    from ._dtensor_checks import run_once
+    return run_once(tmp_path_factory, "1d", _worker, 2, timeout=60)
 
 
 @pytest.mark.parametrize("case", sorted(TORCH_PLACEMENTS))

@@ -9,7 +9,6 @@ import traceback
 import numpy as np
 import pytest
 
-from ._launch import run_ranks
 
 KINDS = ["S0", "S1", "R", "P"]
 
@@ -146,8 +145,9 @@ def _worker(rank, ws):
 
 
 @pytest.fixture(scope="module")
-def ranks():
-    return run_ranks(_worker, 4, timeout=90)
+def ranks(tmp_path_factory):
+    from ._dtensor_checks import run_once
+    return run_once(tmp_path_factory, "2d", _worker, 4, timeout=90)
 
 
 @pytest.mark.parametrize("name", sorted(CHECKS))
