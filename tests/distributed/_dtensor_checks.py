@@ -13,7 +13,7 @@ import numpy as np
 CHECKS_1D = ["distribute_roundtrip", "redistribute_all_1d", "from_local", "autograd_local", "redistribute_backward",
              "inplace", "matmul_family", "tp_mlp", "tp_mlp_layouts", "tp_attention", "sequence_parallel",
              "embedding", "factories", "repr_and_metadata", "errors", "comm_debug_mode", "distribute_module",
-             "compile", "scalars", "loss_parallel"]
+             "compile", "scalars", "loss_parallel", "prepare_module_io"]
 
 
 def run_once(tmp_path_factory, key, fn, nprocs, timeout):
@@ -628,4 +628,46 @@ def loss_parallel(mesh, rank):
     # outside loss_parallel the class-sharded logits are gathered and the result is the same
     d = dt.distribute_tensor(logits, mesh, [dt.Shard(1)])
     _close(F.cross_entropy(d, dt.distribute_tensor(target, mesh, [dt.Replicate()])), F.cross_entropy(logits, target))
+    return True
+
+
+def prepare_module_io(mesh, rank):
+    ember, dt = _lib()
+    import ember.nn as nn
+    from ember.distributed.tensor.parallel import PrepareModuleInput, PrepareModuleOutput, parallelize_module
+    seen = {}
+
+    class M(nn.Module):
+        def forward(self, x, y, *, z=None):
+            seen.update(x=x, y=y, z=z)
+            return x * 2, y
+
+    x = _rand(4, 3)
+    piece = x[2 * rank: 2 * rank + 2]
+    m = parallelize_module(M(), mesh, PrepareModuleInput(
+        input_layouts=(dt.Shard(0), None), desired_input_layouts=(dt.Replicate(), None),
+        input_kwarg_layouts={"z": dt.Shard(0)}, desired_input_kwarg_layouts={"z": dt.Shard(1)}))
+    m(piece, "other", z=piece)
+    assert isinstance(seen["x"], dt.DTensor) and seen["x"].placements == (dt.Replicate(),)
+    assert ember.equal(seen["x"].to_local(), x) and seen["y"] == "other"
+    assert seen["z"].placements == (dt.Shard(1),)
+    _close(seen["z"], x)
+    m2 = parallelize_module(M(), mesh, PrepareModuleInput(input_layouts=dt.Shard(0), desired_input_layouts=dt.Replicate(),
+                                                          use_local_output=True))
+    m2.forward = lambda x: x + 1
+    assert ember.equal(m2(piece), x + 1)
+
+    class Piece(nn.Module):
+        def forward(self, x):
+            return x[2 * rank: 2 * rank + 2] * 3
+    m3 = parallelize_module(Piece(), mesh, PrepareModuleOutput(output_layouts=dt.Shard(0),
+                                                               desired_output_layouts=dt.Replicate()))
+    out = m3(x)
+    assert type(out) is ember.Tensor and ember.allclose(out, x * 3)
+    try:
+        PrepareModuleInput(input_layouts=(dt.Shard(0),), desired_input_layouts=(dt.Replicate(), dt.Replicate()))
+    except AssertionError as e:
+        assert "same length" in str(e)
+    else:
+        raise AssertionError("mismatched layouts were accepted")
     return True
