@@ -170,3 +170,72 @@ def test_static_flow_with_conv1d_conv3d_matches_torch(per_channel):
 def _rounded(s):
     import re
     return re.sub(r"\d+\.\d+(e-?\d+)?", lambda m: f"{float(m.group()):.6g}", s)
+
+
+@pytest.fixture
+def fbgemm_engine():
+    """torch's default x86 engine runs transposed convolutions through another library whose
+    results differ from the float reference (checked: off by up to ~20 steps for stride 1);
+    ember computes as the fbgemm engine, which agrees with the reference."""
+    old = torch.backends.quantized.engine
+    torch.backends.quantized.engine = "fbgemm"
+    yield
+    torch.backends.quantized.engine = old
+
+
+@pytest.mark.usefixtures("fbgemm_engine")
+@pytest.mark.parametrize("nd", [1, 2, 3])
+@pytest.mark.parametrize("kw", [{}, dict(stride=2, padding=1, output_padding=1, groups=2),
+                                dict(stride=2, dilation=2, padding=3), dict(stride=3, output_padding=2, dilation=2)])
+def test_conv_transpose_matches_torch(nd, kw):
+    rng = np.random.default_rng(nd * 7 + len(kw))
+    g = kw.get("groups", 1)
+    em = getattr(ember.ao.nn.quantized, f"ConvTranspose{nd}d")(4, 6, 3, **kw)
+    tm = getattr(torch.ao.nn.quantized, f"ConvTranspose{nd}d")(4, 6, 3, **kw)
+    assert repr(em) == repr(tm)
+    assert tuple(em.weight().shape) == tuple(tm.weight().shape)
+    ew, tw = _weights(rng, (4, 6 // g) + (3,) * nd, False)
+    b = rng.standard_normal(6).astype(np.float32)
+    em.set_weight_bias(ew, ember.tensor(b))
+    tm.set_weight_bias(tw, torch.tensor(b))
+    em.scale, em.zero_point = tm.scale, tm.zero_point = 0.2, 90
+    e, t = _pair_q(rng.standard_normal((2, 4) + _SPATIAL[nd][:nd]).astype(np.float32), 0.05, 70)
+    _same_q(em(e), tm(t))
+
+
+@pytest.mark.usefixtures("fbgemm_engine")
+def test_conv_transpose_static_flow_and_errors():
+    rng = np.random.default_rng(31)
+
+    def build(lib, q):
+        m = lib.nn.Sequential(q.QuantStub(), lib.nn.ConvTranspose2d(3, 4, 3, stride=2), q.DeQuantStub()).eval()
+        return m
+
+    em, tm = build(ember, eq), build(torch, tq)
+    with torch.no_grad():
+        for (_, tp), (_, ep) in zip(tm.named_parameters(), em.named_parameters()):
+            v = (rng.standard_normal(tuple(tp.shape)) * 0.4).astype(np.float32)
+            tp.copy_(torch.tensor(v))
+            ep.data = ember.tensor(v)
+    em.qconfig, tm.qconfig = eq.default_qconfig, tq.default_qconfig
+    eq.prepare(em, inplace=True)
+    tq.prepare(tm, inplace=True)
+    x = rng.standard_normal((2, 3, 5, 5)).astype(np.float32)
+    em(ember.tensor(x))
+    tm(torch.tensor(x))
+    eq.convert(em, inplace=True)
+    tq.convert(tm, inplace=True)
+    assert type(em[1]).__name__ == type(tm[1]).__name__ == "ConvTranspose2d"
+    em[1].scale, em[1].zero_point = tm[1].scale, tm[1].zero_point       # (float calibration: last-bit ranges)
+    em[0].scale, em[0].zero_point = ember.tensor(tm[0].scale.numpy()), ember.tensor(tm[0].zero_point.numpy())
+    assert em(ember.tensor(x)).numpy().tobytes() == tm(torch.tensor(x)).numpy().tobytes()
+    with pytest.raises(ValueError, match='Only "zeros" padding mode is supported for ConvTranspose1d'):
+        ember.ao.nn.quantized.ConvTranspose1d(2, 2, 3, padding_mode="reflect")
+    with pytest.raises(ValueError, match=r"Input shape must be `\(N, C, T, H, W\)`!"):
+        ember.ao.nn.quantized.ConvTranspose3d(2, 2, 3)(ember.quantize_per_tensor(ember.randn(2, 3, 3, 3), 0.1, 0,
+                                                                                 ember.quint8))
+    pc = ember.ao.nn.quantized.ConvTranspose1d(2, 2, 3)
+    pc.set_weight_bias(ember.quantize_per_channel(ember.randn(2, 2, 3), ember.tensor([0.1, 0.2]),
+                                                  ember.tensor([0, 0]), 0, ember.qint8), None)
+    with pytest.raises(NotImplementedError, match="per-channel"):
+        pc(ember.quantize_per_tensor(ember.randn(1, 2, 5), 0.1, 0, ember.quint8))

@@ -38,6 +38,8 @@ def _static():
         FloatFunctional: QFunctional,
         QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize,
         nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d,
+        nn.ConvTranspose1d: nnq.ConvTranspose1d, nn.ConvTranspose2d: nnq.ConvTranspose2d,
+        nn.ConvTranspose3d: nnq.ConvTranspose3d,
         nn.Linear: nnq.Linear,
         nni.ConvReLU1d: nnq.ConvReLU1d, nni.ConvReLU2d: nnq.ConvReLU2d, nni.ConvReLU3d: nnq.ConvReLU3d,
         nni.LinearReLU: nnq.LinearReLU,

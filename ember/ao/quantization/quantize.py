@@ -132,7 +132,8 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
 
 def _observed_leaf_types():
     from .stubs import QuantStub
-    return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, QuantStub}
+    return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+            QuantStub}
 
 
 def _observer_forward_hook(self, input, output):

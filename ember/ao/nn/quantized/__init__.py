@@ -6,3 +6,4 @@ from .modules import LinearPackedParams  # noqa: F401
 from .modules.static import Quantize, DeQuantize, Linear, Conv1d, Conv2d, Conv3d, ReLU  # noqa: F401
 from .modules.functional_modules import FloatFunctional, FXFloatFunctional, QFunctional  # noqa: F401,E402
 from .modules.rnn import LSTM  # noqa: F401,E402
+from .modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401,E402

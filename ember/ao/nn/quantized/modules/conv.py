@@ -12,12 +12,14 @@ from __future__ import annotations
 import numpy as np
 
 import ember
+from ember import nn
 from .._int_gemm import exact_int_matmul
 from .static import _QuantizedWeighted, _need_quantized, _quantize_weight, _requantize, _weight_ints, \
     _weight_post_process
 
 _SUPPORTED_PADDING = {"zeros", "reflect"}
 _INPUT_SHAPE = {1: "`(N, C, L)`", 2: "`(N, C, H, W)`", 3: "`(N, C, D, H, W)`"}
+_TRANSPOSE_INPUT_SHAPE = {1: "`(N, C, L)`", 2: "`(N, C, H, W)`", 3: "`(N, C, T, H, W)`"}
 
 
 def _ntuple(v, n, name):
@@ -107,6 +109,8 @@ class _ConvNd(_QuantizedWeighted):
             s += f", padding={self.padding}"
         if self.dilation != (1,) * nd:
             s += f", dilation={self.dilation}"
+        if self.output_padding != (0,) * nd:
+            s += f", output_padding={self.output_padding}"
         if self.groups != 1:
             s += f", groups={self.groups}"
         if self.bias() is None:
@@ -209,3 +213,99 @@ class ConvReLU2d(Conv2d):
 class ConvReLU3d(Conv3d):
     _FUSE_RELU = True
 
+
+
+class _ConvTransposeNd(_ConvNd):
+    """Transposed convolution, as the regular one over the input spread out by ``stride``
+    (zeros between the values: the shifted zero point), padded by ``dilation * (k - 1) - padding``
+    (plus ``output_padding`` at the end), with the kernel flipped and its in/out axes swapped.
+    Weights per tensor (the x86 backend's transposed kernels have no per-channel weights)."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, output_padding=0, groups=1,
+                 bias=True, dilation=1, padding_mode="zeros", device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+        nd = self._DIM
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias)
+        self.transposed = True
+        self.output_padding = _ntuple(output_padding, nd, "output_padding")
+        w = ember.quantize_per_tensor(ember.zeros(in_channels, out_channels // groups, *self.kernel_size), 1.0, 0,
+                                      ember.qint8)
+        self.set_weight_bias(w, ember.zeros(out_channels) if bias else None)
+
+    def _get_name(self):
+        return f"QuantizedConvTranspose{self._DIM}d"
+
+    def forward(self, x):
+        nd = self._DIM
+        if not isinstance(x, ember.Tensor) or x.ndim != nd + 2:
+            raise ValueError(f"Input shape must be {_TRANSPOSE_INPUT_SHAPE[nd]}!")
+        _need_quantized(x, self._get_name())
+        if x.shape[1] != self.in_channels:
+            raise RuntimeError(f"{self._get_name()}: expected input with {self.in_channels} channels, got "
+                               f"{x.shape[1]}")
+        w, b = self.weight(), self.bias()
+        if w._qp.per_channel:
+            raise NotImplementedError("ember.quantization: quantized transposed convolution with per-channel "
+                                      "weights is not supported (use a per-tensor weight observer, as torch's x86 "
+                                      "default qconfig mapping does)")
+        wi = w._irepr.astype(np.int32) - np.int32(w._qp.zero_point)         # (C_in, C_out/g, *k)
+        g = self.groups
+        cin_g = self.in_channels // g
+        flip = tuple(range(2, 2 + nd))
+        wconv = np.concatenate([np.flip(wi[i * cin_g:(i + 1) * cin_g].swapaxes(0, 1), flip) for i in range(g)],
+                               axis=0)                                        # (C_out, C_in/g, *k)
+        xi = x._irepr.astype(np.int32) - np.int32(x.q_zero_point())
+        n, c = xi.shape[:2]
+        spread = np.zeros((n, c) + tuple((s_ - 1) * st + 1 for s_, st in zip(xi.shape[2:], self.stride)), np.int32)
+        spread[(slice(None), slice(None)) + tuple(slice(None, None, st) for st in self.stride)] = xi
+        lo = [d * (k - 1) - p for d, k, p in zip(self.dilation, self.kernel_size, self.padding)]
+        hi = [v + op for v, op in zip(lo, self.output_padding)]
+        spread = np.pad(spread, ((0, 0), (0, 0)) + tuple((max(a, 0), max(z, 0)) for a, z in zip(lo, hi)))
+        crop = tuple(slice(max(-a, 0), spread.shape[2 + i] - max(-z, 0)) for i, (a, z) in enumerate(zip(lo, hi)))
+        spread = spread[(slice(None), slice(None)) + crop]
+        acc = _conv_ints(spread, wconv, (1,) * nd, self.dilation, g)
+        ws = np.full(self.out_channels, np.float32(w._qp.scale))
+        bias = None if b is None else np.asarray(b.detach()._data, np.float32)
+        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, False)
+        perm = (0, nd + 1) + tuple(range(1, nd + 1))
+        return self._out(np.ascontiguousarray(q.transpose(perm)))
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        float_cls = getattr(nn, f"ConvTranspose{cls._DIM}d")
+        if type(mod) is not float_cls:
+            raise AssertionError(f" nnq.{cls.__name__}.from_float only works for {float_cls.__name__}")
+        if not hasattr(mod, "qconfig"):
+            raise AssertionError("Input float module must have qconfig defined.")
+        wobs = mod.qconfig.weight()
+        wobs(mod.weight)
+        if wobs.dtype is not ember.qint8:
+            raise AssertionError(f"Weight observer must have a dtype of qint8, got {wobs.dtype}")
+        qweight = _quantize_weight(mod.weight.detach().float(), wobs)
+        out = cls(mod.in_channels, mod.out_channels, mod.kernel_size, mod.stride, mod.padding, mod.output_padding,
+                  mod.groups, mod.bias is not None, mod.dilation, mod.padding_mode)
+        out.set_weight_bias(qweight, None if mod.bias is None else mod.bias.detach().clone())
+        act = getattr(mod, "activation_post_process", None)
+        if act is not None and act.dtype is not ember.float32:
+            s, z = act.calculate_qparams()
+            out.scale, out.zero_point = float(s), int(z)
+        return out
+
+
+class ConvTranspose1d(_ConvTransposeNd):
+    """``QuantizedConvTranspose1d``: quint8 (N, C, L) -> quint8, int8 weight (C_in, C_out/groups, k)."""
+
+    _DIM = 1
+
+
+class ConvTranspose2d(_ConvTransposeNd):
+    """``QuantizedConvTranspose2d``."""
+
+    _DIM = 2
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """``QuantizedConvTranspose3d``."""
+
+    _DIM = 3

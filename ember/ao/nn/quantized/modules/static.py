@@ -214,4 +214,5 @@ class LinearReLU(Linear):
 
 
 # the convolutions (any dimensionality) live in conv.py, built on the helpers above
-from .conv import Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d  # noqa: E402,F401
+from .conv import (Conv1d, Conv2d, Conv3d, ConvReLU1d, ConvReLU2d, ConvReLU3d, ConvTranspose1d,  # noqa: E402,F401
+                   ConvTranspose2d, ConvTranspose3d)
