@@ -511,7 +511,9 @@ def init_process_group(backend=None, init_method=None, timeout=None, world_size=
                 host = agent.local_address
                 store = PrefixStore(f"/worker/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", agent)
             if store is None:
-                store = TCPStore(addr, port, world_size, is_master=(rank == 0), timeout=timedelta(seconds=secs))
+                from .rendezvous import _served_here     # RPC may already serve this address here
+                store = TCPStore(addr, port, world_size, is_master=(rank == 0 and not _served_here(port)),
+                                 timeout=timedelta(seconds=secs))
                 host = store.local_address
         if not 0 <= rank < world_size:
             raise ValueError(f"init_process_group: rank {rank} out of range for world_size {world_size}")

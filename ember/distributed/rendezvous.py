@@ -13,7 +13,7 @@ import os
 from datetime import timedelta
 from urllib.parse import urlparse, urlunparse
 
-from .store import FileStore, TCPStore
+from .store import FileStore, PrefixStore, TCPStore
 
 __all__ = ["register_rendezvous_handler", "rendezvous"]
 
@@ -60,6 +60,34 @@ def _with_node_args(url, rank, world_size, **kwargs):
     return _handlers[parsed.scheme](url, **kwargs)
 
 
+def _served_here(port):
+    """Whether this process already serves a TCP store on ``port`` (the default process
+    group's or the RPC agent's): a second rendezvous on the same address (PyTorch's
+    "multi-tenant" store, e.g. init_process_group and init_rpc both on MASTER_PORT) then
+    joins it as a client instead of failing to bind."""
+    from . import distributed_c10d as c10d
+    stores = []
+    if c10d._WORLD is not None:
+        stores.append(c10d._WORLD.store)
+    try:
+        from .rpc.api import _AGENT
+    except ImportError:
+        _AGENT = None
+    if _AGENT is not None:
+        stores.append(getattr(_AGENT, "root_store", None))
+    for st in stores:
+        while isinstance(st, PrefixStore):
+            st = st.underlying_store
+        if isinstance(st, TCPStore) and st._server is not None and st.port == port:
+            return True
+    return False
+
+
+def _tcp_store(host, port, world_size, rank, timeout):
+    master = rank == 0 and not _served_here(port) and os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True"
+    return TCPStore(host, port, world_size, is_master=master, timeout=timeout)
+
+
 def _error(scheme, msg):
     return ValueError(f"Error initializing torch.distributed using {scheme}:// rendezvous: {msg}")
 
@@ -79,7 +107,7 @@ def _tcp_handler(url, **kwargs):
     if "world_size" not in q:
         raise _error("tcp", "world size parameter missing")
     rank, world_size = int(q["rank"]), int(q["world_size"])
-    store = TCPStore(parsed.hostname, parsed.port, world_size, is_master=(rank == 0), timeout=_timeout(kwargs))
+    store = _tcp_store(parsed.hostname, parsed.port, world_size, rank, _timeout(kwargs))
     yield store, rank, world_size
     raise RuntimeError("Unable to perform re-rendezvous using tcp:// method")
 
@@ -95,7 +123,7 @@ def _env_handler(url, **kwargs):
     rank = int(q["rank"]) if "rank" in q else int(need("RANK"))
     world_size = int(q["world_size"]) if "world_size" in q else int(need("WORLD_SIZE"))
     addr, port = need("MASTER_ADDR"), int(need("MASTER_PORT"))
-    store = TCPStore(addr, port, world_size, is_master=(rank == 0), timeout=_timeout(kwargs))
+    store = _tcp_store(addr, port, world_size, rank, _timeout(kwargs))
     yield store, rank, world_size
     raise RuntimeError("Unable to perform re-rendezvous using env:// method")
 

@@ -92,10 +92,17 @@ def _err(fn):
 
 def _script(rank, ws, port):
     import ember
+    import ember.distributed as dist
     import ember.distributed.rpc as rpc
-    opts = rpc.TensorPipeRpcBackendOptions(init_method=f"tcp://127.0.0.1:{port}", rpc_timeout=20)
+    # a process group and the RPC agent rendezvous on the same address (one store, as torch's
+    # multi-tenant TCPStore)
+    url = f"tcp://127.0.0.1:{port}"
+    opts = rpc.TensorPipeRpcBackendOptions(init_method=url, rpc_timeout=20)
+    dist.init_process_group("gloo", init_method=url, rank=rank, world_size=ws)
     rpc.init_rpc(f"worker{rank}", rank=rank, world_size=ws, rpc_backend_options=opts)
-    out = {"me": repr(rpc.get_worker_info()), "timeout": rpc.get_rpc_timeout()}
+    t = ember.tensor([float(rank)])
+    dist.all_reduce(t)
+    out = {"me": repr(rpc.get_worker_info()), "timeout": rpc.get_rpc_timeout(), "pg_sum": t.item()}
     if rank == 0:
         w1 = rpc.get_worker_info("worker1")
         out["info"] = (repr(w1), w1.id, w1.name, w1 == rpc.get_worker_info(1), rpc.get_worker_info(w1) == w1)
@@ -153,6 +160,7 @@ def test_rpc_on_3_workers():
 def _check_worker_infos(ranks):
     assert [ranks[r]["me"] for r in range(WS)] == [f"WorkerInfo(id={r}, name=worker{r})" for r in range(WS)]
     assert ranks[0]["timeout"] == 20.0
+    assert [ranks[r]["pg_sum"] for r in range(WS)] == [3.0] * WS
     assert ranks[0]["info"] == ("WorkerInfo(id=1, name=worker1)", 1, "worker1", True, True)
     assert ranks[0]["unknown"] == [
         ("RuntimeError", "name:worker0,rank:0 could not find destination name nope"),
@@ -222,3 +230,23 @@ def test_init_errors():
     assert _err(lambda: rpc.TensorPipeRpcBackendOptions(device_maps={"w": {0: 1}}))[0] == "NotImplementedError"
     o = rpc.TensorPipeRpcBackendOptions()
     assert (o.rpc_timeout, o.init_method, o.num_worker_threads) == (60.0, "env://", 16)
+
+
+def test_rpc_then_process_group_on_one_address():
+    import ember
+    import ember.distributed as dist
+    import ember.distributed.rpc as rpc
+    url = f"tcp://127.0.0.1:{free_port()}"
+    rpc.init_rpc("solo", rank=0, world_size=1,
+                 rpc_backend_options=rpc.TensorPipeRpcBackendOptions(init_method=url, rpc_timeout=10))
+    try:
+        dist.init_process_group("gloo", init_method=url, rank=0, world_size=1)
+        try:
+            t = ember.tensor([2.0])
+            dist.all_reduce(t)
+            assert rpc.rpc_sync("solo", _add, args=(t, 1.0)).item() == 3.0
+            assert rpc.get_worker_info() == rpc.get_worker_info(0)
+        finally:
+            dist.destroy_process_group()
+    finally:
+        rpc.shutdown()
