@@ -33,7 +33,7 @@ def _check_bool(fn, name, v):
 
 class _SetOnInit:
     """Switch in ``__init__`` (a plain call keeps it), restore on ``__exit__``; a decorator
-    switches around each call."""
+    switches around each call (and, as torch's, the decorating call itself switched too)."""
 
     def _get(self):
         raise NotImplementedError
@@ -54,8 +54,6 @@ class _SetOnInit:
         return False
 
     def __call__(self, fn):
-        self._set(self.prev)            # as torch: decorating does not switch by itself
-
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             with self.clone():
@@ -95,6 +93,10 @@ def is_view_replay_enabled() -> bool:
 
 class _force_original_view_tracking(_SetOnInit):
     """torch's switch to view replay. Only ``False`` (what ember does) is supported."""
+
+    def __call__(self, fn):
+        self._set(self.prev)            # torch's one switch whose decorating call does not switch
+        return super().__call__(fn)
 
     def __init__(self, mode: bool):
         _check_bool("_force_original_view_tracking", "mode", mode)

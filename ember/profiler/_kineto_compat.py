@@ -42,12 +42,12 @@ class DeviceType(enum.Enum):
     Metal = 11
     XPU = 12
     MPS = 13
+    MTIA = 19
     Meta = 14
     HPU = 15
     VE = 16
     Lazy = 17
     IPU = 18
-    MTIA = 19
     PrivateUse1 = 20
 
 

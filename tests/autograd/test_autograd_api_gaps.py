@@ -1,0 +1,246 @@
+"""ember.autograd's less common public names, against torch.autograd: the legacy ``Variable``,
+engine switches (multithreading, view replay, gradient layout policy), the version-counter
+escape hatch, profiler re-exports, ``_is_checkpoint_valid`` and the override helpers."""
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+
+torch = pytest.importorskip("torch")
+
+RNG = np.random.default_rng()
+LIBS = ["ember", "torch"]
+
+
+def _lib(name):
+    return importlib.import_module(name)
+
+
+def _arr(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+# ---------------------------------------------------------------------- what is still missing
+def test_no_public_name_of_torch_autograd_is_missing():
+    typing_names = {"Mapping", "Sequence", "cast", "overload", "warnings", "torch"}
+    missing = {n for n in set(dir(torch.autograd)) - set(dir(ember.autograd))
+               if not n.startswith("_") and n not in typing_names}
+    # torch's raw Kineto event type has no ember counterpart (ember's events are FunctionEvents)
+    assert missing <= {"ProfilerEvent"}, missing
+
+
+# ---------------------------------------------------------------------- Variable
+@pytest.mark.parametrize("name", LIBS)
+def test_variable_is_the_tensor_alias(name):
+    T = _lib(name)
+    from importlib import import_module
+    Variable = import_module(name + ".autograd.variable").Variable
+    assert Variable is T.autograd.Variable
+    a = _arr(3)
+    t = T.tensor(a)
+    assert isinstance(t, Variable) and isinstance(T.nn.Parameter(t), Variable)
+    assert not isinstance(a, Variable) and not isinstance(3, Variable)
+    v = Variable(t)
+    assert type(v) is T.Tensor and v is not t and not v.requires_grad
+    t.add_(1.0)                                  # shares t's data
+    np.testing.assert_allclose(v.numpy(), a + 1)
+    g = Variable(t, requires_grad=True)
+    assert g.requires_grad and g.is_leaf and not t.requires_grad
+    leaf = T.tensor(a, requires_grad=True)
+    d = Variable(leaf * 2)
+    assert not d.requires_grad and d.grad_fn is None
+    assert tuple(Variable().shape) == (0,)
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got list"):
+        Variable([1, 2])
+    with pytest.warns(UserWarning, match=r"volatile was removed and now has no effect. Use `with torch.no_grad\(\):` "
+                                         r"instead."):
+        Variable(t, volatile=True)
+    with pytest.raises(RuntimeError, match=r"torch.autograd.variable\(...\) is deprecated, use torch.tensor\(...\) "
+                                           r"instead"):
+        T.autograd.variable(t)
+
+
+@pytest.mark.parametrize("name", LIBS)
+def test_execution_engine_queue_callback_runs_at_the_end_of_the_pass(name):
+    T = _lib(name)
+    order = []
+    x = T.tensor(_arr(3), requires_grad=True)
+
+    def hook(g):
+        order.append("hook")
+        T.autograd.Variable._execution_engine.queue_callback(lambda: order.append("callback"))
+        return g
+
+    y = x * 2
+    y.register_hook(hook)
+    (y.sin() * 3).sum().backward()
+    order.append("after")
+    assert order == ["hook", "callback", "after"]
+
+
+# ---------------------------------------------------------------------- switches
+def _multithreading_sequence(name):
+    A = _lib(name).autograd
+    seq = [A.is_multithreading_enabled()]
+    A.set_multithreading_enabled(False)           # a plain call switches for good
+    try:
+        seq.append(A.is_multithreading_enabled())
+        with A.set_multithreading_enabled(True):
+            seq.append(A.is_multithreading_enabled())
+        seq.append(A.is_multithreading_enabled())
+        A.set_multithreading_enabled(False)
+
+        @A.set_multithreading_enabled(True)
+        def f():
+            return A.is_multithreading_enabled()
+        seq += [A.is_multithreading_enabled(), f(), A.is_multithreading_enabled()]
+        A.set_multithreading_enabled(False)
+        seq += [f(), A.is_multithreading_enabled()]
+    finally:
+        A.set_multithreading_enabled(True)
+    return seq
+
+
+def test_multithreading_switch_matches_torch():
+    assert _multithreading_sequence("ember") == _multithreading_sequence("torch")
+    with pytest.raises(TypeError, match="mode must be a bool"):
+        ember.autograd.set_multithreading_enabled("yes")
+    x = ember.tensor(_arr(4), requires_grad=True)
+    with ember.autograd.set_multithreading_enabled(False):
+        x.exp().sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(x.detach().numpy()), rtol=1e-6)
+
+
+def test_view_replay_is_reported_off_and_refused_on():
+    assert ember.autograd.is_view_replay_enabled() is torch.autograd.is_view_replay_enabled() is False
+    with ember.autograd._force_original_view_tracking(False):
+        assert not ember.autograd.is_view_replay_enabled()
+    with pytest.raises(NotImplementedError, match="view replay is not implemented"):
+        ember.autograd._force_original_view_tracking(True)
+
+
+@pytest.mark.parametrize("enforce", [True, False])
+def test_enforce_grad_layout_policy_matches_torch(enforce):
+    strides = {}
+    for name in LIBS:
+        T = _lib(name)
+        a = _arr(2, 3, 4)
+        p = T.tensor(a).permute(2, 0, 1).requires_grad_()
+        with T.autograd.enforce_grad_layout_policy(enforce):
+            (p * 2).sum().backward()
+        np.testing.assert_allclose(p.grad.numpy(), np.full((4, 2, 3), 2.0))
+        strides[name] = (tuple(p.stride()), tuple(p.grad.stride()))
+    assert strides["ember"] == strides["torch"]
+    assert (strides["ember"][0] == strides["ember"][1]) == enforce
+
+
+@pytest.mark.parametrize("name", LIBS)
+def test_unsafe_preserve_version_counter(name):
+    T = _lib(name)
+    x = T.tensor(_arr(3))
+    x.add_(1)
+    v = x._version
+    with T.autograd._unsafe_preserve_version_counter(x):
+        x.mul_(2)
+        x.add_(1)
+    assert x._version == v
+    x.add_(1)
+    assert x._version == v + 1
+
+
+# ---------------------------------------------------------------------- checkpoint validity
+@pytest.mark.parametrize("name", LIBS)
+def test_is_checkpoint_valid_false_only_in_partial_passes(name):
+    T = _lib(name)
+    seen = []
+    x = T.tensor(_arr(3), requires_grad=True)
+    y = x * 2
+
+    def hook(g):
+        seen.append(T.autograd._is_checkpoint_valid())
+        return g
+
+    y.register_hook(hook)
+    z = (y.sin()).sum()
+    z.backward(retain_graph=True)
+    T.autograd.grad(z, x, retain_graph=True)
+    z.backward(inputs=[x])
+    assert seen == [True, False, False]
+    assert T.autograd._is_checkpoint_valid()
+
+
+# ---------------------------------------------------------------------- re-exports
+def test_profiler_enums_and_config_match_torch():
+    A = ember.autograd
+    assert [m.name for m in A.ProfilerState] == list(torch.autograd.ProfilerState.__members__)
+    assert [m.name for m in A.DeviceType] == list(torch.autograd.DeviceType.__members__)
+    assert A.ProfilerActivity is ember.profiler.ProfilerActivity
+    cfg = A.ProfilerConfig(A.ProfilerState.CPU, True, False, False, False, False, None)
+    assert cfg.state is A.ProfilerState.CPU and cfg.report_input_shapes
+    with pytest.raises(TypeError, match="state must be a ProfilerState"):
+        A.ProfilerConfig("CPU", True, False, False, False, False, None)
+    assert A.kineto_available() is False                    # ember's profiler is its own
+    assert A._supported_activities() == {ember.profiler.ProfilerActivity.CPU}
+
+
+def test_profiler_util_and_legacy_modules():
+    from ember.autograd.profiler_legacy import EventList as LegacyEventList
+    from ember.autograd.profiler_legacy import profile as legacy_profile
+    from ember.autograd.profiler_util import EventList, FunctionEvent, FunctionEventAvg, Interval, Kernel
+    assert EventList is LegacyEventList is ember.profiler.EventList
+    assert FunctionEvent is ember.profiler.FunctionEvent and FunctionEventAvg is ember.profiler.FunctionEventAvg
+    assert Interval(2, 5).elapsed_us() == torch.autograd.profiler_util.Interval(2, 5).elapsed_us() == 3
+    assert Kernel._fields == torch.autograd.profiler_util.Kernel._fields
+    x = ember.tensor(_arr(4, 4))
+    with legacy_profile(record_shapes=True) as prof:
+        x @ x
+    assert any(e.key == "ember::mm" for e in prof.key_averages())
+
+
+def test_saved_tensor_and_override_helpers():
+    A = ember.autograd
+    assert A.SavedTensor is ember.autograd.graph.SavedTensor and hasattr(A.SavedTensor, "unpack")
+    assert A.is_tensor_like is ember.overrides.is_tensor_like
+    assert A.has_torch_function is ember.overrides.has_torch_function
+    assert A.handle_torch_function is ember.overrides.handle_torch_function
+    assert A.is_tensor_like(ember.tensor([1.0])) and not A.is_tensor_like(np.ones(2))
+
+
+def test_saved_tensors_default_hooks_push_pop():
+    packed = []
+
+    def pack(t):
+        packed.append(tuple(t.shape))
+        return t
+
+    ember.autograd._push_saved_tensors_default_hooks(pack, lambda t: t)
+    try:
+        x = ember.tensor(_arr(2, 3), requires_grad=True)
+        y = x.sin()
+    finally:
+        ember.autograd._pop_saved_tensors_default_hooks()
+    x.cos()
+    assert packed == [(2, 3)]
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.cos(x.detach().numpy()), rtol=1e-6)
+    with pytest.raises(RuntimeError, match="no saved_tensors_hooks are active"):
+        ember.autograd._pop_saved_tensors_default_hooks()
+
+
+def test_nested_io_function_is_refused_clearly():
+    class F(ember.autograd.NestedIOFunction):
+        def forward_extended(self, x):
+            return x * 2
+
+    assert issubclass(F, ember.autograd.Function)
+    with pytest.raises(NotImplementedError, match="NestedIOFunction"):
+        F.apply(ember.tensor([1.0], requires_grad=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NotImplementedError, match="NestedIOFunction"):
+            F()(ember.tensor([1.0], requires_grad=True))
