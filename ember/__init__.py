@@ -156,8 +156,16 @@ del _gaps_install
 _TOP_LEVEL_FROM = {
     **dict.fromkeys(("lstm", "gru", "rnn_tanh", "rnn_relu", "lstm_cell", "gru_cell", "rnn_tanh_cell",
                      "rnn_relu_cell"), "_rnn_functions"),
+    # small ATen entry points, SyncBatchNorm kernels, sparse x dense products (ember/_torch_level_gaps.py)
+    **dict.fromkeys(__import__("ember._torch_level_gaps", fromlist=["__all__"]).__all__, "_torch_level_gaps"),
+    **dict.fromkeys(("has_lapack", "has_mkl", "has_openmp", "has_spectral", "legacy_contiguous_format", "fork",
+                     "wait", "Storage", "StorageBase", "QInt8Storage", "QUInt8Storage", "QInt32Storage",
+                     "QUInt4x2Storage", "QUInt2x4Storage"), "_torch_level_gaps"),
+    **dict.fromkeys(("parse_schema", "FunctionSchema", "Argument"), "_function_schema"),   # torch's schema objects
+    **dict.fromkeys(("Stream", "Event", "SymFloat", "Tag"), "_generic_stream"),   # CPU streams/events, SymFloat, Tag
 }
-_LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional")    # torch.futures, .hub, .quasirandom, .functional
+_LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional",    # torch.futures, .hub, .quasirandom, .functional
+                       "mps", "xpu", "mtia", "torch_version")    # absent backends (ember/_absent_backend.py), versions
 
 
 def __getattr__(name):

@@ -1,6 +1,8 @@
 """Small torch names with no better home in ember: the exception classes torch raises for
 memory and device failures, ``is_distributed``, ``GradScaler`` at the top level, and the Tensor
-methods ``dim_order``, ``const_data_ptr`` and ``module_load``. ``install`` puts them in place
+methods ``dim_order``, ``const_data_ptr`` and ``module_load`` (and the thin Tensor-method
+forms of ember/_torch_level_gaps.py's functions, the always-False ``is_xpu``-style device
+flags, ``name``, ``volatile``, ``grad_dtype``). ``install`` puts them in place
 when ember is imported (the methods must exist on every Tensor from the start)."""
 from __future__ import annotations
 
@@ -105,13 +107,106 @@ def _module_load(self, other, assign=False):
     return self.copy_(other).detach()
 
 
+# ---------------------------------------------------------------------- more Tensor methods / properties
+def _from_gaps(name):
+    """A Tensor method calling ``ember._torch_level_gaps.<name>`` with ``self`` first (loaded on use)."""
+    def method(self, *args, **kwargs):
+        from . import _torch_level_gaps
+        return getattr(_torch_level_gaps, name)(self, *args, **kwargs)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``ember.{name}(self, ...)``."
+    return method
+
+
+def _smm(self, mat2):
+    """sparse ``self`` @ dense ``mat2`` as a sparse tensor (``ember.smm``; sparse tensors have their
+    own method, so on a dense ``self`` this is torch's refusal)."""
+    from . import _torch_level_gaps
+    _torch_level_gaps._check_sparse("smm", self)
+    return _torch_level_gaps._ember().smm(self, mat2)
+
+
+def _sspaddmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """``beta * self + alpha * (mat1 @ mat2)``, sparse (``ember.sspaddmm``)."""
+    from . import _torch_level_gaps
+    return _torch_level_gaps.sspaddmm(self, mat1, mat2, beta=beta, alpha=alpha)
+
+
+def _record_stream(self, stream):
+    """Mark memory as used by ``stream`` (a CUDA caching-allocator hint). ember's tensors live on the
+    CPU, which has no streams; torch's CPU backend refuses the call the same way."""
+    raise NotImplementedError("Could not run 'aten::record_stream' with arguments from the 'CPU' backend. This could "
+                              "be because the operator doesn't exist for this backend.")
+
+
+def _resize_as_sparse_(self, the_template):
+    """Resize sparse ``self`` to ``the_template``'s sizes in place: ember's sparse tensors cannot be
+    resized in place, so two sparse tensors get a NotImplementedError saying so."""
+    if not getattr(self, "is_sparse", False) or not getattr(the_template, "is_sparse", False):
+        raise RuntimeError("resize_as_sparse_: expected self and the_template to be sparse COO tensors, got "
+                           f"{self.layout} and {getattr(the_template, 'layout', type(the_template).__name__)}")
+    raise NotImplementedError("ember.sparse: resize_as_sparse_ (resizing a sparse tensor in place) is not supported; "
+                              "build a new one with ember.sparse_coo_tensor(indices, values, size)")
+
+
+def _index(self, positions, dims):
+    """functorch's first-class dimensions (``functorch.dim``) bind positional dims to Dim objects;
+    ember has no first-class dimensions."""
+    raise NotImplementedError("ember: Tensor.index (first-class dimensions, functorch.dim) is not supported")
+
+
+def _volatile_get(self):
+    import warnings
+    warnings.warn("volatile was removed (Variable.volatile is always False)", UserWarning, stacklevel=2)
+    return False
+
+
+def _volatile_set(self, value):
+    import warnings
+    warnings.warn("volatile was removed and now has no effect. Use `with ember.no_grad():` instead.", UserWarning,
+                  stacklevel=2)
+
+
+def _grad_dtype_get(self):
+    """The dtype autograd gives this leaf's ``.grad``: the tensor's own (ember casts every
+    accumulated gradient to it, torch's default)."""
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+    return self.dtype
+
+
+def _grad_dtype_set(self, value):
+    if self.grad_fn is not None:
+        raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+    if value is not self.dtype:
+        raise NotImplementedError(f"ember: grad_dtype={value} is not supported (ember's autograd gives a leaf's "
+                                  f"gradient the leaf's dtype, {self.dtype})")
+
+
+_FALSE_PROPERTIES = ("is_xpu", "is_mps", "is_mkldnn", "is_vulkan", "is_maia", "is_mtia", "is_ipu", "is_xla")
+
+
 def install(namespace):
     """Add the top-level names to ``namespace`` (ember's globals) and the Tensor methods."""
     from .tensor import Tensor
     from .amp import GradScaler
     namespace.update(OutOfMemoryError=OutOfMemoryError, AcceleratorError=AcceleratorError,
                      is_distributed=is_distributed, GradScaler=GradScaler)
-    for name, fn in (("dim_order", _dim_order), ("const_data_ptr", _const_data_ptr), ("module_load", _module_load)):
+    for name, fn in (("dim_order", _dim_order), ("const_data_ptr", _const_data_ptr), ("module_load", _module_load),
+                     ("hash_tensor", _from_gaps("hash_tensor")), ("slice_inverse", _from_gaps("slice_inverse")),
+                     ("smm", _smm), ("sspaddmm", _sspaddmm), ("record_stream", _record_stream),
+                     ("resize_as_sparse_", _resize_as_sparse_), ("index", _index),
+                     ("is_distributed", is_distributed)):
         fn.__name__ = fn.__qualname__ = name
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)
+    # devices and layouts ember never has: always False (torch's Tensor.is_xpu, ...)
+    for name in _FALSE_PROPERTIES:
+        if not hasattr(Tensor, name):
+            setattr(Tensor, name, property(lambda self: False, doc=f"False: ember has no {name[3:]} tensors."))
+    if not hasattr(Tensor, "name"):       # named tensors' per-tensor name: ember's tensors have none
+        Tensor.name = property(lambda self: None, doc="None (torch's legacy per-tensor name, never set).")
+    if not hasattr(Tensor, "volatile"):   # removed in torch 0.4: always False, with torch's warning
+        Tensor.volatile = property(_volatile_get, _volatile_set)
+    if not hasattr(Tensor, "grad_dtype"):
+        Tensor.grad_dtype = property(_grad_dtype_get, _grad_dtype_set, doc=_grad_dtype_get.__doc__)

@@ -744,3 +744,10 @@ def stack_module_state(models):
 from ._func_functionalize import functionalize, replace_all_batch_norm_modules_  # noqa: E402
 
 __all__ += ["functionalize", "replace_all_batch_norm_modules_"]
+
+
+def debug_unwrap(tensor, *, recurse=True):
+    """The tensor under a transform's wrapper, for debugging (torch.func.debug_unwrap). ember's
+    transforms (grad, vmap, jvp) run on plain tensors -- vmap loops over the batch -- so there is
+    no wrapper: the tensor itself."""
+    return tensor

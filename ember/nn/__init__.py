@@ -9,8 +9,11 @@ from . import modules
 def __getattr__(name):
     import importlib
     if name in ("functional", "init", "utils", "parameter", "attention", "parallel", "quantized",
-                "qat", "intrinsic", "quantizable", "grad"):
+                "qat", "intrinsic", "quantizable", "grad", "common_types"):
         mod = importlib.import_module(f"ember.nn.{name}")
         globals()[name] = mod
         return mod
+    if name == "factory_kwargs":             # torch.nn.factory_kwargs (ember/nn/_factory_kwargs.py)
+        from ._factory_kwargs import factory_kwargs
+        return factory_kwargs
     raise AttributeError(f"module 'ember.nn' has no attribute '{name}'")

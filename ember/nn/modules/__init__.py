@@ -35,5 +35,6 @@ from .fold import Fold, Unfold
 from .lazy import (LazyModuleMixin, LazyLinear, LazyConv1d, LazyConv2d, LazyConv3d, LazyConvTranspose1d,
                    LazyConvTranspose2d, LazyConvTranspose3d, LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d,
                    LazyInstanceNorm1d, LazyInstanceNorm2d, LazyInstanceNorm3d)
+from .api_gaps import CrossMapLRN2d, NLLLoss2d, Container, LinearCrossEntropyLoss, LinearCrossEntropyOptions
 
 __all__ = [n for n in dir() if not n.startswith("_") and n[0].isupper()]
