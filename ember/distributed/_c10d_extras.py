@@ -276,14 +276,18 @@ def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=
 
 def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None, backend=None):
     """Split ``parent_pg`` into disjoint groups; ``split_ranks`` lists each split's ranks as
-    *group ranks of the parent*. Every rank of the parent calls it with the same lists and
-    gets its own split's group (None when it is in none). PyTorch only splits device
-    (NCCL) groups and raises on CPU; ember's groups are all CPU, so ember splits them."""
+    *group ranks of the parent*. Every rank of the parent (and only those) calls it with the
+    same lists and gets its own split's group (None when it is in none). PyTorch only splits
+    device (NCCL) groups and raises on CPU; ember's groups are all CPU, so ember splits them.
+
+    The new groups are named after the parent and its split count, not numbered from the
+    world's ``new_group`` counter, so ranks outside the parent (which do not call this) stay in
+    step for later ``new_group`` calls."""
     if split_ranks is None or len(split_ranks) == 0:
         raise ValueError("split_ranks cannot be None or empty")
     w = c10d._world()
     parent = parent_pg if parent_pg is not None else GroupMember.WORLD
-    if not isinstance(parent, c10d.ProcessGroup) or parent not in w.groups and parent is not GroupMember.WORLD:
+    if not isinstance(parent, c10d.ProcessGroup) or (parent not in w.groups and parent is not GroupMember.WORLD):
         raise ValueError(f"Group {parent_pg} is not registered")
     if w.rank not in parent.ranks:
         raise ValueError(f"Global rank {w.rank} is not part of the parent group {parent}")
@@ -296,13 +300,19 @@ def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None,
             if g in seen:
                 raise ValueError(f"split_group: group rank {g} appears in more than one split of {split_ranks}")
             seen.add(g)
-    mine = None
-    for split in split_ranks:      # every member makes every group, so group ids stay in step everywhere
-        pg = c10d.new_group([parent.ranks[g] for g in split], timeout=timeout, backend=backend,
-                            group_desc=group_desc)
-        if pg is not GroupMember.NON_GROUP_MEMBER:
-            mine = pg
-    return mine
+    if backend is not None:
+        c10d._check_backend(backend)
+    n = getattr(parent, "_splits", 0)
+    parent._splits = n + 1
+    secs = c10d._secs(timeout) if timeout is not None else parent.timeout
+    for i, split in enumerate(split_ranks):
+        ranks = sorted(parent.ranks[g] for g in split)
+        if w.rank in ranks:
+            pg = c10d.ProcessGroup(w, ranks, f"{parent.gid}s{n}.{i}", secs, w.backend)
+            w.groups.append(pg)
+            w.nsplit = getattr(w, "nsplit", 0) + 1
+            return pg
+    return None
 
 
 # ---------------------------------------------------------------------------- queries

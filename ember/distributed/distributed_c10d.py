@@ -639,7 +639,7 @@ def _coalescing_manager(group=None, device=None, async_ops=False):
 def _pg_count():
     """Groups made since ``init_process_group`` (the default one included; non-members' too,
     as PyTorch counts every ``new_group`` call)."""
-    return 0 if _WORLD is None else _WORLD.ngroups + 1
+    return 0 if _WORLD is None else _WORLD.ngroups + 1 + getattr(_WORLD, "nsplit", 0)
 
 
 def get_rank(group=None):

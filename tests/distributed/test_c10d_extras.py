@@ -119,6 +119,14 @@ def _script(rank, ws):
     pg.allreduce_coalesced(c, dist.AllreduceCoalescedOptions()).wait()
     got.append([x.tolist() for x in c])
     out["pg_methods"] = got
+    # split a sub-group: only its members call split_group; a later world-wide new_group still works
+    halves = dist.split_group(parent_pg=sub_pg, split_ranks=[[1], [0]])
+    t = ember.tensor([float(rank)])
+    dist.all_reduce(t, group=halves)
+    everyone = dist.new_group([0, 1, 2, 3])
+    u = ember.tensor([1.0])
+    dist.all_reduce(u, group=everyone)
+    out["split_sub"] = (dist.get_process_group_ranks(halves), t.item(), u.item())
     # the private helpers libraries reach for
     from ember.distributed import distributed_c10d as c10d
     with c10d._coalescing_manager(async_ops=True) as cm:
@@ -203,11 +211,13 @@ def _check_subgroups_and_split(ranks):
         assert got["enum_empty"] == ("ValueError", "The arg 'ranks_per_subgroup_list' cannot be empty")
         assert got["split_overlap"][0] == "ValueError" and "more than one split" in got["split_overlap"][1]
         assert got["split_empty"] == ("ValueError", "split_ranks cannot be None or empty")
-        # default + 2 (new_subgroups) + 3 + 2 (enumeration; the overlapping call made one before failing) + 2
-        assert got["pg_count"] == 10
+        # default + 2 (new_subgroups) + 3 + 2 (enumeration; the overlapping call made one before failing)
+        # + this rank's split (rank 1 is in none)
+        assert got["pg_count"] == (8 if k == 1 else 9)
         mine = [0, 1] if k < 2 else [2, 3]
         assert got["pg_methods"] == [10.0, 4.0, 24.0 if k == 1 else None, [0.0, 1.0, 2.0, 3.0], float(mine[1]),
                                      [[6.0], [8.0, 12.0]]]
+        assert got["split_sub"] == ([k], float(k), 4.0)
         assert got["private"] == (True, False, False, 2, "0", 4.0, True)
         assert got["backend_config"] == ("cpu:gloo,cuda:gloo", "cpu:gloo,cuda:gloo")
     assert ranks[1]["split"] is None
