@@ -124,6 +124,11 @@ def redistribute_all_1d(mesh, rank):
             if (sk, tk) in expected_comms:
                 assert m.get_comm_counts() == expected_comms[(sk, tk)], (sk, tk, m.get_comm_counts())
             seen.append((sk, tk))
+    # Partial(avg/max/min): the pending reduction is the named one
+    for op, f in [("avg", lambda a, b: (a + b) / 2), ("max", ember.maximum), ("min", ember.minimum)]:
+        d = dt.DTensor.from_local(parts[rank], mesh, [dt.Partial(op)])
+        _close(d.full_tensor(), f(parts[0], parts[1]))
+        _close(d.redistribute(mesh, [S1]), f(parts[0], parts[1]))
     # redistributing to the same layout is the same object, no communication
     d = dt.distribute_tensor(x, mesh, [S0])
     assert d.redistribute(mesh, [S0]) is d
@@ -488,9 +493,32 @@ def repr_and_metadata(mesh, rank):
     assert dt.Shard(0) == dt.Shard(0) and dt.Shard(0) != dt.Shard(1) and hash(dt.Replicate()) == hash(dt.Replicate())
     assert d.device_mesh is mesh and d.ndim == 2 and d.dtype == ember.float32 and d.numel() == 8
     assert d.size(0) == 4 and d.t().stride() == (1, 2) and d.t().shape == (2, 4)
+    c = copy.deepcopy(d)
+    assert isinstance(c, dt.DTensor) and c.placements == d.placements and c.to_local() is not d.to_local()
+    assert ember.equal(c.to_local(), d.to_local())
+    plain = ember.zeros(4, 2)
+    try:
+        plain.add_(d)
+    except RuntimeError as e:
+        assert "got mixed torch.Tensor and DTensor" in str(e)
+    else:
+        raise AssertionError("writing a DTensor into a plain tensor was allowed")
     p = ember.nn.Parameter(d)
     assert isinstance(p, dt.DTensor) and isinstance(p, ember.nn.Parameter) and p.requires_grad
     assert repr(p).startswith("Parameter containing:\nDTensor(")
+    q = copy.deepcopy(p)
+    assert isinstance(q, ember.nn.Parameter) and isinstance(q, dt.DTensor) and q.requires_grad
+    # a TP module deep-copies and loads a plain state dict into its shards
+    from ember.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+    lin = ember.nn.Linear(3, 4)
+    tp = parallelize_module(copy.deepcopy(lin), mesh, ColwiseParallel())
+    tp2 = copy.deepcopy(tp)
+    assert tp2.weight.placements == (dt.Shard(0),)
+    other = ember.nn.Linear(3, 4)
+    tp2.load_state_dict(other.state_dict())
+    _close(tp2.weight, other.weight)
+    sd = tp2.state_dict()
+    assert isinstance(sd["weight"], dt.DTensor)
     return True
 
 

@@ -9,6 +9,8 @@ backward moves the gradient back to the forward's input layout (torch's backward
 """
 from __future__ import annotations
 
+import copy
+
 import ember
 from ember.tensor import Tensor, Parameter
 from ember._torch_function import _disabled_torch_function_impl
@@ -69,6 +71,20 @@ class DTensor(Tensor):
                 f"placements={self._spec.placements})")
 
     __str__ = __repr__
+
+    def __deepcopy__(self, memo):
+        """A copy of the local piece under the same layout (the mesh is shared, not copied)."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if self.grad_fn is not None:
+            raise RuntimeError("Only Tensors created explicitly by the user (graph leaves) support the "
+                               "deepcopy protocol at the moment.")
+        out = DTensor.__new__(type(self), self._local_tensor.detach().clone(), self._spec,
+                              requires_grad=self.requires_grad)
+        memo[id(self)] = out
+        if self.grad is not None:
+            out.grad = copy.deepcopy(self.grad, memo)
+        return out
 
     def __tensor_flatten__(self):
         return ["_local_tensor"], (self._spec, self.requires_grad)
@@ -156,12 +172,7 @@ class _DTensorParameter(DTensor, Parameter):
         return "Parameter containing:\n" + DTensor.__repr__(self)
 
     def __deepcopy__(self, memo):
-        if id(self) in memo:
-            return memo[id(self)]
-        out = DTensor.__new__(_DTensorParameter, self._local_tensor.detach().clone(), self._spec,
-                              requires_grad=self.requires_grad)
-        memo[id(self)] = out
-        return out
+        return DTensor.__deepcopy__(self, memo)
 
 
 def _check_replicas(local, mesh, placements):

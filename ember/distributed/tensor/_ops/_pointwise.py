@@ -133,6 +133,10 @@ def pointwise_rule(call):
     shapes = [tuple(t.shape) for _, t in ops]
     out_shape = _broadcast_shape(shapes)
     inplace = call.name.endswith("_") and call.args and call.is_dt(call.args[0])
+    if call.name.endswith("_") and call.args and isinstance(call.args[0], Tensor) and not inplace:
+        # writing a DTensor's values into a plain tensor: its layout has no meaning there
+        raise RuntimeError(f"{call.func}: got mixed torch.Tensor and DTensor, need to convert all torch.Tensor "
+                           "to DTensor before calling distributed operators!")
     self_ = call.args[0] if inplace else None
     out_pl = choose_placements(call, ops, len(out_shape), out_shape, self_)
     if inplace and any(isinstance(p, Partial) for p in out_pl):
