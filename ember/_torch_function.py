@@ -289,6 +289,11 @@ def python_entry(func, loc, subject=None):
         kwargs.update(loc[names[at]])
     types = collect_overloaded([a for a in args if isinstance(a, Tensor)])
     if not types and not (STATE.tf_modes and not STATE.tf_off):
+        if subject.__class__ in ROUTED_CLASSES:
+            # a class routing ember's ops itself (nested) may take the Python-level ones too
+            take = getattr(subject.__class__, "__ember_route_python__", None)
+            r = NotImplemented if take is None else take(func, tuple(args), kwargs)
+            return PASS if r is NotImplemented else r
         if subject.__class__ in DISPATCH_CLASSES:
             from .ops.registry import python_dispatch
             return python_dispatch(func.__name__, func, tuple(args), kwargs)

@@ -125,6 +125,24 @@ class NestedTensor(Tensor):
         from ._route import route
         return route(op, args)
 
+    @classmethod
+    def __ember_route_python__(cls, func, args, kwargs):
+        """The Python-level functions whose tensor argument is a nested tensor (the ``*_like``
+        factories, the random in-place methods: ember/_torch_function.py ``python_entry``):
+        each acts elementwise, so it runs once on the values buffer, under this structure."""
+        name = getattr(func, "__name__", "")
+        nt = args[0]
+        if name.endswith("_like"):
+            kw = {k: v for k, v in kwargs.items() if k not in ("requires_grad", "memory_format", "layout")}
+            out = nt._with_vals(func(nt._vals, *args[1:], **kw))
+            if kwargs.get("requires_grad"):
+                out.requires_grad_(True)
+            return out
+        if name in ("uniform_", "normal_", "random_", "bernoulli_", "exponential_"):
+            func(nt._vals, *args[1:], **kwargs)
+            return nt
+        return NotImplemented
+
     # -- metadata ---------------------------------------------------------------
     @property
     def layout(self):
@@ -219,9 +237,8 @@ class NestedTensor(Tensor):
 
     def stride(self, dim=None):
         raise RuntimeError("ember.nested: a nested tensor has no single strides (each component has its own); "
-                           "functions that read them -- the *_like factories (ember.zeros_like, full_like, ...) "
-                           "and what is built on them (lgamma, digamma, signbit) -- are not supported for nested "
-                           "tensors: apply them to .values() or to each component")
+                           "functions that read them are not supported for nested tensors: apply them to "
+                           ".values() or to each component")
 
     def data_ptr(self):
         return self._vals.data_ptr()

@@ -95,7 +95,7 @@ def _float_binary_dtype(kernel, a, b):
     return dt
 
 
-@defcomposite("hypot(Tensor self, Tensor other) -> Tensor")
+@defcomposite("hypot(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def hypot(self, other):
     """``sqrt(self**2 + other**2)`` in the promoted float dtype (integers are refused, as PyTorch).
     Half types compute in float32 so the squares do not overflow."""
@@ -128,20 +128,20 @@ def _logaddexp(kernel, self, other, base2):
     return r.to(dt)
 
 
-@defcomposite("logaddexp(Tensor self, Tensor other) -> Tensor")
+@defcomposite("logaddexp(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def logaddexp(self, other):
     """``log(exp(self) + exp(other))`` without overflow: ``max + log1p(exp(-|self - other|))``."""
     return _logaddexp("logaddexp_cpu", self, other, False)
 
 
-@defcomposite("logaddexp2(Tensor self, Tensor other) -> Tensor")
+@defcomposite("logaddexp2(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def logaddexp2(self, other):
     """``log2(2**self + 2**other)`` without overflow."""
     return _logaddexp("logaddexp2_cpu", self, other, True)
 
 
 # ---------------------------------------------------------------------- xlogy
-@defcomposite("xlogy(Tensor|Scalar self, Tensor|Scalar other) -> Tensor")
+@defcomposite("xlogy(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=("pointwise",))
 def xlogy(self, other):
     """``self * log(other)``, 0 where ``self == 0`` unless ``other`` is NaN (then NaN). Integer
     and bool inputs give the default float dtype."""
@@ -167,7 +167,7 @@ _INPLACE["xlogy"] = xlogy
 
 
 # ---------------------------------------------------------------------- signbit, deg2rad, rad2deg
-@defcomposite("signbit(Tensor self) -> Tensor")
+@defcomposite("signbit(Tensor self) -> Tensor", tags=("pointwise",))
 def signbit(self):
     """Whether the sign bit is set: True for -0.0 and for NaNs with the sign bit (``copysign``
     sees both), ``< 0`` for integers, all False for bool."""
@@ -178,13 +178,13 @@ def signbit(self):
     return api.copysign(api.ones_like(self), self.detach()) < 0
 
 
-@defcomposite("deg2rad(Tensor self) -> Tensor")
+@defcomposite("deg2rad(Tensor self) -> Tensor", tags=("pointwise",))
 def deg2rad(self):
     """Degrees to radians; integers and bools give the default float dtype."""
     return _as(self, _floaty(self.dtype)) * (math.pi / 180.0)
 
 
-@defcomposite("rad2deg(Tensor self) -> Tensor")
+@defcomposite("rad2deg(Tensor self) -> Tensor", tags=("pointwise",))
 def rad2deg(self):
     """Radians to degrees; integers and bools give the default float dtype."""
     return _as(self, _floaty(self.dtype)) * (180.0 / math.pi)
@@ -206,19 +206,19 @@ def _fminmax(self, other, is_max):
     return api.where(keep_a, a, b)
 
 
-@defcomposite("fmax(Tensor self, Tensor other) -> Tensor")
+@defcomposite("fmax(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def fmax(self, other):
     """Elementwise maximum that ignores NaN: a NaN loses to a number (NaN only where both are)."""
     return _fminmax(self, other, True)
 
 
-@defcomposite("fmin(Tensor self, Tensor other) -> Tensor")
+@defcomposite("fmin(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def fmin(self, other):
     """Elementwise minimum that ignores NaN."""
     return _fminmax(self, other, False)
 
 
-@defcomposite("heaviside(Tensor self, Tensor values) -> Tensor")
+@defcomposite("heaviside(Tensor self, Tensor values) -> Tensor", tags=("pointwise",))
 def heaviside(self, values):
     """Step function: 0 below zero, 1 above, ``values`` at zero (NaN counts as below). Both
     tensors must have one dtype, as in PyTorch. Not differentiable (PyTorch has no formula):
@@ -233,7 +233,7 @@ _INPLACE["heaviside"] = heaviside
 
 
 # ---------------------------------------------------------------------- sinc
-@defcomposite("sinc(Tensor self) -> Tensor")
+@defcomposite("sinc(Tensor self) -> Tensor", tags=("pointwise",))
 def sinc(self):
     """``sin(pi x) / (pi x)``, 1 at 0 (gradient 0 there); integers give the default float dtype,
     complex stays complex."""
@@ -253,7 +253,7 @@ _INPLACE["sinc"] = sinc
 
 
 # ---------------------------------------------------------------------- float_power, ldexp
-@defcomposite("float_power(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor")
+@defcomposite("float_power(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", tags=("pointwise",))
 def float_power(self, exponent):
     """``pow`` in float64, whatever the inputs' dtypes."""
     if not isinstance(self, Tensor) and not isinstance(exponent, Tensor):
@@ -273,7 +273,7 @@ def _float_power_(self, exponent):
     return _inplace("float_power", float_power)(self, exponent)
 
 
-@defcomposite("ldexp(Tensor self, Tensor other) -> Tensor")
+@defcomposite("ldexp(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def ldexp(self, other):
     """``self * 2**other`` (PyTorch's definition, so its promotion: integer exponents give the
     default float dtype)."""
@@ -301,7 +301,7 @@ def _lanczos_lgamma(y):
     return _HALF_LOG_2PI + (z + 0.5) * api.log(t) - t + api.log(acc)
 
 
-@defcomposite("lgamma(Tensor self) -> Tensor")
+@defcomposite("lgamma(Tensor self) -> Tensor", tags=("pointwise",))
 def lgamma(self):
     """``log|Gamma(x)|``: +inf at the poles (0, -1, -2, ...) and at +-inf."""
     dt = _floaty(self.dtype)
@@ -334,7 +334,7 @@ def _eager(which, t, dt):
 _PSI_ASYMPT = (1.0 / 12, -1.0 / 120, 1.0 / 252, -1.0 / 240, 1.0 / 132, -691.0 / 32760, 1.0 / 12)
 
 
-@defcomposite("digamma(Tensor self) -> Tensor")
+@defcomposite("digamma(Tensor self) -> Tensor", tags=("pointwise",))
 def digamma(self):
     """``d/dx log Gamma(x)``: -inf at +0, +inf at -0, NaN at the negative integers."""
     dt = _floaty(self.dtype)
@@ -398,7 +398,7 @@ def _chbevl(x, coefs):
     return 0.5 * (b0 - b2)
 
 
-@defcomposite("i0(Tensor self) -> Tensor")
+@defcomposite("i0(Tensor self) -> Tensor", tags=("pointwise",))
 def i0(self):
     """Modified Bessel function of the first kind, order 0 (Cephes' Chebyshev expansions on
     [0, 8] and (8, inf), evaluated in float64)."""
