@@ -34,6 +34,8 @@ def _op(name):
 
 
 def _tuple(v, n, name="argument"):
+    if type(v) is int:          # the common case first (the ABC check below costs ~0.5 us)
+        return (v,) * n
     if isinstance(v, Tensor):
         v = v.tolist()
     if isinstance(v, numbers.Integral):

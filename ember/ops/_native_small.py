@@ -292,7 +292,9 @@ def erfinv(x, iters: int):
     res = np.empty(xc.shape)
     got[0].ember_erfinv_f64(xc.size, xc.ctypes.data, res.ctypes.data, iters, _threads(xc.size))
     if xc is not xa and not xa.flags.c_contiguous:
-        out = np.empty_like(xa)          # the input's memory order, as numpy's ufuncs keep it
+        # laid out as the numpy formulation's result, a ufunc's output for ``xa`` (which is not
+        # always empty_like's: a sliced permuted input gets a row-major ufunc result)
+        out = np.positive(xa)
         out[...] = res
         return out
     return res

@@ -30,6 +30,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from . import _conv_native as _native
+from . import _native_small
 from . import api
 from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, np_is_float, sum_to
 from .registry import defop
@@ -273,11 +274,12 @@ def _conv_check(x, w, b, stride, padding, dilation, transposed, groups):
         raise RuntimeError(f"\"slow_conv2d_cpu\" not implemented for '{_legacy(x)}'")
     if groups <= 0:
         raise RuntimeError("non-positive groups is not supported")
-    if any(s <= 0 for s in stride):
+    # (min() rather than any() over a generator: ~1 us less per check on a small convolution)
+    if stride and min(stride) <= 0:
         raise RuntimeError("non-positive stride is not supported")
-    if any(p < 0 for p in padding):
+    if padding and min(padding) < 0:
         raise RuntimeError("negative padding is not supported")
-    if any(d <= 0 for d in dilation):
+    if dilation and min(dilation) <= 0:
         raise RuntimeError("dilation should be greater than zero")
     C = x.shape[1]
     if not transposed:
@@ -457,8 +459,7 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
     else:
         fill = np.iinfo(x.dtype).min
     if xp is np:     # one native loop over the windows (_native_small), when it can be built
-        from ._native_small import max_pool as _native_max_pool
-        r = _native_max_pool(x, k, s, p, d, out)
+        r = _native_small.max_pool(x, k, s, p, d, out)
         if r is not None:
             return _suggested_layout(xp, x, r[0]), _suggested_layout(xp, x, r[1])
     xpad = _pool_padded(xp, x, k, s, p, d, out, fill)

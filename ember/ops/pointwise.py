@@ -27,7 +27,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor
 from ..types import from_numpy_dtype
-from . import api
+from . import _native_small, api
 from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
 from .checked_scalar import check_fits
 from .registry import defcomposite, defop as _defop
@@ -255,8 +255,7 @@ def _erfinv(xp, y, single=False):
     refined by Halley steps on erf (|y| <= 0.5) or on erfc (|y| > 0.5, where
     1 - |y| is exact, so the tails keep full relative accuracy)."""
     if xp is np:     # the same steps in one native loop (_native_small), when it can be built
-        from ._native_small import erfinv as _native_erfinv
-        r = _native_erfinv(y, 2 if single else 4)
+        r = _native_small.erfinv(y, 2 if single else 4)
         if r is not None:
             return r
     y = xp.asarray(y, dtype=np.float64)

@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import types as _t
 from ..tensor import Tensor
-from . import api
+from . import _native_small, api
 from ._helpers import _canonical_c, as_contiguous as _C, copy_preserve, wrap_dim, wrap_dims
 from .registry import defcomposite, defop
 
@@ -952,8 +952,7 @@ def _topk(xp, a, k, dim=-1, largest=True, sorted=True):
     if a.ndim == 0:
         return a.copy(), xp.asarray(0, dtype=np.int64)
     if xp is np:     # nth_element + a sort of k in one native loop (_native_small), not a full sort
-        from ._native_small import topk as _native_topk
-        r = _native_topk(a, k, d, largest)
+        r = _native_small.topk(a, k, d, largest)
         if r is not None:
             return r
     idx = _sort_indices(xp, a, d, largest)

@@ -398,3 +398,51 @@ def test_resample_channels_last_layout():
     ot = TF.interpolate(t, scale_factor=2, mode="bilinear")
     assert oe.stride() == ot.stride()
     np.testing.assert_allclose(_np(oe), _np(ot), rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------------- conv2d (per-call overhead)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("N", [1, 3])
+@pytest.mark.parametrize("kw", [{}, {"stride": 2, "padding": 1}, {"dilation": (2, 1), "padding": (2, 0)},
+                                {"groups": 2}, {"padding": "same"}])
+def test_conv2d_small_matches_torch(dtype, N, kw):
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((N, 4, 8, 7)).astype(dtype)
+    w = rng.standard_normal((6, 4 // kw.get("groups", 1), 3, 3)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    xe, xt = _pair(x, requires_grad=True)
+    we, wt = _pair(w, requires_grad=True)
+    be, bt = _pair(b)
+    for xv_e, xv_t in ((xe, xt), (xe.transpose(-1, -2).contiguous().transpose(-1, -2), xt)):
+        oe = F.conv2d(xv_e, we, be, **kw)
+        ot = TF.conv2d(xv_t, wt, bt, **kw)
+        tol = dict(rtol=1e-4, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-11, atol=1e-12)
+        np.testing.assert_allclose(_np(oe), _np(ot), **tol)
+    g = rng.standard_normal(ot.shape).astype(dtype)
+    oe.backward(ember.tensor(g))
+    ot.backward(torch.tensor(g))
+    np.testing.assert_allclose(_np(xe.grad), _np(xt.grad), **tol)
+    np.testing.assert_allclose(_np(we.grad), _np(wt.grad), **tol)
+
+
+def test_conv2d_argument_errors_unchanged():
+    x, w = ember.randn(1, 2, 5, 5), ember.randn(3, 2, 3, 3)
+    with pytest.raises(RuntimeError, match="non-positive stride is not supported"):
+        F.conv2d(x, w, stride=0)
+    with pytest.raises(RuntimeError, match="negative padding is not supported"):
+        F.conv2d(x, w, padding=-1)
+    with pytest.raises(RuntimeError, match="dilation should be greater than zero"):
+        F.conv2d(x, w, dilation=(1, 0))
+    with pytest.raises(RuntimeError, match=r"expected stride to be a single integer value or a list of 2 values"):
+        F.conv2d(x, w, stride=(1, 1, 1))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_erfinv_layout_equals_numpy_path(dtype, monkeypatch):
+    a = np.random.default_rng(14).uniform(-1, 1, (4, 6, 5)).astype(dtype)
+    base = ember.tensor(a)
+    for v in (base, base.permute(2, 0, 1), base.permute(2, 0, 1)[:, ::2], base[:, 1:5:2].transpose(0, 2)):
+        fast, slow = _both(lambda: ember.erfinv(v), monkeypatch)
+        assert fast.stride() == slow.stride()
+        if dtype == np.float32:
+            _same(fast, slow)
