@@ -441,9 +441,15 @@ def _spmm(a, b):
         raise RuntimeError(f"mm: ember.sparse expects a 2-d sparse matrix without dense dimensions, got shape "
                            f"{list(a.shape)} with sparse_dim {a._st.sdim}")
     if a.shape[1] != b.shape[0]:
+        if a._st.layout in COMPRESSED:
+            raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]} and "
+                               f"{b.shape[0]}x{b.shape[1]})")
         raise RuntimeError(f"addmm: Argument #3 (dense): Expected dim 0 size {a.shape[1]}, got {b.shape[0]}")
     if a.dtype is not b.dtype:
         raise RuntimeError(f"expected scalar type {_legacy(a.dtype)} but found {_legacy(b.dtype)}")
+    if a._st.blocksize is not None:
+        from ._compressed import blocked_spmm
+        return blocked_spmm(a, b)
     c = coalesce(to_coo(a))
     st = c._st
     prod = values_of(c).unsqueeze(1) * b.index_select(0, _itensor(st.indices[1], b.device))
