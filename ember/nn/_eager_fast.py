@@ -113,7 +113,29 @@ def cross_entropy(input, target, weight, reduction_enum, ignore_index):
         return None
     if x.ndim >= 2 and t.ndim >= 1 and x.shape[0] != t.shape[0]:
         return None                       # nll_loss's own error
+    sel = _selected_log_softmax(x, t, weight, ignore_index)
+    if sel is not None:                   # nll_loss of the one picked entry per row
+        out = _kernel("nll_loss_nd")(np, sel, np.zeros(sel.shape[0], np.int64), None, reduction_enum,
+                                     ignore_index)[0]
+        return _make(out, input.device, input.dtype)
     logp = _kernel("_log_softmax")(np, x, 0 if x.ndim == 1 else 1, False)
     out = _kernel("nll_loss_nd")(np, logp, t, None if weight is None else weight._data, reduction_enum,
                                  ignore_index)[0]
     return _make(out, input.device, input.dtype)
+
+
+def _selected_log_softmax(x, t, weight, ignore_index):
+    """(N, 1): ``log_softmax(x, 1)[i, t[i]]`` with the ``_log_softmax`` kernel's arithmetic
+    (row max, shift, exp, sum, log), computing the final ``z - log(s)`` for the picked entries
+    only, and the exp in place; None unless x is (N, C), unweighted, every target a class and no
+    ignore_index among the classes (then nll_loss's weights are all 1 and the picked column is 0)."""
+    if x.ndim != 2 or weight is not None or t.ndim != 1 or t.dtype != np.int64 or x.size == 0:
+        return None
+    N, C = x.shape
+    if 0 <= ignore_index < C or t.min() < 0 or t.max() >= C:
+        return None
+    with np.errstate(all="ignore"):
+        z = x - np.max(x, axis=1, keepdims=True)
+        zt = z[np.arange(N), t]
+        s = np.sum(np.exp(z, out=z), axis=1, keepdims=True)
+        return (zt - np.log(s)[:, 0])[:, None]
