@@ -136,6 +136,18 @@ def test_as_sparse_gradcheck(layout):
     assert gc(lambda s: (s * 3).sin(), x) is True
 
 
+def test_as_sparse_gradcheck_batched_and_hybrid():
+    gc = ember.sparse.as_sparse_gradcheck(ember.autograd.gradcheck)
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((2, 3, 4))
+    a[rng.random(a.shape) < 0.5] = 0
+    w = ember.ones(4, 2, dtype=ember.float64)
+    assert gc(lambda s: s.to_dense().exp(), ember.tensor(a).to_sparse(2).requires_grad_()) is True
+    b = rng.standard_normal((2, 3, 4))
+    assert gc(lambda s: (s @ w).exp(), ember.tensor(b).to_sparse_csr().requires_grad_()) is True
+    assert gc(lambda s: s.to_dense().exp(), ember.tensor(b).to_sparse_csr(dense_dim=1).requires_grad_()) is True
+
+
 def test_as_sparse_gradcheck_catches_a_wrong_gradient():
     class Wrong(ember.autograd.Function):
         @staticmethod
