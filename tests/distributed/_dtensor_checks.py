@@ -434,7 +434,9 @@ def embedding(mesh, rank):
     idx = ember.tensor([[0, 3, 6], [5, 1, 6]])
     for style, wp in [(ColwiseParallel(), dt.Shard(1)), (RowwiseParallel(input_layouts=dt.Replicate()), dt.Shard(0))]:
         ember.manual_seed(4)
-        ref = nn.Embedding(7, 6)
+        ref = nn.Embedding(7, 6, padding_idx=6)
+        with ember.no_grad():
+            ref.weight[6] = 1.5          # the lookup returns the padding row as it is; only its gradient is zero
         tp = parallelize_module(copy.deepcopy(ref), mesh, style)
         assert tp.weight.placements == (wp,)
         y = tp(idx)

@@ -71,7 +71,6 @@ def embedding_rule(call):
     mesh_dim = vocab_sharded[0]
     rows = weight.shape[0]
     off, n = Shard.chunk_bounds(rows, call.mesh.size(mesh_dim), call.mesh.get_local_rank(mesh_dim))
-    pad = call.get(2, "padding_idx", -1)
 
     def masked_lookup(w, ids, *rest, **kw):
         """Rows this rank holds; zeros for the others (the ranks' results add up to the lookup)."""
@@ -80,10 +79,7 @@ def embedding_rule(call):
         if n == 0:
             return ember.zeros(tuple(ids.shape) + (w.shape[1],), dtype=w.dtype)
         got = ember.nn.functional.embedding(local_ids, w)
-        res = ember.where(outside.unsqueeze(-1), ember.zeros_like(got), got)
-        if pad is not None and pad >= 0:
-            res = ember.where((ids == pad).unsqueeze(-1), ember.zeros_like(res), res)
-        return res
+        return ember.where(outside.unsqueeze(-1), ember.zeros_like(got), got)
     return Plan(args, call.kwargs, out=tuple(out), run=masked_lookup)
 
 
