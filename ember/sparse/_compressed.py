@@ -245,6 +245,11 @@ def from_dense(x, layout, blocksize=None, dense_dim=None):
     """``Tensor.to_sparse_csr/csc/bsr/bsc`` of a dense tensor: the entries (elements, or
     blocks for BSR/BSC) with a nonzero value; leading dims beyond 2 + dense_dim are batch dims."""
     fname = "dense_to_sparse_" + layout._name.split("_")[1]
+    if x._fake:
+        raise NotImplementedError(f"ember.sparse: to_sparse_{layout._name[7:]} of a fake tensor (inside a traced or "
+                                  f"compiled region) is not supported")
+    if x.device.type != "cpu":
+        raise NotImplementedError("ember.sparse: sparse tensors are CPU only; call .cpu() first")
     nd = x.ndim
     if nd < 2:
         lo, hi = -max(nd, 1), max(nd, 1) - 1
@@ -354,8 +359,7 @@ def convert(s, layout, blocksize=None, dense_dim=None):
 def _convert(s, layout, blocksize, dense_dim):
     name = _layout_fn_word(layout)
     if blocksize is not None:
-        blocksize = _blocksize_arg(blocksize, f"to_sparse_{name}" if not isinstance(s, SparseTensor)
-                                   else f"to_sparse_{name}")
+        blocksize = _blocksize_arg(blocksize, f"to_sparse_{name}")
     if not isinstance(s, SparseTensor):
         if layout in BLOCKED and blocksize is None:
             raise RuntimeError(f"dense_to_sparse: conversion from Strided to {_layout_word(layout)} without "
