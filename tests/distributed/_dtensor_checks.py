@@ -13,7 +13,7 @@ import numpy as np
 CHECKS_1D = ["distribute_roundtrip", "redistribute_all_1d", "from_local", "autograd_local", "redistribute_backward",
              "inplace", "matmul_family", "tp_mlp", "tp_mlp_layouts", "tp_attention", "sequence_parallel",
              "embedding", "factories", "repr_and_metadata", "errors", "comm_debug_mode", "distribute_module",
-             "compile", "scalars", "loss_parallel", "prepare_module_io"]
+             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout"]
 
 
 def run_once(tmp_path_factory, key, fn, nprocs, timeout):
@@ -349,8 +349,9 @@ def _attention_cls():
     import ember.nn as nn
 
     class Attention(nn.Module):
-        def __init__(self, dim=8, heads=4):
+        def __init__(self, dim=8, heads=4, sdpa=False):
             super().__init__()
+            self.sdpa = sdpa
             self.heads, self.hd = heads, dim // heads
             # no key bias: its exact gradient is zero (softmax is shift-invariant), so AdamW would
             # amplify rounding noise into full-size steps that differ between the two runs
@@ -362,8 +363,11 @@ def _attention_cls():
             b, s, _ = x.shape
             h = self.norm(x)
             q, k, v = (f(h).view(b, s, self.heads, self.hd).transpose(1, 2) for f in (self.wq, self.wk, self.wv))
-            att = ember.softmax((q @ k.transpose(-2, -1)) / self.hd ** 0.5, dim=-1)
-            o = (att @ v).transpose(1, 2).reshape(b, s, self.heads * self.hd)
+            if self.sdpa:     # ember's SDPA builds its causal mask as a plain tensor: implicitly replicated
+                o = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                o = ember.softmax((q @ k.transpose(-2, -1)) / self.hd ** 0.5, dim=-1) @ v
+            o = o.transpose(1, 2).reshape(b, s, self.heads * self.hd)
             return x + self.wo(o)
     return Attention
 
@@ -371,9 +375,10 @@ def _attention_cls():
 def tp_attention(mesh, rank):
     ember, dt = _lib()
     from ember.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
-    for opt, kw in [(ember.optim.SGD, {"lr": 0.1}), (ember.optim.AdamW, {"lr": 0.01, "weight_decay": 0.1, "fused": False})]:
+    for opt, kw, sdpa in [(ember.optim.SGD, {"lr": 0.1}, False),
+                          (ember.optim.AdamW, {"lr": 0.01, "weight_decay": 0.1, "fused": False}, True)]:
         ember.manual_seed(2)
-        ref = _attention_cls()()
+        ref = _attention_cls()(sdpa=sdpa)
         plan = {"wq": ColwiseParallel(use_local_output=False), "wk": ColwiseParallel(use_local_output=False),
                 "wv": ColwiseParallel(use_local_output=False), "wo": RowwiseParallel()}
         tp = parallelize_module(copy.deepcopy(ref), mesh, plan)
@@ -700,4 +705,23 @@ def prepare_module_io(mesh, rank):
         assert "same length" in str(e)
     else:
         raise AssertionError("mismatched layouts were accepted")
+    return True
+
+
+def dropout(mesh, rank):
+    """Dropout on a DTensor draws the global mask (ranks seeded alike agree with one process)."""
+    ember, dt = _lib()
+    x = _rand(6, 4)
+    for p in [dt.Shard(0), dt.Shard(1), dt.Replicate()]:
+        d = dt.distribute_tensor(x.clone().requires_grad_(), mesh, [p])
+        ember.manual_seed(7)
+        y = ember.nn.functional.dropout(d, 0.5)
+        ember.manual_seed(7)
+        ref_x = x.clone().requires_grad_()
+        ref = ember.nn.functional.dropout(ref_x, 0.5)
+        assert y.placements == (p,)
+        _close(y, ref)
+        y.sum().full_tensor().backward()
+        ref.sum().backward()
+        _close(d.grad, ref_x.grad)
     return True
