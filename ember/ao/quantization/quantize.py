@@ -70,13 +70,20 @@ def swap_module(mod, mapping, custom_module_class_mapping=None, use_precomputed_
     return new_mod
 
 
+def _is_fused(mod, nni):
+    """A fused module or the QAT module of one (torch's QAT ConvBn2d ... are _FusedModules; ember's
+    say so by their ``_FLOAT_MODULE``): converted whole, its children (a QAT conv's batch norm) untouched."""
+    float_cls = getattr(type(mod), "_FLOAT_MODULE", None)
+    return isinstance(mod, nni._FusedModule) or (isinstance(float_cls, type) and issubclass(float_cls, nni._FusedModule))
+
+
 def _convert(module, mapping, inplace, custom_mapping):
     if not inplace:
         module = copy.deepcopy(module)
     reassign = {}
     from ..nn import intrinsic as nni
     for name, child in module.named_children():
-        if not isinstance(child, nni._FusedModule) and type(child) not in custom_mapping:
+        if not _is_fused(child, nni) and type(child) not in custom_mapping:
             _convert(child, mapping, True, custom_mapping)
         reassign[name] = swap_module(child, mapping, custom_mapping)
     for name, new in reassign.items():
@@ -133,7 +140,7 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
 def _observed_leaf_types():
     from .stubs import QuantStub
     return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
-            QuantStub}
+            nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.Hardswish, nn.LeakyReLU, nn.ReLU6, QuantStub}
 
 
 def _observer_forward_hook(self, input, output):

@@ -5,3 +5,5 @@ from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401
 from ember.ao.nn.quantized import FloatFunctional, FXFloatFunctional, QFunctional, LSTM  # noqa: F401,E402
 from ember.ao.nn.quantized import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401,E402
+from ember.ao.nn.quantized import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d,  # noqa: F401,E402
+                                  BatchNorm3d)

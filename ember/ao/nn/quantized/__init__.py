@@ -7,3 +7,6 @@ from .modules.static import Quantize, DeQuantize, Linear, Conv1d, Conv2d, Conv3d
 from .modules.functional_modules import FloatFunctional, FXFloatFunctional, QFunctional  # noqa: F401,E402
 from .modules.rnn import LSTM  # noqa: F401,E402
 from .modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401,E402
+from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d,  # noqa: F401,E402
+                                 BatchNorm3d)
+from ember.nn import MaxPool2d  # noqa: F401,E402  (torch's nnq.MaxPool2d is the float module: it runs on quantized tensors)
