@@ -13,7 +13,7 @@ import numpy as np
 CHECKS_1D = ["distribute_roundtrip", "redistribute_all_1d", "from_local", "autograd_local", "redistribute_backward",
              "inplace", "matmul_family", "tp_mlp", "tp_mlp_layouts", "tp_attention", "sequence_parallel",
              "embedding", "factories", "repr_and_metadata", "errors", "comm_debug_mode", "distribute_module",
-             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout"]
+             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout", "fallback"]
 
 
 def run_once(tmp_path_factory, key, fn, nprocs, timeout):
@@ -724,4 +724,30 @@ def dropout(mesh, rank):
         y.sum().full_tensor().backward()
         ref.sum().backward()
         _close(d.grad, ref_x.grad)
+    return True
+
+
+def fallback(mesh, rank):
+    """An op with no sharding rule runs on the whole values (Replicate result), logged once per op."""
+    import io
+    import logging
+    ember, dt = _lib()
+    buf = io.StringIO()
+    handler = logging.StreamHandler(buf)
+    log = logging.getLogger("ember.distributed.tensor")
+    log.addHandler(handler)
+    try:
+        x = _rand(5, 4)
+        d = dt.distribute_tensor(x, mesh, [dt.Shard(0)])
+        y = ember.cumsum(d, 0)
+        assert y.placements == (dt.Replicate(),)
+        _close(y, ember.cumsum(x, 0))
+        ember.cumsum(d, 1)
+        assert buf.getvalue().count("cumsum") == 1, buf.getvalue()
+        assert "has no sharding rule" in buf.getvalue()
+        # in place: the result goes back into the DTensor's own layout
+        assert d.cumsum_(0) is d and d.placements == (dt.Shard(0),)
+        _close(d, ember.cumsum(x, 0))
+    finally:
+        log.removeHandler(handler)
     return True
