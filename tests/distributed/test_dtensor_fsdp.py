@@ -59,6 +59,11 @@ def _api(rank):
     assert type(lin.weight) is ember.Tensor and lin.weight.shape == (4, 3)
     lin.reshard()
     assert isinstance(lin.weight, DTensor)
+    # tied weights stay tied
+    tied = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4))
+    tied[1].weight = tied[0].weight
+    fully_shard(tied)
+    assert tied[0].weight is tied[1].weight and len(list(tied.parameters())) == 3
     errs = []
     for kw, msg in [({"mp_policy": object()}, "mp_policy is not supported"),
                     ({"reshard_after_forward": 2}, "reshard_after_forward must be a bool")]:

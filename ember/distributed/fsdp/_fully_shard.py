@@ -76,14 +76,17 @@ def fully_shard(module, *, mesh=None, reshard_after_forward=True, shard_placemen
         raise NotImplementedError("ember.distributed.fsdp.fully_shard: reshard_after_forward must be a bool "
                                   f"(resharding to a smaller world is not supported), got {reshard_after_forward!r}")
     ignored = {id(p) for p in (ignored_params or ())}
-    params = []
+    params, done = [], {}
     for mod in module.modules():
         if mod is not module and isinstance(mod, FSDPModule):
             continue
         for name, p in list(mod._parameters.items()):
             if p is None or isinstance(p, DTensor) or id(p) in ignored:
                 continue
-            sharded = nn.Parameter(distribute_tensor(p.detach(), mesh, [Shard(0)]), requires_grad=p.requires_grad)
+            sharded = done.get(id(p))          # a tied parameter stays one parameter
+            if sharded is None:
+                sharded = done[id(p)] = nn.Parameter(distribute_tensor(p.detach(), mesh, [Shard(0)]),
+                                                     requires_grad=p.requires_grad)
             mod._parameters[name] = sharded
             params.append((mod, name, sharded))
     # parameters of inner FSDP modules below a non-FSDP child are theirs: skip those subtrees
