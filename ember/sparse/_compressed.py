@@ -367,9 +367,6 @@ def _convert(s, layout, blocksize, dense_dim):
         return from_dense(s, layout, blocksize, dense_dim)
     st = s._st
     src = st.layout
-    if dense_dim is not None and dense_dim != len(st.shape) - st.sdim:
-        raise RuntimeError(f"to_sparse_{name}: conversion from {_layout_word(src)} to {_layout_word(layout)} "
-                           f"with dense_dim argument != self.dense_dim() is not supported")
     if src is COO:
         if st.sdim != 2:
             raise RuntimeError(f"coo_to_sparse_{name}: conversion from Sparse to {_layout_word(layout)} for "

@@ -259,8 +259,16 @@ def _plain_2d_source(s):
     return st.is_plain_2d or (st.layout is COO and st.sdim == 2 and len(st.shape) == 2)
 
 
-def to_compressed(s, layout, blocksize=None, dense_dim=None):
-    """Any tensor to a compressed ``layout`` (the fast path for plain 2-d CSR/CSC)."""
+def to_compressed(s, layout, blocksize=None, dense_dim=None, *, via_to_sparse=False):
+    """Any tensor to a compressed ``layout`` (the fast path for plain 2-d CSR/CSC). A sparse
+    source takes no ``dense_dim`` (PyTorch's errors, named after the conversion it runs)."""
+    if isinstance(s, SparseTensor) and dense_dim is not None:
+        src, name = s.layout, layout._name[7:]
+        fn = ("sparse_compressed_to_sparse" if via_to_sparse and src is not COO else
+              f"coo_to_sparse_{name}" if src is COO else
+              f"to_sparse_{name}" if src is layout else f"sparse_compressed_to_sparse_{name}")
+        raise RuntimeError(f"{fn}: conversion from {_layout_word(src)} to {_layout_word(layout)} with dense_dim "
+                           f"argument given is not supported")
     if layout in (CSR, CSC) and blocksize is None and dense_dim in (None, 0) and _plain_2d_source(s):
         out = to_csr(s) if layout is CSR else to_csc(s)
         if isinstance(s, SparseTensor) and s._st.layout is not COO and out is not s:
@@ -298,10 +306,13 @@ def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None
     """``Tensor.to_sparse``: to COO (optionally with ``sparse_dim``) or to ``layout``
     (``blocksize`` for BSR/BSC, ``dense_dim`` for the compressed layouts)."""
     lay = L.as_layout(layout)
-    if sparse_dim is not None and lay is not None and lay is not COO:
-        raise RuntimeError("to_sparse: sparse_dim argument must be None for non-COO layouts")
+    if sparse_dim is not None and (lay is not None or blocksize is not None or dense_dim is not None):
+        raise TypeError("to_sparse() takes 0 positional arguments but 1 was given")
     if lay is L.strided:
-        raise RuntimeError("to_sparse: layout must be a sparse layout, got torch.strided")
+        if blocksize is not None or dense_dim is not None:
+            raise RuntimeError("to_sparse: conversion to Strided with blocksize or dense_dim argument given is "
+                               "not supported")
+        return x.to_dense() if isinstance(x, SparseTensor) else x
     src = "Strided" if not isinstance(x, SparseTensor) else _layout_word(x.layout)
     fn = "dense_to_sparse" if not isinstance(x, SparseTensor) else "sparse_to_sparse"
     if blocksize is not None and lay not in (L.sparse_bsr, L.sparse_bsc):
@@ -311,10 +322,16 @@ def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None
         if lay in (L.sparse_bsr, L.sparse_bsc) and blocksize is None and not isinstance(x, SparseTensor):
             raise RuntimeError(f"{fn}: conversion from {src} to {_layout_word(lay)} without blocksize argument "
                                f"given is not supported")
-        return to_compressed(x, lay, blocksize, dense_dim)
+        return to_compressed(x, lay, blocksize, dense_dim, via_to_sparse=True)
     if dense_dim is not None:
-        raise RuntimeError(f"{fn}: conversion from {src} to Sparse with dense_dim argument given is not "
-                           f"supported (use sparse_dim)")
+        if isinstance(x, SparseTensor):
+            fn = "to_sparse" if x.layout is COO else "sparse_compressed_to_sparse"
+            raise RuntimeError(f"{fn}: conversion from {src} to Sparse with dense_dim argument given is not "
+                               f"supported")
+        if not 0 <= int(dense_dim) <= x.ndim:
+            raise RuntimeError(f"dense_to_sparse: dense_dim argument must be in [0, {x.ndim}] range, but "
+                               f"{int(dense_dim)} is given")
+        return dense_to_coo(x, x.ndim - int(dense_dim))
     if isinstance(x, SparseTensor):
         if sparse_dim is not None and int(sparse_dim) != x._st.sdim and x._st.layout is COO:
             raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "

@@ -206,3 +206,29 @@ def test_batched_values_ops():
     _same(es.clone(), ts.clone())
     _same(es.to(ember.float32), ts.to(torch.float32))
     np.testing.assert_allclose(np_of(es.sum()), ts.sum().numpy())
+
+
+def test_to_sparse_dense_dim_rules_match_torch():
+    x = _batched(3, (2,), rows=3, cols=4, k=12)
+    e, t = _pair(x)
+    ec, tc = e.to_sparse_csr(), t.to_sparse_csr()
+    eo, to = e.to_sparse(2), t.to_sparse(2)
+    # dense -> COO with dense_dim: the trailing dims stay dense
+    assert repr(e.to_sparse(dense_dim=1)) == repr(t.to_sparse(dense_dim=1)).replace("torch.", "ember.")
+    assert repr(e.to_sparse(layout=ember.sparse_coo, dense_dim=1)) == \
+        repr(t.to_sparse(layout=torch.sparse_coo, dense_dim=1)).replace("torch.", "ember.")
+    _err(lambda: e.to_sparse(2, dense_dim=1), lambda: t.to_sparse(2, dense_dim=1), TypeError)
+    # a sparse source takes no dense_dim
+    for fe, ft in [(lambda s: s.to_sparse_csc(dense_dim=0), lambda s: s.to_sparse_csc(dense_dim=0)),
+                   (lambda s: s.to_sparse_csr(dense_dim=1), lambda s: s.to_sparse_csr(dense_dim=1))]:
+        _err(lambda: fe(ec), lambda: ft(tc))
+        _err(lambda: fe(eo), lambda: ft(to))
+    _err(lambda: ec.to_sparse(layout=ember.sparse_csc, dense_dim=0),
+         lambda: tc.to_sparse(layout=torch.sparse_csc, dense_dim=0))
+    _err(lambda: ec.to_sparse(layout=ember.sparse_coo, dense_dim=0),
+         lambda: tc.to_sparse(layout=torch.sparse_coo, dense_dim=0))
+    _err(lambda: eo.to_sparse(layout=ember.sparse_coo, dense_dim=1),
+         lambda: to.to_sparse(layout=torch.sparse_coo, dense_dim=1))
+    # layout=strided: the dense tensor
+    np.testing.assert_array_equal(np_of(ec.to_sparse(layout=ember.strided)), tc.to_sparse(layout=torch.strided).numpy())
+    assert e.to_sparse(layout=ember.strided) is e
