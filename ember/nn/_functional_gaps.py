@@ -215,6 +215,7 @@ def _chunked(x, w, tg, b, weight, reduction, ignore_index, chunk, allow_retain_g
                 scale = 1.0 / total_w if reduction == "mean" else ember.ones((), dtype=acc)
                 out = per_row.sum() * scale
                 ctx.grads = tuple(g * scale if g is not None else None for g in (gx, gw, gb))
+                ctx.dtypes = (x.dtype, w.dtype, b.dtype if b is not None else None)
                 ctx.retain = allow_retain_graph
                 return out.to(x.dtype)
 
@@ -244,8 +245,7 @@ def _chunked(x, w, tg, b, weight, reduction, ignore_index, chunk, allow_retain_g
             if not ctx.retain:
                 ctx.grads = None
             g = grad.to(acc)
-            return tuple(None if t is None else (t * g).to(dt) for t, dt in
-                         ((gx, x.dtype), (gw, w.dtype), (gb, b.dtype if b is not None else None)))
+            return tuple(None if t is None else (t * g).to(dt) for t, dt in zip((gx, gw, gb), ctx.dtypes))
 
     return _LinearCrossEntropyChunked.apply(x, w, b)
 
@@ -343,11 +343,15 @@ class SwizzleType(enum.Enum):
     SWIZZLE_32_4_4 = 1
 
 
-def _invalid_scaling(m, n):
+def _invalid_scaling(m, n, mat_a, scale_a, mat_b, scale_b):
     return ValueError("Invalid scaling configuration.\n"
                       "- For TensorWise scaling, a and b should be float8, scales should be float and singletons.\n"
                       f"- For RowWise scaling, a and b should be float8, scales should be float, scale_a should be "
-                      f"({m}, 1) and scale_b should be (1, {n})")
+                      f"({m}, 1) and scale_b should be (1, {n}), and both should be contiguous.\n"
+                      f"Got mat_a.dtype()={mat_a.dtype.legacy_name}, scale_a.dtype()={scale_a.dtype.legacy_name}, "
+                      f"scale_a.size()={list(scale_a.shape)}, scale_a.stride()={list(scale_a.stride())}, "
+                      f"mat_b.dtype()={mat_b.dtype.legacy_name}, scale_b.dtype()={scale_b.dtype.legacy_name}, "
+                      f"scale_b.size()={list(scale_b.shape)} and scale_b.stride()={list(scale_b.stride())}")
 
 
 def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, swizzle_a=None, swizzle_b=None,
@@ -373,13 +377,14 @@ def scaled_mm(mat_a, mat_b, scale_a, scale_recipe_a, scale_b, scale_recipe_b, sw
     if recipes == (ScalingType.TensorWise, ScalingType.TensorWise):
         ok = f8 and floats and scale_a.numel() == 1 and scale_b.numel() == 1
     elif recipes == (ScalingType.RowWise, ScalingType.RowWise):
-        ok = f8 and floats and tuple(scale_a.shape) == (m, 1) and tuple(scale_b.shape) == (1, n)
+        ok = f8 and floats and tuple(scale_a.shape) == (m, 1) and tuple(scale_b.shape) == (1, n) and \
+            scale_a.is_contiguous() and scale_b.is_contiguous()
     elif all(isinstance(r, ScalingType) for r in recipes):
         ok = False
     else:
         raise TypeError(f"scaled_mm(): scale recipes must be ScalingType members, got {recipes!r}")
     if not ok:
-        raise _invalid_scaling(m, n)
+        raise _invalid_scaling(m, n, mat_a, scale_a, mat_b, scale_b)
     out_dt = output_dtype if output_dtype is not None else ember.bfloat16
     with ember.no_grad():
         a = mat_a.to(ember.float32) * scale_a.reshape(-1, 1) if scale_a.numel() > 1 else \

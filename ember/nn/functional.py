@@ -370,6 +370,12 @@ from ._functional_extra import (adaptive_max_pool3d, adaptive_max_pool1d_with_in
 from ._mha_functional import multi_head_attention_forward  # noqa: E402
 from ._fractional_pool import (fractional_max_pool2d, fractional_max_pool2d_with_indices,  # noqa: E402
                                fractional_max_pool3d, fractional_max_pool3d_with_indices)
+# linear_cross_entropy, conv_tbc, grouped_mm/scaled_mm, GRID_SAMPLE_* tables (ember/nn/_functional_gaps.py)
+from ._functional_gaps import (linear_cross_entropy, conv_tbc, grouped_mm, scaled_mm, scaled_grouped_mm,  # noqa: E402
+                               ScalingType, SwizzleType, GRID_SAMPLE_INTERPOLATION_MODES, GRID_SAMPLE_PADDING_MODES)
+from ..overrides import (has_torch_function, has_torch_function_unary, has_torch_function_variadic,  # noqa: E402
+                         handle_torch_function)
+from .._torch_level_gaps import native_channel_shuffle  # noqa: E402
 
 
 # ====================================================================== normalisation

@@ -20,7 +20,7 @@ class CrossMapLRN2d(Module):
     """Local response normalisation across channels as Lua torch computed it:
     ``x / (k + alpha / size * window_sum(x**2)) ** beta``, where the window follows Lua's running
     sum (``pre_pad = (size - 1) // 2 + 1`` channels ahead; channel 0 never leaves the sum, a
-    quirk torch keeps)."""
+    quirk torch keeps), with torch's backward formula."""
 
     def __init__(self, size, alpha=1e-4, beta=0.75, k=1):
         super().__init__()
@@ -30,24 +30,70 @@ class CrossMapLRN2d(Module):
         self.k = k
 
     def forward(self, input):
-        ember = _ember()
         if input.dim() != 4:
             raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
-        c = input.shape[1]
-        pre_pad = int((self.size - 1) / 2 + 1)
-        sq = input * input
-        csum = ember.cumsum(sq, 1)
-        hi = ember.tensor([min(i + pre_pad - 1, c - 1) for i in range(c)])
-        upper = csum.index_select(1, hi)
-        # Lua's running sum removes channel i - pre_pad from channel i > pre_pad on: channels
-        # 1 .. i - pre_pad (channel 0 stays)
-        lo = ember.tensor([max(i - pre_pad, 0) for i in range(c)])
-        removed = csum.index_select(1, lo) - csum[:, :1]
-        scale = (upper - removed) * (self.alpha / self.size) + self.k
-        return input * scale.pow(-self.beta)
+        return _cross_map_lrn2d().apply(input, self.size, self.alpha, self.beta, self.k)
 
     def extra_repr(self):
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _lua_scale(x, size, alpha, k):
+    """Lua's running window sum of squares over channels (numpy, (N, C, H, W)), scaled:
+    ``k + alpha / size * window``."""
+    import numpy as np
+    c = x.shape[1]
+    pre_pad = int((size - 1) / 2 + 1)
+    csum = np.cumsum(x * x, axis=1)
+    upper = csum[:, [min(i + pre_pad - 1, c - 1) for i in range(c)]]
+    # from channel pre_pad + 1 on, channel i - pre_pad leaves the sum (channel 0 never does)
+    removed = csum[:, [max(i - pre_pad, 0) for i in range(c)]] - csum[:, :1]
+    return (upper - removed) * (alpha / size) + k
+
+
+_LRN_FN = []
+
+
+def _cross_map_lrn2d():
+    """The autograd Function: Lua's forward, and torch's hand-written backward (which is the
+    gradient of the textbook centred window, not of the forward's running sum -- torch's result,
+    kept)."""
+    if _LRN_FN:
+        return _LRN_FN[0]
+    import numpy as np
+    from ...autograd import Function
+
+    class CrossMapLRN2dFunction(Function):
+        @staticmethod
+        def forward(ctx, input, size, alpha, beta, k):
+            ember = _ember()
+            x = input.detach().numpy()
+            scale = _lua_scale(x, size, alpha, k)
+            out = (x * scale ** -beta).astype(x.dtype)
+            ctx.lrn = (size, alpha, beta, scale)
+            ctx.save_for_backward(input)
+            return ember.tensor(out)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            ember = _ember()
+            size, alpha, beta, scale = ctx.lrn
+            x = ctx.saved_tensors[0].detach().numpy()
+            g = grad_output.detach().numpy()
+            out = x * scale ** -beta
+            c = x.shape[1]
+            inv = int(size - (size - 1) / 2)
+            if inv + c > c + size - 1:
+                raise RuntimeError(f"start ({inv}) + length ({c}) exceeds dimension size ({c + size - 1}).")
+            padded = np.zeros((x.shape[0], c + size - 1) + x.shape[2:], dtype=np.float64)
+            padded[:, inv:inv + c] = g * out / scale
+            csum = np.concatenate([np.zeros_like(padded[:, :1]), np.cumsum(padded, axis=1)], axis=1)
+            window = csum[:, size:size + c] - csum[:, :c]          # sum of padded[c : c + size]
+            grad = scale ** -beta * g - (2 * alpha * beta / size) * x * window
+            return ember.tensor(grad.astype(x.dtype)), None, None, None, None
+
+    _LRN_FN.append(CrossMapLRN2dFunction)
+    return CrossMapLRN2dFunction
 
 
 class NLLLoss2d(NLLLoss):
