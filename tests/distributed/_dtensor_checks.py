@@ -748,6 +748,10 @@ def fallback(mesh, rank):
         # in place: the result goes back into the DTensor's own layout
         assert d.cumsum_(0) is d and d.placements == (dt.Shard(0),)
         _close(d, ember.cumsum(x, 0))
+        # a data-dependent shape (no meta shape) is fine replicated
+        nz = ember.nonzero(dt.distribute_tensor(x, mesh, [dt.Shard(1)]) > 0)
+        assert nz.placements == (dt.Replicate(),)
+        assert ember.equal(nz.to_local(), ember.nonzero(x > 0))
     finally:
         log.removeHandler(handler)
     return True

@@ -15,7 +15,7 @@ import ember
 from ember.tensor import Tensor
 
 from ._redistribute import redistribute_local
-from .placement_types import Partial, Replicate
+from .placement_types import Partial, Replicate, Shard
 
 log = logging.getLogger("ember.distributed.tensor")
 
@@ -157,11 +157,17 @@ def dispatch(func, args, kwargs):
         outs = plan.out if isinstance(plan.out, list) else [plan.out] * len(local_out)
         if all(p is None for p in outs):
             return local_out
-        meta = _global_meta(call)
+        meta = _global_meta(call) if any(_sharded(p) for p in outs) else local_out
         return type(local_out)(_wrap(l, m, p, call.mesh) for l, m, p in zip(local_out, meta, outs))
     if plan.out is None:
         return local_out
-    return _wrap(local_out, _global_meta(call), plan.out, call.mesh)
+    # only a sharded output's global shape differs from the local one (data-dependent ops such as
+    # nonzero have no meta shape, and come here replicated)
+    return _wrap(local_out, _global_meta(call) if _sharded(plan.out) else local_out, plan.out, call.mesh)
+
+
+def _sharded(placements):
+    return placements is not None and any(isinstance(p, Shard) for p in placements)
 
 
 def replicate_fallback(call):
