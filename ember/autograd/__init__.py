@@ -19,6 +19,10 @@ from ..profiler._kineto_compat import DeviceType, ProfilerConfig, ProfilerState,
 
 graph.saved_tensors_hooks = saved_tensors_hooks
 graph.Node = Node
+from . import _graph_api  # noqa: E402
+for _name in _graph_api.__all__:
+    setattr(graph, _name, getattr(_graph_api, _name))
+del _name
 
 
 def _is_checkpoint_valid():
@@ -30,7 +34,7 @@ def _is_checkpoint_valid():
 
 def _push_saved_tensors_default_hooks(pack_hook, unpack_hook):
     """Enter a ``saved_tensors_hooks`` pair without a ``with`` block (pair with the pop)."""
-    graph._SavedHooks.stack.append((pack_hook, unpack_hook))
+    saved_tensors_hooks(pack_hook, unpack_hook).__enter__()
 
 
 def _pop_saved_tensors_default_hooks():

@@ -25,6 +25,7 @@ from .._fake import FakeArray
 from .._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
 from .._state import STATE
 from ..tensor import Tensor, _make
+from ._graph_api import GradientEdge as _GradientEdge
 from ._switches import FLAGS as _FLAGS
 from .graph import AccumulateGrad, gradient_edge
 
@@ -460,6 +461,10 @@ def _make_roots(tensors, grad_tensors, create_graph, fn_name):
     return roots
 
 
+def _is_edge(x):
+    return isinstance(x, _GradientEdge)
+
+
 def _as_tuple(x):
     if isinstance(x, Tensor):
         return (x,)
@@ -518,8 +523,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
          allow_unused=None, is_grads_batched=False, materialize_grads=False):
     """Return d(outputs)/d(inputs) without touching ``.grad``."""
     outputs = _as_tuple(outputs)
-    single = isinstance(inputs, Tensor)
-    inputs = _as_tuple(inputs)
+    single = isinstance(inputs, Tensor) or _is_edge(inputs)
+    inputs = (inputs,) if single else _as_tuple(inputs)
     if allow_unused is None:
         allow_unused = materialize_grads
     grad_outputs = _as_tuple(grad_outputs) if grad_outputs is not None else (None,) * len(outputs)
@@ -531,8 +536,11 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     roots = _make_roots(outputs, grad_outputs, create_graph, "grad")
     edges = []
     for t in inputs:
+        if _is_edge(t):                   # autograd.graph.get_gradient_edge: the gradient flowing into it
+            edges.append((t.node, t.output_nr))
+            continue
         if not isinstance(t, Tensor):
-            raise TypeError(f"grad: inputs must be Tensors, got {type(t).__name__}")
+            raise TypeError(f"grad: inputs must be Tensors or GradientEdges, got {type(t).__name__}")
         e = gradient_edge(t)
         if e is None:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -542,6 +550,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     out = []
     for t, g in zip(inputs, got):
         if g is None:
+            if materialize_grads and _is_edge(t):
+                raise NotImplementedError("ember.autograd.grad(materialize_grads=True) with a GradientEdge input "
+                                          "is not supported (the edge carries no shape to fill with zeros)")
             if materialize_grads:
                 from ..ops import api
                 g = api.zeros_like(t)

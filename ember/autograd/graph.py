@@ -121,6 +121,7 @@ class _Handle:
 # ---------------------------------------------------------------------- saved tensors
 class _SavedHooks:
     stack: list = []
+    disabled = None      # disable_saved_tensors_hooks's message while it is active
 
 
 class SavedTensor:
@@ -241,6 +242,8 @@ class saved_tensors_hooks:
         self.unpack_hook = unpack_hook
 
     def __enter__(self):
+        if _SavedHooks.disabled is not None:
+            raise RuntimeError(_SavedHooks.disabled)
         _SavedHooks.stack.append((self.pack_hook, self.unpack_hook))
         return self
 

@@ -388,10 +388,10 @@ class _Frame:
         gid, one_off = _pass_id()
         try:
             if gid not in self.recomputed:
-                self._recompute(gid)
                 if not one_off and not isinstance(gid, GraphExecGroup):
                     from ..autograd import engine
                     engine.queue_callback(lambda: self._forget(gid))
+                self._recompute(gid)
             x = holder.by_pass.get(gid, _MISSING)
             if x is _MISSING:
                 raise CheckpointError("torch.utils.checkpoint: a saved tensor of the checkpointed forward was not "

@@ -244,3 +244,58 @@ def test_nested_io_function_is_refused_clearly():
         warnings.simplefilter("ignore")
         with pytest.raises(NotImplementedError, match="NestedIOFunction"):
             F()(ember.tensor([1.0], requires_grad=True))
+
+
+# ---------------------------------------------------------------------- autograd.graph
+def test_graph_public_names():
+    missing = set(torch.autograd.graph.__all__) - set(dir(ember.autograd.graph))
+    # CUDA-stream and memory-budget knobs of torch's engine have no ember counterpart
+    assert missing <= {"region_activation_memory_budget", "set_warn_on_accumulate_grad_stream_mismatch",
+                       "set_override_stale_capture_stream"}, missing
+
+
+@pytest.mark.parametrize("name", LIBS)
+def test_gradient_edges_version_bumps_and_disabled_hooks(name):
+    T = _lib(name)
+    G = T.autograd.graph
+    a = _arr(3)
+    y = T.tensor(a, requires_grad=True)
+    h = y * 2
+    z = (h ** 2).sum()
+    e = G.get_gradient_edge(h)
+    assert isinstance(e, tuple) and e.output_nr == 0 and e.node is h.grad_fn
+    assert G.get_gradient_edge(y).node.name().endswith("AccumulateGrad")
+    (gh,) = T.autograd.grad(z, e, retain_graph=True)
+    gh2, gy = T.autograd.grad(z, [e, y])
+    np.testing.assert_allclose(gh.numpy(), 4 * a, rtol=1e-6)
+    np.testing.assert_allclose(gh2.numpy(), 4 * a, rtol=1e-6)
+    np.testing.assert_allclose(gy.numpy(), 8 * a, rtol=1e-6)
+    with pytest.raises(RuntimeError, match="It is not possible to get the gradient edge for a Tensor that does not "
+                                           "require gradients"):
+        G.get_gradient_edge(T.tensor(a))
+    x = T.tensor(a)
+    v = x._version
+    G.increment_version(x)
+    G.increment_version([x, x])
+    assert x._version == v + 3
+    w = T.tensor(a, requires_grad=True)
+    s = w.exp()
+    G.increment_version(s)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        s.sum().backward()
+    with G.disable_saved_tensors_hooks("hooks are off here"):
+        with pytest.raises(RuntimeError, match="hooks are off here"):
+            with G.saved_tensors_hooks(lambda t: t, lambda t: t):
+                pass
+    with G.saved_tensors_hooks(lambda t: t, lambda t: t):
+        with pytest.raises(RuntimeError, match="hooks are off too"):
+            with G.disable_saved_tensors_hooks("hooks are off too"):
+                pass
+    with G.saved_tensors_hooks(lambda t: t, lambda t: t):     # usable again afterwards
+        pass
+
+
+def test_allow_mutation_on_saved_tensors_is_refused():
+    with pytest.raises(NotImplementedError, match="allow_mutation_on_saved_tensors is not supported"):
+        with ember.autograd.graph.allow_mutation_on_saved_tensors():
+            pass
