@@ -190,3 +190,28 @@ def test_quantizable_lstm_cell_and_errors():
         ember.ao.nn.quantizable.LSTM.from_observed(None)
     with pytest.raises(NotImplementedError, match="MultiheadAttention"):
         ember.ao.nn.quantizable.MultiheadAttention(4, 2)
+
+
+def test_default_custom_config_swaps_lstm_like_torch():
+    rng = np.random.default_rng(12)
+    em = _build(ember, eq, False, 1, False).eval()
+    tm = _build(torch, tq, False, 1, False).eval()
+    with torch.no_grad():
+        for (_, tp), (_, ep) in zip(tm.named_parameters(), em.named_parameters()):
+            v = (rng.standard_normal(tuple(tp.shape)) * 0.4).astype(np.float32)
+            tp.copy_(torch.tensor(v))
+            ep.data = ember.tensor(v)
+    em.qconfig, tm.qconfig = eq.default_qconfig, tq.default_qconfig
+    d = eq.get_default_custom_config_dict()
+    assert d["float_to_observed_custom_module_class"][ember.nn.LSTM] is ember.ao.nn.quantizable.LSTM
+    ep, tp = eq.prepare(em), tq.prepare(tm)                  # no custom config: the default one
+    assert ep.lstm._get_name() == tp.lstm._get_name() == "QuantizableLSTM"
+    data = [(ember.tensor(rng.standard_normal((4, 2, 4)).astype(np.float32)), None) for _ in range(2)]
+    eq.default_eval_fn(ep, data)
+    tq.default_eval_fn(tp, [(torch.tensor(x.numpy()), t) for x, t in data])
+    eqm, tqm = eq.convert(ep), tq.convert(tp)
+    assert eqm.lstm._get_name() == tqm.lstm._get_name() == "QuantizedLSTM"
+    _sync_qparams(eqm, tqm)
+    x = rng.standard_normal((4, 2, 4)).astype(np.float32)
+    for a, b in zip(eqm(ember.tensor(x)), tqm(torch.tensor(x))):
+        assert a.numpy().tobytes() == b.numpy().tobytes()

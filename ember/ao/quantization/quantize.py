@@ -14,9 +14,31 @@ from .quantization_mappings import (get_default_dynamic_quant_module_mappings, g
                                     get_default_static_quant_module_mappings, no_observer_set)
 
 __all__ = ["quantize_dynamic", "propagate_qconfig_", "convert", "swap_module", "prepare", "quantize",
-           "prepare_qat", "quantize_qat", "add_quant_dequant"]
+           "prepare_qat", "quantize_qat", "add_quant_dequant", "get_default_custom_config_dict", "default_eval_fn"]
 
 _RNN_NAMES = ("LSTM", "GRU", "LSTMCell", "RNNCell", "GRUCell")
+
+
+_DEFAULT_CUSTOM_CONFIG_DICT = {}
+
+
+def get_default_custom_config_dict():
+    """The custom-module swaps ``prepare`` / ``convert`` make when given no custom config: float
+    ``nn.LSTM`` -> observed ``quantizable.LSTM`` -> ``quantized.LSTM`` (torch also swaps
+    nn.MultiheadAttention, which ember cannot quantize statically: it stays float)."""
+    if not _DEFAULT_CUSTOM_CONFIG_DICT:
+        from ..nn import quantizable as nnqa
+        from ..nn.quantized.modules.rnn import LSTM as QuantizedLSTM
+        _DEFAULT_CUSTOM_CONFIG_DICT.update({
+            "float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM},
+            "observed_to_quantized_custom_module_class": {nnqa.LSTM: QuantizedLSTM}})
+    return _DEFAULT_CUSTOM_CONFIG_DICT
+
+
+def default_eval_fn(model, calib_data):
+    """Calibration loop: run ``model`` on each ``(data, target)`` of ``calib_data``."""
+    for data, _target in calib_data:
+        model(data)
 
 
 def _default_spec(dtype):
@@ -98,7 +120,9 @@ def convert(module, mapping=None, inplace=False, remove_qconfig=True, is_referen
         raise NotImplementedError("ember.quantization: convert(is_reference=True) is not supported")
     if mapping is None:
         mapping = get_default_static_quant_module_mappings()
-    custom = (convert_custom_config_dict or {}).get("observed_to_quantized_custom_module_class", {})
+    if convert_custom_config_dict is None:
+        convert_custom_config_dict = get_default_custom_config_dict()
+    custom = convert_custom_config_dict.get("observed_to_quantized_custom_module_class", {})
     module = _convert(module, mapping, inplace, custom)
     if remove_qconfig:
         _remove_qconfig(module)
@@ -186,7 +210,9 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
     if allow_list:
         raise NotImplementedError("ember.quantization: prepare() with an allow list is not supported")
     # (as torch's eager prepare, only this key is read: the others serve convert / FX)
-    custom = (prepare_custom_config_dict or {}).get("float_to_observed_custom_module_class", {})
+    if prepare_custom_config_dict is None:
+        prepare_custom_config_dict = get_default_custom_config_dict()
+    custom = prepare_custom_config_dict.get("float_to_observed_custom_module_class", {})
     if not inplace:
         model = copy.deepcopy(model)
     propagate_qconfig_(model, None)
