@@ -2,7 +2,9 @@
 
 Inside the context, ``log_softmax`` over a class dim that is sharded computes the max and the
 sum of exponentials with all-reduces, and ``nll_loss`` picks each target's log-probability on
-the rank that holds that class (a masked lookup whose results add up)."""
+the rank that holds that class (a masked lookup whose results add up). The rules live with the
+other nn ops (``_ops/_nn.py``); this module only holds the switch they read. Meshes must be 1-D;
+logits sharded elsewhere than the class dim take the ordinary (gathering) path."""
 from __future__ import annotations
 
 import contextlib
