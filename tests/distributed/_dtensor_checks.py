@@ -13,7 +13,7 @@ import numpy as np
 CHECKS_1D = ["distribute_roundtrip", "redistribute_all_1d", "from_local", "autograd_local", "redistribute_backward",
              "inplace", "matmul_family", "tp_mlp", "tp_mlp_layouts", "tp_attention", "sequence_parallel",
              "embedding", "factories", "repr_and_metadata", "errors", "comm_debug_mode", "distribute_module",
-             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout", "fallback"]
+             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout", "fallback", "clip_grad_norm"]
 
 
 def run_once(tmp_path_factory, key, fn, nprocs, timeout):
@@ -754,4 +754,23 @@ def fallback(mesh, rank):
         assert ember.equal(nz.to_local(), ember.nonzero(x > 0))
     finally:
         log.removeHandler(handler)
+    return True
+
+
+def clip_grad_norm(mesh, rank):
+    """clip_grad_norm_ over a TP model's DTensor gradients: the total norm and the clipped grads."""
+    ember, dt = _lib()
+    from ember.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    ember.manual_seed(0)
+    ref = _MLP.make()
+    tp = parallelize_module(copy.deepcopy(ref), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    x = _rand(3, 8)
+    ref(x).pow(2).sum().backward()
+    tp(x).pow(2).sum().backward()
+    n_ref = ember.nn.utils.clip_grad_norm_(ref.parameters(), 0.5)
+    n_tp = ember.nn.utils.clip_grad_norm_(tp.parameters(), 0.5)
+    assert isinstance(n_tp, dt.DTensor)
+    _close(n_tp, n_ref)
+    for (n, p), (_, q) in zip(ref.named_parameters(), tp.named_parameters()):
+        _close(q.grad, p.grad)
     return True
