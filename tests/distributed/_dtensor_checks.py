@@ -526,6 +526,12 @@ def repr_and_metadata(mesh, rank):
     _close(tp2.weight, other.weight)
     sd = tp2.state_dict()
     assert isinstance(sd["weight"], dt.DTensor)
+    # .data is a DTensor alias; Module.double() swaps the shards' dtype in place of the same Parameter
+    w = tp2.weight
+    assert isinstance(w.data, dt.DTensor) and not w.data.requires_grad and w.data.placements == w.placements
+    tp2.double()
+    assert tp2.weight is w and w.dtype == ember.float64 and w.to_local().dtype == ember.float64
+    _close(tp2(ember.ones(2, 3, dtype=ember.float64)), other(ember.ones(2, 3)).double()[:, 2 * rank: 2 * rank + 2])
     return True
 
 

@@ -72,6 +72,25 @@ class DTensor(Tensor):
 
     __str__ = __repr__
 
+    @property
+    def data(self):
+        """A DTensor sharing the local piece, outside autograd (Tensor.data's alias holds no data here)."""
+        return DTensor(self._local_tensor.detach(), self._spec)
+
+    @data.setter
+    def data(self, value):
+        """``module.to(dtype)`` and friends swap a parameter's data: adopt the new DTensor's piece and layout."""
+        if not isinstance(value, DTensor):
+            raise TypeError(f"DTensor.data: expected a DTensor, got {type(value).__name__} (distribute it first)")
+        if value.shape != self.shape:
+            raise RuntimeError(f"DTensor.data: the new value's global shape {tuple(value.shape)} differs from "
+                               f"{tuple(self.shape)}")
+        self._local_tensor = value._local_tensor
+        self._spec = value._spec
+        self._data = value._data
+        self.dtype = value.dtype
+        self.device = value.device
+
     def __deepcopy__(self, memo):
         """A copy of the local piece under the same layout (the mesh is shared, not copied)."""
         if id(self) in memo:
