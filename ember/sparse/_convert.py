@@ -15,7 +15,7 @@ from .. import _layout as L
 from .. import types as _t
 from ..tensor import Tensor
 from ._tensor import (COO, CSC, CSR, SparseTensor, Structure, _api, _itensor, _layout_word, check_bounds,
-                      from_values, values_of)
+                      from_values, relabel, values_of)
 
 _CHECK = [False]
 
@@ -273,9 +273,10 @@ def to_compressed(s, layout, blocksize=None, dense_dim=None, *, via_to_sparse=Fa
         out = to_csr(s) if layout is CSR else to_csc(s)
         if isinstance(s, SparseTensor) and s._st.layout is not COO and out is not s:
             out._st = out._st.with_index_dtype_of(s._st)
-        return out
-    from ._compressed import convert
-    return convert(s, layout, blocksize, dense_dim)
+    else:
+        from ._compressed import convert
+        out = convert(s, layout, blocksize, dense_dim)
+    return out if out is s else relabel(out, f"ToSparse{_layout_word(layout)[6:]}Backward0")
 
 
 def to_csr(s):
@@ -336,5 +337,6 @@ def to_sparse(x, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=None
         if sparse_dim is not None and int(sparse_dim) != x._st.sdim and x._st.layout is COO:
             raise RuntimeError("to_sparse: conversion from Sparse to Sparse with sparse_dim argument "
                                "!=self.sparse_dim() is not supported")
-        return to_coo(x)
-    return dense_to_coo(x, sparse_dim)
+        out = to_coo(x)
+        return out if out is x else relabel(out, "ToSparseBackward1")
+    return relabel(dense_to_coo(x, sparse_dim), "ToSparseBackward1")

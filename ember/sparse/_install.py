@@ -106,7 +106,7 @@ def _install_sparse_methods():
     S.to_dense = O.to_dense
     S.sparse_mask = O.sparse_mask
     S.to_sparse = C.to_sparse
-    S.to_sparse_coo = C.to_coo
+    S.to_sparse_coo = lambda self: C.to_sparse(self)
     _install_conversions(S)
     S.zero_ = _zero_
 
@@ -173,7 +173,7 @@ def _install_dense_methods():
     T.is_sparse_csr = False
     T.to_dense = O.to_dense
     T.to_sparse = C.to_sparse
-    T.to_sparse_coo = lambda self: C.dense_to_coo(self)
+    T.to_sparse_coo = lambda self: C.to_sparse(self)
     _install_conversions(T)
     T.sparse_mask = O.sparse_mask
     T.sparse_dim = lambda self: 0

@@ -470,6 +470,36 @@ _FromValues._backward_cls.release = _keep
 _Values._backward_cls.release = _keep
 
 
+class _Relabel(Function):
+    """A sparse tensor -> the same tensor, gradient passed through: the last node of a layout
+    conversion, so that ``grad_fn`` shows PyTorch's name for it (``ToSparseCsrBackward0`` ...)
+    rather than the values-level node the conversion ends with."""
+
+    @staticmethod
+    def forward(ctx, s):
+        ctx.set_materialize_grads(False)
+        return wrap(s._st, s._vals)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad
+
+
+_RELABELS = {}
+
+
+def relabel(s, name):
+    """``s`` with grad_fn named ``name`` (an identity node) when it carries autograd history."""
+    if not (s._requires_grad and STATE.grad_enabled and s._grad_fn is not None):
+        return s
+    cls = _RELABELS.get(name)
+    if cls is None:
+        cls = _named(type(name, (_Relabel,), {}), name)
+        cls._backward_cls.release = _keep
+        _RELABELS[name] = cls
+    return cls.apply(s)
+
+
 def values_of(s, alias=False):
     """The values of ``s`` as a dense tensor, differentiable when ``s`` requires grad."""
     if s._requires_grad and STATE.grad_enabled:

@@ -332,3 +332,16 @@ def test_int32_indices_are_kept_through_compressed_conversions():
     c = ember.sparse_csr_tensor(ei([0, 1, 2]), ei([1, 0]), ember.tensor(v[:, 0, 0]), (2, 2))
     assert c.to_sparse_csc().ccol_indices().dtype is ember.int32
     assert ember.tensor(v[0]).to_sparse_csr().crow_indices().dtype is ember.int64
+
+
+def test_conversion_grad_fn_names_match_torch():
+    x = np.random.default_rng(9).standard_normal((2, 4))
+    e, t = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    for fe, ft in [(lambda a: a.to_sparse_csr(), lambda a: a.to_sparse_csr()),
+                   (lambda a: a.to_sparse_csc(), lambda a: a.to_sparse_csc()),
+                   (lambda a: a.to_sparse_bsr((1, 2)), lambda a: a.to_sparse_bsr((1, 2))),
+                   (lambda a: a.to_sparse_bsc((2, 1)), lambda a: a.to_sparse_bsc((2, 1))),
+                   (lambda a: a.to_sparse(), lambda a: a.to_sparse()),
+                   (lambda a: a.to_sparse_csr().to_sparse_csc(), lambda a: a.to_sparse_csr().to_sparse_csc()),
+                   (lambda a: a.to_sparse_bsr((1, 2)).to_sparse_coo(), lambda a: a.to_sparse_bsr((1, 2)).to_sparse_coo())]:
+        assert repr(fe(e)) == repr(ft(t)).replace("torch.", "ember.")
