@@ -87,3 +87,58 @@ def test_static_flow_converts_activation_modules_like_torch():
     tq.convert(tm, inplace=True)
     assert [type(m).__name__ for m in em] == [type(m).__name__ for m in tm]
     assert [m._get_name() for m in em] == [m._get_name() for m in tm]
+
+
+def _close_q(e, t):
+    """Same parameters; integers equal but for rare one-step differences (ember's float
+    normalization can differ from torch's by an ulp next to a rounding tie)."""
+    assert tuple(e.shape) == tuple(t.shape)
+    assert (e.q_scale(), e.q_zero_point()) == (t.q_scale(), t.q_zero_point())
+    d = np.abs(e.int_repr().numpy().astype(int) - t.int_repr().numpy().astype(int))
+    assert d.max() <= 1 and (d > 0).mean() < 1e-3
+
+
+def test_normalization_and_softmax_modules_match_torch():
+    rng = np.random.default_rng(17)
+    P = (ember.nn.Parameter, ember.tensor), (torch.nn.Parameter, torch.tensor)
+    for _ in range(3):
+        x = (rng.standard_normal((4, 8, 6, 5)) * 2).astype(np.float32)
+        e, t = _pair_q(x, 0.05, 128)
+        w, b = rng.uniform(0.5, 1.5, 8).astype(np.float32), rng.standard_normal(8).astype(np.float32)
+        w5, b5 = rng.uniform(0.5, 1.5, 5).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+        mods = []
+        for ns, (param, tensor) in ((E, P[0]), (T, P[1])):
+            mods.append([ns.LayerNorm((5,), param(tensor(w5)), param(tensor(b5)), 0.03, 100),
+                         ns.GroupNorm(4, 8, param(tensor(w)), param(tensor(b)), 0.03, 100),
+                         ns.InstanceNorm2d(8, param(tensor(w)), param(tensor(b)), 0.03, 100),
+                         ns.Softmax(1, 1 / 256, 0), ns.Softmax(None, 1 / 256, 0)])
+        for em, tm in zip(*mods):
+            assert repr(em) == repr(tm)
+            _close_q(em(e), tm(t))
+    e1, t1 = _pair_q(rng.standard_normal((2, 8, 7)).astype(np.float32), 0.05, 128)
+    em = E.InstanceNorm1d(8, ember.nn.Parameter(ember.tensor(w)), ember.nn.Parameter(ember.tensor(b)), 0.02, 90)
+    tm = T.InstanceNorm1d(8, torch.nn.Parameter(torch.tensor(w)), torch.nn.Parameter(torch.tensor(b)), 0.02, 90)
+    _close_q(em(e1), tm(t1))
+    assert sorted(em.state_dict()) == sorted(tm.state_dict())
+    with pytest.raises(ValueError, match="must be quantized"):
+        E.Softmax(1)(ember.randn(2, 3))
+
+
+def test_static_flow_converts_normalization_like_torch():
+    def build(lib, q):
+        nn = lib.nn
+        return nn.Sequential(q.QuantStub(), nn.Conv2d(3, 4, 1), nn.GroupNorm(2, 4), nn.InstanceNorm2d(4),
+                             nn.LayerNorm(5), q.DeQuantStub()).eval()
+
+    em, tm = build(ember, eq), build(torch, tq)
+    em.qconfig, tm.qconfig = eq.default_qconfig, tq.default_qconfig
+    eq.prepare(em, inplace=True)
+    tq.prepare(tm, inplace=True)
+    assert [n for n, _ in em.named_modules()] == [n for n, _ in tm.named_modules()]
+    x = np.random.default_rng(3).standard_normal((2, 3, 5, 5)).astype(np.float32)
+    em(ember.tensor(x))
+    tm(torch.tensor(x))
+    eq.convert(em, inplace=True)
+    tq.convert(tm, inplace=True)
+    assert [m._get_name() for m in em] == [m._get_name() for m in tm]
+    assert em(ember.tensor(x)).shape == tuple(tm(torch.tensor(x)).shape)

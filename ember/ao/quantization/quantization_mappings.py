@@ -33,12 +33,15 @@ def _static():
     from ..nn.intrinsic import qat as nniqat
     from ..nn.quantized.modules import static as nnq
     from ..nn.quantized.modules import activation as nnqa
+    from ..nn.quantized.modules import normalization as nnqn
     from ..nn.quantized.modules.functional_modules import FloatFunctional, QFunctional
     from .stubs import DeQuantStub, QuantStub
     return {
         nn.BatchNorm2d: nnqa.BatchNorm2d, nn.BatchNorm3d: nnqa.BatchNorm3d, nn.Dropout: nnqa.Dropout,
         nn.ELU: nnqa.ELU, nn.Hardswish: nnqa.Hardswish, nn.LeakyReLU: nnqa.LeakyReLU, nn.ReLU6: nnqa.ReLU6,
         nni.BNReLU2d: nnqa.BNReLU2d, nni.BNReLU3d: nnqa.BNReLU3d,
+        nn.LayerNorm: nnqn.LayerNorm, nn.GroupNorm: nnqn.GroupNorm, nn.InstanceNorm1d: nnqn.InstanceNorm1d,
+        nn.InstanceNorm2d: nnqn.InstanceNorm2d, nn.InstanceNorm3d: nnqn.InstanceNorm3d,
         FloatFunctional: QFunctional,
         QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize,
         nn.Conv1d: nnq.Conv1d, nn.Conv2d: nnq.Conv2d, nn.Conv3d: nnq.Conv3d,

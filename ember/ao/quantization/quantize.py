@@ -164,7 +164,8 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
 def _observed_leaf_types():
     from .stubs import QuantStub
     return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
-            nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.Hardswish, nn.LeakyReLU, nn.ReLU6, QuantStub}
+            nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.Hardswish, nn.LeakyReLU, nn.ReLU6, nn.LayerNorm, nn.GroupNorm,
+            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, QuantStub}
 
 
 def _observer_forward_hook(self, input, output):

@@ -7,3 +7,5 @@ from ember.ao.nn.quantized import FloatFunctional, FXFloatFunctional, QFunctiona
 from ember.ao.nn.quantized import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # noqa: F401,E402
 from ember.ao.nn.quantized import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d,  # noqa: F401,E402
                                   BatchNorm3d)
+from ember.ao.nn.quantized import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402,E501
+                                  Softmax)

@@ -10,3 +10,5 @@ from .modules.conv import ConvTranspose1d, ConvTranspose2d, ConvTranspose3d  # n
 from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d,  # noqa: F401,E402
                                  BatchNorm3d)
 from ember.nn import MaxPool2d  # noqa: F401,E402  (torch's nnq.MaxPool2d is the float module: it runs on quantized tensors)
+from .modules.normalization import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402,E501
+                                    Softmax)
