@@ -183,6 +183,31 @@ def _grad_dtype_set(self, value):
                                   f"gradient the leaf's dtype, {self.dtype})")
 
 
+def _absent_device_method(name, error_type, message):
+    def method(self, *args, **kwargs):
+        raise error_type(message)
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = f"``Tensor.{name}()``: ember has no such device; torch's error without it."
+    return method
+
+
+def _to_mkldnn(self, dtype=None):
+    """oneDNN's blocked layout: ember has no mkldnn tensors."""
+    raise NotImplementedError("ember: Tensor.to_mkldnn is not supported (ember has no mkldnn layout)")
+
+
+def _reinforce(self, reward):
+    raise RuntimeError("reinforce() was removed.\nUse ember.distributions instead.")
+
+
+def _sparse_resize_(self, size, sparse_dim, dense_dim):
+    if not getattr(self, "is_sparse", False):
+        raise NotImplementedError("Could not run 'aten::sparse_resize_' with arguments from the 'CPU' backend. This "
+                                  "could be because the operator doesn't exist for this backend.")
+    raise NotImplementedError("ember.sparse: sparse_resize_ (resizing a sparse tensor in place) is not supported; "
+                              "build a new one with ember.sparse_coo_tensor(indices, values, size)")
+
+
 _FALSE_PROPERTIES = ("is_xpu", "is_mps", "is_mkldnn", "is_vulkan", "is_maia", "is_mtia", "is_ipu", "is_xla")
 
 
@@ -196,7 +221,12 @@ def install(namespace):
                      ("hash_tensor", _from_gaps("hash_tensor")), ("slice_inverse", _from_gaps("slice_inverse")),
                      ("smm", _smm), ("sspaddmm", _sspaddmm), ("record_stream", _record_stream),
                      ("resize_as_sparse_", _resize_as_sparse_), ("index", _index),
-                     ("is_distributed", is_distributed)):
+                     ("is_distributed", is_distributed), ("to_mkldnn", _to_mkldnn), ("reinforce", _reinforce),
+                     ("sparse_resize_", _sparse_resize_), ("sparse_resize_and_clear_", _sparse_resize_),
+                     ("xpu", _absent_device_method("xpu", AssertionError, "ember not compiled with XPU enabled")),
+                     ("mtia", _absent_device_method("mtia", AssertionError, "ember not compiled with MTIA enabled")),
+                     ("ipu", _absent_device_method("ipu", RuntimeError,
+                                                   "ember is not linked with support for ipu devices"))):
         fn.__name__ = fn.__qualname__ = name
         if not hasattr(Tensor, name):
             setattr(Tensor, name, fn)

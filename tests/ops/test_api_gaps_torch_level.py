@@ -426,6 +426,15 @@ def test_tensor_flags_and_properties():
         x.resize_as_sparse_(s)
     with pytest.raises(NotImplementedError, match="first-class"):
         x.index((0,), None)
+    for f in (lambda lib: lib.ones(2).xpu(), lambda lib: lib.ones(2).mtia(), lambda lib: lib.ones(2).ipu(),
+              lambda lib: lib.ones(2).reinforce(1), lambda lib: lib.ones(2).sparse_resize_((3,), 1, 0)):
+        got, want = _err(lambda: f(ember)), _err(lambda: f(torch))
+        assert got[0] == want[0] and got[1].replace("Pyember", "ember").split("\n")[0][:30] == \
+            want[1].replace("Pyember", "ember").split("\n")[0][:30]
+    with pytest.raises(NotImplementedError, match="mkldnn"):
+        x.to_mkldnn()
+    with pytest.raises(NotImplementedError, match="sparse_resize_"):
+        s.sparse_resize_and_clear_((3, 3), 2, 0)
     e, tt = _pair((2, 6), 0)
     _close(e[:, 1:4].slice_inverse(ember.zeros(2, 6), 1, 1, 4), tt[:, 1:4].slice_inverse(torch.zeros(2, 6), 1, 1, 4))
 
