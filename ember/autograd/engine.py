@@ -165,8 +165,8 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
             buf = buffers[node] = [None] * node._n_out
         buf[nr] = _add(buf[nr], g)
 
-    prev_pass = CURRENT_PASS[:]
-    CURRENT_PASS[:] = [next(_PASS_IDS), runs, [], selective]
+    prev_pass = CURRENT_PASS.value
+    CURRENT_PASS.value = [next(_PASS_IDS), runs, [], selective]
     heap = []
     pushed = set()
     for n in root_nodes:
@@ -255,8 +255,8 @@ def execute(roots, *, retain_graph, create_graph, capture=None, accumulate=True,
             grads = g = None    # no stale references: they would block stealing a gradient
     finally:
         st.grad_enabled = prev_grad_mode
-        callbacks = CURRENT_PASS[2]
-        CURRENT_PASS[:] = prev_pass
+        callbacks = CURRENT_PASS.value[2]
+        CURRENT_PASS.value = prev_pass
     for cb in callbacks:
         cb()
     return captured
@@ -381,6 +381,8 @@ def _accumulate(t, g, create_graph, held=-1):
     elif STATE.modes:
         from ..ops.registry import OPS, _mode_dispatch
         _mode_dispatch(OPS["add_"], (old, g, 1))
+    elif old.__class__ in _DISPATCH_CLASSES or g.__class__ in _DISPATCH_CLASSES:
+        old.add_(g)     # a __torch_dispatch__ subclass holds its values in attributes: its handler adds
     else:
         d = old._data
         d += g._data
