@@ -138,7 +138,8 @@ def _compressed_tensor(layout, cidx, pidx, values, size, dtype, device, requires
     c = _index_array(cidx, "compressed_indices")
     p = _index_array(pidx, "plain_indices")
     v = _values_tensor(values, dtype, device)
-    out = _compressed.make(layout, c, p, v, size, _checking(check_invariants), idx32)
+    out = relabel(_compressed.make(layout, c, p, v, size, _checking(check_invariants), idx32),
+                  "SparseCompressedTensorBackward0")
     if requires_grad:
         out.requires_grad_(True)
     return out

@@ -345,3 +345,14 @@ def test_conversion_grad_fn_names_match_torch():
                    (lambda a: a.to_sparse_csr().to_sparse_csc(), lambda a: a.to_sparse_csr().to_sparse_csc()),
                    (lambda a: a.to_sparse_bsr((1, 2)).to_sparse_coo(), lambda a: a.to_sparse_bsr((1, 2)).to_sparse_coo())]:
         assert repr(fe(e)) == repr(ft(t)).replace("torch.", "ember.")
+
+
+def test_factory_grad_fn_matches_torch():
+    v = np.random.default_rng(2).standard_normal((2, 1, 2))
+    ev, tv = ember.tensor(v, requires_grad=True), torch.tensor(v, requires_grad=True)
+    e = ember.sparse_bsr_tensor(ember.tensor([0, 1, 2]), ember.tensor([0, 1]), ev, (2, 4))
+    t = torch.sparse_bsr_tensor(torch.tensor([0, 1, 2]), torch.tensor([0, 1]), tv, (2, 4))
+    assert repr(e) == repr(t).replace("torch.", "ember.")
+    (e.to_dense() * 2).sum().backward()
+    (t.to_dense() * 2).sum().backward()
+    np.testing.assert_array_equal(np_of(ev.grad), tv.grad.numpy())
