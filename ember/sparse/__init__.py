@@ -112,7 +112,14 @@ that are exactly zero; nonlinear elementwise ops (``sin``, ``abs``, ``pow``
 ...) coalesce first and are differentiable (PyTorch has no sparse derivative
 for some); a second backward through ``sparse_coo_tensor(i, v)`` works;
 ``ember.sparse.mm`` of a 200k-nnz matrix with a 64-column dense one is about
-10x slower than PyTorch's (numpy segment sums, no sparse BLAS).
+10x slower than PyTorch's (numpy segment sums, no sparse BLAS). Compressed
+layouts: where PyTorch's CPU kernels refuse (BSR with non-square blocks or BSC
+@ dense, dense @ BSR, batched sparse @ dense, +, -, *, / of BSR/BSC, ``spsolve``
+without CUDA, backward of ``to_dense`` of a BSR leaf) ember computes the
+result; the factories always run the shape checks (PyTorch only with
+``check_invariants``); ``spdiags`` reads diagonals of any length scipy's way
+(PyTorch reads out of bounds unless they have ncols columns); int32 compressed
+indices are stored as int64 and reported as int32.
 """
 from __future__ import annotations
 
