@@ -239,3 +239,39 @@ def test_conv_transpose_static_flow_and_errors():
                                                   ember.tensor([0, 0]), 0, ember.qint8), None)
     with pytest.raises(NotImplementedError, match="per-channel"):
         pc(ember.quantize_per_tensor(ember.randn(1, 2, 5), 0.1, 0, ember.quint8))
+
+
+def test_qat_conv1d_conv3d_flow_matches_torch():
+    """QAT with Conv3d (+ReLU) and Conv1d modules: the same prepared / converted trees, the same
+    fake-quantized forward (to float rounding), the same trained integer weights after convert."""
+    rng = np.random.default_rng(41)
+
+    def build(lib, q):
+        nn = lib.nn
+        return nn.Sequential(q.QuantStub(), nn.Conv3d(2, 3, 2), nn.ReLU(), q.DeQuantStub()).train()
+
+    em, tm = build(ember, eq), build(torch, tq)
+    with torch.no_grad():
+        for (_, tp), (_, ep) in zip(tm.named_parameters(), em.named_parameters()):
+            v = (rng.standard_normal(tuple(tp.shape)) * 0.4).astype(np.float32)
+            tp.copy_(torch.tensor(v))
+            ep.data = ember.tensor(v)
+    em = eq.fuse_modules_qat(em, ["1", "2"])
+    tm = tq.fuse_modules_qat(tm, ["1", "2"])
+    em.qconfig, tm.qconfig = eq.get_default_qat_qconfig("x86", 0), tq.get_default_qat_qconfig("x86", 0)
+    eq.prepare_qat(em, inplace=True)
+    tq.prepare_qat(tm, inplace=True)
+    assert [type(m).__name__ for m in em.modules()] == [type(m).__name__ for m in tm.modules()]
+    x = rng.standard_normal((2, 2, 4, 4, 4)).astype(np.float32)
+    np.testing.assert_allclose(em(ember.tensor(x)).detach().numpy(), tm(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-4)
+    em.eval(), tm.eval()
+    ec, tc = eq.convert(em), tq.convert(tm)
+    assert [m._get_name() for m in ec] == [m._get_name() for m in tc]
+    assert ec[1].weight().int_repr().numpy().tobytes() == tc[1].weight().int_repr().numpy().tobytes()
+    c1 = ember.nn.Conv1d(2, 3, 3)
+    c1.qconfig = eq.get_default_qat_qconfig()
+    q1 = ember.ao.nn.qat.Conv1d.from_float(c1)
+    assert q1.weight is c1.weight and type(q1.to_float()) is ember.nn.Conv1d
+    y = q1(ember.randn(1, 2, 6))
+    assert tuple(y.shape) == (1, 3, 4)

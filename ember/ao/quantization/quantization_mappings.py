@@ -51,8 +51,8 @@ def _static():
         nni.ConvReLU1d: nnq.ConvReLU1d, nni.ConvReLU2d: nnq.ConvReLU2d, nni.ConvReLU3d: nnq.ConvReLU3d,
         nni.LinearReLU: nnq.LinearReLU,
         nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nnq.ConvReLU2d, nniqat.ConvReLU2d: nnq.ConvReLU2d,
-        nniqat.LinearReLU: nnq.LinearReLU,
-        nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d,
+        nniqat.ConvReLU3d: nnq.ConvReLU3d, nniqat.LinearReLU: nnq.LinearReLU,
+        nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d, nnqat.Conv3d: nnq.Conv3d,
     }
 
 
@@ -60,8 +60,8 @@ def _qat():
     from ..nn import intrinsic as nni
     from ..nn import qat as nnqat
     from ..nn.intrinsic import qat as nniqat
-    return {nn.Conv2d: nnqat.Conv2d, nn.Linear: nnqat.Linear, nni.ConvBn2d: nniqat.ConvBn2d,
-            nni.ConvBnReLU2d: nniqat.ConvBnReLU2d, nni.ConvReLU2d: nniqat.ConvReLU2d,
+    return {nn.Conv2d: nnqat.Conv2d, nn.Conv3d: nnqat.Conv3d, nn.Linear: nnqat.Linear, nni.ConvBn2d: nniqat.ConvBn2d,
+            nni.ConvBnReLU2d: nniqat.ConvBnReLU2d, nni.ConvReLU2d: nniqat.ConvReLU2d, nni.ConvReLU3d: nniqat.ConvReLU3d,
             nni.LinearReLU: nniqat.LinearReLU}
 
 

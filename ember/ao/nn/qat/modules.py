@@ -57,15 +57,12 @@ class Linear(nn.Linear):
         return linear
 
 
-class Conv2d(nn.Conv2d):
-    """``nn.Conv2d`` whose weight goes through ``weight_fake_quant`` in ``forward``."""
+class _ConvNd:
+    """Mixin of the QAT convolutions: the float conv's forward over the fake-quantized weight."""
 
-    _FLOAT_MODULE = nn.Conv2d
+    _FUSED_RELU_NAME = ""
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
-                 bias=True, padding_mode="zeros", qconfig=None, device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding, dilation=dilation,
-                         groups=groups, bias=bias, padding_mode=padding_mode, device=device, dtype=dtype)
+    def _qat_init(self, qconfig):
         self.qconfig = _need_qconfig(qconfig)
         self.weight_fake_quant = qconfig.weight()
 
@@ -76,7 +73,7 @@ class Conv2d(nn.Conv2d):
     def from_float(cls, mod, use_precomputed_fake_quant=False):
         _from_float_checks(cls, mod)
         qconfig = mod.qconfig
-        if type(mod).__name__ == "ConvReLU2d":
+        if type(mod).__name__ == cls._FUSED_RELU_NAME:
             mod = mod[0]
         qat = cls(mod.in_channels, mod.out_channels, mod.kernel_size, stride=mod.stride, padding=mod.padding,
                   dilation=mod.dilation, groups=mod.groups, bias=mod.bias is not None, padding_mode=mod.padding_mode,
@@ -86,10 +83,33 @@ class Conv2d(nn.Conv2d):
         return qat
 
     def to_float(self):
-        conv = nn.Conv2d(self.in_channels, self.out_channels, self.kernel_size, self.stride, self.padding,
-                         self.dilation, self.groups, self.bias is not None, self.padding_mode)
+        conv = self._FLOAT_CONV(self.in_channels, self.out_channels, self.kernel_size, self.stride, self.padding,
+                                self.dilation, self.groups, self.bias is not None, self.padding_mode)
         conv.weight = nn.Parameter(self.weight.detach())
         if self.bias is not None:
             conv.bias = nn.Parameter(self.bias.detach())
         conv.train(self.training)
         return conv
+
+
+def _qat_conv(float_cls, dims):
+    class Conv(_ConvNd, float_cls):
+        __doc__ = f"``nn.Conv{dims}d`` whose weight goes through ``weight_fake_quant`` in ``forward``."
+        _FLOAT_MODULE = float_cls
+        _FLOAT_CONV = float_cls
+        _FUSED_RELU_NAME = f"ConvReLU{dims}d"
+
+        def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1, groups=1,
+                     bias=True, padding_mode="zeros", qconfig=None, device=None, dtype=None):
+            float_cls.__init__(self, in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                               dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode, device=device,
+                               dtype=dtype)
+            self._qat_init(qconfig)
+
+    Conv.__name__ = Conv.__qualname__ = f"Conv{dims}d"
+    return Conv
+
+
+Conv1d = _qat_conv(nn.Conv1d, 1)
+Conv2d = _qat_conv(nn.Conv2d, 2)
+Conv3d = _qat_conv(nn.Conv3d, 3)

@@ -13,9 +13,11 @@ import ember
 from ember import nn
 from ember.nn import functional as F
 from ... import intrinsic as nni
-from ...qat.modules import Conv2d as _QATConv2d, Linear as _QATLinear, _from_float_checks, _need_qconfig
+from ...qat.modules import Conv1d as _QATConv1d, Conv2d as _QATConv2d, Conv3d as _QATConv3d, Linear as _QATLinear, \
+    _from_float_checks, _need_qconfig
 
-__all__ = ["LinearReLU", "ConvReLU2d", "ConvBn2d", "ConvBnReLU2d", "freeze_bn_stats", "update_bn_stats"]
+__all__ = ["LinearReLU", "ConvReLU1d", "ConvReLU2d", "ConvReLU3d", "ConvBn2d", "ConvBnReLU2d", "freeze_bn_stats",
+           "update_bn_stats"]
 
 
 class LinearReLU(_QATLinear):
@@ -36,6 +38,26 @@ class ConvReLU2d(_QATConv2d):
 
     def to_float(self):
         return nni.ConvReLU2d(super().to_float(), nn.ReLU())
+
+
+class ConvReLU1d(_QATConv1d):
+    _FLOAT_MODULE = nni.ConvReLU1d
+
+    def forward(self, input):
+        return F.relu(self._conv_forward(input, self.weight_fake_quant(self.weight), self.bias))
+
+    def to_float(self):
+        return nni.ConvReLU1d(super().to_float(), nn.ReLU())
+
+
+class ConvReLU3d(_QATConv3d):
+    _FLOAT_MODULE = nni.ConvReLU3d
+
+    def forward(self, input):
+        return F.relu(self._conv_forward(input, self.weight_fake_quant(self.weight), self.bias))
+
+    def to_float(self):
+        return nni.ConvReLU3d(super().to_float(), nn.ReLU())
 
 
 class ConvBn2d(nn.Conv2d):
