@@ -215,3 +215,17 @@ def test_default_custom_config_swaps_lstm_like_torch():
     x = rng.standard_normal((4, 2, 4)).astype(np.float32)
     for a, b in zip(eqm(ember.tensor(x)), tqm(torch.tensor(x))):
         assert a.numpy().tobytes() == b.numpy().tobytes()
+
+
+def test_dynamic_lstm_with_projection_refused():
+    """torch's quantize_dynamic drops an LSTM's projection weight and fails in forward ("The number
+    of rows in the packB should be equal to K"); ember refuses at convert, naming the feature."""
+    m = ember.nn.Sequential(ember.nn.LSTM(4, 6, proj_size=3))
+    with pytest.raises(NotImplementedError, match="proj_size"):
+        eq.quantize_dynamic(m)
+    tm = tq.quantize_dynamic(torch.nn.Sequential(torch.nn.LSTM(4, 6, proj_size=3)))
+    with pytest.raises(RuntimeError, match="packB"):
+        tm(torch.randn(2, 1, 4))
+    from ember.ao.quantization import quantize_fx
+    with pytest.raises(NotImplementedError, match="FX graph mode quantization \\(prepare_fx\\)"):
+        quantize_fx.prepare_fx(m, {}, ())

@@ -26,9 +26,9 @@ def __getattr__(name):
     # as quantization_mappings'), so importing ember.ao.quantization does not load every module class
     if name in _LAZY_MAPPINGS:
         return getattr(quantization_mappings, name)
-    if name in ("quantize_fx", "prepare_fx", "convert_fx", "prepare_qat_fx"):
-        raise NotImplementedError(f"ember.quantization: FX graph mode quantization ({name}) is not supported; "
-                                  "use the eager-mode flow (fuse_modules, prepare / prepare_qat, convert)")
+    if name == "quantize_fx":             # (FX graph mode: every entry point raises NotImplementedError)
+        import importlib
+        return importlib.import_module(f"{__name__}.quantize_fx")
     if name in ("quantize_jit", "prepare_jit", "convert_jit", "quantize_dynamic_jit", "prepare_dynamic_jit",
                 "convert_dynamic_jit", "fuse_conv_bn_jit", "script_qconfig", "script_qconfig_dict"):
         raise NotImplementedError(f"ember.quantization: TorchScript quantization ({name}) is not supported")
