@@ -109,10 +109,8 @@ def _hash_bits(x):
     """The 64-bit patterns torch xors: floats widened to float64, integers (and bool) to int64."""
     ember = _ember()
     dt = x.dtype
-    if dt.is_complex:
-        raise RuntimeError(f"hash_tensor: complex inputs are not supported, got {dt}")
-    if dt._limited is not None and dt._limited not in ("uint",):
-        raise NotImplementedError(f'"hash_tensor" not implemented for \'{dt.legacy_name}\'')
+    if dt.is_complex or dt._limited is not None:      # torch's xor reduction has no kernel for these
+        raise NotImplementedError(f'"xor_sum_cpu" not implemented for \'{dt.legacy_name}\'')
     arr = x.detach().numpy()
     if dt.is_floating_point:
         wide = arr.astype(np.float64)

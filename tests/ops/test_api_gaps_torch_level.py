@@ -50,6 +50,10 @@ def test_hash_tensor_matches_torch(seed):
 def test_hash_tensor_errors():
     assert _err(lambda: ember.hash_tensor(ember.empty(0))) == _err(lambda: torch.hash_tensor(torch.empty(0)))
     assert _err(lambda: ember.hash_tensor(ember.ones(2), mode=1))[0] == "RuntimeError"
+    for d in ("float8_e4m3fn", "uint16", "complex64"):
+        assert _err(lambda: ember.hash_tensor(ember.ones(3).to(getattr(ember, d)))) == \
+            _err(lambda: torch.hash_tensor(torch.ones(3).to(getattr(torch, d))))
+    assert ember.hash_tensor(ember.ones(3).bfloat16()).item() == torch.hash_tensor(torch.ones(3).bfloat16()).item()
     with pytest.raises(TypeError, match="argument 'input'"):
         ember.hash_tensor([1.0])
 
