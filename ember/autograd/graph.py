@@ -208,6 +208,28 @@ class SavedTensor:
         self._t = None
         self._x = None
 
+    def register_hooks(self, pack_hook, unpack_hook):
+        """Pack this saved tensor now with ``pack_hook``; backward then reads ``unpack_hook(packed)``
+        (torch's ``grad_fn._raw_saved_<name>.register_hooks``)."""
+        if not (callable(pack_hook) and callable(unpack_hook)):
+            raise TypeError("register_hooks(): pack_hook and unpack_hook must be callables")
+        if self._vc is None:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved intermediate values of "
+                "the graph are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if "
+                "you need to backward through the graph a second time or if you need to access saved variables "
+                "after calling backward.")
+        x = self._x
+        if x is not None and x.unpack is not None:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have already been set. Hint: "
+                               "only one pair of hooks is allowed at a time.")
+        value = self.unpack()
+        extra = _SavedExtra(x.is_output if x is not None else False)
+        extra.packed = pack_hook(value)
+        extra.unpack = unpack_hook
+        self._t = None
+        self._x = extra
+
 
 class _SavedExtra:
     """What a saved output (its data, not the tensor) or a packed saved tensor keeps."""
@@ -343,8 +365,16 @@ class OpNode(Node):
             edges = keep
         return tuple((e[0], e[1]) if e is not None else (None, 0) for e in edges)
 
-    # torch exposes saved values as _saved_<name>
+    # torch exposes saved values as _saved_<name> (and the SavedTensor objects as _raw_saved_<name>)
     def __getattr__(self, name):
+        if name.startswith("_raw_saved_"):
+            pname = name[len("_raw_saved_"):]
+            if pname == "result" and self._result is not None and type(self._result) is not tuple:
+                return self._result
+            for p, a in zip(self._op.params, self._args):
+                if p.name == pname and type(a) is SavedTensor:
+                    return a
+            raise AttributeError(name)
         if name.startswith("_saved_"):
             pname = name[len("_saved_"):]
             for p, a in zip(self._op.params, self.args):

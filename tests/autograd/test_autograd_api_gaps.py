@@ -299,3 +299,35 @@ def test_allow_mutation_on_saved_tensors_is_refused():
     with pytest.raises(NotImplementedError, match="allow_mutation_on_saved_tensors is not supported"):
         with ember.autograd.graph.allow_mutation_on_saved_tensors():
             pass
+
+
+def _saved_tensor_hooks_run(name, a):
+    T = _lib(name)
+    x = T.tensor(a, requires_grad=True)
+    y = x.sin()
+    raw = y.grad_fn._raw_saved_self
+    assert isinstance(raw, T.autograd.SavedTensor)
+    calls = []
+    raw.register_hooks(lambda t: (calls.append("pack"), t * 1)[1], lambda p: (calls.append("unpack"), p)[1])
+    errors = []
+    try:
+        raw.register_hooks(lambda t: t, lambda t: t)
+    except RuntimeError as e:
+        errors.append(str(e))
+    y.sum().backward()
+    try:
+        raw.register_hooks(lambda t: t, lambda t: t)
+    except RuntimeError as e:
+        errors.append(str(e))
+    z = x.exp()
+    z.grad_fn._raw_saved_result.register_hooks(lambda t: t.detach().numpy().copy(), lambda arr: T.tensor(arr))
+    z.sum().backward()
+    return calls, errors, x.grad.numpy()
+
+
+def test_saved_tensor_register_hooks_matches_torch():
+    a = _arr(4)
+    got, want = _saved_tensor_hooks_run("ember", a), _saved_tensor_hooks_run("torch", a)
+    assert got[0] == want[0] == ["pack", "unpack"]
+    assert got[1] == want[1] and len(got[1]) == 2
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
