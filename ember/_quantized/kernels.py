@@ -14,7 +14,7 @@ Out-of-range values clamp to the dtype's range. NaN follows torch's machine beha
 the largest value, qint32 to the smallest, per-channel 8-bit to 0.
 
 Dequantization is ``float32(q - zp) * float32(scale)`` (the difference in int32) per tensor and
-``float32((q - zp) * float64(scale))`` per channel, as torch's.
+``float32((q - zp) * float64(scale))`` per channel (all float32 with float zero points), as torch's.
 """
 from __future__ import annotations
 
@@ -90,8 +90,11 @@ def dequantize_per_tensor(q, scale, zero_point):
 def dequantize_per_channel(q, scales, zero_points, axis):
     """Per channel torch multiplies by the float64 scale and rounds once to float32."""
     shp = _channel_shape(q.ndim, axis)
-    s = np.asarray(scales, dtype=np.float64).reshape(shp)
     zp = np.asarray(zero_points).reshape(shp)
+    if zp.dtype.kind == "f":          # float zero points (per_channel_affine_float_qparams): all float32
+        s32 = np.asarray(scales, dtype=np.float32).reshape(shp)
+        return ((q.astype(np.float32) - zp.astype(np.float32)).astype(np.float32) * s32).astype(np.float32)
+    s = np.asarray(scales, dtype=np.float64).reshape(shp)
     diff = q.astype(np.float64) - zp.astype(np.float64)
     return (diff * s).astype(np.float32)
 
