@@ -459,3 +459,38 @@ def test_kwargs_and_inputs_without_grad_and_no_grad():
     np.testing.assert_allclose(w.grad.numpy(), xa.T @ (2 * np.cos(xa @ wa)), rtol=1e-4, atol=1e-5)
     with ember.no_grad():
         assert not ck.checkpoint(lambda t: t @ w, x, use_reentrant=False).requires_grad
+
+
+def test_debug_mode_without_error_and_autocast_replay_and_custom_function():
+    ck = ember.utils.checkpoint
+
+    class Sq(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, t):
+            ctx.save_for_backward(t)
+            return t * t
+
+        @staticmethod
+        def backward(ctx, g):
+            (t,) = ctx.saved_tensors
+            return 2 * t * g
+
+    a, wa = _arr(3, 4), _arr(4, 4)
+
+    def fn(t, w):
+        return Sq.apply((t @ w).tanh()).sum(dim=-1)
+
+    grads = []
+    for mode in ("plain", "debug", "autocast_plain", "autocast"):
+        x, w = ember.tensor(a, requires_grad=True), ember.tensor(wa, requires_grad=True)
+        cast = ember.autocast("cpu", dtype=ember.bfloat16) if mode.startswith("autocast") else \
+            contextlib.nullcontext()
+        with cast:
+            out = fn(x, w) if mode.endswith("plain") else ck.checkpoint(fn, x, w, use_reentrant=False,
+                                                                         debug=(mode == "debug"))
+        out.float().sum().backward()          # backward outside autocast: the recomputation replays it
+        grads.append((x.grad.numpy(), w.grad.numpy()))
+    for g, want in ((grads[1], grads[0]), (grads[3], grads[2])):
+        np.testing.assert_array_equal(g[0], want[0])
+        np.testing.assert_array_equal(g[1], want[1])
+    assert not np.array_equal(grads[0][0], grads[2][0])       # autocast did change the numbers
