@@ -19,6 +19,11 @@ What is recorded, on the thread that entered the profiler (wall-clock times):
 No CUDA activity is recorded (ember's GPU kernels are timed by ``benchmarks/``); asking for
 ``ProfilerActivity.CUDA`` is accepted and records the CPU side. Memory, stack, FLOP and
 module recording are not implemented: asking for them raises an error that names them.
+
+Also here, as in ``torch.profiler``: ``ExecutionTraceObserver`` (torch's execution-trace JSON
+of the ops run, ``_execution_trace.py``), ``itt`` (no ITT in ember: annotations are no-ops),
+``KinetoStepTracker``, ``supported_activities``/``kineto_available`` (ember's profiler is not
+Kineto), ``register_optimizer_step_post_hook`` and the ``profiler.profiler`` module.
 """
 from __future__ import annotations
 
