@@ -13,7 +13,7 @@ import numpy as np
 CHECKS_1D = ["distribute_roundtrip", "redistribute_all_1d", "from_local", "autograd_local", "redistribute_backward",
              "inplace", "matmul_family", "tp_mlp", "tp_mlp_layouts", "tp_attention", "sequence_parallel",
              "embedding", "factories", "repr_and_metadata", "errors", "comm_debug_mode", "distribute_module",
-             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout", "fallback", "clip_grad_norm"]
+             "compile", "scalars", "loss_parallel", "prepare_module_io", "dropout", "fallback", "clip_grad_norm", "optimizers_accumulate"]
 
 
 def run_once(tmp_path_factory, key, fn, nprocs, timeout):
@@ -779,4 +779,33 @@ def clip_grad_norm(mesh, rank):
     _close(n_tp, n_ref)
     for (n, p), (_, q) in zip(ref.named_parameters(), tp.named_parameters()):
         _close(q.grad, p.grad)
+    return True
+
+
+def optimizers_accumulate(mesh, rank):
+    """Gradients accumulated over two backward passes, zero_grad(set_to_none=False), foreach and
+    single-tensor optimizer paths: the TP model follows the single-process one."""
+    ember, dt = _lib()
+    from ember.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    for opt_cls, kw in [(ember.optim.SGD, {"lr": 0.1, "foreach": True, "nesterov": True, "momentum": 0.9}),
+                        (ember.optim.Adam, {"lr": 0.01, "amsgrad": True, "foreach": True}),
+                        (ember.optim.AdamW, {"lr": 0.01, "foreach": False, "fused": False})]:
+        ember.manual_seed(0)
+        ref = _MLP.make()
+        tp = parallelize_module(copy.deepcopy(ref), mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+        o1, o2 = opt_cls(ref.parameters(), **kw), opt_cls(tp.parameters(), **kw)
+        for step in range(2):
+            x = _rand(3, 8, seed=step)
+            for _ in range(2):
+                ref(x).pow(2).sum().backward()
+                tp(x).pow(2).sum().backward()
+            for (n, p), (_, q) in zip(ref.named_parameters(), tp.named_parameters()):
+                _close(q.grad, p.grad)
+            o1.step()
+            o2.step()
+            o1.zero_grad(set_to_none=False)
+            o2.zero_grad(set_to_none=False)
+            for (n, p), (_, q) in zip(ref.named_parameters(), tp.named_parameters()):
+                _close(q, p)
+                assert float(q.grad.full_tensor().abs().max()) == 0.0
     return True
