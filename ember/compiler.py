@@ -29,6 +29,19 @@
   (``ember/dynamo/guards.py``) and returns one bool per entry (False drops the guard). Unsafe as
   in torch: a dropped guard lets compiled code run on inputs it was not traced for.
 
+* ``compile(...)``: ``ember.compile``;
+* ``config``: cross-cutting knobs (``job_id``, ``dynamic_sources``, aliases of dynamo's knobs):
+  ``ember/_compiler_config.py``;
+* ``save_cache_artifacts()`` / ``load_cache_artifacts(blob)`` and ``CacheInfo``: the "mega-cache"
+  -- the aot / FX-graph / kernel cache entries this process used, as one blob another process
+  loads into its empty cache so its first compile hits (``ember/_dynamo/mega_cache.py``);
+* ``set_enable_guard_collectives(enabled)``: see its docstring;
+* ``NestedCompileRegionOptions``: the ``options`` of ``nested_compile_region``.
+
+Not provided: ``load_compiled_function`` (torch's serialized precompiled functions -- ember has
+no format to save a compiled function's guards and code in, so the name is absent rather than a
+function that cannot work).
+
 ``ember.compile`` itself (``ember/dynamo/__init__.py``) takes torch's arguments: ``options``
 are knobs of ``ember.inductor.config`` (an unknown name or a value of the wrong type is a
 RuntimeError, as in torch), set while that function's graphs compile and run; ``mode`` and
@@ -37,16 +50,22 @@ RuntimeError, as in torch), set while that function's graphs compile and run; ``
 accepted -- every ``ember.compile`` call already keeps its own entries; ``shapes_spec`` raises
 NotImplementedError; inside ``ember.export`` a call is ignored with a warning (as torch).
 """
+import dataclasses as _dataclasses
 import functools as _functools
+import sys as _sys
+from typing import Any as _Any, Callable as _Callable, Optional as _Optional
 
-from .dynamo import disable, list_backends, reset
+from . import _compiler_config as config
+from .dynamo import compile, disable, list_backends
+from .dynamo import reset as _reset_dynamo
 from .dynamo.backends import get_default_backend, set_default_backend
 from .dynamo.exc import FailOnRecompileLimitHit
 from .dynamo.polyfill import substitute_in_graph
 from .dynamo.stance import set_stance
 from .dynamo.variables.allowed import allow_in_graph, disallow_in_graph
 
-__all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling", "set_stance",
+__all__ = ["compile", "config", "save_cache_artifacts", "load_cache_artifacts", "CacheInfo",
+           "set_enable_guard_collectives", "NestedCompileRegionOptions", "reset", "disable", "list_backends", "is_compiling", "is_dynamo_compiling", "set_stance",
            "assume_constant_result", "allow_in_graph", "disallow_in_graph", "get_default_backend",
            "set_default_backend", "is_exporting", "substitute_in_graph", "nested_compile_region", "wrap_numpy",
            "cudagraph_mark_step_begin", "skip_guard_on_inbuilt_nn_modules_unsafe",
@@ -54,6 +73,74 @@ __all__ = ["reset", "disable", "list_backends", "is_compiling", "is_dynamo_compi
            "skip_all_guards_unsafe", "keep_portable_guards_unsafe", "FailOnRecompileLimitHit"]
 
 _EXPORT_DEPTH = 0       # > 0 while ember.export.export runs (ember/export/_trace.py)
+_sys.modules[__name__ + ".config"] = config      # ``import ember.compiler.config`` works too
+
+
+def reset() -> None:
+    """Forget all compiled code, counters and compile hooks (as ``torch.compiler.reset``: a fresh
+    process's compiler state; the disk caches are kept)."""
+    from .dynamo.callback import callback_handler
+    _reset_dynamo()
+    callback_handler.clear()
+
+
+def save_cache_artifacts():
+    """``(bytes, CacheInfo)`` bundling the compiled artifacts of this process (aot, FX-graph and
+    kernel cache entries it wrote or hit), or None when it compiled nothing cacheable."""
+    from ._dynamo.mega_cache import save_cache_artifacts as _save
+    return _save()
+
+
+def load_cache_artifacts(serialized_artifacts: bytes):
+    """Install a ``save_cache_artifacts`` blob into this process's caches (``$EMBER_CACHE_DIR``)
+    so its compiles of the same programs hit; returns a ``CacheInfo``, or None (a warning logged)
+    when the blob is not valid."""
+    from ._dynamo.mega_cache import load_cache_artifacts as _load
+    return _load(serialized_artifacts)
+
+
+def __getattr__(name):
+    if name == "CacheInfo":
+        from ._dynamo.mega_cache import CacheInfo
+        return CacheInfo
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_guard_collectives = [False]
+
+
+def set_enable_guard_collectives(enabled: bool) -> bool:
+    """torch: every rank issues a collective during guard evaluation so that all ranks agree on
+    recompiling (SPMD programs with compiler collectives). Returns the previous setting.
+
+    ember's guards never issue collectives: in one process (no process group, or a group of one
+    rank) agreement is trivial, so enabling is accepted there; with several ranks it raises
+    NotImplementedError rather than letting ranks silently diverge."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"set_enable_guard_collectives: argument 'enabled' must be a bool, "
+                        f"got {type(enabled).__name__}")
+    if enabled:
+        dist = _sys.modules.get("ember.distributed")
+        if dist is not None and dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+            raise NotImplementedError("ember.compiler.set_enable_guard_collectives(True): guard evaluation "
+                                      "with collectives across ranks is not supported")
+    prev, _guard_collectives[0] = _guard_collectives[0], enabled
+    return prev
+
+
+set_enable_guard_collectives._ember_forbidden_in_graph = True
+
+
+@_dataclasses.dataclass
+class NestedCompileRegionOptions:
+    """``nested_compile_region(options=...)`` (torch's ``NestedCompileRegionOptions``): compilers,
+    partitioner and decompositions for the region's own compile. ember inlines nested regions
+    into the enclosing graph, which is compiled as a whole, so only the defaults (all None) are
+    accepted."""
+    fw_compiler: _Optional[_Callable] = None
+    bw_compiler: _Optional[_Callable] = None
+    partitioner: _Any = None
+    decompositions: _Optional[dict] = None
 
 
 def is_compiling() -> bool:
@@ -95,6 +182,14 @@ def nested_compile_region(fn=None, *, options=None, max_reuse_entries: int = 8, 
     the compiled subgraph at each call site (less compile time); ember inlines the region at
     every call site into the enclosing graph (same results; the compile time is that of the
     inlined graph -- ember's warm-cache and fusion work on the whole graph)."""
+    if options is not None:
+        if not isinstance(options, NestedCompileRegionOptions):
+            raise TypeError(f"nested_compile_region: argument 'options' must be a NestedCompileRegionOptions, "
+                            f"got {type(options).__name__}")
+        custom = [f.name for f in _dataclasses.fields(options) if getattr(options, f.name) is not None]
+        if custom:
+            raise NotImplementedError(f"nested_compile_region(options=...): {', '.join(custom)} not supported: "
+                                      f"ember inlines the region into the enclosing graph and compiles them together")
     if not isinstance(max_reuse_entries, int) or max_reuse_entries < 1:
         raise ValueError(f"max_reuse_entries must be a positive int, got {max_reuse_entries!r}")
     if reuse_hash_fn is not None and not callable(reuse_hash_fn):

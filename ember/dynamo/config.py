@@ -24,3 +24,13 @@ automatic_dynamic_shapes = True
 # where Python needs its value (a branch, a size, an f-string) the graph breaks there and the
 # code after it sees the real number. False (the default): ``.item()`` breaks the graph.
 capture_scalar_outputs = False
+# Graph breaks raise (as with fullgraph=True) instead of splitting the graph: what
+# ``ember._dynamo.error_on_graph_break(True)`` switches on around a call or a function.
+error_on_graph_break = False
+# Capture frames of the standard library and site-packages too (ember's own files stay skipped):
+# ``ember._dynamo.dont_skip_tracing``. Frames already looked at and skipped stay skipped.
+dont_skip_tracing = False
+# A recompile raises ``RecompileError`` instead of compiling (torch._dynamo.config.error_on_recompile).
+error_on_recompile = False
+# Hitting the recompile limit raises ``FailOnRecompileLimitHit`` instead of running eagerly.
+fail_on_recompile_limit_hit = False

@@ -28,8 +28,9 @@ from .. import _torch_function as _tf
 from ..autograd import forward_ad as _fwd_ad
 from . import config, logs
 from . import stance as _stance
-from .exc import (AliasedDynamicView, BackendCompilerFailed, FailOnRecompileLimitHit, FullGraphError,
-                  RecompileLimitExceeded, SkipFrame, Unsupported, UserError)
+from . import callback as _callback
+from .exc import (AliasedDynamicView, BackendCompilerFailed, FailOnRecompileLimitHit, ForbiddenInGraph,
+                  FullGraphError, RecompileError, RecompileLimitExceeded, SkipFrame, Unsupported, UserError)
 from .example_value import preserve_rng
 from .output_graph import OutputGraph
 from .symbolic_convert import run_frame
@@ -209,7 +210,8 @@ class Compiler:
             return None
         cache = _caches.get(code)
         if cache is None:
-            if (_skipped_file(code) or _ember_generated(code, func)) and code not in _forced:
+            if (_skipped_file(code) or _ember_generated(code, func)) and code not in _forced and not \
+                    (config.dont_skip_tracing and not code.co_filename.startswith((_EMBER_DIR, "<"))):
                 _eval_frame.mark_skip(code)
                 return None
             cache = _caches[code] = CodeCache(code)
@@ -266,6 +268,13 @@ class Compiler:
 
     # ------------------------------------------------------------------ compiling
     def _compile(self, code, func, args, cache, mine):
+        if _callback.handler.start_callbacks or _callback.handler.end_callbacks:
+            # ember._dynamo.on_compile_start/on_compile_end hooks (callback.py)
+            with _callback.handler.install_callbacks(code, mine):
+                return self._compile_frame(code, func, args, cache, mine)
+        return self._compile_frame(code, func, args, cache, mine)
+
+    def _compile_frame(self, code, func, args, cache, mine):
         counters["frames"] += 1
         where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
         if mine:
@@ -273,10 +282,17 @@ class Compiler:
             reason = last.guard.guard_set.first_failure(func, args)
             counters["recompiles"] += 1
             logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)
+            if config.error_on_recompile:
+                raise RecompileError(f"Recompiling function {code.co_name} in {code.co_filename}:"
+                                     f"{code.co_firstlineno}\n    triggered by the following guard failure(s):"
+                                     f"\n    - {reason}")
             if self.dynamic is None and config.automatic_dynamic_shapes:
                 self._note_size_changes(last, func, args, cache, where)
             limit = config.recompile_limit if self.recompile_limit is None else self.recompile_limit
             if mine >= limit:
+                if config.fail_on_recompile_limit_hit:
+                    raise FailOnRecompileLimitHit(f"Hard failure due to fail_on_recompile_limit_hit: {where} hit "
+                                                 f"recompile_limit={limit}; last failed guard: {reason}")
                 if self.fullgraph and self.recompile_limit is not None:
                     raise FailOnRecompileLimitHit(f"ember.compile: {where} hit recompile_limit={limit} "
                                                  f"with fullgraph=True; last failed guard: {reason}")
@@ -309,8 +325,9 @@ class Compiler:
                 _eval_frame.mark_skip(code)
             return None
         except Unsupported as e:
-            if e.break_index is None or e.no_break or self.fullgraph:
-                return self._fallback(code, func, args, cache, output, str(e), where)
+            if e.break_index is None or e.no_break or self.fullgraph or self._error_on_break(e):
+                return self._fallback(code, func, args, cache, output, str(e), where,
+                                      error=self._error_on_break(e))
             # Graph break: trace again, stopping before the instruction that failed.
             reason = str(e)
             output = OutputGraph(code, func, len(args), self._dynamic_dims_fn(cache), static_views)
@@ -322,8 +339,9 @@ class Compiler:
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
                 fn, guard, info = output.compile(brk, self.backend, code.co_varnames[:len(args)])
             except Unsupported as e2:
-                return self._fallback(code, func, args, cache, output, str(e2), where)
-            except (NotImplementedError, BackendCompilerFailed, UserError):
+                return self._fallback(code, func, args, cache, output, str(e2), where,
+                                      error=self._error_on_break(e2))
+            except (NotImplementedError, BackendCompilerFailed, UserError, ForbiddenInGraph):
                 raise
             except Exception as e2:  # noqa: BLE001
                 counters["internal_errors"] += 1
@@ -333,10 +351,14 @@ class Compiler:
                 return self._fallback(code, func, args, cache, output,
                                       f"internal error {type(e2).__name__}: {e2}\n{traceback.format_exc()}",
                                       where, internal=True)
+            if getattr(e, "skip_rest", False):
+                # ember._dynamo.step_unsupported(): the rest of the frame runs eagerly
+                for rcode in output.resume_codes:
+                    _eval_frame.mark_skip(rcode)
             counters["graph_breaks"] += 1
             fallback_reasons.append((where, "graph break: " + reason))
             logs.get("graph_breaks").info("Graph break in %s: %s", where, reason)
-        except (NotImplementedError, BackendCompilerFailed, UserError):
+        except (NotImplementedError, BackendCompilerFailed, UserError, ForbiddenInGraph):
             raise
         except FullGraphError:
             raise
@@ -380,6 +402,8 @@ class Compiler:
         from ..nn.parameter import Parameter
         from .source import AttrSource, GetItemSource
         mode, auto = self.dynamic, cache.auto_dynamic
+        from .. import _compiler_config
+        by_name = _compiler_config.dynamic_source_dims if _compiler_config.dynamic_sources else None
 
         def module_buffer(source):
             return isinstance(source, GetItemSource) and isinstance(source.base, AttrSource) \
@@ -391,6 +415,8 @@ class Compiler:
                 d.update(range(t.ndim))
             elif mode is None:
                 d.update(auto.get(source.expr(), ()))
+            if by_name is not None:          # ember.compiler.config.dynamic_sources
+                d.update(by_name(source, t.ndim))
             static = getattr(t, "_ember_static_dims", None)    # mark_static: never symbolic
             return d - static if static else d
         return dims
@@ -452,11 +478,19 @@ class Compiler:
                 logs.get("recompiles").info("%s: size of %s changed in dim(s) %s (%s -> %s): making them "
                                             "dynamic", where, expr, sorted(new), tuple(shape), tuple(v.shape))
 
-    def _fallback(self, code, func, args, cache, output, reason, where, internal=False):
+    @staticmethod
+    def _error_on_break(e):
+        """``ember._dynamo.error_on_graph_break(True)`` is in force and ``e`` is a graph break the
+        user's program makes (not the split ember makes at a call that switches the setting)."""
+        return config.error_on_graph_break and not getattr(e, "config_patch_break", False)
+
+    def _fallback(self, code, func, args, cache, output, reason, where, internal=False, error=False):
         counters["eager_fallback"] += 1
         fallback_reasons.append((where, reason))
         if self.fullgraph and not internal:
             raise FullGraphError(f"ember.compile(fullgraph=True): cannot capture {where} as one graph: {reason}")
+        if error and not internal:
+            raise FullGraphError(f"ember._dynamo.error_on_graph_break(True): graph break in {where}: {reason}")
         logger = logs.get("graph_breaks")
         logger.info("Running %s eagerly: %s", where, reason)
         if internal:

@@ -19,9 +19,25 @@ class Unsupported(Exception):
         return f"{self.msg} (at {self.where})" if self.where else self.msg
 
 
-def graph_break():
+def graph_break(msg: str = ""):
     """Does nothing when run; under ``ember.compile`` the graph breaks here (as
-    ``torch._dynamo.graph_break()``): for tests and for splitting a graph on purpose."""
+    ``torch._dynamo.graph_break()``): for tests and for splitting a graph on purpose. ``msg``
+    is the reason logged for the break."""
+
+
+def skip_frame(msg: str = ""):
+    """Does nothing when run; under ``ember.compile`` the frame calling it is not compiled at all
+    (as ``torch._dynamo.skip_frame()``): it runs eagerly, and frames it calls are still captured."""
+
+
+def step_unsupported(msg: str = ""):
+    """Does nothing when run; under ``ember.compile`` the graph traced so far is compiled and the
+    rest of the frame, from this call on, runs eagerly (as ``torch._dynamo.step_unsupported()``)."""
+
+
+class ForbiddenInGraph(AssertionError):
+    """A function marked with ``ember._dynamo.forbid_in_graph`` was reached while tracing: raised
+    from the compile (torch raises AssertionError "Attempt to trace forbidden callable ...")."""
 
 
 class SkipFrame(Exception):
@@ -43,6 +59,10 @@ class RecompileLimitExceeded(Warning):
 class FailOnRecompileLimitHit(RuntimeError):
     """``ember.compile(fullgraph=True, recompile_limit=n)``: a function needed an n+1-th
     compile (torch's ``FailOnRecompileLimitHit``)."""
+
+
+class RecompileError(RuntimeError):
+    """``config.error_on_recompile``: a guard failed and the function would be compiled again."""
 
 
 class AliasedDynamicView(Exception):

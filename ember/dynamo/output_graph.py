@@ -54,6 +54,7 @@ class OutputGraph:
         # dynamic_dims(source, tensor) -> dims to make symbolic (see convert_frame.Compiler)
         self.dynamic_dims = dynamic_dims
         self.static_views = static_views   # view inputs keep static sizes (see add_tensor_input)
+        self.resume_codes = []             # resume functions a graph break calls (step_unsupported skips them)
         self.unspec_scalars = set()        # argument slots traced as unspecialized numbers (run_frame)
         self.unspec_sources = set()        # source exprs of outside numbers traced unspecialized (wrap)
         self._dynamic_views = {}           # id(memory root) -> (root, source expr, source) of views made symbolic
@@ -615,6 +616,7 @@ class OutputGraph:
                 raise Unsupported("graph break at the last instruction")
             lay = layout + (["__stack_result"] if brk.kind in ("call", "bool") else [])
             rcode = resume_code(code, target, lay, local_names)
+            self.resume_codes.append(rcode)
             resumes.append(self._code_fn(rcode, live, func))
         call_args = local_exprs + stack_exprs + (["__v"] if brk.kind in ("call", "bool") else [])
         argstr = ", ".join(call_args)

@@ -16,6 +16,11 @@ import tempfile
 from typing import Any, Callable, Optional
 
 
+# Every entry path this process wrote or read successfully, in order (ember.compiler's
+# save_cache_artifacts bundles the compile caches' ones into a portable blob).
+touched: dict = {}
+
+
 def cache_root() -> str:
     d = os.environ.get("EMBER_CACHE_DIR")
     if not d:
@@ -32,6 +37,7 @@ def atomic_write(path: str, data: bytes, suffix: str = "") -> None:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
+        touched[path] = None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
@@ -63,6 +69,7 @@ def read_entry(path: str, magic: bytes, version: str, loads: Callable[[bytes], A
         raise ValueError(f"unpickling failed: {type(e).__name__}: {e}") from e
     if not isinstance(entry, dict) or entry.get("format") != version:
         raise ValueError("not an entry of this format")
+    touched[path] = None
     return entry
 
 

@@ -74,6 +74,29 @@ def disallow_in_graph(fn):
     return fn
 
 
+_FORBIDDEN = {}    # id(fn) -> fn: ember._dynamo.forbid_in_graph
+
+
+def forbid_in_graph(fn):
+    """Make reaching ``fn`` while tracing an error of the compile (``ForbiddenInGraph``, an
+    AssertionError as torch's); returns ``fn``. Eager calls are unaffected."""
+    for f in _callables(fn, "forbid_in_graph"):
+        _FORBIDDEN[id(f)] = f
+    _forget_compiled_code()
+    return fn
+
+
+def is_forbidden(value) -> bool:
+    return _FORBIDDEN.get(id(value)) is value
+
+
+def allow_wrapper_in_graph(wrapper):
+    """Register a function object made just now (``nonstrict_trace``'s wrapper) as allowed in the
+    graph: no compiled code can hold it yet, so nothing is reset."""
+    _ALLOWED[id(wrapper)] = wrapper
+    return wrapper
+
+
 def is_allowed(value) -> bool:
     return _ALLOWED.get(id(value)) is value
 
@@ -106,6 +129,41 @@ class DisallowedFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"DisallowedFunctionVariable({_name(self.fn)})"
+
+
+class ForbiddenFunctionVariable(DisallowedFunctionVariable):
+    """A callable marked with ``forbid_in_graph``: calling it while tracing is an error."""
+
+    def call_function(self, tx, args, kwargs):
+        from ..exc import ForbiddenInGraph
+        raise ForbiddenInGraph(f"Attempt to trace forbidden callable {self.fn}")
+
+
+class ConfigPatchedFunctionVariable(DisallowedFunctionVariable):
+    """A function decorated with a dynamo config patch that differs from the config in force: the
+    graph splits at its call (a split ember makes, not one the program asks for, so
+    ``error_on_graph_break`` does not turn it into an error); the call runs the wrapper eagerly and
+    the function's frame is compiled under the patched config."""
+
+    def call_function(self, tx, args, kwargs):
+        e = Unsupported(f"call of {_name(self.fn)}, which runs under ember.dynamo.config "
+                        f"{self.fn._ember_config_patch}")
+        e.config_patch_break = True
+        raise e
+
+
+class ConfigPatchFactoryVariable(DisallowedFunctionVariable):
+    """``ember._dynamo.patch_dynamo_config`` / ``error_on_graph_break`` / ``dont_skip_tracing``
+    called inside compiled code: the manager it makes is not traced, so the frame runs eagerly
+    (the manager then applies for real to the frames the block calls, which are compiled). Not an
+    error under ``error_on_graph_break(True)``: the program asked for no break here."""
+
+    def call_function(self, tx, args, kwargs):
+        e = Unsupported(f"{_name(self.fn)}(...) called inside a compiled frame: the frame runs eagerly "
+                        f"(the config it sets applies to the frames called in its block)")
+        e.no_break = True
+        e.config_patch_break = True
+        raise e
 
 
 class AllowedFunctionVariable(VariableTracker):

@@ -166,7 +166,31 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return TracebackModuleVariable(value, source)
-    from .allowed import is_allowed, is_disallowed
+    from .allowed import is_allowed, is_disallowed, is_forbidden
+    if is_forbidden(value):
+        from .allowed import ForbiddenFunctionVariable
+        if g:
+            g.id_match(source, value)
+        return ForbiddenFunctionVariable(value, source)
+    if getattr(value, "_ember_config_patch_factory", False) is True:
+        # ember._dynamo.error_on_graph_break(...) / patch_dynamo_config(...) called in compiled
+        # code (a ``with`` block): the frame runs eagerly, the block's setting applies for real
+        from .allowed import ConfigPatchFactoryVariable
+        if g:
+            g.id_match(source, value)
+        return ConfigPatchFactoryVariable(value, source)
+    if getattr(value, "_ember_config_patch", None) is not None and isinstance(value, types.FunctionType):
+        # a function decorated with ember._dynamo.patch_dynamo_config / error_on_graph_break /
+        # dont_skip_tracing: traced as the function itself when the patch changes nothing now;
+        # otherwise the graph splits at the call, which runs the wrapper (the patch applies)
+        # and the function's own frame is compiled under it (allowed.ConfigPatchedFunctionVariable)
+        from .. import config as _dcfg
+        if all(getattr(_dcfg, k) == v for k, v in value._ember_config_patch.items()):
+            return wrap(tx, value.__wrapped__, AttrSource(source, "__wrapped__") if source else None, guard)
+        from .allowed import ConfigPatchedFunctionVariable
+        if g:
+            g.id_match(source, value)
+        return ConfigPatchedFunctionVariable(value, source)
     if is_allowed(value) or is_disallowed(value):
         # ember.compiler.allow_in_graph / disallow_in_graph (variables/allowed.py)
         from .allowed import AllowedFunctionVariable, DisallowedFunctionVariable

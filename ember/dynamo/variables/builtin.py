@@ -9,7 +9,7 @@ import operator
 import os
 import warnings
 
-from ..exc import ObservedException, Unsupported, graph_break
+from ..exc import ObservedException, SkipFrame, Unsupported, graph_break, skip_frame, step_unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable, fold_binary
 from .environ import getenv_call
@@ -198,6 +198,9 @@ class BuiltinVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if self.fn is itertools.chain and name == "from_iterable":
             return BuiltinVariable(_CHAIN_FROM_ITERABLE)
+        attrs = _HANDLER_ATTRS.get(self.fn) if type(self.fn).__hash__ is not None else None
+        if attrs is not None and name in attrs:      # ember._dynamo.comptime's shortcuts
+            return BuiltinVariable(attrs[name])
         raise Unsupported(f"attribute {name!r} of builtin {getattr(self.fn, '__name__', self.fn)}")
 
     def __repr__(self):
@@ -832,9 +835,37 @@ def _register_dataclass_handlers():
 _register_dataclass_handlers()
 
 
+def _msg_of(args, kwargs):
+    """The constant ``msg`` argument of graph_break/skip_frame/step_unsupported ('' if none)."""
+    v = args[0] if args else kwargs.get("msg")
+    return "" if v is None else str(v.as_python_constant()) if v.is_python_constant() else "<not a constant>"
+
+
 def _graph_break(tx, args, kwargs):
-    raise Unsupported("ember.dynamo.graph_break() called")
+    msg = _msg_of(args, kwargs)
+    raise Unsupported("ember.dynamo.graph_break() called" + (f": {msg}" if msg else ""))
+
+
+def _skip_frame(tx, args, kwargs):
+    msg = _msg_of(args, kwargs)
+    raise SkipFrame("skip_frame() called" + (f": {msg}" if msg else ""))
+
+
+def _step_unsupported(tx, args, kwargs):
+    msg = _msg_of(args, kwargs)
+    e = Unsupported("step_unsupported() called" + (f": {msg}" if msg else ""))
+    e.skip_rest = True          # convert_frame: the resume function runs eagerly
+    raise e
 
 
 _HANDLERS[graph_break] = _graph_break
+_HANDLER_ATTRS = {}        # handled object -> {attribute: handled function} (comptime.print_graph)
+
+
+def _register_comptime():
+    from ..comptime import register
+    register(_HANDLERS, _HANDLER_ATTRS)
+_HANDLERS[skip_frame] = _skip_frame
+_HANDLERS[step_unsupported] = _step_unsupported
 _HANDLERS.update({fn: root_log_function(fn) for fn in _ROOT_FUNCTIONS})
+_register_comptime()
