@@ -151,7 +151,11 @@ class DTensor(Tensor):
 
     def redistribute(self, device_mesh=None, placements=None, *, async_op=False, forward_dtype=None,
                      backward_dtype=None):
-        """The same global value laid out as ``placements`` (differentiable)."""
+        """The same global value laid out as ``placements`` (differentiable). ``async_op``: the
+        collectives run at once either way (the result is ready when this returns)."""
+        if forward_dtype is not None or backward_dtype is not None:
+            raise NotImplementedError("ember.distributed.tensor: redistribute with forward_dtype/backward_dtype "
+                                      "is not supported")
         mesh = self.device_mesh if device_mesh is None else check_mesh(device_mesh, "DTensor.redistribute")
         if mesh != self.device_mesh:
             raise NotImplementedError("ember.distributed.tensor: redistribute to a different DeviceMesh "
