@@ -114,10 +114,18 @@ def cross_entropy(input, target, weight, reduction_enum, ignore_index):
     if x.ndim >= 2 and t.ndim >= 1 and x.shape[0] != t.shape[0]:
         return None                       # nll_loss's own error
     sel = _selected_log_softmax(x, t, weight, ignore_index)
-    if sel is not None:                   # nll_loss of the one picked entry per row
-        out = _kernel("nll_loss_nd")(np, sel, np.zeros(sel.shape[0], np.int64), None, reduction_enum,
-                                     ignore_index)[0]
-        return _make(out, input.device, input.dtype)
+    if sel is not None:
+        # nll_loss_nd's arithmetic with all weights 1: loss = -sel * 1, total = the row count
+        # (a sum of ones, exact), mean = sum(loss) / total in the input's dtype
+        dt = x.dtype
+        loss = -sel
+        if reduction_enum == 0:
+            out = loss
+        elif reduction_enum == 2:
+            out = loss.sum(dtype=dt)
+        else:
+            out = loss.sum(dtype=dt) / dt.type(sel.shape[0])
+        return _make(np.asarray(out).astype(dt), input.device, input.dtype)
     logp = _kernel("_log_softmax")(np, x, 0 if x.ndim == 1 else 1, False)
     out = _kernel("nll_loss_nd")(np, logp, t, None if weight is None else weight._data, reduction_enum,
                                  ignore_index)[0]
@@ -125,10 +133,10 @@ def cross_entropy(input, target, weight, reduction_enum, ignore_index):
 
 
 def _selected_log_softmax(x, t, weight, ignore_index):
-    """(N, 1): ``log_softmax(x, 1)[i, t[i]]`` with the ``_log_softmax`` kernel's arithmetic
+    """(N,): ``log_softmax(x, 1)[i, t[i]]`` with the ``_log_softmax`` kernel's arithmetic
     (row max, shift, exp, sum, log), computing the final ``z - log(s)`` for the picked entries
     only, and the exp in place; None unless x is (N, C), unweighted, every target a class and no
-    ignore_index among the classes (then nll_loss's weights are all 1 and the picked column is 0)."""
+    ignore_index among the classes (then nll_loss's weights are all 1)."""
     if x.ndim != 2 or weight is not None or t.ndim != 1 or t.dtype != np.int64 or x.size == 0:
         return None
     N, C = x.shape
@@ -138,4 +146,4 @@ def _selected_log_softmax(x, t, weight, ignore_index):
         z = x - np.max(x, axis=1, keepdims=True)
         zt = z[np.arange(N), t]
         s = np.sum(np.exp(z, out=z), axis=1, keepdims=True)
-        return (zt - np.log(s)[:, 0])[:, None]
+        return zt - np.log(s)[:, 0]

@@ -446,3 +446,22 @@ def test_erfinv_layout_equals_numpy_path(dtype, monkeypatch):
         assert fast.stride() == slow.stride()
         if dtype == np.float32:
             _same(fast, slow)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_cross_entropy_fast_path_extreme_logits(dtype, reduction, monkeypatch):
+    rng = np.random.default_rng(15)
+    x = (rng.standard_normal((40, 30)) * 30).astype(dtype)
+    x[0, :] = -np.inf
+    x[1, 3] = np.inf
+    x[2, 4] = np.nan
+    x[3, :] = 1e30 if dtype == np.float64 else 1e30
+    y = rng.integers(0, 30, 40)
+    xe, ye = ember.tensor(x), ember.tensor(y)
+    with np.errstate(all="ignore"):
+        fast, slow = _both(lambda: F.cross_entropy(xe, ye, reduction=reduction), monkeypatch)
+    _same(fast, slow)
+    want = TF.cross_entropy(torch.tensor(x[4:]), torch.tensor(y[4:]), reduction=reduction)
+    got = F.cross_entropy(ember.tensor(x[4:]), ember.tensor(y[4:]), reduction=reduction)
+    np.testing.assert_allclose(_np(got), _np(want), rtol=1e-5 if dtype == np.float32 else 1e-12)
