@@ -473,7 +473,13 @@ def factories(mesh, rank):
         assert d.dtype == ember.float32
     d = dt.full((4, 2), 7.5, device_mesh=mesh, placements=[dt.Shard(1)], dtype=ember.float64)
     assert d.dtype == ember.float64 and ember.equal(d.full_tensor(), ember.full((4, 2), 7.5, dtype=ember.float64))
-    z = dt.zeros((2, 2), device_mesh=mesh, requires_grad=True)
+    try:
+        dt.ones(2, device_mesh=mesh, layout=ember.sparse_coo)
+    except NotImplementedError as e:
+        assert "only layout=torch.strided" in str(e)
+    else:
+        raise AssertionError("a sparse layout was accepted")
+    z = dt.zeros((2, 2), device_mesh=mesh, requires_grad=True, layout=ember.strided)
     assert z.requires_grad and z.placements == (dt.Replicate(),)
     # random factories: rank 0's global draw, cut; replicas agree even when generators differ
     ember.manual_seed(100 + rank)

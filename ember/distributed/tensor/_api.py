@@ -315,10 +315,17 @@ def _coordinate_of(mesh, group_rank):
     return tuple(group_rank for _ in range(mesh.ndim))
 
 
+def _check_layout(layout, what):
+    if layout is not None and layout is not ember.strided:
+        raise NotImplementedError(f"ember.distributed.tensor.{what}: only layout=torch.strided is supported, "
+                                  f"got {layout}")
+
+
 def _factory(fill, what):
     def make(*size, requires_grad=False, dtype=None, layout=None, device_mesh=None, placements=None, **kw):
         if kw:
             raise TypeError(f"{what}() got an unexpected keyword argument '{sorted(kw)[0]}'")
+        _check_layout(layout, what)
         if len(size) == 1 and isinstance(size[0], (list, tuple, ember.Size)):
             size = tuple(size[0])
         size = tuple(int(s) for s in size)
@@ -350,6 +357,7 @@ def _random(draw, what):
     def make(*size, requires_grad=False, dtype=None, layout=None, device_mesh=None, placements=None):
         if len(size) == 1 and isinstance(size[0], (list, tuple, ember.Size)):
             size = tuple(size[0])
+        _check_layout(layout, what)
         rep = _factory(lambda s, d: draw(s, dtype=d), what)(size, dtype=dtype, device_mesh=device_mesh)
         mesh = rep.device_mesh
         placements = normalize_placements(placements, mesh, rep.ndim, what)
@@ -370,4 +378,5 @@ randn = _random(ember.randn, "randn")
 
 def full(size, fill_value, *, requires_grad=False, dtype=None, layout=None, device_mesh=None, placements=None):
     return _factory(lambda s, d: ember.full(s, fill_value, dtype=d), "full")(
-        size, requires_grad=requires_grad, dtype=dtype, device_mesh=device_mesh, placements=placements)
+        size, requires_grad=requires_grad, dtype=dtype, layout=layout, device_mesh=device_mesh,
+        placements=placements)
