@@ -127,3 +127,8 @@ def is_grad_enabled():
 
 def is_inference_mode_enabled():
     return STATE.inference
+
+
+# torch.autograd.grad_mode's other switches (they live in _switches.py)
+from ._switches import (_force_original_view_tracking, _unsafe_preserve_version_counter,  # noqa: E402,F401
+                        enforce_grad_layout_policy, set_multithreading_enabled)
