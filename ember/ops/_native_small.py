@@ -323,8 +323,8 @@ def topk(a, k: int, d: int, largest: bool):
         return vals, idx
     isz = a.itemsize
     st = a.strides
-    # the outer dims as one stride is only right when they are one dense block of the array;
-    # otherwise run them one collapsed slice at a time (rare: a non-contiguous multi-dim outer)
+    # the dims before (after) ``d`` run as one flattened dim of one stride: right when they are
+    # row-major dense among themselves; otherwise (rare) a contiguous copy is searched instead
     so = _collapsed_stride(shape[:d], st[:d])
     si = _collapsed_stride(shape[d + 1:], st[d + 1:])
     if so is None or si is None:
@@ -354,6 +354,10 @@ def _collapsed_stride(shape, strides):
     return 0 if st is None else st
 
 
+_ONES = {n: (1,) * (3 - n) for n in (1, 2, 3)}      # leading sizes of a 1-d / 2-d pooling as 3-d
+_ZEROS = {n: (0,) * (3 - n) for n in (1, 2, 3)}
+
+
 def max_pool(x, k, s, p, d, out):
     """(values, int64 flat spatial indices) of max pooling ``x`` (N, C, *S; 1 to 3 spatial dims,
     any strides) into C-contiguous (N, C, *out); None when the native path does not cover ``x``."""
@@ -366,15 +370,16 @@ def max_pool(x, k, s, p, d, out):
     nd = len(k)
     if fn is None or not 1 <= nd <= 3:
         return None
-    pad = 3 - nd
-    N, C = x.shape[:2]
+    one, zero = _ONES[nd], _ZEROS[nd]
+    shape = x.shape
     isz = x.itemsize
     xs = [t // isz for t in x.strides]
-    geo = np.array([N, C] + [1] * pad + list(x.shape[2:]) + [1] * pad + list(out) + [1] * pad + list(k)
-                   + [1] * pad + list(s) + [0] * pad + list(p) + [1] * pad + list(d)
-                   + xs[:2] + [0] * pad + xs[2:] + [_threads(x.size)], dtype=np.int64)
-    vals = np.empty((N, C) + tuple(out), x.dtype)
-    idx = np.empty((N, C) + tuple(out), np.int64)
+    # (one list display: this call is most of a small pooling's fixed cost)
+    geo = np.array([*shape[:2], *one, *shape[2:], *one, *out, *one, *k, *one, *s, *zero, *p, *one, *d,
+                    *xs[:2], *zero, *xs[2:], _threads(x.size)], dtype=np.int64)
+    oshape = shape[:2] + tuple(out)
+    vals = np.empty(oshape, x.dtype)
+    idx = np.empty(oshape, np.int64)
     if vals.size:
         fn(x.ctypes.data, geo.ctypes.data, vals.ctypes.data, idx.ctypes.data)
     return vals, idx
