@@ -465,3 +465,13 @@ def test_cross_entropy_fast_path_extreme_logits(dtype, reduction, monkeypatch):
     want = TF.cross_entropy(torch.tensor(x[4:]), torch.tensor(y[4:]), reduction=reduction)
     got = F.cross_entropy(ember.tensor(x[4:]), ember.tensor(y[4:]), reduction=reduction)
     np.testing.assert_allclose(_np(got), _np(want), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_topk_non_dense_outer_and_inner_dims(monkeypatch):
+    a = _ties(np.random.default_rng(16), (4, 6, 9, 3), np.float32)
+    base = ember.tensor(a)
+    for v, dim in [(base[:, ::2], -1), (base[:, ::2], 2), (base[:, :, ::3], 0), (base.permute(3, 0, 2, 1), 2)]:
+        for largest in (True, False):
+            fast, slow = _both(lambda: ember.topk(v, 2, dim, largest), monkeypatch)
+            _same(fast[0], slow[0])
+            _same(fast[1], slow[1])
