@@ -331,3 +331,25 @@ def test_saved_tensor_register_hooks_matches_torch():
     assert got[0] == want[0] == ["pack", "unpack"]
     assert got[1] == want[1] and len(got[1]) == 2
     np.testing.assert_allclose(got[2], want[2], rtol=1e-5)
+
+
+@pytest.mark.parametrize("name", LIBS)
+def test_autograd_profiler_helpers(name):
+    P = _lib(name).autograd.profiler
+    u = P.EnforceUnique()
+    u.see("a", 1)
+    u.see("a", 2)
+    with pytest.raises(RuntimeError, match=r"duplicate key: \('a', 1\)"):
+        u.see("a", 1)
+    with P.emit_nvtx(enabled=False), P.emit_itt(enabled=False):
+        pass
+
+
+def test_vendor_range_emitters_are_refused_when_enabled():
+    P = ember.autograd.profiler
+    with pytest.raises(NotImplementedError, match="no NVTX binding"):
+        P.emit_nvtx()
+    with pytest.raises(NotImplementedError, match="no ITT binding"):
+        P.emit_itt(enabled=True)
+    with pytest.raises(NotImplementedError, match="nvprof"):
+        P.load_nvprof("x.nvvp")
