@@ -163,6 +163,7 @@ _TOP_LEVEL_FROM = {
                      "QUInt4x2Storage", "QUInt2x4Storage"), "_torch_level_gaps"),
     **dict.fromkeys(("parse_schema", "FunctionSchema", "Argument"), "_function_schema"),   # torch's schema objects
     **dict.fromkeys(("Stream", "Event", "SymFloat", "Tag"), "_generic_stream"),   # CPU streams/events, SymFloat, Tag
+    "Future": "futures",                    # torch.Future: the futures' class (ember/futures.py)
 }
 _LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional",    # torch.futures, .hub, .quasirandom, .functional
                        "mps", "xpu", "mtia", "torch_version")    # absent backends (ember/_absent_backend.py), versions

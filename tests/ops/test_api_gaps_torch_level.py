@@ -368,6 +368,7 @@ def test_fork_wait_flags_and_files():
         warnings.simplefilter("ignore")
         fut = ember.fork(lambda a, b: a + b, 2, 3)
         assert ember.wait(fut) == 5
+    assert isinstance(fut, ember.Future) and ember.Future is ember.futures.Future
     assert ember.has_lapack and ember.has_spectral and ember.has_openmp and isinstance(ember.has_mkl, bool)
     assert ember.legacy_contiguous_format is ember.contiguous_format
     assert ember.compiled_with_cxx11_abi() is True and ember.init_num_threads() is None
