@@ -4,7 +4,7 @@ import importlib as _importlib
 
 def __getattr__(name):
     if name in ("data", "checkpoint", "hooks", "dlpack", "_pytree", "benchmark", "collect_env", "deterministic",
-                "backend_registration"):
+                "backend_registration", "weak"):
         mod = _importlib.import_module(f"ember.utils.{name}")
         globals()[name] = mod
         return mod

@@ -468,6 +468,7 @@ def test_func_and_utils_additions():
     with pytest.raises(NotImplementedError):
         ember.utils.backend_registration.generate_methods_for_privateuse1_backend()
     assert ember.utils.swap_tensors is not None
+    assert ember.utils.weak.WeakTensorKeyDictionary is not None
 
 
 def test_collect_env_runs_as_a_module():
