@@ -8,7 +8,13 @@ from .fake_quantize import *  # noqa: F401,F403
 from .qconfig import *  # noqa: F401,F403
 from .qconfig_mapping import *  # noqa: F401,F403
 from .quant_type import QuantType  # noqa: F401
-from .quantization_mappings import *  # noqa: F401,F403
+from .quantization_mappings import (  # noqa: F401  (the DEFAULT_* dicts: __getattr__ below)
+    no_observer_set, get_default_static_quant_module_mappings, get_default_static_quant_reference_module_mappings,
+    get_embedding_static_quant_module_mappings, get_default_static_sparse_quant_module_mappings,
+    get_static_quant_module_class, get_dynamic_quant_module_class, get_default_qat_module_mappings,
+    get_embedding_qat_module_mappings, get_default_dynamic_quant_module_mappings,
+    get_default_dynamic_sparse_quant_module_mappings, get_default_qconfig_propagation_list,
+    get_default_compare_output_module_list, get_default_float_to_quantized_operator_mappings, get_quantized_operator)
 from .quantize import *  # noqa: F401,F403
 from .stubs import QuantStub, DeQuantStub, QuantWrapper  # noqa: F401
 from .fuse_modules import fuse_modules, fuse_modules_qat, fuse_conv_bn_eval  # noqa: F401
