@@ -68,5 +68,35 @@ def test_static_flow_and_errors():
         ember.ao.nn.quantized.Embedding.from_float(ember.nn.Linear(2, 2))
     with pytest.raises(IndexError, match="index out of range in self"):
         es[0](ember.tensor([6]))
-    with pytest.raises(NotImplementedError, match="nn.EmbeddingBag"):
-        eq.quantize_dynamic(ember.nn.Sequential(ember.nn.EmbeddingBag(5, 3)), dtype=ember.quint8)
+
+
+@pytest.mark.parametrize("include_last_offset", [False, True])
+def test_embedding_bag_sum_matches_torch(include_last_offset):
+    rng = np.random.default_rng(8 + include_last_offset)
+    w = (rng.standard_normal((20, 16)) * 2).astype(np.float32)
+    em = ember.nn.EmbeddingBag(20, 16, mode="sum", include_last_offset=include_last_offset)
+    tm = torch.nn.EmbeddingBag(20, 16, mode="sum", include_last_offset=include_last_offset)
+    em.weight.data = ember.tensor(w)
+    with torch.no_grad():
+        tm.weight.copy_(torch.tensor(w))
+    eqm = eq.quantize_dynamic(ember.nn.Sequential(em), dtype=ember.quint8)[0]
+    tqm = tq.quantize_dynamic(torch.nn.Sequential(tm), dtype=torch.quint8)[0]
+    assert repr(eqm).replace("ember", "torch") == repr(tqm)
+    for _ in range(3):
+        idx = rng.integers(0, 20, 11)
+        off = np.array([0, 3, 3, 7] + ([11] if include_last_offset else []))
+        psw = rng.uniform(0.5, 2, 11).astype(np.float32)
+        a = eqm(ember.tensor(idx), ember.tensor(off))
+        b = tqm(torch.tensor(idx), torch.tensor(off))
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+        a = eqm(ember.tensor(idx), ember.tensor(off), per_sample_weights=ember.tensor(psw))
+        b = tqm(torch.tensor(idx), torch.tensor(off), per_sample_weights=torch.tensor(psw))
+        assert a.numpy().tobytes() == b.numpy().tobytes()
+    idx2 = rng.integers(0, 20, (4, 3))
+    if not include_last_offset:
+        assert eqm(ember.tensor(idx2)).numpy().tobytes() == tqm(torch.tensor(idx2)).numpy().tobytes()
+    # torch's quantized bag sums whatever the mode; ember refuses "mean" / "max"
+    mean_bag = ember.nn.EmbeddingBag(20, 16, mode="mean")
+    qmean = eq.quantize_dynamic(ember.nn.Sequential(mean_bag), dtype=ember.quint8)[0]
+    with pytest.raises(NotImplementedError, match="mode='mean'"):
+        qmean(ember.tensor(idx), ember.tensor(np.array([0, 3])))

@@ -1,7 +1,7 @@
 """Module mappings of eager-mode quantization, as torch's ``quantization_mappings``: float (or
 fused, or QAT) module class -> the class ``convert`` / ``prepare_qat`` / ``quantize_dynamic``
 swaps in, with ember's classes on both sides. Only the layers ember has a quantized version of
-appear (torch's quantized EmbeddingBag, PReLU, MultiheadAttention ... are absent from ember, so
+appear (torch's quantized PReLU, MultiheadAttention ... are absent from ember, so
 are their entries: such layers stay float through ``convert``).
 
 ``DEFAULT_*`` are the module-level dicts (built on first access: they name classes from
@@ -34,14 +34,15 @@ def _static():
     from ..nn.quantized.modules import static as nnq
     from ..nn.quantized.modules import activation as nnqa
     from ..nn.quantized.modules import normalization as nnqn
-    from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding
+    from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding, EmbeddingBag as QEmbeddingBag
     from ..nn.quantized.modules.functional_modules import FloatFunctional, QFunctional
     from .stubs import DeQuantStub, QuantStub
     return {
         nn.BatchNorm2d: nnqa.BatchNorm2d, nn.BatchNorm3d: nnqa.BatchNorm3d, nn.Dropout: nnqa.Dropout,
         nn.ELU: nnqa.ELU, nn.Hardswish: nnqa.Hardswish, nn.LeakyReLU: nnqa.LeakyReLU, nn.ReLU6: nnqa.ReLU6,
         nni.BNReLU2d: nnqa.BNReLU2d, nni.BNReLU3d: nnqa.BNReLU3d,
-        nn.Embedding: QEmbedding, nn.LayerNorm: nnqn.LayerNorm, nn.GroupNorm: nnqn.GroupNorm, nn.InstanceNorm1d: nnqn.InstanceNorm1d,
+        nn.Embedding: QEmbedding, nn.EmbeddingBag: QEmbeddingBag,
+        nn.LayerNorm: nnqn.LayerNorm, nn.GroupNorm: nnqn.GroupNorm, nn.InstanceNorm1d: nnqn.InstanceNorm1d,
         nn.InstanceNorm2d: nnqn.InstanceNorm2d, nn.InstanceNorm3d: nnqn.InstanceNorm3d,
         FloatFunctional: QFunctional,
         QuantStub: nnq.Quantize, DeQuantStub: nnq.DeQuantize,
@@ -68,8 +69,9 @@ def _qat():
 
 def _dynamic():
     from ..nn.quantized import dynamic as nnqd
-    from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding
-    return {nn.GRUCell: nnqd.GRUCell, nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM, nn.GRU: nnqd.GRU,
+    from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding, EmbeddingBag as QEmbeddingBag
+    return {nn.EmbeddingBag: QEmbeddingBag, nn.GRUCell: nnqd.GRUCell, nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM,
+            nn.GRU: nnqd.GRU,
             nn.LSTMCell: nnqd.LSTMCell, nn.RNNCell: nnqd.RNNCell, nn.Embedding: QEmbedding}
 
 

@@ -147,9 +147,6 @@ def quantize_dynamic(model, qconfig_spec=None, dtype=None, mapping=None, inplace
         qconfig_spec = dict(zip(qconfig_spec, itertools.repeat(default)))
     elif not isinstance(qconfig_spec, dict):
         raise TypeError(f"quantize_dynamic(): qconfig_spec must be a set or a dict, got {type(qconfig_spec).__name__}")
-    if nn.EmbeddingBag in qconfig_spec and any(type(m) is nn.EmbeddingBag for m in model.modules()):
-        raise NotImplementedError("ember.quantization: weight-only quantization of nn.EmbeddingBag is not supported "
-                                  "(nn.Embedding is)")
     if mapping is None:
         mapping = get_default_dynamic_quant_module_mappings()
     if not inplace:

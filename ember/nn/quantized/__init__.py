@@ -9,4 +9,4 @@ from ember.ao.nn.quantized import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dr
                                   BatchNorm3d)
 from ember.ao.nn.quantized import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402,E501
                                   Softmax)
-from ember.ao.nn.quantized import Embedding  # noqa: F401,E402
+from ember.ao.nn.quantized import Embedding, EmbeddingBag  # noqa: F401,E402

@@ -12,4 +12,4 @@ from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Drop
 from ember.nn import MaxPool2d  # noqa: F401,E402  (torch's nnq.MaxPool2d is the float module: it runs on quantized tensors)
 from .modules.normalization import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d, InstanceNorm3d,  # noqa: F401,E402,E501
                                     Softmax)
-from .modules.embedding_ops import Embedding  # noqa: F401,E402
+from .modules.embedding_ops import Embedding, EmbeddingBag  # noqa: F401,E402

@@ -1,7 +1,8 @@
 """Weight-only quantized ``Embedding`` (torch's ``QuantizedEmbedding``): the table stored as quint8
 rows, each with its own float scale and float zero point (``per_channel_affine_float_qparams``);
 a lookup returns float32 rows computed as fbgemm's ``embedding_byte`` does,
-``fma(q, scale, -zero_point * scale)``. (EmbeddingBag and 4-bit tables are not supported.)"""
+``fma(q, scale, -zero_point * scale)``; ``EmbeddingBag`` sums them per bag. (4-bit tables are not
+supported.)"""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,7 @@ from ember._quantized import kernels as _K
 from ember._quantized import schemes as _QS
 from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
 
-__all__ = ["Embedding", "EmbeddingPackedParams"]
+__all__ = ["Embedding", "EmbeddingBag", "EmbeddingPackedParams"]
 
 _F32 = np.float32
 
@@ -137,4 +138,89 @@ class Embedding(nn.Module):
         qweight = quantize_rows_float_qparams(mod.weight.float(), scales, zero_points)
         out = cls(mod.num_embeddings, mod.embedding_dim)
         out.set_weight(qweight)
+        return out
+
+
+class EmbeddingBag(Embedding):
+    """Sums of quint8 rows per bag (``mode="sum"``), as fbgemm's ``embedding_bag_byte``: each row
+    added as ``fma(scale, q, acc + bias)`` in float32 (a per-sample weight scales ``scale`` and
+    ``bias``). torch's quantized EmbeddingBag ignores ``mode`` (a "mean" or "max" bag returns the
+    sum); ember refuses those modes instead of returning a sum."""
+
+    _version = 1
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="sum", sparse=False, _weight=None, include_last_offset=False, dtype=ember.quint8):
+        super().__init__(num_embeddings, embedding_dim, _weight=_weight, dtype=dtype)
+        self.mode = mode
+        self.pruned_weights = False
+        self.include_last_offset = include_last_offset
+        self.dtype = dtype
+
+    def _get_name(self):
+        return "QuantizedEmbeddingBag"
+
+    def forward(self, indices, offsets=None, per_sample_weights=None, compressed_indices_mapping=None):
+        if self.mode != "sum":
+            raise NotImplementedError(f"ember.quantization: quantized EmbeddingBag with mode={self.mode!r} is not "
+                                      "supported (torch's kernel returns the sum whatever the mode; mode='sum' is "
+                                      "supported)")
+        if compressed_indices_mapping is not None:
+            raise NotImplementedError("ember.quantization: pruned (compressed) quantized EmbeddingBag tables are not "
+                                      "supported")
+        idx = np.asarray(indices.detach()._data)
+        if idx.ndim == 2:
+            if offsets is not None:
+                raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch "
+                                 "of fixed length sequences.")
+            n, length = idx.shape
+            starts = np.arange(n) * length
+            idx = idx.reshape(-1)
+            ends = starts + length
+        else:
+            if offsets is None:
+                raise ValueError("offsets has to be a 1D Tensor but got None")
+            off = np.asarray(offsets.detach()._data).astype(np.int64)
+            bounds = off if self.include_last_offset else np.append(off, len(idx))
+            starts, ends = bounds[:-1], bounds[1:]
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_embeddings):
+            raise IndexError("index out of range in self")
+        psw = None if per_sample_weights is None else np.asarray(per_sample_weights.detach()._data, _F32).reshape(-1)
+        w = self._packed_params._weight()
+        q = w._irepr.astype(np.float64)
+        s = np.asarray(w._qp.scales, _F32)
+        bias = (-np.asarray(w._qp.zero_points, _F32) * s).astype(_F32)
+        out = np.zeros((len(starts), self.embedding_dim), _F32)
+        for b, (lo, hi) in enumerate(zip(starts, ends)):
+            acc = np.zeros(self.embedding_dim, _F32)
+            for i in range(int(lo), int(hi)):
+                r = idx[i]
+                sc, bi = s[r], bias[r]
+                if psw is not None:
+                    sc, bi = _F32(sc * psw[i]), _F32(bi * psw[i])
+                acc = (np.float64(sc) * q[r] + (acc + bi).astype(_F32).astype(np.float64)).astype(_F32)
+            out[b] = acc
+        return ember.tensor(out)
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        if type(mod) is not nn.EmbeddingBag:
+            raise AssertionError(f"nnq.{cls.__name__}.from_float only works for {nn.EmbeddingBag.__name__}")
+        if not hasattr(mod, "qconfig"):
+            raise AssertionError("EmbeddingBag input float module must have qconfig defined")
+        wobs = mod.qconfig.weight()
+        if wobs.qscheme is not _QS.per_channel_affine_float_qparams:
+            raise AssertionError("EmbeddingBag quantization is only supported with float_qparams_weight_only_qconfig.")
+        if wobs.dtype not in (ember.quint8, ember.quint4x2):
+            raise AssertionError(f"The only supported dtype for nnq.EmbeddingBag is torch.quint8 and torch.quint4x2, "
+                                 f"got {wobs.dtype}")
+        if wobs.dtype is not ember.quint8:
+            raise NotImplementedError("ember.quantization: quantized EmbeddingBag with quint4x2 (4-bit) tables is not "
+                                      "supported (quint8 is)")
+        wobs(mod.weight)
+        scales, zero_points = wobs.calculate_qparams()
+        out = cls(mod.num_embeddings, mod.embedding_dim, max_norm=mod.max_norm, norm_type=mod.norm_type,
+                  scale_grad_by_freq=mod.scale_grad_by_freq, mode=mod.mode, sparse=mod.sparse,
+                  include_last_offset=mod.include_last_offset)
+        out.set_weight(quantize_rows_float_qparams(mod.weight.float(), scales, zero_points))
         return out
