@@ -96,7 +96,8 @@ def _is_fused(mod, nni):
     """A fused module or the QAT module of one (torch's QAT ConvBn2d ... are _FusedModules; ember's
     say so by their ``_FLOAT_MODULE``): converted whole, its children (a QAT conv's batch norm) untouched."""
     float_cls = getattr(type(mod), "_FLOAT_MODULE", None)
-    return isinstance(mod, nni._FusedModule) or (isinstance(float_cls, type) and issubclass(float_cls, nni._FusedModule))
+    return isinstance(mod, nni._FusedModule) or (isinstance(float_cls, type)
+                                                 and issubclass(float_cls, nni._FusedModule))
 
 
 def _convert(module, mapping, inplace, custom_mapping):

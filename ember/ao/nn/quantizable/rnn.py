@@ -178,7 +178,8 @@ class _LSTMLayer(nn.Module):
         layer.qconfig = getattr(other, "qconfig", qconfig)
 
         def params(suffix):
-            return (getattr(other, f"weight_ih_l{layer_idx}{suffix}"), getattr(other, f"weight_hh_l{layer_idx}{suffix}"),
+            return (getattr(other, f"weight_ih_l{layer_idx}{suffix}"),
+                    getattr(other, f"weight_hh_l{layer_idx}{suffix}"),
                     getattr(other, f"bias_ih_l{layer_idx}{suffix}", None),
                     getattr(other, f"bias_hh_l{layer_idx}{suffix}", None))
 
