@@ -339,3 +339,20 @@ def test_quant_type_and_add_quant_dequant():
     assert out is m and type(m[0]).__name__ == "QuantWrapper" and type(m[1][0]).__name__ == "ReLU"
     assert type(m[1][1]).__name__ == "QuantWrapper" and isinstance(m[1][1].module, nn.Linear)
     assert isinstance(eq.add_quant_dequant(m[0].module), nn.Module)
+
+
+def test_granularity_and_block_sizes_match_torch():
+    shape = (4, 6, 8)
+    for name, args in (("PerTensor", ()), ("PerAxis", (1,)), ("PerRow", ()), ("PerToken", ())):
+        e, t = getattr(eq, name)(*args), getattr(tq, name)(*args)
+        assert eq.get_block_size(shape, e) == tq.get_block_size(shape, t)
+    assert eq.get_block_size((4, 8), eq.PerGroup(4)) == tq.get_block_size((4, 8), tq.PerGroup(4)) == (1, 4)
+    assert eq.PerAxis(1) == eq.PerAxis(1) and eq.PerAxis(1) != eq.PerAxis(0)
+    with pytest.raises(AssertionError, match="Expecting input shape dim to be 2 for per group quantization"):
+        eq.get_block_size(shape, eq.PerGroup(4))
+    with pytest.raises(ValueError, match="Unsupported Granularity"):
+        eq.get_block_size(shape, eq.PerBlock((1, 2, 2)))
+    with pytest.raises(AssertionError, match="Please provide an instance of Granularity"):
+        eq.get_block_size(shape, eq.PerTensor)
+    for enum in ("MappingType", "ZeroPointDomain", "TorchAODType"):
+        assert [m.name for m in getattr(eq, enum)] == [m.name for m in getattr(tq, enum)]

@@ -19,6 +19,7 @@ from .quantize import *  # noqa: F401,F403
 from .stubs import QuantStub, DeQuantStub, QuantWrapper  # noqa: F401
 from .fuse_modules import fuse_modules, fuse_modules_qat, fuse_conv_bn_eval  # noqa: F401
 from .fuser_method_mappings import *  # noqa: F401,F403
+from .granularity import *  # noqa: F401,F403
 from . import qconfig_mapping, quant_type, quantization_mappings, fuser_method_mappings  # noqa: F401
 
 _LAZY_MAPPINGS = ("DEFAULT_REFERENCE_STATIC_QUANT_MODULE_MAPPINGS", "DEFAULT_STATIC_QUANT_MODULE_MAPPINGS",
