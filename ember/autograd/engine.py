@@ -550,7 +550,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     got = execute(roots, retain_graph=retain_graph, create_graph=create_graph, capture=edges,
                   accumulate=False)
     out = []
-    for t, g in zip(inputs, got):
+    for i, (t, g) in enumerate(zip(inputs, got)):
         if g is None:
             if materialize_grads and _is_edge(t):
                 raise NotImplementedError("ember.autograd.grad(materialize_grads=True) with a GradientEdge input "
@@ -559,7 +559,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                 from ..ops import api
                 g = api.zeros_like(t)
             elif not allow_unused:
-                raise RuntimeError("One of the differentiated Tensors appears to not have been used in "
+                raise RuntimeError(f"The differentiated Tensor at index {i} appears to not have been used in "
                                    "the graph. Set allow_unused=True if this is the desired behavior.")
         elif not create_graph and g._requires_grad:
             g = g.detach()
