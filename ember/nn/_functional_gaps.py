@@ -252,22 +252,9 @@ def _chunked(x, w, tg, b, weight, reduction, ignore_index, chunk, allow_retain_g
 
 # ---------------------------------------------------------------------- conv_tbc
 def conv_tbc(input, weight, bias, pad=0):
-    """1-d convolution of a (time, batch, channels) input with a (kernel, in, out) weight and a
-    (out,) bias, ``pad`` zeros on both ends of time: fairseq's layout, as ATen's ``conv_tbc``."""
-    from . import functional as F
-    if input.dim() != 3:
-        raise RuntimeError("Input must have 3 dims: time, batch, in_channel")
-    if weight.dim() != 3:
-        raise RuntimeError("Weight tensor must have 3 dims: kernel_width, in_channels, out_channels.")
-    if bias.dim() != 1:
-        raise RuntimeError("Bias must be 1-D")
-    if input.shape[2] != weight.shape[1]:
-        raise RuntimeError("Input dim 2 (input channels) is not == dim 1 in the weight tensor")
-    if weight.shape[2] != bias.shape[0]:
-        raise RuntimeError("Bias size must equal dim 2 in the weight tensor (output channels).")
-    x = input.permute(1, 2, 0)                    # (batch, in, time)
-    w = weight.permute(2, 1, 0)                   # (out, in, kernel)
-    return F.conv1d(x, w, bias, padding=pad).permute(2, 0, 1)
+    """fairseq's (time, batch, channels) 1-d convolution: ``ember.conv_tbc`` (ember/ops/top_level_gaps.py)."""
+    from ..ops.top_level_gaps import conv_tbc as _conv_tbc
+    return _conv_tbc(input, weight, bias, pad)
 
 
 # ---------------------------------------------------------------------- grouped / scaled matmuls

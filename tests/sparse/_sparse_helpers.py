@@ -53,3 +53,30 @@ def np_of(t):
 
 def dense_np(t):
     return np_of(t.to_dense() if t.layout != "strided" and str(t.layout) != "torch.strided" else t)
+
+
+# ---------------------------------------------------------------------- comparisons with torch
+def torch_pair(x):
+    """``x`` (a numpy array) as an ember tensor and a torch tensor."""
+    import torch
+    return ember.tensor(x), torch.from_numpy(x.copy())
+
+
+def same_as_torch(e, t):
+    """A sparse ember tensor equal to torch's: layout, repr, shape, nnz, dims, values, dense."""
+    assert str(e.layout).replace("ember.", "") == str(t.layout).replace("torch.", "")
+    assert repr(e) == repr(t).replace("torch.", "ember."), f"\n{e!r}\n{t!r}"
+    assert tuple(e.shape) == tuple(t.shape) and e._nnz() == t._nnz()
+    assert e.sparse_dim() == t.sparse_dim() and e.dense_dim() == t.dense_dim()
+    np.testing.assert_array_equal(np_of(e.values()), t.values().detach().numpy())
+    np.testing.assert_allclose(dense_np(e), t.to_dense().detach().numpy())
+
+
+def same_error(fe, ft, exc=RuntimeError):
+    """``fe()`` (ember) raises ``exc`` with the message ``ft()`` (torch) raises."""
+    import pytest
+    with pytest.raises(exc) as te:
+        ft()
+    with pytest.raises(exc) as ee:
+        fe()
+    assert str(ee.value) == str(te.value).replace("torch.", "ember.")

@@ -12,6 +12,7 @@ import pytest
 import ember
 
 from ._sparse_helpers import dense_np, np_of
+from ._sparse_helpers import same_error as _err, same_as_torch as _same, torch_pair as _pair
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -34,25 +35,7 @@ def _batched(seed, batch=(3,), rows=4, cols=6, k=5, block=(1, 1), dense=(), dt=n
     return x.reshape(batch + (rows, cols) + dense)
 
 
-def _pair(x):
-    return ember.tensor(x), torch.from_numpy(x.copy())
 
-
-def _same(e, t):
-    assert str(e.layout).replace("ember.", "") == str(t.layout).replace("torch.", "")
-    assert repr(e) == repr(t).replace("torch.", "ember."), f"\n{e!r}\n{t!r}"
-    assert tuple(e.shape) == tuple(t.shape) and e._nnz() == t._nnz()
-    assert e.sparse_dim() == t.sparse_dim() and e.dense_dim() == t.dense_dim()
-    np.testing.assert_array_equal(np_of(e.values()), t.values().detach().numpy())
-    np.testing.assert_allclose(dense_np(e), t.to_dense().detach().numpy())
-
-
-def _err(fe, ft, exc=RuntimeError):
-    with pytest.raises(exc) as te:
-        ft()
-    with pytest.raises(exc) as ee:
-        fe()
-    assert str(ee.value) == str(te.value).replace("torch.", "ember.")
 
 
 @pytest.mark.parametrize("seed", range(3))

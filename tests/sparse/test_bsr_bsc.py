@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import ember
 
 from ._sparse_helpers import dense_np, np_of
+from ._sparse_helpers import same_error as _err, same_as_torch as _same, torch_pair as _pair
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
@@ -30,25 +31,7 @@ def _blocky(seed, shape=(6, 6), block=(2, 3), density=0.5, dt=np.float64, zero_i
     return x
 
 
-def _pair(x):
-    return ember.tensor(x), torch.from_numpy(x.copy())
 
-
-def _same(e, t):
-    assert str(e.layout).replace("ember.", "") == str(t.layout).replace("torch.", "")
-    assert repr(e) == repr(t).replace("torch.", "ember."), f"\n{e!r}\n{t!r}"
-    assert tuple(e.shape) == tuple(t.shape) and e._nnz() == t._nnz()
-    assert e.sparse_dim() == t.sparse_dim() and e.dense_dim() == t.dense_dim()
-    np.testing.assert_array_equal(np_of(e.values()), t.values().detach().numpy())
-    np.testing.assert_allclose(dense_np(e), t.to_dense().detach().numpy())
-
-
-def _err(fe, ft, exc=RuntimeError):
-    with pytest.raises(exc) as te:
-        ft()
-    with pytest.raises(exc) as ee:
-        fe()
-    assert str(ee.value) == str(te.value).replace("torch.", "ember.")
 
 
 @pytest.mark.parametrize("seed", range(4))

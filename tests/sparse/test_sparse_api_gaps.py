@@ -10,18 +10,12 @@ import pytest
 import ember
 
 from ._sparse_helpers import dense_np, np_of
+from ._sparse_helpers import same_error as _err
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 warnings.filterwarnings("ignore", message=".*Sparse BSR|.*Sparse BSC|.*Sparse CSR|.*invariant checks")
 
-
-def _err(fe, ft, exc=RuntimeError):
-    with pytest.raises(exc) as te:
-        ft()
-    with pytest.raises(exc) as ee:
-        fe()
-    assert str(ee.value) == str(te.value).replace("torch.", "ember.")
 
 
 def _same(e, t):

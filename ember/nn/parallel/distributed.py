@@ -307,9 +307,7 @@ class DistributedDataParallel(Module, Joinable):
         for bi, idx in enumerate(buckets):
             flat = self._flat(arrays, idx, params[idx[0]].dtype)
             if self._comm_hook is not None:
-                state, hook = self._comm_hook
-                fut = hook(state, GradBucket(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1))
-                res = fut.wait() if hasattr(fut, "wait") else fut
+                res = self._run_comm_hook(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1)
                 if isinstance(res, (list, tuple)):
                     res = res[0]
                 if tuple(res.shape) != tuple(flat.shape):
@@ -433,6 +431,12 @@ class DistributedDataParallel(Module, Joinable):
         dist.all_reduce(t, group=self.process_group)
         return t.item() != 0
 
+    def _run_comm_hook(self, index, flat, params, is_last):
+        """The registered comm hook on one bucket, waited for: the bucket's new contents."""
+        state, hook = self._comm_hook
+        fut = hook(state, GradBucket(index, flat, params, is_last))
+        return fut.wait() if hasattr(fut, "wait") else fut
+
     def _shadow_reduce(self):
         """The gradient all-reduces of one backward (per bucket, or through the comm hook) and
         the used-parameter map, with zeros: what a joined rank contributes."""
@@ -443,10 +447,7 @@ class DistributedDataParallel(Module, Joinable):
         for bi, idx in enumerate(buckets):
             flat = self._flat(arrays, idx, params[idx[0]].dtype)
             if self._comm_hook is not None:
-                state, hook = self._comm_hook
-                fut = hook(state, GradBucket(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1))
-                if hasattr(fut, "wait"):
-                    fut.wait()
+                self._run_comm_hook(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1)
             elif self._world > 1:
                 dist.all_reduce(flat, group=self.process_group)
         if self.find_unused_parameters and self._world > 1:
