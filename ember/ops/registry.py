@@ -341,6 +341,13 @@ def _finish(op, out, dev, xp, args):
 
 
 def _wrap(o, dev, xp):
+    if type(o) is np.ndarray:       # (the common case: each result of a multi-output kernel)
+        t = _new(Tensor)
+        t._data = o
+        t.dtype = _BY_NP.get(o.dtype) or _t.from_numpy_dtype(o.dtype)
+        t.device = dev
+        t._vc = None
+        return t
     if isinstance(o, Tensor):
         return o
     if not isinstance(o, np.ndarray):
