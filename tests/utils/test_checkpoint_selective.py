@@ -340,7 +340,10 @@ def test_preserve_rng_state_with_dropout_gives_identical_grads(use_reentrant):
 
 
 def test_checkpoint_sequential_matches_torch():
-    ws = [(_arr(8, 6), _arr(8)), (_arr(8, 8), _arr(8)), (_arr(3, 8), _arr(3))]
+    # weights at 0.4 (about 1/sqrt(fan_in)) keep the tanh layers out of saturation: there tanh'
+    # = 1 - tanh^2 cancels to a few ulps of 1, and ember's and torch's tanh (an ulp apart) gave
+    # gradients differing by ~1e-5 absolute once in ~150 draws at unit-scale weights
+    ws = [(_arr(8, 6) * 0.4, _arr(8) * 0.4), (_arr(8, 8) * 0.4, _arr(8) * 0.4), (_arr(3, 8) * 0.4, _arr(3) * 0.4)]
     xa = _arr(5, 6)
     results = []
     for name in LIBS:
