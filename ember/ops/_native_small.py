@@ -2,23 +2,24 @@
 topk and max pooling (with indices).
 
 Why. ``erfinv``'s numpy formulation is a first guess plus Halley steps, ~40 numpy calls however
-small the array (~50 us for 8x8, 35x PyTorch) and as many full-size temporaries on large ones.
-``topk`` sorted the whole row (a stable argsort, twice flipped) to keep k of it: 6.5 ms for
-(64, 1000), k=5, 40x PyTorch. ``max_pool_with_indices`` built window views, NaN masks, argmaxes
-and an unravelled index: ~50 us at 8x8, 3x PyTorch at (64, 64, 32, 32). Here each is one loop
-over the data, compiled by the inductor's code cache (same compiler and strict IEEE flags) on
-first use.
+small the array (~50 us for 8x8, 35x PyTorch) and as many full-size temporaries on large ones
+(~40 ms for 256K float32 elements, 80x PyTorch). ``topk`` sorted the whole row (a stable
+argsort, twice flipped) to keep k of it: 6.5 ms for (64, 1000), k=5, 40x PyTorch.
+``max_pool_with_indices`` built window views, NaN masks, argmaxes and an unravelled index:
+~50 us at 8x8, 3x PyTorch at (64, 64, 32, 32). Here each is one loop over the data, compiled by
+the inductor's code cache (same compiler and strict IEEE flags) on first use.
 
-What stays the same. The values and indices these loops produce are those of the numpy
-formulations they replace (``pointwise._erfinv``, ``reduction._topk``,
-``nn_ops.max_pool_with_indices``), term for term where arithmetic is involved:
+What they compute:
 
-* erfinv: the same first guess, the same number of Halley steps on erf/erfc (the C library's,
-  as ``_native_special``), the same special cases. (numpy's ``exp``/``log1p`` may be SIMD
-  builds that differ from the C library's in the last bit of an intermediate; the steps
-  converge, so results agree to an ulp at most, and match PyTorch as closely.)
+* erfinv: not the numpy formulation's steps but the branch-free series of ``_erfinv_cpp``
+  (shared with the inductor's C++ code), which g++ vectorises: float32 results are the float32
+  rounding of a ~7e-11-accurate double (correctly rounded but for rare ties: 0 ulp from
+  PyTorch's on every tested value), float64 within 3 ulp of the exact value (the numpy
+  formulation and PyTorch: ~1 ulp). Special values as PyTorch: +-0 -> +-0, +-1 -> +-inf,
+  NaN outside [-1, 1]. Every size runs here; threads above ``_PARALLEL_MIN`` elements.
 * topk: the order of a stable sort -- NaN the largest, equal values (-0.0 == 0.0 included) in
-  index order -- found by ``nth_element`` and a sort of the k chosen, not a full sort.
+  index order -- found by ``nth_element`` and a sort of the k chosen, not a full sort; the
+  values and indices are those of ``reduction._topk``.
 * max pooling: NaN is the maximum (the first NaN of a window wins), ties go to the first
   position in window order; only positions inside the input are candidates (the numpy form
   could return a padding position for a window of -inf values; PyTorch never does).
@@ -37,6 +38,7 @@ import math
 import numpy as np
 
 from ..runtime.native import LazyLibrary
+from . import _erfinv_cpp
 
 log = logging.getLogger("ember.ops")
 
@@ -56,41 +58,23 @@ _SOURCE = r"""
 #include <vector>
 #include <omp.h>
 typedef int64_t i64;
+@ERFINV_CPP@
 
 template <typename T> static inline bool is_nan(T v) { return false; }
 template <> inline bool is_nan<float>(float v) { return std::isnan(v); }
 template <> inline bool is_nan<double>(double v) { return std::isnan(v); }
 
-// ---- erfinv: pointwise._erfinv term for term (first guess, Halley steps on erf / erfc)
-static double erfinv1(double y, int iters) {
-    const double ay = std::fabs(y);
-    const bool ok = ay < 1.0;
-    const double w = ok ? ay : 0.0;
-    const double a = 0.147;
-    const double lg = std::log1p(-w * w);
-    const double c = TWO_OVER_PI_A + 0.5 * lg;
-    double v = std::sqrt(c * c - lg / a) - c;
-    v = (v >= 0.0 || std::isnan(v)) ? v : 0.0;          // numpy's maximum(v, 0.0)
-    double x = std::sqrt(v);
-    const bool tail = w > 0.5;
-    const double rest = 1.0 - w;
-    const double k = TWO_OVER_SQRT_PI;
-    for (int it = 0; it < iters; ++it) {
-        const double f = tail ? rest - std::erfc(x) : std::erf(x) - w;   // (numpy computes both)
-        double d = f / (k * std::exp(-x * x));
-        if (!std::isfinite(d)) d = 0.0;
-        x = x - d / (1.0 + x * d);
-    }
-    if (w == 0) x = 0.0;
-    double out = ok ? x : (ay == 1.0 ? INFINITY : NAN);
-    if (std::isnan(y)) out = NAN;
-    return y < 0 ? -out : out;
+// ---- erfinv: the branch-free series of _erfinv_cpp.py, one vectorised loop
+template <typename T, bool F64>
+static void erfinv_loop(i64 n, const T* __restrict x, T* __restrict out, int threads) {
+    #pragma omp parallel for simd schedule(static) num_threads(threads) if(n > PARALLEL_MIN)
+    for (i64 i = 0; i < n; ++i) out[i] = static_cast<T>(ember_erfinv_d<F64>(static_cast<double>(x[i])));
 }
-
-extern "C" void ember_erfinv_f64(i64 n, const double* __restrict x, double* __restrict out, int iters,
-                                 int threads) {
-    #pragma omp parallel for schedule(static) num_threads(threads) if(n > PARALLEL_MIN)
-    for (i64 i = 0; i < n; ++i) out[i] = erfinv1(x[i], iters);
+extern "C" void ember_erfinv_f32(i64 n, const float* x, float* out, int threads) {
+    erfinv_loop<float, false>(n, x, out, threads);
+}
+extern "C" void ember_erfinv_f64(i64 n, const double* x, double* out, int threads) {
+    erfinv_loop<double, true>(n, x, out, threads);
 }
 
 // ---- topk: the first k of a stable sort (NaN largest), per lane (outer, n, inner) of any strides
@@ -237,9 +221,7 @@ INSTANTIATE(uint8_t, u8)
 
 
 def _source() -> str:
-    # the constants pointwise._erfinv computes in Python, spelled as exact double literals
-    return (_SOURCE.replace("TWO_OVER_PI_A", float.hex(2.0 / (math.pi * 0.147)))
-            .replace("TWO_OVER_SQRT_PI", float.hex(2.0 / math.sqrt(math.pi)))
+    return (_SOURCE.replace("@ERFINV_CPP@", _erfinv_cpp.SOURCE)
             .replace("PARALLEL_MIN", str(_PARALLEL_MIN)))
 
 
@@ -247,10 +229,12 @@ def _build():
     from ..inductor import codecache
     L = codecache.load(_source())
     P = ctypes.c_void_p
-    f = L.ember_erfinv_f64
-    f.argtypes = [ctypes.c_int64, P, P, ctypes.c_int, ctypes.c_int]
-    f.restype = None
     fns = {}
+    for np_dt, sfx in ((np.dtype(np.float32), "f32"), (np.dtype(np.float64), "f64")):
+        f = getattr(L, f"ember_erfinv_{sfx}")
+        f.argtypes = [ctypes.c_int64, P, P, ctypes.c_int]
+        f.restype = None
+        fns["erfinv", np_dt] = f
     for np_dt, cname in _CTYPES.items():
         sfx = _SUFFIX[cname]
         for kind in ("topk", "max_pool"):
@@ -271,33 +255,35 @@ def _threads(n: int) -> int:
     return 1
 
 
-# erfinv runs natively up to this many elements only. Above it the numpy formulation is as fast
-# (its cost is the C library's erf/erfc, ~20-30 ns a call past |x| = 1.25, which both paths pay;
-# measured 23 vs 27 ms at 256K float32 elements, the native loop's unpredictable erf/erfc branch
-# costing more than numpy's temporaries); below it numpy's ~40 calls of fixed cost dominate.
-ERFINV_NATIVE_MAX = 8192
-
-
-def erfinv(x, iters: int):
-    """``pointwise._erfinv`` of a numpy array (any float dtype, computed in float64) with ``iters``
-    Halley steps, as a float64 array laid out like ``x``; None when the library is unavailable or
-    ``x`` is not a small numpy array (:data:`ERFINV_NATIVE_MAX`)."""
-    if type(x) is not np.ndarray or x.size > ERFINV_NATIVE_MAX:
+def erfinv(x):
+    """erfinv of a float32 or float64 numpy array, in its dtype, laid out as the numpy formulation's
+    result (``pointwise._erfinv``; the op's meta); None when the library is unavailable or ``x``
+    is not such an array (the numpy formulation runs then)."""
+    if type(x) is not np.ndarray:
         return None
     got = lib()
     if got is None:
         return None
-    xa = np.asarray(x, dtype=np.float64)
-    xc = np.asarray(xa, order="C")       # (ascontiguousarray would make a 0-d array 1-d)
-    res = np.empty(xc.shape)
-    got[0].ember_erfinv_f64(xc.size, xc.ctypes.data, res.ctypes.data, iters, _threads(xc.size))
-    if xc is not xa and not xa.flags.c_contiguous:
-        # laid out as the numpy formulation's result, a ufunc's output for ``xa`` (which is not
-        # always empty_like's: a sliced permuted input gets a row-major ufunc result)
-        out = np.positive(xa)
-        out[...] = res
+    fn = got[1].get(("erfinv", x.dtype))
+    if fn is None:
+        return None
+    if x.flags.c_contiguous:
+        out = np.empty(x.shape, x.dtype)
+        if out.size:
+            fn(x.size, x.ctypes.data, out.ctypes.data, _threads(x.size))
         return out
-    return res
+    # the numpy formulation's layout: a ufunc's output over the float64 view of ``x`` -- for
+    # float32 a 'K'-order copy (empty_like's layout), for float64 ``x`` itself (a ufunc's result
+    # for a sliced permuted input is not always empty_like's)
+    out = np.empty_like(x) if x.dtype == np.float32 else np.positive(x)
+    if out.flags.f_contiguous and x.flags.f_contiguous:
+        fn(x.size, x.ctypes.data, out.ctypes.data, _threads(x.size))
+        return out
+    xc = np.asarray(x, order="C")
+    res = np.empty(x.shape, x.dtype)
+    fn(xc.size, xc.ctypes.data, res.ctypes.data, _threads(xc.size))
+    out[...] = res
+    return out
 
 
 def topk(a, k: int, d: int, largest: bool):

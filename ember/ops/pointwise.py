@@ -253,9 +253,10 @@ def _erf_erfc(xp, x, single=False):
 def _erfinv(xp, y, single=False):
     """Inverse error function of a float64 array: a closed-form first guess
     refined by Halley steps on erf (|y| <= 0.5) or on erfc (|y| > 0.5, where
-    1 - |y| is exact, so the tails keep full relative accuracy)."""
-    if xp is np:     # the same steps in one native loop (_native_small), when it can be built
-        r = _native_small.erfinv(y, 2 if single else 4)
+    1 - |y| is exact, so the tails keep full relative accuracy). This is the fallback: where a
+    C++ compiler is available, numpy arrays take the vectorised series of ``_erfinv_cpp``."""
+    if xp is np:
+        r = _native_small.erfinv(y)
         if r is not None:
             return r
     y = xp.asarray(y, dtype=np.float64)
@@ -279,7 +280,7 @@ def _erfinv(xp, y, single=False):
     x = xp.where(w == 0, 0.0, x)
     out = xp.where(ok, x, xp.where(ay == 1.0, np.inf, np.nan))
     out = xp.where(xp.isnan(y), np.nan, out)
-    return xp.where(y < 0, -out, out)
+    return xp.where(xp.signbit(y), -out, out)      # (signbit: erfinv(-0.0) is -0.0, as PyTorch)
 
 
 # ---------------------------------------------------------------------- arithmetic

@@ -71,10 +71,10 @@ def test_erfinv_matches_torch_and_numpy_path(dtype, shape, monkeypatch):
     e, t = _pair(a)
     fast, slow = _both(lambda: ember.erfinv(e), monkeypatch)
     want = torch.erfinv(t).numpy()
-    if dtype == np.float32:
-        _same(fast, slow)          # float32: bit for bit the numpy formulation's
-    else:                          # float64: numpy's SIMD exp/log1p may move an intermediate 1 ulp
-        np.testing.assert_array_max_ulp(_np(fast), _np(slow), maxulp=1)
+    # the native series (float32 ~correctly rounded, float64 within 3 ulp) and the numpy
+    # formulation's Halley steps (~1 ulp) agree to a few ulp; NaN positions and signed zeros match
+    np.testing.assert_array_max_ulp(_np(fast), _np(slow), maxulp=1 if dtype == np.float32 else 4)
+    assert np.array_equal(np.signbit(_np(fast)) | np.isnan(_np(fast)), np.signbit(_np(slow)) | np.isnan(_np(slow)))
     tol = dict(rtol=2e-6, atol=1e-7) if dtype == np.float32 else dict(rtol=1e-13, atol=1e-15)
     np.testing.assert_allclose(_np(fast), want, **tol)
 
@@ -96,8 +96,8 @@ def test_erfinv_strided_and_grad(dtype):
         _same(ember.erfinv(ev), out_e)
 
 
-def test_erfinv_large_uses_numpy_formulation(monkeypatch):
-    # above ERFINV_NATIVE_MAX the numpy formulation runs (as fast there): the native loop is not called
+def test_erfinv_large_uses_native_loop(monkeypatch):
+    # the vectorised native loop serves every size (no cap): a large array reaches it too
     calls = []
     real = _native_small.lib
 
@@ -105,11 +105,10 @@ def test_erfinv_large_uses_numpy_formulation(monkeypatch):
         calls.append(1)
         return real()
     monkeypatch.setattr(_native_small, "lib", spy)
-    a = np.random.default_rng(0).uniform(-1, 1, _native_small.ERFINV_NATIVE_MAX + 1)
-    ember.erfinv(ember.tensor(a))
-    assert not calls
-    ember.erfinv(ember.tensor(a[:100]))
+    a = np.random.default_rng(0).uniform(-1, 1, 70000)
+    got = ember.erfinv(ember.tensor(a)).numpy()
     assert calls
+    np.testing.assert_array_max_ulp(got, torch.erfinv(torch.tensor(a)).numpy(), maxulp=4)
 
 
 # ---------------------------------------------------------------------- topk
@@ -444,8 +443,7 @@ def test_erfinv_layout_equals_numpy_path(dtype, monkeypatch):
     for v in (base, base.permute(2, 0, 1), base.permute(2, 0, 1)[:, ::2], base[:, 1:5:2].transpose(0, 2)):
         fast, slow = _both(lambda: ember.erfinv(v), monkeypatch)
         assert fast.stride() == slow.stride()
-        if dtype == np.float32:
-            _same(fast, slow)
+        np.testing.assert_array_max_ulp(_np(fast), _np(slow), maxulp=1 if dtype == np.float32 else 4)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
