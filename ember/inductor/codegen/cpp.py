@@ -25,6 +25,7 @@ import numpy as np
 import sympy
 
 from ... import types as _t
+from ...ops import _erfinv_cpp
 from .. import config, ir
 from .cpp_strips import VEXP_HELPERS, exp_staging_enabled, strip_loops
 from ..ir import index_vars
@@ -191,33 +192,7 @@ template <typename T> static inline T ember_max_fp(T a, T b) {
 template <typename T> static inline T ember_min_fp(T a, T b) {
     return ember_sel(a < b || a != a, a, b);
 }
-static inline double ember_erfinv(double y) {
-    if (!(y > -1.0 && y < 1.0)) {
-        if (y == 1.0) return std::numeric_limits<double>::infinity();
-        if (y == -1.0) return -std::numeric_limits<double>::infinity();
-        return std::numeric_limits<double>::quiet_NaN();
-    }
-    // Giles' single-precision approximation, then Newton steps on erf in double
-    double w = -std::log((1.0 - y) * (1.0 + y)), x;
-    if (w < 5.0) {
-        w = w - 2.5;
-        x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w;
-        x = -4.39150654e-06 + x * w; x = 0.00021858087 + x * w; x = -0.00125372503 + x * w;
-        x = -0.00417768164 + x * w; x = 0.246640727 + x * w; x = 1.50140941 + x * w;
-    } else {
-        w = std::sqrt(w) - 3.0;
-        x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w;
-        x = -0.00367342844 + x * w; x = 0.00573950773 + x * w; x = -0.0076224613 + x * w;
-        x = 0.00943887047 + x * w; x = 1.00167406 + x * w; x = 2.83297682 + x * w;
-    }
-    x *= y;
-    const double two_over_sqrt_pi = 1.1283791670955126;
-    for (int i = 0; i < 3; ++i) {
-        double err = std::erf(x) - y;
-        x -= err / (two_over_sqrt_pi * std::exp(-x * x));
-    }
-    return x;
-}
+@ERFINV_CPP@
 static inline double ember_lgamma(double x) { int s; return lgamma_r(x, &s); }
 
 static int ember_index_error = 0;
@@ -258,6 +233,9 @@ static inline double ember_philox_normal(int64_t seed, int64_t offset, int64_t i
     return std::sqrt(-2.0 * std::log((u1 + 1.0) * 2.3283064365386963e-10)) * std::cos(two_pi_2m32 * u2);
 }
 '''
+# erfinv: the eager native loop's branch-free series (ops/_erfinv_cpp.py), so compiled and eager
+# erfinv give the same bits (float compute: the float32 variant; double: the float64 one)
+PRELUDE = PRELUDE.replace("@ERFINV_CPP@", _erfinv_cpp.SOURCE)
 
 
 def simd_declarations() -> str:
@@ -485,7 +463,8 @@ class CppOps:
             fn = "nearbyint" if op == "round" else op
             return self._emit(f"std::{fn}({x})", dt)
         if op == "erfinv":
-            return self._emit(f"static_cast<{ct}>(ember_erfinv(static_cast<double>({x})))", dt)
+            f64 = "true" if ct == "double" else "false"
+            return self._emit(f"static_cast<{ct}>(ember_erfinv_d<{f64}>(static_cast<double>({x})))", dt)
         if op == "lgamma":
             return self._emit(f"static_cast<{ct}>(ember_lgamma(static_cast<double>({x})))", dt)
         if op == "bitwise_not":
