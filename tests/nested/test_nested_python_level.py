@@ -69,6 +69,10 @@ def test_random_in_place_methods_fill_every_component():
     mine, _ = _pair(np.random.default_rng(), "jagged")
     assert mine.uniform_(2.0, 3.0) is mine
     vals = np.concatenate([c.numpy().ravel() for c in mine.unbind()])
-    assert vals.min() >= 2.0 and vals.max() < 3.0 and len(np.unique(vals)) == vals.size
+    assert vals.min() >= 2.0 and vals.max() < 3.0
+    # fresh draws everywhere: float32 has 2**22 values in [2, 3), so up to 45 draws repeat one
+    # with probability ~2e-4 -- allow one repeat; a fill replayed per component (each of >= 3
+    # elements) would repeat at least 3
+    assert len(np.unique(vals)) >= vals.size - 1
     mine.normal_()
     assert not np.allclose(np.concatenate([c.numpy().ravel() for c in mine.unbind()]), vals)
