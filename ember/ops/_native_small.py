@@ -67,7 +67,7 @@ template <> inline bool is_nan<double>(double v) { return std::isnan(v); }
 // ---- erfinv: the branch-free series of _erfinv_cpp.py, one vectorised loop
 template <typename T, bool F64>
 static void erfinv_loop(i64 n, const T* __restrict x, T* __restrict out, int threads) {
-    #pragma omp parallel for simd schedule(static) num_threads(threads) if(n > PARALLEL_MIN)
+    #pragma omp parallel for simd schedule(static) num_threads(threads) if(parallel: n > PARALLEL_MIN)
     for (i64 i = 0; i < n; ++i) out[i] = static_cast<T>(ember_erfinv_d<F64>(static_cast<double>(x[i])));
 }
 extern "C" void ember_erfinv_f32(i64 n, const float* x, float* out, int threads) {
