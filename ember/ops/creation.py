@@ -537,7 +537,28 @@ def _rand_array(kind, size, dt, generator=None, **kw):
         a = g.random(size) < kw["p"]
     else:
         raise ValueError(kind)
-    return a.astype(dt.np)
+    out = a.astype(dt.np)
+    if kind == "uniform" and dt.is_floating_point and dt.itemsize > 1:
+        _keep_below_high(out, kw.get("low", 0.0), kw.get("high", 1.0))
+    return out
+
+
+def _keep_below_high(out, lo, hi):
+    """torch's uniform draws lie in [low, high): a float64 draw just under ``high`` can round up
+    to it once cast (float16 ``rand``: one value in 4096). Such values become the largest value
+    of the dtype on the ``low`` side of ``high``; every other draw is left as it was."""
+    if not hi > lo:
+        return
+    top = np.array(hi, dtype=out.dtype)
+    hit = out >= top
+    if hit.any():
+        bits = top.reshape(1).view(f"u{out.dtype.itemsize}")
+        sign = np.array(1, bits.dtype) << np.array(8 * out.dtype.itemsize - 1, bits.dtype)
+        if top == 0:                                   # below +0: the smallest negative subnormal
+            bits = sign | np.array(1, bits.dtype)
+        else:                                          # one step towards -inf
+            bits = bits + 1 if top < 0 else bits - 1
+        out[hit] = np.asarray(bits, dtype=bits.dtype).reshape(1).view(out.dtype)[0]
 
 
 def _drawn(kind, size, dt, device, generator, a=0.0, b=1.0):
