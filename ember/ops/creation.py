@@ -552,13 +552,19 @@ def _keep_below_high(out, lo, hi):
     top = np.array(hi, dtype=out.dtype)
     hit = out >= top
     if hit.any():
-        bits = top.reshape(1).view(f"u{out.dtype.itemsize}")
-        sign = np.array(1, bits.dtype) << np.array(8 * out.dtype.itemsize - 1, bits.dtype)
-        if top == 0:                                   # below +0: the smallest negative subnormal
-            bits = sign | np.array(1, bits.dtype)
-        else:                                          # one step towards -inf
-            bits = bits + 1 if top < 0 else bits - 1
-        out[hit] = np.asarray(bits, dtype=bits.dtype).reshape(1).view(out.dtype)[0]
+        out[hit] = largest_below(hi, out.dtype)
+
+
+def largest_below(hi, npdtype):
+    """The largest value of the (IEEE-layout) float ``npdtype`` below ``hi`` as cast to it."""
+    top = np.array(hi, dtype=npdtype).reshape(1)
+    bits = top.view(f"u{top.dtype.itemsize}")
+    if top[0] == 0:                                    # below +0: the smallest negative subnormal
+        sign = np.array(1, bits.dtype) << np.array(8 * top.dtype.itemsize - 1, bits.dtype)
+        bits = sign | np.array(1, bits.dtype)
+    else:                                              # one step towards -inf
+        bits = bits + 1 if top[0] < 0 else bits - 1
+    return np.asarray(bits, dtype=bits.dtype).reshape(1).view(npdtype)[0]
 
 
 def _drawn(kind, size, dt, device, generator, a=0.0, b=1.0):

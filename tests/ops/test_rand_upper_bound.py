@@ -38,3 +38,15 @@ def test_upper_values_match_torch_support():
 def test_complex_rand_parts_are_below_one():
     z = ember.rand(2 ** 16, dtype=ember.complex64).numpy()
     assert z.real.max() < 1.0 and z.imag.max() < 1.0 and z.real.min() >= 0.0
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16"])
+def test_compiled_draws_stay_below_high(name):
+    """The compiled draw (prims.philox_rand in float64, then cast) keeps [low, high) too."""
+    dt = getattr(ember, name)
+    rand = ember.compile(lambda z: ember.rand(2 ** 18, dtype=dt) + z)
+    uni = ember.compile(lambda x: x.uniform_(2, 3))
+    v = rand(ember.zeros(1, dtype=dt)).to(ember.float64).numpy()
+    assert v.min() >= 0.0 and v.max() < 1.0
+    w = uni(ember.empty(2 ** 17, dtype=dt)).to(ember.float64).numpy()
+    assert w.min() >= 2.0 and w.max() < 3.0 and len(np.unique(w)) > 16

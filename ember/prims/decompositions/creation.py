@@ -56,7 +56,12 @@ def _random(self, kind, a=0.0, b=1.0, generator=None):
     if kind == "uniform":
         u = _uniform01(shape, _t.float64, dev)
         r = prims.add(prims.mul(u, float(b) - float(a)), float(a)) if (a, b) != (0.0, 1.0) else u
-        return to(r, dt)
+        out = to(r, dt)
+        if dt.is_floating_point and dt.itemsize > 1 and float(b) > float(a):
+            # the float64 draw cast to dt can round up to b: keep [a, b) as eager's draw does
+            from ...ops.creation import largest_below
+            out = prims.minimum(out, float(largest_below(float(b), dt.np)))
+        return out
     if kind == "normal":
         seed = prims.rng_seed(dev)
         z = prims.philox_randn(shape, seed, prims.full((), 0, _t.int64, dev), _t.float64, dev)
