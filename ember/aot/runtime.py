@@ -125,6 +125,9 @@ class AOTModule:
             _emit("aot_joint_graph", "aot joint graph", lambda: joint.gm.code)
             t0 = time.perf_counter()
             fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
+            for n in bw_gm.graph.nodes:      # (inductor: gradients' layout is not the user's to see)
+                if n.op == "output":
+                    n.meta["gradients"] = True
             self.timings["aot_partition"] = time.perf_counter() - t0
             self.report = report
             _emit("aot_graphs", "aot forward graph", lambda: fw_gm.code)

@@ -338,7 +338,7 @@ def graph_lines(gm, example_inputs, dynamic: bool) -> List[str]:
         else:
             target = str(node.target)
         put(f"{node.op} {node.name} {target} {_canon(tuple(node.args))} {_canon(dict(node.kwargs))} "
-            f"{_meta_desc(node.meta)}")
+            f"{_meta_desc(node.meta)}" + (" gradients" if node.meta.get("gradients") else ""))
     put("gm.meta " + _canon(dict(getattr(gm, "meta", {}) or {})))
     for t in example_inputs:
         put("input " + _array_desc(t._data))

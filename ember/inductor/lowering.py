@@ -644,7 +644,9 @@ def _mm(a, b):
 
 def _transposed_use(node, ndim):
     """The swap-last-two-dims permutation when the FX node's value is used only through a
-    chain of such permutes of odd length (an even one, ``(g.T @ a).T.T``, reads it as is)."""
+    chain of such permutes of odd length (an even one, ``(g.T @ a).T.T``, reads it as is) --
+    unless the chain's end is an output the caller sees (a forward or inference graph's: the
+    aot runtime marks a backward graph's output node ``gradients``), which keeps eager's strides."""
     if node is None or not config.transposed_products:
         return None
     swap = list(range(ndim - 2)) + [ndim - 1, ndim - 2]
@@ -657,6 +659,8 @@ def _transposed_use(node, ndim):
             break
         n_swaps += 1
         node = user
+    if any(u.op == "output" and not u.meta.get("gradients") for u in node.users):
+        return None         # a value the caller sees: eager's layout (a transposed view of the product)
     return swap if n_swaps % 2 else None
 
 

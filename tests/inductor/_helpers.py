@@ -18,9 +18,15 @@ def randint(*shape, dtype=np.int32, lo=-50, hi=50):
     return _make(a)
 
 
-def compile_and_run(fn, *inputs, allow_fallback=(), dynamic=False):
-    """(compiled function, compiled outputs, eager outputs) as flat lists of numpy arrays."""
+def compile_and_run(fn, *inputs, allow_fallback=(), dynamic=False, gradients=False):
+    """(compiled function, compiled outputs, eager outputs) as flat lists of numpy arrays.
+    ``gradients``: compile the graph as the aot runtime does a backward graph (its outputs are
+    gradients, whose layout the caller does not see)."""
     gm = make_fx(fn)(*inputs)
+    if gradients:
+        for n in gm.graph.nodes:
+            if n.op == "output":
+                n.meta["gradients"] = True
     cf = compile_fx(gm, list(inputs), dynamic=dynamic)
     assert cf.compiled is not None, cf.eager_reason
     for fb in cf.compiled.fallbacks:

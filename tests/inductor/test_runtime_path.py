@@ -262,9 +262,10 @@ def test_dynamic_sizes_allocate_per_call():
 
 @pytest.mark.parametrize("batch", [(), (3,)])
 def test_product_used_transposed_is_computed_transposed(batch):
-    """``(a @ b).T`` (a weight gradient) is computed as ``b.T @ a.T`` into a C-ordered buffer:
-    the output is contiguous like eager's, with no ``.T`` view returned; a doubly transposed
-    use reads the product as is."""
+    """In a backward graph, ``(a @ b).T`` (a weight gradient) is computed as ``b.T @ a.T`` into
+    a C-ordered buffer: the gradient is contiguous (the engine adopts it without a copy), with no
+    ``.T`` view returned; a doubly transposed use reads the product as is. In a graph whose
+    outputs the caller sees, the output keeps eager's strides: a transposed view of the product."""
     nd = len(batch) + 2
     sw = list(range(nd - 2)) + [nd - 1, nd - 2]
 
@@ -275,17 +276,33 @@ def test_product_used_transposed_is_computed_transposed(batch):
         return P.permute(once(a, b), sw)
     a, b = rand(*batch, 7, 5), rand(*batch, 5, 9)
     for fn, shape in ((once, (*batch, 9, 7)), (twice, (*batch, 7, 9))):
-        cf, got, want = compile_and_run(fn, a, b)
+        cf, got, want = compile_and_run(fn, a, b, gradients=True)
         assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
         assert got[0].shape == shape and got[0].flags.c_contiguous
         assert ".T" not in cf.compiled.wrapper_src.split("return")[-1]
+    cf, got, want = compile_and_run(once, a, b)        # a user-visible output: eager's strides
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+    assert got[0].strides == want[0].strides and not got[0].flags.c_contiguous
     icfg.transposed_products = False
     try:
-        cf, got, want = compile_and_run(once, a, b)
+        cf, got, want = compile_and_run(once, a, b, gradients=True)
         assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
         assert not got[0].flags.c_contiguous          # the ablation returns the transposed view
     finally:
         icfg.transposed_products = True
+
+
+def test_compiled_transposed_product_has_eager_strides_and_weight_grads_stay_contiguous():
+    """``compile(lambda a, b: (a @ b).t())`` returns the transposed view eager returns (as
+    torch.compile does); a compiled Linear's weight gradient is still C-ordered."""
+    a, b = ember.randn(4, 5), ember.randn(5, 6)
+    f = ember.compile(lambda a, b: (a @ b).t(), backend="inductor")
+    got, want = f(a, b), (a @ b).t()
+    assert got.stride() == want.stride() and got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    lin = ember.nn.Linear(5, 6)
+    ember.compile(lin, backend="inductor")(ember.randn(4, 5)).sum().backward()
+    assert lin.weight.grad.stride() == (5, 1)
 
 
 def test_multi_use_view_of_a_computation_is_computed_once():
