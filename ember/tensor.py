@@ -185,8 +185,8 @@ class Tensor:
         else:
             isz = d.itemsize
             st = tuple(s // isz for s in d.strides)
-            if not d.size and d.ndim:
-                st = _empty_strides(d.shape)
+            if not d.size and d.ndim and not any(st):     # (numpy zeroes a new empty array's strides;
+                st = _empty_strides(d.shape)              # a view of one keeps its own)
         if dim is None:
             return st
         return st[_wrap_dim(dim, self._data.ndim)]
