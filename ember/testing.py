@@ -17,8 +17,9 @@ from . import types as _t
 from .tensor import Tensor
 
 from ._testing_creation import make_tensor
+from ._filecheck import FileCheck
 
-__all__ = ["assert_close", "make_tensor", "assert_allclose"]
+__all__ = ["assert_close", "make_tensor", "assert_allclose", "FileCheck"]
 
 # (rtol, atol) by dtype, PyTorch's defaults
 _TOLERANCES = {_t.float16: (1e-3, 1e-5), _t.bfloat16: (1.6e-2, 1e-5), _t.float32: (1.3e-6, 1e-5),
