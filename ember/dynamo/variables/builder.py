@@ -32,7 +32,12 @@ def is_inlined_ember_module(name):
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit" \
         or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree" \
         or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions" \
-        or name == "ember.export._call_signature"   # export's module-boundary hooks (preserve_module_call_signature)
+        or name == "ember.export._call_signature" \
+        or name in _INLINED_HOP_MODULES   # export signature hooks; scan/map/... bodies (ember/_higher_order_ops)
+
+
+_INLINED_HOP_MODULES = ("ember._higher_order_ops._scan", "ember._higher_order_ops._wrappers",
+                        "ember._higher_order_ops._flex")
 
 
 def _is_numpy_scalar(value):
@@ -70,9 +75,9 @@ def wrap(tx, value, source, guard=True):
         if value.device.type == "meta":   # no data for kernels: shape propagation is eager's job
             raise Unsupported("a tensor on the meta device is not compiled by ember.compile; the code "
                               "using it runs eagerly")
-        if value.__class__ in _DISPATCH_CLASSES:
-            raise Unsupported(f"a Tensor subclass with __torch_dispatch__ ({type(value).__qualname__}) is not "
-                              f"traced by ember.compile; the code using it runs eagerly")
+        if value.__class__ in _DISPATCH_CLASSES:     # traceable wrapper subclasses (subclass_inputs.py)
+            from .subclass_inputs import wrap_subclass_input
+            return wrap_subclass_input(tx, value, source)
         if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
             raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
                               f"not traced by ember.compile; the code using it runs eagerly")

@@ -13,6 +13,10 @@ higher-order op): a graph is straight-line code. So:
   eagerly with the eager ``cond`` (correct results, never a silent specialisation on the
   example's value). ``fullgraph=True`` / ``ember.export`` turn that into an error.
 * ``while_loop`` is always a graph break (its condition is a tensor by contract).
+* ``scan`` / ``associative_scan`` / ``map`` and the call-through HOPs (``wrap``,
+  ``invoke_subgraph``, ``out_dtype``, ...) are traced inline: their implementations are plain
+  Python over ember ops, so the body is unrolled over the (trace-time) length of the scanned
+  dimension -- one graph, no HOP node; gradients come from the unrolled ops.
 """
 from __future__ import annotations
 
@@ -48,7 +52,26 @@ class HigherOrderOpVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if self.fn._ember_hop == "while_loop":
             raise Unsupported(WHILE_LOOP)
+        if self.fn._ember_hop != "cond":
+            return _inline_hop(tx, self.fn, list(args), dict(kwargs))
         return _cond(tx, list(args), dict(kwargs))
+
+
+def _inline_hop(tx, fn, args, kwargs):
+    """scan / map / associative_scan / the call-through HOPs: trace their Python implementation
+    (``ember/_higher_order_ops``) like user code, so the body runs once per step into the graph
+    (a loop over a size known while tracing; a symbolic size is specialised by its guard).
+    Anything in the body that cannot be traced breaks the graph at the HOP call, which then runs
+    eagerly; the reason names the HOP."""
+    from .functions import UserFunctionVariable
+    try:
+        return UserFunctionVariable(fn).call_function(tx, args, kwargs)
+    except Unsupported as e:
+        if not e.msg.startswith("ember._higher_order_ops."):
+            e.msg = f"ember._higher_order_ops.{fn._ember_hop}: its body could not be traced, the call runs " \
+                    f"eagerly: {e.msg}"
+            e.args = (e.msg,)
+        raise
 
 
 def _bind(args, kwargs):

@@ -25,7 +25,7 @@ from typing import Any, Callable
 __all__ = ["cond", "while_loop", "CondBranchMismatchError"]
 
 
-from ._user_errors import UserError
+from .._user_errors import UserError
 
 
 class CondBranchMismatchError(UserError):
@@ -35,7 +35,7 @@ class CondBranchMismatchError(UserError):
 
 def _flatten(tree, what):
     """Leaves and a structure description of a nested tuple/list/dict of tensors."""
-    from .tensor import Tensor
+    from ..tensor import Tensor
     leaves = []
 
     def walk(t):
@@ -61,7 +61,7 @@ def _bad_leaf(what, leaf):
 
 def _check_pred(pred):
     """The Python truth value of ``pred`` (a bool/int or a one-element tensor)."""
-    from .tensor import Tensor
+    from ..tensor import Tensor
     if isinstance(pred, Tensor):
         if pred.numel() != 1:
             raise RuntimeError(f"Expected pred to be bool or single-element tensor, but got {pred}.")
@@ -140,8 +140,8 @@ def while_loop(cond_fn: Callable, body_fn: Callable, carried_inputs) -> Any:
     ``carried_inputs``: a tuple/list of tensors; ``cond_fn`` returns a bool scalar tensor (or a
     Python bool); ``body_fn`` returns a tuple with the same structure, shapes and dtypes as
     ``carried_inputs`` (checked every iteration). Returns the final carried values as a tuple."""
-    from .tensor import Tensor
-    from .types import bool_ as _bool
+    from ..tensor import Tensor
+    from ..types import bool_ as _bool
     if not callable(cond_fn) or not callable(body_fn):
         raise RuntimeError("Expect cond_fn and body_fn to be callable.")
     if not isinstance(carried_inputs, (tuple, list)):
