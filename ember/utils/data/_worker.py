@@ -6,8 +6,12 @@ sampler order when ``in_order=True``). For a map-style dataset ``what`` is the b
 indices (or one index without auto-collation); for an iterable dataset it is ignored and the
 worker takes the next batch from its own copy of the dataset's iterator (the dataset shards
 itself by ``get_worker_info()``), answering ``_IterationEnd`` once it runs out. ``None`` on the
-index queue ends the worker; ``(None, epoch)`` (persistent workers, a new epoch) restarts its
-dataset iterator and is answered ``(None, ("resumed", epoch))``.
+index queue ends the worker; ``(None, (epoch, shared_seed))`` (persistent workers, a new epoch)
+restarts its dataset iterator and is answered ``(None, ("resumed", epoch))``.
+
+A datapipe (IterDataPipe) is seeded from the loader's per-epoch ``shared_seed`` (the same in
+every worker, so shuffles agree) and sharded: its ``sharding_filter`` keeps the items of this
+worker (``apply_sharding(dataset, num_workers, worker_id)``, before ``worker_init_fn``).
 
 Seeding as PyTorch: worker ``i`` seeds Python's ``random``, ember's default generator and
 numpy's global generator from ``base_seed + i`` (a fresh ``base_seed`` per epoch, drawn from
@@ -86,18 +90,38 @@ def _seed_worker(seed: int):
     np.random.seed(np.random.SeedSequence([seed & 0xFFFFFFFF, seed >> 32 & 0xFFFFFFFF]).generate_state(1)[0])
 
 
+def _seed_datapipe(dataset, shared_seed):
+    """Seed the random datapipes of an IterDataPipe from the epoch's shared seed."""
+    from .datapipes.datapipe import IterDataPipe
+    if isinstance(dataset, IterDataPipe):
+        if shared_seed is None:
+            raise AssertionError("shared_seed must be provided for IterDataPipe workers")
+        from ...random import Generator
+        from .graph_settings import apply_random_seed
+        apply_random_seed(dataset, Generator().manual_seed(shared_seed))
+
+
+def _shard_datapipe(dataset, worker_id, num_workers):
+    from .datapipes.datapipe import IterDataPipe, MapDataPipe
+    if isinstance(dataset, (IterDataPipe, MapDataPipe)):
+        from .graph_settings import apply_sharding
+        apply_sharding(dataset, num_workers, worker_id)
+
+
 def worker_loop(dataset, index_queue, result_queue, done_event, auto_collation, collate_fn, drop_last,
-                batch_size, base_seed, init_fn, worker_id, num_workers):
+                batch_size, base_seed, init_fn, worker_id, num_workers, shared_seed=None):
     global _WORKER_INFO
     try:
         from ... import set_num_threads
         set_num_threads(1)
         seed = base_seed + worker_id
         _seed_worker(seed)
+        _seed_datapipe(dataset, shared_seed)
         _WORKER_INFO = WorkerInfo(worker_id, num_workers, seed, dataset)
         from .dataset import IterableDataset
         init_error = None
         try:
+            _shard_datapipe(dataset, worker_id, num_workers)
             if init_fn is not None:
                 init_fn(worker_id)
             it = iter(dataset) if isinstance(dataset, IterableDataset) else None
@@ -118,8 +142,10 @@ def worker_loop(dataset, index_queue, result_queue, done_event, auto_collation, 
                 continue
             idx, what = task
             if idx is None:              # a new epoch with persistent workers: restart the iterator
+                what, epoch_seed = what
                 if isinstance(dataset, IterableDataset) and init_error is None:
                     try:
+                        _seed_datapipe(dataset, epoch_seed)
                         it = iter(dataset)
                     except Exception:  # noqa: BLE001 - reported with the next batch
                         init_error = ExceptionWrapper(sys.exc_info(), f"in DataLoader worker process {worker_id}")

@@ -9,6 +9,8 @@ from types import GenericAlias as _GenericAlias
 from ._collate import default_collate, default_convert
 from ._worker import ExceptionWrapper, _IterationEnd, get_worker_info, worker_loop
 from .dataset import IterableDataset
+from .datapipes.datapipe import (IterDataPipe, MapDataPipe, _IterDataPipeSerializationWrapper,
+                                 _MapDataPipeSerializationWrapper)
 from .sampler import BatchSampler, RandomSampler, SequentialSampler
 
 __all__ = ["DataLoader", "get_worker_info"]
@@ -47,6 +49,9 @@ class DataLoader:
         self.persistent_workers = persistent_workers
         self.in_order = in_order
         self._iterator = None
+        dataset = self.dataset = _wrap_datapipe(dataset, shuffle)
+        if isinstance(dataset, IterDataPipe):
+            shuffle = None          # already applied to the pipeline's shufflers
         self._is_iterable = isinstance(dataset, IterableDataset)
         if self._is_iterable:
             if shuffle not in (False, None):
@@ -110,6 +115,7 @@ class DataLoader:
             else:
                 self._iterator._reset(self)
             return self._iterator
+        _seed_datapipe_epoch(self)
         _base_seed(self)        # as PyTorch: every iterator draws one, so shuffles match with workers
         return _SingleProcessIter(self, self._iter_iterable() if self._is_iterable else self._iter_map())
 
@@ -168,6 +174,35 @@ class _SingleProcessIter:
 
     def __len__(self):
         return len(self._loader)
+
+
+def _wrap_datapipe(dataset, shuffle):
+    """A datapipe as PyTorch's DataLoader takes it: ``shuffle`` (when given) switches the
+    pipeline's shufflers, then the pipeline is wrapped so workers can receive it (dill for
+    lambdas when installed). A map datapipe's ``shuffle`` stays for its sampler."""
+    if isinstance(dataset, IterDataPipe):
+        from .graph_settings import apply_shuffle_settings
+        if shuffle is not None:
+            dataset = apply_shuffle_settings(dataset, shuffle=shuffle)
+        return _IterDataPipeSerializationWrapper(dataset)
+    if isinstance(dataset, MapDataPipe):
+        return _MapDataPipeSerializationWrapper(dataset)
+    return dataset
+
+
+def _seed_datapipe_epoch(loader):
+    """Each iterator over an IterDataPipe draws one shared seed (before the base seed, as
+    PyTorch) and seeds every random datapipe from it; workers re-apply the same seed, so their
+    shuffles agree and the sharding_filter shards stay disjoint. Returns the seed (None for
+    other datasets)."""
+    if not isinstance(loader.dataset, IterDataPipe):
+        return None
+    from ...random import Generator
+    from .datapipes.iter.combinatorics import draw_seed
+    from .graph_settings import apply_random_seed
+    seed = draw_seed(loader.generator)
+    apply_random_seed(loader.dataset, Generator().manual_seed(seed))
+    return seed
 
 
 def _base_seed(loader) -> int:
@@ -239,6 +274,7 @@ class _MultiProcessingIter:
         self._in_order = loader.in_order
         self._persistent = loader.persistent_workers
         self._is_iterable = loader._is_iterable
+        shared_seed = _seed_datapipe_epoch(loader)
         base_seed = _base_seed(loader)
         self._result_queue = self._ctx.Queue()
         self._done_event = self._ctx.Event()
@@ -251,7 +287,7 @@ class _MultiProcessingIter:
                 w = self._ctx.Process(target=worker_loop, daemon=True, args=(
                     loader.dataset, iq, self._result_queue, self._done_event, loader._auto_collation,
                     loader.collate_fn, loader.drop_last, loader.batch_size, base_seed, loader.worker_init_fn, i,
-                    self._n))
+                    self._n, shared_seed))
                 w.start()
                 self._index_queues.append(iq)
                 self._workers.append(w)
@@ -272,8 +308,9 @@ class _MultiProcessingIter:
         self._cycle = itertools.cycle(range(self._n))
         if not first:                 # persistent workers: restart their dataset iterators
             self._epoch += 1
+            shared_seed = _seed_datapipe_epoch(loader)
             for q in self._index_queues:
-                q.put((None, self._epoch))
+                q.put((None, (self._epoch, shared_seed)))
             pending = self._n
             while pending:
                 idx, data = self._get()
