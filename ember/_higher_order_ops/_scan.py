@@ -47,8 +47,10 @@ def _same_meta(a, b):
 def _structure(tree):
     """A comparable description of a pytree's containers (TreeSpecs do not compare inside a
     compiled frame): nested tuples of container type names and dict keys, ``None`` per leaf."""
-    if isinstance(tree, (tuple, list)):
-        return (type(tree).__name__, tuple(_structure(t) for t in tree))
+    if isinstance(tree, list):
+        return ("list", tuple(_structure(t) for t in tree))
+    if isinstance(tree, tuple):     # a namedtuple by its field names
+        return (getattr(tree, "_fields", "tuple"), tuple(_structure(t) for t in tree))
     if isinstance(tree, dict):
         return ("dict", tuple((k, _structure(v)) for k, v in tree.items()))
     return None

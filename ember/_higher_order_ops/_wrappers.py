@@ -118,16 +118,25 @@ def _allowed_out_dtype_ops():
     return found
 
 
-def out_dtype(op, output_dtype, *args):
-    """``op(*args)`` computed in the dtype promoted from the arguments and ``output_dtype``, cast to
-    ``output_dtype`` (``torch._higher_order_ops.out_dtype``: e.g. an int8 ``mm`` accumulating in
-    int32). ``op`` is an ``ember.ops.aten`` overload from torch's short list."""
+def _check_out_dtype_op(op):
+    """torch's checks on ``op`` (run while tracing: ``op`` is a constant of the frame)."""
     from ..ops._aten_namespace import OpOverload
     if not isinstance(op, OpOverload):
         raise ValueError("out_dtype's first argument must be an OpOverload")
     allowed = _allowed_out_dtype_ops()
     if op not in allowed:
         raise ValueError(f"out_dtype only allows the following operators: {allowed}.")
+    return True
+
+
+_check_out_dtype_op._ember_assume_constant = True
+
+
+def out_dtype(op, output_dtype, *args):
+    """``op(*args)`` computed in the dtype promoted from the arguments and ``output_dtype``, cast to
+    ``output_dtype`` (``torch._higher_order_ops.out_dtype``: e.g. an int8 ``mm`` accumulating in
+    int32). ``op`` is an ``ember.ops.aten`` overload from torch's short list."""
+    _check_out_dtype_op(op)
     promoted = output_dtype
     for leaf in tree_leaves(args):
         if _is_tensor(leaf) or isinstance(leaf, (bool, int, float, complex)):

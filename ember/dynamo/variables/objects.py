@@ -745,6 +745,18 @@ class EmberFunctionVariable(VariableTracker):
     def as_python_constant(self):
         return self.fn
 
+    def var_getattr(self, tx, name):
+        from ...ops._aten_namespace import OpOverloadPacket
+        if isinstance(self.fn, OpOverloadPacket) and not name.startswith("_"):
+            # ``aten.mm.default``: the overload object (passed to out_dtype, called like the op)
+            from .builder import wrap
+            try:
+                overload = getattr(self.fn, name)
+            except AttributeError:
+                raise Unsupported(f"attribute {name!r} of {self}") from None
+            return wrap(tx, overload, AttrSource(self.source, name) if self.source else None)
+        return super().var_getattr(tx, name)
+
     def call_function(self, tx, args, kwargs):
         name = getattr(self.fn, "__name__", "")
         if name in _BLOCKED:
