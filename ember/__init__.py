@@ -166,7 +166,8 @@ _TOP_LEVEL_FROM = {
     "Future": "futures",                    # torch.Future: the futures' class (ember/futures.py)
 }
 _LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional",    # torch.futures, .hub, .quasirandom, .functional
-                       "mps", "xpu", "mtia", "torch_version")    # absent backends (ember/_absent_backend.py), versions
+                       "mps", "xpu", "mtia", "torch_version",    # absent backends (ember/_absent_backend.py), versions
+                       "_functorch", "_inductor", "_subclasses")   # torch's private modules custom backends use
 
 
 def __getattr__(name):

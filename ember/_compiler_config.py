@@ -16,13 +16,16 @@
   and FX-graph disk caches off (``EMBER_AOT_CACHE=0``, ``EMBER_FX_GRAPH_CACHE=0`` for this
   process).
 
+``patch`` / ``get_config_copy`` / ``load_config``: torch's config-module API over these knobs.
+
 Other torch names raise AttributeError naming the supported ones."""
 from __future__ import annotations
 
 import os
 import re
 import sys
-import types
+
+from ._config_module import ConfigModule
 
 _ALIASES = ("recompile_limit", "automatic_dynamic_shapes", "assume_static_by_default", "capture_scalar_outputs",
             "capture_dynamic_output_shape_ops", "verbose", "fail_on_recompile_limit_hit")
@@ -33,7 +36,7 @@ def _env_true(name):
     return os.environ.get(name, "").strip().lower() in ("1", "true", "on", "yes")
 
 
-class _CompilerConfig(types.ModuleType):
+class _CompilerConfig(ConfigModule):
     _KNOWN = ("job_id", "dynamic_sources", "force_disable_caches") + _ALIASES
 
     def __getattr__(self, name):

@@ -13,7 +13,7 @@ from ..dynamo import config as _dcfg
 from ..dynamo import reset as _reset_dynamo
 from ..dynamo.callback import callback_handler, on_compile_end, on_compile_start
 from ..dynamo.polyfill import substitute_in_graph
-from . import config, decorators, eval_frame, exc, utils
+from . import backends, config, decorators, eval_frame, exc, utils
 from .decorators import (dont_skip_tracing, error_on_graph_break, forbid_in_graph, nonstrict_trace,
                          patch_dynamo_config, skip_frame, step_unsupported)
 from .eval_frame import (is_dynamo_supported, is_inductor_supported, optimize_assert, reset_code,
@@ -62,7 +62,7 @@ def __getattr__(name):
 __all__ = ["allow_in_graph", "disallow_in_graph", "assume_constant_result", "is_compiling", "set_stance", "compile",
            "disable", "explain", "graph_break", "list_backends", "lookup_backend", "mark_dynamic",
            "maybe_mark_dynamic", "mark_static", "mark_static_address", "optimize", "optimize_assert", "run",
-           "register_backend", "reset", "reset_code_caches", "config", "utils", "exc", "eval_frame", "decorators",
+           "register_backend", "reset", "reset_code_caches", "backends", "config", "utils", "exc", "eval_frame", "decorators",
            "Unsupported", "FullGraphError", "RecompileLimitExceeded", "BackendCompilerFailed", "OptimizedModule",
            "is_dynamo_supported", "is_inductor_supported", "set_recursion_limit", "get_recursion_limit",
            "forbid_in_graph", "substitute_in_graph", "nonstrict_trace", "dont_skip_tracing", "error_on_graph_break",

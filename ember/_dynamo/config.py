@@ -41,8 +41,8 @@
 Any other name raises AttributeError listing these: a knob that would be silently ignored is
 worse than an error."""
 import sys
-import types
 
+from .._config_module import ConfigModule
 from ..dynamo import config as _ember
 
 
@@ -55,7 +55,7 @@ _FLAGS = ("automatic_dynamic_shapes", "capture_scalar_outputs", "dont_skip_traci
           "fail_on_recompile_limit_hit")
 
 
-class _Config(types.ModuleType):
+class _Config(ConfigModule):
     _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit",
                 **{f: f for f in _FLAGS}}
     _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose", "optimize_ddp") + _FLAGS \
@@ -109,73 +109,6 @@ class _Config(types.ModuleType):
         else:
             raise AttributeError(f"ember._dynamo.config has no knob {name!r} (supported: "
                                  f"{', '.join(self._KNOWN)}; ember's own knobs are in ember.dynamo.config)")
-
-
-    # ------------------------------------------------------------------ torch's config-module API
-    def patch(self, arg1=None, arg2=None, **kwargs):
-        """``config.patch("name", value)`` / ``patch({"name": value})`` / ``patch(name=value)``: a
-        context manager and decorator setting knobs while in force (torch's ``config.patch``).
-        Every name is checked (and its old value read) when the patch is made."""
-        if isinstance(arg1, str):
-            changes = {arg1: arg2}
-        elif isinstance(arg1, dict):
-            changes = dict(arg1)
-        elif arg1 is None:
-            changes = {}
-        else:
-            raise TypeError(f"config.patch: expected a config name or a dict, got {type(arg1).__name__}")
-        changes.update(kwargs)
-        for k in changes:
-            getattr(self, k)          # unknown names raise AttributeError now, not at __enter__
-        return _Patch(self, changes)
-
-    def get_config_copy(self) -> dict:
-        """The current value of every knob, by torch's name."""
-        return {k: getattr(self, k) for k in self._KNOWN}
-
-    def load_config(self, maybe_pickled_config):
-        """Set knobs from a dict (or the pickle of one) made by ``get_config_copy``."""
-        import pickle
-        cfg = pickle.loads(maybe_pickled_config) if isinstance(maybe_pickled_config, bytes) else maybe_pickled_config
-        if not isinstance(cfg, dict):
-            raise TypeError(f"load_config: expected a dict or its pickle, got {type(cfg).__name__}")
-        for k, v in cfg.items():
-            setattr(self, k, v)
-
-
-class _Patch:
-    """What ``config.patch`` returns: sets the changes on enter, restores the old values on exit;
-    used as a decorator it wraps each call."""
-
-    def __init__(self, cfg, changes):
-        self.cfg, self.changes, self._saved = cfg, changes, []
-
-    def __enter__(self):
-        saved = {k: getattr(self.cfg, k) for k in self.changes}
-        try:
-            for k, v in self.changes.items():
-                setattr(self.cfg, k, v)
-        except BaseException:
-            for k, v in saved.items():
-                setattr(self.cfg, k, v)
-            raise
-        self._saved.append(saved)
-
-    def __exit__(self, *exc):
-        for k, v in self._saved.pop().items():
-            setattr(self.cfg, k, v)
-        return False
-
-    def __call__(self, fn):
-        import functools
-        if isinstance(fn, type):
-            raise TypeError("config.patch: decorating a class is not supported; decorate its methods")
-
-        @functools.wraps(fn)
-        def patched(*args, **kwargs):
-            with self:
-                return fn(*args, **kwargs)
-        return patched
 
 
 sys.modules[__name__].__class__ = _Config

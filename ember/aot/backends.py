@@ -54,8 +54,10 @@ def _full_decompositions() -> Optional[dict]:
 
 def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = None,
                  decompositions: Any = "prims", dynamic: Optional[bool] = None,
-                 memory_budget: Optional[float] = None) -> Callable:
-    """A backend running the AOT pipeline with the given graph compilers."""
+                 memory_budget: Optional[float] = None,
+                 inference_compiler: Optional[Callable] = None) -> Callable:
+    """A backend running the AOT pipeline with the given graph compilers (``inference_compiler``,
+    for the graph of a call that needs no gradient, defaults to ``fw_compiler``)."""
     from .runtime import aot_function
 
     def compile_static(gm, example_inputs):
@@ -64,14 +66,16 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
         decomps = decompositions
         dyn = config.dynamic if dynamic is None else dynamic
         return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                            decompositions=decomps, dynamic=dyn, memory_budget=memory_budget)
+                            decompositions=decomps, dynamic=dyn, memory_budget=memory_budget,
+                            inference_compiler=inference_compiler)
 
     def compile_symbolic(gm, fakes):
         # a real segment of a split complex graph with symbolic sizes: traced on dynamo's fakes
         # (the intermediates' example values) in its ShapeEnv, compiled now (complex_split.py)
         return aot_function(gm, fakes, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                             decompositions=decompositions, dynamic=True, memory_budget=memory_budget,
-                            shape_env=gm.meta["shape_env"], fake_inputs=fakes).prepare()
+                            inference_compiler=inference_compiler, shape_env=gm.meta["shape_env"],
+                            fake_inputs=fakes).prepare()
 
     def backend(gm, example_inputs):
         why = complex_values(gm, example_inputs)
@@ -86,7 +90,8 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
             try:
                 return aot_function(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
                                     decompositions=decomps, dynamic=True, memory_budget=memory_budget,
-                                    shape_env=gm.meta["shape_env"], fake_inputs=fakes).prepare()
+                                    inference_compiler=inference_compiler, shape_env=gm.meta["shape_env"],
+                                    fake_inputs=fakes).prepare()
             except Exception as e:  # noqa: BLE001 - the per-shape path below is always correct
                 if config.debug_dynamic:
                     raise
