@@ -751,3 +751,8 @@ def debug_unwrap(tensor, *, recurse=True):
     transforms (grad, vmap, jvp) run on plain tensors -- vmap loops over the batch -- so there is
     no wrapper: the tensor itself."""
     return tensor
+
+
+from ._rearrange import rearrange  # noqa: E402 - einops-style rearrange (torch.func.rearrange)
+
+__all__ += ["rearrange"]
