@@ -167,7 +167,8 @@ _TOP_LEVEL_FROM = {
 }
 _LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional",    # torch.futures, .hub, .quasirandom, .functional
                        "mps", "xpu", "mtia", "torch_version",    # absent backends (ember/_absent_backend.py), versions
-                       "_functorch", "_inductor", "_subclasses")   # torch's private modules custom backends use
+                       "_functorch", "_inductor", "_subclasses",   # torch's private modules custom backends use
+                       "package", "monitor", "_logging")       # torch.package, torch.monitor, torch._logging
 
 
 def __getattr__(name):
@@ -237,3 +238,7 @@ from ._layout import jagged  # noqa: E402
 from .nested import _install as _nested_install  # noqa: E402
 _nested_install.install(__import__("sys").modules[__name__])
 del _nested_install, _bc
+
+# TORCH_LOGS: torch's spelling of EMBER_LOGS, applied through ember._logging (only when set)
+if "TORCH_LOGS" in __import__("os").environ or "TORCH_TRACE" in __import__("os").environ:
+    _lazy("_logging")._internal._init_from_env()
