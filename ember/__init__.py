@@ -167,7 +167,7 @@ _TOP_LEVEL_FROM = {
 }
 _LAZY_MODULES_EXTRA = ("futures", "hub", "quasirandom", "functional",    # torch.futures, .hub, .quasirandom, .functional
                        "mps", "xpu", "mtia", "torch_version",    # absent backends (ember/_absent_backend.py), versions
-                       "_functorch", "_inductor", "_subclasses",   # torch's private modules custom backends use
+                       "_functorch", "_inductor", "_subclasses", "_decomp",   # torch's private modules custom backends use
                        "package", "monitor", "_logging")       # torch.package, torch.monitor, torch._logging
 
 

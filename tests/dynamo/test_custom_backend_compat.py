@@ -202,3 +202,32 @@ def test_registry_and_lazy_attributes():
     assert "inductor" in ember._dynamo.backends.registry.list_backends()
     assert ember._functorch.aot_autograd.make_boxed_func is make_boxed_func
     assert ember._functorch.apis.vmap is ember.func.vmap
+
+
+def test_decompositions_chosen_with_get_decompositions():
+    from ember._decomp import core_aten_decompositions, get_decompositions, register_decomposition
+    ember._dynamo.reset()
+    codes = []
+
+    def comp(gm, ex):
+        codes.append(gm.code)
+        return gm.forward
+    d = get_decompositions([ember.ops.aten.gelu, ember.ops.aten.mm.default])
+    assert sorted(k.name for k in d) == ["gelu", "mm"]
+    assert set(d) <= set(core_aten_decompositions())
+    f = ember.compile(lambda t: ember.nn.functional.gelu(t).softmax(-1),
+                      backend=aot_autograd(fw_compiler=comp, decompositions=d))
+    x = _data(4, 6, seed=15)
+    assert np.allclose(f(x).numpy(), ember.nn.functional.gelu(x).softmax(-1).numpy(), rtol=1e-6)
+    assert "erf" in codes[0] and "gelu" not in codes[0] and "softmax" in codes[0]   # softmax stays whole
+    reg = {}
+
+    @register_decomposition(ember.ops.aten.relu, reg)
+    def my_relu(t):
+        return ember.clamp_min(t, 0)
+    assert list(reg) == [ember.ops.aten.relu.op]
+    with pytest.raises(ValueError, match="already in the registry"):
+        register_decomposition(ember.ops.aten.relu, reg)(my_relu)
+    with pytest.raises(TypeError, match="expected an ember operator"):
+        get_decompositions([42])
+    assert len(ember._decomp.decomposition_table) == len(core_aten_decompositions())
