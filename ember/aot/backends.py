@@ -78,6 +78,13 @@ def aot_autograd(*, fw_compiler: Callable, bw_compiler: Optional[Callable] = Non
                             fake_inputs=fakes).prepare()
 
     def backend(gm, example_inputs):
+        from .subclass import compile_subclass_graph, has_subclass_inputs
+        if has_subclass_inputs(example_inputs):
+            # wrapper subclasses are flattened at the boundary and compiled for static sizes
+            if getattr(gm, "meta", {}).get("dynamic"):
+                return _per_shape(lambda g, ins: compile_subclass_graph(g, ins, compile_static), gm,
+                                  example_inputs, "tensor-subclass inputs are compiled per shape")
+            return compile_subclass_graph(gm, example_inputs, compile_static)
         why = complex_values(gm, example_inputs)
         if why is not None:
             from .complex_split import split_complex

@@ -21,6 +21,7 @@ import contextvars
 
 import numpy as np
 
+from .. import _torch_function as _tf
 from .._state import STATE
 from ..ops import registry as _reg
 from ..tensor import Tensor, _make
@@ -64,6 +65,9 @@ class ExampleValues:
         ``dynamic_dims`` (dims of a C-contiguous ``t``; fake mode only): those sizes become
         ShapeEnv symbols whose source is ``source`` (a guard expression), so the guards
         can read them off the next call's inputs."""
+        if t.__class__ in _tf.DISPATCH_CLASSES:      # a wrapper subclass: rebuilt from its inner tensors' examples
+            from .variables.subclass_inputs import example_of
+            return example_of(t, self.from_input)
         if self.fake_mode is not None:
             if dynamic_dims:
                 return self.fake_mode.from_tensor(t, symbolic=True, dynamic_dims=dynamic_dims,

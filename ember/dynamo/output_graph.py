@@ -18,6 +18,7 @@ import types as _types
 import numpy as _np
 
 from ..fx import Graph
+from .._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
 from ..tensor import Tensor
 from .. import types as _t
 from . import config as _config
@@ -124,7 +125,8 @@ class OutputGraph:
             raise AliasedDynamicView(f"{source.expr()} shares memory with the view input "
                                      f"{self._dynamic_views[id(memory_root(t))][1]}, given symbolic sizes")
         dims = None
-        if self.dynamic_dims is not None and self.examples.shape_env is not None:
+        if self.dynamic_dims is not None and self.examples.shape_env is not None \
+                and t.__class__ not in _DISPATCH_CLASSES:     # wrapper subclasses stay static
             dims = self.dynamic_dims(source, t)
             # only C-contiguous inputs get symbolic sizes: their strides follow from the sizes
             if dims and not (t._data.ndim and t._data.strides == _cstrides(t._data)):

@@ -133,6 +133,11 @@ class FakeTensorMode:
         return fake
 
 
+# a __torch_dispatch__ subclass's handler runs first, this mode still on (torch's fake mode returns
+# NotImplemented for unknown subclasses): its ops on the inner tensors run here
+_reg._DEFERRING_MODES.add(FakeTensorMode)
+
+
 def _out_device(op, args):
     if op.device_pos is not None and args[op.device_pos] is not None:
         return _t.as_device(args[op.device_pos])

@@ -789,6 +789,14 @@ def _call_handlers(func, types, pos, kw):
                     "NotImplemented:\n\n" + "".join(f"  - tensor subclass {t}\n" for t in types))
 
 
+# Mode classes that let a ``__torch_dispatch__`` subclass handle an op before themselves, the
+# handler running with the mode still active (torch's fake and proxy modes return NotImplemented
+# for unknown subclasses): the handler's ops on the inner tensors then reach the mode, so tracing
+# a wrapper subclass records plain ops (ember.compile of traceable wrapper subclasses; the fake
+# and make_fx modes add themselves, ember/fx).
+_DEFERRING_MODES = set()
+
+
 def _subclass_dispatch(op, args):
     """The kernel step of a call with an instance of a ``__torch_dispatch__`` subclass among its
     tensor arguments (torch's Python dispatch key, below autograd): each such class's handler, a
@@ -870,6 +878,10 @@ def below_autograd(op, args):
 
 def _mode_dispatch(op, args):
     modes = STATE.modes
+    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES:
+        r = _subclass_dispatch(op, args)
+        if r is not _RESUME:
+            return r
     mode = modes.pop()
     try:
         return mode.__ember_dispatch__(op, args)
@@ -882,6 +894,10 @@ def _autograd_mode_dispatch(op, args):
     A mode that must know grad mode is on for the caller (forward AD records its tangents
     for reverse mode) defines ``__ember_dispatch_autograd__``."""
     modes = STATE.modes
+    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES:
+        r = _subclass_dispatch(op, args)
+        if r is not _RESUME:
+            return r
     mode = modes.pop()
     try:
         fn = getattr(mode, "__ember_dispatch_autograd__", None)

@@ -75,9 +75,9 @@ def wrap(tx, value, source, guard=True):
         if value.device.type == "meta":   # no data for kernels: shape propagation is eager's job
             raise Unsupported("a tensor on the meta device is not compiled by ember.compile; the code "
                               "using it runs eagerly")
-        if value.__class__ in _DISPATCH_CLASSES:
-            raise Unsupported(f"a Tensor subclass with __torch_dispatch__ ({type(value).__qualname__}) is not "
-                              f"traced by ember.compile; the code using it runs eagerly")
+        if value.__class__ in _DISPATCH_CLASSES:     # traceable wrapper subclasses (subclass_inputs.py)
+            from .subclass_inputs import wrap_subclass_input
+            return wrap_subclass_input(tx, value, source)
         if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
             raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
                               f"not traced by ember.compile; the code using it runs eagerly")

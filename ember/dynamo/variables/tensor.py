@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import operator
 
+from ..._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
 from ...tensor import Tensor
 from ... import types as _t
 from .. import config as _config
@@ -35,6 +36,8 @@ class TensorVariable(VariableTracker):
         self.node = node
         self.example = example
         self.source = source
+        if cls is Tensor and example.__class__ in _DISPATCH_CLASSES:
+            cls = example.__class__       # an op's result that is a wrapper subclass (subclass_inputs.py)
         self.cls = cls
         node.meta["example_value"] = example
 

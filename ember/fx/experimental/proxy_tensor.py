@@ -692,6 +692,10 @@ class DispatchTracer:
                     self._track(o, item)
 
 
+# a __torch_dispatch__ subclass's handler runs first, this mode still on: its plain ops are recorded
+_reg._DEFERRING_MODES.add(DispatchTracer)
+
+
 def _in_base_elements(view: Tensor, base: Tensor) -> Tuple[Tuple[int, ...], Tuple[int, ...], int]:
     """(shape, strides, storage offset) of ``view`` -- a dtype view (``Tensor.view(dtype)``) of
     ``base`` -- counted in ``base``'s elements: the functionalization writes and regenerates
