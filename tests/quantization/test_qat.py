@@ -131,5 +131,5 @@ def test_qat_modules_and_aliases():
     assert ember.nn.quantizable.LSTM is ember.ao.nn.quantizable.LSTM
     with pytest.raises(NotImplementedError, match="MultiheadAttention"):
         ember.nn.quantizable.MultiheadAttention(2, 2)
-    with pytest.raises(NotImplementedError, match="ConvBn1d"):
-        ember.ao.nn.intrinsic.ConvBn1d
+    with pytest.raises(AttributeError, match="ConvBn4d"):
+        ember.ao.nn.intrinsic.ConvBn4d

@@ -1,8 +1,8 @@
 """Module mappings of eager-mode quantization, as torch's ``quantization_mappings``: float (or
 fused, or QAT) module class -> the class ``convert`` / ``prepare_qat`` / ``quantize_dynamic``
 swaps in, with ember's classes on both sides. Only the layers ember has a quantized version of
-appear (torch's quantized PReLU, MultiheadAttention ... are absent from ember, so
-are their entries: such layers stay float through ``convert``).
+appear (torch's quantized MultiheadAttention is absent from ember, so is its entry: such a layer
+stays float through ``convert``).
 
 ``DEFAULT_*`` are the module-level dicts (built on first access: they name classes from
 ``ember.ao.nn``); the ``get_*`` functions return copies, as torch's."""
@@ -31,6 +31,7 @@ def _static():
     from ..nn import intrinsic as nni
     from ..nn import qat as nnqat
     from ..nn.intrinsic import qat as nniqat
+    from ..nn.intrinsic.quantized import fused as nniq
     from ..nn.quantized.modules import static as nnq
     from ..nn.quantized.modules import activation as nnqa
     from ..nn.quantized.modules import normalization as nnqn
@@ -55,6 +56,10 @@ def _static():
         nniqat.ConvBn2d: nnq.Conv2d, nniqat.ConvBnReLU2d: nnq.ConvReLU2d, nniqat.ConvReLU2d: nnq.ConvReLU2d,
         nniqat.ConvReLU3d: nnq.ConvReLU3d, nniqat.LinearReLU: nnq.LinearReLU,
         nnqat.Linear: nnq.Linear, nnqat.Conv2d: nnq.Conv2d, nnqat.Conv3d: nnq.Conv3d,
+        nniqat.ConvBn1d: nnq.Conv1d, nniqat.ConvBn3d: nnq.Conv3d, nniqat.ConvBnReLU1d: nnq.ConvReLU1d,
+        nniqat.ConvBnReLU3d: nnq.ConvReLU3d, nniqat.LinearBn1d: nnq.Linear,
+        nni.LinearLeakyReLU: nniq.LinearLeakyReLU, nni.LinearTanh: nniq.LinearTanh,
+        nni.ConvAdd2d: nniq.ConvAdd2d, nni.ConvAddReLU2d: nniq.ConvAddReLU2d, nn.PReLU: nnqa.PReLU,
     }
 
 
@@ -64,15 +69,21 @@ def _qat():
     from ..nn.intrinsic import qat as nniqat
     return {nn.Conv2d: nnqat.Conv2d, nn.Conv3d: nnqat.Conv3d, nn.Linear: nnqat.Linear, nni.ConvBn2d: nniqat.ConvBn2d,
             nni.ConvBnReLU2d: nniqat.ConvBnReLU2d, nni.ConvReLU2d: nniqat.ConvReLU2d, nni.ConvReLU3d: nniqat.ConvReLU3d,
-            nni.LinearReLU: nniqat.LinearReLU}
+            nni.LinearReLU: nniqat.LinearReLU, nni.ConvBn1d: nniqat.ConvBn1d, nni.ConvBn3d: nniqat.ConvBn3d,
+            nni.ConvBnReLU1d: nniqat.ConvBnReLU1d, nni.ConvBnReLU3d: nniqat.ConvBnReLU3d,
+            nni.LinearBn1d: nniqat.LinearBn1d}
 
 
 def _dynamic():
+    from ..nn import intrinsic as nni
+    from ..nn.intrinsic.quantized import dynamic as nniqd
+    from ..nn.qat import dynamic as nnqatd
     from ..nn.quantized import dynamic as nnqd
     from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding, EmbeddingBag as QEmbeddingBag
     return {nn.EmbeddingBag: QEmbeddingBag, nn.GRUCell: nnqd.GRUCell, nn.Linear: nnqd.Linear, nn.LSTM: nnqd.LSTM,
             nn.GRU: nnqd.GRU,
-            nn.LSTMCell: nnqd.LSTMCell, nn.RNNCell: nnqd.RNNCell, nn.Embedding: QEmbedding}
+            nn.LSTMCell: nnqd.LSTMCell, nn.RNNCell: nnqd.RNNCell, nn.Embedding: QEmbedding,
+            nnqatd.Linear: nnqd.Linear, nni.LinearReLU: nniqd.LinearReLU}
 
 
 def _float_to_quantized_ops():
@@ -131,8 +142,14 @@ def get_default_static_quant_reference_module_mappings():
 
 
 def get_embedding_static_quant_module_mappings():
-    raise NotImplementedError("ember.quantization: QAT Embedding / EmbeddingBag modules (the keys this mapping "
-                              "adds) are not supported (get_embedding_static_quant_module_mappings)")
+    """The static mappings plus the QAT Embedding / EmbeddingBag -> quantized ones (for converting
+    a model prepared with ``get_embedding_qat_module_mappings``)."""
+    from ..nn import qat as nnqat
+    from ..nn.quantized.modules.embedding_ops import Embedding as QEmbedding, EmbeddingBag as QEmbeddingBag
+    mapping = copy.deepcopy(_mapping("DEFAULT_STATIC_QUANT_MODULE_MAPPINGS"))
+    mapping[nnqat.EmbeddingBag] = QEmbeddingBag
+    mapping[nnqat.Embedding] = QEmbedding
+    return mapping
 
 
 def get_default_static_sparse_quant_module_mappings():
@@ -165,8 +182,12 @@ def get_default_qat_module_mappings():
 
 
 def get_embedding_qat_module_mappings():
-    raise NotImplementedError("ember.quantization: QAT Embedding / EmbeddingBag modules are not supported "
-                              "(get_embedding_qat_module_mappings)")
+    """The QAT mappings plus Embedding / EmbeddingBag -> their QAT (fake-quantized table) versions."""
+    from ..nn import qat as nnqat
+    mapping = copy.deepcopy(_mapping("DEFAULT_QAT_MODULE_MAPPINGS"))
+    mapping[nn.EmbeddingBag] = nnqat.EmbeddingBag
+    mapping[nn.Embedding] = nnqat.Embedding
+    return mapping
 
 
 def get_default_dynamic_quant_module_mappings():

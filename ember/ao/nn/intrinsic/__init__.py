@@ -66,14 +66,78 @@ class ConvBnReLU2d(_FusedModule):
         super().__init__(conv, bn, relu)
 
 
+class ConvBn1d(_FusedModule):
+    def __init__(self, conv, bn):
+        _check((nn.Conv1d, nn.BatchNorm1d), (conv, bn))
+        super().__init__(conv, bn)
+
+
+class ConvBn3d(_FusedModule):
+    def __init__(self, conv, bn):
+        _check((nn.Conv3d, nn.BatchNorm3d), (conv, bn))
+        super().__init__(conv, bn)
+
+
+class ConvBnReLU1d(_FusedModule):
+    def __init__(self, conv, bn, relu):
+        _check((nn.Conv1d, nn.BatchNorm1d, nn.ReLU), (conv, bn, relu))
+        super().__init__(conv, bn, relu)
+
+
+class ConvBnReLU3d(_FusedModule):
+    def __init__(self, conv, bn, relu):
+        _check((nn.Conv3d, nn.BatchNorm3d, nn.ReLU), (conv, bn, relu))
+        super().__init__(conv, bn, relu)
+
+
+class LinearBn1d(_FusedModule):
+    """Linear then BatchNorm1d (QAT folds the batch norm into the linear weight as it trains)."""
+
+    def __init__(self, linear, bn):
+        _check((nn.Linear, nn.BatchNorm1d), (linear, bn))
+        super().__init__(linear, bn)
+
+
+class LinearLeakyReLU(_FusedModule):
+    def __init__(self, linear, leaky_relu):
+        _check((nn.Linear, nn.LeakyReLU), (linear, leaky_relu))
+        super().__init__(linear, leaky_relu)
+
+
+class LinearTanh(_FusedModule):
+    def __init__(self, linear, tanh):
+        _check((nn.Linear, nn.Tanh), (linear, tanh))
+        super().__init__(linear, tanh)
+
+
+class ConvAdd2d(_FusedModule):
+    """Conv2d whose output is added to a second input: ``forward(x1, x2) = add(conv(x1), x2)``
+    (``add`` is any callable, e.g. ``operator.add``; it is kept as an attribute, not a submodule)."""
+
+    def __init__(self, conv, add):
+        super().__init__(conv)
+        self.add = add
+
+    def forward(self, x1, x2):
+        return self.add(self[0](x1), x2)
+
+
+class ConvAddReLU2d(_FusedModule):
+    """``relu(add(conv(x1), x2))``, as ConvAdd2d with a ReLU module after the sum."""
+
+    def __init__(self, conv, add, relu):
+        super().__init__(conv)
+        self.add = add
+        self.relu = relu
+
+    def forward(self, x1, x2):
+        return self.relu(self.add(self[0](x1), x2))
+
+
 def __getattr__(name):
     if name in ("qat", "quantized"):
         import importlib
         mod = importlib.import_module(f"{__name__}.{name}")
         globals()[name] = mod
         return mod
-    if name in ("ConvBn1d", "ConvBn3d", "ConvBnReLU1d", "ConvBnReLU3d", "LinearBn1d"):
-        raise NotImplementedError(f"ember.quantization: the fused module ember.ao.nn.intrinsic.{name} (a "
-                                  "quantization-aware-training conv/linear + batch norm fusion) is not supported "
-                                  "(ConvBn2d / ConvBnReLU2d are)")
     raise AttributeError(f"module 'ember.ao.nn.intrinsic' has no attribute '{name}'")

@@ -1,10 +1,6 @@
-"""``ember.ao.nn.qat``: quantization-aware-training versions of Linear and Conv1d/2d/3d (float modules
-whose weight passes through a fake quantizer on every forward), as ``torch.ao.nn.qat``."""
+"""``ember.ao.nn.qat``: quantization-aware-training versions of Linear, Conv1d/2d/3d and Embedding /
+EmbeddingBag (float modules whose weight passes through a fake quantizer on every forward), as
+``torch.ao.nn.qat``; ``.dynamic``: the Linear for dynamic quantization-aware training."""
 from .modules import Linear, Conv1d, Conv2d, Conv3d  # noqa: F401
-
-
-def __getattr__(name):
-    if name in ("Embedding", "EmbeddingBag"):
-        raise NotImplementedError(f"ember.quantization: ember.ao.nn.qat.{name} is not supported (Linear and the "
-                                  f"convolutions are)")
-    raise AttributeError(f"module 'ember.ao.nn.qat' has no attribute '{name}'")
+from .embedding_ops import Embedding, EmbeddingBag  # noqa: F401
+from . import dynamic  # noqa: F401

@@ -10,7 +10,7 @@ from .modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspos
                            ConvTranspose3d)
 from .modules.functional_modules import FloatFunctional, FXFloatFunctional, QFunctional  # noqa: F401
 from .modules.rnn import LSTM  # noqa: F401
-from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d,  # noqa: F401
+from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Dropout, BatchNorm2d, PReLU,  # noqa: F401
                                  BatchNorm3d)
 from .modules.normalization import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: F401
                                     InstanceNorm3d, Softmax)

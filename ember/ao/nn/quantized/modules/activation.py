@@ -13,7 +13,7 @@ from ember._quantized import schemes as _QS
 from ember._quantized.tensor import QParams, make_qtensor
 from .. import functional as qF
 
-__all__ = ["ReLU6", "Hardswish", "ELU", "LeakyReLU", "Sigmoid", "Dropout", "BatchNorm2d", "BatchNorm3d",
+__all__ = ["ReLU6", "Hardswish", "ELU", "LeakyReLU", "Sigmoid", "Dropout", "BatchNorm2d", "BatchNorm3d", "PReLU",
            "BNReLU2d", "BNReLU3d"]
 
 
@@ -190,3 +190,81 @@ class BNReLU2d(BatchNorm2d):
 
 class BNReLU3d(BatchNorm3d):
     _FUSE_RELU = True
+
+
+class PReLU(nn.Module):
+    """``QuantizedPReLU``: ``x`` above 0, ``weight * x`` below, with a quint8-quantized ``weight``
+    (one slope, or one per channel -- dim 1 of the input), requantized with the observed output
+    scale / zero point: the float32 arithmetic of torch's kernel on the dequantized values."""
+
+    def __init__(self, output_scale, output_zero_point, num_parameters=1):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.scale = output_scale
+        self.zero_point = output_zero_point
+        w = ember.randn(num_parameters, dtype=ember.float)
+        self.set_weight(ember.quantize_per_tensor(w, scale=1.0, zero_point=0, dtype=ember.quint8))
+
+    def set_weight(self, w):
+        self.weight = w
+
+    def forward(self, input):
+        qF._need_quantized(input, "quantized.prelu")
+        w = self.weight
+        if not getattr(w, "is_quantized", False):
+            raise RuntimeError(f"QuantizedPReLU: the weight must be a quantized tensor (set_weight with a quint8 "
+                               f"tensor), got {getattr(w, 'dtype', type(w).__name__)}")
+        if w.qscheme() is not _QS.per_tensor_affine:
+            raise NotImplementedError("ember.quantization: QuantizedPReLU with a per-channel quantized weight is not "
+                                      "supported")
+        if w.dtype is not input.dtype:       # torch's kernel iterates input and weight as one dtype
+            raise RuntimeError(f"Found dtype {_QNAME[w.dtype.name]} but expected {_QNAME[input.dtype.name]}")
+        wd = np.asarray(w.dequantize()._data, np.float32).reshape(-1)
+        n = wd.size
+        if n != 1:
+            channels = input.shape[1] if input.ndim >= 2 else None
+            if channels != n:
+                raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers "
+                                   f"= {n} and channel size = {channels}.")
+            wd = wd.reshape((1, n) + (1,) * (input.ndim - 2))
+        # torch's kernel multiplies *every* value by a slope on the weight's grid: the weight for
+        # negatives, and 1.0 quantized with the weight's scale / zero point for the others -- which
+        # is not exactly 1 when 1 / w_scale is not an integer, and is clamped at quint8's 255
+        # (a weight zero point of 200, scale 0.01 gives positives a gain of 0.55)
+        wq = w.q_scale(), w.q_zero_point()
+        one = np.float32((int(_K.quantize_per_tensor(np.ones(1, np.float32), wq[0], wq[1], w.dtype)[0]) - wq[1])
+                         * np.float32(wq[0]))
+        return qF._requantized(input, lambda d: (d * np.where(d > 0, one, wd)).astype(np.float32), self.scale,
+                               self.zero_point, "quantized.prelu")
+
+    def _get_name(self):
+        return "QuantizedPReLU"
+
+    @classmethod
+    def from_float(cls, mod, use_precomputed_fake_quant=False):
+        scale, zero_point = _observed_qparams(mod)
+        out = cls(scale, zero_point, mod.num_parameters)
+        out.set_weight(_quint8_weight(mod))
+        return out
+
+    @classmethod
+    def from_reference(cls, mod, scale, zero_point):
+        out = cls(float(scale), int(zero_point), mod.num_parameters)
+        out.set_weight(_quint8_weight(mod))
+        return out
+
+
+_QNAME = {"quint8": "QUInt8", "qint8": "QInt8", "qint32": "QInt32", "quint4x2": "QUInt4x2", "quint2x4": "QUInt2x4"}
+
+
+def _quint8_weight(mod):
+    """The PReLU slope(s) quantized to quint8 with the qconfig's weight observer (torch warns, and
+    goes on, when that observer is not a quint8 one)."""
+    import warnings
+    float_wt = mod.weight.detach().float()
+    observer = mod.qconfig.weight()
+    observer(float_wt)
+    if observer.dtype is not ember.quint8:
+        warnings.warn(f"PReLU's weight observer should have dtype quint8 but got {observer.dtype}", stacklevel=3)
+    wt_scale, wt_zp = observer.calculate_qparams()
+    return ember.quantize_per_tensor(float_wt, float(wt_scale), int(wt_zp), ember.quint8)

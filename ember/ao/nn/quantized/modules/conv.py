@@ -57,6 +57,12 @@ def _conv_ints(xi, wi, stride, dilation, groups):
     return acc.astype(np.int32).reshape((n,) + out_sp + (c_out,))
 
 
+def _channels_first(q):
+    """(N, *spatial, C) -> contiguous (N, C, *spatial)."""
+    nd = q.ndim - 2
+    return np.ascontiguousarray(q.transpose((0, nd + 1) + tuple(range(1, nd + 1))))
+
+
 class _ConvNd(_QuantizedWeighted):
     """Shared by Conv1d / Conv2d / Conv3d (``_DIM`` spatial dimensions)."""
 
@@ -141,6 +147,12 @@ class _ConvNd(_QuantizedWeighted):
             missing_keys.append(prefix + "weight")
 
     def forward(self, x):
+        acc, ws, bias = self._int_acc(x)
+        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
+        return self._out(_channels_first(q))
+
+    def _int_acc(self, x):
+        """(int32 acc (N, *out_spatial, C_out), per-channel weight scales, float32 bias or None)."""
         nd = self._DIM
         if not isinstance(x, ember.Tensor) or x.ndim != nd + 2:
             raise ValueError(f"Input shape must be {_INPUT_SHAPE[nd]}!")
@@ -158,9 +170,7 @@ class _ConvNd(_QuantizedWeighted):
             xi = np.pad(ints.astype(np.int32) - np.int32(x.q_zero_point()), pads)
         acc = _conv_ints(xi, wi, self.stride, self.dilation, self.groups)
         bias = None if b is None else np.asarray(b.detach()._data, np.float32)
-        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
-        perm = (0, nd + 1) + tuple(range(1, nd + 1))
-        return self._out(np.ascontiguousarray(q.transpose(perm)))
+        return acc, ws, bias
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):

@@ -119,11 +119,7 @@ class Embedding(nn.Module):
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        if type(mod) is not nn.Embedding:
-            raise AssertionError(f"nnq.{cls.__name__}.from_float only works for {nn.Embedding.__name__}")
-        if not hasattr(mod, "qconfig"):
-            raise AssertionError("Embedding input float module must have qconfig defined")
-        wobs = mod.qconfig.weight()
+        wobs = _weight_observer(cls, mod, nn.Embedding, "Embedding")
         dtype = wobs.dtype
         if wobs.qscheme is not _QS.per_channel_affine_float_qparams:
             raise AssertionError("Embedding quantization is only supported with float_qparams_weight_only_qconfig.")
@@ -204,11 +200,7 @@ class EmbeddingBag(Embedding):
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
-        if type(mod) is not nn.EmbeddingBag:
-            raise AssertionError(f"nnq.{cls.__name__}.from_float only works for {nn.EmbeddingBag.__name__}")
-        if not hasattr(mod, "qconfig"):
-            raise AssertionError("EmbeddingBag input float module must have qconfig defined")
-        wobs = mod.qconfig.weight()
+        wobs = _weight_observer(cls, mod, nn.EmbeddingBag, "EmbeddingBag")
         if wobs.qscheme is not _QS.per_channel_affine_float_qparams:
             raise AssertionError("EmbeddingBag quantization is only supported with float_qparams_weight_only_qconfig.")
         if wobs.dtype not in (ember.quint8, ember.quint4x2):
@@ -224,3 +216,22 @@ class EmbeddingBag(Embedding):
                   include_last_offset=mod.include_last_offset)
         out.set_weight(quantize_rows_float_qparams(mod.weight.float(), scales, zero_points))
         return out
+
+
+def _weight_observer(cls, mod, float_cls, what):
+    """The observer / fake quantizer giving the table's row parameters: a QAT module's trained
+    ``weight_fake_quant``, else a fresh one of the float module's qconfig (torch's checks)."""
+    if hasattr(mod, "weight_fake_quant"):
+        from ember.ao.nn import qat as nnqat
+        qat_cls = getattr(nnqat, float_cls.__name__)
+        if float_cls is nn.Embedding and type(mod) is not qat_cls:
+            raise AssertionError(f"nnq.{cls.__name__}.from_float with fake quant only works for {qat_cls.__name__}")
+        return mod.weight_fake_quant
+    if type(mod) is not float_cls:
+        raise AssertionError(f"nnq.{cls.__name__}.from_float only works for {float_cls.__name__}")
+    if not hasattr(mod, "qconfig"):
+        raise AssertionError(f"{what} input float module must have qconfig defined")
+    if mod.qconfig is not None and mod.qconfig.weight is not None:
+        return mod.qconfig.weight()
+    from ember.ao.quantization.qconfig import float_qparams_weight_only_qconfig
+    return float_qparams_weight_only_qconfig.weight()

@@ -185,14 +185,19 @@ class Linear(_QuantizedWeighted):
                                                   missing_keys, unexpected_keys, error_msgs)
 
     def forward(self, x):
+        acc, ws, bias = self._int_acc(x)
+        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
+        return self._out(q.reshape(tuple(x.shape[:-1]) + (self.out_features,)))
+
+    def _int_acc(self, x):
+        """(int32 acc (M, N) of the flattened input, per-channel weight scales, float32 bias or None)."""
         _need_quantized(x, self._get_name())
         w, b = self._packed_params._weight_bias()
         wi, ws = _weight_ints(w, self.out_features)
         xi = x._irepr.reshape(-1, self.in_features).astype(np.int32) - np.int32(x.q_zero_point())
         acc = exact_int_matmul(xi, wi.T).astype(np.int32)
         bias = None if b is None else np.asarray(b.detach()._data, np.float32)
-        q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, self._FUSE_RELU)
-        return self._out(q.reshape(tuple(x.shape[:-1]) + (self.out_features,)))
+        return acc, ws, bias
 
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):

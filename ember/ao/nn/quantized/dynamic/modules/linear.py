@@ -127,12 +127,15 @@ class Linear(nn.Module):
     @classmethod
     def from_float(cls, mod, use_precomputed_fake_quant=False):
         """A dynamic quantized Linear from a float ``nn.Linear`` carrying a ``qconfig``."""
-        if type(mod) is not nn.Linear:
-            raise AssertionError(f"nn.quantized.dynamic.Linear.from_float only works for [nn.Linear], got "
-                                 f"{type(mod).__name__}")
+        from ember.ao.nn.qat import dynamic as nnqatd
+        if type(mod) not in (nn.Linear, nnqatd.Linear):
+            raise AssertionError(f"nn.quantized.dynamic.Linear.from_float only works for [nn.Linear, "
+                                 f"ember.ao.nn.qat.dynamic.Linear], got {type(mod).__name__}")
         if not hasattr(mod, "qconfig"):
             raise AssertionError("Input float module must have qconfig defined")
-        if mod.qconfig is not None and mod.qconfig.weight is not None:
+        if type(mod) is nnqatd.Linear:
+            weight_observer = mod.weight_fake_quant      # the fake quantizer trained with the weight
+        elif mod.qconfig is not None and mod.qconfig.weight is not None:
             weight_observer = mod.qconfig.weight()
         else:
             from ember.ao.quantization.qconfig import default_dynamic_qconfig
