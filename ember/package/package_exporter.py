@@ -489,7 +489,11 @@ class PackageExporter:
     def close(self):
         """Validate the dependency graph and write the package (``with`` does this on exit)."""
         self._check_open()
-        self._execute_dependency_graph()
+        try:
+            self._execute_dependency_graph()
+        except BaseException:
+            self._finalize()      # a closed, incomplete archive; the error says what is wrong
+            raise
         self._write(".data/python_version", platform.python_version())
         self._write(".data/version", ARCHIVE_VERSION + "\n")
         self._write("byteorder", sys.byteorder)
