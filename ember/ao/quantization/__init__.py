@@ -33,7 +33,7 @@ def __getattr__(name):
     # as quantization_mappings'), so importing ember.ao.quantization does not load every module class
     if name in _LAZY_MAPPINGS:
         return getattr(quantization_mappings, name)
-    if name == "quantize_fx":             # (FX graph mode: every entry point raises NotImplementedError)
+    if name == "quantize_fx":             # (FX graph mode quantization: loaded on first use)
         import importlib
         return importlib.import_module(f"{__name__}.quantize_fx")
     if name in ("quantize_jit", "prepare_jit", "convert_jit", "quantize_dynamic_jit", "prepare_dynamic_jit",
