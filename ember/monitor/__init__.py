@@ -4,8 +4,9 @@ A :class:`Stat` aggregates the values added to it over a time window (``window_s
 ``datetime.timedelta``). When a window ends -- noticed at the next ``add`` -- or when it has
 collected ``max_samples`` values, its aggregations are published: ``get()`` returns them and
 an :class:`Event` named ``"torch.monitor.Stat"`` with data ``{"<name>.<aggregation>": value}``
-goes to every registered event handler (unless the window saw no values). Values added after
-a window was closed early by ``max_samples`` are dropped until the next window starts.
+goes to every registered event handler (unless the window saw no values); a Stat destroyed
+mid-window publishes that window too. Values added after a window was closed early by
+``max_samples`` are dropped until the next window starts.
 This is torch.monitor's C++ semantics, including two of its details: ``Aggregation.VALUE``
 is accepted but never reported, and a ``bool`` in an Event's data is stored as a float.
 """
@@ -227,6 +228,12 @@ class Stat:
             return
         data = {f"{self._name}.{a.name.lower()}": v for a, v in self._values(self._prev, _EVENT_ORDER).items()}
         log_event(Event(STAT_EVENT, _dt.datetime.now(), data))
+
+    def __del__(self):
+        # torch's Stat publishes its unfinished window when it is destroyed
+        current = getattr(self, "_current", None)
+        if current is not None and current.count:
+            self._publish()
 
     def __repr__(self):
         return f"Stat(name={self._name!r}, aggregations={sorted(self._aggs, key=lambda a: a.value)})"
