@@ -91,9 +91,11 @@ def _register(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn=None):
 def register_pytree_node(cls, flatten_fn, unflatten_fn, *, serialized_type_name=None, to_dumpable_context=None,
                          from_dumpable_context=None, flatten_with_keys_fn=None):
     """Make ``cls`` a container: ``flatten_fn(obj) -> (children, context)`` and
-    ``unflatten_fn(children, context) -> obj`` (serialisation arguments are accepted and
-    unused: ember has no treespec dumps/loads)."""
+    ``unflatten_fn(children, context) -> obj``; ``serialized_type_name`` (and a
+    ``to_dumpable_context`` / ``from_dumpable_context`` pair for contexts JSON cannot hold)
+    let ``treespec_dumps`` / ``treespec_loads`` write and read specs holding it."""
     _register(cls, flatten_fn, unflatten_fn, flatten_with_keys_fn)
+    _register_serialization(cls, serialized_type_name, to_dumpable_context, from_dumpable_context)
 
 
 def register_dataclass(cls, *, field_names=None, drop_field_names=None, serialized_type_name=None):
@@ -114,6 +116,7 @@ def register_dataclass(cls, *, field_names=None, drop_field_names=None, serializ
     def flatten_with_keys(obj):
         return [(GetAttrKey(n), getattr(obj, n)) for n in names], [names, []]
     _register(cls, flatten, unflatten, flatten_with_keys)
+    _register_serialization(cls, serialized_type_name)
 
 
 def _seq_keys(node):
@@ -466,3 +469,321 @@ def _broadcast_to_and_flatten(tree, spec):
             return None
         out += flat
     return out
+
+
+# ---- constants, structseqs, spec builders (the rest of torch.utils._pytree's public names) ----
+import enum as _enum
+import importlib as _importlib
+import json as _json
+import warnings as _warnings
+from typing import Any as _Any, Protocol as _Protocol
+
+PyTree = _Any
+Context = _Any
+DumpableContext = _Any
+FlattenFunc = Callable
+UnflattenFunc = Callable
+FlattenWithKeysFunc = Callable
+ToDumpableContextFn = Callable
+FromDumpableContextFn = Callable
+ToStrFunc = Callable
+MaybeFromStrFunc = Callable
+
+
+class KeyEntry(_Protocol):
+    """What a key path is made of (SequenceKey, MappingKey, GetAttrKey...): hashable,
+    printable, and able to ``get`` its child from a parent."""
+
+    def __hash__(self) -> int: ...
+
+    def __eq__(self, other: object) -> bool: ...
+
+    def __str__(self) -> str: ...
+
+    def get(self, parent: _Any) -> _Any: ...
+
+
+KeyPath = tuple[KeyEntry, ...]
+
+BUILTIN_TYPES = frozenset({tuple, list, dict, collections.namedtuple, collections.OrderedDict,
+                           collections.defaultdict, collections.deque})
+STANDARD_DICT_TYPES = frozenset({dict, collections.OrderedDict, collections.defaultdict})
+Py_TPFLAGS_BASETYPE = 1 << 10
+NO_SERIALIZED_TYPE_NAME_FOUND = "NO_SERIALIZED_TYPE_NAME_FOUND"
+DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL = 1
+_SERIALIZATION_PROTOCOLS = (1,)
+
+
+class _SerializeNodeDef(NamedTuple):
+    typ: type
+    serialized_type_name: str
+    to_dumpable_context: Callable = None
+    from_dumpable_context: Callable = None
+
+
+SUPPORTED_SERIALIZED_TYPES: dict = {}       # node type -> _SerializeNodeDef
+SERIALIZED_TYPE_TO_PYTHON_TYPE: dict = {}   # serialized name -> node type
+_NAMEDTUPLE_NAMES: dict = {}                # namedtuple class <-> its serialized name (both ways)
+
+
+def _register_serialization(cls, serialized_type_name, to_dumpable_context=None, from_dumpable_context=None):
+    if (to_dumpable_context is None) != (from_dumpable_context is None):
+        raise ValueError(f"Both to_dumpable_context and from_dumpable_context for {cls} must be None or "
+                         f"registered.")
+    name = NO_SERIALIZED_TYPE_NAME_FOUND if serialized_type_name is None else serialized_type_name
+    SUPPORTED_SERIALIZED_TYPES[cls] = _SerializeNodeDef(cls, name, to_dumpable_context, from_dumpable_context)
+    SERIALIZED_TYPE_TO_PYTHON_TYPE[name] = cls
+
+
+def _defaultdict_to_dumpable(context):
+    factory, keys = context
+    return {"default_factory_module": factory.__module__, "default_factory_name": factory.__qualname__,
+            "dict_context": keys}
+
+
+def _defaultdict_from_dumpable(dumpable):
+    factory = getattr(_importlib.import_module(dumpable["default_factory_module"]), dumpable["default_factory_name"])
+    return [factory, dumpable["dict_context"]]
+
+
+def _namedtuple_to_dumpable(cls):
+    name = _NAMEDTUPLE_NAMES.get(cls)
+    if name is None:
+        raise NotImplementedError(f"Can't serialize TreeSpec of namedtuple class {cls} because we didn't register "
+                                  f"a serializated_type_name. Please register using `_register_namedtuple`.")
+    return name
+
+
+def _namedtuple_from_dumpable(name):
+    if name not in _NAMEDTUPLE_NAMES:
+        raise NotImplementedError(f"Can't deserialize TreeSpec of namedtuple class {name} because we couldn't find "
+                                  f"a serializated name.")
+    return _NAMEDTUPLE_NAMES[name]
+
+
+for _cls, _name in ((tuple, "builtins.tuple"), (list, "builtins.list"), (dict, "builtins.dict"),
+                    (collections.OrderedDict, "collections.OrderedDict"), (collections.deque, "collections.deque")):
+    _register_serialization(_cls, _name)
+_register_serialization(collections.namedtuple, "collections.namedtuple", _namedtuple_to_dumpable,
+                        _namedtuple_from_dumpable)
+_register_serialization(collections.defaultdict, "collections.defaultdict", _defaultdict_to_dumpable,
+                        _defaultdict_from_dumpable)
+
+
+def _register_namedtuple(cls, *, serialized_type_name):
+    """Give the namedtuple class ``cls`` a name for ``treespec_dumps`` (PyTorch's private helper
+    of the same name)."""
+    if not is_namedtuple_class(cls):
+        raise TypeError(f"_register_namedtuple(cls): expected a namedtuple class, got {cls!r}")
+    _NAMEDTUPLE_NAMES[cls] = serialized_type_name
+    _NAMEDTUPLE_NAMES[serialized_type_name] = cls
+
+
+class EnumEncoder(_json.JSONEncoder):
+    """JSON for contexts holding Enum members (dict keys...): ``{"__enum__": true, "fqn":
+    "module:Qual.Name", "name": member}``, read back by ``enum_object_hook``."""
+
+    def default(self, obj):
+        if isinstance(obj, _enum.Enum):
+            return {"__enum__": True, "fqn": f"{type(obj).__module__}:{type(obj).__qualname__}", "name": obj.name}
+        return super().default(obj)
+
+
+def enum_object_hook(obj):
+    if "__enum__" not in obj:
+        return obj
+    module, _, qualname = obj["fqn"].partition(":")
+    found = _importlib.import_module(module)
+    for part in qualname.split("."):
+        found = getattr(found, part)
+    return found[obj["name"]]
+
+
+def _spec_to_json(spec):
+    if spec.is_leaf():
+        return {"type": None, "context": None, "children_spec": []}
+    node = SUPPORTED_SERIALIZED_TYPES.get(spec.type)
+    if node is None or node.serialized_type_name == NO_SERIALIZED_TYPE_NAME_FOUND:
+        raise NotImplementedError(f"No registered serialization name for {spec.type} found. Please update your "
+                                  f"_register_pytree_node call with a `serialized_type_name` kwarg.")
+    if node.to_dumpable_context is None:
+        try:
+            context = _json.dumps(spec.context, cls=EnumEncoder)
+        except TypeError as e:
+            raise TypeError("Unable to serialize context. Please make the context json dump-able, or register a "
+                            "custom serializer using _register_pytree_node.") from e
+    else:
+        context = node.to_dumpable_context(spec.context)
+    return {"type": node.serialized_type_name, "context": context,
+            "children_spec": [_spec_to_json(c) for c in spec.children_specs]}
+
+
+def _json_to_spec(obj):
+    if obj["type"] is None and obj["context"] is None and not obj["children_spec"]:
+        return LeafSpec()
+    if obj["type"] not in SERIALIZED_TYPE_TO_PYTHON_TYPE:
+        raise NotImplementedError(f"Deserializing {obj['type']} in pytree is not registered.")
+    cls = SERIALIZED_TYPE_TO_PYTHON_TYPE[obj["type"]]
+    node = SUPPORTED_SERIALIZED_TYPES[cls]
+    if node.from_dumpable_context is None:
+        try:
+            context = _json.loads(obj["context"], object_hook=enum_object_hook)
+        except TypeError as e:
+            raise TypeError("Unable to deserialize context. Please make the context json load-able, or register a "
+                            "custom serializer using _register_pytree_node.") from e
+    else:
+        context = node.from_dumpable_context(obj["context"])
+    return TreeSpec(cls, context, [_json_to_spec(c) for c in obj["children_spec"]])
+
+
+def treespec_dumps(treespec, protocol=None) -> str:
+    """``treespec`` as a JSON string (``[protocol, node]``, each node ``{"type": serialized
+    name, "context": ..., "children_spec": [...]}``), PyTorch's format: a spec dumped by either
+    loads in the other. Custom node types need a ``serialized_type_name``."""
+    if not isinstance(treespec, TreeSpec):
+        raise TypeError(f"Expected `treespec` to be an instance of PyTreeSpec but got item of type "
+                        f"{type(treespec)}.")
+    if protocol is None:
+        protocol = DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL
+    if protocol not in _SERIALIZATION_PROTOCOLS:
+        raise ValueError(f"Unknown protocol {protocol}. Available protocols: {list(_SERIALIZATION_PROTOCOLS)}")
+    return _json.dumps((protocol, _spec_to_json(treespec)), cls=EnumEncoder)
+
+
+def treespec_loads(serialized: str):
+    """The TreeSpec ``treespec_dumps`` wrote."""
+    protocol, obj = _json.loads(serialized)
+    if protocol not in _SERIALIZATION_PROTOCOLS:
+        raise ValueError(f"Unknown protocol {protocol}. Available protocols: {list(_SERIALIZATION_PROTOCOLS)}")
+    return _json_to_spec(obj)
+
+
+def pytree_to_str(treespec) -> str:
+    _warnings.warn("`pytree_to_str` is deprecated. Please use `treespec_dumps` instead.", FutureWarning,
+                   stacklevel=2)
+    return treespec_dumps(treespec)
+
+
+def str_to_pytree(json: str):
+    _warnings.warn("`str_to_pytree` is deprecated. Please use `treespec_loads` instead.", FutureWarning,
+                   stacklevel=2)
+    return treespec_loads(json)
+
+
+def treespec_leaf():
+    """The spec of one leaf."""
+    return LeafSpec()
+
+
+def treespec_tuple(iterable=(), /):
+    """The spec of a tuple whose children have the given specs."""
+    children = list(iterable)
+    if not all(isinstance(c, TreeSpec) for c in children):
+        raise ValueError(f"Expected a tuple of TreeSpec values, got: {children!r}.")
+    return TreeSpec(tuple, None, children)
+
+
+def treespec_dict(mapping=(), /, **kwargs):
+    """The spec of a dict whose values have the given specs."""
+    d = dict(mapping, **kwargs)
+    if not all(isinstance(c, TreeSpec) for c in d.values()):
+        raise ValueError(f"Expected a dictionary of TreeSpec values, got: {d!r}.")
+    return TreeSpec(dict, list(d.keys()), list(d.values()))
+
+
+@dataclasses.dataclass(frozen=True)
+class ConstantNode:
+    """The context of a ``register_constant`` node: the constant itself (the node has no
+    children, so the value travels in the spec, compared by the class's ``__eq__``)."""
+    value: _Any
+
+
+CONSTANT_NODES: set = set()
+
+
+def register_constant(cls) -> None:
+    """Make instances of ``cls`` part of the tree's structure rather than leaves: they are kept
+    in the spec (``ConstantNode``) and come back on unflatten. ``cls`` must define ``__eq__``
+    and ``__hash__`` (specs are compared and hashed)."""
+    if not isinstance(cls, type):
+        raise TypeError(f"register_constant(cls) expects `cls` to be a class, got {cls!r}")
+    if cls.__eq__ is object.__eq__:
+        raise TypeError("register_constant(cls) expects `cls` to have a non-default `__eq__` implementation.")
+    if cls.__hash__ is None or cls.__hash__ is object.__hash__:
+        raise TypeError("register_constant(cls) expects `cls` to have a non-default `__hash__` implementation.")
+    if cls in SUPPORTED_NODES:
+        _warnings.warn(f"{cls} is already registered as pytree node. Overwriting the previous registration.",
+                       stacklevel=2)
+        del SUPPORTED_NODES[cls]
+    _register(cls, lambda x: ([], ConstantNode(x)), lambda children, ctx: ctx.value,
+              lambda x: ([], ConstantNode(x)))
+    CONSTANT_NODES.add(cls)
+
+
+def is_constant_class(cls) -> bool:
+    """Whether ``cls`` was registered with ``register_constant``."""
+    return isinstance(cls, type) and cls in CONSTANT_NODES
+
+
+def is_structseq_class(cls) -> bool:
+    """Whether ``cls`` is a CPython struct sequence (``os.stat_result``, ``time.struct_time``...):
+    a final tuple subclass with ``n_fields`` / ``n_sequence_fields`` / ``n_unnamed_fields``."""
+    return (isinstance(cls, type) and cls.__bases__ == (tuple,)
+            and all(isinstance(getattr(cls, a, None), int)
+                    for a in ("n_fields", "n_sequence_fields", "n_unnamed_fields"))
+            and not bool(cls.__flags__ & Py_TPFLAGS_BASETYPE))
+
+
+def is_structseq_instance(obj) -> bool:
+    return is_structseq_class(type(obj))
+
+
+def is_structseq(obj) -> bool:
+    return is_structseq_class(obj if isinstance(obj, type) else type(obj))
+
+
+class structseq(tuple):  # noqa: N801 - PyTorch's name
+    """A typing stand-in for CPython's struct sequences (``is_structseq`` recognises the real
+    ones); it cannot be instantiated or subclassed, as PyTorch's."""
+    __slots__ = ()
+
+    def __init_subclass__(cls):
+        raise TypeError("type 'structseq' is not an acceptable base type")
+
+    def __new__(cls, sequence, dict=None):  # noqa: A002
+        raise NotImplementedError
+
+
+def map_only(type_or_types_or_pred, /):
+    """Decorator: ``map_only(int)(f)`` applies ``f`` to ints and passes anything else through."""
+    if not (isinstance(type_or_types_or_pred, (type, tuple)) or callable(type_or_types_or_pred)):
+        raise TypeError("Argument must be a type, a tuple of types, or a callable.")
+    if isinstance(type_or_types_or_pred, tuple) and not all(isinstance(t, type) for t in type_or_types_or_pred):
+        raise TypeError("Argument must be a type, a tuple of types, or a callable.")
+
+    def wrap(func):
+        import functools
+        return functools.wraps(func)(_only(type_or_types_or_pred, func))
+    return wrap
+
+
+def arg_tree_leaves(*args, **kwargs):
+    """The leaves of ``args`` then of ``kwargs``' values (a call's inputs, flattened)."""
+    leaves = []
+    for a in args:
+        leaves += tree_leaves(a)
+    for v in kwargs.values():
+        leaves += tree_leaves(v)
+    return leaves
+
+
+__all__ += ["PyTree", "Context", "KeyEntry", "KeyPath", "BUILTIN_TYPES", "STANDARD_DICT_TYPES",
+            "SUPPORTED_SERIALIZED_TYPES", "SERIALIZED_TYPE_TO_PYTHON_TYPE", "NO_SERIALIZED_TYPE_NAME_FOUND",
+            "DEFAULT_TREESPEC_SERIALIZATION_PROTOCOL", "EnumEncoder", "enum_object_hook", "treespec_dumps",
+            "treespec_loads", "pytree_to_str", "str_to_pytree", "treespec_leaf", "treespec_tuple",
+            "treespec_dict", "ConstantNode", "CONSTANT_NODES", "register_constant", "is_constant_class",
+            "is_structseq", "is_structseq_class", "is_structseq_instance", "structseq", "map_only",
+            "arg_tree_leaves"]
+
+PyTreeSpec = TreeSpec       # PyTorch's other name for the class
+__all__ += ["PyTreeSpec"]
