@@ -26,9 +26,13 @@ Conventions, like PyTorch's:
 from __future__ import annotations
 
 import builtins
+import dataclasses
+import enum
 import math
 import operator
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Tuple
+
+from .value_ranges import ValueRangeError, ValueRanges, bound_expr
 
 
 
@@ -58,7 +62,12 @@ def _lazy_sympy():
 sympy = _lazy_sympy()
 
 __all__ = ["ShapeEnv", "SymInt", "SymBool", "GuardOnDataDependentSymNode", "is_symbolic",
-           "guard_int", "hint_int", "sym_max", "sym_min", "FloorDiv"]
+           "guard_int", "hint_int", "sym_max", "sym_min", "FloorDiv",
+           "DimDynamic", "StatelessSymbolicContext", "StatefulSymbolicContext", "ValueRanges",
+           "ValueRangeError", "statically_known_true", "statically_known_false", "guard_or_false",
+           "guard_or_true", "guard_size_oblivious", "guard_bool", "guard_float", "expect_true",
+           "has_free_symbols", "free_symbols", "free_unbacked_symbols", "is_concrete_int",
+           "is_concrete_bool", "sym_eq", "constrain_range", "has_hint"]
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
@@ -297,16 +306,35 @@ class ShapeEnv:
         self.guards: List[sympy.Basic] = []
         self._guard_set = set()
         self._shifted: Dict[sympy.Symbol, sympy.Expr] = {}   # s -> t + 2 with t >= 0
+        #: symbol -> ValueRanges it may take (>= 2 for a backed size; narrowed by
+        #: constrain_range and by guards pinning or bounding a single symbol)
+        self.var_to_range: Dict[sympy.Symbol, Any] = {}
+        self._narrowed = False      # some range is tighter than the default
 
     # -- symbols ----------------------------------------------------------------
-    def create_symbol(self, value: int, source: Optional[str] = None) -> Any:
-        """A size for an input dimension with example value ``value`` (an int stays an int for 0 and 1)."""
+    def create_symbol(self, value: int, source: Optional[str] = None, dynamic_dim: Any = None) -> Any:
+        """A size for an input dimension with example value ``value`` (an int stays an int for 0 and 1).
+
+        Unlike torch (which returns the bare sympy symbol and needs
+        :meth:`create_symintnode`), this returns the :class:`SymInt` directly.
+        ``dynamic_dim`` (a :class:`DimDynamic`): ``DUCK`` (default, or the
+        ShapeEnv's ``duck_shape``) shares one symbol among equal example values,
+        ``DYNAMIC`` always makes a fresh symbol, ``STATIC`` returns the int."""
         value = int(value)
         if value < 0:
             raise ValueError(f"ShapeEnv.create_symbol: a size must be >= 0, got {value}")
+        if dynamic_dim is not None and not isinstance(dynamic_dim, DimDynamic):
+            raise TypeError(f"ShapeEnv.create_symbol: dynamic_dim must be a DimDynamic, got {dynamic_dim!r}")
+        if dynamic_dim is DimDynamic.STATIC:
+            return value
+        if dynamic_dim is DimDynamic.UNBACKED:
+            raise NotImplementedError("ember ShapeEnv: unbacked symbols (DimDynamic.UNBACKED) are not supported")
         if self.specialize_zero_one and value in (0, 1):
             return value
-        if self.duck_shape and value in self.val_to_var:
+        duck = self.duck_shape if dynamic_dim in (None, DimDynamic.DUCK) else False
+        if dynamic_dim is DimDynamic.DUCK:
+            duck = True
+        if duck and value in self.val_to_var:
             sym = self.val_to_var[value]
         else:
             sym = sympy.Symbol(f"s{len(self.var_to_val)}", integer=True, positive=True)
@@ -314,20 +342,33 @@ class ShapeEnv:
             self.var_to_sources[sym] = []
             self._shifted[sym] = sympy.Symbol(f"_t{len(self.var_to_val)}", integer=True,
                                               nonnegative=True) + 2
-            if self.duck_shape:
+            self.var_to_range[sym] = ValueRanges(2 if self.specialize_zero_one else 0, sympy.oo)
+            if duck and value not in self.val_to_var:
                 self.val_to_var[value] = sym
         if source is not None:
             self.var_to_sources[sym].append(source)
         return SymInt(sym, self)
 
     def create_symbolic_sizes(self, sizes: Sequence[int], source: Optional[str] = None,
-                              dynamic_dims: Optional[Iterable[int]] = None) -> Tuple[Any, ...]:
-        """Symbols for the dimensions in ``dynamic_dims`` (all by default); the rest stay ints."""
+                              dynamic_dims: Optional[Iterable[int]] = None,
+                              symbolic_context: Any = None) -> Tuple[Any, ...]:
+        """Symbols for the dimensions in ``dynamic_dims`` (all by default); the rest stay ints.
+        A :class:`StatelessSymbolicContext` gives each dimension its own :class:`DimDynamic`."""
         dyn = set(range(len(sizes))) if dynamic_dims is None else set(dynamic_dims)
+        kinds: List[Any] = [None] * len(sizes)
+        if symbolic_context is not None:
+            if not isinstance(symbolic_context, StatelessSymbolicContext):
+                raise TypeError("ShapeEnv.create_symbolic_sizes: symbolic_context must be a "
+                                f"StatelessSymbolicContext, got {type(symbolic_context).__name__}")
+            if len(symbolic_context.dynamic_sizes) != len(sizes):
+                raise ValueError(f"ShapeEnv.create_symbolic_sizes: symbolic_context has "
+                                 f"{len(symbolic_context.dynamic_sizes)} dynamic_sizes for {len(sizes)} dims")
+            kinds = list(symbolic_context.dynamic_sizes)
         out = []
         for i, n in enumerate(sizes):
             if i in dyn:
-                out.append(self.create_symbol(n, f"{source}.size()[{i}]" if source else None))
+                out.append(self.create_symbol(n, f"{source}.size()[{i}]" if source else None,
+                                              dynamic_dim=kinds[i]))
             else:
                 out.append(int(n))
         return tuple(out)
@@ -412,7 +453,30 @@ class ShapeEnv:
         d = (expr.lhs - expr.rhs).xreplace(self._shifted)
         d = sympy.expand(d)
         r = test(d)
+        if r is None and self._narrowed:
+            r = self._range_truth(expr)
         return None if r is None else bool(r)
+
+    def _range_truth(self, expr) -> Optional[bool]:
+        # Decide lhs - rhs <relation> 0 from the symbols' ranges (only once some range was
+        # narrowed below the default [2, oo]: the common case stays one sympy assumption query).
+        vr = bound_expr(expr.lhs - expr.rhs, self.var_to_range)
+        lo, hi = vr.lower, vr.upper
+        zero = sympy.Integer(0)
+        if isinstance(expr, sympy.Eq):
+            if lo == hi == zero:
+                return True
+            return False if (lo > zero) == sympy.true or (hi < zero) == sympy.true else None
+        if isinstance(expr, sympy.Ne):
+            inner = self._range_truth(sympy.Eq(expr.lhs, expr.rhs, evaluate=False))
+            return None if inner is None else not inner
+        yes_no = {sympy.Lt: (hi < zero, lo >= zero), sympy.Le: (hi <= zero, lo > zero),
+                  sympy.Gt: (lo > zero, hi <= zero), sympy.Ge: (lo >= zero, hi < zero)}[type(expr)]
+        if yes_no[0] == sympy.true:
+            return True
+        if yes_no[1] == sympy.true:
+            return False
+        return None
 
     def evaluate_expr(self, expr) -> bool:
         """Decide a relation by the hints; record it (or its negation) as a guard."""
@@ -441,6 +505,66 @@ class ShapeEnv:
             return
         self._guard_set.add(g)
         self.guards.append(g)
+        self._narrow_range(g)
+
+    def _narrow_range(self, g) -> None:
+        # A guard relating one symbol to a constant (Eq(s0, 5), s0 > 3) narrows its range.
+        if not isinstance(g, (sympy.Eq, sympy.Lt, sympy.Le, sympy.Gt, sympy.Ge)):
+            return
+        lhs, rhs = g.lhs, g.rhs
+        if rhs.is_Symbol and lhs.is_Integer:
+            lhs, rhs = rhs, lhs
+            g = {sympy.Lt: sympy.Gt, sympy.Le: sympy.Ge, sympy.Gt: sympy.Lt, sympy.Ge: sympy.Le}.get(type(g), type(g))(lhs, rhs)
+        if not (lhs.is_Symbol and rhs.is_Integer and lhs in self.var_to_range):
+            return
+        c = int(rhs)
+        lo, hi = {sympy.Eq: (c, sympy.oo), sympy.Lt: (-sympy.oo, c - 1), sympy.Le: (-sympy.oo, c),
+                  sympy.Gt: (c + 1, sympy.oo), sympy.Ge: (c, sympy.oo)}[type(g)]
+        if isinstance(g, sympy.Eq):
+            hi = c
+        try:
+            self.var_to_range[lhs] = self.var_to_range[lhs] & ValueRanges(lo, hi)
+            self._narrowed = True
+        except ValueRangeError:
+            pass   # contradicts an explicit constraint; evaluate_guards will reject it
+
+    # -- torch's ShapeEnv API on top of the above ------------------------------------------
+    def create_symintnode(self, sym: Any, *, hint: Any = None, source: Optional[str] = None) -> Any:
+        """A SymInt for sympy expression ``sym`` (an int when it is a number).
+        ``hint`` must agree with the example values when given."""
+        expr = sympy.sympify(sym)
+        if hint is not None and not isinstance(hint, SymInt) and not expr.free_symbols - set(self.var_to_val):
+            actual = self.hint(expr)
+            if actual != int(hint):
+                raise ValueError(f"ShapeEnv.create_symintnode: hint {hint} disagrees with {expr} = {actual}")
+        if expr.free_symbols - set(self.var_to_val):
+            unknown = ", ".join(sorted(map(str, expr.free_symbols - set(self.var_to_val))))
+            raise NotImplementedError(f"ember ShapeEnv.create_symintnode: symbols {unknown} were not created by "
+                                      "this ShapeEnv (unbacked symbols are not supported)")
+        if source is not None:
+            for s in expr.free_symbols:
+                self.var_to_sources[s].append(source)
+        return self._wrap_int(expr)
+
+    def bound_sympy(self, expr: Any, size_oblivious: bool = False) -> "ValueRanges":
+        """The :class:`ValueRanges` sympy ``expr`` can take under this ShapeEnv's
+        symbol ranges (see :attr:`var_to_range`)."""
+        if isinstance(expr, SymInt):
+            expr = expr.expr
+        return bound_expr(expr, self.var_to_range)
+
+    def constrain_symbol_range(self, sym: Any, compiler_min: Optional[int], compiler_max: Optional[int]) -> None:
+        """Intersect ``sym``'s range with ``[compiler_min, compiler_max]``
+        (None: unbounded); ValueRangeError if its example value falls outside."""
+        if sym not in self.var_to_range:
+            raise KeyError(f"ShapeEnv.constrain_symbol_range: {sym} is not a symbol of this ShapeEnv")
+        lo = -sympy.oo if compiler_min is None else compiler_min
+        hi = sympy.oo if compiler_max is None else compiler_max
+        val = self.var_to_val[sym]
+        if not (sympy.sympify(lo) <= val) or not (val <= sympy.sympify(hi)):
+            raise ValueRangeError(f"Invalid value {val} for range [{lo}:{hi}]")
+        self.var_to_range[sym] = self.var_to_range[sym] & ValueRanges(lo, hi)
+        self._narrowed = True
 
     # -- using the guards ---------------------------------------------------------------
     def simplify(self, expr):
@@ -479,3 +603,225 @@ class ShapeEnv:
     def __repr__(self):
         syms = ", ".join(f"{s}={v}" for s, v in self.var_to_val.items())
         return f"ShapeEnv({syms}; guards=[{', '.join(self.format_guards())}])"
+
+
+# -- torch.fx.experimental.symbolic_shapes' public helpers -----------------------------------
+# They accept plain Python values as well as SymInt/SymBool, so meta functions can call them
+# without first asking whether a size is symbolic.
+
+
+
+class DimDynamic(enum.Enum):
+    """How a dimension gets its size when a tensor is made symbolic."""
+
+    DYNAMIC = 0
+    DUCK = 1
+    STATIC = 2
+    UNBACKED = 3
+    INFER_STRIDE = 4
+
+
+@dataclasses.dataclass(frozen=True)
+class StatelessSymbolicContext:
+    """Per-dimension :class:`DimDynamic` choices for one tensor (consumed by
+    :meth:`ShapeEnv.create_symbolic_sizes`)."""
+
+    dynamic_sizes: List[DimDynamic]
+    dynamic_strides: Optional[List[DimDynamic]] = None
+    constraint_sizes: Optional[List[Any]] = None
+    constraint_strides: Optional[List[Any]] = None
+    view_base_context: Optional[Any] = None
+
+    def __post_init__(self):
+        bad = [d for d in self.dynamic_sizes if not isinstance(d, DimDynamic)]
+        if bad:
+            raise TypeError(f"StatelessSymbolicContext: dynamic_sizes must hold DimDynamic values, got {bad[0]!r}")
+
+
+@dataclasses.dataclass(frozen=True)
+class StatefulSymbolicContext(StatelessSymbolicContext):
+    """A :class:`StatelessSymbolicContext` that also remembers the symbols
+    already made for a tensor's sizes (``tensor_source`` -> symbols), so
+    re-fakeifying the same input reuses them."""
+
+    tensor_source: Any = None
+    shape_env_to_source_to_symbol_cache: Dict[int, Dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+
+def _check_bool_like(name: str, x: Any) -> None:
+    if not isinstance(x, (bool, SymBool)):
+        raise TypeError(f"{name}: expected a bool or SymBool, got {type(x).__name__}")
+
+
+def statically_known_true(x: Any) -> bool:
+    """True only if ``x`` holds for every size the trace allows, decided
+    without adding a guard (a plain bool is returned as is)."""
+    if isinstance(x, SymBool):
+        return x.env._static_truth(x.expr) is True
+    _check_bool_like("statically_known_true", x)
+    return x
+
+
+def statically_known_false(x: Any) -> bool:
+    """True only if ``x`` is false for every size the trace allows (no guard added)."""
+    if isinstance(x, SymBool):
+        return x.env._static_truth(x.expr) is False
+    _check_bool_like("statically_known_false", x)
+    return not x
+
+
+def guard_bool(x: Any) -> bool:
+    """``bool(x)``, guarding a SymBool on its example value."""
+    return bool(x)
+
+
+def guard_float(x: Any) -> float:
+    """``float(x)``, specialising a symbolic size with a guard."""
+    if isinstance(x, SymInt):
+        return float(guard_int(x))
+    return float(x)
+
+
+def _guard_or(x: Any, default: bool, name: str) -> bool:
+    _check_bool_like(name, x)
+    if isinstance(x, SymBool):
+        try:
+            return bool(x.env.evaluate_expr(x.expr))
+        except GuardOnDataDependentSymNode:
+            return default
+    return x
+
+
+def guard_or_false(x: Any) -> bool:
+    """``bool(x)`` (guarding on the example values); False where there is no
+    example value to decide by."""
+    return _guard_or(x, False, "guard_or_false")
+
+
+def guard_or_true(x: Any) -> bool:
+    """``bool(x)`` (guarding on the example values); True where there is no
+    example value to decide by."""
+    return _guard_or(x, True, "guard_or_true")
+
+
+def guard_size_oblivious(expr: Any) -> bool:
+    """``bool(expr)`` deciding as if every size were >= 2; ember's sizes are
+    all backed and >= 2, so this is a guarded evaluation."""
+    _check_bool_like("guard_size_oblivious", expr)
+    return bool(expr)
+
+
+def expect_true(a: Any, skip: int = 0) -> bool:
+    """Assert-like: ``a`` must hold; returns it as a bool (guarding a SymBool)."""
+    _check_bool_like("expect_true", a)
+    return bool(a)
+
+
+def has_hint(a: Any) -> bool:
+    """Whether ``a`` has an example value (every ember size has one)."""
+    if isinstance(a, (SymInt, SymBool)):
+        try:
+            a.env.hint(a.expr)
+            return True
+        except GuardOnDataDependentSymNode:
+            return False
+    return True
+
+
+def _collect_symbols(val: Any, out: Dict[Any, None]) -> None:
+    if isinstance(val, (SymInt, SymBool)):
+        for s in sorted(val.expr.free_symbols, key=str):
+            out.setdefault(s, None)
+    elif isinstance(val, (bool, int, float, str, type(None))):
+        return
+    elif isinstance(val, (list, tuple)):
+        for v in val:
+            _collect_symbols(v, out)
+    elif isinstance(val, dict):
+        for v in val.values():
+            _collect_symbols(v, out)
+    elif type(val).__module__.startswith("sympy") and isinstance(val, sympy.Basic):
+        for s in sorted(val.free_symbols, key=str):
+            out.setdefault(s, None)
+    elif hasattr(val, "shape") and hasattr(val, "dtype"):
+        _collect_symbols(tuple(val.shape), out)
+        stride = getattr(val, "stride", None)
+        if callable(stride):
+            try:
+                _collect_symbols(tuple(stride()), out)
+            except Exception:
+                pass
+
+
+def free_symbols(val: Any) -> set:
+    """The sympy symbols ``val`` depends on: a SymInt/SymBool/sympy
+    expression, a tensor's sizes and strides, or containers of these
+    (plain numbers have none)."""
+    out: Dict[Any, None] = {}
+    _collect_symbols(val, out)
+    return set(out)
+
+
+def has_free_symbols(val: Any) -> bool:
+    """Whether ``val`` depends on any symbol (see :func:`free_symbols`)."""
+    return bool(free_symbols(val))
+
+
+def free_unbacked_symbols(val: Any) -> set:
+    """The data-dependent (unbacked, ``u``-prefixed) symbols among
+    :func:`free_symbols`; ember's ShapeEnv never makes any, but graphs
+    imported with them may carry them."""
+    return {s for s in free_symbols(val) if str(s).startswith(("u", "zuf"))}
+
+
+def is_concrete_int(a: Any) -> bool:
+    """Whether ``a`` is an int, or a SymInt that is a known constant."""
+    if isinstance(a, int):
+        return True
+    if isinstance(a, SymInt):
+        return bool(a.expr.is_Integer)
+    raise TypeError(f"is_concrete_int: expected an int or SymInt, got {type(a).__name__}")
+
+
+def is_concrete_bool(a: Any) -> bool:
+    """Whether ``a`` is a bool, or a SymBool that is a known constant."""
+    if isinstance(a, bool):
+        return True
+    if isinstance(a, SymBool):
+        return a.expr in (sympy.true, sympy.false)
+    raise TypeError(f"is_concrete_bool: expected a bool or SymBool, got {type(a).__name__}")
+
+
+def sym_eq(x: Any, y: Any) -> Any:
+    """``x == y`` that compares lists/tuples elementwise (False on a length
+    mismatch) without deciding symbolic entries: the result may be a SymBool."""
+    if isinstance(x, (tuple, list)) and isinstance(y, (tuple, list)):
+        if len(x) != len(y):
+            return False
+        parts = [sym_eq(a, b) for a, b in zip(x, y)]
+        symbolic = [p for p in parts if isinstance(p, SymBool)]
+        if any(p is False for p in parts):
+            return False
+        if not symbolic:
+            return True
+        return symbolic[0].env._wrap_bool(sympy.And(*[p.expr for p in symbolic]))
+    if isinstance(x, (tuple, list)) or isinstance(y, (tuple, list)):
+        raise TypeError(f"sym_eq: cannot compare {type(x).__name__} with {type(y).__name__}")
+    return x == y
+
+
+def constrain_range(a: Any, *, min: Optional[int], max: Optional[int] = None) -> None:
+    """Require ``min <= a <= max`` (None: unbounded). An int is checked; a
+    SymInt's symbol has its range narrowed (see :meth:`ShapeEnv.bound_sympy`).
+    ValueRangeError (a ValueError) when the value lies outside."""
+    lo = -sympy.oo if min is None else min
+    hi = sympy.oo if max is None else max
+    if isinstance(a, SymInt):
+        if not a.expr.is_Symbol:
+            raise NotImplementedError(f"constrain_range: only a SymInt that is a single symbol can be constrained, got {a.expr}")
+        a.env.constrain_symbol_range(a.expr, min, max)
+        return
+    if isinstance(a, bool) or not isinstance(a, int):
+        raise TypeError(f"constrain_range: a must be an int or SymInt, got {type(a).__name__}")
+    if not (sympy.sympify(lo) <= a and a <= sympy.sympify(hi)):
+        raise ValueRangeError(f"Invalid value {a} for range [{lo}:{hi}]")
