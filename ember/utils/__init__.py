@@ -4,10 +4,13 @@ import importlib as _importlib
 
 def __getattr__(name):
     if name in ("data", "checkpoint", "hooks", "dlpack", "_pytree", "benchmark", "collect_env", "deterministic",
-                "backend_registration", "weak"):
+                "backend_registration", "weak", "throughput_benchmark"):
         mod = _importlib.import_module(f"ember.utils.{name}")
         globals()[name] = mod
         return mod
+    if name == "ThroughputBenchmark":           # torch.utils.ThroughputBenchmark (throughput_benchmark.py)
+        from .throughput_benchmark import ThroughputBenchmark
+        return ThroughputBenchmark
     if name == "swap_tensors":                  # torch.utils.swap_tensors (ember/utils/_swap.py)
         from ._swap import swap_tensors
         return swap_tensors

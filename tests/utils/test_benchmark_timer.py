@@ -55,12 +55,7 @@ def test_import_forms_and_attribute_access():
         assert name in benchmark.__all__ and hasattr(benchmark, name)
 
 
-@pytest.mark.parametrize("name", ["Fuzzer", "FuzzedParameter", "FuzzedTensor", "FuzzedSparseTensor",
-                                  "CallgrindStats", "FunctionCounts"])
-def test_unsupported_names_raise_attribute_error_naming_them(name):
-    with pytest.raises(AttributeError, match=name):
-        getattr(benchmark, name)
-    assert not hasattr(benchmark, name)
+def test_unknown_names_raise_attribute_error():
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
         benchmark.nope  # noqa: B018
 
@@ -78,8 +73,8 @@ def test_timer_rejects_what_it_cannot_do():
     with pytest.raises(ValueError, match="global_setup is C\\+\\+ only"):
         benchmark.Timer("pass", global_setup="#include <x>")
     t = benchmark.Timer("pass")
-    with pytest.raises(NotImplementedError, match="collect_callgrind.*valgrind"):
-        t.collect_callgrind()
+    with pytest.raises(ValueError, match="`repeats` must be >= 1"):
+        t.collect_callgrind(repeats=0)
     with pytest.raises(NotImplementedError, match="blocked_autorange"):
         t.repeat(3, 10)
     with pytest.raises(NotImplementedError, match="blocked_autorange"):

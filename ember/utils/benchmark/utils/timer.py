@@ -214,11 +214,24 @@ class Timer:
 
     def collect_callgrind(self, number: int = 100, *, repeats: int | None = None, collect_baseline: bool = True,
                           retain_out_file: bool = False) -> Any:
-        """Instruction counts under Valgrind's Callgrind: not available in ember."""
-        raise NotImplementedError(
-            "ember.utils.benchmark.Timer.collect_callgrind: instruction counting under valgrind "
-            "(Callgrind) is not supported in ember; use blocked_autorange() or adaptive_autorange() "
-            "for wall times.")
+        """Instruction counts of ``number`` executions of ``stmt`` under Valgrind's Callgrind
+        (a ``CallgrindStats``; a tuple of ``repeats`` of them when ``repeats`` is given).
+
+        The statement runs in a new Python process under valgrind, so ``globals`` must be
+        wrapped in ``CopyIfCallgrind`` (see ``valgrind_wrapper.timer_interface``). Raises
+        OSError when valgrind (or ``callgrind_annotate``) is not installed, as PyTorch does."""
+        if not isinstance(self._task_spec.stmt, str):
+            raise ValueError("`collect_callgrind` currently only supports string `stmt`")
+        if repeats is not None and repeats < 1:
+            raise ValueError("If specified, `repeats` must be >= 1")
+        # Check that the statement is valid before paying for valgrind's startup.
+        self._timeit(1)
+        from .valgrind_wrapper import timer_interface
+        user_globals = {k: v for k, v in self._globals.items() if k != "__builtins__"}
+        result = timer_interface.wrapper_singleton().collect_callgrind(
+            task_spec=self._task_spec, globals=user_globals, number=number, repeats=repeats or 1,
+            collect_baseline=collect_baseline, is_python=True, retain_out_file=retain_out_file)
+        return result[0] if repeats is None else result
 
 
 def _default_timer():
