@@ -20,3 +20,18 @@ __all__ = [
     "format_tabular",
     "to_dot",
 ]
+
+# torch.fx.passes exposes its pass modules as attributes; ember imports them on
+# first access so ``import ember.fx`` stays light.
+_SUBMODULES = (
+    "graph_drawer", "graph_manipulation", "infra", "operator_support",
+    "shape_prop", "split_module", "split_utils", "tools_common", "utils",
+)
+
+
+def __getattr__(name):
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
