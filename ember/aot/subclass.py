@@ -106,13 +106,36 @@ def _plain_metas(meta: SubclassMeta) -> list:
     return out
 
 
-def _tracing() -> bool:
-    from .._state import STATE
-    return bool(STATE.modes)
+def _tracing(value=None) -> bool:
+    """Whether aot is tracing: ``value``'s (or any) plain tensors are fake."""
+    from ..fx.fake_tensor import is_fake
+    if value is None:
+        from .._state import STATE
+        return bool(STATE.modes)
+    m = meta_of(value)
+    flat = flatten(value, m) if m is not None else [value]
+    return any(is_fake(f) for f in flat)
 
 
-def _mismatch(what: str) -> Exception:
-    return (AOTUnsupported if _tracing() else RuntimeError)(f"ember.compile (tensor subclass): {what}")
+class _PlainGradCheck(Function):
+    """Identity on a plain input that requires grad, while tracing: a gradient that is a wrapper
+    subclass (``x @ w`` with x one makes w's) has no place among the flat graph's plain
+    gradients; eager gives it, so the graph runs eagerly (AOTUnsupported, logged)."""
+
+    @staticmethod
+    def forward(ctx, t):
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx, grad):
+        if grad is not None and type(grad) in DISPATCH_CLASSES:
+            raise AOTUnsupported(f"aot: the gradient of a plain tensor input is a {type(grad).__qualname__} "
+                                 f"(a tensor subclass), which the flattened graph cannot return")
+        return grad
+
+
+def _mismatch(what: str, value) -> Exception:
+    return (AOTUnsupported if _tracing(value) else RuntimeError)(f"ember.compile (tensor subclass): {what}")
 
 
 class _FromInner(Function):
@@ -133,12 +156,12 @@ class _FromInner(Function):
         if gm is None:
             raise _mismatch(f"the gradient of a {meta.cls.__qualname__} input is a {type(grad).__qualname__}, "
                             f"not a traceable wrapper subclass: it cannot be flattened into the inner tensors' "
-                            f"gradients")
+                            f"gradients", grad)
         if gm.n_flat != meta.n_flat or any(tuple(a[0]) != tuple(b[0]) for a, b in
                                            zip(_plain_metas(gm), _plain_metas(meta))):
             raise _mismatch(f"the gradient of a {meta.describe()} input is a {gm.describe()}, whose inner "
-                            f"tensors do not match the input's")
-        if meta.grad_meta is None or _tracing():
+                            f"tensors do not match the input's", grad)
+        if meta.grad_meta is None or _tracing(grad):
             meta.grad_meta = gm
         return (None,) + tuple(flatten(grad, gm))
 
@@ -234,7 +257,10 @@ def compile_subclass_graph(gm, example_inputs, compile_static):
         ins = []
         for m in boundary.in_metas:
             if m is None:
-                ins.append(next(it))
+                t = next(it)
+                if isinstance(t, Tensor) and t.requires_grad and _tracing(t):
+                    t = _PlainGradCheck.apply(t)
+                ins.append(t)
             else:
                 ins.append(_FromInner.apply(m, *[next(it) for _ in range(m.n_flat)]))
         res = gm(*ins)

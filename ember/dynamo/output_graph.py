@@ -19,6 +19,7 @@ import numpy as _np
 
 from ..fx import Graph
 from .._torch_function import DISPATCH_CLASSES as _DISPATCH_CLASSES
+from .variables.subclass_inputs import output_class, result_class, rewrap_outputs
 from ..tensor import Tensor
 from .. import types as _t
 from . import config as _config
@@ -351,6 +352,7 @@ class OutputGraph:
             res = self.examples.run(runner, ex_args, ex_kwargs)
         node_args = tuple(self._map(a, False) for a in args)
         node_kwargs = {k: self._map(v, False) for k, v in kwargs.items()}
+        tf_cls = result_class(args, kwargs) or Tensor    # a __torch_function__ subclass's results
         if isinstance(res, Tensor) and res._requires_grad and res._grad_fn is None \
                 and not any(res is a for a in ex_args):
             # ember.ones(3, requires_grad=True), nn.Parameter(...): a leaf of the caller's autograd
@@ -360,7 +362,7 @@ class OutputGraph:
         if isinstance(res, Tensor):
             node = self.graph.create_node(kind, target, node_args, node_kwargs)
             self._note_op(node)
-            return TensorVariable(node, res)
+            return TensorVariable(node, res, cls=tf_cls)
         if res is None and returns_none:
             node = self.graph.create_node(kind, target, node_args, node_kwargs)
             self._note_op(node)
@@ -372,7 +374,7 @@ class OutputGraph:
             for i, r in enumerate(res):
                 n = self.graph.call_function(operator.getitem, (node, i))
                 n.meta.update(self.node_meta)
-                items.append(TensorVariable(n, r))
+                items.append(TensorVariable(n, r, cls=tf_cls))
             if type(res) is list:
                 return ListVariable(items)
             return TupleVariable(items, cls=type(res) if hasattr(type(res), "_fields") else tuple)
@@ -719,6 +721,7 @@ class OutputGraph:
                 raise BackendCompilerFailed(f"backend {getattr(backend, '__name__', backend)!r} raised "
                                             f"{type(e).__name__}: {e}") from e
             backend_time = time.perf_counter() - t0
+            compiled = rewrap_outputs(compiled, [output_class(t) for t in self._out_tensors])
         if gm is not None and logs.get("graph_code").isEnabledFor(20):
             logs.get("graph_code").info("%s:%s %s\n%s", self.code.co_filename, self.code.co_firstlineno,
                                         self.code.co_name, gm.code)

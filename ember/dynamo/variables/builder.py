@@ -78,9 +78,9 @@ def wrap(tx, value, source, guard=True):
         if value.__class__ in _DISPATCH_CLASSES:     # traceable wrapper subclasses (subclass_inputs.py)
             from .subclass_inputs import wrap_subclass_input
             return wrap_subclass_input(tx, value, source)
-        if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py
-            raise Unsupported(f"a Tensor subclass with __torch_function__ ({type(value).__qualname__}) is "
-                              f"not traced by ember.compile; the code using it runs eagerly")
+        if value.__class__ not in _PLAIN_TENSOR_CLASSES:     # ember/_torch_function.py (subclass_inputs.py)
+            from .subclass_inputs import wrap_torch_function_input
+            return wrap_torch_function_input(tx, value, source)
         if source is None:
             raise Unsupported("a tensor with no source (e.g. a default argument of a nested function)")
         return tx.output.add_tensor_input(value, source)

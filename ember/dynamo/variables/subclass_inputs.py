@@ -14,7 +14,7 @@ tensors that are wrapper subclasses themselves. The aot backends flatten the sub
 inner tensors at the graph boundary (ember/aot/subclass.py)."""
 from __future__ import annotations
 
-from ..._torch_function import PLAIN_CLASSES
+from ..._torch_function import DISPATCH_CLASSES, PLAIN_CLASSES
 from ...tensor import Tensor
 from ...utils._python_dispatch import is_traceable_wrapper_subclass
 from ..exc import Unsupported
@@ -109,3 +109,88 @@ def wrap_subclass_input(tx, value, source):
     tv = tx.output.add_tensor_input(value, source)
     guard_subclass(tx.output.guards, source, value)
     return tv
+
+
+# ---------------------------------------------------------------- __torch_function__ subclasses
+# A subclass with the default ``Tensor.__torch_function__`` computes what a plain tensor does and
+# hands back its results as the subclass (``as_subclass``). Traced: its example value is a plain
+# fake, the tracker remembers the class (``TensorVariable.cls``), each op's tensor results take the
+# class the default handler would give them (:func:`result_class`) and the graph's outputs are
+# turned into those classes after each call (:func:`rewrap_outputs`). A ``__torch_function__`` of
+# the subclass's own (one that logs, changes arguments or results) is not inlined: the frame runs
+# eagerly, the reason logged.
+
+def uses_default_torch_function(cls) -> bool:
+    from ..._torch_function import default_torch_function
+    return getattr(getattr(cls, "__torch_function__", None), "__func__", None) is default_torch_function
+
+
+def _refuse_own_handler(cls):
+    raise Unsupported(f"a Tensor subclass with a __torch_function__ of its own ({cls.__qualname__}) is not "
+                      f"traced by ember.compile (only the default Tensor.__torch_function__, which keeps the "
+                      f"subclass through ops); the code using it runs eagerly")
+
+
+def wrap_torch_function_input(tx, value, source):
+    """The tracker of an input whose class takes part in the ``__torch_function__`` protocol."""
+    cls = type(value)
+    if not uses_default_torch_function(cls):
+        _refuse_own_handler(cls)
+    if source is None:
+        raise Unsupported(f"a {cls.__qualname__} (a tensor subclass) with no source")
+    return tx.output.add_tensor_input(value, source)
+
+
+def _tracked_classes(vs, out):
+    from .lists import BaseListVariable
+    from .tensor import TensorVariable
+    for v in vs:
+        if isinstance(v, TensorVariable):
+            c = v.cls
+            if c not in PLAIN_CLASSES and c not in DISPATCH_CLASSES and c not in out:
+                at = next((k for k, seen in enumerate(out) if issubclass(c, seen)), len(out))
+                out.insert(at, c)
+        elif isinstance(v, BaseListVariable):
+            _tracked_classes(v.items, out)
+    return out
+
+
+def result_class(args, kwargs):
+    """The class the default ``__torch_function__`` gives the tensor results of a call with these
+    trackers (None: no protocol subclass among them), as the eager protocol decides it: the
+    overloaded types, subclasses before their bases, and the first whose handler accepts them all."""
+    types = _tracked_classes(list(args) + list(kwargs.values()), [])
+    if not types:
+        return None
+    for t in types:
+        if not uses_default_torch_function(t):
+            _refuse_own_handler(t)
+        if all(issubclass(t, u) for u in types):
+            return t
+    raise Unsupported("no __torch_function__ handler accepts the tensor subclasses "
+                      f"{', '.join(t.__qualname__ for t in types)} together (eager raises)")
+
+
+def rewrap_outputs(compiled, classes):
+    """``compiled`` (a graph's runtime function) with output ``i`` turned into ``classes[i]`` where
+    that is a protocol subclass (the graph's kernels make plain tensors)."""
+    todo = [(i, c) for i, c in enumerate(classes) if c is not None]
+    if not todo:
+        return compiled
+
+    def run(*inputs):
+        outs = list(compiled(*inputs))
+        for i, c in todo:
+            o = outs[i]
+            if isinstance(o, Tensor) and not isinstance(o, c):
+                outs[i] = o.as_subclass(c)
+        return tuple(outs)
+    run.__wrapped__ = compiled
+    return run
+
+
+def output_class(tv):
+    """The protocol subclass an output tracker stands for, or None."""
+    c = tv.cls
+    return c if (c not in PLAIN_CLASSES and c not in DISPATCH_CLASSES and isinstance(c, type)
+                 and issubclass(c, Tensor)) else None
