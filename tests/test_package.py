@@ -90,9 +90,11 @@ def test_model_roundtrip_with_source_deleted(user_modules, tmp_path):
     x = ember.randn(4, 5)
     expected = m(x).detach().numpy().copy()
     pkg = tmp_path / "model.pt"
+    act = importlib.import_module(helper).act
     with PackageExporter(pkg) as e:
         e.intern([mod, helper])
         e.save_pickle("model", "model.pkl", m)
+        e.save_pickle("model", "fn.pkl", {"act": act})     # functions pickle by reference too
         assert e.interned_modules() == sorted([mod, helper])
         assert "json" in e.externed_modules() and "ember" in e.externed_modules()
     # the user code is gone from the host: the class must come from the package
@@ -108,6 +110,9 @@ def test_model_roundtrip_with_source_deleted(user_modules, tmp_path):
     assert type(m2).__module__ == f"{imp.id()}.{mod}"
     assert is_from_package(m2) and not is_from_package(m)
     np.testing.assert_array_equal(m2(x).detach().numpy(), expected)
+    act2 = imp.load_pickle("model", "fn.pkl")["act"]
+    assert act2 is imp.import_module(helper).act and act2.__module__ == f"{imp.id()}.{helper}"
+    np.testing.assert_array_equal(act2(x).numpy(), ember.nn.functional.gelu(x).numpy())
     assert isinstance(m2.fc1.weight, ember.nn.Parameter) and m2.fc1.weight.requires_grad
     assert m2.config == '{"n_in": 5}'
     # packaged code's source is reachable (tracebacks, inspect, ember.compile)
@@ -288,12 +293,15 @@ def test_source_strings_files_and_relative_imports(user_modules, tmp_path):
     buf = io.BytesIO()
     with PackageExporter(buf) as e:
         e.save_source_file(pkgname, str(d))
-        e.save_source_string("single", f"import {pkgname}\nimport math\nR = math.floor({pkgname}.TOP / 2)\n")
+        e.save_source_string("single", f"import {pkgname}\nimport math\nR = math.floor({pkgname}.TOP / 2)\n"
+                                       f"import {pkgname}.sub.leaf as L2\nimport torch_package_importer as me\n")
     buf.seek(0)
     imp = PackageImporter(buf)
     assert imp.import_module(pkgname).TOP == 42
     assert imp.import_module("single").R == 21
     assert imp.import_module(f"{pkgname}.sub.leaf").VALUE == 21
+    assert imp.import_module("single").L2 is imp.import_module(f"{pkgname}.sub.leaf")
+    assert imp.import_module("single").me is imp       # packaged code can reach its importer
     assert imp.import_module(pkgname).__name__ == f"{imp.id()}.{pkgname}"
     assert imp.import_module(pkgname) is imp.import_module(pkgname)
     fs = imp.file_structure()
@@ -477,3 +485,14 @@ def test_exporter_argument_errors(tmp_path):
         e.save_text("p", "b.txt", "x")
     with pytest.raises(RuntimeError, match="not a package archive"):
         PackageImporter(io.BytesIO(b"not a zip"))
+
+
+@pytest.mark.filterwarnings("ignore:TypedStorage is deprecated")
+def test_torch_tensors_in_a_torch_package_are_refused(tmp_path):
+    torch = pytest.importorskip("torch")
+    buf = io.BytesIO()
+    with torch.package.PackageExporter(buf) as e:
+        e.save_pickle("p", "t.pkl", torch.arange(3))
+    buf.seek(0)
+    with pytest.raises(NotImplementedError, match="torch's storage format"):
+        PackageImporter(buf).load_pickle("p", "t.pkl")
