@@ -154,13 +154,13 @@ class _FromInner(Function):
             return (None,) + (None,) * meta.n_flat
         gm = meta_of(grad)
         if gm is None:
-            raise _mismatch(f"the gradient of a {meta.cls.__qualname__} input is a {type(grad).__qualname__}, "
-                            f"not a traceable wrapper subclass: it cannot be flattened into the inner tensors' "
-                            f"gradients", grad)
+            raise _mismatch(f"the gradient for a {meta.cls.__qualname__} at a compiled graph's boundary is a "
+                            f"{type(grad).__qualname__}, not a {meta.cls.__qualname__}: it cannot be flattened "
+                            f"into the gradients of the inner tensors the compiled graph works on", grad)
         if gm.n_flat != meta.n_flat or any(tuple(a[0]) != tuple(b[0]) for a, b in
                                            zip(_plain_metas(gm), _plain_metas(meta))):
-            raise _mismatch(f"the gradient of a {meta.describe()} input is a {gm.describe()}, whose inner "
-                            f"tensors do not match the input's", grad)
+            raise _mismatch(f"the gradient for a {meta.describe()} at a compiled graph's boundary is a "
+                            f"{gm.describe()}, whose inner tensors do not match", grad)
         if meta.grad_meta is None or _tracing(grad):
             meta.grad_meta = gm
         return (None,) + tuple(flatten(grad, gm))
