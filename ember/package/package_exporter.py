@@ -157,8 +157,7 @@ class PackageExporter:
         self._mock_hooks = OrderedDict()
         self._intern_hooks = OrderedDict()
         self.serialized_reduces = {}
-        from ..serialization import _Writer
-        self._tensor_writer = _Writer()       # ember.save's encoder: tensor nodes + raw storages
+        self._tensor_writer = None            # ember.save's encoder (tensor nodes + raw storages), on first use
         self._tensor_nodes = {}               # id(tensor or storage) -> its JSON node text
         self._storages_written = 0
 
@@ -361,6 +360,9 @@ class PackageExporter:
         if isinstance(obj, (Tensor, UntypedStorage, TypedStorage)):
             text = self._tensor_nodes.get(id(obj))
             if text is None:
+                if self._tensor_writer is None:
+                    from ..serialization import _Writer
+                    self._tensor_writer = _Writer()
                 node = self._tensor_writer.encode(obj, path=f"a {type(obj).__name__} in a pickle")
                 text = self._tensor_nodes[id(obj)] = json.dumps(node, separators=(",", ":"))
             return ("ember", text)
@@ -371,6 +373,8 @@ class PackageExporter:
         return None
 
     def _flush_storages(self):
+        if self._tensor_writer is None:
+            return
         storages = self._tensor_writer.storages
         for i in range(self._storages_written, len(storages)):
             self._write(f".data/{i}.storage", storages[i])
