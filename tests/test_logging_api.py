@@ -208,3 +208,20 @@ def test_lazy_string_and_warning_once(caplog):
             L.warning_once(lg2, "only once %s", "please")
         L.warning_once(lg2, "a different one")
     assert caplog.text.count("only once please") == 1 and "a different one" in caplog.text
+
+
+def test_each_record_is_printed_once(capsys):
+    L.set_logs(all=logging.INFO, dynamo=logging.DEBUG, graph_breaks=True)
+    logging.getLogger("ember.dynamo").info("dynamo line %d", 1)
+    logging.getLogger("ember.dynamo.graph_breaks").info("break line")
+    logging.getLogger("ember.optim").debug("hidden: ember is at INFO")
+    logging.getLogger("ember.optim").warning("optim line")
+    L.set_logs()
+    logging.getLogger("ember.dynamo").info("after reset")
+    err = capsys.readouterr().err
+    assert err.count("dynamo line 1") == 1 and err.count("break line") == 1 and err.count("optim line") == 1
+    assert "hidden" not in err and "after reset" not in err
+    assert "[ember graph_breaks] break line" in err
+    line = next(x for x in err.splitlines() if "dynamo line 1" in x)
+    assert line.startswith("I") and "test_logging_api.py:" in line and line.endswith("] dynamo line 1")
+    assert logging.getLogger("ember").propagate is True

@@ -5,9 +5,10 @@ ember's compiler logs through stdlib loggers (``ember.dynamo.graph_breaks``,
 at import. This module lets torch's spellings drive the same loggers at run time:
 ``set_logs(dynamo=logging.DEBUG, graph_breaks=True)`` or ``TORCH_LOGS="+dynamo,graph_breaks"``.
 Each call of set_logs replaces the previous settings (as torch's): what it turned on before is
-turned off again. Artifacts are enabled at DEBUG with their own stderr handler and do not
-propagate (no double printing when their component is on too); a component enables its
-artifacts only at DEBUG, as torch's does.
+turned off again. Components print through one stderr handler on the top logger (``ember``),
+which stops propagating meanwhile; artifacts are enabled at DEBUG with their own handler and
+do not propagate (nothing is printed twice); a component enables its artifacts only at DEBUG,
+as torch's does.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _valid_levels():
 def _attach(logger, fmt):
     if not any(isinstance(h, _Handler) for h in logger.handlers):
         h = _Handler(sys.stderr)
-        h.setFormatter(logging.Formatter(fmt))
+        h.setFormatter(fmt if isinstance(fmt, logging.Formatter) else logging.Formatter(fmt))
         logger.addHandler(h)
 
 
@@ -75,12 +76,42 @@ def _reset():
     _enabled_artifacts.clear()
 
 
+class _TorchStyleFormatter(logging.Formatter):
+    """torch's record prefix: ``I1130 03:20:27.453000 1234 ember/dynamo/x.py:12] message``."""
+
+    def format(self, record):
+        t = time.localtime(record.created)
+        micros = int((record.created % 1) * 1e6)
+        path = record.pathname
+        marker = os.sep + "ember" + os.sep
+        if marker in path:
+            path = "ember" + os.sep + path.rsplit(marker, 1)[1]
+        prefix = (f"{record.levelname[:1]}{time.strftime('%m%d %H:%M:%S', t)}.{micros:06d} {record.process} "
+                  f"{path}:{record.lineno}] ")
+        out = prefix + record.getMessage()
+        if record.exc_info:
+            out += "\n" + self.formatException(record.exc_info)
+        return out
+
+
+_FORMAT = _TorchStyleFormatter()
+
+
+def _set_level(name, level):
+    """Set a logger's level; its records are printed by one handler on its top logger (``ember``
+    for ember's loggers), which stops propagating meanwhile: nothing is printed twice."""
+    lg = logging.getLogger(name)
+    _remember(lg)
+    lg.setLevel(level)
+    top = logging.getLogger(name.partition(".")[0])
+    _remember(top)
+    top.propagate = False
+    _attach(top, _FORMAT)
+
+
 def _enable_component(alias, level):
     for name in _components[alias]:
-        lg = logging.getLogger(name)
-        _remember(lg)
-        lg.setLevel(level)
-        _attach(lg, "%(levelname).1s%(asctime)s %(name)s: [%(levelname)s] %(message)s")
+        _set_level(name, level)
 
 
 def _artifact_loggers(artifact):
@@ -130,10 +161,7 @@ def _apply(settings):
         elif alias in _components:
             components.append((alias, val))
         else:                                  # a module name
-            lg = logging.getLogger(alias)
-            _remember(lg)
-            lg.setLevel(val)
-            _attach(lg, "%(levelname).1s%(asctime)s %(name)s: [%(levelname)s] %(message)s")
+            _set_level(alias, val)
     for alias, level in components:
         _enable_component(alias, level)
         _quiet_artifacts_below(alias, level)
