@@ -24,3 +24,32 @@ __all__ = ["cond", "while_loop", "CondBranchMismatchError", "scan", "associative
 for _name in __all__[3:]:
     globals()[_name]._ember_hop = _name
 del _name
+
+
+def _torch_module_names():
+    """torch's submodules of ``torch._higher_order_ops`` (``from torch._higher_order_ops.scan
+    import scan``) as modules in ``sys.modules`` holding ember's functions, so those imports work
+    under ``import ember as torch`` without a file per operator. As in torch, the package's
+    attribute is the function except ``wrap``, which is the module (holding ``wrap`` and
+    ``tag_activation_checkpoint``)."""
+    import sys
+    import types
+    layout = {"scan": ("scan",), "associative_scan": ("associative_scan",), "map": ("map",),
+              "cond": ("cond",), "while_loop": ("while_loop",), "wrap": ("wrap", "tag_activation_checkpoint"),
+              "hints_wrap": ("hints_wrapper",), "invoke_subgraph": ("invoke_subgraph",),
+              "out_dtype": ("out_dtype",), "print": ("print",), "foreach_map": ("foreach_map",),
+              "run_const_graph": ("run_const_graph",), "flex_attention": ("flex_attention",)}
+    made = {}
+    for mod, names in layout.items():
+        m = types.ModuleType(f"{__name__}.{mod}", f"torch._higher_order_ops.{mod}'s names (ember/_higher_order_ops)")
+        for n in names:
+            setattr(m, n, globals()[n])
+        m.__all__ = list(names)
+        sys.modules[m.__name__] = m
+        made[mod] = m
+    return made
+
+
+_modules = _torch_module_names()
+wrap, hints_wrap = _modules["wrap"], _modules["hints_wrap"]
+del _modules
