@@ -496,3 +496,47 @@ def test_torch_tensors_in_a_torch_package_are_refused(tmp_path):
     buf.seek(0)
     with pytest.raises(NotImplementedError, match="torch's storage format"):
         PackageImporter(buf).load_pickle("p", "t.pkl")
+
+
+def test_importlib_resources_of_a_packaged_package():
+    import importlib.resources as resources
+    buf = io.BytesIO()
+    with PackageExporter(buf) as e:
+        e.save_source_string("pk", "X = 1\n", is_package=True)
+        e.save_text("pk", "data.txt", "payload")
+    buf.seek(0)
+    mod = PackageImporter(buf).import_module("pk")
+    assert resources.files(mod).joinpath("data.txt").read_text() == "payload"
+    assert sorted(p.name for p in resources.files(mod).iterdir()) == ["__init__.py", "data.txt"]
+
+
+CUSTOM_SRC = """
+class Custom:
+    # pickled through __reduce_package__: the exporter stores its state as a text resource
+    def __init__(self, text):
+        self.text = text
+
+    def __reduce_package__(self, exporter):
+        name = f"custom_{exporter.get_unique_id()}.txt"
+        exporter.save_text("custom", name, self.text)
+        return (unpack, ("custom", name))
+
+
+def unpack(importer, package, name):
+    return Custom(importer.load_text(package, name) + " (loaded)")
+"""
+
+
+def test_reduce_package_hook(user_modules):
+    mod = _unique("custom")
+    user_modules(mod, CUSTOM_SRC)
+    obj = importlib.import_module(mod).Custom(f"state {random.random()}")
+    buf = io.BytesIO()
+    with PackageExporter(buf) as e:
+        e.intern(mod)
+        e.save_pickle("p", "o.pkl", [obj, obj])
+    buf.seek(0)
+    imp = PackageImporter(buf)
+    a, b = imp.load_pickle("p", "o.pkl")
+    assert a is b and a.text == obj.text + " (loaded)"
+    assert type(a) is imp.import_module(mod).Custom

@@ -146,6 +146,16 @@ class PackageImporter(Importer):
         module = self.import_module(demangle(module_name))
         return self.zip_reader.get_record(demangle(module.__file__)).decode("utf-8")
 
+    def get_resource_reader(self, fullname):
+        """importlib.resources support for packaged packages: their resources are archive records."""
+        try:
+            package = self._get_package(fullname)
+        except (ImportError, TypeError):
+            return None
+        if package.__loader__ is not self:
+            return None
+        return _PackageResourceReader(self, fullname)
+
     # ------------------------------------------------------------------ the module tree
     def _get_or_create_package(self, atoms):
         cur = self.root
@@ -319,6 +329,31 @@ class PackageImporter(Importer):
 
     def __repr__(self):
         return f"<PackageImporter {self.id()} of {self.filename!r}>"
+
+
+class _PackageResourceReader:
+    """importlib.abc.ResourceReader over one package of an archive."""
+
+    def __init__(self, importer, fullname):
+        self.importer = importer
+        self.fullname = fullname
+
+    def open_resource(self, resource):
+        return io.BytesIO(self.importer.load_binary(self.fullname, resource))
+
+    def resource_path(self, resource):
+        raise FileNotFoundError(f"{resource!r} of {self.fullname!r} lives inside a package archive, not on disk")
+
+    def is_resource(self, name):
+        return self.importer.zip_reader.has_record(self.importer._zipfile_path(self.fullname, name))
+
+    def contents(self):
+        prefix = self.importer._zipfile_path(self.fullname) + "/"
+        seen = {}
+        for record in self.importer.zip_reader.get_all_records():
+            if record.startswith(prefix):
+                seen[record[len(prefix):].partition("/")[0]] = True
+        return iter(seen)
 
 
 class _StorageRecords:
