@@ -93,7 +93,7 @@ class EventHandlerHandle:
 
 
 _handlers: list = []
-_handlers_lock = threading.Lock()
+_handlers_lock = threading.RLock()      # reentrant: a Stat collected by GC mid-call may publish
 
 
 def register_event_handler(callback) -> EventHandlerHandle:
