@@ -104,7 +104,10 @@ class Timer:
 
         stmt = _normalise_snippet(stmt)
         setup = _normalise_snippet(setup)
-        self._timer = self._timer_cls(stmt=stmt, setup=setup, timer=timer, globals=self._globals)
+        # Values marked CopyIfCallgrind (for collect_callgrind's process) are used as they are here.
+        from .valgrind_wrapper.timer_interface import CopyIfCallgrind
+        self._timer = self._timer_cls(stmt=stmt, setup=setup, timer=timer,
+                                      globals=CopyIfCallgrind.unwrap_all(self._globals))
         self._task_spec = common.TaskSpec(
             stmt=stmt, setup=setup, global_setup=global_setup, label=label, sub_label=sub_label,
             description=description, env=env, num_threads=num_threads)

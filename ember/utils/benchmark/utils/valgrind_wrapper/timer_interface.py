@@ -64,8 +64,10 @@ class FunctionCounts:
         return len(self._data)
 
     def __getitem__(self, item):
+        """An int gives one FunctionCount, a slice a FunctionCounts (PyTorch 2.13 wraps both, since
+        a FunctionCount is itself a tuple)."""
         data = self._data[item]
-        return FunctionCounts(data, self.inclusive, truncate_rows=False) if isinstance(data, tuple) else data
+        return FunctionCounts(data, self.inclusive, truncate_rows=False) if isinstance(item, slice) else data
 
     def __repr__(self) -> str:
         count_len = max((len(str(c)) + int(c < 0) for c, _ in self), default=0)
@@ -385,6 +387,12 @@ class _ValgrindWrapper:
 
     @staticmethod
     def _script(task_spec, globals: GlobalsBridge, *, number, repeats, collect_baseline, error_log) -> str:
+        load_globals = globals.construct()
+        # ember is imported in the valgrind process only when the code uses it: importing it
+        # there takes seconds, and a pure-Python statement's counts do not depend on it.
+        uses_ember = re.search(r"\b(ember|torch)\b", "\n".join((task_spec.stmt, task_spec.setup, load_globals)))
+        import_ember = (f"import ember\nimport ember as torch\nember.set_num_threads({task_spec.num_threads})"
+                        if uses_ember else "pass")
         baseline = ("lib.ember_cg_toggle()\n" + _block_stmt("pass", number) + "\nlib.ember_cg_toggle_and_dump()"
                     if collect_baseline else "")
         return textwrap.dedent(r"""
@@ -400,13 +408,11 @@ class _ValgrindWrapper:
                 sys.exit(1)
 
             try:
-                import ember
-                import ember as torch
-                from ember.utils.benchmark.utils.valgrind_wrapper import _bindings
-                lib = _bindings.load({library!r})
+                import ctypes
+                lib = ctypes.CDLL({library!r})
                 if not lib.ember_cg_running():
                     fail("Process is not running under Valgrind.")
-                ember.set_num_threads({num_threads})
+            {import_ember}
             {load_globals}
             {setup}
                 for _ in range({warmup}):
@@ -423,8 +429,9 @@ class _ValgrindWrapper:
             gc.collect()
             {baseline}
         """).strip().format(
-            error_log=error_log, library=_bindings.library_path(), num_threads=task_spec.num_threads,
-            load_globals=textwrap.indent(globals.construct(), " " * 4),
+            error_log=error_log, library=_bindings.library_path(),
+            import_ember=textwrap.indent(import_ember, " " * 4),
+            load_globals=textwrap.indent(load_globals, " " * 4),
             setup=textwrap.indent(task_spec.setup, " " * 4),
             warmup=min(number, 10), warmup_stmt=textwrap.indent(task_spec.stmt, " " * 8),
             repeats=repeats, blocked_stmt=_block_stmt(task_spec.stmt, number, indent=4),
