@@ -9,10 +9,12 @@ exclude pattern does.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from typing import Union
 
 __all__ = ["GlobGroup", "GlobPattern"]
 
-GlobPattern = "str | Iterable[str]"
+GlobPattern = Union[str, Iterable[str]]
 
 
 def _segment_regex(segment: str, sep: str) -> str:

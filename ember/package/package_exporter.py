@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import pickle
 import pickletools
 import platform
 import sys

@@ -16,8 +16,6 @@ import importlib.util
 import inspect
 import io
 import linecache
-import sys
-import types
 import weakref
 
 from ._archive import open_reader
