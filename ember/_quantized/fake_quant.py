@@ -23,6 +23,8 @@ def _fq(x, scale, zp, qmin, qmax):
     """(output, mask) of fake quantization; ``scale``/``zp`` broadcast against ``x``."""
     xf = x.astype(np.float32)
     inv = (np.float32(1.0) / np.asarray(scale, np.float32)).astype(np.float32)
+    if isinstance(zp, np.ndarray) and zp.dtype.kind == "f":
+        return _fq_float_zp(xf, inv, np.asarray(scale, np.float32), zp.astype(np.float32), qmin, qmax, x.dtype)
     with np.errstate(invalid="ignore", over="ignore"):
         r = np.rint((xf * inv).astype(np.float32)).astype(np.float64) + np.asarray(zp, np.float64)
         r = np.where(np.isfinite(r), r, np.where(np.isnan(r), -2.0 ** 63, np.sign(r) * 2.0 ** 63))
@@ -30,6 +32,17 @@ def _fq(x, scale, zp, qmin, qmax):
         mask = (q >= qmin) & (q <= qmax)
         out = (np.clip(q, qmin, qmax) - np.asarray(zp, np.float64)) * np.asarray(scale, np.float32).astype(np.float64)
     return out.astype(x.dtype), mask
+
+
+def _fq_float_zp(xf, inv, scale, zp, qmin, qmax, dtype):
+    """A float zero point (``per_channel_affine_float_qparams``): torch rounds ``x / scale + zp``
+    as a whole (float32), clamps, and returns ``(q - zp) * scale`` rounded once to float32 (bit for
+    bit torch's on random data)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        q = np.rint(((xf * inv).astype(np.float32) + zp).astype(np.float32))
+        mask = (q >= qmin) & (q <= qmax)
+        out = ((np.clip(q, qmin, qmax).astype(np.float64) - zp) * scale).astype(np.float32)   # one rounding
+    return out.astype(dtype), mask
 
 
 class _FakeQuant(Function):
@@ -107,8 +120,8 @@ def fake_quantize_per_channel_affine(input, scale, zero_point, axis, quant_min, 
     elif quant_min > quant_max:
         raise RuntimeError("`quant_min` should be less than or         equal to `quant_max`.")
     shp = tuple(-1 if d == axis else 1 for d in range(nd))
-    return _FakeQuant.apply(input, sc.reshape(shp), zp.astype(np.float64).reshape(shp), int(quant_min),
-                            int(quant_max))
+    zp = zp.astype(np.float64) if zero_point.dtype.name == "int32" else zp.astype(np.float32)
+    return _FakeQuant.apply(input, sc.reshape(shp), zp.reshape(shp), int(quant_min), int(quant_max))
 
 
 def _flag_on(t, name):

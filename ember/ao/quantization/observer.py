@@ -234,7 +234,8 @@ class MinMaxObserver(UniformQuantizationObserverBase):
 
     def __init__(self, dtype=None, qscheme=None, reduce_range=False, quant_min=None, quant_max=None,
                  factory_kwargs=None, eps=_EPS, is_dynamic=False, **kwargs):
-        qscheme = _per_tensor_qscheme("MinMaxObserver", qscheme, is_dynamic)
+        # torch lets a MinMaxObserver be dynamic (a memoryless moving average is dynamic QAT's observer)
+        qscheme = _per_tensor_qscheme("MinMaxObserver", qscheme, False)
         super().__init__(dtype=dtype, qscheme=qscheme, reduce_range=reduce_range, quant_min=quant_min,
                          quant_max=quant_max, factory_kwargs=factory_kwargs, eps=eps, is_dynamic=is_dynamic,
                          **kwargs)
@@ -268,9 +269,9 @@ class MovingAverageMinMaxObserver(MinMaxObserver):
 
     def __init__(self, averaging_constant=0.01, dtype=None, qscheme=None, reduce_range=False, quant_min=None,
                  quant_max=None, eps=_EPS, is_dynamic=False, **kwargs):
-        if is_dynamic:
+        if is_dynamic and averaging_constant != 1:      # memoryless (constant 1) is dynamic QAT's observer
             raise NotImplementedError("MovingAverageMinMaxObserver doesn't support dynamic quantization for "
-                                      "observer without a history")
+                                      f"averaging constant of {averaging_constant}")
         self.averaging_constant = averaging_constant
         super().__init__(dtype=dtype, qscheme=qscheme, reduce_range=reduce_range, quant_min=quant_min,
                          quant_max=quant_max, eps=eps, is_dynamic=is_dynamic, **kwargs)
