@@ -21,6 +21,22 @@ from ..utils._pytree import tree_flatten, tree_unflatten
 __all__ = ["scan", "associative_scan", "map"]
 
 
+#: The most steps ``ember.compile`` unrolls a scan/associative_scan(generic)/map into one graph.
+#: Each step is a copy of the body, so compile time grows with the length; a longer loop is a
+#: graph break (logged, the HOP runs eagerly). ``ember.export`` needs one graph and unrolls any
+#: length.
+MAX_UNROLLED_STEPS = 256
+
+
+def _unroll_or_break(name, steps):
+    """Under ``ember.compile`` (not export), break the graph rather than unroll ``steps`` > the limit."""
+    from ..compiler import is_compiling, is_exporting
+    from ..dynamo.exc import graph_break
+    if steps > MAX_UNROLLED_STEPS and is_compiling() and not is_exporting():
+        graph_break(f"ember._higher_order_ops.{name}: {steps} steps exceed MAX_UNROLLED_STEPS="
+                    f"{MAX_UNROLLED_STEPS} (each step is a copy of the body in the graph); the {name} runs eagerly")
+
+
 def _is_tensor(x):
     from ..tensor import Tensor
     return isinstance(x, Tensor)
@@ -91,6 +107,7 @@ def scan(combine_fn, init, xs, *, dim: int = 0, reverse: bool = False):
     if any(x.shape[dim] != n for x in leaves_xs):
         raise RuntimeError(f"scan: all xs leaves must have the same size along dim {dim}, got sizes "
                            f"{[x.shape[dim] for x in leaves_xs]}")
+    _unroll_or_break("scan", n)
     carry = list(leaves_init)
     ys = []
     y_spec = None
@@ -163,6 +180,7 @@ def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mo
     if reverse:
         leaves = [x.flip([dim]) for x in leaves]
     if combine_mode == "generic":
+        _unroll_or_break("associative_scan", n)
         out = _sequential_scan(combine_fn, leaves, spec, dim, n)
     else:
         out = _blocked_scan(combine_fn, leaves, spec, dim, n)
@@ -230,6 +248,7 @@ def map(f, xs, *args):
         raise RuntimeError("Leading dimensions of mapped xs cannot be 0.")
     if any(s[0] != n for s in shapes):
         raise RuntimeError(f"Leading dimensions of mapped xs must be consistent. Got shapes {shapes}.")
+    _unroll_or_break("map", n)
     outs = []
     out_spec = None
     for i in range(n):

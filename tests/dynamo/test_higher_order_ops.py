@@ -422,6 +422,26 @@ def test_untraceable_body_falls_back_with_reason_naming_the_hop():
     np.testing.assert_allclose(_np(ember.compile(f, backend="aot_eager")(x)), _np(f(x)), rtol=1e-6)
 
 
+def test_long_loop_breaks_instead_of_unrolling_but_export_unrolls(monkeypatch):
+    import ember._higher_order_ops._scan as impl
+    monkeypatch.setattr(impl, "MAX_UNROLLED_STEPS", 4)
+
+    def f(x, h):
+        c, y = hop.scan(lambda c, t: ((c * 0.5 + t).tanh(), c * t), h, x)
+        return c * 2, y
+    x, h = ember.randn(6, 3), ember.randn(3)
+    graphs, breaks, reasons = _explain(f, x, h)
+    assert breaks == 1 and "6 steps exceed MAX_UNROLLED_STEPS=4" in reasons[0], reasons
+    for g, w in zip(ember.compile(f, backend="aot_eager")(x, h), f(x, h)):
+        np.testing.assert_allclose(_np(g), _np(w), rtol=1e-6, atol=1e-6)
+
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return hop.map(lambda t: t * 2, x)
+    ep = ember.export.export(M(), (x,))        # export needs one graph: unrolled whatever the length
+    np.testing.assert_allclose(_np(ep.module()(x)), _np(x) * 2, rtol=1e-6)
+
+
 def test_flex_attention_hop_compiles_in_one_graph():
     from ember.nn.attention.flex_attention import create_block_mask
     bm = create_block_mask(lambda b, h, i, j: i >= j, 1, 1, 128, 128, device="cpu")

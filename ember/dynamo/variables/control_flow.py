@@ -67,7 +67,7 @@ def _inline_hop(tx, fn, args, kwargs):
     try:
         return UserFunctionVariable(fn).call_function(tx, args, kwargs)
     except Unsupported as e:
-        if not e.msg.startswith("ember._higher_order_ops."):
+        if "ember._higher_order_ops." not in e.msg:
             e.msg = f"ember._higher_order_ops.{fn._ember_hop}: its body could not be traced, the call runs " \
                     f"eagerly: {e.msg}"
             e.args = (e.msg,)
