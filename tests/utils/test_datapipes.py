@@ -626,3 +626,22 @@ def test_dataloader_map_datapipe():
     ember.manual_seed(2)
     out = sum((b.tolist() for b in edata.DataLoader(md, batch_size=3, shuffle=True)), [])
     assert sorted(out) == [2 * x for x in range(10)]
+
+
+def test_subclass_calling_super_iter_is_one_iterator():
+    """ember: ``super().__iter__()`` inside an overriding ``__iter__`` belongs to the same iterator
+    (torch 2.13 invalidates the outer iterator there, a limitation we do not copy)."""
+    class Tens(edp.iter.IterableWrapper):
+        def __iter__(self):
+            for x in super().__iter__():
+                yield x * 10
+
+    dp = Tens([1, 2, 3])
+    assert list(dp) == list(dp) == [10, 20, 30]
+    assert "_ember_iter_running" not in dp.__dict__
+    it1 = iter(dp)
+    next(it1)
+    it2 = iter(dp)
+    assert next(it2) == 10
+    with pytest.raises(RuntimeError, match="invalidated"):
+        next(it1)

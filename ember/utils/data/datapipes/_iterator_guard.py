@@ -108,6 +108,21 @@ class _GuardedIterator:
         return getattr(self.iterator, name)
 
 
+def _resume(datapipe, gen, request):
+    """Run the wrapped generator to its next item, marking the datapipe as inside its own
+    ``__iter__`` meanwhile (see the ``super().__iter__()`` case above)."""
+    state = datapipe.__dict__
+    outer = state.get("_ember_iter_running", False)
+    state["_ember_iter_running"] = True
+    try:
+        return gen.send(request)
+    finally:
+        if outer:
+            state["_ember_iter_running"] = True
+        else:
+            state.pop("_ember_iter_running", None)
+
+
 def guard_iter(namespace: dict) -> None:
     """Replace ``namespace['__iter__']`` (and ``__next__``) by the validity-checking wrappers."""
     func = namespace["__iter__"]
@@ -117,14 +132,18 @@ def guard_iter(namespace: dict) -> None:
         @functools.wraps(func)
         def guarded_generator(self, *args, **kwargs):
             gen = func(self, *args, **kwargs)
+            if self.__dict__.get("_ember_iter_running"):
+                # ``super().__iter__()`` inside a subclass's ``__iter__``: part of the iterator
+                # already guarded, not a second one (PyTorch invalidates the outer one here).
+                return (yield from gen)
             iterator_id = claim_iterator(self)
             try:
-                response = next(gen)
+                response = _resume(self, gen, None)
                 while True:
                     self._number_of_samples_yielded += 1
                     request = yield response
                     check_iterator(self, iterator_id)
-                    response = gen.send(request)
+                    response = _resume(self, gen, request)
             except StopIteration:
                 return
             except Exception as e:
