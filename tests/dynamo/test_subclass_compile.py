@@ -295,6 +295,51 @@ def test_dispatch_subclass_without_flatten_runs_eagerly_with_a_reason():
     np.testing.assert_allclose(ember.compile(lambda t: t * 2)(x).numpy(), (x.elem * 2).numpy())
 
 
+def test_state_outside_the_flatten_context_is_guarded_or_refused():
+    """An attribute the handler may read but __tensor_flatten__ does not name: guarded when
+    __tensor_unflatten__ restores it (a change recompiles), else the frame runs eagerly."""
+    rng = np.random.default_rng()
+
+    class Offset(TwoTensor):
+        @staticmethod
+        def __new__(cls, a, b, outer_size=None, outer_stride=None, offset=0.0):
+            return TwoTensor.__new__(cls, a, b, outer_size, outer_stride)
+
+        def __init__(self, a, b, outer_size=None, outer_stride=None, offset=0.0):
+            super().__init__(a, b, outer_size, outer_stride)
+            self.offset = offset
+
+        @staticmethod
+        def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
+            return Offset(inner["a"], inner["b"], outer_size, outer_stride, offset=_current[0])
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            out = TwoTensor.__torch_dispatch__.__func__(cls, func, types, args, kwargs)
+            off = next(x.offset for x in args if isinstance(x, Offset))
+            if isinstance(out, TwoTensor) and func.overloadpacket.__name__ == "mul":
+                return TwoTensor(out.a + off, out.b)
+            return out
+    _current = [0.0]
+
+    def f(t):
+        return t * 2
+    a, b = _rand(3, rng=rng), _rand(3, rng=rng)
+    for off in (0.0, 1.5):                      # unflatten restores it: compiled, guarded
+        _current[0] = off
+        x = Offset(a, b, offset=off)
+        ember.compiler.reset()
+        _same(ember.compile(f, backend="aot_eager")(x), f(x))
+    _current[0] = 0.0
+    x = Offset(a, b, offset=2.0)                 # unflatten would lose it: eager, with the reason
+    out = _graphs(f, x)
+    assert "does not restore 'offset'" in _reasons(out)
+    ember.compiler.reset()
+    _same(ember.compile(f, backend="aot_eager")(x), f(x))
+    x.offset = ember.ones(1)                     # a tensor outside the flatten: eager
+    assert "holds the tensor 'offset'" in _reasons(_graphs(f, x))
+
+
 # ------------------------------------------------------------------ __torch_function__ subclasses
 class Tagged(ember.Tensor):
     """Default __torch_function__: every result is a Tagged."""

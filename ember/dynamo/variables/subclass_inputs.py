@@ -69,6 +69,36 @@ def flatten_checked(value):
     return list(attrs), ctx, inner
 
 
+def _extra_state(value, attrs):
+    """Instance attributes of ``value`` outside what ``__tensor_flatten__`` names (ember's own
+    tensor fields aside): state the handler may read, which the trace bakes in."""
+    return {k: v for k, v in vars(value).items() if k not in attrs and not hasattr(Tensor, k)}
+
+
+def _check_extra_state(value, ex, attrs):
+    """Non-tensor state outside the flatten context is traced as the example value holds it and
+    guarded as the input holds it: both must agree (``__tensor_unflatten__`` restores it) and be
+    comparable, or the frame runs eagerly -- never a graph computed with stale state."""
+    cls = type(value)
+    for k, v in _extra_state(value, attrs).items():
+        if isinstance(v, Tensor):
+            raise Unsupported(f"a {cls.__qualname__} holds the tensor {k!r}, which __tensor_flatten__ does not "
+                              f"name; ember.compile cannot trace it (the code using it runs eagerly)")
+        try:
+            _check_ctx(v, cls)
+        except Unsupported:
+            raise Unsupported(f"a {cls.__qualname__} holds {k!r} (a {type(v).__name__}) outside its "
+                              f"__tensor_flatten__ context; ember.compile cannot guard on it (the code using it "
+                              f"runs eagerly)") from None
+        if not k.isidentifier() or getattr(ex, k, _MISSING) != v:
+            raise Unsupported(f"{cls.__qualname__}.__tensor_unflatten__ does not restore {k!r} (state outside "
+                              f"the __tensor_flatten__ context); ember.compile cannot trace with it (the code "
+                              f"using it runs eagerly)")
+
+
+_MISSING = object()
+
+
 def example_of(value, inner_example):
     """The example value of subclass input ``value``: rebuilt by ``__tensor_unflatten__`` from
     ``inner_example(t)`` of each inner tensor (fake twins in fake mode)."""
@@ -79,6 +109,7 @@ def example_of(value, inner_example):
     ex = type(value).__tensor_unflatten__(made, ctx, value.size(), value.stride())
     if type(ex) is not type(value):
         raise Unsupported(f"{type(value).__qualname__}.__tensor_unflatten__ returned a {type(ex).__qualname__}")
+    _check_extra_state(value, ex, attrs)
     if value.requires_grad and not ex.requires_grad:
         ex.requires_grad_(True)
     return ex
@@ -92,6 +123,8 @@ def guard_subclass(guards, source, value):
     said = (type(said[0])(said[0]), said[1])
     guards.add(f"{e}.__tensor_flatten__() == {guards.ref(said)}",
                f"{e}.__tensor_flatten__() == ({attrs!r}, {ctx!r})", kind="EQUALS_MATCH", name=e)
+    for k, v in _extra_state(value, attrs).items():      # (checked comparable by example_of)
+        guards.add(f"{e}.{k} == {guards.ref(v)}", f"{e}.{k} == {v!r}", kind="EQUALS_MATCH", name=f"{e}.{k}")
     for name, t in zip(attrs, inner):
         src = AttrSource(source, name)
         if is_traceable_wrapper_subclass(t):
