@@ -346,7 +346,11 @@ class Tagged(ember.Tensor):
 
 
 class MoreTagged(Tagged):
-    pass
+    def shifted(self, k):
+        return self * 2 + self.offset() * k
+
+    def offset(self):
+        return 0.5
 
 
 class Opted(ember.Tensor):
@@ -367,6 +371,20 @@ def test_torch_function_subclass_types_and_values_match_eager(backend):
         ember.compiler.reset()
         for c, e in zip(ember.compile(_tf_ops, backend=backend, fullgraph=True)(x, y), _tf_ops(x, y)):
             _same(c, e)
+
+
+def test_torch_function_subclass_methods_and_isinstance_are_traced():
+    rng = np.random.default_rng()
+
+    def f(x):
+        return x.shifted(3).cos(), isinstance(x, MoreTagged), type(x.sum()) is MoreTagged
+    x = _rand(2, 3, rng=rng).as_subclass(MoreTagged)
+    out = _graphs(f, x)
+    assert out.graph_count == 1 and out.graph_break_count == 0
+    ember.compiler.reset()
+    got, want = ember.compile(f, backend="aot_eager", fullgraph=True)(x), f(x)
+    _same(got[0], want[0])
+    assert got[1:] == want[1:] == (True, True)
 
 
 def test_torch_function_subclass_gradients_and_guards():

@@ -31,6 +31,18 @@ BLOCKED_METHODS = {"item", "tolist", "numpy", "backward", "register_hook", "reta
                    "as_subclass"}
 
 
+def _subclass_method(cls, name):
+    """The plain function ``name`` that Tensor subclass ``cls`` defines itself (not one of the
+    protocol's routed Tensor methods), or None; the class is guarded by the tensor's guards."""
+    import inspect
+    import types
+    attr = inspect.getattr_static(cls, name, None)
+    if isinstance(attr, types.FunctionType) and not attr.__qualname__.startswith("Tensor.") \
+            and attr is not inspect.getattr_static(Tensor, name, None):
+        return attr
+    return None
+
+
 class TensorVariable(VariableTracker):
     def __init__(self, node, example, source=None, cls=Tensor):
         self.node = node
@@ -62,6 +74,11 @@ class TensorVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         ex = self.example
+        if self.cls is not Tensor and self.cls is not type(ex):
+            own = _subclass_method(self.cls, name)    # a method a __torch_function__ subclass defines
+            if own is not None:
+                from .functions import UserFunctionVariable, UserMethodVariable
+                return UserMethodVariable(UserFunctionVariable(own), self)
         if name == "shape":
             return size_variable(ex.shape)
         if name in META_ATTRS:
