@@ -8,9 +8,8 @@ so compiled and eager results (values and gradients: every step is an ordinary e
 its autograd) agree by construction. The body's restrictions are torch's: it gets tensors (or
 pytrees of tensors) and returns them; carries keep their shape and dtype.
 
-Departures from torch, all permissive: ``combine_mode="pointwise"`` also runs on CPU (torch
-requires CUDA there because of its Triton lowering), and bodies returning views of their inputs
-are accepted (torch rejects aliasing; here each output is stacked into a fresh tensor).
+Departure from torch, permissive: bodies returning views of their inputs are accepted (torch
+rejects aliasing; here each output is stacked into a fresh tensor).
 """
 from __future__ import annotations
 
@@ -152,9 +151,10 @@ def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mo
     ``combine_fn(... combine_fn(xs[0], xs[1]) ..., xs[i])`` (from the end when ``reverse``).
 
     ``combine_mode="generic"`` calls ``combine_fn`` on single slices, one step per element (any
-    body: matmuls, reductions). ``"pointwise"`` (the body is elementwise) calls it on whole
-    shifted blocks, ``log2(n)`` times (Hillis-Steele): fewer, larger ops -- a short graph when
-    compiled. ``xs`` may be a pytree of tensors of equal size along ``dim``."""
+    body: matmuls, reductions). ``"pointwise"`` (the body is elementwise; CUDA tensors only, as
+    in torch) calls it on whole shifted blocks, ``log2(n)`` times (Hillis-Steele): fewer, larger
+    ops -- a short graph when compiled. ``xs`` may be a pytree of tensors of equal size along
+    ``dim``."""
     leaves, spec = tree_flatten(xs)
     if not callable(combine_fn):
         raise ValueError(f"Combine_fn must be a callable, but got {combine_fn}")
@@ -164,6 +164,10 @@ def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mo
         raise RuntimeError("Reverse must be a bool, but got " + str(type(reverse)))
     if combine_mode not in ("pointwise", "generic"):
         raise ValueError(f"Combine_mode must either 'pointwise' or 'generic', but got {combine_mode}")
+    if combine_mode == "pointwise" and not all(_is_tensor(x) and x.device.type in ("cuda", "xpu") for x in leaves):
+        # torch's rule, kept: the blocked algorithm trusts the body to be elementwise, which a CPU
+        # user's code (written for torch, where this raises) has never been checked for
+        raise ValueError("For combine_mode='pointwise', all input tensors need to be on CUDA or XPU")
     if len(leaves) == 0:
         raise ValueError("Expected at least 1 xs leaf")
     if any(not _is_tensor(x) for x in leaves):

@@ -10,7 +10,7 @@ from hypothesis import given, settings, strategies as st
 
 import ember
 import ember._higher_order_ops as hop
-from ember.utils._pytree import tree_leaves
+from ember.utils._pytree import tree_flatten, tree_leaves
 
 from ._util import CountingBackend
 
@@ -183,9 +183,17 @@ def test_associative_scan_both_modes_match_torch(n, dim, reverse, seed):
 
     (ea, ta), (eb, tb) = _pair(torch, a, True), _pair(torch, b, True)
     want = tas(linrec, (ta, tb), dim, reverse=reverse, combine_mode="generic")
-    for mode in ("generic", "pointwise"):     # pointwise: ember also runs it on CPU
-        got = hop.associative_scan(linrec, (ea, eb), dim, reverse=reverse, combine_mode=mode)
-        _close(got, want, 1e-9)
+    got = hop.associative_scan(linrec, (ea, eb), dim, reverse=reverse, combine_mode="generic")
+    _close(got, want, 1e-9)
+    # the pointwise (blocked, CUDA-only) algorithm, run directly on CPU data
+    from ember._higher_order_ops._scan import _blocked_scan
+    leaves, spec = tree_flatten((ember.tensor(a), ember.tensor(b)))
+    if reverse:
+        leaves = [t.flip([dim]) for t in leaves]
+    blocked = _blocked_scan(linrec, leaves, spec, dim, n)
+    if reverse:
+        blocked = [t.flip([dim]) for t in blocked]
+    _close(tuple(blocked), want, 1e-9)
     got[1].sum().backward()
     want[1].sum().backward()
     # n == 1: the output is b itself and a gets no gradient (None in both, or zeros in torch)
@@ -216,7 +224,9 @@ def test_associative_scan_argument_errors_as_torch():
              ((add, [x, 3], 0), (add, [tx, 3], 0), {"combine_mode": "generic"}, ValueError,
               "xs leaves must be a Tensor"),
              ((add, ember.randn(0, 2), 0), (add, torch.randn(0, 2), 0), {"combine_mode": "generic"}, ValueError,
-              "scan dimension > 0")]
+              "scan dimension > 0"),
+             ((add, x, 0), (add, tx, 0), {}, ValueError,
+              "For combine_mode='pointwise', all input tensors need to be on CUDA or XPU")]
     for eargs, targs, kw, typ, msg in cases:
         with pytest.raises(typ, match=msg):
             hop.associative_scan(*eargs, **kw)
@@ -358,8 +368,12 @@ def _scan_model(x, h):
     return c["h"], ys["y"]
 
 
-def _ascan_model(a, b):
-    return hop.associative_scan(lambda p, q: (p[0] * q[0], q[0] * p[1] + q[1]), (a, b), 1)[1]
+def _ascan_model(a, b):      # the pointwise mode's blocked algorithm (CUDA-only through the public API)
+    from ember._higher_order_ops._scan import _blocked_scan
+    return _blocked_scan(lambda p, q: (p[0] * q[0], q[0] * p[1] + q[1]), [a, b], _PAIR_SPEC, 1, a.shape[1])[1]
+
+
+_PAIR_SPEC = tree_flatten((0, 0))[1]
 
 
 def _ascan_generic_model(a, b):
