@@ -25,7 +25,7 @@ __all__ = [
 # first access so ``import ember.fx`` stays light.
 _SUBMODULES = (
     "graph_drawer", "graph_manipulation", "infra", "operator_support",
-    "shape_prop", "split_module", "split_utils", "tools_common", "utils",
+    "reinplace", "shape_prop", "split_module", "split_utils", "tools_common", "utils",
 )
 
 
