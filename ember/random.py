@@ -1,8 +1,12 @@
 """Random number generation for eager tensors.
 
-The eager generator is numpy's PCG64 behind a torch-like ``Generator``;
-``manual_seed`` makes runs repeatable. (Compiled code uses counter-based
-Philox from ember.prims; the two streams are different by design.)
+A ``Generator`` is PyTorch's CPU generator: a Mersenne Twister whose draws ``rand``, ``randn``,
+``randint``, ``randperm``, ``uniform_``, ``normal_``, ``bernoulli_``, ``exponential_`` (and so
+``nn.init`` and dropout) turn into the numbers PyTorch gives for the same seed
+(``ember/_mt19937.py``). The other samplers (gamma, Poisson, binomial, multinomial, ...) draw
+from a numpy PCG64 stream seeded with the same seed: repeatable, not PyTorch's numbers.
+(Compiled code uses counter-based Philox from ember.prims; the streams are different by design,
+as torch.compile's are from eager PyTorch's.)
 """
 from __future__ import annotations
 
@@ -10,12 +14,15 @@ import contextlib
 
 import numpy as np
 
+from ._mt19937 import MTStream
+
 
 class Generator:
     def __init__(self, device="cpu"):
         self.device = device
         self._seed = 67280421310721
         self._np = np.random.Generator(np.random.PCG64(self._seed))
+        self._mt = MTStream(self._seed)
 
     def manual_seed(self, seed):
         seed = int(seed)
@@ -23,6 +30,7 @@ class Generator:
             seed = seed & 0xFFFF_FFFF_FFFF_FFFF
         self._seed = seed
         self._np = np.random.Generator(np.random.PCG64(seed))
+        self._mt = MTStream(seed)
         return self
 
     def seed(self):
@@ -34,18 +42,44 @@ class Generator:
         return self._seed
 
     def get_state(self):
+        """The generator's state as a uint8 tensor (the JSON of the Mersenne Twister's and the
+        numpy stream's states; not PyTorch's byte layout)."""
         from .ops import api
         import json
-        state = json.dumps(self._np.bit_generator.state).encode()
+        state = json.dumps({"mt19937": self._mt.state(), "numpy": self._np.bit_generator.state,
+                            "seed": self._seed}).encode()
         return api.tensor(np.frombuffer(state, dtype=np.uint8).copy())
 
     def set_state(self, state):
         import json
-        self._np.bit_generator.state = json.loads(bytes(state._data.tobytes()).decode())
+        from .tensor import Tensor
+        if not isinstance(state, Tensor) or state.dtype.np != np.uint8:
+            raise TypeError(f"set_state: expected a torch.ByteTensor (a state get_state returned), got "
+                            f"{getattr(state, 'dtype', type(state).__name__)}")
+        try:
+            st = json.loads(bytes(state._data.tobytes()).decode())
+        except ValueError as e:
+            raise RuntimeError("set_state: this is not a state of an ember generator (PyTorch's byte "
+                               "layout is not read)") from e
+        if "mt19937" in st:
+            self._mt.set_state(st["mt19937"])
+            self._np.bit_generator.state = st["numpy"]
+            self._seed = st.get("seed", self._seed)
+        else:                      # a state saved before the Mersenne Twister: the numpy stream's
+            self._np.bit_generator.state = st
         return self
 
 
 default_generator = Generator()
+
+
+def draw_seed(generator=None) -> int:
+    """One int64 in [0, 2**63) from ``generator`` (the default one when None), as PyTorch's
+    ``torch.empty((), dtype=torch.int64).random_(generator=g).item()``: how a DataLoader and a
+    shuffling sampler seed themselves, so their orders follow ``manual_seed`` as PyTorch's do."""
+    from ._mt19937 import randint
+    g = default_generator if generator is None else generator
+    return int(randint(g._mt, 1, 0, 2 ** 63)[0])
 
 
 def manual_seed(seed):

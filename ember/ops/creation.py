@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from .. import _mt19937 as _mt
 from .. import random as _random
 from .. import types as _t
 from .._fake import FakeArray
@@ -518,6 +519,9 @@ def _rand_array(kind, size, dt, generator=None, **kw):
         return np.ascontiguousarray(parts).view(dt.np)[..., 0]
     if dt.is_complex:
         raise RuntimeError(f"{kind} is not implemented for complex tensors ({dt.legacy_name})")
+    drawn = _torch_stream_draw(kind, size, dt, _gen(generator), kw)
+    if drawn is not None:
+        return drawn
     g = _gen(generator)._np
     if kind == "uniform":
         a = g.random(size, dtype=np.float64)
@@ -541,6 +545,29 @@ def _rand_array(kind, size, dt, generator=None, **kw):
     if kind == "uniform" and dt.is_floating_point and dt.itemsize > 1:
         _keep_below_high(out, kw.get("low", 0.0), kw.get("high", 1.0))
     return out
+
+
+_TORCH_STREAM_FLOATS = frozenset({"float16", "bfloat16", "float32", "float64"})
+
+
+def _torch_stream_draw(kind, size, dt, gen, kw):
+    """The draw from the generator's Mersenne Twister, as PyTorch makes it (``ember/_mt19937.py``),
+    or None for the draws only the numpy stream makes (integer uniforms/normals, float8, ...)."""
+    n = int(np.prod(size, dtype=np.int64))
+    floating = dt.name in _TORCH_STREAM_FLOATS
+    if kind == "uniform" and floating:
+        a = _mt.uniform(gen._mt, n, dt.np, kw.get("low", 0.0), kw.get("high", 1.0))
+    elif kind == "normal" and floating:
+        a = _mt.normal(gen._mt, n, dt.np, kw.get("mean", 0.0), kw.get("std", 1.0), kw.get("contiguous", True))
+    elif kind == "randint" and (floating or dt.category == 1):
+        a = _mt.randint(gen._mt, n, kw["low"], kw["high"]).astype(dt.np)
+    elif kind == "bernoulli" and (floating or dt.category <= 1):
+        a = _mt.bernoulli(gen._mt, n, kw["p"]).astype(dt.np)
+    elif kind == "exponential" and floating:
+        a = _mt.exponential(gen._mt, n, kw.get("lambd", 1.0)).astype(dt.np)
+    else:
+        return None
+    return a.reshape(tuple(size))
 
 
 def _keep_below_high(out, lo, hi):
@@ -658,20 +685,34 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
        method=False, function=False, inplace=True, tags=("random", "nondeterministic"))
 def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
     dt = _t.from_numpy_dtype(self.dtype)
+    # PyTorch fills a tensor in memory order (its iterator walks the dims by falling stride), and
+    # normal_ of a non-contiguous one takes the value-by-value path: drawn here in that order
+    flags = getattr(self, "flags", None)
+    contiguous = flags is None or flags.c_contiguous or self.ndim < 2
+    order = None if contiguous else _memory_order(self)
+    shape = tuple(self.shape) if order is None else tuple(self.shape[d] for d in order)
     if kind == "uniform":
-        arr = _rand_array("uniform", self.shape, dt, generator, low=a, high=b)
+        arr = _rand_array("uniform", shape, dt, generator, low=a, high=b)
     elif kind == "normal":
-        arr = _rand_array("normal", self.shape, dt, generator, mean=a, std=b)
+        arr = _rand_array("normal", shape, dt, generator, mean=a, std=b, contiguous=contiguous)
     elif kind == "random":
-        arr = _rand_array("randint", self.shape, dt, generator, low=int(a), high=int(b))
+        arr = _rand_array("randint", shape, dt, generator, low=int(a), high=int(b))
     elif kind == "bernoulli":
-        arr = _rand_array("bernoulli", self.shape, dt, generator, p=a)
+        arr = _rand_array("bernoulli", shape, dt, generator, p=a)
     elif kind == "exponential":
-        arr = _rand_array("exponential", self.shape, dt, generator, lambd=a)
+        arr = _rand_array("exponential", shape, dt, generator, lambd=a)
     else:
         raise ValueError(f"unknown random kind {kind!r}")
+    if order is not None:
+        arr = np.ascontiguousarray(np.transpose(arr, np.argsort(order)))
     return xp.asarray(arr)
 
+
+def _memory_order(a):
+    """The dims of strided array ``a`` from outermost to innermost in memory (largest stride
+    first, ties in dim order), or None when that is the C order."""
+    order = sorted(range(a.ndim), key=lambda d: (-abs(a.strides[d]), d))
+    return None if order == list(range(a.ndim)) else order
 
 
 @_random_op.meta_fn
@@ -718,8 +759,21 @@ def random_(self, from_=0, to=None, *, generator=None):
     if self.__class__ not in _FAST and (_r := _entry(random_, locals(), self)) is not _PASS:
         return _r
     if to is None:
-        from_, to = 0, from_ if from_ else 2 ** 24
+        from_, to = 0, from_ if from_ else _random_default_to(self.dtype)
     return _random_op.inplace_variant.binding(self, "random", from_, to, generator)
+
+
+# random_() with no range: PyTorch's [0, 2**mantissa] for floats, [0, max] for integers, {0, 1}
+_RANDOM_TO = {"float32": 2 ** 24 + 1, "float64": 2 ** 53 + 1, "float16": 2 ** 11 + 1, "bfloat16": 2 ** 8 + 1,
+              "int64": 2 ** 63, "int32": 2 ** 31, "int16": 2 ** 15, "int8": 2 ** 7, "uint8": 2 ** 8, "bool": 2,
+              "uint16": 2 ** 16, "uint32": 2 ** 32, "uint64": 2 ** 64}
+
+
+def _random_default_to(dtype) -> int:
+    to = _RANDOM_TO.get(dtype.name)
+    if to is None:
+        raise RuntimeError(f"random_ is not implemented for {dtype.legacy_name}")
+    return to
 
 
 def bernoulli_(self, p=0.5, *, generator=None):

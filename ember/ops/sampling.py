@@ -1,6 +1,7 @@
 """Sampling ops with no prim form: ``randperm`` and ``multinomial``.
 
-Both draw from ember's generator (numpy's PCG64) in their eager kernels. They are ops, kept
+Both draw from ember's generator in their eager kernels (``randperm`` PyTorch's shuffle of the
+Mersenne Twister's words, ``ember/_mt19937.py``; ``multinomial`` the numpy stream). They are ops, kept
 whole (``ember.prims.coverage.EXTERN``), so a compiled graph runs the kernel at every call and
 draws fresh numbers, the same ones eager draws. (Built from raw arrays, as they were, a traced
 graph held the first call's draw as a constant.)
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _mt19937 as _mt
 from .. import types as _t
 from ..tensor import Tensor
 from . import _meta, api
@@ -20,7 +22,11 @@ from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _en
 @defop("randperm(int n, ScalarType dtype, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic", "nondifferentiable"), save=())
 def _randperm_op(xp, n, dtype, generator=None):
-    return xp.asarray(_gen(generator)._np.permutation(n).astype(_t.as_dtype(dtype).np))
+    if n < 0:
+        raise RuntimeError(f"n must be non-negative, got{n}")
+    g = _gen(generator)
+    perm = _mt.randperm(g._mt, n) if n < _mt.RANDPERM_MAX else g._np.permutation(n)
+    return xp.asarray(perm.astype(_t.as_dtype(dtype).np))
 
 
 @_randperm_op.meta_fn

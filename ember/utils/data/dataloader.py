@@ -209,9 +209,8 @@ def _base_seed(loader) -> int:
     """The seed worker ``i`` adds its id to: one draw from the loader's generator (ember's
     default one when it has none) per iterator, workers or not (so a shuffle is the same with
     and without workers, as in PyTorch)."""
-    from ...random import default_generator
-    gen = loader.generator if loader.generator is not None else default_generator
-    return int(gen._np.integers(0, 2 ** 63 - 1))
+    from ...random import draw_seed
+    return draw_seed(loader.generator)
 
 
 def _warn_pin_memory() -> None:

@@ -12,9 +12,8 @@ def _fresh_generator(generator):
     default generator (so ``ember.manual_seed`` makes shuffling repeatable)."""
     if generator is not None:
         return generator
-    from ...random import Generator, default_generator
-    seed = int(default_generator._np.integers(0, 2 ** 63 - 1))
-    return Generator().manual_seed(seed)
+    from ...random import Generator, draw_seed
+    return Generator().manual_seed(draw_seed())
 
 
 class Sampler:

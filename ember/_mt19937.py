@@ -1,0 +1,423 @@
+"""PyTorch's CPU random streams: the same numbers as ``torch`` for the same seed.
+
+Why. ``torch.manual_seed(0); torch.randn(3)`` prints ``tensor([ 1.5410, -0.2934, -2.1788])`` in
+every PyTorch tutorial, and a model built after ``manual_seed`` starts from the same weights on
+every machine. ember's generator is PyTorch's: a Mersenne Twister (mt19937, seeded with the low
+32 bits of the seed as ``std::mt19937``/``init_genrand``; numpy's ``MT19937`` bit generator with
+its legacy seeding draws the same 32-bit words) and PyTorch's transformations of its words:
+
+* ``uniform`` (``rand``, ``uniform_``): a 32-bit word per value, its low 24 bits scaled to
+  [0, 1), then ``x * (to - from) + from`` with one rounding (the fused multiply-add of PyTorch's
+  compiled kernel) in float32 (float16/bfloat16: then rounded to the dtype); float64 takes a
+  64-bit value (two words, the first the high half) and its low 53 bits. A value that rounds to
+  ``to`` becomes ``from``, as PyTorch's.
+* ``normal`` (``randn``, ``normal_``): 16 or more values of a contiguous tensor are PyTorch's
+  ``normal_fill``: uniforms, then Box-Muller over blocks of 16 (the first 8 give the radii, the
+  last 8 the angles; a partial last block is redrawn over the last 16 values; float16/bfloat16
+  draw uniforms for the full blocks only and compute in float32); fewer values, or a strided
+  tensor, take PyTorch's scalar path: Box-Muller in double per pair, the second value of a pair
+  kept in the generator for the next draw (also across calls).
+* ``randint``/``random_(from, to)``: ``word % range + from`` with a 64-bit value when the range
+  needs more than 32 bits (``random_()``: PyTorch's default range per dtype).
+* ``randperm(n)``: the swap-based shuffle PyTorch runs for n < 2**32 / 20
+  (``swap(r[i], r[i + word % (n - i)])``).
+* ``bernoulli_(p)`` with a number ``p`` (so dropout's masks): a double uniform below ``p``;
+  ``bernoulli(probs)`` is ``rand(...) < probs``, which is PyTorch's draw too.
+* ``exponential_(lambd)``: ``-1 / lambd * log1p(-u)`` of a double uniform.
+* A tensor that is not contiguous is filled in memory order (PyTorch's iterator walks the dims
+  by falling stride), ``normal_`` value by value.
+
+The float transformations run as a small native loop (exact fused multiply-adds and the C
+library's ``log1p``/``log``/``cos``/``sin``; the float32 normal fill uses the single-precision
+Cephes log and sincos PyTorch's AVX2 kernel uses, with its fused operations); without a C++
+compiler numpy computes them and a few values differ from PyTorch's in the last bit.
+
+Draws not listed here (gamma, Poisson, binomial, multinomial, ``rrelu``'s noise, ...) come from
+a separate numpy stream seeded with the same seed: reproducible, not PyTorch's numbers, and they
+do not advance the stream above. On machines whose PyTorch picks another CPU kernel (no AVX2)
+PyTorch's own float32 normals differ from these in the last bit.
+"""
+from __future__ import annotations
+
+import ctypes
+import logging
+import math
+
+import numpy as np
+
+from .runtime.native import LazyLibrary
+
+log = logging.getLogger("ember.random")
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+_SHIFT32 = np.uint64(32)
+# PyTorch's uniform_real_distribution: the mantissa bits of a draw per dtype
+_DIGITS = {np.dtype(np.float32): 24, np.dtype(np.float64): 53, np.dtype(np.float16): 11}
+_BF16_DIGITS = 8
+
+
+class MTStream:
+    """The mt19937 state of one generator, with PyTorch's cached second normal values."""
+
+    __slots__ = ("bg", "next_double_normal", "next_float_normal")
+
+    def __init__(self, seed: int):
+        self.bg = np.random.MT19937()
+        self.bg._legacy_seeding(int(seed) & 0xFFFFFFFF)
+        self.next_double_normal = None
+        self.next_float_normal = None
+
+    # -- raw words --------------------------------------------------------------------------
+    def words(self, n: int) -> np.ndarray:
+        """``n`` 32-bit words (as uint64)."""
+        return self.bg.random_raw(int(n))
+
+    def words64(self, n: int) -> np.ndarray:
+        """``n`` 64-bit values, each from two words (the first one the high half)."""
+        w = self.bg.random_raw(2 * int(n)).reshape(-1, 2)
+        return (w[:, 0] << _SHIFT32) | w[:, 1]
+
+    # -- state ------------------------------------------------------------------------------
+    def state(self) -> dict:
+        st = self.bg.state
+        return {"key": [int(k) for k in st["state"]["key"]], "pos": int(st["state"]["pos"]),
+                "next_double_normal": self.next_double_normal, "next_float_normal": self.next_float_normal}
+
+    def set_state(self, st: dict) -> None:
+        self.bg.state = {"bit_generator": "MT19937",
+                         "state": {"key": np.asarray(st["key"], dtype=np.uint32), "pos": int(st["pos"])}}
+        self.next_double_normal = st.get("next_double_normal")
+        self.next_float_normal = st.get("next_float_normal")
+
+
+# ------------------------------------------------------------------------------ uniform
+def _unit(stream: MTStream, n: int, dt: np.dtype) -> np.ndarray:
+    """PyTorch's [0, 1) draws: float64 from 64-bit values (53 bits), float32 otherwise (24 bits)."""
+    if dt == np.float64:
+        return (stream.words64(n) & np.uint64((1 << 53) - 1)).astype(np.float64) * (2.0 ** -53)
+    return (stream.words(n) & np.uint64(0xFFFFFF)).astype(np.float32) * np.float32(2.0 ** -24)
+
+
+def uniform(stream: MTStream, n: int, dt: np.dtype, lo: float, hi: float) -> np.ndarray:
+    """``n`` values of PyTorch's ``uniform_(lo, hi)`` in float dtype ``dt`` (float16 and bfloat16:
+    computed in float32 with float32 bounds, rounded once to the dtype)."""
+    dt = np.dtype(dt)
+    wide = np.float64 if dt == np.float64 else np.float32
+    w = stream.words64(n) if wide is np.float64 else stream.words(n)
+    w = np.ascontiguousarray(w)
+    out = np.empty(n, dtype=wide)
+    f_lo, f_hi = wide(lo), wide(hi)
+    L = _lib()
+    if L is not None:
+        fn = L.ember_uniform_f64 if wide is np.float64 else L.ember_uniform_f32
+        fn(n, w.ctypes.data, f_lo, f_hi, out.ctypes.data)
+    else:       # the fused multiply-add through float64 (float32) or unfused (float64)
+        bits = 53 if wide is np.float64 else 24
+        x = (w & np.uint64((1 << bits) - 1)).astype(np.float64) * (2.0 ** -bits)
+        v = (x * float(f_hi - f_lo) + float(f_lo)).astype(wide)
+        out[:] = np.where(v == f_hi, f_lo, v)
+    if wide is np.float64 or dt == np.float32:
+        return out
+    res = out.astype(dt)               # float16/bfloat16: a value that rounds to hi is lo
+    d_hi, d_lo = np.array(hi, dtype=dt), np.array(lo, dtype=dt)
+    res[res == d_hi] = d_lo
+    return res
+
+
+def bernoulli(stream: MTStream, n: int, p: float) -> np.ndarray:
+    """PyTorch's ``bernoulli_(p)`` with a number ``p``: a double uniform below ``p`` (bool)."""
+    return _unit(stream, n, np.dtype(np.float64)) < p
+
+
+def exponential(stream: MTStream, n: int, lambd: float) -> np.ndarray:
+    """PyTorch's ``exponential_(lambd)`` (float64; the caller casts): ``-1/lambd * log1p(-u)``."""
+    u = np.ascontiguousarray(_unit(stream, n, np.dtype(np.float64)))
+    L = _lib()
+    if L is None:
+        return (-1.0 / lambd) * np.log1p(-u)
+    out = np.empty(n, dtype=np.float64)
+    L.ember_exponential_f64(n, u.ctypes.data, float(lambd), out.ctypes.data)
+    return out
+
+
+# ------------------------------------------------------------------------------ normal
+_SOURCE = r"""
+#include <cstdint>
+#include <cmath>
+typedef int64_t i64;
+typedef uint64_t u64;
+
+// uniform_(lo, hi): x * (hi - lo) + lo with one rounding (the fused multiply-add of PyTorch's
+// compiled kernel); a value that rounds to hi is lo, as PyTorch's
+extern "C" void ember_uniform_f32(i64 n, const u64* w, float lo, float hi, float* out) {
+    const float d = hi - lo;
+    for (i64 i = 0; i < n; ++i) {
+        const float x = static_cast<float>(w[i] & 0xFFFFFFu) * (1.0f / 16777216.0f);
+        const float v = std::fma(x, d, lo);
+        out[i] = v == hi ? lo : v;
+    }
+}
+extern "C" void ember_uniform_f64(i64 n, const u64* w, double lo, double hi, double* out) {
+    const double d = hi - lo;
+    for (i64 i = 0; i < n; ++i) {
+        const double x = static_cast<double>(w[i] & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+        const double v = std::fma(x, d, lo);
+        out[i] = v == hi ? lo : v;
+    }
+}
+
+// PyTorch's float normal_fill on x86: Box-Muller over blocks of 16 with the single-precision
+// Cephes log and sincos its AVX2 kernel uses, written out with the multiply-adds its compiler
+// fuses (each std::fma below is one fused operation there; every other step rounds)
+static inline float cephes_logf(float x) {
+    if (!(x > 0.0f)) return x == 0.0f ? -INFINITY : NAN;
+    int32_t bits;
+    __builtin_memcpy(&bits, &x, 4);
+    if (x < 1.17549435e-38f) { x = 1.17549435e-38f; __builtin_memcpy(&bits, &x, 4); }
+    const int32_t expo = (bits >> 23) - 0x7f;
+    bits = (bits & ~0x7f800000) | 0x3f000000;
+    __builtin_memcpy(&x, &bits, 4);
+    float e = static_cast<float>(expo) + 1.0f;
+    const bool small = x < 0.707106781186547524f;
+    const float keep = small ? x : 0.0f;
+    x = x - 1.0f;
+    e = e - (small ? 1.0f : 0.0f);
+    x = x + keep;
+    const float z = x * x;
+    float y = 7.0376836292E-2f;
+    y = std::fma(y, x, -1.1514610310E-1f);
+    y = std::fma(y, x, 1.1676998740E-1f);
+    y = std::fma(y, x, -1.2420140846E-1f);
+    y = std::fma(y, x, 1.4249322787E-1f);
+    y = std::fma(y, x, -1.6668057665E-1f);
+    y = std::fma(y, x, 2.0000714765E-1f);
+    y = std::fma(y, x, -2.4999993993E-1f);
+    y = std::fma(y, x, 3.3333331174E-1f);
+    y = y * x;
+    y = std::fma(y, z, e * -2.12194440e-4f);
+    y = std::fma(z, -0.5f, y);
+    x = x + y;
+    return std::fma(e, 0.693359375f, x);
+}
+static inline void cephes_sincosf(float x, float* s, float* c) {
+    const bool neg = std::signbit(x);
+    x = std::fabs(x);
+    float y = x * 1.27323954473516f;
+    int32_t j = static_cast<int32_t>(y);
+    j = (j + 1) & ~1;
+    y = static_cast<float>(j);
+    const bool swap_sin = (j & 4) != 0;
+    const bool use_sin_poly = (j & 2) == 0;
+    x = std::fma(y, -0.78515625f, x);
+    x = std::fma(y, -2.4187564849853515625e-4f, x);
+    x = std::fma(y, -3.77489497744594108e-8f, x);
+    const bool neg_cos = ((~(j - 2)) & 4) != 0;
+    const float z = x * x;
+    float yc = 2.443315711809948E-005f;
+    yc = std::fma(yc, z, -1.388731625493765E-003f);
+    yc = std::fma(yc, z, 4.166664568298827E-002f);
+    yc = yc * z;
+    yc = std::fma(yc, z, -(z * 0.5f));
+    yc = yc + 1.0f;
+    float ys = -1.9515295891E-4f;
+    ys = std::fma(ys, z, 8.3321608736E-3f);
+    ys = std::fma(ys, z, -1.6666654611E-1f);
+    ys = ys * z;
+    ys = std::fma(ys, x, x);
+    float sv = use_sin_poly ? ys : yc;
+    float cv = use_sin_poly ? yc : ys;
+    if (neg != swap_sin) sv = -sv;
+    if (neg_cos) cv = -cv;
+    *s = sv;
+    *c = cv;
+}
+extern "C" void ember_normal_fill_16_f32(i64 blocks, float* d, float mean, float stdv) {
+    for (i64 b = 0; b < blocks; ++b, d += 16) {
+        for (int j = 0; j < 8; ++j) {
+            const float u1 = 1.0f - d[j];
+            const float u2 = d[j + 8];
+            const float radius = std::sqrt(-2.0f * cephes_logf(u1));
+            const float theta = 6.28318530717958647692f * u2;
+            float s, c;
+            cephes_sincosf(theta, &s, &c);
+            d[j] = std::fma(radius * c, stdv, mean);
+            d[j + 8] = std::fma(radius * s, stdv, mean);
+        }
+    }
+}
+// ... and its double normal_fill: the C library's log/cos/sin, x * std + mean fused
+extern "C" void ember_normal_fill_16_f64(i64 blocks, double* d, double mean, double stdv) {
+    for (i64 b = 0; b < blocks; ++b, d += 16) {
+        for (int j = 0; j < 8; ++j) {
+            const double u1 = 1.0 - d[j];
+            const double u2 = d[j + 8];
+            const double radius = std::sqrt(-2.0 * std::log(u1));
+            const double theta = 6.283185307179586 * u2;
+            d[j] = std::fma(radius * std::cos(theta), stdv, mean);
+            d[j + 8] = std::fma(radius * std::sin(theta), stdv, mean);
+        }
+    }
+}
+// the scalar path's pairs: u = (u1, u2) per pair -> r cos(theta), r sin(theta)
+extern "C" void ember_normal_pairs_f64(i64 pairs, const double* u, double* cosv, double* sinv) {
+    for (i64 i = 0; i < pairs; ++i) {
+        const double r = std::sqrt(-2.0 * std::log1p(-u[2 * i + 1]));
+        const double theta = 2.0 * 3.14159265358979323846 * u[2 * i];
+        cosv[i] = r * std::cos(theta);
+        sinv[i] = r * std::sin(theta);
+    }
+}
+// x * std + mean, fused (PyTorch's transformation::normal)
+extern "C" void ember_affine_f64(i64 n, double* x, double stdv, double mean) {
+    for (i64 i = 0; i < n; ++i) x[i] = std::fma(x[i], stdv, mean);
+}
+// exponential_(lambd): -1 / lambd * log1p(-u), u a double uniform
+extern "C" void ember_exponential_f64(i64 n, const double* u, double lambd, double* out) {
+    const double k = -1.0 / lambd;
+    for (i64 i = 0; i < n; ++i) out[i] = k * std::log1p(-u[i]);
+}
+// PyTorch's randperm for n < 2**32 / 20: r[i] <-> r[i + z[i]], z[i] = word % (n - i), in order
+extern "C" void ember_randperm_swaps(i64 n, const int64_t* z, int64_t* r) {
+    for (i64 i = 0; i < n; ++i) r[i] = i;
+    for (i64 i = 0; i + 1 < n; ++i) {
+        const i64 k = i + z[i];
+        const int64_t t = r[i]; r[i] = r[k]; r[k] = t;
+    }
+}
+"""
+
+
+def _build():
+    from .inductor import codecache
+    L = codecache.load(_SOURCE)
+    P, I, F, D = ctypes.c_void_p, ctypes.c_int64, ctypes.c_float, ctypes.c_double
+    sigs = {"ember_uniform_f32": [I, P, F, F, P], "ember_uniform_f64": [I, P, D, D, P],
+            "ember_normal_fill_16_f32": [I, P, F, F], "ember_normal_fill_16_f64": [I, P, D, D],
+            "ember_normal_pairs_f64": [I, P, P, P], "ember_affine_f64": [I, P, D, D], "ember_exponential_f64": [I, P, D, P],
+            "ember_randperm_swaps": [I, P, P]}
+    for name, argtypes in sigs.items():
+        f = getattr(L, name)
+        f.argtypes = argtypes
+        f.restype = None
+    return L
+
+
+_lib = LazyLibrary(_build, "PyTorch's random transformations as native loops (numpy's arithmetic is used: "
+                   "some values differ from PyTorch's in the last bit)", log).get
+
+
+def _fill16_numpy(d: np.ndarray, mean, stdv) -> None:
+    """``normal_fill_16`` over ``d`` (blocks of 16) with numpy's math: the fallback."""
+    blk = d.reshape(-1, 16)
+    ct = d.dtype
+    u1 = (ct.type(1) - blk[:, :8]).astype(ct)
+    u2 = blk[:, 8:]
+    radius = np.sqrt(ct.type(-2) * np.log(u1)).astype(ct)
+    theta = (6.283185307179586 * u2.astype(np.float64)).astype(ct)
+    blk[:, :8] = ((radius * np.cos(theta)).astype(np.float64) * float(stdv) + float(mean)).astype(ct)
+    blk[:, 8:] = ((radius * np.sin(theta)).astype(np.float64) * float(stdv) + float(mean)).astype(ct)
+
+
+def _fill16(d: np.ndarray, mean, stdv) -> None:
+    L = _lib()
+    if L is None or d.dtype not in (np.float32, np.float64):
+        _fill16_numpy(d, mean, stdv)
+        return
+    fn = L.ember_normal_fill_16_f32 if d.dtype == np.float32 else L.ember_normal_fill_16_f64
+    fn(d.size // 16, d.ctypes.data, float(mean), float(stdv))
+
+
+def _normal_fill(stream: MTStream, n: int, dt: np.dtype, mean: float, std: float) -> np.ndarray:
+    """PyTorch's ``normal_fill`` (16 or more values of a contiguous tensor): Box-Muller per block
+    of 16 uniforms, a partial last block redrawn over the last 16 values. float32/float64 draw a
+    uniform for every value first and 16 more for a partial block; float16/bfloat16 draw the full
+    blocks' uniforms only, then 16 for the partial one, and compute in float32."""
+    work = np.dtype(np.float64) if dt == np.float64 else np.dtype(np.float32)
+    reduced = dt not in (np.float32, np.float64)
+    full = n - n % 16
+    d = np.ascontiguousarray(uniform(stream, full if reduced else n, work, 0.0, 1.0))
+    if reduced:
+        d = np.concatenate([d, np.zeros(n - full, dtype=work)]) if n != full else d
+    tail = np.ascontiguousarray(uniform(stream, 16, work, 0.0, 1.0)) if n % 16 else None
+    m, s = work.type(mean), work.type(std)      # (float32 mean and std for float16/bfloat16 too)
+    if full:
+        _fill16(d[:full], m, s)
+    if tail is not None:
+        _fill16(tail, m, s)
+        d[n - 16:] = tail
+    return d.astype(dt, copy=False)
+
+
+def _normal_serial(stream: MTStream, n: int, mean: float, std: float) -> np.ndarray:
+    """PyTorch's scalar path: ``normal_distribution<double>`` per value, a pair from two double
+    uniforms, the second value of a pair kept in the generator for the next draw."""
+    out = np.empty(n, dtype=np.float64)
+    i = 0
+    if n and stream.next_double_normal is not None:
+        out[0] = stream.next_double_normal
+        stream.next_double_normal = None
+        i = 1
+    pairs = (n - i + 1) // 2
+    if pairs:
+        u = np.ascontiguousarray(_unit(stream, 2 * pairs, np.dtype(np.float64)))
+        cosv, sinv = np.empty(pairs), np.empty(pairs)
+        L = _lib()
+        if L is not None:
+            L.ember_normal_pairs_f64(pairs, u.ctypes.data, cosv.ctypes.data, sinv.ctypes.data)
+        else:
+            r = np.sqrt(-2.0 * np.log1p(-u[1::2]))
+            theta = 2.0 * math.pi * u[0::2]
+            cosv, sinv = r * np.cos(theta), r * np.sin(theta)
+        inter = np.empty(2 * pairs)
+        inter[0::2], inter[1::2] = cosv, sinv
+        out[i:] = inter[:n - i]
+        if (n - i) % 2:
+            stream.next_double_normal = float(sinv[-1])
+    if (mean, std) != (0.0, 1.0):
+        L = _lib()
+        if L is None:
+            return out * std + mean
+        L.ember_affine_f64(n, out.ctypes.data, float(std), float(mean))
+    return out
+
+
+def normal(stream: MTStream, n: int, dt: np.dtype, mean: float, std: float, contiguous: bool = True) -> np.ndarray:
+    """``n`` values of PyTorch's ``normal_(mean, std)`` in float dtype ``dt``."""
+    dt = np.dtype(dt)
+    if n >= 16 and contiguous:
+        return _normal_fill(stream, n, dt, mean, std)
+    return _normal_serial(stream, n, float(mean), float(std)).astype(dt)
+
+
+# ------------------------------------------------------------------------------ integers
+def randint(stream: MTStream, n: int, low: int, high: int) -> np.ndarray:
+    """``n`` values of PyTorch's ``random_(low, high)`` as int64 (the caller casts)."""
+    rng = int(high) - int(low)
+    if rng <= 0:
+        raise ValueError("low >= high")
+    w = stream.words64(n) if rng >= (1 << 32) else stream.words(n)
+    return (w % np.uint64(rng)).astype(np.int64) + np.int64(low)
+
+
+#: from this n on PyTorch shuffles differently (not reproduced: ember's numpy stream permutes)
+RANDPERM_MAX = (1 << 32) // 20
+
+
+def randperm(stream: MTStream, n: int) -> np.ndarray:
+    """PyTorch's ``randperm(n)`` (int64), for n < ``RANDPERM_MAX``."""
+    n = int(n)
+    if n >= RANDPERM_MAX:
+        raise ValueError(f"randperm({n}): PyTorch's shuffle for n >= 2**32 / 20 is not reproduced")
+    if n <= 1:
+        return np.arange(n, dtype=np.int64)
+    z = (stream.words(n - 1) % (np.uint64(n) - np.arange(n - 1, dtype=np.uint64))).astype(np.int64)
+    r = np.empty(n, dtype=np.int64)
+    L = _lib()
+    if L is not None:
+        L.ember_randperm_swaps(n, z.ctypes.data, r.ctypes.data)
+        return r
+    r[:] = np.arange(n)
+    for i, k in enumerate(z.tolist()):
+        j = i + k
+        r[i], r[j] = r[j], r[i]
+    return r
