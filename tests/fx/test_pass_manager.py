@@ -185,3 +185,37 @@ def test_fuse_and_remove_dropout_match_torch():
     close(eref, efv, rtol=1e-4, atol=1e-5)
     close(tnv, env, rtol=1e-4, atol=1e-5)
     assert isinstance(em.bn, ember.nn.BatchNorm2d)  # not inplace: the original is kept
+
+
+def _fetch_model(T):
+    class M(T.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c = T.nn.Conv2d(3, 4, 3, stride=2, padding=1)
+            self.r = T.nn.ReLU()
+            self.p = T.nn.MaxPool2d(2)
+            self.l = T.nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.l(self.p(self.r(self.c(x))).mean((2, 3)))
+
+    return M()
+
+
+def test_param_fetch_like_torch():
+    outs = []
+    for T, m in zip((torch, ember), pair(_fetch_model)):
+        pf = importlib.import_module(f"{T.__name__}.fx.passes.param_fetch")
+        gm = T.fx.symbolic_trace(m)
+        pf.lift_lowering_attrs_to_nodes(gm)
+        rows = []
+        for n in gm.graph.nodes:
+            if n.op == "call_module":
+                attrs = n.attrs_for_lowering
+                rows.append({k: (v.shape if hasattr(v, "shape") else v) for k, v in attrs.items()})
+                rows[-1]["name"] = rows[-1]["name"].replace("torch.", "ember.")
+                rows[-1] = {k: tuple(v) if k in ("weight", "bias") else v for k, v in rows[-1].items()}
+        outs.append(rows)
+        with pytest.raises(RuntimeError, match="is not in the module_fetch_book"):
+            pf.extract_attrs_for_lowering(T.nn.Tanh())
+    assert outs[1] == outs[0]

@@ -24,7 +24,7 @@ __all__ = [
 # torch.fx.passes exposes its pass modules as attributes; ember imports them on
 # first access so ``import ember.fx`` stays light.
 _SUBMODULES = (
-    "graph_drawer", "graph_manipulation", "infra", "operator_support",
+    "graph_drawer", "graph_manipulation", "infra", "operator_support", "param_fetch",
     "reinplace", "shape_prop", "split_module", "split_utils", "tools_common", "utils",
 )
 
