@@ -248,3 +248,16 @@ def test_source_partitions_from_source_fn_stack_meta():
     assert p.nodes == [w, a] and p.input_nodes == [x] and p.output_nodes == [a] and p.params == [w]
     with pytest.raises(TypeError, match="must be an ember.fx.Graph"):
         get_source_partitions(None, [])
+
+
+def test_compare_graphs_like_torch():
+    from ember.fx.passes.utils import compare_graphs
+
+    tc = importlib.import_module("torch.fx.passes.utils").compare_graphs
+    fns = [lambda T: (lambda x: x.relu() + 1), lambda T: (lambda y: y.relu() + 1),
+           lambda T: (lambda y: y.relu() * 1), lambda T: (lambda x: (x + 1).relu())]
+    for i, a in enumerate(fns):
+        for b in fns[i:]:
+            t = tc(torch.fx.symbolic_trace(a(torch)).graph, torch.fx.symbolic_trace(b(torch)).graph)
+            e = compare_graphs(ember.fx.symbolic_trace(a(ember)).graph, ember.fx.symbolic_trace(b(ember)).graph)
+            assert e == t

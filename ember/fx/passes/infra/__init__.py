@@ -3,3 +3,11 @@
 constraints) and :mod:`.partitioner` (CapabilityBasedPartitioner)."""
 
 from . import pass_base, pass_manager  # noqa: F401
+
+
+def __getattr__(name):
+    if name == "partitioner":
+        import importlib
+
+        return importlib.import_module(f"{__name__}.partitioner")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
