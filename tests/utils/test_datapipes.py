@@ -415,6 +415,13 @@ def test_argument_and_runtime_validation():
     with pytest.raises(TypeError, match="Expected argument 'dp' as a IterDataPipe"):
         takes([1], 1)
 
+    @edata.argument_validation
+    def takes_typed(dp: edata.MapDataPipe[int]):
+        return dp
+    takes_typed(edp.map.SequenceWrapper([1]))
+    with pytest.raises(TypeError, match="Expected argument 'dp' as a MapDataPipe"):
+        takes_typed(edp.iter.IterableWrapper([1]))
+
     class Typed(edata.IterDataPipe):
         def __init__(self, src):
             self.src = src

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import inspect
 from functools import wraps
-from typing import get_type_hints
+from typing import get_origin, get_type_hints
 
 from ._typing import issubinstance, iter_element_hint
 from .datapipe import IterDataPipe, MapDataPipe, _DataPipeMeta
@@ -98,7 +98,9 @@ class non_deterministic:
 
 
 def argument_validation(f):
-    """Check, at each call, that arguments annotated with a datapipe class are instances of it."""
+    """Check, at each call, that arguments annotated with a datapipe class (``IterDataPipe``, a
+    subclass, or a parametrized ``IterDataPipe[int]`` -- its class is checked, not the items)
+    are instances of it."""
     signature = inspect.signature(f)
     hints = get_type_hints(f)
 
@@ -107,6 +109,7 @@ def argument_validation(f):
         bound = signature.bind(*args, **kwargs)
         for name, value in bound.arguments.items():
             hint = hints.get(name)
+            hint = get_origin(hint) or hint
             if isinstance(hint, _DataPipeMeta):
                 base = IterDataPipe if issubclass(hint, IterDataPipe) else MapDataPipe
                 if not isinstance(value, base):
