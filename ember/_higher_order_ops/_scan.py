@@ -36,6 +36,23 @@ def _unroll_or_break(name, steps):
                     f"{MAX_UNROLLED_STEPS} (each step is a copy of the body in the graph); the {name} runs eagerly")
 
 
+def _call_checked(name, fn, inputs, args):
+    """``fn(*args)``, raising as torch does when it mutated one of ``inputs`` (tensor leaves) in
+    place: a slice of ``xs`` is a view, so the mutation would reach the caller's tensor. Checked
+    eagerly by version counters; under ember.compile the trace is not checked."""
+    from ..compiler import is_compiling
+    if is_compiling():
+        return fn(*args)
+    before = [t._version for t in inputs]
+    out = fn(*args)
+    hit = [i for i, (t, v) in enumerate(zip(inputs, before)) if t._version != v]
+    if hit:
+        raise RuntimeError(f"ember._higher_order_ops.{name}: the function mutated its input(s) {hit} in place; "
+                           f"higher order ops do not support input mutation (as torch's). Return new tensors "
+                           f"instead (e.g. x + 1 rather than x.add_(1)).")
+    return out
+
+
 def _is_tensor(x):
     from ..tensor import Tensor
     return isinstance(x, Tensor)
@@ -112,8 +129,9 @@ def scan(combine_fn, init, xs, *, dim: int = 0, reverse: bool = False):
     y_spec = None
     steps = range(n - 1, -1, -1) if reverse else range(n)
     for i in steps:
-        x_i = tree_unflatten([x.select(dim, i) for x in leaves_xs], spec_xs)
-        out = combine_fn(tree_unflatten(carry, spec_init), x_i)
+        slices = [x.select(dim, i) for x in leaves_xs]
+        out = _call_checked("scan", combine_fn, carry + slices,
+                            (tree_unflatten(carry, spec_init), tree_unflatten(slices, spec_xs)))
         if not isinstance(out, (tuple, list)) or len(out) != 2:
             raise RuntimeError(f"scan: combine_fn must return a tuple (next_carry, y), got "
                                f"{type(out).__name__}{'' if not isinstance(out, (tuple, list)) else f' of length {len(out)}'}")
@@ -195,7 +213,8 @@ def associative_scan(combine_fn, xs, dim: int, reverse: bool = False, combine_mo
 
 def _combined(combine_fn, a, b, spec, like):
     """``combine_fn`` on two lists of leaves, its result flattened and checked against ``like``."""
-    res, _ = tree_flatten(combine_fn(tree_unflatten(a, spec), tree_unflatten(b, spec)))
+    res, _ = tree_flatten(_call_checked("associative_scan", combine_fn, list(a) + list(b),
+                                        (tree_unflatten(a, spec), tree_unflatten(b, spec))))
     if len(res) != len(like):
         raise RuntimeError(f"associative_scan: combine_fn must return the same structure as its inputs "
                            f"({len(like)} tensor leaves), got {len(res)} leaves")
@@ -256,7 +275,8 @@ def map(f, xs, *args):
     outs = []
     out_spec = None
     for i in range(n):
-        out = f(tree_unflatten([t[i] for t in flat_xs], xs_spec), *args)
+        slices = [t[i] for t in flat_xs]
+        out = _call_checked("map", f, slices, (tree_unflatten(slices, xs_spec),) + args)
         res, spec = tree_flatten(out)
         if not all(_is_tensor(r) for r in res):
             raise RuntimeError(f"map: f must return a tensor or a pytree of tensors, got {res}")

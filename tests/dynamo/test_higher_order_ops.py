@@ -166,6 +166,24 @@ def test_scan_argument_errors_as_torch():
     assert c is init and ys == []
 
 
+def test_input_mutation_in_body_raises_as_torch():
+    x, h = ember.randn(4, 3), ember.zeros(3)
+    keep = _np(x).copy()
+
+    def mutates_slice(c, t):
+        t.add_(1)
+        return c + t, c * t
+    with pytest.raises(RuntimeError, match="mutated its input.*do not support input mutation"):
+        hop.scan(mutates_slice, h, x)
+    with pytest.raises(RuntimeError, match="do not support input mutation"):
+        hop.scan(lambda c, t: (c.mul_(2), c * t), h, x)
+    with pytest.raises(RuntimeError, match="do not support input mutation"):
+        hop.map(lambda t: t.add_(1), x)
+    with pytest.raises(RuntimeError, match="do not support input mutation"):
+        hop.associative_scan(lambda p, q: p.add_(q), x, 0, combine_mode="generic")
+    np.testing.assert_array_equal(_np(x)[1:], keep[1:])      # only the first step ran
+
+
 # ---- associative_scan ----------------------------------------------------------------------
 
 @settings(max_examples=12, deadline=None)
