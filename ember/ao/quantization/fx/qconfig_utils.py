@@ -18,8 +18,39 @@ def _parent_name(target):
     return head, tail
 
 
+def _same_function(key, target):
+    """Whether a mapping key names the function ember's tracer recorded: the same object, or the
+    same ember op under another spelling (``F.relu`` / ``ember.relu``; ``ember.cat``, whose entry
+    wrapper the tracer records as the op itself)."""
+    if key is target:
+        return True
+    if not (callable(key) and callable(target)) or isinstance(key, type) or isinstance(target, type):
+        return False
+    from ..backend_config._common_patterns import cat_functions
+    cats = cat_functions()
+    if any(key is c for c in cats) and any(target is c for c in cats):
+        return True
+    mods = (getattr(key, "__module__", None) or "", getattr(target, "__module__", None) or "")
+    return (all(m == "ember" or m.startswith("ember.") for m in mods)
+            and getattr(key, "__name__", None) == getattr(target, "__name__", None))
+
+
+def _lookup(table, key, fallback):
+    """``table[key]``, a function key also matching its other ember spellings."""
+    try:
+        if key in table:
+            return table[key]
+    except TypeError:
+        pass
+    if callable(key) and not isinstance(key, type):
+        for k, v in table.items():
+            if _same_function(k, key):
+                return v
+    return fallback
+
+
 def _object_type_qconfig(mapping, object_type, fallback):
-    return mapping.object_type_qconfigs.get(object_type, fallback)
+    return _lookup(mapping.object_type_qconfigs, object_type, fallback)
 
 
 def _module_name_regex_qconfig(mapping, module_name, fallback):
@@ -45,7 +76,11 @@ def _type_or_name_qconfig(mapping, module_type, module_name, fallback):
 
 
 def _order_qconfig(mapping, module_path, object_type, index, fallback):
-    return mapping.module_name_object_type_order_qconfigs.get((module_path, object_type, index), fallback)
+    for (path, kind, i), qconfig in mapping.module_name_object_type_order_qconfigs.items():
+        if path == module_path and i == index and (kind == object_type if isinstance(kind, (str, type))
+                                                   else _same_function(kind, object_type)):
+            return qconfig
+    return fallback
 
 
 def _check_qconfig(qconfig, where):
