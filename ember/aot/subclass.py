@@ -26,7 +26,7 @@ reaches a subclass output at run time with another structure than the one traced
 from __future__ import annotations
 
 import logging
-from typing import Any, List, Optional
+from typing import List, Optional
 
 from .._torch_function import DISPATCH_CLASSES
 from ..autograd.function import Function
@@ -139,11 +139,16 @@ def _mismatch(what: str, value) -> Exception:
 
 
 class _FromInner(Function):
-    """Inner tensors -> the subclass value; backward: the subclass gradient, flattened."""
+    """Inner tensors -> the subclass value; backward: the subclass gradient, flattened.
+
+    ``output``: the value is a compiled graph's output, whose gradient the compiled backward
+    takes as the inner tensors of a tangent shaped like the output (as traced): another
+    structure raises. Otherwise (a graph input rebuilt while tracing) the gradient's structure
+    is recorded, for rebuilding the input's gradient at run time (``_InnerOf``)."""
 
     @staticmethod
-    def forward(ctx, meta, *flat):
-        ctx.meta = meta
+    def forward(ctx, meta, output, *flat):
+        ctx.meta, ctx.output = meta, output
         ctx.set_materialize_grads(False)
         return unflatten(iter([f.detach() for f in flat]), meta)
 
@@ -151,7 +156,7 @@ class _FromInner(Function):
     def backward(ctx, grad):
         meta = ctx.meta
         if grad is None:
-            return (None,) + (None,) * meta.n_flat
+            return (None, None) + (None,) * meta.n_flat
         gm = meta_of(grad)
         if gm is None:
             raise _mismatch(f"the gradient for a {meta.cls.__qualname__} at a compiled graph's boundary is a "
@@ -161,9 +166,14 @@ class _FromInner(Function):
                                            zip(_plain_metas(gm), _plain_metas(meta))):
             raise _mismatch(f"the gradient for a {meta.describe()} at a compiled graph's boundary is a "
                             f"{gm.describe()}, whose inner tensors do not match", grad)
-        if meta.grad_meta is None or _tracing(grad):
+        if ctx.output:
+            if not gm.same_structure(meta):
+                raise _mismatch(f"the gradient for a {meta.describe()} output of a compiled graph is a "
+                                f"{gm.describe()}; the compiled backward was traced for a gradient shaped like "
+                                f"the output", grad)
+        elif meta.grad_meta is None or _tracing(grad):
             meta.grad_meta = gm
-        return (None,) + tuple(flatten(grad, gm))
+        return (None, None) + tuple(flatten(grad, gm))
 
 
 class _InnerOf(Function):
@@ -237,7 +247,7 @@ class _Boundary:
             if m is None:
                 outs.append(next(it))
             else:
-                outs.append(_FromInner.apply(m, *[next(it) for _ in range(m.n_flat)]))
+                outs.append(_FromInner.apply(m, True, *[next(it) for _ in range(m.n_flat)]))
         return tuple(outs) if self.out_is_tuple else outs[0]
 
 
@@ -262,7 +272,7 @@ def compile_subclass_graph(gm, example_inputs, compile_static):
                     t = _PlainGradCheck.apply(t)
                 ins.append(t)
             else:
-                ins.append(_FromInner.apply(m, *[next(it) for _ in range(m.n_flat)]))
+                ins.append(_FromInner.apply(m, False, *[next(it) for _ in range(m.n_flat)]))
         res = gm(*ins)
         is_tuple = isinstance(res, (tuple, list))
         outs = list(res) if is_tuple else [res]

@@ -141,3 +141,44 @@ def test_untraceable_handler_runs_the_graph_eagerly(caplog):
     assert type(got) is Clamped and "eagerly" in caplog.text
     np.testing.assert_allclose(got.a.numpy(), want.a.numpy(), rtol=1e-6)
     np.testing.assert_allclose(got.b.numpy(), want.b.numpy(), rtol=1e-6)
+
+
+def test_output_gradient_with_another_flatten_context_raises():
+    """The compiled backward was traced for a tangent shaped like the output (its flatten context
+    included): a gradient with another context cannot be fed to it."""
+    pt = ember.utils._pytree
+
+    class Labelled(TwoTensor):
+        @staticmethod
+        def __new__(cls, a, b, label="p"):
+            return TwoTensor.__new__(cls, a, b)
+
+        def __init__(self, a, b, label="p"):
+            super().__init__(a, b)
+            self.label = label
+
+        def __tensor_flatten__(self):
+            return ["a", "b"], self.label
+
+        @staticmethod
+        def __tensor_unflatten__(inner, ctx, outer_size, outer_stride):
+            return Labelled(inner["a"], inner["b"], ctx)
+
+        @classmethod
+        def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+            label = next(x.label for x in args if isinstance(x, Labelled))
+            a = func(*pt.tree_map(lambda x: x.a if isinstance(x, TwoTensor) else x, args), **(kwargs or {}))
+            b = func(*pt.tree_map(lambda x: x.b if isinstance(x, TwoTensor) else x, args), **(kwargs or {}))
+            return Labelled(a, b, label) if isinstance(a, ember.Tensor) else a
+
+    rng = np.random.default_rng()
+    gm = ember.fx.symbolic_trace(lambda x: x * 2)
+    x = Labelled(_rand(3, rng=rng), _rand(3, rng=rng)).requires_grad_(True)
+    run = aot_autograd(fw_compiler=lambda g, e: g)(gm, [x])
+    out = run(x)
+    assert type(out) is Labelled and out.label == "p"
+    out.backward(Labelled(ember.ones(3), ember.ones(3) * 2, "p"))          # as traced: fine
+    np.testing.assert_allclose(x.grad.a.numpy(), np.full(3, 2.0))
+    np.testing.assert_allclose(x.grad.b.numpy(), np.full(3, 4.0))
+    with pytest.raises(RuntimeError, match="traced for a gradient shaped like the output"):
+        run(x).backward(Labelled(ember.ones(3), ember.ones(3), "q"))
