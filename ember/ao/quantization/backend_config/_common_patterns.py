@@ -158,7 +158,7 @@ def conv_configs(dtype_configs):
 
 def binary_op_configs(dtype_configs):
     """add / mul of two tensors (and with a following relu): own output qparams."""
-    by_count = {0: _SHARE, 1: _OWN, 2: _OWN}
+    by_count = {0: _OWN, 1: _SHARE, 2: _OWN}
     configs = []
     for op in _spellings(operator.add, ember.add, operator.mul, ember.mul):
         for pattern in [op] + [(op, relu) for relu in [nn.ReLU] + relu_functions()]:
@@ -242,7 +242,17 @@ input_output_only_quint8_dtype_config = DTypeConfig(input_dtype=ember.quint8, ou
                                                     weight_dtype=ember.float32, bias_dtype=ember.float32)
 
 
-def standard_configs(weighted, default, dynamic=(), layer_norm=None):
+def executorch_share_qparams_op_configs(dtype_configs):
+    """ExecuTorch's narrower list of ops that keep their input's qparams."""
+    mods = [nn.AdaptiveAvgPool2d, nn.Hardtanh, nn.MaxPool2d, nn.ReLU6]
+    fns = _spellings(F.adaptive_avg_pool2d, F.hardtanh, _attr(F, "hardtanh_"), F.max_pool2d, F.relu, ember.relu,
+                     F.relu6, ember.clamp, ember.flatten, ember.mean, ember.permute, ember.squeeze)
+    methods = ["clamp", "leaky_relu", "mean", "permute", "relu", "relu_", "reshape", "squeeze", "squeeze_"]
+    return [BackendPatternConfig(op).set_observation_type(_SHARE).set_dtype_configs(dtype_configs)
+            for op in mods + fns + methods]
+
+
+def standard_configs(weighted, default, dynamic=(), layer_norm=None, tensor_info=True):
     """All the shared patterns for a backend whose weighted ops take ``weighted`` (+ ``dynamic``
     for linear) and whose other ops take ``default``."""
     out = []
@@ -253,7 +263,8 @@ def standard_configs(weighted, default, dynamic=(), layer_norm=None):
     out += default_op_configs(list(default))
     out += fixed_qparams_op_configs(list(default))
     out += share_qparams_op_configs(list(default))
-    out += tensor_info_op_configs(list(default))
+    if tensor_info:
+        out += tensor_info_op_configs(list(default))
     out += bn_configs(list(default))
     out += layer_norm_configs([layer_norm or input_output_only_quint8_dtype_config])
     return out

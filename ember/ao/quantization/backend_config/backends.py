@@ -42,7 +42,8 @@ def get_qnnpack_backend_config():
     weighted = [P.weighted_op_quint8_dtype_config, P.symmetric_int8(P.weighted_op_quint8_dtype_config)]
     default = [P.default_op_quint8_dtype_config, P.symmetric_int8(P.default_op_quint8_dtype_config)]
     return BackendConfig("qnnpack").set_backend_pattern_configs(P.standard_configs(
-        weighted, default, [P.default_dynamic_int8_dtype_config, P.default_dynamic_float16_dtype_config]))
+        weighted, default, [P.default_dynamic_int8_dtype_config, P.default_dynamic_float16_dtype_config],
+        tensor_info=False))
 
 
 def get_tensorrt_backend_config():
@@ -66,6 +67,6 @@ def get_executorch_backend_config():
     weighted = [P.weighted_op_quint8_dtype_config, P.symmetric_int8(P.weighted_op_quint8_dtype_config)]
     default = [P.default_op_quint8_dtype_config, P.symmetric_int8(P.default_op_quint8_dtype_config)]
     configs = (P.conv_configs(weighted) + P.linear_configs(weighted + [P.default_dynamic_int8_dtype_config])
-               + P.binary_op_configs(default) + P.cat_configs(default) + P.share_qparams_op_configs(default)
-               + P.fixed_qparams_op_configs(default) + P.tensor_info_op_configs(default))
+               + P.binary_op_configs(default) + P.cat_configs(default)
+               + P.executorch_share_qparams_op_configs(default))
     return BackendConfig("executorch").set_backend_pattern_configs(configs)
