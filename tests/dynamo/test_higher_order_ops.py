@@ -62,9 +62,20 @@ def test_reachable_names():
 
 # ---- scan ----------------------------------------------------------------------------------
 
-@settings(max_examples=4, deadline=None)     # torch compiles every scan call: few draws
-@given(n=st.integers(1, 5), dim=st.integers(-2, 1), reverse=st.booleans(), seed=st.integers(0, 2**16))
-def test_scan_matches_torch_values_and_grads(n, dim, reverse, seed):
+def test_scan_matches_torch_values_and_grads():
+    """torch compiles every scan call (slow): three random cases here, covering dims, reverse and
+    pytrees; many shapes against the Python loop below."""
+    for n, dim, reverse, seed in ((4, 0, False, 1), (3, -1, True, 2), (1, -2, True, 3)):
+        _scan_case_vs_torch(n, dim, reverse, seed)
+    _scan_pytree_case_vs_torch()
+    torch = _torch()
+    from torch._higher_order_ops import scan as tscan
+    with pytest.raises(Exception, match="Expected init and carry to have same metadata but found:\npair\\[0\\] "
+                                        "differ in 'dtype: "):
+        tscan(lambda c, x: (c.double(), x.clone()), torch.zeros(3), torch.randn(4, 3))
+
+
+def _scan_case_vs_torch(n, dim, reverse, seed):
     torch = _torch()
     from torch._higher_order_ops import scan as tscan
     rng = np.random.default_rng(seed)
@@ -109,7 +120,7 @@ def test_scan_matches_python_loop(shape, data, reverse, seed):
     np.testing.assert_allclose(_np(ys), np.stack(ref_y, d), rtol=1e-12)
 
 
-def test_scan_pytree_carry_and_xs_match_torch():
+def _scan_pytree_case_vs_torch():
     torch = _torch()
     from torch._higher_order_ops import scan as tscan
     rng = np.random.default_rng(7)
@@ -155,9 +166,7 @@ def test_scan_argument_errors_as_torch():
         with pytest.raises(RuntimeError, match=f"Expected init and carry to have same metadata but found:\npair\\[0\\] "
                                                f"differ in '{why}: "):
             hop.scan(bad, ember.zeros(3), x)
-    with pytest.raises(Exception, match="Expected init and carry to have same metadata but found:\npair\\[0\\] "
-                                        "differ in 'dtype: "):
-        tscan(bad, torch.zeros(3), tx)
+    # (torch's own message for this case is checked in test_scan_matches_torch_values_and_grads)
     with pytest.raises(RuntimeError, match=r"combine_fn must return a tuple \(next_carry, y\)"):
         hop.scan(lambda c, x: c + 1, ember.zeros(3), x)
     # no xs leaves: init and [] back, as torch
@@ -414,7 +423,7 @@ def _wrappers_model(a, b):
 
 @pytest.mark.parametrize("model, backend", [(m, "aot_eager") for m in (_scan_model, _ascan_model, _ascan_generic_model,
                                                                          _map_model, _wrappers_model)]
-                         + [(_scan_model, "inductor"), (_ascan_generic_model, "inductor")])
+                         + [(_scan_model, "inductor")])
 def test_compiled_equals_eager_one_graph(model, backend):
     rng = np.random.default_rng(abs(hash(model.__name__)) % 2**16)
     a, b = rng.uniform(0.5, 1.5, (4, 3)).astype(np.float32), rng.standard_normal((4, 3)).astype(np.float32)
