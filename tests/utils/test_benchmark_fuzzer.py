@@ -1,7 +1,7 @@
 """ember.utils.benchmark fuzzers, Callgrind stats and ember.utils.ThroughputBenchmark, against
-torch.utils.benchmark: the fuzzers draw from numpy's RandomState in torch's order, so the same
-seed must give torch's parameters, sizes, strides and layouts (tensor values come from each
-library's own RNG and differ)."""
+torch.utils.benchmark: the fuzzers draw from numpy's RandomState in torch's order and seed
+ember's generator (which draws torch's numbers) from it, so the same seed must give torch's
+parameters, sizes, strides, layouts and tensor values."""
 import os
 import random
 import shutil
@@ -111,6 +111,7 @@ def test_fuzzer_take_matches_torch(trial, dtype_name):
             assert pe_n.pop("order").tolist() == pt_n.pop("order").tolist()
             assert pe_n.pop("dtype").replace("ember", "torch") == pt_n.pop("dtype")
             assert pe_n == pt_n
+            assert np.array_equal(a.double().numpy(), b.double().numpy())
             if dtype_name == "int16":
                 assert int(a.min()) >= 1 and int(a.max()) < 127
             else:
@@ -186,8 +187,9 @@ def test_fuzzed_sparse_tensor_matches_torch_structure(trial):
         ce, ct = pe_n.pop("is_coalesced"), pt_n.pop("is_coalesced")
         assert ce == ct == bool(qe["coalesced"]) or (not qe["coalesced"] and not ce and not ct)
         assert pe_n == pt_n
-        if not qe["coalesced"]:
-            assert a._nnz() == b._nnz()
+        assert a._nnz() == b._nnz()
+        assert np.array_equal(a._indices().numpy(), b._indices().numpy())
+        assert np.array_equal(a._values().numpy(), b._values().numpy())
 
 
 # ----------------------------------------------------------------------------- callgrind stats

@@ -184,36 +184,30 @@ def test_seeded_shuffler_order_matches_torch(buffer_size):
     _same_error(lambda m: m.iter.IterableWrapper(data).shuffle(buffer_size=0))
 
 
-def test_unseeded_shuffler_follows_manual_seed_and_reshuffles():
+def test_unseeded_shuffler_follows_manual_seed_like_torch():
+    """ember's generator draws torch's numbers for a seed, so unseeded shuffles (a seed drawn per
+    epoch from the default generator) give torch's order, epoch after epoch."""
     data = list(range(50))
-    dp = edp.iter.IterableWrapper(data).shuffle()
-    ember.manual_seed(3)
-    first, second = list(dp), list(dp)
-    assert sorted(first) == data and sorted(second) == data and first != second
-    ember.manual_seed(3)
-    assert list(dp) == first
-    mdp = edp.map.SequenceWrapper(data).shuffle()
-    ember.manual_seed(4)
-    a = list(mdp)
-    ember.manual_seed(4)
-    assert list(mdp) == a and sorted(a) == data and a != data
+    seed = random.randrange(2 ** 31)
+    e, t = edp.iter.IterableWrapper(data).shuffle(buffer_size=16), tdp.iter.IterableWrapper(data).shuffle(buffer_size=16)
+    me, mt = edp.map.SequenceWrapper(data).shuffle(), tdp.map.SequenceWrapper(data).shuffle()
+    ember.manual_seed(seed)
+    torch.manual_seed(seed)
+    out_e = [list(e), list(e), list(me), list(me)]
+    out_t = [list(t), list(t), list(mt), list(mt)]
+    assert out_e == out_t
+    assert all(sorted(o) == data for o in out_e) and out_e[0] != out_e[1]
 
 
-def test_apply_random_seed_draws_like_ember_randoms():
-    """apply_random_seed gives each random datapipe one int64 draw of the generator (as torch);
-    ember's generator stream differs from torch's, so compare with ember's own draws."""
-    dp = edp.iter.IterableWrapper(list(range(20))).shuffle().map(_double).shuffle()
-    g = ember.Generator().manual_seed(11)
-    egs.apply_random_seed(dp, g)
-    g2 = ember.Generator().manual_seed(11)
-    seeds = [int(ember.empty((), dtype=ember.int64).random_(generator=g2).item()) for _ in range(2)]
-    outer, inner = dp, dp.datapipe.datapipe
-    assert [outer._seed, inner._seed] == seeds
-    # the same seeds in torch's pipeline give the same order
-    tp = tdp.iter.IterableWrapper(list(range(20))).shuffle().map(_double).shuffle()
-    tp.set_seed(seeds[0])
-    tp.datapipe.datapipe.set_seed(seeds[1])
-    assert list(dp) == list(tp)
+def test_apply_random_seed_matches_torch():
+    def build(m):
+        return m.iter.IterableWrapper(list(range(20))).shuffle().map(_double).shuffle(buffer_size=4)
+    seed = random.randrange(2 ** 31)
+    e, t = _both(build)
+    egs.apply_random_seed(e, ember.Generator().manual_seed(seed))
+    tgs.apply_random_seed(t, torch.Generator().manual_seed(seed))
+    assert (e._seed, e.datapipe.datapipe._seed) == (t._seed, t.datapipe.datapipe._seed)
+    assert e._seed is not None and list(e) == list(t)
 
 
 def test_sampler_datapipe_matches_torch():
@@ -597,19 +591,20 @@ def test_dataloader_with_datapipe_matches_torch_without_shuffle(num_workers):
 
 
 @pytest.mark.parametrize("num_workers", [0, 2])
-def test_dataloader_shuffles_datapipe_per_epoch_reproducibly(num_workers):
-    dl = edata.DataLoader(_loader_pipe(edp), batch_size=None, shuffle=True, num_workers=num_workers)
-    ember.manual_seed(0)
-    e1, e2 = list(dl), list(dl)
-    assert sorted(e1) == sorted(e2) == [2 * x for x in range(22)]   # workers' shards are disjoint
-    assert e1 != e2
-    ember.manual_seed(0)
-    assert list(dl) == e1
-    g = ember.Generator().manual_seed(9)
-    dl_g = edata.DataLoader(_loader_pipe(edp), batch_size=None, shuffle=True, num_workers=num_workers, generator=g)
-    first = list(dl_g)
-    g.manual_seed(9)
-    assert list(dl_g) == first
+def test_dataloader_shuffles_datapipe_like_torch(num_workers):
+    seed = random.randrange(2 ** 31)
+    e = edata.DataLoader(_loader_pipe(edp), batch_size=None, shuffle=True, num_workers=num_workers)
+    t = tdata.DataLoader(_loader_pipe(tdp), batch_size=None, shuffle=True, num_workers=num_workers)
+    ember.manual_seed(seed)
+    torch.manual_seed(seed)
+    out_e, out_t = [list(e), list(e)], [list(t), list(t)]
+    assert out_e == out_t
+    assert sorted(out_e[0]) == sorted(out_e[1]) == [2 * x for x in range(22)]   # workers' shards are disjoint
+    assert out_e[0] != out_e[1]
+    ge, gt = ember.Generator().manual_seed(seed + 1), torch.Generator().manual_seed(seed + 1)
+    e = edata.DataLoader(_loader_pipe(edp), batch_size=5, shuffle=True, num_workers=num_workers, generator=ge)
+    t = tdata.DataLoader(_loader_pipe(tdp), batch_size=5, shuffle=True, num_workers=num_workers, generator=gt)
+    assert [b.tolist() for b in e] == [b.tolist() for b in t]
 
 
 def _worker_fn(worker_id):
@@ -618,11 +613,13 @@ def _worker_fn(worker_id):
 
 
 def test_dataloader_datapipe_persistent_workers_and_init_fn():
-    dl = edata.DataLoader(_loader_pipe(edp), batch_size=None, shuffle=True, num_workers=2, persistent_workers=True,
-                          worker_init_fn=_worker_fn)
+    e = edata.DataLoader(_loader_pipe(edp), batch_size=None, shuffle=True, num_workers=2, persistent_workers=True,
+                         worker_init_fn=_worker_fn)
+    t = tdata.DataLoader(_loader_pipe(tdp), batch_size=None, shuffle=True, num_workers=2, persistent_workers=True)
     ember.manual_seed(1)
-    e1, e2 = list(dl), list(dl)
-    assert sorted(e1) == sorted(e2) == [2 * x for x in range(22)] and e1 != e2
+    torch.manual_seed(1)
+    out_e, out_t = [list(e) for _ in range(3)], [list(t) for _ in range(3)]
+    assert out_e == out_t and out_e[0] != out_e[1]
 
 
 def test_dataloader_map_datapipe():

@@ -305,9 +305,12 @@ class _MultiProcessingIter:
         self._outstanding = 0
         self._active = [True] * self._n
         self._cycle = itertools.cycle(range(self._n))
+        # A datapipe draws a shared seed at every reset, the first one included (PyTorch's
+        # _BaseDataLoaderIter._reset does; the workers started with the one drawn before), so
+        # the loader's generator advances as PyTorch's and worker shuffles match torch's.
+        shared_seed = _seed_datapipe_epoch(loader)
         if not first:                 # persistent workers: restart their dataset iterators
             self._epoch += 1
-            shared_seed = _seed_datapipe_epoch(loader)
             for q in self._index_queues:
                 q.put((None, (self._epoch, shared_seed)))
             pending = self._n

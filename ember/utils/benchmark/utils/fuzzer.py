@@ -3,8 +3,9 @@ constraints and builds tensors (``FuzzedTensor``) from them -- sizes, strides (s
 memory layouts (permuted storage) -- so a benchmark covers many shapes, not one.
 
 Draws come from ``numpy.random.RandomState(seed)`` in the same order as PyTorch's fuzzer, so a
-seed gives PyTorch's parameters, sizes, steps and dimension orders; tensor *values* come from
-ember's RNG (seeded from the same stream) and differ from PyTorch's.
+seed gives PyTorch's parameters, sizes, steps and dimension orders; tensor values come from
+ember's generator, seeded from the same stream, which draws PyTorch's numbers for a seed -- so
+the tensors are PyTorch's too.
 """
 from __future__ import annotations
 
