@@ -176,7 +176,7 @@ def _insert_observer(m):
         m.register_forward_hook(_observer_forward_hook)
 
 
-def _add_observer_(module, non_leaf=frozenset(), custom=None):
+def _add_observer_(module, non_leaf=frozenset(), custom=None, leaf_types=None):
     """Observers on the outputs of the quantizable leaves, the fused modules and the (non-leaf)
     module types in ``non_leaf`` -- the QAT modules, whose fake quantizers are children; a
     FloatFunctional's ``activation_post_process`` becomes an observer (its ops call it); a
@@ -196,8 +196,10 @@ def _add_observer_(module, non_leaf=frozenset(), custom=None):
             if custom[type(child)] not in no_observer_set():
                 _insert_observer(observed)
         else:
-            _add_observer_(child, non_leaf, custom)
-    if not list(module.children()) and not isinstance(module, nn.Sequential) and type(module) in _observed_leaf_types():
+            _add_observer_(child, non_leaf, custom, leaf_types)
+    if leaf_types is None:
+        leaf_types = _observed_leaf_types()
+    if not list(module.children()) and not isinstance(module, nn.Sequential) and type(module) in leaf_types:
         _insert_observer(module)
 
 
@@ -205,8 +207,6 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
             prepare_custom_config_dict=None):
     """Attach observers (from each module's ``qconfig``) to the outputs of the quantizable modules,
     for calibration before ``convert``."""
-    if allow_list:
-        raise NotImplementedError("ember.quantization: prepare() with an allow list is not supported")
     # (as torch's eager prepare, only this key is read: the others serve convert / FX)
     if prepare_custom_config_dict is None:
         prepare_custom_config_dict = get_default_custom_config_dict()
@@ -219,7 +219,9 @@ def prepare(model, inplace=False, allow_list=None, observer_non_leaf_module_list
         warnings.warn("None of the submodule got qconfig applied. Make sure you passed correct configuration "
                       "through `qconfig_dict` or by assigning the `.qconfig` attribute directly on submodules",
                       stacklevel=2)
-    _add_observer_(model, frozenset(observer_non_leaf_module_list or ()), custom)
+    # allow_list: the leaf module types to observe (the numeric suite's logger placement)
+    _add_observer_(model, frozenset(observer_non_leaf_module_list or ()), custom,
+                   None if allow_list is None else set(allow_list))
     return model
 
 
