@@ -79,8 +79,25 @@ def _models(nn, F, lib):
             z = lib.sigmoid(z) * z
             return self.fc2(z.view(-1, 6))
 
+    class Broad(nn.Module):
+        """Quantized modules with their own output qparams (Hardswish, ELU, LeakyReLU, LayerNorm), a
+        fixed-range op (Sigmoid, tanh), add + relu and mul of tensors, linear + BatchNorm1d folding."""
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn, self.conv2 = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), nn.Conv2d(3, 4, 1)
+            self.hs, self.elu, self.lrelu = nn.Hardswish(), nn.ELU(), nn.LeakyReLU(0.1)
+            self.avg, self.sig, self.ln = nn.AdaptiveAvgPool2d(2), nn.Sigmoid(), nn.LayerNorm(16)
+            self.fc, self.bn1 = nn.Linear(16, 6), nn.BatchNorm1d(6)
+
+        def forward(self, x):
+            y = self.bn(self.conv(x))
+            y = F.relu(self.hs(y) + self.elu(y))
+            y = self.avg(self.lrelu(y) * self.sig(self.conv2(x)))
+            y = self.ln(y.reshape(y.shape[0], -1))
+            return lib.tanh(self.bn1(self.fc(y))).mean(1)
+
     return {"mlp": (MLP, [(2, 4)]), "cnn": (CNN, [(2, 3, 8, 8)]), "functional": (Functional, [(2, 4), (2, 5)]),
-            "shapes": (Shapes, [(3, 2, 4, 4)])}
+            "shapes": (Shapes, [(3, 2, 4, 4)]), "broad": (Broad, [(2, 3, 6, 6)])}
 
 
 T_MODELS = _models(tnn, tF, torch)
@@ -95,7 +112,7 @@ def _pair(name, seed, train=False):
     torch.manual_seed(seed)
     tm = T_MODELS[name][0]()
     for mod in tm.modules():
-        if isinstance(mod, tnn.BatchNorm2d):
+        if isinstance(mod, (tnn.BatchNorm2d, tnn.BatchNorm1d)):
             with torch.no_grad():
                 mod.running_mean.uniform_(-1, 1)
                 mod.running_var.uniform_(0.5, 2)
@@ -148,7 +165,7 @@ def _calibrate(tp, ep, rng, shapes, n=3):
         ep(*e_in)
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "functional", "shapes"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "functional", "shapes", "broad"])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_static_ptq_matches_torch(name, seed):
     rng = np.random.default_rng(seed)
@@ -272,6 +289,26 @@ def test_qat_matches_torch(name):
     t_out = tc(*t_in).numpy()
     step = float(np.max(np.diff(np.unique(t_out))))
     np.testing.assert_allclose(_np(ec(*e_in)), t_out, atol=step * 1.01, rtol=0)
+
+
+def test_module_called_twice():
+    """One conv module called at two places: the reference graph serves both calls; convert_fx
+    (one quantized module cannot have two output qparams) refuses, naming the module."""
+    class Twice(enn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = enn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(self.fc(x))
+    ex = (ember.randn(3, 4),)
+    ep = eqfx.prepare_fx(Twice().eval(), eq.get_default_qconfig_mapping(), ex)
+    ep(*ex)
+    ref = eqfx.convert_to_reference_fx(ep)
+    assert type(ref.fc).__name__ == "Linear" and ref.fc._get_name() == "QuantizedLinear(Reference)"
+    np.testing.assert_allclose(_np(ref(*ex)), _np(ep(*ex)), atol=0.1)
+    with pytest.raises(NotImplementedError, match="module 'fc' called more than once"):
+        eqfx.convert_fx(ep)
 
 
 def test_qat_requires_train_mode():

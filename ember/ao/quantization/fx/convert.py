@@ -211,8 +211,10 @@ def _observer_role(observer):
 
 
 def _to_reference(gm, graph, matches, weight_obs, namer):
+    done = set()
     for m in matches.values():
-        if m.kind == "weighted_module":
+        if m.kind == "weighted_module" and m.root.target not in done:      # (a module called twice: once)
+            done.add(m.root.target)
             mod = _get(gm, m.root.target)
             _set_module(gm, m.root.target, _reference_module(mod, m.qconfig))
     for node in list(graph.nodes):
@@ -261,7 +263,14 @@ def _lower(gm, graph, matches, last_to_match, weight_obs, namer):
         node.args = tuple(fix(a) for a in node.args)
         node.kwargs = {k: fix(v) for k, v in node.kwargs.items()}
 
+    done = set()
     for m in matches.values():
+        if m.kind in ("weighted_module", "module_own"):
+            if m.root.target in done:
+                raise NotImplementedError(f"ember.ao.quantization.quantize_fx: module '{m.root.target}' called more "
+                                          "than once is not supported by convert_fx (its calls would need "
+                                          "different output qparams); convert_to_reference_fx supports it")
+            done.add(m.root.target)
         if m.kind == "weighted_module":
             mod = _get(gm, m.root.target)
             out_obs = _output_observer(m.last, gm)
