@@ -192,6 +192,14 @@ def test_input_mutation_in_body_raises_as_torch():
         hop.associative_scan(lambda p, q: p.add_(q), x, 0, combine_mode="generic")
     np.testing.assert_array_equal(_np(x)[1:], keep[1:])      # only the first step ran
 
+    def compiled(x, h):        # compiled: the trace sees the mutation and the call runs eagerly
+        return hop.scan(mutates_slice, h, x)
+    x = ember.randn(4, 3)
+    keep = _np(x).copy()
+    with pytest.raises(RuntimeError, match="do not support input mutation"):
+        ember.compile(compiled, backend="aot_eager")(x, h)
+    np.testing.assert_array_equal(_np(x)[1:], keep[1:])
+
 
 # ---- associative_scan ----------------------------------------------------------------------
 
@@ -326,6 +334,15 @@ def test_call_through_hops_match_torch():
                 lib.hints_wrapper(lambda *a: a[0], *bad)
     with pytest.raises(AssertionError, match="identifier must be None or a string"):
         hop.invoke_subgraph(lambda t: t, 3, ex)
+
+
+def test_run_const_graph_and_foreach_map_without_lists():
+    gm = ember.fx.symbolic_trace(lambda a, b: a * b + 1)
+    x, y = ember.randn(3), ember.randn(3)
+    np.testing.assert_allclose(_np(hop.run_const_graph(gm, (x, y))), _np(x * y + 1), rtol=1e-6)
+    np.testing.assert_allclose(_np(hop.foreach_map(lambda a, b: a - b, x, y)), _np(x - y))
+    with pytest.raises(ValueError, match="list operands must have the same length"):
+        hop.foreach_map(lambda a, b: a - b, [x, y], [x])
 
 
 def test_tag_activation_checkpoint_gradients():

@@ -64,14 +64,42 @@ def _inline_hop(tx, fn, args, kwargs):
     Anything in the body that cannot be traced breaks the graph at the HOP call, which then runs
     eagerly; the reason names the HOP."""
     from .functions import UserFunctionVariable
+    inputs = _tensor_examples(list(args) + list(kwargs.values()))
+    before = [t._version for t in inputs]
     try:
-        return UserFunctionVariable(fn).call_function(tx, args, kwargs)
+        result = UserFunctionVariable(fn).call_function(tx, args, kwargs)
     except Unsupported as e:
         if "ember._higher_order_ops." not in e.msg:
             e.msg = f"ember._higher_order_ops.{fn._ember_hop}: its body could not be traced, the call runs " \
                     f"eagerly: {e.msg}"
             e.args = (e.msg,)
         raise
+    if fn._ember_hop in _NO_INPUT_MUTATION and any(t._version != v for t, v in zip(inputs, before)):
+        # the body changed an input in place (a slice of xs is a view of it): eagerly that raises
+        # (torch forbids it), so the call runs eagerly rather than compile a mutation
+        raise Unsupported(f"ember._higher_order_ops.{fn._ember_hop}: the body mutates an input in place; the "
+                          f"call runs eagerly (where it raises, as torch's)")
+    return result
+
+
+_NO_INPUT_MUTATION = ("scan", "map", "associative_scan")
+
+
+def _tensor_examples(vts):
+    """The example values of the tensors among ``vts`` (nested in tuples/lists/dicts): their
+    version counters (shared with every view made while tracing) reveal in-place changes."""
+    from .dict_objects import DictVariable
+    from .lists import ListVariable, TupleVariable
+    from .tensor import TensorVariable
+    found = []
+    for vt in vts:
+        if isinstance(vt, TensorVariable):
+            found.append(vt.example)
+        elif isinstance(vt, (TupleVariable, ListVariable)):
+            found.extend(_tensor_examples(vt.items))
+        elif isinstance(vt, DictVariable) and isinstance(getattr(vt, "items", None), dict):
+            found.extend(_tensor_examples(list(vt.items.values())))
+    return found
 
 
 def _bind(args, kwargs):
