@@ -291,6 +291,37 @@ def test_qat_matches_torch(name):
     np.testing.assert_allclose(_np(ec(*e_in)), t_out, atol=step * 1.01, rtol=0)
 
 
+@pytest.mark.parametrize("scalar", [3.0, -0.5])
+def test_scalar_mul_matches_torch(scalar):
+    """A tensor times a Python number: the output shares the input's observer and the lowered op
+    keeps the kernel's own qparams (quantized::mul_scalar), as torch."""
+    def make(nn):
+        class ScalarMul(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc, self.fc2 = nn.Linear(4, 4), nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.fc2((self.fc(x) * scalar) * 2.0)
+        return ScalarMul
+    torch.manual_seed(0)
+    tm, em = make(tnn)().eval(), make(enn)().eval()
+    _copy_weights(tm, em)
+    rng, shapes = np.random.default_rng(4), [(3, 4)]
+    t_ex, e_ex = _data(rng, shapes)
+    tp = tqfx.prepare_fx(tm, tq.get_default_qconfig_mapping(), t_ex)
+    ep = eqfx.prepare_fx(em, eq.get_default_qconfig_mapping(), e_ex)
+    assert _op_sequence(ep) == _op_sequence(tp)
+    assert _observer_groups(ep) == _observer_groups(tp)
+    _calibrate(tp, ep, rng, shapes)
+    tr, er = tqfx.convert_to_reference_fx(copy.deepcopy(tp)), eqfx.convert_to_reference_fx(copy.deepcopy(ep))
+    tc, ec = tqfx.convert_fx(tp), eqfx.convert_fx(ep)
+    t_in, e_in = _data(rng, shapes)
+    for e_out, t_out in ((ec(*e_in), tc(*t_in)), (er(*e_in), tr(*t_in))):
+        t_out = t_out.detach().numpy()
+        np.testing.assert_allclose(_np(e_out), t_out, atol=float(np.max(np.diff(np.unique(t_out)))) * 1.01, rtol=0)
+
+
 def test_module_called_twice():
     """One conv module called at two places: the reference graph serves both calls; convert_fx
     (one quantized module cannot have two output qparams) refuses, naming the module."""
@@ -455,8 +486,11 @@ def test_unsupported_options_raise():
 
         def forward(self, x):
             return self.fc(x) + 1.0
-    with pytest.raises(NotImplementedError, match="add of a tensor and a scalar"):
-        eqfx.prepare_fx(ScalarAdd().eval(), qmap, ex)
+    sp = eqfx.prepare_fx(ScalarAdd().eval(), qmap, ex)
+    sp(*ex)
+    eqfx.convert_to_reference_fx(sp)(*ex)
+    with pytest.raises(NotImplementedError, match="add of a tensor and a scalar .*quantized::add_scalar"):
+        eqfx.convert_fx(sp)
     with pytest.raises(ValueError, match="expects the GraphModule prepare_fx"):
         eqfx.convert_fx(ember.fx.symbolic_trace(em))
 

@@ -8,7 +8,7 @@ import ember
 from ember._quantized import arith as _arith
 
 __all__ = ["linear", "linear_relu", "conv1d", "conv2d", "conv3d", "conv1d_relu", "conv2d_relu", "conv3d_relu",
-           "add", "add_relu", "mul", "mul_relu"]
+           "add", "add_relu", "mul", "mul_relu", "mul_scalar"]
 
 
 def _s(scale):
@@ -47,6 +47,13 @@ def _conv(nd, relu):
 
 conv1d, conv2d, conv3d = _conv(1, False), _conv(2, False), _conv(3, False)
 conv1d_relu, conv2d_relu, conv3d_relu = _conv(1, True), _conv(2, True), _conv(3, True)
+
+
+def mul_scalar(a, scalar):
+    """``quantized::mul_scalar``: no requantization -- the scale times ``|scalar|`` (a negative
+    one mirrors the integers), as torch's kernel."""
+    from ...nn.quantized.modules.functional_modules import _mul_scalar
+    return _mul_scalar(a, float(scalar))
 
 
 def add(a, b, scale, zero_point):

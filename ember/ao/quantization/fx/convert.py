@@ -239,7 +239,9 @@ def _to_reference(gm, graph, matches, weight_obs, namer):
         graph.erase_node(node)
 
 
-_REQUIRES_QUANT_INPUT = ("weighted_module", "weighted_function", "binary", "fixed", "module_own")
+# the qparams of a quantized scalar op's output: the kernel's own (torch keeps them: the observer
+# after it shares its input's instance and is dropped)
+_PASSTHROUGH = object()
 
 
 def _lower(gm, graph, matches, last_to_match, weight_obs, namer):
@@ -330,7 +332,7 @@ def _lower_observer(gm, graph, node, qp, namer, weight_obs, dequant):
         return
     scale, zero_point = _qparams(observer)
     key = (float(scale), int(zero_point), observer.dtype)
-    if src in qp and qp[src] == key:
+    if src in qp and (qp[src] == key or qp[src] is _PASSTHROUGH):
         node.replace_all_uses_with(src)
         graph.erase_node(node)
         return
@@ -389,6 +391,9 @@ def _lower_match(gm, graph, m, qp, float_args, dequant):
             qp[m.last] = qp[head]
         else:
             float_args(node)
+        return
+    if m.kind == "binary_scalar":
+        _lower_binary_scalar(graph, m, qp, float_args)
         return
     if m.kind == "fixed":
         _require_quantized(m, qp, str(getattr(node.target, "__name__", node.target)))
@@ -457,3 +462,22 @@ def _lower_binary(gm, graph, m, out):
     fn = (L.add_relu if m.relu else L.add) if is_add else (L.mul_relu if m.relu else L.mul)
     node.target, node.args, node.kwargs = fn, (node.args[0], node.args[1], s, z), {}
     _collapse_relu(graph, m)
+
+
+def _lower_binary_scalar(graph, m, qp, float_args):
+    import operator
+    node = m.root
+    tensor = next(a for a in node.args[:2] if isinstance(a, Node))
+    scalar = next(a for a in node.args[:2] if not isinstance(a, Node))
+    if tensor not in qp:
+        float_args(node)
+        return
+    if node.target in (operator.add, operator.iadd, ember.add):
+        raise NotImplementedError(f"ember.ao.quantization.quantize_fx: quantized add of a tensor and a scalar "
+                                  f"(node '{node.name}', quantized::add_scalar) is not supported by convert_fx; "
+                                  "convert_to_reference_fx supports it")
+    if m.relu:
+        raise NotImplementedError(f"ember.ao.quantization.quantize_fx: mul of a tensor and a scalar followed by relu "
+                                  f"(node '{node.name}') is not supported by convert_fx")
+    node.target, node.args, node.kwargs = L.mul_scalar, (tensor, scalar), {}
+    qp[node] = _PASSTHROUGH

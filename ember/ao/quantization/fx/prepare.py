@@ -172,9 +172,7 @@ def match_patterns(gm, modules, backend_config, node_qconfig, tensor_nodes, cust
                 if n_tensors == 0:
                     break
                 if n_tensors == 1:
-                    raise NotImplementedError(
-                        f"ember.ao.quantization.quantize_fx: {getattr(node.target, '__name__', node.target)} of a "
-                        f"tensor and a scalar (node '{node.name}') is not supported; set its qconfig to None")
+                    m.kind = "binary_scalar"        # (torch: the output shares the tensor input's observer)
             matches[node] = m
             break
     return matches
@@ -267,7 +265,7 @@ def share_observers(gm, modules, matches):
     (cat: for every input too). Returns {observer name: the name of the instance it shares}."""
     shared = {}
     for root, m in matches.items():
-        if m.kind not in ("share", "cat"):
+        if m.kind not in ("share", "cat", "binary_scalar"):
             continue
         first = next((a for a in root.args if isinstance(a, (ember.fx.Node, list, tuple))), None)
         if first is None:
