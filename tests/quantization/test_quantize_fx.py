@@ -543,3 +543,29 @@ def test_custom_config_dicts_match_torch():
     assert FuseCustomConfig.from_dict({"preserved_attributes": ["z"]}).preserved_attributes == ["z"]
     assert repr(FuseCustomConfig().set_preserved_attributes(["z"])) == \
         repr(tcc.FuseCustomConfig().set_preserved_attributes(["z"]))
+
+
+def test_float16_dynamic_linear():
+    rng = np.random.default_rng(9)
+    tm, em, shapes = _pair("mlp", 9)
+    tmap = (tq.QConfigMapping().set_object_type(tnn.Linear, tq.float16_dynamic_qconfig)
+            .set_object_type(tnn.ReLU, tq.float16_dynamic_qconfig))
+    emap = (eq.QConfigMapping().set_object_type(enn.Linear, eq.float16_dynamic_qconfig)
+            .set_object_type(enn.ReLU, eq.float16_dynamic_qconfig))
+    t_ex, e_ex = _data(rng, shapes)
+    tp, ep = tqfx.prepare_fx(tm, tmap, t_ex), eqfx.prepare_fx(em, emap, e_ex)
+    assert _op_sequence(ep) == _op_sequence(tp)
+    _calibrate(tp, ep, rng, shapes)
+    with pytest.raises(NotImplementedError, match="float16 dynamic quantization\\) in convert_to_reference_fx"):
+        eqfx.convert_to_reference_fx(ep)
+    tc, ec = tqfx.convert_fx(tp), eqfx.convert_fx(ep)
+    assert [m._get_name() for m in ec.children()] == [m._get_name() for m in tc.children()]
+    t_in, e_in = _data(rng, shapes)
+    np.testing.assert_allclose(_np(ec(*e_in)), tc(*t_in).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_dynamic_functional_linear_refused():
+    _, em, shapes = _pair("functional", 0)
+    with pytest.raises(NotImplementedError, match="dynamic quantization of the functional linear"):
+        eqfx.prepare_fx(em.eval(), eq.QConfigMapping().set_global(eq.default_dynamic_qconfig),
+                        _data(np.random.default_rng(0), shapes)[1])

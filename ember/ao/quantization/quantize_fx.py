@@ -108,6 +108,8 @@ def _prepare(model, qconfig_mapping, is_qat, example_inputs, prepare_custom_conf
     _refuse_unsupported_prepare_options(prepare_custom_config)
     backend_config = _as_backend_config(backend_config)
     qconfig_mapping = _as_qconfig_mapping(qconfig_mapping)
+    if isinstance(example_inputs, list):
+        example_inputs = tuple(example_inputs)
     if example_inputs is not None and not isinstance(example_inputs, tuple):
         raise TypeError(f"example_inputs must be a tuple of the model's positional inputs, got "
                         f"{type(example_inputs).__name__}")

@@ -117,6 +117,10 @@ def _reference_module(mod, qconfig):
     else:
         wobs, float_mod = qconfig.weight(), mod
     inner = float_mod[0] if isinstance(float_mod, nni._FusedModule) else float_mod
+    if not _quantized_dtype(getattr(wobs, "dtype", None)):
+        raise NotImplementedError(f"ember.ao.quantization.quantize_fx: reference {type(inner).__name__} with "
+                                  f"{getattr(wobs, 'dtype', None)} weights (e.g. float16 dynamic quantization) in "
+                                  "convert_to_reference_fx is not supported; convert_fx supports it")
     wobs(inner.weight.detach())
     qparams = ref.weight_qparams_of(wobs)
     ref_cls = {ember.nn.Linear: ref.Linear, ember.nn.Conv1d: ref.Conv1d, ember.nn.Conv2d: ref.Conv2d,

@@ -161,8 +161,12 @@ def match_patterns(gm, modules, backend_config, node_qconfig, tensor_nodes, cust
             if kind == "fixed" and not _fixed_observer_ok(qconfig):
                 break
             _, dynamic, _ = _act_dtype(qconfig)
+            if dynamic and kind == "weighted_function":
+                raise NotImplementedError(f"ember.ao.quantization.quantize_fx: dynamic quantization of the functional "
+                                          f"{getattr(node.target, '__name__', node.target)} (node '{node.name}') "
+                                          "is not supported; use the module (nn.Linear) or a static qconfig")
             if dynamic and kind != "weighted_module":
-                break               # (only the modules have dynamically quantized versions here)
+                break
             m = Match(nodes, kind, qconfig, dynamic=dynamic, relu=len(nodes) > 1)
             if kind == "weighted_function":
                 m.weight_index = conf._input_type_to_index.get("weight")
