@@ -15,7 +15,13 @@ from enum import IntEnum
 
 from ...backends import cuda as _cuda
 
-__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS"]
+from ._registry import (activate_flash_attention_impl, current_flash_attention_impl, list_flash_attention_impls,
+                        register_flash_attention_impl, restore_flash_attention_impl)
+from ._sdpa_params import SDPAParams, can_use_efficient_attention, can_use_flash_attention
+
+__all__ = ["SDPBackend", "sdpa_kernel", "WARN_FOR_UNFUSED_KERNELS", "SDPAParams", "can_use_flash_attention",
+           "can_use_efficient_attention", "register_flash_attention_impl", "activate_flash_attention_impl",
+           "list_flash_attention_impls", "current_flash_attention_impl", "restore_flash_attention_impl"]
 
 WARN_FOR_UNFUSED_KERNELS = False
 
