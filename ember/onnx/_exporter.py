@@ -53,7 +53,26 @@ def _refuse(**options):
             raise NotImplementedError(f"ember.onnx.export: {name}={value!r} is not supported")
 
 
-def export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, verbose: Optional[bool] = None,
+def export(model, args=(), f=None, **options):
+    """Export ``model(*args, **kwargs)`` to ONNX (see ``_export`` for the options); while it
+    runs ``ember.onnx.is_in_onnx_export()`` is True. An ``ember.onnx.ExportableModule``
+    called without example inputs supplies them -- and its input/output names and dynamic
+    shapes, where those are not given -- itself."""
+    from ._exportable import ExportableModule
+    from ._legacy import _exporting
+    no_inputs = args is None or (isinstance(args, (tuple, list)) and len(args) == 0)
+    if isinstance(model, ExportableModule) and no_inputs and not options.get("kwargs"):
+        args, kw = model.example_arguments()
+        options["kwargs"] = kw
+        for name, method in (("input_names", model.input_names), ("output_names", model.output_names),
+                             ("dynamic_shapes", model.dynamic_shapes)):
+            if options.get(name) is None:
+                options[name] = method()
+    with _exporting():
+        return _export(model, args, f, **options)
+
+
+def _export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, verbose: Optional[bool] = None,
            input_names=None, output_names=None, opset_version: Optional[int] = None, dynamo: bool = True,
            external_data: bool = True, dynamic_shapes=None, custom_translation_table=None, report: bool = False,
            optimize: bool = True, verify: bool = False, profile: bool = False, dump_exported_program: bool = False,
@@ -157,6 +176,10 @@ def export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, v
             raise TypeError(f"ember.onnx.export: f must be a path or a binary file object, got {type(f).__name__}")
         program.save(f, external_data=None)
     return program
+
+
+export.__signature__ = inspect.signature(_export)
+export.__doc__ += "\n\n" + _export.__doc__
 
 
 def _bind(model, args, kwargs) -> Dict[str, Any]:
