@@ -28,6 +28,14 @@ def _is_symint(s):
     return type(s).__name__ == "SymInt" and hasattr(s, "expr")
 
 
+def _keyword_size(shape, size, fn):
+    """``zeros(size=(2, 3))``: torch's keyword spelling of the sizes (not with positional ones)."""
+    if shape:
+        raise TypeError(f"{fn}() received an invalid combination of arguments - got both positional sizes "
+                        f"{tuple(shape)} and size={size!r}")
+    return (size,)
+
+
 def _size_args(size, fn="zeros"):
     """zeros(2, 3), zeros((2, 3)), zeros([2, 3]), zeros(ember.Size(...))."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
@@ -131,9 +139,10 @@ def _full_entry(size, fill_value, *, dtype=None, device=None, requires_grad=Fals
 _full_entry.__name__ = "full"     # what a TorchFunctionMode sees it as (pickled by its qualname)
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+def zeros(*shape, size=None, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
     if _TF[0] and (_r := _entry(zeros, locals())) is not _PASS:
         return _r
+    size = shape if size is None else _keyword_size(shape, size, "zeros")
     if layout is not None and layout != "strided":
         return _sparse_layout("zeros", size, dtype, requires_grad, layout)
     if out is not None:
@@ -144,9 +153,10 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, out=None, layout=
     return _pinned(t, pin_memory) if pin_memory else t
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
+def ones(*shape, size=None, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False):
     if _TF[0] and (_r := _entry(ones, locals())) is not _PASS:
         return _r
+    size = shape if size is None else _keyword_size(shape, size, "ones")
     if layout is not None and layout != "strided":
         return _sparse_layout("ones", size, dtype, requires_grad, layout)
     if out is not None:
@@ -168,10 +178,11 @@ def _empty_meta(size, dtype=None, device=None):
     return _meta.out(tuple(size), _dt(dtype))
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
+def empty(*shape, size=None, dtype=None, device=None, requires_grad=False, out=None, layout=None, pin_memory=False,
           memory_format=None):
     if _TF[0] and (_r := _entry(empty, locals())) is not _PASS:
         return _r
+    size = shape if size is None else _keyword_size(shape, size, "empty")
     if layout is not None and layout != "strided":
         return _sparse_layout("empty", size, dtype, requires_grad, layout)
     if out is not None:
@@ -604,16 +615,18 @@ def _drawn(kind, size, dt, device, generator, a=0.0, b=1.0):
     return out
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+def rand(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     if _TF[0] and (_r := _entry(rand, locals())) is not _PASS:
         return _r
+    size = shape if size is None else _keyword_size(shape, size, "rand")
     dt = _dt(dtype)
     return _finish(_drawn("uniform", _size_args(size, "rand"), dt, device, generator), requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
+def randn(*shape, size=None, generator=None, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     if _TF[0] and (_r := _entry(randn, locals())) is not _PASS:
         return _r
+    size = shape if size is None else _keyword_size(shape, size, "randn")
     dt = _dt(dtype)
     return _finish(_drawn("normal", _size_args(size, "randn"), dt, device, generator), requires_grad)
 
