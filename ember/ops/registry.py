@@ -797,6 +797,20 @@ def _call_handlers(func, types, pos, kw):
 _DEFERRING_MODES = set()
 
 
+def _has_subclass_arg(op, args):
+    """Whether a tensor argument of ``op`` is a ``__torch_dispatch__`` subclass instance (the
+    cheap test before ``_subclass_dispatch``: tracing modes ask it for every op)."""
+    for i in op.tensor_pos:
+        if args[i].__class__ in _DISPATCH_CLASSES:
+            return True
+    for i in op.list_pos:
+        a = args[i]
+        for x in (a if isinstance(a, (list, tuple)) else (a,)):
+            if x.__class__ in _DISPATCH_CLASSES:
+                return True
+    return False
+
+
 def _subclass_dispatch(op, args):
     """The kernel step of a call with an instance of a ``__torch_dispatch__`` subclass among its
     tensor arguments (torch's Python dispatch key, below autograd): each such class's handler, a
@@ -878,10 +892,8 @@ def below_autograd(op, args):
 
 def _mode_dispatch(op, args):
     modes = STATE.modes
-    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES:
-        r = _subclass_dispatch(op, args)
-        if r is not _RESUME:
-            return r
+    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES and _has_subclass_arg(op, args):
+        return _subclass_dispatch(op, args)
     mode = modes.pop()
     try:
         return mode.__ember_dispatch__(op, args)
@@ -894,10 +906,8 @@ def _autograd_mode_dispatch(op, args):
     A mode that must know grad mode is on for the caller (forward AD records its tangents
     for reverse mode) defines ``__ember_dispatch_autograd__``."""
     modes = STATE.modes
-    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES:
-        r = _subclass_dispatch(op, args)
-        if r is not _RESUME:
-            return r
+    if _DISPATCH_CLASSES and modes[-1].__class__ in _DEFERRING_MODES and _has_subclass_arg(op, args):
+        return _subclass_dispatch(op, args)
     mode = modes.pop()
     try:
         fn = getattr(mode, "__ember_dispatch_autograd__", None)
