@@ -39,7 +39,8 @@ def _unroll_or_break(name, steps):
 def _call_checked(name, fn, inputs, args):
     """``fn(*args)``, raising as torch does when it mutated one of ``inputs`` (tensor leaves) in
     place: a slice of ``xs`` is a view, so the mutation would reach the caller's tensor. Checked
-    eagerly by version counters; under ember.compile the trace is not checked."""
+    eagerly by version counters; under ember.compile ``control_flow._inline_hop`` checks the
+    trace's example values the same way (and runs such a call eagerly, so it raises here)."""
     from ..compiler import is_compiling
     if is_compiling():
         return fn(*args)
@@ -152,6 +153,12 @@ def scan(combine_fn, init, xs, *, dim: int = 0, reverse: bool = False):
         elif _structure(out[1]) != y_struct:
             raise RuntimeError(f"scan: combine_fn returned y of a different structure at step {i}: "
                                f"{_structure(out[1])} vs {y_struct}")
+        else:
+            for j, (a, b) in enumerate(zip(y_first, y_leaves)):
+                why = _same_meta(a, b)
+                if why:
+                    raise RuntimeError(f"scan: combine_fn's y leaf {j} changed between steps (slices are stacked): "
+                                       f"they differ in {why}")
         carry = next_carry
         ys.append(y_leaves)
     if reverse:
