@@ -569,3 +569,36 @@ def test_dynamic_functional_linear_refused():
     with pytest.raises(NotImplementedError, match="dynamic quantization of the functional linear"):
         eqfx.prepare_fx(em.eval(), eq.QConfigMapping().set_global(eq.default_dynamic_qconfig),
                         _data(np.random.default_rng(0), shapes)[1])
+
+
+def test_nested_model_code_matches_torch():
+    """Nested Sequentials: the prepared and the reference models' generated code is torch's
+    (observer names, qparam buffer names from the module paths, op order)."""
+    def make(nn):
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.features = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2))
+                self.head = nn.Sequential(nn.Flatten(), nn.Linear(4 * 3 * 3, 10), nn.ReLU(), nn.Dropout(0.2),
+                                          nn.Linear(10, 2))
+
+            def forward(self, x):
+                return self.head(self.features(x))
+        return Net
+    torch.manual_seed(0)
+    tm, em = make(tnn)().eval(), make(enn)().eval()
+    _copy_weights(tm, em)
+    rng, shapes = np.random.default_rng(0), [(2, 3, 8, 8)]
+    t_ex, e_ex = _data(rng, shapes)
+    tp = tqfx.prepare_fx(tm, tq.get_default_qconfig_mapping(), t_ex)
+    ep = eqfx.prepare_fx(em, eq.get_default_qconfig_mapping(), e_ex)
+    assert ep.code.replace("ember", "torch") == tp.code
+    _calibrate(tp, ep, rng, shapes)
+    tr, er = tqfx.convert_to_reference_fx(copy.deepcopy(tp)), eqfx.convert_to_reference_fx(copy.deepcopy(ep))
+    assert er.code.replace("ember", "torch") == tr.code
+    tc, ec = tqfx.convert_fx(tp), eqfx.convert_fx(ep)
+    assert [(n, m._get_name()) for n, m in ec.named_modules() if n] == \
+        [(n, m._get_name()) for n, m in tc.named_modules() if n]
+    t_in, e_in = _data(rng, shapes)
+    t_out = tc(*t_in).numpy()
+    np.testing.assert_allclose(_np(ec(*e_in)), t_out, atol=float(np.max(np.diff(np.unique(t_out)))) * 1.01, rtol=0)
