@@ -486,6 +486,20 @@ def test_unsupported_options_raise():
 
         def forward(self, x):
             return self.fc(x) + 1.0
+    class SoftmaxHardswish(enn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc, self.sm = enn.Linear(4, 4), enn.Softmax(1)
+
+        def forward(self, x):
+            return eF.hardswish(self.sm(self.fc(x)))
+    with pytest.raises(NotImplementedError, match="quantizing Softmax \\(module 'sm'\\) is not supported"):
+        eqfx.prepare_fx(SoftmaxHardswish().eval(), qmap, ex)
+    with pytest.raises(NotImplementedError, match="quantizing the function hardswish"):
+        eqfx.prepare_fx(SoftmaxHardswish().eval(), copy.deepcopy(qmap).set_object_type(enn.Softmax, None), ex)
+    kept = eqfx.prepare_fx(SoftmaxHardswish().eval(), copy.deepcopy(qmap).set_object_type(enn.Softmax, None)
+                           .set_object_type(eF.hardswish, None), ex)
+    assert sum(n.op == "call_module" and n.target.startswith("activation") for n in kept.graph.nodes) == 2
     sp = eqfx.prepare_fx(ScalarAdd().eval(), qmap, ex)
     sp(*ex)
     eqfx.convert_to_reference_fx(sp)(*ex)

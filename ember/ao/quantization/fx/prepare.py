@@ -20,7 +20,8 @@ __all__ = ["is_observer", "insert_observers", "match_patterns", "tensor_valued"]
 
 _NON_TENSOR_METHODS = {"size", "dim", "numel", "tolist", "item", "__len__", "ndimension", "nelement"}
 _UNSUPPORTED_MODULES = ("LSTM", "GRU", "RNN", "LSTMCell", "GRUCell", "RNNCell", "Embedding", "EmbeddingBag",
-                        "MultiheadAttention", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d")
+                        "MultiheadAttention", "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "Softmax",
+                        "PReLU")
 
 
 def is_observer(mod):
@@ -123,8 +124,35 @@ def _kind(node, conf, modules):
     return "module_own" if node.op == "call_module" else "function_own"
 
 
+def _unsupported_functions():
+    """Functions torch's native backend quantizes that ember's flow does not: refused by name
+    rather than silently left in float."""
+    from ember.nn import functional as F
+    names = ("elu", "hardswish", "leaky_relu", "dropout", "instance_norm", "layer_norm", "group_norm", "softmax",
+             "prelu", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "embedding", "embedding_bag")
+    out = {}
+    for n in names:
+        for owner in (F, ember):
+            f = getattr(owner, n, None)
+            if f is not None:
+                out[id(f)] = n
+    for n in ("matmul",):
+        if getattr(ember, n, None) is not None:
+            out[id(getattr(ember, n))] = n
+    return out
+
+
 def _refuse_unsupported(node, modules, qconfig, custom_config):
-    if node.op != "call_module" or qconfig is None:
+    """Ops torch quantizes with this qconfig that ember's flow cannot: NotImplementedError naming
+    them (set their qconfig to None to keep them in float)."""
+    if qconfig is None:
+        return
+    if node.op == "call_function" and id(node.target) in _unsupported_functions():
+        name = _unsupported_functions()[id(node.target)]
+        raise NotImplementedError(f"ember.ao.quantization.quantize_fx: quantizing the function {name} (node "
+                                  f"'{node.name}') is not supported; set its qconfig to None "
+                                  "(qconfig_mapping.set_object_type(<the function>, None)) to leave it in float")
+    if node.op != "call_module":
         return
     mod = modules[node.target]
     name = type(mod).__name__
