@@ -4,7 +4,6 @@ outputs bit for bit on the same weights and data; dynamic quantization, QAT, qco
 custom configs, and the errors for what is not supported."""
 import copy
 import operator
-import warnings
 
 import numpy as np
 import pytest
@@ -516,7 +515,6 @@ def test_observed_module_deepcopy_keeps_sharing_and_state():
     cp = copy.deepcopy(ep)
     assert isinstance(cp, eqfx.ObservedGraphModule)
     assert _observer_groups(cp) == _observer_groups(ep)
-    _calibrate(ep, cp, rng, shapes) if False else None
     for _ in range(2):
         e_in = _data(rng, shapes)[1]
         ep(*e_in)

@@ -197,11 +197,12 @@ def convert_fx(graph_module, convert_custom_config=None, _remove_qconfig=True, q
     if keep_original_weights:
         raise _unsupported("convert_fx(keep_original_weights=True)")
     return _convert(graph_module, False, _as_convert_config(convert_custom_config), qconfig_mapping,
-                    backend_config)
+                    backend_config, _remove_qconfig)
 
 
 def convert_to_reference_fx(graph_module, convert_custom_config=None, _remove_qconfig=True, qconfig_mapping=None,
                             backend_config=None):
     """The reference quantized model: quantize -> dequantize -> float op (reference modules for
     weighted layers), for backends that lower the patterns themselves."""
-    return _convert(graph_module, True, _as_convert_config(convert_custom_config), qconfig_mapping, backend_config)
+    return _convert(graph_module, True, _as_convert_config(convert_custom_config), qconfig_mapping, backend_config,
+                    _remove_qconfig)

@@ -20,13 +20,10 @@ from ...nn import intrinsic as nni
 from ..quantization_mappings import get_default_dynamic_quant_module_mappings, get_default_static_quant_module_mappings
 from . import _lowered_ops as L
 from . import _reference_modules as ref
-from ._state import get_state
+from ._state import STATE_KEY, get_state
 from .prepare import is_observer
 
 __all__ = ["convert"]
-
-_PER_CHANNEL = None
-
 
 def _per_channel_schemes():
     return (ember.per_channel_affine, ember.per_channel_symmetric, ember.per_channel_affine_float_qparams)
@@ -153,7 +150,8 @@ def _lowered_module(mod, qconfig, out_obs, dynamic):
 
 # -- the pass ----------------------------------------------------------------------------------
 
-def convert(gm, is_reference, convert_custom_config=None, qconfig_mapping=None, backend_config=None):
+def convert(gm, is_reference, convert_custom_config=None, qconfig_mapping=None, backend_config=None,
+            remove_qconfig=True):
     state = get_state(gm)
     if convert_custom_config is not None and getattr(convert_custom_config, "observed_to_quantized_mapping", None):
         raise NotImplementedError("ember.ao.quantization.quantize_fx: custom modules "
@@ -187,9 +185,10 @@ def convert(gm, is_reference, convert_custom_config=None, qconfig_mapping=None, 
     for attr in getattr(gm, "preserved_attr_names", ()):
         if hasattr(gm, attr):
             setattr(out, attr, getattr(gm, attr))
-    for m in out.modules():
-        if hasattr(m, "qconfig"):
-            del m.qconfig
+    if remove_qconfig:
+        for m in out.modules():
+            if hasattr(m, "qconfig"):
+                del m.qconfig
     return out
 
 
@@ -296,7 +295,7 @@ def _lower(gm, graph, matches, last_to_match, weight_obs, namer):
             continue
         m = matches.get(node)
         if m is None:
-            if node in dequantized.values():
+            if node.op == "call_method" and node.target == "dequantize" and node.args and node.args[0] in qp:
                 continue
             if node.op == "call_function" and node.target is getattr:
                 continue                        # (x.shape of a quantized x: the same shape)
@@ -420,7 +419,6 @@ def _lower_match(gm, graph, m, qp, float_args, dequant):
 
 def _scale_zp_nodes(gm, graph, m, out):
     """Buffers holding the output qparams, named by the output observer as torch names them."""
-    from ._state import STATE_KEY  # noqa: F401  (names come from the node's scope)
     namer = _Namer(gm, gm.meta[STATE_KEY])
     out_obs = _output_observer(m.last, gm)
     prefix = namer.prefix(out_obs)

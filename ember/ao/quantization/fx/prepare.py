@@ -36,13 +36,13 @@ def tensor_valued(graph, example_inputs):
     """The nodes that produce tensors (observers only go on those): placeholders whose example
     input is a tensor (all, without example inputs), and every node but shape queries and the
     arithmetic on them."""
-    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     out = set()
-    for i, node in enumerate(graph.nodes):
+    idx = 0
+    for node in graph.nodes:
         if node.op == "placeholder":
-            idx = placeholders.index(node)
             if example_inputs is None or idx >= len(example_inputs) or isinstance(example_inputs[idx], ember.Tensor):
                 out.add(node)
+            idx += 1
         elif node.op == "get_attr":
             out.add(node)
         elif node.op == "call_function":
