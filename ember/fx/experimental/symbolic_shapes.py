@@ -367,8 +367,11 @@ class ShapeEnv:
         out = []
         for i, n in enumerate(sizes):
             if i in dyn:
-                out.append(self.create_symbol(n, f"{source}.size()[{i}]" if source else None,
-                                              dynamic_dim=kinds[i]))
+                src = f"{source}.size()[{i}]" if source else None
+                # (export swaps in its own create_symbol(value, source): pass the
+                # DimDynamic only when a context asked for one)
+                out.append(self.create_symbol(n, src) if kinds[i] is None
+                           else self.create_symbol(n, src, dynamic_dim=kinds[i]))
             else:
                 out.append(int(n))
         return tuple(out)
