@@ -261,3 +261,23 @@ def test_compare_graphs_like_torch():
             t = tc(torch.fx.symbolic_trace(a(torch)).graph, torch.fx.symbolic_trace(b(torch)).graph)
             e = compare_graphs(ember.fx.symbolic_trace(a(ember)).graph, ember.fx.symbolic_trace(b(ember)).graph)
             assert e == t
+
+
+def test_graph_drawer_like_torch():
+    from ember.fx.passes import graph_drawer as egd
+
+    tgd = importlib.import_module("torch.fx.passes.graph_drawer")
+    tm, em = pair(_model)
+    tgm, egm = torch.fx.symbolic_trace(tm), ember.fx.symbolic_trace(em)
+    if not tgd.HAS_PYDOT:
+        with pytest.raises(RuntimeError) as te:
+            tgd.FxGraphDrawer(tgm, "m")
+        with pytest.raises(RuntimeError) as ee:
+            egd.FxGraphDrawer(egm, "m")
+        assert str(ee.value) == str(te.value)
+        return
+    t = tgd.FxGraphDrawer(tgm, "m").get_main_dot_graph()
+    e = egd.FxGraphDrawer(egm, "m").get_main_dot_graph()
+    assert sorted(n.get_name() for n in e.get_nodes()) == sorted(n.get_name() for n in t.get_nodes())
+    assert sorted((x.get_source(), x.get_destination()) for x in e.get_edges()) == sorted(
+        (x.get_source(), x.get_destination()) for x in t.get_edges())
