@@ -188,8 +188,7 @@ def test_quantizable_lstm_cell_and_errors():
         ember.ao.nn.quantizable.LSTM(3, 4, dropout=2)
     with pytest.raises(NotImplementedError, match="non-quantizable LSTM"):
         ember.ao.nn.quantizable.LSTM.from_observed(None)
-    with pytest.raises(NotImplementedError, match="MultiheadAttention"):
-        ember.ao.nn.quantizable.MultiheadAttention(4, 2)
+    assert ember.ao.nn.quantizable.MultiheadAttention(4, 2)._get_name() == "QuantizableMultiheadAttention"
 
 
 def test_default_custom_config_swaps_lstm_like_torch():

@@ -24,14 +24,17 @@ _DEFAULT_CUSTOM_CONFIG_DICT = {}
 
 def get_default_custom_config_dict():
     """The custom-module swaps ``prepare`` / ``convert`` make when given no custom config: float
-    ``nn.LSTM`` -> observed ``quantizable.LSTM`` -> ``quantized.LSTM`` (torch also swaps
-    nn.MultiheadAttention, which ember cannot quantize statically: it stays float)."""
+    ``nn.LSTM`` -> observed ``quantizable.LSTM`` -> ``quantized.LSTM``, and nn.MultiheadAttention ->
+    ``quantizable.MultiheadAttention`` -> ``quantized.MultiheadAttention``, as torch's."""
     if not _DEFAULT_CUSTOM_CONFIG_DICT:
         from ..nn import quantizable as nnqa
+        from ..nn.quantized.modules.mha import MultiheadAttention as QuantizedMHA
         from ..nn.quantized.modules.rnn import LSTM as QuantizedLSTM
         _DEFAULT_CUSTOM_CONFIG_DICT.update({
-            "float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM},
-            "observed_to_quantized_custom_module_class": {nnqa.LSTM: QuantizedLSTM}})
+            "float_to_observed_custom_module_class": {nn.LSTM: nnqa.LSTM,
+                                                      nn.MultiheadAttention: nnqa.MultiheadAttention},
+            "observed_to_quantized_custom_module_class": {nnqa.LSTM: QuantizedLSTM,
+                                                          nnqa.MultiheadAttention: QuantizedMHA}})
     return _DEFAULT_CUSTOM_CONFIG_DICT
 
 
@@ -162,7 +165,7 @@ def _observed_leaf_types():
     from .stubs import QuantStub
     return {nn.Linear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
             nn.BatchNorm2d, nn.BatchNorm3d, nn.ELU, nn.Hardswish, nn.LeakyReLU, nn.ReLU6, nn.LayerNorm, nn.GroupNorm,
-            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, QuantStub}
+            nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d, nn.PReLU, QuantStub}
 
 
 def _observer_forward_hook(self, input, output):

@@ -5,6 +5,6 @@ from ember.ao.nn.quantized import (LinearPackedParams, Quantize, DeQuantize, Lin
                                    FloatFunctional, FXFloatFunctional, QFunctional, LSTM, ReLU6, Hardswish, ELU,
                                    LeakyReLU, Sigmoid, Dropout, BatchNorm2d, BatchNorm3d, LayerNorm, GroupNorm,
                                    InstanceNorm1d, InstanceNorm2d, InstanceNorm3d, Softmax, Embedding,
-                                   EmbeddingBag, MaxPool2d)
+                                   EmbeddingBag, MaxPool2d, PReLU, MultiheadAttention)
 from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401

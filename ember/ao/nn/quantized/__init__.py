@@ -15,3 +15,4 @@ from .modules.activation import (ReLU6, Hardswish, ELU, LeakyReLU, Sigmoid, Drop
 from .modules.normalization import (LayerNorm, GroupNorm, InstanceNorm1d, InstanceNorm2d,  # noqa: F401
                                     InstanceNorm3d, Softmax)
 from .modules.embedding_ops import Embedding, EmbeddingBag  # noqa: F401
+from .modules.mha import MultiheadAttention  # noqa: F401

@@ -114,8 +114,10 @@ class QFunctional(nn.Module):
         return self.activation_post_process(_arith.mul(x, y, self.scale, self.zero_point))
 
     def mul_scalar(self, x, y):
-        raise NotImplementedError("ember.quantization: QFunctional.mul_scalar (quantized::mul_scalar) is not "
-                                  "supported")
+        """``quantized::mul_scalar``: no requantization (so no observer): a positive ``y`` scales the
+        scale; a negative one also mirrors the integers and the zero point in the dtype's range;
+        zero gives zeros with scale 1, zero point 0 (torch's)."""
+        return _mul_scalar(x, float(y))
 
     def cat(self, x, dim=0):
         return self.activation_post_process(_arith.cat(x, self.scale, self.zero_point, dim))
@@ -136,3 +138,24 @@ class QFunctional(nn.Module):
         new_mod.scale = float(scale)
         new_mod.zero_point = int(zero_point)
         return new_mod
+
+
+def _mul_scalar(x, b):
+    import numpy as np
+    from ember._quantized import kernels as _K
+    from ember._quantized import schemes as _QS
+    from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
+    if not isinstance(x, QuantizedTensor) or x._qp.per_channel:
+        raise NotImplementedError("ember.quantization: QFunctional.mul_scalar takes a per-tensor quantized tensor, "
+                                  f"got {getattr(x, 'dtype', type(x).__name__)}")
+    lo, hi = _K.qrange(x.dtype)
+    scale, zp, ints = x._qp.scale, x._qp.zero_point, x._irepr
+    if b == 0:
+        ints, scale, zp = np.zeros_like(ints), 1.0, 0
+    elif b > 0:
+        scale = scale * b
+    else:
+        ints = (lo + hi - ints.astype(np.int64)).astype(ints.dtype)
+        scale, zp = scale * -b, lo + hi - zp
+    return make_qtensor(np.ascontiguousarray(ints), x.dtype, QParams(_QS.per_tensor_affine, scale=scale,
+                                                                     zero_point=zp))

@@ -174,6 +174,9 @@ class Linear(_QuantizedWeighted):
     def bias(self):
         return self._packed_params._weight_bias()[1]
 
+    def _weight_bias(self):
+        return self._packed_params._weight_bias()
+
     def set_weight_bias(self, w, b):
         self._packed_params.set_weight_bias(w, b)
 
