@@ -276,8 +276,9 @@ def test_graph_drawer_like_torch():
             egd.FxGraphDrawer(egm, "m")
         assert str(ee.value) == str(te.value)
         return
-    t = tgd.FxGraphDrawer(tgm, "m").get_main_dot_graph()
-    e = egd.FxGraphDrawer(egm, "m").get_main_dot_graph()
-    assert sorted(n.get_name() for n in e.get_nodes()) == sorted(n.get_name() for n in t.get_nodes())
-    assert sorted((x.get_source(), x.get_destination()) for x in e.get_edges()) == sorted(
-        (x.get_source(), x.get_destination()) for x in t.get_edges())
+    for kw in ({}, {"ignore_parameters_and_buffers": True}):
+        t = tgd.FxGraphDrawer(tgm, "m", **kw).get_main_dot_graph()
+        e = egd.FxGraphDrawer(egm, "m", **kw).get_main_dot_graph()
+        assert sorted(n.get_name() for n in e.get_nodes()) == sorted(n.get_name() for n in t.get_nodes())
+        assert sorted((x.get_source(), x.get_destination()) for x in e.get_edges()) == sorted(
+            (x.get_source(), x.get_destination()) for x in t.get_edges())

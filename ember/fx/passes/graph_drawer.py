@@ -67,6 +67,7 @@ class FxGraphDrawer:
         self._skip_node_names_in_args = skip_node_names_in_args
         self._parse_stack_trace = parse_stack_trace
         self._ignore_getattr = ignore_getattr
+        self._ignore_parameters_and_buffers = ignore_parameters_and_buffers
         self._dot_graphs: Dict[str, Any] = {name: self._to_dot(graph_module, name, ignore_getattr)}
         for node in graph_module.graph.nodes:
             if node.op != "call_module":
@@ -132,12 +133,29 @@ class FxGraphDrawer:
         body = r"\n".join(_escape(line) for line in lines) + r"\l"
         return "{" + body + "}" if self.dot_graph_shape == "record" else body
 
+    def _add_params_and_buffers(self, dot: Any, node: Node, leaf: Any) -> None:
+        # one box per parameter/buffer of a called leaf module, with an edge into the call
+        from ...nn import Parameter
+
+        for pname, t in list(leaf.named_parameters()) + list(leaf.named_buffers()):
+            full = f"{node.name}.{pname}"
+            kind = f"{full}|op_code=get_parameter" if isinstance(t, Parameter) else "buffer\\l"
+            label = "{" + kind + f"|dtype={t.dtype}\\lshape={list(t.shape)}\\l" + "}"
+            dot.add_node(pydot.Node(full, label=label, fillcolor="Salmon", style='"filled,rounded"', fontcolor="#000000"))
+            dot.add_edge(pydot.Edge(full, node.name))
+
     def _to_dot(self, module: Any, name: str, ignore_getattr: bool) -> Any:
+        from ..graph_module import GraphModule
+
         dot = pydot.Dot(name, rankdir="TB")
         for node in module.graph.nodes:
             if ignore_getattr and node.op == "get_attr":
                 continue
             dot.add_node(pydot.Node(node.name, label=self._label(module, node), **self._style(node)))
+            if node.op == "call_module" and not self._ignore_parameters_and_buffers:
+                leaf = module.get_submodule(node.target)
+                if not isinstance(leaf, GraphModule):
+                    self._add_params_and_buffers(dot, node, leaf)
         for node in module.graph.nodes:
             if ignore_getattr and node.op == "get_attr":
                 continue
