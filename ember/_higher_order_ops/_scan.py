@@ -28,9 +28,13 @@ MAX_UNROLLED_STEPS = 256
 
 
 def _unroll_or_break(name, steps):
-    """Under ``ember.compile`` (not export), break the graph rather than unroll ``steps`` > the limit."""
+    """Under ``ember.compile`` (not export), break the graph rather than unroll ``steps`` > the limit;
+    under export, refuse a symbolic ``steps`` naming the HOP (unrolling would specialise it)."""
     from ..compiler import is_compiling, is_exporting
     from ..dynamo.exc import graph_break
+    if is_exporting() and isinstance(steps, ember.SymInt):
+        graph_break(f"ember._higher_order_ops.{name}: cannot export a {name} over a dynamic dimension (its size is a "
+                    f"Dim): ember unrolls the loop, one copy of the body per step; make that dimension static")
     if steps > MAX_UNROLLED_STEPS and is_compiling() and not is_exporting():
         graph_break(f"ember._higher_order_ops.{name}: {steps} steps exceed MAX_UNROLLED_STEPS="
                     f"{MAX_UNROLLED_STEPS} (each step is a copy of the body in the graph); the {name} runs eagerly")

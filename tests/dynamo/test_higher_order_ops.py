@@ -527,3 +527,11 @@ def test_export_of_model_using_scan_map_associative_scan():
     ep = ember.export.export(m, (x,))
     x2 = ember.randn(4, 3)
     np.testing.assert_allclose(_np(ep.module()(x2)), _np(m(x2)), rtol=1e-5, atol=1e-5)
+
+
+def test_export_over_a_dynamic_scanned_dim_raises_naming_the_op():
+    class M(ember.nn.Module):
+        def forward(self, x):
+            return hop.scan(lambda c, t: (c + t, c * t), ember.zeros(x.shape[1]), x)[1]
+    with pytest.raises(Exception, match="ember._higher_order_ops.scan: cannot export a scan over a dynamic dimension"):
+        ember.export.export(M(), (ember.randn(4, 3),), dynamic_shapes={"x": {0: ember.export.Dim("n")}})
