@@ -4,6 +4,7 @@ float out, int8 weights; the others: quantized tensors in and out; ``Embedding``
 from ember.nn import MaxPool2d  # noqa: F401  (torch's nnq.MaxPool2d is the float module: it takes quantized tensors)
 from . import dynamic  # noqa: F401
 from . import functional  # noqa: F401
+from . import reference  # noqa: F401
 from .modules import LinearPackedParams  # noqa: F401
 from .modules.static import Quantize, DeQuantize, Linear, ReLU  # noqa: F401
 from .modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: F401
