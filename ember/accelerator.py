@@ -238,3 +238,22 @@ def get_device_module(device=None):
     if not isinstance(mod, _pytypes.ModuleType):
         raise RuntimeError(f"Device '{kind}' does not have a corresponding module registered as 'ember.{kind}'.")
     return mod
+
+
+def get_device_capability(device=None, /):
+    """The capabilities of an accelerator device (supported dtypes...); ember has no
+    accelerator, so this raises PyTorch's no-accelerator RuntimeError."""
+    _require()
+    raise NotImplementedError("ember.accelerator.get_device_capability: accelerator devices are not supported")
+
+
+class Graph:
+    """An accelerator graph capture (torch.accelerator.Graph); without an accelerator,
+    constructing one raises PyTorch's RuntimeError."""
+
+    def __init__(self, *args, **kwargs):
+        _require()
+        raise NotImplementedError("ember.accelerator.Graph: accelerator graph capture is not supported")
+
+
+__all__ += ["get_device_capability", "Graph"]

@@ -362,3 +362,11 @@ def load_state_dict_from_url(url: str, model_dir=None, map_location=None, progre
     return _load(cached_file, map_location=map_location, weights_only=weights_only)
 
 
+
+
+import typing as _typing  # noqa: E402
+
+# torch.hub's names for the cache-root variable and map_location's type: code that sets
+# os.environ[hub.ENV_TORCH_HOME] to move the cache moves ember's (EMBER_HOME)
+ENV_TORCH_HOME = ENV_EMBER_HOME
+MAP_LOCATION = _typing.Optional[_typing.Union[_typing.Callable, "ember.device", str, dict]]

@@ -232,3 +232,27 @@ def get_testing_overrides() -> Dict[Callable, Callable]:
             dummy.__name__ = getattr(f, "__name__", "dummy")
             out[f] = dummy
     return out
+
+
+import contextlib as _contextlib  # noqa: E402
+import functools as _functools  # noqa: E402
+
+
+@_functools.lru_cache(None)
+def get_default_nowrap_functions():
+    """The accessors whose result ``Tensor.__torch_function__`` hands back unwrapped (field reads
+    such as ``t.grad`` must keep their identity: ``a.grad is a.grad``)."""
+    from .tensor import Tensor
+    return {Tensor.grad.__get__}      # ember's ``_base`` is a plain attribute, not an accessor
+
+
+@_contextlib.contextmanager
+def enable_reentrant_dispatch():
+    """Within the block, a ``__torch_dispatch__`` handler may call ops that dispatch again.
+    ember's Python dispatch keeps no thread-local snapshot that re-entry would have to restore
+    (modes and subclass handlers are looked up afresh at every call), so re-entry is always
+    allowed and the block needs no set-up."""
+    yield
+
+
+__all__ += ["get_default_nowrap_functions", "enable_reentrant_dispatch"]

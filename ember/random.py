@@ -113,3 +113,13 @@ def fork_rng(devices=None, enabled=True):
         yield
     finally:
         default_generator.set_state(state)
+
+
+def thread_safe_generator():
+    """The generator a DataLoader *thread* worker should draw from, None elsewhere (the default
+    generator is then right). ember's DataLoader workers are processes -- each has its own
+    default generator, seeded per worker -- so outside a thread worker, which ember does not
+    create, this is None, as torch's in the main process and in process workers."""
+    from .utils.data import get_worker_info
+    info = get_worker_info()
+    return getattr(info, "thread_generator", None) if info is not None else None

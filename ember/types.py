@@ -517,3 +517,33 @@ class Size(tuple):
 
     def __radd__(self, other):
         return Size(tuple(other) + tuple(self))
+
+
+# ---- torch.types' aliases for symbolic scalars, storages and common argument types ----------
+def __getattr__(name):
+    """The symbolic scalar classes live in ember.fx's shape machinery (imported on first use,
+    so ``import ember.types`` stays light); the aliases built from them likewise."""
+    import os
+    import typing
+    import ember
+    if name in ("SymInt", "SymFloat", "SymBool"):
+        return getattr(ember, name)
+    if name == "py_sym_types":
+        return (ember.SymInt, ember.SymFloat, ember.SymBool)
+    if name == "IntLikeType":
+        return typing.Union[int, ember.SymInt]
+    if name == "FloatLikeType":
+        return typing.Union[float, ember.SymFloat]
+    if name == "BoolLikeType":
+        return typing.Union[bool, ember.SymBool]
+    if name == "PySymType":
+        return typing.Union[ember.SymInt, ember.SymFloat, ember.SymBool]
+    if name == "Storage":
+        return ember.UntypedStorage
+    if name == "Number":
+        return typing.Union[int, float, bool]
+    if name == "Device":
+        return typing.Optional[typing.Union[ember.device, str, int]]
+    if name == "FileLike":
+        return typing.Union[str, os.PathLike, typing.IO[bytes]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -963,3 +963,47 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
         return hook
 
     return _MultiHandle([t.register_hook(make(i)) for i, t in live])
+
+
+# ---- torch.autograd.graph's remaining public names --------------------------------------------
+from ..nn.modules.module import RemovableHandle  # noqa: E402,F401 - the handle hooks return
+
+# CUDA-stream switches of PyTorch's engine: ember's backward runs on the CPU, on one stream, so
+# neither situation they govern (a gradient accumulated on another stream than its leaf's; a
+# graph capture's stale stream) can arise; the values are kept and validated as PyTorch's.
+_stream_flags = {"warn_on_accumulate_grad_stream_mismatch": True, "override_stale_capture_stream": False}
+
+
+def _set_stream_flag(name, enabled):
+    if not isinstance(enabled, bool):
+        raise RuntimeError(f"enabled must be a bool, but got {type(enabled).__name__}")
+    _stream_flags[name] = enabled
+
+
+def set_warn_on_accumulate_grad_stream_mismatch(enabled: bool) -> None:
+    """Whether to warn when a leaf's gradient is accumulated on another stream than the
+    leaf's (no effect on ember: one CPU stream)."""
+    _set_stream_flag("warn_on_accumulate_grad_stream_mismatch", enabled)
+
+
+def set_override_stale_capture_stream(enabled: bool) -> None:
+    """Whether backward may replace a stale graph-capture stream (no effect on ember: no
+    graph capture)."""
+    _set_stream_flag("override_stale_capture_stream", enabled)
+
+
+def region_activation_memory_budget(budget: float):
+    """Per-region activation memory budget for a compiled forward (PyTorch's prototype).
+    Validated as PyTorch's; eager use raises PyTorch's error. ember's partitioner takes one
+    budget per program: set ``ember.aot.config.activation_memory_budget`` instead."""
+    if isinstance(budget, bool) or not isinstance(budget, (int, float)):
+        raise TypeError(f"torch.autograd.graph.region_activation_memory_budget: expects a float, got "
+                        f"{type(budget).__name__}")
+    if not 0.0 <= budget <= 1.0:
+        raise ValueError(f"torch.autograd.graph.region_activation_memory_budget: must be in [0, 1], got {budget}")
+    from ..compiler import is_compiling
+    if not is_compiling():
+        raise RuntimeError("torch.autograd.graph.region_activation_memory_budget can only be used inside a "
+                           "torch.compile region; it has no effect in eager mode.")
+    raise NotImplementedError("ember.autograd.graph.region_activation_memory_budget: per-region budgets are not "
+                              "supported; set ember.aot.config.activation_memory_budget for the whole program")

@@ -105,3 +105,14 @@ def infer_schema(fn: Callable, /, *, mutates_args: Union[str, Iterable[str]], op
     sch = _infer(fn, mutates_args=mutates_args, op_name=op_name or "mylib::op")
     text = sch.text
     return text if op_name else text[text.index("("):]
+
+
+import enum as _enum  # noqa: E402
+
+from ..ops._aten_namespace import OpOverload  # noqa: E402,F401 - torch.library's name for an op overload
+
+
+class EffectType(_enum.Enum):
+    """Side-effect kinds an op can be registered with (torch.library.EffectType): ORDERED ops
+    must run in program order relative to each other."""
+    ORDERED = "Ordered"

@@ -109,3 +109,12 @@ def _register():
 
 
 _register()
+
+
+ENV_VAR_PARALLEL_START = "TORCH_MP_PARALLEL_START"   # read by start_processes in torch: start workers in parallel
+
+
+def init_reductions():
+    """Register the pickling reducers that send tensors (and Parameters, Buffers) through
+    ``ember.multiprocessing`` queues in shared memory; done on import, idempotent."""
+    _register()

@@ -168,3 +168,8 @@ def mm(mat1, mat2, reduce="sum"):
 
 
 spmm = mm
+
+
+import typing as _typing  # noqa: E402
+
+DimOrDims = _typing.Optional[_typing.Union[int, _typing.Tuple[int, ...], _typing.List[int]]]   # torch.sparse's alias

@@ -63,3 +63,28 @@ def from_dlpack(ext_tensor):
                       "ember copied it, so writes do not reach the producer", UserWarning, stacklevel=2)
         arr = arr.copy()
     return from_numpy(arr)
+
+
+import enum as _enum  # noqa: E402
+
+
+class DLDeviceType(_enum.IntEnum):
+    """DLPack's device codes (``__dlpack_device__()[0]``); ember's tensors are kDLCPU."""
+    kDLCPU = 1
+    kDLCUDA = 2
+    kDLCUDAHost = 3
+    kDLOpenCL = 4
+    kDLVulkan = 7
+    kDLMetal = 8
+    kDLVPI = 9
+    kDLROCM = 10
+    kDLROCMHost = 11
+    kDLExtDev = 12
+    kDLCUDAManaged = 13
+    kDLOneAPI = 14
+    kDLWebGPU = 15
+    kDLHexagon = 16
+    kDLMAIA = 17
+
+
+__all__ += ["DLDeviceType"]
