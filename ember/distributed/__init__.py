@@ -89,6 +89,7 @@ from .rendezvous import register_rendezvous_handler, rendezvous  # noqa: F401
 from ._transport import DistTimeoutError  # noqa: F401
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
+from ._api_names import GroupName, QueueEmptyError  # noqa: F401,E402
 
 
 
@@ -100,6 +101,9 @@ def __getattr__(name):
     if name == "GradBucket":
         from ..nn.parallel.distributed import GradBucket
         return GradBucket
+    if name == "RankType":            # int | SymInt (see _api_names)
+        from . import _api_names
+        return _api_names.RankType
     if name in _LAZY_SUBMODULES:      # dist.nn, dist.rpc, ... without importing them by hand, as torch
         import importlib
         return importlib.import_module(f"{__name__}.{name}")
