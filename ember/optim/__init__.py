@@ -15,6 +15,8 @@ from .adafactor import Adafactor
 from .muon import Muon
 from .sparse_adam import SparseAdam
 from . import lr_scheduler, swa_utils
+from ._swap_in import swap_in_optimizer_params_and_state
 
 __all__ = ["Optimizer", "SparseAdam", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "NAdam", "RAdam",
-           "Rprop", "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "swa_utils"]
+           "Rprop", "ASGD", "LBFGS", "Adafactor", "Muon", "lr_scheduler", "swa_utils",
+           "swap_in_optimizer_params_and_state"]
