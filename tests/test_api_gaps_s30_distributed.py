@@ -53,3 +53,32 @@ def test_ddp_cpu_trains_in_a_one_process_group(tmp_path):
         np.testing.assert_allclose(w.grad.numpy(), np.tile(x.numpy().sum(0), (2, 1)), rtol=1e-5)
     finally:
         ed.destroy_process_group()
+
+
+def _shrink_outcomes(lib, dist, tmp, calls):
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp), 1), rank=0, world_size=1)
+    try:
+        out = []
+        for args, kwargs in calls:
+            try:
+                dist.shrink_group(*args, **kwargs)
+                out.append(None)
+            except Exception as e:  # noqa: BLE001
+                out.append((type(e).__name__, str(e)))
+        return out
+    finally:
+        dist.destroy_process_group()
+
+
+def test_shrink_group_checks_match_torch(tmp_path):
+    calls = [(([0],), {}), (([],), {}), (((0,),), {}), (([0],), {"shrink_flags": 7}), (([5],), {})]
+    assert _shrink_outcomes(ember, ed, tmp_path / "e", calls) == _shrink_outcomes(torch, td, tmp_path / "t", calls)
+
+
+def test_shrink_group_on_two_ranks_is_refused_as_gloo(monkeypatch):
+    import ember.distributed.distributed_c10d as c10d
+    monkeypatch.setattr(c10d, "_get_default_group", lambda: ed.GroupMember.WORLD)
+    monkeypatch.setattr(c10d, "get_world_size", lambda group=None: 2)
+    monkeypatch.setattr(c10d, "_get_process_group_name", lambda pg: "0")
+    with pytest.raises(TypeError, match="Process group backend for '0' does not support shrinking operations."):
+        ed.shrink_group([1])

@@ -89,7 +89,7 @@ from .rendezvous import register_rendezvous_handler, rendezvous  # noqa: F401
 from ._transport import DistTimeoutError  # noqa: F401
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
-from ._api_names import GroupName, QueueEmptyError  # noqa: F401,E402
+from ._api_names import GroupName, QueueEmptyError, shrink_group  # noqa: F401,E402
 
 
 
