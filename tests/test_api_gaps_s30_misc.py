@@ -135,3 +135,34 @@ def test_autograd_graph_names_match_torch():
 def test_accelerator_names_match_torch():
     assert _err(ember.accelerator.get_device_capability) == _err(torch.accelerator.get_device_capability)
     assert _err(ember.accelerator.Graph) == _err(torch.accelerator.Graph)
+
+
+def test_backward_hook_driven_by_hand_matches_torch():
+    rng = np.random.RandomState(4)
+    w, x = rng.randn(2, 3).astype(np.float32), rng.randn(4, 3).astype(np.float32)
+    seen = {}
+    for lib in (ember, torch):
+        mod = lib.nn.Linear(3, 2, bias=False)
+        with lib.no_grad():
+            mod.weight.copy_(lib.tensor(w))
+        log = []
+
+        def pre(m, gout):
+            log.append(("pre", [g.numpy().copy() for g in gout]))
+            return (gout[0] * 2,)
+
+        def post(m, gin, gout):
+            log.append(("post", [g.numpy().copy() for g in gin], [g.numpy().copy() for g in gout]))
+        bh = lib.utils.hooks.BackwardHook(mod, [post], [pre])
+        xin = lib.tensor(x, requires_grad=True)
+        (xi,) = bh.setup_input_hook((xin,))
+        out = bh.setup_output_hook(mod(xi))
+        out.sum().backward()
+        seen[lib.__name__] = (log, xin.grad.numpy())
+    (elog, eg), (tlog, tg) = seen["ember"], seen["torch"]
+    assert [e[0] for e in elog] == [t[0] for t in tlog] == ["pre", "post"]
+    for e, t in zip(elog, tlog):
+        for ea, ta in zip(e[1:], t[1:]):
+            for a, b in zip(ea, ta):
+                np.testing.assert_allclose(a, b, rtol=1e-6)
+    np.testing.assert_allclose(eg, tg, rtol=1e-6)

@@ -36,3 +36,31 @@ def warn_if_has_hooks(tensor) -> None:
 
 
 __all__ += ["unserializable_hook", "warn_if_has_hooks"]
+
+
+class BackwardHook:
+    """The machinery behind a module's full backward hooks (torch.utils.hooks.BackwardHook),
+    for code that drives it by hand: ``setup_input_hook(args)`` wraps the forward's tensor
+    inputs and ``setup_output_hook(outputs)`` its outputs in identity autograd nodes; in
+    backward, ``user_pre_hooks`` run as ``hook(module, grad_output)`` and ``user_hooks`` as
+    ``hook(module, grad_input, grad_output)``, each may return replacements. It is the same
+    mechanism ``Module.register_full_backward_hook`` uses."""
+
+    def __init__(self, module, user_hooks, user_pre_hooks):
+        from ..nn.modules.module import _BackwardHookState
+        self.module = module
+        self.user_hooks = user_hooks
+        self.user_pre_hooks = user_pre_hooks
+        self._state = _BackwardHookState(module, list(user_hooks), list(user_pre_hooks), 0)
+
+    def setup_input_hook(self, args):
+        from ..nn.modules.module import Module, _tensor_positions
+        self._state.n_inputs = len(_tensor_positions(args))
+        return Module._wrap_inputs(self.module, self._state, tuple(args))
+
+    def setup_output_hook(self, args):
+        from ..nn.modules.module import Module
+        return Module._wrap_outputs(self.module, self._state, args)
+
+
+__all__ += ["BackwardHook"]
