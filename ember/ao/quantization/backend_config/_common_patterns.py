@@ -67,7 +67,7 @@ def _qat():
 
 
 def _ref():
-    from ..fx import _reference_modules as ref
+    from ...nn.quantized import reference as ref
     return ref
 
 

@@ -19,7 +19,6 @@ from ember.fx import GraphModule, Node
 from ...nn import intrinsic as nni
 from ..quantization_mappings import get_default_dynamic_quant_module_mappings, get_default_static_quant_module_mappings
 from . import _lowered_ops as L
-from . import _reference_modules as ref
 from ._state import STATE_KEY, get_state
 from .prepare import is_observer
 
@@ -105,6 +104,29 @@ def _output_observer(node, gm):
 
 # -- weighted modules --------------------------------------------------------------------------
 
+def _weight_qparams(observer):
+    """The ``weight_qparams`` dict reference modules are built from (torch's form): the scheme as an
+    affine one (quantized tensors have no symmetric schemes), dtype, scale, zero point, the
+    channel axis when per channel, and the observer's range."""
+    qscheme = getattr(observer, "qscheme", None)
+    out = {"qscheme": qscheme, "dtype": observer.dtype}
+    if qscheme in _per_channel_schemes():
+        out["axis"] = observer.ch_axis
+        if qscheme is ember.per_channel_symmetric:
+            qscheme = ember.per_channel_affine
+    elif qscheme in (ember.per_tensor_affine, ember.per_tensor_symmetric):
+        qscheme = ember.per_tensor_affine
+    else:
+        raise NotImplementedError(f"ember.ao.quantization.quantize_fx: weight qscheme {qscheme} in "
+                                  "convert_to_reference_fx is not supported")
+    out["qscheme"] = qscheme
+    out["scale"], out["zero_point"] = observer.calculate_qparams()
+    for key in ("quant_min", "quant_max"):
+        if hasattr(observer, key):
+            out[key] = getattr(observer, key)
+    return out
+
+
 def _reference_module(mod, qconfig):
     """The reference form of a weighted (maybe fused, maybe QAT) module: its float layer on a
     reference module; a fused module keeps its container (``LinearReLU(ref Linear, ReLU)``)."""
@@ -119,9 +141,10 @@ def _reference_module(mod, qconfig):
                                   f"{getattr(wobs, 'dtype', None)} weights (e.g. float16 dynamic quantization) in "
                                   "convert_to_reference_fx is not supported; convert_fx supports it")
     wobs(inner.weight.detach())
-    qparams = ref.weight_qparams_of(wobs)
-    ref_cls = {ember.nn.Linear: ref.Linear, ember.nn.Conv1d: ref.Conv1d, ember.nn.Conv2d: ref.Conv2d,
-               ember.nn.Conv3d: ref.Conv3d}.get(type(inner))
+    qparams = _weight_qparams(wobs)
+    from ...nn.quantized import reference as nnqr
+    ref_cls = {ember.nn.Linear: nnqr.Linear, ember.nn.Conv1d: nnqr.Conv1d, ember.nn.Conv2d: nnqr.Conv2d,
+               ember.nn.Conv3d: nnqr.Conv3d}.get(type(inner))
     if ref_cls is None:
         raise NotImplementedError(f"ember.ao.quantization.quantize_fx: no reference module for {type(inner).__name__}"
                                   " is supported")
