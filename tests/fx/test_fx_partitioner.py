@@ -4,7 +4,6 @@ tools_common and source_matcher_utils against torch.fx's on the same models."""
 import operator
 import random
 
-import numpy as np
 import pytest
 
 import ember

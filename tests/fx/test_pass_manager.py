@@ -4,7 +4,6 @@ ember.fx.experimental.optimization against torch's."""
 import importlib
 import operator
 
-import numpy as np
 import pytest
 
 import ember

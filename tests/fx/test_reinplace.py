@@ -10,7 +10,6 @@ import ember
 from ember.fx.experimental.proxy_tensor import make_fx as emake
 from ember.fx.passes.reinplace import reinplace
 
-from ._torch_pairs import to_ember
 
 torch = pytest.importorskip("torch")
 from torch.fx.experimental.proxy_tensor import make_fx as tmake  # noqa: E402

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ember
-from ember.fx.passes.graph_manipulation import get_size_of_all_nodes, replace_target_nodes_with, size_bytes
+from ember.fx.passes.graph_manipulation import get_size_of_all_nodes, size_bytes
 from ember.fx.passes.split_module import split_module
 from ember.fx.passes.split_utils import split_by_tags
 

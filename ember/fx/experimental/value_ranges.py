@@ -9,7 +9,7 @@ products, floor division, min/max, mod, integer powers) so callers can ask
 
 from __future__ import annotations
 
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 __all__ = ["ValueRanges", "ValueRangeError", "bound_expr"]
 
