@@ -128,6 +128,11 @@ def mean(q, dim=None, keepdim=False, dtype=None):
         dims = [dim] if isinstance(dim, numbers.Integral) else list(dim)
         axes = tuple(sorted({_wrap_dim(d, arr.ndim) for d in dims}))
     count = int(np.prod([arr.shape[a] for a in axes])) if axes else 1
+    if axes and axes != tuple(range(arr.ndim - len(axes), arr.ndim)):
+        # not the innermost dims: torch dequantizes, takes the float mean, quantizes again
+        d = ((arr - q._qp.zero_point).astype(np.float32) * np.float32(q._qp.scale)).astype(np.float32)
+        m = (d.sum(axis=axes, keepdims=bool(keepdim), dtype=np.float32) / np.float32(count)).astype(np.float32)
+        return _like(q, K.quantize_per_tensor(m, q._qp.scale, q._qp.zero_point, q.dtype))
     total = arr.sum(axis=axes, keepdims=bool(keepdim)) if axes else arr
     return _like(q, np.asarray(_avg_round(total, count, q.dtype)))
 
