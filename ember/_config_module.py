@@ -12,9 +12,22 @@ import types
 
 
 class ConfigModule(types.ModuleType):
-    """Base of the translating config modules; ``_KNOWN`` lists the torch names supported."""
+    """Base of the translating config modules; ``_KNOWN`` lists the torch names supported,
+    ``_EMBER_HOME`` where ember's own knobs are."""
 
     _KNOWN: tuple = ()
+    _EMBER_HOME = ""
+
+    def _unknown(self, name: str) -> AttributeError:
+        """The error for a knob this module does not translate."""
+        return AttributeError(f"{self.__name__} has no knob {name!r} (supported: {', '.join(self._KNOWN)}; "
+                              f"ember's own knobs are in {self._EMBER_HOME})")
+
+    def _check_fixed(self, name: str, value, fixed: dict) -> None:
+        """A knob describing how ember always works: its value is accepted, any other raises."""
+        if bool(value) != fixed[name]:
+            raise ValueError(f"{self.__name__}.{name}={value!r} is not supported: ember always works as "
+                             f"{name}={fixed[name]}")
 
     def patch(self, arg1=None, arg2=None, **kwargs):
         """``config.patch("name", value)`` / ``patch({"name": value})`` / ``patch(name=value)``: a

@@ -90,6 +90,16 @@ class MTStream:
         self.next_float_normal = st.get("next_float_normal")
 
 
+def check_random_args(kind: str, a, b) -> None:
+    """PyTorch's argument errors for a random fill (raised for empty tensors too, as its)."""
+    if kind == "random" and int(a) >= int(b):
+        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={int(a)} >= to={int(b)}")
+    if kind == "exponential" and not a > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={a:g}")
+    if kind == "bernoulli" and not 0 <= a <= 1:
+        raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={a:g}")
+
+
 # ------------------------------------------------------------------------------ uniform
 def _unit(stream: MTStream, n: int, dt: np.dtype) -> np.ndarray:
     """PyTorch's [0, 1) draws: float64 from 64-bit values (53 bits), float32 otherwise (24 bits)."""
@@ -393,8 +403,7 @@ def normal(stream: MTStream, n: int, dt: np.dtype, mean: float, std: float, cont
 def randint(stream: MTStream, n: int, low: int, high: int) -> np.ndarray:
     """``n`` values of PyTorch's ``random_(low, high)`` as int64 (the caller casts)."""
     rng = int(high) - int(low)
-    if rng <= 0:
-        raise ValueError("low >= high")
+    check_random_args("random", low, high)
     w = stream.words64(n) if rng >= (1 << 32) else stream.words(n)
     return (w % np.uint64(rng)).astype(np.int64) + np.int64(low)
 

@@ -56,6 +56,7 @@ _FLAGS = ("automatic_dynamic_shapes", "capture_scalar_outputs", "dont_skip_traci
 
 
 class _Config(ConfigModule):
+    _EMBER_HOME = "ember.dynamo.config"
     _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit",
                 **{f: f for f in _FLAGS}}
     _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose", "optimize_ddp") + _FLAGS \
@@ -72,16 +73,13 @@ class _Config(ConfigModule):
             return True
         if name == "verbose":
             return self.__dict__.get("_verbose", False)
-        raise AttributeError(f"ember._dynamo.config has no knob {name!r} (supported: {', '.join(self._KNOWN)}; "
-                             f"ember's own knobs are in ember.dynamo.config)")
+        raise self._unknown(name)
 
     def __setattr__(self, name, value):
         if name in _FLAGS:
             setattr(_ember, name, bool(value))
         elif name in _FIXED:
-            if bool(value) != _FIXED[name]:
-                raise ValueError(f"ember._dynamo.config.{name}={value!r} is not supported: ember always works as "
-                                 f"{name}={_FIXED[name]}")
+            self._check_fixed(name, value, _FIXED)
         elif name == "optimize_ddp":
             self.__dict__["_optimize_ddp"] = value
         elif name in _CAPTURE:
@@ -107,8 +105,7 @@ class _Config(ConfigModule):
         elif name.startswith("__"):
             super().__setattr__(name, value)
         else:
-            raise AttributeError(f"ember._dynamo.config has no knob {name!r} (supported: "
-                                 f"{', '.join(self._KNOWN)}; ember's own knobs are in ember.dynamo.config)")
+            raise self._unknown(name)
 
 
 sys.modules[__name__].__class__ = _Config

@@ -18,6 +18,7 @@ _FIXED = {"functionalize_rng_ops": False}
 
 class _Config(ConfigModule):
     _KNOWN = ("activation_memory_budget",) + tuple(_FIXED)
+    _EMBER_HOME = "ember.aot.config"
 
     def __getattr__(self, name):
         if name == "activation_memory_budget":
@@ -25,8 +26,7 @@ class _Config(ConfigModule):
             return 1.0 if b is None else b
         if name in _FIXED:
             return _FIXED[name]
-        raise AttributeError(f"ember._functorch.config has no knob {name!r} (supported: {', '.join(self._KNOWN)}; "
-                             f"ember's own knobs are in ember.aot.config)")
+        raise self._unknown(name)
 
     def __setattr__(self, name, value):
         if name == "activation_memory_budget":
@@ -35,14 +35,11 @@ class _Config(ConfigModule):
                                  f"got {value!r}")
             _aot.activation_memory_budget = None if value >= 1.0 else float(value)
         elif name in _FIXED:
-            if bool(value) != _FIXED[name]:
-                raise ValueError(f"ember._functorch.config.{name}={value!r} is not supported: ember always works "
-                                 f"as {name}={_FIXED[name]}")
+            self._check_fixed(name, value, _FIXED)
         elif name.startswith("__"):
             super().__setattr__(name, value)
         else:
-            raise AttributeError(f"ember._functorch.config has no knob {name!r} (supported: "
-                                 f"{', '.join(self._KNOWN)}; ember's own knobs are in ember.aot.config)")
+            raise self._unknown(name)
 
 
 sys.modules[__name__].__class__ = _Config

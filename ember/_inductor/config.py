@@ -114,6 +114,7 @@ class _Config(ConfigModule):
     _KNOWN = ("cpp.threads", "cpp.simdlen", "compile_threads", "fx_graph_cache", "force_disable_caches",
               "debug", "triton.cudagraphs", "triton.unique_kernel_names", "trace.enabled") + _FUSION \
         + tuple(_NO_EFFECT)
+    _EMBER_HOME = "ember.inductor.config"
 
     def __getattr__(self, name):
         if name == "compile_threads":
@@ -131,8 +132,7 @@ class _Config(ConfigModule):
             return _store.get(name, _NO_EFFECT[name])
         if not name.startswith("_") and hasattr(_ember, name):
             return getattr(_ember, name)
-        raise AttributeError(f"ember._inductor.config has no knob {name!r} (torch names supported: "
-                             f"{', '.join(self._KNOWN)}; ember's own knobs are in ember.inductor.config)")
+        raise self._unknown(name)
 
     def __setattr__(self, name, value):
         if name == "compile_threads":
@@ -157,8 +157,7 @@ class _Config(ConfigModule):
         elif not name.startswith("_") and hasattr(_ember, name):
             setattr(_ember, name, value)
         else:
-            raise AttributeError(f"ember._inductor.config has no knob {name!r} (torch names supported: "
-                                 f"{', '.join(self._KNOWN)}; ember's own knobs are in ember.inductor.config)")
+            raise self._unknown(name)
 
 
 _DEBUG_HANDLER = []

@@ -698,6 +698,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
        method=False, function=False, inplace=True, tags=("random", "nondeterministic"))
 def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
     dt = _t.from_numpy_dtype(self.dtype)
+    _mt.check_random_args(kind, a, b)
     # PyTorch fills a tensor in memory order (its iterator walks the dims by falling stride), and
     # normal_ of a non-contiguous one takes the value-by-value path: drawn here in that order
     flags = getattr(self, "flags", None)
@@ -730,17 +731,11 @@ def _memory_order(a):
 
 @_random_op.meta_fn
 def _random_meta(self, kind, a=0.0, b=1.0, generator=None):
-    """A fresh C-ordered array like ``self``, with the argument errors numpy raises in the kernel."""
+    """A fresh C-ordered array like ``self``, with the kernel's argument errors (PyTorch's)."""
     shape = tuple(self.shape)
-    if kind == "random":
-        if int(a) >= int(b) and not any(isinstance(n, int) and n == 0 for n in shape):
-            raise ValueError("low >= high")
-    elif kind == "exponential":
-        scale = 1.0 / a
-        if scale < 0:
-            raise ValueError("scale < 0")
-    elif kind not in ("uniform", "normal", "bernoulli"):
+    if kind not in ("uniform", "normal", "bernoulli", "random", "exponential"):
         raise ValueError(f"unknown random kind {kind!r}")
+    _mt.check_random_args(kind, a, b)
     return _meta.out(shape, self.dtype)
 
 

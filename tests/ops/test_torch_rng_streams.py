@@ -109,3 +109,15 @@ def test_shuffled_dataloader_order_matches_torch():
     t = [b.tolist() for b in TL(list(range(23)), batch_size=5, shuffle=True)]
     e = [b.tolist() for b in EL(list(range(23)), batch_size=5, shuffle=True)]
     assert t == e
+
+
+@pytest.mark.parametrize("call", [lambda m, t: t.exponential_(-1.0), lambda m, t: t.exponential_(0.0),
+                                  lambda m, t: t.random_(5, 5), lambda m, t: t.bernoulli_(1.5),
+                                  lambda m, t: m.randint(3, 3, (2,))])
+@pytest.mark.parametrize("n", [0, 3])
+def test_argument_errors_are_torchs(call, n):
+    with pytest.raises(RuntimeError) as te:
+        call(torch, torch.empty(n))
+    with pytest.raises(RuntimeError) as ee:
+        call(ember, ember.empty(n))
+    assert str(ee.value) == str(te.value)

@@ -67,10 +67,10 @@ def _random(self, kind, a=0.0, b=1.0, generator=None):
         z = prims.philox_randn(shape, seed, prims.full((), 0, _t.int64, dev), _t.float64, dev)
         r = prims.add(prims.mul(z, float(b)), float(a)) if (a, b) != (0.0, 1.0) else z
         return to(r, dt)
+    from ..._mt19937 import check_random_args
+    check_random_args(kind, a, b)
     if kind == "random":
         lo, hi = int(a), int(b)
-        if lo >= hi and all(s != 0 for s in shape):
-            raise ValueError("low >= high")
         u = _uniform01(shape, _t.float64, dev)
         r = prims.floor(prims.add(prims.mul(u, float(hi - lo)), float(lo)))
         return to(prims.minimum(r, float(hi - 1)), dt)
@@ -78,8 +78,6 @@ def _random(self, kind, a=0.0, b=1.0, generator=None):
         u = _uniform01(shape, _t.float64, dev)
         return to(prims.lt(u, float(a)), dt)
     if kind == "exponential":
-        if 1.0 / a < 0:
-            raise ValueError("scale < 0")
         u = _uniform01(shape, _t.float64, dev)
         r = prims.div(prims.neg(prims.log1p(prims.neg(u))), float(a))
         return to(r, dt)
