@@ -28,8 +28,8 @@ def _accessor(name):
 
 
 def _dense_dequantize(self):
-    """A dense tensor is its own dequantization (as torch)."""
-    return self
+    """A dense tensor's dequantization is its float32 values (itself when float32, as torch)."""
+    return self if self.dtype is _t.float32 else self.to(_t.float32)
 
 
 def install(g):
