@@ -484,6 +484,9 @@ class Tracer(TracerBase):
         ``autowrap_functions`` and those registered with :func:`wrap` become
         leaves when called with a Proxy from the traced function's globals."""
         targets: Dict[int, Any] = {}
+        for md, name, v in _ember_leaves():
+            patcher.patch_dict(md, name, _leaf_wrapper(v))
+            targets[id(v)] = v
         for m in self.autowrap_modules:
             for k, v in vars(m).items():
                 if callable(v) and not k.startswith("_"):
@@ -505,6 +508,48 @@ class Tracer(TracerBase):
             if (id(g), n) not in done and n in g and callable(g[n]):
                 patcher.patch_dict(g, n, _leaf_wrapper(g[n]))
                 done.add((id(g), n))
+
+
+# ember's Python-level functions that read their arguments' sizes, dtypes or types before calling
+# ops (so they cannot run on a Proxy): each is recorded as one call_function node, as torch.fx
+# records torch's functions (their ``__torch_function__`` check), and runs whole in the GraphModule
+_LEAVES = {
+    "ember": ("flatten", "unflatten", "chunk", "tensor_split", "einsum", "broadcast_tensors", "atleast_1d",
+              "atleast_2d", "atleast_3d", "tensordot", "movedim", "moveaxis", "narrow", "tile", "dstack", "hstack",
+              "vstack", "column_stack", "row_stack", "full_like", "zeros_like", "ones_like", "empty_like",
+              "rand_like", "randn_like", "randint_like"),
+    "ember.nn.functional": (
+        "adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
+        "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool2d_with_indices",
+        "adaptive_max_pool3d", "adaptive_max_pool3d_with_indices", "affine_grid", "alpha_dropout", "avg_pool1d",
+        "avg_pool2d", "avg_pool3d", "binary_cross_entropy", "binary_cross_entropy_with_logits", "channel_shuffle",
+        "conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+        "cosine_embedding_loss", "cross_entropy", "ctc_loss", "dropout", "dropout1d", "dropout2d", "dropout3d",
+        "embedding_bag", "feature_alpha_dropout", "fold", "fractional_max_pool2d",
+        "fractional_max_pool2d_with_indices", "fractional_max_pool3d", "fractional_max_pool3d_with_indices",
+        "gaussian_nll_loss", "grid_sample", "group_norm", "hinge_embedding_loss", "huber_loss", "instance_norm",
+        "interpolate", "kl_div", "l1_loss", "local_response_norm", "lp_pool1d", "lp_pool2d", "lp_pool3d",
+        "margin_ranking_loss", "max_pool1d", "max_pool1d_with_indices", "max_pool2d", "max_pool2d_with_indices",
+        "max_pool3d", "max_pool3d_with_indices", "max_unpool1d", "max_unpool2d", "max_unpool3d", "mse_loss",
+        "multi_margin_loss", "multilabel_margin_loss", "multilabel_soft_margin_loss", "nll_loss",
+        "normalize", "pad", "pixel_shuffle", "pixel_unshuffle", "poisson_nll_loss", "smooth_l1_loss",
+        "soft_margin_loss", "triplet_margin_loss", "triplet_margin_with_distance_loss", "unfold", "upsample",
+        "upsample_bilinear", "upsample_nearest"),
+    "ember.linalg": ("norm", "vector_norm", "matrix_norm"),
+}
+
+
+def _ember_leaves():
+    """(module dict, name, function) of each of ``_LEAVES`` that exists."""
+    import importlib
+    out = []
+    for modname, names in _LEAVES.items():
+        mod = importlib.import_module(modname)
+        for name in names:
+            v = getattr(mod, name, None)
+            if callable(v) and getattr(v, "_ember_op", None) is None:
+                out.append((vars(mod), name, v))
+    return out
 
 
 def _leaf_wrapper(fn: Callable[..., Any]) -> Callable[..., Any]:
