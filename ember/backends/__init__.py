@@ -8,6 +8,6 @@ are module attributes with PyTorch's defaults, settable and readable, that do no
 ember runs. ``openmp.is_available()`` is True when ember's compiled kernels (OpenMP loops)
 can build: a C++ compiler is there.
 """
-from . import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp  # noqa: F401
+from . import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, quantized  # noqa: F401
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp"]
+__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "quantized"]
