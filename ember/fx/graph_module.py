@@ -272,15 +272,20 @@ class GraphModule(Module):
         return True
 
     def delete_all_unused_submodules(self) -> None:
-        """Drop submodules no ``call_module``/``get_attr`` node refers to."""
+        """Drop submodules no ``call_module``/``get_attr`` node refers to. A called module keeps
+        its whole subtree (its forward uses its children), as torch's; a ``get_attr`` keeps the
+        modules on its path."""
         used = set()
+        called = []
         for node in self.graph.nodes:
             if node.op in ("call_module", "get_attr"):
                 parts = node.target.split(".")
                 for i in range(1, len(parts) + 1):
                     used.add(".".join(parts[:i]))
+                if node.op == "call_module":
+                    called.append(node.target + ".")
         for name, _ in list(self.named_modules()):
-            if name and name not in used:
+            if name and name not in used and not name.startswith(tuple(called)):
                 self.delete_submodule(name)
 
     # -- copying -------------------------------------------------------------------------

@@ -73,3 +73,36 @@ def test_functions_are_restored_after_tracing():
     before = (ember.flatten, ember.nn.functional.conv2d)
     ember.fx.symbolic_trace(lambda x: ember.flatten(x, 1))
     assert (ember.flatten, ember.nn.functional.conv2d) == before
+
+
+def test_delete_all_unused_submodules_keeps_called_subtrees():
+    def build(m):
+        class Inner(m.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = m.nn.Linear(3, 3)
+                self.b = m.nn.Linear(3, 3)
+
+            def forward(self, x):
+                return self.b(self.a(x))
+
+        class Outer(m.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = Inner()
+                self.unused = m.nn.Linear(3, 3)
+
+            def forward(self, x):
+                return self.inner(x)
+
+        class T(m.fx.Tracer):
+            def is_leaf_module(self, mod, qn):
+                return qn == "inner" or super().is_leaf_module(mod, qn)
+        root = Outer()
+        gm = m.fx.GraphModule(root, T().trace(root))
+        gm.delete_all_unused_submodules()
+        return gm
+    e, t = build(ember), build(torch)
+    assert [n for n, _ in e.named_modules()] == [n for n, _ in t.named_modules()] == ["", "inner", "inner.a", "inner.b"]
+    x = ember.randn(2, 3)
+    assert e(x).shape == (2, 3)
