@@ -60,6 +60,23 @@ class ConvReLU3d(_QATConv3d):
         return nni.ConvReLU3d(super().to_float(), nn.ReLU())
 
 
+def _reset_bn(bn) -> None:
+    """A fused module's batch norm at its start: fresh statistics, weight ~ U(0, 1), bias 0 (torch's)."""
+    bn.reset_running_stats()
+    nn.init.uniform_(bn.weight)
+    nn.init.zeros_(bn.bias)
+
+
+def _start_bn(mod, freeze_bn: bool) -> None:
+    """The end of a conv-bn / linear-bn QAT module's ``__init__``: parameters reset, the batch norm
+    updating while training unless frozen."""
+    mod.reset_bn_parameters()
+    if mod.training and not freeze_bn:
+        mod.update_bn_stats()
+    else:
+        mod.freeze_bn_stats()
+
+
 class _ConvBnNd:
     """Conv{1,2,3}d + BatchNorm trained with the batch norm folded into the fake-quantized weight
     (mixin: the concrete classes below add the float conv of their dimensionality)."""
@@ -82,19 +99,13 @@ class _ConvBnNd:
             self.bias = nn.Parameter(ember.empty(out_channels))
         else:
             self.register_parameter("bias", None)
-        self.reset_bn_parameters()
-        if self.training and not freeze_bn:
-            self.update_bn_stats()
-        else:
-            self.freeze_bn_stats()
+        _start_bn(self, freeze_bn)
 
     def reset_running_stats(self):
         self.bn.reset_running_stats()
 
     def reset_bn_parameters(self):
-        self.bn.reset_running_stats()
-        nn.init.uniform_(self.bn.weight)
-        nn.init.zeros_(self.bn.bias)
+        _reset_bn(self.bn)
         if self.bias is not None:
             fan_in, _ = nn.init._calculate_fan_in_and_fan_out(self.weight)
             bound = 1 / fan_in ** 0.5
@@ -216,20 +227,12 @@ class LinearBn1d(nn.Linear):
         self.bn = nn.BatchNorm1d(out_features, eps, momentum, True, True)
         self.weight_fake_quant = self.qconfig.weight()
         self.bias_fake_quant = None  # torch's attribute: the bias stays float
-        self.reset_bn_parameters()
-        if self.training and not freeze_bn:
-            self.update_bn_stats()
-        else:
-            self.freeze_bn_stats()
-
-    def reset_running_stats(self):
-        self.bn.reset_running_stats()
+        _start_bn(self, freeze_bn)
 
     def reset_bn_parameters(self):
-        self.bn.reset_running_stats()
-        nn.init.uniform_(self.bn.weight)
-        nn.init.zeros_(self.bn.bias)
+        _reset_bn(self.bn)
 
+    reset_running_stats = _ConvBnNd.reset_running_stats
     update_bn_stats = _ConvBnNd.update_bn_stats
     freeze_bn_stats = _ConvBnNd.freeze_bn_stats
     train = _ConvBnNd.train
