@@ -36,7 +36,10 @@ def _model():
 
 
 def _same(a, b):
-    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # atol follows the magnitude: a compiled sum of terms near 200 may round one ulp (1.5e-5) apart
+    # from eager's, which shows in an output near 0 that cancels them
+    ref = b.detach().numpy()
+    np.testing.assert_allclose(a.detach().numpy(), ref, rtol=1e-5, atol=1e-6 * max(1.0, float(np.abs(ref).max())))
 
 
 @pytest.mark.parametrize("where", ["top", "submodule"])

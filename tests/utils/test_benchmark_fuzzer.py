@@ -189,7 +189,8 @@ def test_fuzzed_sparse_tensor_matches_torch_structure(trial):
         assert pe_n == pt_n
         assert a._nnz() == b._nnz()
         assert np.array_equal(a._indices().numpy(), b._indices().numpy())
-        assert np.array_equal(a._values().numpy(), b._values().numpy())
+        # (duplicate entries of an uncoalesced draw are summed in another order: last-bit differences)
+        np.testing.assert_allclose(a._values().numpy(), b._values().numpy(), rtol=1e-6, atol=0)
 
 
 # ----------------------------------------------------------------------------- callgrind stats
