@@ -25,7 +25,8 @@ def _run_contents(root):
     events, files = {}, {}
     for directory, _, names in os.walk(root):
         rel = os.path.relpath(directory, root)
-        for name in sorted(names):
+        # natural order: event files of one second differ in a counter ("...9" before "...10")
+        for name in sorted(names, key=lambda n: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", n)]):
             path = os.path.join(directory, name)
             if ".tfevents." in name:
                 for event in EventFileLoader(path).Load():
