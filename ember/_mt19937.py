@@ -113,6 +113,9 @@ def uniform(stream: MTStream, n: int, dt: np.dtype, lo: float, hi: float) -> np.
     computed in float32 with float32 bounds, rounded once to the dtype)."""
     dt = np.dtype(dt)
     wide = np.float64 if dt == np.float64 else np.float32
+    if lo == 0.0 and hi == 1.0:          # x itself (the fused x * 1 + 0 is exact): no native call
+        x = _unit(stream, n, dt)
+        return x if dt in (np.float64, np.float32) else _round_below(x.astype(dt), dt, 0.0, 1.0)
     w = stream.words64(n) if wide is np.float64 else stream.words(n)
     w = np.ascontiguousarray(w)
     out = np.empty(n, dtype=wide)
@@ -128,7 +131,11 @@ def uniform(stream: MTStream, n: int, dt: np.dtype, lo: float, hi: float) -> np.
         out[:] = np.where(v == f_hi, f_lo, v)
     if wide is np.float64 or dt == np.float32:
         return out
-    res = out.astype(dt)               # float16/bfloat16: a value that rounds to hi is lo
+    return _round_below(out.astype(dt), dt, lo, hi)
+
+
+def _round_below(res: np.ndarray, dt: np.dtype, lo: float, hi: float) -> np.ndarray:
+    """float16/bfloat16 values rounded from float32: one that rounds to ``hi`` is ``lo``."""
     d_hi, d_lo = np.array(hi, dtype=dt), np.array(lo, dtype=dt)
     res[res == d_hi] = d_lo
     return res
@@ -372,7 +379,12 @@ def _normal_serial(stream: MTStream, n: int, mean: float, std: float) -> np.ndar
         u = np.ascontiguousarray(_unit(stream, 2 * pairs, np.dtype(np.float64)))
         cosv, sinv = np.empty(pairs), np.empty(pairs)
         L = _lib()
-        if L is not None:
+        if pairs <= 8:      # a few pairs: Python's math is the C library's, no native call needed
+            for k in range(pairs):
+                r = math.sqrt(-2.0 * math.log1p(-float(u[2 * k + 1])))
+                theta = 2.0 * math.pi * float(u[2 * k])
+                cosv[k], sinv[k] = r * math.cos(theta), r * math.sin(theta)
+        elif L is not None:
             L.ember_normal_pairs_f64(pairs, u.ctypes.data, cosv.ctypes.data, sinv.ctypes.data)
         else:
             r = np.sqrt(-2.0 * np.log1p(-u[1::2]))
