@@ -18,7 +18,7 @@ from ..node import Node, map_arg
 from .tools_common import NodeList
 from .utils.common import HolderModule, lift_subgraph_as_module
 
-__all__ = ["getattr_recursive", "setattr_recursive", "Component", "split_by_tags"]
+__all__ = ["getattr_recursive", "setattr_recursive", "Component", "split_by_tags", "move_non_tensor_nodes_on_boundary"]
 
 
 def getattr_recursive(obj: Any, name: str) -> Any:
@@ -174,3 +174,69 @@ def split_by_tags(gm: Any, tags: List[str], return_fqn_mapping: bool = False, re
     if return_fqn_mapping:
         return result, fqn_map
     return result
+
+
+def move_non_tensor_nodes_on_boundary(subgraphs: List[Any]) -> None:
+    """Move acc nodes producing non-tensor values that a later subgraph reads
+    into that subgraph (with their descendants still in the acc subgraph), so
+    no non-tensor value crosses a boundary out of an acc subgraph.
+
+    ``subgraphs`` (``splitter_base.Subgraph`` objects: ``is_acc``, ``nodes``)
+    are edited in place. A node whose readers sit in more than one other
+    subgraph, or whose descendants reach a third subgraph, stays (a message
+    says so)."""
+    from .tools_common import CALLABLE_NODE_OPS, is_node_output_tensor
+
+    where: Dict[Node, int] = {n: i for i, sg in enumerate(subgraphs) for n in sg.nodes}
+
+    def children(node: Node) -> NodeList:
+        return [u for u in node.users if u.op in CALLABLE_NODE_OPS and u in where]
+
+    def crosses(node: Node, idx: int) -> bool:
+        return any(where[c] != idx for c in children(node))
+
+    def closure(node: Node, src: int, dst: int):
+        # node and its descendants inside src; any descendant elsewhere than
+        # src/dst makes the move impossible
+        todo, seen, moving = [node], set(), set()
+        while todo:
+            cur = todo.pop()
+            if cur in seen or cur not in where:
+                continue
+            seen.add(cur)
+            if where[cur] == dst:
+                continue
+            if where[cur] != src:
+                return False, set()
+            moving.add(cur)
+            todo.extend(children(cur))
+        return True, moving
+
+    for idx, sg in enumerate(subgraphs):
+        if not sg.is_acc:
+            continue
+        queue = [n for n in sg.nodes if not is_node_output_tensor(n) and crosses(n, idx)]
+        done: set = set()
+        while queue:
+            cur = queue.pop(0)
+            if cur in done or where.get(cur) != idx:
+                continue
+            done.add(cur)
+            targets = {where[c] for c in children(cur) if where[c] != idx}
+            if len(targets) != 1:
+                print(f"Cannot move non-tensor node {cur.name} on boundary because it has children in multiple subgraphs")
+                continue
+            dst = targets.pop()
+            ok, moving = closure(cur, idx, dst)
+            if not ok:
+                continue
+            for n in moving:
+                sg.nodes.remove(n)
+                subgraphs[dst].nodes.append(n)
+                where[n] = dst
+                print(f"In order move the non-tensor node {cur.name} on boundary, moved node {n.name} from "
+                      f"{'acc' if sg.is_acc else 'gpu'}_{idx} to {'acc' if subgraphs[dst].is_acc else 'gpu'}_{dst}")
+            for parent in cur.all_input_nodes:
+                if (parent.op in CALLABLE_NODE_OPS and where.get(parent) == idx and parent not in done
+                        and not is_node_output_tensor(parent)):
+                    queue.append(parent)

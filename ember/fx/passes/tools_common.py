@@ -11,13 +11,15 @@ from __future__ import annotations
 import collections
 import heapq
 import operator
-from typing import Any, Dict, List, Mapping, Set
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Set
 
 from ..graph import Graph
 from ..node import Node
 
 __all__ = [
     "CALLABLE_NODE_OPS",
+    "FxNetAccFusionsFinder",
     "NodeList",
     "NodeSet",
     "Names",
@@ -96,6 +98,93 @@ def is_node_output_tensor(node: Node) -> bool:
 
     type_ = node.meta.get("type", None)
     return type_ is not None and isinstance(type_, type) and issubclass(type_, Tensor)
+
+
+class FxNetAccFusionsFinder:
+    """Groups of connected acc nodes that hand non-tensor values to each other
+    ("fusion groups"): a splitter must keep each group in one submodule, since
+    only tensors may cross a submodule boundary. A node counts as producing a
+    non-tensor when it has no ``meta['tensor_meta']`` (run ShapeProp first).
+
+    ``finder()`` returns ``{node: its group}`` (every member maps to the same
+    set); a group that would need a non-acc node is dropped and its members
+    are removed from ``acc_nodes`` (the set passed in is updated)."""
+
+    def __init__(self, module: Any, acc_nodes: NodeSet) -> None:
+        self.module = module
+        self.nodes = list(module.graph.nodes)
+        self.acc_nodes = acc_nodes
+        self.node_index = {node: i for i, node in enumerate(self.nodes)}
+
+    @dataclass
+    class FusionGroup:
+        #: graph position of the group's earliest node
+        top_node_idx: int
+        nodes: NodeSet
+        #: callable nodes outside the group that its members read
+        inputs: NodeSet
+        #: members whose neighbours are still to be looked at
+        nodes_need_process: NodeSet
+
+        def add_node(self, node: Node) -> None:
+            if node in self.nodes:
+                return
+            self.nodes_need_process.add(node)
+            self.nodes.add(node)
+            self.inputs.discard(node)
+            self.inputs.update(n for n in node.all_input_nodes
+                               if n.op in CALLABLE_NODE_OPS and n not in self.nodes)
+
+    def recursive_add_node(self, fusion_group: "FxNetAccFusionsFinder.FusionGroup", inputs: Any,
+                           visited: Optional[NodeSet] = None) -> bool:
+        """Walk upwards from ``inputs``: a path that reaches back into the group
+        (between two of its members) joins the group. True if one did."""
+        for arg in list(inputs):
+            if visited is not None:
+                if arg in visited:
+                    continue
+                visited.add(arg)
+            if arg.op not in CALLABLE_NODE_OPS:
+                continue
+            if self.node_index[arg] < fusion_group.top_node_idx:
+                continue  # above the group: cannot lead back into it
+            if arg in fusion_group.nodes:
+                return True
+            if self.recursive_add_node(fusion_group, arg.all_input_nodes, visited):
+                fusion_group.add_node(arg)
+                return True
+        return False
+
+    def __call__(self) -> Dict[Node, NodeSet]:
+        result: Dict[Node, NodeSet] = {}
+        for start in list(self.acc_nodes):
+            if start in result or start.op not in CALLABLE_NODE_OPS:
+                continue
+            if "tensor_meta" in start.meta or start not in self.acc_nodes:
+                continue
+            group = self.FusionGroup(self.node_index[start], {start}, set(start.all_input_nodes), {start})
+            while group.nodes_need_process:
+                node = group.nodes_need_process.pop()
+                self.recursive_add_node(group, group.inputs, visited=set())
+                if "tensor_meta" not in node.meta:
+                    # a non-tensor value: its readers belong with it
+                    for user in node.users:
+                        if user.op in CALLABLE_NODE_OPS and user not in group.nodes:
+                            group.add_node(user)
+                            self.recursive_add_node(group, group.inputs, visited=set())
+                for arg in node.all_input_nodes:
+                    if arg.op not in CALLABLE_NODE_OPS or "tensor_meta" in arg.meta or arg in group.nodes:
+                        continue
+                    # a non-tensor input: its producer belongs with it
+                    group.add_node(arg)
+                    group.top_node_idx = min(group.top_node_idx, self.node_index[arg])
+                    self.recursive_add_node(group, group.inputs, visited=set())
+            if group.nodes <= self.acc_nodes:
+                for n in group.nodes:
+                    result[n] = group.nodes
+            else:
+                self.acc_nodes -= group.nodes
+        return result
 
 
 # Scalar/symbolic arithmetic and assertions go first in legalize_graph: they
