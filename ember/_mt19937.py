@@ -442,3 +442,84 @@ def randperm(stream: MTStream, n: int) -> np.ndarray:
         j = i + k
         r[i], r[j] = r[j], r[i]
     return r
+
+
+# ------------------------------------------------------------------------------ multinomial
+def multinomial(stream: MTStream, p: np.ndarray, n_sample: int, replacement: bool) -> np.ndarray:
+    """PyTorch's CPU ``multinomial`` of the rows of 2-D float array ``p`` (int64, rows x n_sample).
+
+    Without replacement, or one sample: the exponential race -- ``q = exponential_(1)`` over a
+    tensor like ``p`` (its draws in ``p``'s memory order when ``p`` is a transposed dense array),
+    ``p / q`` in ``p``'s dtype, then the argmax (one sample) or the ``n_sample`` largest, largest
+    first. With replacement: per row, the running sum of the row (float32 for float16/bfloat16,
+    the row's dtype otherwise) divided by the total, its last entry set to 1, then per sample a
+    double uniform and the first entry not below it. The caller has made PyTorch's checks
+    (``multinomial_checks``). Exact except one case: more samples without replacement than
+    positive entries -- the zero-probability picks come in index order here, PyTorch's in its
+    sort's order for ties."""
+    rows, cats = p.shape
+    if not replacement or n_sample == 1:
+        fortran = p.ndim == 2 and not p.flags.c_contiguous and p.flags.f_contiguous
+        q = exponential(stream, p.size, 1.0).astype(p.dtype)
+        q = q.reshape((cats, rows)).T if fortran else q.reshape((rows, cats))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = (p / q).astype(p.dtype)
+        if n_sample == 1:
+            return np.argmax(r, axis=1).astype(np.int64).reshape(rows, 1)
+        key = r.astype(np.float64)
+        key = np.where(np.isnan(key), np.inf, key)        # PyTorch's topk puts NaN first
+        return np.argsort(-key, axis=1, kind="stable")[:, :n_sample].astype(np.int64)
+    acc = np.float64 if p.dtype == np.float64 else np.float32
+    u = _unit(stream, rows * n_sample, np.dtype(np.float64)).reshape(rows, n_sample)
+    out = np.empty((rows, n_sample), dtype=np.int64)
+    for i in range(rows):
+        cum = np.cumsum(p[i].astype(acc), dtype=acc)
+        cum = (cum / cum[-1]).astype(acc)
+        cum[-1] = 1
+        out[i] = np.searchsorted(cum.astype(np.float64), u[i], side="left")
+    return out
+
+
+def multinomial_checks(p: np.ndarray, n_sample: int, replacement: bool, dtype_name: str, ndim: int):
+    """PyTorch's argument errors for ``multinomial`` (before any draw), its message text."""
+    if not 1 <= ndim <= 2:
+        raise RuntimeError("prob_dist must be 1 or 2 dim")
+    if dtype_name not in ("Float", "Double", "Half", "BFloat16"):
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: {dtype_name}")
+    if n_sample <= 0:
+        raise RuntimeError("cannot sample n_sample <= 0 samples")
+    if not replacement and n_sample > p.shape[-1]:
+        raise RuntimeError("cannot sample n_sample > prob_dist.size(-1) samples without replacement")
+    if p.shape[-1] > 1 << 24:
+        raise RuntimeError("number of categories cannot exceed 2^24")
+
+
+def multinomial_row_errors(stream: MTStream, p: np.ndarray, n_sample: int, replacement: bool) -> None:
+    """PyTorch's checks of the probabilities (2-D ``p``): the race path checks the whole tensor
+    first; the cumulative path row by row while it samples (the rows before a bad one have drawn
+    their uniforms: drawn here too, so the stream is where PyTorch's is)."""
+    if p.size == 0:
+        return
+    with np.errstate(invalid="ignore"):
+        if not replacement or n_sample == 1:
+            if not (np.all(p >= 0) and np.all(p < np.inf)):
+                raise RuntimeError("probability tensor contains either `inf`, `nan` or element < 0")
+            if (p.astype(np.float64).sum(axis=1) == 0).any():
+                raise RuntimeError("invalid multinomial distribution (sum of probabilities <= 0)")
+            return
+        neg = ~(p >= 0)                           # (NaN too: it fails PyTorch's ``val >= 0`` first)
+        bad = neg | ~np.isfinite(p)
+        empty = ~(np.where(bad, 0, p).astype(np.float64).sum(axis=1) > 0)
+        row_bad = bad.any(axis=1) | empty
+        if not row_bad.any():
+            return
+        i = int(np.argmax(row_bad))
+        if bad[i].any():
+            j = int(np.argmax(bad[i]))
+            msg = ("invalid multinomial distribution (encountering probability entry < 0)" if neg[i, j] else
+                   "invalid multinomial distribution (encountering probability entry = infinity or NaN)")
+        else:
+            msg = "invalid multinomial distribution (sum of probabilities <= 0)"
+        if i:
+            stream.words(2 * i * n_sample)        # the rows before the bad one drew their samples
+        raise RuntimeError(msg)

@@ -1,7 +1,8 @@
 """Sampling ops with no prim form: ``randperm`` and ``multinomial``.
 
 Both draw from ember's generator in their eager kernels (``randperm`` PyTorch's shuffle of the
-Mersenne Twister's words, ``ember/_mt19937.py``; ``multinomial`` the numpy stream). They are ops, kept
+Mersenne Twister's words, ``ember/_mt19937.py``; ``multinomial`` PyTorch's exponential race or cumulative
+search over the same stream). They are ops, kept
 whole (``ember.prims.coverage.EXTERN``), so a compiled graph runs the kernel at every call and
 draws fresh numbers, the same ones eager draws. (Built from raw arrays, as they were, a traced
 graph held the first call's draw as a constant.)
@@ -46,11 +47,16 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False,
 @defop("multinomial(Tensor self, int num_samples, bool replacement=False, Generator? generator=None) -> Tensor",
        method=False, function=False, tags=("random", "nondeterministic", "nondifferentiable"), save=())
 def _multinomial_op(xp, p, num_samples, replacement=False, generator=None):
-    p = np.asarray(p.get() if hasattr(p, "get") else p, dtype=np.float64)     # (cupy: to the host)
-    g = _gen(generator)._np
-    rows = p.reshape(-1, p.shape[-1])
-    out = np.stack([g.choice(rows.shape[1], num_samples, replace=replacement, p=r / r.sum()) for r in rows])
-    return xp.asarray(out.reshape(p.shape[:-1] + (num_samples,)).astype(np.int64))
+    p = np.asarray(p.get() if hasattr(p, "get") else p)     # (cupy: to the host)
+    n = int(num_samples)
+    rows = p.reshape(1, -1) if p.ndim == 1 else p
+    g = _gen(generator)._mt
+    _mt.multinomial_row_errors(g, rows, n, bool(replacement))
+    if rows.shape[0] == 0:
+        out = np.empty((0, n), dtype=np.int64)
+    else:
+        out = _mt.multinomial(g, rows, n, bool(replacement))
+    return xp.asarray(out.reshape(p.shape[:-1] + (n,)))
 
 
 @_multinomial_op.meta_fn
@@ -59,7 +65,9 @@ def _multinomial_meta(p, num_samples, replacement=False, generator=None):
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """PyTorch's CPU ``multinomial``, the same draws for the same seed (``ember._mt19937.multinomial``)."""
     # an op (kept whole: ember.prims.coverage.EXTERN), so a compiled graph draws it at every call
+    _mt.multinomial_checks(input, int(num_samples), bool(replacement), input.dtype.legacy_name, input.dim())
     return _multinomial_op.binding(input.detach(), num_samples, replacement, generator)
 
 
