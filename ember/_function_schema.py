@@ -11,6 +11,7 @@ torch's normalisations (``int[1] d=0`` prints as ``[0]``, ``Scalar`` is the type
 """
 from __future__ import annotations
 
+import ast
 import re
 
 __all__ = ["parse_schema", "FunctionSchema", "Argument", "AliasInfo", "SchemaType"]
@@ -19,7 +20,7 @@ __all__ = ["parse_schema", "FunctionSchema", "Argument", "AliasInfo", "SchemaTyp
 _BASE_TYPES = {"Tensor": "Tensor", "int": "int", "SymInt": "int", "float": "float", "bool": "bool",
                "str": "str", "Scalar": "number", "ScalarType": "int", "Layout": "int", "MemoryFormat": "int",
                "Device": "Device", "Generator": "Generator", "Storage": "Storage", "Stream": "Stream",
-               "complex": "complex", "Any": "Any", "SymBool": "bool", "Dimname": "str", "QScheme": "int",
+               "complex": "complex", "Any": "Any", "SymBool": "bool", "Dimname": "str", "QScheme": "QScheme",
                "t": "t", "GraphModule": "GraphModule"}
 # memory formats and layouts written by name as defaults: torch stores their enum values
 _ENUM_DEFAULTS = {"contiguous_format": 0, "preserve_format": 1, "channels_last": 2, "channels_last_3d": 3,
@@ -31,13 +32,16 @@ _LISTABLE = {"int", "SymInt", "float", "bool", "Tensor", "Scalar", "str", "Devic
 
 class SchemaType:
     """An argument's type: ``str()`` is torch's spelling (``Tensor``, ``List[int]``,
-    ``Optional[float]``, ``number`` for Scalar)."""
+    ``Optional[float]``, ``number`` for Scalar, ``List[Optional[Tensor]]`` for ``Tensor?[]``,
+    ``Dict[str, t]`` for ``Dict(str, t)``)."""
 
-    __slots__ = ("base", "is_list", "optional", "_text")
+    __slots__ = ("base", "is_list", "optional", "elem_optional", "_text")
 
-    def __init__(self, base, is_list=False, optional=False):
-        self.base, self.is_list, self.optional = base, is_list, optional
-        t = _BASE_TYPES[base]
+    def __init__(self, base, is_list=False, optional=False, elem_optional=False, text=None):
+        self.base, self.is_list, self.optional, self.elem_optional = base, is_list, optional, elem_optional
+        t = text if text is not None else _BASE_TYPES[base]
+        if elem_optional:
+            t = f"Optional[{t}]"
         if is_list:
             t = f"List[{t}]"
         self._text = f"Optional[{t}]" if optional else t
@@ -197,10 +201,15 @@ _ALIAS_RE = re.compile(r"\(\s*([A-Za-z*|]+)\s*(!?)\s*(?:->\s*([A-Za-z*|]+)\s*)?\
 def _split_top(text, sep=","):
     """Split ``text`` at top-level ``sep`` (not inside brackets, parentheses or quotes)."""
     parts, depth, cur, quote = [], 0, [], None
+    escaped = False
     for ch in text:
         if quote:
             cur.append(ch)
-            if ch == quote:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == quote:
                 quote = None
             continue
         if ch in "\"'":
@@ -219,14 +228,50 @@ def _split_top(text, sep=","):
     return parts
 
 
-def _parse_type(text, full, pos):
-    """(SchemaType, N, alias info, the canonical type text, the rest of ``text``)."""
-    m = _TYPE_RE.match(text)
-    if not m or m.group(1) not in _BASE_TYPES:
+# type variables and opaque types torch's own schemas use (``Dict(str, t)``, ``t1``, ``AnyEnumType``)
+_OPAQUE_TYPES = {"t1", "t2", "tVal", "AnyEnumType", "AnyClassType", "Capsule", "QScheme"}
+# ``Name(inner)`` containers: torch prints them ``Name[inner]``
+_CONTAINERS = ("Dict", "Future", "RRef", "Await")
+
+
+def _type_head(text, full, pos):
+    """(the type's printed name, its base for SchemaType or None, the rest) of the leading type
+    name: a base type, an opaque type, a ``__torch__.`` class, or a container ``Dict(K, V)``."""
+    if text.startswith("("):              # a tuple type: (Tensor, tVal)
+        depth = 0
+        for i, ch in enumerate(text):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                break
+        printed = [_type_head(x.strip(), full, pos)[0] for x in _split_top(text[1:i])]
+        return f"Tuple[{', '.join(printed)}]", None, text[i + 1:]
+    m = re.match(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*", text)
+    if not m:
         raise _err(full, pos, "unknown type specifier. Common valid schema types include Tensor, SymInt, int, float, "
                               "bool, Scalar")
-    base = m.group(1)
-    rest = text[m.end():]
+    word, rest = m.group(0), text[m.end():]
+    if word in _CONTAINERS and rest.startswith("("):
+        depth = 0
+        for i, ch in enumerate(rest):
+            depth += ch == "("
+            depth -= ch == ")"
+            if depth == 0:
+                break
+        inner = [x.strip() for x in _split_top(rest[1:i])]
+        printed = [_type_head(x, full, pos)[0] for x in inner]
+        return f"{word}[{', '.join(printed)}]", None, rest[i + 1:]
+    if word in _BASE_TYPES:
+        return _BASE_TYPES[word], word, rest
+    if word in _OPAQUE_TYPES or word.startswith("__torch__."):
+        return word, None, rest
+    raise _err(full, pos, "unknown type specifier. Common valid schema types include Tensor, SymInt, int, float, "
+                          "bool, Scalar")
+
+
+def _parse_type(text, full, pos):
+    """(SchemaType, N, alias info, the canonical type text, the rest of ``text``)."""
+    printed, base, rest = _type_head(text, full, pos)
     alias = None
     am = _ALIAS_RE.match(rest)
     if am:
@@ -234,15 +279,18 @@ def _parse_type(text, full, pos):
         after = am.group(3).split("|") if am.group(3) else before
         alias = AliasInfo(before, after, am.group(2) == "!")
         rest = rest[am.end():]
+    elem_optional = False
+    if re.match(r"\?\[\d*\]", rest):          # Tensor?[]: a list of optional tensors
+        elem_optional, rest = True, rest[1:]
     is_list, n, optional = False, None, False
     lm = re.match(r"\[(\d*)\]", rest)
     if lm:
-        if base not in _LISTABLE:
+        if base is not None and base not in _LISTABLE:
             raise _err(full, pos, "lists are only supported for float, int and complex types")
         is_list, n = True, (int(lm.group(1)) if lm.group(1) else None)
         rest = rest[lm.end():]
-        if alias is not None:          # Tensor(a)[]: the elements alias; the list itself is fresh
-            alias = AliasInfo((), (), False)
+        if alias is not None:          # Tensor(a!)[]: the elements alias; the list itself is in no set
+            alias = AliasInfo((), (), alias.is_write)
         am2 = _ALIAS_RE.match(rest)       # Tensor[](a) is not torch's spelling, but Tensor(a)[] is
         if am2 and alias is None:
             alias = AliasInfo(am2.group(1).split("|"), am2.group(1).split("|"), am2.group(2) == "!")
@@ -251,7 +299,8 @@ def _parse_type(text, full, pos):
         optional = True
         rest = rest[1:]
     type_text = text[:len(text) - len(rest)]
-    return SchemaType(base, is_list, optional), n, alias, type_text.strip(), rest
+    typ = SchemaType(base, is_list, optional, elem_optional, text=None if base is not None else printed)
+    return typ, n, alias, type_text.strip(), rest
 
 
 def _parse_default(txt, typ, n, full, pos):
@@ -265,7 +314,7 @@ def _parse_default(txt, typ, n, full, pos):
             return [v] * n, "[" + ", ".join([t] * n) + "]"
         return v, t
     if t.startswith(("'", '"')):
-        return t[1:-1], '"' + t[1:-1] + '"'
+        return ast.literal_eval(t), '"' + t[1:-1] + '"'
     if t.startswith("["):
         items = [x.strip() for x in _split_top(t[1:-1])] if t[1:-1].strip() else []
         vals = [_parse_default(x, SchemaType(typ.base), None, full, pos)[0] for x in items]
@@ -282,7 +331,9 @@ def _parse_default(txt, typ, n, full, pos):
             v = float(t)
         except ValueError:
             raise _err(full, pos, f"expected a default value, got {t!r}") from None
-    if typ.is_list and n:         # int[2] x=1 is [1, 1]
+    if typ.is_list and n:         # int[2] x=1 is [1, 1]; torch prints an int[N>1]'s as written
+        if typ.base == "int" and n > 1:
+            return [v] * n, t
         return [v] * n, "[" + ", ".join([t] * n) + "]"
     if typ.base in ("float",) and isinstance(v, int):
         return float(v), t
