@@ -1205,27 +1205,66 @@ def _call(kind, dtype, *args):
         fn(*args, dgemm if f64 else sgemm, setl)
 
 
+# multiply-adds below which a call runs on the calling thread: waking the OpenMP team costs
+# ~5 us on an idle machine and milliseconds on a loaded one (2x3x8x8 training step: 6 ms with two
+# threads, 0.45 ms with one), more than such a convolution's whole work (~20 us at 1M). The
+# forward and input gradient compute every image on its own (the same values on any thread
+# count); the weight gradient's sums depend on it (see weight_grad).
+_SERIAL_MACS = 1 << 20
+
+
+def _nt(N, C, O, P, k, groups):
+    """Threads for one call: 1 for a small convolution (``_SERIAL_MACS``), else :func:`threads`."""
+    if N <= 1:
+        return 1
+    macs = N * O * P * (C // groups)
+    for v in k:
+        macs *= v
+    return 1 if macs < _SERIAL_MACS else threads()
+
+
+def _numel(shape):
+    n = 1
+    for v in shape:
+        n *= v
+    return n
+
+
 def forward(x, w, stride, padding, dilation, groups, out):
     """out (N, O, *o, contiguous) <- x (N, C, *s, any strides) correlated with w (contiguous)."""
-    N = x.shape[0]
-    # the forward kernels spread images over threads only (N > 1): one image needs no thread
-    # count (looking it up -- config, environment -- is ~2 us of a ~10 us small convolution)
-    geo = _geometry(N, x.shape[1], x.shape[2:], w.shape[2:], out.shape[2:], stride, padding, dilation,
-                    w.shape[0], groups, None if N > 1 else 1)
+    N, C = x.shape[0], x.shape[1]
+    # the forward kernels spread images over threads only (N > 1): one image or a small
+    # convolution needs no thread count (looking it up -- config, environment -- is ~2 us of a
+    # ~10 us small convolution)
+    o = out.shape[2:]
+    geo = _geometry(N, C, x.shape[2:], w.shape[2:], o, stride, padding, dilation,
+                    w.shape[0], groups, _nt(N, C, w.shape[0], _numel(o), w.shape[2:], groups))
     _call("fwd", x.dtype, x.ctypes.data, geo.ctypes.data, _xstrides(x).ctypes.data, w.ctypes.data,
           out.ctypes.data)
 
 
 def input_grad(g, w, stride, padding, dilation, groups, dx):
     """dx (N, C, *s, contiguous) <- the adjoint of :func:`forward` applied to g (contiguous)."""
-    geo = _geometry(dx.shape[0], dx.shape[1], dx.shape[2:], w.shape[2:], g.shape[2:], stride, padding, dilation,
-                    w.shape[0], groups)
+    N, C = dx.shape[0], dx.shape[1]
+    o = g.shape[2:]
+    geo = _geometry(N, C, dx.shape[2:], w.shape[2:], o, stride, padding, dilation,
+                    w.shape[0], groups, _nt(N, C, w.shape[0], _numel(o), w.shape[2:], groups))
     _call("igrad", g.dtype, g.ctypes.data, geo.ctypes.data, w.ctypes.data, dx.ctypes.data)
 
 
 def weight_grad(g, x, stride, padding, dilation, groups, dw):
     """dw (O, Cg, *k, contiguous) <- sum over images of g_n (contiguous) times x_n's windows."""
-    geo = _geometry(x.shape[0], x.shape[1], x.shape[2:], dw.shape[2:], g.shape[2:], stride, padding, dilation,
-                    dw.shape[0], groups)
+    N, C = x.shape[0], x.shape[1]
+    o = g.shape[2:]
+    # The sums depend on the thread count: the channels-last kernel (channels per group a
+    # multiple of its vector block NR) blocks images by it, the general one sums each thread's
+    # images (one gemm each, accumulating) and then the threads' sums. Only where every thread
+    # has at most one image and one gemm adds its product in one step (P within one of
+    # OpenBLAS's K blocks) are the serial sums the same values: only there a small one is serial.
+    nt = threads()
+    P = _numel(o)
+    if 1 < N <= nt and P <= 128 and (C // groups) % (16 if x.dtype == np.float64 else 32) != 0:
+        nt = _nt(N, C, dw.shape[0], P, dw.shape[2:], groups)
+    geo = _geometry(N, C, x.shape[2:], dw.shape[2:], o, stride, padding, dilation, dw.shape[0], groups, nt)
     _call("wgrad", g.dtype, g.ctypes.data, geo.ctypes.data, x.ctypes.data, _xstrides(x).ctypes.data,
           dw.ctypes.data)

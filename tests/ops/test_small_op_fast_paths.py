@@ -2,6 +2,8 @@
 the interpolation-table cache, the nll_loss selection shortcut) against torch and against the
 paths they short-cut: values and indices bit for bit where the fast path promises it, gradients,
 strided inputs, float32/float64, and the fallback path (no native library / a composite run)."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -473,3 +475,50 @@ def test_topk_non_dense_outer_and_inner_dims(monkeypatch):
             fast, slow = _both(lambda: ember.topk(v, 2, dim, largest), monkeypatch)
             _same(fast[0], slow[0])
             _same(fast[1], slow[1])
+
+
+# ---------------------------------------------------------------------- convolution thread count
+_CONV_CASES = [((2, 3, 8, 8), (4, 3, 3, 3), {"padding": 1}), ((3, 6, 9, 9), (6, 3, 3, 3), {"groups": 2, "stride": 2}),
+               ((5, 16, 12, 12), (16, 16, 1, 1), {}), ((7, 4, 20), (6, 4, 3), {"padding": 1}),
+               ((2, 4, 30), (6, 4, 3), {}), ((4, 32, 6, 6), (8, 32, 3, 3), {"padding": 1})]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("sx,sw,kw", _CONV_CASES)
+def test_small_conv_serial_same_values(sx, sw, kw, threads, dtype, monkeypatch):
+    """A small convolution runs on the calling thread (no OpenMP team to wake): forward, input and
+    weight gradients bit for bit those of the thread count the process has, and torch's values."""
+    from ember.inductor import config
+    from ember.ops import _conv_native as cn
+    if cn.lib() is None:
+        pytest.skip("no native convolution library (no C++ compiler)")
+    monkeypatch.setattr(config, "threads", threads)
+    rng = np.random.default_rng(7)
+    xa, wa = rng.standard_normal(sx).astype(dtype), rng.standard_normal(sw).astype(dtype)
+    ga = None
+    conv = F.conv2d if len(sx) == 4 else F.conv1d
+    seen = []
+    real_call = cn._call
+    monkeypatch.setattr(cn, "_call", lambda kind, dt, *a: (seen.append((kind, int(np.ctypeslib.as_array(
+        ctypes.cast(a[1], ctypes.POINTER(ctypes.c_int64)), (24,))[20]))), real_call(kind, dt, *a)))
+    res = []
+    for macs in (cn._SERIAL_MACS, 0):      # 0: every call uses the process's thread count (before)
+        monkeypatch.setattr(cn, "_SERIAL_MACS", macs)
+        x, w = ember.tensor(xa, requires_grad=True), ember.tensor(wa, requires_grad=True)
+        y = conv(x, w, **kw)
+        if ga is None:
+            ga = rng.standard_normal(tuple(y.shape)).astype(dtype)
+        y.backward(ember.tensor(ga))
+        res.append((y, x.grad, w.grad))
+    for a, b in zip(*res):
+        _same(a, b)
+    small = [t for k, t in seen[:len(seen) // 2]]
+    assert small and small[0] == 1                 # the forward of these small ones: one thread
+    assert all(t == threads for k, t in seen[len(seen) // 2:] if k == "wgrad")
+    xt, wt = torch.tensor(xa, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    yt = (TF.conv2d if len(sx) == 4 else TF.conv1d)(xt, wt, **kw)
+    yt.backward(torch.tensor(ga))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    for a, b in zip(res[0], (yt, xt.grad, wt.grad)):
+        np.testing.assert_allclose(_np(a), _np(b), rtol=tol, atol=tol)
