@@ -162,6 +162,12 @@ class _FromInner(Function):
             raise _mismatch(f"the gradient for a {meta.cls.__qualname__} at a compiled graph's boundary is a "
                             f"{type(grad).__qualname__}, not a {meta.cls.__qualname__}: it cannot be flattened "
                             f"into the gradients of the inner tensors the compiled graph works on", grad)
+        if ctx.output and not gm.same_structure(meta) and hasattr(grad, "__coerce_same_metadata_as_tangent__"):
+            # the subclass may relay the gradient out as the traced tangent (DTensor: redistribute)
+            coerced = grad.__coerce_same_metadata_as_tangent__(meta.ctx, meta.cls)
+            if coerced is not None:
+                grad = coerced
+                gm = meta_of(grad)
         if gm.n_flat != meta.n_flat or any(tuple(a[0]) != tuple(b[0]) for a, b in
                                            zip(_plain_metas(gm), _plain_metas(meta))):
             raise _mismatch(f"the gradient for a {meta.describe()} at a compiled graph's boundary is a "

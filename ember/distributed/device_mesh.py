@@ -55,6 +55,9 @@ class DeviceMesh:
     """``DeviceMesh(device_type, mesh, *, mesh_dim_names=None)``: ``mesh`` (a nested list, array
     or tensor of global ranks) is the layout. Every rank of the world must construct it."""
 
+    # ember.compile treats a mesh as a constant of the trace, guarded with == (dynamo/variables/builder.py)
+    _ember_dynamo_constant = True
+
     def __init__(self, device_type, mesh, *, mesh_dim_names=None, backend_override=None, _init_backend=True,
                  _groups=None, _strides=None):
         import ember

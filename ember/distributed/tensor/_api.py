@@ -32,6 +32,20 @@ class DTensorSpec:
         self.shape = tuple(int(s) for s in shape)
         self.stride = tuple(stride) if stride is not None else contiguous_strides(self.shape)
 
+    # a __tensor_flatten__ context ember.compile guards on with ``==`` (ember/dynamo/variables/subclass_inputs.py)
+    _ember_guard_ctx = True
+
+    def _key(self):
+        return (self.mesh, self.placements, self.shape, self.stride)
+
+    def __eq__(self, other):
+        if not isinstance(other, DTensorSpec):
+            return NotImplemented
+        return self is other or self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
     def __repr__(self):
         return f"DTensorSpec(mesh={self.mesh}, placements={self.placements}, shape={self.shape})"
 
@@ -40,6 +54,10 @@ class DTensor(Tensor):
     """A tensor distributed over a DeviceMesh (torch.distributed.tensor.DTensor)."""
 
     __torch_function__ = _disabled_torch_function_impl
+
+    # what ember.compile reads from a traced DTensor as constants (its layout, guarded for inputs,
+    # fixed by sharding propagation for the rest; dynamo/variables/tensor.py)
+    _ember_dynamo_meta_attrs = ("placements", "device_mesh")
 
     @staticmethod
     def __new__(cls, local_tensor, spec, *, requires_grad=False):
@@ -106,7 +124,36 @@ class DTensor(Tensor):
         return out
 
     def __tensor_flatten__(self):
-        return ["_local_tensor"], (self._spec, self.requires_grad)
+        """The inner tensor (this rank's piece) and the context: the layout (mesh, placements,
+        global shape and stride). Unlike torch's, requires_grad is not part of it: it is the outer
+        tensor's own metadata (guarded as such), and a gradient's structure must equal its
+        output's whatever the flags."""
+        return ["_local_tensor"], self._spec
+
+    @classmethod
+    def __tensor_unflatten__(cls, inner_tensors, flatten_spec, outer_size, outer_stride):
+        """The DTensor (of this class: a DTensor parameter stays one) made of ``inner_tensors``'
+        piece laid out as ``flatten_spec`` says (ember.compile rebuilds DTensors with it)."""
+        spec = flatten_spec
+        local = inner_tensors["_local_tensor"]
+        if outer_size is not None and tuple(outer_size) != spec.shape:
+            spec = DTensorSpec(spec.mesh, spec.placements, outer_size,
+                               outer_stride if outer_stride is not None else None)
+        return DTensor.__new__(cls, local, spec)
+
+    def __coerce_same_metadata_as_tangent__(self, flatten_spec, expected_type=None):
+        """This gradient laid out as the compiled graph's output it belongs to was traced
+        (``flatten_spec``: that output's layout): the same global value, redistributed (torch's
+        hook; a Replicate gradient of a Partial output becomes Partial addends)."""
+        if expected_type is not None and expected_type is not type(self) and not issubclass(expected_type, DTensor):
+            return None
+        spec = flatten_spec
+        if spec.shape != self._spec.shape or spec.mesh != self._spec.mesh:
+            return None
+        if spec.placements == self.placements:
+            return self
+        local = redistribute_local(self._local_tensor, self._spec.shape, spec.mesh, self.placements, spec.placements)
+        return DTensor(local, DTensorSpec(spec.mesh, spec.placements, spec.shape, spec.stride))
 
     # ------------------------------------------------------------------ conversions
     @staticmethod

@@ -38,6 +38,25 @@ def _record(key):
         c._count(key)
 
 
+def _traced(t):
+    """Whether ``t`` is being traced (a fake tensor, or a tracing mode is active: dynamo's fake
+    propagation, aot's joint trace): the collectives are then the ``_c10d_functional`` ops, which
+    the graph records as nodes (their kernels run through the transport when the graph runs)."""
+    from ember._state import STATE
+    from ember.fx.fake_tensor import is_fake
+    from ember.ops.registry import _DEFERRING_MODES
+    return is_fake(t) or any(m.__class__ in _DEFERRING_MODES for m in STATE.modes)
+
+
+def _ops():
+    from .. import _c10d_functional_ops
+    return _c10d_functional_ops
+
+
+def _name(mesh, mesh_dim):
+    return _ops().group_name_of(mesh.get_group(mesh_dim))
+
+
 def _dist():
     import ember.distributed as dist
     return dist
@@ -60,9 +79,12 @@ def all_gather_dim(local, mesh, mesh_dim, tensor_dim, full_size):
     chunk = -(-full_size // n) if full_size else 0
     moved = ember.movedim(local, tensor_dim, 0)
     padded = _pad_dim(moved, 0, chunk).contiguous()
-    out = ember.empty((n * chunk,) + tuple(padded.shape[1:]), dtype=local.dtype, device=local.device)
-    _record(ALL_GATHER)
-    _dist().all_gather_into_tensor(out, padded, group=mesh.get_group(mesh_dim))
+    if _traced(local):
+        out = _ops().all_gather_into_tensor(padded, n, _name(mesh, mesh_dim))
+    else:
+        out = ember.empty((n * chunk,) + tuple(padded.shape[1:]), dtype=local.dtype, device=local.device)
+        _record(ALL_GATHER)
+        _dist().all_gather_into_tensor(out, padded, group=mesh.get_group(mesh_dim))
     parts = []
     for r in range(n):
         _, length = Shard.chunk_bounds(full_size, n, r)
@@ -77,6 +99,10 @@ def _reduce_op(op):
 
 def all_reduce(local, mesh, mesh_dim, reduce_op):
     n = mesh.size(mesh_dim)
+    if n > 1 and _traced(local):
+        out = _ops().all_reduce(local.contiguous(), "sum" if reduce_op == "avg" else reduce_op,
+                                _name(mesh, mesh_dim))
+        return out / n if reduce_op == "avg" else out
     out = local.clone().contiguous()
     if n == 1:
         return out
@@ -95,9 +121,12 @@ def reduce_scatter_dim(local, mesh, mesh_dim, tensor_dim, reduce_op):
     full = local.shape[tensor_dim]
     chunk = -(-full // n) if full else 0
     moved = _pad_dim(ember.movedim(local, tensor_dim, 0), 0, n * chunk).contiguous()
-    out = ember.empty((chunk,) + tuple(moved.shape[1:]), dtype=local.dtype, device=local.device)
-    _record(REDUCE_SCATTER)
-    _dist().reduce_scatter_tensor(out, moved, op=_reduce_op(reduce_op), group=mesh.get_group(mesh_dim))
+    if _traced(local):
+        out = _ops().reduce_scatter_tensor(moved, "sum", n, _name(mesh, mesh_dim))
+    else:
+        out = ember.empty((chunk,) + tuple(moved.shape[1:]), dtype=local.dtype, device=local.device)
+        _record(REDUCE_SCATTER)
+        _dist().reduce_scatter_tensor(out, moved, op=_reduce_op(reduce_op), group=mesh.get_group(mesh_dim))
     if reduce_op == "avg":
         out = out / n
     _, length = Shard.chunk_bounds(full, n, mesh.get_local_rank(mesh_dim))
@@ -116,6 +145,9 @@ def shard_slice(full, mesh, mesh_dim, tensor_dim):
 def broadcast_from(t, mesh, src_coord):
     """``t`` as held by the rank at mesh coordinate ``src_coord``, on every rank of the mesh: one
     broadcast per mesh dim, each from the line member at the source's index along that dim."""
+    if _traced(t):
+        raise NotImplementedError("ember.distributed.tensor: a broadcast (distribute_tensor, from_local with "
+                                  "run_check=True, random DTensor factories) inside traced code is not supported")
     out = t.clone().contiguous()
     for d in range(mesh.ndim):
         if mesh.size(d) == 1:

@@ -13,6 +13,11 @@ _REDUCE_OPS = ("sum", "avg", "max", "min")
 class Placement:
     """Base of the placement kinds (torch.distributed.tensor.Placement)."""
 
+    # ember.compile treats placements as constants of the trace, guarded with == (dynamo/variables/builder.py),
+    # and makes those a frame constructs (Shard(0)) while tracing (dynamo/variables/objects.py)
+    _ember_dynamo_constant = True
+    _ember_dynamo_constructible = True
+
     def is_shard(self, dim=None) -> bool:
         return False
 

@@ -33,8 +33,13 @@ def is_inlined_ember_module(name):
         or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree" \
         or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions" \
         or name == "ember.export._call_signature" \
+        or name in _INLINED_DISTRIBUTED_MODULES \
         or name in _INLINED_HOP_MODULES   # export signature hooks; scan/map/... bodies (ember/_higher_order_ops)
 
+
+# the hooks tensor-parallel styles install (DTensor.from_local / redistribute / to_local around a
+# module's call): traced, so the module's compute and its DTensor conversions are one graph
+_INLINED_DISTRIBUTED_MODULES = ("ember.distributed.tensor._module", "ember.distributed.tensor.parallel.style")
 
 _INLINED_HOP_MODULES = ("ember._higher_order_ops._scan", "ember._higher_order_ops._wrappers",
                         "ember._higher_order_ops._flex")
@@ -91,6 +96,12 @@ def wrap(tx, value, source, guard=True):
         return UnspecFloatVariable(value, source, tx.output, "n")
     if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)) \
             or _is_numpy_scalar(value):
+        if g:
+            g.constant_match(source, value)
+        return ConstantVariable(value, source)
+    if getattr(type(value), "_ember_dynamo_constant", False):
+        # an immutable value object that compares with ``==`` (a DTensor's DeviceMesh, placements):
+        # a constant of the trace, passed to ops as it is, guarded equal
         if g:
             g.constant_match(source, value)
         return ConstantVariable(value, source)

@@ -635,6 +635,11 @@ class ClassVariable(VariableTracker):
         if self.cls is _gm.set_grad_enabled and len(args) == 1 and not kwargs:
             from .ctx import SetGradEnabledVariable
             return SetGradEnabledVariable.create(tx, args[0])
+        if getattr(self.cls, "_ember_dynamo_constructible", False) and \
+                all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
+            # an immutable value object (a DTensor placement such as Shard(0)): made while tracing
+            return ConstantVariable(self.cls(*[a.as_python_constant() for a in args],
+                                             **{k: v.as_python_constant() for k, v in kwargs.items()}))
         if isinstance(self.cls, type) and issubclass(self.cls, tuple) and hasattr(self.cls, "_fields"):
             from .lists import TupleVariable
             fields = self.cls._fields

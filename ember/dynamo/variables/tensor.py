@@ -81,6 +81,10 @@ class TensorVariable(VariableTracker):
                 return UserMethodVariable(UserFunctionVariable(own), self)
         if name == "shape":
             return size_variable(ex.shape)
+        if name in getattr(self.cls, "_ember_dynamo_meta_attrs", ()):
+            # layout metadata a wrapper subclass fixes per trace (DTensor.placements / device_mesh)
+            v = getattr(ex, name)
+            return tuple_of_constants(v) if type(v) is tuple else ConstantVariable(v)
         if name in META_ATTRS:
             return ConstantVariable(getattr(ex, name))
         if name in TENSOR_ATTRS:
