@@ -96,6 +96,8 @@ def check_random_args(kind: str, a, b) -> None:
         raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={int(a)} >= to={int(b)}")
     if kind == "exponential" and not a > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={a:g}")
+    if kind == "normal" and not b >= 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {b:g}")
     if kind == "bernoulli" and not 0 <= a <= 1:
         raise RuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={a:g}")
 
@@ -155,6 +157,45 @@ def exponential(stream: MTStream, n: int, lambd: float) -> np.ndarray:
     out = np.empty(n, dtype=np.float64)
     L.ember_exponential_f64(n, u.ctypes.data, float(lambd), out.ctypes.data)
     return out
+
+
+def cauchy(stream: MTStream, n: int, median: float, sigma: float) -> np.ndarray:
+    """PyTorch's ``cauchy_(median, sigma)`` (float64; the caller casts): a double uniform ``u`` per
+    value, ``median + sigma * tan(pi * (u - 0.5))``."""
+    u = np.ascontiguousarray(_unit(stream, n, np.dtype(np.float64)))
+    out = np.empty(n, dtype=np.float64)
+    L = _lib()
+    if L is None:
+        out[:] = [median + sigma * math.tan(math.pi * (x - 0.5)) for x in u.tolist()]
+    else:
+        L.ember_cauchy_f64(n, u.ctypes.data, float(median), float(sigma), out.ctypes.data)
+    return out
+
+
+def geometric(stream: MTStream, n: int, p: float) -> np.ndarray:
+    """PyTorch's ``geometric_(p)`` (float64; the caller casts): ``ceil(log(u) / log1p(-p))`` of a
+    double uniform ``u``."""
+    u = np.ascontiguousarray(_unit(stream, n, np.dtype(np.float64)))
+    out = np.empty(n, dtype=np.float64)
+    L = _lib()
+    if L is None:
+        d = math.log1p(-p)
+        with np.errstate(divide="ignore"):
+            out[:] = np.ceil(np.log(u) / d)
+    else:
+        L.ember_geometric_f64(n, u.ctypes.data, float(p), out.ctypes.data)
+    return out
+
+
+def log_normal(stream: MTStream, n: int, mean: float, std: float) -> np.ndarray:
+    """PyTorch's ``log_normal_(mean, std)`` (float64; the caller casts): ``exp`` of the scalar
+    path's normals (pairs in double, the second value kept for the next draw), whatever the size."""
+    z = np.ascontiguousarray(_normal_serial(stream, n, float(mean), float(std)))
+    L = _lib()
+    if L is None:
+        return np.exp(z)
+    L.ember_exp_f64(n, z.ctypes.data)
+    return z
 
 
 # ------------------------------------------------------------------------------ normal
@@ -293,6 +334,19 @@ extern "C" void ember_exponential_f64(i64 n, const double* u, double lambd, doub
     const double k = -1.0 / lambd;
     for (i64 i = 0; i < n; ++i) out[i] = k * std::log1p(-u[i]);
 }
+// cauchy_(median, sigma): median + sigma * tan(pi * (u - 1/2)), u a double uniform
+extern "C" void ember_cauchy_f64(i64 n, const double* u, double median, double sigma, double* out) {
+    for (i64 i = 0; i < n; ++i) out[i] = median + sigma * std::tan(3.14159265358979323846 * (u[i] - 0.5));
+}
+// log_normal_: exp of the scalar path's normals
+extern "C" void ember_exp_f64(i64 n, double* x) {
+    for (i64 i = 0; i < n; ++i) x[i] = std::exp(x[i]);
+}
+// geometric_(p): ceil(log(u) / log1p(-p)), u a double uniform
+extern "C" void ember_geometric_f64(i64 n, const double* u, double p, double* out) {
+    const double d = std::log1p(-p);
+    for (i64 i = 0; i < n; ++i) out[i] = std::ceil(std::log(u[i]) / d);
+}
 // PyTorch's randperm for n < 2**32 / 20: r[i] <-> r[i + z[i]], z[i] = word % (n - i), in order
 extern "C" void ember_randperm_swaps(i64 n, const int64_t* z, int64_t* r) {
     for (i64 i = 0; i < n; ++i) r[i] = i;
@@ -311,7 +365,8 @@ def _build():
     sigs = {"ember_uniform_f32": [I, P, F, F, P], "ember_uniform_f64": [I, P, D, D, P],
             "ember_normal_fill_16_f32": [I, P, F, F], "ember_normal_fill_16_f64": [I, P, D, D],
             "ember_normal_pairs_f64": [I, P, P, P], "ember_affine_f64": [I, P, D, D], "ember_exponential_f64": [I, P, D, P],
-            "ember_randperm_swaps": [I, P, P]}
+            "ember_randperm_swaps": [I, P, P], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
+            "ember_geometric_f64": [I, P, D, P]}
     for name, argtypes in sigs.items():
         f = getattr(L, name)
         f.argtypes = argtypes
@@ -408,7 +463,10 @@ def normal(stream: MTStream, n: int, dt: np.dtype, mean: float, std: float, cont
     dt = np.dtype(dt)
     if n >= 16 and contiguous:
         return _normal_fill(stream, n, dt, mean, std)
-    return _normal_serial(stream, n, float(mean), float(std)).astype(dt)
+    out = _normal_serial(stream, n, float(mean), float(std))
+    if dt.itemsize < 4:                 # PyTorch casts a double to Half/BFloat16 by way of float
+        out = out.astype(np.float32)
+    return out.astype(dt)
 
 
 # ------------------------------------------------------------------------------ integers
@@ -460,7 +518,8 @@ def multinomial(stream: MTStream, p: np.ndarray, n_sample: int, replacement: boo
     rows, cats = p.shape
     if not replacement or n_sample == 1:
         fortran = p.ndim == 2 and not p.flags.c_contiguous and p.flags.f_contiguous
-        q = exponential(stream, p.size, 1.0).astype(p.dtype)
+        q = exponential(stream, p.size, 1.0)
+        q = (q.astype(np.float32) if p.dtype.itemsize < 4 else q).astype(p.dtype)
         q = q.reshape((cats, rows)).T if fortran else q.reshape((rows, cats))
         with np.errstate(divide="ignore", invalid="ignore"):
             r = (p / q).astype(p.dtype)

@@ -575,7 +575,10 @@ def _torch_stream_draw(kind, size, dt, gen, kw):
     elif kind == "bernoulli" and (floating or dt.category <= 1):
         a = _mt.bernoulli(gen._mt, n, kw["p"]).astype(dt.np)
     elif kind == "exponential" and floating:
-        a = _mt.exponential(gen._mt, n, kw.get("lambd", 1.0)).astype(dt.np)
+        a = _mt.exponential(gen._mt, n, kw.get("lambd", 1.0))
+        if dt.itemsize < 4:            # PyTorch casts a double to Half/BFloat16 by way of float
+            a = a.astype(np.float32)
+        a = a.astype(dt.np)
     else:
         return None
     return a.reshape(tuple(size))
@@ -682,16 +685,90 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     if _TF[0] and (_r := _entry(normal, locals())) is not _PASS:
         return _r
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
-        m = mean if isinstance(mean, Tensor) else None
-        s = std if isinstance(std, Tensor) else None
-        shape = np.broadcast_shapes(*(tuple(x.shape) for x in (m, s) if x is not None))
-        like = m if m is not None else s
-        z = randn(shape, dtype=like.dtype, device=like.device, generator=generator)
-        return z * std + mean
+        return _normal_tensors(mean, std, generator)
+    if not std >= 0.0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_fmt_std(std)}")
     if size is None:
         raise TypeError("normal() with float mean and std needs a size")
-    return randn(*((size,) if not isinstance(size, (tuple, list)) else (tuple(size),)), generator=generator,
-                 dtype=dtype, device=device, requires_grad=requires_grad) * std + mean
+    # PyTorch's normal_(mean, std) of a fresh tensor (x * std + mean fused, as its kernel)
+    shape = _size_args((size,) if not isinstance(size, (tuple, list)) else (tuple(size),), "normal")
+    return _finish(_drawn("normal", shape, _dt(dtype), device, generator, float(mean), float(std)), requires_grad)
+
+
+def _fmt_std(std):
+    return f"{float(std):g}"
+
+
+def _normal_tensors(mean, std, generator):
+    """PyTorch's ``normal(Tensor, float)`` / ``(float, Tensor)`` / ``(Tensor, Tensor)``: a fresh
+    tensor of the mean's dtype (the std's without one) and the broadcast shape, filled with
+    ``normal_(0, std)`` plus ``mean`` (a number std) or ``normal_(0, 1)`` times ``std`` plus
+    ``mean``, in place in that dtype, as its kernel does. Differentiable with zero gradients."""
+    m = mean if isinstance(mean, Tensor) else None
+    s = std if isinstance(std, Tensor) else None
+    like = m if m is not None else s
+    dt = like.dtype
+    if not dt.is_floating_point:
+        raise NotImplementedError(f'"normal_kernel_cpu" not implemented for \'{dt.legacy_name}\'')
+    if s is None and not std >= 0.0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {_fmt_std(std)}")
+    if s is not None and s.numel() and not bool((s.detach() >= 0).all()):
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    shape = _broadcast_or_torchs_error(*(tuple(x.shape) for x in (m, s) if x is not None))
+    from ..autograd import no_grad
+    with no_grad():
+        if s is None:
+            out = _drawn("normal", shape, dt, like.device, generator, 0.0, float(std))
+        else:
+            out = _drawn("normal", shape, dt, like.device, generator, 0.0, 1.0)
+            out = (out * s.detach()).to(dt)
+        out = (out + (m.detach() if m is not None else mean)).to(dt)
+    grads = [x for x in (m, s) if x is not None and x.requires_grad]
+    if grads:
+        out = _ZeroGradNormal.apply(out, *grads)
+    return out
+
+
+def _broadcast_or_torchs_error(*shapes):
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        a, b = shapes
+        n = max(len(a), len(b))
+        a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+        for i in range(n - 1, -1, -1):
+            if a[i] != b[i] and a[i] != 1 and b[i] != 1:
+                raise RuntimeError(f"The size of tensor a ({a[i]}) must match the size of tensor b ({b[i]}) at "
+                                   f"non-singleton dimension {i}") from None
+        raise
+
+
+def _zero_grad_normal():
+    from ..autograd.function import Function
+
+    class ZeroGradNormal(Function):
+        """The draws, with PyTorch's zero gradients for the mean and std tensors."""
+        @staticmethod
+        def forward(ctx, out, *params):
+            ctx.shapes = [(tuple(p.shape), p.dtype) for p in params]
+            return out.clone()
+
+        @staticmethod
+        def backward(ctx, g):
+            return (None,) + tuple(zeros(sh, dtype=d) for sh, d in ctx.shapes)
+    return ZeroGradNormal
+
+
+class _LazyZeroGrad:
+    _cls = None
+
+    def apply(self, *args):
+        if _LazyZeroGrad._cls is None:
+            _LazyZeroGrad._cls = _zero_grad_normal()
+        return _LazyZeroGrad._cls.apply(*args)
+
+
+_ZeroGradNormal = _LazyZeroGrad()
 
 
 @defop("_random(Tensor self, str kind, float a=0.0, float b=1.0, Generator? generator=None) -> Tensor",

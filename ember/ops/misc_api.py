@@ -419,34 +419,48 @@ def map2_(self, x, y, callable):
     return _host_apply(self, callable, x, y)
 
 
+_CPP_TYPE = {"Long": "long int", "Int": "int", "Short": "short int", "Char": "signed char", "Byte": "unsigned char",
+             "Bool": "bool", "ComplexFloat": "c10::complex<float>", "ComplexDouble": "c10::complex<double>",
+             "ComplexHalf": "c10::complex<c10::Half>", "UInt16": "unsigned short", "UInt32": "unsigned int",
+             "UInt64": "unsigned long"}
+
+
+def _fill_from_mt(self, kind, a, b, generator):
+    from .sampling import random_mt_fill
+    return random_mt_fill(self, kind, a, b, generator)
+
+
 def cauchy_(self, median=0.0, sigma=1.0, *, generator=None):
-    """Fill with Cauchy draws ``median + sigma * tan(pi * (u - 1/2))``."""
-    if not self.dtype.is_floating_point:
-        raise RuntimeError(f"cauchy_ expects a floating point dtype, got {self.dtype}")
+    """Fill with PyTorch's Cauchy draws, the same numbers for the same seed: a double uniform ``u``
+    per value, ``median + sigma * tan(pi * (u - 1/2))`` (``ember._mt19937.cauchy``)."""
     if not sigma > 0:
-        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={sigma}")
-    u = _drawn("uniform", tuple(self.shape), self.dtype, self.device, generator)
-    return self.copy_(api.tan((u - 0.5) * math.pi) * sigma + median)
+        raise RuntimeError(f"cauchy_ expects sigma > 0.0, but found sigma={float(sigma):g}")
+    if not self.dtype.is_floating_point:
+        name = self.dtype.legacy_name
+        raise RuntimeError("Cauchy distribution is a continuous probability distribution. dtype must be a floating "
+                           f"point but you specified {_CPP_TYPE.get(name, name)}")
+    return _fill_from_mt(self, "cauchy", median, sigma, generator)
 
 
 def log_normal_(self, mean=1.0, std=2.0, *, generator=None):
-    """Fill with ``exp(N(mean, std**2))`` draws."""
-    if not self.dtype.is_floating_point:
-        raise RuntimeError(f"log_normal_ expects a floating point dtype, got {self.dtype}")
+    """Fill with PyTorch's log-normal draws, the same numbers for the same seed: ``exp`` of its
+    scalar normal path (``ember._mt19937.log_normal``)."""
     if not std > 0:
-        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={std}")
-    z = _drawn("normal", tuple(self.shape), self.dtype, self.device, generator, float(mean), float(std))
-    return self.copy_(api.exp(z))
+        raise RuntimeError(f"log_normal_ expects std > 0.0, but found std={float(std):g}")
+    if not self.dtype.is_floating_point:
+        raise NotImplementedError(f'"log_normal_cpu" not implemented for \'{self.dtype.legacy_name}\'')
+    return _fill_from_mt(self, "log_normal", mean, std, generator)
 
 
 def geometric_(self, p, *, generator=None):
-    """Fill with geometric draws (the number of Bernoulli(p) trials up to the first success,
-    1, 2, ...): ``ceil(log(1 - u) / log(1 - p))``."""
+    """Fill with PyTorch's geometric draws (the number of Bernoulli(p) trials up to the first
+    success, 1, 2, ...), the same numbers for the same seed: ``ceil(log(u) / log1p(-p))`` of a
+    double uniform ``u`` (``ember._mt19937.geometric``)."""
     if not (0 < p < 1):
-        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={p}")
-    u = _drawn("uniform", tuple(self.shape), _t.float64, self.device, generator)
-    k = api.ceil(api.log1p(-u) / math.log1p(-p))
-    return self.copy_(api.clamp(k, min=1.0).to(self.dtype))
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), but got p={float(p):g}")
+    if self.dtype.is_complex or self.dtype.legacy_name == "Bool":
+        raise NotImplementedError(f'"geometric_cpu" not implemented for \'{self.dtype.legacy_name}\'')
+    return _fill_from_mt(self, "geometric", p, 0.0, generator)
 
 
 for _name in ("new", "apply_", "map_", "map2_", "cauchy_", "log_normal_", "geometric_"):

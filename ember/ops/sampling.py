@@ -71,6 +71,57 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return _multinomial_op.binding(input.detach(), num_samples, replacement, generator)
 
 
+# ---------------------------------------------------------------------- serial random fills
+_MT_KINDS = ("cauchy", "log_normal", "geometric")
+
+
+def _mt_values(kind, stream, n, a, b):
+    if kind == "cauchy":
+        return _mt.cauchy(stream, n, a, b)
+    if kind == "log_normal":
+        return _mt.log_normal(stream, n, a, b)
+    if kind == "geometric":
+        return _mt.geometric(stream, n, a)
+    raise ValueError(f"unknown random kind {kind!r}")
+
+
+@defop("_random_mt(Tensor self, str kind, float a=0.0, float b=0.0, Generator? generator=None) -> Tensor",
+       method=False, function=False, tags=("random", "nondeterministic", "nondifferentiable"), save=())
+def _random_mt_op(xp, self, kind, a=0.0, b=0.0, generator=None):
+    """A fresh array like ``self`` (its dtype and shape) of one of PyTorch's serial random kernels
+    (``cauchy_``, ``log_normal_``, ``geometric_``): double values from ember's Mersenne Twister
+    drawn in ``self``'s memory order, as PyTorch's iterator fills a strided tensor, cast to the
+    dtype (Half/BFloat16 by way of float, as PyTorch's cast of a double)."""
+    from .creation import _memory_order
+    shape = tuple(self.shape)
+    n = int(np.prod(shape, dtype=np.int64))
+    vals = _mt_values(kind, _gen(generator)._mt, n, float(a), float(b))
+    flags = getattr(self, "flags", None)
+    order = None if flags is None or flags.c_contiguous or self.ndim < 2 else _memory_order(self)
+    if order is None:
+        arr = vals.reshape(shape)
+    else:
+        arr = np.transpose(vals.reshape(tuple(shape[d] for d in order)), np.argsort(order))
+    dt = np.dtype(self.dtype)
+    if dt.kind == "f" and dt.itemsize < 4 or dt.name == "bfloat16":
+        arr = arr.astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return xp.asarray(np.ascontiguousarray(arr).astype(dt))
+
+
+@_random_mt_op.meta_fn
+def _random_mt_meta(self, kind, a=0.0, b=0.0, generator=None):
+    if kind not in _MT_KINDS:
+        raise ValueError(f"unknown random kind {kind!r}")
+    return _meta.out(tuple(self.shape), self.dtype)
+
+
+def random_mt_fill(self, kind, a=0.0, b=0.0, generator=None):
+    """Fill ``self`` in place with the ``_random_mt`` op's draws (kept whole, so a compiled graph
+    draws afresh at every call, from ember's generator)."""
+    return self.copy_(_random_mt_op.binding(self.detach(), kind, float(a), float(b), generator))
+
+
 api.randperm = randperm
 api.multinomial = multinomial
 Tensor.multinomial = multinomial

@@ -29,7 +29,9 @@ EXTERN: Dict[str, str] = {
     "bincount": "data-dependent output shape (length max(input) + 1; no prim can express it)",
     "unique": "data-dependent output shape (number of distinct values; no prim can express it)",
     "unique_consecutive": "data-dependent output shape (number of runs; no prim can express it)",
-    "multinomial": "sampling without replacement (numpy's Generator.choice, ember's generator at run time)",
+    "multinomial": "PyTorch's exponential race / cumulative search over ember's Mersenne Twister at run time",
+    "_random_mt": "PyTorch's serial random kernels (cauchy_, log_normal_, geometric_) over ember's Mersenne "
+                  "Twister at run time",
     "nextafter": "numpy ufunc kernel (the next representable float, bit-level); no prim",
     "gcd": "numpy ufunc kernel (Euclid's loop per element); no prim",
     "lcm": "numpy ufunc kernel (from gcd); no prim",
