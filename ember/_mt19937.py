@@ -143,6 +143,29 @@ def _round_below(res: np.ndarray, dt: np.dtype, lo: float, hi: float) -> np.ndar
     return res
 
 
+def uniform_double(stream: MTStream, n: int, lo: float, hi: float) -> np.ndarray:
+    """``n`` draws of PyTorch's ``uniform_real_distribution<double>(lo, hi)`` as its serial
+    kernels use it (``rrelu``'s noise): a 53-bit double ``x``, then ``x * (hi - lo) + lo`` rounded
+    twice (those kernels are compiled without fused multiply-adds)."""
+    x = _unit(stream, n, np.dtype(np.float64))
+    return x * (float(hi) - float(lo)) + float(lo)
+
+
+def rrelu_noise(stream: MTStream, x: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """PyTorch's ``rrelu`` training noise for ``x`` (any shape, read in C order): a draw of
+    ``uniform(lower, upper)`` for each value ``<= 0`` in turn (in the tensor's compute type:
+    float for float32/float16/bfloat16, bounds rounded to it first), 1 elsewhere (NaN too)."""
+    dt = np.dtype(np.float64) if x.dtype == np.float64 else np.dtype(np.float32)
+    lo, hi = float(dt.type(lower)), float(dt.type(upper))
+    with np.errstate(invalid="ignore"):
+        neg = np.asarray(x <= 0)
+    noise = np.ones(x.shape, dtype=dt)
+    k = int(neg.sum())
+    if k:
+        noise[neg] = uniform_double(stream, k, lo, hi).astype(dt)
+    return noise
+
+
 def bernoulli(stream: MTStream, n: int, p: float) -> np.ndarray:
     """PyTorch's ``bernoulli_(p)`` with a number ``p``: a double uniform below ``p`` (bool)."""
     return _unit(stream, n, np.dtype(np.float64)) < p

@@ -1048,6 +1048,13 @@ def _bernoulli_noise(shape, keep, dtype, device):
     return OPS["_random"].binding(like, "bernoulli", float(keep), 0.0, None)
 
 
+def _bernoulli_noise_like(input, keep):
+    """A 0/1 mask like ``input`` (``empty_like``: a transposed input's layout, so the draws fill
+    it in memory order, as PyTorch's ``bernoulli_`` of ``empty_like(input)``)."""
+    from ..ops.registry import OPS
+    return OPS["_random"].binding(_api.empty_like(input), "bernoulli", float(keep), 0.0, None)
+
+
 def _apply_noise(input, noise, inplace):
     return input.mul_(noise) if inplace else input * noise
 
@@ -1058,7 +1065,7 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return _apply_noise(input, _api.zeros(*tuple(input.shape), dtype=input.dtype), inplace)
-    noise = _bernoulli_noise(tuple(input.shape), 1.0 - p, input.dtype, input.device)
+    noise = _bernoulli_noise_like(input, 1.0 - p)
     noise = noise / (1.0 - p)
     return _apply_noise(input, noise, inplace)
 
@@ -1099,11 +1106,16 @@ def _alpha_dropout(input, p, training, inplace, feature):
         return input
     if p == 1:
         return input.mul_(0) if inplace else input * 0
-    alpha_p = -_SELU_ALPHA * _SELU_SCALE
-    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
-    shape = tuple(input.shape) if not feature else tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
-    keep = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device)
-    b = (keep - 1) * (alpha_p * a) + alpha_p * a * p
+    # PyTorch's arithmetic: b = (noise - 1) * (alpha * a) + alpha * a * p, noise * a, then
+    # input * noise + b, each step rounded in the input's dtype
+    alpha = 1.7580993408473766            # SELU's scale * alpha
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    if feature:
+        shape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+        keep = _bernoulli_noise(shape, 1.0 - p, input.dtype, input.device)
+    else:
+        keep = _bernoulli_noise_like(input, 1.0 - p)
+    b = (keep - 1) * (alpha * a) + alpha * a * p
     noise = keep * a
     if inplace:
         return input.mul_(noise).add_(b)
@@ -1612,13 +1624,17 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
         out = leaky_relu(input, (lower + upper) / 2, inplace)
         # PyTorch's rrelu writes into a contiguous buffer (leaky_relu keeps a permuted layout)
         return out if inplace else out.contiguous()
-    from .. import random as _random
-    a = _random.default_generator._np.uniform(lower, upper, size=tuple(input.shape)).astype(input.dtype.np)
-    slope = _make(a)
-    where = _op("where")
-    out = where(input >= 0, input, input * slope)
+    # PyTorch's rrelu_with_noise: a uniform(lower, upper) slope drawn for each value <= 0 in
+    # turn from the generator's Mersenne Twister (its numbers), the product in float for the
+    # 16-bit floats (ember._mt19937.rrelu_noise)
+    if input.dtype.np not in (np.float32, np.float64) and input.dtype.name != "bfloat16":
+        raise NotImplementedError(f'"rrelu_with_noise_out_cpu" not implemented for \'{input.dtype.legacy_name}\'')
+    from .. import random as _random, _mt19937
+    xs = np.asarray(input.detach().contiguous()._data)
+    noise = _mt19937.rrelu_noise(_random.default_generator._mt, xs, lower, upper)
+    x = input if input.dtype.np in (np.float32, np.float64) else input.float()
+    out = (x * _make(noise)).to(input.dtype)
     if inplace:
-        from ..autograd import no_grad
         return input.copy_(out)
     return out.contiguous()
 
@@ -1668,9 +1684,10 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
-    from .. import random as _random
-    g = -np.log(_random.default_generator._np.exponential(size=tuple(logits.shape)))
-    gumbels = (logits + _make(g.astype(logits.dtype.np))) / tau
+    # PyTorch's: -log(exponential_()) of a contiguous tensor like the logits (the same draws;
+    # the float32 log is numpy's, PyTorch's vectorised one can differ in the last bit)
+    gumbels = -_api.empty(*tuple(logits.shape), dtype=logits.dtype, device=logits.device).exponential_().log()
+    gumbels = (logits + gumbels) / tau
     y_soft = softmax(gumbels, dim)
     if hard:
         index = np.asarray(y_soft.detach()._data).argmax(dim)
