@@ -199,10 +199,78 @@ def _flatten_dims(in_shape, out_shape):
     return None
 
 
+def _raise_linear_modules(gm: GraphModule) -> None:
+    """Every ``nn.Linear`` call, whatever it was lowered to (``addmm``, ``view + mm +
+    _unsafe_view``, ``expand + bmm``, ...), becomes one ``F.linear`` node: the nodes whose
+    innermost ``nn_module_stack`` entry is one Linear instance, read from one activation and the
+    module's ``weight`` (and ``bias``), read outside at one node."""
+    graph = gm.graph
+    groups = {}
+    for n in graph.nodes:
+        if n.op != "call_function":
+            continue
+        cls = _module_class(n)
+        if cls is None or cls.rsplit(".", 1)[-1] != "Linear":
+            continue
+        fqn = list(n.meta["nn_module_stack"].values())[-1][0]
+        fqn = fqn[len("L['self']."):] if fqn.startswith("L['self'].") else fqn
+        groups.setdefault(fqn, []).append(n)
+    parts = []
+    for fqn, nodes in groups.items():
+        # one module called twice: one part per call (connected nodes)
+        comp = {n: i for i, n in enumerate(nodes)}
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a in comp and comp[a] != comp[n]:
+                    old, new = comp[n], comp[a]
+                    for k in comp:
+                        if comp[k] == old:
+                            comp[k] = new
+        by = {}
+        for n in nodes:
+            by.setdefault(comp[n], []).append(n)
+        parts.extend((fqn, v) for v in by.values())
+    for fqn, nodes in parts:
+        members = set(nodes)
+        acts, attrs = [], []
+        for n in nodes:
+            for a in n.all_input_nodes:
+                if a in members:
+                    continue
+                if a.op == "get_attr":
+                    if a not in attrs:
+                        attrs.append(a)
+                elif a not in acts:
+                    acts.append(a)
+        outs = [n for n in nodes if any(u not in members for u in n.users)]
+        by_target = {a.target: a for a in attrs}
+        w = by_target.get(f"{fqn}.weight" if fqn else "weight")
+        b = by_target.get(f"{fqn}.bias" if fqn else "bias")
+        if w is None:       # a tied weight is read under its first owner's name
+            two = [a for a in attrs if _ndim(a) == 2]
+            one = [a for a in attrs if _ndim(a) == 1]
+            if len(two) == 1 and len(one) <= 1:
+                w, b = two[0], (one[0] if one else None)
+        if len(acts) != 1 or len(outs) != 1 or w is None or len(attrs) != (1 if b is None else 2):
+            continue
+        x, o = acts[0], outs[0]
+        vx, vo, vw = _val(x), _val(o), _val(w)
+        if vx is None or vo is None or vw is None or vw.dim() != 2 or vx.dim() < 1 \
+                or tuple(vo.shape) != tuple(vx.shape[:-1]) + (vw.shape[0],) or vx.shape[-1] != vw.shape[1]:
+            continue
+        if len(nodes) == 1 and nodes[0].target is F.linear:
+            continue
+        _replace(graph, o, F.linear, (x, w) if b is None else (x, w, b))
+        for n in reversed(nodes):
+            if n is not o and n.graph is graph and not n.users:
+                graph.erase_node(n)
+
+
 def raise_patterns(gm: GraphModule) -> GraphModule:
     """Rewrite the lowered patterns of an exported graph into the functional ops torch's
     export IR has (see the module docstring)."""
     graph = gm.graph
+    _raise_linear_modules(gm)
     for node in list(graph.nodes):
         if node.op != "call_function" or node.graph is not graph:
             continue
