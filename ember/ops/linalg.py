@@ -57,6 +57,15 @@ def _same_dtype(out, a):
     return out if out.dtype == a.dtype else out.astype(a.dtype)
 
 
+def _matmul_f32(xp, a, b):
+    """addmm/baddbmm's product: float16 operands multiplied in float32 (as bfloat16's already
+    are, see ``_same_dtype``), so that self is added before the one rounding (torch's result;
+    a float16 product rounded first was one ulp off)."""
+    if a.dtype == np.float16:
+        return xp.matmul(a.astype(np.float32), b.astype(np.float32))
+    return xp.matmul(a, b)
+
+
 def _maybe_mul(t, s):
     return t if s == 1 else t * s
 
@@ -156,7 +165,7 @@ def addmm(xp, s, a, b, beta=1, alpha=1):
             raise RuntimeError(f"The expanded size of the tensor ({shape[-1]}) must match the existing size "
                                f"({s.shape[-1]}) at non-singleton dimension 1.  Target sizes: {list(shape)}.  "
                                f"Tensor sizes: {list(s.shape)}") from None
-    out = xp.matmul(a, b)
+    out = _matmul_f32(xp, a, b)
     if alpha != 1:
         out = out * xp.asarray(alpha, dtype=out.dtype)
     if beta != 0:
@@ -200,7 +209,7 @@ def baddbmm(xp, s, a, b, beta=1, alpha=1):
     except ValueError:
         raise RuntimeError(f"The expanded size of the tensor must match the existing size: target sizes "
                            f"{list(shape)}, tensor sizes {list(s.shape)}") from None
-    out = xp.matmul(a, b)
+    out = _matmul_f32(xp, a, b)
     if alpha != 1:
         out = out * xp.asarray(alpha, dtype=out.dtype)
     if beta != 0:

@@ -787,6 +787,18 @@ def _bn_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
 
+def _bn_stats_dtype(x, *params):
+    """The dtype of batch norm's saved statistics (and of the backward's arithmetic): the
+    parameters' for torch's mixed-type case -- a float16/bfloat16 input with float32
+    weight/bias/running buffers, which is what autocast runs (it leaves batch_norm in the
+    input's dtype) -- else the input's. Works on arrays and tensors alike. Rounding the batch
+    mean to bfloat16 put it into the running statistics one ulp off torch's."""
+    p = next((t for t in params if t is not None), None)
+    if p is not None and p.dtype != x.dtype and x.dtype.name in ("float16", "bfloat16"):
+        return p.dtype
+    return x.dtype
+
+
 def _suggested_layout(xp, x, out, w=None):
     """``out`` in the layout PyTorch's CNN kernels (batch/group norm, pooling, padding,
     upsampling; convolution, which also asks its weight ``w``) allocate for a 4-D input ``x``:
@@ -842,7 +854,8 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
         out = out * w.reshape(shp)
     if b is not None:
         out = out + b.reshape(shp)
-    return _suggested_layout(xp, x, out.astype(dt)), save_mean.astype(dt), save_rstd.astype(dt)
+    sdt = _bn_stats_dtype(x, w, b, rm, rv)
+    return _suggested_layout(xp, x, out.astype(dt)), save_mean.astype(sdt), save_rstd.astype(sdt)
 
 
 @native_batch_norm.derivative
@@ -854,6 +867,10 @@ def _native_batch_norm_bw(ctx, grads):
         return None, None, None, None, None
     shp = _bn_shape(x)
     dims = [0] + list(range(2, x.dim()))
+    xdt, sdt = x.dtype, _bn_stats_dtype(x, w, b, rm, rv)
+    if sdt is not xdt:
+        # mixed types: the input's gradient in its dtype, the arithmetic in the parameters'
+        x, g = x.to(sdt), g.to(sdt)
     if training:
         xhat, rstd = _norm_stats(x, dims, eps)
     else:
@@ -865,6 +882,7 @@ def _native_batch_norm_bw(ctx, grads):
     if n[0]:
         gxhat = g * wr if wr is not None else g
         gx = _norm_input_grad(gxhat, xhat, rstd, dims) if training else gxhat * rstd
+        gx = gx.to(xdt)
     if w is not None and n[1]:
         gw = (g * xhat).sum(dims)
     if b is not None and n[2]:
@@ -1521,7 +1539,8 @@ def _native_batch_norm_meta(x, w, b, rm, rv, training, momentum, eps):
                              f"{list(x.shape)}")
     elif rm is None or rv is None:
         raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
-    return _suggested_out(x), _c((C,), x.dtype), _c((C,), x.dtype)
+    sdt = _bn_stats_dtype(x, w, b, rm, rv)
+    return _suggested_out(x), _c((C,), sdt), _c((C,), sdt)
 
 
 @native_group_norm.meta_fn

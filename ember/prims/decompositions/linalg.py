@@ -27,15 +27,27 @@ def _scale(t, s):
     return prims.mul(t, s)
 
 
-def _add_self(out, s, beta, alpha):
-    """alpha * out + beta * s with s broadcast (the kernels' order of operations)."""
-    dt = out.dtype
+def _add_self(out, s, beta, alpha, dt):
+    """alpha * out + beta * s with s broadcast (the kernels' order of operations), in ``out``'s
+    dtype (float32 for half-precision operands, see ``_prod``), rounded once to ``dt``."""
     out = _scale(out, alpha)
     if beta != 0:
-        sb = bcast(s, tuple(out.shape))
-        out = prims.add(to(out, sb.dtype) if out.dtype is not sb.dtype else out,
-                        sb if beta == 1 else _scale(sb, beta))
+        sb = to(bcast(s, tuple(out.shape)), out.dtype)
+        out = prims.add(out, sb if beta == 1 else _scale(sb, beta))
     return to(out, dt)
+
+
+_HALF = (_t.float16, _t.bfloat16)
+
+
+def _prod(prim, a, b):
+    """``prim(a, b)`` (prims.mm / prims.bmm). Half-precision operands are multiplied in
+    float32 and the caller rounds once, at the end: the eager kernels (and torch's) accumulate
+    in float32 and add ``self`` before rounding; a bfloat16 product rounded before addmm's bias
+    add was one ulp off eager, and the inductor has no half-precision GEMM."""
+    if a.dtype in _HALF:
+        return prim(to(a, _t.float32), to(b, _t.float32))
+    return prim(a, b)
 
 
 def _mm_ok(a, b):
@@ -46,21 +58,21 @@ def _mm_ok(a, b):
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not _mm_ok(a, b):
         return NotImplemented
-    return prims.mm(a, b)
+    return to(_prod(prims.mm, a, b), a.dtype)
 
 
 @register_decomposition("bmm")
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1] or not _mm_ok(a, b):
         return NotImplemented
-    return prims.bmm(a, b)
+    return to(_prod(prims.bmm, a, b), a.dtype)
 
 
 @register_decomposition("addmm")
 def addmm(s, a, b, beta=1, alpha=1):
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0] or not _mm_ok(a, b) or s.dtype is not a.dtype:
         return NotImplemented
-    return _add_self(prims.mm(a, b), s, beta, alpha)
+    return _add_self(_prod(prims.mm, a, b), s, beta, alpha, a.dtype)
 
 
 @register_decomposition("baddbmm")
@@ -68,21 +80,21 @@ def baddbmm(s, a, b, beta=1, alpha=1):
     if a.ndim != 3 or b.ndim != 3 or a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1] or \
             not _mm_ok(a, b) or s.dtype is not a.dtype:
         return NotImplemented
-    return _add_self(prims.bmm(a, b), s, beta, alpha)
+    return _add_self(_prod(prims.bmm, a, b), s, beta, alpha, a.dtype)
 
 
 @register_decomposition("mv")
 def mv(a, v):
     if a.ndim != 2 or v.ndim != 1 or a.shape[1] != v.shape[0] or not _mm_ok(a, v):
         return NotImplemented
-    return reshape(prims.mm(a, reshape(v, (v.shape[0], 1))), (a.shape[0],))
+    return reshape(to(_prod(prims.mm, a, reshape(v, (v.shape[0], 1))), a.dtype), (a.shape[0],))
 
 
 @register_decomposition("dot")
 def dot(a, b):
     if a.ndim != 1 or b.ndim != 1 or a.shape[0] != b.shape[0] or not _mm_ok(a, b):
         return NotImplemented
-    return reshape(prims.mm(reshape(a, (1, a.shape[0])), reshape(b, (b.shape[0], 1))), ())
+    return reshape(to(_prod(prims.mm, reshape(a, (1, a.shape[0])), reshape(b, (b.shape[0], 1))), a.dtype), ())
 
 
 # ---------------------------------------------------------------------- einsum

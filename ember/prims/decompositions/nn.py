@@ -391,7 +391,9 @@ def native_batch_norm(x, w, b, rm, rv, training, momentum, eps):
         out = prims.mul(out, bcast_to_dims(to(w, acc), xs, (1,)))
     if b is not None:
         out = prims.add(out, bcast_to_dims(to(b, acc), xs, (1,)))
-    return to(out, dt), to(save_mean, dt), to(rstd, dt)
+    from ...ops.nn_ops import _bn_stats_dtype
+    sdt = _bn_stats_dtype(x, w, b, rm, rv)         # float32 for a half input with float32 parameters
+    return to(out, dt), to(save_mean, sdt), to(rstd, sdt)
 
 
 @register_decomposition("native_group_norm")
