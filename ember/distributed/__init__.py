@@ -90,10 +90,17 @@ from ._transport import DistTimeoutError  # noqa: F401
 from .device_mesh import DeviceMesh, init_device_mesh  # noqa: F401
 from .store import FileStore, HashStore, PrefixStore, Store, TCPStore  # noqa: F401
 from ._api_names import GroupName, QueueEmptyError, shrink_group  # noqa: F401,E402
+from .distributed_c10d import record_comm  # noqa: F401,E402
+from ._process_group_gloo import ProcessGroupGloo  # noqa: F401,E402
+from ._reducer import (  # noqa: F401,E402
+    _DEFAULT_FIRST_BUCKET_BYTES, Logger, Reducer, _compute_bucket_assignment_by_size, _register_builtin_comm_hook,
+    _register_comm_hook,
+)
 
 
 
-_LAZY_SUBMODULES = ("algorithms", "nn", "rpc", "_functional_collectives")
+_LAZY_SUBMODULES = ("algorithms", "nn", "rpc", "_functional_collectives", "autograd", "config", "constants",
+                    "c10d_logger", "logging_handlers", "remote_device")
 
 
 def __getattr__(name):

@@ -4,6 +4,7 @@ See the package docstring (``ember/distributed/__init__.py``) for the transport 
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import os
 import pickle
@@ -232,6 +233,7 @@ class ProcessGroup(ProcessGroupOps):
         self._jobs = None
         self._p2p_sent = {}
         self._p2p_recvd = {}
+        self._standalone = False
 
     def rank(self):
         return self.ranks.index(self._world.rank)
@@ -250,6 +252,9 @@ class ProcessGroup(ProcessGroupOps):
 
     # -------------------------------------------------------------- plumbing
     def _next(self, name):
+        # the profiling title of the collective about to be run (``record_comm``'s name, or
+        # "<backend>:<collective>"); ``_run`` takes it
+        _COMM_TITLE.pending = getattr(_COMM_TITLE, "name", None) or f"{self._backend}:{name}"
         with self._seq_lock:
             self._seq += 1
             return ("c", self.gid, self._seq), f"{name} (#{self._seq} of group {self.ranks})"
@@ -292,7 +297,17 @@ class ProcessGroup(ProcessGroupOps):
         raise exc(msg)
 
     def _run(self, fn, async_op, result=None):
-        """Run ``fn`` now, or (``async_op``) on the group's worker thread, in submission order."""
+        """Run ``fn`` now, or (``async_op``) on the group's worker thread, in submission order.
+        A profiler recording on this thread sees a range named by the collective's profiling
+        title (``record_comm``): the whole collective, or (async) its submission."""
+        title, _COMM_TITLE.pending = getattr(_COMM_TITLE, "pending", None), None
+        prof = _profiler_range(title)
+        if prof is not None:
+            with prof:
+                return self._run_now(fn, async_op, result)
+        return self._run_now(fn, async_op, result)
+
+    def _run_now(self, fn, async_op, result):
         if not async_op:
             fn()
             return None
@@ -320,6 +335,37 @@ class ProcessGroup(ProcessGroupOps):
     def _shutdown(self):
         if self._jobs is not None:
             self._jobs.put(None)
+
+
+_COMM_TITLE = threading.local()
+
+
+def _profiler_range(title):
+    """A ``record_function`` range named ``title`` when a profiler records (else None)."""
+    import sys
+    prof = sys.modules.get("ember.profiler")
+    if title is None or prof is None or not prof._ACTIVE:
+        return None
+    return prof.record_function(title)
+
+
+def _get_comm_profiling_name():
+    return getattr(_COMM_TITLE, "name", None) or ""
+
+
+@contextlib.contextmanager
+def record_comm(name: str):
+    """Collectives issued inside (on this thread) are profiled under ``name`` instead of their
+    backend's default title ("gloo:all_reduce"): ``ember.profiler`` shows a range so named for
+    each (torch.distributed.record_comm)."""
+    if not isinstance(name, str):
+        raise TypeError(f"record_comm(): argument 'name' must be str, not {type(name).__name__}")
+    prev = getattr(_COMM_TITLE, "name", None)
+    _COMM_TITLE.name = name
+    try:
+        yield
+    finally:
+        _COMM_TITLE.name = prev
 
 
 def _arr(t, what, arg="tensor"):
@@ -377,6 +423,8 @@ def _world():
 
 
 def _group(g):
+    if getattr(g, "_standalone", False):
+        return g            # a ProcessGroupGloo made from a store: its own connections
     w = _world()
     if g is None or g is GroupMember.WORLD:
         return GroupMember.WORLD
@@ -643,6 +691,8 @@ def _pg_count():
 
 
 def get_rank(group=None):
+    if getattr(group, "_standalone", False):
+        return group.rank()
     w = _world()
     if group is None or group is GroupMember.WORLD:
         return w.rank
@@ -651,6 +701,8 @@ def get_rank(group=None):
 
 
 def get_world_size(group=None):
+    if getattr(group, "_standalone", False):
+        return group.size()
     w = _world()
     if group is None or group is GroupMember.WORLD:
         return w.world_size
@@ -689,6 +741,8 @@ def get_process_group_ranks(group):
 def _pg(group, what):
     """The group to run ``what`` on, or None when this rank is not a member (PyTorch returns
     without doing anything then)."""
+    if getattr(group, "_standalone", False):
+        return group
     if _WORLD is None:
         raise ValueError(_NOT_INIT)
     return _group(group)

@@ -12,9 +12,11 @@ processes of the same job. Tensors travel as copies of their data (CPU only). An
 in the called function is raised on the caller with its type and a message naming the
 worker and carrying the remote traceback, as PyTorch.
 
-Not supported (clear errors): dynamic groups (``world_size=None``), GPU device maps,
-distributed autograd (``ember.distributed.autograd``) and RRef reference counting (owners
-keep values until shutdown)."""
+Inside a distributed autograd context (``ember.distributed.autograd.context()``), ``rpc_sync`` /
+``rpc_async`` calls are recorded so ``dist_autograd.backward`` runs through the callees.
+
+Not supported (clear errors): dynamic groups (``world_size=None``), GPU device maps, autograd
+through ``remote()`` / RRefs, and RRef reference counting (owners keep values until shutdown)."""
 from . import functions  # noqa: F401
 from .agent import WorkerInfo  # noqa: F401
 from .api import (  # noqa: F401

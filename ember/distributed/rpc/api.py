@@ -97,6 +97,8 @@ def init_rpc(name, backend=None, rank=-1, world_size=None, rpc_backend_options=N
         agent = Agent(name, rank, world_size, pstore, opts.rpc_timeout, getattr(opts, "num_worker_threads", 16))
         agent.root_store = store
         _AGENT = agent
+        from .. import autograd as dist_autograd
+        dist_autograd._init(rank)
     _store_barrier(agent, "init")
 
 
@@ -135,6 +137,8 @@ def shutdown(graceful=True, timeout=0):
     finally:
         with _lock:
             _AGENT = None
+        from .. import autograd as dist_autograd
+        dist_autograd._shutdown()
         ag.close()
         store = getattr(ag, "root_store", None)
         from ..store import TCPStore
@@ -162,15 +166,37 @@ def _check_callable(func):
 
 def rpc_async(to, func, args=None, kwargs=None, timeout=-1.0):
     """Run ``func(*args, **kwargs)`` on worker ``to``; a Future of its result (``wait()``
-    re-raises the remote error with the remote traceback in its message)."""
+    re-raises the remote error with the remote traceback in its message). Inside a distributed
+    autograd context the call is recorded (``ember.distributed.autograd``) and made at once."""
     _check_callable(func)
+    from .. import autograd as dist_autograd
+    if dist_autograd._recording():
+        from ...futures import Future
+        fut = Future()
+        try:
+            fut.set_result(dist_autograd._recorded_rpc(to, func, args, kwargs, timeout))
+        except Exception as e:  # noqa: BLE001 - delivered by the future, as a remote error is
+            fut.set_exception(e)
+        return fut
+    return _plain_rpc_async(to, func, args, kwargs, timeout)
+
+
+def _plain_rpc_async(to, func, args=None, kwargs=None, timeout=-1.0):
     ag = _current_agent()
     return ag.request(ag.worker(to), "call", (func, tuple(args or ()), dict(kwargs or {})), timeout)
 
 
+def _plain_rpc_sync(to, func, args=None, kwargs=None, timeout=-1.0):
+    return _plain_rpc_async(to, func, args, kwargs, timeout).wait()
+
+
 def rpc_sync(to, func, args=None, kwargs=None, timeout=-1.0):
     """``rpc_async(...).wait()``: the result of ``func(*args, **kwargs)`` run on ``to``."""
-    return rpc_async(to, func, args, kwargs, timeout).wait()
+    _check_callable(func)
+    from .. import autograd as dist_autograd
+    if dist_autograd._recording():
+        return dist_autograd._recorded_rpc(to, func, args, kwargs, timeout)
+    return _plain_rpc_sync(to, func, args, kwargs, timeout)
 
 
 def remote(to, func, args=None, kwargs=None, timeout=-1.0):
