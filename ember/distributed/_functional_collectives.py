@@ -236,6 +236,19 @@ class _AllToAll(Function):
         return _AllToAll.apply(g.contiguous(), in_splits, out_splits, ctx.pg), None, None, None
 
 
+def _traced(t):
+    from .tensor._collectives import _traced as traced
+    return traced(t)
+
+
+def _graph_ops():
+    """Under tracing (ember.compile) the collectives are the ``_c10d_functional`` ops: graph nodes
+    whose kernels run through the transport when the graph runs (their results are plain
+    tensors: a compiled graph waits for each collective)."""
+    from . import _c10d_functional_ops
+    return _c10d_functional_ops
+
+
 def _run(kernel, t, args, start):
     """Differentiable and synchronous when ``t`` needs a gradient, else started in the
     background (``start(pg_args) -> (out, work)``)."""
@@ -249,6 +262,9 @@ def _run(kernel, t, args, start):
 def all_reduce(self, reduceOp, group, tag=""):
     """The reduction of ``self`` over the group, in a new tensor."""
     op, pg = _op(reduceOp), _resolve_group(group, tag)
+    if _traced(self):
+        ops = _graph_ops()
+        return ops.all_reduce(self.contiguous(), op, ops.group_name_of(pg))
 
     def start():
         out = _fresh(self)
@@ -264,7 +280,11 @@ def all_gather_single(self, gather_dim, group, tag=""):
     def start():
         out = _empty((n * self.shape[0],) + tuple(self.shape[1:]) if self.ndim else (n,), self)
         return out, c10d.all_gather_into_tensor(out, _fresh(self), group=pg, async_op=True)
-    res = _run(_AllGather, self, (pg,), start)
+    if _traced(self):
+        ops = _graph_ops()
+        res = ops.all_gather_into_tensor(self.contiguous(), n, ops.group_name_of(pg))
+    else:
+        res = _run(_AllGather, self, (pg,), start)
     if gather_dim != 0:
         from .. import cat
         res = cat(res.chunk(n), dim=gather_dim)
@@ -284,6 +304,9 @@ def reduce_scatter_single(self, reduceOp, scatter_dim, group, tag=""):
     def start():
         out = _empty((self.shape[0] // n,) + tuple(self.shape[1:]), self)
         return out, c10d.reduce_scatter_tensor(out, _fresh(self), _OPS[op], group=pg, async_op=True)
+    if _traced(self):
+        ops = _graph_ops()
+        return ops.reduce_scatter_tensor(self.contiguous(), op, n, ops.group_name_of(pg))
     return _run(_ReduceScatter, self, (op, pg), start)
 
 

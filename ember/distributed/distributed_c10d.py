@@ -221,6 +221,9 @@ class ProcessGroup(ProcessGroupOps):
     position in the group and the group's size; ``ranks`` the global ranks, in group order.
     PyTorch's method API (``pg.allreduce(tensors, opts)``, ...) comes from ``ProcessGroupOps``."""
 
+    # ember.compile passes a group to the ops it calls as a constant of the trace (guarded: the same group)
+    _ember_dynamo_constant = True
+
     def __init__(self, world, ranks, gid, timeout, backend="gloo"):
         self._world = world
         self.ranks = list(ranks)

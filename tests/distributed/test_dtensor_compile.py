@@ -169,6 +169,41 @@ def _guards(mesh, rank, rng):
     return seen
 
 
+def _funcol(mesh, rank, rng):
+    """The functional collectives called directly in compiled code: graph nodes too, equal to eager,
+    differentiable (all_reduce's gradient is the all_reduce of the gradient)."""
+    import ember
+    import ember.distributed._functional_collectives as funcol
+    from ember.dynamo import explain
+
+    def f(x, y):
+        a = funcol.all_reduce(x.sin(), "sum", mesh)
+        g = funcol.wait_tensor(funcol.all_gather_single(y * 2, 0, mesh))
+        r = funcol.reduce_scatter_single(g, "sum", 0, mesh)
+        return a * 3, g.sum(1), r
+
+    out = {}
+    X = _rand(rng, 4, 3)
+    Y = _rand(rng, 2, 5)
+    ember.compiler.reset()
+    ex = explain(f)(X, Y)
+    out["graphs"], out["breaks"] = ex.graph_count, ex.graph_break_count
+    for backend in ("capture", "inductor"):
+        ember.compiler.reset()
+        be, graphs = _graph_capture() if backend == "capture" else (backend, [])
+        cf = ember.compile(f, backend=be)
+        xs = [X.clone().requires_grad_() for _ in range(2)]
+        got, want = cf(xs[0], Y), f(xs[1], Y)
+        errs = [_err(ember.Tensor.as_subclass(g, ember.Tensor) if hasattr(g, "trigger_wait") else g,
+                     w.trigger_wait() if hasattr(w, "trigger_wait") else w) for g, w in zip(got, want)]
+        gr = _rand(rng, 4, 3)
+        got[0].backward(gr)
+        want[0].backward(gr)
+        errs.append(_err(xs[0].grad, xs[1].grad))
+        out[backend] = (errs, graphs[:2])
+    return out
+
+
 def _worker(rank, ws, seed):
     from ember.distributed.tensor import init_device_mesh
     mesh = init_device_mesh("cpu", (ws,))
@@ -177,7 +212,8 @@ def _worker(rank, ws, seed):
     for name, fn in (("mlp_graphs", lambda: _mlp(mesh, rank, rng, "capture")),
                      ("mlp_inductor", lambda: _mlp(mesh, rank, rng, "inductor")),
                      ("inputs", lambda: _inputs(mesh, rank, rng)),
-                     ("guards", lambda: _guards(mesh, rank, rng))):
+                     ("guards", lambda: _guards(mesh, rank, rng)),
+                     ("funcol", lambda: _funcol(mesh, rank, rng))):
         try:
             out[name] = ("ok", fn())
         except Exception:  # noqa: BLE001 - reported by the check's test
@@ -245,6 +281,19 @@ def test_dtensor_layout_is_guarded(ranks):
         assert [s[0] for s in seen] == [1, 2, 2, 2], seen
         assert [s[1] for s in seen] == ["(Partial(sum),)", "(Shard(dim=0),)"] * 2, seen
         assert all(s[2] < 1e-5 and s[3] < 1e-5 for s in seen), seen
+
+
+def test_functional_collectives_compile_to_graph_nodes(ranks):
+    for rank in (0, 1):
+        res = _get(ranks, rank, "funcol")
+        assert res["graphs"] == 1 and res["breaks"] == 0, res
+        for backend in ("capture", "inductor"):
+            errs, graphs = res[backend]
+            assert max(errs) < 1e-5, (backend, errs)
+        fw, bw = res["capture"][1]
+        for op in ("all_reduce", "all_gather_into_tensor", "reduce_scatter_tensor"):
+            assert f"_c10d_functional.{op}" in fw, (op, fw)
+        assert "_c10d_functional.all_reduce" in bw, bw
 
 
 def test_functional_collective_ops_single_rank_errors():
