@@ -147,3 +147,53 @@ def _selected_log_softmax(x, t, weight, ignore_index):
         zt = z[np.arange(N), t]
         s = np.sum(np.exp(z, out=z), axis=1, keepdims=True)
         return zt - np.log(s)[:, 0]
+
+
+def _bufs_plain(*tensors) -> bool:
+    """Whether in-place updates of these buffers (under no_grad) may run their kernels directly:
+    no dispatch / __torch_function__ mode or autocast region, plain ember Tensors on numpy arrays."""
+    st = STATE
+    if st.modes or st.tf_modes or st.autocast is not None:
+        return False
+    for t in tensors:
+        if t is not None and (type(t) is not Tensor or type(t._data) is not np.ndarray):
+            return False
+    return True
+
+
+def batch_norm_running_update(input, mean, running_mean, running_var, m) -> bool:
+    """``F.batch_norm``'s running-statistics update (training) as its ops' kernels back to back:
+    ``running_mean.mul_(1 - m).add_(mean * m)`` and ``running_var.mul_(1 - m).add_(var_unb * m)``
+    with ``var_unb = ((x - mean) ** 2).sum(dims) / max(cnt - 1, 1)``, each in-place write a copy
+    into the buffer and a version bump, as the dispatcher's. False (nothing done) when the
+    composite must run: a mode, a subclass, non-numpy data, or dtypes that differ."""
+    if not _bufs_plain(input, mean, running_mean, running_var):
+        return False
+    x, mu = input._data, mean._data
+    dt = x.dtype
+    if dt not in _FLOATS or mu.dtype != dt or x.ndim < 2:
+        return False
+    for b in (running_mean, running_var):
+        if b is not None and (b._data.dtype != dt or b._data.shape != mu.shape):
+            return False
+    mul, add = _kernel("mul"), _kernel("add")
+    if running_mean is not None:
+        rm = running_mean._data
+        np.copyto(rm, mul(np, rm, 1 - m), casting="unsafe")
+        np.copyto(rm, add(np, rm, mul(np, mu, m)), casting="unsafe")
+        running_mean._bump_version()
+        running_mean._bump_version()
+    if running_var is not None:
+        C = x.shape[1]
+        xc = _kernel("sub")(np, x, mu.reshape((1, C) + (1,) * (x.ndim - 2)))
+        dims = [0] + list(range(2, x.ndim))
+        var_unb = _kernel("div")(np, _kernel("sum")(np, mul(np, xc, xc), dims), builtins_max(x.size // C - 1, 1))
+        rv = running_var._data
+        np.copyto(rv, mul(np, rv, 1 - m), casting="unsafe")
+        np.copyto(rv, add(np, rv, mul(np, var_unb, m)), casting="unsafe")
+        running_var._bump_version()
+        running_var._bump_version()
+    return True
+
+
+builtins_max = max

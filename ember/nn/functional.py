@@ -393,8 +393,10 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     out, mean, rstd = _nn.native_batch_norm(input, weight, bias, running_mean, running_var, training,
                                             momentum if momentum is not None else 0.0, eps)
     if training and (running_mean is not None or running_var is not None):
-        from ..autograd import no_grad
         m = momentum if momentum is not None else 0.0
+        if _eager_fast.batch_norm_running_update(input, mean, running_mean, running_var, m):
+            return out
+        from ..autograd import no_grad
         with no_grad():
             x = input.detach()
             dims = [0] + list(range(2, x.dim()))

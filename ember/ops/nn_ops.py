@@ -527,9 +527,25 @@ def _max_pool_gather_bw(ctx, g):
     return (_max_pool_backward(g, idx, tuple(x.shape)), None)
 
 
+_AVG_DIVISORS = {}      # numpy divisor tables by geometry (read only: each use divides into a new array)
+
+
 def _avg_divisor(xp, in_sp, out, k, s, p, ceil_mode, count_include_pad, divisor_override, dtype):
     if divisor_override is not None:
         return None
+    if xp is np:
+        key = (tuple(in_sp), tuple(out), tuple(k), tuple(s), tuple(p), bool(count_include_pad), np.dtype(dtype))
+        div = _AVG_DIVISORS.get(key)
+        if div is None:
+            if len(_AVG_DIVISORS) > 256:
+                _AVG_DIVISORS.clear()
+            div = _AVG_DIVISORS[key] = _avg_divisor_table(xp, in_sp, out, k, s, p, count_include_pad, dtype)
+            div.flags.writeable = False
+        return div
+    return _avg_divisor_table(xp, in_sp, out, k, s, p, count_include_pad, dtype)
+
+
+def _avg_divisor_table(xp, in_sp, out, k, s, p, count_include_pad, dtype):
     nd = len(k)
     div = None
     for i in range(nd):

@@ -832,8 +832,22 @@ any = _allany("any", "any")
 
 
 # ---------------------------------------------------------------------- softmax / log_softmax
+_SOFTMAX_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _softmax_kernel(name, log):
     def kernel(xp, a, dim, half_to_float=False):
+        if type(a) is np.ndarray and a.dtype in _SOFTMAX_FAST and not half_to_float and a.ndim and a.size \
+                and a.flags.c_contiguous and type(dim) is int and -a.ndim <= dim < a.ndim:
+            # the common case, the general path's arithmetic below without its dtype, dim and
+            # layout steps (each a no-op here): a few us of a small softmax
+            d = dim + a.ndim if dim < 0 else dim
+            with np.errstate(all="ignore"):
+                z = a - np.maximum.reduce(a, axis=d, keepdims=True)       # xp.max
+                if log:
+                    return z - np.log(np.add.reduce(np.exp(z), axis=d, keepdims=True))
+                e = np.exp(z)
+                return e * (1 / np.add.reduce(e, axis=d, keepdims=True))   # xp.sum
         if not _dt(a).is_floating_point:
             d = wrap_dim(dim, a.ndim)
             impl = f"{name}_lastdim_kernel_impl" if d == builtins.max(a.ndim, 1) - 1 else f"{name}_kernel_impl"

@@ -522,3 +522,156 @@ def test_small_conv_serial_same_values(sx, sw, kw, threads, dtype, monkeypatch):
     tol = 1e-4 if dtype == np.float32 else 1e-10
     for a, b in zip(res[0], (yt, xt.grad, wt.grad)):
         np.testing.assert_allclose(_np(a), _np(b), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------- softmax / log_softmax kernel
+def _softmax_inputs(rng, dtype):
+    """(array, view) pairs: the view applied to the array and to its ember tensor."""
+    a = rng.standard_normal((5, 7, 6)).astype(dtype) * 4
+    b = a.copy()
+    b[1, 2, :] = np.inf
+    b[2, 3, 1] = -np.inf
+    b[3, :, :] = -np.inf
+    b[4, 0, 0] = np.nan
+    same = lambda t: t  # noqa: E731
+    return [(a, same), (b, same), (a, lambda t: t[:, :, ::2]), (a, lambda t: t.permute(2, 0, 1)),
+            (a, lambda t: t[0, 0]), (rng.standard_normal((1, 9)).astype(dtype), same)]
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_fast_kernel_same_bits(log, dtype, monkeypatch):
+    """The contiguous float kernel path: the general path's bits for every dim (NaN, +-inf rows,
+    size-1 dims), strided and transposed inputs through the general path, and torch's values."""
+    from ember.ops import reduction
+    rng = np.random.default_rng(3)
+    fe = F.log_softmax if log else F.softmax
+    ft = TF.log_softmax if log else TF.softmax
+    for base, view in _softmax_inputs(rng, dtype):
+        e, t = view(ember.tensor(base)), view(torch.tensor(base))
+        for dim in range(-e.dim(), e.dim()):
+            fast = fe(e, dim)
+            with monkeypatch.context() as m:
+                m.setattr(reduction, "_SOFTMAX_FAST", ())
+                slow = fe(e, dim)
+            _same(fast, slow)
+            assert fast.stride() == slow.stride()
+            np.testing.assert_allclose(_np(fast), _np(ft(t, dim)),
+                                       rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+
+
+def test_softmax_fast_kernel_grad_and_errors():
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((4, 6)).astype(np.float32)
+    e, t = _pair(a, requires_grad=True)
+    ge = rng.standard_normal((4, 6)).astype(np.float32)
+    F.log_softmax(e, 1).backward(ember.tensor(ge))
+    TF.log_softmax(t, 1).backward(torch.tensor(ge))
+    np.testing.assert_allclose(_np(e.grad), _np(t.grad), rtol=1e-5, atol=1e-6)
+    with pytest.raises(IndexError, match="Dimension out of range"):
+        F.softmax(ember.tensor(a), 2)
+    # an integer tensor: torch's error from the general path
+    with pytest.raises(NotImplementedError, match="softmax"):
+        ember.ops.OPS["_softmax"](ember.tensor([[1, 2]]), 1, False)
+
+
+# ---------------------------------------------------------------------- batch_norm running statistics
+def _bn_run(xa, dtype_buf, momentum, fast, monkeypatch, requires_grad=False, var=True):
+    rng = np.random.default_rng(11)
+    C = xa.shape[1]
+    rm = ember.tensor(rng.standard_normal(C).astype(dtype_buf))
+    rv = ember.tensor(rng.random(C).astype(dtype_buf) + 0.5) if var else None
+    x = ember.tensor(xa, requires_grad=requires_grad)
+    with monkeypatch.context() as m:
+        if not fast:
+            m.setattr(_eager_fast, "batch_norm_running_update", lambda *a: False)
+        out = F.batch_norm(x, rm, rv, training=True, momentum=momentum)
+    return out, rm, rv
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 8, 8), (4, 5), (3, 4, 7), (2, 2, 3, 4, 5)])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("momentum", [0.1, 0.0, 0.37])
+def test_batch_norm_running_update_same_bits(shape, dtype, momentum, monkeypatch):
+    """The running-statistics update as kernels back to back: the composite's bits and version
+    bumps, and torch's running statistics."""
+    xa = np.random.default_rng(5).standard_normal(shape).astype(dtype) * 3 + 1
+    fo, frm, frv = _bn_run(xa, dtype, momentum, True, monkeypatch)
+    so, srm, srv = _bn_run(xa, dtype, momentum, False, monkeypatch)
+    for a, b in ((fo, so), (frm, srm), (frv, srv)):
+        _same(a, b)
+    assert frm._version == srm._version == 2 and frv._version == srv._version == 2
+    rng = np.random.default_rng(11)
+    C = shape[1]
+    trm = torch.tensor(rng.standard_normal(C).astype(dtype))
+    trv = torch.tensor(rng.random(C).astype(dtype) + 0.5)
+    TF.batch_norm(torch.tensor(xa), trm, trv, training=True, momentum=momentum)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(_np(frm), _np(trm), rtol=tol, atol=tol)
+    np.testing.assert_allclose(_np(frv), _np(trv), rtol=tol, atol=tol)
+
+
+def test_batch_norm_running_update_fallbacks(monkeypatch):
+    """Mixed dtypes (float64 buffers, float32 input), only one buffer, an input requiring grad,
+    and a dispatch mode: the composite's values; the mode sees the update's ops."""
+    xa = np.random.default_rng(6).standard_normal((3, 4, 5)).astype(np.float32)
+    calls = []
+    real = _eager_fast.batch_norm_running_update
+    monkeypatch.setattr(_eager_fast, "batch_norm_running_update",
+                        lambda *a: calls.append(r := real(*a)) or r)
+    fo, frm, frv = _bn_run(xa, np.float64, 0.1, True, monkeypatch)
+    assert calls == [False]
+    monkeypatch.setattr(_eager_fast, "batch_norm_running_update", real)
+    so, srm, srv = _bn_run(xa, np.float64, 0.1, False, monkeypatch)
+    _same(frm, srm)
+    _same(frv, srv)
+    fo, frm, _ = _bn_run(xa, np.float32, 0.1, True, monkeypatch, requires_grad=True, var=False)
+    so, srm, _ = _bn_run(xa, np.float32, 0.1, False, monkeypatch, requires_grad=True, var=False)
+    _same(fo, so)
+    _same(frm, srm)
+    from ember.utils._python_dispatch import TorchDispatchMode
+    seen = []
+
+    class Log(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            seen.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    with Log():
+        _bn_run(xa, np.float32, 0.1, True, monkeypatch)
+    assert any("mul_" in s for s in seen) and any("add_" in s for s in seen)
+
+
+# ---------------------------------------------------------------------- avg_pool divisor tables
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+                                dict(kernel_size=3, stride=2, ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=2, divisor_override=3)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_avg_pool_cached_divisor(kw, dtype, monkeypatch):
+    """The divisor table cached by geometry: the values of a fresh table (cache emptied), forward
+    and backward, read-only tables, and torch's values."""
+    from ember.ops import nn_ops
+    rng = np.random.default_rng(8)
+    xa = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    res = []
+    for _ in range(2):      # the second call: a cached table
+        x = ember.tensor(xa, requires_grad=True)
+        y = F.avg_pool2d(x, **kw)
+        y.backward(ember.tensor(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)).astype(dtype)))
+        res.append((y, x.grad))
+    monkeypatch.setattr(nn_ops, "_AVG_DIVISORS", {})
+    x = ember.tensor(xa, requires_grad=True)
+    y = F.avg_pool2d(x, **kw)
+    y.backward(ember.tensor(np.linspace(-1, 1, y.numel()).reshape(tuple(y.shape)).astype(dtype)))
+    for r in res:
+        _same(r[0], y)
+        _same(r[1], x.grad)
+    for tab in nn_ops._AVG_DIVISORS.values():
+        assert not tab.flags.writeable
+    xt = torch.tensor(xa, requires_grad=True)
+    yt = TF.avg_pool2d(xt, **kw)
+    yt.backward(torch.tensor(np.linspace(-1, 1, yt.numel()).reshape(tuple(yt.shape)).astype(dtype)))
+    tol = 1e-6 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(_np(y), _np(yt), rtol=tol, atol=tol)
+    np.testing.assert_allclose(_np(x.grad), _np(xt.grad), rtol=tol, atol=tol)
