@@ -378,6 +378,213 @@ extern "C" void ember_randperm_swaps(i64 n, const int64_t* z, int64_t* r) {
         const int64_t t = r[i]; r[i] = r[k]; r[k] = t;
     }
 }
+// ---- PyTorch's serial samplers (poisson, _standard_gamma, _sample_dirichlet, binomial) over a
+// buffer of the generator's words: each draw takes words in turn; -1 when the buffer ran out
+// (the caller retries with a larger one), else the number of words taken
+struct EmberWords {
+    const u64* w; i64 n; i64 pos; bool out;
+    double* cache;          // [has the scalar normal path's kept value, the value]
+    double uniform() {      // uniform_real_distribution<double>(0, 1): 53 bits of a 64-bit value
+        if (pos + 2 > n) { out = true; pos = n; return 0.5; }
+        const u64 v = ((w[pos] & 0xFFFFFFFFull) << 32) | (w[pos + 1] & 0xFFFFFFFFull);
+        pos += 2;
+        return static_cast<double>(v & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+    }
+    double normal() {       // normal_distribution<double>(0, 1): Box-Muller pairs, one kept
+        if (cache[0] != 0.0) { cache[0] = 0.0; return cache[1]; }
+        const double u1 = uniform();
+        const double u2 = uniform();
+        const double r = std::sqrt(-2.0 * std::log1p(-u2));
+        const double theta = 2.0 * 3.14159265358979323846 * u1;
+        if (out) return 0.0;
+        cache[0] = 1.0; cache[1] = r * std::sin(theta);
+        return r * std::cos(theta);
+    }
+};
+
+static inline float ember_round16(float x, int mode) {    // to half (1) / bfloat16 (2), nearest even
+    if (mode == 0 || !std::isfinite(x)) return x;
+    uint32_t b; __builtin_memcpy(&b, &x, 4);
+    const int sh = mode == 1 ? 13 : 16;
+    if (mode == 1 && std::fabs(x) < 6.103515625e-05f) {     // half subnormals: steps of 2**-24
+        return std::nearbyint(x * 16777216.0f) / 16777216.0f;
+    }
+    b += ((1u << (sh - 1)) - 1) + ((b >> sh) & 1u);
+    b &= ~((1u << sh) - 1);
+    float r; __builtin_memcpy(&r, &b, 4);
+    return r;
+}
+
+// sample_gamma<scalar_t, double>: Marsaglia-Tsang, alpha < 1 boosted (its float constants kept)
+template <typename S>
+static double ember_sample_gamma(S alpha, int mode, EmberWords& g) {
+    double scale = 1.0f;
+    if (alpha < 1.0f) {
+        if (alpha == 0.f) return 0.f;
+        scale *= std::pow(1 - g.uniform(), 1.0f / alpha);
+        alpha += 1.0f;
+        if constexpr (sizeof(S) == 4) alpha = ember_round16(alpha, mode);
+    }
+    const double d = alpha - 1.0f / 3.0f;
+    const double c = 1.0f / std::sqrt(9.0f * d);
+    if (!(d > 0)) return NAN;                 // (PyTorch loops forever here)
+    for (;;) {
+        double x, y;
+        do {
+            x = g.normal();
+            y = 1.0f + c * x;
+            if (g.out) return 0.0;
+        } while (y <= 0);
+        const double v = y * y * y;
+        const double u = 1 - g.uniform();
+        if (g.out) return 0.0;
+        const double xx = x * x;
+        if (u < 1.0f - 0.0331f * xx * xx) return scale * d * v;
+        if (std::log(u) < 0.5f * xx + d * (1.0f - v + std::log(v))) return scale * d * v;
+    }
+}
+
+extern "C" i64 ember_gamma_f32(i64 n, const float* a, int mode, double* out, const u64* w, i64 nw, double* cache) {
+    EmberWords g{w, nw, 0, false, cache};
+    for (i64 i = 0; i < n; ++i) { out[i] = ember_sample_gamma<float>(a[i], mode, g); if (g.out) return -1; }
+    return g.pos;
+}
+extern "C" i64 ember_gamma_f64(i64 n, const double* a, double* out, const u64* w, i64 nw, double* cache) {
+    EmberWords g{w, nw, 0, false, cache};
+    for (i64 i = 0; i < n; ++i) { out[i] = ember_sample_gamma<double>(a[i], 0, g); if (g.out) return -1; }
+    return g.pos;
+}
+
+// sample_poisson: transformed rejection with squeeze (Hoermann) for lambda >= 10, else products
+// of uniforms
+extern "C" i64 ember_poisson(i64 n, const double* lam, double* out, const u64* w, i64 nw, double* cache) {
+    EmberWords g{w, nw, 0, false, cache};
+    for (i64 i = 0; i < n; ++i) {
+        const double lambda = lam[i];
+        int64_t res = 0;
+        if (lambda >= 10) {
+            int64_t k;
+            double U, V, a, b, invalpha, vr, us;
+            const double slam = std::sqrt(lambda);
+            const double loglam = std::log(lambda);
+            b = 0.931 + 2.53 * slam;
+            a = -0.059 + 0.02483 * b;
+            invalpha = 1.1239 + 1.1328 / (b - 3.4);
+            vr = 0.9277 - 3.6224 / (b - 2);
+            for (;;) {
+                U = g.uniform() - 0.5;
+                V = g.uniform();
+                if (g.out) return -1;
+                us = 0.5 - std::fabs(U);
+                k = (int64_t)std::floor((2 * a / us + b) * U + lambda + 0.43);
+                if ((us >= 0.07) && (V <= vr)) { res = k; break; }
+                if ((k < 0) || ((us < 0.013) && (V > us))) continue;
+                if ((std::log(V) + std::log(invalpha) - std::log(a / (us * us) + b)) <=
+                    (-lambda + k * loglam - std::lgamma((double)k + 1))) { res = k; break; }
+            }
+        } else if (lambda == 0) {
+            res = 0;
+        } else {
+            const double enlam = std::exp(-lambda);
+            int64_t X = 0;
+            double prod = 1.0;
+            for (;;) {
+                const double U = g.uniform();
+                if (g.out) return -1;
+                prod *= U;
+                if (prod > enlam) X += 1; else break;
+            }
+            res = X;
+        }
+        out[i] = static_cast<double>(res);
+    }
+    return g.pos;
+}
+
+// sample_binomial<scalar_t, double>: BTRS for count * prob >= 10, else geometric inversion
+template <typename S>
+static double ember_stirling_tail(S k) {
+    static const S kTailValues[] = {0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                                    0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                                    0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                                    0.00833056343336287};
+    if (k <= 9) return kTailValues[static_cast<size_t>(k)];
+    S kp1sq = (k + 1) * (k + 1);
+    return (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (k + 1);
+}
+template <typename S>
+static S ember_btrs(S count, S prob, EmberWords& g) {
+    S k;
+    double U, V, us;
+    const double stddev = std::sqrt(count * prob * (1 - prob));
+    const double b = 1.15 + 2.53 * stddev;
+    const double a = -0.0873 + 0.0248 * b + 0.01 * prob;
+    const double c = count * prob + 0.5;
+    const double v_r = 0.92 - 4.2 / b;
+    const double r = prob / (1 - prob);
+    const double alpha = (2.83 + 5.1 / b) * stddev;
+    const double m = std::floor((count + 1) * prob);
+    for (;;) {
+        U = g.uniform() - 0.5;
+        V = g.uniform();
+        if (g.out) return 0;
+        us = 0.5 - std::abs(U);
+        k = static_cast<S>(std::floor((2 * a / us + b) * U + c));
+        if (k < 0 || k > count) continue;
+        if (us >= 0.07 && V <= v_r) return k;
+        V = std::log(V * alpha / (a / (us * us) + b));
+        double upperbound =
+            ((m + 0.5) * std::log((m + 1) / (r * (count - m + 1))) +
+             (count + 1) * std::log((count - m + 1) / (count - k + 1)) +
+             (k + 0.5) * std::log(r * (count - k + 1) / (k + 1)) +
+             ember_stirling_tail<double>(m) + ember_stirling_tail<double>(count - m) -
+             ember_stirling_tail<double>(k) - ember_stirling_tail<double>(count - k));
+        if (V <= upperbound) return k;
+    }
+}
+template <typename S>
+static S ember_binomial_inversion(S count, S prob, EmberWords& g) {
+    double U;
+    double geom_sum = 0;
+    S num_geom = 0;
+    double logprob = std::log1p(-prob);
+    for (;;) {
+        U = g.uniform();
+        if (g.out) return 0;
+        double geom = std::ceil(std::log(U) / logprob);
+        geom_sum += geom;
+        if (geom_sum > count) break;
+        num_geom = num_geom + 1;
+    }
+    return num_geom;
+}
+template <typename S>
+static S ember_sample_binomial(S count, S prob, EmberWords& g) {
+    if (!std::isfinite(count) || std::isnan(prob)) return static_cast<S>(NAN);   // (PyTorch may loop)
+    if (count <= 0.0 || prob <= 0.0) {
+        return 0;
+    } else if (prob >= 1.0) {
+        return count;
+    } else if (prob <= 0.5) {
+        if (count * prob >= 10.0) return ember_btrs<S>(count, prob, g);
+        return ember_binomial_inversion<S>(count, prob, g);
+    } else if (prob > 0.5) {
+        S qprob = 1.0 - prob;
+        if (count * qprob >= 10.0) return count - ember_btrs<S>(count, qprob, g);
+        return count - ember_binomial_inversion<S>(count, qprob, g);
+    }
+    return static_cast<S>(NAN);
+}
+extern "C" i64 ember_binomial_f32(i64 n, const float* cnt, const float* p, float* out, const u64* w, i64 nw, double* cache) {
+    EmberWords g{w, nw, 0, false, cache};
+    for (i64 i = 0; i < n; ++i) { out[i] = ember_sample_binomial<float>(cnt[i], p[i], g); if (g.out) return -1; }
+    return g.pos;
+}
+extern "C" i64 ember_binomial_f64(i64 n, const double* cnt, const double* p, double* out, const u64* w, i64 nw, double* cache) {
+    EmberWords g{w, nw, 0, false, cache};
+    for (i64 i = 0; i < n; ++i) { out[i] = ember_sample_binomial<double>(cnt[i], p[i], g); if (g.out) return -1; }
+    return g.pos;
+}
 """
 
 
@@ -390,6 +597,13 @@ def _build():
             "ember_normal_pairs_f64": [I, P, P, P], "ember_affine_f64": [I, P, D, D], "ember_exponential_f64": [I, P, D, P],
             "ember_randperm_swaps": [I, P, P], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
             "ember_geometric_f64": [I, P, D, P]}
+    sigs_i = {"ember_gamma_f32": [I, P, ctypes.c_int, P, P, I, P], "ember_gamma_f64": [I, P, P, P, I, P],
+              "ember_poisson": [I, P, P, P, I, P], "ember_binomial_f32": [I, P, P, P, P, I, P],
+              "ember_binomial_f64": [I, P, P, P, P, I, P]}
+    for name, argtypes in sigs_i.items():
+        f = getattr(L, name)
+        f.argtypes = argtypes
+        f.restype = I
     for name, argtypes in sigs.items():
         f = getattr(L, name)
         f.argtypes = argtypes
@@ -605,3 +819,105 @@ def multinomial_row_errors(stream: MTStream, p: np.ndarray, n_sample: int, repla
         if i:
             stream.words(2 * i * n_sample)        # the rows before the bad one drew their samples
         raise RuntimeError(msg)
+
+
+# ------------------------------------------------------------------------------ rejection samplers
+def _run_sampler(stream: MTStream, call, estimate: int) -> None:
+    """Run native sampler ``call(words, nwords, cache)`` over a buffer of the stream's next words
+    (its rejection loops take as many as they need), then leave the stream just past the words it
+    took, with the scalar normal path's kept value updated, as PyTorch's generator."""
+    saved = stream.bg.state
+    size = max(int(estimate), 256)
+    while True:
+        cache = np.array([0.0 if stream.next_double_normal is None else 1.0,
+                          stream.next_double_normal or 0.0], dtype=np.float64)
+        w = np.ascontiguousarray(stream.words(size))
+        took = int(call(w.ctypes.data, size, cache.ctypes.data))
+        stream.bg.state = saved
+        if took >= 0:
+            stream.words(took)
+            stream.next_double_normal = float(cache[1]) if cache[0] else None
+            return
+        size *= 4
+
+
+def _need_lib(what: str):
+    L = _lib()
+    if L is None:
+        raise NotImplementedError(f"{what}: PyTorch's sampler runs as a native loop and no C++ compiler is "
+                                  "available to build it")
+    return L
+
+
+def standard_gamma(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
+    """PyTorch's ``_standard_gamma`` of float array ``alpha`` (its dtype; values read in C order):
+    Marsaglia-Tsang with its double uniforms and scalar-path normals, in the arithmetic of the
+    alpha's dtype (float32 constants and all), at least the dtype's smallest normal. Half and
+    bfloat16 compute as PyTorch's do, in float with the boosted alpha rounded to the dtype."""
+    L = _need_lib("_standard_gamma")
+    dt = alpha.dtype
+    n = alpha.size
+    out = np.empty(n, dtype=np.float64)
+    if dt == np.float64:
+        a = np.ascontiguousarray(alpha, dtype=np.float64).ravel()
+        _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
+        res = out
+    else:
+        mode = 0 if dt == np.float32 else (1 if dt == np.float16 else 2)
+        a = np.ascontiguousarray(alpha.astype(np.float32)).ravel()
+        _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f32(n, a.ctypes.data, mode, out.ctypes.data, w, nw, c),
+                     8 * n)
+        res = out.astype(np.float32)
+    with np.errstate(over="ignore"):
+        res = res.astype(dt)
+    tiny = np.finfo(dt).tiny if dt.kind == "f" and dt.name != "bfloat16" else np.array(2.0 ** -126, dtype=dt)
+    return np.where(np.isnan(res), res, np.maximum(res, tiny)).reshape(alpha.shape)
+
+
+def sample_dirichlet(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
+    """PyTorch's ``_sample_dirichlet`` (float32/float64 ``alpha``, last dim the categories): gamma
+    draws in double of each alpha (as a double), at least the double's smallest normal, divided
+    by their sum along the last dim, then clamped to [smallest normal, the float below 1] of the
+    dtype. The sums are numpy's: for long rows PyTorch's vectorised sum can round differently
+    (last bit)."""
+    L = _need_lib("_sample_dirichlet")
+    n = alpha.size
+    a = np.ascontiguousarray(alpha, dtype=np.float64).ravel()
+    out = np.empty(n, dtype=np.float64)
+    _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
+    gam = np.maximum(out, np.finfo(np.float64).tiny).reshape(alpha.shape)
+    ratio = (gam / gam.sum(-1, keepdims=True)).astype(alpha.dtype)
+    fi = np.finfo(alpha.dtype)
+    return np.minimum(np.nextafter(alpha.dtype.type(1), alpha.dtype.type(0)), np.maximum(fi.tiny, ratio))
+
+
+def poisson(stream: MTStream, lam: np.ndarray) -> np.ndarray:
+    """PyTorch's ``poisson`` of the rates ``lam`` (any float array, read in C order; float64
+    counts): for a rate >= 10 the transformed rejection with squeeze (Hoermann 1993), below it
+    the product of uniforms until it falls under exp(-rate)."""
+    L = _need_lib("poisson")
+    n = lam.size
+    a = np.ascontiguousarray(lam, dtype=np.float64).ravel()
+    out = np.empty(n, dtype=np.float64)
+    est = int(2 * n + 2 * np.minimum(a, 10.0).sum()) + 16 if n else 0
+    _run_sampler(stream, lambda w, nw, c: L.ember_poisson(n, a.ctypes.data, out.ctypes.data, w, nw, c), 4 * est)
+    return out.reshape(lam.shape)
+
+
+def binomial(stream: MTStream, count: np.ndarray, prob: np.ndarray) -> np.ndarray:
+    """PyTorch's ``binomial`` of same-shape float32/float64 ``count`` and ``prob`` (C order; the
+    dtype's values): BTRS when count * min(p, 1 - p) >= 10, else the inversion by geometric
+    jumps, in the arithmetic of the dtype (float32 steps where PyTorch's are). NaN for a count that
+    is not finite or a NaN probability (PyTorch can loop forever there)."""
+    L = _need_lib("binomial")
+    dt = np.dtype(np.float64) if count.dtype == np.float64 else np.dtype(np.float32)
+    c = np.ascontiguousarray(count, dtype=dt).ravel()
+    p = np.ascontiguousarray(prob, dtype=dt).ravel()
+    n = c.size
+    out = np.empty(n, dtype=dt)
+    fn = L.ember_binomial_f64 if dt == np.float64 else L.ember_binomial_f32
+    with np.errstate(invalid="ignore"):
+        q = np.minimum(np.where(np.isfinite(c), c, 0) * np.nan_to_num(np.minimum(p, 1 - p)), 10.0)
+    est = int(4 * n + 2 * np.maximum(q, 0).sum()) + 16 if n else 0
+    _run_sampler(stream, lambda w, nw, cc: fn(n, c.ctypes.data, p.ctypes.data, out.ctypes.data, w, nw, cc), 4 * est)
+    return out.reshape(count.shape)

@@ -475,12 +475,12 @@ def _to_host(a):
 @defop("binomial(Tensor count, Tensor prob, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic", "nondifferentiable"), save=())
 def _binomial_op(xp, count, prob, generator=None):
-    dt = count.dtype
-    n, p = np.broadcast_arrays(_to_host(count).astype(np.float64), _to_host(prob).astype(np.float64))
-    bad = ~((n >= 0) & (p >= 0) & (p <= 1))
-    out = _gen(generator)._np.binomial(np.where(bad, 0, n).astype(np.int64), np.where(bad, 0.0, p))
-    out = np.where(bad, np.nan, out)
-    return xp.asarray(out.astype(dt))
+    """PyTorch's CPU binomial sampler (BTRS / geometric inversion) over ember's Mersenne Twister:
+    the same numbers for the same seed (``ember._mt19937.binomial``)."""
+    from .. import _mt19937 as _mt
+    c, p = np.broadcast_arrays(_to_host(count), _to_host(prob).astype(count.dtype))
+    out = _mt.binomial(_gen(generator)._mt, np.ascontiguousarray(c), np.ascontiguousarray(p))
+    return xp.asarray(out.astype(count.dtype))
 
 
 @_binomial_op.meta_fn
@@ -491,10 +491,16 @@ def _binomial_meta(count, prob, generator=None):
 @defop("poisson(Tensor self, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic"), save=())
 def _poisson_op(xp, rates, generator=None):
-    lam = _to_host(rates).astype(np.float64)
+    """PyTorch's CPU Poisson sampler (transformed rejection for rates >= 10, products of uniforms
+    below) over ember's Mersenne Twister: the same numbers for the same seed."""
+    from .. import _mt19937 as _mt
+    lam = _to_host(rates)
     if lam.size and not (lam >= 0).all():
         raise RuntimeError("invalid Poisson rate, expected rate to be non-negative")
-    return xp.asarray(_gen(generator)._np.poisson(lam).astype(rates.dtype))
+    out = _mt.poisson(_gen(generator)._mt, np.ascontiguousarray(lam))
+    if rates.dtype.itemsize < 4:
+        out = out.astype(np.float32)
+    return xp.asarray(out.astype(rates.dtype))
 
 
 @_poisson_op.meta_fn
@@ -512,8 +518,12 @@ def binomial(count, prob, generator=None):
     """Draws from Binomial(``count``, ``prob``) elementwise (floating tensors, broadcast);
     NaN where the parameters are invalid."""
     if not count.dtype.is_floating_point:
-        raise RuntimeError(f"\"binomial_cpu\" not implemented for '{count.dtype.legacy_name[:-6]}'")
-    return _binomial_op.binding(count.detach(), prob.detach().to(count.dtype), generator)
+        raise ValueError(f"binomial only supports floating-point dtypes for count, got: {count.dtype.legacy_name}")
+    if count.dtype.itemsize < 4:
+        raise NotImplementedError(f"\"binomial_cpu\" not implemented for '{count.dtype.legacy_name}'")
+    if prob.dtype != count.dtype:
+        raise RuntimeError(f"Found dtype {prob.dtype.legacy_name} but expected {count.dtype.legacy_name}")
+    return _binomial_op.binding(count.detach(), prob.detach(), generator)
 
 
 @_export
@@ -521,7 +531,7 @@ def poisson(input, generator=None):
     """Draws from Poisson(``input``) elementwise (a floating tensor of rates); its gradient is
     zero, as PyTorch's."""
     if not input.dtype.is_floating_point:
-        raise RuntimeError(f"\"poisson_cpu\" not implemented for '{input.dtype.legacy_name[:-6]}'")
+        raise NotImplementedError(f"\"poisson_cpu\" not implemented for '{input.dtype.legacy_name}'")
     return _poisson_op.binding(input, generator)
 
 

@@ -2,7 +2,8 @@
 their implicit gradients ``_standard_gamma_grad`` / ``_dirichlet_grad`` (the ops
 ``torch.distributions`` builds ``Gamma``/``Beta``/``Dirichlet.rsample`` on).
 
-The draws come from ember's generator (numpy's PCG64), as ``ember.poisson``/``binomial`` do;
+The draws are PyTorch's (its CPU Marsaglia-Tsang sampler over ember's Mersenne Twister,
+``ember._mt19937.standard_gamma``/``sample_dirichlet``: the same numbers for the same seed);
 the ops are kept whole (extern in ``ember.prims.coverage``), so a compiled graph draws fresh
 numbers at every call.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import types as _t
 from . import _meta
 from .creation import _gen
 from .registry import defop
@@ -199,10 +201,11 @@ def _standard_gamma_grad_meta(alpha, x):
 @defop("_standard_gamma(Tensor self, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic"), save=("self",), save_result=True)
 def _standard_gamma_op(xp, alpha, generator=None):
-    conc = _host(alpha).astype(np.float64)
-    draws = _gen(generator)._np.standard_gamma(np.where(conc > 0, conc, 1.0))
-    draws = np.where(conc > 0, draws, np.nan)
-    return xp.asarray(np.asarray(draws).astype(alpha.dtype))
+    from .. import _mt19937 as _mt
+    a = _host(alpha)
+    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        raise NotImplementedError(f'"gamma_cpu" not implemented for \'{_t.from_numpy_dtype(a.dtype).legacy_name}\'')
+    return xp.asarray(_mt.standard_gamma(_gen(generator)._mt, np.ascontiguousarray(a)))
 
 
 @_standard_gamma_op.meta_fn
@@ -234,14 +237,12 @@ def _dirichlet_grad_meta(x, alpha, total):
 @defop("_sample_dirichlet(Tensor self, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic"), save=("self",), save_result=True)
 def _sample_dirichlet_op(xp, alpha, generator=None):
-    conc = _host(alpha).astype(np.float64)
-    tiny = float(np.finfo(alpha.dtype).tiny)
-    g = _gen(generator)._np.standard_gamma(np.where(conc > 0, conc, 1.0))
-    g = np.maximum(np.asarray(g), tiny)
-    out = g / g.sum(-1, keepdims=True)
-    out = np.where((conc > 0).all(-1, keepdims=True), out, np.nan)
+    from .. import _mt19937 as _mt
+    a = _host(alpha)
+    if a.dtype.kind != "f" or a.dtype.itemsize < 4:
+        raise NotImplementedError(f'"dirichlet" not implemented for \'{_t.from_numpy_dtype(a.dtype).legacy_name}\'')
     # (kept inside (0, 1) as torch does: the Beta-marginal gradient divides by 1 - x)
-    return xp.asarray(np.clip(out, tiny, 1.0 - float(np.finfo(alpha.dtype).eps)).astype(alpha.dtype))
+    return xp.asarray(_mt.sample_dirichlet(_gen(generator)._mt, np.ascontiguousarray(a)))
 
 
 @_sample_dirichlet_op.meta_fn
@@ -273,3 +274,4 @@ def standard_gamma_grad(alpha, x):
 
 def dirichlet_grad(x, alpha, total):
     return _dirichlet_grad_op.binding(x, alpha, total)
+
