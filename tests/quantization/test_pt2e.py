@@ -312,7 +312,8 @@ def test_cnn_conv_bn_relu_against_torch():
         qp[key] = (_t(s), _t(z))
     ref, _ = _torch_cnn(m, _t(x), qp=qp)
     np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-4)
-    compiled = ember.compile(converted)
+    # (inductor compiles the MLP's; aot_eager keeps this test short)
+    compiled = ember.compile(converted, backend="aot_eager")
     np.testing.assert_allclose(compiled(x).detach().numpy(), out, rtol=1e-5, atol=1e-6)
     checked = _replay_qdq(converted)
     converted(x)
@@ -412,7 +413,8 @@ def test_residual_add_shares_the_skip_observer():
     yq = qdq(y, "relu")
     ref = (tF.conv2d(yq, wq(_t(m.conv2.weight)), _t(m.conv2.bias), padding=1) + yq).relu()
     np.testing.assert_allclose(out, ref.numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(ember.compile(converted)(x).detach().numpy(), out, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ember.compile(converted, backend="aot_eager")(x).detach().numpy(), out, rtol=1e-5,
+                               atol=1e-6)
 
 
 def test_fold_quantize_false_keeps_weight_quantize():
@@ -457,8 +459,8 @@ def test_linear_lowerings_are_raised_to_linear():
     converted = convert_pt2e(prepared)
     x = ember.tensor(_rand(rng, 2, 4, 4))
     np.testing.assert_allclose(converted(x).detach().numpy(), m(x).detach().numpy(), atol=0.1)
-    np.testing.assert_allclose(ember.compile(converted)(x).detach().numpy(), converted(x).detach().numpy(),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(ember.compile(converted, backend="aot_eager")(x).detach().numpy(),
+                               converted(x).detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_module_name_and_type_configs():
@@ -673,3 +675,47 @@ def test_errors():
         prepare_qat_pt2e(ex, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_qat=True)))
     with pytest.raises(ValueError, match="quant_min 5 must be <= quant_max 1"):
         QuantizationSpec(dtype=ember.int8, observer_or_fake_quant_ctr=None, quant_min=5, quant_max=1)
+
+
+class XNet(enn.Module):
+    """conv-relu, conv + skip add, a scalar mul, adaptive avg pool, flatten, linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = enn.Conv2d(3, 4, 3, padding=1), enn.ReLU()
+        self.conv2, self.gap, self.fc = enn.Conv2d(4, 4, 1), enn.AdaptiveAvgPool2d(1), enn.Linear(4, 5)
+
+    def forward(self, x):
+        y = self.relu(self.conv(x))
+        z = (self.conv2(y) + y) * 0.5
+        return self.fc(ember.flatten(self.gap(z), 1))
+
+
+@pytest.mark.parametrize("per_channel", [True, False])
+def test_xnnpack_quantizer_against_torch_observers(per_channel):
+    from ember.ao.quantization.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                  get_symmetric_quantization_config)
+    rng = np.random.default_rng(13)
+    m = _randomize(XNet(), rng)
+    calib = _calib(rng, (2, 3, 6, 6), n=2)
+    qz = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=per_channel))
+    prepared, log = _flow(m, calib[0], calib, qz)
+    # every op's output observed (relu's read by conv2 and the add: one observer); the pool
+    # and the flatten share the mul's; the scalar 0.5 became a quantized constant
+    assert _groups(prepared) == sorted(sorted(g) for g in [
+        ["x"], ["conv_weight"], ["conv2_weight"], ["fc_weight"], ["relu"], ["conv2d_1"], ["add"],
+        ["_tensor_constant_0"], ["mul", "adaptive_avg_pool2d", "flatten"], ["linear"]])
+    _replay_observers(prepared, log)
+    converted = convert_pt2e(prepared)
+    q = ember.ops.quantized_decomposed
+    targets = [n.target for n in converted.graph.nodes if n.op == "call_function"]
+    assert targets.count(q.dequantize_per_channel.default) == (3 if per_channel else 0)
+    assert targets.count(q.quantize_per_tensor.default) == 8       # (weights and the constant folded)
+    x = calib[1]                  # (inside the calibrated ranges: the float model's output within 0.1)
+    out = converted(x).detach().numpy()
+    np.testing.assert_allclose(out, m(x).detach().numpy(), atol=0.1)
+    np.testing.assert_allclose(ember.compile(converted, backend="aot_eager")(x).detach().numpy(), out, rtol=1e-5,
+                               atol=1e-6)
+    checked = _replay_qdq(converted)
+    converted(x)
+    assert len(checked) == 8 + 10 + 3      # (relu's dequantize duplicated for its two users)

@@ -33,6 +33,9 @@ def __getattr__(name):
     # as quantization_mappings'), so importing ember.ao.quantization does not load every module class
     if name in _LAZY_MAPPINGS:
         return getattr(quantization_mappings, name)
+    if name in ("quantize_pt2e", "quantizer", "pt2e"):   # (the PT2E flow: loaded on first use)
+        import importlib
+        return importlib.import_module(f"{__name__}.{name}")
     if name == "quantize_fx":             # (FX graph mode quantization: loaded on first use)
         import importlib
         return importlib.import_module(f"{__name__}.quantize_fx")
