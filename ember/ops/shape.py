@@ -955,6 +955,23 @@ def _is_legacy_empty(x):
 
 @defop("cat(Tensor[] tensors, int dim=0) -> Tensor", save=())
 def cat(xp, tensors, dim=0):
+    if len(tensors) > 1 and type(dim) is int:
+        # the common case first: one dtype, the first input row-major and not empty, sizes
+        # matching off ``dim`` -- what the general path below computes, without its dtype
+        # promotion and per-input checks (most of a small cat's time)
+        ref = tensors[0]
+        nd = ref.ndim
+        if type(ref) is np.ndarray and -nd <= dim < nd and ref.size and _canonical_c(ref):
+            d = dim + nd if dim < 0 else dim
+            dt, lo, hi = ref.dtype, ref.shape[:d], ref.shape[d + 1:]
+            n = 0
+            for x in tensors:
+                s = x.shape
+                if type(x) is not np.ndarray or x.dtype != dt or len(s) != nd or s[:d] != lo or s[d + 1:] != hi:
+                    break
+                n += s[d]
+            else:
+                return np.concatenate(tensors, axis=d, out=np.empty(lo + (n,) + hi, dtype=dt))
     if len(tensors) == 0:
         raise ValueError("cat(): expected a non-empty list of Tensors")
     for i, x in enumerate(tensors):
@@ -1039,10 +1056,13 @@ def stack(xp, tensors, dim=0):
         if x.shape != ref.shape:
             raise RuntimeError(f"stack expects each tensor to be equal size, but got {list(ref.shape)} at "
                                f"entry 0 and {list(x.shape)} at entry {i}")
-    dt = _cat_dtype(tensors)
     d = wrap_dim(dim, ref.ndim + 1)
     shape = list(ref.shape)
     shape.insert(d, len(tensors))
+    rdt = ref.dtype
+    if type(ref) is np.ndarray and all(x.dtype == rdt for x in tensors):   # one dtype: no promotion
+        return np.stack(tensors, axis=d, out=np.empty(shape, dtype=rdt))
+    dt = _cat_dtype(tensors)
     return xp.stack([x.astype(dt.np, copy=False) for x in tensors], axis=d,
                     out=xp.empty(shape, dtype=dt.np))     # contiguous, as PyTorch's (see cat)
 

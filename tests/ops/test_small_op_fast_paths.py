@@ -675,3 +675,62 @@ def test_avg_pool_cached_divisor(kw, dtype, monkeypatch):
     tol = 1e-6 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(_np(y), _np(yt), rtol=tol, atol=tol)
     np.testing.assert_allclose(_np(x.grad), _np(xt.grad), rtol=tol, atol=tol)
+
+
+# ---------------------------------------------------------------------- cat / stack
+def _cat_cases(rng):
+    a = rng.standard_normal((3, 4, 2, 5)).astype(np.float32)
+    b = rng.standard_normal((3, 1, 2, 5)).astype(np.float32)
+    return [
+        ([a, b, a], 1), ([a, a], -1), ([a, a], 0), ([a[:, :, 0], b[:, :, 0]], 1),
+        ([a.reshape(-1), np.zeros(0, np.float32), a.reshape(-1)], 0),     # a legacy empty input
+        ([a, b.astype(np.float64)], 1),                                   # promotion: general path
+        ([a.transpose(0, 2, 3, 1), a.transpose(0, 2, 3, 1)], 0),         # strided first input
+        ([np.zeros(0, np.float32), a.reshape(-1)], 0),                   # a legacy empty first
+        ([(a > 0), (b > 0)], 1), ([np.arange(6).reshape(2, 3)] * 3, -2),
+    ]
+
+
+def _dtname(t):
+    return str(t.dtype).split(".")[-1]
+
+
+def test_cat_fast_path_matches_torch():
+    rng = np.random.default_rng(9)
+    for arrs, dim in _cat_cases(rng):
+        es = [ember.tensor(x) for x in arrs]
+        ts = [torch.tensor(x) for x in arrs]
+        if arrs[0].ndim == 4 and not arrs[0].flags.c_contiguous:      # a permuted view, not a copy
+            es = [ember.tensor(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).permute(0, 2, 3, 1) for x in arrs]
+            ts = [torch.tensor(np.ascontiguousarray(x.transpose(0, 3, 1, 2))).permute(0, 2, 3, 1) for x in arrs]
+        e, t = ember.cat(es, dim), torch.cat(ts, dim)
+        assert _dtname(e) == _dtname(t) and tuple(e.shape) == tuple(t.shape)
+        assert e.stride() == t.stride() and e.is_contiguous()
+        np.testing.assert_array_equal(_np(e), t.numpy())
+        k = [i for i, x in enumerate(arrs) if x.size and x.shape == arrs[-1].shape]   # equal shapes
+        s_e = ember.stack([es[i] for i in k], dim if dim >= 0 else dim - 1)
+        s_t = torch.stack([ts[i] for i in k], dim if dim >= 0 else dim - 1)
+        assert _dtname(s_e) == _dtname(s_t) and tuple(s_e.shape) == tuple(s_t.shape)
+        assert s_e.stride() == s_t.stride()
+        np.testing.assert_array_equal(_np(s_e), s_t.numpy())
+
+
+def test_cat_fast_path_errors_and_grad():
+    rng = np.random.default_rng(10)
+    a, b = rng.standard_normal((2, 3)).astype(np.float32), rng.standard_normal((2, 4)).astype(np.float32)
+    for dim in (0, 2, -3):
+        try:
+            torch.cat([torch.tensor(a), torch.tensor(b)], dim)
+        except Exception as exc:   # noqa: BLE001 - the type and message are compared
+            with pytest.raises(type(exc)) as info:
+                ember.cat([ember.tensor(a), ember.tensor(b)], dim)
+            assert str(info.value) == str(exc)
+    with pytest.raises(RuntimeError, match="zero-dimensional tensor"):
+        ember.cat([ember.tensor(1.0), ember.tensor(2.0)])
+    with pytest.raises(RuntimeError, match="stack expects each tensor to be equal size"):
+        ember.stack([ember.tensor(a), ember.tensor(b)])
+    x, y = ember.tensor(a, requires_grad=True), ember.tensor(b, requires_grad=True)
+    g = rng.standard_normal((2, 7)).astype(np.float32)
+    ember.cat([x, y], 1).backward(ember.tensor(g))
+    np.testing.assert_array_equal(_np(x.grad), g[:, :3])
+    np.testing.assert_array_equal(_np(y.grad), g[:, 3:])
