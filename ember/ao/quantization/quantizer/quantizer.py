@@ -24,15 +24,6 @@ class QuantizationSpecBase(ABC):  # noqa: B024
     """The base of every quantization spec (what an annotation stores for an edge or a node)."""
 
 
-def _per_tensor_schemes():
-    return (ember.per_tensor_affine, ember.per_tensor_symmetric)
-
-
-def _all_schemes():
-    return (ember.per_tensor_affine, ember.per_tensor_symmetric, ember.per_channel_affine,
-            ember.per_channel_symmetric, ember.per_channel_affine_float_qparams)
-
-
 @dataclass(eq=True, frozen=True)
 class QuantizationSpec(QuantizationSpecBase):
     """How to quantize one edge or node: the quantized ``dtype`` and range, the qscheme (per
@@ -50,8 +41,6 @@ class QuantizationSpec(QuantizationSpecBase):
     def __post_init__(self):
         if self.quant_min is not None and self.quant_max is not None and self.quant_min > self.quant_max:
             raise ValueError(f"quant_min {self.quant_min} must be <= quant_max {self.quant_max}.")
-        if self.qscheme is not None and self.qscheme not in _all_schemes():
-            raise ValueError(f"Unsupported qscheme {self.qscheme}.")
         if self.ch_axis is not None and self.ch_axis < 0:
             raise ValueError("Ch_axis is < 0.")
 

@@ -105,6 +105,15 @@ def _sole_user(n) -> Optional[Node]:
     return users[0] if len(users) == 1 else None
 
 
+def _first_unary_user(node, names) -> Optional[Node]:
+    """The first user of ``node`` that is one of the unary ops ``names`` applied to it (a conv or
+    linear read by other nodes too still forms the pattern, as torch's sequential partitions)."""
+    for u in node.users:
+        if is_op(u, *names) and u.args and u.args[0] is node:
+            return u
+    return None
+
+
 def _binary_other(conv, add) -> Optional[Node]:
     """The other input of ``add(conv, other)`` / ``add(other, conv)`` (no alpha), else None."""
     if not is_op(add, "add") or len(add.args) != 2 or add.kwargs.get("alpha", 1) != 1:
@@ -248,8 +257,8 @@ class X86InductorQuantizer(Quantizer):
 
     def _annotate_conv2d_unary(self, graph, config, filter_fn):
         for conv in self._conv_nodes(graph):
-            unary = _sole_user(conv)
-            if unary is None or not is_op(unary, *_CONV_UNARY) or unary.args[0] is not conv:
+            unary = _first_unary_user(conv, _CONV_UNARY)
+            if unary is None:
                 continue
             if _skip([conv, unary], filter_fn):
                 continue
@@ -268,8 +277,8 @@ class X86InductorQuantizer(Quantizer):
 
     def _annotate_linear_unary(self, graph, config, filter_fn):
         for lin in self._linear_nodes(graph):
-            unary = _sole_user(lin)
-            if unary is None or not is_op(unary, *_LINEAR_UNARY) or unary.args[0] is not lin:
+            unary = _first_unary_user(lin, _LINEAR_UNARY)
+            if unary is None:
                 continue
             if _skip([lin, unary], filter_fn):
                 continue
