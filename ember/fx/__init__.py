@@ -53,12 +53,20 @@ __all__ = [
 ]
 
 
+# torch.fx's submodules, reachable as attributes (``ember.fx.passes.shape_prop``) without an
+# import of their own; imported on first access
+_SUBMODULES = (
+    "config", "operator_schemas", "tensor_type", "passes", "experimental", "graph_module", "annotate",
+    "_compatibility", "_pytree", "lazy_graph_module",
+)
+
+
 def __getattr__(name):
     if name == "GraphModule":
         from .graph_module import GraphModule
 
         return GraphModule
-    if name in ("config", "operator_schemas", "tensor_type"):
+    if name in _SUBMODULES:
         import importlib
 
         return importlib.import_module(f"{__name__}.{name}")

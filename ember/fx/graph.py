@@ -137,6 +137,12 @@ class Graph:
         n = Node(self, unique, op, target, args, kwargs, type_expr)
         self._insert(n)
         self._len += 1
+        owner = self._owning_module
+        if owner is not None:
+            hooks = getattr(owner, "__dict__", {}).get("_create_node_hooks")
+            if hooks:
+                for hook in list(hooks):
+                    hook(n)
         return n
 
     def placeholder(self, name: str, type_expr: Optional[Any] = None, default_value: Any = inspect.Signature.empty) -> Node:
@@ -219,6 +225,12 @@ class Graph:
                 f"fx: cannot erase node {to_erase.name!r}: it still has users [{users}]; "
                 "call replace_all_uses_with first"
             )
+        owner = self._owning_module
+        if owner is not None:
+            hooks = getattr(owner, "__dict__", {}).get("_erase_node_hooks")
+            if hooks:
+                for hook in list(hooks):
+                    hook(to_erase)
         to_erase._set_args_kwargs((), {})
         prv, nxt = to_erase._prev, to_erase._next
         to_erase._remove_from_list()

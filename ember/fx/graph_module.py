@@ -35,7 +35,7 @@ from ember.nn.modules.module import Module
 from ._codegen import PythonCode
 from .graph import Graph
 
-__all__ = ["GraphModule"]
+__all__ = ["GraphModule", "reduce_graph_module"]
 
 _src_counter = itertools.count()
 
@@ -288,21 +288,211 @@ class GraphModule(Module):
             if name and name not in used and not name.startswith(tuple(called)):
                 self.delete_submodule(name)
 
+    # -- graph edit hooks (torch's private API; GraphTransformObserver uses them) ----------
+    def _hook_list(self, name: str) -> list:
+        hooks = self.__dict__.get(name)
+        if hooks is None:
+            hooks = []
+            object.__setattr__(self, name, hooks)
+        return hooks
+
+    def _register_create_node_hook(self, f: Any) -> None:
+        """``f(node)`` runs after each node is created in this module's graph."""
+        if not callable(f):
+            raise AssertionError("create_node hook must be a callable.")
+        self._hook_list("_create_node_hooks").append(f)
+
+    def _unregister_create_node_hook(self, f: Any) -> None:
+        hooks = self._hook_list("_create_node_hooks")
+        if f not in hooks:
+            raise AssertionError("f is not registered as a create_node hook.")
+        hooks.remove(f)
+
+    def _register_erase_node_hook(self, f: Any) -> None:
+        """``f(node)`` runs before each node of this module's graph is erased."""
+        if not callable(f):
+            raise AssertionError("erase_node hook must be a callable.")
+        self._hook_list("_erase_node_hooks").append(f)
+
+    def _unregister_erase_node_hook(self, f: Any) -> None:
+        hooks = self._hook_list("_erase_node_hooks")
+        if f not in hooks:
+            raise AssertionError("f is not registered as a erase_node hook.")
+        hooks.remove(f)
+
+    def _register_replace_node_hook(self, f: Any) -> None:
+        """``f(old=node, new=name, user=node)`` runs when ``user`` stops reading
+        ``old`` for the node named ``new``."""
+        if not callable(f):
+            raise AssertionError("replace_node hook must be a callable.")
+        self._hook_list("_replace_hooks").append(f)
+
+    def _unregister_replace_node_hook(self, f: Any) -> None:
+        hooks = self._hook_list("_replace_hooks")
+        if f not in hooks:
+            raise AssertionError("f is not registered as a replace_node hook.")
+        hooks.remove(f)
+
+    def _register_deepcopy_hook(self, f: Any) -> None:
+        """``f(copy)`` runs on each deep copy of this module."""
+        if not callable(f):
+            raise AssertionError("deepcopy hook must be a callable.")
+        self._hook_list("_deepcopy_hooks").append(f)
+
+    def _unregister_deepcopy_hook(self, f: Any) -> None:
+        hooks = self._hook_list("_deepcopy_hooks")
+        if f not in hooks:
+            raise AssertionError("f is not registered as a deepcopy hook.")
+        hooks.remove(f)
+
     # -- copying -------------------------------------------------------------------------
+    def _deepcopy_init(self) -> Any:
+        """The initializer :meth:`__deepcopy__` runs on the copy (a subclass whose
+        ``__init__`` takes other arguments keeps GraphModule's)."""
+        return GraphModule.__init__
+
     def __deepcopy__(self, memo: Dict[int, Any]) -> "GraphModule":
-        state = copy.deepcopy(self.__dict__, memo)
-        holder = Module.__new__(Module)
-        holder.__dict__.update(state)
-        new = GraphModule(holder, state["_graph"], type(self).__name__)
-        object.__setattr__(new, "meta", state.get("meta", {}))
-        memo[id(self)] = new
-        return new
+        """A copy of the same class (a GraphModule subclass stays one) with deep
+        copies of the state the graph uses, ``meta``, the state-dict and graph
+        hooks; other instance attributes are not copied (as torch) unless listed
+        in ``meta["_user_preserved_attributes"]`` (``{name: value}``), which are
+        set on the copy."""
+        res = type(self).__new__(type(self))
+        memo[id(self)] = res
+        holder = _CodeOnlyModule(copy.deepcopy(self.__dict__, memo))
+        self._deepcopy_init()(res, holder, holder.__dict__["_graph"], _class_name(self))
+        for attr in _PRESERVED_ON_DEEPCOPY:
+            if attr in self.__dict__:
+                object.__setattr__(res, attr, copy.deepcopy(self.__dict__[attr], memo))
+        object.__setattr__(res, "meta", copy.deepcopy(getattr(self, "meta", {}), memo))
+        for name, value in res.meta.get(_USER_PRESERVED_ATTRIBUTES_KEY, {}).items():
+            setattr(res, name, value)
+        for hook in getattr(self, "_deepcopy_hooks", ()):
+            hook(res)
+        return res
 
     def __copy__(self) -> "GraphModule":
-        new = GraphModule(self, self.graph, type(self).__name__)
-        object.__setattr__(new, "meta", dict(self.meta))
+        """A GraphModule sharing this one's graph, submodules and parameters."""
+        new = GraphModule(self, self.graph, _class_name(self))
+        object.__setattr__(new, "meta", getattr(self, "meta", {}))
         return new
 
     def __reduce__(self):
-        raise NotImplementedError("fx: pickling a GraphModule is not supported yet")
+        """Pickle the generated code, not the Graph: unpickling re-traces the
+        code (every submodule a leaf) and rebuilds a GraphModule (of class
+        GraphModule, as torch's) with this module's other attributes."""
+        body = {k: v for k, v in self.__dict__.items() if k not in _PRESERVED_ON_DEEPCOPY[4:]}
+        pc = self.recompile()
+        body["_code"] = pc.src
+        import_block, extra = _format_import_block(pc.globals)
+        if extra:
+            body["_fx_pickled_globals"] = extra
+        node_stack_traces = {n.name: n.meta["stack_trace"] for n in self._graph.nodes if "stack_trace" in n.meta}
+        if node_stack_traces:
+            body["_graphmodule_graph_node_meta_stack_trace"] = node_stack_traces
+        del body["_graph"]
+        return (reduce_graph_module, (body, import_block))
 
+
+_USER_PRESERVED_ATTRIBUTES_KEY = "_user_preserved_attributes"
+_PRESERVED_ON_DEEPCOPY = (
+    "_state_dict_hooks", "_state_dict_pre_hooks", "_load_state_dict_pre_hooks", "_load_state_dict_post_hooks",
+    "_replace_hooks", "_create_node_hooks", "_erase_node_hooks", "_deepcopy_hooks",
+)
+
+
+def _class_name(gm: Any) -> str:
+    return type(gm).__name__
+
+
+class _CodeOnlyModule(Module):
+    """A Module whose instance dictionary is ``body`` (a GraphModule's, less its
+    graph): the root that deepcopy and unpickling rebuild a GraphModule from."""
+
+    def __init__(self, body: Dict[str, Any]) -> None:
+        super().__init__()
+        self.__dict__ = body
+
+
+def _format_import_block(globals_: Dict[str, Any]):
+    """Python statements re-creating the generated code's globals by import
+    (``from operator import add as add``), and ``{name: object}`` for those
+    that cannot be imported by name (pickled by value instead)."""
+    import importlib
+    import types
+
+    lines = []
+    extra: Dict[str, Any] = {}
+    for name, obj in sorted(globals_.items()):
+        if name == "__builtins__":
+            continue
+        if isinstance(obj, types.ModuleType):
+            lines.append(f"import {obj.__name__}")
+            if name != obj.__name__:
+                lines.append(f"{name} = {obj.__name__}")
+            continue
+        module, qual = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+        found = None
+        if isinstance(module, str) and isinstance(qual, str) and "<locals>" not in qual:
+            try:
+                found = importlib.import_module(module)
+                for part in qual.split("."):
+                    found = getattr(found, part)
+            except (ImportError, AttributeError):
+                found = None
+        if found is obj:
+            if "." in qual:
+                lines.append(f"import {module}")
+                lines.append(f"{name} = {module}.{qual}")
+            else:
+                lines.append(f"from {module} import {qual} as {name}")
+        else:
+            extra[name] = obj
+    return "\n".join(lines) + "\n", extra
+
+
+def _forward_from_src(src: str, globals_: Dict[str, Any]) -> Any:
+    return _exec_forward(src, globals_)
+
+
+def reduce_graph_module(body: Dict[str, Any], import_block: str) -> Module:
+    """Unpickle a GraphModule: run ``import_block`` and the code in ``body``
+    (``_code``, or ``code`` from older pickles), then rebuild (see
+    :func:`_deserialize_graph_module`)."""
+    fn_src = body.get("_code") or body["code"]
+    globals_ = dict(body.pop("_fx_pickled_globals", {}) or {})
+    exec(compile(import_block, "<fx import block>", "exec"), globals_)
+    forward = _forward_from_src(fn_src, globals_)
+    return _deserialize_graph_module(forward, body)
+
+
+def _deserialize_graph_module(forward: Any, body: Dict[str, Any], graph_module_cls: Optional[type] = None) -> Module:
+    """A GraphModule traced from ``forward`` run on a module holding ``body``
+    (submodules are not traced into), with ``body``'s attributes the graph
+    does not use set on it as well."""
+    from ._symbolic_trace import Tracer
+
+    tracer_cls = body.get("_tracer_cls") or Tracer
+
+    class KeepModules(tracer_cls):  # type: ignore[misc, valid-type]
+        def is_leaf_module(self, m: Any, module_qualified_name: str) -> bool:
+            return True
+
+    body.pop("_code", None)
+    stack_traces = body.pop("_graphmodule_graph_node_meta_stack_trace", None)
+    com = _CodeOnlyModule(body)
+    type(com).forward = forward
+    try:
+        graph = KeepModules().trace(com, **body.get("_tracer_extras", {}))
+    finally:
+        del type(com).forward
+    if stack_traces:
+        for node in graph.nodes:
+            if node.name in stack_traces:
+                node.meta["stack_trace"] = stack_traces[node.name]
+    cls = graph_module_cls or GraphModule
+    gm = cls(com, graph, body.get("_graphmodule_cls_name", "GraphModule"))
+    for k, v in body.items():
+        if not hasattr(gm, k):
+            setattr(gm, k, v)
+    return gm

@@ -240,6 +240,12 @@ class Node:
 
     def replace_input_with(self, old_input: "Node", new_input: "Node") -> None:
         """Make this node read ``new_input`` wherever it read ``old_input``."""
+        owner = getattr(self.graph, "_owning_module", None)
+        if owner is not None:
+            hooks = getattr(owner, "__dict__", {}).get("_replace_hooks")
+            if hooks:
+                for hook in list(hooks):
+                    hook(old=old_input, new=new_input.name, user=self)
         fn = lambda n: new_input if n is old_input else n  # noqa: E731
         self._set_args_kwargs(map_arg(self._args, fn), map_arg(self._kwargs, fn))
 

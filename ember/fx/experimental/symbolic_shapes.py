@@ -67,7 +67,7 @@ __all__ = ["ShapeEnv", "SymInt", "SymBool", "GuardOnDataDependentSymNode", "is_s
            "ValueRangeError", "statically_known_true", "statically_known_false", "guard_or_false",
            "guard_or_true", "guard_size_oblivious", "guard_bool", "guard_float", "expect_true",
            "has_free_symbols", "free_symbols", "free_unbacked_symbols", "is_concrete_int",
-           "is_concrete_bool", "sym_eq", "constrain_range", "has_hint"]
+           "is_concrete_bool", "sym_eq", "constrain_range", "has_hint", "RuntimeAssert"]
 
 
 class GuardOnDataDependentSymNode(RuntimeError):
@@ -294,12 +294,33 @@ def sym_min(a, b):
     return builtins.min(a, b)
 
 
-class ShapeEnv:
-    """Owns the size symbols of one trace, their example values and the guards."""
+@dataclasses.dataclass(frozen=True)
+class RuntimeAssert:
+    """A condition on sizes checked when the graph runs rather than guarded
+    on at compile time (``ShapeEnv.deferred_runtime_asserts``; the pass
+    ``ember.fx.passes.runtime_assert.insert_deferred_runtime_asserts`` puts
+    them into a graph)."""
 
-    def __init__(self, *, duck_shape: bool = True, specialize_zero_one: bool = True):
+    expr: Any
+    msg: str = dataclasses.field(repr=False)
+    stack: Any = dataclasses.field(default=None, repr=False)
+
+
+class ShapeEnv:
+    """Owns the size symbols of one trace, their example values and the guards.
+
+    ``prefer_deferred_runtime_asserts_over_guards``: :meth:`defer_runtime_assert`
+    records its condition for the graph to check at run time instead of
+    guarding on it."""
+
+    def __init__(self, *, duck_shape: bool = True, specialize_zero_one: bool = True,
+                 prefer_deferred_runtime_asserts_over_guards: bool = False):
         self.duck_shape = duck_shape
         self.specialize_zero_one = specialize_zero_one
+        self.prefer_deferred_runtime_asserts_over_guards = prefer_deferred_runtime_asserts_over_guards
+        #: symbol (or None: no particular one) -> conditions to check at run time; ember's
+        #: symbols are all backed (input sizes), so every entry is under None
+        self.deferred_runtime_asserts: Dict[Any, List[RuntimeAssert]] = {}
         self.var_to_val: Dict[sympy.Symbol, int] = {}
         self.var_to_sources: Dict[sympy.Symbol, List[str]] = {}
         self.val_to_var: Dict[int, sympy.Symbol] = {}
@@ -493,6 +514,30 @@ class ShapeEnv:
             val = bool(val)
         self._add_guard(expr if val else sympy.Not(expr))
         return val
+
+    def defer_runtime_assert(self, orig_expr: Any, msg: str, fx_node: Any = None) -> bool:
+        """Require ``orig_expr`` (a sympy relation or SymBool) to hold. Decided
+        statically when it can be; otherwise guarded on like :meth:`evaluate_expr`,
+        or -- with ``prefer_deferred_runtime_asserts_over_guards`` -- recorded in
+        ``deferred_runtime_asserts`` for the graph to check at run time (True is
+        returned: the trace goes on assuming it)."""
+        if isinstance(orig_expr, SymBool):
+            expr = orig_expr.expr
+        elif hasattr(orig_expr, "free_symbols"):
+            expr = orig_expr
+        else:
+            expr = _sympify(orig_expr)
+        if expr in (sympy.true, sympy.false):
+            return bool(expr)
+        static = self._static_truth(expr)
+        if static is not None:
+            return static
+        if not self.prefer_deferred_runtime_asserts_over_guards:
+            return self.evaluate_expr(expr)
+        ras = self.deferred_runtime_asserts.setdefault(None, [])
+        if all(ra.expr != expr for ra in ras):
+            ras.append(RuntimeAssert(expr, msg))
+        return True
 
     def guard_int(self, expr) -> int:
         val = self.hint(expr)

@@ -24,8 +24,9 @@ __all__ = [
 # torch.fx.passes exposes its pass modules as attributes; ember imports them on
 # first access so ``import ember.fx`` stays light.
 _SUBMODULES = (
-    "graph_drawer", "graph_manipulation", "infra", "operator_support", "param_fetch",
-    "reinplace", "shape_prop", "split_module", "split_utils", "tools_common", "utils",
+    "annotate_getitem_nodes", "backends", "fake_tensor_prop", "graph_drawer", "graph_manipulation",
+    "graph_transform_observer", "infra", "net_min_base", "operator_support", "param_fetch", "reinplace",
+    "runtime_assert", "shape_prop", "split_module", "split_utils", "splitter_base", "tools_common", "utils",
 )
 
 

@@ -1,0 +1,1 @@
+"""Backend-specific partitioning passes (``torch.fx.passes.backends``)."""
