@@ -82,7 +82,8 @@ from ..runtime import disk_cache
 
 log = logging.getLogger("ember.aot.cache")
 
-FORMAT_VERSION = "3"     # 3: fake dtypes by ember name (bfloat16), bfloat16 constants as uint16
+FORMAT_VERSION = "4"     # 3: fake dtypes by ember name (bfloat16), bfloat16 constants as uint16;
+#                          4: joint records carry mutated_grad_inputs
 _MAGIC = b"EMBER-AOT"
 
 stats = {"hits": 0, "misses": 0, "stores": 0, "corrupt": 0, "bypassed": 0, "uncacheable": 0}
@@ -485,7 +486,7 @@ def _read(path: str, shape_env=None) -> Optional[dict]:
 def _joint_record(joint) -> dict:
     return {k: getattr(joint, k) for k in ("num_primals", "num_tangents", "num_outputs", "mutated_inputs",
                                            "grad_inputs", "diff_outputs", "output_is_tuple", "inference",
-                                           "aliased_outputs")}
+                                           "aliased_outputs", "mutated_grad_inputs")}
 
 
 def _joint_from(rec: dict):

@@ -67,6 +67,11 @@ class JointGraph:
     # an output that is a whole contiguous buffer, size, stride, offset) for outputs that are views
     # of another output: regenerated as views after each call so they alias as they do eagerly
     aliased_outputs: dict = field(default_factory=dict)
+    # primal positions that do not require grad but whose in-place update does (``out.index_add_(0,
+    # idx, y)`` with ``y`` requiring grad): their new values are the *last* forward outputs
+    # (counted in ``num_outputs``, differentiable), which the runtime copies into the inputs with
+    # grad mode on, so the inputs get the graph's autograd history as they do eagerly
+    mutated_grad_inputs: List[int] = field(default_factory=list)
 
 
 def _as_tuple(out):
@@ -303,6 +308,12 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
         with enable_grad() if not inference else _nullcontext():
             probe_out, is_tuple = _as_tuple(fn(*probe_in))
     aliased = _aliased_outputs(probe_out, fakes)
+    # inputs that did not require grad and were written in place with values that do
+    mut_grad = [i for i, (p, w) in enumerate(zip(probe_in, wants_grad))
+                if not w and p.requires_grad] if not inference else []
+    n_user_out = len(probe_out)
+    if mut_grad:
+        probe_out = tuple(probe_out) + tuple(probe_in[i] for i in mut_grad)
     diff_outputs = [i for i, o in enumerate(probe_out) if o.requires_grad] if not inference else []
     grad_inputs = [i for i, w in enumerate(wants_grad) if w] if not inference else []
     if not diff_outputs:
@@ -310,6 +321,10 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
         grad_inputs = []
 
     if inference:
+        if mut_grad:
+            probe_out = probe_out[:n_user_out]
+            mut_grad = []
+
         def forward_only(primals):
             outs, _ = _as_tuple(fn(*primals))
             return outs
@@ -326,6 +341,7 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
 
     def joint(primals, tangents):
         outs, _ = _as_tuple(fn(*primals))
+        outs = tuple(outs) + tuple(primals[i] for i in mut_grad)
         diff = [outs[i] for i in diff_outputs]
         wrt = [primals[i] for i in grad_inputs]
         grads = _autograd.grad(diff, wrt, grad_outputs=list(tangents), allow_unused=True)
@@ -335,7 +351,8 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
         gm = make_fx(joint, decomposition_table=decompositions, tracing_mode=tracing,
                      functionalize=True)(list(fakes), tangents)
     return JointGraph(gm, len(fakes), len(tangents), len(probe_out), list(gm.meta["mutated_inputs"]),
-                      grad_inputs, diff_outputs, is_tuple, mode.shape_env, False, aliased_outputs=aliased)
+                      grad_inputs, diff_outputs, is_tuple, mode.shape_env, False, aliased_outputs=aliased,
+                      mutated_grad_inputs=mut_grad)
 
 
 def _aliased_outputs(outs, fakes) -> dict:

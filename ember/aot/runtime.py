@@ -272,6 +272,8 @@ class AOTModule:
                                    for i, t in enumerate(inputs))
                 outs = cls.apply(*inputs)
                 outs = outs if isinstance(outs, tuple) else (outs,)
+                if joint.mutated_grad_inputs:
+                    outs = _rebase_mutated(joint, inputs, outs)
                 outs = _realias(joint, inputs, outs)
                 return outs if joint.output_is_tuple else outs[0]
         if self._inference is None:
@@ -359,6 +361,17 @@ def _realias(joint: JointGraph, inputs, outs):
         else:
             outs[k] = api.as_strided(src, size, stride, offset)
     return tuple(outs)
+
+
+def _rebase_mutated(joint: JointGraph, inputs, outs):
+    """Inputs that did not require grad, written in place with values that do: the graph's last
+    outputs are their new values (outputs of the compiled function, so differentiable); copied
+    into the inputs with grad mode on, the inputs' grad_fn leads into the compiled backward, as
+    an eager in-place op's would. (The forward wrote the values already; this records autograd.)"""
+    k = len(joint.mutated_grad_inputs)
+    for i, v in zip(joint.mutated_grad_inputs, outs[len(outs) - k:]):
+        inputs[i].copy_(v)
+    return outs[:len(outs) - k]
 
 
 def _detach_from_mutated(res, n, inputs, positions):
