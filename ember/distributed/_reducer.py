@@ -22,9 +22,9 @@ unless ``tensor_indices`` gives the order.
 per-iteration runtime stats (forward/backward compute and communication times, in ns) that
 ``_get_ddp_logging_data()`` returns as ``strs_map`` / ``ints_map``.
 
-``ember.nn.parallel.DistributedDataParallel`` keeps its own reduction (it waits for the last
-gradient and reduces all buckets then, which also serves ``join``'s shadow all-reduces); the
-Reducer is the bucket-by-bucket engine torch's Python-level users construct directly.
+``ember.nn.parallel.DistributedDataParallel`` reduces through a Reducer (``ddp.reducer``, with
+DDP's own buckets: per dtype in parameter order, which ``join``'s shadow all-reduces mirror) and
+logs through a Logger (``ddp.logger``, ``ddp._get_ddp_logging_data()``).
 """
 from __future__ import annotations
 
@@ -142,6 +142,7 @@ class Reducer:
         self._set_buckets(bucket_indices, per_bucket_size_limits)
         self._comm_hook = None
         self._comm_hook_name = None
+        self._divisor = None          # DDP under join: what to divide by (the ranks still working)
         self._logger = None
         self._static_graph = False
         self._sample_rate = 100
@@ -265,7 +266,7 @@ class Reducer:
             state, hook = self._comm_hook
             bucket.future = hook(state, self._grad_bucket(b, flat))
         elif self._world() > 1:
-            n = self._world()
+            n = self._divisor() if self._divisor is not None else self._world()
             flat._data /= np.asarray(n, dtype=flat._data.dtype) if flat.dtype.is_floating_point else n
             bucket.work = dist.all_reduce(flat, group=self.process_group, async_op=True)
         bucket.launched = True
@@ -391,6 +392,7 @@ class Reducer:
         self._handles = []
 
     def _reset_state(self):
+        """Disarm: a backward now accumulates locally (``no_sync``, a forward without grad)."""
         self._armed, self._finalized = False, True
         self._ready, self._unused = set(), set()
 

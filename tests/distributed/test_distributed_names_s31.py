@@ -224,6 +224,28 @@ def _c10d_log(rank):
     return got
 
 
+def _ddp(rank, seed):
+    """DDP reduces through a Reducer and logs through a Logger (torch's ``_get_ddp_logging_data``)."""
+    import copy
+
+    import ember.distributed as dist
+    from ember.nn.parallel import DistributedDataParallel as DDP
+    m = _model(seed)
+    ref = copy.deepcopy(m)
+    d = DDP(m, bucket_cap_mb=2 ** -14)       # 64 bytes: several buckets
+    for step in range(2):
+        (d(_data(seed + step, rank)) ** 2).sum().backward()
+    for r in range(WS):
+        for step in range(2):
+            ((ref(_data(seed + step, r)) ** 2).sum() / WS).backward()
+    err = max(float((p.grad - q.grad).abs().max()) for p, q in zip(m.parameters(), ref.parameters()))
+    d(_data(seed, rank))          # the next iteration logs the last one's statistics
+    data = d._get_ddp_logging_data()
+    return (isinstance(d.reducer, dist.Reducer), isinstance(d.logger, dist.Logger), err, len(d.reducer._buckets),
+            data["module_name"], data["world_size"], data["iteration"], data["num_parameter_tensors"],
+            data["bucket_cap_bytes"], data["num_buckets_reduced"], data["avg_backward_compute_time"] > 0)
+
+
 def _worker(rank, ws, port, seed):
     import ember.distributed as dist
     import ember.distributed.rpc as rpc
@@ -235,7 +257,8 @@ def _worker(rank, ws, port, seed):
     try:
         for name, fn in (("reducer", lambda: _reducer(rank, seed)), ("unused", lambda: _unused(rank, seed)),
                          ("gloo", lambda: _gloo(rank)), ("record_comm", lambda: _record_comm(rank)),
-                         ("dist_autograd", lambda: _dist_autograd(rank, seed)), ("c10d_log", lambda: _c10d_log(rank))):
+                         ("dist_autograd", lambda: _dist_autograd(rank, seed)), ("c10d_log", lambda: _c10d_log(rank)),
+                         ("ddp", lambda: _ddp(rank, seed))):
             try:
                 out[name] = ("ok", fn())
             except Exception:  # noqa: BLE001 - reported by the check's test
@@ -308,6 +331,13 @@ def test_c10d_exception_logger_records_the_call(ranks):
         got = _get(ranks, rank, "c10d_log")
         assert got == [{"func_name": "broken", "pg_name": "None", "backend": "gloo", "world_size": "2",
                         "group_size": "2", "global_rank": str(rank), "local_rank": str(rank), "error": "boom"}]
+
+
+def test_ddp_reduces_through_a_reducer(ranks):
+    for rank in range(WS):
+        is_r, is_l, err, nb, name, ws, it, n, cap, reduced, timed = _get(ranks, rank, "ddp")
+        assert is_r and is_l and err < 1e-5 and nb > 1
+        assert (name, ws, it, n, cap, reduced, timed) == ("Sequential", WS, 2, 4, 64, nb, True)
 
 
 # ---------------------------------------------------------------------------- single process

@@ -3,16 +3,17 @@ process group during ``backward`` (PyTorch's ``torch.nn.parallel.DistributedData
 
 How the gradients are synchronised
 ----------------------------------
-Each parameter that requires grad gets a post-accumulate-grad hook (ember's autograd runs it
-after the parameter's ``.grad`` received this backward's contribution). ``forward`` (in
-grad mode, outside ``no_sync``) arms the reducer; every hook marks its parameter ready, and
-the hook that makes the last expected parameter ready all-reduces every gradient at once:
-gradients are packed into flat buffers (per dtype, at most ``bucket_cap_mb`` each) in
-parameter order, divided by the world size and summed over the group (ember's all-reduce folds
-in rank order and hands every rank the same bytes, so replicas stay identical). Waiting for the
-last parameter instead of reducing bucket by bucket while backward runs gives up overlapping
-communication with computation (no gain in a single-threaded numpy backward) and makes the
-order of the collectives the same on every rank whatever order the hooks fire in.
+The reduction is an ``ember.distributed.Reducer`` (``ddp.reducer``): each parameter that
+requires grad gets a post-accumulate-grad hook (ember's autograd runs it after the parameter's
+``.grad`` received this backward's contribution). ``forward`` (in grad mode, outside
+``no_sync``) arms it; every hook marks its parameter ready, and a bucket whose parameters are
+all ready is launched -- buckets strictly in index order, so the collectives are the same on
+every rank whatever order the hooks fire in: its gradients are packed into a flat buffer,
+divided by the world size and all-reduced in the background while the backward goes on
+(ember's all-reduce folds in rank order and hands every rank the same bytes, so replicas stay
+identical). Buckets are per dtype, in parameter order, at most ``bucket_cap_mb`` each. When the
+last bucket is launched the averaged gradients are written back. ``ddp.logger`` /
+``ddp._get_ddp_logging_data()`` give torch's usage log.
 
 Gradients are averaged exactly once per armed forward: a second backward through the same
 graph (``retain_graph=True``) accumulates locally without another all-reduce.
@@ -213,13 +214,21 @@ class DistributedDataParallel(Module, Joinable):
         if init_sync:
             self._broadcast_coalesced([p for _, p in module.named_parameters() if _ not in ignored]
                                       + self._buffers_to_sync)
-        self._armed = False          # a forward asked for this backward's reduction
-        self._ready = None
-        self._unused_local = set()
-        self._fired = False          # some hook ran since arming: a backward is under way
-        self._comm_hook = None
-        self._handles = [p.register_post_accumulate_grad_hook(self._make_hook(i))
-                         for i, (_, p) in enumerate(self._named_params)]
+        # the gradient reduction: ember.distributed.Reducer over DDP's buckets (per dtype, in
+        # parameter order, at most bucket_cap_mb each -- the buckets _shadow_reduce mirrors)
+        from ...distributed._reducer import Logger, Reducer
+        plist = [p for _, p in self._named_params]
+        idx = self._buckets([p._data for p in plist])
+        self.reducer = Reducer(plist, idx, [self.bucket_bytes_cap] * len(idx), self.process_group,
+                               bucket_bytes_cap=self.bucket_bytes_cap, find_unused_parameters=find_unused_parameters,
+                               gradient_as_bucket_view=gradient_as_bucket_view,
+                               param_to_name_mapping={i: n for i, (n, _) in enumerate(self._named_params)})
+        self.reducer._divisor = self._grad_divisor
+        self.logger = Logger(self.reducer)
+        from ..modules.compat import SyncBatchNorm
+        self.logger.set_construction_data_and_log(type(module).__name__, [], None, broadcast_buffers,
+                                                  any(isinstance(m, SyncBatchNorm) for m in module.modules()),
+                                                  static_graph)
 
     # ------------------------------------------------------------------ construction helpers
     def _check_same_model(self, dist):
@@ -286,75 +295,33 @@ class DistributedDataParallel(Module, Joinable):
                 off += k
 
     # ------------------------------------------------------------------ gradient reduction
-    def _make_hook(self, i):
-        def hook(param):
-            if not self._armed:
-                return
-            self._fired = True
-            if i in self._ready:
-                return      # a parameter accumulated twice in one backward (PyTorch errors; we count it once)
-            self._ready.add(i)
-            if len(self._ready) == len(self._named_params):
-                self._reduce()
-        return hook
+    def _grad_divisor(self):
+        """What each bucket's gradients are divided by before the all-reduce: the world size, or
+        (a join context with divide_by_initial_world_size=False) the ranks still working."""
+        div = self._world
+        if self._join_active is not None and not self._divide_by_initial_world_size:
+            self._join_active.wait()        # average over the ranks still working
+            div = int(self._join_active.result()[0].item())
+        return div
 
-    def _reduce(self):
-        from ... import distributed as dist, zeros_like
-        self._armed = False
-        params = [p for _, p in self._named_params]
-        arrays = [p.grad._data if p.grad is not None else np.zeros(p._data.shape, p._data.dtype) for p in params]
-        buckets = self._buckets(arrays)
-        for bi, idx in enumerate(buckets):
-            flat = self._flat(arrays, idx, params[idx[0]].dtype)
-            if self._comm_hook is not None:
-                res = self._run_comm_hook(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1)
-                if isinstance(res, (list, tuple)):
-                    res = res[0]
-                if tuple(res.shape) != tuple(flat.shape):
-                    raise RuntimeError(f"DistributedDataParallel comm hook returned a tensor of shape "
-                                       f"{list(res.shape)} for bucket {bi} of shape {list(flat.shape)}")
-                flat = res
-            elif self._world > 1:
-                div = self._world
-                if self._join_active is not None and not self._divide_by_initial_world_size:
-                    self._join_active.wait()        # average over the ranks still working
-                    div = int(self._join_active.result()[0].item())
-                flat._data /= np.asarray(div, dtype=flat._data.dtype) if flat.dtype.is_floating_point else div
-                dist.all_reduce(flat, group=self.process_group)
-            off = 0
-            for i in idx:
-                arrays[i] = flat._data[off:off + arrays[i].size].reshape(arrays[i].shape)
-                off += arrays[i].size
-        used_somewhere = None
-        if self.find_unused_parameters:
-            from ... import tensor as _tensor, int32
-            used = _tensor([0 if i in self._unused_local else 1 for i in range(len(params))], dtype=int32)
-            if self._world > 1:
-                dist.all_reduce(used, group=self.process_group)
-            used_somewhere = used._data
-        for i, p in enumerate(params):
-            if p.grad is None:
-                if used_somewhere is not None and used_somewhere[i] == 0:
-                    continue        # unused on every rank: grad stays None, as PyTorch
-                g = zeros_like(p)
-                g._data[...] = arrays[i]
-                p.grad = g
-            elif not getattr(p.grad._data.flags, "writeable", True):
-                g = zeros_like(p)          # a read-only gradient (a broadcast view): replace it
-                g._data[...] = arrays[i]
-                p.grad = g
-            else:
-                p.grad._data[...] = arrays[i]
-                p.grad._bump_version()
+    def _get_ddp_logging_data(self):
+        """DDP's usage log (torch's): construction data and the last iteration's statistics."""
+        data = self.logger._get_ddp_logging_data()
+        return {**data.strs_map, **data.ints_map}
 
     # ------------------------------------------------------------------ forward
     def forward(self, *inputs, **kwargs):
         from ... import distributed as dist, is_grad_enabled
-        if self._armed and self._fired:
-            missing = sorted(set(range(len(self._named_params))) - self._ready)
-            self._armed = False
+        red = self.reducer
+        if red._armed and red._ready - red._unused:
+            # the last backward did not produce every expected gradient
+            missing = sorted(set(range(len(self._named_params))) - red._ready)
+            red._reset_state()
             raise RuntimeError(_UNFINISHED.format(rank=dist.get_rank(), idx=" ".join(map(str, missing)),
                                                   names=", ".join(self._named_params[i][0] for i in missing)))
+        if red._iterations and not red._armed and red._t.get("backward_compute_time_end"):
+            self.logger.set_runtime_stats_and_log()       # the previous iteration's statistics
+        red.prepare_for_forward()
         self._join_active = Join.notify_join_context(self)
         if self._syncs_buffers():
             # in a join context rank 0 may have joined already (stale buffers): the highest working rank sends
@@ -364,18 +331,10 @@ class DistributedDataParallel(Module, Joinable):
             self._global_requires_sync(joined=False)
         out = self.module(*inputs, **kwargs)
         if is_grad_enabled() and self.require_backward_grad_sync:
-            self._armed, self._fired, self._ready = True, False, set()
-            self._unused_local = set()
-            if self.find_unused_parameters:
-                reach = _reachable_leaves(out)
-                for i, (_, p) in enumerate(self._named_params):
-                    if id(p) not in reach:
-                        self._unused_local.add(i)
-                self._ready |= self._unused_local
-                if len(self._ready) == len(self._named_params):
-                    self._reduce()      # nothing to wait for: this rank contributes zeros
+            red._reset_state()
+            red.prepare_for_backward(_tensors_in(out, []))
         else:
-            self._armed = False
+            red._reset_state()
         return out
 
     @contextlib.contextmanager
@@ -433,7 +392,7 @@ class DistributedDataParallel(Module, Joinable):
 
     def _run_comm_hook(self, index, flat, params, is_last):
         """The registered comm hook on one bucket, waited for: the bucket's new contents."""
-        state, hook = self._comm_hook
+        state, hook = self.reducer._comm_hook
         fut = hook(state, GradBucket(index, flat, params, is_last))
         return fut.wait() if hasattr(fut, "wait") else fut
 
@@ -446,7 +405,7 @@ class DistributedDataParallel(Module, Joinable):
         buckets = self._buckets(arrays)
         for bi, idx in enumerate(buckets):
             flat = self._flat(arrays, idx, params[idx[0]].dtype)
-            if self._comm_hook is not None:
+            if self.reducer._comm_hook is not None:
                 self._run_comm_hook(bi, flat, [params[i] for i in idx], bi == len(buckets) - 1)
             elif self._world > 1:
                 dist.all_reduce(flat, group=self.process_group)
@@ -458,14 +417,12 @@ class DistributedDataParallel(Module, Joinable):
         returning a future whose value is the bucket's new contents (PyTorch's contract:
         ``bucket.buffer()`` is the *sum-to-be*, not yet divided by the world size). Call it
         once, before the first backward."""
-        if self._comm_hook is not None:
-            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
-        if not callable(hook):
-            raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
-        self._comm_hook = (state, hook)
+        self.reducer._register_comm_hook(state, hook)
 
     def _set_static_graph(self):
         self.static_graph = True
+        self.reducer._set_static_graph()
+        self.logger._set_static_graph()
 
     def __getstate__(self):
         raise RuntimeError("DistributedDataParallel cannot be pickled: pickle its .module instead")
