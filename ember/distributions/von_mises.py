@@ -93,8 +93,9 @@ class VonMises(Distribution):
                 f = (1 + r * z) / (r + z)
                 c = conc * (r - f)
                 accept = ((c * (2 - c) - u2) > 0) | ((c / u2).log() + 1 - c >= 0)
-                new = accept & ~done
-                x = ember.where(new, (u3 - 0.5).sign() * f.acos(), x)
+                # (PyTorch's loop takes every accepted draw, a later one over an earlier: the same
+                # numbers as its sampler for the same seed)
+                x = ember.where(accept, (u3 - 0.5).sign() * f.acos(), x)
                 done = done | accept
             return ((x + math.pi + loc) % (2 * math.pi) - math.pi).to(self.loc.dtype)
 

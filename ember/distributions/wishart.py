@@ -164,7 +164,11 @@ class Wishart(ExponentialFamily):
         chi = self._dist_chi2.rsample(sample_shape).sqrt()
         chi = chi.clamp(min=ember.finfo(chi.dtype).eps)    # (a zero diagonal would make A singular)
         shape = tuple(sample_shape) + tuple(self._batch_shape) + (p, p)
-        lower = ember.randn(shape, dtype=chi.dtype).tril(-1)
+        # PyTorch's draw: p (p - 1) / 2 normals per matrix, placed row by row below the diagonal
+        i, j = ember.tril_indices(p, p, offset=-1)
+        lower = ember.zeros(shape, dtype=chi.dtype)
+        lower[..., i, j] = ember.randn(tuple(sample_shape) + tuple(self._batch_shape) + (p * (p - 1) // 2,),
+                                       dtype=chi.dtype)
         A = ember.diag_embed(chi) + lower
         chol = self._unbroadcasted_scale_tril @ A
         return chol @ chol.mT
@@ -176,22 +180,38 @@ class Wishart(ExponentialFamily):
         return bad
 
     def rsample(self, sample_shape=(), max_try_correction=None):
-        """Bartlett draws; draws that come out singular (possible when ``p - 1 < df < p`` or in
-        float32) are redrawn up to ``max_try_correction`` (default 10) times, with a warning."""
+        """Bartlett draws, with PyTorch's correction pass: the same numbers as its sampler for the
+        same seed. (Its first test flags the draws that pass the support check -- so it redraws
+        those once, and warns "Singular sample detected.": ember warns only for a singular draw --
+        then redraws the ones that fail, up to ``max_try_correction`` (default 10) times; kept as
+        it is for the same numbers.)"""
+        import numpy as np
         if max_try_correction is None:
             max_try_correction = 10
         sample_shape = tuple(sample_shape)
         sample = self._bartlett_sampling(sample_shape)
-        bad = self._singular(sample)
-        if bool(bad.any()):
-            warnings.warn("Singular sample detected.", stacklevel=2)
+        flag = self.support.check(sample)
+        if self._batch_shape:
+            flag = flag.amax(self._batch_dims)
+        if bool(flag.any()):
+            # (PyTorch warns "Singular sample detected." at this point whatever the draws; here
+            # only when one of them is singular)
+            if not bool(self.support.check(sample).all()):
+                warnings.warn("Singular sample detected.", stacklevel=2)
+            tail = tuple(sample.shape[len(sample_shape):])
+            flat = sample.reshape((-1,) + tail).clone()
+            f = np.array(flag.numpy(), dtype=bool).reshape(-1)
             for _ in range(max_try_correction):
-                fresh = self._bartlett_sampling(sample_shape)
-                mask = bad.reshape(tuple(bad.shape) + (1,) * (sample.dim() - bad.dim()))
-                sample = ember.where(mask, fresh, sample)
-                bad = self._singular(sample)
-                if not bool(bad.any()):
+                idx = np.nonzero(f)[0]
+                new = self._bartlett_sampling((len(idx),))
+                flat[ember.tensor(idx)] = new
+                bad = ~self.support.check(new)
+                if self._batch_shape:
+                    bad = bad.amax(self._batch_dims)
+                f[idx] = np.array(bad.numpy(), dtype=bool).reshape(-1)
+                if not f.any():
                     break
+            sample = flat.reshape(sample.shape)
         return sample
 
     def log_prob(self, value):
