@@ -183,7 +183,7 @@ class ExecutionTraceObserver:
     def _open(self, op, args) -> _Node:
         from ..ops._aten_namespace import packet
         try:
-            schema = f"aten::{packet(op).default._schema}"
+            schema = str(packet(op).default._schema)
         except Exception:  # noqa: BLE001 - an op without a schema string: record the node without one
             schema = ""
         parent = self._stack[-1].id if self._stack else 2

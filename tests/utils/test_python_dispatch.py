@@ -59,7 +59,7 @@ def test_mode_replaces_results_and_nests():
 def test_aten_namespace():
     aten = ember.ops.aten
     assert str(aten.mm) == "aten.mm" and str(aten.mm.default) == "aten.mm.default"
-    assert aten.mm.default.overloadpacket is aten.mm and aten.mm.overloads() == ["default"]
+    assert aten.mm.default.overloadpacket is aten.mm and aten.mm.overloads() == ["default", "out", "dtype_out", "dtype"]
     assert aten.mm.default.name() == "aten::mm" and "mm(" in str(aten.mm.default._schema)
     assert ember.equal(aten.add.default(ember.ones(2), ember.ones(2)), ember.full((2,), 2.0))
     with pytest.raises(AttributeError, match="no attribute 'not_an_op'"):
