@@ -162,5 +162,5 @@ def pointwise_rule(call):
 
 
 for _name in ("copy_", "clone", "alias", "_to_copy", "contiguous", "detach", "positive", "fill", "fill_",
-              "zero_", "masked_fill", "where", "lerp", "addcmul", "addcdiv", "clamp", "_random", "_random_"):
+              "zero_", "masked_fill", "where", "lerp", "addcmul", "addcdiv", "clamp"):
     register(_name)(pointwise_rule)
