@@ -176,24 +176,27 @@ def batch_norm_running_update(input, mean, running_mean, running_var, m) -> bool
     for b in (running_mean, running_var):
         if b is not None and (b._data.dtype != dt or b._data.shape != mu.shape):
             return False
-    mul, add = _kernel("mul"), _kernel("add")
-    if running_mean is not None:
-        rm = running_mean._data
-        np.copyto(rm, mul(np, rm, 1 - m), casting="unsafe")
-        np.copyto(rm, add(np, rm, mul(np, mu, m)), casting="unsafe")
-        running_mean._bump_version()
-        running_mean._bump_version()
-    if running_var is not None:
-        C = x.shape[1]
-        xc = _kernel("sub")(np, x, mu.reshape((1, C) + (1,) * (x.ndim - 2)))
-        dims = [0] + list(range(2, x.ndim))
-        var_unb = _kernel("div")(np, _kernel("sum")(np, mul(np, xc, xc), dims), builtins_max(x.size // C - 1, 1))
-        rv = running_var._data
-        np.copyto(rv, mul(np, rv, 1 - m), casting="unsafe")
-        np.copyto(rv, add(np, rv, mul(np, var_unb, m)), casting="unsafe")
-        running_var._bump_version()
-        running_var._bump_version()
+    if type(m) not in (int, float):
+        return False
+    # the kernels' arithmetic (mul by a Python number: by that number as a 0-d array of the
+    # buffer's dtype; add, sub, mul of two arrays of one float dtype: the ufunc; sum: add.reduce;
+    # div by an int: by it as the dtype), one error state around it all (the kernels': ignore)
+    f = dt.type
+    keep, mom = f(1 - m), f(m)
+    with np.errstate(all="ignore"):
+        if running_mean is not None:
+            rm = running_mean._data
+            np.copyto(rm, rm * keep, casting="unsafe")
+            np.copyto(rm, rm + mu * mom, casting="unsafe")
+            running_mean._bump_version()
+            running_mean._bump_version()
+        if running_var is not None:
+            C = x.shape[1]
+            xc = x - mu.reshape((1, C) + (1,) * (x.ndim - 2))
+            var_unb = np.add.reduce(xc * xc, axis=(0,) + tuple(range(2, x.ndim))) / f(max(x.size // C - 1, 1))
+            rv = running_var._data
+            np.copyto(rv, rv * keep, casting="unsafe")
+            np.copyto(rv, rv + var_unb * mom, casting="unsafe")
+            running_var._bump_version()
+            running_var._bump_version()
     return True
-
-
-builtins_max = max

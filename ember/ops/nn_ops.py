@@ -744,8 +744,24 @@ def _norm_input_grad(gxhat, xhat, rstd, dims):
     return rstd * (gxhat - gxhat.mean(dims, keepdim=True) - xhat * (gxhat * xhat).mean(dims, keepdim=True))
 
 
+def _np_mean(a, axes):
+    """``a.mean(axis=axes, keepdims=True)`` of a float numpy array, as numpy computes it (the sum,
+    then divided in place by the item count as an intp), without its Python-level steps."""
+    n = 1
+    for ax in axes:
+        n *= a.shape[ax]
+    r = np.add.reduce(a, axis=axes, keepdims=True)
+    return np.true_divide(r, np.intp(n), out=r, casting="unsafe", subok=False)
+
+
 def _np_norm(xp, x, axes, eps):
     acc = x.astype(np.float64 if x.dtype == np.float64 else np.float32, copy=False)
+    if type(acc) is np.ndarray and acc.size and type(axes) is tuple:
+        mean = _np_mean(acc, axes)
+        d = acc - mean
+        var = _np_mean(d ** 2, axes)
+        rstd = 1.0 / np.sqrt(var + eps)
+        return d * rstd, mean, rstd
     mean = acc.mean(axis=axes, keepdims=True)
     var = ((acc - mean) ** 2).mean(axis=axes, keepdims=True)
     rstd = 1.0 / xp.sqrt(var + eps)

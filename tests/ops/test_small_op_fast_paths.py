@@ -734,3 +734,72 @@ def test_cat_fast_path_errors_and_grad():
     ember.cat([x, y], 1).backward(ember.tensor(g))
     np.testing.assert_array_equal(_np(x.grad), g[:, :3])
     np.testing.assert_array_equal(_np(y.grad), g[:, 3:])
+
+
+# ---------------------------------------------------------------------- normalisation statistics
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_np_mean_same_bits_as_numpy(dtype):
+    """``_np_mean`` (the normalisations' mean without numpy's Python steps) is numpy's mean bit for
+    bit: row sums, multi-axis sums over strided layouts, counts that do not divide evenly."""
+    from ember.ops.nn_ops import _np_mean
+    rng = np.random.default_rng(12)
+    for shape, axes in [((8, 8), (1,)), ((2, 3, 8, 8), (0, 2, 3)), ((3, 7, 11), (2,)), ((5, 3, 13), (1, 2)),
+                        ((4, 2, 300), (2,)), ((3, 1, 5, 7), (0, 2, 3))]:
+        a = (rng.standard_normal(shape) * 100 + 7).astype(dtype)
+        for arr in (a, np.asfortranarray(a), a[..., ::-1]):
+            r = _np_mean(arr, axes)
+            ref = arr.mean(axis=axes, keepdims=True)
+            assert r.dtype == ref.dtype and r.shape == ref.shape
+            np.testing.assert_array_equal(r, ref)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_norms_fast_statistics_same_bits(dtype, monkeypatch):
+    """layer_norm, batch_norm (train) and group_norm, forward and backward: the bits of the
+    statistics computed with numpy's mean, and torch's values."""
+    from ember.ops import nn_ops
+    rng = np.random.default_rng(13)
+    xa = rng.standard_normal((2, 4, 5, 6)).astype(dtype) * 2 + 0.5
+    wa, ba = rng.standard_normal(4).astype(dtype), rng.standard_normal(4).astype(dtype)
+    lw, lb = rng.standard_normal(6).astype(dtype), rng.standard_normal(6).astype(dtype)
+    ga = rng.standard_normal(xa.shape).astype(dtype)
+
+    def run(lib, fns):
+        out = []
+        for f in fns:
+            x = lib.tensor(xa, requires_grad=True)
+            y = f(lib, x)
+            y.backward(lib.tensor(ga))
+            out.append((y, x.grad))
+        return out
+
+    fns = [lambda L, x: L.nn.functional.layer_norm(x, (6,), L.tensor(lw), L.tensor(lb)),
+           lambda L, x: L.nn.functional.layer_norm(x, (5, 6)),
+           lambda L, x: L.nn.functional.batch_norm(x, None, None, L.tensor(wa), L.tensor(ba), training=True),
+           lambda L, x: L.nn.functional.group_norm(x, 2, L.tensor(wa), L.tensor(ba))]
+    fast = run(ember, fns)
+    monkeypatch.setattr(nn_ops, "_np_mean", lambda a, axes: a.mean(axis=axes, keepdims=True))
+    slow = run(ember, fns)
+    ref = run(torch, fns)
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    for f, s, r in zip(fast, slow, ref):
+        for a, b, c in zip(f, s, r):
+            _same(a, b)
+            np.testing.assert_allclose(_np(a), _np(c), rtol=tol, atol=tol)
+
+
+def test_batch_norm_running_update_channels_last(monkeypatch):
+    rng = np.random.default_rng(14)
+    xa = rng.standard_normal((3, 4, 5, 6)).astype(np.float32)
+    res = []
+    for fast in (True, False):
+        x = ember.tensor(xa).contiguous(memory_format=ember.channels_last)
+        rm, rv = ember.tensor(np.linspace(-1, 1, 4, dtype=np.float32)), ember.ones(4)
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(_eager_fast, "batch_norm_running_update", lambda *a: False)
+            y = F.batch_norm(x, rm, rv, training=True, momentum=0.3)
+        res.append((y, rm, rv))
+    for a, b in zip(*res):
+        _same(a, b)
+    assert res[0][0].stride() == res[1][0].stride()
