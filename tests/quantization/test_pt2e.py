@@ -643,9 +643,6 @@ def test_errors():
     exported = ember.export.export(m, (x,)).module()
     with pytest.raises(TypeError, match="ember.export.export"):
         prepare_pt2e(m, _x86())
-    with pytest.raises(NotImplementedError, match="dynamic quantization"):
-        prepare_pt2e(exported, X86InductorQuantizer().set_global(
-            get_default_x86_inductor_quantization_config(is_dynamic=True)))
     prepared = prepare_pt2e(exported, _x86())
     with pytest.raises(NotImplementedError, match=r"Calling eval\(\) is not supported yet."):
         prepared.eval()
@@ -719,3 +716,42 @@ def test_xnnpack_quantizer_against_torch_observers(per_channel):
     checked = _replay_qdq(converted)
     converted(x)
     assert len(checked) == 8 + 10 + 3      # (relu's dequantize duplicated for its two users)
+
+
+def test_x86_dynamic_linear_against_torch():
+    rng = np.random.default_rng(14)
+    m = _randomize(MLP(), rng)
+    x = ember.tensor(_rand(rng, 5, 6, scale=1.5))
+    qz = X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_dynamic=True))
+    prepared = prepare_pt2e(ember.export.export(m, (x,)).module(), qz)
+    prepared(x)
+    converted = convert_pt2e(prepared)
+    q = ember.ops.quantized_decomposed
+    assert q.quantize_per_tensor.tensor is q.quantize_per_tensor_tensor.default       # (torch's spelling)
+    targets = [n.target for n in converted.graph.nodes if n.op == "call_function"]
+    assert targets.count(q.choose_qparams_tensor.default) == 3
+    out = converted(x).detach().numpy()
+    tq = torch.ops.quantized_decomposed
+    y = _t(x)
+    for i in (1, 2, 3):
+        lin = getattr(m, f"fc{i}")
+        w = _t(lin.weight)
+        o = tobs.PerChannelMinMaxObserver(ch_axis=0, dtype=torch.int8, quant_min=-128, quant_max=127,
+                                          qscheme=torch.per_channel_symmetric, eps=EPS)
+        o(w)
+        ws, wz = o.calculate_qparams()
+        w = tq.dequantize_per_channel(tq.quantize_per_channel(w, ws, wz, 0, -128, 127, torch.int8), ws, wz, 0, -128, 127,
+                                      torch.int8)
+        s, z = tq.choose_qparams.tensor(y, 0, 255, EPS, torch.uint8)
+        y = tq.dequantize_per_tensor.tensor(tq.quantize_per_tensor.tensor(y, s, z, 0, 255, torch.uint8), s, z, 0, 255,
+                                            torch.uint8)
+        y = tF.linear(y, w, _t(lin.bias))
+        if i == 1:
+            y = y.relu()
+    np.testing.assert_allclose(out, y.numpy(), rtol=1e-4, atol=1e-4)
+    # the run-time qparams are torch's bit for bit
+    s, z = q.choose_qparams_tensor.default(x, 0, 255, EPS, ember.uint8)
+    ts, tz = tq.choose_qparams.tensor(_t(x), 0, 255, EPS, torch.uint8)
+    assert s.dtype == ember.float64 and float(s) == float(ts) and int(z) == int(tz)
+    np.testing.assert_allclose(ember.compile(converted, backend="aot_eager")(x).detach().numpy(), out, rtol=1e-5,
+                               atol=1e-6)

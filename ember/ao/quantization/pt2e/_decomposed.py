@@ -19,7 +19,8 @@ import numpy as np
 
 import ember
 
-__all__ = ["quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel"]
+__all__ = ["quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel",
+           "choose_qparams_tensor", "quantize_per_tensor_tensor", "dequantize_per_tensor_tensor"]
 
 _BOUNDS = {}
 
@@ -129,7 +130,59 @@ def _dequantize_per_channel_fake(input, scales, zero_points, axis, quant_min, qu
     return ember.empty_like(input, dtype=ember.float32 if out_dtype is None else out_dtype)
 
 
+def choose_qparams_tensor(input, quant_min, quant_max, eps, dtype):
+    """Scale and zero point of ``input``'s [min, max] (widened to hold 0) for per tensor affine
+    quantization into [quant_min, quant_max] (torch's ``determine_qparams``)."""
+    if input.dtype not in (ember.float32, ember.float16, ember.bfloat16):
+        raise AssertionError(f"Expecting input to have dtype torch.float32/16/b16, but got dtype: {input.dtype}")
+    if dtype not in _bounds():
+        raise AssertionError(f"Expecting target dtype to be one of {list(_bounds())}, but got: {dtype}")
+    mn, mx = ember.aminmax(input)
+    zero = ember.zeros_like(mn)
+    mn_neg, mx_pos = ember.minimum(mn, zero), ember.maximum(mx, zero)
+    scale = ember.maximum((mx_pos - mn_neg) / float(quant_max - quant_min), ember.tensor([eps], dtype=mn.dtype))
+    zp = ember.clamp(quant_min - ember.round(mn_neg / scale).to(ember.int32), quant_min, quant_max)
+    return scale.to(ember.float64), zp.to(ember.int64)
+
+
+def _choose_qparams_tensor_fake(input, quant_min, quant_max, eps, dtype):
+    return ember.empty(1, dtype=ember.float64), ember.empty(1, dtype=ember.int64)
+
+
+def quantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype):
+    """``quantize_per_tensor`` with one-element scale / zero point tensors (dynamic quantization)."""
+    if zero_point.numel() != 1:
+        raise AssertionError(f"Expecting zero_point tensor to be one element, but received : {zero_point.numel()}")
+    if scale.numel() != 1:
+        raise AssertionError(f"Expecting scale tensor to be one element, but received : {scale.numel()}")
+    input = _float_input(input)
+    _check_bounds(quant_min, quant_max, dtype)
+    inv = (1.0 / scale.to(ember.float64)).to(ember.float32)
+    return ember.clamp(ember.round(input * inv) + zero_point, quant_min, quant_max).to(dtype)
+
+
+def dequantize_per_tensor_tensor(input, scale, zero_point, quant_min, quant_max, dtype, *, out_dtype=None):
+    if zero_point.numel() != 1:
+        raise AssertionError(f"Expecting zero_point tensor to be one element, but received : {zero_point.numel()}")
+    if scale.numel() != 1:
+        raise AssertionError(f"Expecting scale tensor to be one element, but received : {scale.numel()}")
+    if input.dtype != dtype:
+        raise AssertionError(f"Expecting input to have dtype: {dtype}, but got {input.dtype}")
+    out_dtype = ember.float32 if out_dtype is None else out_dtype
+    return ((input.to(out_dtype) - zero_point) * scale.to(out_dtype)).to(out_dtype)
+
+
 _SCHEMAS = {
+    "choose_qparams_tensor": ("choose_qparams_tensor(Tensor input, int quant_min, int quant_max, float eps, "
+                              "ScalarType dtype) -> (Tensor, Tensor)",
+                              choose_qparams_tensor, _choose_qparams_tensor_fake),
+    "quantize_per_tensor_tensor": ("quantize_per_tensor_tensor(Tensor input, Tensor scale, Tensor zero_point, "
+                                   "int quant_min, int quant_max, ScalarType dtype) -> Tensor",
+                                   quantize_per_tensor_tensor, _quantize_per_tensor_fake),
+    "dequantize_per_tensor_tensor": ("dequantize_per_tensor_tensor(Tensor input, Tensor scale, Tensor zero_point, "
+                                     "int quant_min, int quant_max, ScalarType dtype, *, "
+                                     "ScalarType? out_dtype=None) -> Tensor",
+                                     dequantize_per_tensor_tensor, _dequantize_per_tensor_fake),
     "quantize_per_tensor": ("quantize_per_tensor(Tensor input, float scale, int zero_point, int quant_min, "
                             "int quant_max, ScalarType dtype) -> Tensor",
                             quantize_per_tensor, _quantize_per_tensor_fake),
@@ -160,6 +213,11 @@ def ops():
                 lib.impl(name, fn, "CompositeExplicitAutograd")
                 lib._register_fake(name, fake)
             _LIB.append(lib)
+            # torch spells the tensor-qparams variants as overloads (``quantize_per_tensor.tensor``);
+            # an ember op has one overload, so they are ops of their own, reachable by torch's name too
+            ns = ember.ops.quantized_decomposed
+            ns.quantize_per_tensor.tensor = ns.quantize_per_tensor_tensor.default
+            ns.dequantize_per_tensor.tensor = ns.dequantize_per_tensor_tensor.default
         else:
             _LIB.append(None)
     return ember.ops.quantized_decomposed

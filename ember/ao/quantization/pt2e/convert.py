@@ -43,10 +43,10 @@ def _replace_observer(gm: GraphModule, node: Node, obs) -> None:
             graph.erase_node(node)
             return
         raise NotImplementedError(f"convert_pt2e: observers of dtype {dtype} are not supported")
-    if getattr(obs, "is_dynamic", False):
-        raise NotImplementedError("convert_pt2e: dynamic quantization (is_dynamic=True: choose_qparams at run "
-                                  "time) is not supported")
     int_dtype = {ember.quint8: ember.uint8, ember.qint8: ember.int8, ember.qint32: ember.int32}.get(dtype, dtype)
+    if getattr(obs, "is_dynamic", False):
+        _replace_dynamic_observer(gm, node, obs, int_dtype)
+        return
     scale, zero_point = obs.calculate_qparams()
     qmin, qmax = int(obs.quant_min), int(obs.quant_max)
     q = _qops()
@@ -80,10 +80,35 @@ def _replace_observer(gm: GraphModule, node: Node, obs) -> None:
     graph.erase_node(node)
 
 
+def _replace_dynamic_observer(gm, node, obs, int_dtype):
+    """A dynamic observer: the qparams are chosen from each input at run time
+    (``choose_qparams_tensor``, then the tensor-qparams quantize / dequantize)."""
+    import operator
+    if obs.qscheme not in (ember.per_tensor_affine,):
+        raise NotImplementedError(f"convert_pt2e: dynamic quantization with qscheme {obs.qscheme} is not supported")
+    if int_dtype not in (ember.uint8, ember.int8):
+        raise AssertionError(f"Unsupported dtype in dynamic quantization: {int_dtype}")
+    graph = gm.graph
+    x = node.args[0]
+    q = _qops()
+    qmin, qmax = int(obs.quant_min), int(obs.quant_max)
+    eps = float(getattr(obs, "eps", 2 ** -23))
+    with graph.inserting_before(node):
+        ch = graph.call_function(q.choose_qparams_tensor.default, (x, qmin, qmax, eps, int_dtype))
+        s = graph.call_function(operator.getitem, (ch, 0))
+        z = graph.call_function(operator.getitem, (ch, 1))
+        qn = graph.call_function(q.quantize_per_tensor_tensor.default, (x, s, z, qmin, qmax, int_dtype))
+        dq = graph.call_function(q.dequantize_per_tensor_tensor.default, (qn, s, z, qmin, qmax, int_dtype))
+    if isinstance(x, Node) and "val" in x.meta:
+        dq.meta["val"] = x.meta["val"]
+    node.replace_all_uses_with(dq)
+    graph.erase_node(node)
+
+
 def _is_dq(n):
     q = _qops()
     return isinstance(n, Node) and n.op == "call_function" and n.target in (
-        q.dequantize_per_tensor.default, q.dequantize_per_channel.default)
+        q.dequantize_per_tensor.default, q.dequantize_per_channel.default, q.dequantize_per_tensor_tensor.default)
 
 
 def _is_q(n):

@@ -21,7 +21,8 @@ Recipe (torch's):
 
 ``set_module_name_qconfig`` / ``set_module_type_qconfig`` apply a config (``None``: leave
 float) to the nodes of those submodules (by ``nn_module_stack``), before the global config.
-Dynamic quantization and conv-bn QAT are refused with ``NotImplementedError``.
+Dynamic quantization (``is_dynamic=True``) annotates linears only; their input's qparams are
+chosen at run time (``choose_qparams_tensor``). Conv-bn QAT is refused with ``NotImplementedError``.
 """
 from __future__ import annotations
 
@@ -174,11 +175,6 @@ class X86InductorQuantizer(Quantizer):
 
     # ---------------------------------------------------------------------- annotation
     def annotate(self, model):
-        configs = [self.global_config, *self.module_type_qconfig.values(), *self.module_name_qconfig.values()]
-        for c in configs:
-            if c is not None and c.input_activation is not None and c.input_activation.is_dynamic:
-                raise NotImplementedError("X86InductorQuantizer: dynamic quantization (is_dynamic=True) is not "
-                                          "supported by ember's PT2E flow")
         names = list(self.module_name_qconfig)
         types = list(self.module_type_qconfig)
         for name, config in self.module_name_qconfig.items():
@@ -203,6 +199,10 @@ class X86InductorQuantizer(Quantizer):
             for n in graph.nodes:
                 if is_op(n, "conv2d", "linear", *_INT8_IN_INT8_OUT) and not _skip([n], filter_fn):
                     _mark([n])
+            return
+        if config.input_activation is not None and config.input_activation.is_dynamic:
+            # dynamic quantization: linears only (their inputs' qparams chosen at run time)
+            self._annotate_linear(graph, config, filter_fn)
             return
         self._annotate_conv2d_binary_unary(graph, config, filter_fn)
         self._annotate_conv2d_binary(graph, config, filter_fn)

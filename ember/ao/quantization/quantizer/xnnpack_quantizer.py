@@ -270,14 +270,13 @@ class XNNPACKQuantizer(Quantizer):
     def _annotate_all(self, model, config, filter_fn):
         if config is None:
             return
+        if config.input_activation is not None and config.input_activation.is_dynamic:
+            _STATIC_OPS["linear"](model, config, filter_fn)     # (torch's DYNAMIC_OPS: linear)
+            return
         for op in self.STATIC_OPS:
             _STATIC_OPS[op](model, config, filter_fn)
 
     def annotate(self, model):
-        for c in [self.global_config, *self.module_type_config.values(), *self.module_name_config.values()]:
-            if c is not None and c.input_activation is not None and c.input_activation.is_dynamic:
-                raise NotImplementedError("XNNPACKQuantizer: dynamic quantization (is_dynamic=True) is not "
-                                          "supported by ember's PT2E flow")
         names, types = list(self.module_name_config), list(self.module_type_config)
         for name, config in self.module_name_config.items():
             self._annotate_all(model, config, module_filter_by_name(name))
