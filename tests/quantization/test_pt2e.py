@@ -670,6 +670,13 @@ def test_errors():
     ex = ember.export.export(bn, (ember.tensor(_rand(rng, 2, 3, 8, 8)),)).module()
     with pytest.raises(NotImplementedError, match="BatchNorm in training mode"):
         prepare_qat_pt2e(ex, X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config(is_qat=True)))
+    # torch's XNNPACKQuantizer quantizes conv1d; ember's PT2E flow does not: refused, not left float
+    from ember.ao.quantization.quantizer.xnnpack_quantizer import (XNNPACKQuantizer,
+                                                                  get_symmetric_quantization_config)
+    c1 = enn.Sequential(enn.Conv1d(3, 4, 3)).eval()
+    ex = ember.export.export(c1, (ember.tensor(_rand(rng, 2, 3, 8)),)).module()
+    with pytest.raises(NotImplementedError, match="the Conv1d module '0' was exported as convolution"):
+        prepare_pt2e(ex, XNNPACKQuantizer().set_global(get_symmetric_quantization_config()))
     with pytest.raises(ValueError, match="quant_min 5 must be <= quant_max 1"):
         QuantizationSpec(dtype=ember.int8, observer_or_fake_quant_ctr=None, quant_min=5, quant_max=1)
 

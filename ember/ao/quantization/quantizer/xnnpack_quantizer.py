@@ -307,7 +307,7 @@ class XNNPACKQuantizer(Quantizer):
                 continue
             types = module_stack_types(n)
             inner = types[-1].rsplit(".", 1)[-1] if types else None
-            if inner not in ("Linear", "Conv2d", "ConvTranspose2d") or not self._covers(n):
+            if inner not in ("Linear", "Conv1d", "Conv2d", "ConvTranspose1d", "ConvTranspose2d") or not self._covers(n):
                 continue
             raise NotImplementedError(
                 f"XNNPACKQuantizer: the {inner} module {module_stack_names(n)[-1]!r} was exported as "
