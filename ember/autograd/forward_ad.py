@@ -540,6 +540,11 @@ class _Ctx:
         self.result = result
         self.needs_input_grad = needs
 
+    def result_at(self, i):
+        """Output ``i`` of the result (``OpNode.result_at``)."""
+        r = self.result
+        return r[i] if type(r) in (tuple, list) else (r if i == 0 else None)
+
 
 def _double_vjp(op, args, out, tans, grad_on):
     """``J t`` from the op's backward formula ``u -> J^T u``: with ``u`` a leaf that

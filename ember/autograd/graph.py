@@ -352,6 +352,16 @@ class OpNode(Node):
             return tuple(s.unpack(self, i) if s is not None else None for i, s in enumerate(r))
         return r.unpack(self, 0)
 
+    def result_at(self, i):
+        """Output ``i`` of a node that saved its (tuple) result, unpacked alone: an output
+        the derivative does not read may since have been modified in place (batch norm's
+        normalised output under ``ReLU(inplace=True)``) without failing the version check."""
+        r = self._result
+        if r is None:
+            raise RuntimeError(f"{self.name()} did not save its result")
+        s = r[i] if type(r) is tuple else (r if i == 0 else None)
+        return s.unpack(self, i) if s is not None else None
+
     @property
     def next_functions(self):
         hidden = self._op.scalar_overload

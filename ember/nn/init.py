@@ -99,21 +99,54 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
-    """Normal(mean, std) restricted to [a, b] (exact, by rejection: accepted draws keep the distribution)."""
+    """Normal(mean, std) restricted to [a, b] (exact, by rejection: accepted draws keep the distribution;
+    PyTorch's two samplers, so the same numbers for the same seed)."""
     if mean < a - 2 * std or mean > b + 2 * std:
         warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The distribution of "
                       "values may be incorrect.", stacklevel=2)
     if _meta_fill(tensor) is not None:
         return tensor
-    g = _gen(generator)
-    n = tensor.numel()
-    out = np.empty(0)
-    while out.size < n:
-        draw = g.normal(mean, std, size=max(2 * (n - out.size), 16))
-        draw = draw[(draw >= a) & (draw <= b)]
-        out = np.concatenate([out, draw])
+    # PyTorch's samplers, the same draws from ember's generator: most of the mass inside [a, b]
+    # (p > 0.3): normal_ and redraws of the values outside; else uniform candidates on [a, b]
+    # accepted with probability pdf / peak (log of a uniform against the log ratio)
+    from ..ops import api as _api
+
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
     with _no_grad():
-        return _assign(tensor, out[:n].reshape(tuple(tensor.shape)))
+        p = norm_cdf((b - mean) / std) - norm_cdf((a - mean) / std)
+        if p > 0.3:
+            lo = float(np.array(a, dtype=tensor.dtype.np)) if tensor.dtype.is_floating_point else a
+            hi = float(np.array(b, dtype=tensor.dtype.np)) if tensor.dtype.is_floating_point else b
+            result = tensor.normal_(mean, std, generator=generator)
+            while True:
+                mask = (result < lo) | (result > hi)
+                if not bool(mask.any()):
+                    break
+                result = _api.where(mask, _api.empty_like(result).normal_(mean, std, generator=generator), result)
+            if result is not tensor:
+                tensor.copy_(result)
+            return tensor
+        mode = max(a, min(mean, b))
+        log_peak = -0.5 * ((mode - mean) / std) ** 2
+
+        def log_ratio(c):
+            return c.sub(mean).div(std).pow(2).mul(-0.5).sub(log_peak)
+        tensor.uniform_(a, b, generator=generator)
+        candidates = log_ratio(tensor)
+        accept_buf = _api.empty_like(tensor)
+        pending = accept_buf.uniform_(generator=generator).log().gt(candidates)
+        if bool(pending.any()):
+            result = tensor.clone()
+            while True:
+                cand = _api.empty_like(tensor).uniform_(a, b, generator=generator)
+                result = _api.where(pending, cand, result)
+                pending = _api.where(pending, accept_buf.uniform_(generator=generator).log().gt(log_ratio(cand)),
+                                     pending)
+                if not bool(pending.any()):
+                    break
+            tensor.copy_(result)
+        return tensor
 
 
 def constant_(tensor, val):
@@ -203,17 +236,20 @@ def orthogonal_(tensor, gain=1, generator=None):
         return tensor
     rows = tensor.size(0)
     cols = tensor.numel() // rows
-    flat = _gen(generator).standard_normal((rows, cols))
+    # PyTorch's draw (normal_ of a rows x cols tensor of the dtype, from ember's generator), then
+    # Q of its QR (numpy's, in the dtype: LAPACK's rounding may differ from PyTorch's)
+    from ..ops import api as _api
+    flat = _api.empty(rows, cols, dtype=tensor.dtype).normal_(0, 1, generator=generator).numpy()
     if rows < cols:
         flat = flat.T
     q, r = np.linalg.qr(flat)
     d = np.sign(np.diag(r))
-    d[d == 0] = 1
     q = q * d
     if rows < cols:
         q = q.T
     with _no_grad():
-        return _assign(tensor, (gain * q).reshape(tuple(tensor.shape)))
+        _assign(tensor, q.reshape(tuple(tensor.shape)))
+        return tensor.mul_(gain)
 
 
 def sparse_(tensor, sparsity, std=0.01, generator=None):
@@ -223,12 +259,14 @@ def sparse_(tensor, sparsity, std=0.01, generator=None):
     num_zeros = int(math.ceil(sparsity * rows))
     if _meta_fill(tensor) is not None:
         return tensor
-    g = _gen(generator)
-    arr = g.normal(0, std, size=(rows, cols))
-    for c in range(cols):
-        arr[g.permutation(rows)[:num_zeros], c] = 0
+    # PyTorch's: normal_(0, std) from the generator, then per column the first rows of a
+    # randperm from the default generator zeroed (its numbers)
+    from ..ops import api as _api
     with _no_grad():
-        return _assign(tensor, arr)
+        tensor.normal_(0, std, generator=generator)
+        for c in range(cols):
+            tensor[_api.randperm(rows)[:num_zeros], c] = 0
+        return tensor
 
 
 def _make_deprecated(fn):

@@ -490,7 +490,7 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
 def _max_pool_bw2(ctx, grads):
     x = ctx.args[0]
     g = grads[0]
-    idx = ctx.result[1]
+    idx = ctx.result_at(1)          # (the values may be ReLU'd in place)
     return (_max_pool_backward(g, idx, tuple(x.shape)),)
 
 
@@ -906,7 +906,7 @@ def _native_batch_norm_bw(ctx, grads):
     if training:
         xhat, rstd = _norm_stats(x, dims, eps)
     else:
-        _, smean, srstd = ctx.result
+        smean, srstd = ctx.result_at(1), ctx.result_at(2)    # (output 0 may be ReLU'd in place)
         rstd = srstd.detach().reshape(shp)
         xhat = (x - smean.detach().reshape(shp)) * rstd
     gx = gw = gb = None

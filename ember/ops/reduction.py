@@ -369,7 +369,7 @@ def _dim_maxmin(name, fn):
         gv = grads[0]
         if gv is None:
             return (None,)
-        idx = ctx.result[1]
+        idx = ctx.result_at(1)
         return (_route_back(gv, idx, a.shape, wrap_dim(dim, len(a.shape)), keepdim),)
     return kernel
 
@@ -941,7 +941,7 @@ def _sort_bw(ctx, grads):
     gv = grads[0]
     if gv is None:
         return (None,)
-    return (_route_back(gv, ctx.result[1], a.shape, wrap_dim(dim, len(a.shape)), True),)
+    return (_route_back(gv, ctx.result_at(1), a.shape, wrap_dim(dim, len(a.shape)), True),)
 
 
 @defop("argsort(Tensor self, int dim=-1, bool descending=False, bool stable=False) -> Tensor",
@@ -980,7 +980,7 @@ def _topk_bw(ctx, grads):
     gv = grads[0]
     if gv is None:
         return (None,)
-    return (_route_back(gv, ctx.result[1], a.shape, wrap_dim(dim, len(a.shape)), True),)
+    return (_route_back(gv, ctx.result_at(1), a.shape, wrap_dim(dim, len(a.shape)), True),)
 
 
 def sort(input, dim=-1, descending=False, stable=False, *, out=None):
