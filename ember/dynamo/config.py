@@ -19,6 +19,10 @@ replay_logging_calls = True
 # With ember.compile(dynamic=None) (the default), a recompile caused by changed sizes or
 # numbers makes those symbolic (automatic dynamic shapes); False recompiles for each new value.
 automatic_dynamic_shapes = True
+# An int argument (or outside int) that changed between calls and is >= 2 is traced as a symbolic
+# size, like torch's SymInt inputs: ``cache[start:start + n]`` with a new ``start`` reuses the
+# graph. False: it is an unspecialized number that any size use guards on (a recompile each value).
+dynamic_int_arguments = True
 # ``t.item()`` of a one-element floating/integral/bool tensor becomes a symbolic Python scalar in
 # the graph (a 0-d float64/int64/bool node, variables/sym_scalar.py) instead of a graph break;
 # where Python needs its value (a branch, a size, an f-string) the graph breaks there and the

@@ -202,6 +202,51 @@ class OutputGraph:
         self._scalar_inputs[key] = tv
         return tv
 
+    def unspec_number(self, value, source, name):
+        """The tracker of an int/float read through ``source`` that changed between calls (automatic
+        dynamic). An int >= 2 becomes a *symbolic size* (a ShapeEnv symbol): slicing with it
+        (``cache[start:start + n]``, a decoding step's position) gives symbolically sized tensors
+        instead of a guard on its value, so each new position reuses the graph. Its graph input
+        is a uint8 tensor of that many elements (``_int_as_size``) whose size the graph reads;
+        the symbol's guards are the ShapeEnv's. Other numbers (floats, ints 0/1 or negative, no
+        fake tensors): ``UnspecFloatVariable``."""
+        from .variables.constant import ConstantVariable
+        if type(value) is int and value >= 2 and self.examples.shape_env is not None \
+                and _config.dynamic_int_arguments:
+            self.guards.add(f"type({source.expr()}) is int", f"{source.expr()} is an int")
+            src = _IntSizeSource(source, self.obj_ref(_int_as_size), name)
+            t = _int_as_size(value)
+            tv = self.add_tensor_input_dims(t, src, {0})
+            n = tv.example.shape[0]
+            if isinstance(n, SymInt):
+                return SymIntArgVariable(n, source, value, name)
+        return UnspecFloatVariable(value, source, self, name)
+
+    def add_tensor_input_dims(self, t, source, dims):
+        """A graph input whose ``dims`` are symbolic (regardless of the automatic-dynamic state)."""
+        name = placeholder_name(source)
+        base, i = name, 1
+        while name in self._names:
+            i += 1
+            name = f"{base}_{i}"
+        self._names.add(name)
+        if self._first_op is not None:
+            with self.graph.inserting_before(self._first_op):
+                node = self.graph.placeholder(name)
+        else:
+            node = self.graph.placeholder(name)
+        example = self.examples.from_input(t, source.expr(), dims)
+        dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
+        if dyn:
+            self.guards.dynamic_tensor_match(source, t, dyn)
+            self._sym_inputs.append((example, node))
+        else:
+            self.guards.tensor_match(source, t)
+        tv = TensorVariable(node, example, source, cls=type(t))
+        self.input_sources.append(source)
+        self.input_values.append(t)
+        return tv
+
     def _unspec_args(self, target, args, kwargs):
         """Replace unspecialized float arguments of a pointwise arithmetic op on floating tensors
         by 0-d tensor inputs of that dtype (what the eager op converts a Python scalar to);
@@ -223,7 +268,7 @@ class OutputGraph:
             dt = _t.float64
 
         def sub(a):
-            return self.add_scalar_input(a, dt) if isinstance(a, UnspecFloatVariable) else a
+            return self.add_scalar_input(a, dt) if isinstance(a, (UnspecFloatVariable, SymIntArgVariable)) else a
         return [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()}
 
     def obj_ref(self, obj) -> str:
@@ -407,6 +452,10 @@ class OutputGraph:
     def _note_op(self, node):
         if self.node_meta:
             node.meta.update(self.node_meta)
+        if node.op in ("call_function", "call_method") and "source_fn_stack" not in node.meta:
+            # torch's [(name, function or method name)]; a builtin nn module's class replaces the
+            # function when the module call returns (variables/objects.py:_record_module_call)
+            node.meta["source_fn_stack"] = [(node.name, node.target)]
         from .. import compiler as _compiler
         if _compiler._EXPORT_DEPTH:
             from ..export._stack_trace import current_stack_trace   # export only: the user's source lines
@@ -853,6 +902,53 @@ class _ScalarTensorSource:
 
     def __hash__(self):
         return hash(self.expr())
+
+
+def _int_as_size(n):
+    """A uint8 tensor of ``n`` elements (none if ``n`` is negative): an int argument traced as a
+    symbolic size enters the graph as this tensor's size (``OutputGraph.unspec_number``)."""
+    from ..ops import api
+    return api.empty(max(int(n), 0), dtype=_t.uint8)
+
+
+_int_as_size.__module__ = "ember.dynamo.output_graph"
+
+
+class _IntSizeSource:
+    """``_int_as_size(<int source>)``: the graph input that carries an int as a symbolic size."""
+
+    def __init__(self, base, fn_name, varname):
+        self.base, self.fn_name, self.varname = base, fn_name, varname
+
+    def expr(self):
+        return f"{self.fn_name}({self.base.expr()})"
+
+    def name(self):
+        return f"N_{self.varname}"
+
+    def __eq__(self, other):
+        return type(self) is type(other) and self.expr() == other.expr()
+
+    def __hash__(self):
+        return hash(self.expr())
+
+
+class SymIntArgVariable(ConstantVariable):
+    """An int argument traced as a symbolic size (``OutputGraph.unspec_number``): a SymInt
+    constant, which with a floating tensor in pointwise arithmetic (``x * n``) is a 0-d tensor
+    input as an unspecialized number is (no guard on its value), and which leaves the graph as
+    the argument itself (``return n``: no guard either)."""
+
+    def __init__(self, value, source, raw, name):
+        super().__init__(value, source)
+        self.raw = raw
+        self.name = name
+
+    def reconstruct(self, out):
+        return self.source.expr()
+
+    def __repr__(self):
+        return f"SymIntArgVariable({self.value!r})"
 
 
 class UnspecFloatVariable(ConstantVariable):

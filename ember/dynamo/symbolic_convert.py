@@ -1482,8 +1482,7 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
         if resume:
             tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
         elif i in output.unspec_scalars and type(v) in (int, float):
-            from .output_graph import UnspecFloatVariable
-            tx.locals[names[i]] = UnspecFloatVariable(v, src, output, names[i])
+            tx.locals[names[i]] = output.unspec_number(v, src, names[i])
         else:
             tx.locals[names[i]] = wrap(tx, v, src)
     if resume and names and "__class__" in code.co_freevars and isinstance(tx.locals.get(names[0]), LazyArgVariable):

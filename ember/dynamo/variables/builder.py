@@ -92,8 +92,7 @@ def wrap(tx, value, source, guard=True):
     if type(value) in (int, float) and source is not None and source.expr() in tx.output.unspec_sources:
         # a number read from outside that changed between calls (an optimizer's learning rate
         # under a scheduler): not specialised (see CodeCache.unspec_sources)
-        from ..output_graph import UnspecFloatVariable
-        return UnspecFloatVariable(value, source, tx.output, "n")
+        return tx.output.unspec_number(value, source, "n")
     if type(value) in _LITERALS or isinstance(value, (_t.dtype, _t.device, range, slice, enum.Enum)) \
             or _is_numpy_scalar(value):
         if g:
