@@ -226,6 +226,24 @@ def __getattr__(name):
     raise AttributeError(f"module 'ember' has no attribute '{name}'")
 
 
+def __dir__():
+    """``dir(ember)``: the module's names and the ones ``__getattr__`` resolves on first use
+    (``ember.nn``, ``ember.compile``, ``ember.max_pool2d``, ...), so tab completion lists them."""
+    names = set(globals())
+    names.update(("nn", "optim", "fx", "utils", "dynamo", "aot", "prims", "inductor", "compiler",
+                  "serialization", "testing", "random", "linalg", "backends", "special", "distributions", "jit",
+                  "profiler", "func", "_dynamo", "library", "fft", "export", "_higher_order_ops", "signal",
+                  "multiprocessing", "distributed", "accelerator", "version", "overrides", "_C", "masked",
+                  "__version__", "get_device_module", "ao", "quantization", "save", "load", "cond", "while_loop",
+                  "DisableTorchFunction", "DisableTorchFunctionSubclass", "compile", "SymInt", "SymBool", "vmap",
+                  "onnx"))
+    names.update(_TOP_LEVEL_FROM)
+    names.update(_LAZY_MODULES_EXTRA)
+    names.update(n for n in dir(_api) if not n.startswith("_"))
+    names.update(_lazy("_aten_aliases").NAMES)
+    return sorted(names)
+
+
 # ops refuse the dtypes torch runs few kernels on (uint16/32/64, float8) as torch does; once every
 # op is registered (ember/ops/limited_dtypes.py)
 from .ops import limited_dtypes as _limited_dtypes  # noqa: E402

@@ -122,7 +122,7 @@ class _Emitter:
                 q = qualified_name(obj)
             except RuntimeError:
                 q = None
-            if q is not None and q.startswith("ember.") and self._resolves(q, obj):
+            if q is not None and q.startswith("ember.") and (self._resolves(q, obj) or self._stands_for(q, obj)):
                 return q
         name = self.ns.create_name(name_hint, obj)
         if name in self.globals and self.globals[name] is not obj:
@@ -138,6 +138,22 @@ class _Emitter:
             if cur is None:
                 return False
         return cur is obj
+
+    @classmethod
+    def _stands_for(cls, dotted: str, obj: Any) -> bool:
+        """Whether the name ``qualified_name`` gave an ember op's binding runs that op: the public
+        entry point taking its arguments (``ember.cat``) or its ``ember.ops.aten`` overload."""
+        op = getattr(obj, "_ember_op", None)
+        if op is None or getattr(op, "binding", None) is not obj:
+            return False
+        cur: Any = sys.modules.get("ember")
+        for part in dotted.split(".")[1:]:
+            cur = getattr(cur, part, None)
+            if cur is None:
+                return False
+        if getattr(cur, "op", None) is op and getattr(cur, "_overloadname", None) == "default":
+            return True
+        return dotted == f"ember.{op.public_name}"
 
     def callable_name(self, fn: Any) -> str:
         try:

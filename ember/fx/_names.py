@@ -158,6 +158,49 @@ def _public_module_candidates(module: str):
     return seen
 
 
+def _op_binding_name(ember: Any, op: Any) -> str:
+    """How an ember op's binding is spelled when ``ember.<name>`` is another function (``ember.cat``
+    is the entry point that checks its arguments and calls the ``cat`` op's binding): that public
+    name where the entry takes the op's arguments by the same names (so the code calls the same op),
+    else ``ember.ops.aten.<op>.default``, the overload that runs the binding itself."""
+    public = getattr(ember, op.public_name, None)
+    if public is not None and _takes_op_args(public, op):
+        return f"ember.{op.public_name}"
+    return f"ember.ops.aten.{op.name}.default"
+
+
+def _takes_op_args(fn: Any, op: Any) -> bool:
+    import inspect
+    if not isinstance(fn, types.FunctionType) or not is_ember_object(fn):
+        return False
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    mine = [p.name for p in op.params if not p.kwonly]
+    names = {p.name for p in params}
+    return positional[:len(mine)] == mine and all(p.name in names for p in op.params if p.kwonly)
+
+
+_PUBLIC_NAMES: Dict[int, str] = {}
+
+
+def _ember_public_name(ember: Any, func: Any) -> Optional[str]:
+    """The ``ember.<name>`` a private ember function is published as (``_cat_entry`` -> ``cat``;
+    of several aliases the one its own name contains, then the shortest)."""
+    hit = _PUBLIC_NAMES.get(id(func))
+    if hit is not None and getattr(ember, hit, None) is func:
+        return hit
+    names = [k for k, v in list(vars(ember).items()) if v is func and not k.startswith("_")]
+    if not names:
+        return None
+    own = getattr(func, "__name__", "")
+    best = min(names, key=lambda k: (k not in own, len(k), k))
+    _PUBLIC_NAMES[id(func)] = best
+    return best
+
+
 def qualified_name(func: Callable[..., Any]) -> str:
     """The dotted name a callable is printed and emitted as.
 
@@ -184,9 +227,16 @@ def qualified_name(func: Callable[..., Any]) -> str:
         ember = sys.modules.get("ember")
         if ember is not None and "." not in qual and getattr(ember, name, None) is func:
             return f"ember.{name}"
+        op = getattr(func, "_ember_op", None)
+        if ember is not None and op is not None and getattr(op, "binding", None) is func:
+            return _op_binding_name(ember, op)
         # Tensor methods keep their class: ember.Tensor.add
         if qual.startswith("Tensor."):
             return f"ember.{qual}"
+        public = _ember_public_name(ember, func) if ember is not None and "." not in qual and \
+            name.startswith("_") else None
+        if public is not None:              # ember.cat is ember.ops.shape._cat_entry: torch.cat's spelling
+            return f"ember.{public}"
         for cand in _public_module_candidates(module):
             mod = sys.modules.get(cand)
             if mod is not None and "." not in qual and getattr(mod, name, None) is func:

@@ -116,12 +116,12 @@ def test_docstring_cat_to_stack():
 
     egm, tgm, res, _ = rewrite_both(build, 3)
     assert len(res) == 2 and all(isinstance(m, esr.Match) for m in res)
-    assert "stack = ember_stack([w1, w2])" in egm.code
-    assert "stack_1 = ember_stack([w1, w2]);  w1 = w2 = None" in egm.code
+    assert "stack = ember.stack([w1, w2])" in egm.code
+    assert "stack_1 = ember.stack([w1, w2]);  w1 = w2 = None" in egm.code
     assert "cat" not in egm.code
     # where the text can be compared (everything but the spelling of the
     # two functions), it is torch's
-    norm = tgm.code.replace("torch.stack", "ember_stack").replace("torch.max(sum_1)", "sum_1.max()")
+    norm = tgm.code.replace("torch.stack", "ember.stack").replace("torch.max(sum_1)", "sum_1.max()")
     norm = norm.replace("torch.max(sum_2)", "sum_2.max()")
     assert egm.code == norm
 
