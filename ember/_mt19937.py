@@ -32,10 +32,29 @@ library's ``log1p``/``log``/``cos``/``sin``; the float32 normal fill uses the si
 Cephes log and sincos PyTorch's AVX2 kernel uses, with its fused operations); without a C++
 compiler numpy computes them and a few values differ from PyTorch's in the last bit.
 
-Draws not listed here (gamma, Poisson, binomial, multinomial, ``rrelu``'s noise, ...) come from
-a separate numpy stream seeded with the same seed: reproducible, not PyTorch's numbers, and they
-do not advance the stream above. On machines whose PyTorch picks another CPU kernel (no AVX2)
-PyTorch's own float32 normals differ from these in the last bit.
+The other samplers are PyTorch's CPU algorithms over the same stream, taking as many words as
+its do (so a ``rand`` after them matches too):
+
+* ``multinomial``: without replacement or for one sample the exponential race (``p / q`` with
+  ``q = exponential_(1)``, argmax / the largest first); with replacement the normalised running
+  sum and a double uniform per sample (first entry not below it).
+* ``cauchy_`` (``median + sigma * tan(pi (u - 1/2))``, the last multiply-add fused),
+  ``log_normal_`` (``exp`` of the scalar normal path), ``geometric_`` (``ceil(log u / log1p(-p))``),
+  rrelu's slopes (``uniform(lower, upper)`` for each value <= 0, unfused), filled value by value
+  in memory order.
+* ``poisson`` (transformed rejection with squeeze for rates >= 10, products of uniforms below),
+  ``binomial`` (BTRS / inversion by geometric jumps, in float32 steps for float32 tensors),
+  ``_standard_gamma`` / ``_sample_dirichlet`` (Marsaglia-Tsang with PyTorch's float constants,
+  its double uniforms and scalar-path normals): native loops over a buffer of the stream's
+  words, the stream then moved past the words they took. Without a C++ compiler these draw
+  from numpy's samplers instead (seeded from the stream: reproducible, not PyTorch's numbers).
+  ``_sample_dirichlet`` sums the gammas with numpy: float64 rows of 5 or more categories can
+  differ from PyTorch's vectorised sum in the last bit.
+
+Still numpy's (not PyTorch's numbers): ``randperm(n)`` for n >= 2**32 / 20, integer-dtype
+``uniform``/``normal`` fills and the ``randint`` of values beyond 2**53. On machines whose
+PyTorch picks another CPU kernel (no AVX2) PyTorch's own float32 normals differ from these in
+the last bit.
 """
 from __future__ import annotations
 
@@ -844,11 +863,17 @@ def _run_sampler(stream: MTStream, call, estimate: int) -> None:
 
 
 def _need_lib(what: str):
+    """The native samplers, or None without a C++ compiler (then ``_fallback``: numpy's)."""
     L = _lib()
     if L is None:
-        raise NotImplementedError(f"{what}: PyTorch's sampler runs as a native loop and no C++ compiler is "
-                                  "available to build it")
+        log.debug("%s: no C++ compiler for PyTorch's sampler loop; numpy's sampler draws instead "
+                    "(reproducible, not PyTorch's numbers)", what)
     return L
+
+
+def _fallback(stream: MTStream) -> np.random.Generator:
+    """A numpy generator seeded from the stream's next 64-bit value (without a C++ compiler)."""
+    return np.random.Generator(np.random.PCG64(int(stream.words64(1)[0])))
 
 
 def standard_gamma(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
@@ -860,7 +885,12 @@ def standard_gamma(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
     dt = alpha.dtype
     n = alpha.size
     out = np.empty(n, dtype=np.float64)
-    if dt == np.float64:
+    if L is None:
+        a = alpha.astype(np.float64).ravel()
+        with np.errstate(invalid="ignore"):
+            res = _fallback(stream).standard_gamma(np.where(a > 0, a, 1.0))
+        res = np.where(a > 0, res, np.where(a == 0, 0.0, np.nan))
+    elif dt == np.float64:
         a = np.ascontiguousarray(alpha, dtype=np.float64).ravel()
         _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
         res = out
@@ -886,7 +916,10 @@ def sample_dirichlet(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
     n = alpha.size
     a = np.ascontiguousarray(alpha, dtype=np.float64).ravel()
     out = np.empty(n, dtype=np.float64)
-    _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
+    if L is None:
+        out[:] = np.where(a > 0, _fallback(stream).standard_gamma(np.where(a > 0, a, 1.0)), np.nan)
+    else:
+        _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
     gam = np.maximum(out, np.finfo(np.float64).tiny).reshape(alpha.shape)
     ratio = (gam / gam.sum(-1, keepdims=True)).astype(alpha.dtype)
     fi = np.finfo(alpha.dtype)
@@ -901,6 +934,8 @@ def poisson(stream: MTStream, lam: np.ndarray) -> np.ndarray:
     n = lam.size
     a = np.ascontiguousarray(lam, dtype=np.float64).ravel()
     out = np.empty(n, dtype=np.float64)
+    if L is None:
+        return _fallback(stream).poisson(a).astype(np.float64).reshape(lam.shape)
     est = int(2 * n + 2 * np.minimum(a, 10.0).sum()) + 16 if n else 0
     _run_sampler(stream, lambda w, nw, c: L.ember_poisson(n, a.ctypes.data, out.ctypes.data, w, nw, c), 4 * est)
     return out.reshape(lam.shape)
@@ -917,6 +952,11 @@ def binomial(stream: MTStream, count: np.ndarray, prob: np.ndarray) -> np.ndarra
     p = np.ascontiguousarray(prob, dtype=dt).ravel()
     n = c.size
     out = np.empty(n, dtype=dt)
+    if L is None:
+        bad = ~(np.isfinite(c) & ~np.isnan(p))
+        cc = np.where(bad | (c < 0), 0, c).astype(np.int64)
+        pp = np.clip(np.where(bad, 0.0, p), 0.0, 1.0)
+        return np.where(bad, np.nan, _fallback(stream).binomial(cc, pp)).astype(dt).reshape(count.shape)
     fn = L.ember_binomial_f64 if dt == np.float64 else L.ember_binomial_f32
     with np.errstate(invalid="ignore"):
         q = np.minimum(np.where(np.isfinite(c), c, 0) * np.nan_to_num(np.minimum(p, 1 - p)), 10.0)

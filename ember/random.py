@@ -1,10 +1,12 @@
 """Random number generation for eager tensors.
 
 A ``Generator`` is PyTorch's CPU generator: a Mersenne Twister whose draws ``rand``, ``randn``,
-``randint``, ``randperm``, ``uniform_``, ``normal_``, ``bernoulli_``, ``exponential_`` (and so
-``nn.init`` and dropout) turn into the numbers PyTorch gives for the same seed
-(``ember/_mt19937.py``). The other samplers (gamma, Poisson, binomial, multinomial, ...) draw
-from a numpy PCG64 stream seeded with the same seed: repeatable, not PyTorch's numbers.
+``randint``, ``randperm``, ``uniform_``, ``normal_``, ``bernoulli_``, ``exponential_``,
+``multinomial``, ``cauchy_``/``log_normal_``/``geometric_``, ``poisson``, ``binomial``,
+``_standard_gamma``/``_sample_dirichlet`` (and so ``nn.init``, dropout, rrelu and
+``torch.distributions``) turn into the numbers PyTorch gives for the same seed
+(``ember/_mt19937.py``). A numpy PCG64 stream seeded with the same seed remains for the few
+draws that are not PyTorch's (``ember/_mt19937.py`` lists them).
 (Compiled code uses counter-based Philox from ember.prims; the streams are different by design,
 as torch.compile's are from eager PyTorch's.)
 """
