@@ -534,7 +534,7 @@ class _carry_module_stack:
     def __enter__(self):
         from ..aot import joint
         self.saved = joint.REGION_TAGS
-        joint.REGION_TAGS = tuple(self.saved) + ("nn_module_stack", "stack_trace")
+        joint.REGION_TAGS = tuple(self.saved) + ("nn_module_stack", "source_fn_stack", "stack_trace")
         return self
 
     def __exit__(self, *exc):

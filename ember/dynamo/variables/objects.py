@@ -141,20 +141,28 @@ def _record_module_call(tx, module, expr, call):
     """Run ``call`` (the inlined forward of ``module``, read at source ``expr``) and prepend
     ``{"<expr>@<n>": (expr, type(module))}`` to ``meta["nn_module_stack"]`` of every operator node
     it added (``n``: how many calls of that module came before in this graph, so two calls of a
-    shared module stay apart). Only while exporting: ``ember.export`` turns it into torch's
-    ``nn_module_stack`` (fully qualified names) for ``unflatten``."""
+    shared module stay apart). ``ember.export`` turns it into torch's ``nn_module_stack`` (fully
+    qualified names) for ``unflatten``; compiled graphs keep it as it is (custom backends read it)."""
     graph = tx.output.graph
     counts = tx.output.__dict__.setdefault("_module_call_counts", {})
     n = counts.get(expr, 0)
     counts[expr] = n + 1
     last = next(iter(reversed(graph.nodes)), None)
     result = call()
-    entry = {f"{expr}@{n}": (expr, type(module))}
+    cls = type(module)
+    entry = {f"{expr}@{n}": (expr, cls)}
+    # ops run directly by a builtin module (not a container) come from that module, as torch
+    # records them in source_fn_stack (what get_source_partitions(graph, [nn.Linear]) reads)
+    builtin = cls.__module__.startswith(("ember.nn.modules", "ember.ao.")) and \
+        not cls.__module__.startswith("ember.nn.modules.container")
     for node in reversed(graph.nodes):
         if node is last:
             break
         if node.op in ("call_function", "call_method", "call_module", "get_attr"):
-            node.meta["nn_module_stack"] = {**entry, **node.meta.get("nn_module_stack", {})}
+            inner = node.meta.get("nn_module_stack")
+            if builtin and not inner and "source_fn_stack" in node.meta:
+                node.meta["source_fn_stack"] = node.meta["source_fn_stack"][:-1] + [(node.name, cls)]
+            node.meta["nn_module_stack"] = {**entry, **(inner or {})}
     return result
 
 
@@ -404,10 +412,14 @@ class NNModuleVariable(VariableTracker):
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
         from ... import compiler as _compiler
-        if _compiler._EXPORT_DEPTH:
-            # export records which module call made each node (ember.export.unflatten)
-            return _record_module_call(tx, m, e, lambda: self._call_forward(tx, fn, hooked, args, kwargs))
-        return self._call_forward(tx, fn, hooked, args, kwargs)
+        from ..eval_frame import _call_module
+        if not _compiler._EXPORT_DEPTH and tx.parent is None and tx.code is _call_module.__code__:
+            # ember.compile(module)'s own call: torch's graph of a compiled module's forward does
+            # not list the module itself (export keeps it: the root of the fully qualified names)
+            return self._call_forward(tx, fn, hooked, args, kwargs)
+        # which module call made each node: meta["nn_module_stack"] (ember.export.unflatten, custom
+        # backends, get_source_partitions)
+        return _record_module_call(tx, m, e, lambda: self._call_forward(tx, fn, hooked, args, kwargs))
 
     def _call_forward(self, tx, fn, hooked, args, kwargs):
         if hooked:
