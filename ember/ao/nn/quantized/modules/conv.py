@@ -13,7 +13,7 @@ import numpy as np
 
 import ember
 from ember import nn
-from .._int_gemm import exact_int_matmul
+from .._int_gemm import exact_int_matmul, int8_gemm_saturates, saturation_correction
 from .static import _QuantizedWeighted, _need_quantized, _quantize_weight, _requantize, _weight_ints, \
     _weight_post_process
 
@@ -31,9 +31,52 @@ def _ntuple(v, n, name):
     return v
 
 
-def _conv_ints(xi, wi, stride, dilation, groups):
+def _conv_ints(xi, wi, stride, dilation, groups, raw=None):
     """int32 ``acc`` (N, *out_spatial, C_out) of the already padded, zero-point-shifted int32
-    input ``xi`` (N, C, *spatial) with the shifted weight ``wi`` (C_out, C/groups, *kernel)."""
+    input ``xi`` (N, C, *spatial) with the shifted weight ``wi`` (C_out, C/groups, *kernel).
+
+    ``raw``: ``(x_zp, stored int8 weight)``, given where fbgemm runs the convolution: on a CPU
+    whose int8 GEMM saturates pairs of products (``_int_gemm.int8_gemm_saturates``) the int16
+    saturation of the stored values' pairs (channels-last im2col order) is added."""
+    acc = _conv_ints_exact(xi, wi, stride, dilation, groups)
+    if raw is not None and int8_gemm_saturates():
+        x_zp, w_raw = raw
+        acc = acc + _conv_saturation(xi + np.int32(x_zp), np.asarray(w_raw, np.int32), stride, dilation, groups)
+    return acc.astype(np.int32)
+
+
+def _windows(x, ks, stride, dilation):
+    """(N, C, *out_spatial, *kernel) view of the sliding windows of ``x`` (N, C, *spatial)."""
+    nd = x.ndim - 2
+    span = tuple(d * (k - 1) + 1 for d, k in zip(dilation, ks))
+    out_sp = tuple((s - sp) // st + 1 for s, sp, st in zip(x.shape[2:], span, stride))
+    win = np.lib.stride_tricks.sliding_window_view(x, span, axis=tuple(range(2, 2 + nd)))
+    sel = (slice(None), slice(None)) + tuple(slice(None, o * st, st) for o, st in zip(out_sp, stride)) \
+        + tuple(slice(None, None, d) for d in dilation)
+    return win[sel], out_sp
+
+
+def _conv_saturation(x_raw, w_raw, stride, dilation, groups):
+    """int64 (N, *out_spatial, C_out): fbgemm's int16 pair saturation (``saturation_correction``)
+    for the padded stored input ``x_raw`` and stored weight ``w_raw``, the reduction axis in fbgemm's
+    channels-last im2col order (kernel taps outer, the group's input channels inner)."""
+    nd = x_raw.ndim - 2
+    n = x_raw.shape[0]
+    c_out, c_g = w_raw.shape[:2]
+    win, out_sp = _windows(x_raw, w_raw.shape[2:], stride, dilation)       # (N, C, *out_sp, *kernel)
+    perm = (0,) + tuple(range(2, 2 + nd)) + tuple(range(2 + nd, 2 + 2 * nd)) + (1,)
+    win = win.transpose(perm)                                              # (N, *out_sp, *kernel, C)
+    m = n * int(np.prod(out_sp))
+    kvol = int(np.prod(w_raw.shape[2:]))
+    cols = win.reshape(m, kvol, groups, c_g)
+    wt = w_raw.reshape(groups, c_out // groups, c_g, kvol).transpose(0, 1, 3, 2)   # (G, O/G, kernel, C/G)
+    corr = np.concatenate([saturation_correction(cols[:, :, g].reshape(m, kvol * c_g),
+                                                 wt[g].reshape(c_out // groups, kvol * c_g))
+                           for g in range(groups)], axis=1)
+    return corr.reshape((n,) + out_sp + (c_out,))
+
+
+def _conv_ints_exact(xi, wi, stride, dilation, groups):
     nd = xi.ndim - 2
     n, c = xi.shape[:2]
     c_out, c_g = wi.shape[:2]
@@ -168,7 +211,7 @@ class _ConvNd(_QuantizedWeighted):
             xi = np.pad(ints, pads, mode="reflect").astype(np.int32) - np.int32(x.q_zero_point())
         else:       # zero padding of the real values = the zero point in the integers = 0 after the shift
             xi = np.pad(ints.astype(np.int32) - np.int32(x.q_zero_point()), pads)
-        acc = _conv_ints(xi, wi, self.stride, self.dilation, self.groups)
+        acc = _conv_ints(xi, wi, self.stride, self.dilation, self.groups, raw=(x.q_zero_point(), w._irepr))
         bias = None if b is None else np.asarray(b.detach()._data, np.float32)
         return acc, ws, bias
 

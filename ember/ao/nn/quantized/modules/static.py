@@ -17,7 +17,7 @@ import ember
 from ember import nn
 from ember._quantized import schemes as QS
 from ember._quantized.tensor import QParams, QuantizedTensor, make_qtensor
-from .._int_gemm import exact_int_matmul
+from .._int_gemm import exact_int_matmul, int8_gemm_saturates, saturation_correction
 from .linear import LinearPackedParams
 
 
@@ -198,7 +198,10 @@ class Linear(_QuantizedWeighted):
         w, b = self._packed_params._weight_bias()
         wi, ws = _weight_ints(w, self.out_features)
         xi = x._irepr.reshape(-1, self.in_features).astype(np.int32) - np.int32(x.q_zero_point())
-        acc = exact_int_matmul(xi, wi.T).astype(np.int32)
+        acc = exact_int_matmul(xi, wi.T)
+        if int8_gemm_saturates():   # fbgemm without VNNI: int16-saturated pairs of input features
+            acc = acc + saturation_correction(x._irepr.reshape(-1, self.in_features), w._irepr)
+        acc = acc.astype(np.int32)
         bias = None if b is None else np.asarray(b.detach()._data, np.float32)
         return acc, ws, bias
 

@@ -25,7 +25,7 @@ from ember import nn
 from ember._quantized import kernels as K
 from ember._quantized import schemes as QS
 from ...modules.linear import LinearPackedParams
-from ..._int_gemm import exact_int_matmul
+from ..._int_gemm import exact_int_matmul, int8_gemm_saturates, saturation_correction
 
 
 def _quantize_weight(float_wt, observer):
@@ -180,6 +180,8 @@ def _dynamic_int8_linear(x2, qweight, bias, reduce_range):
         wq = wq - np.int32(qp.zero_point)
         w_scale = np.full(n, np.float32(qp.scale))
     acc = exact_int_matmul(aq, wq.T) if m else np.zeros((0, n), np.int64)
+    if m and int8_gemm_saturates():     # fbgemm without VNNI: int16-saturated pairs of input features
+        acc = acc + saturation_correction(aq + a_zp, qweight._irepr.reshape(n, -1))
     acc = acc.astype(np.int32)                      # fbgemm's int32 accumulator
     # fbgemm's epilogue: fma(float(acc), float32(a_scale * w_scale), bias), one rounding to float32
     # (emulated in float64, where the float32 x float32 product is exact)
