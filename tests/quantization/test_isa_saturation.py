@@ -169,3 +169,23 @@ def test_conv_bit_for_bit_with_saturation(nd, c, groups, k):
         # round a rare tie the other way: one step at most (as in test_static's conv check)
         d = np.abs(eo - to)
         assert d.max() <= 1 and (d > 0).mean() < 0.01
+
+
+@pytest.mark.parametrize("c,o,k,stride,pad,groups", [(5, 3, 3, 1, 1, 1), (3, 4, 3, 2, 1, 1), (4, 4, 3, 2, 0, 2)])
+def test_conv_transpose_bit_for_bit_with_saturation(c, o, k, stride, pad, groups):
+    """torch's x86 engine runs transposed convolutions on fbgemm on every CPU: bit for bit."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(c * 7 + stride)
+    x = rng.uniform(0.0, 5.0, (2, c, 6, 6)).astype(np.float32)
+    w = (rng.choice([-1.0, 1.0], (c, o // groups, k, k)) * rng.uniform(0.7, 1.0, (c, o // groups, k, k))
+         ).astype(np.float32)
+    b = rng.standard_normal(o).astype(np.float32)
+    ec = ember.ao.nn.quantized.ConvTranspose2d(c, o, k, stride=stride, padding=pad, groups=groups)
+    tc = torch.ao.nn.quantized.ConvTranspose2d(c, o, k, stride=stride, padding=pad, groups=groups)
+    ec.set_weight_bias(ember.quantize_per_tensor(ember.tensor(w), 1 / 127, 0, ember.qint8), ember.tensor(b))
+    tc.set_weight_bias(torch.quantize_per_tensor(torch.tensor(w), 1 / 127, 0, torch.qint8), torch.tensor(b))
+    ec.scale = tc.scale = 0.4
+    ec.zero_point = tc.zero_point = 100
+    eo = ec(ember.quantize_per_tensor(ember.tensor(x), 0.02, 3, ember.quint8)).int_repr().numpy()
+    to = tc(torch.quantize_per_tensor(torch.tensor(x), 0.02, 3, torch.quint8)).int_repr().numpy()
+    np.testing.assert_array_equal(eo, to)

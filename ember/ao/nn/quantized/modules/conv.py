@@ -56,10 +56,12 @@ def _windows(x, ks, stride, dilation):
     return win[sel], out_sp
 
 
-def _conv_saturation(x_raw, w_raw, stride, dilation, groups):
+def _conv_saturation(x_raw, w_raw, stride, dilation, groups, reverse_taps=False):
     """int64 (N, *out_spatial, C_out): fbgemm's int16 pair saturation (``saturation_correction``)
     for the padded stored input ``x_raw`` and stored weight ``w_raw``, the reduction axis in fbgemm's
-    channels-last im2col order (kernel taps outer, the group's input channels inner)."""
+    channels-last im2col order (kernel taps outer, the group's input channels inner).
+    ``reverse_taps``: the taps in reverse order (a transposed convolution computed with the flipped
+    kernel pairs its taps in the original kernel's order)."""
     nd = x_raw.ndim - 2
     n = x_raw.shape[0]
     c_out, c_g = w_raw.shape[:2]
@@ -70,6 +72,8 @@ def _conv_saturation(x_raw, w_raw, stride, dilation, groups):
     kvol = int(np.prod(w_raw.shape[2:]))
     cols = win.reshape(m, kvol, groups, c_g)
     wt = w_raw.reshape(groups, c_out // groups, c_g, kvol).transpose(0, 1, 3, 2)   # (G, O/G, kernel, C/G)
+    if reverse_taps:
+        cols, wt = cols[:, ::-1], wt[:, :, ::-1]
     corr = np.concatenate([saturation_correction(cols[:, :, g].reshape(m, kvol * c_g),
                                                  wt[g].reshape(c_out // groups, kvol * c_g))
                            for g in range(groups)], axis=1)
@@ -318,6 +322,14 @@ class _ConvTransposeNd(_ConvNd):
         crop = tuple(slice(max(-a, 0), spread.shape[2 + i] - max(-z, 0)) for i, (a, z) in enumerate(zip(lo, hi)))
         spread = spread[(slice(None), slice(None)) + crop]
         acc = _conv_ints(spread, wconv, (1,) * nd, self.dilation, g)
+        if int8_gemm_saturates():
+            # fbgemm's transposed convolution: the zero-point-filled spread input, the taps paired in
+            # the (unflipped) kernel's order, the group's channels inner (verified against torch)
+            wr = w._irepr.astype(np.int32)
+            wraw = np.concatenate([np.flip(wr[i * cin_g:(i + 1) * cin_g].swapaxes(0, 1), flip) for i in range(g)],
+                                  axis=0)
+            acc = (acc + _conv_saturation(spread + np.int32(x.q_zero_point()), wraw, (1,) * nd, self.dilation, g,
+                                          reverse_taps=True)).astype(np.int32)
         ws = np.full(self.out_channels, np.float32(w._qp.scale))
         bias = None if b is None else np.asarray(b.detach()._data, np.float32)
         q = _requantize(acc, x.q_scale(), ws, bias, self.scale, self.zero_point, False)
