@@ -189,3 +189,20 @@ def test_conv_transpose_bit_for_bit_with_saturation(c, o, k, stride, pad, groups
     eo = ec(ember.quantize_per_tensor(ember.tensor(x), 0.02, 3, ember.quint8)).int_repr().numpy()
     to = tc(torch.quantize_per_tensor(torch.tensor(x), 0.02, 3, torch.quint8)).int_repr().numpy()
     np.testing.assert_array_equal(eo, to)
+
+
+def test_legacy_fbgemm_linear_int8_weight_bit_for_bit():
+    """torch.fbgemm_linear_int8_weight_fp32_activation quantizes the activations to the full 0..255
+    range: on a non-VNNI CPU its pairs saturate."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-5, 5, (6, 32)).astype(np.float32)
+    w = (rng.choice([-1.0, 1.0], (5, 32)) * rng.uniform(0.8, 1.0, (5, 32))).astype(np.float32)
+    b = rng.standard_normal(5).astype(np.float32)
+    tw, tcol, ts, tz = torch.fbgemm_linear_quantize_weight(torch.tensor(w))
+    to = torch.fbgemm_linear_int8_weight_fp32_activation(torch.tensor(x), tw, torch.fbgemm_pack_quantized_matrix(tw),
+                                                         tcol, ts, tz, torch.tensor(b)).numpy()
+    ew, ecol, es, ez = ember.fbgemm_linear_quantize_weight(ember.tensor(w))
+    eo = ember.fbgemm_linear_int8_weight_fp32_activation(ember.tensor(x), ew, ember.fbgemm_pack_quantized_matrix(ew),
+                                                         ecol, es, ez, ember.tensor(b)).numpy()
+    np.testing.assert_array_equal(eo, to)
