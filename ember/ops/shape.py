@@ -575,10 +575,19 @@ def _to_copy(xp, a, dtype=None, device=None):
             return target.asarray(a.astype(dt.np))
         if target is np and not isinstance(a, np.ndarray):
             return a.get().astype(dt.np)
+    if a.dtype.kind in "fc" and dt.np.kind in "iub":
+        # nan/inf/out-of-range floats to integers: PyTorch converts without a word (the values
+        # are the C cast's); numpy would print "invalid value encountered in cast"
+        with np.errstate(invalid="ignore", over="ignore"):
+            return _copy_as(xp, a, dt.np)
+    return _copy_as(xp, a, dt.np)
+
+
+def _copy_as(xp, a, npdt):
     if a.flags.c_contiguous and (1 not in a.shape or _canonical_c(a)):
-        return a.astype(dt.np, copy=True)
+        return a.astype(npdt, copy=True)
     # PyTorch converts into empty_like(self): numpy's 'K' copy would put an expanded dim innermost
-    return copy_preserve(xp, a, dtype=dt.np)
+    return copy_preserve(xp, a, dtype=npdt)
 
 
 @_to_copy.derivative

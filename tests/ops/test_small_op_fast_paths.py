@@ -803,3 +803,14 @@ def test_batch_norm_running_update_channels_last(monkeypatch):
     for a, b in zip(*res):
         _same(a, b)
     assert res[0][0].stride() == res[1][0].stride()
+
+
+def test_float_to_int_casts_of_nonfinite_values_are_silent():
+    """PyTorch converts nan/inf to integers without a warning (T5's relative-position buckets
+    cast ``log(0)``); the values are the C cast's."""
+    import warnings
+    x = ember.tensor([float("-inf"), float("nan"), 1e30, 2.5, -3.7])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = x.to(ember.int32).tolist()
+    assert got[3:] == [2, -3]
