@@ -9,9 +9,12 @@ A file is a zip archive holding
   nodes (an ``UntypedStorage``'s bytes, or a ``TypedStorage``'s bytes and dtype);
 * ``storages/<n>``: each tensor's values as raw little-endian bytes in C order.
 
-Loading reads JSON and raw arrays only: no pickle, ever. A pickle (e.g. a file written by
-``torch.save``) is refused with an error that says so, and saving anything outside the types
-above raises a TypeError that names the type.
+That JSON format is what ``ember.save(..., _use_new_zipfile_serialization=False)`` writes (and
+the fallback for what torch's format cannot hold: nested, quantized, meta tensors); ``ember.load``
+keeps reading it. By default ``ember.save`` writes PyTorch's zip checkpoint format
+(ember/_torch_pickle.py), so ``torch.load`` reads ember checkpoints, and ``ember.load`` reads
+``torch.save`` files with a restricted (weights-only) unpickler that never runs code from the
+file unless ``weights_only=False`` is asked for.
 """
 from __future__ import annotations
 
@@ -144,9 +147,30 @@ class _Writer:
 
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True,
          _disable_byteorder_record=False):
-    """Save ``obj`` (tensors and containers of them, e.g. a state_dict) to a path or binary file."""
+    """Save ``obj`` to a path or binary file in PyTorch's zip checkpoint format (``torch.load``
+    reads it, with ``weights_only=True`` for state_dicts). What that format cannot hold (nested,
+    quantized, meta tensors) is saved in ember's JSON format instead, which ``ember.load`` reads.
+    ``_use_new_zipfile_serialization=False`` writes ember's JSON format (never a pickle)."""
     if pickle_module is not None:
-        raise TypeError("ember.save does not use pickle; pickle_module is not supported")
+        raise TypeError("ember.save writes pickles with its own pickler; pickle_module is not supported")
+    if _use_new_zipfile_serialization:
+        from . import _torch_pickle
+        buf = io.BytesIO()
+        try:
+            name = "archive"
+            if isinstance(f, (str, os.PathLike)):
+                name = os.path.splitext(os.path.basename(os.fspath(f)))[0] or "archive"
+            _torch_pickle.write_zip(buf, obj, archive_name=name, protocol=2 if pickle_protocol is None
+                                    else pickle_protocol, byteorder_record=not _disable_byteorder_record)
+        except NotImplementedError:
+            buf = None      # torch's format cannot hold it: ember's own format below
+        if buf is not None:
+            if isinstance(f, (str, os.PathLike)):
+                with open(f, "wb") as fh:
+                    fh.write(buf.getvalue())
+            else:
+                f.write(buf.getvalue())
+            return
     w = _Writer()
     root = w.encode(obj)
     manifest = {"format": _MAGIC, "version": FORMAT_VERSION, "byteorder": "little", "root": root,
@@ -304,30 +328,36 @@ def _looks_like_pickle(head):
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **pickle_load_args):
-    """Load what ``ember.save`` wrote. Never unpickles: pickles (e.g. ``torch.save`` files) are refused."""
+    """Load a ``torch.save`` zip checkpoint, an ``ember.save`` file (either format) or ember's old
+    JSON format. ``weights_only=True`` (the default) unpickles with an allowlist of globals
+    (tensors, Parameters, storages, containers, dtypes, Size, device): any other global raises
+    ``pickle.UnpicklingError`` and no code in the file runs. ``weights_only=False`` resolves every
+    global: UNSAFE, only for files you trust (as ``torch.load``)."""
     if pickle_module is not None:
-        raise TypeError("ember.load does not use pickle; pickle_module is not supported")
+        raise TypeError("ember.load uses its own unpickler; pickle_module is not supported")
+    if weights_only is None:
+        weights_only = True
     if isinstance(f, (str, os.PathLike)):
         with open(f, "rb") as fh:
             data = fh.read()
     else:
         data = f.read()
     if _looks_like_pickle(data[:2]):
-        raise RuntimeError("ember.load refuses this file: it is a Python pickle (for example written by "
-                           "torch.save with the legacy format). ember never unpickles data, because unpickling "
-                           "can run arbitrary code. Convert it to tensors first and save it with ember.save.")
+        raise NotImplementedError("ember.load: torch's legacy (non-zip, _use_new_zipfile_serialization=False) "
+                                  "checkpoint format is not supported; re-save it with torch.save's default "
+                                  "zip format")
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:
-        raise RuntimeError("ember.load: not an ember.save file (not a zip archive)") from None
+        raise RuntimeError("ember.load: not an ember.save / torch.save file (not a zip archive)") from None
     with z:
         names = z.namelist()
         if _MANIFEST not in names:
-            if any(n.endswith(".pkl") for n in names):
-                raise RuntimeError("ember.load refuses this file: it holds a pickle (data.pkl — a torch.save "
-                                   "archive). ember never unpickles data, because unpickling can run arbitrary "
-                                   "code. Convert the tensors and save them with ember.save.")
-            raise RuntimeError("ember.load: not an ember.save file (no ember_manifest.json)")
+            if any(n == "data.pkl" or n.endswith("/data.pkl") for n in names):
+                from . import _torch_pickle
+                return _torch_pickle.load_zip(z, map_location=map_location, weights_only=weights_only)
+            raise RuntimeError("ember.load: not an ember.save / torch.save file (no ember_manifest.json or "
+                               "data.pkl)")
         manifest = json.loads(z.read(_MANIFEST).decode("utf-8"))
         if manifest.get("format") != _MAGIC:
             raise RuntimeError("ember.load: not an ember.save file (bad manifest)")

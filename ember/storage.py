@@ -410,8 +410,8 @@ class UntypedStorage:
         return TypedStorage(wrap_storage=self, dtype=dtype, _internal=True)
 
     def __reduce_ex__(self, proto):
-        raise RuntimeError("ember storages are not picklable; use ember.save / ember.load, which never "
-                           "unpickle code")
+        from ._torch_pickle import reduce_storage     # the bytes (and dtype of a TypedStorage)
+        return reduce_storage(self)
 
     def __sizeof__(self):
         return super().__sizeof__() + self.nbytes()
@@ -656,8 +656,8 @@ class TypedStorage:
         return False
 
     def __reduce_ex__(self, proto):
-        raise RuntimeError("ember storages are not picklable; use ember.save / ember.load, which never "
-                           "unpickle code")
+        from ._torch_pickle import reduce_storage     # the bytes (and dtype of a TypedStorage)
+        return reduce_storage(self)
 
     def __repr__(self):
         s = self._untyped_storage

@@ -547,8 +547,9 @@ class Tensor:
         return out
 
     def __reduce_ex__(self, proto):
-        raise RuntimeError("ember tensors are not picklable; use ember.save / ember.load, which "
-                           "never unpickle code")
+        # values, dtype, shape, strides, requires_grad, class; views of one storage pickle it once
+        from ._torch_pickle import reduce_tensor
+        return reduce_tensor(self)
 
     def __repr__(self, *, tensor_contents=None):
         from ._tensor_str import repr_of
@@ -559,8 +560,12 @@ class Tensor:
     def __str__(self):
         return self.__repr__()
 
-    def __setstate__(self, state):  # pragma: no cover - pickling is disabled
-        raise RuntimeError("ember tensors are not picklable")
+    def __setstate__(self, state):
+        # (ember's pickles rebuild the tensor whole; this takes a plain attribute dict)
+        if not isinstance(state, dict):
+            raise RuntimeError(f"ember: unsupported tensor pickle state of type {type(state).__name__}")
+        for k, v in state.items():
+            setattr(self, k, v)
 
     # ------------------------------------------------------------------ devices / dtypes
     def to(self, *args, **kwargs):
