@@ -149,9 +149,31 @@ class _Loader:
         self.byteorder = byteorder
         self.map_location = map_location
         self.storages = {}
+        self.legacy = {}
+
+    def legacy_storage(self, pid):
+        """torch's legacy (non-zip) format: ('storage', type, root_key, location, numel, view); the
+        bytes follow the pickles, filled in by ``load_legacy``."""
+        from .storage import TypedStorage, UntypedStorage
+        _, stype, key, location, numel, view = pid
+        if not isinstance(stype, _StorageType):
+            raise pickle.UnpicklingError(f"{_UNSAFE_MESSAGE}persistent id storage type {stype!r} is not a storage")
+        if view is not None:
+            raise NotImplementedError("ember.load: storage views of torch's legacy checkpoint format are not "
+                                      "supported")
+        us = self.storages.get(key)
+        if us is None:
+            raw = np.zeros(int(numel) * stype.dtype.itemsize, dtype=np.uint8)
+            us = UntypedStorage._wrap(raw, _t.cpu)
+            self.legacy[key] = (raw, stype.dtype)
+            us = self._place(us, str(location))
+            self.storages[key] = us
+        return us if stype.untyped else TypedStorage(wrap_storage=us, dtype=stype.dtype, _internal=True)
 
     def storage(self, pid):
         from .storage import TypedStorage, UntypedStorage
+        if isinstance(pid, tuple) and len(pid) == 6 and pid[0] == "storage":
+            return self.legacy_storage(pid)
         if not isinstance(pid, tuple) or len(pid) != 5 or pid[0] != "storage":
             raise pickle.UnpicklingError(f"{_UNSAFE_MESSAGE}Unknown persistent id {pid!r}")
         _, stype, key, location, numel = pid
@@ -274,6 +296,36 @@ def load_zip(z, map_location=None, weights_only=True):
     loader = _Loader(read_record, byteorder, map_location)
     cls = _RestrictedUnpickler if weights_only else _FullUnpickler
     return cls(io.BytesIO(read_record("data.pkl")), loader, _safe_globals()).load()
+
+
+def load_legacy(f, map_location=None, weights_only=True):
+    """torch's legacy format (``_use_new_zipfile_serialization=False``): pickles of the magic
+    number, protocol version and sys info, the object, the storage keys; then each storage as an
+    int64 element count and its raw bytes."""
+    loader = _Loader(None, sys.byteorder, map_location)
+    safe = _safe_globals()
+    head = [_RestrictedUnpickler(f, loader, safe).load()]
+    if type(head[0]) is not int or head[0] != 0x1950A86A20F9469CFC6C:
+        raise RuntimeError("Invalid magic number; corrupt file?")
+    head += [_RestrictedUnpickler(f, loader, safe).load() for _ in range(2)]
+    if head[1] != 1001:
+        raise RuntimeError(f"Invalid protocol version: {head[1]}")
+    little = head[2].get("little_endian", True) if isinstance(head[2], dict) else True
+    cls = _RestrictedUnpickler if weights_only else _FullUnpickler
+    result = cls(f, loader, safe).load()
+    keys = _RestrictedUnpickler(f, loader, safe).load()
+    for key in keys:
+        raw, dtype = loader.legacy[key]
+        n = int.from_bytes(f.read(8), "little" if little else "big")
+        data = f.read(n * dtype.itemsize)
+        if len(data) != raw.size:
+            raise RuntimeError("ember.load: truncated legacy torch checkpoint")
+        arr = np.frombuffer(data, dtype=np.uint8)
+        if not little and dtype.itemsize > 1:
+            np_dt = np.dtype(dtype.np)
+            arr = arr.view(np_dt.newbyteorder(">")).astype(np_dt).view(np.uint8)
+        raw[:] = arr
+    return result
 
 
 # ---------------------------------------------------------------------- writing

@@ -342,10 +342,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             data = fh.read()
     else:
         data = f.read()
-    if _looks_like_pickle(data[:2]):
-        raise NotImplementedError("ember.load: torch's legacy (non-zip, _use_new_zipfile_serialization=False) "
-                                  "checkpoint format is not supported; re-save it with torch.save's default "
-                                  "zip format")
+    if _looks_like_pickle(data[:2]):     # torch's legacy (non-zip) format
+        from . import _torch_pickle
+        return _torch_pickle.load_legacy(io.BytesIO(data), map_location=map_location, weights_only=weights_only)
     try:
         z = zipfile.ZipFile(io.BytesIO(data))
     except zipfile.BadZipFile:

@@ -209,3 +209,18 @@ def test_pickle_whole_module():
     x = ember.randn(2, 3)
     assert ember.equal(m(x), m2(x))
     assert m2[0].weight.untyped_storage().data_ptr() != m[0].weight.untyped_storage().data_ptr()
+
+
+def test_torch_legacy_format():
+    torch = _torch()
+    a = torch.randn(3, 4)
+    sd = {"a": a, "v": a.t()[1:], "h": torch.randn(5).to(torch.bfloat16), "p": torch.nn.Parameter(torch.randn(2))}
+    got = ember.load(_tsave(sd, _use_new_zipfile_serialization=False))
+    np.testing.assert_array_equal(got["v"].numpy(), sd["v"].numpy())
+    assert got["v"].untyped_storage().data_ptr() == got["a"].untyped_storage().data_ptr()
+    assert got["h"].dtype is ember.bfloat16 and got["h"].float().tolist() == sd["h"].float().tolist()
+    assert isinstance(got["p"], nn.Parameter)
+    with pytest.raises(pickle.UnpicklingError, match="GLOBAL (posix|os).system"):
+        ember.load(_tsave({"x": _Evil()}, _use_new_zipfile_serialization=False))
+    with pytest.raises(RuntimeError, match="Invalid magic number"):
+        ember.load(io.BytesIO(pickle.dumps({"a": 1})))

@@ -85,9 +85,9 @@ def test_file_holds_no_pickle():
 
 def test_refuses_pickles_and_junk():
     # (behaviour changed in session 31: torch.save zip files load with a weights-only unpickler,
-    # tests/test_checkpoint_interop.py; a bare pickle is torch's legacy format, not supported)
+    # tests/test_checkpoint_interop.py; a bare pickle is read as torch's legacy format)
     buf = io.BytesIO(pickle.dumps({"a": 1}))
-    with pytest.raises(NotImplementedError, match="legacy"):
+    with pytest.raises(RuntimeError, match="Invalid magic number"):
         ember.load(buf)
     with pytest.raises(RuntimeError, match="not an ember.save / torch.save file"):
         ember.load(io.BytesIO(b"hello world"))
