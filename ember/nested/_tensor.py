@@ -286,9 +286,10 @@ class NestedTensor(Tensor):
     __str__ = __repr__
 
     def __reduce_ex__(self, proto):
-        # as every ember tensor (torch pickles them): ember.save / ember.load store nested tensors
-        raise RuntimeError("ember tensors are not picklable; use ember.save / ember.load, which "
-                           "never unpickle code")
+        # plain ember tensors pickle (ember/_torch_pickle.py); a nested tensor's components do not
+        # go through that path yet: ember.save / ember.load store them (ember's JSON format)
+        raise NotImplementedError("pickling a nested tensor is not supported by ember yet (nested tensors are not "
+                                  "picklable); use ember.save / ember.load, which store them")
 
     def __deepcopy__(self, memo):
         out = self.clone()
