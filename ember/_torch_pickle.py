@@ -138,8 +138,43 @@ _UNSAFE_MESSAGE = (
     "Weights only load failed. This file can still be loaded, to do so you have two options, do those steps "
     "only if you trust the source of the checkpoint. \n\t(1) Re-running `ember.load` with `weights_only` set to "
     "`False` will likely succeed, but it can result in arbitrary code execution. Do it only if you got the file "
-    "from a trusted source.\n\t(2) ember has no allowlist extension (`add_safe_globals`) for this global.\n"
-    "\tWeightsUnpickler error: ")
+    "from a trusted source.\n\t(2) Alternatively, to load with `weights_only=True` please check the recommended "
+    "steps in the following error message.\n\tWeightsUnpickler error: ")
+
+# ``ember.serialization.add_safe_globals`` / ``safe_globals``: what the user allows beyond the
+# defaults, as ``(module, name) -> object``; ``_user_globals_list`` keeps the objects in the order given
+_user_globals = {}
+_user_globals_list = []
+
+
+def _global_name(entry):
+    """``obj`` or ``(obj, "module.name")`` (torch's two spellings) -> ((module, name), obj)."""
+    if isinstance(entry, tuple):
+        if len(entry) != 2 or not isinstance(entry[1], str) or "." not in entry[1]:
+            raise ValueError(f"safe globals: expected an object or (object, 'module.name'), got {entry!r}")
+        obj, full = entry
+        module, _, name = full.rpartition(".")
+        return (module, name), obj
+    module = getattr(entry, "__module__", None)
+    name = getattr(entry, "__qualname__", None) or getattr(entry, "__name__", None)
+    if module is None or name is None:
+        raise ValueError(f"safe globals: {entry!r} has no __module__/__qualname__; pass (obj, 'module.name')")
+    return (module, name), entry
+
+
+def add_user_globals(entries):
+    for e in entries:
+        key, obj = _global_name(e)
+        _user_globals[key] = obj
+        _user_globals_list.append(e)
+
+
+def _unsupported(module, name):
+    return pickle.UnpicklingError(
+        f"{_UNSAFE_MESSAGE}Unsupported global: GLOBAL {module}.{name} was not an allowed global by default. "
+        f"Please use `ember.serialization.add_safe_globals([{module}.{name}])` or the "
+        f"`ember.serialization.safe_globals([{module}.{name}])` context manager to allowlist this global if you "
+        f"trust this class/function.")
 
 
 # ---------------------------------------------------------------------- reading
@@ -242,8 +277,9 @@ class _RestrictedUnpickler(pickle.Unpickler):
         module, name = _py2_names(self, module, name)
         obj = self._safe.get((module, name))
         if obj is None:
-            raise pickle.UnpicklingError(
-                f"{_UNSAFE_MESSAGE}Unsupported global: GLOBAL {module}.{name} was not an allowed global by default.")
+            obj = _user_globals.get((module, name))
+        if obj is None:
+            raise _unsupported(module, name)
         return obj
 
     def persistent_load(self, pid):
@@ -546,3 +582,39 @@ def reduce_storage(s):
     if s._fake is not None:
         raise NotImplementedError("pickling the storage of a fake ember tensor is not supported")
     return (_storage_from_bytes, (np.asarray(_host_buf(s)).tobytes(), str(s.device)))
+
+
+_STRING_OPS = frozenset(("SHORT_BINUNICODE", "BINUNICODE", "UNICODE", "BINUNICODE8", "SHORT_BINSTRING",
+                         "BINSTRING", "STRING"))
+
+
+def unsafe_globals_in(data_pkl: bytes):
+    """The ``module.name`` globals a pickle names that the weights-only loader would refuse (torch's
+    ``get_unsafe_globals_in_checkpoint``), read from its opcodes without running it. ``STACK_GLOBAL``
+    takes its module and name from the two strings pushed last (directly or from the memo)."""
+    import pickletools
+    safe = _safe_globals()
+    found, pushed, memo = [], [], {}
+    for op, arg, _ in pickletools.genops(data_pkl):
+        name = op.name
+        if name in _STRING_OPS:
+            pushed.append(arg)
+        elif name == "MEMOIZE":
+            memo[len(memo)] = pushed[-1] if pushed else None
+        elif name in ("PUT", "BINPUT", "LONG_BINPUT"):
+            memo[arg] = pushed[-1] if pushed else None
+        elif name in ("GET", "BINGET", "LONG_BINGET"):
+            pushed.append(memo.get(arg))
+        elif name == "GLOBAL":
+            found.append(tuple(arg.split(" ", 1)))
+        elif name == "STACK_GLOBAL" and len(pushed) >= 2 and all(isinstance(v, str) for v in pushed[-2:]):
+            found.append((pushed[-2], pushed[-1]))
+        else:
+            pushed.append(None)      # anything else on the stack: not a string a later STACK_GLOBAL reads
+    out = []
+    for module, name in found:
+        module, name = _py2_names(None, module, name)
+        key = (module, name)
+        if key not in safe and key not in _user_globals and f"{module}.{name}" not in out:
+            out.append(f"{module}.{name}")
+    return out

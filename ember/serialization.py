@@ -30,7 +30,8 @@ import numpy as np
 from . import types as _t
 from .tensor import Parameter, Tensor, _host
 
-__all__ = ["save", "load", "FORMAT_VERSION"]
+__all__ = ["save", "load", "FORMAT_VERSION", "add_safe_globals", "get_safe_globals", "clear_safe_globals",
+           "safe_globals", "get_unsafe_globals_in_checkpoint"]
 
 FORMAT_VERSION = 1
 _MANIFEST = "ember_manifest.json"
@@ -364,3 +365,71 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             raise RuntimeError(f"ember.load: the file uses format version {manifest['version']}, newer than this "
                                f"ember understands ({FORMAT_VERSION})")
         return _Reader(z, map_location).decode(manifest["root"])
+
+
+# ---------------------------------------------------------------------- the weights-only allowlist
+def add_safe_globals(safe_globals):
+    """Allow these classes/functions in ``ember.load(weights_only=True)`` of torch-format files
+    (torch's ``add_safe_globals``): each an object, or ``(object, "module.name")`` when the name in the
+    file differs from the object's own. Only for objects you trust: unpickling calls them."""
+    from . import _torch_pickle
+    if not isinstance(safe_globals, (list, tuple)):
+        raise TypeError(f"add_safe_globals expects a list of objects, got {type(safe_globals).__name__}")
+    _torch_pickle.add_user_globals(list(safe_globals))
+
+
+def get_safe_globals():
+    """The objects added by :func:`add_safe_globals` (in the order given)."""
+    from . import _torch_pickle
+    return list(_torch_pickle._user_globals_list)
+
+
+def clear_safe_globals():
+    """Forget every object added by :func:`add_safe_globals`."""
+    from . import _torch_pickle
+    _torch_pickle._user_globals.clear()
+    _torch_pickle._user_globals_list.clear()
+
+
+class safe_globals:
+    """``with ember.serialization.safe_globals([Foo]):`` -- :func:`add_safe_globals` for the block only."""
+
+    def __init__(self, safe_globals):
+        self.safe_globals = list(safe_globals)
+
+    def __enter__(self):
+        from . import _torch_pickle
+        self._saved = (dict(_torch_pickle._user_globals), list(_torch_pickle._user_globals_list))
+        add_safe_globals(self.safe_globals)
+        return self
+
+    def __exit__(self, *exc):
+        from . import _torch_pickle
+        _torch_pickle._user_globals.clear()
+        _torch_pickle._user_globals.update(self._saved[0])
+        _torch_pickle._user_globals_list[:] = self._saved[1]
+        return False
+
+
+def get_unsafe_globals_in_checkpoint(f):
+    """The ``module.name`` globals a torch-format checkpoint names that ``weights_only=True`` would
+    refuse (defaults and :func:`add_safe_globals` considered), found without unpickling it."""
+    from . import _torch_pickle
+    if isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as fh:
+            return get_unsafe_globals_in_checkpoint(fh)
+    pos = f.tell() if hasattr(f, "tell") else None
+    try:
+        if not zipfile.is_zipfile(f):
+            raise ValueError("get_unsafe_globals_in_checkpoint: expected a torch.save zip archive")
+        if pos is not None:
+            f.seek(pos)
+        with zipfile.ZipFile(f) as z:
+            names = [n for n in z.namelist() if n.endswith("data.pkl")]
+            if not names:
+                raise ValueError("get_unsafe_globals_in_checkpoint: the archive has no data.pkl "
+                                 "(an ember JSON-format file holds no pickle)")
+            return _torch_pickle.unsafe_globals_in(z.read(names[0]))
+    finally:
+        if pos is not None:
+            f.seek(pos)
