@@ -268,6 +268,9 @@ def _py2_names(up, module, name):
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
+    """weights_only=True: only the default allowlist (``_safe_globals``) and the user's
+    ``add_safe_globals`` resolve; storages come through the loader's persistent ids."""
+
     def __init__(self, f, loader, safe):
         super().__init__(f, encoding="utf-8")
         self._loader = loader
@@ -279,26 +282,20 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if obj is None:
             obj = _user_globals.get((module, name))
         if obj is None:
-            raise _unsupported(module, name)
+            obj = self._unlisted(module, name)
         return obj
+
+    def _unlisted(self, module, name):
+        raise _unsupported(module, name)
 
     def persistent_load(self, pid):
         return self._loader.storage(pid)
 
 
-class _FullUnpickler(pickle.Unpickler):
+class _FullUnpickler(_RestrictedUnpickler):
     """weights_only=False: torch's names map onto ember, everything else resolves normally (UNSAFE)."""
 
-    def __init__(self, f, loader, safe):
-        super().__init__(f, encoding="utf-8")
-        self._loader = loader
-        self._safe = safe
-
-    def find_class(self, module, name):
-        module, name = _py2_names(self, module, name)
-        obj = self._safe.get((module, name))
-        if obj is not None:
-            return obj
+    def _unlisted(self, module, name):
         if module == "torch" or module.startswith("torch."):
             import importlib
             emod = "ember" + module[len("torch"):]
@@ -306,10 +303,7 @@ class _FullUnpickler(pickle.Unpickler):
                 return getattr(importlib.import_module(emod), name)
             except (ImportError, AttributeError):
                 pass
-        return super().find_class(module, name)
-
-    def persistent_load(self, pid):
-        return self._loader.storage(pid)
+        return pickle.Unpickler.find_class(self, module, name)
 
 
 def load_zip(z, map_location=None, weights_only=True):

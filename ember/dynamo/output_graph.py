@@ -885,23 +885,30 @@ def _scalar_tensor(value, dtype):
 _scalar_tensor.__module__ = "ember.dynamo.output_graph"
 
 
-class _ScalarTensorSource:
-    """``_scalar_tensor(<float source>, dtype)``: a graph input made from a Python float."""
-
-    def __init__(self, base, fn_name, dtype_name, varname):
-        self.base, self.fn_name, self.dtype_name, self.varname = base, fn_name, dtype_name, varname
-
-    def expr(self):
-        return f"{self.fn_name}({self.base.expr()}, {self.dtype_name})"
+class _CallSource:
+    """A graph input made by calling a helper on another source's value; equal when the
+    expressions are (``expr``), named ``<prefix>_<varname>``."""
+    prefix = ""
 
     def name(self):
-        return f"S_{self.varname}"
+        return f"{self.prefix}_{self.varname}"
 
     def __eq__(self, other):
         return type(self) is type(other) and self.expr() == other.expr()
 
     def __hash__(self):
         return hash(self.expr())
+
+
+class _ScalarTensorSource(_CallSource):
+    """``_scalar_tensor(<float source>, dtype)``: a graph input made from a Python float."""
+    prefix = "S"
+
+    def __init__(self, base, fn_name, dtype_name, varname):
+        self.base, self.fn_name, self.dtype_name, self.varname = base, fn_name, dtype_name, varname
+
+    def expr(self):
+        return f"{self.fn_name}({self.base.expr()}, {self.dtype_name})"
 
 
 def _int_as_size(n):
@@ -914,23 +921,15 @@ def _int_as_size(n):
 _int_as_size.__module__ = "ember.dynamo.output_graph"
 
 
-class _IntSizeSource:
+class _IntSizeSource(_CallSource):
     """``_int_as_size(<int source>)``: the graph input that carries an int as a symbolic size."""
+    prefix = "N"
 
     def __init__(self, base, fn_name, varname):
         self.base, self.fn_name, self.varname = base, fn_name, varname
 
     def expr(self):
         return f"{self.fn_name}({self.base.expr()})"
-
-    def name(self):
-        return f"N_{self.varname}"
-
-    def __eq__(self, other):
-        return type(self) is type(other) and self.expr() == other.expr()
-
-    def __hash__(self):
-        return hash(self.expr())
 
 
 class SymIntArgVariable(ConstantVariable):
