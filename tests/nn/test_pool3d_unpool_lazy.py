@@ -144,18 +144,15 @@ def test_feature_alpha_dropout():
     e.eval()
     assert e(x) is x or np.array_equal(e(x).numpy(), x.numpy())
     e.train()
+    # same seed, same numbers as torch (session 31: torch's arithmetic and mask draws), and whole
+    # channels share one affine map: a*x+b where kept, one constant where dropped
+    ember.manual_seed(11)
+    torch.manual_seed(11)
     y = e(x).numpy()
-    # whole channels share one affine map a*x+b (kept) or are the constant a*alpha'+b (dropped)
-    alpha_p = -1.7580993408473766
-    p = 0.3
-    a = ((1 - p) * (1 + p * alpha_p ** 2)) ** -0.5
-    b_keep = alpha_p * a * p
-    xn = x.numpy()
-    kept = np.isclose(y, a * xn + b_keep, rtol=1e-5, atol=1e-5).all(axis=(2, 3))
-    dropped = np.isclose(y, alpha_p * a + b_keep - alpha_p * a + alpha_p * a * 0, atol=1e-5).all(axis=(2, 3)) | \
-        np.isclose(y, a * 0 + (0 - 1) * alpha_p * a + b_keep, atol=1e-5).all(axis=(2, 3))
-    assert (kept | dropped).all()
-    assert kept.any() and dropped.any()
+    ty = t.train()(torch.tensor(x.numpy())).numpy()
+    np.testing.assert_array_equal(y, ty)
+    per_channel_const = np.ptp(y.reshape(8, 16, -1), axis=2) == 0
+    assert per_channel_const.any() and not per_channel_const.all()
     assert EF.feature_alpha_dropout(x, 0.5, training=False) is x
 
 

@@ -59,7 +59,7 @@ def _from_rank0(sd, what):
     if c10d.get_rank() == 0:
         buf = io.BytesIO()
         try:
-            ember_save(sd, buf)
+            ember_save(sd, buf, _use_new_zipfile_serialization=False)   # JSON: never a pickle
             box[0] = ("ok", buf.getvalue())
         except Exception as e:  # noqa: BLE001 - sent to the other ranks, re-raised here
             box[0] = ("err", f"{type(e).__name__}: {e}")

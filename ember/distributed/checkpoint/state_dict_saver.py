@@ -53,7 +53,7 @@ def _stage(state_dict, copy):
         else:
             buf = io.BytesIO()
             try:
-                ember_save(value, buf)
+                ember_save(value, buf, _use_new_zipfile_serialization=False)   # JSON: never a pickle
             except TypeError as e:
                 raise TypeError(f"ember.distributed.checkpoint.save: cannot store the value at key {fqn!r}: {e}") \
                     from None
