@@ -141,17 +141,7 @@ class OutputGraph:
                     dims = None
                 else:
                     self._dynamic_views[id(root)] = (root, source.expr(), source)
-        name = placeholder_name(source)
-        base, i = name, 1
-        while name in self._names:
-            i += 1
-            name = f"{base}_{i}"
-        self._names.add(name)
-        if self._first_op is not None:
-            with self.graph.inserting_before(self._first_op):
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
+        node = self._new_placeholder(source)
         example = self.examples.from_input(t, source.expr(), dims) if dims else self.examples.from_input(t)
         dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
         if dyn:
@@ -185,17 +175,7 @@ class OutputGraph:
             self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is an {tname}")
         src = _ScalarTensorSource(var.source, self.obj_ref(_scalar_tensor), self.obj_ref(dtype), var.name)
         t = _scalar_tensor(var.raw, dtype)
-        name = placeholder_name(src)
-        base, i = name, 1
-        while name in self._names:
-            i += 1
-            name = f"{base}_{i}"
-        self._names.add(name)
-        if self._first_op is not None:
-            with self.graph.inserting_before(self._first_op):
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
+        node = self._new_placeholder(src)
         tv = TensorVariable(node, self.examples.from_input(t), src, cls=type(t))
         self.input_sources.append(src)
         self.input_values.append(t)
@@ -222,8 +202,8 @@ class OutputGraph:
                 return SymIntArgVariable(n, source, value, name)
         return UnspecFloatVariable(value, source, self, name)
 
-    def add_tensor_input_dims(self, t, source, dims):
-        """A graph input whose ``dims`` are symbolic (regardless of the automatic-dynamic state)."""
+    def _new_placeholder(self, source):
+        """A placeholder named after ``source`` (made unique), placed before the first op."""
         name = placeholder_name(source)
         base, i = name, 1
         while name in self._names:
@@ -232,9 +212,12 @@ class OutputGraph:
         self._names.add(name)
         if self._first_op is not None:
             with self.graph.inserting_before(self._first_op):
-                node = self.graph.placeholder(name)
-        else:
-            node = self.graph.placeholder(name)
+                return self.graph.placeholder(name)
+        return self.graph.placeholder(name)
+
+    def add_tensor_input_dims(self, t, source, dims):
+        """A graph input whose ``dims`` are symbolic (regardless of the automatic-dynamic state)."""
+        node = self._new_placeholder(source)
         example = self.examples.from_input(t, source.expr(), dims)
         dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
         if dyn:
