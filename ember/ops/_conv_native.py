@@ -86,6 +86,26 @@ _SOURCE = r"""
 #include <omp.h>
 typedef int64_t i64;
 
+// The vector width the kernels are written in (GCC vector extensions): one register of the host
+// (-march=native). 64 bytes with AVX-512 (32 registers): MR x NR = 8 x 32 float accumulators in
+// 16 registers. Without it, 32 bytes (AVX2 / AVX: 16 registers): NR = two 32-byte vectors and
+// MR = 8 float rows (16 accumulators: some spill, yet 1.1-1.5x the 8-register MR = 4 blocks at
+// the ResNet's shapes, measured interleaved on a Zen AVX2 core), 4 double rows (MR must divide
+// the vector length).
+// (64-byte vectors on an AVX2 CPU were lowered to pairs with spills and element-wise shuffles:
+// the ResNet's convolutions ran at 3-4 GFLOP/s there, 30x below the GEMM.)
+#if defined(__AVX512F__)
+#define EMBER_VB 64
+#define EMBER_MR_F 8
+#define EMBER_MR_D 8
+#else
+#define EMBER_VB 32
+#define EMBER_MR_F 8
+#define EMBER_MR_D 4
+#endif
+#define EMBER_NR_F (2 * EMBER_VB / 4)
+#define EMBER_NR_D (2 * EMBER_VB / 8)
+
 // g: N, C, D, H, W, KD, KH, KW, OD, OH, OW, sd, sh, sw, pd, ph, pw, dd, dh, dw, threads, O, groups, fwd kernel, O, groups
 // xs: element strides of x (n, c, d, h, w)
 enum { RowMajor = 101, NoTrans = 111, Trans = 112 };
@@ -101,8 +121,8 @@ static inline void valid_range(i64 O, i64 L, i64 s, i64 off, i64* lo, i64* hi) {
 }
 
 template <class T> struct VT;
-template <> struct VT<float> { typedef float v __attribute__((vector_size(64))); };
-template <> struct VT<double> { typedef double v __attribute__((vector_size(64))); };
+template <> struct VT<float> { typedef float v __attribute__((vector_size(EMBER_VB))); };
+template <> struct VT<double> { typedef double v __attribute__((vector_size(EMBER_VB))); };
 
 // ---- in-register VL x VL transposes (VL = 16 float / 8 double: one 64-byte vector a row), for
 // the layout changes between NCHW and the channels-last copies: log2(VL) steps of one two-source
@@ -110,8 +130,8 @@ template <> struct VT<double> { typedef double v __attribute__((vector_size(64))
 // transposing copies they replace ran at ~3.5 cycles an element (a store per element, each to
 // another line) and cost 6-28% of the channels-last kernels' time at the ResNet shapes.
 template <class T> struct IVT;
-template <> struct IVT<float> { typedef int32_t v __attribute__((vector_size(64))); };
-template <> struct IVT<double> { typedef int64_t v __attribute__((vector_size(64))); };
+template <> struct IVT<float> { typedef int32_t v __attribute__((vector_size(EMBER_VB))); };
+template <> struct IVT<double> { typedef int64_t v __attribute__((vector_size(EMBER_VB))); };
 template <class IV, int VL, int E, int... K>
 static constexpr IV tmask_lo(std::integer_sequence<int, K...>) { return IV{((K & E) ? VL + K - E : K)...}; }
 template <class IV, int VL, int E, int... K>
@@ -128,7 +148,7 @@ template <class T, int E>
 static inline void transpose_step(typename VT<T>::v* r) {
     typedef typename VT<T>::v vec;
     typedef typename IVT<T>::v ivec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     constexpr ivec lo = tmask_lo<ivec, VL, E>(std::make_integer_sequence<int, VL>{});
     constexpr ivec hi = tmask_hi<ivec, VL, E>(std::make_integer_sequence<int, VL>{});
     for (int i = 0; i < VL; ++i)
@@ -140,8 +160,9 @@ static inline void transpose_step(typename VT<T>::v* r) {
 }
 template <class T>
 static inline void transpose_regs(typename VT<T>::v* r) {
-    if constexpr (64 / sizeof(T) == 16) transpose_step<T, 8>(r);
-    transpose_step<T, 4>(r);
+    constexpr int VL = EMBER_VB / sizeof(T);
+    if constexpr (VL >= 16) transpose_step<T, 8>(r);
+    if constexpr (VL >= 8) transpose_step<T, 4>(r);
     transpose_step<T, 2>(r);
     transpose_step<T, 1>(r);
 }
@@ -151,13 +172,13 @@ template <class T, int S>
 static inline typename VT<T>::v load_row(const T* src) {
     typedef typename VT<T>::v vec;
     typedef typename IVT<T>::v ivec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     vec u;
-    __builtin_memcpy(&u, src, 64);
+    __builtin_memcpy(&u, src, EMBER_VB);
     if constexpr (S == 2) {
         constexpr ivec m = tmask_even<ivec, VL>(std::make_integer_sequence<int, VL>{});
         vec v;
-        __builtin_memcpy(&v, src + VL - 1, 64);
+        __builtin_memcpy(&v, src + VL - 1, EMBER_VB);
         u = __builtin_shuffle(u, v, m);
     }
     return u;
@@ -166,28 +187,28 @@ static inline typename VT<T>::v load_row(const T* src) {
 template <class T, int S = 1>
 static inline void transpose_tile(const T* __restrict src, i64 ss, T* __restrict dst, i64 ds) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     vec r[VL];
     for (int i = 0; i < VL; ++i) r[i] = load_row<T, S>(src + i * ss);
     transpose_regs<T>(r);
-    for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + j * ds, &r[j], 64);
+    for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + j * ds, &r[j], EMBER_VB);
 }
 
 // dst[j * ld + i] = acc[i][j] for i < mv, j < nv: an MR positions x NR channels accumulator block
 // stored channel by channel (MR contiguous values a channel, as NCHW wants them); a full block
 // through register transposes (32 stores of 8 values instead of 256 scalar ones)
 template <class T, int MR, int NR>
-static inline void store_block_t(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))], T* __restrict dst, i64 ld,
+static inline void store_block_t(typename VT<T>::v (&acc)[MR][NR / (EMBER_VB / sizeof(T))], T* __restrict dst, i64 ld,
                                  i64 mv, i64 nv) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     if constexpr (VL == MR) {
         if (mv == MR && nv == NR) {
             for (int v = 0; v < NV; ++v) {
                 vec r[VL];
                 for (int i = 0; i < MR; ++i) r[i] = acc[i][v];
                 transpose_regs<T>(r);
-                for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + (v * VL + j) * ld, &r[j], 64);
+                for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + (v * VL + j) * ld, &r[j], EMBER_VB);
             }
             return;
         }
@@ -207,7 +228,7 @@ static inline void store_block_t(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(
     }
     T tmp[NR];
     for (i64 i = 0; i < mv; ++i) {
-        for (int v = 0; v < NV; ++v) __builtin_memcpy(tmp + v * VL, &acc[i][v], 64);
+        for (int v = 0; v < NV; ++v) __builtin_memcpy(tmp + v * VL, &acc[i][v], EMBER_VB);
         for (i64 j = 0; j < nv; ++j) dst[j * ld + i] = tmp[j];
     }
 }
@@ -216,7 +237,7 @@ static inline void store_block_t(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(
 template <class T>
 static void im2col_image(const T* __restrict xb, const i64* g, const i64* xs, T* __restrict dst) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     const i64 C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw = g[19];
@@ -249,7 +270,7 @@ static void im2col_image(const T* __restrict xb, const i64* g, const i64* xs, T*
                         if (step == 2)
                             for (; ow + VL <= whi; ow += VL) {
                                 const vec v = load_row<T, 2>(src + 2 * ow);
-                                __builtin_memcpy(dst + ow, &v, 64);
+                                __builtin_memcpy(dst + ow, &v, EMBER_VB);
                             }
                         for (; ow < whi; ++ow) dst[ow] = src[ow * step];
                     }
@@ -301,7 +322,7 @@ template <class T>
 static void expand_1x1_image(const T* __restrict src, const i64* g, T* __restrict xb) {
     typedef typename VT<T>::v vec;
     typedef typename IVT<T>::v ivec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     constexpr ivec zlo = tmask_zip<ivec, VL, 0>(std::make_integer_sequence<int, VL>{});
     constexpr ivec zhi = tmask_zip<ivec, VL, VL / 2>(std::make_integer_sequence<int, VL>{});
     const i64 C = g[1], D = g[2], H = g[3], W = g[4], OD = g[8], OH = g[9], OW = g[10];
@@ -319,10 +340,10 @@ static void expand_1x1_image(const T* __restrict src, const i64* g, T* __restric
                     const vec z = {};
                     for (; o + VL <= OW && 2 * o + 2 * VL <= W; o += VL) {
                         vec u;
-                        __builtin_memcpy(&u, sr + o, 64);
+                        __builtin_memcpy(&u, sr + o, EMBER_VB);
                         const vec lo = __builtin_shuffle(u, z, zlo), hi = __builtin_shuffle(u, z, zhi);
-                        __builtin_memcpy(row + 2 * o, &lo, 64);
-                        __builtin_memcpy(row + 2 * o + VL, &hi, 64);
+                        __builtin_memcpy(row + 2 * o, &lo, EMBER_VB);
+                        __builtin_memcpy(row + 2 * o + VL, &hi, EMBER_VB);
                     }
                 }
                 for (; o < OW && o * sw < W; ++o) row[o * sw] = sr[o];
@@ -432,7 +453,7 @@ template <class T, int NR>
 static void im2col_panels(const T* __restrict xb, const i64* g, const i64* xs, i64 c0, i64 c1, i64 Ppad,
                           T* __restrict dst) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     const i64 D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw = g[19];
@@ -469,7 +490,7 @@ static void im2col_panels(const T* __restrict xb, const i64* g, const i64* xs, i
                             i64 j = 0;
                             for (; j + VL <= len; j += VL) {
                                 const vec v = load_row<T, 2>(src + 2 * (ow + j));
-                                __builtin_memcpy(d + j, &v, 64);
+                                __builtin_memcpy(d + j, &v, EMBER_VB);
                             }
                             for (; j < len; ++j) d[j] = src[2 * (ow + j)];
                         } else {
@@ -493,13 +514,13 @@ template <class T, int MR, int NR>
 static inline void micro(const T* __restrict A, const T* __restrict B, i64 K, T* __restrict C, i64 ldc, i64 mv,
                          i64 nv) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     vec acc[MR][NV];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) acc[i][j] = vec{} ;
     for (i64 k = 0; k < K; ++k) {
         vec b[NV];
-        for (int j = 0; j < NV; ++j) __builtin_memcpy(&b[j], B + k * NR + j * VL, 64);
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(&b[j], B + k * NR + j * VL, EMBER_VB);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
             const T a = A[k * MR + i];
@@ -508,11 +529,11 @@ static inline void micro(const T* __restrict A, const T* __restrict B, i64 K, T*
     }
     if (mv == MR && nv == NR) {
         for (int i = 0; i < MR; ++i)
-            for (int j = 0; j < NV; ++j) __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], 64);
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], EMBER_VB);
     } else {
         T tmp[NR];
         for (i64 i = 0; i < mv; ++i) {
-            for (int j = 0; j < NV; ++j) __builtin_memcpy(tmp + j * VL, &acc[i][j], 64);
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(tmp + j * VL, &acc[i][j], EMBER_VB);
             for (i64 j = 0; j < nv; ++j) C[i * ldc + j] = tmp[j];
         }
     }
@@ -558,7 +579,7 @@ static void conv_fwd(const T* x, const i64* g, const i64* xs, const T* w, T* out
 template <class T>
 static void nhwc_pad_copy(T* xp, const T* x, const i64* xs, i64 n, i64 gi, i64 Cg, i64 D, i64 H, i64 W,
                           i64 pd, i64 ph, i64 pw, i64 Hp, i64 Wp, i64 XS) {
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     const i64 Dp = XS / (Hp * Wp * Cg), RS = Wp * Cg;
     const T* xg = x + n * xs[0] + gi * Cg * xs[1];
     for (i64 dp = 0; dp < Dp; ++dp)
@@ -597,13 +618,13 @@ static void nhwc_pad_copy(T* xp, const T* x, const i64* xs, i64 n, i64 gi, i64 C
 template <class T, int MR>
 static void pack_g_panels(const T* __restrict gs, i64 Og, i64 P, i64 MB, T* __restrict gp) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     static_assert(VL % MR == 0, "MR divides the vector length");
     const i64 of = Og / VL * VL, pf = P / VL * VL;
     for (i64 o0 = 0; o0 < of; o0 += VL) {
         for (i64 p0 = 0; p0 < pf; p0 += VL) {
             vec r[VL];
-            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], gs + (o0 + i) * P + p0, 64);
+            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], gs + (o0 + i) * P + p0, EMBER_VB);
             transpose_regs<T>(r);
             for (int j = 0; j < VL; ++j)
                 for (int q = 0; q < VL / MR; ++q)
@@ -628,7 +649,7 @@ static void pack_g_panels(const T* __restrict gs, i64 Og, i64 P, i64 MB, T* __re
 template <class T, int MR, int NR>
 static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs, T* dw) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     const i64 N = g[0], C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw_ = g[19], O = g[21], G = g[22];
@@ -686,7 +707,7 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
                                     const T* b = xj + ((od * sd) * Hp + oh * sh) * Wp * Cg;
                                     for (i64 ow = 0; ow < OW; ++ow, b += bstep, a += MR) {
                                         vec bv[NV];
-                                        for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + v * VL, 64);
+                                        for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], b + v * VL, EMBER_VB);
 #pragma GCC unroll 8
                                         for (int i = 0; i < MR; ++i)
                                             for (int v = 0; v < NV; ++v) acc[i][v] += a[i] * bv[v];
@@ -700,10 +721,10 @@ static void conv_wgrad_nhwc(const T* go, const i64* g, const T* x, const i64* xs
                                 vec r = acc[i][v];
                                 if (!first) {
                                     vec o;
-                                    __builtin_memcpy(&o, row + v * VL, 64);
+                                    __builtin_memcpy(&o, row + v * VL, EMBER_VB);
                                     r += o;
                                 }
-                                __builtin_memcpy(row + v * VL, &r, 64);
+                                __builtin_memcpy(row + v * VL, &r, EMBER_VB);
                             }
                         }
                     }
@@ -748,14 +769,14 @@ static void repack_taps(const T* w, i64 G, i64 K, i64 A, i64 B, i64 Bp, i64 gs, 
 // output positions of a channels-last kernel: one reduction of the channels-last forward's taps
 // and of the strided input gradient's
 template <class T, int MR, int NR>
-static inline void nhwc_block(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))], const T* a, i64 astep,
+static inline void nhwc_block(typename VT<T>::v (&acc)[MR][NR / (EMBER_VB / sizeof(T))], const T* a, i64 astep,
                               const T* b, i64 ldb, i64 L, i64 mv) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     if (mv == MR) {
         for (i64 c = 0; c < L; ++c) {
             vec bv[NV];
-            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, 64);
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, EMBER_VB);
 #pragma GCC unroll 8
             for (int i = 0; i < MR; ++i)
                 for (int j = 0; j < NV; ++j) acc[i][j] += a[i * astep + c] * bv[j];
@@ -763,7 +784,7 @@ static inline void nhwc_block(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))
     } else {
         for (i64 c = 0; c < L; ++c) {
             vec bv[NV];
-            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, 64);
+            for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + c * ldb + j * VL, EMBER_VB);
             for (int i = 0; i < mv; ++i)
                 for (int j = 0; j < NV; ++j) acc[i][j] += a[i * astep + c] * bv[j];
         }
@@ -777,7 +798,7 @@ static inline void nhwc_block(typename VT<T>::v (&acc)[MR][NR / (64 / sizeof(T))
 template <class T, int MR, int NR>
 static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T* out) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     const i64 N = g[0], C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw_ = g[19], O = g[21], G = g[22];
@@ -828,14 +849,14 @@ template <class T, int MR, int NR>
 static inline void micro_rows(const T* __restrict A, const T* __restrict B, const i64* __restrict koff, i64 K,
                               T* __restrict C, i64 ldc, i64 mv) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     vec acc[MR][NV];
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
     for (i64 k = 0; k < K; ++k) {
         vec b[NV];
         const T* bk = B + koff[k];
-        for (int j = 0; j < NV; ++j) __builtin_memcpy(&b[j], bk + j * VL, 64);
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(&b[j], bk + j * VL, EMBER_VB);
 #pragma GCC unroll 8
         for (int i = 0; i < MR; ++i) {
             const T a = A[k * MR + i];
@@ -843,7 +864,7 @@ static inline void micro_rows(const T* __restrict A, const T* __restrict B, cons
         }
     }
     for (i64 i = 0; i < mv; ++i)
-        for (int j = 0; j < NV; ++j) __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], 64);
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], EMBER_VB);
 }
 
 template <class T, int MR, int NR>
@@ -904,7 +925,7 @@ template <class T>
 static void interleave_rows(const T* __restrict src, i64 ps, i64 ls, i64 s, T* __restrict dst, i64 ds, i64 R, i64 L) {
     typedef typename VT<T>::v vec;
     typedef typename IVT<T>::v ivec;
-    constexpr int VL = 64 / sizeof(T);
+    constexpr int VL = EMBER_VB / sizeof(T);
     for (i64 c = 0; c < R; ++c) {
         T* d = dst + c * ds;
         const T* a = src + c * ls;
@@ -919,20 +940,20 @@ static void interleave_rows(const T* __restrict src, i64 ps, i64 ls, i64 s, T* _
             const T* b = a + ps;
             for (; 2 * j + 2 * VL <= L; j += VL) {
                 vec u, v;
-                __builtin_memcpy(&u, a + j, 64);
-                __builtin_memcpy(&v, b + j, 64);
+                __builtin_memcpy(&u, a + j, EMBER_VB);
+                __builtin_memcpy(&v, b + j, EMBER_VB);
                 const vec lo = __builtin_shuffle(u, v, zlo), hi = __builtin_shuffle(u, v, zhi);
-                __builtin_memcpy(d + 2 * j, &lo, 64);
-                __builtin_memcpy(d + 2 * j + VL, &hi, 64);
+                __builtin_memcpy(d + 2 * j, &lo, EMBER_VB);
+                __builtin_memcpy(d + 2 * j + VL, &hi, EMBER_VB);
             }
             // half a vector from each phase (rows of 8..31 values): the loads read up to VL - 1
             // values past the row, within the tile (the caller leaves VL values of slack)
             for (; 2 * j + VL <= L; j += VL / 2) {
                 vec u, v;
-                __builtin_memcpy(&u, a + j, 64);
-                __builtin_memcpy(&v, b + j, 64);
+                __builtin_memcpy(&u, a + j, EMBER_VB);
+                __builtin_memcpy(&v, b + j, EMBER_VB);
                 const vec lo = __builtin_shuffle(u, v, zlo);
-                __builtin_memcpy(d + 2 * j, &lo, 64);
+                __builtin_memcpy(d + 2 * j, &lo, EMBER_VB);
             }
             for (; 2 * j + 1 < L; ++j) { d[2 * j] = a[j]; d[2 * j + 1] = b[j]; }
             if (2 * j < L) d[2 * j] = a[j];
@@ -955,7 +976,7 @@ static inline i64 floordiv_(i64 a, i64 b) { return a >= 0 ? a / b : -((-a + b - 
 template <class T, int MR, int NR>
 static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
     typedef typename VT<T>::v vec;
-    constexpr int VL = 64 / sizeof(T), NV = NR / VL;
+    constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     const i64 N = g[0], C = g[1], D = g[2], H = g[3], W = g[4], KD = g[5], KH = g[6], KW = g[7];
     const i64 OD = g[8], OH = g[9], OW = g[10], sd = g[11], sh = g[12], sw = g[13];
     const i64 pd = g[14], ph = g[15], pw = g[16], dd = g[17], dh = g[18], dw_ = g[19], O = g[21], G = g[22];
@@ -1004,7 +1025,7 @@ static void conv_igrad_nhwc(const T* go, const i64* g, const T* w, T* dx) {
     }
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && N > 1)
     for (i64 n = 0; n < N; ++n) {
-        T* gp = scratch<T>(GS + sw * Cp * nWm + 64 / sizeof(T));
+        T* gp = scratch<T>(GS + sw * Cp * nWm + EMBER_VB / sizeof(T));
         T* tile = gp + GS;
         for (i64 gi = 0; gi < G; ++gi) {
             nhwc_pad_copy(gp, go, gst, n, gi, Og, OD, OH, OW, lo[0], lo[1], lo[2], OHp, OWp, GS);
@@ -1114,18 +1135,20 @@ static void wgrad_dispatch(const T* go, const i64* g, const T* x, const i64* xs,
 }
 
 extern "C" {
+// the kernels' column block NR (the weight gradient's own kernel needs channels per group a multiple of it)
+int ember_conv_nr(int f64) { return f64 ? EMBER_NR_D : EMBER_NR_F; }
 void ember_conv_fwd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
-{ fwd_dispatch<float, 8, 32>(x, g, xs, w, out); }
+{ fwd_dispatch<float, EMBER_MR_F, EMBER_NR_F>(x, g, xs, w, out); }
 void ember_conv_fwd_f64(const double* x, const i64* g, const i64* xs, const double* w, double* out)
-{ fwd_dispatch<double, 8, 16>(x, g, xs, w, out); }
+{ fwd_dispatch<double, EMBER_MR_D, EMBER_NR_D>(x, g, xs, w, out); }
 void ember_conv_igrad_f32(const float* go, const i64* g, const float* w, float* dx, void* gm, void* sl)
-{ igrad_dispatch<float, 8, 32>(go, g, w, dx, gm, sl); }
+{ igrad_dispatch<float, EMBER_MR_F, EMBER_NR_F>(go, g, w, dx, gm, sl); }
 void ember_conv_igrad_f64(const double* go, const i64* g, const double* w, double* dx, void* gm, void* sl)
-{ igrad_dispatch<double, 8, 16>(go, g, w, dx, gm, sl); }
+{ igrad_dispatch<double, EMBER_MR_D, EMBER_NR_D>(go, g, w, dx, gm, sl); }
 void ember_conv_wgrad_f32(const float* go, const i64* g, const float* x, const i64* xs, float* dw, void* gm, void* sl)
-{ wgrad_dispatch<float, 8, 32>(go, g, x, xs, dw, gm, sl); }
+{ wgrad_dispatch<float, EMBER_MR_F, EMBER_NR_F>(go, g, x, xs, dw, gm, sl); }
 void ember_conv_wgrad_f64(const double* go, const i64* g, const double* x, const i64* xs, double* dw, void* gm, void* sl)
-{ wgrad_dispatch<double, 8, 16>(go, g, x, xs, dw, gm, sl); }
+{ wgrad_dispatch<double, EMBER_MR_D, EMBER_NR_D>(go, g, x, xs, dw, gm, sl); }
 }
 """
 
@@ -1163,7 +1186,16 @@ def _build():
         getattr(L, f"ember_conv_wgrad_{sfx}").argtypes = [P] * 7
         for k in ("fwd", "igrad", "wgrad"):
             getattr(L, f"ember_conv_{k}_{sfx}").restype = None
+    L.ember_conv_nr.argtypes = [ctypes.c_int]
+    L.ember_conv_nr.restype = ctypes.c_int
+    global _NR
+    _NR = {np.dtype(np.float32): L.ember_conv_nr(0), np.dtype(np.float64): L.ember_conv_nr(1)}
     return (L,) + blas
+
+
+# the kernels' column block per dtype (two vectors of the host's width: 32/16 floats/doubles with
+# AVX-512, 16/8 without), read from the library when it is built
+_NR = {}
 
 
 # (library, sgemm, dgemm, set_num_threads_local), or None when the native path cannot run (no
@@ -1263,7 +1295,7 @@ def weight_grad(g, x, stride, padding, dilation, groups, dw):
     # OpenBLAS's K blocks) are the serial sums the same values: only there a small one is serial.
     nt = threads()
     P = _numel(o)
-    if 1 < N <= nt and P <= 128 and (C // groups) % (16 if x.dtype == np.float64 else 32) != 0:
+    if 1 < N <= nt and P <= 128 and (C // groups) % _NR[x.dtype] != 0:
         nt = _nt(N, C, dw.shape[0], P, dw.shape[2:], groups)
     geo = _geometry(N, C, x.shape[2:], dw.shape[2:], o, stride, padding, dilation, dw.shape[0], groups, nt)
     _call("wgrad", g.dtype, g.ctypes.data, geo.ctypes.data, x.ctypes.data, _xstrides(x).ctypes.data,
