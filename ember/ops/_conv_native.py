@@ -94,6 +94,9 @@ typedef int64_t i64;
 // the vector length).
 // (64-byte vectors on an AVX2 CPU were lowered to pairs with spills and element-wise shuffles:
 // the ResNet's convolutions ran at 3-4 GFLOP/s there, 30x below the GEMM.)
+// (A source defining EMBER_VB first -- with EMBER_MR_F, EMBER_MR_D -- builds the other width:
+// tests/ops/test_conv_native_widths.py runs both on any host.)
+#ifndef EMBER_VB
 #if defined(__AVX512F__)
 #define EMBER_VB 64
 #define EMBER_MR_F 8
@@ -102,6 +105,7 @@ typedef int64_t i64;
 #define EMBER_VB 32
 #define EMBER_MR_F 8
 #define EMBER_MR_D 4
+#endif
 #endif
 #define EMBER_NR_F (2 * EMBER_VB / 4)
 #define EMBER_NR_D (2 * EMBER_VB / 8)
