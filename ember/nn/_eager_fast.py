@@ -22,7 +22,10 @@ import math
 
 import numpy as np
 
+from .. import _mt19937 as _mt
+from .. import random as _random
 from .._state import STATE
+from ..ops import nn_ops as _nn_ops
 from ..tensor import Tensor, _make
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -130,6 +133,45 @@ def cross_entropy(input, target, weight, reduction_enum, ignore_index):
     out = _kernel("nll_loss_nd")(np, logp, t, None if weight is None else weight._data, reduction_enum,
                                  ignore_index)[0]
     return _make(out, input.device, input.dtype)
+
+
+def nll_loss(input, target, reduction_enum, ignore_index):
+    """``F.nll_loss`` without a weight in ``nll_loss_nd``'s common case (``nn_ops.nll_unit``: (N, C)
+    float input, every target a class), the kernel's arithmetic without a dispatcher round; None
+    when the op must run (autograd, modes, any other case and every error)."""
+    if not plain(input, target):
+        return None
+    r = _nn_ops.nll_unit(input._data, target._data, reduction_enum, ignore_index)
+    if r is None:
+        return None
+    return _make(r[0], input.device, input.dtype)
+
+
+def dropout(input, p):
+    """``F.dropout(input, p, training=True)`` (0 < p < 1, not in place) with its mask made by the
+    kernels the composite's ops run -- ``_random``'s bernoulli draw (the same generator stream)
+    into what ``empty_like`` gives a row-major input, then ``div`` by 1 - p -- without their
+    dispatcher rounds; the product with the input is the ``mul`` kernel, or the ``mul`` op when
+    autograd records it (MulBackward0, as the composite). None when the composite must run: a
+    mode, a subclass, non-numpy data, another dtype, an input that is not row-major or has a
+    size-1 dim (``empty_like`` keeps such layouts: another draw order)."""
+    st = STATE
+    if st.modes or st.tf_modes or st.autocast is not None or type(input) is not Tensor or type(p) is not float:
+        return None
+    x = input._data
+    if type(x) is not np.ndarray or x.dtype not in _FLOATS or not x.flags.c_contiguous or 1 in x.shape:
+        return None
+    keep = 1.0 - p
+    dt = x.dtype
+    # _random's bernoulli kernel for a row-major float tensor (creation._torch_stream_draw): the
+    # default generator's Mersenne Twister draw, cast, in C order; then div's kernel: a true
+    # divide by the number as a 0-d array of the dtype (0 or 1 by keep in [2**-53, 1): no
+    # floating-point flag to silence); then mul's kernel for one float dtype: np.multiply
+    noise = _mt.bernoulli(_random.default_generator._mt, x.size, keep).astype(dt).reshape(x.shape)
+    noise = np.true_divide(noise, np.asarray(keep, dtype=dt))
+    if st.grad_enabled and input._requires_grad:
+        return input * _make(noise, input.device, input.dtype)
+    return _make(np.multiply(x, noise), input.device, input.dtype)
 
 
 def _selected_log_softmax(x, t, weight, ignore_index):

@@ -1067,6 +1067,10 @@ def dropout(input, p=0.5, training=True, inplace=False):
         return input
     if p == 1.0:
         return _apply_noise(input, _api.zeros(*tuple(input.shape), dtype=input.dtype), inplace)
+    if not inplace:                       # (_eager_fast: the mask's kernels, no dispatch)
+        fast = _eager_fast.dropout(input, p)
+        if fast is not None:
+            return fast
     noise = _bernoulli_noise_like(input, 1.0 - p)
     noise = noise / (1.0 - p)
     return _apply_noise(input, noise, inplace)
@@ -1253,6 +1257,10 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if input.dim() >= 2 and target.dim() >= 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
+    if weight is None:                    # (_eager_fast: the kernel's common case, no dispatch)
+        fast = _eager_fast.nll_loss(input, target, _red(reduction), ignore_index)
+        if fast is not None:
+            return fast
     out = _nn.nll_loss_nd(input, target, weight, _red(reduction), ignore_index)[0]
     if reduction == "none" and input.dim() not in (1, 2, 4):
         out = out.view(*tuple(out.shape))   # PyTorch folds these ranks to 4-d and views back

@@ -28,11 +28,12 @@ import math
 import numpy as np
 
 from .. import types as _t
-from ..tensor import Tensor
+from ..tensor import Tensor, _make
 from . import _conv_native as _native
 from . import _native_small
 from . import api
 from ._helpers import _canonical_c, as_contiguous, copy_preserve, empty_strided, estrides, np_is_float, sum_to
+from .reduction import unrecorded as _unrecorded
 from .registry import defop
 
 # reduction enum as in PyTorch
@@ -1303,9 +1304,45 @@ def _nll_check(x, t, w):
                            f"weight tensor of shape: {list(w.shape)}")
 
 
+_NLL_FAST = (np.dtype(np.float32), np.dtype(np.float64))
+_NLL_INT64 = np.dtype(np.int64)
+
+
+def nll_unit(x, t, reduction, ignore_index):
+    """``nll_loss_nd``'s (output, total) for its common case in fewer numpy calls, or None: x a
+    float32/float64 numpy (N, C), t an int64 (N,) with every target a class, no weight, and no
+    class equal to ``ignore_index`` (so every weight is 1). The kernel's arithmetic: loss =
+    -sel * 1 (= -sel, NaN signs too), total = a sum of N ones (= N, exact below 2**24), mean =
+    sum(loss) / total in x's dtype; each result a fresh array, as the kernel's ``astype``."""
+    if type(x) is not np.ndarray or type(t) is not np.ndarray or x.ndim != 2 or t.ndim != 1 \
+            or t.dtype != _NLL_INT64 or x.dtype not in _NLL_FAST:
+        return None
+    N, C = x.shape
+    if t.shape[0] != N or N == 0 or N >= 1 << 24 or 0 <= ignore_index < C or t.min() < 0:
+        return None
+    try:
+        sel = x[np.arange(N), t]          # a target >= C raises: the general path's error then
+    except IndexError:
+        return None
+    dt = x.dtype
+    loss = -sel
+    total = np.array(N, dt)
+    if reduction == 0:
+        return loss, total
+    s = np.add.reduce(loss, dtype=dt)      # (ndarray.sum's reduction)
+    if reduction == 2:
+        return np.array(s, dt), total
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.array(s / total[()], dt), total
+
+
 @defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100) "
        "-> Tensor, Tensor", method=False, save=("target", "weight"), grad_fn_name=_nll_name)
 def nll_loss_nd(xp, x, t, w=None, reduction=1, ignore_index=-100):
+    if w is None:
+        r = nll_unit(x, t, reduction, ignore_index)
+        if r is not None:
+            return r
     _nll_check(x, t, w)
     unb = x.ndim == 1
     xx = x[None] if unb else x
@@ -1329,6 +1366,9 @@ def _nll_loss_nd_bw(ctx, grads):
     g = grads[0]
     if g is None:
         return None, None, None
+    if w is None and _unrecorded(g, t):   # (the op's kernel without a dispatcher round)
+        r = _nll_loss_backward.kernel(np, g._data, tuple(x.shape), t._data, None, reduction, ignore_index)
+        return (_make(r, g.device), None, None)
     return (_nll_loss_backward(g, tuple(x.shape), t, w, reduction, ignore_index), None, None)
 
 
@@ -1337,6 +1377,11 @@ def _nll_loss_nd_bw(ctx, grads):
        grad_fn_name="NllLossBackwardBackward0")
 def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
     shape = tuple(self_size)
+    if w is None and type(g) is np.ndarray and g.dtype in _NLL_FAST and len(shape) == 2 \
+            and type(t) is np.ndarray and t.dtype == _NLL_INT64 and t.shape == shape[:1]:
+        r = _nll_backward_unit(g, shape, t, reduction, ignore_index)
+        if r is not None:
+            return r
     unb = len(shape) == 1
     xs = (1,) + shape if unb else shape
     tt = t.reshape(1) if unb else t
@@ -1355,6 +1400,29 @@ def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
     out = xp.zeros(xs, dtype=g.dtype)
     xp.put_along_axis(out, tc[:, None], coef[:, None].astype(g.dtype), axis=1)
     return out.reshape(shape)
+
+
+def _nll_backward_unit(g, shape, t, reduction, ignore_index):
+    """``_nll_loss_backward``'s result for ``nll_unit``'s case (every weight 1), or None: the
+    kernel's coefficients (-ws * g, or -ws * (g / total) with total = N) put at the targets of a
+    fresh zero (N, C) array."""
+    N, C = shape
+    if N == 0 or N >= 1 << 24 or 0 <= ignore_index < C or t.min() < 0 or t.max() >= C:
+        return None
+    dt = g.dtype
+    neg = np.full(N, -1, dt)               # -ws
+    if reduction == 0:
+        if g.shape != (N,):
+            return None
+        coef = neg * g
+    elif reduction == 2:
+        coef = neg * g
+    else:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            coef = neg * (g / dt.type(N))
+    out = np.zeros(shape, dtype=dt)
+    out[np.arange(N), t] = coef
+    return out
 
 
 @_nll_loss_backward.derivative

@@ -30,7 +30,8 @@ import warnings
 import numpy as np
 
 from .. import types as _t
-from ..tensor import Tensor
+from .._state import STATE as _STATE
+from ..tensor import Tensor, _make
 from . import _native_small, api
 from ._helpers import _canonical_c, as_contiguous as _C, copy_preserve, wrap_dim, wrap_dims
 from .registry import defcomposite, defop
@@ -890,12 +891,46 @@ def _softmax_bw(ctx, g):
     return (_like(y * (g - (g * y).sum(dim, keepdim=True)), a),)
 
 
+def unrecorded(*tensors) -> bool:
+    """Whether a derivative formula over these tensors may run its ops' kernels back to back
+    (the same kernels on the same arrays, without a dispatcher round each): grad mode off (a
+    backward pass without create_graph), no dispatch / __torch_function__ mode or autocast
+    region, plain Tensors on numpy arrays."""
+    st = _STATE
+    if st.grad_enabled or st.modes or st.tf_modes or st.autocast is not None:
+        return False
+    for t in tensors:
+        if type(t) is not Tensor or type(t._data) is not np.ndarray:
+            return False
+    return True
+
+
+_K = {}
+
+
+def kernel_of(name):
+    """The numpy kernel of the registered op ``name`` (looked up once; see ``unrecorded``)."""
+    k = _K.get(name)
+    if k is None:
+        from .registry import OPS
+        op = OPS[name]
+        k = _K[name] = op.unchecked_kernel or op.kernel
+    return k
+
+
 @_log_softmax.derivative
 def _log_softmax_bw(ctx, g):
     a, dim, h = ctx.args
     y = ctx.result
     if len(tuple(a.shape)) == 0:
         return (g * 0,)
+    if g.dtype is y.dtype and y.dtype is a.dtype and type(dim) is int and unrecorded(g, y):
+        # (the formula below as its kernels: exp, sum, mul, sub; _like is a no-op here)
+        gd, yd = g._data, y._data
+        if gd.dtype in _SOFTMAX_FAST:
+            r = kernel_of("sub")(np, gd, kernel_of("mul")(np, kernel_of("exp")(np, yd),
+                                                           kernel_of("sum")(np, gd, dim, True, None)))
+            return (_make(r, g.device, g.dtype),)
     return (_like(g - y.exp() * g.sum(dim, keepdim=True), a),)
 
 

@@ -1,0 +1,233 @@
+"""Session-32 eager fast paths of small losses and masks against the general paths they
+short-cut, bit for bit, and against torch: nll_loss's unit-weight kernel case (``nn_ops.nll_unit``,
+its backward ``_nll_backward_unit``, ``F.nll_loss`` without dispatch), derivative formulas run as
+their kernels when nothing records (``reduction.unrecorded``: log_softmax's and nll_loss's
+backward), and dropout's mask drawn without the dispatcher (``_eager_fast.dropout``)."""
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.nn import _eager_fast
+from ember.ops import nn_ops, reduction
+
+torch = pytest.importorskip("torch")
+TF = torch.nn.functional
+
+DTYPES = [np.float32, np.float64]
+REDS = ["none", "mean", "sum"]
+
+
+def _general(m):
+    """Switch every fast path of this file off (the general kernels and dispatch run)."""
+    m.setattr(nn_ops, "nll_unit", lambda *a: None)
+    m.setattr(nn_ops, "_nll_backward_unit", lambda *a: None)
+    m.setattr(nn_ops, "_unrecorded", lambda *a: False)
+    m.setattr(reduction, "unrecorded", lambda *a: False)
+    m.setattr(_eager_fast, "dropout", lambda *a: None)
+    m.setattr(_eager_fast, "nll_loss", lambda *a: None)
+
+
+def _both(fn, monkeypatch):
+    fast = fn()
+    with monkeypatch.context() as m:
+        _general(m)
+        slow = fn()
+    return fast, slow
+
+
+def _np(t):
+    return t.detach().numpy() if hasattr(t, "detach") else np.asarray(t)
+
+
+def _same(a, b):
+    a, b = _np(a), _np(b)
+    assert a.dtype == b.dtype and a.shape == b.shape
+    assert a.tobytes() == b.tobytes()          # same bits: signed zeros, NaN signs and payloads
+
+
+def _logits(rng, shape, dtype, special=False):
+    a = (rng.standard_normal(shape) * 3).astype(dtype)
+    if special and a.size >= 4:
+        a.reshape(-1)[:4] = [np.nan, -np.nan, -0.0, np.inf]
+    return a
+
+
+# ---------------------------------------------------------------------- nll_loss forward
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDS)
+@pytest.mark.parametrize("N,C", [(1, 1), (8, 10), (33, 7)])
+def test_nll_loss_fast_equals_general_and_torch(dtype, reduction, N, C, monkeypatch):
+    rng = np.random.default_rng(N * 100 + C)
+    x = _logits(rng, (N, C), dtype)
+    t = rng.integers(0, C, N)
+    e_x, e_t = ember.tensor(x), ember.tensor(t)
+    assert nn_ops.nll_unit(x, t, REDS.index(reduction), -100) is not None       # the case is covered
+    fast, slow = _both(lambda: F.nll_loss(e_x, e_t, reduction=reduction), monkeypatch)
+    _same(fast, slow)
+    assert fast.dtype == slow.dtype and fast.requires_grad is False and fast.grad_fn is None
+    want = TF.nll_loss(torch.tensor(x), torch.tensor(t), reduction=reduction).numpy()
+    np.testing.assert_allclose(_np(fast), want, rtol=1e-5 if dtype == np.float32 else 1e-13, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDS)
+def test_nll_loss_special_values_same_bits(dtype, reduction, monkeypatch):
+    rng = np.random.default_rng(3)
+    x = _logits(rng, (6, 5), dtype, special=True)
+    t = np.array([0, 1, 2, 3, 4, 0])              # picks the NaN, -NaN, -0.0 and inf entries
+    e_x, e_t = ember.tensor(x), ember.tensor(t)
+    fast, slow = _both(lambda: F.nll_loss(e_x, e_t, reduction=reduction), monkeypatch)
+    _same(fast, slow)
+    # the kernel with the op's dispatch (autograd off) takes the same case
+    op_fast, op_slow = _both(lambda: nn_ops.nll_loss_nd(e_x, e_t, None, REDS.index(reduction)), monkeypatch)
+    for a, b in zip(op_fast, op_slow):
+        _same(a, b)
+
+
+@pytest.mark.parametrize("ignore_index,weight", [(-100, False), (2, False), (-100, True), (1, True)])
+@pytest.mark.parametrize("reduction", REDS)
+def test_nll_loss_other_cases_fall_back(ignore_index, weight, reduction, monkeypatch):
+    """ignore_index among the classes, weights, ignored targets: the general path's values."""
+    rng = np.random.default_rng(11)
+    x = _logits(rng, (9, 4), np.float32)
+    t = rng.integers(0, 4, 9)
+    t[2] = ignore_index if ignore_index != -100 else t[2]
+    w = rng.random(4).astype(np.float32) + 0.5 if weight else None
+    e_w = ember.tensor(w) if weight else None
+    fast, slow = _both(lambda: F.nll_loss(ember.tensor(x), ember.tensor(t), e_w, ignore_index=ignore_index,
+                                          reduction=reduction), monkeypatch)
+    _same(fast, slow)
+    want = TF.nll_loss(torch.tensor(x), torch.tensor(t), None if w is None else torch.tensor(w),
+                       ignore_index=ignore_index, reduction=reduction).numpy()
+    np.testing.assert_allclose(_np(fast), want, rtol=1e-6, atol=1e-7)
+
+
+def test_nll_loss_ignored_targets_and_errors():
+    x = ember.tensor(np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32))
+    # a target equal to the (out-of-class) ignore_index: the general path (weights 0 there)
+    t = ember.tensor([0, -100, 2, 1])
+    got = F.nll_loss(x, t)
+    want = TF.nll_loss(torch.tensor(x.numpy()), torch.tensor([0, -100, 2, 1]))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    with pytest.raises(IndexError, match="Target 3 is out of bounds."):
+        F.nll_loss(x, ember.tensor([0, 3, 1, 1]))
+    with pytest.raises(IndexError, match="Target -2 is out of bounds."):
+        F.nll_loss(x, ember.tensor([0, -2, 1, 1]))
+    with pytest.raises(RuntimeError, match="expected scalar type Long but found Int"):
+        F.nll_loss(x, ember.tensor([0, 1, 1, 1], dtype=ember.int32))
+
+
+# ---------------------------------------------------------------------- backward
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDS)
+@pytest.mark.parametrize("N,C", [(1, 3), (8, 10), (32, 10)])
+def test_nll_and_cross_entropy_grads_same_bits(dtype, reduction, N, C, monkeypatch):
+    rng = np.random.default_rng(N + 7 * C)
+    x = _logits(rng, (N, C), dtype)
+    t = rng.integers(0, C, N)
+    gout = rng.standard_normal(N).astype(dtype) if reduction == "none" else None
+
+    def run(fn):
+        xe = ember.tensor(x, requires_grad=True)
+        out = fn(xe, ember.tensor(t), reduction=reduction)
+        out.backward(None if gout is None else ember.tensor(gout))
+        return out, xe.grad
+
+    for fn, tfn in ((F.nll_loss, TF.nll_loss), (F.cross_entropy, TF.cross_entropy)):
+        (of, gf), (os_, gs) = _both(lambda: run(fn), monkeypatch)
+        _same(of, os_)
+        _same(gf, gs)
+        assert of.grad_fn.name() == os_.grad_fn.name()
+        xt = torch.tensor(x, requires_grad=True)
+        ot = tfn(xt, torch.tensor(t), reduction=reduction)
+        ot.backward(None if gout is None else torch.tensor(gout))
+        tol = dict(rtol=1e-5, atol=1e-6) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(_np(gf), xt.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_log_softmax_backward_kernels_same_bits(dim, monkeypatch):
+    rng = np.random.default_rng(dim + 5)
+    x = _logits(rng, (5, 6), np.float32, special=True)
+    g = rng.standard_normal((5, 6)).astype(np.float32)
+
+    def run():
+        xe = ember.tensor(x, requires_grad=True)
+        ember.log_softmax(xe, dim).backward(ember.tensor(g))
+        return xe.grad
+
+    calls = []
+    real = reduction.unrecorded
+    monkeypatch.setattr(reduction, "unrecorded", lambda *a: calls.append(real(*a)) or calls[-1])
+    fast, slow = _both(run, monkeypatch)
+    assert calls == [True]                                                       # the kernels ran
+    _same(fast, slow)
+    xt = torch.tensor(x, requires_grad=True)
+    torch.log_softmax(xt, dim).backward(torch.tensor(g))
+    ok = np.isfinite(xt.grad.numpy())
+    np.testing.assert_allclose(_np(fast)[ok], xt.grad.numpy()[ok], rtol=1e-5, atol=1e-6)
+
+
+def test_double_backward_still_records():
+    """create_graph: the formulas run as ops (differentiable), not as kernels."""
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 5))
+    t = rng.integers(0, 5, 4)
+    xe = ember.tensor(x, requires_grad=True)
+    (g,) = ember.autograd.grad(F.cross_entropy(xe, ember.tensor(t)), xe, create_graph=True)
+    assert g.grad_fn is not None
+    (gg,) = ember.autograd.grad((g * g).sum(), xe)
+    xt = torch.tensor(x, requires_grad=True)
+    (gt,) = torch.autograd.grad(TF.cross_entropy(xt, torch.tensor(t)), xt, create_graph=True)
+    (ggt,) = torch.autograd.grad((gt * gt).sum(), xt)
+    np.testing.assert_allclose(gg.numpy(), ggt.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# ---------------------------------------------------------------------- dropout
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+@pytest.mark.parametrize("shape", [(1000,), (7, 13), (2, 3, 4, 5)])
+@pytest.mark.parametrize("p", [0.1, 0.5, 0.9])
+def test_dropout_fast_equals_composite(dtype, shape, p, monkeypatch):
+    ember.manual_seed(17)
+    x = ember.randn(*shape, dtype=dtype)
+    assert _eager_fast.dropout(x, p) is not None                                 # the case is covered
+
+    def run():
+        ember.manual_seed(23)
+        y = F.dropout(x, p)
+        xr = x.clone().requires_grad_()
+        z = F.dropout(xr, p)
+        z.backward(ember.ones_like(z))
+        return y, z, xr.grad, z.grad_fn.name(), ember.rand(3)     # the stream continues alike
+
+    fast, slow = _both(run, monkeypatch)
+    for a, b in zip(fast[:3] + fast[4:], slow[:3] + slow[4:]):
+        _same(a, b)
+    assert fast[3] == slow[3] == "MulBackward0"
+    assert fast[0].requires_grad is False and fast[1].requires_grad is True
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_dropout_matches_torch_stream(dtype):
+    x = np.random.default_rng(2).standard_normal(500).astype(dtype)
+    ember.manual_seed(9)
+    torch.manual_seed(9)
+    got = F.dropout(ember.tensor(x), 0.3)
+    want = TF.dropout(torch.tensor(x), 0.3)
+    np.testing.assert_array_equal(got.numpy() == 0, want.numpy() == 0)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6 if dtype == np.float32 else 1e-15)
+
+
+def test_dropout_layouts_and_cases_fall_back(monkeypatch):
+    """Transposed inputs, size-1 dims, p as an int, in place: the composite's draw order."""
+    ember.manual_seed(0)
+    base = ember.randn(6, 5)
+    cases = [lambda: F.dropout(base.t(), 0.5), lambda: F.dropout(base[:1], 0.5),
+             lambda: F.dropout(base.clone(), 0.25, inplace=True), lambda: F.dropout(base, 0.5, training=False)]
+    for fn in cases:
+        def run():
+            ember.manual_seed(4)
+            return fn()
+        fast, slow = _both(run, monkeypatch)
+        _same(fast, slow)
