@@ -34,7 +34,8 @@ from .._state import STATE as _STATE
 from ..tensor import Tensor, _make
 from . import _native_small, api
 from ._helpers import _canonical_c, as_contiguous as _C, copy_preserve, wrap_dim, wrap_dims
-from .registry import defcomposite, defop
+from . import shape as _shape
+from .registry import _mark_view, defcomposite, defop
 
 RED = ("reduction",)
 _HALF = ("float16", "bfloat16")
@@ -237,6 +238,14 @@ def sum(xp, a, dim=None, keepdim=False, dtype=None):
 @sum.derivative
 def _sum_bw(ctx, g):
     a, dim, keepdim, dtype = ctx.args
+    if dim is None and g.dtype is a.dtype and unrecorded(g) and g._data.ndim == 0 and a.shape:
+        # a full sum's (``x.sum().backward()``): the view expand_reduced makes -- unsqueezes of the
+        # 0-d g (size-1 dims of stride 1) expanded (stride 0 where the size is not 1) -- in one step
+        shape = tuple(a.shape)
+        arr = _shape._strided(np, g._data, shape, [1 if n == 1 else 0 for n in shape])
+        out = _make(arr, g.device, g.dtype)
+        _mark_view(out, g)
+        return (out,)
     return (_like(expand_reduced(g, a.shape, dim, keepdim), a),)
 
 
@@ -1034,10 +1043,12 @@ def sort(input, dim=-1, descending=False, stable=False, *, out=None):
 
 def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
     """``topk(input, k, dim=-1, largest=True, sorted=True) -> (values, indices)``."""
-    r = _overridden(topk, (input, k), {kk: v for kk, v in (("dim", dim), ("largest", largest),
-                                                              ("sorted", sorted)) if v not in (-1, True)})
-    if r is not NotImplemented:
-        return r
+    if not (isinstance(input, Tensor) and type(k) is int and type(dim) is int and type(largest) is bool
+            and type(sorted) is bool):    # (with these types no argument is an fx proxy: nothing to test)
+        r = _overridden(topk, (input, k), {kk: v for kk, v in (("dim", dim), ("largest", largest),
+                                                                  ("sorted", sorted)) if v not in (-1, True)})
+        if r is not NotImplemented:
+            return r
     if out is not None:       # torch's out= (ember/ops/_out.py), here rather than a wrapper frame
         from ._out import call_with_out
         return call_with_out("topk", topk, (input, k, dim, largest, sorted), {}, out)

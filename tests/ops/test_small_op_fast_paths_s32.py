@@ -231,3 +231,67 @@ def test_dropout_layouts_and_cases_fall_back(monkeypatch):
             return fn()
         fast, slow = _both(run, monkeypatch)
         _same(fast, slow)
+
+
+# ---------------------------------------------------------------------- sum's backward, topk, native pointers
+@pytest.mark.parametrize("shape", [(3,), (1,), (2, 3, 1), (4, 1, 5), (1, 1)])
+def test_full_sum_backward_view_same_as_expand_reduced(shape, monkeypatch):
+    """x.sum().backward(): the gradient view made in one step has expand_reduced's geometry."""
+    def run():
+        x = ember.tensor(np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32),
+                         requires_grad=True)
+        (g,) = ember.autograd.grad(x.sum(), x)
+        return g
+
+    calls = []
+    real = reduction.unrecorded
+    monkeypatch.setattr(reduction, "unrecorded", lambda *a: calls.append(real(*a)) or calls[-1])
+    fast, slow = _both(run, monkeypatch)
+    assert calls == [True]
+    for g in (fast, slow):
+        assert g._base is not None and g._vc is g._base._vc
+    assert fast.shape == slow.shape and fast.stride() == slow.stride()
+    assert fast._data.strides == slow._data.strides and fast._data.flags.writeable == slow._data.flags.writeable
+    _same(fast.contiguous(), slow.contiguous())
+    if 1 not in shape:
+        xt = torch.ones(shape, requires_grad=True)
+        (gt,) = torch.autograd.grad(xt.sum(), xt)
+        assert tuple(fast.stride()) == gt.stride()
+
+
+def test_topk_plain_arguments_skip_proxy_scan():
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal(100).astype(np.float32)
+    a[[3, 50]] = a[7]                                   # ties: index order
+    e = ember.tensor(a)
+    for k, largest in ((5, True), (5, False), (1, True)):
+        v, i = ember.topk(e, k, largest=largest)
+        tv, ti = torch.topk(torch.tensor(a), k, largest=largest)
+        _same(v, tv.numpy())
+        np.testing.assert_array_equal(i.numpy(), ti.numpy())
+        assert type(ember.topk(e, k)).__name__ == "topk"
+
+
+def test_native_pointer_of_any_array():
+    from ember.ops._native_small import _ptr
+    a = np.arange(20.0).reshape(4, 5)
+    ro = np.frombuffer(b"12345678", dtype=np.uint8)
+    for v in (a, a[1:], a.T, a[:, 1:], np.broadcast_to(a[0], (3, 5)), np.empty(0), a[2, 3:], ro):
+        assert _ptr(v) == v.ctypes.data
+
+
+@pytest.mark.parametrize("make", [lambda a: a, lambda a: a.T, lambda a: a[:, ::2], lambda a: a[1:]])
+def test_native_small_ops_on_strided_inputs(make):
+    """erfinv / topk / max_pool over strided and offset views (their pointers' fallback)."""
+    rng = np.random.default_rng(4)
+    a = make(rng.uniform(-0.99, 0.99, (8, 12)).astype(np.float32))
+    np.testing.assert_array_equal(ember.erfinv(ember.tensor(a)).numpy(), torch.erfinv(torch.tensor(a)).numpy())
+    v, i = ember.topk(ember.tensor(a), 3, dim=0)
+    tv, ti = torch.topk(torch.tensor(a), 3, dim=0)
+    _same(v, tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    x4 = ember.tensor(a)[None, None]
+    got, gi = F.max_pool2d(x4, 2, return_indices=True)
+    want, wi = TF.max_pool2d(torch.tensor(a)[None, None], 2, return_indices=True)
+    _same(got, want.numpy())
+    np.testing.assert_array_equal(gi.numpy(), wi.numpy())
