@@ -65,12 +65,19 @@ class JointGraph:
     # forward output position -> ("input", input position, size, stride, storage offset relative
     # to the input's) for outputs that are views of (or are) an input, or ("output", position of
     # an output that is a whole contiguous buffer, size, stride, offset) for outputs that are views
-    # of another output: regenerated as views after each call so they alias as they do eagerly
+    # of another output: regenerated as views after each call so they alias as they do eagerly;
+    # ("self", input position, None, None, None): the output is that input itself (a non-leaf
+    # input that requires grad, returned; see ``mutated_grad_inputs``), returned as the caller's
     aliased_outputs: dict = field(default_factory=dict)
     # primal positions that do not require grad but whose in-place update does (``out.index_add_(0,
     # idx, y)`` with ``y`` requiring grad): their new values are the *last* forward outputs
     # (counted in ``num_outputs``, differentiable), which the runtime copies into the inputs with
-    # grad mode on, so the inputs get the graph's autograd history as they do eagerly
+    # grad mode on, so the inputs get the graph's autograd history as they do eagerly.
+    # Also inputs that require grad and are *not leaves* (``a = x * 3``), written in place: the
+    # traced function gets a copy of each (``_copy_with_history``), its gradients are those of
+    # the value the input had at the call, and the copy's final value is the output copied into
+    # the input afterwards, so ``a.grad_fn`` (CopyBackwards) leads through the compiled backward
+    # to what produced both the old value and the update (torch's aot does the same)
     mutated_grad_inputs: List[int] = field(default_factory=list)
 
 
@@ -130,7 +137,7 @@ def _trace_shared(fn, example_inputs, decompositions, inference, env, fake_input
             if t.requires_grad:
                 fk.requires_grad_(True)
         else:
-            fk = mode.from_tensor(t)
+            fk = mode.from_tensor(t, leaf=True)
         fakes.append(fk)
     n_guards = len(env.guards)
     if hasattr(fn, "graph"):
@@ -289,7 +296,7 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
             raise AOTUnsupported(f"aot: input {i} is a {type(t).__name__}; only tensor inputs are supported")
     if mode is None:
         mode = FakeTensorMode(ShapeEnv() if dynamic else None)
-        fakes = [mode.from_tensor(t, symbolic=dynamic, source=f"primals_{i}")
+        fakes = [mode.from_tensor(t, symbolic=dynamic, source=f"primals_{i}", leaf=True)
                  for i, t in enumerate(example_inputs)]
     tracing = "symbolic" if dynamic else "fake"
     wants_grad = [t.requires_grad for t in example_inputs]
@@ -301,16 +308,30 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
     # otherwise start the next run -- the recorded trace after the probe -- outside the region
     entry_regions = STATE.autocast
 
+    # inputs that require grad and are not leaves (``x * 3``) may be written in place, as eagerly;
+    # the function then runs on a copy of each (``_copy_with_history``), so the gradients stay
+    # those of the value the input had when the graph was called (see ``mutated_grad_inputs``)
+    from ..fx.fake_tensor import _has_history
+    non_leaf = [w and not inference and f.dtype.is_floating_point and _has_history(t)
+                for t, f, w in zip(example_inputs, fakes, wants_grad)]
+
     # a probe run (fake, nothing recorded) tells which outputs are differentiable
     with mode, _autocast_state(entry_regions):
         probe_in = [f.detach().requires_grad_(w) if f.dtype.is_floating_point else f.detach()
                     for f, w in zip(fakes, wants_grad)]
         with enable_grad() if not inference else _nullcontext():
+            probe_in = [_copy_with_history(p) if nl else p for p, nl in zip(probe_in, non_leaf)]
+            versions = [p._version for p in probe_in]
             probe_out, is_tuple = _as_tuple(fn(*probe_in))
-    aliased = _aliased_outputs(probe_out, fakes)
-    # inputs that did not require grad and were written in place with values that do
+    # (a copy's storage stands for its input's: same strides, offset 0)
+    aliased = _aliased_outputs(probe_out, fakes, {i: probe_in[i] for i, nl in enumerate(non_leaf) if nl})
+    # inputs that did not require grad and were written in place with values that do, and
+    # non-leaf inputs that require grad written in place
     mut_grad = [i for i, (p, w) in enumerate(zip(probe_in, wants_grad))
-                if not w and p.requires_grad] if not inference else []
+                if (not w and p.requires_grad) or (non_leaf[i] and p._version != versions[i])] \
+        if not inference else []
+    copied = [i for i in mut_grad if non_leaf[i]]
+    _refuse_aliased_copies(copied, fakes)
     n_user_out = len(probe_out)
     if mut_grad:
         probe_out = tuple(probe_out) + tuple(probe_in[i] for i in mut_grad)
@@ -340,8 +361,9 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
                 for i in diff_outputs]
 
     def joint(primals, tangents):
-        outs, _ = _as_tuple(fn(*primals))
-        outs = tuple(outs) + tuple(primals[i] for i in mut_grad)
+        args = [_copy_with_history(p) if i in copied else p for i, p in enumerate(primals)]
+        outs, _ = _as_tuple(fn(*args))
+        outs = tuple(outs) + tuple(args[i] for i in mut_grad)
         diff = [outs[i] for i in diff_outputs]
         wrt = [primals[i] for i in grad_inputs]
         grads = _autograd.grad(diff, wrt, grad_outputs=list(tangents), allow_unused=True)
@@ -355,18 +377,64 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
                       mutated_grad_inputs=mut_grad)
 
 
-def _aliased_outputs(outs, fakes) -> dict:
+def _copy_with_history(t):
+    """A copy of the primal ``t`` (same strides) that the traced function gets instead of it: not
+    a leaf, so it can be written in place, and its gradients reach ``t`` (torch's aot does the
+    same: gradients are taken with respect to the inputs as they were before any mutation)."""
+    c = t.clone()
+    if _symbolic(t) or tuple(c.stride()) == tuple(t.stride()) or \
+            any(st == 0 and n > 1 for n, st in zip(t.shape, t.stride())):
+        return c        # (an input whose elements share memory: values only, see _aliased_outputs)
+    # a non-dense layout (``x[:, ::2]``): a copy with the very strides, so that outputs that are
+    # views of the input are found as such
+    from ..ops.misc_api import empty_strided
+    return empty_strided(tuple(t.shape), tuple(t.stride()), dtype=t.dtype, device=t.device).copy_(t)
+
+
+def _symbolic(t) -> bool:
+    from ..fx.experimental.symbolic_shapes import SymInt
+    return any(isinstance(g, SymInt) for g in tuple(t.shape) + tuple(t.stride()))
+
+
+def _refuse_aliased_copies(copied, fakes) -> None:
+    """A copied input (``_copy_with_history``) sharing memory with another input would not see
+    the other's writes (nor they its): not supported, the graph runs eagerly."""
+    for i in copied:
+        st = getattr(fakes[i]._data, "storage", None)
+        if st is None:
+            continue
+        for j, f in enumerate(fakes):
+            if j != i and getattr(f._data, "storage", None) is st:
+                raise AOTUnsupported(f"aot: input {i} requires grad, is not a leaf and is written in place, "
+                                     f"and it shares memory with input {j}: writing into such aliased "
+                                     f"inputs is not supported by the compiled graph")
+
+
+def _aliased_outputs(outs, fakes, stand_ins=None) -> dict:
     """Which outputs share an input's (fake) storage, and as what view of it.
 
+    ``stand_ins``: input position -> the tensor the function got instead of that input (a copy
+    with its strides at offset 0, see ``_copy_with_history``), whose storage stands for it.
     Sizes must be concrete: with symbolic sizes the output is returned as a
     fresh tensor (equal values, no aliasing)."""
     from ..fx.experimental.symbolic_shapes import SymInt
     found = {}
+    stand_ins = stand_ins or {}
     for k, o in enumerate(outs):
+        same = next((i for i, s in stand_ins.items() if o is s), None)
+        if same is not None:
+            # the input itself (written in place, or not): returned as the caller's tensor, as
+            # eagerly and as torch does (``out is a``, its grad_fn that of the write-back)
+            found[k] = ("self", same, None, None, None)
+            continue
         st = getattr(o._data, "storage", None)
         if st is None:
             continue
         for i, f in enumerate(fakes):
+            if i in stand_ins:
+                if _symbolic(f) or _symbolic(stand_ins[i]) or tuple(stand_ins[i].stride()) != tuple(f.stride()):
+                    continue        # (a copy laid out unlike its input: values only)
+                f = stand_ins[i]
             if getattr(f._data, "storage", None) is st:
                 geom = tuple(o.shape) + tuple(o.stride()) + (o.storage_offset(), f.storage_offset())
                 if any(isinstance(g, SymInt) for g in geom) or o.dtype is not f.dtype:

@@ -343,7 +343,11 @@ def _realias(joint: JointGraph, inputs, outs):
         return outs
     from ..ops import api
     outs = list(outs)
-    for k, (kind, i, size, stride, off) in sorted(joint.aliased_outputs.items(), key=lambda e: e[1][0] != "input"):
+    for k, (kind, i, size, stride, off) in sorted(joint.aliased_outputs.items(),
+                                                  key=lambda e: e[1][0] not in ("input", "self")):
+        if kind == "self":
+            outs[k] = inputs[i]
+            continue
         src = inputs[i] if kind == "input" else outs[i]
         if kind == "output" and (not src.is_contiguous() or src.storage_offset() != 0
                                  or not view_fits(size, stride, off, src.numel())):

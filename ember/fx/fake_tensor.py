@@ -29,6 +29,7 @@ from .._state import STATE
 from ..ops import registry as _reg
 from ..ops._meta import (DataDependentOutputError, FakeArray, FakeStorage, broadcast_shapes,
                          contiguous_strides, dense_permutation, strides_for_permutation)
+from ..autograd.graph import Node
 from ..tensor import Tensor
 from .experimental.symbolic_shapes import ShapeEnv, SymInt
 
@@ -88,15 +89,22 @@ class FakeTensorMode:
 
     # -- making fake tensors ----------------------------------------------------------
     def from_tensor(self, t: Tensor, *, symbolic: bool = False, dynamic_dims: Optional[Iterable[int]] = None,
-                    source: Optional[str] = None) -> Tensor:
+                    source: Optional[str] = None, leaf: bool = False) -> Tensor:
         """The fake twin of real tensor ``t`` (same shape/dtype/device/strides/requires_grad).
 
         With ``symbolic=True`` (needs a ShapeEnv) its sizes in ``dynamic_dims``
-        (all by default) become symbols; dense strides follow the sizes."""
+        (all by default) become symbols; dense strides follow the sizes.
+
+        A ``t`` that requires grad and is not a leaf (``x * 3``) gets a fake that is not a leaf
+        either (its ``grad_fn`` an opaque :class:`InputHistoryBackward`), so an in-place op on
+        it traces as eagerly, where one on a leaf that requires grad is refused with torch's
+        error. (A view of a leaf that requires grad stays a leaf: writing into it is refused
+        too.) ``leaf=True``: a leaf anyway (aot's primals, which its joint graph
+        differentiates with respect to)."""
         if is_fake(t):
             return t
         hit = self._memo.get(id(t))
-        if hit is not None and hit[0]() is t:
+        if hit is not None and hit[0]() is t and (not leaf or hit[1]._grad_fn is None):
             return hit[1]
         shape = tuple(t.shape)
         estrides = tuple(t.stride())
@@ -123,6 +131,8 @@ class FakeTensorMode:
             _reg._mark_view(fake, base_fake)
         if t.requires_grad:
             fake.requires_grad_(True)
+            if not leaf and _has_history(t):
+                fake._grad_fn = InputHistoryBackward(fake)
         memo, key = self._memo, id(t)
 
         def forget(ref):
@@ -131,6 +141,29 @@ class FakeTensorMode:
                 del memo[key]
         self._memo[key] = (weakref.ref(t, forget), fake)
         return fake
+
+
+class InputHistoryBackward(Node):
+    """The ``grad_fn`` of the fake twin of a non-leaf tensor: the autograd history the real
+    tensor had before the traced code, which the fake cannot know. Nothing differentiates a
+    fake past it (dynamo's example values are never differentiated; aot differentiates with
+    respect to leaf primals), so it passes no gradient on."""
+
+    def __init__(self, fake):
+        super().__init__()
+        self._in_meta = ((fake._data.shape, fake.dtype, fake.device),)
+
+    def apply(self, grads):
+        return []
+
+
+def _has_history(t: Tensor) -> bool:
+    """Whether fakeifying ``t`` (which requires grad) gives a non-leaf: ``t`` has a grad_fn and
+    is not a view of a leaf that requires grad."""
+    if t.grad_fn is None:
+        return False
+    base = t._base
+    return base is None or not base.requires_grad or base.grad_fn is not None
 
 
 # a __torch_dispatch__ subclass's handler runs first, this mode still on (torch's fake mode returns
