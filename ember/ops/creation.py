@@ -444,7 +444,11 @@ def _arange_symbolic(start, end, step, dtype, device, requires_grad):
     if n < 0:
         raise RuntimeError("upper bound and larger bound inconsistent with step sign")
     dt = _t.as_dtype(dtype) if dtype is not None else _t.int64
-    # a symbolic start is specialised (a guard): the prims take it as a plain number
+    if _symbolic(start):
+        # a symbolic start (``arange(pos, pos + T)`` in a decode step whose position is a dynamic
+        # int) stays symbolic: iota from 0 plus the start, added in the result's dtype (exact
+        # for integer dtypes; torch's float aranges compute start + i * step the same way)
+        return _finish(iota(n, 0, step, dt, device) + start, requires_grad)
     return _finish(iota(n, int(start), step, dt, device), requires_grad)
 
 

@@ -127,6 +127,31 @@ def test_recompile_on_constant_change_and_log(caplog):
     assert any("not specialised" in r.getMessage() for r in caplog.records)
 
 
+def test_dynamic_int_start_of_arange_is_not_specialised():
+    """A decode step's position (``arange(pos, pos + T)``) that changes between calls: after the
+    first recompile the start stays a symbol (iota + start), through inductor and backward."""
+    cnt = CountingBackend()
+    calls = []
+
+    def f(x, pos):
+        return x * ember.arange(pos, pos + x.shape[0]).float(), ember.arange(pos, pos + 2 * x.shape[0], 2)
+
+    cf = ember.compile(f)
+    counting = ember.compile(f, backend=cnt)
+    x = ember.randn(5, requires_grad=True)
+    for pos in (3, 5, 7, 12, 5):        # (0 and 1 specialise, as torch's sizes do)
+        got, want = cf(x, pos), f(x, pos)
+        assert_same(got[0], want[0])
+        assert_same(got[1], want[1])
+        assert got[1].dtype == ember.int64
+        got[0].sum().backward()
+        calls.append(x.grad.clone())
+        x.grad = None
+        counting(x.detach(), pos)
+        assert_same(calls[-1], ember.arange(pos, pos + 5).float())
+    assert cnt.frame_count == 2
+
+
 def test_recompile_limit_warns_once_then_eager():
     cnt = CountingBackend()
     cf = ember.compile(lambda x, n: x + len(n), backend=cnt)     # (a str is always specialised)
