@@ -331,10 +331,31 @@ def topk(a, k: int, d: int, largest: bool):
         a = np.ascontiguousarray(a)
         st = a.strides
         so, si = _collapsed_stride(shape[:d], st[:d]), _collapsed_stride(shape[d + 1:], st[d + 1:])
+    small = a.size <= _PARALLEL_MIN
+    if small:
+        key = ("topk", shape, st, isz, d, k, largest)
+        hit = _GEO.get(key)
+        if hit is not None:
+            fn(_ptr(a), hit[1], _ptr(vals), _ptr(idx))
+            return vals, idx
     geo = np.array([outer, n, inner, so // isz, st[d] // isz, si // isz, k, 1 if largest else 0,
                     _threads(a.size)], dtype=np.int64)
-    fn(_ptr(a), _ptr(geo), _ptr(vals), _ptr(idx))
+    gp = _ptr(geo)
+    if small:
+        _remember(key, geo, gp)
+    fn(_ptr(a), gp, _ptr(vals), _ptr(idx))
     return vals, idx
+
+
+_GEO = {}       # geometry arrays (with their addresses) of single-threaded calls, by their inputs
+
+
+def _remember(key, geo, address):
+    """Keep ``geo`` for calls with the same ``key`` (read only: the loops never write it; a
+    single-threaded call's geometry depends on its key alone -- the thread count is 1)."""
+    if len(_GEO) >= 512:
+        _GEO.clear()
+    _GEO[key] = (geo, address)
 
 
 def _collapsed_stride(shape, strides):
@@ -370,16 +391,27 @@ def max_pool(x, k, s, p, d, out):
     nd = len(k)
     if fn is None or not 1 <= nd <= 3:
         return None
-    one, zero = _ONES[nd], _ZEROS[nd]
     shape = x.shape
     isz = x.itemsize
+    oshape = shape[:2] + tuple(out)
+    vals = np.empty(oshape, x.dtype)
+    idx = np.empty(oshape, np.int64)
+    if not vals.size:
+        return vals, idx
+    small = x.size <= _PARALLEL_MIN
+    if small:
+        key = ("max_pool", shape, x.strides, isz, tuple(k), tuple(s), tuple(p), tuple(d), tuple(out))
+        hit = _GEO.get(key)
+        if hit is not None:
+            fn(_ptr(x), hit[1], _ptr(vals), _ptr(idx))
+            return vals, idx
+    one, zero = _ONES[nd], _ZEROS[nd]
     xs = [t // isz for t in x.strides]
     # (one list display: this call is most of a small pooling's fixed cost)
     geo = np.array([*shape[:2], *one, *shape[2:], *one, *out, *one, *k, *one, *s, *zero, *p, *one, *d,
                     *xs[:2], *zero, *xs[2:], _threads(x.size)], dtype=np.int64)
-    oshape = shape[:2] + tuple(out)
-    vals = np.empty(oshape, x.dtype)
-    idx = np.empty(oshape, np.int64)
-    if vals.size:
-        fn(_ptr(x), _ptr(geo), _ptr(vals), _ptr(idx))
+    gp = _ptr(geo)
+    if small:
+        _remember(key, geo, gp)
+    fn(_ptr(x), gp, _ptr(vals), _ptr(idx))
     return vals, idx

@@ -23,10 +23,11 @@ import numpy as np
 
 from .. import types as _t
 from .._state import STATE
-from ..tensor import Tensor
+from ..tensor import Tensor, _make
 from . import _meta, api
 from .checked_scalar import check_fits, checked_array
 from ._helpers import _canonical_c, copy_preserve, np_finfo, np_is_float, sum_to, wrap_dim
+from .reduction import unrecorded as _unrecorded
 from .registry import OPS, defop
 from . import shape as _shape
 
@@ -258,6 +259,11 @@ def _gather_bw(ctx, g):
     a, dim, index, _ = ctx.args
     if a.ndim == 0:
         return (g.sum().reshape(()) if index.numel() else api.zeros((), dtype=g.dtype, device=g.device), None)
+    if a.device is g.device and _unrecorded(g, index):
+        # (the ops' kernels without their dispatcher rounds: zeros -- full's +0.0 fill -- then
+        # scatter_add's, which copies them and adds g at the index)
+        z = np.zeros(tuple(a.shape), dtype=a.dtype.np)
+        return (_make(scatter_add.kernel(np, z, dim, index._data, g._data), g.device), None)
     return (scatter_add.binding(_zeros_like_meta(a), dim, index, g), None)
 
 

@@ -216,6 +216,8 @@ def _route_back(g, idx, shape, dim, keepdim):
     if not keepdim:
         g = g.unsqueeze(dim)
         idx = idx.unsqueeze(dim)
+    elif unrecorded(g, idx):               # (the op's kernel without a dispatcher round)
+        return _make(_reduction_scatter.kernel(np, g._data, idx._data, dim, list(shape)), g.device)
     return _reduction_scatter.binding(g, idx, dim, list(shape))
 
 

@@ -9,7 +9,7 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember.nn import _eager_fast
-from ember.ops import nn_ops, reduction
+from ember.ops import indexing, nn_ops, reduction
 
 torch = pytest.importorskip("torch")
 TF = torch.nn.functional
@@ -24,6 +24,7 @@ def _general(m):
     m.setattr(nn_ops, "_nll_backward_unit", lambda *a: None)
     m.setattr(nn_ops, "_unrecorded", lambda *a: False)
     m.setattr(reduction, "unrecorded", lambda *a: False)
+    m.setattr(indexing, "_unrecorded", lambda *a: False)
     m.setattr(_eager_fast, "dropout", lambda *a: None)
     m.setattr(_eager_fast, "nll_loss", lambda *a: None)
 
@@ -295,3 +296,67 @@ def test_native_small_ops_on_strided_inputs(make):
     want, wi = TF.max_pool2d(torch.tensor(a)[None, None], 2, return_indices=True)
     _same(got, want.numpy())
     np.testing.assert_array_equal(gi.numpy(), wi.numpy())
+
+
+# ---------------------------------------------------------------------- index-routing backward formulas
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gather_topk_max_pool_grads_same_bits(dtype, monkeypatch):
+    rng = np.random.default_rng(21)
+    m = rng.standard_normal((16, 16)).astype(dtype)
+    gidx = rng.integers(0, 16, (16, 16))                  # repeated indices: the scatter adds
+    v = rng.standard_normal(100).astype(dtype)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(dtype)
+    cases = [
+        (lambda e: ember.gather(e, 1, ember.tensor(gidx)), m, lambda t: torch.gather(t, 1, torch.tensor(gidx))),
+        (lambda e: ember.gather(e, 0, ember.tensor(gidx[:5])), m, lambda t: torch.gather(t, 0, torch.tensor(gidx[:5]))),
+        (lambda e: ember.topk(e, 5)[0], v, lambda t: torch.topk(t, 5)[0]),
+        (lambda e: ember.topk(e.reshape(10, 10), 3, dim=0, largest=False)[0], v,
+         lambda t: torch.topk(t.reshape(10, 10), 3, dim=0, largest=False)[0]),
+        (lambda e: F.max_pool2d(e, 2), x, lambda t: TF.max_pool2d(t, 2)),
+        (lambda e: F.max_pool2d(e, 3, stride=2, padding=1), x, lambda t: TF.max_pool2d(t, 3, stride=2, padding=1)),
+    ]
+    for fn, a, tfn in cases:
+        w = rng.standard_normal(_np(fn(ember.tensor(a))).shape).astype(dtype)
+
+        def run():
+            e = ember.tensor(a, requires_grad=True)
+            out = fn(e)
+            out.backward(ember.tensor(w))
+            return out, e.grad
+
+        (of, gf), (os_, gs) = _both(run, monkeypatch)
+        _same(of, os_)
+        _same(gf, gs)
+        assert of.grad_fn.name() == os_.grad_fn.name()
+        t = torch.tensor(a, requires_grad=True)
+        tfn(t).backward(torch.tensor(w))
+        np.testing.assert_allclose(_np(gf), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+        # a training step (x.sum().backward()) too
+        e = ember.tensor(a, requires_grad=True)
+        fn(e).sum().backward()
+        t = torch.tensor(a, requires_grad=True)
+        tfn(t).sum().backward()
+        np.testing.assert_allclose(_np(e.grad), t.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_native_geometry_cache_hits_match_torch():
+    """topk / max_pool geometry arrays kept by their inputs' geometry: second calls (cache hits)
+    on other data, other dtypes of the same byte strides, and other layouts give torch's values."""
+    from ember.ops import _native_small
+    _native_small._GEO.clear()
+    rng = np.random.default_rng(30)
+    for rep in range(2):
+        for dt in (np.float32, np.float64, np.int32, np.int64):
+            a = (rng.permutation(60).reshape(6, 10) - 30).astype(dt)       # no ties
+            for view in (a, a.T, a[:, ::2]):
+                v, i = ember.topk(ember.tensor(view), 3, dim=-1)
+                tv, ti = torch.topk(torch.tensor(np.ascontiguousarray(view)), 3, dim=-1)
+                _same(v, tv.numpy())
+                np.testing.assert_array_equal(i.numpy(), ti.numpy())
+            x = (rng.permutation(384).reshape(2, 3, 8, 8) - 190).astype(dt)
+            for view, k, s, p in ((x, 2, 2, 0), (x, 3, 1, 1), (x.transpose(0, 1, 3, 2), 2, 1, 1)):
+                got, gi = F.max_pool2d(ember.tensor(view), k, s, p, return_indices=True)
+                want, wi = TF.max_pool2d(torch.tensor(np.ascontiguousarray(view)), k, s, p, return_indices=True)
+                _same(got.contiguous(), want.numpy())
+                np.testing.assert_array_equal(gi.numpy(), wi.numpy())
+    assert _native_small._GEO
