@@ -319,19 +319,23 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
     with mode, _autocast_state(entry_regions):
         probe_in = [f.detach().requires_grad_(w) if f.dtype.is_floating_point else f.detach()
                     for f, w in zip(fakes, wants_grad)]
+    # non-leaf inputs that are views of another one (``b`` and ``b[1:3]``): views of its copy
+    views = _views_of_inputs(fakes, non_leaf)
+    with mode, _autocast_state(entry_regions):
         with enable_grad() if not inference else _nullcontext():
-            probe_in = [_copy_with_history(p) if nl else p for p, nl in zip(probe_in, non_leaf)]
+            probe_in = _with_copies(probe_in, [i for i, nl in enumerate(non_leaf) if nl], views)
             versions = [p._version for p in probe_in]
             probe_out, is_tuple = _as_tuple(fn(*probe_in))
     # (a copy's storage stands for its input's: same strides, offset 0)
     aliased = _aliased_outputs(probe_out, fakes, {i: probe_in[i] for i, nl in enumerate(non_leaf) if nl})
     # inputs that did not require grad and were written in place with values that do, and
-    # non-leaf inputs that require grad written in place
+    # non-leaf inputs that require grad written in place (a write into a view of another input
+    # is a write into that input: the views share its copy's version counter)
     mut_grad = [i for i, (p, w) in enumerate(zip(probe_in, wants_grad))
-                if (not w and p.requires_grad) or (non_leaf[i] and p._version != versions[i])] \
+                if (not w and p.requires_grad) or (non_leaf[i] and p._version != versions[i] and i not in views)] \
         if not inference else []
     copied = [i for i in mut_grad if non_leaf[i]]
-    _refuse_aliased_copies(copied, fakes)
+    _refuse_aliased_copies(copied, fakes, views)
     n_user_out = len(probe_out)
     if mut_grad:
         probe_out = tuple(probe_out) + tuple(probe_in[i] for i in mut_grad)
@@ -361,7 +365,7 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
                 for i in diff_outputs]
 
     def joint(primals, tangents):
-        args = [_copy_with_history(p) if i in copied else p for i, p in enumerate(primals)]
+        args = _with_copies(primals, copied, views)
         outs, _ = _as_tuple(fn(*args))
         outs = tuple(outs) + tuple(args[i] for i in mut_grad)
         diff = [outs[i] for i in diff_outputs]
@@ -396,14 +400,68 @@ def _symbolic(t) -> bool:
     return any(isinstance(g, SymInt) for g in tuple(t.shape) + tuple(t.stride()))
 
 
-def _refuse_aliased_copies(copied, fakes) -> None:
+def _views_of_inputs(fakes, non_leaf) -> dict:
+    """Non-leaf inputs that share memory with another non-leaf input ``b`` which covers them all
+    (contiguous, same dtype, concrete sizes): position -> (b's position, size, stride, offset
+    relative to b). The function then gets views of ``b``'s copy for them (torch's aot makes a
+    "synthetic base" likewise), so a write through any of them is seen by all, and its new
+    value, copied into ``b``, reaches them as eagerly (they are views of it)."""
+    groups = {}
+    for i, f in enumerate(fakes):
+        st = getattr(f._data, "storage", None)
+        if st is not None:
+            groups.setdefault(id(st), []).append(i)
+    found = {}
+    for members in groups.values():
+        if len(members) < 2 or not all(non_leaf[i] for i in members) or \
+                any(_symbolic(fakes[i]) for i in members):
+            continue
+        for b in members:
+            base = fakes[b]
+            if not base.is_contiguous():
+                continue
+            geoms = {}
+            for m in members:
+                if m == b:
+                    continue
+                v = fakes[m]
+                off = int(v.storage_offset()) - int(base.storage_offset())
+                if v.dtype is not base.dtype or off < 0 or \
+                        not view_fits(v.shape, v.stride(), off, base.numel()):
+                    break
+                geoms[m] = (b, tuple(v.shape), tuple(v.stride()), off)
+            else:
+                found.update(geoms)
+                break
+    return found
+
+
+def _with_copies(tensors, positions, views) -> list:
+    """``tensors`` with a copy (``_copy_with_history``) at each of ``positions`` whose input is
+    not a view of another (``views``) and, at each such view's position whose base is copied, the
+    view of the base's copy."""
+    out = list(tensors)
+    bases = {views[m][0] for m in positions if m in views}
+    for i in set(positions) - set(views) | bases:
+        out[i] = _copy_with_history(tensors[i])
+    for m, (b, size, stride, off) in views.items():
+        if b in bases or b in positions:
+            out[m] = out[b].as_strided(size, stride, off)
+    return out
+
+
+def _refuse_aliased_copies(copied, fakes, views=None) -> None:
     """A copied input (``_copy_with_history``) sharing memory with another input would not see
-    the other's writes (nor they its): not supported, the graph runs eagerly."""
+    the other's writes (nor they its): not supported, the graph runs eagerly. (Views of another
+    input that is copied are made views of its copy: ``_views_of_inputs``.)"""
+    views = views or {}
     for i in copied:
         st = getattr(fakes[i]._data, "storage", None)
         if st is None:
             continue
         for j, f in enumerate(fakes):
+            if j in views or i in views:
+                continue
             if j != i and getattr(f._data, "storage", None) is st:
                 raise AOTUnsupported(f"aot: input {i} requires grad, is not a leaf and is written in place, "
                                      f"and it shares memory with input {j}: writing into such aliased "
