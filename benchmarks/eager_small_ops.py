@@ -52,6 +52,10 @@ def make_cases(torch) -> Dict[str, Callable[[], object]]:
     lw, lb = t(8, 8), t(8)
     ew, idx = t(10, 8), torch.tensor(g.integers(0, 10, 8))
     isel, gidx = torch.tensor(g.integers(0, 8, 3)), torch.tensor(g.integers(0, 8, (8, 8)))
+    l810, t8 = t(8, 10), torch.tensor(g.integers(0, 10, 8))
+    l3210, t32 = t(32, 10), torch.tensor(g.integers(0, 10, 32))
+    v100, d1000, m16 = t(100), t(1000), t(16, 16)
+    gidx16 = torch.tensor(g.integers(0, 16, (16, 16)))
     c = {
         "conv2d 2x3x8x8 k3": lambda: F.conv2d(x, w, b, padding=1),
         "max_pool2d 2x3x8x8 k2": lambda: F.max_pool2d(x, 2),
@@ -77,6 +81,12 @@ def make_cases(torch) -> Dict[str, Callable[[], object]]:
         "gather": lambda: torch.gather(m, 1, gidx),
         "cat": lambda: torch.cat([m, m], 0),
         "stack": lambda: torch.stack([m, m], 0),
+        # the sizes of the small-loss/indexing rows (session 32)
+        "nll_loss 8x10": lambda: F.nll_loss(l810, t8),
+        "cross_entropy 32x10": lambda: F.cross_entropy(l3210, t32),
+        "topk 100 k5": lambda: torch.topk(v100, 5),
+        "dropout 1000": lambda: F.dropout(d1000, 0.5, training=True),
+        "gather 16x16": lambda: torch.gather(m16, 1, gidx16),
     }
     xr, wr, br = t(2, 3, 8, 8, rg=True), t(4, 3, 3, 3, rg=True), t(4, rg=True)
     qr, mr = t(2, 2, 8, 8, rg=True), t(8, 8, rg=True)
@@ -99,6 +109,17 @@ def make_cases(torch) -> Dict[str, Callable[[], object]]:
         "softmax fw+bw": step(lambda: F.softmax(mr, -1), mr),
         "cross_entropy fw+bw": step(lambda: F.cross_entropy(mr, tgt), mr),
         "gelu fw+bw": step(lambda: F.gelu(mr), mr),
+    })
+    l810r, l3210r, v100r, d1000r, m16r = t(8, 10, rg=True), t(32, 10, rg=True), t(100, rg=True), \
+        t(1000, rg=True), t(16, 16, rg=True)
+    ur = torch.tensor((g.random((8, 8)) * 1.8 - 0.9).astype(np.float32), requires_grad=True)
+    c.update({
+        "nll_loss 8x10 fw+bw": step(lambda: F.nll_loss(l810r, t8), l810r),
+        "cross_entropy 32x10 fw+bw": step(lambda: F.cross_entropy(l3210r, t32), l3210r),
+        "topk 100 k5 fw+bw": step(lambda: torch.topk(v100r, 5)[0], v100r),
+        "dropout 1000 fw+bw": step(lambda: F.dropout(d1000r, 0.5, training=True), d1000r),
+        "gather 16x16 fw+bw": step(lambda: torch.gather(m16r, 1, gidx16), m16r),
+        "erfinv fw+bw": step(lambda: torch.erfinv(ur), ur),
     })
     return c
 

@@ -185,9 +185,10 @@ def _selected_log_softmax(x, t, weight, ignore_index):
     if 0 <= ignore_index < C or t.min() < 0 or t.max() >= C:
         return None
     with np.errstate(all="ignore"):
-        z = x - np.max(x, axis=1, keepdims=True)
+        # (np.max / np.sum's reductions, without their Python wrappers)
+        z = x - np.maximum.reduce(x, axis=1, keepdims=True)
         zt = z[np.arange(N), t]
-        s = np.sum(np.exp(z, out=z), axis=1, keepdims=True)
+        s = np.add.reduce(np.exp(z, out=z), axis=1, keepdims=True)
         return zt - np.log(s)[:, 0]
 
 

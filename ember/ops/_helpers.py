@@ -114,7 +114,9 @@ def unary_float_kernel(fn):
 
 # ---------------------------------------------------------------------- dims
 def wrap_dim(dim, ndim):
-    n = max(ndim, 1)
+    n = ndim if ndim > 1 else 1
+    if type(dim) is int and -n <= dim < n:       # the common case (the ABC check costs ~0.4 us)
+        return dim + n if dim < 0 else dim
     if not isinstance(dim, numbers.Integral):
         raise TypeError(f"dim must be an int, got {type(dim).__name__}")
     if not -n <= dim < n:

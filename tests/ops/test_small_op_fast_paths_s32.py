@@ -360,3 +360,18 @@ def test_native_geometry_cache_hits_match_torch():
                 _same(got.contiguous(), want.numpy())
                 np.testing.assert_array_equal(gi.numpy(), wi.numpy())
     assert _native_small._GEO
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", REDS)
+@pytest.mark.parametrize("N,C", [(1, 1), (32, 10), (7, 3)])
+def test_cross_entropy_forward_fast_equals_composite(dtype, reduction, N, C, monkeypatch):
+    rng = np.random.default_rng(N * 3 + C)
+    x = _logits(rng, (N, C), dtype, special=N * C >= 8)
+    t = rng.integers(0, C, N)
+    e_x, e_t = ember.tensor(x), ember.tensor(t)
+    fast = F.cross_entropy(e_x, e_t, reduction=reduction)
+    with monkeypatch.context() as m:
+        m.setattr(_eager_fast, "plain", lambda *a: False)
+        slow = F.cross_entropy(e_x, e_t, reduction=reduction)
+    _same(fast, slow)
