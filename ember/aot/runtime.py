@@ -10,7 +10,11 @@ graph (forward only, traced on first use).
 
 Mutated inputs (BatchNorm running stats, ``x.add_(...)``, ``x[i] = v``) come
 back from the forward graph as new values and are written into the caller's
-tensors after each call, in place, so eager semantics hold.
+tensors after each call, in place, so eager semantics hold. An input whose write needs autograd
+(one that does not require grad written with values that do, or a non-leaf that requires grad,
+``a = x * 3; a.add_(y)``) gets its new value as a differentiable output instead, copied into it
+with grad mode on (``_rebase_mutated``): ``a.grad_fn`` is then a CopyBackwards leading into the
+compiled backward, as torch's compiled function leaves it.
 
 Double backward (``create_graph=True``) is not compiled: the backward then
 re-runs the original function eagerly on the saved inputs and differentiates
@@ -368,10 +372,12 @@ def _realias(joint: JointGraph, inputs, outs):
 
 
 def _rebase_mutated(joint: JointGraph, inputs, outs):
-    """Inputs that did not require grad, written in place with values that do: the graph's last
-    outputs are their new values (outputs of the compiled function, so differentiable); copied
-    into the inputs with grad mode on, the inputs' grad_fn leads into the compiled backward, as
-    an eager in-place op's would. (The forward wrote the values already; this records autograd.)"""
+    """Inputs that did not require grad, written in place with values that do, and non-leaf
+    inputs that require grad, written in place: the graph's last outputs are their new values
+    (outputs of the compiled function, so differentiable); copied into the inputs with grad mode
+    on, the inputs' grad_fn leads into the compiled backward, as an eager in-place op's would.
+    (For the former the forward wrote the values already and this records autograd; the latter
+    were not written by the forward, which worked on copies of them.)"""
     k = len(joint.mutated_grad_inputs)
     for i, v in zip(joint.mutated_grad_inputs, outs[len(outs) - k:]):
         inputs[i].copy_(v)

@@ -336,3 +336,25 @@ def test_aot_function_without_dynamo():
     got = [[_np(out)], [_np(a)], [_np(x.grad), _np(y.grad)]]
     for w, g in zip(sum(want, []), sum(got, [])):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+
+
+def test_aot_cache_hit_keeps_the_write_back():
+    """A second compilation served by the aot cache (its joint record: which inputs are copied
+    back, which output is the input itself) behaves as the first."""
+    from ember.aot import cache
+    rng = np.random.default_rng(25)
+    arrays = [_rand(rng, 4, 3), _rand(rng, 2, 3)]
+
+    def build(T, leaves):
+        x, y = leaves
+        base = x * 3
+        return [base, base[1:3], y], [base]
+    want = _run(torch, write_base_read_view, build, arrays)
+    hits = cache.stats["hits"]
+    for _ in range(2):
+        ember.compiler.reset()
+        got = _run(ember, write_base_read_view, build, arrays,
+                   call=ember.compile(write_base_read_view, backend="aot_eager"))
+        for w, g in zip(sum(want, []), sum(got, [])):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
+    assert cache.stats["hits"] > hits
