@@ -25,7 +25,7 @@ import math
 import numpy as np
 
 from .. import types as _t
-from ..tensor import Tensor
+from ..tensor import Tensor, _make
 from ..types import from_numpy_dtype
 from . import _native_small, api
 from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
@@ -592,6 +592,13 @@ def pow(xp, a, b):
         with np.errstate(all="ignore"):
             r = xp.sqrt(_arr(xp, a, cdt))
             return _out(xp, r if b > 0 else 1 / r, dt)
+    if dt is _t.bfloat16 and _is_scalar(b) and not isinstance(b, bool) and b in (3, -2) and not _is_scalar(a):
+        # PyTorch's bfloat16 pow(Tensor, 3 / -2) multiplies in bfloat16 (x * x rounded, then
+        # times x, or its reciprocal, rounded again); float16 and other exponents round once
+        a_ = _arr(xp, a, cdt)
+        sq = _arr(xp, _arr(xp, a_ * a_, dt), cdt)
+        with np.errstate(all="ignore"):
+            return _out(xp, sq * a_ if b == 3 else 1 / sq, dt)
     if dt in (_t.float16, _t.bfloat16):
         # PyTorch rounds a Python-number base or exponent of pow to the tensor's dtype first
         # (bfloat16 ** 0.3 raises to 0.30078125)
@@ -767,7 +774,18 @@ erfc = _unary("erfc", _erf_kernel(1))
 erfc.derivative(lambda ctx, g: (-g * _TWO_OVER_SQRT_PI * api.exp(-ctx.args[0] * ctx.args[0]),))
 
 erfinv = _unary("erfinv", lambda xp, x: _erfinv(xp, x, x.dtype != np.float64), save=(), save_result=True)
-erfinv.derivative(lambda ctx, g: (g * (_SQRT_PI / 2) * api.exp(ctx.result * ctx.result),))
+@erfinv.derivative
+def _erfinv_bw(ctx, g):
+    r = ctx.result
+    from .reduction import kernel_of, unrecorded
+    if unrecorded(g, r) and r._data.ndim and g._data.ndim:
+        # (the formula below as its kernels, without a dispatcher round each; arrays of at least
+        # one dim, whose ufunc results stay arrays)
+        mul = kernel_of("mul")
+        out = mul(np, mul(np, g._data, _SQRT_PI / 2), kernel_of("exp")(np, mul(np, r._data, r._data)))
+        if type(out) is np.ndarray:
+            return (_make(out, g.device),)
+    return (g * (_SQRT_PI / 2) * api.exp(r * r),)
 
 
 @defop("atan2(Tensor self, Tensor other) -> Tensor", tags=PW, inplace=True)

@@ -375,3 +375,24 @@ def test_cross_entropy_forward_fast_equals_composite(dtype, reduction, N, C, mon
         m.setattr(_eager_fast, "plain", lambda *a: False)
         slow = F.cross_entropy(e_x, e_t, reduction=reduction)
     _same(fast, slow)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(), (1,), (8, 8), (3, 4, 5)])
+def test_erfinv_backward_kernels_same_bits(dtype, shape, monkeypatch):
+    rng = np.random.default_rng(len(shape) + 40)
+    a = rng.uniform(-0.999, 0.999, shape).astype(dtype)
+    if a.size >= 4:
+        a.reshape(-1)[:4] = [0.0, -0.0, 1.0, -1.0]
+    w = rng.standard_normal(shape).astype(dtype)
+
+    def run():
+        e = ember.tensor(a, requires_grad=True)
+        ember.erfinv(e).backward(ember.tensor(w))
+        return e.grad
+
+    fast, slow = _both(run, monkeypatch)
+    _same(fast, slow)
+    t = torch.tensor(a, requires_grad=True)
+    torch.erfinv(t).backward(torch.tensor(w))
+    np.testing.assert_allclose(_np(fast), t.grad.numpy(), rtol=1e-5 if dtype == np.float32 else 1e-12)
