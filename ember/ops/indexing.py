@@ -196,8 +196,30 @@ def _check_index_dtype(idx, fn):
         raise RuntimeError(f"{fn}(): Expected dtype int64 for index")
 
 
+_GRIDS = {}      # (index shape, dim) -> the numpy arange grids of _along_key (read only)
+
+
 def _along_key(xp, idx, d):
     """Index tuple addressing, for every position of ``idx``, (..., idx[pos], ...) at dim d."""
+    if xp is np:
+        # the same aranges, made once per geometry (read-only index arrays: numpy never writes an index)
+        ck = (idx.shape, d)
+        grids = _GRIDS.get(ck)
+        if grids is None:
+            grids = []
+            for k, n in enumerate(idx.shape):
+                if k != d:
+                    shp = [1] * idx.ndim
+                    shp[k] = n
+                    gk = np.arange(n).reshape(shp)
+                    gk.flags.writeable = False
+                    grids.append(gk)
+                else:
+                    grids.append(None)
+            if len(_GRIDS) >= 256:
+                _GRIDS.clear()
+            _GRIDS[ck] = grids
+        return tuple(idx if k == d else g for k, g in enumerate(grids))
     key = []
     for k, n in enumerate(idx.shape):
         if k == d:

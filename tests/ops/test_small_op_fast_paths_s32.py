@@ -396,3 +396,23 @@ def test_erfinv_backward_kernels_same_bits(dtype, shape, monkeypatch):
     t = torch.tensor(a, requires_grad=True)
     torch.erfinv(t).backward(torch.tensor(w))
     np.testing.assert_allclose(_np(fast), t.grad.numpy(), rtol=1e-5 if dtype == np.float32 else 1e-12)
+
+
+def test_gather_scatter_index_grids_reused_across_calls():
+    """_along_key's arange grids are kept per (index shape, dim): later calls with other index
+    values, dims and ops (gather, scatter, scatter_add) still give torch's values."""
+    rng = np.random.default_rng(50)
+    indexing._GRIDS.clear()
+    for rep in range(3):
+        a = rng.standard_normal((5, 6)).astype(np.float32)
+        for d in (0, 1, -1):
+            n = a.shape[d]
+            idx = rng.integers(0, n, (4, 5) if d == 0 else (5, 4))
+            src = rng.standard_normal(idx.shape).astype(np.float32)
+            ea, ei, es = ember.tensor(a), ember.tensor(idx), ember.tensor(src)
+            ta, ti, ts = torch.tensor(a), torch.tensor(idx), torch.tensor(src)
+            _same(ember.gather(ea, d, ei), torch.gather(ta, d, ti).numpy())
+            _same(ember.scatter_add(ea, d, ei, es), torch.scatter_add(ta, d, ti, ts).numpy())
+            perm = np.stack([rng.permutation(n)[:idx.shape[d]] for _ in range(idx.shape[1 - d % 2])], 1 - d % 2)
+            _same(ember.scatter(ea, d, ember.tensor(perm), es), torch.scatter(ta, d, torch.tensor(perm), ts).numpy())
+    assert indexing._GRIDS and all(g is None or not g.flags.writeable for gs in indexing._GRIDS.values() for g in gs)
