@@ -396,6 +396,15 @@ _LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
        grad_fn_name="EinsumBackward0")
 def _einsum(xp, equation, arrs):
     dt = result_dtype(*arrs)
+    if dt is _t.bfloat16 or dt is _t.float16:
+        # numpy has no bfloat16 einsum (ml_dtypes) and would accumulate float16 in float16;
+        # torch's half einsum is a float32-accumulating bmm rounded once: so is this (with three
+        # or more operands torch rounds each pairwise contraction; here only the result)
+        return _einsum_arrays(xp, equation, [a.astype(np.float32) for a in arrs], _t.float32).astype(dt.np)
+    return _einsum_arrays(xp, equation, arrs, dt)
+
+
+def _einsum_arrays(xp, equation, arrs, dt):
     arrs = [a.astype(dt.np, copy=False) for a in arrs]
     if dt.category == 2 and arrs:
         out = xp.einsum(equation, *arrs, optimize=len(arrs) > 2)

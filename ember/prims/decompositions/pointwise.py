@@ -286,6 +286,13 @@ def pow(self, exponent):
         # (-inf) ** 0.5 is NaN and (-0.0) ** -0.5 is -inf, unlike C pow (as eager)
         x = to(a, comp(dt))
         return to(prims.sqrt(x) if b > 0 else prims.rsqrt(x), dt)
+    if dt is _t.bfloat16 and is_tensor(a) and isinstance(b, (int, float)) and not isinstance(b, bool) \
+            and b in (3, -2):
+        # bfloat16 x ** 3 / x ** -2: x * x rounded to bfloat16, then times x / its reciprocal (as
+        # eager and PyTorch)
+        x = to(a, comp(dt))
+        sq = to(to(prims.mul(x, x), dt), comp(dt))
+        return to(prims.mul(sq, x) if b == 3 else prims.reciprocal(sq), dt)
     if dt in (_t.float16, _t.bfloat16):
         # PyTorch rounds a Python-number base or exponent to the tensor's dtype first (as eager)
         # (the exponent by a checked conversion, an error out of range; the base wraps to inf)
