@@ -167,11 +167,25 @@ def dropout(input, p):
     # default generator's Mersenne Twister draw, cast, in C order; then div's kernel: a true
     # divide by the number as a 0-d array of the dtype (0 or 1 by keep in [2**-53, 1): no
     # floating-point flag to silence); then mul's kernel for one float dtype: np.multiply
-    noise = _mt.bernoulli(_random.default_generator._mt, x.size, keep).astype(dt).reshape(x.shape)
+    noise = _bernoulli_mask(_random.default_generator._mt, x.size, keep).astype(dt).reshape(x.shape)
     noise = np.true_divide(noise, np.asarray(keep, dtype=dt))
     if st.grad_enabled and input._requires_grad:
         return input * _make(noise, input.device, input.dtype)
     return _make(np.multiply(x, noise), input.device, input.dtype)
+
+
+_LOW21 = np.uint64((1 << 21) - 1)
+_S32 = np.uint64(32)
+
+
+def _bernoulli_mask(stream, n, p):
+    """``_mt19937.bernoulli(stream, n, p)`` in integers: that draw is ``u < p`` for the double
+    ``u = v * 2**-53`` of the 53-bit ``v`` = the low 21 bits of a first word over a second word;
+    ``u`` is exact, and so is ``p * 2**53``, so ``u < p`` is ``v < ceil(p * 2**53)`` -- the same
+    words consumed, the same mask, without the double conversion and scaling."""
+    w = stream.bg.random_raw(2 * n)
+    v = ((w[0::2] & _LOW21) << _S32) | w[1::2]
+    return v < np.uint64(math.ceil(p * 9007199254740992.0))
 
 
 def _selected_log_softmax(x, t, weight, ignore_index):

@@ -416,3 +416,38 @@ def test_gather_scatter_index_grids_reused_across_calls():
             perm = np.stack([rng.permutation(n)[:idx.shape[d]] for _ in range(idx.shape[1 - d % 2])], 1 - d % 2)
             _same(ember.scatter(ea, d, ember.tensor(perm), es), torch.scatter(ta, d, torch.tensor(perm), ts).numpy())
     assert indexing._GRIDS and all(g is None or not g.flags.writeable for gs in indexing._GRIDS.values() for g in gs)
+
+
+def test_bernoulli_mask_integer_threshold_equals_double_draw():
+    """dropout's mask in integers against _mt19937.bernoulli: random streams and words placed
+    exactly at, below and above p * 2**53 (the comparison's edge), p at its extremes."""
+    from ember import _mt19937 as _mt
+    from ember.nn._eager_fast import _bernoulli_mask
+    for seed in range(3):
+        for p in (0.5, 0.1, 0.9, 1e-17, 2.0 ** -53, 1 - 2.0 ** -53, 0.0, 1.0, 1 / 3):
+            for n in (0, 1, 7, 1000):
+                a, b = _mt.MTStream(seed), _mt.MTStream(seed)
+                want, got = _mt.bernoulli(a, n, p), _bernoulli_mask(b, n, p)
+                assert got.dtype == want.dtype and np.array_equal(got, want)
+                assert np.array_equal(a.bg.random_raw(3), b.bg.random_raw(3))   # same words used
+
+    class Words:                     # a stream handing out chosen 32-bit words
+        words64 = _mt.MTStream.words64
+
+        def __init__(self, words):
+            self.bg = self
+            self.w = np.array(words, dtype=np.uint64)
+
+        def random_raw(self, n):
+            assert n == len(self.w)
+            return self.w.copy()
+
+    for k in (1, 5, 2 ** 32 + 3, 2 ** 52 + 1, 2 ** 53 - 1):
+        p = k * 2.0 ** -53
+        words = []
+        for v in (k - 1, k, k + 1, k + 2 ** 53 * 7):          # high bits above 53 are dropped
+            v &= (1 << 64) - 1
+            words += [v >> 32, v & 0xFFFFFFFF]
+        want = _mt.bernoulli(Words(words), 4, p)
+        got = _bernoulli_mask(Words(words), 4, p)
+        assert np.array_equal(got, want), (k, got, want)
