@@ -188,6 +188,16 @@ def _bernoulli_mask(stream, n, p):
     return v < np.uint64(math.ceil(p * 9007199254740992.0))
 
 
+def max_pool2d(input, k, s, p, d, ceil_mode):
+    """``F.max_pool2d`` of a batched (N, C, H, W) float input, no indices: the values of the
+    ``max_pool_with_indices`` kernel (its checks and errors included); None for any other input
+    (the caller has checked :func:`plain`)."""
+    x = input._data
+    if x.ndim != 4 or x.dtype not in _FLOATS:
+        return None
+    return _make(_kernel("max_pool_with_indices")(np, x, k, s, p, d, ceil_mode)[0], input.device, input.dtype)
+
+
 def _selected_log_softmax(x, t, weight, ignore_index):
     """(N,): ``log_softmax(x, 1)[i, t[i]]`` with the ``_log_softmax`` kernel's arithmetic
     (row max, shift, exp, sum, log), computing the final ``z - log(s)`` for the picked entries

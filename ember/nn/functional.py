@@ -172,6 +172,11 @@ def _max_pool(nd, input, kernel_size, stride, padding, dilation, ceil_mode, retu
         else _tuple(stride, nd, "stride")
     p = _tuple(padding, nd, "padding")
     d = _tuple(dilation, nd, "dilation")
+    if nd == 2 and not return_indices and _eager_fast.plain(input):
+        # (_eager_fast: the op's kernel without a dispatcher round, the indices dropped)
+        out = _eager_fast.max_pool2d(input, k, s, p, d, ceil_mode)
+        if out is not None:
+            return out
     x, unb = _pool_prep(nd, input, name)
     if nd == 1:
         # PyTorch runs max_pool1d through the 2-d kernel

@@ -421,10 +421,12 @@ def _pool_check(x, k, s, p, d):
         if pp > (dd * (kk - 1) + 1) // 2:
             raise RuntimeError(f"pad should be at most half of effective kernel size, but got pad={pp}, "
                                f"kernel_size={kk} and dilation={dd}")
-    if any(kk <= 0 for kk in k):
-        raise RuntimeError(f"kernel size should be greater than zero, but got kernel_size={list(k)}")
-    if any(ss <= 0 for ss in s):
-        raise RuntimeError(f"stride should be greater than zero, but got stride={list(s)}")
+    for kk in k:
+        if kk <= 0:
+            raise RuntimeError(f"kernel size should be greater than zero, but got kernel_size={list(k)}")
+    for ss in s:
+        if ss <= 0:
+            raise RuntimeError(f"stride should be greater than zero, but got stride={list(s)}")
 
 
 def _pool_padded(xp, x, k, s, p, d, out, fill):

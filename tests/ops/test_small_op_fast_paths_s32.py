@@ -451,3 +451,24 @@ def test_bernoulli_mask_integer_threshold_equals_double_draw():
         want = _mt.bernoulli(Words(words), 4, p)
         got = _bernoulli_mask(Words(words), 4, p)
         assert np.array_equal(got, want), (k, got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(2, 3), stride=1, dilation=2, ceil_mode=True)])
+def test_max_pool2d_values_without_dispatch(dtype, kw, monkeypatch):
+    rng = np.random.default_rng(60)
+    a = rng.standard_normal((2, 3, 9, 8)).astype(dtype)
+    a[0, 0, 0, :3] = [np.nan, -np.inf, -0.0]
+    base = ember.tensor(a)
+    for x in (base, base.contiguous(memory_format=ember.channels_last), base[:, :, 1:, 1:]):
+        fast = F.max_pool2d(x, **kw)
+        with monkeypatch.context() as m:
+            m.setattr(_eager_fast, "plain", lambda *a: False)
+            slow = F.max_pool2d(x, **kw)
+        _same(fast, slow)
+        assert fast.stride() == slow.stride() and fast.grad_fn is None
+        want = TF.max_pool2d(torch.tensor(x.contiguous().numpy()), **kw).numpy()
+        np.testing.assert_array_equal(fast.contiguous().numpy(), want)
+    with pytest.raises(RuntimeError, match="pad should be at most half of effective kernel size"):
+        F.max_pool2d(base, 2, padding=2)
