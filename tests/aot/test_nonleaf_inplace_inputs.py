@@ -338,10 +338,16 @@ def test_aot_function_without_dynamo():
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5)
 
 
-def test_aot_cache_hit_keeps_the_write_back():
+def test_aot_cache_hit_keeps_the_write_back(monkeypatch, tmp_path):
     """A second compilation served by the aot cache (its joint record: which inputs are copied
     back, which output is the input itself) behaves as the first."""
+    import logging
     from ember.aot import cache
+    monkeypatch.setenv("EMBER_AOT_CACHE", "1")
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("EMBER_LOGS", raising=False)
+    for kind in ("aot_graphs", "aot_joint_graph"):     # (on, they bypass the cache)
+        monkeypatch.setattr(logging.getLogger(f"ember.aot.{kind}"), "isEnabledFor", lambda level: False)
     rng = np.random.default_rng(25)
     arrays = [_rand(rng, 4, 3), _rand(rng, 2, 3)]
 
