@@ -6,6 +6,7 @@ cannot be written, must only cost the compile, never an error or a wrong binding
 Import-level tests run ``import ember`` in a subprocess with a fresh ``EMBER_CACHE_DIR``."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -72,8 +73,22 @@ def _compiled_everything(out):
     return all(s["compiled"] == s["used"] > 0 for s in out["stats"].values())
 
 
-def test_warm_import_execs_the_cached_code(tmp_path):
-    cold = _import(tmp_path)
+@pytest.fixture(scope="module")
+def _cold(tmp_path_factory):
+    """One cold ``import ember`` (an empty cache root: every binding compiled and written) for the
+    module: its probe output and its cache root, which a test copies before touching it."""
+    d = tmp_path_factory.mktemp("binding_cold") / "cache"
+    return _import(d), d
+
+
+def _cold_copy(cold, tmp_path):
+    """A private copy of the cold import's cache root (a cached import's starting point)."""
+    shutil.copytree(cold[1], tmp_path, dirs_exist_ok=True)
+    return cold[0]
+
+
+def test_warm_import_execs_the_cached_code(tmp_path, _cold):
+    cold = _cold_copy(_cold, tmp_path)
     # (limited_dtypes: the bindings ember/ops/limited_dtypes.py regenerates at the end of the import;
     # sparse_routing / nested_routing: the layout routing swapped into factories and F functions)
     groups = {"ops", "prims", "limited_dtypes", "sparse_routing", "nested_routing"}
@@ -90,8 +105,8 @@ def test_warm_import_execs_the_cached_code(tmp_path):
 
 
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "garbage", "empty"])
-def test_corrupt_cache_file_is_rebuilt(tmp_path, damage):
-    reference = _import(tmp_path)
+def test_corrupt_cache_file_is_rebuilt(tmp_path, damage, _cold):
+    reference = _cold_copy(_cold, tmp_path)
     path = os.path.join(tmp_path, "bindings", f"ops-{sys.implementation.cache_tag}.bin")
     data = open(path, "rb").read()
     if damage == "truncated":
@@ -112,13 +127,12 @@ def test_corrupt_cache_file_is_rebuilt(tmp_path, damage):
     assert _import(tmp_path)["stats"]["ops"]["compiled"] == 0    # rewritten
 
 
-def test_unwritable_cache_root_still_imports(tmp_path):
+def test_unwritable_cache_root_still_imports(tmp_path, _cold):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
     out = _import(blocker / "cache")        # makedirs fails (as root too): no caching at all
     assert _compiled_everything(out)
-    reference = _import(tmp_path / "ok")
-    _same_functions(reference, out)
+    _same_functions(_cold[0], out)          # the functions of an import that cached
 
 
 # ---------------------------------------------------------------------- CodeCache in process
