@@ -317,6 +317,61 @@ def _fast_meta(m):
 
 
 # ---------------------------------------------------------------------- op nodes
+from ..types import float16 as _F16, bfloat16 as _BF16  # noqa: E402
+
+
+class _Float32Ctx:
+    """A node seen by its derivative formula with every float16/bfloat16 tensor among its
+    arguments and result as a float32 copy (``OpDef.opmath_backward``)."""
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        self._node = node
+
+    @staticmethod
+    def _up(v):
+        t = type(v)
+        if t is Tensor:
+            return v.float() if v.dtype is _F16 or v.dtype is _BF16 else v
+        if t is tuple or t is list:
+            return t(_Float32Ctx._up(x) for x in v)
+        return v
+
+    @property
+    def args(self):
+        return self._up(self._node.args)
+
+    @property
+    def result(self):
+        return self._up(self._node.result)
+
+    def result_at(self, i):
+        return self._up(self._node.result_at(i))
+
+    def __getattr__(self, name):
+        return getattr(self._node, name)
+
+
+def _opmath_backward(node, op, g):
+    """``op.backward`` in float32 for a half gradient, each input's gradient rounded once to
+    its input's dtype (torch's fused backward kernels compute in float: their opmath type)."""
+    half = g.dtype
+    res = op.backward(_Float32Ctx(node), g.float())
+    one = type(res) is not tuple
+    res = (res,) if one else res
+    args = node._args
+    out = []
+    for k, r in enumerate(res):
+        if type(r) is Tensor and r.dtype.is_floating_point and r.dtype is not half:
+            i = op.grad_params[k] if k < len(op.grad_params) else None
+            a = args[i] if i is not None and i < len(args) else None
+            dt = a.dtype if a is not None and hasattr(a, "dtype") and a.dtype.is_floating_point else half
+            r = r.to(dt)
+        out.append(r)
+    return out[0] if one else tuple(out)
+
+
 class OpNode(Node):
     """The backward of one registry op; the class name is the op's grad_fn name."""
 
@@ -401,7 +456,10 @@ class OpNode(Node):
                 x is not None and x.dtype.is_complex for x in g):
             if op.complex_grad == "holomorphic":
                 return self._apply_holomorphic(g)
-        res = op.backward(self, g)
+        if op.opmath_backward and type(g) is Tensor and g.dtype in op.opmath_backward:
+            res = _opmath_backward(self, op, g)
+        else:
+            res = op.backward(self, g)
         if type(res) is not tuple:
             res = (res,)
         if not op.list_pos:

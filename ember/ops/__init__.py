@@ -61,3 +61,20 @@ def __getattr__(name):
     if ns is None:
         raise AttributeError(f"module 'ember.ops' has no attribute '{name}'")
     return ns
+
+
+# Ops whose torch backward is one fused kernel computing float16/bfloat16 in float32
+# (``OpDef.opmath_backward``: the dtypes it applies to); the in-place variants share the formula.
+# Measured against torch 2.13's CPU kernels, element for element: sigmoid's float16 backward runs
+# in half steps ((g * (1 - y)) * y, each rounded), its bfloat16 one in float. Not listed (torch
+# composes half ops there, or ember's formula already rounds as torch): mse/huber/bce losses,
+# pow, rsqrt, the norms' backward (their remaining differences are noted in the session notes).
+from ..types import bfloat16 as _bf16, float16 as _f16  # noqa: E402
+for _name, _dts in (("sigmoid", (_bf16,)),) + tuple((n, (_f16, _bf16)) for n in (
+        "tanh", "gelu", "silu", "mish", "elu", "celu", "softplus", "hardswish", "hardsigmoid", "logsigmoid",
+        "leaky_relu", "hardtanh", "smooth_l1_loss", "_softmax", "_log_softmax")):
+    _op = OPS[_name]
+    _op.opmath_backward = _dts
+    if _op.inplace_variant is not None:
+        _op.inplace_variant.opmath_backward = _dts
+del _name, _dts, _op

@@ -763,7 +763,8 @@ atanh = _unary("atanh", lambda xp, x: xp.arctanh(x))
 atanh.derivative(lambda ctx, g: (g / (1 - ctx.args[0] * ctx.args[0]),))
 
 sigmoid = _unary("sigmoid", lambda xp, x: 1.0 / (1.0 + xp.exp(-x)), save=(), save_result=True)
-sigmoid.derivative(lambda ctx, g: (g * ctx.result * (1 - ctx.result),))
+# torch's order: (g * (1 - y)) * y (float16 computes it in half steps, so the order shows)
+sigmoid.derivative(lambda ctx, g: (g * (1 - ctx.result) * ctx.result,))
 
 _TWO_OVER_SQRT_PI = 2.0 / _SQRT_PI
 

@@ -166,6 +166,13 @@ class OpDef:
     # Ops torch does not run on a uint16/32/64 or float8 ``self`` (``limited_dtypes``): set like
     # ``complex_refusal``; the fast path tests ``self.dtype._limited`` inline.
     limited_refusal = None
+    # torch's backward of this op is one fused kernel (sigmoid_backward, gelu_backward,
+    # _softmax_backward_data, native_layer_norm_backward, ...) computing float16/bfloat16 in
+    # float32 and rounding once: ``OpNode.apply`` then runs the formula on float32 copies of the
+    # half gradient, arguments and result and rounds each input's gradient once at the end
+    # (``autograd.graph._opmath_backward``). The dtypes it applies to (set in ``ops/__init__``);
+    # composite torch formulas (pow, rsqrt, sin: a chain of half ops, each rounding) keep none.
+    opmath_backward = ()
 
     def __init__(self, schema, kernel=None, *, tags=(), method=True, function=True,
                  inplace=False, grad_fn_name=None, save=None, save_result=False,
