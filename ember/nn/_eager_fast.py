@@ -46,17 +46,7 @@ def plain(*tensors) -> bool:
     return True
 
 
-_K = {}
-
-
-def _kernel(name):
-    """The numpy kernel of the registered op ``name`` (looked up once)."""
-    k = _K.get(name)
-    if k is None:
-        from ..ops.registry import OPS
-        op = OPS[name]
-        k = _K[name] = op.unchecked_kernel or op.kernel
-    return k
+from ..ops.reduction import kernel_of as _kernel  # noqa: E402  (the numpy kernel of a registered op)
 
 
 def _bmm(a, b, nb):
