@@ -276,7 +276,8 @@ def _expand(xp, a, size):
             if s < 0:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
                                    f"non-existing dimension {i}")
-            cur, st = 1, (1 if i == n - 1 else shape[i + 1] * strides[i + 1])
+            # (a 0-dim tensor expands with every stride 0, size-1 dims too, as torch's)
+            cur, st = 1, (0 if a.ndim == 0 else 1 if i == n - 1 else shape[i + 1] * strides[i + 1])
         if s == -1:
             s = cur
         if cur != s:
@@ -1440,7 +1441,7 @@ def _expand_meta(a, size):
             if isinstance(s, int) and s < 0:
                 raise RuntimeError(f"The expanded size of the tensor ({s}) isn't allowed in a leading, "
                                    f"non-existing dimension {i}")
-            cur, cst = 1, (1 if i == n - 1 else oshape[i + 1] * ostrides[i + 1])
+            cur, cst = 1, (0 if nd == 0 else 1 if i == n - 1 else oshape[i + 1] * ostrides[i + 1])
         if isinstance(s, int) and s == -1:
             s = cur
         if not (cur is s) and cur != s:
