@@ -40,3 +40,16 @@ def _ember_cache_dir(tmp_path_factory):
         os.environ.pop("EMBER_CACHE_DIR", None)
     else:
         os.environ["EMBER_CACHE_DIR"] = old
+
+
+@pytest.fixture(autouse=True)
+def _torch_distribution_validation():
+    """torch's dynamo, the first time torch.compile / ``torch._dynamo.explain`` runs in a
+    process, switches torch.distributions' argument validation off for good
+    (``TorchPatcher.patch``): a later test in the same worker comparing ember's validation
+    errors with torch's would find torch silent. Each test starts with torch's default (on)."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributions", None) if torch is not None else None
+    if dist is not None:
+        dist.Distribution.set_default_validate_args(True)
+    yield
