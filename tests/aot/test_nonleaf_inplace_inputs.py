@@ -186,6 +186,13 @@ def write_base_read_view(b, v, y):
     return v * b.sum(), b[0]
 
 
+def _base_and_view_build(T, leaves):
+    """Inputs: a non-leaf base, a view of it (rows 1:2), a leaf; the base's producer's leaf."""
+    x, y = leaves
+    base = x * 3
+    return [base, base[1:3], y], [base]
+
+
 @pytest.mark.parametrize("fn", [base_and_view, write_base_read_view])
 def test_write_into_view_of_another_input(fn, caplog):
     """Both the base and a view of it are inputs: the view is made a view of the base's copy in
@@ -194,10 +201,7 @@ def test_write_into_view_of_another_input(fn, caplog):
     rng = np.random.default_rng(18)
     arrays = [_rand(rng, 4, 3), _rand(rng, 2, 3)]
 
-    def build(T, leaves):
-        x, y = leaves
-        base = x * 3
-        return [base, base[1:3], y], [base]
+    build = _base_and_view_build
     with caplog.at_level("WARNING", logger="ember.aot"):
         _check(fn, build, arrays)
     assert not [r for r in caplog.records if "eagerly" in r.getMessage()]      # compiled
@@ -351,10 +355,7 @@ def test_aot_cache_hit_keeps_the_write_back(monkeypatch, tmp_path):
     rng = np.random.default_rng(25)
     arrays = [_rand(rng, 4, 3), _rand(rng, 2, 3)]
 
-    def build(T, leaves):
-        x, y = leaves
-        base = x * 3
-        return [base, base[1:3], y], [base]
+    build = _base_and_view_build
     want = _run(torch, write_base_read_view, build, arrays)
     hits = cache.stats["hits"]
     for _ in range(2):
