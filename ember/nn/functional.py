@@ -460,8 +460,16 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape [*, "
                            f"{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
     if eps is None:
-        eps = float(np.finfo(input.dtype.np).eps)
+        # torch's default: the epsilon of the computation's type (float32 for half inputs)
+        eps = float(np.finfo(np.float64 if input.dtype is _t.float64 else np.float32).eps)
     dims = list(range(input.dim() - k, input.dim()))
+    if input.dtype is _t.float16 or input.dtype is _t.bfloat16:
+        # as torch: computed in float32 (the weight multiplied there too), rounded once
+        x = input.float()
+        out = x * (x.pow(2).mean(dims, keepdim=True) + eps).rsqrt()
+        if weight is not None:
+            out = out * weight
+        return out.to(input.dtype)
     out = input * (input.pow(2).mean(dims, keepdim=True) + eps).pow(-0.5)
     if weight is not None:
         out = out * weight

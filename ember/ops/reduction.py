@@ -757,7 +757,8 @@ def _reverse_cumsum(xp, a, dim):
         return a.copy()
     d = wrap_dim(dim, a.ndim)
     with np.errstate(all="ignore"):
-        return xp.ascontiguousarray(xp.flip(xp.cumsum(xp.flip(a, d), axis=d), d)).astype(a.dtype, copy=False)
+        # half precision accumulates in float32, as torch's (grad.flip(d).cumsum(d).flip(d))
+        return xp.ascontiguousarray(xp.flip(xp.cumsum(_acc(xp.flip(a, d)), axis=d), d)).astype(a.dtype, copy=False)
 
 
 @_reverse_cumsum.derivative
