@@ -79,6 +79,9 @@ def _load():
         lib.ember_sgemm_pack_b.restype = None
         lib.ember_sgemm_packed.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ctypes.c_int]
         lib.ember_sgemm_packed.restype = None
+        for name in ("nr", "mr", "kc", "isa"):      # the micro-tile, the K slice, 512 or 256 (AVX2)
+            getattr(lib, "ember_sgemm_" + name).restype = ctypes.c_int
+            _state[name] = int(getattr(lib, "ember_sgemm_" + name)())
         _state["fn"], _state["lib"] = fn, lib
         return fn
 
@@ -92,6 +95,14 @@ def calls() -> int:
     """Products ember's GEMM has computed in this process (0 before it was loaded)."""
     lib = _state.get("lib")
     return int(lib.ember_sgemm_calls()) if lib is not None else 0
+
+
+def kernel_info() -> Optional[dict]:
+    """The built kernel's shape: ``{"isa": 512 or 256, "mr": rows, "nr": columns of the micro-tile,
+    "kc": depth of a packed K slice}`` (AVX-512: 12 x 32, AVX2: 6 x 16); None where it did not build."""
+    if not available():
+        return None
+    return {k: _state[k] for k in ("isa", "mr", "nr", "kc")}
 
 
 def unavailable_reason() -> Optional[str]:
@@ -136,7 +147,8 @@ def matmul(a, b, out):
 # on every call -- for an LSTM step's 32 x 1024 x 256 product that is a third of the call. The
 # wrapper (codegen/wrapper.py) packs such a shared operand once per graph call with
 # :func:`pack_b` and runs its products with :func:`matmul_packed`.
-_NR = 32                              # the micro-kernel's column strip (gemm_native.cpp: NR)
+# The micro-kernel's column strip (gemm_native.cpp: NR; 32 with AVX-512, 16 with AVX2) comes from
+# the library (``ember_sgemm_nr``): pack_b pads the packed operand's rows to a multiple of it.
 
 
 class PackedB:
@@ -160,7 +172,8 @@ def pack_b(b) -> PackedB:
     if fn is None or config.gemm != "ember" or sb is None or b.size == 0:
         return PackedB(b, None)
     k, n = b.shape
-    npad = (n + _NR - 1) // _NR * _NR
+    nr = _state["nr"]
+    npad = (n + nr - 1) // nr * nr
     raw = np.empty(k * npad + 16, _F32)
     packed = raw[(-raw.ctypes.data // 4) % 16:][:k * npad]       # 64-byte aligned
     _state["lib"].ember_sgemm_pack_b(k, n, b.ctypes.data, sb[0], sb[1], packed.ctypes.data, num_threads())

@@ -10,9 +10,8 @@
 // micro-kernel always runs full tiles; only its stores are clipped (AVX-512 masks).
 // Threads split the batch, else the rows, else the columns: each runs the whole product for
 // its part with its own packing buffers (no barrier inside a product).
-#ifndef __AVX512F__
-#error "ember GEMM: the CPU has no AVX-512F (numpy matmul serves)"
-#endif
+#if defined(__AVX512F__)
+// ---------------------------------------------------------------- AVX-512
 #include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
@@ -190,6 +189,244 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
     }
 }
 
+// the columns of C a micro-tile writes, as the two stores' masks
+struct Cols {
+    __mmask16 m0, m1;
+    explicit Cols(int nr)
+        : m0(nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1)),
+          m1(nr >= 32 ? 0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0)) {}
+};
+
+inline void micro(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                  int mr, const Cols& cols, bool acc) {
+    micro(kc, a, b, c, ldc, mr, cols.m0, cols.m1, acc);
+}
+
+#elif defined(__AVX2__) && defined(__FMA__)
+// ---------------------------------------------------------------- AVX2 + FMA (no AVX-512)
+// 16 ymm registers: a 6 x 16 tile keeps 12 accumulators, two B vectors and one broadcast of A.
+// Measured on the 2-core AMD EPYC box (L1d 32 KB, L2 512 KB per core) against 4 x 24 and 8 x 8
+// tiles: see gemm.py. Edges: a template per row count and per column width (8 or 16), so a
+// clipped tile runs only its own rows' and vectors' FMAs; clipped columns are stored through a
+// small buffer (vmaskmovps stores are slow on these cores).
+#include <immintrin.h>
+#include <omp.h>
+#include <stdint.h>
+#include <string.h>
+#include <vector>
+
+namespace {
+
+constexpr int MR = 6;          // rows of a micro-tile
+constexpr int NR = 16;         // columns of a micro-tile: two ymm registers
+constexpr int KC = 256;        // depth of a packed slice: a B strip is KC*NR*4 = 16 KB (L1)
+constexpr int MC = 144;        // rows of a packed A block: MC*KC*4 = 144 KB (L2)
+constexpr int NC = 2048;       // columns of a packed B block
+
+struct Mat {                   // a strided matrix view
+    const float* p;
+    int64_t s0, s1;            // element strides of rows and columns
+    inline float at(int64_t i, int64_t j) const { return p[i * s0 + j * s1]; }
+};
+
+// r[i][j] <- r[j][i] for an 8x8 block of floats, in registers
+inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; ++i) {
+        u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; ++i) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+        r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+    }
+}
+
+// B[k0:k0+kc, j0:j0+nc] as strips of NR columns, each k-major (kc rows of NR), zero-padded
+void pack_b(const Mat& B, int64_t k0, int kc, int64_t j0, int nc, float* dst) {
+    for (int js = 0; js < nc; js += NR) {
+        int w = nc - js < NR ? nc - js : NR;
+        float* d = dst + (int64_t)(js / NR) * kc * NR;
+        if (B.s1 == 1) {
+            const float* s = B.p + k0 * B.s0 + (j0 + js);
+            if (w == NR) {
+                for (int k = 0; k < kc; ++k, s += B.s0) {
+                    _mm256_store_ps(d + k * NR, _mm256_loadu_ps(s));
+                    _mm256_store_ps(d + k * NR + 8, _mm256_loadu_ps(s + 8));
+                }
+            } else {
+                for (int k = 0; k < kc; ++k, s += B.s0) {
+                    float* r = d + k * NR;
+                    int j = 0;
+                    for (; j < w; ++j) r[j] = s[j];
+                    for (; j < NR; ++j) r[j] = 0.0f;
+                }
+            }
+        } else if (B.s0 == 1) {
+            // a transposed weight (column j of B is row j of W, contiguous in k): 8x8 blocks
+            // loaded along k and transposed in registers; a ragged k tail element by element
+            int k = 0;
+            for (; k + 8 <= kc; k += 8)
+                for (int h = 0; h < NR; h += 8) {
+                    __m256 r[8];
+                    for (int q = 0; q < 8; ++q)
+                        r[q] = h + q < w ? _mm256_loadu_ps(B.p + (k0 + k) + (j0 + js + h + q) * B.s1)
+                                         : _mm256_setzero_ps();
+                    transpose8(r);
+                    for (int q = 0; q < 8; ++q) _mm256_store_ps(d + (k + q) * NR + h, r[q]);
+                }
+            for (; k < kc; ++k)
+                for (int j = 0; j < NR; ++j) d[k * NR + j] = j < w ? B.p[(k0 + k) + (j0 + js + j) * B.s1] : 0.0f;
+        } else {
+            if (w < NR) memset(d, 0, sizeof(float) * kc * NR);
+            for (int jj = 0; jj < w; ++jj) {          // column by column
+                const float* s = B.p + k0 * B.s0 + (j0 + js + jj) * B.s1;
+                for (int k = 0; k < kc; ++k) d[k * NR + jj] = s[k * B.s0];
+            }
+        }
+    }
+}
+
+// A[i0:i0+mc, k0:k0+kc] as strips of MR rows, each k-major (kc columns of MR), zero-padded
+void pack_a(const Mat& A, int64_t i0, int mc, int64_t k0, int kc, float* dst) {
+    const int strips = (mc + MR - 1) / MR;
+    if (A.s0 == 1) {
+        // transposed A (a weight gradient's X^T): row k of the block is contiguous in i; walked
+        // k-row by k-row across every strip (the AVX-512 path's reason holds here too)
+        for (int k = 0; k < kc; ++k) {
+            const float* s = A.p + i0 + (k0 + k) * A.s1;
+            int t = 0;
+            for (; t < strips && (t + 1) * MR <= mc; ++t) {
+                float* d = dst + (int64_t)t * kc * MR + k * MR;
+                _mm_storeu_ps(d, _mm_loadu_ps(s + t * MR));
+                _mm_storel_pi((__m64*)(d + 4), _mm_castpd_ps(_mm_load_sd((const double*)(s + t * MR + 4))));
+            }
+            for (; t < strips; ++t) {
+                float* d = dst + (int64_t)t * kc * MR + k * MR;
+                int h = mc - t * MR;
+                for (int q = 0; q < MR; ++q) d[q] = q < h ? s[t * MR + q] : 0.0f;
+            }
+        }
+        return;
+    }
+    for (int t = 0; t < strips; ++t) {
+        int is = t * MR, h = mc - is < MR ? mc - is : MR;
+        float* d = dst + (int64_t)t * kc * MR;
+        if (A.s1 == 1) {                    // row-major A: 8 k of 8 (6 used) rows, transposed
+            int k = 0;
+            for (; k + 8 <= kc; k += 8) {
+                __m256 r[8];
+                for (int q = 0; q < 8; ++q)
+                    r[q] = q < h ? _mm256_loadu_ps(A.p + (i0 + is + q) * A.s0 + k0 + k) : _mm256_setzero_ps();
+                transpose8(r);
+                for (int q = 0; q < 8; ++q) {
+                    float* o = d + (k + q) * MR;
+                    _mm_storeu_ps(o, _mm256_castps256_ps128(r[q]));
+                    _mm_storel_pi((__m64*)(o + 4), _mm256_extractf128_ps(r[q], 1));
+                }
+            }
+            for (; k < kc; ++k)
+                for (int q = 0; q < MR; ++q) d[k * MR + q] = q < h ? A.p[(i0 + is + q) * A.s0 + k0 + k] : 0.0f;
+        } else {
+            if (h < MR) memset(d, 0, sizeof(float) * kc * MR);
+            for (int ii = 0; ii < h; ++ii) {          // row by row
+                const float* s = A.p + (i0 + is + ii) * A.s0 + k0 * A.s1;
+                for (int k = 0; k < kc; ++k) d[k * MR + ii] = s[k * A.s1];
+            }
+        }
+    }
+}
+
+// the columns of C a micro-tile writes: nr of NR
+struct Cols {
+    int nr;
+    explicit Cols(int n) : nr(n) {}
+};
+
+// C[0:R, 0:nr] (+)= a (R of the strip's MR rows, kc deep, k-major) @ b (kc x NR, k-major), with
+// W = 1 (nr <= 8: only the strip's first vector) or 2 vectors per row
+template <int R, int W>
+inline void micro_rows(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                       int nr, bool acc) {
+    __m256 cv[R][W];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < W; ++v) cv[i][v] = _mm256_setzero_ps();
+    // pointers bumped, not a[k * MR + i] (see the AVX-512 kernel: -fwrapv)
+#pragma GCC unroll 4
+    for (int k = 0; k < kc; ++k, a += MR, b += NR) {
+        __m256 bv[W];
+#pragma GCC unroll 2
+        for (int v = 0; v < W; ++v) bv[v] = _mm256_load_ps(b + 8 * v);
+#pragma GCC unroll 12
+        for (int i = 0; i < R; ++i) {
+            __m256 av = _mm256_broadcast_ss(a + i);
+#pragma GCC unroll 2
+            for (int v = 0; v < W; ++v) cv[i][v] = _mm256_fmadd_ps(av, bv[v], cv[i][v]);
+        }
+    }
+    if (nr == 8 * W) {
+#pragma GCC unroll 12
+        for (int i = 0; i < R; ++i) {
+            float* r = c + i * ldc;
+#pragma GCC unroll 2
+            for (int v = 0; v < W; ++v) {
+                __m256 x = cv[i][v];
+                if (acc) x = _mm256_add_ps(x, _mm256_loadu_ps(r + 8 * v));
+                _mm256_storeu_ps(r + 8 * v, x);
+            }
+        }
+        return;
+    }
+    alignas(32) float tmp[8 * W];
+#pragma GCC unroll 12                     // unrolled, so the accumulators stay in registers
+    for (int i = 0; i < R; ++i) {
+        float* r = c + i * ldc;
+#pragma GCC unroll 2
+        for (int v = 0; v < W; ++v) _mm256_store_ps(tmp + 8 * v, cv[i][v]);
+        if (acc)
+            for (int j = 0; j < nr; ++j) r[j] += tmp[j];
+        else
+            for (int j = 0; j < nr; ++j) r[j] = tmp[j];
+    }
+}
+
+// the micro-tile of the strip's first mr rows (1 <= mr <= MR) and first cols.nr columns
+inline void micro(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
+                  int mr, const Cols& cols, bool acc) {
+    const int nr = cols.nr;
+    if (nr > 8) {
+        switch (mr) {
+            case 6: micro_rows<6, 2>(kc, a, b, c, ldc, nr, acc); break;
+            case 5: micro_rows<5, 2>(kc, a, b, c, ldc, nr, acc); break;
+            case 4: micro_rows<4, 2>(kc, a, b, c, ldc, nr, acc); break;
+            case 3: micro_rows<3, 2>(kc, a, b, c, ldc, nr, acc); break;
+            case 2: micro_rows<2, 2>(kc, a, b, c, ldc, nr, acc); break;
+            default: micro_rows<1, 2>(kc, a, b, c, ldc, nr, acc); break;
+        }
+    } else {
+        switch (mr) {
+            case 6: micro_rows<6, 1>(kc, a, b, c, ldc, nr, acc); break;
+            case 5: micro_rows<5, 1>(kc, a, b, c, ldc, nr, acc); break;
+            case 4: micro_rows<4, 1>(kc, a, b, c, ldc, nr, acc); break;
+            case 3: micro_rows<3, 1>(kc, a, b, c, ldc, nr, acc); break;
+            case 2: micro_rows<2, 1>(kc, a, b, c, ldc, nr, acc); break;
+            default: micro_rows<1, 1>(kc, a, b, c, ldc, nr, acc); break;
+        }
+    }
+}
+
+#else
+#error "ember GEMM: the CPU has neither AVX-512F nor AVX2 with FMA (numpy matmul serves)"
+#endif
+
 float* buffer(std::vector<float>& v, size_t n) {
     if (v.size() < n + 16) v.resize(n + 16);
     uintptr_t p = (uintptr_t)v.data();
@@ -216,11 +453,10 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
         for (int64_t j = j0; j < j1; j += NR) {
             int nr = (int)(j1 - j < NR ? j1 - j : NR);
             pack_b(B, pc, kc, j, nr, bs);
-            __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-            __mmask16 m1 = nr >= 32 ? 0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0);
+            const Cols cols(nr);
             for (int t = 0; t < tiles; ++t) {
                 int ir = t * MR, mr = mc - ir < MR ? mc - ir : MR;
-                micro(kc, ap + (int64_t)t * kc * MR, bs, C + (i0 + ir) * ldc + j, ldc, mr, m0, m1, pc > 0);
+                micro(kc, ap + (int64_t)t * kc * MR, bs, C + (i0 + ir) * ldc + j, ldc, mr, cols, pc > 0);
             }
         }
     }
@@ -245,13 +481,12 @@ void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
                 pack_a(A, ic, mc, pc, kc, ap);
                 for (int jr = 0; jr < nc; jr += NR) {
                     int nr = nc - jr < NR ? nc - jr : NR;
-                    __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
-                    __mmask16 m1 = nr >= 32 ? 0xFFFF : (nr > 16 ? (__mmask16)((1u << (nr - 16)) - 1) : 0);
+                    const Cols cols(nr);
                     const float* bs = bp + (int64_t)(jr / NR) * kc * NR;
                     for (int ir = 0; ir < mc; ir += MR) {
                         int mr = mc - ir < MR ? mc - ir : MR;
                         micro(kc, ap + (int64_t)(ir / MR) * kc * MR, bs, C + (ic + ir) * ldc + jc + jr, ldc,
-                              mr, m0, m1, pc > 0);
+                              mr, cols, pc > 0);
                     }
                 }
             }
@@ -292,6 +527,25 @@ int64_t calls = 0;
 }  // namespace
 
 extern "C" int64_t ember_sgemm_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
+
+// the micro-tile's width: pack_b's strips are padded to a multiple of it (gemm.py sizes the
+// packed buffer with it) -- 32 with AVX-512, 16 with AVX2
+extern "C" int ember_sgemm_nr(void) { return NR; }
+
+// the micro-tile's height (rows of a packed A strip): 12 with AVX-512, 6 with AVX2
+extern "C" int ember_sgemm_mr(void) { return MR; }
+
+// the depth of a packed slice of K
+extern "C" int ember_sgemm_kc(void) { return KC; }
+
+// the instruction set the library was built for: 512 (AVX-512F) or 256 (AVX2 + FMA)
+extern "C" int ember_sgemm_isa(void) {
+#if defined(__AVX512F__)
+    return 512;
+#else
+    return 256;
+#endif
+}
 
 // batch products C[b] = A[b] @ B[b]: A [M,K] at a + b*sab with strides (sa0, sa1), B [K,N] likewise,
 // C contiguous [M,N] at c + b*M*N. K == 0 writes zeros.
