@@ -1340,6 +1340,50 @@ def nll_unit(x, t, reduction, ignore_index):
         return np.array(s / total[()], dt), total
 
 
+def _nll_half_cascade(sel, ws, valid, weighted, reduction):
+    """torch's CPU nll_loss sums for float16/bfloat16: the losses and weights accumulated in the
+    half dtype (each step rounded) through its 8-level cascade (level size 2**max(4, ceil(log2(n)) // 8)),
+    ignored targets skipped (their index still counts); without a weight (2-d input) the total is
+    the count of valid targets; the mean divides in the half dtype."""
+    dt = sel.dtype
+    H = dt.type
+    sel, ws, valid = sel.reshape(-1), ws.reshape(-1), valid.reshape(-1)
+    n = sel.shape[0]
+    levels = 8
+    power = ((n - 1).bit_length() if n > 1 else 0) // levels
+    power = power if power > 4 else 4
+    mask = (1 << power) - 1
+    lp = [H(0)] * levels
+    wp = [H(0)] * levels
+    for b in range(n):
+        if not valid[b]:
+            continue
+        if weighted:
+            lp[0] = H(lp[0] - H(sel[b] * ws[b]))
+            wp[0] = H(wp[0] + ws[b])
+        else:
+            lp[0] = H(lp[0] - sel[b])
+        for j in range(levels - 1):
+            if b & (mask << (j * power)):
+                break
+            wp[j + 1] = H(wp[j + 1] + wp[j])
+            lp[j + 1] = H(lp[j + 1] + lp[j])
+            wp[j] = lp[j] = H(0)
+    if weighted:
+        total = H(0)
+        for v in wp:
+            total = H(total + v)
+    else:
+        total = H(int(valid.sum()))
+    out = H(0)
+    for v in lp:
+        out = H(out + v)
+    if reduction == 1:
+        with np.errstate(invalid="ignore", divide="ignore"):
+            out = H(out / total)
+    return np.asarray(out, dt), np.asarray(total, dt)
+
+
 @defop("nll_loss_nd(Tensor self, Tensor target, Tensor? weight=None, int reduction=1, int ignore_index=-100) "
        "-> Tensor, Tensor", method=False, save=("target", "weight"), grad_fn_name=_nll_name)
 def nll_loss_nd(xp, x, t, w=None, reduction=1, ignore_index=-100):
@@ -1353,6 +1397,9 @@ def nll_loss_nd(xp, x, t, w=None, reduction=1, ignore_index=-100):
     tt = t.reshape(1) if unb else t
     sel, ws, _ = _nll_select(xp, xx, tt, w, ignore_index)
     loss = -sel * ws
+    if reduction != 0 and xp is np and _t.from_numpy_dtype(x.dtype).name in ("float16", "bfloat16"):
+        out, total = _nll_half_cascade(sel, ws, tt != ignore_index, w is not None or xx.ndim > 2, reduction)
+        return out, total
     total = ws.sum(dtype=x.dtype)
     if reduction == 0:
         out = loss[0] if unb else loss
@@ -1398,7 +1445,11 @@ def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
     elif reduction == 2:
         coef = -ws * g
     else:
-        total = ws.sum(dtype=g.dtype)
+        if xp is np and _t.from_numpy_dtype(g.dtype).name in ("float16", "bfloat16"):
+            # the forward's total weight (torch saves it): summed as torch's half kernel
+            total = _nll_half_cascade(ws, ws, tt != ignore_index, w is not None or len(xs) > 2, 2)[1]
+        else:
+            total = ws.sum(dtype=g.dtype)
         with np.errstate(invalid="ignore", divide="ignore"):
             coef = xp.where(ws != 0, -ws * (g / total), 0)   # ignored targets get 0, not 0 * nan
     out = xp.zeros(xs, dtype=g.dtype)

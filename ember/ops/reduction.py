@@ -879,7 +879,13 @@ def _softmax_kernel(name, log):
             z = x - m
             e = xp.exp(z)
             s = xp.sum(e, axis=d, keepdims=True)
-            r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
+            if log and x is not a and not half_to_float and d == a.ndim - 1:
+                # torch's last-dim log_softmax keeps the sum and its log in the input's half
+                # dtype (each rounded), then subtracts in float: rounded as torch's
+                s = s.astype(a.dtype).astype(np.float32)
+                r = z - xp.log(s).astype(a.dtype).astype(np.float32)
+            else:
+                r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
             if a.ndim == 0:
                 r = r.reshape(())
         # row-major, as PyTorch's (numpy's elementwise results keep a permuted input's order)

@@ -323,7 +323,11 @@ def _softmax(log, name):
         z = prims.sub(x, bcast(m, shape))
         e = prims.exp(z)
         s = prims.expand_dims(prims.sum(e, (d,)), (d,))
-        if log:
+        if log and x is not self and not half_to_float and d == self.ndim - 1:
+            # eager's (torch's) last-dim half kernel: the sum and its log rounded to the half dtype
+            s = to(to(s, self.dtype), x.dtype)
+            r = prims.sub(z, bcast(to(to(prims.log(s), self.dtype), x.dtype), shape))
+        elif log:
             r = prims.sub(z, bcast(prims.log(s), shape))
         else:
             # times the reciprocal, as PyTorch's CPU kernel does: one divide per row, not per
