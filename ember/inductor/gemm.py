@@ -43,6 +43,7 @@ from typing import Optional
 
 import numpy as np
 
+from .. import _openmp
 from .._openmp import num_threads
 from . import config
 
@@ -110,6 +111,20 @@ def unavailable_reason() -> Optional[str]:
     return _state["why"]
 
 
+_affinity_threads: list = []
+
+
+def _threads() -> int:
+    """:func:`ember._openmp.num_threads`, with the cores this process may run on looked up once
+    (``sched_getaffinity`` and the lookups around it were ~9 us a call, as much as a 128 x 128 x 64
+    product's third); ``config.threads``, ``OMP_NUM_THREADS`` and a fork are read every call."""
+    if config.threads or _openmp._forked[0] or "OMP_NUM_THREADS" in os.environ:
+        return num_threads()
+    if not _affinity_threads:
+        _affinity_threads.append(num_threads())
+    return _affinity_threads[0]
+
+
 def _element_strides(a) -> Optional[tuple]:
     out = []
     for s in a.strides:
@@ -137,7 +152,7 @@ def matmul(a, b, out):
     n = b.shape[-1]
     if batch * m * n * k < config.gemm_min_macs:
         return np.matmul(a, b, out)
-    fn(batch, m, n, k, a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, num_threads())
+    fn(batch, m, n, k, a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, _threads())
     return out
 
 
@@ -176,7 +191,7 @@ def pack_b(b) -> PackedB:
     npad = (n + nr - 1) // nr * nr
     raw = np.empty(k * npad + 16, _F32)
     packed = raw[(-raw.ctypes.data // 4) % 16:][:k * npad]       # 64-byte aligned
-    _state["lib"].ember_sgemm_pack_b(k, n, b.ctypes.data, sb[0], sb[1], packed.ctypes.data, num_threads())
+    _state["lib"].ember_sgemm_pack_b(k, n, b.ctypes.data, sb[0], sb[1], packed.ctypes.data, _threads())
     return PackedB(b, packed)
 
 
@@ -190,5 +205,5 @@ def matmul_packed(a, pb: PackedB, out):
     if sa is None or m * n * k < config.gemm_min_macs:
         return matmul(a, pb.b, out)
     _state["lib"].ember_sgemm_packed(m, n, k, a.ctypes.data, sa[0], sa[1], pb.packed.ctypes.data,
-                                     out.ctypes.data, num_threads())
+                                     out.ctypes.data, _threads())
     return out

@@ -25,6 +25,8 @@ constexpr int NR = 32;         // columns of a micro-tile: two zmm registers
 constexpr int KC = 256;        // depth of a packed slice: a B strip is KC*NR*4 = 32 KB (L1)
 constexpr int MC = 120;        // rows of a packed A block: MC*KC*4 = 120 KB (L2)
 constexpr int NC = 2048;       // columns of a packed B block
+constexpr double PAR_FLOPS = 2e5;   // smaller products run on one thread
+constexpr bool PREFETCH_NEXT_STRIP = false;  // gemm_part_short: measured no better here
 
 struct Mat {                   // a strided matrix view
     const float* p;
@@ -222,6 +224,13 @@ constexpr int NR = 16;         // columns of a micro-tile: two ymm registers
 constexpr int KC = 256;        // depth of a packed slice: a B strip is KC*NR*4 = 16 KB (L1)
 constexpr int MC = 144;        // rows of a packed A block: MC*KC*4 = 144 KB (L2)
 constexpr int NC = 2048;       // columns of a packed B block
+// smaller products run on one thread: waking a second (OMP_WAIT_POLICY=passive) cost more than
+// it saved on the 2-core box, 128 x 128 x 64 (2.1 MFLOP) ran at 75 GFLOP/s on one thread, 40 on two
+constexpr double PAR_FLOPS = 4e6;
+// gemm_part_short asks for the next B strip's source rows while the current strip computes: a
+// row-major B is read 64 bytes per row at a stride of whole rows, across pages, which the hardware
+// prefetchers do not follow (64 x 1024 x 1024: 34-41 -> 45-49 GFLOP/s, one thread)
+constexpr bool PREFETCH_NEXT_STRIP = true;
 
 struct Mat {                   // a strided matrix view
     const float* p;
@@ -355,6 +364,13 @@ template <int R, int W>
 inline void micro_rows(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
                        int nr, bool acc) {
     __m256 cv[R][W];
+    // C's tile asked for ahead of its load and store at the end: the blocked 1024 x 256 x 1024
+    // product's thread-CPU time median went from 51-55 to 62-64 GFLOP/s (one thread, loaded box)
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+        _mm_prefetch((const char*)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(c + i * ldc + 8 * W - 1), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i)
 #pragma GCC unroll 2
@@ -453,6 +469,11 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
         for (int64_t j = j0; j < j1; j += NR) {
             int nr = (int)(j1 - j < NR ? j1 - j : NR);
             pack_b(B, pc, kc, j, nr, bs);
+            if (PREFETCH_NEXT_STRIP && j + NR < j1) {   // the next strip's source, one line per row
+                const char* nx = (const char*)(B.p + pc * B.s0 + (j + NR) * B.s1);
+                const int64_t step = (B.s1 == 1 ? B.s0 : (B.s0 == 1 ? B.s1 : 0)) * 4;
+                if (step) for (int q = 0; q < (B.s1 == 1 ? kc : NR); ++q) _mm_prefetch(nx + q * step, _MM_HINT_T2);
+            }
             const Cols cols(nr);
             for (int t = 0; t < tiles; ++t) {
                 int ir = t * MR, mr = mc - ir < MR ? mc - ir : MR;
@@ -558,7 +579,7 @@ extern "C" void ember_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K,
     if (K <= 0) { memset(c, 0, sizeof(float) * batch * M * N); return; }
     int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
     double flops = 2.0 * batch * M * N * K;
-    if (flops < 2e5 || omp_in_parallel()) nt = 1;
+    if (flops < PAR_FLOPS || omp_in_parallel()) nt = 1;
     if (nt == 1) {
         for (int64_t q = 0; q < batch; ++q)
             gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
@@ -611,7 +632,7 @@ extern "C" void ember_sgemm_packed(int64_t M, int64_t N, int64_t K, const float*
     const int64_t npad = (N + NR - 1) / NR * NR;
     Mat A{a, sa0, sa1}, B{nullptr, 0, 0};
     int nt = nthreads > 0 ? nthreads : omp_get_max_threads();
-    if (2.0 * M * N * K < 2e5 || omp_in_parallel()) nt = 1;
+    if (2.0 * M * N * K < PAR_FLOPS || omp_in_parallel()) nt = 1;
     if (nt == 1) { gemm_part(K, A, B, c, N, 0, M, 0, N, packed, npad); return; }
     #pragma omp parallel num_threads(nt)
     {
