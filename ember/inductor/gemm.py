@@ -152,8 +152,31 @@ def matmul(a, b, out):
     n = b.shape[-1]
     if batch * m * n * k < config.gemm_min_macs:
         return np.matmul(a, b, out)
-    fn(batch, m, n, k, a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, _threads())
+    nt = _threads()
+    if route_to_numpy and _state["isa"] == 256 and _numpy_is_faster(batch, m, n, k, nt):
+        return np.matmul(a, b, out)
+    fn(batch, m, n, k, a.ctypes.data, *sa, b.ctypes.data, *sb, out.ctypes.data, nt)
     return out
+
+
+# The AVX2 build's measured rule (module doc, second table): where numpy's OpenBLAS was faster on
+# the 2-core AVX2 box, its products go there. False: every product that applies runs on ember's
+# GEMM (the benchmark's and the edge tests' switch).
+route_to_numpy = True
+_AVX2_MIN_MACS = 1 << 21       # single products below: the call's fixed cost (~10 us of ctypes) loses
+_AVX2_MIN_ROWS_ONE_THREAD = 512  # on one thread, shorter single products lose to OpenBLAS's kernels
+
+
+def _numpy_is_faster(batch: int, m: int, n: int, k: int, nt: int) -> bool:
+    """Whether the AVX2 build's measurements say numpy's matmul beats ember's GEMM on this
+    product: batched products never (parity on one thread, well ahead on two); single ones
+    below ``_AVX2_MIN_MACS``, and on one thread those with fewer than ``_AVX2_MIN_ROWS_ONE_THREAD``
+    rows (short products: 64 x 1024 x 1024 0.70x, an LSTM step 0.81x, 256^3 0.89x)."""
+    if batch > 1:
+        return False
+    if m * n * k < _AVX2_MIN_MACS:
+        return True
+    return nt == 1 and m < _AVX2_MIN_ROWS_ONE_THREAD
 
 
 # ------------------------------------------------------------------ a right operand packed once

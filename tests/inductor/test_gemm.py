@@ -15,6 +15,13 @@ if not gemm.available():
 _rng = np.random.default_rng()
 
 
+@pytest.fixture(autouse=True)
+def _every_product_on_ember(monkeypatch):
+    """These tests are about the kernel: the AVX2 build's routing of some shapes to numpy
+    (``gemm.route_to_numpy``, tested in test_gemm_avx2.py) is off."""
+    monkeypatch.setattr(gemm, "route_to_numpy", False)
+
+
 @contextlib.contextmanager
 def _patched(**values):
     old = {k: getattr(config, k) for k in values}

@@ -13,6 +13,12 @@ if not gemm.available():
     pytest.skip(f"ember's GEMM is not built here: {gemm.unavailable_reason()}", allow_module_level=True)
 
 _rng = np.random.default_rng()
+
+
+@pytest.fixture(autouse=True)
+def _every_product_on_ember(monkeypatch):
+    """The edges of the kernel, whatever the AVX2 build's routing would pick (tested below)."""
+    monkeypatch.setattr(gemm, "route_to_numpy", False)
 _INFO = gemm.kernel_info()
 MR, NR, KC = _INFO["mr"], _INFO["nr"], _INFO["kc"]
 
@@ -147,3 +153,30 @@ def test_model_shapes_two_threads(m, n, k, ta, tb):
     over two threads: rows, else columns."""
     with _patched(threads=2):
         _run(_mat(m, k, ta), _mat(k, n, tb))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_measured_routing(monkeypatch, threads):
+    """The AVX2 build sends the products numpy's OpenBLAS ran faster on the 2-core AVX2 box to
+    numpy (bit for bit numpy's answer), the others to ember; the AVX-512 build keeps all."""
+    monkeypatch.setattr(gemm, "route_to_numpy", True)
+    avx2 = _INFO["isa"] == 256
+    cases = [  # (batch, m, k, n, goes to numpy on AVX2 with 1 thread, with 2)
+        (0, 128, 64, 128, True, True),         # small: the call's fixed cost
+        (4, 128, 64, 128, False, False),       # batched: ember
+        (0, 64, 1024, 1024, True, False),      # short, one thread: OpenBLAS
+        (0, 1024, 256, 256, False, False),     # tall: ember
+    ]
+    with _patched(threads=threads):
+        for batch, m, k, n, np1, np2 in cases:
+            a = _rng.standard_normal(((batch,) if batch else ()) + (m, k), dtype=np.float32)
+            b = _rng.standard_normal(((batch,) if batch else ()) + (k, n), dtype=np.float32)
+            out = np.empty(a.shape[:-1] + (n,), np.float32)
+            before = gemm.calls()
+            gemm.matmul(a, b, out)
+            to_numpy = avx2 and (np1 if threads == 1 else np2)
+            assert gemm.calls() - before == (0 if to_numpy else 1), (batch, m, k, n, threads)
+            if to_numpy:
+                np.testing.assert_array_equal(out, np.matmul(a, b))
+            else:
+                _close(out, a, b)
