@@ -856,6 +856,48 @@ def _suggested_layout(xp, x, out, w=None):
     return as_contiguous(xp, out)
 
 
+def _fma32(a, b, c):
+    """float32 a * b + c rounded once (the product is exact in float64)."""
+    return (a.astype(np.float64) * b + c).astype(np.float32)
+
+
+def _half_batch_norm(x, w, b, rm, rv, training, eps, shp, axes):
+    """``native_batch_norm`` of a float16/bfloat16 input with parameters of its dtype, rounded as
+    torch's CPU kernel: the statistics computed in float32 and saved in the half dtype (bfloat16
+    also rounds the sum of squares and the variance before the inverse square root), the output one fused multiply-add
+    in float32, x * alpha + beta, from the saved (rounded) mean and invstd."""
+    dt = x.dtype
+    C = x.shape[1]
+    xf = x.astype(np.float32)
+    if training:
+        cnt = x.size // max(C, 1)
+        if cnt <= 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
+                             f"{list(x.shape)}")
+        mean = xf.mean(axis=axes, keepdims=True, dtype=np.float32)
+        d = xf - mean
+        vs = np.add.reduce(d * d, axis=axes, keepdims=True)
+        if dt.name == "bfloat16":      # the sum of squares and the variance each rounded
+            var = (vs.astype(dt).astype(np.float32) / np.float32(cnt)).astype(dt).astype(np.float32)
+        else:
+            var = vs / np.float32(cnt)
+        with np.errstate(divide="ignore"):
+            invstd = (np.float32(1) / np.sqrt(var + np.float32(eps))).astype(dt)
+        save_mean, save_rstd = mean.astype(dt).reshape(C), invstd.reshape(C)
+        mf, inv = save_mean.astype(np.float32), save_rstd.astype(np.float32)
+    else:
+        if rm is None or rv is None:
+            raise RuntimeError("running_mean and running_var must be defined in evaluation mode")
+        with np.errstate(divide="ignore"):
+            inv = np.float32(1) / np.sqrt(rv.astype(np.float32) + np.float32(eps))
+        mf = rm.astype(np.float32)
+        save_mean, save_rstd = np.array(rm, copy=True).reshape(C), inv.reshape(C).astype(dt)
+    alpha = inv * w.astype(np.float32) if w is not None else inv
+    beta = -(mf * alpha) if b is None else b.astype(np.float32) - mf * alpha
+    out = _fma32(xf, alpha.reshape(shp), beta.reshape(shp).astype(np.float32))
+    return _suggested_layout(np, x, out.astype(dt)), save_mean, save_rstd
+
+
 @defop("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
        "Tensor? running_var, bool training, float momentum, float eps) -> Tensor, Tensor, Tensor",
        method=False, save=("input", "weight"), save_result=True)
@@ -869,6 +911,8 @@ def native_batch_norm(xp, x, w, b, rm, rv, training, momentum, eps):
     shp = _bn_shape(x)
     axes = (0,) + tuple(range(2, x.ndim))
     dt = x.dtype
+    if xp is np and x.size and dt.name in ("float16", "bfloat16") and _bn_stats_dtype(x, w, b, rm, rv) == dt:
+        return _half_batch_norm(x, w, b, rm, rv, training, eps, shp, axes)
     if training:
         cnt = x.size // max(C, 1)
         if cnt <= 1:
