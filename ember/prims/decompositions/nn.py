@@ -378,7 +378,17 @@ def native_batch_norm(x, w, b, rm, rv, training, momentum, eps):
         if numel(x.shape) // max(xs[1], 1) <= 1:
             return NotImplemented
         mean, var = _stats(xa, dims)
-        rstd = prims.rsqrt(prims.add(var, float(eps)))
+        from ...ops.nn_ops import _bn_stats_dtype
+        if xa is not x and _bn_stats_dtype(x, w, b, rm, rv) is dt:
+            # eager's (torch's) half kernel: the statistics rounded to the input's dtype, bfloat16's
+            # variance before its inverse square root too
+            mean = to(to(mean, dt), acc)
+            if dt is _t.bfloat16:        # (its sum of squares rounded, then the variance)
+                cnt = float(numel(xs) // xs[1])
+                var = to(to(prims.div(to(to(prims.mul(var, cnt), dt), acc), cnt), dt), acc)
+            rstd = to(to(prims.rsqrt(prims.add(var, float(eps))), dt), acc)
+        else:
+            rstd = prims.rsqrt(prims.add(var, float(eps)))
         save_mean = mean
     else:
         if rm is None or rv is None:
