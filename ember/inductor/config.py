@@ -86,7 +86,7 @@ cpp_libs = ["-lmvec", "-lm"]
 # (codecache._pch_flags: ~7x less g++ time per small kernel, identical code); EMBER_PCH=0 turns it off
 precompiled_header = os.environ.get("EMBER_PCH", "1") != "0"
 
-# matrix products: "ember" runs ember's AVX-512 GEMM (gemm.py) where it builds and applies,
+# matrix products: "ember" runs ember's GEMM (gemm.py: AVX-512 or AVX2+FMA) where it builds and applies,
 # "blas" numpy's matmul (OpenBLAS) for every product -- the ablation
 gemm = os.environ.get("EMBER_GEMM", "ember")
 gemm_min_macs = 1 << 15    # smaller products go to numpy: the native call's fixed cost would dominate

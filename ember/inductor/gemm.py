@@ -22,15 +22,58 @@ picks on its own when the variable is unset:
 So on this machine most of the gain over eager comes from the variable the machine sets;
 without it ember's GEMM is still ahead, by 7-20% on these shapes.
 
+AVX2. On a CPU with AVX2 and FMA but no AVX-512 (the 2-core AMD EPYC box: Zen 3, L1d 32 KB,
+L2 512 KB per core, L3 32 MB) the source builds its AVX2 variant: a 6 x 16 micro-tile (12 ymm
+accumulators, two B vectors, one broadcast), KC = 256 (a B strip is 16 KB of L1), MC = 144 (an A
+block is 144 KB of L2), 8 x 8 register transposes to pack transposed views, C's tile prefetched
+before the kernel, the next B strip's rows prefetched in short blocks, one thread below 4 MFLOP.
+numpy there runs OpenBLAS's Haswell kernels, as tuned as ours: measured interleaved (ABAB, one
+process, ``gemm.matmul`` with its Python call against ``numpy.matmul``), GFLOP/s, ember / numpy.
+One thread: medians of 30 of the calling thread's CPU time (the box was shared, load 5-8 on its
+2 cores: wall times were noise). Two threads: medians of 40 wall times under that load, where
+OpenBLAS's spinning threads lose most (its minimums were near ours: 256^3 127 vs 134, 64 x 1024 x
+1024 60 vs 62):
+
+    =================================  =============  =============
+    product (M x K @ K x N)            one thread     two threads
+    =================================  =============  =============
+    1024x256 @ 256x768                 65.7 / 59.3    19.2 / 19.6
+    1024x256 @ (768x256)^T             72.5 / 71.0    20.1 / 18.9
+    1024x256 @ 256x1024                62.9 / 59.9    20.1 / 14.4
+    1024x1024 @ 1024x256               66.7 / 67.2    21.9 / 20.2
+    1024x1024 @ (256x1024)^T           61.1 / 60.6    19.3 / 20.5
+    (1024x256)^T @ 1024x768            63.6 / 68.4    16.6 /  4.9
+    (1024x256)^T @ 1024x1024           40.0 / 46.3    15.2 /  6.0
+    (1024x1024)^T @ 1024x256           43.6 / 39.2    17.3 / 16.4
+    64x1024 @ 1024x1024                36.5 / 52.4     9.1 /  1.7
+    64x1024 @ (1024x1024)^T            39.0 / 40.9    12.3 /  2.1
+    (64x1024)^T @ 64x1024              46.3 / 44.5    14.4 /  6.2
+    32x256 @ 256x1024 (LSTM step)      45.5 / 56.5     2.6 /  0.9
+    32x256 @ (1024x256)^T              42.1 / 49.8     2.9 /  0.8
+      the same, B packed once          59.5 / 53.9
+    32 x [128x64 @ 64x128]             48.8 / 49.2    44.2 /  2.6
+    32 x [128x128 @ 128x64]            39.3 / 39.2     7.8 /  0.6
+    32 x [128x64 @ (128x64)^T]         40.4 / 37.2    45.5 /  2.5
+    128x128 @ 128x64                   25.4 / 44.7    23.6 / 47.8
+    256x256 @ 256x256                  58.8 / 66.3    57.1 / 65.5
+    =================================  =============  =============
+
+Hence the AVX2 build's rule (:func:`_numpy_is_faster`; ``route_to_numpy = False`` turns it off):
+batched products run on ember's GEMM; a single product goes to numpy below 2^21 multiply-adds
+(the ctypes call's ~10 us) and, on one thread, with fewer than 512 rows (64 x 1024 x 1024,
+the LSTM step, 256^3 lost there); a right operand packed once (:func:`matmul_packed`) stays
+on ember's GEMM (1.10x on the LSTM step). The AVX-512 build keeps every product.
+
 Eager ember keeps numpy's matmul (its kernels are numpy's, by design), so compiled and eager
 products now differ in the last bits (a different summation order); tests compare them with
 float32 tolerances.
 
 When. :func:`matmul` runs ember's GEMM when ``config.gemm == "ember"`` (the default), the
-library built (a C++ compiler, a CPU with AVX-512F: the source refuses to compile otherwise,
-logged once), all three arrays are float32, the output is C-contiguous, the batch dims match
-and the product is big enough for a native call to pay (``config.gemm_min_macs``); anything
-else goes to ``numpy.matmul``. ``config.gemm = "blas"`` sends every product to numpy (the
+library built (a C++ compiler, an x86-64 CPU with AVX-512F, or AVX2 and FMA: the code cache
+builds with ``-march=native``, and the source refuses to compile on anything else, ARM
+included, logged once), all three arrays are float32, the output is C-contiguous, the batch
+dims match, the product is big enough for a native call to pay (``config.gemm_min_macs``) and,
+on an AVX2 build, the rule above does not pick numpy; anything else goes to ``numpy.matmul``. ``config.gemm = "blas"`` sends every product to numpy (the
 ablation). The module stays free of sympy: a graph-cache hit rebuilds wrappers that call it.
 """
 from __future__ import annotations
@@ -66,9 +109,12 @@ def _load():
             with open(_SOURCE_PATH) as f:
                 source = f.read()
             lib = codecache.load_key(codecache.helper_key(source, "gemm"), source)
-        except Exception as e:  # noqa: BLE001 - no compiler / no AVX-512: numpy's matmul serves
+        except Exception as e:  # noqa: BLE001 - no compiler / neither AVX-512 nor AVX2: numpy's matmul serves
             msg = str(e).strip().splitlines()
-            _state["why"] = f"ember's GEMM did not build ({msg[0] if msg else type(e).__name__})"
+            # the compiler's own "error:" line (the source's #error names the missing instructions)
+            # rather than the command line that starts the message
+            errs = [ln.strip() for ln in msg if "error:" in ln]
+            _state["why"] = f"ember's GEMM did not build ({(errs or msg)[0] if msg else type(e).__name__})"
             log.info("inductor: %s; matrix products use numpy's matmul", _state["why"])
             return None
         fn = lib.ember_sgemm

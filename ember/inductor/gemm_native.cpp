@@ -1,4 +1,5 @@
-// ember: float32 matrix products with AVX-512 (ember/inductor/gemm.py says why and when)
+// ember: float32 matrix products with AVX-512, or AVX2 + FMA where the CPU has no AVX-512
+// (ember/inductor/gemm.py says why and when)
 //
 // C[b] = A[b] @ B[b] for b < batch, C row-major and contiguous per matrix; A and B with any
 // element strides, so transposed views need no copy before the call.
@@ -10,6 +11,11 @@
 // micro-kernel always runs full tiles; only its stores are clipped (AVX-512 masks).
 // Threads split the batch, else the rows, else the columns: each runs the whole product for
 // its part with its own packing buffers (no barrier inside a product).
+//
+// Two instruction sets, one driver: each section below defines the tile (MR, NR), the blocking
+// (KC, MC, NC), PAR_FLOPS, PREFETCH_NEXT_STRIP, Mat, pack_a, pack_b, Cols (the columns a clipped
+// tile stores) and micro(); the blocked loops, the threads and the entry points after them are
+// shared. Any other CPU (no AVX2/FMA, ARM) stops at the #error: gemm.py logs it, numpy serves.
 #if defined(__AVX512F__)
 // ---------------------------------------------------------------- AVX-512
 #include <immintrin.h>
@@ -206,11 +212,11 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
 
 #elif defined(__AVX2__) && defined(__FMA__)
 // ---------------------------------------------------------------- AVX2 + FMA (no AVX-512)
-// 16 ymm registers: a 6 x 16 tile keeps 12 accumulators, two B vectors and one broadcast of A.
-// Measured on the 2-core AMD EPYC box (L1d 32 KB, L2 512 KB per core) against 4 x 24 and 8 x 8
-// tiles: see gemm.py. Edges: a template per row count and per column width (8 or 16), so a
-// clipped tile runs only its own rows' and vectors' FMAs; clipped columns are stored through a
-// small buffer (vmaskmovps stores are slow on these cores).
+// 16 ymm registers: a 6 x 16 tile keeps 12 accumulators, two B vectors and one broadcast of A
+// (the classic Haswell tile; 4 x 24 and 8 x 8 were not tried). Measured on the 2-core AMD EPYC
+// box (L1d 32 KB, L2 512 KB per core): see gemm.py. Edges: a template per row count and per
+// column width (8 or 16), so a clipped tile runs only its own rows' and vectors' FMAs; clipped
+// columns are stored through a small buffer, element by element (no masked stores).
 #include <immintrin.h>
 #include <omp.h>
 #include <stdint.h>
@@ -443,6 +449,9 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
 #error "ember GEMM: the CPU has neither AVX-512F nor AVX2 with FMA (numpy matmul serves)"
 #endif
 
+// the shared driver, only under a section above (elsewhere the #error is the compiler's one message)
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+
 float* buffer(std::vector<float>& v, size_t n) {
     if (v.size() < n + 16) v.resize(n + 16);
     uintptr_t p = (uintptr_t)v.data();
@@ -639,3 +648,5 @@ extern "C" void ember_sgemm_packed(int64_t M, int64_t N, int64_t K, const float*
         thread_share(omp_get_thread_num(), omp_get_num_threads(), M, N, K, A, B, c, packed, npad);
     }
 }
+
+#endif  // the shared driver

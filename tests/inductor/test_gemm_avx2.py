@@ -180,3 +180,21 @@ def test_measured_routing(monkeypatch, threads):
                 np.testing.assert_array_equal(out, np.matmul(a, b))
             else:
                 _close(out, a, b)
+
+
+def test_refuses_without_avx2_or_avx512(monkeypatch, tmp_path):
+    """Built where the CPU has neither (an older x86-64, ARM: the macros undefined here), the
+    source stops at its #error, the reason names it, and products are numpy's."""
+    with open(gemm._SOURCE_PATH) as f:
+        source = f.read()
+    src = tmp_path / "gemm_native.cpp"
+    src.write_text("#undef __AVX512F__\n#undef __AVX2__\n#undef __FMA__\n" + source)
+    monkeypatch.setattr(gemm, "_SOURCE_PATH", str(src))
+    monkeypatch.setattr(gemm, "_state", {"tried": False, "fn": None, "why": None})
+    assert not gemm.available()
+    assert "neither AVX-512F nor AVX2 with FMA" in gemm.unavailable_reason()
+    assert gemm.kernel_info() is None
+    a, b = _mat(MR + 1, 300), _mat(300, NR + 1)
+    out = np.empty((MR + 1, NR + 1), np.float32)
+    gemm.matmul(a, b, out)
+    np.testing.assert_array_equal(out, np.matmul(a, b))
