@@ -62,7 +62,11 @@ Hence the AVX2 build's rule (:func:`_numpy_is_faster`; ``route_to_numpy = False`
 batched products run on ember's GEMM; a single product goes to numpy below 2^21 multiply-adds
 (the ctypes call's ~10 us) and, on one thread, with fewer than 512 rows (64 x 1024 x 1024,
 the LSTM step, 256^3 lost there); a right operand packed once (:func:`matmul_packed`) stays
-on ember's GEMM (1.10x on the LSTM step). The AVX-512 build keeps every product.
+on ember's GEMM (1.10x on the LSTM step). The AVX-512 build keeps every product. On two
+threads two single products above 2^21 lost in this table, 256^3 (0.87x) and 1024 x 1024 @ W^T
+(0.94x), inside this load's noise (a later two-thread run of 256^3 had ember 3.6x ahead), so
+the rule does not single them out; measure again on a quiet box before refining it
+(the benchmark: interleave ``gemm.matmul`` under ``route_to_numpy = False`` with ``numpy.matmul``).
 
 Eager ember keeps numpy's matmul (its kernels are numpy's, by design), so compiled and eager
 products now differ in the last bits (a different summation order); tests compare them with
@@ -73,8 +77,8 @@ library built (a C++ compiler, an x86-64 CPU with AVX-512F, or AVX2 and FMA: the
 builds with ``-march=native``, and the source refuses to compile on anything else, ARM
 included, logged once), all three arrays are float32, the output is C-contiguous, the batch
 dims match, the product is big enough for a native call to pay (``config.gemm_min_macs``) and,
-on an AVX2 build, the rule above does not pick numpy; anything else goes to ``numpy.matmul``. ``config.gemm = "blas"`` sends every product to numpy (the
-ablation). The module stays free of sympy: a graph-cache hit rebuilds wrappers that call it.
+on an AVX2 build, the rule above does not pick numpy; anything else goes to ``numpy.matmul``.
+``config.gemm = "blas"`` sends every product to numpy (the ablation). The module stays free of sympy: a graph-cache hit rebuilds wrappers that call it.
 """
 from __future__ import annotations
 
