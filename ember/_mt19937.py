@@ -17,10 +17,13 @@ its legacy seeding draws the same 32-bit words) and PyTorch's transformations of
   draw uniforms for the full blocks only and compute in float32); fewer values, or a strided
   tensor, take PyTorch's scalar path: Box-Muller in double per pair, the second value of a pair
   kept in the generator for the next draw (also across calls).
-* ``randint``/``random_(from, to)``: ``word % range + from`` with a 64-bit value when the range
-  needs more than 32 bits (``random_()``: PyTorch's default range per dtype).
+* ``randint``/``random_(from, to)``/``random_(from, None)``: ``word % range + from`` (any dtype,
+  Half/BFloat16 by way of float) with a 64-bit value from a range of 2**28 on; ``random_()``: the
+  dtype's default range, a 64-bit value for int64/float64 only; ``random_(-2**63, None)``: the
+  64-bit value itself. PyTorch's argument checks, float bound adjustments and warnings
+  (``random_args``).
 * ``randperm(n)``: the swap-based shuffle PyTorch runs for n < 2**32 / 20
-  (``swap(r[i], r[i + word % (n - i)])``).
+  (``swap(r[i], r[i + word % (n - i)])``), the inside-out one of 64-bit words from there on.
 * ``bernoulli_(p)`` with a number ``p`` (so dropout's masks): a double uniform below ``p``;
   ``bernoulli(probs)`` is ``rand(...) < probs``, which is PyTorch's draw too.
 * ``exponential_(lambd)``: ``-1 / lambd * log1p(-u)`` of a double uniform.
@@ -51,8 +54,7 @@ its do (so a ``rand`` after them matches too):
   ``_sample_dirichlet`` sums the gammas with numpy: float64 rows of 5 or more categories can
   differ from PyTorch's vectorised sum in the last bit.
 
-Still numpy's (not PyTorch's numbers): ``randperm(n)`` for n >= 2**32 / 20, integer-dtype
-``uniform``/``normal`` fills and the ``randint`` of values beyond 2**53. On machines whose
+Still numpy's (not PyTorch's numbers): integer-dtype ``uniform``/``normal`` fills. On machines whose
 PyTorch picks another CPU kernel (no AVX2) PyTorch's own float32 normals differ from these in
 the last bit.
 """
@@ -399,6 +401,16 @@ extern "C" void ember_randperm_swaps(i64 n, const int64_t* z, int64_t* r) {
         const int64_t t = r[i]; r[i] = r[k]; r[k] = t;
     }
 }
+// PyTorch's randperm from n >= 2**32 / 20 on: the inside-out shuffle, steps start .. start + k - 1
+// (one 64-bit word each): z = w % (i + 1); r[i] = r[z]; r[z] = i
+extern "C" void ember_randperm_inside_out(i64 start, i64 k, const u64* w, int64_t* r) {
+    for (i64 j = 0; j < k; ++j) {
+        const i64 i = start + j;
+        const i64 z = (i64)(w[j] % (u64)(i + 1));
+        r[i] = r[z];
+        r[z] = i;
+    }
+}
 // ---- PyTorch's serial samplers (poisson, _standard_gamma, _sample_dirichlet, binomial) over a
 // buffer of the generator's words: each draw takes words in turn; -1 when the buffer ran out
 // (the caller retries with a larger one), else the number of words taken
@@ -616,7 +628,7 @@ def _build():
     sigs = {"ember_uniform_f32": [I, P, F, F, P], "ember_uniform_f64": [I, P, D, D, P],
             "ember_normal_fill_16_f32": [I, P, F, F], "ember_normal_fill_16_f64": [I, P, D, D],
             "ember_normal_pairs_f64": [I, P, P, P], "ember_affine_f64": [I, P, D, D], "ember_exponential_f64": [I, P, D, P],
-            "ember_randperm_swaps": [I, P, P], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
+            "ember_randperm_swaps": [I, P, P], "ember_randperm_inside_out": [I, I, P, P], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
             "ember_geometric_f64": [I, P, D, P]}
     sigs_i = {"ember_gamma_f32": [I, P, ctypes.c_int, P, P, I, P], "ember_gamma_f64": [I, P, P, P, I, P],
               "ember_poisson": [I, P, P, P, I, P], "ember_binomial_f32": [I, P, P, P, P, I, P],
@@ -728,28 +740,222 @@ def normal(stream: MTStream, n: int, dt: np.dtype, mean: float, std: float, cont
 
 
 # ------------------------------------------------------------------------------ integers
-def randint(stream: MTStream, n: int, low: int, high: int) -> np.ndarray:
-    """``n`` values of PyTorch's ``random_(low, high)`` as int64 (the caller casts)."""
-    rng = int(high) - int(low)
+#: from this range on PyTorch's ``random_(from, to)`` takes a 64-bit value per draw (its
+#: ``uniform_int_from_to_distribution`` outside fbcode: ``range >= 1 << 28``)
+WIDE_RANGE = 1 << 28
+
+
+def randint(stream: MTStream, n: int, low: int, high: int, *, default: bool = False) -> np.ndarray:
+    """``n`` values of PyTorch's ``random_(low, high)`` as int64 (the caller casts, ``cast_int64``):
+    ``word % range + low`` (in 64-bit unsigned arithmetic, wrapped to int64), a 64-bit word when
+    the range is at least ``WIDE_RANGE``. ``default``: ``random_()`` with no range, whose kernel
+    takes a 64-bit word for int64/float64 only (ranges 2**63, 2**53 + 1), a 32-bit one otherwise
+    (int32's 2**31 too). A range of 2**64 (``random_(-2**63, None)``) is the 64-bit word itself."""
+    low, high = int(low), int(high)
+    rng = high - low
     check_random_args("random", low, high)
-    w = stream.words64(n) if rng >= (1 << 32) else stream.words(n)
-    return (w % np.uint64(rng)).astype(np.int64) + np.int64(low)
+    if rng == 1 << 64:
+        return stream.words64(n).astype(np.int64)
+    wide = rng >= (1 << 32) if default else rng >= WIDE_RANGE
+    w = stream.words64(n) if wide else stream.words(n)
+    with np.errstate(over="ignore"):
+        return (w % np.uint64(rng)).astype(np.int64) + np.int64(low)
 
 
-#: from this n on PyTorch shuffles differently (not reproduced: ember's numpy stream permutes)
-RANDPERM_MAX = (1 << 32) // 20
+def cast_int64(v: np.ndarray, dt: np.dtype) -> np.ndarray:
+    """PyTorch's ``static_cast`` of int64 draws to dtype ``dt``: Half/BFloat16 by way of float."""
+    dt = np.dtype(dt)
+    if dt.kind == "f" and dt.itemsize < 4 or dt.name == "bfloat16":
+        return v.astype(np.float32).astype(dt)
+    return v.astype(dt)
+
+
+# PyTorch's names of the C++ types in its random_ bounds errors, and the float dtypes' digits
+_CPP_TYPE = {"int8": "signed char", "int16": "short int", "int32": "int", "int64": "long int",
+             "uint8": "unsigned char", "uint16": "short unsigned int", "uint32": "unsigned int",
+             "uint64": "long unsigned int", "bool": "bool", "float16": "c10::Half",
+             "bfloat16": "c10::BFloat16", "float32": "float", "float64": "double"}
+_FLOAT_DIGITS = {"float16": 11, "bfloat16": 8, "float32": 24, "float64": 53}
+_INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
+def _wrap64(v: int) -> int:
+    """``v`` as a C int64 (two's complement wrap)."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
+def _through(v: int, name: str) -> int:
+    """``static_cast<int64_t>(static_cast<scalar_t>(v))`` for float dtype ``name``."""
+    f = np.array(_wrap64(v), dtype=np.int64)
+    f = f.astype(np.float64) if name == "float64" else f.astype(np.float32)
+    if name in ("float16", "bfloat16"):
+        from .types import as_dtype
+        with np.errstate(over="ignore"):
+            f = f.astype(as_dtype(name).np).astype(np.float32)
+    f = float(f)
+    return _wrap64(int(f)) if math.isfinite(f) else _INT64_MIN
+
+
+def _update_from(frm: int, name: str) -> int:
+    """PyTorch's ``update_from``: the first int64 above ``frm`` whose cast stays at least ``frm``."""
+    up = _through(frm + 1, name)
+    if up < frm:
+        bits = max(abs(frm + 1).bit_length() - 1, 0)
+        frm = up + (1 << (bits - _FLOAT_DIGITS[name] + 1))
+    return frm
+
+
+def _update_to(to: int, name: str) -> int:
+    """PyTorch's ``update_to``: the last int64 below ``to`` whose cast stays below ``to``."""
+    down = _through(to - 1, name)
+    if down >= to:
+        bits = max(abs(to - 1).bit_length() - 1, 0)
+        to = down - (1 << (bits - _FLOAT_DIGITS[name] + 1))
+    return to
+
+
+def _check_in_range(frm: int, to_inc: int, name: str) -> None:
+    """PyTorch's ``check_from_to_in_range``: errors outside the dtype, warnings outside the floats'
+    exact integers."""
+    cpp = _CPP_TYPE[name]
+    if name in _FLOAT_DIGITS:
+        from .types import as_dtype
+        top = float(np.finfo(np.float32).max) if name == "bfloat16" else float(np.finfo(as_dtype(name).np).max)
+        lo, hi = -top, top
+    elif name == "uint64":
+        lo, hi = 0, _INT64_MAX
+    elif name == "bool":
+        lo, hi = 0, 1
+    else:
+        info = np.iinfo(np.dtype(name))
+        lo, hi = int(info.min), int(info.max)
+    for var, what in ((frm, "from"), (to_inc, "to - 1")):
+        if not lo <= var <= hi:
+            raise RuntimeError(f"{what} is out of bounds for {cpp}")
+    if name in _FLOAT_DIGITS:
+        import warnings
+        d = _FLOAT_DIGITS[name]
+        for var, what in ((frm, "from"), (to_inc, "to - 1")):
+            if var < -(1 << d) or var > 1 << d:
+                warnings.warn(f"{what} is out of bounds [-(2^{d}), 2^{d}]. Due to precision limitations {cpp} can "
+                              f"support discrete uniform distribution only within this range. This warning will "
+                              f"become an error in version 1.7 release, please fix the code in advance",
+                              UserWarning, stacklevel=4)
+
+
+#: random_() with no range: [0, range) per dtype (PyTorch's ``uniform_int``: [0, 2**digits] for the
+#: floats, [0, max] for the integers, the low bit for bool); the unsigned dtypes it refuses
+_DEFAULT_RANGE = {"float32": 2 ** 24 + 1, "float64": 2 ** 53 + 1, "float16": 2 ** 11 + 1, "bfloat16": 2 ** 8 + 1,
+                  "int64": 2 ** 63, "int32": 2 ** 31, "int16": 2 ** 15, "int8": 2 ** 7, "uint8": 2 ** 8, "bool": 2}
+_FULL_RANGE_OK = ("int64", "float64", "float32", "bfloat16")
+_FULL_RANGE_REFUSED = ("uint8", "int8", "int16", "int32")   # (its dispatch's other types are not even listed)
+
+
+def random_args(dtype, args: tuple, kw: dict, numel: int):
+    """PyTorch's ``Tensor.random_`` overloads -- ``()``, ``(to)``, ``(from, to)`` with ``to`` None
+    for "up to the dtype's largest" -- resolved for ember ``dtype`` into ``(kind, from, to)`` for the
+    ``_random`` op (``to`` exclusive; ``kind`` ``"random_default"`` for ``random_()``, whose words
+    differ), with PyTorch's errors and warnings, in its order (bounds first, even for an empty
+    tensor; the unsupported dtypes only when there is something to fill). None: nothing to draw."""
+    kw = dict(kw)
+    frm_kw = kw.pop("from", None)
+    has_to = "to" in kw
+    to_kw = kw.pop("to", None)
+    if kw:
+        raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kw))}'")
+    args = tuple(args)
+    if len(args) > 2:
+        raise TypeError(f"random_() takes from 0 to 2 positional arguments but {len(args)} were given")
+    if frm_kw is not None:
+        args = (frm_kw,) + args
+    if has_to:
+        args = args + (to_kw,)
+    import operator
+    for a in args:
+        if a is not None:
+            try:
+                operator.index(a)
+            except TypeError:
+                raise TypeError(f"random_(): an argument must be int, not {type(a).__name__}") from None
+    name = dtype.name
+    if name not in _CPP_TYPE:
+        raise RuntimeError("random_from_to_impl handles only integral, floating-point and boolean types")
+    if not args:                                               # random_()
+        if numel == 0:
+            return None
+        if name not in _DEFAULT_RANGE:
+            raise NotImplementedError(f"\"random_kernel_cpu\" not implemented for '{dtype.legacy_name}'")
+        return "random_default", 0, _DEFAULT_RANGE[name]
+    if len(args) == 1 and frm_kw is None:                      # random_(to)
+        frm, to = 0, args[0]
+        if to is None:
+            raise TypeError("random_(): argument 'to' (position 1) must be int, not NoneType")
+    else:
+        frm, to = args[0], args[1] if len(args) > 1 else None
+        if frm is None:
+            raise TypeError("random_(): argument 'from' (position 1) must be int, not NoneType")
+    frm = operator.index(frm)
+    if to is not None:
+        to = operator.index(to)
+        if frm >= to:
+            raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={frm} >= to={to}")
+        if name in _FLOAT_DIGITS:
+            frm, to = _update_from(frm, name), _update_to(to, name)
+            if frm >= to:
+                raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, "
+                                   f"but got from={frm} >= to={to}")
+        _check_in_range(frm, to - 1, name)
+        return None if numel == 0 else ("random", frm, to)
+    if frm == _INT64_MIN:                                      # the full 64-bit range
+        if numel == 0:
+            return None
+        if name in _FULL_RANGE_REFUSED:
+            raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16")
+        if name not in _FULL_RANGE_OK:
+            raise NotImplementedError(f"\"random_full_64_bits_range_kernel_cpu\" not implemented for "
+                                      f"'{dtype.legacy_name}'")
+        return "random", _INT64_MIN, 1 << 63
+    if name in _FLOAT_DIGITS:
+        to_inc = 1 << _FLOAT_DIGITS[name]
+        frm = _update_from(frm, name)
+        if not frm < to_inc:
+            raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than or equal to 'to_inc' casted "
+                               f"to dtype, but got from={frm} > to_inc={to_inc}")
+    elif name == "bool":
+        to_inc = 1
+    else:
+        to_inc = _wrap64(int(np.iinfo(np.dtype(name)).max))
+    _check_in_range(frm, to_inc, name)
+    return None if numel == 0 else ("random", frm, frm + ((to_inc - frm + 1) & ((1 << 64) - 1)))
+
+
+#: from this n on PyTorch's ``randperm`` is the inside-out shuffle of 64-bit words
+RANDPERM_MAX = ((1 << 32) - 1) // 20
 
 
 def randperm(stream: MTStream, n: int) -> np.ndarray:
-    """PyTorch's ``randperm(n)`` (int64), for n < ``RANDPERM_MAX``."""
+    """PyTorch's ``randperm(n)`` (int64). For n < ``RANDPERM_MAX`` its swap shuffle
+    (``swap(r[i], r[i + word % (n - i)])``, i = 0 .. n - 2); from there on its inside-out
+    Fisher-Yates over 64-bit words (``z = word64 % (i + 1); r[i] = r[z]; r[z] = i``), which needs
+    the native loop (NotImplementedError without a C++ compiler)."""
     n = int(n)
+    L = _lib()
     if n >= RANDPERM_MAX:
-        raise ValueError(f"randperm({n}): PyTorch's shuffle for n >= 2**32 / 20 is not reproduced")
+        if L is None:
+            raise NotImplementedError(f"randperm({n}): PyTorch's inside-out shuffle for n >= {RANDPERM_MAX} "
+                                      f"needs ember's native random loops (no C++ compiler was found)")
+        r = np.empty(n, dtype=np.int64)
+        chunk = 1 << 22
+        for start in range(0, n, chunk):
+            k = min(chunk, n - start)
+            w = np.ascontiguousarray(stream.words64(k))
+            L.ember_randperm_inside_out(start, k, w.ctypes.data, r.ctypes.data)
+        return r
     if n <= 1:
         return np.arange(n, dtype=np.int64)
     z = (stream.words(n - 1) % (np.uint64(n) - np.arange(n - 1, dtype=np.uint64))).astype(np.int64)
     r = np.empty(n, dtype=np.int64)
-    L = _lib()
     if L is not None:
         L.ember_randperm_swaps(n, z.ctypes.data, r.ctypes.data)
         return r
@@ -758,6 +964,22 @@ def randperm(stream: MTStream, n: int) -> np.ndarray:
         j = i + k
         r[i], r[j] = r[j], r[i]
     return r
+
+
+def randperm_checks(n, dtype) -> None:
+    """PyTorch's ``randperm`` errors for ``n`` and ember ``dtype``, in its order: a negative size,
+    ``n - 1`` not fitting the dtype, the floats' exact-integer limits, the dtypes it has no kernel for."""
+    from .ops.checked_scalar import check_fits
+    if n < 0:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {n}: [{n}]")
+    check_fits(n - 1 if n > 0 else n, dtype)
+    limits = {"float16": ((1 << 11) + 1, "2049", "Half"), "float32": ((1 << 24) + 1, "2^24+1", "Float"),
+              "float64": ((1 << 53) + 1, "2^53+1", "Double")}
+    if dtype.name in limits and n > limits[dtype.name][0]:
+        _, text, what = limits[dtype.name]
+        raise RuntimeError(f"n cannot be greater than {text} for {what} type.")
+    if dtype.name not in ("uint8", "int8", "int16", "int32", "int64", "float32", "float64", "float16", "bfloat16"):
+        raise NotImplementedError(f"\"randperm\" not implemented for '{dtype.legacy_name}'")
 
 
 # ------------------------------------------------------------------------------ multinomial

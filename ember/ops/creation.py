@@ -574,8 +574,8 @@ def _torch_stream_draw(kind, size, dt, gen, kw):
         a = _mt.uniform(gen._mt, n, dt.np, kw.get("low", 0.0), kw.get("high", 1.0))
     elif kind == "normal" and floating:
         a = _mt.normal(gen._mt, n, dt.np, kw.get("mean", 0.0), kw.get("std", 1.0), kw.get("contiguous", True))
-    elif kind == "randint" and (floating or dt.category == 1):
-        a = _mt.randint(gen._mt, n, kw["low"], kw["high"]).astype(dt.np)
+    elif kind == "randint" and (floating or dt.category <= 1):
+        a = _mt.cast_int64(_mt.randint(gen._mt, n, kw["low"], kw["high"], default=kw.get("default", False)), dt.np)
     elif kind == "bernoulli" and (floating or dt.category <= 1):
         a = _mt.bernoulli(gen._mt, n, kw["p"]).astype(dt.np)
     elif kind == "exponential" and floating:
@@ -650,14 +650,13 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
-    if high <= low:
-        raise RuntimeError(f"random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")
     dt = _dt(dtype, _t.int64)
     shape = _size_args((size,), "randint")
-    if max(abs(int(low)), abs(int(high))) > 2 ** 53:    # beyond the op's float bounds: drawn directly
-        return _finish(tensor(_rand_array("randint", shape, dt, generator, low=low, high=high), dtype=dt,
-                              device=device), requires_grad)
-    return _finish(_drawn("random", shape, dt, device, generator, int(low), int(high)), requires_grad)
+    # PyTorch's randint is ``empty(size, dtype).random_(low, high)``: its bounds checks and draws
+    drawn = _mt.random_args(dt, (low, high), {}, int(np.prod(shape, dtype=np.int64)))
+    if drawn is None:
+        return _finish(empty(shape, dtype=dt, device=device), requires_grad)
+    return _finish(_drawn(drawn[0], shape, dt, device, generator, drawn[1], drawn[2]), requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad=False, memory_format=None):
@@ -681,7 +680,7 @@ def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_g
     if high is None:
         low, high = 0, low
     t = randint(low, high, tuple(input.shape), dtype=dtype or input.dtype, device=device or input.device)
-    return _in_order(t, _like_order(input, None))
+    return _finish(_in_order(t, _like_order(input, None)), requires_grad)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None, requires_grad=False,
@@ -790,8 +789,8 @@ def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
         arr = _rand_array("uniform", shape, dt, generator, low=a, high=b)
     elif kind == "normal":
         arr = _rand_array("normal", shape, dt, generator, mean=a, std=b, contiguous=contiguous)
-    elif kind == "random":
-        arr = _rand_array("randint", shape, dt, generator, low=int(a), high=int(b))
+    elif kind in ("random", "random_default"):
+        arr = _rand_array("randint", shape, dt, generator, low=int(a), high=int(b), default=kind == "random_default")
     elif kind == "bernoulli":
         arr = _rand_array("bernoulli", shape, dt, generator, p=a)
     elif kind == "exponential":
@@ -814,7 +813,7 @@ def _memory_order(a):
 def _random_meta(self, kind, a=0.0, b=1.0, generator=None):
     """A fresh C-ordered array like ``self``, with the kernel's argument errors (PyTorch's)."""
     shape = tuple(self.shape)
-    if kind not in ("uniform", "normal", "bernoulli", "random", "exponential"):
+    if kind not in ("uniform", "normal", "bernoulli", "random", "random_default", "exponential"):
         raise ValueError(f"unknown random kind {kind!r}")
     _mt.check_random_args(kind, a, b)
     return _meta.out(shape, self.dtype)
@@ -844,25 +843,16 @@ def normal_(self, mean=0.0, std=1.0, *, generator=None):
     return _random_op.inplace_variant.binding(self, "normal", mean, std, generator)
 
 
-def random_(self, from_=0, to=None, *, generator=None):
+def random_(self, *args, generator=None, **kwargs):
+    """PyTorch's overloads: ``random_()``, ``random_(to)``, ``random_(from, to)`` (``to`` None: up
+    to the dtype's largest value; ``from``/``to`` as keywords too), its checks and its draws
+    (``ember._mt19937.random_args``)."""
     if self.__class__ not in _FAST and (_r := _entry(random_, locals(), self)) is not _PASS:
         return _r
-    if to is None:
-        from_, to = 0, from_ if from_ else _random_default_to(self.dtype)
-    return _random_op.inplace_variant.binding(self, "random", from_, to, generator)
-
-
-# random_() with no range: PyTorch's [0, 2**mantissa] for floats, [0, max] for integers, {0, 1}
-_RANDOM_TO = {"float32": 2 ** 24 + 1, "float64": 2 ** 53 + 1, "float16": 2 ** 11 + 1, "bfloat16": 2 ** 8 + 1,
-              "int64": 2 ** 63, "int32": 2 ** 31, "int16": 2 ** 15, "int8": 2 ** 7, "uint8": 2 ** 8, "bool": 2,
-              "uint16": 2 ** 16, "uint32": 2 ** 32, "uint64": 2 ** 64}
-
-
-def _random_default_to(dtype) -> int:
-    to = _RANDOM_TO.get(dtype.name)
-    if to is None:
-        raise RuntimeError(f"random_ is not implemented for {dtype.legacy_name}")
-    return to
+    drawn = _mt.random_args(self.dtype, args, kwargs, self.numel())
+    if drawn is None:                                # nothing to fill (PyTorch returns before its kernel)
+        return self
+    return _random_op.inplace_variant.binding(self, drawn[0], drawn[1], drawn[2], generator)
 
 
 def bernoulli_(self, p=0.5, *, generator=None):

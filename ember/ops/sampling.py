@@ -23,15 +23,14 @@ from .._torch_function import PASS as _PASS, _ACTIVE as _TF, python_entry as _en
 @defop("randperm(int n, ScalarType dtype, Generator? generator=None) -> Tensor", method=False, function=False,
        tags=("random", "nondeterministic", "nondifferentiable"), save=())
 def _randperm_op(xp, n, dtype, generator=None):
-    if n < 0:
-        raise RuntimeError(f"n must be non-negative, got{n}")
-    g = _gen(generator)
-    perm = _mt.randperm(g._mt, n) if n < _mt.RANDPERM_MAX else g._np.permutation(n)
+    _mt.randperm_checks(n, _t.as_dtype(dtype))
+    perm = _mt.randperm(_gen(generator)._mt, n)
     return xp.asarray(perm.astype(_t.as_dtype(dtype).np))
 
 
 @_randperm_op.meta_fn
 def _randperm_meta(n, dtype, generator=None):
+    _mt.randperm_checks(int(n), _t.as_dtype(dtype))
     return _meta.out((int(n),), _t.as_dtype(dtype))
 
 
@@ -40,7 +39,13 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False,
         return _r
     # an op (kept whole: ember.prims.coverage.EXTERN), so a compiled graph draws it at every call
     dt = _dt(dtype, _t.int64)
-    t = _randperm_op.binding(int(n), dt, generator)
+    import operator
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"randperm(): argument 'n' (position 1) must be int, not {type(n).__name__}") from None
+    _mt.randperm_checks(n, dt)
+    t = _randperm_op.binding(n, dt, generator)
     return _finish(t.to(device) if device is not None else t, requires_grad)
 
 

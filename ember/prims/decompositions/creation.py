@@ -69,7 +69,7 @@ def _random(self, kind, a=0.0, b=1.0, generator=None):
         return to(r, dt)
     from ..._mt19937 import check_random_args
     check_random_args(kind, a, b)
-    if kind == "random":
+    if kind in ("random", "random_default"):
         lo, hi = int(a), int(b)
         u = _uniform01(shape, _t.float64, dev)
         r = prims.floor(prims.add(prims.mul(u, float(hi - lo)), float(lo)))
