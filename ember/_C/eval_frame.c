@@ -134,6 +134,51 @@ code_is_skipped(PyCodeObject *code)
 }
 
 /*
+ * The raise stub re-raises what the compiled code raised; its own traceback entry
+ * (File "<string>", line 2, in __ember_raise_stub) says nothing to the user, whose lines
+ * the compiled code's entries already name (ember/dynamo/user_line.py): drop it.
+ */
+static int
+tb_starts_in(PyObject *tb, PyObject *code)
+{
+    if (tb == NULL || !PyTraceBack_Check(tb)) return 0;
+    PyFrameObject *f = ((PyTracebackObject *)tb)->tb_frame;
+    if (f == NULL) return 0;
+    PyCodeObject *fcode = PyFrame_GetCode(f);          /* new reference */
+    int hit = (PyObject *)fcode == code;
+    Py_XDECREF(fcode);
+    return hit;
+}
+
+static void
+drop_stub_traceback_entry(PyObject *stub_code)
+{
+#if PY_VERSION_HEX >= 0x030C0000
+    PyObject *exc = PyErr_GetRaisedException();
+    if (exc == NULL) return;
+    PyObject *tb = PyException_GetTraceback(exc);      /* new reference or NULL */
+    if (tb_starts_in(tb, stub_code)) {
+        PyObject *next = (PyObject *)((PyTracebackObject *)tb)->tb_next;
+        PyException_SetTraceback(exc, next ? next : Py_None);
+    }
+    Py_XDECREF(tb);
+    PyErr_SetRaisedException(exc);
+#else
+    PyObject *type, *exc, *tb;
+    PyErr_Fetch(&type, &exc, &tb);
+    PyErr_NormalizeException(&type, &exc, &tb);
+    if (exc != NULL && tb_starts_in(tb, stub_code)) {
+        PyObject *next = (PyObject *)((PyTracebackObject *)tb)->tb_next;
+        Py_XINCREF(next);
+        Py_DECREF(tb);
+        tb = next;
+        PyException_SetTraceback(exc, tb ? tb : Py_None);
+    }
+    PyErr_Restore(type, exc, tb);
+#endif
+}
+
+/*
  * Finish `frame` without running its code: put `value` in local 0 (the
  * previous occupant is released) and swap in a stub whose whole body is
  * `return local0` or `raise local0`.  The default evaluator runs it and then
@@ -168,7 +213,9 @@ finish_with_stub(PyThreadState *tstate, _PyInterpreterFrame *frame,
     frame->prev_instr = _PyCode_CODE(stub) - 1;
 #endif
     Py_DECREF(old_code);
-    return _PyEval_EvalFrameDefault(tstate, frame, 0);
+    PyObject *res = _PyEval_EvalFrameDefault(tstate, frame, 0);
+    if (res == NULL && kind) drop_stub_traceback_entry(stub_code);
+    return res;
 }
 
 static PyObject *

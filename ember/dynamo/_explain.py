@@ -8,9 +8,34 @@ from __future__ import annotations
 
 import linecache
 import re
+import traceback
+from typing import List, NamedTuple
 
 from .convert_frame import Compiler, fallback_reasons
 from .eval_frame import OptimizeContext
+
+
+class GraphCompileReason(NamedTuple):
+    """One frame (or part of one) that ran eagerly, and why: torch's ``GraphCompileReason``
+    fields (``reason``, ``user_stack``, ``graph_break``) on ember's record, which is also the
+    tuple ``(where, reason, source_line)`` it always was (``for where, reason, src in ...``)."""
+    where: str            # the frame: "f (file.py:12)"
+    reason: str           # first line of the reason, ending "(at file.py:14 in f)" when known
+    source_line: str      # the user's source line at the break ("" when unknown)
+
+    @property
+    def user_stack(self) -> List[traceback.FrameSummary]:
+        """The user's frames at the break, innermost last (torch's ``user_stack``)."""
+        out = []
+        for at in _AT.findall(self.reason):
+            m = re.match(r"(.*):(\d+) in (.*)$", at)
+            if m:
+                out.append(traceback.FrameSummary(m.group(1), int(m.group(2)), m.group(3)))
+        return out
+
+    @property
+    def graph_break(self) -> bool:
+        return True
 
 
 class ExplainOutput:
@@ -89,7 +114,7 @@ def explain(fn):
             m = re.search(r"\(at (.*):(\d+) in ", reason)
             if m:
                 src = linecache.getline(m.group(1), int(m.group(2))).strip()
-            breaks.append((where, reason.split("\n")[0], src))
+            breaks.append(GraphCompileReason(where, reason.split("\n")[0], src))
         out = ExplainOutput(graphs, compiler.graphs, breaks, result)
         return out
     return run

@@ -172,7 +172,7 @@ class OutputGraph:
             return hit
         tname = type(var.raw).__name__
         if not getattr(var, "is_random", False):     # (a drawn number's type is the function's)
-            self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is an {tname}")
+            self.guards.add(f"type({var.source.expr()}) is {tname}", f"{var.source.expr()} is {'an' if tname[:1] in 'aeiou' else 'a'} {tname}")
         src = _ScalarTensorSource(var.source, self.obj_ref(_scalar_tensor), self.obj_ref(dtype), var.name)
         t = _scalar_tensor(var.raw, dtype)
         node = self._new_placeholder(src)
@@ -602,6 +602,7 @@ class OutputGraph:
         ``compile``), and if the breaking call raises, the blocks' unwinding is what restores
         the mode. Closure cells are passed as the resume function's closure."""
         from .resume import _origin, resume_code
+        from .user_line import caller_at
         from .variables.constant import NullVariable, UndefinedVariable
         from .variables.ctx import GradModeExitVariable
         layout, stack_exprs = [], []
@@ -621,11 +622,19 @@ class OutputGraph:
         local_names = sorted((k for k in live if k not in cell_names), key=lambda n: (order.get(n, len(order)), n))
         local_exprs = [self.materialize(live[n]) for n in local_names]
         lines = []
+        # the breaking call is made through a function attributed to the user's line (tracebacks
+        # and warnings name it, not this generated code): see user_line.py
+        at = caller_at(code, brk.inst, orig.co_name)
         if brk.kind == "call":
             fn, args, kwargs = brk.call
             fexpr = callable_expr(self, fn)
             parts = [self.materialize(a) for a in args] + [f"{k}={self.materialize(v)}" for k, v in kwargs.items()]
+            if at is not None:
+                parts.insert(0, fexpr)
+                fexpr = self.ref(at)
             call = f"__v = {fexpr}({', '.join(parts)})"
+        elif at is not None:
+            call = f"__v = {self.ref(at)}({self.ref(bool)}, {self.materialize(brk.cond)})"
         else:
             call = f"__v = bool({self.materialize(brk.cond)})"
         exits = [v for v in brk.stack if isinstance(v, GradModeExitVariable)]
