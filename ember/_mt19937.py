@@ -247,6 +247,9 @@ def log_normal(stream: MTStream, n: int, mean: float, std: float) -> np.ndarray:
 _SOURCE = r"""
 #include <cstdint>
 #include <cmath>
+#include <algorithm>
+#include <utility>
+#include <vector>
 typedef int64_t i64;
 typedef uint64_t u64;
 
@@ -399,6 +402,81 @@ extern "C" void ember_randperm_swaps(i64 n, const int64_t* z, int64_t* r) {
     for (i64 i = 0; i + 1 < n; ++i) {
         const i64 k = i + z[i];
         const int64_t t = r[i]; r[i] = r[k]; r[k] = t;
+    }
+}
+// The k largest of each row of keys (rows x cats, row-major), largest first, NaN above all, as
+// PyTorch's CPU topk(sorted=True) picks them: (value, index) pairs through the standard library's
+// partial_sort when k * 64 <= cats, else nth_element then a sort of the first k - 1 -- so ties
+// (multinomial's zero-probability entries) come in the order those algorithms leave them
+extern "C" void ember_topk_largest(i64 rows, i64 cats, const double* keys, i64 k, int64_t* out) {
+    typedef std::pair<double, int64_t> E;
+    std::vector<E> q((size_t)cats);
+    auto above = [](const E& x, const E& y) -> bool {
+        return (std::isnan(x.first) && !std::isnan(y.first)) || (x.first > y.first);
+    };
+    for (i64 r = 0; r < rows && k > 0; ++r) {
+        for (i64 j = 0; j < cats; ++j) q[j] = E(keys[r * cats + j], j);
+        if (k * 64 <= cats) {
+            std::partial_sort(q.begin(), q.begin() + k, q.end(), above);
+        } else {
+            std::nth_element(q.begin(), q.begin() + k - 1, q.end(), above);
+            std::sort(q.begin(), q.begin() + k - 1, above);
+        }
+        for (i64 j = 0; j < k; ++j) out[r * k + j] = q[j].second;
+    }
+}
+// PyTorch's CPU sum of each contiguous row of doubles (its cascade sum over an inner, contiguous
+// dim, one thread): rows of at least W values (W: the doubles of a SIMD vector, 4 with AVX2) sum
+// W-wide groups -- four interleaved accumulators with up to four cascade levels, the leftover
+// groups onto the first, the others onto it -- then the scalar tail from 0 and the W lanes onto
+// it; shorter rows are the same scheme with one-value groups
+static i64 ember_ceil_log2(i64 x) {
+    if (x <= 2) return 1;
+    i64 b = 0;
+    for (u64 v = (u64)(x - 1); v; v >>= 1) ++b;
+    return b;
+}
+// row_sum over `size` groups of L lanes at g (group i at g + i * L): result in res[0 .. L)
+static void ember_row_sum(const double* g, i64 size, i64 L, double* res) {
+    const i64 levels = 4, ilp = 4;
+    const i64 size_ilp = size / ilp;
+    double acc[4][4][8] = {};
+    const i64 lp = std::max<i64>(4, ember_ceil_log2(size_ilp) / levels);
+    const i64 step = (i64)1 << lp, mask = step - 1;
+    i64 i = 0;
+    for (; i + step <= size_ilp;) {
+        for (i64 j = 0; j < step; ++j, ++i)
+            for (i64 k = 0; k < ilp; ++k)
+                for (i64 l = 0; l < L; ++l) acc[0][k][l] += g[(i * ilp + k) * L + l];
+        for (i64 j = 1; j < levels; ++j) {
+            for (i64 k = 0; k < ilp; ++k)
+                for (i64 l = 0; l < L; ++l) { acc[j][k][l] += acc[j - 1][k][l]; acc[j - 1][k][l] = 0; }
+            if ((i & (mask << (j * lp))) != 0) break;
+        }
+    }
+    for (; i < size_ilp; ++i)
+        for (i64 k = 0; k < ilp; ++k)
+            for (i64 l = 0; l < L; ++l) acc[0][k][l] += g[(i * ilp + k) * L + l];
+    for (i64 j = 1; j < levels; ++j)
+        for (i64 k = 0; k < ilp; ++k)
+            for (i64 l = 0; l < L; ++l) acc[0][k][l] += acc[j][k][l];
+    for (i64 t = size_ilp * ilp; t < size; ++t)
+        for (i64 l = 0; l < L; ++l) acc[0][0][l] += g[t * L + l];
+    for (i64 k = 1; k < ilp; ++k)
+        for (i64 l = 0; l < L; ++l) acc[0][0][l] += acc[0][k][l];
+    for (i64 l = 0; l < L; ++l) res[l] = acc[0][0][l];
+}
+extern "C" void ember_torch_sum_rows_f64(i64 rows, i64 n, const double* x, double* out, i64 W) {
+    double lanes[8];
+    for (i64 r = 0; r < rows; ++r) {
+        const double* row = x + r * n;
+        if (n < W) { ember_row_sum(row, n, 1, lanes); out[r] = lanes[0]; continue; }
+        const i64 nv = n / W;
+        ember_row_sum(row, nv, W, lanes);
+        double s = 0;
+        for (i64 k = nv * W; k < n; ++k) s += row[k];
+        for (i64 l = 0; l < W; ++l) s += lanes[l];
+        out[r] = s;
     }
 }
 // PyTorch's randperm from n >= 2**32 / 20 on: the inside-out shuffle, steps start .. start + k - 1
@@ -628,7 +706,7 @@ def _build():
     sigs = {"ember_uniform_f32": [I, P, F, F, P], "ember_uniform_f64": [I, P, D, D, P],
             "ember_normal_fill_16_f32": [I, P, F, F], "ember_normal_fill_16_f64": [I, P, D, D],
             "ember_normal_pairs_f64": [I, P, P, P], "ember_affine_f64": [I, P, D, D], "ember_exponential_f64": [I, P, D, P],
-            "ember_randperm_swaps": [I, P, P], "ember_randperm_inside_out": [I, I, P, P], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
+            "ember_randperm_swaps": [I, P, P], "ember_randperm_inside_out": [I, I, P, P], "ember_topk_largest": [I, I, P, I, P], "ember_torch_sum_rows_f64": [I, I, P, P, I], "ember_cauchy_f64": [I, P, D, D, P], "ember_exp_f64": [I, P],
             "ember_geometric_f64": [I, P, D, P]}
     sigs_i = {"ember_gamma_f32": [I, P, ctypes.c_int, P, P, I, P], "ember_gamma_f64": [I, P, P, P, I, P],
               "ember_poisson": [I, P, P, P, I, P], "ember_binomial_f32": [I, P, P, P, P, I, P],
@@ -992,9 +1070,10 @@ def multinomial(stream: MTStream, p: np.ndarray, n_sample: int, replacement: boo
     first. With replacement: per row, the running sum of the row (float32 for float16/bfloat16,
     the row's dtype otherwise) divided by the total, its last entry set to 1, then per sample a
     double uniform and the first entry not below it. The caller has made PyTorch's checks
-    (``multinomial_checks``). Exact except one case: more samples without replacement than
-    positive entries -- the zero-probability picks come in index order here, PyTorch's in its
-    sort's order for ties."""
+    (``multinomial_checks``). The ``n_sample`` largest are PyTorch's topk's picks in its order,
+    ties (more samples without replacement than positive entries: the zero-probability picks)
+    included: the standard library's partial_sort / nth_element + sort, as its (without a C++
+    compiler a stable sort: ties in index order)."""
     rows, cats = p.shape
     if not replacement or n_sample == 1:
         fortran = p.ndim == 2 and not p.flags.c_contiguous and p.flags.f_contiguous
@@ -1005,7 +1084,12 @@ def multinomial(stream: MTStream, p: np.ndarray, n_sample: int, replacement: boo
             r = (p / q).astype(p.dtype)
         if n_sample == 1:
             return np.argmax(r, axis=1).astype(np.int64).reshape(rows, 1)
-        key = r.astype(np.float64)
+        key = np.ascontiguousarray(r, dtype=np.float64)
+        L = _lib()
+        if L is not None:                                  # PyTorch's topk, its order of ties too
+            out = np.empty((rows, n_sample), dtype=np.int64)
+            L.ember_topk_largest(rows, cats, key.ctypes.data, n_sample, out.ctypes.data)
+            return out
         key = np.where(np.isnan(key), np.inf, key)        # PyTorch's topk puts NaN first
         return np.argsort(-key, axis=1, kind="stable")[:, :n_sample].astype(np.int64)
     acc = np.float64 if p.dtype == np.float64 else np.float32
@@ -1132,8 +1216,7 @@ def sample_dirichlet(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
     """PyTorch's ``_sample_dirichlet`` (float32/float64 ``alpha``, last dim the categories): gamma
     draws in double of each alpha (as a double), at least the double's smallest normal, divided
     by their sum along the last dim, then clamped to [smallest normal, the float below 1] of the
-    dtype. The sums are numpy's: for long rows PyTorch's vectorised sum can round differently
-    (last bit)."""
+    dtype. The sums are added in the order of PyTorch's vectorised sum (``torch_row_sums``)."""
     L = _need_lib("_sample_dirichlet")
     n = alpha.size
     a = np.ascontiguousarray(alpha, dtype=np.float64).ravel()
@@ -1143,9 +1226,28 @@ def sample_dirichlet(stream: MTStream, alpha: np.ndarray) -> np.ndarray:
     else:
         _run_sampler(stream, lambda w, nw, c: L.ember_gamma_f64(n, a.ctypes.data, out.ctypes.data, w, nw, c), 8 * n)
     gam = np.maximum(out, np.finfo(np.float64).tiny).reshape(alpha.shape)
-    ratio = (gam / gam.sum(-1, keepdims=True)).astype(alpha.dtype)
+    ratio = (gam / torch_row_sums(gam)).astype(alpha.dtype)
     fi = np.finfo(alpha.dtype)
     return np.minimum(np.nextafter(alpha.dtype.type(1), alpha.dtype.type(0)), np.maximum(fi.tiny, ratio))
+
+
+#: the doubles of one of PyTorch's SIMD vectors (its AVX2 kernels': ``torch.backends.cpu.get_cpu_capability()``)
+SUM_LANES = 4
+
+
+def torch_row_sums(x: np.ndarray) -> np.ndarray:
+    """``x.sum(-1, keepdims=True)`` of a float64 array added in the order of PyTorch's CPU sum
+    (its cascade over ``SUM_LANES``-wide vectors, one thread), numpy's sum without a C++ compiler.
+    (PyTorch splits a single long row, of 32768 values or more, over its threads: another order.)"""
+    L = _lib()
+    if L is None or x.size == 0:
+        return x.sum(-1, keepdims=True)
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    n = a.shape[-1] if a.ndim else 1
+    rows = a.size // max(n, 1)
+    out = np.empty(rows, dtype=np.float64)
+    L.ember_torch_sum_rows_f64(rows, n, a.ctypes.data, out.ctypes.data, SUM_LANES)
+    return out.reshape(a.shape[:-1] + (1,))
 
 
 def poisson(stream: MTStream, lam: np.ndarray) -> np.ndarray:

@@ -150,3 +150,35 @@ def test_draws_follow_a_generator_object():
                lambda m, g: m.randperm(50, generator=g, dtype=m.int16)):
         assert np.array_equal(_arr(fn(torch, tg)), _arr(fn(ember, eg)))
     assert np.array_equal(_arr(torch.rand(4, generator=tg)), _arr(ember.rand(4, generator=eg)))
+
+
+# ---------------------------------------------------------------------- multinomial's ties, Dirichlet's sums
+@pytest.mark.parametrize("cats,positive,k", [(10, 3, 10), (50, 5, 20), (200, 2, 10), (640, 1, 10), (641, 4, 10),
+                                             (5000, 30, 100), (64, 1, 2), (33, 0, 33)])
+def test_multinomial_zero_probability_picks_in_torchs_order(cats, positive, k):
+    """More samples without replacement than positive entries: the zero-probability picks come in
+    the order torch's topk leaves its ties (its partial_sort when k * 64 <= cats, else nth_element
+    and a sort)."""
+    def run(m):
+        p = m.rand(4, cats)
+        if positive:
+            p[:, positive:] = 0
+        else:
+            p[:, ::3] = 0
+        return m.multinomial(p, k)
+    for _ in range(3):
+        _same(run)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("shape", [(3, 3), (2, 4), (3, 5), (2, 7), (4, 33), (2, 100), (1, 1000), (2, 5000)])
+def test_dirichlet_sums_in_torchs_order(dtype, shape):
+    """``_sample_dirichlet`` divides the gammas by their sum added as torch's vectorised sum adds
+    (from 5 categories on numpy's order differs in the last bit)."""
+    from ember.ops import sampling_extra
+
+    def run(m):
+        a = m.rand(*shape, dtype=getattr(m, dtype)) * 3 + 0.1
+        return (m._sample_dirichlet if m is torch else sampling_extra.sample_dirichlet)(a)
+    _same(run)
+    _same(lambda m: m.distributions.Dirichlet(m.rand(*shape, dtype=getattr(m, dtype)) + 0.2).sample((2,)))
