@@ -808,6 +808,9 @@ def _native_layer_norm_bw(ctx, grads):
     k = len(shape)
     dims = list(range(x.dim() - k, x.dim()))
     lead = list(range(x.dim() - k))
+    if x.dtype in (_t.float16, _t.bfloat16) and x.numel() and all(t is None or t.dtype is x.dtype for t in (w, b)) \
+            and not _grad_enabled():        # (create_graph: the differentiable formula below)
+        return _half_layer_norm_bw(g, x, w, b, dims, eps, n)
     xhat, rstd = _norm_stats(x, dims, eps)
     gx = gw = gb = None
     if n[0]:
@@ -817,6 +820,63 @@ def _native_layer_norm_bw(ctx, grads):
         gw = (g * xhat).sum(lead) if lead else g * xhat
     if b is not None and n[2]:
         gb = g.sum(lead) if lead else g
+    return gx, gw, gb
+
+
+def _thread_chunks_half_sum(t, dt):
+    """Sum of ``t`` (float32, rows x N) over its rows as torch's CPU norm backward kernels sum a
+    half parameter's gradient: the rows split into ``get_num_threads`` contiguous chunks (as
+    ``at::parallel_for``), each chunk accumulated row by row in the half dtype (each step
+    rounded), the chunks' partial sums added in float32, rounded once."""
+    from .._settings import get_num_threads
+    a = t._data
+    M = a.shape[0]
+    nt = max(1, min(get_num_threads(), M))
+    ch = -(-M // nt)
+    tot = np.zeros(a.shape[1:], np.float32)
+    hd = dt.np
+    for s in range(0, M, ch):
+        acc = np.zeros(a.shape[1:], np.float32)
+        for i in range(s, min(M, s + ch)):
+            acc = (acc + a[i]).astype(hd).astype(np.float32)
+        tot = tot + acc
+    return _make(tot.astype(hd), t.device)
+
+
+def _grad_enabled():
+    from ..autograd.grad_mode import is_grad_enabled
+    return is_grad_enabled()
+
+
+def _half_layer_norm_bw(g, x, w, b, dims, eps, n):
+    """Layer norm's gradients for a float16/bfloat16 input (weight and bias of its dtype), as
+    torch's CPU backward kernel: float32 arithmetic from the saved (half) mean and rstd,
+    dx = rstd * dy * w + b' * x + c' per row; the weight's and bias's gradients summed over the
+    rows by ``_thread_chunks_half_sum``."""
+    dt = x.dtype
+    xf, gf = x.detach().float(), g.float()
+    _, m, r = _np_norm(np, x._data, tuple(dims), eps)        # the forward's statistics, rounded as saved
+    mean = _make(m.astype(dt.np).astype(np.float32), x.device)
+    rstd = _make(r.astype(dt.np).astype(np.float32), x.device)
+    wf = w.detach().float() if w is not None else None
+    cnt = 1
+    for d in dims:
+        cnt *= x.shape[d]
+    gx = gw = gb = None
+    if n[0]:
+        gw_ = gf * wf if wf is not None else gf
+        ds = (gw_ * xf).sum(dims, keepdim=True)
+        db = gw_.sum(dims, keepdim=True)
+        scale = 1.0 / cnt
+        bb = (db * mean - ds) * rstd * rstd * rstd * scale
+        c = -bb * mean - db * rstd * scale
+        gx = (rstd * gw_ + bb * xf + c).to(dt)
+    lead = x.dim() - len(dims)
+    if w is not None and n[1]:
+        t = gf * (rstd * xf + (-rstd * mean))
+        gw = _thread_chunks_half_sum(t.reshape(-1, *w.shape), dt) if lead else t.to(dt)
+    if b is not None and n[2]:
+        gb = _thread_chunks_half_sum(gf.reshape(-1, *b.shape), dt) if lead else g
     return gx, gw, gb
 
 
@@ -949,6 +1009,8 @@ def _native_batch_norm_bw(ctx, grads):
     shp = _bn_shape(x)
     dims = [0] + list(range(2, x.dim()))
     xdt, sdt = x.dtype, _bn_stats_dtype(x, w, b, rm, rv)
+    if sdt is xdt and xdt in (_t.float16, _t.bfloat16) and x.numel() and not _grad_enabled():
+        return _half_batch_norm_bw(ctx, g, x, w, training, shp, dims, n)
     if sdt is not xdt:
         # mixed types: the input's gradient in its dtype, the arithmetic in the parameters'
         x, g = x.to(sdt), g.to(sdt)
@@ -968,6 +1030,37 @@ def _native_batch_norm_bw(ctx, grads):
         gw = (g * xhat).sum(dims)
     if b is not None and n[2]:
         gb = g.sum(dims)
+    return gx, gw, gb, None, None
+
+
+def _half_batch_norm_bw(ctx, g, x, w, training, shp, dims, n):
+    """Batch norm's gradients for a float16/bfloat16 input with parameters of its dtype, as
+    torch's CPU backward kernel: float32 arithmetic from the saved (half) mean and invstd, each
+    gradient rounded once to the half dtype."""
+    dt = x.dtype
+    xf, gf = x.float(), g.float()
+    # (eval: torch's invstd of the running variance is float32; ember saved it rounded, as the
+    # buffer itself may change in place before the backward)
+    mean = ctx.result_at(1).detach().float().reshape(shp)
+    invstd = ctx.result_at(2).detach().float().reshape(shp)
+    xc = xf - mean
+    sum_g = gf.sum(dims, keepdim=True)
+    dotp = (xc * gf).sum(dims, keepdim=True)
+    gx = gw = gb = None
+    if n[0]:
+        scale = invstd * w.detach().float().reshape(shp) if w is not None else invstd
+        if training:
+            cnt = x.numel() // x.shape[1]
+            k = dotp * invstd * invstd / cnt
+            gx = (gf - sum_g / cnt - xc * k) * invstd
+            gx = gx * w.detach().float().reshape(shp) if w is not None else gx
+        else:
+            gx = gf * scale
+        gx = gx.to(dt)
+    if w is not None and n[1]:
+        gw = (dotp * invstd).reshape(-1).to(dt)
+    if n[2]:
+        gb = sum_g.reshape(-1).to(dt)
     return gx, gw, gb, None, None
 
 
