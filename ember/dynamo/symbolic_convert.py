@@ -1709,9 +1709,7 @@ def _compare_unspec(tx, op, a, b):
     if not (isinstance(a, UnspecFloatVariable) and not a._guarded) and \
             not (isinstance(b, UnspecFloatVariable) and not b._guarded):
         return None
-    if is_random_value(a) or is_random_value(b):
-        raise Unsupported("a number drawn from Python's random module is compared: it is only known when the "
-                          "compiled code runs")
+    drawn = is_random_value(a) or is_random_value(b)
     sides = []
     for v in (a, b):
         if isinstance(v, UnspecFloatVariable) and not v._guarded:
@@ -1722,6 +1720,12 @@ def _compare_unspec(tx, op, a, b):
             return None
     res = bool(_COMPARE[op](sides[0][0], sides[1][0]))
     expr = f"({sides[0][1]}) {op} ({sides[1][1]})"
+    if drawn:
+        # ``random.random() < p``: known only when the compiled code has drawn the number, after
+        # the guards. The outcome is a drawn value too: a branch on it is a graph break at the
+        # jump, decided by this expression after the graph (as torch, which breaks at the draw)
+        from .variables.random_calls import random_value_variable
+        return random_value_variable(res, _ExprSource(f"({expr})"), tx.output, "B")
     tx.output.guards.add(f"({expr}) is {res}", f"{expr} is {res}")
     return ConstantVariable(res)
 

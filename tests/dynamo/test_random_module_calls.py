@@ -74,3 +74,25 @@ def test_returned_draw_and_rerun_in_try():
         return z * r, r
     _compare(f, random_tensor(RNG, 3), random_tensor(RNG, 3))
     _compare(f, random_tensor(RNG, 3), random_tensor(RNG, 4))
+
+
+def test_branch_on_a_drawn_number_breaks_at_the_branch_not_the_frame():
+    """``if random.random() < p:``: the work before the branch is one graph, the branch is
+    decided after it by the drawn number, each side resumes in a graph (torch: 2 graphs, 1 break)."""
+    def f(x):
+        y = x * 2
+        if random.random() < 0.5:
+            y = y + 1
+        r = random.randint(0, 10)
+        return y * r + random.uniform(1, 2)
+    x = random_tensor(RNG, 3)
+    random.seed(3)
+    out = dynamo.explain(f)(x)
+    assert (out.graph_count, out.graph_break_count) == (2, 1), str(out)
+    assert "used by value" in out.break_reasons[0].reason
+    _compare(f, x, calls=8)
+
+    def g(x):                       # the outcome kept and returned
+        keep = random.random() > 0.3
+        return (x.sin() if keep else -x), keep
+    _compare(g, x, calls=8)
