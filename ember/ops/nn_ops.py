@@ -880,6 +880,41 @@ def _half_layer_norm_bw(g, x, w, b, dims, eps, n):
     return gx, gw, gb
 
 
+def _half_group_norm_bw(g, x, w, b, N, C, G, eps, n):
+    """Group norm's gradients for a float16/bfloat16 input (weight and bias of its dtype), as
+    torch's CPU backward kernel: per (n, c) sums ds = sum(dy * x), db = sum(dy) in float32, per
+    group dx = rstd * w * dy + c2 * x + c3 from the saved (half) mean and rstd, dweight =
+    sum_n (ds - db * mean) * rstd, dbias = sum_n db; each rounded once."""
+    dt = x.dtype
+    shape = tuple(x.shape)
+    D = C // G
+    _, m, r = _np_norm(np, x._data.reshape(N, G, -1), (2,), eps)
+    mean = _make(m.reshape(N, G).astype(dt.np).astype(np.float32), x.device)
+    rstd = _make(r.reshape(N, G).astype(dt.np).astype(np.float32), x.device)
+    xf = x.detach().float().reshape(N, C, -1)
+    gf = g.float().reshape(N, C, -1)
+    ds = (gf * xf).sum(2)
+    db = gf.sum(2)
+    mc = mean.repeat_interleave(D, 1)
+    rc = rstd.repeat_interleave(D, 1)
+    gx = gw = gb = None
+    if n[0]:
+        wf = w.detach().float() if w is not None else None
+        dsg = (ds * wf if wf is not None else ds).reshape(N, G, D).sum(2)
+        dbg = (db * wf if wf is not None else db).reshape(N, G, D).sum(2)
+        s = 1.0 / (D * xf.shape[2])
+        c2 = (dbg * mean - dsg) * rstd * rstd * rstd * s
+        c3 = -c2 * mean - dbg * rstd * s
+        c1 = rc * wf if wf is not None else rc
+        gx = (c1.unsqueeze(2) * gf + c2.repeat_interleave(D, 1).unsqueeze(2) * xf
+              + c3.repeat_interleave(D, 1).unsqueeze(2)).reshape(shape).to(dt)
+    if w is not None and n[1]:
+        gw = ((ds - db * mc) * rc).sum(0).to(dt)
+    if b is not None and n[2]:
+        gb = db.sum(0).to(dt)
+    return gx, gw, gb
+
+
 def _bn_shape(x):
     return (1, x.shape[1]) + (1,) * (x.ndim - 2)
 
@@ -1096,6 +1131,9 @@ def _native_group_norm_bw(ctx, grads):
     if g is None:
         return None, None, None
     shape = tuple(x.shape)
+    if x.dtype in (_t.float16, _t.bfloat16) and x.numel() and all(t is None or t.dtype is x.dtype for t in (w, b)) \
+            and not _grad_enabled():        # (create_graph: the differentiable formula below)
+        return _half_group_norm_bw(g, x, w, b, N, C, group, eps, n)
     xr = x.reshape(N, group, -1)
     xhat_r, rstd = _norm_stats(xr, [2], eps)
     xhat = xhat_r.reshape(*shape)
