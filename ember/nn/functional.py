@@ -384,17 +384,57 @@ from .._torch_level_gaps import native_channel_shuffle  # noqa: E402
 
 
 # ====================================================================== normalisation
-def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+def _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    """torch's ``F.batch_norm`` checks, in its order: the batch size when training, ``eps``, the
+    argument types of ``torch.batch_norm`` (``momentum`` must be a number: ``None`` is the
+    module's cumulative average, which ``nn.BatchNorm`` turns into a factor itself), then -- for
+    a non-empty input -- the sizes of the statistics and affine parameters. Returns False when
+    the input is empty (torch returns before any other check)."""
     if training:
-        size = tuple(input.shape)
-        n = 0
-        if len(size) > 1:   # (a plain product: symbolic sizes stay symbolic, np.prod would specialise them)
-            n = 1
-            for d in size[:1] + size[2:]:
-                n = n * d
-        if len(size) > 1 and n <= 1:
-            raise ValueError(f"Expected more than 1 value per channel when training, got input size "
-                             f"{list(size)}")
+        size = input.size()
+        prod = size[0]            # (a plain product: symbolic sizes stay symbolic)
+        for d in tuple(size)[2:]:
+            prod = prod * d
+        if prod == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input size {size}")
+    if training and eps <= 0.0:
+        raise ValueError(f"batch_norm eps must be positive during training, but got {eps}")
+    elif eps < 0.0:
+        raise ValueError(f"batch_norm eps must be non-negative, but got {eps}")
+    if not isinstance(training, (bool, np.bool_)):
+        raise TypeError(f"batch_norm(): argument 'training' (position 6) must be bool, not {type(training).__name__}")
+    for name, pos, v in (("momentum", 7, momentum), ("eps", 8, eps)):
+        if not isinstance(v, numbers.Real) or isinstance(v, Tensor):
+            raise TypeError(f"batch_norm(): argument '{name}' (position {pos}) must be float, not {type(v).__name__}")
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"batch_norm\" not implemented for '{input.dtype.legacy_name}'")
+    if input.numel() == 0:
+        return False
+    features = input.shape[1] if input.dim() > 1 else 0
+    for name, t in (("running_mean", running_mean), ("running_var", running_var)):
+        if t is not None:
+            if t.numel() != features:
+                raise RuntimeError(f"{name} should contain {features} elements not {t.numel()}")
+        elif not training:
+            raise RuntimeError(f"{name} must be defined in evaluation mode")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and t.numel() != features:
+            raise RuntimeError(f"{name} should contain {features} elements not {t.numel()}")
+    if input.dim() < 2:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+    # (torch also refuses one running buffer without the other in training, and parameters of
+    # another dtype than a float32/float64 input: ember updates them, tests/ops/test_small_op_fast_paths.py)
+    return True
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
+    if not _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps):
+        out = input.clone()                 # an empty input: torch's early return, its clone (affine by entry 0)
+        if weight is not None:
+            out = out * weight[0]
+        if bias is not None:
+            out = out + bias[0]
+        return out
     out, mean, rstd = _nn.native_batch_norm(input, weight, bias, running_mean, running_var, training,
                                             momentum if momentum is not None else 0.0, eps)
     if training and (running_mean is not None or running_var is not None):

@@ -148,11 +148,14 @@ def broadcast_shapes(*shapes):
     try:
         return tuple(np.broadcast_shapes(*[tuple(s) for s in shapes]))
     except ValueError:
-        a, b = shapes[0], shapes[1] if len(shapes) > 1 else shapes[0]
-        for i in range(1, min(len(a), len(b)) + 1):
-            if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
-                raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b "
-                                   f"({b[-i]}) at non-singleton dimension {max(len(a), len(b)) - i}") from None
+        a = tuple(shapes[0])           # torch's infer_size: the shapes broadcast one after another
+        for b in shapes[1:]:
+            b = tuple(b)
+            for i in range(1, min(len(a), len(b)) + 1):
+                if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
+                    raise RuntimeError(f"The size of tensor a ({a[-i]}) must match the size of tensor b "
+                                       f"({b[-i]}) at non-singleton dimension {max(len(a), len(b)) - i}") from None
+            a = tuple(np.broadcast_shapes(a, b))
         raise RuntimeError(f"shapes {[list(s) for s in shapes]} cannot be broadcast together") from None
 
 

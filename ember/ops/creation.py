@@ -148,7 +148,13 @@ def zeros(*shape, size=None, dtype=None, device=None, requires_grad=False, out=N
     if out is not None:
         return _with_out(zeros, "zeros", size, dict(dtype=dtype, device=device, requires_grad=requires_grad,
                                                     layout=layout, pin_memory=pin_memory), out)
-    t = _finish(_full(_size_args(size, "zeros"), 0.0 if _dt(dtype).is_floating_point else 0,
+    try:
+        size = _size_args(size, "zeros")
+    except RuntimeError as e:                          # (torch's zeros words its own check)
+        if "negative dimension" in str(e):
+            raise RuntimeError("zeros: Dimension size must be non-negative.") from None
+        raise
+    t = _finish(_full(size, 0.0 if _dt(dtype).is_floating_point else 0,
                       dtype=_dt(dtype), device=device), requires_grad)
     return _pinned(t, pin_memory) if pin_memory else t
 
@@ -515,6 +521,9 @@ def eye(n, m=None, *, dtype=None, device=None, requires_grad=False, out=None, la
         return _r
     if m is None:
         m = n
+    for name, v in (("n", n), ("m", m)):
+        if v < 0:
+            raise RuntimeError(f"{name} must be greater or equal to 0, got {v}")
     dt = _dt(dtype)
     return _finish(tensor(np.eye(n, m, dtype=dt.np), dtype=dt, device=device), requires_grad)
 

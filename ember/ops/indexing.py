@@ -192,8 +192,8 @@ def _check_same_ndim(a, idx, fn):
 
 
 def _check_index_dtype(idx, fn):
-    if idx.dtype != np.int64:
-        raise RuntimeError(f"{fn}(): Expected dtype int64 for index")
+    if idx.dtype != np.int64 and idx.dtype != np.int32:      # (torch 2.13 takes int32 indices too)
+        raise RuntimeError(f"{fn}(): Expected dtype int32/int64 for index")
 
 
 _GRIDS = {}      # (index shape, dim) -> the numpy arange grids of _along_key (read only)
@@ -451,7 +451,9 @@ def _index_vector(index, fn):
     if index.ndim > 1:
         raise IndexError(f"{fn}(): Index is supposed to be a vector")
     if index.dtype.kind not in _INT_KINDS:
-        raise IndexError(f"{fn}(): Expected dtype int32/int64 for index")
+        raise (RuntimeError if fn == "index_select" else IndexError)(f"{fn}(): Expected dtype int32 or int64 for index"
+                                                                    if fn == "index_select" else
+                                                                    f"{fn}(): Expected dtype int32/int64 for index")
     return index.reshape(-1).astype(np.int64, copy=False)
 
 
@@ -1076,8 +1078,8 @@ def _index_put_meta(a, indices, values, accumulate=False):
 
 
 def _check_index_dtype_meta(idx, fn):
-    if idx.dtype is not _t.int64:
-        raise RuntimeError(f"{fn}(): Expected dtype int64 for index")
+    if idx.dtype is not _t.int64 and idx.dtype is not _t.int32:
+        raise RuntimeError(f"{fn}(): Expected dtype int32/int64 for index")
 
 
 @gather.meta_fn
@@ -1188,7 +1190,9 @@ def _index_vector_meta(index, fn):
     if index.ndim > 1:
         raise IndexError(f"{fn}(): Index is supposed to be a vector")
     if index.dtype.np.kind not in _INT_KINDS:
-        raise IndexError(f"{fn}(): Expected dtype int32/int64 for index")
+        raise (RuntimeError if fn == "index_select" else IndexError)(f"{fn}(): Expected dtype int32 or int64 for index"
+                                                                    if fn == "index_select" else
+                                                                    f"{fn}(): Expected dtype int32/int64 for index")
     return _meta.numel(tuple(index.shape))
 
 

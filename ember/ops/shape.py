@@ -98,6 +98,69 @@ def _size_arg(shape):
     return tuple(out)
 
 
+def _int_list_arg(fname, pname, args, kw, options=(), empty_ok=False):
+    """The int list of a method whose one parameter ``pname`` takes one (``expand(size)``,
+    ``permute(dims)``, ...), given as its ints (``x.expand(2, 3)``), one tuple/list or the keyword,
+    with torch's argument parser's errors (``_int_list_error``); ``options``: the keyword-only
+    parameters it also has (their values are the caller's to check). ``empty_ok``: no ints at all
+    is taken as ``()`` (torch's parser refuses it; ember's own code calls ``t.expand(*shape)`` with
+    the empty shape of a 0-dim tensor, so the callers allow it where ``()`` is a valid argument)."""
+    if kw:
+        if pname in kw:
+            if args:
+                raise TypeError(f"{fname}() got multiple values for argument '{pname}'")
+            v = kw[pname]
+            if not isinstance(v, (tuple, list)) and not _int_like(v):
+                raise TypeError(f"{fname}(): argument '{pname}' must be tuple of ints, not {type(v).__name__}")
+            args = (v,)
+        if not args:
+            raise TypeError(f'{fname}() missing 1 required positional arguments: "{pname}"')
+        for k in kw:
+            if k != pname and k not in options:
+                raise TypeError(f"{fname}() got an unexpected keyword argument '{k}'")
+    if not args:
+        if empty_ok and not kw:
+            return ()
+        raise TypeError(f'{fname}() missing 1 required positional arguments: "{pname}"')
+    if len(args) > 1 and type(args[0]) is bool:
+        raise TypeError(f"{fname}() takes 1 positional argument but {len(args)} were given")
+    try:
+        return _size_arg(args)
+    except (TypeError, ValueError, RuntimeError) as e:
+        err = _int_list_error(fname, pname, args)
+        if err is None:
+            raise
+        raise err from None
+
+
+def _int_like(v):
+    if isinstance(v, bool):
+        return False
+    if isinstance(v, numbers.Integral) or _meta.is_symint(v):
+        return True
+    return isinstance(v, Tensor) and v.ndim == 0 and not v.dtype.is_floating_point and not v.dtype.is_complex
+
+
+def _int_list_error(fname, pname, args):
+    """torch's TypeError for int-list arguments ``args`` that are not ints (None when they are)."""
+    if len(args) == 1 and not isinstance(args[0], (tuple, list)):
+        if _int_like(args[0]):
+            return None
+        return TypeError(f"{fname}(): argument '{pname}' (position 1) must be tuple of ints, not "
+                         f"{type(args[0]).__name__}")
+    seq = args[0] if len(args) == 1 else args
+    if len(seq) and not _int_like(seq[0]):
+        if len(args) == 1:
+            return TypeError(f"{fname}(): argument '{pname}' (position 1) must be tuple of ints, but found element "
+                             f"of type {type(seq[0]).__name__} at pos 0")
+        return TypeError(f"{fname}() takes 1 positional argument but {len(args)} were given")
+    for i, v in enumerate(seq):
+        if not _int_like(v):
+            return TypeError(f"{fname}(): argument '{pname}' failed to unpack the object at pos {i + 1} with error "
+                             f"\"type must be tuple of ints,but got {type(v).__name__}\"")
+    return None
+
+
 def _strided(xp, a, shape, strides_elems, offset_elems=0):
     isz = a.itemsize
     if xp is np:
@@ -243,8 +306,8 @@ def _unsafe_view_bw(ctx, g):
     return (g.reshape(ctx.args[0].shape),)
 
 
-def reshape(self, *shape):
-    return _reshape.binding(self, _size_arg(shape))
+def reshape(self, *shape, **kw):
+    return _reshape.binding(self, _int_list_arg("reshape", "shape", shape, kw, empty_ok=shape or self.numel() == 1))
 
 
 def view_as(self, other):
@@ -296,8 +359,14 @@ def _expand_bw(ctx, g):
     return (sum_to(g, ctx.args[0].shape),)
 
 
-def expand(self, *size):
-    return _expand.binding(self, _size_arg(size))
+def expand(self, *size, **kw):
+    """``expand(*sizes)`` / ``expand(size, *, implicit=False)``, torch's parser's errors."""
+    if kw or not size:
+        implicit = kw.get("implicit", False)
+        if not isinstance(implicit, bool):
+            raise TypeError(f"expand(): argument 'implicit' must be bool, not {type(implicit).__name__}")
+    return _expand.binding(self, _int_list_arg("expand", "size", size, kw, ("implicit",),
+                                                      empty_ok=self.ndim == 0))
 
 
 def expand_as(self, other):
@@ -326,8 +395,8 @@ def _permute_bw(ctx, g):
     return (g.permute(inv),)
 
 
-def permute(self, *dims):
-    return _permute.binding(self, _size_arg(dims))
+def permute(self, *dims, **kw):
+    return _permute.binding(self, _int_list_arg("permute", "dims", dims, kw, empty_ok=self.ndim == 0))
 
 
 @defop("transpose(Tensor self, int dim0, int dim1) -> Tensor", view=True, save=())
@@ -1230,8 +1299,8 @@ def _flip_bw(ctx, g):
     return (g.flip(ctx.args[1]),)
 
 
-def flip(self, *dims):
-    return _flip.binding(self, _size_arg(dims))
+def flip(self, *dims, **kw):
+    return _flip.binding(self, _int_list_arg("flip", "dims", dims, kw, empty_ok=True))
 
 
 def fliplr(self):
@@ -1304,7 +1373,8 @@ def _repeat(xp, a, repeats):
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
                            "of tensor")
     if any(r < 0 for r in reps):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: {list(reps)}")
+        _repeat_negative(a.shape, reps)
+        reps = tuple(max(r, 0) for r in reps)          # (an empty dim times a negative count: empty, as torch's)
     a = a.reshape((1,) * (len(reps) - a.ndim) + a.shape)
     # row-major, as PyTorch's (np.tile with all repeats 1 copies in the input's layout)
     return as_contiguous(xp, xp.tile(a, reps))
@@ -1323,12 +1393,21 @@ def _repeat_bw(ctx, g):
     return (gg.reshape(tuple(a.shape)),)
 
 
-def repeat(self, *repeats):
-    return _repeat.binding(self, _size_arg(repeats))
+def _repeat_negative(shape, reps):
+    """torch's error for a negative count: the result's sizes (each dim times its count), unless
+    every negative count multiplies an empty dim."""
+    target = [s * r for s, r in zip((1,) * (len(reps) - len(shape)) + tuple(shape), reps)]
+    neg = [t for t in target if t < 0]
+    if neg:
+        raise RuntimeError(f"Trying to create tensor with negative dimension {neg[0]}: {target}")
 
 
-def tile(self, *dims):
-    dims = _size_arg(dims)
+def repeat(self, *repeats, **kw):
+    return _repeat.binding(self, _int_list_arg("repeat", "repeats", repeats, kw, empty_ok=self.ndim == 0))
+
+
+def tile(self, *dims, **kw):
+    dims = _int_list_arg("tile", "dims", dims, kw, empty_ok=True)
     if len(dims) < self.ndim:
         dims = (1,) * (self.ndim - len(dims)) + dims
     return _repeat.binding(self, dims)
@@ -1836,8 +1915,8 @@ def _repeat_meta(a, repeats):
     if len(reps) < a.ndim:
         raise RuntimeError("Number of dimensions of repeat dims can not be smaller than number of dimensions "
                            "of tensor")
-    if any(isinstance(r, int) and r < 0 for r in reps):
-        raise RuntimeError(f"Trying to create tensor with negative dimension {min(reps)}: {list(reps)}")
+    if any(isinstance(r, int) and r < 0 for r in reps) and all(isinstance(s, int) for s in a.shape):
+        _repeat_negative(tuple(a.shape), reps)
     shape, st, _ = _geom(a)
     lead = len(reps) - len(shape)
     shape = (1,) * lead + shape
