@@ -128,13 +128,36 @@ def num_threads() -> int:
     fight over 2); 1 in a forked child (see :func:`_after_fork_in_child`)."""
     if _forked[0]:
         return 1
-    from .inductor import config
+    config = _config[0]
+    if config is None:
+        from .inductor import config
+        _config[0] = config
     if config.threads:
         return int(config.threads)
-    try:
-        return max(1, int(os.environ.get("OMP_NUM_THREADS", "")))
-    except ValueError:
+    env = os.environ.get("OMP_NUM_THREADS")
+    if env:
         try:
-            return max(1, len(os.sched_getaffinity(0)))
+            return max(1, int(env))
+        except ValueError:
+            pass
+    return _usable_cores()
+
+
+_config = [None]
+
+
+_cores = [0]
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on, read once: ``sched_getaffinity`` is a system call
+    (~10 us) and :func:`num_threads` is asked on every native kernel call. A process that
+    changes its affinity later sets its thread count with ``ember.set_num_threads``."""
+    n = _cores[0]
+    if n == 0:
+        try:
+            n = max(1, len(os.sched_getaffinity(0)))
         except (AttributeError, OSError):
-            return os.cpu_count() or 1
+            n = os.cpu_count() or 1
+        _cores[0] = n
+    return n

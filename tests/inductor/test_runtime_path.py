@@ -318,7 +318,9 @@ def test_multi_use_view_of_a_computation_is_computed_once():
     args = rand(4, 6, 16), rand(16, 8), rand(24, 5)
     cf, got, want = compile_and_run(fn, *args)
     for g, ww in zip(got, want):
-        assert_same(g, ww, rtol=1e-4, atol=1e-4)
+        # six rounds of (tanh(t) + t) * t reach ~1e25: a product's sum can cancel to far below
+        # its terms, so the absolute tolerance scales with the largest entry
+        assert_same(g, ww, rtol=1e-4, atol=1e-5 * float(np.abs(np.asarray(ww, np.float64)).max()))
     mms = [ln.strip() for ln in cf.compiled.wrapper_src.splitlines() if ln.strip().endswith("# mm")]
     first = mms[0].split("(")[1].split(",")[0]
     assert mms[1].split("(")[1].split(",")[0] == first + ".T"
