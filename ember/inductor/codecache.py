@@ -199,6 +199,16 @@ def _build_pch(key: str) -> str:
         return ""
 
 
+def _compiler_message(stderr: str, limit: int = 8000) -> str:
+    """The compiler's stderr for an error message, at most ``limit`` characters: when cut, the
+    first ``error:`` line (the cause; later errors often follow from it) is kept ahead of the tail."""
+    if len(stderr) <= limit:
+        return stderr
+    first = next((ln for ln in stderr.splitlines() if "error:" in ln), None)
+    head = f"{first}\n[... {len(stderr) - limit} characters cut ...]\n" if first else ""
+    return head + stderr[-limit:]
+
+
 def compile_so(source: str, so_path: str, extra_flags=()) -> str:
     """Compile ``source`` into ``so_path`` atomically; returns the compiler's stderr."""
     d = os.path.dirname(so_path)
@@ -213,7 +223,7 @@ def compile_so(source: str, so_path: str, extra_flags=()) -> str:
     try:
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
-            raise CompileError(f"g++ failed ({' '.join(cmd)}):\n{r.stderr[-8000:]}")
+            raise CompileError(f"g++ failed ({' '.join(cmd)}):\n{_compiler_message(r.stderr)}")
         os.replace(tmp_so, so_path)
         return r.stderr
     finally:

@@ -108,3 +108,14 @@ def test_load_by_stored_key_rebuilds_a_missing_library():
     codecache.clear_memory_cache()
     assert codecache.load_key(key, src).ember_cache_probe(3) == 16
     assert codecache.stats["compiles"] == n0 + 2 and os.path.exists(so) and os.path.exists(sha)
+
+
+def test_long_compiler_output_keeps_the_first_error():
+    """A failing compile with pages of diagnostics: the message keeps the first ``error:`` line
+    (the cause) ahead of the tail that fits."""
+    from ember.inductor.codecache import _compiler_message
+    first = "kernel.cpp:3:5: error: 'foo' was not declared in this scope"
+    noise = "".join(f"kernel.cpp:{i}:1: note: candidate {i}\n" for i in range(2000))
+    msg = _compiler_message(first + "\n" + noise + "kernel.cpp:9999:1: error: last\n")
+    assert msg.splitlines()[0] == first and msg.rstrip().endswith("error: last") and len(msg) < 8300
+    assert _compiler_message("a.cpp:1:1: error: short\n") == "a.cpp:1:1: error: short\n"
