@@ -434,6 +434,10 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
             output_specs.append(OutputSpec(OutputKind.USER_OUTPUT, ConstantArgument("", v), None))
     g.output(tuple(outputs))
     kept_signatures = preserved.signatures(g) if preserved is not None else {}
+    # the program's nodes call torch's aten overloads (``aten.linear.default``,
+    # ``aten.sum.dim_IntList``), as torch.export's graphs do
+    from ..ops._aten_convert import convert_graph
+    convert_graph(g)
     new_gm = GraphModule(consts_root, g)
     shape_env = gm.meta.get("shape_env") if gm is not None and gm.meta.get("dynamic") else None
     new_gm.meta["shape_env"] = shape_env

@@ -188,6 +188,8 @@ class ExportedProgram:
             val[n] = g.node_copy(n, lambda a: val[a])
         outs = joint.gm.graph.output_node.args[0][0]
         g.output(tuple(val[o] if hasattr(o, "op") else o for o in outs))
+        from ..ops._aten_convert import convert_graph
+        convert_graph(g)        # ops kept whole (not in the table) as aten overloads; prims stay
         new_gm = GraphModule(consts, g)
         new_gm.meta["shape_env"] = env
         # output names follow the new graph's nodes

@@ -12,6 +12,9 @@ HANDLERS: Dict[str, Callable] = {}
 
 def target_key(target) -> str:
     """``"add"`` for ember's ops, ``"operator.mul"`` for Python's operators on sizes."""
+    op = getattr(target, "op", None) if hasattr(target, "_overloadname") else None
+    if op is not None and getattr(op, "binding", None) is not None:
+        target = op.binding             # an aten overload (``aten.sum.dim_IntList``): ember's op
     mod = getattr(target, "__module__", "") or ""
     name = getattr(target, "__name__", None) or str(target)
     if mod in ("_operator", "operator"):

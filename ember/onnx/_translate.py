@@ -13,6 +13,7 @@ from ._context import Ctx, SymValue, Unavailable, Value
 from ._dtypes import numpy_dtype, onnx_type
 from ._registry import HANDLERS, load_all, target_key
 from .errors import OnnxExporterError, UnsupportedOperatorError
+from ..ops._aten_convert import to_binding
 
 
 def describe_node(node) -> str:
@@ -136,11 +137,15 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
         if n.op != "call_function":
             raise UnsupportedOperatorError(f"ember.onnx.export: FX node kind {n.op!r} is not supported "
                                            f"({describe_node(n)})")
-        handler = HANDLERS.get(target_key(n.target))
+        target, n_args, n_kwargs = n.target, n.args, n.kwargs
+        back = to_binding(target, n_args, n_kwargs)
+        if back is not None:            # an aten overload node: the table is keyed by ember's bindings
+            target, n_args, n_kwargs = back
+        handler = HANDLERS.get(target_key(target))
         if handler is None:
             raise UnsupportedOperatorError(f"ember.onnx.export: no ONNX translation for {describe_node(n)}")
         try:
-            res = handler(ctx, lookup(n.args), lookup(n.kwargs))
+            res = handler(ctx, lookup(n_args), lookup(n_kwargs))
         except OnnxExporterError:
             raise
         except Exception as e:  # noqa: BLE001 - name the node whatever broke

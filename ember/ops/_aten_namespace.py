@@ -295,6 +295,11 @@ class OpOverload:
     def name(self) -> str:
         return self.__qualname__
 
+    @property
+    def __fx_name__(self) -> str:
+        """How generated code and printed graphs spell it: ``ember.ops.aten.sum.dim_IntList``."""
+        return f"ember.ops.aten.{self._opname}.{self._overloadname}"
+
     def __call__(self, *args, **kwargs):
         run = self._run
         if run is None:

@@ -18,7 +18,9 @@ class GeluSoftmax(nn.Module):
 
 
 def _targets(ep):
-    return {getattr(n.target, "__name__", str(n.target)) for n in ep.graph.nodes if n.op == "call_function"}
+    # an aten overload (aten.gelu.default) by its op's name, as ember's prims by theirs
+    return {n.target.overloadpacket.__name__ if hasattr(n.target, "overloadpacket")
+            else getattr(n.target, "__name__", str(n.target)) for n in ep.graph.nodes if n.op == "call_function"}
 
 
 def _np(t):

@@ -78,6 +78,7 @@ from __future__ import annotations
 import functools
 import inspect
 import operator
+import sys
 from typing import Any, Callable, Dict, Iterable, Optional, Tuple
 
 from ..._state import STATE
@@ -104,15 +105,42 @@ def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Call
         raise ValueError(f"make_fx: unknown tracing_mode {tracing_mode!r}; expected one of {_TRACING_MODES}")
     decomps = _normalize_table(decomposition_table or {})
     keep = frozenset(_op_name(k) for k in keep_composites)
+    # A user's graph carries torch's aten overloads as targets (``aten.sum.dim_IntList``); ember's
+    # own pipelines (aot's joint graphs, the prims decompositions, draft_export) call make_fx from
+    # inside the package and keep the bindings their consumers are keyed by.
+    caller = sys._getframe(1).f_globals.get("__name__", "")
+    aten_targets = not (caller == "ember" or caller.startswith("ember."))
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:
         if tracing_mode == "real":
-            return DispatchTracer(decomps, keep, functionalize=functionalize).trace(fn, args)
-        return _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic",
-                           functionalize=functionalize)
+            gm = DispatchTracer(decomps, keep, functionalize=functionalize).trace(fn, args)
+        else:
+            gm = _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic",
+                             functionalize=functionalize)
+        if aten_targets:
+            to_aten_targets(gm)
+        return gm
 
     return wrapped
+
+
+def to_aten_targets(gm: Any) -> Any:
+    """Rewrite ``gm``'s op nodes from ember bindings to the aten overloads torch records
+    (``ember.sum(x, 1)`` -> ``ember.ops.aten.sum.dim_IntList(x, [1])``; ember-only ops and prims
+    stay), then regenerate its code. Returns ``gm``."""
+    from ...ops._aten_convert import convert_graph
+    if convert_graph(gm.graph):
+        gm.recompile()
+    return gm
+
+
+def to_binding_targets(gm: Any) -> Any:
+    """The reverse of :func:`to_aten_targets`: aten-overload nodes back to ember binding calls."""
+    from ...ops._aten_convert import graph_to_bindings
+    if graph_to_bindings(gm.graph):
+        gm.recompile()
+    return gm
 
 
 def _trace_fake(fn, args, decomps, keep, symbolic, functionalize=False):

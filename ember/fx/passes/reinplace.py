@@ -50,6 +50,16 @@ def _has_internal_overlap(t: Any) -> bool:
 
 
 def _inplace_binding(target: Any) -> Optional[Any]:
+    from ...ops._aten_namespace import OpOverload, aten
+    if isinstance(target, OpOverload):
+        # a user's make_fx graph: ``aten.add.Tensor`` -> ``aten.add_.Tensor`` (same arguments)
+        if target.op is None or getattr(target.op, "inplace_variant", None) is None:
+            return None
+        try:
+            ip = getattr(getattr(aten, target._opname + "_"), target._overloadname)
+        except AttributeError:
+            return None
+        return ip if ip._run is not None else None
     op = getattr(target, "_ember_op", None)
     if op is None:
         return None
