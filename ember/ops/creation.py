@@ -448,7 +448,7 @@ def _arange_symbolic(start, end, step, dtype, device, requires_grad):
         raise RuntimeError("step must be nonzero")
     n = (end - start + step - 1) // step if step > 0 else (start - end - step - 1) // (-step)
     if n < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     dt = _t.as_dtype(dtype) if dtype is not None else _t.int64
     if _symbolic(start):
         # a symbolic start (``arange(pos, pos + T)`` in a decode step whose position is a dynamic
@@ -470,8 +470,10 @@ def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad=Fa
         return _arange_symbolic(start, end, step, dtype, device, requires_grad)
     if step == 0:
         raise RuntimeError("step must be nonzero")
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise RuntimeError(f"unsupported range: {start} -> {end}")
     if (end - start) / step < 0:
-        raise RuntimeError("upper bound and larger bound inconsistent with step sign")
+        raise RuntimeError("upper bound and lower bound inconsistent with step sign")
     if dtype is None:
         dtype = _t.get_default_dtype() if any(isinstance(v, (float, np.floating)) for v in (start, end, step)) \
             else _t.int64
@@ -519,6 +521,10 @@ def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_
 def eye(n, m=None, *, dtype=None, device=None, requires_grad=False, out=None, layout=None):
     if _TF[0] and (_r := _entry(eye, locals())) is not _PASS:
         return _r
+    for pos, name, v in ((1, "n", n), (2, "m", m)):
+        if v is not None and (isinstance(v, (bool, float)) or not isinstance(v, numbers.Integral)) \
+                and not _symbolic(v):
+            raise TypeError(f"eye(): argument '{name}' (position {pos}) must be int, not {type(v).__name__}")
     if m is None:
         m = n
     for name, v in (("n", n), ("m", m)):

@@ -36,6 +36,20 @@ def _check_same_dtype(a, b, what="m1 and m2"):
         raise RuntimeError(f"expected {what} to have the same dtype, but got: {_cname(a)} != {_cname(b)}")
 
 
+def _check_bmm_dtypes(a, b):
+    """bmm/baddbmm's batch1 and batch2 of one dtype, with torch 2.13's message."""
+    if a.dtype != b.dtype:
+        raise RuntimeError(f"expected scalar type {_t.from_numpy_dtype(a.dtype).legacy_name} but found "
+                           f"{_t.from_numpy_dtype(b.dtype).legacy_name}")
+
+
+def _check_baddbmm_dtypes(s, a, b):
+    """baddbmm's input, batch1 and batch2 of one dtype, with torch 2.13's message."""
+    if not s.dtype == a.dtype == b.dtype:
+        raise RuntimeError(f"Input dtypes must be the same, got: input {_cname(s)}, batch1: {_cname(a)}, "
+                           f"batch2: {_cname(b)}")
+
+
 def _check_numeric(op, *arrs):
     for a in arrs:
         if a.dtype == np.bool_:
@@ -128,7 +142,7 @@ def bmm(xp, a, b):
     if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
-    _check_same_dtype(a, b, "scalar type of batch1 and batch2")
+    _check_bmm_dtypes(a, b)
     _check_numeric("bmm", a)
     return _same_dtype(xp.matmul(a, b), a)
 
@@ -200,8 +214,7 @@ def baddbmm(xp, s, a, b, beta=1, alpha=1):
     if b.shape[0] != a.shape[0] or b.shape[1] != a.shape[2]:
         raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to be: "
                            f"[{a.shape[0]}, {a.shape[2]}] but got: [{b.shape[0]}, {b.shape[1]}].")
-    _check_same_dtype(a, b, "scalar type of batch1 and batch2")
-    _check_same_dtype(s, a, "self and batch1")
+    _check_baddbmm_dtypes(s, a, b)
     shape = (a.shape[0], a.shape[1], b.shape[2])
     _check_self_rank(s, shape)
     try:
@@ -580,7 +593,7 @@ def _bmm_checks(a, b):
 @bmm.meta_fn
 def _bmm_meta(a, b):
     _bmm_checks(a, b)
-    _check_same_dtype(_M.info(a), _M.info(b), "scalar type of batch1 and batch2")
+    _check_bmm_dtypes(_M.info(a), _M.info(b))
     _check_numeric("bmm", _M.info(a))
     return _M.out((a.shape[0], a.shape[1], b.shape[2]), a.dtype)
 
@@ -617,8 +630,7 @@ def _addmm_meta(s, a, b, beta=1, alpha=1):
 @baddbmm.meta_fn
 def _baddbmm_meta(s, a, b, beta=1, alpha=1):
     _bmm_checks(a, b)
-    _check_same_dtype(_M.info(a), _M.info(b), "scalar type of batch1 and batch2")
-    _check_same_dtype(_M.info(s), _M.info(a), "self and batch1")
+    _check_baddbmm_dtypes(_M.info(s), _M.info(a), _M.info(b))
     shape = (a.shape[0], a.shape[1], b.shape[2])
     _expanded_size_error(s, shape, f"The expanded size of the tensor must match the existing size: target "
                          f"sizes {list(shape)}, tensor sizes {list(s.shape)}")

@@ -1052,7 +1052,7 @@ def cat(xp, tensors, dim=0):
             else:
                 return np.concatenate(tensors, axis=d, out=np.empty(lo + (n,) + hi, dtype=dt))
     if len(tensors) == 0:
-        raise ValueError("cat(): expected a non-empty list of Tensors")
+        raise ValueError("ember.cat(): expected a non-empty list of Tensors")
     for i, x in enumerate(tensors):
         if x.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")
@@ -1822,7 +1822,7 @@ def _unbind_meta(a, dim=0):
 @cat.meta_fn
 def _cat_meta(tensors, dim=0):
     if len(tensors) == 0:
-        raise ValueError("cat(): expected a non-empty list of Tensors")
+        raise ValueError("ember.cat(): expected a non-empty list of Tensors")
     for i, x in enumerate(tensors):
         if x.ndim == 0:
             raise RuntimeError(f"zero-dimensional tensor (at position {i}) cannot be concatenated")

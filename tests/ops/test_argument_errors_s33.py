@@ -129,7 +129,12 @@ _COMMON = [
     lambda m, x: m.eye(3, -1), lambda m, x: x.clamp(), lambda m, x: x.min(dim=4),
     lambda m, x: x.scatter(1, m.tensor([[5]]), 1.0), lambda m, x: x.expand_as(m.randn(3, 4)),
     lambda m, x: x.tile(1.5), lambda m, x: x.permute(0, 0), lambda m, x: x.flip(3),
-    lambda m, x: x.repeat(-1, 2), lambda m, x: x.reshape(3, -1), lambda m, x: x.expand(3, 2, 5)]
+    lambda m, x: x.repeat(-1, 2), lambda m, x: x.reshape(3, -1), lambda m, x: x.expand(3, 2, 5),
+    lambda m, x: m.arange(5, 0, 1), lambda m, x: m.arange(0, float("nan")), lambda m, x: m.arange(0, float("inf")),
+    lambda m, x: m.cat([]), lambda m, x: m.bmm(m.randn(1, 2, 3), m.randn(1, 3, 2, dtype=m.float64)),
+    lambda m, x: m.baddbmm(m.randn(1, 2, 2), m.randn(1, 2, 3, dtype=m.float64), m.randn(1, 3, 2)),
+    lambda m, x: m.eye(2.5), lambda m, x: m.baddbmm(m.randn(1, 2, 2, dtype=m.float64), m.randn(1, 2, 3),
+                                                    m.randn(1, 3, 2))]
 
 
 def test_gather_scatter_take_int32_indices():
