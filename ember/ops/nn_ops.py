@@ -1256,6 +1256,16 @@ def _mse_loss_bw(ctx, g):
     return (gx if n[0] else None, -gx if n[1] else None)
 
 
+def _pw_half_diff(x, t, rounds):
+    """x - t for smooth_l1/huber: a half input's loss computed in float32 and rounded once, as
+    torch's kernels, but for the dtype ``rounds``, where torch's kernel runs in half steps (each
+    rounded: numpy's arithmetic on the half array)."""
+    name = x.dtype.name
+    if name not in ("float16", "bfloat16") or t.dtype != x.dtype or name == rounds:
+        return x - t
+    return x.astype(np.float32) - t.astype(np.float32)
+
+
 def _pw_loss_arr(xp, d, kind, param):
     ad = xp.abs(d)
     if kind == "smooth_l1":
@@ -1270,13 +1280,23 @@ def smooth_l1_loss(xp, x, t, reduction=1, beta=1.0):
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _check_loss_shapes(x, t)
-    return _reduce_arr(xp, _pw_loss_arr(xp, x - t, "smooth_l1", beta).astype(x.dtype), reduction)
+    return _reduce_arr(xp, _pw_loss_arr(xp, _pw_half_diff(x, t, "float16"), "smooth_l1", beta).astype(x.dtype),
+                       reduction)
 
 
 @smooth_l1_loss.derivative
 def _smooth_l1_loss_bw(ctx, g):
     x, t, reduction, beta = ctx.args
-    gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "smooth_l1", beta)
+    if reduction == 1 and type(ctx).__name__ == "_Float32Ctx" and x.numel():
+        # a half input's fused float32 backward (torch's order), rounded once: norm * d * grad / beta
+        # inside (-beta, beta), +-norm * grad outside; norm = 1/numel
+        norm = 1.0 / x.numel()
+        d = x - t
+        out = g * norm
+        inner = d * norm * g / beta if beta else d * 0
+        gx = api.where(d <= -beta, -out, api.where(d >= beta, out, inner))
+    else:
+        gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "smooth_l1", beta)
     n = ctx.needs_input_grad
     return (gx if n[0] else None, -gx if n[1] else None)
 
@@ -1286,13 +1306,23 @@ def huber_loss(xp, x, t, reduction=1, delta=1.0):
     if delta <= 0:
         raise RuntimeError(f"huber_loss does not support non-positive values for delta.")
     _check_loss_shapes(x, t)
-    return _reduce_arr(xp, _pw_loss_arr(xp, x - t, "huber", delta).astype(x.dtype), reduction)
+    return _reduce_arr(xp, _pw_loss_arr(xp, _pw_half_diff(x, t, "bfloat16"), "huber", delta).astype(x.dtype),
+                       reduction)
 
 
 @huber_loss.derivative
 def _huber_loss_bw(ctx, g):
     x, t, reduction, delta = ctx.args
-    gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "huber", delta)
+    if x.dtype in (_t.float16, _t.bfloat16) and g.dtype is x.dtype and t.dtype is x.dtype:
+        # torch's half kernel, each step rounded: norm * (x - t) * grad inside [-delta, delta],
+        # +-(norm * delta) * grad outside; norm = 1/numel (mean) as the half dtype
+        norm = (1.0 / x.numel() if x.numel() else float("nan")) if reduction == 1 else 1.0
+        nv = x.new_full((), norm)
+        d = x - t
+        out = nv * x.new_full((), delta) * g
+        gx = api.where(d <= -delta, -out, api.where(d >= delta, out, nv * d * g))
+    else:
+        gx = _pw_loss_backward(_grad_scale(g, reduction, x.numel()), x, t, "huber", delta)
     n = ctx.needs_input_grad
     return (gx if n[0] else None, -gx if n[1] else None)
 
