@@ -936,43 +936,52 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
     ``_random`` op (``to`` exclusive; ``kind`` ``"random_default"`` for ``random_()``, whose words
     differ), with PyTorch's errors and warnings, in its order (bounds first, even for an empty
     tensor; the unsupported dtypes only when there is something to fill). None: nothing to draw."""
-    kw = dict(kw)
-    frm_kw = kw.pop("from", None)
-    has_to = "to" in kw
-    to_kw = kw.pop("to", None)
-    if kw:
-        raise TypeError(f"random_() got an unexpected keyword argument '{next(iter(kw))}'")
-    args = tuple(args)
-    if len(args) > 2:
-        raise TypeError(f"random_() takes from 0 to 2 positional arguments but {len(args)} were given")
-    if frm_kw is not None:
-        args = (frm_kw,) + args
-    if has_to:
-        args = args + (to_kw,)
     import operator
-    for a in args:
-        if a is not None:
-            try:
-                operator.index(a)
-            except TypeError:
-                raise TypeError(f"random_(): an argument must be int, not {type(a).__name__}") from None
+    args, kw = tuple(args), dict(kw)
+
+    def bad():
+        got = ", ".join([type(a).__name__ for a in args] + [f"{k}={type(v).__name__}" for k, v in kw.items()])
+        got += ", " if kw and not args else ""            # (torch's own punctuation)
+        return TypeError(f"random_() received an invalid combination of arguments - got ({got}), but expected one "
+                         f"of:\n * (*, ember.Generator generator = None)\n * (int from, int to, *, ember.Generator "
+                         f"generator = None)\n * (int to, *, ember.Generator generator = None)\n")
+
+    def is_int(v):
+        try:
+            operator.index(v)
+            return True
+        except TypeError:
+            return False
+    if len(args) > 2:
+        raise TypeError(f"random_() takes 2 positional arguments but {len(args)} were given")
+    if set(kw) - {"from", "to"}:
+        raise bad()
+    has_to = "to" in kw
+    if not args and not kw:                                     # random_()
+        form = "default"
+    elif (len(args) == 1 and not kw) or (not args and list(kw) == ["to"]):   # random_(to)
+        form = "to"
+        to = args[0] if args else kw["to"]
+        if not is_int(to):
+            raise bad()
+        frm = 0
+    else:                                                       # random_(from, to), to None: the dtype's top
+        if len(args) + len(kw) != 2 or (args and "from" in kw) or (len(args) < 2 and not has_to):
+            raise bad()
+        frm = args[0] if args else kw["from"]
+        to = args[1] if len(args) > 1 else kw["to"]
+        if not is_int(frm) or not (to is None or is_int(to)):
+            raise bad()
+        form = "from_to"
     name = dtype.name
     if name not in _CPP_TYPE:
         raise RuntimeError("random_from_to_impl handles only integral, floating-point and boolean types")
-    if not args:                                               # random_()
+    if form == "default":                                      # random_()
         if numel == 0:
             return None
         if name not in _DEFAULT_RANGE:
             raise NotImplementedError(f"\"random_kernel_cpu\" not implemented for '{dtype.legacy_name}'")
         return "random_default", 0, _DEFAULT_RANGE[name]
-    if len(args) == 1 and frm_kw is None:                      # random_(to)
-        frm, to = 0, args[0]
-        if to is None:
-            raise TypeError("random_(): argument 'to' (position 1) must be int, not NoneType")
-    else:
-        frm, to = args[0], args[1] if len(args) > 1 else None
-        if frm is None:
-            raise TypeError("random_(): argument 'from' (position 1) must be int, not NoneType")
     frm = operator.index(frm)
     if to is not None:
         to = operator.index(to)
@@ -1006,6 +1015,31 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
         to_inc = _wrap64(int(np.iinfo(np.dtype(name)).max))
     _check_in_range(frm, to_inc, name)
     return None if numel == 0 else ("random", frm, frm + ((to_inc - frm + 1) & ((1 << 64) - 1)))
+
+
+def randint_arg_errors(low, high, size, three: bool) -> None:
+    """torch's parser errors for ``randint(high, size)`` / ``randint(low, high, size)`` bounds that
+    are not ints (``three``: the low, high, size form)."""
+    import operator
+    bad = []
+    for v in ((low, high) if three else (high,)):
+        try:
+            operator.index(v)
+        except TypeError:
+            bad.append(v)
+    if not bad:
+        return
+    if not three:
+        raise TypeError(f"randint(): argument 'high' (position 1) must be int, not {type(high).__name__}")
+    tail = ("Tensor out = None, ember.dtype dtype = None, ember.layout layout = None, ember.device device = None, "
+            "bool pin_memory = False, bool requires_grad = False)")
+    forms = [f"(int high, tuple of ints size, *, ember.Generator generator, {tail}",
+             f"(int high, tuple of ints size, *, {tail}",
+             f"(int low, int high, tuple of ints size, *, ember.Generator generator, {tail}",
+             f"(int low, int high, tuple of ints size, *, {tail}"]
+    got = ", ".join(type(v).__name__ for v in (low, high, size))
+    raise TypeError(f"randint() received an invalid combination of arguments - got ({got}), but expected one of:\n"
+                    + "".join(f" * {f}\n" for f in forms))
 
 
 #: from this n on PyTorch's ``randperm`` is the inside-out shuffle of 64-bit words

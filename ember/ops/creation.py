@@ -657,6 +657,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
             out=None, layout=None):
     if _TF[0] and (_r := _entry(randint, locals())) is not _PASS:
         return _r
+    three = size is not None and high is not None and not isinstance(high, (tuple, list))
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint() missing required argument 'size'")
@@ -665,6 +666,7 @@ def randint(low, high=None, size=None, *, generator=None, dtype=None, device=Non
         low, high = 0, low
     if isinstance(high, (tuple, list)):
         low, high, size = 0, low, high
+    _mt.randint_arg_errors(low, high, size, three)
     dt = _dt(dtype, _t.int64)
     shape = _size_args((size,), "randint")
     # PyTorch's randint is ``empty(size, dtype).random_(low, high)``: its bounds checks and draws

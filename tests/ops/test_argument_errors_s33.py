@@ -108,7 +108,11 @@ def test_batch_norm_module_cumulative_average():
     lambda m: m.empty(3, dtype=m.int32).random_(-2 ** 63, None),
     lambda m: m.empty(3, dtype=m.float16).random_(-2 ** 63, None),
     lambda m: m.empty(3, dtype=m.uint16).random_(), lambda m: m.empty(3).random_(0),
-    lambda m: m.empty(3, dtype=m.float16).random_(0, 70000), lambda m: m.empty(3, dtype=m.int8).random_(0, 200)])
+    lambda m: m.empty(3, dtype=m.float16).random_(0, 70000), lambda m: m.empty(3, dtype=m.int8).random_(0, 200),
+    lambda m: m.empty(3).random_(**{"from": 3}), lambda m: m.empty(3).random_(1, 2, 3),
+    lambda m: m.empty(3).random_(2.5), lambda m: m.empty(3).random_(None), lambda m: m.empty(3).random_(to=None),
+    lambda m: m.empty(3).random_(foo=1), lambda m: m.randint(0, 5.0, (2,)), lambda m: m.randint(5.0, (2,)),
+    lambda m: m.randint(0.0, 5, (2,))])
 def test_random_argument_errors(call):
     assert _same(call)[0] != "ok"
 
