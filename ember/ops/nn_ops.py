@@ -1440,6 +1440,17 @@ def binary_cross_entropy_with_logits(xp, x, t, w=None, pw=None, reduction=1):
     if x.shape != t.shape:
         raise ValueError(f"Target size ({list(t.shape)}) must be the same as input size ({list(x.shape)})")
     t = t.astype(x.dtype, copy=False)
+    if xp is np and x.dtype.name in ("float16", "bfloat16") and all(
+            a is None or a.dtype == x.dtype for a in (w, pw)):
+        # torch's composite in half ops, each rounded: (1 - t) * x - log_sigmoid(x) [* log_weight]
+        xf = x.astype(np.float32)
+        ls = (np.minimum(xf, 0) - np.log1p(np.exp(-np.abs(xf)))).astype(x.dtype)
+        if pw is not None:
+            ls = ls * ((pw - 1) * t + 1)
+        loss = (1 - t) * x - ls
+        if w is not None:
+            loss = loss * w
+        return _reduce_arr(xp, np.asarray(loss).astype(x.dtype), reduction)
     if pw is not None:
         loss = pw * t * _softplus(xp, -x) + (1 - t) * _softplus(xp, x)
     else:

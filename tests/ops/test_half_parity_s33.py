@@ -214,6 +214,20 @@ def test_reduced_pointwise_losses_and_mse_gradient(dt):
 
 
 @pytest.mark.parametrize("dt", DTS)
+def test_bce_with_logits_forward_in_half_steps(dt):
+    # torch's composite on half tensors: (1 - t) * x - log_sigmoid(x) [* ((pw - 1) * t + 1)] [* w]
+    rng = np.random.default_rng(25)
+    x, t = _std(rng, (30, 70), 2.0), rng.uniform(0, 1, (30, 70)).astype(np.float32)
+    w, pw = rng.uniform(0.5, 2, (70,)).astype(np.float32), rng.uniform(0.5, 2, (70,)).astype(np.float32)
+    arrs = [(x, True), (t, False), (w, False), (pw, False)]
+    for red in ("none", "mean", "sum"):
+        _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, reduction=red), arrs, dt, 25,
+               grads=False)
+        _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, reduction=red, pos_weight=pw),
+               arrs, dt, 25, grads=False)
+
+
+@pytest.mark.parametrize("dt", DTS)
 @pytest.mark.parametrize("red", ["none", "mean", "sum"])
 def test_smooth_l1_and_huber(dt, red):
     # torch rounds x - t to float16 first in smooth_l1 (bfloat16 in huber); huber's gradient runs
