@@ -896,6 +896,8 @@ def _update_to(to: int, name: str) -> int:
 def _check_in_range(frm: int, to_inc: int, name: str) -> None:
     """PyTorch's ``check_from_to_in_range``: errors outside the dtype, warnings outside the floats'
     exact integers."""
+    if name not in _CPP_TYPE:
+        raise RuntimeError("check_random_bounds handles only integral, floating-point and boolean types")
     cpp = _CPP_TYPE[name]
     if name in _FLOAT_DIGITS:
         from .types import as_dtype
@@ -927,6 +929,7 @@ def _check_in_range(frm: int, to_inc: int, name: str) -> None:
 _DEFAULT_RANGE = {"float32": 2 ** 24 + 1, "float64": 2 ** 53 + 1, "float16": 2 ** 11 + 1, "bfloat16": 2 ** 8 + 1,
                   "int64": 2 ** 63, "int32": 2 ** 31, "int16": 2 ** 15, "int8": 2 ** 7, "uint8": 2 ** 8, "bool": 2}
 _FULL_RANGE_OK = ("int64", "float64", "float32", "bfloat16")
+_NOTHING = ("random", 0, 1)       # (an empty tensor: the op draws nothing, its in-place checks still run)
 _FULL_RANGE_REFUSED = ("uint8", "int8", "int16", "int32")   # (its dispatch's other types are not even listed)
 
 
@@ -935,7 +938,8 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
     for "up to the dtype's largest" -- resolved for ember ``dtype`` into ``(kind, from, to)`` for the
     ``_random`` op (``to`` exclusive; ``kind`` ``"random_default"`` for ``random_()``, whose words
     differ), with PyTorch's errors and warnings, in its order (bounds first, even for an empty
-    tensor; the unsupported dtypes only when there is something to fill). None: nothing to draw."""
+    tensor; the unsupported dtypes only when there is something to fill; an empty tensor: a draw of
+    nothing, so that the op still makes its in-place checks)."""
     import operator
     args, kw = tuple(args), dict(kw)
 
@@ -974,11 +978,9 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
             raise bad()
         form = "from_to"
     name = dtype.name
-    if name not in _CPP_TYPE:
-        raise RuntimeError("random_from_to_impl handles only integral, floating-point and boolean types")
     if form == "default":                                      # random_()
         if numel == 0:
-            return None
+            return _NOTHING
         if name not in _DEFAULT_RANGE:
             raise NotImplementedError(f"\"random_kernel_cpu\" not implemented for '{dtype.legacy_name}'")
         return "random_default", 0, _DEFAULT_RANGE[name]
@@ -993,10 +995,10 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
                 raise RuntimeError(f"random_ expects 'from' casted to dtype to be less than 'to' casted to dtype, "
                                    f"but got from={frm} >= to={to}")
         _check_in_range(frm, to - 1, name)
-        return None if numel == 0 else ("random", frm, to)
+        return _NOTHING if numel == 0 else ("random", frm, to)
     if frm == _INT64_MIN:                                      # the full 64-bit range
         if numel == 0:
-            return None
+            return _NOTHING
         if name in _FULL_RANGE_REFUSED:
             raise RuntimeError("random_full_64_bits_range_kernel_cpu handles only int64, double, float and bfloat16")
         if name not in _FULL_RANGE_OK:
@@ -1011,10 +1013,12 @@ def random_args(dtype, args: tuple, kw: dict, numel: int):
                                f"to dtype, but got from={frm} > to_inc={to_inc}")
     elif name == "bool":
         to_inc = 1
+    elif name not in _CPP_TYPE:
+        raise RuntimeError("random_from_to_impl handles only integral, floating-point and boolean types")
     else:
         to_inc = _wrap64(int(np.iinfo(np.dtype(name)).max))
     _check_in_range(frm, to_inc, name)
-    return None if numel == 0 else ("random", frm, frm + ((to_inc - frm + 1) & ((1 << 64) - 1)))
+    return _NOTHING if numel == 0 else ("random", frm, frm + ((to_inc - frm + 1) & ((1 << 64) - 1)))
 
 
 def randint_arg_errors(low, high, size, three: bool) -> None:

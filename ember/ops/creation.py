@@ -796,6 +796,8 @@ _ZeroGradNormal = _LazyZeroGrad()
 def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
     dt = _t.from_numpy_dtype(self.dtype)
     _mt.check_random_args(kind, a, b)
+    if self.size == 0:                 # nothing to draw (any dtype: torch returns before its kernel)
+        return xp.empty(self.shape, dtype=self.dtype)
     # PyTorch fills a tensor in memory order (its iterator walks the dims by falling stride), and
     # normal_ of a non-contiguous one takes the value-by-value path: drawn here in that order
     flags = getattr(self, "flags", None)

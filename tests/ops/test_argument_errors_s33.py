@@ -112,9 +112,18 @@ def test_batch_norm_module_cumulative_average():
     lambda m: m.empty(3).random_(**{"from": 3}), lambda m: m.empty(3).random_(1, 2, 3),
     lambda m: m.empty(3).random_(2.5), lambda m: m.empty(3).random_(None), lambda m: m.empty(3).random_(to=None),
     lambda m: m.empty(3).random_(foo=1), lambda m: m.randint(0, 5.0, (2,)), lambda m: m.randint(5.0, (2,)),
-    lambda m: m.randint(0.0, 5, (2,))])
+    lambda m: m.randint(0.0, 5, (2,)), lambda m: m.empty(0, requires_grad=True).random_(),
+    lambda m: m.empty(0, requires_grad=True).random_(3), lambda m: m.empty(2, dtype=m.complex64).random_(),
+    lambda m: m.empty(2, dtype=m.complex64).random_(3), lambda m: m.empty(2, dtype=m.complex64).random_(2, None),
+    lambda m: m.empty(2, dtype=m.complex128).random_(-2 ** 63, None),
+    lambda m: m.randint(0, 3, (2,), dtype=m.complex64)])
 def test_random_argument_errors(call):
     assert _same(call)[0] != "ok"
+
+
+def test_random_of_empty_tensors_of_any_dtype():
+    for dt in ("complex64", "uint16", "float32", "int8"):
+        assert _same(lambda m: m.empty(0, dtype=getattr(m, dt)).random_()) == ("ok", (0,))
 
 
 # ---------------------------------------------------------------------- common functions
