@@ -1372,8 +1372,13 @@ def binary_cross_entropy(xp, x, t, w=None, reduction=1):
 @binary_cross_entropy.derivative
 def _bce_bw(ctx, g):
     x, t, w, reduction = ctx.args
-    gs = _grad_scale(g, reduction, x.numel())
-    gx, gt = _bce_backward(gs, x, t, w)
+    if reduction == 1 and x.dtype in (_t.float16, _t.bfloat16) and g.dtype is x.dtype and x.numel():
+        # torch's half kernel divides by numel last (each step rounded)
+        gx, gt = _bce_backward(g, x, t, w)
+        gx, gt = gx / x.numel(), gt / x.numel()
+    else:
+        gs = _grad_scale(g, reduction, x.numel())
+        gx, gt = _bce_backward(gs, x, t, w)
     n = ctx.needs_input_grad
     return (gx if n[0] else None, gt if n[1] else None, None)
 
@@ -1464,6 +1469,15 @@ def binary_cross_entropy_with_logits(xp, x, t, w=None, pw=None, reduction=1):
 def _bcel_bw(ctx, g):
     x, t, w, pw, reduction = ctx.args
     n = ctx.needs_input_grad
+    if pw is None and not n[1] and x.dtype in (_t.float16, _t.bfloat16) and g.dtype is x.dtype \
+            and t.dtype is x.dtype and (w is None or w.dtype is x.dtype) and x.numel():
+        # torch's half backward, each step rounded: (sigmoid(x) - t) * grad [* w] [/ numel]
+        gx = (api.sigmoid(x) - t) * g
+        if w is not None:
+            gx = gx * w
+        if reduction == 1:
+            gx = gx / x.numel()
+        return (sum_to(gx, x.shape) if n[0] else None, None, None, None)
     gs = _grad_scale(g, reduction, x.numel())
     sig = api.sigmoid(x)
     if pw is not None:

@@ -209,20 +209,21 @@ def test_reduced_pointwise_losses_and_mse_gradient(dt):
         _check(lambda F, x, t: F.l1_loss(x, t, reduction=red), pair, dt, 21)
         for f in (lambda F, x, t: F.binary_cross_entropy(x.sigmoid(), t, reduction=red),
                   lambda F, x, t: F.binary_cross_entropy_with_logits(x, t, reduction=red)):
-            _check(f, [(x, True), (p, False)], dt, 21, grads=False)    # forward (their gradients: notes)
+            _check(f, [(x, True), (p, False)], dt, 21)
     _check(lambda F, x, t: F.mse_loss(x, t, reduction="none"), pair, dt, 21)
 
 
 @pytest.mark.parametrize("dt", DTS)
-def test_bce_with_logits_forward_in_half_steps(dt):
-    # torch's composite on half tensors: (1 - t) * x - log_sigmoid(x) [* ((pw - 1) * t + 1)] [* w]
+def test_bce_with_logits_in_half_steps(dt):
+    # torch's composite on half tensors: (1 - t) * x - log_sigmoid(x) [* ((pw - 1) * t + 1)] [* w];
+    # its gradient (sigmoid(x) - t) * grad [* w] [/ numel] (pos_weight's: forward only)
     rng = np.random.default_rng(25)
     x, t = _std(rng, (30, 70), 2.0), rng.uniform(0, 1, (30, 70)).astype(np.float32)
     w, pw = rng.uniform(0.5, 2, (70,)).astype(np.float32), rng.uniform(0.5, 2, (70,)).astype(np.float32)
     arrs = [(x, True), (t, False), (w, False), (pw, False)]
     for red in ("none", "mean", "sum"):
-        _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, reduction=red), arrs, dt, 25,
-               grads=False)
+        _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, reduction=red), arrs, dt, 25)
+        _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, reduction=red), arrs, dt, 25)
         _check(lambda F, x, t, w, pw: F.binary_cross_entropy_with_logits(x, t, w, reduction=red, pos_weight=pw),
                arrs, dt, 25, grads=False)
 
