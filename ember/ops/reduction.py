@@ -734,7 +734,15 @@ def logsumexp(xp, a, dim, keepdim=False):
             # complex: the shift is the largest real part (torch), the phase is left alone
             m = xp.max(x.real, axis=dims, keepdims=True)
             m = xp.where(xp.isinf(m), 0, m)
-        s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
+        if x is not a and xp is np:
+            # torch's half composite, each step rounded to the half dtype: exp(x - max), its sum
+            # (accumulated in float32), the log, plus the max
+            h = a.dtype
+            e = np.exp((x - m).astype(h).astype(np.float32)).astype(h).astype(np.float32)
+            sm = np.sum(e, axis=dims, keepdims=True).astype(h).astype(np.float32)
+            s = np.log(sm).astype(h).astype(np.float32) + m
+        else:
+            s = xp.log(xp.sum(xp.exp(x - m), axis=dims, keepdims=True)) + m
     if not keepdim:
         s = xp.squeeze(s, axis=dims)
     return _C(xp, xp.asarray(s).astype(out_np, copy=False), a)

@@ -250,3 +250,11 @@ def test_compiled_batch_norm_and_rms_norm_forward(dt):
         eo, _ = _run(ember, EF, fn, arrs, dt, g, compiled=True)
         to, _ = _run(torch, TF, fn, arrs, dt, g)
         _within_ulp(eo, to, dt)
+
+
+@pytest.mark.parametrize("dt", DTS)
+def test_logsumexp_in_half_steps(dt):
+    # torch's composite on half tensors: exp(x - max) rounded, its sum, the log, plus the max
+    rng = np.random.default_rng(27)
+    for shape, d in (((30, 200), -1), ((3, 1100), 1), ((50, 4, 6), (0, 2))):
+        _check(lambda F, x: x.logsumexp(d), [(_std(rng, shape, 3.0), True)], dt, 27)
