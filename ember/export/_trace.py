@@ -548,8 +548,31 @@ class _carry_module_stack:
 
 
 def _trace_functional(gm, ex_inputs, decompositions=None):
+    if not decompositions:
+        # torch's export (training IR) keeps composite ops whole (``aten.linear.default``,
+        # ``aten.softmax.int``); ``run_decompositions()`` lowers them
+        decompositions = _preserved_composites()
     with _carry_module_stack():
         return _trace_functional_inner(gm, ex_inputs, decompositions)
+
+
+def _keep_whole(*args, **kwargs):
+    return NotImplemented
+
+
+# composite ops the program keeps whole, as torch's training IR does (``aten.softmax.int``).
+# torch keeps every CompositeImplicitAutograd op (``linear``, ``flatten``, ``reshape`` too);
+# ember keeps these two for now: the pt2e quantizer (ember/ao/quantization/pt2e) reads
+# ``reshape``/``flatten`` as the views they decompose to, and names its observed linear
+# nodes after the ``t``+``addmm`` it is handed (a kept ``linear`` renumbers them)
+_PRESERVED = ("softmax", "log_softmax")
+
+
+def _preserved_composites():
+    """A decomposition table recording the :data:`_PRESERVED` composite ops whole (each entry
+    declines: the op is recorded as itself)."""
+    from ..ops.registry import OPS
+    return {OPS[name]: _keep_whole for name in _PRESERVED if OPS.get(name) is not None}
 
 
 def _trace_functional_inner(gm, ex_inputs, decompositions=None):

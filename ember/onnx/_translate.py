@@ -64,10 +64,28 @@ def _to_numpy(t):
     return np.asarray(arr, dtype=numpy_dtype(t.dtype))
 
 
-def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
-              output_names: Optional[List[str]] = None, dim_names: Optional[Dict[Any, str]] = None,
-              export_params: bool = True, keep_initializers_as_inputs: bool = False):
-    """The ``onnx.ModelProto`` of ``ep`` (an ``ember.export.ExportedProgram``)."""
+def translate(ep, **options):
+    """The ``onnx.ModelProto`` of ``ep`` (an ``ember.export.ExportedProgram``). The program's
+    nodes call aten overloads (``aten.sum.dim_IntList(x, [1])``); the translation table is keyed
+    by ember's bindings and reads their arguments, so while it runs each such node is its binding
+    call again (``ember.sum(x, [1])``), restored afterwards."""
+    saved = []
+    for n in ep.graph_module.graph.nodes:
+        if n.op == "call_function":
+            back = to_binding(n.target, n.args, n.kwargs)
+            if back is not None:
+                saved.append((n, n.target, n.args, n.kwargs))
+                n.target, n.args, n.kwargs = back
+    try:
+        return _translate(ep, **options)
+    finally:
+        for n, t, a, kw in saved:
+            n.target, n.args, n.kwargs = t, a, kw
+
+
+def _translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
+               output_names: Optional[List[str]] = None, dim_names: Optional[Dict[Any, str]] = None,
+               export_params: bool = True, keep_initializers_as_inputs: bool = False):
     import onnx
     from onnx import helper
 
@@ -137,15 +155,11 @@ def translate(ep, *, opset: int, input_names: Optional[List[str]] = None,
         if n.op != "call_function":
             raise UnsupportedOperatorError(f"ember.onnx.export: FX node kind {n.op!r} is not supported "
                                            f"({describe_node(n)})")
-        target, n_args, n_kwargs = n.target, n.args, n.kwargs
-        back = to_binding(target, n_args, n_kwargs)
-        if back is not None:            # an aten overload node: the table is keyed by ember's bindings
-            target, n_args, n_kwargs = back
-        handler = HANDLERS.get(target_key(target))
+        handler = HANDLERS.get(target_key(n.target))
         if handler is None:
             raise UnsupportedOperatorError(f"ember.onnx.export: no ONNX translation for {describe_node(n)}")
         try:
-            res = handler(ctx, lookup(n_args), lookup(n_kwargs))
+            res = handler(ctx, lookup(n.args), lookup(n.kwargs))
         except OnnxExporterError:
             raise
         except Exception as e:  # noqa: BLE001 - name the node whatever broke

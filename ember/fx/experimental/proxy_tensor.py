@@ -8,7 +8,12 @@ kernel, or the next mode down) and recorded as one ``call_function`` node
 whose target is the op's public binding (``ember.mul``; in-place ops as
 their ``_`` variant, ``ember.add_``). Each output tensor is remembered by
 identity together with its node, so later ops that read it get the node as
-argument. The result is a :class:`~ember.fx.GraphModule`.
+argument. The result is a :class:`~ember.fx.GraphModule`. Called from user
+code without a ``decomposition_table``, the graph's op nodes are then
+rewritten to the aten overloads torch's make_fx records
+(``ember.ops.aten.mul.Tensor(x, 2)``, ``aten.sum.dim_IntList(t, [0])``; see
+``ember.ops._aten_convert``); ember's own callers and prims traces keep
+the bindings.
 
 Why a mode and not proxies: the autograd key sits *above* the mode stack,
 and the backward engine dispatches the derivative formulas through the same
@@ -107,9 +112,11 @@ def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Call
     keep = frozenset(_op_name(k) for k in keep_composites)
     # A user's graph carries torch's aten overloads as targets (``aten.sum.dim_IntList``); ember's
     # own pipelines (aot's joint graphs, the prims decompositions, draft_export) call make_fx from
-    # inside the package and keep the bindings their consumers are keyed by.
+    # inside the package and keep the bindings their consumers are keyed by. A trace through a
+    # decomposition table is a prims graph for ember's compiler (``ember.prims.table``): the ops
+    # it keeps whole stay bindings too, as the inductor's lowering expects them.
     caller = sys._getframe(1).f_globals.get("__name__", "")
-    aten_targets = not (caller == "ember" or caller.startswith("ember."))
+    aten_targets = not (caller == "ember" or caller.startswith("ember.")) and not decomposition_table
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:

@@ -129,6 +129,10 @@ def to_graph_module(model, what="prepare_pt2e"):
         k += 1
     result = ep._out_spec.unflatten(user)
     graph.output(result)
+    # the program's aten-overload nodes (aten.addmm.default, ...) as ember's binding calls, which
+    # the quantizer's patterns match
+    from ember.ops._aten_convert import graph_to_bindings
+    graph_to_bindings(graph)
     gm = GraphModule(root, graph)
     gm.meta.update(getattr(ep.graph_module, "meta", {}) or {})
     return gm
