@@ -21,7 +21,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Dict, Optional, Tuple
 
-from .registry import OPS, _REQUIRED
+from .registry import _REQUIRED
 
 # ember ops that torch spells as an overload of another packet (``max_dim`` is ``aten.max.dim``);
 # the inverse of ``_aten_namespace._REDIRECT``
@@ -37,7 +37,7 @@ _NUMBERS_AS_TENSORS = frozenset((
 # graph nodes that compute sizes (SymInt values), not tensors
 _SIZE_TARGETS = None
 
-# memo: (op name, overload signature key) -> nothing; ops with no candidates
+# memo: op name -> the overloads that run it (see ``_candidates``)
 _CANDIDATES: Dict[str, list] = {}
 
 
@@ -122,7 +122,7 @@ def _fit(arg, v, numbers_as_tensors):
     """``(ok, value in the schema's form)`` for value ``v`` passed to schema argument ``arg``."""
     t = arg.type
     if v is None:
-        return (t.optional or (t.is_list and t.elem_optional and False)), v
+        return t.optional, v
     base = t.base
     if t.is_list:
         if isinstance(v, (list, tuple)):
@@ -252,12 +252,8 @@ def _try(ov, op, vals, numbers_as_tensors):
         for i in range(len(args)):
             if i >= len(eparams) or _ember_name(tpos[i].name, params) != eparams[i].name:
                 return None
-        for k in kw:
-            en = _ember_name(k, params)
-            if en != k and not any(p.name == en and p.kwonly for p in op.params):
-                return None
-            if en != k:
-                return None
+        if any(_ember_name(k, params) != k for k in kw):     # keywords by ember's names
+            return None
     return args, kw
 
 

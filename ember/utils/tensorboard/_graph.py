@@ -53,6 +53,9 @@ def _input_names(node, names):
 
 
 def _function_name(target):
+    packet = getattr(target, "overloadpacket", None)        # an exported program's aten.relu.default
+    if packet is not None:
+        return packet.__name__
     return getattr(target, "__name__", None) or str(target)
 
 
