@@ -29,7 +29,7 @@ CASES = {
 }
 # forwards that still round differently from torch (ember computes x - t in half first; mish's
 # float16 tanh(softplus) one element in 1500): the gradients are compared all the same
-FORWARD_DIFFERS = {"smooth_l1", "mish"}
+FORWARD_DIFFERS = {"mish"}          # (smooth_l1 rounds as torch since session 33)
 BF16_ONLY = {"gelu": lambda F, x, t: F.gelu(x), "silu": lambda F, x, t: F.silu(x)}   # float16: erf/exp last bits
 
 
