@@ -107,39 +107,64 @@ def _load():
     with _lock:
         if _state["tried"]:
             return _state["fn"]
-        _state["tried"] = True
+        _state["building"] = True
         try:
-            from . import codecache
-            with open(_SOURCE_PATH) as f:
-                source = f.read()
-            lib = codecache.load_key(codecache.helper_key(source, "gemm"), source)
-        except Exception as e:  # noqa: BLE001 - no compiler / neither AVX-512 nor AVX2: numpy's matmul serves
-            msg = str(e).strip().splitlines()
-            # the compiler's own "error:" line (the source's #error names the missing instructions)
-            # rather than the command line that starts the message
-            errs = [ln.strip() for ln in msg if "error:" in ln]
-            _state["why"] = f"ember's GEMM did not build ({(errs or msg)[0] if msg else type(e).__name__})"
-            log.info("inductor: %s; matrix products use numpy's matmul", _state["why"])
-            return None
-        fn = lib.ember_sgemm
-        i64, ptr = ctypes.c_int64, ctypes.c_void_p
-        fn.argtypes = [i64, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, ctypes.c_int]
-        fn.restype = None
-        lib.ember_sgemm_calls.restype = ctypes.c_int64
-        lib.ember_sgemm_pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr, ctypes.c_int]
-        lib.ember_sgemm_pack_b.restype = None
-        lib.ember_sgemm_packed.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ctypes.c_int]
-        lib.ember_sgemm_packed.restype = None
-        for name in ("nr", "mr", "kc", "isa"):      # the micro-tile, the K slice, 512 or 256 (AVX2)
-            getattr(lib, "ember_sgemm_" + name).restype = ctypes.c_int
-            _state[name] = int(getattr(lib, "ember_sgemm_" + name)())
-        _state["fn"], _state["lib"] = fn, lib
-        return fn
+            return _build()
+        finally:
+            # set only now: until then callers that see it unset come here and wait on the lock
+            # (a build started by build_in_background), never take numpy's path meanwhile
+            _state["tried"] = True
+
+
+def _build():
+    """Compile (or load from the code cache) and bind the library; under ``_lock``."""
+    try:
+        from . import codecache
+        with open(_SOURCE_PATH) as f:
+            source = f.read()
+        lib = codecache.load_key(codecache.helper_key(source, "gemm"), source)
+    except Exception as e:  # noqa: BLE001 - no compiler / neither AVX-512 nor AVX2: numpy's matmul serves
+        msg = str(e).strip().splitlines()
+        # the compiler's own "error:" line (the source's #error names the missing instructions)
+        # rather than the command line that starts the message
+        errs = [ln.strip() for ln in msg if "error:" in ln]
+        _state["why"] = f"ember's GEMM did not build ({(errs or msg)[0] if msg else type(e).__name__})"
+        log.info("inductor: %s; matrix products use numpy's matmul", _state["why"])
+        return None
+    fn = lib.ember_sgemm
+    i64, ptr = ctypes.c_int64, ctypes.c_void_p
+    fn.argtypes = [i64, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, ctypes.c_int]
+    fn.restype = None
+    lib.ember_sgemm_calls.restype = ctypes.c_int64
+    lib.ember_sgemm_pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr, ctypes.c_int]
+    lib.ember_sgemm_pack_b.restype = None
+    lib.ember_sgemm_packed.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ctypes.c_int]
+    lib.ember_sgemm_packed.restype = None
+    for name in ("nr", "mr", "kc", "isa"):      # the micro-tile, the K slice, 512 or 256 (AVX2)
+        getattr(lib, "ember_sgemm_" + name).restype = ctypes.c_int
+        _state[name] = int(getattr(lib, "ember_sgemm_" + name)())
+    _state["fn"], _state["lib"] = fn, lib
+    return fn
 
 
 def available() -> bool:
     """Whether ember's GEMM built on this machine (builds it on the first call)."""
     return (_state["fn"] if _state["tried"] else _load()) is not None
+
+
+def build_in_background() -> None:
+    """Start building the library now, on a thread, if nothing has tried yet.
+
+    In a fresh code cache the build is a ~4-5 s g++ run (-O3 over the micro-kernel's
+    specialisations), which the first product of the first compiled graph used to wait for
+    after the graph's own kernels had compiled. The lowering of a float32 product calls this,
+    so the build overlaps the rest of the compile (lowering, scheduling, the kernels' g++ on
+    the other core). Nothing changes about which GEMM runs: :func:`matmul` calls :func:`_load`,
+    which waits on the same lock for the build to finish."""
+    if _state["tried"] or _state.get("building") or config.gemm != "ember":
+        return
+    _state["building"] = True           # (two threads racing here: the second _load waits, harmless)
+    threading.Thread(target=_load, name="ember-gemm-build", daemon=True).start()
 
 
 def calls() -> int:

@@ -628,6 +628,8 @@ def _mm(a, b):
     dtype = a.get_dtype()
     if dtype in (_t.float16, _t.bfloat16):
         raise NotImplementedError("half-precision matmul (numpy has no half BLAS)")
+    if dtype == _t.float32:
+        gemm.build_in_background()          # a fresh cache: g++ overlaps the rest of the compile
     swap = _transposed_use(getattr(V.graph, "_current_node", None), len(out))
     if swap is not None:
         # The product's only use transposes it (a weight gradient: ``(x.T @ g).T``). Compute

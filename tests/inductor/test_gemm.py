@@ -250,3 +250,33 @@ def test_compiled_rnn_packs_its_recurrent_weight_once():
     np.testing.assert_allclose(got[0], ref.item(), rtol=1e-5)
     np.testing.assert_allclose(got[1], w.grad.numpy(), rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(got[2], u.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
+def test_background_build_is_waited_for_not_bypassed(monkeypatch):
+    """``build_in_background`` (called when a float32 product is lowered) builds on a thread;
+    a product computed while it runs waits for it and runs on ember's GEMM -- never numpy's
+    for some calls and ember's for later ones, which would change bits by timing."""
+    import threading
+    import time
+    real = gemm._build
+    assert gemm.available()
+    counter = gemm._state["lib"].ember_sgemm_calls          # the library stays loaded by the process
+    started = threading.Event()
+
+    def slow_build():
+        started.set()
+        time.sleep(0.4)
+        return real()
+    monkeypatch.setattr(gemm, "_state", {"tried": False, "fn": None, "why": None})
+    monkeypatch.setattr(gemm, "_build", slow_build)
+    gemm.build_in_background()
+    assert started.wait(5)
+    a, b = _rng.standard_normal((200, 300), np.float32), _rng.standard_normal((300, 250), np.float32)
+    out = np.empty((200, 250), np.float32)
+    before = counter()
+    gemm.matmul(a, b, out)
+    assert gemm._state["tried"] and gemm._state["fn"] is not None
+    assert counter() == before + 1
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
+    gemm.build_in_background()       # already built: nothing starts
+    assert threading.active_count() < 50
