@@ -333,42 +333,32 @@ def to_binding(target, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
     return op.binding, a, kw
 
 
-def convert_graph(graph) -> int:
-    """Rewrite every ``call_function`` node of ``graph`` that calls an ember op binding with an aten
-    overload into that overload's call (in place); returns how many nodes changed."""
+def _rewrite_graph(graph, convert) -> int:
+    """Rewrite every ``call_function`` node whose target ``convert(target, args, kwargs)`` maps
+    (to ``(new_target, args, kwargs)``, else None), in place; returns how many nodes changed. A
+    target the graph marks impure stays impure under its new name."""
     n = 0
     impure = getattr(graph, "impure_targets", None)
     for node in graph.nodes:
         if node.op != "call_function":
             continue
-        r = to_aten(node.target, node.args, node.kwargs)
+        r = convert(node.target, node.args, node.kwargs)
         if r is None:
             continue
-        ov, a, kw = r
+        target, a, kw = r
         if impure is not None and node.target in impure:
-            impure.add(ov)
-        node.target = ov
-        node.args = a
-        node.kwargs = kw
+            impure.add(target)
+        node.target, node.args, node.kwargs = target, a, kw
         n += 1
     return n
+
+
+def convert_graph(graph) -> int:
+    """Rewrite every ``call_function`` node of ``graph`` that calls an ember op binding with an aten
+    overload into that overload's call (in place); returns how many nodes changed."""
+    return _rewrite_graph(graph, to_aten)
 
 
 def graph_to_bindings(graph) -> int:
     """The reverse of :func:`convert_graph`: aten-overload nodes back to ember binding calls."""
-    n = 0
-    impure = getattr(graph, "impure_targets", None)
-    for node in graph.nodes:
-        if node.op != "call_function":
-            continue
-        r = to_binding(node.target, node.args, node.kwargs)
-        if r is None:
-            continue
-        b, a, kw = r
-        if impure is not None and node.target in impure:
-            impure.add(b)
-        node.target = b
-        node.args = a
-        node.kwargs = kw
-        n += 1
-    return n
+    return _rewrite_graph(graph, to_binding)

@@ -1,4 +1,6 @@
 """Shared helpers: trace a function of prims, compile it, compare with eager."""
+import contextlib
+
 import numpy as np
 
 import ember
@@ -56,3 +58,17 @@ def assert_same(got, want, rtol=0.0, atol=0.0):
 
 def count_kernels(cf):
     return cf.compiled.n_kernels
+
+
+@contextlib.contextmanager
+def patched_config(**values):
+    """``ember.inductor.config`` knobs set for a ``with`` block, restored after it."""
+    from ember.inductor import config
+    old = {k: getattr(config, k) for k in values}
+    for k, v in values.items():
+        setattr(config, k, v)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            setattr(config, k, v)

@@ -1,6 +1,5 @@
 """ember's own float32 GEMM (``inductor/gemm.py``): products of every layout against a float64
 reference, the fallbacks to numpy's matmul, and compiled graphs that use it."""
-import contextlib
 
 import numpy as np
 import pytest
@@ -8,6 +7,8 @@ from hypothesis import given, settings, strategies as st
 
 import ember
 from ember.inductor import config, gemm
+
+from ._helpers import patched_config as _patched
 
 if not gemm.available():
     pytest.skip(f"ember's GEMM is not built here: {gemm.unavailable_reason()}", allow_module_level=True)
@@ -22,16 +23,6 @@ def _every_product_on_ember(monkeypatch):
     monkeypatch.setattr(gemm, "route_to_numpy", False)
 
 
-@contextlib.contextmanager
-def _patched(**values):
-    old = {k: getattr(config, k) for k in values}
-    for k, v in values.items():
-        setattr(config, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(config, k, v)
 
 
 def _operand(batch, rows, cols, transposed, step):

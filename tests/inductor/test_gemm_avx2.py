@@ -2,12 +2,13 @@
 library): every clipped tile height and width, K across and inside packed slices, odd, negative
 and zero strides, transposed views, batches, the pre-packed right operand, one and two threads;
 all against a float64 product."""
-import contextlib
 
 import numpy as np
 import pytest
 
 from ember.inductor import config, gemm
+
+from ._helpers import patched_config as _patched
 
 if not gemm.available():
     pytest.skip(f"ember's GEMM is not built here: {gemm.unavailable_reason()}", allow_module_level=True)
@@ -21,18 +22,6 @@ def _every_product_on_ember(monkeypatch):
     monkeypatch.setattr(gemm, "route_to_numpy", False)
 _INFO = gemm.kernel_info()
 MR, NR, KC = _INFO["mr"], _INFO["nr"], _INFO["kc"]
-
-
-@contextlib.contextmanager
-def _patched(**values):
-    old = {k: getattr(config, k) for k in values}
-    for k, v in values.items():
-        setattr(config, k, v)
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            setattr(config, k, v)
 
 
 def _close(got, a, b):
