@@ -6,7 +6,7 @@ all against a float64 product."""
 import numpy as np
 import pytest
 
-from ember.inductor import config, gemm
+from ember.inductor import gemm
 
 from ._helpers import patched_config as _patched
 
