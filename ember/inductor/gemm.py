@@ -102,6 +102,20 @@ _lock = threading.Lock()
 _state = {"tried": False, "fn": None, "why": None}
 
 
+def _after_fork_in_child():
+    """A fork taken while :func:`build_in_background`'s thread held ``_lock`` would leave the
+    child a lock nobody releases (its first product would hang): the child starts afresh and
+    builds (or loads from the code cache) itself if it needs to."""
+    global _lock
+    _lock = threading.Lock()
+    if not _state["tried"]:
+        _state["building"] = False
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _load():
     """The native entry point (``ember_sgemm``), built on first use; None where it cannot be."""
     with _lock:

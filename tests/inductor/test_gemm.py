@@ -271,3 +271,43 @@ def test_background_build_is_waited_for_not_bypassed(monkeypatch):
     np.testing.assert_allclose(out, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
     gemm.build_in_background()       # already built: nothing starts
     assert threading.active_count() < 50
+
+
+def test_fork_during_a_background_build_does_not_hang_the_child(monkeypatch):
+    """A process forked while the build thread holds the GEMM's lock (a DataLoader worker
+    started right after ``ember.compile``): the child's first product must not wait forever."""
+    import multiprocessing as mp
+    import os
+    import threading
+    import time
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    real = gemm._build
+    started, release = threading.Event(), threading.Event()
+
+    def slow_build():
+        started.set()
+        release.wait(10)
+        return real()
+    monkeypatch.setattr(gemm, "_state", {"tried": False, "fn": None, "why": None})
+    monkeypatch.setattr(gemm, "_build", slow_build)
+    gemm.build_in_background()
+    assert started.wait(5)
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+
+    def child():
+        a = np.ones((300, 300), np.float32)
+        out = np.empty((300, 300), np.float32)
+        gemm.matmul(a, a, out)
+        q.put(float(out[0, 0]))
+    p = ctx.Process(target=child)
+    p.start()
+    time.sleep(0.2)
+    release.set()                        # (the parent's build may finish; the child's lock is its own)
+    p.join(60)
+    alive = p.is_alive()
+    if alive:
+        p.kill()
+    assert not alive, "the forked child hung on the GEMM lock"
+    assert q.get(timeout=5) == 300.0
