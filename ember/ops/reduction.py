@@ -458,8 +458,12 @@ def _check_float_var(a, name):
         raise RuntimeError(f"{who} only support floating point and complex dtypes")
 
 
-def _var_core(xp, a, dim, correction, keepdim, name):
-    """(var, mean) in a's dtype; ``mean`` has the reduced dims squeezed unless keepdim."""
+def _var_core(xp, a, dim, correction, keepdim, name, sqrt=False):
+    """(var, mean) in a's dtype; ``mean`` has the reduced dims squeezed unless keepdim. ``sqrt``:
+    the standard deviation instead of the variance, its root taken in the accumulation dtype
+    before the one rounding to a's (torch's kernel: a float16/bfloat16 ``std`` rounded the
+    variance first and then its root, off by an ulp in ~1 row of 200, and every element of
+    that row's gradient with it)."""
     _check_float_var(a, name)
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     n = _numel_of(a.shape, dims)
@@ -473,6 +477,8 @@ def _var_core(xp, a, dim, correction, keepdim, name):
         m = xp.sum(x, axis=dims, keepdims=True) / x.dtype.type(n)
         d = x - m
         v = xp.sum(d * d, axis=dims, keepdims=keepdim) / x.dtype.type(builtins.max(0, dof))
+        if sqrt:
+            v = xp.sqrt(v)
     if not keepdim:
         m = xp.squeeze(m, axis=dims)
     return _C(xp, xp.asarray(v).astype(a.dtype, copy=False), a), _C(xp, xp.asarray(m).astype(a.dtype, copy=False), a)
@@ -522,8 +528,7 @@ def _var_bw(ctx, g):
 
 @defop("std" + _VARSIG + " -> Tensor", tags=RED, function=False, method=False, save_result=True)
 def _std(xp, a, dim=None, correction=None, keepdim=False):
-    v = _var_core(xp, a, dim, correction, keepdim, "std")[0]
-    return xp.sqrt(v)
+    return _var_core(xp, a, dim, correction, keepdim, "std", sqrt=True)[0]
 
 
 @_std.derivative
@@ -553,8 +558,7 @@ def _var_mean_bw(ctx, grads):
 @defop("std_mean" + _VARSIG + " -> Tensor, Tensor", tags=RED, function=False, method=False,
        save_result=True)
 def _std_mean(xp, a, dim=None, correction=None, keepdim=False):
-    v, m = _var_core(xp, a, dim, correction, keepdim, "std_mean")
-    return xp.sqrt(v), m
+    return _var_core(xp, a, dim, correction, keepdim, "std_mean", sqrt=True)
 
 
 @_std_mean.derivative

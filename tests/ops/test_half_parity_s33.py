@@ -258,3 +258,20 @@ def test_logsumexp_in_half_steps(dt):
     rng = np.random.default_rng(27)
     for shape, d in (((30, 200), -1), ((3, 1100), 1), ((50, 4, 6), (0, 2))):
         _check(lambda F, x: x.logsumexp(d), [(_std(rng, shape, 3.0), True)], dt, 27)
+
+
+@pytest.mark.parametrize("dt", DTS)
+@pytest.mark.parametrize("shape, dim", [((32, 192), -1), ((32, 192), 0), ((6, 1024), 1), ((4, 5, 6), (0, 2))])
+def test_std_takes_its_root_before_rounding(dt, shape, dim):
+    """std (and std_mean) of a half tensor: the root of the float32 variance, rounded once, as
+    torch's kernel; rounding the variance first was an ulp off in some rows, and the gradient's
+    whole row with it."""
+    # over a non-innermost dim torch's float32 sums run in another order: an ulp in a rare row
+    strided = dim == 0
+    for seed in (0, 1, 2):
+        x = _std(np.random.default_rng(seed), shape)
+        _check(lambda F, t: t.std(dim), [(x, True)], dt, seed, fwd_ulp=strided, grads=not strided)
+        _check(lambda F, t: (ember if F is EF else torch).std_mean(t, dim)[0], [(x, True)], dt, seed,
+               fwd_ulp=strided, grads=not strided)
+    x = _std(np.random.default_rng(7), shape)
+    _check(lambda F, t: t.std(dim), [(x, True)], dt, 7, compiled=True, fwd_ulp=strided, grads=False)

@@ -187,8 +187,7 @@ def var(self, dim=None, *, correction=None, keepdim=False):
 @register_decomposition("std")
 def std(self, dim=None, *, correction=None, keepdim=False):
     v, _ = _var_core(self, dim, correction, keepdim, "std", False)
-    v = to(v, self.dtype)                       # the kernel rounds the variance first
-    return to(prims.sqrt(to(v, comp(self.dtype))), self.dtype)
+    return to(prims.sqrt(v), self.dtype)        # the root of the float variance, rounded once (torch's kernel)
 
 
 @register_decomposition("var_mean")
@@ -200,8 +199,7 @@ def var_mean(self, dim=None, *, correction=None, keepdim=False):
 @register_decomposition("std_mean")
 def std_mean(self, dim=None, *, correction=None, keepdim=False):
     v, m = _var_core(self, dim, correction, keepdim, "std_mean", True)
-    v = to(v, self.dtype)
-    return to(prims.sqrt(to(v, comp(self.dtype))), self.dtype), to(m, self.dtype)
+    return to(prims.sqrt(v), self.dtype), to(m, self.dtype)
 
 
 # ---------------------------------------------------------------------- norm
