@@ -791,10 +791,15 @@ class _LazyZeroGrad:
 _ZeroGradNormal = _LazyZeroGrad()
 
 
+_RANDOM_KINDS = ("uniform", "normal", "bernoulli", "random", "random_default", "exponential")
+
+
 @defop("_random(Tensor self, str kind, float a=0.0, float b=1.0, Generator? generator=None) -> Tensor",
        method=False, function=False, inplace=True, tags=("random", "nondeterministic"))
 def _random_op(xp, self, kind, a=0.0, b=1.0, generator=None):
     dt = _t.from_numpy_dtype(self.dtype)
+    if kind not in _RANDOM_KINDS:      # (before the empty return: the meta function refuses it too)
+        raise ValueError(f"unknown random kind {kind!r}")
     _mt.check_random_args(kind, a, b)
     if self.size == 0:                 # nothing to draw (any dtype: torch returns before its kernel)
         return xp.empty(self.shape, dtype=self.dtype)
@@ -832,7 +837,7 @@ def _memory_order(a):
 def _random_meta(self, kind, a=0.0, b=1.0, generator=None):
     """A fresh C-ordered array like ``self``, with the kernel's argument errors (PyTorch's)."""
     shape = tuple(self.shape)
-    if kind not in ("uniform", "normal", "bernoulli", "random", "random_default", "exponential"):
+    if kind not in _RANDOM_KINDS:
         raise ValueError(f"unknown random kind {kind!r}")
     _mt.check_random_args(kind, a, b)
     return _meta.out(shape, self.dtype)
