@@ -12,11 +12,12 @@ Under ``ember.compile`` (``ember/dynamo/variables/control_flow.py``):
   ``x.shape[0] > 4``) inlines the chosen branch into the graph; the other branch is run on the
   operands' fake example values and its outputs' structure/shape/dtype are compared with the
   chosen one's (torch checks both branches at trace time; a mismatch raises as here);
-* a predicate that is a tensor is a graph break: ember does not capture data-dependent control
-  flow, so the ``cond`` runs eagerly (correct results, never a silent specialisation);
-* ``while_loop`` is always a graph break (its condition is a tensor by contract).
-
-Under ``ember.export`` those breaks are errors naming the construct (export needs one graph).
+* a predicate that is a tensor is captured as one graph node, ``ember.ops.higher_order.cond``
+  (torch's cond higher-order op; ``cond_op.py``), with both branches traced into subgraphs;
+  ``ember.export`` keeps that node. Under a make_fx trace (or on fake tensors) ``cond`` itself
+  goes through that operator, so a ``cond`` nested in a traced branch is a node of the branch;
+* ``while_loop`` is always a graph break (its condition is a tensor by contract); under
+  ``ember.export`` that break is an error naming it (export needs one graph).
 """
 from __future__ import annotations
 
@@ -124,6 +125,11 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()) -> Any:
         raise RuntimeError(f"ember.cond: expected true_fn and false_fn to be callable, got "
                            f"{type(true_fn).__name__} and {type(false_fn).__name__}")
     _check_operands(operands, "ember.cond", "operands")
+    from ..tensor import Tensor
+    if isinstance(pred, Tensor) and pred.numel() == 1 and (pred._fake or _tracing()):
+        # inside a make_fx trace (a branch of an enclosing cond, make_fx of user code) or on fake
+        # tensors: the graph operator, which traces both branches (``cond_op.py``)
+        return _cond_as_op(pred, true_fn, false_fn, tuple(operands))
     taken = true_fn if _check_pred(pred) else false_fn
     out = taken(*operands)
     try:
@@ -132,6 +138,39 @@ def cond(pred, true_fn: Callable, false_fn: Callable, operands=()) -> Any:
         raise RuntimeError(f"ember.cond: {e.args[0]} must return a tensor or a (nested tuple/list/dict of) "
                            f"tensors, got a {type(e.args[1]).__name__}") from None
     return out
+
+
+def _tracing():
+    from .cond_op import active_tracer
+    return active_tracer() is not None
+
+
+def _cond_as_op(pred, true_fn, false_fn, operands):
+    """``cond`` through ``ember.ops.higher_order.cond``: operands and outputs flattened (pytrees)."""
+    from ..utils._pytree import tree_flatten, tree_unflatten
+    from .cond_op import cond_op
+    flat_ops, ops_spec = tree_flatten(operands)
+    trees = {}
+
+    def wrap(fn, name):
+        def branch(*flat):
+            out = fn(*tree_unflatten(list(flat), ops_spec))
+            try:
+                leaves, _ = _flatten(out, name)
+            except _BadLeaf as e:
+                raise RuntimeError(f"ember.cond: {e.args[0]} must return a tensor or a (nested tuple/list/dict "
+                                   f"of) tensors, got a {type(e.args[1]).__name__}") from None
+            trees[name] = out
+            return tuple(tree_flatten(out)[0])
+        return branch
+    res = cond_op(pred, wrap(true_fn, "true_fn"), wrap(false_fn, "false_fn"), tuple(flat_ops))
+    if "true_fn" in trees and "false_fn" in trees:
+        why = describe_mismatch(trees["true_fn"], trees["false_fn"])
+        if why is not None:
+            raise CondBranchMismatchError(f"ember.cond: Expected true_fn and false_fn to return the same "
+                                          f"structure of tensors with the same metadata: {why}")
+    spec = tree_flatten(trees.get("true_fn", trees.get("false_fn")))[1]
+    return tree_unflatten(list(res), spec)
 
 
 def while_loop(cond_fn: Callable, body_fn: Callable, carried_inputs) -> Any:

@@ -329,6 +329,8 @@ class _Pickler(pickle.Pickler):
             # the ember dtype's name: numpy spells ml_dtypes' bfloat16 '|V2', which reads back as void
             return ("fake", tuple(map(self._size, a.shape)), obj.dtype.name, tuple(map(self._size, a.estrides)),
                     self._size(a.offset), str(obj.device), bool(obj.requires_grad))
+        if getattr(obj, "_ember_hop", None) == "cond_op":
+            return ("hop", "cond")     # ember.ops.higher_order.cond (its branches: "subgraphs")
         op = getattr(obj, "_ember_op", None)
         if op is not None and callable(obj):
             if self._ops.get(op.name) is op and op.binding is obj:
@@ -381,6 +383,9 @@ class _Unpickler(pickle.Unpickler):
             if op is None:
                 raise pickle.UnpicklingError(f"unknown op {pid[1]!r}")
             return op.binding
+        if kind == "hop":
+            from .._higher_order_ops.cond_op import cond_op
+            return cond_op
         if kind == "device":
             return self._t.device(pid[1])
         if kind == "symint":
@@ -402,7 +407,8 @@ def _graph_record(gm) -> dict:
     determined by the key and stored by value."""
     import numpy as np
     from ..tensor import Tensor
-    nodes, consts = [], {}
+    from ..fx.graph_module import GraphModule
+    nodes, consts, subgraphs = [], {}, {}
     for n in gm.graph.nodes:
         if n.op == "call_module":
             raise Uncacheable(f"the compiled graph has a call_module node ({n.target})")
@@ -410,6 +416,11 @@ def _graph_record(gm) -> dict:
             v = gm
             for part in n.target.split("."):
                 v = getattr(v, part)
+            if isinstance(v, GraphModule) and n.users and all(
+                    getattr(u.target, "_ember_hop", None) == "cond_op" for u in n.users):
+                subgraphs[n.target] = _graph_record(v)      # a cond's branch
+                nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
+                continue
             if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
                 raise Uncacheable(f"the compiled graph's constant {n.target} is not a numpy-backed tensor")
             arr = np.array(v._data)
@@ -418,7 +429,7 @@ def _graph_record(gm) -> dict:
             consts[n.target] = (arr, v.dtype.name, bool(v.requires_grad))
         nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
     return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__,
-            "consts": consts}
+            "consts": consts, "subgraphs": subgraphs}
 
 
 _LEAVES = frozenset((int, float, str, bool, type(None)))
@@ -467,6 +478,8 @@ def _rebuild_graph(rec: dict):
             if t.dtype is not _t.as_dtype(dt):
                 raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")
             root[target] = t.requires_grad_(True) if rg else t
+    for target, sub_rec in rec.get("subgraphs", {}).items():
+        root[target] = _rebuild_graph(sub_rec)
     gm = GraphModule(root, g, class_name=rec["class_name"])
     gm.meta.update(rec["meta"])
     return gm

@@ -111,6 +111,7 @@ class OutputGraph:
         # region being inlined (variables/checkpoint.py), which aot's partitioner reads
         self.node_meta = {}
         self.checkpoint_regions = 0   # regions captured so far (their ids: 1, 2, ...)
+        self.subgraphs = {}     # get_attr name -> GraphModule (a cond's branches: variables/control_flow.py)
 
     # ------------------------------------------------------------------ inputs
     def add_tensor_input(self, t: Tensor, source):
@@ -747,7 +748,7 @@ class OutputGraph:
             self._check_rerunnable()
         if self.n_calls > self.n_grad_nodes:
             self.graph.output(tuple(t.node for t in self._out_tensors))
-            gm = GraphModule({}, self.graph)
+            gm = GraphModule(dict(self.subgraphs), self.graph)
             # backends: the example inputs are the real tensors of this call; with
             # meta["dynamic"] the graph computes sizes from its inputs (sym_size nodes) and is
             # run on other sizes that satisfy the entry's guards

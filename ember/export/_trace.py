@@ -439,6 +439,8 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     from ..ops._aten_convert import convert_graph
     convert_graph(g)
     new_gm = GraphModule(consts_root, g)
+    from .._higher_order_ops.cond_op import export_branches
+    export_branches(new_gm)        # a cond's branch subgraphs: aten targets, the operands' names
     shape_env = gm.meta.get("shape_env") if gm is not None and gm.meta.get("dynamic") else None
     new_gm.meta["shape_env"] = shape_env
     sig = ExportGraphSignature(input_specs, output_specs)

@@ -191,6 +191,8 @@ class ExportedProgram:
         from ..ops._aten_convert import convert_graph
         convert_graph(g)        # ops kept whole (not in the table) as aten overloads; prims stay
         new_gm = GraphModule(consts, g)
+        from .._higher_order_ops.cond_op import export_branches
+        export_branches(new_gm)    # a cond's branch subgraphs, converted as the graph's own nodes
         new_gm.meta["shape_env"] = env
         # output names follow the new graph's nodes
         from .graph_signature import OutputSpec, TensorArgument
@@ -329,19 +331,30 @@ class ExportedProgram:
     def _readable_graph(self):
         """``class GraphModule(ember.nn.Module): def forward(self, p_fc_weight: "f32[3, 4]", ...)``:
         the generated code with each placeholder and node annotated with its dtype and shape."""
-        gm = self._graph_module
-        lines = ["class GraphModule(ember.nn.Module):"]
-        params = ", ".join(f'{n.name}: "{_ann(n)}"' for n in gm.graph.nodes if n.op == "placeholder")
-        lines.append(f"    def forward(self, {params}):")
-        body = [ln for ln in gm.code.strip("\n").split("\n")[1:] if ln.strip()]
-        anns = {n.name: _ann(n) for n in gm.graph.nodes if n.op not in ("placeholder", "output")}
-        for ln in body:
-            s = ln.strip()
-            head = s.split(" = ", 1)[0] if " = " in s else None
-            if head is not None and head in anns and anns[head]:
-                s = f'{head}: "{anns[head]}" = {s.split(" = ", 1)[1]}'
-            lines.append("        " + s)
-        return "\n".join("    " + ln for ln in lines) + "\n"
+        lines = _readable_lines(self._graph_module, "GraphModule")
+        return "\n".join("    " + ln if ln else "" for ln in lines) + "\n"
+
+
+def _readable_lines(gm, cls_name):
+    """The lines of ``_readable_graph`` for ``gm``; a cond's branch graphs follow as nested
+    classes (``class true_graph_0(ember.nn.Module):``), as torch prints them."""
+    lines = [f"class {cls_name}(ember.nn.Module):"]
+    params = ", ".join(f'{n.name}: "{_ann(n)}"' for n in gm.graph.nodes if n.op == "placeholder")
+    lines.append(f"    def forward(self, {params}):")
+    body = [ln for ln in gm.code.strip("\n").split("\n")[1:] if ln.strip()]
+    anns = {n.name: _ann(n) for n in gm.graph.nodes if n.op not in ("placeholder", "output")}
+    for ln in body:
+        s = ln.strip()
+        head = s.split(" = ", 1)[0] if " = " in s else None
+        if head is not None and head in anns and anns[head]:
+            s = f'{head}: "{anns[head]}" = {s.split(" = ", 1)[1]}'
+        lines.append("        " + s)
+    from .._higher_order_ops.cond_op import cond_nodes
+    for node, tgm, fgm in cond_nodes(gm):
+        for attr, sub in zip(node.args[1:3], (tgm, fgm)):
+            lines.append("")
+            lines.extend("    " + ln if ln else "" for ln in _readable_lines(sub, attr.target))
+    return lines
 
 
 _SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "bfloat16": "bf16", "int64": "i64",

@@ -125,6 +125,8 @@ def _fn_name(f) -> str:
             # (ember.library) a user's Python implementation: nothing in a key describes it
             raise Uncacheable(f"the graph calls the custom op {op.name}, whose code is not in the key")
         return "op:" + op.name
+    if getattr(f, "_ember_hop", None) == "cond_op":
+        raise Uncacheable("the graph holds a cond node, whose branch graphs are not in the key")
     mod, qn = getattr(f, "__module__", None), getattr(f, "__qualname__", None)
     if mod and qn and "<locals>" not in qn and "<lambda>" not in qn:
         return f"fn:{mod}.{qn}"

@@ -251,6 +251,9 @@ class GraphLowering:
                 env[node] = self.add_input(t, f"arg{len(self.graph_inputs)}")
             elif node.op == "get_attr":
                 t = _getattr(self.gm, node.target)
+                if all(is_cond(u.target) for u in node.users) and node.users:
+                    env[node] = t          # a cond's branch (cond_lowering.py)
+                    continue
                 if not isinstance(t, Tensor):
                     raise LoweringError(f"get_attr {node.target} is not a tensor")
                 buf = self.add_input(t, f"const{len(self.constants)}")
@@ -332,6 +335,8 @@ class GraphLowering:
         if node.target is operator.getitem:
             base = lookup(node.args[0])
             return base[node.args[1]]
+        if is_cond(node.target):
+            return lower_cond(self, node, lookup)
         name = _prim_name(node.target)
         if name is None and "custom" in getattr(getattr(node.target, "_ember_op", None), "tags", ()):
             # a user's custom operator (ember.library): opaque, an extern call of its implementation
@@ -511,6 +516,15 @@ class GraphLowering:
 def _concrete_layouts(metas):
     """Whether every output size in ``metas`` is a plain int (no SymInt)."""
     return all(type(n) is int for m in metas for n in m.shape)
+
+
+def is_cond(target):
+    return getattr(target, "_ember_hop", None) == "cond_op"
+
+
+def lower_cond(graph, node, lookup):
+    from .cond_lowering import lower_cond as lower
+    return lower(graph, node, lookup)
 
 
 def _symbolic_in(args, kwargs):

@@ -56,6 +56,9 @@ def __getattr__(name):
     if name == "aten":                  # torch.ops.aten's spelling of ember's ops (_aten_namespace.py)
         from ._aten_namespace import aten
         return aten
+    if name == "higher_order":          # torch.ops.higher_order (cond: ember/_higher_order_ops/cond_op.py)
+        import importlib
+        return importlib.import_module(__name__ + ".higher_order")
     lib = sys.modules.get("ember.library._custom_op")
     ns = lib.namespace(name) if lib is not None and not name.startswith("__") else None
     if ns is None:

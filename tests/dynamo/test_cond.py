@@ -1,6 +1,6 @@
 """ember.cond / ember.while_loop: eager semantics and checks as torch's, autograd through the
 branch taken, and their capture under ember.compile (static predicate inlined, tensor predicate
-a graph break naming it)."""
+one cond graph node)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -110,7 +110,9 @@ def test_static_predicate_inlines_chosen_branch():
     assert any("sin" in t for t in targets) and any("cos" in t for t in targets)
 
 
-def test_tensor_predicate_graph_breaks_with_reason():
+def test_tensor_predicate_is_one_graph_with_a_cond_node():
+    """A tensor predicate is captured as one ``ember.ops.higher_order.cond`` node (torch's cond HOP):
+    no graph break, ``fullgraph=True`` works (tests/dynamo/test_cond_hop_s34.py has the rest)."""
     be = CountingBackend()
 
     def g(x):
@@ -118,14 +120,14 @@ def test_tensor_predicate_graph_breaks_with_reason():
         return ember.cond(y.sum() > 0, lambda a: a.sin(), lambda a: a.cos(), (y,)) + 1
 
     cg = ember.compile(g, backend=be)
-    for _ in range(3):
-        x = ember.randn(5, 3)
+    n_reasons = len(dynamo.fallback_reasons)
+    for sign in (1, -1, 1):
+        x = ember.rand(5, 3) * sign
         np.testing.assert_allclose(_np(cg(x)), _np(g(x)), rtol=1e-6)
-    reasons = [r for _, r in dynamo.fallback_reasons]
-    assert any("ember.cond with a data-dependent predicate: control flow is not captured, the cond runs eagerly"
-               in r for r in reasons)
-    with pytest.raises(dynamo.FullGraphError, match="data-dependent predicate"):
-        ember.compile(g, backend="eager", fullgraph=True)(ember.randn(5, 3))
+    assert be.frame_count == 1 and len(dynamo.fallback_reasons) == n_reasons
+    assert any(n.target is ember.ops.higher_order.cond for n in be.graphs[0].graph.nodes)
+    x = ember.randn(5, 3)
+    np.testing.assert_allclose(_np(ember.compile(g, backend="eager", fullgraph=True)(x)), _np(g(x)), rtol=1e-6)
 
 
 def test_both_signs_of_tensor_predicate_are_exact():

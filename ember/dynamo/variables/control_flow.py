@@ -1,7 +1,4 @@
-"""``ember.cond`` / ``ember.while_loop`` (``ember/_higher_order_ops.py``) inside a compiled frame.
-
-ember does not capture data-dependent control flow as a graph operator (torch's ``cond``
-higher-order op): a graph is straight-line code. So:
+"""``ember.cond`` / ``ember.while_loop`` (``ember/_higher_order_ops``) inside a compiled frame.
 
 * ``cond`` whose predicate is known while tracing -- a Python bool, or a decision on sizes
   (``x.shape[0] > 4``; with symbolic sizes the decision is a ShapeEnv guard, so another size
@@ -9,9 +6,22 @@ higher-order op): a graph is straight-line code. So:
   the operands' example values (when it is a plain function we can call) and both results
   must have the same structure, shapes and dtypes, as torch checks at trace time: a mismatch
   raises ``CondBranchMismatchError`` from the compile, as torch raises from its trace.
-* ``cond`` on a tensor predicate is a graph break with a reason naming it: the call runs
-  eagerly with the eager ``cond`` (correct results, never a silent specialisation on the
-  example's value). ``fullgraph=True`` / ``ember.export`` turn that into an error.
+* ``cond`` on a tensor predicate is captured as ONE graph node, torch's cond higher-order op:
+  ``ember.ops.higher_order.cond(pred, cond_true_0, cond_false_0, (operands..., lifted...))``.
+  Both branches are traced (``ember/dynamo/_cond_trace.py``: make_fx's tracer over the branch's
+  Python function, on the operands' fake values) into GraphModule attributes of the frame's
+  graph; tensors they read from outside (closures over the frame's tensors, parameters and
+  buffers of modules reached through ``self`` or a closure) are lifted to extra operands, as
+  torch does; both must return the same structure of tensors with the same shapes/dtypes
+  (``CondBranchMismatchError`` otherwise). No guard is put on the predicate's value: one graph
+  serves both. aot traces the node into its own subgraphs (``ember/_higher_order_ops/
+  cond_op.py``), inductor runs it as an extern call of the chosen branch, compiled
+  (``ember/inductor/cond_lowering.py``), and ``ember.export`` keeps it (``true_graph_0`` /
+  ``false_graph_0``, aten targets inside). Gradients: see ``cond_op.py``; while none is
+  supported, operands (or lifted parameters) that require grad under ``ember.compile`` with
+  grad mode on keep the graph break, with that reason. A branch that cannot be rebuilt as a
+  callable or traced (a ``.item()``, Python control flow on data inside it) is a graph break
+  naming the reason: the call runs eagerly with the eager ``cond``.
 * ``while_loop`` is always a graph break (its condition is a tensor by contract).
 * ``scan`` / ``associative_scan`` / ``map`` and the call-through HOPs (``wrap``,
   ``invoke_subgraph``, ``out_dtype``, ...) are traced inline: their implementations are plain
@@ -20,6 +30,7 @@ higher-order op): a graph is straight-line code. So:
 """
 from __future__ import annotations
 
+import operator
 import types
 
 from ..exc import Unsupported
@@ -125,12 +136,12 @@ def _cond(tx, args, kwargs):
     b = _bind(args, kwargs)
     pred = b["pred"]
     if isinstance(pred, TensorVariable):
-        raise Unsupported(DATA_DEPENDENT_COND)
+        return _cond_node(tx, b, pred)
     if not pred.is_python_constant():
         raise Unsupported(f"ember.cond: predicate {pred} is neither a constant nor a tensor (the cond runs "
                           f"eagerly)")
     value = pred.as_python_constant()
-    ops = b.get("operands", TupleVariable([]))
+    ops = _empty_operands(b.get("operands", TupleVariable([])))
     if not isinstance(ops, (TupleVariable, ListVariable)):
         raise Unsupported("ember.cond: operands is not a tuple or list (the cond runs eagerly, where it raises)")
     items = list(ops.items)
@@ -144,6 +155,19 @@ def _cond(tx, args, kwargs):
     result = chosen.call_function(tx, items, {})
     _check_other_branch(tx, other, items, result, taken)
     return result
+
+
+def _empty_operands(ops):
+    """``()`` / ``[]`` read as a constant: an empty operand tuple."""
+    from .lists import TupleVariable
+    if not hasattr(ops, "items") and ops.is_python_constant():
+        try:
+            value = ops.as_python_constant()
+        except Exception:  # noqa: BLE001
+            return ops
+        if isinstance(value, (tuple, list)) and not value:
+            return TupleVariable([])
+    return ops
 
 
 def _python_callable(var):
@@ -223,3 +247,59 @@ def _check_other_branch(tx, other, items, result, taken):
         err = CondBranchMismatchError(f"ember.cond: Expected true_fn and false_fn to return the same structure "
                                       f"of tensors with the same metadata: {why}")
         raise err
+
+
+# ---------------------------------------------------------------------------------------------
+# a tensor predicate: one ``ember.ops.higher_order.cond`` node (see the module doc)
+
+def _cond_node(tx, b, pred):
+    """Trace both branches into subgraphs of the frame's graph and record one cond node."""
+    from ... import compiler as _compiler
+    from ..._higher_order_ops.cond_op import cond_op
+    from .._cond_trace import trace_cond_branches
+    from .lists import ListVariable, TupleVariable
+    from .tensor import TensorVariable
+    ops = _empty_operands(b.get("operands", TupleVariable([])))
+    if not isinstance(ops, (TupleVariable, ListVariable)):
+        raise Unsupported("ember.cond: operands is not a tuple or list (the cond runs eagerly, where it raises)")
+    items = list(ops.items)
+    if not all(isinstance(i, TensorVariable) for i in items):
+        raise Unsupported("ember.cond: operands must all be tensors to capture a data-dependent cond as a "
+                          "graph node (nested operands: the cond runs eagerly)")
+    if pred.example.numel() != 1:
+        raise Unsupported("ember.cond: the predicate tensor has more than one element (the cond runs eagerly, "
+                          "where it raises)")
+    from ..._state import STATE
+    grads = STATE.grad_enabled and not _compiler._EXPORT_DEPTH and any(
+        i.example.requires_grad for i in items)
+    traced = trace_cond_branches(tx, b["true_fn"], b["false_fn"], items, grads)
+    out = tx.output
+    k = 0
+    while f"cond_true_{k}" in out.subgraphs:
+        k += 1
+    tname, fname = f"cond_true_{k}", f"cond_false_{k}"
+    out.subgraphs[tname], out.subgraphs[fname] = traced.true_gm, traced.false_gm
+    tnode, fnode = out.graph.get_attr(tname), out.graph.get_attr(fname)
+    operands = items + traced.lifted
+    node = out.graph.call_function(cond_op, (pred.node, tnode, fnode, tuple(v.node for v in operands)))
+    out._note_op(node)
+    res = out.examples.run(cond_op, [pred.example, traced.true_gm, traced.false_gm,
+                                     tuple(v.example for v in operands)], {})
+    leaves = []
+    for i, r in enumerate(res):
+        n = out.graph.call_function(operator.getitem, (node, i))
+        n.meta.update(out.node_meta)
+        leaves.append(TensorVariable(n, r))
+    return _rebuild(traced.unflatten(leaves))
+
+
+def _rebuild(tree):
+    """Python tuples/lists/dicts of trackers -> the container trackers."""
+    from .lists import DictVariable, ListVariable, TupleVariable
+    if isinstance(tree, tuple):
+        return TupleVariable([_rebuild(x) for x in tree])
+    if isinstance(tree, list):
+        return ListVariable([_rebuild(x) for x in tree])
+    if isinstance(tree, dict):
+        return DictVariable({k: _rebuild(v) for k, v in tree.items()})
+    return tree
