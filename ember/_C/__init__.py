@@ -1,4 +1,5 @@
-"""C extensions of ember: ``_eval_frame``, the PEP 523 frame hook used by ember.dynamo.
+"""C extensions of ember: ``_eval_frame``, the PEP 523 frame hook used by ember.dynamo, and
+``_guards``, the tensor check of its guard functions (optional: Python checks stand in).
 
 It is compiled by ``pip install -e .`` (setup.py); a source checkout that was
 never installed has no compiled module, and ember.dynamo then says so."""
@@ -12,6 +13,24 @@ def _load_eval_frame():
             "ember._C._eval_frame (the frame hook behind ember.compile) is not built for this Python: "
             "run `pip install -e .` in the ember checkout (needs a C compiler)") from e
     return _eval_frame
+
+
+def _load_guards():
+    """``ember._C._guards`` (the C tensor check of dynamo's guards, guards.c), ready to use, or
+    None where it is not built (a checkout built before it existed) or where its reading of numpy
+    arrays' shape and strides disagrees with numpy's: ember.dynamo then checks tensors with
+    Python expressions (slower, same answers)."""
+    try:
+        from . import _guards
+    except ImportError:
+        return None
+    import numpy as np
+    _guards.set_ndarray_type(np.ndarray)
+    samples = (np.empty((2, 3, 5), np.float32)[:, ::2], np.empty((), np.float64), np.empty((0, 4), np.int8).T,
+               np.empty((3, 1, 4), np.int64)[::-1, :, 1:3], np.empty(7, np.complex64))
+    if any(_guards.array_layout(a) != (a.shape, a.strides) for a in samples):
+        return None
+    return _guards
 
 
 # torch._C's names for the __torch_function__ protocol's switches (ember/_torch_function.py)
