@@ -153,7 +153,30 @@ def _traced(outer, pred, true_fn, false_fn, operands):
     return record_cond(outer, pred, true_fn, false_fn, operands)
 
 
+def dedupe(operands, key=lambda t: (id(t._data), t.dtype)):
+    """(the distinct operands, for each operand its position among them): the tracer knows a
+    tensor by its array, so the same tensor given twice must be one placeholder."""
+    uniq, pos, index = [], {}, []
+    for o in operands:
+        k = key(o)
+        if k not in pos:
+            pos[k] = len(uniq)
+            uniq.append(o)
+        index.append(pos[k])
+    return uniq, index
+
+
+def spread(fn, index):
+    """``fn`` taking the distinct operands (see ``dedupe``)."""
+    def call(*uniq):
+        return fn(*[uniq[i] for i in index])
+    return call
+
+
 def record_cond(outer, pred, true_fn, false_fn, operands):
+    uniq, index = dedupe(operands)
+    if len(uniq) != len(operands):
+        true_fn, false_fn, operands = spread(true_fn, index), spread(false_fn, index), tuple(uniq)
     modes = STATE.modes
     pos = modes.index(outer)
     del modes[pos]

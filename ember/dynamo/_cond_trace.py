@@ -26,25 +26,28 @@ from .exc import Unsupported
 
 
 class TracedBranches:
-    def __init__(self, true_gm, false_gm, lifted, spec):
+    def __init__(self, true_gm, false_gm, items, lifted, spec):
         self.true_gm, self.false_gm, self.lifted, self.spec = true_gm, false_gm, lifted, spec
+        self.items = items          # the cond's own operands (the same tensor given twice: once)
 
     def unflatten(self, leaves):
         from ..utils._pytree import tree_unflatten
         return tree_unflatten(list(leaves), self.spec)
 
 
-def _branch_callable(var, cells_map: Dict[int, Any], modules: List[Any]):
+def _branch_callable(var, cells_map: Dict[int, Any], modules: List[Any], codes: List[Any] = None):
     """The Python function behind branch tracker ``var`` (None if it cannot be rebuilt); the
     example tensors put in its closure cells -> their trackers go to ``cells_map``, the module
-    trackers it reaches to ``modules``."""
+    trackers it reaches to ``modules``, (code, globals) of the functions to ``codes``."""
     from .variables.functions import NestedFunctionVariable, UserFunctionVariable, UserMethodVariable
     from .variables.objects import NNModuleVariable
     from .variables.tensor import TensorVariable
+    codes = [] if codes is None else codes
     if isinstance(var, UserFunctionVariable):
+        codes.append((var.fn.__code__, var.fn.__globals__))
         return var.fn
     if isinstance(var, UserMethodVariable) and isinstance(var.obj, NNModuleVariable):
-        fn = _branch_callable(var.fn_var, cells_map, modules)
+        fn = _branch_callable(var.fn_var, cells_map, modules, codes)
         modules.append(var.obj)
         return types.MethodType(fn, var.obj.module) if fn is not None else None
     if isinstance(var, NNModuleVariable):
@@ -53,6 +56,7 @@ def _branch_callable(var, cells_map: Dict[int, Any], modules: List[Any]):
     if isinstance(var, NestedFunctionVariable):
         if var.defaults is not None or var.kwdefaults is not None:
             return None
+        codes.append((var.code, var.f_globals))
         vals = []
         if var.closure is not None:
             for c in var.closure.items:
@@ -64,7 +68,7 @@ def _branch_callable(var, cells_map: Dict[int, Any], modules: List[Any]):
                     cells_map[id(contents.example)] = contents
                     vals.append(contents.example)
                 elif isinstance(contents, (UserFunctionVariable, NestedFunctionVariable, UserMethodVariable)):
-                    fn = _branch_callable(contents, cells_map, modules)
+                    fn = _branch_callable(contents, cells_map, modules, codes)
                     if fn is None:
                         return None
                     vals.append(fn)
@@ -75,6 +79,37 @@ def _branch_callable(var, cells_map: Dict[int, Any], modules: List[Any]):
         cells = tuple(types.CellType(v) for v in vals)
         return types.FunctionType(var.code, var.f_globals, var.code.co_name, None, cells or None)
     return None
+
+
+def _global_names(code):
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            names |= _global_names(c)
+    return names
+
+
+def _read_globals(tx, codes, modules, found: Dict[int, Any]):
+    """Modules and tensors the branches read as globals of the frame's own module: read through
+    the frame's tracer (guarded graph inputs), so their tensors can be lifted."""
+    from ..nn.modules.module import Module
+    from ..tensor import Tensor
+    from .variables.objects import NNModuleVariable
+    from .variables.tensor import TensorVariable
+    seen = set()
+    for code, glb in codes:
+        if glb is not getattr(tx, "f_globals", None):
+            continue
+        for name in sorted(_global_names(code)):
+            v = glb.get(name)
+            if name in seen or not isinstance(v, (Module, Tensor)):
+                continue
+            seen.add(name)
+            var = tx.load_global(name)
+            if isinstance(var, NNModuleVariable):
+                modules.append(var)
+            elif isinstance(var, TensorVariable):
+                found[id(v)] = var
 
 
 def _module_tensor(tx, modules, t):
@@ -104,21 +139,24 @@ def _flatten_out(out, name):
 
 def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBranches:
     from .._higher_order_ops._control_flow import CondBranchMismatchError, describe_mismatch
-    from .._higher_order_ops.cond_op import trace_branch
+    from .._higher_order_ops.cond_op import dedupe, spread, trace_branch
     from ..tensor import Tensor
     from .eval_frame import set_eval_frame
     from .example_value import preserve_rng
     out = tx.output
     cells_map: Dict[int, Any] = {}
     modules: List[Any] = []
-    fns = []
+    fns, codes = [], []
     for name, var in (("true_fn", true_var), ("false_fn", false_var)):
-        fn = _branch_callable(var, cells_map, modules)
+        fn = _branch_callable(var, cells_map, modules, codes)
         if fn is None:
             raise Unsupported(f"ember.cond: {name} ({var}) cannot be traced as a subgraph (a closure over values "
                               f"other than tensors, modules and constants, or default arguments); the cond "
                               f"runs eagerly")
         fns.append(fn)
+    uniq, index = dedupe(items, key=lambda v: id(v.example))
+    if len(uniq) != len(items):           # the same tensor twice: one placeholder (``dedupe``)
+        fns, items = [spread(fn, index) for fn in fns], uniq
     examples = [i.example for i in items]
     trees, traced = [], []
     prev = set_eval_frame(None)
@@ -150,6 +188,7 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
     # constants of the subgraphs that are tensors of the frame: lifted to operands
     lifted: List[Any] = []
     per_branch: List[Dict[str, Any]] = []
+    globals_read = False
     for gm, tracer in traced:
         found = {}
         for cname, c in tracer.constants.items():
@@ -158,10 +197,17 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
             tv = cells_map.get(id(c))
             if tv is None and not c._fake:
                 tv = _module_tensor(tx, modules, c)
+                if tv is None and not globals_read:
+                    globals_read = True
+                    _read_globals(tx, codes, modules, cells_map)
+                    tv = cells_map.get(id(c)) or _module_tensor(tx, modules, c)
             if tv is None:
                 if c._fake:
                     raise Unsupported("ember.cond: a branch reads a tensor of the frame that cannot be lifted to "
                                       "an operand; the cond runs eagerly")
+                if c.requires_grad and check_grads:
+                    raise Unsupported("ember.cond: a branch reads a tensor that requires grad which cannot be "
+                                      "lifted to an operand (its gradient would be lost); the cond runs eagerly")
                 continue
             found[cname] = tv
             if not any(tv is v for v in lifted):
@@ -169,11 +215,7 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
         per_branch.append(found)
     for (gm, tracer), found in zip(traced, per_branch):
         _lift(gm, found, lifted, len(items))
-    if check_grads and any(v.example.requires_grad for v in list(items) + lifted):
-        raise Unsupported("ember.cond with a data-dependent predicate on operands (or parameters a branch reads) "
-                          "that require grad: gradients through a captured cond are not supported yet, the "
-                          "cond runs eagerly")
-    return TracedBranches(traced[0][0], traced[1][0], lifted, trees[0]["spec"])
+    return TracedBranches(traced[0][0], traced[1][0], list(items), lifted, trees[0]["spec"])
 
 
 def _lift(gm, found: Dict[str, Any], lifted: List[Any], n_operands: int) -> None:

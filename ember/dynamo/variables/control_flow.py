@@ -17,11 +17,14 @@
   serves both. aot traces the node into its own subgraphs (``ember/_higher_order_ops/
   cond_op.py``), inductor runs it as an extern call of the chosen branch, compiled
   (``ember/inductor/cond_lowering.py``), and ``ember.export`` keeps it (``true_graph_0`` /
-  ``false_graph_0``, aten targets inside). Gradients: see ``cond_op.py``; while none is
-  supported, operands (or lifted parameters) that require grad under ``ember.compile`` with
-  grad mode on keep the graph break, with that reason. A branch that cannot be rebuilt as a
-  callable or traced (a ``.item()``, Python control flow on data inside it) is a graph break
-  naming the reason: the call runs eagerly with the eager ``cond``.
+  ``false_graph_0``, aten targets inside). Gradients flow through the node: aot's joint
+  trace records a backward ``cond`` over the branches' vector-Jacobian graphs
+  (``ember/_higher_order_ops/cond_autograd.py``). A tensor that requires grad which a branch
+  reads but which cannot be lifted (not a closure cell, not a parameter/buffer of a module the
+  branch reaches, not a global of the frame's module) keeps the graph break, with that reason
+  (its gradient would be lost). A branch that cannot be rebuilt as a callable or traced (a
+  ``.item()``, Python control flow on data inside it) is a graph break naming the reason: the
+  call runs eagerly with the eager ``cond``.
 * ``while_loop`` is always a graph break (its condition is a tensor by contract).
 * ``scan`` / ``associative_scan`` / ``map`` and the call-through HOPs (``wrap``,
   ``invoke_subgraph``, ``out_dtype``, ...) are traced inline: their implementations are plain
@@ -269,9 +272,9 @@ def _cond_node(tx, b, pred):
     if pred.example.numel() != 1:
         raise Unsupported("ember.cond: the predicate tensor has more than one element (the cond runs eagerly, "
                           "where it raises)")
+    # (gradients: the node is differentiable -- ``_higher_order_ops/cond_autograd.py``)
     from ..._state import STATE
-    grads = STATE.grad_enabled and not _compiler._EXPORT_DEPTH and any(
-        i.example.requires_grad for i in items)
+    grads = STATE.grad_enabled and not _compiler._EXPORT_DEPTH
     traced = trace_cond_branches(tx, b["true_fn"], b["false_fn"], items, grads)
     out = tx.output
     k = 0
@@ -280,7 +283,7 @@ def _cond_node(tx, b, pred):
     tname, fname = f"cond_true_{k}", f"cond_false_{k}"
     out.subgraphs[tname], out.subgraphs[fname] = traced.true_gm, traced.false_gm
     tnode, fnode = out.graph.get_attr(tname), out.graph.get_attr(fname)
-    operands = items + traced.lifted
+    operands = traced.items + traced.lifted
     node = out.graph.call_function(cond_op, (pred.node, tnode, fnode, tuple(v.node for v in operands)))
     out._note_op(node)
     res = out.examples.run(cond_op, [pred.example, traced.true_gm, traced.false_gm,
