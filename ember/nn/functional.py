@@ -384,7 +384,8 @@ from .._torch_level_gaps import native_channel_shuffle  # noqa: E402
 
 
 # ====================================================================== normalisation
-def _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps):
+def _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                       check_dtypes=True):
     """torch's ``F.batch_norm`` checks, in its order: the batch size when training, ``eps``, the
     argument types of ``torch.batch_norm`` (``momentum`` must be a number: ``None`` is the
     module's cumulative average, which ``nn.BatchNorm`` turns into a factor itself), then -- for
@@ -406,8 +407,6 @@ def _batch_norm_checks(input, running_mean, running_var, weight, bias, training,
     for name, pos, v in (("momentum", 7, momentum), ("eps", 8, eps)):
         if not isinstance(v, numbers.Real) or isinstance(v, Tensor):
             raise TypeError(f"batch_norm(): argument '{name}' (position {pos}) must be float, not {type(v).__name__}")
-    if not input.dtype.is_floating_point:
-        raise NotImplementedError(f"\"batch_norm\" not implemented for '{input.dtype.legacy_name}'")
     if input.numel() == 0:
         return False
     features = input.shape[1] if input.dim() > 1 else 0
@@ -420,15 +419,59 @@ def _batch_norm_checks(input, running_mean, running_var, weight, bias, training,
     for name, t in (("weight", weight), ("bias", bias)):
         if t is not None and t.numel() != features:
             raise RuntimeError(f"{name} should contain {features} elements not {t.numel()}")
-    if input.dim() < 2:
-        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
-    # (torch also refuses one running buffer without the other in training, and parameters of
-    # another dtype than a float32/float64 input: ember updates them, tests/ops/test_small_op_fast_paths.py)
+    # torch's order from here differs by mode: training checks the rank, the pairing of the
+    # running buffers, then the dtypes; evaluation the dtype of the input and the mixed-dtype
+    # rule before the rank, the parameters' dtypes (the kernel's) after it
+    if training:
+        _bn_rank(input)
+        if (running_mean is None) != (running_var is None):
+            raise ValueError("running_mean and running_var must either both be None or neither be None")
+        _bn_dtypes(input, weight, bias, running_mean, running_var, training, check_dtypes)
+    else:
+        _bn_dtypes(input, weight, bias, running_mean, running_var, training, check_dtypes, rank=True)
     return True
 
 
+def _bn_rank(input):
+    if input.dim() < 2:
+        raise IndexError("Dimension out of range (expected to be in range of [-1, 0], but got 1)")
+
+
+def _bn_dtypes(input, weight, bias, running_mean, running_var, training, check_dtypes, rank=False):
+    """torch's CPU batch norm dtype rules: a floating input; parameters (weight, bias, running
+    statistics) either all of the input's dtype, or -- when the first given one differs from the
+    input's ("mixed") -- all float32 with a float16/bfloat16 input. Otherwise the kernel's
+    "expected scalar type" for the first parameter read of another dtype (training reads the
+    running statistics first, evaluation the affine parameters)."""
+    if not input.dtype.is_floating_point:
+        raise NotImplementedError(f"\"batch_norm\" not implemented for '{input.dtype.legacy_name}'")
+    params = (weight, bias, running_mean, running_var)
+    first = next((p for p in params if p is not None), None)
+    if check_dtypes and first is not None and first.dtype != input.dtype:
+        if any(p is not None and p.dtype is not _t.float32 for p in params):
+            raise RuntimeError("mixed dtype (CPU): expect parameter to have scalar type of Float")
+        if input.dtype is not _t.float16 and input.dtype is not _t.bfloat16:
+            raise RuntimeError("mixed dtype (CPU): all inputs must share same datatype.")
+        first = None
+    if rank:
+        _bn_rank(input)
+    if check_dtypes and first is not None:
+        order = (running_mean, running_var, weight, bias) if training else params
+        for p in order:
+            if p is not None and p.dtype != input.dtype:
+                raise RuntimeError(f"expected scalar type {input.dtype.legacy_name} but found {p.dtype.legacy_name}")
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-5):
-    if not _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps):
+    return _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                       getattr(input.device, "type", "cpu") == "cpu")
+
+
+def _batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps, check_dtypes):
+    """``F.batch_norm``; ``check_dtypes``: torch's CPU dtype rules (instance_norm's reshaped call,
+    and other devices, keep mixed dtypes)."""
+    if not _batch_norm_checks(input, running_mean, running_var, weight, bias, training, momentum, eps,
+                              check_dtypes):
         out = input.clone()                 # an empty input: torch's early return, its clone (affine by entry 0)
         if weight is not None:
             out = out * weight[0]
@@ -459,14 +502,14 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
                   momentum=0.1, eps=1e-5):
     if not use_input_stats:
-        return batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps)
+        return _batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps, False)
     N, C = input.shape[:2]
     x = input.reshape(1, N * C, *tuple(input.shape[2:]))
     w = weight.repeat(N) if weight is not None else None
     b = bias.repeat(N) if bias is not None else None
     rm = running_mean.repeat(N) if running_mean is not None else None
     rv = running_var.repeat(N) if running_var is not None else None
-    out = batch_norm(x, rm, rv, w, b, True, momentum, eps)
+    out = _batch_norm(x, rm, rv, w, b, True, momentum, eps, False)
     if running_mean is not None:
         from ..autograd import no_grad
         with no_grad():

@@ -612,23 +612,32 @@ def test_batch_norm_running_update_same_bits(shape, dtype, momentum, monkeypatch
 
 
 def test_batch_norm_running_update_fallbacks(monkeypatch):
-    """Mixed dtypes (float64 buffers, float32 input), only one buffer, an input requiring grad,
-    and a dispatch mode: the composite's values; the mode sees the update's ops."""
+    """Mixed dtypes (float32 buffers, a float16 input: the mixed mode torch accepts), an input
+    requiring grad, and a dispatch mode: the composite's values; the mode sees the update's ops.
+    (One buffer without the other, or float64 buffers for a float32 input, torch refuses:
+    tests/ops/test_argument_errors_s34.py.)"""
     xa = np.random.default_rng(6).standard_normal((3, 4, 5)).astype(np.float32)
     calls = []
     real = _eager_fast.batch_norm_running_update
     monkeypatch.setattr(_eager_fast, "batch_norm_running_update",
                         lambda *a: calls.append(r := real(*a)) or r)
-    fo, frm, frv = _bn_run(xa, np.float64, 0.1, True, monkeypatch)
+    fo, frm, frv = _bn_run(xa.astype(np.float16), np.float32, 0.1, True, monkeypatch)
     assert calls == [False]
     monkeypatch.setattr(_eager_fast, "batch_norm_running_update", real)
-    so, srm, srv = _bn_run(xa, np.float64, 0.1, False, monkeypatch)
+    so, srm, srv = _bn_run(xa.astype(np.float16), np.float32, 0.1, False, monkeypatch)
     _same(frm, srm)
     _same(frv, srv)
-    fo, frm, _ = _bn_run(xa, np.float32, 0.1, True, monkeypatch, requires_grad=True, var=False)
-    so, srm, _ = _bn_run(xa, np.float32, 0.1, False, monkeypatch, requires_grad=True, var=False)
+    rng = np.random.default_rng(11)
+    trm = torch.tensor(rng.standard_normal(4).astype(np.float32))
+    trv = torch.tensor(rng.random(4).astype(np.float32) + 0.5)
+    TF.batch_norm(torch.tensor(xa.astype(np.float16)), trm, trv, training=True, momentum=0.1)
+    np.testing.assert_allclose(_np(frm), _np(trm), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(_np(frv), _np(trv), rtol=1e-3, atol=1e-3)
+    fo, frm, frv = _bn_run(xa, np.float32, 0.1, True, monkeypatch, requires_grad=True)
+    so, srm, srv = _bn_run(xa, np.float32, 0.1, False, monkeypatch, requires_grad=True)
     _same(fo, so)
     _same(frm, srm)
+    _same(frv, srv)
     from ember.utils._python_dispatch import TorchDispatchMode
     seen = []
 
