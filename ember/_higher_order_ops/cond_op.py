@@ -103,9 +103,12 @@ def _check_alike(tout, fout):
                                       f"of tensors with the same metadata: {why}")
 
 
-def trace_branch(fn, operands, *, decomps=None, keep=(), shape_env=None, functionalize=False, name="branch"):
+def trace_branch(fn, operands, *, decomps=None, keep=(), shape_env=None, functionalize=False, name="branch",
+                 whole_ops=False):
     """``fn(*operands)`` traced by a fresh make_fx tracer into a GraphModule returning a flat tuple.
 
+    ``whole_ops`` (dynamo's capture): every composite op is recorded whole, with grad mode off
+    (``F.linear`` stays ``linear``, as in the frame's own graph; aot decomposes it later).
     Returns (graph module, the branch's output tensors, the tracer). The caller must have taken
     any outer tracer off the mode stack (its ops would be recorded there too)."""
     from ..fx.experimental.proxy_tensor import DispatchTracer
@@ -117,6 +120,9 @@ def trace_branch(fn, operands, *, decomps=None, keep=(), shape_env=None, functio
         return res
     tracer = DispatchTracer(decomps or {}, keep, shape_env=shape_env, functionalize=functionalize)
     prev = STATE.grad_enabled
+    if whole_ops:
+        tracer.keep_composite = lambda op: True
+        STATE.grad_enabled = False
     try:
         gm = tracer.trace(body, tuple(operands))
     finally:

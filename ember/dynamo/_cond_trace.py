@@ -171,7 +171,8 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
                     leaves, res["spec"] = _flatten_out(r, name)
                     return tuple(leaves)
                 try:
-                    gm, outs, tracer = trace_branch(flat, examples, shape_env=out.examples.shape_env, name=name)
+                    gm, outs, tracer = trace_branch(flat, examples, shape_env=out.examples.shape_env, name=name,
+                                                   whole_ops=True)
                 except (Unsupported, CondBranchMismatchError):
                     raise
                 except Exception as e:  # noqa: BLE001 - untraceable branch: the cond runs eagerly
