@@ -1465,7 +1465,9 @@ def gelu(xp, a, approximate="none"):
     dt = _float_act("gelu", "GeluKernelImpl")(a)
     if approximate == "tanh":
         x = a.astype(_comp(dt).np, copy=False)
-        r = 0.5 * x * (1 + xp.tanh(_GELU_K * (x + _GELU_C * x * x * x)))
+        # torch's order: kappa * (x * x * x), one rounding per product as its kernel (and as
+        # the decomposition and the derivative below, so compiled graphs share the tanh)
+        r = 0.5 * x * (1 + xp.tanh(_GELU_K * (x + _GELU_C * (x * x * x))))
     else:
         x = a.astype(np.float64)
         r = 0.5 * x * (1 + _erf_erfc(xp, x * _SQRT1_2, dt is not _t.float64)[0])
@@ -1476,9 +1478,12 @@ def gelu(xp, a, approximate="none"):
 def _gelu_bw(ctx, g):
     x, approximate = ctx.args
     if approximate == "tanh":
+        # torch's GeluBackward (tanh): x_cube = x_sq * x, inner = beta * (x + kappa * x_cube),
+        # the derivative's 3 * kappa a product in the compute dtype (float32 for float32/half)
         x2 = x * x
-        t = api.tanh(_GELU_K * (x + _GELU_C * x2 * x))
-        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_K * (1 + 3 * _GELU_C * x2))
+        t = api.tanh(_GELU_K * (x + _GELU_C * (x2 * x)))
+        three_c = 3 * _GELU_C if x.dtype is _t.float64 else float(np.float32(3) * np.float32(_GELU_C))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_K * (1 + three_c * x2))
         return (g * d,)
     cdf = 0.5 * (1 + api.erf(x * _SQRT1_2))
     pdf = api.exp(-0.5 * x * x) * (1.0 / math.sqrt(2 * math.pi))

@@ -12,17 +12,17 @@ from ember.tensor import _make
 
 from ._helpers import RNG, assert_same, compile_and_run, rand
 
-avx512 = pytest.mark.skipif(not exp_staging_enabled(), reason="host without AVX-512F (or -march=native off): "
+avx512 = pytest.mark.skipif(not exp_staging_enabled(), reason="host without AVX-512F or AVX2+FMA (or -march=native off): "
                                                           "exp is libmvec's and loops are not staged")
 
 
 @pytest.fixture(autouse=True)
 def knobs():
     """Every kernel here is stripped, whatever its size (``config.strip_min_work``: 0)."""
-    saved = (config.strip_loops, list(config.cpp_flags), config.strip_min_work)
+    saved = (config.strip_loops, list(config.cpp_flags), config.strip_min_work, config.strip_exp_min_work)
     config.strip_min_work = 0
     yield
-    config.strip_loops, config.cpp_flags, config.strip_min_work = saved
+    config.strip_loops, config.cpp_flags, config.strip_min_work, config.strip_exp_min_work = saved
 
 
 @avx512
@@ -36,6 +36,23 @@ def test_small_kernels_are_not_stripped():
     cf, got2, _ = compile_and_run(lambda a: P.sum(P.exp(a), [1]), x)
     assert "ember_exp_block(" in _kernels(cf.compiled.source)
     np.testing.assert_allclose(got2[0], got[0], rtol=1e-6)
+
+
+@avx512
+def test_mid_sized_kernels_stage_exp_loops_only():
+    """Between ``strip_exp_min_work`` and ``strip_min_work`` a loop calling exp is staged (with
+    its sum in float partials) and a loop that only sums keeps its double accumulator."""
+    config.strip_min_work = 1 << 22
+    config.strip_exp_min_work = 1 << 18
+    x = rand(64, 8192, lo=-5, hi=5)
+    cf, got, want = compile_and_run(lambda a: (P.sum(P.exp(a), [1]), P.sum(P.mul(a, a), [1])), x)
+    src = _kernels(cf.compiled.source)
+    assert src.count("ember_exp_block(") == 1 and len(re.findall(r"float tmp\d+_p = 0\.0f;", src)) == 1
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=2e-6)
+    config.strip_exp_min_work = 1 << 22
+    cf, _, _ = compile_and_run(lambda a: (P.sum(P.exp(a), [1]), P.sum(P.mul(a, a), [1])), x)
+    assert "ember_exp_block(" not in _kernels(cf.compiled.source)
 
 
 def _kernels(src):

@@ -1199,8 +1199,11 @@ class KernelGen:
             params.append(f"const int64_t {s.name}")
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
-        if self._work_hint() >= config.strip_min_work:
+        work = self._work_hint()
+        if work >= config.strip_min_work:
             body = strip_loops(body, exp_staging_enabled())
+        elif work >= config.strip_exp_min_work and exp_staging_enabled():
+            body = strip_loops(body, True, exp_only=True)
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
 
     # -- scan ---------------------------------------------------------------
