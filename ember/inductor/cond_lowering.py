@@ -5,13 +5,15 @@ it reads the predicate and calls the chosen branch -- a GraphModule of prims, as
 compiled through inductor itself (``compile_fx.CompiledFunction``: C++ kernels, one variant per
 input layout, compiled the first time that branch runs; a branch inductor cannot compile runs
 its graph eagerly, as any graph inductor gives up on). The outputs' layouts are the node's traced
-metadata (both branches' outputs have the same shapes and dtypes: checked when traced). The
+metadata (both branches' outputs have the same shapes and dtypes: checked when traced), in the
+graph's size expressions when sizes are symbolic (as a custom op's extern call; each branch is
+then compiled once per input shape it meets). The
 predicate's value is read at run time, never guarded: one compiled graph serves both values.
 """
 from __future__ import annotations
 
 from . import ir
-from .graph import LoweringError, _symbolic_in
+from .graph import LoweringError
 from .sizevars import sympify
 
 
@@ -30,8 +32,6 @@ def lower_cond(graph, node, lookup):
     if not isinstance(meta, (list, tuple)) or any(m is None for m in meta):
         raise LoweringError("cond: no output metadata for its extern call")
     layouts = [ir.Layout([sympify(s) for s in m.shape], dtype=m.dtype) for m in meta]
-    if any(not n.is_Integer for lay in layouts for n in lay.size) or _symbolic_in([], {}):
-        raise LoweringError("cond with symbolic output sizes has no extern lowering yet; the graph runs eagerly")
     dtypes = [x.get_dtype() for x in [pred] + ops]
     fn = _runner(tgm, fgm, dtypes, len(layouts))
     res = graph.make_extern("cond", fn, [pred] + ops, [ir.ExternArg(i) for i in range(len(ops) + 1)], {},
@@ -46,9 +46,10 @@ def _runner(tgm, fgm, dtypes, n_out):
     compiled = {}
 
     def branch(which, gm, tensors):
-        c = compiled.get(which)
+        key = (which,) + tuple(tuple(t._data.shape) for t in tensors)     # (static: one per shape)
+        c = compiled.get(key)
         if c is None:
-            c = compiled[which] = CompiledFunction(gm, tensors)
+            c = compiled[key] = CompiledFunction(_specialized(gm, tensors), tensors)
         return c(*tensors)
 
     def cond(pred, *arrays):
@@ -62,3 +63,13 @@ def _runner(tgm, fgm, dtypes, n_out):
         return tuple(o._data for o in out)
     cond.__name__ = "cond"
     return cond
+
+
+def _specialized(gm, tensors):
+    """``gm`` for these inputs' sizes: a branch traced with symbolic sizes reads them off its
+    placeholders (``sym_size`` nodes), which a static compile cannot lower; traced again on fake
+    tensors of these sizes, they become constants."""
+    from ..fx.experimental.proxy_tensor import make_fx, sym_size
+    if not any(n.op == "call_function" and n.target is sym_size for n in gm.graph.nodes):
+        return gm
+    return make_fx(gm, tracing_mode="fake")(*tensors)

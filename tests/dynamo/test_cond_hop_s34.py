@@ -70,6 +70,21 @@ def test_inference_backends_both_predicates_one_compile(backend, caplog):
     assert not [r for r in caplog.records if "running it eagerly" in r.getMessage()]
 
 
+def test_dynamic_sizes_inductor_compiles_the_cond(caplog):
+    ember.compiler.reset()
+
+    def d(x):
+        return ember.cond(x.sum() > 0, lambda a: a.sin() * a.shape[0], lambda a: a, (x,)) + 1
+    cd = ember.compile(d, backend="inductor", dynamic=True, fullgraph=True)
+    before = convert_frame.counters["compiled"]
+    with caplog.at_level(logging.WARNING):
+        for n in (3, 5):
+            for x in _signs(n, 2):
+                _close(cd(x), d(x))
+    assert convert_frame.counters["compiled"] - before == 1
+    assert not [r for r in caplog.records if "running it eagerly" in r.getMessage()]
+
+
 class Net(ember.nn.Module):
     def __init__(self):
         super().__init__()

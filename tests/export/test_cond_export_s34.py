@@ -182,3 +182,33 @@ def test_branch_mismatch_raises():
             return ember.cond(x.sum() > 0, lambda a: a.sin(), lambda a: a.sum(), (x,))
     with pytest.raises(CondBranchMismatchError, match="shape"):
         ember.export.export(B(), (ember.randn(3, 2),))
+
+
+def test_dynamic_batch_dim():
+    class D(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+
+        def forward(self, x):
+            return ember.cond(x.sum() > 0, lambda a: self.lin(a), lambda a: a.relu(), (x,))
+    m = D()
+    ep = ember.export.export(m, (ember.rand(3, 2),), dynamic_shapes={"x": {0: ember.export.Dim("b")}})
+    assert len(_conds(ep.graph_module)) == 1
+    for n in (4, 7):
+        for x in _pos_neg(n * 2):
+            x = x.reshape(n, 2)
+            np.testing.assert_allclose(_np(ep.module()(x)), _np(m(x)), rtol=1e-6, atol=1e-6)
+
+
+def test_branch_writing_into_its_operand_is_refused():
+    from ember._higher_order_ops.cond_op import UnsupportedAliasMutationException
+
+    class W(nn.Module):
+        def forward(self, x):
+            def t(a):
+                a.add_(1)
+                return a * 2
+            return ember.cond(x.sum() > 0, t, lambda a: a * 3, (x,))
+    with pytest.raises(UnsupportedAliasMutationException, match="might be modifying the input"):
+        ember.export.export(W(), (ember.rand(3),))
