@@ -260,3 +260,9 @@ del _nested_install, _bc
 # TORCH_LOGS: torch's spelling of EMBER_LOGS, applied through ember._logging (only when set)
 if "TORCH_LOGS" in __import__("os").environ or "TORCH_TRACE" in __import__("os").environ:
     _lazy("_logging")._internal._init_from_env()
+
+# the private entry functions behind public names carry those names (Python's own binding errors
+# name them as torch's do): last, once every public function and method is installed
+from . import _public_names as _pn  # noqa: E402
+_pn.install(__import__("sys").modules[__name__])
+del _pn

@@ -493,7 +493,7 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
                 running_mean.mul_(1 - m).add_(mean.detach().to(running_mean.dtype) * m)
             if running_var is not None:
                 shp = (1, x.shape[1]) + (1,) * (x.dim() - 2)
-                xc = x - mean.detach().reshape(*shp)
+                xc = x - mean.detach().reshape(tuple(shp))
                 var_unb = (xc * xc).sum(dims) / max(cnt - 1, 1)
                 running_var.mul_(1 - m).add_(var_unb.to(running_var.dtype) * m)
     return out
@@ -515,7 +515,7 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         with no_grad():
             running_mean.copy_(rm.reshape(N, C).mean(0))
             running_var.copy_(rv.reshape(N, C).mean(0))
-    return out.reshape(*tuple(input.shape))
+    return out.reshape(tuple(input.shape))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
@@ -572,7 +572,7 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
         div = div.reshape(sizes[0], 1, sizes[1], sizes[2], -1)
         div = pad(div, (0, 0, 0, 0, size // 2, (size - 1) // 2))
         div = avg_pool3d(div, (size, 1, 1), stride=1).squeeze(1)
-        div = div.reshape(*sizes)
+        div = div.reshape(tuple(sizes))
     div = (div * alpha + k).pow(beta)
     return input / div
 
@@ -1283,7 +1283,7 @@ def _check_target_size(input, target, name):
                       f"Please ensure they have the same size.", UserWarning, stacklevel=3)
         from ..ops._helpers import broadcast_shapes
         shape = broadcast_shapes(tuple(input.shape), tuple(target.shape))
-        return input.expand(*shape), target.expand(*shape)
+        return input.expand(tuple(shape)), target.expand(tuple(shape))
     return input, target
 
 
@@ -1336,7 +1336,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
                          f"({input.shape}) is deprecated. Please ensure they have the same size.")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         from ..ops._helpers import broadcast_shapes
-        weight = weight.expand(*broadcast_shapes(tuple(weight.shape), tuple(input.shape)))
+        weight = weight.expand(tuple(broadcast_shapes(tuple(weight.shape), tuple(input.shape))))
     return _nn.binary_cross_entropy(input, target, weight, _red(reduction))
 
 
@@ -1386,7 +1386,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if weight is not None:
             wshape = [1] * input.dim()
             wshape[cdim] = C
-            prod = prod * weight.reshape(*wshape)
+            prod = prod * weight.reshape(tuple(wshape))
         if reduction == "none":
             return -prod.sum(cdim)
         if reduction == "sum":
@@ -1400,7 +1400,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if weight is not None:
         wshape = [1] * input.dim()
         wshape[cdim] = C
-        smooth = -(logp * weight.reshape(*wshape)).sum(cdim)
+        smooth = -(logp * weight.reshape(tuple(wshape))).sum(cdim)
     else:
         smooth = -logp.sum(cdim)
     # a select, not a product: the ignored entries' gradient is exactly 0 even if the
@@ -1409,7 +1409,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     if reduction == "mean":
         if weight is not None:
             tc = _op("where")(keep, target, 0)
-            wsel = weight.detach().index_select(0, tc.reshape(-1)).reshape(*tuple(target.shape))
+            wsel = weight.detach().index_select(0, tc.reshape(-1)).reshape(tuple(target.shape))
             denom = _op("where")(keep, wsel, 0.0).sum()
         else:
             denom = keep.sum().to(smooth.dtype)
@@ -1584,9 +1584,9 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
                                                   f"is {n}"))
     shape = broadcast_shapes(tuple(x1.shape), tuple(x2.shape))
     if tuple(x1.shape) != shape:
-        x1 = x1.expand(*shape)
+        x1 = x1.expand(tuple(shape))
     if tuple(x2.shape) != shape:
-        x2 = x2.expand(*shape)
+        x2 = x2.expand(tuple(shape))
     d = wrap_dim(dim, len(shape))
     n1 = _nn._norm2_clamp(x1, d, eps)
     n2 = _nn._norm2_clamp(x2, d, eps)
@@ -1749,7 +1749,7 @@ def prelu(input, weight):
     if weight.numel() != 1 and input.dim() >= 2:
         shape = [1] * input.dim()
         shape[1] = weight.numel()
-        weight = weight.reshape(*shape)
+        weight = weight.reshape(tuple(shape))
     return _op("where")(input >= 0, input, input * weight)
 
 

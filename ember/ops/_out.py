@@ -255,6 +255,30 @@ def write_out(name, out, result, inputs=(), strict=None, any_cast=False):
     return out
 
 
+def torch_binding_error(err, fn, name, args, kwargs):
+    """Python's TypeError for a call that does not bind to ``fn`` (a private entry function
+    behind a public wrapper) in torch's argument parser's words: the public ``name``, the missing
+    parameters before an unknown keyword, torch's quoting (``missing 1 required positional
+    arguments: "dim"``; its plural/singular as it prints them)."""
+    import inspect
+    import re
+    msg = str(err)
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        sig = None
+    if sig is not None and ("unexpected keyword" in msg or "missing" in msg):
+        pos = [p for p in sig.parameters.values()
+               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        missing = [p.name for i, p in enumerate(pos)
+                   if p.default is p.empty and i >= len(args) and p.name not in kwargs]
+        if missing:
+            n = len(missing)
+            return TypeError(f"{name}() missing {n} required positional argument{'s' if n == 1 else ''}: "
+                             + ", ".join(f'"{m}"' for m in missing))
+    return TypeError(re.sub(r"^[\w.]+\(\)", f"{name}()", msg))
+
+
 def call_with_out(name, fn, args, kwargs, out, n_out=None):
     """``fn(*args, **kwargs)`` (which must not get ``out``) written into ``out``: the generic
     slow path of a hand-written function that takes ``out=``."""
@@ -275,7 +299,12 @@ def supports_out(name=None, n_out=None):
         @functools.wraps(fn)
         def wrapper(*args, out=None, **kwargs):
             if out is None:
-                return fn(*args, **kwargs)
+                try:
+                    return fn(*args, **kwargs)
+                except TypeError as e:
+                    if e.__traceback__.tb_next is None:     # Python's own binding error
+                        raise torch_binding_error(e, fn, nm, args, kwargs) from None
+                    raise
             return call_with_out(nm, fn, args, kwargs, out, n_out)
         return wrapper
     return deco
@@ -319,7 +348,12 @@ def _wrap(fn, name, factory):
     @functools.wraps(fn)
     def wrapper(*args, out=None, **kwargs):
         if out is None:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            except TypeError as e:
+                if e.__traceback__.tb_next is None:         # Python's own binding error
+                    raise torch_binding_error(e, fn, name, args, kwargs) from None
+                raise
         if factory:
             return factory_with_out(fn, args, kwargs, out, name)
         return call_with_out(name, fn, args, kwargs, out, None)

@@ -670,7 +670,7 @@ def _masked_select_bw(ctx, g):
     from ._helpers import broadcast_shapes
     shp = broadcast_shapes(tuple(a.shape), tuple(mask.shape))
     z = api.zeros(shp, dtype=g.dtype, device=g.device)
-    full = index_put.binding(z, (mask.expand(*shp),), g, False)
+    full = index_put.binding(z, (mask.expand(tuple(shp)),), g, False)
     return (sum_to(full, a.shape), None)
 
 
@@ -922,6 +922,8 @@ def setitem(self, index, value):
         elif v.ndim == 0 and "fill_" in OPS:
             OPS["fill_"].binding(r, v)
         else:
+            if v.shape != r.shape:
+                v = v.expand(tuple(r.shape))     # torch's copy_to: expand's error for a bad shape
             _copy_inplace(r, v)
         return
     if grad_on and v._requires_grad and r is not self and not r._diff_view and self._base is None:

@@ -467,7 +467,7 @@ def _einsum_bw(ctx, g):
                     shape.append(x.shape[pos])
                 else:
                     shape.append(1)
-            gi = gi.reshape(*shape).expand(*tuple(x.shape))
+            gi = gi.reshape(tuple(shape)).expand(tuple(x.shape))
         grads.append(gi)
     return (grads,)
 
@@ -534,13 +534,12 @@ def einsum(equation, *operands):
     subs, rhs = _parse_einsum(equation, [tuple(o.shape) for o in operands])
     # broadcast size-1 labelled dims against the other operands
     sizes = {}
-    for s, o in zip(subs, operands):
+    for i, (s, o) in enumerate(zip(subs, operands)):
         for c, n in zip(s, o.shape):
             if n != 1:
                 if sizes.get(c, n) != n:
-                    raise RuntimeError(f"einsum(): operands do not broadcast with remapped shapes "
-                                       f"(original->remapped): subscript {c} has size {sizes[c]} for one "
-                                       f"operand and {n} for another")
+                    raise RuntimeError(f"einsum(): subscript {c} has size {n} for operand {i} which does not "
+                                       f"broadcast with previously seen size {sizes[c]}")
                 sizes[c] = n
     ops = []
     for s, o in zip(subs, operands):
@@ -549,7 +548,7 @@ def einsum(equation, *operands):
             seen = {}
             for c, n in zip(s, want):
                 seen.setdefault(c, n)
-            o = o.expand(*want) if len(set(s)) == len(s) else o
+            o = o.expand(tuple(want)) if len(set(s)) == len(s) else o
         ops.append(o)
     return _einsum.binding(",".join(subs) + "->" + rhs, list(ops))
 

@@ -1332,13 +1332,13 @@ def tensorsolve(A, B, dims=None, *, out=None):
         nd = A.ndim
         dd = [d % nd for d in dims]
         order = [i for i in range(nd) if i not in dd] + dd
-        A = A.permute(*order)
+        A = A.permute(tuple(order))
     lead, rest = tuple(A.shape[:B.ndim]), tuple(A.shape[B.ndim:])
     if _prod(lead) != _prod(rest):
         raise RuntimeError(f"Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
                            f"prod(self.shape[:other.ndim]), but got {_prod(rest)} != {_prod(lead)}")
     x = _la().solve(A.reshape(_prod(lead), _prod(rest)), B.reshape(_prod(lead)))
-    return x.reshape(*rest)
+    return x.reshape(tuple(rest))
 
 
 def householder_product(A, tau, *, out=None):

@@ -281,7 +281,7 @@ def index_reduce(input, dim, index, source, reduce, *, include_self=True, out=No
                                f"self has size {input.shape[i]}, source has size {src.shape[i]}")
     shape = [1] * src.ndim
     shape[d] = -1
-    idx = index.reshape(shape).expand(*src.shape)
+    idx = index.reshape(shape).expand(tuple(src.shape))
     return input.scatter_reduce(d, idx, src, reduce, include_self=include_self)
 
 
@@ -363,7 +363,7 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     for i, p in enumerate(perm):
         inv[p] = i
     from .._pinned import for_factory
-    return for_factory(_finish(phys.permute(*inv), requires_grad), pin_memory)
+    return for_factory(_finish(phys.permute(tuple(inv)), requires_grad), pin_memory)
 
 
 # ---------------------------------------------------------------------- Tensor methods

@@ -90,7 +90,7 @@ def broadcast_shapes(*shapes):
 @_export(method=True)
 def broadcast_to(input, size):
     """``input`` expanded to ``size`` (a view; ``-1`` keeps a size), as ``expand``."""
-    return input.expand(*size) if isinstance(size, (tuple, list)) else input.expand(size)
+    return input.expand(tuple(size)) if isinstance(size, (tuple, list)) else input.expand(size)
 
 
 def _tensor_broadcast_shape(tensors):
@@ -121,7 +121,7 @@ def broadcast_tensors(*tensors):
         if not isinstance(t, Tensor):
             raise TypeError(f"broadcast_tensors(): expected Tensor arguments, got {type(t).__name__}")
     shape = _tensor_broadcast_shape(tensors)
-    return tuple(t.expand(*shape) for t in tensors)
+    return tuple(t.expand(tuple(shape)) for t in tensors)
 
 
 # ---------------------------------------------------------------------- ravel / splits
@@ -182,7 +182,7 @@ def take_along_dim(self, indices, dim=None):
     common = list(broadcast_shapes(tuple(s_self), tuple(s_idx)))
     a_shape, i_shape = list(common), list(common)
     a_shape[d], i_shape[d] = self.shape[d], indices.shape[d]
-    return self.expand(*a_shape).gather(d, indices.expand(*i_shape))
+    return self.expand(tuple(a_shape)).gather(d, indices.expand(tuple(i_shape)))
 
 
 @defcomposite("diagflat(Tensor self, int offset=0) -> Tensor")
@@ -346,11 +346,11 @@ def _quantile(fname, input, q, dim, keepdim, interpolation, ignore_nan):
     srt_e = srt.expand(*shape[:-1], n)
     below = ranks.to(_t.int64)
     idx_shape = shape[:-1] + [1]
-    values = srt_e.gather(-1, below.expand(*idx_shape))
+    values = srt_e.gather(-1, below.expand(tuple(idx_shape)))
     if interpolation in ("linear", "midpoint"):
         w = api.full_like(ranks, 0.5) if interpolation == "midpoint" else ranks - below.to(ranks.dtype)
         above = api.ceil(ranks).to(_t.int64)
-        values = api.lerp(values, srt_e.gather(-1, above.expand(*idx_shape)), w.expand(*idx_shape))
+        values = api.lerp(values, srt_e.gather(-1, above.expand(tuple(idx_shape))), w.expand(tuple(idx_shape)))
     values = values.squeeze(-1)                   # (nq, *reduced)
     if q_scalar:
         return values.reshape(out_shape)
@@ -425,8 +425,8 @@ def tensordot(a, b, dims=2, out=None):
     n = 1
     for d in free_b:
         n *= b.shape[d]
-    am = a.permute(*(free_a + da)).reshape(m, k)
-    bm = b.permute(*(db + free_b)).reshape(k, n)
+    am = a.permute(tuple((free_a + da))).reshape(m, k)
+    bm = b.permute(tuple((db + free_b))).reshape(k, n)
     return (am @ bm).reshape([a.shape[d] for d in free_a] + [b.shape[d] for d in free_b])
 
 
@@ -660,7 +660,7 @@ def matrix_power(self, n):
                            f"linalg.matrix_power: The input tensor A must have at least 2 dimensions.")
     if n == 0:
         eye = api.eye(self.shape[-1], dtype=self.dtype, device=self.device)
-        return eye.expand(*self.shape).clone()
+        return eye.expand(tuple(self.shape)).clone()
     a = self
     if n < 0:
         from .registry import OPS
@@ -856,7 +856,7 @@ def masked_scatter(self, mask, source):
         raise RuntimeError(f"masked_scatter: expected self and source to have same dtypes but got "
                            f"{self.dtype.legacy_name} and {source.dtype.legacy_name}")
     shape = tuple(broadcast_shapes(tuple(self.shape), tuple(mask.shape)))
-    m = mask.expand(*shape)
+    m = mask.expand(tuple(shape))
     pos = m.reshape(-1).to(_t.int64).cumsum(0) - 1
     n_src = source.numel()
     if not pos._fake and not source._fake:
@@ -864,7 +864,7 @@ def masked_scatter(self, mask, source):
         if need > n_src:
             raise RuntimeError("Number of elements of source < number of ones in mask")
     if n_src == 0:
-        return self.expand(*shape).clone() if tuple(self.shape) != shape else self.clone()
+        return self.expand(tuple(shape)).clone() if tuple(self.shape) != shape else self.clone()
     pos = api.clamp(pos, 0, n_src - 1)
     vals = source.reshape(-1).index_select(0, pos).reshape(shape)
     return api.where(m, vals, self)

@@ -1237,6 +1237,8 @@ def masked_fill(xp, a, mask, value):
         if value.ndim != 0:
             raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                                f"{value.ndim} dimension(s).")
+    if mask.shape != a.shape:
+        broadcast_shapes(mask.shape, a.shape)      # torch's broadcast error names the mask first
     dt = _dt(a)
     v = _arr_fit(xp, value, dt, dt) if _is_scalar(value) else value.astype(dt.np)
     # row-major, as PyTorch's (it fills a contiguous clone of self; np.where keeps a permuted order)
@@ -2069,7 +2071,7 @@ def _masked_fill_meta(a, mask, value):
     if not _is_scalar(value) and value.ndim != 0:
         raise RuntimeError(f"masked_fill_ only supports a 0-dimensional value tensor, but got tensor with "
                            f"{value.ndim} dimension(s).")
-    shape = _bcast(a, mask, value)
+    shape = _bcast(mask, a, value)             # (torch's broadcast error names the mask first)
     _L_fit(value, a.dtype, a.dtype)
     return _M.out(tuple(shape), a.dtype)          # row-major, as the kernel's (and PyTorch's)
 

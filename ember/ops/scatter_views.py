@@ -112,7 +112,7 @@ def _view(input, *size):
 
 
 def _expand(input, size, *, implicit=False):
-    return input.expand(*size) if isinstance(size, (tuple, list)) else input.expand(size)
+    return input.expand(tuple(size)) if isinstance(size, (tuple, list)) else input.expand(size)
 
 
 def _squeeze(input, dim=None):
@@ -129,7 +129,7 @@ def _as_strided(input, size, stride, storage_offset=None):
 
 _COPIES = {
     "view_copy": _view,
-    "permute_copy": lambda input, dims: input.permute(*dims),
+    "permute_copy": lambda input, dims: input.permute(tuple(dims)),
     "transpose_copy": lambda input, dim0, dim1: input.transpose(dim0, dim1),
     "t_copy": lambda input: input.t(),
     "unsqueeze_copy": lambda input, dim: input.unsqueeze(dim),

@@ -383,7 +383,7 @@ def _positions(x, d):
     """0, 1, ... along ``d``, broadcast to ``x``'s shape (int64)."""
     shape = [1] * x.ndim
     shape[d] = x.shape[d]
-    return api.arange(x.shape[d], dtype=_t.int64, device=x.device).reshape(shape).expand(*x.shape)
+    return api.arange(x.shape[d], dtype=_t.int64, device=x.device).reshape(shape).expand(tuple(x.shape))
 
 
 def _cum_extreme(name, self, dim, combine):

@@ -103,8 +103,8 @@ def _int_list_arg(fname, pname, args, kw, options=(), empty_ok=False):
     ``permute(dims)``, ...), given as its ints (``x.expand(2, 3)``), one tuple/list or the keyword,
     with torch's argument parser's errors (``_int_list_error``); ``options``: the keyword-only
     parameters it also has (their values are the caller's to check). ``empty_ok``: no ints at all
-    is taken as ``()`` (torch's parser refuses it; ember's own code calls ``t.expand(*shape)`` with
-    the empty shape of a 0-dim tensor, so the callers allow it where ``()`` is a valid argument)."""
+    is taken as ``()`` (torch's parser refuses it, and so do the public methods; ember's own code
+    passes its possibly empty shapes as one tuple, ``t.expand(tuple(shape))``)."""
     if kw:
         if pname in kw:
             if args:
@@ -307,7 +307,7 @@ def _unsafe_view_bw(ctx, g):
 
 
 def reshape(self, *shape, **kw):
-    return _reshape.binding(self, _int_list_arg("reshape", "shape", shape, kw, empty_ok=shape or self.numel() == 1))
+    return _reshape.binding(self, _int_list_arg("reshape", "shape", shape, kw))
 
 
 def view_as(self, other):
@@ -365,8 +365,7 @@ def expand(self, *size, **kw):
         implicit = kw.get("implicit", False)
         if not isinstance(implicit, bool):
             raise TypeError(f"expand(): argument 'implicit' must be bool, not {type(implicit).__name__}")
-    return _expand.binding(self, _int_list_arg("expand", "size", size, kw, ("implicit",),
-                                                      empty_ok=self.ndim == 0))
+    return _expand.binding(self, _int_list_arg("expand", "size", size, kw, ("implicit",)))
 
 
 def expand_as(self, other):
@@ -396,7 +395,7 @@ def _permute_bw(ctx, g):
 
 
 def permute(self, *dims, **kw):
-    return _permute.binding(self, _int_list_arg("permute", "dims", dims, kw, empty_ok=self.ndim == 0))
+    return _permute.binding(self, _int_list_arg("permute", "dims", dims, kw))
 
 
 @defop("transpose(Tensor self, int dim0, int dim1) -> Tensor", view=True, save=())
@@ -1300,7 +1299,7 @@ def _flip_bw(ctx, g):
 
 
 def flip(self, *dims, **kw):
-    return _flip.binding(self, _int_list_arg("flip", "dims", dims, kw, empty_ok=True))
+    return _flip.binding(self, _int_list_arg("flip", "dims", dims, kw))
 
 
 def fliplr(self):
@@ -1403,11 +1402,11 @@ def _repeat_negative(shape, reps):
 
 
 def repeat(self, *repeats, **kw):
-    return _repeat.binding(self, _int_list_arg("repeat", "repeats", repeats, kw, empty_ok=self.ndim == 0))
+    return _repeat.binding(self, _int_list_arg("repeat", "repeats", repeats, kw))
 
 
 def tile(self, *dims, **kw):
-    dims = _int_list_arg("tile", "dims", dims, kw, empty_ok=True)
+    dims = _int_list_arg("tile", "dims", dims, kw)
     if len(dims) < self.ndim:
         dims = (1,) * (self.ndim - len(dims)) + dims
     return _repeat.binding(self, dims)

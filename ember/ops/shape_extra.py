@@ -142,7 +142,7 @@ def _repeat_interleave_int(self, repeats, dim=None, output_size=None):
     shp = list(x.shape)
     big = shp[:d + 1] + [repeats] + shp[d + 1:]
     out = shp[:d] + [n * repeats] + shp[d + 1:]
-    return x.unsqueeze(d + 1).expand(*big).reshape(*out)
+    return x.unsqueeze(d + 1).expand(tuple(big)).reshape(tuple(out))
 
 
 def _segment_ids(reps, total):
@@ -278,8 +278,8 @@ def kron(self, other):
     for sa, sb in zip(a_shape, b_shape):
         a_int += [sa, 1]
         b_int += [1, sb]
-    prod = self.reshape(*a_int) * other.reshape(*b_int)
-    return prod.reshape(*[sa * sb for sa, sb in zip(a_shape, b_shape)])
+    prod = self.reshape(tuple(a_int)) * other.reshape(tuple(b_int))
+    return prod.reshape(tuple([sa * sb for sa, sb in zip(a_shape, b_shape)]))
 
 
 # ---------------------------------------------------------------------- block_diag
@@ -348,7 +348,7 @@ def _meshgrid(tensors, indexing="ij"):
     for i, f in enumerate(flat):
         v = [1] * len(flat)
         v[i] = shape[i]
-        outs.append(f.view(*v).expand(*shape))
+        outs.append(f.view(*v).expand(tuple(shape)))
     if swap:
         outs[0], outs[1] = outs[1], outs[0]
     return tuple(outs)

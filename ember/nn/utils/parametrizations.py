@@ -208,7 +208,7 @@ def _neg_eye_like(X):
     ember = _ember()
     n, k = X.size(-2), X.size(-1)
     e = ember.eye(n, k, dtype=X.dtype, device=X.device)
-    return (-e).expand(*X.shape).clone()
+    return (-e).expand(tuple(X.shape)).clone()
 
 
 def orthogonal(module, name="weight", orthogonal_map=None, *, use_trivialization=True):
