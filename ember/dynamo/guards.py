@@ -32,7 +32,13 @@ def _py_keys_are(d, keys) -> bool:
     return list(d.keys()) == list(keys)
 
 
+def _py_roots_distinct(*ts) -> bool:
+    """No two of ``ts`` share a memory root (what ``_guards.roots_distinct`` does in C)."""
+    return len({id(memory_root(t)) for t in ts}) == len(ts)
+
+
 _keys_are = _CGUARDS.keys_are if _CGUARDS is not None else _py_keys_are
+_roots_distinct = _CGUARDS.roots_distinct if _CGUARDS is not None else _py_roots_distinct
 
 _NO_VALUE = object()
 
@@ -68,7 +74,8 @@ class GuardSet:
         self.reasons: list[str] = []
         self._seen: set[str] = set()
         self.globals: dict = {"__cstrides": _cstrides, "__roots_differ": _roots_differ, "__memory_sharing": _memory_sharing,
-                              "__keys_are": _keys_are, "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
+                              "__keys_are": _keys_are, "__roots_distinct": _roots_distinct,
+                              "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
         self.numbers: dict = {}   # source expr -> int/float value guarded equal (automatic dynamic)
@@ -217,7 +224,10 @@ class GuardSet:
         shared = sorted({k for k in key if key.count(k) > 1})
         what = "; ".join(" and ".join(s for s, k in zip(srcs, key) if k == g) + " share memory"
                          for g in shared) or "no two of them share memory"
-        self.add(f"__memory_sharing({', '.join(srcs)}) == {key!r}",
+        # the common case, none shares: one C call (``roots_distinct``) where the extension is built
+        check = f"__roots_distinct({', '.join(srcs)})" if key == tuple(range(len(srcs))) and \
+            _CGUARDS is not None else f"__memory_sharing({', '.join(srcs)}) == {key!r}"
+        self.add(check,
                  f"tensor inputs share memory as when traced ({what})", kind="NO_TENSOR_ALIASING", name=srcs[0])
 
     def shape_env_guards(self, env):
