@@ -33,8 +33,8 @@ else
   export PYTHONPATH=$PWD
 fi
 export PYTHONUNBUFFERED=1
-# dynamo's frame hook is a C extension built per Python version: build it for this one if absent
-if ! $PY -c "import ember._C._eval_frame" >/dev/null 2>&1; then
+# dynamo's frame hook and guard checks are C extensions built per Python version: build them if absent
+if ! $PY -c "import ember._C._eval_frame, ember._C._guards" >/dev/null 2>&1; then
   $PY setup.py -q build_ext --inplace > /tmp/gpu_checks_build.log 2>&1 || { echo "building ember._C failed:"; tail -20 /tmp/gpu_checks_build.log; }
 fi
 has() { [[ ",$PHASES," == *",$1,"* ]]; }
