@@ -108,10 +108,8 @@ ints_of(PyObject *tup, Py_ssize_t *out, int *n)
         return -1;
     *n = (int)PyTuple_GET_SIZE(tup);
     for (int i = 0; i < *n; i++) {
-        PyObject *v = PyTuple_GET_ITEM(tup, i);
-        if (!PyLong_Check(v))
-            return -1;
-        out[i] = PyLong_AsSsize_t(v);
+        /* (an int, or anything with __index__: a numpy integer in a stand-in array's shape) */
+        out[i] = PyNumber_AsSsize_t(PyTuple_GET_ITEM(tup, i), PyExc_OverflowError);
         if (out[i] == -1 && PyErr_Occurred())
             return -1;
     }
