@@ -234,6 +234,36 @@ def wants_override() -> bool:
     return bool(STATE.tf_modes) and not STATE.tf_off
 
 
+# ---------------------------------------------------------------------- recorders
+RECORDERS: list = []       # tracers taking the Python-level calls (make_fx's user-facing traces)
+
+
+def push_recorder(rec) -> None:
+    """While ``rec`` is the innermost dispatch mode, :func:`python_entry` offers it each call
+    (``rec.record_python(func, args, kwargs)``: the result, or NotImplemented to run as usual)."""
+    with _LOCK:
+        RECORDERS.append(rec)
+        _ACTIVE[0] += 1
+        _refill()
+
+
+def record_detach(t):
+    """``t.detach()`` while a recorder is the innermost dispatch mode: its ``record_detach(t)``
+    (the alias, recorded as ``aten.detach``), else None."""
+    modes = STATE.modes
+    if RECORDERS and modes and modes[-1] is RECORDERS[-1]:
+        return RECORDERS[-1].record_detach(t)
+    return None
+
+
+def pop_recorder(rec) -> None:
+    with _LOCK:
+        if rec in RECORDERS:
+            RECORDERS.remove(rec)
+            _ACTIVE[0] -= 1
+            _refill()
+
+
 # ---------------------------------------------------------------------- modes
 def push_mode(mode) -> None:
     with _LOCK:
@@ -287,6 +317,11 @@ def python_entry(func, loc, subject=None):
     kwargs = {name: loc[name] for name in names[n:n + k] if loc[name] is not kwdefaults.get(name, PASS)}
     if code.co_flags & 0x08:             # **kwargs
         kwargs.update(loc[names[at]])
+    if RECORDERS and STATE.modes and STATE.modes[-1] is RECORDERS[-1]:
+        # a user-facing make_fx trace records the call whole, as torch's graphs hold it
+        r = RECORDERS[-1].record_python(func, tuple(args), kwargs)
+        if r is not NotImplemented:
+            return r
     types = collect_overloaded([a for a in args if isinstance(a, Tensor)])
     if not types and not (STATE.tf_modes and not STATE.tf_off):
         if subject.__class__ in ROUTED_CLASSES:

@@ -392,6 +392,8 @@ class Tensor:
     def detach(self):
         if self.__class__ in _tf.DISPATCH_CLASSES:     # a wrapper subclass: its handler makes the alias
             return _detach_through_handler(self)
+        if _tf.RECORDERS and (r := _tf.record_detach(self)) is not None:
+            return r                                    # a user's make_fx graph: aten.detach
         out = _alias(self)
         return out
 

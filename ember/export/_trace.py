@@ -436,8 +436,13 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
     kept_signatures = preserved.signatures(g) if preserved is not None else {}
     # the program's nodes call torch's aten overloads (``aten.linear.default``,
     # ``aten.sum.dim_IntList``), as torch.export's graphs do
-    from ..ops._aten_convert import convert_graph
+    from ..ops._aten_convert import convert_graph, rename_like_torch
     convert_graph(g)
+    # and their names: op calls after the overload packet (``max_1`` for ``aten.max.dim``)
+    renamed = rename_like_torch(g)
+    if renamed:
+        output_specs = [_renamed_spec(s, renamed) for s in output_specs]
+        kept_signatures = {fqn: _renamed_call_signature(s, renamed) for fqn, s in kept_signatures.items()}
     new_gm = GraphModule(consts_root, g)
     from .._higher_order_ops.cond_op import export_branches
     export_branches(new_gm)        # a cond's branch subgraphs: aten targets, the operands' names
@@ -465,6 +470,27 @@ def _export(mod, args, kwargs, dynamic_shapes, preserve_module_call_signature, c
                            consts_in, shape_env, equal_groups, example_inputs=(args, kwargs),
                            module_class=type(mod).__name__, input_paths=paths, module_call_graph=call_graph,
                            state_aliases=_state_aliases(mod, param_of, buffer_of))
+
+
+def _renamed_arg(a, renamed):
+    import dataclasses
+    name = getattr(a, "name", None)
+    if isinstance(name, str) and name in renamed and dataclasses.is_dataclass(a):
+        return dataclasses.replace(a, name=renamed[name])
+    return a
+
+
+def _renamed_spec(spec, renamed):
+    import dataclasses
+    return dataclasses.replace(spec, arg=_renamed_arg(spec.arg, renamed))
+
+
+def _renamed_call_signature(sig, renamed):
+    import dataclasses
+    if sig is None:
+        return sig
+    return dataclasses.replace(sig, inputs=[_renamed_arg(a, renamed) for a in sig.inputs],
+                               outputs=[_renamed_arg(a, renamed) for a in sig.outputs])
 
 
 def _placeholder(g, name):
@@ -562,12 +588,11 @@ def _keep_whole(*args, **kwargs):
     return NotImplemented
 
 
-# composite ops the program keeps whole, as torch's training IR does (``aten.softmax.int``).
-# torch keeps every CompositeImplicitAutograd op (``linear``, ``flatten``, ``reshape`` too);
-# ember keeps these two for now: the pt2e quantizer (ember/ao/quantization/pt2e) reads
-# ``reshape``/``flatten`` as the views they decompose to, and names its observed linear
-# nodes after the ``t``+``addmm`` it is handed (a kept ``linear`` renumbers them)
-_PRESERVED = ("softmax", "log_softmax")
+# composite ops the program keeps whole, as torch's training IR does (``aten.softmax.int``,
+# ``aten.linear.default``; the pt2e quantizer reads a kept linear as ``F.linear``, its observers
+# named after it as torch's). torch keeps every CompositeImplicitAutograd op (``flatten``,
+# ``reshape`` too); ember records those as the views they decompose to, for now
+_PRESERVED = ("softmax", "log_softmax", "linear")
 
 
 def _preserved_composites():

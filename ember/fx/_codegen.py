@@ -98,6 +98,12 @@ def format_target(base: str, target: str) -> str:
 _LITERAL_TYPES = (bool, int, str, bytes, type(None), type(Ellipsis), complex)
 
 
+def _device_from_call(type: str, index: Any = None) -> Any:
+    """``device(type='cuda', index=0)`` in generated code (a device's repr) -> ``ember.device``."""
+    from ..types import device
+    return device(type if index is None else f"{type}:{index}")
+
+
 class _Emitter:
     """Turns argument values into source text, registering globals."""
 
@@ -188,6 +194,12 @@ class _Emitter:
             callable(a) and hasattr(a, "__qualname__")
         ):
             return self.callable_name(a)
+        if type(a).__name__ == "device" and type(a).__module__ == "ember.types":
+            # torch's spelling, ``device(type='cpu')``: the global ``device`` (reserved for it)
+            # builds the device back from that call
+            self.globals.setdefault("device", _device_from_call)
+            if self.globals["device"] is _device_from_call:
+                return repr(a)
         # Anything else (dtypes, devices, opaque constants): a global holding
         # the object itself, named after its repr where that is readable.
         r = repr(a)

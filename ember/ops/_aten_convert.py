@@ -34,6 +34,9 @@ _NUMBERS_AS_TENSORS = frozenset((
     "subtract", "subtract_", "true_divide", "true_divide_", "floor_divide", "floor_divide_", "to", "_to_copy",
     "copy_", "_conj"))
 
+# ops whose torch overloads taking a ``dim`` record the default correction as ``correction=1``
+_CORRECTION_OPS = frozenset(("var", "std", "var_mean", "std_mean"))
+
 # graph nodes that compute sizes (SymInt values), not tensors
 _SIZE_TARGETS = None
 
@@ -159,6 +162,13 @@ def _fit(arg, v, numbers_as_tensors):
         return isinstance(v, dtype), v
     if base == "Device":
         return isinstance(v, str) or type(v).__name__ == "device", v
+    if base == "MemoryFormat" and isinstance(v, str):
+        # ember's ops take the format's name; torch's graphs hold the object (``torch.contiguous_format``)
+        from .._memory_format import memory_format
+        try:
+            return True, memory_format(v)
+        except ValueError:
+            return True, v
     if base in ("Layout", "MemoryFormat"):
         return True, v
     if base == "Any":
@@ -272,12 +282,21 @@ def to_aten(target, args: Tuple[Any, ...], kwargs: Dict[str, Any]):
     op = _op_of(target)
     if op is None or op.name.startswith("prims.") or "::" in op.name:
         return None
+    if op.name == "_reshape_alias" and len(args) == 3 and not kwargs:
+        # torch's reshape of a viewable strided tensor under a tracer is ``view`` with the size
+        # (its ``_reshape_alias`` is for plain eager tensors): the same strides come out
+        from ._aten_namespace import aten
+        return aten.view.default, (args[0], list(args[1])), {}
     cands = _candidates(op)
     if not cands:
         return None
     vals = _ember_values(op, tuple(args), dict(kwargs))
     if vals is None:
         return None
+    if op.name in _CORRECTION_OPS and vals.get("dim") is not None and vals.get("correction") is None:
+        # torch's ``var(x, dim)`` is ``var.dim(x, dim, unbiased=True)``, recorded as
+        # ``var.correction(x, dim, correction=1)``: the default correction spelled out
+        vals["correction"] = 1
     best = None
     for numbers in ((True,) if op.name in _NUMBERS_AS_TENSORS else (False, True)):
         for ov in cands:
@@ -362,3 +381,46 @@ def convert_graph(graph) -> int:
 def graph_to_bindings(graph) -> int:
     """The reverse of :func:`convert_graph`: aten-overload nodes back to ember binding calls."""
     return _rewrite_graph(graph, to_binding)
+
+
+def torch_node_name(node) -> Optional[str]:
+    """The name torch's tracers give ``node`` (before making it unique): an aten overload call is
+    named after its overload packet (``aten.max.dim`` -> ``max``, made ``max_1`` since ``max`` is a
+    builtin); None where torch's rule is the target's own name (kept as ember made it)."""
+    if node.op != "call_function":
+        return None
+    pkt = getattr(node.target, "overloadpacket", None)
+    name = getattr(pkt, "__name__", None)
+    return name if isinstance(name, str) else None
+
+
+def rename_like_torch(graph, placeholder_names: Optional[Dict[Any, str]] = None) -> Dict[str, str]:
+    """Name ``graph``'s nodes as torch's make_fx / export do: op calls after their overload packet,
+    numbered in graph order (``add``, ``add_1``, ``max_1``, ``sum_1``); other nodes keep the base
+    of their name; placeholders in ``placeholder_names`` (node -> name) get that name (and target).
+    Returns old name -> new name for the nodes that changed."""
+    from ..fx._names import Namespace, _SUFFIX
+    ns = Namespace()
+    renamed: Dict[str, str] = {}
+    pnames = placeholder_names or {}
+    for node in graph.nodes:
+        if node.op == "placeholder" and node not in pnames:
+            ns.mark_used(node.name)             # kept as is (export's ``input``: a builtin's name)
+            continue
+        if node.op == "placeholder":
+            cand = pnames[node]
+        elif node.op == "output":
+            cand = "output"
+        else:
+            cand = torch_node_name(node)
+            if cand is None:
+                m = _SUFFIX.match(node.name)
+                cand = m.group(1) if m is not None and node.op != "get_attr" else node.name
+        new = ns.create_name(cand, None)
+        if new != node.name:
+            renamed[node.name] = new
+            node.name = new
+            if node.op == "placeholder":
+                node.target = new
+    graph._namespace = ns
+    return renamed

@@ -408,47 +408,110 @@ class PythonOverload:
     wrapper subclasses, whose handler gets it (``ops/registry._python_dispatch``). Calling it runs
     the Python function."""
 
-    _overloadname = "default"
+    op = None
 
-    def __init__(self, name: str, fn):
-        self.__name__ = f"{name}.default"
+    def __init__(self, name: str, fn, overload: str = "default", packet=None):
+        self._overloadname = overload
+        self.__name__ = f"{name}.{overload}"
         self._fn = fn
-        self.overloadpacket = _PythonPacket(name, self)
+        self.overloadpacket = packet if packet is not None else _PythonPacket(name, self)
 
     def name(self) -> str:
-        return f"aten::{self.overloadpacket.__name__}"
+        return f"aten::{self.overloadpacket.__name__}" + ("" if self._overloadname == "default"
+                                                         else f".{self._overloadname}")
+
+    @property
+    def __fx_name__(self) -> str:
+        """How generated code and printed graphs spell it: ``ember.ops.aten.zeros_like.default``."""
+        return f"ember.ops.aten.{self.__name__}"
+
+    @property
+    def _schema(self):
+        return _parse(torch_schema_text(self.overloadpacket.__name__, self._overloadname))
+
+    @property
+    def tags(self):
+        entry = torch_overloads(self.overloadpacket.__name__).get(self._overloadname)
+        return _tags_of(entry[1]) if entry is not None else []
 
     def __call__(self, *args, **kwargs):
         return self._fn(*args, **kwargs)
 
     def __repr__(self):
-        return f"<OpOverload(op='aten.{self.overloadpacket.__name__}', overload='default')>"
+        return f"<OpOverload(op='aten.{self.overloadpacket.__name__}', overload='{self._overloadname}')>"
 
     def __str__(self):
-        return f"aten.{self.overloadpacket.__name__}.default"
+        return f"aten.{self.__name__}"
+
+    def __reduce__(self):
+        return (_python_overload_by_name, (self.overloadpacket.__name__, self._overloadname))
 
 
 class _PythonPacket:
     def __init__(self, name, default):
         self.__name__ = name
         self.default = default
+        self._more = {}
 
     def __call__(self, *args, **kwargs):
         return self.default(*args, **kwargs)
+
+    def __getattr__(self, overload):
+        more = self.__dict__.get("_more", {})
+        if overload in more:
+            return more[overload]
+        name = self.__dict__.get("__name__")
+        if not overload.startswith("__") and name is not None and (name, overload) in _factory_overloads():
+            from ..fx.experimental._factory_calls import overload_for
+            return overload_for(name, overload)
+        raise AttributeError(f"The underlying op of 'aten.{self.__dict__.get('__name__')}' has no overload name "
+                             f"'{overload}'")
 
     def __str__(self):
         return f"aten.{self.__name__}"
 
 
+def _factory_overloads():
+    """(name, overload) of the factories user graphs record whole (``ember.fx.experimental.
+    _factory_calls``): torch's overloads of those ops."""
+    global _FACTORY_OVERLOADS
+    if _FACTORY_OVERLOADS is None:
+        from ..fx.experimental._factory_calls import KNOWN
+        _FACTORY_OVERLOADS = frozenset((n, o) for n in KNOWN for o in torch_overloads(n))
+    return _FACTORY_OVERLOADS
+
+
+_FACTORY_OVERLOADS = None
+
+
+def _python_overload_by_name(name, overload):
+    if name not in _PYTHON_OVERLOADS:
+        # a recorded factory (``aten.zeros_like.default``) of a graph loaded in a fresh process
+        from ..fx.experimental._factory_calls import overload_for
+        return overload_for(name, overload)
+    return getattr(_PYTHON_OVERLOADS[name].overloadpacket, overload)
+
+
 _PYTHON_OVERLOADS: Dict[str, PythonOverload] = {}
 
 
-def python_overload(name: str, fn) -> PythonOverload:
-    """The one :class:`PythonOverload` named ``name`` (made on first use, running ``fn``)."""
+def python_overload(name: str, fn, overload: str = "default") -> PythonOverload:
+    """The one :class:`PythonOverload` named ``name`` (and ``overload``; made on first use,
+    running ``fn``)."""
     o = _PYTHON_OVERLOADS.get(name)
     if o is None:
-        o = _PYTHON_OVERLOADS[name] = PythonOverload(name, fn)
-    return o
+        o = _PYTHON_OVERLOADS[name] = PythonOverload(name, fn) if overload == "default" else None
+        if o is None:
+            # the packet's default comes with its first other overload (``arange.start``)
+            del _PYTHON_OVERLOADS[name]
+            o = _PYTHON_OVERLOADS[name] = PythonOverload(name, fn)
+    if overload == "default":
+        return o
+    pkt = o.overloadpacket
+    more = pkt._more
+    if overload not in more:
+        more[overload] = PythonOverload(name, fn, overload, pkt)
+    return more[overload]
 
 
 local_scalar_dense = python_overload("_local_scalar_dense", lambda t: t.item())
@@ -470,6 +533,10 @@ class AtenNamespace:
         if name in _PYTHON_OVERLOADS:
             return _PYTHON_OVERLOADS[name].overloadpacket
         op = OPS.get(name)
+        if op is None and not name.startswith("__") and (name, "default") in _factory_overloads():
+            # a factory recorded whole in a user's graph (``aten.zeros_like``), read first here
+            from ..fx.experimental._factory_calls import overload_for
+            return overload_for(name, "default").overloadpacket
         if op is None or getattr(op, "binding", None) is None or name.startswith("__"):
             raise AttributeError(f"'_OpNamespace' 'aten' object has no attribute '{name}'")
         return packet(op)

@@ -276,9 +276,11 @@ def _view_overloads(args, kwargs):
 
 @defcomposite("reshape(Tensor self, int[] shape) -> Tensor", method=False)
 def _reshape(self, shape):
+    asked = shape
     shape = infer_size(shape, self._data.size)
     if self.is_contiguous():
-        return _view.binding(self, shape)
+        # the size as asked (``-1`` kept), as torch's reshape hands it to view
+        return _view.binding(self, asked)
     st = view_strides(tuple(self.shape), _estrides(self), shape)
     if st is not None:
         return _reshape_alias.binding(self, shape, st)

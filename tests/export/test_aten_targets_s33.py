@@ -165,7 +165,7 @@ def test_make_fx_targets_are_overloads_with_tags_and_code():
     assert targets[0] in {aten.mul.Tensor, aten.mm.default}
     assert ember.Tag.pointwise in targets[0].tags and ember.Tag.pointwise not in targets[2].tags
     assert "ember.ops.aten.sum.dim_IntList(add, [0])" in gm.code
-    assert "call_function[target=ember.ops.aten.mul.Tensor](args = (%x, 2)" in str(gm.graph)
+    assert "call_function[target=ember.ops.aten.mul.Tensor](args = (%x_1, 2)" in str(gm.graph)
     y = ember.randn(3, 4)
     np.testing.assert_allclose(gm(y).numpy(), ((y * 2 + 1).sum(0)).numpy(), rtol=1e-6)
 

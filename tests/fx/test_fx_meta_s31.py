@@ -127,7 +127,7 @@ def test_export_graph_source_fn_stack_and_module_stack_as_torch_strict():
     x = ember.randn(2, 3)
     ep, ours = _export_meta(ember, x)
     _, theirs = _export_meta(torch, torch.tensor(x.numpy()))
-    # ember decomposes linear (t + addmm): compare by source, one row per source node
+    # one row per source node (the program keeps linear whole, as torch's)
     def dedupe(rows):
         out = []
         for r in rows:
@@ -136,7 +136,8 @@ def test_export_graph_source_fn_stack_and_module_stack_as_torch_strict():
         return out
     assert dedupe(ours) == dedupe(theirs)
     parts = _partitions(ember, ep.graph, [ember.nn.Linear])
-    assert parts == {"class Linear": [2, 2]}     # t + addmm per Linear
+    assert parts == {"class Linear": [1, 1]}     # one aten.linear per Linear, as torch's
+    assert ours == theirs
 
 
 def _subclass_gm(lib):

@@ -115,21 +115,42 @@ def make_fx(fn: Callable[..., Any], decomposition_table: Optional[Dict[Any, Call
     # inside the package and keep the bindings their consumers are keyed by. A trace through a
     # decomposition table is a prims graph for ember's compiler (``ember.prims.table``): the ops
     # it keeps whole stay bindings too, as the inductor's lowering expects them.
-    caller = sys._getframe(1).f_globals.get("__name__", "")
-    aten_targets = not (caller == "ember" or caller.startswith("ember.")) and not decomposition_table
+    aten_targets = not _called_from_ember(sys._getframe(1)) and not decomposition_table
 
     @functools.wraps(fn)
     def wrapped(*args: Any) -> Any:
         if tracing_mode == "real":
-            gm = DispatchTracer(decomps, keep, functionalize=functionalize).trace(fn, args)
+            gm = DispatchTracer(decomps, keep, functionalize=functionalize, torch_ir=aten_targets).trace(fn, args)
         else:
             gm = _trace_fake(fn, args, decomps, keep, symbolic=tracing_mode == "symbolic",
-                             functionalize=functionalize)
+                             functionalize=functionalize, torch_ir=aten_targets)
         if aten_targets:
             to_aten_targets(gm)
+            _name_like_torch(gm, fn, args)
         return gm
 
     return wrapped
+
+
+_EMBER_DIR = None
+
+
+def _called_from_ember(frame: Any) -> bool:
+    """Whether ``frame`` (make_fx's caller) is ember's own code: its module is ``ember`` or
+    ``ember.*`` *and* its source file lies inside ember's package directory. The module name
+    alone is not enough: a user's code may run under such a name (``runpy.run_path(...,
+    run_name="ember.models")``, an ``exec`` with ``__name__`` set) and must still get the
+    user's graph."""
+    global _EMBER_DIR
+    name = frame.f_globals.get("__name__", "") or ""
+    if not (name == "ember" or name.startswith("ember.")):
+        return False
+    if _EMBER_DIR is None:
+        import os
+        import ember
+        _EMBER_DIR = os.path.dirname(os.path.realpath(ember.__file__)) + os.sep
+    import os
+    return os.path.realpath(frame.f_code.co_filename).startswith(_EMBER_DIR)
 
 
 def to_aten_targets(gm: Any) -> Any:
@@ -142,6 +163,49 @@ def to_aten_targets(gm: Any) -> Any:
     return gm
 
 
+def _torch_placeholder_names(fn: Callable[..., Any], args: Tuple[Any, ...]) -> list:
+    """The names torch's make_fx gives the placeholders of ``fn(*args)``, one per tensor leaf in
+    ember's placeholder order: ``<argument>_<k>``, ``k`` counting the argument's leaves from 1
+    (``f(x, y)`` -> ``x_1``, ``y_1``; ``f(xs)`` with two tensors -> ``xs_1``, ``xs_2``). A module
+    or a ``*args`` function has no names torch reads: ``arg0_1``, ``arg1_1``, ..."""
+    from ...nn import Module
+    if isinstance(fn, Module):
+        names = [f"arg{i}" for i in range(len(args))]
+    else:
+        names = _arg_names(fn, len(args))
+    out = []
+    for a, name in zip(args, names):
+        count = [0]
+
+        def walk(v):
+            if isinstance(v, Tensor):
+                count[0] += 1
+                out.append(f"{name}_{count[0]}")
+            elif isinstance(v, (list, tuple)):
+                for x in v:
+                    walk(x)
+            elif isinstance(v, dict):
+                for x in v.values():
+                    walk(x)
+            elif v is not None:
+                count[0] += 1           # a non-tensor leaf is a placeholder of torch's too
+        walk(a)
+    return out
+
+
+def _name_like_torch(gm: Any, fn: Callable[..., Any], args: Tuple[Any, ...]) -> Any:
+    """Give ``gm``'s nodes torch's make_fx names (placeholders ``x_1``, op calls after their
+    overload packet: ``max_1`` for ``aten.max.dim``), then regenerate its code."""
+    from ...ops._aten_convert import rename_like_torch
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    names = _torch_placeholder_names(fn, args)
+    if len(names) != len(phs):
+        names = [n.name for n in phs]
+    if rename_like_torch(gm.graph, dict(zip(phs, names))):
+        gm.recompile()
+    return gm
+
+
 def to_binding_targets(gm: Any) -> Any:
     """The reverse of :func:`to_aten_targets`: aten-overload nodes back to ember binding calls."""
     from ...ops._aten_convert import graph_to_bindings
@@ -150,7 +214,7 @@ def to_binding_targets(gm: Any) -> Any:
     return gm
 
 
-def _trace_fake(fn, args, decomps, keep, symbolic, functionalize=False):
+def _trace_fake(fn, args, decomps, keep, symbolic, functionalize=False, torch_ir=False):
     """Trace on fake twins of the example tensors (symbolic sizes when asked).
 
     A FakeTensorMode sits below the tracer on the mode stack, so every op the
@@ -183,7 +247,7 @@ def _trace_fake(fn, args, decomps, keep, symbolic, functionalize=False):
         mode.__enter__()
     try:
         gm = DispatchTracer(decomps, keep, shape_env=mode.shape_env,
-                            functionalize=functionalize).trace(fn, fargs)
+                            functionalize=functionalize, torch_ir=torch_ir).trace(fn, fargs)
     finally:
         if pushed:
             mode.__exit__(None, None, None)
@@ -298,8 +362,11 @@ class DispatchTracer:
 
     def __init__(self, decomposition_table: Optional[Dict[Any, Callable[..., Any]]] = None,
                  keep_composites: Iterable[str] = (), shape_env: Any = None,
-                 functionalize: bool = False) -> None:
+                 functionalize: bool = False, torch_ir: bool = False) -> None:
         self.graph = Graph()
+        # a user's graph (see ``make_fx``): ember's Python factories are recorded whole, as the
+        # aten ops torch records (``record_python``)
+        self.torch_ir = torch_ir
         self.functionalize = functionalize
         # functionalization: id(base) -> how many times it was mutated; id(view) -> the
         # base's count when the view's node was made (a stale view is regenerated)
@@ -332,9 +399,14 @@ class DispatchTracer:
             self._placeholders(a, name)
         modes = STATE.modes
         modes.append(self)
+        if self.torch_ir:
+            from ... import _torch_function as _tf
+            _tf.push_recorder(self)
         try:
             out = fn(*args)
         finally:
+            if self.torch_ir:
+                _tf.pop_recorder(self)
             if modes and modes[-1] is self:
                 modes.pop()
             else:
@@ -428,7 +500,7 @@ class DispatchTracer:
         if new.dtype != target.dtype:
             new = self._with_mode(lambda x: x.to(target.dtype), new)
         if tuple(new.shape) != tuple(target.shape):
-            new = self._with_mode(lambda x: x.expand(*target.shape).clone(), new)
+            new = self._with_mode(lambda x: x.expand(tuple(target.shape)).clone(), new)
         self._redispatch(op, args)          # the real effect, unrecorded
         node = self._node_of(new)
         if owner is not None:
@@ -635,6 +707,84 @@ class DispatchTracer:
         self._sym_nodes[expr] = acc
         return acc
 
+    # -- Python-level calls (user graphs) ---------------------------------------------
+    def record_python(self, func: Callable[..., Any], args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Any:
+        """One node for a call of ember's Python factory ``func`` (``zeros_like``, ``arange``,
+        ...: see ``_factory_calls``) with torch's overload and arguments; the function itself
+        runs below this tracer. NotImplemented where torch records something else."""
+        from ._factory_calls import overload_for, torch_call
+        name = getattr(func, "__name__", "")
+        r = torch_call(name, args, kwargs)
+        if r is None:
+            return NotImplemented
+        overload, targs, tkwargs = r
+        target = overload_for(name, overload)
+        modes = STATE.modes
+        modes.pop()
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            modes.append(self)
+        if not isinstance(out, Tensor):
+            return out
+        node = self.graph.call_function(target, self._map_value(tuple(targs)), self._map_value(dict(tkwargs)))
+        node.meta["tensor_meta"] = extract_tensor_metadata(out)
+        if out._fake:
+            node.meta["val"] = out
+        self._track(out, node)
+        return out
+
+    def record_detach(self, t: Tensor) -> Optional[Tensor]:
+        """``t.detach()`` as torch records it (``aten.detach.default``); the alias itself is made
+        below this tracer. None (detach as before: the alias stands for ``t``'s node) under
+        functionalization or for a tensor the trace does not know."""
+        if self.functionalize:
+            return None
+        src = self._lookup(t)
+        if src is None:
+            return None
+        from ._factory_calls import overload_for
+        modes = STATE.modes
+        modes.pop()
+        try:
+            out = t.detach()
+        finally:
+            modes.append(self)
+        node = self.graph.call_function(overload_for("detach", "default"), (src,))
+        node.meta["tensor_meta"] = extract_tensor_metadata(out)
+        if out._fake:
+            node.meta["val"] = out
+        # by identity only: other tensors sharing the array (the engine's saved ``t``) stay ``t``
+        self._by_id[id(out)] = (out, node)
+        return out
+
+    def _where_scalars(self, cond: Tensor, a: Any, b: Any) -> Tensor:
+        """``where`` with a Python number for ``self`` or ``other`` as torch's make_fx records it
+        (its ``where.ScalarOther`` ... are composite): each number a ``scalar_tensor`` of the
+        result dtype (``other``'s first), a tensor of another dtype converted (``_to_copy``),
+        then ``where.self``."""
+        import ember
+        from ...ops.creation import scalar_tensor
+        from ._factory_calls import overload_for
+        dtype = ember.result_type(a, b)
+        target = overload_for("scalar_tensor", "default")
+
+        def scalar(v):
+            t = scalar_tensor(v, dtype=dtype, device=cond.device)      # (this mode is off here)
+            node = self.graph.call_function(target, (self._map_value(v),),
+                                            {"dtype": dtype, "layout": _t_strided(), "device": cond.device})
+            node.meta["tensor_meta"] = extract_tensor_metadata(t)
+            if t._fake:
+                node.meta["val"] = t
+            self._track(t, node)
+            return t
+        if not isinstance(b, Tensor):
+            b = scalar(b)
+        if not isinstance(a, Tensor):
+            a = scalar(a)
+        a, b = (self._with_mode(lambda t: t.to(dtype), t) if t.dtype is not dtype else t for t in (a, b))
+        return self._with_mode(ember.where, cond, a, b)
+
     # -- the mode protocol ----------------------------------------------------------
     def keep_composite(self, op: Any) -> bool:
         return op in self.decomps or op.name in self.keep
@@ -642,6 +792,9 @@ class DispatchTracer:
     def __ember_dispatch__(self, op: Any, args: Tuple[Any, ...]) -> Any:
         if self.functionalize and op.functional is not None:
             return self._functional_inplace(op, args)
+        if self.torch_ir and op.name == "where" and len(args) == 3 and isinstance(args[0], Tensor) and \
+                not (isinstance(args[1], Tensor) and isinstance(args[2], Tensor)):
+            return self._where_scalars(*args)
         fn = self.decomps.get(op)
         if fn is not None and op not in self._decomposing:
             self._decomposing.add(op)
@@ -745,6 +898,11 @@ def _in_base_elements(view: Tensor, base: Tensor) -> Tuple[Tuple[int, ...], Tupl
                                   f"that is not a whole-element view of its {base.dtype} base is not "
                                   f"supported ({e})") from None
     return tuple(int(n) for n in shape), tuple(int(x) for x in strides), int(off)
+
+
+def _t_strided() -> Any:
+    import ember
+    return ember.strided
 
 
 def _contiguous(shape, strides) -> bool:

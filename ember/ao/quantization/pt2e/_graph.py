@@ -274,6 +274,13 @@ def raise_patterns(gm: GraphModule) -> GraphModule:
     """Rewrite the lowered patterns of an exported graph into the functional ops torch's
     export IR has (see the module docstring)."""
     graph = gm.graph
+    # the program keeps ``aten.linear.default`` whole (as torch's export does): it is ``F.linear``
+    # already, under its own name (``linear``, ``linear_1``: the observers are named after them)
+    from ember.ops.registry import OPS
+    lin = getattr(OPS.get("linear"), "binding", None)
+    for node in graph.nodes:
+        if node.op == "call_function" and lin is not None and node.target is lin:
+            node.target = F.linear
     _raise_linear_modules(gm)
     for node in list(graph.nodes):
         if node.op != "call_function" or node.graph is not graph:
