@@ -16,6 +16,7 @@ fusion = True              # loop fusion in the scheduler (inlining still happen
 cat_extern_min_inputs = 8  # a cat of more pieces than this copies piece by piece (numpy concatenate)
 batch_matmuls = True       # independent matmuls sharing a right operand become one (fx_passes.py)
 flatten_pointwise = True   # a pointwise group walking every buffer linearly is one 1-d loop
+split_div_mod = True       # ... one whose indices divide a loop variable loops over the divided dims
 reshape_to_fuse = True     # a consumer of other sizes over the same elements joins its producer's loop
 combo_kernels = True       # consecutive independent kernels share one parallel region (codegen/combo.py)
 cse_across_stages = True   # a fused loop body's pointwise stages share loads and values (codegen/cpp.py _stage)

@@ -582,6 +582,8 @@ class KernelGen:
         # the FX nodes this kernel computes (profiler table, comment in the source)
         self.origins = sorted(set().union(*(getattr(n.data, "origins", ()) for n in group.nodes)), key=_natural)
         flat = _flattened(group, self.local) if config.flatten_pointwise else None
+        if flat is None and config.split_div_mod:
+            flat = _split_div_mod(group, self.local)
         if flat is not None:
             self.group = flat
 
@@ -953,6 +955,8 @@ class KernelGen:
                     if isinstance(sub, (sympy.Max, sympy.Min)):
                         for a_, b_ in itertools.combinations(sub.args, 2):
                             z = _linear_zero(a_ - b_, v)
+                            if z is None:
+                                z = _split_zero(a_ - b_, v, rng)
                             if z is not None:
                                 flexible.append((z, z + 1))
                     elif isinstance(sub, sympy.core.relational.Relational):
@@ -962,6 +966,10 @@ class KernelGen:
                                       if bool(sub.subs(v, c)) != bool(sub.subs(v, c - 1))), None)
                             if t is not None:
                                 required.add(t)
+                        else:
+                            z = _split_zero(sub.lhs - sub.rhs, v, rng)
+                            if z is not None and _flips_at(sub, v, z, rng):
+                                required.add(z)
             pts = {t for t in required if 0 < t < N}
             for a_, b_ in flexible:
                 if not ({a_, b_} & pts):
@@ -1800,6 +1808,72 @@ def _flattened(group, local):
     return FusedGroup(flat, 1)
 
 
+def _split_div_mod(group, local):
+    """A pointwise group whose indices divide a loop variable (``x2 // 64``, ``x2 % 64``: a
+    permuted view read into a merged dim, as attention's heads gathered back into one row), as
+    the same group over that dim split at the divisors (768 -> [12, 64]), so every index is
+    affine again: the inner loop walks 64 contiguous elements instead of computing a
+    division and a modulo per element and reading through a gather. nanoGPT's backward
+    merges q/k/v gradients this way (4 such kernels a step, at 2-3 GB/s before). None when it
+    does not apply (divisors that do not chain, indices that keep a division)."""
+    from ..scheduler import FusedGroup
+    from ..sizevars import FloorDiv, ModularIndexing
+    nodes = group.nodes
+    if type(group) is not FusedGroup or not nodes or any(
+            n.is_reduction or n.is_scatter or n.is_scan or n.name in local for n in nodes):
+        return None
+    S = nodes[0].size
+    if any(n.size != S for n in nodes) or group.p != len(S) or \
+            not all(getattr(d, "is_Integer", False) for d in S):
+        return None
+    xs = index_vars("x", len(S))
+    cuts = {x: set() for x in xs}
+    for n in nodes:
+        for idx in [i for _, i in n.reads(len(S))] + [n.write_index(len(S))]:
+            for sub in sympy.preorder_traversal(sympify(idx)):
+                if isinstance(sub, FloorDiv) and sub.args[1].is_Integer:
+                    ks = (int(sub.args[1]),)
+                elif isinstance(sub, ModularIndexing) and sub.args[1].is_Integer and sub.args[2].is_Integer:
+                    ks = (int(sub.args[1]), int(sub.args[1] * sub.args[2]))
+                else:
+                    continue
+                x = _shifted_var(sub.args[0], ks[0])
+                if x is None or x not in cuts:
+                    return None
+                cuts[x].update(ks)
+    new_size = []
+    for x, n in zip(xs, S):
+        ks = sorted(k for k in cuts[x] if 1 < k < int(n))
+        if not ks or any(b % a for a, b in zip(ks, ks[1:] + [int(n)])):
+            if ks:
+                return None
+            new_size.append(n)
+            continue
+        bounds = [int(n)] + ks[::-1]
+        new_size += [sympy.Integer(a // b) for a, b in zip(bounds, bounds[1:])] + [sympy.Integer(ks[0])]
+    if len(new_size) == len(S):
+        return None
+    # (a cat's pieces still clamp the divided variable, ``FloorDiv(Max(0, x2 - 256), 64)``: the
+    # loop split resolves those, ``_segments`` on the divided dims)
+    return FusedGroup([n.reindexed(new_size) for n in nodes], len(new_size))
+
+
+def _shifted_var(e, k):
+    """The loop variable ``x`` when ``e`` is ``x`` shifted by multiples of ``k`` under clamps
+    (``x``, ``x - 256``, ``Max(0, Min(255, x - 256))`` for k = 64), else None."""
+    if isinstance(e, (sympy.Max, sympy.Min)):
+        xs = {_shifted_var(a, k) if a.free_symbols else "const" for a in e.args}
+        xs.discard("const")
+        return xs.pop() if len(xs) == 1 and None not in xs and all(
+            not a.free_symbols and a.is_Integer for a in e.args if not a.free_symbols) else None
+    e = sympy.expand(e)
+    if len(e.free_symbols) != 1:
+        return None
+    x = next(iter(e.free_symbols))
+    rest = sympy.expand(e - x)
+    return x if e.coeff(x) == 1 and rest.is_Integer and int(rest) % k == 0 else None
+
+
 class _ExprRecorder(ir.ReadRecorder):
     """Records loads and ``index_expr`` expressions of a body (loop splitting)."""
 
@@ -1825,6 +1899,45 @@ def _linear_zero(d, v):
     if not k.is_Integer:
         return None
     return int(-k * c)
+
+
+def _split_zero(d, v, rng):
+    """For ``d = c*v + K + r`` (``r`` over the other loop variables, in [0, |c|) on ``rng``; ``K``
+    a multiple of ``c``: a dim split at a divisor, ``64*x2 + x3 - 256``), the ``v`` where ``d``
+    changes sign, ``-K / c`` (4 there), else None."""
+    from ..sizevars import index_bounds
+    d = sympy.expand(d)
+    c = d.coeff(v)
+    if not c.is_Integer or c == 0:
+        return None
+    rest = sympy.expand(d - c * v)
+    if v in rest.free_symbols:
+        return None
+    K = rest.as_coeff_Add()[0] if rest.is_Add else (rest if rest.is_Integer else sympy.Integer(0))
+    r = sympy.expand(rest - K)
+    if not K.is_Integer or not r.free_symbols:
+        return None
+    b = index_bounds(r, rng)
+    if b is None or b[0] < 0 or b[1] >= abs(int(c)) or int(K) % int(c):
+        return None
+    return -int(K) // int(c)
+
+
+def _flips_at(rel, v, t, rng):
+    """Whether relation ``rel`` is constant over the other variables' ranges for ``v = t - 1``
+    and for ``v = t``, with different values (a split point that resolves it on both sides)."""
+    from ..sizevars import index_bounds
+    d = sympy.expand(rel.lhs - rel.rhs)
+    vals = []
+    for at in (t - 1, t):
+        b = index_bounds(sympy.expand(d.subs(v, at)), rng)
+        if b is None:
+            return False
+        got = {bool(type(rel)(sympy.Integer(x), 0)) for x in b}
+        if len(got) != 1:
+            return False
+        vals.append(got.pop())
+    return vals[0] != vals[1]
 
 
 def _ranges(vars_, sizes):
