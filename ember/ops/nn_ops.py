@@ -1740,7 +1740,8 @@ def _norm2_clamp(xp, x, dim, eps):
 @_norm2_clamp.derivative
 def _norm2_clamp_bw(ctx, g):
     x, dim, eps = ctx.args
-    return (g * x / ctx.result,)
+    # torch's norm backward, grad * (x / norm): its rounding in float16/bfloat16
+    return (g * (x / ctx.result),)
 
 
 # ====================================================================== meta functions

@@ -27,7 +27,7 @@ import numpy as np
 from .. import types as _t
 from ..tensor import Tensor, _make
 from ..types import from_numpy_dtype
-from . import _native_small, api
+from . import _half_lanes, _native_small, api
 from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
 from .checked_scalar import check_fits
 from .registry import defcomposite, defop as _defop
@@ -480,8 +480,11 @@ def _div_bw(ctx, g):
     n = ctx.needs_input_grad
     if mode is not None:
         return (_zeros_of(a) if n[0] else None, _zeros_of(b) if n[1] else None)
-    return (grad_for(g / b, a) if n[0] else None,
-            grad_for(-g * a / (b * b), b) if n[1] else None)
+    gb = None
+    if n[1]:
+        # float16/bfloat16: torch's -grad * ((self / other) / other), each step rounded
+        gb = grad_for(-g * ((a / b) / b) if g.dtype in _HALF else -g * a / (b * b), b)
+    return (grad_for(g / b, a) if n[0] else None, gb)
 
 
 @defcomposite("rdiv(Tensor self, Tensor|Scalar other) -> Tensor", method=False)
@@ -590,6 +593,8 @@ def pow(xp, a, b):
         # PyTorch's pow(Tensor, Scalar) runs sqrt / rsqrt here (float, double, bfloat16):
         # (-inf) ** 0.5 is NaN and (-0.0) ** -0.5 is -inf, unlike C pow
         with np.errstate(all="ignore"):
+            if b < 0 and dt is _t.bfloat16 and type(a) is np.ndarray:
+                return _out(xp, _half_lanes.half_rsqrt(_arr(xp, a, cdt), dt.np), dt)     # its rsqrt kernel
             r = xp.sqrt(_arr(xp, a, cdt))
             return _out(xp, r if b > 0 else 1 / r, dt)
     if dt is _t.bfloat16 and _is_scalar(b) and not isinstance(b, bool) and b in (3, -2) and not _is_scalar(a):
@@ -717,12 +722,25 @@ log1p.derivative(lambda ctx, g: (g / (ctx.args[0] + 1),))
 sqrt = _unary("sqrt", lambda xp, x: xp.sqrt(x), save=(), save_result=True)
 sqrt.derivative(lambda ctx, g: (g / (2 * ctx.result),))
 
-rsqrt = _unary("rsqrt", lambda xp, x: 1.0 / xp.sqrt(x), save=(), save_result=True)
+def _rsqrt_kernel(xp, a):
+    dt = _floaty(_dt(a))
+    with np.errstate(all="ignore"):
+        x = a.astype(_comp(dt).np, copy=False)
+        if dt in _HALF and type(x) is np.ndarray:
+            # torch's scalar lanes (a vector loop's tail) round the root to the half dtype first
+            return _out(xp, _half_lanes.half_rsqrt(x, dt.np), dt)
+        return _out(xp, 1.0 / xp.sqrt(x), dt)
+
+
+_rsqrt_kernel.__name__ = "rsqrt"
+rsqrt = defop("rsqrt(Tensor self) -> Tensor", tags=PW, inplace=True, save=(), save_result=True)(_rsqrt_kernel)
 
 
 @rsqrt.derivative
 def _rsqrt_bw(ctx, g):
     r = ctx.result
+    if r.dtype in _HALF:
+        return (-0.5 * g * r.pow(3),)       # torch's formula, rounded as its half steps
     return (-0.5 * g * r * r * r,)
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from .. import types as _t
 from .._state import STATE as _STATE
 from ..tensor import Tensor, _make
-from . import _native_small, api
+from . import _half_lanes, _native_small, api
 from ._helpers import _canonical_c, as_contiguous as _C, copy_preserve, wrap_dim, wrap_dims
 from . import shape as _shape
 from .registry import _mark_view, defcomposite, defop
@@ -660,11 +660,13 @@ def linalg_vector_norm(xp, a, ord=2, dim=None, keepdim=False, dtype=None):
             r = xp.sqrt(xp.sum(ax * ax, axis=dims, keepdims=keepdim))
         else:
             r = xp.sum(ax ** p, axis=dims, keepdims=keepdim) ** (1.0 / p)
-    return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)
+        return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)     # (a half overflow: inf)
 
 
 @linalg_vector_norm.derivative
 def _vector_norm_bw(ctx, g):
+    """torch's norm_backward, step for step: each step a pointwise op rounded to the dtype, so a
+    float16/bfloat16 gradient rounds where torch's does (``g * (x / norm)``, not ``g * x / norm``)."""
     a, ord, dim, keepdim, dtype = ctx.args
     x = a if dtype is None else a.to(_t.as_dtype(dtype))
     shape = tuple(a.shape)
@@ -677,19 +679,21 @@ def _vector_norm_bw(ctx, g):
     if p == 1:
         return (_like(ge * sgn, a),)
     if math.isinf(p):
-        # |x| equal to the norm share the gradient evenly, with x's sign.
-        mask = x * sgn == norm
+        # |x| equal to the norm (or NaN) share the gradient evenly, with x's sign.
+        mask = (x * sgn == norm) | x.isnan()
         count = mask.sum(dim, keepdim=True)
-        return (_like(ge * sgn * mask / count, a),)
-    nz = norm != 0
-    safe = norm + (norm == 0)
+        return (_like(sgn * (ge / count * mask), a),)
+    nz = norm == 0
     if p == 2:
-        return (_like(ge * x / safe * nz, a),)
-    # d ||x||_p / d x_i = sgn(x_i) |x_i|^(p-1) / ||x||_p^(p-1); zero where x_i or the norm is zero.
-    xz = x == 0
-    absx = x * sgn + xz
-    scaled = sgn * absx ** (p - 1) * (x != 0)
-    return (_like(ge * scaled / safe ** (p - 1) * nz, a),)
+        # x / norm is 0/0 only where the norm, hence every x, is zero: 0 there, as torch's masked_fill
+        return (_like(ge * (x / (norm + nz)), a),)
+    if p < 1:
+        # d ||x||_p / d x_i = sgn(x_i) |x_i|^(p-1) ||x||_p^(1-p); zero where x_i is zero
+        scaled = sgn * x.abs().pow(p - 1).masked_fill(x == 0, 0)
+        return (_like(scaled * ge * norm.pow(1 - p), a),)
+    scaled = sgn * x.abs().pow(p - 1) if p < 2 else x * x.abs().pow(p - 2)
+    scale = (ge / norm.pow(p - 1)).masked_fill(nz, 0)
+    return (_like(scaled * scale, a),)
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -860,6 +864,25 @@ any = _allany("any", "any")
 _SOFTMAX_FAST = (np.dtype(np.float32), np.dtype(np.float64))
 
 
+def _half_softmax_inner(x, e, d, half):
+    """Softmax over a dim ``d`` that is not the last, of a float16/bfloat16 input (``x`` its
+    float32 values, ``e`` = exp(x - max)), as torch's CPU kernel rounds it: its vector path
+    divides the float32 exp by the float32 sum and rounds once, its scalar path (the lanes of
+    ``_half_lanes.softmax_scalar_lanes``) stores the exp in the half dtype first and divides
+    that, a second rounding an ulp apart in ~1 element of 50. Both sum the exps in
+    float32 along the dim, one term after another."""
+    shape = x.shape
+    outer = math.prod(shape[:d])
+    inner = math.prod(shape[d + 1:])
+    e3 = e.reshape(outer, shape[d], inner)
+    s = np.add.accumulate(e3, axis=1)[:, -1:, :]        # sequential, as the kernel's loop
+    r = e3 / s
+    lanes = _half_lanes.softmax_scalar_lanes(outer, inner)
+    if lanes.any():
+        r = np.where(lanes, e3.astype(half).astype(np.float32) / s, r)
+    return r.reshape(shape)
+
+
 def _softmax_kernel(name, log):
     def kernel(xp, a, dim, half_to_float=False):
         if type(a) is np.ndarray and a.dtype in _SOFTMAX_FAST and not half_to_float and a.ndim and a.size \
@@ -896,6 +919,8 @@ def _softmax_kernel(name, log):
                 # dtype (each rounded), then subtracts in float: rounded as torch's
                 s = s.astype(a.dtype).astype(np.float32)
                 r = z - xp.log(s).astype(a.dtype).astype(np.float32)
+            elif not log and x is not a and not half_to_float and type(x) is np.ndarray and d < a.ndim - 1:
+                r = _half_softmax_inner(x, e, d, a.dtype)
             else:
                 r = z - xp.log(s) if log else e * (1 / s)   # (as PyTorch's CPU kernel and the decomposition)
             if a.ndim == 0:
