@@ -522,7 +522,23 @@ def unflatten(module, flat_args_adapter: Optional[FlatArgsAdapter] = None):
         return full
 
     top.__dict__["graph"] = build(root)
+    _install_cond_branches(top, ep.graph_module)
     return top
+
+
+def _install_cond_branches(top, gm):
+    """A cond node's branch graphs (``true_graph_0``: get_attr nodes copied into the modules'
+    graphs) installed on each module whose graph reads them."""
+    from ..fx.graph_module import GraphModule
+    for _, mod in top.named_modules():
+        g = mod.__dict__.get("graph")
+        if g is None:
+            continue
+        for n in g.nodes:
+            if n.op == "get_attr" and n.target not in mod._modules:
+                sub = getattr(gm, n.target, None)
+                if isinstance(sub, GraphModule):
+                    mod._modules[n.target] = sub
 
 
 def _copy(t):

@@ -212,3 +212,17 @@ def test_branch_writing_into_its_operand_is_refused():
             return ember.cond(x.sum() > 0, t, lambda a: a * 3, (x,))
     with pytest.raises(UnsupportedAliasMutationException, match="might be modifying the input"):
         ember.export.export(W(), (ember.rand(3),))
+
+
+def test_unflatten_runs_the_cond_in_root_and_child_scopes():
+    class Outer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = M()
+
+        def forward(self, x):
+            return self.inner(x) + 1
+    for m in (M(), Outer()):
+        u = ember.export.unflatten(ember.export.export(m, (ember.randn(4),)))
+        for x in _pos_neg():
+            np.testing.assert_allclose(_np(u(x)), _np(m(x)), rtol=1e-6, atol=1e-6)
