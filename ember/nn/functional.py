@@ -482,7 +482,8 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
                                             momentum if momentum is not None else 0.0, eps)
     if training and (running_mean is not None or running_var is not None):
         m = momentum if momentum is not None else 0.0
-        if _eager_fast.batch_norm_running_update(input, mean, running_mean, running_var, m):
+        if _nn.half_batch_norm_running_update(input, mean, running_mean, running_var, m) or \
+                _eager_fast.batch_norm_running_update(input, mean, running_mean, running_var, m):
             return out
         from ..autograd import no_grad
         with no_grad():

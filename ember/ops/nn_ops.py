@@ -996,6 +996,64 @@ def _half_batch_norm(x, w, b, rm, rv, training, eps, shp, axes):
     return _suggested_layout(np, x, out.astype(dt)), save_mean, save_rstd
 
 
+def half_batch_norm_running_update(input, mean, running_mean, running_var, m):
+    """``F.batch_norm``'s running-statistics update (training) for a float16/bfloat16 input, as
+    torch's CPU kernel rounds it; False (nothing done) where the generic composite must run (a
+    mode, a subclass, non-numpy data, another dtype). The batch statistics in float32 (the
+    mean, the sum of squares about it); then
+
+    - bfloat16 buffers: c10::BFloat16 arithmetic, each step rounded: momentum m rounded, the
+      saved (rounded) mean, the unbiased variance as rounded(sum of squares) / rounded(n - 1);
+      ``rm = m * mean + (1 - m) * rm``, ``rv = m * var + (1 - m) * rv``;
+    - float16 buffers: float32 arithmetic from the unrounded statistics, rounded once into the
+      buffer.
+    (float32 buffers with a half input, torch's mixed case, keep the composite: its float32 sums'
+    order, an ulp off in a rare channel.)"""
+    from ..nn._eager_fast import _bufs_plain
+    if not _bufs_plain(input, mean, running_mean, running_var):
+        return False
+    x = input._data
+    hd = x.dtype
+    if hd.name not in ("float16", "bfloat16") or x.ndim < 2 or not x.size or type(m) not in (int, float):
+        return False
+    bufs = [b for b in (running_mean, running_var) if b is not None]
+    if any(b._data.dtype != hd or b._data.shape != (x.shape[1],) for b in bufs) or mean._data.dtype != hd:
+        return False
+    C = x.shape[1]
+    axes = (0,) + tuple(range(2, x.ndim))
+    n = x.size // C
+    x64 = x.astype(np.float64)
+    mean_f = x64.mean(axis=axes).astype(np.float32)
+    vs = ((x64 - mean_f.astype(np.float64).reshape(_bn_shape(x))) ** 2).sum(axis=axes).astype(np.float32)
+    f32 = np.float32
+
+    def H(v, dt):
+        return np.asarray(v, np.float32).astype(dt).astype(np.float32)
+
+    with np.errstate(all="ignore"):
+        for buf, is_var in ((running_mean, False), (running_var, True)):
+            if buf is None:
+                continue
+            b = buf._data
+            bf = b.astype(np.float32)
+            if b.dtype.name == "bfloat16":
+                mom = H(m, b.dtype)
+                keep = H(f32(1) - mom, b.dtype)
+                if is_var:
+                    stat = H(H(vs, b.dtype) / H(max(n - 1, 1), b.dtype), b.dtype)
+                    new = mom * stat + H(keep * bf, b.dtype)
+                else:
+                    stat = mean._data.astype(np.float32)         # the saved mean (rounded)
+                    new = H(mom * stat, b.dtype) + H(keep * bf, b.dtype)
+            else:
+                stat = vs / f32(max(n - 1, 1)) if is_var else mean_f
+                new = f32(m) * stat + f32(1 - m) * bf
+            np.copyto(b, np.asarray(new, np.float32).astype(b.dtype), casting="unsafe")
+            buf._bump_version()
+            buf._bump_version()
+    return True
+
+
 @defop("native_batch_norm(Tensor input, Tensor? weight, Tensor? bias, Tensor? running_mean, "
        "Tensor? running_var, bool training, float momentum, float eps) -> Tensor, Tensor, Tensor",
        method=False, save=("input", "weight"), save_result=True)

@@ -129,3 +129,25 @@ def test_rsqrt_scalar_tail_rounds_the_root_first(dt, threads):
     # an RMSNorm as written in user code: its (rows, 1) rsqrt is all tail
     x = _std(rng, (6, 64))
     _check(lambda F, t: t * (t.pow(2).mean(-1, keepdim=True) + 1e-6).rsqrt(), [(x, True)], dt, 16)
+
+
+@pytest.mark.parametrize("dt", DTS)
+def test_batch_norm_half_running_statistics(dt):
+    """A training step's running_mean/running_var of float16/bfloat16 buffers as torch's kernel
+    rounds them (bfloat16: c10 half arithmetic, each step rounded; float16: float32, rounded
+    once); before, the composite's half ops were an ulp off in several channels."""
+    rng = np.random.default_rng(17)
+    for shape, mom in (((8, 16, 6, 8), 0.1), ((6, 5, 7, 9), 0.3), ((64, 12), 0.1), ((33, 7, 13), 0.01)):
+        c = shape[1]
+        rm0 = (rng.standard_normal(c) * 0.3).astype(np.float32)
+        rv0 = rng.uniform(0.5, 2, c).astype(np.float32)
+        xs = [_std(rng, shape, 2.0, 0.5) for _ in range(3)]
+        res = []
+        for ns, F in ((ember, EF), (torch, TF)):
+            h = getattr(ns, dt)
+            rm, rv = ns.tensor(rm0).to(h), ns.tensor(rv0).to(h)
+            for x in xs:
+                F.batch_norm(ns.tensor(x).to(h), rm, rv, training=True, momentum=mom)
+            res.append((rm.float().numpy(), rv.float().numpy()))
+        np.testing.assert_array_equal(res[0][0], res[1][0], err_msg="running_mean")
+        np.testing.assert_array_equal(res[0][1], res[1][1], err_msg="running_var")
