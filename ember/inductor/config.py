@@ -54,7 +54,7 @@ strip_loops = 1024
 # (an LSTM training graph's cold compile: +0.5-0.8 s of 7 s) and gained nothing measurable at the
 # suite's sizes; a 1000x16000 softmax gained ~10%
 strip_min_work = 1 << 22
-# ... but loops that call exp are staged from this size (exp inlined: nanoGPT's causal softmax
+# ... but loops that call exp (or tanh) are staged from this size (exp inlined: nanoGPT's causal softmax
 # kernel, 2^19 elements, went from 5.7M to 4.0M instructions a call on AVX2, counted with
 # valgrind; glibc's vector expf behind the tiny-result wrapper: 6.2M). Loops with only a double
 # sum keep ``strip_min_work``.

@@ -441,6 +441,8 @@ class CppOps:
         ct = COMPUTE[dt]
         if op == "exp" and fp:
             return self._emit(self._fn("ember_exp", x), dt)
+        if op == "tanh" and ct == "float":
+            return self._emit(f"ember_tanhf({x})", dt)     # (staged in strips: cpp_strips)
         if op in MVEC and fp:
             return self._emit(self._fn(op, x), dt)
         if op == "abs":

@@ -25,10 +25,14 @@ at worst (the random-walk typical: ~10), not n/16 eps, at float cost: a centred 
 went 0.058 -> 0.026 ns per element (L1-resident; strips of 256: 0.035). Loops that call exp,
 and loops with such a sum that run longer than one strip, are stripped.
 
+tanh is staged the same way (``ember_tanh_block``: an odd polynomial below 0.75, 1 - 2/(exp(2|x|)+1)
+above, on ``ember_exp8``; AVX2+FMA, also on AVX-512 CPUs): GELU(tanh)'s forward and backward
+kernels in nanoGPT are bound by it. Its unstaged call stays libmvec's ``tanhf``.
+
 Only kernels walking at least ``config.strip_min_work`` elements per call are stripped (in
 ``KernelGen._finish``): a stripped loop is three loops for g++ to compile, and at the benchmark
 suite's sizes it gained nothing measurable while an LSTM training graph's cold compile took
-0.5-0.8 s longer.
+0.5-0.8 s longer (AVX-512); loops that call exp or tanh are staged from ``config.strip_exp_min_work``.
 
 On AVX2+FMA CPUs (no AVX-512) the same polynomial runs on 8 lanes (``ember_exp8``: the scaling
 by 2^n in two exact-then-one-rounding steps instead of ``vscalefps``, so its results equal
@@ -166,6 +170,47 @@ static inline void ember_exp_block(float* t, int64_t n) {     // (vectorised by 
     for (int64_t i = 0; i < n; ++i) t[i] = ember_expf(t[i]);
 }
 #endif
+// tanh. Called in a loop it is libmvec's vector tanhf (ember's routine through the vector ABI,
+// constants re-broadcast per call, measured no faster); in staged strips (cpp_strips) ember's
+// 8-lane routine runs inlined: ~40 instructions per 8 values against ~65 plus the call.
+static inline float ember_tanhf(float x) { return tanhf(x); }
+#if defined(__AVX2__) && defined(__FMA__)
+// tanh of 8 floats (AVX2+FMA), on |x| with x's sign put back (tanh is odd; -0 stays -0):
+// |x| < 0.75 by |x| + |x|^3 P(x^2) (degree 5 in x^2, fitted for relative error; 0.79 ulp in
+// float32), otherwise 1 - 2 / (exp(2|x|) + 1) with ember_exp8 (t <= 0.37 there, so its ~2 ulp
+// error is under half an ulp of the result). exp's clamp at 89 gives exactly 1 for every
+// |x| >= 44.5, inf included; NaN stays NaN. Checked over every float against double tanh:
+// at most 1.06 ulp (glibc's tanhf, which unstaged loops call: within 2).
+static inline __m256 ember_tanh8(__m256 x) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 ax = _mm256_andnot_ps(sign, x);
+    const __m256 z = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(0.0017369433771818876f), z, _mm256_set1_ps(-0.007657268084585667f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(0.02145204320549965f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-0.05389272794127464f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(0.1333269476890564f));
+    p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-0.33333316445350647f));
+    const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(p, z), ax, ax);
+    const __m256 e = ember_exp8(_mm256_add_ps(ax, ax));
+    const __m256 big = _mm256_sub_ps(one, _mm256_div_ps(_mm256_set1_ps(2.0f), _mm256_add_ps(e, one)));
+    const __m256 r = _mm256_blendv_ps(big, small, _mm256_cmp_ps(ax, _mm256_set1_ps(0.75f), _CMP_LT_OQ));
+    return _mm256_or_ps(r, _mm256_and_ps(x, sign));
+}
+static inline void ember_tanh_block(float* t, int64_t n) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(t + i, ember_tanh8(_mm256_loadu_ps(t + i)));
+    if (i < n) {
+        const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n - i)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(t + i, m, ember_tanh8(_mm256_maskload_ps(t + i, m)));
+    }
+}
+#else
+static inline void ember_tanh_block(float* t, int64_t n) {     // (vectorised through libmvec)
+    for (int64_t i = 0; i < n; ++i) t[i] = tanhf(t[i]);
+}
+#endif
 '''
 
 _host_avx512: List[bool] = []
@@ -193,7 +238,7 @@ def exp_staging_enabled() -> bool:
 
 _FOR = re.compile(r"^(\s*)for \(int64_t (\w+) = (.+); \2 < (.+); \+\+\2\) \{$")
 _DEF = re.compile(r"^\s*(?:const )?([\w:<>]+) ([A-Za-z_]\w*) = (.*);$")
-_EXP = re.compile(r"^(\s*)float (tmp\d+) = ember_expf\((tmp\d+)\);$")
+_EXP = re.compile(r"^(\s*)float (tmp\d+) = ember_(exp|tanh)f\((tmp\d+)\);$")
 _STORE = re.compile(r"^\s*([A-Za-z_]\w*)\[.*\] = .*;$")
 _ASSIGN = re.compile(r"^\s*(tmp\d+) (?:[-+*/|&^]?=) (.*);$")
 _SUM = re.compile(r"^(\s*)(tmp\d+) = \2 \+ (tmp\d+);$")
@@ -246,18 +291,18 @@ def _strip_loop(pragma: str, m, body: List[str], before: List[str], stage_exp: b
             defs[d.group(2)] = k
     stored = {s.group(1) for s in map(_STORE.match, body) if s}
     assigned = {a.group(1) for a in map(_ASSIGN.match, body) if a and a.group(1) not in defs}
-    exps = []           # (line index, result name, argument name, cone line indices)
+    exps = []           # (line index, result name, argument name, cone line indices, function)
     for k, b in enumerate(body):
         e = _EXP.match(b) if stage_exp else None
         if not e:
             continue
-        cone = _cone(e.group(3), defs, body)
+        cone = _cone(e.group(4), defs, body)
         if any(_EXP.match(body[c]) for c in cone):
             continue     # the argument needs another exp: this one stays a call
-        toks = {t for c in cone for t in _TOKEN.findall(body[c])} | {e.group(3)}
+        toks = {t for c in cone for t in _TOKEN.findall(body[c])} | {e.group(4)}
         if toks & (stored | assigned):
             continue     # the argument reads what this body writes: not before the writes
-        exps.append((k, e.group(2), e.group(3), cone))
+        exps.append((k, e.group(2), e.group(4), cone, e.group(3)))
     # a double sum of float values: one float partial per strip, added into the double after it
     clauses = " ".join(_REDUCTION.findall(pragma))
     partial = {}
@@ -281,17 +326,17 @@ def _strip_loop(pragma: str, m, body: List[str], before: List[str], stage_exp: b
     i2, i3 = ind + "    ", ind + "        "
     out.append(f"{i2}const int64_t {vt} = std::min<int64_t>({vs} + {S}, {hi});")
     if exps:
-        for _, res, _, _ in exps:
+        for _, res, *_ in exps:
             out.append(f"{i2}alignas(64) float {res}_s[{S}];")
         out.append(f"{i2}#pragma omp simd")
         out.append(f"{i2}for (int64_t {v} = {vs}; {v} < {vt}; ++{v}) {{")
-        for c in sorted(set().union(*(cone for *_, cone in exps))):
+        for c in sorted(set().union(*(cone for _, _, _, cone, _ in exps))):
             out.append("    " + body[c])
-        for _, res, arg, _ in exps:
+        for _, res, arg, *_ in exps:
             out.append(f"{i3}{res}_s[{v} - {vs}] = {arg};")
         out.append(f"{i2}}}")
-        for _, res, _, _ in exps:
-            out.append(f"{i2}ember_exp_block({res}_s, {vt} - {vs});")
+        for _, res, _, _, fn in exps:
+            out.append(f"{i2}ember_{fn}_block({res}_s, {vt} - {vs});")
     inner = []
     for c in _REDUCTION.findall(pragma):
         for acc, p in partial.items():
@@ -301,7 +346,7 @@ def _strip_loop(pragma: str, m, body: List[str], before: List[str], stage_exp: b
         out.append(f"{i2}float {p} = 0.0f;")
     out.append(f"{i2}#pragma omp simd" + (" " + " ".join(inner) if inner else ""))
     out.append(f"{i2}for (int64_t {v} = {vs}; {v} < {vt}; ++{v}) {{")
-    staged = {k: res for k, res, _, _ in exps}
+    staged = {k: res for k, res, *_ in exps}
     for k, b in enumerate(body):
         if k in staged:
             out.append(f"{i3}float {staged[k]} = {staged[k]}_s[{v} - {vs}];")
