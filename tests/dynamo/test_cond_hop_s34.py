@@ -228,6 +228,13 @@ def test_make_fx_of_user_cond_records_the_node():
     assert len([n for n in gm.graph.nodes if n.target is COND]) == 1
     for x in _signs(3):
         _close(gm(x), u(x))
+    # that graph module compiled: the node called directly is captured again, one graph
+    ember.compiler.reset()
+    be = CountingBackend()
+    cgm = ember.compile(gm, backend=be, fullgraph=True)
+    for x in _signs(3):
+        _close(cgm(x), u(x))
+    assert be.frame_count == 1
 
 
 def test_untraceable_branch_breaks_with_reason_and_stays_exact():

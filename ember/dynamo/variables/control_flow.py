@@ -66,6 +66,10 @@ class HigherOrderOpVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if self.fn._ember_hop == "while_loop":
             raise Unsupported(WHILE_LOOP)
+        if self.fn._ember_hop == "cond_op":
+            # ember.ops.higher_order.cond called directly (a GraphModule holding the node: make_fx's
+            # or export's graph, compiled): its branches are GraphModules returning flat tuples
+            return _cond(tx, list(args), dict(kwargs))
         if self.fn._ember_hop != "cond":
             return _inline_hop(tx, self.fn, list(args), dict(kwargs))
         return _cond(tx, list(args), dict(kwargs))
