@@ -189,9 +189,21 @@ def record_cond(outer, pred, true_fn, false_fn, operands):
     try:
         kw = dict(decomps=outer.decomps, keep=outer.keep, shape_env=outer.shape_env,
                   functionalize=outer.functionalize)
-        tgm, tout, _ = trace_branch(true_fn, operands, name="true_fn", **kw)
-        fgm, fout, _ = trace_branch(false_fn, operands, name="false_fn", **kw)
+        tgm, tout, ttr = trace_branch(true_fn, operands, name="true_fn", **kw)
+        fgm, fout, ftr = trace_branch(false_fn, operands, name="false_fn", **kw)
         _check_alike(tout, fout)
+        # tensors the branches read from outside (a nested cond's closure over parameters):
+        # lifted to operands, so the enclosing trace sees them (and lifts them in turn)
+        lifted = []
+        for tr in (ttr, ftr):
+            for c in tr.constants.values():
+                if isinstance(c, Tensor) and not any(c is x for x in lifted):
+                    lifted.append(c)
+        if lifted:
+            n = len(operands)
+            for gm, tr in ((tgm, ttr), (fgm, ftr)):
+                lift_constants(gm, tr, lifted, n)
+            operands = tuple(operands) + tuple(lifted)
         if pred._fake or any(o._fake for o in operands):
             chosen = tout
         else:
@@ -219,6 +231,36 @@ def record_cond(outer, pred, true_fn, false_fn, operands):
             item.meta["val"] = o
         outer._track(o, item)
     return outs
+
+
+def lift_constants(gm, tracer, lifted, n_operands) -> None:
+    """The get_attr constants of ``gm`` (``tracer.constants``) that are among ``lifted`` become
+    placeholders, one per ``lifted`` tensor in that order after the ``n_operands`` existing ones
+    (unused where this branch does not read it)."""
+    g = gm.graph
+    by_id = {}
+    for cname, c in tracer.constants.items():
+        if isinstance(c, Tensor):
+            by_id.setdefault(id(c), []).append(cname)
+    getattrs = {n.target: n for n in g.nodes if n.op == "get_attr"}
+    phs = [n for n in g.nodes if n.op == "placeholder"]
+    anchor = phs[-1] if phs else None
+    for i, c in enumerate(lifted):
+        ctx = g.inserting_after(anchor) if anchor is not None else g.inserting_before(None)
+        with ctx:
+            ph = g.placeholder(f"lifted_{i}")
+        anchor = ph
+        if c._fake:
+            ph.meta["val"] = c
+        for cname in by_id.get(id(c), ()):
+            node = getattrs.get(cname)
+            if node is not None:
+                node.replace_all_uses_with(ph)
+                g.erase_node(node)
+            if hasattr(gm, cname):
+                delattr(gm, cname)
+            tracer.constants.pop(cname, None)
+    gm.recompile()
 
 
 def _name_placeholders(gm, outer, operands):

@@ -247,3 +247,36 @@ def test_untraceable_branch_breaks_with_reason_and_stays_exact():
     for x in _signs(4):
         _close(cv(x), v(x))
     assert any("ember.cond: true_fn could not be traced" in r for _, r in dynamo.fallback_reasons[n:])
+
+
+class NestedNet(ember.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = ember.nn.Linear(4, 4)
+
+    def forward(self, x):
+        def t(a):
+            return ember.cond(a.max() > 0.5, lambda b: self.lin(b), lambda b: b * 2, (a,))
+        return ember.cond(x.sum() > 0, t, lambda a: a - 1, (x,)).sum()
+
+
+def test_nested_cond_closure_parameters_are_lifted_and_get_gradients():
+    ember.compiler.reset()
+    net = NestedNet()
+    be = CountingBackend()
+    ember.compile(net, backend=be, fullgraph=True)(ember.rand(2, 4))
+    (node,) = [n for n in be.graphs[0].graph.nodes if n.target is COND]
+    assert len(node.args[3]) == 3          # x and lin's two parameters, lifted through both levels
+    cnet = ember.compile(net, backend="aot_eager", fullgraph=True)
+    for x in (ember.rand(2, 4) + 0.5, ember.rand(2, 4) * 0.2, -ember.rand(2, 4)):
+        x.requires_grad_()
+        net.zero_grad()
+        net(x).backward()
+        want = [x.grad.clone(), net.lin.weight.grad if net.lin.weight.grad is not None else ember.zeros(4, 4)]
+        want[1] = want[1].clone()
+        x.grad = None
+        net.zero_grad()
+        cnet(x).backward()
+        got = [x.grad, net.lin.weight.grad if net.lin.weight.grad is not None else ember.zeros(4, 4)]
+        for a, b in zip(got, want):
+            _close(a, b)

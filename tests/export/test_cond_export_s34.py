@@ -154,9 +154,13 @@ def test_tuple_outputs_no_operands_and_closure_over_a_frame_tensor():
 
 def test_nested_cond_exports_nested_nodes():
     class N(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(ember.randn(4))
+
         def forward(self, x):
             def inner_t(a):
-                return a * 10
+                return a * 10 + self.w       # a parameter read two levels down: lifted at both
 
             def inner_f(a):
                 return a / 10
@@ -171,7 +175,11 @@ def test_nested_cond_exports_nested_nodes():
     ep = ember.export.export(m, (ember.rand(4),))
     assert len(_conds(ep.graph_module)) == 1
     assert len(_conds(ep.graph_module.true_graph_0)) == 1
+    assert not [n for n in ep.graph_module.true_graph_0.graph.nodes if n.op == "get_attr"
+                and not n.target.startswith(("true_graph", "false_graph"))]
     assert "class true_graph_0" in str(ep).split("class true_graph_0", 1)[1]   # printed nested, twice
+    (node,) = _conds(ep.graph_module)
+    assert [a.name for a in node.args[3]] == ["x", "p_w"]
     for x in (ember.rand(4) * 0.4, ember.rand(4) + 0.6, -ember.rand(4) - 0.1):
         np.testing.assert_allclose(_np(ep.module()(x)), _np(m(x)), rtol=1e-6, atol=1e-6)
 
