@@ -223,3 +223,20 @@ def test_export_keeps_linear_as_torch_does():
     d = eep.run_decompositions()
     assert not any(getattr(n.target, "__name__", "") == "linear.default" for n in d.graph.nodes)
     np.testing.assert_allclose(d.module()(x).detach().numpy(), em(x).detach().numpy(), rtol=1e-5)
+
+
+def test_structseq_results_are_plain_tuples_as_torch():
+    torch = pytest.importorskip("torch")
+    from torch.fx.experimental.proxy_tensor import make_fx as tmake
+    xa = np.random.default_rng(12).standard_normal((3, 4)).astype(np.float32)
+    cases = [lambda T: lambda x: T.max(x, 1), lambda T: lambda x: [T.min(x, 0)], lambda T: lambda x: T.sort(x, 1)]
+    for case in cases:
+        want = tmake(case(torch))(torch.from_numpy(xa)).code.replace("torch.", "ember.")
+        gm = make_fx(case(ember))(ember.from_numpy(xa))
+        assert gm.code == want
+        y = ember.randn(3, 4)
+        got, ref = gm(y), case(ember)(y)
+        got, ref = (got[0], ref[0]) if isinstance(got, list) else (got, ref)
+        assert type(got) is tuple
+        for g, r in zip(got, ref):
+            np.testing.assert_array_equal(g.numpy(), r.numpy())

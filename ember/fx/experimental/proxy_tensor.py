@@ -415,6 +415,8 @@ class DispatchTracer:
                 raise RuntimeError("make_fx: the dispatch mode stack was left unbalanced by the traced "
                                    "function (a mode was pushed or popped without being restored)")
         result = self._map_value(out)
+        if self.torch_ir:
+            result = _plain_structseqs(result)
         mutated = []
         if self.functionalize:
             new_values = []
@@ -898,6 +900,21 @@ def _in_base_elements(view: Tensor, base: Tensor) -> Tuple[Tuple[int, ...], Tupl
                                   f"that is not a whole-element view of its {base.dtype} base is not "
                                   f"supported ({e})") from None
     return tuple(int(n) for n in shape), tuple(int(x) for x in strides), int(off)
+
+
+def _plain_structseqs(v: Any) -> Any:
+    """``ember.return_types`` results (``max(x, 1)``) as plain tuples, as torch's make_fx returns
+    them (its graphs end in ``return (getitem, getitem_1)``); other structure kept."""
+    if isinstance(v, tuple):
+        items = tuple(_plain_structseqs(x) for x in v)
+        if type(v).__module__ == "ember.return_types":
+            return items
+        return type(v)(*items) if hasattr(v, "_fields") else items
+    if isinstance(v, list):
+        return [_plain_structseqs(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _plain_structseqs(x) for k, x in v.items()}
+    return v
 
 
 def _t_strided() -> Any:
