@@ -8,7 +8,26 @@ failure. On failure the expressions are re-evaluated one by one, only to name
 the failing guard in the ``recompiles`` log.
 
 Guards are installed eagerly, when an outside value is first wrapped: that
-over-guards a little (a recompile more) but never misses an assumption."""
+over-guards a little (a recompile more) but never misses an assumption.
+
+The checks that dominate (session 34) run in C where ``ember._C._guards`` is
+built (ember/_C/guards.c; Python expressions stand in where it is not): a
+tensor's check is one ``TensorGuard`` call (type, dtype, device, requires_grad,
+and shape/strides read off the numpy array's header), a dict's keys one
+``keys_are``, the "no two inputs share memory" check one ``roots_distinct``.
+Measured per guard call, in CPU instructions (callgrind; the shared machine
+makes wall time useless), for the guard that passes on the hot path:
+
+    program                          guards  before (Python)  C fast path
+    f(a, b) = a * b + 1 (2 tensors)       6            8,982        6,486
+    nn.Sequential(Linear, ReLU, Linear)  41           35,444       28,684
+    compiled AdamW step, 40 params      335          890,078      463,696
+
+(about 4 instructions a nanosecond here: AdamW ~225 -> ~115 us, the MLP ~9 ->
+~7 us, the two-tensor function ~2.2 -> ~1.6 us; a TensorGuard call is ~400
+instructions against ~1,700 for the expression.) What is left is the checks
+on Python objects (module hooks, dict types, optimizer options) and the
+reads of each source (``.grad``, ``state[p]``), one bytecode sequence each."""
 from __future__ import annotations
 
 import builtins
