@@ -284,7 +284,45 @@ def prod(xp, a, dim=None, keepdim=False, dtype=None):
     dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
     out_dt = _sum_dtype(_dt(a), dtype)
     with np.errstate(all="ignore"):
+        k = len(dims)
+        if out_dt.name in _HALF and type(a) is np.ndarray and k and tuple(dims) == tuple(range(a.ndim - k, a.ndim)) \
+                and a.flags.c_contiguous and a.size and (a.size // _numel_of(a.shape, dims) > 1 or a.size < 32768):
+            # the reduced dims trailing and contiguous: one inner reduction per output, as torch's
+            # (a whole tensor of 32768 elements or more is split among threads: not modelled)
+            lead = a.shape[:a.ndim - k]
+            r = _half_prod_inner(a.astype(out_dt.np, copy=False).reshape(lead + (-1,)))
+            return r.reshape(lead + ((1,) * k if keepdim else ()))
         return _C(xp, xp.asarray(xp.prod(a.astype(out_dt.np, copy=False), axis=dims, keepdims=keepdim)), a)
+
+
+def _half_prod_inner(a):
+    """prod over the last dim of a contiguous float16/bfloat16 array as torch's CPU reduction
+    multiplies (each product rounded to the half dtype): four vector accumulators over blocks of
+    4 vectors, combined (a0 a1)(a2 a3), the lanes folded left to right, the rest of the row
+    element by element."""
+    hd = a.dtype
+    n = a.shape[-1]
+    x = a.reshape(-1, n).astype(np.float32)
+
+    def H(v):
+        return v.astype(hd).astype(np.float32)
+
+    v = _half_lanes.half_vec_len()
+    blk = 4 * v
+    count = n // blk
+    out = np.ones(x.shape[0], np.float32)
+    if count:
+        acc = x[:, :blk]
+        for i in range(1, count):
+            acc = H(acc * x[:, i * blk:(i + 1) * blk])
+        q = acc.reshape(-1, 4, v)
+        c = H(H(q[:, 0] * q[:, 1]) * H(q[:, 2] * q[:, 3]))
+        out = c[:, 0]
+        for j in range(1, v):
+            out = H(out * c[:, j])
+    for k in range(count * blk, n):
+        out = H(out * x[:, k])
+    return out.astype(hd)
 
 
 @prod.derivative
@@ -312,7 +350,13 @@ def _prod_bw(ctx, g):
     none = (nz == 0) / xs                                   # p / x_i
     one = (nz == 1) * (zero + nonzero * zsum / xs)          # at the zero: p; elsewhere x_z p / x_i
     two = (nz == 2) * zero * (zsum - x)                     # at one zero: (the other zero) * p
-    return (_like(ge * p * (none + one + two), a),)
+    r = ge * p * (none + one + two)
+    if x.dtype in (_t.float16, _t.bfloat16):
+        # torch's prod_backward where a slice has no zero: grad * (result / input), each step
+        # rounded to the half dtype
+        from .indexing import where
+        r = where(nz == 0, ge * (p / xs), r)
+    return (_like(r, a),)
 
 
 # ---------------------------------------------------------------------- amax / amin / max / min

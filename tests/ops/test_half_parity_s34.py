@@ -151,3 +151,26 @@ def test_batch_norm_half_running_statistics(dt):
             res.append((rm.float().numpy(), rv.float().numpy()))
         np.testing.assert_array_equal(res[0][0], res[1][0], err_msg="running_mean")
         np.testing.assert_array_equal(res[0][1], res[1][1], err_msg="running_var")
+
+
+@pytest.mark.parametrize("dt", DTS)
+def test_prod_in_torchs_half_products(dt):
+    """torch's half prod multiplies in the half dtype (each product rounded): over trailing
+    contiguous dims in four vector accumulators, then their lanes, then the row's rest; its
+    gradient, where a slice has no zero, grad * (result / input) rounded step by step."""
+    rng = np.random.default_rng(19)
+    for shape, d in (((64, 192), -1), ((12, 7, 33), -1), ((12, 7, 33), 0), ((5, 6, 70), (1, 2)), ((9, 130), None)):
+        x = (_std(rng, shape) * 0.1 + 1).astype(np.float32)
+        f = (lambda F, t: t.prod()) if d is None else \
+            (lambda F, t: t.prod(d)) if isinstance(d, int) else (lambda F, t: t.flatten(1).prod(-1))
+        _check(f, [(x, True)], dt, 19)
+    x = (_std(rng, (8, 40)) * 0.1 + 1).astype(np.float32)
+    x[2, 5] = 0.0
+    x[3, 1:3] = 0.0                                  # rows with one and two zeros
+    # (a tensor holding a zero: torch takes its cumprod formula for every row, ember its exact
+    # per-row one: equal forward, gradients close)
+    g = lambda s: np.random.default_rng(20).standard_normal(s).astype(np.float32)  # noqa: E731
+    eo, eg = _run(ember, EF, lambda F, t: t.prod(-1, keepdim=True), [(x, True)], dt, g)
+    to, tg = _run(torch, TF, lambda F, t: t.prod(-1, keepdim=True), [(x, True)], dt, g)
+    np.testing.assert_array_equal(eo, to)
+    np.testing.assert_allclose(eg[0], tg[0], rtol=0.05, atol=1e-2)
