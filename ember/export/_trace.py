@@ -595,6 +595,22 @@ def _keep_whole(*args, **kwargs):
 _PRESERVED = ("softmax", "log_softmax", "linear")
 
 
+class lowering_linear:
+    """Within: the program records ``linear`` as what it decomposes to (``t`` + ``addmm``), as
+    before torch's export kept it (the ONNX exporter's translation wants ``addmm``: Gemm)."""
+
+    def __enter__(self):
+        global _PRESERVED
+        self.saved = _PRESERVED
+        _PRESERVED = tuple(n for n in _PRESERVED if n != "linear")
+        return self
+
+    def __exit__(self, *exc):
+        global _PRESERVED
+        _PRESERVED = self.saved
+        return False
+
+
 def _preserved_composites():
     """A decomposition table recording the :data:`_PRESERVED` composite ops whole (each entry
     declines: the op is recorded as itself)."""

@@ -153,7 +153,10 @@ def _export(model, args=(), f=None, *, kwargs: Optional[Dict[str, Any]] = None, 
         if mode == TrainingMode.EVAL and was_training:
             model.train(False)
         try:
-            ep = ember_export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
+            # torch's ONNX exporter decomposes ``linear`` (to ``addmm`` -> Gemm) before translating
+            from ..export._trace import lowering_linear
+            with lowering_linear():
+                ep = ember_export(model, args, kwargs, dynamic_shapes=dynamic_shapes)
         finally:
             if mode == TrainingMode.EVAL and was_training:
                 model.train(True)
