@@ -464,6 +464,8 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     rows1, rows2 = x1.shape[-2], x2.shape[-2]
     use_mm = p == 2 and (compute_mode == "use_mm_for_euclid_dist" or (
         compute_mode in (None, "use_mm_for_euclid_dist_if_necessary") and (rows1 > 25 or rows2 > 25)))
+    if not use_mm and x1.dtype.name in ("float16", "bfloat16"):
+        raise NotImplementedError(f"\"cdist\" not implemented for '{x1.dtype.legacy_name}'")   # (torch's kernel)
     if use_mm:
         # |a - b|^2 = |a|^2 + |b|^2 - 2 a.b: one matmul instead of a (..., P, R, M) difference
         # tensor (1000 x 1000 rows of 128 floats: 512 MB); PyTorch switches at the same sizes.

@@ -174,3 +174,23 @@ def test_prod_in_torchs_half_products(dt):
     to, tg = _run(torch, TF, lambda F, t: t.prod(-1, keepdim=True), [(x, True)], dt, g)
     np.testing.assert_array_equal(eo, to)
     np.testing.assert_allclose(eg[0], tg[0], rtol=0.05, atol=1e-2)
+
+
+@pytest.mark.parametrize("dt", DTS)
+def test_cdist_half_only_on_the_matmul_path(dt):
+    """torch's cdist kernel has no float16/bfloat16 version: only its matmul form (p=2 with more
+    than 25 rows) runs in half; the rest raises its NotImplementedError."""
+    rng = np.random.default_rng(21)
+    for rows, p in ((20, 2.0), (30, 1.0), (10, 0.0)):
+        errs = []
+        for ns in (ember, torch):
+            h = getattr(ns, dt)
+            with pytest.raises(NotImplementedError) as ei:
+                ns.cdist(ns.tensor(_std(rng, (rows, 4))).to(h), ns.tensor(_std(rng, (rows, 4))).to(h), p)
+            errs.append(str(ei.value))
+        assert errs[0] == errs[1]
+    a, b = _std(rng, (30, 4)), _std(rng, (28, 4))
+    r = [ns.cdist(ns.tensor(a).to(getattr(ns, dt)), ns.tensor(b).to(getattr(ns, dt))) for ns in (ember, torch)]
+    assert r[0].dtype is getattr(ember, dt) and r[1].dtype is getattr(torch, dt)
+    # (the matmul form's cancellation: values close, not bit-equal)
+    np.testing.assert_allclose(r[0].float().numpy(), r[1].float().numpy(), rtol=0.05, atol=0.05)
