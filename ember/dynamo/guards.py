@@ -18,14 +18,16 @@ and shape/strides read off the numpy array's header), a dict's keys one
 Measured per guard call, in CPU instructions (callgrind; the shared machine
 makes wall time useless), for the guard that passes on the hot path:
 
-    program                          guards  before (Python)  C fast path
-    f(a, b) = a * b + 1 (2 tensors)       6            8,982        6,486
-    nn.Sequential(Linear, ReLU, Linear)  41           35,444       28,684
-    compiled AdamW step, 40 params      335          890,078      463,696
+    program                          guards  session 33  Python fallback  C fast path
+    f(a, b) = a * b + 1 (2 tensors)       6       9,257            8,982        6,486
+    nn.Sequential(Linear, ReLU, Linear)  41      36,466           35,444       28,684
+    compiled AdamW step, 40 params      335     978,260          890,078      463,696
 
-(about 4 instructions a nanosecond here: AdamW ~225 -> ~115 us, the MLP ~9 ->
-~7 us, the two-tensor function ~2.2 -> ~1.6 us; a TensorGuard call is ~400
-instructions against ~1,700 for the expression.) What is left is the checks
+(about 4 instructions a nanosecond here: AdamW ~245 -> ~115 us, the MLP ~9 ->
+~7 us, the two-tensor function ~2.3 -> ~1.6 us; a TensorGuard call is ~400
+instructions against ~1,700 for the expression. The fallback column is this
+module without the extension: ``state[p]`` reads hoisted, the default dtype
+read without a call.) What is left is the checks
 on Python objects (module hooks, dict types, optimizer options) and the
 reads of each source (``.grad``, ``state[p]``), one bytecode sequence each."""
 from __future__ import annotations
