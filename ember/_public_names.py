@@ -26,8 +26,10 @@ def _private(f):
 def install(ember):
     sys.modules[_METHODS.__name__] = _METHODS
     aliases = {}
-    for name in sorted(n for n in dir(ember) if not n.startswith("_")):
-        f = getattr(ember, name, None)
+    # the module's own dict, not getattr: a lazy attribute (ember.onnx, ...) must stay unimported
+    own_attrs = vars(ember)
+    for name in sorted(n for n in own_attrs if not n.startswith("_")):
+        f = own_attrs.get(name)
         if _private(f):
             aliases.setdefault(id(f), (f, []))[1].append(name)
     for f, names in aliases.values():
@@ -43,7 +45,7 @@ def install(ember):
         if name in _TORCH_PYTHON_METHODS:
             f.__qualname__, f.__name__, f.__module__ = f"Tensor.{name}", name, "ember"
             continue
-        if getattr(ember, name, None) is f:
+        if own_attrs.get(name) is f:
             f.__qualname__, f.__name__, f.__module__ = name, name, "ember"
             continue
         if getattr(_METHODS, name, f) is not f:
