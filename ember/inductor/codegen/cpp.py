@@ -1843,21 +1843,58 @@ def _split_div_mod(group, local):
                 if x is None or x not in cuts:
                     return None
                 cuts[x].update(ks)
-    new_size = []
+    new_size, parts = [], []        # parts: per old dim, the new dims it is made of
     for x, n in zip(xs, S):
         ks = sorted(k for k in cuts[x] if 1 < k < int(n))
         if not ks or any(b % a for a, b in zip(ks, ks[1:] + [int(n)])):
             if ks:
                 return None
+            parts.append([len(new_size)])
             new_size.append(n)
             continue
         bounds = [int(n)] + ks[::-1]
-        new_size += [sympy.Integer(a // b) for a, b in zip(bounds, bounds[1:])] + [sympy.Integer(ks[0])]
+        dims = [sympy.Integer(a // b) for a, b in zip(bounds, bounds[1:])] + [sympy.Integer(ks[0])]
+        parts.append(list(range(len(new_size), len(new_size) + len(dims))))
+        new_size += dims
     if len(new_size) == len(S):
         return None
     # (a cat's pieces still clamp the divided variable, ``FloorDiv(Max(0, x2 - 256), 64)``: the
     # loop split resolves those, ``_segments`` on the divided dims)
-    return FusedGroup([n.reindexed(new_size) for n in nodes], len(new_size))
+    return FusedGroup([_split_node(n, new_size, parts) for n in nodes], len(new_size))
+
+
+class _SplitData:
+    """A pointwise body over dims split at divisors: old index ``x2`` is ``64*y2 + y3`` (the
+    new dims of each old one combined with their strides) -- small expressions, where the
+    generic ``SchedNode.reindexed`` (flat position, then divisions) gave the simplifier
+    nanoGPT-sized work (its training graph's codegen took seconds longer)."""
+
+    def __init__(self, data, new_size, parts):
+        self._data, self._new, self._parts = data, list(new_size), parts
+        self.origins = getattr(data, "origins", ())
+
+    def get_size(self):
+        return self._new
+
+    def __getattr__(self, name):          # dtype, device, ...: the original's
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._data, name)
+
+    def inner_fn(self, ys):
+        old = []
+        for dims in self._parts:
+            e, stride = sympy.Integer(0), sympy.Integer(1)
+            for j in reversed(dims):
+                e, stride = e + ys[j] * stride, stride * self._new[j]
+            old.append(e)
+        return self._data.inner_fn(old)
+
+
+def _split_node(node, new_size, parts):
+    r = node.reindexed(new_size)
+    r.data = _SplitData(node.data, new_size, parts)
+    return r
 
 
 def _shifted_var(e, k):
