@@ -291,7 +291,7 @@ def test_transposed_tile_and_column_sum_loops_vectorised(tmp_path, contiguous_ou
     src = cf.compiled.source
     lines = src.splitlines()
     vec = _vectorized_lines(src, tmp_path)
-    head, stmt = _loop_of(lines, "= tanhf(")
+    head, stmt = _loop_of(lines, "= ember_tanhf(")
     assert "tr0[" in "\n".join(lines[head - 1:stmt])
     assert any(head <= v <= stmt for v in vec), (head, stmt, sorted(vec))
     head, stmt = _loop_of(lines, "[xi] = tmp")     # the column sum's accumulation over xi
