@@ -1810,6 +1810,9 @@ def _flattened(group, local):
     return FusedGroup(flat, 1)
 
 
+from ..scheduler import _ReindexedData  # noqa: E402 -- the split below is one of its reindexings
+
+
 def _split_div_mod(group, local):
     """A pointwise group whose indices divide a loop variable (``x2 // 64``, ``x2 % 64``: a
     permuted view read into a merged dim, as attention's heads gathered back into one row), as
@@ -1863,23 +1866,15 @@ def _split_div_mod(group, local):
     return FusedGroup([_split_node(n, new_size, parts) for n in nodes], len(new_size))
 
 
-class _SplitData:
+class _SplitData(_ReindexedData):
     """A pointwise body over dims split at divisors: old index ``x2`` is ``64*y2 + y3`` (the
     new dims of each old one combined with their strides) -- small expressions, where the
     generic ``SchedNode.reindexed`` (flat position, then divisions) gave the simplifier
     nanoGPT-sized work (its training graph's codegen took seconds longer)."""
 
-    def __init__(self, data, new_size, parts):
-        self._data, self._new, self._parts = data, list(new_size), parts
-        self.origins = getattr(data, "origins", ())
-
-    def get_size(self):
-        return self._new
-
-    def __getattr__(self, name):          # dtype, device, ...: the original's
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._data, name)
+    def __init__(self, data, old_size, new_size, parts):
+        super().__init__(data, old_size, new_size)
+        self._parts = parts
 
     def inner_fn(self, ys):
         old = []
@@ -1893,7 +1888,7 @@ class _SplitData:
 
 def _split_node(node, new_size, parts):
     r = node.reindexed(new_size)
-    r.data = _SplitData(node.data, new_size, parts)
+    r.data = _SplitData(node.data, node.size, new_size, parts)
     return r
 
 
