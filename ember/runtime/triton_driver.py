@@ -555,6 +555,13 @@ class CudaLauncher:
 
 
 def _pointer(a):
-    """A launch argument: a device array's pointer (cupy's ``a.data.ptr``), else the integer."""
+    """A launch argument: a device array's pointer (cupy's ``a.data.ptr``), else the integer.
+    A host (numpy) array is refused: its value read as an address is what a kernel would
+    dereference (a 0-d CPU tensor once reached a launch as the pointer 2: misaligned address)."""
     ptr = getattr(getattr(a, "data", None), "ptr", None)
-    return int(a) if ptr is None else ptr
+    if ptr is not None:
+        return ptr
+    if isinstance(a, np.ndarray):
+        raise TypeError(f"triton launch: a host (numpy) array of shape {a.shape} reached a GPU kernel's "
+                        "pointer argument; graph inputs on the CPU must be copied to the device first")
+    return int(a)

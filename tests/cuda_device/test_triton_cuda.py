@@ -294,3 +294,45 @@ def test_shared_kernels_compute_each_step(interpreted_gpu):
     assert len({n for n, _ in fc.launches}) < len(cg.specs)  # fewer distinct kernels than names
     for g, e in zip(got, gm(h0, w)):
         np.testing.assert_allclose(g.cpu().numpy(), e.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_compiled_adamw_step_reads_its_cpu_step_counts_on_the_device(interpreted_gpu):
+    """AdamW keeps each parameter's step count as a 0-d CPU tensor (as torch does); the
+    compiled step's kernels read it through a device pointer, so the wrapper copies it over.
+    (On an H200 the count reached the launch as the integer 2 used as an address:
+    CUDA_ERROR_MISALIGNED_ADDRESS.) The interpreting launcher asserts that only device
+    arrays reach a launch."""
+    fc = interpreted_gpu
+    ember.compiler.reset()
+
+    def make():
+        ember.manual_seed(1)
+        ps = [ember.randn(7, 5, requires_grad=True) for _ in range(3)]
+        for p in ps:
+            p.grad = ember.randn(7, 5)
+        cuda_ps = [p.detach().cuda().requires_grad_() for p in ps]
+        for p, q in zip(cuda_ps, ps):
+            p.grad = q.grad.cuda()
+        return cuda_ps
+
+    ref_params, params = make(), make()
+    ref, opt = ember.optim.AdamW(ref_params, lr=1e-2), ember.optim.AdamW(params, lr=1e-2)
+    for _ in range(3):
+        ref.step()
+    opt.step()                                              # the state exists, step counts on the CPU
+    assert opt.state[params[0]]["step"].device.type == "cpu"
+    step = ember.compile(opt.step)
+    step()
+    step()
+    assert fc.launches                                      # the update ran as Triton kernels
+    for p, q in zip(params, ref_params):
+        assert _on_device(p, fc)
+        np.testing.assert_allclose(p.detach().cpu().numpy(), q.detach().cpu().numpy(), rtol=1e-5, atol=1e-6)
+    assert float(opt.state[params[0]]["step"]) == 3.0
+    ember.compiler.reset()
+
+
+def test_a_host_array_never_becomes_a_kernel_pointer():
+    with pytest.raises(TypeError, match="host .numpy. array of shape \\(\\) reached a GPU kernel"):
+        drv._pointer(np.array(2.0, dtype=np.float32))
+    assert drv._pointer(7) == 7

@@ -236,6 +236,9 @@ class TritonCompiledGraph:
         self.fallbacks = list(graph.fallbacks)
         self.n_kernels = len(specs)
         self.device = device            # outputs that are device arrays become tensors there
+        # a graph on the GPU may take 0-d CPU tensors (AdamW's step counts live on the CPU, as in
+        # torch): the kernels read them through device pointers, so they are copied over per call
+        self._host_to_device = None if xp is np else xp.asarray
 
     def as_variant(self):
         """This graph with ``compile_fx``'s calling convention (``(tensors, arrays)``)."""
@@ -246,6 +249,8 @@ class TritonCompiledGraph:
         if self._call is None:
             raise RuntimeError("inductor: a graph compiled ahead of time only (mode='aot') cannot run")
         arrays = [t._data if isinstance(t, Tensor) else t for t in tensors]
+        if self._host_to_device is not None:
+            arrays = [self._host_to_device(a) if type(a) is np.ndarray else a for a in arrays]
         res = self._call(arrays + self._consts)
         outs = []
         for a, o in zip(res, self.graph.outputs):
