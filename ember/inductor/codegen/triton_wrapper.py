@@ -222,7 +222,8 @@ class TritonCompiledGraph:
     the generated ``call``; ``specs`` the kernels; ``compiled`` (``mode="aot"``)
     maps kernel names to their ``CompiledKernel`` per config."""
 
-    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None, xp=np, device=None):
+    def __init__(self, graph, source, wrapper_src, call, specs, module, compiled=None, xp=np, device=None,
+                 host_inputs=()):
         self.graph = graph
         # lifted constants (parameters read with get_attr) live where the kernels run:
         # copied to the device once, here, not per call
@@ -237,8 +238,10 @@ class TritonCompiledGraph:
         self.n_kernels = len(specs)
         self.device = device            # outputs that are device arrays become tensors there
         # a graph on the GPU may take 0-d CPU tensors (AdamW's step counts live on the CPU, as in
-        # torch): the kernels read them through device pointers, so they are copied over per call
-        self._host_to_device = None if xp is np else xp.asarray
+        # torch): the kernels read them through device pointers, so those inputs (known when
+        # compiling: dynamo guards on devices) are copied over per call
+        self._host_inputs = tuple(host_inputs)
+        self._to_device = xp.asarray
 
     def as_variant(self):
         """This graph with ``compile_fx``'s calling convention (``(tensors, arrays)``)."""
@@ -249,8 +252,8 @@ class TritonCompiledGraph:
         if self._call is None:
             raise RuntimeError("inductor: a graph compiled ahead of time only (mode='aot') cannot run")
         arrays = [t._data if isinstance(t, Tensor) else t for t in tensors]
-        if self._host_to_device is not None:
-            arrays = [self._host_to_device(a) if type(a) is np.ndarray else a for a in arrays]
+        for i in self._host_inputs:
+            arrays[i] = self._to_device(arrays[i])
         res = self._call(arrays + self._consts)
         outs = []
         for a, o in zip(res, self.graph.outputs):
@@ -329,4 +332,7 @@ def compile_graph_triton(gm, example_inputs, mode="interpret", dynamic=False, ta
     glb = dict(wg.globals)
     glb["_GuardError"] = _GuardError
     exec(compile(wrapper_src, "<ember.inductor triton wrapper>", "exec"), glb)
-    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp, device=device)
+    host_inputs = [] if mode != "cuda" else [
+        i for i, t in enumerate(example_inputs) if getattr(t, "device", None) is not None and t.device.type == "cpu"]
+    return TritonCompiledGraph(graph, source, wrapper_src, glb["call"], specs, module, xp=xp, device=device,
+                               host_inputs=host_inputs)
