@@ -126,6 +126,8 @@ def main(argv=None) -> int:
                                      [(n,)], 2),
         "two-input pointwise": (lambda x, y: (x * y + x).tanh(), [(n,), (n,)], 3),
         "row sum of squares": (lambda x: (x * x).sum(-1), [(rows, n // rows)], 1),
+        # a bias gradient's shape of reduction: over the rows, one result per column
+        "column sum of squares": (lambda x: (x * x).sum(0), [(n // 1024, 1024)], 1),
         "softmax over rows": (lambda x: x.softmax(-1), [(rows, n // rows)], 2),
         "layer_norm over rows": (lambda x: ember.nn.functional.layer_norm(x, (n // rows,)),
                                  [(rows, n // rows)], 2),
