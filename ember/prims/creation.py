@@ -72,4 +72,5 @@ def full(xp, shape, fill_value, dtype, device=None):
     else:
         v = np.asarray(fill_value, dtype=np.float64).astype(dt.np) if dt.category == 2 else \
             np.asarray(float(fill_value)).astype(dt.np)
-    return xp.full(tuple(int(s) for s in shape), v, dtype=dt.np)
+    # a numpy scalar, not the 0-d array: cupy's calls refuse host arrays
+    return xp.full(tuple(int(s) for s in shape), v[()], dtype=dt.np)
