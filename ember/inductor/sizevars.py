@@ -523,6 +523,29 @@ def simplify_index(expr, ranges, fallback_ranges=None):
             expr, sympy.logic.boolalg.Boolean):
         return sympy.expand(expr)
     fr = fallback_ranges if fallback_ranges is not None else {}
+    # memoised: the result depends on the expression and the ranges of its own symbols only, and
+    # the same view index comes back from every pass (a cold nanoGPT training compile: 3049
+    # calls, 134 distinct, 4.6 s)
+    free = expr.free_symbols
+    key = (expr, _ranges_key(ranges, free), _ranges_key(fr, free))
+    hit = _SIMPLIFY_MEMO.get(key)
+    if hit is None:
+        if len(_SIMPLIFY_MEMO) >= _SIMPLIFY_MEMO_MAX:
+            _SIMPLIFY_MEMO.clear()
+        hit = _SIMPLIFY_MEMO[key] = _simplify_index(expr, ranges, fr)
+    return hit
+
+
+_SIMPLIFY_MEMO: Dict[tuple, sympy.Expr] = {}
+_SIMPLIFY_MEMO_MAX = 50000
+
+
+def _ranges_key(ranges, free) -> tuple:
+    return tuple(sorted(((v, tuple(r) if isinstance(r, list) else r) for v, r in ranges.items() if v in free),
+                        key=lambda kv: kv[0].name))
+
+
+def _simplify_index(expr, ranges, fr):
 
     def visit(e):
         r = _visit(e)
