@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from . import types as _t
+from .ops import _meta as _M
 from .ops import api as _api
 from .tensor import Tensor as _Tensor
 
@@ -70,6 +71,11 @@ def xlog1py(input, other):
     if not isinstance(other, _Tensor):
         other = _api.scalar_tensor(other, dtype=input.dtype if input.dtype.is_floating_point
                                    else _t.get_default_dtype())
+    dt = _M.result_dtype(input, other)
+    if dt in (_t.float16, _t.bfloat16):
+        # torch casts both to the half result dtype first (TensorIterator's common dtype), and
+        # its half kernel rounds log1p(other) to it before the product
+        input, other = input.to(dt), other.to(dt)
     r = input * _api.log1p(other)
     return _api.where((input == 0) & ~_api.isnan(other), _api.zeros_like(r), r)
 

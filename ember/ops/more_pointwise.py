@@ -61,6 +61,18 @@ def _comp(dt):
     return _t.float32 if dt in _HALF else dt
 
 
+def _operand(x, dt, c):
+    """An operand of a composite whose result dtype is ``dt``, in its compute dtype ``c``; for a
+    float16/bfloat16 ``dt`` an operand of another dtype (a 0-dim float32/float64/int64 tensor, a
+    Python number) is rounded to ``dt`` first, as torch's CPU TensorIterator casts every input to
+    the common dtype before the kernel computes in float32 (3.3 becomes float16's 3.30078125)."""
+    if dt in _HALF:
+        if isinstance(x, Tensor):
+            return x.to(dt).to(c)
+        return float(np.float32(x).astype(dt.np))
+    return _as(x, c)
+
+
 def _check_inplace(name, self, res):
     if not _t.can_cast(res.dtype, self.dtype):
         raise RuntimeError(f"result type {res.dtype.legacy_name} can't be cast to the desired output "
@@ -101,7 +113,7 @@ def hypot(self, other):
     Half types compute in float32 so the squares do not overflow."""
     dt = _float_binary_dtype("hypot_cpu", self, other)
     c = _comp(dt)
-    a, b = _as(self, c), _as(other, c)
+    a, b = _operand(self, dt, c), _operand(other, dt, c)
     return api.sqrt(a * a + b * b).to(dt)
 
 
@@ -116,7 +128,7 @@ def _logaddexp(kernel, self, other, base2):
         return _logaddexp_complex(_as(self, dt), _as(other, dt))
     dt = _float_binary_dtype(kernel, self, other)
     c = _comp(dt)
-    a, b = _as(self, c), _as(other, c)
+    a, b = _operand(self, dt, c), _operand(other, dt, c)
     m = api.maximum(a, b)
     d = -api.abs(a - b)
     if base2:
@@ -153,6 +165,10 @@ def xlogy(self, other):
         x = float(x)
         if x == 0:
             return api.where(api.isnan(y), y, api.zeros_like(y))
+        if dt in _HALF:
+            # torch's half kernel: the number rounded to ``dt`` (``_operand``) times log(y)
+            # rounded to ``dt`` (a c10 half log), the product rounded once
+            x = _operand(x, dt, dt)
         return x * api.log(y)
     if not isinstance(y, Tensor):
         y = api.full_like(x, float(y))

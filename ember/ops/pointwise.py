@@ -98,6 +98,44 @@ def _arr_fit(xp, x, cdt, dt):
     return _arr(xp, x, cdt)
 
 
+def _operand(xp, x, dt, cdt):
+    """``_arr(xp, x, cdt)`` of an operand of an op whose result dtype is ``dt``, rounded to ``dt``
+    first when ``dt`` is float16/bfloat16 and the operand is of another dtype (a Python number,
+    a 0-dim float32/float64/int64 tensor): torch's CPU TensorIterator casts every input to the
+    common dtype before the kernel runs, so an add/sub/fmod/atan2/pow... kernel sees 3.3 as
+    float16's 3.30078125 and only then computes in float32. The cast goes through float32, as
+    c10::Half/BFloat16 are built from a float (see ``half_source``). mul and div do not use this:
+    their kernels read the unrounded scalar."""
+    if dt in _HALF and (_is_scalar(x) or x.dtype != dt.np):
+        with np.errstate(all="ignore"):
+            x = (xp.asarray(x, dtype=np.float32) if _is_scalar(x) else x.astype(np.float32)).astype(dt.np)
+    return _arr(xp, x, cdt)
+
+
+def _half_alpha(alpha, dt):
+    """``alpha`` of add/sub/rsub as the float16/bfloat16 number torch's kernel multiplies by (the
+    Scalar converted to the result dtype, through float32), as a float32."""
+    return np.float32(np.float32(alpha).astype(dt.np))
+
+
+def _alpha_scaled(xp, x_, y_, alpha, dt, x, y):
+    """``y_ * alpha`` (float32 arrays of a half result ``dt``) as torch's add/sub kernel forms it
+    before adding ``x_``: in float32 on its vector path, but rounded to ``dt`` on the scalar path
+    that finishes each run (``_half_lanes``). ``x``, ``y``: the kernel's operands, to find those
+    lanes; only a result laid out like one dense operand (the other a number or of size 1, or of
+    the same shape and strides) is modelled, else the vector path's rounding is used throughout."""
+    p = y_ * _half_alpha(alpha, dt)
+    arrs = [v for v in (x, y) if not _is_scalar(v) and v.size > 1]
+    if not arrs or any(type(v) is not np.ndarray for v in arrs) or \
+            np.broadcast_shapes(np.shape(x_), np.shape(p)) != arrs[0].shape or \
+            (len(arrs) == 2 and (arrs[1].shape != arrs[0].shape or arrs[1].strides != arrs[0].strides)):
+        return p
+    lanes = _half_lanes.elementwise_scalar_lanes(arrs[0])
+    if lanes is None or not lanes.any():
+        return p
+    return np.where(lanes, p.astype(dt.np).astype(np.float32), p)
+
+
 def _out(xp, r, dt):
     return xp.asarray(r).astype(dt.np, copy=False)
 
@@ -315,10 +353,14 @@ def _addsub(xp, a, b, alpha, sign):
     dt = result_dtype(a, b)
     _check_alpha(dt, alpha)
     cdt = _comp(dt)
-    a_ = _arr(xp, a, cdt)
-    b_ = _arr(xp, b, cdt)
+    a_ = _operand(xp, a, dt, cdt)
+    b_ = _operand(xp, b, dt, cdt)
     if alpha != 1 or isinstance(alpha, (bool, np.bool_)):
-        b_ = b_ * _arr_fit(xp, alpha, cdt, dt) if dt is not _t.bool_ else b_ & bool(alpha)
+        if dt in _HALF:
+            check_fits(alpha, dt)
+            b_ = _alpha_scaled(xp, a_, b_, alpha, dt, a, b)
+        else:
+            b_ = b_ * _arr_fit(xp, alpha, cdt, dt) if dt is not _t.bool_ else b_ & bool(alpha)
     if dt is _t.bool_:
         return _out(xp, a_ | b_, dt)
     with np.errstate(all="ignore"):
@@ -377,10 +419,14 @@ def rsub(xp, a, b, alpha=1):
     dt = result_dtype(a, b)
     _check_alpha(dt, alpha)
     cdt = _comp(dt)
-    a_ = _arr(xp, a, cdt)
-    b_ = _arr(xp, b, cdt)
+    a_ = _operand(xp, a, dt, cdt)
+    b_ = _operand(xp, b, dt, cdt)
     if alpha != 1:
-        a_ = a_ * _arr_fit(xp, alpha, cdt, dt)
+        if dt in _HALF:
+            check_fits(alpha, dt)
+            a_ = _alpha_scaled(xp, b_, a_, alpha, dt, b, a)
+        else:
+            a_ = a_ * _arr_fit(xp, alpha, cdt, dt)
     return _out(xp, b_ - a_, dt)
 
 
@@ -531,7 +577,7 @@ def _def_mod(name, base, np_name, rounding):
             return _out(xp, fn(a_, b_), dt)
         cdt = _comp(dt)
         with np.errstate(all="ignore"):
-            return _out(xp, fn(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+            return _out(xp, fn(_operand(xp, a, dt, cdt), _operand(xp, b, dt, cdt)), dt)
 
     @kernel.derivative
     def _bw(ctx, g):
@@ -608,8 +654,9 @@ def pow(xp, a, b):
         # PyTorch rounds a Python-number base or exponent of pow to the tensor's dtype first
         # (bfloat16 ** 0.3 raises to 0.30078125)
         # (the exponent by a checked conversion, an error out of range; the base wraps to inf)
-        a = _arr(xp, a, dt) if _is_scalar(a) else a
-        b = _scalar_to_low(xp, b, dt) if _is_scalar(b) else b
+        # (a 0-dim tensor of another dtype is cast by TensorIterator: ``_operand``)
+        a = _operand(xp, a, dt, dt)
+        b = _scalar_to_low(xp, b, dt) if _is_scalar(b) else _operand(xp, b, dt, dt)
     a_ = _arr(xp, a, cdt)
     b_ = b if isinstance(b, (int, float)) and not isinstance(b, bool) else _arr(xp, b, cdt)
     with np.errstate(all="ignore"):
@@ -811,7 +858,7 @@ def _erfinv_bw(ctx, g):
 def atan2(xp, a, b):
     dt = _floaty(result_dtype(a, b))
     cdt = _comp(dt)
-    return _out(xp, xp.arctan2(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+    return _out(xp, xp.arctan2(_operand(xp, a, dt, cdt), _operand(xp, b, dt, cdt)), dt)
 
 
 @atan2.derivative
@@ -1102,16 +1149,12 @@ def _lerp_name(args):
 @defop("lerp(Tensor self, Tensor end, Tensor|Scalar weight) -> Tensor", tags=PW, inplace=True,
        grad_fn_name=_lerp_name, scalar_overload=("weight",))
 def lerp(xp, a, e, w):
-    dt = _dt(a)
-    for nm, v in (("end", e), ("weight", w)):
-        if not _is_scalar(v) and v.dtype != a.dtype:
-            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
-                               f"{_TORCH_NAMES.get(_dt(v).name, _dt(v).name)}")
-    if dt.category < 2:
-        raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
+    dt = _lerp_dtype(a, e, w, _dt, result_dtype)
     cdt = _comp(dt)
     a_, e_ = _arr(xp, a, cdt), _arr(xp, e, cdt)
-    w_ = _arr(xp, w, cdt)
+    # a number weight is read as is; a 0-dim tensor of another dtype is cast to the result dtype
+    # first (TensorIterator), so float16's 0.3 weight is 0.300048828125
+    w_ = _arr(xp, w, cdt) if _is_scalar(w) else _operand(xp, w, dt, cdt)
     d = e_ - a_
     if _is_scalar(w):
         # one weight: only its branch is computed (half the passes; an optimizer's moving
@@ -1122,9 +1165,29 @@ def lerp(xp, a, e, w):
     return _out(xp, r, dt)
 
 
+def _lerp_dtype(a, e, w, dtype_of, promote):
+    """lerp's result dtype, with PyTorch's checks: ``end`` must have ``self``'s dtype, and so must
+    a tensor ``weight`` -- except a 0-dim one, which promotes like a number (a float32/float64/
+    int64 0-dim weight keeps a float16 ``self`` float16; a complex one makes the result complex)."""
+    dt = dtype_of(a)
+    for nm, v in (("end", e), ("weight", w)):
+        if not _is_scalar(v) and dtype_of(v) is not dt and (nm == "end" or v.ndim > 0):
+            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
+                               f"{_TORCH_NAMES.get(dtype_of(v).name, dtype_of(v).name)}")
+    if not _is_scalar(w) and dtype_of(w) is not dt:
+        wdt = dtype_of(w)
+        if wdt.is_complex and dt is _t.float16:
+            raise NotImplementedError("\"lerp_kernel_tensor\" not implemented for 'ComplexHalf'")
+        dt = promote(a, w) if dt.category >= 2 else dt
+    if dt.category < 2:
+        raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
+    return dt
+
+
 _TORCH_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "bfloat16": "c10::BFloat16",
                 "int64": "long int", "int32": "int", "int16": "short int", "int8": "signed char",
-                "uint8": "unsigned char", "bool": "bool"}
+                "uint8": "unsigned char", "bool": "bool", "complex64": "c10::complex<float>",
+                "complex128": "c10::complex<double>"}
 
 
 @lerp.derivative
@@ -1149,9 +1212,16 @@ def _addc_value(dt, value):
 def addcmul(xp, a, t1, t2, value=1):
     dt = result_dtype(a, t1, t2)
     cdt = _comp(dt)
-    a_, p = _arr(xp, a, cdt), _arr(xp, t1, cdt) * _arr(xp, t2, cdt)
     check_fits(value, dt)
     v = _addc_value(dt, value)
+    if dt in _HALF:
+        # torch's float16/bfloat16 kernel: fma(value * tensor1, tensor2, self) in float32, the
+        # value unrounded (float64 holds the product of two float32 numbers exactly)
+        vt1 = _arr(xp, v, cdt) * _arr(xp, t1, cdt)
+        with np.errstate(all="ignore"):
+            r = vt1.astype(np.float64) * _arr(xp, t2, _t.float64) + _arr(xp, a, _t.float64)
+        return _out(xp, r.astype(np.float32), dt)
+    a_, p = _arr(xp, a, cdt), _arr(xp, t1, cdt) * _arr(xp, t2, cdt)
     if dt is _t.bool_:
         return _out(xp, a_ | (p & v), dt)
     return _out(xp, a_ + _arr(xp, v, cdt) * p, dt)
@@ -2019,13 +2089,7 @@ def _where_meta(cond, a, b):
 
 @lerp.meta_fn
 def _lerp_meta(a, e, w):
-    dt = a.dtype
-    for nm, v in (("end", e), ("weight", w)):
-        if not _is_scalar(v) and v.dtype is not dt:
-            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
-                               f"{_TORCH_NAMES.get(v.dtype.name, v.dtype.name)}")
-    if not dt.is_floating_point:
-        raise _not_impl("lerp_kernel_scalar" if _is_scalar(w) else "lerp_kernel_tensor", dt)
+    dt = _lerp_dtype(a, e, w, lambda v: v.dtype, _M.result_dtype)
     _bcast(a, e, w)
     cdt = _comp(dt)
     a_, e_, w_ = _L(a, cdt), _L(e, cdt), _L(w, cdt)

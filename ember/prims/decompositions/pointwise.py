@@ -84,6 +84,26 @@ def prep(args, dt, shape=None):
     return [bcast(to(a, dt), shape) for a in args]
 
 
+def half_operands(args, dt):
+    """The operands of an op whose result dtype ``dt`` is float16/bfloat16 as its kernel sees
+    them: one of another dtype (a 0-dim float32/float64/int64 tensor, a Python number) rounded to
+    ``dt`` first -- torch's CPU TensorIterator casts every input to the common dtype before the
+    kernel computes in float32 -- through float32, as c10::Half/BFloat16 are built from a float
+    (eager: ``ember.ops.pointwise._operand``). Other result dtypes: the operands unchanged."""
+    if dt not in _HALF:
+        return list(args)
+    out = []
+    for a in args:
+        if is_tensor(a):
+            out.append(a if a.dtype is dt else to(to(a, _t.float32), dt))
+        elif isinstance(a, (bool, np.bool_)):
+            out.append(a)
+        else:
+            with np.errstate(all="ignore"):
+                out.append(float(np.float32(a).astype(dt.np)))
+    return out
+
+
 def fresh(x):
     """A new tensor with ``x``'s values: a decomposition must not return its input object
     (autograd would attach the op's history to the input itself)."""
@@ -150,11 +170,24 @@ def _scaled(x, alpha, dt):
 
 
 # ---------------------------------------------------------------------- arithmetic
+def _half_alpha(alpha, dt):
+    """add/sub/rsub's ``alpha`` as torch's float16/bfloat16 kernel multiplies by it: the Scalar
+    converted to ``dt`` (through float32; a finite one out of range is an error, as eager). The
+    product is rounded once with the sum (its vector path; eager also models the scalar path that
+    ends each run, which rounds the product first: not in a graph)."""
+    if dt not in _HALF or _alpha_is_one(alpha) or isinstance(alpha, (bool, np.bool_)):
+        return alpha
+    from ...ops.checked_scalar import check_fits
+    check_fits(alpha, dt)
+    return float(np.float32(alpha).astype(dt.np))
+
+
 def _addsub(a, b, alpha, sign):
     dt = result_dtype(a, b)
     _alpha_check(dt, alpha)
     cdt = comp(dt)
-    x, y = prep((a, b), cdt)
+    alpha = _half_alpha(alpha, dt)
+    x, y = prep(half_operands((a, b), dt), cdt)
     if not is_tensor(y) and not _alpha_is_one(alpha):
         # the kernel rounds the number to the compute dtype before scaling it
         y = full(tuple(x.shape), y, cdt, x.device)
@@ -181,7 +214,8 @@ def rsub(self, other, *, alpha=1):
     _sub_bool_check(self, other)
     dt = result_dtype(self, other)
     _alpha_check(dt, alpha)
-    x, y = prep((self, other), comp(dt))
+    alpha = _half_alpha(alpha, dt)
+    x, y = prep(half_operands((self, other), dt), comp(dt))
     return to(prims.sub(y, _scaled(x, alpha, dt)), dt)
 
 
@@ -226,7 +260,7 @@ def _mod(prim, kname):
         dt = result_dtype(self, other)
         if dt is _t.bool_:
             raise _not_impl(kname, dt)
-        return _elementwise(prim, (self, other), dt)
+        return _elementwise(prim, half_operands((self, other), dt), dt)
     return f
 
 
@@ -298,6 +332,7 @@ def pow(self, exponent):
         # (the exponent by a checked conversion, an error out of range; the base wraps to inf)
         a = a if is_tensor(a) else _scalar_to_low(a, dt, checked=False)
         b = b if is_tensor(b) else _scalar_to_low(b, dt)
+        a, b = half_operands((a, b), dt)      # 0-dim tensors of another dtype
     x, y = prep((a, b), comp(dt))
     return to(prims.pow(x, y), dt)
 
@@ -327,7 +362,8 @@ _unary("sigmoid", _sigmoid)
 
 @register_decomposition("atan2")
 def atan2(self, other):
-    return _elementwise(prims.atan2, (self, other), floaty(result_dtype(self, other)))
+    dt = floaty(result_dtype(self, other))
+    return _elementwise(prims.atan2, half_operands((self, other), dt), dt)
 
 
 @register_decomposition("logit")
@@ -467,15 +503,11 @@ def where(condition, self, other):
 
 @register_decomposition("lerp")
 def lerp(self, end, weight):
-    dt = self.dtype
-    from ...ops.pointwise import _TORCH_NAMES
-    for nm, v in (("end", end), ("weight", weight)):
-        if is_tensor(v) and v.dtype is not dt:
-            raise RuntimeError(f"expected dtype {_TORCH_NAMES.get(dt.name, dt.name)} for `{nm}` but got dtype "
-                               f"{_TORCH_NAMES.get(v.dtype.name, v.dtype.name)}")
-    if not dt.is_floating_point:
-        raise _not_impl("lerp_kernel_scalar" if not is_tensor(weight) else "lerp_kernel_tensor", dt)
-    a, e, w = prep((self, end, weight), comp(dt))
+    from ...ops.pointwise import _lerp_dtype
+    dt = _lerp_dtype(self, end, weight, lambda v: v.dtype, result_dtype)
+    # a 0-dim weight of another dtype is rounded to the result dtype first; a number is not
+    w0 = half_operands((weight,), dt)[0] if is_tensor(weight) else weight
+    a, e, w = prep((self, end, w0), comp(dt))
     d = prims.sub(e, a)
     if not is_tensor(w):
         w = full(tuple(d.shape), w, d.dtype, d.device)     # the kernel rounds 1 - w in the compute dtype
@@ -491,6 +523,12 @@ def addcmul(self, tensor1, tensor2, *, value=1):
     if dt is _t.bool_:
         p = prims.logical_and(prims.logical_and(t1, t2), bool(value))
         return prims.logical_or(a, p)
+    if dt in _HALF:
+        # torch's half kernel: fma(value * tensor1, tensor2, self) in float32 (as eager: the
+        # product of two float32 numbers is exact in float64, the sum rounded once more)
+        f64 = _t.float64
+        r = prims.add(to(a, f64), prims.mul(to(prims.mul(t1, scalar_of(value, dt)), f64), to(t2, f64)))
+        return to(to(r, _t.float32), dt)
     return to(prims.add(a, prims.mul(scalar_of(value, dt), prims.mul(t1, t2))), dt)
 
 
