@@ -123,13 +123,8 @@ def source_hash() -> str:
         for d, dirs, fs in os.walk(root):
             dirs[:] = sorted(x for x in dirs if x not in skip and not x.startswith("."))
             files += [os.path.join(d, f) for f in fs if f.endswith(".py")]
-        h = hashlib.sha256()
-        for f in sorted(files):
-            h.update(os.path.relpath(f, root).encode() + b"\0")
-            with open(f, "rb") as fh:
-                h.update(fh.read())
-            h.update(b"\0")
-        _src_hash.append(h.hexdigest())
+        from ..runtime.source_digest import tree_digest
+        _src_hash.append(tree_digest(root, files))
     return _src_hash[0]
 
 

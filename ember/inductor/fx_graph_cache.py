@@ -219,13 +219,8 @@ def source_hash() -> str:
             dirs[:] = sorted(x for x in dirs if not x.startswith((".", "__pycache__")))
             files += [os.path.join(d, f) for f in fs if f.endswith(".py")]
         files.append(os.path.join(os.path.dirname(root), "types.py"))
-        h = hashlib.sha256()
-        for f in sorted(files):
-            h.update(os.path.relpath(f, root).encode() + b"\0")
-            with open(f, "rb") as fh:
-                h.update(fh.read())
-            h.update(b"\0")
-        _src_hash.append(h.hexdigest())
+        from ..runtime.source_digest import tree_digest
+        _src_hash.append(tree_digest(root, files))
     return _src_hash[0]
 
 
