@@ -13,3 +13,8 @@ dynamic: bool = False
 #: Raise instead of falling back to per-shape compilation when a dynamo graph with symbolic
 #: sizes cannot be traced with dynamo's ShapeEnv (for debugging; the fallback is always correct).
 debug_dynamic: bool = False
+
+#: Merge repeated pure expressions of the traced graphs before partitioning (ember.fx.passes.cse):
+#: a derivative formula that recomputes its forward's statistics (batch norm's backward: the
+#: mean and variance of its input) traces them again; merged, the forward computes them once.
+cse: bool = True

@@ -126,6 +126,7 @@ class AOTModule:
                     cache.save(ck, "no_grad_outputs", symbolic=sym, shape_env_guards=self._trace_guards(n_guards))
                 self._training = False
                 return
+            _merge_repeats(joint.gm)
             _emit("aot_joint_graph", "aot joint graph", lambda: joint.gm.code)
             t0 = time.perf_counter()
             fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
@@ -174,6 +175,7 @@ class AOTModule:
                             dynamic=self.dynamic, inference=True, shape_env=self.shape_env,
                             fake_inputs=self.fake_inputs)
         self.timings["aot_trace_inference"] = time.perf_counter() - t0
+        _merge_repeats(joint.gm)
         _emit("aot_graphs", "aot inference graph", lambda: joint.gm.code)
         fw_gm = _flatten_inference(joint)
         # output position -> input position of each mutated input's new value: a compiler may
@@ -535,6 +537,17 @@ def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
     for pos, g in zip(joint.grad_inputs, res):
         out[pos] = g
     return tuple(out)
+
+
+def _merge_repeats(gm) -> None:
+    """Common-subexpression elimination on a traced graph before it is partitioned and compiled
+    (``aot.config.cse``; export and ``trace_joint`` keep the program as traced). Random and
+    in-place nodes are impure and never merged; the outputs stay distinct values (the caller
+    gets them as separate tensors and may write one in place)."""
+    from . import config
+    if config.cse:
+        from ..fx.passes.cse import eliminate_common_subexpressions
+        eliminate_common_subexpressions(gm, distinct_outputs=True)
 
 
 def _graph_for(compiler, gm):

@@ -1110,9 +1110,12 @@ def _native_batch_norm_bw(ctx, grads):
     if sdt is not xdt:
         # mixed types: the input's gradient in its dtype, the arithmetic in the parameters'
         x, g = x.to(sdt), g.to(sdt)
-    if training:
+    if training and _grad_enabled():
+        # a differentiable backward (create_graph): the statistics as functions of x
         xhat, rstd = _norm_stats(x, dims, eps)
     else:
+        # torch's backward: the forward's saved mean and inverse std -- in training the batch's
+        # (recomputed, they were traced into a compiled training graph a second time)
         smean, srstd = ctx.result_at(1), ctx.result_at(2)    # (output 0 may be ReLU'd in place)
         rstd = srstd.detach().reshape(shp)
         xhat = (x - smean.detach().reshape(shp)) * rstd

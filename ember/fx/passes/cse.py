@@ -34,10 +34,14 @@ def _key(node: Node) -> Any:
     return (node.op, target, freeze(node.args), freeze(node.kwargs))
 
 
-def eliminate_common_subexpressions(graph) -> bool:
+def eliminate_common_subexpressions(graph, distinct_outputs: bool = False) -> bool:
     """Replace each repeated pure expression by its first occurrence and
     erase the duplicate. Works on a Graph or a GraphModule (recompiled).
-    Returns True if anything changed."""
+    Returns True if anything changed.
+
+    ``distinct_outputs``: a node the graph returns is never replaced (it may still be the
+    first occurrence others are replaced by), so two outputs computed alike stay two values:
+    a caller that gets them as separate tensors may write one in place (aot's graphs)."""
     gm = None
     if not hasattr(graph, "erase_node"):
         gm, graph = graph, graph.graph
@@ -45,6 +49,8 @@ def eliminate_common_subexpressions(graph) -> bool:
     changed = False
     for node in list(graph.nodes):
         if node.op in ("placeholder", "output") or node.is_impure():
+            continue
+        if distinct_outputs and any(u.op == "output" for u in node.users):
             continue
         try:
             key = _key(node)
