@@ -71,6 +71,7 @@ outer_reduction_split_idle_min_work = 1 << 19  # ... or this many, when its colu
 outer_reduction_split_chunks_per_thread = 4  # chunks per thread (dynamic schedule: uneven vCPUs)
 outer_reduction_split_bytes = 256 << 10      # all chunks' partial rows, on the stack, at most
 merge_reduction_loops = True  # a reduction shares the loop of the pointwise stage before it
+merge_sibling_reductions = True  # consecutive sums over the same ranges share one loop (codegen/cpp.py _sibling_sums)
 split_loops = True         # a loop over pieces where cat/pad clamps and comparisons are constant
 split_loops_max = 6        # ... at most this many split points
 transpose_tile_out_factor = 4  # output-tile transposes run this many tiles along the inputs' rows

@@ -848,7 +848,11 @@ class KernelGen:
             i = 0
             while i < len(nodes):
                 n = nodes[i]
-                if i + 1 < len(nodes) and self._merge_ok(n, nodes[i + 1]):
+                run = self._sibling_sums(nodes, i)
+                if len(run) > 1:
+                    self._sibling_sums_stage(run, p, xs, body, inner_ind)
+                    i += len(run)
+                elif i + 1 < len(nodes) and self._merge_ok(n, nodes[i + 1]):
                     self._streamed_stage(nodes[i + 1], p, xs, body, inner_ind, pre=n)
                     i += 2
                 else:
@@ -1736,6 +1740,67 @@ class KernelGen:
         return (config.merge_reduction_loops and not a.is_reduction and b.is_reduction
                 and b.data.reduction_type in ("sum", "prod", "amax", "amin", "any", "all")
                 and bool(a.inner(p)) and _same(a.inner(p), b.rranges))
+
+    def _sibling_sums(self, nodes, i) -> list:
+        """The run of sum reductions starting at ``nodes[i]`` that share one loop
+        (``_sibling_sums_stage``): the same reduction ranges, none reading another's result,
+        none streamed or prefetching (``_stream_plan``). Why: batch norm's backward sums the
+        output gradient and its products with the normalised input per channel -- four sums
+        over the same 32 x 16 x 16 values for one norm, eight where two norms share the
+        gradient (a residual block's), each its own loop reading the gradient again."""
+        if not config.merge_sibling_reductions:
+            return []
+        first = nodes[i]
+
+        def ok(n):
+            return (n.is_reduction and n.data.reduction_type == "sum" and n.name not in self.stream
+                    and n.name not in self.prefetch)
+        if not ok(first):
+            return []
+        R = first.data.reduction_ranges
+        if not R:
+            return []
+        run = [first]
+        for n in nodes[i + 1:]:
+            if not ok(n) or not _same(n.data.reduction_ranges, R) or \
+                    any(b in {m.name for m in run} for b, _ in n.reads(self.group.p)):
+                break
+            run.append(n)
+        return run
+
+    def _sibling_sums_stage(self, run, p, xs, lines, ind):
+        """The sum reductions of ``run`` in one loop nest, an accumulator each (a reduction
+        clause each: the arithmetic of a loop of its own, though the vectoriser may split off
+        another tail, so a double sum can differ in its last ulps), their loads and shared
+        subexpressions computed once per element."""
+        for n in run:
+            lines.append(f"{ind}// {n!r}")
+        lines.append(f"{ind}// ({len(run)} sums over the same ranges: one loop)")
+        lines.append(ind + "{")
+        ind2 = ind + "    "
+        R = run[0].data.reduction_ranges
+        rs = index_vars("r", len(R))
+        accs = []
+        for n in run:
+            at = _acc_type("sum", COMPUTE[n.data.src_dtype])
+            a = self.new_tmp()
+            lines.append(f"{ind2}{at} {a} = static_cast<{at}>(0);")
+            accs.append(a)
+        clause = " ".join(f"reduction(+:{a})" for a in accs)
+        pre = len(lines)
+        bi = self._inner_loops(rs, R, ind2, lines, f"#pragma omp simd {clause}" if config.simd else None)
+        hoisted: List[str] = []
+        h = CppOps(self, lines, bi, (hoisted, ind2, {r.name for r in rs}),
+                   ranges=_ranges(xs + rs, list(self.group.outer_sizes) + list(R)))
+        with set_ops_handler(h):
+            vals = [n.data.inner_fn(xs, rs) for n in run]
+        for a, v in zip(accs, vals):
+            lines.append(f"{bi}{a} = {a} + {v};")
+        self._close(len(rs), ind2, lines)
+        lines[pre:pre] = hoisted
+        for n, a in zip(run, accs):
+            self._store(n, n.write_index(p), a, ind2, lines)
+        lines.append(ind + "}")
 
     def _stage(self, node, p, xs, lines, ind, parallel_inner=False, outer_hoist=None, pre=None,
                shared=None):
