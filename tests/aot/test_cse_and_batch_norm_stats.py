@@ -119,3 +119,16 @@ def test_compiled_batch_norm_training_matches_eager():
         np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=2e-4, atol=2e-5)
     for p, q in zip(m.buffers(), mc.buffers()):
         np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_constants_told_apart_by_bits_and_type():
+    """-0.0 == 0.0 in Python, yet clamp(min=-0.0) and clamp(min=0.0) differ on signed zeros
+    (tests/ops/test_signed_zeros.py, compiled); 1, 1.0 and True hash alike too."""
+    import numpy as np
+    from ember.fx.passes.cse import _key
+    from ember.fx import Graph
+    g = Graph()
+    x = g.placeholder("x")
+    nodes = [g.call_function(ember.clamp, (x, v)) for v in (0.0, -0.0, np.float32(-0.0), 0, False, float("nan"))]
+    keys = [_key(n) for n in nodes]
+    assert len(set(keys)) == len(keys)

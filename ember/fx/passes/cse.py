@@ -26,6 +26,10 @@ def _key(node: Node) -> Any:
             return ("dict", tuple((k, freeze(v)) for k, v in a.items()))
         if isinstance(a, slice):
             return ("slice", freeze(a.start), freeze(a.stop), freeze(a.step))
+        if isinstance(a, (float, complex)) or type(a).__name__.startswith(("float", "complex")):
+            # by bits: -0.0 == 0.0 (clamp(min=-0.0) is not clamp(min=0.0)), NaN != NaN
+            c = complex(a)
+            return (type(a), c.real.hex(), c.imag.hex())
         # distinguish 1 from 1.0 from True: same hash/eq in Python
         hash(a)
         return (type(a), a)

@@ -1760,10 +1760,17 @@ class KernelGen:
         R = first.data.reduction_ranges
         if not R:
             return []
+        p = self.group.p
+
+        def heavy(n):
+            # (a loop calling exp/tanh may be staged in strips with float partial sums, see
+            # cpp_strips.strip_loops; a plain sum merged into it would lose its double accumulator)
+            return bool(_OpNames.of(n, p) & _TRANSCENDENTAL)
+        kind = heavy(first)
         run = [first]
         for n in nodes[i + 1:]:
-            if not ok(n) or not _same(n.data.reduction_ranges, R) or \
-                    any(b in {m.name for m in run} for b, _ in n.reads(self.group.p)):
+            if not ok(n) or not _same(n.data.reduction_ranges, R) or heavy(n) != kind or \
+                    any(b in {m.name for m in run} for b, _ in n.reads(p)):
                 break
             run.append(n)
         return run
