@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 
 import ember
 import ember.nn as nn
@@ -87,7 +86,7 @@ def _bn_case(lib, x, w, b, create_graph):
     y = lib.nn.functional.batch_norm(x, None, None, w, b, training=True, eps=1e-5)
     loss = (y * y.detach().cos()).sum()
     if create_graph:
-        gx, = (torch.autograd.grad if lib is torch else ember.autograd.grad)(loss, [x], create_graph=True)
+        gx, = lib.autograd.grad(loss, [x], create_graph=True)
         (gx * gx).sum().backward()
     else:
         loss.backward()
@@ -96,6 +95,7 @@ def _bn_case(lib, x, w, b, create_graph):
 
 @pytest.mark.parametrize("create_graph", [False, True])
 def test_batch_norm_gradients_match_torch(create_graph):
+    torch = pytest.importorskip("torch")      # (the 3.12/3.13 jobs run without torch)
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((4, 3, 5, 5)) * 2 + 1).astype(np.float64)
     w, b = rng.standard_normal(3), rng.standard_normal(3)
