@@ -9,6 +9,7 @@ placeholders (distinct inputs) or outputs.
 
 from __future__ import annotations
 
+import numbers
 from typing import Any, Dict
 
 from ..node import Node, map_arg
@@ -26,7 +27,7 @@ def _key(node: Node) -> Any:
             return ("dict", tuple((k, freeze(v)) for k, v in a.items()))
         if isinstance(a, slice):
             return ("slice", freeze(a.start), freeze(a.stop), freeze(a.step))
-        if isinstance(a, (float, complex)) or type(a).__name__.startswith(("float", "complex")):
+        if isinstance(a, numbers.Complex) and not isinstance(a, numbers.Rational):   # float, numpy floats, complex
             # by bits: -0.0 == 0.0 (clamp(min=-0.0) is not clamp(min=0.0)), NaN != NaN
             c = complex(a)
             return (type(a), c.real.hex(), c.imag.hex())

@@ -1767,12 +1767,13 @@ class KernelGen:
             # cpp_strips.strip_loops; a plain sum merged into it would lose its double accumulator)
             return bool(_OpNames.of(n, p) & _TRANSCENDENTAL)
         kind = heavy(first)
-        run = [first]
+        run, names = [first], {first.name}
         for n in nodes[i + 1:]:
             if not ok(n) or not _same(n.data.reduction_ranges, R) or heavy(n) != kind or \
-                    any(b in {m.name for m in run} for b, _ in n.reads(p)):
+                    any(b in names for b, _ in n.reads(p)):
                 break
             run.append(n)
+            names.add(n.name)
         return run
 
     def _sibling_sums_stage(self, run, p, xs, lines, ind):
