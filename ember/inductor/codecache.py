@@ -26,11 +26,11 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional
 
-from . import config
+from . import config, prebuilt
+from .prebuilt import FORMAT_VERSION, cpu_identity  # noqa: F401 - re-exported (fx_graph_cache, tests)
 
 log = logging.getLogger("ember.inductor")
 
-FORMAT_VERSION = "1"
 _EMBER_VERSION = "0.1.0"
 
 _memory: Dict[str, ctypes.CDLL] = {}
@@ -52,7 +52,7 @@ def compiler_version(cxx: Optional[str] = None) -> str:
     v = _compiler_version.get(cxx)
     if v is None:
         try:
-            v = subprocess.run([cxx, "--version"], capture_output=True, text=True, timeout=30).stdout.split("\n")[0]
+            v = prebuilt.compiler_version(cxx)
         except (OSError, subprocess.SubprocessError) as e:
             raise CompileError(f"C++ compiler {cxx!r} not usable: {e}") from e
         _compiler_version[cxx] = v
@@ -61,29 +61,6 @@ def compiler_version(cxx: Optional[str] = None) -> str:
 
 def _flags() -> List[str]:
     return list(config.cpp_flags)
-
-
-_cpu_id: List[str] = []
-
-
-def cpu_identity() -> str:
-    """The host CPU's model and feature flags: ``-march=native`` code is only valid on
-    CPUs with the same instruction sets, so a cache directory shared between
-    machines (a network home) must not hand one machine's kernels to another."""
-    if not _cpu_id:
-        ident = ""
-        try:
-            with open("/proc/cpuinfo") as f:
-                for line in f:
-                    if line.startswith(("model name", "flags", "Features", "CPU part")):
-                        ident += line.strip() + "\n"
-                    if line.strip() == "" and ident:
-                        break
-        except OSError:
-            import platform
-            ident = platform.processor() + platform.machine()
-        _cpu_id.append(hashlib.sha256(ident.encode()).hexdigest()[:16])
-    return _cpu_id[0]
 
 
 def cache_key(source: str) -> str:
@@ -100,23 +77,13 @@ def _paths(key: str):
     return d, os.path.join(d, key + ".so"), os.path.join(d, key + ".sha256")
 
 
-def _file_sha(path: str) -> str:
-    with open(path, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+_file_sha = prebuilt.file_sha
+_valid = prebuilt.valid
 
 
 def _atomic_write_text(path: str, text: str) -> None:
     from ..runtime.disk_cache import atomic_write
     atomic_write(path, text.encode(), ".txt")
-
-
-def _valid(so: str, sha: str) -> bool:
-    try:
-        with open(sha) as f:
-            want = f.read().strip()
-        return bool(want) and _file_sha(so) == want
-    except OSError:
-        return False
 
 
 # ---------------------------------------------------------------- precompiled header
@@ -128,21 +95,8 @@ def _valid(so: str, sha: str) -> bool:
 # themselves, guarded, so with or without it a source means the same; GCC ignores a .gch that
 # does not match the flags (``-Winvalid-pch`` says so) and reads the text instead. Stored
 # like a kernel: under a key of (header, compiler, flags, CPU), written atomically, with a
-# checksum; a corrupt one is rebuilt. Only for GCC (``config.precompiled_header``).
-_PRELUDE_HEADER = """// ember: the standard headers its kernels and native helpers include (precompiled once)
-#include <algorithm>
-#include <cmath>
-#include <cstdint>
-#include <cstring>
-#include <limits>
-#include <type_traits>
-#include <utility>
-#include <vector>
-#include <omp.h>
-#if defined(__AVX512F__) || defined(__AVX__)
-#include <immintrin.h>
-#endif
-"""
+# checksum; a corrupt one is rebuilt. Only for GCC (``config.precompiled_header``). Built at
+# install time too (``prebuilt.py``): found there, a fresh cache does not build it.
 _pch: Dict[str, str] = {}        # key -> the header's path ("" when it could not be built)
 _pch_lock = threading.Lock()
 
@@ -155,13 +109,9 @@ def _pch_flags() -> List[str]:
         version = compiler_version()
     except CompileError:
         return []
-    if "g++" not in version and "GCC" not in version:
+    if not prebuilt.is_gcc(version):
         return []
-    h = hashlib.sha256()
-    for part in (_PRELUDE_HEADER, config.cxx, " ".join(_flags()), version, cpu_identity(), FORMAT_VERSION, "pch"):
-        h.update(part.encode())
-        h.update(b"\0")
-    key = h.hexdigest()
+    key = prebuilt.pch_key(config.cxx, _flags(), version)
     path = _pch.get(key)
     if path is None:
         with _pch_lock:
@@ -172,6 +122,11 @@ def _pch_flags() -> List[str]:
 
 
 def _build_pch(key: str) -> str:
+    """The header's path: the install's prebuilt one, the cache's, or one built now ("" if none)."""
+    if config.prebuilt:
+        found = prebuilt.find_pch(key)
+        if found:
+            return found
     d = os.path.join(cache_dir(), key[:2], key + ".pch")      # (a kernel shard: shared like kernels)
     header = os.path.join(d, "ember_prelude.h")
     gch, sha = header + ".gch", header + ".gch.sha256"
@@ -180,7 +135,7 @@ def _build_pch(key: str) -> str:
     try:
         os.makedirs(d, exist_ok=True)
         from ..runtime.disk_cache import atomic_write
-        atomic_write(header, _PRELUDE_HEADER.encode(), ".h")
+        atomic_write(header, prebuilt.PRELUDE_HEADER.encode(), ".h")
         fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".gch")
         os.close(fd)
         flags = [f for f in _flags() if f != "-shared"]
@@ -241,24 +196,30 @@ def helper_key(source: str, tag: str) -> str:
     """Code-cache key of one of ember's fixed native helpers (the BLAS threads callback, the
     GEMM) without running the compiler (:func:`cache_key` asks ``g++ --version``, ~5 ms, which
     an ``import ember`` should not pay): the compiler binary's path, size and mtime stand for
-    its version."""
-    import shutil
-    exe = shutil.which(config.cxx)
-    if exe is None:
+    its version. ``setup.py`` prebuilds these under the same keys (``prebuilt.py``)."""
+    key = prebuilt.helper_key(source, tag, config.cxx, config.cpp_flags, config.cpp_libs)
+    if key is None:
         raise CompileError(f"no C++ compiler {config.cxx!r} on PATH")
-    real = os.path.realpath(exe)
-    st = os.stat(real)
-    h = hashlib.sha256()
-    for part in (source, real, str(st.st_size), str(st.st_mtime_ns), " ".join(config.cpp_flags),
-                 " ".join(config.cpp_libs), cpu_identity(), FORMAT_VERSION, tag):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+    return key
 
 
 def load(source: str) -> ctypes.CDLL:
     """The loaded library for ``source``, compiling it on a miss."""
     return load_key(cache_key(source), source)
+
+
+def _load_prebuilt(key: str) -> Optional[ctypes.CDLL]:
+    """One of the fixed helpers as built when ember was installed (``prebuilt.py``), or None."""
+    found = prebuilt.find_so(key)
+    if found is None:
+        return None
+    try:
+        lib = ctypes.CDLL(found)
+    except OSError as e:
+        log.warning("inductor: prebuilt library %s failed to load (%s); using the code cache", found, e)
+        return None
+    stats["prebuilt_hits"] += 1
+    return lib
 
 
 def load_key(key: str, source: str) -> ctypes.CDLL:
@@ -270,16 +231,16 @@ def load_key(key: str, source: str) -> ctypes.CDLL:
     if lib is not None:
         return lib
     _, so, sha = _paths(key)
-    lib = None
-    if os.path.exists(so) and _valid(so, sha):
-        try:
-            lib = ctypes.CDLL(so)
-            stats["disk_hits"] += 1
-        except OSError as e:
-            log.warning("inductor: cached kernel %s failed to load (%s); rebuilding", so, e)
-            lib = None
-    elif os.path.exists(so):
-        log.warning("inductor: cached kernel %s has a bad checksum; rebuilding", so)
+    lib = _load_prebuilt(key) if config.prebuilt else None
+    if lib is None and os.path.exists(so):
+        if _valid(so, sha):
+            try:
+                lib = ctypes.CDLL(so)
+                stats["disk_hits"] += 1
+            except OSError as e:
+                log.warning("inductor: cached kernel %s failed to load (%s); rebuilding", so, e)
+        else:
+            log.warning("inductor: cached kernel %s has a bad checksum; rebuilding", so)
     if lib is None:
         compile_so(source, so)
         _atomic_write_text(sha, _file_sha(so))
@@ -303,4 +264,4 @@ def clear_memory_cache() -> None:
     _memory.clear()
 
 
-stats = {"compiles": 0, "disk_hits": 0}
+stats = {"compiles": 0, "disk_hits": 0, "prebuilt_hits": 0}

@@ -99,6 +99,10 @@ cpp_libs = ["-lmvec", "-lm"]
 # compile the standard headers once into a GCC precompiled header every kernel loads
 # (codecache._pch_flags: ~7x less g++ time per small kernel, identical code); EMBER_PCH=0 turns it off
 precompiled_header = os.environ.get("EMBER_PCH", "1") != "0"
+# use the fixed native helpers (GEMM, BLAS-threads callback, precompiled header) that setup.py
+# built into ember/_C/prebuilt at install time, under the code cache's own keys (prebuilt.py);
+# EMBER_PREBUILT=0 makes a fresh code cache build them itself (the ablation, and the cache's tests)
+prebuilt = os.environ.get("EMBER_PREBUILT", "1") != "0"
 
 # matrix products: "ember" runs ember's GEMM (gemm.py: AVX-512 or AVX2+FMA) where it builds and applies,
 # "blas" numpy's matmul (OpenBLAS) for every product -- the ablation

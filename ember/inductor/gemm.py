@@ -73,7 +73,7 @@ products now differ in the last bits (a different summation order); tests compar
 float32 tolerances.
 
 When. :func:`matmul` runs ember's GEMM when ``config.gemm == "ember"`` (the default), the
-library built (a C++ compiler, an x86-64 CPU with AVX-512F, or AVX2 and FMA: the code cache
+library built (at install time by setup.py, ``prebuilt.py``, else here on first use: a C++ compiler, an x86-64 CPU with AVX-512F, or AVX2 and FMA: the code cache
 builds with ``-march=native``, and the source refuses to compile on anything else, ARM
 included, logged once), all three arrays are float32, the output is C-contiguous, the batch
 dims match, the product is big enough for a native call to pay (``config.gemm_min_macs``) and,

@@ -30,6 +30,7 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(codecache, "_pch", {})
     monkeypatch.setattr(config, "precompiled_header", True)
+    monkeypatch.setattr(config, "prebuilt", False)     # the code cache's own build, not the install's
     return tmp_path
 
 
