@@ -160,7 +160,9 @@ def _gate_blocks(x):
 def test_siblings_walking_a_shared_input_alike_share_a_loop(fn, shape):
     cf, got, want = compile_and_run(fn, rand(*shape))
     for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-5, atol=1e-6)
+        # (atol: a row sum of 300 draws from [-2, 2] can cancel to near 0, where eager's float32
+        # pairwise sum and the kernel's double accumulator differ by a few 1e-6; seen at 3.4e-6)
+        assert_same(g, w, rtol=1e-5, atol=2e-5)
     assert cf.compiled.n_kernels == 1 and "combo_kernel" not in cf.compiled.source
 
 
