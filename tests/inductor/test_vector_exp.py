@@ -81,6 +81,32 @@ def test_tanh_staged_within_about_one_ulp(stage):
     assert err.max() <= (1.1 if stage else 2.0), err.max()
 
 
+@avx512
+def test_tanh_staged_on_16_lanes_equals_8_lanes_bit_for_bit():
+    """On an AVX-512 host the staged tanh runs 16 lanes (``ember_tanh16``); built with AVX-512
+    off it is the 8-lane AVX2 routine. The same bits for every input: 2^20 random patterns in
+    tanh's range, both sides of the 0.75 switch, the specials."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            avx512f = any(ln.startswith("flags") and "avx512f" in ln.split() for ln in f)
+    except OSError:
+        avx512f = False
+    if not avx512f:
+        pytest.skip("no AVX-512F on this host: both builds are the 8-lane routine")
+    config.strip_loops = 1024
+    bits = RNG.integers(0, 2 ** 32, size=(1 << 20) - 8, dtype=np.uint64).astype(np.uint32)
+    x = bits.view(np.float32)
+    x = np.where(np.abs(x) < 12, x, RNG.uniform(-12, 12, x.shape).astype(np.float32)).astype(np.float32)
+    special = np.array([-0.0, 0.0, np.inf, -np.inf, np.nan, 0.75, np.nextafter(np.float32(0.75), 0), 44.5],
+                       np.float32)
+    x = _make(np.concatenate([special, x]).reshape(1 << 10, -1))
+    cf, wide, _ = compile_and_run(lambda a: P.tanh(a), x)
+    assert "ember_tanh_block(" in _kernels(cf.compiled.source)
+    config.cpp_flags = list(config.cpp_flags) + ["-mno-avx512f"]
+    _, narrow, _ = compile_and_run(lambda a: P.tanh(a), x)
+    np.testing.assert_array_equal(wide[0].view(np.uint32), narrow[0].view(np.uint32))
+
+
 def _kernels(src):
     return src[src.index('extern "C" void kernel'):]
 
