@@ -74,9 +74,10 @@ def test_batch_norm_training_forward_reads_its_input_for_the_statistics_once():
         return F.batch_norm(F.conv2d(x, w, padding=1), rm, rv, g, b, training=True)
     x = _rand(2, 3, 8, 8, grad=False)
     fw = _graphs(step, [x, conv.weight, bn.bias, bn.weight, bn.running_mean, bn.running_var])[0]
-    # the mean (a sum), the variance, the running variance's sum of squares: no second mean and
-    # variance for the backward (before: sum + var + running sum + the recompute's sum and var)
-    assert _count(fw, "prims.sum") + _count(fw, "prims.var") == 3, fw.code
+    # the mean (a sum), the centred sum of squares, the running variance's sum of squares: no
+    # second mean and variance for the backward (before: sum + var + running sum + the recompute's
+    # sum and var), and no prims.var, whose own first pass would sum the input again
+    assert _count(fw, "prims.sum") == 3 and _count(fw, "prims.var") == 0, fw.code
 
 
 def _bn_case(lib, x, w, b, create_graph):

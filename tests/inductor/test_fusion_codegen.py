@@ -410,3 +410,28 @@ def test_stages_of_one_loop_share_loads_and_values(unstaged):
             assert not re.search(rf"= {outs[0]}\[", loop), src     # the stored value is reused
         else:
             assert loop.count("expf(") == 2, src
+
+
+def test_batch_norm_statistics_read_each_channel_twice(caplog):
+    """A compiled training-mode batch norm (running statistics updated): the mean's sum, then the
+    centred sum of squares and the running variance's sum of squares in one loop -- two simd
+    reduction loops over a channel, not four (prims.var summed the channel again, and its
+    centred pass and the running variance's were separate)."""
+    bn = ember.nn.BatchNorm2d(6)
+    x = ember.tensor(np.random.default_rng().standard_normal((4, 6, 9, 11)).astype(np.float32))
+    bn_ref = ember.nn.BatchNorm2d(6)
+    config.configure_logging("output_code")
+    try:
+        with caplog.at_level(logging.DEBUG, logger="ember.inductor"), ember.no_grad():
+            got = ember.compile(lambda t: bn(t))(x)
+    finally:
+        config.configure_logging("")
+    src = caplog.text
+    stats = [k for k in re.split(r'extern "C" void ', src)[1:] if "// buf0: reduction[sum]" in k]
+    assert len(stats) == 1, src
+    assert len(re.findall(r"#pragma omp simd reduction", stats[0])) == 2, stats[0]
+    with ember.no_grad():
+        want = bn_ref(x)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(bn.running_mean.numpy(), bn_ref.running_mean.numpy(), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(bn.running_var.numpy(), bn_ref.running_var.numpy(), rtol=1e-5, atol=1e-6)
