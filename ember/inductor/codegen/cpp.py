@@ -27,7 +27,7 @@ import sympy
 from ... import types as _t
 from ...ops import _erfinv_cpp
 from .. import config, ir
-from .cpp_strips import VEXP_HELPERS, exp_staging_enabled, strip_loops
+from .cpp_strips import VEXP_HELPERS, collapsed_partial_sums, exp_staging_enabled, strip_loops
 from ..ir import index_vars
 from ..sizevars import FloorDiv, ModularIndexing, cexpr, contiguous_strides, product, simplify_index, sympify
 from ..virtualized import set_ops_handler
@@ -1290,6 +1290,7 @@ class KernelGen:
             params.append(f"const int64_t {s.name}")
         self.params = reads + self.writes
         head = f'extern "C" void {self.name}({", ".join(params)})'
+        body = collapsed_partial_sums(body)
         work = self._work_hint()
         if work >= config.strip_min_work:
             body = strip_loops(body, exp_staging_enabled())
