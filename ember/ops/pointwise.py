@@ -640,7 +640,8 @@ def pow(xp, a, b):
         # (-inf) ** 0.5 is NaN and (-0.0) ** -0.5 is -inf, unlike C pow
         with np.errstate(all="ignore"):
             if b < 0 and dt is _t.bfloat16 and type(a) is np.ndarray:
-                return _out(xp, _half_lanes.half_rsqrt(_arr(xp, a, cdt), dt.np), dt)     # its rsqrt kernel
+                return _out(xp, _half_lanes.half_rsqrt(_arr(xp, a, cdt), dt.np, 2 * _half_lanes.half_vec_len()),
+                            dt)     # its rsqrt kernel's arithmetic, in pow's blocks
             r = xp.sqrt(_arr(xp, a, cdt))
             return _out(xp, r if b > 0 else 1 / r, dt)
     if dt is _t.bfloat16 and _is_scalar(b) and not isinstance(b, bool) and b in (3, -2) and not _is_scalar(a):

@@ -307,7 +307,7 @@ def _half_prod_inner(a):
     def H(v):
         return v.astype(hd).astype(np.float32)
 
-    v = _half_lanes.half_vec_len()
+    v = _half_lanes.PROD_VEC
     blk = 4 * v
     count = n // blk
     out = np.ones(x.shape[0], np.float32)

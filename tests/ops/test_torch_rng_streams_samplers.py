@@ -285,9 +285,16 @@ _CLOSE = {
 }
 
 
+# bit for bit with torch's AVX2 kernels; with its AVX512 ones (an AVX-512 host) the power in these
+# samplers' transforms differs from numpy's in the last bit now and then (measured, session 38)
+_LAST_BIT_ON_AVX512 = {"Kumaraswamy", "Weibull"}
+
+
 @pytest.mark.parametrize("name", sorted(_EXACT) + sorted(_CLOSE))
 def test_distribution_samples_match_torch(name):
     make = _EXACT.get(name) or _CLOSE[name]
+    exact = name in _EXACT and not (name in _LAST_BIT_ON_AVX512 and
+                                    torch.backends.cpu.get_cpu_capability() == "AVX512")
 
     def run(m):
         d = make(m, lambda *s: m.rand(*s) + 0.2)
@@ -296,7 +303,7 @@ def test_distribution_samples_match_torch(name):
             return [d.sample((6,)), d.sample()]
     t, e = _both(11, run)
     for a, b in zip(t, e):
-        if name in _EXACT:
+        if exact:
             np.testing.assert_array_equal(b, a)
         else:
             np.testing.assert_allclose(b, a, rtol=2e-6, atol=1e-6)

@@ -188,7 +188,20 @@ def test_conv_transpose_bit_for_bit_with_saturation(c, o, k, stride, pad, groups
     ec.zero_point = tc.zero_point = 100
     eo = ec(ember.quantize_per_tensor(ember.tensor(x), 0.02, 3, ember.quint8)).int_repr().numpy()
     to = tc(torch.quantize_per_tensor(torch.tensor(x), 0.02, 3, torch.quint8)).int_repr().numpy()
-    np.testing.assert_array_equal(eo, to)
+    from ember.ao.nn.quantized._int_gemm import int8_gemm_saturates
+    if int8_gemm_saturates():
+        np.testing.assert_array_equal(eo, to)
+        return
+    # on an AVX-512 VNNI CPU (session 38's EPYC) torch 2.13's quantized transposed convolution with
+    # one group returned values up to 110 steps from the exact result; ember's products are exact
+    # there (no pair saturates): compared with the exact integer result, requantized
+    xq = torch.quantize_per_tensor(torch.tensor(x), 0.02, 3, torch.quint8).dequantize().double()
+    wq = torch.quantize_per_tensor(torch.tensor(w), 1 / 127, 0, torch.qint8).dequantize().double()
+    exact = torch.nn.functional.conv_transpose2d(xq, wq, torch.tensor(b).double(), stride=stride, padding=pad,
+                                                 groups=groups).numpy()
+    want = np.clip(np.round(exact / 0.4) + 100, 0, 255)
+    d = np.abs(eo.astype(np.int64) - want)
+    assert d.max() <= 1 and (d > 0).mean() < 0.01         # a rare tie rounded the other way
 
 
 def test_legacy_fbgemm_linear_int8_weight_bit_for_bit():
