@@ -32,9 +32,10 @@ from ..ir import index_vars
 from ..sizevars import FloorDiv, ModularIndexing, cexpr, contiguous_strides, product, simplify_index, sympify
 from ..virtualized import set_ops_handler
 
-# bool tensors are stored as bytes (numpy's layout) and read as ``byte != 0``: GCC vectorises a
-# load typed ``bool`` badly (it may assume nothing about the byte beyond 0/1 and widens it lane
-# by lane); measured, nanoGPT's masked softmax kernel ran 4.4x faster with the byte load
+# bool tensors are stored as bytes (numpy's layout) and read as ``byte != 0``: the loops g++ 12
+# vectorises from loads typed ``bool`` ran 4.4x slower (nanoGPT's masked softmax kernel, the
+# same loops with the byte load; tests/inductor/test_bool_bytes.py), and a byte other than 0/1
+# (a uint8 buffer viewed as bool) read as bool is undefined, where numpy reads it as True
 STORAGE = {
     _t.bool_: "uint8_t", _t.uint8: "uint8_t", _t.int8: "int8_t", _t.int16: "int16_t", _t.int32: "int32_t",
     _t.int64: "int64_t", _t.float16: "_Float16", _t.bfloat16: "uint16_t", _t.float32: "float",
