@@ -880,7 +880,11 @@ def test_lgamma_digamma_eager_paths_match_torch(name, path, monkeypatch):
         pytest.skip("the native library cannot be built here")
     rng = np.random.default_rng()
     special = [0.0, -0.0, -1.0, -2.0, 0.5, 1.0, 2.0, np.inf, -np.inf, np.nan, -2.5, 1e-300, 171.5, 1e10]
-    x = np.concatenate([rng.standard_normal(300) * 10, special])
+    r = rng.standard_normal(300) * 10
+    # draws kept 1e-3 from the poles (the exact poles are in ``special``): within 1e-5 of -n
+    # digamma's condition number passes 1e4 and two correct implementations part at 2.5e-12
+    r = np.where((r < 0) & (np.abs(r - np.round(r)) < 1e-3), r + 0.01, r)
+    x = np.concatenate([r, special])
     for dtype, tol in ((np.float64, 1e-12), (np.float32, 2e-6)):
         e, t = ember.tensor(x.astype(dtype)), torch.tensor(x.astype(dtype))
         np.testing.assert_allclose(getattr(ember, name)(e).numpy(), getattr(torch, name)(t).numpy(), rtol=tol,
