@@ -108,6 +108,9 @@ prebuilt = os.environ.get("EMBER_PREBUILT", "1") != "0"
 # "blas" numpy's matmul (OpenBLAS) for every product -- the ablation
 gemm = os.environ.get("EMBER_GEMM", "ember")
 gemm_min_macs = 1 << 15    # smaller products go to numpy: the native call's fixed cost would dominate
+# 3x3 stride-1 float32 convolutions (forward and input gradient) by Winograd F(2x2, 3x3): 2.25x
+# fewer multiply-adds, a few more roundings (ops/_conv_winograd.py; eager keeps the direct kernels)
+conv_winograd = os.environ.get("EMBER_CONV_WINOGRAD", "1") != "0"
 
 # compilation -------------------------------------------------------------------
 compile_threads = os.cpu_count() or 1   # g++ processes per graph (1: one translation unit)

@@ -676,7 +676,9 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
     weight gradient arrives here as a forward convolution with the output gradient as kernel;
     the kernel recognises that shape (fewer output positions than kernel taps) and computes it
     as a weight gradient. Sizes may be symbolic: the extern reads the actual ones from its
-    arrays. float16/bfloat16 fall back to the prim's reference (computed in float32)."""
+    arrays. float16/bfloat16 fall back to the prim's reference (computed in float32).
+    ``config.conv_winograd``: 3x3 stride-1 float32 forwards and input gradients run Winograd
+    F(2x2, 3x3) where it applies (``ops/_conv_winograd.py``)."""
     from ..ops import nn_ops
     dtype = x.get_dtype()
     if dtype not in (_t.float32, _t.float64):
@@ -696,12 +698,15 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
               for i in range(nd)]
         out = [xs[0], ws[1] * groups] + sp
 
+    winograd = bool(config.conv_winograd)
+
     def conv(xa, wa, *rest):
         ba, res = (rest[0], rest[1]) if len(rest) == 2 else (None, rest[0])
         if transposed:
-            nn_ops._conv_input_grad_native(xa, wa, stride, padding, dilation, groups, res.shape, out=res)
+            nn_ops._conv_input_grad_native(xa, wa, stride, padding, dilation, groups, res.shape, out=res,
+                                           winograd=winograd)
         else:
-            nn_ops._conv_forward_native(xa, wa, stride, padding, dilation, groups, out=res)
+            nn_ops._conv_forward_native(xa, wa, stride, padding, dilation, groups, out=res, winograd=winograd)
         if ba is not None:
             res += ba.reshape((1, -1) + (1,) * nd)
         return res

@@ -69,6 +69,7 @@ import logging
 import numpy as np
 
 from ..runtime.native import LazyLibrary
+from . import _conv_winograd
 
 log = logging.getLogger("ember.ops")
 
@@ -1154,7 +1155,7 @@ void ember_conv_wgrad_f32(const float* go, const i64* g, const float* x, const i
 void ember_conv_wgrad_f64(const double* go, const i64* g, const double* x, const i64* xs, double* dw, void* gm, void* sl)
 { wgrad_dispatch<double, EMBER_MR_D, EMBER_NR_D>(go, g, x, xs, dw, gm, sl); }
 }
-"""
+""" + _conv_winograd.SOURCE
 
 FORWARD_KERNEL = 0      # 0: by shape (use_nhwc_fwd, use_rows_fwd); 1 panels, 2 channels-last, 3 rows (tests)
 _DTYPES = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
@@ -1190,6 +1191,8 @@ def _build():
         getattr(L, f"ember_conv_wgrad_{sfx}").argtypes = [P] * 7
         for k in ("fwd", "igrad", "wgrad"):
             getattr(L, f"ember_conv_{k}_{sfx}").restype = None
+    L.ember_conv_fwd_winograd_f32.argtypes = [P] * 5
+    L.ember_conv_fwd_winograd_f32.restype = None
     L.ember_conv_nr.argtypes = [ctypes.c_int]
     L.ember_conv_nr.restype = ctypes.c_int
     global _NR
@@ -1266,8 +1269,9 @@ def _numel(shape):
     return n
 
 
-def forward(x, w, stride, padding, dilation, groups, out):
-    """out (N, O, *o, contiguous) <- x (N, C, *s, any strides) correlated with w (contiguous)."""
+def forward(x, w, stride, padding, dilation, groups, out, winograd=False):
+    """out (N, O, *o, contiguous) <- x (N, C, *s, any strides) correlated with w (contiguous).
+    ``winograd``: use ``_conv_winograd``'s kernel where it applies (the inductor's choice)."""
     N, C = x.shape[0], x.shape[1]
     # the forward kernels spread images over threads only (N > 1): one image or a small
     # convolution needs no thread count (looking it up -- config, environment -- is ~2 us of a
@@ -1275,6 +1279,10 @@ def forward(x, w, stride, padding, dilation, groups, out):
     o = out.shape[2:]
     geo = _geometry(N, C, x.shape[2:], w.shape[2:], o, stride, padding, dilation,
                     w.shape[0], groups, _nt(N, C, w.shape[0], _numel(o), w.shape[2:], groups))
+    if winograd and _conv_winograd.applies(x.shape, w.shape, stride, padding, dilation, groups, x.dtype):
+        lib()[0].ember_conv_fwd_winograd_f32(x.ctypes.data, geo.ctypes.data, _xstrides(x).ctypes.data,
+                                             w.ctypes.data, out.ctypes.data)
+        return
     _call("fwd", x.dtype, x.ctypes.data, geo.ctypes.data, _xstrides(x).ctypes.data, w.ctypes.data,
           out.ctypes.data)
 

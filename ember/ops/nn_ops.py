@@ -178,8 +178,10 @@ def _prod(v):
     return r
 
 
-def _conv_forward_native(x, w, stride, padding, dilation, groups, out=None):
-    """``out`` (N, O, *o) = W_g (Og, Cg*K) @ cols_n,g (Cg*K, P) per image: the matmul writes NCHW."""
+def _conv_forward_native(x, w, stride, padding, dilation, groups, out=None, winograd=False):
+    """``out`` (N, O, *o) = W_g (Og, Cg*K) @ cols_n,g (Cg*K, P) per image: the matmul writes NCHW.
+    ``winograd``: the compiled graphs' choice of Winograd F(2x2, 3x3) where it applies
+    (``ops/_conv_winograd.py``); eager keeps the direct kernels."""
     N, C = x.shape[:2]
     O, Cg = w.shape[:2]
     k = tuple(w.shape[2:])
@@ -203,11 +205,11 @@ def _conv_forward_native(x, w, stride, padding, dilation, groups, out=None):
         dw = _conv_weight_grad_native(w.swapaxes(0, 1), xx, dilation, padding, stride, G, (O, N) + osp)
         np.copyto(res, dw.swapaxes(0, 1))
         return res
-    _native.forward(x, np.ascontiguousarray(w), stride, padding, dilation, groups, res)
+    _native.forward(x, np.ascontiguousarray(w), stride, padding, dilation, groups, res, winograd)
     return res
 
 
-def _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape, out=None):
+def _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape, out=None, winograd=False):
     """The adjoint of the forward. Stride 1 (and an input size the forward fully covers): a forward
     correlation of ``g`` with the spatially flipped kernel, in/out channels swapped, padding
     d*(k-1)-p (a matmul with Og*K-long rows and no scatter). Otherwise cols_n,g = W_g^T @ g_n,g,
@@ -224,7 +226,7 @@ def _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape, o
             all(osp[i] + q[i] * 2 - dilation[i] * (k[i] - 1) == isp[i] for i in range(nd)):
         flip = (slice(None),) * 3 + (slice(None, None, -1),) * nd
         wf = np.ascontiguousarray(w.reshape((G, Og, Cg) + k).swapaxes(1, 2)[flip]).reshape((C, Og) + k)
-        return _conv_forward_native(g, wf, [1] * nd, q, dilation, G, out=out)
+        return _conv_forward_native(g, wf, [1] * nd, q, dilation, G, out=out, winograd=winograd)
     dx = np.empty(tuple(in_shape), g.dtype) if out is None else out
     if dx.size == 0:
         return dx

@@ -1,0 +1,320 @@
+"""Winograd F(2x2, 3x3) for the compiled graphs' 3x3 stride-1 float32 convolutions.
+
+Why. On a CPU at its multiply-add peak a direct convolution cannot go faster; Winograd's
+minimal filtering computes each 2x2 block of outputs from a 4x4 input tile with 16 products a
+channel pair instead of 36, so the products -- 16 independent matrix products
+``M[xi] (O, T) = U[xi] (O, C) @ V[xi] (C, T)`` over the T tiles -- take 2.25x fewer multiply-adds
+than the direct kernels, and the three transforms between them are additions over the data
+(Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks", 2015):
+
+    U = G g G^T (the 3x3 filter, once a call)      G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+    V = B^T d B (each 4x4 input tile d)           B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+    Y = A^T (U . V) A (the 2x2 output block)       A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+
+Numerics. The transforms add at most four values of similar size, so the result differs from the
+direct sum by a few float32 roundings more (measured relative error ~1e-6 of the output's
+scale, against ~3e-7 for the direct kernels; tests/ops/test_conv_winograd.py pins it against a
+float64 reference). That is why eager keeps the direct kernels (its convolutions are the
+reference compiled graphs are checked against, as torch's are) and why only the inductor uses
+this, behind ``ember.inductor.config.conv_winograd``: a compiler choosing an algorithm, as
+cuDNN's autotuner does for torch on GPUs. float64 keeps the direct kernels.
+
+Where it applies (:func:`applies`): 2-d, 3x3, stride 1, dilation 1, one group, even output
+height and width (whole 2x2 blocks), and at least ``MIN_CHANNELS`` input and output channels
+(with fewer, the 16 small products cost more than they save: the ResNet stem's 3 channels).
+The input gradient of such a convolution is one too (a stride-1 correlation of the output
+gradient with the flipped filter, ``nn_ops._conv_input_grad_native``), so it takes the same path.
+
+Layout. Tiles are numbered over (image, tile row, tile column) and processed in blocks of whole
+tile rows, sized so that a block's V (16 x C x TB) and M (16 x O x TB) stay in the core's L2
+cache; blocks are spread over OpenMP threads. Per image and channel the input rows are split
+into even and odd columns (``E``/``Od``, zero padded), so a tile's four columns are two
+unaligned vector loads at tx and tx + 1 and a vector of VL consecutive tiles transforms at once.
+The products use the direct kernels' register-blocked ``micro_rows`` (MR x NR accumulators)
+over V's rows; the output transform writes each 2x2 block back, interleaving the two columns
+with a vector permute when a tile row holds a whole number of vectors.
+"""
+
+# Below this many input or output channels the direct kernels stay (measured on the ResNet's
+# shapes: 3 -> 32 channels at 32x32, Winograd 2x slower; 32 -> 32 ~1.7x faster)
+MIN_CHANNELS = 16
+
+SOURCE = r"""
+#ifndef WINO_BLOCK_BYTES
+#define WINO_BLOCK_BYTES (512 * 1024)
+#endif
+// ---------------- Winograd F(2x2, 3x3), float32 (see ember/ops/_conv_winograd.py) ----------------
+// U[((xi * MB + o / MR) * C + c) * MR + o % MR] = (G g_oc G^T)[xi]: the products' A panels
+template <class T, int MR>
+static void wino_filter(const T* __restrict w, i64 O, i64 C, i64 MB, i64 PS, T* __restrict U, int nt) {
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && MB > 1)
+    for (i64 mb = 0; mb < MB; ++mb)
+        for (i64 c = 0; c < C; ++c)
+            for (i64 oi = 0; oi < MR; ++oi) {
+                const i64 o = mb * MR + oi;
+                T u[4][4] = {};
+                if (o < O) {
+                    const T* g = w + (o * C + c) * 9;
+                    T t[4][3];
+                    for (int j = 0; j < 3; ++j) {
+                        const T a = g[j], b = g[3 + j], d = g[6 + j];
+                        t[0][j] = a; t[1][j] = T(0.5) * (a + b + d); t[2][j] = T(0.5) * (a - b + d); t[3][j] = d;
+                    }
+                    for (int i = 0; i < 4; ++i) {
+                        const T a = t[i][0], b = t[i][1], d = t[i][2];
+                        u[i][0] = a; u[i][1] = T(0.5) * (a + b + d); u[i][2] = T(0.5) * (a - b + d); u[i][3] = d;
+                    }
+                }
+                for (int xi = 0; xi < 16; ++xi) U[xi * PS + (mb * C + c) * MR + oi] = u[xi / 4][xi % 4];
+            }
+}
+
+// The 16 planes (one per xi) of U, V and M are written and read together: their stride is a whole
+// number of 64-byte lines, odd, so the 16 streams fall in different L1 sets (at a power-of-two
+// stride they shared one set: the filter transform at 128 channels took 0.43 ms for 16k filters)
+template <class T>
+static inline i64 plane_stride(i64 n) {
+    i64 lines = (n * (i64)sizeof(T) + 63) / 64;
+    if (lines % 2 == 0) ++lines;
+    return lines * 64 / (i64)sizeof(T);
+}
+
+template <class T>
+static inline T* aligned64(T* p) { return (T*)(((uintptr_t)p + 63) & ~(uintptr_t)63); }
+
+// {a[K], b[...]}: lanes P, P + 2, ... of the two vectors a, b read as one 2L-long row (P = 0: the
+// even values, 1: the odd ones)
+template <class IV, int P, int... K>
+static constexpr IV tmask_deal(std::integer_sequence<int, K...>) { return IV{(2 * K + P)...}; }
+
+// a vector of L values of T (the transforms' width: see conv_fwd_winograd)
+template <class T, int L> struct VN { typedef T v __attribute__((vector_size(L * sizeof(T)))); };
+template <class T, int L> struct IVN;
+template <int L> struct IVN<float, L> { typedef int32_t v __attribute__((vector_size(L * 4))); };
+
+// E[r * LW + k] = x(row hp0 + r - ph, column 2k - pw), Od[...] = the same at 2k + 1 - pw (zero
+// outside the image), for R padded rows from hp0 and k < LW = TW + 1 (W = 2 TW + 2 - 2 pw). A row's
+// even and odd columns are two permutes of two loads, stored where the padding puts them.
+template <class T, int L>
+static void wino_split_rows(const T* __restrict xc, const i64* xs, i64 H, i64 W, i64 ph, i64 pw, i64 hp0, i64 R,
+                            i64 LW, T* __restrict E, T* __restrict Od) {
+    typedef typename VN<T, L>::v vec;
+    typedef typename IVN<T, L>::v ivec;
+    constexpr int B = L * sizeof(T);
+    constexpr ivec mev = tmask_deal<ivec, 0>(std::make_integer_sequence<int, L>{});
+    constexpr ivec mod = tmask_deal<ivec, 1>(std::make_integer_sequence<int, L>{});
+    const i64 sw = xs[4], NE = (W + 1) / 2, NO = W / 2;
+    const bool peven = pw % 2 == 0;
+    const i64 he = peven ? pw / 2 : (pw + 1) / 2, ho = peven ? pw / 2 : (pw - 1) / 2;   // E's, Od's zero heads
+    const i64 ne = peven ? NE : NO, no = peven ? NO : NE;                               // their values
+    for (i64 r = 0; r < R; ++r) {
+        T* __restrict e = E + r * LW;
+        T* __restrict od = Od + r * LW;
+        const i64 ih = hp0 + r - ph;
+        if (ih < 0 || ih >= H) {
+            for (i64 k = 0; k < LW; ++k) { e[k] = T(0); od[k] = T(0); }
+            continue;
+        }
+        for (i64 k = 0; k < he; ++k) e[k] = T(0);
+        for (i64 k = he + ne; k < LW; ++k) e[k] = T(0);
+        for (i64 k = 0; k < ho; ++k) od[k] = T(0);
+        for (i64 k = ho + no; k < LW; ++k) od[k] = T(0);
+        T* __restrict dev = peven ? e + he : od + ho;     // where x's even columns go
+        T* __restrict dod = peven ? od + ho : e + he;     // ... and its odd ones
+        const T* __restrict src = xc + ih * xs[3];
+        i64 k = 0;
+        if (sw == 1) {
+            for (; 2 * (k + L) <= W; k += L) {
+                vec u, v;
+                __builtin_memcpy(&u, src + 2 * k, B);
+                __builtin_memcpy(&v, src + 2 * k + L, B);
+                const vec ev = __builtin_shuffle(u, v, mev), ov = __builtin_shuffle(u, v, mod);
+                __builtin_memcpy(dev + k, &ev, B);
+                __builtin_memcpy(dod + k, &ov, B);
+            }
+        }
+        for (; k < NE; ++k) {
+            dev[k] = src[2 * k * sw];
+            if (k < NO) dod[k] = src[(2 * k + 1) * sw];
+        }
+    }
+}
+
+// V[(xi * C + c) * TBs + ...] for one image's tile rows [ty0, ty1) from its split rows (E, Od:
+// padded rows 2 ty0 ...), L tiles of a row at a time (lanes past the row's end write values
+// the next row's store overwrites: V rows have L values of slack)
+template <class T, int L>
+static inline void wino_input_rows(const T* __restrict E, const T* __restrict Od, i64 LW, i64 TW, i64 nrows,
+                                   T* __restrict Vc, i64 VS) {
+    typedef typename VN<T, L>::v vec;
+    constexpr int B = L * sizeof(T);
+    for (i64 j = 0; j < nrows; ++j) {
+        const i64 rr = 2 * j;
+        for (i64 tx = 0; tx < TW; tx += L) {
+            vec h[4][4];
+            for (int q = 0; q < 4; ++q) {
+                const T* e = E + (rr + q) * LW + tx;
+                const T* od = Od + (rr + q) * LW + tx;
+                vec a0, a1, a2, a3;
+                __builtin_memcpy(&a0, e, B);
+                __builtin_memcpy(&a1, od, B);
+                __builtin_memcpy(&a2, e + 1, B);
+                __builtin_memcpy(&a3, od + 1, B);
+                h[q][0] = a0 - a2; h[q][1] = a1 + a2; h[q][2] = a2 - a1; h[q][3] = a1 - a3;
+            }
+            T* dst = Vc + j * TW + tx;
+            for (int s = 0; s < 4; ++s) {
+                const vec v0 = h[0][s] - h[2][s], v1 = h[1][s] + h[2][s];
+                const vec v2 = h[2][s] - h[1][s], v3 = h[1][s] - h[3][s];
+                __builtin_memcpy(dst + (0 * 4 + s) * VS, &v0, B);
+                __builtin_memcpy(dst + (1 * 4 + s) * VS, &v1, B);
+                __builtin_memcpy(dst + (2 * 4 + s) * VS, &v2, B);
+                __builtin_memcpy(dst + (3 * 4 + s) * VS, &v3, B);
+            }
+        }
+    }
+}
+
+// out's 2x2 blocks of the block's nb tiles (global numbers from gt0) = A^T M[., o, t] A, L tiles at
+// a time; a vector's two output columns interleaved by a permute, written as whole runs of a
+// tile row (one store pair when L divides the tile row)
+template <class T, int L>
+static void wino_output(const T* __restrict M, i64 MS, i64 TBs, i64 O, i64 nb, i64 gt0, i64 TW, i64 TI, i64 OH,
+                        i64 OW, T* __restrict out) {
+    typedef typename VN<T, L>::v vec;
+    typedef typename IVN<T, L>::v ivec;
+    constexpr int B = L * sizeof(T);
+    constexpr ivec zlo = tmask_zip<ivec, L, 0>(std::make_integer_sequence<int, L>{});
+    constexpr ivec zhi = tmask_zip<ivec, L, L / 2>(std::make_integer_sequence<int, L>{});
+    const bool whole = TW % L == 0;
+    for (i64 o = 0; o < O; ++o) {
+        const T* Mo = M + o * TBs;
+        for (i64 t = 0; t < nb; t += L) {
+            vec m[16];
+            for (int xi = 0; xi < 16; ++xi) __builtin_memcpy(&m[xi], Mo + xi * MS + t, B);
+            vec z[2][2];
+            for (int i = 0; i < 2; ++i) {
+                vec p[4];
+                for (int s = 0; s < 4; ++s)
+                    p[s] = i == 0 ? m[s] + m[4 + s] + m[8 + s] : m[4 + s] - m[8 + s] - m[12 + s];
+                const vec y0 = p[0] + p[1] + p[2], y1 = p[1] - p[2] - p[3];
+                z[i][0] = __builtin_shuffle(y0, y1, zlo);
+                z[i][1] = __builtin_shuffle(y0, y1, zhi);
+            }
+            const i64 gt = gt0 + t;
+            if (whole) {
+                const i64 n = gt / TI, ty = (gt % TI) / TW, tx = gt % TW;
+                T* dst = out + ((n * O + o) * OH + 2 * ty) * OW + 2 * tx;
+                for (int i = 0; i < 2; ++i) {
+                    __builtin_memcpy(dst + i * OW, &z[i][0], B);
+                    __builtin_memcpy(dst + i * OW + L, &z[i][1], B);
+                }
+            } else {
+                T tmp[2][2 * L];
+                for (int i = 0; i < 2; ++i) {
+                    __builtin_memcpy(tmp[i], &z[i][0], B);
+                    __builtin_memcpy(tmp[i] + L, &z[i][1], B);
+                }
+                const i64 nv = nb - t < L ? nb - t : L;
+                for (i64 l = 0; l < nv;) {                 // runs of one tile row
+                    const i64 tt = gt + l, n = tt / TI, ty = (tt % TI) / TW, tx = tt % TW;
+                    const i64 run = (TW - tx < nv - l) ? TW - tx : nv - l;
+                    T* dst = out + ((n * O + o) * OH + 2 * ty) * OW + 2 * tx;
+                    for (int i = 0; i < 2; ++i) __builtin_memcpy(dst + i * OW, tmp[i] + 2 * l, 2 * run * sizeof(T));
+                    l += run;
+                }
+            }
+        }
+    }
+}
+
+// g: the forward geometry (see above); x any strides; w (O, C, 3, 3) contiguous; out (N, O, OH, OW).
+// The transforms run L tiles at a time, L the largest of 16, 8, 4 (no wider than the host's
+// vectors) not above a tile row's length: a 4-tile row (8x8 images) in 16 lanes would waste 3/4 of
+// every operation, and on Zen 4 a 256-bit operation costs half a 512-bit one, so narrower
+// vectors at small images lose nothing per value.
+template <class T, int MR, int NR, int L>
+static void conv_fwd_winograd(const T* x, const i64* g, const i64* xs, const T* w, T* out) {
+    const i64 N = g[0], C = g[1], H = g[3], W = g[4], OH = g[9], OW = g[10], ph = g[15], pw = g[16], O = g[21];
+    const i64 TH = OH / 2, TW = OW / 2, TI = TH * TW, MB = (O + MR - 1) / MR;
+    const int nt = g[20] > 1 ? (int)g[20] : 1;
+    // (the calling thread's buffer, kept between calls: a fresh megabyte costs its page faults)
+    const i64 PS = plane_stride<T>(MB * MR * C);
+    T* Ua = aligned64(scratch<T, 3>((size_t)16 * PS + 64));
+    wino_filter<T, MR>(w, O, C, MB, PS, Ua, nt);
+    // a block: RB whole tile rows, V and M (16 x (C + O) x TBs values) within WINO_BLOCK_BYTES of L2
+    // (and at least two NR-wide panels: one 32-tile panel at 128 channels ran the products at half speed)
+    i64 target = (i64)(WINO_BLOCK_BYTES / sizeof(T)) / (16 * (C + O));
+    if (target < 2 * NR) target = 2 * NR;
+    i64 RB = target / TW;
+    if (RB < 1) RB = 1;
+    if (RB > N * TH) RB = N * TH;
+    const i64 TB = RB * TW, NP = (TB + NR - 1) / NR, TBs = NP * NR + L;
+    const i64 LW = TW + 1, nblocks = (N * TH + RB - 1) / RB;
+    std::vector<i64> koff((size_t)C);
+    for (i64 c = 0; c < C; ++c) koff[c] = c * TBs;
+    const i64 VS = plane_stride<T>(C * TBs), MS = plane_stride<T>(O * TBs);   // one xi's V and M
+#pragma omp parallel num_threads(nt) if (nt > 1 && nblocks > 1)
+    {
+        T* V = aligned64(scratch<T, 0>((size_t)16 * VS + 64));
+        T* M = aligned64(scratch<T, 1>((size_t)16 * MS + 64));
+        T* E = scratch<T, 2>((size_t)2 * (2 * RB + 2) * LW + 2 * L);   // (vector reads past a row: slack)
+        T* Od = E + (2 * RB + 2) * LW;
+#pragma omp for schedule(static)
+        for (i64 b = 0; b < nblocks; ++b) {
+            const i64 row0 = b * RB, row1 = (row0 + RB < N * TH) ? row0 + RB : N * TH;
+            const i64 nb = (row1 - row0) * TW;         // tiles in this block
+            for (i64 r = row0; r < row1;) {            // input transform, image by image
+                const i64 n = r / TH, ty0 = r % TH;
+                const i64 ty1 = (row1 - n * TH < TH) ? row1 - n * TH : TH;   // this image's rows [ty0, ty1)
+                for (i64 c = 0; c < C; ++c) {
+                    wino_split_rows<T, L>(x + n * xs[0] + c * xs[1], xs, H, W, ph, pw, 2 * ty0, 2 * (ty1 - ty0) + 2,
+                                          LW, E, Od);
+                    wino_input_rows<T, L>(E, Od, LW, TW, ty1 - ty0, V + c * TBs + (r - row0) * TW, VS);
+                }
+                r += ty1 - ty0;
+            }
+            // the 16 products M[xi] (O, TB) = U[xi] (O, C) @ V[xi] (C, TB)
+            const i64 np = (nb + NR - 1) / NR;
+            for (int xi = 0; xi < 16; ++xi)
+                for (i64 p = 0; p < np; ++p)
+                    for (i64 mb = 0; mb < MB; ++mb) {
+                        const i64 mv = O - mb * MR < MR ? O - mb * MR : MR;
+                        micro_rows<T, MR, NR>(Ua + xi * PS + mb * C * MR, V + xi * VS + p * NR, koff.data(), C,
+                                              M + xi * MS + mb * MR * TBs + p * NR, TBs, mv);
+                    }
+            wino_output<T, L>(M, MS, TBs, O, nb, row0 * TW, TW, TI, OH, OW, out);
+        }
+    }
+}
+
+template <class T, int MR, int NR>
+static void winograd_dispatch(const T* x, const i64* g, const i64* xs, const T* w, T* out) {
+    constexpr int VL = EMBER_VB / sizeof(T);
+    const i64 TW = g[10] / 2;
+    if constexpr (VL >= 16) {
+        if (TW >= 16) { conv_fwd_winograd<T, MR, NR, 16>(x, g, xs, w, out); return; }
+    }
+    if (TW >= 8) conv_fwd_winograd<T, MR, NR, 8>(x, g, xs, w, out);
+    else conv_fwd_winograd<T, MR, NR, 4>(x, g, xs, w, out);
+}
+
+extern "C" {
+void ember_conv_fwd_winograd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
+{ winograd_dispatch<float, EMBER_MR_F, EMBER_NR_F>(x, g, xs, w, out); }
+}
+"""
+
+
+def applies(x_shape, w_shape, stride, padding, dilation, groups, dtype) -> bool:
+    """Whether :data:`SOURCE`'s kernel computes this forward convolution (see the module doc)."""
+    import numpy as np
+    if dtype != np.float32 or len(w_shape) != 4 or tuple(w_shape[2:]) != (3, 3) or groups != 1:
+        return False
+    if any(int(s) != 1 for s in stride) or any(int(d) != 1 for d in dilation):
+        return False
+    O, C = int(w_shape[0]), int(w_shape[1])
+    if C < MIN_CHANNELS or O < MIN_CHANNELS or int(x_shape[0]) < 1:
+        return False
+    oh, ow = int(x_shape[2]) + 2 * int(padding[0]) - 2, int(x_shape[3]) + 2 * int(padding[1]) - 2
+    return oh > 0 and ow > 0 and oh % 2 == 0 and ow % 2 == 0
