@@ -11,13 +11,23 @@ than the direct kernels, and the three transforms between them are additions ove
     V = B^T d B (each 4x4 input tile d)           B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
     Y = A^T (U . V) A (the 2x2 output block)       A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
 
-Numerics. The transforms add at most four values of similar size, so the result differs from the
-direct sum by a few float32 roundings more (measured relative error ~1e-6 of the output's
-scale, against ~3e-7 for the direct kernels; tests/ops/test_conv_winograd.py pins it against a
-float64 reference). That is why eager keeps the direct kernels (its convolutions are the
-reference compiled graphs are checked against, as torch's are) and why only the inductor uses
-this, behind ``ember.inductor.config.conv_winograd``: a compiler choosing an algorithm, as
-cuDNN's autotuner does for torch on GPUs. float64 keeps the direct kernels.
+Numerics. Each output is 16 shorter sums (over C channels, not 9 C taps) joined by the transforms'
+additions of at most four terms. Measured against a float64 reference on random data, the
+error is 2-4e-7 of the output's scale at the ResNet's shapes, no larger than the direct
+float32 kernels' 3-11e-7 (tests/ops/test_conv_winograd.py bounds it by 5e-6). It is still a
+different rounding from eager's, so eager keeps the direct kernels (the values compiled graphs
+are checked against, as torch's are) and only the inductor uses this, behind
+``ember.inductor.config.conv_winograd`` (``EMBER_CONV_WINOGRAD=0`` turns it off): a compiler
+choosing an algorithm, as cuDNN's autotuner does for torch on GPUs. float64 keeps the direct
+kernels.
+
+Speed (two threads, this Zen 4 VM, medians interleaved with the direct kernel, forward at
+batch 32): 32 -> 32 channels at 32x32 1.3-1.5x, 64 at 16x16 and 128 at 8x8 1.45-1.6x; the
+products run at the cores' peak and the transforms take ~25% of the time. Below 16 channels it
+loses (3 -> 32: 0.62x, 8 -> 8: 0.80x; 16 -> 16 is even). The ResNet benchmark's compiled step:
+inference 20.5 -> 13.5 ms, training 61.6 -> 52.7 ms. The weight gradient stays direct: written
+the same way (dL/dU = sum over tiles of (A dY A^T) . V, 16 products over the tiles) it measured
+only 1.0-1.15x, its two transforms and the transposes its products need taking ~45% of the time.
 
 Where it applies (:func:`applies`): 2-d, 3x3, stride 1, dilation 1, one group, even output
 height and width (whole 2x2 blocks), and at least ``MIN_CHANNELS`` input and output channels
@@ -29,14 +39,14 @@ Layout. Tiles are numbered over (image, tile row, tile column) and processed in 
 tile rows, sized so that a block's V (16 x C x TB) and M (16 x O x TB) stay in the core's L2
 cache; blocks are spread over OpenMP threads. Per image and channel the input rows are split
 into even and odd columns (``E``/``Od``, zero padded), so a tile's four columns are two
-unaligned vector loads at tx and tx + 1 and a vector of VL consecutive tiles transforms at once.
+unaligned vector loads at tx and tx + 1 and a vector of L consecutive tiles (L = 16, 8 or 4 by
+the tile row's length) transforms at once.
 The products use the direct kernels' register-blocked ``micro_rows`` (MR x NR accumulators)
 over V's rows; the output transform writes each 2x2 block back, interleaving the two columns
 with a vector permute when a tile row holds a whole number of vectors.
 """
 
-# Below this many input or output channels the direct kernels stay (measured on the ResNet's
-# shapes: 3 -> 32 channels at 32x32, Winograd 2x slower; 32 -> 32 ~1.7x faster)
+# Below this many input or output channels the direct kernels stay (see Speed above)
 MIN_CHANNELS = 16
 
 SOURCE = r"""
@@ -44,7 +54,8 @@ SOURCE = r"""
 #define WINO_BLOCK_BYTES (512 * 1024)
 #endif
 // ---------------- Winograd F(2x2, 3x3), float32 (see ember/ops/_conv_winograd.py) ----------------
-// U[((xi * MB + o / MR) * C + c) * MR + o % MR] = (G g_oc G^T)[xi]: the products' A panels
+// U[xi * PS + (o / MR * C + c) * MR + o % MR] = (G g_oc G^T)[xi]: the products' A panels (MR output
+// channels a k, zero past O)
 template <class T, int MR>
 static void wino_filter(const T* __restrict w, i64 O, i64 C, i64 MB, i64 PS, T* __restrict U, int nt) {
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1 && MB > 1)
