@@ -782,7 +782,6 @@ class KernelGen:
     def generate(self) -> str:
         g = self.group
         p = g.p
-        P = g.outer_sizes
         xs = index_vars("x", p)
         body: List[str] = []
         self.kind = "cpp red" if any(n.is_reduction for n in g.nodes) else "cpp pw"
