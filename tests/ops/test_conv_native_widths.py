@@ -13,15 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from conv_widths import other_width_library
 from ember.ops import _conv_native, nn_ops as K
-from ember.runtime.native import LazyLibrary
 from oracle import needs_torch, torch
 
 pytestmark = needs_torch
 RNG = np.random.default_rng(20261130)
-
-_OTHER = {64: "#define EMBER_VB 32\n#define EMBER_MR_F 8\n#define EMBER_MR_D 4\n",
-          32: "#define EMBER_VB 64\n#define EMBER_MR_F 8\n#define EMBER_MR_D 8\n"}
 
 
 @pytest.fixture(scope="module")
@@ -29,19 +26,7 @@ def other_width():
     """(the other width's lazy library, its _NR table), built once for the module."""
     if _conv_native.lib() is None:
         pytest.skip("no native convolution library on this machine (no C++ compiler or OpenBLAS)")
-    own = 64 if _conv_native._NR[np.dtype(np.float32)] == 32 else 32
-    saved_src, saved_nr = _conv_native._SOURCE, dict(_conv_native._NR)
-    try:
-        _conv_native._SOURCE = _OTHER[own] + saved_src
-        lazy = LazyLibrary(_conv_native._build, "native convolution (other width)", _conv_native.log).get
-        assert lazy() is not None
-        nr = dict(_conv_native._NR)
-    finally:
-        _conv_native._SOURCE = saved_src
-        _conv_native._NR.clear()
-        _conv_native._NR.update(saved_nr)
-    assert nr[np.dtype(np.float32)] == (16 if own == 64 else 32)
-    return lazy, nr
+    return other_width_library()
 
 
 def _r(*shape, dtype):

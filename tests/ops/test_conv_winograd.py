@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from conv_widths import other_width_library
 from ember.ops import _conv_native, _conv_winograd, nn_ops as K
-from ember.runtime.native import LazyLibrary
 
 RNG = np.random.default_rng(20261201)
 
@@ -108,24 +108,11 @@ def test_not_applicable_shapes_keep_the_direct_kernel():
     assert np.array_equal(a, b)
 
 
-_OTHER = {64: "#define EMBER_VB 32\n#define EMBER_MR_F 8\n#define EMBER_MR_D 4\n",
-          32: "#define EMBER_VB 64\n#define EMBER_MR_F 8\n#define EMBER_MR_D 8\n"}
-
-
 def test_other_vector_width(monkeypatch):
     """The kernel built at the other vector width (32-byte vectors: no 16-lane transform; 64-byte
     on an AVX2 host, lowered to pairs) gives the same results within the same bound."""
     _native()
-    own = 64 if _conv_native._NR[np.dtype(np.float32)] == 32 else 32
-    saved_src, saved_nr = _conv_native._SOURCE, dict(_conv_native._NR)
-    try:
-        _conv_native._SOURCE = _OTHER[own] + saved_src
-        lazy = LazyLibrary(_conv_native._build, "native convolution (other width)", _conv_native.log).get
-        assert lazy() is not None
-    finally:
-        _conv_native._SOURCE = saved_src
-        _conv_native._NR.clear()
-        _conv_native._NR.update(saved_nr)
+    lazy, _ = other_width_library()
     monkeypatch.setattr(_conv_native, "lib", lazy)
     for n, c, h, w_ in [(3, 32, 32, 32), (4, 64, 16, 16), (5, 48, 8, 8), (2, 16, 14, 22)]:
         x = RNG.standard_normal((n, c, h, w_), dtype=np.float32)
