@@ -249,9 +249,13 @@ static void conv_fwd_winograd(const T* x, const i64* g, const i64* xs, const T* 
     const i64 N = g[0], C = g[1], H = g[3], W = g[4], OH = g[9], OW = g[10], ph = g[15], pw = g[16], O = g[21];
     const i64 TH = OH / 2, TW = OW / 2, TI = TH * TW, MB = (O + MR - 1) / MR;
     const int nt = g[20] > 1 ? (int)g[20] : 1;
-    // (the calling thread's buffer, kept between calls: a fresh megabyte costs its page faults)
+    // (the calling thread's buffer, kept between calls -- a fresh megabyte costs its page faults --
+    // up to 8 MB; larger ones, for filters of more than ~1000 x 1000 channels, are freed after the call)
     const i64 PS = plane_stride<T>(MB * MR * C);
-    T* Ua = aligned64(scratch<T, 3>((size_t)16 * PS + 64));
+    const size_t un = (size_t)16 * PS + 64;
+    std::vector<T> Ubig;
+    if (un * sizeof(T) > ((size_t)8 << 20)) Ubig.resize(un);
+    T* Ua = aligned64(Ubig.empty() ? scratch<T, 3>(un) : Ubig.data());
     wino_filter<T, MR>(w, O, C, MB, PS, Ua, nt);
     // a block: RB whole tile rows, V and M (16 x (C + O) x TBs values) within WINO_BLOCK_BYTES of L2
     // (and at least two NR-wide panels: one 32-tile panel at 128 channels ran the products at half speed)
