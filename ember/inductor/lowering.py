@@ -677,8 +677,8 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
     the kernel recognises that shape (fewer output positions than kernel taps) and computes it
     as a weight gradient. Sizes may be symbolic: the extern reads the actual ones from its
     arrays. float16/bfloat16 fall back to the prim's reference (computed in float32).
-    ``config.conv_winograd``: 3x3 stride-1 float32 forwards and input gradients run Winograd
-    F(2x2, 3x3) where it applies (``ops/_conv_winograd.py``)."""
+    ``config.conv_winograd``: 3x3 stride-1 float32 forwards, input gradients and weight gradients
+    run Winograd F(2x2, 3x3) where it applies (``ops/_conv_winograd.py``)."""
     from ..ops import nn_ops
     dtype = x.get_dtype()
     if dtype not in (_t.float32, _t.float64):

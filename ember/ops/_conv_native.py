@@ -850,7 +850,8 @@ static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T
 // consecutive outputs of one row, so row k = (c, kd, kh, kw) of its column block is NR
 // contiguous values of a zero-padded copy of the input -- the im2col is implicit, the kernel
 // reads B through a per-k offset table.
-template <class T, int MR, int NR>
+// (ACC: C += the product instead of C = it -- the Winograd weight gradient's sums over tile blocks)
+template <class T, int MR, int NR, bool ACC = false>
 static inline void micro_rows(const T* __restrict A, const T* __restrict B, const i64* __restrict koff, i64 K,
                               T* __restrict C, i64 ldc, i64 mv) {
     typedef typename VT<T>::v vec;
@@ -869,7 +870,14 @@ static inline void micro_rows(const T* __restrict A, const T* __restrict B, cons
         }
     }
     for (i64 i = 0; i < mv; ++i)
-        for (int j = 0; j < NV; ++j) __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], EMBER_VB);
+        for (int j = 0; j < NV; ++j) {
+            if constexpr (ACC) {
+                vec c;
+                __builtin_memcpy(&c, C + i * ldc + j * VL, EMBER_VB);
+                acc[i][j] += c;
+            }
+            __builtin_memcpy(C + i * ldc + j * VL, &acc[i][j], EMBER_VB);
+        }
 }
 
 template <class T, int MR, int NR>
@@ -1193,6 +1201,8 @@ def _build():
             getattr(L, f"ember_conv_{k}_{sfx}").restype = None
     L.ember_conv_fwd_winograd_f32.argtypes = [P] * 5
     L.ember_conv_fwd_winograd_f32.restype = None
+    L.ember_conv_wgrad_winograd_f32.argtypes = [P] * 4
+    L.ember_conv_wgrad_winograd_f32.restype = None
     L.ember_conv_nr.argtypes = [ctypes.c_int]
     L.ember_conv_nr.restype = ctypes.c_int
     global _NR
@@ -1296,10 +1306,18 @@ def input_grad(g, w, stride, padding, dilation, groups, dx):
     _call("igrad", g.dtype, g.ctypes.data, geo.ctypes.data, w.ctypes.data, dx.ctypes.data)
 
 
-def weight_grad(g, x, stride, padding, dilation, groups, dw):
-    """dw (O, Cg, *k, contiguous) <- sum over images of g_n (contiguous) times x_n's windows."""
+def weight_grad(g, x, stride, padding, dilation, groups, dw, winograd=False):
+    """dw (O, Cg, *k, contiguous) <- sum over images of g_n (contiguous) times x_n's windows.
+    ``winograd``: use ``_conv_winograd``'s weight-gradient kernel where it applies (the inductor's
+    choice; its sums depend on the thread count, as the direct kernels' do)."""
     N, C = x.shape[0], x.shape[1]
     o = g.shape[2:]
+    if winograd and _conv_winograd.applies(x.shape, dw.shape, stride, padding, dilation, groups, x.dtype):
+        geo = _geometry(N, C, x.shape[2:], dw.shape[2:], o, stride, padding, dilation, dw.shape[0], groups,
+                        _nt(N, C, dw.shape[0], _numel(o), dw.shape[2:], groups))
+        x = np.ascontiguousarray(x)         # (the kernel copies rows of it channels-last)
+        lib()[0].ember_conv_wgrad_winograd_f32(g.ctypes.data, geo.ctypes.data, x.ctypes.data, dw.ctypes.data)
+        return
     # The sums depend on the thread count: the channels-last kernel (channels per group a
     # multiple of its vector block NR) blocks images by it, the general one sums each thread's
     # images (one gemm each, accumulating) and then the threads' sums. Only where every thread

@@ -25,15 +25,28 @@ Speed (two threads, this Zen 4 VM, medians interleaved with the direct kernel, f
 batch 32): 32 -> 32 channels at 32x32 1.3-1.5x, 64 at 16x16 and 128 at 8x8 1.45-1.6x; the
 products run at the cores' peak and the transforms take ~25% of the time. Below 16 channels it
 loses (3 -> 32: 0.62x, 8 -> 8: 0.80x; 16 -> 16 is even). The ResNet benchmark's compiled step:
-inference 20.5 -> 13.5 ms, training 61.6 -> 52.7 ms. The weight gradient stays direct: written
-the same way (dL/dU = sum over tiles of (A dY A^T) . V, 16 products over the tiles) it measured
-only 1.0-1.15x, its two transforms and the transposes its products need taking ~45% of the time.
+inference 20.5 -> 13.5 ms, training 61.6 -> 52.7 ms.
+
+The weight gradient. With M = U . V summed over channels, dL/dU[xi] (O, C) = sum over the tiles
+of Dh[xi] (O, T) V[xi] (C, T)^T, Dh = A dY_t A^T (each 2x2 block of the output gradient expanded
+to 4x4), and dW = G^T dU G: 16 products whose inner dimension is the tiles. ``micro_rows`` wants
+its operands tile-major (NR channels of one tile contiguous), so a first version -- the
+forward's row transforms, then register transposes of the transformed planes -- spent ~45% of
+its time in transforms and transposes (1.0-1.15x). This one copies each block's input and
+output-gradient rows channels-last (register transposes of the raw rows: a quarter of the
+transformed values), then transforms a vector of channels of one tile at a time, writing the
+products' layouts directly (V as B rows, Dh as MR-row A panels). Each thread sums its blocks
+into its own dU; the team's sums are added in double at the end. Against the direct weight
+gradient (two threads, interleaved medians): 32 -> 32 channels at 32x32 1.31x, 64 at 16x16
+1.61x, 128 at 8x8 1.65x, 32 -> 64 at 16x16 1.45x, 16 -> 16 at 32x32 2.6x (the direct kernels'
+channels-last path needs channels in multiples of 32); the ResNet training step 1.08x.
 
 Where it applies (:func:`applies`): 2-d, 3x3, stride 1, dilation 1, one group, even output
 height and width (whole 2x2 blocks), and at least ``MIN_CHANNELS`` input and output channels
 (with fewer, the 16 small products cost more than they save: the ResNet stem's 3 channels).
 The input gradient of such a convolution is one too (a stride-1 correlation of the output
-gradient with the flipped filter, ``nn_ops._conv_input_grad_native``), so it takes the same path.
+gradient with the flipped filter, ``nn_ops._conv_input_grad_native``), so it takes the same path;
+its weight gradient takes the kernel above under the same rule.
 
 Layout. Tiles are numbered over (image, tile row, tile column) and processed in blocks of whole
 tile rows, sized so that a block's V (16 x C x TB) and M (16 x O x TB) stay in the core's L2
@@ -314,9 +327,183 @@ static void winograd_dispatch(const T* x, const i64* g, const i64* xs, const T* 
     else conv_fwd_winograd<T, MR, NR, 4>(x, g, xs, w, out);
 }
 
+// ---- the weight gradient: dL/dU[xi] (O, C) = sum over tiles of Dh[xi] (O, T) V[xi] (C, T)^T, with
+// Dh = A dY_t A^T (the output gradient's 2x2 blocks expanded to 4x4) and V the forward's input
+// transform; then dW = G^T dU G. The products' operands are tile-major (micro_rows reads NR
+// channels of a tile at once), so both transforms run over channels-last copies of the input and
+// output-gradient rows, a vector of channels at a time, and write the operands' layouts directly.
+
+// dst[pos(p) * ds + c] = src[c * ss + p] for c < C, p < P: P consecutive values of each of C
+// channels stored channels-last, VL x VL blocks through register transposes
+template <class T, class F>
+static inline void wino_channels_last(const T* __restrict src, i64 ss, i64 C, i64 P, T* __restrict dst, i64 ds,
+                                      F pos) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = EMBER_VB / sizeof(T);
+    const i64 C1 = C / VL * VL, P1 = P / VL * VL;
+    for (i64 c0 = 0; c0 < C1; c0 += VL) {
+        for (i64 p0 = 0; p0 < P1; p0 += VL) {
+            vec r[VL];
+            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], src + (c0 + i) * ss + p0, EMBER_VB);
+            transpose_regs<T>(r);
+            for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + pos(p0 + j) * ds + c0, &r[j], EMBER_VB);
+        }
+        for (i64 p = P1; p < P; ++p)
+            for (int i = 0; i < VL; ++i) dst[pos(p) * ds + c0 + i] = src[(c0 + i) * ss + p];
+    }
+    for (i64 c = C1; c < C; ++c)
+        for (i64 p = 0; p < P; ++p) dst[pos(p) * ds + c] = src[c * ss + p];
+}
+
+// g, x: the forward's geometry and input (N, C, H, W) contiguous; dy (N, O, OH, OW) contiguous; dw
+// (O, C, 3, 3) contiguous. Blocks of whole tile rows over the threads as in the forward; each
+// thread sums its blocks' products into its own dU (16 x O x C), the threads' sums are added at
+// the end (in double).
+template <class T, int MR, int NR>
+static void conv_wgrad_winograd(const T* dy, const i64* g, const T* x, T* dw) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = EMBER_VB / sizeof(T);
+    static_assert(VL % MR == 0, "a vector of channels holds whole A panels");
+    const i64 N = g[0], C = g[1], H = g[3], W = g[4], OH = g[9], OW = g[10], ph = g[15], pw = g[16], O = g[21];
+    const i64 TH = OH / 2, TW = OW / 2, WP = W + 2 * pw;       // WP = OW + 2: the padded row
+    const int nt = g[20] > 1 ? (int)g[20] : 1;
+    const i64 Cs = (C + NR - 1) / NR * NR;      // V's tile rows: whole B panels of NR channels
+    const i64 Os = (O + VL - 1) / VL * VL;      // Dh's: whole vectors of channels
+    const i64 MB = (O + MR - 1) / MR;
+    // a block: RB whole tile rows, V and Dh (16 x (Cs + Os) x TB values) within WINO_BLOCK_BYTES of L2
+    i64 target = (i64)(WINO_BLOCK_BYTES / sizeof(T)) / (16 * (Cs + Os));
+    if (target < 2 * NR) target = 2 * NR;
+    i64 RB = target / TW;
+    if (RB < 1) RB = 1;
+    if (RB > N * TH) RB = N * TH;
+    const i64 TB = RB * TW, nblocks = (N * TH + RB - 1) / RB;
+    const i64 VS = plane_stride<T>(TB * Cs), DS = plane_stride<T>(Os * TB), US = plane_stride<T>(MB * MR * Cs);
+    const i64 XR = 2 * RB + 2;                  // a block's padded input rows (per image)
+    std::vector<i64> koff((size_t)TB);
+    for (i64 t = 0; t < TB; ++t) koff[t] = t * Cs;
+    std::vector<T*> dUs((size_t)nt, nullptr);
+    int team = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1 && nblocks > 1)
+    {
+        T* V = aligned64(scratch<T, 0>((size_t)16 * VS + 64));      // V[xi][t][c]
+        T* D = aligned64(scratch<T, 1>((size_t)16 * DS + 64));      // Dh[xi][o / MR][t][o % MR]
+        T* Xc = aligned64(scratch<T, 2>((size_t)XR * WP * Cs + 64)); // [padded row][padded column][c]
+        T* Yc = aligned64(scratch<T, 4>((size_t)2 * RB * OW * Os + 64)); // [row][column][o]
+        T* dU = aligned64(scratch<T, 6>((size_t)16 * US + 64));
+        dUs[(size_t)omp_get_thread_num()] = dU;
+#pragma omp single
+        team = omp_get_num_threads();
+        for (i64 i = 0; i < 16 * US; ++i) dU[i] = T(0);
+        // what the copies below never write stays zero for the whole call: the padding columns,
+        // the channels past C and O
+        for (i64 i = 0; i < XR * WP * Cs; ++i) Xc[i] = T(0);
+        for (i64 i = 0; i < 2 * RB * OW * Os; ++i) Yc[i] = T(0);
+#pragma omp for schedule(static)
+        for (i64 b = 0; b < nblocks; ++b) {
+            const i64 row0 = b * RB, row1 = (row0 + RB < N * TH) ? row0 + RB : N * TH;
+            const i64 nb = (row1 - row0) * TW;
+            for (i64 r = row0; r < row1;) {            // image by image
+                const i64 n = r / TH, ty0 = r % TH;
+                const i64 ty1 = (row1 - n * TH < TH) ? row1 - n * TH : TH, nr = ty1 - ty0;
+                // the input rows 2 ty0 - ph ... (padded rows 2 ty0 + [0, 2 nr + 2)), channels last
+                const i64 hp0 = 2 * ty0, ih0 = hp0 - ph < 0 ? 0 : hp0 - ph;
+                const i64 ih1 = hp0 + 2 * nr + 2 - ph < H ? hp0 + 2 * nr + 2 - ph : H;
+                for (i64 hp = hp0; hp < hp0 + 2 * nr + 2; ++hp)
+                    if (hp - ph < 0 || hp - ph >= H)
+                        for (i64 i = 0; i < WP * Cs; ++i) Xc[(hp - hp0) * WP * Cs + i] = T(0);
+                if (ih1 > ih0)
+                    wino_channels_last<T>(x + (n * C * H + ih0) * W, H * W, C, (ih1 - ih0) * W, Xc, Cs,
+                                          [=](i64 p) { return (ih0 + p / W + ph - hp0) * WP + p % W + pw; });
+                wino_channels_last<T>(dy + (n * O * OH + 2 * ty0) * OW, OH * OW, O, 2 * nr * OW, Yc, Os,
+                                      [](i64 p) { return p; });
+                const i64 tb0 = (r - row0) * TW;        // the block's first tile of this image
+                for (i64 j = 0; j < nr; ++j)
+                    for (i64 tx = 0; tx < TW; ++tx) {
+                        const i64 t = tb0 + j * TW + tx;
+                        // V = B^T d B over the 4x4 window at padded (2j, 2 tx), a vector of channels at a time
+                        const T* xb = Xc + (2 * j * WP + 2 * tx) * Cs;
+                        for (i64 c0 = 0; c0 < Cs; c0 += VL) {
+                            vec h[4][4];
+                            for (int q = 0; q < 4; ++q) {
+                                vec a[4];
+                                for (int s = 0; s < 4; ++s) __builtin_memcpy(&a[s], xb + (q * WP + s) * Cs + c0, EMBER_VB);
+                                h[q][0] = a[0] - a[2]; h[q][1] = a[1] + a[2]; h[q][2] = a[2] - a[1]; h[q][3] = a[1] - a[3];
+                            }
+                            T* dst = V + t * Cs + c0;
+                            for (int s = 0; s < 4; ++s) {
+                                const vec v0 = h[0][s] - h[2][s], v1 = h[1][s] + h[2][s];
+                                const vec v2 = h[2][s] - h[1][s], v3 = h[1][s] - h[3][s];
+                                __builtin_memcpy(dst + (0 * 4 + s) * VS, &v0, EMBER_VB);
+                                __builtin_memcpy(dst + (1 * 4 + s) * VS, &v1, EMBER_VB);
+                                __builtin_memcpy(dst + (2 * 4 + s) * VS, &v2, EMBER_VB);
+                                __builtin_memcpy(dst + (3 * 4 + s) * VS, &v3, EMBER_VB);
+                            }
+                        }
+                        // Dh = A dY A^T of the 2x2 block at (2j, 2 tx), stored as the A panels
+                        const T* yb = Yc + (2 * j * OW + 2 * tx) * Os;
+                        for (i64 o0 = 0; o0 < Os; o0 += VL) {
+                            vec d[2][2];
+                            for (int q = 0; q < 2; ++q)
+                                for (int e = 0; e < 2; ++e) __builtin_memcpy(&d[q][e], yb + (q * OW + e) * Os + o0, EMBER_VB);
+                            vec rr[4][2];               // A dY: rows d0, d0 + d1, d0 - d1, -d1
+                            for (int e = 0; e < 2; ++e) {
+                                rr[0][e] = d[0][e];
+                                rr[1][e] = d[0][e] + d[1][e];
+                                rr[2][e] = d[0][e] - d[1][e];
+                                rr[3][e] = -d[1][e];
+                            }
+                            for (int i = 0; i < 4; ++i) {   // (A dY) A^T: columns c0, c0 + c1, c0 - c1, -c1
+                                vec v[4];
+                                v[0] = rr[i][0]; v[1] = rr[i][0] + rr[i][1]; v[2] = rr[i][0] - rr[i][1]; v[3] = -rr[i][1];
+                                for (int jj = 0; jj < 4; ++jj)
+                                    for (int hh = 0; hh < VL / MR; ++hh)
+                                        __builtin_memcpy(D + (4 * i + jj) * DS + ((o0 / MR + hh) * TB + t) * MR,
+                                                         (const T*)&v[jj] + hh * MR, MR * sizeof(T));
+                            }
+                        }
+                    }
+                r += nr;
+            }
+            // dU[xi] (O, C) += Dh[xi] (O, nb) @ V[xi]^T (nb, C)
+            for (int xi = 0; xi < 16; ++xi)
+                for (i64 mb = 0; mb < MB; ++mb) {
+                    const i64 mv = O - mb * MR < MR ? O - mb * MR : MR;
+                    for (i64 p = 0; p < Cs; p += NR)
+                        micro_rows<T, MR, NR, true>(D + xi * DS + mb * TB * MR, V + xi * VS + p, koff.data(), nb,
+                                                    dU + xi * US + mb * MR * Cs + p, Cs, mv);
+                }
+        }
+        // dW[o, c] = G^T (the team's dU summed, in double) G
+#pragma omp for schedule(static)
+        for (i64 o = 0; o < O; ++o)
+            for (i64 c = 0; c < C; ++c) {
+                double u[4][4];
+                for (int xi = 0; xi < 16; ++xi) {
+                    double s = 0;
+                    for (int th = 0; th < team; ++th) s += (double)dUs[(size_t)th][xi * US + o * Cs + c];
+                    u[xi / 4][xi % 4] = s;
+                }
+                double t[3][4];
+                for (int j = 0; j < 4; ++j) {
+                    t[0][j] = u[0][j] + 0.5 * (u[1][j] + u[2][j]);
+                    t[1][j] = 0.5 * (u[1][j] - u[2][j]);
+                    t[2][j] = 0.5 * (u[1][j] + u[2][j]) + u[3][j];
+                }
+                T* out = dw + (o * C + c) * 9;
+                for (int a = 0; a < 3; ++a) {
+                    out[a * 3 + 0] = (T)(t[a][0] + 0.5 * (t[a][1] + t[a][2]));
+                    out[a * 3 + 1] = (T)(0.5 * (t[a][1] - t[a][2]));
+                    out[a * 3 + 2] = (T)(0.5 * (t[a][1] + t[a][2]) + t[a][3]);
+                }
+            }
+    }
+}
+
 extern "C" {
 void ember_conv_fwd_winograd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
 { winograd_dispatch<float, EMBER_MR_F, EMBER_NR_F>(x, g, xs, w, out); }
+void ember_conv_wgrad_winograd_f32(const float* dy, const i64* g, const float* x, float* dw)
+{ conv_wgrad_winograd<float, EMBER_MR_F, EMBER_NR_F>(dy, g, x, dw); }
 }
 """
 

@@ -202,7 +202,8 @@ def _conv_forward_native(x, w, stride, padding, dilation, groups, out=None, wino
         G = groups
         xx = x.reshape((N, G, C // G) + tuple(x.shape[2:])).transpose((2, 1, 0) + tuple(range(3, 3 + nd)))
         xx = xx.reshape((C // G, G * N) + tuple(x.shape[2:]))               # a view when G == 1
-        dw = _conv_weight_grad_native(w.swapaxes(0, 1), xx, dilation, padding, stride, G, (O, N) + osp)
+        dw = _conv_weight_grad_native(w.swapaxes(0, 1), xx, dilation, padding, stride, G, (O, N) + osp,
+                                      winograd)
         np.copyto(res, dw.swapaxes(0, 1))
         return res
     _native.forward(x, np.ascontiguousarray(w), stride, padding, dilation, groups, res, winograd)
@@ -237,15 +238,16 @@ def _conv_input_grad_native(g, w, stride, padding, dilation, groups, in_shape, o
     return dx
 
 
-def _conv_weight_grad_native(g, x, stride, padding, dilation, groups, w_shape):
-    """dW_g = sum_n g_n,g (Og, P) @ cols_n,g^T (P, Cg*K), accumulated by BLAS (beta = 1)."""
+def _conv_weight_grad_native(g, x, stride, padding, dilation, groups, w_shape, winograd=False):
+    """dW_g = sum_n g_n,g (Og, P) @ cols_n,g^T (P, Cg*K), accumulated by BLAS (beta = 1).
+    ``winograd``: the compiled graphs' Winograd F(2x2, 3x3) where it applies."""
     dw = np.empty(tuple(w_shape), g.dtype)
     if dw.size == 0:
         return dw
     if x.shape[0] == 0 or _prod(g.shape[2:]) == 0:
         dw[...] = 0
         return dw
-    _native.weight_grad(np.ascontiguousarray(g), x, stride, padding, dilation, groups, dw)
+    _native.weight_grad(np.ascontiguousarray(g), x, stride, padding, dilation, groups, dw, winograd)
     return dw
 
 

@@ -1,6 +1,6 @@
 """The inductor's Winograd choice (``config.conv_winograd``, ``ops/_conv_winograd.py``): a
-compiled ResNet-style block runs its 3x3 stride-1 forward and input-gradient convolutions by
-Winograd F(2x2, 3x3) and matches eager (which keeps the direct kernels); with the knob off,
+compiled ResNet-style block runs its 3x3 stride-1 forward, input-gradient and weight-gradient
+convolutions by Winograd F(2x2, 3x3) and matches eager (which keeps the direct kernels); with the knob off,
 or in eager, the kernel is never taken."""
 from collections import Counter
 
@@ -62,11 +62,11 @@ def test_training_step_matches_eager(taken, winograd, monkeypatch):
     with ember.no_grad():
         got, want = cf(x), gm(x)
     if winograd:
-        # forwards of the 16 -> 24 and 24 -> 24 convolutions and the input gradients flowing into
-        # them (flipped filter, channels swapped); not the stem (3 channels in; its input gradient
-        # 3 channels out) nor the stride-2 one
-        assert Counter(taken) == {((4, 16, 12, 10), (24, 16, 3, 3)): 1,
-                                  ((4, 24, 12, 10), (24, 24, 3, 3)): 2,
+        # forwards and weight gradients of the 16 -> 24 and 24 -> 24 convolutions and the input
+        # gradients flowing into them (flipped filter, channels swapped); not the stem (3 channels
+        # in; its input gradient 3 channels out) nor the stride-2 one
+        assert Counter(taken) == {((4, 16, 12, 10), (24, 16, 3, 3)): 2,
+                                  ((4, 24, 12, 10), (24, 24, 3, 3)): 3,
                                   ((4, 24, 12, 10), (16, 24, 3, 3)): 1}
     else:
         assert taken == []

@@ -1,5 +1,5 @@
 """Winograd F(2x2, 3x3) (``ember/ops/_conv_winograd.py``), the compiled graphs' 3x3 stride-1
-float32 convolutions: the kernel against a float64 direct convolution on random shapes,
+float32 convolutions: the forward and weight-gradient kernels against float64 direct ones on random shapes,
 paddings, strided inputs and block boundaries (several images per block, partial blocks, tile
 rows longer and shorter than a vector), at both vector widths; and the rule deciding where it
 applies. The compiled path's use of it is tested in tests/inductor/test_conv_winograd_compiled.py."""
@@ -78,6 +78,61 @@ def test_input_gradient_takes_the_same_kernel():
     _check(got, want)
 
 
+def _wgrad_reference(dy, x, padding):
+    return K._conv_weight_grad_native(dy.astype(np.float64), x.astype(np.float64), [1, 1], list(padding), [1, 1], 1,
+                                      (dy.shape[1], x.shape[1], 3, 3))
+
+
+def _wgrad_winograd(dy, x, padding):
+    assert _conv_winograd.applies(x.shape, (dy.shape[1], x.shape[1], 3, 3), [1, 1], padding, [1, 1], 1, x.dtype)
+    return K._conv_weight_grad_native(dy, x, [1, 1], list(padding), [1, 1], 1, (dy.shape[1], x.shape[1], 3, 3),
+                                      winograd=True)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 3), c=st.integers(16, 40), o=st.integers(16, 40), th=st.integers(1, 9),
+       tw=st.integers(1, 21), ph=st.integers(0, 2), pw=st.integers(0, 2), transposed=st.booleans())
+def test_weight_gradient_matches_float64(n, c, o, th, tw, ph, pw, transposed):
+    """The weight gradient (dU = sum over tiles of (A dY A^T) . V, dW = G^T dU G): channel counts
+    off the vector length (the channels-last copies' scalar tails, padded panels), padding rows
+    and columns, tile rows of 1..21 tiles, an input read through its strides."""
+    _native()
+    h, w_ = 2 * th + 2 - 2 * ph, 2 * tw + 2 - 2 * pw
+    if h < 1 or w_ < 1:
+        return
+    if transposed:
+        x = RNG.standard_normal((n, c, w_, h), dtype=np.float32).transpose(0, 1, 3, 2)
+    else:
+        x = RNG.standard_normal((n, c, h, w_), dtype=np.float32)
+    dy = RNG.standard_normal((n, o, 2 * th, 2 * tw), dtype=np.float32)
+    _check(_wgrad_winograd(dy, x, (ph, pw)), _wgrad_reference(dy, x, (ph, pw)))
+
+
+@pytest.mark.parametrize("shape", [(32, 32, 32, 32, 32), (8, 64, 64, 16, 16), (9, 128, 128, 8, 8),
+                                   (5, 32, 64, 16, 16), (2, 24, 16, 64, 64)])
+@pytest.mark.parametrize("nthreads", [1, 3])
+def test_weight_gradient_resnet_shapes_and_threads(shape, nthreads, monkeypatch):
+    """The ResNet's layers and a block smaller than an image, on one thread and on three (each
+    thread sums its own blocks; the team's sums are added at the end)."""
+    _native()
+    monkeypatch.setattr(_conv_native, "threads", lambda: nthreads)
+    n, c, o, h, w_ = shape
+    x = RNG.standard_normal((n, c, h, w_), dtype=np.float32)
+    dy = RNG.standard_normal((n, o, h, w_), dtype=np.float32)
+    _check(_wgrad_winograd(dy, x, (1, 1)), _wgrad_reference(dy, x, (1, 1)))
+
+
+def test_weight_gradient_through_the_forward_shape():
+    """The compiled graphs' weight gradient arrives as a forward convolution (batch and channels
+    swapped, the output gradient as kernel): with ``winograd`` that call takes the kernel too."""
+    _native()
+    x = RNG.standard_normal((4, 20, 10, 12), dtype=np.float32)
+    dy = RNG.standard_normal((4, 24, 10, 12), dtype=np.float32)
+    got = K._conv_forward_native(x.transpose(1, 0, 2, 3), dy.transpose(1, 0, 2, 3), [1, 1], [1, 1], [1, 1], 1,
+                                 winograd=True)                      # (C, O, 3, 3)
+    _check(got.transpose(1, 0, 2, 3), _wgrad_reference(dy, x, (1, 1)))
+
+
 @pytest.mark.parametrize("case, expected", [
     (((2, 32, 8, 8), (32, 32, 3, 3), [1, 1], [1, 1], [1, 1], 1, np.float32), True),
     (((2, 32, 8, 8), (32, 32, 3, 3), [1, 1], [1, 1], [1, 1], 1, np.float64), False),   # float64: direct
@@ -118,6 +173,10 @@ def test_other_vector_width(monkeypatch):
         x = RNG.standard_normal((n, c, h, w_), dtype=np.float32)
         w = RNG.standard_normal((c, c, 3, 3), dtype=np.float32)
         _check(_winograd(x, w, (1, 1)), _reference(x, w, (1, 1)))
+    for n, c, o, h, w_ in [(3, 32, 32, 32, 32), (4, 48, 40, 8, 8), (2, 16, 24, 14, 22)]:
+        x = RNG.standard_normal((n, c, h, w_), dtype=np.float32)
+        dy = RNG.standard_normal((n, o, h, w_), dtype=np.float32)
+        _check(_wgrad_winograd(dy, x, (1, 1)), _wgrad_reference(dy, x, (1, 1)))
 
 
 def test_large_filters():
