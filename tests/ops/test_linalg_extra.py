@@ -268,7 +268,9 @@ def test_ex_singular_info_and_errors():
 @pytest.mark.parametrize("driver", [None, "gels", "gelsy", "gelsd", "gelss"])
 @pytest.mark.parametrize("shape", [(2, 5, 3), (2, 3, 5), (4, 4)])
 def test_lstsq(dtype, driver, shape):
-    a = rect(shape, dtype) + (np.eye(shape[-2], shape[-1]) * 2).astype(dtype)
+    # the diagonal shift keeps the matrix well conditioned: with + 2 I a 4x4 normal draw was now and
+    # then near singular, and float32 gradients (magnitudes ~5e3) then differed by ~1% between libraries
+    a = rect(shape, dtype) + (np.eye(shape[-2], shape[-1]) * max(shape[-2:])).astype(dtype)
     b = rect(shape[:-1] + (2,), dtype)
     tol = dict(rtol=2e-3, atol=2e-3) if dtype == "float32" else {}
     both(lambda m, x, y: tuple(m.linalg.lstsq(x, y, driver=driver)), [a, b], dtype, **tol)
