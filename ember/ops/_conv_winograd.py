@@ -37,9 +37,10 @@ output-gradient rows channels-last (register transposes of the raw rows: a quart
 transformed values), then transforms a vector of channels of one tile at a time, writing the
 products' layouts directly (V as B rows, Dh as MR-row A panels). Each thread sums its blocks
 into its own dU; the team's sums are added in double at the end. Against the direct weight
-gradient (two threads, interleaved medians): 32 -> 32 channels at 32x32 1.31x, 64 at 16x16
-1.61x, 128 at 8x8 1.65x, 32 -> 64 at 16x16 1.45x, 16 -> 16 at 32x32 2.6x (the direct kernels'
-channels-last path needs channels in multiples of 32); the ResNet training step 1.08x.
+gradient (two threads, interleaved medians, several runs on the noisy VM): 32 -> 32 channels at
+32x32 1.3-1.55x, 64 at 16x16 1.65-1.85x, 128 at 8x8 1.6-1.8x, 32 -> 64 at 16x16 1.4-1.5x,
+16 -> 16 at 32x32 2.5-2.6x (the direct kernels' channels-last path needs channels in multiples
+of 32); the ResNet benchmark's compiled training step 1.08-1.10x.
 
 Where it applies (:func:`applies`): 2-d, 3x3, stride 1, dilation 1, one group, even output
 height and width (whole 2x2 blocks), and at least ``MIN_CHANNELS`` input and output channels
@@ -464,38 +465,47 @@ static void conv_wgrad_winograd(const T* dy, const i64* g, const T* x, T* dw) {
                     }
                 r += nr;
             }
-            // dU[xi] (O, C) += Dh[xi] (O, nb) @ V[xi]^T (nb, C)
+            // dU[xi] (O, C) += Dh[xi] (O, nb) @ V[xi]^T (nb, C); a B panel (NR channels of the block's
+            // tiles) stays in L1 while the A panels pass (at 128 channels the other order ran the
+            // products 11% slower)
             for (int xi = 0; xi < 16; ++xi)
-                for (i64 mb = 0; mb < MB; ++mb) {
-                    const i64 mv = O - mb * MR < MR ? O - mb * MR : MR;
-                    for (i64 p = 0; p < Cs; p += NR)
+                for (i64 p = 0; p < Cs; p += NR)
+                    for (i64 mb = 0; mb < MB; ++mb) {
+                        const i64 mv = O - mb * MR < MR ? O - mb * MR : MR;
                         micro_rows<T, MR, NR, true>(D + xi * DS + mb * TB * MR, V + xi * VS + p, koff.data(), nb,
                                                     dU + xi * US + mb * MR * Cs + p, Cs, mv);
-                }
+                    }
         }
-        // dW[o, c] = G^T (the team's dU summed, in double) G
+        // dW[o, c] = G^T (the team's dU summed, in double) G, a row of channels at a time (loops
+        // over c: vectorised)
+        std::vector<double> ub((size_t)16 * C);
 #pragma omp for schedule(static)
-        for (i64 o = 0; o < O; ++o)
-            for (i64 c = 0; c < C; ++c) {
-                double u[4][4];
-                for (int xi = 0; xi < 16; ++xi) {
-                    double s = 0;
-                    for (int th = 0; th < team; ++th) s += (double)dUs[(size_t)th][xi * US + o * Cs + c];
-                    u[xi / 4][xi % 4] = s;
-                }
-                double t[3][4];
-                for (int j = 0; j < 4; ++j) {
-                    t[0][j] = u[0][j] + 0.5 * (u[1][j] + u[2][j]);
-                    t[1][j] = 0.5 * (u[1][j] - u[2][j]);
-                    t[2][j] = 0.5 * (u[1][j] + u[2][j]) + u[3][j];
-                }
-                T* out = dw + (o * C + c) * 9;
-                for (int a = 0; a < 3; ++a) {
-                    out[a * 3 + 0] = (T)(t[a][0] + 0.5 * (t[a][1] + t[a][2]));
-                    out[a * 3 + 1] = (T)(0.5 * (t[a][1] - t[a][2]));
-                    out[a * 3 + 2] = (T)(0.5 * (t[a][1] + t[a][2]) + t[a][3]);
+        for (i64 o = 0; o < O; ++o) {
+            double* u = ub.data();
+            for (int xi = 0; xi < 16; ++xi) {
+                for (i64 c = 0; c < C; ++c) u[xi * C + c] = 0;
+                for (int th = 0; th < team; ++th) {
+                    const T* src = dUs[(size_t)th] + xi * US + o * Cs;
+                    for (i64 c = 0; c < C; ++c) u[xi * C + c] += (double)src[c];
                 }
             }
+            T* out = dw + o * C * 9;
+            for (i64 c = 0; c < C; ++c) {
+                double t[3][4];
+                for (int j = 0; j < 4; ++j) {
+                    const double u0 = u[j * C + c], u1 = u[(4 + j) * C + c], u2 = u[(8 + j) * C + c],
+                                 u3 = u[(12 + j) * C + c];
+                    t[0][j] = u0 + 0.5 * (u1 + u2);
+                    t[1][j] = 0.5 * (u1 - u2);
+                    t[2][j] = 0.5 * (u1 + u2) + u3;
+                }
+                for (int a = 0; a < 3; ++a) {
+                    out[c * 9 + a * 3 + 0] = (T)(t[a][0] + 0.5 * (t[a][1] + t[a][2]));
+                    out[c * 9 + a * 3 + 1] = (T)(0.5 * (t[a][1] - t[a][2]));
+                    out[c * 9 + a * 3 + 2] = (T)(0.5 * (t[a][1] + t[a][2]) + t[a][3]);
+                }
+            }
+        }
     }
 }
 
