@@ -326,6 +326,7 @@ def _cat_extern(tensors, dim, size, dtype):
     out = V.graph.make_extern("cat", concat, tensors, [ExternArg(i) for i in range(len(tensors))], {},
                               [ir.Layout(size, dtype=dtype)], out_arg=True)
     out.kernel.xp_fn = concat_on_device
+    out.kernel.cat_dim = dim      # (the CPU wrapper may have the pieces written in place: WrapperGen)
     return out
 
 
