@@ -199,6 +199,18 @@ static inline void transpose_tile(const T* __restrict src, i64 ss, T* __restrict
     for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + j * ds, &r[j], EMBER_VB);
 }
 
+// the VL x VL block at src (rows ss apart) transposed in registers: put(j, v) gets its column j
+// as the vector v
+template <class T, class F>
+static inline void transpose_rows(const T* __restrict src, i64 ss, F put) {
+    typedef typename VT<T>::v vec;
+    constexpr int VL = EMBER_VB / sizeof(T);
+    vec r[VL];
+    for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], src + i * ss, EMBER_VB);
+    transpose_regs<T>(r);
+    for (int j = 0; j < VL; ++j) put(j, r[j]);
+}
+
 // dst[j * ld + i] = acc[i][j] for i < mv, j < nv: an MR positions x NR channels accumulator block
 // stored channel by channel (MR contiguous values a channel, as NCHW wants them); a full block
 // through register transposes (32 stores of 8 values instead of 256 scalar ones)
@@ -627,14 +639,11 @@ static void pack_g_panels(const T* __restrict gs, i64 Og, i64 P, i64 MB, T* __re
     static_assert(VL % MR == 0, "MR divides the vector length");
     const i64 of = Og / VL * VL, pf = P / VL * VL;
     for (i64 o0 = 0; o0 < of; o0 += VL) {
-        for (i64 p0 = 0; p0 < pf; p0 += VL) {
-            vec r[VL];
-            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], gs + (o0 + i) * P + p0, EMBER_VB);
-            transpose_regs<T>(r);
-            for (int j = 0; j < VL; ++j)
+        for (i64 p0 = 0; p0 < pf; p0 += VL)
+            transpose_rows<T>(gs + o0 * P + p0, P, [&](int j, const vec& v) {
                 for (int q = 0; q < VL / MR; ++q)
-                    __builtin_memcpy(gp + ((o0 / MR + q) * P + p0 + j) * MR, (const T*)&r[j] + q * MR, MR * sizeof(T));
-        }
+                    __builtin_memcpy(gp + ((o0 / MR + q) * P + p0 + j) * MR, (const T*)&v + q * MR, MR * sizeof(T));
+            });
         for (i64 o = o0; o < o0 + VL; ++o)
             for (i64 p = pf; p < P; ++p) gp[((o / MR) * P + p) * MR + o % MR] = gs[o * P + p];
     }

@@ -117,6 +117,20 @@ template <class T, int L> struct VN { typedef T v __attribute__((vector_size(L *
 template <class T, int L> struct IVN;
 template <int L> struct IVN<float, L> { typedef int32_t v __attribute__((vector_size(L * 4))); };
 
+// B^T d B, split in its two halves: a row's four columns a0..a3 -> (B^T applied along the row) h[0..3];
+// then, the four rows' h combined, the 16 values stored at dst + xi * VS (xi = 4 * row + column)
+template <class vec>
+static inline void wino_bt_row(const vec& a0, const vec& a1, const vec& a2, const vec& a3, vec* h) {
+    h[0] = a0 - a2; h[1] = a1 + a2; h[2] = a2 - a1; h[3] = a1 - a3;
+}
+template <class T, class vec>
+static inline void wino_bt_store(const vec (&h)[4][4], T* __restrict dst, i64 VS) {
+    for (int s = 0; s < 4; ++s) {
+        const vec v[4] = {h[0][s] - h[2][s], h[1][s] + h[2][s], h[2][s] - h[1][s], h[1][s] - h[3][s]};
+        for (int r = 0; r < 4; ++r) __builtin_memcpy(dst + (r * 4 + s) * VS, &v[r], sizeof(vec));
+    }
+}
+
 // E[r * LW + k] = x(row hp0 + r - ph, column 2k - pw), Od[...] = the same at 2k + 1 - pw (zero
 // outside the image), for R padded rows from hp0 and k < LW = TW + 1 (W = 2 TW + 2 - 2 pw). A row's
 // even and odd columns are two permutes of two loads, stored where the padding puts them.
@@ -185,17 +199,9 @@ static inline void wino_input_rows(const T* __restrict E, const T* __restrict Od
                 __builtin_memcpy(&a1, od, B);
                 __builtin_memcpy(&a2, e + 1, B);
                 __builtin_memcpy(&a3, od + 1, B);
-                h[q][0] = a0 - a2; h[q][1] = a1 + a2; h[q][2] = a2 - a1; h[q][3] = a1 - a3;
+                wino_bt_row(a0, a1, a2, a3, h[q]);
             }
-            T* dst = Vc + j * TW + tx;
-            for (int s = 0; s < 4; ++s) {
-                const vec v0 = h[0][s] - h[2][s], v1 = h[1][s] + h[2][s];
-                const vec v2 = h[2][s] - h[1][s], v3 = h[1][s] - h[3][s];
-                __builtin_memcpy(dst + (0 * 4 + s) * VS, &v0, B);
-                __builtin_memcpy(dst + (1 * 4 + s) * VS, &v1, B);
-                __builtin_memcpy(dst + (2 * 4 + s) * VS, &v2, B);
-                __builtin_memcpy(dst + (3 * 4 + s) * VS, &v3, B);
-            }
+            wino_bt_store<T>(h, Vc + j * TW + tx, VS);
         }
     }
 }
@@ -343,12 +349,10 @@ static inline void wino_channels_last(const T* __restrict src, i64 ss, i64 C, i6
     constexpr int VL = EMBER_VB / sizeof(T);
     const i64 C1 = C / VL * VL, P1 = P / VL * VL;
     for (i64 c0 = 0; c0 < C1; c0 += VL) {
-        for (i64 p0 = 0; p0 < P1; p0 += VL) {
-            vec r[VL];
-            for (int i = 0; i < VL; ++i) __builtin_memcpy(&r[i], src + (c0 + i) * ss + p0, EMBER_VB);
-            transpose_regs<T>(r);
-            for (int j = 0; j < VL; ++j) __builtin_memcpy(dst + pos(p0 + j) * ds + c0, &r[j], EMBER_VB);
-        }
+        for (i64 p0 = 0; p0 < P1; p0 += VL)
+            transpose_rows<T>(src + c0 * ss + p0, ss, [&](int j, const vec& v) {
+                __builtin_memcpy(dst + pos(p0 + j) * ds + c0, &v, EMBER_VB);
+            });
         for (i64 p = P1; p < P; ++p)
             for (int i = 0; i < VL; ++i) dst[pos(p) * ds + c0 + i] = src[(c0 + i) * ss + p];
     }
@@ -428,17 +432,9 @@ static void conv_wgrad_winograd(const T* dy, const i64* g, const T* x, T* dw) {
                             for (int q = 0; q < 4; ++q) {
                                 vec a[4];
                                 for (int s = 0; s < 4; ++s) __builtin_memcpy(&a[s], xb + (q * WP + s) * Cs + c0, EMBER_VB);
-                                h[q][0] = a[0] - a[2]; h[q][1] = a[1] + a[2]; h[q][2] = a[2] - a[1]; h[q][3] = a[1] - a[3];
+                                wino_bt_row(a[0], a[1], a[2], a[3], h[q]);
                             }
-                            T* dst = V + t * Cs + c0;
-                            for (int s = 0; s < 4; ++s) {
-                                const vec v0 = h[0][s] - h[2][s], v1 = h[1][s] + h[2][s];
-                                const vec v2 = h[2][s] - h[1][s], v3 = h[1][s] - h[3][s];
-                                __builtin_memcpy(dst + (0 * 4 + s) * VS, &v0, EMBER_VB);
-                                __builtin_memcpy(dst + (1 * 4 + s) * VS, &v1, EMBER_VB);
-                                __builtin_memcpy(dst + (2 * 4 + s) * VS, &v2, EMBER_VB);
-                                __builtin_memcpy(dst + (3 * 4 + s) * VS, &v3, EMBER_VB);
-                            }
+                            wino_bt_store<T>(h, V + t * Cs + c0, VS);
                         }
                         // Dh = A dY A^T of the 2x2 block at (2j, 2 tx), stored as the A panels
                         const T* yb = Yc + (2 * j * OW + 2 * tx) * Os;
