@@ -38,7 +38,7 @@ transformed values), then transforms a vector of channels of one tile at a time,
 products' layouts directly (V as B rows, Dh as MR-row A panels). Each thread sums its blocks
 into its own dU; the team's sums are added in double at the end. Against the direct weight
 gradient (two threads, interleaved medians, several runs on the noisy VM): 32 -> 32 channels at
-32x32 1.3-1.55x, 64 at 16x16 1.65-1.85x, 128 at 8x8 1.6-1.8x, 32 -> 64 at 16x16 1.4-1.5x,
+32x32 1.3-1.55x, 64 at 16x16 1.65-1.9x, 128 at 8x8 1.6-2.0x, 32 -> 64 at 16x16 1.4-1.6x,
 16 -> 16 at 32x32 2.5-2.6x (the direct kernels' channels-last path needs channels in multiples
 of 32); the ResNet benchmark's compiled training step 1.08-1.10x.
 
