@@ -394,7 +394,12 @@ static void conv_wgrad_winograd(const T* dy, const i64* g, const T* x, T* dw) {
         T* D = aligned64(scratch<T, 1>((size_t)16 * DS + 64));      // Dh[xi][o / MR][t][o % MR]
         T* Xc = aligned64(scratch<T, 2>((size_t)XR * WP * Cs + 64)); // [padded row][padded column][c]
         T* Yc = aligned64(scratch<T, 4>((size_t)2 * RB * OW * Os + 64)); // [row][column][o]
-        T* dU = aligned64(scratch<T, 6>((size_t)16 * US + 64));
+        // (this thread's sums: kept between calls up to 8 MB, as the forward's filters; beyond,
+        // ~700 x 700 channels, a buffer of the call)
+        std::vector<T> dUbig;
+        const size_t dun = (size_t)16 * US + 64;
+        if (dun * sizeof(T) > ((size_t)8 << 20)) dUbig.resize(dun);
+        T* dU = aligned64(dUbig.empty() ? scratch<T, 6>(dun) : dUbig.data());
         dUs[(size_t)omp_get_thread_num()] = dU;
 #pragma omp single
         team = omp_get_num_threads();

@@ -180,9 +180,12 @@ def test_other_vector_width(monkeypatch):
 
 
 def test_large_filters():
-    """768 x 768 channels: the transformed filters (37 MB) take a buffer of the call, not the
-    thread's kept one (over 8 MB); a 4x4 image is one tile row of two tiles."""
+    """768 x 768 channels: the transformed filters (37 MB) and the weight gradient's per-thread
+    sums (as large) take buffers of the call, not the thread's kept ones (over 8 MB); a 4x4 image
+    is one tile row of two tiles."""
     _native()
     x = RNG.standard_normal((2, 768, 4, 4), dtype=np.float32)
     w = RNG.standard_normal((768, 768, 3, 3), dtype=np.float32)
     _check(_winograd(x, w, (1, 1)), _reference(x, w, (1, 1)))
+    dy = RNG.standard_normal((2, 768, 4, 4), dtype=np.float32)
+    _check(_wgrad_winograd(dy, x, (1, 1)), _wgrad_reference(dy, x, (1, 1)))
