@@ -22,6 +22,12 @@ picks on its own when the variable is unset:
 So on this machine most of the gain over eager comes from the variable the machine sets;
 without it ember's GEMM is still ahead, by 7-20% on these shapes.
 
+Short products (at most 120 rows: an MLP's batch of 64) pack B one strip at a time, each just
+before its micro-kernels; the AVX-512 build asks for every line of the next strip's source while
+the current one computes (``NextStrip``). On the Zen 4 box (2 cores) a Linear's 64 x 1024 x 1024
+went 0.92 -> 0.84 ms with the weight in cache and 1.23 -> 1.06 ms from memory (the forward after
+an optimizer step), and the compiled MLP's inference step 1.05-1.09x (interleaved in one process).
+
 AVX2. On a CPU with AVX2 and FMA but no AVX-512 (the 2-core AMD EPYC box: Zen 3, L1d 32 KB,
 L2 512 KB per core, L3 32 MB) the source builds its AVX2 variant: a 6 x 16 micro-tile (12 ymm
 accumulators, two B vectors, one broadcast), KC = 256 (a B strip is 16 KB of L1), MC = 144 (an A

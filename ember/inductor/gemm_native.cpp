@@ -13,7 +13,7 @@
 // its part with its own packing buffers (no barrier inside a product).
 //
 // Two instruction sets, one driver: each section below defines the tile (MR, NR), the blocking
-// (KC, MC, NC), PAR_FLOPS, PREFETCH_NEXT_STRIP, Mat, pack_a, pack_b, Cols (the columns a clipped
+// (KC, MC, NC), PAR_FLOPS, STRIP_PREFETCH, Mat, pack_a, pack_b, Cols (the columns a clipped
 // tile stores) and micro(); the blocked loops, the threads and the entry points after them are
 // shared. Any other CPU (no AVX2/FMA, ARM) stops at the #error: gemm.py logs it, numpy serves.
 #if defined(__AVX512F__)
@@ -32,7 +32,14 @@ constexpr int KC = 256;        // depth of a packed slice: a B strip is KC*NR*4 
 constexpr int MC = 120;        // rows of a packed A block: MC*KC*4 = 120 KB (L2)
 constexpr int NC = 2048;       // columns of a packed B block
 constexpr double PAR_FLOPS = 2e5;   // smaller products run on one thread
-constexpr bool PREFETCH_NEXT_STRIP = false;  // gemm_part_short: measured no better here
+// gemm_part_short asks for every line of the next B strip's source (the first strip of the next K
+// slice after the last), a share before each micro-tile, into L2 (_MM_HINT_T2): a weight read
+// from memory (the forward after an optimizer step walked 50 MB) is otherwise fetched line by
+// line by the packing. 64 x 1024 x 1024 on 2 threads, interleaved with the previous build (no
+// prefetch), B from memory / in cache: B^T (a Linear's weight) 1.05 -> 0.99 and 1.21 -> 1.08 ms
+// / 0.90 -> 0.87 ms; B 1.05 -> 0.97 ms / 0.91 -> 0.86 ms. One line per row at the strip's start,
+// as AVX2 does, measured no better here.
+constexpr int STRIP_PREFETCH = 2;
 
 struct Mat {                   // a strided matrix view
     const float* p;
@@ -236,7 +243,7 @@ constexpr double PAR_FLOPS = 4e6;
 // gemm_part_short asks for the next B strip's source rows while the current strip computes: a
 // row-major B is read 64 bytes per row at a stride of whole rows, across pages, which the hardware
 // prefetchers do not follow (64 x 1024 x 1024: 34-41 -> 45-49 GFLOP/s, one thread)
-constexpr bool PREFETCH_NEXT_STRIP = true;
+constexpr int STRIP_PREFETCH = 1;    // the next strip's source, one line per row at its start
 
 struct Mat {                   // a strided matrix view
     const float* p;
@@ -458,6 +465,33 @@ float* buffer(std::vector<float>& v, size_t n) {
     return (float*)((p + 63) & ~(uintptr_t)63);
 }
 
+// The source of the B strip gemm_part_short packs after the one at (pc, j): the next NR columns,
+// else the first of the next KC slice. rows: its source's contiguous runs (KC-deep rows of a
+// row-major B, NR columns of a transposed one; 0 for other strides or past the end).
+struct NextStrip {
+    const char* p = nullptr;
+    int64_t step = 0;          // bytes between runs
+    int rows = 0, bytes = 0;   // runs, bytes per run
+    NextStrip() = default;
+    NextStrip(const Mat& B, int64_t K, int64_t pc, int64_t j, int64_t j0, int64_t j1) {
+        int64_t jn = j + NR, pn = pc;
+        if (jn >= j1) { jn = j0; pn = pc + KC; }
+        if (pn >= K || (B.s1 != 1 && B.s0 != 1)) return;
+        const int nn = (int)(j1 - jn < NR ? j1 - jn : NR), kn = (int)(K - pn < KC ? K - pn : KC);
+        p = (const char*)(B.p + pn * B.s0 + jn * B.s1);
+        if (B.s1 == 1) { step = B.s0 * 4; rows = kn; bytes = nn * 4; }
+        else { step = B.s1 * 4; rows = nn; bytes = kn * 4; }
+    }
+    // every line of runs [r0, r1) into L2
+    inline void prefetch(int r0, int r1) const {
+        for (int r = r0; r < r1; ++r) {
+            const char* q = p + r * step;
+            for (int o = 0; o < bytes; o += 64) _mm_prefetch(q + o, _MM_HINT_T2);
+            _mm_prefetch(q + bytes - 4, _MM_HINT_T2);
+        }
+    }
+};
+
 // gemm_part for a short block (at most MC rows: one packed A block per slice). B is packed one
 // NR-wide strip at a time, just before its micro-kernels: with few rows a packed B strip serves
 // few micro-tiles, and packing a whole KC x NC slice first read B from memory with nothing to
@@ -478,13 +512,15 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
         for (int64_t j = j0; j < j1; j += NR) {
             int nr = (int)(j1 - j < NR ? j1 - j : NR);
             pack_b(B, pc, kc, j, nr, bs);
-            if (PREFETCH_NEXT_STRIP && j + NR < j1) {   // the next strip's source, one line per row
+            if (STRIP_PREFETCH == 1 && j + NR < j1) {   // the next strip's source, one line per row
                 const char* nx = (const char*)(B.p + pc * B.s0 + (j + NR) * B.s1);
                 const int64_t step = (B.s1 == 1 ? B.s0 : (B.s0 == 1 ? B.s1 : 0)) * 4;
                 if (step) for (int q = 0; q < (B.s1 == 1 ? kc : NR); ++q) _mm_prefetch(nx + q * step, _MM_HINT_T2);
             }
+            const NextStrip next = STRIP_PREFETCH == 2 ? NextStrip(B, K, pc, j, j0, j1) : NextStrip();
             const Cols cols(nr);
             for (int t = 0; t < tiles; ++t) {
+                if (STRIP_PREFETCH == 2) next.prefetch(next.rows * t / tiles, next.rows * (t + 1) / tiles);
                 int ir = t * MR, mr = mc - ir < MR ? mc - ir : MR;
                 micro(kc, ap + (int64_t)t * kc * MR, bs, C + (i0 + ir) * ldc + j, ldc, mr, cols, pc > 0);
             }
