@@ -34,6 +34,8 @@ threads = None             # OpenMP threads; None = OpenMP's default (all cores)
 simd = True                # '#pragma omp simd' and the simd math declarations
 parallel = True            # '#pragma omp parallel for'
 parallel_min_work = 32768  # elements below which a loop runs on one thread
+parallel_expensive_op_weight = 2  # ... each exp/tanh/erf/log/division in an element's value
+                           # counting as this many more elements (a loop nest of a kernel's stages)
 dynamic_schedule_min_work = 2048  # outer iterations with inner loops this heavy are dealt out
 dynamic_chunks_per_thread = 16    # ... in chunks, this many per thread ('schedule(dynamic, c)';
                                   # 0: static halves). See KernelGen._schedule

@@ -52,6 +52,9 @@ class SchedNode:
         self.size = list(buf.data.get_size())
         self.rranges = list(buf.data.reduction_ranges) if self.is_reduction else []
         self._reads: Dict[int, list] = {}
+        # transcendental ops and divisions in one element's value, inlined producers included
+        # (ir.EXPENSIVE_OPS): the codegen weighs them when it decides to run a loop on threads
+        self.expensive_ops = 0
         self.read_names: Set[str] = {n for n, _ in self.reads(self.natural_p())}
         if self.is_scatter and not self.is_scan:
             d = buf.data
@@ -84,6 +87,7 @@ class SchedNode:
                 rec = ir.extract_reads(self.data.inner_fn, xs, rs)
             else:
                 rec = ir.extract_reads(self.data.inner_fn, xs + rs)
+            self.expensive_ops = rec.expensive     # (the same for every p)
             rng = {v: (sympy.Integer(0), n) for v, n in zip(xs + rs, list(self.outer(p)) + list(self.inner(p)))}
             sizes = {v: n for v, (_, n) in rng.items()}
             # simplified over the loop ranges as the codegen prints them: the legality

@@ -826,8 +826,12 @@ class KernelGen:
         inner_work = max((product(n.inner(p)) for n in g.nodes), key=lambda e: self.graph.sizevars.size_hint(e),
                          default=sympy.Integer(1))
         # every stage runs over the nest: an LSTM backward's 32-step cell-state recurrence is
-        # 100 stages over 8192 elements, too much work for one thread though each is small
-        total_work = product(P) * inner_work * len(g.nodes)
+        # 100 stages over 8192 elements, too much work for one thread though each is small;
+        # and an exp, tanh or division weighs as config.parallel_expensive_op_weight stages (an
+        # LSTM cell's two outputs over 32 x 256 values take 13 of them: on one thread it ran
+        # 0.085 ms a step of the compiled inference, on two 0.03)
+        stages = len(g.nodes) + config.parallel_expensive_op_weight * sum(n.expensive_ops for n in g.nodes)
+        total_work = product(P) * inner_work * stages
         if not has_inner:
             # all stages are one element per iteration: simd on the innermost outer loop
             ind = "    "
