@@ -34,6 +34,8 @@ threads = None             # OpenMP threads; None = OpenMP's default (all cores)
 simd = True                # '#pragma omp simd' and the simd math declarations
 parallel = True            # '#pragma omp parallel for'
 parallel_min_work = 32768  # elements below which a loop runs on one thread
+stage_major_block = 256    # pointwise kernels of many stages over many buffers run stage by stage (0: off)
+stage_major_min_streams = 48  # ... over blocks of this many elements, from this many buffers
 parallel_expensive_op_weight = 2  # ... each exp/tanh/erf/log/division in an element's value
                            # counting as this many more elements (a loop nest of a kernel's stages)
 dynamic_schedule_min_work = 2048  # outer iterations with inner loops this heavy are dealt out

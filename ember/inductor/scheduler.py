@@ -196,6 +196,41 @@ def has_div_mod(node: SchedNode, p: int) -> bool:
     return any(idx.has(FloorDiv, ModularIndexing, sympy.floor, sympy.Mod) for _, idx in node.reads(p))
 
 
+def _stage_major_blocks(g: "FusedGroup") -> None:
+    """A pointwise kernel of many stages that reads and writes many buffers (an LSTM backward's
+    32-step cell-state recurrence recomputed from the saved gates: 64 outputs, 96 inputs)
+    iterated over ``[n / B, B]`` instead of ``[n]``: the codegen then runs each stage as its own
+    SIMD loop over a block of ``B`` elements (later stages read earlier ones' values back from
+    L1), so a loop walks a few arrays at a time, where one loop over every element walked them
+    all at once: more streams than the hardware prefetchers follow, each line a demand miss."""
+    B = config.stage_major_block
+    if not B or len(g.nodes) < 8 or g.p != len(g.nodes[0].size):
+        return
+    if any(n.is_reduction or n.is_scatter for n in g.nodes):
+        return
+    size = g.nodes[0].size
+    if not all(getattr(d, "is_Integer", False) for d in size) or \
+            any(not _same_sizes(n.size, size) for n in g.nodes):
+        return
+    total = int(product(size))
+    if total % B or total < 2 * B:
+        return
+    if len(g.read_names() | g.names()) < config.stage_major_min_streams:
+        return
+    if len(size) >= 2 and B // 4 <= int(size[-1]) <= 4 * B:
+        nodes, p = g.nodes, len(size) - 1      # its rows are the blocks
+    else:
+        nodes, p = [], 1
+        for n in g.nodes:
+            r = reviewed(n, [sympy.Integer(total // B)])
+            if r is None or not _same_sizes(r.size, [total // B, B]):
+                return
+            nodes.append(r)
+    log_fusion.debug("kernel of %d stages over %d buffers: blocks of %s, stage by stage", len(nodes),
+                     len(g.read_names() | g.names()), nodes[0].size[p:])
+    g.nodes, g.p = nodes, p
+
+
 class ExternNode:
     def __init__(self, kernel: ir.ExternKernel):
         self.kernel = kernel
@@ -326,6 +361,9 @@ class Scheduler:
                 self.groups.append(FusedGroup([node], node.natural_p()))
                 gi = len(self.groups) - 1
             producer[node.name] = gi
+        for g in self.groups:
+            if isinstance(g, FusedGroup):
+                _stage_major_blocks(g)
         if log_schedule.isEnabledFor(logging.DEBUG):
             for i, g in enumerate(self.groups):
                 log_schedule.debug("kernel %d: %r", i, g)

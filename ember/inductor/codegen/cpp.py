@@ -2062,6 +2062,8 @@ def _flattened(group, local):
     S = nodes[0].size
     if len(S) < 2 or any(n.size != S for n in nodes) or not all(getattr(d, "is_Integer", False) for d in S):
         return None
+    if group.p != len(S):       # the scheduler's blocks run stage by stage (_stage_major_blocks)
+        return None
     xs = index_vars("x", len(S))
     for n in nodes:
         ops = _OpNames()

@@ -1,0 +1,72 @@
+"""Pointwise kernels of many stages over many buffers run stage by stage over blocks
+(``scheduler._stage_major_blocks``): an LSTM backward's cell-state recurrence recomputed from
+the saved gates, every step's state and its tanh written out. Values against eager, the loop
+structure on the generated source, and the kernels that keep one loop over every element."""
+import re
+
+import numpy as np
+import pytest
+
+import ember.prims as P
+
+from ._helpers import assert_same, compile_and_run, patched_config, rand
+
+
+def _recurrence(steps):
+    """c_t = f_t * c_{t-1} + i_t * g_t for ``steps`` steps; outputs every c_t and tanh(c_t)."""
+    def fn(c0, *gates):
+        outs, c = [], c0
+        for t in range(steps):
+            i, f, g = gates[3 * t:3 * t + 3]
+            c = P.add(P.mul(f, c), P.mul(i, g))
+            outs += [c, P.tanh(c)]
+        return tuple(outs)
+    return fn
+
+
+def _inputs(shape, steps):
+    return [rand(*shape)] + [rand(*shape, lo=0.0, hi=1.0) for _ in range(3 * steps)]
+
+
+def _stage_loops(src, block):
+    """SIMD loops over one block's elements in the generated source."""
+    return len(re.findall(rf"for \(int64_t r0 = 0; r0 < {block}; \+\+r0\)", src))
+
+
+@pytest.mark.parametrize("shape,block", [((32, 256), 256), ((8192,), 256), ((6, 640), 640)])
+def test_the_recurrence_runs_stage_by_stage_and_matches_eager(shape, block):
+    """Rows of the right size are the blocks; a flat range is cut into blocks of 256."""
+    steps = 12
+    with patched_config(combo_kernels=False):
+        cf, got, want = compile_and_run(_recurrence(steps), *_inputs(shape, steps))
+    assert _stage_loops(cf.compiled.source, block) >= 2 * steps
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_switched_off_it_is_one_loop_over_every_element():
+    steps = 12
+    with patched_config(combo_kernels=False, stage_major_block=0):
+        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((32, 256), steps))
+    assert _stage_loops(cf.compiled.source, 256) == 0
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_few_buffers_keep_one_loop():
+    """Three steps touch 16 buffers: under ``stage_major_min_streams``."""
+    steps = 3
+    with patched_config(combo_kernels=False):
+        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((32, 256), steps))
+    assert _stage_loops(cf.compiled.source, 256) == 0
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+
+
+def test_sizes_the_block_does_not_divide_keep_one_loop():
+    steps = 12
+    with patched_config(combo_kernels=False):
+        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((1000,), steps))
+    assert "r0" not in cf.compiled.source
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
