@@ -93,6 +93,7 @@ from __future__ import annotations
 import ctypes
 import logging
 import os
+import sys
 import threading
 from typing import Optional
 
@@ -107,7 +108,7 @@ log = logging.getLogger("ember.inductor")
 _SOURCE_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemm_native.cpp")
 _F32 = np.dtype(np.float32)
 _lock = threading.Lock()
-_state = {"tried": False, "fn": None, "why": None}
+_state = {"tried": False, "fn": None, "why": None, "np": None, "np_packed": None}
 
 
 def _after_fork_in_child():
@@ -165,8 +166,49 @@ def _build():
     for name in ("nr", "mr", "kc", "isa"):      # the micro-tile, the K slice, 512 or 256 (AVX2)
         getattr(lib, "ember_sgemm_" + name).restype = ctypes.c_int
         _state[name] = int(getattr(lib, "ember_sgemm_" + name)())
+    _bind_array_entries(lib)
     _state["fn"], _state["lib"] = fn, lib
     return fn
+
+
+def _numpy_layout() -> Optional[tuple]:
+    """Byte offsets of (data, nd, dimensions, strides) in a numpy array object
+    (``PyArrayObject_fields``: right after the object header), checked against numpy's own
+    answers on arrays of several ranks and layouts; None where they do not hold."""
+    p = ctypes.sizeof(ctypes.c_void_p)
+    head = 2 * p if not hasattr(sys, "getobjects") else 4 * p
+    offs = (head, head + p, head + 2 * p, head + 3 * p)
+    base = np.empty((3, 5, 7), _F32)
+    for a in (np.empty(3, _F32), base, base[:, 1:4, ::2].transpose(2, 0, 1), np.empty((2, 5), np.int64)[:, 1:]):
+        if ctypes.c_void_p.from_address(id(a) + offs[0]).value != a.ctypes.data or \
+                ctypes.c_int.from_address(id(a) + offs[1]).value != a.ndim:
+            return None
+        dims = ctypes.c_void_p.from_address(id(a) + offs[2]).value
+        strides = ctypes.c_void_p.from_address(id(a) + offs[3]).value
+        if tuple((ctypes.c_int64 * a.ndim).from_address(dims)) != a.shape or \
+                tuple((ctypes.c_int64 * a.ndim).from_address(strides)) != a.strides:
+            return None
+    return offs
+
+
+def _bind_array_entries(lib) -> None:
+    """The entries that read the numpy arrays in C (``ember_sgemm_np``: ~1 us a call against
+    ~13 us for the pointers and strides passed from here); absent where numpy's array layout is
+    not the one checked (:func:`matmul` then takes its general path)."""
+    _state["np"] = _state["np_packed"] = None
+    offs = _numpy_layout() if ctypes.sizeof(ctypes.c_void_p) == 8 else None
+    if offs is None:
+        log.info("inductor: numpy's array layout is not the expected one; GEMM calls pass pointers")
+        return
+    i64, obj = ctypes.c_int64, ctypes.py_object
+    lib.ember_sgemm_np_layout.argtypes = [i64] * 4
+    lib.ember_sgemm_np_layout.restype = None
+    lib.ember_sgemm_np_layout(*offs)
+    f = lib.ember_sgemm_np
+    f.argtypes, f.restype = [obj, obj, obj, ctypes.c_int, i64], ctypes.c_int
+    g = lib.ember_sgemm_packed_np
+    g.argtypes, g.restype = [obj, obj, obj, i64, i64, ctypes.c_int, i64], ctypes.c_int
+    _state["np"], _state["np_packed"] = f, g
 
 
 def available() -> bool:
@@ -234,6 +276,11 @@ def _element_strides(a) -> Optional[tuple]:
 def matmul(a, b, out):
     """``numpy.matmul(a, b, out)`` for the inductor's ``mm``/``bmm`` externs: ember's GEMM
     where it applies (see the module doc), numpy's matmul otherwise. Returns ``out``."""
+    fast = _state.get("np")
+    if fast is not None and a.dtype is _F32 and b.dtype is _F32 and out.dtype is _F32 and \
+            config.gemm == "ember" and (_state["isa"] == 512 or not route_to_numpy) and \
+            not fast(a, b, out, _threads(), config.gemm_min_macs):
+        return out                      # (the entry returns 1 for a product it does not take)
     fn = _state["fn"] if _state["tried"] else _load()
     nd = a.ndim
     if fn is None or config.gemm != "ember" or nd != b.ndim or nd not in (2, 3) or a.dtype != _F32 \
@@ -317,6 +364,10 @@ def pack_b(b) -> PackedB:
 
 def matmul_packed(a, pb: PackedB, out):
     """``matmul(a, pb.b, out)`` for a 2-d ``a``, reading B from its packed copy."""
+    fast = _state.get("np_packed")
+    if fast is not None and pb.packed is not None and a.dtype is _F32 and out.dtype is _F32 and \
+            not fast(a, pb.packed, out, pb.b.shape[0], pb.b.shape[1], _threads(), config.gemm_min_macs):
+        return out
     if pb.packed is None or a.ndim != 2 or a.dtype != _F32 or out.dtype != _F32 or not out.flags.c_contiguous:
         return matmul(a, pb.b, out)
     sa = _element_strides(a)

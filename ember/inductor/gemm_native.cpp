@@ -693,4 +693,79 @@ extern "C" void ember_sgemm_packed(int64_t M, int64_t N, int64_t K, const float*
     }
 }
 
+// ---- numpy array objects read here: the inductor wrapper's per-product cost. Passing each
+// product's pointers, sizes and strides through ctypes cost ~13 us a call (a.ctypes.data alone
+// ~1.5 us, a 14-argument call ~6 us): an LSTM step's 16-MFLOP product is ~110 us. These entries
+// take the three arrays as objects (~1.2 us a call) and read them as numpy lays them out.
+namespace {
+// byte offsets of (data, nd, dimensions, strides) in a numpy array object: PyArrayObject_fields,
+// public ABI; set by gemm.py after it checked them on arrays of its own
+int64_t NP_OFF[4] = {-1, -1, -1, -1};
+
+struct NpArr {
+    const char* data;
+    int nd;
+    const int64_t* dims;
+    const int64_t* strides;       // bytes
+};
+
+inline NpArr np_arr(const void* o) {
+    const char* p = (const char*)o;
+    return NpArr{*(const char* const*)(p + NP_OFF[0]), *(const int*)(p + NP_OFF[1]),
+                 *(const int64_t* const*)(p + NP_OFF[2]), *(const int64_t* const*)(p + NP_OFF[3])};
+}
+
+// C-contiguous (numpy's rule: the strides of size-1 dims do not matter)
+inline bool np_contiguous(const NpArr& c) {
+    int64_t want = 4;
+    for (int i = c.nd - 1; i >= 0; --i) {
+        if (c.dims[i] != 1 && c.strides[i] != want) return false;
+        want *= c.dims[i];
+    }
+    return true;
+}
+}  // namespace
+
+extern "C" void ember_sgemm_np_layout(int64_t data, int64_t nd, int64_t dims, int64_t strides) {
+    NP_OFF[0] = data; NP_OFF[1] = nd; NP_OFF[2] = dims; NP_OFF[3] = strides;
+}
+
+// out = a @ b for float32 numpy arrays (the caller checked the dtypes): 2-d, or 3-d with one
+// batch size for all three; out C-contiguous. 0 when done; 1 (nothing written) for a product
+// this entry does not take -- other ranks or shapes, strides not whole elements, a layout not
+// set, fewer than min_macs multiply-adds -- which gemm.matmul's general path then decides.
+extern "C" int ember_sgemm_np(const void* ao, const void* bo, void* co, int nthreads, int64_t min_macs) {
+    if (NP_OFF[0] < 0) return 1;
+    const NpArr a = np_arr(ao), b = np_arr(bo), c = np_arr(co);
+    const int nd = a.nd;
+    if (b.nd != nd || c.nd != nd || (nd != 2 && nd != 3)) return 1;
+    const int64_t batch = nd == 3 ? a.dims[0] : 1;
+    if (nd == 3 && (b.dims[0] != batch || c.dims[0] != batch)) return 1;
+    const int64_t M = a.dims[nd - 2], K = a.dims[nd - 1], N = b.dims[nd - 1];
+    if (b.dims[nd - 2] != K || c.dims[nd - 2] != M || c.dims[nd - 1] != N || !np_contiguous(c)) return 1;
+    for (int i = 0; i < nd; ++i)
+        if (a.strides[i] % 4 || b.strides[i] % 4) return 1;
+    if (batch * M * N * K < min_macs) return 1;
+    ember_sgemm(batch, M, N, K, (const float*)a.data, nd == 3 ? a.strides[0] / 4 : 0, a.strides[nd - 2] / 4,
+                a.strides[nd - 1] / 4, (const float*)b.data, nd == 3 ? b.strides[0] / 4 : 0, b.strides[nd - 2] / 4,
+                b.strides[nd - 1] / 4, (float*)c.data, nthreads);
+    return 0;
+}
+
+// out = a @ B with B [K, N] packed by ember_sgemm_pack_b into the numpy array po; a 2-d, out
+// C-contiguous [M, N]. 0 when done, 1 as ember_sgemm_np.
+extern "C" int ember_sgemm_packed_np(const void* ao, const void* po, void* co, int64_t K, int64_t N,
+                                     int nthreads, int64_t min_macs) {
+    if (NP_OFF[0] < 0) return 1;
+    const NpArr a = np_arr(ao), pk = np_arr(po), c = np_arr(co);
+    if (a.nd != 2 || c.nd != 2 || a.dims[1] != K || c.dims[0] != a.dims[0] || c.dims[1] != N || !np_contiguous(c))
+        return 1;
+    if (a.strides[0] % 4 || a.strides[1] % 4) return 1;
+    const int64_t M = a.dims[0];
+    if (M * N * K < min_macs) return 1;
+    ember_sgemm_packed(M, N, K, (const float*)a.data, a.strides[0] / 4, a.strides[1] / 4, (const float*)pk.data,
+                       (float*)c.data, nthreads);
+    return 0;
+}
+
 #endif  // the shared driver

@@ -103,7 +103,8 @@ def test_fallbacks_to_numpy():
 
 def test_unbuilt_library_falls_back(monkeypatch):
     """Where the library did not build (no compiler, no AVX-512) every product is numpy's."""
-    monkeypatch.setitem(gemm._state, "fn", None)
+    for entry in ("fn", "np", "np_packed"):       # none of its entries is bound then
+        monkeypatch.setitem(gemm._state, entry, None)
     a, b = _operand(0, 64, 64, False, 1), _operand(0, 64, 64, False, 1)
     out = np.empty((64, 64), np.float32)
     before = gemm.calls()
@@ -315,3 +316,75 @@ def test_fork_during_a_background_build_does_not_hang_the_child(monkeypatch):
         p.kill()
     assert not alive, "the forked child hung on the GEMM lock"
     assert q.get(timeout=5) == 300.0
+
+
+def _pointer_path_only(*_a, **_k):
+    raise AssertionError("the product took the pointer path")
+
+
+def test_numpy_array_layout_is_the_checked_one():
+    """The entries that read arrays in C are bound here (numpy's ``PyArrayObject_fields``)."""
+    assert gemm._numpy_layout() is not None
+    assert gemm._state["np"] is not None and gemm._state["np_packed"] is not None
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 70), n=st.integers(1, 90), k=st.integers(1, 300), ta=st.booleans(), tb=st.booleans(),
+       batch=st.sampled_from([0, 1, 3]), step=st.sampled_from([1, 2]), flip=st.booleans())
+def test_array_entry_matches_the_pointer_path(m, n, k, ta, tb, batch, step, flip):
+    """``ember_sgemm_np`` (the arrays read in C) against the pointer-passing call: the same
+    kernel, so the same bits, for transposed, strided and reversed operands; the pointer path
+    is not taken (it would raise)."""
+    a, b = _operand(batch, m, k, ta, step), _operand(batch, k, n, tb, 1)
+    if flip:
+        a = a[..., ::-1, :]                          # negative row strides
+    out = np.empty(a.shape[:-1] + (n,), np.float32)
+    want = np.empty_like(out)
+    with _patched(gemm_min_macs=0):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(gemm._state, "np", None)
+            gemm.matmul(a, b, want)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setitem(gemm._state, "fn", _pointer_path_only)
+            before = gemm.calls()
+            assert gemm.matmul(a, b, out) is out
+            assert gemm.calls() == before + 1
+    np.testing.assert_array_equal(out, want)
+
+
+def test_array_entry_declines_what_it_does_not_take(monkeypatch):
+    """A strided output, mismatched batches, a size below ``gemm_min_macs``, rank 4, float64:
+    the entry writes nothing and the general path decides (numpy's matmul, bit for bit)."""
+    calls = []
+    real = gemm._state["np"]
+    monkeypatch.setitem(gemm._state, "np", lambda *a: calls.append(real(*a)) or calls[-1])
+    a32, b32 = _operand(0, 40, 50, False, 1), _operand(0, 50, 60, False, 1)
+    cases = [(a32, b32, np.empty((60, 40), np.float32).T),
+             (_operand(3, 40, 50, False, 1), _operand(1, 50, 60, False, 1), np.empty((3, 40, 60), np.float32)),
+             (a32[:2, :3], b32[:3, :4], np.empty((2, 4), np.float32)),
+             (a32.reshape(2, 2, 10, 50), np.broadcast_to(b32, (2, 2, 50, 60)), np.empty((2, 2, 10, 60), np.float32)),
+             (a32.astype(np.float64), b32.astype(np.float64), np.empty((40, 60)))]
+    for a, b, out in cases:
+        before = gemm.calls()
+        gemm.matmul(a, b, out)
+        assert gemm.calls() == before
+        want = np.empty(out.T.shape, out.dtype).T if not out.flags.c_contiguous else np.empty_like(out)
+        np.testing.assert_array_equal(out, np.matmul(a, b, want))
+    assert calls == [1, 1, 1, 1]                     # asked and declined; float64 never asked
+
+
+@pytest.mark.parametrize("m,n,k,tb", [(32, 1024, 256, True), (7, 40, 300, False), (130, 33, 17, True)])
+def test_packed_array_entry_matches_the_pointer_path(monkeypatch, m, n, k, tb):
+    b = _operand(0, k, n, tb, 1)
+    pb = gemm.pack_b(b)
+    a = _operand(0, m, k, False, 2)
+    out, want = np.empty((m, n), np.float32), np.empty((m, n), np.float32)
+    with _patched(gemm_min_macs=0):
+        with monkeypatch.context() as mp:
+            mp.setitem(gemm._state, "np_packed", None)
+            gemm.matmul_packed(a, pb, want)
+        with monkeypatch.context() as mp:
+            mp.setitem(gemm._state, "fn", _pointer_path_only)
+            mp.setattr(gemm._state["lib"], "ember_sgemm_packed", _pointer_path_only)
+            gemm.matmul_packed(a, pb, out)
+    np.testing.assert_array_equal(out, want)
