@@ -527,12 +527,26 @@ static void im2col_panels(const T* __restrict xb, const i64* g, const i64* xs, i
 }
 
 // C (MR x NR block, ldc) = A (packed [k][MR]) . B (packed [k][NR]); only mv rows x nv columns stored
+// The lines of an output tile (mv rows of NR values, ldc apart) asked for before its FMAs: a
+// convolution's output is a buffer the graph last wrote long ago (its lines come from memory for
+// the stores), and with few multiply-adds per output (the 3-channel stem: 27) the stores waited
+// on them -- the ResNet stem ran 0.43 ms alone and 0.8 ms in the compiled graph
+template <class T, int NR>
+static inline void prefetch_tile(const T* C, i64 ldc, i64 mv) {
+    for (i64 i = 0; i < mv; ++i) {
+        const char* r = (const char*)(C + i * ldc);
+        for (size_t o = 0; o < NR * sizeof(T); o += 64) __builtin_prefetch(r + o, 1, 3);
+        __builtin_prefetch(r + NR * sizeof(T) - 1, 1, 3);
+    }
+}
+
 template <class T, int MR, int NR>
 static inline void micro(const T* __restrict A, const T* __restrict B, i64 K, T* __restrict C, i64 ldc, i64 mv,
                          i64 nv) {
     typedef typename VT<T>::v vec;
     constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     vec acc[MR][NV];
+    prefetch_tile<T, NR>(C, ldc, mv);
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) acc[i][j] = vec{} ;
     for (i64 k = 0; k < K; ++k) {
@@ -866,6 +880,7 @@ static inline void micro_rows(const T* __restrict A, const T* __restrict B, cons
     typedef typename VT<T>::v vec;
     constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     vec acc[MR][NV];
+    prefetch_tile<T, NR>(C, ldc, mv);
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
     for (i64 k = 0; k < K; ++k) {
