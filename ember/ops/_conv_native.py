@@ -874,13 +874,14 @@ static void conv_fwd_nhwc(const T* x, const i64* g, const i64* xs, const T* w, T
 // contiguous values of a zero-padded copy of the input -- the im2col is implicit, the kernel
 // reads B through a per-k offset table.
 // (ACC: C += the product instead of C = it -- the Winograd weight gradient's sums over tile blocks)
-template <class T, int MR, int NR, bool ACC = false>
+// (PF: C's tile prefetched first -- the convolution's output, not the Winograd products' scratch)
+template <class T, int MR, int NR, bool ACC = false, bool PF = false>
 static inline void micro_rows(const T* __restrict A, const T* __restrict B, const i64* __restrict koff, i64 K,
                               T* __restrict C, i64 ldc, i64 mv) {
     typedef typename VT<T>::v vec;
     constexpr int VL = EMBER_VB / sizeof(T), NV = NR / VL;
     vec acc[MR][NV];
-    prefetch_tile<T, NR>(C, ldc, mv);
+    if constexpr (PF) prefetch_tile<T, NR>(C, ldc, mv);
     for (int i = 0; i < MR; ++i)
         for (int j = 0; j < NV; ++j) acc[i][j] = vec{};
     for (i64 k = 0; k < K; ++k) {
@@ -947,7 +948,7 @@ static void conv_fwd_rows(const T* x, const i64* g, const i64* xs, const T* w, T
                 const i64 p0 = (od * OH + oh) * OW + ow0;
                 for (i64 mb = 0; mb < MB; ++mb) {
                     const i64 mv = Og - mb * MR < MR ? Og - mb * MR : MR;
-                    micro_rows<T, MR, NR>(Ap.data() + (gi * MB + mb) * CgK * MR, base, koff.data(), CgK,
+                    micro_rows<T, MR, NR, false, true>(Ap.data() + (gi * MB + mb) * CgK * MR, base, koff.data(), CgK,
                                           on + mb * MR * P + p0, P, mv);
                 }
             }
