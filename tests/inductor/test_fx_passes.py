@@ -139,3 +139,36 @@ def test_the_callers_graph_is_left_alone():
     before = gm.code
     cf = compile_fx(gm, [x, w])
     assert _n_mm(cf) == 1 and gm.code == before
+
+
+def _per_step(x, w, steps):
+    """``tanh(x[:, t] @ w)`` for t in ``steps`` of x [B, T, K]."""
+    Bx, Tx, Kx = x.shape
+    return [P.tanh(P.mm(P.squeeze(P.slice(x, [0, t, 0], [Bx, t + 1, Kx], [1, 1, 1]), [1]), w)) for t in steps]
+
+
+def _mm_reads_x(cf):
+    """Whether the product's left operand is the input ``x`` itself (a view), not a buffer a
+    kernel wrote (the steps' concatenation)."""
+    line = next(ln for ln in cf.compiled.wrapper_src.splitlines() if ln.strip().endswith("# mm"))
+    return "(arg0" in line
+
+
+def test_every_step_of_one_input_is_one_matmul_without_a_concatenation():
+    """``x[:, t] @ w`` for every t in order: ``x.reshape(B * T, K) @ w``, each step's result a
+    strided view of the product (no copy of the steps into (t, b) order)."""
+    x, w = rand(B, T, K), rand(K, N)
+    cf, got, want = compile_and_run(lambda x, w: _per_step(x, w, range(T)), x, w)
+    assert _n_mm(cf) == 1 and _mm_reads_x(cf)
+    for g, ww in zip(got, want):
+        assert_same(g, ww, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("steps", [range(T - 1), list(reversed(range(T))), [0, 2, 1, 3, 4, 5]])
+def test_other_step_sets_are_concatenated(steps):
+    """Not every step, or not in order: the rows are concatenated first (one matmul all the same)."""
+    x, w = rand(B, T, K), rand(K, N)
+    cf, got, want = compile_and_run(lambda x, w: _per_step(x, w, steps), x, w)
+    assert _n_mm(cf) == 1 and not _mm_reads_x(cf)
+    for g, ww in zip(got, want):
+        assert_same(g, ww, rtol=1e-5, atol=1e-5)
