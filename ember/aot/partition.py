@@ -10,7 +10,8 @@ Two strategies:
   the backward from the saved ones. Only cheap ops (pointwise, views,
   broadcasts, casts, size arithmetic) may be recomputed: matmul, convolution,
   reductions and random ops are always computed in the forward, so a cut
-  never goes above them.
+  never goes above them; without a memory budget (the default) neither does it
+  go above a transcendental op (exp, tanh, erf, ...: ``_TRANSCENDENTAL``).
 
 ``memory_budget`` (``ember.aot.config.activation_memory_budget``) is the
 fraction of the save-everything bytes the backward may keep: 1.0 saves
@@ -51,6 +52,14 @@ _RECOMPUTABLE_NAMES = {"broadcast_in_dim", "convert_element_type", "reshape", "p
                        "expand_dims", "expand", "to", "_to_copy", "clone", "contiguous", "iota", "full",
                        "view", "transpose", "t", "unsqueeze", "slice", "select", "alias"}
 _NEVER = ("random", "nondeterministic", "reduction")
+# transcendental pointwise ops: under the default partitioning (no memory budget) their results
+# are saved rather than recomputed -- a min-cut weighs bytes only, and recomputing tanh over a
+# nanoGPT MLP's 1M-element activations (GELU(tanh)'s backward) cost more than writing and reading
+# those 4 MB: the compiled training step 1.014-1.024x (interleaved A/B). With a budget (the user
+# trading compute for memory) they are recomputed like other pointwise ops.
+_TRANSCENDENTAL = {"exp", "exp2", "expm1", "log", "log10", "log1p", "log2", "pow", "tanh", "sin", "cos", "tan",
+                   "sinh", "cosh", "asin", "acos", "atan", "atan2", "asinh", "acosh", "atanh", "erf", "erfc",
+                   "erfinv", "lgamma"}
 
 
 @dataclass
@@ -104,7 +113,7 @@ def _shape_str(node: Node) -> str:
     return str([str(s) for s in val.shape]).replace("'", "")
 
 
-def _recomputable(node: Node) -> bool:
+def _recomputable(node: Node, transcendental: bool = True) -> bool:
     if node.op == "placeholder":
         return False
     if node.op == "get_attr":
@@ -112,7 +121,7 @@ def _recomputable(node: Node) -> bool:
     if node.op != "call_function":
         return False
     if node.target is operator.getitem:
-        return _recomputable(node.args[0])
+        return _recomputable(node.args[0], transcendental)
     op = getattr(node.target, "_ember_op", None)
     if op is None:
         # size arithmetic (operator.mul, sym_size) is free to recompute
@@ -121,6 +130,8 @@ def _recomputable(node: Node) -> bool:
     if any(t in op.tags for t in _NEVER) or "inplace" in op.tags:
         return False
     base = op.name.split(".")[-1]
+    if not transcendental and base in _TRANSCENDENTAL:
+        return False
     return any(t in op.tags for t in _RECOMPUTABLE_TAGS) or base in _RECOMPUTABLE_NAMES
 
 
@@ -442,8 +453,9 @@ class _FlowGraph:
         return {node for node, i in self.ids.items() if not reaches_sink[i]}
 
 
-def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
-    """Save a minimum-bytes set of forward values; recompute cheap ones (see the module docstring)."""
+def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0, transcendental: bool = True):
+    """Save a minimum-bytes set of forward values; recompute cheap ones (see the module docstring).
+    ``transcendental``: whether exp, tanh, erf, ... count among them (``_TRANSCENDENTAL``)."""
     split = _Split(joint)
     baseline = [n for n in split.bw_needs if n.op != "get_attr"]
     base_bytes = sum(_nbytes(n) for n in baseline)
@@ -462,7 +474,7 @@ def min_cut_partition(joint: JointGraph, memory_budget: float = 0.0):
             continue
         G.add_edge(("in", n), ("out", n), None if n in must else _nbytes(n))
         pinned = n in region_inputs and n not in drawn
-        if n.op == "placeholder" or (not _recomputable(n) and n not in must) or pinned:
+        if n.op == "placeholder" or (not _recomputable(n, transcendental) and n not in must) or pinned:
             G.add_edge("source", ("in", n))
         if pinned:
             G.add_edge(("out", n), "sink")
@@ -497,7 +509,7 @@ def partition(joint: JointGraph, memory_budget: Optional[float] = None):
     from . import config
     budget = config.activation_memory_budget if memory_budget is None else memory_budget
     if budget is None:
-        return min_cut_partition(joint)
+        return min_cut_partition(joint, transcendental=False)
     if not 0.0 <= budget <= 1.0:
         raise ValueError(f"aot: memory_budget must be in [0, 1], got {budget}")
     if budget >= 1.0:
