@@ -33,40 +33,26 @@ def _stage_loops(src, block):
     return len(re.findall(rf"for \(int64_t r0 = 0; r0 < {block}; \+\+r0\)", src))
 
 
+def _compiled_source(shape, steps, **knobs):
+    """The recurrence compiled (values checked against eager): its C++ source."""
+    with patched_config(combo_kernels=False, **knobs):
+        cf, got, want = compile_and_run(_recurrence(steps), *_inputs(shape, steps))
+    for g, w in zip(got, want):
+        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    return cf.compiled.source
+
+
 @pytest.mark.parametrize("shape,block", [((32, 256), 256), ((8192,), 256), ((6, 640), 640)])
 def test_the_recurrence_runs_stage_by_stage_and_matches_eager(shape, block):
     """Rows of the right size are the blocks; a flat range is cut into blocks of 256."""
     steps = 12
-    with patched_config(combo_kernels=False):
-        cf, got, want = compile_and_run(_recurrence(steps), *_inputs(shape, steps))
-    assert _stage_loops(cf.compiled.source, block) >= 2 * steps
-    for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-6, atol=1e-6)
+    assert _stage_loops(_compiled_source(shape, steps), block) >= 2 * steps
 
 
-def test_switched_off_it_is_one_loop_over_every_element():
-    steps = 12
-    with patched_config(combo_kernels=False, stage_major_block=0):
-        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((32, 256), steps))
-    assert _stage_loops(cf.compiled.source, 256) == 0
-    for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-6, atol=1e-6)
-
-
-def test_few_buffers_keep_one_loop():
-    """Three steps touch 16 buffers: under ``stage_major_min_streams``."""
-    steps = 3
-    with patched_config(combo_kernels=False):
-        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((32, 256), steps))
-    assert _stage_loops(cf.compiled.source, 256) == 0
-    for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-6, atol=1e-6)
-
-
-def test_sizes_the_block_does_not_divide_keep_one_loop():
-    steps = 12
-    with patched_config(combo_kernels=False):
-        cf, got, want = compile_and_run(_recurrence(steps), *_inputs((1000,), steps))
-    assert "r0" not in cf.compiled.source
-    for g, w in zip(got, want):
-        assert_same(g, w, rtol=1e-6, atol=1e-6)
+@pytest.mark.parametrize("shape,steps,knobs", [
+    ((32, 256), 12, {"stage_major_block": 0}),       # switched off
+    ((32, 256), 3, {}),                              # 16 buffers: under stage_major_min_streams
+    ((1000,), 12, {}),                               # a size the block does not divide
+])
+def test_other_kernels_keep_one_loop_over_every_element(shape, steps, knobs):
+    assert "r0" not in _compiled_source(shape, steps, **knobs)
