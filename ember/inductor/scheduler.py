@@ -213,12 +213,12 @@ def _stage_major_blocks(g: "FusedGroup") -> None:
             any(not _same_sizes(n.size, size) for n in g.nodes):
         return
     total = int(product(size))
-    if total % B or total < 2 * B:
-        return
-    if len(g.read_names() | g.names()) < config.stage_major_min_streams:
+    if total < 2 * B or len(g.read_names() | g.names()) < config.stage_major_min_streams:
         return
     if len(size) >= 2 and B // 4 <= int(size[-1]) <= 4 * B:
         nodes, p = g.nodes, len(size) - 1      # its rows are the blocks
+    elif total % B:
+        return
     else:
         nodes, p = [], 1
         for n in g.nodes:

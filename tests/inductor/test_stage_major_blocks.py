@@ -42,7 +42,7 @@ def _compiled_source(shape, steps, **knobs):
     return cf.compiled.source
 
 
-@pytest.mark.parametrize("shape,block", [((32, 256), 256), ((8192,), 256), ((6, 640), 640)])
+@pytest.mark.parametrize("shape,block", [((32, 256), 256), ((8192,), 256), ((6, 640), 640), ((5, 600), 600)])
 def test_the_recurrence_runs_stage_by_stage_and_matches_eager(shape, block):
     """Rows of the right size are the blocks; a flat range is cut into blocks of 256."""
     steps = 12
