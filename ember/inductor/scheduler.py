@@ -340,9 +340,12 @@ def _loop_vars(*idx) -> Set[sympy.Symbol]:
 
 
 class Scheduler:
-    def __init__(self, graph):
+    def __init__(self, graph, stage_major: bool = False):
+        """``stage_major``: the C++ backend's blocks for kernels over many buffers
+        (:func:`_stage_major_blocks`: a CPU prefetcher matter; the Triton backend keeps its groups)."""
         self.graph = graph
         self.groups: List = []
+        self._stage_major = stage_major
         self._schedule()
         graph.inplace = self.inplace_outputs()
 
@@ -361,7 +364,7 @@ class Scheduler:
                 self.groups.append(FusedGroup([node], node.natural_p()))
                 gi = len(self.groups) - 1
             producer[node.name] = gi
-        for g in self.groups:
+        for g in self.groups if self._stage_major else ():
             if isinstance(g, FusedGroup):
                 _stage_major_blocks(g)
         if log_schedule.isEnabledFor(logging.DEBUG):

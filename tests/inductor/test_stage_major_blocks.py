@@ -56,3 +56,23 @@ def test_the_recurrence_runs_stage_by_stage_and_matches_eager(shape, block):
 ])
 def test_other_kernels_keep_one_loop_over_every_element(shape, steps, knobs):
     assert "r0" not in _compiled_source(shape, steps, **knobs)
+
+
+def test_only_the_cpp_backend_asks_for_blocks():
+    """The Triton backend's scheduler (``Scheduler(graph)``) keeps the group's own loops."""
+    from ember.inductor.compile_fx import _ensure_meta
+    from ember.inductor.graph import GraphLowering
+    from ember.inductor.scheduler import FusedGroup, Scheduler
+    from ember.inductor.virtualized import set_graph
+    from ._helpers import make_fx as trace
+    steps = 12
+    inputs = _inputs((32, 256), steps)
+    gm = trace(_recurrence(steps))(*inputs)
+    _ensure_meta(gm, inputs)
+    depths = {}
+    for flag in (False, True):
+        graph = GraphLowering(gm, inputs).run()
+        with set_graph(graph):
+            groups = [g for g in Scheduler(graph, stage_major=flag).groups if isinstance(g, FusedGroup)]
+        depths[flag] = [g.p for g in groups if len(g.nodes) >= 8]
+    assert depths == {False: [2], True: [1]}
