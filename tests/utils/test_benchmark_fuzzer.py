@@ -321,12 +321,16 @@ def test_collect_callgrind_without_valgrind_raises_torch_error(monkeypatch):
 def test_collect_callgrind_counts_instructions():
     # a pure-Python statement: the valgrind process then skips importing ember (seconds under valgrind)
     t = eb.Timer("y = [i * k for i in range(30)]", setup="import math", globals={"k": eb.CopyIfCallgrind(3)})
-    first, second = t.collect_callgrind(number=20, repeats=2, retain_out_file=True)
+    first, second, third = t.collect_callgrind(number=20, repeats=3, retain_out_file=True)
     assert isinstance(first, eb.CallgrindStats) and first.number_per_run == 20
     total = first.counts()
     assert total > 20 * 300                        # a 30-element comprehension is hundreds of instructions
     assert 0 < first.baseline_exclusive_stats.sum() < total / 5
-    assert abs(second.counts() - total) < 0.2 * total  # deterministic up to interpreter noise
+    # The first repeat is the first to run the timed block's own bytecode, so on 3.11+ it also pays for
+    # the adaptive interpreter specializing it (~20% more, as in torch, whose warm-up runs the statement
+    # from another code object too); the repeats after it count the same instructions up to a few.
+    assert abs(third.counts() - second.counts()) < 0.02 * second.counts()
+    assert 0.98 * second.counts() <= total < 2 * second.counts()
     assert first.stats(inclusive=True)[0].count >= first.stats()[0].count
     assert "events:" in first.stmt_callgrind_out and first.as_standardized().stmt_callgrind_out is None
     assert "Instructions:" in repr(first) and "20 runs per measurement, 1 thread" in repr(first)
