@@ -153,7 +153,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
         gm = batch_matmuls(gm)
     graph = GraphLowering(gm, example_inputs, dynamic=dynamic).run()
     with set_graph(graph):
-        sched = Scheduler(graph, stage_major=True)
+        sched = Scheduler(graph, stage_major=True, row_stages=True)
         size_syms = sorted(graph.sizevars.var_to_val, key=lambda s: int(s.name[1:]))
         ksrc, names, params, checks, prof = {}, {}, {}, set(), {}
         local_all = set()

@@ -67,6 +67,7 @@ local_buffers = True       # kernel-private intermediates live in per-iteration 
 local_buffer_max = 16384   # ... up to this many elements per outer iteration (stack use)
 outer_reduction = True     # interchange loops of reductions over outer dims (see KernelGen)
 outer_reduction_block = 256  # outputs accumulated together by an interchanged reduction
+outer_row_stages = True    # pointwise siblings of a column reduction run in its row loop (scheduler.row_stage)
 # ... split over chunks of whole rows, each into its own partial row, combined after (see
 # KernelGen._outer_split_chunks): a 4096 x 4096 column sum 3.7 -> ~13 GB/s on the 2-core box
 outer_reduction_split = True

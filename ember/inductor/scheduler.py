@@ -52,6 +52,9 @@ class SchedNode:
         self.size = list(buf.data.get_size())
         self.rranges = list(buf.data.reduction_ranges) if self.is_reduction else []
         self._reads: Dict[int, list] = {}
+        # a row stage (:func:`row_stage`) writes its buffer at this flat index in the group's
+        # outer and reduced variables instead of row-major over its sizes
+        self.flat_write: Optional[sympy.Expr] = None
         # transcendental ops and divisions in one element's value, inlined producers included
         # (ir.EXPENSIVE_OPS): the codegen weighs them when it decides to run a loop on threads
         self.expensive_ops = 0
@@ -114,6 +117,8 @@ class SchedNode:
         return unit_x
 
     def write_index(self, p):
+        if self.flat_write is not None:
+            return self.flat_write
         xs, rs = self.vars(p)
         if self.is_reduction:
             idx = xs
@@ -160,6 +165,82 @@ class _ReindexedData:
         st = contiguous_strides(self._old)
         old = [FloorDiv(flat, st[0])] + [ModularIndexing(flat, st[i], self._old[i]) for i in range(1, len(self._old))]
         return self._data.inner_fn(old)
+
+
+class _PermutedData(_ReindexedData):
+    """A pointwise body iterated over other sizes in another order: the element at ``ys`` is the
+    one at flat position ``flat`` (an affine expression in ``vars``, a bijection onto the
+    elements; see :func:`row_stage`) of the original's row-major order."""
+
+    def __init__(self, data, old_size, new_size, flat, vars_):
+        super().__init__(data, old_size, new_size)
+        self._flat, self._vars = flat, list(vars_)
+
+    def inner_fn(self, ys):
+        from .sizevars import FloorDiv, ModularIndexing
+        flat = self._flat.xreplace(dict(zip(self._vars, ys)))
+        st = contiguous_strides(self._old)
+        old = [FloorDiv(flat, st[0])] + [ModularIndexing(flat, st[i], self._old[i]) for i in range(1, len(self._old))]
+        return self._data.inner_fn(old)
+
+
+def _dense_bijection(index, vars_, sizes) -> bool:
+    """Whether the affine ``index`` over ``vars_`` (ranges ``sizes``, static) visits every
+    position of ``0 .. prod(sizes) - 1`` once: its coefficients, in increasing order, are the
+    contiguous strides of the sizes in that order."""
+    index = sympy.expand(index)
+    pairs = []
+    rest = index
+    for v, n in zip(vars_, sizes):
+        c = index.coeff(v)
+        rest = sympy.expand(rest - c * v)
+        if int(n) != 1:
+            if not c.is_Integer or int(c) <= 0:
+                return False
+            pairs.append((int(c), int(n)))
+    if rest != 0 or rest.free_symbols:
+        return False
+    stride = 1
+    for c, n in sorted(pairs):
+        if c != stride:
+            return False
+        stride *= n
+    return True
+
+
+def row_stage(node: "SchedNode", nodes: List["SchedNode"], p: int) -> Optional["SchedNode"]:
+    """``node`` (pointwise) as a stage of the row loop of the column reduction among ``nodes``
+    (a group at depth ``p`` whose loops the C++ codegen interchanges, see
+    :meth:`SchedNode.is_outer_reduction`): iterated over the reduction's ``outer + reduced``
+    variables, element ``(x, r)`` being the one at the flat position where the reduction reads a
+    buffer ``node`` also reads at its own element. A bias gradient beside the gradient it sums
+    (``sum(dy * gelu'(h), 0)`` and ``dy * gelu'(h)`` for the weight's product): one pass over
+    the operands instead of two. None when no such buffer exists, the sizes are not static and
+    equal in number, ``node`` reads what the group writes, or an index would keep a division."""
+    if node.is_reduction or node.is_scatter or p != 1 or node.read_names & {n.name for n in nodes}:
+        return None
+    reds = [n for n in nodes if n.is_outer_reduction(p)]
+    if not reds:
+        return None
+    sizes = list(reds[0].outer(p)) + list(reds[0].rranges)
+    if not all(getattr(d, "is_Integer", False) for d in list(node.size) + sizes) or \
+            int(product(node.size)) != int(product(sizes)):
+        return None
+    own = node.natural_p()
+    w = sympy.expand(node.write_index(own))
+    aligned = {name for name, idx in node.reads(own) if sympy.expand(idx - w) == 0}
+    vars_ = index_vars("x", p) + index_vars("r", len(reds[0].rranges))
+    for red in reds:
+        for name, a in red.reads(p):
+            if name not in aligned or not _dense_bijection(a, vars_, sizes):
+                continue
+            r = SchedNode.__new__(SchedNode)
+            r.__dict__.update(node.__dict__)
+            r.size, r.rranges, r._reads = [sympy.Integer(int(d)) for d in sizes], [], {}
+            r.data = _PermutedData(node.data, node.size, r.size, sympy.expand(a), vars_)
+            r.flat_write = sympy.expand(a)
+            return None if has_div_mod(r, p) else r
+    return None
 
 
 def reviewed(node: "SchedNode", outer) -> Optional["SchedNode"]:
@@ -292,7 +373,8 @@ def valid_group(nodes: List[SchedNode], p: int) -> Optional[str]:
     P = nodes[0].outer(p)
     outer_red = [n for n in nodes if n.is_outer_reduction(p)]
     if outer_red:
-        if any(not n.is_reduction and n.inner(p) for n in nodes):
+        if any(not n.is_reduction and n.inner(p) and not (
+                n.flat_write is not None and _same_sizes(n.inner(p), outer_red[0].rranges)) for n in nodes):
             return "a reduction over outer dims is not fused with inner loops (its loops are interchanged)"
         if any(n.is_reduction and not _same_sizes(n.rranges, outer_red[0].rranges) for n in nodes):
             return "a reduction over outer dims is fused only with reductions of the same ranges"
@@ -340,12 +422,15 @@ def _loop_vars(*idx) -> Set[sympy.Symbol]:
 
 
 class Scheduler:
-    def __init__(self, graph, stage_major: bool = False):
+    def __init__(self, graph, stage_major: bool = False, row_stages: bool = False):
         """``stage_major``: the C++ backend's blocks for kernels over many buffers
-        (:func:`_stage_major_blocks`: a CPU prefetcher matter; the Triton backend keeps its groups)."""
+        (:func:`_stage_major_blocks`: a CPU prefetcher matter; the Triton backend keeps its groups).
+        ``row_stages``: pointwise siblings of a column reduction join its row loop
+        (:func:`row_stage`; the C++ codegen's interchanged loops run them)."""
         self.graph = graph
         self.groups: List = []
         self._stage_major = stage_major
+        self._row_stages = row_stages and config.outer_row_stages
         self._schedule()
         graph.inplace = self.inplace_outputs()
 
@@ -441,7 +526,7 @@ class Scheduler:
                 outside |= other.read_names()
         out = set()
         for n in g.nodes:
-            if n.name in outside or n.is_scatter:
+            if n.name in outside or n.is_scatter or n.flat_write is not None:
                 continue
             numel = sympy.expand(sympy.Mul(*n.inner(g.p))) if n.inner(g.p) else sympy.Integer(1)
             if n.is_reduction:
@@ -488,6 +573,10 @@ class Scheduler:
                     if rv is not None and valid_group(g.nodes + [rv], p) is None and (
                             node.read_names & g.names() or _same_access(g.nodes, rv, shared, p, walked=True)):
                         cand, reason = rv, None
+                if reason is not None and self._row_stages:
+                    rs = row_stage(node, g.nodes, p)
+                    if rs is not None and valid_group(g.nodes + [rs], p) is None:
+                        cand, reason = rs, None
                 if reason is None and not (node.read_names & g.names()) and \
                         not _same_access(g.nodes, cand, shared, p):
                     # siblings sharing an input only at other indices (a BatchNorm backward's

@@ -651,6 +651,7 @@ class KernelGen:
         self.kind = "cpp"
         self.tiles = {}      # (buffer, index) -> local tile element (transposed reads)
         self.overrides = {}  # loop variable -> (lo, hi): one piece of a split loop
+        self._row_pending = []  # row stages not yet emitted (scheduler.row_stage)
         self.store_redirect = {}  # buffer -> where its stores go instead (an output tile)
         self.stream = {}     # node -> (staging array, base index, numel): rows streamed out
         self._staged = set()  # the streamed nodes of the stage being written (stores go to the row)
@@ -758,7 +759,7 @@ class KernelGen:
         reds = [n for n in g.nodes if n.is_reduction]
         if not reds or any(n.data.reduction_type in ("argmax", "argmin") for n in reds):
             return False
-        if any(not n.is_reduction and n.inner(p) for n in g.nodes):
+        if any(not n.is_reduction and n.inner(p) and n.flat_write is None for n in g.nodes):
             return False
         R = reds[0].rranges
         if any(not _same(n.rranges, R) for n in reds):
@@ -1473,8 +1474,10 @@ class KernelGen:
         blocks = -(-int(W) // config.outer_reduction_block)
         # below the size where the block loop's pattern costs (cache-resident inputs), split only
         # when the column blocks leave threads idle and the work pays for a parallel region of
-        # its own (a small block-loop kernel shares one with its neighbours: codegen/combo.py)
-        if int(W) * rows < config.outer_reduction_split_min_work and \
+        # its own (a small block-loop kernel shares one with its neighbours: codegen/combo.py);
+        # row stages (scheduler.row_stage) count their element-wise traffic as work too
+        stages = 1 + sum(n.flat_write is not None for n in g.nodes)
+        if int(W) * rows * stages < config.outer_reduction_split_min_work and \
                 (blocks >= threads or int(W) * rows < config.outer_reduction_split_idle_min_work):
             return 0
         per_chunk = 0
@@ -1499,6 +1502,8 @@ class KernelGen:
         last = cexpr(P[-1])
         nblk = f"(({last}) + {B - 1}) / {B}"
         work = product(P) * product(next(n for n in g.nodes if n.is_reduction).rranges)
+        # row stages (scheduler.row_stage): emitted once, in the first loop over the reduced rows
+        self._row_pending = [n for n in g.nodes if n.flat_write is not None]
         partials = self._split_partials(chunks, body) if chunks else {}
         if chunks:
             work = product(P) * chunks      # the combining pass
@@ -1524,6 +1529,9 @@ class KernelGen:
             lines.append(ind_ + "}")
 
         for n in g.nodes:
+            if n.flat_write is not None:
+                body.append(f"{ind1}// {n!r}: in the row loop above")
+                continue
             body.append(f"{ind1}// {n!r}")
             body.append(ind1 + "{")
             ind2 = ind1 + "    "
@@ -1609,9 +1617,22 @@ class KernelGen:
                 flag = f"{nan}[chunk * {W} + {xl}]" if nan else None
                 body.extend(ii + ln for ln in _outer_update(red.reduction_type, acc, flag, v))
             x_loop(i2, emit)
+        if self._row_pending:
+            x_loop(i2, lambda ii: self._row_stages(xs, rs, [g.outer_sizes[0]] + list(R), ii, body))
         body.append(i1 + "}")
         body.append(ind + "}")
         return out
+
+    def _row_stages(self, xs, rs, sizes, ind, lines):
+        """The pending row stages (scheduler.row_stage) at element ``(xs, rs)`` of the interchanged
+        loops, computed and stored; then none is pending."""
+        for n in self._row_pending:
+            lines.append(f"{ind}// {n!r}, written at {cexpr(n.flat_write)}")
+            h = CppOps(self, lines, ind, ranges=_ranges(list(xs) + list(rs), sizes))
+            with set_ops_handler(h):
+                v = n.data.inner_fn(list(xs) + list(rs))
+            self._store(n, n.flat_write, v, ind, lines)
+        self._row_pending = []
 
     def _outer_reduction_stage(self, node, p, xs, lines, ind, xi_loop, B, split=None):
         """One reduction of the interchanged loop: a block of ``B`` accumulators over the
@@ -1638,6 +1659,8 @@ class KernelGen:
                     v = red.inner_fn(xs, rs)
                 for ln in update(v):
                     lines.append(ii + ln)
+                if self._row_pending:
+                    self._row_stages(xs, rs, list(self.group.outer_sizes) + list(R), ii, lines)
             xi_loop(lines, inner, emit)
             self._close(len(rs), ind, lines)
 
