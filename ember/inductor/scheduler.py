@@ -219,7 +219,7 @@ def row_stage(node: "SchedNode", nodes: List["SchedNode"], p: int) -> Optional["
     equal in number, ``node`` reads what the group writes, or an index would keep a division."""
     if node.is_reduction or node.is_scatter or p != 1 or node.read_names & {n.name for n in nodes}:
         return None
-    reds = [n for n in nodes if n.is_outer_reduction(p)]
+    reds = [n for n in nodes if n.is_reduction and n.can_split(p) and n.is_outer_reduction(p)]
     if not reds:
         return None
     sizes = list(reds[0].outer(p)) + list(reds[0].rranges)

@@ -135,3 +135,18 @@ def test_dense_bijection():
     assert not _dense_bijection(2048 * r0 + x0, [x0, r0], [1024, 64])          # gaps
     assert not _dense_bijection(x0, [x0, r0], [1024, 64])                      # broadcast over rows
     assert not _dense_bijection(-1024 * r0 + x0, [x0, r0], [1024, 64])         # a reversed walk
+
+
+def test_a_flat_sibling_of_a_narrower_reduction_compiles():
+    """A 1-d sibling of a reduction with a 2-d output would narrow the group to depth 1, where
+    that reduction cannot split: no row stage is asked of it (the ResNet backward's BatchNorm
+    sums beside a flat ReLU mask once failed to compile here)."""
+    x, w = rand(32, 128, 8, 8), rand(128)
+
+    def fn(x, w):
+        s = P.sum(x, [2, 3])                                     # [32, 128]
+        return P.mul(s, P.broadcast_in_dim(w, [32, 128], [1])), P.mul(w, 3.0)
+    with patched_config(combo_kernels=False, debug_lowering=True):
+        cf, got, want = compile_and_run(fn, x, w)
+    assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
+    assert_same(got[1], want[1])
