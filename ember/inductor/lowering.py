@@ -426,7 +426,20 @@ def _index_select(x, dim, index):
         j[dim] = ops.indirect_indexing(li([idx[dim]] if one_d else []), n)
         return lx(j)
 
+    if any(d == 0 for i, d in enumerate(size) if i != dim) and \
+            not any(d == 0 for d in index.get_size()):
+        _check_indices(li, index.get_size(), n)
     return Pointwise(size, x.get_dtype(), inner_fn)
+
+
+def _check_indices(load_index, index_size, n):
+    """A kernel that only checks ``index`` against ``n`` (its error flag raises as eager does):
+    for a selection with no elements -- ``embedding`` of a zero-width table -- whose own loop
+    never runs, so never reads an index. Eager raises on an out-of-range index there too."""
+    def inner_fn(idx):
+        ops.indirect_indexing(load_index(list(idx)), n)
+        return ops.constant(0, _t.bool_)
+    V.graph.realize(Pointwise(list(index_size), _t.bool_, inner_fn))
 
 
 def _scatter_common(a, dim, index, src, mode):

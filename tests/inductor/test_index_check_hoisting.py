@@ -2,7 +2,8 @@
 across its width) has its bounds check before that loop, not inside the simd loop (a call
 there made GCC's vector code of nanoGPT's embedding + layer-norm kernel 8x slower); the check
 still raises IndexError for a bad index, and is skipped where the inner loop does not run (a
-0-element view reads nothing)."""
+0-element view reads nothing; a statically zero-width table's indices are checked by a kernel of
+their own, as eager checks them)."""
 import re
 
 import numpy as np
@@ -75,6 +76,23 @@ def test_symbolic_width_checks_where_the_row_is_not_empty():
         np.testing.assert_array_equal(cf(idx, table).numpy(), f(idx, table).numpy())
         with pytest.raises(IndexError):
             cf(ember.tensor([3, 30, 1]), table)
+
+
+def test_zero_width_embedding_checks_its_indices_as_eager():
+    """A zero-width table selects no element, so the selection's loop never reads an index;
+    eager still raises on an out-of-range one, and so does the compiled graph (a kernel of its
+    own checks the indices: lowering._check_indices). In-range indices give the empty rows."""
+    table = ember.tensor(np.zeros((30, 0), np.float32))
+    ember.dynamo.reset()
+    cf = ember.compile(lambda idx, t: F.embedding(idx, t))
+    good = ember.tensor(RNG.integers(0, 30, (4, 3)))
+    assert tuple(cf(good, table).shape) == (4, 3, 0)
+    for bad in ([3, 30, 1], [-31, 2]):
+        with pytest.raises(IndexError):
+            F.embedding(ember.tensor(bad), table)
+        with pytest.raises(IndexError):
+            cf(ember.tensor(bad), table)
+    assert tuple(cf(ember.tensor(np.zeros((0,), np.int64)), table).shape) == (0, 0)
 
 
 def test_hoisted_check_text_names_the_inner_extent_only_when_symbolic():
