@@ -642,10 +642,14 @@ extern "C" void ember_sgemm(int64_t batch, int64_t M, int64_t N, int64_t K,
     {
         int t = omp_get_thread_num(), n = omp_get_num_threads();
         if (batch >= n) {                               // whole matrices per thread
-            for (int64_t q = t; q < batch; q += n) {
-                if (q + n < batch) {
-                    prefetch_span(Mat{a + (q + n) * sab, sa0, sa1}, M, K);
-                    prefetch_span(Mat{b + (q + n) * sbb, sb0, sb1}, K, N);
+            // a contiguous run of them: the kernels around a batched product (attention's head
+            // split before it, its softmax after it) split their rows over the threads the same
+            // way, so a thread's operands and outputs stay in its own core's caches
+            const int64_t q0 = batch * t / n, q1 = batch * (t + 1) / n;
+            for (int64_t q = q0; q < q1; ++q) {
+                if (q + 1 < q1) {
+                    prefetch_span(Mat{a + (q + 1) * sab, sa0, sa1}, M, K);
+                    prefetch_span(Mat{b + (q + 1) * sbb, sb0, sb1}, K, N);
                 }
                 gemm_part(K, Mat{a + q * sab, sa0, sa1}, Mat{b + q * sbb, sb0, sb1}, c + q * M * N, N, 0, M, 0, N);
             }
