@@ -488,7 +488,10 @@ class Scheduler:
             grp = self.groups[gi]
             node = grp.nodes[k]
             buf, inp = g.buffers_by_name[bname], g.buffers_by_name[iname]
-            if node.is_reduction or node.is_scatter or not _same_layout(buf.layout, inp.layout):
+            # (a row stage is emitted in its group's first loop over the reduced rows, before
+            # stages that come ahead of it in the group: one of them may read the old value)
+            if node.is_reduction or node.is_scatter or node.flat_write is not None or \
+                    not _same_layout(buf.layout, inp.layout):
                 continue
             arr = arrays.get(iname)
             # (inputs of another device -- a CPU step count next to cuda parameters -- share nothing)

@@ -150,3 +150,24 @@ def test_a_flat_sibling_of_a_narrower_reduction_compiles():
         cf, got, want = compile_and_run(fn, x, w)
     assert_same(got[0], want[0], rtol=1e-5, atol=1e-5)
     assert_same(got[1], want[1])
+
+
+def test_an_in_place_update_is_not_a_row_stage_written_over_a_later_read():
+    """``y = (x * 3).sum(0); x.add_(w); y + x.sum(0)``: ``x + w`` joins the first sum's row loop,
+    which runs before the second sum's loop; written into ``x`` itself (the in-place update of a
+    mutated input) it would be read back there as the old value. Row stages get buffers of
+    their own (scheduler.inplace_outputs)."""
+    import ember
+
+    def fn(x, w):
+        y = (x * 3).sum(0)
+        x.add_(w)
+        return y + x.sum(0)
+    ember.dynamo.reset()
+    cf = ember.compile(fn, backend="inductor")
+    for _ in range(2):
+        x0, w = ember.randn(40, 24), ember.randn(40, 24)
+        xe, xc = x0.clone(), x0.clone()
+        want, got = fn(xe, w), cf(xc, w)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(xc.numpy(), xe.numpy())
