@@ -1,9 +1,10 @@
 """Pointwise siblings of a column reduction run in its row loop (``scheduler.row_stage``): a bias
 gradient ``sum(dy * g, 0)`` beside the ``dy * g`` it sums (kept for the weight's product) is one
-pass over ``dy`` and ``g``. Values against eager, one kernel whichever loop hosts the stage (the
-split chunks or the column blocks), the fused node written where the reduction reads, and the
-siblings that stay apart: another walk of the shared input, symbolic sizes, the knob off, the
-Triton backend's scheduler."""
+pass over ``dy`` and ``g`` where the reduction splits over chunks of whole rows; without the
+split (small sums) the stage is a loop of its own ahead of the column blocks, in the same kernel.
+Values against eager, the fused node written where the reduction reads, and the siblings that
+stay apart: another walk of the shared input, a read of the sums, an in-place update, the knob
+off, the Triton backend's scheduler."""
 import numpy as np
 import pytest
 
@@ -28,7 +29,7 @@ def _check(cf, got, want, x, g, dims):
 
 @pytest.mark.parametrize("shape,dims,split", [
     ((1024, 1024), [0], True),          # the split chunks' rows host the stage
-    ((64, 1024), [0], False),           # the column blocks' reduced loop hosts it
+    ((64, 1024), [0], False),           # a loop of its own before the column blocks
     ((8, 128, 256), [0, 1], True),      # two reduced dims
     ((300, 37), [0], False),            # a column block of 37, rows of 37
     ((2, 3, 300, 40), [0, 1, 2], True),
@@ -40,8 +41,12 @@ def test_sibling_of_a_column_sum_runs_in_its_row_loop(shape, dims, split):
         cf, got, want = compile_and_run(_bias_grad(dims), x, g)
     src = _check(cf, got, want, x, g, dims)
     assert cf.compiled.n_kernels == 1
-    assert "in the row loop above" in src
+    assert "row stage written at" in src
     assert ("chunk" in src) == split
+    if split:       # inside the chunks' loop over whole rows
+        assert src.index("for (int64_t chunk") < src.index("row stage written at") < src.index("xblk")
+    else:           # before the column blocks
+        assert src.index("row stage written at") < src.index("xblk")
 
 
 @pytest.mark.parametrize("knobs", [{"outer_reduction": False}, {"outer_reduction_split": False},
@@ -54,7 +59,7 @@ def test_other_loops_give_the_same_values(knobs):
     with patched_config(combo_kernels=False, **knobs):
         cf, got, want = compile_and_run(_bias_grad([0]), x, g)
     src = _check(cf, got, want, x, g, [0])
-    assert ("in the row loop above" in src) == (knobs == {"outer_reduction_split": False})
+    assert ("row stage written at" in src) == (knobs == {"outer_reduction_split": False})
     assert cf.compiled.n_kernels == (2 if knobs == {"outer_row_stages": False} else 1)
 
 
@@ -69,7 +74,7 @@ def test_a_sibling_walking_the_input_transposed_stays_apart():
         cf, got, want = compile_and_run(fn, x, h)
     assert_same(got[0], want[0])
     np.testing.assert_allclose(got[1], want[1], rtol=1e-5)
-    assert "in the row loop above" not in cf.compiled.source and cf.compiled.n_kernels == 2
+    assert "row stage written at" not in cf.compiled.source and cf.compiled.n_kernels == 2
 
 
 def test_a_sibling_reading_the_reduction_stays_apart():
@@ -82,7 +87,7 @@ def test_a_sibling_reading_the_reduction_stays_apart():
     with patched_config(combo_kernels=False):
         cf, got, want = compile_and_run(fn, x)
     assert_same(got[1], want[1], rtol=1e-4, atol=1e-4)     # (sums in double against float32)
-    assert "in the row loop above" not in cf.compiled.source
+    assert "row stage written at" not in cf.compiled.source
 
 
 def test_float16_sibling_and_int_sum():
@@ -98,7 +103,7 @@ def test_float16_sibling_and_int_sum():
         cf, got, want = compile_and_run(fn, a, b)
     assert_same(got[0], want[0])
     assert_same(got[1], want[1])
-    assert "in the row loop above" in cf.compiled.source
+    assert "row stage written at" in cf.compiled.source
 
 
 def test_only_the_cpp_backend_asks_for_row_stages():
