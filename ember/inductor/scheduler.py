@@ -11,7 +11,10 @@ A *fused group* is one C++ kernel: an outer loop nest over sizes ``P``
 
 So softmax (amax, exp-sub, sum, div over rows) and layer_norm become one
 kernel with one parallel loop over the rows; a chain of pointwise ops of one
-size is one loop (most of it was already inlined by the lowering).
+size is one loop (most of it was already inlined by the lowering). A pointwise
+node beside a reduction over outer dims (a bias gradient's column sum) may join
+it as a *row stage* (:func:`row_stage`, C++ backend): iterated over the
+reduction's outer and reduced variables, written where the reduction reads.
 
 Legality -- never fuse across a dependency we cannot prove. A stage may read
 a buffer written by an earlier stage of the same group only at exactly the
