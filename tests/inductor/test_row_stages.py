@@ -33,6 +33,7 @@ def _check(cf, got, want, x, g, dims):
     ((8, 128, 256), [0, 1], True),      # two reduced dims
     ((300, 37), [0], False),            # a column block of 37, rows of 37
     ((2, 3, 300, 40), [0, 1, 2], True),
+    ((1, 300, 40), [0, 1], False),      # a size-1 reduced dim
 ])
 def test_sibling_of_a_column_sum_runs_in_its_row_loop(shape, dims, split):
     with patched_config(combo_kernels=False, outer_reduction_split_min_work=(1 if split else 1 << 40),

@@ -1637,13 +1637,15 @@ class KernelGen:
         rs = index_vars("r", len(red.rranges))
         vars_, sizes = list(xs) + list(rs), list(g.outer_sizes) + list(red.rranges)
         a = sympy.expand(self._row_pending[0].flat_write)
-        order = sorted(range(len(vars_)), key=lambda i: -int(a.coeff(vars_[i])))
+        # (a size-1 dim outermost, whatever its coefficient: the SIMD loop is the unit-stride one)
+        order = sorted(range(len(vars_)), key=lambda i: (sizes[i] != 1, -int(a.coeff(vars_[i]))))
         ind = "    "
         body.append(f"{ind}// the row stages in memory order (the column blocks below hold the reductions)")
         prag = self._parallel_pragma(product(sizes))
-        if prag:
-            body.append(ind + prag)
         for k, i in enumerate(order):
+            if prag and sizes[i] != 1:          # the first loop of more than one iteration
+                body.append(ind + prag)
+                prag = None
             if k == len(order) - 1 and config.simd:
                 body.append(ind + "#pragma omp simd")
             body.append(self._for(vars_[i], sizes[i], ind) + " {")
