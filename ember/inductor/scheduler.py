@@ -162,9 +162,13 @@ class _ReindexedData:
             raise AttributeError(name)
         return getattr(self._data, name)
 
+    def _flat(self, ys):
+        """The element's position in the original's row-major order."""
+        return sum((y * st for y, st in zip(ys, contiguous_strides(self._new))), sympy.Integer(0))
+
     def inner_fn(self, ys):
         from .sizevars import FloorDiv, ModularIndexing
-        flat = sum((y * st for y, st in zip(ys, contiguous_strides(self._new))), sympy.Integer(0))
+        flat = self._flat(ys)
         st = contiguous_strides(self._old)
         old = [FloorDiv(flat, st[0])] + [ModularIndexing(flat, st[i], self._old[i]) for i in range(1, len(self._old))]
         return self._data.inner_fn(old)
@@ -177,14 +181,10 @@ class _PermutedData(_ReindexedData):
 
     def __init__(self, data, old_size, new_size, flat, vars_):
         super().__init__(data, old_size, new_size)
-        self._flat, self._vars = flat, list(vars_)
+        self._position, self._vars = flat, list(vars_)
 
-    def inner_fn(self, ys):
-        from .sizevars import FloorDiv, ModularIndexing
-        flat = self._flat.xreplace(dict(zip(self._vars, ys)))
-        st = contiguous_strides(self._old)
-        old = [FloorDiv(flat, st[0])] + [ModularIndexing(flat, st[i], self._old[i]) for i in range(1, len(self._old))]
-        return self._data.inner_fn(old)
+    def _flat(self, ys):
+        return self._position.xreplace(dict(zip(self._vars, ys)))
 
 
 def _dense_bijection(index, vars_, sizes) -> bool:
