@@ -30,6 +30,22 @@ an optimizer step), and the compiled MLP's inference step 1.05-1.09x (interleave
 Every micro-tile also asks for its C tile's lines before its FMAs (a weight gradient's 4 MB
 output written from memory: 0.88 -> 0.82 ms; compiled MLP training and nanoGPT inference 1.02x).
 
+A short product with B = W^T (a Linear's weight, rows contiguous in k) and a whole number of
+16-row halves of strips (8 on AVX2) up to 96 rows is computed as C^T = W @ A^T
+(``gemm_part_wt``): W's rows are broadcast from where they lie instead of being transposed into
+packed strips (64 x 1024 x 1024 on one thread: 84 GFLOP/s packing B per product, 107 with B
+packed beforehand), A^T is packed, and the C^T tiles are transposed into C once their K sums
+are done. Same sums in the same order: the same bits as the packed paths (tested). On the Zen 4
+box, interleaved with the previous library, median/best GFLOP/s on one thread: 64 x 1024 x 1024
+83/87 -> 98/103, 48 x 1024 x 1024 76/81 -> 87/98, 16 x 1024 x 1024 51 -> 84, 32 x 256 x 1024
+90/92 -> 103/104; two threads 64 x 1024 x 1024 168/171 -> 197/203. Rows that would leave a padded
+strip (56, 100, 120) measured 0.92-0.97x and stay on the packed path. With three different
+weights in turn (the MLP's, 12 MB: W comes from memory) the gain was gone until each tile asks
+for the next tile's rows ahead (as ``NextStrip`` does for a packed strip): three 64 x 1024 x 1024
+products in a chain 2.55 -> 2.32 ms (two threads), 4.93 -> 4.46 ms (one). Compiled MLP inference
+1.096x, training 1.016x (interleaved in one process, the two libraries swapped step by step);
+LSTM, ResNet and nanoGPT inference 0.99-1.005x (one product each or none takes the path).
+
 AVX2. On a CPU with AVX2 and FMA but no AVX-512 (the 2-core AMD EPYC box: Zen 3, L1d 32 KB,
 L2 512 KB per core, L3 32 MB) the source builds its AVX2 variant: a 6 x 16 micro-tile (12 ymm
 accumulators, two B vectors, one broadcast), KC = 256 (a B strip is 16 KB of L1), MC = 144 (an A
@@ -159,6 +175,7 @@ def _build():
     fn.argtypes = [i64, i64, i64, i64, ptr, i64, i64, i64, ptr, i64, i64, i64, ptr, ctypes.c_int]
     fn.restype = None
     lib.ember_sgemm_calls.restype = ctypes.c_int64
+    lib.ember_sgemm_wt_parts.restype = ctypes.c_int64
     lib.ember_sgemm_pack_b.argtypes = [i64, i64, ptr, i64, i64, ptr, ctypes.c_int]
     lib.ember_sgemm_pack_b.restype = None
     lib.ember_sgemm_packed.argtypes = [i64, i64, i64, ptr, i64, i64, ptr, ptr, ctypes.c_int]
@@ -235,6 +252,13 @@ def calls() -> int:
     """Products ember's GEMM has computed in this process (0 before it was loaded)."""
     lib = _state.get("lib")
     return int(lib.ember_sgemm_calls()) if lib is not None else 0
+
+
+def weight_rows_parts() -> int:
+    """Thread parts of products computed as C^T = W @ A^T (short products with B = W^T, a
+    Linear's weight: ``gemm_part_wt`` in ``gemm_native.cpp``) in this process."""
+    lib = _state.get("lib")
+    return int(lib.ember_sgemm_wt_parts()) if lib is not None else 0
 
 
 def kernel_info() -> Optional[dict]:

@@ -212,6 +212,83 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
     }
 }
 
+// The micro-kernel with the operands' roles swapped, for C = A @ W^T (a Linear's weight W, its
+// rows contiguous in k): t[0:R, 0:NR] (+)= W[0:R, 0:kc] @ b, C^T's tile, computed as micro_rows
+// computes C's but broadcasting W's elements straight from its rows (no packed copy of W)
+// against a packed strip b of A^T. t is a small tile buffer (NR floats a row) that gemm_part_wt
+// transposes into C after the last K slice; each sum runs in micro_rows's order (k in order
+// within a slice, the slice's sum added to the earlier slices'), so the bits are the same.
+template <int R, int V>
+inline void micro_wt_rows(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
+                          float* __restrict__ t, bool acc) {
+    __m512 c0[R], c1[R];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) { c0[i] = _mm512_setzero_ps(); c1[i] = _mm512_setzero_ps(); }
+    for (int k = 0; k < kc; ++k, ++w, b += NR) {
+        __m512 b0 = _mm512_load_ps(b), b1 = V == 2 ? _mm512_load_ps(b + 16) : b0;
+#pragma GCC unroll 12
+        for (int i = 0; i < R; ++i) {
+            __m512 av = _mm512_set1_ps(w[i * ldw]);
+            c0[i] = _mm512_fmadd_ps(av, b0, c0[i]);
+            if (V == 2) c1[i] = _mm512_fmadd_ps(av, b1, c1[i]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+        float* r = t + i * NR;
+        if (acc) {
+            c0[i] = _mm512_add_ps(c0[i], _mm512_load_ps(r));
+            if (V == 2) c1[i] = _mm512_add_ps(c1[i], _mm512_load_ps(r + 16));
+        }
+        _mm512_store_ps(r, c0[i]);
+        if (V == 2) _mm512_store_ps(r + 16, c1[i]);
+    }
+}
+
+template <int R>
+inline void micro_wt_cols(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
+                          float* __restrict__ t, int nc, bool acc) {
+    if (nc > 16) micro_wt_rows<R, 2>(kc, w, ldw, b, t, acc);
+    else micro_wt_rows<R, 1>(kc, w, ldw, b, t, acc);
+}
+
+// C[0:nc, 0:r] = t[0:r, 0:nc]^T (t: NR floats a row), 16x16 blocks transposed in registers
+inline void store_transposed(const float* t, int r, int nc, float* c, int64_t ldc) {
+    const __mmask16 m = (__mmask16)((1u << r) - 1);
+    for (int h = 0; h * 16 < nc; ++h) {
+        __m512 v[16];
+        for (int q = 0; q < 16; ++q) v[q] = q < r ? _mm512_load_ps(t + q * NR + h * 16) : _mm512_setzero_ps();
+        transpose16(v);
+        const int rows = nc - h * 16 < 16 ? nc - h * 16 : 16;
+        for (int l = 0; l < rows; ++l) _mm512_mask_storeu_ps(c + (int64_t)(h * 16 + l) * ldc, m, v[l]);
+    }
+}
+
+// micro_wt_rows for the tile's first r (1 <= r <= MR) rows of W and a strip's first nc columns
+inline void micro_wt(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
+                     int r, int nc, bool acc) {
+    switch (r) {
+        case 12: micro_wt_cols<12>(kc, w, ldw, b, t, nc, acc); break;
+        case 11: micro_wt_cols<11>(kc, w, ldw, b, t, nc, acc); break;
+        case 10: micro_wt_cols<10>(kc, w, ldw, b, t, nc, acc); break;
+        case 9: micro_wt_cols<9>(kc, w, ldw, b, t, nc, acc); break;
+        case 8: micro_wt_cols<8>(kc, w, ldw, b, t, nc, acc); break;
+        case 7: micro_wt_cols<7>(kc, w, ldw, b, t, nc, acc); break;
+        case 6: micro_wt_cols<6>(kc, w, ldw, b, t, nc, acc); break;
+        case 5: micro_wt_cols<5>(kc, w, ldw, b, t, nc, acc); break;
+        case 4: micro_wt_cols<4>(kc, w, ldw, b, t, nc, acc); break;
+        case 3: micro_wt_cols<3>(kc, w, ldw, b, t, nc, acc); break;
+        case 2: micro_wt_cols<2>(kc, w, ldw, b, t, nc, acc); break;
+        default: micro_wt_cols<1>(kc, w, ldw, b, t, nc, acc); break;
+    }
+}
+// gemm_part_wt takes a short product with B = W^T when its rows fill whole 16-column halves of
+// the strips (no padded FMAs) and number at most 96: 64 x 1024 x 1024 1.15-1.17x, 48 x 1024 x 1024
+// 1.14x, 16 x 1024 x 1024 1.5x, 96 x 1024 x 1024 1.03-1.04x; 100 and 56 rows (a padded strip)
+// 0.92-0.95x and 112 rows 0.96-1.06x stay on gemm_part_short (Zen 4, 1 and 2 threads).
+constexpr int WT_COLS = 16, WT_MAX_ROWS = 96;
+
+
 // the columns of C a micro-tile writes, as the two stores' masks
 struct Cols {
     __mmask16 m0, m1;
@@ -460,6 +537,75 @@ inline void micro(int kc, const float* __restrict__ a, const float* __restrict__
     }
 }
 
+// C^T's tile t[0:R, 0:8*V] (+)= W[0:R, 0:kc] @ b, W read in place: the AVX-512 section's
+// micro_wt_rows (gemm_part_wt says why) on 8-float vectors
+template <int R, int V>
+inline void micro_wt_rows(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
+                          float* __restrict__ t, bool acc) {
+    __m256 cv[R][V];
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) cv[i][v] = _mm256_setzero_ps();
+    for (int k = 0; k < kc; ++k, ++w, b += NR) {
+        __m256 bv[V];
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) bv[v] = _mm256_load_ps(b + 8 * v);
+#pragma GCC unroll 12
+        for (int i = 0; i < R; ++i) {
+            __m256 av = _mm256_broadcast_ss(w + i * ldw);
+#pragma GCC unroll 2
+            for (int v = 0; v < V; ++v) cv[i][v] = _mm256_fmadd_ps(av, bv[v], cv[i][v]);
+        }
+    }
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i)
+#pragma GCC unroll 2
+        for (int v = 0; v < V; ++v) {
+            float* r = t + i * NR + 8 * v;
+            __m256 x = cv[i][v];
+            if (acc) x = _mm256_add_ps(x, _mm256_load_ps(r));
+            _mm256_store_ps(r, x);
+        }
+}
+
+// C[0:nc, 0:r] = t[0:r, 0:nc]^T (t: NR floats a row), 8x8 blocks transposed in registers; each
+// C row's r floats through a small buffer (no masked stores, as micro_rows)
+inline void store_transposed(const float* t, int r, int nc, float* c, int64_t ldc) {
+    alignas(32) float tmp[8];
+    for (int h = 0; h * 8 < nc; ++h) {
+        __m256 v[8];
+        for (int q = 0; q < 8; ++q) v[q] = q < r ? _mm256_load_ps(t + q * NR + h * 8) : _mm256_setzero_ps();
+        transpose8(v);
+        const int rows = nc - h * 8 < 8 ? nc - h * 8 : 8;
+        for (int l = 0; l < rows; ++l) {
+            _mm256_store_ps(tmp, v[l]);
+            memcpy(c + (int64_t)(h * 8 + l) * ldc, tmp, sizeof(float) * r);
+        }
+    }
+}
+
+template <int R>
+inline void micro_wt_cols(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
+                          float* __restrict__ t, int nc, bool acc) {
+    if (nc > 8) micro_wt_rows<R, 2>(kc, w, ldw, b, t, acc);
+    else micro_wt_rows<R, 1>(kc, w, ldw, b, t, acc);
+}
+
+// micro_wt_rows for the tile's first r (1 <= r <= MR) rows of W and a strip's first nc columns
+inline void micro_wt(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
+                     int r, int nc, bool acc) {
+    switch (r) {
+        case 6: micro_wt_cols<6>(kc, w, ldw, b, t, nc, acc); break;
+        case 5: micro_wt_cols<5>(kc, w, ldw, b, t, nc, acc); break;
+        case 4: micro_wt_cols<4>(kc, w, ldw, b, t, nc, acc); break;
+        case 3: micro_wt_cols<3>(kc, w, ldw, b, t, nc, acc); break;
+        case 2: micro_wt_cols<2>(kc, w, ldw, b, t, nc, acc); break;
+        default: micro_wt_cols<1>(kc, w, ldw, b, t, nc, acc); break;
+    }
+}
+constexpr int WT_COLS = 8, WT_MAX_ROWS = 96;
+
 #else
 #error "ember GEMM: the CPU has neither AVX-512F nor AVX2 with FMA (numpy matmul serves)"
 #endif
@@ -536,11 +682,82 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
     }
 }
 
+// gemm_part_short for B = W^T with W's rows contiguous in k (B.s0 == 1: a Linear's weight), where
+// packing B is most of a short product's cost: each NR-wide strip of B is a register transpose
+// of NR of W's rows, used by a few micro-tiles only (64 x 1024 x 1024 on one thread: 84 GFLOP/s,
+// 107 with B packed beforehand). The product is computed as C^T = W @ A^T instead (micro_wt): A^T,
+// a few strips wide, is packed once per K slice; W is read in place, MR rows at a time; the C^T
+// tiles' sums are kept in a buffer over the K slices and transposed into C after the last.
+// W's rows are copied first (a plain copy, to a stride of KC + 16 floats) where its row stride is
+// a multiple of 2 KB: MR rows read side by side at a 4 KB stride all fall in the same L1 sets,
+// and 64 x 1024 x 1024 ran at 66-69 GFLOP/s in some processes (by where the arrays lay), 97 in
+// others; copied, 96-98 in all.
+int64_t wt_parts = 0;          // thread parts computed by gemm_part_wt (the tests ask)
+
+void gemm_part_wt(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
+                  int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    __atomic_add_fetch(&wt_parts, 1, __ATOMIC_RELAXED);
+    thread_local std::vector<float> abuf, tbuf, wbuf;
+    constexpr int LDW = KC + 16;
+    const int mc = (int)(i1 - i0), strips = (mc + NR - 1) / NR;
+    const int64_t tiles = (j1 - j0 + MR - 1) / MR;
+    float* ap = buffer(abuf, (size_t)KC * strips * NR);
+    float* wc = buffer(wbuf, (size_t)MR * LDW);
+    float* t = buffer(tbuf, (size_t)(tiles * strips * MR * NR));   // C^T's tiles: [tile][strip][MR][NR]
+    const Mat At{A.p, A.s1, A.s0};                                  // A^T [K, M]
+    const bool copy_rows = B.s1 % 512 == 0;
+    for (int64_t pc = 0; pc < K; pc += KC) {
+        const int kc = (int)(K - pc < KC ? K - pc : KC);
+        pack_b(At, pc, kc, i0, mc, ap);
+        for (int64_t q = 0; q < tiles; ++q) {
+            const int64_t j = j0 + q * MR;
+            const int r = (int)(j1 - j < MR ? j1 - j : MR);
+            const float* w = B.p + pc + j * B.s1;
+            int64_t ldw = B.s1;
+            if (copy_rows) {
+                for (int i = 0; i < r; ++i) memcpy(wc + i * LDW, w + i * B.s1, sizeof(float) * kc);
+                w = wc;
+                ldw = LDW;
+            }
+            // the next tile's rows (the next K slice's first after the last) asked for into L2, a
+            // share before each strip's micro-tile: W comes from memory (see gemm_part_wt)
+            const int64_t qn = q + 1 < tiles ? q + 1 : 0, pn = q + 1 < tiles ? pc : pc + KC;
+            const int64_t jn = j0 + qn * MR;
+            const int rn = pn < K ? (int)(j1 - jn < MR ? j1 - jn : MR) : 0;
+            const int kn = pn < K ? (int)(K - pn < KC ? K - pn : KC) : 0;
+            for (int s = 0; s < strips; ++s) {
+                for (int i = rn * s / strips; i < rn * (s + 1) / strips; ++i) {
+                    const char* row = (const char*)(B.p + pn + (jn + i) * B.s1);
+                    for (int o = 0; o < kn * 4; o += 64) _mm_prefetch(row + o, _MM_HINT_T1);
+                    _mm_prefetch(row + kn * 4 - 4, _MM_HINT_T1);
+                }
+                micro_wt(kc, w, ldw, ap + (int64_t)s * kc * NR, t + (q * strips + s) * MR * NR, r,
+                         mc - s * NR < NR ? mc - s * NR : NR, pc > 0);
+            }
+        }
+    }
+    for (int64_t q = 0; q < tiles; ++q) {
+        const int64_t j = j0 + q * MR;
+        const int r = (int)(j1 - j < MR ? j1 - j : MR);
+        for (int s = 0; s < strips; ++s)
+            store_transposed(t + (q * strips + s) * MR * NR, r, mc - s * NR < NR ? mc - s * NR : NR,
+                             C + (i0 + (int64_t)s * NR) * ldc + j, ldc);
+    }
+}
+
+
 // C[i0:i1, j0:j1] = A[i0:i1, :] @ B[:, j0:j1] on the calling thread. With ``pre`` (B packed
 // whole by ember_sgemm_pack_b, rows padded to npad columns) the B blocks are read from it.
 void gemm_part(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
                int64_t i0, int64_t i1, int64_t j0, int64_t j1, const float* pre = nullptr, int64_t npad = 0) {
-    if (!pre && i1 - i0 <= MC) { gemm_part_short(K, A, B, C, ldc, i0, i1, j0, j1); return; }
+    if (!pre && i1 - i0 <= MC) {
+        const int64_t mc = i1 - i0;
+        if (B.s0 == 1 && mc % WT_COLS == 0 && mc <= WT_MAX_ROWS)
+            gemm_part_wt(K, A, B, C, ldc, i0, i1, j0, j1);
+        else
+            gemm_part_short(K, A, B, C, ldc, i0, i1, j0, j1);
+        return;
+    }
     thread_local std::vector<float> abuf, bbuf;
     float* ap = buffer(abuf, (size_t)MC * KC);
     float* bp = pre ? nullptr : buffer(bbuf, (size_t)KC * NC);
@@ -601,6 +818,9 @@ int64_t calls = 0;
 }  // namespace
 
 extern "C" int64_t ember_sgemm_calls(void) { return __atomic_load_n(&calls, __ATOMIC_RELAXED); }
+
+// thread parts of products taken by gemm_part_wt (C = A @ W^T computed as C^T = W @ A^T)
+extern "C" int64_t ember_sgemm_wt_parts(void) { return __atomic_load_n(&wt_parts, __ATOMIC_RELAXED); }
 
 // the micro-tile's width: pack_b's strips are padded to a multiple of it (gemm.py sizes the
 // packed buffer with it) -- 32 with AVX-512, 16 with AVX2
