@@ -694,16 +694,12 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
 // others; copied, 96-98 in all.
 int64_t wt_parts = 0;          // thread parts computed by gemm_part_wt (the tests ask)
 
-void gemm_part_wt(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
-                  int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
-    __atomic_add_fetch(&wt_parts, 1, __ATOMIC_RELAXED);
-    thread_local std::vector<float> abuf, tbuf, wbuf;
+// gemm_part_wt on the W rows [j0, j1): its C^T tiles' sums in t over every K slice, then into C
+void gemm_part_wt_rows(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc, int64_t i0, int64_t i1,
+                       int64_t j0, int64_t j1, float* ap, float* wc, float* t) {
     constexpr int LDW = KC + 16;
     const int mc = (int)(i1 - i0), strips = (mc + NR - 1) / NR;
     const int64_t tiles = (j1 - j0 + MR - 1) / MR;
-    float* ap = buffer(abuf, (size_t)KC * strips * NR);
-    float* wc = buffer(wbuf, (size_t)MR * LDW);
-    float* t = buffer(tbuf, (size_t)(tiles * strips * MR * NR));   // C^T's tiles: [tile][strip][MR][NR]
     const Mat At{A.p, A.s1, A.s0};                                  // A^T [K, M]
     const bool copy_rows = B.s1 % 512 == 0;
     for (int64_t pc = 0; pc < K; pc += KC) {
@@ -742,6 +738,26 @@ void gemm_part_wt(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
         for (int s = 0; s < strips; ++s)
             store_transposed(t + (q * strips + s) * MR * NR, r, mc - s * NR < NR ? mc - s * NR : NR,
                              C + (i0 + (int64_t)s * NR) * ldc + j, ldc);
+    }
+}
+
+// W's rows in chunks of at most WT_TILES tiles, so that the C^T tiles' buffer stays small (at most
+// 96 x 1020 floats, 392 KB, where a whole vocabulary-wide product would double C's memory)
+constexpr int64_t WT_TILES = 85;
+
+void gemm_part_wt(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ldc,
+                  int64_t i0, int64_t i1, int64_t j0, int64_t j1) {
+    __atomic_add_fetch(&wt_parts, 1, __ATOMIC_RELAXED);
+    thread_local std::vector<float> abuf, tbuf, wbuf;
+    const int strips = (int)((i1 - i0 + NR - 1) / NR);
+    const int64_t tiles = (j1 - j0 + MR - 1) / MR, chunks = (tiles + WT_TILES - 1) / WT_TILES;
+    const int64_t per = (tiles + chunks - 1) / chunks;              // tiles per chunk, balanced
+    float* ap = buffer(abuf, (size_t)KC * strips * NR);
+    float* wc = buffer(wbuf, (size_t)MR * (KC + 16));
+    float* t = buffer(tbuf, (size_t)(per * strips * MR * NR));       // C^T's tiles: [tile][strip][MR][NR]
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t ja = j0 + c * per * MR, jb = ja + per * MR < j1 ? ja + per * MR : j1;
+        if (ja < jb) gemm_part_wt_rows(K, A, B, C, ldc, i0, i1, ja, jb, ap, wc, t);
     }
 }
 

@@ -79,12 +79,13 @@ def _close(got, a, w):
 
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("halves", [1, 2, 3, 4, 6])
-@pytest.mark.parametrize("n,k,row_stride", [(1024, 1024, 1024), (37, 300, 300), (13, 257, 300), (5, 7, 7),
+@pytest.mark.parametrize("n,k,row_stride", [(1024, 1024, 1024), (2100, 40, 40), (37, 300, 300), (13, 257, 300), (5, 7, 7),
                                             (100, 600, 1024), (12, 256, 512), (2, 1, 1)])
 def test_same_bits_as_the_packed_path(kernel, threads, halves, n, k, row_stride):
     """Rows in whole halves of a strip (one vector or two per micro-tile row), W's tile heights
-    (n below, at and across the micro-tile's MR), K inside, at and across 256-deep slices, row
-    strides that are read in place and ones (512, 1024 floats) that are copied first."""
+    (n below, at and across the micro-tile's MR; 1024 and 2100 rows: W in several chunks of
+    tiles), K inside, at and across 256-deep slices, row strides that are read in place and ones
+    (512, 1024 floats) that are copied first."""
     rng = np.random.default_rng(halves * 1000 + n + k)
     m = halves * _half_strip(kernel)
     if m > 96:
