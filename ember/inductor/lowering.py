@@ -426,16 +426,25 @@ def _index_select(x, dim, index):
         j[dim] = ops.indirect_indexing(li([idx[dim]] if one_d else []), n)
         return lx(j)
 
-    if any(d == 0 for i, d in enumerate(size) if i != dim) and \
+    if any(_may_be_zero(d) for i, d in enumerate(size) if i != dim) and \
             not any(d == 0 for d in index.get_size()):
         _check_indices(li, index.get_size(), n)
     return Pointwise(size, x.get_dtype(), inner_fn)
 
 
+def _may_be_zero(d) -> bool:
+    """0, or a symbolic size not known to be positive (``s1 - 2``; a size symbol itself is
+    positive: dynamo guards it >= 2)."""
+    d = sympify(d)
+    return d == 0 or (not d.is_number and d.is_positive is not True)
+
+
 def _check_indices(load_index, index_size, n):
     """A kernel that only checks ``index`` against ``n`` (its error flag raises as eager does):
     for a selection with no elements -- ``embedding`` of a zero-width table -- whose own loop
-    never runs, so never reads an index. Eager raises on an out-of-range index there too."""
+    never runs, so never reads an index. Eager raises on an out-of-range index there too. A
+    width that may be zero at run time (symbolic: ``t[:, 2:]`` of a dynamic ``t``) gets the kernel
+    too: the selection's own check runs only where its inner loop does."""
     def inner_fn(idx):
         ops.indirect_indexing(load_index(list(idx)), n)
         return ops.constant(0, _t.bool_)

@@ -95,6 +95,27 @@ def test_zero_width_embedding_checks_its_indices_as_eager():
     assert tuple(cf(ember.tensor(np.zeros((0,), np.int64)), table).shape) == (0, 0)
 
 
+def test_symbolic_width_that_reaches_zero_checks_its_indices():
+    """``t[:, 2:]`` of a table whose width is dynamic: the selection's width is ``s - 2``, zero
+    when the table is 2 wide (dynamo recompiles there on a guard of the output's size, and the
+    new graph keeps the width symbolic). Its loop then never reads an index, and the hoisted
+    check is skipped with it; the indices are checked by a kernel of their own, so an
+    out-of-range one raises as eager does (it gave an empty result before). Wider tables: the
+    values and the error as before."""
+    f = lambda idx, t: F.embedding(idx, t[:, 2:])  # noqa: E731
+    ember.dynamo.reset()
+    cf = ember.compile(f, dynamic=True)
+    for width in (5, 7, 2, 9):
+        table = ember.tensor(RNG.standard_normal((30, width)).astype(np.float32))
+        good = ember.tensor(RNG.integers(0, 30, (4, 3)))
+        np.testing.assert_array_equal(cf(good, table).numpy(), f(good, table).numpy())
+        for bad in ([3, 30, 1], [-1, 2]):
+            with pytest.raises(IndexError):
+                f(ember.tensor(bad), table)
+            with pytest.raises(IndexError):
+                cf(ember.tensor(bad), table)
+
+
 def test_hoisted_check_text_names_the_inner_extent_only_when_symbolic():
     from ember.inductor.codegen.cpp import CppOps
     import sympy
