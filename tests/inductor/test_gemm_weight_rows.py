@@ -183,3 +183,23 @@ def test_drawn_shapes(halves, n, k, pad, threads):
         assert taken >= 1
     np.testing.assert_array_equal(got, want)
     _close(got, a, w)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_batched_products(kernel, threads):
+    """A batch of products with B[b] = W[b]^T (attention's ``q @ k.transpose(-2, -1)`` over a
+    transposed view): each matrix on this path, bit for bit with its own pre-packed product."""
+    rng = np.random.default_rng(13)
+    m, k, n, batch = 2 * _half_strip(kernel), 64, 128, 6
+    a = rng.standard_normal((batch, m, k), dtype=np.float32)
+    w = rng.standard_normal((batch, n, k), dtype=np.float32)
+    got = np.full((batch, m, n), np.nan, np.float32)
+    with _patched(gemm_min_macs=0, threads=threads):
+        before = gemm.weight_rows_parts()
+        assert gemm.matmul(a, np.swapaxes(w, 1, 2), got) is got
+        assert gemm.weight_rows_parts() - before >= batch
+        for q in range(batch):
+            want = np.empty((m, n), np.float32)
+            gemm.matmul_packed(a[q], gemm.pack_b(w[q].T), want)
+            np.testing.assert_array_equal(got[q], want)
+    _close(got.reshape(-1, n)[:m], a[0], w[0])
