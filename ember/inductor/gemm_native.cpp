@@ -245,13 +245,6 @@ inline void micro_wt_rows(int kc, const float* __restrict__ w, int64_t ldw, cons
     }
 }
 
-template <int R>
-inline void micro_wt_cols(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
-                          float* __restrict__ t, int nc, bool acc) {
-    if (nc > 16) micro_wt_rows<R, 2>(kc, w, ldw, b, t, acc);
-    else micro_wt_rows<R, 1>(kc, w, ldw, b, t, acc);
-}
-
 // C[0:nc, 0:r] = t[0:r, 0:nc]^T (t: NR floats a row), 16x16 blocks transposed in registers
 inline void store_transposed(const float* t, int r, int nc, float* c, int64_t ldc) {
     const __mmask16 m = (__mmask16)((1u << r) - 1);
@@ -264,30 +257,11 @@ inline void store_transposed(const float* t, int r, int nc, float* c, int64_t ld
     }
 }
 
-// micro_wt_rows for the tile's first r (1 <= r <= MR) rows of W and a strip's first nc columns
-inline void micro_wt(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
-                     int r, int nc, bool acc) {
-    switch (r) {
-        case 12: micro_wt_cols<12>(kc, w, ldw, b, t, nc, acc); break;
-        case 11: micro_wt_cols<11>(kc, w, ldw, b, t, nc, acc); break;
-        case 10: micro_wt_cols<10>(kc, w, ldw, b, t, nc, acc); break;
-        case 9: micro_wt_cols<9>(kc, w, ldw, b, t, nc, acc); break;
-        case 8: micro_wt_cols<8>(kc, w, ldw, b, t, nc, acc); break;
-        case 7: micro_wt_cols<7>(kc, w, ldw, b, t, nc, acc); break;
-        case 6: micro_wt_cols<6>(kc, w, ldw, b, t, nc, acc); break;
-        case 5: micro_wt_cols<5>(kc, w, ldw, b, t, nc, acc); break;
-        case 4: micro_wt_cols<4>(kc, w, ldw, b, t, nc, acc); break;
-        case 3: micro_wt_cols<3>(kc, w, ldw, b, t, nc, acc); break;
-        case 2: micro_wt_cols<2>(kc, w, ldw, b, t, nc, acc); break;
-        default: micro_wt_cols<1>(kc, w, ldw, b, t, nc, acc); break;
-    }
-}
 // gemm_part_wt takes a short product with B = W^T when its rows fill whole 16-column halves of
 // the strips (no padded FMAs) and number at most 96: 64 x 1024 x 1024 1.15-1.17x, 48 x 1024 x 1024
 // 1.14x, 16 x 1024 x 1024 1.5x, 96 x 1024 x 1024 1.03-1.04x; 100 and 56 rows (a padded strip)
 // 0.92-0.95x and 112 rows 0.96-1.06x stay on gemm_part_short (Zen 4, 1 and 2 threads).
 constexpr int WT_COLS = 16, WT_MAX_ROWS = 96;
-
 
 // the columns of C a micro-tile writes, as the two stores' masks
 struct Cols {
@@ -585,25 +559,10 @@ inline void store_transposed(const float* t, int r, int nc, float* c, int64_t ld
     }
 }
 
-template <int R>
-inline void micro_wt_cols(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b,
-                          float* __restrict__ t, int nc, bool acc) {
-    if (nc > 8) micro_wt_rows<R, 2>(kc, w, ldw, b, t, acc);
-    else micro_wt_rows<R, 1>(kc, w, ldw, b, t, acc);
-}
-
-// micro_wt_rows for the tile's first r (1 <= r <= MR) rows of W and a strip's first nc columns
-inline void micro_wt(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
-                     int r, int nc, bool acc) {
-    switch (r) {
-        case 6: micro_wt_cols<6>(kc, w, ldw, b, t, nc, acc); break;
-        case 5: micro_wt_cols<5>(kc, w, ldw, b, t, nc, acc); break;
-        case 4: micro_wt_cols<4>(kc, w, ldw, b, t, nc, acc); break;
-        case 3: micro_wt_cols<3>(kc, w, ldw, b, t, nc, acc); break;
-        case 2: micro_wt_cols<2>(kc, w, ldw, b, t, nc, acc); break;
-        default: micro_wt_cols<1>(kc, w, ldw, b, t, nc, acc); break;
-    }
-}
+// gemm_part_wt's rows here: whole 8-column halves of the 16-wide strips, at most 96. Measured with
+// this build on the Zen 4 box (no AVX2-only CPU at hand), one thread, median GFLOP/s: 64 x 1024 x
+// 1024 78 -> 85, 48 x 1024 x 1024 77 -> 91, 16 x 1024 x 1024 52 -> 79, 32 x 256 x 1024 65 -> 74,
+// 40 x 1024 x 1024 and 96 x 1024 x 1024 level.
 constexpr int WT_COLS = 8, WT_MAX_ROWS = 96;
 
 #else
@@ -692,6 +651,24 @@ void gemm_part_short(int64_t K, const Mat& A, const Mat& B, float* C, int64_t ld
 // a multiple of 2 KB: MR rows read side by side at a 4 KB stride all fall in the same L1 sets,
 // and 64 x 1024 x 1024 ran at 66-69 GFLOP/s in some processes (by where the arrays lay), 97 in
 // others; copied, 96-98 in all.
+// micro_wt_rows (each section's) for the tile's first r (1 <= r <= MR) rows of W and a strip's
+// first nc columns: one vector a row where nc fits in one, else two
+template <int R>
+inline void micro_wt_r(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
+                       int r, int nc, bool acc) {
+    if (r == R || R == 1) {
+        if (nc > NR / 2) micro_wt_rows<R, 2>(kc, w, ldw, b, t, acc);
+        else micro_wt_rows<R, 1>(kc, w, ldw, b, t, acc);
+    } else if constexpr (R > 1) {
+        micro_wt_r<R - 1>(kc, w, ldw, b, t, r, nc, acc);
+    }
+}
+
+inline void micro_wt(int kc, const float* __restrict__ w, int64_t ldw, const float* __restrict__ b, float* t,
+                     int r, int nc, bool acc) {
+    micro_wt_r<MR>(kc, w, ldw, b, t, r, nc, acc);
+}
+
 int64_t wt_parts = 0;          // thread parts computed by gemm_part_wt (the tests ask)
 
 // gemm_part_wt on the W rows [j0, j1): its C^T tiles' sums in t over every K slice, then into C
