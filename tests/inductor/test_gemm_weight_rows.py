@@ -167,19 +167,13 @@ def test_contiguous_b_keeps_the_packed_strips(kernel):
 @settings(max_examples=40, deadline=None)
 @given(halves=st.integers(1, 6), n=st.integers(1, 90), k=st.integers(1, 700), pad=st.sampled_from([0, 3, 16]),
        threads=st.sampled_from([1, 2]))
-def test_drawn_shapes(halves, n, k, pad, threads):
-    """Drawn shapes on the native build: bit for bit with the packed path, close to float64."""
-    info = gemm.kernel_info()
-    m = halves * _half_strip(info)
+def test_drawn_shapes(kernel, halves, n, k, pad, threads):
+    """Drawn shapes on each build: bit for bit with the packed path, close to float64."""
+    m = halves * _half_strip(kernel)
     rng = np.random.default_rng()
     a, w = rng.standard_normal((m, k), dtype=np.float32), _weight(rng, n, k, k + pad)
-    old = gemm.route_to_numpy
-    gemm.route_to_numpy = False
-    try:
-        got, want, taken = _product(a, w, threads)
-    finally:
-        gemm.route_to_numpy = old
-    if _whole_rows_per_thread(info, m, n, threads):
+    got, want, taken = _product(a, w, threads)
+    if _whole_rows_per_thread(kernel, m, n, threads):
         assert taken >= 1
     np.testing.assert_array_equal(got, want)
     _close(got, a, w)
