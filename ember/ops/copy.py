@@ -122,6 +122,27 @@ def _fill_bw(ctx, g):
             g.sum().reshape(()) if ctx.needs_input_grad[1] else None)
 
 
+def _fill_direct(self, args):
+    """``fill_`` / ``zero_`` of a CPU tensor with a number: numpy fills ``self``'s memory in
+    one pass, strided views included (the generic path builds a filled tensor and copies it
+    in: ``zero_grad(set_to_none=False)`` over a model's gradients paid twice the memory
+    traffic). Everything else -- a 0-d tensor value, float8 and sub-byte dtypes, other
+    devices, sparse tensors -- takes the generic path."""
+    value = args[1]
+    data = self._data
+    if (data.__class__ is not np.ndarray or not is_scalar(value) or self._sparse_layout
+            or self.device.type != "cpu"):
+        return False
+    dt = self.dtype
+    if dt._limited is not None:
+        return False
+    data[...] = checked_array(np, value, dt)    # the same check and cast as the kernel's
+    return True
+
+
+_fill.inplace_variant.direct = _fill_direct
+
+
 def fill_(self, value):
     return _fill.inplace_variant.binding(self, value)
 

@@ -162,6 +162,10 @@ class OpDef:
     # (every path reaches it); the generated fast path tests the arguments' dtypes inline and
     # calls ``unchecked_kernel``, so real inputs skip the wrapper's frame (~0.3 us a call).
     complex_refusal = None
+    # An in-place variant's write without the functional result (``run_inplace``):
+    # ``direct(self, args) -> bool``, True when it wrote ``self``'s memory itself. fill_ and
+    # zero_ set it: one pass over memory where "a filled tensor, copied in" takes two.
+    direct = None
     unchecked_kernel = None
     # Ops torch does not run on a uint16/32/64 or float8 ``self`` (``limited_dtypes``): set like
     # ``complex_refusal``; the fast path tests ``self.dtype._limited`` inline.
@@ -973,6 +977,13 @@ def run_inplace(op, args):
         if r is not _RESUME:
             return r
     self = args[0]
+    direct = op.direct
+    if direct is not None and direct(self, args):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = [0]
+        vc[0] += 1
+        return self
     res = op.functional.run(args)
     write_into(self, res, op.name)
     return self
