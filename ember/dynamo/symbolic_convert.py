@@ -56,7 +56,7 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
 _NULL = NullVariable()
 
 # Top-level instructions at which a graph break can be made (see make_break).
-BREAKABLE = {"CALL", "CALL_KW", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
+BREAKABLE = {"CALL", "CALL_KW", "BINARY_SUBSCR", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
              "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
              "POP_JUMP_BACKWARD_IF_FALSE"}
 
@@ -372,7 +372,8 @@ class InstructionTranslator:
             return obj.getitem(self, key)
         if isinstance(obj, (DictVariable, EnvironVariable)):
             return obj.call_method(self, "__getitem__", [key], {})
-        if isinstance(obj, NNModuleVariable):
+        from .variables.objects import ModuleSliceVariable
+        if isinstance(obj, (NNModuleVariable, ModuleSliceVariable)):
             return obj.getitem(self, key)
         if obj.is_python_constant() and key.is_python_constant():
             try:
@@ -430,6 +431,16 @@ class InstructionTranslator:
                 kwargs = dict(zip(kw, args[len(args) - len(kw):]))
                 args = args[:len(args) - len(kw)]
             brk = GraphBreak("call", inst, rest, (fn, args, kwargs), None, [nxt], live, self.break_reason)
+            brk.covered = self.covered_offsets is None or inst.offset in self.covered_offsets
+            return brk
+        if op == "BINARY_SUBSCR":
+            # ``obj[key]`` that could not be traced (a boolean mask, a container dynamo does not
+            # model): made by ``operator.getitem`` after the graph, as a call
+            if len(stack) < 2:
+                raise nobreak("stack underflow")
+            getitem = BuiltinVariable(operator.getitem)
+            brk = GraphBreak("call", inst, stack[:-2], (getitem, stack[-2:], {}), None, [nxt], live,
+                             self.break_reason)
             brk.covered = self.covered_offsets is None or inst.offset in self.covered_offsets
             return brk
         if op == "TO_BOOL":
@@ -1651,7 +1662,7 @@ def _wrap_resume_arg(tx, v, src, name, seen):
             tx.output.exc_autocast = v.prev    # the outermost open block
     elif type(v) in (float, int):
         res = UnspecFloatVariable(v, src, tx.output, name)
-    elif type(v) is types.FunctionType and v.__name__ not in func_globals(tx):
+    elif type(v) is types.FunctionType and v.__name__ not in func_globals(tx) and not _special_function(v):
         res = _wrap_function_by_code(tx, v, src)
     else:
         return LazyArgVariable(tx, v, src)
@@ -1661,6 +1672,15 @@ def _wrap_resume_arg(tx, v, src, name, seen):
 
 def func_globals(tx):
     return tx.f_globals
+
+
+def _special_function(v):
+    """A function wrap() does not simply inline: one of ember's (``ember.cat``, an operator's
+    entry point: recorded as a graph node) or one an ember decorator marked (``@no_grad()``,
+    ``ember.compile``, ``compiler.disable`` ...). Passed to a resume function (``ember.cat`` on
+    the stack under a break in its arguments) it is wrapped as wrap() does, by identity."""
+    from .variables.builder import is_ember_function
+    return is_ember_function(v) or any(k.startswith("_ember_") for k in getattr(v, "__dict__", ()))
 
 
 def _wrap_function_by_code(tx, v, src):

@@ -125,8 +125,21 @@ def _consts(args, keep_symbolic=False):
 # builtins that take a captured .item() (variables/sym_scalar.py) as any other value
 _SYM_SCALAR_PASS = {isinstance, type, id, print, callable, list, tuple, getattr, hasattr, setattr, iter, len, sum}
 
+def _divmod(a, b):
+    """``divmod`` that also takes symbolic sizes (SymInt has ``//`` and ``%`` but no
+    ``__divmod__``: ``divmod(x.shape[0], 2)`` raised TypeError once the size was dynamic)."""
+    from ...fx.experimental.symbolic_shapes import SymInt
+    if isinstance(a, SymInt) or isinstance(b, SymInt):
+        if not all(isinstance(v, (SymInt, int)) for v in (a, b)):
+            return divmod(a, b)       # the TypeError eager raises
+        return a // b, a % b
+    return divmod(a, b)
+
+
+_divmod.__name__ = "divmod"
+
 # builtins that handle SymInt sizes themselves (arithmetic, comparisons by guarded decisions)
-_SYMBOLIC_SAFE = {max, min, abs, divmod, pow, int, bool, float, operator.index}
+_SYMBOLIC_SAFE = {max, min, abs, divmod, _divmod, pow, int, bool, float, operator.index}
 
 
 class BuiltinVariable(VariableTracker):
@@ -734,7 +747,7 @@ _HANDLERS = {
     reversed: _reversed, list: _list, tuple: _tuple, dict: _dict, sorted: _sorted,
     min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _str_repr(str),
-    round: _fold(round), divmod: _fold(divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
+    round: _fold(round), divmod: _fold(_divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
     iter: _iter, next: _next, map: _eager_items(_map), filter: _eager_items(_filter), type: _type, print: print_call, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
     issubclass: _fold(issubclass), repr: _str_repr(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),

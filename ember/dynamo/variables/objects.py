@@ -38,7 +38,14 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         from .builder import wrap as _w
         return UserMethodVariable(_w(tx, attr.__func__, None, guard=False), ClassVariable(type(obj)))
     if isinstance(attr, types.FunctionType):
-        return UserMethodVariable(UserFunctionVariable(attr), self_var)
+        if any(k.startswith("_ember_") for k in getattr(attr, "__dict__", ())):
+            # a method decorated by ember (@no_grad(), @ember.compile, @ember.compiler.disable,
+            # ...): the wrapper is what wrap() recognises for a plain function; inlining the
+            # wrapper's own code stopped at its ember internals (a graph break at each call)
+            from .builder import wrap
+            cls_src = AttrSource(AttrSource(source, "__class__"), name) if source is not None else None
+            return UserMethodVariable(wrap(tx, attr, cls_src), self_var)
+        return UserMethodVariable(UserFunctionVariable(attr, _class_function_source(source, attr, name)), self_var)
     if isinstance(attr, property):
         if attr.fget is None:
             raise Unsupported(f"unreadable property {name}")
@@ -57,6 +64,16 @@ def _attr_of_instance(tx, obj, source, name, self_var):
 
 
 _MISSING = object()
+
+
+def _class_function_source(source, fn, name=None):
+    """Where a method ``fn`` of the object at ``source`` is found again (``src.__class__.<name>``),
+    given only when ``fn`` has closure cells: they are then read (and guarded) through it. A
+    method of a class defined in a function (``forward`` calling a helper object it closes over)
+    had cells with no source, and calling what they held was unsupported."""
+    if source is None or not fn.__closure__:
+        return None
+    return AttrSource(AttrSource(source, "__class__"), name or fn.__name__)
 
 
 def _missing_attribute(tx, obj, source, name):
@@ -357,6 +374,9 @@ class NNModuleVariable(VariableTracker):
                 return subs[k]
             except IndexError:
                 raise Unsupported("module index out of range")
+        if type(m) in (ModuleList, Sequential) and isinstance(k, slice):
+            # ``self.layers[:2]`` / ``self.seq[1:]``: a new container of the same members
+            return ModuleSliceVariable(type(m), self.unpack(tx)[k], self, k)
         if type(m).__getitem__ is ModuleDict.__getitem__ and isinstance(k, str):
             self.unpack(tx)
             return self.var_getattr(tx, k)
@@ -422,9 +442,11 @@ class NNModuleVariable(VariableTracker):
         return _record_module_call(tx, m, e, lambda: self._call_forward(tx, fn, hooked, args, kwargs))
 
     def _call_forward(self, tx, fn, hooked, args, kwargs):
+        name = "forward" if fn is getattr(type(self.module), "forward", None) else "__call__"
+        fv = UserFunctionVariable(fn, _class_function_source(self.source, fn, name))
         if hooked:
-            return self._call_with_hooks(tx, UserFunctionVariable(fn), list(args), dict(kwargs))
-        return UserFunctionVariable(fn).call_function(tx, [self] + list(args), kwargs)
+            return self._call_with_hooks(tx, fv, list(args), dict(kwargs))
+        return fv.call_function(tx, [self] + list(args), kwargs)
 
     def _hooks(self, tx, store, kind):
         """``[(hook_id, tracker, description)]`` of ``m.<store>``, in order. The ids (unique per registration)
@@ -496,6 +518,61 @@ class NNModuleVariable(VariableTracker):
 
     def __repr__(self):
         return f"NNModuleVariable({type(self.module).__name__})"
+
+
+class ModuleSliceVariable(VariableTracker):
+    """``ModuleList[a:b]`` / ``Sequential[a:b]`` of a guarded container (exactly those classes):
+    the new container eager code builds, as the member trackers it holds (each read through its
+    own source). It can be iterated, measured, indexed, sliced again and (a Sequential) called;
+    anything else about it is unsupported. Rebuilt after the graph as the same slice of the
+    container (a fresh container, as in eager)."""
+
+    def __init__(self, cls, items, base, key):
+        self.cls = cls            # ModuleList or Sequential
+        self.items = items        # NNModuleVariable of each member
+        self.base = base          # the tracker sliced (an NNModuleVariable or a ModuleSliceVariable)
+        self.key = key            # the slice
+
+    def python_type(self):
+        return self.cls
+
+    def truthy(self, tx):
+        return True
+
+    def as_python_constant(self):
+        raise Unsupported("module is not a constant")
+
+    def unpack(self, tx):
+        return list(self.items)
+
+    def length(self, tx):
+        return len(self.items)
+
+    def getitem(self, tx, key):
+        k = key.as_python_constant()
+        if isinstance(k, slice):
+            return ModuleSliceVariable(self.cls, self.items[k], self, k)
+        if isinstance(k, int) and not isinstance(k, bool):
+            if not -len(self.items) <= k < len(self.items):
+                raise Unsupported("module index out of range")
+            return self.items[k]
+        raise Unsupported(f"{self.cls.__name__}[{k!r}] of a sliced container")
+
+    def call_function(self, tx, args, kwargs):
+        from ...nn.modules.container import Sequential
+        if self.cls is not Sequential or kwargs or len(args) != 1:
+            raise Unsupported(f"calling a sliced {self.cls.__name__}")
+        x = args[0]
+        for m in self.items:          # Sequential.forward
+            x = m.call_function(tx, [x], {})
+        return x
+
+    def reconstruct(self, out):
+        k = self.key
+        return f"{out.materialize(self.base)}[{out.ref(slice)}({k.start!r}, {k.stop!r}, {k.step!r})]"
+
+    def __repr__(self):
+        return f"ModuleSliceVariable({self.cls.__name__}, {len(self.items)} modules)"
 
 
 class _TraversalMethod(VariableTracker):

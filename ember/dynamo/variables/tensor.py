@@ -81,6 +81,10 @@ class TensorVariable(VariableTracker):
                 return UserMethodVariable(UserFunctionVariable(own), self)
         if name == "shape":
             return size_variable(ex.shape)
+        if name == "__class__":
+            # ``x.__class__ is ember.Tensor``: as ``type(x)`` (the class the trace knows)
+            from .objects import ClassVariable
+            return ClassVariable(self.python_type())
         if name in getattr(self.cls, "_ember_dynamo_meta_attrs", ()):
             # layout metadata a wrapper subclass fixes per trace (DTensor.placements / device_mesh)
             v = getattr(ex, name)
