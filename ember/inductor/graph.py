@@ -314,17 +314,16 @@ class GraphLowering:
         """A size computation of the traced graph (``sym_size``, ``operator`` arithmetic on
         sizes, ``max``/``min``) as a sympy expression over the size symbols."""
         from ..fx.experimental.proxy_tensor import sym_size
-        from .sizevars import FloorDiv
+        from .sizevars import floordiv_expr, mod_expr
         t = node.target
         args = [lookup(a) for a in node.args]
         if t is sym_size:
             return args[0].get_size()[int(args[1])]
         vals = [sympify(a) for a in args]
         if t is operator.floordiv:
-            return FloorDiv(*vals)
+            return floordiv_expr(*vals)
         if t is operator.mod:
-            from .sizevars import ModularIndexing
-            return ModularIndexing(vals[0], 1, vals[1])
+            return mod_expr(*vals)
         fn = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
               operator.neg: operator.neg, operator.pow: operator.pow, max: sympy.Max, min: sympy.Min}.get(t)
         if fn is None:

@@ -113,12 +113,40 @@ def from_shape_env(expr):
         if isinstance(e, sympy.floor):
             num, den = sympy.fraction(sympy.together(args[0]))
             if den.is_Integer and int(den) > 0 and num.is_integer:
-                return num if int(den) == 1 else FloorDiv(num, den)
+                if int(den) == 1:
+                    return num
+                return floordiv_expr(num, den)
             raise TypeError(f"inductor: size {e} is not a floor division of integers")
         if isinstance(e, sympy.Mod):
-            return ModularIndexing(args[0], sympy.Integer(1), args[1])
+            return mod_expr(*args)
         return e.func(*args)
     return conv(expr)
+
+
+def floordiv_expr(a, b):
+    """A size's ``a // b``. FloorDiv is C's truncating division, exact only for a numerator
+    known not to be negative and a positive divisor; any other stays sympy's ``floor``, which
+    the printers write as a flooring division."""
+    if a.is_nonnegative and b.is_positive:
+        return FloorDiv(a, b)
+    return sympy.floor(a / b)
+
+
+def mod_expr(a, b):
+    """A size's ``a % b``: likewise ModularIndexing is C's ``%``. ``shift % n`` of a roll by a
+    negative shift is Python's modulo, ``Mod(-38, s1)`` = 10 for s1 = 16 where C's gives -6."""
+    if a.is_nonnegative and b.is_positive:
+        return ModularIndexing(a, sympy.Integer(1), b)
+    return sympy.Mod(a, b)
+
+
+def floor_division_parts(e):
+    """``(num, den)`` when ``e`` is sympy's ``floor(num / den)`` of an integer numerator and a
+    positive denominator (what a printer can write as a flooring integer division), else None."""
+    num, den = sympy.fraction(sympy.together(e.args[0]))
+    if num.is_integer and den.is_integer and den.is_positive:
+        return num, den
+    return None
 
 
 def sympify(v):
@@ -739,10 +767,37 @@ class CppIndexPrinter(C99CodePrinter):
             return f"(-{self._print(rest)})"
         return super()._print_Mul(e)
 
+    # sympy's Mod and floor keep Python's semantics (the result of ``%`` has the divisor's sign,
+    # ``//`` rounds down); C's ``%`` and ``/`` truncate, so a possibly negative operand needs more
+    def _print_Mod(self, e):
+        a, b = (self._print(x) for x in e.args)
+        if e.args[0].is_nonnegative and e.args[1].is_positive:
+            return f"(({a}) % ({b}))"
+        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
+
+    def _print_floor(self, e):
+        parts = floor_division_parts(e)
+        if parts is None:
+            raise NotImplementedError(f"inductor: floor of a non-integer quotient in an index: {e}")
+        num, den = parts
+        n, d = self._print(num), self._print(den)
+        if num.is_nonnegative:
+            return f"(({n}) / ({d}))"
+        return f"(({n}) >= 0 ? ({n}) / ({d}) : -((-({n}) + ({d}) - 1) / ({d})))"
+
 
 class PyIndexPrinter(StrPrinter):
     def _print_FloorDiv(self, e):
         return f"(({self._print(e.args[0])}) // ({self._print(e.args[1])}))"
+
+    def _print_Mod(self, e):        # Python's ``%`` is sympy's Mod
+        return f"(({self._print(e.args[0])}) % ({self._print(e.args[1])}))"
+
+    def _print_floor(self, e):
+        parts = floor_division_parts(e)
+        if parts is None:
+            raise NotImplementedError(f"inductor: floor of a non-integer quotient in a size: {e}")
+        return f"(({self._print(parts[0])}) // ({self._print(parts[1])}))"
 
     def _print_ModularIndexing(self, e):
         x, div, mod = e.args

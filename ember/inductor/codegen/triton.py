@@ -60,7 +60,7 @@ from ... import types as _t
 from .. import ir
 from ..ir import index_vars
 from ..scheduler import ExternGroup, FusedGroup
-from ..sizevars import contiguous_strides, product, sympify
+from ..sizevars import contiguous_strides, floor_division_parts, product, sympify
 from ..virtualized import set_ops_handler
 
 # rows (inner extents) up to this many elements are held whole in one block
@@ -253,6 +253,23 @@ class TritonIndexPrinter(StrPrinter):
         x, div, mod = e.args
         inner = self._print(x) if div == 1 else f"(({self._print(x)}) // ({self._print(div)}))"
         return f"(({inner}) % ({self._print(mod)}))"
+
+    # sympy's Mod / floor (a size expression's ``%`` / ``//`` of a possibly negative value,
+    # ``sizevars.from_shape_env``) round as Python's do, Triton's integer ops truncate
+    def _print_Mod(self, e):
+        a, b = (self._print(x) for x in e.args)
+        if e.args[0].is_nonnegative and e.args[1].is_positive:
+            return f"(({a}) % ({b}))"
+        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
+
+    def _print_floor(self, e):
+        parts = floor_division_parts(e)
+        if parts is None:
+            raise TritonCodegenError(f"triton: floor of a non-integer quotient in an index: {e}")
+        n, d = (self._print(x) for x in parts)
+        if parts[0].is_nonnegative:
+            return f"(({n}) // ({d}))"
+        return f"tl.where(({n}) >= 0, ({n}) // ({d}), -((-({n}) + ({d}) - 1) // ({d})))"
 
     def _print_Pow(self, e):
         base, exp = e.args

@@ -1,0 +1,155 @@
+"""``//`` and ``%`` of symbolic sizes with a possibly negative operand keep Python's rounding.
+
+Why: inductor's ``FloorDiv`` and ``ModularIndexing`` print as C's truncating ``/`` and ``%``,
+exact only for a numerator that is not negative. A roll by a negative shift computes
+``shift % n`` (``Mod(-38, s1)`` = 10 for s1 = 16), and under ``dynamic=True`` that was printed
+as C's ``(-38) % s1`` = -6: the compiled roll read past each row (the fuzzer's seed 201). Such
+quotients and remainders now stay sympy's ``Mod`` / ``floor`` and are printed with Python's
+rounding (C++, the Python wrapper and Triton).
+"""
+import numpy as np
+import pytest
+import sympy
+
+import ember
+from ember.inductor import config as inductor_config
+from ember.inductor.sizevars import (FloorDiv, ModularIndexing, cexpr, floordiv_expr, from_shape_env,
+                                     mod_expr, pyexpr, size_symbol)
+
+
+@pytest.fixture
+def strict():
+    old = inductor_config.debug_lowering
+    inductor_config.debug_lowering = True      # a lowering that fails raises, not eager
+    yield
+    inductor_config.debug_lowering = old
+
+
+def _x(shape, seed=0):
+    return ember.from_numpy(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _same_over_sizes(f, shapes):
+    ember.dynamo.reset()
+    c = ember.compile(f, backend="inductor", dynamic=True)
+    for i, shp in enumerate(shapes):
+        x = _x(shp, i)
+        want, got = f(x), c(x)
+        for a, b in zip(want, got):
+            assert tuple(a.shape) == tuple(b.shape)
+            np.testing.assert_array_equal(b.numpy(), a.numpy())
+
+
+@pytest.mark.parametrize("shift", [-38, -17, -1, 5, 37])
+def test_roll_by_any_shift_under_dynamic_sizes(shift, strict):
+    # |shift| below, at and above the row length, both signs, several lengths in one compile
+    _same_over_sizes(lambda x: (x.roll(shift, -1), x.roll(shift, 0), x.roll(shift)),
+                     [(2, 16), (3, 9), (5, 40), (4, 17)])
+
+
+def test_sizes_from_negative_numerators(strict):
+    def f(x):
+        n = x.shape[-1]
+        return x[..., (n - 7) // 2:], x[..., (5 - n) % 3:], x.reshape(-1)[: n * 2 - 3]
+    _same_over_sizes(f, [(3, 16), (4, 9), (2, 40), (3, 6)])
+
+
+def test_index_expressions_print_with_python_rounding():
+    s = size_symbol("s1")
+    mod, fl = mod_expr(sympy.Integer(-38), s), floordiv_expr(s - 40, sympy.Integer(3))
+    assert not isinstance(mod, ModularIndexing) and not isinstance(fl, FloorDiv)
+    # non-negative operands keep the cheap C forms
+    assert isinstance(mod_expr(s + 3, s), (ModularIndexing, sympy.Integer, sympy.Expr))
+    assert isinstance(floordiv_expr(s - 1, sympy.Integer(2)), FloorDiv)
+    for n in [1, 2, 5, 16, 39, 40, 41, 100]:
+        want_mod, want_fl = -38 % n, (n - 40) // 3
+        # the Python printer: evaluated as the wrapper evaluates it
+        assert eval(pyexpr(mod), {"s1": n}) == want_mod
+        assert eval(pyexpr(fl), {"s1": n}) == want_fl
+        # the C printer: evaluated with C's truncating / and % (the ternary as Python's)
+        assert _eval_c(cexpr(mod), n) == want_mod
+        assert _eval_c(cexpr(fl), n) == want_fl
+
+
+def test_shape_env_expressions_keep_their_sign():
+    s = size_symbol("s0")
+    assert isinstance(from_shape_env(sympy.Mod(s + 2, s)), ModularIndexing)
+    assert isinstance(from_shape_env(sympy.floor((s - 1) / 2)), FloorDiv)
+    neg = from_shape_env(sympy.Mod(-3 * s - 1, 4))
+    fl = from_shape_env(sympy.floor((s - 9) / 4))
+    for n in [1, 3, 8, 9, 10, 33]:
+        assert eval(pyexpr(neg), {"s0": n}) == (-3 * n - 1) % 4
+        assert _eval_c(cexpr(neg), n, name="s0") == (-3 * n - 1) % 4
+        assert _eval_c(cexpr(fl), n, name="s0") == (n - 9) // 4
+
+
+class _CInt(int):
+    """An int with C's truncating ``/`` and ``%`` (what the generated C++ computes)."""
+
+    def _w(self, v):
+        return _CInt(v)
+
+    def __truediv__(self, o):
+        q = abs(int(self)) // abs(int(o))
+        return self._w(q if (self >= 0) == (o >= 0) else -q)
+
+    def __mod__(self, o):
+        return self._w(int(self) - int(o) * int(self / _CInt(o)))
+
+    def __add__(self, o):
+        return self._w(int(self) + int(o))
+
+    __radd__ = __add__
+
+    def __sub__(self, o):
+        return self._w(int(self) - int(o))
+
+    def __rsub__(self, o):
+        return self._w(int(o) - int(self))
+
+    def __mul__(self, o):
+        return self._w(int(self) * int(o))
+
+    __rmul__ = __mul__
+
+    def __neg__(self):
+        return self._w(-int(self))
+
+
+def _eval_c(src, n, name="s1"):
+    import re
+    py = src.replace("std::max<int64_t>", "max").replace("std::min<int64_t>", "min")
+    # ``c ? a : b`` (the printers' only ternary) as Python's conditional expression
+    m = re.fullmatch(r"\(\((.*)\) >= 0 \? (.*) : (.*)\)", py)
+    if m:
+        py = f"(({m.group(2)}) if ({m.group(1)}) >= 0 else ({m.group(3)}))"
+    py = re.sub(r"(?<![\w.])(\d+)", r"_C(\1)", py)
+    return int(eval(py, {"_C": _CInt, name: _CInt(n), "max": max, "min": min}))
+
+
+class _TInt(_CInt):
+    """Triton's integers: ``//`` and ``%`` truncate as C's do."""
+
+    def _w(self, v):
+        return _TInt(v)
+
+    __floordiv__ = _CInt.__truediv__
+
+
+class _TL:
+    @staticmethod
+    def where(c, a, b):
+        return a if c else b
+
+
+def test_triton_index_printer_keeps_python_rounding():
+    import re
+    from ember.inductor.codegen.triton import TritonIndexPrinter
+    pr = TritonIndexPrinter()
+    s = size_symbol("s1")
+    for e, want in [(mod_expr(sympy.Integer(-38), s), lambda n: -38 % n),
+                    (floordiv_expr(s - 40, sympy.Integer(3)), lambda n: (n - 40) // 3),
+                    (mod_expr(s + 5, sympy.Integer(4)), lambda n: (n + 5) % 4)]:
+        src = re.sub(r"(?<![\w.])(\d+)", r"_T(\1)", pr.doprint(e))
+        for n in [1, 2, 5, 16, 39, 40, 41, 100]:
+            assert int(eval(src, {"_T": _TInt, "s1": _TInt(n), "tl": _TL})) == want(n), (src, n)
