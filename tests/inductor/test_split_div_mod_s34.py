@@ -105,3 +105,28 @@ def test_random_permute_reshape_chains_match_eager(seed):
     want = f(a, b)
     np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
     np.testing.assert_allclose(got[1].numpy(), want[1].numpy(), rtol=2e-7)     # (exp: ember's vs numpy's)
+
+
+@pytest.mark.parametrize("shape", [(0, 2, 0), (3, 0, 4), (0,)])
+def test_empty_views_compile(shape):
+    """A reshape of an empty tensor (0, 2, 0) -> (0,) -> (0, 2, 0) gives the split
+    zero-sized divisors: the split is skipped for an empty loop (it raised ZeroDivisionError,
+    and the graph ran eagerly -- the fuzzer's ``a0.roll(24)`` of such an input in training)."""
+    a = ember.from_numpy(np.zeros(shape, np.float32)).requires_grad_(True)
+
+    def f(a):
+        return (a.reshape(-1) * 2).reshape(shape), a.roll(24)
+
+    old = config.debug_lowering
+    config.debug_lowering = True          # a lowering that fails raises instead of running eagerly
+    try:
+        ember.dynamo.reset()
+        got = ember.compile(f)(a)
+    finally:
+        config.debug_lowering = old
+    want = f(a)
+    for g, w in zip(got, want):
+        assert tuple(g.shape) == tuple(w.shape)
+    sum(o.sum() for o in got).backward()
+    assert tuple(a.grad.shape) == shape
+    assert ember.dynamo.counters["eager_fallback"] == 0

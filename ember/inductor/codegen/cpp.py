@@ -2160,8 +2160,8 @@ def _split_div_mod(group, local):
         return None
     S = nodes[0].size
     if any(n.size != S for n in nodes) or group.p != len(S) or \
-            not all(getattr(d, "is_Integer", False) for d in S):
-        return None
+            not all(getattr(d, "is_Integer", False) for d in S) or any(int(d) == 0 for d in S):
+        return None       # (an empty loop: nothing to split, and its views divide by zero sizes)
     xs = index_vars("x", len(S))
     cuts = {x: set() for x in xs}
     for n in nodes:
