@@ -328,6 +328,8 @@ def _trace_joint(fn, example_inputs, decompositions, dynamic, inference, mode=No
             probe_out, is_tuple = _as_tuple(fn(*probe_in))
     # (a copy's storage stands for its input's: same strides, offset 0)
     aliased = _aliased_outputs(probe_out, fakes, {i: probe_in[i] for i, nl in enumerate(non_leaf) if nl})
+    if not inference or STATE.grad_enabled:     # (the probe ran with grad mode on)
+        aliased = _alias_autograd(aliased, probe_out, probe_in)
     # inputs that did not require grad and were written in place with values that do, and
     # non-leaf inputs that require grad written in place (a write into a view of another input
     # is a write into that input: the views share its copy's version counter)
@@ -521,6 +523,53 @@ def _aliased_outputs(outs, fakes, stand_ins=None) -> dict:
                                                                           base.numel()):
                 found[k] = ("output", r, tuple(o.shape), tuple(o.stride()), int(o.storage_offset()))
     return found
+
+
+def _alias_autograd(aliased, outs, srcs) -> dict:
+    """Refine ``_aliased_outputs`` with the probe's autograd history (a probe run with grad mode
+    on). The runtime regenerates an aliased output as ``as_strided`` of its source, whose
+    grad_fn is the view's: right for a differentiable view, wrong for
+
+    * an alias that does not require grad while its source does (``x.detach()``, a view made
+      under ``no_grad``, ``(y, y.detach())``): regenerated under no_grad (kind ``*_nograd``),
+      else it would require grad and pass gradients into the source;
+    * an alias whose history goes through a custom ``autograd.Function`` (one returning its input
+      as is, ``Id.apply(x)``), or that requires grad while its source does not: the view's
+      backward would skip the function's own backward. Dropped: the compiled output (values,
+      and the compiled backward, which traced the function's backward) is returned instead."""
+    from ..autograd.function import BackwardCFunction
+    from ..autograd.graph import AsStridedViewNode, gradient_edge
+    refined = {}
+    for k, entry in aliased.items():
+        kind, i = entry[0], entry[1]
+        if kind not in ("input", "output"):
+            refined[k] = entry
+            continue
+        o = outs[k]
+        src = srcs[i] if kind == "input" else outs[i]
+        if not o.requires_grad:
+            refined[k] = ((kind + "_nograd",) + tuple(entry[1:])) if src.requires_grad else entry
+            continue
+        target = gradient_edge(src)
+        if target is None:
+            continue        # requires grad, its source does not: not a plain view of it
+        edge = gradient_edge(o)
+        node = edge[0] if edge is not None else None
+        keep = True
+        for _ in range(10000):
+            if node is None or node is target[0]:
+                break
+            if isinstance(node, BackwardCFunction):
+                keep = False
+                break
+            op = getattr(type(node), "_op", None)
+            if not (isinstance(node, AsStridedViewNode) or (op is not None and getattr(op, "is_view", False))):
+                break       # (another history, e.g. an in-place write into the view: as before)
+            nxt = node.next_edges[0] if node.next_edges else None
+            node = nxt[0] if nxt is not None else None
+        if keep:
+            refined[k] = entry
+    return refined
 
 
 def _concrete_numel(t) -> int:

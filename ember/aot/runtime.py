@@ -350,7 +350,13 @@ def _realias(joint: JointGraph, inputs, outs):
     from ..ops import api
     outs = list(outs)
     for k, (kind, i, size, stride, off) in sorted(joint.aliased_outputs.items(),
-                                                  key=lambda e: e[1][0] not in ("input", "self")):
+                                                  key=lambda e: e[1][0] not in ("input", "self",
+                                                                                 "input_nograd")):
+        # ("*_nograd": an alias that does not require grad eagerly, ``x.detach()``; see
+        # joint._alias_autograd)
+        nograd = kind.endswith("_nograd")
+        if nograd:
+            kind = kind[:-len("_nograd")]
         if kind == "self":
             outs[k] = inputs[i]
             continue
@@ -365,7 +371,7 @@ def _realias(joint: JointGraph, inputs, outs):
             # eagerly anyway.
             continue
         offset = src.storage_offset() + off if kind == "input" else off
-        if not STATE.grad_enabled or not src.requires_grad:
+        if nograd or not STATE.grad_enabled or not src.requires_grad:
             with no_grad():
                 outs[k] = api.as_strided(src, size, stride, offset)
         else:
@@ -492,6 +498,12 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
             ctx.saved_layout = layout
             ctx.saved_other = [s for s in saved if not isinstance(s, Tensor)]
         ctx.inputs = inputs
+        if n_out > 1 and len({id(o) for o in outs}) != n_out:
+            # one tensor returned at several positions (the graph returns ``y`` for ``(y,
+            # y.detach())`` or ``(y, Id.apply(y))``, a custom Function returning its input): each
+            # position gets its own tensor, else they would share one grad_fn slot (marking one
+            # non-differentiable detached the other; gradients of both went to one tangent)
+            outs = _split_shared(outs)
         if nondiff_idx:
             ctx.mark_non_differentiable(*[outs[i] for i in nondiff_idx])
         return outs if len(outs) != 1 else outs[0]
@@ -515,6 +527,17 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
 
     return type("CompiledFunction", (Function,), {"forward": staticmethod(forward),
                                                   "backward": staticmethod(backward)})
+
+
+def _split_shared(outs):
+    seen = set()
+    outs = list(outs)
+    for k, o in enumerate(outs):
+        if isinstance(o, Tensor):
+            if id(o) in seen:
+                outs[k] = o.detach()    # (the same memory, a tensor of its own)
+            seen.add(id(o))
+    return tuple(outs)
 
 
 def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
