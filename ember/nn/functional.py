@@ -613,7 +613,25 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 
 def _embedding_renorm_(weight, input, max_norm, norm_type):
-    """Rescale (in place, without autograd) the rows of ``weight`` that ``input`` uses to norm <= max_norm."""
+    """Rescale (in place, without autograd) the rows of ``weight`` that ``input`` uses to norm <= max_norm.
+
+    Written in tensor ops (gather the rows, their norms in float64, write them back scaled) so
+    that ``ember.compile`` traces it into the graph (torch.compile does): read through numpy it
+    broke the graph. A row named twice is gathered twice and written twice with the same values.
+    Complex tables keep the numpy form (eager only)."""
+    if weight.dtype.is_complex or weight.device.type == "meta":
+        return _embedding_renorm_numpy(weight, input, max_norm, norm_type)
+    from ..linalg import vector_norm
+    idx = input.reshape(-1)
+    with _no_grad():
+        rows = weight.index_select(0, idx).to(_t.float64)
+        norms = vector_norm(rows, norm_type, dim=1, keepdim=True)
+        scale = _api.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+        weight.index_copy_(0, idx, (rows * scale).to(weight.dtype))
+    return weight
+
+
+def _embedding_renorm_numpy(weight, input, max_norm, norm_type):
     w = weight.detach()._data
     rows = np.unique(np.asarray(input.detach()._data).reshape(-1))
     norms = np.linalg.norm(w[rows].astype(np.complex128 if w.dtype.kind == "c" else np.float64), ord=norm_type,
