@@ -536,6 +536,10 @@ class OutputGraph:
                 self._pre.append(f"{name} = {expr}")
             return name
         if isinstance(vt, IteratorVariable):
+            if getattr(vt, "lazy", False):
+                # a generator's frame (or an iterator built on one) cannot be rebuilt; running
+                # it to its end here would compute its items before the code that follows
+                raise Unsupported("a generator (or enumerate/zip/map/filter of one) alive across a graph break")
             # a live iterator (a for-loop's, at a break in its body): its remaining items
             name = self._memo.get(id(vt))
             if name is None:

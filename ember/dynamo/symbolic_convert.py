@@ -22,6 +22,7 @@ compiled code re-runs the frame eagerly (``OutputGraph.compile``)."""
 from __future__ import annotations
 
 import dis
+import functools
 import operator
 import sys
 import types
@@ -137,6 +138,24 @@ def _code_analysis(code):
     return got
 
 
+@functools.lru_cache(maxsize=512)
+def _suspending_offsets(code):
+    """Offsets inside a try or with block of ``code`` (a generator's implicit StopIteration ->
+    RuntimeError handler of 3.12+ excluded): a yield there leaves a cleanup pending."""
+    out = set()
+    try:
+        entries = dis._parse_exception_table(code)
+    except Exception:
+        return frozenset(range(0, 2 * len(code.co_code)))    # (unknown: every offset)
+    targets = {i.offset: i for i in dis.get_instructions(code)}
+    for e in entries:
+        t = targets.get(e.target)
+        if t is not None and t.opname == "CALL_INTRINSIC_1" and "STOPITERATION" in t.argrepr:
+            continue
+        out.update(range(e.start, e.end))
+    return frozenset(out)
+
+
 def _frozen(offsets):
     return None if offsets is None else frozenset(offsets)
 
@@ -174,6 +193,7 @@ class InstructionTranslator:
         self.current = None
         self.parent = None
         self.pause_at_yield = False     # step the generator (a @contextmanager's), see variables/user_ctx.py
+        self.lazy_generator = False     # stepped by a consumer's next() (variables/lists.GeneratorVariable)
         self.paused = False
         self.yielded = [] if code.co_flags & 0x20 else None
         if code.co_flags & 0x80 or code.co_flags & 0x200 or code.co_flags & 0x100:
@@ -328,21 +348,13 @@ class InstructionTranslator:
     def inline_call(self, fn, args, kwargs):
         sub = self.callee(fn, args, kwargs)
         if sub.yielded is not None:
-            try:
-                result = sub.run()
-            except ObservedException as e:
-                # the generator runs to its end at once: an exception it raises would surface
-                # here, before the items already produced were used, not where eager raises it
-                raise Unsupported(f"a generator raises {e.exc.describe()} while it is materialised")
-        else:
-            result = sub.run()
-        if sub.yielded is not None:
-            # A generator is run to completion at once: its items are trackers of pure graph ops
-            # or constants, so producing them early cannot change what the program computes.
-            if not isinstance(fn, NestedFunctionVariable):
-                raise Unsupported("calling a user generator function")
-            return IteratorVariable(sub.yielded)
-        return result
+            # calling a generator function runs none of its body: each next() runs it to its next
+            # yield (variables/lists.GeneratorVariable). (It used to run to its end here, which
+            # computed every item before the consumer's loop body ran: a body writing in place
+            # what the generator read next gave other values than eager.)
+            from .variables.lists import GeneratorVariable
+            return GeneratorVariable(sub)
+        return sub.run()
 
     # ------------------------------------------------------------------ helpers
     def load_global(self, name):
@@ -709,7 +721,10 @@ class InstructionTranslator:
                     raise Unsupported(str(e))
             else:
                 r = False
-                for x in container.unpack(self):
+                # an iterator is consumed up to the first match, as eager consumes it
+                items = iter(lambda: container.next(self), None) if isinstance(container, IteratorVariable) \
+                    else container.unpack(self)
+                for x in items:
                     if not x.is_python_constant():
                         raise Unsupported("`in` over non-constant items")
                     if x.as_python_constant() == iv:
@@ -1273,6 +1288,11 @@ class InstructionTranslator:
         self.push(ConstantVariable(None))
 
     def YIELD_VALUE(self, inst):
+        if self.lazy_generator and inst.offset in _suspending_offsets(self.code):
+            # a generator paused inside a try/with block: if its consumer stops early, eager runs
+            # the block's cleanup when the generator is closed (garbage-collected), which a trace
+            # of the consumer does not see
+            raise Unsupported("a generator that yields inside a try or with block")
         if self.pause_at_yield:
             self.result = self.pop()
             self.paused = True

@@ -13,7 +13,7 @@ from ..exc import ObservedException, SkipFrame, Unsupported, graph_break, skip_f
 from .base import VariableTracker
 from .constant import ConstantVariable, fold_binary
 from .environ import getenv_call
-from .lists import BaseListVariable, DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .lists import BaseListVariable, DictVariable, IteratorVariable, LazyIteratorVariable, ListVariable, TupleVariable
 from .logging_calls import _ROOT_FUNCTIONS, print_call, root_log_function, warn_call
 from .sets import SetVariable, real_iterable, set_binary_op
 from .tensor import TensorVariable
@@ -284,14 +284,36 @@ def _iter_items(tx, v):
     return v.unpack(tx)
 
 
+def _lazy(v):
+    return getattr(v, "lazy", False)
+
+
+def _as_iterator(tx, v):
+    return v if isinstance(v, IteratorVariable) else IteratorVariable(v.unpack(tx))
+
+
 def _enumerate(tx, args, kwargs):
     start = kwargs["start"].as_python_constant() if "start" in kwargs else (
         args[1].as_python_constant() if len(args) > 1 else 0)
+    if _lazy(args[0]):
+        it, count = args[0], [start]
+
+        def step(tx):
+            v = it.next(tx)
+            if v is None:
+                return None
+            count[0] += 1
+            return TupleVariable([ConstantVariable(count[0] - 1), v])
+        return LazyIteratorVariable(step, enumerate)
     items = _iter_items(tx, args[0])
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(items)])
 
 
 def _zip(tx, args, kwargs):
+    if any(_lazy(a) for a in args):
+        if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
+            raise Unsupported("zip(strict=True) of a generator")
+        return _zip_lazy(tx, args)
     if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
         lists = [_iter_items(tx, a) for a in args]
         if len({len(x) for x in lists}) > 1:
@@ -299,6 +321,20 @@ def _zip(tx, args, kwargs):
     else:
         lists = [_iter_items(tx, a) for a in args]
     return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
+
+
+def _zip_lazy(tx, args):
+    its = [_as_iterator(tx, a) for a in args]
+
+    def step(tx):
+        got = []
+        for it in its:        # in order: eager zip takes the earlier ones' items before it stops
+            v = it.next(tx)
+            if v is None:
+                return None
+            got.append(v)
+        return TupleVariable(got)
+    return LazyIteratorVariable(step, zip)
 
 
 def _reversed(tx, args, kwargs):
@@ -570,21 +606,29 @@ def _eager_items(h):
 
 
 def _map(tx, args, kwargs):
+    """Lazy, as Python's: each item is computed when the consumer asks for it (a loop body
+    writing in place what ``fn`` reads next sees eager's values; computed at once, it did not)."""
     fn = args[0]
-    lists = [_iter_items(tx, a) for a in args[1:]]
-    return IteratorVariable([fn.call_function(tx, list(t), {}) for t in zip(*lists)])
+    inner = _zip_lazy(tx, args[1:])
+
+    def step(tx):
+        t = inner.next(tx)
+        return None if t is None else fn.call_function(tx, t.unpack(tx), {})
+    return LazyIteratorVariable(step, map)
 
 
 def _filter(tx, args, kwargs):
+    """Lazy, as ``map``."""
     fn = args[0]
-    items = _iter_items(tx, args[1])
-    out = []
-    for i in items:
-        keep = i.truthy(tx) if (fn.is_python_constant() and fn.as_python_constant() is None) else \
-            fn.call_function(tx, [i], {}).truthy(tx)
-        if keep:
-            out.append(i)
-    return IteratorVariable(out)
+    it = _as_iterator(tx, args[1])
+    plain = fn.is_python_constant() and fn.as_python_constant() is None
+
+    def step(tx):
+        while True:
+            v = it.next(tx)
+            if v is None or (v.truthy(tx) if plain else fn.call_function(tx, [v], {}).truthy(tx)):
+                return v
+    return LazyIteratorVariable(step, filter)
 
 
 def _type(tx, args, kwargs):
@@ -748,7 +792,7 @@ _HANDLERS = {
     min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _str_repr(str),
     round: _fold(round), divmod: _fold(_divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
-    iter: _iter, next: _next, map: _eager_items(_map), filter: _eager_items(_filter), type: _type, print: print_call, callable: _callable,
+    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: print_call, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
     issubclass: _fold(issubclass), repr: _str_repr(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
     itertools.product: _regroup(itertools.product), itertools.permutations: _regroup(itertools.permutations, 1),

@@ -107,6 +107,8 @@ class ConstantMethodVariable(VariableTracker):
 def _constant_iterable(tx, a):
     """An iterator over constants (a generator expression's items) as a list constant."""
     from .lists import IteratorVariable
+    if getattr(a, "lazy", False):
+        a = IteratorVariable(a.unpack(tx))     # (consumed whole by the caller anyway: "".join)
     if isinstance(a, IteratorVariable) and all(i.is_python_constant() for i in a.items[a.pos:]):
         return ConstantVariable([i.as_python_constant() for i in a.unpack(tx)])
     return a

@@ -6,6 +6,8 @@ mutating them would be a side effect to replay after the graph, which this
 version does not do, so it is unsupported (the frame runs eagerly)."""
 from __future__ import annotations
 
+import types
+
 from ..exc import Unsupported
 from ..source import Source
 from .base import VariableTracker
@@ -523,3 +525,60 @@ class IteratorVariable(VariableTracker):
 
     def __repr__(self):
         return f"IteratorVariable({self.pos}/{len(self.items)})"
+
+
+class LazyIteratorVariable(IteratorVariable):
+    """An iterator whose items are made when asked for: ``step(tx)`` gives the next item's
+    tracker, or None when it is exhausted. What ``enumerate``/``zip``/``map``/``filter`` of a
+    generator make (a generator is lazy, so what is built on it must be too). ``lazy`` marks it
+    for the code that would read ``items`` (there are none to read): it cannot be rebuilt at a
+    graph break, nor folded to a constant without being consumed."""
+
+    lazy = True
+
+    def __init__(self, step, py_type):
+        super().__init__([], py_type)
+        self.step = step
+        self.finished = False
+
+    def next(self, tx):
+        if self.finished:
+            return None
+        try:
+            v = self.step(tx)
+        except BaseException:
+            self.finished = True
+            raise
+        if v is None:
+            self.finished = True
+        return v
+
+    def unpack(self, tx):
+        out = []
+        while True:
+            v = self.next(tx)
+            if v is None:
+                return out
+            out.append(v)
+
+    def __repr__(self):
+        return f"{type(self).__name__}({'done' if self.finished else 'live'})"
+
+
+class GeneratorVariable(LazyIteratorVariable):
+    """A user generator -- a generator function's call, a generator expression -- run lazily:
+    each ``next`` resumes its frame's translator (``gen``, made with ``pause_at_yield``) up to
+    its next ``yield``. Its body and its consumer's then interleave as in eager: a loop body
+    that writes in place what the generator reads for its next item sees the same values
+    (run to completion up front, the generator computed every item from the old ones)."""
+
+    def __init__(self, gen):
+        super().__init__(self._resume, types.GeneratorType)
+        self.gen = gen
+        gen.pause_at_yield = gen.lazy_generator = True
+
+    def _resume(self, tx):
+        g = self.gen
+        g.paused = False
+        value = g.run()
+        return value if g.paused else None
