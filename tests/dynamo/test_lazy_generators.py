@@ -176,3 +176,25 @@ def test_generator_alive_across_a_graph_break_is_correct():
     dynamo.reset()
     got = ember.compile(f, backend="eager")(x.clone())
     assert_same(want, got)
+
+
+def test_itertools_over_generators():
+    import itertools
+
+    def f(x):
+        a = list(itertools.islice(scaled(x, 10), 2, 7, 2))
+        b = list(itertools.chain(scaled(x, 2), [x + 1], scaled(x, 2)))
+        c = list(itertools.starmap(lambda p, q: p * q, zip(scaled(x, 3), [1.0, 2.0, 3.0])))
+        for y in itertools.islice(scaled(x, 100), 3):      # stepped three times, not a hundred
+            x.add_(y)
+        return ember.stack(a), ember.stack(b), ember.stack(c), x, all(True for _ in scaled(x, 2))
+    check(f, _x)
+
+
+def test_any_stops_at_the_deciding_item():
+    def f(x):
+        def items():
+            yield x * 0 + 1
+            raise ValueError("eager never gets here")
+        return x * 2, any(True for _ in items())
+    check(f, _x)

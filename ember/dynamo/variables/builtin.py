@@ -399,6 +399,9 @@ def _abs(tx, args, kwargs):
 
 def _anyall(pyfn):
     def h(tx, args, kwargs):
+        if _lazy(args[0]):       # a generator is consumed up to the deciding item, as eagerly
+            it = args[0]
+            return ConstantVariable(pyfn(i.truthy(tx) for i in iter(lambda: it.next(tx), None)))
         items = _iter_items(tx, args[0])
         return ConstantVariable(pyfn(i.truthy(tx) for i in items))
     return h
@@ -678,6 +681,22 @@ def _chain(tx, args, kwargs):
     """``itertools.chain(*iterables)``: the items of each, materialised (they are trackers)."""
     if kwargs:
         raise Unsupported("itertools.chain() takes no keyword arguments")
+    if any(_lazy(a) for a in args):          # a generator among them: each item when asked
+        its = iter(args)
+        cur = [None]
+
+        def step(tx):
+            while True:
+                if cur[0] is None:
+                    a = next(its, None)
+                    if a is None:
+                        return None
+                    cur[0] = _as_iterator(tx, a)
+                v = cur[0].next(tx)
+                if v is not None:
+                    return v
+                cur[0] = None
+        return LazyIteratorVariable(step, itertools.chain)
     out = []
     for a in args:
         out.extend(_iter_items(tx, a))
@@ -699,6 +718,11 @@ def _regroup(fn, n_iterables=None):
     (they are plain Python objects to it), its other arguments constants."""
     def h(tx, args, kwargs):
         k = len(args) if n_iterables is None else n_iterables
+        if any(_lazy(a) for a in args[:k]):
+            if fn is itertools.islice:
+                return _islice_lazy(tx, args, kwargs)
+            if fn in (itertools.pairwise, itertools.zip_longest):   # lazy in Python: refused
+                raise Unsupported(f"itertools.{fn.__name__} of a generator")
         iters = [_iter_items(tx, a) for a in args[:k]]
         rest = args[k:]
         if not all(a.is_python_constant() for a in rest) or \
@@ -713,6 +737,30 @@ def _regroup(fn, n_iterables=None):
             raise Unsupported(f"itertools.{fn.__name__} raised {type(e).__name__}: {e} (the program raises)")
         return IteratorVariable([TupleVariable(list(t)) if isinstance(t, tuple) else t for t in out])
     return h
+
+
+def _islice_lazy(tx, args, kwargs):
+    """``islice(generator, [start,] stop [, step])``: the generator stepped as items are asked
+    for (``islice(gen(), 2)`` runs it to its second yield only, as eagerly)."""
+    if kwargs or not all(a.is_python_constant() for a in args[1:]):
+        raise Unsupported("itertools.islice of a generator with non-constant arguments")
+    sl = slice(*_consts(args[1:]))
+    start, stop, stride = sl.start or 0, sl.stop, sl.step or 1
+    if start < 0 or (stop is not None and stop < 0) or stride < 1:
+        raise Unsupported("itertools.islice with negative arguments (the program raises)")
+    it, pos, nxt = args[0], [0], [start]
+
+    def step(tx):
+        while stop is None or nxt[0] < stop:
+            v = it.next(tx)
+            if v is None:
+                return None
+            pos[0] += 1
+            if pos[0] - 1 == nxt[0]:
+                nxt[0] += stride
+                return v
+        return None
+    return LazyIteratorVariable(step, itertools.islice)
 
 
 def _repeat(tx, args, kwargs):
@@ -742,8 +790,23 @@ def _accumulate(tx, args, kwargs):
 
 
 def _starmap(tx, args, kwargs):
-    fn = args[0]
-    return IteratorVariable([fn.call_function(tx, t.unpack(tx), {}) for t in _iter_items(tx, args[1])])
+    """Lazy, as ``map``."""
+    fn, it = args[0], _as_iterator(tx, args[1])
+
+    def step(tx):
+        t = it.next(tx)
+        return None if t is None else fn.call_function(tx, t.unpack(tx), {})
+    return LazyIteratorVariable(step, itertools.starmap)
+
+
+def _no_generator(name, h):
+    """An itertools function computed at once while tracing: refused on a generator, whose items
+    must be computed when the consumer asks for them (see variables/lists.GeneratorVariable)."""
+    def wrapped(tx, args, kwargs):
+        if any(_lazy(a) for a in args):
+            raise Unsupported(f"itertools.{name} of a generator")
+        return h(tx, args, kwargs)
+    return wrapped
 
 
 def _compress(tx, args, kwargs):
@@ -800,9 +863,10 @@ _HANDLERS = {
     itertools.combinations_with_replacement: _regroup(itertools.combinations_with_replacement, 1),
     itertools.pairwise: _regroup(itertools.pairwise, 1), itertools.zip_longest: _regroup(itertools.zip_longest),
     itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat,
-    itertools.accumulate: _eager_items(_accumulate), itertools.starmap: _eager_items(_starmap),
-    itertools.compress: _compress, itertools.takewhile: _eager_items(_while(True)),
-    itertools.dropwhile: _eager_items(_while(False)),
+    itertools.accumulate: _no_generator("accumulate", _eager_items(_accumulate)), itertools.starmap: _starmap,
+    itertools.compress: _no_generator("compress", _compress),
+    itertools.takewhile: _no_generator("takewhile", _eager_items(_while(True))),
+    itertools.dropwhile: _no_generator("dropwhile", _eager_items(_while(False))),
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }
 _HANDLERS[warnings.warn] = warn_call
