@@ -225,12 +225,10 @@ def _sym_scalar_runner(gm):
     ShapeEnv, so the entry is valid for that size only and another size recompiles at the
     dynamo level. Sizes passed as sizes (``view(s0, -1)``) are untouched. (Checkpoint region
     tags reach the joint graph as with ``_RegionTagRunner``.)"""
-    from ..fx.experimental.symbolic_shapes import SymInt
-    from .. import types as _t
-    from ..ops import api as _api
+    from ..fx.experimental.symbolic_shapes import SymInt, _size_tensor
 
     def as_tensor(a):
-        return _api.ones(a, dtype=_t.int64).sum() if isinstance(a, SymInt) else a
+        return _size_tensor(a, None) if isinstance(a, SymInt) else a
 
     def spec(a):
         return int(a) if isinstance(a, SymInt) else a

@@ -792,7 +792,8 @@ def _symbolic(sizes):
 
 def _size_tensor(n, dtype, device):
     """The (symbolic) size ``n`` as a 0-d tensor computed by ops, for arithmetic with tensors."""
-    return _api.ones(n, dtype=_t.int64, device=device).sum().to(dtype)
+    from ..fx.experimental.symbolic_shapes import _size_tensor as size_tensor
+    return size_tensor(n, device).to(dtype)
 
 
 def _iota(n, dtype, device, start=0):

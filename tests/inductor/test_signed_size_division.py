@@ -153,3 +153,34 @@ def test_triton_index_printer_keeps_python_rounding():
         src = re.sub(r"(?<![\w.])(\d+)", r"_T(\1)", pr.doprint(e))
         for n in [1, 2, 5, 16, 39, 40, 41, 100]:
             assert int(eval(src, {"_T": _TInt, "s1": _TInt(n), "tl": _TL})) == want(n), (src, n)
+
+
+@pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
+def test_negative_size_expressions_as_tensor_values(backend, strict):
+    """A size made a tensor value counts a range (``ones(n).sum()``), 0 for a negative ``n``:
+    ``x * (s0 - s1)`` with s0 < s1 gave 0 compiled (the fuzzer, repro 3). Now the positive and
+    the negative terms are counted apart (``symbolic_shapes.signed_parts``); one compile serves
+    sizes where the expression is negative, zero and positive."""
+    def f(x):
+        return (x * (x.shape[0] - x.shape[1]), x * (x.shape[1] - 10),
+                x - ember.arange(-x.shape[1], 0, dtype=x.dtype), x.sum(1) / (x.shape[0] - 7))
+    ember.dynamo.reset()
+    c = ember.compile(f, backend=backend, dynamic=True)
+    for i, shp in enumerate([(2, 5), (3, 9), (9, 9), (12, 10), (4, 16)]):
+        x = _x(shp, i)
+        for a, b in zip(f(x), c(x)):
+            np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=1e-6, atol=0)
+    assert ember.dynamo.counters["eager_fallback"] == 0
+
+
+def test_signed_parts():
+    from ember.fx.experimental.symbolic_shapes import ShapeEnv, signed_parts
+    env = ShapeEnv()
+    s0, s1 = (env.create_symbol(v, f"x.size({i})") for i, v in enumerate((3, 8)))
+    for n in [s0 - s1, s1 - 10, -s1, 2 * s0 - 3 * s1 + 4, s0 * s1 - s0, s0 + 1]:
+        pos, neg = signed_parts(n)
+        for v0, v1 in [(3, 8), (10, 2), (1, 1)]:
+            ev = lambda e: e if type(e) is int else int(e.expr.subs({s0.expr: v0, s1.expr: v1}))
+            assert ev(pos) >= 0 and ev(neg) >= 0
+            assert ev(pos) - ev(neg) == ev(n)
+    assert signed_parts(-4) == (0, 4) and signed_parts(5) == (5, 0)

@@ -236,10 +236,34 @@ class SymInt:
         return func(*a, **k)
 
 
+def signed_parts(n):
+    """``(pos, neg)`` with ``n == pos - neg`` and both provably non-negative (ints or SymInts):
+    the positive and the negative terms of a size expression. A size made a tensor value counts
+    a range (``ones(n).sum()``), which is 0 for a negative ``n``: ``x * (s0 - s1)`` with s0 < s1
+    gave 0 compiled. Raises NotImplementedError for a term of unknown sign."""
+    if type(n) is int:
+        return (n, 0) if n >= 0 else (0, -n)
+    e = sympy.expand(n.expr)
+    if e.is_nonnegative:
+        return n, 0
+    pos, neg = sympy.Integer(0), sympy.Integer(0)
+    for term in sympy.Add.make_args(e):
+        c, mono = term.as_coeff_Mul()
+        if not (mono.is_nonnegative or mono == 1):
+            raise NotImplementedError(f"size expression {n.expr}: the sign of {mono} is not known")
+        if c >= 0:
+            pos += c * mono
+        else:
+            neg += -c * mono
+    return n.env._wrap_int(pos), n.env._wrap_int(neg)
+
+
 def _size_tensor(n, device):
     from ... import types as _t
     from ...ops import api
-    return api.ones(n, dtype=_t.int64, device=device).sum()
+    pos, neg = signed_parts(n)
+    t = api.ones(pos, dtype=_t.int64, device=device).sum()
+    return t if type(neg) is int and neg == 0 else t - api.ones(neg, dtype=_t.int64, device=device).sum()
 
 
 class SymBool:

@@ -154,7 +154,14 @@ def size_operand(n, shape, device, dtype=None):
     graph from it (a reduction over ``full((n,), 1)``), broadcast to ``shape``."""
     if type(n) is int:
         return n
-    t = prims.sum(prims.full((n,), 1, dtype or _t.int64, device), (0,))
+    from ...fx.experimental.symbolic_shapes import signed_parts
+    pos, neg = signed_parts(n)      # (a negative size counts an empty range: see signed_parts)
+
+    def count(k):
+        return prims.sum(prims.full((k,), 1, dtype or _t.int64, device), (0,))
+    t = count(pos)
+    if not (type(neg) is int and neg == 0):
+        t = prims.sub(t, count(neg))
     return prims.broadcast_in_dim(t, tuple(shape), ())
 
 
