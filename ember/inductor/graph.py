@@ -212,6 +212,10 @@ class GraphLowering:
                 raise LoweringError(f"{op.name} has no lowering and dynamic shapes need one ({reason})")
         else:
             multi = len(layouts) > 1
+            if self.dynamic and _symbolic_in(sargs, skw):
+                # (the reference is called with the arguments as they are: a symbolic ``k`` of
+                # ``topk(x, s1 // 2)`` reached numpy as a sympy expression and raised TypeError)
+                raise LoweringError(f"{op.name}: a symbolic size argument of the fallback ({reason})")
         kernel = op.kernel
 
         def fn(*arrays_args, **kw):

@@ -639,6 +639,13 @@ def _gather_axes(xp, x, spec, name):
     """spec: tuple of (axis, index array, valid mask or None, fill value)."""
     out = x
     for axis, idx, mask, fill in spec:
+        if mask is not None and out.shape[axis] == 0:
+            # a constant pad of an empty dim: every position is the fill (numpy refuses a
+            # non-empty take from an empty axis; PyTorch pads it)
+            shp = list(out.shape)
+            shp[axis] = len(idx)
+            out = xp.full(tuple(shp), fill, dtype=out.dtype)
+            continue
         out = xp.take(out, xp.asarray(idx), axis=axis)
         if mask is not None:
             shp = [1] * out.ndim
@@ -675,6 +682,9 @@ def _scatter_axes(xp, g, spec, input_size):
         s[axis] = len(idx)
         sizes.append(tuple(s))
     for (axis, idx, mask, fill), size in zip(reversed(spec), reversed(sizes)):
+        if size[axis] == 0:
+            out = xp.zeros(size, dtype=out.dtype)       # (a pad of an empty dim: nothing to add into)
+            continue
         if mask is not None:
             shp = [1] * out.ndim
             shp[axis] = len(idx)

@@ -274,15 +274,22 @@ def _avg_pool_backward(g, k, s, p, ceil_mode, cip, dov, input_size):
 def _gather_axes(x, spec, name):
     out = x
     for axis, idx, mask, fill in spec:
+        fv = fill
+        if x.dtype is _t.bool_:
+            fv = bool(fill)
+        elif not x.dtype.is_floating_point:
+            fv = int(fill)
+        if mask is not None and type(out.shape[axis]) is int and out.shape[axis] == 0:
+            # a constant pad of an empty dim: every position is the fill (its clamped source
+            # index 0 is out of range of the empty dim, and the selection checks its indices)
+            shape = list(out.shape)
+            shape[axis] = len(idx)
+            out = full(shape, fv, x.dtype, x.device)
+            continue
         it = _const(np.asarray(idx, dtype=np.int64), _t.int64, x.device)
         out = prims.index_select(out, axis, it)
         if mask is not None:
             m = bcast_to_dims(_const(np.asarray(mask, dtype=bool), _t.bool_, x.device), tuple(out.shape), (axis,))
-            fv = fill
-            if x.dtype is _t.bool_:
-                fv = bool(fill)
-            elif not x.dtype.is_floating_point:
-                fv = int(fill)
             out = prims.where(m, out, fv)
     return prims.clone(x) if out is x else out
 
@@ -296,6 +303,9 @@ def _scatter_axes(g, spec, input_size):
         s[axis] = len(idx)
         sizes.append(tuple(s))
     for (axis, idx, mask, fill), size in zip(reversed(spec), reversed(sizes)):
+        if type(size[axis]) is int and size[axis] == 0:
+            out = full(size, 0, g.dtype, g.device)       # (a pad of an empty dim: nothing to add into)
+            continue
         if mask is not None:
             m = bcast_to_dims(_const(np.asarray(mask, dtype=bool), _t.bool_, g.device), tuple(out.shape), (axis,))
             out = prims.where(m, out, 0)

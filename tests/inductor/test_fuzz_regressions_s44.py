@@ -1,0 +1,52 @@
+"""Bugs the compiler fuzzer (test_fuzz_compiled.py) found in session 44, minimised by hand.
+
+The signed-size ones (a dynamic roll by a negative shift; a negative size expression used as a
+tensor value) are in test_signed_size_division.py; the empty-loop split in
+test_split_div_mod_s34.py.
+"""
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.inductor import config as inductor_config
+
+
+@pytest.fixture
+def strict():
+    old = inductor_config.debug_lowering
+    inductor_config.debug_lowering = True
+    yield
+    inductor_config.debug_lowering = old
+
+
+@pytest.mark.parametrize("shape,pad", [((3, 0, 2, 0), (0, 3)), ((3, 2, 0), (1, 2)), ((2, 0), (2, 0)),
+                                       ((4, 0, 0), (1, 1, 2, 0))])
+def test_constant_pad_of_an_empty_dim(shape, pad, strict):
+    """The padded dim holds no element: every output position is the fill value. The pad's
+    gather clamped its source index to 0 -- out of range of the empty dim -- and the selection's
+    index check raised IndexError at run time (eager pads fine)."""
+    def f(a):
+        return F.pad(a, pad, value=1.5) * 2.0
+
+    a = ember.from_numpy(np.zeros(shape, np.float32)).requires_grad_(True)
+    want = f(a)
+    ember.dynamo.reset()
+    got = ember.compile(f)(a)
+    assert tuple(got.shape) == tuple(want.shape)
+    np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+    got.sum().backward()
+    assert tuple(a.grad.shape) == shape
+
+
+def test_topk_with_a_symbolic_k_runs_correctly():
+    """``topk(x, x.shape[1] // 2)`` under dynamic=True: the numpy fallback got ``k`` as a sympy
+    expression and raised TypeError in the user's call. The graph now runs eagerly (logged)."""
+    def f(x):
+        return x.topk(x.shape[1] // 2, 1).values
+
+    ember.dynamo.reset()
+    c = ember.compile(f, dynamic=True)
+    for i, shp in enumerate([(7, 9), (5, 12), (3, 4)]):
+        x = ember.from_numpy(np.random.default_rng(i).uniform(-2, 2, shp).astype(np.float32))
+        np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
