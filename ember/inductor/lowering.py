@@ -309,7 +309,8 @@ def _cat(tensors, dim):
                 result = val
             else:
                 result = ops.where(ops.index_expr(sympy.Lt(i, o + n), _t.bool_), val, result)
-        return result
+        # (every piece empty along ``dim``: so is the result, whose loop never runs)
+        return ops.constant(0, dtype) if result is None else result
 
     return Pointwise(size, dtype, inner_fn)
 

@@ -50,3 +50,17 @@ def test_topk_with_a_symbolic_k_runs_correctly():
     for i, shp in enumerate([(7, 9), (5, 12), (3, 4)]):
         x = ember.from_numpy(np.random.default_rng(i).uniform(-2, 2, shp).astype(np.float32))
         np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
+
+
+@pytest.mark.parametrize("shape,dim", [((2, 0), -1), ((0, 3), 0), ((2, 0, 4), 1)])
+def test_cat_of_pieces_all_empty_along_the_dim(shape, dim, strict):
+    """Every piece empty along the cat dim: the select chain had no piece and the kernel stored
+    ``None`` (the C++ did not compile, and the graph ran eagerly)."""
+    def f(a):
+        return ember.cat([a, a * 2], dim) + 1
+
+    a = ember.from_numpy(np.zeros(shape, np.float32))
+    ember.dynamo.reset()
+    got = ember.compile(f)(a)
+    assert tuple(got.shape) == tuple(f(a).shape)
+    assert ember.dynamo.counters["eager_fallback"] == 0
