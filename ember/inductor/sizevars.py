@@ -35,7 +35,7 @@ class FloorDiv(sympy.Function):
     def eval(cls, a, b):
         if b == 1:
             return a
-        if a == 0:
+        if a == 0 or b == 0:       # (b = 0: a view of an empty dim, never evaluated)
             return sympy.Integer(0)
         if a.is_Integer and b.is_Integer:
             return sympy.Integer(int(a) // int(b))
@@ -51,7 +51,8 @@ class ModularIndexing(sympy.Function):
 
     @classmethod
     def eval(cls, x, div, mod):
-        if mod == 1 or x == 0:
+        if mod == 1 or x == 0 or mod == 0 or div == 0:
+            # (a zero ``mod`` or ``div`` is a view of an empty dim: no index is ever computed)
             return sympy.Integer(0)
         if x.is_Integer and div.is_Integer and mod.is_Integer:
             return sympy.Integer((int(x) // int(div)) % int(mod))

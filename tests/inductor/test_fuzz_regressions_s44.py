@@ -64,3 +64,20 @@ def test_cat_of_pieces_all_empty_along_the_dim(shape, dim, strict):
     got = ember.compile(f)(a)
     assert tuple(got.shape) == tuple(f(a).shape)
     assert ember.dynamo.counters["eager_fallback"] == 0
+
+
+@pytest.mark.parametrize("shape,new", [((0,), (0, 1)), ((0, 3), (3, 0)), ((2, 0), (0, 5))])
+def test_view_of_a_flipped_empty_tensor_in_training(shape, new, strict):
+    """``a.flip(0).reshape(0, 1)`` of an empty tensor that requires grad: the view's index
+    rewrite divided by the empty dim's zero size (ZeroDivisionError in ModularIndexing; the
+    fuzzer's seed 312)."""
+    def f(a):
+        return a.flip(0).reshape(new) * 2.0
+
+    a = ember.from_numpy(np.zeros(shape, np.float64)).requires_grad_(True)
+    ember.dynamo.reset()
+    got = ember.compile(f)(a)
+    assert tuple(got.shape) == new
+    got.sum().backward()
+    assert tuple(a.grad.shape) == shape
+    assert ember.dynamo.counters["eager_fallback"] == 0
