@@ -184,3 +184,17 @@ def test_signed_parts():
             assert ev(pos) >= 0 and ev(neg) >= 0
             assert ev(pos) - ev(neg) == ev(n)
     assert signed_parts(-4) == (0, 4) and signed_parts(5) == (5, 0)
+
+
+def test_signed_parts_of_a_term_of_unknown_sign_guards_the_sign():
+    """``(s1 - s0) // 2 + 2`` (a conv/pool size): a floor of unknown sign is not split; the sign
+    of the whole comes from the example sizes, guarded (a pooled size traced symbolically
+    raised NotImplementedError before: tests/prims/test_decomp_linalg_nn.py)."""
+    from ember.fx.experimental.symbolic_shapes import ShapeEnv, signed_parts
+    env = ShapeEnv()
+    s0, s1 = (env.create_symbol(v, f"x.size({i})") for i, v in enumerate((3, 8)))
+    m = (s1 - s0) // 2 + 2
+    assert signed_parts(m) == (m, 0)
+    neg = (s0 - s1) // 2 - 1
+    pos, n2 = signed_parts(neg)
+    assert pos == 0 and int(n2.expr.subs({s0.expr: 3, s1.expr: 8})) == 4

@@ -240,7 +240,7 @@ def signed_parts(n):
     """``(pos, neg)`` with ``n == pos - neg`` and both provably non-negative (ints or SymInts):
     the positive and the negative terms of a size expression. A size made a tensor value counts
     a range (``ones(n).sum()``), which is 0 for a negative ``n``: ``x * (s0 - s1)`` with s0 < s1
-    gave 0 compiled. Raises NotImplementedError for a term of unknown sign."""
+    gave 0 compiled. With a term of unknown sign, the sign of ``n`` itself, guarded."""
     if type(n) is int:
         return (n, 0) if n >= 0 else (0, -n)
     e = sympy.expand(n.expr)
@@ -250,7 +250,9 @@ def signed_parts(n):
     for term in sympy.Add.make_args(e):
         c, mono = term.as_coeff_Mul()
         if not (mono.is_nonnegative or mono == 1):
-            raise NotImplementedError(f"size expression {n.expr}: the sign of {mono} is not known")
+            # a term of unknown sign (``floor((s3 - s1) / 2)``): the sign of the whole, decided
+            # by the example sizes and guarded (another sign recompiles)
+            return (n, 0) if bool(n >= 0) else (0, -n)
         if c >= 0:
             pos += c * mono
         else:
