@@ -666,6 +666,17 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              f"fixed length sequences. However, found offsets of type {type(offsets)}")
         n_bags, length = input.shape
+        if mode == "max" and n_bags and length:
+            # equal-length bags: a max over the bag dim (no scatter_reduce(amax), which has no
+            # prim, so the compiled graph would run eagerly). Ties share the gradient, as the
+            # scatter_reduce path below does.
+            emb = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+            keep = None if padding_idx is None else \
+                input != (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+            if keep is None:
+                return emb.amax(1)
+            out = _api.where(keep.unsqueeze(-1), emb, float("-inf")).amax(1)
+            return _api.where(keep.any(1).unsqueeze(-1), out, 0.0)
         offsets = _api.arange(0, n_bags * length, max(length, 1), dtype=_t.int64, device=input.device)[:n_bags]
         input = input.reshape(-1)
         if per_sample_weights is not None:

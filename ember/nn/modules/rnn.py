@@ -67,7 +67,10 @@ def run_layers(mode, x, hx, layer_weights, num_layers, bidirectional, dropout, t
     Returns output (L, N, D*H) / (sum(batch_sizes), D*H) and the final states."""
     em = _api()
     num_directions = 2 if bidirectional else 1
-    seq_len = x.shape[0]
+    # (a Python int: the recurrence is unrolled step by step, so under ember.compile a new
+    # sequence length is a new graph -- ``int`` specializes it instead of leaving a symbolic size
+    # that ``[None] * seq_len`` cannot take, which ran the whole frame eagerly)
+    seq_len = int(x.shape[0])
     finals = []
     layer_input = x
     for layer in range(num_layers):
