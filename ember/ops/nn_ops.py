@@ -826,7 +826,10 @@ def _native_layer_norm_bw(ctx, grads):
     dims = list(range(x.dim() - k, x.dim()))
     lead = list(range(x.dim() - k))
     if x.dtype in (_t.float16, _t.bfloat16) and x.numel() and all(t is None or t.dtype is x.dtype for t in (w, b)) \
-            and not _grad_enabled():        # (create_graph: the differentiable formula below)
+            and _unrecorded(x, g):
+        # (create_graph, or a trace -- aot's fake tensors, a tracing mode --: the differentiable
+        # formula below; the half kernel reads the arrays with numpy, which a trace neither
+        # records nor can do on fake data)
         return _half_layer_norm_bw(g, x, w, b, dims, eps, n)
     xhat, rstd = _norm_stats(x, dims, eps)
     gx = gw = gb = None
@@ -1210,7 +1213,7 @@ def _native_group_norm_bw(ctx, grads):
         return None, None, None
     shape = tuple(x.shape)
     if x.dtype in (_t.float16, _t.bfloat16) and x.numel() and all(t is None or t.dtype is x.dtype for t in (w, b)) \
-            and not _grad_enabled():        # (create_graph: the differentiable formula below)
+            and _unrecorded(x, g):          # (as layer norm's)
         return _half_group_norm_bw(g, x, w, b, N, C, group, eps, n)
     xr = x.reshape(N, group, -1)
     xhat_r, rstd = _norm_stats(xr, [2], eps)

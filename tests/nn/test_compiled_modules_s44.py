@@ -88,3 +88,24 @@ def test_rnn_new_sequence_length_stays_compiled(strict_lowering, kind):
     for (n, pa), (_, pb) in zip(m.named_parameters(), mc.named_parameters()):
         _close(pa.grad, pb.grad)
     assert counters["eager_fallback"] == 0 and counters["graph_breaks"] == 0
+
+
+def test_half_precision_norms_compile_with_gradients():
+    """LayerNorm / GroupNorm in float16 and bfloat16 with a gradient: their backward took the
+    half kernel (numpy on the saved input's array) while aot traced the joint graph on fake
+    tensors, and the compile raised AttributeError. Traced, the differentiable formula runs."""
+    import numpy as np
+    for dt in (ember.bfloat16, ember.float16):
+        for mk, shp in ((lambda: ember.nn.LayerNorm(5), (2, 3, 5)), (lambda: ember.nn.GroupNorm(2, 4), (2, 4, 3))):
+            ember.dynamo.reset()
+            m = mk().to(dt)
+            m2 = mk().to(dt)
+            m2.load_state_dict(m.state_dict())
+            x = ember.randn(*shp).to(dt)
+            y1, y2 = m(x), ember.compile(m2)(x)
+            y1.float().sum().backward()
+            y2.float().sum().backward()
+            tol = 2e-2 if dt is ember.bfloat16 else 2e-3
+            np.testing.assert_allclose(y2.detach().float().numpy(), y1.detach().float().numpy(), rtol=tol, atol=tol)
+            for p1, p2 in zip(m.parameters(), m2.parameters()):
+                np.testing.assert_allclose(p2.grad.float().numpy(), p1.grad.float().numpy(), rtol=tol, atol=tol * 4)
