@@ -218,3 +218,21 @@ def test_forward_closing_over_objects():
     assert_same(m(x), cm(x))
     bias.mul_(3)
     assert_same(m(x), cm(x))
+
+
+def test_list_times_a_symbolic_size_specialises():
+    """``[None] * x.shape[0]`` once the size is dynamic: specialised (a guard on the value, a new
+    size recompiles, as torch.compile does) instead of running the frame eagerly."""
+    def f(x):
+        n = x.shape[0]
+        ys = [None] * n
+        zs = n * [0.5]
+        for t in range(n):
+            ys[t] = x[t] * 2 + zs[t]
+        return ember.stack(ys, 0)
+    dynamo.reset()
+    c = ember.compile(f, backend="eager")
+    for n in (3, 5, 7):
+        x = ember.randn(n, 2)
+        assert_same(f(x), c(x))
+    assert dynamo.counters["eager_fallback"] == 0

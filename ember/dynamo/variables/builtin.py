@@ -75,9 +75,13 @@ def binary_op(tx, op, a, b):
         a._check_mutable(tx)
         a.items.extend(b.unpack(tx))
         return a
+    if base is operator.mul and isinstance(b, BaseListVariable) and not isinstance(a, BaseListVariable):
+        a, b = b, a            # ``n * [None]``
     if isinstance(a, BaseListVariable) and base is operator.mul and b.is_python_constant() \
-            and isinstance(b.as_python_constant(), int):
-        items = a.items * b.as_python_constant()
+            and _int_like(b.as_python_constant()):
+        # (a symbolic size ``[None] * x.shape[0]`` is specialised: int() guards its value, and
+        # another size recompiles, as torch.compile does; unsupported, the frame ran eagerly)
+        items = a.items * int(b.as_python_constant())
         return ListVariable(items) if a.python_type() is list else TupleVariable(items)
     if isinstance(a, BaseListVariable) and op in (operator.eq, operator.ne) and b.is_python_constant():
         if a.is_python_constant():
@@ -85,6 +89,11 @@ def binary_op(tx, op, a, b):
     if op in (operator.eq, operator.ne) and hasattr(a, "module") and hasattr(b, "module"):
         return ConstantVariable((a.module is b.module) == (op is operator.eq))
     raise Unsupported(f"operator {op.__name__} on {a} and {b}")
+
+
+def _int_like(v):
+    from ...fx.experimental.symbolic_shapes import SymInt
+    return isinstance(v, (int, SymInt))
 
 
 def _as_container(v, other):
