@@ -12,7 +12,7 @@ from ..ops import api as _api
 
 __all__ = ["adaptive_max_pool3d", "adaptive_max_pool1d_with_indices", "adaptive_max_pool2d_with_indices",
            "adaptive_max_pool3d_with_indices", "max_pool3d_with_indices", "lp_pool3d", "max_unpool1d",
-           "max_unpool2d", "max_unpool3d", "multilabel_margin_loss", "triplet_margin_with_distance_loss",
+           "max_unpool2d", "max_unpool3d", "multilabel_margin_loss",
            "selu_", "celu_", "rrelu_"]
 
 
@@ -151,29 +151,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     return F._reduce(loss, reduction)
 
 
-def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None, margin=1.0,
-                                      swap=False, reduction="mean"):
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"{reduction} is not a valid value for reduction")
-    if margin <= 0:
-        raise ValueError(f"margin must be greater than 0, got {margin}")
-    a_dim, p_dim, n_dim = anchor.dim(), positive.dim(), negative.dim()
-    if not (a_dim == p_dim and p_dim == n_dim):
-        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
-                           f"dimensions, but got: anchor {a_dim}D, positive {p_dim}D, and negative {n_dim}D inputs")
-    if distance_function is None:
-        distance_function = _F().pairwise_distance
-    dist_pos = distance_function(anchor, positive)
-    dist_neg = distance_function(anchor, negative)
-    if swap:
-        dist_swap = distance_function(positive, negative)
-        dist_neg = _api.minimum(dist_neg, dist_swap)
-    loss = _api.clamp_min(margin + dist_pos - dist_neg, 0)
-    if reduction == "sum":
-        return loss.sum()
-    if reduction == "mean":
-        return loss.mean()
-    return loss
+# (triplet_margin_with_distance_loss: ember/nn/_functional_traced.py, traced through by dynamo)
 
 
 # ---------------------------------------------------------------------- in-place activation aliases

@@ -371,7 +371,8 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 from ._functional_extra import (adaptive_max_pool3d, adaptive_max_pool1d_with_indices,  # noqa: E402
                                 adaptive_max_pool2d_with_indices, adaptive_max_pool3d_with_indices,
                                 max_pool3d_with_indices, lp_pool3d, max_unpool1d, max_unpool2d, max_unpool3d,
-                                multilabel_margin_loss, triplet_margin_with_distance_loss, selu_, celu_, rrelu_)
+                                multilabel_margin_loss, selu_, celu_, rrelu_)
+from ._functional_traced import triplet_margin_with_distance_loss  # noqa: E402
 from ._mha_functional import multi_head_attention_forward  # noqa: E402
 from ._fractional_pool import (fractional_max_pool2d, fractional_max_pool2d_with_indices,  # noqa: E402
                                fractional_max_pool3d, fractional_max_pool3d_with_indices)

@@ -109,3 +109,24 @@ def test_half_precision_norms_compile_with_gradients():
             np.testing.assert_allclose(y2.detach().float().numpy(), y1.detach().float().numpy(), rtol=tol, atol=tol)
             for p1, p2 in zip(m.parameters(), m2.parameters()):
                 np.testing.assert_allclose(p2.grad.float().numpy(), p1.grad.float().numpy(), rtol=tol, atol=tol * 4)
+
+
+def test_triplet_loss_with_a_module_distance_is_one_graph():
+    """``TripletMarginWithDistanceLoss(distance_function=<module or lambda>)``: the functional is
+    traced through (``ember.nn._functional_traced``), so the user's distance is in the graph;
+    recorded as one operator, a module argument broke the graph."""
+    from ember import dynamo
+
+    class Dist(nn.Module):
+        def forward(self, a, b):
+            return (a - b).abs().sum(-1)
+
+    for lf in (nn.TripletMarginWithDistanceLoss(distance_function=Dist()),
+               nn.TripletMarginWithDistanceLoss(distance_function=lambda a, b: (a - b).pow(2).sum(-1), swap=True),
+               nn.TripletMarginWithDistanceLoss(reduction="none")):
+        a, p, n = (ember.randn(4, 6) for _ in range(3))
+        dynamo.reset()
+        ex = dynamo.explain(lambda a, p, n: lf(a, p, n))(a, p, n)
+        assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+        got = ember.compile(lambda a, p, n: lf(a, p, n))(a, p, n)
+        np.testing.assert_allclose(got.numpy(), lf(a, p, n).numpy(), rtol=1e-5, atol=1e-6)
