@@ -706,7 +706,36 @@ def _simplify_modindex(x, div, mod, var_ranges):
 
 
 # -- printers -------------------------------------------------------------------
-class CppIndexPrinter(C99CodePrinter):
+class PythonRounding:
+    """Printing of sympy's ``Mod`` and ``floor`` -- Python's rounding: the result of ``%`` has the
+    divisor's sign, ``//`` rounds down -- for a target whose integer ``/``-like division and ``%``
+    truncate (C++, Triton): a possibly negative operand needs more than the plain operators.
+    A printer sets ``_int_div`` and ``_select`` (a conditional expression) and ``_floor_error``."""
+
+    _int_div = "/"
+    _floor_error = NotImplementedError
+
+    def _select(self, cond, a, b):
+        return f"({cond} ? {a} : {b})"
+
+    def _print_Mod(self, e):
+        a, b = (self._print(x) for x in e.args)
+        if e.args[0].is_nonnegative and e.args[1].is_positive:
+            return f"(({a}) % ({b}))"
+        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
+
+    def _print_floor(self, e):
+        parts = floor_division_parts(e)
+        if parts is None:
+            raise self._floor_error(f"inductor: floor of a non-integer quotient in an index: {e}")
+        n, d = (self._print(x) for x in parts)
+        q = f"(({n}) {self._int_div} ({d}))"
+        if parts[0].is_nonnegative:
+            return q
+        return self._select(f"({n}) >= 0", q, f"-((-({n}) + ({d}) - 1) {self._int_div} ({d}))")
+
+
+class CppIndexPrinter(PythonRounding, C99CodePrinter):
     """Index expressions as int64 C++: exact integer ``/`` and ``%``, integer powers."""
 
     def _print_FloorDiv(self, e):
@@ -767,25 +796,6 @@ class CppIndexPrinter(C99CodePrinter):
         if c == -1:
             return f"(-{self._print(rest)})"
         return super()._print_Mul(e)
-
-    # sympy's Mod and floor keep Python's semantics (the result of ``%`` has the divisor's sign,
-    # ``//`` rounds down); C's ``%`` and ``/`` truncate, so a possibly negative operand needs more
-    def _print_Mod(self, e):
-        a, b = (self._print(x) for x in e.args)
-        if e.args[0].is_nonnegative and e.args[1].is_positive:
-            return f"(({a}) % ({b}))"
-        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
-
-    def _print_floor(self, e):
-        parts = floor_division_parts(e)
-        if parts is None:
-            raise NotImplementedError(f"inductor: floor of a non-integer quotient in an index: {e}")
-        num, den = parts
-        n, d = self._print(num), self._print(den)
-        if num.is_nonnegative:
-            return f"(({n}) / ({d}))"
-        return f"(({n}) >= 0 ? ({n}) / ({d}) : -((-({n}) + ({d}) - 1) / ({d})))"
-
 
 class PyIndexPrinter(StrPrinter):
     def _print_FloorDiv(self, e):

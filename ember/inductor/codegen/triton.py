@@ -60,7 +60,7 @@ from ... import types as _t
 from .. import ir
 from ..ir import index_vars
 from ..scheduler import ExternGroup, FusedGroup
-from ..sizevars import contiguous_strides, floor_division_parts, product, sympify
+from ..sizevars import PythonRounding, contiguous_strides, product, sympify
 from ..virtualized import set_ops_handler
 
 # rows (inner extents) up to this many elements are held whole in one block
@@ -242,9 +242,16 @@ def _prod_combine(a, b):
 
 
 # ----------------------------------------------------------------------- index printing
-class TritonIndexPrinter(StrPrinter):
+class TritonIndexPrinter(PythonRounding, StrPrinter):
     """Index expressions as Triton integer arithmetic (all values non-negative, so
-    Triton's truncating ``//`` and ``%`` are exact)."""
+    Triton's truncating ``//`` and ``%`` are exact; sympy's ``Mod``/``floor`` of a possibly
+    negative size: ``PythonRounding``)."""
+
+    _int_div = "//"
+    _floor_error = TritonCodegenError
+
+    def _select(self, cond, a, b):
+        return f"tl.where({cond}, {a}, {b})"
 
     def _print_FloorDiv(self, e):
         return f"(({self._print(e.args[0])}) // ({self._print(e.args[1])}))"
@@ -253,23 +260,6 @@ class TritonIndexPrinter(StrPrinter):
         x, div, mod = e.args
         inner = self._print(x) if div == 1 else f"(({self._print(x)}) // ({self._print(div)}))"
         return f"(({inner}) % ({self._print(mod)}))"
-
-    # sympy's Mod / floor (a size expression's ``%`` / ``//`` of a possibly negative value,
-    # ``sizevars.from_shape_env``) round as Python's do, Triton's integer ops truncate
-    def _print_Mod(self, e):
-        a, b = (self._print(x) for x in e.args)
-        if e.args[0].is_nonnegative and e.args[1].is_positive:
-            return f"(({a}) % ({b}))"
-        return f"(((({a}) % ({b})) + ({b})) % ({b}))"
-
-    def _print_floor(self, e):
-        parts = floor_division_parts(e)
-        if parts is None:
-            raise TritonCodegenError(f"triton: floor of a non-integer quotient in an index: {e}")
-        n, d = (self._print(x) for x in parts)
-        if parts[0].is_nonnegative:
-            return f"(({n}) // ({d}))"
-        return f"tl.where(({n}) >= 0, ({n}) // ({d}), -((-({n}) + ({d}) - 1) // ({d})))"
 
     def _print_Pow(self, e):
         base, exp = e.args
