@@ -11,3 +11,11 @@ def contiguous_outputs(monkeypatch):
     tiles remain for values that must be contiguous (a matmul's operand)."""
     from ember.inductor import config
     monkeypatch.setattr(config, "output_eager_layout", False)
+
+
+@pytest.fixture
+def strict_lowering(monkeypatch):
+    """A lowering that fails raises (``config.debug_lowering``) instead of running the graph
+    eagerly, which would hide it from a test comparing compiled results with eager."""
+    from ember.inductor import config
+    monkeypatch.setattr(config, "debug_lowering", True)

@@ -47,7 +47,6 @@ from hypothesis import strategies as st  # noqa: E402
 
 import ember  # noqa: E402
 import ember.nn.functional as F  # noqa: E402
-from ember.inductor import config as inductor_config  # noqa: E402
 
 N_EXAMPLES = int(os.environ.get("EMBER_FUZZ_EXAMPLES", "0"))
 EXPLORE = N_EXAMPLES > 0
@@ -1013,15 +1012,6 @@ def run_program(src, specs, mode="infer", seed=0, calls=2):
     has_ops = any(ln.strip() and not re.fullmatch(r"\s*v\d+ = a\d+", ln) for ln in src.splitlines()[1:-1])
     assert (c["compiled"] >= 1 or not has_ops) and c["eager_fallback"] == 0 and c["internal_errors"] == 0 and \
         c["graph_breaks"] == 0, dict(c)
-
-
-@pytest.fixture
-def strict_lowering():
-    """A lowering that fails falls back to eager silently: the fuzzer wants to see it."""
-    old = inductor_config.debug_lowering
-    inductor_config.debug_lowering = True
-    yield
-    inductor_config.debug_lowering = old
 
 
 def _program(mode):

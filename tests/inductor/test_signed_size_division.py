@@ -12,17 +12,8 @@ import pytest
 import sympy
 
 import ember
-from ember.inductor import config as inductor_config
 from ember.inductor.sizevars import (FloorDiv, ModularIndexing, cexpr, floordiv_expr, from_shape_env,
                                      mod_expr, pyexpr, size_symbol)
-
-
-@pytest.fixture
-def strict():
-    old = inductor_config.debug_lowering
-    inductor_config.debug_lowering = True      # a lowering that fails raises, not eager
-    yield
-    inductor_config.debug_lowering = old
 
 
 def _x(shape, seed=0):
@@ -41,13 +32,13 @@ def _same_over_sizes(f, shapes):
 
 
 @pytest.mark.parametrize("shift", [-38, -17, -1, 5, 37])
-def test_roll_by_any_shift_under_dynamic_sizes(shift, strict):
+def test_roll_by_any_shift_under_dynamic_sizes(shift, strict_lowering):
     # |shift| below, at and above the row length, both signs, several lengths in one compile
     _same_over_sizes(lambda x: (x.roll(shift, -1), x.roll(shift, 0), x.roll(shift)),
                      [(2, 16), (3, 9), (5, 40), (4, 17)])
 
 
-def test_sizes_from_negative_numerators(strict):
+def test_sizes_from_negative_numerators(strict_lowering):
     def f(x):
         n = x.shape[-1]
         return x[..., (n - 7) // 2:], x[..., (5 - n) % 3:], x.reshape(-1)[: n * 2 - 3]
@@ -156,7 +147,7 @@ def test_triton_index_printer_keeps_python_rounding():
 
 
 @pytest.mark.parametrize("backend", ["inductor", "aot_eager"])
-def test_negative_size_expressions_as_tensor_values(backend, strict):
+def test_negative_size_expressions_as_tensor_values(backend, strict_lowering):
     """A size made a tensor value counts a range (``ones(n).sum()``), 0 for a negative ``n``:
     ``x * (s0 - s1)`` with s0 < s1 gave 0 compiled (the fuzzer, repro 3). Now the positive and
     the negative terms are counted apart (``symbolic_shapes.signed_parts``); one compile serves
