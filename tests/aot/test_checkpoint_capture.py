@@ -3,11 +3,12 @@
 dynamo inlines the checkpointed function and tags its nodes (``meta["recompute"]``); aot
 carries the tags into the joint graph; both partitioners then save the region's inputs and
 recompute its values in the backward -- matmuls included, random draws excepted. A region
-dynamo cannot capture whole (a ``print``, a side effect, ``use_reentrant=True``) makes the
+dynamo cannot capture whole (a ``print``, a side effect, keyword arguments with ``use_reentrant=True``) makes the
 checkpoint call a graph break, run eagerly, as before."""
 from __future__ import annotations
 
 import copy
+from contextlib import nullcontext as _nullcontext
 
 import numpy as np
 import pytest
@@ -369,22 +370,98 @@ def test_uncapturable_region_called_from_a_helper_breaks_at_the_checkpoint_call(
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5, atol=1e-6)
 
 
-def test_use_reentrant_true_stays_a_graph_break_and_matches_eager():
+def _regions(ex):
+    return {n.meta["checkpoint_region"] for ops in ex.ops_per_graph for n in ops
+            if n.meta.get("recompute") == "checkpoint"}
+
+
+@pytest.mark.filterwarnings("ignore:ember.utils.checkpoint")
+@pytest.mark.parametrize("use_reentrant", [True, None])
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_reentrant_checkpoint_of_an_input_requiring_grad_is_a_region(use_reentrant, backend):
+    """``use_reentrant=True`` (or unset: True, with a warning) with an input that requires grad
+    has the plain function's gradients: captured as a recomputed region (it was a graph break)."""
     model = _randomize(Block())
 
     def f(x):
-        return checkpoint(model, x, use_reentrant=True)
+        return checkpoint(model, x, use_reentrant=use_reentrant)
 
     ex = dynamo.explain(f)(_randn(2, 8, requires_grad=True))
-    assert ex.graph_break_count >= 1 and "use_reentrant" in _break_reasons(ex), str(ex)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert _regions(ex) == {1}
     x = _randn(2, 8)
     xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
-    f(xe).sum().backward()
+    with pytest.warns(UserWarning, match="use_reentrant") if use_reentrant is None else _nullcontext():
+        (f(xe) ** 2).sum().backward()
     ge = [p.grad.numpy().copy() for p in model.parameters()]
     model.zero_grad()
-    ember.compile(f, backend="aot_eager")(xc).sum().backward()
+    (ember.compile(f, backend=backend)(xc) ** 2).sum().backward()
     _same(xc.grad, xe.grad)
     for p, g in zip(model.parameters(), ge):
+        np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:None of the inputs")
+def test_reentrant_checkpoint_without_grad_inputs_records_no_autograd_like_eager():
+    """Eager's reentrant checkpoint runs the function under ``no_grad`` when no input requires
+    grad: its output does not require grad although the block has parameters. Captured as a
+    ``no_grad`` block (not a region); an input that requires grad recompiles (the tensor guard's
+    ``requires_grad``) into a region with gradients."""
+    model = _randomize(Block())
+
+    def f(x):
+        return checkpoint(model, x, use_reentrant=True) * 2
+
+    x = _randn(3, 8)
+    want = f(x)
+    assert not want.requires_grad
+    ex = dynamo.explain(f)(x)
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert _regions(ex) == set()
+    cf = ember.compile(f, backend="aot_eager")
+    got = cf(x)
+    assert not got.requires_grad
+    _same(got, want)
+    xc = x.clone().requires_grad_(True)
+    out = cf(xc)
+    assert out.requires_grad
+    out.sum().backward()
+    xe = x.clone().requires_grad_(True)
+    model.zero_grad()
+    f(xe).sum().backward()
+    _same(xc.grad, xe.grad)
+
+
+def test_reentrant_checkpoint_with_function_keyword_arguments_breaks_as_eager_raises():
+    model = _randomize(Block())
+
+    def f(x):
+        return checkpoint(lambda t, k: model(t) * k, x, use_reentrant=True, k=2.0)
+
+    with pytest.raises(ValueError, match="Unexpected keyword arguments"):
+        f(_randn(2, 8, requires_grad=True))
+    dynamo.reset()
+    with pytest.raises(ValueError, match="Unexpected keyword arguments"):
+        ember.compile(f, backend="aot_eager")(_randn(2, 8, requires_grad=True))
+
+
+def test_reentrant_checkpoint_sequential_is_captured():
+    seq = _randomize(nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)))
+
+    def f(x):
+        return checkpoint_sequential(seq, 2, x, use_reentrant=True)
+
+    ex = dynamo.explain(f)(_randn(4, 6, requires_grad=True))
+    assert (ex.graph_count, ex.graph_break_count) == (1, 0), str(ex)
+    assert _regions(ex) == {1}
+    x = _randn(4, 6)
+    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    f(xe).sum().backward()
+    ge = [p.grad.numpy().copy() for p in seq.parameters()]
+    seq.zero_grad()
+    ember.compile(f, backend="aot_eager")(xc).sum().backward()
+    _same(xc.grad, xe.grad)
+    for p, g in zip(seq.parameters(), ge):
         np.testing.assert_allclose(p.grad.numpy(), g, rtol=1e-5, atol=1e-6)
 
 

@@ -17,9 +17,15 @@ itself, or the call of the function that contains it (whose frame is then compil
 and breaks at the checkpoint call). The nodes and state of the failed trace are discarded with
 its ``OutputGraph``. Cases captured that would behave otherwise than eager also fall back:
 
-* ``use_reentrant=True`` (or unset, which means True with a warning, as in PyTorch): its
-  autograd differs (no gradients at all when no input requires grad; ``autograd.grad`` is
-  not supported), so it stays a graph break;
+* ``use_reentrant=True`` (or unset, which means True with a warning, as in PyTorch) is captured
+  by what its autograd does, which hangs on its tensor arguments (guarded by the tensor guards'
+  ``requires_grad``): when one requires grad (and grad mode is on) its gradients are the plain
+  function's, so it is a region as above; when none does, eager runs the function under
+  ``no_grad`` (``CheckpointFunction.forward``) and nothing is recomputed, so it is inlined in a
+  ``no_grad`` block (its outputs do not require grad even when the function uses parameters).
+  Keyword arguments to the function, ``context_fn`` or ``debug`` make eager raise: graph break.
+  (Left as eager would not be: ``autograd.grad`` through a captured reentrant region works, where
+  eager raises; PyTorch's dynamo does the same and also gives the no-grad case gradients.)
 * ``preserve_rng_state=False``: eager's recomputation draws new random numbers (the graph
   saves the forward's), ``context_fn``: eager raises;
 * a region with side effects (attribute/global/container writes, ``print``) or in-place
@@ -62,25 +68,46 @@ def _checkpoint(tx, args, kwargs):
     fn_var, fn_args = args[0], list(args[1:])
     control = {k: _const(kwargs[k], k) for k in _CONTROL if k in kwargs}
     fn_kwargs = {k: v for k, v in kwargs.items() if k not in _CONTROL}
-    if control.get("use_reentrant", None) is not False:
-        raise _eager("use_reentrant=True (the default when it is not passed) is not captured: its autograd "
-                     "differs from the plain function's (pass use_reentrant=False)")
+    reentrant = control.get("use_reentrant", None) is not False
+    if reentrant and (fn_kwargs or control.get("debug")):
+        raise _eager("use_reentrant=True (the default when it is not passed) with keyword arguments for the "
+                     "function or debug=True, which eager refuses")
     if control.get("context_fn") is not None:
         raise _eager("context_fn is not supported")
     if control.get("preserve_rng_state", True) is not True:
         raise _eager("preserve_rng_state=False: eager's recomputation draws new random numbers, a captured "
                      "region keeps the forward's")
+    if reentrant and not _any_requires_grad(fn_args):
+        return _inline_no_grad(tx, fn_var, fn_args)
     return inline_region(tx, fn_var, fn_args, fn_kwargs)
+
+
+def _any_requires_grad(args):
+    """Whether the reentrant checkpoint records autograd: grad mode on and one of its (top-level)
+    tensor arguments requires grad -- ``Function.apply``'s rule."""
+    from ..._state import STATE
+    from .tensor import TensorVariable
+    return STATE.grad_enabled and any(isinstance(a, TensorVariable) and a.example.requires_grad
+                                      for a in args)
+
+
+def _inline_no_grad(tx, fn_var, args):
+    """A reentrant checkpoint that records no autograd: eager calls the function once under
+    ``no_grad`` (and never again: there is no backward to recompute it for)."""
+    from .ctx import GradModeVariable
+    exit_ = GradModeVariable(False).enter(tx)
+    try:
+        result = fn_var.call_function(tx, list(args), {})
+    except Unsupported as e:
+        raise _eager(f"the checkpointed function cannot be captured whole ({e})") from None
+    exit_.call_function(tx, [], {})
+    return result
 
 
 def _checkpoint_sequential(tx, fn, args, kwargs):
     """Traced through (ember's Python code, like user code): each of its ``checkpoint`` calls
-    is then a region of its own."""
+    is then a region of its own (or a ``no_grad`` block: see ``_checkpoint``)."""
     from .functions import UserFunctionVariable
-    use_reentrant = args[3] if len(args) > 3 else kwargs.get("use_reentrant", ConstantVariable(None))
-    if _const(use_reentrant, "use_reentrant") is not False:
-        raise _eager("checkpoint_sequential with use_reentrant=True (the default when it is not passed) is "
-                     "not captured (pass use_reentrant=False)")
     return tx.inline_call(UserFunctionVariable(fn), args, kwargs)
 
 
