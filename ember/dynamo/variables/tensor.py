@@ -131,6 +131,9 @@ class TensorMethodVariable(VariableTracker):
         if name == "item" and _config.capture_scalar_outputs:
             from .sym_scalar import capture_item     # a symbolic scalar instead of a break
             return capture_item(tx, self.tensor, args, kwargs)
+        if name == "register_hook":
+            from .tensor_hooks import register_hook        # captured when the hook is pure
+            return register_hook(tx, self.tensor, args, kwargs)
         if name in BLOCKED_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
         if name == "type" and not args and not kwargs:
