@@ -9,8 +9,7 @@ and owned by ``_run_extern``, whatever the implementation returned.
 The output layouts come from the node's traced metadata, whose sizes are SymInts with
 ``dynamic=True``: they are the graph's size expressions, so a custom op compiles with
 symbolic sizes too (the sizes its fake implementation computed from the inputs'); a symbolic
-size passed as a scalar argument cannot reach an extern call (its arguments are constants
-of the wrapper), and makes the graph run eagerly (inductor logs why). The
+size passed as a scalar argument is computed by the wrapper per call (``ir.ExternSize``). The
 kernels after it index its outputs by those layouts, so each call checks the outputs
 against them first (``_checked``).
 """
@@ -19,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import ir
-from .graph import LoweringError, _symbolic_in
+from .graph import LoweringError
 from .sizevars import sympify
 
 
@@ -27,10 +26,6 @@ def lower_custom_op(graph, node, lookup):
     op = node.target._ember_op
     args = [lookup(a) for a in node.args]
     kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
-    if _symbolic_in(args, kwargs):
-        # (an extern's non-tensor arguments are constants of the wrapper, not evaluated per call)
-        raise LoweringError(f"{op.name} takes a symbolic size as an argument, which an extern call cannot "
-                            f"receive; the graph runs eagerly")
     meta = node.meta.get("tensor_meta")
     metas = meta if isinstance(meta, (list, tuple)) and not hasattr(meta, "shape") else [meta]
     if not metas or any(m is None for m in metas):

@@ -199,6 +199,7 @@ class GraphLowering:
 
         sargs = [sub(a) for a in args]
         skw = {k: sub(v) for k, v in kwargs.items()}
+        size_args = []
         meta = node.meta.get("tensor_meta")
         multi = isinstance(meta, (list, tuple)) and not hasattr(meta, "shape")
         if layouts is None:
@@ -213,9 +214,9 @@ class GraphLowering:
         else:
             multi = len(layouts) > 1
             if self.dynamic and _symbolic_in(sargs, skw):
-                # (the reference is called with the arguments as they are: a symbolic ``k`` of
-                # ``topk(x, s1 // 2)`` reached numpy as a sympy expression and raised TypeError)
-                raise LoweringError(f"{op.name}: a symbolic size argument of the fallback ({reason})")
+                # a symbolic ``k`` of ``topk(x, s1 // 2)``: the wrapper computes its value per call
+                # (it reached numpy as a sympy expression once, and raised TypeError)
+                sargs, skw = _size_placeholders(sargs, skw, size_args)
         kernel = op.kernel
 
         def fn(*arrays_args, **kw):
@@ -225,6 +226,7 @@ class GraphLowering:
         self.fallbacks.append(f"{op.name}: {reason}")
         log.info("inductor: %s falls back to its numpy reference: %s", op.name, reason)
         res = self.make_extern(f"fallback_{op.name}", fn, tensors, sargs, skw, layouts, reason)
+        (res[0] if isinstance(res, tuple) else res).kernel.size_args = size_args
         if multi:
             return res if isinstance(res, tuple) else (res,)
         return res
@@ -540,6 +542,19 @@ def _symbolic_in(args, kwargs):
             return not a.is_Integer
         return type(a).__name__ in ("SymInt", "SymBool", "SymFloat")
     return any(sym(a) for a in args) or any(sym(v) for v in kwargs.values())
+
+
+def _size_placeholders(args, kwargs, exprs):
+    """``args``/``kwargs`` with each symbolic size replaced by ``ir.ExternSize(i)``, its sympy
+    expression appended to ``exprs`` (the i-th)."""
+    def sub(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(sub(x) for x in a)
+        if _symbolic_in([a], {}):
+            exprs.append(sympify(a))
+            return ir.ExternSize(len(exprs) - 1)
+        return a
+    return [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()}
 
 
 def _extern_view_ok(buf, stride, offset):

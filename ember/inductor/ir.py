@@ -152,6 +152,7 @@ class ExternKernel(IRNode):
         self.args = list(args)
         self.kwargs = dict(kwargs)
         self.reason = reason
+        self.size_args: List[Any] = []    # the sympy expressions ``ExternSize(i)`` in ``args`` stand for
         self.origins = _claim_origins()
         self.outputs = [ExternOutput(f"{name}_{i}" if len(out_layouts) > 1 else name, lay, self, i)
                         for i, lay in enumerate(out_layouts)]
@@ -164,7 +165,7 @@ class ExternOutput(Buffer):
         self.index = index
 
 
-from .runtime import ExternArg  # noqa: E402,F401  (sympy-free: the wrapper's run time needs it)
+from .runtime import ExternArg, ExternSize  # noqa: E402,F401  (sympy-free: the wrapper's run time needs them)
 
 
 # ----------------------------------------------------------------------- loops

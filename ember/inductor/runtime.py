@@ -22,6 +22,19 @@ class ExternArg:
         return f"ExternArg({self.i})"
 
 
+class ExternSize:
+    """The i-th symbolic size argument of an extern call (``topk(x, s1 // 2)``'s ``k``): the
+    wrapper evaluates the size's expression per call, from the size symbols it read off the
+    inputs, and passes the values to ``_run_extern`` (``sizes``)."""
+    __slots__ = ("i",)
+
+    def __init__(self, i):
+        self.i = i
+
+    def __repr__(self):
+        return f"ExternSize({self.i})"
+
+
 def _strided_view(arr, offset, shape, strides):
     flat = arr.reshape(-1)
     return np.lib.stride_tricks.as_strided(flat[offset:], shape=shape,
@@ -52,13 +65,15 @@ def _index_error(kname):
     raise IndexError(f"inductor: an index is out of bounds (kernel {kname}); the eager prim raises here too")
 
 
-def _run_extern(fn, args, kwargs, arrays):
-    """Call a fallback on numpy arrays. Its results are made contiguous and never
-    alias its inputs (a reference may return a view), so the wrapper's buffer
-    lifetimes and reuse stay valid."""
+def _run_extern(fn, args, kwargs, arrays, sizes=()):
+    """Call a fallback on numpy arrays (and this call's values of its symbolic size arguments).
+    Its results are made contiguous and never alias its inputs (a reference may return a
+    view), so the wrapper's buffer lifetimes and reuse stay valid."""
     def sub(a):
         if isinstance(a, ExternArg):
             return arrays[a.i]
+        if isinstance(a, ExternSize):
+            return sizes[a.i]
         if isinstance(a, (list, tuple)):
             return type(a)(sub(x) for x in a)
         return a

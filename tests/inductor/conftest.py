@@ -19,3 +19,14 @@ def strict_lowering(monkeypatch):
     eagerly, which would hide it from a test comparing compiled results with eager."""
     from ember.inductor import config
     monkeypatch.setattr(config, "debug_lowering", True)
+
+
+@pytest.fixture
+def strict_dynamic(strict_lowering, monkeypatch):
+    """``strict_lowering``, and a ``dynamic=True`` graph that cannot be compiled with symbolic
+    sizes raises (aot's ``debug_dynamic``) instead of being compiled once per shape -- always
+    correct, so a value comparison does not see it, but it is not the one graph for every size
+    the test means to check. (Not part of ``strict_lowering``: the fuzzer's dynamic programs
+    reach documented per-shape cases, e.g. an in-place op on a view with symbolic sizes.)"""
+    from ember.aot import config as aot_config
+    monkeypatch.setattr(aot_config, "debug_dynamic", True)

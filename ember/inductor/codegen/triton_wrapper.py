@@ -207,6 +207,9 @@ class TritonWrapperGen:
             alloc(out)
             L.append(f"    {fname}({', '.join(arrs)}, {out.name})  # {k.kind}")
             return
+        if getattr(k, "size_args", None):
+            raise RuntimeError(f"{k.kind}: a symbolic size argument of an extern call is not supported by the "
+                               f"Triton wrapper (the graph runs eagerly)")
         call = f"_run_extern({fname}, _args_{k.name}, _kwargs_{k.name}, [{', '.join(arrs)}])"
         if len(k.outputs) == 1:
             L.append(f"    {k.outputs[0].name} = _ascontig({call})  # {k.kind}")

@@ -123,6 +123,8 @@ class WrapperGen:
         for s, pos, a, rest in read_back_symbols([b.layout.size for b in bufs], set(seen), pairs=True):
             dims = " + ".join(f"{bufs[i].name}.shape[{d}]" for i, d in pos)
             L.append(f"    {s.name} = ({dims} - ({pyexpr(rest)})) // ({a})")
+            seen[s] = s.name
+        self.size_symbols = {s.name for s in seen}   # what an extern's symbolic size argument may use
         for guard in g.sizevars.guards:
             L.append(f"    if ({pyexpr(guard)}) != 0: raise _GuardError('size', 0)")
         pool_at = len(L)          # where the pool is taken (filled in at the end)
@@ -361,6 +363,17 @@ class WrapperGen:
                 out[j] = (var, j == gis[0], j == gis[-1])
         return out
 
+    def _sizes(self, k) -> str:
+        """``, (value, ...)``: this call's values of the extern's symbolic size arguments."""
+        if not k.size_args:
+            return ""
+        for e in k.size_args:
+            missing = {str(x) for x in e.free_symbols} - self.size_symbols
+            if missing:
+                raise RuntimeError(f"{k.kind}: a size argument over {sorted(missing)}, which no input "
+                                   f"of the graph carries (the graph runs eagerly)")
+        return ", (" + "".join(f"{pyexpr(e)}, " for e in k.size_args) + ")"
+
     def _extern(self, grp: ExternGroup, alloc, gi: int = -1):
         k = grp.node.kernel
         fname = f"_extern_{k.name}"
@@ -388,7 +401,7 @@ class WrapperGen:
             return
         self.globals[f"_args_{k.name}"] = k.args
         self.globals[f"_kwargs_{k.name}"] = k.kwargs
-        call = f"_run_extern({fname}, _args_{k.name}, _kwargs_{k.name}, [{', '.join(arrs)}])"
+        call = f"_run_extern({fname}, _args_{k.name}, _kwargs_{k.name}, [{', '.join(arrs)}]{self._sizes(k)})"
         if len(k.outputs) == 1:
             L.append(f"    {k.outputs[0].name} = _ascontig({call})  # {k.kind}")
         else:
