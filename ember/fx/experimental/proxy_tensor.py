@@ -579,9 +579,11 @@ class DispatchTracer:
         from ...ops import api
         from ... import types as _t
         shape, strides = tuple(view.shape), tuple(view.stride())
-        if any(isinstance(x, SymInt) for x in shape + strides) or any(isinstance(x, SymInt) for x in base.shape):
-            raise NotImplementedError("functionalization: an in-place op on a view of a tensor with symbolic "
-                                      "sizes is not supported yet")
+        symbolic = any(isinstance(x, SymInt) for x in shape + strides + tuple(base.shape)
+                       + (view.storage_offset(), base.storage_offset()))
+        if symbolic and view.dtype is not base.dtype:
+            raise NotImplementedError("functionalization: an in-place op on a dtype view (Tensor.view(dtype)) "
+                                      "of a tensor with symbolic sizes is not supported")
         if not base.is_contiguous():
             raise NotImplementedError("functionalization: an in-place op on a view of a non-contiguous tensor "
                                       "is not supported yet")
@@ -593,13 +595,15 @@ class DispatchTracer:
         numel = 1
         for n in shape:
             numel *= n
-        off = view_off - int(base.storage_offset())
+        off = view_off - base.storage_offset() if symbolic else view_off - int(base.storage_offset())
         if off == 0 and numel == base.numel() and _contiguous(shape, strides):
             # the view is all of the base in its order (x.detach(), x.data, x.view(-1)): the new
             # values are the new base, reshaped (not an index_put of every element)
             if tuple(new.shape) == tuple(base.shape):
                 return new
             return self._with_mode(lambda b, v: v.reshape(b.shape), base, new)
+        if symbolic:
+            return self._with_mode(lambda b, v: _put_strided(b, v, shape, strides, off), base, new)
         idx = np.full(shape, off, dtype=np.int64)
         for d, (n, st) in enumerate(zip(shape, strides)):
             r = np.arange(n, dtype=np.int64) * st
@@ -920,6 +924,26 @@ def _plain_structseqs(v: Any) -> Any:
 def _t_strided() -> Any:
     import ember
     return ember.strided
+
+
+def _put_strided(base: Tensor, new: Tensor, shape, strides, off) -> Tensor:
+    """``base`` (contiguous) with ``new`` written at the elements of its ``as_strided(shape,
+    strides, off)`` view, as traced ops: the flat positions are ``off + sum(arange(n_d) *
+    stride_d)`` computed in the graph, so symbolic sizes, strides and offsets stay symbolic
+    (the concrete path builds those positions as a constant array instead)."""
+    from ...ops import api
+    from ... import types as _t
+    nd = len(shape)
+    index = None
+    for d, (n, st) in enumerate(zip(shape, strides)):
+        r = (api.arange(n, dtype=_t.int64, device=base.device) * st).reshape(
+            tuple(n if k == d else 1 for k in range(nd)))
+        index = r if index is None else index + r
+    if index is None:            # a 0-d view: one element
+        index = api.zeros((), dtype=_t.int64, device=base.device)
+    index = (index + off).reshape(-1)
+    flat = base.reshape(-1)
+    return api.index_put(flat, (index,), new.reshape(-1), False).reshape(base.shape)
 
 
 def _contiguous(shape, strides) -> bool:

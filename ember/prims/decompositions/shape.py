@@ -27,7 +27,7 @@ import numbers
 from ... import types as _t
 from ...ops import shape as _shape
 from ...ops._helpers import same_shape, wrap_dim, wrap_dims  # noqa: F401  (same_shape: used here and by pointwise)
-from ...fx.experimental.symbolic_shapes import is_symbolic
+from ...fx.experimental.symbolic_shapes import is_symbolic, statically_known_true
 from . import register_decomposition
 
 from ember import prims  # noqa: E402  (the package may still be initialising: resolved at call time)
@@ -132,7 +132,10 @@ def wrap_index(idx, n):
 
 
 def pad(x, value, config):
-    if all(lo == 0 and hi == 0 and it == 0 for lo, hi, it in config):
+    # a pad by nothing is ``x``; a symbolic amount counts as nothing only when it is zero for
+    # every size (a slice's backward pads by ``n - 1 - step * ((n - 1) // step)``: asking it
+    # ``== 0`` guarded on the size's parity, a recompile for the other half of the sizes)
+    if all(statically_known_true(v == 0) if is_symbolic(v) else v == 0 for c in config for v in c):
         return x
     return prims.pad(x, value, tuple(tuple(c) for c in config))
 
@@ -318,11 +321,12 @@ def _dense_order(x):
     """The dimension order (outermost first) of the kernel's preserve_format clone of ``x``:
     its own when it is dense, else PyTorch's order for a sliced or expanded tensor
     (``ember.ops._meta.torch_dense_order``)."""
-    try:
-        st = [int(v) for v in x.stride()]
-        shape = [int(n) for n in x.shape]
-    except TypeError:
-        return None                 # symbolic strides: row-major
+    if any(is_symbolic(v) for v in tuple(x.stride()) + tuple(x.shape)):
+        # symbolic sizes or strides: row-major. (``int()`` of a SymInt does not raise, it
+        # specialises: a clone of a strided view pinned every size -- a recompile per size)
+        return None
+    st = [int(v) for v in x.stride()]
+    shape = [int(n) for n in x.shape]
     from ...ops import _meta
     return _meta.torch_dense_order(shape, st)
 
