@@ -23,7 +23,8 @@ odd sizes, sizes around the vector width and the 16/32 tiles) and input layouts
 view, symbolic under ``dynamic=True``).
 
 Each program is compiled with ``ember.compile(fn, backend="inductor")``
-(a subset with ``dynamic=True``; a subset as training: gradients through aot)
+(a subset with ``dynamic=True``, which must compile one graph for every size: aot's
+per-shape fallback raises there, ``strict_dynamic``; a subset as training: gradients through aot)
 and called twice with fresh data (buffer reuse across calls), against eager:
 integer and bool results bitwise, floating results to a few ulps of the
 accumulated magnitude (strict IEEE: no fast-math; reductions may reassociate),
@@ -1053,7 +1054,7 @@ def test_fuzz_inference(p, strict_lowering):
 
 @_settings(10)
 @given(p=_program("dynamic"))
-def test_fuzz_dynamic(p, strict_lowering):
+def test_fuzz_dynamic(p, strict_dynamic):
     _check(*p, "dynamic")
 
 
