@@ -138,9 +138,23 @@ def test_a_used_handle_breaks_and_matches_eager():
         h.remove()
         return y.tanh()
 
-    # the handle cannot be rebuilt at a break after the call: the frame runs eagerly
-    ex = _compare(f, backends=("aot_eager",), graphs=0, breaks=1)
-    assert "HookHandleVariable" in str(ex.break_reasons)
+    # a kept handle: the registration is not captured, the graph breaks at it (a captured one
+    # would have no handle to give, nor one to rebuild at a later break)
+    ex = _compare(f, backends=("aot_eager", "inductor"), graphs=2, breaks=2)   # and at h.remove()
+    assert "handle is kept" in str(ex.break_reasons), ex.break_reasons
+
+
+def test_a_kept_handle_alive_across_a_later_break_still_compiles_both_sides(capsys):
+    def f(x):
+        y = LIN(x)
+        h = y.register_hook(double)
+        z = y.tanh()
+        print("between")
+        return z * 2, h is not None
+
+    x = ember.randn(3, 5)
+    ex = dynamo.explain(f)(x.clone().requires_grad_(True))
+    assert ex.graph_count >= 2, ex.break_reasons
 
 
 def test_hook_on_a_graph_input_or_without_grad_is_not_captured():

@@ -15,8 +15,8 @@ an attribute, global or container, no ``print``), reads no tensor from outside (
 input), raises nothing, and returns None or a tensor of ``y``'s shape and dtype (the nodes it
 made are then erased). Anything else -- and a hook that is not a plain function (a global or
 module-level function, guarded by identity, or a function made in the frame whose closure holds
-only constants), a ``y`` that is a graph input or does not require grad, a use of the returned
-handle -- raises ``Unsupported``: a graph break at the call, which runs eagerly.
+only constants), a ``y`` that is a graph input or does not require grad, a kept handle
+(``h = y.register_hook(f)``: only a call whose result is discarded is captured) -- raises ``Unsupported``: a graph break at the call, which runs eagerly.
 """
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ _register_grad_hook.__module__ = "ember.dynamo.variables.tensor_hooks"
 
 
 class HookHandleVariable(VariableTracker):
-    """The handle ``register_hook`` returned: any use of it (``h.remove()``), or keeping it alive
-    across a graph break, is ``Unsupported`` (the base tracker's rule)."""
+    """The handle ``register_hook`` returned, which the next instruction discards (a kept handle
+    is refused before the registration is recorded); any use would be ``Unsupported``."""
 
     def __repr__(self):
         return "HookHandleVariable()"
@@ -112,6 +112,12 @@ def register_hook(tx, tensor, args, kwargs):
                           "(runs eagerly: the hook outlives the call, or eager raises)")
     if _compiler._EXPORT_DEPTH:
         raise Unsupported("Tensor.register_hook() in an exported program")
+    nxt = tx.instructions[tx.ip].opname if tx.ip < len(tx.instructions) else None
+    if nxt != "POP_TOP":
+        # ``h = y.register_hook(f)``: a captured registration has no handle to give (it happens
+        # when the graph runs); kept, it could not be rebuilt at a later graph break either
+        raise Unsupported("Tensor.register_hook() whose returned handle is kept (only a call whose result is "
+                          "discarded is captured)")
     fn = _hook_function(args[0])
     if fn is None:
         raise Unsupported(f"Tensor.register_hook() with {args[0]}: only a function (a global one, or one "
