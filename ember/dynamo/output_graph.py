@@ -104,9 +104,14 @@ class OutputGraph:
         # when such a value reaches an instruction that needs it and cannot break
         self.item_origins = []
         # ("setattr", obj, name, value) | ("container", vt) | ("global", ...) | ("call", fn, args, kwargs)
+        # | ("cell", CellVariable, value) | ("instdict", obj, name, value)
         self.side_effects = []
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
         self.containers = {}    # id(outside list/dict) -> its one tracker
+        # id(closure cell of a function from outside) -> (cell, its one CellVariable): every
+        # function inlined that closes over it sees the frame's writes to it (``nonlocal``)
+        self.real_cells = {}
+        self._int_size_sources = {}   # "<_int_as_size input>.size()[0]" -> the int's own source
         # meta entries every operator node made now receives: the tags of an activation-checkpoint
         # region being inlined (variables/checkpoint.py), which aot's partitioner reads
         self.node_meta = {}
@@ -200,6 +205,8 @@ class OutputGraph:
             tv = self.add_tensor_input_dims(t, src, {0})
             n = tv.example.shape[0]
             if isinstance(n, SymInt):
+                # (its symbol's ShapeEnv source; ``sym_int_expr`` reads the int itself instead)
+                self._int_size_sources[f"{src.expr()}.size()[0]"] = source.expr()
                 return SymIntArgVariable(n, source, value, name)
         return UnspecFloatVariable(value, source, self, name)
 
@@ -484,6 +491,11 @@ class OutputGraph:
                 self._pre.append(f"{gexpr}[{name!r}] = {self.materialize(value)}")
             elif eff[0] == "delattr":     # ``del obj.name`` (variables/deletions.py)
                 self._pre.append(f"delattr({self.materialize(eff[1])}, {eff[2]!r})")
+            elif eff[0] == "instdict":   # a functools.cached_property's first value (objects.py)
+                _, obj, name, value = eff
+                self._pre.append(f"{self.materialize(obj)}.__dict__[{name!r}] = {self.materialize(value)}")
+            elif eff[0] == "cell":       # ``nonlocal x; x = v`` on a cell of an outside function
+                self._pre.append(f"{self._entry_cell(eff[1])}.cell_contents = {self.materialize(eff[2])}")
             elif eff[0] == "delglobal":
                 self._pre.append(f"del {eff[1]}[{eff[2]!r}]")
             elif eff[0] == "call":       # print/warnings.warn/logging with constant arguments
@@ -500,6 +512,41 @@ class OutputGraph:
                 else:
                     items = ", ".join(f"{vt.key_expr(self, k)}: {self.materialize(v)}" for k, v in vt.items.items())
                     self._pre.append(f"{src}.clear(); {src}.update({{{items}}})")
+
+    def sym_int_expr(self, v):
+        """An expression for the symbolic int ``v`` leaving the graph as a Python int (returned,
+        stored in an attribute, global or cell: ``self.pos += n`` in a decoding step), computed
+        at the call from the sources of its symbols as the call starts, so it is not
+        specialised (a guard on its value would recompile every step). None when a symbol has
+        no source (an ``.item()`` result)."""
+        import sympy
+        env = v.env
+        syms = sorted(v.expr.free_symbols, key=str)
+        if not syms or env is not self.examples.shape_env:
+            return None
+        args = []
+        for sym in syms:
+            srcs = env.var_to_sources.get(sym)
+            if not srcs:
+                return None
+            src = self._int_size_sources.get(srcs[0]) or srcs[0].replace(".size()[", "._data.shape[")
+            name = self._memo.get(("entry", src))
+            if name is None:
+                name = self._memo[("entry", src)] = f"__s{len(self._entry_reads)}"
+                self._entry_reads.append(f"{name} = {src}")
+            args.append(name)
+        fn = sympy.lambdify(syms, v.expr, modules="math")
+        return f"int({self.ref(fn)}({', '.join(args)}))"
+
+    def _entry_cell(self, cell) -> str:
+        """The cell object a replayed ``nonlocal`` write goes to, read as the call starts (an
+        earlier replayed write may rebind what the path to it goes through)."""
+        expr = cell.cell_obj_expr
+        name = self._memo.get(("entry", expr))
+        if name is None:
+            name = self._memo[("entry", expr)] = f"__s{len(self._entry_reads)}"
+            self._entry_reads.append(f"{name} = {expr}")
+        return name
 
     def materialize(self, vt) -> str:
         """Expression for ``vt`` after the graph; mutable containers are built once into a temp.

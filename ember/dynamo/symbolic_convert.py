@@ -397,6 +397,16 @@ class InstructionTranslator:
 
     def setitem(self, obj, key, value):
         if isinstance(obj, TensorVariable):
+            if _is_masked_fill(obj, key, value):
+                # ``x[mask] = v`` (a boolean mask over x's leading dims, a scalar v): the same
+                # write as ``x.masked_fill_(mask[..., None...], v)``, whose shapes do not depend on
+                # the mask's data (``labels[labels == pad] = -100``; it broke the graph)
+                extra = obj.example.dim() - key.example.dim()
+                if extra:
+                    key = self.output.call_function(
+                        operator.getitem, [key, ConstantVariable((Ellipsis,) + (None,) * extra)], {})
+                obj.call_method(self, "masked_fill_", [key, value], {})
+                return
             _check_index(key)
             self.output.call_function(operator.setitem, [obj, key, value], {}, returns_none=True)
             return
@@ -578,7 +588,7 @@ class InstructionTranslator:
         cell = self.locals.get(inst.argval)
         if not isinstance(cell, CellVariable):
             raise Unsupported("STORE_DEREF without a cell")
-        cell.set(self.pop())
+        cell.set(self.pop(), self)
 
     def LOAD_GLOBAL(self, inst):
         v = self.load_global(inst.argval)
@@ -1509,6 +1519,23 @@ def _import_outside_trace(name):
         STATE.grad_enabled = grad
 
 
+def _is_masked_fill(obj, key, value) -> bool:
+    """``obj[key] = value`` is a masked fill: ``key`` a boolean tensor with the shape of obj's
+    leading dims and ``value`` a Python number (a constant or a captured ``.item()``) or a 0-d
+    tensor of obj's dtype."""
+    if not isinstance(key, TensorVariable) or key.example.dtype.name != "bool":
+        return False
+    m, o = key.example, obj.example
+    if not 0 < m.dim() <= o.dim() or tuple(m.shape) != tuple(o.shape[:m.dim()]):
+        return False
+    if isinstance(value, TensorVariable):
+        return value.example.dim() == 0 and value.example.dtype == o.dtype
+    from .variables.sym_scalar import SymScalarVariable
+    if isinstance(value, SymScalarVariable):
+        return True    # a captured ``.item()``: masked_fill_ converts it to x's dtype (sym_scalar.py)
+    return isinstance(value, ConstantVariable) and type(value.as_python_constant()) in (int, float, bool)
+
+
 def _check_index(key):
     items = key.items if isinstance(key, BaseListVariable) else [key]     # a tuple or a list of indices
     for k in items:
@@ -1556,7 +1583,7 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
             if resume and type(v) is types.FunctionType and v.__name__ not in tx.f_globals:
                 return _wrap_function_by_code(tx, v, src)
             return wrap(tx, v, src)
-        cv = CellVariable(real=True, loader=load)
+        cv = CellVariable.for_real_cell(tx, cell, load, f"__func.__closure__[{i}]")
         cv.cell_expr = f"__func.__closure__[{i}]"   # the same cell, for a resume function's closure
         closure.append(cv)
     tx.closure = closure

@@ -44,6 +44,11 @@ class ConstantVariable(VariableTracker):
 
     def reconstruct(self, out):
         if _has_symbolic(self.value):
+            from ...fx.experimental.symbolic_shapes import SymInt
+            if type(self.value) is SymInt:
+                expr = out.sym_int_expr(self.value)
+                if expr is not None:
+                    return expr
             # leaving the graph as a Python value: specialise (int()/bool() records the guard)
             return ConstantVariable(_concrete(self.value)).reconstruct(out)
         if type(self.value) in _LITERAL and not (isinstance(self.value, float) and self.value != self.value):

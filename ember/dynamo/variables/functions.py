@@ -1,6 +1,8 @@
 """Functions to inline: user functions, closures made while tracing, bound methods, cells."""
 from __future__ import annotations
 
+import copy
+import enum
 import types
 
 from ..exc import Unsupported
@@ -10,13 +12,18 @@ from .constant import ConstantVariable
 
 
 class CellVariable(VariableTracker):
-    """A closure cell. ``real`` cells belong to functions that exist outside the frame:
-    writing them would be a side effect, which is unsupported here."""
+    """A closure cell. ``real`` cells belong to functions that exist outside the frame: writing
+    one (``nonlocal n; n += 1``) is a side effect on an object that outlives the frame, recorded
+    in ``OutputGraph.side_effects`` and replayed after the graph (``<cell>.cell_contents = v``)
+    like a global or attribute write. ``cell_obj_expr`` is where the call finds the cell object
+    (through the function's source, so a function guarded by its code alone finds its own cell);
+    a real cell without one cannot be written."""
 
-    def __init__(self, contents=None, real=False, loader=None):
+    def __init__(self, contents=None, real=False, loader=None, cell_obj_expr=None):
         self._contents = contents
         self.real = real
         self._loader = loader   # lazily wraps a real cell's contents (so guards only cover what is read)
+        self.cell_obj_expr = cell_obj_expr
 
     @property
     def contents(self):
@@ -25,10 +32,30 @@ class CellVariable(VariableTracker):
             self._loader = None
         return self._contents
 
-    def set(self, value):
+    @staticmethod
+    def for_real_cell(tx, cell, loader, cell_obj_expr):
+        """The frame's one tracker of an outside function's closure cell ``cell``."""
+        known = tx.output.real_cells.get(id(cell))
+        if known is not None:
+            cv = known[1]
+            if cv.cell_obj_expr is None:
+                cv.cell_obj_expr = cell_obj_expr
+            elif cell_obj_expr is not None and cell_obj_expr != cv.cell_obj_expr:
+                # reached through two functions (guarded by code, they could close over different
+                # cells on a later call): they share the tracker only while they share the cell
+                tx.output.guards.add(f"{cell_obj_expr} is {cv.cell_obj_expr}",
+                                     f"{cell_obj_expr} is the cell {cv.cell_obj_expr}")
+            return cv
+        cv = CellVariable(real=True, loader=loader, cell_obj_expr=cell_obj_expr)
+        tx.output.real_cells[id(cell)] = (cell, cv)
+        return cv
+
+    def set(self, value, tx=None):
         if self.real:
-            raise Unsupported("assigning a nonlocal of a function defined outside the compiled frame "
-                              "(side effect)")
+            if self.cell_obj_expr is None or tx is None:
+                raise Unsupported("assigning a nonlocal of a function defined outside the compiled frame "
+                                  "that is not reachable from the frame's arguments (side effect)")
+            tx.output.side_effects.append(("cell", self, value))
         self._contents = value
         self._loader = None
 
@@ -52,6 +79,11 @@ class UserFunctionVariable(BaseUserFunctionVariable):
         return self.fn
 
     def call_function(self, tx, args, kwargs):
+        if self.fn in (copy.copy, copy.deepcopy) and args and isinstance(args[0], ConstantVariable) \
+                and _copy_is_identity(getattr(args[0], "raw", None) if hasattr(args[0], "raw") else args[0].value):
+            # a copy of an immutable constant is the constant (dataclasses.asdict/astuple deep-copy
+            # every field value; inlined, deepcopy's ``id(x)`` of a constant broke the graph)
+            return args[0]
         from .user_ctx import GeneratorContextVariable, is_contextmanager_function
         if is_contextmanager_function(self.fn):
             # a @contextlib.contextmanager function (or method): the generator runs when a with
@@ -89,7 +121,8 @@ class UserFunctionVariable(BaseUserFunctionVariable):
                 except ValueError:
                     raise Unsupported(f"free variable {name!r} referenced before assignment")
                 return wrap(tx, v, src)
-            out.append(CellVariable(real=True, loader=load))
+            obj = f"{self.source.expr()}.__closure__[{i}]" if self.source is not None else None
+            out.append(CellVariable.for_real_cell(tx, cell, load, obj))
         return out
 
     def var_getattr(self, tx, name):
@@ -99,6 +132,16 @@ class UserFunctionVariable(BaseUserFunctionVariable):
 
     def __repr__(self):
         return f"UserFunctionVariable({self.fn.__qualname__})"
+
+
+def _copy_is_identity(v) -> bool:
+    """``copy.copy(v)`` and ``copy.deepcopy(v)`` return ``v`` itself (atomic values, tuples of them)."""
+    if type(v) in (int, float, bool, str, bytes, complex, type(None), range, slice, type, types.FunctionType) \
+            or isinstance(v, enum.Enum):
+        return True
+    if type(v) in (tuple, frozenset):
+        return all(_copy_is_identity(x) for x in v)
+    return False
 
 
 class NestedFunctionVariable(BaseUserFunctionVariable):

@@ -33,7 +33,8 @@ class BaseListVariable(VariableTracker):
         return self.python_type()(_const(i) for i in self.items)
 
     def getitem(self, tx, key):
-        k = key.as_python_constant() if key.is_python_constant() else None
+        from .objects import _specialize_index
+        k = _specialize_index(key.as_python_constant()) if key.is_python_constant() else None
         if isinstance(k, bool) or not isinstance(k, (int, slice)):
             raise Unsupported(f"{self.python_type().__name__} index {key}")
         try:

@@ -1,6 +1,7 @@
 """nn.Modules, user objects, Python modules, classes and ember functions."""
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -18,6 +19,12 @@ def _attr_of_instance(tx, obj, source, name, self_var):
     if written is not None:
         from .deletions import is_deleted, read_deleted_attr
         return read_deleted_attr(tx, obj, name) if is_deleted(written) else written
+    if name == "__class__" and type(obj).__getattribute__ is object.__getattribute__:
+        # ``type(self)``'s spelling in dataclasses.replace / ``self.__class__.__name__``: the
+        # class, guarded (it broke the graph as a getset descriptor)
+        if source is not None:
+            tx.output.guards.type_match(source, obj)
+        return ClassVariable(type(obj), AttrSource(source, "__class__") if source else None)
     d = getattr(obj, "__dict__", None)
     if d is not None and name in d and not _is_data_descriptor(type(obj), name):
         return wrap(tx, d[name], AttrSource(source, name) if source else None)
@@ -29,7 +36,10 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         # the class attribute we inline (method/property/...) must still be the one found,
         # and no instance attribute may shadow it
         g = tx.output.guards
-        g.add(f"{name!r} not in {source.expr()}.__dict__", f"{name} is not an instance attribute")
+        if d is not None:
+            # (an object without __dict__ -- __slots__, dataclasses.Field -- has no instance
+            # attribute to shadow it: the check raised AttributeError, failing on every call)
+            g.add(f"{name!r} not in {source.expr()}.__dict__", f"{name} is not an instance attribute")
         g.add(f"type({source.expr()}).__dict__.get({name!r}, {g.ref(_MISSING)}) is "
               f"{g.ref(type(obj).__dict__.get(name, _MISSING))}", f"{type(obj).__name__}.{name} unchanged")
     if isinstance(attr, staticmethod):
@@ -57,6 +67,15 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         except AttributeError:
             raise Unsupported(f"{type(obj).__name__}.{name} is an unset slot (the program raises)")
         return wrap(tx, value, AttrSource(source, name))
+    if isinstance(attr, functools.cached_property) and source is not None and attr.attrname == name:
+        # not computed yet (an instance value would have been found above, and the guard
+        # added above fails once it is): the function is inlined and its value stored into the
+        # instance __dict__ after the graph, as cached_property.__get__ does; the frame's later
+        # reads see that value (it broke the graph)
+        value = UserFunctionVariable(attr.func).call_function(tx, [self_var], {})
+        tx.output.attr_overlay[(id(obj), name)] = value
+        tx.output.side_effects.append(("instdict", self_var, name, value))
+        return value
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, tuple, type(None))):
         raise Unsupported(f"descriptor attribute {type(obj).__name__}.{name} ({type(attr).__name__})")
     # plain class attribute: read through the instance at run time, guarded
@@ -367,7 +386,7 @@ class NNModuleVariable(VariableTracker):
     def getitem(self, tx, key):
         from ...nn.modules.container import ModuleDict, ModuleList, Sequential
         m = self.module
-        k = key.as_python_constant()
+        k = _specialize_index(key.as_python_constant())
         if type(m).__getitem__ in (ModuleList.__getitem__, Sequential.__getitem__) and isinstance(k, int):
             subs = self.unpack(tx)
             try:
@@ -443,7 +462,14 @@ class NNModuleVariable(VariableTracker):
 
     def _call_forward(self, tx, fn, hooked, args, kwargs):
         name = "forward" if fn is getattr(type(self.module), "forward", None) else "__call__"
-        fv = UserFunctionVariable(fn, _class_function_source(self.source, fn, name))
+        if any(k.startswith("_ember_") for k in getattr(fn, "__dict__", ())):
+            # a forward decorated by ember (``@ember.no_grad()`` on a rotary embedding's
+            # forward): what wrap() recognises, as for a decorated method (_attr_of_instance);
+            # inlining the wrapper's own code broke the graph at its grad-mode internals
+            from .builder import wrap
+            fv = wrap(tx, fn, AttrSource(AttrSource(self.source, "__class__"), name))
+        else:
+            fv = UserFunctionVariable(fn, _class_function_source(self.source, fn, name))
         if hooked:
             return self._call_with_hooks(tx, fv, list(args), dict(kwargs))
         return fv.call_function(tx, [self] + list(args), kwargs)
@@ -744,6 +770,15 @@ class ClassVariable(VariableTracker):
             if len(vals) != len(fields) or set(kwargs) - set(fields):
                 raise Unsupported(f"bad arguments to {self.cls.__name__}()")
             return TupleVariable(vals, cls=self.cls)
+        import enum
+        if isinstance(self.cls, enum.EnumMeta) and len(args) == 1 and not kwargs and args[0].is_python_constant():
+            # ``Kind("a")``: the member with that value (an existing constant; a value with no
+            # member raises ValueError, as eager does); it broke the graph
+            try:
+                return ConstantVariable(self.cls(args[0].as_python_constant()))
+            except ValueError as e:
+                from .exceptions import raise_from_real
+                raise_from_real(tx, e, str(e))
         if self.cls is _t.Size:
             from .lists import TupleVariable
             items = args[0].unpack(tx) if args else []
@@ -813,11 +848,22 @@ _AUTOGRAD_CALLS = {"grad", "backward", "jacobian", "hessian", "vjp", "jvp", "hvp
 _FOLD = {"is_tensor", "is_floating_point", "is_complex", "numel", "get_default_dtype", "is_grad_enabled",
          "is_autocast_enabled", "get_autocast_dtype", "is_autocast_available",   # (regions: guarded or traced)
          "promote_types", "result_type", "can_cast", "is_inference_mode_enabled"}
+_FOLD_DEVICE = {("ember.runtime.cuda", "is_available"), ("ember.runtime.cuda", "device_count"),
+                ("ember.backends.cuda", "is_built"), ("ember.backends.mps", "is_available"),
+                ("ember.backends.mps", "is_built"), ("ember._absent_backend", "is_available")}
 _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_seed", "save", "load",
             "set_default_dtype", "set_grad_enabled", "set_printoptions", "compile", "use_deterministic_algorithms",
             "nonzero", "masked_select", "unique", "unique_consecutive", "bincount", "argwhere",
             "is_nonzero", "equal", "allclose", "set_num_threads", "no_grad", "enable_grad",
             "inference_mode"}
+
+
+def _specialize_index(k):
+    """A symbolic int used as a container index (``self.experts[i]`` in a resume function whose
+    loop counter became dynamic) picks one member: specialised (``int()`` guards its value, and
+    another value recompiles, as torch.compile does); it broke the graph."""
+    from ...fx.experimental.symbolic_shapes import SymInt
+    return int(k) if type(k) is SymInt else k
 
 
 def _has_symbolic(c, is_symbolic):
@@ -865,6 +911,10 @@ class EmberFunctionVariable(VariableTracker):
             # PyTorch does, on the outputs of the graph before the break
             raise Unsupported(f"ember.autograd.{name}() runs the autograd engine (a graph break)")
         allargs = list(args) + list(kwargs.values())
+        if (getattr(self.fn, "__module__", ""), name) in _FOLD_DEVICE and not args and not kwargs:
+            # whether a device backend exists: a constant of the process, as torch.compile folds
+            # ``torch.cuda.is_available()`` (it was recorded as a graph op and broke the graph)
+            return ConstantVariable(self.fn())
         if name in _FOLD:
             from .tensor import TensorVariable
             ex = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]

@@ -202,4 +202,6 @@ def _guardable(v):
     import enum
     if type(v) in (str, int, float, bool, bytes, type(None)) or isinstance(v, enum.Enum):
         return not (type(v) is float and v != v)       # nan != nan: an equality guard always fails
+    if isinstance(v, type):
+        return True          # compared by identity (dataclasses' frozenset ``_ATOMIC_TYPES``, 3.12+)
     return type(v) is tuple and all(_guardable(x) for x in v)
