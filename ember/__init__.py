@@ -150,6 +150,7 @@ def _lazy(name):
 from ._api_gaps import install as _gaps_install  # noqa: E402
 _gaps_install(globals())
 del _gaps_install
+from ._assertions import _assert, _assert_async  # noqa: E402,F401  (plain Python: traced through by dynamo)
 
 
 # top-level torch names whose implementations live in a module of their own, loaded on first use

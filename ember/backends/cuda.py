@@ -36,6 +36,27 @@ def _sdp_runnable():
     return _SDP["math"] or _SDP["flash"]
 
 
+def sdp_kernel(enable_flash=True, enable_math=True, enable_mem_efficient=True, enable_cudnn=True):
+    """The deprecated context manager choosing the attention kernels (PyTorch's, superseded by
+    ``ember.nn.attention.sdpa_kernel``): the switches hold inside the ``with`` block and are
+    restored after it."""
+    import contextlib
+    import warnings
+    warnings.warn("ember.backends.cuda.sdp_kernel() is deprecated; use ember.nn.attention.sdpa_kernel() "
+                  "instead.", FutureWarning, stacklevel=2)
+
+    @contextlib.contextmanager
+    def ctx():
+        saved = _sdp_flags()
+        _set_sdp_flags({"flash": bool(enable_flash), "math": bool(enable_math),
+                        "mem_efficient": bool(enable_mem_efficient), "cudnn": bool(enable_cudnn)})
+        try:
+            yield
+        finally:
+            _set_sdp_flags(saved)
+    return ctx()
+
+
 def math_sdp_enabled():
     return _SDP["math"]
 

@@ -28,12 +28,13 @@ def is_inlined_ember_module(name):
     helpers (plain Python over containers); ``F.multi_head_attention_forward`` (nn.MultiheadAttention's
     body: projections, masks and sdpa, returning a tuple); the RNN recurrence (``run_layers``, shared
     by nn.RNN/LSTM/GRU and ``ember.lstm``/``gru``/...: plain Python over the layer weights); the functions of
-    ``F`` that call a user's function (``triplet_margin_with_distance_loss``)."""
+    ``F`` that call a user's function (``triplet_margin_with_distance_loss``); ``ember._assert``
+    (a Python ``assert``: decided at trace time on sizes)."""
     return name == "ember.optim" or name.startswith("ember.optim.") or name == "ember.nn.utils.clip_grad" \
         or name == "ember.distributions" or name.startswith("ember.distributions.") or name == "ember.jit" \
         or name == "ember.nn.attention.flex_attention" or name == "ember.utils._pytree" \
         or name == "ember.nn._mha_functional" or name == "ember.nn.modules.rnn" or name == "ember._rnn_functions" \
-        or name == "ember.nn._functional_traced" \
+        or name == "ember.nn._functional_traced" or name == "ember._assertions" \
         or name == "ember.export._call_signature" \
         or name in _INLINED_DISTRIBUTED_MODULES \
         or name in _INLINED_HOP_MODULES   # export signature hooks; scan/map/... bodies (ember/_higher_order_ops)
