@@ -494,7 +494,8 @@ def _read(path: str, shape_env=None) -> Optional[dict]:
 def _joint_record(joint) -> dict:
     return {k: getattr(joint, k) for k in ("num_primals", "num_tangents", "num_outputs", "mutated_inputs",
                                            "grad_inputs", "diff_outputs", "output_is_tuple", "inference",
-                                           "aliased_outputs", "mutated_grad_inputs")}
+                                           "aliased_outputs", "mutated_grad_inputs", "grad_tangents",
+                                           "double_backward")}
 
 
 def _joint_from(rec: dict):

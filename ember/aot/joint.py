@@ -79,6 +79,16 @@ class JointGraph:
     # the input afterwards, so ``a.grad_fn`` (CopyBackwards) leads through the compiled backward
     # to what produced both the old value and the update (torch's aot does the same)
     mutated_grad_inputs: List[int] = field(default_factory=list)
+    # for each gradient output (in ``grad_inputs`` order): the tangents it is computed from, as
+    # indices into the tangents (``diff_outputs`` order); None when not known. The runtime leaves
+    # a gradient None when every tangent it reads is for an output the loss did not use, as the
+    # eager engine never reaches such an input (see runtime ``_make_function_class``)
+    grad_tangents: Optional[List[tuple]] = None
+    # what a create_graph=True backward, which re-runs the function eagerly on the inputs it was
+    # called with (runtime ``_eager_double_backward``), must account for: (why it cannot, or
+    # None; the mutated input positions to give it copies of, so their in-place update -- batch
+    # norm's running stats -- is not applied a second time); None when not known
+    double_backward: Optional[tuple] = None
 
 
 def _as_tuple(out):

@@ -127,6 +127,8 @@ class AOTModule:
                 self._training = False
                 return
             _merge_repeats(joint.gm)
+            joint.grad_tangents = _grad_tangents(joint)
+            joint.double_backward = _double_backward_plan(joint)
             _emit("aot_joint_graph", "aot joint graph", lambda: joint.gm.code)
             t0 = time.perf_counter()
             fw_gm, bw_gm, saved, report = partition(joint, self.memory_budget)
@@ -327,6 +329,65 @@ def _inputs_without_gradient(joint: JointGraph, bw_gm) -> frozenset:
     return frozenset(pos for pos, g in zip(joint.grad_inputs, grads) if g is None)
 
 
+def _grad_tangents(joint: JointGraph) -> Optional[List[tuple]]:
+    """For each gradient output of the joint graph (``grad_inputs`` order), the indices of the
+    tangents it is computed from; None when the graph's output is not laid out as expected."""
+    try:
+        nodes = list(joint.gm.graph.nodes)
+        phs = [n for n in nodes if n.op == "placeholder"]
+        (_, grads), _ = next(n for n in nodes if n.op == "output").args[0]
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return None
+    tangents = phs[joint.num_primals:]
+    if len(grads) != len(joint.grad_inputs) or len(tangents) != len(joint.diff_outputs):
+        return None
+    deps = _reaching(nodes, {t: 1 << k for k, t in enumerate(tangents)})
+    return [tuple(k for k in range(len(tangents)) if deps.get(g, 0) >> k & 1) for g in grads]
+
+
+def _reaching(nodes, seeds: dict) -> dict:
+    """node -> bit set of the ``seeds`` (placeholder -> bit) whose values it is computed from."""
+    deps = dict(seeds)
+    for n in nodes:
+        if n.op != "placeholder":
+            m = 0
+            for a in n.all_input_nodes:
+                m |= deps.get(a, 0)
+            if m:
+                deps[n] = m
+    return deps
+
+
+def _double_backward_plan(joint: JointGraph) -> Optional[tuple]:
+    """``JointGraph.double_backward``: whether re-running the function eagerly reproduces the
+    call the backward belongs to. Not when the graph draws random numbers (the re-run draws
+    others: its gradients would be for another dropout mask) or when a differentiable output or
+    a gradient reads the value an input had before the graph wrote it in place (the re-run
+    reads the updated one). An input written but not read that way (running stats) is given to
+    the re-run as a copy, so the write is not repeated on the caller's tensor."""
+    try:
+        nodes = list(joint.gm.graph.nodes)
+        phs = [n for n in nodes if n.op == "placeholder"]
+        (fwd_outs, grads), _ = next(n for n in nodes if n.op == "output").args[0]
+    except (AttributeError, StopIteration, TypeError, ValueError):
+        return None
+    for n in nodes:
+        op = getattr(n.target, "_ember_op", None) if n.op == "call_function" else None
+        if op is not None and "random" in getattr(op, "tags", ()):
+            return ("the graph draws random numbers (dropout, rand, ...): the eager re-run would draw "
+                    "others", ())
+    mutated = sorted(set(joint.mutated_inputs) | set(joint.mutated_grad_inputs))
+    deps = _reaching(nodes, {phs[p]: 1 << k for k, p in enumerate(mutated) if p < len(phs)})
+    read = 0
+    for r in [fwd_outs[i] for i in joint.diff_outputs] + list(grads):
+        read |= deps.get(r, 0)
+    for k, p in enumerate(mutated):
+        if read >> k & 1:
+            return (f"input {p} is written in place and the outputs depend on the value it had before "
+                    "the call: the eager re-run would start from the updated one", ())
+    return (None, tuple(mutated))
+
+
 def _flatten_inference(joint: JointGraph):
     """The inference graph returns ((outs...), (mutated...)): make it one flat tuple."""
     from ..fx.graph_module import GraphModule
@@ -479,6 +540,14 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
 
     nondiff_idx = [i for i in range(n_out) if i not in diff]
     all_diff = list(joint.diff_outputs) == list(range(n_out))
+    # outputs the loss does not use get no gradient (None) from the engine: a gradient computed
+    # only from such outputs' tangents stays None, as eagerly the engine never reaches the inputs
+    # only they lead to (``out, aux = model(x); out.sum().backward()``: aux's weights keep
+    # grad None; zeros would make the optimizer step them: weight decay, momentum, Adam state).
+    # With one tangent the engine does not call the backward at all when it gets no gradient
+    only_from = None
+    if joint.grad_tangents is not None and len(joint.diff_outputs) > 1:
+        only_from = [frozenset(ts) for ts in joint.grad_tangents]
 
     def forward(ctx, *inputs):
         _, fw, bw, n_saved, is_tensor, _cls = aot._training
@@ -506,12 +575,22 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
             outs = _split_shared(outs)
         if nondiff_idx:
             ctx.mark_non_differentiable(*[outs[i] for i in nondiff_idx])
+        if only_from is not None:
+            ctx.set_materialize_grads(False)      # (backward fills the missing ones in itself)
         return outs if len(outs) != 1 else outs[0]
 
     def backward(ctx, *grads):
         _, fw, bw, n_saved, is_tensor, _cls = aot._training
+        unused = None
+        if only_from is not None:
+            unused = frozenset(k for k, i in enumerate(joint.diff_outputs) if grads[i] is None)
+            if unused:
+                from ..ops import api
+                grads = tuple(g if g is not None or i not in diff else
+                              api.zeros(shape, dtype=dtype, device=dev)
+                              for i, (g, (shape, dtype, dev)) in enumerate(zip(grads, ctx._out_meta)))
         if STATE.grad_enabled:
-            return _eager_double_backward(aot, joint, ctx, grads)
+            return _eager_double_backward(aot, joint, ctx, grads, unused)
         if ctx.saved_layout is None:
             saved = ctx.saved_tensors
         else:
@@ -521,6 +600,8 @@ def _make_function_class(aot: AOTModule, joint: JointGraph):
         tangents = grads if all_diff else [grads[i] for i in joint.diff_outputs]
         res = _unhooked(bw, saved, tangents)
         out = [None] * joint.num_primals
+        if unused:
+            res = [None if only_from[j] and only_from[j] <= unused else g for j, g in enumerate(res)]
         for pos, g in zip(joint.grad_inputs, res):
             out[pos] = g
         return tuple(out)
@@ -540,24 +621,43 @@ def _split_shared(outs):
     return tuple(outs)
 
 
-def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads):
-    """create_graph=True: differentiate the original function eagerly (differentiable grads)."""
+def _eager_double_backward(aot: AOTModule, joint: JointGraph, ctx, grads, unused=None):
+    """create_graph=True: differentiate the original function eagerly (differentiable grads).
+    ``unused``: tangent indices whose output got no gradient (left out, as eagerly)."""
     log.info("aot: create_graph=True backward runs the original function eagerly (compiled backward "
              "graphs are not differentiable)")
     from ..autograd import grad as _grad
     inputs = ctx.inputs
+    plan = joint.double_backward
+    if plan is not None:
+        why, copies = plan
+        if why is not None:
+            raise RuntimeError(f"ember.compile: a create_graph=True backward (higher-order gradients) "
+                               f"through this compiled graph is not supported: {why}. Run the function "
+                               f"eagerly for it (ember.compiler.disable)")
+        if copies:
+            inputs = list(inputs)
+            for p in copies:
+                if isinstance(inputs[p], Tensor):
+                    inputs[p] = inputs[p].detach().clone()
     with enable_grad():
         # with the frame hook off: at a graph break of a compiled frame (ember.autograd.grad(...,
         # create_graph=True) in a compiled function) the hook compiled aot.fn again, whose
         # backward came back here: infinite recursion
         outs = _unhooked(aot.fn, inputs, ())
         outs = outs if isinstance(outs, (tuple, list)) else (outs,)
-        diff = [outs[i] for i in joint.diff_outputs]
-        gouts = [grads[i] for i in joint.diff_outputs]
-        wrt = [inputs[i] for i in joint.grad_inputs]
-        res = _grad(diff, wrt, grad_outputs=gouts, create_graph=True, allow_unused=True)
-    out = [None] * joint.num_primals
-    for pos, g in zip(joint.grad_inputs, res):
+        used = [i for k, i in enumerate(joint.diff_outputs) if not unused or k not in unused]
+        # an input with no path to the gradients was passed detached (``_no_grad_path``: e.g.
+        # parameters a resumed graph only forwards, ``ember.autograd.grad(loss, params,
+        # create_graph=True)`` after a graph break): it gets None, as from the compiled backward
+        wrt_pos = [i for i in joint.grad_inputs if isinstance(inputs[i], Tensor) and inputs[i].requires_grad]
+        used = [i for i in used if isinstance(outs[i], Tensor) and outs[i].requires_grad]
+        out = [None] * joint.num_primals
+        if not used or not wrt_pos:
+            return tuple(out)
+        res = _grad([outs[i] for i in used], [inputs[i] for i in wrt_pos], grad_outputs=[grads[i] for i in used],
+                    create_graph=True, allow_unused=True)
+    for pos, g in zip(wrt_pos, res):
         out[pos] = g
     return tuple(out)
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from ..compiler import is_compiling
 from . import _fused_native
-from .optimizer import Optimizer, _check_adam_hparams, _check_unsupported, _init_step, _step_tensor
+from .optimizer import (Optimizer, _addcdiv_, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step,
+                        _step_tensor)
 
 __all__ = ["Adam", "AdamW"]
 
@@ -89,7 +90,7 @@ def _adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group):
             else:
                 grad = grad.add(p, alpha=wd)
         _lerp_(exp_avg, grad, 1 - beta1)
-        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        _addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)   # (betas may be tensors)
         bias_correction1 = 1 - beta1 ** step
         bias_correction2 = 1 - beta2 ** step
         step_size = lr / bias_correction1
@@ -100,12 +101,9 @@ def _adam(params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps, group):
             denom = (max_sq.sqrt() / bias_correction2_sqrt).add_(eps)
         else:
             denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-        if traced:
-            # addcdiv_'s value must be a number: the same arithmetic as separate ops
-            # (p + value * (exp_avg / denom), value converted to p's dtype)
-            p.add_((exp_avg / denom).mul_(-step_size))
-        else:
-            p.addcdiv_(exp_avg, denom, value=-step_size)
+        # step_size is a 0-d tensor when traced or when lr is a tensor (lr=ember.tensor(...), as
+        # PyTorch allows): _addcdiv_ takes both (addcdiv_'s value must be a number)
+        _addcdiv_(p, exp_avg, denom, -step_size)
 
 
 class AdamW(Adam):

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _check_adam_hparams, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+from .optimizer import (Optimizer, _addcdiv_, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step,
+                        _step_tensor)
 
 __all__ = ["NAdam"]
 
@@ -63,7 +64,7 @@ class NAdam(Optimizer):
                 mu_product.mul_(mu)
                 mu_prod = mu_product.item()
             exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            _addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)   # (betas may be tensors)
             denom = exp_avg_sq.div(bias_correction2).sqrt()
             mu_product_next = mu_prod * mu_next
             denom.add_(eps)

@@ -7,6 +7,7 @@ import warnings
 from collections import OrderedDict, defaultdict
 from itertools import chain
 
+from ..compiler import is_compiling
 from ..tensor import Tensor
 
 __all__ = ["Optimizer", "required"]
@@ -347,10 +348,23 @@ class Optimizer:
 
 
 def _addcdiv_(p, t1, t2, value):
-    """``p.addcdiv_(t1, t2, value=value)``; under ``ember.compile`` ``value`` may be a 0-d tensor
-    (computed from the traced step count), which ``addcdiv_`` does not take: the same arithmetic
-    as separate ops (``p + value * (t1 / t2)``, ``value`` converted to ``p``'s dtype)."""
+    """``p.addcdiv_(t1, t2, value=value)`` where ``value`` may be a 0-d tensor (computed from the
+    traced step count under ``ember.compile``, or from a tensor ``lr``/``betas``), which
+    ``addcdiv_`` does not take. Eagerly its number is read, as PyTorch reads a tensor passed as a
+    Scalar; traced (``.item()`` would break the graph), the same arithmetic as separate ops
+    (``p + value * (t1 / t2)``, ``value`` converted to ``p``'s dtype)."""
     if isinstance(value, Tensor):
+        if not is_compiling():
+            return p.addcdiv_(t1, t2, value=value.item())
         return p.add_((t1 / t2).mul_(value))
     return p.addcdiv_(t1, t2, value=value)
 
+
+def _addcmul_(p, t1, t2, value):
+    """``p.addcmul_(t1, t2, value=value)``, ``value`` possibly a 0-d tensor (``1 - beta2`` for
+    ``betas`` given as tensors, as PyTorch allows): as :func:`_addcdiv_`."""
+    if isinstance(value, Tensor):
+        if not is_compiling():
+            return p.addcmul_(t1, t2, value=value.item())
+        return p.add_((t1 * t2).mul_(value))
+    return p.addcmul_(t1, t2, value=value)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _check_adam_hparams, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["RAdam"]
 
@@ -46,7 +46,7 @@ class RAdam(Optimizer):
                     grad = grad.add(p, alpha=wd)
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
             exp_avg.lerp_(grad, 1 - beta1)
-            exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+            _addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)   # (betas may be tensors)
             bias_correction1 = 1 - beta1 ** step
             bias_correction2 = 1 - beta2 ** step
             bias_corrected_exp_avg = exp_avg / bias_correction1

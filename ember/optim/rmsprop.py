@@ -1,7 +1,7 @@
 """RMSprop with momentum, centering, weight decay and maximize."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _addcdiv_, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["RMSprop"]
 
@@ -67,4 +67,4 @@ class RMSprop(Optimizer):
                 buf.mul_(momentum).addcdiv_(grad, avg)
                 p.add_(buf, alpha=-lr)
             else:
-                p.addcdiv_(grad, avg, value=-lr)
+                _addcdiv_(p, grad, avg, -lr)   # lr may be a tensor (lr=ember.tensor(...))
