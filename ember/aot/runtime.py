@@ -432,12 +432,44 @@ def _realias(joint: JointGraph, inputs, outs):
             # eagerly anyway.
             continue
         offset = src.storage_offset() + off if kind == "input" else off
+        make = api.as_strided
+        if kind == "input" and not src.is_contiguous() and src._base is None:
+            # a non-contiguous input that owns its memory (channels_last, a permuted result
+            # passed across a graph break): the public as_strided refuses it (its offsets are
+            # relative to a base); over dense memory starting at its first element the view's
+            # offsets are those of the memory itself, so it is built directly. Otherwise the
+            # output keeps its values only (it raised)
+            if not _dense_from_start(src) or not view_fits(size, stride, off, src.numel()):
+                continue
+            make = _owner_view
         if nograd or not STATE.grad_enabled or not src.requires_grad:
             with no_grad():
-                outs[k] = api.as_strided(src, size, stride, offset)
+                outs[k] = make(src, size, stride, offset)
         else:
-            outs[k] = api.as_strided(src, size, stride, offset)
+            outs[k] = make(src, size, stride, offset)
     return tuple(outs)
+
+
+def _dense_from_start(t) -> bool:
+    """``t``'s elements are exactly the memory ``[0, numel)`` from its first element: non-negative
+    strides that, sorted, are the contiguous strides of the sizes in that order."""
+    if t.storage_offset() != 0:
+        return False
+    dims = sorted((st, n) for n, st in zip(t.shape, t.stride()) if n != 1)
+    expect = 1
+    for st, n in dims:
+        if st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def _owner_view(src, size, stride, offset):
+    """``as_strided`` of ``src``, a non-contiguous tensor owning dense memory from its first
+    element (``_dense_from_start``): the op below the public entry point's refusal."""
+    from ..ops.shape import _as_strided_rel
+    return _as_strided_rel.binding(src, tuple(size), tuple(stride), offset - src.storage_offset(),
+                                   src_stride=tuple(src.stride()))
 
 
 def _rebase_mutated(joint: JointGraph, inputs, outs):
