@@ -632,8 +632,7 @@ def build_record(op):
                 "else:",
                 f"    e{i} = None",
                 f"m{i} = ({a}._data.shape, {a}.dtype, {a}.device)"]
-        if keep:
-            body += ["if hooked:",
+        save_body = ["if hooked:",
                      f"    s{i} = _Saved({a})",
                      "else:",
                      f"    vc = {a}._vc",
@@ -644,9 +643,16 @@ def build_record(op):
                      f"    s{i}._vc = vc",
                      f"    s{i}._version = vc[0]",
                      f"    s{i}._x = None"]
-        else:
-            body += [f"s{i} = _new(_Meta)",
+        meta_body = [f"s{i} = _new(_Meta)",
                      f"s{i}._shape, s{i}.dtype, s{i}.device = m{i}"]
+        other = op.save_if_grad.get(p.name) if keep else None
+        if other is not None:
+            # saved only when the param whose gradient reads it requires grad (op.save_if_grad)
+            j = next(k for k, q in enumerate(op.params) if q.name == other)
+            body += [f"if isinstance(a{j}, _T) and a{j}._requires_grad:"] + ["    " + b for b in save_body]
+            body += ["else:"] + ["    " + b for b in meta_body]
+        else:
+            body += save_body if keep else meta_body
         if p.kind == 0 and not p.optional:   # a Tensor by the time an op records
             L += ["    " + b for b in body]
         else:

@@ -457,7 +457,7 @@ def mul(xp, a, b):
         return _out(xp, a_ * b_, dt)
 
 
-@mul.derivative
+@mul.derivative(save_if_grad={"self": "other", "other": "self"})
 def _mul_bw(ctx, g):
     a, b = ctx.args
     n = ctx.needs_input_grad
@@ -520,7 +520,7 @@ def div(xp, a, b, rounding_mode=None):
         return _out(xp, xp.trunc(xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt))), dt)
 
 
-@div.derivative
+@div.derivative(save_if_grad={"self": "other"})
 def _div_bw(ctx, g):
     a, b, mode = ctx.args
     n = ctx.needs_input_grad

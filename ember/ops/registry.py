@@ -217,10 +217,18 @@ class OpDef:
             self._make_inplace()
 
     # -- registration helpers (decorators) --------------------------------
-    def derivative(self, fn=None, *, save=None, save_result=None):
+    # param name -> the param whose gradient alone reads it: saved only when that one requires
+    # grad (``mul``: ``self`` is read by ``other``'s gradient only). A tensor that is not saved
+    # may be written in place before the backward without an error (PyTorch's MulBackward0
+    # saves ``self`` only if ``other`` requires grad: ``y[:, 1:] * 2`` then ``y.add_(1)``)
+    save_if_grad: dict = {}
+
+    def derivative(self, fn=None, *, save=None, save_result=None, save_if_grad=None):
         def deco(f):
             self.backward = f
             self.__dict__.pop("_rec", None)   # rebuilt for the new formula / saves
+            if save_if_grad is not None:
+                self.save_if_grad = dict(save_if_grad)
             if save is not None:
                 self.save = tuple(save)
             if save_result is not None:
