@@ -444,7 +444,9 @@ class OpNode(Node):
             pname = name[len("_saved_"):]
             for p, a in zip(self._op.params, self.args):
                 if p.name == pname:
-                    return a
+                    # (a tensor the backward does not read is not saved: None, as torch's
+                    # ``MulBackward0._saved_self`` when ``other`` does not require grad)
+                    return None if type(a) is _Meta else a
             if pname == "result":
                 return self.result
         raise AttributeError(name)

@@ -66,3 +66,12 @@ def test_gradients_of_both_operands_unchanged():
         x, y = _a(4).requires_grad_(True), _a(5).requires_grad_(True)
         assert ember.autograd.gradcheck(f, (x, y))
         assert ember.autograd.gradgradcheck(f, (x, y))
+
+
+def test_unsaved_operand_reads_as_none_like_torch():
+    x = _a().requires_grad_(True)
+    y = x * _a(1)
+    assert y.grad_fn._saved_self is None
+    assert tuple(y.grad_fn._saved_other.shape) == (5, 3)
+    w = _a(2).requires_grad_(True)
+    assert tuple((x * w).grad_fn._saved_self.shape) == (5, 3)
