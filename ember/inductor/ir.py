@@ -237,7 +237,8 @@ class Pointwise(Loops):
 
 class Scatter(Loops):
     """A copy of ``init`` (a Pointwise of ``size``) with elements overwritten (or
-    accumulated, ``mode='add'``) at data-dependent places: for every index ``j`` of
+    accumulated, ``mode='add'``; folded by a NaN-propagating max/min, ``'amax'``/``'amin'``)
+    at data-dependent places: for every index ``j`` of
     ``iter_size``, ``out[target_fn(j)] (op)= value_fn(j)``. Always materialised,
     never fused; the scatter loop runs sequentially in index order, so repeated
     indices behave like numpy (the last write wins; additions in order)."""

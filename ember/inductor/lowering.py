@@ -477,6 +477,16 @@ def _scatter_add(a, dim, index, src):
     return _scatter_common(a, dim, index, src, "add")
 
 
+@register("scatter_amax")
+def _scatter_amax(a, dim, index, src):
+    return _scatter_common(a, dim, index, src, "amax")
+
+
+@register("scatter_amin")
+def _scatter_amin(a, dim, index, src):
+    return _scatter_common(a, dim, index, src, "amin")
+
+
 @register("index_put")
 def _index_put(a, indices, values, accumulate=False):
     indices = list(indices)

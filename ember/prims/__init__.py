@@ -12,8 +12,8 @@ Modules: ``elementwise`` (unary/binary math, comparisons, logical/bitwise,
 ``where``, ``convert_element_type``), ``reductions`` (sum/prod/amax/amin/
 any/all, argmax/argmin, var, cumsum/cumprod), ``views`` (broadcast_in_dim,
 reshape, permute, squeeze, expand_dims, slice, as_strided, cat, pad, flip,
-clone), ``indexing`` (gather, scatter, scatter_add, index_select,
-index_put), ``creation`` (iota, full), ``random`` (counter-based Philox
+clone), ``indexing`` (gather, scatter, scatter_add, scatter_amax/amin,
+index_select, index_put), ``creation`` (iota, full), ``random`` (counter-based Philox
 4x32-10), ``extern`` (mm, bmm, convolution, sort, topk: kept whole).
 """
 from __future__ import annotations

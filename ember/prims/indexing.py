@@ -1,4 +1,4 @@
-"""Indexing prims: gather, scatter, scatter_add, index_select, index_put.
+"""Indexing prims: gather, scatter, scatter_add, scatter_amax/amin, index_select, index_put.
 
 Index tensors are int64. ``gather``/``scatter``/``index_select`` take indices
 in ``[0, size)`` (decompositions wrap negative ones explicitly); ``index_put``
@@ -113,7 +113,9 @@ def _coords(xp, index, dim):
     return tuple(grids)
 
 
-def _scatter_kernel(prim, accumulate):
+def _scatter_kernel(prim, combine):
+    """``combine``: None (the write wins) or the numpy ufunc name that folds each value into its
+    slot in index order (add; maximum/minimum propagate NaN, like PyTorch's amax/amin)."""
     def kernel(xp, a, dim, index, src):
         dt = dtype_of(a)
         out = _as1(a).copy()
@@ -126,8 +128,8 @@ def _scatter_kernel(prim, accumulate):
             s1 = _as1(src)
             vals = s1[tuple(slice(0, n) for n in i1.shape)]
         c = _coords(xp, i1, dim)
-        if accumulate:
-            np.add.at(out, c, vals)
+        if combine:
+            getattr(np, combine).at(out, c, vals)
         else:
             out[c] = vals
         return out.reshape(a.shape)
@@ -141,12 +143,25 @@ _export(defprim("scatter(Tensor a, int dim, Tensor index, Tensor|Scalar src) -> 
                     "other dims). ``index`` has ``a``'s rank, is no larger than ``src`` anywhere and no "
                     "larger than ``a`` outside ``dim``; values in [0, a.shape[dim]). ``src`` has ``a``'s "
                     "dtype (or is a Python number). Where indices repeat, one of the writes wins "
-                    "(unspecified which, as in PyTorch).")(_scatter_kernel("scatter", False)))
+                    "(unspecified which, as in PyTorch).")(_scatter_kernel("scatter", None)))
 _export(defprim("scatter_add(Tensor a, int dim, Tensor index, Tensor|Scalar src) -> Tensor",
                 check=_scatter_check("scatter_add"),
                 meta=lambda a, dim, index, src: _meta.out(tuple(a.shape), a.dtype),
                 doc="Like ``scatter`` but adds: ``out[index[i][j]][j] += src[i][j]``, every repeated index "
-                    "accumulating (in an unspecified order for floats).")(_scatter_kernel("scatter_add", True)))
+                    "accumulating (in an unspecified order for floats).")(_scatter_kernel("scatter_add", "add")))
+# max/min into a scatter target: scatter_reduce(reduce='amax'/'amin') and what is built on it
+# (EmbeddingBag mode='max', segment_reduce) compile instead of running their graph eagerly
+_export(defprim("scatter_amax(Tensor a, int dim, Tensor index, Tensor|Scalar src) -> Tensor",
+                check=_scatter_check("scatter_amax"),
+                meta=lambda a, dim, index, src: _meta.out(tuple(a.shape), a.dtype),
+                doc="Like ``scatter`` but keeps the larger: ``out[index[i][j]][j] = max(out[...], src[i][j])``, "
+                    "every repeated index folding in; a NaN (either side) wins, as in PyTorch.")(
+    _scatter_kernel("scatter_amax", "maximum")))
+_export(defprim("scatter_amin(Tensor a, int dim, Tensor index, Tensor|Scalar src) -> Tensor",
+                check=_scatter_check("scatter_amin"),
+                meta=lambda a, dim, index, src: _meta.out(tuple(a.shape), a.dtype),
+                doc="Like ``scatter_amax`` but keeps the smaller (a NaN wins).")(
+    _scatter_kernel("scatter_amin", "minimum")))
 
 
 # ---------------------------------------------------------------------- index_select

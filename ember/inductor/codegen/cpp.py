@@ -1423,7 +1423,7 @@ class KernelGen:
         # 2. the scatter, sequential in index order
         m = len(d.iter_size)
         ys = index_vars("y", m)
-        body.append(f"{ind}// scatter{'-add' if d.mode == 'add' else ''}")
+        body.append(f"{ind}// scatter{'-' + d.mode if d.mode else ''}")
         for i in range(m):
             body.append(self._for(ys[i], d.iter_size[i], ind + "    " * i) + " {")
         bi = ind + "    " * m
@@ -1437,6 +1437,9 @@ class KernelGen:
             dt = node.buf.get_dtype()
             cur = h.load(node.name, widx)
             val = h.add(cur, val) if dt is not _t.bool_ else h.add(cur, val)
+        elif d.mode in ("amax", "amin"):    # NaN-propagating, like the reference's np.maximum.at
+            cur = h.load(node.name, widx)
+            val = h.maximum(cur, val) if d.mode == "amax" else h.minimum(cur, val)
         self._store(node, widx, val, bi, body)
         self._close(m, ind, body)
         return body

@@ -1325,6 +1325,10 @@ class ScatterKernels:
     def generate(self):
         d = self.node.data
         dtype = d.get_dtype()
+        if d.mode in ("amax", "amin"):
+            # (tl.atomic_max/min neither orders floats nor propagates NaN as the reference does)
+            raise TritonCodegenError(f"triton: scatter_{d.mode} (scatter_reduce reduce='{d.mode}') has no "
+                                     "atomic lowering")
         if d.mode == "add" and dtype not in ATOMIC_ADD_DTYPES:
             raise TritonCodegenError(f"triton: scatter_add/index_put(accumulate) of {dtype.name} "
                                      "(no atomic add for this dtype)")

@@ -13,11 +13,13 @@ Left whole (the decomposition returns ``NotImplemented``): boolean-mask
 indices (except ``index_put`` of one value, ``x[mask] = v``, which is a
 ``where``), ``masked_select`` and ``nonzero`` (their output shape depends on
 the data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
-``prod``/``amax``/``amin`` (no prim reduces by product/max into a scatter
-target). Bounds errors that the kernels raise from the index values cannot be
+``prod`` (no prim reduces by product into a scatter target; ``amax``/``amin``
+have ``prims.scatter_amax``/``scatter_amin``). Bounds errors that the kernels raise from the index values cannot be
 raised by a graph: a decomposition assumes in-range indices.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from ... import types as _t
 from ...ops._helpers import broadcast_shapes, wrap_dim
@@ -177,10 +179,22 @@ def scatter_add(x, dim, index, src):
     return reshape(res, tuple(x.shape))
 
 
+def _maxmin_identity(dtype, reduce):
+    """The value that never wins a max (amax) / min (amin) of ``dtype``: -inf/inf for floats
+    (so a slot that only -inf reaches stays -inf, as in PyTorch), the integer limits, False/True."""
+    if dtype is _t.bool_:
+        return reduce == "amin"
+    if dtype.is_floating_point:
+        return float("-inf") if reduce == "amax" else float("inf")
+    info = np.iinfo(dtype.np)
+    return int(info.min) if reduce == "amax" else int(info.max)
+
+
 @register_decomposition("scatter_reduce")
 def scatter_reduce(x, dim, index, src, reduce, include_self=True):
-    if reduce not in ("sum", "mean") or src.dtype is not x.dtype or index.dtype is not _t.int64:
-        return NotImplemented        # prod/amax/amin: no prim for a product/max scatter
+    if reduce not in ("sum", "mean", "amax", "amin") or src.dtype is not x.dtype or index.dtype is not _t.int64 \
+            or x.dtype.is_complex:
+        return NotImplemented        # prod: no prim multiplies into a scatter target
     out = _as1d(x)
     idx = reshape(index, (numel(index.shape),)) if x.ndim == 0 else index
     s = reshape(src, (numel(src.shape),)) if x.ndim == 0 else src
@@ -188,6 +202,12 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
         return NotImplemented
     d = wrap_dim(dim, out.ndim)
     vals = _src_part(s, idx)
+    if reduce in ("amax", "amin"):
+        # include_self=False: the scattered-to slots start from the identity, so only src counts
+        base = out if include_self else \
+            prims.scatter(out, d, idx, full(tuple(idx.shape), _maxmin_identity(x.dtype, reduce), x.dtype, x.device))
+        res = (prims.scatter_amax if reduce == "amax" else prims.scatter_amin)(base, d, idx, vals)
+        return reshape(res, tuple(x.shape))
     base = out if include_self else prims.scatter(out, d, idx, full(tuple(idx.shape), 0, x.dtype, x.device))
     res = prims.scatter_add(base, d, idx, vals)
     if reduce == "mean":
