@@ -274,7 +274,8 @@ class GuardSet:
             syms = sorted(g.free_symbols, key=str)
             if any(s not in first for s in syms):
                 raise RuntimeError(f"ember.dynamo: shape guard {g} uses a symbol with no source")
-            fn = sympy.lambdify(syms, g, modules="math")
+            from ..fx.experimental.exact_eval import exact_function
+            fn = exact_function(syms, g)     # (lambdify's floats got floor(7/3 + 2/3) wrong)
             name = self.ref(fn)
             args = ", ".join(first[s] for s in syms)
             desc = str(g.xreplace({s: sympy.Symbol(first[s].replace("._data.shape[", ".size()["))

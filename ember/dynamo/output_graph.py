@@ -519,7 +519,6 @@ class OutputGraph:
         at the call from the sources of its symbols as the call starts, so it is not
         specialised (a guard on its value would recompile every step). None when a symbol has
         no source (an ``.item()`` result)."""
-        import sympy
         env = v.env
         syms = sorted(v.expr.free_symbols, key=str)
         if not syms or env is not self.examples.shape_env:
@@ -535,8 +534,9 @@ class OutputGraph:
                 name = self._memo[("entry", src)] = f"__s{len(self._entry_reads)}"
                 self._entry_reads.append(f"{name} = {src}")
             args.append(name)
-        fn = sympy.lambdify(syms, v.expr, modules="math")
-        return f"int({self.ref(fn)}({', '.join(args)}))"
+        from ..fx.experimental.exact_eval import exact_function
+        fn = exact_function(syms, v.expr)     # integer arithmetic (floats got (7 + 2) // 3 wrong)
+        return f"{self.ref(fn)}({', '.join(args)})"
 
     def _entry_cell(self, cell) -> str:
         """The cell object a replayed ``nonlocal`` write goes to, read as the call starts (an

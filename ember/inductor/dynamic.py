@@ -83,8 +83,13 @@ def compile_fx_symbolic(gm, example_inputs):
         return run
 
 
-def _int_fn(fn):
-    return lambda *a: int(fn(*a))
+def _int_fn(syms, e):
+    """A function of the symbols' values computing size expression ``e`` exactly, in Python ints
+    (``fx.experimental.exact_eval``: ``sympy.lambdify(..., modules="math")`` computed
+    ``floor(s0/3 + 2/3)`` -- what ``(n + 2) // 3`` and a ceil_mode pooling size become -- in
+    floats, one short at n = 7: a backward of the wrong size)."""
+    from ..fx.experimental.exact_eval import exact_function
+    return exact_function(syms, e)
 
 
 def _node_for(graph, expr, sym_nodes: Dict[Any, Any]):
@@ -253,14 +258,14 @@ class _SymbolicGraph:
                     w = ("affine", ((w[1], None),), w[2], w[3])
                 if w[0] == "affine":           # ("affine", positions, a, rest function, its symbols)
                     prior = [t for t in where if t in w[3].free_symbols]
-                    w = ("affine", w[1], w[2], _int_fn(sympy.lambdify(prior, w[3], modules="math")), prior)
+                    w = ("affine", w[1], w[2], _int_fn(prior, w[3]), prior)
                 self._readers.append((s, w))
             self._syms = syms
             for k, e in self._size_outs.items():
                 if e is None:
                     self._size_fns.append((k, lambda *a: None))
                 elif e.free_symbols:
-                    self._size_fns.append((k, _int_fn(sympy.lambdify(syms, e, modules="math"))))
+                    self._size_fns.append((k, _int_fn(syms, e)))
                 else:
                     self._size_fns.append((k, lambda *a, v=int(e): v))
 
