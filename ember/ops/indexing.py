@@ -395,9 +395,11 @@ def scatter_reduce(xp, a, dim, index, src, reduce, include_self=True):
             # amax/amin: the first written value initialises the slot
             hit = xp.zeros(out.shape, dtype=bool)
             hit[key] = True
-            fill = np_finfo(out.dtype).min if np_is_float(out.dtype) else np.iinfo(out.dtype).min
+            # (floats from -inf / +inf, as PyTorch: a slot only -inf values reach is -inf, not
+            # the finfo bound; integers from their type's bounds)
+            fill = -np.inf if np_is_float(out.dtype) else np.iinfo(out.dtype).min
             if reduce == "amin":
-                fill = np_finfo(out.dtype).max if np_is_float(out.dtype) else np.iinfo(out.dtype).max
+                fill = np.inf if np_is_float(out.dtype) else np.iinfo(out.dtype).max
             out[hit] = fill
     getattr(xp, _REDUCE_UFUNC[reduce]).at(out, key, vals)
     if reduce == "mean":
