@@ -329,15 +329,25 @@ def _inputs_without_gradient(joint: JointGraph, bw_gm) -> frozenset:
     return frozenset(pos for pos, g in zip(joint.grad_inputs, grads) if g is None)
 
 
-def _grad_tangents(joint: JointGraph) -> Optional[List[tuple]]:
-    """For each gradient output of the joint graph (``grad_inputs`` order), the indices of the
-    tangents it is computed from; None when the graph's output is not laid out as expected."""
+def _joint_layout(joint: JointGraph):
+    """(nodes, placeholders, forward outputs, gradient outputs) of the joint graph, or None when
+    its output is not laid out as ``((outs...), (grads...))``."""
     try:
         nodes = list(joint.gm.graph.nodes)
         phs = [n for n in nodes if n.op == "placeholder"]
-        (_, grads), _ = next(n for n in nodes if n.op == "output").args[0]
+        (fwd_outs, grads), _ = next(n for n in nodes if n.op == "output").args[0]
     except (AttributeError, StopIteration, TypeError, ValueError):
         return None
+    return nodes, phs, fwd_outs, grads
+
+
+def _grad_tangents(joint: JointGraph) -> Optional[List[tuple]]:
+    """For each gradient output of the joint graph (``grad_inputs`` order), the indices of the
+    tangents it is computed from; None when the graph's output is not laid out as expected."""
+    layout = _joint_layout(joint)
+    if layout is None:
+        return None
+    nodes, phs, _, grads = layout
     tangents = phs[joint.num_primals:]
     if len(grads) != len(joint.grad_inputs) or len(tangents) != len(joint.diff_outputs):
         return None
@@ -365,12 +375,10 @@ def _double_backward_plan(joint: JointGraph) -> Optional[tuple]:
     a gradient reads the value an input had before the graph wrote it in place (the re-run
     reads the updated one). An input written but not read that way (running stats) is given to
     the re-run as a copy, so the write is not repeated on the caller's tensor."""
-    try:
-        nodes = list(joint.gm.graph.nodes)
-        phs = [n for n in nodes if n.op == "placeholder"]
-        (fwd_outs, grads), _ = next(n for n in nodes if n.op == "output").args[0]
-    except (AttributeError, StopIteration, TypeError, ValueError):
+    layout = _joint_layout(joint)
+    if layout is None:
         return None
+    nodes, phs, fwd_outs, grads = layout
     for n in nodes:
         op = getattr(n.target, "_ember_op", None) if n.op == "call_function" else None
         if op is not None and "random" in getattr(op, "tags", ()):
