@@ -155,8 +155,9 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend=None, mode=Non
         if options:
             kwargs["options"] = options
         fn = functools.wraps(fn)(functools.partial(fn, **kwargs))
+    from .eval_frame import user_level
     return optimize(fn, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
-                    guard_filter_fn=guard_filter_fn)(model)
+                    guard_filter_fn=guard_filter_fn)(user_level(model))
 
 
 def _with_inductor_options(backend_fn, options: dict):

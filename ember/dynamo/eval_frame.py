@@ -65,6 +65,28 @@ class OptimizeContext:
         return compiled_fn
 
 
+def user_level(fn):
+    """``fn``, or for one of ember's own functions compiled directly (``ember.compile(F.gelu)``) a
+    one-line caller of it outside ember's files: the frame compiled is then that call, recorded
+    as one operator, as when a user's lambda calls it (tracing ember's function's own frame met
+    its internal helpers: graph breaks, where torch.compile(F.gelu) is one graph). Only for
+    ``ember.compile``: ember's own captures of its functions (export's ``_export_root``) trace
+    them as they are."""
+    import types
+    from .variables.builder import is_ember_function
+    if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)) or not is_ember_function(fn) \
+            or getattr(fn, "_ember_compiler", None) is not None:
+        return fn                     # (an nn.Module of ember's, nn.Linear(...), stays a module)
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "fn")
+    glb = {"_ember_target": fn, "__name__": "ember_compile_call"}
+    exec(compile("def call(*args, **kwargs):\n    return _ember_target(*args, **kwargs)\n",
+                 f"<compiled {name}>", "exec"), glb)
+    call = glb["call"]
+    functools.update_wrapper(call, fn, updated=())
+    del call.__wrapped__              # (inspect.unwrap must find the caller's code)
+    return call
+
+
 def _with_a_local(fn):
     """``fn``, or for a plain function whose frame has no local slot at all (no arguments, no
     local variables, no cells: ``def step(): opt.step()``) the same code with one unused local.
