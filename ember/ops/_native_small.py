@@ -21,8 +21,9 @@ What they compute:
   index order -- found by ``nth_element`` and a sort of the k chosen, not a full sort; the
   values and indices are those of ``reduction._topk``.
 * max pooling: NaN is the maximum (the first NaN of a window wins), ties go to the first
-  position in window order; only positions inside the input are candidates (the numpy form
-  could return a padding position for a window of -inf values; PyTorch never does).
+  position in window order; only positions inside the input are candidates (as the numpy form
+  and the compiled decomposition); a window with none (dilation over a small input) gives -inf,
+  the lowest integer for integer inputs, and index -1, which the backward skips.
 
 When. numpy arrays of the supported dtypes, once the library is built; otherwise (no C++
 compiler, a cupy or fake array, an unsupported dtype) the callers' numpy paths run. These are
@@ -55,6 +56,7 @@ _SOURCE = r"""
 #include <cstdint>
 #include <cmath>
 #include <algorithm>
+#include <limits>
 #include <vector>
 #include <omp.h>
 typedef int64_t i64;
@@ -170,8 +172,11 @@ static void max_pool(const T* x, const i64* g, T* out, i64* idx) {
                     i64 c0, c1;
                     const i64 w0 = ow * sW - pW;
                     valid_taps(w0, dW, kW, W, c0, c1);
-                    if (a1 <= a0 || b1 <= b0 || c1 <= c0) {     // (the op's checks rule this out)
-                        op[(od * oH + oh) * oW + ow] = T(0);
+                    if (a1 <= a0 || b1 <= b0 || c1 <= c0) {
+                        // a window entirely in padding (dilation can skip the input): the max of
+                        // nothing, -inf (the lowest integer) as PyTorch; index -1, no gradient
+                        op[(od * oH + oh) * oW + ow] = std::numeric_limits<T>::has_infinity
+                            ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
                         ip[(od * oH + oh) * oW + ow] = -1;
                         continue;
                     }

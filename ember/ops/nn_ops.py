@@ -477,13 +477,20 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
     N, C = x.shape[:2]
     K = int(np.prod(k))
     flat = win.reshape((N, C) + out + (K,))
+    # which taps of each window are inside the input: only those can be the argmax (a window of
+    # -inf values, or one entirely in padding, must not name a padding position -- its gradient
+    # would land on another element); a window with no inside tap gives the fill and index -1
+    spatial = (1, 1) + tuple(x.shape[2:])
+    inside = _windows(xp, _pool_padded(xp, xp.ones(spatial, dtype=bool), k, s, p, d, out, False),
+                      out, k, s, d).reshape((1, 1) + out + (K,))
+    top = flat.max(-1)                  # NaN propagates like PyTorch: a NaN is the max
+    hit = flat == top[..., None]
     if np_is_float(x.dtype):
-        # NaN propagates like PyTorch: a NaN is the max
-        isn = xp.isnan(flat)
-        arg = xp.where(isn.any(-1), isn.argmax(-1), flat.argmax(-1))
-    else:
-        arg = flat.argmax(-1)
-    vals = xp.take_along_axis(flat, arg[..., None], -1)[..., 0]
+        hit |= xp.isnan(flat)           # (NaN != NaN: the first NaN of the window)
+    hit &= inside
+    arg = hit.argmax(-1)
+    # the chosen element's value (its NaN payload and zero sign; the fill for no inside tap)
+    vals = xp.where(hit.any(-1), xp.take_along_axis(flat, arg[..., None], -1)[..., 0], top)
     # input coordinates of the chosen element
     kidx = xp.unravel_index(arg, tuple(k))
     flat_idx = xp.zeros(arg.shape, dtype=np.int64)
@@ -492,6 +499,7 @@ def max_pool_with_indices(xp, x, k, s, p, d, ceil_mode):
         shp[2 + i] = out[i]
         pos = xp.arange(out[i], dtype=np.int64).reshape(shp) * s[i] - p[i] + kidx[i] * d[i]
         flat_idx = flat_idx * x.shape[2 + i] + pos
+    flat_idx = xp.where(hit.any(-1), flat_idx, -1)
     # NHWC values and indices for an NHWC input, as PyTorch's
     return _suggested_layout(xp, x, vals), _suggested_layout(xp, x, flat_idx)
 
@@ -515,7 +523,11 @@ def _max_pool_backward(xp, g, idx, input_size):
     NC = N * C
     off = (xp.arange(NC, dtype=np.int64) * S).reshape((N, C) + (1,) * (idx.ndim - 2))
     flat = (idx + off).reshape(-1)
-    res = xp.bincount(flat, weights=g.reshape(-1).astype(np.float64), minlength=NC * S)
+    weights = g.reshape(-1).astype(np.float64)
+    if (idx < 0).any():             # windows entirely in padding (index -1): no gradient
+        keep = (idx >= 0).reshape(-1)
+        flat, weights = flat[keep], weights[keep]
+    res = xp.bincount(flat, weights=weights, minlength=NC * S)
     return res.astype(g.dtype).reshape(input_size)
 
 
@@ -530,7 +542,8 @@ def _max_pool_backward_bw(ctx, c):
 def _max_pool_gather(xp, x, idx):
     N, C = x.shape[:2]
     flat = x.reshape(N, C, -1)
-    return xp.take_along_axis(flat, idx.reshape(N, C, -1), -1).reshape(idx.shape)
+    got = xp.take_along_axis(flat, xp.maximum(idx, 0).reshape(N, C, -1), -1).reshape(idx.shape)
+    return xp.where(idx >= 0, got, 0).astype(x.dtype, copy=False)   # (index -1: no input)
 
 
 @_max_pool_gather.derivative

@@ -161,6 +161,27 @@ def _pool_out(x, k, s, p, d, ceil_mode):
     return tuple(_nn.pool_out_size(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(len(k)))
 
 
+def _tap_inside(x, k, s, p, d, out, shape):
+    """Bool ``shape`` = (N, C, *out, K) tensor: whether each window tap is inside the input (not
+    padding), from iotas (the sizes may be symbolic)."""
+    nd = len(k)
+    K = numel(k)
+    taps = iota(K, x.device)
+    inside = None
+    for i in range(nd):
+        inner = numel(k[i + 1:])
+        ki = taps if inner == 1 else prims.floor_divide(taps, inner)
+        if i > 0:
+            ki = prims.remainder(ki, k[i])
+        if d[i] != 1:
+            ki = prims.mul(ki, d[i])
+        base = bcast_to_dims(iota(out[i], x.device, -p[i], s[i]), shape, (2 + i,))
+        pos = prims.add(base, bcast_to_dims(ki, shape, (2 + nd,)))
+        ok = prims.logical_and(prims.ge(pos, 0), prims.lt(pos, size_operand(x.shape[2 + i], shape, x.device)))
+        inside = ok if inside is None else prims.logical_and(inside, ok)
+    return inside
+
+
 @register_decomposition("max_pool_with_indices")
 def max_pool_with_indices(x, k, s, p, d, ceil_mode):
     nd = len(k)
@@ -170,11 +191,23 @@ def max_pool_with_indices(x, k, s, p, d, ceil_mode):
     if any(o <= 0 for o in out):
         return NotImplemented
     fill = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
-    xpad = pad(x, fill, _pool_pad_config(x, k, s, p, d, out))
+    config = _pool_pad_config(x, k, s, p, d, out)
+    xpad = pad(x, fill, config)
     last = 2 + nd
     win = prims.cat([prims.expand_dims(w, (last,)) for w in _windows(xpad, k, s, d, out)], last)
     arg = prims.argmax(win, last)
     vals = prims.squeeze(prims.gather(win, last, prims.expand_dims(arg, (last,))), (last,))
+    inside = None
+    if xpad is not x:
+        # padding holds the fill, so it ties with an input element equal to the fill (-inf) and
+        # argmax may name it (its flat index is another element: the gradient would land there);
+        # the argmax is the first tap inside the input equal to the max (or the first NaN).
+        # A window with no tap inside (dilation over the input) gets index -1, no gradient.
+        inside = _tap_inside(x, k, s, p, d, out, tuple(win.shape))
+        hit = prims.eq(win, bcast_to_dims(vals, tuple(win.shape), tuple(range(last))))
+        if x.dtype.is_floating_point:
+            hit = prims.logical_or(hit, prims.isnan(win))
+        arg = prims.argmax(prims.logical_and(hit, inside), last)
     # the chosen element's flat position in the (unpadded) input plane
     oshape = tuple(arg.shape)
     idx = None
@@ -186,6 +219,8 @@ def max_pool_with_indices(x, k, s, p, d, ceil_mode):
         base = bcast_to_dims(iota(out[i], x.device, -p[i], s[i]), oshape, (2 + i,))
         pos = prims.add(base, ki if d[i] == 1 else prims.mul(ki, d[i]))
         idx = pos if idx is None else prims.add(prims.mul(idx, size_operand(x.shape[2 + i], oshape, x.device)), pos)
+    if inside is not None:
+        idx = prims.where(prims.any(inside, (last,)), idx, -1)
     return vals, idx
 
 
@@ -195,6 +230,10 @@ def _max_pool_backward(g, idx, input_size):
     N, C = input_size[:2]
     S = numel(input_size[2:])
     P = numel(idx.shape[2:])
+    # index -1 (a window entirely in padding) sends nothing: zero at position 0
+    taken = prims.ge(idx, 0)
+    idx = prims.where(taken, idx, 0)
+    g = prims.where(taken, g, 0)
     out = full((N, C, S), 0, g.dtype, g.device)
     out = prims.scatter_add(out, 2, reshape(idx, (N, C, P)), reshape(g, (N, C, P)))
     return reshape(out, input_size)
@@ -204,8 +243,9 @@ def _max_pool_backward(g, idx, input_size):
 def _max_pool_gather(x, idx):
     N, C = x.shape[:2]
     P = numel(idx.shape[2:])
-    res = prims.gather(reshape(x, (N, C, numel(x.shape[2:]))), 2, reshape(idx, (N, C, P)))
-    return reshape(res, tuple(idx.shape))
+    taken = prims.ge(idx, 0)        # (index -1: a window with no input element reads zero)
+    res = prims.gather(reshape(x, (N, C, numel(x.shape[2:]))), 2, reshape(prims.where(taken, idx, 0), (N, C, P)))
+    return prims.where(taken, reshape(res, tuple(idx.shape)), 0)
 
 
 def _avg_divisor(in_sp, out, k, s, p, cip, dtype, device):
