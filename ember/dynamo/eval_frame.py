@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+import itertools
+import types
 
 from .._C import _load_eval_frame
 
@@ -72,7 +74,6 @@ def user_level(fn):
     its internal helpers: graph breaks, where torch.compile(F.gelu) is one graph). Only for
     ``ember.compile``: ember's own captures of its functions (export's ``_export_root``) trace
     them as they are."""
-    import types
     from .variables.builder import is_ember_function
     if not isinstance(fn, (types.FunctionType, types.BuiltinFunctionType)) or not is_ember_function(fn) \
             or getattr(fn, "_ember_compiler", None) is not None:
@@ -93,7 +94,6 @@ def _with_a_local(fn):
     The frame hook finishes a frame it ran compiled code for by swapping in a stub that returns
     local 0, so it passes frames without locals by -- they ran eagerly, silently: compiling
     ``def step(): opt.step()``, PyTorch's own recipe for compiling an optimizer, did nothing."""
-    import types
     if type(fn) is not types.FunctionType:
         return fn
     code = fn.__code__
@@ -123,7 +123,7 @@ def _optimized_module_class():
             if hasattr(fwd, "__code__"):
                 force(fwd.__code__)
             self.__dict__["_ember_ctx"] = ctx
-            self.__dict__["_ember_call"] = ctx(_call_module)
+            self.__dict__["_ember_call"] = ctx(_own_call_module())
 
         def forward(self, *args, **kwargs):
             return self.__dict__["_ember_call"](self._orig_mod, *args, **kwargs)
@@ -168,6 +168,28 @@ _WRAPPER_ATTRIBUTES = frozenset({"_orig_mod", "_ember_ctx", "_ember_call", "forw
 
 def _call_module(mod, *args, **kwargs):
     return mod(*args, **kwargs)
+
+
+_WRAPPER_IDS = itertools.count()
+
+
+def _own_call_module():
+    """``_call_module`` with a code object of its own, for one ``ember.compile(module)`` wrapper.
+
+    Why. The frame state kept per code object (automatic-dynamic sizes, unspecialised numbers,
+    the ``*_then_compile`` stances' first call) was shared by every compiled module through the
+    one ``_call_module`` code: a model compiled after another whose batch size changed started
+    with dynamic sizes. PyTorch keys that state by the compiled forward's code; here each wrapper
+    gets its own (an unused constant makes the code unequal to the others: code objects hash by
+    value)."""
+    code = _call_module.__code__
+    code = code.replace(co_consts=code.co_consts + (f"<ember.compile wrapper {next(_WRAPPER_IDS)}>",))
+    return types.FunctionType(code, _call_module.__globals__, _call_module.__name__)
+
+
+def is_module_call_code(code) -> bool:
+    """Whether ``code`` is a compiled module wrapper's call (``_own_call_module``)."""
+    return code.co_name == "_call_module" and code.co_filename == _call_module.__code__.co_filename
 
 
 class _Lazy:

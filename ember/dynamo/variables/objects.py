@@ -451,8 +451,8 @@ class NNModuleVariable(VariableTracker):
         if not isinstance(fn, types.FunctionType):
             raise Unsupported(f"{type(m).__name__}.forward is not a Python function")
         from ... import compiler as _compiler
-        from ..eval_frame import _call_module
-        if not _compiler._EXPORT_DEPTH and tx.parent is None and tx.code is _call_module.__code__:
+        from ..eval_frame import is_module_call_code
+        if not _compiler._EXPORT_DEPTH and tx.parent is None and is_module_call_code(tx.code):
             # ember.compile(module)'s own call: torch's graph of a compiled module's forward does
             # not list the module itself (export keeps it: the root of the fully qualified names)
             return self._call_forward(tx, fn, hooked, args, kwargs)
