@@ -240,7 +240,10 @@ def key_lines(aot, training: bool) -> List[str]:
         if dec is None:
             put("decomp none")
         elif isinstance(dec, str) or _is_prims_table(dec):   # ("prims": named, not yet imported)
-            put("decomp prims")     # ember's own table: its code is in the source hash
+            # ember's own table: its code is in the source hash; fallback_random keeps the random
+            # ops whole instead of Philox (prims/decompositions/creation.py)
+            from ..inductor import config as _inductor_config
+            put(f"decomp prims fallback_random={bool(_inductor_config.fallback_random)}")
         else:
             items = []
             for op, fn in dec.items():

@@ -125,6 +125,11 @@ triton_precompile = True   # cuda: a graph's Triton kernels x autotuning configs
                            # launcher compiles its configs itself, serially, on first use
 
 # debugging -----------------------------------------------------------------------
+# random numbers as eager draws them (torch._inductor.config.fallback_random): the random ops stay
+# whole and run their eager kernels in program order, so ``ember.manual_seed(s)`` gives the same
+# dropout masks and ``rand`` values compiled as eagerly (for tests and debugging; the default draws
+# them in the kernels from Philox: same distribution, another stream, fused)
+fallback_random = False
 debug_lowering = False     # raise instead of falling back when a lowering fails
 profile_kernels = False    # time every kernel call of graphs compiled from now on (profiler.py)
 

@@ -353,12 +353,15 @@ class GraphLowering:
                 return size
         if name is None:
             op = getattr(node.target, "_ember_op", None)
-            if op is None or op.kernel is None or op.name not in _kept_whole() or "data_dependent" in op.tags:
+            whole = op is not None and (op.name in _kept_whole() or "random" in op.tags)
+            if not whole or op.kernel is None or "data_dependent" in op.tags:
                 # (an op whose output size depends on the data -- nonzero, unique -- would have
                 # its example's size baked into the kernels after it: never compiled)
                 raise LoweringError(f"{node.target} is not a prim (decompose the graph first)")
-            # an op kept whole on purpose (ember.prims.coverage.EXTERN: LAPACK factorisations):
-            # its eager kernel runs as an extern call
+            # an op kept whole on purpose (ember.prims.coverage.EXTERN: LAPACK factorisations), or
+            # a random op left whole by its decomposition (``_random`` under
+            # ``config.fallback_random`` or with an explicit generator): its eager kernel runs as
+            # an extern call, drawing from eager's stream in program order
             args = [lookup(a) for a in node.args]
             kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
             return self.fallback(node, args, kwargs, f"{op.name} is kept whole (no decomposition)")

@@ -48,6 +48,10 @@ def _random(self, kind, a=0.0, b=1.0, generator=None):
     if generator is not None:
         # an explicit generator has its own (numpy) stream: keep the op whole
         return NotImplemented
+    from ...inductor import config as _inductor_config
+    if _inductor_config.fallback_random:
+        # eager's stream, draw for draw: the op stays whole and runs its eager kernel
+        return NotImplemented
     dt = self.dtype
     shape = tuple(self.shape)
     dev = self.device
