@@ -12,6 +12,8 @@ Translated:
 * ``epilogue_fusion`` / ``aggressive_fusion``: read ``ember.inductor.config.fusion``; setting
   either sets it;
 * ``debug``: True turns the ``output_code`` log on (the generated C++ and wrapper, on stderr).
+* ``fallback_random``: the same knob (compiled random numbers drawn by the eager kernels, equal
+  to eager's).
 
 Accepted with a one-time warning that they change nothing here (a performance hint, never a
 result): ``max_autotune``, ``max_autotune_gemm``, ``max_autotune_pointwise``,

@@ -114,3 +114,9 @@ def test_default_still_draws_in_kernels():
     kept = out != 1
     assert 0.4 < kept.mean() < 0.6
     np.testing.assert_allclose(out[kept], x.numpy()[kept] * 2 + 1, rtol=1e-6)
+
+
+def test_reachable_under_torchs_name(monkeypatch):
+    monkeypatch.setattr(config, "fallback_random", False)
+    ember._inductor.config.fallback_random = True
+    assert config.fallback_random is True
