@@ -535,6 +535,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                            f"{len(outputs)} outputs")
     if retain_graph is None:
         retain_graph = create_graph
+    if is_grads_batched:
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                             materialize_grads)
     roots = _make_roots(outputs, grad_outputs, create_graph, "grad")
     edges = []
     for t in inputs:
@@ -565,3 +568,30 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             g = g.detach()
         out.append(g)
     return tuple(out)
+
+
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused, materialize_grads):
+    """``grad(..., is_grads_batched=True)``: the first dim of every grad_output indexes a batch of
+    vector-Jacobian products; each result gets that dim in front.
+
+    PyTorch vmaps the backward; here the backward runs once per batch entry (the graph retained
+    until the last) and the results are stacked -- the same values (each entry is exactly the
+    unbatched ``grad`` of that slice), at the cost of one engine pass per entry."""
+    from ..ops import api
+    if any(g is None or not isinstance(g, Tensor) for g in grad_outputs):
+        raise RuntimeError("grad(is_grads_batched=True) needs a tensor grad_output for every output "
+                           "(its first dim is the batch dim)")
+    sizes = {g.shape[0] if g.ndim else None for g in grad_outputs}
+    if None in sizes or len(sizes) != 1:
+        raise RuntimeError(f"grad(is_grads_batched=True): every grad_output needs the same batch size in "
+                           f"dim 0, got shapes {[tuple(g.shape) for g in grad_outputs]}")
+    (n,) = sizes
+    if n == 0:
+        raise RuntimeError("grad(is_grads_batched=True): the batch dim of grad_outputs is empty")
+    per = []
+    for b in range(n):
+        per.append(grad(outputs, inputs, tuple(g[b] for g in grad_outputs),
+                        retain_graph=True if b < n - 1 else retain_graph, create_graph=create_graph,
+                        allow_unused=allow_unused, materialize_grads=materialize_grads))
+    # (whether an input is reached is the graph's, not the values': None for every entry or none)
+    return tuple(None if p[0] is None else api.stack(list(p)) for p in zip(*per))
