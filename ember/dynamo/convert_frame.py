@@ -17,6 +17,7 @@ import re
 import sys
 import sysconfig
 import time
+import weakref
 import warnings
 
 from .._C import _load_eval_frame
@@ -47,10 +48,39 @@ fallback_reasons: list = []
 
 
 class CacheEntry:
-    __slots__ = ("guard", "fn", "owner", "info")
+    """One compiled (or run-eagerly) entry of a code object, owned by the ``Compiler`` that made it.
+
+    The owner is held weakly (``owner_id`` for the lookup's comparison): an entry's guard and
+    graph hold the model's parameters and modules, so a strong reference from the process-wide
+    cache kept every compiled model alive after its wrapper was dropped (a hyperparameter sweep
+    compiling a model per trial grew without bound). When the owner dies, ``_forget_owner``
+    removes its entries."""
+    __slots__ = ("guard", "fn", "owner_id", "_owner_ref", "info")
 
     def __init__(self, guard, fn, owner, info):
-        self.guard, self.fn, self.owner, self.info = guard, fn, owner, info
+        self.guard, self.fn, self.info = guard, fn, info
+        self.owner_id = id(owner)
+        self._owner_ref = weakref.ref(owner)
+        owner._note_entry()
+
+    @property
+    def owner(self):
+        return self._owner_ref()
+
+
+def _forget_owner(owner_id):
+    """A ``Compiler`` was freed: drop its entries everywhere (run by ``weakref.finalize`` at its
+    deallocation, before its id can be reused), and the caches of wrapper codes left empty."""
+    from .eval_frame import is_module_call_code
+    for code, cache in list(_caches.items()):
+        if not any(e.owner_id == owner_id for e in cache.entries):
+            continue
+        cache.entries = [e for e in cache.entries if e.owner_id != owner_id]
+        if cache.hot is not None and cache.hot.owner_id == owner_id:
+            cache.hot = None
+        if not cache.entries and is_module_call_code(code):
+            del _caches[code]           # (a compiled module's own copy of _call_module: unused now)
+            _forced.discard(code)
 
 
 class CodeCache:
@@ -189,6 +219,12 @@ class Compiler:
         self.guard_filter_fn = guard_filter_fn        # options={"guard_filter_fn": ...}
         self.graphs = []   # (code, info) per compiled entry, for tests and explain()
         self._forced_compilers = {}   # backend -> Compiler, for set_stance(force_backend=...)
+        self._finalizer = None        # weakref.finalize dropping this compiler's entries
+
+    def _note_entry(self):
+        if self._finalizer is None:
+            self._finalizer = weakref.finalize(self, _forget_owner, id(self))
+            self._finalizer.atexit = False      # (at exit the caches go anyway)
 
     def __call__(self, code, func, *args):
         stance = _stance.current()
@@ -229,11 +265,12 @@ class Compiler:
             _note_eager(code, f"the default device is {_STATE.default_device}", _default_device_noted)
             return None
         hot = cache.hot
-        if hot is not None and hot.owner is self and hot.guard(func, *args):
+        me = id(self)
+        if hot is not None and hot.owner_id == me and hot.guard(func, *args):
             return hot.fn
         mine = 0
         for e in cache.entries:
-            if e.owner is self:
+            if e.owner_id == me:
                 mine += 1
                 if e is not hot and e.guard(func, *args):
                     cache.hot = e
@@ -252,7 +289,7 @@ class Compiler:
             msg = (f"Detected recompile when ember.compile stance is 'fail_on_recompile'. filename: "
                    f"'{code.co_filename}', function name: '{code.co_name}', line number: {code.co_firstlineno}")
             if mine:
-                last = [e for e in cache.entries if e.owner is self][-1]
+                last = [e for e in cache.entries if e.owner_id == id(self)][-1]
                 msg += f"\n    triggered by the following guard failure(s):\n    - " \
                        f"{last.guard.guard_set.first_failure(func, args)}"
             raise RuntimeError(msg)
@@ -278,7 +315,7 @@ class Compiler:
         counters["frames"] += 1
         where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
         if mine:
-            last = [e for e in cache.entries if e.owner is self][-1]
+            last = [e for e in cache.entries if e.owner_id == id(self)][-1]
             reason = last.guard.guard_set.first_failure(func, args)
             counters["recompiles"] += 1
             logs.get("recompiles").info("Recompiling %s: guard failed: %s", where, reason)

@@ -158,9 +158,12 @@ def test_aot_guard_goes_to_dynamo(backend, counts):
     def f(x):
         return x.add(x.sin(), alpha=x.size(0))
 
+    alive = []      # (a dropped compiled function's entries go with it)
+
     def run(be):
         dynamo.reset()
         cf = ember.compile(f, backend=be, dynamic=True)
+        alive.append(cf)
         for n in (5, 7, 5):
             x = ember.randn(n, 3)
             np.testing.assert_allclose(cf(x).numpy(), f(x).numpy(), rtol=1e-6)

@@ -99,6 +99,7 @@ def test_only_graphs_that_write_have_the_sharing_guard():
         return a
 
     for fn, guarded in ((pure, False), (writes, True)):
-        ember.compile(fn, backend="aot_eager")(ember.randn(4), ember.randn(4))
+        cf = ember.compile(fn, backend="aot_eager")     # (alive: a dropped one's entries go with it)
+        cf(ember.randn(4), ember.randn(4))
         entry = dynamo.convert_frame._caches[fn.__code__].entries[0]
         assert ("share memory as when traced" in str(entry.guard.guard_set)) is guarded
