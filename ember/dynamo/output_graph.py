@@ -107,6 +107,10 @@ class OutputGraph:
         # | ("cell", CellVariable, value) | ("instdict", obj, name, value)
         self.side_effects = []
         self.attr_overlay = {}  # (id(obj), name) -> tracker written by the frame
+        # (id(module), leaf) -> tracker swapped in by a functional_call being inlined, and
+        # id(module) -> how many such swaps it has (variables/functional_call.py)
+        self.param_overrides = {}
+        self.param_override_owners = {}
         self.containers = {}    # id(outside list/dict) -> its one tracker
         # id(closure cell of a function from outside) -> (cell, its one CellVariable): every
         # function inlined that closes over it sees the frame's writes to it (``nonlocal``)

@@ -53,6 +53,26 @@ def _is_numpy_scalar(value):
     return isinstance(value, np.generic) and not isinstance(value, np.object_)
 
 
+def _is_typing_object(value) -> bool:
+    """A type-hint object that is not a class: a special form or generic alias of ``typing``
+    (``List``, ``Optional[int]``, a ``TypeVar``) or a builtin generic (``list[int]``, ``int | None``).
+    Immutable, so a trace may treat it (and its subscripts) as a constant."""
+    if isinstance(value, (types.GenericAlias, types.UnionType)):
+        return True
+    return not isinstance(value, (type, types.FunctionType)) and getattr(type(value), "__module__", None) == "typing"
+
+
+def _marker(value, name, default):
+    """``getattr(value, name, default)`` for ember's ``_ember_*`` marker attributes, read from any
+    object wrap() is given: a user object whose ``__getattr__`` raises something other than
+    AttributeError for an unknown name (``class AttrDict(dict): __getattr__ = dict.__getitem__``
+    raises KeyError) has no marker -- it made the trace fail with an internal error."""
+    try:
+        return getattr(value, name, default)
+    except Exception:
+        return default
+
+
 def is_ember_function(value):
     if isinstance(value, types.MethodType) and not isinstance(value.__self__, types.ModuleType):
         return False     # a bound method: its object decides (wrap's MethodType branch)
@@ -171,7 +191,7 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return NumpyFoldVariable(value, source)
-    if getattr(value, "_ember_forbidden_in_graph", False) is True:
+    if _marker(value, "_ember_forbidden_in_graph", False) is True:
         # ember.compiler.set_stance: never traced; the frame runs eagerly, where the call
         # raises "attempted to set_stance in an ember.compile region"
         e = Unsupported(f"{getattr(value, '__qualname__', value)} cannot be called inside an ember.compile region")
@@ -190,14 +210,14 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return ForbiddenFunctionVariable(value, source)
-    if getattr(value, "_ember_config_patch_factory", False) is True:
+    if _marker(value, "_ember_config_patch_factory", False) is True:
         # ember._dynamo.error_on_graph_break(...) / patch_dynamo_config(...) called in compiled
         # code (a ``with`` block): the frame runs eagerly, the block's setting applies for real
         from .allowed import ConfigPatchFactoryVariable
         if g:
             g.id_match(source, value)
         return ConfigPatchFactoryVariable(value, source)
-    if getattr(value, "_ember_config_patch", None) is not None and isinstance(value, types.FunctionType):
+    if _marker(value, "_ember_config_patch", None) is not None and isinstance(value, types.FunctionType):
         # a function decorated with ember._dynamo.patch_dynamo_config / error_on_graph_break /
         # dont_skip_tracing: traced as the function itself when the patch changes nothing now;
         # otherwise the graph splits at the call, which runs the wrapper (the patch applies)
@@ -221,17 +241,17 @@ def wrap(tx, value, source, guard=True):
         if value in BuiltinVariable.CLASS_CALLS:
             return BuiltinVariable(value)
         return ClassVariable(value, source)
-    if getattr(value, "_ember_is_compiling", False):
+    if _marker(value, "_ember_is_compiling", False):
         from .objects import IsCompilingVariable
         if g:
             g.id_match(source, value)
         return IsCompilingVariable(value)
-    if getattr(value, "_ember_assume_constant", False) is True and callable(value):
+    if _marker(value, "_ember_assume_constant", False) is True and callable(value):
         from .functions import ConstantResultFunctionVariable
         if g:
             g.id_match(source, value)
         return ConstantResultFunctionVariable(value, source)
-    if getattr(value, "_ember_dynamo_disable", False):
+    if _marker(value, "_ember_dynamo_disable", False):
         if source is None:
             raise Unsupported("a function wrapped in ember.compiler.disable with no source")
         if g:
@@ -289,7 +309,7 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return CustomOpVariable(value, source)
-    if getattr(value, "_ember_hop", None) is not None:
+    if _marker(value, "_ember_hop", None) is not None:
         # ember.cond / ember.while_loop: inlined branch or a graph break (variables/control_flow.py)
         from .control_flow import HigherOrderOpVariable
         if g:
@@ -303,6 +323,13 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return EmberFunctionVariable(value, source)
+    import inspect as _inspect
+    if value is _inspect.signature:
+        # folded at trace time (variables/inspect_calls.py)
+        from .inspect_calls import InspectSignatureFunctionVariable
+        if g:
+            g.id_match(source, value)
+        return InspectSignatureFunctionVariable(value, source)
     if isinstance(value, types.FunctionType):
         if g:
             g.id_match(source, value)
@@ -325,6 +352,13 @@ def wrap(tx, value, source, guard=True):
         v = wrap_outside_dict_object(tx, value, source, guard)
         if v is not None:
             return v
+    if _is_typing_object(value):
+        # ``List``, ``Optional``, ``Dict[str, Tensor]``, ``list[int]``: a constant (guarded by
+        # identity), so subscripting it folds (timm's ``torch.jit.annotate(List[Tensor], [])``
+        # broke the graph at ``List[...]`` on an opaque object)
+        if g:
+            g.id_match(source, value)
+        return ConstantVariable(value, source)
     tmod = getattr(type(value), "__module__", "") or ""
     if _is_ember_module_name(tmod) and not is_inlined_ember_module(tmod):
         from .objects import EmberObjectVariable

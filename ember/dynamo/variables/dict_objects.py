@@ -34,6 +34,17 @@ _DICT_METHODS = {"__getitem__", "__setitem__", "__delitem__", "__contains__", "_
 _ITEM_DUNDERS = ("__getitem__", "__setitem__", "__delitem__")
 
 
+# attribute hooks an "attribute dict" (``AttrDict``/``EasyDict``) defines: a Python function, or
+# the builtin mapping's own item method (``__getattr__ = dict.__getitem__``)
+_ATTR_HOOKS = {"__getattr__": (dict.__getitem__, dict.get), "__setattr__": (dict.__setitem__,),
+               "__delattr__": (dict.__delitem__,)}
+
+
+def _attr_hook_ok(name, attr) -> bool:
+    return isinstance(attr, types.FunctionType) or any(attr is m for m in _ATTR_HOOKS[name]) or \
+        (name == "__setattr__" and attr is object.__setattr__) or (name == "__delattr__" and attr is object.__delattr__)
+
+
 def storage_base(cls):
     """The builtin mapping class ``cls`` stores its items in, or None."""
     for k in cls.__mro__:
@@ -68,7 +79,9 @@ class DictObjectVariable(NewObjectVariable):
                 break
             if k.__module__ == "builtins" or "__slots__" in k.__dict__:
                 return False
-            if any(n in k.__dict__ for n in ("__new__", "__getattribute__", "__getattr__", "__del__")):
+            if any(n in k.__dict__ for n in ("__new__", "__getattribute__", "__del__")):
+                return False
+            if not all(_attr_hook_ok(n, k.__dict__[n]) for n in _ATTR_HOOKS if n in k.__dict__):
                 return False
         if any(k not in _BASES and k is not object for k in cls.__mro__[cls.__mro__.index(base):]):
             return False
@@ -105,8 +118,46 @@ class DictObjectVariable(NewObjectVariable):
         return UserMethodVariable(UserFunctionVariable(attr), self)
 
     def _call_user(self, tx, name, args):
+        if name in _ATTR_HOOKS:
+            klass, attr = self._owner(name)
+            if klass is not None and not self._is_builtin_owner(klass) and not isinstance(attr, types.FunctionType):
+                # ``__setattr__ = dict.__setitem__`` (checked by can_model): the builtin item method
+                # on the storage, which no user ``__setitem__`` overrides (as in eager)
+                if attr is object.__setattr__ or attr is object.__delattr__:
+                    return None
+                self._guard_class_attr(tx, name, attr)
+                return self.dict_call(tx, attr.__name__, list(args), {})
         m = self.user_method(tx, name)
         return None if m is None else m.call_function(tx, list(args), {})
+
+    def _guard_class_attr(self, tx, name, attr):
+        src = self.class_var.source
+        if src is not None:
+            g = tx.output.guards
+            g.add(f"{g.ref(inspect.getattr_static)}({src.expr()}, {name!r}, None) is {g.ref(attr)}",
+                  f"{self.cls.__name__}.{name} unchanged")
+
+    def _getattr_hook(self, tx, name):
+        """``obj.name`` missed the instance and the class: the class's ``__getattr__`` answers
+        (None when there is none). The miss on the class is guarded."""
+        klass, _ = self._owner("__getattr__")
+        if klass is None or self._is_builtin_owner(klass) or name in ("__class__", "__dict__"):
+            return None
+        if self._owner(name)[0] is not None:
+            return None
+        src = self.class_var.source
+        if src is not None:
+            from .objects import _static_missing
+            g = tx.output.guards
+            g.add(f"{g.ref(_static_missing)}({src.expr()}, {name!r})", f"{self.cls.__name__} has no attribute {name}")
+        return self._call_user(tx, "__getattr__", [ConstantVariable(name)])
+
+    def has_attr(self, name):
+        found = super().has_attr(name)
+        if not found and self._owner("__getattr__")[0] is not None \
+                and not self._is_builtin_owner(self._owner("__getattr__")[0]):
+            return None       # the class's __getattr__ decides: read it (builtin._hasattr does)
+        return found
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -199,6 +250,9 @@ class DictObjectVariable(NewObjectVariable):
         klass, _ = self._owner(name)
         if self._is_builtin_owner(klass) and name in _DICT_METHODS:
             return _DictMethod(self, name)
+        hooked = self._getattr_hook(tx, name)
+        if hooked is not None:
+            return hooked
         return super().var_getattr(tx, name)
 
     def store_attr(self, tx, name, value):

@@ -200,9 +200,16 @@ class LoggerVariable(VariableTracker):
             from .builder import wrap
             from ..source import AttrSource
             return wrap(tx, getattr(self.logger, name), AttrSource(self.source, name))
+        ext = _logger_extension(tx, self, name)
+        if ext is not None:
+            return ext
         raise Unsupported(f"attribute {name!r} of a logging.Logger")
 
     def call_method(self, tx, name, args, kwargs):
+        if name not in _LOGGER_METHODS and name not in ("getEffectiveLevel", "isEnabledFor"):
+            ext = _logger_extension(tx, self, name)
+            if ext is not None:
+                return ext.call_function(tx, args, kwargs)
         lg = self.logger
         if name in _LOGGER_METHODS:
             return log_call(tx, lg, name, args, kwargs, f"{lg.name} logger .{name}()")
@@ -219,3 +226,60 @@ class LoggerVariable(VariableTracker):
                   f"logger {lg.name!r} is {'enabled' if on else 'disabled'} for level {level}")
             return ConstantVariable(on)
         raise Unsupported(f"logging.Logger.{name}")
+
+
+def _logger_extension(tx, lv, name):
+    """A logging method a library added to ``logging.Logger`` (transformers'
+    ``logger.warning_once``: a function wrapped in ``functools.lru_cache``, set on the class), or
+    None. Guarded: the class attribute is the same object and the logger has no instance
+    attribute of that name."""
+    import functools
+    import inspect
+    import types
+    lg = lv.logger
+    if name.startswith("_") or name in getattr(lg, "__dict__", {}):
+        return None
+    attr = inspect.getattr_static(type(lg), name, None)
+    fn = attr.__wrapped__ if isinstance(attr, functools._lru_cache_wrapper) else attr
+    if not isinstance(fn, types.FunctionType) or fn.__module__ == "logging":
+        return None
+    g = tx.output.guards
+    e = lv.source.expr()
+    g.add(f"{name!r} not in {e}.__dict__", f"{name} is not an instance attribute of the logger")
+    g.add(f"{g.ref(inspect.getattr_static)}(type({e}), {name!r}, None) is {g.ref(attr)}",
+          f"Logger.{name} unchanged")
+    return _LoggerExtensionMethod(lv, name, fn)
+
+
+class _LoggerExtensionMethod(VariableTracker):
+    """``logger.warning_once(msg)``: replayed after the graph as a call of the real bound method
+    (so its ``lru_cache`` logs once, with eager's record location). Its body is traced first to
+    check that it only logs and returns None -- anything else (a graph operator, another side
+    effect, a result) is not replayable and stays a graph break."""
+
+    def __init__(self, lv, name, fn):
+        self.lv, self.name, self.fn = lv, name, fn
+
+    def call_function(self, tx, args, kwargs):
+        from .functions import UserFunctionVariable
+        what = f"{self.lv.logger.name} logger .{self.name}()"
+        _enabled(what)
+        vals = [_snapshot(a, what) for a in args]
+        kw = {k: _snapshot(v, what) for k, v in kwargs.items()}
+        out = tx.output
+        n_side, n_ops, n_nodes = len(out.side_effects), out.n_calls, len(out.graph.nodes)
+        res = UserFunctionVariable(self.fn).call_function(tx, [self.lv] + list(args), dict(kwargs))
+        new = out.side_effects[n_side:]
+        if out.n_calls != n_ops or len(out.graph.nodes) != n_nodes or \
+                not (res.is_python_constant() and res.as_python_constant() is None) or \
+                not all(eff[0] == "call" and eff[1] in (_log_at, _warn_at, print) for eff in new):
+            raise Unsupported(f"{what} does more than log (it cannot be replayed after the graph)")
+        del out.side_effects[n_side:]
+        return _record(tx, getattr(self.lv.logger, self.name), vals, kw)
+
+    def reconstruct(self, out):
+        # (alive across a graph break, e.g. its argument is only known after the graph)
+        return f"{out.materialize(self.lv)}.{self.name}"
+
+    def __repr__(self):
+        return f"_LoggerExtensionMethod({self.name})"

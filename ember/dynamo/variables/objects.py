@@ -232,6 +232,13 @@ class NNModuleVariable(VariableTracker):
             return read_deleted_attr(tx, m, name) if is_deleted(written) else written
         d = m.__dict__
         src = self.source
+        if tx.output.param_override_owners and id(m) in tx.output.param_override_owners:
+            swapped = tx.output.param_overrides.get((id(m), name))
+            if swapped is not None:
+                return swapped          # functional_call's tensor (variables/functional_call.py)
+            if name in ("_parameters", "_buffers", "__dict__"):
+                raise Unsupported(f"{type(m).__name__}.{name} read during a functional_call of it (the "
+                                  f"swapped tensors are not in the real table)")
         if self._is_traversal(tx, name):
             return _TraversalMethod(self, name)
         for store in ("_parameters", "_buffers", "_modules"):
@@ -323,6 +330,15 @@ class NNModuleVariable(VariableTracker):
             for pre, mod, src in list(mods):
                 ps = keys_of(src, store)
                 for k, v in getattr(mod, store).items():
+                    swapped = tx.output.param_overrides.get((id(mod), k))
+                    if swapped is not None:
+                        # functional_call's tensor in this slot (variables/functional_call.py)
+                        if not (dedup and id(swapped) in memo):
+                            memo.add(id(swapped))
+                            full = pre + ("." if pre else "") + k
+                            out.append(TupleVariable([ConstantVariable(full), swapped])
+                                       if name.startswith("named") else swapped)
+                        continue
                     tv = wrap(tx, v, GetItemSource(ps, k))    # a tensor input, or None (guarded)
                     if v is None or (dedup and id(v) in memo):
                         continue
@@ -901,11 +917,20 @@ class EmberFunctionVariable(VariableTracker):
         name = getattr(self.fn, "__name__", "")
         if name in _BLOCKED:
             raise Unsupported(f"ember.{name} is not traceable (data-dependent output or global side effect)")
+        from .functional_call import is_functional_call
+        if is_functional_call(self.fn):
+            # traced through with the module's tensors swapped (it broke the graph as one node)
+            from .functional_call import call_functional_call
+            return call_functional_call(tx, self.fn, args, kwargs)
         if getattr(self.fn, "__module__", "") == "ember.utils.checkpoint":
             # captured as a region tagged for recomputation, or a graph break (see checkpoint.py)
             from .checkpoint import call_checkpoint
             return call_checkpoint(tx, self.fn, args, kwargs)
         if name in _AUTOGRAD_CALLS and getattr(self.fn, "__module__", "").startswith("ember.autograd"):
+            if name in ("grad", "backward"):
+                from .engine_inputs import check_engine_inputs
+                pos = 1 if name == "grad" else 5          # grad(outputs, inputs) / backward(..., inputs)
+                check_engine_inputs(args[pos] if len(args) > pos else kwargs.get("inputs"), f"ember.autograd.{name}()")
             # the autograd engine over the graph's values: recorded as one node, aot's trace of it
             # found no grad_fn ("element 0 of tensors does not require grad"); run eagerly, as
             # PyTorch does, on the outputs of the graph before the break

@@ -134,6 +134,9 @@ class TensorMethodVariable(VariableTracker):
         if name == "register_hook":
             from .tensor_hooks import register_hook        # captured when the hook is pure
             return register_hook(tx, self.tensor, args, kwargs)
+        if name == "backward":
+            from .engine_inputs import check_engine_inputs
+            check_engine_inputs(args[3] if len(args) > 3 else kwargs.get("inputs"), "Tensor.backward()")
         if name in BLOCKED_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
         if name == "type" and not args and not kwargs:
