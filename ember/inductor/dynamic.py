@@ -124,6 +124,90 @@ def _node_for(graph, expr, sym_nodes: Dict[Any, Any]):
     return acc
 
 
+def _graph_size_exprs(gm, example_inputs):
+    """Every size expression ``gm`` uses: its inputs' sizes, its nodes' values' shapes and the
+    sizes among their arguments."""
+    out = []
+
+    def visit(v):
+        if isinstance(v, SymInt):
+            out.append(v.expr)
+        elif isinstance(v, Tensor):
+            out.extend(n.expr for n in v.shape if isinstance(n, SymInt))
+        elif isinstance(v, (tuple, list)):
+            for x in v:
+                visit(x)
+        elif isinstance(v, dict):
+            for x in v.values():
+                visit(x)
+
+    visit(list(example_inputs))
+    for n in gm.graph.nodes:
+        visit(n.meta.get("val"))
+        visit(n.meta.get("sym_val"))
+        visit(n.args)
+        visit(n.kwargs)
+    return out
+
+
+def _read_back_by_guards(sizes, known, example_inputs, gm):
+    """``[(u, (input, dim), a, k)]``: symbols ``u`` outside ``known`` read back as
+    ``u = a * dim + k`` from a dimension ``b + floor((u + c) / a)`` (a pooled or strided size:
+    an ``avg_pool2d(x, 2)`` backward saves floor(s2/2)-high values, and no tensor s2 high). The
+    floor drops the remainder ``(u + c) mod a``, so ``u`` is one of ``a`` sizes. It is read back
+
+    * exactly, when the ShapeEnv's guards fix that remainder (every other one makes a guard
+      false: every call reaching the graph has ``u`` in that one residue class), or
+    * as any one of those sizes (the remainder of the example's), when the graph uses ``u`` only
+      inside that floor (every size expression of it, inputs, values and arguments): then the
+      compiled code computes the same whichever of them it gets.
+
+    ``known`` is updated. Otherwise nothing is returned for ``u`` (the fx Interpreter runs it)."""
+    env = next((n.env for a in example_inputs if isinstance(a, Tensor)
+                for n in a.shape if isinstance(n, SymInt)), None)
+    if env is None:
+        return []
+    exprs = None
+    t = sympy.Symbol("_rb_t", integer=True, nonnegative=True)
+    out = []
+    for i, size in enumerate(sizes):
+        for d, e in enumerate(size):
+            free = e.free_symbols
+            if len(free) != 1 or free <= known:
+                continue
+            (u,) = free
+            floors = e.atoms(sympy.floor)
+            if len(floors) != 1 or u not in env.var_to_val:
+                continue
+            (fl,) = floors
+            b = sympy.expand(e - fl)
+            if not b.is_Integer:
+                continue
+            arg = sympy.expand(fl.args[0])
+            inv = arg.coeff(u, 1)
+            if not inv.is_Rational or inv <= 0 or not (1 / inv).is_Integer:
+                continue
+            a = int(1 / inv)
+            c = sympy.expand(a * arg - u)
+            if not c.is_Integer or not 2 <= a <= 64:
+                continue
+            a, c, b = a, int(c), int(b)
+            j = (int(env.var_to_val[u]) + c) % a
+            # u = a * (e - b) - c + j exactly when the guards exclude every other remainder
+            ok = all(any(g.xreplace({u: a * t - c + r}) == sympy.false for g in env.guards)
+                     for r in range(a) if r != j)
+            if not ok:
+                # ... or any of them serves when nothing in the graph sees u but through the floor
+                if exprs is None:
+                    exprs = _graph_size_exprs(gm, example_inputs)
+                hole = sympy.Dummy()
+                ok = not any(x.has(u) and x.xreplace({fl: hole}).has(u) for x in exprs)
+            if ok:
+                known.add(u)
+                out.append((u, (i, d), a, j - c - a * b))
+    return out
+
+
 class _SymbolicGraph:
     """The compiled graph plus the per-call adaptation of its inputs and outputs."""
 
@@ -171,6 +255,14 @@ class _SymbolicGraph:
             i = scalar_exprs[k]
             where[u] = ("affine_scalar", i, a, rest)
             carriers.append(i)
+        # ... or from a floor size (an avg_pool2d(x, 2) backward saves floor(s2/2)-high values):
+        # see _read_back_by_guards
+        for u, pos, a, k in _read_back_by_guards(
+                [[_sym_expr(n) for n in example_inputs[i].shape] for i in tensor_pos], set(where),
+                example_inputs, gm):
+            where[u] = ("scaled", (tensor_pos[pos[0]], pos[1]), a, k)
+        # (passed to the compiled code as a carrier of its own: computed here at each call)
+        scaled = [(u, w) for u, w in where.items() if w[0] == "scaled"]
         for i, a in enumerate(example_inputs):
             exprs = [_sym_expr(a)] if i in scalar_pos else [_sym_expr(n) for n in a.shape]
             for e in exprs:
@@ -189,10 +281,13 @@ class _SymbolicGraph:
         carrier_ph = {}
         for i in carriers:
             carrier_ph[i] = g.placeholder(f"{phs[i].name}_carrier")
+        scaled_ph = {u: g.placeholder(f"{u}_carrier") for u, _ in scaled}
         sym_nodes: Dict[Any, Any] = {}
         for s, w in where.items():
             if w[0] == "dim":
                 sym_nodes[s] = g.call_function(sym_size, (new_ph[w[1]], w[2]))
+            elif w[0] == "scaled":
+                sym_nodes[s] = g.call_function(sym_size, (scaled_ph[s], 0))
             elif w[0] in ("affine", "affine_scalar"):    # (ordered: its rest uses symbols built before it)
                 if w[0] == "affine":
                     node, a, rest = None, w[2], w[3]
@@ -238,15 +333,19 @@ class _SymbolicGraph:
             self._size_outs[k] = e
         g.output(tuple(tensor_outs))
         new_gm = GraphModule(gm, g, class_name=type(gm).__name__)
+        env0 = next(n.env for i in tensor_pos for n in example_inputs[i].shape if isinstance(n, SymInt)) \
+            if scaled else None
         examples = [example_inputs[i] for i in tensor_pos] + \
-            [make_fake(FakeArray((example_inputs[i], 0), np.int8), _t.cpu) for i in carriers]
+            [make_fake(FakeArray((example_inputs[i], 0), np.int8), _t.cpu) for i in carriers] + \
+            [make_fake(FakeArray((SymInt(u, env0), 0), np.int8), _t.cpu) for u, _ in scaled]
         self.compiled = compile_fx(new_gm, examples, dynamic=True)
         self.gm = new_gm
         self.n_out = len(outs)
         self._warned = False
         self._tensor_pos = tensor_pos
         self._carriers = carriers
-        self._plain = not carriers and not scalar_pos and not self._size_outs
+        self._scaled = [w for _, w in scaled]
+        self._plain = not carriers and not scalar_pos and not self._size_outs and not scaled
         syms = sorted(where, key=str)
         self._size_fns = []
         if self._size_outs:
@@ -280,6 +379,8 @@ class _SymbolicGraph:
             tensors = [args[i] for i in self._tensor_pos]
             for i in self._carriers:
                 tensors.append(_make(np.empty((int(args[i]), 0), np.int8)))
+            for _, (i, d), a, k in self._scaled:
+                tensors.append(_make(np.empty((args[i].shape[d] * a + k, 0), np.int8)))
         for k, t in enumerate(tensors):
             if not t._data.flags.c_contiguous:
                 if not self._warned:
@@ -294,6 +395,8 @@ class _SymbolicGraph:
         for s, w in self._readers:
             if w[0] == "dim":
                 known[s] = args[w[1]].shape[w[2]]
+            elif w[0] == "scaled":
+                known[s] = args[w[1][0]].shape[w[1][1]] * w[2] + w[3]
             elif w[0] == "affine":
                 n = sum(int(args[i]) if d is None else args[i].shape[d] for i, d in w[1])
                 known[s] = (n - w[3](*[known[t] for t in w[4]])) // w[2]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fractions
 import math
 import numbers
+import operator
 import warnings
 
 import numpy as np
@@ -280,6 +281,13 @@ def _adaptive_avg(nd, input, output_size):
                            f"input has sizes {list(input.shape)} with dimension {2 + in_sp.index(0)} being empty")
     if all(o == 1 for o in out) and nd == 2:
         res = x.mean([-2, -1], keepdim=True)
+    elif _symbolic(in_sp + out):
+        # the matrices from the sizes by ops: built in numpy, they specialised every input size
+        res = x
+        for i in range(nd):
+            res = _resample_axis_symbolic(res, 2 + i, _adaptive_matrix_symbolic(in_sp[i], out[i], x.device),
+                                          in_sp[i], out[i])
+        res = res.to(x.dtype).contiguous()
     else:
         mats = tuple((2 + i, _adaptive_matrix(in_sp[i], out[i])) for i in range(nd) if out[i] != in_sp[i] or True)
         if nd == 1:
@@ -307,6 +315,13 @@ def _adaptive_max(nd, input, output_size, return_indices):
     x, unb = _pool_prep(nd, input, name)
     in_sp = tuple(x.shape[2:])
     out = _adaptive_size(output_size, nd, in_sp)
+    if _symbolic(in_sp + out):
+        with _no_grad():
+            ind = _adaptive_max_index_symbolic(x.detach(), in_sp, out)
+        vals = _nn._max_pool_gather(x, ind)
+        if unb:
+            vals, ind = vals.squeeze(0), ind.squeeze(0)
+        return (vals, ind) if return_indices else vals
     ranges = [_adaptive_ranges(in_sp[i], out[i]) for i in range(nd)]
     # Every output cell's window: gather the window elements with an index tensor, then max over it.
     N, C = x.shape[:2]
@@ -345,6 +360,55 @@ def _adaptive_max(nd, input, output_size, return_indices):
     if unb:
         vals, ind = vals.squeeze(0), ind.squeeze(0)
     return (vals, ind) if return_indices else vals
+
+
+def _adaptive_windows_symbolic(n_in, n_out, device):
+    """(starts, ends) of the adaptive windows as (n_out, 1) int64 tensors from iotas (sizes that
+    may be symbolic): ``_adaptive_ranges``'s floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out)."""
+    nin = _size_tensor(n_in, _t.int64, device)
+    nout = _size_tensor(n_out, _t.int64, device)
+    oi = _iota(n_out, _t.int64, device)
+    starts = (oi * nin).div(nout, rounding_mode="floor").reshape(-1, 1)
+    ends = -((-(oi + 1) * nin).div(nout, rounding_mode="floor")).reshape(-1, 1)
+    return starts, ends
+
+
+def _adaptive_max_index_symbolic(x, in_sp, out):
+    """The eager adaptive max pool's flat input index per output cell, for sizes that may be
+    symbolic (the eager one lays its window taps out in numpy from the sizes: a guard on every
+    input size). The windows are products of one range per axis, so the max is taken one axis
+    at a time, last first: per output position along the axis, the input positions outside its
+    window masked to the lowest value, argmax over the axis (its first maximum, NaN counting as
+    the maximum, as the eager argmax). Reducing the last axis first and then the others keeps
+    the eager choice: the first maximum in row-major order over the window. A window of only
+    the lowest value takes its first position (as the eager taps, whose first is its start)."""
+    nd = len(in_sp)
+    dev = x.device
+    low = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.np).min)
+    vals = x
+    flat = None                         # the flat offset the reduced axes contribute
+    stride = 1                          # the flat stride of the axis being reduced
+    for i in reversed(range(nd)):
+        ax = 2 + i
+        starts, ends = _adaptive_windows_symbolic(in_sp[i], out[i], dev)
+        pos = _iota(in_sp[i], _t.int64, dev).reshape(1, -1)
+        inside = (pos >= starts) & (pos < ends)                         # (out_i, in_i)
+        shape = [1] * (vals.dim() + 1)
+        shape[ax], shape[ax + 1] = out[i], in_sp[i]
+        mask = inside.reshape(tuple(shape))
+        cand = _op("where")(mask, vals.unsqueeze(ax), low)               # (..., out_i, in_i, ...)
+        arg = cand.argmax(ax + 1, keepdim=True)
+        sshape = [1] * (vals.dim() + 1)
+        sshape[ax] = out[i]
+        hit = mask.expand(*cand.shape).gather(ax + 1, arg)
+        arg = _op("where")(hit, arg, starts.reshape(tuple(sshape)))
+        vals = cand.gather(ax + 1, arg).squeeze(ax + 1)
+        off = arg * stride
+        if flat is not None:
+            off = off + flat.unsqueeze(ax).expand(*cand.shape).gather(ax + 1, arg)
+        flat = off.squeeze(ax + 1)
+        stride = stride * in_sp[i]
+    return flat
 
 
 def adaptive_max_pool1d(input, output_size, return_indices=False):
@@ -808,6 +872,24 @@ def _size_tensor(n, dtype, device):
     return size_tensor(n, device).to(dtype)
 
 
+def _size_ratio(x, op, num, n, root=False):
+    """``op(x, num / n)`` (``root``: ``num / sqrt(n)``) as eager computes it with a Python float,
+    for a size ``n`` that may be symbolic. A symbolic ``n`` made a float specialised it (a guard
+    on its value: every new size recompiled); here the factor is a 0-d float64 tensor computed
+    from the size (the same correctly rounded division / square root as the Python float). The
+    op runs in float32 for a half ``x`` (eager's scalar op computes in float32, rounding once to
+    the half type; a 0-d operand of a compiled op is first cast to ``x``'s type)."""
+    if isinstance(n, numbers.Integral):
+        return op(x, num / (math.sqrt(n) if root else n))
+    d = _size_tensor(n, _t.float64, x.device)
+    if root:
+        d = d.sqrt()
+    f = num / d
+    if x.dtype in (_t.float32, _t.float64):
+        return op(x, f.to(x.dtype))
+    return op(x.to(_t.float32), f.to(_t.float32)).to(x.dtype)
+
+
 def _iota(n, dtype, device, start=0):
     from .. import prims
     return prims.iota(n, start, 1, dtype, device)
@@ -990,10 +1072,36 @@ def _src_scale_symbolic(n_in, n_out, align_corners, scale, device):
     return _size_tensor(a, _t.float64, device) / _size_tensor(b, _t.float64, device)
 
 
+def _cubic_matrix_symbolic(dst, s, align_corners, last, cols):
+    """``_cubic_matrix`` computed by ops from the float64 iota ``dst`` of output positions: the
+    same float64 weights, and each of the four taps (index clipped to ``[0, last]``) added in
+    the same order as its ``np.add.at`` (a tap's mask is 0 elsewhere, so the sums are equal)."""
+    A = -0.75
+    src = dst * s if align_corners else (dst + 0.5) * s - 0.5
+    fl = src.floor()
+    i = fl.to(_t.int64)
+    t = src - fl
+
+    def c1(x):  # |x| <= 1
+        return ((A + 2) * x - (A + 3)) * x * x + 1
+
+    def c2(x):  # 1 < |x| < 2
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A
+
+    m = None
+    for k, w in zip(range(-1, 3), (c2(t + 1), c1(t), c1(1 - t), c2(2 - t))):
+        idx = (i + k).clamp(min=0)
+        idx = _api.minimum(idx, last)
+        term = w.reshape(-1, 1) * (idx.reshape(-1, 1) == cols)
+        m = term if m is None else m + term
+    return m
+
+
 def _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners):
-    """nearest / linear resize with symbolic sizes: the eager index vectors (``_nearest_index``)
-    and interpolation matrices (``_linear_matrix``) computed by ops from iotas, in the same
-    precision (float32 for nearest, float64 for the linear weights)."""
+    """nearest / linear / bicubic resize with symbolic sizes: the eager index vectors
+    (``_nearest_index``) and interpolation matrices (``_linear_matrix``, ``_cubic_matrix``)
+    computed by ops from iotas, in the same precision (float32 for nearest, float64 for the
+    weights)."""
     dev = input.device
     res = input
     for i in range(len(in_sp)):
@@ -1009,19 +1117,44 @@ def _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners):
             continue
         s = _src_scale_symbolic(n_in, n_out, align_corners, scales[i], dev)
         dst = _iota(n_out, _t.float64, dev)
-        src = dst * s if align_corners else ((dst + 0.5) * s - 0.5).clamp(min=0.0)
-        i0 = _api.minimum(src.floor().to(_t.int64), last)
-        i1 = _api.minimum(i0 + 1, last)
-        l1 = src - i0
-        l0 = 1.0 - l1
         cols = _iota(n_in, _t.int64, dev).reshape(1, -1)
-        m = l0.reshape(-1, 1) * (i0.reshape(-1, 1) == cols) + l1.reshape(-1, 1) * (i1.reshape(-1, 1) == cols)
-        acc = res.dtype if res.dtype.is_floating_point else _t.float32
-        moved = res.to(acc).movedim(axis, -1)
-        lead = tuple(moved.shape[:-1])
-        # an explicit 2-D mm (matmul's batch folding asks numel(), an int, of the symbolic shape)
-        res = _api.mm(moved.reshape(-1, n_in), m.to(acc).t()).reshape(lead + (n_out,)).movedim(-1, axis)
+        if mode == "bicubic":
+            m = _cubic_matrix_symbolic(dst, s, align_corners, last, cols)
+        else:
+            src = dst * s if align_corners else ((dst + 0.5) * s - 0.5).clamp(min=0.0)
+            i0 = _api.minimum(src.floor().to(_t.int64), last)
+            i1 = _api.minimum(i0 + 1, last)
+            l1 = src - i0
+            l0 = 1.0 - l1
+            m = l0.reshape(-1, 1) * (i0.reshape(-1, 1) == cols) + l1.reshape(-1, 1) * (i1.reshape(-1, 1) == cols)
+        res = _resample_axis_symbolic(res, axis, m, n_in, n_out)
     return res.to(input.dtype).contiguous()
+
+
+def _resample_axis_symbolic(res, axis, m, n_in, n_out):
+    """``_nn._resample``'s step for one axis with symbolic sizes: ``res`` (in its accumulation
+    type) times the (n_out, n_in) float64 matrix ``m`` along ``axis``."""
+    acc = res.dtype if res.dtype.is_floating_point else _t.float32
+    moved = res.to(acc).movedim(axis, -1)
+    lead = tuple(moved.shape[:-1])
+    # an explicit 2-D mm (matmul's batch folding asks numel(), an int, of the symbolic shape).
+    # Its row count is the product of the leading sizes, not -1: reshape's -1 is numel // n_in
+    # of the expanded numel, a FloorDiv sympy cannot cancel (n_in a conv's floor size), which
+    # inductor refuses in an index, and the sums of products it expands cost seconds a trace.
+    rows = 1
+    for n in lead:
+        rows = rows * n
+    return _api.mm(moved.reshape(rows, n_in), m.to(acc).t()).reshape(lead + (n_out,)).movedim(-1, axis)
+
+
+def _adaptive_matrix_symbolic(n_in, n_out, device):
+    """``_adaptive_matrix`` computed by ops from iotas (sizes that may be symbolic): row i is
+    1 / (end - start) over its window [floor(i * n_in / n_out), ceil((i + 1) * n_in / n_out)),
+    the same float64 values, so a trace needs no guard on the sizes."""
+    starts, ends = _adaptive_windows_symbolic(n_in, n_out, device)
+    cols = _iota(n_in, _t.int64, device).reshape(1, -1)
+    w = 1.0 / (ends - starts).to(_t.float64)
+    return _op("where")((cols >= starts) & (cols < ends), w, 0.0)
 
 
 def _scaled_size(n, scale):
@@ -1074,7 +1207,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError("either size or scale_factor should be defined")
     if mode == "area":
         return _adaptive_avg(nd, input, out)
-    if _symbolic(in_sp + out) and mode in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear"):
+    if _symbolic(in_sp + out) and mode in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear",
+                                            "bicubic"):
         return _interpolate_symbolic(input, in_sp, out, scales, mode, align_corners)
     if mode in ("nearest", "nearest-exact"):
         spec = tuple((2 + i, _nearest_index_cached(in_sp[i], out[i], scales[i], mode == "nearest-exact"), None, 0)
@@ -1272,16 +1406,18 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                            "to turning off both the math kernel and the fused kernels.")
     L, S = query.shape[-2], key.shape[-2]
     E = query.shape[-1]
-    sc = 1.0 / math.sqrt(E) if scale is None else scale
+    # a symbolic head dim keeps 1/sqrt(E) in the graph (math.sqrt specialised it: a recompile per E)
+    sc = (1.0 / math.sqrt(E) if isinstance(E, numbers.Integral) else None) if scale is None else scale
     if enable_gqa and query.dim() >= 3 and key.shape[-3] != query.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
         key = _repeat_heads(key, rep)
         value = _repeat_heads(value, rep)
-    if dropout_p == 0.0:     # nothing to record or trace: the kernels back to back (_eager_fast)
+    if dropout_p == 0.0 and sc is not None:  # nothing to record or trace: the kernels back to back
         fast = _eager_fast.sdpa(query, key, value, attn_mask, is_causal, sc)
         if fast is not None:
             return fast
-    attn = _la.matmul(query, key.transpose(-2, -1)) * sc
+    attn = _la.matmul(query, key.transpose(-2, -1))
+    attn = attn * sc if sc is not None else _size_ratio(attn, operator.mul, 1.0, E, root=True)
     if is_causal:
         if attn_mask is not None:
             raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
@@ -1413,7 +1549,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         if tuple(target.shape) != tuple(input.shape):
             raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
         if label_smoothing > 0:
-            target = target * (1 - label_smoothing) + label_smoothing / C
+            target = _size_ratio(target * (1 - label_smoothing), operator.add, label_smoothing, C)
         prod = logp * target
         if weight is not None:
             wshape = [1] * input.dim()
@@ -1423,7 +1559,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
             return -prod.sum(cdim)
         if reduction == "sum":
             return -prod.sum()
-        return -prod.sum() / (input.numel() / C)
+        # the row count as an integer (numel / C as a float specialised a symbolic size)
+        return -prod.sum() / (input.numel() // C)
     nll = nll_loss(logp, target, weight, None, ignore_index, None, reduction)
     if label_smoothing == 0.0:
         return nll
@@ -1450,7 +1587,7 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         ret = smooth.sum()
     else:
         ret = smooth
-    return nll * (1 - label_smoothing) + ret * (label_smoothing / C)
+    return nll * (1 - label_smoothing) + _size_ratio(ret, operator.mul, label_smoothing, C)
 
 
 def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean", zero_infinity=False):
