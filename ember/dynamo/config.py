@@ -2,6 +2,9 @@
 
 # Cache entries (guarded compilations) per code object before it runs eagerly.
 recompile_limit = 8
+# entries of one code and one ember.compile across all the objects its arguments are guarded to
+# be (recompile_limit counts per such object set: a block's forward over 12 layers compiles 12)
+accumulated_recompile_limit = 256
 # Maximum depth of inlined user function calls.
 inline_depth_limit = 32
 # Maximum number of instructions symbolically executed per frame (loops unroll).

@@ -68,6 +68,18 @@ class CacheEntry:
         return self._owner_ref()
 
 
+def _same_instances(entry, args) -> bool:
+    """Whether ``args`` are the objects ``entry``'s guards require by identity among the frame's
+    own arguments (``a0 is <the module>``): the entries a recompile limit counts."""
+    meta = entry.guard.guard_set.meta if entry.guard is not None else ()
+    for kind, name, value in meta:
+        if kind == "ID_MATCH" and type(name) is str and name[:1] == "a" and name[1:].isdigit():
+            i = int(name[1:])
+            if i >= len(args) or args[i] is not value:
+                return False
+    return True
+
+
 def _forget_owner(owner_id):
     """A ``Compiler`` was freed: drop its entries everywhere (run by ``weakref.finalize`` at its
     deallocation, before its id can be reused), and the caches of wrapper codes left empty."""
@@ -326,7 +338,14 @@ class Compiler:
             if self.dynamic is None and config.automatic_dynamic_shapes:
                 self._note_size_changes(last, func, args, cache, where)
             limit = config.recompile_limit if self.recompile_limit is None else self.recompile_limit
-            if mine >= limit:
+            # the limit counts the entries made for the same objects the frame's arguments are
+            # guarded to be (PyTorch's rule): a block's forward called on each of 12 layers (a
+            # graph break inside it) compiles once per layer, where counting every entry sent
+            # layers 9-12 to eager. The total stays bounded by accumulated_recompile_limit.
+            same = sum(1 for e in cache.entries if e.owner_id == id(self) and _same_instances(e, args))
+            if same >= limit or mine >= config.accumulated_recompile_limit:
+                if same < limit:
+                    limit = config.accumulated_recompile_limit
                 if config.fail_on_recompile_limit_hit:
                     raise FailOnRecompileLimitHit(f"Hard failure due to fail_on_recompile_limit_hit: {where} hit "
                                                  f"recompile_limit={limit}; last failed guard: {reason}")
