@@ -1,7 +1,9 @@
 """``torch._dynamo.config`` names on ember's knobs.
 
 * ``cache_size_limit`` / ``recompile_limit``: ``ember.dynamo.config.recompile_limit``
-  (compilations per code object before it runs eagerly);
+  (compilations per code object and per set of objects its arguments are guarded to be, before
+  it runs eagerly); ``accumulated_cache_size_limit`` / ``accumulated_recompile_limit``: the total
+  per code object (``ember.dynamo.config.accumulated_recompile_limit``);
 * ``suppress_errors``: reads True; ember always falls back to eager, with the reason logged,
   when a backend fails to compile a graph (PyTorch's behaviour with ``suppress_errors=True``),
   so setting it True is accepted and setting it False raises (that mode does not exist here);
@@ -58,8 +60,10 @@ _FLAGS = ("automatic_dynamic_shapes", "capture_scalar_outputs", "dont_skip_traci
 class _Config(ConfigModule):
     _EMBER_HOME = "ember.dynamo.config"
     _ALIASES = {"cache_size_limit": "recompile_limit", "recompile_limit": "recompile_limit",
-                **{f: f for f in _FLAGS}}
-    _KNOWN = ("cache_size_limit", "recompile_limit", "suppress_errors", "verbose", "optimize_ddp") + _FLAGS \
+                "accumulated_cache_size_limit": "accumulated_recompile_limit",
+                "accumulated_recompile_limit": "accumulated_recompile_limit", **{f: f for f in _FLAGS}}
+    _KNOWN = ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit", "accumulated_recompile_limit",
+              "suppress_errors", "verbose", "optimize_ddp") + _FLAGS \
         + tuple(_FIXED) + _CAPTURE
 
     def __getattr__(self, name):

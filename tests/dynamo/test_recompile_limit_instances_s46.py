@@ -87,3 +87,10 @@ def test_accumulated_limit_bounds_all_instances(monkeypatch):
     with pytest.warns(convert_frame.RecompileLimitExceeded):
         np.testing.assert_allclose(cf(x).detach().numpy(), run(x).detach().numpy(), rtol=1e-5, atol=1e-6)
     assert len(_forward_entries()) == 5
+
+
+def test_torch_names_reach_the_knob(monkeypatch):
+    monkeypatch.setattr(config, "accumulated_recompile_limit", 256)
+    ember._dynamo.config.accumulated_cache_size_limit = 17
+    assert config.accumulated_recompile_limit == 17
+    assert ember._dynamo.config.accumulated_recompile_limit == 17
