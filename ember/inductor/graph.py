@@ -325,15 +325,17 @@ class GraphLowering:
         args = [lookup(a) for a in node.args]
         if t is sym_size:
             return args[0].get_size()[int(args[1])]
+        fn = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
+              operator.neg: operator.neg, operator.pow: operator.pow, max: sympy.Max, min: sympy.Min}.get(t)
+        if fn is None and t is not operator.floordiv and t is not operator.mod:
+            # not a size computation: an op kept whole (gcd, nextafter, ...) whose arguments are
+            # buffers, which are no sizes to sympify
+            return None
         vals = [sympify(a) for a in args]
         if t is operator.floordiv:
             return floordiv_expr(*vals)
         if t is operator.mod:
             return mod_expr(*vals)
-        fn = {operator.add: operator.add, operator.sub: operator.sub, operator.mul: operator.mul,
-              operator.neg: operator.neg, operator.pow: operator.pow, max: sympy.Max, min: sympy.Min}.get(t)
-        if fn is None:
-            return None
         return sympy.expand(fn(*vals)) if fn not in (sympy.Max, sympy.Min) else fn(*vals)
 
     def _lower_call(self, node, lookup):

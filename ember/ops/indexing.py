@@ -463,9 +463,12 @@ def _index_vector(index, fn):
 def index_select(xp, a, dim, index):
     idx = _index_vector(index, "index_select")
     if a.ndim == 0:
-        if idx.size and (idx.max() >= 1 or idx.min() < 0):
+        # PyTorch: a 0-d self takes exactly one index and gives a 0-d result, whatever the
+        # index's own shape ((1,) or ())
+        _scalar_index_count(idx.size)
+        if idx.max() >= 1 or idx.min() < 0:
             raise IndexError("index out of range in self")
-        return a.reshape(1)[idx].reshape(index.shape)
+        return a.reshape(1)[idx].reshape(())
     d = wrap_dim(dim, a.ndim)
     n = a.shape[d]
     if idx.size and (idx.max() >= n or idx.min() < 0):
@@ -672,6 +675,10 @@ def _masked_select_bw(ctx, g):
     from ._helpers import broadcast_shapes
     shp = broadcast_shapes(tuple(a.shape), tuple(mask.shape))
     z = api.zeros(shp, dtype=g.dtype, device=g.device)
+    if len(shp) == 0:
+        # a 0-d mask cannot index (index_put takes no 0-d boolean index): g holds the one
+        # selected value, or nothing when the mask is False
+        return (api.where(mask, g.sum(), z), None)
     full = index_put.binding(z, (mask.expand(tuple(shp)),), g, False)
     return (sum_to(full, a.shape), None)
 
@@ -1200,11 +1207,18 @@ def _index_vector_meta(index, fn):
     return _meta.numel(tuple(index.shape))
 
 
+def _scalar_index_count(n):
+    """index_select of a 0-d self: the index must hold exactly one value."""
+    if isinstance(n, (int, np.integer)) and n != 1:
+        raise RuntimeError(f"index_select(): Index to scalar can have only 1 value, got {n} value(s)")
+
+
 @index_select.meta_fn
 def _index_select_meta(a, dim, index):
     n = _index_vector_meta(index, "index_select")
     if a.ndim == 0:
-        return _meta.out(tuple(index.shape), a.dtype)
+        _scalar_index_count(n)
+        return _meta.out((), a.dtype)
     d = wrap_dim(dim, a.ndim)
     shape = list(a.shape)
     shape[d] = n

@@ -109,12 +109,23 @@ def _float_binary_dtype(kernel, a, b):
 
 @defcomposite("hypot(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def hypot(self, other):
-    """``sqrt(self**2 + other**2)`` in the promoted float dtype (integers are refused, as PyTorch).
-    Half types compute in float32 so the squares do not overflow."""
+    """``sqrt(self**2 + other**2)`` in the promoted float dtype (integers are refused, as PyTorch),
+    as C's ``hypot``: the squares neither overflow (``hypot(1e20, 1e20)`` is 1.41e20 in float32,
+    not inf) nor underflow (``hypot(1e-30, 1e-30)`` is not 0), and an infinite side gives +inf
+    even against NaN. The float32 and 16-bit types square in float64, where no square of theirs
+    overflows or underflows; float64 divides by the larger magnitude first."""
     dt = _float_binary_dtype("hypot_cpu", self, other)
-    c = _comp(dt)
+    c = _t.float64
     a, b = _operand(self, dt, c), _operand(other, dt, c)
-    return api.sqrt(a * a + b * b).to(dt)
+    if dt is not _t.float64:
+        r = api.sqrt(a * a + b * b)
+    else:
+        # s * sqrt((a/s)**2 + (b/s)**2) is hypot(a, b) for any s > 0, so s needs no gradient
+        m = api.maximum(api.abs(a), api.abs(b)).detach()
+        s = api.where(api.isfinite(m) & (m > 0), m, 1.0)
+        a_s, b_s = a / s, b / s
+        r = s * api.sqrt(a_s * a_s + b_s * b_s)
+    return api.where(api.isinf(a) | api.isinf(b), float("inf"), r).to(dt)
 
 
 _INPLACE["hypot"] = hypot
@@ -176,7 +187,10 @@ def xlogy(self, other):
     # or 0 where y <= 0 (PyTorch's ``xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0)``)
     zero = x == 0
     y_safe = api.where(zero & ((y <= 0) | (y == float("inf"))), 1.0, y)
-    return x * api.log(y_safe)
+    r = x * api.log(y_safe)
+    # PyTorch's value where self is 0 is +0.0; the product is -0.0 for a negative log(y) (or
+    # self = -0.0), and adding +0.0 turns -0.0 into +0.0 (NaN stays NaN), keeping the gradient
+    return api.where(zero, r + 0.0, r)
 
 
 _INPLACE["xlogy"] = xlogy
@@ -260,9 +274,16 @@ def sinc(self):
     dt = _floaty(self.dtype)
     c = _comp(dt)
     x = _as(self, c)
-    zero = x == 0
-    px = api.where(zero, 1.0, x) * math.pi
-    return api.where(zero, 1.0, api.sin(px) / px).to(dt)
+    # |pi x| < 0.05: the Taylor series through t**8 (its next term is below float64's rounding
+    # there; 1 at 0). The quotient's gradient, cos(t) / x - sin(t) / (pi x**2), cancels to noise
+    # for small t in float32 and is inf once x * x underflows (x = 3e-39), where the true slope
+    # is ~0. The quotient branch sees x = 1 in the series' range, so its gradient stays finite.
+    small = api.abs(x) < 0.05 / math.pi
+    px = api.where(small, 1.0, x) * math.pi
+    t = api.where(small, x, 0.0) * math.pi
+    t2 = t * t
+    series = 1.0 - t2 / 6.0 * (1.0 - t2 / 20.0 * (1.0 - t2 / 42.0 * (1.0 - t2 / 72.0)))
+    return api.where(small, series, api.sin(px) / px).to(dt)
 
 
 _INPLACE["sinc"] = sinc
@@ -291,9 +312,34 @@ def _float_power_(self, exponent):
 
 @defcomposite("ldexp(Tensor self, Tensor other) -> Tensor", tags=("pointwise",))
 def ldexp(self, other):
-    """``self * 2**other`` (PyTorch's definition, so its promotion: integer exponents give the
-    default float dtype)."""
-    return self * api.pow(2.0, other)
+    """``self * 2**other``.
+
+    An integer exponent scales exactly, as PyTorch's kernel does: the result keeps ``self``'s
+    floating dtype (the default float dtype for an integer ``self``), ``0 * 2**1100`` is 0,
+    ``-inf * 2**-200`` is -inf and ``1e-30 * 2**200`` is finite in float32. Rounding ``2**other``
+    to the result dtype first would overflow it to inf (or flush it to 0) and give NaN, inf or 0
+    there. A floating exponent is PyTorch's ``self * pow(2, other)``, promotion and overflow included."""
+    if (self.dtype.is_complex or not isinstance(other, Tensor) or other.dtype.is_floating_point
+            or other.dtype.is_complex or other.dtype is _t.bool_):
+        return self * api.pow(2.0, other)
+    dt = _floaty(self.dtype)
+    x = _as(self, _t.float64)
+    other = _as(other, _t.int64)      # (an int8 exponent could not hold the clamp bounds)
+    if dt is not _t.float64:
+        # a 24-bit (or shorter) mantissa times 2**e, |e| <= 1000, is exact in float64 unless the
+        # product is below float64's normal range -- where the narrower result is a zero anyway;
+        # |e| > 1000 gives the same inf / 0 as 1000 does for any non-zero float32 value
+        e = api.clamp(other, -1000, 1000).to(_t.float64)
+        return (x * api.pow(2.0, e)).to(dt)
+    # float64: 2**e overflows beyond 1023, so scale in three steps of at most 2**734 each;
+    # |e| > 2200 gives the same inf / 0 as 2200 does for any non-zero float64 value
+    e = api.clamp(other, -2200, 2200)
+    a = api.floor_divide(e, 3)
+    b = api.floor_divide(e - a, 2)
+    c = e - a - b
+    for k in (a, b, c):
+        x = x * api.pow(2.0, k.to(_t.float64))
+    return x
 
 
 _INPLACE["ldexp"] = ldexp
@@ -490,7 +536,11 @@ def nextafter(xp, a, b):
         nb = xp.where(af == bf, b.view(np.uint16).astype(np.int32), nb)
         out = (nb & 0xFFFF).astype(np.uint16).view(dt.np)
         return xp.where(xp.isnan(af) | xp.isnan(bf), af + bf, out.astype(np.float32)).astype(dt.np)
-    return xp.asarray(xp.nextafter(a, b)).astype(dt.np, copy=False)
+    r = xp.asarray(xp.nextafter(a, b)).astype(dt.np, copy=False)
+    if dt is _t.float16:
+        # C's nextafter returns y when x == y (so nextafter(0, -0) is -0); numpy's half one returns x
+        r = xp.where(a == b, b, r)
+    return r
 
 
 nextafter.meta = _binary_meta("nextafter_cpu", lambda d: d.is_floating_point)
@@ -502,8 +552,8 @@ def _int_kernel(name, fn):
         if dt.category != 1:
             raise _not_impl(f"{name}_cpu", dt)
         _bcast_err(a, b)
-        return xp.asarray(getattr(xp, fn)(a.astype(dt.np, copy=False), b.astype(dt.np, copy=False))).astype(
-            dt.np, copy=False)
+        f = getattr(xp, fn) if isinstance(fn, str) else lambda x, y: fn(xp, x, y)
+        return xp.asarray(f(a.astype(dt.np, copy=False), b.astype(dt.np, copy=False))).astype(dt.np, copy=False)
     kernel.__name__ = name
     return kernel
 
@@ -511,8 +561,20 @@ def _int_kernel(name, fn):
 gcd = defop("gcd(Tensor self, Tensor other) -> Tensor", tags=("pointwise", "nondifferentiable"),
             inplace=True)(_int_kernel("gcd", "gcd"))
 gcd.meta = _binary_meta("gcd_cpu", lambda d: d.category == 1)
+
+
+def _lcm_wrapping(xp, a, b):
+    """PyTorch's lcm, ``g == 0 ? 0 : abs(a / g * b)`` with ``g = gcd(a, b)``, wrapping on overflow
+    as its C++ does (numpy's ``|a| / g * |b|`` wraps to another value: lcm(-16, 2**63 - 1) is 16
+    in PyTorch, -16 in numpy)."""
+    g = xp.gcd(a, b)
+    with np.errstate(all="ignore"):
+        q = a // xp.where(g == 0, 1, g).astype(a.dtype, copy=False)     # exact: g divides a
+        return xp.where(g == 0, 0, xp.abs(q * b))
+
+
 lcm = defop("lcm(Tensor self, Tensor other) -> Tensor", tags=("pointwise", "nondifferentiable"),
-            inplace=True)(_int_kernel("lcm", "lcm"))
+            inplace=True)(_int_kernel("lcm", _lcm_wrapping))
 lcm.meta = _binary_meta("lcm_cpu", lambda d: d.category == 1)
 
 

@@ -560,6 +560,14 @@ def _mod_name(base):
     return lambda args: f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
 
 
+def _float_remainder(xp, a, b):
+    """PyTorch's floating remainder: ``fmod`` moved into the divisor's sign by adding ``b``. A zero
+    result keeps fmod's sign, the dividend's (remainder(-4., 2.) is -0.0); numpy's and Python's
+    take the divisor's (+0.0)."""
+    m = xp.fmod(a, b)
+    return xp.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+
+
 def _def_mod(name, base, np_name, rounding):
     """remainder (sign of the divisor, floor quotient) and fmod (sign of the dividend,
     truncated quotient): one kernel and one derivative shape, differing in the numpy
@@ -576,6 +584,8 @@ def _def_mod(name, base, np_name, rounding):
             _int_zero_check(xp, b_)
             return _out(xp, fn(a_, b_), dt)
         cdt = _comp(dt)
+        if np_name == "remainder":
+            fn = lambda x, y: _float_remainder(xp, x, y)     # noqa: E731
         with np.errstate(all="ignore"):
             return _out(xp, fn(_operand(xp, a, dt, cdt), _operand(xp, b, dt, cdt)), dt)
 
@@ -886,7 +896,9 @@ def _logit_bw(ctx, g):
     x, eps = ctx.args
     d = g / (x * (1 - x))
     if eps is None:
-        return (d,)
+        # PyTorch's logit_backward: NaN outside [0, 1] (where the forward is NaN too), not the
+        # finite value the formula gives there
+        return (api.where((x < 0) | (x > 1), float("nan"), d),)
     return (_mask_grad((x >= eps) & (x <= 1.0 - eps), d),)
 
 

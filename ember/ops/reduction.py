@@ -347,10 +347,12 @@ def _prod_bw(ctx, g):
         nz = zero.sum(dim, keepdim=True)
         p = xs.prod(dim, keepdim=True)
         zsum = (x * zero).sum(dim, keepdim=True)
-    none = (nz == 0) / xs                                   # p / x_i
-    one = (nz == 1) * (zero + nonzero * zsum / xs)          # at the zero: p; elsewhere x_z p / x_i
-    two = (nz == 2) * zero * (zsum - x)                     # at one zero: (the other zero) * p
-    r = ge * p * (none + one + two)
+    # p divided by x_i, not p times 1 / x_i: 1 / x_i overflows for a tiny x_i (1 / 2**-128 is inf
+    # in float32) where the product of the others, p / x_i, is an ordinary number
+    none = (nz == 0) * (p / xs)                             # p / x_i
+    one = (nz == 1) * (zero * p + nonzero * (zsum * p / xs))  # at the zero: p; elsewhere x_z p / x_i
+    two = (nz == 2) * zero * (zsum - x) * p                 # at one zero: (the other zero) * p
+    r = ge * (none + one + two)
     if x.dtype in (_t.float16, _t.bfloat16):
         # torch's prod_backward where a slice has no zero: grad * (result / input), each step
         # rounded to the half dtype
@@ -1046,8 +1048,16 @@ def log_softmax(self, dim, dtype=None):
 
 
 # ---------------------------------------------------------------------- sort / argsort / topk
+def sort_keys(a):
+    """``a`` as numpy can order it: ml_dtypes' bfloat16 sort takes NaN for equal to everything and
+    leaves it (and what follows it) unsorted; float32 holds every bfloat16 value exactly and sorts
+    NaN last."""
+    return a.astype(np.float32) if a.dtype == _t.bfloat16.np else a
+
+
 def _sort_indices(xp, a, d, descending):
     """Stable sort indices along axis ``d`` (NaN sorts as the largest value)."""
+    a = sort_keys(a)
     if descending:
         n = a.shape[d]
         idx = xp.flip(xp.argsort(xp.flip(a, d), axis=d, kind="stable"), d)

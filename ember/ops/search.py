@@ -31,7 +31,7 @@ from ..tensor import Tensor, _make
 from . import api
 from ._helpers import wrap_dim, wrap_dims
 from .registry import defcomposite, defop
-from .reduction import _maxmin_entry, _overridden, _return_type
+from .reduction import _maxmin_entry, _overridden, _return_type, sort_keys
 
 _median_t = _return_type("median")
 _nanmedian_t = _return_type("nanmedian")
@@ -67,7 +67,7 @@ def _count_below(seq, values, right):
         # would hold values x boundaries booleans: 1e6 values and 1e3 boundaries are 1 GB). The
         # same answers: numpy's search orders NaN after every number, as the count does.
         side = "right" if right else "left"
-        s, v = seq._data, values._data
+        s, v = sort_keys(seq._data), sort_keys(values._data)
         if s.ndim == 1:
             out = np.searchsorted(s, v, side=side)
         else:
@@ -247,16 +247,22 @@ def _median_all_impl(name, self, ignore_nan):
         if not self.dtype.is_floating_point:
             raise RuntimeError(f"{name}(): an empty {self.dtype.legacy_name} tensor has no median (its NaN "
                                f"result needs a floating dtype)")
-        return api.full((), float("nan"), dtype=self.dtype, device=self.device)
+        # + flat.sum() (0): the NaN stays connected to self, whose gradient is then empty (as
+        # PyTorch's), instead of a result that does not require grad
+        return api.full((), float("nan"), dtype=self.dtype, device=self.device) + flat.sum()
     v = _median_dim_impl(name, flat, 0, False, ignore_nan)[0]
     if not self.dtype.is_floating_point:
         return v
     # PyTorch splits the gradient of a whole-tensor median evenly among the elements equal to it
     # (the NaNs, when the result is NaN). v + sum_{mask}(x - v) / count is v exactly (every masked
     # x - v is 0, or NaN when v is) and its derivative is mask / count: v's own path cancels.
+    # An infinite v would make x - v NaN (inf - inf): there the mean of the masked elements
+    # (all equal to v, so exactly v) carries the same gradient mask / count instead.
     mask = (flat == v) | (api.isnan(flat) & api.isnan(v))
     count = mask.sum()
-    return v + api.where(mask, flat - v, 0).sum() / count
+    inf = api.isinf(v)
+    split = api.where(mask, api.where(inf, flat, flat - v), 0).sum() / count
+    return api.where(inf, split, v + split)
 
 
 @defcomposite("median(Tensor self) -> Tensor", function=False, method=False)
@@ -552,7 +558,7 @@ def _unique(xp, a, sorted=True, return_inverse=False, return_counts=False):
     CPU kernel), the index of each input element in them and how often each occurs. The values
     are sorted even for ``sorted=False``, which leaves the order to the implementation."""
     flat = a.reshape(-1)
-    perm = xp.argsort(flat, kind="stable")
+    perm = xp.argsort(sort_keys(flat), kind="stable")
     s = flat[perm]
     first = xp.ones(s.shape, dtype=bool)
     if s.size:

@@ -287,8 +287,17 @@ _binary("div", lambda xp, x, y: x / y, NUM, "a / b: true division for floats, tr
         "integers (integer division by zero gives 0).", int_fn=_int_div_trunc)
 _binary("floor_divide", _float_floordiv, NUM, "floor(a / b), computed exactly (PyTorch's div_floor; integer "
         "division by zero gives 0).", int_fn=_int_floordiv)
-_binary("remainder", lambda xp, x, y: xp.remainder(x, y), NUM, "a - floor(a / b) * b: the result has the sign "
-        "of the divisor (Python's %).", int_fn=_int_remainder)
+
+
+def _float_remainder(xp, x, y):
+    """fmod moved into the divisor's sign; a zero keeps fmod's sign (ember.ops.pointwise)."""
+    m = xp.fmod(x, y)
+    return xp.where((m != 0) & ((y < 0) != (m < 0)), m + y, m)
+
+
+_binary("remainder", _float_remainder, NUM, "a - floor(a / b) * b: a non-zero result has the sign of "
+        "the divisor (Python's %), a zero one the dividend's (fmod's, as PyTorch: remainder(-4., 2.) "
+        "is -0.0).", int_fn=_int_remainder)
 _binary("fmod", lambda xp, x, y: xp.fmod(x, y), NUM, "C fmod: a - trunc(a / b) * b, the sign of the dividend.",
         int_fn=_int_fmod)
 def _pow(xp, x, y):

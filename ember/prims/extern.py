@@ -123,7 +123,10 @@ def convolution(xp, x, weight, bias, stride, padding, dilation, transposed, outp
 # ---------------------------------------------------------------------- sort / topk
 def _argsort(xp, a, dim, descending):
     """Stable argsort along ``dim``; NaN sorts above +inf (last ascending, first descending);
-    equal elements keep their order in both directions."""
+    equal elements keep their order in both directions. bfloat16 sorts as float32 (exact):
+    ml_dtypes' own sort leaves a NaN, and what follows it, unsorted."""
+    if a.dtype == _t.bfloat16.np:
+        a = a.astype(np.float32)
     if not descending:
         return xp.argsort(a, axis=dim, kind="stable")
     n = a.shape[dim]

@@ -179,9 +179,8 @@ template <typename T> static inline T ember_floordiv_fp(T a, T b) {
     return fl;
 }
 template <typename T> static inline T ember_remainder_fp(T a, T b) {
-    T m = std::fmod(a, b);
+    T m = std::fmod(a, b);          // a zero keeps fmod's sign (the dividend's), as PyTorch
     if (m != 0 && ((b < 0) != (m < 0))) m += b;
-    else if (m == 0) m = std::copysign((T)0, b);
     return m;
 }
 // (0 < x) - (x < 0), as PyTorch: NaN and -0.0 give +0

@@ -203,7 +203,7 @@ def _floordiv_fp(a, b):
 def _remainder_fp(a, b):
     m = _lib.fmod(a, b)
     fix = (m != 0) & ((b < 0) != (m < 0))
-    return tl.where(fix, m + b, tl.where(m == 0, _lib.copysign(tl.zeros_like(m), b), m))
+    return tl.where(fix, m + b, m)      # a zero keeps fmod's sign (the dividend's), as PyTorch
 
 
 @_helper

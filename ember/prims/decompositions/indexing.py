@@ -235,8 +235,8 @@ def index_select(x, dim, index):
     idx = _index_vec(index)
     if idx is None:
         return NotImplemented
-    if x.ndim == 0:
-        return reshape(prims.index_select(reshape(x, (1,)), 0, idx), tuple(index.shape))
+    if x.ndim == 0:     # one index (the meta checked it), a 0-d result as PyTorch's
+        return reshape(prims.index_select(reshape(x, (1,)), 0, idx), ())
     return prims.index_select(x, wrap_dim(dim, x.ndim), idx)
 
 
