@@ -370,18 +370,28 @@ def lgamma(self):
     fast = _eager("lgamma", self, dt)      # no autograd/mode to see the ops: one native loop
     if fast is not None:
         return fast
-    x = self.to(_t.float64)
-    pole = (x <= 0) & (x == api.floor(x))
-    big = api.isinf(x)
-    x = api.where(pole | big, 1.0, x)
+    x0 = self.to(_t.float64)
+    pole = (x0 <= 0) & (x0 == api.floor(x0))
+    big = api.isinf(x0)
+    x = api.where(pole | big, 1.0, x0)
     reflect = x < 0.5
     y = api.where(reflect, 1.0 - x, x)
     lg = _lanczos_lgamma(y)
     r = x - api.round(x)                                      # in [-1/2, 1/2]: exact near the integers
     s = api.abs(api.sin(math.pi * api.where(reflect, r, 0.5)))  # |sin(pi x)|, away from its zeros
     r = api.where(reflect, _LOG_PI - api.log(s) - lg, lg)
-    r = api.where(pole | big, float("inf"), r)
+    r = api.where(big, float("inf"), api.where(pole, _inf_with_grad(x0, pole & ~big), r))
     return r.to(dt)
+
+
+def _inf_with_grad(x0, pole):
+    """+inf whose derivative is digamma at lgamma's poles, as PyTorch's lgamma' = digamma gives:
+    -inf at +0, +inf at -0, NaN at the negative integers (a constant inf, as where() would
+    otherwise take, has derivative 0). (1 + k x0) * inf is inf for these finite x0, and its
+    derivative inf * k: k = -1 / +1 at +0 / -0, 0 (inf * 0 = NaN) at the negative integers.
+    Off the poles the factor is 1, not inf, so where()'s zero gradient stays 0 (not 0 * inf)."""
+    k = api.where(pole & (x0 == 0), api.where(api.signbit(x0), 1.0, -1.0), 0.0)
+    return (1.0 + x0 * k) * api.where(pole, float("inf"), 1.0)
 
 
 _INPLACE["lgamma"] = lgamma
@@ -422,8 +432,26 @@ def digamma(self):
     r = x - api.round(x)                                      # tan has period 1 in pi x
     t = api.tan(math.pi * api.where(reflect, r, 0.25))
     r = api.where(reflect, psi - math.pi / t, psi)
-    r = api.where(zero, -1.0 / x0, api.where(negint, float("nan"), r))
+    r = api.where(zero, -1.0 / x0, api.where(negint, float("nan") + x0 * _trigamma_at_negint(x0, negint), r))
     return r.to(dt)
+
+
+def _trigamma_at_negint(x0, negint):
+    """A constant (no gradient) that is PyTorch's trigamma formula at the negative integers, 0
+    elsewhere: NaN + x0 * it is digamma's NaN there with derivative polygamma(1, x0), as PyTorch's
+    digamma' gives (huge finite, pi^2 / sin(pi x0)^2 of the rounded pi x0), not where()'s 0.
+    The reflection pi^2 / sin(pi x)^2 - trigamma(1 - x), trigamma by 6 recurrence steps and the
+    asymptotic series, in PyTorch's calc_trigamma's order of operations (so its roundings)."""
+    x = api.where(negint, x0, -0.5).detach()
+    s = api.sin(math.pi * x)
+    acc = -(api.full_like(s, math.pi * math.pi) / (s * s))   # a true division: scalar / t is c * (1 / t)
+    y = 1.0 - x
+    for _ in range(6):
+        acc = acc + 1.0 / (y * y)
+        y = y + 1.0
+    iyy = 1.0 / (y * y)
+    acc = acc + (1.0 + 1.0 / (2.0 * y) + iyy * (1.0 / 6 - iyy * (1.0 / 30 - iyy * (1.0 / 42)))) / y
+    return api.where(negint, -acc, 0.0)
 
 
 _INPLACE["digamma"] = digamma

@@ -104,12 +104,24 @@ def _operand(xp, x, dt, cdt):
     a 0-dim float32/float64/int64 tensor): torch's CPU TensorIterator casts every input to the
     common dtype before the kernel runs, so an add/sub/fmod/atan2/pow... kernel sees 3.3 as
     float16's 3.30078125 and only then computes in float32. The cast goes through float32, as
-    c10::Half/BFloat16 are built from a float (see ``half_source``). mul and div do not use this:
-    their kernels read the unrounded scalar."""
+    c10::Half/BFloat16 are built from a float (see ``half_source``). mul, div and floor_divide
+    read a one-element second operand unrounded (``_scalar_path_operand``)."""
     if dt in _HALF and (_is_scalar(x) or x.dtype != dt.np):
         with np.errstate(all="ignore"):
             x = (xp.asarray(x, dtype=np.float32) if _is_scalar(x) else x.astype(np.float32)).astype(dt.np)
     return _arr(xp, x, cdt)
+
+
+def _scalar_path_operand(xp, x, dt, cdt, second):
+    """An operand of mul / div / floor_divide (all rounding modes) with result dtype ``dt``. Their
+    float16/bfloat16 CPU kernels read a one-element second operand (a Python number, a 0-dim or
+    size-1 tensor: TensorIterator's ``is_scalar(2)``) unrounded, as ``original_scalar_value``;
+    every other operand of another dtype (the first one, an int64 tensor of several elements) is
+    cast to ``dt`` by TensorIterator before the kernel, as ``_operand``: int64 max // a float16
+    tensor divides float16's inf (NaN), not 9.2e18."""
+    if second and (_is_scalar(x) or x.size == 1):
+        return _arr(xp, x, cdt)
+    return _operand(xp, x, dt, cdt)
 
 
 def _half_alpha(alpha, dt):
@@ -449,8 +461,8 @@ def mul(xp, a, b):
             raise
     dt = result_dtype(a, b)
     cdt = _comp(dt)
-    a_ = _arr(xp, a, cdt)
-    b_ = _arr(xp, b, cdt)
+    a_ = _scalar_path_operand(xp, a, dt, cdt, False)
+    b_ = _scalar_path_operand(xp, b, dt, cdt, True)
     if dt is _t.bool_:
         return _out(xp, xp.logical_and(a_, b_), dt)
     with np.errstate(all="ignore"):
@@ -473,9 +485,9 @@ def _int_zero_check(xp, b_):
 def _floor_div(xp, a, b, dt, kname):
     """Python-style floor division in result dtype ``dt``.
 
-    Half-precision results compute in float32 from the operands' own values
-    (a 0-d or scalar operand is not rounded to the half type first), as
-    PyTorch's CPU kernels do."""
+    Half-precision results compute in float32, the operands rounded to the half
+    type first as ``_scalar_path_operand`` says (a one-element second operand is
+    not), as PyTorch's CPU kernels do."""
     if dt is _t.bool_:
         raise _not_impl(kname, dt)
     if dt.category == 1:
@@ -484,7 +496,8 @@ def _floor_div(xp, a, b, dt, kname):
         return xp.floor_divide(a_, b_)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return xp.floor_divide(_arr(xp, a, cdt), _arr(xp, b, cdt))
+        return xp.floor_divide(_scalar_path_operand(xp, a, dt, cdt, False),
+                               _scalar_path_operand(xp, b, dt, cdt, True))
 
 
 def _div_name(args):
@@ -502,7 +515,8 @@ def div(xp, a, b, rounding_mode=None):
         dt = _floaty(dt)
         cdt = _comp(dt)
         with np.errstate(all="ignore"):
-            return _out(xp, xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt)), dt)
+            return _out(xp, xp.true_divide(_scalar_path_operand(xp, a, dt, cdt, False),
+                                           _scalar_path_operand(xp, b, dt, cdt, True)), dt)
     if dt.is_complex:
         raise _not_impl(f"div_{rounding_mode}_cpu", dt)
     if rounding_mode == "floor":
@@ -517,7 +531,8 @@ def div(xp, a, b, rounding_mode=None):
         return _out(xp, q + fix.astype(q.dtype), dt)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.trunc(xp.true_divide(_arr(xp, a, cdt), _arr(xp, b, cdt))), dt)
+        return _out(xp, xp.trunc(xp.true_divide(_scalar_path_operand(xp, a, dt, cdt, False),
+                                                _scalar_path_operand(xp, b, dt, cdt, True))), dt)
 
 
 @div.derivative(save_if_grad={"self": "other"})

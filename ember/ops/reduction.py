@@ -518,7 +518,9 @@ def _var_core(xp, a, dim, correction, keepdim, name, sqrt=False):
     if dof <= 0:
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
                       f"reduction factor (input numel divided by output numel).", UserWarning, stacklevel=4)
-    x = _acc(a)
+    # float32 moments in float64, as torch's CPU kernel does (its accumulation type for float is
+    # double): squaring a float32 deviation near 1e19 overflows, while the variance stays finite
+    x = a.astype(np.float64) if a.dtype == np.float32 else _acc(a)
     with np.errstate(all="ignore"):
         m = xp.sum(x, axis=dims, keepdims=True) / x.dtype.type(n)
         d = x - m
@@ -527,7 +529,9 @@ def _var_core(xp, a, dim, correction, keepdim, name, sqrt=False):
             v = xp.sqrt(v)
     if not keepdim:
         m = xp.squeeze(m, axis=dims)
-    return _C(xp, xp.asarray(v).astype(a.dtype, copy=False), a), _C(xp, xp.asarray(m).astype(a.dtype, copy=False), a)
+    with np.errstate(over="ignore"):         # a float64 variance past float32's range: inf, as torch
+        return (_C(xp, xp.asarray(v).astype(a.dtype, copy=False), a),
+                _C(xp, xp.asarray(m).astype(a.dtype, copy=False), a))
 
 
 def _var_grad(g, a, dim, correction, keepdim):
