@@ -1975,7 +1975,7 @@ def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
 def _sliding_blocks(size, k, dl, pd, st, head):
     """Number of kernel positions along each spatial dim (im2col's L), which must be positive."""
     L = [(size[i] + 2 * pd[i] - dl[i] * (k[i] - 1) - 1) // st[i] + 1 for i in range(2)]
-    if min(L) < 1:
+    if any(n < 1 for n in L):       # (not min(L): comparing two symbolic counts is a guard)
         raise RuntimeError(f"{head}, calculated shape of the array of sliding blocks as {tuple(L)}, but its "
                            f"components must be at least one.")
     return L
@@ -1991,16 +1991,40 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     st, pd, dl = _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2)
     _sliding_blocks(tuple(x.shape[2:]), k, dl, pd, st, "Given input with spatial size "
                     f"{tuple(x.shape[2:])}, kernel_size={k}, dilation={dl}, padding={pd}")
-    C = x.shape[1]
+    N, C = x.shape[:2]
     K = k[0] * k[1]
-    eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
-    for c in range(C):
-        for j in range(K):
-            eye[c * K + j, 0, j // k[1], j % k[1]] = 1
-    w = _make(eye).to(x.device)
-    out = _nn.convolution(x, w, None, st, pd, dl, False, (0, 0), C)
-    out = out.reshape(out.shape[0], C * K, -1)
+    # channels folded into the batch, one (K, 1, kh, kw) identity kernel: a grouped convolution
+    # with C groups (and a C*K kernel built over range(C)) specialised a symbolic channel count
+    # (prims.convolution takes its group count as a plain int): a recompile for every C
+    out = _nn.convolution(x.reshape(N * C, 1, x.shape[2], x.shape[3]), _unfold_kernel(k, x.dtype, x.device),
+                          None, st, pd, dl, False, (0, 0), 1)
+    # L is the product of the two block counts, not -1: reshape's -1 is numel // (N*C*K) of the
+    # expanded numel, a FloorDiv sympy cannot cancel with symbolic sizes (inductor refused it as
+    # a size and the graph ran eagerly); see _resample_axis_symbolic
+    out = out.reshape(N, C * K, out.shape[2] * out.shape[3])
     return out.squeeze(0) if unb else out
+
+
+def _unfold_kernel(k, dtype, device):
+    """The (K, 1, kh, kw) identity kernel of unfold/fold: output channel j is kernel tap j."""
+    K = k[0] * k[1]
+    eye = np.zeros((K, 1, k[0], k[1]), dtype=dtype.np)
+    for j in range(K):
+        eye[j, 0, j // k[1], j % k[1]] = 1
+    return _make(eye).to(device)
+
+
+def _fold_output_size(v):
+    """fold's ``output_size`` as a pair, symbolic sizes kept (``_tuple`` takes ``int()`` of each:
+    ``fold(cols, x.shape[-2:], ...)`` under dynamic=True specialised the output size, a recompile
+    for every input size)."""
+    from ..fx.experimental.symbolic_shapes import is_symbolic
+    if is_symbolic(v):
+        return (v, v)
+    if isinstance(v, (tuple, list)) and len(v) in (1, 2) and any(is_symbolic(n) for n in v):
+        seq = tuple(n if is_symbolic(n) else int(n) for n in v)
+        return seq * 2 if len(seq) == 1 else seq
+    return _tuple(v, 2)
 
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
@@ -2016,19 +2040,18 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
         raise RuntimeError(f"Expected size of input's dimension 1 to be divisible by the product of kernel_size, "
                            f"but got input.size(1)={x.shape[1]} and kernel_size={k}.")
     C = x.shape[1] // K
-    osz = _tuple(output_size, 2)
+    osz = _fold_output_size(output_size)
     st, pd, dl = _tuple(stride, 2), _tuple(padding, 2), _tuple(dilation, 2)
     head = f"Given output_size={osz}, kernel_size={k}, dilation={dl}, padding={pd}, stride={st}"
     L = _sliding_blocks(osz, k, dl, pd, st, head)
     if x.shape[2] != L[0] * L[1]:
         raise RuntimeError(f"{head}, expected size of input's dimension 2 to match the calculated number of "
                            f"sliding blocks {L[0]} * {L[1]} = {L[0] * L[1]}, but got input.size(2)={x.shape[2]}.")
-    eye = np.zeros((C * K, 1, k[0], k[1]), dtype=x.dtype.np)
-    for c in range(C):
-        for j in range(K):
-            eye[c * K + j, 0, j // k[1], j % k[1]] = 1
-    cols = x.reshape(x.shape[0], C * K, L[0], L[1])
-    out = _nn._conv_input_grad(cols, _make(eye).to(x.device), st, pd, dl, C, (x.shape[0], C) + osz)
+    # channels folded into the batch, as unfold (no C groups: a symbolic C stays symbolic)
+    N = x.shape[0]
+    cols = x.reshape(N * C, K, L[0], L[1])
+    out = _nn._conv_input_grad(cols, _unfold_kernel(k, x.dtype, x.device), st, pd, dl, 1, (N * C, 1) + osz)
+    out = out.reshape((N, C) + osz)
     return out.squeeze(0) if unb else out
 
 

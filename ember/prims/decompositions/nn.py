@@ -34,6 +34,7 @@ from ... import types as _t
 from ...ops import nn_ops as _nn
 from ...ops._helpers import wrap_dim
 from . import register_decomposition
+from ...fx.experimental.symbolic_shapes import is_symbolic, statically_known_true
 from .shape import (bcast, bcast_to_dims, div_by_size, flat, full, inverse_perm, iota, movedim_last, numel, pad,
                     permute, reshape, size_operand, to)
 
@@ -130,19 +131,33 @@ def _conv_weight_grad(g, x, stride, padding, dilation, groups, weight_size):
     xi = reshape(xi, (Cg, G * N) + sp)
     gk = permute(g, (1, 0) + tuple(range(2, 2 + nd)))
     res = prims.convolution(xi, gk, None, list(dilation), padding, list(stride), False, [0] * nd, G)
-    if tuple(res.shape[2:]) != ks:
+    # the result's extent is at least the kernel's (the read extent covers the kernel); a
+    # symbolic one is sliced whether or not it equals it: asking ``!=`` guards on the input
+    # size's remainder modulo the stride (a recompile per parity for a stride-2 conv)
+    if any(is_symbolic(n) or n != k for n, k in zip(res.shape[2:], ks)):
         res = prims.slice(res, [0] * (2 + nd), list(res.shape[:2]) + list(ks))
     return permute(res, (1, 0) + tuple(range(2, 2 + nd)))
 
 
 # ====================================================================== pooling
 def _pool_pad_config(x, k, s, p, d, out):
+    """Pad config bringing each spatial dim to the extent the windows read: ``p`` low, and high
+    whatever reaches ``need`` (ceil mode may read past the padding). A symbolic high amount is
+    kept as is, negative or not (a negative one crops elements no window reads): taking
+    ``max(.., 0)`` of it would guard on the size's remainder modulo the stride (a recompile per
+    parity for ``avg_pool2d(x, 2)``)."""
     cfg = [(0, 0, 0), (0, 0, 0)]
     for i in range(len(k)):
         need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1
-        hi = max(need - x.shape[2 + i] - p[i], 0)
-        cfg.append((p[i], hi, 0))
+        hi = need - x.shape[2 + i] - p[i]
+        cfg.append((p[i], hi if is_symbolic(hi) else max(hi, 0), 0))
     return cfg
+
+
+def _pool_pads(cfg):
+    """Whether a ``_pool_pad_config`` may add padding elements (not only crop): a positive low
+    amount, or a high one not known to be <= 0 for every size."""
+    return any(lo > 0 or not statically_known_true(hi <= 0) for lo, hi, _ in cfg[2:])
 
 
 def _windows(xpad, k, s, d, out):
@@ -198,7 +213,9 @@ def max_pool_with_indices(x, k, s, p, d, ceil_mode):
     arg = prims.argmax(win, last)
     vals = prims.squeeze(prims.gather(win, last, prims.expand_dims(arg, (last,))), (last,))
     inside = None
-    if xpad is not x:
+    # (floor mode reads at most the padded extent, size + 2p, so its high amount is at most p:
+    # without padding nothing is padded, symbolic sizes or not -- no masking for max_pool2d(x, 2))
+    if any(v > 0 for v in p) or (ceil_mode and _pool_pads(config)):
         # padding holds the fill, so it ties with an input element equal to the fill (-inf) and
         # argmax may name it (its flat index is another element: the gradient would land there);
         # the argmax is the first tap inside the input equal to the max (or the first NaN).
@@ -296,14 +313,15 @@ def _avg_pool_backward(g, k, s, p, ceil_mode, cip, dov, input_size):
     out = tuple(g.shape[2:])
     in_sp = tuple(input_size[2:])
     gd = _divide_by_divisor(g, in_sp, k, s, p, cip, dov)
-    spad = tuple(max((out[i] - 1) * s[i] + k[i], in_sp[i] + p[i]) + p[i] for i in range(nd))
     dx = None
     for kk in itertools.product(*[range(v) for v in k]):
         cfg = [(0, 0, 0), (0, 0, 0)]
         for i in range(nd):
             last = kk[i] + s[i] * (out[i] - 1)
-            # crop straight to [p, p + in): negative hi/lo in the pad config drop the padding region
-            cfg.append((kk[i] - p[i], (spad[i] - last - 1) - (spad[i] - p[i] - in_sp[i]), s[i] - 1))
+            # this tap's gradient placed in padded coordinates, cropped straight to [p, p + in):
+            # negative hi/lo in the pad config drop the padding region. (No ``max`` of symbolic
+            # sizes for a padded extent -- it cancels out, and it guarded on the input's parity.)
+            cfg.append((kk[i] - p[i], in_sp[i] + p[i] - 1 - last, s[i] - 1))
         part = pad(gd, 0, cfg)
         dx = part if dx is None else prims.add(dx, part)
     return dx
