@@ -176,22 +176,25 @@ def _pool_out(x, k, s, p, d, ceil_mode):
     return tuple(_nn.pool_out_size(x.shape[2 + i], k[i], s[i], p[i], d[i], ceil_mode) for i in range(len(k)))
 
 
+def _tap_offset(tap, k, d, i):
+    """Dim ``i``'s offset, in input elements, of the flat window tap index ``tap`` (row-major
+    over the kernel ``k``, dilation ``d``)."""
+    inner = numel(k[i + 1:])
+    ki = tap if inner == 1 else prims.floor_divide(tap, inner)
+    if i > 0:
+        ki = prims.remainder(ki, k[i])
+    return ki if d[i] == 1 else prims.mul(ki, d[i])
+
+
 def _tap_inside(x, k, s, p, d, out, shape):
     """Bool ``shape`` = (N, C, *out, K) tensor: whether each window tap is inside the input (not
     padding), from iotas (the sizes may be symbolic)."""
     nd = len(k)
-    K = numel(k)
-    taps = iota(K, x.device)
+    taps = iota(numel(k), x.device)
     inside = None
     for i in range(nd):
-        inner = numel(k[i + 1:])
-        ki = taps if inner == 1 else prims.floor_divide(taps, inner)
-        if i > 0:
-            ki = prims.remainder(ki, k[i])
-        if d[i] != 1:
-            ki = prims.mul(ki, d[i])
         base = bcast_to_dims(iota(out[i], x.device, -p[i], s[i]), shape, (2 + i,))
-        pos = prims.add(base, bcast_to_dims(ki, shape, (2 + nd,)))
+        pos = prims.add(base, bcast_to_dims(_tap_offset(taps, k, d, i), shape, (2 + nd,)))
         ok = prims.logical_and(prims.ge(pos, 0), prims.lt(pos, size_operand(x.shape[2 + i], shape, x.device)))
         inside = ok if inside is None else prims.logical_and(inside, ok)
     return inside
@@ -229,12 +232,8 @@ def max_pool_with_indices(x, k, s, p, d, ceil_mode):
     oshape = tuple(arg.shape)
     idx = None
     for i in range(nd):
-        inner = numel(k[i + 1:])
-        ki = arg if inner == 1 else prims.floor_divide(arg, inner)
-        if i > 0:
-            ki = prims.remainder(ki, k[i])
         base = bcast_to_dims(iota(out[i], x.device, -p[i], s[i]), oshape, (2 + i,))
-        pos = prims.add(base, ki if d[i] == 1 else prims.mul(ki, d[i]))
+        pos = prims.add(base, _tap_offset(arg, k, d, i))
         idx = pos if idx is None else prims.add(prims.mul(idx, size_operand(x.shape[2 + i], oshape, x.device)), pos)
     if inside is not None:
         idx = prims.where(prims.any(inside, (last,)), idx, -1)
