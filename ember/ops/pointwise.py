@@ -580,7 +580,10 @@ def _float_remainder(xp, a, b):
     result keeps fmod's sign, the dividend's (remainder(-4., 2.) is -0.0); numpy's and Python's
     take the divisor's (+0.0)."""
     m = xp.fmod(a, b)
-    return xp.where((m != 0) & ((b < 0) != (m < 0)), m + b, m)
+    fix = (m != 0) & ((b < 0) != (m < 0))
+    if type(m) is np.ndarray:   # in place into fmod's result: its layout is the inputs' (where() is C order)
+        return np.add(m, b, out=m, where=fix)
+    return xp.where(fix, m + b, m)
 
 
 def _def_mod(name, base, np_name, rounding):

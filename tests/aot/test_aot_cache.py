@@ -522,8 +522,9 @@ def test_lazy_graph_that_cannot_be_rebuilt_says_what_to_do():
 
 
 # compile(dynamic=True) in fresh processes: a program traced with dynamo's symbolic sizes
-# ("mlp": a model's forward and backward; "pool": a 2x2 max pool, whose decomposition guards
-# that the sizes are even). Prints the caches' counters, the size guards dynamo's ShapeEnv ends
+# ("mlp": a model's forward and backward; "pool": a stride-2 convolution, whose input gradient's
+# decomposition guards the sizes' parity -- a 2x2 max pool's did until its pad amounts stayed
+# symbolic). Prints the caches' counters, the size guards dynamo's ShapeEnv ends
 # up with, and the largest difference to eager (values and gradients) over the input shapes (relative to 1 + |eager|).
 CHILD_DYNAMIC = r'''
 import json, sys
@@ -547,8 +548,10 @@ model = ember.nn.Sequential(ember.nn.Linear(8, 16), ember.nn.GELU(), ember.nn.La
 def mlp(x):
     return model(x).reshape(-1, 2).softmax(-1).pow(2).sum()   # a reshape whose size is 2 * batch
 
+weight = ember.randn(2, 1, 3, 3)
+
 def pool(x):
-    return ember.nn.functional.max_pool2d(x.exp(), 2).pow(2).sum()
+    return ember.nn.functional.conv2d(x.exp().unsqueeze(0), weight, stride=2).pow(2).sum()
 
 f = {"mlp": mlp, "pool": pool}[program]
 cf = ember.compile(f, backend=backend, dynamic=True)
@@ -600,8 +603,8 @@ def test_dynamic_compile_hits_in_a_fresh_process_with_the_same_guards(tmp_path):
 
 
 def test_dynamic_hit_replays_the_trace_guards_and_checks_them(tmp_path):
-    """A max pool's trace guards that the pooled sizes are even (its decomposition decided on
-    it). A hit with other even sizes replays those guards: the process ends with exactly the
+    """A strided convolution's trace guards the input sizes' parity (its input gradient's
+    decomposition decided on it). A hit with other even sizes replays those guards: the process ends with exactly the
     guards of one that traced (caches off), so an odd size later recompiles instead of reusing
     even-size code. Odd example sizes fail the stored guards: the entry is not used (a miss),
     the graph is traced again, and the results match eager."""
