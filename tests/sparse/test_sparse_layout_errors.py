@@ -128,7 +128,10 @@ def test_compile_to_sparse_inside_graph_breaks():
     x, d = ember.randn(3, 3), ember.randn(3, 2)
     ember.compiler.reset()
     out = ember.compile(g)(x, d)
-    np.testing.assert_allclose(out.item(), g(x, d).item(), rtol=1e-5)
+    # The sum of six float32 products can cancel to near zero, so the error
+    # bound scales with the sum of the products' magnitudes, not the result.
+    scale = float((np.abs(np.asarray(x._data)) * 2 @ np.abs(np.asarray(d._data))).sum())
+    np.testing.assert_allclose(out.item(), g(x, d).item(), rtol=1e-5, atol=1e-6 * scale)
     ember.compiler.reset()
     ex = ember.dynamo.explain(g)(x, d)
     assert ex.graph_break_count >= 1
