@@ -76,7 +76,7 @@ import os
 import pickle
 import sys
 import time
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 from ..runtime import disk_cache
 
@@ -146,26 +146,48 @@ def _alias_groups(inputs) -> List[str]:
     where it starts relative to that one: inputs share memory when their elements may overlap
     or when they are views of the same tensor (the ``_base`` chain: how the functionalization
     tells inputs apart; disjoint views of one tensor are traced differently from two tensors'
-    views, and ``(c, c[:])`` differently from ``(b[0:5], b[5:10])``)."""
+    views, and ``(c, c[:])`` differently from ``(b[0:5], b[5:10])``).
+
+    "May overlap" is ``np.may_share_memory``'s default test, the arrays' byte bounds; they are
+    compared here as two vectors, one pass per input, because asking numpy pair by pair was
+    quadratic in calls (an optimizer step over 200 tensors: 19,900 calls, ~0.1 s of every
+    warm compile)."""
     import numpy as np
     from ..tensor import _data_ptr
-    arrays = [t._data for t in inputs]
-    roots = []
-    for t in inputs:
+    n = len(inputs)
+    lo = np.zeros(n, dtype=np.int64)
+    hi = np.zeros(n, dtype=np.int64)     # lo == hi: no bytes (an empty or non-numpy array)
+    root_first, root_of = {}, []
+    for i, t in enumerate(inputs):
+        a = t._data
+        if type(a) is np.ndarray and a.size:
+            lo[i], hi[i] = _byte_bounds(a)
         while t._base is not None:
             t = t._base
-        roots.append(t)
+        root_of.append(root_first.setdefault(id(t), i))
     out, first = [], []
-    for i, a in enumerate(arrays):
-        g = i
-        for j in range(i):
-            if roots[j] is roots[i] or (type(a) is np.ndarray and type(arrays[j]) is np.ndarray
-                                        and np.may_share_memory(a, arrays[j])):
-                g = first[j]
-                break
+    for i in range(n):
+        g = root_of[i]                   # the first input of the same tensor (i if none)
+        if hi[i] > lo[i]:
+            overlap = np.flatnonzero((lo[:g] < hi[i]) & (lo[i] < hi[:g]))
+            if overlap.size:
+                g = int(overlap[0])
+        g = first[g] if g != i else i
         first.append(g)
-        out.append(str(g) if g == i else f"{g}@{_data_ptr(a) - _data_ptr(arrays[g])}")
+        out.append(str(g) if g == i else f"{g}@{_data_ptr(inputs[i]._data) - _data_ptr(inputs[g]._data)}")
     return out
+
+
+def _byte_bounds(a) -> Tuple[int, int]:
+    """[first byte, one past the last byte] an ndarray's elements span (``a.size > 0``)."""
+    start = a.__array_interface__["data"][0]
+    low = high = start
+    for extent, stride in zip(a.shape, a.strides):
+        if stride < 0:
+            low += (extent - 1) * stride
+        else:
+            high += (extent - 1) * stride
+    return low, high + a.itemsize
 
 
 def _is_prims_table(dec) -> bool:
