@@ -223,8 +223,10 @@ class AOTModule:
         """Run ``compile_fn``; a graph the trace cannot express (an ``AOTUnsupported`` op, a
         functionalization case that is not implemented) runs eagerly from then on, logged:
         never a crash, never a wrong answer."""
+        from ..runtime.gc_pause import gc_paused
         try:
-            compile_fn()
+            with gc_paused():
+                compile_fn()
             return True
         except (NotImplementedError, AOTUnsupported) as e:
             self._eager_reason = f"{type(e).__name__}: {e}"

@@ -21,6 +21,7 @@ import weakref
 import warnings
 
 from .._C import _load_eval_frame
+from ..runtime.gc_pause import gc_paused
 
 _eval_frame = _load_eval_frame()
 from .._state import DEFAULT_DEVICE_SET as _DEFAULT_DEVICE_SET, STATE as _STATE
@@ -317,11 +318,12 @@ class Compiler:
 
     # ------------------------------------------------------------------ compiling
     def _compile(self, code, func, args, cache, mine):
-        if _callback.handler.start_callbacks or _callback.handler.end_callbacks:
-            # ember._dynamo.on_compile_start/on_compile_end hooks (callback.py)
-            with _callback.handler.install_callbacks(code, mine):
-                return self._compile_frame(code, func, args, cache, mine)
-        return self._compile_frame(code, func, args, cache, mine)
+        with gc_paused():
+            if _callback.handler.start_callbacks or _callback.handler.end_callbacks:
+                # ember._dynamo.on_compile_start/on_compile_end hooks (callback.py)
+                with _callback.handler.install_callbacks(code, mine):
+                    return self._compile_frame(code, func, args, cache, mine)
+            return self._compile_frame(code, func, args, cache, mine)
 
     def _compile_frame(self, code, func, args, cache, mine):
         counters["frames"] += 1
