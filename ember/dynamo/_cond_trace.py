@@ -186,9 +186,19 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
     if why is not None:
         raise CondBranchMismatchError(f"ember.cond: Expected true_fn and false_fn to return the same structure "
                                       f"of tensors with the same metadata: {why}")
-    # constants of the subgraphs that are tensors of the frame: lifted to operands
+    lifted = lift_frame_tensors(tx, traced, cells_map, modules, codes, check_grads, len(items),
+                                "ember.cond: a branch", "the cond runs eagerly")
+    return TracedBranches(traced[0][0], traced[1][0], list(items), lifted, trees[0]["spec"])
+
+
+def lift_frame_tensors(tx, traced, cells_map, modules, codes, check_grads, n_operands, who, eager):
+    """Constants of the traced subgraphs (``traced``: [(gm, tracer)]) that are tensors of the
+    frame -- closure cells (``cells_map``), parameters/buffers of ``modules``, globals of the
+    frame's module -- become placeholders after the ``n_operands`` operands, the same order in
+    every subgraph; returns their trackers. ``who``/``eager`` word the refusals."""
+    from ..tensor import Tensor
     lifted: List[Any] = []
-    per_branch: List[Dict[str, Any]] = []
+    per_graph: List[Dict[str, Any]] = []
     globals_read = False
     for gm, tracer in traced:
         found = {}
@@ -204,19 +214,19 @@ def trace_cond_branches(tx, true_var, false_var, items, check_grads) -> TracedBr
                     tv = cells_map.get(id(c)) or _module_tensor(tx, modules, c)
             if tv is None:
                 if c._fake:
-                    raise Unsupported("ember.cond: a branch reads a tensor of the frame that cannot be lifted to "
-                                      "an operand; the cond runs eagerly")
+                    raise Unsupported(f"{who} reads a tensor of the frame that cannot be lifted to "
+                                      f"an operand; {eager}")
                 if c.requires_grad and check_grads:
-                    raise Unsupported("ember.cond: a branch reads a tensor that requires grad which cannot be "
-                                      "lifted to an operand (its gradient would be lost); the cond runs eagerly")
+                    raise Unsupported(f"{who} reads a tensor that requires grad which cannot be "
+                                      f"lifted to an operand (its gradient would be lost); {eager}")
                 continue
             found[cname] = tv
             if not any(tv is v for v in lifted):
                 lifted.append(tv)
-        per_branch.append(found)
-    for (gm, tracer), found in zip(traced, per_branch):
-        _lift(gm, found, lifted, len(items))
-    return TracedBranches(traced[0][0], traced[1][0], list(items), lifted, trees[0]["spec"])
+        per_graph.append(found)
+    for (gm, tracer), found in zip(traced, per_graph):
+        _lift(gm, found, lifted, n_operands)
+    return lifted
 
 
 def _lift(gm, found: Dict[str, Any], lifted: List[Any], n_operands: int) -> None:

@@ -179,12 +179,13 @@ def _ember_generated(code, func):
 @contextlib.contextmanager
 def _restore_grad_mode():
     """Tracing a ``with no_grad():`` switches the real grad mode; put it back whatever happens."""
-    mode, regions = _STATE.grad_enabled, _STATE.autocast
+    mode, regions, inference = _STATE.grad_enabled, _STATE.autocast, _STATE.inference
     try:
         yield
     finally:
         _STATE.grad_enabled = mode
         _STATE.autocast = regions
+        _STATE.inference = inference      # (an inference_mode() block traced: variables/ctx.py)
 
 
 _autocast_noted = set()
@@ -325,6 +326,15 @@ class Compiler:
                     return self._compile_frame(code, func, args, cache, mine)
             return self._compile_frame(code, func, args, cache, mine)
 
+    def _trace_views_static(self, code, func, args, cache, mine, where, e):
+        """Inputs sharing memory were traced as memories of their own (view inputs given symbolic
+        sizes) and the graph writes to one of them: trace again with view inputs static (their
+        example values then share their bases' storage)."""
+        cache.static_views = True
+        counters["frames"] -= 1
+        logs.get("recompiles").info("%s: %s; tracing again with view inputs static", where, e)
+        return self._compile(code, func, args, cache, mine)
+
     def _compile_frame(self, code, func, args, cache, mine):
         counters["frames"] += 1
         where = f"{code.co_name} ({code.co_filename}:{code.co_firstlineno})"
@@ -371,12 +381,7 @@ class Compiler:
                 ret = run_frame(output, code, func, args)
             fn, guard, info = output.compile(ret, self.backend, code.co_varnames[:len(args)])
         except AliasedDynamicView as e:
-            # two inputs share memory and one was a view given symbolic sizes: trace again with
-            # view inputs static (their example values then share their bases' storage)
-            cache.static_views = True
-            counters["frames"] -= 1
-            logs.get("recompiles").info("%s: %s; tracing again with view inputs static", where, e)
-            return self._compile(code, func, args, cache, mine)
+            return self._trace_views_static(code, func, args, cache, mine, where, e)
         except SkipFrame:
             counters["skipped"] += 1
             if not cache.entries:
@@ -396,6 +401,8 @@ class Compiler:
                 with preserve_rng(), _restore_grad_mode():
                     brk = run_frame(output, code, func, args, break_at=e.break_index, break_reason=reason)
                 fn, guard, info = output.compile(brk, self.backend, code.co_varnames[:len(args)])
+            except AliasedDynamicView as e2:
+                return self._trace_views_static(code, func, args, cache, mine, where, e2)
             except Unsupported as e2:
                 return self._fallback(code, func, args, cache, output, str(e2), where,
                                       error=self._error_on_break(e2))
@@ -516,18 +523,35 @@ class Compiler:
                     cache.unspec_sources.add(expr)
                     logs.get("recompiles").info("%s: %s changed (%r -> %r): tracing it as a number that is "
                                                 "not specialised", where, expr, old, new)
+        self._note_tensor_size_changes(entry, func, args, cache, where, params=True)
+        # and against this compiler's earlier entries (PyTorch keeps one record of the sizes each
+        # input had): an input the last graph did not read, or entries per object (a resume
+        # function in a loop over experts, one entry per expert), would otherwise be found
+        # changed one entry at a time -- a recompile of every other entry for each. Parameters
+        # are compared with the last entry only (other objects' may differ by design).
+        for other in cache.entries:
+            if other is not entry and other.owner_id == id(self):
+                self._note_tensor_size_changes(other, func, args, cache, where, params=False)
+
+    @staticmethod
+    def _note_tensor_size_changes(entry, func, args, cache, where, params):
+        """The tensor inputs ``entry`` was compiled for whose sizes differ now (same rank): those
+        dims go into ``cache.auto_dynamic``."""
         sizes = entry.info.get("input_sizes") or {}
+        if not sizes:
+            return
         ns = dict(entry.guard.guard_set.globals)
         ns["__func"] = func
         for i, a in enumerate(args):
             ns[f"a{i}"] = a
+        from ..nn.parameter import Parameter
         from ..tensor import Tensor
         for expr, shape in sizes.items():
             try:
                 v = eval(expr, ns)
             except Exception:  # noqa: BLE001 - the input is gone or changed type: not a size change
                 continue
-            if not isinstance(v, Tensor) or v.ndim != len(shape):
+            if not isinstance(v, Tensor) or v.ndim != len(shape) or (not params and isinstance(v, Parameter)):
                 continue
             changed = {i for i, (a, b) in enumerate(zip(v.shape, shape)) if a != b}
             new = changed - set(cache.auto_dynamic.get(expr, ()))

@@ -60,6 +60,13 @@ class OutputGraph:
         self.unspec_scalars = set()        # argument slots traced as unspecialized numbers (run_frame)
         self.unspec_sources = set()        # source exprs of outside numbers traced unspecialized (wrap)
         self._dynamic_views = {}           # id(memory root) -> (root, source expr, source) of views made symbolic
+        # id(memory root) -> [(source, example value)] of the inputs sharing that root which were
+        # traced as memory of their own (a symbolic view and the inputs after it sharing its
+        # memory, e.g. the two index tensors of ``ember.where(mask)``): their aliasing is lost,
+        # which is sound only while the graph writes into none of them (_check_lost_aliasing)
+        self._lost_alias = {}
+        self._written = []                 # example values whose memory an in-place op wrote
+        self._lost_versions = {}           # id(example value) -> its version when it became an input
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
         self.input_sources = []
@@ -130,11 +137,10 @@ class OutputGraph:
             if source.expr() != first.expr():     # (the same read again, e.g. ``p.grad`` twice)
                 self.guards.add(f"{source.expr()} is {first.expr()}", f"{source.expr()} is {first.expr()}")
             return tv
-        if self._dynamic_views and id(memory_root(t)) in self._dynamic_views:
-            # it shares memory with a view input traced as memory of its own (symbolic sizes):
-            # the aliasing would be lost. The frame is traced again with views kept static.
-            raise AliasedDynamicView(f"{source.expr()} shares memory with the view input "
-                                     f"{self._dynamic_views[id(memory_root(t))][1]}, given symbolic sizes")
+        lost = self._lost_alias.get(id(memory_root(t))) if self._dynamic_views else None
+        # (``lost`` not None: it shares memory with a view input traced as memory of its own
+        # (symbolic sizes), so it is too; compile() traces the frame again with view inputs
+        # static if the graph writes to any of them)
         dims = None
         if self.dynamic_dims is not None and self.examples.shape_env is not None \
                 and t.__class__ not in _DISPATCH_CLASSES:     # wrapper subclasses stay static
@@ -147,12 +153,18 @@ class OutputGraph:
                 # so it may not share memory with another input; one that does stays static
                 # (its example value then shares its base's storage)
                 root = memory_root(t)
-                if self.static_views or any(memory_root(u) is root for u in self.input_values):
+                if lost is None and (self.static_views or any(memory_root(u) is root for u in self.input_values)):
                     dims = None
-                else:
+                elif lost is None:
                     self._dynamic_views[id(root)] = (root, source.expr(), source)
+                    lost = self._lost_alias[id(root)] = []
         node = self._new_placeholder(source)
         example = self.examples.from_input(t, source.expr(), dims) if dims else self.examples.from_input(t)
+        if lost is not None:
+            lost.append((source, example))
+            # its version counter now: any write into it (or a view of it) during the trace
+            # bumps it, whatever op wrote (``F.relu(x, True)`` passes its flag by position)
+            self._lost_versions[id(example)] = example._version
         dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
         if dyn:
             self.guards.dynamic_tensor_match(source, t, dyn)
@@ -379,6 +391,8 @@ class OutputGraph:
         if kind == "call_method" and target in _GEOMETRY_METHODS:
             raise Unsupported(f"Tensor.{target}() changes a tensor's shape in place (the graph's values "
                               f"keep their shapes: traced, later ops would see the old one)")
+        if self._lost_alias and (_is_inplace(target, kwargs) or _inplace_flag(kwargs)):
+            self._note_written(args, kwargs)
         if _config.capture_scalar_outputs and has_sym_scalars(args, kwargs):
             # captured .item() values as scalar arguments (variables/sym_scalar.py)
             return call_with_scalars(self, kind, target, runner, args, kwargs, returns_none)
@@ -745,12 +759,85 @@ class OutputGraph:
     def _inplace_ops(self):
         """Names of the graph's in-place calls (``x.add_``, ``x[i] = v``, ``out=``), in order."""
         for node in self.graph.nodes:
-            if node.op not in ("call_function", "call_method"):
+            if node.op in ("call_function", "call_method") and _is_inplace(node.target, node.kwargs):
+                yield _op_name(node.target)
+
+    def _note_written(self, args, kwargs):
+        """An in-place call (trackers): remember the example values it writes (its first
+        argument, its ``out=``) for _check_lost_aliasing."""
+        dests = list(args[:1]) + [kwargs.get("out")]
+        for d in dests:
+            for x in (d.items if isinstance(d, BaseListVariable) else (d,)):
+                if isinstance(x, TensorVariable):
+                    self._written.append(x.example)
+
+    def note_opaque_call(self, args, kwargs):
+        """A graph node whose body the trace does not see (an ``allow_in_graph`` function): it
+        may write into any tensor it is given (for _check_lost_aliasing)."""
+        if not self._lost_alias:
+            return
+
+        def walk(v):
+            if isinstance(v, TensorVariable):
+                self._written.append(v.example)
+            elif isinstance(v, BaseListVariable):
+                for i in v.items:
+                    walk(i)
+            elif isinstance(v, DictVariable):
+                for i in v.items.values():
+                    walk(i)
+        for a in list(args) + list(kwargs.values()):
+            walk(a)
+
+    def _lost_members(self):
+        """The groups of inputs traced without their memory sharing with each other (see
+        ``_lost_alias``): [(source, example)] lists of two or more."""
+        return [m for m in self._lost_alias.values() if len(m) > 1]
+
+    def _check_lost_aliasing(self):
+        """Inputs sharing memory (views of one tensor) traced as memories of their own, so that
+        all get symbolic sizes: right as long as the graph only reads them. If it writes into
+        one, the others would not see the write: trace the frame again with views static."""
+        groups = self._lost_members()
+        if not groups:
+            return
+        written = {id(memory_root(x)) for x in self._written}
+        for members in groups:
+            for src, ex in members:
+                if id(memory_root(ex)) in written or ex._version != self._lost_versions.get(id(ex), ex._version):
+                    others = ", ".join(o.expr() for o, _ in members if o is not src)
+                    raise AliasedDynamicView(f"the graph writes to {src.expr()}, which shares memory "
+                                             f"with {others}, given symbolic sizes")
+
+    def _aliasing_guards(self):
+        """Guards that the inputs share memory as the compiled code assumes. A symbolic view
+        input was traced as memory of its own: it shares none with the other tensor arguments
+        at the next call either, except the inputs it was found sharing memory with when
+        traced (its lost-aliasing group, which the graph only reads: any layout of theirs is
+        right). A graph that writes to an input needs the inputs' sharing as when traced."""
+        from .source import LocalSource
+        grouped = {id(src): members for members in self._lost_members() for src, _ in members}
+        for _, _, src in self._dynamic_views.values():
+            members = grouped.get(id(src))
+            if members is None:
+                others = [o for o, v in zip(self.input_sources, self.input_values)
+                          if isinstance(o, LocalSource) and o is not src and isinstance(v, Tensor)]
+                self.guards.unaliased_view(src, others)
                 continue
-            name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
-            if name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")) \
-                    or "out" in node.kwargs:
-                yield name
+            mine = {id(o) for o, _ in members}
+            others = [o for o, v in zip(self.input_sources, self.input_values)
+                      if id(o) not in mine and isinstance(v, Tensor)]
+            for o, _ in members:
+                self.guards.unaliased_view(o, others)
+        if len(self.input_values) > 1 and next(self._inplace_ops(), None) is not None:
+            # the graph was compiled for the inputs' memory sharing as it was at this call (aot
+            # functionalizes writes to distinct inputs as independent, and runs a graph that writes
+            # to memory several inputs share eagerly): a call whose inputs share memory otherwise
+            # (f(b[0:5], b[2:7]) after f(x, y)) must compile again, not return stale reads.
+            # (Members of a lost-aliasing group are left out: the guards above keep them apart
+            # from the rest, and their sharing among themselves does not matter.)
+            kept = [(s, v) for s, v in zip(self.input_sources, self.input_values) if id(s) not in grouped]
+            self.guards.memory_sharing([s for s, _ in kept], [v for _, v in kept])
 
     def _check_rerunnable(self):
         """A graph over code in a try block is re-run eagerly from the frame's start if it raises
@@ -788,6 +875,7 @@ class OutputGraph:
         from ..fx.graph_module import GraphModule
         from .resume import is_resume
         from .symbolic_convert import _NO_REGIONS, GraphBreak
+        self._check_lost_aliasing()
         self._replay_side_effects()
         if isinstance(result, GraphBreak):
             tail = self._break_tail(result, self.func)
@@ -884,17 +972,7 @@ class OutputGraph:
         fn = ns["__compiled"]
         _eval_frame.mark_skip(fn.__code__)
         fn.source = src
-        from .source import LocalSource
-        for _, _, src in self._dynamic_views.values():
-            others = [o for o, v in zip(self.input_sources, self.input_values)
-                      if isinstance(o, LocalSource) and o is not src and isinstance(v, Tensor)]
-            self.guards.unaliased_view(src, others)
-        if len(self.input_values) > 1 and next(self._inplace_ops(), None) is not None:
-            # the graph was compiled for the inputs' memory sharing as it was at this call (aot
-            # functionalizes writes to distinct inputs as independent, and runs a graph that writes
-            # to memory several inputs share eagerly): a call whose inputs share memory otherwise
-            # (f(b[0:5], b[2:7]) after f(x, y)) must compile again, not return stale reads
-            self.guards.memory_sharing(self.input_sources, self.input_values)
+        self._aliasing_guards()
         guard_fn = self.guards.compile(self.nargs)
         _eval_frame.mark_skip(guard_fn.__code__)
         return fn, guard_fn, {"gm": gm, "backend_time": backend_time, "ops": self.n_calls,
@@ -1044,6 +1122,22 @@ _GEOMETRY_METHODS = {"unsqueeze_", "squeeze_", "t_", "transpose_", "swapdims_", 
                      "resize_", "resize_as_", "set_"}
 _INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "iand", "ior",
                       "ixor", "ilshift", "irshift", "imatmul", "delitem"}
+
+
+def _op_name(target) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _is_inplace(target, kwargs) -> bool:
+    """Whether a call writes into its first argument or its ``out=`` (``x.add_``, ``x[i] = v``)."""
+    name = _op_name(target)
+    return name in _INPLACE_OPERATORS or (name.endswith("_") and not name.endswith("__")) or "out" in kwargs
+
+
+def _inplace_flag(kwargs) -> bool:
+    """``F.relu(x, inplace=True)``: the call writes into its first argument too (trackers)."""
+    flag = kwargs.get("inplace")
+    return getattr(flag, "value", flag) is True
 
 
 def _rerun(func, *slots):

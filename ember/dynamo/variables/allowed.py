@@ -219,6 +219,7 @@ class AllowedFunctionVariable(VariableTracker):
         node_kwargs = {k: out._map(v, False) for k, v in kwargs.items()}
         node = out.graph.create_node("call_function", self.fn, node_args, node_kwargs)
         out._note_op(node)
+        out.note_opaque_call(args, kwargs)
         # an argument returned as it is (``return a``) is that argument's tracker, as eager gives
         # back the same tensor object, not a graph output that copies it
         passed = {}

@@ -10,6 +10,8 @@ from ..exc import Unsupported
 from ..source import AttrSource, GetItemSource
 from .constant import ConstantVariable
 
+# ember/func.py: the functions its transforms return are recognised (variables/func_transforms.py)
+_FUNC_FILE = [__file__.rsplit("dynamo", 1)[0] + "func.py"]
 _LITERALS = (int, float, bool, str, bytes, complex, type(None), type(Ellipsis), type(NotImplemented))
 
 
@@ -309,6 +311,19 @@ def wrap(tx, value, source, guard=True):
         if g:
             g.id_match(source, value)
         return CustomOpVariable(value, source)
+    if isinstance(value, types.FunctionType) and value.__module__ == "ember.func":
+        from .func_transforms import FuncTransformVariable, transform_name
+        if transform_name(value) is not None:
+            # ember.func.grad / vmap / ...: the transformed call is traced whole (func_transforms.py)
+            if g:
+                g.id_match(source, value)
+            return FuncTransformVariable(value, source)
+    if isinstance(value, types.FunctionType) and value.__code__.co_filename == _FUNC_FILE[0]:
+        # the function ember.func.grad(f) / vmap(f) / ... returned (made outside the frame)
+        from .func_transforms import transformed_function
+        res = transformed_function(tx, value, source, g)
+        if res is not None:
+            return res
     if _marker(value, "_ember_hop", None) is not None:
         # ember.cond / ember.while_loop: inlined branch or a graph break (variables/control_flow.py)
         from .control_flow import HigherOrderOpVariable

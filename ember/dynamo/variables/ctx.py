@@ -88,6 +88,24 @@ class SetGradEnabledVariable(GradModeVariable):
         return f"SetGradEnabledVariable({self.target})"
 
 
+class InferenceModeVariable(GradModeVariable):
+    """``inference_mode()``: ember's works like ``no_grad`` (it has no separate kind of inference
+    tensor: ``Tensor.is_inference()`` is False), plus the flag ``is_inference_mode_enabled()``
+    reads, which is folded while tracing: the trace sets it inside the block too."""
+
+    def __init__(self):
+        super().__init__(False)
+
+    def enter(self, tx):
+        prev, prev_inf = STATE.grad_enabled, STATE.inference
+        tx.output.call_function(_set_grad_enabled, [ConstantVariable(False)], {}, returns_none=True)
+        STATE.inference = True          # (trace time only; convert_frame restores it after the trace)
+        return InferenceModeExitVariable(prev, prev_inf)
+
+    def __repr__(self):
+        return "InferenceModeVariable()"
+
+
 class GradModeExitVariable(VariableTracker):
     def __init__(self, prev, source=None):
         self.prev = prev
@@ -253,3 +271,23 @@ class AutocastExitVariable(VariableTracker):
 
     def __repr__(self):
         return f"AutocastExitVariable({self.prev})"
+
+
+class InferenceModeExitVariable(GradModeExitVariable):
+    """Leaving an ``inference_mode()`` block: the grad mode switch back, and the flag."""
+
+    def __init__(self, prev, prev_inf):
+        super().__init__(prev)
+        self.prev_inf = prev_inf
+
+    def call_function(self, tx, args, kwargs):
+        STATE.inference = self.prev_inf
+        return super().call_function(tx, args, kwargs)
+
+    def reconstruct(self, out):
+        # the code after a break inside the block would run without the flag set (the compiled
+        # code only switches grad mode): the frame runs eagerly instead
+        raise Unsupported("a graph break inside an ember.inference_mode() block")
+
+    def __repr__(self):
+        return f"InferenceModeExitVariable({self.prev}, {self.prev_inf})"

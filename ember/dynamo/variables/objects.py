@@ -763,6 +763,9 @@ class ClassVariable(VariableTracker):
         if self.cls in (_gm.no_grad, _gm.enable_grad) and not args and not kwargs:
             from .ctx import GradModeVariable
             return GradModeVariable(self.cls is _gm.enable_grad)
+        if self.cls is _gm.inference_mode and _inference_mode_on(args, kwargs):
+            from .ctx import InferenceModeVariable
+            return InferenceModeVariable()
         if self.cls is _gm.set_grad_enabled and len(args) == 1 and not kwargs:
             from .ctx import SetGradEnabledVariable
             return SetGradEnabledVariable.create(tx, args[0])
@@ -857,6 +860,14 @@ class ClassVariable(VariableTracker):
 
     def __repr__(self):
         return f"ClassVariable({self.cls.__name__})"
+
+
+def _inference_mode_on(args, kwargs):
+    """``inference_mode()`` / ``inference_mode(True)`` (a constant mode that switches it on)."""
+    vals = list(args) + [kwargs[k] for k in kwargs if k == "mode"]
+    if len(vals) != len(args) + len(kwargs) or len(vals) > 1:
+        return False
+    return not vals or (vals[0].is_python_constant() and vals[0].as_python_constant() is True)
 
 
 # ember functions whose result is a pure function of metadata/constants: folded, never in the graph
