@@ -24,9 +24,9 @@ Design notes:
   ember adds ``S - S.detach()`` (S the sum of ``exp(log_probs)`` over those frames), which is 0
   in value and ``exp(log_probs)`` in gradient, so ``log_probs.grad`` is PyTorch's too.
 * An infeasible sample (no alignment: the target needs more frames than the input has) has an
-  infinite loss; like PyTorch its gradient holds NaN (in the entries of its last frame that the
-  end states read; PyTorch's is NaN for all of the sample's frames), and ``zero_infinity``
-  turns both the loss and its gradient into zeros.
+  infinite loss; like PyTorch its gradient is NaN on all of the sample's frames (in eager mode,
+  see ``_nan_grad_of_infeasible``; a traced call has NaN in the entries of its last frame that
+  the end states read), and ``zero_infinity`` turns both the loss and its gradient into zeros.
 * A target label equal to ``blank`` is outside CTC's definition (PyTorch's docs forbid it):
   the loss still follows PyTorch's recursion, but PyTorch's hand-written backward then differs
   from the loss's derivative (when such a label ends the target), which ember's gradient stays.
@@ -85,6 +85,23 @@ def _lse(*xs):
         total = total + api.exp(x - m)
     some = total > 0
     return api.where(some, m + api.log(api.where(some, total, 1.0)), _NEG_INF)
+
+
+def _nan_grad_of_infeasible(log_probs, nll, frames):
+    """Zeros of shape (N,) (None when there is nothing to do) whose gradient puts NaN into
+    ``log_probs`` on every frame ``t < input_length`` of each infeasible sample (infinite
+    ``nll``), as PyTorch's backward does (the recursion alone leaves NaN only in the last frame).
+    sqrt(0 * x) is 0 with an inf * 0 = NaN derivative; the ``where`` keeps it off every other
+    sample and frame. Eager only (the data must be read to know whether any sample is
+    infeasible): a traced call keeps the recursion's NaN."""
+    if not log_probs.requires_grad or not _readable(nll):
+        return None
+    infeasible = (nll == float("inf")).detach()
+    if not bool(infeasible.any()):
+        return None
+    poison = (frames & infeasible.unsqueeze(0)).unsqueeze(2)                  # (T, N, 1)
+    probe = api.where(poison, api.exp(log_probs), 0.0)
+    return api.sqrt(probe * 0.0).sum((0, 2))
 
 
 def _padded_targets(targets, tl, tl_values, n, device):
@@ -198,6 +215,10 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     loss = nll - api.where(api.isfinite(fixed), fixed - mass, 0.0)
     if zero_infinity:
         loss = api.where(nll == float("inf"), 0.0, loss)
+    else:
+        poison = _nan_grad_of_infeasible(log_probs, nll, frames)
+        if poison is not None:
+            loss = loss - poison            # x - 0.0 keeps a -0.0 loss (x + 0.0 would not)
     if reduction == "mean":
         return (loss / api.clamp(tl, 1, None).to(dt)).mean()
     if reduction == "sum":

@@ -91,7 +91,16 @@ def sdpa(query, key, value, attn_mask, is_causal, scale):
             _kernel("add")(np, attn, m)
         if attn.shape[:-2] != batch:      # a mask with more batch dims: the composite's broadcast
             return None
+    dead = None
+    if m is not None:                     # a query row masked out entirely gives zeros (F._safe_softmax)
+        dead = np.all(attn == -np.inf, axis=-1, keepdims=True)
+        if dead.any():
+            attn = np.where(dead, attn.dtype.type(0), attn)
+        else:
+            dead = None
     attn = _kernel("_softmax")(np, attn, -1, False)
+    if dead is not None:
+        attn = np.where(dead, attn.dtype.type(0), attn)
     out = _bmm(attn, v, nb).reshape(batch + (L, v.shape[-1]))
     return _make(out, query.device, query.dtype)
 

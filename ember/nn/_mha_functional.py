@@ -149,7 +149,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     scores = (q * math.sqrt(1.0 / hd)).matmul(k.transpose(-2, -1))
     if attn_mask is not None:
         scores = scores + attn_mask
-    weights = F.softmax(scores, dim=-1)
+    if need_weights or attn_mask is None:
+        weights = F.softmax(scores, dim=-1)
+    else:
+        # PyTorch runs SDPA when the weights aren't returned: a query with every key masked gets zeros
+        weights = F._safe_softmax(scores)
     if dropout_p > 0.0:
         weights = F.dropout(weights, p=dropout_p)
     out = weights.matmul(v)  # (N*H, L, hd)

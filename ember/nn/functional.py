@@ -1056,9 +1056,69 @@ def _cubic_matrix(n_in, n_out, align_corners, scale):
     return m
 
 
+def _aa_filter(mode, x):
+    """The anti-aliasing kernels of PyTorch's ``_upsample_*2d_aa`` (Pillow's): triangle, Keys' cubic
+    with a = -0.5 (not the -0.75 of plain bicubic), Lanczos-3."""
+    x = np.abs(x)
+    if mode == "bilinear":
+        return np.where(x < 1.0, 1.0 - x, 0.0)
+    if mode == "bicubic":
+        a = -0.5
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        sinc = np.where(x == 0, 1.0, np.sin(np.pi * x) / (np.pi * x))
+        sinc3 = np.where(x == 0, 1.0, np.sin(np.pi * x / 3) / (np.pi * x / 3))
+    return np.where(x < 3.0, sinc * sinc3, 0.0)
+
+
+_AA_TAPS = {"bilinear": 2, "bicubic": 4, "lanczos": 6}
+
+
+def _aa_matrix(n_in, n_out, align_corners, scale, mode, dtype_name):
+    """(n_out, n_in) weights of an anti-aliased resize along one axis, PyTorch's separable scheme:
+    output ``i`` centred at ``s * (i + 0.5)`` reads the inputs within ``support`` (the filter's
+    half width, stretched by ``s`` when downsampling), filter values normalised to sum 1. Computed
+    in the input's float type (``dtype_name``), as PyTorch's kernel computes its weights."""
+    ft = np.dtype(dtype_name).type
+    s = ft(_src_scale(n_in, n_out, align_corners, scale))
+    half = ft(_AA_TAPS[mode] * 0.5)
+    support = half * s if s >= 1.0 else half
+    invscale = ft(1.0) / s if s >= 1.0 else ft(1.0)
+    width = int(math.ceil(support)) * 2 + 1
+    m = np.zeros((n_out, n_in), dtype=np.float64)
+    for i in range(n_out):
+        center = s * (ft(i) + ft(0.5))
+        lo = max(int(center - support + ft(0.5)), 0)
+        n = min(max(min(int(center + support + ft(0.5)), n_in) - lo, 0), width)
+        taps = np.arange(n, dtype=np.float64) + lo
+        w = _aa_filter(mode, ((taps - center + ft(0.5)) * invscale).astype(ft)).astype(ft)
+        total = w.sum(dtype=ft)
+        if total != 0:
+            w = w / total
+        m[i, lo:lo + n] = w
+    return m
+
+
 _nearest_index_cached = _cached_table(_nearest_index)
 _linear_matrix_cached = _cached_table(_linear_matrix)
 _cubic_matrix_cached = _cached_table(_cubic_matrix)
+_aa_matrix_cached = _cached_table(_aa_matrix)
+
+
+def _interpolate_aa(input, in_sp, out, scales, mode, align_corners):
+    """``antialias=True`` (bilinear / bicubic / lanczos, 4-D input): one weight matrix per axis, the
+    width axis first as PyTorch's kernel; autograd's backward is the transposed resample."""
+    if _symbolic(in_sp + out):
+        raise NotImplementedError(f"interpolate(mode={mode!r}, antialias=True) with symbolic sizes is not "
+                                  f"supported by ember")
+    dt = "float64" if input.dtype is _t.float64 else "float32"
+    mats = tuple((2 + i, _aa_matrix_cached(in_sp[i], out[i], align_corners, scales[i], mode, dt))
+                 for i in (1, 0))
+    name = {"bilinear": "UpsampleBilinear2DAaBackward0", "bicubic": "UpsampleBicubic2DAaBackward0",
+            "lanczos": "UpsampleLanczos2DAaBackward0"}[mode]
+    return _nn._resample(input, mats, name)
 
 
 def _src_scale_symbolic(n_in, n_out, align_corners, scale, device):
@@ -1168,6 +1228,20 @@ def _scaled_size(n, scale):
     return int(math.floor(float(n) * float(scale)))
 
 
+def _check_resize_sizes(in_sp, out):
+    """PyTorch's upsample kernels refuse an empty input or output axis (ember's tables would divide
+    by zero). Symbolic sizes are left to the trace."""
+    sizes = tuple(in_sp) + tuple(out)
+    if not all(isinstance(n, numbers.Integral) for n in sizes) or min(sizes) > 0:
+        return
+    names = ("D", "H", "W")[3 - len(in_sp):]
+    def fmt(v):
+        return ", ".join(f"{k}: {n}" for k, n in zip(names, v))
+    sep = " and output" if len(in_sp) == 1 else " output"
+    raise RuntimeError(f"Input and output sizes should be greater than 0, but got input ({fmt(in_sp)}){sep} "
+                       f"({fmt(out)})")
+
+
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
     nd = input.dim() - 2
@@ -1175,8 +1249,6 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         raise ValueError(f"Input Error: Only 3D, 4D and 5D input Tensors supported (got {input.dim()}D) for the "
                          f"modes: nearest | linear | bilinear | bicubic | trilinear | area | nearest-exact "
                          f"(got {mode})")
-    if antialias:
-        raise NotImplementedError("interpolate(antialias=True) is not supported by ember")
     kernel = {"bicubic": "compute_indices_weights_cubic", "area": "adaptive_avg_pool2d"}.get(
         mode, f"upsample_{mode.replace('-exact', '')}{nd}d")
     _refuse_complex(input, lambda n: NotImplementedError(f"\"{kernel}\" not implemented for '{n}'"))
@@ -1187,7 +1259,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     else:
         if align_corners is None:
             align_corners = False
-    need = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+    need = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3, "lanczos": 2}
     if mode in need and need[mode] != nd:
         raise NotImplementedError(f"Got {input.dim()}D input, but {mode} mode needs {need[mode] + 2}D input")
     in_sp = tuple(input.shape[2:])
@@ -1205,6 +1277,18 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         scales = [None] * nd if recompute_scale_factor else [float(v) for v in sf]
     else:
         raise ValueError("either size or scale_factor should be defined")
+    if mode != "area":
+        _check_resize_sizes(in_sp, out)
+    if antialias and not (mode in _AA_TAPS and input.dim() == 4):
+        raise ValueError("Anti-alias option is restricted to bilinear, bicubic, and lanczos modes and requires a "
+                         "4-D tensor as input")
+    if mode == "lanczos":
+        if align_corners:
+            raise ValueError("Lanczos mode does not support align_corners=True")
+        if not antialias:
+            raise ValueError("Lanczos mode requires antialias=True")
+    if antialias:
+        return _interpolate_aa(input, in_sp, out, scales, mode, align_corners)
     if mode == "area":
         return _adaptive_avg(nd, input, out)
     if _symbolic(in_sp + out) and mode in ("nearest", "nearest-exact", "linear", "bilinear", "trilinear",
@@ -1404,6 +1488,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if not _sdp_switches._sdp_runnable():   # ember.nn.attention.sdpa_kernel turned ember's kernel off
         raise RuntimeError("No viable backend for scaled_dot_product_attention was found. This is likely due "
                            "to turning off both the math kernel and the fused kernels.")
+    if is_causal and attn_mask is not None and not _flash_cpu_shapes(query, key, value, dropout_p, enable_gqa):
+        raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
+                           "is_causal=True")
     L, S = query.shape[-2], key.shape[-2]
     E = query.shape[-1]
     # a symbolic head dim keeps 1/sqrt(E) in the graph (math.sqrt specialised it: a recompile per E)
@@ -1418,23 +1505,45 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             return fast
     attn = _la.matmul(query, key.transpose(-2, -1))
     attn = attn * sc if sc is not None else _size_ratio(attn, operator.mul, 1.0, E, root=True)
+    if attn_mask is not None and attn_mask.dtype is not _t.bool_:
+        attn = attn + attn_mask
     if is_causal:
-        if attn_mask is not None:
-            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be set when "
-                               "is_causal=True")
-        # built with ops from the sizes (not a constant array), so symbolic traces keep L and S free
+        # built with ops from the sizes (not a constant array), so symbolic traces keep L and S free.
+        # With an attn_mask too (PyTorch 2.13 takes both): a bool mask is and-ed with the causal one,
+        # a float mask added before the causal -inf
         causal = _api.full((L, S), True, dtype=_t.bool_, device=query.device).tril()
+        if attn_mask is not None and attn_mask.dtype is _t.bool_:
+            causal = causal & attn_mask
         attn = _op("where")(causal, attn, float("-inf"))
     elif attn_mask is not None:
         if attn_mask.dtype is _t.bool_:
             # a select on the mask tensor (not a constant made from its data: traces stay general)
             attn = _op("where")(attn_mask, attn, float("-inf"))
-        else:
-            attn = attn + attn_mask
-    attn = _op("softmax")(attn, -1)
+    attn = _op("softmax")(attn, -1) if attn_mask is None else _safe_softmax(attn)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return _la.matmul(attn, value)
+
+
+def _flash_cpu_shapes(query, key, value, dropout_p, enable_gqa):
+    """Whether PyTorch would pick its CPU flash kernel, the only one that takes an attn_mask together
+    with is_causal (the math kernel refuses the pair): 4-D inputs with the same batch, the same
+    heads (or grouped ones with enable_gqa), one head dim, and no dropout."""
+    if not (query.dim() == key.dim() == value.dim() == 4) or dropout_p != 0.0:
+        return False
+    (b, h, _, e), (bk, hk, _, ek), (bv, hv, _, ev) = query.shape, key.shape, value.shape
+    if not (b == bk == bv and e == ek == ev and hk == hv):
+        return False
+    return h == hk or (enable_gqa and h % hk == 0)
+
+
+def _safe_softmax(attn):
+    """Softmax over the last dim where a row masked out entirely (all -inf) gives zeros, not NaN, with
+    zero gradients: PyTorch's SDPA on CPU (``_safe_softmax``) returns 0 for a query that may attend to
+    nothing. The dead rows are zeroed before the softmax too, so its backward sees no NaN."""
+    dead = (attn == float("-inf")).all(-1, keepdim=True)
+    safe = _op("where")(dead, 0.0, attn)
+    return _op("where")(dead, 0.0, _op("softmax")(safe, -1))
 
 
 def _repeat_heads(t, rep):
@@ -1465,11 +1574,24 @@ def _reduce(loss, reduction):
     raise ValueError(f"{reduction} is not a valid value for reduction")
 
 
+def _check_loss_weight(weight, input):
+    if tuple(weight.shape) != tuple(input.shape):
+        raise ValueError("Weights and input must have the same size.")
+
+
+def _weighted_mean_reduce(loss, weight, reduction):
+    """PyTorch's weighted l1 / mse losses: 'mean' is the weighted mean sum(w * l) / sum(w)."""
+    if reduction == "mean":
+        return loss.sum() / weight.sum()
+    return _reduce(loss, reduction)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _check_target_size(input, target, "mse_loss")
     if weight is not None:
-        return _reduce((input - target).pow(2) * weight, reduction)
+        _check_loss_weight(weight, input)
+        return _weighted_mean_reduce((input - target).pow(2) * weight, weight, reduction)
     return _nn.mse_loss(input, target, _red(reduction))
 
 
@@ -1478,7 +1600,8 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", wei
     input, target = _check_target_size(input, target, "l1_loss")
     loss = _op("abs")(input - target)
     if weight is not None:
-        loss = loss * weight
+        _check_loss_weight(weight, input)
+        return _weighted_mean_reduce(loss * weight, weight, reduction)
     return _reduce(loss, reduction)
 
 
@@ -1493,6 +1616,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     input, target = _check_target_size(input, target, "huber_loss")
     if weight is not None:
+        _check_loss_weight(weight, input)
         return _reduce(_nn.huber_loss(input, target, 0, float(delta)) * weight, reduction)
     return _nn.huber_loss(input, target, _red(reduction), float(delta))
 
@@ -1645,7 +1769,8 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     if full:
         t = target
         stirling = t * _op("log")(t) - t + 0.5 * _op("log")(2 * math.pi * t)
-        loss = loss + _op("where")(t > 1, stirling, stirling * 0)
+        # masked_fill, as PyTorch: the term is NaN/-inf at t == 0 and must be dropped, not multiplied by 0
+        loss = loss + stirling.masked_fill(t <= 1, 0)
     return _reduce(loss, reduction)
 
 
@@ -1733,7 +1858,9 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     t = target.reshape(-1)
     C = x.shape[1]
     xt = _op("gather")(x, 1, t.unsqueeze(1))
-    z = _op("clamp_min")(margin - xt + x, 0)
+    z = margin - xt + x
+    # where(z > 0), not clamp_min: PyTorch's backward passes no gradient where z == 0 exactly
+    z = _op("where")(z > 0, z, 0.0)
     if p == 2:
         z = z * z
     if weight is not None:
@@ -1919,7 +2046,8 @@ def prelu(input, weight):
         shape = [1] * input.dim()
         shape[1] = weight.numel()
         weight = weight.reshape(tuple(shape))
-    return _op("where")(input >= 0, input, input * weight)
+    # x > 0, as PyTorch's kernel: at x == 0 the gradient is the weight's (and 0 * w keeps w's sign)
+    return _op("where")(input > 0, input, input * weight)
 
 
 def glu(input, dim=-1):
@@ -2146,9 +2274,10 @@ def _grid_unnormalize(coord, size, align_corners):
 
 
 def _grid_clip(coord, size):
-    if isinstance(size, numbers.Number):
-        return coord.clamp(0, size - 1)
-    return _op("where")(coord > size - 1, size - 1, coord.clamp(min=0))
+    """ATen's ``clip_coordinates`` into [0, size - 1], as selects rather than a clamp: the gradient is 0
+    on the bounds themselves (``clip_coordinates_set_grad``), and a NaN coordinate reads the last
+    pixel (ATen's ``min(size - 1, max(x, 0))`` with NaN)."""
+    return _op("where")(coord <= 0, 0.0, _op("where")(coord < size - 1, coord, size - 1))
 
 
 def _grid_reflect(coord, twice_low, twice_high):

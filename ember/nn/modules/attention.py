@@ -84,6 +84,10 @@ class MultiheadAttention(Module):
         """``F.multi_head_attention_forward`` with this module's parameters (batch_first inputs
         transposed to sequence-first and back)."""
         batched = query.dim() == 3
+        # PyTorch's inference fast path (_native_multi_head_attention) softmaxes like the weights
+        # path: a query with every key masked gets NaN, where its need_weights=False path (SDPA)
+        # gives 0. Same values here by asking for the weights and dropping them.
+        native = not need_weights and self._takes_native_path(query, key, value, key_padding_mask, attn_mask)
         if batched and self.batch_first:
             query, key, value = (x.transpose(0, 1) for x in (query, key, value))
         out, weights = F.multi_head_attention_forward(
@@ -92,7 +96,32 @@ class MultiheadAttention(Module):
             training=self.training, key_padding_mask=key_padding_mask, need_weights=need_weights,
             attn_mask=attn_mask, use_separate_proj_weight=not self._qkv_same_embed_dim,
             q_proj_weight=self.q_proj_weight, k_proj_weight=self.k_proj_weight, v_proj_weight=self.v_proj_weight,
-            average_attn_weights=average_attn_weights, is_causal=is_causal)
+            average_attn_weights=average_attn_weights, is_causal=is_causal) if not native else \
+            F.multi_head_attention_forward(
+                query, key, value, self.embed_dim, self.num_heads, self.in_proj_weight, self.in_proj_bias,
+                None, None, False, self.dropout, self.out_proj.weight, self.out_proj.bias, training=False,
+                key_padding_mask=key_padding_mask, need_weights=True, attn_mask=attn_mask,
+                average_attn_weights=average_attn_weights, is_causal=is_causal)[:1] + (None,)
         if batched and self.batch_first:
             out = out.transpose(0, 1)
         return out, weights
+
+    def _takes_native_path(self, query, key, value, key_padding_mask, attn_mask):
+        """PyTorch's conditions for ``_native_multi_head_attention`` (eval, batched batch_first
+        self-attention, even heads, packed projections with bias, no autograd through them)."""
+        import ember
+        from .transformer import _fastpath_enabled
+        if not _fastpath_enabled() or query.dim() != 3 or query is not key or key is not value:
+            return False
+        if self.in_proj_weight is None or self.in_proj_bias is None or self.training:
+            return False
+        if query.dtype != self.in_proj_weight.dtype or query.dtype != self.in_proj_bias.dtype:
+            return False
+        if self.num_heads % 2 or not self.batch_first or self.bias_k is not None or self.bias_v is not None:
+            return False
+        if self.add_zero_attn or not self._qkv_same_embed_dim or ember.is_autocast_enabled():
+            return False
+        if ember.compiler.is_compiling():
+            return False
+        args = (query, self.in_proj_weight, self.in_proj_bias, self.out_proj.weight, self.out_proj.bias)
+        return not (ember.is_grad_enabled() and any(t is not None and t.requires_grad for t in args))

@@ -277,11 +277,15 @@ class ModuleDict(Module):
                 self[m[0]] = m[1]
 
 
-def _param_line(p):
+def _param_line(p, legacy_type=False):
+    """One entry of ParameterList's / ParameterDict's repr. PyTorch's ParameterDict names the tensor
+    type (``torch.FloatTensor``), its ParameterList the dtype (``torch.float32``)."""
+    from ... import typename
     size_str = "x".join(str(s) for s in p.size())
     device_str = f" ({p.device})" if p.device.type == "cuda" else ""
     kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
-    return f"{kind} containing: [{p.dtype} of size {size_str}{device_str}]"
+    what = typename(p) if legacy_type else p.dtype
+    return f"{kind} containing: [{what} of size {size_str}{device_str}]"
 
 
 class ParameterList(Module):
@@ -448,7 +452,7 @@ class ParameterDict(Module):
         lines = []
         for k, p in self.items():
             if isinstance(p, Tensor):
-                lines.append("  (" + str(k) + "): " + _param_line(p))
+                lines.append("  (" + str(k) + "): " + _param_line(p, legacy_type=True))
             else:
                 lines.append("  (" + str(k) + "): Object of type: " + type(p).__name__)
         return "\n".join(lines)

@@ -37,11 +37,7 @@ class _FractionalMaxPoolNd(Module):
         return fn(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
                   _random_samples=self._random_samples)
 
-    def extra_repr(self):
-        size = f"output_size={self.output_size}" if self.output_size is not None else \
-            f"output_ratio={self.output_ratio}"
-        return f"kernel_size={self.kernel_size}, {size}"
-
+    # no extra_repr: PyTorch prints these modules as ``FractionalMaxPool2d()``
 
 class FractionalMaxPool2d(_FractionalMaxPoolNd):
     """2-d fractional max pooling over (N, C, H, W) or (C, H, W) input."""

@@ -124,6 +124,19 @@ class EmbeddingBag(Module):
                                self.mode, self.sparse, per_sample_weights, self.include_last_offset,
                                self.padding_idx)
 
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                        mode="mean", sparse=False, include_last_offset=False, padding_idx=None):
+        """A bag module over the 2-D ``embeddings`` (kept as its weight, trainable unless ``freeze``)."""
+        if embeddings.dim() != 2:
+            raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(num_embeddings=rows, embedding_dim=cols, _weight=embeddings, max_norm=max_norm,
+                  norm_type=norm_type, scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
+                  include_last_offset=include_last_offset, padding_idx=padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag
+
     def extra_repr(self):
         s = f"{self.num_embeddings}, {self.embedding_dim}{_norm_options(self)}, mode={self.mode!r}"
         if self.padding_idx is not None:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 
 from ._F import F
 from .attention import MultiheadAttention
@@ -15,20 +16,23 @@ __all__ = ["TransformerEncoderLayer", "TransformerEncoder", "TransformerDecoderL
            "Transformer"]
 
 
-def relu(x):
-    return F.relu(x)
-
-
-def gelu(x):
-    return F.gelu(x)
-
-
 def _get_activation_fn(activation):
     if activation == "relu":
-        return relu
+        return F.relu
     if activation == "gelu":
-        return gelu
+        return F.gelu
     raise RuntimeError(f"activation should be relu/gelu, not {activation}")
+
+
+def _relu_or_gelu_code(activation):
+    """PyTorch's ``activation_relu_or_gelu`` stash: 1 for relu, 2 for gelu, 0 otherwise (the encoder's
+    nested-tensor fast path is only taken for the first two)."""
+    from .activation import GELU, ReLU
+    if activation is F.relu or isinstance(activation, ReLU):
+        return 1
+    if activation is F.gelu or isinstance(activation, GELU):
+        return 2
+    return 0
 
 
 def _get_clones(module, n):
@@ -74,6 +78,7 @@ class TransformerEncoderLayer(Module):
         self.dropout2 = Dropout(dropout)
         if isinstance(activation, str):
             activation = _get_activation_fn(activation)
+        self.activation_relu_or_gelu = _relu_or_gelu_code(activation)
         self.activation = activation
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
@@ -96,6 +101,61 @@ class TransformerEncoderLayer(Module):
         return self.dropout2(x)
 
 
+def _why_no_nested_layer(layer):
+    """Why PyTorch's TransformerEncoder won't use nested tensors for copies of ``layer`` ('' if it will)."""
+    name = "encoder_layer"
+    if not isinstance(layer, TransformerEncoderLayer):
+        return f"{name} was not TransformerEncoderLayer"
+    if layer.norm_first:
+        return f"{name}.norm_first was True"
+    if not layer.self_attn.batch_first:
+        return f"{name}.self_attn.batch_first was not True(use batch_first for better inference performance)"
+    if not layer.self_attn._qkv_same_embed_dim:
+        return f"{name}.self_attn._qkv_same_embed_dim was not True"
+    if layer.self_attn.in_proj_bias is None:
+        return f"{name}.self_attn was passed bias=False"
+    if not getattr(layer, "activation_relu_or_gelu", 0):
+        return f"{name}.activation_relu_or_gelu was not True"
+    if layer.norm1.eps != layer.norm2.eps:
+        return f"{name}.norm1.eps was not equal to {name}.norm2.eps"
+    if layer.self_attn.num_heads % 2 == 1:
+        return f"{name}.self_attn.num_heads is odd"
+    return ""
+
+
+def _fastpath_enabled():
+    """``torch.backends.mha.get_fastpath_enabled()`` where ember has it (on by default, as in PyTorch)."""
+    from ... import backends
+    mha = getattr(backends, "mha", None)
+    return True if mha is None else bool(mha.get_fastpath_enabled())
+
+
+def _keep_tokens(key_padding_mask):
+    """Tokens the nested path keeps: a bool mask's False entries, a float mask's zeros."""
+    return key_padding_mask.logical_not()
+
+
+def _nested_prefix(keep):
+    """The tokens a nested tensor built from ``keep`` holds: each row's first ``keep.sum()`` tokens (PyTorch
+    assumes a left-aligned mask; with ``mask_check=False`` a ragged one is read this way too)."""
+    import ember
+    lengths = keep.to(dtype=ember.int64).sum(1, keepdim=True)
+    return ember.arange(keep.shape[1], device=keep.device).unsqueeze(0) < lengths
+
+
+def _left_aligned(keep):
+    """True when every row keeps a prefix of its tokens (PyTorch's mask_check for the nested path)."""
+    k = keep.to(dtype=__import__("ember").int64)
+    return bool((k[:, 1:] <= k[:, :-1]).all()) if k.shape[1] > 1 else True
+
+
+def _first_layer_tensors(src, layer):
+    sa = layer.self_attn
+    return (src, sa.in_proj_weight, sa.in_proj_bias, sa.out_proj.weight, sa.out_proj.bias, layer.norm1.weight,
+            layer.norm1.bias, layer.norm2.weight, layer.norm2.bias, layer.linear1.weight, layer.linear1.bias,
+            layer.linear2.weight, layer.linear2.bias)
+
+
 class TransformerEncoder(Module):
     """A stack of ``num_layers`` copies of ``encoder_layer`` (and an optional final norm)."""
 
@@ -105,18 +165,49 @@ class TransformerEncoder(Module):
         self.num_layers = num_layers
         self.norm = norm
         self.enable_nested_tensor = enable_nested_tensor
-        self.use_nested_tensor = False
+        why_not = _why_no_nested_layer(encoder_layer)
+        if enable_nested_tensor and why_not:
+            warnings.warn(f"enable_nested_tensor is True, but self.use_nested_tensor is False because {why_not}",
+                          stacklevel=2)
+        self.use_nested_tensor = enable_nested_tensor and not why_not
         self.mask_check = mask_check
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
         seq_len = src.shape[1] if (self.layers[0].self_attn.batch_first and src.dim() == 3) else src.shape[0]
         is_causal = _detect_is_causal_mask(mask, is_causal, seq_len)
+        keep = None
+        if self._takes_nested_path(src, mask, src_key_padding_mask):
+            # PyTorch packs the unpadded tokens into a nested tensor, runs the layers on it and pads back
+            # with zeros: padded positions come out 0 (before the final norm) and any nonzero entry of a
+            # float mask drops its token entirely. Same values here: a bool mask, then zeros.
+            keep = _nested_prefix(_keep_tokens(src_key_padding_mask))
+            src_key_padding_mask = keep.logical_not()
         output = src
         for mod in self.layers:
             output = mod(output, src_mask=mask, is_causal=is_causal, src_key_padding_mask=src_key_padding_mask)
+        if keep is not None:
+            output = output.masked_fill(keep.logical_not().unsqueeze(-1), 0.0)
         if self.norm is not None:
             output = self.norm(output)
         return output
+
+    def _takes_nested_path(self, src, mask, key_padding_mask):
+        """PyTorch's conditions for the nested-tensor inference path (eval, batched, a left-aligned key
+        padding mask and no attention mask, no autograd through the first layer's weights)."""
+        import ember
+        layer = self.layers[0]
+        if not getattr(self, "use_nested_tensor", False) or layer.training or src.dim() != 3:
+            return False
+        if key_padding_mask is None or mask is not None or not _fastpath_enabled():
+            return False
+        if getattr(self, "mask_check", True):
+            if ember.compiler.is_compiling() or not _left_aligned(_keep_tokens(key_padding_mask)):
+                return False
+        if ember.is_autocast_enabled():
+            return False
+        if ember.is_grad_enabled() and any(t is not None and t.requires_grad for t in _first_layer_tensors(src, layer)):
+            return False
+        return True
 
 
 class TransformerDecoderLayer(Module):

@@ -31,8 +31,8 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         return ember.tensor(0.0)
     with ember.no_grad():
         norms = [_norm(t.detach(), norm_type) for t in tensors]
-        dt = norms[0].dtype
-        total = _norm(ember.stack([n.to(dt) for n in norms]), norm_type)
+        # stack promotes, as PyTorch's: float32 and float64 gradients give a float64 total
+        total = _norm(ember.stack(norms), norm_type)
     if error_if_nonfinite and not bool(total.isfinite().all() if hasattr(total, "isfinite")
                                        else math.isfinite(total.item())):
         raise RuntimeError(f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, "
