@@ -43,12 +43,30 @@ def log_softmax(input, dim, *, dtype=None):
 
 
 def entr(input):
-    """``-x log x`` elementwise: 0 at 0, -inf for x < 0, NaN stays NaN."""
-    zero = _api.zeros_like(input)
-    safe = _api.where(input > 0, input, _api.ones_like(input))
-    val = -input * _api.log(safe)
-    return _api.where(input > 0, val, _api.where(input == 0, zero, _api.full_like(input, -math.inf)))\
-        .where(~_api.isnan(input), input)
+    """``-x log x`` elementwise: 0 at 0, -inf for x < 0 and at inf, NaN stays NaN; its gradient
+    is PyTorch's -(1 + log x) everywhere: inf at 0, NaN below 0, -inf at inf (where() alone
+    would give 0 there). Each special point's branch is a constant with a zero-valued term
+    that carries that derivative, finite wherever the branch is not taken."""
+    x = input
+    finite_pos = (x > 0) & _api.isfinite(x)
+    xv = _api.where(finite_pos, x, 1.0)
+    val = -xv * _api.log(xv)
+    zero = x == 0
+    at_zero = _api.sqrt(_api.where(zero, x, 1.0) + 0.0)            # 0, derivative inf
+    neg = x < 0
+    # exp(-inf) = 0 under a sqrt: derivative inf * 0 = NaN
+    below = -math.inf + _api.sqrt(_api.exp(_api.where(neg, x, -1.0) * _ones_but(x, neg, math.inf)))
+    big = _api.isposinf(x)
+    at_inf = _api.where(big, x, 1.0) * _ones_but(x, big, -math.inf)     # -inf, derivative -inf
+    nan = _api.isnan(x)
+    at_nan = _api.where(nan, x, 0.0) * _ones_but(x, nan, math.nan)
+    r = _api.where(finite_pos, val, _api.where(zero, at_zero, _api.where(neg, below, at_inf)))
+    return _api.where(nan, at_nan, r)
+
+
+def _ones_but(like, mask, value):
+    """A constant of ``like``'s dtype: ``value`` where ``mask``, 1 elsewhere."""
+    return _api.where(mask, value, _api.ones_like(like))
 
 
 def ndtr(input):
@@ -58,9 +76,63 @@ def ndtr(input):
 
 
 def ndtri(input):
-    """The inverse of :func:`ndtr`: ``sqrt 2 * erfinv(2p - 1)`` (-inf at 0, inf at 1, NaN outside)."""
+    """The inverse of :func:`ndtr` (-inf at 0, inf at 1, NaN outside [0, 1]), accurate in both
+    tails: ``sqrt 2 * erfinv(2p - 1)`` loses p's digits in ``2p - 1`` (float32's ndtri(1e-10)
+    was -inf, float64's ndtri(1e-10) off in the 8th digit). Computed in float64 on the smaller
+    tail ``q = min(p, 1 - p)`` (1 - p is exact for p >= 1/2), see :func:`_ndtri_lower`."""
     p = input if input.dtype.is_floating_point else input.to(_t.get_default_dtype())
-    return math.sqrt(2.0) * _api.erfinv(2.0 * p - 1.0)
+    pd = p.to(_t.float64)
+    upper = pd > 0.5
+    q = _api.where(upper, 1.0 - pd, pd)
+    x = _ndtri_lower(q)
+    return _api.where(upper, -x, x).to(p.dtype)
+
+
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _ndtri_lower(q):
+    """ndtri of float64 ``q`` in [0, 1/2] (NaN below 0). A textbook rational start (Abramowitz
+    & Stegun 26.2.23, within 5e-4), then Newton steps on ``log_ndtr(x) = log q``, which keep
+    their precision however deep the tail (each step's slope, phi / Phi, from the logs).
+    The gradient, sqrt(2 pi) exp(x^2 / 2) as PyTorch's, is attached by ``_with_ndtri_grad``."""
+    qd = q.detach()
+    valid = (qd > 0) & (qd <= 0.5)
+    qs = _api.where(valid, qd, 0.25)
+    t = _api.sqrt(-2.0 * _api.log(qs))
+    x = -(t - (2.515517 + t * (0.802853 + t * 0.010328)) /
+          (1.0 + t * (1.432788 + t * (0.189269 + t * 0.001308))))
+    target = _api.log(qs)
+    for _ in range(4):
+        log_cdf = log_ndtr(x)
+        log_pdf = -0.5 * x * x - math.log(_SQRT_2PI)
+        x = x - (log_cdf - target) * _api.exp(log_cdf - log_pdf)
+    x = _api.where(qd == 0.5, 0.0, x)
+    x = _api.where(qd == 0, -math.inf, _api.where(valid | (qd == 0), x, math.nan))
+    return _with_ndtri_grad(x, q)
+
+
+def _with_ndtri_grad(x, q):
+    """``x`` (the detached ndtri of ``q``) with its derivative k(x) = sqrt(2 pi) exp(x^2 / 2) in
+    ``q``: x + dq k(x + dq k(x) / 2), dq = q - q.detach() (zero), has first derivative k(x) and
+    second k'(x) k(x), as differentiating k(result) gives. Where k overflows (|x| > 37.6, and
+    x = -inf at q = 0) it is x + sqrt(dq): x with derivative inf, as PyTorch's k(x) (the
+    second derivative there is -inf rather than PyTorch's inf or NaN); NaN stays NaN."""
+    if not q.requires_grad:
+        return x
+    dq = q - q.detach()
+    xs = _api.where(_api.isfinite(x), x, 0.0)
+    k = _SQRT_2PI * _api.exp(0.5 * xs * xs)
+    nan = _api.isnan(x)
+    steep = _api.logical_not(_api.isfinite(k) & _api.isfinite(x))
+    k = _api.where(steep, 0.0, k)
+    xs = _api.where(steep, 0.0, xs)
+    inner = xs + dq * k * 0.5
+    smooth = xs + dq * (_SQRT_2PI * _api.exp(0.5 * inner * inner))
+    # each branch's derivative finite where another branch is taken (where() passes it a 0)
+    steep_r = x + _api.sqrt(_api.where(steep, dq, 1.0) + 0.0)
+    nan_r = _api.where(nan, x, 0.0) * (1.0 + dq)
+    return _api.where(nan, nan_r, _api.where(steep, steep_r, smooth))
 
 
 def xlog1py(input, other):

@@ -769,6 +769,12 @@ class Tensor:
     def __rshift__(self, other):
         return _api.bitwise_right_shift(self, other)
 
+    def __rlshift__(self, other):        # ``5 << t`` (the Scalar_Tensor overload)
+        return _api.bitwise_left_shift(other, self)
+
+    def __rrshift__(self, other):
+        return _api.bitwise_right_shift(other, self)
+
     def __eq__(self, other):
         return _api.eq(self, other)
 

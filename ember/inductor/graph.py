@@ -366,7 +366,13 @@ class GraphLowering:
             # an extern call, drawing from eager's stream in program order
             args = [lookup(a) for a in node.args]
             kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
-            return self.fallback(node, args, kwargs, f"{op.name} is kept whole (no decomposition)")
+            # (a pointwise one -- nextafter, gcd, lcm -- has its layout from its inputs' sizes,
+            # so it compiles under dynamic shapes too)
+            from .lowering import whole_op_layouts
+            meta = node.meta.get("tensor_meta")
+            layouts = whole_op_layouts(op.name, args, kwargs, getattr(meta, "dtype", None))
+            return self.fallback(node, args, kwargs, f"{op.name} is kept whole (no decomposition)",
+                                 layouts=layouts)
         args = [lookup(a) for a in node.args]
         kwargs = {k: lookup(v) for k, v in node.kwargs.items()}
         low = LOWERINGS.get(name)

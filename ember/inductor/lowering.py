@@ -761,3 +761,43 @@ def _convolution(x, weight, bias, stride, padding, dilation, transposed, output_
                                 [ir.Layout(out, dtype=dtype)], out_arg=True)
     k_out.kernel.xp_fn = conv_on_device
     return k_out
+
+
+# ---------------------------------------------------------------------- ops kept whole
+# Ops with no decomposition by design (``ember.prims.coverage.EXTERN``) run their eager kernel
+# as an extern call. Its output layout comes from the node's recorded metadata, which holds
+# concrete sizes only, so under dynamic shapes such a call needs its layout from the inputs'
+# (symbolic) sizes: these functions give it, ``graph.py`` passes it to ``fallback``.
+def _broadcast_sizes(sizes):
+    """The numpy-style broadcast of several (symbolic) sizes: a size of 1 stretches (a symbolic
+    size is never 1: dynamo specialises sizes 0 and 1), other pairs must be equal (a guard)."""
+    n = max((len(s) for s in sizes), default=0)
+    out = [sympy.Integer(1)] * n
+    for s in sizes:
+        for i, d in enumerate(s, start=n - len(s)):
+            d = sympify(d)
+            if d == 1:
+                continue
+            out[i] = d if out[i] == 1 else V.graph.sizevars.guard_equals(out[i], d)
+    return out
+
+
+def _pointwise_whole_layouts(args, kwargs, dtype):
+    """One output of the broadcast shape of the tensor arguments (a number is 0-d), ``dtype``
+    (the node's, from its promotion)."""
+    sizes = [a.get_size() for a in list(args) + list(kwargs.values()) if _is_ir(a)]
+    return [ir.Layout(_broadcast_sizes(sizes), dtype=dtype)]
+
+
+WHOLE_OP_LAYOUTS: Dict[str, Callable] = {
+    "nextafter": _pointwise_whole_layouts,      # numpy's nextafter / gcd / lcm: pointwise kernels
+    "gcd": _pointwise_whole_layouts,
+    "lcm": _pointwise_whole_layouts,
+}
+
+
+def whole_op_layouts(name, args, kwargs, dtype):
+    """The output layouts of the extern call of op ``name`` (kept whole) from its arguments'
+    sizes, or None when none is known (the fallback then reads the node's concrete metadata)."""
+    fn = WHOLE_OP_LAYOUTS.get(name)
+    return None if fn is None or dtype is None else fn(args, kwargs, dtype)

@@ -443,9 +443,32 @@ def _scatter_reduce_bw(ctx, g):
             gs = g.scatter(dim, index, 0.0)
             gs = gs * 1.0
         gsrc = gd.gather(dim, index) * src_hit
+    elif reduce == "prod":
+        srcp = src[tuple(slice(0, k) for k in index.shape)] if tuple(src.shape) != tuple(index.shape) else src
+        gs, gsrc = _scatter_prod_grads(g, a, dim, index, srcp, include_self, res)
     else:
         raise RuntimeError(f"the derivative for 'scatter_reduce' with reduce='{reduce}' is not implemented")
     return (gs if n[0] else None, None, _pad_to(gsrc, src.shape) if n[2] else None)
+
+
+def _scatter_prod_grads(g, a, dim, index, src, include_self, res):
+    """PyTorch's scatter_reduce(reduce='prod') gradients (``src`` cut to ``index``'s shape).
+    d res / d x is the product of the other factors of x's slot, which result / x gives unless x
+    is 0: a zero self element takes the product with itself replaced by 1; a zero src element
+    that is its slot's only zero src takes the slot's product with it replaced by 1 (two zeros
+    leave every factor's gradient 0, as result / x with the zero replaced by 1 gives). Written
+    in ember ops (scatter_reduce prod again), so it is itself differentiable."""
+    masked_self = api.where(a == 0, 1.0, a)
+    gs = g * masked_self.scatter_reduce(dim, index, src, "prod", include_self=include_self) / masked_self
+    if not include_self:
+        gs = gs.scatter(dim, index, 0.0)    # the slots' old values do not reach the result
+    src_zero = src == 0
+    zeros_in_slot = api.zeros_like(a).scatter_add(dim, index, src_zero.to(a.dtype)).gather(dim, index)
+    single = src_zero & (zeros_in_slot == 1)
+    without = a.scatter_reduce(dim, index, api.where(single, 1.0, src), "prod", include_self=include_self)
+    gsrc = api.where(single, (g * without).gather(dim, index),
+                     (g * res).gather(dim, index) / api.where(src_zero, 1.0, src))
+    return gs, gsrc
 
 
 # ---------------------------------------------------------------------- index_select & co

@@ -175,22 +175,42 @@ def xlogy(self, other):
     if not isinstance(x, Tensor):
         x = float(x)
         if x == 0:
-            return api.where(api.isnan(y), y, api.zeros_like(y))
+            # the tensor path's value and PyTorch's gradient for other, grad * 0 / other
+            return xlogy(api.zeros_like(y), y)
         if dt in _HALF:
             # torch's half kernel: the number rounded to ``dt`` (``_operand``) times log(y)
             # rounded to ``dt`` (a c10 half log), the product rounded once
             x = _operand(x, dt, dt)
         return x * api.log(y)
+    nan_number = False
     if not isinstance(y, Tensor):
+        nan_number = math.isnan(float(y))
         y = api.full_like(x, float(y))
     # where self is 0: the value is 0 (also for y = 0 or inf), the gradient for self is log(y),
-    # or 0 where y <= 0 (PyTorch's ``xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0)``)
+    # or 0 where y <= 0 (PyTorch's ``xlogy(grad, other).masked_fill((self == 0) & (other <= 0), 0)``;
+    # its Scalar-other overload masks a NaN number too)
     zero = x == 0
-    y_safe = api.where(zero & ((y <= 0) | (y == float("inf"))), 1.0, y)
+    to_one = (y <= 0) | (y == float("inf"))
+    y_safe = api.where(zero & (to_one | api.isnan(y) if nan_number else to_one), 1.0, y)
     r = x * api.log(y_safe)
     # PyTorch's value where self is 0 is +0.0; the product is -0.0 for a negative log(y) (or
     # self = -0.0), and adding +0.0 turns -0.0 into +0.0 (NaN stays NaN), keeping the gradient
-    return api.where(zero, r + 0.0, r)
+    at_zero = r + (float("nan") if nan_number else 0.0) + _xlogy_zero_self_grads(x, y, zero)
+    return api.where(zero, at_zero, r)
+
+
+def _xlogy_zero_self_grads(x, y, zero):
+    """Zero, with the parts of PyTorch's xlogy gradients at self == 0 that ``x * log(y_safe)``
+    (y_safe = 1 at other <= 0 or inf) lacks: grad * log(inf) = inf for self at other = +inf,
+    and grad * 0 / 0 = NaN for other at other = 0. Each is a zero-valued term whose derivative
+    is the wanted inf / NaN: sqrt at +0 has derivative inf (times other's 0 it is NaN). where()
+    passes the terms' (possibly NaN) gradients only to the masked elements."""
+    at_inf = zero & (y == float("inf"))
+    at_zero = zero & (y == 0)
+    grow = api.sqrt(api.where(at_inf, x, 0.0) + 0.0) * at_inf.to(x.dtype)
+    y0 = api.where(at_zero, y, 1.0)
+    undefined = api.sqrt(y0 * y0) * at_zero.to(y.dtype)
+    return grow + undefined
 
 
 _INPLACE["xlogy"] = xlogy
@@ -380,8 +400,20 @@ def lgamma(self):
     r = x - api.round(x)                                      # in [-1/2, 1/2]: exact near the integers
     s = api.abs(api.sin(math.pi * api.where(reflect, r, 0.5)))  # |sin(pi x)|, away from its zeros
     r = api.where(reflect, _LOG_PI - api.log(s) - lg, lg)
-    r = api.where(big, float("inf"), api.where(pole, _inf_with_grad(x0, pole & ~big), r))
+    r = api.where(big, _inf_at_infinities(x0, big), api.where(pole, _inf_with_grad(x0, pole & ~big), r))
     return r.to(dt)
+
+
+def _inf_at_infinities(x0, big):
+    """lgamma's +inf at x0 = +-inf with PyTorch's derivative there, digamma(x0): +inf at +inf,
+    NaN at -inf (a constant inf, as where() would otherwise take, has derivative 0).
+    At +inf: where(x0 == inf, x0, 1) * inf is inf with derivative inf. At -inf: that product is
+    the constant 1 * inf, and sqrt(exp(x0)) adds 0 whose derivative is NaN (sqrt's inf at 0 times
+    exp's 0). Off these points every factor is finite and where() passes them no gradient."""
+    pos = x0 == float("inf")
+    neg = x0 == float("-inf")
+    grows = api.where(pos, x0, 1.0) * api.where(big, float("inf"), 1.0)
+    return grows + api.sqrt(api.exp(api.where(neg, x0, 0.0))) * api.where(neg, 1.0, 0.0)
 
 
 def _inf_with_grad(x0, pole):

@@ -496,8 +496,42 @@ def _floor_div(xp, a, b, dt, kname):
         return xp.floor_divide(a_, b_)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return xp.floor_divide(_scalar_path_operand(xp, a, dt, cdt, False),
-                               _scalar_path_operand(xp, b, dt, cdt, True))
+        a_ = _scalar_path_operand(xp, a, dt, cdt, False)
+        b_ = _scalar_path_operand(xp, b, dt, cdt, True)
+        if dt in _HALF and not _second_is_scalar(b):
+            return _half_floor_div_stepwise(xp, a_, b_, dt)
+        return xp.floor_divide(a_, b_)
+
+
+def _second_is_scalar(b):
+    """Whether torch's CPU kernel reads ``b`` (the second operand) as one unrounded float
+    (TensorIterator's ``is_scalar(2)``: a number or a one-element tensor)."""
+    return _is_scalar(b) or b.size == 1
+
+
+def _to_half(xp, x, dt):
+    """Float32 array ``x`` rounded to half type ``dt`` and back: one step of a kernel that works
+    on c10::Half / c10::BFloat16 values, each arithmetic result rounded to the type."""
+    return x.astype(dt.np).astype(np.float32)
+
+
+def _half_floor_div_stepwise(xp, a, b, dt):
+    """Floor division of two float16/bfloat16 tensors (float32 arrays holding ``dt`` values) as
+    PyTorch's CPU ``div_floor_floating(_vec)`` computes it on Half/BFloat16 operands: fmod, the
+    subtraction, the division and the -1 / +1 fix-ups are each rounded to ``dt`` (Vectorized<Half>
+    and c10::Half arithmetic both round every result), so 77312 // -320 in bfloat16 is -243, not
+    the exact -242. A one-element second operand takes the float32 path instead (``_floor_div``)."""
+    r = lambda x: _to_half(xp, x, dt)   # noqa: E731
+    basic = r(a / b)
+    mod = r(xp.fmod(a, b))
+    # the vector kernel's fix-up for a quotient that overflows while ``a`` is finite
+    num = xp.where((xp.abs(basic) == np.inf) & (xp.abs(a) != np.inf), a, r(a - mod))
+    div = r(num / b)
+    div = xp.where((mod != 0) & ((b < 0) ^ (mod < 0)), r(div - 1), div)
+    fl = xp.floor(div)
+    fl = xp.where(r(div - fl) > 0.5, r(fl + 1), fl)
+    fl = xp.where(div == 0, xp.copysign(xp.zeros_like(fl), basic), fl)
+    return xp.where(b == 0, basic, fl)
 
 
 def _div_name(args):
@@ -531,8 +565,11 @@ def div(xp, a, b, rounding_mode=None):
         return _out(xp, q + fix.astype(q.dtype), dt)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
-        return _out(xp, xp.trunc(xp.true_divide(_scalar_path_operand(xp, a, dt, cdt, False),
-                                                _scalar_path_operand(xp, b, dt, cdt, True))), dt)
+        q = xp.true_divide(_scalar_path_operand(xp, a, dt, cdt, False),
+                           _scalar_path_operand(xp, b, dt, cdt, True))
+        if dt in _HALF and not _second_is_scalar(b):
+            q = _to_half(xp, q, dt)   # torch's Half/BFloat16 kernel: trunc(a / b), a / b rounded first
+        return _out(xp, xp.trunc(q), dt)
 
 
 @div.derivative(save_if_grad={"self": "other"})
@@ -1415,7 +1452,8 @@ def logical_not(xp, a):
 
 
 def _bitwise(name, npname, kname):
-    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
+    # a Number first operand too (torch's Scalar_Tensor overload: bitwise_and(5, t))
+    @defop(f"{name}(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
     def op(xp, a, b):
         dt = result_dtype(a, b)
         if dt.is_floating_point:
@@ -1443,7 +1481,8 @@ def bitwise_not(xp, a):
 def _shift(name, left):
     kname = "lshift_cpu" if left else "rshift_cpu"
 
-    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
+    # a Number first operand too (torch's Scalar_Tensor overload: bitwise_left_shift(5, t))
+    @defop(f"{name}(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=ND, inplace=True)
     def op(xp, a, b):
         dt = result_dtype(a, b)
         if dt.category != 1:

@@ -100,6 +100,18 @@ def _acc(a):
     return a.astype(np.float32) if _dt(a).name in _HALF else a
 
 
+def _cum_acc(a):
+    """The accumulator of PyTorch's CPU cumsum/cumprod (``acc_type<T, false>``): float32 in
+    float64, complex64 in complex128, half precision in float32; every partial result is
+    rounded once to the output dtype (float32 accumulated in float32 was an ulp off in most
+    rows)."""
+    if a.dtype == np.float32:
+        return a.astype(np.float64)
+    if a.dtype == np.complex64:
+        return a.astype(np.complex128)
+    return _acc(a)
+
+
 def _sum_dtype(dt, dtype):
     if dtype is not None:
         return _t.as_dtype(dtype)
@@ -540,6 +552,8 @@ def _var_grad(g, a, dim, correction, keepdim):
     dims = _axes(reduce_dims(dim, len(shape)), len(shape))
     n = _numel_of(shape, dims)
     c = 1 if correction is None else correction
+    if (dim is None or len(shape) == 0) and isinstance(n, int) and n - c <= 0:
+        return _var_grad_no_dof(g, a)
     centred = a - (a.mean(list(dims), keepdim=True) if dims else a)
     if not isinstance(n, int) and n != c:
         # a symbolic size (a traced backward under dynamic shapes): divide by it as a tensor
@@ -547,6 +561,15 @@ def _var_grad(g, a, dim, correction, keepdim):
         return expand_reduced(g, shape, dim, keepdim) * 2.0 * centred / (n - c)
     scale = 2.0 / (n - c) if n != c else math.inf
     return expand_reduced(g, shape, dim, keepdim) * scale * centred
+
+
+def _var_grad_no_dof(g, a):
+    """PyTorch's var gradient for a full reduction (no dim, or a 0-d input) with no degrees of
+    freedom left (numel <= correction): 2 / (numel - correction) taken as inf, times
+    ``x - mean``, so NaN where x equals the mean and inf elsewhere, whatever the sign of the
+    deviation or of numel - correction (times the incoming gradient)."""
+    at_mean = a == a.mean()
+    return g * api.where(at_mean, float("nan"), float("inf"))
 
 
 def _std_to_var_grad(g, std):
@@ -823,8 +846,9 @@ def _reverse_cumsum(xp, a, dim):
         return a.copy()
     d = wrap_dim(dim, a.ndim)
     with np.errstate(all="ignore"):
-        # half precision accumulates in float32, as torch's (grad.flip(d).cumsum(d).flip(d))
-        return xp.ascontiguousarray(xp.flip(xp.cumsum(_acc(xp.flip(a, d)), axis=d), d)).astype(a.dtype, copy=False)
+        # accumulated as torch's grad.flip(d).cumsum(d).flip(d) (``_cum_acc``)
+        return xp.ascontiguousarray(xp.flip(xp.cumsum(_cum_acc(xp.flip(a, d)), axis=d), d)).astype(a.dtype,
+                                                                                                   copy=False)
 
 
 @_reverse_cumsum.derivative
@@ -841,9 +865,10 @@ def cumsum(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
-        # half precision accumulates in float32, as PyTorch's (each output rounded once)
-        r = xp.asarray(xp.cumsum(_acc(a), axis=d, dtype=None if out_dt.is_floating_point else out_dt.np))
-        if out_dt.is_floating_point:
+        # accumulated as PyTorch's (``_cum_acc``: each output rounded once)
+        inexact = out_dt.is_floating_point or out_dt.is_complex
+        r = xp.asarray(xp.cumsum(_cum_acc(a), axis=d, dtype=None if inexact else out_dt.np))
+        if inexact:
             r = r + r.dtype.type(0)     # PyTorch's accumulator starts at +0: a -0.0 prefix sums to +0.0
         # row-major, as PyTorch's (numpy's cumsum keeps a permuted input's dim order)
         return _C(xp, r.astype(out_dt.np, copy=False), a)
@@ -863,8 +888,9 @@ def cumprod(xp, a, dim, dtype=None):
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
-        # half precision accumulates in float32, as PyTorch's; integers in their own dtype
-        r = xp.cumprod(_acc(a), axis=d, dtype=None if out_dt.is_floating_point else out_dt.np)
+        # accumulated as PyTorch's (``_cum_acc``); integers in their own dtype
+        inexact = out_dt.is_floating_point or out_dt.is_complex
+        r = xp.cumprod(_cum_acc(a), axis=d, dtype=None if inexact else out_dt.np)
         return _C(xp, xp.asarray(r).astype(out_dt.np, copy=False), a)
 
 
@@ -896,11 +922,19 @@ def _cumprod_bw(ctx, g):
 
 
 # ---------------------------------------------------------------------- all / any
+def _allany_dims(dim, ndim):
+    """The axes all/any reduce: PyTorch's all/any take an empty dim list for no dims at all
+    (``x.any(dim=())`` is ``x != 0`` elementwise), unlike sum/amax, where it means every dim."""
+    if isinstance(dim, (list, tuple)) and len(dim) == 0:
+        return ()
+    return _axes(reduce_dims(dim, ndim), ndim)
+
+
 def _allany(name, fn):
     @defop(f"{name}(Tensor self, int[]? dim=None, bool keepdim=False) -> Tensor",
            tags=RED + ("nondifferentiable",))
     def kernel(xp, a, dim=None, keepdim=False):
-        dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+        dims = _allany_dims(dim, a.ndim)
         r = _C(xp, xp.asarray(getattr(xp, fn)(a, axis=dims, keepdims=keepdim)), a)
         return r.astype(np.uint8) if a.dtype == np.uint8 else r.astype(np.bool_, copy=False)
     return kernel
@@ -1361,7 +1395,7 @@ cumprod.meta = _cum_meta
 
 
 def _allany_meta(a, dim=None, keepdim=False):
-    dims = _axes(reduce_dims(dim, a.ndim), a.ndim)
+    dims = _allany_dims(dim, a.ndim)
     return _reduced_c(a, dims, keepdim, _t.uint8 if a.dtype is _t.uint8 else _t.bool_)
 
 

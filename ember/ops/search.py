@@ -9,7 +9,8 @@ Design notes:
 * ``searchsorted``/``bucketize``/``isin`` compare every value with every boundary (an
   ``[..., K, M]`` boolean block reduced over the last dim) instead of a binary search: that
   is plain pointwise + reduction work, so it traces, fakes and compiles, at the price of
-  ``K * M`` temporary memory.
+  ``K * M`` temporary memory. Eagerly, searchsorted replays PyTorch's binary search instead
+  (vectorised over the values), which is also what decides where a NaN boundary puts a value.
 * order statistics (``median``, ``kthvalue``) pick a position of a stable ``sort`` (NaN sorts
   last) and gather the value from the input, so the gradient goes to the chosen element.
   Which of several tied elements is reported is unspecified in PyTorch (its CPU kernel uses
@@ -58,33 +59,87 @@ def _eager_numpy(*tensors):
 
 
 def _count_below(seq, values, right):
-    """For each value, how many entries of the sorted ``seq`` (last dim) lie below it: strictly
-    (``right=False``) or ``<=`` (``right=True``). A NaN value counts as above everything, as
-    PyTorch's binary search places it (NaN compares false with every boundary)."""
-    m = seq.shape[-1]
-    if isinstance(values, Tensor) and _eager_numpy(seq, values) and values.numel() * m > _ALL_PAIRS_MAX:
-        # eager and large: a binary search per value instead of the all-pairs comparison (which
-        # would hold values x boundaries booleans: 1e6 values and 1e3 boundaries are 1 GB). The
-        # same answers: numpy's search orders NaN after every number, as the count does.
-        side = "right" if right else "left"
-        s, v = sort_keys(seq._data), sort_keys(values._data)
-        if s.ndim == 1:
-            out = np.searchsorted(s, v, side=side)
+    """For each value, its insertion point in ``seq`` (last dim) as PyTorch's CPU kernel finds it:
+    a binary search that moves right while ``!(mid >= value)`` (``!(mid > value)`` when
+    ``right``). On a sequence sorted in the comparison sense that is the count of entries below
+    the value (strictly, or ``<=``); a NaN value compares false everywhere and lands at the end.
+    A NaN boundary (sorted last) also compares false, so the search steps over it as if it were
+    below the value, and where it lands depends on the search's path: only replaying that path
+    gives PyTorch's answer ([1, 2, 2, 3, nan] puts 2 at 5 with right=True, not 3)."""
+    dt = _compare_dtype(seq, values)
+    if isinstance(values, Tensor) and _eager_numpy(seq, values):
+        return _make(_binary_search_np(seq.to(dt)._data, values.to(dt)._data, right), values.device, _t.int64)
+    if not isinstance(values, Tensor):
+        values = api.full((), values, dtype=dt, device=seq.device)
+        if _eager_numpy(seq):
+            return _make(_binary_search_np(seq.to(dt)._data, values._data, right), seq.device, _t.int64)
+    return _binary_search(seq.to(dt), values.to(dt), right)
+
+
+def _compare_dtype(seq, values):
+    """The dtype the boundaries and values are compared in: PyTorch's promotion of the two (a
+    0-d tensor or a number only lifts the category: 2.5 against int64 boundaries compares as
+    float, 16777217 against float32 ones as float32's 16777216)."""
+    dims, zero_dims, scalars = [], [], []
+    for x in (seq, values):
+        if isinstance(x, Tensor):
+            (dims if x.ndim else zero_dims).append(x.dtype)
         else:
-            out = np.empty(v.shape, dtype=np.int64)
-            for i in np.ndindex(*s.shape[:-1]):
-                out[i] = np.searchsorted(s[i], v[i], side=side)
-        return _make(np.ascontiguousarray(out, dtype=np.int64), values.device, _t.int64)
-    if isinstance(values, Tensor):
-        v = values.unsqueeze(-1)
-        s = seq if seq.ndim == 1 else seq.unsqueeze(-2)
-        n = ((s <= v) if right else (s < v)).sum(-1)
-        if values.dtype.is_floating_point:
-            n = api.where(api.isnan(values), m, n)
-        return n
-    if isinstance(values, float) and math.isnan(values):
-        return api.full((), m, dtype=_t.int64, device=seq.device)
-    return ((seq <= values) if right else (seq < values)).sum()
+            scalars.append(x)
+    return _t.result_type_from(dims, zero_dims, scalars)
+
+
+def _bisect_steps(m):
+    """How many halvings a binary search over ``m`` entries takes at most."""
+    return int(m).bit_length()
+
+
+def _binary_search_np(s, v, right):
+    """``_count_below`` on numpy arrays: every value's search advanced one halving at a time
+    (all values at once, so log2(m) vector steps rather than a loop over the values). ``s`` is
+    1-D, or has ``v``'s leading dims."""
+    m = s.shape[-1]
+    start = np.zeros(v.shape, dtype=np.int64)
+    end = np.full(v.shape, m, dtype=np.int64)
+    if m == 0:
+        return start
+    flat = s.ndim == 1
+    if not flat and v.ndim == 0:
+        raise AssertionError("a 0-d value with batched boundaries")
+    with np.errstate(invalid="ignore"):
+        for _ in range(_bisect_steps(m)):
+            active = start < end
+            mid = start + ((end - start) >> 1)
+            at = np.minimum(mid, m - 1)
+            mv = s[at] if flat else np.take_along_axis(s, at, axis=-1)
+            go_right = ~(mv > v) if right else ~(mv >= v)
+            start = np.where(active & go_right, mid + 1, start)
+            end = np.where(active & ~go_right, mid, end)
+    return start
+
+
+def _binary_search(seq, values, right):
+    """``_count_below`` in ember ops (traced, fake, compiled; no loop over the sequence's
+    length, which may be symbolic), exact for a sequence sorted with its NaNs last, as the
+    binary search's path can be told without replaying it. ``c`` boundaries compare below the
+    value, ``p`` are not NaN: the search's predicate holds on [0, c), fails on [c, p) and holds
+    again on the NaNs [p, m). Until it first fails, the search moves right, probing at
+    distances H, H >> 1, H >> 2, ..., 1 from the end (H = ceil(m / 2)); once it probes inside
+    [c, p) it ends at c, and if none of those probes lands there (c == p among them) it ends
+    at m. So: c if some H >> k lies in [m - p + 1, m - c], else m."""
+    m = seq.shape[-1]
+    v = values.unsqueeze(-1)
+    s = seq if seq.ndim == 1 else seq.unsqueeze(-2)
+    c = ((s <= v) if right else (s < v)).sum(-1)
+    if not values.dtype.is_floating_point:
+        return c
+    p = api.logical_not(api.isnan(seq)).sum(-1, keepdim=seq.ndim > 1)
+    pow2 = api.tensor([1 << k for k in range(63)], dtype=_t.int64, device=values.device)
+    probes = api.floor_divide(api.zeros_like(pow2) + (m + 1) // 2, pow2)   # H >> k
+    lo = (m + 1 - p).unsqueeze(-1) if seq.ndim > 1 else m + 1 - p
+    hi = (m - c).unsqueeze(-1)
+    lands = ((probes >= lo) & (probes <= hi)).any(-1)
+    return api.where(api.isnan(values) | (c >= p) | api.logical_not(lands), m, c)
 
 
 @defcomposite("searchsorted(Tensor sorted_sequence, Tensor|Scalar self, *, bool out_int32=False, bool right=False, "
@@ -94,7 +149,7 @@ def searchsorted(sorted_sequence, self, out_int32=False, right=False, side=None,
     matching ``self``'s), as torch.searchsorted: ``right``/``side='right'`` puts a value after equal
     entries; ``sorter`` gives the permutation that sorts an unsorted sequence. A sequence holding
     NaN is not sorted in the comparison sense: PyTorch's answer then depends on its binary search's
-    path, ember's counts the boundaries that compare below the value."""
+    path, which ember follows (``_count_below``)."""
     name = "torch.searchsorted()"
     if side is not None:
         if side not in ("left", "right"):
@@ -459,7 +514,20 @@ def logcumsumexp(self, dim):
     d = wrap_dim(dim, self.ndim)
     if self.ndim == 0 or self.numel() == 0:
         return self.clone()
-    return _scan(self, d, _logaddexp_complex if self.dtype.is_complex else _logaddexp)
+    # PyTorch's CPU kernel adds one term after another in acc_type (double for float32, float for
+    # the half types), rounding each output once; the scan's other association order in float32
+    # was an ulp or more off in most rows. In float64 its error is far below the output's ulp.
+    wide = {_t.float32: _t.float64, _t.float16: _t.float64, _t.bfloat16: _t.float64,
+            _t.complex64: _t.complex128}.get(self.dtype)
+    x = self if wide is None else self.to(wide)
+    if self.dtype.is_complex:
+        r = _scan(x, d, _logaddexp_complex)
+        # a prefix of -inf real parts is the kernel's starting value, -inf + 0j (its tie between
+        # two -inf reals keeps the accumulator, whose phase is still the initial 0)
+        r = api.where(api.real(r) == float("-inf"), api.full_like(r, complex(float("-inf"), 0.0)), r)
+    else:
+        r = _scan(x, d, _logaddexp)
+    return r if wide is None else r.to(self.dtype)
 
 
 def _logaddexp_complex(a, b):

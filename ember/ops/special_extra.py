@@ -747,28 +747,33 @@ special_erfcx = _unary("special_erfcx", np_erfcx, "SpecialErfcxBackward0", halve
 special_log_ndtr = _unary("special_log_ndtr", np_log_ndtr, "SpecialLogNdtrBackward0", halves=False)
 
 
-def _safe_x(x):
-    return api.where(x == 0, api.ones_like(x), x)
-
-
 @special_i0e.derivative
 def _i0e_bw(ctx, g):
     x, = ctx.args
     return (g * (special_i1e.binding(x) - api.sign(x) * ctx.result),)
 
 
+def _not_tiny(x):
+    """Where PyTorch's i1/i1e gradients use their formula: |x| above the dtype's epsilon. Below
+    it (and at NaN, which is not above) they take the limit 1/2: i1(x) / x would be 0/0 at 0,
+    and 1 / x overflows for a denormal x (i1e' was -inf at 1e-310)."""
+    return api.abs(x) > float(np.finfo(x.dtype.np).eps)
+
+
 @special_i1.derivative
 def _i1_bw(ctx, g):
     x, = ctx.args
-    d = api.i0(x) - ctx.result / _safe_x(x)
-    return (g * api.where(x == 0, api.full_like(d, 0.5), d),)
+    ok = _not_tiny(x)
+    d = api.i0(x) - ctx.result / api.where(ok, x, api.ones_like(x))
+    return (g * api.where(ok, d, api.full_like(d, 0.5)),)
 
 
 @special_i1e.derivative
 def _i1e_bw(ctx, g):
     x, = ctx.args
-    d = special_i0e.binding(x) - ctx.result * (api.sign(x) + 1.0 / _safe_x(x))
-    return (g * api.where(x == 0, api.full_like(d, 0.5), d),)
+    ok = _not_tiny(x)
+    d = special_i0e.binding(x) - ctx.result * (api.sign(x) + 1.0 / api.where(ok, x, api.ones_like(x)))
+    return (g * api.where(ok, d, api.full_like(d, 0.5)),)
 
 
 @special_erfcx.derivative

@@ -191,7 +191,8 @@ def _scan(name, fn, doc):
                            doc=doc)(kernel))
 
 
-_scan("cumsum", lambda xp, x, d: xp.cumsum(x, axis=d), "Inclusive prefix sum along ``dim`` (same dtype; "
+# (``+ 0``: the running sum starts at +0, as PyTorch's and the compiled scan: a -0.0 prefix sums to +0.0)
+_scan("cumsum", lambda xp, x, d: xp.cumsum(x, axis=d) + 0, "Inclusive prefix sum along ``dim`` (same dtype; "
       "integers wrap; float16/bfloat16 accumulate in float32).")
 _scan("cumprod", lambda xp, x, d: xp.cumprod(x, axis=d), "Inclusive prefix product along ``dim`` (same "
       "dtype; integers wrap).")

@@ -12,10 +12,12 @@ index vector broadcast to the source's shape.
 Left whole (the decomposition returns ``NotImplemented``): boolean-mask
 indices (except ``index_put`` of one value, ``x[mask] = v``, which is a
 ``where``), ``masked_select`` and ``nonzero`` (their output shape depends on
-the data), ``scatter(reduce='multiply')`` and ``scatter_reduce`` with
-``prod`` (no prim reduces by product into a scatter target; ``amax``/``amin``
-have ``prims.scatter_amax``/``scatter_amin``). Bounds errors that the kernels raise from the index values cannot be
-raised by a graph: a decomposition assumes in-range indices.
+the data) and ``scatter(reduce='multiply')`` (no prim multiplies into a scatter target;
+``amax``/``amin`` have ``prims.scatter_amax``/``scatter_amin``). ``scatter_reduce`` with
+``prod`` compares every index with every slot of its dim (a one-hot block reduced by
+``prims.prod``): left whole when that block would be large. Bounds errors that the kernels
+raise from the index values cannot be raised by a graph: a decomposition assumes in-range
+indices.
 """
 from __future__ import annotations
 
@@ -24,8 +26,8 @@ import numpy as np
 from ... import types as _t
 from ...ops._helpers import broadcast_shapes, wrap_dim
 from . import register_decomposition
-from .shape import (bcast, bcast_to_dims, flat, full, inverse_perm, numel, permute, reshape, size_operand, to,
-                    wrap_index)
+from .shape import (bcast, bcast_to_dims, flat, full, inverse_perm, iota, numel, pad, permute, reshape, size_operand,
+                    to, wrap_index)
 
 from ember import prims  # noqa: E402
 
@@ -190,11 +192,50 @@ def _maxmin_identity(dtype, reduce):
     return int(info.min) if reduce == "amax" else int(info.max)
 
 
+# the most (index element, slot) pairs the one-hot block of a scatter_reduce prod may hold;
+# beyond it the op stays whole (its kernel multiplies in place, with no such block)
+_PROD_PAIRS_MAX = 1 << 22
+
+
+def _example_size(n):
+    """A size's value, or a symbolic size's example value (adding no guard)."""
+    from ...fx.experimental.symbolic_shapes import has_hint, hint_int
+    return hint_int(n) if has_hint(n) else 0
+
+
+def _scatter_prod(out, d, idx, vals, include_self):
+    """scatter_reduce(reduce='prod') without a prim that multiplies into a scatter target: a
+    one-hot block ``hot[..., j, ..., t] = (idx[..., j, ...] == t)`` over the index's shape and
+    the ``n`` slots of dim ``d``, the values where hot (1 elsewhere) multiplied over the index's
+    dim ``d``, the slot axis moved back to ``d`` and padded with 1 to ``out``'s extent in the
+    other dims (an index may be narrower there). include_self multiplies ``out`` by the slots'
+    products (one rounding order: the kernel multiplies one value at a time); otherwise a
+    slot any index reaches takes its product alone. None where the block would be too large
+    (judged by the example sizes under dynamic shapes: no guard on them)."""
+    n = out.shape[d]
+    ishape = tuple(idx.shape)
+    if _example_size(numel(ishape)) * _example_size(n) > _PROD_PAIRS_MAX:
+        return None
+    nd = out.ndim
+    block = ishape + (n,)
+    lead = tuple(range(nd))
+    hot = prims.eq(bcast_to_dims(idx, block, lead), bcast_to_dims(iota(n, idx.device), block, (nd,)))
+    picked = prims.where(hot, bcast_to_dims(vals, block, lead), 1)
+    back = list(range(d)) + [nd - 1] + list(range(d, nd - 1))     # the slot axis to dim d
+    prod = permute(prims.prod(picked, (d,)), back)
+    grow = [(0, 0 if k == d else out.shape[k] - ishape[k], 0) for k in range(nd)]
+    prod = pad(prod, 1, grow)
+    if include_self:
+        return prims.mul(out, prod)
+    hit = pad(permute(prims.any(hot, (d,)), back), False, grow)
+    return prims.where(hit, prod, out)
+
+
 @register_decomposition("scatter_reduce")
 def scatter_reduce(x, dim, index, src, reduce, include_self=True):
-    if reduce not in ("sum", "mean", "amax", "amin") or src.dtype is not x.dtype or index.dtype is not _t.int64 \
-            or x.dtype.is_complex:
-        return NotImplemented        # prod: no prim multiplies into a scatter target
+    if reduce not in ("sum", "mean", "amax", "amin", "prod") or src.dtype is not x.dtype \
+            or index.dtype is not _t.int64 or x.dtype.is_complex or (reduce == "prod" and x.dtype is _t.bool_):
+        return NotImplemented
     out = _as1d(x)
     idx = reshape(index, (numel(index.shape),)) if x.ndim == 0 else index
     s = reshape(src, (numel(src.shape),)) if x.ndim == 0 else src
@@ -202,6 +243,9 @@ def scatter_reduce(x, dim, index, src, reduce, include_self=True):
         return NotImplemented
     d = wrap_dim(dim, out.ndim)
     vals = _src_part(s, idx)
+    if reduce == "prod":
+        res = _scatter_prod(out, d, idx, vals, include_self)
+        return NotImplemented if res is None else reshape(res, tuple(x.shape))
     if reduce in ("amax", "amin"):
         # include_self=False: the scattered-to slots start from the identity, so only src counts
         base = out if include_self else \

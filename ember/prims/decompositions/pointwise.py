@@ -104,6 +104,28 @@ def half_operands(args, dt):
     return out
 
 
+def _one_element(x):
+    """Whether tensor ``x`` surely has one element (a symbolic size is not 1: dynamo specializes
+    sizes 0 and 1)."""
+    return all(isinstance(s, (int, np.integer)) and s == 1 for s in x.shape)
+
+
+def scalar_path_operands(args, dt):
+    """The two operands of mul / div / floor_divide (every rounding mode) whose result dtype
+    ``dt`` is float16/bfloat16, as their CPU kernels see them: a one-element second operand (a
+    Python number, a 0-dim or size-1 tensor: TensorIterator's ``is_scalar(2)``) is read
+    unrounded (``original_scalar_value``); any other operand of another dtype (the first one,
+    an int64 tensor of many elements) is cast to ``dt`` before the kernel, as ``half_operands``
+    (eager: ``ember.ops.pointwise._scalar_path_operand``). Other result dtypes: unchanged."""
+    a, b = args
+    if dt not in _HALF:
+        return [a, b]
+    a = half_operands((a,), dt)[0]
+    if is_tensor(b) and not _one_element(b):
+        b = half_operands((b,), dt)[0]
+    return [a, b]
+
+
 def fresh(x):
     """A new tensor with ``x``'s values: a decomposition must not return its input object
     (autograd would attach the op's history to the input itself)."""
@@ -224,13 +246,62 @@ def mul(self, other):
     dt = result_dtype(self, other)
     if dt is _t.bool_:
         return _elementwise(prims.logical_and, (self, other), dt)
-    return _elementwise(prims.mul, (self, other), dt)
+    return _elementwise(prims.mul, scalar_path_operands((self, other), dt), dt)
+
+
+def _second_is_scalar(b):
+    """Whether torch's CPU kernel reads ``b`` (the second operand) as one unrounded float
+    (TensorIterator's ``is_scalar(2)``: a number or a one-element tensor)."""
+    return not is_tensor(b) or _one_element(b)
+
+
+def _round_to(x, dt):
+    """Float32 tensor ``x`` rounded to half type ``dt`` and back: one step of a kernel that works
+    on c10::Half / c10::BFloat16 values."""
+    return to(to(x, dt), _t.float32)
+
+
+def _half_floor_div_stepwise(a, b, dt):
+    """Floor division of two float16/bfloat16 operands (float32 tensors holding ``dt`` values,
+    ``a`` possibly a number) as PyTorch's CPU ``div_floor_floating(_vec)`` computes it on
+    Half/BFloat16 values: fmod, the subtraction, the division and the -1 / +1 fix-ups each
+    rounded to ``dt`` (eager: ``ember.ops.pointwise._half_floor_div_stepwise``)."""
+    if not is_tensor(a):
+        a = full(tuple(b.shape), a, b.dtype, b.device)
+    r = lambda x: _round_to(x, dt)      # noqa: E731
+    basic = r(prims.div(a, b))
+    mod = r(prims.fmod(a, b))
+    # the vector kernel's fix-up for a quotient that overflows while ``a`` is finite
+    overflow = prims.logical_and(prims.eq(prims.abs(basic), math.inf), prims.ne(prims.abs(a), math.inf))
+    num = prims.where(overflow, a, r(prims.sub(a, mod)))
+    q = r(prims.div(num, b))
+    fix = prims.logical_and(prims.ne(mod, 0), prims.logical_xor(prims.lt(b, 0), prims.lt(mod, 0)))
+    q = prims.where(fix, r(prims.sub(q, 1.0)), q)
+    fl = prims.floor(q)
+    fl = prims.where(prims.gt(r(prims.sub(q, fl)), 0.5), r(prims.add(fl, 1.0)), fl)
+    fl = prims.where(prims.eq(q, 0), prims.copysign(fl, basic), fl)     # (fl is a zero there)
+    return prims.where(prims.eq(b, 0), basic, fl)
 
 
 def _floor_div(a, b, dt, kname):
     if dt is _t.bool_:
         raise _not_impl(kname, dt)
-    return _elementwise(prims.floor_divide, (a, b), dt, dt if dt.category == 1 else None)
+    if dt in _HALF and not _second_is_scalar(b):
+        x, y = prep(scalar_path_operands((a, b), dt), _t.float32)
+        return to(_half_floor_div_stepwise(x, y, dt), dt)
+    return _elementwise(prims.floor_divide, scalar_path_operands((a, b), dt), dt,
+                        dt if dt.category == 1 else None)
+
+
+def _trunc_div(x, y, dt, stepwise):
+    """trunc(x / y) in the compute dtype; ``stepwise`` (a float16/bfloat16 kernel whose second
+    operand is not one element: not the float32 scalar path) rounds the quotient to ``dt``
+    first, as eager. (Decided on the operand before broadcasting: a broadcast 0-dim divisor is
+    still the kernel's scalar.)"""
+    q = prims.div(x, y)
+    if stepwise:
+        q = _round_to(q, dt)
+    return prims.trunc(q)
 
 
 @register_decomposition("div")
@@ -240,14 +311,15 @@ def div(self, other, *, rounding_mode=None):
                            f"'{rounding_mode}'")
     dt = result_dtype(self, other)
     if rounding_mode is None:
-        return _elementwise(prims.div, (self, other), floaty(dt))
+        return _elementwise(prims.div, scalar_path_operands((self, other), floaty(dt)), floaty(dt))
     if rounding_mode == "floor":
         return _floor_div(self, other, dt, "div_floor_cpu")
     if dt is _t.bool_:
         raise _not_impl("div_trunc_cpu", dt)
     if dt.category == 1:
         return _elementwise(prims.div, (self, other), dt)     # integer prims.div truncates
-    return _elementwise(lambda x, y: prims.trunc(prims.div(x, y)), (self, other), dt)
+    stepwise = dt in _HALF and not _second_is_scalar(other)
+    return _elementwise(lambda x, y: _trunc_div(x, y, dt, stepwise), scalar_path_operands((self, other), dt), dt)
 
 
 @register_decomposition("floor_divide")

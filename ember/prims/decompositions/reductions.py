@@ -158,6 +158,14 @@ _argmaxmin("argmin", prims.argmin)
 
 
 # ---------------------------------------------------------------------- var / std
+def _var_acc_dtype(dt):
+    """The dtype var/std/var_mean/std_mean compute in: float64 for float32 (torch's CPU Welford
+    accumulates float in double, as eager: a float32 deviation near 1e19 squared overflows, and
+    a row of values near 1e37 sums past float32's range, while the variance's root and the mean
+    stay finite); float32 for float16/bfloat16 (as eager). The result is rounded once to ``dt``."""
+    return _t.float64 if dt is _t.float32 else comp(dt)
+
+
 def _var_core(a, dim, correction, keepdim, name, want_mean):
     if not a.dtype.is_floating_point:
         who = "std and var" if name in ("std", "var") else name
@@ -169,7 +177,7 @@ def _var_core(a, dim, correction, keepdim, name, want_mean):
         import warnings
         warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less than the "
                       f"reduction factor (input numel divided by output numel).", UserWarning, stacklevel=3)
-    x = to(a, comp(a.dtype))
+    x = to(a, _var_acc_dtype(a.dtype))
     v = _keep(prims.var(x, dims, float(c)), dims, keepdim, a.ndim)
     m = None
     if want_mean:
@@ -262,12 +270,23 @@ def logsumexp(self, dim, keepdim=False):
 
 
 # ---------------------------------------------------------------------- cumsum / cumprod
+def _scan_in_acc(prim, x, d):
+    """``prim`` (cumsum / cumprod) of ``x`` along ``d`` accumulated as PyTorch's CPU scan
+    (``acc_type<T, false>``): float32 in float64, each partial result rounded once to float32
+    (eager: ``ember.ops.reduction._cum_acc``; a float32 running sum was an ulp off eager in most
+    rows). Other dtypes scan in their own (half precision accumulates in float32 in the
+    lowering)."""
+    if x.dtype is not _t.float32:
+        return prim(x, d)
+    return to(prim(to(x, _t.float64), d), _t.float32)
+
+
 @register_decomposition("_reverse_cumsum")
 def _reverse_cumsum(self, dim):
     if self.ndim == 0:
         return fresh(self)
     d = wrap_dim(dim, self.ndim)
-    return prims.flip(prims.cumsum(prims.flip(self, (d,)), d), (d,))
+    return prims.flip(_scan_in_acc(prims.cumsum, prims.flip(self, (d,)), d), (d,))
 
 
 def _scan(name, prim):
@@ -277,7 +296,7 @@ def _scan(name, prim):
         x = to(self, out_dt)
         if self.ndim == 0:
             return fresh(x) if x is self else x
-        return prim(x, d)
+        return _scan_in_acc(prim, x, d)
     register_decomposition(name)(f)
 
 
@@ -288,7 +307,9 @@ _scan("cumprod", prims.cumprod)
 # ---------------------------------------------------------------------- all / any
 def _allany(name, prim):
     def f(self, dim=None, keepdim=False):
-        dims = _dims(dim, self.ndim)
+        # (``dim=()`` reduces nothing -- elementwise ``x != 0``, as PyTorch and eager -- where
+        # other reductions read an empty dim list as every dim)
+        dims = () if isinstance(dim, (list, tuple)) and len(dim) == 0 else _dims(dim, self.ndim)
         r = _reduce(prim, self, dims, keepdim)
         return to(r, _t.uint8) if self.dtype is _t.uint8 else r
     register_decomposition(name)(f)
