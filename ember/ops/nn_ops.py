@@ -1463,8 +1463,8 @@ def binary_cross_entropy(xp, x, t, w=None, reduction=1):
 @binary_cross_entropy.derivative
 def _bce_bw(ctx, g):
     x, t, w, reduction = ctx.args
-    if reduction == 1 and x.dtype in (_t.float16, _t.bfloat16) and g.dtype is x.dtype and x.numel():
-        # torch's half kernel divides by numel last (each step rounded)
+    if reduction == 1 and x.numel() and (g.dtype is x.dtype or x.dtype not in (_t.float16, _t.bfloat16)):
+        # torch's kernels divide by numel last, after the weight (each step rounded)
         gx, gt = _bce_backward(g, x, t, w)
         gx, gt = gx / x.numel(), gt / x.numel()
     else:
@@ -1480,7 +1480,9 @@ def _bce_backward(xp, g, x, t, w):
     eps = 1e-12
     gx = g * (x - t) / xp.maximum((1 - x) * x, eps)
     with np.errstate(divide="ignore"):
-        gt = g * (xp.maximum(xp.log1p(-x), -100) - xp.maximum(xp.log(x), -100))
+        # torch's -logit(x) = -log(x / (1 - x)), unclamped: the -100 clamp bounds the loss, not
+        # its target derivative (+-inf at x = 0 / 1; -0 at x = 0.5)
+        gt = g * -xp.log(x / (1 - x))
     if w is not None:
         gx, gt = gx * w, gt * w
     return gx.astype(x.dtype), gt.astype(x.dtype)
@@ -1490,9 +1492,8 @@ def _bce_backward(xp, g, x, t, w):
 def _bce_backward_bw(ctx, grads):
     """Double backward of binary_cross_entropy, written with differentiable ops.
 
-    gx = g*w*(x-t)/D with D = max(x(1-x), eps); gt = g*w*(clamp(log1p(-x)) - clamp(log x)),
-    the clamps at -100 (where the clamp is active the derivative is zero, like
-    the kernel's forward). The weight gets no gradient, as in PyTorch."""
+    gx = g*w*(x-t)/D with D = max(x(1-x), eps); gt = -g*w*logit(x), unclamped as torch's
+    (d/dx -logit(x) = -1/(x(1-x))). The weight gets no gradient, as in PyTorch."""
     g, x, t, w = ctx.args
     ggx, ggt = grads
     n = ctx.needs_input_grad
@@ -1511,12 +1512,8 @@ def _bce_backward_bw(ctx, grads):
         terms_t.append(-gw * g / d)
     if ggt is not None:
         gw = ggt if one_w is None else ggt * one_w
-        l1 = api.clamp(api.log1p(-x), min=-100)
-        l0 = api.clamp(api.log(x), min=-100)
-        terms_g.append(gw * (l1 - l0))
-        dl1 = -(l1 > -100).to(x.dtype) / (1 - x)
-        dl0 = (l0 > -100).to(x.dtype) / x
-        terms_x.append(gw * g * (dl1 - dl0))
+        terms_g.append(-gw * api.log(x / (1 - x)))
+        terms_x.append(-gw * g / (x * (1 - x)))
     if n[0] and terms_g:
         gg_g = sum(terms_g[1:], terms_g[0])
     if n[1] and terms_x:
@@ -1558,34 +1555,68 @@ def binary_cross_entropy_with_logits(xp, x, t, w=None, pw=None, reduction=1):
 
 @binary_cross_entropy_with_logits.derivative
 def _bcel_bw(ctx, g):
+    """torch's formulas and rounding order: factor * grad [* weight] [/ numel]. weight and
+    pos_weight get no gradient (torch refuses them requiring grad: ``_refuse_grad_for``)."""
     x, t, w, pw, reduction = ctx.args
     n = ctx.needs_input_grad
-    if pw is None and not n[1] and x.dtype in (_t.float16, _t.bfloat16) and g.dtype is x.dtype \
-            and t.dtype is x.dtype and (w is None or w.dtype is x.dtype) and x.numel():
-        # torch's half backward, each step rounded: (sigmoid(x) - t) * grad [* w] [/ numel]
-        gx = (api.sigmoid(x) - t) * g
-        if w is not None:
-            gx = gx * w
-        if reduction == 1:
-            gx = gx / x.numel()
-        return (sum_to(gx, x.shape) if n[0] else None, None, None, None)
-    gs = _grad_scale(g, reduction, x.numel())
-    sig = api.sigmoid(x)
+    half = x.dtype in (_t.float16, _t.bfloat16)
+    if half and (g.dtype is not x.dtype or t.dtype is not x.dtype or pw is not None
+                 or (w is not None and w.dtype is not x.dtype)):
+        # mixed half dtypes: the formulas on the pre-scaled gradient (ember's own rounding)
+        g, reduction = _grad_scale(g, reduction, x.numel()), 2
+    sig = api.sigmoid(x) if n[0] else None
     if pw is not None:
-        gx = (pw * t * (sig - 1) + (1 - t) * sig)
-        gt = (-pw * api.log(sig) + api.log(1 - sig)) if n[1] else None
-        gpw = (-t * api.log(sig)) if n[3] else None
+        pt = pw * t
+        gx = ((pt + 1 - t) * sig - pt) if n[0] else None
+        # d loss / d t = logsig(-x) - pw * logsig(x); the log(1 - sigmoid(x)) form rounds to
+        # log(0) = -inf once sigmoid(x) rounds to 1 (x > ~17 in float32)
+        gt = (api.logsigmoid(-x) - api.logsigmoid(x) * pw) if n[1] else None
     else:
-        gx = sig - t
+        gx = (sig - t) if n[0] else None
         gt = -x if n[1] else None
-        gpw = None
+    return (_bcel_finish(gx, g, w, reduction, x) if n[0] else None,
+            _bcel_finish(gt, g, w, reduction, t) if n[1] else None, None, None)
+
+
+def _bcel_finish(f, g, w, reduction, like):
+    """factor * grad [* weight] [/ numel], summed to ``like``'s shape (broadcast weights)."""
+    r = f * g
     if w is not None:
-        gx = gx * w
-        gt = gt * w if gt is not None else None
-        gpw = gpw * w if gpw is not None else None
-    gx = gs * gx
-    return (sum_to(gx, x.shape) if n[0] else None, sum_to(gs * gt, t.shape) if gt is not None else None,
-            None, sum_to(gs * gpw, pw.shape) if gpw is not None else None)
+        r = r * w
+    if reduction == 1:
+        r = r / like.numel() if like.numel() else r * float("nan")
+    return sum_to(r, like.shape)
+
+
+def _refuse_grad_for(op, names, torch_name):
+    """Refuse, as torch does when it records the call, a tensor requiring grad in ``names``:
+    torch has no derivative formula for these arguments (loss weights) and raises rather than
+    leave them without a gradient. ember records an op's node through ``op._rec`` (only with
+    grad mode on and some tensor argument requiring grad), so the check wraps that: an
+    instance attribute shadowing ``OpDef._rec``, which builds the recorder itself.
+    ``torch_name(args)``: the name torch's message gives the function."""
+    pos = tuple((i, p.name) for i, p in enumerate(op.params) if p.name in names)
+    built = []
+
+    def rec(args, out):
+        for i, name in pos:
+            a = args[i]
+            if a is not None and a.requires_grad:
+                raise RuntimeError(f"The function '{torch_name(args)}' is not differentiable with "
+                                   f"respect to argument '{name}'. This input cannot have "
+                                   "requires_grad True.")
+        if not built:
+            from ..autograd.graph import build_record, record
+            # (no straight-line recorder for this op: the generic one, as ``OpDef._rec``)
+            built.append(build_record(op) or (lambda a, o: record(op, a, o)))
+        return built[0](args, out)
+
+    op.__dict__["_rec"] = rec
+
+
+_refuse_grad_for(binary_cross_entropy, ("weight",), lambda args: "binary_cross_entropy")
+_refuse_grad_for(binary_cross_entropy_with_logits, ("weight", "pos_weight"),
+                 lambda args: "binary_cross_entropy_with_logits")
 
 
 # ---------------------------------------------------------------------- nll_loss
@@ -1781,7 +1812,10 @@ def _nll_loss_backward(xp, g, self_size, t, w, reduction, ignore_index):
         else:
             total = ws.sum(dtype=g.dtype)
         with np.errstate(invalid="ignore", divide="ignore"):
-            coef = xp.where(ws != 0, -ws * (g / total), 0)   # ignored targets get 0, not 0 * nan
+            coef = -ws * (g / total)
+    # as torch's kernel: an ignored target's entry is never written (0 even for a NaN / inf
+    # grad), while a weight-0 class still gets 0 * grad (NaN when the total weight is 0)
+    coef = xp.where(tt != ignore_index, coef, 0)
     out = xp.zeros(xs, dtype=g.dtype)
     xp.put_along_axis(out, tc[:, None], coef[:, None].astype(g.dtype), axis=1)
     return out.reshape(shape)
@@ -1817,6 +1851,11 @@ def _nll_backward_unit(g, shape, t, reduction, ignore_index):
 def _nll_loss_backward_bw(ctx, c):
     g, self_size, t, w, reduction, ignore_index = ctx.args
     return (nll_loss_nd(c, t, w, reduction, ignore_index)[0], None, None)
+
+
+# torch's nll_loss runs nll_loss2d_forward for an input of more than 2 dims
+_refuse_grad_for(nll_loss_nd, ("weight",),
+                 lambda args: "nll_loss2d_forward" if args[0].dim() > 2 else "nll_loss_forward")
 
 
 # ---------------------------------------------------------------------- clamped 2-norm

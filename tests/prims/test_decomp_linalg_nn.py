@@ -139,7 +139,7 @@ NN = {
     # (the kernels give no gradient to a loss weight: differentiate the other inputs)
     "bce": (lambda a, b, w: F.binary_cross_entropy(a.sigmoid(), b.sigmoid(), w), T((3, 4), (3, 4), (4,)), [0, 1]),
     "bce_with_logits": (lambda a, b, w, pw: F.binary_cross_entropy_with_logits(a, b.sigmoid(), w, pos_weight=pw),
-                        lambda r, dt: [rn(r, dt, 3, 4), rn(r, dt, 3, 4), rpos(r, dt, 4), rpos(r, dt, 4)], [0, 1, 3]),
+                        lambda r, dt: [rn(r, dt, 3, 4), rn(r, dt, 3, 4), rpos(r, dt, 4), rpos(r, dt, 4)], [0, 1]),
     "bce_with_logits_none": (lambda a, b: F.binary_cross_entropy_with_logits(a, b.sigmoid(), reduction="none"),
                              T((3, 4), (3, 4))),
     "nll": (lambda a, t: F.nll_loss(a.log_softmax(1), t),
@@ -155,7 +155,7 @@ NN = {
                                        lambda r, dt: [rn(r, dt, 6, 4), _targets_with_ignored(r, 6, 4, -100)]),
     "cross_entropy_smoothing_weight": (
         lambda a, w, t: F.cross_entropy(a, t, w, ignore_index=1, label_smoothing=0.2),
-        lambda r, dt: [rn(r, dt, 6, 4), rpos(r, dt, 4), _targets_with_ignored(r, 6, 4, 1)]),
+        lambda r, dt: [rn(r, dt, 6, 4), rpos(r, dt, 4), _targets_with_ignored(r, 6, 4, 1)], [0]),
     "cross_entropy_probs": (lambda a, b: F.cross_entropy(a, b.softmax(1), label_smoothing=0.2), T((3, 4), (3, 4))),
     "kl_div": (lambda a, b: F.kl_div(a.log_softmax(1), b.softmax(1), reduction="batchmean"), T((3, 4), (3, 4))),
     "kl_div_log_target": (lambda a, b: F.kl_div(a, b, reduction="sum", log_target=True), T((3, 4), (3, 4))),

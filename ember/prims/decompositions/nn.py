@@ -617,7 +617,8 @@ def _bce_backward(g, x, t, w):
     g = bcast(g, shape)
     den = prims.maximum(prims.mul(prims.sub(1.0, x), x), 1e-12)
     gx = prims.div(prims.mul(g, prims.sub(x, t)), den)
-    gt = prims.mul(g, prims.sub(_log1m_clamped(x), _log_clamped(x)))
+    # -logit(x), unclamped as the kernel (ops/nn_ops.py ``_bce_backward``): +-inf at x = 0 / 1
+    gt = prims.mul(g, prims.neg(prims.log(prims.div(x, prims.sub(1.0, x)))))
     if w is not None:
         wb = bcast(to(w, x.dtype), shape)
         gx, gt = prims.mul(gx, wb), prims.mul(gt, wb)
@@ -691,7 +692,9 @@ def _nll_loss_backward(g, self_size, t, w, reduction, ignore_index):
     else:
         total = prims.sum(ws, tuple(range(ws.ndim)))
         coef = prims.mul(prims.neg(ws), bcast(prims.div(g, total), ts))
-        coef = prims.where(prims.ne(ws, 0.0), coef, 0.0)
+    # an ignored target's entry stays 0 (never written by torch's kernel, even for a NaN / inf
+    # grad); a weight-0 class still gets 0 * grad (NaN when the total weight is 0)
+    coef = prims.where(prims.ne(tt, int(ignore_index)), coef, 0.0)
     out = prims.scatter(full(xs, 0, g.dtype, g.device), 1, prims.expand_dims(tc, (1,)),
                         prims.expand_dims(coef, (1,)))
     return reshape(out, shape)
