@@ -60,7 +60,9 @@ def _runner(tgm, fgm, dtypes, n_out):
         out = out if isinstance(out, (tuple, list)) else (out,)
         if len(out) != n_out:
             raise RuntimeError(f"cond: the branch returned {len(out)} outputs, {n_out} expected")
-        return tuple(o._data for o in out)
+        # (an extern with one output layout takes one array: a 1-tuple would be read as an
+        # array with a leading dim of 1)
+        return out[0]._data if n_out == 1 else tuple(o._data for o in out)
     cond.__name__ = "cond"
     return cond
 
