@@ -10,7 +10,10 @@ graphs have the same node names, targets, arguments and ``tensor_meta``, hence t
 
 **Key** (sha256 over): the dynamo graph (per node: op, name, target, arguments, activation-checkpoint
 region tags), its
-``meta`` items that are plain values; per example input its shape, strides, dtype, device,
+``meta`` items that are plain values; the subgraphs its ``get_attr`` nodes read for a cond's branches
+or a traced ``ember.func`` transform (``call_traced``, ``dynamo/variables/func_transforms.py``) --
+their code is their nodes, keyed the same way, with each placeholder's example layout, each constant
+tensor by value (sha256 of its elements), nested subgraphs and their ``meta``; per example input its shape, strides, dtype, device,
 ``requires_grad`` and which other inputs share its memory (aliasing changes
 functionalization); training or inference; the decomposition table ("prims" when it
 is ember's own, whose code the source hash covers; otherwise op name -> the
@@ -22,7 +25,8 @@ Python and numpy versions; this file's format version.
 
 **Bypassed** (logged with the reason, compiled as before, nothing read or written) when
 ``EMBER_AOT_CACHE=0``; while a dispatch mode is active; when the function is not an FX graph (its code is unknown); when
-the graph has ``get_attr``/``call_module`` nodes (their values or code are not in the key)
+the graph has ``call_module`` nodes or ``get_attr`` nodes other than those subgraphs (their values
+or code are not in the key)
 or calls a function outside ember and the standard library (its code is not hashed); for
 ``dynamic`` traces with symbolic sizes of aot's own (no dynamo ShapeEnv); not stored when a compiled graph has a ``call_module``
 node or a constant that is not a numpy-backed tensor;
@@ -223,6 +227,92 @@ def bypass_reason(aot, training: bool) -> Optional[str]:
     return None
 
 
+def _is_cond(target) -> bool:
+    return getattr(target, "_ember_hop", None) == "cond_op"
+
+
+def _is_call_traced(target) -> bool:
+    """Whether ``target`` is dynamo's ``call_traced`` (a traced ember.func transform's node).
+    Looked up without importing dynamo: a graph can only hold it once dynamo is loaded."""
+    mod = sys.modules.get("ember.dynamo.variables.func_transforms")
+    return mod is not None and target is getattr(mod, "call_traced", None)
+
+
+def _key_target(t) -> str:
+    """A call_function target's name in the key; a cond names its hop (its branches are keyed by
+    their get_attr nodes, see :func:`_subgraph_key_lines`)."""
+    return "hop:cond" if _is_cond(t) else _target_name(t)
+
+
+def _subgraph_of(gm, node):
+    """The GraphModule a ``get_attr`` node reads when it is a subgraph whose only users are
+    conds or ``call_traced`` nodes (they run it as plain ember ops: its nodes are its code);
+    None for anything else (a parameter, a constant, a module)."""
+    from ..fx.graph_module import GraphModule
+    v = gm
+    try:
+        for part in node.target.split("."):
+            v = getattr(v, part)
+    except AttributeError:
+        return None
+    if not isinstance(v, GraphModule) or not node.users:
+        return None
+    if all(u.op == "call_function" and (_is_cond(u.target) or _is_call_traced(u.target)) for u in node.users):
+        return v
+    return None
+
+
+def _subgraph_key_lines(sub, prefix: str, put) -> None:
+    """Key lines for a subgraph: per node its op, name, target, arguments, region tags and, for a
+    placeholder, the layout of the example it was traced on; its constant tensors (literals the
+    trace made) by value; nested subgraphs likewise; its ``meta``. Anything the key cannot
+    describe is Uncacheable (a bypass: an entry must never stand for another subgraph)."""
+    from ..inductor.fx_graph_cache import _canon
+    from .joint import REGION_TAGS
+    put(f"{prefix} class {type(sub).__name__}")
+    for node in sub.graph.nodes:
+        if node.op == "call_module":
+            raise Uncacheable(f"a call_module node ({node.target}) in subgraph {prefix}")
+        extra = ""
+        if node.op == "get_attr":
+            nested = _subgraph_of(sub, node)
+            if nested is not None:
+                _subgraph_key_lines(nested, f"{prefix}.{node.target}", put)
+            else:
+                extra = " const " + _constant_desc(sub, node)
+        elif node.op == "placeholder" and "val" in node.meta:
+            extra = " val " + _example_desc(node.meta["val"])
+        target = _key_target(node.target) if node.op == "call_function" else str(node.target)
+        tags = "".join(f" {k}={node.meta[k]!r}" for k in REGION_TAGS if k in node.meta)
+        put(f"{prefix} {node.op} {node.name} {target} {_canon(tuple(node.args))} "
+            f"{_canon(dict(node.kwargs))}{tags}{extra}")
+    put(f"{prefix} meta " + _canon(dict(getattr(sub, "meta", {}) or {})))
+
+
+def _example_desc(v) -> str:
+    """A placeholder example's layout (sizes may be dynamo's symbols: their expressions)."""
+    from ..tensor import Tensor
+    if not isinstance(v, Tensor):
+        raise Uncacheable(f"a subgraph input's example is a {type(v).__name__}")
+    a = v._data
+    strides = a.estrides if hasattr(a, "estrides") else tuple(s // a.itemsize for s in a.strides)
+    return f"{tuple(map(str, a.shape))} {tuple(map(str, strides))} {v.dtype.name} {v.device} rg={v.requires_grad}"
+
+
+def _constant_desc(gm, node) -> str:
+    """A constant tensor a subgraph reads, by value (dtype, layout, sha256 of its elements)."""
+    import numpy as np
+    from ..tensor import Tensor
+    v = gm
+    for part in node.target.split("."):
+        v = getattr(v, part)
+    if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
+        raise Uncacheable(f"a subgraph's get_attr {node.target} is not a numpy-backed tensor")
+    a = v._data
+    digest = hashlib.sha256(np.ascontiguousarray(a).tobytes()).hexdigest()
+    return f"{v.dtype.name} {a.shape} {a.strides} rg={v.requires_grad} sha256={digest}"
+
+
 def key_lines(aot, training: bool) -> List[str]:
     from ..inductor.fx_graph_cache import _canon, Uncacheable as FxUncacheable
     from . import config
@@ -233,9 +323,15 @@ def key_lines(aot, training: bool) -> List[str]:
     gm = aot.fn
     try:
         for node in gm.graph.nodes:
-            if node.op in ("get_attr", "call_module"):
+            if node.op == "call_module":
                 raise Uncacheable(f"a {node.op} node ({node.target}): its value/code is not in the key")
-            target = _target_name(node.target) if node.op == "call_function" else str(node.target)
+            if node.op == "get_attr":
+                # only a subgraph a cond or a traced ember.func transform calls: keyed by its code
+                sub = _subgraph_of(gm, node)
+                if sub is None:
+                    raise Uncacheable(f"a get_attr node ({node.target}): its value/code is not in the key")
+                _subgraph_key_lines(sub, f"subgraph {node.target}", put)
+            target = _key_target(node.target) if node.op == "call_function" else str(node.target)
             # (with an activation-checkpoint region's tags: they change the partition)
             tags = "".join(f" {k}={node.meta[k]!r}" for k in REGION_TAGS if k in node.meta)
             put(f"{node.op} {node.name} {target} {_canon(tuple(node.args))} {_canon(dict(node.kwargs))}{tags}")
