@@ -69,3 +69,35 @@ def checked_array(xp, value, dtype):
     if dtype.np == np.float16 and isinstance(value, (float, np.floating)):
         value = np.float32(value)          # through float32, as PyTorch's c10::Half (double rounding)
     return xp.asarray(value, dtype=dtype.np)
+
+
+def fits_floating(value, dtype) -> bool:
+    """c10's ``overflows`` for a floating target: a finite number beyond the dtype's largest
+    finite value overflows *before* rounding (65519 does not fit float16 though it would round
+    to 65504); infinities and NaN fit. True for a non-floating dtype or a non-real value."""
+    if not getattr(dtype, "is_floating_point", False) or isinstance(value, (bool, np.bool_)):
+        return True
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        return True
+    try:
+        v = float(value)
+    except OverflowError:           # an int past float64's range
+        return False
+    if math.isinf(v) or math.isnan(v):
+        return True
+    return abs(v) <= _largest(dtype)
+
+
+def _largest(dtype) -> float:
+    """The largest finite value of a floating dtype (ml_dtypes knows bfloat16 and the float8s)."""
+    import ml_dtypes
+    return float(ml_dtypes.finfo(dtype.np).max)
+
+
+def check_fits_floating(value, dtype) -> None:
+    """Raise PyTorch's overflow ``RuntimeError`` where an op converts a Python number into a
+    floating dtype by a checked conversion (a ``clamp`` bound, ``pow``'s exponent); most float
+    arithmetic does not check (``x + 1e10`` in float16 is inf), hence a separate function."""
+    if not fits_floating(value, dtype):
+        raise RuntimeError(f"value cannot be converted to type {_C_NAMES.get(dtype.name, dtype.name)} "
+                           "without overflow")

@@ -29,7 +29,7 @@ from ..tensor import Tensor, _make
 from ..types import from_numpy_dtype
 from . import _half_lanes, _native_small, api
 from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
-from .checked_scalar import check_fits
+from .checked_scalar import check_fits, check_fits_floating
 from .registry import defcomposite, defop as _defop
 
 PW = ("pointwise",)
@@ -390,7 +390,7 @@ def _sub_bool_check(a, b):
                            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
 
 
-@defop("add(Tensor self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
+@defop("add(Tensor|Scalar self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
        save=())
 def add(xp, a, b, alpha=1):
     return _addsub(xp, a, b, alpha, 1)
@@ -405,7 +405,7 @@ def _add_bw(ctx, g):
     return grad_for(g, a) if ctx.needs_input_grad[0] else None, gb
 
 
-@defop("sub(Tensor self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
+@defop("sub(Tensor|Scalar self, Tensor|Scalar other, *, Scalar alpha=1) -> Tensor", tags=PW, inplace=True,
        save=())
 def sub(xp, a, b, alpha=1):
     _sub_bool_check(a, b)
@@ -451,7 +451,7 @@ def _rsub_bw(ctx, g):
     return ga, grad_for(g, b) if ctx.needs_input_grad[1] else None
 
 
-@defop("mul(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True)
+@defop("mul(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True)
 def mul(xp, a, b):
     if type(a) is type(b) is np.ndarray and a.dtype == b.dtype and a.dtype in _FAST_FLOATS:
         try:
@@ -538,7 +538,7 @@ def _div_name(args):
     return "DivBackward2" if args[2] is not None else "DivBackward0"
 
 
-@defop("div(Tensor self, Tensor|Scalar other, *, str? rounding_mode=None) -> Tensor", tags=PW, inplace=True,
+@defop("div(Tensor|Scalar self, Tensor|Scalar other, *, str? rounding_mode=None) -> Tensor", tags=PW, inplace=True,
        grad_fn_name=_div_name)
 def div(xp, a, b, rounding_mode=None):
     if rounding_mode not in (None, "trunc", "floor"):
@@ -580,8 +580,10 @@ def _div_bw(ctx, g):
         return (_zeros_of(a) if n[0] else None, _zeros_of(b) if n[1] else None)
     gb = None
     if n[1]:
-        # float16/bfloat16: torch's -grad * ((self / other) / other), each step rounded
-        gb = grad_for(-g * ((a / b) / b) if g.dtype in _HALF else -g * a / (b * b), b)
+        # torch's -grad * ((self / other) / other), each step rounded (not -grad * self / other**2:
+        # float32 7 / 1.5**2 differs in the last bit); ``div``, not ``/``: a number ``self`` is
+        # a true division in torch, where ``7 / b`` (``__rtruediv__``) is reciprocal(b) * 7
+        gb = grad_for(-g * a / (b * b) if g.dtype.is_complex else -g * api.div(api.div(a, b), b), b)
     return (grad_for(g / b, a) if n[0] else None, gb)
 
 
@@ -591,12 +593,12 @@ def rdiv(self, other):
     return api.reciprocal(self) * other
 
 
-@defcomposite("true_divide(Tensor self, Tensor|Scalar other) -> Tensor")
+@defcomposite("true_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor")
 def true_divide(self, other):
     return api.div(self, other)
 
 
-@defop("floor_divide(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+@defop("floor_divide(Tensor|Scalar self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
        grad_fn_name="NotImplemented")
 def floor_divide(xp, a, b):
     dt = result_dtype(a, b)
@@ -608,8 +610,20 @@ def _floor_divide_bw(ctx, g):
     raise RuntimeError("the derivative for 'floor_divide' is not implemented.")
 
 
+def _need_a_tensor(name, a, b):
+    """PyTorch's remainder / pow have (Tensor, Tensor), (Tensor, Scalar) and (Scalar, Tensor)
+    overloads only: two numbers match none (unlike add / div, whose numbers both become tensors)."""
+    if _is_scalar(a) and _is_scalar(b):
+        raise TypeError(f"{name}() received an invalid combination of arguments - got "
+                        f"({type(a).__name__}, {type(b).__name__})")
+
+
 def _mod_name(base):
-    return lambda args: f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
+    def name(args):
+        if not isinstance(args[0], Tensor):
+            return "NotImplemented"     # remainder(Scalar, Tensor): PyTorch has no derivative for it
+        return f"{base}Backward1" if isinstance(args[1], Tensor) else f"{base}Backward0"
+    return name
 
 
 def _float_remainder(xp, a, b):
@@ -623,13 +637,15 @@ def _float_remainder(xp, a, b):
     return xp.where(fix, m + b, m)
 
 
-def _def_mod(name, base, np_name, rounding):
+def _def_mod(name, base, np_name, rounding, self_kind):
     """remainder (sign of the divisor, floor quotient) and fmod (sign of the dividend,
     truncated quotient): one kernel and one derivative shape, differing in the numpy
-    function and the quotient's rounding."""
-    @defop(f"{name}(Tensor self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
-           grad_fn_name=_mod_name(base), scalar_overload=("other",))
+    function and the quotient's rounding. ``self_kind``: PyTorch has remainder(Scalar, Tensor)
+    but no fmod(Scalar, Tensor)."""
+    @defop(f"{name}({self_kind} self, Tensor|Scalar other) -> Tensor", tags=PW, inplace=True,
+           grad_fn_name=_mod_name(base), scalar_overload=("self", "other"))
     def kernel(xp, a, b):
+        _need_a_tensor(name, a, b)
         fn = getattr(xp, np_name)
         dt = result_dtype(a, b)
         if dt is _t.bool_:
@@ -648,13 +664,15 @@ def _def_mod(name, base, np_name, rounding):
     def _bw(ctx, g):
         a, b = ctx.args
         n = ctx.needs_input_grad
+        if not isinstance(a, Tensor):
+            raise RuntimeError(f"derivative for aten::{name} is not implemented")
         return (grad_for(g, a) if n[0] else None,
                 grad_for(-g * api.div(a, b, rounding_mode=rounding), b) if n[1] else None)
     return kernel
 
 
-remainder = _def_mod("remainder", "Remainder", "remainder", "floor")
-fmod = _def_mod("fmod", "Fmod", "fmod", "trunc")
+remainder = _def_mod("remainder", "Remainder", "remainder", "floor", "Tensor|Scalar")
+fmod = _def_mod("fmod", "Fmod", "fmod", "trunc", "Tensor")
 
 
 @defop("neg(Tensor self) -> Tensor", tags=PW, inplace=True, save=())
@@ -693,7 +711,14 @@ def _int_pow(xp, a_, b_):
 @defop("pow(Tensor|Scalar self, Tensor|Scalar exponent) -> Tensor", tags=PW, inplace=True,
        grad_fn_name=_pow_name, scalar_overload=("self", "exponent"))
 def pow(xp, a, b):
+    _need_a_tensor("pow", a, b)
     dt = result_dtype(a, b)
+    if dt is _t.bool_ and not _is_scalar(b):
+        # PyTorch's Tensor-Tensor and Scalar-Tensor pow have no bool kernel; its Tensor-Scalar
+        # pow takes a bool exponent (True is x ** 1, a copy; False is x ** 0, ones)
+        raise _not_impl("pow", dt)
+    if _is_scalar(b):
+        _check_exponent(b, dt)
     if dt.category < 2:
         if _is_scalar(b) and not isinstance(b, (bool, np.bool_)) and b < 0:
             raise RuntimeError("Integers to negative integer powers are not allowed.")
@@ -727,6 +752,19 @@ def pow(xp, a, b):
     b_ = b if isinstance(b, (int, float)) and not isinstance(b, bool) else _arr(xp, b, cdt)
     with np.errstate(all="ignore"):
         return _out(xp, _c_pow(xp, a_, b_), dt)
+
+
+def _check_exponent(b, dt):
+    """pow(Tensor, Scalar) converts its exponent to an integer or float16 / bfloat16 result dtype
+    by a checked conversion (float16 ** 65519 and int32 ** 2**40 raise, as PyTorch). A negative
+    integer exponent of an integer result has its own error, which PyTorch reports first."""
+    if isinstance(b, (bool, np.bool_)) or not isinstance(b, (int, float, np.integer, np.floating)):
+        return
+    if dt.category < 2 and b < 0:
+        return
+    check_fits(b, dt)
+    if dt in _HALF:         # float32 / float64 take the exponent as a double, unchecked
+        check_fits_floating(b, dt)
 
 
 def _scalar_to_low(xp, v, dt):
@@ -1058,12 +1096,34 @@ def _copysign_bw(ctx, g):
 
 
 # ---------------------------------------------------------------------- clamp, min/max, where, lerp
+def _clamp_bool_check(lo, hi):
+    """A bool clamp: PyTorch has no bool kernel for its Scalar overloads nor for two tensor
+    bounds, but one tensor bound alone runs maximum / minimum, which take bool."""
+    if lo is not None and hi is not None:
+        raise _not_impl("clamp_scalar_cpu" if _is_scalar(lo) or _is_scalar(hi) else "clamp_cpu", _t.bool_)
+    if _is_scalar(lo):
+        raise _not_impl("clamp_min_scalar_cpu", _t.bool_)
+    if _is_scalar(hi):
+        raise _not_impl("clamp_max_scalar_cpu", _t.bool_)
+
+
+def _clamp_checks(dt, lo, hi):
+    """The kernel's (and meta's) errors: a bool clamp PyTorch has no kernel for, and a number
+    bound that overflows a floating result dtype (PyTorch converts it by a checked conversion:
+    float16 clamp(x, 65519) raises)."""
+    if dt is _t.bool_:
+        _clamp_bool_check(lo, hi)
+    elif dt.is_floating_point:
+        for bound in (lo, hi):
+            if _is_scalar(bound):
+                check_fits_floating(bound, dt)
+
+
 def _clamp_kernel(xp, a, lo, hi, name):
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: At least one of 'min' or 'max' must not be None")
     dt = result_dtype(a, lo, hi)
-    if dt is _t.bool_:
-        raise _not_impl("clamp_cpu", dt)
+    _clamp_checks(dt, lo, hi)
     cdt = _comp(dt)
     x = _arr(xp, a, cdt)
     # (bound, x): numpy gives the second operand for equal ones; PyTorch keeps x (a signed zero)
@@ -1509,7 +1569,12 @@ bitwise_right_shift = _shift("bitwise_right_shift", False)
 def relu(xp, a):
     if a.dtype == np.bool_:
         raise RuntimeError("Boolean inputs not supported for relu")
-    return xp.asarray(xp.maximum(a.dtype.type(0), a))     # (0, x): relu(-0.0) is -0.0, as PyTorch
+    # "x < 0 ? 0 : x", as PyTorch: keeps -0.0 and NaN. numpy's maximum(0, x) does so in one pass
+    # for float32/float64 and integers; its float16 loop (and bfloat16's) returns +0.0 for
+    # maximum(0, -0.0), so the half types take the select.
+    if a.dtype.kind in "iu" or a.dtype in (np.float32, np.float64):
+        return xp.asarray(xp.maximum(a.dtype.type(0), a))
+    return xp.asarray(xp.where(a < 0, a.dtype.type(0), a))
 
 
 @relu.derivative
@@ -2061,7 +2126,12 @@ def _neg_meta(a):
 
 @pow.meta_fn
 def _pow_meta(a, b):
+    _need_a_tensor("pow", a, b)
     dt = _M.result_dtype(a, b)
+    if dt is _t.bool_ and not _is_scalar(b):
+        raise _not_impl("pow", dt)
+    if _is_scalar(b):
+        _check_exponent(b, dt)
     _bcast(a, b)
     if dt.category < 2:
         if _is_scalar(b) and not isinstance(b, (bool, np.bool_)) and b < 0:
@@ -2127,8 +2197,7 @@ def _clamp_meta_impl(a, lo, hi, name):
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: At least one of 'min' or 'max' must not be None")
     dt = _M.result_dtype(a, lo, hi)
-    if dt is _t.bool_:
-        raise _not_impl("clamp_cpu", dt)
+    _clamp_checks(dt, lo, hi)
     _bcast(a, lo, hi)
     cdt = _comp(dt)
     x = _L(a, cdt)

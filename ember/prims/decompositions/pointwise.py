@@ -517,8 +517,8 @@ def _clamp(a, lo, hi, name):
     if lo is None and hi is None:
         raise RuntimeError(f"{name}: At least one of 'min' or 'max' must not be None")
     dt = result_dtype(a, lo, hi)
-    if dt is _t.bool_:
-        raise _not_impl("clamp_cpu", dt)
+    from ...ops.pointwise import _clamp_checks      # eager's errors (bool kernels, float overflow)
+    _clamp_checks(dt, lo, hi)
     cdt = comp(dt)
     args = [x for x in (a, lo, hi) if x is not None]
     shape = common_shape(*args)
