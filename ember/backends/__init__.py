@@ -6,8 +6,9 @@ ember's kernels are numpy/OpenBLAS and its own C++ (cpu) and cupy (cuda): there 
 MKL-DNN, MPS or MKL backend, so ``is_available()`` says False for those, and their switches
 are module attributes with PyTorch's defaults, settable and readable, that do not change what
 ember runs. ``openmp.is_available()`` is True when ember's compiled kernels (OpenMP loops)
-can build: a C++ compiler is there.
+can build: a C++ compiler is there. ``mha`` holds the MultiheadAttention/TransformerEncoder
+fast-path switch, which ember's modules do consult.
 """
-from . import cpu, cuda, cudnn, mkl, mkldnn, mps, openmp, quantized  # noqa: F401
+from . import cpu, cuda, cudnn, mha, mkl, mkldnn, mps, openmp, quantized  # noqa: F401
 
-__all__ = ["cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp", "quantized"]
+__all__ = ["cpu", "cuda", "cudnn", "mha", "mkl", "mkldnn", "mps", "openmp", "quantized"]

@@ -789,11 +789,21 @@ def _pointwise_whole_layouts(args, kwargs, dtype):
     return [ir.Layout(_broadcast_sizes(sizes), dtype=dtype)]
 
 
-WHOLE_OP_LAYOUTS: Dict[str, Callable] = {
-    "nextafter": _pointwise_whole_layouts,      # numpy's nextafter / gcd / lcm: pointwise kernels
-    "gcd": _pointwise_whole_layouts,
-    "lcm": _pointwise_whole_layouts,
-}
+# the pointwise ops kept whole (``prims.coverage.EXTERN``): numpy's nextafter / gcd / lcm, the
+# special functions' kernels (``ops/special_extra.py``; i0 with its derivative rule since session 47)
+_POINTWISE_WHOLE = (
+    "nextafter", "gcd", "lcm", "i0", "igamma", "igammac", "polygamma", "special_airy_ai",
+    "special_bessel_j0", "special_bessel_j1", "special_bessel_y0", "special_bessel_y1",
+    "special_chebyshev_polynomial_t", "special_chebyshev_polynomial_u", "special_chebyshev_polynomial_v",
+    "special_chebyshev_polynomial_w", "special_erfcx", "special_hermite_polynomial_h",
+    "special_hermite_polynomial_he", "special_i0e", "special_i1", "special_i1e",
+    "special_laguerre_polynomial_l", "special_legendre_polynomial_p", "special_log_ndtr",
+    "special_modified_bessel_i0", "special_modified_bessel_i1", "special_modified_bessel_k0",
+    "special_modified_bessel_k1", "special_scaled_modified_bessel_k0", "special_scaled_modified_bessel_k1",
+    "special_shifted_chebyshev_polynomial_t", "special_shifted_chebyshev_polynomial_u",
+    "special_shifted_chebyshev_polynomial_v", "special_shifted_chebyshev_polynomial_w",
+    "special_spherical_bessel_j0", "special_zeta")
+WHOLE_OP_LAYOUTS: Dict[str, Callable] = {name: _pointwise_whole_layouts for name in _POINTWISE_WHOLE}
 
 
 def whole_op_layouts(name, args, kwargs, dtype):

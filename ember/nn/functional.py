@@ -2273,11 +2273,15 @@ def _grid_unnormalize(coord, size, align_corners):
     return ((coord + 1) * size - 1) / 2
 
 
-def _grid_clip(coord, size):
+def _grid_clip(coord, size, nan_to_zero=False):
     """ATen's ``clip_coordinates`` into [0, size - 1], as selects rather than a clamp: the gradient is 0
-    on the bounds themselves (``clip_coordinates_set_grad``), and a NaN coordinate reads the last
-    pixel (ATen's ``min(size - 1, max(x, 0))`` with NaN)."""
-    return _op("where")(coord <= 0, 0.0, _op("where")(coord < size - 1, coord, size - 1))
+    on the bounds themselves (``clip_coordinates_set_grad``). A NaN coordinate reads the last pixel in
+    the scalar kernel (5-D input: ``min(size - 1, max(x, 0))`` with NaN) and the first pixel in the
+    vectorized 2-D one (``nan_to_zero``: its SIMD min/max drop the NaN operand); +-inf go to the bounds."""
+    where = _op("where")
+    if nan_to_zero:
+        return where(coord >= size - 1, size - 1, where(coord > 0, coord, 0.0))
+    return where(coord <= 0, 0.0, where(coord < size - 1, coord, size - 1))
 
 
 def _grid_reflect(coord, twice_low, twice_high):
@@ -2290,10 +2294,11 @@ def _grid_reflect(coord, twice_low, twice_high):
     return _op("where")(odd, span - extra + lo, extra + lo)
 
 
-def _grid_pad_coords(coord, size, padding_mode, align_corners):
-    """ATen's ``compute_coordinates``: where an input-pixel coordinate out of range reads from."""
+def _grid_pad_coords(coord, size, padding_mode, align_corners, nan_to_zero=False):
+    """ATen's ``compute_coordinates``: where an input-pixel coordinate out of range reads from.
+    Reflecting a non-finite coordinate gives NaN, which the clip then sends to a bound (see _grid_clip)."""
     if padding_mode == "border":
-        return _grid_clip(coord, size)
+        return _grid_clip(coord, size, nan_to_zero)
     if padding_mode == "reflection":
         if align_corners:
             if isinstance(size, numbers.Number) and size == 1:
@@ -2301,8 +2306,19 @@ def _grid_pad_coords(coord, size, padding_mode, align_corners):
             coord = _grid_reflect(coord, 0, 2 * (size - 1))
         else:
             coord = _grid_reflect(coord, -1, 2 * size - 1)
-        return _grid_clip(coord, size)
+        return _grid_clip(coord, size, nan_to_zero)
     return coord
+
+
+def _grid_nonfinite_is_nan(nd, mode, padding_mode):
+    """Whether a sample at a non-finite (NaN / +-inf) grid point comes out NaN, as on PyTorch's CPU.
+
+    4-D input runs ATen's vectorized 2-D kernel, which multiplies the (masked, zero) corner values by
+    the interpolation weights, NaN there: bilinear with zeros padding and bicubic (whose weights come
+    from the unpadded coordinate) with any padding give NaN. Nearest has no weights (zeros padding:
+    0), and bilinear border / reflection clip the coordinate first (finite weights). 5-D input runs
+    the scalar kernel, which skips out-of-range corners instead: 0 with zeros padding, never NaN."""
+    return nd == 2 and (mode == "bicubic" or (mode == "bilinear" and padding_mode == "zeros"))
 
 
 def _cubic_weights(t):
@@ -2355,7 +2371,11 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     Composed of ember ops (so autograd w.r.t. input and grid, and ``ember.compile``, come for free): the
     source coordinates are unnormalised and padded (border / reflection) per axis, every tap of the
     interpolation stencil (2**nd corners, 1 nearest sample, 4 x 4 bicubic taps) gets a flat index and a
-    weight (zero where the tap falls outside the input), and one ``gather`` reads all taps."""
+    weight (zero where the tap falls outside the input), and one ``gather`` reads all taps.
+
+    Non-finite grid points follow PyTorch's CPU kernels (float32 / float64): see ``_grid_clip`` and
+    ``_grid_nonfinite_is_nan``. float16 / bfloat16 sample with float32 coordinates, hence float32's rules
+    (PyTorch's reduced-precision 2-D kernel differs for nearest with zeros padding: it reads pixel 0)."""
     if mode not in ("bilinear", "nearest", "bicubic"):
         raise ValueError(f"nn.functional.grid_sample(): expected mode to be 'bilinear', 'nearest' or 'bicubic', "
                          f"but got: '{mode}'")
@@ -2379,18 +2399,22 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     sizes = [_grid_size(n, cdt, dev) for n in in_sp]
     # taps[a]: (position, weight) pairs along spatial axis a (the order of input's dims: D, H, W)
     taps = []
+    nonfinite = None              # (N, *out_sp): a grid coordinate is NaN / +-inf, when that gives NaN
     for a in range(nd):
         n = sizes[a]
         c = _grid_unnormalize(g.select(-1, nd - 1 - a), n, align_corners)
+        if _grid_nonfinite_is_nan(nd, mode, padding_mode):
+            bad = c.detach().isfinite().logical_not()
+            nonfinite = bad if nonfinite is None else nonfinite | bad
         if mode == "bicubic":
             # the stencil sits at floor(c) - 1 .. floor(c) + 2 of the unpadded coordinate; padding
             # moves each (integer) tap position, not the sample point
             lo = c.detach().floor()
             ws = _cubic_weights(c - lo)
-            pos = [_grid_pad_coords(lo + (k - 1), n, padding_mode, align_corners) for k in range(4)]
+            pos = [_grid_pad_coords(lo + (k - 1), n, padding_mode, align_corners, nd == 2) for k in range(4)]
             taps.append(list(zip(pos, ws)))
             continue
-        c = _grid_pad_coords(c, n, padding_mode, align_corners)
+        c = _grid_pad_coords(c, n, padding_mode, align_corners, nd == 2)
         if mode == "nearest":
             r = c.round()                 # half to even, as nearbyint; zero gradient w.r.t. the grid
             taps.append([(r.detach(), r * 0 + 1)])   # r * 0 keeps the grid in the graph (torch: zero grad)
@@ -2426,6 +2450,8 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
     vals = src.reshape(N, C, P).gather(2, index).reshape(N, C, K, L)
     w = _api.stack(wts, 1).reshape(N, 1, K, L)
     out = (vals * w).sum(2).reshape((N, C) + out_sp)
+    if nonfinite is not None:
+        out = where(nonfinite.unsqueeze(1), math.nan, out)
     return out.to(input.dtype) if cdt != input.dtype else out
 
 

@@ -509,32 +509,8 @@ _I0B = (-7.23318048787475395456E-18, -4.83050448594418207126E-18, 4.465621420296
         8.04490411014108831608E-1)
 
 
-def _chbevl(x, coefs):
-    b0 = api.full_like(x, coefs[0])
-    b1 = api.zeros_like(x)
-    b2 = b1
-    for c in coefs[1:]:
-        b2 = b1
-        b1 = b0
-        b0 = x * b1 - b2 + c
-    return 0.5 * (b0 - b2)
-
-
-@defcomposite("i0(Tensor self) -> Tensor", tags=("pointwise",))
-def i0(self):
-    """Modified Bessel function of the first kind, order 0 (Cephes' Chebyshev expansions on
-    [0, 8] and (8, inf), evaluated in float64)."""
-    dt = _floaty(self.dtype)
-    x = api.abs(self.to(_t.float64))
-    small = x <= 8.0
-    xa = api.where(small, x, 0.0)
-    xb = api.where(small, 8.0, x)
-    ra = api.exp(xa) * _chbevl(xa * 0.5 - 2.0, _I0A)
-    rb = api.exp(xb) * _chbevl(32.0 / xb - 2.0, _I0B) / api.sqrt(xb)
-    return api.where(small, ra, rb).to(dt)
-
-
-_INPLACE["i0"] = i0
+# i0 itself is an op with PyTorch's derivative (i1), beside i0e / i1 / i1e in ember.ops.special_extra:
+# autograd through the Chebyshev composite it used to be gave wrong-sign slopes near 0, NaN from x = 710.
 
 
 # ---------------------------------------------------------------------- kernels: nextafter, gcd, lcm
@@ -650,7 +626,7 @@ def positive(input):
 
 # ---------------------------------------------------------------------- exports
 # in-place variants PyTorch also has as ``torch.<name>_`` (the others are Tensor methods only)
-_TOP_INPLACE = ("xlogy", "deg2rad", "rad2deg", "sinc", "ldexp", "i0")
+_TOP_INPLACE = ("xlogy", "deg2rad", "rad2deg", "sinc", "ldexp")
 for _name, _fn in _INPLACE.items():
     _m = _inplace(_name, getattr(api, _name))
     setattr(Tensor, _name + "_", _m)

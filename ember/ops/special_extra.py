@@ -1,5 +1,5 @@
 """The rest of ``torch.special``: the incomplete gamma functions (``igamma`` / ``igammac``, as
-``special.gammainc`` / ``gammaincc``), ``polygamma``, the Hurwitz ``zeta``, ``i0e`` / ``i1`` /
+``special.gammainc`` / ``gammaincc``), ``polygamma``, the Hurwitz ``zeta``, ``i0`` / ``i0e`` / ``i1`` /
 ``i1e``, ``erfcx``, ``log_ndtr``, the modified Bessel functions ``I0`` / ``I1``,
 ``spherical_bessel_j0`` and the orthogonal polynomials (Chebyshev T/U/V/W and their shifted
 forms, Hermite H/He, Laguerre L, Legendre P).
@@ -15,7 +15,7 @@ Their derivatives are PyTorch's formulas written in ember ops (differentiable ag
   PyTorch has none and raises, so does ember;
 * ``polygamma(n, x)`` -> ``polygamma(n + 1, x)``; ``zeta(x, q)`` -> ``-x zeta(x + 1, q)`` w.r.t. ``q``
   (none w.r.t. ``x``, as PyTorch);
-* ``i0e' = i1e - sgn(x) i0e``, ``i1' = i0 - i1/x``, ``i1e' = i0e - i1e (sgn x + 1/x)`` (1/2 at 0),
+* ``i0' = i1``, ``i0e' = i1e - sgn(x) i0e``, ``i1' = i0 - i1/x``, ``i1e' = i0e - i1e (sgn x + 1/x)`` (1/2 at 0),
   ``erfcx' = 2 x erfcx - 2/sqrt(pi)``, ``log_ndtr' = exp(-x^2/2 - log_ndtr) / sqrt(2 pi)``.
 
 The Bessel functions and polynomials have no derivative in PyTorch (their results do not require
@@ -453,6 +453,17 @@ def np_bessel_i(x, order, scaled):
         return np.where(np.isnan(x), np.nan, r)
 
 
+def _single_exp_overflow(r, x, dt):
+    """PyTorch's unscaled I0 / I1 (and modified_bessel_i0 / i1) in float32 (bfloat16 / float16 compute
+    in float32) multiply ``exp(|x|)`` in float32: from |x| > log(FLT_MAX) = 88.7228 that is inf, and so is
+    the result (signed as I1), although I0(x) stays finite up to ~91.9. Same here, before rounding."""
+    if dt not in (_t.float32, _t.bfloat16, _t.float16):
+        return r
+    with np.errstate(over="ignore"):
+        over = np.isinf(np.exp(np.abs(x).astype(np.float32)))
+    return np.where(over & ~np.isnan(r), np.copysign(np.inf, r), r)   # (NaN at +-inf stays, as PyTorch)
+
+
 _CF_TERMS = 120
 _ERFCX_SPLIT = 3.0
 
@@ -729,10 +740,12 @@ def zeta(input, other):
 
 
 # ---- i0e, i1, i1e, erfcx, log_ndtr
-def _unary(name, fn, grad_fn_name, halves=True, save_result=True):
+def _unary(name, fn, grad_fn_name, halves=True, save_result=True, f32_exp=False):
     def kernel(xp, a):
         dt = _result_dt(f"{name[8:] if name.startswith('special_') else name}_cpu", (a,), halves)
-        return _finish(xp, fn(_f64(a)), dt)
+        x = _f64(a)
+        r = fn(x)
+        return _finish(xp, _single_exp_overflow(r, x, dt) if f32_exp else r, dt)
     kernel.__name__ = name
     op = defop(f"{name}(Tensor self) -> Tensor", tags=("pointwise",), method=False, function=False,
                grad_fn_name=grad_fn_name, save_result=save_result)(kernel)
@@ -741,10 +754,32 @@ def _unary(name, fn, grad_fn_name, halves=True, save_result=True):
 
 
 special_i0e = _unary("special_i0e", lambda x: np_bessel_i(x, 0, True), "SpecialI0EBackward0")
-special_i1 = _unary("special_i1", lambda x: np_bessel_i(x, 1, False), "SpecialI1Backward0")
+special_i1 = _unary("special_i1", lambda x: np_bessel_i(x, 1, False), "SpecialI1Backward0", f32_exp=True)
 special_i1e = _unary("special_i1e", lambda x: np_bessel_i(x, 1, True), "SpecialI1EBackward0")
 special_erfcx = _unary("special_erfcx", np_erfcx, "SpecialErfcxBackward0", halves=False)
 special_log_ndtr = _unary("special_log_ndtr", np_log_ndtr, "SpecialLogNdtrBackward0", halves=False)
+
+
+def _i0_kernel(xp, a):
+    """I0 in float64 (Cephes' Chebyshev expansions, as ``np_bessel_i``), rounded to the result dtype."""
+    dt = _result_dt("i0_vml_cpu", (a,))           # (raise on complex before converting)
+    x = _f64(a)
+    return _finish(xp, _single_exp_overflow(np_bessel_i(x, 0, False), x, dt), dt)
+
+
+# ``torch.i0`` / ``Tensor.i0`` / ``i0_`` (and ``special.i0``). A kernel with PyTorch's derivative rather
+# than a composite: autograd through the Chebyshev recurrence gave slopes of the wrong sign near 0
+# (the fit's error differentiated) and NaN from |x| = 710 (exp overflowing times a vanishing term).
+i0 = defop("i0(Tensor self) -> Tensor", tags=("pointwise",), inplace=True, grad_fn_name="I0Backward0",
+           save_result=False)(_i0_kernel)
+i0.meta = _unary_meta("i0_vml_cpu")
+
+
+@i0.derivative
+def _i0_bw(ctx, g):
+    """I0' = I1 (PyTorch's ``grad * special_i1(self)``, NaN at +-inf as its i1 there)."""
+    x, = ctx.args
+    return (g * special_i1.binding(x),)
 
 
 @special_i0e.derivative
@@ -788,7 +823,8 @@ def _log_ndtr_bw(ctx, g):
     return (g / math.sqrt(2 * math.pi) * api.exp(-(ctx.result + x * x / 2)),)
 
 
-for _n, _why in (("special_i0e", "Cephes' Chebyshev expansion of exp(-|x|) I0"),
+for _n, _why in (("i0", "Cephes' Chebyshev expansions of I0"),
+                 ("special_i0e", "Cephes' Chebyshev expansion of exp(-|x|) I0"),
                  ("special_i1", "Cephes' Chebyshev expansion of I1"),
                  ("special_i1e", "Cephes' Chebyshev expansion of exp(-|x|) I1"),
                  ("special_erfcx", "exp(x^2) erfc(x) / Laplace's continued fraction, per region"),
@@ -797,10 +833,12 @@ for _n, _why in (("special_i0e", "Cephes' Chebyshev expansion of exp(-|x|) I0"),
 
 
 # ---- nondifferentiable: modified Bessel I0/I1, spherical j0, polynomials
-def _nd_unary(name, fn, kname):
+def _nd_unary(name, fn, kname, f32_exp=False):
     def kernel(xp, a):
         dt = _result_dt(kname, (a,), halves=False)    # (raise on complex before converting)
-        return _finish(xp, fn(_f64(a)), dt)
+        x = _f64(a)
+        r = fn(x)
+        return _finish(xp, _single_exp_overflow(r, x, dt) if f32_exp else r, dt)
     kernel.__name__ = name
     op = defop(f"{name}(Tensor self) -> Tensor", tags=("pointwise", "nondifferentiable"), method=False,
                function=False)(kernel)
@@ -810,9 +848,9 @@ def _nd_unary(name, fn, kname):
 
 
 special_modified_bessel_i0 = _nd_unary("special_modified_bessel_i0", lambda x: np_bessel_i(x, 0, False),
-                                       "modified_bessel_i0_cpu")
+                                       "modified_bessel_i0_cpu", f32_exp=True)
 special_modified_bessel_i1 = _nd_unary("special_modified_bessel_i1", lambda x: np_bessel_i(x, 1, False),
-                                       "modified_bessel_i1_cpu")
+                                       "modified_bessel_i1_cpu", f32_exp=True)
 special_spherical_bessel_j0 = _nd_unary("special_spherical_bessel_j0", np_spherical_j0, "spherical_bessel_j0_cpu")
 
 _POLY = {"chebyshev_polynomial_t": "t", "chebyshev_polynomial_u": "u", "chebyshev_polynomial_v": "v",
