@@ -1541,7 +1541,9 @@ def _safe_softmax(attn):
     """Softmax over the last dim where a row masked out entirely (all -inf) gives zeros, not NaN, with
     zero gradients: PyTorch's SDPA on CPU (``_safe_softmax``) returns 0 for a query that may attend to
     nothing. The dead rows are zeroed before the softmax too, so its backward sees no NaN."""
-    dead = (attn == float("-inf")).all(-1, keepdim=True)
+    # (a row is all -inf exactly when its max is -inf: a NaN makes the max NaN, as it makes
+    # "all -inf" false; amax also exports to ONNX, where ``all`` has no translation)
+    dead = attn.amax(-1, keepdim=True) == float("-inf")
     safe = _op("where")(dead, 0.0, attn)
     return _op("where")(dead, 0.0, _op("softmax")(safe, -1))
 

@@ -127,7 +127,9 @@ def _fastpath_enabled():
     """``torch.backends.mha.get_fastpath_enabled()`` where ember has it (on by default, as in PyTorch)."""
     from ... import backends
     mha = getattr(backends, "mha", None)
-    return True if mha is None else bool(mha.get_fastpath_enabled())
+    # (the module's flag read directly, not through its getter: a compiled forward reads it as a
+    # guarded constant instead of breaking the graph on the call)
+    return True if mha is None else bool(getattr(mha, "_is_fastpath_enabled", True))
 
 
 def _keep_tokens(key_padding_mask):
