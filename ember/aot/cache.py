@@ -183,15 +183,9 @@ def _alias_groups(inputs) -> List[str]:
 
 
 def _byte_bounds(a) -> Tuple[int, int]:
-    """[first byte, one past the last byte] an ndarray's elements span (``a.size > 0``)."""
-    start = a.__array_interface__["data"][0]
-    low = high = start
-    for extent, stride in zip(a.shape, a.strides):
-        if stride < 0:
-            low += (extent - 1) * stride
-        else:
-            high += (extent - 1) * stride
-    return low, high + a.itemsize
+    """[first byte, one past the last byte] an ndarray's elements span (``storage._byte_span``)."""
+    from ..storage import _byte_span
+    return _byte_span(a)
 
 
 def _is_prims_table(dec) -> bool:
