@@ -531,15 +531,58 @@ def _graph_record(gm) -> dict:
                 subgraphs[n.target] = _graph_record(v)      # a cond's branch
                 nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
                 continue
-            if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
-                raise Uncacheable(f"the compiled graph's constant {n.target} is not a numpy-backed tensor")
-            arr = np.array(v._data)
-            if v.dtype.name == "bfloat16":
-                arr = arr.view(np.uint16)    # ml_dtypes' bfloat16 does not survive pickling (|V2)
-            consts[n.target] = (arr, v.dtype.name, bool(v.requires_grad))
+            consts[n.target] = _constant_record(n.target, v)
         nodes.append((n.op, n.name, n.target, tuple(n.args), dict(n.kwargs), dict(n.meta)))
     return {"nodes": nodes, "meta": dict(getattr(gm, "meta", {}) or {}), "class_name": type(gm).__name__,
             "consts": consts, "subgraphs": subgraphs}
+
+
+def _constant_record(target: str, v) -> tuple:
+    """A ``get_attr`` constant as plain data: (array, dtype name, requires_grad)."""
+    import numpy as np
+    from ..tensor import Tensor
+    if not isinstance(v, Tensor) or type(v._data) is not np.ndarray:
+        raise Uncacheable(f"the compiled graph's constant {target} is not a numpy-backed tensor")
+    arr = np.array(v._data)
+    if v.dtype.name == "bfloat16":
+        arr = arr.view(np.uint16)    # ml_dtypes' bfloat16 does not survive pickling (|V2)
+    return arr, v.dtype.name, bool(v.requires_grad)
+
+
+def _constants_from(consts: dict) -> dict:
+    """get_attr target -> tensor, from :func:`_constant_record` data."""
+    from ..tensor import _make
+    from .. import types as _t
+    root = {}
+    for target, (arr, dt, rg) in consts.items():
+        if dt == "bfloat16":
+            arr = arr.view(_t.bfloat16.np)
+        t = _make(arr)
+        if t.dtype is not _t.as_dtype(dt):
+            raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")
+        root[target] = t.requires_grad_(True) if rg else t
+    return root
+
+
+def constants_blob(gm) -> Optional[bytes]:
+    """The graph's top-level tensor constants (``get_attr`` of a tensor), pickled apart from
+    the graph: a warm compile's inductor cache hit reads them from the lazy graph
+    (``LazyGraphModule(constants=...)``) without rebuilding its nodes. None when it has none
+    or one cannot be stored (the lazy graph is then built to read them, as before)."""
+    from ..tensor import Tensor
+    consts = {}
+    try:
+        for n in gm.graph.nodes:
+            if n.op == "get_attr":
+                v = gm
+                for part in n.target.split("."):
+                    v = getattr(v, part)
+                if isinstance(v, Tensor):
+                    consts[n.target] = _constant_record(n.target, v)
+        return pickle.dumps(consts, protocol=pickle.HIGHEST_PROTOCOL) if consts else None
+    except Exception as e:  # noqa: BLE001 - optional: the graph blob holds them too
+        log.info("aot cache: graph constants kept with the graph only: %s: %s", type(e).__name__, e)
+        return None
 
 
 _LEAVES = frozenset((int, float, str, bool, type(None)))
@@ -577,17 +620,7 @@ def _rebuild_graph(rec: dict):
             raise ValueError(f"node {name} rebuilt as {n.name}")
         n.meta.update({k: sub(v) for k, v in meta.items()})
         env[name] = n
-    root = {}
-    if rec["consts"]:
-        from ..tensor import _make
-        from .. import types as _t
-        for target, (arr, dt, rg) in rec["consts"].items():
-            if dt == "bfloat16":
-                arr = arr.view(_t.bfloat16.np)
-            t = _make(arr)
-            if t.dtype is not _t.as_dtype(dt):
-                raise ValueError(f"constant {target} rebuilt as {t.dtype}, stored as {dt}")
-            root[target] = t.requires_grad_(True) if rg else t
+    root = _constants_from(rec["consts"]) if rec["consts"] else {}
     for target, sub_rec in rec.get("subgraphs", {}).items():
         root[target] = _rebuild_graph(sub_rec)
     gm = GraphModule(root, g, class_name=rec["class_name"])
@@ -641,7 +674,8 @@ def save(key: str, kind: str, symbolic: bool = False, **parts) -> bool:
     """Store an entry: ``kind`` is "training", "inference" or "no_grad_outputs" (training
     found no differentiable output: the caller compiles for inference). ``fw``/``bw`` are
     :func:`graph_blob` bytes (an entry with a None graph is not stored); ``digests`` maps
-    "fw"/"bw" to the compiled graph's ``fx_graph_cache`` digest, or None."""
+    "fw"/"bw" to the compiled graph's ``fx_graph_cache`` digest, or None; ``fw_consts``/
+    ``bw_consts`` (optional) are :func:`constants_blob` bytes."""
     try:
         entry: Dict[str, Any] = {"format": FORMAT_VERSION, "key": key, "kind": kind}
         for name, v in parts.items():
@@ -690,7 +724,10 @@ def lookup(key: str, kind: str, shape_env=None) -> Optional[dict]:
                 if name in out:
                     blob = out[name]
                     if digests.get(name) is not None:
-                        out[name] = LazyGraphModule(lambda blob=blob: _load_graph(blob, shape_env), digests[name])
+                        cb = out.pop(f"{name}_consts", None)
+                        out[name] = LazyGraphModule(lambda blob=blob: _load_graph(blob, shape_env), digests[name],
+                                                    constants=None if cb is None else
+                                                    (lambda cb=cb: _constants_from(pickle.loads(cb))))
                     else:
                         out[name] = _load_graph(blob, shape_env)
             if "joint" in out:

@@ -148,7 +148,8 @@ class AOTModule:
             n_saved = len(saved)
             # the graphs as stored are taken before the compilers see them; the entry is
             # written after, with the compiled graphs' digests (see cache.lookup)
-            blobs = (cache.graph_blob(fw_gm, sym), cache.graph_blob(bw_gm, sym)) if ck is not None else None
+            blobs = (cache.graph_blob(fw_gm, sym), cache.graph_blob(bw_gm, sym),
+                     cache.constants_blob(fw_gm), cache.constants_blob(bw_gm)) if ck is not None else None
             trace_guards = self._trace_guards(n_guards)      # (before the graph compilers add theirs)
         fw_examples = self._examples()
         t0 = time.perf_counter()
@@ -157,6 +158,7 @@ class AOTModule:
         self.timings["aot_compile"] = time.perf_counter() - t0
         if hit is None and ck is not None:
             cache.save(ck, "training", symbolic=sym, joint=joint, fw=blobs[0], bw=blobs[1], bw_examples=bw_examples,
+                       fw_consts=blobs[2], bw_consts=blobs[3],
                        is_tensor=is_tensor, n_saved=n_saved, report=report,
                        digests={"fw": _digest(fw), "bw": _digest(bw)}, shape_env_guards=trace_guards)
         self._training = (joint, fw, bw, n_saved, is_tensor, _make_function_class(self, joint))
@@ -185,10 +187,12 @@ class AOTModule:
         n = joint.num_outputs
         fw_gm.meta["input_mutations"] = {n + k: i for k, i in enumerate(joint.mutated_inputs)}
         blob = cache.graph_blob(fw_gm, sym) if ck is not None else None   # (before the compiler sees it)
+        consts = cache.constants_blob(fw_gm) if ck is not None else None
         trace_guards = self._trace_guards(n_guards)
         compiled = self.inference_compiler(fw_gm, self._examples())
         if ck is not None:
-            cache.save(ck, "inference", symbolic=sym, joint=joint, fw=blob, digests={"fw": _digest(compiled)},
+            cache.save(ck, "inference", symbolic=sym, joint=joint, fw=blob, fw_consts=consts,
+                       digests={"fw": _digest(compiled)},
                        shape_env_guards=trace_guards)
         self._inference = (joint, compiled)
 

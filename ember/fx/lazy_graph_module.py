@@ -22,10 +22,15 @@ from typing import Any, Callable, Optional
 class LazyGraphModule:
     """Stands for the GraphModule ``build()`` returns until something reads it."""
 
-    def __init__(self, build: Callable[[], Any], graph_digest_hint: Optional[str] = None):
+    def __init__(self, build: Callable[[], Any], graph_digest_hint: Optional[str] = None,
+                 constants: Optional[Callable[[], dict]] = None):
         self._build = build
         self._gm = None
         self.graph_digest_hint = graph_digest_hint   # inductor's digest of the built graph, if known
+        # get_attr target -> tensor constant, readable without building the graph (an inductor
+        # cache hit binds the compiled code to the graph's constants: nanoGPT's causal mask)
+        self._constants_fn = constants
+        self._constants = None
 
     @property
     def materialized(self) -> bool:
@@ -45,8 +50,13 @@ class LazyGraphModule:
 
     def __getattr__(self, name: str) -> Any:
         # (only for attributes this object lacks: everything a GraphModule has)
-        if name.startswith("__") or name in ("_build", "_gm"):
+        if name.startswith("__") or name in ("_build", "_gm", "_constants_fn", "_constants"):
             raise AttributeError(name)
+        if self._gm is None and self._constants_fn is not None:
+            if self._constants is None:
+                self._constants = self._constants_fn()
+            if name in self._constants:
+                return self._constants[name]
         return getattr(self.materialize(), name)
 
     def __call__(self, *args, **kwargs):
