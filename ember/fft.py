@@ -58,7 +58,7 @@ def _resize(x, dims, sizes):
     """``x`` cut or zero-padded at the end of each of ``dims`` to ``sizes`` (None: as is)."""
     for d, n in zip(dims, sizes):
         if n is None:
-            continue
+            n = x.shape[d]      # as is; an empty dim is still no valid length (torch)
         if n < 1:
             raise RuntimeError(f"Invalid number of data points ({n}) specified")
         cur = x.shape[d]

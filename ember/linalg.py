@@ -17,11 +17,12 @@ import numbers
 
 import numpy as np
 
+from ._state import STATE as _STATE
 from .ops import api as _api
 from .ops.lapack import (LinAlgError, _eig_t, _eigh_t, _qr_t, _slogdet_t, _svd_t, linalg_cholesky, linalg_cross,
                          linalg_det, linalg_eig, linalg_eigh, linalg_inv, linalg_matrix_norm, linalg_qr,
                          linalg_slogdet, linalg_solve, linalg_svd, linalg_vecdot)
-from .ops.reduction import linalg_vector_norm
+from .ops.reduction import linalg_vector_norm, norm_dtype_checks
 
 
 def matrix_exp(A):
@@ -47,8 +48,11 @@ def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None, out=None):
         dim = [int(dim)]
     elif dim is not None:
         dim = list(dim)
+    dtype = norm_dtype_checks("linalg.vector_norm", x.dtype, dtype)
     if x.dtype.is_complex:
-        x = x.abs()      # a complex tensor's norms are its moduli's (torch)
+        # a complex tensor's norms are its moduli's (torch), computed in dtype when given
+        x = (x if dtype is None else x.to(dtype)).abs()
+        dtype = None
     return linalg_vector_norm.binding(x, ord, dim, keepdim, dtype=dtype)
 
 
@@ -57,6 +61,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, *, dtype=None, out=No
     ``'nuc'``, and ``ord`` in ``1, -1, 2, -2, inf, -inf`` (2 / -2 / 'nuc' through singular values)."""
     _no_out("matrix_norm", out)
     dim = [int(dim)] if isinstance(dim, numbers.Integral) else list(dim)
+    norm_dtype_checks("linalg.matrix_norm", A.dtype, dtype)
     return linalg_matrix_norm.binding(A, ord, dim, keepdim, dtype=dtype)
 
 
@@ -144,7 +149,7 @@ def solve(A, B, *, left=True, out=None):
         bb = b if left else b.mT
         raise RuntimeError(f"linalg.solve: Incompatible shapes of A and B for the equation {eq} "
                            f"({A.shape[-2]}x{A.shape[-1]} and {bb.shape[-2]}x{bb.shape[-1]})")
-    batch = tuple(np.broadcast_shapes(tuple(A.shape[:-2]), tuple(b.shape[:-2])))
+    batch = _broadcast_batch(tuple(b.shape[:-2]), tuple(A.shape[:-2]))
     if tuple(A.shape[:-2]) != batch:
         A = A.expand(*batch, n, n)
     if tuple(b.shape[:-2]) != batch:
@@ -153,6 +158,20 @@ def solve(A, B, *, left=True, out=None):
     if not left:
         x = x.mT
     return x.squeeze(-1) if vector else x
+
+
+def _broadcast_batch(a, b):
+    """The broadcast of batch shapes ``a`` and ``b``, with torch's message (its infer_size,
+    ``a`` being the right-hand side) when they do not broadcast."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y and x != 1 and y != 1:
+            raise RuntimeError(f"The size of tensor a ({x}) must match the size of tensor b ({y}) at "
+                               f"non-singleton dimension {i}")
+        out.append(y if x == 1 else x)
+    return tuple(out)
 
 
 def cholesky(A, *, upper=False, out=None):
@@ -235,13 +254,61 @@ def _tolerance(S, A, atol, rtol):
     return cut
 
 
+def _pinv_backward(g, X, A):
+    """The gradient of ``X = pinv(A)`` for ``A`` (torch's formula, also used for ``hermitian``):
+    from ``dX = -X dA X + X X^H dA^H (I - A X) + (I - X A) dA^H X^H X`` (constant rank), the
+    adjoint is ``-X^H G X^H + (I - A X) G^H X X^H + X^H X G^H (I - X A)``, with products grouped
+    so the inner matrices are the smaller of m x m and n x n."""
+    Xh, gh = X.mH, g.mH
+    if A.shape[-2] <= A.shape[-1]:
+        K = gh @ X                                   # (n, n) ... grouped around G^H X
+        KXh = K @ Xh
+        return -(X @ K).mH + KXh - (A @ X) @ KXh + (Xh @ X) @ (gh - K @ A)
+    K = X @ gh                                       # X G^H
+    XhK = Xh @ K
+    return -(K @ X).mH + XhK - (XhK @ X) @ A + (gh - A @ K) @ X @ Xh
+
+
+_PINV_FN = []
+
+
+def _pinv_function():
+    """The autograd Function that gives pinv torch's derivative: the SVD / eigh composite would
+    differentiate the thresholded factorisation instead (a different gradient for rank-deficient
+    or cut-off inputs, and a symmetrised one for ``hermitian``). Built lazily (import cycle)."""
+    if not _PINV_FN:
+        from .autograd.function import Function
+
+        class LinalgPinv(Function):
+            @staticmethod
+            def forward(ctx, A, atol, rtol, hermitian):
+                X = _pinv_values(A, atol, rtol, hermitian)
+                ctx.save_for_backward(A, X)
+                return X
+
+            @staticmethod
+            def backward(ctx, g):
+                A, X = ctx.saved_tensors
+                return _pinv_backward(g, X, A), None, None, None
+        _PINV_FN.append(LinalgPinv)
+    return _PINV_FN[0]
+
+
 def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     """``linalg.pinv(A, *, atol=None, rtol=None, hermitian=False)``: the Moore-Penrose inverse
-    through the SVD (eigh when ``hermitian``), singular values under the tolerance treated as 0."""
+    through the SVD (eigh when ``hermitian``), singular values under the tolerance treated as 0;
+    differentiable with torch's formula (:func:`_pinv_backward`)."""
     _no_out("pinv", out)
     if A.ndim < 2 or not (A.dtype.is_floating_point or A.dtype.is_complex):
         raise RuntimeError(f"linalg.pinv({A.dtype.legacy_name}{{{list(A.shape)}}}): expected a tensor with 2 "
                            f"or more dimensions of float, double, cfloat or cdouble types")
+    if A.requires_grad and _STATE.grad_enabled:
+        return _pinv_function().apply(A, atol, rtol, hermitian)
+    return _pinv_values(A, atol, rtol, hermitian)
+
+
+def _pinv_values(A, atol, rtol, hermitian):
+    """pinv's value (no derivative of its own is wanted: see :func:`_pinv_function`)."""
     if hermitian:
         w, v = linalg_eigh.binding(A, "L")
         aw = w.abs()
@@ -256,10 +323,16 @@ def pinv(A, *, atol=None, rtol=None, hermitian=False, out=None):
     return (vh.mH * sinv.unsqueeze(-2)) @ u.mH
 
 
-def matrix_rank(A, *, atol=None, rtol=None, hermitian=False, out=None):
+def matrix_rank(A, tol=None, hermitian=False, *, atol=None, rtol=None, out=None):
     """``linalg.matrix_rank(A, *, atol=None, rtol=None, hermitian=False)``: how many singular
-    values (absolute eigenvalues when ``hermitian``) exceed the tolerance; int64."""
+    values (absolute eigenvalues when ``hermitian``) exceed the tolerance; int64. torch's older
+    overload ``matrix_rank(A, tol, hermitian=False)`` is kept too: ``tol`` is an absolute
+    tolerance (``atol=tol, rtol=0``)."""
     _no_out("matrix_rank", out)
+    if tol is not None:
+        if atol is not None or rtol is not None:
+            raise TypeError("linalg.matrix_rank(): tol cannot be combined with atol or rtol")
+        atol, rtol = tol, 0.0
     if A.ndim < 2:
         raise RuntimeError("torch.linalg.matrix_rank: The input tensor input must have at least 2 dimensions.")
     s = linalg_eigh.binding(A, "L")[0].abs() if hermitian else linalg_svd.binding(A, False)[1]

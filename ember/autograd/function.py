@@ -52,8 +52,11 @@ class FunctionCtx:
             return tuple(self.to_save)
         if self._saved == "freed":
             raise RuntimeError(_FREED_MSG)
-        return tuple(s.unpack(self, i) if isinstance(s, SavedTensor) else s
-                     for i, s in enumerate(self._saved))
+        # a saved output is unpacked as output k of this node: k is its place among the outputs
+        # (recorded at save time), not its place in the saved tuple
+        nrs = getattr(self, "_saved_out_nr", None) or (0,) * len(self._saved)
+        return tuple(s.unpack(self, k) if isinstance(s, SavedTensor) else s
+                     for k, s in zip(nrs, self._saved))
 
 
 class _PlainCtx(FunctionCtx):
@@ -220,6 +223,7 @@ class Function(metaclass=FunctionMeta):
         out_ids = {id(o): k for k, o in enumerate(results) if isinstance(o, Tensor)}
         ctx._saved = tuple(None if t is None else SavedTensor(t, is_output=id(t) in out_ids)
                            for t in ctx.to_save)
+        ctx._saved_out_nr = tuple(out_ids.get(id(t), 0) for t in ctx.to_save)
         ctx.to_save = ()
         return (results[0] if single else tuple(results)), ctx
 

@@ -243,7 +243,13 @@ def angle(self):
     """The argument of each element: ``atan2(imag, real)`` for complex tensors (its gradient is
     torch's ``grad * i z / |z|^2``); pi for negative real numbers and 0 otherwise (NaN stays)."""
     if self.dtype.is_complex:
-        return api.atan2(imag(self), real(self))
+        im, re = imag(self), real(self)
+        # atan2's derivative is 0/0 at z = 0, torch's angle gradient is 0 there: differentiate
+        # atan2 at a safe point instead and take z = 0's value (+-0 or +-pi, by the zeros'
+        # signs) without a gradient
+        zero = (re == 0) & (im == 0)
+        safe = api.atan2(api.where(zero, 0.0, im).to(im.dtype), api.where(zero, 1.0, re).to(re.dtype))
+        return api.where(zero, api.atan2(im, re).detach(), safe)
     x = self if self.dtype.is_floating_point else self.to(_t.get_default_dtype())
     out = (x < 0).to(x.dtype) * math.pi
     return api.where(api.isnan(x), x, out)
@@ -257,7 +263,16 @@ def sgn(self):
     a = api.abs(self)
     zero = a == 0
     safe = api.where(zero, 1.0, a).to(a.dtype)
-    return api.where(zero, 0.0, self / safe)
+    value = self / safe
+    if not self.requires_grad:
+        return api.where(zero, 0.0, value)
+    # z / |z| differentiated as written squares |z| (0 for |z| < 1e-154: a NaN gradient where
+    # torch's is finite). sgn is scale-invariant, so differentiate sgn(w) for w = z / |z|
+    # (|z| held constant, |w| = 1) instead, keeping z / |z|'s value
+    w = self / safe.detach()
+    wa = api.abs(w)
+    unit = w / api.where(zero, 1.0, wa).to(wa.dtype)
+    return api.where(zero, 0.0, value.detach() + (unit - unit.detach()))
 
 
 @defcomposite("isreal(Tensor self) -> Tensor")

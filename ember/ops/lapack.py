@@ -618,7 +618,8 @@ def linalg_matrix_norm(a, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
     if ord == "nuc" or abs(float(ord)) == 2:
         # singular values of the matrices moved to the last two dims
         s = linalg_svd.binding(api.movedim(a, (d0, d1), (-2, -1)), False)[1]
-        r = s.sum(-1) if ord == "nuc" else (s.amax(-1) if ord > 0 else s.amin(-1))
+        # the largest of no singular values (an empty matrix) is 0, as torch's; the smallest raises
+        r = s.sum(-1) if ord == "nuc" or (ord > 0 and s.shape[-1] == 0) else (s.amax(-1) if ord > 0 else s.amin(-1))
         if keepdim:
             r = r.unsqueeze(min(d0, d1)).unsqueeze(max(d0, d1))
         return r
@@ -627,7 +628,10 @@ def linalg_matrix_norm(a, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
     # inf-norm: the same with the roles swapped
     s_dim, m_dim = (d0, d1) if abs(p) == 1 else (d1, d0)
     r = a.abs().sum(s_dim, keepdim=True)
-    r = r.amax(m_dim, keepdim=True) if p > 0 else r.amin(m_dim, keepdim=True)
+    if p > 0:   # the largest of no (non-negative) sums is 0, as torch's; the smallest raises
+        r = r.sum(m_dim, keepdim=True) if r.shape[m_dim] == 0 else r.amax(m_dim, keepdim=True)
+    else:
+        r = r.amin(m_dim, keepdim=True)
     if not keepdim:
         r = r.squeeze(max(d0, d1)).squeeze(min(d0, d1))
     return r

@@ -271,6 +271,8 @@ def matrix_exp(xp, a):
     complex128; the derivative below is holomorphic, so complex A needs nothing more)."""
     _check_mexp(a.shape, a.dtype)
     dt = a.dtype
+    if a.size == 0:     # 0 x 0 matrices (or an empty batch): nothing to exponentiate
+        return xp.empty_like(a)
     flat = a.reshape((-1,) + a.shape[-2:]).astype(np.complex128 if dt.kind == "c" else np.float64)
     out = xp.empty_like(flat)
     for i in range(flat.shape[0]):

@@ -1270,6 +1270,16 @@ def cond(A, p=None, *, out=None):
     _no_out("cond", out)
     if A.ndim < 2:
         raise RuntimeError("linalg.cond: The input tensor must have at least 2 dimensions.")
+    if isinstance(p, str) and A.shape[-1] != A.shape[-2]:
+        # torch checks squareness first for 'fro' / 'nuc' only, before the emptiness below
+        raise RuntimeError(f"linalg.cond(ord={p}): A must be batches of square matrices, but they are "
+                           f"{A.shape[-2]} by {A.shape[-1]} matrices")
+    if p is not None and (p not in _COND_NORMS + (2, -2) or isinstance(p, bool)):
+        raise RuntimeError(f"linalg.cond got an invalid norm type: {p}")
+    if A.numel() == 0:
+        # NumPy leaves the condition number of an empty matrix undefined; torch gives 0
+        real = A.dtype.to_real() if A.dtype.is_complex else A.dtype
+        return api.zeros(tuple(A.shape[:-2]), dtype=real, device=A.device)
     if p is None or (not isinstance(p, str) and isinstance(p, numbers.Number) and abs(p) == 2):
         s = _la().svdvals(A)
         if p is not None and p < 0:

@@ -659,8 +659,10 @@ def matrix_power(self, n):
                            f"{self.shape[-1] if self.ndim else 1} matrices" if self.ndim >= 2 else
                            f"linalg.matrix_power: The input tensor A must have at least 2 dimensions.")
     if n == 0:
+        # the identity written over a copy of self (torch's way): the result stays on self's
+        # graph, so self's gradient is zeros rather than missing
         eye = api.eye(self.shape[-1], dtype=self.dtype, device=self.device)
-        return eye.expand(tuple(self.shape)).clone()
+        return self.clone().copy_(eye.expand(tuple(self.shape)))
     a = self
     if n < 0:
         from .registry import OPS

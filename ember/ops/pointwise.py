@@ -20,6 +20,7 @@ Conventions shared by the kernels here:
 from __future__ import annotations
 
 import builtins
+import cmath
 import math
 
 import numpy as np
@@ -805,7 +806,10 @@ def _pow_bw(ctx, g):
             if a == 0:
                 gb = grad_for(api.where(api.real(b) >= 0, 0.0, g * out * float("-inf")), b)
             else:
-                la = math.log(a) if a > 0 else float("nan")
+                if isinstance(a, complex) or b.dtype.is_complex:
+                    la = cmath.log(a)      # the scalar base joins the complex dtype: log's principal branch
+                else:
+                    la = math.log(a) if a > 0 else float("nan")
                 gb = grad_for(g * out * la, b)
         else:
             gb = grad_for(api.where((a == 0) & (api.real(b) >= 0), 0.0, g * out * api.log(a)), b)

@@ -708,6 +708,25 @@ def _check_float_norm(a, dtype):
                            f"Got {_dt(a).legacy_name}")
 
 
+def norm_dtype_checks(name, in_dt, dtype):
+    """torch's checks of a norm's ``dtype=`` (linalg.vector_norm / matrix_norm front ends), made
+    on the input's own dtype before a complex input is replaced by its moduli: the dtype must be
+    floating point or complex, complex exactly when the input is, and must not narrow it.
+    Returns the dtype (None when not given)."""
+    if dtype is None:
+        return None
+    dt = _t.as_dtype(dtype)
+    if not (dt.is_floating_point or dt.is_complex):
+        raise RuntimeError(f"{name}: dtype should be floating point or complex, but got {dt.legacy_name}")
+    if in_dt.is_complex != dt.is_complex:
+        kind = "complex" if in_dt.is_complex else "real"
+        raise RuntimeError(f"{name}: dtype should be {kind} for {kind} inputs, but got {dt.legacy_name}")
+    if (in_dt.is_floating_point or in_dt.is_complex) and _t.promote_types(in_dt, dt) is not dt:
+        raise RuntimeError(f"{name}: the dtype of the input ({in_dt.legacy_name}) should be convertible "
+                           f"without narrowing to the specified dtype ({dt.legacy_name})")
+    return dt
+
+
 @defop("linalg_vector_norm(Tensor self, Scalar ord=2, int[]? dim=None, bool keepdim=False, *, "
        "ScalarType? dtype=None) -> Tensor", tags=RED, save_result=True, function=False, method=False)
 def linalg_vector_norm(xp, a, ord=2, dim=None, keepdim=False, dtype=None):
@@ -747,7 +766,7 @@ def _vector_norm_bw(ctx, g):
     norm = _keep(ctx.result, shape, dim, keepdim)
     ge = expand_reduced(g, shape, dim, keepdim)
     if p == 0:
-        return (_like(ge * 0 * x, a),)
+        return (None,)      # a count of non-zeros: torch's gradient is undefined (not zeros)
     sgn = _sign(x)
     if p == 1:
         return (_like(ge * sgn, a),)
@@ -783,16 +802,24 @@ def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
         dim = [dim]
     elif dim is not None:
         dim = list(dim)
-    if isinstance(input, Tensor) and input.dtype.is_complex:
-        input = input.abs()      # a complex tensor's norms are its moduli's (torch)
+    if isinstance(p, str) and p != "fro" and isinstance(input, Tensor):
+        # torch.norm hands every other string (nuc, or one that matrix_norm rejects) to
+        # linalg.matrix_norm, over all dims when none are given
+        from .. import linalg as _linalg
+        return _linalg.matrix_norm(input, p, list(range(input.ndim)) if dim is None else dim, keepdim,
+                                   dtype=dtype)
+    if isinstance(input, Tensor):
+        dtype = norm_dtype_checks("linalg.vector_norm", input.dtype, dtype)
+        if input.dtype.is_complex:
+            # a complex tensor's norms are its moduli's (torch), computed in dtype when given
+            input = (input if dtype is None else input.to(dtype)).abs()
+            dtype = None
     if isinstance(p, str):
         if p == "fro":
             if dim is not None and len(dim) > 2:
                 raise RuntimeError(f"linalg.matrix_norm: dim must be a 2-tuple. Got "
                                    f"{' '.join(str(d) for d in dim)}")
             p = 2
-        elif p == "nuc":
-            raise NotImplementedError("ember.norm: the nuclear norm (p='nuc') is not implemented")
         else:
             raise RuntimeError(f"linalg.matrix_norm: Order {p} not supported.")
     elif p is None:
