@@ -711,7 +711,8 @@ def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, 
     else:
         raise ValueError("Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, "
                          f"but got {type(parameter_and_buffer_dicts)}")
-    return _stateless_functional_call(module, merged, () if args is None else args, kwargs, strict=strict)
+    return _stateless_functional_call(module, merged, () if args is None else args, kwargs, tie_weights=tie_weights,
+                                      strict=strict)
 
 
 def _stacked_leaf(tensors, name):

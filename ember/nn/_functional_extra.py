@@ -66,9 +66,10 @@ def _unpool_output_size(input, kernel_size, stride, padding, output_size):
     else:
         if isinstance(output_size, numbers.Integral):
             output_size = [output_size]
-        output_size = [int(o) for o in output_size]
         if len(output_size) == nd + 2:
             output_size = output_size[2:]
+        shown = output_size  # messages print the caller's sequence (tuple, list, Size) as torch does
+        output_size = [int(o) for o in output_size]
         if len(output_size) != nd:
             raise ValueError(f"output_size should be a sequence containing {nd} or {nd + 2} elements, but it has "
                              f"a length of '{len(output_size)}'")
@@ -76,7 +77,7 @@ def _unpool_output_size(input, kernel_size, stride, padding, output_size):
             min_size = default[d] - stride[d]
             max_size = default[d] + stride[d]
             if not (min_size < output_size[d] < max_size):
-                raise ValueError(f'invalid output_size "{output_size}" (dim {d} must be between {min_size} and '
+                raise ValueError(f'invalid output_size "{shown}" (dim {d} must be between {min_size} and '
                                  f'{max_size})')
         ret = output_size
     for d in range(nd):
@@ -126,15 +127,33 @@ def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_siz
 
 
 # ---------------------------------------------------------------------- losses
+def _check_multilabel_margin(input, target):
+    """torch's checks: a non-empty vector / matrix (or a scalar) input, a target of its shape (any
+    shape of as many elements for a vector), and (eagerly) every target entry in [-1, C)."""
+    nd = input.dim()
+    if not ((nd == 2 and input.shape[1] != 0) or (nd == 1 and input.shape[0] != 0) or nd == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    if nd <= 1:
+        dim = input.shape[0] if nd == 1 else 1
+        ok = target.dim() <= 1 and target.numel() == dim
+    else:
+        dim = input.shape[1]
+        ok = target.dim() == 2 and tuple(target.shape) == tuple(input.shape)
+    if not ok:
+        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
+                           f"{list(input.shape)}")
+    if target.numel() and _F()._data_checks_allowed(target):
+        if int(target.min().item()) < -1 or int(target.max().item()) >= dim:
+            raise RuntimeError("argument #2 'target' is out of range")
+
+
 def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """``sum_{j in targets} sum_{i not in targets} max(0, 1 - (x[y_j] - x[i])) / C``; the targets of a
     row are its class indices up to the first ``-1``."""
     F = _F()
     reduction = F._legacy_reduction(size_average, reduce, reduction)
-    if input.dim() > 2 or tuple(target.shape) != tuple(input.shape) and not (
-            input.dim() <= 1 and target.numel() == input.numel()):
-        raise RuntimeError(f"inconsistent target size: {list(target.shape)} for input of size: "
-                           f"{list(input.shape)}")
+    _check_multilabel_margin(input, target)
     x = input.reshape(1, -1) if input.dim() <= 1 else input
     t = target.reshape(x.shape[0], x.shape[1])
     C = x.shape[1]

@@ -14,6 +14,38 @@ import math
 from ..tensor import Tensor
 
 
+
+def _causal_float_mask(tgt_len, src_len, dtype, device):
+    """-inf above the main diagonal of a (tgt_len, src_len) grid, 0 elsewhere."""
+    from .. import ones, zeros
+    above = ones((tgt_len, src_len), dtype=_bool_dtype(), device=device).triu(1)
+    return zeros((tgt_len, src_len), dtype=dtype, device=device).masked_fill(above, float("-inf"))
+
+
+def _bool_dtype():
+    from .. import bool as _b
+    return _b
+
+
+def _check_key_value_shapes(key, value, use_separate_proj_weight):
+    """Keys and values pair up: the same (seq, batch) dims, and the same shape unless separate
+    projections let their feature sizes (kdim / vdim) differ -- torch's assertions."""
+    if use_separate_proj_weight:
+        if tuple(key.shape[:2]) != tuple(value.shape[:2]):
+            raise AssertionError(f"key's sequence and batch dims {key.shape[:2]} do not match value's "
+                                 f"{value.shape[:2]}")
+    elif tuple(key.shape) != tuple(value.shape):
+        raise AssertionError(f"key shape {key.shape} does not match value shape {value.shape}")
+
+
+def _check_key_padding_mask(key_padding_mask, src_len, bsz):
+    """torch's per-dimension check (and wording, typo included) of a key padding mask's shape."""
+    if key_padding_mask.shape[0] != bsz:
+        raise AssertionError(f"Expected key_padded_mask.shape[0] to be {bsz}, but got {key_padding_mask.shape[0]}")
+    if key_padding_mask.shape[1] != src_len:
+        raise AssertionError(f"Expected key_padded_mask.shape[1] to be {src_len}, but got "
+                             f"{key_padding_mask.shape[1]}")
+
 def _float_mask(mask, dtype, name):
     """Bool masks (True = masked out) become additive -inf masks; float masks pass through."""
     if mask is None:
@@ -69,6 +101,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         raise AssertionError(f"embed_dim {E} not divisible by num_heads {H}")
     dtype = query.dtype
 
+    _check_key_value_shapes(key, value, use_separate_proj_weight)
     b_q = b_k = b_v = None
     if in_proj_bias is not None:
         b_q, b_k, b_v = in_proj_bias.chunk(3)
@@ -85,6 +118,11 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     k = F.linear(key, w_k, b_k)
     v = F.linear(value, w_v, b_v)
 
+    # torch's is_causal hint: with no key padding mask and no weights wanted, the given mask is
+    # dropped and attention is causal (top-left aligned, as SDPA's is_causal) -- whatever the mask
+    causal_hint = is_causal and key_padding_mask is None and not need_weights
+    if causal_hint:
+        attn_mask = None
     attn_mask = _float_mask(attn_mask, dtype, "attn_mask")
     key_padding_mask = _float_mask(key_padding_mask, dtype, "key_padding_mask")
     if attn_mask is not None:
@@ -138,12 +176,12 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
     src_len = k.shape[1]
     if key_padding_mask is not None:
-        if tuple(key_padding_mask.shape) != (bsz, src_len):
-            raise AssertionError(f"expecting key_padding_mask shape of {(bsz, src_len)}, but got "
-                                 f"{tuple(key_padding_mask.shape)}")
+        _check_key_padding_mask(key_padding_mask, src_len, bsz)
         kpm = key_padding_mask.reshape(bsz, 1, 1, src_len).expand(-1, H, -1, -1).reshape(bsz * H, 1, src_len)
         attn_mask = kpm if attn_mask is None else attn_mask + kpm
 
+    if causal_hint:
+        attn_mask = _causal_float_mask(tgt_len, src_len, dtype, q.device)
     if not training:
         dropout_p = 0.0
     scores = (q * math.sqrt(1.0 / hd)).matmul(k.transpose(-2, -1))

@@ -76,8 +76,23 @@ def _no_complex_autograd(name, *tensors):
         raise RuntimeError(f"{name} does not support automatic differentiation for outputs with complex dtype.")
 
 
+def _check_bilinear_batch(input1, input2, weight, bias):
+    """torch's shape checks that the einsum below would otherwise report as a broadcast error:
+    equal ranks and batch dimensions (checked first, as torch does), and the bias length."""
+    if input1.dim() != input2.dim():
+        raise RuntimeError(f"bilinear(): input dimensions do not match: got {input1.dim()} and {input2.dim()}")
+    for i in range(input1.dim() - 1):
+        if input1.shape[i] != input2.shape[i]:
+            raise RuntimeError(f"bilinear(): input batch dimensions do not match at dim {i}: got {input1.shape[i]} "
+                               f"and {input2.shape[i]}")
+    if bias is not None and weight.dim() == 3 and bias.shape[0] != weight.shape[0]:
+        raise RuntimeError(f"bilinear(): bias size does not match weight size: got {bias.shape[0]} but expected "
+                           f"{weight.shape[0]}")
+
+
 def bilinear(input1, input2, weight, bias=None):
     _no_complex_autograd("_trilinear", input1, input2, weight, bias)
+    _check_bilinear_batch(input1, input2, weight, bias)
     return _la.bilinear(input1, input2, weight, bias)
 
 
@@ -565,8 +580,19 @@ def _batch_norm(input, running_mean, running_var, weight, bias, training, moment
     return out
 
 
+def _verify_spatial_size(size):
+    """Instance statistics over a single spatial element are degenerate; torch refuses them up front."""
+    prod = 1
+    for n in tuple(size)[2:]:
+        prod *= int(n)
+    if prod == 1:
+        raise ValueError(f"Expected more than 1 spatial element when training, got input size {size}")
+
+
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None, use_input_stats=True,
                   momentum=0.1, eps=1e-5):
+    if use_input_stats:
+        _verify_spatial_size(input.size())
     if not use_input_stats:
         return _batch_norm(input, running_mean, running_var, weight, bias, False, momentum, eps, False)
     N, C = input.shape[:2]
@@ -606,7 +632,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
         normalized_shape = (normalized_shape,)
     k = len(normalized_shape)
     if tuple(input.shape[input.dim() - k:]) != tuple(normalized_shape):
-        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape [*, "
+        # torch's wording, with no comma after the '*'
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input with shape [*"
                            f"{', '.join(map(str, normalized_shape))}], but got input of size{list(input.shape)}")
     if eps is None:
         # torch's default: the epsilon of the computation's type (float32 for half inputs)
@@ -628,7 +655,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
     dim = input.dim()
     if dim < 3:
-        raise ValueError(f"Expected 3D or higher dimensionality input (got {dim} dimensions)")
+        # torch's message, including the run of spaces left by a line continuation in its source
+        raise ValueError(f"Expected 3D or higher dimensionality                          input (got {dim} dimensions)")
     div = (input * input).unsqueeze(1)
     if dim == 3:
         div = pad(div, (0, 0, size // 2, (size - 1) // 2))
@@ -707,6 +735,17 @@ def _embedding_renorm_numpy(weight, input, max_norm, norm_type):
     return weight
 
 
+def _check_bag_mode(mode, scale_grad_by_freq, sparse):
+    """The reduction modes and what max can't combine with (its gradient is a dense argmax scatter)."""
+    if mode == "max":
+        if scale_grad_by_freq:
+            raise ValueError("max mode does not support scaling the gradient by the frequency")
+        if sparse:
+            raise ValueError("max mode does not support sparse weights")
+    elif mode not in ("sum", "mean"):
+        raise ValueError("mode has to be one of sum, mean or max")
+
+
 def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):
@@ -721,23 +760,39 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     _refuse_complex(weight, lambda n: RuntimeError(
         f"Expected tensor for argument #1 'weight' to have one of the following scalar types: Half, BFloat16, "
         f"Float, Double; but got CPU{n}Type instead (while checking arguments for embedding_bag)"))
-    if mode not in ("sum", "mean", "max"):
-        raise ValueError(f"mode has to be one of sum, mean or max, got {mode}")
-    if per_sample_weights is not None and mode != "sum":
-        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
-                                  f"supported for mode='sum' (got mode='{mode}').")
+    if per_sample_weights is not None and tuple(input.shape) != tuple(per_sample_weights.shape):
+        raise ValueError(f"embedding_bag: If per_sample_weights ({per_sample_weights.shape}) is not None, then it "
+                         f"must have the same shape as the input ({input.shape})")
+    if weight.dim() != 2:
+        raise ValueError(f"weight has to be a 2D Tensor, but got Tensor of dimension {weight.dim()}")
     if input.dim() == 2:
         if offsets is not None:
             raise ValueError("if input is 2D, then offsets has to be None, as input is treated is a mini-batch of "
                              f"fixed length sequences. However, found offsets of type {type(offsets)}")
+    elif input.dim() == 1:
+        if offsets is None:
+            raise ValueError("offsets has to be a 1D Tensor but got None")
+        if not isinstance(offsets, Tensor):
+            raise ValueError(f"offsets has to be a 1D Tensor but got {type(offsets).__name__}")
+        if offsets.dim() != 1:
+            raise ValueError("offsets has to be a 1D Tensor")
+    else:
+        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
+    _check_bag_mode(mode, scale_grad_by_freq, sparse)
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(f"embedding_bag: per_sample_weights was not None. per_sample_weights is only "
+                                  f"supported for mode='sum' (got mode='{mode}').")
+    # padding entries get no gradient; passing padding_idx on to embedding() also keeps them out
+    # of a sparse gradient's indices, as torch's embedding_bag backward does
+    pad_row = None if padding_idx is None else (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+    if input.dim() == 2:
         n_bags, length = input.shape
         if mode == "max" and n_bags and length:
             # equal-length bags: a max over the bag dim (no scatter_reduce(amax), which has no
             # prim, so the compiled graph would run eagerly). Ties share the gradient, as the
             # scatter_reduce path below does.
-            emb = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
-            keep = None if padding_idx is None else \
-                input != (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+            emb = embedding(input, weight, pad_row, max_norm, norm_type, scale_grad_by_freq, sparse)
+            keep = None if pad_row is None else input != pad_row
             if keep is None:
                 return emb.amax(1)
             out = _api.where(keep.unsqueeze(-1), emb, float("-inf")).amax(1)
@@ -747,29 +802,20 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if per_sample_weights is not None:
             per_sample_weights = per_sample_weights.reshape(-1)
         include_last_offset = False
-    elif input.dim() == 1:
-        if not isinstance(offsets, Tensor) or offsets.dim() != 1:
-            got = "None" if offsets is None else (f"{offsets.dim()}D" if isinstance(offsets, Tensor)
-                                                   else type(offsets).__name__)
-            raise ValueError(f"offsets has to be a 1D Tensor but got {got}")
+    else:
         from .._state import STATE
         # (a check of data: eager only -- under a tracing mode even a real ``offsets`` gives fakes)
         if offsets.numel() and not STATE.modes and not offsets._fake and int(offsets[0].item()) != 0:
             raise RuntimeError("offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start "
                                f"from position 0. However, got {int(offsets[0].item())}")
-    else:
-        raise ValueError(f"input has to be 1D or 2D Tensor, but got Tensor of dimension {input.dim()}")
-    if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
-        raise ValueError(f"embedding_bag: per_sample_weights must have the shape of input {list(input.shape)}, "
-                         f"got {list(per_sample_weights.shape)}")
     starts = offsets[:-1] if include_last_offset else offsets
     n, n_bags, dim = input.shape[0], starts.shape[0], weight.shape[1]
-    emb = embedding(input, weight, None, max_norm, norm_type, scale_grad_by_freq, sparse)
+    emb = embedding(input, weight, pad_row, max_norm, norm_type, scale_grad_by_freq, sparse)
     pos = _api.arange(n, dtype=_t.int64, device=input.device)
     bag = _op("searchsorted")(starts.to(_t.int64), pos, right=True) - 1
     keep = _api.ones(n, dtype=_t.bool_, device=input.device)
-    if padding_idx is not None:
-        keep = input != (padding_idx if padding_idx >= 0 else weight.shape[0] + padding_idx)
+    if pad_row is not None:
+        keep = input != pad_row
     if include_last_offset and offsets.numel():
         keep = keep & (pos < offsets[-1])
     if n_bags == 0 or n == 0:
@@ -1639,11 +1685,29 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if tuple(target.shape) != tuple(input.shape):
         raise ValueError(f"Target size ({target.shape}) must be the same as input size ({input.shape})")
+    if pos_weight is not None:
+        # torch combines pos_weight with the target by broadcasting; a shape that can't broadcast
+        # is reported in those terms (the kernel would fail with a backend error instead)
+        from ..ops._helpers import broadcast_shapes
+        broadcast_shapes(tuple(pos_weight.shape), tuple(target.shape))
     return _nn.binary_cross_entropy_with_logits(input, target, weight, pos_weight, _red(reduction))
+
+
+def _class_target(input, target):
+    """torch's class-index target conventions the kernel doesn't see: Byte targets are accepted
+    (as Long), and a 1-D input takes a 0-D target or a 1-D one of size 1."""
+    if target.dtype is _t.uint8:
+        target = target.long()
+    if input.dim() == 1 and target.dim() == 1:
+        if target.shape[0] != 1:
+            raise ValueError(f"For 1D input, 1D target must have size 1, but got target size: {target.shape[0]}")
+        target = target.squeeze(0)
+    return target
 
 
 def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    target = _class_target(input, target)
     if input.dim() >= 2 and target.dim() >= 1 and input.shape[0] != target.shape[0]:
         raise ValueError(f"Expected input batch_size ({input.shape[0]}) to match target batch_size "
                          f"({target.shape[0]}).")
@@ -1657,23 +1721,37 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     return out
 
 
+def _check_prob_target(C, weight, ignore_index):
+    """What a class-probability target can't combine with: an ignore_index (no class to ignore)
+    and a weight of the wrong length."""
+    if ignore_index >= 0:
+        raise RuntimeError("ignore_index is not supported for floating point target")
+    if weight is not None and weight.numel() != C:
+        raise RuntimeError(f"cross_entropy: weight tensor should be defined either for all {C} classes or no "
+                           f"classes but got weight tensor of shape: {list(weight.shape)}")
+
+
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                   reduction="mean", label_smoothing=0.0):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _red(reduction)
     if not 0.0 <= label_smoothing <= 1.0:
         raise RuntimeError(f"label_smoothing must be between 0.0 and 1.0. Got: {label_smoothing}")
+    # class probabilities only when the target has input's shape (torch's rule); any other
+    # target is class indices, and the nll kernel reports a float or wrongly shaped one
+    probs = target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape)
+    if not probs:
+        target = _class_target(input, target)
     if label_smoothing == 0.0 and isinstance(target, Tensor):   # (_eager_fast: no dispatch per op)
         fast = _eager_fast.cross_entropy(input, target, weight, _red(reduction), ignore_index)
         if fast is not None:
             return fast
     cdim = 0 if input.dim() == 1 else 1
     C = input.shape[cdim]
+    if probs:
+        _check_prob_target(C, weight, ignore_index)
     logp = _op("log_softmax")(input, cdim)
-    if target.dtype.is_floating_point:
-        # class probabilities
-        if tuple(target.shape) != tuple(input.shape):
-            raise RuntimeError(f"Expected target size {list(input.shape)}, got {list(target.shape)}")
+    if probs:
         if label_smoothing > 0:
             target = _size_ratio(target * (1 - label_smoothing), operator.add, label_smoothing, C)
         prod = logp * target
@@ -1776,15 +1854,30 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
     return _reduce(loss, reduction)
 
 
+def _gaussian_var_shape(input, var):
+    """torch's accepted variance shapes: input's (heteroscedastic), input's without the last dim
+    (homoscedastic, unsqueezed here to broadcast), or input's with exactly one dim of size 1 where
+    input's differs (e.g. (N, 1) or (1, C) for an (N, C) input)."""
+    ishape, vshape = tuple(input.shape), tuple(var.shape)
+    if vshape == ishape:
+        return var
+    if ishape[:-1] == vshape:
+        return var.unsqueeze(-1)
+    if len(ishape) == len(vshape) and sum(v for i, v in zip(ishape, vshape) if i != v) == 1:
+        return var
+    raise ValueError("var is of incorrect size")
+
+
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
     if isinstance(var, (int, float)):
+        if var < 0:
+            raise ValueError("var has negative entry/entries")
         var = _api.full(tuple(input.shape), float(var), dtype=input.dtype)
-    if var.dim() == input.dim() - 1 or (var.dim() == input.dim() and var.shape[-1] == 1
-                                        and input.shape[-1] != 1):
-        if var.dim() == input.dim() - 1:
-            var = var.unsqueeze(-1)
-    if _api.lt(var, 0).any() if hasattr(_api, "any") else bool(np.any(var.detach()._data < 0)):
+    elif bool(_api.lt(var, 0).any()):
         raise ValueError("var has negative entry/entries")
+    var = _gaussian_var_shape(input, var)
+    if reduction not in ("none", "mean", "sum"):
+        raise ValueError(reduction + " is not valid")
     from ..autograd import no_grad
     var = var.clone()
     with no_grad():
@@ -1812,7 +1905,8 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return _reduce(_op("log1p")(_op("exp")(-target * input)), reduction)
+    # (-input) * target, as torch: a broadcast error then names the operands in torch's order
+    return _reduce(_op("log1p")(_op("exp")(-input * target)), reduction)
 
 
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -1824,9 +1918,22 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss, reduction)
 
 
+def _check_cosine_embedding(input1, input2, target):
+    """torch's rank rules: a 1-D target pairs 2-D inputs (a batch), a 0-D one 1-D inputs."""
+    if target.dim() not in (0, 1):
+        raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
+    if target.dim() == 1 and not (input1.dim() == 2 and input2.dim() == 2):
+        raise RuntimeError(f"1D target tensor expects 2D input tensors, but found inputs with sizes "
+                           f"{list(input1.shape)} and {list(input2.shape)}.")
+    if target.dim() == 0 and not (input1.dim() == 1 and input2.dim() == 1):
+        raise RuntimeError(f"0D target tensor expects 1D input tensors, but found inputs with sizes "
+                           f"{list(input1.shape)} and {list(input2.shape)}.")
+
+
 def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
                           reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    _check_cosine_embedding(input1, input2, target)
     eps = 1e-12
     prod = (input1 * input2).sum(-1)
     m1 = (input1 * input1).sum(-1) + eps
@@ -1843,6 +1950,10 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
 def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False, size_average=None,
                         reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    a_dim, p_dim, n_dim = anchor.dim(), positive.dim(), negative.dim()
+    if not (a_dim == p_dim and p_dim == n_dim):
+        raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
+                           f"dimensions, but got: anchor {a_dim}D, positive {p_dim}D, and negative {n_dim}D inputs")
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -1851,12 +1962,42 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     return _reduce(_op("clamp_min")(margin + d_pos - d_neg, 0), reduction)
 
 
+def _data_checks_allowed(*tensors):
+    """Checks that read tensor values run eagerly only: under a tracing mode (or on fakes)
+    there are no values to read, and the compiled graph must not depend on them."""
+    from .._state import STATE
+    return not STATE.modes and not any(t._fake for t in tensors)
+
+
+def _check_multi_margin(input, target, weight):
+    """torch's shape checks for multi_margin_loss: a non-empty vector / matrix (or a scalar), one
+    class index per sample, one weight per class, and (eagerly) every target a class."""
+    nd = input.dim()
+    if not ((nd == 2 and input.shape[1] != 0) or (nd == 1 and input.shape[0] != 0) or nd == 0):
+        raise RuntimeError(f"Expected non-empty vector or matrix with optional 0-dim batch size, but got: "
+                           f"{list(input.shape)}")
+    nframe = input.shape[0] if nd == 2 else 1
+    dim = input.shape[-1] if nd >= 1 else 1
+    if target.dim() > 1 or target.numel() != nframe:
+        raise RuntimeError(f"multi_margin_loss: target tensor should be 1-D with size equal to the number of input "
+                           f"samples (batch size). Expected target size [{nframe}], but got {list(target.shape)}. "
+                           f"Input has shape {list(input.shape)}.")
+    if weight is not None and weight.numel() != dim:
+        raise RuntimeError(f"inconsistent weight size, expected {dim} but got {list(weight.shape)}")
+    if target.numel() and _data_checks_allowed(target):
+        if int(target.min().item()) < 0 or int(target.max().item()) >= dim:
+            raise RuntimeError("target out of range")
+
+
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None, reduce=None,
                       reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     if p not in (1, 2):
         raise ValueError("only p == 1 and p == 2 supported")
-    x = input if input.dim() == 2 else input.unsqueeze(0)
+    if weight is not None and weight.dim() != 1:
+        raise ValueError("weight must be one-dimensional")
+    _check_multi_margin(input, target, weight)
+    x = input.reshape(1, -1) if input.dim() < 2 else input
     t = target.reshape(-1)
     C = x.shape[1]
     xt = _op("gather")(x, 1, t.unsqueeze(1))
@@ -1869,7 +2010,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         z = z * _op("index_select")(weight, 0, t).unsqueeze(1)
     mask = 1 - one_hot(t, C).to(x.dtype)
     loss = (z * mask).sum(1) / C
-    if input.dim() == 1:
+    if target.dim() == 0:
+        # torch's unreduced output has the target's rank: (nframe,) for a 1-D target, () for 0-D
         loss = loss.squeeze(0)
     return _reduce(loss, reduction)
 
@@ -2044,6 +2186,15 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
 
 
 def prelu(input, weight):
+    if weight.numel() != 1:
+        # one weight per channel: dim 1 (an input of fewer dims has one channel), as torch checks
+        channels = input.shape[1] if input.dim() >= 2 else 1
+        if weight.numel() != channels:
+            raise RuntimeError(f"Mismatch of parameter numbers and input channel size. Found parameter numbers = "
+                               f"{weight.numel()} and channel size = {channels}.")
+    if input.dim() == 0:
+        # a 0-d input stays 0-d (the (1,) weight must not broadcast it up to (1,))
+        weight = weight.reshape(())
     if weight.numel() != 1 and input.dim() >= 2:
         shape = [1] * input.dim()
         shape[1] = weight.numel()

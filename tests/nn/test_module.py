@@ -350,8 +350,10 @@ def test_clip_grad_value_and_vector_conversion():
 
 
 def test_unsupported_features_raise_clearly():
-    with pytest.raises(RuntimeError, match="sparse"):
-        nn.EmbeddingBag(3, 2, sparse=True)      # (nn.Embedding(sparse=True) works: tests/sparse)
+    # EmbeddingBag(sparse=True) is supported (tests/nn/test_layer_checks_s48.py); max
+    # mode can't have them, as torch
+    with pytest.raises(ValueError, match="max mode does not support sparse weights"):
+        nn.EmbeddingBag(3, 2, sparse=True, mode="max")(ember.tensor([[0, 1]]))
     padded = nn.utils.rnn.pad_sequence([ember.ones(2, 3), ember.ones(4, 3)], batch_first=True)
     assert tuple(padded.shape) == (2, 4, 3) and padded[0, 2:].abs().sum().item() == 0
 

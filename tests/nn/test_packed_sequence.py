@@ -364,9 +364,9 @@ def test_rnn_packed_errors():
     p = er.pack_padded_sequence(ember.randn(4, 3, 2), [4, 3, 1])
     with pytest.raises(RuntimeError, match="input_size"):
         ember.nn.GRU(5, 3)(p)
-    with pytest.raises(RuntimeError, match=r"Expected hidden size \[1, 3, 4\], got \[1, 2, 4\]"):
+    with pytest.raises(RuntimeError, match=r"Expected hidden size \(1, 3, 4\), got \[1, 2, 4\]"):
         ember.nn.RNN(2, 4)(p, ember.randn(1, 2, 4))
-    with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \[2, 3, 4\], got \[2, 3, 5\]"):
+    with pytest.raises(RuntimeError, match=r"Expected hidden\[1\] size \(2, 3, 4\), got \[2, 3, 5\]"):
         ember.nn.LSTM(2, 4, bidirectional=True)(p, (ember.randn(2, 3, 4), ember.randn(2, 3, 5)))
     p3 = er.PackedSequence(ember.randn(8, 1, 2), p.batch_sizes)
     with pytest.raises(RuntimeError, match="input must have 2 dimensions, got 3"):

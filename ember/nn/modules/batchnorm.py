@@ -1,6 +1,8 @@
 """BatchNorm1d/2d/3d and InstanceNorm1d/2d (running statistics as buffers)."""
 from __future__ import annotations
 
+import warnings
+
 from ...autograd.grad_mode import no_grad as _no_grad
 from ...tensor import Parameter
 from .. import init
@@ -131,8 +133,20 @@ class _InstanceNorm(_NormBase):
         if input.dim() not in (n + 1, n + 2):
             raise ValueError(f"expected {n + 1}D or {n + 2}D input (got {input.dim()}D input)")
 
+    def _check_num_features(self, input):
+        """A channel count other than num_features: an error with affine parameters to apply, a
+        warning without (num_features is then unused), as torch."""
+        fdim = input.dim() - (self._n_spatial + 1)
+        if input.shape[fdim] != self.num_features:
+            if self.affine:
+                raise ValueError(f"expected input's size at dim={fdim} to match num_features ({self.num_features}), "
+                                 f"but got: {input.shape[fdim]}.")
+            warnings.warn(f"input's size at dim={fdim} does not match num_features. You can silence this warning by "
+                          "not passing in num_features, which is not used because affine=False")
+
     def forward(self, input):
         self._check_input_dim(input)
+        self._check_num_features(input)
         unbatched = input.dim() == self._n_spatial + 1
         if unbatched:
             input = input.unsqueeze(0)
@@ -141,6 +155,7 @@ class _InstanceNorm(_NormBase):
             out = F.instance_norm(input, self.running_mean, self.running_var, self.weight, self.bias,
                                   self.training, 0.0 if self.momentum is None else self.momentum, self.eps)
             return out.squeeze(0) if unbatched else out
+        F._verify_spatial_size(input.size())
         n, c = input.shape[0], input.shape[1]
         x = input.reshape(1, n * c, *input.shape[2:])
         out = F.batch_norm(x, None, None, None, None, True, 0.0, self.eps).reshape(input.shape)

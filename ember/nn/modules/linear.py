@@ -80,11 +80,8 @@ class Bilinear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input1, input2):
-        from ... import einsum
-        out = einsum("...i,oij,...j->...o", input1, self.weight, input2)
-        if self.bias is not None:
-            out = out + self.bias
-        return out
+        # F.bilinear validates ranks / batch dims / feature sizes with torch's messages
+        return F.bilinear(input1, input2, self.weight, self.bias)
 
     def extra_repr(self):
         return (f"in1_features={self.in1_features}, in2_features={self.in2_features}, "

@@ -208,6 +208,24 @@ def _tensor_positions(seq):
 
 
 # ---------------------------------------------------------------------- Module
+
+def _typename(obj):
+    """``ember.typename`` (``ember.FloatTensor`` for a tensor, ``int`` for an int), as torch's messages."""
+    from ... import typename
+    return typename(obj)
+
+
+class _HookWithModule:
+    """A load-state-dict pre-hook registered through the public API: called with its module
+    first (the internal hooks are not)."""
+
+    def __init__(self, hook, module):
+        self.hook = hook
+        self.module = module
+
+    def __call__(self, *args, **kwargs):
+        return self.hook(self.module, *args, **kwargs)
+
 class Module:
     """Base class for all neural network modules; subclasses implement ``forward``."""
 
@@ -261,7 +279,7 @@ class Module:
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError(f"attribute '{name}' already exists")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+            raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             "(ember Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
@@ -284,7 +302,7 @@ class Module:
             self._parameters[name] = None
             return
         if not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter '{name}' "
+            raise TypeError(f"cannot assign '{_typename(param)}' object to parameter '{name}' "
                             "(ember.nn.Parameter or None required)")
         if param.grad_fn is not None:
             raise ValueError(f"Cannot assign non-leaf Tensor to parameter '{name}'. Model parameters must be "
@@ -294,7 +312,7 @@ class Module:
 
     def add_module(self, name, module):
         if not isinstance(module, Module) and module is not None:
-            raise TypeError(f"{type(module).__module__}.{type(module).__qualname__} is not a Module subclass")
+            raise TypeError(f"{_typename(module)} is not a Module subclass")
         if not isinstance(name, str):
             raise TypeError(f"module name should be a string. Got {type(name).__name__}")
         if hasattr(self, name) and name not in self._modules:
@@ -385,7 +403,7 @@ class Module:
             self.register_parameter(name, value)
         elif params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                raise TypeError(f"cannot assign '{_typename(value)}' as parameter '{name}' "
                                 "(ember.nn.Parameter or None expected)")
             self.register_parameter(name, value)
         else:
@@ -397,7 +415,7 @@ class Module:
                 modules[name] = value
             elif modules is not None and name in modules:
                 if value is not None:
-                    raise TypeError(f"cannot assign '{type(value).__name__}' as child module '{name}' "
+                    raise TypeError(f"cannot assign '{_typename(value)}' as child module '{name}' "
                                     "(ember.nn.Module or None expected)")
                 modules[name] = value
             else:
@@ -405,7 +423,7 @@ class Module:
                 is_buf = isinstance(value, Tensor) and value.__dict__.get("_is_buffer", False)
                 if is_buf or (buffers is not None and name in buffers):
                     if value is not None and not isinstance(value, Tensor):
-                        raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                        raise TypeError(f"cannot assign '{_typename(value)}' as buffer '{name}' "
                                         "(ember.nn.Buffer, ember.Tensor or None expected)")
                     if is_buf:
                         persistent = value.__dict__.get("_buffer_persistent", True)
@@ -496,10 +514,17 @@ class Module:
 
     _register_state_dict_hook = register_state_dict_post_hook
 
-    def register_load_state_dict_pre_hook(self, hook):
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        """torch's internal form: ``hook(state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)``, with the module prepended when ``with_module``."""
         handle = RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[handle.id] = hook
+        self._load_state_dict_pre_hooks[handle.id] = _HookWithModule(hook, self) if with_module else hook
         return handle
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """``hook(module, state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys,
+        error_msgs)``, as torch's public API (the module comes first)."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     def register_load_state_dict_post_hook(self, hook):
         handle = RemovableHandle(self._load_state_dict_post_hooks)
@@ -767,16 +792,21 @@ class Module:
                 raise TypeError(f"to() received an invalid combination of arguments: {a!r}")
         if dtype is not None:
             dtype = _t.as_dtype(dtype)
-            if not dtype.is_floating_point:
+            if not (dtype.is_floating_point or dtype.is_complex):
                 raise TypeError("nn.Module.to only accepts floating point or complex dtypes, but got "
                                 f"desired dtype={dtype}")
+            if dtype.is_complex:
+                warnings.warn("Complex modules are a new feature under active development whose design may change, "
+                              "and some modules might not work as expected when using complex tensors as "
+                              "parameters or buffers.", stacklevel=2)
 
         def convert(t):
+            # floating and complex tensors take the dtype; integer / bool buffers keep theirs
+            cast = t.is_floating_point() or t.is_complex()
             if memory_format is not None and t.dim() in (4, 5):
                 # as torch: 4-d and 5-d parameters and buffers take the memory format
-                return t.to(device=device, dtype=dtype if t.is_floating_point() else None,
-                            memory_format=memory_format)
-            if dtype is not None and t.is_floating_point():
+                return t.to(device=device, dtype=dtype if cast else None, memory_format=memory_format)
+            if dtype is not None and cast:
                 return t.to(device=device, dtype=dtype)
             if device is not None:
                 return t.to(device=device)
@@ -960,9 +990,9 @@ class Module:
             for hook in module._load_state_dict_post_hooks.values():
                 out = hook(module, incompatible)
                 if out is not None:
-                    raise RuntimeError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
-                                       "expected to return new values, if incompatible_keys need to be "
-                                       "modified, it should be done inplace.")
+                    raise AssertionError("Hooks registered with ``register_load_state_dict_post_hook`` are not "
+                                         "expected to return new values, if incompatible_keys need to be "
+                                         "modified, it should be done inplace.")
 
         load(self, state_dict)
         del load

@@ -295,6 +295,7 @@ class RNNBase(Module):
         from ...nn.utils.rnn import PackedSequence
         if isinstance(input, PackedSequence):
             data, batch_sizes, sorted_indices, unsorted_indices = input
+            self._check_input_dtype(data)
             if data.dim() != 2:
                 raise RuntimeError(f"input must have 2 dimensions, got {data.dim()} (the data of a "
                                    "PackedSequence fed to an RNN is (sum(lengths), input_size))")
@@ -309,6 +310,7 @@ class RNNBase(Module):
         if input.dim() not in (2, 3):
             raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got {input.dim()}D tensor "
                              "instead")
+        self._check_input_dtype(input)
         batched = input.dim() == 3
         if not batched:
             input = input.unsqueeze(1)
@@ -319,9 +321,18 @@ class RNNBase(Module):
                                f"{input.shape[-1]}")
         return input, batched, None
 
+    def _check_input_dtype(self, input):
+        """torch refuses an input whose dtype isn't the weights' (outside autocast, which casts)."""
+        from ...amp.autocast_mode import DEVICE_TYPES, is_autocast_enabled
+        w = self._flat_weights[0]
+        if input.dtype != w.dtype and not any(is_autocast_enabled(d) for d in DEVICE_TYPES):
+            raise ValueError(f"RNN input dtype ({input.dtype}) does not match weight dtype ({w.dtype}). Convert "
+                             f"input: input.to({w.dtype}), or convert model: model.to({input.dtype})")
+
     def _check_hidden(self, hx, expected, msg="Expected hidden size {}, got {}"):
+        # torch prints the expected size as a tuple and the actual one as a list
         if tuple(hx.shape) != tuple(expected):
-            raise RuntimeError(msg.format(list(expected), list(hx.shape)))
+            raise RuntimeError(msg.format(tuple(expected), list(hx.shape)))
 
     def _finish_output(self, out, batched, packed=None):
         if packed is not None:
@@ -410,7 +421,7 @@ class LSTM(RNNBase):
                     raise RuntimeError(f"For unbatched 2-D input, hx and cx should also be 2-D but got "
                                        f"({h0.dim()}-D, {c0.dim()}-D) tensors")
                 h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
-            self._check_hidden(h0, (self.num_layers * D, n, real_hidden))
+            self._check_hidden(h0, (self.num_layers * D, n, real_hidden), "Expected hidden[0] size {}, got {}")
             self._check_hidden(c0, (self.num_layers * D, n, self.hidden_size), "Expected hidden[1] size {}, got {}")
             if packed is not None:
                 h0, c0 = self._permute_hidden(h0, packed[2]), self._permute_hidden(c0, packed[2])
@@ -472,6 +483,12 @@ class RNNCellBase(Module):
             hx = hx.unsqueeze(0)
         return input, hx, batched
 
+    def _check_cell_args(self, mode, input, hiddens):
+        """torch's cell kernels validate input_size / batch / hidden_size with their own messages;
+        run the same checks so a bad call fails with them instead of a matmul shape error."""
+        from ..._rnn_functions import _check_cell
+        _check_cell(type(self).__name__, mode, input, hiddens, self.weight_ih, self.weight_hh)
+
 
 class RNNCell(RNNCellBase):
     def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None, dtype=None):
@@ -480,6 +497,7 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, hx, batched = self._prep(input, hx, "RNNCell")
+        self._check_cell_args("RNN_RELU" if self.nonlinearity == "relu" else "RNN_TANH", input, (hx,))
         gi = F.linear(input, self.weight_ih, self.bias_ih)
         if self.nonlinearity == "tanh":
             ret = _rnn_tanh_cell(gi, hx, self.weight_hh, self.bias_hh)
@@ -497,6 +515,10 @@ class LSTMCell(RNNCellBase):
     def forward(self, input, hx=None):
         if input.dim() not in (1, 2):
             raise ValueError(f"LSTMCell: Expected input to be 1D or 2D, got {input.dim()}D instead")
+        if hx is not None:
+            for idx, value in enumerate(hx):
+                if value.dim() not in (1, 2):
+                    raise ValueError(f"LSTMCell: Expected hx[{idx}] to be 1D or 2D, got {value.dim()}D instead")
         batched = input.dim() == 2
         if not batched:
             input = input.unsqueeze(0)
@@ -505,6 +527,7 @@ class LSTMCell(RNNCellBase):
             hx = (z, z)
         elif not batched:
             hx = (hx[0].unsqueeze(0), hx[1].unsqueeze(0))
+        self._check_cell_args("LSTM", input, tuple(hx))
         gi = F.linear(input, self.weight_ih, self.bias_ih)
         h, c = _lstm_cell(gi, hx, self.weight_hh, self.bias_hh)
         if not batched:
@@ -518,6 +541,7 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         input, hx, batched = self._prep(input, hx, "GRUCell")
+        self._check_cell_args("GRU", input, (hx,))
         gi = F.linear(input, self.weight_ih, self.bias_ih)
         ret = _gru_cell(gi, hx, self.weight_hh, self.bias_hh)
         return ret if batched else ret.squeeze(0)

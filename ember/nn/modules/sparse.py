@@ -27,9 +27,6 @@ def _init_table(self, num_embeddings, embedding_dim, padding_idx, max_norm, norm
     self.max_norm = max_norm
     self.norm_type = norm_type
     self.scale_grad_by_freq = scale_grad_by_freq
-    if sparse and type(self).__name__ == "EmbeddingBag":
-        raise RuntimeError("ember.nn.EmbeddingBag(sparse=True): sparse gradients of embedding_bag are not "
-                           "supported (nn.Embedding(sparse=True) is)")
     self.sparse = sparse
     if _weight is None:
         self.weight = Parameter(empty(num_embeddings, embedding_dim, device=device, dtype=dtype),

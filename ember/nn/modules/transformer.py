@@ -316,12 +316,20 @@ class Transformer(Module):
     def forward(self, src, tgt, src_mask=None, tgt_mask=None, memory_mask=None, src_key_padding_mask=None,
                 tgt_key_padding_mask=None, memory_key_padding_mask=None, src_is_causal=None, tgt_is_causal=None,
                 memory_is_causal=False):
+        self._check_src_tgt(src, tgt)
         memory = self.encoder(src, mask=src_mask, src_key_padding_mask=src_key_padding_mask,
                               is_causal=src_is_causal)
         return self.decoder(tgt, memory, tgt_mask=tgt_mask, memory_mask=memory_mask,
                             tgt_key_padding_mask=tgt_key_padding_mask,
                             memory_key_padding_mask=memory_key_padding_mask, tgt_is_causal=tgt_is_causal,
                             memory_is_causal=memory_is_causal)
+
+    def _check_src_tgt(self, src, tgt):
+        """torch validates batch and feature sizes up front, before the encoder sees a mismatch."""
+        if src.dim() == 3 and src.size(0 if self.batch_first else 1) != tgt.size(0 if self.batch_first else 1):
+            raise RuntimeError("the batch number of src and tgt must be equal")
+        if src.size(-1) != self.d_model or tgt.size(-1) != self.d_model:
+            raise RuntimeError("the feature number of src and tgt must be equal to d_model")
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
