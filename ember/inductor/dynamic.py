@@ -69,9 +69,41 @@ class _Unsupported(Exception):
     pass
 
 
+def _layout_read_placeholders(gm):
+    """Positions of the placeholders whose memory layout the graph's values depend on: those an
+    ``as_strided`` (its strides are the traced input's: a functionalized in-place write
+    through ``unfold``, a user's ``as_strided``) reads through any chain of nodes."""
+    phs = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    seen, stack = set(), []
+    for n in gm.graph.nodes:
+        op = getattr(n.target, "_ember_op", None) if n.op == "call_function" else None
+        if op is not None and op.name == "prims.as_strided" and n.args:
+            stack.append(n.args[0])
+    while stack:
+        n = stack.pop()
+        if not hasattr(n, "all_input_nodes") or n in seen:
+            continue
+        seen.add(n)
+        stack.extend(n.all_input_nodes)
+    return [i for i, p in enumerate(phs) if p in seen]
+
+
+def _check_layouts(gm, example_inputs):
+    """Compiled for symbolic sizes, every input is passed C-contiguous (a copy where it is not):
+    a graph whose ``as_strided`` reads a non-contiguous input would read the copy with the
+    strides of the original -- other elements, or past the end. Such graphs run in the fx
+    Interpreter, on the inputs as they are."""
+    for i in _layout_read_placeholders(gm):
+        t = example_inputs[i] if i < len(example_inputs) else None
+        if isinstance(t, Tensor) and not t.is_contiguous():
+            raise _Unsupported(f"as_strided reads input {i}, which is not contiguous (strides "
+                               f"{tuple(t.stride())}): its layout would be lost to the contiguous copy")
+
+
 def compile_fx_symbolic(gm, example_inputs):
     """Compile ``gm`` once for all sizes of its symbolic example inputs (see the module docstring)."""
     try:
+        _check_layouts(gm, list(example_inputs))
         return _SymbolicGraph(gm, list(example_inputs))
     except _Unsupported as e:
         log.warning("inductor: the graph with symbolic sizes runs in the fx Interpreter: %s", e)

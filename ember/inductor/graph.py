@@ -51,11 +51,25 @@ class DynamicShapeError(LoweringError):
     (a real-mode trace): compiling it symbolically would be unsound."""
 
 
+class LayoutError(DynamicShapeError):
+    """A layout-dependent prim (``as_strided``) whose input, in the compiled code, is not laid
+    out as it was eagerly (a non-contiguous input that a graph compiled for symbolic sizes gets
+    as a contiguous copy; a computed value written out contiguously). Its numpy reference would
+    read that same array, so the per-node fallback would be as wrong as a lowering: never taken.
+    A dynamic graph is compiled for the example's shapes and layouts instead (``compile_fx``);
+    a static one runs eagerly."""
+
+
 def _prim_name(target) -> Optional[str]:
     op = getattr(target, "_ember_op", None)
     if op is None or "prim" not in op.tags:
         return None
     return op.name[len("prims."):] if op.name.startswith("prims.") else op.name
+
+
+# view ops a decomposition may leave whole (returns NotImplemented for some layouts), with
+# their own lowering in lowering.py
+_VIEWS_LEFT_WHOLE = frozenset({"diagonal", "unfold"})
 
 
 def _kept_whole():
@@ -353,6 +367,10 @@ class GraphLowering:
             size = self._lower_size(node, lookup)
             if size is not None:
                 return size
+        if name is None and getattr(getattr(node.target, "_ember_op", None), "name", None) in _VIEWS_LEFT_WHOLE:
+            # a view op its decomposition records whole (it must stay a view while aot
+            # functionalizes in-place writes through it): lowered as a view here
+            name = node.target._ember_op.name
         if name is None:
             op = getattr(node.target, "_ember_op", None)
             whole = op is not None and (op.name in _kept_whole() or "random" in op.tags)
@@ -384,7 +402,7 @@ class GraphLowering:
                 out = low(*args, **kwargs)
                 self._check_meta(node, out)
             except Exception as e:  # noqa: BLE001 - any lowering failure falls back
-                if config.debug_lowering:
+                if config.debug_lowering or isinstance(e, LayoutError):
                     raise
                 del self.buffers[n_bufs:]
                 out = self.fallback(node, args, kwargs, f"lowering failed: {type(e).__name__}: {e}")

@@ -194,6 +194,54 @@ def _slice(x, start_indices, limit_indices, strides=None):
     return _view(x, size, reindex)
 
 
+@register("diagonal")
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    """``diagonal`` left whole by its decomposition (``prims/decompositions/shape.py``: an
+    input sliced in both dims, where the decomposition's flattening reshape would copy and
+    lose an in-place write). Values only here: a view reading ``x`` at [..., i, i + offset]."""
+    size = list(x.get_size())
+    nd = len(size)
+    d1, d2 = int(dim1) % nd, int(dim2) % nd
+    off = int(offset)
+    n1, n2 = size[d1], size[d2]
+    n = sympy.Max(0, sympy.Min(n1, n2 - off)) if off >= 0 else sympy.Max(0, sympy.Min(n1 + off, n2))
+    keep = [i for i in range(nd) if i not in (d1, d2)]
+
+    def reindex(idx):
+        full = [None] * nd
+        for j, d in enumerate(keep):
+            full[d] = idx[j]
+        k = idx[-1]
+        full[d1] = k + max(0, -off)
+        full[d2] = k + max(0, off)
+        return full
+
+    return _view(x, [size[i] for i in keep] + [n], reindex)
+
+
+@register("unfold")
+def _unfold(x, dimension, size, step):
+    """``unfold`` recorded whole (``prims/decompositions/shape.py``): every window of ``size``
+    elements along ``dimension``, ``step`` apart, as a new last dim -- by value, a view
+    reading ``x`` at [..., i * step + j, ...]."""
+    in_size = list(x.get_size())
+    nd = len(in_size)
+    size, step = int(size), int(step)
+    if nd == 0:
+        return _view(x, [sympy.Integer(size)], lambda idx: [])
+    d = int(dimension) % nd
+    out = list(in_size)
+    out[d] = FloorDiv(in_size[d] - size, step) + 1
+    out.append(sympy.Integer(size))
+
+    def reindex(idx):
+        full = list(idx[:nd])
+        full[d] = idx[d] * step + idx[nd]
+        return full
+
+    return _view(x, out, reindex)
+
+
 @register("flip")
 def _flip(x, dims):
     dims = set(int(d) for d in dims)
@@ -259,7 +307,8 @@ def _as_strided(x, size, stride, storage_offset=0):
     for n, a, b in zip(vsize, vstride, meta.stride):
         # (b: an int, or a SymInt of the caller's ShapeEnv under dynamic shapes)
         if n != 1 and not empty and sympy.expand(sympify(a) - sympify(b)) != 0:
-            raise NotImplementedError("as_strided: the input's layout differs from its eager layout")
+            from .graph import LayoutError
+            raise LayoutError("as_strided: the input's layout differs from its eager layout")
     buf = V.graph.buffers_by_name[name]
     size = [sympify(s) for s in size]
     stride = [sympify(s) for s in stride]

@@ -447,11 +447,32 @@ def _embed(g, size, key):
 
 
 # ---------------------------------------------------------------------- diagonal
+def _functionalizing():
+    """Whether a functionalizing tracer (aot's ``make_fx(..., functionalize=True)``) records
+    this decomposition: there a view op must return a view of its input, since an in-place
+    write through it reaches the input only along views (plain traces want prims only)."""
+    from ..._state import STATE
+    return any(getattr(m, "functionalize", False) for m in STATE.modes)
+
+
+def _merges_as_view(x, d1, d2):
+    """Whether dims ``d1`` then ``d2`` of ``x`` flatten into one without a copy (the reshape
+    below is then a view of ``x``)."""
+    from ..views import _view_strides
+    st = x.stride()
+    n1, n2 = x.shape[d1], x.shape[d2]
+    return _view_strides((n1, n2), (st[d1], st[d2]), (n1 * n2,)) is not None
+
+
 def _diag_take(x, offset, d1, d2):
     n1, n2 = x.shape[d1], x.shape[d2]
     keep = [i for i in range(x.ndim) if i not in (d1, d2)]
     kshape = [x.shape[i] for i in keep]
     size = max(0, min(n1, n2 - offset)) if offset >= 0 else max(0, min(n1 + offset, n2))
+    if size != 0 and not _merges_as_view(x, d1, d2) and _merges_as_view(x, d2, d1):
+        # the same elements in the same order: the transposed matrix's diagonal, whose
+        # flattening reshape below is a view (see ``diagonal``)
+        return _diag_take(x, -offset, d2, d1)
     y = permute(x, keep + [d1, d2])
     if size == 0:       # (sliced, not a fresh tensor: autograd marks a view op's result as a view)
         return prims.reshape(prims.slice(y, [0] * y.ndim, kshape + [0, n2]), tuple(kshape + [0]))
@@ -478,8 +499,34 @@ def _diag_put(g, size, offset, d1, d2):
 @register_decomposition("diagonal")
 def diagonal(x, offset=0, dim1=0, dim2=1):
     d1, d2 = _shape._diag_dims(x.ndim, dim1, dim2)
+    if _functionalizing() and not (_merges_as_view(x, d1, d2) or _merges_as_view(x, d2, d1)):
+        # diagonal is a view, and functionalization follows an in-place op on it back to
+        # ``x`` only through views: the flattening reshape of ``_diag_take`` would copy
+        # here (``x`` sliced in both dims), taking the write away from ``x`` (a silently
+        # lost mutation). The op is recorded whole: its kernel's result is a view.
+        return NotImplemented
     out = _diag_take(x, offset, d1, d2)
     return alias(out) if out is x else out
+
+
+@register_decomposition("unfold")
+def unfold(x, dimension, size, step):
+    """Recorded whole (NotImplemented), lowered by the inductor as a view reading ``x`` at
+    [..., i * step + j, ..., j]. Its kernel is ``as_strided`` with ``x``'s traced strides,
+    and a graph keeps those strides while the value they describe may be laid out
+    otherwise: after an in-place write to ``x`` functionalization rebinds ``x`` to its new,
+    contiguous value, and an ``x.unfold(...)`` taken then read that value with the old
+    strides (a transposed input: other elements, silently). The whole op has value
+    semantics, and its kernel's result is still a view for functionalization to write
+    through. Outside functionalization (a plain trace wants prims only) the composite's
+    ``as_strided`` is decomposed as before. (Under autograd the composite is traced.)"""
+    return NotImplemented if _functionalizing() else _shape_extra_unfold(x, dimension, size, step)
+
+
+def _shape_extra_unfold(x, dimension, size, step):
+    """The composite itself: as_strided with ``x``'s strides (decomposed to ``prims.as_strided``)."""
+    from ...ops.shape_extra import unfold as _unfold_op
+    return _unfold_op.composite(x, dimension, size, step)
 
 
 @register_decomposition("_diagonal_backward")
