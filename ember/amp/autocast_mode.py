@@ -31,20 +31,43 @@ LOWER_PRECISION = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul"
 
 # ops that run in float32, per device type (PyTorch's fp32 lists, restricted to ember's ops)
 _COMMON_FP32 = {"mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "nll_loss_nd",
-                "cdist", "dist", "prod", "cumprod", "renorm"}
+                "cdist", "prod"}
 FLOAT32: Dict[str, frozenset] = {
-    "cpu": frozenset(_COMMON_FP32 | {"binary_cross_entropy"}),
+    # cpu: also the linear algebra and FFT ops (PyTorch's CPU fp32 list: its kernels have no
+    # bfloat16/float16 versions), trace, polar and view_as_complex; not dist, renorm and
+    # cumprod (fp32 on cuda only)
+    "cpu": frozenset(_COMMON_FP32 | {
+        "binary_cross_entropy", "trace", "polar", "view_as_complex", "geqrf_raw", "linalg_inv", "linalg_inv_ex",
+        "linalg_cholesky", "linalg_cholesky_ex", "linalg_qr", "linalg_svd", "linalg_eig", "linalg_eigh",
+        "linalg_lstsq", "linalg_solve", "_fft_r2c", "_fft_c2c", "_fft_c2r", "avg_pool", "max_pool_with_indices"}),
     "cuda": frozenset(_COMMON_FP32 | {
+        "dist", "cumprod", "renorm",
         "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "pow", "softplus",
         "native_layer_norm", "native_group_norm", "logsumexp", "cumsum", "sum", "softmax", "log_softmax",
         "_softmax", "_log_softmax", "linalg_vector_norm", "linalg_matrix_norm"}),
 }
+
+
+def _is_3d_pool(args):
+    """avg_pool / max_pool_with_indices serve the 1-, 2- and 3-d poolings; PyTorch's CPU list
+    names only the 3-d ones (avg_pool3d, max_pool3d), told apart by a 3-element kernel size."""
+    k = args[1] if len(args) > 1 else None
+    return isinstance(k, (tuple, list)) and len(k) == 3
+
+
+# ops of a FLOAT32 list that take its float32 only for some arguments
+FLOAT32_WHEN = {"avg_pool": _is_3d_pool, "max_pool_with_indices": _is_3d_pool}
+
+# ops whose floating inputs are all cast to the widest of their dtypes (PyTorch's "promote"
+# policy: cat, stack, index_copy; float64 inputs are not eligible, as for the other policies)
+PROMOTE: Dict[str, frozenset] = {"cpu": frozenset({"cat", "stack", "index_copy"}),
+                                 "cuda": frozenset({"cat", "stack", "index_copy"})}
 DEVICE_TYPES = ("cpu", "cuda")
 DEFAULT_DTYPE = {"cpu": _t.bfloat16, "cuda": _t.float16}
 SUPPORTED_DTYPE = {"cpu": (_t.bfloat16, _t.float16), "cuda": (_t.float16, _t.bfloat16)}
 
 # every op name the dispatcher must look at while a region is active
-ALL_OPS = LOWER_PRECISION.union(*FLOAT32.values())
+ALL_OPS = LOWER_PRECISION.union(*FLOAT32.values(), *PROMOTE.values())
 
 
 def _region_dtype(device_type: str) -> Optional[_t.dtype]:
@@ -58,6 +81,8 @@ def cast_args(op, args):
     from ..tensor import Tensor
     dev = None
     for a in args:
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):   # cat / stack
+            a = a[0]
         if isinstance(a, Tensor):
             dev = a.device.type
             break
@@ -68,8 +93,10 @@ def cast_args(op, args):
         return args
     if op.name in LOWER_PRECISION:
         target = region
-    elif op.name in FLOAT32.get(dev, ()):
+    elif op.name in FLOAT32.get(dev, ()) and FLOAT32_WHEN.get(op.name, bool)(args):
         target = _t.float32
+    elif op.name in PROMOTE.get(dev, ()):
+        return _promote_args(args, dev)
     else:
         return args
     out, changed = [], False
@@ -80,6 +107,32 @@ def cast_args(op, args):
             changed = True
         out.append(a)
     return tuple(out) if changed else args
+
+
+def _eligible(a, dev):
+    """A tensor autocast may cast: floating, not float64, on the region's device type."""
+    from ..tensor import Tensor
+    return isinstance(a, Tensor) and a.dtype.is_floating_point and a.dtype is not _t.float64 \
+        and a.device.type == dev
+
+
+def _promote_args(args, dev):
+    """PyTorch's "promote" policy: the eligible floating tensors (top level, or in a list as
+    cat's and stack's) cast to the widest of their dtypes. float16 with bfloat16 has no widest
+    of the two in PyTorch's rule, which raises (its message)."""
+    flat = [t for a in args for t in (a if isinstance(a, (list, tuple)) else (a,)) if _eligible(t, dev)]
+    dtypes = {t.dtype for t in flat}
+    if len(dtypes) < 2:
+        return args
+    if _t.float32 in dtypes:
+        target = _t.float32
+    else:   # {float16, bfloat16}
+        raise RuntimeError("Unexpected floating ScalarType in at::autocast::prioritize")
+
+    def cast(t):
+        return t.to(target) if _eligible(t, dev) and t.dtype is not target else t
+
+    return tuple(type(a)(cast(t) for t in a) if isinstance(a, (list, tuple)) else cast(a) for a in args)
 
 
 class autocast:  # noqa: N801 - PyTorch's name

@@ -15,6 +15,18 @@ from typing import Any, Dict, Optional
 _READY, _UNSCALED, _STEPPED = "ready", "unscaled", "stepped"
 
 
+def _unscale_target(p):
+    """The tensor ``unscale_`` divides in place for ``p``: its gradient, or a sparse gradient's
+    values (a float16 sparse gradient is coalesced first, replacing ``p.grad``, so that duplicate
+    entries are summed before the inf/NaN check, as PyTorch does)."""
+    if not p.grad.is_sparse:
+        return p.grad
+    import ember
+    if p.grad.dtype is ember.float16:
+        p.grad = p.grad.coalesce()
+    return p.grad._values()
+
+
 class GradScaler:
     def __init__(self, device: str = "cuda", init_scale: float = 2.0 ** 16, growth_factor: float = 2.0,
                  backoff_factor: float = 0.5, growth_interval: int = 2000, enabled: bool = True):
@@ -25,11 +37,11 @@ class GradScaler:
             if not cuda.is_available():
                 warnings.warn("ember.amp.GradScaler is enabled, but CUDA is not available. Disabling.")
                 self._enabled = False
-        if self._enabled:
+        if self._enabled:   # PyTorch's assertions
             if growth_factor <= 1.0:
-                raise ValueError("The growth factor must be > 1.0.")
+                raise AssertionError("The growth factor must be > 1.0.")
             if backoff_factor >= 1.0:
-                raise ValueError("The backoff factor must be < 1.0.")
+                raise AssertionError("The backoff factor must be < 1.0.")
         self._init_scale = float(init_scale)
         self._growth_factor = float(growth_factor)
         self._backoff_factor = float(backoff_factor)
@@ -58,34 +70,37 @@ class GradScaler:
         raise ValueError("outputs must be a Tensor or an iterable of Tensors")
 
     def _state(self, optimizer):
-        return self._per_optimizer.setdefault(id(optimizer), {"stage": _READY, "found_inf": False})
+        # found_inf: None until unscale_ has seen a gradient (PyTorch's empty found_inf_per_device)
+        return self._per_optimizer.setdefault(id(optimizer), {"stage": _READY, "found_inf": None})
+
+    def _check_scale(self, funcname):
+        if self._scale is None:
+            raise AssertionError(f"Attempted {funcname} but _scale is None.  This may indicate your script did not "
+                                 "use scaler.scale(loss or outputs) earlier in the iteration.")
 
     def unscale_(self, optimizer):
         """Divide ``optimizer``'s gradients by the scale (in place) and note whether any is inf/NaN."""
         if not self._enabled:
             return
+        self._check_scale("unscale_")
         state = self._state(optimizer)
         if state["stage"] == _UNSCALED:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] == _STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         import ember
-        if self._scale is None:
-            raise RuntimeError("Attempted unscale_ but _scale is None.  This may indicate your script did not "
-                               "use scaler.scale(loss or outputs) earlier in the iteration.")
         inv = (1.0 / self._scale.double()).float()
-        found = False
+        found = None   # stays None when no parameter has a gradient
         with ember.no_grad():
             for group in optimizer.param_groups:
                 for p in group["params"]:
-                    g = p.grad
-                    if g is None:
+                    if p.grad is None:
                         continue
-                    if g.dtype is ember.float16 and not self._allow_fp16():
+                    if p.grad.dtype is ember.float16 and not self._allow_fp16():
                         raise ValueError("Attempting to unscale FP16 gradients.")
+                    g = _unscale_target(p)
                     g.mul_(inv.to(g.dtype))
-                    if not found and not bool(ember.isfinite(g).all()):
-                        found = True
+                    found = bool(found) or not bool(ember.isfinite(g).all())
         state["found_inf"] = found
         state["stage"] = _UNSCALED
 
@@ -100,11 +115,14 @@ class GradScaler:
             return optimizer.step(*args, **kwargs)
         if "closure" in kwargs:
             raise RuntimeError("Closure use is not currently supported if GradScaler is enabled.")
+        self._check_scale("step")
         state = self._state(optimizer)
         if state["stage"] == _STEPPED:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] == _READY:
             self.unscale_(optimizer)
+        if state["found_inf"] is None:
+            raise AssertionError("No inf checks were recorded for this optimizer.")
         ret = None if state["found_inf"] else optimizer.step(*args, **kwargs)
         state["stage"] = _STEPPED
         return ret
@@ -113,24 +131,47 @@ class GradScaler:
         """Grow or back off the scale from this iteration's steps (or set ``new_scale``)."""
         if not self._enabled:
             return
-        if self._scale is None:
-            return
+        self._check_scale("update")
         import ember
         if new_scale is not None:
-            value = float(new_scale.item() if isinstance(new_scale, ember.Tensor) else new_scale)
-            self._scale.fill_(value)
-        else:
-            if not self._per_optimizer:
-                raise AssertionError("No inf checks were recorded prior to update.")
-            if any(s["found_inf"] for s in self._per_optimizer.values()):
-                self._scale.mul_(self._backoff_factor)
-                self._growth_tracker = 0
+            if isinstance(new_scale, ember.Tensor):
+                if (new_scale.device.type != self._device.split(":")[0] or new_scale.numel() != 1
+                        or new_scale.requires_grad):
+                    raise AssertionError("new_scale should be a float or a 1-element torch.cuda.FloatTensor or "
+                                         "torch.FloatTensor with requires_grad=False.")
+                self._scale.copy_(new_scale.reshape(()))
             else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale.mul_(self._growth_factor)
-                    self._growth_tracker = 0
+                self._scale.fill_(float(new_scale))
+        else:
+            found = [s["found_inf"] for s in self._per_optimizer.values() if s["found_inf"] is not None]
+            if not found:
+                raise AssertionError("No inf checks were recorded prior to update.")
+            self._update_scale(any(found))
         self._per_optimizer = {}
+
+    def _update_scale(self, found_inf):
+        """PyTorch's ``_amp_update_scale_``: back off after an inf/NaN; grow after
+        ``growth_interval`` clean steps in a row, unless the grown float32 scale would overflow
+        (then the scale stays and the count restarts). Each product is formed in double (the
+        factors are doubles) and rounded once to the float32 scale, as the kernel does."""
+        import numpy as np
+        if found_inf:
+            self._scale.fill_(float(np.float32(self._scale.item() * self._backoff_factor)))
+            self._growth_tracker = 0
+            return
+        self._growth_tracker += 1
+        if self._growth_tracker == self._growth_interval:
+            with np.errstate(over="ignore"):
+                grown = np.float32(self._scale.item() * self._growth_factor)
+            if np.isfinite(grown):
+                self._scale.fill_(float(grown))
+            self._growth_tracker = 0
+
+    def __getstate__(self):
+        if self._enabled and self._per_optimizer:
+            raise AssertionError("A GradScaler instance may only be pickled at the beginning of an iteration, "
+                                 "or at the end after scaler.update().")
+        return self.__dict__.copy()
 
     # ------------------------------------------------------------------ accessors
     def get_scale(self) -> float:

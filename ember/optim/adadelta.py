@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _add_, _check_unsupported, _init_step, _real, _step_tensor
 
 __all__ = ["Adadelta"]
 
@@ -25,6 +25,10 @@ class Adadelta(Optimizer):
 
     _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),)
 
+    _capturable_xla = False
+
+    _sparse_grad_error = "Adadelta does not support sparse gradients"
+
     def step(self, closure=None):
         return self._run_step(closure)
 
@@ -42,12 +46,13 @@ class Adadelta(Optimizer):
                 state["acc_delta"] = zeros_like(p)
             _step_tensor(state["step"], traced)   # the count itself is not used here
             grad = p.grad if not maximize else -p.grad
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
             if wd != 0:
                 grad = grad.add(p, alpha=wd)
-            square_avg, acc_delta = state["square_avg"], state["acc_delta"]
+            square_avg, acc_delta = _real(state["square_avg"]), _real(state["acc_delta"])
             square_avg.mul_(rho).addcmul_(grad, grad, value=1 - rho)
             std = square_avg.add(eps).sqrt_()
             delta = acc_delta.add(eps).sqrt_()
             delta.div_(std).mul_(grad)
             acc_delta.mul_(rho).addcmul_(delta, delta, value=1 - rho)
-            p.add_(delta, alpha=-lr)
+            _add_(p, delta, -lr)   # lr may be a tensor

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..compiler import is_compiling
 from . import _fused_native
-from .optimizer import (Optimizer, _addcdiv_, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step,
-                        _step_tensor)
+from .optimizer import (Optimizer, _addcdiv_, _addcmul_, _check_adam_hparams, _check_foreach_fused,
+                        _check_unsupported, _init_step, _real, _step_tensor)
 
 __all__ = ["Adam", "AdamW"]
 
@@ -18,6 +18,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False, fused=None, decoupled_weight_decay=False):
         _check_adam_hparams(lr, eps, betas, weight_decay)
+        _check_foreach_fused(foreach, fused)
         _check_unsupported(type(self).__name__, None, differentiable)   # fused: _fused_native
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize,
                         foreach=foreach, capturable=capturable, differentiable=differentiable, fused=fused,
@@ -25,6 +26,8 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     _setstate_defaults = (("amsgrad", False), ("maximize", False), ("decoupled_weight_decay", False),)
+
+    _sparse_grad_error = "Adam does not support sparse gradients, please consider SparseAdam instead"
 
     def step(self, closure=None):
         return self._run_step(closure)
@@ -36,7 +39,8 @@ class Adam(Optimizer):
 
     def _init_group(self, group):
         """The parameters with a gradient and their state tensors, as parallel lists (state created
-        on a parameter's first step)."""
+        on a parameter's first step). Complex parameters, their gradients and state are listed as
+        their real views (:func:`_real`), as PyTorch updates them."""
         from .. import zeros_like
         amsgrad = group["amsgrad"]
         params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps = [], [], [], [], [], []
@@ -50,12 +54,12 @@ class Adam(Optimizer):
                 state["exp_avg_sq"] = zeros_like(p)
                 if amsgrad:
                     state["max_exp_avg_sq"] = zeros_like(p)
-            params.append(p)
-            grads.append(p.grad)
-            exp_avgs.append(state["exp_avg"])
-            exp_avg_sqs.append(state["exp_avg_sq"])
+            params.append(_real(p))
+            grads.append(_real(p.grad))
+            exp_avgs.append(_real(state["exp_avg"]))
+            exp_avg_sqs.append(_real(state["exp_avg_sq"]))
             if amsgrad:
-                max_sqs.append(state["max_exp_avg_sq"])
+                max_sqs.append(_real(state["max_exp_avg_sq"]))
             steps.append(state["step"])
         return params, grads, exp_avgs, exp_avg_sqs, max_sqs, steps
 

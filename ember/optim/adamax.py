@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _check_adam_hparams, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+from .optimizer import (Optimizer, _check_adam_hparams, _addcdiv_, _check_unsupported, _init_step, _real,
+                        _step_tensor)
 
 __all__ = ["Adamax"]
 
@@ -17,6 +18,8 @@ class Adamax(Optimizer):
         super().__init__(params, defaults)
 
     _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),)
+
+    _sparse_grad_error = "Adamax does not support sparse gradients"
 
     def step(self, closure=None):
         return self._run_step(closure)
@@ -36,9 +39,10 @@ class Adamax(Optimizer):
                 state["exp_inf"] = zeros_like(p)
             step = _step_tensor(state["step"], traced)
             grad = p.grad if not maximize else -p.grad
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
             if wd != 0:
                 grad = grad.add(p, alpha=wd)
-            exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+            exp_avg, exp_inf = _real(state["exp_avg"]), _real(state["exp_inf"])
             exp_avg.lerp_(grad, 1 - beta1)
             exp_inf.copy_(exp_inf.mul_(beta2).maximum(grad.abs().add_(eps)))
             bias_correction = 1 - beta1 ** step

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
+from ..tensor import Tensor
 from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
 
 __all__ = ["ASGD"]
@@ -21,6 +22,10 @@ class ASGD(Optimizer):
 
     _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),)
 
+    _capturable_what = "params, mus, etas, and state_steps"
+
+    _sparse_grad_error = "ASGD does not support sparse gradients"
+
     def step(self, closure=None):
         return self._run_step(closure)
 
@@ -36,7 +41,8 @@ class ASGD(Optimizer):
             if len(state) == 0:
                 # eta and mu are float32 0-d tensors, as PyTorch's (eta is lr rounded to float32)
                 _init_step(state)
-                state["eta"] = tensor(lr, dtype=float32)
+                # (a tensor lr copied, not read: no .item(), no graph break under ember.compile)
+                state["eta"] = lr.detach().to(float32).clone() if isinstance(lr, Tensor) else tensor(lr, dtype=float32)
                 state["mu"] = tensor(1.0, dtype=float32)
                 state["ax"] = zeros_like(p)
             step_t, eta, mu, ax = state["step"], state["eta"], state["mu"], state["ax"]

@@ -179,6 +179,8 @@ class LBFGS(Optimizer):
         for p in self._params:
             if p.grad is None:
                 view = p.new_zeros(p.numel())
+            elif p.grad.is_sparse:   # nn.Embedding(sparse=True): taken dense, as PyTorch
+                view = p.grad.to_dense().reshape(-1)
             else:
                 view = p.grad.reshape(-1)
             views.append(view)
@@ -211,6 +213,7 @@ class LBFGS(Optimizer):
     def step(self, closure):
         """One optimisation step (up to ``max_iter`` L-BFGS iterations); ``closure`` re-evaluates
         the model and returns the loss. Returns the loss of the first evaluation."""
+        self._opt_called = True   # read by the lr schedulers' step-order warning
         for hook in chain(_global_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
             res = hook(self, (closure,), {})
             if res is not None:

@@ -8,11 +8,31 @@ import warnings
 from bisect import bisect_right
 from collections import Counter
 
+from ..tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "_LRScheduler", "LambdaLR", "MultiplicativeLR", "StepLR", "MultiStepLR", "ConstantLR",
            "LinearLR", "ExponentialLR", "CosineAnnealingLR", "ReduceLROnPlateau", "PolynomialLR", "SequentialLR",
            "ChainedScheduler", "CyclicLR", "CosineAnnealingWarmRestarts", "OneCycleLR"]
+
+
+def _set_group_val(group, key, val):
+    """``group[key] = val``, except that a tensor hyper-parameter (``lr=ember.tensor(0.01)``) is
+    filled in place, as PyTorch's schedulers do: it stays the tensor the optimizer (and a compiled
+    step, which reads it as a graph input instead of baking a number in) holds."""
+    cur = group[key]
+    if isinstance(cur, Tensor):
+        if isinstance(val, Tensor) and val.dim() > 0:
+            val = val.squeeze()
+        cur.fill_(val)
+    else:
+        group[key] = val
+
+
+def _group_vals(optimizer, key):
+    """``[group[key] for each group]``, tensors cloned (a later in-place fill must not change a
+    list already handed out, e.g. ``get_last_lr()`` or ``base_lrs``)."""
+    return [g[key].clone() if isinstance(g[key], Tensor) else g[key] for g in optimizer.param_groups]
 
 
 class LRScheduler:
@@ -27,14 +47,22 @@ class LRScheduler:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
-                group.setdefault("initial_lr", group["lr"])
+                lr = group["lr"]
+                group.setdefault("initial_lr", lr.clone() if isinstance(lr, Tensor) else lr)
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming an "
-                                   "optimizer")
-        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when resuming "
+                                   "scheduler with last_epoch >= 0.\n"
+                                   "This typically happens when:\n"
+                                   "1. You're trying to resume training from a checkpoint but haven't properly "
+                                   "loaded the optimizer state\n"
+                                   "2. You're using last_epoch >= 0 for a fresh training run (not recommended)")
+        self.base_lrs = _group_vals(optimizer, "initial_lr")
         self.last_epoch = last_epoch
+        # the optimizer's step as this scheduler saw it (an instance attribute only where the user
+        # replaced the method), kept on the optimizer so the scheduler's state_dict is PyTorch's
+        optimizer._step_seen_by_lr_sched = optimizer.__dict__.get("step")
         self._initial_step()
 
     def _initial_step(self):
@@ -59,6 +87,8 @@ class LRScheduler:
         raise NotImplementedError
 
     def step(self, epoch=None):
+        if self._step_count == 1:
+            _warn_step_order(self.optimizer)
         self._step_count += 1
         if epoch is not None:
             warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is being "
@@ -83,11 +113,32 @@ class LRScheduler:
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            _set_group_val(group, "lr", lr)
+        self._last_lr = _group_vals(self.optimizer, "lr")
 
 
 _LRScheduler = LRScheduler
+
+
+def _warn_step_order(optimizer):
+    """PyTorch's warnings at a scheduler's first ``step()`` (pytorch/pytorch#20124): the schedule's
+    first value is skipped when the scheduler steps before the optimizer has (``Optimizer`` sets
+    ``_opt_called`` at every step, where PyTorch wraps ``optimizer.step`` to do it), and the check
+    cannot be made when ``optimizer.step`` was replaced after the scheduler was created."""
+    if optimizer.__dict__.get("step") is not getattr(optimizer, "_step_seen_by_lr_sched", None):
+        warnings.warn("Seems like `optimizer.step()` has been overridden after learning rate scheduler "
+                      "initialization. Please, make sure to call `optimizer.step()` before "
+                      "`lr_scheduler.step()`. See more details at "
+                      "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                      stacklevel=3)
+    elif not getattr(optimizer, "_opt_called", False):
+        warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. "
+                      "In PyTorch 1.1.0 and later, you should call them in the opposite order: "
+                      "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+                      "will result in PyTorch skipping the first value of the learning rate schedule. "
+                      "See more details at "
+                      "https://pytorch.org/docs/stable/optim.html#how-to-adjust-learning-rate", UserWarning,
+                      stacklevel=3)
 
 
 class LambdaLR(LRScheduler):
@@ -286,7 +337,7 @@ class ReduceLROnPlateau:
         self.mode_worse = None
         self.eps = eps
         self.last_epoch = 0
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = _group_vals(self.optimizer, "lr")
         if mode not in {"min", "max"}:
             raise ValueError("mode " + mode + " is unknown!")
         if threshold_mode not in {"rel", "abs"}:
@@ -316,14 +367,14 @@ class ReduceLROnPlateau:
             self._reduce_lr(epoch)
             self.cooldown_counter = self.cooldown
             self.num_bad_epochs = 0
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+        self._last_lr = _group_vals(self.optimizer, "lr")
 
     def _reduce_lr(self, epoch):
         for i, group in enumerate(self.optimizer.param_groups):
             old_lr = float(group["lr"])
             new_lr = max(old_lr * self.factor, self.min_lrs[i])
             if old_lr - new_lr > self.eps:
-                group["lr"] = new_lr
+                _set_group_val(group, "lr", new_lr)
 
     @property
     def in_cooldown(self):
@@ -426,7 +477,7 @@ class SequentialLR(LRScheduler):
         self.optimizer = optimizer
         # undo the steps the schedulers took when they were constructed, then start the first
         for group in self.optimizer.param_groups:
-            group["lr"] = group["initial_lr"]
+            _set_group_val(group, "lr", group["initial_lr"])
         self.recursive_undo()
         idx = bisect_right(self._milestones, 0)
         self._schedulers[idx]._initial_step()
@@ -466,12 +517,12 @@ class ChainedScheduler(LRScheduler):
         _check_composable(self.__class__.__name__, optimizer, schedulers)
         self._schedulers = schedulers
         self.optimizer = optimizer
-        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
+        self._last_lr = _group_vals(self._schedulers[-1].optimizer, "lr")
 
     def step(self):
         for scheduler in self._schedulers:
             scheduler.step()
-        self._last_lr = [group["lr"] for group in self._schedulers[-1].optimizer.param_groups]
+        self._last_lr = _group_vals(self._schedulers[-1].optimizer, "lr")
 
     state_dict = _composite_state_dict
     load_state_dict = _composite_load_state_dict
@@ -490,7 +541,7 @@ class CyclicLR(LRScheduler):
         base_lrs = _format_param("base_lr", optimizer, base_lr)
         if last_epoch == -1:
             for lr, group in zip(base_lrs, optimizer.param_groups):
-                group["lr"] = lr
+                _set_group_val(group, "lr", lr)
         self.max_lrs = _format_param("max_lr", optimizer, max_lr)
         step_size_up = float(step_size_up)
         step_size_down = float(step_size_down) if step_size_down is not None else step_size_up
@@ -648,8 +699,8 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         finally:
             self._get_lr_called_within_step = False
         for group, lr in zip(self.optimizer.param_groups, values):
-            group["lr"] = lr
-        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+            _set_group_val(group, "lr", lr)
+        self._last_lr = _group_vals(self.optimizer, "lr")
 
 
 class OneCycleLR(LRScheduler):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..compiler import is_compiling
 from .optimizer import (Optimizer, _addcdiv_, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step,
-                        _step_tensor)
+                        _real, _step_tensor)
 
 __all__ = ["NAdam"]
 
@@ -23,6 +23,10 @@ class NAdam(Optimizer):
 
     _setstate_defaults = (("maximize", False), ("foreach", None), ("capturable", False),
                           ("differentiable", False), ("decoupled_weight_decay", False))
+
+    _capturable_what = "params, mu_products and state_steps"
+
+    _sparse_grad_error = "NAdam does not support sparse gradients"
 
     def step(self, closure=None):
         return self._run_step(closure)
@@ -45,7 +49,8 @@ class NAdam(Optimizer):
                 state["exp_avg_sq"] = zeros_like(p)
             step = _step_tensor(state["step"], traced)
             grad = p.grad if not maximize else -p.grad
-            exp_avg, exp_avg_sq, mu_product = state["exp_avg"], state["exp_avg_sq"], state["mu_product"]
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
+            exp_avg, exp_avg_sq, mu_product = _real(state["exp_avg"]), _real(state["exp_avg_sq"]), state["mu_product"]
             bias_correction2 = 1 - beta2 ** step
             if wd != 0:
                 if decoupled:

@@ -54,6 +54,12 @@ def _get_value(x):
     return x.item() if isinstance(x, Tensor) else x
 
 
+def _check_foreach_fused(foreach, fused):
+    """PyTorch's constructor check of the two implementation flags (Adam, AdamW, SGD, Adagrad)."""
+    if fused and foreach:
+        raise RuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
 def _check_unsupported(name, fused=None, differentiable=False):
     if fused:
         raise RuntimeError(f"ember.optim.{name}(fused=True) is not supported: ember has no fused optimizer kernels")
@@ -75,6 +81,18 @@ def _check_adam_hparams(lr, eps, betas, weight_decay):
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
+def _real(t):
+    """``t`` as PyTorch's optimizers update it: a complex tensor as its real view
+    (``view_as_real``, trailing dimension of (real, imag) pairs, sharing memory), any other
+    tensor unchanged. Updating through the view treats the two parts as independent reals, which
+    is what makes the element-wise second moments, maxima and signs of Adam, RMSprop, Adagrad,
+    Rprop, ... those of the parts (``grad * grad`` of a complex number would mix them)."""
+    if t is not None and t.is_complex():
+        from .. import view_as_real
+        return view_as_real(t)
+    return t
+
+
 def _init_step(state):
     """The per-parameter step counter: a float32 0-d tensor, as in PyTorch's state dicts."""
     from .. import float32, tensor
@@ -93,9 +111,28 @@ def _step_tensor(st, traced=False):
     return st.item()
 
 
+def _marking_opt_called(step):
+    @functools.wraps(step)
+    def wrapper(self, *args, **kwargs):
+        self._opt_called = True
+        return step(self, *args, **kwargs)
+    wrapper._ember_marks_opt_called = True
+    return wrapper
+
+
 class Optimizer:
     """Base class: ``param_groups`` (list of dicts with ``params`` and hyper-parameters) and ``state``
     (a dict from parameter to its state dict)."""
+
+    def __init_subclass__(cls, **kwargs):
+        """A ``step`` defined by a user's optimizer class (not ember's, whose steps go through
+        :meth:`_run_step`) is wrapped to set ``_opt_called``, the flag the lr schedulers' step-order
+        warning reads (PyTorch wraps every optimizer's ``step`` for it)."""
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if callable(step) and not cls.__module__.startswith("ember.optim") \
+                and not getattr(step, "_ember_marks_opt_called", False):
+            cls.step = _marking_opt_called(step)
 
     def __init__(self, params, defaults):
         self.defaults = defaults
@@ -106,8 +143,9 @@ class Optimizer:
         self._optimizer_load_state_dict_pre_hooks = OrderedDict()
         self._optimizer_load_state_dict_post_hooks = OrderedDict()
         if isinstance(params, Tensor):
+            # named as PyTorch's torch.typename names a tensor: by its legacy type ("ember.DoubleTensor")
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
-                            f"but got {type(params).__module__}.{type(params).__name__}")
+                            f"but got {params.type()}")
         self.state = defaultdict(dict)
         self.param_groups = []
         param_groups = list(params)
@@ -150,7 +188,7 @@ class Optimizer:
     # ------------------------------------------------------------------ groups
     def add_param_group(self, param_group):
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+            raise TypeError(f"param_group must be a dict, but got {type(param_group)}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             param_group["params"] = [params]
@@ -217,6 +255,7 @@ class Optimizer:
 
     def _run_step(self, closure):
         """Shared ``step`` body: hooks around ``self._step(closure)``."""
+        self._opt_called = True   # read by the lr schedulers' step-order warning
         for hook in chain(_global_pre_hooks.values(), self._optimizer_step_pre_hooks.values()):
             res = hook(self, (closure,) if closure is not None else (), {})
             if res is not None:
@@ -229,6 +268,8 @@ class Optimizer:
         from ..autograd import no_grad
         with no_grad():
             for group in self.param_groups:
+                self._check_sparse_grads(group)
+                self._check_capturable(group)
                 self._update_group(group)
         for hook in chain(self._optimizer_step_post_hooks.values(), _global_post_hooks.values()):
             hook(self, (closure,) if closure is not None else (), {})
@@ -236,6 +277,33 @@ class Optimizer:
 
     def _update_group(self, group):
         raise NotImplementedError
+
+    # PyTorch's error for a sparse gradient (``nn.Embedding(sparse=True)``) where the update has no
+    # sparse form; None where the optimizer takes sparse gradients (SGD, Adagrad, SparseAdam)
+    _sparse_grad_error = None
+
+    def _check_sparse_grads(self, group):
+        # (not traced: ember.compile refuses sparse tensors, so the frame would run eagerly and
+        # check here; the loop over every parameter would only lengthen a compiled step's trace)
+        if self._sparse_grad_error and not is_compiling() and \
+                any(p.grad is not None and p.grad.is_sparse for p in group["params"]):
+            raise RuntimeError(self._sparse_grad_error)
+
+    # capturable=True: what PyTorch's device check names, and whether its list has "xla"
+    _capturable_what = "params and state_steps"
+    _capturable_xla = True
+
+    def _check_capturable(self, group):
+        """``capturable=True`` (CUDA-graph capturable state) needs every stepped parameter on a
+        graph-capturing device; PyTorch asserts it at each eager step (``ember.compile`` leaves
+        it to the compiler, as ``torch.compile`` does). On CPU that is PyTorch's AssertionError,
+        with its message, instead of silently taking a flag that cannot apply."""
+        if not group.get("capturable") or is_compiling():
+            return
+        devices = ["cuda", "xpu", "hpu", "privateuseone"] + (["xla"] if self._capturable_xla else [])
+        if any(p.grad is not None and p.device.type not in devices for p in group["params"]):
+            raise AssertionError(f"If capturable=True, {self._capturable_what} must be on supported devices: "
+                                 f"{devices}.")
 
     def register_step_pre_hook(self, hook):
         from ..nn.modules.module import RemovableHandle
@@ -358,6 +426,28 @@ def _addcdiv_(p, t1, t2, value):
             return p.addcdiv_(t1, t2, value=value.item())
         return p.add_((t1 / t2).mul_(value))
     return p.addcdiv_(t1, t2, value=value)
+
+
+def _add_(p, t, alpha):
+    """``p.add_(t, alpha=alpha)`` where ``t`` may be a sparse COO gradient or buffer, and ``alpha``
+    a 0-d tensor (``-lr`` for ``lr=ember.tensor(...)``).
+
+    Sparse (SGD and Adagrad take ``nn.Embedding(sparse=True)``'s gradients, as PyTorch's):
+    ember.sparse has no in-place dense += sparse, so the sparse tensor is made dense first; the
+    rows it does not hold add zero, and duplicate indices are summed before the add (PyTorch adds
+    them one by one, so the two can differ in the last bit).
+
+    Tensor ``alpha``: eagerly its number is read (as PyTorch reads a tensor Scalar); under
+    ``ember.compile`` it multiplies instead (``p + t * alpha``, PyTorch's compiled SGD form), since
+    ``.item()`` would break the graph -- and a scheduler changing the tensor then needs no
+    recompile."""
+    if t.is_sparse:
+        t = t.to_dense()
+    if isinstance(alpha, Tensor):
+        if not is_compiling():
+            return p.add_(t, alpha=alpha.item())
+        return p.add_(t * alpha)
+    return p.add_(t, alpha=alpha)
 
 
 def _addcmul_(p, t1, t2, value):

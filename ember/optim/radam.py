@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step, _step_tensor
+from .optimizer import (Optimizer, _addcmul_, _check_adam_hparams, _check_unsupported, _init_step, _real,
+                        _step_tensor)
 
 __all__ = ["RAdam"]
 
@@ -19,6 +20,8 @@ class RAdam(Optimizer):
 
     _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False),
                           ("decoupled_weight_decay", False), ("capturable", False))
+
+    _sparse_grad_error = "RAdam does not support sparse gradients"
 
     def step(self, closure=None):
         return self._run_step(closure)
@@ -39,12 +42,13 @@ class RAdam(Optimizer):
                 state["exp_avg_sq"] = zeros_like(p)
             step = _step_tensor(state["step"], traced)
             grad = p.grad if not maximize else -p.grad
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
             if wd != 0:
                 if decoupled:
                     p.mul_(1 - lr * wd)
                 else:
                     grad = grad.add(p, alpha=wd)
-            exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+            exp_avg, exp_avg_sq = _real(state["exp_avg"]), _real(state["exp_avg_sq"])
             exp_avg.lerp_(grad, 1 - beta1)
             _addcmul_(exp_avg_sq.mul_(beta2), grad, grad, 1 - beta2)   # (betas may be tensors)
             bias_correction1 = 1 - beta1 ** step

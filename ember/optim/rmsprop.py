@@ -1,7 +1,7 @@
 """RMSprop with momentum, centering, weight decay and maximize."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _addcdiv_, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _add_, _addcdiv_, _check_unsupported, _init_step, _real, _step_tensor
 
 __all__ = ["RMSprop"]
 
@@ -31,6 +31,8 @@ class RMSprop(Optimizer):
             group.setdefault("centered", False)
             group.setdefault("maximize", False)
 
+    _sparse_grad_error = "RMSprop does not support sparse gradients"
+
     def step(self, closure=None):
         return self._run_step(closure)
 
@@ -51,20 +53,21 @@ class RMSprop(Optimizer):
                 if centered:
                     state["grad_avg"] = zeros_like(p)
             _step_tensor(state["step"], traced=True)   # the count itself is not used here
-            square_avg = state["square_avg"]
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
+            square_avg = _real(state["square_avg"])
             if wd != 0:
                 grad = grad.add(p, alpha=wd)
             square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
             if centered:
-                grad_avg = state["grad_avg"]
+                grad_avg = _real(state["grad_avg"])
                 grad_avg.lerp_(grad, 1 - alpha)
                 avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
             else:
                 avg = square_avg.sqrt()
             avg = avg.add_(eps)
             if momentum > 0:
-                buf = state["momentum_buffer"]
+                buf = _real(state["momentum_buffer"])
                 buf.mul_(momentum).addcdiv_(grad, avg)
-                p.add_(buf, alpha=-lr)
+                _add_(p, buf, -lr)   # lr may be a tensor
             else:
                 _addcdiv_(p, grad, avg, -lr)   # lr may be a tensor (lr=ember.tensor(...))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..compiler import is_compiling
-from .optimizer import Optimizer, _check_unsupported, _init_step, _step_tensor
+from .optimizer import Optimizer, _check_unsupported, _init_step, _real, _step_tensor
 
 __all__ = ["Rprop"]
 
@@ -21,11 +21,13 @@ class Rprop(Optimizer):
 
     _setstate_defaults = (("foreach", None), ("maximize", False), ("differentiable", False), ("capturable", False),)
 
+    _sparse_grad_error = "Rprop does not support sparse gradients"
+
     def step(self, closure=None):
         return self._run_step(closure)
 
     def _update_group(self, group):
-        from .. import full_like, zeros_like
+        from .. import zeros_like
         etaminus, etaplus = group["etas"]
         step_size_min, step_size_max = group["step_sizes"]
         maximize = group["maximize"]
@@ -37,10 +39,14 @@ class Rprop(Optimizer):
             if len(state) == 0:
                 _init_step(state)
                 state["prev"] = zeros_like(p)
-                state["step_size"] = full_like(p.grad, group["lr"])
+                # every element (both parts of a complex one: PyTorch's complex(lr, lr)) starts at
+                # lr; filled from a tensor lr without reading it (no .item(): no graph break)
+                state["step_size"] = zeros_like(p.grad)
+                _real(state["step_size"]).fill_(group["lr"])
             _step_tensor(state["step"], traced)   # the count itself is not used here
             grad = p.grad if not maximize else -p.grad
-            prev, step_size = state["prev"], state["step_size"]
+            p, grad = _real(p), _real(grad)   # complex: updated as (real, imag) pairs, as PyTorch
+            prev, step_size = _real(state["prev"]), _real(state["step_size"])
             sign = grad.mul(prev).sign()
             # masked fills (PyTorch's sign[sign.gt(0)] = etaplus, ...): no data-dependent shapes
             sign.masked_fill_(sign.gt(0), etaplus)

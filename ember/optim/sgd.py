@@ -1,7 +1,7 @@
 """Stochastic gradient descent with momentum, dampening, Nesterov, weight decay and maximize."""
 from __future__ import annotations
 
-from .optimizer import Optimizer, _check_unsupported
+from .optimizer import Optimizer, _add_, _check_foreach_fused, _check_unsupported
 
 __all__ = ["SGD"]
 
@@ -15,6 +15,7 @@ class SGD(Optimizer):
             raise ValueError(f"Invalid momentum value: {momentum}")
         if weight_decay < 0.0:
             raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        _check_foreach_fused(foreach, fused)
         _check_unsupported("SGD", fused, differentiable)
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov,
                         maximize=maximize, foreach=foreach, differentiable=differentiable, fused=fused)
@@ -52,4 +53,4 @@ class SGD(Optimizer):
                     d_p = d_p.add(buf, alpha=momentum)
                 else:
                     d_p = buf
-            p.add_(d_p, alpha=-lr)
+            _add_(p, d_p, -lr)   # d_p may be sparse (sparse gradients)
