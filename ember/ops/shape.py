@@ -561,8 +561,28 @@ def _as_strided_rel(xp, a, size, stride, storage_offset=None, src_stride=None):
 def _as_strided_bw(ctx, g):
     a, size, stride, off, src_stride = ctx.args
     st = tuple(src_stride) if src_stride is not None else tuple(int(s) for s in _contig_strides(a.shape))
-    return (_restride.binding(g, (tuple(size), tuple(stride), off or 0), (tuple(a.shape), st, 0),
-                              "scatter_add"),)
+    shape = tuple(a.shape)
+    grad = _restride.binding(g, (tuple(size), tuple(stride), off or 0), (shape, st, 0), "scatter_add")
+    if _may_overlap(shape, st):
+        # ``a`` itself is a view whose elements share memory (an expanded tensor, stride 0):
+        # the gradient gathered at each of its elements is the whole memory location's, so
+        # each of the k elements sharing it takes 1/k (as torch's as_strided_backward); without
+        # this, expand's backward summed the k copies: k times the gradient
+        ones = api.ones(shape, dtype=grad.dtype, device=grad.device)
+        grad = grad / _restride.binding(ones, (shape, st, 0), (shape, st, 0), "scatter_add")
+    return (grad,)
+
+
+def _may_overlap(shape, strides):
+    """Whether two elements of the geometry (``shape``, ``strides``) can share a memory
+    location: a stride-0 dimension, or strides too small for the dims nested inside them."""
+    dims = sorted((abs(int(st)), int(n)) for n, st in zip(shape, strides) if int(n) > 1)
+    extent = 0                  # the span, in elements, of the dims taken so far
+    for st, n in dims:
+        if st <= extent:
+            return True
+        extent += st * (n - 1)
+    return False
 
 
 def _contig_strides(shape):
