@@ -19,6 +19,7 @@ import weakref
 from .._state import STATE
 from .. import _torch_function as _tf
 from ..tensor import Tensor, _alias, _make
+from ..runtime import code_cache as _code_cache
 
 _seq = itertools.count()
 _new = object.__new__
@@ -693,7 +694,7 @@ def build_record(op):
     ns = {"_op": op, "_cls": cls, "_SH": _SavedHooks, "_refresh": refresh_view_grad_fn, "_new_acc": _new_acc,
           "_Saved": SavedTensor, "_new": _new, "_Meta": _Meta, "_T": Tensor, "_next": next, "_seq": _seq,
           "_S": STATE, "_format_stack": traceback.format_stack, "_tuple_history": _tuple_history}
-    exec(compile("\n".join(L) + "\n", f"<ember record {op.name}>", "exec"), ns)
+    exec(_code_cache.compile_source("\n".join(L) + "\n", f"<ember record {op.name}>"), ns)
     return ns[f"rec_{op.name}"]
 
 

@@ -108,7 +108,8 @@ class ExampleValues:
                     break
 
     def run(self, fn, args, kwargs):
-        with self.running():
+        # (the fake mode itself when there is one: one context manager per traced op, not two)
+        with self.fake_mode if self.fake_mode is not None else self.running():
             try:
                 res = fn(*args, **kwargs)
                 _refuse_meta(res)

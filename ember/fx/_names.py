@@ -10,6 +10,7 @@ the generated Python source uses. Keeping the rules in one place is what makes
 from __future__ import annotations
 
 import builtins
+import functools
 import keyword
 import re
 import sys
@@ -36,6 +37,7 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])([A-Z])")
 RESERVED_GLOBALS = frozenset({"inf", "nan", "NoneType", "ember", "device", "self"})
 
 
+@functools.lru_cache(maxsize=4096)   # (pure; called for every node a trace creates)
 def sanitize_identifier(candidate: str) -> str:
     """Turn an arbitrary string (``layer1.0.conv``, ``*args``) into a Python
     identifier the way torch.fx does: every run of illegal characters becomes
@@ -49,6 +51,7 @@ def sanitize_identifier(candidate: str) -> str:
     return candidate
 
 
+@functools.lru_cache(maxsize=4096)   # (pure; called for every node a trace creates)
 def snake_case(name: str) -> str:
     """``MyModule`` -> ``my_module``; already snake names are unchanged."""
     return _CAMEL.sub(r"_\1", name).lower()

@@ -21,6 +21,7 @@ from .. import _openmp
 from ..fx.lazy_graph_module import LazyGraphModule
 from ..tensor import Tensor, _make
 from . import codecache, config, fx_graph_cache
+from ..runtime import code_cache as _code_cache
 
 log = logging.getLogger("ember.inductor")
 log_code = logging.getLogger("ember.inductor.output_code")
@@ -193,7 +194,7 @@ def compile_graph(gm, example_inputs, dynamic=False) -> CompiledGraph:
     glb = dict(wg.globals)
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs  # keep the libraries alive with the wrapper
-    exec(compile(wrapper_src, "<ember.inductor wrapper>", "exec"), glb)
+    exec(_code_cache.compile_source(wrapper_src, "<ember.inductor wrapper>"), glb)   # (stored for a warm hit)
     if config.profile_kernels:
         _instrument(glb, sched, names, prof)
     compiled = CompiledGraph(graph, source, wrapper_src, glb["call"], len(kernels))

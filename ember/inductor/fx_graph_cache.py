@@ -96,6 +96,7 @@ from typing import Any, Dict, List, Optional
 
 from ..runtime import disk_cache
 from . import codecache, config
+from ..runtime import code_cache as _code_cache
 
 log = logging.getLogger("ember.inductor.fx_graph_cache")
 log_code = logging.getLogger("ember.inductor.output_code")
@@ -542,7 +543,7 @@ def lookup(key: str, gm):
     from .compile_fx import CompiledGraph, GuardError
     glb["_GuardError"] = GuardError
     glb["_libs"] = libs
-    exec(compile(entry["wrapper_src"], "<ember.inductor wrapper>", "exec"), glb)
+    exec(_code_cache.compile_source(entry["wrapper_src"], "<ember.inductor wrapper>"), glb)
     constants = {name: _getattr(gm, target) for name, target in entry["constants"].items()}
     info = _GraphInfo(entry["input_names"], constants, entry["outputs"], entry["out_spec"], entry["fallbacks"])
     cg = CompiledGraph(info, entry["source"], entry["wrapper_src"], glb["call"], entry["n_kernels"])

@@ -177,9 +177,16 @@ def wrap_torch_function_input(tx, value, source):
     return tx.output.add_tensor_input(value, source)
 
 
+_TRACKER_TYPES = None     # (TensorVariable, BaseListVariable), imported on first use (cycle)
+
+
 def _tracked_classes(vs, out):
-    from .lists import BaseListVariable
-    from .tensor import TensorVariable
+    global _TRACKER_TYPES
+    if _TRACKER_TYPES is None:      # (not an import per call: this runs for every traced op)
+        from .lists import BaseListVariable
+        from .tensor import TensorVariable
+        _TRACKER_TYPES = (TensorVariable, BaseListVariable)
+    TensorVariable, BaseListVariable = _TRACKER_TYPES
     for v in vs:
         if isinstance(v, TensorVariable):
             c = v.cls
