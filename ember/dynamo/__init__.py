@@ -48,7 +48,9 @@ Design decisions worth knowing before changing anything:
   not when used: more recompiles than strictly needed, never a missing one.
   Tensors: type, dtype, device, shape, strides, requires_grad; constants by
   value; modules/functions/classes by identity; containers by type, length
-  and keys; grad mode and default dtype always. A graph that writes to an
+  and keys (an outside list's length and items only once the trace reads it:
+  one that is only appended to is guarded by type, ``OutsideListVariable``);
+  grad mode and default dtype always. A graph that writes to an
   input also guards how its tensor inputs share memory (``memory_sharing``).
 * **Numbers that change are not specialised again** (automatic dynamic for
   int/float arguments, ``CodeCache.unspec_scalars``): after a recompile caused

@@ -72,7 +72,13 @@ class CacheEntry:
 def _same_instances(entry, args) -> bool:
     """Whether ``args`` are the objects ``entry``'s guards require by identity among the frame's
     own arguments (``a0 is <the module>``): the entries a recompile limit counts."""
-    meta = entry.guard.guard_set.meta if entry.guard is not None else ()
+    if entry.guard is None:
+        return True
+    gs = entry.guard.guard_set
+    for i, value in gs.selectors.items():     # an int argument that picked a member module
+        if i >= len(args) or type(args[i]) is not int or args[i] != value:
+            return False
+    meta = gs.meta
     for kind, name, value in meta:
         if kind == "ID_MATCH" and type(name) is str and name[:1] == "a" and name[1:].isdigit():
             i = int(name[1:])

@@ -32,6 +32,7 @@ on Python objects (module hooks, dict types, optimizer options) and the
 reads of each source (``.grad``, ``state[p]``), one bytecode sequence each."""
 from __future__ import annotations
 
+import bisect
 import builtins
 import re
 import sys
@@ -42,6 +43,7 @@ from .._C import _load_guards
 from .._state import STATE
 from ..tensor import Tensor, _data_ptr
 from .. import types as _t
+from ..runtime import code_cache as _code_cache
 
 # the C tensor check (ember/_C/guards.c), None where it is not built: Python expressions then
 _CGUARDS = _load_guards()
@@ -99,9 +101,14 @@ class GuardSet:
                               "G": func.__globals__, "B": _builtins_dict(func), "STATE": STATE,
                               "_t": _t, "__builtins__": builtins}
         self._n = 0
+        self._ref_names: dict = {}   # id(obj) -> its "oN" name (an optimizer step refers to ~700 objects)
         self.numbers: dict = {}   # source expr -> int/float value guarded equal (automatic dynamic)
         self.meta: list = []      # per expr: (guard_type, name, value) for guard_filter_fn
         self.module_sources: dict = {}   # source expr of each nn.Module read -> its class
+        # frame argument index -> the int it was, where it picked a member of a ModuleList /
+        # Sequential (``self.experts[e]``): entries for other values are for other modules, which
+        # the recompile limit counts apart (convert_frame._same_instances)
+        self.selectors: dict = {}
         self.param_sources: set = set()  # source exprs of the Parameters guarded
         self.filter_fn = None     # ember.compile(options={"guard_filter_fn": ...})
         self._tensor_guards: dict = {}   # TensorGuard key -> its global's name (shared by equal checks)
@@ -110,12 +117,13 @@ class GuardSet:
     # ------------------------------------------------------------------ building
     def ref(self, obj) -> str:
         """A name under which ``obj`` is visible to the guard function."""
-        for k, v in self.globals.items():
-            if v is obj and k.startswith("o"):
-                return k
+        name = self._ref_names.get(id(obj))     # (alive: ``globals`` holds it)
+        if name is not None:
+            return name
         self._n += 1
         name = f"o{self._n}"
         self.globals[name] = obj
+        self._ref_names[id(obj)] = name
         return name
 
     def add(self, expr: str, reason: str = "", *, kind: str = None, name: str = None, value=_NO_VALUE):
@@ -310,7 +318,7 @@ class GuardSet:
                f"    except Exception:\n"
                f"        return False\n")
         ns = dict(self.globals)
-        exec(compile(src, "<ember.dynamo guards>", "exec"), ns)
+        exec(_code_cache.compile_source(src, "<ember.dynamo guards>"), ns)   # (a warm compile reads it back)
         fn = ns["__guard"]
         fn.source = src
         fn.guard_set = self
@@ -415,10 +423,15 @@ _SELF_IS = re.compile(r"(__s\d+) is \1")
 def _chains(expr: str):
     """(start, prefixes) of each chain in ``expr`` outside string literals; prefixes[k] is the
     chain up to its k+1-th step. A trailing ``.name(`` is a method call, not a read."""
-    strings = [m.span() for m in _STRING.finditer(expr)] if ("'" in expr or '"' in expr) else ()
+    los, his = [], []        # string literals' spans, in order (a dict-keys guard has dozens)
+    if "'" in expr or '"' in expr:
+        for m in _STRING.finditer(expr):
+            los.append(m.start())
+            his.append(m.end())
     for m in _CHAIN.finditer(expr):
         start, end = m.span()
-        if any(lo < start < hi for lo, hi in strings):
+        k = bisect.bisect_left(los, start) - 1      # the last literal opening before the chain
+        if k >= 0 and start < his[k]:
             continue
         root_end = _ROOT.match(expr, start).end()
         ends = [st.end() for st in _STEP.finditer(expr, root_end, end)]

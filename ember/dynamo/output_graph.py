@@ -34,6 +34,7 @@ from .variables.ctx import _set_autocast, _set_grad_enabled
 from .variables.lists import BaseListVariable, DictVariable, ListVariable, TupleVariable
 from .variables.sym_scalar import call_with_scalars, has_sym_scalars
 from .variables.tensor import TensorVariable
+from ..runtime import code_cache as _code_cache
 
 
 # ops whose output metadata does not depend on a scalar operand's value
@@ -523,8 +524,14 @@ class OutputGraph:
             if eff[0] == "container" and id(eff[1]) not in done:
                 vt = eff[1]
                 done.add(id(vt))
-                src = vt.source.expr()
-                if isinstance(vt, ListVariable):
+                # (the object read as the call starts: a replayed setattr above may have rebound
+                # the path to it -- ``old = self.cache; old.append(t); self.cache = []``)
+                src = self.materialize(vt)
+                if getattr(vt, "realized", True) is False:
+                    # an outside list only appended to (variables/lists.py OutsideListVariable)
+                    items = "".join(f"{self.materialize(i)}, " for i in vt.appended)
+                    self._pre.append(f"{src}.extend(({items}))")
+                elif isinstance(vt, ListVariable):
                     items = ", ".join(self.materialize(i) for i in vt.items)
                     self._pre.append(f"{src}[:] = [{items}]")
                 else:
@@ -695,7 +702,7 @@ class OutputGraph:
         # the breaking call is made through a function attributed to the user's line (tracebacks
         # and warnings name it, not this generated code): see user_line.py
         at = caller_at(code, brk.inst, orig.co_name)
-        if brk.kind == "call":
+        if brk.kind in ("call", "store"):
             fn, args, kwargs = brk.call
             fexpr = callable_expr(self, fn)
             parts = [self.materialize(a) for a in args] + [f"{k}={self.materialize(v)}" for k, v in kwargs.items()]
@@ -968,7 +975,7 @@ class OutputGraph:
         ns["__get_rng"], ns["__set_rng"], ns["__rerun"] = _random.get_rng_state, _random.set_rng_state, _rerun
         import random as _pyrandom
         ns["__py_getstate"], ns["__py_setstate"] = _pyrandom.getstate, _pyrandom.setstate
-        exec(compile(src, f"<ember.dynamo compiled {self.code.co_name}>", "exec"), ns)
+        exec(_code_cache.compile_source(src, f"<ember.dynamo compiled {self.code.co_name}>"), ns)
         fn = ns["__compiled"]
         _eval_frame.mark_skip(fn.__code__)
         fn.source = src

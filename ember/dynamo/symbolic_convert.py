@@ -57,7 +57,7 @@ _COMPARE = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operat
 _NULL = NullVariable()
 
 # Top-level instructions at which a graph break can be made (see make_break).
-BREAKABLE = {"CALL", "CALL_KW", "BINARY_SUBSCR", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
+BREAKABLE = {"CALL", "CALL_KW", "BINARY_SUBSCR", "STORE_SUBSCR", "TO_BOOL", "POP_JUMP_IF_TRUE", "POP_JUMP_IF_FALSE",
              "POP_JUMP_FORWARD_IF_TRUE", "POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_FALSE",
              "POP_JUMP_BACKWARD_IF_FALSE"}
 
@@ -66,7 +66,7 @@ class GraphBreak:
     """What the root translator hands back when it stops at a break instruction."""
 
     def __init__(self, kind, inst, stack, call, cond, targets, local_vars, reason):
-        self.kind = kind            # "call" | "bool" | "jump"
+        self.kind = kind            # "call" | "store" (a call whose result is dropped) | "bool" | "jump"
         self.inst = inst
         self.stack = stack          # trackers below the break's operands (NullVariable for NULL)
         self.call = call            # (fn, args, kwargs) for "call"
@@ -465,6 +465,18 @@ class InstructionTranslator:
                              self.break_reason)
             brk.covered = self.covered_offsets is None or inst.offset in self.covered_offsets
             return brk
+        if op == "STORE_SUBSCR":
+            # ``obj[key] = value`` that could not be traced (``out[mask] = y``, a boolean mask and
+            # a tensor of rows): made by ``operator.setitem`` after the graph
+            if len(stack) < 3:
+                raise nobreak("stack underflow")
+            if self.covered_offsets is None or inst.offset in self.covered_offsets:
+                # (a handler could catch what it raises: that takes a trampoline, made for calls)
+                raise nobreak("an item assignment inside a try/with block")
+            value, obj, key = stack[-3:]
+            setitem = BuiltinVariable(operator.setitem)
+            return GraphBreak("store", inst, stack[:-3], (setitem, [obj, key, value], {}), None, [nxt], live,
+                              self.break_reason)
         if op == "TO_BOOL":
             return GraphBreak("bool", inst, stack[:-1], None, stack[-1], [nxt], live, self.break_reason)
         if "POP_JUMP" in op:

@@ -10,6 +10,12 @@ subgraph of the frame's graph called by one node (``call_traced``); aot traces t
 call like any Python code, so the result is differentiable again (a gradient of a gradient, as
 with the eager transform under grad mode).
 
+``jvp(f, primals, tangents)`` and ``vjp(f, *primals)`` (session 48) take the function and its
+arguments in one call: ``jvp`` is one such subgraph; ``vjp``'s outputs are one, and each call
+of the ``vjp_fn`` it returns another that runs ``vjp(f, *primals)`` again on the same primals
+(``f`` must not draw random numbers; a ``vjp_fn`` returned from the frame or alive at a graph
+break makes the frame run eagerly: its autograd graph exists only inside the subgraphs).
+
 What is captured: ``grad``, ``grad_and_value``, ``vmap``, ``jacrev``, ``jacfwd``, ``hessian``
 (nested in each other too: ``vmap(grad(f))``) of a function, a closure or a module; their
 options (``argnums``, ``in_dims``, ...) constants; the call's arguments tensors, constants, and
@@ -28,6 +34,9 @@ from ..exc import Unsupported
 from .base import VariableTracker
 
 _TRANSFORM_NAMES = ("grad", "grad_and_value", "vmap", "jacrev", "jacfwd", "hessian")
+# transforms called with the function and its arguments at once (``jvp(f, primals, tangents)``,
+# ``vjp(f, *primals)``): no wrapper function to recognise when made outside the frame
+_DIRECT_NAMES = ("jvp", "vjp")
 _transforms: Dict[int, str] = {}
 
 
@@ -35,7 +44,7 @@ def transform_name(value):
     """The name of the ``ember.func`` transform ``value`` is (None if it is none of them)."""
     if not _transforms:
         from ... import func as _func
-        for name in _TRANSFORM_NAMES:
+        for name in _TRANSFORM_NAMES + _DIRECT_NAMES:
             _transforms[id(getattr(_func, name))] = name
     name = _transforms.get(id(value))
     if name is None:
@@ -111,6 +120,10 @@ class FuncTransformVariable(VariableTracker):
     def call_function(self, tx, args, kwargs):
         if not args:
             raise Unsupported(f"ember.func.{self.name}() without a function (the call runs eagerly, where it raises)")
+        if self.name == "jvp":
+            return _call_jvp(tx, self, args, kwargs)
+        if self.name == "vjp":
+            return _call_vjp(tx, self, args, kwargs)
         options = list(args[1:]) + list(kwargs.values())
         bad = [o for o in options if not o.is_python_constant()]
         if bad:
@@ -152,6 +165,122 @@ class TransformedFunctionVariable(VariableTracker):
         else:
             fn = _branch_callable(self.inner, cells_map, modules, codes)
         return None if fn is None else self.transform.fn(fn, *self.args, **self.kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
+# jvp / vjp: the function and its arguments in one call
+
+def _constant_options(tvar, kwargs, allowed):
+    """``kwargs`` (trackers) as constants; anything else is a graph break naming the option."""
+    opts = {}
+    for k, v in kwargs.items():
+        if k not in allowed or not v.is_python_constant():
+            raise Unsupported(f"ember.func.{tvar.name}: the option {k}={v} is not a constant "
+                              f"{'/'.join(allowed)}; the call runs eagerly")
+        opts[k] = v.as_python_constant()
+    return opts
+
+
+class AppliedTransformVariable(TransformedFunctionVariable):
+    """``jvp(f, ...)`` / ``vjp(f, ...)`` as a function of the call's tensor arguments, for
+    ``_trace_call``: ``apply(real f, options)`` is the Python function the subgraph traces."""
+
+    def __init__(self, transform, inner, kwargs, apply):
+        super().__init__(transform, inner, [], kwargs)
+        self.apply = apply
+
+    def reconstruct(self, out):
+        raise Unsupported(f"ember.func.{self.transform.name}: an intermediate of its capture cannot leave the graph")
+
+    def rebuild(self, cells_map, modules, codes):
+        from .._cond_trace import _branch_callable
+        if isinstance(self.inner, TransformedFunctionVariable):
+            fn = self.inner.rebuild(cells_map, modules, codes)
+        else:
+            fn = _branch_callable(self.inner, cells_map, modules, codes)
+        return None if fn is None else self.apply(fn, self.kwargs)
+
+
+def _jvp_apply(fn, opts):
+    from ... import func as _func
+    return lambda primals, tangents: _func.jvp(fn, primals, tangents, **opts)
+
+
+def _call_jvp(tx, tvar, args, kwargs):
+    """``ember.func.jvp(f, primals, tangents, strict=, has_aux=)``: one subgraph computing
+    ``(f(*primals), J @ tangents[, aux])`` (ember's jvp is a double vjp, traced like grad)."""
+    kwargs = dict(kwargs)
+    rest = list(args[1:])
+    for name in ("primals", "tangents"):
+        if name in kwargs:
+            rest.append(kwargs.pop(name))
+    if len(rest) != 2:
+        raise Unsupported("ember.func.jvp: expected (func, primals, tangents); the call runs eagerly, where it raises")
+    opts = _constant_options(tvar, kwargs, ("strict", "has_aux"))
+    from .lists import TupleVariable
+    if not all(isinstance(r, TupleVariable) and r.python_type() is tuple for r in rest):
+        # (eager jvp raises for primals that are not a tuple: let it, with its own words)
+        raise Unsupported("ember.func.jvp: primals/tangents are not tuples; the call runs eagerly")
+    fvar = AppliedTransformVariable(tvar, args[0], opts, _jvp_apply)
+    return _trace_call(tx, fvar, rest, {})
+
+
+def _vjp_forward(fn, opts):
+    from ... import func as _func
+
+    def forward(*primals):
+        res = _func.vjp(fn, *primals, **opts)
+        return (res[0], res[2]) if opts.get("has_aux") else res[0]
+    return forward
+
+
+def _vjp_backward(fn, opts):
+    from ... import func as _func
+    return lambda primals, *a, **k: _func.vjp(fn, *primals, **opts)[1](*a, **k)
+
+
+def _call_vjp(tx, tvar, args, kwargs):
+    """``out, vjp_fn = ember.func.vjp(f, *primals)``: ``out`` (and ``aux``) is one subgraph;
+    ``vjp_fn`` a tracker whose calls are subgraphs of their own that run ``f`` again on the
+    same primals (so ``f`` must not draw random numbers: ``_trace_call`` checks)."""
+    from .constant import ConstantVariable
+    from .lists import TupleVariable
+    opts = _constant_options(tvar, dict(kwargs), ("has_aux",))
+    primals = list(args[1:])
+    fvar = AppliedTransformVariable(tvar, args[0], opts, _vjp_forward)
+    res = _trace_call(tx, fvar, primals, {})
+    fn = VjpFunctionVariable(tvar, args[0], primals, opts)
+    if opts.get("has_aux"):
+        out, aux = res.items if isinstance(res, TupleVariable) else (res, ConstantVariable(None))
+        return TupleVariable([out, fn, aux])
+    return TupleVariable([res, fn])
+
+
+class VjpFunctionVariable(VariableTracker):
+    """The ``vjp_fn`` ``ember.func.vjp`` returned in the frame: a call traces
+    ``vjp(f, *primals)[1](cotangents)`` as a subgraph."""
+
+    def __init__(self, transform, inner, primals, opts):
+        self.transform, self.inner, self.primals, self.opts = transform, inner, primals, opts
+        self.source = None
+
+    def python_type(self):
+        import types
+        return types.FunctionType
+
+    def __repr__(self):
+        return f"VjpFunctionVariable({self.inner})"
+
+    def reconstruct(self, out):
+        # (its autograd graph exists only inside the subgraphs; made again eagerly it would be
+        # a different call of f)
+        raise Unsupported("the vjp_fn of ember.func.vjp, returned or kept across a graph break, is not captured; "
+                          "the frame runs eagerly")
+
+    def call_function(self, tx, args, kwargs):
+        from .lists import TupleVariable
+        fvar = AppliedTransformVariable(self.transform, self.inner, self.opts, _vjp_backward)
+        return _trace_call(tx, fvar, [TupleVariable(self.primals)] + list(args), dict(kwargs))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Lists, tuples (including ember.Size and named tuples), dicts and iterators of trackers.
 
 Containers created inside the frame are modelled exactly (mutation included).
-Containers that came from outside (they have a source) are read-only here:
-mutating them would be a side effect to replay after the graph, which this
-version does not do, so it is unsupported (the frame runs eagerly)."""
+Containers that came from outside (they have a source) are modelled too; their
+mutations are side effects replayed after the graph (OutputGraph.record_container_mutation).
+An outside list is read lazily (``OutsideListVariable``): appends to it need no
+guard on what it holds."""
 from __future__ import annotations
 
 import types
@@ -169,6 +170,66 @@ class ListVariable(BaseListVariable):
 
     def __repr__(self):
         return f"ListVariable({self.items})"
+
+
+class OutsideListVariable(ListVariable):
+    """A list that came from outside the frame (an argument, an attribute, a resume function's
+    ``outs``), whose items are read -- wrapped, with a guard on its length and on each item --
+    only when the trace first needs them (``items``). Until then ``append``/``extend`` only
+    collect the new items, replayed after the graph as ``list.extend``.
+
+    Why: a decoding loop that breaks in every step (``outs.append(nxt); if (nxt == eos).all():
+    break``) resumes with ``outs`` as an argument; guarding its length (and every tensor in it)
+    made each step a recompile until the recompile limit. A list that is only appended to needs
+    no assumption about what it already holds. Any other use (``len``, indexing, iteration, a
+    call that receives it) reads it as before, guards included."""
+
+    def __init__(self, tx, value, source, guard):
+        self.source = source
+        self._tx, self._guard = tx, guard
+        self._snapshot = list(value)     # (what its guards and items describe: the value at entry)
+        self._items = None               # None: not read yet
+        self.appended = []               # items appended before it was read
+
+    @property
+    def items(self):
+        if self._items is None:
+            self._realize()
+        return self._items
+
+    @items.setter
+    def items(self, value):
+        self._items = list(value)
+        self.appended = None
+
+    @property
+    def realized(self) -> bool:
+        return self._items is not None
+
+    def _realize(self):
+        from ..source import GetItemSource
+        from .builder import wrap
+        tx, src = self._tx, self.source
+        if self._guard:
+            tx.output.guards.len_match(src, len(self._snapshot))
+        read = [wrap(tx, v, GetItemSource(src, i), self._guard) for i, v in enumerate(self._snapshot)]
+        self._items = read + self.appended
+        self.appended = None
+
+    def call_method(self, tx, name, args, kwargs):
+        if not self.realized and name in ("append", "extend") and len(args) == 1 and not kwargs:
+            self._check_mutable(tx)
+            self.appended.extend([args[0]] if name == "append" else args[0].unpack(tx))
+            return ConstantVariable(None)
+        return super().call_method(tx, name, args, kwargs)
+
+    def clone_with(self, items):
+        return ListVariable(items)
+
+    def __repr__(self):
+        if not self.realized:     # (a log line must not read the list: that would add guards)
+            return f"OutsideListVariable(<unread>, appended={self.appended})"
+        return f"OutsideListVariable({self._items})"
 
 
 def sort_items(tx, items, kwargs):

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import types
 
 from ..exc import Unsupported
@@ -404,6 +405,7 @@ class NNModuleVariable(VariableTracker):
         m = self.module
         k = _specialize_index(key.as_python_constant())
         if type(m).__getitem__ in (ModuleList.__getitem__, Sequential.__getitem__) and isinstance(k, int):
+            _note_selector(tx, key, k)
             subs = self.unpack(tx)
             try:
                 return subs[k]
@@ -885,6 +887,59 @@ _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_se
             "inference_mode"}
 
 
+# ember functions making a tensor from one Python number: (index of the value argument, its
+# keyword, the dtype an int value gives)
+_FILL_FUNCS = {"full": (1, "fill_value", "int64"), "tensor": (0, "data", "int64"),
+               "as_tensor": (0, "data", "int64"), "scalar_tensor": (0, "s", None)}
+
+
+def _symbolic_fill(tx, fn, name, args, kwargs):
+    """``ember.full(size, n)`` / ``ember.tensor(n)`` / ``scalar_tensor(n)`` of a symbolic int
+    ``n`` (a loop counter in a resume function, an int argument that changed): traced as
+    ``zeros(size, dtype) + n``, whose graph reads ``n`` instead of specialising it -- the
+    example run of ``full`` needs a Python number, which guarded each value (a decoding loop
+    with ``torch.full((1,), step)`` recompiled every step until the limit). None: not such a
+    call (traced as it is)."""
+    from ...fx.experimental.symbolic_shapes import SymInt
+    spec = _FILL_FUNCS.get(name)
+    import ember as _ember
+    if spec is None or getattr(_ember, name, None) is not fn:
+        return None
+    pos, key, int_dtype = spec
+    args, kwargs = list(args), dict(kwargs)
+    if len(args) > pos:
+        value = args.pop(pos)
+    elif key in kwargs:
+        value = kwargs.pop(key)
+    else:
+        return None
+    if not (value.is_python_constant() and type(value.as_python_constant()) is SymInt):
+        return None
+    if name == "full" and not args and "size" in kwargs:
+        args.append(kwargs.pop("size"))
+    if set(kwargs) - {"dtype", "device"} or len(args) != (1 if name == "full" else 0):
+        return None           # (requires_grad=, out=, a layout: traced as they are)
+    from ... import zeros
+    dtype = kwargs.get("dtype")
+    if dtype is None or (dtype.is_python_constant() and dtype.as_python_constant() is None):
+        from ... import float32, int64
+        kwargs["dtype"] = ConstantVariable(int64 if int_dtype else float32)
+    size = args[0] if args else ConstantVariable(())
+    z = tx.output.call_function(zeros, [size], kwargs)
+    return tx.output.call_function(operator.add, [z, value], {})
+
+
+def _note_selector(tx, key, k):
+    """``self.experts[e]`` with ``e`` an argument of the frame (a resume function inside
+    ``for e in range(n)``): the entry is specialised to ``e == k``, i.e. to one member module.
+    Recorded so the recompile limit counts it per member, as it counts a frame called on each
+    of several modules (``for expert in self.experts`` passes the module itself)."""
+    from ..source import LocalSource
+    src = getattr(key, "source", None)
+    if isinstance(src, LocalSource) and type(k) is int:
+        tx.output.guards.selectors[src.index] = k
+
+
 def _specialize_index(k):
     """A symbolic int used as a container index (``self.experts[i]`` in a resume function whose
     loop counter became dynamic) picks one member: specialised (``int()`` guards its value, and
@@ -971,6 +1026,9 @@ class EmberFunctionVariable(VariableTracker):
             if isinstance(res, types.ModuleType):
                 return PythonModuleVariable(res, None, trusted=res.__name__.startswith("ember"))
         del allargs
+        filled = _symbolic_fill(tx, self.fn, name, args, kwargs)
+        if filled is not None:
+            return filled
         try:
             return tx.output.call_function(self.fn, list(args), kwargs)
         except Unsupported as e:

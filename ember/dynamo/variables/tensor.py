@@ -31,6 +31,19 @@ BLOCKED_METHODS = {"item", "tolist", "numpy", "backward", "register_hook", "reta
                    "as_subclass"}
 
 
+def _detach_intermediate(tx, tv) -> bool:
+    """``y.detach_()`` of a tensor the frame computed (no source: not an input, not reachable
+    from outside) that is no view: the tracker -- every reference to the Python object ``y``
+    -- becomes ``y.detach()``, which is what the in-place detach does to the object. Views of
+    ``y`` taken earlier keep their history, as in eager. False (a graph break, as before) for an
+    input or a view, whose autograd state outside the graph would have to change too."""
+    if tv.source is not None or tv.cls is not Tensor or getattr(tv.example, "_base", None) is not None:
+        return False
+    res = tx.output.call_method("detach", [tv], {})
+    tv.node, tv.example = res.node, res.example
+    return True
+
+
 def _subclass_method(cls, name):
     """The plain function ``name`` that Tensor subclass ``cls`` defines itself (not one of the
     protocol's routed Tensor methods), or None; the class is guarded by the tensor's guards."""
@@ -139,6 +152,8 @@ class TensorMethodVariable(VariableTracker):
             check_engine_inputs(args[3] if len(args) > 3 else kwargs.get("inputs"), "Tensor.backward()")
         if name in BLOCKED_METHODS:
             raise Unsupported(f"Tensor.{name}() reads tensor data or autograd state")
+        if name == "detach_" and not args and not kwargs and _detach_intermediate(tx, self.tensor):
+            return self.tensor
         if name == "type" and not args and not kwargs:
             return ConstantVariable(self.tensor.example.type())     # 'torch.FloatTensor': metadata
         if name in META_METHODS:
