@@ -31,7 +31,12 @@ LOWER_PRECISION = frozenset({"mm", "bmm", "addmm", "baddbmm", "addbmm", "matmul"
 
 # ops that run in float32, per device type (PyTorch's fp32 lists, restricted to ember's ops)
 _COMMON_FP32 = {"mse_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy_with_logits", "nll_loss_nd",
-                "cdist", "prod"}
+                "cdist", "prod",
+                # losses composed in Python (ember/nn/functional.py), cast by autocast_args: no kernel
+                # op of theirs reaches the dispatcher's cast_args
+                "l1_loss", "kl_div", "soft_margin_loss", "margin_ranking_loss", "triplet_margin_loss",
+                "poisson_nll_loss", "hinge_embedding_loss", "multi_margin_loss", "multilabel_margin_loss",
+                "cosine_embedding_loss"}
 FLOAT32: Dict[str, frozenset] = {
     # cpu: also the linear algebra and FFT ops (PyTorch's CPU fp32 list: its kernels have no
     # bfloat16/float16 versions), trace, polar and view_as_complex; not dist, renorm and
@@ -39,7 +44,10 @@ FLOAT32: Dict[str, frozenset] = {
     "cpu": frozenset(_COMMON_FP32 | {
         "binary_cross_entropy", "trace", "polar", "view_as_complex", "geqrf_raw", "linalg_inv", "linalg_inv_ex",
         "linalg_cholesky", "linalg_cholesky_ex", "linalg_qr", "linalg_svd", "linalg_eig", "linalg_eigh",
-        "linalg_lstsq", "linalg_solve", "_fft_r2c", "_fft_c2c", "_fft_c2r", "avg_pool", "max_pool_with_indices"}),
+        "linalg_lstsq", "linalg_solve", "_fft_r2c", "_fft_c2c", "_fft_c2r", "avg_pool", "max_pool_with_indices",
+        # Python compositions, cast by autocast_args (PyTorch's names; not reflection_pad3d)
+        "adaptive_avg_pool3d", "reflection_pad1d", "reflection_pad2d", "replication_pad1d", "replication_pad2d",
+        "replication_pad3d", "grid_sampler"}),
     "cuda": frozenset(_COMMON_FP32 | {
         "dist", "cumprod", "renorm",
         "exp", "expm1", "log", "log10", "log2", "log1p", "reciprocal", "rsqrt", "pow", "softplus",
@@ -107,6 +115,28 @@ def cast_args(op, args):
             changed = True
         out.append(a)
     return tuple(out) if changed else args
+
+
+class _Composite:
+    """Stands for an op in :func:`cast_args` where there is only a name: a function of
+    ember.nn.functional composed of several ops, none of which autocast would cast."""
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+
+def autocast_args(name, *args):
+    """``args`` cast as the active region casts those of the op PyTorch calls ``name``
+    (a tuple, ``args`` itself outside any region).
+
+    Why: PyTorch's autocast casts at its kernels (l1_loss, kl_div, grid_sampler, ...), while
+    ember composes those functions in Python from ops autocast leaves alone, so under a
+    bfloat16 / float16 region they ran in the low precision PyTorch avoids. Called at the top
+    of such a function, this gives its inputs the kernel's cast (float32 on the FLOAT32 lists)."""
+    if STATE.autocast is None:
+        return args
+    return cast_args(_Composite(name), args)
 
 
 def _eligible(a, dev):

@@ -82,7 +82,7 @@ class Bernoulli(ExponentialFamily):
         if self._validate_args:
             self._validate_sample(value)
         logits, value = broadcast_all(self.logits, value)
-        return -_bce_with_logits(logits, value.to(logits.dtype))
+        return -_bce_with_logits(logits, value)
 
     def entropy(self):
         return _bce_with_logits(self.logits, self.probs)

@@ -154,6 +154,7 @@ def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduct
     F = _F()
     reduction = F._legacy_reduction(size_average, reduce, reduction)
     _check_multilabel_margin(input, target)
+    input, = F._autocast_args("multilabel_margin_loss", input)    # PyTorch's kernel: float32 under autocast
     x = input.reshape(1, -1) if input.dim() <= 1 else input
     t = target.reshape(x.shape[0], x.shape[1])
     C = x.shape[1]

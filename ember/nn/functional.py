@@ -23,6 +23,7 @@ from ..tensor import Tensor, _make
 from ..autograd import no_grad as _no_grad
 from ..backends import cuda as _sdp_switches
 from . import _eager_fast
+from ..amp.autocast_mode import autocast_args as _autocast_args
 
 __all__ = []  # filled at the end
 
@@ -321,6 +322,7 @@ def adaptive_avg_pool2d(input, output_size):
 
 
 def adaptive_avg_pool3d(input, output_size):
+    input, = _autocast_args("adaptive_avg_pool3d", input)
     return _adaptive_avg(3, input, output_size)
 
 
@@ -1009,6 +1011,8 @@ def pad(input, pad, mode="constant", value=None):
                 "  - 2D or 3D input: padding size = 2 (pads last dimension)\n"
                 "  - 3D or 4D input: padding size = 4 (pads last 2 dimensions)\n"
                 "  - 4D or 5D input: padding size = 6 (pads last 3 dimensions)")
+    if mode in ("reflect", "replicate"):
+        input, = _autocast_args(f"{'reflection' if mode == 'reflect' else 'replication'}_pad{nd}d", input)
     if _symbolic(input.shape):
         return _pad_symbolic(input, pad, mode, 0 if value is None else value)
     spec = _pad_spec(tuple(input.shape), pad, mode, 0 if value is None else value)
@@ -1646,6 +1650,8 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", we
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _check_target_size(input, target, "l1_loss")
+    if weight is None:          # (with a weight PyTorch composes in Python too: no autocast)
+        input, target = _autocast_args("l1_loss", input, target)
     loss = _op("abs")(input - target)
     if weight is not None:
         _check_loss_weight(weight, input)
@@ -1690,7 +1696,25 @@ def binary_cross_entropy_with_logits(input, target, weight=None, size_average=No
         # is reported in those terms (the kernel would fail with a backend error instead)
         from ..ops._helpers import broadcast_shapes
         broadcast_shapes(tuple(pos_weight.shape), tuple(target.shape))
-    return _nn.binary_cross_entropy_with_logits(input, target, weight, pos_weight, _red(reduction))
+    input, target, weight, pos_weight = _autocast_args("binary_cross_entropy_with_logits", input, target,
+                                                       weight, pos_weight)
+    out_dtype = _bce_logits_dtype(input, target)
+    if out_dtype is None:
+        return _nn.binary_cross_entropy_with_logits(input, target, weight, pos_weight, _red(reduction))
+    common = _t.promote_types(input.dtype, target.dtype)
+    loss = _nn.binary_cross_entropy_with_logits(input.to(common), target.to(common), weight, pos_weight,
+                                                _red(reduction))
+    return loss.to(out_dtype)
+
+
+def _bce_logits_dtype(input, target):
+    """The loss's dtype where it is not the logits' (None otherwise): the target's. Why: PyTorch
+    computes the loss into ``(1 - target)`` in place, so float32 logits with a float64 target
+    give float64, with a float16 one float16 (and weight / pos_weight don't change it). The
+    kernel computes in the logits' dtype: it gets both at their promoted dtype instead."""
+    if target.dtype is input.dtype or not target.dtype.is_floating_point or not input.dtype.is_floating_point:
+        return None
+    return target.dtype
 
 
 def _class_target(input, target):
@@ -1822,6 +1846,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       "'batchmean' divides only by the batch size, and aligns with the KL div math definition."
                       "'mean' will be changed to behave the same as 'batchmean' in the next major release.",
                       UserWarning, stacklevel=2)
+    input, target = _autocast_args("kl_div", input, target)
     if log_target:
         loss = _op("exp")(target) * (target - input)
     else:
@@ -1842,6 +1867,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
 def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8, reduce=None,
                      reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _autocast_args("poisson_nll_loss", input, target)
     if log_input:
         loss = _op("exp")(input) - target * input
     else:
@@ -1890,11 +1916,13 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
 
 def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input1, input2, target = _autocast_args("margin_ranking_loss", input1, input2, target)
     return _reduce(_op("clamp_min")(-target * (input1 - input2) + margin, 0), reduction)
 
 
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _autocast_args("hinge_embedding_loss", input, target)
     where = _op("where")
     zeros = input * 0
     margin_clamp = _op("clamp_min")(margin - input, 0)
@@ -1905,6 +1933,7 @@ def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=No
 
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
+    input, target = _autocast_args("soft_margin_loss", input, target)
     # (-input) * target, as torch: a broadcast error then names the operands in torch's order
     return _reduce(_op("log1p")(_op("exp")(-input * target)), reduction)
 
@@ -1934,6 +1963,7 @@ def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None,
                           reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
     _check_cosine_embedding(input1, input2, target)
+    input1, input2, target = _autocast_args("cosine_embedding_loss", input1, input2, target)
     eps = 1e-12
     prod = (input1 * input2).sum(-1)
     m1 = (input1 * input1).sum(-1) + eps
@@ -1954,6 +1984,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
     if not (a_dim == p_dim and p_dim == n_dim):
         raise RuntimeError(f"The anchor, positive, and negative tensors are expected to have the same number of "
                            f"dimensions, but got: anchor {a_dim}D, positive {p_dim}D, and negative {n_dim}D inputs")
+    anchor, positive, negative = _autocast_args("triplet_margin_loss", anchor, positive, negative)
     d_pos = pairwise_distance(anchor, positive, p, eps)
     d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
@@ -1997,6 +2028,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None and weight.dim() != 1:
         raise ValueError("weight must be one-dimensional")
     _check_multi_margin(input, target, weight)
+    input, target, weight = _autocast_args("multi_margin_loss", input, target, weight)
     x = input.reshape(1, -1) if input.dim() < 2 else input
     t = target.reshape(-1)
     C = x.shape[1]
@@ -2539,6 +2571,7 @@ def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corner
         warnings.warn(_GRID_DEFAULT_WARNING, stacklevel=2)
         align_corners = False
     _check_grid_sample(input, grid, mode)
+    input, grid = _autocast_args("grid_sampler", input, grid)
     import itertools
     where = _op("where")
     nd = input.dim() - 2
