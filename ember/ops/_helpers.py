@@ -273,9 +273,15 @@ def half_source(a, npdt):
     """``a`` ready for a cast to ``npdt``: PyTorch converts float64 (and complex128) to
     float16 through float32 -- c10::Half is built from a float only -- so a value within a
     float32 ulp of a float16 tie rounds twice; numpy's direct cast would round it once and
-    land one float16 step away from torch's. Other casts are left to numpy."""
+    land one float16 step away from torch's. A bfloat16 source cast to an integer dtype goes
+    through float32 (exact), as c10::BFloat16 converts through float: ml_dtypes' own cast
+    gives 0 for nan/inf/out-of-range values and clamps negatives into unsigned types, where
+    torch's C cast gives INT_MIN (int32/int64) or wraps through int (-2.5 -> uint8 254).
+    Other casts are left to numpy."""
     if npdt == np.float16 and a.dtype in (np.float64, np.complex128):
         return a.astype(np.float32 if a.dtype == np.float64 else np.complex64)
+    if a.dtype == _t.bfloat16.np and np.dtype(npdt).kind in "iu":
+        return a.astype(np.float32)
     return a
 
 

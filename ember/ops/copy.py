@@ -93,7 +93,8 @@ def _fill(xp, self, value):
             raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with "
                                f"{value.ndim} dimensions.")
         with np.errstate(all="ignore"):
-            value = value.astype(dt.np)       # a 0-d tensor's value is cast (wraps), as PyTorch's
+            # a 0-d tensor's value is cast (wraps; a bfloat16 one through float32), as PyTorch's
+            value = half_source(value, dt.np).astype(dt.np)
     else:
         value = checked_array(xp, value, dt)  # a number is checked: fill_(300) of int8 raises
     if self.flags.c_contiguous and (1 not in self.shape or _canonical_c(self)):

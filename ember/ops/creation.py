@@ -364,7 +364,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad=False, pin_memory=Fal
     if dt._limited == "float8" and arr.dtype != dt.np:   # torch's rounding (saturating e4m3fn, e8m0fnu)
         from .._float8 import to_float8
         arr = to_float8(arr, dt.np)
-    if dt.np == np.float16 and arr.dtype != dt.np:
+    if arr.dtype != dt.np:              # torch's conversion paths (float16 from float64, bfloat16 to ints)
         arr = half_source(arr, dt.np)
     arr = np.asarray(arr, dtype=dt.np, order="C") if isinstance(arr, np.ndarray) else arr.astype(dt.np)
     dev = _t.as_device(device) if device is not None else (dev or STATE.default_device)

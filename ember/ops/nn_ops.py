@@ -1647,6 +1647,17 @@ def _nll_name(args):
     return "NllLoss2DBackward0" if args[0].ndim > 2 else "NllLossBackward0"
 
 
+def _nll_check_target_dtype(x, t):
+    """torch's target dtype checks: nll_loss takes int64 or uint8 class indices; the
+    spatial kernel (nll_loss2d, input of 3+ dims) still requires int64."""
+    if t.dtype == np.int64:
+        return
+    if t.dtype != np.uint8:
+        raise RuntimeError(f"expected target dtype to be Long or Byte, but got {_legacy(t)}")
+    if x.ndim > 2:
+        raise RuntimeError(f"expected scalar type Long but found {_legacy(t)}")
+
+
 def _nll_check(x, t, w):
     if x.ndim < 1:
         raise ValueError(f"Expected 1 or more dimensions (got {x.ndim})")
@@ -1661,8 +1672,7 @@ def _nll_check(x, t, w):
             raise RuntimeError(f"Expected target size {list(x.shape[:1] + x.shape[2:])}, got {list(t.shape)}")
         if x.ndim == 2 and t.ndim != 1:
             raise RuntimeError("0D or 1D target tensor expected, multi-target not supported")
-    if t.dtype != np.int64:
-        raise RuntimeError(f"expected scalar type Long but found {_legacy(t)}")
+    _nll_check_target_dtype(x, t)
     C = x.shape[0] if x.ndim == 1 else x.shape[1]
     if w is not None and w.size != C:
         raise RuntimeError(f"weight tensor should be defined either for all {C} classes or no classes but got "

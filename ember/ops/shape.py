@@ -666,9 +666,10 @@ def _to_copy(xp, a, dtype=None, device=None):
             return target.asarray(a.astype(dt.np))
         if target is np and not isinstance(a, np.ndarray):
             return a.get().astype(dt.np)
-    if a.dtype.kind in "fc" and dt.np.kind in "iub":
-        # nan/inf/out-of-range floats to integers: PyTorch converts without a word (the values
-        # are the C cast's); numpy would print "invalid value encountered in cast"
+    if a.dtype.kind in "fc":
+        # nan/inf/out-of-range floats to integers, or past a narrower float's range (3e9 to
+        # float16 is inf): PyTorch converts without a word (the values are the C cast's);
+        # numpy would print "invalid value" / "overflow encountered in cast"
         with np.errstate(invalid="ignore", over="ignore"):
             return _copy_as(xp, a, dt.np)
     return _copy_as(xp, a, dt.np)

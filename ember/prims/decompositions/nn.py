@@ -645,6 +645,12 @@ def binary_cross_entropy_with_logits(x, t, w=None, pw=None, reduction=1):
 
 
 # ---------------------------------------------------------------------- nll_loss
+def _class_index(t):
+    """An nll target as int64: torch's nll_loss also takes uint8 class indices (exact in int64,
+    so an ignore_index of -100 compares as a number, never wrapping into 0..255)."""
+    return t if t.dtype is _t.int64 else to(t, _t.int64)
+
+
 def _nll_parts(shape, t, w, ignore_index, dtype, device):
     """(target with ignored entries at class 0, per-entry weights (0 where ignored))."""
     valid = prims.ne(t, int(ignore_index))
@@ -659,8 +665,9 @@ def _nll_parts(shape, t, w, ignore_index, dtype, device):
 
 @register_decomposition("nll_loss_nd")
 def nll_loss_nd(x, t, w=None, reduction=1, ignore_index=-100):
-    if t.dtype is not _t.int64 or x.ndim < 1 or not x.dtype.is_floating_point:
+    if t.dtype not in (_t.int64, _t.uint8) or x.ndim < 1 or not x.dtype.is_floating_point:
         return NotImplemented
+    t = _class_index(t)
     unb = x.ndim == 1
     xx = prims.expand_dims(x, (0,)) if unb else x
     tt = reshape(t, (1,)) if unb else t
@@ -682,6 +689,7 @@ def _nll_loss_backward(g, self_size, t, w, reduction, ignore_index):
     shape = tuple(self_size)
     unb = len(shape) == 1
     xs = (1,) + shape if unb else shape
+    t = _class_index(t)
     tt = reshape(t, (1,)) if unb else t
     tc, ws = _nll_parts(xs, tt, w, ignore_index, g.dtype, g.device)
     ts = tuple(tt.shape)

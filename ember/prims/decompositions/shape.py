@@ -395,9 +395,23 @@ def _norm_items(items, shape):
             out.append((s, max(e, s), st))
         elif isinstance(k, numbers.Integral):
             out.append(int(k) + n if k < 0 else int(k))
+        elif is_symbolic(k):
+            out.append(_sym_index(k, n))
         else:
             raise NotImplementedError(f"basic key entry {k!r}")
     return out
+
+
+def _sym_index(k, n):
+    """A symbolic integer key entry (select's backward under dynamic shapes passes the wrapped
+    index, e.g. ``s0 - 1`` for ``x[:, -1]``) made non-negative when its sign is known from the
+    shape environment's facts; an undecidable sign is refused (the graph then runs eagerly)
+    rather than guessed or guarded on."""
+    if statically_known_true(k >= 0):
+        return k
+    if statically_known_true(k < 0):
+        return k + n
+    raise NotImplementedError(f"basic key entry {k!r} of unknown sign")
 
 
 @register_decomposition("_basic_index")
@@ -419,6 +433,12 @@ def _basic_index(x, key):
     return prims.squeeze(out, tuple(drop)) if drop else out
 
 
+def _is_index(k):
+    """Whether a normalized key entry selects one position (an int, or a symbolic one from
+    ``_sym_index``) rather than a (start, stop, step) range or a whole dim (None)."""
+    return isinstance(k, int) or is_symbolic(k)
+
+
 @register_decomposition("_embed")
 def _embed(g, size, key):
     size = tuple(size)
@@ -426,14 +446,14 @@ def _embed(g, size, key):
         items = _norm_items(_key_items(key, len(size)), size)
     except NotImplementedError:
         return NotImplemented
-    ints = tuple(d for d, k in enumerate(items) if isinstance(k, int))
+    ints = tuple(d for d, k in enumerate(items) if _is_index(k))
     if ints:
         g = prims.expand_dims(g, ints)
     config = []
     for k, n in zip(items, size):
         if k is None:
             config.append((0, 0, 0))
-        elif isinstance(k, int):
+        elif _is_index(k):
             config.append((k, n - k - 1, 0))
         else:
             s, e, st = k
