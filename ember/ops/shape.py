@@ -576,7 +576,12 @@ def _as_strided_bw(ctx, g):
 def _may_overlap(shape, strides):
     """Whether two elements of the geometry (``shape``, ``strides``) can share a memory
     location: a stride-0 dimension, or strides too small for the dims nested inside them."""
-    dims = sorted((abs(int(st)), int(n)) for n, st in zip(shape, strides) if int(n) > 1)
+    if not all(type(v) is int for v in (*shape, *strides)):
+        # symbolic sizes (a dynamic trace): int() would specialise them, so only a zero stride
+        # (an expanded dim) is looked for; a false "may" only costs the division by counts of 1
+        return any(type(st) is int and st == 0 and not (type(n) is int and n <= 1)
+                   for n, st in zip(shape, strides))
+    dims = sorted((abs(st), n) for n, st in zip(shape, strides) if n > 1)
     extent = 0                  # the span, in elements, of the dims taken so far
     for st, n in dims:
         if st <= extent:
