@@ -102,22 +102,6 @@ def test_env_switch_bypasses(tmp_path):
 
 
 # ---------------------------------------------------------------------------- in process
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_AOT_CACHE", raising=False)
-    monkeypatch.delenv("EMBER_LOGS", raising=False)
-    # a graph log an earlier test turned on bypasses the cache (its graphs exist only when traced)
-    import logging
-    loggers = [logging.getLogger(f"ember.aot.{kind}") for kind in ("aot_graphs", "aot_joint_graph")]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.NOTSET)          # (setLevel also clears the logger's isEnabledFor cache)
-    yield tmp_path / "cache"
-    for lg, lvl in zip(loggers, old):
-        lg.setLevel(lvl)
-
-
 def rand(*shape, dtype=np.float32, requires_grad=False, seed=0):
     rng = np.random.default_rng(seed + sum(shape))
     t = _make(rng.uniform(-2, 2, shape).astype(dtype))

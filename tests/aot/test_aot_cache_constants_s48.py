@@ -10,21 +10,6 @@ from ember.aot import aot_autograd, cache
 from ember.tensor import _make
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_AOT_CACHE", raising=False)
-    monkeypatch.delenv("EMBER_LOGS", raising=False)
-    import logging
-    loggers = [logging.getLogger(f"ember.aot.{kind}") for kind in ("aot_graphs", "aot_joint_graph")]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.NOTSET)
-    yield tmp_path / "cache"
-    for lg, lvl in zip(loggers, old):
-        lg.setLevel(lvl)
-
-
 def _rand(*shape, seed, requires_grad=False):
     t = _make(np.random.default_rng(seed).uniform(-2, 2, shape).astype(np.float32))
     return t.requires_grad_(True) if requires_grad else t

@@ -124,22 +124,6 @@ def test_create_graph_with_an_unused_output(backend):
             _close(p1.grad, p2.grad)
 
 
-@pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    """An empty aot cache that is on: a graph log an earlier test turned on would bypass it."""
-    import logging
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_AOT_CACHE", raising=False)
-    monkeypatch.delenv("EMBER_LOGS", raising=False)
-    loggers = [logging.getLogger(f"ember.aot.{kind}") for kind in ("aot_graphs", "aot_joint_graph")]
-    old = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.NOTSET)
-    yield
-    for lg, lvl in zip(loggers, old):
-        lg.setLevel(lvl)
-
-
 def test_unused_outputs_after_an_aot_cache_hit(fresh_cache):
     # the second compile finds the graphs in the aot cache (no joint graph is traced): which
     # tangents each gradient reads comes back with the cached entry
