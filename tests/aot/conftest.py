@@ -15,7 +15,8 @@ def fresh_cache(tmp_path, monkeypatch):
     loggers = [logging.getLogger(f"ember.aot.{kind}") for kind in ("aot_graphs", "aot_joint_graph")]
     old = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.NOTSET)          # (setLevel also clears the logger's isEnabledFor cache)
+        # WARNING, not NOTSET: a parent logger set to DEBUG would still reach them through NOTSET
+        lg.setLevel(logging.WARNING)         # (setLevel also clears the logger's isEnabledFor cache)
     yield tmp_path / "cache"
     for lg, lvl in zip(loggers, old):
         lg.setLevel(lvl)

@@ -95,23 +95,12 @@ def _outer(inner):
 
 
 @pytest.fixture
-def fresh_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("EMBER_AOT_CACHE", raising=False)
-    monkeypatch.delenv("EMBER_LOGS", raising=False)
-    # (an earlier test may leave aot's graph logs on, which bypasses the cache: their graphs
-    # exist only when traced)
-    import logging
-    loggers = [logging.getLogger(f"ember.aot.{kind}") for kind in ("aot_graphs", "aot_joint_graph")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.WARNING)          # (setLevel: also clears isEnabledFor's cache)
+def fresh_cache(fresh_cache):
+    """The shared empty cache (tests/aot/conftest.py), with dynamo's caches reset around the test."""
     from ember.dynamo import reset
     reset()
-    yield tmp_path / "cache"
+    yield fresh_cache
     reset()
-    for lg, level in zip(loggers, levels):
-        lg.setLevel(level)
 
 
 @pytest.mark.parametrize("changed", [_inner_sin, _inner_other_constant])
