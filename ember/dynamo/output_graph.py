@@ -279,6 +279,21 @@ class OutputGraph:
             return self.add_scalar_input(a, dt) if isinstance(a, (UnspecFloatVariable, SymIntArgVariable)) else a
         return [sub(a) for a in args], {k: sub(v) for k, v in kwargs.items()}
 
+    def _unspec_alpha(self, kind, target, args, kwargs):
+        """``x.add_(y, alpha=lr)`` with ``lr`` an unspecialized float (an optimizer's learning rate
+        after a scheduler changed it): ``alpha`` must be a number, so the float cannot become a 0-d
+        tensor input there (the op would read it back with ``.item()`` and break the graph).
+        ``y * lr`` is traced instead -- the float a graph input of ``mul`` -- and added with no
+        ``alpha``, so a new learning rate runs the same graph."""
+        name = _op_name(target).strip("_")
+        other = 1 if kind == "call_method" or len(args) > 1 else None
+        if name not in ("add", "sub", "subtract") or other is None or len(args) != 2 \
+                or not isinstance(args[1], TensorVariable) or not args[1].example.is_floating_point():
+            return args, kwargs
+        from .. import mul
+        scaled = self.call_function(mul, [args[1], kwargs["alpha"]], {})
+        return [args[0], scaled], {k: v for k, v in kwargs.items() if k != "alpha"}
+
     def obj_ref(self, obj) -> str:
         """A global name for ``obj`` shared by the guard function and the runtime function."""
         name = self.guards.ref(obj)
@@ -397,6 +412,8 @@ class OutputGraph:
         if _config.capture_scalar_outputs and has_sym_scalars(args, kwargs):
             # captured .item() values as scalar arguments (variables/sym_scalar.py)
             return call_with_scalars(self, kind, target, runner, args, kwargs, returns_none)
+        if isinstance(kwargs.get("alpha"), UnspecFloatVariable):
+            args, kwargs = self._unspec_alpha(kind, target, args, kwargs)
         if any(isinstance(a, UnspecFloatVariable) for a in list(args) + list(kwargs.values())):
             args, kwargs = self._unspec_args(target, args, kwargs)
         ex_args = [self._map(a, True) for a in args]
@@ -1114,6 +1131,15 @@ class UnspecFloatVariable(ConstantVariable):
 
     def is_python_constant(self):
         return True   # without reading (and guarding) the value
+
+    def python_type(self):
+        """``isinstance(lr, Tensor)`` (the optimizers' scalar helpers ask) needs only the type:
+        guard that, not the value, so a scheduler's new learning rate reuses the graph."""
+        if not self._guarded and not getattr(self, "is_random", False):
+            tname = type(self._raw).__name__
+            self._out.guards.add(f"type({self.source.expr()}) is {tname}",
+                                 f"{self.source.expr()} is {'an' if tname[:1] in 'aeiou' else 'a'} {tname}")
+        return type(self._raw)
 
     def reconstruct(self, out):
         return self.source.expr()
