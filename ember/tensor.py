@@ -45,6 +45,7 @@ class Tensor:
     _retains_grad = False
     _is_param = False
     _diff_view = False     # a view made by a differentiable view op (not detach())
+    _detach_alias = False  # made by detach() / .data: shares storage (_base) but is no view for detach_
 
     # ------------------------------------------------------------------ __torch_function__
     __torch_function__ = classmethod(_tf.default_torch_function)
@@ -398,8 +399,16 @@ class Tensor:
         return out
 
     def detach_(self):
-        if self._base is not None:
-            raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+        # PyTorch refuses any view, made by a view op with or without grad (its history is the
+        # base's, so detaching it alone would leave base and view disagreeing); a detach() or
+        # .data alias is no view there and detaches like any tensor. Views taken from self
+        # before this call keep their own history, as in PyTorch; those taken after have none.
+        if self._base is not None and not self._detach_alias:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using DistributedDataParallel "
+                "(DDP) for training, and gradient_as_bucket_view is set as True, gradients are views of DDP "
+                "buckets, and hence detach_() cannot be called on these gradients. To fix this error, please "
+                "refer to the Optimizer.zero_grad() function in ember/optim/optimizer.py as the solution.")
         self._grad_fn = None
         self._output_nr = 0
         self._requires_grad = False
@@ -1014,6 +1023,7 @@ def _alias(t):
     out._vc = vc
     base = t._base
     out._base = base if base is not None else t
+    out._detach_alias = True
     return out
 
 

@@ -20,6 +20,7 @@ what a compiled graph computes.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Dict, Optional
 
 from .. import types as _t
@@ -182,9 +183,16 @@ class autocast:  # noqa: N801 - PyTorch's name
         self.fast_dtype = get_autocast_dtype(device_type) if dtype is None else _t.as_dtype(dtype)
         self._enabled = bool(enabled)
         if self._enabled and self.fast_dtype not in SUPPORTED_DTYPE[device_type]:
-            raise RuntimeError(f"In {device_type} autocast, but the target dtype is not supported: "
-                               f"{self.fast_dtype}. Supported: "
-                               f"{', '.join(str(d) for d in SUPPORTED_DTYPE[device_type])}")
+            # PyTorch's behaviour and message: an unsupported dtype (float64, float32, an integer
+            # type) is not an error; the region warns once, here (a decorated function warns
+            # when decorated, not per call), and runs with autocast disabled. Its dtype is still
+            # the region's get_autocast_dtype, as in PyTorch.
+            name = device_type.upper()
+            warnings.warn(f"In {name} autocast, but the target dtype is not supported. Disabling autocast.\n"
+                          f"{name} Autocast only supports dtypes of "
+                          f"{', '.join(str(d) for d in SUPPORTED_DTYPE[device_type])} currently.",
+                          UserWarning, stacklevel=2)
+            self._enabled = False
         self._cache_enabled = cache_enabled
         self._saved = []
 

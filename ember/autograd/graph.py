@@ -809,7 +809,9 @@ def inplace_with_autograd(op, args):
     if self._requires_grad and self._grad_fn is None and not self._diff_view:
         raise RuntimeError("a leaf Variable that requires grad is being used in an in-place operation.")
     base = self._base if self._diff_view else None
-    if base is not None and base._requires_grad and base._grad_fn is None:
+    # PyTorch's test: a view needing grad whose base is a leaf. The base needs grad as well,
+    # except after base.detach_(), which leaves the views taken before it with their history
+    if base is not None and self._requires_grad and base._grad_fn is None:
         raise RuntimeError("a view of a leaf Variable that requires grad is being used in an in-place "
                            "operation.")
     if STATE.modes:
@@ -923,7 +925,11 @@ def refresh_view_grad_fn(t):
     if vc is None or t._view_version == vc[0]:
         return
     base = t._base
-    if base is None or not base._requires_grad:
+    # a base without history (its views made without grad, or a base detach_()ed since, then
+    # changed in place): PyTorch keeps a view with no grad_fn as it is, but replaces an old
+    # grad_fn by one through the base, which then has no edge; the old one would send a
+    # gradient for values the view no longer holds
+    if base is None or (not base._requires_grad and t._grad_fn is None):
         return
     node = type("AsStridedBackward0", (AsStridedViewNode,), {"__slots__": ()})(base, t)
     node.next_edges = (gradient_edge(base),)

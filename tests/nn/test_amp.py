@@ -55,8 +55,78 @@ def test_regions_nest_restore_and_are_per_device_type():
     assert f(x).dtype is ember.bfloat16
     with pytest.raises(RuntimeError, match="unsupported autocast device_type"):
         ember.autocast("tpu")
-    with pytest.raises(RuntimeError, match="not supported"):
+    # an unsupported dtype warns and disables the region (PyTorch's behaviour, not an error)
+    with pytest.warns(UserWarning, match="target dtype is not supported. Disabling autocast"):
         ember.autocast("cpu", dtype=ember.float64)
+
+
+_UNSUPPORTED_MSG = ("In CPU autocast, but the target dtype is not supported. Disabling autocast.\n"
+                    "CPU Autocast only supports dtypes of {lib}.bfloat16, {lib}.float16 currently.")
+
+
+def _unsupported_region(lib, spelling, dtype):
+    return {"autocast": lambda: lib.autocast("cpu", dtype=dtype),
+            "amp.autocast": lambda: lib.amp.autocast("cpu", dtype=dtype),
+            "cpu.amp.autocast": lambda: lib.cpu.amp.autocast(dtype=dtype)}[spelling]()
+
+
+def _observe_unsupported(lib, spelling, dtype_name, x, w):
+    """What a region with an unsupported dtype does, inside an outer bfloat16 region: its
+    warnings, the state inside, the dtype of a matmul inside, and the state restored after."""
+    import warnings
+    seen = {}
+    with lib.autocast("cpu"):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            region = _unsupported_region(lib, spelling, getattr(lib, dtype_name))
+        seen["warnings"] = [(c.category, str(c.message)) for c in caught if c.category is UserWarning]
+        with region:
+            y = x @ w
+            seen["inside"] = (lib.is_autocast_enabled("cpu"), str(lib.get_autocast_dtype("cpu")).split(".")[1],
+                              str(y.dtype).split(".")[1])
+            loss = (y * y).sum()
+        loss.backward()
+        seen["after"] = (lib.is_autocast_enabled("cpu"), str(lib.get_autocast_dtype("cpu")).split(".")[1],
+                         str((x @ w).dtype).split(".")[1])
+    seen["outside"] = lib.is_autocast_enabled("cpu")
+    return seen, y, w.grad
+
+
+@needs_torch
+@pytest.mark.parametrize("spelling", ["autocast", "amp.autocast", "cpu.amp.autocast"])
+@pytest.mark.parametrize("dtype_name", ["float64", "float32", "int32"])
+def test_unsupported_dtype_warns_and_disables_like_torch(spelling, dtype_name):
+    (xe, xt), (we, wt) = _pair(5, 7, seed=3), _pair(7, 4, seed=4)
+    we.requires_grad_(), wt.requires_grad_()
+    got, ye, ge = _observe_unsupported(ember, spelling, dtype_name, xe, we)
+    want, yt, gt = _observe_unsupported(torch, spelling, dtype_name, xt, wt)
+    assert got["warnings"] == [(UserWarning, _UNSUPPORTED_MSG.format(lib="ember"))]
+    assert want["warnings"] == [(UserWarning, _UNSUPPORTED_MSG.format(lib="torch"))]
+    assert got["inside"] == want["inside"] == (False, dtype_name, "float32")
+    assert got["after"] == want["after"] == (True, "bfloat16", "bfloat16")
+    assert got["outside"] is want["outside"] is False
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(ge.numpy(), gt.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_unsupported_dtype_decorator_warns_once_and_runs_disabled():
+    import warnings
+    x = ember.randn(3, 3)
+    with pytest.warns(UserWarning, match="Disabling autocast"):
+        deco = ember.autocast("cpu", dtype=ember.float64)
+
+    @deco
+    def f(a):
+        return a @ a, ember.is_autocast_enabled("cpu")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # no warning per call, as in PyTorch
+        with ember.autocast("cpu"):
+            y, on = f(x)
+    assert y.dtype is ember.float32 and on is False
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")       # disabled regions are not checked: no warning
+        with ember.autocast("cpu", dtype=ember.float64, enabled=False):
+            assert not ember.is_autocast_enabled("cpu")
 
 
 def test_compiled_code_follows_the_region():
