@@ -262,6 +262,9 @@ del _nested_install, _bc
 if "TORCH_LOGS" in __import__("os").environ or "TORCH_TRACE" in __import__("os").environ:
     _lazy("_logging")._internal._init_from_env()
 
+# torch._foreach_add_, _foreach_norm, ...: list versions of per-tensor ops (ember/_foreach.py)
+from ._foreach import *  # noqa: E402,F401,F403
+
 # the private entry functions behind public names carry those names (Python's own binding errors
 # name them as torch's do): last, once every public function and method is installed
 from . import _public_names as _pn  # noqa: E402
