@@ -191,11 +191,82 @@ def _routed(method, shown=None):
 
 def overridable(x) -> bool:
     """Whether ``x`` takes part in the protocol as an argument: an instance of a Tensor
-    subclass outside :data:`PLAIN_CLASSES`, or a non-Tensor with ``__torch_function__``."""
+    subclass outside :data:`PLAIN_CLASSES`, or a non-Tensor with ``__torch_function__`` --
+    except a PyTorch tensor (:func:`is_torch_tensor`)."""
     t = type(x)
     if t in PLAIN_CLASSES:
         return False
-    return hasattr(t, "__torch_function__") and t not in _FAST_SCALARS
+    return hasattr(t, "__torch_function__") and t not in _FAST_SCALARS and not is_torch_tensor(x)
+
+
+def takes_over(x) -> bool:
+    """Whether a non-ember-Tensor argument in a tensor slot hands the call to its own protocol
+    (``__ember_function__`` or ``__torch_function__``) instead of being refused as a bad argument.
+    A PyTorch tensor does not: see :func:`is_torch_tensor`."""
+    t = type(x)
+    return hasattr(t, "__ember_function__") or (hasattr(t, "__torch_function__") and not is_torch_tensor(x))
+
+
+# ---------------------------------------------------------------------- real PyTorch tensors
+# A real ``torch.Tensor`` has a ``__torch_function__`` too, so the protocol would take it for a
+# Tensor-like and call torch's handler -- which runs ``func`` (an ember function) again under
+# *torch's* disabling, which ember cannot see: infinite recursion. The reverse (``torch.add(t,
+# e)``, ``t == e``) has torch calling ember's handler with a torch function, which runs it
+# again under ember's disabling, which torch cannot see. Neither side can compute on the
+# other's tensors, so both are refused with a TypeError that says how to convert.
+_TORCH_TENSOR_TYPES = {}   # type -> whether it is a PyTorch tensor class (a few entries: cached)
+
+
+def is_torch_tensor(x) -> bool:
+    """Whether ``x`` is a real PyTorch tensor (``torch.Tensor`` or a subclass: ``Parameter``,
+    FakeTensor, ...). Decided from the class's MRO by name, so torch is never imported (and an
+    ``import ember as torch`` alias in ``sys.modules`` cannot fool it)."""
+    t = type(x)
+    r = _TORCH_TENSOR_TYPES.get(t)
+    if r is None:
+        r = _TORCH_TENSOR_TYPES[t] = any(
+            (c.__module__, c.__name__) in (("torch._C", "TensorBase"), ("torch", "Tensor"))
+            for c in getattr(t, "__mro__", ()))
+    return r
+
+
+def torch_tensor_hint(x) -> str:
+    """What a message refusing ``x`` adds when it is a PyTorch tensor ('' otherwise)."""
+    if not is_torch_tensor(x):
+        return ""
+    return ("; ember and PyTorch tensors don't mix -- convert it with "
+            "ember.from_numpy(t.detach().cpu().numpy()) or ember.tensor(t.tolist())")
+
+
+def type_name(x) -> str:
+    """``x``'s type as the argument-type messages show it: the bare name (torch's style), but
+    ``torch.Tensor`` / ``torch.nn.parameter.Parameter`` for a PyTorch tensor, which would
+    otherwise read as 'not Tensor'."""
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}" if is_torch_tensor(x) else t.__name__
+
+
+def _is_torch_callable(func) -> bool:
+    """Whether ``func`` is one of PyTorch's own (``torch.add``, ``torch.Tensor.eq``,
+    ``torch.nn.functional.relu``): what torch passes an ember handler for ``torch.add(t, e)``."""
+    for obj in (func, getattr(func, "__objclass__", None), getattr(func, "__self__", None)):
+        if obj is None:
+            continue
+        mod = getattr(obj, "__module__", None)
+        if not isinstance(mod, str) and not isinstance(obj, type):
+            mod = getattr(type(obj), "__module__", None)
+        if isinstance(mod, str) and (mod == "torch" or mod.startswith("torch.")):
+            return True
+    return False
+
+
+def _torch_callable_name(func) -> str:
+    owner = getattr(func, "__objclass__", None)
+    name = getattr(func, "__name__", None) or repr(func)
+    if owner is not None:
+        return f"torch.Tensor.{name}"
+    mod = getattr(func, "__module__", None)
+    return f"{mod}.{name}" if isinstance(mod, str) and mod.startswith("torch.") else f"torch.{name}"
 
 
 # ---------------------------------------------------------------------- disabling
@@ -417,6 +488,15 @@ def default_torch_function(cls, func, types, args=(), kwargs=None):
         kwargs = {}
     if not all(issubclass(cls, t) for t in types):
         return NotImplemented
+    if _is_torch_callable(func):
+        # PyTorch handing us its own function (``torch.add(t, e)``, ``t == e``): running it would
+        # come straight back here (see is_torch_tensor). For an operator torch turns this
+        # TypeError into NotImplemented, so Python tries ember's reflected one, which refuses
+        # the torch tensor with the argument's name.
+        shown = "ember" if cls.__module__ == "ember.tensor" else cls.__module__
+        raise TypeError(f"{_torch_callable_name(func)}() got an ember tensor ({shown}."
+                        f"{cls.__qualname__}); ember and PyTorch tensors don't mix -- convert it with "
+                        "torch.from_numpy(e.detach().numpy()) or torch.tensor(e.tolist())")
     with DisableTorchFunctionSubclass():
         ret = func(*args, **kwargs)
         if func in _NOWRAP:

@@ -1719,8 +1719,12 @@ def _bce_logits_dtype(input, target):
 
 def _class_target(input, target):
     """torch's class-index target conventions the kernel doesn't see: Byte targets are accepted
-    (as Long), and a 1-D input takes a 0-D target or a 1-D one of size 1."""
+    (as Long) for 1-D and 2-D inputs only -- PyTorch's nll_loss / nll_loss2d kernels take Byte,
+    its (N, C, d1, ...) path refuses it with the message below (checked against torch 2.13) --
+    and a 1-D input takes a 0-D target or a 1-D one of size 1."""
     if target.dtype is _t.uint8:
+        if input.dim() > 2:
+            raise RuntimeError("expected scalar type Long but found Byte")
         target = target.long()
     if input.dim() == 1 and target.dim() == 1:
         if target.shape[0] != 1:

@@ -698,13 +698,13 @@ def _check_args(op, args):
                 continue
         elif p.kind == K_TENSOR_OR_SCALAR and isinstance(a, _SCALARS):
             continue
-        if hasattr(type(a), "__ember_function__") or hasattr(type(a), "__torch_function__"):
+        if _tf.takes_over(a):
             return req, True
         _bad_arg(op, i, a)
     for i in op.list_pos:
         lst = args[i]
         if not isinstance(lst, (list, tuple)):
-            if hasattr(type(lst), "__ember_function__") or hasattr(type(lst), "__torch_function__"):
+            if _tf.takes_over(lst):
                 return req, True
             _bad_arg(op, i, lst)
         for a in lst:
@@ -713,11 +713,11 @@ def _check_args(op, args):
                     req = True
                 if a.__class__ not in direct and (a.__class__ in _tf.ROUTED_CLASSES or not STATE.tf_subclass_off):
                     return req, True
-            elif hasattr(type(a), "__ember_function__") or hasattr(type(a), "__torch_function__"):
+            elif _tf.takes_over(a):
                 return req, True
             else:
                 raise TypeError(f"{op.public_name}(): argument '{params[i].name}' (position {i + 1}) "
-                                f"must be tuple of Tensors, not {type(a).__name__}")
+                                f"must be tuple of Tensors, not {_tf.type_name(a)}{_tf.torch_tensor_hint(a)}")
     if STATE.tf_modes and not STATE.tf_off:
         return req, True                    # a TorchFunctionMode sees the call
     return req, False
@@ -728,7 +728,7 @@ def _bad_arg(op, i, a):
     want = "Tensor" if p.kind == K_TENSOR else "Tensor or Number" if p.kind == K_TENSOR_OR_SCALAR \
         else "tuple of Tensors"
     raise TypeError(f"{op.public_name}(): argument '{p.name}' (position {i + 1}) must be {want}, "
-                    f"not {type(a).__name__}")
+                    f"not {_tf.type_name(a)}{_tf.torch_tensor_hint(a)}")
 
 
 _RESUME = object()          # _override's "nothing took the call": the dispatcher goes on
