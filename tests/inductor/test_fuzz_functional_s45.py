@@ -56,12 +56,13 @@ class Case:
 
     def inp(self, shape, kind="data", dtype=None, layout=None):
         """kind: data (random, differentiable), weight (differentiable, contiguous),
-        pos (positive), prob (in (0, 1)), probs:<dim> (a distribution along dim),
+        pos (positive), lossw (a loss's class/element weight: positive, and never requiring grad,
+        which torch and ember refuse for these arguments), prob (in (0, 1)), probs:<dim> (a distribution along dim),
         index:<n> (int64 in [0, n)), bool, buffer (a mutated running statistic), bufpos."""
         name = f"a{len(self.inputs)}"
         dtype = dtype or self.fdt
         if layout is None:
-            if kind in ("data", "pos", "prob") and self.mode != "dynamic":
+            if kind in ("data", "pos", "lossw", "prob") and self.mode != "dynamic":
                 choices = ["contig", "contig", "sliced"]
                 if len(shape) >= 2:
                     choices.append("transposed")
@@ -343,7 +344,7 @@ def g_cross_entropy(c):
     red = c.pick(["none", "sum", "mean"])
     kw = f"reduction='{red}'"
     if c.coin():
-        kw += f", weight={c.inp([C], kind='pos')}"
+        kw += f", weight={c.inp([C], kind='lossw')}"
     if probs:
         t = c.inp(tshape[:1] + [C] + tshape[1:] if tshape else [C], kind="probs:%d" % (1 if tshape else 0))
     else:
@@ -362,13 +363,13 @@ def g_bce(c):
     shape = [_size(c, 1, 7) for _ in range(c.randint(1, 3))]
     red = c.pick(["none", "sum", "mean"])
     t = c.inp(shape, kind="prob")
-    w = f", weight={c.inp(shape[-1:], kind='pos')}" if c.coin() else ""
+    w = f", weight={c.inp(shape[-1:], kind='lossw')}" if c.coin() else ""
     if c.coin():
         x = c.inp(shape, kind="prob")
         c.out(c.emit(f"F.binary_cross_entropy({x}, {t}, reduction='{red}'{w})"))
     else:
         x = c.inp(shape)
-        pw = f", pos_weight={c.inp(shape[-1:], kind='pos')}" if c.coin() else ""
+        pw = f", pos_weight={c.inp(shape[-1:], kind='lossw')}" if c.coin() else ""
         c.out(c.emit(f"F.binary_cross_entropy_with_logits({x}, {t}, reduction='{red}'{w}{pw})"))
 
 
@@ -558,7 +559,7 @@ def make_input(spec, rng):
         return ember.from_numpy((p / p.sum(axis=d, keepdims=True)).astype(dtype))
 
     def data(shp):
-        if kind in ("pos", "bufpos"):
+        if kind in ("pos", "lossw", "bufpos"):
             return rng.uniform(0.2, 2.0, size=shp).astype(dtype)
         if kind == "prob":
             return rng.uniform(0.05, 0.95, size=shp).astype(dtype)
