@@ -182,30 +182,28 @@ def _pointwise3(fname, self, tensor1, tensor2, value, op):
     return [op(t, a, b, v) for t, a, b, v in zip(self, tensor1, tensor2, values)]
 
 
-def _foreach_addcmul(self, tensor1, tensor2, value=1):
-    """``self[i] + value[i] * tensor1[i] * tensor2[i]``; ``value`` a number, a list of numbers or a 1-d tensor."""
-    E = _ember()
-    return tuple(_pointwise3("_foreach_addcmul", self, tensor1, tensor2, value,
-                             lambda t, a, b, v: E.addcmul(t, a, b, value=v)))
+def _make_pointwise3(name, sign):
+    """``_foreach_addcmul``/``_foreach_addcdiv`` and their in-place forms: ``self[i] + value[i] *
+    tensor1[i] (*, /) tensor2[i]``, ``value`` a number, a list of numbers or a 1-d tensor."""
+    def out_of_place(self, tensor1, tensor2, value=1):
+        op = getattr(_ember(), name)
+        return tuple(_pointwise3(f"_foreach_{name}", self, tensor1, tensor2, value,
+                                 lambda t, a, b, v: op(t, a, b, value=v)))
+
+    def in_place(self, tensor1, tensor2, value=1):
+        _pointwise3(f"_foreach_{name}_", self, tensor1, tensor2, value,
+                    lambda t, a, b, v: getattr(t, name + "_")(a, b, value=v))
+        return self
+
+    for f, fname in ((out_of_place, f"_foreach_{name}"), (in_place, f"_foreach_{name}_")):
+        f.__name__ = f.__qualname__ = fname
+        f.__doc__ = f"``self[i] + value[i] * tensor1[i] {sign} tensor2[i]``" + (
+            " in place: returns ``self``." if fname.endswith("_") else ".")
+    return out_of_place, in_place
 
 
-def _foreach_addcmul_(self, tensor1, tensor2, value=1):
-    """In-place ``_foreach_addcmul``: returns ``self``."""
-    _pointwise3("_foreach_addcmul_", self, tensor1, tensor2, value, lambda t, a, b, v: t.addcmul_(a, b, value=v))
-    return self
-
-
-def _foreach_addcdiv(self, tensor1, tensor2, value=1):
-    """``self[i] + value[i] * tensor1[i] / tensor2[i]``; ``value`` a number, a list of numbers or a 1-d tensor."""
-    E = _ember()
-    return tuple(_pointwise3("_foreach_addcdiv", self, tensor1, tensor2, value,
-                             lambda t, a, b, v: E.addcdiv(t, a, b, value=v)))
-
-
-def _foreach_addcdiv_(self, tensor1, tensor2, value=1):
-    """In-place ``_foreach_addcdiv``: returns ``self``."""
-    _pointwise3("_foreach_addcdiv_", self, tensor1, tensor2, value, lambda t, a, b, v: t.addcdiv_(a, b, value=v))
-    return self
+_foreach_addcmul, _foreach_addcmul_ = _make_pointwise3("addcmul", "*")
+_foreach_addcdiv, _foreach_addcdiv_ = _make_pointwise3("addcdiv", "/")
 
 
 def _lerp(fname, self, tensors1, weight, op):
