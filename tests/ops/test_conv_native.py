@@ -293,6 +293,13 @@ RESNET_CASES = [
     (2, 64, (10, 34), 64, (3, 3), (1, 2), (2, 1), (2, 1), 2),   # dilation, groups, channels-last fwd
     (2, 32, (6, 18, 20), 32, (3, 1, 3), (2, 1, 2), (1, 0, 1), (1, 1, 1), 1),   # 3-d
     (2, 32, (70,), 32, (1,), (2,), (0,), (1,), 1),              # 1-d 1x1 stride 2
+    # the channels-last kernels' position blocks (6 or 8 with AVX2, short_blocks): every partial
+    # block size, and the long reductions that keep 8
+    (2, 32, (9, 11), 48, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # rows of 11: 6 + 5
+    (2, 32, (5, 13), 40, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # rows of 13: 6 + 6 + 1
+    (2, 32, (9, 17), 48, (3, 3), (2, 2), (1, 1), (1, 1), 1),    # stride 2, rows of 9: 6 + 3
+    (2, 128, (8, 8), 32, (3, 3), (1, 1), (1, 1), (1, 1), 1),    # 128 channels, rows of 8: 8-position blocks
+    (2, 32, (16, 16), 128, (3, 3), (2, 2), (1, 1), (1, 1), 1),  # 128 output channels: input gradient's 8-blocks
 ]
 
 
