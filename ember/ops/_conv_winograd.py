@@ -512,9 +512,9 @@ static void conv_wgrad_winograd(const T* dy, const i64* g, const T* x, T* dw) {
 
 extern "C" {
 void ember_conv_fwd_winograd_f32(const float* x, const i64* g, const i64* xs, const float* w, float* out)
-{ winograd_dispatch<float, EMBER_MR_F, EMBER_NR_F>(x, g, xs, w, out); }
+{ EMBER_BY_OUT_CHANNELS(g[21], winograd_dispatch, float, EMBER_MR_F, EMBER_NR_F, x, g, xs, w, out); }
 void ember_conv_wgrad_winograd_f32(const float* dy, const i64* g, const float* x, float* dw)
-{ conv_wgrad_winograd<float, EMBER_MR_F, EMBER_NR_F>(dy, g, x, dw); }
+{ conv_wgrad_winograd<float, EMBER_MRO_F, EMBER_NR_F>(dy, g, x, dw); }   // (MR must divide VL)
 }
 """
 
