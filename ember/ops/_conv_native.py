@@ -91,8 +91,10 @@ typedef int64_t i64;
 // (-march=native). 64 bytes with AVX-512 (32 registers): MR x NR = 8 x 32 float accumulators in
 // 16 registers. Without it, 32 bytes (AVX2 / AVX: 16 registers): NR = two 32-byte vectors and
 // MR = 8 float rows (16 accumulators: some spill, yet 1.1-1.5x the 8-register MR = 4 blocks at
-// the ResNet's shapes, measured interleaved on a Zen AVX2 core), 4 double rows (MR must divide
-// the vector length).
+// the ResNet's shapes in the panel kernel, measured interleaved on a Zen AVX2 core), 4 double
+// rows (MR must divide the vector length). The channels-last, row and Winograd kernels take
+// their own float blocks there (EMBER_MRN_F, EMBER_MRO_F below): measured in session 50 on the
+// AVX2 EPYC, MR = 8 made them 1.2-1.5x slower.
 // (64-byte vectors on an AVX2 CPU were lowered to pairs with spills and element-wise shuffles:
 // the ResNet's convolutions ran at 3-4 GFLOP/s there, 30x below the GEMM.)
 // (A source defining EMBER_VB first -- with EMBER_MR_F, EMBER_MR_D -- builds the other width:
