@@ -48,12 +48,19 @@ def _scalar_list(self, scalars, pos):
             raise RuntimeError(f"Expected length of scalars to match input of length {len(self)} "
                                f"but got {scalars.numel()} instead.")
         scalars = scalars.tolist()
-    for i, s in enumerate(scalars):
-        if not _is_scalar(s):
-            raise TypeError(f"expected Tensor as element {i} in argument {pos}, but got {_type_name(s)}")
+    if not all(_is_scalar(s) for s in scalars):
+        _bad_scalar_list(scalars, pos)
     if len(scalars) != len(self):
         raise RuntimeError("Tensor list must have same number of elements as scalar list.")
     return list(scalars)
+
+
+def _bad_scalar_list(scalars, pos):
+    """torch's error for a list that is no list of numbers: its parser then reads the list as a
+    tensor list, so the message names the first element that is no Tensor (element 0 of
+    ``[1.0, "x"]``, a float), not the element that spoiled the scalar list."""
+    i, s = next((i, s) for i, s in enumerate(scalars) if not isinstance(s, Tensor))
+    raise TypeError(f"expected Tensor as element {i} in argument {pos}, but got {_type_name(s)}")
 
 
 def _scalar_tensor(t):
@@ -165,33 +172,58 @@ def _export(g):
     __all__.extend(sorted(n for n in g if n.startswith("_foreach_")))
 
 
-def _pointwise3(fname, self, tensor1, tensor2, value, op):
+_UNSET = object()
+
+
+def _pointwise3_values(fname, self, tensor1, tensor2, args, value, scalars):
+    """One number per tensor of ``self`` from torch's three overloads: ``(..., Number value=1)``,
+    ``(..., ScalarList scalars)`` and ``(..., Tensor scalars)``. A fourth positional argument is
+    ``value`` when a number, else ``scalars``: a tensor there (0-d too) must be 1-d. ``value=``
+    by keyword takes only a number (or a 0-d tensor), ``scalars=`` only a list or a tensor."""
+    named = {k: v for k, v in (("value", value), ("scalars", scalars)) if v is not _UNSET}
+    if len(args) + len(named) > 1:
+        raise _invalid(fname, self, tensor1, tensor2, *args, **named)
+    if args:
+        arg, kind = args[0], ("value" if _is_scalar(args[0]) else "scalars")
+    elif named:
+        (kind, arg), = named.items()
+    else:
+        return [1] * len(self)
+    if kind == "value":
+        if _is_scalar(arg):
+            return [arg] * len(self)
+        if isinstance(arg, Tensor) and arg.dim() == 0:
+            return [arg.item()] * len(self)
+    elif isinstance(arg, Tensor):
+        if arg.dim() != 1:
+            raise RuntimeError(f"Expected packed scalar Tensor to be of dimension 1. Got {arg.dim()} instead.")
+        return _scalar_list(self, arg, 3)
+    elif isinstance(arg, (list, tuple)) and all(_is_scalar(v) for v in arg):
+        return _scalar_list(self, arg, 3)
+    raise _invalid(fname, self, tensor1, tensor2, *args, **named)
+
+
+def _pointwise3(fname, self, tensor1, tensor2, args, value, scalars, op):
     _tensors(fname, self, 0, "self")
     _tensors(fname, tensor1, 1, "tensor1")
     _tensors(fname, tensor2, 2, "tensor2")
     _same_length(self, tensor1)
     _same_length(self, tensor2)
-    if _is_scalar(value):
-        values = [value] * len(self)
-    elif isinstance(value, Tensor) and value.dim() == 0:
-        values = [value.item()] * len(self)
-    elif isinstance(value, (list, tuple, Tensor)):
-        values = _scalar_list(self, value, 3)
-    else:
-        raise _invalid(fname, self, tensor1, tensor2, value)
+    values = _pointwise3_values(fname, self, tensor1, tensor2, args, value, scalars)
     return [op(t, a, b, v) for t, a, b, v in zip(self, tensor1, tensor2, values)]
 
 
 def _make_pointwise3(name, sign):
     """``_foreach_addcmul``/``_foreach_addcdiv`` and their in-place forms: ``self[i] + value[i] *
-    tensor1[i] (*, /) tensor2[i]``, ``value`` a number, a list of numbers or a 1-d tensor."""
-    def out_of_place(self, tensor1, tensor2, value=1):
+    tensor1[i] (*, /) tensor2[i]``; the multiplier is a number (positional or ``value=``), or a list
+    of numbers or a 1-d tensor (positional or ``scalars=``), as torch's overloads take it."""
+    def out_of_place(self, tensor1, tensor2, *args, value=_UNSET, scalars=_UNSET):
         op = getattr(_ember(), name)
-        return tuple(_pointwise3(f"_foreach_{name}", self, tensor1, tensor2, value,
+        return tuple(_pointwise3(f"_foreach_{name}", self, tensor1, tensor2, args, value, scalars,
                                  lambda t, a, b, v: op(t, a, b, value=v)))
 
-    def in_place(self, tensor1, tensor2, value=1):
-        _pointwise3(f"_foreach_{name}_", self, tensor1, tensor2, value,
+    def in_place(self, tensor1, tensor2, *args, value=_UNSET, scalars=_UNSET):
+        _pointwise3(f"_foreach_{name}_", self, tensor1, tensor2, args, value, scalars,
                     lambda t, a, b, v: getattr(t, name + "_")(a, b, value=v))
         return self
 

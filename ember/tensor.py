@@ -414,6 +414,12 @@ class Tensor:
         self._requires_grad = False
         return self
 
+    def _is_view(self):
+        """torch's ``Tensor._is_view()``: True for the result of a view op (``b[0]``, ``b.t()``,
+        also under no_grad). A ``detach()`` or ``.data`` alias is no view in torch, although
+        ember keeps its storage owner in ``_base`` for storage, aliasing and mutation tracking."""
+        return self._base is not None and not self._detach_alias
+
     @property
     def data(self):
         out = _alias(self)
