@@ -268,12 +268,11 @@ class OutputGraph:
             return args, kwargs
         dt = next(iter(dts))
         if dt in (_t.float16, _t.bfloat16):
-            # eager computes with the float at full precision (a float16 copy would round it
-            # first): a float64 input beside tensors with dimensions (the result stays float16);
-            # beside 0-d ones it would promote, so the float is used by value there
-            if not all(a.example.ndim for a in list(args) + list(kwargs.values()) if isinstance(a, TensorVariable)):
-                return args, kwargs
-            dt = _t.float64
+            # eager computes ``x * s`` in float32 with s a float32 and rounds once to float16. No
+            # 0-d input reproduces that: a float16 one rounds s first, and a float64 one is cast
+            # to float16 by the op too (a tensor operand, not a Python number: torch does the
+            # same) -- 1 ulp off in about half the elements. So the float is used by value.
+            return args, kwargs
 
         def sub(a):
             return self.add_scalar_input(a, dt) if isinstance(a, (UnspecFloatVariable, SymIntArgVariable)) else a
@@ -288,7 +287,8 @@ class OutputGraph:
         name = _op_name(target).strip("_")
         other = 1 if kind == "call_method" or len(args) > 1 else None
         if name not in ("add", "sub", "subtract") or other is None or len(args) != 2 \
-                or not isinstance(args[1], TensorVariable) or not args[1].example.is_floating_point():
+                or not isinstance(args[1], TensorVariable) \
+                or args[1].example.dtype not in (_t.float32, _t.float64):
             return args, kwargs
         from .. import mul
         scaled = self.call_function(mul, [args[1], kwargs["alpha"]], {})
@@ -598,10 +598,12 @@ class OutputGraph:
         from .variables.constant import ConstantVariable as _C
         from .variables.functions import CellVariable, NestedFunctionVariable
         from .variables.lists import IteratorVariable
-        if vt.source is not None and (isinstance(vt, UnspecFloatVariable) or (
+        if vt.source is not None and (isinstance(vt, (UnspecFloatVariable, SymIntArgVariable)) or (
                 not isinstance(vt, (TensorVariable, _C)) and
                 not (isinstance(vt, TupleVariable) and vt.python_type() is not tuple and vt.is_python_constant()))):
-            # (an unspecialized number: the one this call got, not the traced value)
+            # (an unspecialized number: the one this call got, not the traced value; read at
+            # the entry too when the frame wrote outside state: ``LOG.append(N); N += 1`` with N
+            # a global appended N's new value)
             expr = vt.source.expr()
             if not self.side_effects:
                 return expr
@@ -1092,6 +1094,11 @@ class SymIntArgVariable(ConstantVariable):
         super().__init__(value, source)
         self.raw = raw
         self.name = name
+
+    def python_type(self):
+        """``int``, the argument's type (the SymInt is how it is traced; its input guard already
+        checks the type): ``isinstance(n, int)`` was False once ``n`` was traced symbolically."""
+        return int
 
     def reconstruct(self, out):
         return self.source.expr()

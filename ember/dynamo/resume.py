@@ -46,6 +46,10 @@ import sys
 from .exc import Unsupported
 
 _CO_VARARGS, _CO_VARKEYWORDS = 0x04, 0x08
+# PY313 superinstructions -> the two instructions each stands for (split in resume functions)
+_SUPERINSTRUCTIONS = {"LOAD_FAST_LOAD_FAST": ("LOAD_FAST", "LOAD_FAST"),
+                      "STORE_FAST_STORE_FAST": ("STORE_FAST", "STORE_FAST"),
+                      "STORE_FAST_LOAD_FAST": ("STORE_FAST", "LOAD_FAST")}
 _cache: dict = {}
 # resume code -> (original code, {offset in the resume code: offset in the original})
 _origin: dict = {}
@@ -127,6 +131,17 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, 
             elif item.name in ("LOAD_FAST", "LOAD_CLOSURE") and isinstance(item.arg, str) and item.arg in cellset:
                 # PY313: an argument that is also a cell is loaded as a cell by LOAD_FAST
                 item = Instr(item.name, FreeVar(item.arg), location=item.location)
+            elif item.name in _SUPERINSTRUCTIONS:
+                # PY313: the pair packs two local indices in 4 bits each, and the resume function
+                # renumbers its locals (the stack arguments come after them): past 15 the
+                # ``bytecode`` package packed them silently wrong -- ``return (t7, i8)`` read
+                # (i8, a). Split into its two plain instructions (``resume_code`` maps both back).
+                first, second = _SUPERINSTRUCTIONS[item.name]
+                a, b = item.arg
+                body.append(Instr(first, FreeVar(a) if first == "LOAD_FAST" and a in cellset else a,
+                                  location=item.location))
+                item = Instr(second, FreeVar(b) if second == "LOAD_FAST" and b in cellset else b,
+                             location=item.location)
         body.append(item)
     if append is not None:
         body.append(label)
@@ -226,11 +241,14 @@ def resume_code(code, target_offset, stack_layout, local_names):
     out, dis_insts = _rebuild(code, target_offset, stack_layout, local_names,
                               f"__resume_at_{target_offset}_{code.co_name}")
     new_insts = _real_instructions(out)
-    n_prefix = len(new_insts) - len(dis_insts)
-    if n_prefix < 0 or any(a.opname != b.opname for a, b in zip(new_insts[n_prefix:], dis_insts)
+    # the original's instructions as the body has them: a superinstruction is two, both
+    # mapping back to its offset
+    expect = [(name, d) for d in dis_insts for name in _SUPERINSTRUCTIONS.get(d.opname, (d.opname,))]
+    n_prefix = len(new_insts) - len(expect)
+    if n_prefix < 0 or any(a.opname != name for a, (name, b) in zip(new_insts[n_prefix:], expect)
                            if b.opname not in ("MAKE_CELL", "COPY_FREE_VARS", "LOAD_CLOSURE")):
         raise Unsupported("resume function's bytecode does not map back to the original")
-    _origin[out] = (code, {a.offset: b.offset for a, b in zip(new_insts[n_prefix:], dis_insts)})
+    _origin[out] = (code, {a.offset: b.offset for a, (_, b) in zip(new_insts[n_prefix:], expect)})
     _cache[key] = out
     return out
 

@@ -182,7 +182,7 @@ def test_graph_node_is_detached_0d_of_canonical_dtype():
 @pytest.mark.parametrize("case", [
     # (tensor dtype, item source dtype, op) -- the result dtype is eager's with a Python number
     (ember.float32, ember.float64, "mul"), (ember.int64, ember.float32, "mul"), (ember.bool, ember.int64, "add"),
-    (ember.int32, ember.int64, "add"), (ember.float16, ember.float64, "add"), (ember.int64, ember.bool, "mul"),
+    (ember.int32, ember.int64, "add"), (ember.float16, ember.bool, "add"), (ember.int64, ember.bool, "mul"),
     (ember.bool, ember.bool, "add"), (ember.bool, ember.float64, "mul"), (ember.int64, ember.int64, "truediv"),
     (ember.uint8, ember.int64, "mul"), (ember.float64, ember.float32, "sub"), (ember.int64, ember.float64, "gt"),
 ])
@@ -222,10 +222,11 @@ def test_type_promotion_property(tdt, sdt, op, shape):
     cnt = CountingBackend()
     got = ember.compile(f, backend=cnt)(x, y)
     assert_same(f(x, y), got)
-    if tdt == ember.float16 and shape == ():
-        # a float16 0-d tensor: eager computes with the number at full precision and keeps float16,
-        # which a float16 or float64 0-d copy cannot reproduce (a graph break, then used by value)
-        assert cnt.frame_count <= 2, _reasons()
+    if tdt == ember.float16 and (sdt != ember.bool or shape == ()):
+        # float16: eager computes with the number in float32 math and keeps float16, which no 0-d
+        # operand reproduces (the op rounds it to float16 first): each op with the number breaks
+        # (then runs eagerly), so up to three frames
+        assert cnt.frame_count <= 3, _reasons()
     else:
         assert cnt.frame_count == 1, _reasons()
 

@@ -100,13 +100,29 @@ class ConstantMethodVariable(VariableTracker):
         if not all(a.is_python_constant() for a in list(args) + list(kwargs.values())):
             raise Unsupported(f"{type(v).__name__}.{self.name} with non-constant arguments")
         try:
-            res = getattr(v, self.name)(*[a.as_python_constant() for a in args],
-                                        **{k: a.as_python_constant() for k, a in kwargs.items()})
+            res = getattr(v, self.name)(*[_specialised(a.as_python_constant()) for a in args],
+                                        **{k: _specialised(a.as_python_constant()) for k, a in kwargs.items()})
         except Exception as e:
             from .exceptions import raise_from_real
             raise_from_real(tx, e, f"{type(v).__name__}.{self.name} raised {type(e).__name__}: {e}")
         from .builder import wrap_constant_result
         return wrap_constant_result(res)
+
+
+def _specialised(v):
+    """``v`` with symbolic ints/bools as their values (``int()``/``bool()`` record the guard): a
+    constant's method is Python's own, and ``'{}'.format(n)`` of an int argument traced as a
+    symbolic size printed the symbol (``s0``) where the call prints the number."""
+    from ...fx.experimental.symbolic_shapes import SymBool, SymInt
+    if isinstance(v, SymInt):
+        return int(v)
+    if isinstance(v, SymBool):
+        return bool(v)
+    if isinstance(v, (list, tuple)) and any(isinstance(x, (SymInt, SymBool, list, tuple, dict)) for x in v):
+        return type(v)(_specialised(x) for x in v)
+    if isinstance(v, dict) and any(isinstance(x, (SymInt, SymBool, list, tuple, dict)) for x in v.values()):
+        return {k: _specialised(x) for k, x in v.items()}
+    return v
 
 
 def _constant_iterable(tx, a):

@@ -26,9 +26,9 @@ except that a graph node makes it instead of a graph input:
   ``float(t)`` / ``int(t)`` of a one-element tensor (``t.item()`` converted); arithmetic with a
   symbolic size (``s * x.shape[0]`` under dynamic shapes) keeps the size's graph node.
 
-Float16/bfloat16 tensors: eager computes ``t + number`` with the number at full precision in
-float32 math, so the 0-d stays float64 beside them (a float16 copy would round it first); with
-only 0-d float16 tensors no 0-d dtype reproduces eager, and that op breaks.
+Float16/bfloat16 tensors: eager computes ``t + number`` with the number in float32 math, which
+no 0-d operand reproduces (the op casts a 0-d tensor of any dtype to float16 first): such an op
+breaks the graph.
 
 Where Python needs the concrete value -- a branch, ``int()`` of a float, a size, an index,
 ``range()``, a format -- the trace raises ``Unsupported``, which breaks the graph at that
@@ -474,13 +474,19 @@ def call_with_scalars(out, kind, target, runner, args, kwargs, returns_none):
             raise _fail(f"integer {name}() by a captured .item() (eager raises ZeroDivisionError for 0, a graph "
                         f"cannot): a graph break", *syms)
         if dtype in (_t.float16, _t.bfloat16):
-            # eager takes the Python number at full precision into the op's float32 math (a
-            # float16 copy of it would round it first): the float64 0-d gives the same values,
-            # and beside a float16 tensor with dimensions the result stays float16 -- not beside
-            # 0-d ones only (0-d float16 and 0-d float64 promote to float64)
+            # eager takes the Python number into the op's float32 math (``x * s``: float32(x) *
+            # float32(s), rounded once to float16). A 0-d tensor of any dtype is cast to float16
+            # by the op first (a tensor operand: torch does the same), 1 ulp off in about half
+            # the elements (session 50; a float64 0-d had been assumed to keep its precision)
+            # A bool item (0 or 1: exact in any float dtype) keeps the float64 0-d beside a float16
+            # tensor with dimensions (the result stays float16; beside 0-d ones only they promote).
+            if any(isinstance(v, SymScalarVariable) and v.py_type is not bool
+                   for v in list(args) + list(kwargs.values())):
+                raise _fail(f"{name}() of a {dtype} tensor with a captured .item() (a 0-d tensor operand would "
+                            f"be rounded to {dtype} first; not traced: a graph break)", *syms)
             if not dims or _t.result_type_from(dims, [], []) != dtype:
-                raise _fail(f"{name}() of a {dtype} 0-d tensor with a captured .item() (its value would be "
-                            f"rounded to {dtype} first; not traced: a graph break)", *syms)
+                raise _fail(f"{name}() of a {dtype} 0-d tensor with a captured .item() (not traced: a graph "
+                            f"break)", *syms)
             dtype = _t.float64
         if base in ("pow", "float_power") and dtype.category < 2:
             raise _fail(f"integer {name}() with a captured .item() (eager raises for a negative exponent): a "
