@@ -39,7 +39,8 @@ import tempfile
 import numpy as np
 import pytest
 
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, given, settings
+from fuzz_settings import fuzz_settings
 from hypothesis import strategies as st
 
 import ember
@@ -677,15 +678,7 @@ def check(src, spec, backend):
 
 
 def _settings(n):
-    # no shrinking: one compile per example; failures print their program (minimised by hand)
-    kw = dict(max_examples=n, deadline=None, derandomize=SEED is None,
-              suppress_health_check=list(HealthCheck), database=None, print_blob=True,
-              phases=[Phase.explicit, Phase.generate])
-
-    def deco(f):
-        f = settings(**kw)(f)
-        return seed(int(SEED))(f) if SEED is not None else f
-    return deco
+    return fuzz_settings(n, SEED)
 
 
 @pytest.fixture(scope="module", autouse=True)

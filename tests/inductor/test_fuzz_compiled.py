@@ -43,7 +43,8 @@ import numpy as np
 import pytest
 
 import hypothesis  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, seed, settings  # noqa: E402
+from hypothesis import given  # noqa: E402
+from fuzz_settings import fuzz_settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 import ember  # noqa: E402
@@ -1026,16 +1027,7 @@ def _program(mode):
 
 
 def _settings(n):
-    # no shrinking: one compile per example makes it take minutes; failures print their
-    # program, which is minimised by hand into a regression test below
-    kw = dict(max_examples=N_EXAMPLES if EXPLORE else n, deadline=None, derandomize=SEED is None,
-              suppress_health_check=list(HealthCheck), database=None, print_blob=True,
-              phases=[Phase.explicit, Phase.generate])
-
-    def deco(f):
-        f = settings(**kw)(f)
-        return seed(int(SEED))(f) if SEED is not None else f
-    return deco
+    return fuzz_settings(N_EXAMPLES if EXPLORE else n, SEED)
 
 
 def _check(src, specs, mode):
