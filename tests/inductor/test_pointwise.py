@@ -234,7 +234,9 @@ def test_linear_pointwise_group_is_one_flat_loop():
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_exp_of_tiny_and_special_inputs(dtype):
     # ember_exp computes lanes with denormal/zero results in range (libmvec would hand each to
-    # scalar exp): -inf gives exactly 0, denormals are off by at most 1.5 denormal ulps
+    # scalar exp): -inf gives exactly 0; a denormal is exp(x + 50) * e^-50 rounded once onto the
+    # denormal grid, so its error is half a denormal ulp plus exp's relative error (libmvec: 4 ulp)
+    # and the constant's (half an ulp) times the value: near DBL_MIN that is up to ~2 denormal ulps
     fin = np.finfo(dtype)
     lo, hi = (-110.0, 90.0) if dtype == np.float32 else (-760.0, 710.0)
     special = np.array([-np.inf, np.inf, np.nan, -1e30, lo, np.log(fin.tiny), np.log(fin.tiny) - 1e-3,
@@ -251,8 +253,10 @@ def test_exp_of_tiny_and_special_inputs(dtype):
     ulp = np.maximum(np.spacing(want[fine].astype(dtype)).astype(np.longdouble),
                      np.longdouble(fin.smallest_subnormal))
     # libmvec's documented bound is 4 ulp (measured here: 2.4); lanes computed by the shifted
-    # path (results below the smallest normal) stay within 1.5 denormal ulps
+    # path (results below the smallest normal) stay within half a denormal ulp plus 5 eps of the
+    # value (measured over 12M draws: at most 0.99999 of that bound, 2.04 denormal ulps float64)
     assert (err <= 4 * ulp).all(), x[fine][err > 4 * ulp][:5]
     tiny = want[fine] < fin.tiny
-    assert tiny.sum() > 1000 and (err[tiny] <= 1.5 * ulp[tiny]).all()     # measured: 1.15
+    bound = np.longdouble(fin.smallest_subnormal) / 2 + 5 * np.longdouble(fin.eps) * want[fine][tiny]
+    assert tiny.sum() > 1000 and (err[tiny] <= bound).all(), x[fine][tiny][err[tiny] > bound][:5]
     assert "ember_exp" in cf.compiled.source
