@@ -35,6 +35,7 @@ from .variables import (BuiltinVariable, CellVariable, ConstantVariable, DictVar
                         ListVariable, NestedFunctionVariable, NullVariable, TensorVariable, TupleVariable,
                         UndefinedVariable, binary_op, bind_args, unary_op, wrap)
 from .variables.base import VariableTracker
+from .variables.constant import _specialised
 from .variables.lists import BaseListVariable
 from .variables.objects import NNModuleVariable
 from .variables.environ import EnvironVariable
@@ -1019,7 +1020,7 @@ class InstructionTranslator:
             conv = 0
         if isinstance(value, TensorVariable) or not value.is_python_constant():
             raise Unsupported("formatting a non-constant value (e.g. a tensor) into a string")
-        v = _specialize(value.as_python_constant())
+        v = _specialised(value.as_python_constant())     # (s0 would print as 's0')
         if conv == 1:
             v = str(v)
         elif conv == 2:
@@ -1856,11 +1857,3 @@ class LazyArgVariable(VariableTracker):
 __all__ = ["InstructionTranslator", "run_frame", "BuiltinVariable"]
 
 
-def _specialize(v):
-    """A symbolic size turned into text (an f-string) takes its concrete value, with a guard."""
-    from ..fx.experimental.symbolic_shapes import SymBool, SymInt
-    if isinstance(v, SymInt):
-        return int(v)
-    if isinstance(v, SymBool):
-        return bool(v)
-    return v

@@ -51,6 +51,9 @@ def binary_op(tx, op, a, b):
         if res is not None:
             return res
         raise Unsupported(f"operator {op.__name__} on {a} and {b}")
+    if INPLACE.get(op, op) is operator.mod and isinstance(a, ConstantVariable) \
+            and isinstance(a.value, (str, bytes)):
+        return _percent_format(tx, op, a, b)
     if a.is_python_constant() and b.is_python_constant() and not isinstance(a, BaseListVariable) \
             and not isinstance(b, BaseListVariable) and not isinstance(a, DictVariable):
         return fold_binary(op, a.as_python_constant(), b.as_python_constant(), tx)
@@ -91,6 +94,23 @@ def binary_op(tx, op, a, b):
     raise Unsupported(f"operator {op.__name__} on {a} and {b}")
 
 
+def _percent_format(tx, op, a, b):
+    """``'%d/%s' % (n, shape)``: printf-style formatting of a constant string, folded when every
+    value is a constant. The tuple (or mapping) of values arrives as a container tracker, which the
+    plain fold leaves out; a symbolic int in it is formatted as its value (``int()`` records the
+    guard) as the call would print it, not as its symbol. Before, the whole frame ran eagerly."""
+    from .constant import _specialised
+    if isinstance(b, BaseListVariable) and issubclass(b.python_type(), tuple) and b.is_python_constant():
+        vals = tuple(_specialised(i.as_python_constant()) for i in b.items)
+    elif isinstance(b, DictVariable) and b.is_python_constant():
+        vals = _specialised(b.as_python_constant())
+    elif b.is_python_constant() and not isinstance(b, (BaseListVariable, DictVariable)):
+        vals = _specialised(b.as_python_constant())
+    else:
+        raise Unsupported(f"operator {op.__name__} on {a} and {b} (a value that is not a constant)")
+    return fold_binary(operator.mod, a.value, vals, tx)
+
+
 def _int_like(v):
     from ...fx.experimental.symbolic_shapes import SymInt
     return isinstance(v, (int, SymInt))
@@ -127,8 +147,8 @@ def _consts(args, keep_symbolic=False):
     vals = [a.as_python_constant() for a in args]
     if keep_symbolic:
         return vals
-    from ...fx.experimental.symbolic_shapes import SymBool, SymInt
-    return [int(v) if isinstance(v, SymInt) else bool(v) if isinstance(v, SymBool) else v for v in vals]
+    from .constant import _specialised
+    return [_specialised(v) for v in vals]     # (inside containers too: str(x.shape) printed s0)
 
 
 # builtins that take a captured .item() (variables/sym_scalar.py) as any other value
