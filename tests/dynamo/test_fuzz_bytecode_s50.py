@@ -268,7 +268,9 @@ class Gen:
         x = self.t()
         self.emit(self.pick(["{n} = f'{{{i}}}-{{{x}.shape[0]}}'", "{n} = 'v%d/%s' % ({i}, tuple({x}.shape))",
                              "{n} = '{{}}:{{}}'.format({i}, {x}.dim())", "{n} = f'{{{f}:.2f}}'",
-                             "{n} = str({i}) + repr(len({x}))"]).format(n=name, i=self.i(), x=x, f=self.f()))
+                             "{n} = str({i}) + repr(len({x}))", "{n} = f'{{{x}.shape}}'",
+                             "{n} = str({x}.shape) + repr(tuple({x}.size()))",
+                             "{n} = '%s|%d' % ({x}.shape, {i})"]).format(n=name, i=self.i(), x=x, f=self.f()))
         self.strs.append(name)
 
     def s_print(self, depth):
