@@ -76,23 +76,19 @@ def test_list_printed_then_mutated_prints_the_old_value(capsys):
     assert capsys.readouterr().out == eager_out == "[1]\n[1, 2]\n"
 
 
-@pytest.mark.parametrize("case", ["tensor", "file", "dynamic"])
+@pytest.mark.parametrize("case", ["tensor", "dynamic"])
 def test_non_constant_prints_still_break(case, capsys):
-    import sys
-
+    # (``file=sys.stderr`` broke here too until session 51; it is replayed now:
+    # test_print_stream_s51.py)
     def print_tensor(x):
         y = x + 1
         print(y)
         return y
 
-    def print_to_stderr(x):
-        print("err", file=sys.stderr)
-        return x + 1
-
     def print_dynamic_shape(x):
         print(x.shape[0])
         return x + 1
-    fn = {"tensor": print_tensor, "file": print_to_stderr, "dynamic": print_dynamic_shape}[case]
+    fn = {"tensor": print_tensor, "dynamic": print_dynamic_shape}[case]
     x = _x(3)
     fn(x)
     eager = capsys.readouterr()

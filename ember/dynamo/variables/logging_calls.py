@@ -20,8 +20,10 @@ Exactness:
   replayed by building the ``LogRecord`` with the caller's file, line and function, exactly as
   ``Logger._log`` would have found them, and handing it to ``Logger.handle`` when the logger is
   enabled for the level at run time. ``exc_info``/``exception()`` and ``stack_info`` break.
-* Anything non-constant (a tensor's values, a symbolic size, ``file=sys.stderr``) breaks the graph
-  as before: the value must be known when tracing.
+* ``print(..., file=stream)`` replays into that stream when it lives outside the frame (``sys.stderr``, a
+  module-level ``io.StringIO``, an argument): the object is guarded by identity.
+* Anything non-constant (a tensor's values, a symbolic size, a stream made in the frame) breaks
+  the graph as before: the value must be known when tracing.
 
 ``ember.dynamo.config.replay_logging_calls = False`` restores graph breaks at all of them."""
 from __future__ import annotations
@@ -96,10 +98,26 @@ def _frame_at(tx, stacklevel, what):
 def print_call(tx, args, kwargs):
     _enabled("print()")
     vals = [_snapshot(a, "print()") for a in args]
+    kwargs = dict(kwargs)
+    stream = kwargs.pop("file", None)
     kw = {k: _snapshot(v, "print()") for k, v in kwargs.items()}
     if set(kw) - {"sep", "end", "flush"}:
-        raise Unsupported("print() with file=... (a stream object) is a side effect (graph break)")
+        raise Unsupported(f"print() with arguments {sorted(set(kw) - {'sep', 'end', 'flush'})}")
+    if stream is not None and not (stream.is_python_constant() and stream.as_python_constant() is None):
+        kw["file"] = _stream(tx, stream)
     return _record(tx, print, vals, kw)
+
+
+def _stream(tx, v):
+    """The object behind ``print(..., file=v)``: one that lives outside the frame (``sys.stderr``,
+    a module's ``io.StringIO``, an argument), guarded by identity -- the replayed call writes to
+    that very object, and another object there compiles again. A stream made in the frame, or
+    one the trace only knows as a value, breaks the graph (its writes are not replayable)."""
+    obj = getattr(v, "obj", None)
+    if obj is None or v.source is None or not callable(getattr(obj, "write", None)):
+        raise Unsupported(f"print() with file={v} (a stream made in the frame or not known by identity)")
+    tx.output.guards.id_match(v.source, obj)
+    return obj
 
 
 def warn_call(tx, args, kwargs):
