@@ -243,6 +243,8 @@ class BuiltinVariable(VariableTracker):
         attrs = _HANDLER_ATTRS.get(self.fn) if type(self.fn).__hash__ is not None else None
         if attrs is not None and name in attrs:      # ember._dynamo.comptime's shortcuts
             return BuiltinVariable(attrs[name])
+        if name in ("__name__", "__qualname__", "__module__", "__doc__") and hasattr(self.fn, name):
+            return ConstantVariable(getattr(self.fn, name))      # ``type(n).__name__``: fixed text
         raise Unsupported(f"attribute {name!r} of builtin {getattr(self.fn, '__name__', self.fn)}")
 
     def __repr__(self):
@@ -402,11 +404,37 @@ def _sorted(tx, args, kwargs):
 
 
 def _minmax(pyfn):
+    """``max``/``min`` over constants, folded; over any items (tensors too) with a ``key`` whose
+    values are constants (``max(ts, key=lambda t: t.shape[0])``): the key is traced once per item
+    in order, as Python calls it, and the item returned is the first one with the extreme key."""
     def h(tx, args, kwargs):
+        unknown = set(kwargs) - {"key", "default"}
+        if unknown or not args:
+            raise Unsupported(f"{pyfn.__name__}() with arguments {sorted(unknown) or '(none)'}")
+        if len(args) > 1 and "default" in kwargs:
+            raise Unsupported(f"{pyfn.__name__}() with several arguments and default= (the program raises)")
         items = _iter_items(tx, args[0]) if len(args) == 1 else list(args)
-        if kwargs or not all(i.is_python_constant() for i in items):
+        key = kwargs.get("key")
+        if key is not None and key.is_python_constant() and key.as_python_constant() is None:
+            key = None
+        if not items:
+            if "default" in kwargs:
+                return kwargs["default"]
+            from .exceptions import raise_from_real
+            try:
+                pyfn(())
+            except ValueError as e:
+                raise_from_real(tx, e, f"{pyfn.__name__}() of an empty sequence")
+        keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
+        if not all(k.is_python_constant() and not isinstance(k, TensorVariable) for k in keys):
             raise Unsupported(f"{pyfn.__name__}() of tensors compares data")
-        return ConstantVariable(pyfn(_consts(items)))
+        vals = _consts(keys)
+        try:
+            pick = pyfn(range(len(items)), key=vals.__getitem__)
+        except TypeError as e:
+            from .exceptions import raise_from_real
+            raise_from_real(tx, e, f"{pyfn.__name__}() raised TypeError: {e}")
+        return items[pick] if key is not None else ConstantVariable(vals[pick])
     return h
 
 
