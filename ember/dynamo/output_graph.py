@@ -67,6 +67,11 @@ class OutputGraph:
         # which is sound only while the graph writes into none of them (_check_lost_aliasing)
         self._lost_alias = {}
         self._written = []                 # example values whose memory an in-place op wrote
+        # (op name, memory roots of what it writes) for every in-place call, and the example
+        # results that own their memory (made by an op of this trace): a write into those only
+        # changes the trace's own intermediates (_check_rerunnable)
+        self._inplace_dests = []
+        self._fresh = {}
         self._lost_versions = {}           # id(example value) -> its version when it became an input
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
@@ -407,8 +412,11 @@ class OutputGraph:
         if kind == "call_method" and target in _GEOMETRY_METHODS:
             raise Unsupported(f"Tensor.{target}() changes a tensor's shape in place (the graph's values "
                               f"keep their shapes: traced, later ops would see the old one)")
-        if self._lost_alias and (_is_inplace(target, kwargs) or _inplace_flag(kwargs)):
-            self._note_written(args, kwargs)
+        inplace = _is_inplace(target, kwargs) or _inplace_flag(kwargs)
+        if inplace:
+            self._inplace_dests.append((_op_name(target), [memory_root(d) for d in _dest_examples(args, kwargs)]))
+            if self._lost_alias:
+                self._note_written(args, kwargs)
         if _config.capture_scalar_outputs and has_sym_scalars(args, kwargs):
             # captured .item() values as scalar arguments (variables/sym_scalar.py)
             return call_with_scalars(self, kind, target, runner, args, kwargs, returns_none)
@@ -422,6 +430,10 @@ class OutputGraph:
             res = self._run_with_sym_scalars(target, runner, ex_args, ex_kwargs)
         else:
             res = self.examples.run(runner, ex_args, ex_kwargs)
+        for r in (res if isinstance(res, (tuple, list)) else (res,)):
+            if isinstance(r, Tensor) and r._base is None and not any(r is a for a in ex_args) \
+                    and not any(r is v for v in ex_kwargs.values()):
+                self._fresh[id(r)] = r
         node_args = tuple(self._map(a, False) for a in args)
         node_kwargs = {k: self._map(v, False) for k, v in kwargs.items()}
         tf_cls = result_class(args, kwargs) or Tensor    # a __torch_function__ subclass's results
@@ -791,11 +803,7 @@ class OutputGraph:
     def _note_written(self, args, kwargs):
         """An in-place call (trackers): remember the example values it writes (its first
         argument, its ``out=``) for _check_lost_aliasing."""
-        dests = list(args[:1]) + [kwargs.get("out")]
-        for d in dests:
-            for x in (d.items if isinstance(d, BaseListVariable) else (d,)):
-                if isinstance(x, TensorVariable):
-                    self._written.append(x.example)
+        self._written.extend(_dest_examples(args, kwargs))
 
     def note_opaque_call(self, args, kwargs):
         """A graph node whose body the trace does not see (an ``allow_in_graph`` function): it
@@ -867,8 +875,19 @@ class OutputGraph:
 
     def _check_rerunnable(self):
         """A graph over code in a try block is re-run eagerly from the frame's start if it raises
-        (the handler must see the exception): only sound if the graph changed nothing outside."""
-        for name in self._inplace_ops():
+        (the handler must see the exception): only sound if the graph changed nothing outside.
+        In-place ops on tensors the trace made itself (``t = x.clamp(0, 1); t.relu_()``) change
+        nothing outside: a re-run makes them again. A write whose memory is an input's (or
+        reached through a view of one), or an in-place node not recorded here, refuses."""
+        recorded = len(self._inplace_dests)
+        in_graph = sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method")
+                       and (_is_inplace(n.target, n.kwargs) or n.kwargs.get("inplace") is True))
+        if recorded >= in_graph:
+            outside = [name for name, roots in self._inplace_dests
+                       if not roots or not all(self._fresh.get(id(r)) is r for r in roots)]
+        else:
+            outside = list(self._inplace_ops())
+        for name in outside:
             if not self.covers_try:
                 # only replayed print/log calls asked for the re-run: break at the first of them
                 # instead (it then runs where the program makes it), as without replay
@@ -1166,6 +1185,16 @@ _INPLACE_OPERATORS = {"setitem", "iadd", "isub", "imul", "itruediv", "ifloordiv"
 
 def _op_name(target) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", "")
+
+
+def _dest_examples(args, kwargs):
+    """The example tensors an in-place call (trackers) writes: its first argument, its ``out=``."""
+    out = []
+    for d in list(args[:1]) + [kwargs.get("out")]:
+        for x in (d.items if isinstance(d, BaseListVariable) else (d,)):
+            if isinstance(x, TensorVariable):
+                out.append(x.example)
+    return out
 
 
 def _is_inplace(target, kwargs) -> bool:
