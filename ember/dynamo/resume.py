@@ -74,6 +74,21 @@ def original(code, offset):
     return orig, offsets[offset]
 
 
+def _past_extended_args(code, offset):
+    """The offset of the instruction that an ``EXTENDED_ARG`` at ``offset`` extends (``offset``
+    itself otherwise). The instruction after a breaking call can be the prefix of a long jump
+    (an ``if`` whose body spans more than 255 code units); ``bytecode`` folds such prefixes into
+    the instruction they extend, so the resume function jumps there (before, the target was "not
+    found" and the frame ran eagerly)."""
+    insts = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for k, i in enumerate(insts):
+        if i.offset == offset:
+            while insts[k].opname == "EXTENDED_ARG" and k + 1 < len(insts):
+                k += 1
+            return insts[k].offset
+    return offset
+
+
 def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, extra=()):
     """The original code as a function of (stack values, locals): a prefix pushes the stack
     and jumps to ``target_offset`` (or, with ``append(covering TryBegin or None)`` -> instructions,
@@ -86,6 +101,7 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, 
     dis_insts = _real_instructions(code)
     if len(instrs) != len(dis_insts) or any(a.name != b.opname for a, b in zip(instrs, dis_insts)):
         raise Unsupported("bytecode of the frame could not be matched for a resume function")
+    target_offset = _past_extended_args(code, target_offset)
     idx = next((k for k, d in enumerate(dis_insts) if d.offset == target_offset), None)
     if idx is None:
         raise Unsupported("resume target not found")
