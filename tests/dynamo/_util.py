@@ -98,3 +98,15 @@ def assert_one_graph(fn, *args):
     """``fn(*args)`` compiles to exactly one graph with no break."""
     ex = dynamo.explain(fn)(*args)
     assert (ex.graph_count, ex.graph_break_count) == (1, 0), ex.break_reasons
+
+
+def run_and_capture(fn, args, capsys, stream="out", backend="eager"):
+    """``fn(*args)`` eagerly, then compiled with ``backend`` after ``dynamo.reset()``: (eager
+    result, compiled result, text eager wrote to ``stream``, text the compiled call wrote)."""
+    import ember
+    from ember import dynamo
+    dynamo.reset()
+    want = fn(*args)
+    text_eager = getattr(capsys.readouterr(), stream)
+    got = ember.compile(fn, backend=backend)(*args)
+    return want, got, text_eager, getattr(capsys.readouterr(), stream)

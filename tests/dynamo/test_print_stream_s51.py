@@ -13,6 +13,8 @@ import sys
 import ember
 from ember import dynamo
 
+from ._util import run_and_capture
+
 OUT = io.StringIO()
 
 
@@ -56,12 +58,7 @@ def _to_stderr(a):
 
 
 def test_print_to_stderr_is_replayed(capsys):
-    dynamo.reset()
-    x = ember.randn(4)
-    want = _to_stderr(x)
-    e1 = capsys.readouterr().err
-    got = ember.compile(_to_stderr, backend="eager")(x)
-    e2 = capsys.readouterr().err
+    want, got, e1, e2 = run_and_capture(_to_stderr, (ember.randn(4),), capsys, stream="err")
     assert ember.equal(want, got) and e1 == e2 == "warning-ish 1\n"
     assert dynamo.counters["graph_breaks"] == 0
 

@@ -17,6 +17,8 @@ import pytest
 import ember
 from ember import dynamo
 
+from ._util import run_and_capture
+
 
 def _make(body):
     src = f'''
@@ -99,10 +101,6 @@ def _prints(a):
 
 
 def test_replayed_prints_with_inplace_on_own_tensors_need_no_break(capsys):
-    dynamo.reset()
-    a = ember.randn(4)
-    want = _prints(a)
-    out_eager = capsys.readouterr().out
-    got = ember.compile(_prints, backend="eager")(a)
-    assert ember.equal(got, want) and capsys.readouterr().out == out_eager == "replayed 1\n"
+    want, got, out_eager, out_compiled = run_and_capture(_prints, (ember.randn(4),), capsys)
+    assert ember.equal(got, want) and out_compiled == out_eager == "replayed 1\n"
     assert dynamo.counters["graph_breaks"] == 0
