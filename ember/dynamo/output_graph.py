@@ -795,9 +795,11 @@ class OutputGraph:
         return self.obj_ref(_types.FunctionType(rcode, func.__globals__, rcode.co_name))
 
     def _inplace_ops(self):
-        """Names of the graph's in-place calls (``x.add_``, ``x[i] = v``, ``out=``), in order."""
+        """Names of the graph's in-place calls (``x.add_``, ``x[i] = v``, ``out=``, ``inplace=True``),
+        in order."""
         for node in self.graph.nodes:
-            if node.op in ("call_function", "call_method") and _is_inplace(node.target, node.kwargs):
+            if node.op in ("call_function", "call_method") and (_is_inplace(node.target, node.kwargs)
+                                                                or node.kwargs.get("inplace") is True):
                 yield _op_name(node.target)
 
     def _note_written(self, args, kwargs):
@@ -879,14 +881,12 @@ class OutputGraph:
         In-place ops on tensors the trace made itself (``t = x.clamp(0, 1); t.relu_()``) change
         nothing outside: a re-run makes them again. A write whose memory is an input's (or
         reached through a view of one), or an in-place node not recorded here, refuses."""
-        recorded = len(self._inplace_dests)
-        in_graph = sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method")
-                       and (_is_inplace(n.target, n.kwargs) or n.kwargs.get("inplace") is True))
-        if recorded >= in_graph:
+        in_graph = list(self._inplace_ops())
+        if len(self._inplace_dests) >= len(in_graph):
             outside = [name for name, roots in self._inplace_dests
                        if not roots or not all(self._fresh.get(id(r)) is r for r in roots)]
         else:
-            outside = list(self._inplace_ops())
+            outside = in_graph
         for name in outside:
             if not self.covers_try:
                 # only replayed print/log calls asked for the re-run: break at the first of them

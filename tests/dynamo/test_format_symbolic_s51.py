@@ -11,6 +11,7 @@ session 51, several paths printed the symbol instead:
 All of these were silent wrong answers. ``'v%d/%s' % (n, tuple(x.shape))`` (a ``%`` with a tuple
 of values) was not traced, so the whole frame ran eagerly.
 """
+import collections
 import contextlib
 import io
 
@@ -65,6 +66,19 @@ def test_percent_formatting_with_a_tuple_or_dict_is_traced(k):
 def _percent_of_item(x):
     v = x.sum().item()               # a graph break; v is a float argument of the resume function
     return x * 3, "%.4f" % (v,), "%s" % v, f"{v:.4f}"
+
+
+_Pair = collections.namedtuple("_Pair", "n m")
+
+
+def _namedtuple_of_sizes(x):
+    p = _Pair(x.shape[0], 2)
+    return x * 2, str(p), "%s-%s" % p, f"{p}", repr([p])
+
+
+def test_a_namedtuple_holding_a_symbolic_size_formats_as_its_values():
+    c = _run(_namedtuple_of_sizes, SHAPES)
+    assert c["eager_fallback"] == 0 and c["internal_errors"] == 0, dynamo.fallback_reasons
 
 
 def test_percent_formatting_of_an_item_after_a_break():

@@ -100,14 +100,9 @@ def _percent_format(tx, op, a, b):
     plain fold leaves out; a symbolic int in it is formatted as its value (``int()`` records the
     guard) as the call would print it, not as its symbol. Before, the whole frame ran eagerly."""
     from .constant import _specialised
-    if isinstance(b, BaseListVariable) and issubclass(b.python_type(), tuple) and b.is_python_constant():
-        vals = tuple(_specialised(i.as_python_constant()) for i in b.items)
-    elif isinstance(b, DictVariable) and b.is_python_constant():
-        vals = _specialised(b.as_python_constant())
-    elif b.is_python_constant() and not isinstance(b, (BaseListVariable, DictVariable)):
-        vals = _specialised(b.as_python_constant())
-    else:
+    if not b.is_python_constant():
         raise Unsupported(f"operator {op.__name__} on {a} and {b} (a value that is not a constant)")
+    vals = _specialised(b.as_python_constant())
     return fold_binary(operator.mod, a.value, vals, tx)
 
 

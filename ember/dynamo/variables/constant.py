@@ -119,7 +119,8 @@ def _specialised(v):
     if isinstance(v, SymBool):
         return bool(v)
     if isinstance(v, (list, tuple)) and any(isinstance(x, (SymInt, SymBool, list, tuple, dict)) for x in v):
-        return type(v)(_specialised(x) for x in v)
+        items = [_specialised(x) for x in v]
+        return type(v)(*items) if hasattr(type(v), "_fields") else type(v)(items)   # (a namedtuple)
     if isinstance(v, dict) and any(isinstance(x, (SymInt, SymBool, list, tuple, dict)) for x in v.values()):
         return {k: _specialised(x) for k, x in v.items()}
     return v

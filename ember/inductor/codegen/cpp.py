@@ -2335,8 +2335,9 @@ def data_offset() -> int:
 # double exp without libmvec's scalar fallback for tiny results (float32: cpp_strips). glibc's vector
 # exp hands every lane whose result is denormal or zero to scalar exp, one call per lane (softmax's
 # masked -inf scores); such lanes are computed in range instead: the input clamped (every x below
-# the clamp gives 0 anyway) and shifted, the result scaled back. Error: half a denormal ulp (the one rounding onto the denormal
-# grid) plus exp's and e^-50's relative error times the value (about 2 denormal ulps near DBL_MIN).
+# the clamp gives 0 anyway) and shifted, the result scaled back. Error: half a denormal ulp (the
+# one rounding onto the denormal grid) plus exp's and e^-50's relative error times the value
+# (about 2 denormal ulps near DBL_MIN).
 EXP_HELPERS = r'''
 static inline double ember_exp(double x) {
     const bool tiny = x < -708.3964185322641;                   // below ln(DBL_MIN)
