@@ -49,6 +49,9 @@ stream_min_bytes = 16 << 20
 # ... a pointwise stage streaming its row computes it in strips of this many elements, each
 # streamed out from L1 (0: the whole row is staged, then copied out)
 stream_strip = 1024
+# ... and flat (one-dimensional) pointwise loops stream such float32 outputs too, in strips of
+# ``stream_strip`` elements (or 1024) staged in L1 (see codegen/cpp_stream.py)
+stream_flat = True
 # SIMD loops run in strips of this many elements (0: off): on AVX-512 hosts a loop calling float32
 # exp stages the arguments of a strip in a local array and runs ember's inlined vector exp over it
 # (off: GCC calls the same routine through its vector ABI); a double sum of float32 values adds a

@@ -27,6 +27,7 @@ import sympy
 from ... import types as _t
 from ...ops import _erfinv_cpp
 from .. import config, ir
+from .cpp_stream import stream_flat_stores
 from .cpp_strips import VEXP_HELPERS, collapsed_partial_sums, exp_staging_enabled, strip_loops
 from ..ir import index_vars
 from ..sizevars import FloorDiv, ModularIndexing, cexpr, contiguous_strides, product, simplify_index, sympify
@@ -50,6 +51,8 @@ COMPUTE[_t.bfloat16] = "float"
 MVEC = ("exp exp2 expm1 log log2 log10 log1p sin cos tan asin acos atan sinh cosh tanh asinh acosh "
         "atanh erf erfc").split()
 MVEC2 = ("pow", "atan2")
+# a per-element call of a math routine in a loop body (libmvec's, or ember's wrappers of it)
+_PER_ELEMENT_MATH = re.compile(r"\b(?:ember_)?(?:" + "|".join(MVEC + list(MVEC2)) + r")f?(?:_fp)?\(")
 
 PRELUDE = r'''
 #include <cmath>
@@ -905,6 +908,17 @@ class KernelGen:
                 body.append(ind + "    " * i + "}")
         return body
 
+    def _big(self, name) -> bool:
+        """Whether buffer ``name`` holds at least ``config.stream_min_bytes`` (by size hint)."""
+        buf = self.graph.buffers_by_name.get(name)
+        if buf is None or not config.stream_min_bytes:
+            return False
+        hint = self.graph.sizevars.size_hint
+        return hint(product(buf.get_size())) * buf.get_dtype().itemsize >= config.stream_min_bytes
+
+    def _big_f32(self, name) -> bool:
+        return self._big(name) and self.buffer_dtype(name) is _t.float32
+
     def _stream_plan(self, nodes, p, xs):
         """Which stages of a nest with inner loops stream their rows (``self.stream``) and
         which prefetch the next outer iteration's row of an input (``self.prefetch``); only
@@ -924,13 +938,7 @@ class KernelGen:
         thr = config.stream_min_bytes
         if not thr or p == 0:
             return
-        hint = self.graph.sizevars.size_hint
-
-        def big(name):
-            buf = self.graph.buffers_by_name.get(name)
-            if buf is None:
-                return False
-            return hint(product(buf.get_size())) * buf.get_dtype().itemsize >= thr
+        big = self._big
 
         def row(idx, rs, R):
             """(base, numel) when ``idx`` walks one contiguous row over ``rs``."""
@@ -1300,6 +1308,10 @@ class KernelGen:
             body = strip_loops(body, exp_staging_enabled())
         elif work >= config.strip_exp_min_work and exp_staging_enabled():
             body = strip_loops(body, True, exp_only=True)
+        if config.stream_flat and config.stream_min_bytes:
+            inplace_outs = set(inplace.values())
+            big = [nm for nm in self.writes if nm not in inplace_outs and self._big_f32(nm)]
+            body = stream_flat_stores(body, big, config.stream_strip or 1024, _PER_ELEMENT_MATH)
         return head + "\n{\n" + "\n".join(unpack + body) + "\n}\n"
 
     # -- scan ---------------------------------------------------------------
