@@ -77,6 +77,12 @@ def _attr_of_instance(tx, obj, source, name, self_var):
         tx.output.attr_overlay[(id(obj), name)] = value
         tx.output.side_effects.append(("instdict", self_var, name, value))
         return value
+    if isinstance(attr, _C_METHODS) and source is not None:
+        # a method implemented in C (``io.StringIO.getvalue``, ``array.array.append``): not
+        # traceable, but its call can run after a graph break, with the method read again
+        # through the source (guarded above: still the class's, not shadowed). The read broke
+        # nothing before; the whole frame ran eagerly.
+        return OpaqueMethodVariable(type(obj), name, AttrSource(source, name))
     if hasattr(attr, "__get__") and not isinstance(attr, (int, float, str, bool, tuple, type(None))):
         raise Unsupported(f"descriptor attribute {type(obj).__name__}.{name} ({type(attr).__name__})")
     # plain class attribute: read through the instance at run time, guarded
@@ -84,6 +90,27 @@ def _attr_of_instance(tx, obj, source, name, self_var):
 
 
 _MISSING = object()
+_C_METHODS = (types.MethodDescriptorType, types.WrapperDescriptorType, types.ClassMethodDescriptorType)
+
+
+class OpaqueMethodVariable(VariableTracker):
+    """A C method of an object (``buf.getvalue``), read through ``source``. Calling it breaks
+    the graph at the call, which then runs eagerly; nothing else is known about it."""
+
+    def __init__(self, cls, name, source):
+        self.cls = cls
+        self.name = name
+        self.source = source
+
+    def python_type(self):
+        return types.BuiltinMethodType
+
+    def call_function(self, tx, args, kwargs):
+        raise Unsupported(f"call of {self.cls.__name__}.{self.name} (a method implemented in C: "
+                          f"it runs after a graph break)")
+
+    def __repr__(self):
+        return f"OpaqueMethodVariable({self.cls.__name__}.{self.name})"
 
 
 def _class_function_source(source, fn, name=None):
