@@ -26,6 +26,7 @@ from . import config as _config
 from . import logs
 from .example_value import ExampleValues
 from .exc import AliasedDynamicView, BackendCompilerFailed, SkipFrame, Unsupported
+from .graph_raises import may_raise as graph_may_raise
 from .guards import GuardSet, _cstrides, memory_root
 from ..fx.experimental.symbolic_shapes import SymBool, SymInt
 from .source import placeholder_name
@@ -931,7 +932,9 @@ class OutputGraph:
                 # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
         compiled, gm, backend_time = None, None, 0.0
-        rerun = self.covers_try or self.replay_break_index is not None
+        # (a graph no op of which can raise needs no re-run: see graph_raises.py)
+        rerun = (self.covers_try or self.replay_break_index is not None) and \
+            graph_may_raise(self.graph, bool(self._sym_inputs))
         if self.n_calls > self.n_grad_nodes and rerun:
             self._check_rerunnable()
         if self.n_calls > self.n_grad_nodes:

@@ -638,14 +638,15 @@ def test_graph_raising_inside_try_reruns_frame_eagerly(capsys):
 def inplace_in_try(x):
     try:
         x.add_(1)
-        y = x * 2
+        y = x[x.argmax(0)] * 2      # a tensor index: the graph can raise (graph_raises.py)
     except RuntimeError:
         y = x
     return y
 
 
 def test_inplace_op_in_try_runs_frame_eagerly(capsys):
-    # a graph that mutated its input cannot be re-run: the frame runs eagerly, with a reason
+    # a graph that mutated its input and can raise cannot be re-run: the frame runs eagerly,
+    # with a reason (one that cannot raise needs no re-run: test_graph_raises_s52.py)
     cnt, counters, reasons = run(inplace_in_try, x3, capsys)
     assert cnt.frame_count == 0 and counters["eager_fallback"] >= 1
     assert any("in-place op" in r for _, r in reasons), reasons
