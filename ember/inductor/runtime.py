@@ -61,7 +61,10 @@ def _contig(x):
     return x if x.flags.c_contiguous else np.array(x, order="C")
 
 
-def _index_error(kname):
+def _index_error(kname, code=1):
+    """Raise the error kernel ``kname`` flagged (``ember_flag_error`` in the C++ prelude)."""
+    if code == 2:
+        raise RuntimeError("ZeroDivisionError")     # (eager's and PyTorch's message)
     raise IndexError(f"inductor: an index is out of bounds (kernel {kname}); the eager prim raises here too")
 
 

@@ -206,9 +206,18 @@ def _binary(name, fn, kinds, doc, *, out_bool=False, int_fn=None, names=("a", "b
                            meta=_meta_nary(out_bool), tags=("pointwise",), check=check, doc=doc)(kernel))
 
 
+def _int_zero_divisor(xp, y):
+    """Integer division by zero raises, as PyTorch's eager kernels and ember's ops do (and the
+    compiled kernels: the C++ ones flag it, the Triton ones assert). Until session 52 the prims
+    gave 0 there, so a compiled ``a // b`` returned 0 where eager raised; no decomposition
+    divides by an integer that can be 0."""
+    if bool(xp.any(y == 0)):
+        raise RuntimeError("ZeroDivisionError")
+
+
 def _int_div_trunc(xp, x, y):
-    """C-style truncating integer division; division by zero gives 0 (undefined behaviour in C,
-    an error in PyTorch's eager kernel; decompositions never rely on it)."""
+    """C-style truncating integer division (by zero: raises, ``_int_zero_divisor``)."""
+    _int_zero_divisor(xp, y)
     safe = xp.where(y == 0, 1, y)
     q = xp.floor_divide(x, safe)
     r = x - q * safe
@@ -217,16 +226,19 @@ def _int_div_trunc(xp, x, y):
 
 
 def _int_floordiv(xp, x, y):
+    _int_zero_divisor(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.floor_divide(x, safe))
 
 
 def _int_remainder(xp, x, y):
+    _int_zero_divisor(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.remainder(x, safe))
 
 
 def _int_fmod(xp, x, y):
+    _int_zero_divisor(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.fmod(x, safe))
 
@@ -284,9 +296,9 @@ _binary("sub", lambda xp, x, y: x - y, NUM, "a - b. Integer overflow wraps.",
 _binary("mul", lambda xp, x, y: x * y, ANY, "a * b (bool: logical and). Integer overflow wraps.",
         int_fn=_bool_or_int(lambda xp, x, y: x & y, lambda xp, x, y: x * y))
 _binary("div", lambda xp, x, y: x / y, NUM, "a / b: true division for floats, truncation toward zero for "
-        "integers (integer division by zero gives 0).", int_fn=_int_div_trunc)
+        "integers (integer division by zero raises RuntimeError).", int_fn=_int_div_trunc)
 _binary("floor_divide", _float_floordiv, NUM, "floor(a / b), computed exactly (PyTorch's div_floor; integer "
-        "division by zero gives 0).", int_fn=_int_floordiv)
+        "division by zero raises RuntimeError).", int_fn=_int_floordiv)
 
 
 def _float_remainder(xp, x, y):

@@ -117,7 +117,7 @@ def _op_graphs():
     idx = randint(6, 45, dtype=np.int64, lo=0, hi=45)
 
     def ops(x, xl, ints, seed, idx):
-        return (P.erfinv(P.tanh(x)), P.floor_divide(x, P.add(x, 3.0)), P.remainder(ints, P.add(ints, 7)),
+        return (P.erfinv(P.tanh(x)), P.floor_divide(x, P.add(x, 3.0)), P.remainder(ints, P.add(P.abs(ints), 7)),
                 P.pow(ints, P.remainder(ints, 3)), P.shift_right(ints, P.remainder(ints, 40)),
                 P.argmax(x, 1), P.var(xl, [1], 1), P.argmin(xl, 1), P.prod(xl, [1]), P.amax(xl, [1]),
                 P.philox_randn([6, 45], seed, seed, ember.float32, None),

@@ -118,25 +118,31 @@ static inline uint16_t ember_f32_to_bf16(float f) {
 static inline float ember_bf16_round(float f) { return ember_bf16_to_f32(ember_f32_to_bf16(f)); }
 static inline float ember_f16_round(float f) { return (float)(_Float16)f; }
 
+// a kernel's run-time error, read and cleared by the wrapper after the call (ember_take_index_error):
+// 1 an index out of range (IndexError, as the eager prim), 2 an integer division by zero
+// (RuntimeError "ZeroDivisionError", as eager and PyTorch); the result computed there is 0
+static int ember_index_error = 0;
+static inline void ember_flag_error(int code) { __atomic_store_n(&ember_index_error, code, __ATOMIC_RELAXED); }
+static inline void ember_flag_index_error() { ember_flag_error(1); }
 template <typename T> static inline T ember_div_trunc(T a, T b) {
-    if (b == 0) return 0;
+    if (b == 0) { ember_flag_error(2); return 0; }
     if (std::is_signed<T>::value && b == (T)-1) return (T)(-a);
     return (T)(a / b);
 }
 template <typename T> static inline T ember_floordiv_int(T a, T b) {
-    if (b == 0) return 0;
+    if (b == 0) { ember_flag_error(2); return 0; }
     if (std::is_signed<T>::value && b == (T)-1) return (T)(-a);
     T q = (T)(a / b), r = (T)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (T)(q - 1) : q;
 }
 template <typename T> static inline T ember_remainder_int(T a, T b) {
-    if (b == 0) return 0;
+    if (b == 0) { ember_flag_error(2); return 0; }
     if (std::is_signed<T>::value && b == (T)-1) return 0;
     T r = (T)(a % b);
     return (r != 0 && ((r < 0) != (b < 0))) ? (T)(r + b) : r;
 }
 template <typename T> static inline T ember_fmod_int(T a, T b) {
-    if (b == 0) return 0;
+    if (b == 0) { ember_flag_error(2); return 0; }
     if (std::is_signed<T>::value && b == (T)-1) return 0;
     return (T)(a % b);
 }
@@ -202,8 +208,6 @@ template <typename T> static inline T ember_min_fp(T a, T b) {
 @ERFINV_CPP@
 static inline double ember_lgamma(double x) { int s; return lgamma_r(x, &s); }
 
-static int ember_index_error = 0;
-static inline void ember_flag_index_error() { __atomic_store_n(&ember_index_error, 1, __ATOMIC_RELAXED); }
 extern "C" int ember_take_index_error() {
     return __atomic_exchange_n(&ember_index_error, 0, __ATOMIC_RELAXED);
 }
@@ -541,6 +545,8 @@ class CppOps:
             return self._emit(f"{a} && {b}" if isbool else f"{a} * {b}", dt)
         if op in simple:
             return self._emit(f"{a} {simple[op]} {b}", dt)
+        if op in ("div", "floor_divide", "remainder", "fmod") and not fp:
+            self.kernel.uses_index_check = True     # (a zero divisor sets the kernel's error flag)
         if op == "div":
             return self._emit(f"{a} / {b}" if fp else f"ember_div_trunc<{ct}>({a}, {b})", dt)
         if op == "floor_divide":

@@ -26,7 +26,9 @@ float16/bfloat16 are loaded into float32, computed in float32 and rounded when
 stored or converted (as the C++ backend does); transcendental functions call
 libdevice (``_lib``), IEEE ``div_rn``/``sqrt_rn`` for ``/`` and ``sqrt``;
 integer division, remainders and shifts carry the prims' semantics (no
-undefined behaviour for division by zero or oversized shifts). Philox random
+undefined behaviour for oversized shifts; a zero divisor fails a device assertion, which
+raises under the interpreter and in debug builds as the eager prim raises, and otherwise
+gives 0). Philox random
 numbers reproduce ``ember.prims.philox_rand``/``philox_randn`` bit for bit.
 
 The generated module text is backend-neutral Python: its ``_jit`` (kernels)
@@ -513,6 +515,11 @@ class TritonOps:
         overflows), the special cases patched in afterwards."""
         ct = COMPUTE[dt]
         signed = dt not in UNSIGNED
+        # a zero divisor raises under the interpreter and in debug builds, as the eager prim
+        # does (RuntimeError "ZeroDivisionError"); compiled without debug the lane gives 0.
+        # Masked-off lanes (loaded as 0) are exempt.
+        ok = f"({b} != 0)" if not self.mask else f"({b} != 0) | ~({self.mask})"
+        self.lines.append(f'{self.indent}tl.device_assert({ok}, "ZeroDivisionError")')
         bad = f"({b} == 0) | ({b} == -1)" if signed else f"({b} == 0)"
         safe = self._emit(f"tl.where({bad}, tl.full([], 1, {ct}), {b})", dt)
         core = self._emit(expr_fn(a, safe), dt)

@@ -211,7 +211,8 @@ class WrapperGen:
                     take.argtypes, take.restype = [], ctypes.c_int
                     self.globals[f"_take_index_error_{kname}"] = take
                     self.globals["_index_error"] = _index_error
-                    L.append(f"    if _take_index_error_{kname}(): _index_error('{kname}')")
+                    L.append(f"    _err = _take_index_error_{kname}()")
+                    L.append(f"    if _err: _index_error('{kname}', _err)")
             elif grp.node.kernel.name in merged_cats:
                 alloc(grp.node.kernel.outputs[0])
                 L.append(f"    # {grp.node.kernel.name}: cat, its pieces written in place by their kernels")
