@@ -315,3 +315,10 @@ def as_contiguous(xp, r, src=None):
     if xp is np:
         return np.ndarray(r.shape, r.dtype, buffer=r, strides=bst)
     return xp.lib.stride_tricks.as_strided(r, r.shape, bst)
+
+
+def int_zero_check(xp, divisor) -> None:
+    """Integer division by zero raises, as PyTorch's eager kernels do (the ops check before
+    computing, the prims' integer division too, and compiled kernels flag it)."""
+    if bool(xp.any(divisor == 0)):
+        raise RuntimeError("ZeroDivisionError")

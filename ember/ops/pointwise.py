@@ -29,7 +29,7 @@ from .. import types as _t
 from ..tensor import Tensor, _make
 from ..types import from_numpy_dtype
 from . import _half_lanes, _native_small, api
-from ._helpers import as_contiguous, broadcast_shapes, grad_for, result_dtype
+from ._helpers import as_contiguous, broadcast_shapes, grad_for, int_zero_check, result_dtype
 from .checked_scalar import check_fits, check_fits_floating
 from .registry import defcomposite, defop as _defop
 
@@ -478,11 +478,6 @@ def _mul_bw(ctx, g):
             grad_for(g * a, b) if n[1] else None)
 
 
-def _int_zero_check(xp, b_):
-    if bool(xp.any(b_ == 0)):
-        raise RuntimeError("ZeroDivisionError")
-
-
 def _floor_div(xp, a, b, dt, kname):
     """Python-style floor division in result dtype ``dt``.
 
@@ -493,7 +488,7 @@ def _floor_div(xp, a, b, dt, kname):
         raise _not_impl(kname, dt)
     if dt.category == 1:
         a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
-        _int_zero_check(xp, b_)
+        int_zero_check(xp, b_)
         return xp.floor_divide(a_, b_)
     cdt = _comp(dt)
     with np.errstate(all="ignore"):
@@ -560,7 +555,7 @@ def div(xp, a, b, rounding_mode=None):
         raise _not_impl("div_trunc_cpu", dt)
     if dt.category == 1:
         a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
-        _int_zero_check(xp, b_)
+        int_zero_check(xp, b_)
         q = xp.floor_divide(a_, b_)
         fix = (q < 0) & (q * b_ != a_)
         return _out(xp, q + fix.astype(q.dtype), dt)
@@ -653,7 +648,7 @@ def _def_mod(name, base, np_name, rounding, self_kind):
             raise _not_impl(f"{name}_cpu", dt)
         if dt.category == 1:
             a_, b_ = _arr(xp, a, dt), _arr(xp, b, dt)
-            _int_zero_check(xp, b_)
+            int_zero_check(xp, b_)
             return _out(xp, fn(a_, b_), dt)
         cdt = _comp(dt)
         if np_name == "remainder":

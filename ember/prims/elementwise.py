@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import types as _t
 from ..ops import _meta
+from ..ops._helpers import int_zero_check
 from ._defprim import (check_dtype, check_operands, compute_np, defprim, dtype_of, fail, finish,
                        is_scalar, scalar_array)
 
@@ -206,18 +207,12 @@ def _binary(name, fn, kinds, doc, *, out_bool=False, int_fn=None, names=("a", "b
                            meta=_meta_nary(out_bool), tags=("pointwise",), check=check, doc=doc)(kernel))
 
 
-def _int_zero_divisor(xp, y):
-    """Integer division by zero raises, as PyTorch's eager kernels and ember's ops do (and the
-    compiled kernels: the C++ ones flag it, the Triton ones assert). Until session 52 the prims
-    gave 0 there, so a compiled ``a // b`` returned 0 where eager raised; no decomposition
-    divides by an integer that can be 0."""
-    if bool(xp.any(y == 0)):
-        raise RuntimeError("ZeroDivisionError")
-
-
 def _int_div_trunc(xp, x, y):
-    """C-style truncating integer division (by zero: raises, ``_int_zero_divisor``)."""
-    _int_zero_divisor(xp, y)
+    """C-style truncating integer division. By zero it raises, as PyTorch's eager kernel and
+    ember's op do: until session 52 the prims gave 0 there, so a compiled ``a // b`` returned 0
+    where eager raised (the C++ kernels now flag it, the Triton ones assert); no decomposition
+    divides by an integer that can be 0."""
+    int_zero_check(xp, y)
     safe = xp.where(y == 0, 1, y)
     q = xp.floor_divide(x, safe)
     r = x - q * safe
@@ -226,19 +221,19 @@ def _int_div_trunc(xp, x, y):
 
 
 def _int_floordiv(xp, x, y):
-    _int_zero_divisor(xp, y)
+    int_zero_check(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.floor_divide(x, safe))
 
 
 def _int_remainder(xp, x, y):
-    _int_zero_divisor(xp, y)
+    int_zero_check(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.remainder(x, safe))
 
 
 def _int_fmod(xp, x, y):
-    _int_zero_divisor(xp, y)
+    int_zero_check(xp, y)
     safe = xp.where(y == 0, 1, y)
     return xp.where(y == 0, 0, xp.fmod(x, safe))
 
