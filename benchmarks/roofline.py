@@ -3,6 +3,7 @@
     OPENBLAS_NUM_THREADS=1 python benchmarks/roofline.py            # 16M elements (64 MB) per tensor
     python benchmarks/roofline.py --numel 4000000 --reps 20
     python benchmarks/roofline.py --clock cpu      # process CPU time (a loaded, shared machine)
+    python benchmarks/roofline.py --torch          # torch.compile on the same programs, side by side
 
 Measures the memory bandwidth of a plain copy (``np.copyto``; bytes read +
 bytes written) and, for a few memory-bound programs compiled by ember's
@@ -24,10 +25,16 @@ process's threads) instead of wall time, for the copy and the programs alike, an
 reports bandwidth per CPU-second times the core count: on a machine shared with
 other jobs, wall time measures the other jobs; CPU time measures the kernel (the
 ratio to the copy is what matters, and both use every core).
+
+``--torch`` adds torch.compile's kernel for each program (PyTorch's inductor, same
+inputs, timed in the same rounds as ember's and the copies): on a 2-vCPU machine the
+programs with a transcendental are bound by arithmetic, not memory, and its column
+says how far the same hardware lets another compiler get.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -81,11 +88,13 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=15)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall: perf_counter; cpu: process CPU time / core count")
+    ap.add_argument("--torch", action="store_true",
+                    help="also time torch.compile's kernels on the same programs (needs torch)")
     args = ap.parse_args(argv)
     global _CLOCK, _SCALE
-    import os
     if args.clock == "cpu":
         _CLOCK, _SCALE = time.process_time, float(os.cpu_count() or 1)
+    torch = _torch_for_cases() if args.torch else None   # (before any timing: a missing torch fails fast)
     import ember
 
     n = args.numel
@@ -93,7 +102,6 @@ def main(argv=None) -> int:
     dst = np.empty_like(src)
     # the copy runs on every core (numpy releases the GIL for large copies), as the compiled
     # kernels do with OpenMP; the better of that and a single-threaded copy is the roof
-    import os
     from concurrent.futures import ThreadPoolExecutor
     workers = os.cpu_count() or 1
     bounds = np.linspace(0, n, workers + 1).astype(int)
@@ -134,18 +142,53 @@ def main(argv=None) -> int:
     }
     print(f"copy bandwidth: {copy_bw:.1f} GB/s ({2 * src.nbytes / 1e6:.0f} MB moved per copy; clock: {args.clock}); "
           f"into a fresh array: {fresh_bw:.1f} GB/s")
-    print(f"{'program':<28}{'ms':>9}{'GB/s':>9}{'copy GB/s':>11}{'of copy':>10}{'of fresh copy':>15}")
+    print(f"{'program':<28}{'ms':>9}{'GB/s':>9}{'copy GB/s':>11}{'of copy':>10}{'of fresh copy':>15}"
+          + (f"{'torch.compile ms':>18}{'of copy':>9}" if torch else ""))
     for name, (fn, shapes, units) in cases.items():
         inputs = [ember.randn(*s) for s in shapes]
         compiled = ember.compile(fn)
+        roofs = [copy_alts, [threaded_fresh_copy]]
+        if torch is not None:
+            t_inputs = [torch.from_numpy(x.numpy().copy()) for x in inputs]
+            t_fn = torch.compile(_for_torch(fn, name, torch))
+            with torch.no_grad():
+                t_fn(*t_inputs)
+            roofs.append([lambda: t_fn(*t_inputs)])
         with ember.no_grad():
-            t, (tc, _), (rc, rf) = _paired(lambda: compiled(*inputs), [copy_alts, [threaded_fresh_copy]], args.reps)
+            if torch is not None:
+                with torch.no_grad():
+                    t, times, ratios = _paired(lambda: compiled(*inputs), roofs, args.reps)
+            else:
+                t, times, ratios = _paired(lambda: compiled(*inputs), roofs, args.reps)
+        tc, rc, rf = times[0], ratios[0], ratios[1]
         bw = units * n * 4 / t / 1e9
         # bytes moved: the program's `units` tensors, the copy's 2
-        print(f"{name:<28}{t * 1e3:>9.2f}{bw:>9.1f}{2 * src.nbytes / tc / 1e9:>11.1f}"
-              f"{rc * units / 2:>9.0%}{rf * units / 2:>14.0%}")
+        line = (f"{name:<28}{t * 1e3:>9.2f}{bw:>9.1f}{2 * src.nbytes / tc / 1e9:>11.1f}"
+                f"{rc * units / 2:>9.0%}{rf * units / 2:>14.0%}")
+        if torch is not None:
+            # torch's share of the copy: its time against the copy's, through ember's
+            # per-round ratios (copy/ember and torch/ember, both medians of rounds)
+            line += f"{times[2] * 1e3:>18.2f}{rc / ratios[2] * units / 2:>9.0%}"
+        print(line)
     pool.shutdown()
     return 0
+
+
+def _torch_for_cases():
+    try:
+        import torch
+    except ImportError:
+        raise SystemExit("roofline.py --torch: PyTorch is not installed (pip install torch==2.13.0)")
+    torch.set_num_threads(os.cpu_count() or 1)
+    return torch
+
+
+def _for_torch(fn, name, torch):
+    """The program for torch tensors: the lambdas above use only tensor methods, except
+    layer_norm, which goes through ember.nn.functional."""
+    if name.startswith("layer_norm"):
+        return lambda x: torch.nn.functional.layer_norm(x, (x.shape[-1],))
+    return fn
 
 
 if __name__ == "__main__":

@@ -29,3 +29,41 @@ def test_suite_records_interleaved_ratio_for_compiled_cells(tmp_path):
     table = (tmp_path / "suite.md").read_text()
     assert "same, interleaved in one process" in table
     assert f"{compiled['interleaved_ratio']:.2f}x" in table
+
+
+ROOFLINE = SUITE.parent / "roofline.py"
+
+
+def test_roofline_prints_every_program_and_the_torch_column():
+    """roofline.py on a small size: a row per program; with ``--torch`` (when PyTorch is
+    installed: the 3.11 test venv) torch.compile's time and share of the copy on each row."""
+    import importlib.util
+    has_torch = importlib.util.find_spec("torch") is not None
+    cmd = [sys.executable, str(ROOFLINE), "--numel", "64000", "--reps", "2"] + (["--torch"] if has_torch else [])
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("copy bandwidth:")
+    assert ("torch.compile ms" in lines[1]) == has_torch
+    rows = lines[2:]
+    names = ["pointwise chain", "two-input pointwise", "row sum of squares", "column sum of squares",
+             "softmax over rows", "layer_norm over rows"]
+    assert [next((nm for nm in names if row.startswith(nm)), None) for row in rows] == names, r.stdout
+    for row in rows:
+        fields = row.split()
+        assert fields[-1].endswith("%") and fields[-2 if not has_torch else -4].endswith("%"), row
+        if has_torch:
+            assert float(fields[-2]) > 0, row
+
+
+def test_roofline_torch_flag_without_torch_says_what_is_missing(tmp_path):
+    """``--torch`` where torch cannot be imported: an error naming the flag and the package."""
+    hide = tmp_path / "torch"
+    hide.mkdir()
+    (hide / "__init__.py").write_text("raise ImportError('hidden for this test')\n")
+    import os
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(SUITE.parents[1])]))
+    r = subprocess.run([sys.executable, str(ROOFLINE), "--numel", "8000", "--reps", "1", "--torch"],
+                       capture_output=True, text=True, timeout=600, env=env)
+    assert r.returncode != 0
+    assert "--torch" in r.stderr and "torch" in r.stderr and "not installed" in r.stderr, r.stderr
