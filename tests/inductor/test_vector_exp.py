@@ -145,6 +145,55 @@ def test_exp_within_one_ulp_over_random_bit_patterns(stage):
 
 
 @avx512
+def test_exp_paths_give_the_same_bits_mixed_or_grouped():
+    """ember_exp8 takes a short path for a vector whose lanes all have normal results or x <= -104
+    (those give 0), and the clamped routine otherwise. The same values, once spread so that every
+    vector mixes the kinds (normal, zero, subnormal result, overflowing, NaN) and once grouped so
+    that whole vectors hold one kind, give the same bits and the exact zeros and infinities."""
+    config.strip_loops = 1024
+    kinds = [RNG.uniform(-86.4, 87.8, 4096), RNG.uniform(-1e4, -104, 4096), np.full(4096, -np.inf),
+             RNG.uniform(-103.9, -86.6, 4096), RNG.uniform(88.0, 89.5, 4096), np.full(4096, np.inf),
+             np.full(4096, np.nan), RNG.uniform(-20, 0, 4096)]
+    grouped = np.concatenate([k.astype(np.float32) for k in kinds])       # 4096-long runs of one kind
+    mixed = grouped.reshape(len(kinds), -1).T.ravel()                     # every 8 lanes: one of each
+    outs = []
+    for x in (grouped, mixed):
+        cf, got, _ = compile_and_run(lambda a: P.exp(a), _make(x.reshape(32, 1024)))
+        assert "ember_exp_block(" in _kernels(cf.compiled.source)
+        outs.append(got[0].ravel())
+    back = outs[1].reshape(-1, len(kinds)).T.ravel()
+    np.testing.assert_array_equal(back.view(np.uint32), outs[0].view(np.uint32))
+    g = outs[0].reshape(len(kinds), -1)
+    assert (g[1] == 0).all() and (g[2] == 0).all() and (g[5] == np.inf).all() and np.isnan(g[6]).all()
+    assert not np.signbit(g[1]).any() and (g[3] > 0).all() and (g[3] < 3e-38).all()
+    assert (g[3] < np.finfo(np.float32).tiny).mean() > 0.9                # mostly subnormal results
+    ok = ~np.isnan(grouped)
+    assert _ulps(outs[0][ok], grouped[ok]).max() <= 1.0
+
+
+@avx512
+@pytest.mark.parametrize("op", ["exp", "tanh"])
+def test_nan_payloads_stay_nan(op):
+    """NaNs with payload bits, among ordinary values in the same vectors: exp and the staged tanh
+    give NaN for each (tanh's e^(2|x|) routine builds 2^n from the bits of a rounded sum, which a
+    NaN's payload would turn into a number; the NaN lane takes the other branch)."""
+    config.strip_loops = 1024
+    payloads = np.array([0x7F800001, 0x7FBFFFFF, 0xFF800001, 0x7FC00001, 0xFFFFFFFF, 0x7F80FFFF,
+                         0x7FC00100, 0xFFC0FF00], np.uint32).view(np.float32)
+    x = RNG.uniform(-3, 3, (64, 1024)).astype(np.float32)
+    x[:, ::3] = np.resize(payloads, x[:, ::3].shape)
+    fn = P.exp if op == "exp" else P.tanh
+    cf, got, _ = compile_and_run(lambda a: fn(a), _make(x))
+    assert f"ember_{op}_block(" in _kernels(cf.compiled.source)
+    got = got[0]
+    assert np.isnan(got[:, ::3]).all()
+    rest = np.ones(x.shape, bool)
+    rest[:, ::3] = False
+    want = (np.exp if op == "exp" else np.tanh)(x[rest].astype(np.float64))
+    np.testing.assert_allclose(got[rest], want, rtol=3e-7)
+
+
+@avx512
 def test_softmax_rows_staged_and_summed_in_float_partials():
     x = rand(37, 1030, lo=-30, hi=30)
     def softmax(a):
