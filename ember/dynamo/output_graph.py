@@ -549,7 +549,7 @@ class OutputGraph:
                 self._pre.append(f"del {eff[1]}[{eff[2]!r}]")
             elif eff[0] == "call":       # print/warnings.warn/logging with constant arguments
                 _, fn, args, kwargs = eff
-                self._pre.append(f"{self.ref(fn)}(*{self.ref(args)}, **{self.ref(kwargs)})")
+                self._pre.append(f"{self.ref(fn)}(*{self.replay_value_expr(args)}, **{self.ref(kwargs)})")
         for eff in self.side_effects:
             if eff[0] == "container" and id(eff[1]) not in done:
                 vt = eff[1]
@@ -567,6 +567,25 @@ class OutputGraph:
                 else:
                     items = ", ".join(f"{vt.key_expr(self, k)}: {self.materialize(v)}" for k, v in vt.items.items())
                     self._pre.append(f"{src}.clear(); {src}.update({{{items}}})")
+
+    def replay_value_expr(self, val) -> str:
+        """An expression for a replayed call's argument: a constant by reference, except that
+        symbolic ints in it (alone, or in tuples, lists and ``Size``s) are computed at the call
+        from the inputs' sizes (``sym_int_expr``), so ``print(x.shape)`` prints this call's shape."""
+        from ..fx.experimental.symbolic_shapes import SymInt, is_symbolic
+        from .variables.constant import ConstantVariable, _has_symbolic
+        if type(val) is SymInt:
+            expr = self.sym_int_expr(val)
+            # (logging_calls._replayable checked the symbols' sources; specialise otherwise)
+            return expr if expr is not None else ConstantVariable(val).reconstruct(self)
+        if isinstance(val, (tuple, list)) and (_has_symbolic(val) or any(is_symbolic(x) for x in val)):
+            items = "".join(f"{self.replay_value_expr(x)}, " for x in val)
+            if type(val) is list:
+                return f"[{items}]"
+            if type(val) is tuple:
+                return f"({items})"
+            return f"{self.ref(type(val))}(({items}))"
+        return self.ref(val)
 
     def sym_int_expr(self, v):
         """An expression for the symbolic int ``v`` leaving the graph as a Python int (returned,

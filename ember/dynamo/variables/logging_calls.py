@@ -22,8 +22,12 @@ Exactness:
   enabled for the level at run time. ``exc_info``/``exception()`` and ``stack_info`` break.
 * ``print(..., file=stream)`` replays into that stream when it lives outside the frame (``sys.stderr``, a
   module-level ``io.StringIO``, an argument): the object is guarded by identity.
-* Anything non-constant (a tensor's values, a symbolic size, a stream made in the frame) breaks
-  the graph as before: the value must be known when tracing.
+* ``print`` of a symbolic size (``print(x.shape)``, ``print(n, x.size(0) * 2)`` under dynamic
+  shapes), or one as a logging call's %-argument, replays with the value computed from the inputs' sizes as the call starts, like a
+  symbolic int the frame returns: no guard on the value, so no recompile per size. A size
+  that is no function of the inputs' (an ``.item()`` result) still breaks.
+* Anything else non-constant (a tensor's values, a stream made in the frame) breaks the graph
+  as before: the value must be known when tracing.
 
 ``ember.dynamo.config.replay_logging_calls = False`` restores graph breaks at all of them."""
 from __future__ import annotations
@@ -42,8 +46,11 @@ _LOGGER_METHODS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logg
 _ROOT_FUNCTIONS = {getattr(logging, name): name for name in _LOGGER_METHODS}
 
 
-def _snapshot(v, what):
-    """The value of a constant argument as it is now (later mutations of a list do not leak in)."""
+def _snapshot(v, what, symbolic_ok=False):
+    """The value of a constant argument as it is now (later mutations of a list do not leak in).
+    ``symbolic_ok``: symbolic sizes may stay in it (ints, and tuples, lists and ``Size``s of
+    them) when every symbol can be read from the frame's inputs as the call starts: the replay
+    computes their values then (``OutputGraph.replay_value_expr``)."""
     from .sets import SetVariable
     from .tensor import TensorVariable
     if isinstance(v, TensorVariable):
@@ -52,9 +59,27 @@ def _snapshot(v, what):
         raise Unsupported(f"{what} with a non-constant argument {v} (its value is only known when the "
                           f"graph runs)")
     val = v.as_python_constant()
-    if _has_symbolic(val):
+    if _has_symbolic(val) and not (symbolic_ok and _replayable(val)):
         raise Unsupported(f"{what} of a symbolic size (its value is only known when the graph runs)")
     return val
+
+
+def _replayable(val):
+    """Whether the symbolic sizes in ``val`` can be recomputed at the call: SymInts whose
+    symbols all have a source among the frame's inputs (not an ``.item()`` result), alone or in
+    tuples, lists and ``Size``s."""
+    from ...fx.experimental.symbolic_shapes import SymInt, is_symbolic
+    if type(val) is SymInt:
+        env = val.env
+        return all(env.var_to_sources.get(sym) for sym in val.expr.free_symbols)
+    if isinstance(val, (tuple, list)) and type(val) in (tuple, list) or _is_size(val):
+        return all(_replayable(x) for x in val)
+    return not is_symbolic(val)
+
+
+def _is_size(val):
+    from ...types import Size
+    return type(val) is Size
 
 
 def _has_symbolic(val):
@@ -97,7 +122,7 @@ def _frame_at(tx, stacklevel, what):
 
 def print_call(tx, args, kwargs):
     _enabled("print()")
-    vals = [_snapshot(a, "print()") for a in args]
+    vals = [_snapshot(a, "print()", symbolic_ok=True) for a in args]
     kwargs = dict(kwargs)
     stream = kwargs.pop("file", None)
     kw = {k: _snapshot(v, "print()") for k, v in kwargs.items()}
@@ -162,7 +187,8 @@ def _log_args(tx, logger, level, args, kwargs, what):
         raise Unsupported(f"{what} with arguments {sorted(kwargs)}")
     if not args:
         raise Unsupported(f"{what} without a message")
-    msg, *rest = [_snapshot(a, what) for a in args]
+    msg = _snapshot(args[0], what)
+    rest = [_snapshot(a, what, symbolic_ok=True) for a in args[1:]]    # (%-arguments: sizes are fine)
     extra = _snapshot(extra, what) if extra is not None else None
     frame, filename, lineno = _frame_at(tx, _snapshot(stacklevel, what), what)
     return _record(tx, _log_at, [logger, level, filename, lineno, frame.code.co_name, msg, tuple(rest), extra],
