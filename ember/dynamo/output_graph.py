@@ -102,6 +102,10 @@ class OutputGraph:
         self.replay_break_index = None
         self.final_grad_mode = None   # grad mode when the trace returned / stopped at its break
         self.exc_grad_mode = None     # grad mode to restore if the graph raises (None: the caller's)
+        # list iterator arguments being iterated (a 3.11 comprehension's ``.0``, a resume
+        # function's loop iterator): (source, the list). Their items are read from the list as
+        # the trace takes them, so the trace may not change that list (record_container_mutation)
+        self.live_list_iters = []
         # autocast regions (``ctx._regions`` form) at entry (guarded), when the trace returned or
         # stopped at its break (inside an autocast block: left on for the breaking call and the
         # resumed code), and to restore if the graph raises in a resumed block (the outermost
@@ -525,6 +529,17 @@ class OutputGraph:
         self.side_effects.append(("setattr", obj_var, name, value))
 
     def record_container_mutation(self, vt):
+        if isinstance(vt, ListVariable):
+            for src, lst in self.live_list_iters:
+                if self.containers.get(id(lst)) is vt:
+                    raise Unsupported("mutating the list a list iterator argument walks (the iterator "
+                                      "would see the change while the trace has read its items)")
+                if vt.source is not None:
+                    # (another list now; a later call could pass an iterator over this one)
+                    from .symbolic_convert import _list_iter_seq
+                    e = f"{self.obj_ref(_list_iter_seq)}({src.expr()}) is not {vt.source.expr()}"
+                    self.guards.add(e, f"the list iterator {src.expr()} is not over {vt.source.expr()}, "
+                                       f"which the frame mutates")
         if not any(k == "container" and v is vt for k, v, *_ in self.side_effects):
             self.side_effects.append(("container", vt))
 

@@ -1065,11 +1065,8 @@ class InstructionTranslator:
 
     # ------------------------------------------------------------------ iteration
     def GET_ITER(self, inst):
-        v = self.pop()
-        if isinstance(v, IteratorVariable):
-            self.push(v)
-        else:
-            self.push(IteratorVariable(v.unpack(self)))
+        from .variables.lists import iterator_of
+        self.push(iterator_of(self, self.pop()))
 
     def FOR_ITER(self, inst):
         it = self.peek()
@@ -1578,6 +1575,9 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
         src = LocalSource(names[i], i)
         if resume:
             tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
+        elif i == 0 and names[0] == ".0" and code.co_name in _COMPREHENSIONS and type(v) in _MODELLED_ITERS:
+            # a 3.11 comprehension run as its own frame (its caller broke the graph at the call)
+            tx.locals[".0"] = _wrap_iterator_arg(tx, v, src)
         elif i in output.unspec_scalars and type(v) in (int, float):
             tx.locals[names[i]] = output.unspec_number(v, src, names[i])
         else:
@@ -1625,16 +1625,63 @@ def _tuple_iter_rest(it):
 
 _tuple_iter_rest.__module__ = "ember.dynamo.symbolic_convert"
 _TUPLE_ITER = type(iter(()))
+_LIST_ITER = type(iter([]))
+_RANGE_ITER = type(iter(range(0)))
+# iterators an argument may be, modelled item by item: a resume function's loop iterator (a
+# tuple's, built at the break; a list's, the comprehension's own, handed on), and a 3.11
+# comprehension frame's ``.0`` (whatever its caller's GET_ITER made of a tuple, list or range)
+_MODELLED_ITERS = (_TUPLE_ITER, _LIST_ITER, _RANGE_ITER)
+# the code objects of 3.11's comprehensions (3.12 inlines them, PEP 709); a generator
+# expression's frame is a generator and is not traced standalone
+_COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>")
+
+
+def _list_iter_left(it):
+    """How many items a list iterator has left (the list's length now, less its position)."""
+    return it.__length_hint__()
+
+
+def _list_iter_at(it, k):
+    """Item ``k`` of what a list iterator has left, without advancing it."""
+    r = it.__reduce__()
+    return r[1][0][r[2] + k]
+
+
+def _list_iter_advanced(it, k):
+    """A list iterator over ``it``'s list, ``k`` items further on: what a resume function gets
+    at a break in a loop over it. Not a snapshot of the items: the call that breaks the graph
+    may change the list, and CPython's iterator would see that. A new iterator, not ``it``
+    moved on: the code at the break still reads the items it holds relative to where ``it``
+    stood (``_list_iter_at``), and nothing else holds ``it`` (a comprehension's ``.0``, a resume
+    function's argument)."""
+    r = it.__reduce__()
+    if len(r) < 3:
+        return iter(())         # exhausted: it stays so
+    new = iter(r[1][0])
+    new.__setstate__(r[2] + k)
+    return new
+
+
+def _list_iter_seq(it):
+    """The list a list iterator walks (None once exhausted)."""
+    r = it.__reduce__()
+    return r[1][0] if len(r) >= 3 else None
+
+
+for _f in (_list_iter_left, _list_iter_at, _list_iter_advanced, _list_iter_seq):
+    _f.__module__ = "ember.dynamo.symbolic_convert"
 
 
 class _IterItemSource(GlobalSource):
-    """Item ``k`` of what a tuple iterator argument has left."""
+    """Item ``k`` of what a tuple (or list, range) iterator argument has left."""
 
-    def __init__(self, base, fn_name, k):
+    def __init__(self, base, fn_name, k, call=False):
         super().__init__(f"{base.name()}_{k}")
-        self.base, self.fn_name, self.k = base, fn_name, k
+        self.base, self.fn_name, self.k, self.call = base, fn_name, k, call
 
     def expr(self):
+        if self.call:      # _list_iter_at(it, k): no copy of the list
+            return f"{self.fn_name}({self.base.expr()}, {self.k})"
         return f"{self.fn_name}({self.base.expr()})[{self.k}]"
 
     def name(self):
@@ -1649,20 +1696,33 @@ class ResumedIteratorVariable(IteratorVariable):
     when the loop ran out. So a loop that breaks in every iteration and does not look at
     the items reuses one entry of the resume function for all the iterations."""
 
-    def __init__(self, tx, source, n):
+    def __init__(self, tx, source, n, over_list=False):
         super().__init__([None] * n)
         self.tx = tx
         self.src = source
-        self.rest = tx.output.obj_ref(_tuple_iter_rest)
+        self.over_list = over_list
+        if over_list:
+            # (read in place: a length hint and an index, no copy of the list per guard)
+            self.rest = tx.output.obj_ref(_list_iter_at)
+            self.left = tx.output.obj_ref(_list_iter_left)
+        else:
+            self.rest = tx.output.obj_ref(_tuple_iter_rest)
 
     def _guard_len(self, op, k):
-        e = f"len({self.rest}({self.src.expr()})) {op} {k}"
+        if self.over_list:
+            e = f"{self.left}({self.src.expr()}) {op} {k}"
+        else:
+            e = f"len({self.rest}({self.src.expr()})) {op} {k}"
         self.tx.output.guards.add(e, e)
 
     def _item(self, k, lazy=False):
         v = self.items[k]
         if v is None:
-            v = LazyArgVariable(self.tx, _tuple_iter_rest(self.value)[k], _IterItemSource(self.src, self.rest, k))
+            if self.over_list:
+                v = LazyArgVariable(self.tx, _list_iter_at(self.value, k),
+                                    _IterItemSource(self.src, self.rest, k, call=True))
+            else:
+                v = LazyArgVariable(self.tx, _tuple_iter_rest(self.value)[k], _IterItemSource(self.src, self.rest, k))
         if not lazy and isinstance(v, LazyArgVariable):
             v = v.realize()
         self.items[k] = v
@@ -1684,10 +1744,28 @@ class ResumedIteratorVariable(IteratorVariable):
         return rest
 
     def remaining_expr(self, out):
+        if self.over_list:
+            return f"{out.obj_ref(_list_iter_advanced)}({self.src.expr()}, {self.pos})"
         return f"{self.rest}({self.src.expr()})[{self.pos}:]"
 
     def __repr__(self):
         return f"ResumedIteratorVariable({self.pos}/{len(self.items)})"
+
+
+def _wrap_iterator_arg(tx, v, src):
+    """A tuple, list or range iterator argument, its items taken (and guarded) as the loop
+    takes them. A list's are read from the list at that moment, as CPython's iterator reads
+    them: so the trace refuses to mutate that list meanwhile (``live_list_iters``),
+    and a break hands on an iterator over the list itself (``remaining_expr``)."""
+    tx.output.guards.type_match(src, v)
+    if type(v) is _LIST_ITER:
+        res = ResumedIteratorVariable(tx, src, _list_iter_left(v), over_list=True)
+        if _list_iter_seq(v) is not None:
+            tx.output.live_list_iters.append((src, _list_iter_seq(v)))
+    else:
+        res = ResumedIteratorVariable(tx, src, len(_tuple_iter_rest(v)))
+    res.value = v
+    return res
 
 
 def _wrap_resume_arg(tx, v, src, name, seen):
@@ -1697,14 +1775,11 @@ def _wrap_resume_arg(tx, v, src, name, seen):
     from .output_graph import UnspecFloatVariable
     from .variables.ctx import AutocastExit, AutocastExitVariable, GradModeExit, GradModeExitVariable
     prev = seen.get(id(v))
-    if prev is not None and type(v) in (_TUPLE_ITER, GradModeExit, AutocastExit):
+    if prev is not None and type(v) in _MODELLED_ITERS + (GradModeExit, AutocastExit):
         tx.output.guards.add(f"{src.expr()} is {prev[1].expr()}", "same iterator")
         return prev[0]
-    if type(v) is _TUPLE_ITER:
-        g = tx.output.guards
-        g.type_match(src, v)
-        res = ResumedIteratorVariable(tx, src, len(_tuple_iter_rest(v)))
-        res.value = v
+    if type(v) in _MODELLED_ITERS:
+        res = _wrap_iterator_arg(tx, v, src)
     elif type(v) is GradModeExit:
         g = tx.output.guards
         g.type_match(src, v)

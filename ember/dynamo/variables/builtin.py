@@ -621,9 +621,8 @@ def _hasattr(tx, args, kwargs):
 
 
 def _iter(tx, args, kwargs):
-    if isinstance(args[0], IteratorVariable):
-        return args[0]
-    return IteratorVariable(args[0].unpack(tx))
+    from .lists import iterator_of
+    return iterator_of(tx, args[0])
 
 
 def _next(tx, args, kwargs):

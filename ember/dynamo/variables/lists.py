@@ -589,6 +589,71 @@ class IteratorVariable(VariableTracker):
         return f"IteratorVariable({self.pos}/{len(self.items)})"
 
 
+def _list_iter_at(lst, pos):
+    """A list iterator over ``lst`` that has taken ``pos`` items: a loop's iterator at a graph
+    break, over the very list the code after the break sees."""
+    it = iter(lst)
+    if pos:
+        it.__setstate__(pos)
+    return it
+
+
+_list_iter_at.__module__ = __name__
+
+
+class ListIteratorVariable(IteratorVariable):
+    """``iter()`` of a list tracker (a ``for`` loop over a list, a comprehension's GET_ITER).
+    Reads the list as it is at each step, as CPython's list iterator does: a loop that appends
+    to the list it walks sees the new items (``for y in ys: ... ys.append(...)``). It used to
+    take a copy of the items at GET_ITER, so such a loop ran over the old items only: a silent
+    wrong answer. Once exhausted it stays so (CPython drops the list then), whatever is
+    appended later. At a graph break it is rebuilt over the list itself (``remaining_expr``)."""
+
+    def __init__(self, lst):
+        self.lst = lst
+        self.pos = 0
+        self.done = False
+        self.py_type = type(iter([]))
+
+    @property
+    def items(self):
+        return [] if self.done else self.lst.items
+
+    def next(self, tx):
+        if self.done:
+            return None
+        items = self.lst.items
+        if self.pos >= len(items):
+            self.done, self.pos = True, 0
+            return None
+        v = items[self.pos]
+        self.pos += 1
+        return v
+
+    def unpack(self, tx):
+        rest = [] if self.done else list(self.lst.items[self.pos:])
+        self.done, self.pos = True, 0
+        return rest
+
+    def remaining_expr(self, out):
+        if self.done:
+            return "()"
+        return f"{out.obj_ref(_list_iter_at)}({out.materialize(self.lst)}, {self.pos})"
+
+    def __repr__(self):
+        return f"ListIteratorVariable({'done' if self.done else f'{self.pos}/{len(self.lst.items)}'})"
+
+
+def iterator_of(tx, v):
+    """What ``iter(v)`` (GET_ITER, ``iter()``) makes of a tracker: itself if an iterator, a live
+    iterator over a list, else an iterator over its items as they are now."""
+    if isinstance(v, IteratorVariable):
+        return v
+    if type(v) in (ListVariable, OutsideListVariable):
+        return ListIteratorVariable(v)
+    return IteratorVariable(v.unpack(tx))
+
+
 class LazyIteratorVariable(IteratorVariable):
     """An iterator whose items are made when asked for: ``step(tx)`` gives the next item's
     tracker, or None when it is exhausted. What ``enumerate``/``zip``/``map``/``filter`` of a
