@@ -674,7 +674,7 @@ class OutputGraph:
                 self._pre.append(f"{name} = {expr}")
             return name
         if isinstance(vt, IteratorVariable):
-            if getattr(vt, "lazy", False):
+            if getattr(vt, "lazy", False) and getattr(vt, "remaining_expr", None) is None:
                 # a generator's frame (or an iterator built on one) cannot be rebuilt; running
                 # it to its end here would compute its items before the code that follows
                 raise Unsupported("a generator (or enumerate/zip/map/filter of one) alive across a graph break")

@@ -1575,7 +1575,7 @@ def run_frame(output, code, func, argslots, break_at=None, break_reason=None):
         src = LocalSource(names[i], i)
         if resume:
             tx.locals[names[i]] = _wrap_resume_arg(tx, v, src, names[i], seen)
-        elif i == 0 and names[0] == ".0" and code.co_name in _COMPREHENSIONS and type(v) in _MODELLED_ITERS:
+        elif i == 0 and names[0] == ".0" and code.co_name in _COMPREHENSIONS and _modelled_iterator(v):
             # a 3.11 comprehension run as its own frame (its caller broke the graph at the call)
             tx.locals[".0"] = _wrap_iterator_arg(tx, v, src)
         elif i in output.unspec_scalars and type(v) in (int, float):
@@ -1668,8 +1668,51 @@ def _list_iter_seq(it):
     return r[1][0] if len(r) >= 3 else None
 
 
-for _f in (_list_iter_left, _list_iter_at, _list_iter_advanced, _list_iter_seq):
+def _enum_inner(it):
+    """The iterator an ``enumerate`` object walks."""
+    return it.__reduce__()[1][0]
+
+
+def _enum_count(it):
+    """The count an ``enumerate`` object gives its next item."""
+    return it.__reduce__()[1][1]
+
+
+def _zip_part(it, k):
+    """The ``k``-th iterator a ``zip`` object walks."""
+    return it.__reduce__()[1][k]
+
+
+def _modelled_iterator(v):
+    """Whether ``_wrap_iterator_arg`` can model iterator ``v``: a tuple, list or range iterator,
+    or an ``enumerate``/``zip`` over such (what a graph break rebuilds a loop's iterator as)."""
+    t = type(v)
+    if t in _MODELLED_ITERS:
+        return True
+    if t is enumerate:
+        r = v.__reduce__()
+        return len(r) >= 2 and len(r[1]) == 2 and _modelled_iterator(r[1][0])
+    if t is zip:
+        r = v.__reduce__()
+        return len(r) == 2 and all(_modelled_iterator(i) for i in r[1])   # (not strict=True)
+    return False
+
+
+for _f in (_list_iter_left, _list_iter_at, _list_iter_advanced, _list_iter_seq, _enum_inner, _enum_count,
+           _zip_part):
     _f.__module__ = "ember.dynamo.symbolic_convert"
+
+
+class _IterPartSource(GlobalSource):
+    """``fn(base, *args)``: a part of an iterator argument (an enumerate's inner iterator, a
+    zip's k-th), read without advancing anything."""
+
+    def __init__(self, base, fn_name, *args):
+        super().__init__(f"{base.name()}_{fn_name}_{'_'.join(map(str, args))}")
+        self.base, self.fn_name, self.args = base, fn_name, args
+
+    def expr(self):
+        return f"{self.fn_name}({self.base.expr()}{''.join(f', {a!r}' for a in self.args)})"
 
 
 class _IterItemSource(GlobalSource):
@@ -1758,6 +1801,19 @@ def _wrap_iterator_arg(tx, v, src):
     them: so the trace refuses to mutate that list meanwhile (``live_list_iters``),
     and a break hands on an iterator over the list itself (``remaining_expr``)."""
     tx.output.guards.type_match(src, v)
+    if type(v) in (enumerate, zip):
+        from .variables.builtin import enumerate_of, zip_of
+        ref = tx.output.obj_ref
+        if type(v) is enumerate:
+            inner, count = v.__reduce__()[1]
+            e = f"{ref(_enum_count)}({src.expr()}) == {count!r}"
+            tx.output.guards.add(e, e)
+            return enumerate_of(_wrap_iterator_arg(tx, inner, _IterPartSource(src, ref(_enum_inner))), count)
+        parts = v.__reduce__()[1]
+        e = f"len({ref(type(v).__reduce__)}({src.expr()})[1]) == {len(parts)}"
+        tx.output.guards.add(e, e)
+        return zip_of([_wrap_iterator_arg(tx, p, _IterPartSource(src, ref(_zip_part), k))
+                       for k, p in enumerate(parts)])
     if type(v) is _LIST_ITER:
         res = ResumedIteratorVariable(tx, src, _list_iter_left(v), over_list=True)
         if _list_iter_seq(v) is not None:
@@ -1775,10 +1831,10 @@ def _wrap_resume_arg(tx, v, src, name, seen):
     from .output_graph import UnspecFloatVariable
     from .variables.ctx import AutocastExit, AutocastExitVariable, GradModeExit, GradModeExitVariable
     prev = seen.get(id(v))
-    if prev is not None and type(v) in _MODELLED_ITERS + (GradModeExit, AutocastExit):
+    if prev is not None and type(v) in _MODELLED_ITERS + (enumerate, zip, GradModeExit, AutocastExit):
         tx.output.guards.add(f"{src.expr()} is {prev[1].expr()}", "same iterator")
         return prev[0]
-    if type(v) in _MODELLED_ITERS:
+    if _modelled_iterator(v):
         res = _wrap_iterator_arg(tx, v, src)
     elif type(v) is GradModeExit:
         g = tx.output.guards

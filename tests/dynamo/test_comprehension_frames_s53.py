@@ -187,8 +187,46 @@ def iterator_by_hand(x, ys):
     return first, rest, after, len(ys)
 
 
+def enumerate_grows(x, ys):
+    out = []
+    for i, y in enumerate(ys, 1):
+        if len(ys) < 6:
+            ys.append(y + i)
+        out.append(y * x)
+    return out
+
+
+def enumerate_grows_at_a_break(x, ys):
+    out = []
+    for i, y in enumerate(ys):
+        if len(ys) < 6 and y.sum().item() > -1e9:
+            ys.append(y + i)
+        out.append(y * x * i)
+    return out
+
+
+def zip_grows_at_a_break(x, ys):
+    out = []
+    for a, (k, b) in zip(ys, enumerate(ys)):
+        if len(ys) < 6 and a.sum().item() > -1e9:
+            ys.append(a + 1)
+        out.append(a * b + k)
+    return out
+
+
+def zip_of_a_tuple_and_a_growing_list(x, ys):
+    out = []
+    for c, y in zip((1.0, 2.0, 3.0, 4.0, 5.0), ys):
+        if len(ys) < 4:
+            ys.append(y * c)
+        out.append(y + c)
+    return out
+
+
 @pytest.mark.parametrize("fn", [loop_grows, loop_grows_at_a_break, comprehension_grows, loop_shrinks,
-                                iterator_by_hand], ids=lambda f: f.__name__)
+                                iterator_by_hand, enumerate_grows, enumerate_grows_at_a_break,
+                                zip_grows_at_a_break, zip_of_a_tuple_and_a_growing_list],
+                         ids=lambda f: f.__name__)
 def test_a_loop_sees_the_list_as_it_is_at_each_step(fn):
     _check(fn, _t(3), [_t(3) for _ in range(3)], copies=lambda a: (a[0], list(a[1])))
 

@@ -318,25 +318,63 @@ def _as_iterator(tx, v):
     return v if isinstance(v, IteratorVariable) else IteratorVariable(v.unpack(tx))
 
 
-def _enumerate(tx, args, kwargs):
-    start = kwargs["start"].as_python_constant() if "start" in kwargs else (
-        args[1].as_python_constant() if len(args) > 1 else 0)
-    if _lazy(args[0]):
-        it, count = args[0], [start]
+def _live(v):
+    """Whether iterating ``v`` must read it step by step: a list (a loop over ``enumerate(ys)``
+    may append to ``ys``), an iterator over one, or a rebuildable lazy iterator."""
+    from .lists import ListIteratorVariable, OutsideListVariable, RebuildableLazyIteratorVariable
+    return type(v) in (ListVariable, OutsideListVariable) or isinstance(
+        v, (ListIteratorVariable, RebuildableLazyIteratorVariable))
 
-        def step(tx):
+
+def enumerate_of(it, start):
+    """``enumerate`` over iterator tracker ``it``, item by item (lazy); rebuildable at a graph
+    break when ``it`` is (``enumerate(<it there>, <count>)``)."""
+    from .lists import RebuildableLazyIteratorVariable, rebuildable
+    count = [start]
+
+    def step(tx):
+        v = it.next(tx)
+        if v is None:
+            return None
+        count[0] += 1
+        return TupleVariable([ConstantVariable(count[0] - 1), v])
+    if rebuildable(it):
+        return RebuildableLazyIteratorVariable(
+            step, enumerate, lambda out: f"enumerate({out.materialize(it)}, {count[0]})")
+    return LazyIteratorVariable(step, enumerate)
+
+
+def zip_of(its):
+    """``zip`` over iterator trackers, item by item (lazy); rebuildable when they all are."""
+    from .lists import RebuildableLazyIteratorVariable, rebuildable
+
+    def step(tx):
+        got = []
+        for it in its:        # in order: eager zip takes the earlier ones' items before it stops
             v = it.next(tx)
             if v is None:
                 return None
-            count[0] += 1
-            return TupleVariable([ConstantVariable(count[0] - 1), v])
-        return LazyIteratorVariable(step, enumerate)
+            got.append(v)
+        return TupleVariable(got)
+    if all(rebuildable(it) for it in its):
+        return RebuildableLazyIteratorVariable(
+            step, zip, lambda out: f"zip({''.join(out.materialize(it) + ', ' for it in its)})")
+    return LazyIteratorVariable(step, zip)
+
+
+def _enumerate(tx, args, kwargs):
+    from .lists import RebuildableLazyIteratorVariable, iterator_of, rebuildable
+    start = kwargs["start"].as_python_constant() if "start" in kwargs else (
+        args[1].as_python_constant() if len(args) > 1 else 0)
+    if _lazy(args[0]) or _live(args[0]):
+        return enumerate_of(iterator_of(tx, args[0]), start)
     items = _iter_items(tx, args[0])
     return IteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(items)])
 
 
 def _zip(tx, args, kwargs):
-    if any(_lazy(a) for a in args):
+    strict = kwargs.get("strict") is not None and kwargs["strict"].as_python_constant()
+    if any(_lazy(a) or _live(a) for a in args) and not (strict and not any(_lazy(a) for a in args)):
         if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
             raise Unsupported("zip(strict=True) of a generator")
         return _zip_lazy(tx, args)
@@ -350,17 +388,8 @@ def _zip(tx, args, kwargs):
 
 
 def _zip_lazy(tx, args):
-    its = [_as_iterator(tx, a) for a in args]
-
-    def step(tx):
-        got = []
-        for it in its:        # in order: eager zip takes the earlier ones' items before it stops
-            v = it.next(tx)
-            if v is None:
-                return None
-            got.append(v)
-        return TupleVariable(got)
-    return LazyIteratorVariable(step, zip)
+    from .lists import iterator_of
+    return zip_of([iterator_of(tx, a) for a in args])
 
 
 def _reversed(tx, args, kwargs):

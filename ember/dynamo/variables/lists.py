@@ -692,6 +692,26 @@ class LazyIteratorVariable(IteratorVariable):
         return f"{type(self).__name__}({'done' if self.finished else 'live'})"
 
 
+class RebuildableLazyIteratorVariable(LazyIteratorVariable):
+    """A lazy iterator that a graph break can rebuild: ``enumerate``/``zip`` over live list
+    iterators (and over other rebuildable iterators), which must read their lists step by step
+    like the loops over them (``ListIteratorVariable``). ``rebuild(out)`` is the expression for
+    what is left of it at the break (``enumerate(<the list iterator there>, <count>)``)."""
+
+    def __init__(self, step, py_type, rebuild):
+        super().__init__(step, py_type)
+        self._rebuild = rebuild
+
+    def remaining_expr(self, out):
+        return "()" if self.finished else self._rebuild(out)
+
+
+def rebuildable(it):
+    """Whether a graph break can rebuild iterator ``it`` (a plain or list iterator, or a
+    rebuildable lazy one; not a generator or something built on one)."""
+    return not getattr(it, "lazy", False) or isinstance(it, RebuildableLazyIteratorVariable)
+
+
 class GeneratorVariable(LazyIteratorVariable):
     """A user generator -- a generator function's call, a generator expression -- run lazily:
     each ``next`` resumes its frame's translator (``gen``, made with ``pause_at_yield``) up to
