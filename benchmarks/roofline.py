@@ -94,8 +94,8 @@ def main(argv=None) -> int:
     global _CLOCK, _SCALE
     if args.clock == "cpu":
         _CLOCK, _SCALE = time.process_time, float(os.cpu_count() or 1)
+    import ember      # (before torch: ember sets OMP_WAIT_POLICY=passive for the OpenMP runtime both use)
     torch = _torch_for_cases() if args.torch else None   # (before any timing: a missing torch fails fast)
-    import ember
 
     n = args.numel
     src = np.random.default_rng(0).standard_normal(n).astype(np.float32)
