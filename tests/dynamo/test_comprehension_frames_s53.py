@@ -301,3 +301,48 @@ def test_comprehension_frame_guards_that_its_iterator_is_not_over_the_list_it_gr
         else:   # recompiled (the guard failed): this time the append breaks the graph
             assert any("mutating the list a list iterator argument walks" in r for r in reasons), reasons
     assert len(results[0][1]) == 6
+
+
+def dict_grows(x, d):
+    for k in d:
+        if len(d) < 5:
+            d[k + 10] = x * k
+    return x + len(d)
+
+
+def dict_grows_caught(x, d):
+    try:
+        for k in d:
+            d[k + 10] = x * k
+    except RuntimeError as e:
+        return x * len(d), str(e)
+    return x, ""
+
+
+def dict_same_size(x, d):
+    for k in d:
+        d[k] = x * k            # (values only: no error)
+    return d
+
+
+@pytest.mark.parametrize("fn", [dict_grows, dict_grows_caught, dict_same_size], ids=lambda f: f.__name__)
+def test_a_loop_over_a_dict_that_changes_size_raises_as_in_python(fn):
+    """CPython's dict iterator raises RuntimeError at the step after a key was added or removed;
+    the compiled loop used to go on over the old keys and return."""
+    x = _t(2)
+    dynamo.reset()
+    cf = ember.compile(fn, backend=CountingBackend())
+    outcomes = []
+    for run in (fn, cf):
+        d = {1: 1.0, 2: 2.0}
+        try:
+            outcomes.append(("ok", run(x, d), d))
+        except RuntimeError as e:
+            outcomes.append(("raised", str(e), d))
+    (k1, v1, d1), (k2, v2, d2) = outcomes
+    assert k1 == k2, outcomes
+    if k1 == "raised":
+        assert v1 == v2 == "dictionary changed size during iteration"
+    else:
+        _same(v2, v1)
+    assert d1.keys() == d2.keys()

@@ -644,6 +644,24 @@ class ListIteratorVariable(IteratorVariable):
         return f"ListIteratorVariable({'done' if self.done else f'{self.pos}/{len(self.lst.items)}'})"
 
 
+class DictKeyIteratorVariable(IteratorVariable):
+    """``iter()`` of a dict tracker: its keys as they are now, and, as CPython's dict iterator
+    does, ``RuntimeError: dictionary changed size during iteration`` at the next step after the
+    loop added or removed a key (the compiled loop used to go on over the old keys)."""
+
+    def __init__(self, d, keys):
+        super().__init__(keys, type(iter({})))
+        self.d = d
+        self.size = len(d.items)
+
+    def next(self, tx):
+        if len(self.d.items) != self.size:      # (checked before the end, as CPython does)
+            from .exceptions import raise_observed
+            self.pos = len(self.items)
+            raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
+        return super().next(tx)
+
+
 def iterator_of(tx, v):
     """What ``iter(v)`` (GET_ITER, ``iter()``) makes of a tracker: itself if an iterator, a live
     iterator over a list, else an iterator over its items as they are now."""
@@ -651,6 +669,8 @@ def iterator_of(tx, v):
         return v
     if type(v) in (ListVariable, OutsideListVariable):
         return ListIteratorVariable(v)
+    if type(v) is DictVariable:
+        return DictKeyIteratorVariable(v, v.unpack(tx))
     return IteratorVariable(v.unpack(tx))
 
 
