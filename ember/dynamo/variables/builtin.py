@@ -311,7 +311,11 @@ def _iter_items(tx, v):
 
 
 def _lazy(v):
-    return getattr(v, "lazy", False)
+    """A generator, or something built on one: its items must be made when asked for. (Not an
+    ``enumerate``/``zip`` over lists, which is lazy only to read its lists step by step: the
+    helpers that take all items at once may take its items at once, as they do a list's.)"""
+    from .lists import RebuildableLazyIteratorVariable
+    return getattr(v, "lazy", False) and not isinstance(v, RebuildableLazyIteratorVariable)
 
 
 def _as_iterator(tx, v):
