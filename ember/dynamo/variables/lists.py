@@ -589,7 +589,7 @@ class IteratorVariable(VariableTracker):
         return f"IteratorVariable({self.pos}/{len(self.items)})"
 
 
-def _list_iter_at(lst, pos):
+def _list_iter_from(lst, pos):
     """A list iterator over ``lst`` that has taken ``pos`` items: a loop's iterator at a graph
     break, over the very list the code after the break sees."""
     it = iter(lst)
@@ -598,7 +598,7 @@ def _list_iter_at(lst, pos):
     return it
 
 
-_list_iter_at.__module__ = __name__
+_list_iter_from.__module__ = __name__
 
 
 class ListIteratorVariable(IteratorVariable):
@@ -638,7 +638,7 @@ class ListIteratorVariable(IteratorVariable):
     def remaining_expr(self, out):
         if self.done:
             return "()"
-        return f"{out.obj_ref(_list_iter_at)}({out.materialize(self.lst)}, {self.pos})"
+        return f"{out.obj_ref(_list_iter_from)}({out.materialize(self.lst)}, {self.pos})"
 
     def __repr__(self):
         return f"ListIteratorVariable({'done' if self.done else f'{self.pos}/{len(self.lst.items)}'})"
