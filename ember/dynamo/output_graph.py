@@ -587,13 +587,13 @@ class OutputGraph:
         """An expression for a replayed call's argument: a constant by reference, except that
         symbolic ints in it (alone, or in tuples, lists and ``Size``s) are computed at the call
         from the inputs' sizes (``sym_int_expr``), so ``print(x.shape)`` prints this call's shape."""
-        from ..fx.experimental.symbolic_shapes import SymInt, is_symbolic
+        from ..fx.experimental.symbolic_shapes import SymInt
         from .variables.constant import ConstantVariable, _has_symbolic
         if type(val) is SymInt:
             expr = self.sym_int_expr(val)
             # (logging_calls._replayable checked the symbols' sources; specialise otherwise)
             return expr if expr is not None else ConstantVariable(val).reconstruct(self)
-        if isinstance(val, (tuple, list)) and (_has_symbolic(val) or any(is_symbolic(x) for x in val)):
+        if isinstance(val, (tuple, list)) and any(_has_symbolic(x) for x in val):   # (Size too)
             items = "".join(f"{self.replay_value_expr(x)}, " for x in val)
             if type(val) is list:
                 return f"[{items}]"

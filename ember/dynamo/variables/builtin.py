@@ -305,8 +305,6 @@ def _range(tx, args, kwargs):
 
 
 def _iter_items(tx, v):
-    if isinstance(v, IteratorVariable):
-        return v.unpack(tx)
     return v.unpack(tx)
 
 
@@ -319,7 +317,8 @@ def _lazy(v):
 
 
 def _as_iterator(tx, v):
-    return v if isinstance(v, IteratorVariable) else IteratorVariable(v.unpack(tx))
+    from .lists import iterator_of
+    return iterator_of(tx, v)
 
 
 def _live(v):
@@ -367,7 +366,7 @@ def zip_of(its):
 
 
 def _enumerate(tx, args, kwargs):
-    from .lists import RebuildableLazyIteratorVariable, iterator_of, rebuildable
+    from .lists import iterator_of
     start = kwargs["start"].as_python_constant() if "start" in kwargs else (
         args[1].as_python_constant() if len(args) > 1 else 0)
     if _lazy(args[0]) or _live(args[0]):

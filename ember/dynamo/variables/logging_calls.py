@@ -72,7 +72,7 @@ def _replayable(val):
     if type(val) is SymInt:
         env = val.env
         return all(env.var_to_sources.get(sym) for sym in val.expr.free_symbols)
-    if isinstance(val, (tuple, list)) and type(val) in (tuple, list) or _is_size(val):
+    if type(val) in (tuple, list) or _is_size(val):
         return all(_replayable(x) for x in val)
     return not is_symbolic(val)
 
