@@ -1626,25 +1626,28 @@ def _tuple_iter_rest(it):
 _tuple_iter_rest.__module__ = "ember.dynamo.symbolic_convert"
 _TUPLE_ITER = type(iter(()))
 _LIST_ITER = type(iter([]))
+_LIST_REV_ITER = type(reversed([]))
 _RANGE_ITER = type(iter(range(0)))
 # iterators an argument may be, modelled item by item: a resume function's loop iterator (a
 # tuple's, built at the break; a list's, the comprehension's own, handed on), and a 3.11
-# comprehension frame's ``.0`` (whatever its caller's GET_ITER made of a tuple, list or range)
-_MODELLED_ITERS = (_TUPLE_ITER, _LIST_ITER, _RANGE_ITER)
+# comprehension frame's ``.0`` (whatever its caller's GET_ITER made of a tuple, list or range;
+# a loop's ``reversed(ys)``)
+_MODELLED_ITERS = (_TUPLE_ITER, _LIST_ITER, _LIST_REV_ITER, _RANGE_ITER)
 # the code objects of 3.11's comprehensions (3.12 inlines them, PEP 709); a generator
 # expression's frame is a generator and is not traced standalone
 _COMPREHENSIONS = ("<listcomp>", "<setcomp>", "<dictcomp>")
 
 
 def _list_iter_left(it):
-    """How many items a list iterator has left (the list's length now, less its position)."""
+    """How many items a list iterator (or a reverse one) has left: the list's length now, less
+    its position (a reverse one's index, plus one, while that is in the list)."""
     return it.__length_hint__()
 
 
 def _list_iter_at(it, k):
-    """Item ``k`` of what a list iterator has left, without advancing it."""
+    """Item ``k`` of what a list iterator (or a reverse one) has left, without advancing it."""
     r = it.__reduce__()
-    return r[1][0][r[2] + k]
+    return r[1][0][r[2] - k if type(it) is _LIST_REV_ITER else r[2] + k]
 
 
 def _list_iter_advanced(it, k):
@@ -1653,10 +1656,13 @@ def _list_iter_advanced(it, k):
     may change the list, and CPython's iterator would see that. A new iterator, not ``it``
     moved on: the code at the break still reads the items it holds relative to where ``it``
     stood (``_list_iter_at``), and nothing else holds ``it`` (a comprehension's ``.0``, a resume
-    function's argument)."""
+    function's argument). The same for a reverse one, ``k`` items further down."""
     r = it.__reduce__()
     if len(r) < 3:
         return iter(())         # exhausted: it stays so
+    if type(it) is _LIST_REV_ITER:
+        from .variables.lists import _list_rev_iter_from
+        return _list_rev_iter_from(r[1][0], r[2] - k)
     new = iter(r[1][0])
     new.__setstate__(r[2] + k)
     return new
@@ -1814,7 +1820,7 @@ def _wrap_iterator_arg(tx, v, src):
         tx.output.guards.add(e, e)
         return zip_of([_wrap_iterator_arg(tx, p, _IterPartSource(src, ref(_zip_part), k))
                        for k, p in enumerate(parts)])
-    if type(v) is _LIST_ITER:
+    if type(v) in (_LIST_ITER, _LIST_REV_ITER):
         res = ResumedIteratorVariable(tx, src, _list_iter_left(v), over_list=True)
         if _list_iter_seq(v) is not None:
             tx.output.live_list_iters.append((src, _list_iter_seq(v)))

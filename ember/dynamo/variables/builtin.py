@@ -396,6 +396,9 @@ def _zip_lazy(tx, args):
 
 
 def _reversed(tx, args, kwargs):
+    from .lists import OutsideListVariable, ReversedListIteratorVariable
+    if len(args) == 1 and not kwargs and type(args[0]) in (ListVariable, OutsideListVariable):
+        return ReversedListIteratorVariable(args[0])     # (read step by step, as a list's iterator)
     return IteratorVariable(list(reversed(_iter_items(tx, args[0]))))
 
 

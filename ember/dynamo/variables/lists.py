@@ -386,12 +386,8 @@ class DictVariable(VariableTracker):
             return ConstantVariable(self._key(args[0], tx) in self.items)
         if name == "__len__":
             return ConstantVariable(len(self.items))
-        if name == "keys":
-            return TupleVariable(self.unpack(tx))
-        if name == "values":
-            return TupleVariable(list(self.items.values()))
-        if name == "items":
-            return TupleVariable([TupleVariable([self.key_var(tx, k), v]) for k, v in self.items.items()])
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewVariable(tx, self, name)
         if name == "copy":
             d = DictVariable(self.items)
             d.key_vars = dict(self.key_vars)
@@ -447,6 +443,58 @@ class DictVariable(VariableTracker):
 
     def __repr__(self):
         return f"DictVariable({self.items})"
+
+
+class DictViewVariable(TupleVariable):
+    """``d.keys()``, ``d.values()`` or ``d.items()`` of a dict tracker: a live view, as in Python.
+    Its items are read from the dict whenever they are asked for, so a view taken before the
+    dict changes sees the change (``ks = d.keys(); d["c"] = x; len(ks)`` is 3); a loop over it
+    raises when the dict changes size, as CPython's does. (It was a tuple of the items at the
+    call: such code counted 2, and ``print(ks)`` printed a tuple.) A tuple tracker otherwise,
+    for the many helpers that take a tuple's items (``list``, ``sorted``, ``zip``, ``sum``...)."""
+
+    def __init__(self, tx, d, kind):
+        self.tx, self.d, self.kind, self.source = tx, d, kind, None
+        self.cls = type(getattr(d.cls(), kind)())
+
+    @property
+    def items(self):
+        d, tx = self.d, self.tx
+        if self.kind == "keys":
+            return d.unpack(tx)
+        if self.kind == "values":
+            return list(d.items.values())
+        return [TupleVariable([d.key_var(tx, k), v]) for k, v in d.items.items()]
+
+    def clone_with(self, items):
+        return TupleVariable(items)
+
+    def as_python_constant(self):
+        vals = [_const(i) for i in self.items]
+        if self.kind == "keys":
+            made = dict.fromkeys(vals)
+        elif self.kind == "values":
+            made = dict(enumerate(vals))
+        else:
+            made = dict(vals)
+        return getattr(made, self.kind)()
+
+    def getitem(self, tx, key):
+        from .exceptions import raise_observed
+        raise_observed(tx, TypeError, f"'{self.cls.__name__}' object is not subscriptable")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__contains__" and self.kind == "keys" and len(args) == 1:
+            return self.d.call_method(tx, "__contains__", args, kwargs)
+        if name in ("index", "count"):
+            raise Unsupported(f"{self.cls.__name__}.{name} (no such method: the program raises)")
+        return super().call_method(tx, name, args, kwargs)
+
+    def reconstruct(self, out):
+        return f"{out.materialize(self.d)}.{self.kind}()"
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
 
 
 def _defaultdict():
@@ -644,22 +692,132 @@ class ListIteratorVariable(IteratorVariable):
         return f"ListIteratorVariable({'done' if self.done else f'{self.pos}/{len(self.lst.items)}'})"
 
 
-class DictKeyIteratorVariable(IteratorVariable):
-    """``iter()`` of a dict tracker: its keys as they are now, and, as CPython's dict iterator
-    does, ``RuntimeError: dictionary changed size during iteration`` at the next step after the
-    loop added or removed a key (the compiled loop used to go on over the old keys)."""
+def _list_rev_iter_from(lst, index):
+    """A reverse list iterator over ``lst`` whose next item is ``lst[index]``: a loop's
+    ``reversed(ys)`` at a graph break. Exhausted when ``index`` is past the list's end now (CPython's
+    iterator finds that at its next step; its ``__setstate__`` would clamp the index instead)."""
+    if not 0 <= index < len(lst):
+        return iter(())
+    it = reversed(lst)
+    it.__setstate__(index)
+    return it
 
-    def __init__(self, d, keys):
-        super().__init__(keys, type(iter({})))
-        self.d = d
-        self.size = len(d.items)
+
+_list_rev_iter_from.__module__ = __name__
+
+
+class ReversedListIteratorVariable(ListIteratorVariable):
+    """``reversed()`` of a list tracker: reads ``lst[index]`` at each step, index counting down
+    from the length at the call, as CPython's reverse list iterator does. Items appended meanwhile
+    are not reached; a list shrunk below the index ends the loop. (It took a copy of the items,
+    so a loop that shrank or rewrote the list it walked backwards saw the old items.)"""
+
+    def __init__(self, lst):
+        super().__init__(lst)
+        self.index = len(lst.items) - 1     # of the next item (``pos`` stays 0: ``items`` is what is left)
+        self.py_type = type(reversed([]))
+
+    @property
+    def items(self):
+        """What it has left, in the order it gives them."""
+        if self.done:
+            return []
+        return list(reversed(self.lst.items[:self.index + 1]))
 
     def next(self, tx):
+        if self.done:
+            return None
+        items = self.lst.items
+        if not 0 <= self.index < len(items):
+            self.done = True
+            return None
+        v = items[self.index]
+        self.index -= 1
+        return v
+
+    def unpack(self, tx):
+        rest = self.items
+        self.done = True
+        return rest
+
+    def remaining_expr(self, out):
+        if self.done:
+            return "()"
+        return f"{out.obj_ref(_list_rev_iter_from)}({out.materialize(self.lst)}, {self.index})"
+
+    def __repr__(self):
+        return f"ReversedListIteratorVariable({'done' if self.done else self.index})"
+
+
+class DictKeyIteratorVariable(IteratorVariable):
+    """``iter()`` of a dict tracker or of one of its views (``kind``: its keys, values or
+    items). The keys are those of the dict when the loop began; a value is read when its step
+    is taken (a loop that sets ``d[later_key]`` sees the new value, as in CPython). As CPython's
+    dict iterator does, it raises ``RuntimeError: dictionary changed size during iteration`` at
+    the next step after the loop added or removed a key (the compiled loop used to go on over
+    the old keys). A key removed and another added (the same size) cannot be followed without
+    CPython's table layout: that refuses to trace (the frame runs eagerly)."""
+
+    def __init__(self, d, tx, kind="keys"):
+        self.d, self.tx, self.kind = d, tx, kind
+        self.keys = list(d.items)
+        self.size = len(self.keys)
+        self.pos = 0
+        self.done = False
+        self.py_type = type(iter(getattr({}, kind)()))
+
+    def _item(self, k):
+        d, tx = self.d, self.tx
+        if self.kind == "keys":
+            return d.key_var(tx, k)
+        if self.kind == "values":
+            return d.items[k]
+        return TupleVariable([d.key_var(tx, k), d.items[k]])
+
+    def _changed(self):
+        return len(self.d.items) != self.size or list(self.d.items) != self.keys
+
+    @property
+    def items(self):
+        """What the loop has taken and has left (the code that reads these does not step)."""
+        if self._changed():
+            raise Unsupported("a dict changed during a loop over it, read whole")
+        return [self._item(k) for k in self.keys]
+
+    def next(self, tx):
+        if self.done:
+            return None
         if len(self.d.items) != self.size:      # (checked before the end, as CPython does)
             from .exceptions import raise_observed
-            self.pos = len(self.items)
+            self.done = True
             raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
-        return super().next(tx)
+        if self.pos >= len(self.keys):
+            self.done = True
+            return None
+        if list(self.d.items) != self.keys:
+            raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
+        v = self._item(self.keys[self.pos])
+        self.pos += 1
+        return v
+
+    def remaining_expr(self, out):
+        """At a graph break: the items left, read now (a dict iterator cannot be handed on)."""
+        if self.done:
+            return "()"
+        if self._changed():
+            raise Unsupported("a dict changed during a loop over it, alive across a graph break")
+        return "(" + "".join(out.materialize(self._item(k)) + ", " for k in self.keys[self.pos:]) + ")"
+
+    def unpack(self, tx):
+        out = []
+        while True:
+            v = self.next(tx)
+            if v is None:
+                return out
+            out.append(v)
+
+    def __repr__(self):
+        return f"DictKeyIteratorVariable({self.kind} {self.pos}/{len(self.keys)})"
 
 
 def iterator_of(tx, v):
@@ -670,7 +828,9 @@ def iterator_of(tx, v):
     if type(v) in (ListVariable, OutsideListVariable):
         return ListIteratorVariable(v)
     if type(v) is DictVariable:
-        return DictKeyIteratorVariable(v, v.unpack(tx))
+        return DictKeyIteratorVariable(v, tx)
+    if type(v) is DictViewVariable:
+        return DictKeyIteratorVariable(v.d, tx, v.kind)
     return IteratorVariable(v.unpack(tx))
 
 

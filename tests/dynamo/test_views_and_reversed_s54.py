@@ -1,0 +1,318 @@
+"""Dict views and ``reversed(list)`` read their containers live (session 54).
+
+``d.keys()``, ``d.values()`` and ``d.items()`` used to be tuples of the items at the call: a
+view taken before the dict changed kept the old items (``len(ks)`` counted 2 where Python
+counts 3), printed as a tuple, and a loop over ``d.items()`` that added a key went on instead
+of raising. A loop over ``d.items()`` that set a later key's value saw the old value.
+``reversed(ys)`` took a copy of the list: a loop that shrank or rewrote the list it walked
+backwards saw the old items. Each is compared with plain Python, on every version."""
+import numpy as np
+import pytest
+
+import ember
+from ember import dynamo
+
+from ._util import CountingBackend, random_tensor
+
+_rng = np.random.default_rng(540)
+
+
+def _t(*shape):
+    return random_tensor(_rng, *shape)
+
+
+def _same(got, want):
+    assert type(got) is type(want), (type(got), type(want))
+    if isinstance(want, (list, tuple)):
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            _same(g, w)
+    elif isinstance(want, dict):
+        assert list(got) == list(want)
+        for k in want:
+            _same(got[k], want[k])
+    elif isinstance(want, ember.Tensor):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    else:
+        assert got == want
+
+
+def _outcome(fn, args):
+    try:
+        return "ok", fn(*args)
+    except Exception as e:      # (the exception Python raises is part of the behaviour)
+        return type(e).__name__, str(e)
+
+
+def _check(fn, *args, copies=None):
+    """fn compiled against fn plain, twice (results, raised errors, printed text and the mutation
+    of the arguments); returns the fallback reasons of the compiled runs."""
+    import contextlib
+    import io
+    dynamo.reset()
+    cf = ember.compile(fn, backend=CountingBackend())
+    for _ in range(2):
+        a1 = copies(args) if copies else args
+        a2 = copies(args) if copies else args
+        out1, out2 = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out1):
+            want = _outcome(fn, a1)
+        with contextlib.redirect_stdout(out2):
+            got = _outcome(cf, a2)
+        assert got[0] == want[0], (got, want)
+        _same(got[1], want[1])
+        assert out2.getvalue() == out1.getvalue()
+        if copies:
+            _same(a2, a1)
+    return [r for _, r in dynamo.fallback_reasons]
+
+
+# ------------------------------------------------------------------ dict views
+
+def view_taken_before_a_change(x):
+    d = {"a": x, "b": x + 1}
+    ks, vs, its = d.keys(), d.values(), d.items()
+    d["c"] = x * 2
+    d["a"] = x * 3
+    return x + len(ks), list(ks), list(vs), [k for k, _ in its], sum(vs)
+
+
+def view_types_and_membership(x):
+    d = {"a": x, "b": x + 1}
+    ks, vs, its = d.keys(), d.values(), d.items()
+    return (isinstance(ks, type({}.keys())), isinstance(vs, type({}.values())),
+            isinstance(its, type({}.items())), "a" in ks, "z" in ks, type(ks).__name__, x)
+
+
+def view_printed(x):
+    d = {"a": 1, "b": 2.5}
+    print(d.keys(), d.values(), d.items())
+    d["c"] = 3
+    ks = d.keys()
+    print(len(ks), ks)
+    return x * len(ks)
+
+
+def items_loop_sees_a_later_value(x):
+    d = {"a": x, "b": x + 1, "c": x + 2}
+    out = []
+    for k, v in d.items():
+        if k == "a":
+            d["c"] = v * 10          # (an existing key: no size change)
+        out.append(v)
+    return out
+
+
+def values_loop_sees_a_later_value(x):
+    d = {"a": x, "b": x + 1}
+    out = []
+    for v in d.values():
+        d["b"] = x * 5
+        out.append(v * 2)
+    return out
+
+
+def items_loop_adds_a_key(x):
+    d = {"a": x, "b": x + 1}
+    for k, v in d.items():
+        d[k + "2"] = v
+    return d
+
+
+def items_loop_adds_a_key_caught(x):
+    d = {"a": x, "b": x + 1}
+    try:
+        for k, v in d.values() and d.items():
+            d[k + "2"] = v
+    except RuntimeError as e:
+        return str(e), len(d), x
+    return "", len(d), x
+
+
+def keys_loop_deletes(x):
+    d = {"a": x, "b": x + 1}
+    for k in d.keys():
+        del d["b"]
+    return d
+
+
+def last_step_adds_a_key(x):
+    """The size is checked at the step after the last item too, as CPython's iterator does."""
+    d = {"a": x}
+    for k in d.items():
+        d["b"] = x
+    return d
+
+
+def views_in_helpers(x):
+    d = {"b": x + 1, "a": x}
+    pairs = dict(zip(d.keys(), d.values()))
+    return (sorted(d.keys()), tuple(d.items())[0][0], pairs, [i for i, _ in enumerate(d.items())],
+            max(d.values(), key=lambda t: t.sum().item()), list(map(len, [d.keys(), d.values()])))
+
+
+@pytest.mark.parametrize("fn", [view_taken_before_a_change, view_types_and_membership, view_printed,
+                                items_loop_sees_a_later_value, values_loop_sees_a_later_value,
+                                items_loop_adds_a_key, items_loop_adds_a_key_caught, keys_loop_deletes,
+                                last_step_adds_a_key, views_in_helpers],
+                         ids=lambda f: f.__name__)
+def test_dict_views_are_live(fn):
+    _check(fn, _t(3))
+
+
+def view_subscripted(x):
+    d = {"a": x}
+    try:
+        return d.keys()[0]
+    except TypeError as e:
+        return str(e)
+
+
+def test_a_view_is_not_subscriptable():
+    _check(view_subscripted, _t(2))
+
+
+def items_loop_breaking_inside(x, d):
+    out = []
+    for k, v in d.items():
+        print(k)                         # (a graph break inside the loop)
+        d[k] = v + x
+        out.append(d[k].sum())
+    return out, d
+
+
+def items_loop_replacing_a_key(x):
+    """A key removed and another added in the loop (the same size): CPython follows its table;
+    the trace refuses and the frame runs as in Python."""
+    d = {"a": x, "b": x + 1}
+    out = []
+    try:
+        for k in d:
+            out.append(k)
+            if k == "a":
+                del d["b"]
+                d["c"] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    return out, x
+
+
+def test_breaks_and_same_size_changes_match_python():
+    reasons = _check(items_loop_breaking_inside, _t(3), {"a": _t(3), "b": _t(3)},
+                     copies=lambda a: (a[0], dict(a[1])))
+    assert not any("dict changed" in r for r in reasons), reasons
+    reasons = _check(items_loop_replacing_a_key, _t(3))
+    assert any("keys changed during a loop" in r for r in reasons), reasons
+
+
+def test_view_of_an_outside_dict_changed_by_the_frame():
+    def f(x, d):
+        ks = d.keys()
+        d["new"] = x
+        return len(ks), list(ks), ks
+    dynamo.reset()
+    cf = ember.compile(f, backend=CountingBackend())
+    x = _t(2)
+    d1, d2 = {"a": x}, {"a": x}
+    n1, l1, v1 = f(x, d1)
+    n2, l2, v2 = cf(x, d2)
+    assert (n2, l2) == (n1, l1) and type(v2) is type(v1) and list(v2) == list(v1)
+    d2["later"] = 1                 # (a view the compiled code returned is over the caller's dict)
+    assert "later" in v2
+
+
+# ------------------------------------------------------------------ reversed(list)
+
+def reversed_shrinks(x, ys):
+    out = []
+    for y in reversed(ys):
+        out.append(y * 2)
+        if len(ys) > 2:
+            del ys[-2:]              # (below the iterator's index: the loop ends)
+    return out
+
+
+def reversed_rewrites(x, ys):
+    out = []
+    for y in reversed(ys):
+        out.append(y + x)
+        ys[0] = x * 7
+    return out
+
+
+def reversed_grows_unseen(x, ys):
+    out = []
+    for y in reversed(ys):
+        if len(ys) < 6:
+            ys.append(y * 3)         # (past the reverse iterator: not reached)
+        out.append(y)
+    return out
+
+
+def reversed_shrinks_at_a_break(x, ys):
+    out = []
+    for i, y in enumerate(reversed(ys)):
+        out.append(y * i)
+        if y.sum().item() > -1e9 and i == 1:       # (a break: .item())
+            del ys[:2]
+    return out
+
+
+def reversed_rewritten_at_a_break(x, ys):
+    out = []
+    for y in reversed(ys):
+        if y.sum().item() > -1e9:
+            ys[0] = y * 5
+        out.append(y - x)
+    return out
+
+
+def reversed_by_hand(x, ys):
+    r = reversed(ys)
+    first = next(r)
+    ys.insert(0, x * 5)            # (shifts the items: the iterator's index now names another)
+    rest = list(r)
+    return first, rest, list(r)
+
+
+def reversed_in_a_comprehension(x, ys):
+    return [y * x + y.max().item() for y in reversed(ys)]
+
+
+@pytest.mark.parametrize("fn", [reversed_shrinks, reversed_rewrites, reversed_grows_unseen,
+                                reversed_shrinks_at_a_break, reversed_rewritten_at_a_break,
+                                reversed_by_hand, reversed_in_a_comprehension],
+                         ids=lambda f: f.__name__)
+def test_reversed_reads_the_list_as_it_is_at_each_step(fn):
+    reasons = _check(fn, _t(3), [_t(3) for _ in range(4)], copies=lambda a: (a[0], list(a[1])))
+    assert not any("non-iterator" in r for r in reasons), reasons
+
+
+def test_reversed_of_a_local_list_and_of_a_tuple():
+    def f(x):
+        ys = [x, x + 1, x + 2]
+        out = [y for y in reversed(ys)]
+        ys.pop()
+        return out, list(reversed(ys)), list(reversed((x, x * 2)))
+    _check(f, _t(2))
+
+
+def test_a_reversed_loop_breaking_each_step_compiles_between_breaks():
+    """The resume function gets the reverse iterator itself and models it item by item (as a
+    list iterator): one compiled entry for every step, not an eager loop."""
+    def f(x, ys):
+        acc = x
+        for y in reversed(ys):
+            acc = (acc * y).sin() + y.sum().item()
+        return acc
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x = _t(3)
+    for n in (4, 4, 2):
+        ys = [_t(3) for _ in range(n)]
+        _same(cf(x, ys), f(x, ys))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert "sin" in ops
+    assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons)
