@@ -208,7 +208,8 @@ class Gen:
     SIMPLE = ["assign_t", "assign_t", "assign_t", "assign_i", "assign_f", "rebind_t", "inplace_local",
               "inplace_input", "tolist", "fstring", "print", "global_mut", "lst_mut", "d_mut", "obj_mut",
               "box_local", "list_build", "dict_build", "set_build", "unpack", "star_unpack", "genexpr",
-              "closure", "nonlocal", "lambda_", "varargs", "generator_fn", "raise_in_helper", "assert_", "walrus", "del_", "enum_zip"]
+              "closure", "nonlocal", "lambda_", "varargs", "generator_fn", "raise_in_helper", "assert_", "walrus", "del_", "enum_zip",
+              "container_loop"]
     BLOCKS = ["if_py", "if_shape", "if_data", "for_range", "for_tensors", "while_", "try_", "no_grad"]
 
     def statements(self, depth, count):
@@ -371,6 +372,61 @@ class Gen:
         self.emit(f"{acc} = {self.t()} * 0.5")
         self.emit(f"for j, (u, w) in enumerate(zip([{self.t()}, {self.t()}], [{self.t()}, {self.t()}])):")
         self.emit(f"    {acc} = {acc} + u * w * (j + 1)")
+        self.tens.append(acc)
+
+    def s_container_loop(self, depth):
+        """A loop over a list (backwards), a dict view or a set that changes it as it goes, or a
+        view taken before its dict changes: Python reads the container live at each step (and
+        raises when a dict or set changes size); the compiled loop must too."""
+        acc, box = self.fresh("t"), self.fresh("C")
+        brk = self.chance(1)
+        kind = self.pick(["reversed", "items", "values", "view", "set"])
+        self.emit(f"{acc} = {self.t()} * 0.5")
+        if kind == "reversed":
+            self.emit(f"{box} = [{self.t()}, {self.t()}, {self.t()}]")
+            self.emit(f"for u in reversed({box}):")
+            self.emit(f"    {acc} = {acc} + u * len({box})")
+            self.emit("    " + self.pick(["if len({C}) > 1: {C}.pop()", "{C}[0] = u * 2", "del {C}[:2]",
+                                          "if len({C}) < 5: {C}.append(u + 1)", "{C}.insert(0, u)"]).format(C=box))
+        elif kind in ("items", "values"):
+            self.emit(f"{box} = {{'p': {self.t()}, 'q': {self.t()}, 'r': {self.t()}}}")
+            self.emit("try:")
+            if kind == "items":
+                self.emit(f"    for key, u in {box}.items():")
+            else:
+                self.emit(f"    for u in {box}.values():")
+            self.emit(f"        {acc} = {acc} + u")
+            self.emit("        " + self.pick(["{C}['r'] = u * 3", "{C}['q'] = {C}['p'] - u",
+                                              "if len({C}) < 4: {C}['s'] = u", "{C}.pop('r', None)"]).format(C=box))
+            if brk:
+                self.emit(f"        print(len({box}))")
+            self.emit("except RuntimeError as e:")
+            self.emit(f"    {acc} = {acc} + len(str(e))")
+            self.emit(f"{acc} = {acc} + sum({box}.values())")
+            brk = False
+        elif kind == "view":
+            ks, vs, n = self.fresh("K"), self.fresh("V"), self.fresh("i")
+            self.emit(f"{box} = {{'p': {self.t()}}}")
+            self.emit(f"{ks}, {vs} = {box}.keys(), {box}.values()")
+            self.emit(self.pick(["{C}['q'] = {x}", "{C}['p'] = {x} * 2", "{C}.update(z={x})"]).format(C=box, x=self.t()))
+            self.emit(f"{n} = len({ks}) + ('q' in {ks})")
+            self.emit(f"{acc} = {acc} + sum({vs})")
+            self.ints.append(n)
+        else:
+            n = self.fresh("i")
+            self.emit(f"{box} = {{{self.i()}, {self.i()}, 7}}")
+            self.emit(f"{n} = 0")
+            self.emit("try:")
+            self.emit(f"    for e in {box}:")
+            self.emit(f"        {n} = {n} + e")
+            self.emit("        " + self.pick(["{C}.add(e % 3)", "{C}.discard(7)", "{C}.add(e)"]).format(C=box))
+            self.emit("except RuntimeError:")
+            self.emit(f"    {n} = -{n}")
+            self.emit(f"{acc} = {acc} + {n}")
+            self.emit(f"{n} = abs({n})")
+            self.ints.append(n)
+        if brk:
+            self.emit(f"print({acc}.shape)")
         self.tens.append(acc)
 
     def s_closure(self, depth):

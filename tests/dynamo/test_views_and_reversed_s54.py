@@ -6,6 +6,8 @@ counts 3), printed as a tuple, and a loop over ``d.items()`` that added a key we
 of raising. A loop over ``d.items()`` that set a later key's value saw the old value.
 ``reversed(ys)`` took a copy of the list: a loop that shrank or rewrote the list it walked
 backwards saw the old items. Each is compared with plain Python, on every version."""
+import collections
+
 import numpy as np
 import pytest
 
@@ -316,3 +318,127 @@ def test_a_reversed_loop_breaking_each_step_compiles_between_breaks():
            if n.op in ("call_function", "call_method")]
     assert "sin" in ops
     assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons)
+
+
+# ------------------------------------------------------------------ sets
+
+def set_loop_adds(x):
+    s = {1, 2, 3}
+    for e in s:
+        s.add(e + 10)
+    return x
+
+
+def set_loop_discards_caught(x):
+    s = {1, 2, 3}
+    try:
+        for e in s:
+            if e == 2:
+                s.discard(1)
+    except RuntimeError as e:
+        return str(e), x
+    return "", x
+
+
+def set_loop_adds_at_the_last_step(x):
+    s = {5}
+    for e in s:
+        s.add(e + 1)
+    return x
+
+
+def set_loop_breaking_inside(x):
+    s = {1, 2, 3}
+    for e in s:
+        print(e)
+        x = x * e + 1
+    return x, sorted(s)
+
+
+def set_loop_unchanged_size(x):
+    s = {1, 2, 3}
+    out = []
+    for e in s:
+        out.append(x * e)
+        s.add(e)                # (already there: no change)
+    return out
+
+
+@pytest.mark.parametrize("fn", [set_loop_adds, set_loop_discards_caught, set_loop_adds_at_the_last_step,
+                                set_loop_breaking_inside, set_loop_unchanged_size],
+                         ids=lambda f: f.__name__)
+def test_a_loop_over_a_set_that_changes_size_raises_as_in_python(fn):
+    _check(fn, _t(3))
+
+
+# ------------------------------------------------------------------ OrderedDict and dict subclasses
+
+class OrderedSub(collections.OrderedDict):
+    pass
+
+
+def _mapping(kind, x):
+    return {"subclass": OrderedSub, "ordered": collections.OrderedDict, "dict": dict}[kind](a=x, b=x + 1)
+
+
+def mapping_loop_adds(kind, x):
+    d = _mapping(kind, x)
+    out = []
+    try:
+        for k in d:
+            out.append(k)
+            d["c" + k] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    ks = d.keys()
+    d["z"] = x
+    return out, len(ks), list(d.items())[0][0], type(ks).__name__
+
+
+def mapping_loop_replaces_a_key(kind, x):
+    """An OrderedDict raises on any change of its keys; a plain dict's case refuses to trace."""
+    d = _mapping(kind, x)
+    out = []
+    try:
+        for k, v in d.items():
+            out.append(k)
+            if k == "a":
+                del d["b"]
+                d["c"] = v
+    except RuntimeError as e:
+        out.append(str(e))
+    return out
+
+
+def mapping_values_loop_adds_once(kind, x):
+    """An OrderedDict's iterator holds its next key: a key added at the last step is not seen."""
+    d = _mapping(kind, x)
+    out = []
+    try:
+        for v in d.values():
+            out.append(v)
+            if len(d) < 3:
+                d["q"] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    return out, len(d)
+
+
+def mapping_loop_adds_at_the_last_step(kind, x):
+    d = _mapping(kind, x)
+    out = []
+    try:
+        for k in d:
+            out.append(k)
+            if k == "b":
+                d["q"] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    return out, list(d)
+
+
+@pytest.mark.parametrize("kind", ["subclass", "ordered", "dict"])
+@pytest.mark.parametrize("fn", [mapping_loop_adds, mapping_loop_replaces_a_key, mapping_values_loop_adds_once,
+                                mapping_loop_adds_at_the_last_step], ids=lambda f: f.__name__)
+def test_ordered_dicts_and_subclasses_raise_as_in_python(fn, kind):
+    _check(fn, kind, _t(2))

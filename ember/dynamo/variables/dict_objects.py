@@ -23,7 +23,7 @@ from ..source import Source
 from .base import VariableTracker
 from .constant import ConstantVariable
 from .functions import UserFunctionVariable
-from .lists import DictVariable, IteratorVariable, TupleVariable
+from .lists import DictKeyIteratorVariable, DictVariable, DictViewVariable, TupleVariable
 from .objects import NewObjectVariable
 
 _BASES = (collections.OrderedDict, collections.defaultdict, dict)
@@ -216,7 +216,9 @@ class DictObjectVariable(NewObjectVariable):
                     return missing
             return st.call_method(tx, "__getitem__", args, {})
         if name == "__iter__":
-            return IteratorVariable(st.unpack(tx))
+            return DictKeyIteratorVariable(st, tx, ordered=issubclass(self.base, collections.OrderedDict))
+        if name in ("keys", "values", "items") and not args and not kwargs:
+            return DictViewVariable(tx, st, name, self.base)
         if name == "copy":
             if self.base is not dict:
                 raise Unsupported(f"{self.base.__name__}.copy of a subclass (it calls the subclass)")

@@ -453,9 +453,12 @@ class DictViewVariable(TupleVariable):
     call: such code counted 2, and ``print(ks)`` printed a tuple.) A tuple tracker otherwise,
     for the many helpers that take a tuple's items (``list``, ``sorted``, ``zip``, ``sum``...)."""
 
-    def __init__(self, tx, d, kind):
+    def __init__(self, tx, d, kind, base=None):
+        import collections
+        base = d.cls if base is None else base      # (a dict subclass's storage is a plain dict)
         self.tx, self.d, self.kind, self.source = tx, d, kind, None
-        self.cls = type(getattr(d.cls(), kind)())
+        self.cls = type(getattr(base(), kind)())
+        self.ordered = issubclass(base, collections.OrderedDict)
 
     @property
     def items(self):
@@ -756,15 +759,23 @@ class DictKeyIteratorVariable(IteratorVariable):
     dict iterator does, it raises ``RuntimeError: dictionary changed size during iteration`` at
     the next step after the loop added or removed a key (the compiled loop used to go on over
     the old keys). A key removed and another added (the same size) cannot be followed without
-    CPython's table layout: that refuses to trace (the frame runs eagerly)."""
+    CPython's table layout: that refuses to trace (the frame runs eagerly).
 
-    def __init__(self, d, tx, kind="keys"):
+    An ``OrderedDict``'s iterator (``ordered``) differs: any change to its keys raises
+    ``OrderedDict mutated during iteration`` at the next step, but only while it has a next
+    key (it holds the next key from the step before, so a key added after the last item is
+    not seen and the loop ends)."""
+
+    def __init__(self, d, tx, kind="keys", ordered=None):
+        import collections
         self.d, self.tx, self.kind = d, tx, kind
+        self.ordered = issubclass(d.cls, collections.OrderedDict) if ordered is None else ordered
         self.keys = list(d.items)
         self.size = len(self.keys)
         self.pos = 0
         self.done = False
-        self.py_type = type(iter(getattr({}, kind)()))
+        base = collections.OrderedDict() if self.ordered else {}
+        self.py_type = type(iter(getattr(base, kind)()))
 
     def _item(self, k):
         d, tx = self.d, self.tx
@@ -787,14 +798,19 @@ class DictKeyIteratorVariable(IteratorVariable):
     def next(self, tx):
         if self.done:
             return None
-        if len(self.d.items) != self.size:      # (checked before the end, as CPython does)
+        if self.ordered:
+            if self.pos < len(self.keys) and list(self.d.items) != self.keys:
+                from .exceptions import raise_observed
+                self.done = True
+                raise_observed(tx, RuntimeError, "OrderedDict mutated during iteration")
+        elif len(self.d.items) != self.size:      # (checked before the end, as CPython does)
             from .exceptions import raise_observed
             self.done = True
             raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
         if self.pos >= len(self.keys):
             self.done = True
             return None
-        if list(self.d.items) != self.keys:
+        if list(self.d.items) != self.keys:      # (only a plain dict gets here so)
             raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
         v = self._item(self.keys[self.pos])
         self.pos += 1
@@ -830,7 +846,17 @@ def iterator_of(tx, v):
     if type(v) is DictVariable:
         return DictKeyIteratorVariable(v, tx)
     if type(v) is DictViewVariable:
-        return DictKeyIteratorVariable(v.d, tx, v.kind)
+        return DictKeyIteratorVariable(v.d, tx, v.kind, v.ordered)
+    from .dict_objects import DictObjectVariable
+    if isinstance(v, DictObjectVariable):
+        res = v._call_user(tx, "__iter__", [])
+        if res is not None:
+            return iterator_of(tx, res)
+        import collections
+        return DictKeyIteratorVariable(v.storage, tx, ordered=issubclass(v.base, collections.OrderedDict))
+    from .sets import SetIteratorVariable, SetVariable
+    if type(v) is SetVariable:
+        return SetIteratorVariable(v)
     return IteratorVariable(v.unpack(tx))
 
 

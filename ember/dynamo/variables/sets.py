@@ -17,6 +17,7 @@ import operator
 from ..exc import Unsupported
 from .base import VariableTracker
 from .constant import ConstantVariable
+from .lists import IteratorVariable
 
 # binary operators on sets: the result is a new set; the in-place forms mutate the left operand
 _SET_BINARY = {operator.or_: "union", operator.and_: "intersection", operator.sub: "difference",
@@ -205,3 +206,43 @@ def _guardable(v):
     if isinstance(v, type):
         return True          # compared by identity (dataclasses' frozenset ``_ATOMIC_TYPES``, 3.12+)
     return type(v) is tuple and all(_guardable(x) for x in v)
+
+
+
+class SetIteratorVariable(IteratorVariable):
+    """``iter()`` of a set tracker: its items in the set's order when the loop began, and, as
+    CPython's set iterator does, ``RuntimeError: Set changed size during iteration`` at the next
+    step after the loop added or removed an element (the compiled loop used to go on over the
+    old items). An element removed and another added (the same size) follows CPython's table
+    and cannot be modelled: that refuses to trace (the frame runs eagerly)."""
+
+    def __init__(self, s):
+        super().__init__([ConstantVariable(e) for e in s.real], type(iter(set())))
+        self.set, self.start, self.done = s, list(s.real), False
+
+    def next(self, tx):
+        if self.done:
+            return None
+        if len(self.set.real) != len(self.start):
+            from .exceptions import raise_observed
+            self.done = True
+            raise_observed(tx, RuntimeError, "Set changed size during iteration")
+        if list(self.set.real) != self.start:
+            raise Unsupported("a set's elements changed during a loop over it (one removed, another added)")
+        item = super().next(tx)
+        self.done = item is None
+        return item
+
+    def unpack(self, tx):
+        out = []
+        while (item := self.next(tx)) is not None:
+            out.append(item)
+        return out
+
+    def remaining_expr(self, out):
+        """At a graph break: the items left (a set iterator cannot be handed on)."""
+        if self.done:
+            return "()"
+        if list(self.set.real) != self.start:
+            raise Unsupported("a set changed during a loop over it, alive across a graph break")
+        return "(" + "".join(out.materialize(i) + ", " for i in self.items[self.pos:]) + ")"
