@@ -26,6 +26,12 @@ reports bandwidth per CPU-second times the core count: on a machine shared with
 other jobs, wall time measures the other jobs; CPU time measures the kernel (the
 ratio to the copy is what matters, and both use every core).
 
+Two pairs of rows tell compute from memory: the log chain and ``(x * y + x).tanh()`` compute a
+transcendental per element, the "arithmetic" chain and the three-input program the same shapes
+of work without one. On a 2-vCPU machine the first pair is bound by arithmetic (about 1 ns of
+core time per element for tanh's staged exp and division), the second by memory: there the
+fused kernels' streamed stores move only the bytes counted, and they pass the copy.
+
 ``--torch`` adds torch.compile's kernel for each program (PyTorch's inductor, same
 inputs, timed in the same rounds as ember's and the copies): on a 2-vCPU machine the
 programs with a transcendental are bound by arithmetic, not memory, and its column
@@ -133,6 +139,10 @@ def main(argv=None) -> int:
         "pointwise chain (10 ops)": (lambda x: ((((x * 1.5 + 0.5).relu() - 0.25) * x).abs() + 1.0).log() * 0.5,
                                      [(n,)], 2),
         "two-input pointwise": (lambda x, y: (x * y + x).tanh(), [(n,), (n,)], 3),
+        # the same shapes of program without a transcendental (no exp/log/tanh to compute)
+        "pointwise chain, arithmetic": (lambda x: (((x * 1.5 + 0.5).relu() - 0.25) * x).abs() * 0.5 + 1.0,
+                                        [(n,)], 2),
+        "three-input pointwise": (lambda x, y, z: (x * y + z).relu(), [(n,), (n,), (n,)], 4),
         "row sum of squares": (lambda x: (x * x).sum(-1), [(rows, n // rows)], 1),
         # a bias gradient's shape of reduction: over the rows, one result per column
         "column sum of squares": (lambda x: (x * x).sum(0), [(n // 1024, 1024)], 1),

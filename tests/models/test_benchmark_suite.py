@@ -46,7 +46,8 @@ def test_roofline_prints_every_program_and_the_torch_column():
     assert lines[0].startswith("copy bandwidth:")
     assert ("torch.compile ms" in lines[1]) == has_torch
     rows = lines[2:]
-    names = ["pointwise chain", "two-input pointwise", "row sum of squares", "column sum of squares",
+    names = ["pointwise chain (10 ops)", "two-input pointwise", "pointwise chain, arithmetic",
+             "three-input pointwise", "row sum of squares", "column sum of squares",
              "softmax over rows", "layer_norm over rows"]
     assert [next((nm for nm in names if row.startswith(nm)), None) for row in rows] == names, r.stdout
     for row in rows:
