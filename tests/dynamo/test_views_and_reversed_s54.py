@@ -7,6 +7,7 @@ of raising. A loop over ``d.items()`` that set a later key's value saw the old v
 ``reversed(ys)`` took a copy of the list: a loop that shrank or rewrote the list it walked
 backwards saw the old items. Each is compared with plain Python, on every version."""
 import collections
+import itertools
 
 import numpy as np
 import pytest
@@ -442,3 +443,147 @@ def mapping_loop_adds_at_the_last_step(kind, x):
                                 mapping_loop_adds_at_the_last_step], ids=lambda f: f.__name__)
 def test_ordered_dicts_and_subclasses_raise_as_in_python(fn, kind):
     _check(fn, kind, _t(2))
+
+
+# ------------------------------------------------------------------ itertools over lists
+# chain, chain.from_iterable, pairwise, zip_longest and islice read their iterables step by step
+# in Python. Over lists they took every item at the call, so a loop growing the list it walked
+# through them stopped at the old length (a silent wrong answer), as plain loops did before
+# session 53.
+
+def chain_grows(x, ys):
+    out = []
+    for y in itertools.chain(ys, [x * 5]):
+        if len(ys) < 5:
+            ys.append(y * 2)
+        out.append(y)
+    return out
+
+
+def chain_from_iterable_grows(x, ys):
+    out = []
+    for y in itertools.chain.from_iterable([ys, (x,)]):
+        if len(ys) < 5:
+            ys.append(y * 3)
+        out.append(y)
+    return out
+
+
+def pairwise_grows(x, ys):
+    out = []
+    for a, b in itertools.pairwise(ys):
+        if len(ys) < 6:
+            ys.append(a + b)
+        out.append(a - b)
+    return out
+
+
+def zip_longest_grows(x, ys):
+    out = []
+    for a, b in itertools.zip_longest(ys, [x, x], fillvalue=x * 0):
+        if len(ys) < 5:
+            ys.append(a * 2)
+        out.append(a + b)
+    return out
+
+
+def islice_grows(x, ys):
+    out = []
+    for y in itertools.islice(ys, 1, 8, 2):
+        if len(ys) < 8:
+            ys.append(y * 3)
+        out.append(y)
+    return out
+
+
+def islice_consumes_as_python(x, ys):
+    """After its last item, islice consumes up to ``stop`` at its next step."""
+    it = iter(ys)
+    first = list(itertools.islice(it, 0, 3, 2))
+    return first, list(it)
+
+
+def chain_over_a_dict_that_grows(x, ys):
+    d = {"a": x}
+    out = []
+    try:
+        for k in itertools.chain(d, ["z"]):
+            out.append(k)
+            d[k + "1"] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    return out
+
+
+def _grow_at_a_break(ys, y):
+    if len(ys) < 6 and y.sum().item() > -1e9:     # (a break: .item())
+        ys.append(y + 1)
+
+
+def chain_grows_at_a_break(x, ys):
+    out = []
+    for y in itertools.chain(ys, [x]):
+        _grow_at_a_break(ys, y)
+        out.append(y * 2)
+    return out
+
+
+def pairwise_grows_at_a_break(x, ys):
+    out = []
+    for a, b in itertools.pairwise(ys):
+        _grow_at_a_break(ys, a)
+        out.append(a - b)
+    return out
+
+
+def zip_longest_grows_at_a_break(x, ys):
+    out = []
+    for a, b in itertools.zip_longest(ys, [x, x], fillvalue=x * 0):
+        _grow_at_a_break(ys, a)
+        out.append(a + b)
+    return out
+
+
+def islice_grows_at_a_break(x, ys):
+    out = []
+    for y in itertools.islice(ys, 1, 7, 2):
+        _grow_at_a_break(ys, y)
+        out.append(y)
+    return out
+
+
+def _gen(x):
+    for i in range(4):
+        yield x * i
+
+
+def pairwise_and_zip_longest_of_a_generator(x, ys):
+    """Lazy over a generator too (they were refused there)."""
+    return [a + b for a, b in itertools.pairwise(_gen(x))], list(itertools.zip_longest(_gen(x), ys[:2]))[-1][0]
+
+
+@pytest.mark.parametrize("fn", [chain_grows, chain_from_iterable_grows, pairwise_grows, zip_longest_grows,
+                                islice_grows, islice_consumes_as_python, chain_over_a_dict_that_grows,
+                                chain_grows_at_a_break, pairwise_grows_at_a_break, zip_longest_grows_at_a_break,
+                                islice_grows_at_a_break, pairwise_and_zip_longest_of_a_generator],
+                         ids=lambda f: f.__name__)
+def test_itertools_read_lists_step_by_step(fn):
+    _check(fn, _t(3), [_t(3) for _ in range(3)], copies=lambda a: (a[0], list(a[1])))
+
+
+def test_itertools_over_unchanged_lists_still_compile_whole():
+    def f(x, ys):
+        acc = x
+        for a, b in itertools.pairwise(itertools.chain(ys, [x])):
+            acc = acc + (a * b).sin()
+        for y in itertools.islice(ys, 0, None, 2):
+            acc = acc * y
+        for a, b in itertools.zip_longest(ys, ys[:1], fillvalue=x):
+            acc = acc - a * b
+        return acc
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x, ys = _t(3), [_t(3) for _ in range(4)]
+    _same(cf(x, ys), f(x, ys))
+    assert be.frame_count == 1 and not dynamo.fallback_reasons

@@ -764,29 +764,106 @@ def _reduce(tx, args, kwargs):
 
 
 def _chain(tx, args, kwargs):
-    """``itertools.chain(*iterables)``: the items of each, materialised (they are trackers)."""
+    """``itertools.chain(*iterables)``: the items of each, materialised (they are trackers) --
+    or, over a generator or a list (``_live``: the loop may grow the list it walks), item by
+    item, each iterable's iterator made when the chain reaches it, as CPython's chain does."""
     if kwargs:
         raise Unsupported("itertools.chain() takes no keyword arguments")
-    if any(_lazy(a) for a in args):          # a generator among them: each item when asked
-        its = iter(args)
-        cur = [None]
-
-        def step(tx):
-            while True:
-                if cur[0] is None:
-                    a = next(its, None)
-                    if a is None:
-                        return None
-                    cur[0] = _as_iterator(tx, a)
-                v = cur[0].next(tx)
-                if v is not None:
-                    return v
-                cur[0] = None
-        return LazyIteratorVariable(step, itertools.chain)
+    if any(_lazy(a) or _live(a) for a in args):
+        return _chain_lazy(args)
     out = []
     for a in args:
         out.extend(_iter_items(tx, a))
     return IteratorVariable(out)
+
+
+def _lazy_iterator(step, py_type, parts, rebuild):
+    """A lazy iterator tracker that a graph break can rebuild (``rebuild(out)``) when every
+    iterator or iterable in ``parts()`` can be (none is a generator)."""
+    from .lists import RebuildableLazyIteratorVariable, rebuildable
+    if all(rebuildable(p) for p in parts()):
+        return RebuildableLazyIteratorVariable(step, py_type, rebuild)
+    return LazyIteratorVariable(step, py_type)
+
+
+def _chain_lazy(args):
+    args = list(args)
+    state = {"k": 0, "cur": None}
+
+    def step(tx):
+        while True:
+            if state["cur"] is None:
+                if state["k"] >= len(args):
+                    return None
+                state["cur"] = _as_iterator(tx, args[state["k"]])
+                state["k"] += 1
+            v = state["cur"].next(tx)
+            if v is not None:
+                return v
+            state["cur"] = None
+
+    def parts():
+        return ([state["cur"]] if state["cur"] is not None else []) + args[state["k"]:]
+
+    def rebuild(out):       # (the iterables not reached yet stay iterables: iter() when reached)
+        return f"{out.ref(itertools.chain)}({''.join(out.materialize(p) + ', ' for p in parts())})"
+    return _lazy_iterator(step, itertools.chain, parts, rebuild)
+
+
+def _pairwise_lazy(tx, a):
+    """``itertools.pairwise`` of a generator or a list: one new item per step, as CPython's."""
+    from .lists import iterator_of
+    it = iterator_of(tx, a)
+    state = {"started": False, "old": None}
+
+    def step(tx):
+        if not state["started"]:
+            state["started"] = True
+            state["old"] = it.next(tx)
+        if state["old"] is None:
+            return None
+        new = it.next(tx)
+        pair = None if new is None else TupleVariable([state["old"], new])
+        state["old"] = new
+        return pair
+
+    def rebuild(out):
+        pw = out.ref(itertools.pairwise)
+        if not state["started"]:
+            return f"{pw}({out.materialize(it)})"
+        return f"{pw}({out.ref(itertools.chain)}(({out.materialize(state['old'])},), {out.materialize(it)}))"
+    return _lazy_iterator(step, itertools.pairwise, lambda: [it], rebuild)
+
+
+def _zip_longest_lazy(tx, args, fill):
+    """``itertools.zip_longest`` over generators or lists, step by step as CPython's: an
+    exhausted iterator gives ``fill`` from then on; the round in which the last one runs out
+    ends the iteration (the items that round took from the others are dropped)."""
+    from .lists import iterator_of
+    its = [iterator_of(tx, a) for a in args]
+    active = [True] * len(its)
+
+    def step(tx):
+        if not any(active):
+            return None
+        got = []
+        for k, it in enumerate(its):
+            v = it.next(tx) if active[k] else None
+            if v is None:
+                if active[k]:
+                    active[k] = False
+                    if not any(active):
+                        return None
+                v = fill
+            got.append(v)
+        return TupleVariable(got)
+
+    def rebuild(out):
+        if not any(active):
+            return "()"
+        parts = "".join((out.materialize(it) if active[k] else "()") + ", " for k, it in enumerate(its))
+        return f"{out.ref(itertools.zip_longest)}({parts}fillvalue={out.materialize(fill)})"
+    return _lazy_iterator(step, itertools.zip_longest, lambda: its + [fill], rebuild)
 
 
 def _chain_from_iterable(tx, args, kwargs):
@@ -804,11 +881,17 @@ def _regroup(fn, n_iterables=None):
     (they are plain Python objects to it), its other arguments constants."""
     def h(tx, args, kwargs):
         k = len(args) if n_iterables is None else n_iterables
-        if any(_lazy(a) for a in args[:k]):
+        # islice, pairwise and zip_longest read their iterables step by step in Python (the
+        # others take every item first): so must the trace, over a generator or a list
+        if fn in (itertools.islice, itertools.pairwise, itertools.zip_longest) and \
+                any(_lazy(a) or _live(a) for a in args[:k]):
             if fn is itertools.islice:
                 return _islice_lazy(tx, args, kwargs)
-            if fn in (itertools.pairwise, itertools.zip_longest):   # lazy in Python: refused
-                raise Unsupported(f"itertools.{fn.__name__} of a generator")
+            if fn is itertools.pairwise and len(args) == 1 and not kwargs:
+                return _pairwise_lazy(tx, args[0])
+            if fn is itertools.zip_longest and set(kwargs) <= {"fillvalue"}:
+                return _zip_longest_lazy(tx, args, kwargs.get("fillvalue", ConstantVariable(None)))
+            raise Unsupported(f"itertools.{fn.__name__} with these arguments")
         iters = [_iter_items(tx, a) for a in args[:k]]
         rest = args[k:]
         if not all(a.is_python_constant() for a in rest) or \
@@ -826,27 +909,47 @@ def _regroup(fn, n_iterables=None):
 
 
 def _islice_lazy(tx, args, kwargs):
-    """``islice(generator, [start,] stop [, step])``: the generator stepped as items are asked
-    for (``islice(gen(), 2)`` runs it to its second yield only, as eagerly)."""
+    """``islice(iterable, [start,] stop [, step])`` over a generator or a list, stepped as CPython's
+    islice steps (``islice(gen(), 2)`` runs the generator to its second yield only, as eagerly;
+    after its last item it consumes up to ``stop`` at the next step, then ends)."""
+    from .lists import iterator_of
     if kwargs or not all(a.is_python_constant() for a in args[1:]):
-        raise Unsupported("itertools.islice of a generator with non-constant arguments")
+        raise Unsupported("itertools.islice of a generator or list with non-constant arguments")
     sl = slice(*_consts(args[1:]))
     start, stop, stride = sl.start or 0, sl.stop, sl.step or 1
     if start < 0 or (stop is not None and stop < 0) or stride < 1:
         raise Unsupported("itertools.islice with negative arguments (the program raises)")
-    it, pos, nxt = args[0], [0], [start]
+    it = iterator_of(tx, args[0])
+    state = {"cnt": 0, "next": start if stop is None else min(start, stop), "done": False}
 
     def step(tx):
-        while stop is None or nxt[0] < stop:
-            v = it.next(tx)
-            if v is None:
+        if state["done"]:
+            return None
+        while state["cnt"] < state["next"]:
+            if it.next(tx) is None:
+                state["done"] = True
                 return None
-            pos[0] += 1
-            if pos[0] - 1 == nxt[0]:
-                nxt[0] += stride
-                return v
-        return None
-    return LazyIteratorVariable(step, itertools.islice)
+            state["cnt"] += 1
+        if stop is not None and state["cnt"] >= stop:
+            state["done"] = True
+            return None
+        v = it.next(tx)
+        if v is None:
+            state["done"] = True
+            return None
+        state["cnt"] += 1
+        state["next"] += stride
+        if stop is not None and state["next"] > stop:
+            state["next"] = stop
+        return v
+
+    def rebuild(out):
+        if state["done"]:
+            return "()"
+        c = state["cnt"]
+        return (f"{out.ref(itertools.islice)}({out.materialize(it)}, {state['next'] - c}, "
+                f"{None if stop is None else stop - c}, {stride})")
+    return _lazy_iterator(step, itertools.islice, lambda: [it], rebuild)
 
 
 def _repeat(tx, args, kwargs):
