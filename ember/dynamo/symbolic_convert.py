@@ -1701,6 +1701,13 @@ def _modelled_iterator(v):
     if t is zip:
         r = v.__reduce__()
         return len(r) == 2 and all(_modelled_iterator(i) for i in r[1])   # (not strict=True)
+    from .variables import resumable_iters as ri
+    if t is ri.Chain:
+        return v.cur is None or _modelled_iterator(v.cur)
+    if t in (ri.Pairwise, ri.ISlice):
+        return v.it is not None and _modelled_iterator(v.it)
+    if t is ri.ZipLongest:
+        return all(i is None or _modelled_iterator(i) for i in v.its) and any(i is not None for i in v.its)
     return False
 
 
@@ -1820,6 +1827,9 @@ def _wrap_iterator_arg(tx, v, src):
         tx.output.guards.add(e, e)
         return zip_of([_wrap_iterator_arg(tx, p, _IterPartSource(src, ref(_zip_part), k))
                        for k, p in enumerate(parts)])
+    from .variables import resumable_iters as ri
+    if type(v) in ri.RESUMABLE:
+        return _wrap_resumable_iter(tx, v, src)
     if type(v) in (_LIST_ITER, _LIST_REV_ITER):
         res = ResumedIteratorVariable(tx, src, _list_iter_left(v), over_list=True)
         if _list_iter_seq(v) is not None:
@@ -1830,6 +1840,39 @@ def _wrap_iterator_arg(tx, v, src):
     return res
 
 
+def _wrap_resumable_iter(tx, v, src):
+    """An itertools chain/pairwise/zip_longest/islice handed on by a break (``resumable_iters``):
+    the same lazy tracker as the trace made, over its parts -- its iterators modelled as
+    iterator arguments, the rest (items, fill values, iterables not reached) read through
+    their attributes when the loop needs them (each guarded then, as any argument)."""
+    from .source import AttrSource, GetItemSource
+    from .variables import builtin as b
+    from .variables import resumable_iters as ri
+    g = tx.output.guards
+    part = functools.partial(_wrap_iterator_arg, tx)
+    t = type(v)
+    if t is ri.Chain:
+        e = f"({src.expr()}.cur is None, len({src.expr()}.rest)) == {(v.cur is None, len(v.rest))!r}"
+        g.add(e, e)
+        rest_src = AttrSource(src, "rest")
+        rest = [LazyArgVariable(tx, r, GetItemSource(rest_src, k)) for k, r in enumerate(v.rest)]
+        cur = None if v.cur is None else part(v.cur, AttrSource(src, "cur"))
+        return b._chain_lazy(rest, cur)
+    if t is ri.Pairwise:
+        return b._pairwise_lazy(tx, part(v.it, AttrSource(src, "it")), wrap(tx, v.old, AttrSource(src, "old")))
+    if t is ri.ISlice:
+        e = f"({src.expr()}.cnt, {src.expr()}.next, {src.expr()}.stop, {src.expr()}.step) == " \
+            f"{(v.cnt, v.next, v.stop, v.step)!r}"
+        g.add(e, e)
+        return b.islice_of(part(v.it, AttrSource(src, "it")), v.cnt, v.next, v.stop, v.step)
+    active = [i is not None for i in v.its]
+    e = f"[i is not None for i in {src.expr()}.its] == {active!r}"
+    g.add(e, e)
+    its_src = AttrSource(src, "its")
+    its = [part(i, GetItemSource(its_src, k)) if i is not None else None for k, i in enumerate(v.its)]
+    return b._zip_longest_lazy(its, wrap(tx, v.fill, AttrSource(src, "fill")), active)
+
+
 def _wrap_resume_arg(tx, v, src, name, seen):
     """Arguments of a resume function: what the graph break left on the stack and in locals.
     Besides ordinary values these are loop iterators, the exits of open grad-mode blocks and
@@ -1837,7 +1880,8 @@ def _wrap_resume_arg(tx, v, src, name, seen):
     from .output_graph import UnspecFloatVariable
     from .variables.ctx import AutocastExit, AutocastExitVariable, GradModeExit, GradModeExitVariable
     prev = seen.get(id(v))
-    if prev is not None and type(v) in _MODELLED_ITERS + (enumerate, zip, GradModeExit, AutocastExit):
+    from .variables.resumable_iters import RESUMABLE
+    if prev is not None and type(v) in _MODELLED_ITERS + RESUMABLE + (enumerate, zip, GradModeExit, AutocastExit):
         tx.output.guards.add(f"{src.expr()} is {prev[1].expr()}", "same iterator")
         return prev[0]
     if _modelled_iterator(v):

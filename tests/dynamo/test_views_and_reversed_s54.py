@@ -587,3 +587,48 @@ def test_itertools_over_unchanged_lists_still_compile_whole():
     x, ys = _t(3), [_t(3) for _ in range(4)]
     _same(cf(x, ys), f(x, ys))
     assert be.frame_count == 1 and not dynamo.fallback_reasons
+
+
+def _break_each_step(kind):
+    def f(x, ys):
+        if kind == "chain":
+            it = itertools.chain(ys, [x])
+        elif kind == "pairwise":
+            it = itertools.pairwise(ys)
+        elif kind == "zip_longest":
+            it = itertools.zip_longest(ys, ys[:2], fillvalue=x)
+        else:
+            it = itertools.islice(ys, 1, None, 2)
+        acc = x
+        for item in it:
+            a = item[0] * item[1] if isinstance(item, tuple) else item
+            acc = (acc * a).sin() + a.sum().item()          # (a break in every step)
+        return acc
+    return f
+
+
+@pytest.mark.parametrize("kind", ["chain", "pairwise", "zip_longest", "islice"])
+def test_a_loop_over_itertools_of_lists_breaking_each_step_compiles_between_breaks(kind):
+    """The break hands on the iterator's state (``resumable_iters``) and the resume function
+    models it item by item: its tensor work compiles, and list lengths are guarded."""
+    f = _break_each_step(kind)
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x = _t(3)
+    for n in (4, 4, 5, 2):
+        ys = [_t(3) for _ in range(n)]
+        _same(cf(x, ys), f(x, ys))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert "sin" in ops
+    assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons
+
+
+def comprehension_over_a_chain_breaking(x, ys):
+    return [y * 2 + y.sum().item() for y in itertools.chain(ys, (x,))]
+
+
+def test_a_comprehension_over_a_chain_breaking_inside():
+    reasons = _check(comprehension_over_a_chain_breaking, _t(3), [_t(3) for _ in range(3)])
+    assert not any("non-iterator" in r for r in reasons), reasons

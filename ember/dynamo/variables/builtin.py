@@ -786,16 +786,25 @@ def _lazy_iterator(step, py_type, parts, rebuild):
     return LazyIteratorVariable(step, py_type)
 
 
-def _chain_lazy(args):
+def _realized(v):
+    """``v``, or what it stands for if it is a resume function's argument not read yet."""
+    realize = getattr(v, "realize", None)
+    return realize() if realize is not None else v
+
+
+def _chain_lazy(args, cur=None):
+    """``itertools.chain`` item by item; ``cur``: the iterator it is in (a resumed chain's).
+    A graph break hands on a ``resumable_iters.Chain`` in the same state."""
+    from .resumable_iters import Chain
     args = list(args)
-    state = {"k": 0, "cur": None}
+    state = {"k": 0, "cur": cur}
 
     def step(tx):
         while True:
             if state["cur"] is None:
                 if state["k"] >= len(args):
                     return None
-                state["cur"] = _as_iterator(tx, args[state["k"]])
+                state["cur"] = _as_iterator(tx, _realized(args[state["k"]]))
                 state["k"] += 1
             v = state["cur"].next(tx)
             if v is not None:
@@ -806,15 +815,17 @@ def _chain_lazy(args):
         return ([state["cur"]] if state["cur"] is not None else []) + args[state["k"]:]
 
     def rebuild(out):       # (the iterables not reached yet stay iterables: iter() when reached)
-        return f"{out.ref(itertools.chain)}({''.join(out.materialize(p) + ', ' for p in parts())})"
+        cur = "None" if state["cur"] is None else out.materialize(state["cur"])
+        rest = "".join(out.materialize(a) + ", " for a in args[state["k"]:])
+        return f"{out.ref(Chain)}({cur}, ({rest}))"
     return _lazy_iterator(step, itertools.chain, parts, rebuild)
 
 
-def _pairwise_lazy(tx, a):
-    """``itertools.pairwise`` of a generator or a list: one new item per step, as CPython's."""
-    from .lists import iterator_of
-    it = iterator_of(tx, a)
-    state = {"started": False, "old": None}
+def _pairwise_lazy(tx, it, old=None):
+    """``itertools.pairwise`` over iterator tracker ``it``, one new item per step, as CPython's;
+    ``old``: the last item taken (a resumed pairwise's). A break hands on a ``Pairwise``."""
+    from .resumable_iters import Pairwise
+    state = {"started": old is not None, "old": old}
 
     def step(tx):
         if not state["started"]:
@@ -828,20 +839,21 @@ def _pairwise_lazy(tx, a):
         return pair
 
     def rebuild(out):
-        pw = out.ref(itertools.pairwise)
         if not state["started"]:
-            return f"{pw}({out.materialize(it)})"
-        return f"{pw}({out.ref(itertools.chain)}(({out.materialize(state['old'])},), {out.materialize(it)}))"
+            return f"{out.ref(itertools.pairwise)}({out.materialize(it)})"
+        if state["old"] is None:
+            return "()"
+        return f"{out.ref(Pairwise)}({out.materialize(it)}, {out.materialize(state['old'])})"
     return _lazy_iterator(step, itertools.pairwise, lambda: [it], rebuild)
 
 
-def _zip_longest_lazy(tx, args, fill):
-    """``itertools.zip_longest`` over generators or lists, step by step as CPython's: an
-    exhausted iterator gives ``fill`` from then on; the round in which the last one runs out
-    ends the iteration (the items that round took from the others are dropped)."""
-    from .lists import iterator_of
-    its = [iterator_of(tx, a) for a in args]
-    active = [True] * len(its)
+def _zip_longest_lazy(its, fill, active=None):
+    """``itertools.zip_longest`` over iterator trackers, step by step as CPython's: an exhausted
+    iterator gives ``fill`` from then on; the round in which the last one runs out ends the
+    iteration (the items that round took from the others are dropped). ``active``: which are
+    not exhausted (a resumed one's). A break hands on a ``ZipLongest``."""
+    from .resumable_iters import ZipLongest
+    active = [True] * len(its) if active is None else list(active)
 
     def step(tx):
         if not any(active):
@@ -861,8 +873,8 @@ def _zip_longest_lazy(tx, args, fill):
     def rebuild(out):
         if not any(active):
             return "()"
-        parts = "".join((out.materialize(it) if active[k] else "()") + ", " for k, it in enumerate(its))
-        return f"{out.ref(itertools.zip_longest)}({parts}fillvalue={out.materialize(fill)})"
+        parts = "".join((out.materialize(it) if active[k] else "None") + ", " for k, it in enumerate(its))
+        return f"{out.ref(ZipLongest)}(({parts}), {out.materialize(fill)})"
     return _lazy_iterator(step, itertools.zip_longest, lambda: its + [fill], rebuild)
 
 
@@ -887,10 +899,12 @@ def _regroup(fn, n_iterables=None):
                 any(_lazy(a) or _live(a) for a in args[:k]):
             if fn is itertools.islice:
                 return _islice_lazy(tx, args, kwargs)
+            from .lists import iterator_of
             if fn is itertools.pairwise and len(args) == 1 and not kwargs:
-                return _pairwise_lazy(tx, args[0])
+                return _pairwise_lazy(tx, iterator_of(tx, args[0]))
             if fn is itertools.zip_longest and set(kwargs) <= {"fillvalue"}:
-                return _zip_longest_lazy(tx, args, kwargs.get("fillvalue", ConstantVariable(None)))
+                return _zip_longest_lazy([iterator_of(tx, a) for a in args],
+                                         kwargs.get("fillvalue", ConstantVariable(None)))
             raise Unsupported(f"itertools.{fn.__name__} with these arguments")
         iters = [_iter_items(tx, a) for a in args[:k]]
         rest = args[k:]
@@ -909,9 +923,7 @@ def _regroup(fn, n_iterables=None):
 
 
 def _islice_lazy(tx, args, kwargs):
-    """``islice(iterable, [start,] stop [, step])`` over a generator or a list, stepped as CPython's
-    islice steps (``islice(gen(), 2)`` runs the generator to its second yield only, as eagerly;
-    after its last item it consumes up to ``stop`` at the next step, then ends)."""
+    """``islice(iterable, [start,] stop [, step])`` over a generator or a list."""
     from .lists import iterator_of
     if kwargs or not all(a.is_python_constant() for a in args[1:]):
         raise Unsupported("itertools.islice of a generator or list with non-constant arguments")
@@ -919,8 +931,16 @@ def _islice_lazy(tx, args, kwargs):
     start, stop, stride = sl.start or 0, sl.stop, sl.step or 1
     if start < 0 or (stop is not None and stop < 0) or stride < 1:
         raise Unsupported("itertools.islice with negative arguments (the program raises)")
-    it = iterator_of(tx, args[0])
-    state = {"cnt": 0, "next": start if stop is None else min(start, stop), "done": False}
+    return islice_of(iterator_of(tx, args[0]), 0, start if stop is None else min(start, stop), stop, stride)
+
+
+def islice_of(it, cnt, nxt, stop, stride):
+    """``islice`` over iterator tracker ``it``, stepped as CPython's islice steps (``islice(gen(),
+    2)`` runs the generator to its second yield only, as eagerly; after its last item it consumes
+    up to ``stop`` at the next step, then ends): ``cnt`` items taken so far, the next one given
+    is item ``nxt``. A graph break hands on an ``ISlice`` in the same state."""
+    from .resumable_iters import ISlice
+    state = {"cnt": cnt, "next": nxt, "done": False}
 
     def step(tx):
         if state["done"]:
@@ -946,9 +966,8 @@ def _islice_lazy(tx, args, kwargs):
     def rebuild(out):
         if state["done"]:
             return "()"
-        c = state["cnt"]
-        return (f"{out.ref(itertools.islice)}({out.materialize(it)}, {state['next'] - c}, "
-                f"{None if stop is None else stop - c}, {stride})")
+        return (f"{out.ref(ISlice)}({out.materialize(it)}, {state['cnt']}, {state['next']}, "
+                f"{stop}, {stride})")
     return _lazy_iterator(step, itertools.islice, lambda: [it], rebuild)
 
 

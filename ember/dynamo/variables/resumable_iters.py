@@ -1,0 +1,127 @@
+"""What a graph break hands on for an ``itertools`` iterator that reads lists step by step.
+
+A loop over ``itertools.chain(ys, zs)`` (or ``pairwise``, ``zip_longest``, ``islice``) of lists
+is traced item by item (``builtin._chain_lazy`` ...): the loop may grow the list it walks. At a
+graph break inside it, the iterator must go on as CPython's would, over the lists themselves.
+An ``itertools`` object cannot be taken apart again by the resume function (its state is not
+readable: ``__reduce__`` is gone from ``pairwise`` and deprecated for the rest since 3.12), so
+the break hands on one of these instead: the same iteration in plain Python, its state in
+attributes the resume function reads to model it item by item (``symbolic_convert.
+_wrap_iterator_arg``), as it does a list iterator, ``enumerate`` or ``zip``.
+
+Each follows its C original step for step (what it takes from its iterators, and when).
+``type()`` of the object differs from the original's after a break; nothing else does."""
+from __future__ import annotations
+
+
+class Chain:
+    """``itertools.chain``: ``cur``, the iterator it is in (None between iterables), and
+    ``rest``, the iterables not reached yet (``iter()`` is called on each when reached)."""
+
+    __slots__ = ("cur", "rest")
+
+    def __init__(self, cur, rest):
+        self.cur, self.rest = cur, list(rest)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            if self.cur is None:
+                if not self.rest:
+                    raise StopIteration
+                self.cur = iter(self.rest.pop(0))
+            try:
+                return next(self.cur)
+            except StopIteration:
+                self.cur = None
+
+
+class Pairwise:
+    """``itertools.pairwise`` that has given at least one pair: ``old``, the last item taken, and
+    ``it``, the iterator it takes the next from (None once exhausted)."""
+
+    __slots__ = ("it", "old")
+
+    def __init__(self, it, old):
+        self.it, self.old = it, old
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.it is None:
+            raise StopIteration
+        try:
+            new = next(self.it)
+        except StopIteration:
+            self.it = self.old = None
+            raise
+        pair, self.old = (self.old, new), new
+        return pair
+
+
+class ZipLongest:
+    """``itertools.zip_longest``: ``its`` (None for an exhausted one: it gives ``fill`` from then
+    on), stopping in the round where the last one runs out."""
+
+    __slots__ = ("its", "fill")
+
+    def __init__(self, its, fill):
+        self.its, self.fill = list(its), fill
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if all(it is None for it in self.its):
+            raise StopIteration
+        got = []
+        for k, it in enumerate(self.its):
+            if it is None:
+                got.append(self.fill)
+                continue
+            try:
+                got.append(next(it))
+            except StopIteration:
+                self.its[k] = None
+                if all(i is None for i in self.its):
+                    raise
+                got.append(self.fill)
+        return tuple(got)
+
+
+class ISlice:
+    """``itertools.islice``: ``cnt`` items taken from ``it``, the next one given is item ``next``,
+    ``stop`` (or None) and ``step`` as given; ``it`` None once done."""
+
+    __slots__ = ("it", "cnt", "next", "stop", "step")
+
+    def __init__(self, it, cnt, next_, stop, step):
+        self.it, self.cnt, self.next, self.stop, self.step = it, cnt, next_, stop, step
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.it is None:
+            raise StopIteration
+        try:
+            while self.cnt < self.next:
+                next(self.it)
+                self.cnt += 1
+            if self.stop is not None and self.cnt >= self.stop:
+                raise StopIteration
+            v = next(self.it)
+        except StopIteration:
+            self.it = None
+            raise
+        self.cnt += 1
+        self.next += self.step
+        if self.stop is not None and self.next > self.stop:
+            self.next = self.stop
+        return v
+
+
+RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice)
