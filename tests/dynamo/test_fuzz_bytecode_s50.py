@@ -65,6 +65,7 @@ STATS = collections.Counter()
 PRELUDE = '''\
 import dataclasses
 import io
+import itertools
 import ember
 
 COUNTER = 0
@@ -380,9 +381,21 @@ class Gen:
         raises when a dict or set changes size); the compiled loop must too."""
         acc, box = self.fresh("t"), self.fresh("C")
         brk = self.chance(1)
-        kind = self.pick(["reversed", "items", "values", "view", "set"])
+        kind = self.pick(["reversed", "items", "values", "view", "set", "itertools"])
         self.emit(f"{acc} = {self.t()} * 0.5")
-        if kind == "reversed":
+        if kind == "itertools":
+            self.emit(f"{box} = [{self.t()}, {self.t()}, {self.t()}]")
+            loop = self.pick(["for u in itertools.chain({C}, [{x}]):", "for u, w in itertools.pairwise({C}):",
+                              "for u, w in itertools.zip_longest({C}, [{x}], fillvalue={x}):",
+                              "for u in itertools.islice({C}, 1, 6, 2):"]).format(C=box, x=self.t())
+            self.emit(loop)
+            self.emit(f"    {acc} = {acc} + u" + (" * w" if "w in" in loop else ""))
+            self.emit("    " + self.pick(["if len({C}) < 6: {C}.append(u * 2)", "if len({C}) > 1: {C}.pop()",
+                                          "{C}[-1] = u + 1"]).format(C=box))
+            if brk:
+                self.emit(f"    {acc} = {acc} + {acc}.sum().item() * 0")
+            brk = False
+        elif kind == "reversed":
             self.emit(f"{box} = [{self.t()}, {self.t()}, {self.t()}]")
             self.emit(f"for u in reversed({box}):")
             self.emit(f"    {acc} = {acc} + u * len({box})")

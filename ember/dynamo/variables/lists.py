@@ -636,6 +636,13 @@ class IteratorVariable(VariableTracker):
         self.pos = len(self.items)
         return rest
 
+    def unpack_by_steps(self, tx):
+        """Every item left, one ``next`` at a time (for iterators whose steps check or compute)."""
+        out = []
+        while (v := self.next(tx)) is not None:
+            out.append(v)
+        return out
+
     def __repr__(self):
         return f"IteratorVariable({self.pos}/{len(self.items)})"
 
@@ -825,12 +832,7 @@ class DictKeyIteratorVariable(IteratorVariable):
         return "(" + "".join(out.materialize(self._item(k)) + ", " for k in self.keys[self.pos:]) + ")"
 
     def unpack(self, tx):
-        out = []
-        while True:
-            v = self.next(tx)
-            if v is None:
-                return out
-            out.append(v)
+        return self.unpack_by_steps(tx)
 
     def __repr__(self):
         return f"DictKeyIteratorVariable({self.kind} {self.pos}/{len(self.keys)})"
@@ -887,12 +889,7 @@ class LazyIteratorVariable(IteratorVariable):
         return v
 
     def unpack(self, tx):
-        out = []
-        while True:
-            v = self.next(tx)
-            if v is None:
-                return out
-            out.append(v)
+        return self.unpack_by_steps(tx)
 
     def __repr__(self):
         return f"{type(self).__name__}({'done' if self.finished else 'live'})"

@@ -234,10 +234,7 @@ class SetIteratorVariable(IteratorVariable):
         return item
 
     def unpack(self, tx):
-        out = []
-        while (item := self.next(tx)) is not None:
-            out.append(item)
-        return out
+        return self.unpack_by_steps(tx)
 
     def remaining_expr(self, out):
         """At a graph break: the items left (a set iterator cannot be handed on)."""
