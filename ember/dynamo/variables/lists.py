@@ -445,6 +445,15 @@ class DictVariable(VariableTracker):
         return f"DictVariable({self.items})"
 
 
+def dict_entry(tx, d, k, kind):
+    """What a view of kind ``kind`` (keys, values, items) of dict tracker ``d`` holds for key ``k``."""
+    if kind == "keys":
+        return d.key_var(tx, k)
+    if kind == "values":
+        return d.items[k]
+    return TupleVariable([d.key_var(tx, k), d.items[k]])
+
+
 class DictViewVariable(TupleVariable):
     """``d.keys()``, ``d.values()`` or ``d.items()`` of a dict tracker: a live view, as in Python.
     Its items are read from the dict whenever they are asked for, so a view taken before the
@@ -462,12 +471,7 @@ class DictViewVariable(TupleVariable):
 
     @property
     def items(self):
-        d, tx = self.d, self.tx
-        if self.kind == "keys":
-            return d.unpack(tx)
-        if self.kind == "values":
-            return list(d.items.values())
-        return [TupleVariable([d.key_var(tx, k), v]) for k, v in d.items.items()]
+        return [dict_entry(self.tx, self.d, k, self.kind) for k in self.d.items]
 
     def clone_with(self, items):
         return TupleVariable(items)
@@ -785,12 +789,7 @@ class DictKeyIteratorVariable(IteratorVariable):
         self.py_type = type(iter(getattr(base, kind)()))
 
     def _item(self, k):
-        d, tx = self.d, self.tx
-        if self.kind == "keys":
-            return d.key_var(tx, k)
-        if self.kind == "values":
-            return d.items[k]
-        return TupleVariable([d.key_var(tx, k), d.items[k]])
+        return dict_entry(self.tx, self.d, k, self.kind)
 
     def _changed(self):
         return len(self.d.items) != self.size or list(self.d.items) != self.keys
