@@ -21,6 +21,7 @@ there runs its call in a trampoline under the frame's handler
 compiled code re-runs the frame eagerly (``OutputGraph.compile``)."""
 from __future__ import annotations
 
+import collections
 import dis
 import functools
 import operator
@@ -1708,6 +1709,8 @@ def _modelled_iterator(v):
         return v.it is not None and _modelled_iterator(v.it)
     if t is ri.ZipLongest:
         return all(i is None or _modelled_iterator(i) for i in v.its) and any(i is not None for i in v.its)
+    if t is ri.DictIter:
+        return True
     return False
 
 
@@ -1840,6 +1843,124 @@ def _wrap_iterator_arg(tx, v, src):
     return res
 
 
+def _dict_iter_ok(it):
+    """Whether a ``DictIter`` argument can be modelled: its dict has the keys it had at the break,
+    in order (a breaking call that added, removed or replaced a key leaves the loop to CPython)."""
+    if it.it is None:
+        return True
+    base = collections.OrderedDict if it.ordered else dict
+    return type(it.d) in (dict, collections.OrderedDict, collections.defaultdict) and \
+        len(it.d) == len(it.keys) and list(base.keys(it.d)) == it.keys
+
+
+def _dict_iter_left(it):
+    """How many items a ``DictIter`` has left (its dict unchanged: ``_dict_iter_ok``)."""
+    return 0 if it.it is None else len(it.keys) - it.pos
+
+
+def _dict_iter_key(it, k):
+    """The key of item ``k`` of what a ``DictIter`` has left, without advancing it."""
+    return it.keys[it.pos + k]
+
+
+def _dict_iter_at(it, k):
+    """Item ``k`` of what a ``DictIter`` has left (a key, a value or a pair), read from its dict now."""
+    key = it.keys[it.pos + k]
+    if it.kind == "keys":
+        return key
+    return it.d[key] if it.kind == "values" else (key, it.d[key])
+
+
+def _dict_iter_advanced(it, k):
+    """A ``DictIter`` over ``it``'s dict, ``k`` items further on (a new one: the code at the
+    break still reads items relative to where ``it`` stood)."""
+    from .variables.resumable_iters import DictIter
+    if it.it is None:
+        return iter(())
+    return DictIter(it.d, it.kind, it.ordered, it.pos + k)
+
+
+for _f in (_dict_iter_ok, _dict_iter_left, _dict_iter_key, _dict_iter_at, _dict_iter_advanced):
+    _f.__module__ = "ember.dynamo.symbolic_convert"
+
+
+class ResumedDictIteratorVariable(ResumedIteratorVariable):
+    """A loop's dict iterator handed to a resume function (``resumable_iters.DictIter``).
+
+    As for a list (``ResumedIteratorVariable``), the guards say only what the trace saw ("more
+    than k left", "exactly k left") and an item is read -- from the dict, through the iterator --
+    only when the loop takes it, so a loop breaking in every iteration that does not look at its
+    keys reuses one entry for all its iterations. Once the trace holds the dict itself (it was
+    read through another name, and may have been changed), items are taken from that tracker
+    instead, as ``DictKeyIteratorVariable`` takes them: the value as the trace left it, a size
+    change raising ``RuntimeError`` at the step, the key guarded."""
+
+    def __init__(self, tx, src, v):
+        if not _dict_iter_ok(v):
+            raise Unsupported("a dict's keys changed in the call that broke the graph inside a loop over it")
+        ref = tx.output.obj_ref
+        e = f"{ref(_dict_iter_ok)}({src.expr()})"
+        tx.output.guards.add(e, f"{src.expr()}'s dict has the keys it had at the break")
+        e = f"({src.expr()}.kind, {src.expr()}.ordered) == {(v.kind, v.ordered)!r}"
+        tx.output.guards.add(e, e)
+        IteratorVariable.__init__(self, [None] * _dict_iter_left(v))
+        self.tx, self.src, self.over_list, self.value = tx, src, False, v
+        self.left, self.at = ref(_dict_iter_left), ref(_dict_iter_at)
+        self.py_type = type(v)
+
+    def _guard_len(self, op, k):
+        e = f"{self.left}({self.src.expr()}) {op} {k}"
+        self.tx.output.guards.add(e, e)
+
+    def _tracker(self):
+        return self.tx.output.containers.get(id(self.value.d))
+
+    def next(self, tx):
+        d = self._tracker()
+        if d is not None and self.pos >= len(self.items) and not self.value.ordered \
+                and len(d.items) != len(self.value.keys):
+            from .variables.exceptions import raise_observed     # (after the last item too, as CPython)
+            raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
+        return super().next(tx)
+
+    def _item(self, k, lazy=False):
+        v = self.items[k]
+        if v is None:
+            d = self._tracker()
+            if d is not None:
+                v = self._tracked_item(d, k)
+            else:
+                v = LazyArgVariable(self.tx, _dict_iter_at(self.value, k),
+                                    _IterItemSource(self.src, self.at, k, call=True))
+        if not lazy and isinstance(v, LazyArgVariable):
+            v = v.realize()
+        self.items[k] = v
+        return v
+
+    def _tracked_item(self, d, k):
+        from .variables.lists import dict_entry
+        it = self.value
+        if len(d.items) != len(it.keys):
+            from .variables.exceptions import raise_observed
+            raise_observed(self.tx, RuntimeError, "OrderedDict mutated during iteration" if it.ordered
+                           else "dictionary changed size during iteration")
+        if list(d.items) != it.keys:
+            raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
+        key = it.keys[it.pos + k]
+        e = f"{self.tx.output.obj_ref(_dict_iter_key)}({self.src.expr()}, {k}) == {self.tx.output.obj_ref(key)}"
+        self.tx.output.guards.add(e, f"the loop's item {k} after the break has key {key!r}")
+        return dict_entry(self.tx, d, key, it.kind)
+
+    def remaining_expr(self, out):
+        d = self._tracker()
+        if d is not None and list(d.items) != self.value.keys:
+            raise Unsupported("a dict changed during a loop over it, alive across a graph break")
+        return f"{out.obj_ref(_dict_iter_advanced)}({self.src.expr()}, {self.pos})"
+
+    def __repr__(self):
+        return f"ResumedDictIteratorVariable({self.value.kind} {self.pos}/{len(self.items)})"
+
+
 def _wrap_resumable_iter(tx, v, src):
     """An itertools chain/pairwise/zip_longest/islice handed on by a break (``resumable_iters``):
     the same lazy tracker as the trace made, over its parts -- its iterators modelled as
@@ -1851,6 +1972,8 @@ def _wrap_resumable_iter(tx, v, src):
     g = tx.output.guards
     part = functools.partial(_wrap_iterator_arg, tx)
     t = type(v)
+    if t is ri.DictIter:
+        return ResumedDictIteratorVariable(tx, src, v)
     if t is ri.Chain:
         e = f"({src.expr()}.cur is None, len({src.expr()}.rest)) == {(v.cur is None, len(v.rest))!r}"
         g.add(e, e)

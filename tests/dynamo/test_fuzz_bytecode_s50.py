@@ -84,6 +84,17 @@ class Box:
         return t * self.scale
 
 
+def poke(C, u, how):
+    """Changes dict C in a call that breaks the graph (.item()): a loop over C goes on after it."""
+    if u.sum().item() > -1e9:
+        if how == 0:
+            C['r'] = u * 3
+        elif how == 1 and len(C) < 4:
+            C['s'] = u
+        elif how == 2:
+            C.pop('r', None)
+
+
 '''
 
 
@@ -409,8 +420,11 @@ class Gen:
             else:
                 self.emit(f"    for u in {box}.values():")
             self.emit(f"        {acc} = {acc} + u")
-            self.emit("        " + self.pick(["{C}['r'] = u * 3", "{C}['q'] = {C}['p'] - u",
-                                              "if len({C}) < 4: {C}['s'] = u", "{C}.pop('r', None)"]).format(C=box))
+            if brk and self.chance(2):      # (the change made by a call that breaks the graph)
+                self.emit(f"        poke({box}, u, {self.draw(st.integers(0, 3))})")
+            else:
+                self.emit("        " + self.pick(["{C}['r'] = u * 3", "{C}['q'] = {C}['p'] - u",
+                                                  "if len({C}) < 4: {C}['s'] = u", "{C}.pop('r', None)"]).format(C=box))
             if brk:
                 self.emit(f"        print(len({box}))")
             self.emit("except RuntimeError as e:")

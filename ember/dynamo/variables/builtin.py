@@ -323,10 +323,13 @@ def _as_iterator(tx, v):
 
 def _live(v):
     """Whether iterating ``v`` must read it step by step: a list (a loop over ``enumerate(ys)``
-    may append to ``ys``), an iterator over one, or a rebuildable lazy iterator."""
-    from .lists import ListIteratorVariable, OutsideListVariable, RebuildableLazyIteratorVariable
-    return type(v) in (ListVariable, OutsideListVariable) or isinstance(
-        v, (ListIteratorVariable, RebuildableLazyIteratorVariable))
+    may append to ``ys``), a dict or one of its views (a loop may set a later value, or break
+    the graph in a call that changes the dict), an iterator over one, or a rebuildable lazy iterator."""
+    from .lists import (DictKeyIteratorVariable, DictViewVariable, ListIteratorVariable, OutsideListVariable,
+                        RebuildableLazyIteratorVariable)
+    from .dict_objects import DictObjectVariable
+    return type(v) in (ListVariable, OutsideListVariable, DictVariable, DictViewVariable) or isinstance(
+        v, (ListIteratorVariable, RebuildableLazyIteratorVariable, DictKeyIteratorVariable, DictObjectVariable))
 
 
 def enumerate_of(it, start):

@@ -216,9 +216,9 @@ class DictObjectVariable(NewObjectVariable):
                     return missing
             return st.call_method(tx, "__getitem__", args, {})
         if name == "__iter__":
-            return DictKeyIteratorVariable(st, tx, ordered=issubclass(self.base, collections.OrderedDict))
+            return DictKeyIteratorVariable(st, tx, ordered=issubclass(self.base, collections.OrderedDict), owner=self)
         if name in ("keys", "values", "items") and not args and not kwargs:
-            return DictViewVariable(tx, st, name, self.base)
+            return DictViewVariable(tx, st, name, self.base, owner=self)
         if name == "copy":
             if self.base is not dict:
                 raise Unsupported(f"{self.base.__name__}.copy of a subclass (it calls the subclass)")

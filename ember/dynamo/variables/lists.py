@@ -284,6 +284,9 @@ class DictVariable(VariableTracker):
         self.cls = cls
         self.default_factory = default_factory
         self.key_vars = {}      # id(real key object) -> tracker (tensor keys)
+        # keys removed so far: an OrderedDict whose key was removed and added back has the same
+        # keys in the same order but is "mutated" to its iterators (DictKeyIteratorVariable)
+        self.removals = 0
 
     def python_type(self):
         return self.cls
@@ -403,6 +406,7 @@ class DictVariable(VariableTracker):
                 from .exceptions import raise_observed
                 raise_observed(tx, KeyError, k)
             del self.items[k]
+            self.removals += 1
             return ConstantVariable(None)
         if name == "update" and len(args) <= 1:
             if args:
@@ -417,6 +421,7 @@ class DictVariable(VariableTracker):
         if name == "pop" and 1 <= len(args) <= 2:
             k = self._key(args[0], tx)
             if k in self.items:
+                self.removals += 1
                 return self.items.pop(k)
             if len(args) == 2:
                 return args[1]
@@ -428,6 +433,7 @@ class DictVariable(VariableTracker):
                 self.items[k] = args[1] if len(args) == 2 else ConstantVariable(None)
             return self.items[k]
         if name == "clear":
+            self.removals += len(self.items)
             self.items.clear()
             return ConstantVariable(None)
         raise Unsupported(f"dict.{name}")
@@ -462,10 +468,12 @@ class DictViewVariable(TupleVariable):
     call: such code counted 2, and ``print(ks)`` printed a tuple.) A tuple tracker otherwise,
     for the many helpers that take a tuple's items (``list``, ``sorted``, ``zip``, ``sum``...)."""
 
-    def __init__(self, tx, d, kind, base=None):
+    def __init__(self, tx, d, kind, base=None, owner=None):
         import collections
         base = d.cls if base is None else base      # (a dict subclass's storage is a plain dict)
         self.tx, self.d, self.kind, self.source = tx, d, kind, None
+        self.owner = d if owner is None else owner  # (a dict subclass's object, whose storage d is)
+        self.base = base
         self.cls = type(getattr(base(), kind)())
         self.ordered = issubclass(base, collections.OrderedDict)
 
@@ -498,6 +506,8 @@ class DictViewVariable(TupleVariable):
         return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, out):
+        if self.owner is not self.d:     # the base mapping's view of the object (not of a copy of its storage)
+            return f"{out.ref(self.base)}.{self.kind}({out.materialize(self.owner)})"
         return f"{out.materialize(self.d)}.{self.kind}()"
 
     def __repr__(self):
@@ -777,12 +787,14 @@ class DictKeyIteratorVariable(IteratorVariable):
     key (it holds the next key from the step before, so a key added after the last item is
     not seen and the loop ends)."""
 
-    def __init__(self, d, tx, kind="keys", ordered=None):
+    def __init__(self, d, tx, kind="keys", ordered=None, owner=None):
         import collections
         self.d, self.tx, self.kind = d, tx, kind
+        self.owner = d if owner is None else owner   # (what a break hands on: a subclass's object, not its storage)
         self.ordered = issubclass(d.cls, collections.OrderedDict) if ordered is None else ordered
         self.keys = list(d.items)
         self.size = len(self.keys)
+        self.removals = d.removals
         self.pos = 0
         self.done = False
         base = collections.OrderedDict() if self.ordered else {}
@@ -792,7 +804,8 @@ class DictKeyIteratorVariable(IteratorVariable):
         return dict_entry(self.tx, self.d, k, self.kind)
 
     def _changed(self):
-        return len(self.d.items) != self.size or list(self.d.items) != self.keys
+        return len(self.d.items) != self.size or list(self.d.items) != self.keys or \
+            (self.ordered and self.d.removals != self.removals)
 
     @property
     def items(self):
@@ -805,7 +818,7 @@ class DictKeyIteratorVariable(IteratorVariable):
         if self.done:
             return None
         if self.ordered:
-            if self.pos < len(self.keys) and list(self.d.items) != self.keys:
+            if self.pos < len(self.keys) and self._changed():
                 from .exceptions import raise_observed
                 self.done = True
                 raise_observed(tx, RuntimeError, "OrderedDict mutated during iteration")
@@ -823,12 +836,16 @@ class DictKeyIteratorVariable(IteratorVariable):
         return v
 
     def remaining_expr(self, out):
-        """At a graph break: the items left, read now (a dict iterator cannot be handed on)."""
+        """At a graph break: CPython's iterator over the dict itself, moved on to where the loop
+        stands (``resumable_iters.DictIter``). It used to be a tuple of the items left, read at
+        the break: a breaking call that set a later key's value was not seen, and one that added
+        a key did not raise."""
         if self.done:
             return "()"
         if self._changed():
             raise Unsupported("a dict changed during a loop over it, alive across a graph break")
-        return "(" + "".join(out.materialize(self._item(k)) + ", " for k in self.keys[self.pos:]) + ")"
+        from .resumable_iters import DictIter
+        return f"{out.obj_ref(DictIter)}({out.materialize(self.owner)}, {self.kind!r}, {self.ordered!r}, {self.pos})"
 
     def unpack(self, tx):
         return self.unpack_by_steps(tx)
@@ -847,14 +864,14 @@ def iterator_of(tx, v):
     if type(v) is DictVariable:
         return DictKeyIteratorVariable(v, tx)
     if type(v) is DictViewVariable:
-        return DictKeyIteratorVariable(v.d, tx, v.kind, v.ordered)
+        return DictKeyIteratorVariable(v.d, tx, v.kind, v.ordered, v.owner)
     from .dict_objects import DictObjectVariable
     if isinstance(v, DictObjectVariable):
         res = v._call_user(tx, "__iter__", [])
         if res is not None:
             return iterator_of(tx, res)
         import collections
-        return DictKeyIteratorVariable(v.storage, tx, ordered=issubclass(v.base, collections.OrderedDict))
+        return DictKeyIteratorVariable(v.storage, tx, ordered=issubclass(v.base, collections.OrderedDict), owner=v)
     from .sets import SetIteratorVariable, SetVariable
     if type(v) is SetVariable:
         return SetIteratorVariable(v)

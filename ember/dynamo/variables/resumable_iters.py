@@ -124,4 +124,45 @@ class ISlice:
         return v
 
 
-RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice)
+class DictIter:
+    """A loop over a dict, or its keys, values or items (``kind``), at a graph break: CPython's own
+    iterator over ``d`` (``it``, made at the break and moved past the ``pos`` items the loop had
+    taken), so the code after the break steps it as CPython would -- a value read when reached, a
+    key added or removed raising at the next step. ``keys`` are the dict's keys at the break (those
+    of the loop's start: a loop whose dict changed before the break is not compiled), from which the
+    resume function's trace models the loop (``symbolic_convert.ResumedDictIteratorVariable``).
+    The base mapping's methods are used, so a subclass's overrides are not called (as CPython's
+    loop over the dict did not call them), and an ``OrderedDict`` keeps its own order."""
+
+    __slots__ = ("d", "kind", "ordered", "keys", "pos", "it")
+
+    def __init__(self, d, kind, ordered, pos):
+        import collections
+        base = collections.OrderedDict if ordered else dict
+        self.d, self.kind, self.ordered, self.pos = d, kind, ordered, pos
+        self.keys = list(base.keys(d))
+        it = iter(getattr(base, kind)(d))
+        for _ in range(pos):
+            next(it)
+        self.it = it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.it is None:
+            raise StopIteration
+        try:
+            v = next(self.it)
+        except StopIteration:
+            self.it = None
+            raise
+        self.pos += 1
+        return v
+
+    def __length_hint__(self):
+        import operator
+        return 0 if self.it is None else operator.length_hint(self.it)
+
+
+RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter)
