@@ -1940,8 +1940,8 @@ class ResumedDictIteratorVariable(ResumedIteratorVariable):
     def _tracked_item(self, d, k):
         from .variables.lists import dict_entry
         it = self.value
-        if len(d.items) != len(it.keys):
-            from .variables.exceptions import raise_observed
+        if len(d.items) != len(it.keys) or (it.ordered and (d.removals or list(d.items) != it.keys)):
+            from .variables.exceptions import raise_observed     # (any key change, for an OrderedDict's)
             raise_observed(self.tx, RuntimeError, "OrderedDict mutated during iteration" if it.ordered
                            else "dictionary changed size during iteration")
         if list(d.items) != it.keys:

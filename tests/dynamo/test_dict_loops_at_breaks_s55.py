@@ -339,3 +339,21 @@ def test_a_key_removed_and_added_back_matches_python():
     assert not reasons, reasons
     reasons = _check(plain_dict_last_key_removed_and_added_back, _t(3))
     assert not reasons, reasons
+
+
+def resumed_ordered_dict_key_removed_and_added_back(x):
+    d = collections.OrderedDict(a=x, b=x + 1, c=x + 2)
+    out = []
+    try:
+        for k in d:
+            _broken(x)
+            out.append(k)
+            if k == "a":
+                d["c"] = d.pop("c") * 2
+    except RuntimeError as e:
+        out.append(str(e))
+    return out, list(d)
+
+
+def test_a_resumed_ordered_dict_loop_sees_a_key_removed_and_added_back():
+    _check(resumed_ordered_dict_key_removed_and_added_back, _t(3))

@@ -30,6 +30,7 @@ test separately). Statement templates that trigger a known, not yet fixed bug ar
 ``KNOWN_BUGS`` (remove the entry once the bug is fixed).
 """
 import collections
+import contextlib
 import hashlib
 import io
 import math
@@ -715,9 +716,12 @@ def same(got, want, rtol, where):
         assert got == want, f"{where}: {got!r} != {want!r}"
 
 
-def _call(fn, args):
+def _call(fn, args, out):
+    """fn(*args) with what it prints to stdout captured into ``out`` (compared, as ``OUT`` is:
+    a template's plain ``print(...)`` is a graph break and must print what Python prints)."""
     try:
-        return fn(*args), None
+        with contextlib.redirect_stdout(out):
+            return fn(*args), None
     except Exception as e:  # noqa: BLE001 -- compared with the other side's
         return None, e
 
@@ -732,9 +736,11 @@ def run_program(src, spec, backend):
     cfn = ember.compile(ns_c["f"]) if backend is None else ember.compile(ns_c["f"], backend=backend)
     for call in range(3):
         args_e, args_c = make_args(spec, call, ns_e), make_args(spec, call, ns_c)
-        want, err_e = _call(ns_e["f"], args_e)
-        got, err_c = _call(cfn, args_c)
+        out_e, out_c = io.StringIO(), io.StringIO()
+        want, err_e = _call(ns_e["f"], args_e, out_e)
+        got, err_c = _call(cfn, args_c, out_c)
         where = f"call {call}"
+        same(out_c.getvalue(), out_e.getvalue(), rtol, f"{where}: text printed to stdout")
         if err_e is not None or err_c is not None:
             assert type(err_c) is type(err_e), f"{where}: compiled raised {err_c!r}, plain Python raised {err_e!r}"
         else:

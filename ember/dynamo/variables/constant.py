@@ -66,7 +66,7 @@ def _has_symbolic(v):
     from ...fx.experimental.symbolic_shapes import is_symbolic
     if type(v) is slice:
         return any(_has_symbolic(x) for x in (v.start, v.stop, v.step))
-    if type(v) in (tuple, list):
+    if isinstance(v, (tuple, list)):      # (a Size too: ``print(y.shape)`` of a symbolic size printed s0)
         return any(_has_symbolic(x) for x in v)
     return is_symbolic(v)
 
@@ -79,8 +79,9 @@ def _concrete(v):
         return bool(v)
     if type(v) is slice:
         return slice(_concrete(v.start), _concrete(v.stop), _concrete(v.step))
-    if type(v) in (tuple, list):
-        return type(v)(_concrete(x) for x in v)
+    if isinstance(v, (tuple, list)):
+        items = [_concrete(x) for x in v]
+        return type(v)(*items) if hasattr(type(v), "_fields") else type(v)(items)   # (a namedtuple)
     return v
 
 
