@@ -89,6 +89,21 @@ def _past_extended_args(code, offset):
     return offset
 
 
+def _real_offsets(code):
+    """Offset of each ``EXTENDED_ARG`` prefix -> that of the instruction it extends."""
+    out, prefix = {}, []
+    for i in dis.get_instructions(code):
+        if i.opname == "CACHE":
+            continue
+        if i.opname == "EXTENDED_ARG":
+            prefix.append(i.offset)
+            continue
+        for o in prefix:
+            out[o] = i.offset
+        prefix = []
+    return out
+
+
 def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, extra=()):
     """The original code as a function of (stack values, locals): a prefix pushes the stack
     and jumps to ``target_offset`` (or, with ``append(covering TryBegin or None)`` -> instructions,
@@ -109,7 +124,12 @@ def _rebuild(code, target_offset, stack_layout, local_names, name, append=None, 
     # exception-table depths as in the original (the bytecode package would recompute them
     # along the prefix's path, which enters the body in the middle of a try region)
     try:
-        depths = {e.start: e.depth for e in dis._parse_exception_table(code)}
+        # (keyed by the instruction an entry starts at: a try region starting with an
+        # EXTENDED_ARG prefix -- a long jump, a big constant index -- starts at the prefix, which
+        # ``bytecode`` folds into the instruction it extends: such a frame was "not understood"
+        # and ran eagerly, found by the fuzzer on 3.13)
+        real = _real_offsets(code)
+        depths = {real.get(e.start, e.start): e.depth for e in dis._parse_exception_table(code)}
     except Exception as e:  # noqa: BLE001
         raise Unsupported(f"exception table of the frame not readable: {e}")
     offset_of = {id(i): d.offset for i, d in zip(instrs, dis_insts)}
