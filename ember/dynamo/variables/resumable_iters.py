@@ -38,7 +38,26 @@ class Chain:
                 self.cur = None
 
 
-class Pairwise:
+class _OverOne:
+    """An iteration over one underlying iterator ``it``, dropped (None) once it runs out: an
+    exhausted one stays so, as the C originals do."""
+
+    __slots__ = ()
+
+    def __iter__(self):
+        return self
+
+    def _take(self):
+        if self.it is None:
+            raise StopIteration
+        try:
+            return next(self.it)
+        except StopIteration:
+            self.it = None
+            raise
+
+
+class Pairwise(_OverOne):
     """``itertools.pairwise`` that has given at least one pair: ``old``, the last item taken, and
     ``it``, the iterator it takes the next from (None once exhausted)."""
 
@@ -47,16 +66,11 @@ class Pairwise:
     def __init__(self, it, old):
         self.it, self.old = it, old
 
-    def __iter__(self):
-        return self
-
     def __next__(self):
-        if self.it is None:
-            raise StopIteration
         try:
-            new = next(self.it)
+            new = self._take()
         except StopIteration:
-            self.it = self.old = None
+            self.old = None
             raise
         pair, self.old = (self.old, new), new
         return pair
@@ -92,7 +106,7 @@ class ZipLongest:
         return tuple(got)
 
 
-class ISlice:
+class ISlice(_OverOne):
     """``itertools.islice``: ``cnt`` items taken from ``it``, the next one given is item ``next``,
     ``stop`` (or None) and ``step`` as given; ``it`` None once done."""
 
@@ -101,22 +115,14 @@ class ISlice:
     def __init__(self, it, cnt, next_, stop, step):
         self.it, self.cnt, self.next, self.stop, self.step = it, cnt, next_, stop, step
 
-    def __iter__(self):
-        return self
-
     def __next__(self):
-        if self.it is None:
-            raise StopIteration
-        try:
-            while self.cnt < self.next:
-                next(self.it)
-                self.cnt += 1
-            if self.stop is not None and self.cnt >= self.stop:
-                raise StopIteration
-            v = next(self.it)
-        except StopIteration:
+        while self.cnt < self.next:
+            self._take()
+            self.cnt += 1
+        if self.stop is not None and self.cnt >= self.stop:
             self.it = None
-            raise
+            raise StopIteration
+        v = self._take()
         self.cnt += 1
         self.next += self.step
         if self.stop is not None and self.next > self.stop:
@@ -124,7 +130,7 @@ class ISlice:
         return v
 
 
-class DictIter:
+class DictIter(_OverOne):
     """A loop over a dict, or its keys, values or items (``kind``), at a graph break: CPython's own
     iterator over ``d`` (``it``, made at the break and moved past the ``pos`` items the loop had
     taken), so the code after the break steps it as CPython would -- a value read when reached, a
@@ -146,17 +152,8 @@ class DictIter:
             next(it)
         self.it = it
 
-    def __iter__(self):
-        return self
-
     def __next__(self):
-        if self.it is None:
-            raise StopIteration
-        try:
-            v = next(self.it)
-        except StopIteration:
-            self.it = None
-            raise
+        v = self._take()
         self.pos += 1
         return v
 
