@@ -1917,10 +1917,12 @@ class ResumedDictIteratorVariable(ResumedIteratorVariable):
 
     def next(self, tx):
         d = self._tracker()
-        if d is not None and self.pos >= len(self.items) and not self.value.ordered \
-                and len(d.items) != len(self.value.keys):
-            from .variables.exceptions import raise_observed     # (after the last item too, as CPython)
-            raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
+        if d is not None and self.pos >= len(self.items) and not self.value.ordered:
+            if len(d.items) != len(self.value.keys):
+                from .variables.exceptions import raise_observed     # (after the last item too, as CPython)
+                raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
+            if list(d.items) != self.value.keys:     # (CPython's table decides: a new key may follow)
+                raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
         return super().next(tx)
 
     def _item(self, k, lazy=False):
@@ -1953,7 +1955,7 @@ class ResumedDictIteratorVariable(ResumedIteratorVariable):
 
     def remaining_expr(self, out):
         d = self._tracker()
-        if d is not None and list(d.items) != self.value.keys:
+        if d is not None and (list(d.items) != self.value.keys or (self.value.ordered and d.removals)):
             raise Unsupported("a dict changed during a loop over it, alive across a graph break")
         return f"{out.obj_ref(_dict_iter_advanced)}({self.src.expr()}, {self.pos})"
 

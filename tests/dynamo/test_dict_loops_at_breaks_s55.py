@@ -357,3 +357,25 @@ def resumed_ordered_dict_key_removed_and_added_back(x):
 
 def test_a_resumed_ordered_dict_loop_sees_a_key_removed_and_added_back():
     _check(resumed_ordered_dict_key_removed_and_added_back, _t(3))
+
+
+def key_replaced_at_the_last_item(x):
+    """At the last item, one key removed and another added: CPython's iterator finds the new key
+    in its table where it expected none ("dictionary keys changed during iteration"). The trace
+    cannot follow the table: the frame runs as in Python (it used to end the loop quietly)."""
+    d = {"a": x, "b": x + 1}
+    out = []
+    try:
+        for k in d:
+            out.append(k)
+            if k == "b":
+                del d["a"]
+                d["z"] = x
+    except RuntimeError as e:
+        out.append(str(e))
+    return out
+
+
+def test_a_key_replaced_at_the_last_item_matches_python():
+    reasons = _check(key_replaced_at_the_last_item, _t(3))
+    assert any("keys changed during a loop" in r for r in reasons), reasons

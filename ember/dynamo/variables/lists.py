@@ -826,11 +826,13 @@ class DictKeyIteratorVariable(IteratorVariable):
             from .exceptions import raise_observed
             self.done = True
             raise_observed(tx, RuntimeError, "dictionary changed size during iteration")
+        if not self.ordered and list(self.d.items) != self.keys:
+            # (after the last item too: CPython's table decides whether a new key follows, or
+            # "dictionary keys changed during iteration" is raised)
+            raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
         if self.pos >= len(self.keys):
             self.done = True
             return None
-        if list(self.d.items) != self.keys:      # (only a plain dict gets here so)
-            raise Unsupported("a dict's keys changed during a loop over it (one removed, another added)")
         v = self._item(self.keys[self.pos])
         self.pos += 1
         return v
