@@ -732,7 +732,8 @@ def _embedding_renorm_numpy(weight, input, max_norm, norm_type):
     norms = np.linalg.norm(w[rows].astype(np.complex128 if w.dtype.kind == "c" else np.float64), ord=norm_type,
                            axis=1)
     scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-    w[rows] = (w[rows] * scale[:, None]).astype(w.dtype)
+    from ..ops._helpers import half_source      # float64 -> float16 rounds through float32, as torch's cast
+    w[rows] = half_source(w[rows] * scale[:, None], w.dtype).astype(w.dtype)
     weight._bump_version()
     return weight
 
