@@ -1711,6 +1711,10 @@ def _modelled_iterator(v):
         return all(i is None or _modelled_iterator(i) for i in v.its) and any(i is not None for i in v.its)
     if t is ri.DictIter:
         return True
+    if t in (ri.TakeWhile, ri.DropWhile, ri.Accumulate):
+        return _modelled_iterator(v.it)
+    if t is ri.Compress:
+        return _modelled_iterator(v.data) and _modelled_iterator(v.sel)
     return False
 
 
@@ -1964,7 +1968,8 @@ class ResumedDictIteratorVariable(ResumedIteratorVariable):
 
 
 def _wrap_resumable_iter(tx, v, src):
-    """An itertools chain/pairwise/zip_longest/islice handed on by a break (``resumable_iters``):
+    """An itertools chain/pairwise/zip_longest/islice/takewhile/dropwhile/accumulate/compress handed
+    on by a break (``resumable_iters``):
     the same lazy tracker as the trace made, over its parts -- its iterators modelled as
     iterator arguments, the rest (items, fill values, iterables not reached) read through
     their attributes when the loop needs them (each guarded then, as any argument)."""
@@ -1990,6 +1995,20 @@ def _wrap_resumable_iter(tx, v, src):
             f"{(v.cnt, v.next, v.stop, v.step)!r}"
         g.add(e, e)
         return b.islice_of(part(v.it, AttrSource(src, "it")), v.cnt, v.next, v.stop, v.step)
+    if t in (ri.TakeWhile, ri.DropWhile):
+        e = f"{src.expr()}.done is {v.done!r}"
+        g.add(e, e)
+        return b.while_of(t is ri.TakeWhile, _wrap_held(tx, v.pred, AttrSource(src, "pred")),
+                          part(v.it, AttrSource(src, "it")), v.done)
+    if t is ri.Accumulate:
+        e = f"({src.expr()}.func is None, {src.expr()}.has_total, {src.expr()}.pending) == " \
+            f"{(v.func is None, v.has_total, v.pending)!r}"
+        g.add(e, e)
+        func = None if v.func is None else _wrap_held(tx, v.func, AttrSource(src, "func"))
+        total = wrap(tx, v.total, AttrSource(src, "total")) if v.has_total else None
+        return b.accumulate_of(part(v.it, AttrSource(src, "it")), func, total, v.pending, v.has_total)
+    if t is ri.Compress:
+        return b.compress_of(part(v.data, AttrSource(src, "data")), part(v.sel, AttrSource(src, "sel")))
     active = [i is not None for i in v.its]
     e = f"[i is not None for i in {src.expr()}.its] == {active!r}"
     g.add(e, e)
@@ -2047,6 +2066,15 @@ def _special_function(v):
     the stack under a break in its arguments) it is wrapped as wrap() does, by identity."""
     from .variables.builder import is_ember_function
     return is_ember_function(v) or any(k.startswith("_ember_") for k in getattr(v, "__dict__", ()))
+
+
+def _wrap_held(tx, v, src):
+    """A function an iterator handed on by a break holds (``takewhile``'s predicate): an inner
+    function by its code (the break rebuilt it: a new object every call), anything else as
+    ``wrap`` does."""
+    if type(v) is types.FunctionType and v.__name__ not in func_globals(tx) and not _special_function(v):
+        return _wrap_function_by_code(tx, v, src)
+    return wrap(tx, v, src)
 
 
 def _wrap_function_by_code(tx, v, src):

@@ -399,7 +399,11 @@ class Gen:
             self.emit(f"{box} = [{self.t()}, {self.t()}, {self.t()}]")
             loop = self.pick(["for u in itertools.chain({C}, [{x}]):", "for u, w in itertools.pairwise({C}):",
                               "for u, w in itertools.zip_longest({C}, [{x}], fillvalue={x}):",
-                              "for u in itertools.islice({C}, 1, 6, 2):"]).format(C=box, x=self.t())
+                              "for u in itertools.islice({C}, 1, 6, 2):",
+                              "for u in itertools.takewhile(lambda v: len({C}) < 5, {C}):",
+                              "for u in itertools.dropwhile(lambda v: len({C}) < 4, {C}):",
+                              "for u in itertools.accumulate({C}):",
+                              "for u in itertools.compress({C}, [1, 0, 1, 1, 1]):"]).format(C=box, x=self.t())
             self.emit(loop)
             self.emit(f"    {acc} = {acc} + u" + (" * w" if "w in" in loop else ""))
             self.emit("    " + self.pick(["if len({C}) < 6: {C}.append(u * 2)", "if len({C}) > 1: {C}.pop()",

@@ -685,18 +685,6 @@ def _str_repr(pyfn):
     return h
 
 
-def _eager_items(h):
-    """A lazy builtin (map, filter, ...) computed at once while tracing: an exception its function
-    raises would surface at the call, not where eager iteration raises it."""
-    def wrapped(tx, args, kwargs):
-        try:
-            return h(tx, args, kwargs)
-        except ObservedException as e:
-            raise Unsupported(f"a function mapped lazily raises {e.exc.describe()} (computed at once while "
-                              f"tracing, it would raise early)")
-    return wrapped
-
-
 def _map(tx, args, kwargs):
     """Lazy, as Python's: each item is computed when the consumer asks for it (a loop body
     writing in place what ``fn`` reads next sees eager's values; computed at once, it did not)."""
@@ -982,22 +970,123 @@ def _repeat(tx, args, kwargs):
 
 
 def _accumulate(tx, args, kwargs):
-    items = _iter_items(tx, args[0])
+    """``itertools.accumulate(iterable[, func], *, initial=None)`` step by step, as CPython's: a
+    running total of the items taken so far (``initial`` given first), ``func`` (default ``+``)
+    called when the consumer asks for the next item -- a loop may grow the list it walks, or
+    change what ``func`` reads. A graph break hands on an ``Accumulate``."""
+    if not args or len(args) > 2 or set(kwargs) - {"func", "initial"} or (len(args) == 2 and "func" in kwargs):
+        raise Unsupported("itertools.accumulate() with these arguments (the program raises TypeError)")
     func = args[1] if len(args) > 1 else kwargs.get("func")
     if func is not None and func.is_python_constant() and func.as_python_constant() is None:
         func = None
-    if "initial" in kwargs and not (kwargs["initial"].is_python_constant()
-                                    and kwargs["initial"].as_python_constant() is None):
-        items = [kwargs["initial"]] + items
-    out = []
-    for i in items:
-        if not out:
-            out.append(i)
+    initial = kwargs.get("initial")
+    if initial is not None and initial.is_python_constant() and initial.as_python_constant() is None:
+        initial = None
+    return accumulate_of(_as_iterator(tx, args[0]), func, initial, initial is not None)
+
+
+def accumulate_of(it, func, total, pending, has_total=None):
+    """``accumulate`` over iterator tracker ``it``: ``total`` the running total (``has_total``:
+    there is one; a first item becomes it), ``pending``: the total is given before any item is
+    taken (``initial``)."""
+    from .resumable_iters import Accumulate
+    state = {"total": total, "has": pending if has_total is None else has_total, "pending": pending}
+
+    def step(tx):
+        if state["pending"]:
+            state["pending"] = False
+            return state["total"]
+        v = it.next(tx)
+        if v is None:
+            return None
+        if not state["has"]:
+            state["total"], state["has"] = v, True
         elif func is None:
-            out.append(binary_op(tx, operator.add, out[-1], i))
+            state["total"] = binary_op(tx, operator.add, _realized(state["total"]), _realized(v))
         else:
-            out.append(func.call_function(tx, [out[-1], i], {}))
-    return IteratorVariable(out)
+            state["total"] = func.call_function(tx, [state["total"], v], {})
+        return state["total"]
+
+    def rebuild(out):
+        total = out.materialize(state["total"]) if state["has"] else "None"
+        fn = "None" if func is None else out.materialize(func)
+        return f"{out.ref(Accumulate)}({out.materialize(it)}, {fn}, {total}, {state['has']}, {state['pending']})"
+    return _lazy_iterator(step, itertools.accumulate, lambda: [it], rebuild)
+
+
+def _compress(tx, args, kwargs):
+    """``itertools.compress(data, selectors)`` step by step, as CPython's: a datum, then its
+    selector, taken when the consumer asks (a loop may grow the lists). A break hands on a
+    ``Compress``."""
+    names = ("data", "selectors")
+    if len(args) > 2 or set(kwargs) - set(names[len(args):]) or len(args) + len(kwargs) != 2:
+        raise Unsupported("itertools.compress() with these arguments (the program raises TypeError)")
+    data, sel = (list(args) + [kwargs[n] for n in names[len(args):]])
+    return compress_of(_as_iterator(tx, data), _as_iterator(tx, sel))
+
+
+def compress_of(data, sel):
+    from .resumable_iters import Compress
+
+    def step(tx):
+        while True:
+            d = data.next(tx)
+            if d is None:
+                return None
+            s = sel.next(tx)
+            if s is None:
+                return None
+            if _realized(s).truthy(tx):
+                return d
+
+    def rebuild(out):
+        return f"{out.ref(Compress)}({out.materialize(data)}, {out.materialize(sel)})"
+    return _lazy_iterator(step, itertools.compress, lambda: [data, sel], rebuild)
+
+
+def _while(take):
+    """``itertools.takewhile`` (``take``) or ``dropwhile`` step by step, as CPython's: the
+    predicate is called on an item when the consumer asks for it, so a loop that grows the list
+    or changes what the predicate reads sees eager's items. A break hands on a ``TakeWhile`` or
+    ``DropWhile``."""
+    name = "takewhile" if take else "dropwhile"
+
+    def h(tx, args, kwargs):
+        if kwargs or len(args) != 2:
+            raise Unsupported(f"itertools.{name}() takes two positional arguments (the program raises TypeError)")
+        return while_of(take, args[0], _as_iterator(tx, args[1]), False)
+    return h
+
+
+def while_of(take, pred, it, done):
+    """``takewhile``/``dropwhile`` over iterator tracker ``it``; ``done``: takewhile has stopped
+    (its predicate was false once), dropwhile has stopped dropping."""
+    from .resumable_iters import DropWhile, TakeWhile
+    state = {"done": done}
+
+    def step(tx):
+        if take and state["done"]:
+            return None
+        while True:
+            v = it.next(tx)
+            if v is None or (not take and state["done"]):
+                return v
+            keep = pred.call_function(tx, [v], {}).truthy(tx)
+            if take:
+                if keep:
+                    return v
+                state["done"] = True
+                return None
+            if not keep:
+                state["done"] = True
+                return v
+
+    def rebuild(out):
+        if take and state["done"]:
+            return "()"
+        cls = TakeWhile if take else DropWhile
+        return f"{out.ref(cls)}({out.materialize(pred)}, {out.materialize(it)}, {state['done']})"
+    return _lazy_iterator(step, itertools.takewhile if take else itertools.dropwhile, lambda: [it], rebuild)
 
 
 def _starmap(tx, args, kwargs):
@@ -1008,31 +1097,6 @@ def _starmap(tx, args, kwargs):
         t = it.next(tx)
         return None if t is None else fn.call_function(tx, t.unpack(tx), {})
     return LazyIteratorVariable(step, itertools.starmap)
-
-
-def _no_generator(name, h):
-    """An itertools function computed at once while tracing: refused on a generator, whose items
-    must be computed when the consumer asks for them (see variables/lists.GeneratorVariable)."""
-    def wrapped(tx, args, kwargs):
-        if any(_lazy(a) for a in args):
-            raise Unsupported(f"itertools.{name} of a generator")
-        return h(tx, args, kwargs)
-    return wrapped
-
-
-def _compress(tx, args, kwargs):
-    data, sel = _iter_items(tx, args[0]), _iter_items(tx, args[1])
-    return IteratorVariable([d for d, s in zip(data, sel) if s.truthy(tx)])
-
-
-def _while(keep_prefix):
-    def h(tx, args, kwargs):
-        pred, items = args[0], _iter_items(tx, args[1])
-        for n, i in enumerate(items):
-            if not pred.call_function(tx, [i], {}).truthy(tx):
-                return IteratorVariable(items[:n] if keep_prefix else items[n:])
-        return IteratorVariable(items if keep_prefix else [])
-    return h
 
 
 def _set(tx, args, kwargs):
@@ -1074,10 +1138,8 @@ _HANDLERS = {
     itertools.combinations_with_replacement: _regroup(itertools.combinations_with_replacement, 1),
     itertools.pairwise: _regroup(itertools.pairwise, 1), itertools.zip_longest: _regroup(itertools.zip_longest),
     itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat,
-    itertools.accumulate: _no_generator("accumulate", _eager_items(_accumulate)), itertools.starmap: _starmap,
-    itertools.compress: _no_generator("compress", _compress),
-    itertools.takewhile: _no_generator("takewhile", _eager_items(_while(True))),
-    itertools.dropwhile: _no_generator("dropwhile", _eager_items(_while(False))),
+    itertools.accumulate: _accumulate, itertools.starmap: _starmap, itertools.compress: _compress,
+    itertools.takewhile: _while(True), itertools.dropwhile: _while(False),
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,
 }
 _HANDLERS[warnings.warn] = warn_call

@@ -1,6 +1,7 @@
 """What a graph break hands on for an ``itertools`` iterator that reads lists step by step.
 
-A loop over ``itertools.chain(ys, zs)`` (or ``pairwise``, ``zip_longest``, ``islice``) of lists
+A loop over ``itertools.chain(ys, zs)`` (or ``pairwise``, ``zip_longest``, ``islice``,
+``takewhile``, ``dropwhile``, ``accumulate``, ``compress``) of lists
 is traced item by item (``builtin._chain_lazy`` ...): the loop may grow the list it walks. At a
 graph break inside it, the iterator must go on as CPython's would, over the lists themselves.
 An ``itertools`` object cannot be taken apart again by the resume function (its state is not
@@ -162,4 +163,91 @@ class DictIter(_OverOne):
         return 0 if self.it is None else operator.length_hint(self.it)
 
 
-RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter)
+class TakeWhile:
+    """``itertools.takewhile``: ``pred`` called on each item of ``it`` as it is taken; ``done``
+    once it was false (nothing more is taken then)."""
+
+    __slots__ = ("pred", "it", "done")
+
+    def __init__(self, pred, it, done):
+        self.pred, self.it, self.done = pred, it, done
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.done:
+            raise StopIteration
+        v = next(self.it)
+        if self.pred(v):
+            return v
+        self.done = True
+        raise StopIteration
+
+
+class DropWhile:
+    """``itertools.dropwhile``: items of ``it`` skipped while ``pred`` holds; ``done`` once it did
+    not (every item is given from then on, ``pred`` no longer called)."""
+
+    __slots__ = ("pred", "it", "done")
+
+    def __init__(self, pred, it, done):
+        self.pred, self.it, self.done = pred, it, done
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            v = next(self.it)
+            if self.done or not self.pred(v):
+                self.done = True
+                return v
+
+
+class Accumulate:
+    """``itertools.accumulate``: ``total`` the running total when ``has_total`` (else the next
+    item becomes it), ``pending``: the total (an ``initial``) is given before any item is taken;
+    ``func`` None adds, as CPython's does."""
+
+    __slots__ = ("it", "func", "total", "has_total", "pending")
+
+    def __init__(self, it, func, total, has_total, pending):
+        self.it, self.func, self.total, self.has_total, self.pending = it, func, total, has_total, pending
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.pending:
+            self.pending = False
+            return self.total
+        v = next(self.it)
+        if not self.has_total:
+            self.total, self.has_total = v, True
+        else:
+            import operator
+            self.total = (self.func or operator.add)(self.total, v)
+        return self.total
+
+
+class Compress:
+    """``itertools.compress``: a datum from ``data``, then its selector from ``sel``, until one
+    runs out; the data whose selector is true."""
+
+    __slots__ = ("data", "sel")
+
+    def __init__(self, data, sel):
+        self.data, self.sel = data, sel
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            d = next(self.data)
+            if next(self.sel):
+                return d
+
+
+RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress)
