@@ -1713,6 +1713,8 @@ def _modelled_iterator(v):
         return True
     if t in (ri.TakeWhile, ri.DropWhile, ri.Accumulate):
         return _modelled_iterator(v.it)
+    if t is ri.SetIter:
+        return type(v.s) is set
     if t is ri.Compress:
         return _modelled_iterator(v.data) and _modelled_iterator(v.sel)
     return False
@@ -2007,6 +2009,12 @@ def _wrap_resumable_iter(tx, v, src):
         func = None if v.func is None else _wrap_held(tx, v.func, AttrSource(src, "func"))
         total = wrap(tx, v.total, AttrSource(src, "total")) if v.has_total else None
         return b.accumulate_of(part(v.it, AttrSource(src, "it")), func, total, v.pending, v.has_total)
+    if t is ri.SetIter:
+        from .variables.sets import SetIteratorVariable
+        e = f"({src.expr()}.size, {src.expr()}.pos) == {(v.size, v.pos)!r}"
+        g.add(e, e)
+        g.add(f"{src.expr()}.rest == {g.ref(v.rest)}", f"{src.expr()} has {v.rest[v.pos:]!r} left")
+        return SetIteratorVariable(wrap(tx, v.s, AttrSource(src, "s")), v.rest[v.pos:], v.size)
     if t is ri.Compress:
         return b.compress_of(part(v.data, AttrSource(src, "data")), part(v.sel, AttrSource(src, "sel")))
     active = [i is not None for i in v.its]

@@ -275,3 +275,97 @@ def test_over_unchanged_lists_they_compile_whole():
     x, ys = _t(3), [_t(3) for _ in range(4)]
     _same(cf(x, ys), f(x, ys))
     assert be.frame_count == 1 and not dynamo.fallback_reasons
+
+
+# ------------------------------------------------------------------ a set loop at a graph break
+# At a break inside a loop over a set, the break handed on a tuple of the elements left: a
+# breaking call that added or removed an element went unnoticed, and the loop went on where
+# CPython raises ``RuntimeError: Set changed size during iteration``. It hands on a
+# ``resumable_iters.SetIter`` over the set itself now.
+
+def _poke_set(s, v, how):
+    """A call that breaks the graph (``.item()``) and may change the set."""
+    if v.sum().item() > -1e9:
+        if how == 1 and len(s) < 6:
+            s.add(len(s) + 100)
+        elif how == 2 and len(s) > 1:
+            s.discard(max(s))
+
+
+def set_loop_changed_at_a_break(x, how):
+    s = {1, 2, 3, 40}
+    out = []
+    try:
+        for e in s:
+            out.append(x * e)
+            _poke_set(s, x, how)
+    except RuntimeError as err:
+        out.append(str(err))
+    return out, sorted(s)
+
+
+def set_loop_changed_after_a_break(x, how):
+    s = {5, 6, 7}
+    out = []
+    try:
+        for e in s:
+            _poke_set(s, x, 0)
+            out.append(x + e)
+            if how and e == 6:
+                s.add(60)          # (in the resumed trace, after the break)
+    except RuntimeError as err:
+        out.append(str(err))
+    return out
+
+
+def set_iterator_raises_again(x, how):
+    s = {1, 2}
+    it = iter(s)
+    first = next(it)
+    _poke_set(s, x, 1)
+    errs = []
+    for _ in range(2):
+        try:
+            next(it)
+        except RuntimeError as err:
+            errs.append(str(err))
+    return x * first, errs
+
+
+@pytest.mark.parametrize("how", [0, 1, 2])
+@pytest.mark.parametrize("fn", [set_loop_changed_at_a_break, set_loop_changed_after_a_break, set_iterator_raises_again],
+                         ids=lambda f: f.__name__)
+def test_a_set_loop_at_a_break_raises_as_python(fn, how):
+    _check(fn, _t(3), how)
+
+
+def test_an_outside_set_changed_by_the_breaking_call():
+    def f(x, s):
+        out = []
+        try:
+            for e in s:
+                out.append(x * e)
+                _poke_set(s, x, 1)
+        except RuntimeError as err:
+            out.append(str(err))
+        return out
+    _check(f, _t(3), {3, 4, 5}, copies=lambda a: (a[0], set(a[1])))
+
+
+def test_a_set_loop_breaking_each_step_compiles_between_breaks():
+    def f(x, n):
+        s = {n, n + 1, n + 2, 7}
+        acc = x
+        for e in s:
+            acc = (acc * e).sin() + acc.sum().item()        # (a break in every step)
+        return acc
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x = _t(3)
+    for n in (1, 1, 2):
+        _same(cf(x, n), f(x, n))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert ops.count("sin") >= 4
+    assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons

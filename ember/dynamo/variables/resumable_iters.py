@@ -250,4 +250,35 @@ class Compress:
                 return d
 
 
-RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress)
+class SetIter:
+    """A loop over a set at a graph break: the set ``s``, its ``size`` when the loop began (-1 once
+    a change was seen) and the elements not reached yet (``rest``, in the set's order). Each step
+    first compares the size, as CPython's set iterator does: once it changed, every step raises
+    ``RuntimeError: Set changed size during iteration``. (An element swapped for another by the
+    breaking call, the size unchanged, is not seen: CPython's iterator would go on over its table.)"""
+
+    __slots__ = ("s", "size", "rest", "pos")
+
+    def __init__(self, s, size, rest):
+        self.s, self.size, self.rest, self.pos = s, size, tuple(rest), 0
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self.pos > len(self.rest):
+            raise StopIteration
+        if len(self.s) != self.size:
+            self.size = -1
+            raise RuntimeError("Set changed size during iteration")
+        if self.pos == len(self.rest):
+            self.pos += 1
+            raise StopIteration
+        self.pos += 1
+        return self.rest[self.pos - 1]
+
+    def __length_hint__(self):
+        return max(len(self.rest) - self.pos, 0)
+
+
+RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)

@@ -213,19 +213,22 @@ class SetIteratorVariable(IteratorVariable):
     """``iter()`` of a set tracker: its items in the set's order when the loop began, and, as
     CPython's set iterator does, ``RuntimeError: Set changed size during iteration`` at the next
     step after the loop added or removed an element (the compiled loop used to go on over the
-    old items). An element removed and another added (the same size) follows CPython's table
-    and cannot be modelled: that refuses to trace (the frame runs eagerly)."""
+    old items), and at every step after that. An element removed and another added (the same
+    size) follows CPython's table and cannot be modelled: that refuses to trace (the frame runs
+    eagerly). ``size``: the set's size when the loop began (a resumed loop's: ``SetIter.size``)."""
 
-    def __init__(self, s):
-        super().__init__([ConstantVariable(e) for e in s.real], type(iter(set())))
+    def __init__(self, s, rest=None, size=None):
+        elems = list(s.real) if rest is None else list(rest)
+        super().__init__([ConstantVariable(e) for e in elems], type(iter(set())))
         self.set, self.start, self.done = s, list(s.real), False
+        self.size = len(self.start) if size is None else size
 
     def next(self, tx):
         if self.done:
             return None
-        if len(self.set.real) != len(self.start):
+        if len(self.set.real) != self.size:
             from .exceptions import raise_observed
-            self.done = True
+            self.size = -1          # (CPython's iterator raises again at every later step)
             raise_observed(tx, RuntimeError, "Set changed size during iteration")
         if list(self.set.real) != self.start:
             raise Unsupported("a set's elements changed during a loop over it (one removed, another added)")
@@ -237,9 +240,13 @@ class SetIteratorVariable(IteratorVariable):
         return self.unpack_by_steps(tx)
 
     def remaining_expr(self, out):
-        """At a graph break: the items left (a set iterator cannot be handed on)."""
+        """At a graph break: a ``resumable_iters.SetIter`` over the set itself and the items left,
+        so that a breaking call that adds or removes an element makes the next step raise, as
+        CPython's iterator does (a tuple of the items left went on over them)."""
+        from .resumable_iters import SetIter
         if self.done:
             return "()"
         if list(self.set.real) != self.start:
             raise Unsupported("a set changed during a loop over it, alive across a graph break")
-        return "(" + "".join(out.materialize(i) + ", " for i in self.items[self.pos:]) + ")"
+        rest = tuple(i.as_python_constant() for i in self.items[self.pos:])
+        return f"{out.obj_ref(SetIter)}({out.materialize(self.set)}, {self.size}, {out.obj_ref(rest)})"
