@@ -1715,6 +1715,8 @@ def _modelled_iterator(v):
         return _modelled_iterator(v.it)
     if t is ri.SetIter:
         return type(v.s) is set
+    if t is ri.ChainFrom:
+        return v.it is not None and _modelled_iterator(v.it) and (v.cur is None or _modelled_iterator(v.cur))
     if t is ri.Compress:
         return _modelled_iterator(v.data) and _modelled_iterator(v.sel)
     return False
@@ -2009,6 +2011,11 @@ def _wrap_resumable_iter(tx, v, src):
         func = None if v.func is None else _wrap_held(tx, v.func, AttrSource(src, "func"))
         total = wrap(tx, v.total, AttrSource(src, "total")) if v.has_total else None
         return b.accumulate_of(part(v.it, AttrSource(src, "it")), func, total, v.pending, v.has_total)
+    if t is ri.ChainFrom:
+        e = f"{src.expr()}.cur is None" if v.cur is None else f"{src.expr()}.cur is not None"
+        g.add(e, e)
+        cur = None if v.cur is None else part(v.cur, AttrSource(src, "cur"))
+        return b.chain_from_of(part(v.it, AttrSource(src, "it")), cur)
     if t is ri.SetIter:
         from .variables.sets import SetIteratorVariable
         e = f"({src.expr()}.size, {src.expr()}.pos) == {(v.size, v.pos)!r}"

@@ -369,3 +369,56 @@ def test_a_set_loop_breaking_each_step_compiles_between_breaks():
            if n.op in ("call_function", "call_method")]
     assert ops.count("sin") >= 4
     assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons
+
+
+# ------------------------------------------------------------------ chain.from_iterable
+# Its outer iterable was read at the call: a loop appending an iterable to the outer list got
+# the old ones only (CPython's chain takes the next iterable when it reaches it).
+
+def chain_from_iterable_outer_grows(x, ys):
+    outer = [ys[:2], [x]]
+    out = []
+    for y in itertools.chain.from_iterable(outer):
+        if len(outer) < 4:
+            outer.append([y * 10])
+        out.append(y)
+    return out
+
+
+def chain_from_iterable_of_a_generator(x, ys):
+    return list(itertools.chain.from_iterable([y, y * 2] for y in _gen(x, 3)))
+
+
+def chain_from_iterable_outer_grows_at_a_break(x, ys):
+    outer = [ys, [x]]
+    out = []
+    for y in itertools.chain.from_iterable(outer):
+        _grow_at_a_break(outer, y)       # (appends a tensor: the next iterable, iterated row by row)
+        out.append(y * 2)
+    return out
+
+
+@pytest.mark.parametrize("fn", [chain_from_iterable_outer_grows, chain_from_iterable_of_a_generator,
+                                chain_from_iterable_outer_grows_at_a_break], ids=lambda f: f.__name__)
+def test_chain_from_iterable_reads_its_outer_iterable_step_by_step(fn):
+    _check(fn, _t(3), [_t(3) for _ in range(3)], copies=_copies)
+
+
+def test_chain_from_iterable_breaking_each_step_compiles_between_breaks():
+    def f(x, ys):
+        acc = x
+        for a in itertools.chain.from_iterable([ys, ys[:1]]):
+            acc = (acc * a).sin() + a.sum().item()          # (a break in every step)
+        return acc
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x = _t(3)
+    for n in (3, 3, 4):
+        ys = [_t(3) for _ in range(n)]
+        _same(cf(x, ys), f(x, ys))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert ops.count("sin") >= 4
+    assert not any("non-iterator" in r or "generator" in r for _, r in dynamo.fallback_reasons), \
+        dynamo.fallback_reasons

@@ -870,9 +870,41 @@ def _zip_longest_lazy(its, fill, active=None):
 
 
 def _chain_from_iterable(tx, args, kwargs):
+    """``itertools.chain.from_iterable(iterables)``: over a generator or a list (``_live``: the
+    loop may grow it) the outer iterable is read one iterable at a time, as CPython's chain
+    reads it; otherwise its items are taken at the call."""
     if kwargs or len(args) != 1:
         raise Unsupported("chain.from_iterable() takes one argument")
+    if _lazy(args[0]) or _live(args[0]):
+        return chain_from_of(_as_iterator(tx, args[0]))
     return _chain(tx, _iter_items(tx, args[0]), {})
+
+
+def chain_from_of(outer, cur=None):
+    """``chain.from_iterable`` over iterator tracker ``outer``, item by item; ``cur``: the
+    iterator it is in (a resumed one's). A graph break hands on a ``ChainFrom``."""
+    from .resumable_iters import ChainFrom
+    state = {"cur": cur}
+
+    def step(tx):
+        while True:
+            if state["cur"] is None:
+                nxt = outer.next(tx)
+                if nxt is None:
+                    return None
+                state["cur"] = _as_iterator(tx, _realized(nxt))
+            v = state["cur"].next(tx)
+            if v is not None:
+                return v
+            state["cur"] = None
+
+    def parts():
+        return [outer] + ([state["cur"]] if state["cur"] is not None else [])
+
+    def rebuild(out):
+        cur = "None" if state["cur"] is None else out.materialize(state["cur"])
+        return f"{out.ref(ChainFrom)}({cur}, {out.materialize(outer)})"
+    return _lazy_iterator(step, itertools.chain, parts, rebuild)
 
 
 _CHAIN_FROM_ITERABLE = itertools.chain.from_iterable

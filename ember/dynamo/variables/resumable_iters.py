@@ -163,6 +163,26 @@ class DictIter(_OverOne):
         return 0 if self.it is None else operator.length_hint(self.it)
 
 
+class ChainFrom(_OverOne):
+    """``itertools.chain.from_iterable``: ``cur``, the iterator it is in (None between
+    iterables), and ``it``, the iterator over the iterables (None once exhausted): the next
+    iterable is taken from it when ``cur`` runs out, as CPython's chain takes it."""
+
+    __slots__ = ("cur", "it")
+
+    def __init__(self, cur, it):
+        self.cur, self.it = cur, it
+
+    def __next__(self):
+        while True:
+            if self.cur is None:
+                self.cur = iter(self._take())
+            try:
+                return next(self.cur)
+            except StopIteration:
+                self.cur = None
+
+
 class TakeWhile:
     """``itertools.takewhile``: ``pred`` called on each item of ``it`` as it is taken; ``done``
     once it was false (nothing more is taken then)."""
@@ -281,4 +301,4 @@ class SetIter:
         return max(len(self.rest) - self.pos, 0)
 
 
-RESUMABLE = (Chain, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
+RESUMABLE = (Chain, ChainFrom, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
