@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import dis
 import functools
+import itertools
 import operator
 import sys
 import types
@@ -1711,7 +1712,7 @@ def _modelled_iterator(v):
         return all(i is None or _modelled_iterator(i) for i in v.its) and any(i is not None for i in v.its)
     if t is ri.DictIter:
         return True
-    if t in (ri.TakeWhile, ri.DropWhile, ri.Accumulate):
+    if t in (ri.TakeWhile, ri.DropWhile, ri.Accumulate, ri.StarMap, ri.Filter):
         return _modelled_iterator(v.it)
     if t is ri.SetIter:
         return type(v.s) is set
@@ -2011,6 +2012,16 @@ def _wrap_resumable_iter(tx, v, src):
         func = None if v.func is None else _wrap_held(tx, v.func, AttrSource(src, "func"))
         total = wrap(tx, v.total, AttrSource(src, "total")) if v.has_total else None
         return b.accumulate_of(part(v.it, AttrSource(src, "it")), func, total, v.pending, v.has_total)
+    if t is ri.StarMap:
+        e = f"{src.expr()}.is_map is {v.is_map!r}"
+        g.add(e, e)
+        return b.starmap_of(_wrap_held(tx, v.fn, AttrSource(src, "fn")), part(v.it, AttrSource(src, "it")),
+                            map if v.is_map else itertools.starmap)
+    if t is ri.Filter:
+        e = f"{src.expr()}.fn is None" if v.fn is None else f"{src.expr()}.fn is not None"
+        g.add(e, e)
+        fn = ConstantVariable(None) if v.fn is None else _wrap_held(tx, v.fn, AttrSource(src, "fn"))
+        return b.filter_of(fn, part(v.it, AttrSource(src, "it")))
     if t is ri.ChainFrom:
         e = f"{src.expr()}.cur is None" if v.cur is None else f"{src.expr()}.cur is not None"
         g.add(e, e)

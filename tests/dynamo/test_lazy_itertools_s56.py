@@ -422,3 +422,82 @@ def test_chain_from_iterable_breaking_each_step_compiles_between_breaks():
     assert ops.count("sin") >= 4
     assert not any("non-iterator" in r or "generator" in r for _, r in dynamo.fallback_reasons), \
         dynamo.fallback_reasons
+
+
+# ------------------------------------------------------------------ map, filter, starmap at a break
+# A graph break inside a loop over ``map``/``filter``/``starmap`` of lists ran the whole frame
+# eagerly ("a generator (or enumerate/zip/map/filter of one) alive across a graph break"): they
+# were lazy but could not be handed on. They hand on ``StarMap``/``Filter`` now.
+
+def map_grows_at_a_break(x, ys):
+    out = []
+    for y in map(lambda a, b: a * b, ys, ys[:1] + ys):
+        _grow_at_a_break(ys, y)
+        out.append(y)
+    return out
+
+
+def filter_grows_at_a_break(x, ys):
+    out = []
+    for y in filter(lambda a: a.sum().item() > -1e9, ys):
+        _grow_at_a_break(ys, y)
+        out.append(y)
+    return out
+
+
+def filter_none_at_a_break(x, ys):
+    ks = [0, 1, 2, 0, 3]
+    out = []
+    for k in filter(None, ks):
+        _grow_at_a_break(ys, x)
+        out.append(ys[-1] * k)
+    return out
+
+
+def starmap_at_a_break(x, ys):
+    pairs = [(y, y + 1) for y in ys]
+    out = []
+    for y in itertools.starmap(lambda a, b: a - b * 2, pairs):
+        _grow_at_a_break(pairs, y)       # (appends a tensor: unpacked by rows when reached)
+        out.append(y)
+    return out
+
+
+@pytest.mark.parametrize("fn", [map_grows_at_a_break, filter_grows_at_a_break, filter_none_at_a_break,
+                                starmap_at_a_break], ids=lambda f: f.__name__)
+def test_map_filter_starmap_at_a_break_as_python(fn):
+    _check(fn, _t(2), [_t(2) for _ in range(3)], copies=_copies)
+
+
+@pytest.mark.parametrize("kind", ["map", "map2", "filter", "starmap"])
+def test_map_filter_starmap_breaking_each_step_compile_between_breaks(kind):
+    def f(x, ys):
+        if kind == "map":
+            it = map(lambda a: a * 2, ys)
+        elif kind == "map2":
+            it = map(lambda a, b: a * b, ys, ys[1:])
+        elif kind == "filter":
+            it = filter(lambda a: a is not None, ys)
+        else:
+            it = itertools.starmap(lambda a, b: a + b, zip(ys, ys))
+        acc = x
+        for a in it:
+            acc = (acc * a).sin() + a.sum().item()          # (a break in every step)
+        return acc
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    x = _t(3)
+    for n in (4, 4, 5):
+        ys = [_t(3) for _ in range(n)]
+        _same(cf(x, ys), f(x, ys))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert ops.count("sin") >= 3
+    assert not dynamo.fallback_reasons or all("graph break" in r for _, r in dynamo.fallback_reasons), \
+        dynamo.fallback_reasons
+    before = dynamo.counters["recompiles"], be.frame_count
+    for _ in range(2):
+        ys = [_t(3) for _ in range(4)]
+        _same(cf(x, ys), f(x, ys))
+    assert (dynamo.counters["recompiles"], be.frame_count) == before

@@ -687,28 +687,57 @@ def _str_repr(pyfn):
 
 def _map(tx, args, kwargs):
     """Lazy, as Python's: each item is computed when the consumer asks for it (a loop body
-    writing in place what ``fn`` reads next sees eager's values; computed at once, it did not)."""
-    fn = args[0]
-    inner = _zip_lazy(tx, args[1:])
+    writing in place what ``fn`` reads next sees eager's values; computed at once, it did not).
+    ``map(fn, *its)`` is ``starmap(fn, zip(*its))``: CPython's map takes from its iterators in
+    order and stops at the first exhausted one, as zip does."""
+    if kwargs or len(args) < 2:
+        raise Unsupported("map() with these arguments (the program raises TypeError)")
+    return starmap_of(args[0], _zip_lazy(tx, args[1:]), map)
+
+
+def _starmap(tx, args, kwargs):
+    """Lazy, as ``map``."""
+    if kwargs or len(args) != 2:
+        raise Unsupported("itertools.starmap() with these arguments (the program raises TypeError)")
+    return starmap_of(args[0], _as_iterator(tx, args[1]), itertools.starmap)
+
+
+def starmap_of(fn, it, py_type):
+    """``fn(*item)`` for each item of iterator tracker ``it`` when the consumer asks for it (``map``
+    over a zip, ``starmap``). A graph break hands on a ``resumable_iters.StarMap``."""
+    from .resumable_iters import StarMap
 
     def step(tx):
-        t = inner.next(tx)
-        return None if t is None else fn.call_function(tx, t.unpack(tx), {})
-    return LazyIteratorVariable(step, map)
+        t = it.next(tx)
+        return None if t is None else fn.call_function(tx, _realized(t).unpack(tx), {})
+
+    def rebuild(out):
+        return f"{out.ref(StarMap)}({out.materialize(fn)}, {out.materialize(it)}, {py_type is map})"
+    return _lazy_iterator(step, py_type, lambda: [it], rebuild)
 
 
 def _filter(tx, args, kwargs):
     """Lazy, as ``map``."""
-    fn = args[0]
-    it = _as_iterator(tx, args[1])
+    if kwargs or len(args) != 2:
+        raise Unsupported("filter() with these arguments (the program raises TypeError)")
+    return filter_of(args[0], _as_iterator(tx, args[1]))
+
+
+def filter_of(fn, it):
+    """The items of iterator tracker ``it`` for which ``fn`` (None: the item itself) is true, each
+    tested when the consumer asks. A graph break hands on a ``resumable_iters.Filter``."""
+    from .resumable_iters import Filter
     plain = fn.is_python_constant() and fn.as_python_constant() is None
 
     def step(tx):
         while True:
             v = it.next(tx)
-            if v is None or (v.truthy(tx) if plain else fn.call_function(tx, [v], {}).truthy(tx)):
+            if v is None or (_realized(v).truthy(tx) if plain else fn.call_function(tx, [v], {}).truthy(tx)):
                 return v
-    return LazyIteratorVariable(step, filter)
+
+    def rebuild(out):
+        return f"{out.ref(Filter)}({'None' if plain else out.materialize(fn)}, {out.materialize(it)})"
+    return _lazy_iterator(step, filter, lambda: [it], rebuild)
 
 
 def _type(tx, args, kwargs):
@@ -1119,16 +1148,6 @@ def while_of(take, pred, it, done):
         cls = TakeWhile if take else DropWhile
         return f"{out.ref(cls)}({out.materialize(pred)}, {out.materialize(it)}, {state['done']})"
     return _lazy_iterator(step, itertools.takewhile if take else itertools.dropwhile, lambda: [it], rebuild)
-
-
-def _starmap(tx, args, kwargs):
-    """Lazy, as ``map``."""
-    fn, it = args[0], _as_iterator(tx, args[1])
-
-    def step(tx):
-        t = it.next(tx)
-        return None if t is None else fn.call_function(tx, t.unpack(tx), {})
-    return LazyIteratorVariable(step, itertools.starmap)
 
 
 def _set(tx, args, kwargs):

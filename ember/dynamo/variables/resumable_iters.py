@@ -1,7 +1,7 @@
 """What a graph break hands on for an ``itertools`` iterator that reads lists step by step.
 
 A loop over ``itertools.chain(ys, zs)`` (or ``pairwise``, ``zip_longest``, ``islice``,
-``takewhile``, ``dropwhile``, ``accumulate``, ``compress``) of lists
+``takewhile``, ``dropwhile``, ``accumulate``, ``compress``, ``starmap``, or ``map``/``filter``) of lists
 is traced item by item (``builtin._chain_lazy`` ...): the loop may grow the list it walks. At a
 graph break inside it, the iterator must go on as CPython's would, over the lists themselves.
 An ``itertools`` object cannot be taken apart again by the resume function (its state is not
@@ -183,6 +183,40 @@ class ChainFrom(_OverOne):
                 self.cur = None
 
 
+class StarMap:
+    """``map`` (``is_map``: over a ``zip`` of its iterables, which CPython's map steps alike) or
+    ``itertools.starmap``: ``fn(*item)`` for each item of ``it``."""
+
+    __slots__ = ("fn", "it", "is_map")
+
+    def __init__(self, fn, it, is_map):
+        self.fn, self.it, self.is_map = fn, it, is_map
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        return self.fn(*next(self.it))
+
+
+class Filter:
+    """``filter``: the items of ``it`` for which ``fn`` (None: the item itself) is true."""
+
+    __slots__ = ("fn", "it")
+
+    def __init__(self, fn, it):
+        self.fn, self.it = fn, it
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        while True:
+            v = next(self.it)
+            if (v if self.fn is None else self.fn(v)):
+                return v
+
+
 class TakeWhile:
     """``itertools.takewhile``: ``pred`` called on each item of ``it`` as it is taken; ``done``
     once it was false (nothing more is taken then)."""
@@ -301,4 +335,4 @@ class SetIter:
         return max(len(self.rest) - self.pos, 0)
 
 
-RESUMABLE = (Chain, ChainFrom, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
+RESUMABLE = (Chain, ChainFrom, StarMap, Filter, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
