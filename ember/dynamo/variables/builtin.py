@@ -51,6 +51,16 @@ def binary_op(tx, op, a, b):
         if res is not None:
             return res
         raise Unsupported(f"operator {op.__name__} on {a} and {b}")
+    if isinstance(a, DictVariable) and INPLACE.get(op, op) is operator.or_ and (
+            op is operator.ior or isinstance(b, DictVariable)):
+        # ``d | e`` (two dicts: a copy of d, updated) and ``d |= e`` (e: a dict or pairs)
+        if op is operator.ior:
+            a._check_mutable(tx)
+            a.update_from(tx, b)
+            return a
+        new = a.copy()
+        new.update_from(tx, b)
+        return new
     if INPLACE.get(op, op) is operator.mod and isinstance(a, ConstantVariable) \
             and isinstance(a.value, (str, bytes)):
         return _percent_format(tx, op, a, b)
@@ -1305,6 +1315,22 @@ def _step_unsupported(tx, args, kwargs):
 
 _HANDLERS[graph_break] = _graph_break
 _HANDLER_ATTRS = {}        # handled object -> {attribute: handled function} (comptime.print_graph)
+
+
+def _fromkeys(tx, args, kwargs):
+    """``dict.fromkeys(iterable, value=None)``: every key maps to the same ``value`` tracker (one
+    object, as in Python: a list value appended to through one key shows under all)."""
+    if kwargs or not 1 <= len(args) <= 2:
+        raise Unsupported("dict.fromkeys with these arguments (the program raises TypeError)")
+    d = DictVariable({})
+    value = args[1] if len(args) > 1 else ConstantVariable(None)
+    for k in _iter_items(tx, args[0]):
+        d.items[d._key(k, tx)] = value
+    return d
+
+
+_HANDLERS[dict.fromkeys] = _fromkeys
+_HANDLER_ATTRS[dict] = {"fromkeys": dict.fromkeys}
 
 
 def _register_comptime():

@@ -158,12 +158,31 @@ class ListVariable(BaseListVariable):
         if name == "__delitem__" and len(args) == 1:
             del self.items[_const(args[0])]
             return ConstantVariable(None)
+        if name == "remove" and len(args) == 1 and not kwargs:
+            del self.items[self._find(tx, args[0], "list.remove(x): x not in list")]
+            return ConstantVariable(None)
         if name == "copy":
             return ListVariable(self.items)
         if name == "sort" and not args:
             self.items[:] = sort_items(tx, self.items, kwargs)
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
+
+    def _find(self, tx, value, missing):
+        """The index of the first item equal to ``value`` (the same tracker, or equal constants:
+        CPython compares by identity, then ``==``); ``missing`` is the ValueError's message. An
+        item that is neither (a tensor: ``==`` would be read as a bool) refuses to trace."""
+        from .tensor import TensorVariable
+        for i, item in enumerate(self.items):
+            if item is value:
+                return i
+            if not (item.is_python_constant() and value.is_python_constant()) or \
+                    isinstance(item, TensorVariable) or isinstance(value, TensorVariable):
+                raise Unsupported(f"list.remove comparing {value} with {item}")
+            if item.as_python_constant() == value.as_python_constant():
+                return i
+        from .exceptions import raise_observed
+        raise_observed(tx, ValueError, missing)
 
     def reconstruct(self, out):
         return "[" + ", ".join(out.materialize(i) for i in self.items) + "]"
@@ -391,11 +410,9 @@ class DictVariable(VariableTracker):
             return ConstantVariable(len(self.items))
         if name in ("keys", "values", "items") and not args and not kwargs:
             return DictViewVariable(tx, self, name)
-        if name == "copy":
-            d = DictVariable(self.items)
-            d.key_vars = dict(self.key_vars)
-            return d
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem"):
+        if name == "copy" and not args and not kwargs:
+            return self.copy()
+        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem", "move_to_end"):
             self._check_mutable(tx)
         if name == "__setitem__" and len(args) == 2:
             self.items[self._key(args[0], tx)] = args[1]
@@ -410,11 +427,7 @@ class DictVariable(VariableTracker):
             return ConstantVariable(None)
         if name == "update" and len(args) <= 1:
             if args:
-                other = args[0]
-                if not isinstance(other, DictVariable):
-                    raise Unsupported("dict.update with a non-dict")
-                self.items.update(other.items)
-                self.key_vars.update(other.key_vars)
+                self.update_from(tx, args[0])
             for k, v in kwargs.items():
                 self.items[k] = v
             return ConstantVariable(None)
@@ -436,7 +449,91 @@ class DictVariable(VariableTracker):
             self.removals += len(self.items)
             self.items.clear()
             return ConstantVariable(None)
+        if name in ("popitem", "move_to_end"):
+            return self._ordered_op(tx, name, args, kwargs)
         raise Unsupported(f"dict.{name}")
+
+    def _ordered_op(self, tx, name, args, kwargs):
+        """``popitem()`` (an OrderedDict's takes ``last``) and an OrderedDict's ``move_to_end(key,
+        last=True)``. Each counts as a removal (an OrderedDict's iterators see it as a mutation,
+        as CPython's do: the key's node is unlinked and linked again)."""
+        import collections
+        from .exceptions import raise_observed
+        ordered = issubclass(self.cls, collections.OrderedDict)
+        if name == "move_to_end" and not ordered:
+            raise Unsupported(f"'{self.cls.__name__}' object has no attribute 'move_to_end' (the program raises)")
+        names = ("key", "last") if name == "move_to_end" else ("last",) if ordered else ()
+        if len(args) > len(names) or set(kwargs) - set(names[len(args):]):
+            raise Unsupported(f"{self.cls.__name__}.{name} with these arguments (the program raises TypeError)")
+        got = dict(zip(names, args), **kwargs)
+        if name == "move_to_end" and "key" not in got:
+            raise Unsupported("move_to_end without a key (the program raises TypeError)")
+        last = got.get("last", ConstantVariable(True))
+        if not last.is_python_constant():
+            raise Unsupported(f"{name}(last=...) that is not a constant")
+        last = bool(last.as_python_constant())
+        if name == "popitem":
+            if not self.items:
+                raise_observed(tx, KeyError, "dictionary is empty" if ordered else "popitem(): dictionary is empty")
+            k = next(reversed(self.items)) if last else next(iter(self.items))
+            self.removals += 1
+            return TupleVariable([self.key_var(tx, k), self.items.pop(k)])
+        k = self._key(got["key"], tx)
+        if k not in self.items:
+            raise_observed(tx, KeyError, k)
+        v = self.items.pop(k)
+        if last:
+            self.items[k] = v
+        else:
+            rest = list(self.items.items())
+            self.items.clear()
+            self.items[k] = v
+            self.items.update(rest)
+        self.removals += 1
+        return ConstantVariable(None)
+
+    def copy(self):
+        """``d.copy()`` (and the left side of ``d | e``): a plain dict, but an ``OrderedDict`` or a
+        ``defaultdict`` (or a subclass of one) copies its class -- and a defaultdict its factory
+        -- as CPython's do (``copy`` there is ``type(self)(...)``; ``dict.copy`` makes a dict)."""
+        import collections
+        keep = issubclass(self.cls, (collections.OrderedDict, collections.defaultdict))
+        d = DictVariable(self.items, cls=self.cls if keep else dict,
+                         default_factory=self.default_factory if keep else None)
+        d.key_vars = dict(self.key_vars)
+        return d
+
+    def update_from(self, tx, other):
+        """``d.update(other)`` / ``d |= other``: another dict's items, or an iterable of pairs (each
+        unpacked; one of another length raises ValueError, as CPython's message says)."""
+        from .dict_objects import DictObjectVariable
+        if isinstance(other, DictObjectVariable):
+            other = other.as_dict_variable(tx)
+        if isinstance(other, DictVariable):
+            self.items.update(other.items)
+            self.key_vars.update(other.key_vars)
+            return
+        from .tensor import TensorVariable
+        if isinstance(other, TensorVariable):
+            raise Unsupported("dict.update with a tensor")
+        it = iterator_of(tx, other)
+        n = 0
+        while True:
+            pair = it.next(tx)
+            if pair is None:
+                return
+            if isinstance(pair, BaseListVariable):
+                kv = pair.unpack(tx)
+            elif pair.is_python_constant() and isinstance(pair.as_python_constant(), (tuple, list, str)):
+                kv = [ConstantVariable(c) for c in pair.as_python_constant()]
+            else:
+                raise Unsupported(f"dict.update with an element that is not a pair: {pair}")
+            if len(kv) != 2:
+                from .exceptions import raise_observed
+                raise_observed(tx, ValueError, f"dictionary update sequence element #{n} has length "
+                                               f"{len(kv)}; 2 is required")
+            self.items[self._key(kv[0], tx)] = kv[1]
+            n += 1
 
     def reconstruct(self, out):
         body = "{" + ", ".join(f"{self.key_expr(out, k)}: {out.materialize(v)}"
