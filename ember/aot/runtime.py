@@ -216,10 +216,16 @@ class AOTModule:
         raises: the backend then compiles per shape (where a failing trace runs eagerly)."""
         training = STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad
                                               for t in self.example_inputs)
-        if training:
-            self._compile_training()
-        if not training or self._training is False:
-            self._compile_inference()
+        # (the cache key's body, made once for both modes: see cache.key_lines; not with a
+        # ShapeEnv, whose guards a cache hit of the first mode adds to)
+        self._key_body_memo = {} if self.shape_env is None else None
+        try:
+            if training:
+                self._compile_training()
+            if not training or self._training is False:
+                self._compile_inference()
+        finally:
+            self._key_body_memo = None
         self._frozen = self.shape_env is not None
         return self
 
@@ -274,7 +280,16 @@ class AOTModule:
             if self._training is None:
                 if self._frozen:
                     return self._unprepared(inputs)
-                if not self._compiled(self._compile_training):
+                # (a graph with no gradient to compute compiles for inference right after: the
+                # two share the cache key's body, see cache.key_lines)
+                self._key_body_memo = {} if self.shape_env is None else None
+                try:
+                    ok = self._compiled(self._compile_training)
+                    if ok and self._training is False and self._inference is None:
+                        ok = self._compiled(self._compile_inference)
+                finally:
+                    self._key_body_memo = None
+                if not ok:
                     return self.fn(*inputs)
             if self._training is not False:
                 joint, fw, bw, n_saved, is_tensor, cls = self._training
