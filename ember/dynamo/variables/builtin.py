@@ -742,7 +742,7 @@ def filter_of(fn, it):
     def step(tx):
         while True:
             v = it.next(tx)
-            if v is None or (_realized(v).truthy(tx) if plain else fn.call_function(tx, [v], {}).truthy(tx)):
+            if v is None or (_realized(v).truthy(tx) if plain else fn.call_function(tx, [_realized(v)], {}).truthy(tx)):
                 return v
 
     def rebuild(out):
@@ -1075,7 +1075,7 @@ def accumulate_of(it, func, total, pending, has_total=None):
         elif func is None:
             state["total"] = binary_op(tx, operator.add, _realized(state["total"]), _realized(v))
         else:
-            state["total"] = func.call_function(tx, [state["total"], v], {})
+            state["total"] = func.call_function(tx, [_realized(state["total"]), _realized(v)], {})
         return state["total"]
 
     def rebuild(out):
@@ -1142,7 +1142,7 @@ def while_of(take, pred, it, done):
             v = it.next(tx)
             if v is None or (not take and state["done"]):
                 return v
-            keep = pred.call_function(tx, [v], {}).truthy(tx)
+            keep = pred.call_function(tx, [_realized(v)], {}).truthy(tx)
             if take:
                 if keep:
                     return v
