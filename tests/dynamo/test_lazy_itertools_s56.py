@@ -235,31 +235,43 @@ def _break_each_step(kind):
     return f
 
 
+def _compiles_between_breaks(f, calls, min_sin, repeat=None):
+    """``f`` (a loop whose body breaks the graph in every step, ``.item()``) compiled: on each of
+    ``calls`` (argument tuples) it gives Python's result; the loop's tensor work is in the graphs
+    (at least ``min_sin`` sins); only the body's breaks fall back, no part of the loop runs eagerly;
+    and ``repeat`` (arguments of a kind seen before, made anew each time) reuses the entries: a
+    lambda rebuilt at a break is a new object every call, guarded by its code, not its identity."""
+    dynamo.reset()
+    be = CountingBackend()
+    cf = ember.compile(f, backend=be)
+    for make in calls:
+        args = make()
+        _same(cf(*args), f(*args))
+    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
+           if n.op in ("call_function", "call_method")]
+    assert ops.count("sin") >= min_sin, ops
+    assert all(r.startswith("graph break: Tensor.item()") for _, r in dynamo.fallback_reasons), \
+        dynamo.fallback_reasons
+    assert dynamo.counters["eager_fallback"] == 0
+    if repeat is not None:
+        before = dynamo.counters["recompiles"], be.frame_count
+        for _ in range(2):
+            args = repeat()
+            _same(cf(*args), f(*args))
+        assert (dynamo.counters["recompiles"], be.frame_count) == before
+
+
+def _lists(x, *lengths):
+    """Argument makers ``(x, [n random tensors])``, one per length (fresh tensors per call)."""
+    return [lambda n=n: (x, [_t(3) for _ in range(n)]) for n in lengths]
+
+
 @pytest.mark.parametrize("kind", ["takewhile", "dropwhile", "accumulate", "accumulate_func", "compress"])
 def test_a_loop_breaking_each_step_compiles_between_breaks(kind):
     """The break hands on the iterator's state and the resume function models it item by item:
     its tensor work compiles, and calls with other list lengths give Python's results."""
-    f = _break_each_step(kind)
-    dynamo.reset()
-    be = CountingBackend()
-    cf = ember.compile(f, backend=be)
     x = _t(3)
-    for n in (4, 4, 5, 2):
-        ys = [_t(3) for _ in range(n)]
-        _same(cf(x, ys), f(x, ys))
-    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
-           if n.op in ("call_function", "call_method")]
-    assert "sin" in ops
-    assert all(r.startswith("graph break: Tensor.item()") for _, r in dynamo.fallback_reasons), \
-        dynamo.fallback_reasons           # (only the breaks in the body: no part of the loop ran eagerly)
-    assert dynamo.counters["eager_fallback"] == 0
-    # a lambda rebuilt at the break is a new object every call: guarded by its code, so calls
-    # over lists of a length seen before reuse the entries (by identity: one recompile per call)
-    before = dynamo.counters["recompiles"], be.frame_count
-    for _ in range(3):
-        ys = [_t(3) for _ in range(4)]
-        _same(cf(x, ys), f(x, ys))
-    assert (dynamo.counters["recompiles"], be.frame_count) == before
+    _compiles_between_breaks(_break_each_step(kind), _lists(x, 4, 4, 5, 2), 1, _lists(x, 4)[0])
 
 
 def test_over_unchanged_lists_they_compile_whole():
@@ -362,16 +374,8 @@ def test_a_set_loop_breaking_each_step_compiles_between_breaks():
         for e in s:
             acc = (acc * e).sin() + acc.sum().item()        # (a break in every step)
         return acc
-    dynamo.reset()
-    be = CountingBackend()
-    cf = ember.compile(f, backend=be)
     x = _t(3)
-    for n in (1, 1, 2):
-        _same(cf(x, n), f(x, n))
-    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
-           if n.op in ("call_function", "call_method")]
-    assert ops.count("sin") >= 4
-    assert not any("non-iterator" in r for _, r in dynamo.fallback_reasons), dynamo.fallback_reasons
+    _compiles_between_breaks(f, [lambda: (x, 1), lambda: (x, 1), lambda: (x, 2)], 4, lambda: (x, 2))
 
 
 # ------------------------------------------------------------------ chain.from_iterable
@@ -413,18 +417,8 @@ def test_chain_from_iterable_breaking_each_step_compiles_between_breaks():
         for a in itertools.chain.from_iterable([ys, ys[:1]]):
             acc = (acc * a).sin() + a.sum().item()          # (a break in every step)
         return acc
-    dynamo.reset()
-    be = CountingBackend()
-    cf = ember.compile(f, backend=be)
     x = _t(3)
-    for n in (3, 3, 4):
-        ys = [_t(3) for _ in range(n)]
-        _same(cf(x, ys), f(x, ys))
-    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
-           if n.op in ("call_function", "call_method")]
-    assert ops.count("sin") >= 4
-    assert not any("non-iterator" in r or "generator" in r for _, r in dynamo.fallback_reasons), \
-        dynamo.fallback_reasons
+    _compiles_between_breaks(f, _lists(x, 3, 3, 4), 4, _lists(x, 3)[0])
 
 
 # ------------------------------------------------------------------ map, filter, starmap at a break
@@ -487,20 +481,5 @@ def test_map_filter_starmap_breaking_each_step_compile_between_breaks(kind):
         for a in it:
             acc = (acc * a).sin() + a.sum().item()          # (a break in every step)
         return acc
-    dynamo.reset()
-    be = CountingBackend()
-    cf = ember.compile(f, backend=be)
     x = _t(3)
-    for n in (4, 4, 5):
-        ys = [_t(3) for _ in range(n)]
-        _same(cf(x, ys), f(x, ys))
-    ops = [getattr(n.target, "__name__", n.target) for g in be.graphs for n in g.graph.nodes
-           if n.op in ("call_function", "call_method")]
-    assert ops.count("sin") >= 3
-    assert not dynamo.fallback_reasons or all("graph break" in r for _, r in dynamo.fallback_reasons), \
-        dynamo.fallback_reasons
-    before = dynamo.counters["recompiles"], be.frame_count
-    for _ in range(2):
-        ys = [_t(3) for _ in range(4)]
-        _same(cf(x, ys), f(x, ys))
-    assert (dynamo.counters["recompiles"], be.frame_count) == before
+    _compiles_between_breaks(f, _lists(x, 4, 4, 5), 3, _lists(x, 4)[0])

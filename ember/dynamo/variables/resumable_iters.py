@@ -15,7 +15,16 @@ Each follows its C original step for step (what it takes from its iterators, and
 from __future__ import annotations
 
 
-class Chain:
+class _Iterator:
+    """An iterator: ``iter()`` of it is itself."""
+
+    __slots__ = ()
+
+    def __iter__(self):
+        return self
+
+
+class Chain(_Iterator):
     """``itertools.chain``: ``cur``, the iterator it is in (None between iterables), and
     ``rest``, the iterables not reached yet (``iter()`` is called on each when reached)."""
 
@@ -24,8 +33,6 @@ class Chain:
     def __init__(self, cur, rest):
         self.cur, self.rest = cur, list(rest)
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         while True:
@@ -39,14 +46,12 @@ class Chain:
                 self.cur = None
 
 
-class _OverOne:
+class _OverOne(_Iterator):
     """An iteration over one underlying iterator ``it``, dropped (None) once it runs out: an
     exhausted one stays so, as the C originals do."""
 
     __slots__ = ()
 
-    def __iter__(self):
-        return self
 
     def _take(self):
         if self.it is None:
@@ -77,7 +82,7 @@ class Pairwise(_OverOne):
         return pair
 
 
-class ZipLongest:
+class ZipLongest(_Iterator):
     """``itertools.zip_longest``: ``its`` (None for an exhausted one: it gives ``fill`` from then
     on), stopping in the round where the last one runs out."""
 
@@ -86,8 +91,6 @@ class ZipLongest:
     def __init__(self, its, fill):
         self.its, self.fill = list(its), fill
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         if all(it is None for it in self.its):
@@ -183,7 +186,7 @@ class ChainFrom(_OverOne):
                 self.cur = None
 
 
-class StarMap:
+class StarMap(_Iterator):
     """``map`` (``is_map``: over a ``zip`` of its iterables, which CPython's map steps alike) or
     ``itertools.starmap``: ``fn(*item)`` for each item of ``it``."""
 
@@ -192,14 +195,12 @@ class StarMap:
     def __init__(self, fn, it, is_map):
         self.fn, self.it, self.is_map = fn, it, is_map
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         return self.fn(*next(self.it))
 
 
-class Filter:
+class Filter(_Iterator):
     """``filter``: the items of ``it`` for which ``fn`` (None: the item itself) is true."""
 
     __slots__ = ("fn", "it")
@@ -207,8 +208,6 @@ class Filter:
     def __init__(self, fn, it):
         self.fn, self.it = fn, it
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         while True:
@@ -217,7 +216,7 @@ class Filter:
                 return v
 
 
-class TakeWhile:
+class TakeWhile(_Iterator):
     """``itertools.takewhile``: ``pred`` called on each item of ``it`` as it is taken; ``done``
     once it was false (nothing more is taken then)."""
 
@@ -226,8 +225,6 @@ class TakeWhile:
     def __init__(self, pred, it, done):
         self.pred, self.it, self.done = pred, it, done
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         if self.done:
@@ -239,7 +236,7 @@ class TakeWhile:
         raise StopIteration
 
 
-class DropWhile:
+class DropWhile(_Iterator):
     """``itertools.dropwhile``: items of ``it`` skipped while ``pred`` holds; ``done`` once it did
     not (every item is given from then on, ``pred`` no longer called)."""
 
@@ -248,8 +245,6 @@ class DropWhile:
     def __init__(self, pred, it, done):
         self.pred, self.it, self.done = pred, it, done
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         while True:
@@ -259,7 +254,7 @@ class DropWhile:
                 return v
 
 
-class Accumulate:
+class Accumulate(_Iterator):
     """``itertools.accumulate``: ``total`` the running total when ``has_total`` (else the next
     item becomes it), ``pending``: the total (an ``initial``) is given before any item is taken;
     ``func`` None adds, as CPython's does."""
@@ -269,8 +264,6 @@ class Accumulate:
     def __init__(self, it, func, total, has_total, pending):
         self.it, self.func, self.total, self.has_total, self.pending = it, func, total, has_total, pending
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         if self.pending:
@@ -285,7 +278,7 @@ class Accumulate:
         return self.total
 
 
-class Compress:
+class Compress(_Iterator):
     """``itertools.compress``: a datum from ``data``, then its selector from ``sel``, until one
     runs out; the data whose selector is true."""
 
@@ -294,8 +287,6 @@ class Compress:
     def __init__(self, data, sel):
         self.data, self.sel = data, sel
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         while True:
@@ -304,7 +295,7 @@ class Compress:
                 return d
 
 
-class SetIter:
+class SetIter(_Iterator):
     """A loop over a set at a graph break: the set ``s``, its ``size`` when the loop began (-1 once
     a change was seen) and the elements not reached yet (``rest``, in the set's order). Each step
     first compares the size, as CPython's set iterator does: once it changed, every step raises
@@ -316,8 +307,6 @@ class SetIter:
     def __init__(self, s, size, rest):
         self.s, self.size, self.rest, self.pos = s, size, tuple(rest), 0
 
-    def __iter__(self):
-        return self
 
     def __next__(self):
         if self.pos > len(self.rest):
