@@ -159,6 +159,12 @@ def _suspending_offsets(code):
     return frozenset(out)
 
 
+def _is_enum_class(v):
+    import enum
+    from .variables.objects import ClassVariable
+    return isinstance(v, ClassVariable) and isinstance(v.cls, enum.EnumMeta)
+
+
 def _frozen(offsets):
     return None if offsets is None else frozenset(offsets)
 
@@ -739,9 +745,11 @@ class InstructionTranslator:
             if not item.is_python_constant() or isinstance(item, TensorVariable):
                 raise Unsupported("`in` with a non-constant item")
             iv = item.as_python_constant()
-            if isinstance(container, ConstantVariable):
+            if isinstance(container, ConstantVariable) or _is_enum_class(container):
+                # a constant, or an Enum class (``1 in Color`` is True on 3.12+ and raises on
+                # 3.11): Python's own ``in`` on the value
                 try:
-                    r = iv in container.value
+                    r = iv in container.as_python_constant()
                 except TypeError as e:
                     raise Unsupported(str(e))
             else:

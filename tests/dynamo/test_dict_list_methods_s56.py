@@ -7,6 +7,7 @@ with a non-dict", "operator ior on DictVariable", "attribute 'fromkeys' of built
 "dict.move_to_end", "list.remove"); they compile now. Each compared with plain Python (results,
 raised errors, printed text, argument mutation)."""
 import collections
+import enum
 
 import pytest
 
@@ -124,3 +125,49 @@ def test_list_remove_of_a_tensor_among_others_refuses():
     dynamo.reset()
     reasons = _check(f, x, y)
     assert any("list.remove" in r for r in reasons), reasons
+
+
+# ------------------------------------------------------------------ Enum classes
+# A loop over an Enum class (``for c in Color``) broke the graph ("iterating over
+# ClassVariable(Color)"); its members are read as ``list(Color)`` gives them (aliases and a Flag's
+# combined values left out), and ``v in Color`` is Python's own test (True/False for a value on
+# 3.12+, TypeError on 3.11).
+
+class _Color(enum.Enum):
+    R = 1
+    G = 2
+    B = 2          # an alias of G: not iterated
+
+
+class _Perm(enum.Flag):
+    X = 1
+    W = 2
+    XW = 3         # a combination: not iterated (3.11+)
+
+
+def enum_members(x):
+    acc = x
+    for c in _Color:
+        acc = acc * c.value
+    return acc, [c.name for c in _Color], len(_Color), list(_Perm), sorted(m.value for m in _Perm)
+
+
+def enum_membership(x):
+    out = []
+    for v in (1, _Color.G, "R", 5, _Perm.X):
+        try:
+            out.append(v in _Color)
+        except TypeError as e:
+            out.append(type(e).__name__)
+    return x + 1, out, _Perm.X in _Perm
+
+
+def test_enum_class_iteration_compiles():
+    assert not _check(enum_members, _t(3))
+
+
+def test_enum_membership_as_python():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)       # (3.11's "in 3.12 __contains__ will ...")
+        _check(enum_membership, _t(3))

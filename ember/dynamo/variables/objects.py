@@ -755,6 +755,14 @@ class ClassVariable(VariableTracker):
     def as_python_constant(self):
         return self.cls
 
+    def unpack(self, tx):
+        """An Enum class's members, as ``list(cls)`` gives them (aliases and a Flag's combined
+        values left out): fixed once the class exists, and the class is guarded by identity."""
+        import enum
+        if isinstance(self.cls, enum.EnumMeta):
+            return [ConstantVariable(m) for m in self.cls]
+        return super().unpack(tx)
+
     def var_getattr(self, tx, name):
         from .builder import wrap
         if self.cls is object and name == "__setattr__":
