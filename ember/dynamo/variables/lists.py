@@ -46,6 +46,23 @@ class BaseListVariable(VariableTracker):
             from .exceptions import raise_observed
             raise_observed(tx, IndexError, f"{self.python_type().__name__} index out of range")
 
+    def _find(self, tx, value, missing):
+        """The index of the first item equal to ``value`` (the same tracker, or equal constants:
+        CPython compares by identity, then ``==``); ``missing`` is the ValueError's message. An
+        item that is neither (a tensor: ``==`` would be read as a bool) refuses to trace (``index``
+        used to skip such items, and refused when nothing matched)."""
+        from .tensor import TensorVariable
+        for i, item in enumerate(self.items):
+            if item is value:
+                return i
+            if not (item.is_python_constant() and value.is_python_constant()) or \
+                    isinstance(item, TensorVariable) or isinstance(value, TensorVariable):
+                raise Unsupported(f"index/remove comparing {value} with {item}")
+            if item.as_python_constant() == value.as_python_constant():
+                return i
+        from .exceptions import raise_observed
+        raise_observed(tx, ValueError, missing)
+
     def clone_with(self, items):
         return type(self)(items)
 
@@ -58,11 +75,9 @@ class BaseListVariable(VariableTracker):
         if name == "__len__":
             return ConstantVariable(len(self.items))
         if name == "index" and len(args) == 1 and args[0].is_python_constant():
-            consts = [i.as_python_constant() if i.is_python_constant() else object() for i in self.items]
-            try:
-                return ConstantVariable(consts.index(args[0].as_python_constant()))
-            except ValueError:
-                raise Unsupported("list.index: not found")
+            missing = ("tuple.index(x): x not in tuple" if issubclass(self.python_type(), tuple)
+                       else f"{args[0].as_python_constant()!r} is not in list")
+            return ConstantVariable(self._find(tx, args[0], missing))
         if name == "count" and len(args) == 1 and args[0].is_python_constant():
             v = args[0].as_python_constant()
             return ConstantVariable(sum(1 for i in self.items if i.is_python_constant()
@@ -167,22 +182,6 @@ class ListVariable(BaseListVariable):
             self.items[:] = sort_items(tx, self.items, kwargs)
             return ConstantVariable(None)
         return super().call_method(tx, name, args, kwargs)
-
-    def _find(self, tx, value, missing):
-        """The index of the first item equal to ``value`` (the same tracker, or equal constants:
-        CPython compares by identity, then ``==``); ``missing`` is the ValueError's message. An
-        item that is neither (a tensor: ``==`` would be read as a bool) refuses to trace."""
-        from .tensor import TensorVariable
-        for i, item in enumerate(self.items):
-            if item is value:
-                return i
-            if not (item.is_python_constant() and value.is_python_constant()) or \
-                    isinstance(item, TensorVariable) or isinstance(value, TensorVariable):
-                raise Unsupported(f"list.remove comparing {value} with {item}")
-            if item.as_python_constant() == value.as_python_constant():
-                return i
-        from .exceptions import raise_observed
-        raise_observed(tx, ValueError, missing)
 
     def reconstruct(self, out):
         return "[" + ", ".join(out.materialize(i) for i in self.items) + "]"
