@@ -87,7 +87,7 @@ Design decisions worth knowing before changing anything:
   graph nodes (``EmberFunctionVariable``); ``ember.nn`` module forwards and
   their private helpers are inlined.
 """
-from . import config, logs
+from . import config, logs, stdlib_polyfills  # noqa: F401 - registers the standard library's stand-ins
 from .backends import list_backends, lookup as lookup_backend, register_backend
 from .convert_frame import counters, fallback_reasons, reset
 from .eval_frame import OptimizeContext, disable

@@ -1710,7 +1710,7 @@ def _modelled_iterator(v):
         return len(r) >= 2 and len(r[1]) == 2 and _modelled_iterator(r[1][0])
     if t is zip:
         r = v.__reduce__()
-        return len(r) == 2 and all(_modelled_iterator(i) for i in r[1])   # (not strict=True)
+        return len(r) in (2, 3) and all(_modelled_iterator(i) for i in r[1])    # (3: strict=True)
     from .variables import resumable_iters as ri
     if t is ri.Chain:
         return v.cur is None or _modelled_iterator(v.cur)
@@ -1728,6 +1728,12 @@ def _modelled_iterator(v):
         return v.it is not None and _modelled_iterator(v.it) and (v.cur is None or _modelled_iterator(v.cur))
     if t is ri.Compress:
         return _modelled_iterator(v.data) and _modelled_iterator(v.sel)
+    if t in (ri.Count, ri.Repeat):
+        return True
+    if t is ri.CallIter:
+        return v.fn is not None
+    if t is ri.Cycle:
+        return v.it is None or _modelled_iterator(v.it)
     return False
 
 
@@ -1842,11 +1848,13 @@ def _wrap_iterator_arg(tx, v, src):
             e = f"{ref(_enum_count)}({src.expr()}) == {count!r}"
             tx.output.guards.add(e, e)
             return enumerate_of(_wrap_iterator_arg(tx, inner, _IterPartSource(src, ref(_enum_inner))), count)
-        parts = v.__reduce__()[1]
-        e = f"len({ref(type(v).__reduce__)}({src.expr()})[1]) == {len(parts)}"
+        r = v.__reduce__()
+        parts, strict = r[1], len(r) == 3
+        red = f"{ref(type(v).__reduce__)}({src.expr()})"
+        e = f"len({red}[1]) == {len(parts)} and len({red}) == {len(r)}"     # (3 items: strict)
         tx.output.guards.add(e, e)
         return zip_of([_wrap_iterator_arg(tx, p, _IterPartSource(src, ref(_zip_part), k))
-                       for k, p in enumerate(parts)])
+                       for k, p in enumerate(parts)], strict)
     from .variables import resumable_iters as ri
     if type(v) in ri.RESUMABLE:
         return _wrap_resumable_iter(tx, v, src)
@@ -2043,6 +2051,23 @@ def _wrap_resumable_iter(tx, v, src):
         return SetIteratorVariable(wrap(tx, v.s, AttrSource(src, "s")), v.rest[v.pos:], v.size)
     if t is ri.Compress:
         return b.compress_of(part(v.data, AttrSource(src, "data")), part(v.sel, AttrSource(src, "sel")))
+    if t is ri.Count:
+        # its numbers are constants of the trace (as a range's): guarded with their types
+        e = f"(type({src.expr()}.cur), {src.expr()}.cur, type({src.expr()}.step), {src.expr()}.step) == " \
+            f"({g.ref(type(v.cur))}, {v.cur!r}, {g.ref(type(v.step))}, {v.step!r})"
+        g.add(e, f"{src.expr()} is count({v.cur!r}, {v.step!r})")
+        return b.count_of(v.cur, v.step)
+    if t is ri.CallIter:
+        return b.call_iter_of(_wrap_held(tx, v.fn, AttrSource(src, "fn")), wrap(tx, v.sentinel, AttrSource(src, "sentinel")))
+    if t is ri.Repeat:
+        return b.repeat_of(LazyArgVariable(tx, v.obj, AttrSource(src, "obj")))
+    if t is ri.Cycle:
+        e = f"({src.expr()}.it is None, len({src.expr()}.saved), {src.expr()}.pos) == " \
+            f"{(v.it is None, len(v.saved), v.pos)!r}"
+        g.add(e, e)
+        saved_src = AttrSource(src, "saved")
+        saved = [LazyArgVariable(tx, r, GetItemSource(saved_src, k)) for k, r in enumerate(v.saved)]
+        return b.cycle_of(None if v.it is None else part(v.it, AttrSource(src, "it")), saved, v.pos)
     active = [i is not None for i in v.its]
     e = f"[i is not None for i in {src.expr()}.its] == {active!r}"
     g.add(e, e)

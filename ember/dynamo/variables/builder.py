@@ -6,6 +6,7 @@ import enum
 import functools
 import inspect as _inspect
 import logging
+import operator
 import os
 import types
 
@@ -298,6 +299,11 @@ def wrap(tx, value, source, guard=True):
         kw = {k: wrap(tx, v, GetItemSource(AttrSource(source, "keywords"), k), guard)
               for k, v in value.keywords.items()}
         return PartialVariable(func, pargs, kw, source)
+    if type(value) in (operator.itemgetter, operator.attrgetter) and source is not None:
+        from .builtin import GetterVariable
+        if g:
+            g.id_match(source, value)       # (immutable: its keys are fixed with its identity)
+        return GetterVariable(type(value), value.__reduce__()[1], source)
     if BuiltinVariable.supports(value):
         if g:
             g.id_match(source, value)

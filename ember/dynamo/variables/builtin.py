@@ -181,7 +181,8 @@ class BuiltinVariable(VariableTracker):
                    map, filter, type, set, frozenset, itertools.chain, itertools.product, itertools.permutations,
                    itertools.combinations, itertools.combinations_with_replacement, itertools.pairwise,
                    itertools.zip_longest, itertools.islice, itertools.repeat, itertools.accumulate,
-                   itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile}
+                   itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile,
+                   itertools.count, itertools.cycle, operator.itemgetter, operator.attrgetter}
     _OPERATOR_BINARY = {getattr(operator, n) for n in (
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
         "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "iadd", "isub", "imul", "itruediv",
@@ -360,22 +361,40 @@ def enumerate_of(it, start):
     return LazyIteratorVariable(step, enumerate)
 
 
-def zip_of(its):
-    """``zip`` over iterator trackers, item by item (lazy); rebuildable when they all are."""
+def zip_of(its, strict=False):
+    """``zip`` over iterator trackers, item by item (lazy); rebuildable when they all are.
+    ``strict``: when one runs out, CPython's checks and messages (the others are asked for one
+    more item only if the first ran out)."""
     from .lists import RebuildableLazyIteratorVariable, rebuildable
 
     def step(tx):
         got = []
-        for it in its:        # in order: eager zip takes the earlier ones' items before it stops
+        for i, it in enumerate(its):    # in order: eager zip takes the earlier ones' items before it stops
             v = it.next(tx)
             if v is None:
+                if strict:
+                    _zip_strict_check(tx, its, i)
                 return None
             got.append(v)
         return TupleVariable(got)
     if all(rebuildable(it) for it in its):
+        flag = "strict=True" if strict else ""
         return RebuildableLazyIteratorVariable(
-            step, zip, lambda out: f"zip({''.join(out.materialize(it) + ', ' for it in its)})")
+            step, zip, lambda out: f"zip({''.join(out.materialize(it) + ', ' for it in its)}{flag})")
     return LazyIteratorVariable(step, zip)
+
+
+def _zip_strict_check(tx, its, i):
+    """``zip(strict=True)`` whose iterator ``i`` ran out: raises as CPython's zip does."""
+    from .exceptions import raise_observed
+
+    def which(k):
+        return f"argument{' ' if k == 1 else 's 1-'}{k}"
+    if i:
+        raise_observed(tx, ValueError, f"zip() argument {i + 1} is shorter than {which(i)}")
+    for k in range(1, len(its)):
+        if its[k].next(tx) is not None:
+            raise_observed(tx, ValueError, f"zip() argument {k + 1} is longer than {which(k)}")
 
 
 def _enumerate(tx, args, kwargs):
@@ -389,23 +408,23 @@ def _enumerate(tx, args, kwargs):
 
 
 def _zip(tx, args, kwargs):
-    strict = kwargs.get("strict") is not None and kwargs["strict"].as_python_constant()
-    if any(_lazy(a) or _live(a) for a in args) and not (strict and not any(_lazy(a) for a in args)):
-        if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
-            raise Unsupported("zip(strict=True) of a generator")
-        return _zip_lazy(tx, args)
-    if kwargs.get("strict") is not None and kwargs["strict"].as_python_constant():
-        lists = [_iter_items(tx, a) for a in args]
-        if len({len(x) for x in lists}) > 1:
-            raise Unsupported("zip(strict=True) length mismatch (the program raises)")
-    else:
-        lists = [_iter_items(tx, a) for a in args]
+    if set(kwargs) - {"strict"}:
+        raise Unsupported("zip() with keyword arguments other than strict (the program raises TypeError)")
+    strict = "strict" in kwargs
+    if strict:
+        if not kwargs["strict"].is_python_constant():
+            raise Unsupported("zip(strict=...) with a value that is not a constant")
+        strict = bool(kwargs["strict"].as_python_constant())
+    if strict or any(_lazy(a) or _live(a) for a in args):
+        # (strict: item by item, so that the loop body runs before the mismatch raises, as eagerly)
+        return _zip_lazy(tx, args, strict)
+    lists = [_iter_items(tx, a) for a in args]
     return IteratorVariable([TupleVariable(list(t)) for t in zip(*lists)])
 
 
-def _zip_lazy(tx, args):
+def _zip_lazy(tx, args, strict=False):
     from .lists import iterator_of
-    return zip_of([iterator_of(tx, a) for a in args])
+    return zip_of([iterator_of(tx, a) for a in args], strict)
 
 
 def _reversed(tx, args, kwargs):
@@ -670,7 +689,37 @@ def _hasattr(tx, args, kwargs):
 
 def _iter(tx, args, kwargs):
     from .lists import iterator_of
+    if len(args) == 2 and not kwargs:
+        return call_iter_of(args[0], args[1])
+    if len(args) != 1 or kwargs:
+        raise Unsupported("iter() with these arguments (the program raises TypeError)")
     return iterator_of(tx, args[0])
+
+
+def call_iter_of(fn, sentinel):
+    """``iter(fn, sentinel)``, as CPython's callable iterator: each step calls ``fn()``; a result
+    that is (or equals) ``sentinel``, or a StopIteration out of ``fn``, ends it for good. A graph
+    break hands on a ``CallIter``."""
+    from .resumable_iters import CallIter
+    if not getattr(fn, "call_function", None):
+        raise Unsupported(f"iter(v, sentinel) of {fn}: the program raises TypeError (v must be callable)")
+
+    def step(tx):
+        try:
+            v = fn.call_function(tx, [], {})
+        except ObservedException as e:
+            if issubclass(e.exc.exc_type, StopIteration):
+                return None
+            raise
+        a, b = _realized(v), _realized(sentinel)
+        if not (a.is_python_constant() and b.is_python_constant()):
+            raise Unsupported(f"iter(fn, sentinel) comparing {a} with the sentinel {b}")
+        a, b = a.as_python_constant(), b.as_python_constant()
+        return None if a is b or a == b else v
+
+    def rebuild(out):
+        return f"{out.ref(CallIter)}({out.materialize(fn)}, {out.materialize(sentinel)})"
+    return _lazy_iterator(step, type(iter(int, 0)), lambda: [], rebuild)
 
 
 def _next(tx, args, kwargs):
@@ -1034,10 +1083,98 @@ def islice_of(it, cnt, nxt, stop, stride):
 
 
 def _repeat(tx, args, kwargs):
+    """``itertools.repeat(obj[, times])``: with a count, a list of the item; without, endless
+    (``repeat_of``)."""
+    if not 1 <= len(args) <= 2 or set(kwargs) - {"times"} or (len(args) == 2 and kwargs):
+        raise Unsupported("itertools.repeat() with these arguments (the program raises TypeError)")
     times = args[1] if len(args) > 1 else kwargs.get("times")
-    if times is None or not times.is_python_constant():
-        raise Unsupported("itertools.repeat without a constant `times` (an endless iterator)")
-    return IteratorVariable([args[0]] * max(0, int(_consts([times])[0])))
+    if times is None:
+        return repeat_of(args[0])
+    if not times.is_python_constant() or type(_consts([times])[0]) is not int:
+        raise Unsupported("itertools.repeat with a `times` that is not a constant int")
+    return IteratorVariable([args[0]] * max(0, _consts([times])[0]))
+
+
+def _endless(it):
+    it.endless = True       # (taking every item -- list(), sorted() -- would not end: refused)
+    return it
+
+
+def repeat_of(obj):
+    """``itertools.repeat(obj)``, endless. A graph break hands on a ``Repeat``."""
+    from .resumable_iters import Repeat
+    held = [obj]
+
+    def step(tx):
+        held[0] = _realized(held[0])    # (a resumed Repeat's object: read once)
+        return held[0]
+    return _endless(_lazy_iterator(step, itertools.repeat, lambda: held,
+                                   lambda out: f"{out.ref(Repeat)}({out.materialize(held[0])})"))
+
+
+def _count(tx, args, kwargs):
+    """``itertools.count(start=0, step=1)`` over constant numbers: ``count_of``."""
+    names = ("start", "step")
+    if len(args) > 2 or set(kwargs) - set(names[len(args):]):
+        raise Unsupported("itertools.count() with these arguments (the program raises TypeError)")
+    given = dict(zip(names, args), **kwargs)
+    vals = [given.get(n, ConstantVariable(d)) for n, d in zip(names, (0, 1))]
+    if not all(v.is_python_constant() for v in vals):
+        raise Unsupported("itertools.count with a start or step that is not a constant")
+    start, step = _consts(vals)
+    if not all(type(v) in (int, float) and (type(v) is int or math.isfinite(v)) for v in (start, step)):
+        raise Unsupported(f"itertools.count({start!r}, {step!r}): only finite int and float arguments are modelled")
+    return count_of(start, step)
+
+
+def count_of(cur, step):
+    """``itertools.count``, giving ``cur`` next: endless. Each item is ``cur`` then, and ``cur``
+    grows by ``step`` (as CPython adds, item by item). A break hands on a ``Count``."""
+    from .resumable_iters import Count
+    state = {"cur": cur}
+
+    def step_fn(tx):
+        v = state["cur"]
+        state["cur"] = v + step
+        return ConstantVariable(v)
+    return _endless(_lazy_iterator(step_fn, itertools.count, list,
+                                   lambda out: f"{out.ref(Count)}({state['cur']!r}, {step!r})"))
+
+
+def _cycle(tx, args, kwargs):
+    if kwargs or len(args) != 1:
+        raise Unsupported("itertools.cycle() takes one positional argument (the program raises TypeError)")
+    return cycle_of(_as_iterator(tx, args[0]), [], 0)
+
+
+def cycle_of(it, saved, pos):
+    """``itertools.cycle``: its first pass takes items from iterator tracker ``it`` when asked,
+    keeping them (``saved``); once ``it`` runs out (None), it gives them again from ``pos``, for
+    ever (it ends only if the first pass gave nothing). A break hands on a ``Cycle``."""
+    from .resumable_iters import Cycle
+    state = {"it": it, "pos": pos}
+    saved = list(saved)
+
+    def step(tx):
+        if state["it"] is not None:
+            v = state["it"].next(tx)
+            if v is not None:
+                saved.append(v)
+                return v
+            state["it"] = None
+        if not saved:
+            return None
+        k = state["pos"]
+        saved[k] = _realized(saved[k])     # (a resumed Cycle's items: read when reached)
+        state["pos"] = (k + 1) % len(saved)
+        return saved[k]
+
+    def rebuild(out):
+        cur = "None" if state["it"] is None else out.materialize(state["it"])
+        items = "".join(out.materialize(v) + ", " for v in saved)
+        return f"{out.ref(Cycle)}({cur}, [{items}], {state['pos']})"
+    return _endless(_lazy_iterator(step, itertools.cycle, lambda: [] if state["it"] is None else [state["it"]],
+                                   rebuild))
 
 
 def _accumulate(tx, args, kwargs):
@@ -1160,6 +1297,55 @@ def while_of(take, pred, it, done):
     return _lazy_iterator(step, itertools.takewhile if take else itertools.dropwhile, lambda: [it], rebuild)
 
 
+class GetterVariable(VariableTracker):
+    """``operator.itemgetter(*keys)`` or ``attrgetter(*names)`` over constant keys: calling it
+    indexes (reads the attributes, dotted paths included) of its argument as the C type does,
+    a tuple for several keys."""
+
+    def __init__(self, fn, keys, source=None):
+        self.fn, self.keys, self.source = fn, tuple(keys), source
+
+    def python_type(self):
+        return self.fn
+
+    def as_python_constant(self):
+        return self.fn(*self.keys)
+
+    def call_function(self, tx, args, kwargs):
+        if kwargs or len(args) != 1:
+            raise Unsupported(f"{self.fn.__name__} object called with these arguments (the program raises TypeError)")
+        obj = args[0]
+        if self.fn is operator.itemgetter:
+            got = [tx.getitem(obj, ConstantVariable(k)) for k in self.keys]
+        else:
+            got = []
+            for name in self.keys:
+                v = obj
+                for part in name.split("."):
+                    v = tx._getattr(v, part)
+                got.append(v)
+        return got[0] if len(got) == 1 else TupleVariable(got)
+
+    def reconstruct(self, out):
+        if self.source is not None:
+            return self.source.expr()
+        return f"{out.ref(self.fn)}({', '.join(out.materialize(ConstantVariable(k)) for k in self.keys)})"
+
+    def __repr__(self):
+        return f"GetterVariable({self.fn.__name__}{self.keys!r})"
+
+
+def _getter(fn):
+    def h(tx, args, kwargs):
+        if kwargs or not args or not all(a.is_python_constant() for a in args):
+            raise Unsupported(f"operator.{fn.__name__} with these arguments")
+        keys = _consts(args)
+        if fn is operator.attrgetter and not all(type(k) is str for k in keys):
+            raise Unsupported("operator.attrgetter of a non-string (the program raises TypeError)")
+        return GetterVariable(fn, keys)
+    return h
+
+
 def _set(tx, args, kwargs):
     if kwargs or len(args) > 1:
         raise Unsupported("set() takes at most one positional argument")
@@ -1199,6 +1385,8 @@ _HANDLERS = {
     itertools.combinations_with_replacement: _regroup(itertools.combinations_with_replacement, 1),
     itertools.pairwise: _regroup(itertools.pairwise, 1), itertools.zip_longest: _regroup(itertools.zip_longest),
     itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat,
+    itertools.count: _count, itertools.cycle: _cycle,
+    operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
     itertools.accumulate: _accumulate, itertools.starmap: _starmap, itertools.compress: _compress,
     itertools.takewhile: _while(True), itertools.dropwhile: _while(False),
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,

@@ -746,11 +746,21 @@ class IteratorVariable(VariableTracker):
         self.pos = len(self.items)
         return rest
 
+    endless = False     # itertools.count/repeat/cycle (builtin._endless): never runs out
+    MAX_UNPACKED = 100_000
+
     def unpack_by_steps(self, tx):
-        """Every item left, one ``next`` at a time (for iterators whose steps check or compute)."""
+        """Every item left, one ``next`` at a time (for iterators whose steps check or compute).
+        Refused for an endless iterator (``list(itertools.count())``) and past ``MAX_UNPACKED``
+        items (one built on an endless one, a ``while True`` generator): the frame falls back
+        to Python, where the program runs as it would have without the compiler."""
+        if self.endless:
+            raise Unsupported(f"taking every item of an endless {self.py_type.__name__} iterator")
         out = []
         while (v := self.next(tx)) is not None:
             out.append(v)
+            if len(out) > self.MAX_UNPACKED:
+                raise Unsupported(f"taking every item of an iterator that gave more than {self.MAX_UNPACKED}")
         return out
 
     def __repr__(self):
@@ -1044,5 +1054,41 @@ class GeneratorVariable(LazyIteratorVariable):
     def _resume(self, tx):
         g = self.gen
         g.paused = False
+        self.started = True
         value = g.run()
         return value if g.paused else None
+
+    started = False     # resumed once: the frame is paused at a yield (send may give it a value)
+
+    def var_getattr(self, tx, name):
+        if name in ("send", "close", "__next__"):
+            return ContainerMethodVariable(self, name)
+        return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        """``send(v)``: the paused ``yield`` evaluates to ``v`` (``YIELD_VALUE`` left the None of a
+        plain ``next`` on the frame's stack), then the generator runs to its next yield, as
+        CPython's. ``close()``: the generator is done (a yield inside try/with, whose cleanup
+        close would run, is refused where it is traced: ``YIELD_VALUE``)."""
+        from .exceptions import raise_observed
+        if kwargs:
+            raise_observed(tx, TypeError, f"generator.{name}() takes no keyword arguments")
+        if name == "__next__" and not args:
+            v = self.next(tx)
+            if v is None:
+                raise_observed(tx, StopIteration)
+            return v
+        if name == "close" and not args:
+            self.finished = True
+            return ConstantVariable(None)
+        if name == "send" and len(args) == 1:
+            value = args[0]
+            if not self.started and not (value.is_python_constant() and value.as_python_constant() is None):
+                raise_observed(tx, TypeError, "can't send non-None value to a just-started generator")
+            if self.started and not self.finished:
+                self.gen.stack[-1] = value
+            v = self.next(tx)
+            if v is None:
+                raise_observed(tx, StopIteration)
+            return v
+        raise_observed(tx, TypeError, f"generator.{name}() with {len(args)} arguments")

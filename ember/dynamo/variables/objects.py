@@ -1360,8 +1360,15 @@ class PartialVariable(VariableTracker):
     def __init__(self, func, args, kwargs, source=None):
         self.func = func
         self.args = args
-        self.kwargs = kwargs
+        self._kwargs = kwargs
+        self._keywords = None     # the DictVariable ``keywords`` gave, once read: the one store
         self.source = source
+
+    @property
+    def kwargs(self):
+        """The stored keyword arguments: ``p.keywords`` is the partial's own dict, so what the
+        frame writes into it is what a later call passes (as in CPython)."""
+        return self._keywords.items if self._keywords is not None else self._kwargs
 
     def python_type(self):
         import functools
@@ -1376,6 +1383,12 @@ class PartialVariable(VariableTracker):
             return self.func
         if name == "args":
             return TupleVariable(self.args)
+        if name == "keywords":
+            if self._keywords is None:
+                from ..source import AttrSource
+                src = AttrSource(self.source, "keywords") if self.source is not None else None
+                self._keywords = DictVariable(self._kwargs, source=src)
+            return self._keywords
         raise Unsupported(f"partial.{name}")
 
     def reconstruct(self, out):

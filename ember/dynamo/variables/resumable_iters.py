@@ -1,7 +1,8 @@
 """What a graph break hands on for an ``itertools`` iterator that reads lists step by step.
 
 A loop over ``itertools.chain(ys, zs)`` (or ``pairwise``, ``zip_longest``, ``islice``,
-``takewhile``, ``dropwhile``, ``accumulate``, ``compress``, ``starmap``, or ``map``/``filter``) of lists
+``takewhile``, ``dropwhile``, ``accumulate``, ``compress``, ``starmap``, ``cycle``, or ``map``/``filter``) of lists
+(or over the endless ``count`` and ``repeat``)
 is traced item by item (``builtin._chain_lazy`` ...): the loop may grow the list it walks. At a
 graph break inside it, the iterator must go on as CPython's would, over the lists themselves.
 An ``itertools`` object cannot be taken apart again by the resume function (its state is not
@@ -324,4 +325,79 @@ class SetIter(_Iterator):
         return max(len(self.rest) - self.pos, 0)
 
 
-RESUMABLE = (Chain, ChainFrom, StarMap, Filter, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
+class Count(_Iterator):
+    """``itertools.count``: ``cur``, the number it gives next, and ``step``. It adds ``step`` to
+    what it gave, as CPython's does (a float count drifts the same way)."""
+
+    __slots__ = ("cur", "step")
+
+    def __init__(self, cur, step):
+        self.cur, self.step = cur, step
+
+    def __next__(self):
+        v = self.cur
+        self.cur = v + self.step
+        return v
+
+
+class Repeat(_Iterator):
+    """``itertools.repeat(obj)`` without a count: ``obj`` for ever."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __next__(self):
+        return self.obj
+
+
+class Cycle(_Iterator):
+    """``itertools.cycle``: ``it``, the iterator of its first pass (None once exhausted), the
+    items it gave so far (``saved``), and once ``it`` ran out, the index of the next of them
+    (``pos``). Ends only when the first pass gave nothing."""
+
+    __slots__ = ("it", "saved", "pos")
+
+    def __init__(self, it, saved, pos):
+        self.it, self.saved, self.pos = it, list(saved), pos
+
+    def __next__(self):
+        if self.it is not None:
+            try:
+                v = next(self.it)
+            except StopIteration:
+                self.it = None
+            else:
+                self.saved.append(v)
+                return v
+        if not self.saved:
+            raise StopIteration
+        v = self.saved[self.pos]
+        self.pos = (self.pos + 1) % len(self.saved)
+        return v
+
+
+class CallIter(_Iterator):
+    """``iter(fn, sentinel)``: calls ``fn()`` until it gives ``sentinel`` (dropped then: None)."""
+
+    __slots__ = ("fn", "sentinel")
+
+    def __init__(self, fn, sentinel):
+        self.fn, self.sentinel = fn, sentinel
+
+    def __next__(self):
+        if self.fn is None:
+            raise StopIteration
+        try:
+            v = self.fn()
+        except StopIteration:
+            self.fn = None
+            raise
+        if v is self.sentinel or v == self.sentinel:
+            self.fn = None
+            raise StopIteration
+        return v
+
+
+RESUMABLE = (CallIter, Count, Repeat, Cycle, Chain, ChainFrom, StarMap, Filter, Pairwise, ZipLongest, ISlice, DictIter, TakeWhile, DropWhile, Accumulate, Compress, SetIter)
