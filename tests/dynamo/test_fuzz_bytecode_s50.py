@@ -406,7 +406,12 @@ class Gen:
                               "for u in itertools.compress({C}, [1, 0, 1, 1, 1]):",
                               "for u in itertools.chain.from_iterable([{C}, [{x}]]):",
                               "for u in map(lambda v: v * 2, {C}):",
-                              "for u in filter(lambda v: len({C}) < 5, {C}):"]).format(C=box, x=self.t())
+                              "for u in filter(lambda v: len({C}) < 5, {C}):",
+                              "for u, w in zip({C}, itertools.count(1, 2)):",
+                              "for w, u in zip(range(5), itertools.cycle({C})):",
+                              "for u, w in zip({C}, itertools.repeat({x})):",
+                              "for u in itertools.islice(iter(lambda: {C}[-1], None), 4):"]).format(
+                                  C=box, x=self.t())
             self.emit(loop)
             self.emit(f"    {acc} = {acc} + u" + (" * w" if "w in" in loop else ""))
             self.emit("    " + self.pick(["if len({C}) < 6: {C}.append(u * 2)", "if len({C}) > 1: {C}.pop()",
