@@ -11,6 +11,7 @@ from the graph's output tuple, constants are inlined, containers are rebuilt
 and outside objects are re-read through their sources."""
 from __future__ import annotations
 
+import collections
 import operator
 import time
 import types as _types
@@ -579,6 +580,9 @@ class OutputGraph:
                 elif isinstance(vt, ListVariable):
                     items = ", ".join(self.materialize(i) for i in vt.items)
                     self._pre.append(f"{src}[:] = [{items}]")
+                elif vt.python_type() is collections.deque:      # (variables/deques.py)
+                    items = "".join(f"{self.materialize(i)}, " for i in vt.items)
+                    self._pre.append(f"{src}.clear(); {src}.extend(({items}))")
                 else:
                     items = ", ".join(f"{vt.key_expr(self, k)}: {self.materialize(v)}" for k, v in vt.items.items())
                     self._pre.append(f"{src}.clear(); {src}.update({{{items}}})")
@@ -665,8 +669,10 @@ class OutputGraph:
         from .variables.exceptions import ExceptionVariable
         from .variables.objects import NewObjectVariable
         from .variables.sets import SetVariable
-        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable, SetVariable, ExceptionVariable)) \
-                and vt.source is None:
+        from .variables.deques import DequeVariable
+        from .variables.objects import PartialVariable
+        if isinstance(vt, (ListVariable, DictVariable, NewObjectVariable, SetVariable, ExceptionVariable,
+                           DequeVariable, PartialVariable)) and vt.source is None:
             name = self._memo.get(id(vt))
             if name is None:
                 expr = vt.reconstruct(self)

@@ -1,12 +1,17 @@
-"""Traceable stand-ins for the C helpers of the standard library that common Python code calls
-(``polyfill.substitute_in_graph``): dynamo traces these where a call into the C function
-would break the graph. Each computes what its original does, step for step, over the same
-protocol calls (``get``, ``__setitem__``), so a dict subclass overriding them sees the same calls."""
+"""Traceable stand-ins for standard-library functions that compiled code calls and dynamo could
+not trace (``polyfill.substitute_in_graph``): C helpers (``collections.Counter``'s counting loop,
+``heapq``) and ``copy.copy`` (its dispatch table is keyed by types). Instead of a graph break at
+the call, dynamo traces these. Each computes what its original does, step for step, over the
+same protocol calls (``get``, ``__setitem__``, ``<`` between items), so objects overriding them
+see the same calls. Run eagerly, nothing changes: the originals are called."""
 from __future__ import annotations
 
 import collections
+import copy as _copy
 import heapq
+import types
 
+from .exc import graph_break
 from .polyfill import substitute_in_graph
 
 
@@ -105,3 +110,22 @@ def _heappop_max(heap):
         heapq._siftup_max(heap, 0)
         return top
     return last
+
+
+# copy.copy: the module's dispatch table is a dict keyed by types, which the trace does not
+# index; the stand-in makes the same choice for the types a compiled frame copies (containers
+# by their own copy, immutable values as themselves) and breaks the graph for the rest, where
+# the real copy.copy then runs (__copy__, __reduce_ex__).
+_COPY_AS_ITSELF = (type(None), int, float, bool, complex, str, tuple, bytes, frozenset, range, slice,
+                   type(Ellipsis), types.FunctionType, types.BuiltinFunctionType)
+
+
+@substitute_in_graph(_copy.copy, skip_signature_check=True)
+def copy(x):
+    cls = type(x)
+    if cls in (list, dict, set, collections.deque):
+        return x.copy()
+    if cls in _COPY_AS_ITSELF or issubclass(cls, type):
+        return x
+    graph_break(f"copy.copy of a {cls.__name__}")
+    return _copy.copy(x)

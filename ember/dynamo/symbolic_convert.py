@@ -419,7 +419,8 @@ class InstructionTranslator:
             _check_index(key)
             self.output.call_function(operator.setitem, [obj, key, value], {}, returns_none=True)
             return
-        if isinstance(obj, (ListVariable, DictVariable)):
+        from .variables.deques import DequeVariable
+        if isinstance(obj, (ListVariable, DictVariable, DequeVariable)):
             obj.call_method(self, "__setitem__", [key, value], {})
             return
         from .variables.dict_objects import DictObjectVariable
@@ -827,8 +828,9 @@ class InstructionTranslator:
     def DELETE_SUBSCR(self, inst):
         key = self.pop()
         obj = self.pop()
+        from .variables.deques import DequeVariable
         from .variables.dict_objects import DictObjectVariable
-        if isinstance(obj, (ListVariable, DictVariable)):
+        if isinstance(obj, (ListVariable, DictVariable, DequeVariable)):
             obj.call_method(self, "__delitem__", [key], {})
         elif isinstance(obj, DictObjectVariable):
             obj.delitem(self, key)
@@ -1507,10 +1509,11 @@ def _is(a, b):
         return a.node is b.node
     if a is b:
         return True
+    from .variables.deques import DequeVariable
     from .variables.exceptions import ExceptionVariable
     from .variables.objects import NewObjectVariable
-    if isinstance(a, (NewObjectVariable, ExceptionVariable, ListVariable, DictVariable, SetVariable)) or \
-            isinstance(b, (NewObjectVariable, ExceptionVariable, ListVariable, DictVariable, SetVariable)):
+    one_each = (NewObjectVariable, ExceptionVariable, ListVariable, DictVariable, SetVariable, DequeVariable)
+    if isinstance(a, one_each) or isinstance(b, one_each):
         return False       # one tracker per object (made in the frame, or an outside container)
     for attr in ("module", "obj", "fn", "cls"):
         if hasattr(a, attr) and hasattr(b, attr):

@@ -137,7 +137,8 @@ def wrap(tx, value, source, guard=True):
         v = size_variable(value)
         v.source = source
         return v
-    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict) and source is not None:
+    if type(value) in (list, dict, collections.OrderedDict, collections.defaultdict, collections.deque) \
+            and source is not None:
         # one tracker per outside container, so mutations through any alias are seen by all
         hit = tx.output.containers.get(id(value))
         if hit is not None:
@@ -299,6 +300,9 @@ def wrap(tx, value, source, guard=True):
         kw = {k: wrap(tx, v, GetItemSource(AttrSource(source, "keywords"), k), guard)
               for k, v in value.keywords.items()}
         return PartialVariable(func, pargs, kw, source)
+    if type(value) is collections.deque and source is not None:
+        from .deques import wrap_outside_deque
+        return wrap_outside_deque(tx, value, source, wrap)
     if type(value) in (operator.itemgetter, operator.attrgetter) and source is not None:
         from .builtin import GetterVariable
         if g:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import builtins
+import collections
 import functools
 import itertools
 import math
@@ -182,7 +183,8 @@ class BuiltinVariable(VariableTracker):
                    itertools.combinations, itertools.combinations_with_replacement, itertools.pairwise,
                    itertools.zip_longest, itertools.islice, itertools.repeat, itertools.accumulate,
                    itertools.starmap, itertools.compress, itertools.takewhile, itertools.dropwhile,
-                   itertools.count, itertools.cycle, operator.itemgetter, operator.attrgetter}
+                   itertools.count, itertools.cycle, operator.itemgetter, operator.attrgetter, collections.deque,
+                   complex, bytes}
     _OPERATOR_BINARY = {getattr(operator, n) for n in (
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and_", "or_", "xor",
         "lshift", "rshift", "lt", "le", "eq", "ne", "gt", "ge", "iadd", "isub", "imul", "itruediv",
@@ -1346,6 +1348,11 @@ def _getter(fn):
     return h
 
 
+def _deques():
+    from . import deques
+    return deques
+
+
 def _set(tx, args, kwargs):
     if kwargs or len(args) > 1:
         raise Unsupported("set() takes at most one positional argument")
@@ -1387,6 +1394,8 @@ _HANDLERS = {
     itertools.islice: _regroup(itertools.islice, 1), itertools.repeat: _repeat,
     itertools.count: _count, itertools.cycle: _cycle,
     operator.itemgetter: _getter(operator.itemgetter), operator.attrgetter: _getter(operator.attrgetter),
+    collections.deque: lambda tx, args, kwargs: _deques().make_deque(tx, args, kwargs),
+    complex: _fold(complex), bytes: _fold(bytes),
     itertools.accumulate: _accumulate, itertools.starmap: _starmap, itertools.compress: _compress,
     itertools.takewhile: _while(True), itertools.dropwhile: _while(False),
     math.prod: _fold(math.prod), set: _set, frozenset: _frozenset, itertools.chain: _chain, _CHAIN_FROM_ITERABLE: _chain_from_iterable,

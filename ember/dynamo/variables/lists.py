@@ -7,6 +7,7 @@ An outside list is read lazily (``OutsideListVariable``): appends to it need no
 guard on what it holds."""
 from __future__ import annotations
 
+import collections
 import types
 
 from ..exc import Unsupported
@@ -105,7 +106,22 @@ class TupleVariable(BaseListVariable):
     def var_getattr(self, tx, name):
         if _is_namedtuple(self.cls) and name in self.cls._fields:
             return self.items[self.cls._fields.index(name)]
+        if _is_namedtuple(self.cls) and name in ("_fields", "_field_defaults"):
+            return ConstantVariable(getattr(self.cls, name))
         return super().var_getattr(tx, name)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in ("_replace", "_asdict") and _stock_namedtuple_method(self.cls, name):
+            fields = self.cls._fields
+            if name == "_asdict" and not args and not kwargs:
+                return DictVariable(dict(zip(fields, self.items)))
+            if name == "_replace" and not args:
+                unknown = [k for k in kwargs if k not in fields]
+                if unknown:
+                    from .exceptions import raise_observed
+                    raise_observed(tx, ValueError, f"Got unexpected field names: {unknown!r}")
+                return TupleVariable([kwargs.get(f, v) for f, v in zip(fields, self.items)], cls=self.cls)
+        return super().call_method(tx, name, args, kwargs)
 
     def reconstruct(self, out):
         parts = [out.materialize(i) for i in self.items]
@@ -122,6 +138,15 @@ class TupleVariable(BaseListVariable):
 
 def _is_namedtuple(cls):
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+_STOCK_NAMEDTUPLE = collections.namedtuple("_STOCK_NAMEDTUPLE", "a")
+
+
+def _stock_namedtuple_method(cls, name):
+    """Whether ``cls.<name>`` is the method ``collections.namedtuple`` wrote (not overridden)."""
+    fn = getattr(cls, name, None)
+    return getattr(fn, "__code__", None) is getattr(_STOCK_NAMEDTUPLE, name).__code__
 
 
 class ListVariable(BaseListVariable):
@@ -983,6 +1008,9 @@ def iterator_of(tx, v):
     from .sets import SetIteratorVariable, SetVariable
     if type(v) is SetVariable:
         return SetIteratorVariable(v)
+    from .deques import DequeVariable, deque_iterator
+    if type(v) is DequeVariable:
+        return deque_iterator(v)
     return IteratorVariable(v.unpack(tx))
 
 
