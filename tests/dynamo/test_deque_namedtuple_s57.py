@@ -261,3 +261,27 @@ def complex_of_a_tensor(x):
 def test_complex_and_bytes_of_constants_fold():
     _no_breaks(complex_and_bytes, _t(3))
     _check(complex_of_a_tensor, _t(3))       # (reads tensor data: a break, then Python's value)
+
+
+# ------------------------------------------------------------------ ember.distributed checks
+
+def distributed_checks(x):
+    import ember.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return x * 2
+    return x + 1
+
+
+def test_distributed_availability_checks_fold_and_is_initialized_is_guarded(monkeypatch):
+    """``dist.is_available()``/``is_initialized()`` (model code asks before any collective) were
+    recorded as graph operators and broke the graph; they fold now, the second under a guard:
+    a process group set up between two calls recompiles instead of reusing the old answer."""
+    from ember.distributed import distributed_c10d as c10d
+    dynamo.reset()
+    cf = ember.compile(distributed_checks, backend="eager")
+    x = _t(3)
+    assert ember.allclose(cf(x), x + 1)
+    monkeypatch.setattr(c10d, "_WORLD", object())        # (what init_process_group leaves set)
+    assert ember.allclose(cf(x), x * 2)
+    assert dynamo.fallback_reasons == []
+    assert dynamo.counters["recompiles"] == 1

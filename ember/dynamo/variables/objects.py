@@ -914,7 +914,10 @@ _FOLD = {"is_tensor", "is_floating_point", "is_complex", "numel", "get_default_d
          "promote_types", "result_type", "can_cast", "is_inference_mode_enabled"}
 _FOLD_DEVICE = {("ember.runtime.cuda", "is_available"), ("ember.runtime.cuda", "device_count"),
                 ("ember.backends.cuda", "is_built"), ("ember.backends.mps", "is_available"),
-                ("ember.backends.mps", "is_built"), ("ember._absent_backend", "is_available")}
+                ("ember.backends.mps", "is_built"), ("ember._absent_backend", "is_available"),
+                ("ember.distributed.distributed_c10d", "is_available")}
+# folded too, but guarded: a process group may be set up between two calls
+_FOLD_GUARDED = {("ember.distributed.distributed_c10d", "is_initialized")}
 _BLOCKED = {"manual_seed", "seed", "set_rng_state", "get_rng_state", "initial_seed", "save", "load",
             "set_default_dtype", "set_grad_enabled", "set_printoptions", "compile", "use_deterministic_algorithms",
             "nonzero", "masked_select", "unique", "unique_consecutive", "bincount", "argwhere",
@@ -1041,6 +1044,11 @@ class EmberFunctionVariable(VariableTracker):
             # whether a device backend exists: a constant of the process, as torch.compile folds
             # ``torch.cuda.is_available()`` (it was recorded as a graph op and broke the graph)
             return ConstantVariable(self.fn())
+        if (getattr(self.fn, "__module__", ""), name) in _FOLD_GUARDED and not args and not kwargs:
+            value = self.fn()
+            g = tx.output.guards
+            g.add(f"{g.ref(self.fn)}() is {value!r}", f"{self.fn.__module__}.{name}() is {value!r}")
+            return ConstantVariable(value)
         if name in _FOLD:
             from .tensor import TensorVariable
             ex = [a.example if isinstance(a, TensorVariable) else a.as_python_constant() for a in args]
