@@ -24,6 +24,7 @@ from __future__ import annotations
 import collections
 import dis
 import functools
+import inspect
 import itertools
 import operator
 import sys
@@ -655,11 +656,16 @@ class InstructionTranslator:
         self.push(self._getattr(obj, inst.argval))
 
     def STORE_ATTR(self, inst):
-        """``obj.name = value`` on an outside object: recorded and replayed after the graph."""
-        from .variables.objects import NewObjectVariable, UserObjectVariable
         obj = self.pop()
         value = self.pop()
-        name = inst.argval
+        self.store_attr(obj, inst.argval, value)
+
+    def store_attr(self, obj, name, value):
+        """``obj.name = value`` (``STORE_ATTR``, ``setattr()``): on an object made in the frame a
+        tracker update; on an outside object recorded and replayed after the graph."""
+        from .variables.objects import NewObjectVariable, UserObjectVariable
+        if isinstance(obj, (NewObjectVariable, UserObjectVariable)) and self._store_through_property(obj, name, value):
+            return
         if isinstance(obj, NewObjectVariable):
             if hasattr(obj, "store_attr"):
                 obj.store_attr(self, name, value)     # (a user __setattr__ is inlined)
@@ -698,6 +704,33 @@ class InstructionTranslator:
         if obj.source is None:
             raise Unsupported("attribute assignment on an object with no source")
         self.output.record_setattr(obj, target, name, value)
+
+    def _store_through_property(self, obj, name, value):
+        """``obj.name = value`` where the class defines ``name`` as a ``property`` (and no
+        ``__setattr__`` of its own): its setter is inlined, as CPython calls it -- the values it
+        writes are stored (or replayed, for an outside object) as any attribute. A property
+        without a setter raises AttributeError with CPython's message. False: not a property."""
+        from .variables.objects import NewObjectVariable
+        cls = obj.cls if isinstance(obj, NewObjectVariable) else type(obj.obj)
+        if cls.__setattr__ is not object.__setattr__:
+            return False
+        prop = inspect.getattr_static(cls, name, None)
+        if type(prop) is not property:
+            return False
+        if not isinstance(obj, NewObjectVariable):
+            if obj.source is None:
+                return False
+            g = self.output.guards
+            g.add(f"{g.ref(inspect.getattr_static)}(type({obj.source.expr()}), {name!r}, None) is {g.ref(prop)}",
+                  f"{cls.__name__}.{name} is the same property")
+        if prop.fset is None:
+            from .variables.exceptions import raise_observed
+            raise_observed(self, AttributeError, f"property {name!r} of {cls.__name__!r} object has no setter")
+        if not isinstance(prop.fset, types.FunctionType):
+            raise Unsupported(f"the setter of property {cls.__name__}.{name} is not a Python function")
+        from .variables.functions import UserFunctionVariable
+        UserFunctionVariable(prop.fset).call_function(self, [obj, value], {})
+        return True
 
     def DELETE_ATTR(self, inst):
         """``del obj.name``: see variables/deletions.py (outside objects: replayed after the graph)."""

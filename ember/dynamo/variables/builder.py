@@ -74,8 +74,13 @@ def _marker(value, name, default):
     """``getattr(value, name, default)`` for ember's ``_ember_*`` marker attributes, read from any
     object wrap() is given: a user object whose ``__getattr__`` raises something other than
     AttributeError for an unknown name (``class AttrDict(dict): __getattr__ = dict.__getitem__``
-    raises KeyError) has no marker -- it made the trace fail with an internal error."""
+    raises KeyError) has no marker -- it made the trace fail with an internal error. Nor is a
+    marker what a ``__getattr__`` answers for any name (``def __getattr__(self, n): return
+    len(n)`` made such an object ``ember.compiler.is_compiling``): for a class with a
+    ``__getattr__`` only real attributes count (``inspect.getattr_static``)."""
     try:
+        if getattr(type(value), "__getattr__", None) is not None:
+            return _inspect.getattr_static(value, name, default)
         return getattr(value, name, default)
     except Exception:
         return default

@@ -8,6 +8,7 @@ import itertools
 import math
 import operator
 import os
+import types
 import warnings
 
 from ..exc import ObservedException, SkipFrame, Unsupported, graph_break, skip_frame, step_unsupported
@@ -290,7 +291,38 @@ def _len(tx, args, kwargs):
         return ConstantVariable(a.length(tx))
     if a.is_python_constant():
         return ConstantVariable(len(a.as_python_constant()))
+    n = _user_len(tx, a)
+    if n is not None:
+        return n
     raise Unsupported(f"len() of {a}")
+
+
+def _user_len(tx, a):
+    """``len(obj)`` of an instance of a user class with a Python ``__len__``: inlined, its result
+    checked as CPython checks it (an int, not negative). None: not such an object."""
+    import inspect
+    from .functions import UserFunctionVariable
+    from .objects import NewObjectVariable, UserObjectVariable
+    if not isinstance(a, (NewObjectVariable, UserObjectVariable)):
+        return None
+    cls = a.cls if isinstance(a, NewObjectVariable) else type(a.obj)
+    fn = inspect.getattr_static(cls, "__len__", None)
+    if not isinstance(fn, types.FunctionType) or cls.__getattribute__ is not object.__getattribute__:
+        return None
+    if a.source is not None:
+        g = tx.output.guards
+        g.add(f"{g.ref(inspect.getattr_static)}(type({a.source.expr()}), '__len__', None) is {g.ref(fn)}",
+              f"{cls.__name__}.__len__ unchanged")
+    n = UserFunctionVariable(fn).call_function(tx, [a], {})
+    if not n.is_python_constant():
+        raise Unsupported(f"{cls.__name__}.__len__ returned {n}, not a constant")
+    val = _consts([n])[0]
+    from .exceptions import raise_observed
+    if not isinstance(val, int):
+        raise_observed(tx, TypeError, f"{type(val).__name__!r} object cannot be interpreted as an integer")
+    if val < 0:
+        raise_observed(tx, ValueError, "__len__() should return >= 0")
+    return ConstantVariable(int(val))
 
 
 def _isinstance(tx, args, kwargs):
@@ -318,7 +350,9 @@ def _range(tx, args, kwargs):
 
 
 def _iter_items(tx, v):
-    return v.unpack(tx)
+    from .lists import _user_iterator
+    it = _user_iterator(tx, v)          # (an instance of a user class: its __iter__/__getitem__)
+    return (it if it is not None else v).unpack(tx)
 
 
 def _lazy(v):
@@ -1373,6 +1407,18 @@ def _getitem(tx, args, kwargs):
     return tx.getitem(args[0], args[1])
 
 
+def _setattr(tx, args, kwargs):
+    """``setattr(obj, name, value)`` with a constant name: ``obj.name = value``."""
+    if kwargs or len(args) != 3 or not args[1].is_python_constant():
+        raise Unsupported("setattr() with a name that is not a constant")
+    name = args[1].as_python_constant()
+    if type(name) is not str:
+        from .exceptions import raise_observed
+        raise_observed(tx, TypeError, f"attribute name must be string, not {type(name).__name__!r}")
+    tx.store_attr(args[0], name, args[2])
+    return ConstantVariable(None)
+
+
 def _setitem(tx, args, kwargs):
     tx.setitem(args[0], args[1], args[2])
     return ConstantVariable(None)
@@ -1384,7 +1430,7 @@ _HANDLERS = {
     min: _minmax(min), max: _minmax(max), sum: _sum, abs: _abs, any: _anyall(any), all: _anyall(all),
     int: _scalar_cast(int), float: _scalar_cast(float), bool: _scalar_cast(bool), str: _str_repr(str),
     round: _fold(round), divmod: _fold(_divmod), pow: _fold(pow), getattr: _getattr, hasattr: _hasattr,
-    iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: print_call, callable: _callable,
+    setattr: _setattr, iter: _iter, next: _next, map: _map, filter: _filter, type: _type, print: print_call, callable: _callable,
     functools.reduce: _reduce, slice: _slice, operator.getitem: _getitem, operator.setitem: _setitem,
     issubclass: _fold(issubclass), repr: _str_repr(repr), hash: _fold(hash), chr: _fold(chr), ord: _fold(ord),
     itertools.product: _regroup(itertools.product), itertools.permutations: _regroup(itertools.permutations, 1),

@@ -1011,7 +1011,62 @@ def iterator_of(tx, v):
     from .deques import DequeVariable, deque_iterator
     if type(v) is DequeVariable:
         return deque_iterator(v)
+    it = _user_iterator(tx, v)
+    if it is not None:
+        return it
     return IteratorVariable(v.unpack(tx))
+
+
+def _user_iterator(tx, v):
+    """``iter()`` of an instance of a user class (made in the frame, or from outside), as CPython
+    does it: a Python ``__iter__`` is called -- an object returning itself is stepped by its
+    ``__next__`` (inlined at each step; StopIteration ends it), anything else is iterated in
+    turn -- and without one, a Python ``__getitem__`` is called with 0, 1, 2 ... until IndexError
+    (the old sequence protocol). None: not such an object. The iterator cannot be rebuilt at a
+    graph break (the frame then runs eagerly), like a generator's."""
+    import inspect
+    from .functions import UserFunctionVariable
+    from .objects import NewObjectVariable, UserObjectVariable
+    if not isinstance(v, (NewObjectVariable, UserObjectVariable)):
+        return None
+    cls = v.cls if isinstance(v, NewObjectVariable) else type(v.obj)
+    if cls.__getattribute__ is not object.__getattribute__:
+        return None
+    if v.source is not None:
+        g = tx.output.guards
+        for name in ("__iter__", "__next__", "__getitem__"):
+            e = f"{g.ref(inspect.getattr_static)}(type({v.source.expr()}), {name!r}, None)"
+            g.add(f"{e} is {g.ref(inspect.getattr_static(cls, name, None))}", f"{cls.__name__}.{name} unchanged")
+    from .exceptions import ObservedException
+
+    def stepping(call, ends):
+        def step(tx):
+            try:
+                return call(tx)
+            except ObservedException as e:
+                if issubclass(e.exc.exc_type, ends):
+                    return None
+                raise
+        return LazyIteratorVariable(step, cls)
+    it_fn = inspect.getattr_static(cls, "__iter__", None)
+    if isinstance(it_fn, types.FunctionType):
+        res = UserFunctionVariable(it_fn).call_function(tx, [v], {})
+        if res is not v:
+            return iterator_of(tx, res)
+        nx = inspect.getattr_static(cls, "__next__", None)
+        if not isinstance(nx, types.FunctionType):
+            raise Unsupported(f"iter() returned a {cls.__name__} whose __next__ is not a Python function")
+        return stepping(lambda tx: UserFunctionVariable(nx).call_function(tx, [v], {}), StopIteration)
+    gi = inspect.getattr_static(cls, "__getitem__", None)
+    if it_fn is None and isinstance(gi, types.FunctionType):
+        k = [0]
+
+        def item(tx):
+            r = UserFunctionVariable(gi).call_function(tx, [v, ConstantVariable(k[0])], {})
+            k[0] += 1
+            return r
+        return stepping(item, (IndexError, StopIteration))
+    return None
 
 
 class LazyIteratorVariable(IteratorVariable):

@@ -32,7 +32,7 @@ def _attr_of_instance(tx, obj, source, name, self_var):
     try:
         attr = inspect.getattr_static(type(obj), name)
     except AttributeError:
-        _missing_attribute(tx, obj, source, name)
+        return _missing_attribute(tx, obj, source, name, self_var)
     if source is not None and not isinstance(attr, (int, float, str, bool, type(None))):
         # the class attribute we inline (method/property/...) must still be the one found,
         # and no instance attribute may shadow it
@@ -123,13 +123,22 @@ def _class_function_source(source, fn, name=None):
     return AttrSource(AttrSource(source, "__class__"), name or fn.__name__)
 
 
-def _missing_attribute(tx, obj, source, name):
+def _missing_attribute(tx, obj, source, name, self_var=None):
     """``obj.name`` found neither in the instance dict nor on the class: the program raises
     AttributeError (raised into the trace), unless a ``__getattr__``/``__getattribute__`` of the
-    class could still produce it. The miss is guarded (the attribute still absent from the
-    instance and the class), so setting it later recompiles."""
+    class could still produce it. A plain Python ``__getattr__`` (a proxy, a config wrapper) is
+    inlined with the name, as CPython calls it after the miss. The miss is guarded (the attribute
+    still absent from the instance and the class), so setting it later recompiles."""
     cls = type(obj)
     from ...nn.modules.module import Module
+    hook = inspect.getattr_static(cls, "__getattr__", None)
+    if isinstance(hook, types.FunctionType) and self_var is not None and source is not None \
+            and cls.__getattribute__ is object.__getattribute__ and not isinstance(obj, Module):
+        _guard_miss(tx, obj, source, name)
+        g = tx.output.guards
+        g.add(f"{g.ref(inspect.getattr_static)}(type({source.expr()}), '__getattr__', None) is {g.ref(hook)}",
+              f"{cls.__name__}.__getattr__ unchanged")
+        return UserFunctionVariable(hook).call_function(tx, [self_var, ConstantVariable(name)], {})
     if isinstance(obj, Module) and cls.__getattr__ is Module.__getattr__ \
             and cls.__getattribute__ is object.__getattribute__:
         d = obj.__dict__
@@ -144,13 +153,18 @@ def _missing_attribute(tx, obj, source, name):
         raise Unsupported(f"{cls.__name__} object has no attribute {name!r} (its class has "
                           f"__getattr__/__getattribute__)")
     if source is not None:
-        g = tx.output.guards
-        if getattr(obj, "__dict__", None) is not None:
-            g.add(f"{name!r} not in {source.expr()}.__dict__", f"{source.expr()} has no attribute {name}")
-        g.add(f"{g.ref(_static_missing)}(type({source.expr()}), {name!r})",
-              f"{cls.__name__} has no attribute {name}")
+        _guard_miss(tx, obj, source, name)
     from .exceptions import raise_observed
     raise_observed(tx, AttributeError, f"{cls.__name__!r} object has no attribute {name!r}")
+
+
+def _guard_miss(tx, obj, source, name):
+    """Guards that ``name`` is still neither an instance attribute of ``obj`` nor on its class."""
+    g = tx.output.guards
+    if getattr(obj, "__dict__", None) is not None:
+        g.add(f"{name!r} not in {source.expr()}.__dict__", f"{source.expr()} has no attribute {name}")
+    g.add(f"{g.ref(_static_missing)}(type({source.expr()}), {name!r})",
+          f"{type(obj).__name__} has no attribute {name}")
 
 
 def _has_static(cls, name):
@@ -1308,6 +1322,22 @@ class NewObjectVariable(VariableTracker):
             return UserFunctionVariable(attr.fget).call_function(tx, [self], {})
         if isinstance(attr, classmethod):
             return UserMethodVariable(UserFunctionVariable(attr.__func__), self.class_var)
+        if isinstance(attr, functools.cached_property) and attr.attrname == name:
+            # computed on first read and kept in the instance dict, as cached_property.__get__
+            # does (read through the class, the frame got the descriptor object itself: a
+            # silent wrong answer)
+            if src is not None:
+                g = tx.output.guards
+                g.add(f"{g.ref(inspect.getattr_static)}({src.expr()}, {name!r}, None) is {g.ref(attr)}",
+                      f"{self.cls.__name__}.{name} unchanged")
+            value = UserFunctionVariable(attr.func).call_function(tx, [self], {})
+            self.attrs[name] = value
+            return value
+        if not isinstance(attr, staticmethod) and hasattr(type(attr), "__get__"):
+            # another descriptor: its __get__ would see this instance, which reading through the
+            # class does not give it
+            raise Unsupported(f"descriptor attribute {self.cls.__name__}.{name} ({type(attr).__name__}) "
+                              f"of an object made in the frame")
         # a class attribute (constant, staticmethod, ...): read through the class, guarded there
         return self.class_var.var_getattr(tx, name)
 
