@@ -12,6 +12,7 @@ plain Python (results, raised errors and messages, mutated arguments):
   for an ember marker), property setters, loops over ``__iter__``/``__next__`` or
   ``__getitem__`` objects and ``len()`` of them, ``setattr()``; a ``cached_property`` or another
   descriptor read on an object made in the frame gave the descriptor object itself (wrong)."""
+import abc
 import collections
 import copy
 import functools
@@ -557,3 +558,152 @@ def test_setattr_is_attribute_assignment():
     assert ember.allclose(o1.w, o2.w) and m1.flag == m2.flag == 3
     assert dynamo.fallback_reasons == []
     _no_breaks(setattr_with_a_bad_name, _t(3))
+
+
+# ------------------------------------------------------------------ abc.ABC and typing.Generic subclasses
+
+class _Shape(abc.ABC):
+    @abc.abstractmethod
+    def area(self):
+        ...
+
+
+class _Square(_Shape):
+    def __init__(self, s):
+        self.s = s
+
+    def area(self):
+        return self.s * self.s
+
+
+_T = typing.TypeVar("_T")
+
+
+class _Holder(typing.Generic[_T]):
+    def __init__(self, v):
+        self.v = v
+
+
+def make_abc_and_generic_objects(x):
+    sq = _Square(x)
+    return sq.area() + _Holder(2).v, isinstance(sq, _Shape)
+
+
+def make_an_abstract_object(x):
+    try:
+        _Shape()
+    except TypeError:
+        return x - 1
+    return x
+
+
+def test_objects_of_abc_and_generic_subclasses_are_made_in_the_frame():
+    """``abc.ABC`` and ``typing.Generic`` declare an empty ``__slots__``; that made every subclass
+    count as a slots class, whose construction broke the graph."""
+    _no_breaks(make_abc_and_generic_objects, _t(3))
+    _check(make_an_abstract_object, _t(3))
+
+
+# ------------------------------------------------------------------ operators of user classes
+
+class _Vec:
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, o):
+        return _Vec(self.t + o.t) if isinstance(o, _Vec) else NotImplemented
+
+    def __mul__(self, k):
+        return _Vec(self.t * k)
+
+    __rmul__ = __mul__
+
+    def __iadd__(self, o):
+        self.t = self.t + o.t
+        return self
+
+    def __neg__(self):
+        return _Vec(-self.t)
+
+    def __abs__(self):
+        return _Vec(self.t.abs())
+
+    def __eq__(self, o):
+        return isinstance(o, _Vec) and o.t is self.t
+
+    __hash__ = None
+
+
+class _SubVec(_Vec):
+    def __rmul__(self, k):
+        return "the subclass's"
+
+
+@functools.total_ordering
+class _Version:
+    def __init__(self, v):
+        self.v = v
+
+    def __eq__(self, o):
+        return self.v == o.v
+
+    def __lt__(self, o):
+        return self.v < o.v
+
+
+def vector_arithmetic(x):
+    a = _Vec(x) + _Vec(x) * 2
+    b = 3 * _Vec(x)
+    keep = a
+    a += b                              # (__iadd__: the same object)
+    c = -abs(_Vec(x - 1))
+    return a.t, c.t, keep is a, _Vec(x) == _Vec(x), _Vec(x) != 1, 2 * _SubVec(x)
+
+
+def comparisons(x):
+    return x, _Version(1) < _Version(2), _Version(3) >= _Version(2), _Version(1) == _Version(1), \
+        sorted([_Version(3), _Version(1)])[0].v, max(_Version(2), _Version(5)).v
+
+
+def operator_errors(x, which):
+    try:
+        if which == 0:
+            return _Vec(x) + 1
+        if which == 1:
+            return ~_Vec(x)
+        if which == 2:
+            return _Vec(x) < _Vec(x)
+        v = _Vec(x)
+        v -= 1
+    except TypeError as e:
+        return x, str(e)
+
+
+def test_operators_of_user_classes():
+    """``Vec(a) + Vec(b)``, ``3 * v``, ``v += w``, ``-v``, ``abs(v)``, comparisons (through
+    ``functools.total_ordering`` too): the user's dunders, dispatched as CPython dispatches them,
+    are inlined. They broke the graph ("operator add on NewObjectVariable")."""
+    _no_breaks(vector_arithmetic, _t(3))
+    _no_breaks(comparisons, _t(3))
+    for which in range(4):
+        _no_breaks(operator_errors, _t(3), which)
+
+
+class _Loud:
+    def __init__(self, v):
+        self.v = v
+
+    def __lt__(self, o):
+        print("lt", self.v, o.v)          # (the calls, in Python's order, are part of the output)
+        return self.v < o.v
+
+
+def sorting_user_objects(x):
+    xs = [_Loud(v) for v in (3, 1, 2, 5, 4)]
+    s = sorted(xs)
+    r = sorted(xs, key=lambda o: o, reverse=True)
+    return x * s[0].v, [o.v for o in r], max(xs).v, min(xs, key=lambda o: o).v
+
+
+def test_sorting_user_objects_makes_pythons_comparisons():
+    _no_breaks(sorting_user_objects, _t(3))

@@ -44,6 +44,11 @@ def binary_op(tx, op, a, b):
         return TracebackVariable.binary(tx, op, a, b)
     if isinstance(a, SymScalarVariable) or isinstance(b, SymScalarVariable):
         return sym_scalar.binary(tx, op, a, b)      # a captured .item() (capture_scalar_outputs)
+    from .user_operators import user_binary_op
+    res = user_binary_op(tx, INPLACE.get(op, op) if op in INPLACE else op, a, b,
+                         INPLACE.get(op) if op in INPLACE else None)
+    if res is not None:
+        return res                                  # (an instance of a user class: its dunders)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if not (_const_or_tensor(a) and _const_or_tensor(b)):
             raise Unsupported(f"{op.__name__} between a tensor and {a if not _const_or_tensor(a) else b}")
@@ -140,6 +145,10 @@ def unary_op(tx, op, a):
         return tx.output.call_function(op, [a], {})
     if op is operator.not_:
         return ConstantVariable(not a.truthy(tx))
+    from .user_operators import user_unary_op
+    res = user_unary_op(tx, op, a)
+    if res is not None:
+        return res                      # (an instance of a user class: its __neg__ ...)
     if a.is_python_constant():
         try:
             return ConstantVariable(op(a.as_python_constant()))
@@ -524,6 +533,9 @@ def _minmax(pyfn):
             except ValueError as e:
                 raise_from_real(tx, e, f"{pyfn.__name__}() of an empty sequence")
         keys = items if key is None else [key.call_function(tx, [i], {}) for i in items]
+        from .lists import traced_comparisons, traced_key
+        if traced_comparisons(keys):         # (instances of user classes: their __lt__/__gt__)
+            return items[pyfn(range(len(items)), key=lambda i: traced_key(tx, keys[i]))]
         if not all(k.is_python_constant() and not isinstance(k, TensorVariable) for k in keys):
             raise Unsupported(f"{pyfn.__name__}() of tensors compares data")
         vals = _consts(keys)
@@ -549,6 +561,10 @@ def _abs(tx, args, kwargs):
     (a,) = args
     if isinstance(a, TensorVariable):
         return tx.output.call_function(builtins.abs, [a], {})
+    from .user_operators import user_unary_op
+    res = user_unary_op(tx, operator.abs, a)
+    if res is not None:
+        return res
     return _fold(abs)(tx, args, kwargs)
 
 

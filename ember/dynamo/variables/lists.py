@@ -290,6 +290,10 @@ def sort_items(tx, items, kwargs):
         raise Unsupported("sort(reverse=...) with a non-constant flag")
     keys = [key.call_function(tx, [i], {}) if key is not None else i for i in items]
     from .tensor import TensorVariable
+    if traced_comparisons(keys):
+        order = sorted(range(len(items)), key=lambda i: traced_key(tx, keys[i]),
+                       reverse=bool(reverse.as_python_constant()))
+        return [items[i] for i in order]
     if any(isinstance(k, TensorVariable) or not k.is_python_constant() for k in keys):
         raise Unsupported("sorting by tensors or other non-constants (comparing them reads data)")
     vals = [k.as_python_constant() for k in keys]
@@ -300,6 +304,37 @@ def sort_items(tx, items, kwargs):
     except TypeError as e:
         raise Unsupported(f"sort raised TypeError: {e} (the program raises)")
     return [items[i] for i in order]
+
+
+def traced_comparisons(keys):
+    """Whether ``keys`` (trackers) include instances of user classes and otherwise constants:
+    then Python's own sort/min/max orders them, each comparison it makes traced
+    (``traced_key``), so the user's ``__lt__`` runs as often and in the order it does eagerly."""
+    from .objects import NewObjectVariable, UserObjectVariable
+    from .tensor import TensorVariable
+    user = [isinstance(k, (NewObjectVariable, UserObjectVariable)) for k in keys]
+    return any(user) and all(u or (k.is_python_constant() and not isinstance(k, TensorVariable))
+                             for u, k in zip(user, keys))
+
+
+def traced_key(tx, v):
+    """A stand-in for tracker ``v`` in a real sort/min/max: its comparisons are traced."""
+    import operator
+
+    from .builtin import binary_op
+
+    class _Key:
+        __slots__ = ("v",)
+
+        def __init__(self, v):
+            self.v = v
+
+        def __lt__(self, o):
+            return binary_op(tx, operator.lt, self.v, o.v).truthy(tx)
+
+        def __gt__(self, o):
+            return binary_op(tx, operator.gt, self.v, o.v).truthy(tx)
+    return _Key(v)
 
 
 class ContainerMethodVariable(VariableTracker):

@@ -1248,7 +1248,10 @@ class NewObjectVariable(VariableTracker):
         if _is_ember_module_name(mod) and not is_inlined_ember_module(mod):
             return False     # ember's own objects (autocast regions, generators, ...) are built for real
         for k in cls.__mro__[:-1]:
-            if k.__module__ == "builtins" or "__slots__" in k.__dict__:
+            # (an empty __slots__ -- abc.ABC's, typing.Generic's -- adds no slot: a subclass
+            # without one still keeps its attributes in a __dict__)
+            slots = k.__dict__.get("__slots__", ())
+            if k.__module__ == "builtins" or isinstance(slots, str) or len(slots):
                 return False
         frozen = getattr(getattr(cls, "__dataclass_params__", None), "frozen", False)
         if cls.__new__ is not object.__new__ or cls.__getattribute__ is not object.__getattribute__ \
