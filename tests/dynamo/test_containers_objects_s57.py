@@ -707,3 +707,60 @@ def sorting_user_objects(x):
 
 def test_sorting_user_objects_makes_pythons_comparisons():
     _no_breaks(sorting_user_objects, _t(3))
+
+
+class _Lenient:
+    """Made in the frame; unknown names come from ``__getattr__``."""
+
+    def __init__(self):
+        self.known = 2
+
+    def __getattr__(self, name):
+        if name.startswith("x_"):
+            return len(name)
+        raise AttributeError(name)
+
+
+def lenient_object_made_in_the_frame(x):
+    o = _Lenient()
+    return x * o.known + o.x_abc, getattr(o, "other", -1), hasattr(o, "x_q")
+
+
+def test_a_getattr_of_an_object_made_in_the_frame():
+    _no_breaks(lenient_object_made_in_the_frame, _t(3))
+
+
+class _Flag:
+    def __init__(self, n):
+        self.n = n
+
+    def __bool__(self):
+        return self.n > 0
+
+
+class _Sized:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+class _BadBool:
+    def __bool__(self):
+        return 1
+
+
+def truth_of_user_objects(x, o):
+    r = x * (1 if _Flag(0) else 2) + (3 if _Sized(2) else 4) + (5 if _Box(0) else 6) + (7 if o else 8)
+    try:
+        bool(_BadBool())
+    except TypeError as e:
+        msg = str(e)
+    return r + (not _Sized(0)), msg
+
+
+def test_truth_of_user_objects():
+    """``if obj:`` with a user ``__bool__``/``__len__`` broke the graph; now as CPython decides it."""
+    _no_breaks(truth_of_user_objects, _t(3), _Flag(1))
+    _no_breaks(truth_of_user_objects, _t(3), _Sized(0))

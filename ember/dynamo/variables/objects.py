@@ -687,10 +687,8 @@ class UserObjectVariable(VariableTracker):
         return type(self.obj)
 
     def truthy(self, tx):
-        cls = type(self.obj)
-        if getattr(cls, "__bool__", None) is None and getattr(cls, "__len__", None) is None:
-            return True
-        raise Unsupported(f"truth value of {cls.__name__} (user __bool__/__len__)")
+        from .user_operators import user_truth
+        return user_truth(tx, self)
 
     def var_getattr(self, tx, name):
         return _attr_of_instance(tx, self.obj, self.source, name, self)
@@ -1257,8 +1255,9 @@ class NewObjectVariable(VariableTracker):
         if cls.__new__ is not object.__new__ or cls.__getattribute__ is not object.__getattribute__ \
                 or (cls.__setattr__ is not object.__setattr__ and not frozen):
             return False
-        if "__getattr__" in dir(cls) or "__del__" in dir(cls):
-            return False
+        hook = inspect.getattr_static(cls, "__getattr__", None)
+        if "__del__" in dir(cls) or (hook is not None and not isinstance(hook, types.FunctionType)):
+            return False         # (a Python __getattr__ is inlined for a miss: var_getattr)
         init = cls.__init__
         return init is object.__init__ or isinstance(init, types.FunctionType)
 
@@ -1282,18 +1281,19 @@ class NewObjectVariable(VariableTracker):
         return self.cls
 
     def truthy(self, tx):
-        if getattr(self.cls, "__bool__", None) is None and getattr(self.cls, "__len__", None) is None:
-            return True
-        raise Unsupported(f"truth value of {self.cls.__name__} (user __bool__/__len__)")
+        from .user_operators import user_truth
+        return user_truth(tx, self)
 
     def has_attr(self, name):
+        """True/False when known without running user code; None when a ``__getattr__`` would
+        decide (``hasattr`` then reads the attribute: var_getattr inlines it)."""
         if name in self.attrs:
             return True
         try:
             inspect.getattr_static(self.cls, name)
             return True
         except AttributeError:
-            return False
+            return None if inspect.getattr_static(self.cls, "__getattr__", None) is not None else False
 
     def var_getattr(self, tx, name):
         if name in self.attrs:
@@ -1309,6 +1309,13 @@ class NewObjectVariable(VariableTracker):
             if src is not None:
                 g = tx.output.guards
                 g.add(f"{g.ref(_static_missing)}({src.expr()}, {name!r})", f"{self.cls.__name__} has no attribute {name}")
+            hook = inspect.getattr_static(self.cls, "__getattr__", None)
+            if isinstance(hook, types.FunctionType):
+                # CPython calls __getattr__ after the miss (can_model admits only a Python one)
+                if src is not None:
+                    g.add(f"{g.ref(inspect.getattr_static)}({src.expr()}, '__getattr__', None) is {g.ref(hook)}",
+                          f"{self.cls.__name__}.__getattr__ unchanged")
+                return UserFunctionVariable(hook).call_function(tx, [self, ConstantVariable(name)], {})
             from .exceptions import raise_observed
             raise_observed(tx, AttributeError, f"{self.cls.__name__!r} object has no attribute {name!r}")
         src = self.class_var.source

@@ -146,3 +146,24 @@ def user_unary_op(tx, op, a):
         raise_observed(tx, TypeError, f"bad operand type for {sym}: {cls.__name__!r}")
     from .functions import UserFunctionVariable
     return UserFunctionVariable(fn).call_function(tx, [a], {})
+
+
+def user_truth(tx, v):
+    """``bool(v)`` of an instance of a user class, as CPython decides it: its ``__bool__`` (which
+    must return a bool), else ``__len__`` (non-zero; checked as ``len()`` checks it), else True."""
+    cls = _user_class(v)
+    fn = _method(tx, v, "__bool__")
+    if fn is not None:
+        from .functions import UserFunctionVariable
+        res = UserFunctionVariable(fn).call_function(tx, [v], {})
+        val = res.as_python_constant() if res.is_python_constant() else None
+        if type(val) is not bool:
+            if not res.is_python_constant():
+                raise Unsupported(f"{cls.__name__}.__bool__ returned {res}, not a constant")
+            from .exceptions import raise_observed
+            raise_observed(tx, TypeError, f"__bool__ should return bool, returned {type(val).__name__}")
+        return val
+    if _method(tx, v, "__len__") is not None:
+        from .builtin import _user_len
+        return _user_len(tx, v).as_python_constant() != 0
+    return True
