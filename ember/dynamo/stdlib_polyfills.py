@@ -39,31 +39,6 @@ def heappush(heap, item):
     heapq._siftdown(heap, 0, len(heap) - 1)
 
 
-@substitute_in_graph(heapq.heappop, skip_signature_check=True)
-def heappop(heap):
-    _check_list(heap, "heappop", False)
-    if not heap:
-        raise IndexError("index out of range")
-    last = heap.pop()
-    if heap:
-        top = heap[0]
-        heap[0] = last
-        heapq._siftup(heap, 0)
-        return top
-    return last
-
-
-@substitute_in_graph(heapq.heapreplace, skip_signature_check=True)
-def heapreplace(heap, item):
-    _check_list(heap, "heapreplace", True)
-    if not heap:
-        raise IndexError("index out of range")
-    top = heap[0]
-    heap[0] = item
-    heapq._siftup(heap, 0)
-    return top
-
-
 @substitute_in_graph(heapq.heappushpop, skip_signature_check=True)
 def heappushpop(heap, item):
     _check_list(heap, "heappushpop", True)
@@ -73,43 +48,63 @@ def heappushpop(heap, item):
     return item
 
 
-@substitute_in_graph(heapq.heapify, skip_signature_check=True)
-def heapify(x):
-    _check_list(x, "heapify", False)
-    for i in reversed(range(len(x) // 2)):
-        heapq._siftup(x, i)
-
-
-@substitute_in_graph(heapq._heapify_max, skip_signature_check=True)
-def _heapify_max(x):
-    _check_list(x, "_heapify_max", False)
-    for i in reversed(range(len(x) // 2)):
-        heapq._siftup_max(x, i)
-
-
-@substitute_in_graph(heapq._heapreplace_max, skip_signature_check=True)
-def _heapreplace_max(heap, item):
-    _check_list(heap, "_heapreplace_max", True)
-    if not heap:
-        raise IndexError("index out of range")
-    top = heap[0]
-    heap[0] = item
-    heapq._siftup_max(heap, 0)
-    return top
-
-
-@substitute_in_graph(heapq._heappop_max, skip_signature_check=True)
-def _heappop_max(heap):
-    _check_list(heap, "_heappop_max", False)
+def _pop(heap, name, siftup):
+    _check_list(heap, name, False)
     if not heap:
         raise IndexError("index out of range")
     last = heap.pop()
     if heap:
         top = heap[0]
         heap[0] = last
-        heapq._siftup_max(heap, 0)
+        siftup(heap, 0)
         return top
     return last
+
+
+def _replace(heap, item, name, siftup):
+    _check_list(heap, name, True)
+    if not heap:
+        raise IndexError("index out of range")
+    top = heap[0]
+    heap[0] = item
+    siftup(heap, 0)
+    return top
+
+
+def _heapify(x, name, siftup):
+    _check_list(x, name, False)
+    for i in reversed(range(len(x) // 2)):
+        siftup(x, i)
+
+
+@substitute_in_graph(heapq.heappop, skip_signature_check=True)
+def heappop(heap):
+    return _pop(heap, "heappop", heapq._siftup)
+
+
+@substitute_in_graph(heapq._heappop_max, skip_signature_check=True)
+def _heappop_max(heap):
+    return _pop(heap, "_heappop_max", heapq._siftup_max)
+
+
+@substitute_in_graph(heapq.heapreplace, skip_signature_check=True)
+def heapreplace(heap, item):
+    return _replace(heap, item, "heapreplace", heapq._siftup)
+
+
+@substitute_in_graph(heapq._heapreplace_max, skip_signature_check=True)
+def _heapreplace_max(heap, item):
+    return _replace(heap, item, "_heapreplace_max", heapq._siftup_max)
+
+
+@substitute_in_graph(heapq.heapify, skip_signature_check=True)
+def heapify(x):
+    _heapify(x, "heapify", heapq._siftup)
+
+
+@substitute_in_graph(heapq._heapify_max, skip_signature_check=True)
+def _heapify_max(x):
+    _heapify(x, "_heapify_max", heapq._siftup_max)
 
 
 # copy.copy: the module's dispatch table is a dict keyed by types, which the trace does not
