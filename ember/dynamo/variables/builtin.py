@@ -45,8 +45,7 @@ def binary_op(tx, op, a, b):
     if isinstance(a, SymScalarVariable) or isinstance(b, SymScalarVariable):
         return sym_scalar.binary(tx, op, a, b)      # a captured .item() (capture_scalar_outputs)
     from .user_operators import user_binary_op
-    res = user_binary_op(tx, INPLACE.get(op, op) if op in INPLACE else op, a, b,
-                         INPLACE.get(op) if op in INPLACE else None)
+    res = user_binary_op(tx, op, a, b)
     if res is not None:
         return res                                  # (an instance of a user class: its dunders)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
@@ -309,19 +308,14 @@ def _len(tx, args, kwargs):
 def _user_len(tx, a):
     """``len(obj)`` of an instance of a user class with a Python ``__len__``: inlined, its result
     checked as CPython checks it (an int, not negative). None: not such an object."""
-    import inspect
     from .functions import UserFunctionVariable
-    from .objects import NewObjectVariable, UserObjectVariable
-    if not isinstance(a, (NewObjectVariable, UserObjectVariable)):
+    from .user_operators import _method, _user_class
+    cls = _user_class(a)
+    if cls is None or cls.__getattribute__ is not object.__getattribute__:
         return None
-    cls = a.cls if isinstance(a, NewObjectVariable) else type(a.obj)
-    fn = inspect.getattr_static(cls, "__len__", None)
-    if not isinstance(fn, types.FunctionType) or cls.__getattribute__ is not object.__getattribute__:
+    fn = _method(tx, a, "__len__")
+    if fn is None:
         return None
-    if a.source is not None:
-        g = tx.output.guards
-        g.add(f"{g.ref(inspect.getattr_static)}(type({a.source.expr()}), '__len__', None) is {g.ref(fn)}",
-              f"{cls.__name__}.__len__ unchanged")
     n = UserFunctionVariable(fn).call_function(tx, [a], {})
     if not n.is_python_constant():
         raise Unsupported(f"{cls.__name__}.__len__ returned {n}, not a constant")

@@ -67,8 +67,11 @@ def _type_name(v):
     return (cls or v.python_type()).__name__
 
 
-def user_binary_op(tx, op, a, b, inplace_of=None):
-    """``op(a, b)`` when either side is an instance of a user class; None when neither is."""
+def user_binary_op(tx, op, a, b):
+    """``op(a, b)`` (``operator.add``, ``operator.iadd``, ``operator.lt`` ...) when either side is
+    an instance of a user class; None when neither is."""
+    from .builtin import INPLACE
+    inplace_of = INPLACE.get(op)
     ca, cb = _user_class(a), _user_class(b)
     if ca is None and cb is None:
         return None
