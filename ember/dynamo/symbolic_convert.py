@@ -984,12 +984,10 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst):
         items = self.popn(2 * inst.arg)
-        d = {}
+        d = DictVariable({})
         for k, v in zip(items[::2], items[1::2]):
-            if not k.is_python_constant() or isinstance(k, TensorVariable):
-                raise Unsupported("dict with a non-constant key")
-            d[k.as_python_constant()] = v
-        self.push(DictVariable(d))
+            d.items[d._key(k, self)] = v       # (constants; tensors and modules from outside)
+        self.push(d)
 
     def BUILD_CONST_KEY_MAP(self, inst):
         keys = self.pop().as_python_constant()

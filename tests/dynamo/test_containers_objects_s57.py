@@ -764,3 +764,33 @@ def test_truth_of_user_objects():
     """``if obj:`` with a user ``__bool__``/``__len__`` broke the graph; now as CPython decides it."""
     _no_breaks(truth_of_user_objects, _t(3), _Flag(1))
     _no_breaks(truth_of_user_objects, _t(3), _Sized(0))
+
+
+# ------------------------------------------------------------------ modules as dict keys
+
+class _TwoHeads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+    def forward(self, x):
+        outs = {m: m(x) for m in self.children()}
+        scale = {self.a: 2.0}
+        total = sum(v.sum() for v in outs.values())
+        for m, y in outs.items():
+            total = total + y.mean() * scale.get(m, 1.0) + (m in scale)
+        return total, outs, len(outs)
+
+
+def test_modules_as_dict_keys():
+    """A dict keyed by modules (identity-hashed, as tensors are) broke the graph ("dict with a
+    non-constant key"); the returned dict holds the very modules."""
+    ember.manual_seed(0)
+    net = _TwoHeads()
+    dynamo.reset()
+    cnet = ember.compile(net, backend="eager")
+    x = _t(2, 3)
+    got, want = cnet(x), net(x)
+    assert ember.allclose(got[0], want[0], atol=1e-6) and got[2] == want[2]
+    assert list(got[1]) == [net.a, net.b] and all(ember.allclose(got[1][m], want[1][m]) for m in want[1])
+    assert dynamo.fallback_reasons == []

@@ -361,7 +361,7 @@ class DictVariable(VariableTracker):
         self.source = source
         self.cls = cls
         self.default_factory = default_factory
-        self.key_vars = {}      # id(real key object) -> tracker (tensor keys)
+        self.key_vars = {}      # id(real key object) -> tracker (tensor and module keys)
         # keys removed so far: an OrderedDict whose key was removed and added back has the same
         # keys in the same order but is "mutated" to its iterators (DictKeyIteratorVariable)
         self.removals = 0
@@ -412,6 +412,13 @@ class DictVariable(VariableTracker):
             real = _real_tensor(tx, k)
             self.key_vars.setdefault(id(real), k)
             return real
+        from .objects import NNModuleVariable
+        if isinstance(k, NNModuleVariable) and type(k.module).__hash__ is object.__hash__ \
+                and type(k.module).__eq__ is object.__eq__:
+            # a module (hashed by identity, as a tensor): the real object is the key, its tracker
+            # kept for reads of the keys (``{m: ... for m in self.children()}``)
+            self.key_vars.setdefault(id(k.module), k)
+            return k.module
         if not k.is_python_constant():
             raise Unsupported("dict key that is not a constant or a tensor from outside the frame")
         key = k.as_python_constant()
