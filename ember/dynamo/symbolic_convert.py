@@ -763,7 +763,7 @@ class InstructionTranslator:
     def IS_OP(self, inst):
         b = self.pop()
         a = self.pop()
-        res = _is(a, b)
+        res = _is(a, b, self)
         self.push(ConstantVariable(res != bool(inst.arg)))
 
     def CONTAINS_OP(self, inst):
@@ -1531,7 +1531,10 @@ def _is_none(v):
     return False
 
 
-def _is(a, b):
+def _is(a, b, tx=None):
+    """``a is b`` for two trackers. Two outside objects compared by identity (``self.obj is
+    other``) are guarded to stay so (``tx``): their trackers are guarded by type only, and
+    another call may pass one object twice, or two."""
     if isinstance(a, ConstantVariable) and isinstance(b, ConstantVariable):
         return a.value is b.value
     if _is_none(a) or _is_none(b):
@@ -1548,7 +1551,11 @@ def _is(a, b):
         return False       # one tracker per object (made in the frame, or an outside container)
     for attr in ("module", "obj", "fn", "cls"):
         if hasattr(a, attr) and hasattr(b, attr):
-            return getattr(a, attr) is getattr(b, attr)
+            same = getattr(a, attr) is getattr(b, attr)
+            if tx is not None and a.source is not None and b.source is not None:
+                e = f"({a.source.expr()}) {'is' if same else 'is not'} ({b.source.expr()})"
+                tx.output.guards.add(e, e)
+            return same
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         return False
     if a.is_python_constant() and b.is_python_constant():

@@ -794,3 +794,25 @@ def test_modules_as_dict_keys():
     assert ember.allclose(got[0], want[0], atol=1e-6) and got[2] == want[2]
     assert list(got[1]) == [net.a, net.b] and all(ember.allclose(got[1][m], want[1][m]) for m in want[1])
     assert dynamo.fallback_reasons == []
+
+
+# ------------------------------------------------------------------ identity of outside objects
+
+def same_object(x, a, b):
+    return x + 1 if a is b else x - 1
+
+
+def equal_objects(x, a, b):
+    return x + 1 if a == b else x - 1        # (no __eq__: identity)
+
+
+@pytest.mark.parametrize("fn", [same_object, equal_objects])
+def test_identity_of_two_outside_objects_is_guarded(fn):
+    """Objects of user classes are guarded by type only: ``a is b`` was decided once and the
+    graph reused when another call passed two objects (a silent wrong answer)."""
+    dynamo.reset()
+    cf = ember.compile(fn, backend="eager")
+    x, o1, o2 = _t(3), _Box(1), _Box(1)
+    for a, b in ((o1, o1), (o1, o2), (o2, o2), (o2, o1)):
+        assert ember.allclose(cf(x, a, b), fn(x, a, b))
+    assert dynamo.fallback_reasons == []

@@ -1068,11 +1068,13 @@ def _user_iterator(tx, v):
     graph break (the frame then runs eagerly), like a generator's."""
     import inspect
     from .functions import UserFunctionVariable
-    from .objects import NewObjectVariable, UserObjectVariable
-    if not isinstance(v, (NewObjectVariable, UserObjectVariable)):
+    from .user_operators import _user_class
+    cls = _user_class(v)
+    if cls is None or cls.__getattribute__ is not object.__getattribute__:
         return None
-    cls = v.cls if isinstance(v, NewObjectVariable) else type(v.obj)
-    if cls.__getattribute__ is not object.__getattribute__:
+    it_fn = inspect.getattr_static(cls, "__iter__", None)
+    gi = inspect.getattr_static(cls, "__getitem__", None)
+    if not (isinstance(it_fn, types.FunctionType) or (it_fn is None and isinstance(gi, types.FunctionType))):
         return None
     if v.source is not None:
         g = tx.output.guards
@@ -1090,7 +1092,6 @@ def _user_iterator(tx, v):
                     return None
                 raise
         return LazyIteratorVariable(step, cls)
-    it_fn = inspect.getattr_static(cls, "__iter__", None)
     if isinstance(it_fn, types.FunctionType):
         res = UserFunctionVariable(it_fn).call_function(tx, [v], {})
         if res is not v:
@@ -1099,7 +1100,6 @@ def _user_iterator(tx, v):
         if not isinstance(nx, types.FunctionType):
             raise Unsupported(f"iter() returned a {cls.__name__} whose __next__ is not a Python function")
         return stepping(lambda tx: UserFunctionVariable(nx).call_function(tx, [v], {}), StopIteration)
-    gi = inspect.getattr_static(cls, "__getitem__", None)
     if it_fn is None and isinstance(gi, types.FunctionType):
         k = [0]
 

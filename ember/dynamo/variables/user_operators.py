@@ -30,7 +30,10 @@ _COMPARE = {operator.eq: ("__eq__", "__eq__", "=="), operator.ne: ("__ne__", "__
 
 def _user_class(v):
     """The class of ``v`` if it is an instance of a user class (made in the frame or outside)."""
+    from .dict_objects import DictObjectVariable
     from .objects import NewObjectVariable, UserObjectVariable
+    if isinstance(v, DictObjectVariable):
+        return None                 # (a dict subclass: its own protocol, variables/dict_objects.py)
     if isinstance(v, NewObjectVariable):
         return v.cls
     if isinstance(v, UserObjectVariable):
@@ -127,7 +130,7 @@ def _compare(tx, op, a, b):
                 return res
     if op in (operator.eq, operator.ne):
         from ..symbolic_convert import _is
-        return ConstantVariable(_is(a, b) == (op is operator.eq))
+        return ConstantVariable(_is(a, b, tx) == (op is operator.eq))
     from .exceptions import raise_observed
     raise_observed(tx, TypeError, f"'{sym}' not supported between instances of {_type_name(a)!r} and "
                                   f"{_type_name(b)!r}")
