@@ -278,6 +278,10 @@ class CompiledFunction:
                     _graph().check_no_baked_sizes(self.gm)
                 v = compile_graph(gm, inputs, dynamic=self.dynamic)
             except _graph().DynamicShapeError as e:   # (evaluated only when something is raised)
+                if self.variants:
+                    # a new layout of a graph already compiled for every size: this layout runs
+                    # eagerly (below); the compiled variants keep serving every size
+                    raise
                 log.warning("inductor: %s; compiling for the example shapes instead", e)
                 self.dynamic = False
                 key = self._vkey(inputs)
@@ -320,9 +324,13 @@ class CompiledFunction:
                 first = next(iter(self.variants))
                 if not self.dynamic and [k[0] for k in first] != [k[0] for k in key]:
                     raise GuardError("shape", "-")
-                self._compile(list(tensors))
-            v = self.variants[key]
-            self._last_key, self._last = _intern_key(key), v
+                # (the key it stores under may differ from ``key``: a dynamic graph that can only
+                # compile for these shapes is stored under their static key, or as None if that
+                # fails too -- then it runs eagerly, as any failed compile does)
+                v = self._compile(list(tensors))
+            else:
+                v = self.variants[key]
+                self._last_key, self._last = _intern_key(key), v
         if v is None:
             return self.gm(*tensors)
         return v(tensors, arrays)

@@ -388,3 +388,26 @@ def test_symbol_read_back_from_the_sum_of_two_dimensions(monkeypatch):
         return a * 2, b * 3
     _compiles_dynamic_like_eager(fn, ((7, 3), (9, 3), (11, 3)), monkeypatch,
                                  loss=lambda out: out[0].pow(2).sum() + out[1].sum())
+
+
+def test_strided_input_to_a_graph_compiled_on_fakes_runs_eagerly(monkeypatch, caplog):
+    """``compile_fx(gm, fakes, dynamic=True)`` compiles for contiguous inputs (the backend's
+    ``compile_fx_symbolic`` copies others first). Called directly with a transposed input, its
+    recompile for that layout cannot work (the graph reads sizes with ``sym_size``), so the graph
+    runs eagerly with the reason logged. It raised KeyError: the failed variant was stored under
+    the static key while the call looked it up under the dynamic one."""
+    monkeypatch.setattr(ember.inductor.config, "debug_lowering", False)
+
+    def fn(x, r):
+        return (P.mul(P.exp(x), P.broadcast_in_dim(r, list(x.shape), [1])),)
+
+    gm, fakes, _ = _symbolic(fn, rand(5, 7), rand(7), dims=[[0], []])
+    cf = compile_fx(gm, fakes, dynamic=True)
+    assert cf.compiled is not None
+    xt, r = _make(rand(7, 4).numpy().T), rand(7)
+    with caplog.at_level(logging.WARNING, logger="ember.inductor"):
+        got = cf(xt, r)
+    assert_same(got[0].numpy(), gm(xt, r)[0].numpy())
+    assert any("running it eagerly" in r.getMessage() for r in caplog.records)
+    x = rand(9, 7)                   # contiguous inputs still run the compiled code
+    assert_same(cf(x, r)[0].numpy(), gm(x, r)[0].numpy(), rtol=1e-6)
