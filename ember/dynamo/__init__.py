@@ -68,9 +68,14 @@ Design decisions worth knowing before changing anything:
   ``mark_dynamic(t, d)`` the marked dims, and with ``dynamic=None`` (automatic
   dynamic) the dims whose size changed when an entry's guard failed
   (``CodeCache.auto_dynamic``, logged under ``recompiles``) become symbols;
-  ``dynamic=False`` specialises all but marked dims. Only C-contiguous non-view
-  inputs get symbols (strides follow from sizes; a contiguity guard replaces the
-  stride guard). Sizes stay symbolic in Python arithmetic (``ConstantVariable``
+  ``dynamic=False`` specialises all but marked dims. A C-contiguous input's
+  strides follow from its sizes (a contiguity guard replaces the stride guard);
+  any other layout with non-negative strides (a stepped slice, ``idx[:, -k:]``, a
+  transpose) gets symbolic strides too, read off ``.stride()`` by the guards and
+  duck-shared with equal sizes (``strided_dynamic_tensor_match``), also when only
+  its strides changed between calls (``CodeCache.auto_strides``); a graph that
+  returns a view of such an input is traced again with it static
+  (``OutputGraph._check_strided_outputs``). Sizes stay symbolic in Python arithmetic (``ConstantVariable``
   holding a SymInt); passed to an op they become ``sym_size``/``operator``
   nodes of the graph (``OutputGraph._sym_node``); decisions on them record
   ShapeEnv guards, which become guards over the inputs' sizes (sources agree
@@ -190,8 +195,8 @@ def explain(fn):
 def mark_dynamic(t, index):
     """Make dim(s) ``index`` of tensor ``t`` symbolic whenever ``t`` is a graph input.
 
-    The mark lives on the tensor (``t._ember_dynamic_dims``). A size of 0 or 1, a
-    non-contiguous tensor, or a decision the program takes on the size (an ``int()``, a
+    The mark lives on the tensor (``t._ember_dynamic_dims``). A size of 0 or 1, a tensor
+    with a negative stride, or a decision the program takes on the size (an ``int()``, a
     shape guard like ``Eq(s0, 5)``) still specialises it: the guards stay exact."""
     dims = [index] if isinstance(index, int) else list(index)
     nd = t.ndim

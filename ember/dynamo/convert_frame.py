@@ -102,9 +102,17 @@ def _forget_owner(owner_id):
             _forced.discard(code)
 
 
+def _noncontiguous_strides(output):
+    """Source -> strides of the graph's tensor inputs that are not C-contiguous (automatic
+    dynamic compares them with the next call's: ``_note_tensor_size_changes``)."""
+    from .guards import _cstrides
+    return {s.expr(): tuple(t.stride()) for s, t in zip(output.input_sources, output.input_values)
+            if t._data.ndim and t._data.strides != _cstrides(t._data)}
+
+
 class CodeCache:
-    __slots__ = ("entries", "warned", "code", "auto_dynamic", "hot", "static_views", "unspec_scalars",
-                 "unspec_sources", "called_once")
+    __slots__ = ("entries", "warned", "code", "auto_dynamic", "auto_strides", "hot", "static_views",
+                 "unspec_scalars", "unspec_sources", "called_once")
 
     def __init__(self, code):
         self.code = code
@@ -116,6 +124,8 @@ class CodeCache:
         self.warned = False
         # automatic dynamic shapes: guard expression of an input -> dims whose size changed
         self.auto_dynamic: dict = {}
+        # ... and of non-contiguous inputs whose strides changed (traced with symbolic strides)
+        self.auto_strides: set = set()
         # view inputs keep static sizes: set once two inputs were found to share memory with one
         # given symbolic sizes (output_graph.add_tensor_input)
         self.static_views = False
@@ -444,6 +454,7 @@ class Compiler:
             return self._fallback(code, func, args, cache, output, reason, where, internal=True)
         info["compile_time"] = time.perf_counter() - t0
         info["input_sizes"] = {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}
+        info["input_strides"] = _noncontiguous_strides(output)
         info["scalar_args"] = _scalar_args(args)
         info["numbers"] = dict(guard.guard_set.numbers)
         info["guards"] = str(guard.guard_set)
@@ -490,6 +501,14 @@ class Compiler:
                 d.update(by_name(source, t.ndim))
             static = getattr(t, "_ember_static_dims", None)    # mark_static: never symbolic
             return d - static if static else d
+
+        def strides(source, t):
+            """Symbolic strides for a non-contiguous ``t`` even where no size is: with
+            ``dynamic=True``, or once its strides changed between calls (automatic dynamic)."""
+            if mode is True:
+                return not isinstance(t, Parameter) and not module_buffer(source)
+            return mode is None and source.expr() in cache.auto_strides
+        dims.strides = strides
         return dims
 
     def _unspec_scalars(self, cache, args):
@@ -546,6 +565,7 @@ class Compiler:
         sizes = entry.info.get("input_sizes") or {}
         if not sizes:
             return
+        strides = entry.info.get("input_strides") or {}
         ns = dict(entry.guard.guard_set.globals)
         ns["__func"] = func
         for i, a in enumerate(args):
@@ -565,6 +585,11 @@ class Compiler:
                 cache.auto_dynamic.setdefault(expr, set()).update(new)
                 logs.get("recompiles").info("%s: size of %s changed in dim(s) %s (%s -> %s): making them "
                                             "dynamic", where, expr, sorted(new), tuple(shape), tuple(v.shape))
+            old = strides.get(expr)
+            if old is not None and expr not in cache.auto_strides and tuple(v.stride()) != old:
+                cache.auto_strides.add(expr)
+                logs.get("recompiles").info("%s: strides of %s changed (%s -> %s): making them dynamic",
+                                            where, expr, old, tuple(v.stride()))
 
     @staticmethod
     def _error_on_break(e):
@@ -592,6 +617,7 @@ class Compiler:
             return None
         cache.entries.append(CacheEntry(guard, None, self, {
             "reason": reason, "code": code,
-            "input_sizes": {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)}}))
+            "input_sizes": {s.expr(): tuple(t.shape) for s, t in zip(output.input_sources, output.input_values)},
+            "input_strides": _noncontiguous_strides(output)}))
         cache.hot = cache.entries[-1]
         return None

@@ -59,19 +59,20 @@ class ExampleValues:
     def shape_env(self):
         return self.fake_mode.shape_env if self.fake_mode is not None else None
 
-    def from_input(self, t: Tensor, source=None, dynamic_dims=None) -> Tensor:
+    def from_input(self, t: Tensor, source=None, dynamic_dims=None, dynamic_strides=False) -> Tensor:
         """The example value of a real graph input ``t``.
 
-        ``dynamic_dims`` (dims of a C-contiguous ``t``; fake mode only): those sizes become
-        ShapeEnv symbols whose source is ``source`` (a guard expression), so the guards
-        can read them off the next call's inputs."""
+        ``dynamic_dims`` (fake mode only): those sizes become ShapeEnv symbols whose source is
+        ``source`` (a guard expression), so the guards can read them off the next call's
+        inputs; ``dynamic_strides``: a ``t`` that is not C-contiguous gets symbolic strides
+        too (``FakeTensorMode.from_tensor``)."""
         if t.__class__ in _tf.DISPATCH_CLASSES:      # a wrapper subclass: rebuilt from its inner tensors' examples
             from .variables.subclass_inputs import example_of
             return example_of(t, self.from_input)
         if self.fake_mode is not None:
-            if dynamic_dims:
-                return self.fake_mode.from_tensor(t, symbolic=True, dynamic_dims=dynamic_dims,
-                                                  source=source)
+            if dynamic_dims or dynamic_strides:
+                return self.fake_mode.from_tensor(t, symbolic=True, dynamic_dims=dynamic_dims or (),
+                                                  source=source, dynamic_strides=dynamic_strides)
             return self.fake_mode.from_tensor(t)
         d = t._data
         xp = t.device.xp if hasattr(t.device, "xp") else np

@@ -233,6 +233,28 @@ class GuardSet:
             f"{e}._data.strides == __cstrides({e}._data) and {e}.requires_grad is {bool(t.requires_grad)!r}",
             reason, kind="TENSOR_MATCH", name=e)
 
+    def strided_dynamic_tensor_match(self, source, t: Tensor, dyn: set, sym_strides: set):
+        """Like ``dynamic_tensor_match`` for an input that is not C-contiguous, traced with
+        symbolic strides in ``sym_strides`` (and sizes in ``dyn``): rank, the static sizes and
+        the static strides are checked here; the symbols, by the ShapeEnv guards, which read
+        them off ``.stride()`` as they read sizes off ``.size()``."""
+        e = source.expr()
+        d = t._data
+        isz = d.itemsize
+        shape, strides = tuple(d.shape), tuple(s // isz for s in d.strides)
+        reason = (f"{e} is a {type(t).__name__}(dtype={t.dtype}, device={t.device}, shape="
+                  f"{tuple('*' if i in dyn else n for i, n in enumerate(shape))}, strides="
+                  f"{tuple('*' if i in sym_strides else n for i, n in enumerate(strides))}, "
+                  f"requires_grad={t.requires_grad})")
+        static = "".join(f" and __d.shape[{i}] == {n}" for i, n in enumerate(shape) if i not in dyn)
+        static += "".join(f" and __d.strides[{i}] == {n * isz}" for i, n in enumerate(strides)
+                          if i not in sym_strides)
+        self.add(
+            f"type(__t := {e}) is {self.ref(type(t))} and __t.dtype is {self.ref(t.dtype)} and "
+            f"((__v := __t.device) is {(dv := self.ref(t.device))} or __v == {dv}) and "
+            f"(__d := __t._data).ndim == {len(shape)}{static} and __t._requires_grad is {bool(t.requires_grad)!r}",
+            reason, kind="TENSOR_MATCH", name=e)
+
     def unaliased_view(self, source, others):
         """A view input given symbolic sizes was traced as memory of its own: it must share no
         memory with the other tensor arguments ``others`` (sources) at the next call either."""

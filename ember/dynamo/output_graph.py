@@ -77,6 +77,7 @@ class OutputGraph:
         self._lost_versions = {}           # id(example value) -> its version when it became an input
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
+        self._sym_strided = []  # (source, example value) of inputs with symbolic strides
         self.input_sources = []
         self.input_values = []
         self._by_id = {}
@@ -153,32 +154,46 @@ class OutputGraph:
         # (``lost`` not None: it shares memory with a view input traced as memory of its own
         # (symbolic sizes), so it is too; compile() traces the frame again with view inputs
         # static if the graph writes to any of them)
-        dims = None
+        dims, sym_strides = None, False
         if self.dynamic_dims is not None and self.examples.shape_env is not None \
                 and t.__class__ not in _DISPATCH_CLASSES:     # wrapper subclasses stay static
             dims = self.dynamic_dims(source, t)
-            # only C-contiguous inputs get symbolic sizes: their strides follow from the sizes
-            if dims and not (t._data.ndim and t._data.strides == _cstrides(t._data)):
-                dims = None
-            if dims and t._base is not None:
+            if t._data.ndim and t._data.strides != _cstrides(t._data):
+                # not C-contiguous: symbolic sizes need symbolic strides (a stepped slice,
+                # ``idx[:, -k:]`` of a growing ``idx``), and so does a call whose strides changed
+                # with its sizes the same; negative strides (a flipped numpy view) stay static
+                # (``static_views``: traced again after a graph returned a view of such an input)
+                want = (bool(dims) or self.dynamic_dims.strides(source, t)) and not self.static_views
+                sym_strides = want and all(st >= 0 for st in t._data.strides) and t._data.size > 0
+                if not sym_strides:
+                    dims = None
+                elif not dims:
+                    dims = set()
+            if (dims or sym_strides) and t._base is not None:
                 # a view (x[i:j], x.detach()): its symbolic example value has storage of its own,
                 # so it may not share memory with another input; one that does stays static
                 # (its example value then shares its base's storage)
                 root = memory_root(t)
                 if lost is None and (self.static_views or any(memory_root(u) is root for u in self.input_values)):
-                    dims = None
+                    dims, sym_strides = None, False
                 elif lost is None:
                     self._dynamic_views[id(root)] = (root, source.expr(), source)
                     lost = self._lost_alias[id(root)] = []
         node = self._new_placeholder(source)
-        example = self.examples.from_input(t, source.expr(), dims) if dims else self.examples.from_input(t)
+        example = self.examples.from_input(t, source.expr(), dims, sym_strides) if dims or sym_strides \
+            else self.examples.from_input(t)
         if lost is not None:
             lost.append((source, example))
             # its version counter now: any write into it (or a view of it) during the trace
             # bumps it, whatever op wrote (``F.relu(x, True)`` passes its flag by position)
             self._lost_versions[id(example)] = example._version
         dyn = {i for i, n in enumerate(example.shape) if isinstance(n, SymInt)}
-        if dyn:
+        sst = {i for i, n in enumerate(example.stride()) if isinstance(n, SymInt)} if sym_strides else ()
+        if sst:
+            self.guards.strided_dynamic_tensor_match(source, t, dyn, sst)
+            self._sym_inputs.append((example, node))
+            self._sym_strided.append((source, example))
+        elif dyn:
             self.guards.dynamic_tensor_match(source, t, dyn)
             self._sym_inputs.append((example, node))
         else:
@@ -886,6 +901,21 @@ class OutputGraph:
                     raise AliasedDynamicView(f"the graph writes to {src.expr()}, which shares memory "
                                              f"with {others}, given symbolic sizes")
 
+    def _check_strided_outputs(self):
+        """A graph output (or a value handed on at a graph break) that is a view of an input
+        traced with symbolic strides: backends may compute it from a contiguous copy of the
+        input (``inductor.dynamic``), and aot returns views with symbolic geometry as fresh
+        tensors, so a write through it would not reach the input as it does eagerly. Trace the
+        frame again with such inputs static (their views are then regenerated on the input)."""
+        if not self._sym_strided:
+            return
+        roots = {id(memory_root(ex)): src for src, ex in self._sym_strided}
+        for tv in self._out_tensors:
+            src = roots.get(id(memory_root(tv.example)))
+            if src is not None:
+                raise AliasedDynamicView(f"the graph returns a view of {src.expr()}, which was given "
+                                         f"symbolic strides")
+
     def _aliasing_guards(self):
         """Guards that the inputs share memory as the compiled code assumes. A symbolic view
         input was traced as memory of its own: it shares none with the other tensor arguments
@@ -971,6 +1001,7 @@ class OutputGraph:
                 # (a resume function gets an entry even so: skipping it would mark its code --
                 # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
+        self._check_strided_outputs()
         compiled, gm, backend_time = None, None, 0.0
         # (a graph no op of which can raise needs no re-run: see graph_raises.py)
         rerun = (self.covers_try or self.replay_break_index is not None) and \

@@ -89,11 +89,16 @@ class FakeTensorMode:
 
     # -- making fake tensors ----------------------------------------------------------
     def from_tensor(self, t: Tensor, *, symbolic: bool = False, dynamic_dims: Optional[Iterable[int]] = None,
-                    source: Optional[str] = None, leaf: bool = False) -> Tensor:
+                    source: Optional[str] = None, leaf: bool = False, dynamic_strides: bool = False) -> Tensor:
         """The fake twin of real tensor ``t`` (same shape/dtype/device/strides/requires_grad).
 
         With ``symbolic=True`` (needs a ShapeEnv) its sizes in ``dynamic_dims``
-        (all by default) become symbols; dense strides follow the sizes.
+        (all by default) become symbols; dense strides follow the sizes. A layout that is not
+        dense (a stepped slice, the last columns of a wider matrix) keeps concrete sizes, unless
+        ``dynamic_strides``: then its strides are symbols too, dense layouts' included (sources
+        ``{source}.stride()[d]``; dims of size 0 or 1 and strides 0 or 1 stay ints), so one
+        trace serves the next call's strides as it serves its sizes (``x[:, -k:]`` of a
+        growing ``x``).
 
         A ``t`` that requires grad and is not a leaf (``x * 3``) gets a fake that is not a leaf
         either (its ``grad_fn`` an opaque :class:`InputHistoryBackward`), so an in-place op on
@@ -112,9 +117,15 @@ class FakeTensorMode:
             if self.shape_env is None:
                 raise ValueError("FakeTensorMode.from_tensor(symbolic=True) needs a FakeTensorMode(shape_env=...)")
             sym_shape = self.shape_env.create_symbolic_sizes(shape, source, dynamic_dims)
-            order = dense_permutation(shape, estrides)
+            order = None if dynamic_strides else dense_permutation(shape, estrides)
             if order is not None:
                 estrides = strides_for_permutation(sym_shape, order)
+            elif dynamic_strides and all(st >= 0 for st in estrides):
+                # (a dense transpose too: its strides' symbols are duck-shared with the sizes they
+                # equal, which guards them equal at the next call, as the layout needs)
+                env = self.shape_env
+                estrides = tuple(env.create_symbol(st, f"{source}.stride()[{d}]" if source else None)
+                                 if n > 1 else st for d, (n, st) in enumerate(zip(shape, estrides)))
             elif any(isinstance(s, SymInt) for s in sym_shape):
                 # a non-dense layout (a strided view): keep its sizes concrete
                 sym_shape = shape
