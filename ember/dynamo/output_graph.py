@@ -163,7 +163,8 @@ class OutputGraph:
                 # ``idx[:, -k:]`` of a growing ``idx``), and so does a call whose strides changed
                 # with its sizes the same; negative strides (a flipped numpy view) stay static
                 # (``static_views``: traced again after a graph returned a view of such an input)
-                want = (bool(dims) or self.dynamic_dims.strides(source, t)) and not self.static_views
+                by_strides = getattr(self.dynamic_dims, "strides", None)
+                want = (bool(dims) or (by_strides is not None and by_strides(source, t))) and not self.static_views
                 sym_strides = want and all(st >= 0 for st in t._data.strides) and t._data.size > 0
                 if not sym_strides:
                     dims = None
@@ -348,6 +349,13 @@ class OutputGraph:
                             self._first_op = acc   # later placeholders go before it
                         self._sym_nodes[expr] = acc
                         return acc
+            for ex, _ in self._sym_inputs:
+                for st in ex.stride():
+                    if isinstance(st, SymInt) and st.expr == expr:
+                        # a stride symbol no size shares, used as a value (``x * x.stride(0)``):
+                        # specialised (a guard on its value), as the graphs' size readers and
+                        # the compiled code read sizes only
+                        return int(st)
             raise Unsupported(f"size symbol {expr} does not come from any graph input")
         if isinstance(expr, (sympy.Add, sympy.Mul)):
             op = operator.add if isinstance(expr, sympy.Add) else operator.mul

@@ -147,6 +147,11 @@ def floor_division_parts(e):
     num, den = sympy.fraction(sympy.together(e.args[0]))
     if num.is_integer and den.is_integer and den.is_positive:
         return num, den
+    # a quotient whose denominator divides the numerator as polynomials: floor((s0*s1*s2 -
+    # 2*s0*s1)/(s2 - 2)) is s0*s1 for every s2 != 2 (a pad's cropped rows, seen by the fuzzer)
+    num, den = sympy.fraction(sympy.cancel(e.args[0]))
+    if den == 1 and num.is_integer:
+        return num, sympy.Integer(1)
     return None
 
 

@@ -165,3 +165,18 @@ def test_in_place_writes_into_a_stepped_slice_reach_its_base(backend):
         want = ref[:, ::2].mul_(2.0).sum(1)
         close(want, got)
         np.testing.assert_array_equal(base.numpy(), ref.numpy())
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager", "inductor"])
+def test_a_stride_used_as_a_value_is_specialised_not_a_fallback(backend):
+    """``x * x.stride(0)`` puts a stride symbol in the graph as an operand; the graphs read
+    sizes only, so it is specialised (guarded) there. It sent the frame to eager."""
+    cnt = Counting(backend)
+    f = ember.compile(lambda x: x * x.stride(0) + x.size(0), backend=cnt)
+    for n in range(3, 9):
+        x = ember.randn(n, 18)[:, ::2]
+        close(x * 18 + n, f(x))
+    assert cnt.frame_count == 2 and cnt.graphs[-1].meta["dynamic"]
+    x = ember.randn(5, 20)[:, ::2]                 # another row stride: guarded, compiled again
+    close(x * 20 + 5, f(x))
+    assert cnt.frame_count == 3
