@@ -1296,3 +1296,14 @@ def test_view_of_empty_extern_output(index):
     ref = f(a, b)
     for o, r in zip(out, ref):
         assert tuple(o.shape) == tuple(r.shape)
+
+
+def test_cropping_pad_then_matmul_compiles_for_every_size(strict_dynamic):
+    """A pad that crops rows and columns, read by a product, under ``dynamic=True``: an index
+    held ``floor((s0*s1*s2 - 2*s0*s1 - 9*s0*s2 + 18*s0)/(s2 - 2))``, whose denominator divides
+    the numerator as polynomials (it is ``s0*(s1 - 9)``), and the printer refused it, so the
+    graph ran eagerly (found by the fuzzer with seed 5801)."""
+    src = ("def f(a0, a1):\n    v0 = F.silu(a0)\n    v2 = F.pad(v0, (0, -2, -3, -6), value=0.0)\n"
+           "    v4 = ember.matmul(v2, a1)\n    v2[2::2].sub_(0.25)\n    return (v4,)\n")
+    run_program(src, [("a0", (9, 15, 5), "float32", "rows", "data"), ("a1", (3, 3), "float32", "contig", "data")],
+                mode="dynamic")
