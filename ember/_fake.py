@@ -30,10 +30,13 @@ class DataDependentOutputError(RuntimeError):
 class FakeStorage:
     """The storage a fake tensor and its views share: an identity and a size, no bytes."""
 
-    __slots__ = ("nbytes", "base_ptr", "__weakref__")
+    __slots__ = ("nbytes", "base_ptr", "alignment_read", "__weakref__")
 
     def __init__(self, nbytes):
         self.nbytes = nbytes
+        # set by a dtype view's meta (view(float64) of float32, view_as_complex) that checked the
+        # offset's alignment: dynamo then guards the residue of a symbolic input's real offset
+        self.alignment_read = False
         # a unique, widely spaced fake address so data_ptr() arithmetic works
         self.base_ptr = next(_ids) << 40
 

@@ -233,6 +233,18 @@ class GuardSet:
             f"{e}._data.strides == __cstrides({e}._data) and {e}.requires_grad is {bool(t.requires_grad)!r}",
             reason, kind="TENSOR_MATCH", name=e)
 
+    def offset_residue_match(self, source, t: Tensor):
+        """An input traced with symbolic sizes has memory of its own in the trace, starting at
+        its storage offset's residue (``fake_tensor.offset_residue``): later inputs must have
+        the same residue, or a dtype view the trace allowed could be misaligned (eager raises)."""
+        from ..fx.fake_tensor import offset_residue
+        m, r = offset_residue(t)
+        if m > 1:
+            e = source.expr()
+            self.add(f"{e}.storage_offset() % {m} == {r}",
+                     f"{e}'s storage offset is {r} modulo {m} elements (dtype views depend on it)",
+                     kind="TENSOR_MATCH", name=e)
+
     def strided_dynamic_tensor_match(self, source, t: Tensor, dyn: set, sym_strides: set):
         """Like ``dynamic_tensor_match`` for an input that is not C-contiguous, traced with
         symbolic strides in ``sym_strides`` (and sizes in ``dyn``): rank, the static sizes and

@@ -78,6 +78,7 @@ class OutputGraph:
         self._sym_nodes = {}    # sympy expr -> node computing it from the placeholders
         self._sym_inputs = []   # (example value, placeholder node) of inputs with symbolic sizes
         self._sym_strided = []  # (source, example value) of inputs with symbolic strides
+        self._own_memory = []   # (source, input, example value) traced as memory of their own
         self.input_sources = []
         self.input_values = []
         self._by_id = {}
@@ -193,10 +194,12 @@ class OutputGraph:
         if sst:
             self.guards.strided_dynamic_tensor_match(source, t, dyn, sst)
             self._sym_inputs.append((example, node))
+            self._own_memory.append((source, t, example))
             self._sym_strided.append((source, example))
         elif dyn:
             self.guards.dynamic_tensor_match(source, t, dyn)
             self._sym_inputs.append((example, node))
+            self._own_memory.append((source, t, example))
         else:
             self.guards.tensor_match(source, t)
         tv = TensorVariable(node, example, source, cls=type(t))
@@ -909,6 +912,15 @@ class OutputGraph:
                     raise AliasedDynamicView(f"the graph writes to {src.expr()}, which shares memory "
                                              f"with {others}, given symbolic sizes")
 
+    def _alignment_guards(self):
+        """An input traced with symbolic sizes or strides has memory of its own in the trace,
+        starting at its offset's residue (``fake_tensor.offset_residue``). Where the trace took
+        a dtype view of it (or of a view of it), whose validity depends on that alignment, the
+        guards require the same residue at later calls (eager raises for a misaligned one)."""
+        for source, t, ex in self._own_memory:
+            if getattr(ex._data, "storage", None) is not None and ex._data.storage.alignment_read:
+                self.guards.offset_residue_match(source, t)
+
     def _check_strided_outputs(self):
         """A graph output (or a value handed on at a graph break) that is a view of an input
         traced with symbolic strides: backends may compute it from a contiguous copy of the
@@ -1010,6 +1022,7 @@ class OutputGraph:
                 # shared by every iteration of a loop -- as never to be captured)
                 raise SkipFrame("no ember operations in the frame")
         self._check_strided_outputs()
+        self._alignment_guards()
         compiled, gm, backend_time = None, None, 0.0
         # (a graph no op of which can raise needs no re-run: see graph_raises.py)
         rerun = (self.covers_try or self.replay_break_index is not None) and \

@@ -135,6 +135,12 @@ class FakeTensorMode:
             # a view: share a fake of its base's storage, at the same offset
             base_fake = self.from_tensor(t._base)
             arr = FakeArray(shape, t.dtype, estrides, t.storage_offset(), base_fake._data.storage)
+        elif symbolic:
+            # memory of its own, at the real offset's residue modulo 16 bytes: a dtype view
+            # (``view(float64)`` of float32) depends on the offset's alignment, which the
+            # guards check (``offset_residue``) -- not on the offset itself
+            m, r = offset_residue(t)
+            arr = FakeArray(shape, t.dtype, estrides, r, FakeStorage((_numel(shape) + r) * t._data.itemsize))
         else:
             arr = FakeArray(shape, t.dtype, estrides, 0, None)
         fake = make_fake(arr, t.device)
@@ -152,6 +158,21 @@ class FakeTensorMode:
                 del memo[key]
         self._memo[key] = (weakref.ref(t, forget), fake)
         return fake
+
+
+def offset_residue(t: Tensor):
+    """``(m, r)``: a symbolic example value of ``t`` starts ``r`` elements into memory of its own,
+    ``r`` the storage offset modulo ``m`` elements (16 bytes, the widest dtype a view can
+    reinterpret it as); the guards require the same residue of later inputs."""
+    m = max(16 // t._data.itemsize, 1)
+    return m, int(t.storage_offset()) % m
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n = n * s
+    return n
 
 
 class InputHistoryBackward(Node):

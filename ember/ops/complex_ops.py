@@ -117,6 +117,9 @@ class _Interface:
 
 @view_as_complex.meta_fn
 def _view_as_complex_meta(a):
+    from .._fake import FakeArray
+    if isinstance(a._data, FakeArray):
+        a._data.storage.alignment_read = True     # (the offset's alignment decides: see _fake.py)
     shape, st, off = _check_as_complex(tuple(a.shape), a.stride(), a.storage_offset(), a.dtype)
     from .._fake import FakeArray
     return FakeArray(shape, a.dtype.to_complex(), st, off, getattr(a._data, "storage", None))

@@ -125,6 +125,8 @@ def _view_dtype_meta(a, dtype):
     from .shape import _geom
     dtype = check_dtype_arg(dtype)
     shape, st, off = _geom(a)
+    if isinstance(a._data, _meta.FakeArray) and dtype.itemsize > a.dtype.itemsize:
+        a._data.storage.alignment_read = True     # (the offset's alignment decides: see _fake.py)
     if not _meta.is_symint(off) and not any(_meta.is_symint(s) for s in tuple(shape) + tuple(st)):
         st = _torch_strides(shape, st)
     shape, st, off = dtype_view_geometry(shape, st, off, a.dtype, dtype)

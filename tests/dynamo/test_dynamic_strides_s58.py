@@ -180,3 +180,29 @@ def test_a_stride_used_as_a_value_is_specialised_not_a_fallback(backend):
     x = ember.randn(5, 20)[:, ::2]                 # another row stride: guarded, compiled again
     close(x * 20 + 5, f(x))
     assert cnt.frame_count == 3
+
+
+def test_a_dtype_view_of_a_dynamic_input_checks_its_offset_as_eager():
+    """A symbolic input has memory of its own in the trace; its storage offset's alignment
+    decides whether ``view(float64)`` of float32 is allowed. It was taken as 0: a row slice
+    starting at an odd element gave values compiled where eager raises. The trace now starts
+    at the offset's residue and, where a dtype view read it, the guards check it."""
+    f = ember.compile(lambda x: x.view(ember.float64) * 2)
+    for n in (3, 4, 5, 6):
+        for start in (1, 2):                       # odd: eager raises; even: a valid view
+            x = ember.randn(100)[start:start + 4 * n].view(n, 4)
+            try:
+                want, err = x.view(ember.float64) * 2, None
+            except RuntimeError as e:
+                want, err = None, str(e)
+            if err is None:
+                close(want, f(x))
+            else:
+                with pytest.raises(RuntimeError) as got:
+                    f(x)
+                assert str(got.value) == err
+    for bad in (ember.randn(4, 6).t(), ember.randn(4, 6)[:, 1:5], ember.randn(5, 6)[:, 1:5]):
+        with pytest.raises(RuntimeError):
+            bad.view(ember.float64)
+        with pytest.raises(RuntimeError):
+            f(bad)

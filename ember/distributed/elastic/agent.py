@@ -75,6 +75,15 @@ class _Worker:
     def __init__(self, local_rank, proc, error_file, files, threads):
         self.local_rank, self.proc, self.error_file = local_rank, proc, error_file
         self.files, self.threads = files, threads
+        # when the process ended, taken by a thread waiting on it: two workers found dead in one
+        # monitoring pass (one exited, its peer's collective then failed) are reported in the
+        # order they ended, so the root cause is the one that ended first
+        self.exit_time = None
+        threading.Thread(target=self._wait, daemon=True).start()
+
+    def _wait(self):
+        self.proc.wait()
+        self.exit_time = time.monotonic()
 
     def finish_io(self):
         for t in self.threads:
@@ -173,6 +182,10 @@ class LocalElasticAgent:
             codes = [w.proc.poll() for w in self.workers]
             if any(c not in (None, 0) for c in codes):
                 first = [w for w, c in zip(self.workers, codes) if c not in (None, 0)]
+                deadline = time.monotonic() + 0.5       # (the waiter sets it right after reaping)
+                while any(w.exit_time is None for w in first) and time.monotonic() < deadline:
+                    time.sleep(0.001)
+                first.sort(key=lambda w: w.exit_time if w.exit_time is not None else float("inf"))
                 for w in first:
                     log.error("failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s", w.proc.returncode,
                               w.local_rank, w.proc.pid, self.spec.cmd[0])
