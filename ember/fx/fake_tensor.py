@@ -30,6 +30,7 @@ from ..ops import registry as _reg
 from ..ops._meta import (DataDependentOutputError, FakeArray, FakeStorage, broadcast_shapes,
                          contiguous_strides, dense_permutation, strides_for_permutation)
 from ..autograd.graph import Node
+from .._fake import _numel
 from ..tensor import Tensor
 from .experimental.symbolic_shapes import ShapeEnv, SymInt
 
@@ -166,13 +167,6 @@ def offset_residue(t: Tensor):
     reinterpret it as); the guards require the same residue of later inputs."""
     m = max(16 // t._data.itemsize, 1)
     return m, int(t.storage_offset()) % m
-
-
-def _numel(shape):
-    n = 1
-    for s in shape:
-        n = n * s
-    return n
 
 
 class InputHistoryBackward(Node):
