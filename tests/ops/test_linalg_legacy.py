@@ -90,17 +90,32 @@ def test_ormqr_values_and_grads(dtype, left, transpose, shape):
     e = [ember.tensor(x, requires_grad=True) for x in (a, tau, c)]
     t = [torch.tensor(x, requires_grad=True) for x in (a, tau, c)]
     eo, to = ember.ormqr(*e, left, transpose), torch.ormqr(*t, left=left, transpose=transpose)
-    rtol, atol = _tol(dtype)
     assert str(eo.dtype).replace("ember", "torch") == str(to.dtype)
-    np.testing.assert_allclose(eo.detach().numpy(), to.detach().numpy(), rtol=rtol * 10, atol=atol * 10)
     np.testing.assert_array_equal(e[0].ormqr(e[1], e[2], left=left, transpose=transpose).detach().numpy(),
                                   eo.detach().numpy())
     w = _rand(rng, tuple(to.shape), "float64").astype(dtype.replace("complex128", "float64"))
     cplx = dtype.startswith("complex")
     (eo.real * ember.tensor(w) + (eo.imag if cplx else 0)).sum().backward()
     (to.real * torch.tensor(w) + (to.imag if cplx else 0)).sum().backward()
-    for x, y in zip(e, t):
-        np.testing.assert_allclose(x.grad.numpy(), y.grad.numpy(), rtol=rtol * 100, atol=atol * 100)
+    ours = [eo.detach().numpy()] + [x.grad.numpy() for x in e]
+    theirs = [to.detach().numpy()] + [y.grad.numpy() for y in t]
+    if dtype != "float32":
+        rtol, atol = _tol(dtype)
+        for x, y in zip(ours, theirs):
+            np.testing.assert_allclose(x, y, rtol=rtol * 100, atol=atol * 100)
+        return
+    # float32: random tau makes the reflectors far from orthogonal, so a product of
+    # them can lose several digits to cancellation, in torch as in ember (CI once saw
+    # a 3% difference on one element). Judge both against a float64 run of torch:
+    # ember's error must stay within 10x torch's own float32 error, plus a few ulps
+    # of the result's scale (a wrong gradient is off by the scale itself).
+    t64 = [torch.tensor(x.astype("float64"), requires_grad=True) for x in (a, tau, c)]
+    o64 = torch.ormqr(*t64, left=left, transpose=transpose)
+    (o64 * torch.tensor(w.astype("float64"))).sum().backward()
+    exact = [o64.detach().numpy()] + [y.grad.numpy() for y in t64]
+    for x, y, r in zip(ours, theirs, exact):
+        ours_err, torch_err = np.abs(x - r).max(initial=0), np.abs(y - r).max(initial=0)
+        assert ours_err <= 10 * torch_err + 1e-5 * np.abs(r).max(initial=1), (ours_err, torch_err)
 
 
 def test_ormqr_of_geqrf_is_q_times_c():
